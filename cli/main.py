@@ -1,0 +1,232 @@
+"""The `palimpsest` command: thin commands over library functions.
+
+Heavy libraries (scipy, flask, torch) are imported inside the commands that need them, so that
+`palimpsest --help` and `palimpsest validate` start fast.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from tasks import all_tasks, get_task, task_ids
+
+EXIT_INVALID = 1
+EXIT_ERROR = 2
+
+
+def _fail(message: str, code: int = EXIT_ERROR):
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def friendly(fn):
+    """Turn every error a user can cause into a one-line message and an exit status."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from scorer.errors import PalimpsestError
+
+        try:
+            return fn(*args, **kwargs)
+        except PalimpsestError as e:
+            _fail(str(e))
+        except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as e:  # never a traceback for a user; PALIMPSEST_DEBUG=1 shows it
+            if os.environ.get("PALIMPSEST_DEBUG"):
+                raise
+            _fail(f"internal error ({type(e).__name__}: {e}); rerun with PALIMPSEST_DEBUG=1 for details", 3)
+
+    return wrapper
+
+
+HOME_OPTION = click.option(
+    "--home", type=click.Path(file_okay=False, path_type=Path), envvar="PALIMPSEST_HOME",
+    default=None, help="Data directory (default: $PALIMPSEST_HOME or ~/.local/share/palimpsest).",
+)
+TASK_ARG = click.argument("task_id", metavar="TASK", type=click.Choice(task_ids()))
+SPLIT_OPTION = click.option("--split", type=click.Choice(["test", "dev"]), default="test", show_default=True,
+                            help="Which split's inputs and gold to use.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option("0.1.0", prog_name="palimpsest")
+def main():
+    """Palimpsest: evaluation server and leaderboard for text reuse and relatedness tasks."""
+
+
+@main.group("tasks", invoke_without_command=True)
+@click.pass_context
+def tasks_group(ctx):
+    """List, describe and import tasks."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(tasks_list)
+
+
+@tasks_group.command("list")
+@HOME_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def tasks_list(home=None, as_json=False):
+    """List the registered tasks and whether their data is imported."""
+    from tasks.store import TaskStore
+
+    rows = []
+    for t in all_tasks():
+        st = TaskStore(t.id, home)
+        rows.append({"id": t.id, "title": t.title, "primary": f"{t.primary[1]} ({t.primary[0]})",
+                     "imported": st.exists()})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        mark = "imported" if r["imported"] else "not imported"
+        click.echo(f"{r['id']:<14} {mark:<13} {r['primary']:<18} {r['title']}")
+
+
+@tasks_group.command("show")
+@TASK_ARG
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def tasks_show(task_id, as_json):
+    """Describe a task: its format, metrics, splits and citation."""
+    t = get_task(task_id)
+    if as_json:
+        from dataclasses import asdict
+
+        click.echo(json.dumps(asdict(t), indent=2))
+        return
+    click.echo(f"{t.id} (v{t.version}): {t.title}\n\n{t.description}\n")
+    click.echo("Submission format (" + t.format.native + "; also csv/tsv, .gz or .zip of one file):")
+    for f in t.format.fields:
+        opt = " (optional)" if f.name in t.format.optional else ""
+        click.echo(f"  {f.name:<12} {f.kind:<8} {f.description}{opt}")
+    click.echo("Example:\n" + "".join("  " + line + "\n" for line in t.format.example.splitlines()))
+    click.echo(f"Primary metric: {t.primary[1]} on {t.primary[0]} "
+               f"({'higher' if t.greater_is_better else 'lower'} is better)")
+    click.echo(f"Metrics: {', '.join(t.metrics)}; subsets: {', '.join(t.subsets)}; splits: {', '.join(t.splits)}")
+    click.echo(f"Import: {t.import_help}\nLicence: {t.licence}\n\n{t.citation}")
+
+
+@tasks_group.command("import")
+@TASK_ARG
+@click.option("--from", "source", type=click.Path(exists=True, path_type=Path),
+              help="An official release checkout (TRoTR, SwissGov-RSD).")
+@click.option("--fold", type=click.IntRange(1, 10), default=1, show_default=True, help="TRoTR fold.")
+@click.option("--query", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Loci Similes query segments (seg_id,text).")
+@click.option("--source", "source_csv", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Loci Similes source segments (seg_id,text).")
+@click.option("--gold", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Loci Similes gold links (query_id,source_id,label).")
+@HOME_OPTION
+@friendly
+def tasks_import(task_id, source, fold, query, source_csv, gold, home):
+    """Build a task from its official release into the data directory (idempotent)."""
+    from tasks.importers import import_task
+
+    t = get_task(task_id)
+    if t.importer == "loci":
+        if not (query and source_csv and gold):
+            _fail(f"{task_id} needs --query, --source and --gold (usage: {t.import_help})")
+        manifest = import_task(task_id, home, query=query, source=source_csv, gold=gold)
+    else:
+        if source is None:
+            _fail(f"{task_id} needs --from (usage: {t.import_help})")
+        manifest = import_task(task_id, home, source=source, fold=fold)
+    counts = "; ".join(f"{split}: " + ", ".join(f"{k} {v}" for k, v in c.items())
+                       for split, c in manifest["counts"].items())
+    click.echo(f"imported {task_id}: {counts}")
+
+
+def _print_problems(e, as_json: bool, task_id: str, cap: int = 50):
+    if as_json:
+        click.echo(json.dumps({"task": task_id, "valid": False, "problems": e.to_list(),
+                               "total": e.total}, indent=2))
+    else:
+        click.echo(e.summary(cap), err=True)
+
+
+@main.command("validate")
+@TASK_ARG
+@click.argument("file", type=click.Path(path_type=Path))
+@SPLIT_OPTION
+@HOME_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@friendly
+def validate_cmd(task_id, file, split, home, as_json):
+    """Check a submission file; exit 0 only when it is valid."""
+    from scorer import SubmissionInvalid, validate_file
+
+    try:
+        v = validate_file(task_id, file, split, home)
+    except SubmissionInvalid as e:
+        _print_problems(e, as_json, task_id)
+        sys.exit(EXIT_INVALID)
+    if as_json:
+        click.echo(json.dumps({"task": task_id, "valid": True, "problems": [], "format": v.format}))
+    else:
+        click.echo(f"{file}: valid {task_id} submission ({split} split, {v.format})")
+
+
+@main.command("score")
+@TASK_ARG
+@click.argument("file", type=click.Path(path_type=Path))
+@SPLIT_OPTION
+@HOME_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print the scoring JSON contract.")
+@friendly
+def score_cmd(task_id, file, split, home, as_json):
+    """Validate, then score a submission against the split's gold."""
+    from scorer import SubmissionInvalid, score_file
+
+    try:
+        result = score_file(task_id, file, split, home)
+    except SubmissionInvalid as e:
+        _print_problems(e, as_json, task_id)
+        sys.exit(EXIT_INVALID)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    p = result["primary"]
+    click.echo(f"{task_id} ({split}): {p['name']} on {p['subset']} = {_num(p['value'])}")
+    names = [m for m in get_task(task_id).metrics]
+    subsets = list(result["metrics"])
+    click.echo(f"{'':<10}" + "".join(f"{s:>10}" for s in subsets))
+    for m in names:
+        click.echo(f"{m:<10}" + "".join(f"{_num(result['metrics'][s].get(m)):>10}" for s in subsets))
+    for n in result["notes"]:
+        click.echo(f"note: {n}")
+
+
+def _num(v) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, int):
+        return str(v)
+    return f"{v:.4f}"
+
+
+def _register_optional_commands():
+    """Commands of other parts (server, baselines) register here when their packages provide them."""
+    import importlib
+
+    for mod in ("server.cli", "baselines.cli"):
+        try:
+            m = importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name and (e.name == mod or mod.startswith(e.name + ".")):
+                continue
+            raise
+        m.register(main)
+
+
+_register_optional_commands()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

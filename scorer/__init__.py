@@ -1,0 +1,95 @@
+"""The offline scorer: validate a submission file against a task's inputs, then score it.
+
+`score_file` returns the scoring contract every other part relies on:
+{"task", "split", "primary": {"name", "subset", "value", "greater_is_better"},
+ "metrics": {subset: {metric: value}}, "notes": [...], "signature": ..., "provenance": {...}}
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from scorer.errors import (
+    PalimpsestError,
+    Problem,
+    SplitNotAvailable,
+    SubmissionInvalid,
+    TaskNotFound,
+    TaskNotImported,
+)
+from scorer.reader import DEFAULT_LIMITS, Limits, load
+
+__version__ = "0.1.0"
+
+
+@dataclass
+class Validated:
+    """A submission that passed validation, ready to score."""
+
+    task_id: str
+    split: str
+    parsed: object
+    format: str
+    seconds: float
+
+
+def _resolve(task_id: str, split: str, home):
+    from tasks import get_task
+    from tasks.store import TaskStore
+
+    task = get_task(task_id)
+    if split not in task.splits:
+        raise SplitNotAvailable(f"task {task.id!r} has no {split!r} split (splits: {', '.join(task.splits)})")
+    store = TaskStore(task.id, home)
+    if not store.exists():
+        raise TaskNotImported(f"task {task.id!r} has no data in {store.home}; import it with: {task.import_help}")
+    if split not in store.manifest().get("splits", task.splits):
+        raise SplitNotAvailable(f"task {task.id!r} was imported without a {split!r} split")
+    return task, store
+
+
+def validate_file(task_id: str, path: str | Path, split: str = "test", home=None,
+                  limits: Limits = DEFAULT_LIMITS) -> Validated:
+    """Check a submission against the task's inputs; raises SubmissionInvalid listing every problem."""
+    from scorer.families import family
+
+    t0 = time.perf_counter()
+    task, store = _resolve(task_id, split, home)
+    text = load(path, limits)
+    parsed = family(task, store, split).validate(text)
+    return Validated(task.id, split, parsed, text.format, time.perf_counter() - t0)
+
+
+def score_validated(v: Validated, home=None) -> dict:
+    """Score a validated submission against the split's gold."""
+    from scorer.families import family
+
+    task, store = _resolve(v.task_id, v.split, home)
+    scored = family(task, store, v.split).score(v.parsed)
+    subset, name = task.primary
+    gold_sha = store.gold_checksum(v.split)
+    return {
+        "task": task.id,
+        "split": v.split,
+        "primary": {"name": name, "subset": subset, "value": scored.metrics[subset][name],
+                    "greater_is_better": task.greater_is_better},
+        "metrics": scored.metrics,
+        "notes": scored.notes,
+        "signature": f"{name}|task:{task.id}|v:{task.version}|split:{v.split}|gold:sha256:{gold_sha[:16]}"
+                     f"|scorer:{__version__}",
+        "provenance": {"task_version": task.version, "gold_sha256": gold_sha, "scorer_version": __version__},
+    }
+
+
+def score_file(task_id: str, path: str | Path, split: str = "test", home=None,
+               limits: Limits = DEFAULT_LIMITS) -> dict:
+    """Validate, then score; the result is the scoring contract (see the module docstring)."""
+    return score_validated(validate_file(task_id, path, split, home, limits), home)
+
+
+__all__ = [
+    "Limits", "PalimpsestError", "Problem", "SplitNotAvailable", "SubmissionInvalid", "TaskNotFound",
+    "TaskNotImported", "Validated", "score_file", "score_validated", "validate_file",
+]

@@ -1,0 +1,92 @@
+"""One exception type per failure a user can cause; each message says what was expected."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class PalimpsestError(Exception):
+    """Base of every error the project reports to a user without a traceback."""
+
+
+class TaskNotFound(PalimpsestError):
+    """A task id that is not registered (the message suggests the closest one)."""
+
+
+class TaskNotImported(PalimpsestError):
+    """A registered task whose data has not been imported into the data directory."""
+
+
+class SplitNotAvailable(PalimpsestError):
+    """A split the task does not have."""
+
+
+class ReleaseError(PalimpsestError):
+    """An official release that cannot be read; names the file and line."""
+
+    def __init__(self, path, message: str, line: int | None = None):
+        self.path = str(path)
+        self.line = line
+        where = f"{self.path}, line {line}" if line is not None else self.path
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a submission, located by line and id where it can be."""
+
+    message: str
+    line: int | None = None
+    id: str | None = None
+
+    def __str__(self) -> str:
+        where = []
+        if self.line is not None:
+            where.append(f"line {self.line}")
+        if self.id is not None:
+            where.append(f"id {self.id!r}")
+        return f"{', '.join(where)}: {self.message}" if where else self.message
+
+    def to_dict(self) -> dict:
+        return {"line": self.line, "id": self.id, "message": self.message}
+
+
+class SubmissionInvalid(PalimpsestError):
+    """A submission with one or more problems; carries all of them."""
+
+    def __init__(self, problems: list[Problem], total: int | None = None):
+        self.problems = list(problems)
+        self.total = total if total is not None else len(self.problems)
+        super().__init__(self.summary())
+
+    def summary(self, cap: int = 50) -> str:
+        lines = [str(p) for p in self.problems[:cap]]
+        rest = self.total - min(cap, len(self.problems))
+        if rest > 0:
+            lines.append(f"... and {rest} more problem{'s' if rest != 1 else ''}")
+        head = f"{self.total} problem{'s' if self.total != 1 else ''} in the submission"
+        return head + ":\n" + "\n".join("  " + x for x in lines)
+
+    def to_list(self) -> list[dict]:
+        return [p.to_dict() for p in self.problems]
+
+
+class Problems:
+    """Collects problems up to a cap, counting the rest, then raises once."""
+
+    def __init__(self, cap: int = 200):
+        self.cap = cap
+        self.items: list[Problem] = []
+        self.total = 0
+
+    def add(self, message: str, line: int | None = None, id: str | None = None) -> None:
+        self.total += 1
+        if len(self.items) < self.cap:
+            self.items.append(Problem(message, line, id))
+
+    def __bool__(self) -> bool:
+        return self.total > 0
+
+    def raise_if_any(self) -> None:
+        if self.total:
+            raise SubmissionInvalid(self.items, self.total)

@@ -1,0 +1,510 @@
+"""How each kind of task is validated and scored.
+
+A family reads the task's public inputs (what a valid submission must cover) and, for scoring
+only, its gold. Validation never reads gold, so no message can reveal a gold value.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from scorer import metrics
+from scorer.errors import Problems, SubmissionInvalid
+from scorer.reader import BadRow, Text, csv_reader, iter_records
+from tasks.base import Task
+from tasks.store import TaskStore
+
+SHOW_MISSING = 5
+
+
+def _cache_key(path: Path) -> tuple:
+    st = path.stat()
+    return (str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=32)
+def _read_jsonl_cached(key: tuple) -> list[dict]:
+    with open(key[0], encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """A task file's rows, parsed once per version of the file."""
+    return _read_jsonl_cached(_cache_key(path))
+
+
+def _fmt_value(v) -> str:
+    s = json.dumps(v) if not isinstance(v, str) else repr(v)
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+# ---------------------------------------------------------------- value conversion
+
+
+class Bad(Exception):
+    """A value that does not fit its column."""
+
+
+def _as_id(v, csv: bool) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    raise Bad(f"must be a string, found {_fmt_value(v)}")
+
+
+def _as_float(v, csv: bool) -> float:
+    if csv:
+        try:
+            x = float(v)
+        except ValueError:
+            raise Bad(f"must be a number, found {_fmt_value(v)}") from None
+    elif isinstance(v, (int, float)) and not isinstance(v, bool):
+        x = float(v)
+    else:
+        raise Bad(f"must be a number, found {_fmt_value(v)}")
+    if math.isnan(x):
+        raise Bad("is NaN")
+    if math.isinf(x):
+        raise Bad("is infinite")
+    return x
+
+
+def _as_label01(v, csv: bool) -> int:
+    x = _as_float(v, csv)
+    if x not in (0.0, 1.0):
+        raise Bad(f"must be 0 or 1, found {_fmt_value(v)}")
+    return int(x)
+
+
+def _as_floats(v, csv: bool) -> np.ndarray:
+    if csv and isinstance(v, str):
+        s = v.strip()
+        try:
+            v = json.loads(s) if s.startswith("[") else [float(x) for x in s.replace(",", " ").split()]
+        except ValueError:
+            raise Bad("must be a JSON list of numbers or numbers separated by spaces") from None
+    if not isinstance(v, list):
+        raise Bad(f"must be a list of numbers, found {_fmt_value(v)}")
+    try:
+        a = np.asarray(v, dtype=np.float64)
+    except (TypeError, ValueError):
+        bad = next((x for x in v if isinstance(x, (str, list, dict)) or x is None), None)
+        raise Bad(f"must hold only numbers, found {_fmt_value(bad)}") from None
+    if a.ndim != 1:
+        raise Bad("must be a flat list of numbers")
+    finite = np.isfinite(a)
+    if not finite.all():
+        i = int(np.argmin(finite))
+        raise Bad(f"value {i + 1} is {'NaN' if np.isnan(a[i]) else 'infinite'}")
+    return a
+
+
+CONVERT = {"id": _as_id, "float": _as_float, "label01": _as_label01, "floats": _as_floats}
+
+
+def read_rows(text: Text, task: Task, problems: Problems) -> list[tuple[int, dict]]:
+    """Rows of a keyed submission with typed values; every bad row or value becomes a problem."""
+    fields = task.format.fields
+    names = [f.name for f in fields]
+    required = [f.name for f in fields if f.name not in task.format.optional]
+    key = task.format.key[0]
+    is_csv = text.format != "jsonl"
+    header, records = iter_records(text.text, text.format)
+    if header is not None:
+        missing = [c for c in required if c not in header]
+        if missing:
+            problems.add(f"the header lacks column(s) {', '.join(missing)}; expected "
+                         f"{', '.join(names)}, found {', '.join(header) or 'nothing'}", line=1)
+            problems.raise_if_any()
+        extra = [c for c in header if c not in names]
+        if extra:
+            problems.add(f"unexpected column(s) {', '.join(extra)}; expected {', '.join(names)}", line=1)
+    out = []
+    for line, rec in records:
+        if isinstance(rec, BadRow):
+            problems.add(rec.message, line=line)
+            continue
+        rid = rec.get(key)
+        rid_s = rid if isinstance(rid, str) else None
+        if header is None:
+            missing = [c for c in required if c not in rec]
+            extra = [c for c in rec if c not in names]
+            if missing:
+                problems.add(f"missing field(s) {', '.join(missing)}", line=line, id=rid_s)
+                continue
+            if extra:
+                problems.add(f"unexpected field(s) {', '.join(extra)}; expected {', '.join(names)}",
+                             line=line, id=rid_s)
+        row, ok = {}, True
+        for f in fields:
+            if f.name not in rec:
+                continue
+            v = rec[f.name]
+            if is_csv and f.name in task.format.optional and v == "":
+                continue
+            try:
+                row[f.name] = CONVERT[f.kind](v, is_csv)
+            except Bad as e:
+                problems.add(f"{f.name} {e}", line=line, id=rid_s)
+                ok = False
+        if ok:
+            out.append((line, row))
+    return out
+
+
+def _check_keys(rows, key: str, known: dict, problems: Problems, what: str) -> dict[str, tuple[int, dict]]:
+    """Index rows by key, reporting duplicates and unknown ids."""
+    by_id: dict[str, tuple[int, dict]] = {}
+    for line, row in rows:
+        k = row[key]
+        if k in by_id:
+            problems.add(f"duplicate {key}: also on line {by_id[k][0]}", line=line, id=k)
+            continue
+        if k not in known:
+            problems.add(f"unknown {key}: not among the {what}", line=line, id=k)
+            continue
+        by_id[k] = (line, row)
+    return by_id
+
+
+def _report_missing(missing: list[str], key: str, problems: Problems, scope: str = "") -> None:
+    if missing:
+        first = ", ".join(repr(m) for m in missing[:SHOW_MISSING])
+        more = f" and {len(missing) - SHOW_MISSING} more" if len(missing) > SHOW_MISSING else ""
+        problems.add(f"{len(missing)} {key}(s){scope} missing from the submission: {first}{more}")
+
+
+# ---------------------------------------------------------------- families
+
+
+@dataclass
+class Scored:
+    """A family's result: metrics per subset, and the reasons for any null value."""
+
+    metrics: dict
+    notes: list[str] = field(default_factory=list)
+
+
+class Family:
+    """Validation and scoring for one kind of task."""
+
+    def __init__(self, task: Task, store: TaskStore, split: str):
+        self.task, self.store, self.split = task, store, split
+
+    def validate(self, text: Text):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def score(self, parsed) -> Scored:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class Keyed(Family):
+    """One value per id of the inputs (tric-binary, tric-ranking, trac)."""
+
+    inputs_name = "inputs.jsonl"
+
+    def reference_ids(self) -> list[str]:
+        key = self.task.format.key[0]
+        if self.task.kind == "targets":
+            return [r["target"] for r in read_jsonl(self.store.public(self.split, "targets.jsonl"))]
+        return [r[key] for r in read_jsonl(self.store.public(self.split, self.inputs_name))]
+
+    def validate(self, text: Text) -> dict[str, float]:
+        problems = Problems()
+        key = self.task.format.key[0]
+        value = self.task.format.fields[1].name
+        ids = self.reference_ids()
+        index = {k: i for i, k in enumerate(ids)}
+        rows = read_rows(text, self.task, problems)
+        by_id = _check_keys(rows, key, index, problems, f"{len(ids)} {self.split} {key}s")
+        if not problems:
+            _report_missing([k for k in ids if k not in by_id], key, problems)
+        problems.raise_if_any()
+        return {k: row[value] for k, (_, row) in by_id.items()}
+
+    def score(self, parsed: dict[str, float]) -> Scored:
+        key = self.task.format.key[0]
+        gold_rows = read_jsonl(self.store.gold(self.split, "gold.jsonl"))
+        value_name = "label" if self.task.kind == "instances" else "score"
+        gold = np.array([r[value_name] for r in gold_rows], dtype=np.float64)
+        pred = np.array([parsed[r[key]] for r in gold_rows], dtype=np.float64)
+        subsets = {"all": np.ones(gold.size, dtype=bool)}
+        for s in self.task.subsets:
+            if s != "all":
+                subsets[s] = np.array([r.get("subset") == s for r in gold_rows])
+        result, notes = {}, []
+        for name, mask in subsets.items():
+            if self.task.format.fields[1].kind == "label01":
+                result[name] = metrics.classification(gold[mask].astype(int), pred[mask].astype(int))
+            else:
+                vals, why = metrics.correlations(gold[mask], pred[mask], ("spearman", "pearson"))
+                result[name] = vals
+                notes += [f"{name}: {w}" for w in why]
+        return Scored(result, notes)
+
+
+class Tokens(Family):
+    """A score per whitespace token of both documents of each pair (swissgov-rsd)."""
+
+    PAIRS = ("en-de", "en-fr", "en-it")
+
+    def validate(self, text: Text) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        problems = Problems()
+        inputs = read_jsonl(self.store.public(self.split, "inputs.jsonl"))
+        ref = {r["id"]: r for r in inputs}
+        rows = read_rows(text, self.task, problems)
+        by_id = _check_keys(rows, "id", ref, problems, f"{len(ref)} {self.split} document pairs")
+        out = {}
+        for rid, (line, row) in by_id.items():
+            r, ok = ref[rid], True
+            for side in ("a", "b"):
+                n_tok = _n_tokens(r[f"text_{side}"])
+                n_val = row[f"labels_{side}"].size
+                if n_val != n_tok:
+                    problems.add(f"{rid}: labels_{side} has {n_val} values, text_{side} has {n_tok} tokens",
+                                 line=line, id=rid)
+                    ok = False
+            if ok:
+                out[rid] = (row["labels_a"], row["labels_b"])
+        covered = {ref[k]["pair"] for k in by_id}
+        if not problems:
+            for pair in self.PAIRS:
+                if pair in covered:
+                    _report_missing([r["id"] for r in inputs if r["pair"] == pair and r["id"] not in by_id],
+                                    "id", problems, f" of {pair}")
+            if not by_id:
+                problems.add("the submission covers no document pair")
+        problems.raise_if_any()
+        return out
+
+    def score(self, parsed) -> Scored:
+        gold = _token_gold(_cache_key(self.store.gold(self.split, "gold.jsonl")))
+        result, notes, spearmans = {}, [], []
+        for pair in self.PAIRS:
+            ids, gvec, mask = gold.get(pair, ([], None, None))
+            if not ids or not all(i in parsed for i in ids):
+                result[pair] = {"spearman": None, "kendall": None, "n": 0}
+                notes.append(f"{pair}: not in the submission")
+                spearmans.append(None)
+                continue
+            pvec = np.concatenate([np.concatenate(parsed[i]) for i in ids])[mask]
+            vals, why = metrics.correlations(gvec, pvec, ("spearman", "kendall"))
+            result[pair] = vals
+            notes += [f"{pair}: {w}" for w in why]
+            spearmans.append(vals["spearman"])
+        macro = {"spearman": None, "kendall": None, "n": sum(result[p]["n"] for p in self.PAIRS)}
+        if all(v is not None for v in spearmans):
+            macro["spearman"] = float(np.mean(spearmans))
+        kendalls = [result[p]["kendall"] for p in self.PAIRS]
+        if all(v is not None for v in kendalls):
+            macro["kendall"] = float(np.mean(kendalls))
+        if macro["spearman"] is None:
+            notes.append("macro: undefined unless every language pair has a value")
+        result["macro"] = macro
+        return Scored(result, notes)
+
+
+def _n_tokens(text: str) -> int:
+    return len(text.split())
+
+
+@functools.lru_cache(maxsize=8)
+def _token_gold(key: tuple) -> dict:
+    """Per language pair: document order, the gold vector without -1 tokens, and its mask."""
+    rows = _read_jsonl_cached(key)
+    out = {}
+    for pair in Tokens.PAIRS:
+        docs = [r for r in rows if r["pair"] == pair]
+        if not docs:
+            continue
+        full = np.concatenate([np.concatenate([np.asarray(r["labels_a"], float),
+                                               np.asarray(r["labels_b"], float)]) for r in docs])
+        mask = full != -1
+        out[pair] = ([r["id"] for r in docs], full[mask], mask)
+    return out
+
+
+@dataclass
+class Links:
+    """Predicted links as index arrays into the query and source id lists."""
+
+    q: np.ndarray
+    s: np.ndarray
+    score: np.ndarray | None
+
+
+class LinkFamily(Family):
+    """Predicted (query, source) links over all query x source pairs (loci-similes)."""
+
+    def ids(self) -> tuple[dict, dict]:
+        return (_id_index(_cache_key(self.store.root / "index" / self.split / "query_ids.txt")),
+                _id_index(_cache_key(self.store.root / "index" / self.split / "source_ids.txt")))
+
+    def validate(self, text: Text) -> Links:
+        problems = Problems()
+        qidx, sidx = self.ids()
+        if text.format == "jsonl":
+            return self._validate_records(text, qidx, sidx, problems)
+        reader = csv_reader(text.text, text.format)
+        header = []
+        for header in reader:
+            if any(c.strip() for c in header):
+                break
+        header = [h.strip().lstrip("\ufeff") for h in header]
+        for c in ("query_id", "source_id"):
+            if c not in header:
+                problems.add(f"the header lacks column {c}; expected query_id,source_id[,score], "
+                             f"found {','.join(header) or 'nothing'}", line=1)
+        extra = [c for c in header if c not in ("query_id", "source_id", "score")]
+        if extra:
+            problems.add(f"unexpected column(s) {', '.join(extra)}; expected query_id,source_id[,score]",
+                         line=1)
+        problems.raise_if_any()
+        iq, isrc = header.index("query_id"), header.index("source_id")
+        isc = header.index("score") if "score" in header else None
+        ncol = len(header)
+        qs, ss, scores = [], [], []
+        qget, sget = qidx.get, sidx.get
+        qappend, sappend, scappend = qs.append, ss.append, scores.append
+        line = reader.line_num
+        while True:
+            try:
+                cells = next(reader)
+            except StopIteration:
+                break
+            except Exception as e:  # csv.Error
+                problems.add(f"cannot parse the row ({e})", line=reader.line_num)
+                continue
+            if len(cells) != ncol:
+                if not cells or (len(cells) == 1 and not cells[0].strip()):
+                    continue
+                problems.add(f"expected {ncol} columns, found {len(cells)}", line=reader.line_num)
+                continue
+            q, s = qget(cells[iq]), sget(cells[isrc])
+            if q is None or s is None:
+                line = reader.line_num
+                if q is None:
+                    problems.add("unknown query_id: not a query segment of the task", line=line, id=cells[iq])
+                if s is None:
+                    problems.add("unknown source_id: not a source segment of the task", line=line,
+                                 id=cells[isrc])
+                continue
+            if isc is not None:
+                try:
+                    x = float(cells[isc])
+                except ValueError:
+                    problems.add(f"score must be a number, found {_fmt_value(cells[isc])}",
+                                 line=reader.line_num, id=cells[iq])
+                    continue
+                if x != x or x in (math.inf, -math.inf):
+                    problems.add(f"score is {'NaN' if x != x else 'infinite'}", line=reader.line_num,
+                                 id=cells[iq])
+                    continue
+                scappend(x)
+            qappend(q)
+            sappend(s)
+        return self._finish(qs, ss, scores if isc is not None else None, problems, text, len(sidx))
+
+    def _validate_records(self, text, qidx, sidx, problems) -> Links:
+        header, records = iter_records(text.text, text.format)
+        qs, ss, scores, has_score = [], [], [], None
+        for line, rec in records:
+            if isinstance(rec, BadRow):
+                problems.add(rec.message, line=line)
+                continue
+            q, s = qidx.get(rec.get("query_id")), sidx.get(rec.get("source_id"))
+            if q is None or s is None:
+                problems.add("unknown or missing query_id/source_id", line=line,
+                             id=str(rec.get("query_id")))
+                continue
+            sc = "score" in rec
+            if has_score is None:
+                has_score = sc
+            elif sc != has_score:
+                problems.add("either every row has a score or none does", line=line)
+                continue
+            if sc:
+                try:
+                    scores.append(_as_float(rec["score"], False))
+                except Bad as e:
+                    problems.add(f"score {e}", line=line, id=rec.get("query_id"))
+                    continue
+            qs.append(q)
+            ss.append(s)
+        return self._finish(qs, ss, scores if has_score else None, problems, text, len(sidx))
+
+    def _finish(self, qs, ss, scores, problems: Problems, text: Text, n_sources: int) -> Links:
+        q = np.asarray(qs, dtype=np.int64)
+        s = np.asarray(ss, dtype=np.int64)
+        keys = q * n_sources + s
+        if keys.size:
+            uniq, first, counts = np.unique(keys, return_index=True, return_counts=True)
+            if uniq.size != keys.size:
+                dup = np.flatnonzero(counts > 1)
+                qnames, snames = _names(self.store, self.split)
+                for d in dup[: problems.cap]:
+                    k = uniq[d]
+                    problems.add(f"duplicate link ({qnames[k // n_sources]!r}, {snames[k % n_sources]!r}) "
+                                 f"appears {counts[d]} times")
+        elif not problems:
+            problems.add("the submission holds no links")
+        problems.raise_if_any()
+        sc = np.asarray(scores, dtype=np.float64) if scores is not None else None
+        return Links(q, s, sc)
+
+    def score(self, parsed: Links) -> Scored:
+        qidx, sidx = self.ids()
+        n_s = len(sidx)
+        gold_q, gold_s = _link_gold(_cache_key(self.store.gold(self.split, "links.csv")),
+                                    _cache_key(self.store.root / "index" / self.split / "query_ids.txt"),
+                                    _cache_key(self.store.root / "index" / self.split / "source_ids.txt"))
+        gold_keys = gold_q * n_s + gold_s
+        pred_keys = parsed.q * n_s + parsed.s
+        vals = metrics.link_counts(np.unique(gold_keys), pred_keys, len(qidx) * n_s)
+        notes = []
+        if parsed.score is not None:
+            vals.update(metrics.link_ranking(gold_q, gold_s, parsed.q, parsed.s, parsed.score))
+        else:
+            vals.update({f"recall@{k}": None for k in metrics.RECALL_AT} | {"mrr": None})
+            notes.append("all: recall@k and mrr need a score column")
+        return Scored({"all": vals}, notes)
+
+
+@functools.lru_cache(maxsize=8)
+def _id_index(key: tuple) -> dict[str, int]:
+    with open(key[0], encoding="utf-8") as f:
+        return {line[:-1]: i for i, line in enumerate(f)}
+
+
+def _names(store: TaskStore, split: str) -> tuple[list[str], list[str]]:
+    q = _id_index(_cache_key(store.root / "index" / split / "query_ids.txt"))
+    s = _id_index(_cache_key(store.root / "index" / split / "source_ids.txt"))
+    return list(q), list(s)
+
+
+@functools.lru_cache(maxsize=8)
+def _link_gold(key: tuple, qkey: tuple, skey: tuple) -> tuple[np.ndarray, np.ndarray]:
+    qidx, sidx = _id_index(qkey), _id_index(skey)
+    with open(key[0], encoding="utf-8", newline="") as f:
+        reader = csv_reader(f.read(), "csv")
+    next(reader)
+    pairs = [(qidx[r[0]], sidx[r[1]]) for r in reader if r]
+    arr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    return arr[:, 0].copy(), arr[:, 1].copy()
+
+
+FAMILIES = {"instances": Keyed, "targets": Keyed, "tokens": Tokens, "links": LinkFamily}
+
+
+def family(task: Task, store: TaskStore, split: str) -> Family:
+    return FAMILIES[task.kind](task, store, split)
+
+
+__all__ = ["FAMILIES", "Family", "Links", "Scored", "family"]

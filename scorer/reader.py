@@ -1,0 +1,262 @@
+"""Reading a submission file safely: size limits, gzip/zip, encoding, format and rows.
+
+Nothing here trusts the file: archives are inspected before anything is extracted, sizes are
+capped while streaming, and every failure becomes a `SubmissionInvalid` naming what was wrong.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+import posixpath
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from scorer.errors import Problem, SubmissionInvalid
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Upper bounds on what a submission may weigh, on disk and once decompressed."""
+
+    max_bytes: int = int(os.environ.get("PALIMPSEST_MAX_SUBMISSION_BYTES", 128 * MiB))
+    max_uncompressed_bytes: int = int(os.environ.get("PALIMPSEST_MAX_UNCOMPRESSED_BYTES", 512 * MiB))
+
+
+DEFAULT_LIMITS = Limits()
+
+FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".tsv": "tsv",
+           ".tab": "tsv", ".txt": None}
+
+
+@dataclass
+class Text:
+    """A decoded submission: its text, the name of the file inside any archive, and its format."""
+
+    text: str
+    name: str
+    format: str  # "jsonl", "csv" or "tsv"
+
+
+def _refuse(message: str) -> SubmissionInvalid:
+    return SubmissionInvalid([Problem(message)])
+
+
+def _human(n: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _read_zip(path: Path, limits: Limits) -> tuple[bytes, str]:
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        raise _refuse(f"not a readable zip archive ({e})") from None
+    with zf:
+        members = [i for i in zf.infolist() if not i.is_dir()]
+        if len(members) != 1:
+            names = ", ".join(i.filename for i in members[:5]) or "nothing"
+            raise _refuse(f"a zip archive must hold exactly one file; this one holds {len(members)} ({names})")
+        info = members[0]
+        name = info.filename
+        norm = posixpath.normpath(name.replace("\\", "/"))
+        if name.startswith(("/", "\\")) or norm.startswith("..") or ":" in name.split("/")[0]:
+            raise _refuse(f"the archive member {name!r} has a path outside the archive")
+        if info.flag_bits & 0x1:
+            raise _refuse(f"the archive member {name!r} is encrypted")
+        if info.file_size > limits.max_uncompressed_bytes:
+            raise _refuse(
+                f"the archive member {name!r} is {_human(info.file_size)} uncompressed, over the limit "
+                f"of {_human(limits.max_uncompressed_bytes)}"
+            )
+        # ZipExtFile stops at the declared size and checks the CRC, so a lying header fails here.
+        try:
+            with zf.open(info) as f:
+                data = f.read(limits.max_uncompressed_bytes + 1)
+        except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError) as e:
+            raise _refuse(f"the archive member {name!r} cannot be extracted ({e})") from None
+        if len(data) > limits.max_uncompressed_bytes:
+            raise _refuse(f"the archive member is over the limit of {_human(limits.max_uncompressed_bytes)}")
+        return data, posixpath.basename(norm)
+
+
+def _read_gzip(path: Path, limits: Limits) -> tuple[bytes, str]:
+    # First pass counts without keeping anything: a gzip bomb costs a few MB and stops at the limit.
+    total = 0
+    try:
+        with gzip.open(path, "rb") as f:
+            while chunk := f.read(4 * MiB):
+                total += len(chunk)
+                if total > limits.max_uncompressed_bytes:
+                    raise _refuse(
+                        f"the gzip file is over the limit of {_human(limits.max_uncompressed_bytes)} "
+                        "uncompressed"
+                    )
+        with gzip.open(path, "rb") as f:
+            data = f.read()
+    except (gzip.BadGzipFile, zlib.error, EOFError, OSError) as e:
+        raise _refuse(f"not a readable gzip file ({e})") from None
+    name = path.name[:-3] if path.name.lower().endswith(".gz") else path.name
+    return data, name
+
+
+def read_bytes(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> tuple[bytes, str]:
+    """Return the submission's uncompressed bytes and the name of the file they came from."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise _refuse(f"cannot read {path}: {e.strerror or e}") from None
+    if not path.is_file():
+        raise _refuse(f"{path} is not a file")
+    if st.st_size > limits.max_bytes:
+        raise _refuse(f"the file is {_human(st.st_size)}, over the limit of {_human(limits.max_bytes)}")
+    if st.st_size == 0:
+        raise _refuse("the file is empty")
+    with path.open("rb") as f:
+        magic = f.read(4)
+    if magic[:2] == b"\x1f\x8b":
+        data, name = _read_gzip(path, limits)
+    elif magic in (b"PK\x03\x04", b"PK\x05\x06"):
+        data, name = _read_zip(path, limits)
+    else:
+        data, name = path.read_bytes(), path.name
+        if len(data) > limits.max_uncompressed_bytes:
+            raise _refuse(f"the file is over the limit of {_human(limits.max_uncompressed_bytes)}")
+    return data, name
+
+
+def decode(data: bytes) -> str:
+    """Decode UTF-8 (a BOM is allowed); a bad byte is reported with its line."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise SubmissionInvalid(
+            [Problem(f"not valid UTF-8: byte 0x{data[e.start]:02x} at column {col}", line=line)]
+        ) from None
+
+
+def sniff_format(name: str, text: str) -> str:
+    """The format from the file's extension, else from its first non-blank line."""
+    ext = os.path.splitext(name.lower())[1]
+    fmt = FORMATS.get(ext)
+    if fmt:
+        return fmt
+    for line in text.splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("{"):
+            return "jsonl"
+        return "tsv" if "\t" in s else "csv"
+    return "jsonl"
+
+
+def load(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Text:
+    """Read, decompress, decode and identify a submission file."""
+    data, name = read_bytes(path, limits)
+    text = decode(data)
+    del data
+    if not text.strip():
+        raise _refuse("the file is empty")
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise SubmissionInvalid([Problem("the file holds a NUL byte: is it a binary file?", line=line)])
+    return Text(text, name, sniff_format(name, text))
+
+
+class BadRow:
+    """A row that could not be parsed; carries the reason."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str):
+        self.message = message
+
+
+def iter_jsonl(text: str) -> Iterator[tuple[int, dict | BadRow]]:
+    """(line number, object) for every non-blank line; unparseable lines become BadRow."""
+    loads = json.loads
+    for i, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = loads(line)
+        except ValueError as e:
+            yield i, BadRow(f"not valid JSON ({e.msg} at column {e.colno})")
+            continue
+        if not isinstance(obj, dict):
+            yield i, BadRow(f"expected a JSON object, found {type(obj).__name__}")
+            continue
+        yield i, obj
+
+
+def csv_reader(text: str, fmt: str):
+    """A csv.reader over the text for 'csv' or 'tsv'."""
+    if fmt == "tsv":
+        return csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
+    return csv.reader(io.StringIO(text, newline=""))
+
+
+def iter_table(text: str, fmt: str) -> tuple[list[str], Iterator[tuple[int, list[str] | BadRow]]]:
+    """The header and an iterator of (line number, cells) of a CSV or TSV text."""
+    reader = csv_reader(text, fmt)
+    header: list[str] = []
+    try:
+        for header in reader:
+            if any(c.strip() for c in header):
+                break
+    except csv.Error as e:
+        raise SubmissionInvalid([Problem(f"cannot parse the header ({e})", line=reader.line_num)]) from None
+    header = [h.strip() for h in header]
+    if header and header[0].startswith("\ufeff"):
+        header[0] = header[0][1:]
+
+    def rows():
+        while True:
+            try:
+                cells = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:
+                yield reader.line_num, BadRow(f"cannot parse the row ({e})")
+                continue
+            if not cells or (len(cells) == 1 and not cells[0].strip()):
+                continue
+            yield reader.line_num, cells
+
+    return header, rows()
+
+
+def iter_records(text: str, fmt: str) -> tuple[list[str] | None, Iterator[tuple[int, dict | BadRow]]]:
+    """Rows as dicts for any format: JSON objects, or header-keyed CSV/TSV cells (strings)."""
+    if fmt == "jsonl":
+        return None, iter_jsonl(text)
+    header, rows = iter_table(text, fmt)
+
+    def records():
+        n = len(header)
+        for line, cells in rows:
+            if isinstance(cells, BadRow):
+                yield line, cells
+            elif len(cells) != n:
+                yield line, BadRow(f"expected {n} columns ({', '.join(header)}), found {len(cells)}")
+            else:
+                yield line, dict(zip(header, cells))
+
+    return header, records()

@@ -1,0 +1,104 @@
+"""SwissGov-RSD: token-level recognition of semantic differences between related documents."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from scorer.errors import ReleaseError
+from tasks.base import Field, SubmissionFormat, Task
+from tasks.release import locate, read_jsonl
+from tasks.store import StagedImport, TaskStore
+
+LANGS = {"de": "en-de", "fr": "en-fr", "it": "en-it"}
+PAIRS = tuple(LANGS.values())
+
+SWISSGOV_RSD = Task(
+    id="swissgov-rsd",
+    version=1,
+    title="SwissGov-RSD: token-level semantic differences between English and German/French/Italian documents",
+    description=(
+        "Each item pairs an English page of the Swiss federal administration with its German, "
+        "French or Italian counterpart. Predict, for every whitespace token of both documents, how "
+        "much it differs in meaning from the other document (any scale; only ranks count). Scored "
+        "per language pair by Spearman's rank correlation (and Kendall's tau-b) over all tokens of "
+        "all its documents, both sides, leaving out tokens whose gold label is -1 (punctuation); "
+        "the primary metric is the macro average over en-de, en-fr and en-it."
+    ),
+    citation="""@article{swissgov-rsd-2025,
+  title = {{SwissGov-RSD}: A Human-annotated, Cross-lingual Benchmark for Token-level Recognition
+           of Semantic Differences Between Related Documents},
+  journal = {arXiv preprint arXiv:2512.07538},
+  year = {2025}
+}""",
+    licence=("Labels: CC BY 4.0 (ZurichNLP/SwissGov-RSD). The texts remain the Swiss federal "
+             "authorities'; Palimpsest imports them from the organizer's copy of the release."),
+    source="https://github.com/ZurichNLP/SwissGov-RSD",
+    kind="tokens",
+    format=SubmissionFormat(
+        fields=(Field("id", "id", "the document pair id from the inputs, e.g. admin_de_7"),
+                Field("labels_a", "floats", "one score per whitespace token of text_a"),
+                Field("labels_b", "floats", "one score per whitespace token of text_b")),
+        native="jsonl",
+        example='{"id": "admin_de_1", "labels_a": [0.0, 0.1, 0.9, ...], "labels_b": [0.0, 0.2, ...]}\n',
+        key=("id",),
+    ),
+    metrics=("spearman", "kendall", "n"),
+    subsets=("en-de", "en-fr", "en-it", "macro"),
+    primary=("macro", "spearman"),
+    greater_is_better=True,
+    splits=("dev", "test"),
+    importer="swissgov",
+    import_help="palimpsest tasks import swissgov-rsd --from path/to/SwissGov-RSD",
+)
+
+
+def _labels(path: Path, line: int, r: dict, side: str) -> list[float]:
+    v = r[f"labels_{side}"]
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except ValueError:
+            raise ReleaseError(path, f"labels_{side} is not a JSON list", line) from None
+    if not isinstance(v, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+        raise ReleaseError(path, f"labels_{side} must be a list of numbers", line)
+    n_tokens = len(r[f"text_{side}"].split())
+    if len(v) != n_tokens:
+        raise ReleaseError(path, f"{r['id']}: labels_{side} has {len(v)} values, text_{side} has "
+                                 f"{n_tokens} tokens", line)
+    return [float(x) for x in v]
+
+
+def import_swissgov(task: Task, *, source, store: TaskStore, test_split: str = "test", **_) -> dict:
+    """Build swissgov-rsd from a SwissGov-RSD checkout: test and dev splits, three language pairs.
+
+    `test_split` may name another gold folder (e.g. "full") for benchmarks at full scale.
+    """
+    root = locate(Path(source), "data/evaluation/gold_labels", "SwissGov-RSD")
+    base = root / "data" / "evaluation" / "gold_labels"
+    counts: dict = {}
+    with StagedImport(store) as st:
+        for split, folder in (("dev", "dev"), ("test", test_split)):
+            inputs, gold, seen = [], [], {}
+            counts[split] = {}
+            for lang, pair in LANGS.items():
+                path = base / folder / f"gold_admin_{lang}.jsonl"
+                n = 0
+                for line, r in read_jsonl(path, ("id", "text_a", "text_b", "labels_a", "labels_b")):
+                    rid = str(r["id"])
+                    if rid in seen:
+                        raise ReleaseError(path, f"id {rid!r} repeats ({seen[rid]})", line)
+                    seen[rid] = f"{path.name}, line {line}"
+                    la, lb = _labels(path, line, r, "a"), _labels(path, line, r, "b")
+                    inputs.append({"id": rid, "pair": pair, "text_a": r["text_a"], "text_b": r["text_b"]})
+                    gold.append({"id": rid, "pair": pair, "labels_a": la, "labels_b": lb})
+                    n += 1
+                counts[split][pair] = n
+            st.write_jsonl("public", split, "inputs.jsonl", inputs)
+            st.write_jsonl("gold", split, "gold.jsonl", gold)
+            if split == "dev":
+                st.write_jsonl("public", split, "gold.jsonl", gold)
+        manifest = {"task": task.id, "version": task.version, "source": "SwissGov-RSD",
+                    "test_split": test_split, "splits": ["dev", "test"], "counts": counts}
+        st.commit(manifest)
+    return manifest

@@ -1,0 +1,238 @@
+"""TRiC (binary and ranking) and TRaC, from the TRoTR benchmark (Periti et al., EMNLP 2024)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scorer.errors import ReleaseError
+from tasks.base import Field, SubmissionFormat, Task
+from tasks.release import as_float, locate, read_jsonl, read_table
+from tasks.store import StagedImport, TaskStore
+
+CITATION = """@inproceedings{periti-etal-2024-trotr,
+  title = {{TRoTR}: A Framework for Evaluating the Re-contextualization of Text Reuse},
+  author = {Periti, Francesco and Cassotti, Pierluigi and Montanelli, Stefano and
+            Tahmasebi, Nina and Schlechtweg, Dominik},
+  booktitle = {Proceedings of the 2024 Conference on Empirical Methods in Natural Language Processing},
+  year = {2024},
+  publisher = {Association for Computational Linguistics}
+}"""
+
+LICENCE = ("TRoTR release (github.com/FrancescoPeriti/TRoTR); it ships no licence file, so Palimpsest "
+           "does not redistribute it: organizers import it from their own copy. Tweets remain their "
+           "authors'.")
+
+IMPORT_HELP = "palimpsest tasks import {id} --from path/to/TRoTR [--fold 1]"
+
+_INPUT_FIELDS = ("instanceID", "dataID1", "dataID2", "lemma", "context1", "context2",
+                 "indices_target_token1", "indices_target_token2",
+                 "indices_target_sentence1", "indices_target_sentence2")
+
+TRIC_BINARY = Task(
+    id="tric-binary",
+    version=1,
+    title="TRiC subtask 1: is the topic of two reuses of a Bible passage related?",
+    description=(
+        "Text Reuse in Context, binary. Each instance pairs two tweets that quote the same Bible "
+        "passage; predict 1 if the tweets' topics are related (mean human judgment >= 2.5 on the "
+        "1-4 scale), 0 otherwise. Scored by weighted F1 and per-label precision, recall and F1, "
+        "on the whole test set (all) and its out-of-vocabulary (oov: quotes unseen in training) "
+        "and in-vocabulary (iov) subsets."
+    ),
+    citation=CITATION,
+    licence=LICENCE,
+    source="https://github.com/FrancescoPeriti/TRoTR",
+    kind="instances",
+    format=SubmissionFormat(
+        fields=(Field("instanceID", "id", "the instance id from the test inputs"),
+                Field("label", "label01", "1 if the two contexts' topics are related, else 0")),
+        native="jsonl",
+        example='{"instanceID": "pair_40_(Matthew 7:7)", "label": 0}\n'
+                '{"instanceID": "pair_15_(Isaiah 43:4)", "label": 1}\n',
+        key=("instanceID",),
+    ),
+    metrics=("f1", "precision_0", "recall_0", "f1_0", "precision_1", "recall_1", "f1_1", "n"),
+    subsets=("all", "oov", "iov"),
+    primary=("all", "f1"),
+    greater_is_better=True,
+    splits=("dev", "test"),
+    importer="trotr",
+    import_help=IMPORT_HELP.format(id="tric-binary"),
+)
+
+TRIC_RANKING = Task(
+    id="tric-ranking",
+    version=1,
+    title="TRiC subtask 2: how related are the topics of two reuses of a Bible passage?",
+    description=(
+        "Text Reuse in Context, ranking. For each pair of tweets quoting the same Bible passage, "
+        "predict a relatedness score; it is compared with the mean human judgment (1-4) by "
+        "Spearman's rank correlation (Pearson beside it), on all, oov and iov."
+    ),
+    citation=CITATION,
+    licence=LICENCE,
+    source="https://github.com/FrancescoPeriti/TRoTR",
+    kind="instances",
+    format=SubmissionFormat(
+        fields=(Field("instanceID", "id", "the instance id from the test inputs"),
+                Field("score", "float", "predicted topic relatedness (any scale; only ranks count)")),
+        native="jsonl",
+        example='{"instanceID": "pair_40_(Matthew 7:7)", "score": 1.75}\n'
+                '{"instanceID": "pair_15_(Isaiah 43:4)", "score": 3.2}\n',
+        key=("instanceID",),
+    ),
+    metrics=("spearman", "pearson", "n"),
+    subsets=("all", "oov", "iov"),
+    primary=("all", "spearman"),
+    greater_is_better=True,
+    splits=("dev", "test"),
+    importer="trotr",
+    import_help=IMPORT_HELP.format(id="tric-ranking"),
+)
+
+TRAC = Task(
+    id="trac",
+    version=1,
+    title="TRaC: rank the quoted passages by their topic variation",
+    description=(
+        "Text Reuse across Contexts. For each of the 40 Bible passages (targets), estimate how much "
+        "the topics of the tweets that reuse it vary; the inputs are each target's annotated "
+        "context pairs. Scored by Spearman's rank correlation with the gold topic variation."
+    ),
+    citation=CITATION,
+    licence=LICENCE,
+    source="https://github.com/FrancescoPeriti/TRoTR",
+    kind="targets",
+    format=SubmissionFormat(
+        fields=(Field("target", "id", "the quoted passage exactly as the inputs' `target` (TRoTR `lemma`)"),
+                Field("score", "float", "predicted topic variation (only ranks count)")),
+        native="jsonl",
+        example='{"target": "Seek and you will find", "score": 0.31}\n'
+                '{"target": "For everything there is a season", "score": 0.12}\n',
+        key=("target",),
+    ),
+    metrics=("spearman", "pearson", "n"),
+    subsets=("all",),
+    primary=("all", "spearman"),
+    greater_is_better=True,
+    splits=("test",),
+    importer="trotr",
+    import_help="palimpsest tasks import trac --from path/to/TRoTR",
+)
+
+
+def _root(source: Path) -> Path:
+    return locate(Path(source), "datasets", "TRoTR")
+
+
+def _pairs(path: Path, kind: str) -> list[tuple[int, dict]]:
+    rows = list(read_jsonl(path, required=_INPUT_FIELDS + ("label",)))
+    seen: dict[str, int] = {}
+    for line, r in rows:
+        iid = r["instanceID"]
+        if iid in seen:
+            raise ReleaseError(path, f"instanceID {iid!r} repeats line {seen[iid]}", line)
+        seen[iid] = line
+        v = as_float(path, line, "label", r["label"])
+        if kind == "binary" and v not in (0.0, 1.0):
+            raise ReleaseError(path, f"binary label must be 0 or 1, found {r['label']!r}", line)
+        r["label"] = int(v) if kind == "binary" else v
+    return rows
+
+
+def _import_tric(task: Task, source: Path, store: TaskStore, fold: int) -> dict:
+    kind = "binary" if task.id == "tric-binary" else "ranking"
+    root = _root(source)
+    fold_dir = root / "datasets" / f"FOLD_{fold}" / "pair-by-line"
+    if not fold_dir.is_dir():
+        raise ReleaseError(fold_dir, f"fold {fold} not found (the release has FOLD_1 ... FOLD_10)")
+    counts: dict = {}
+    with StagedImport(store) as st:
+        for split in ("dev", "test"):
+            rows = _pairs(fold_dir / f"{split}.{kind}.jsonl", kind)
+            ids = [r["instanceID"] for _, r in rows]
+            subset_of: dict[str, str] = {}
+            for sub in ("oov", "iov"):
+                p = fold_dir / f"{split}.{sub}.{kind}.jsonl"
+                for line, r in _pairs(p, kind):
+                    if r["instanceID"] not in ids:
+                        raise ReleaseError(p, f"instanceID {r['instanceID']!r} is not in {split}.{kind}.jsonl", line)
+                    if r["instanceID"] in subset_of:
+                        raise ReleaseError(p, f"instanceID {r['instanceID']!r} is in both oov and iov", line)
+                    subset_of[r["instanceID"]] = sub
+            missing = [i for i in ids if i not in subset_of]
+            if missing:
+                raise ReleaseError(fold_dir, f"{len(missing)} {split} instance(s) in neither the oov nor "
+                                             f"the iov file, e.g. {missing[0]!r}")
+            inputs = [{**{k: r[k] for k in _INPUT_FIELDS}, "subset": subset_of[r["instanceID"]]}
+                      for _, r in rows]
+            gold = [{"instanceID": r["instanceID"], "label": r["label"], "subset": subset_of[r["instanceID"]]}
+                    for _, r in rows]
+            st.write_jsonl("public", split, "inputs.jsonl", inputs)
+            st.write_jsonl("gold", split, "gold.jsonl", gold)
+            if split == "dev":  # dev labels are public
+                st.write_jsonl("public", split, "gold.jsonl", gold)
+            counts[split] = {"all": len(rows), "oov": sum(v == "oov" for v in subset_of.values()),
+                             "iov": sum(v == "iov" for v in subset_of.values())}
+        train = [r for _, r in _pairs(fold_dir / f"train.{kind}.jsonl", kind)]
+        st.write_jsonl("public", "train", "train.jsonl",
+                       [{**{k: r[k] for k in _INPUT_FIELDS}, "label": r["label"]} for r in train])
+        counts["train"] = {"all": len(train)}
+        manifest = {"task": task.id, "version": task.version, "source": "TRoTR", "fold": fold,
+                    "splits": ["dev", "test"], "counts": counts}
+        st.commit(manifest)
+    return manifest
+
+
+def _import_trac(task: Task, source: Path, store: TaskStore) -> dict:
+    root = _root(source)
+    gold_path = root / "datasets" / "trac_gold_scores.tsv"
+    gold: dict[str, float] = {}
+    for line, r in read_table(gold_path, ("lemma", "topic_variation")):
+        if r["lemma"] in gold:
+            raise ReleaseError(gold_path, f"target {r['lemma']!r} appears twice", line)
+        gold[r["lemma"]] = as_float(gold_path, line, "topic_variation", r["topic_variation"])
+    uses_path = root / "data" / "uses.tsv"
+    uses = {}
+    for line, r in read_table(uses_path, ("dataID", "context", "indices_target_token", "lemma"), "\t"):
+        uses[r["dataID"]] = r
+    inst_path = root / "data" / "instances.tsv"
+    pairs = []
+    for line, r in read_table(inst_path, ("instanceID", "dataIDs"), "\t"):
+        ids = r["dataIDs"].split(",")
+        if len(ids) != 2:
+            raise ReleaseError(inst_path, f"dataIDs must name two uses, found {r['dataIDs']!r}", line)
+        for d in ids:
+            if d not in uses:
+                raise ReleaseError(inst_path, f"use {d!r} is not in data/uses.tsv", line)
+        u1, u2 = uses[ids[0]], uses[ids[1]]
+        if u1["lemma"] != u2["lemma"]:
+            raise ReleaseError(inst_path, "the two uses quote different targets", line)
+        if u1["lemma"] not in gold:
+            continue
+        pairs.append({"target": u1["lemma"], "instanceID": r["instanceID"],
+                      "dataID1": ids[0], "dataID2": ids[1],
+                      "context1": u1["context"], "context2": u2["context"],
+                      "indices_target_token1": u1["indices_target_token"],
+                      "indices_target_token2": u2["indices_target_token"]})
+    covered = {p["target"] for p in pairs}
+    lacking = [t for t in gold if t not in covered]
+    if lacking:
+        raise ReleaseError(inst_path, f"{len(lacking)} gold target(s) have no annotated pairs, "
+                                      f"e.g. {lacking[0]!r}")
+    pairs.sort(key=lambda p: (p["target"], p["instanceID"]))
+    with StagedImport(store) as st:
+        st.write_jsonl("public", "test", "inputs.jsonl", pairs)
+        st.write_jsonl("public", "test", "targets.jsonl", [{"target": t} for t in sorted(gold)])
+        st.write_jsonl("gold", "test", "gold.jsonl", [{"target": t, "score": gold[t]} for t in sorted(gold)])
+        manifest = {"task": task.id, "version": task.version, "source": "TRoTR", "splits": ["test"],
+                    "counts": {"test": {"targets": len(gold), "pairs": len(pairs)}}}
+        st.commit(manifest)
+    return manifest
+
+
+def import_trotr(task: Task, *, source, store: TaskStore, fold: int = 1, **_) -> dict:
+    """Build a TRoTR task (tric-binary, tric-ranking or trac) from a TRoTR checkout."""
+    if task.id == "trac":
+        return _import_trac(task, Path(source), store)
+    return _import_tric(task, Path(source), store, int(fold))
