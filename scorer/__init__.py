@@ -62,12 +62,23 @@ def validate_file(task_id: str, path: str | Path, split: str = "test", home=None
     return Validated(task.id, split, parsed, text.format, time.perf_counter() - t0)
 
 
-def score_validated(v: Validated, home=None) -> dict:
-    """Score a validated submission against the split's gold."""
+def partition_units(task_id: str, split: str = "test", home=None) -> list[str]:
+    """The ids a public/private partition of the gold is drawn over (instances, targets,
+    documents or queries), in the inputs' order."""
+    from scorer.families import family
+
+    task, store = _resolve(task_id, split, home)
+    return family(task, store, split).units()
+
+
+def score_validated(v: Validated, home=None, only=None) -> dict:
+    """Score a validated submission against the split's gold, restricted to the units in `only`
+    (e.g. the public part of the test gold) when given."""
     from scorer.families import family
 
     task, store = _resolve(v.task_id, v.split, home)
-    scored = family(task, store, v.split).score(v.parsed)
+    only = frozenset(only) if only is not None else None
+    scored = family(task, store, v.split).score(v.parsed, only)
     subset, name = task.primary
     gold_sha = store.gold_checksum(v.split)
     return {
@@ -91,5 +102,5 @@ def score_file(task_id: str, path: str | Path, split: str = "test", home=None,
 
 __all__ = [
     "Limits", "PalimpsestError", "Problem", "SplitNotAvailable", "SubmissionInvalid", "TaskNotFound",
-    "TaskNotImported", "Validated", "score_file", "score_validated", "validate_file",
+    "TaskNotImported", "Validated", "partition_units", "score_file", "score_validated", "validate_file",
 ]

@@ -201,7 +201,13 @@ class Family:
     def validate(self, text: Text):  # pragma: no cover - interface
         raise NotImplementedError
 
-    def score(self, parsed) -> Scored:  # pragma: no cover - interface
+    def units(self) -> list[str]:  # pragma: no cover - interface
+        """The ids that a public/private partition of the gold splits (instances, targets,
+        documents, queries)."""
+        raise NotImplementedError
+
+    def score(self, parsed, only: frozenset | None = None) -> Scored:  # pragma: no cover
+        """Metrics against the gold; `only` restricts them to those units."""
         raise NotImplementedError
 
 
@@ -229,9 +235,14 @@ class Keyed(Family):
         problems.raise_if_any()
         return {k: row[value] for k, (_, row) in by_id.items()}
 
-    def score(self, parsed: dict[str, float]) -> Scored:
+    def units(self) -> list[str]:
+        return self.reference_ids()
+
+    def score(self, parsed: dict[str, float], only: frozenset | None = None) -> Scored:
         key = self.task.format.key[0]
         gold_rows = read_jsonl(self.store.gold(self.split, "gold.jsonl"))
+        if only is not None:
+            gold_rows = [r for r in gold_rows if r[key] in only]
         value_name = "label" if self.task.kind == "instances" else "score"
         gold = np.array([r[value_name] for r in gold_rows], dtype=np.float64)
         pred = np.array([parsed[r[key]] for r in gold_rows], dtype=np.float64)
@@ -284,8 +295,11 @@ class Tokens(Family):
         problems.raise_if_any()
         return out
 
-    def score(self, parsed) -> Scored:
-        gold = _token_gold(_cache_key(self.store.gold(self.split, "gold.jsonl")))
+    def units(self) -> list[str]:
+        return [r["id"] for r in read_jsonl(self.store.public(self.split, "inputs.jsonl"))]
+
+    def score(self, parsed, only: frozenset | None = None) -> Scored:
+        gold = _token_gold(_cache_key(self.store.gold(self.split, "gold.jsonl")), only)
         result, notes, spearmans = {}, [], []
         for pair in self.PAIRS:
             ids, gvec, mask = gold.get(pair, ([], None, None))
@@ -316,12 +330,12 @@ def _n_tokens(text: str) -> int:
 
 
 @functools.lru_cache(maxsize=8)
-def _token_gold(key: tuple) -> dict:
+def _token_gold(key: tuple, only: frozenset | None = None) -> dict:
     """Per language pair: document order, the gold vector without -1 tokens, and its mask."""
     rows = _read_jsonl_cached(key)
     out = {}
     for pair in Tokens.PAIRS:
-        docs = [r for r in rows if r["pair"] == pair]
+        docs = [r for r in rows if r["pair"] == pair and (only is None or r["id"] in only)]
         if not docs:
             continue
         full = np.concatenate([np.concatenate([np.asarray(r["labels_a"], float),
@@ -459,18 +473,30 @@ class LinkFamily(Family):
         sc = np.asarray(scores, dtype=np.float64) if scores is not None else None
         return Links(q, s, sc)
 
-    def score(self, parsed: Links) -> Scored:
+    def units(self) -> list[str]:
+        return list(self.ids()[0])
+
+    def score(self, parsed: Links, only: frozenset | None = None) -> Scored:
         qidx, sidx = self.ids()
         n_s = len(sidx)
         gold_q, gold_s = _link_gold(_cache_key(self.store.gold(self.split, "links.csv")),
                                     _cache_key(self.store.root / "index" / self.split / "query_ids.txt"),
                                     _cache_key(self.store.root / "index" / self.split / "source_ids.txt"))
+        pq, ps, psc = parsed.q, parsed.s, parsed.score
+        n_queries = len(qidx)
+        if only is not None:
+            keep_q = np.zeros(n_queries, dtype=bool)
+            keep_q[[qidx[k] for k in only if k in qidx]] = True
+            g, p = keep_q[gold_q], keep_q[pq]
+            gold_q, gold_s, pq, ps = gold_q[g], gold_s[g], pq[p], ps[p]
+            psc = psc[p] if psc is not None else None
+            n_queries = int(keep_q.sum())
         gold_keys = gold_q * n_s + gold_s
-        pred_keys = parsed.q * n_s + parsed.s
-        vals = metrics.link_counts(np.unique(gold_keys), pred_keys, len(qidx) * n_s)
+        pred_keys = pq * n_s + ps
+        vals = metrics.link_counts(np.unique(gold_keys), pred_keys, n_queries * n_s)
         notes = []
-        if parsed.score is not None:
-            vals.update(metrics.link_ranking(gold_q, gold_s, parsed.q, parsed.s, parsed.score))
+        if psc is not None:
+            vals.update(metrics.link_ranking(gold_q, gold_s, pq, ps, psc))
         else:
             vals.update({f"recall@{k}": None for k in metrics.RECALL_AT} | {"mrr": None})
             notes.append("all: recall@k and mrr need a score column")
