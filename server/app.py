@@ -1,0 +1,32 @@
+"""The application factory: settings, database, queue, then one blueprint per surface."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from flask import Flask
+
+from server.db import create_all, get_engine
+from server.settings import Settings
+
+
+def build_app(test_config: dict | None = None) -> Flask:
+    app = Flask(__name__)
+    overrides = dict(test_config or {})
+    names = {f.name for f in dataclasses.fields(Settings)}
+    settings = Settings.from_env(**{k: v for k, v in overrides.items() if k in names})
+    settings.check()
+    app.config.update(
+        SECRET_KEY=settings.secret_key,
+        MAX_CONTENT_LENGTH=settings.max_upload_bytes,
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=settings.env == "production",
+        TESTING=settings.env == "testing",
+    )
+    app.config.update({k: v for k, v in overrides.items() if k.isupper()})
+    app.extensions["palimpsest.settings"] = settings
+    engine = get_engine(settings.sqlalchemy_url())
+    create_all(engine)
+    app.extensions["palimpsest.engine"] = engine
+    return app

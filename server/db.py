@@ -1,0 +1,48 @@
+"""Engine and sessions; SQLite gets WAL and a busy timeout so web and worker can share it."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from sqlalchemy import event
+from sqlmodel import Session, SQLModel, create_engine
+
+from server import models  # noqa: F401  (registers the tables)
+
+_engines: dict[str, object] = {}
+
+
+def get_engine(url: str):
+    """One engine per URL per process."""
+    eng = _engines.get(url)
+    if eng is None:
+        if url.startswith("sqlite"):
+            eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+            @event.listens_for(eng, "connect")
+            def _pragmas(dbapi_conn, _):
+                cur = dbapi_conn.cursor()
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute("PRAGMA busy_timeout=30000")
+                cur.execute("PRAGMA foreign_keys=ON")
+                cur.close()
+        else:
+            eng = create_engine(url, pool_pre_ping=True)
+        _engines[url] = eng
+    return eng
+
+
+def create_all(engine) -> None:
+    SQLModel.metadata.create_all(engine)
+
+
+@contextmanager
+def session_scope(engine):
+    """A session that commits on success and rolls back on error."""
+    with Session(engine, expire_on_commit=False) as s:
+        try:
+            yield s
+            s.commit()
+        except BaseException:
+            s.rollback()
+            raise

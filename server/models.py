@@ -1,0 +1,121 @@
+"""The database: the record of truth for users, teams, phases, submissions and scores.
+
+Nothing is deleted for real: rows are hidden or marked removed, and organizer actions are logged.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Optional
+
+from sqlalchemy import JSON, Column, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+class User(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    email: str = Field(index=True, unique=True, max_length=320)
+    password_hash: str
+    is_organizer: bool = False
+    team_id: Optional[int] = Field(default=None, foreign_key="team.id", index=True)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Team(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    name: str = Field(index=True, unique=True, max_length=120)
+    invite_code: str = Field(index=True, unique=True, max_length=64)
+    is_baseline: bool = False
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ApiToken(SQLModel, table=True):
+    """An API token: shown once, stored as its sha256, revocable."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    user_id: int = Field(foreign_key="user.id", index=True)
+    token_sha256: str = Field(index=True, unique=True, max_length=64)
+    prefix: str = Field(max_length=16)
+    name: str = Field(default="", max_length=120)
+    created_at: datetime = Field(default_factory=utcnow)
+    last_used_at: Optional[datetime] = None
+    revoked_at: Optional[datetime] = None
+
+
+class Phase(SQLModel, table=True):
+    """A phase of a task (dev, test): its window, limits and the public/private gold split."""
+
+    __table_args__ = (UniqueConstraint("task_id", "name"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    task_id: str = Field(index=True, max_length=64)
+    name: str = Field(max_length=32)
+    split: str = Field(max_length=16)
+    opens_at: Optional[datetime] = None
+    closes_at: Optional[datetime] = None
+    daily_limit: Optional[int] = 5
+    total_limit: Optional[int] = 100
+    concurrent_limit: Optional[int] = 2
+    public_fraction: float = 1.0
+    partition_seed: Optional[int] = None
+    frozen: bool = False
+    published_at: Optional[datetime] = None
+
+
+class Submission(SQLModel, table=True):
+    """A prediction file and its fate: queued, running, scored or failed (with every message)."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    team_id: int = Field(foreign_key="team.id", index=True)
+    user_id: Optional[int] = Field(default=None, foreign_key="user.id", index=True)
+    task_id: str = Field(index=True, max_length=64)
+    phase_id: int = Field(foreign_key="phase.id", index=True)
+    status: str = Field(default="queued", index=True, max_length=16)
+    failure_kind: Optional[str] = Field(default=None, max_length=16)  # "invalid" | "infra"
+    errors: Optional[list] = Field(default=None, sa_column=Column(JSON))
+    created_at: datetime = Field(default_factory=utcnow, index=True)
+    started_at: Optional[datetime] = None
+    finished_at: Optional[datetime] = None
+    attempts: int = 0
+    file_sha256: str = Field(index=True, max_length=64)
+    file_name: str = Field(default="", max_length=255)  # the client's name, for display only
+    size: int = 0
+    method_name: str = Field(default="", max_length=200)
+    description: str = Field(default="", sa_column=Column(Text))
+    url: str = Field(default="", max_length=500)
+    show_publicly: bool = True
+    is_primary: bool = False
+    is_baseline: bool = False
+    hidden: bool = False
+    hidden_reason: str = Field(default="", max_length=500)
+    removed_at: Optional[datetime] = None
+
+
+class Score(SQLModel, table=True):
+    """One scoring of one submission, per attempt and gold part; written idempotently."""
+
+    __table_args__ = (UniqueConstraint("submission_id", "attempt", "part"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    submission_id: int = Field(foreign_key="submission.id", index=True)
+    attempt: int
+    part: str = Field(max_length=16)  # "public", "private" or "all"
+    result: dict = Field(sa_column=Column(JSON))
+    primary_value: Optional[float] = None
+    task_version: int
+    gold_sha256: str = Field(max_length=64)
+    scorer_version: str = Field(max_length=32)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class AuditLog(SQLModel, table=True):
+    id: Optional[int] = Field(default=None, primary_key=True)
+    actor_id: Optional[int] = Field(default=None, foreign_key="user.id")
+    action: str = Field(max_length=64, index=True)
+    target: str = Field(default="", max_length=200)
+    details: Optional[dict] = Field(default=None, sa_column=Column(JSON))
+    created_at: datetime = Field(default_factory=utcnow, index=True)

