@@ -64,6 +64,12 @@ class Phase(SQLModel, table=True):
     partition_seed: Optional[int] = None
     frozen: bool = False
     published_at: Optional[datetime] = None
+    # the web side: a closed leaderboard is shown to organizers only; a frozen one shows the
+    # scores as they were at frozen_at; revision changes with every change of visibility,
+    # so that a rendered leaderboard is reused until then
+    leaderboard_open: bool = True
+    frozen_at: Optional[datetime] = None
+    revision: int = 0
 
 
 class Submission(SQLModel, table=True):
