@@ -62,11 +62,18 @@ def main():
 
 
 @main.group("tasks", invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
-def tasks_group(ctx):
-    """List, describe and import tasks."""
+def tasks_group(ctx, as_json):
+    """List tasks: the server's, with your quota, once you are logged in; else the local ones.
+
+    Subcommands describe and import tasks locally.
+    """
     if ctx.invoked_subcommand is None:
-        ctx.invoke(tasks_list)
+        from cli.participant import server_tasks
+
+        if not server_tasks(as_json):
+            ctx.invoke(tasks_list, as_json=as_json)
 
 
 @tasks_group.command("list")
@@ -215,6 +222,9 @@ def _register_optional_commands():
     """Commands of other parts (server, baselines) register here when their packages provide them."""
     import importlib
 
+    from cli import participant
+
+    participant.register(main)
     for mod in ("server.cli", "baselines.cli"):
         try:
             m = importlib.import_module(mod)

@@ -358,8 +358,9 @@ class LinkFamily(Family):
     """Predicted (query, source) links over all query x source pairs (loci-similes)."""
 
     def ids(self) -> tuple[dict, dict]:
-        return (_id_index(_cache_key(self.store.root / "index" / self.split / "query_ids.txt")),
-                _id_index(_cache_key(self.store.root / "index" / self.split / "source_ids.txt")))
+        """Query and source id -> index; from the server's index, else from the public CSVs
+        (a participant's download has only those)."""
+        return _segment_ids(self.store, self.split, "query"), _segment_ids(self.store, self.split, "source")
 
     def validate(self, text: Text) -> Links:
         problems = Problems()
@@ -509,10 +510,23 @@ def _id_index(key: tuple) -> dict[str, int]:
         return {line[:-1]: i for i, line in enumerate(f)}
 
 
+def _segment_ids(store: TaskStore, split: str, role: str) -> dict[str, int]:
+    index = store.root / "index" / split / f"{role}_ids.txt"
+    if index.is_file():
+        return _id_index(_cache_key(index))
+    return _public_ids(_cache_key(store.public(split, {"query": "queries.csv", "source": "sources.csv"}[role])))
+
+
+@functools.lru_cache(maxsize=8)
+def _public_ids(key: tuple) -> dict[str, int]:
+    with open(key[0], encoding="utf-8", newline="") as f:
+        reader = csv_reader(f.read(), "csv")
+    next(reader, None)
+    return {row[0]: i for i, row in enumerate(r for r in reader if r)}
+
+
 def _names(store: TaskStore, split: str) -> tuple[list[str], list[str]]:
-    q = _id_index(_cache_key(store.root / "index" / split / "query_ids.txt"))
-    s = _id_index(_cache_key(store.root / "index" / split / "source_ids.txt"))
-    return list(q), list(s)
+    return list(_segment_ids(store, split, "query")), list(_segment_ids(store, split, "source"))
 
 
 @functools.lru_cache(maxsize=8)

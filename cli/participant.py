@@ -1,0 +1,254 @@
+"""Participant commands: login, tasks, download, submit, submissions, status, leaderboard.
+
+Tables for people, `--json` for scripts; every failure is one line on stderr and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import click
+
+from cli.client import Client, ClientError, load_config, save_config
+
+FINAL = {"scored", "failed"}
+
+
+def _client() -> Client:
+    return Client.from_config()
+
+
+def _die(e: ClientError, as_json: bool = False):
+    if as_json:
+        click.echo(json.dumps({"error": {"message": str(e), "status": e.status, **e.body}}))
+    else:
+        click.echo(f"error: {e}", err=True)
+        for p in (e.body.get("problems") or [])[:50]:
+            where = ", ".join(x for x in (f"line {p['line']}" if p.get("line") else "",
+                                          f"id {p['id']!r}" if p.get("id") else "") if x)
+            click.echo(f"  {where + ': ' if where else ''}{p.get('message')}", err=True)
+        extra = (e.body.get("total") or 0) - len(e.body.get("problems") or [])
+        if extra > 0 and e.body.get("problems"):
+            click.echo(f"  ... and {extra} more", err=True)
+    sys.exit(1)
+
+
+def _table(rows: list[dict], cols: list[str]) -> None:
+    if not rows:
+        click.echo("(none)")
+        return
+    width = {c: max(len(c), *(len(_cell(r.get(c))) for r in rows)) for c in cols}
+    click.echo("  ".join(c.ljust(width[c]) for c in cols))
+    for r in rows:
+        click.echo("  ".join(_cell(r.get(c)).ljust(width[c]) for c in cols))
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4f}"
+    return str(v)
+
+
+def register(main: click.Group) -> None:
+    """Add the participant commands to the `palimpsest` group."""
+
+    @main.command("login")
+    @click.option("--server", required=True, help="The server's base URL, e.g. https://palimpsest.example.org")
+    @click.option("--token", prompt=True, hide_input=True, help="Your API token (from your account page).")
+    def login(server, token):
+        """Store the server URL and API token (config file mode 0600)."""
+        c = Client(server, token, retries=1)
+        try:
+            me = c.get_json("/me")
+        except ClientError as e:
+            _die(e)
+        p = save_config(server, token)
+        team = (me.get("team") or {}).get("name") or "no team yet"
+        click.echo(f"logged in to {server} as {me.get('email')} ({team}); saved to {p}")
+
+    @main.command("download")
+    @click.argument("task_id", metavar="TASK")
+    @click.option("--split", default=None, help="Only this split (default: every public split).")
+    @click.option("--home", type=click.Path(file_okay=False, path_type=Path), envvar="PALIMPSEST_HOME",
+                  default=None, help="Data directory where `validate` finds the inputs.")
+    def download(task_id, split, home):
+        """Download a task's public inputs into the data directory (so `validate` works offline)."""
+        from tasks.store import TaskStore
+
+        try:
+            r = _client().request("GET", f"/tasks/{task_id}/download", {"split": split})
+        except ClientError as e:
+            _die(e)
+        store = TaskStore(task_id, home)
+        try:
+            zf = zipfile.ZipFile(io.BytesIO(r.body))
+        except zipfile.BadZipFile:
+            _die(ClientError("the server sent something that is not a zip archive"))
+        n = 0
+        for info in zf.infolist():
+            name = info.filename
+            if info.is_dir() or name.startswith("/") or ".." in Path(name).parts:
+                continue
+            if name != "task.json" and not name.startswith("public/"):
+                continue
+            dest = store.root / name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(zf.read(info))
+            n += 1
+        click.echo(f"downloaded {n} file(s) of {task_id} to {store.root}")
+
+    @main.command("submit")
+    @click.argument("task_id", metavar="TASK")
+    @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+    @click.option("--phase", default=None, help="Phase name (default: the open test phase, else dev).")
+    @click.option("--method-name", default="", help="Name of your method.")
+    @click.option("--description", default="", help="A short description.")
+    @click.option("--url", default="", help="Paper or code URL.")
+    @click.option("--private", "private", is_flag=True, help="Keep off the public leaderboard.")
+    @click.option("--wait", is_flag=True, help="Wait until scored, then print the scores.")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    def submit(task_id, file, phase, method_name, description, url, private, wait, as_json):
+        """Upload a prediction file; with --wait, follow it until it is scored."""
+        c = _client()
+        bar = None
+        if not as_json and sys.stderr.isatty():
+            bar = click.progressbar(length=file.stat().st_size, label="uploading", file=sys.stderr)
+        last = [0]
+
+        def progress(sent, total):
+            if bar is not None:
+                bar.update(max(0, min(sent, bar.length) - last[0]))
+                last[0] = min(sent, bar.length)
+
+        try:
+            sub = c.upload(f"/tasks/{task_id}/submissions", file,
+                           {"phase": phase, "method_name": method_name, "description": description,
+                            "url": url, "show_publicly": "false" if private else "true"}, progress)
+        except ClientError as e:
+            if bar is not None:
+                bar.render_finish()
+            _die(e, as_json)
+        if bar is not None:
+            bar.render_finish()
+        if wait:
+            sub = _wait(c, sub, as_json)
+        if as_json:
+            click.echo(json.dumps({"id": sub["id"], "status": sub["status"], "scores": sub.get("scores"),
+                                   **({"errors": sub["errors"]} if sub.get("errors") else {})}))
+        else:
+            _print_submission(sub)
+        if sub["status"] == "failed":
+            sys.exit(1)
+
+    @main.command("submissions")
+    @click.option("--task", "task_id", default=None, help="Only this task.")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    def submissions(task_id, as_json):
+        """List your team's submissions."""
+        try:
+            rows = _client().get_json("/submissions", task=task_id)
+        except ClientError as e:
+            _die(e, as_json)
+        if as_json:
+            click.echo(json.dumps(rows))
+            return
+        _table([{**r, "primary": (r.get("scores") or {}).get("primary", {}).get("value")} for r in rows],
+               ["id", "task", "phase", "status", "created", "method_name", "primary"])
+
+    @main.command("status")
+    @click.argument("submission_id", type=int)
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    def status(submission_id, as_json):
+        """Show a submission's status, problems and scores."""
+        try:
+            sub = _client().get_json(f"/submissions/{submission_id}")
+        except ClientError as e:
+            _die(e, as_json)
+        if as_json:
+            click.echo(json.dumps(sub))
+        else:
+            _print_submission(sub)
+
+    @main.command("leaderboard")
+    @click.argument("task_id", metavar="TASK")
+    @click.option("--phase", default=None, help="Phase name (default: test).")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    def leaderboard(task_id, phase, as_json):
+        """Show a task's leaderboard."""
+        try:
+            board = _client().get_json(f"/tasks/{task_id}/leaderboard", phase=phase)
+        except ClientError as e:
+            _die(e, as_json)
+        if as_json:
+            click.echo(json.dumps(board))
+            return
+        rows = board.get("rows", [])
+        cols = board.get("columns") or []
+        keys = [c["key"] if isinstance(c, dict) else c for c in cols][:6]
+        flat = []
+        for r in rows:
+            d = {"rank": r.get("rank"), "team": r.get("team"), "method": r.get("method_name"),
+                 "type": r.get("type", "team")}
+            for k in keys:
+                d[k] = (r.get("values") or {}).get(k)
+            flat.append(d)
+        click.echo(f"{task_id} leaderboard ({board.get('phase')}, {board.get('part', 'all')} scores)")
+        _table(flat, ["rank", "team", "type", "method", *keys])
+
+
+def server_tasks(as_json: bool) -> bool:
+    """List the server's tasks and phases with the caller's quota; False when no server is set."""
+    cfg = load_config()
+    if not cfg.get("server"):
+        return False
+    try:
+        rows = _client().get_json("/tasks")
+    except ClientError as e:
+        _die(e, as_json)
+    if as_json:
+        click.echo(json.dumps(rows))
+        return True
+    flat = []
+    for t in rows:
+        for p in t.get("phases", []):
+            q = p.get("quota") or {}
+            flat.append({"task": t["id"], "phase": p["name"], "open": "yes" if p.get("is_open") else "no",
+                         "closes": p.get("closes_at"), "left today": q.get("daily_remaining"),
+                         "left in all": q.get("total_remaining"), "next allowed": q.get("next_allowed_at")})
+    _table(flat, ["task", "phase", "open", "closes", "left today", "left in all", "next allowed"])
+    return True
+
+
+def _wait(c: Client, sub: dict, as_json: bool) -> dict:
+    delay, shown = 0.2, None
+    while sub["status"] not in FINAL:
+        if not as_json and sub["status"] != shown and sys.stderr.isatty():
+            click.echo(f"submission {sub['id']}: {sub['status']}...", err=True)
+            shown = sub["status"]
+        time.sleep(delay)
+        delay = min(delay * 1.5, 3.0)
+        try:
+            sub = c.get_json(f"/submissions/{sub['id']}")
+        except ClientError as e:
+            _die(e, as_json)
+    return sub
+
+
+def _print_submission(sub: dict) -> None:
+    click.echo(f"submission {sub['id']} ({sub.get('task')}, {sub.get('phase')}): {sub['status']}")
+    for p in sub.get("errors") or []:
+        where = ", ".join(x for x in (f"line {p['line']}" if p.get("line") else "",
+                                      f"id {p['id']!r}" if p.get("id") else "") if x)
+        click.echo(f"  {where + ': ' if where else ''}{p.get('message')}")
+    scores = sub.get("scores")
+    if scores:
+        for part, res in (scores.get("parts") or {"all": scores}).items():
+            prim = res.get("primary", {})
+            click.echo(f"  {part}: {prim.get('name')} ({prim.get('subset')}) = {_cell(prim.get('value'))}")
