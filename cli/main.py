@@ -38,6 +38,9 @@ def friendly(fn):
             _fail(str(e))
         except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
+        except BrokenPipeError:  # output piped into e.g. `head`
+            sys.stderr.close()
+            sys.exit(0)
         except Exception as e:  # never a traceback for a user; PALIMPSEST_DEBUG=1 shows it
             if os.environ.get("PALIMPSEST_DEBUG"):
                 raise
