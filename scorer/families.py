@@ -6,6 +6,7 @@ only, its gold. Validation never reads gold, so no message can reveal a gold val
 
 from __future__ import annotations
 
+import csv
 import functools
 import json
 import math
@@ -66,7 +67,10 @@ def _as_float(v, csv: bool) -> float:
         except ValueError:
             raise Bad(f"must be a number, found {_fmt_value(v)}") from None
     elif isinstance(v, (int, float)) and not isinstance(v, bool):
-        x = float(v)
+        try:
+            x = float(v)
+        except OverflowError:  # a JSON integer of hundreds of digits
+            raise Bad("must be a number no larger than 1.8e308") from None
     else:
         raise Bad(f"must be a number, found {_fmt_value(v)}")
     if math.isnan(x):
@@ -94,6 +98,8 @@ def _as_floats(v, csv: bool) -> np.ndarray:
         raise Bad(f"must be a list of numbers, found {_fmt_value(v)}")
     try:
         a = np.asarray(v, dtype=np.float64)
+    except OverflowError:
+        raise Bad("must hold only numbers no larger than 1.8e308") from None
     except (TypeError, ValueError):
         bad = next((x for x in v if isinstance(x, (str, list, dict)) or x is None), None)
         raise Bad(f"must hold only numbers, found {_fmt_value(bad)}") from None
@@ -369,9 +375,13 @@ class LinkFamily(Family):
             return self._validate_records(text, qidx, sidx, problems)
         reader = csv_reader(text.text, text.format)
         header = []
-        for header in reader:
-            if any(c.strip() for c in header):
-                break
+        try:
+            for header in reader:
+                if any(c.strip() for c in header):
+                    break
+        except csv.Error as e:
+            problems.add(f"cannot parse the header ({e})", line=reader.line_num)
+            problems.raise_if_any()
         header = [h.strip().lstrip("\ufeff") for h in header]
         for c in ("query_id", "source_id"):
             if c not in header:
@@ -434,7 +444,10 @@ class LinkFamily(Family):
             if isinstance(rec, BadRow):
                 problems.add(rec.message, line=line)
                 continue
-            q, s = qidx.get(rec.get("query_id")), sidx.get(rec.get("source_id"))
+            qv, sv = rec.get("query_id"), rec.get("source_id")
+            # an id must be a string: a list or object would not even be hashable
+            q = qidx.get(qv) if isinstance(qv, str) else None
+            s = sidx.get(sv) if isinstance(sv, str) else None
             if q is None or s is None:
                 problems.add("unknown or missing query_id/source_id", line=line,
                              id=str(rec.get("query_id")))
