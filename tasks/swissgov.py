@@ -54,6 +54,8 @@ SWISSGOV_RSD = Task(
 
 
 def _labels(path: Path, line: int, r: dict, side: str) -> list[float]:
+    if not isinstance(r[f"text_{side}"], str):
+        raise ReleaseError(path, f"text_{side} must be a string", line)
     v = r[f"labels_{side}"]
     if isinstance(v, str):
         try:
@@ -85,6 +87,8 @@ def import_swissgov(task: Task, *, source, store: TaskStore, test_split: str = "
                 path = base / folder / f"gold_admin_{lang}.jsonl"
                 n = 0
                 for line, r in read_jsonl(path, ("id", "text_a", "text_b", "labels_a", "labels_b")):
+                    if not isinstance(r["id"], (str, int)) or isinstance(r["id"], bool):
+                        raise ReleaseError(path, f"id must be a string, found {r['id']!r}", line)
                     rid = str(r["id"])
                     if rid in seen:
                         raise ReleaseError(path, f"id {rid!r} repeats ({seen[rid]})", line)

@@ -130,6 +130,8 @@ def _pairs(path: Path, kind: str) -> list[tuple[int, dict]]:
     seen: dict[str, int] = {}
     for line, r in rows:
         iid = r["instanceID"]
+        if not isinstance(iid, str):
+            raise ReleaseError(path, f"instanceID must be a string, found {iid!r}", line)
         if iid in seen:
             raise ReleaseError(path, f"instanceID {iid!r} repeats line {seen[iid]}", line)
         seen[iid] = line
