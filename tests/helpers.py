@@ -1,0 +1,93 @@
+"""Helpers for the tests: raw release readers (independent of the importers) and submission writers."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+import zipfile
+from pathlib import Path
+
+from conftest import LOCI, SWISSGOV, TROTR, need
+
+LANGS = {"de": "en-de", "fr": "en-fr", "it": "en-it"}
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def trotr_pairs(kind: str, split: str = "test", subset: str | None = None, fold: int = 1) -> list[dict]:
+    """The raw pair-by-line records of a TRoTR fold file."""
+    name = f"{split}.{subset}.{kind}.jsonl" if subset else f"{split}.{kind}.jsonl"
+    return read_jsonl(need(TROTR / "datasets" / f"FOLD_{fold}" / "pair-by-line" / name))
+
+
+def trac_gold() -> dict[str, float]:
+    with open(need(TROTR / "datasets" / "trac_gold_scores.tsv"), encoding="utf-8", newline="") as f:
+        return {r["lemma"]: float(r["topic_variation"]) for r in csv.DictReader(f)}
+
+
+def swissgov_docs(split: str = "test") -> list[dict]:
+    """Raw SwissGov-RSD gold records of a split, each with its language pair added."""
+    out = []
+    for lang, pair in LANGS.items():
+        for r in read_jsonl(need(SWISSGOV / "data" / "evaluation" / "gold_labels" / split /
+                                 f"gold_admin_{lang}.jsonl")):
+            out.append({**r, "pair": pair})
+    return out
+
+
+def loci_files() -> dict:
+    return {"query": need(LOCI / "hieronymus_samples.csv"), "source": LOCI / "vergil_samples.csv",
+            "gold": LOCI / "ground_truth.csv"}
+
+
+def _cell(v) -> str:
+    if isinstance(v, (list, tuple)):
+        return " ".join(repr(float(x)) for x in v)
+    return str(v)
+
+
+def encode_rows(rows: list[dict], fmt: str, columns: list[str] | None = None) -> bytes:
+    """The bytes of a submission in 'jsonl', 'csv' or 'tsv' (lists become space-separated cells)."""
+    if fmt == "jsonl":
+        return "".join(json.dumps(r) + "\n" for r in rows).encode("utf-8")
+    columns = columns or (list(rows[0]) if rows else [])
+    buf = io.StringIO()
+    if fmt == "tsv":
+        w = csv.writer(buf, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE, escapechar="\\")
+    else:
+        w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for r in rows:
+        w.writerow([_cell(r[c]) for c in columns])
+    return buf.getvalue().encode("utf-8")
+
+
+def write_submission(dir: Path, rows: list[dict], fmt: str, name: str = "sub",
+                     columns: list[str] | None = None) -> Path:
+    """Write rows as `fmt`, which is jsonl/csv/tsv optionally followed by .gz or .zip."""
+    base, _, wrap = fmt.partition(".")
+    data = encode_rows(rows, base, columns)
+    inner = f"{name}.{base}"
+    os.makedirs(dir, exist_ok=True)
+    if wrap == "gz":
+        path = Path(dir) / f"{inner}.gz"
+        path.write_bytes(gzip.compress(data, mtime=0))
+    elif wrap == "zip":
+        path = Path(dir) / f"{name}.zip"
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr(inner, data)
+    else:
+        path = Path(dir) / inner
+        path.write_bytes(data)
+    return path
+
+
+def tree_bytes(root: Path) -> dict[str, bytes]:
+    """Every file under root by relative path, for byte-for-byte comparisons."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
