@@ -29,4 +29,7 @@ def build_app(test_config: dict | None = None) -> Flask:
     engine = get_engine(settings.sqlalchemy_url())
     create_all(engine)
     app.extensions["palimpsest.engine"] = engine
+    from server.views import init_web
+
+    init_web(app)
     return app

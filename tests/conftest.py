@@ -36,3 +36,90 @@ def home(tmp_path_factory) -> Path:
     import_task("loci-similes", h, query=LOCI / "hieronymus_samples.csv",
                 source=LOCI / "vergil_samples.csv", gold=LOCI / "ground_truth.csv")
     return h
+
+
+# ----------------------------------------------------------------------------- the web app
+# flaskr-style: a fresh app and database per test; the tasks come from the session import above.
+
+
+@pytest.fixture
+def web_home(tmp_path, home) -> Path:
+    """A per-test data directory whose tasks/ is the session's imported tasks."""
+    d = tmp_path / "data"
+    d.mkdir()
+    (d / "tasks").symlink_to(home / "tasks", target_is_directory=True)
+    return d
+
+
+@pytest.fixture
+def app(web_home, monkeypatch):
+    """The web app on SQLite in a temporary data directory (jobs are not enqueued: tests run them)."""
+    from argon2 import PasswordHasher
+
+    from server import auth, create_app
+
+    # argon2's production cost is ~0.3 s a hash here; tests make dozens of accounts
+    monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
+    monkeypatch.setenv("PALIMPSEST_HOME", str(web_home))
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    return create_app({"home": web_home, "env": "testing", "database_url": None, "redis_url": None,
+                       "PALIMPSEST_ENQUEUE": False})
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def browser(client):
+    from webkit import Browser
+
+    return Browser(client)
+
+
+@pytest.fixture(scope="session")
+def pg_server_url():
+    """A fresh PostgreSQL database for this session (dropped after); skips when no server answers."""
+    import uuid
+
+    psycopg = pytest.importorskip("psycopg")
+    admin = os.environ.get("PALIMPSEST_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+    try:
+        conn = psycopg.connect(admin, autocommit=True, connect_timeout=3)
+    except Exception as e:  # noqa: BLE001
+        if os.environ.get("PALIMPSEST_REQUIRE_SERVICES"):
+            pytest.fail(f"PostgreSQL is required but not reachable at {admin}: {e}")
+        pytest.skip(f"PostgreSQL not reachable at {admin}: {e}")
+    name = f"palimpsest_web_{uuid.uuid4().hex[:10]}"
+    conn.execute(f'CREATE DATABASE "{name}"')
+    base = admin.rsplit("/", 1)[0]
+    yield f"postgresql+psycopg://{base.split('://', 1)[1]}/{name}"
+    from server.db import _engines
+
+    for key, eng in list(_engines.items()):
+        if name in str(key[0] if isinstance(key, tuple) else key):
+            eng.dispose()
+            _engines.pop(key, None)
+    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    conn.close()
+
+
+@pytest.fixture
+def pg_app(web_home, monkeypatch, pg_server_url):
+    """The web app on PostgreSQL; its tables are emptied before each test."""
+    from sqlmodel import SQLModel
+
+    from argon2 import PasswordHasher
+
+    from server import auth, create_app
+    from server.db import get_engine
+
+    monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
+    monkeypatch.setenv("PALIMPSEST_HOME", str(web_home))
+    monkeypatch.setenv("DATABASE_URL", pg_server_url)
+    eng = get_engine(pg_server_url)
+    SQLModel.metadata.drop_all(eng)
+    return create_app({"home": web_home, "env": "testing", "database_url": pg_server_url, "redis_url": None,
+                       "PALIMPSEST_ENQUEUE": False})

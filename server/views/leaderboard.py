@@ -1,0 +1,105 @@
+"""`/tasks/<id>/leaderboard` (.json, .csv) with `?phase=`; rendered once per change of the scores.
+
+A request costs one small SQL statement (the version of every phase of the task) and, unless
+something changed since the last render in this process, no rendering at all.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, abort, current_app, render_template, request, session
+from sqlmodel import Session
+
+from server import leaderboard as lb
+from server.auth import current_user
+from server.models import Phase, utcnow
+from server.views.pages import PHASE_ORDER, task_or_404
+
+bp = Blueprint("leaderboard", __name__)
+
+MIMETYPES = {"html": "text/html; charset=utf-8", "json": "application/json",
+             "csv": "text/csv; charset=utf-8"}
+
+
+def cache() -> lb.RenderCache:
+    return current_app.extensions["palimpsest.lbcache"]
+
+
+def audience() -> str:
+    """Whose view: "public", "team:<id>" (its own not-public runs too) or "organizer"."""
+    if "uid" not in session:  # no cookie: no database look-up
+        return "public"
+    u = current_user()
+    if u is None:
+        return "public"
+    if u.is_organizer:
+        return "organizer"
+    return f"team:{u.team_id}" if u.team_id else "public"
+
+
+def choose_phase(states: list[lb.PhaseState], name: str | None) -> lb.PhaseState | None:
+    if name:
+        return next((p for p in states if p.name == name), None)
+    if not states:
+        return None
+    now = utcnow()
+    ordered = sorted(states, key=lambda p: (PHASE_ORDER.get(p.name, 9), p.name))
+    opened = [p for p in ordered if p.opens_at is None or p.opens_at <= now]
+    return (opened or ordered)[-1]
+
+
+def _serve(task_id: str, fmt: str):
+    task = task_or_404(task_id)
+    engine = current_app.extensions["palimpsest.engine"]
+    with engine.connect() as conn:
+        states = lb.phase_states(conn, task.id)
+    want = request.args.get("phase") or None
+    state = choose_phase(states, want)
+    if state is None:
+        if fmt == "html":
+            return render_template("leaderboard/none.html", task=task, phase=want,
+                                   current_user=None), 404
+        abort(404)
+    who = audience()
+    if not state.leaderboard_open and who != "organizer":
+        if fmt == "html":
+            return render_template("leaderboard/none.html", task=task, phase=state.name, closed=True,
+                                   current_user=None), 404
+        abort(404)
+    etag = f'"{state.version}-{who}-{fmt}"'
+    if request.if_none_match and etag.strip('"') in request.if_none_match:
+        return Response(status=304, headers={"ETag": etag})
+
+    def render() -> bytes:
+        with Session(engine, expire_on_commit=False) as s:
+            phase = s.get(Phase, state.id)
+            board = lb.build_board(s, task, phase, audience=who)
+        board.version = state.version
+        if fmt == "json":
+            return lb.to_json(board)
+        if fmt == "csv":
+            return lb.to_csv(board)
+        names = [p.name for p in sorted(states, key=lambda p: (PHASE_ORDER.get(p.name, 9), p.name))
+                 if p.leaderboard_open or who == "organizer"]
+        return render_template("leaderboard/board.html", task=task, board=board, phases=names,
+                               audience=who, current_user=None, generic_nav=True).encode("utf-8")
+
+    body = cache().get((task.id, state.name, who, fmt), state.version, render)
+    headers = {"ETag": etag, "Cache-Control": "no-cache" if who == "public" else "private, no-cache"}
+    if fmt == "csv":
+        headers["Content-Disposition"] = f'inline; filename="{task.id}-{state.name}-leaderboard.csv"'
+    return Response(body, mimetype=MIMETYPES[fmt], headers=headers)
+
+
+@bp.route("/tasks/<task_id>/leaderboard")
+def board(task_id: str):
+    return _serve(task_id, "html")
+
+
+@bp.route("/tasks/<task_id>/leaderboard.json")
+def board_json(task_id: str):
+    return _serve(task_id, "json")
+
+
+@bp.route("/tasks/<task_id>/leaderboard.csv")
+def board_csv(task_id: str):
+    return _serve(task_id, "csv")

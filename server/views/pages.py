@@ -1,0 +1,256 @@
+"""What participants see: tasks, their data, phases and quotas, the submit form and their submissions."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from datetime import datetime
+
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    current_app,
+    flash,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from sqlmodel import select
+
+from server.auth import can_see_submission, current_user, db, login_required
+from server.leaderboard import bump_revision
+from server.models import Phase, Submission, Team, utcnow
+from tasks import all_tasks, get_task
+from tasks.store import TaskStore
+
+bp = Blueprint("pages", __name__)
+
+PHASE_ORDER = {"dev": 0, "test": 1}
+
+
+def settings():
+    return current_app.extensions["palimpsest.settings"]
+
+
+def task_or_404(task_id: str):
+    from scorer.errors import TaskNotFound
+
+    try:
+        return get_task(task_id)
+    except TaskNotFound:
+        abort(404)
+
+
+def phases_of(task_id: str) -> list[Phase]:
+    """The task's phases, created from the task's splits the first time they are asked for."""
+    s = db()
+    rows = s.exec(select(Phase).where(Phase.task_id == task_id)).all()
+    if not rows:
+        from server.submissions import ensure_phases
+
+        ensure_phases(s)
+        rows = s.exec(select(Phase).where(Phase.task_id == task_id)).all()
+    return sorted(rows, key=lambda p: (PHASE_ORDER.get(p.name, 9), p.name))
+
+
+def phase_state(phase: Phase, now: datetime | None = None) -> str:
+    now = now or utcnow()
+    if phase.opens_at and now < phase.opens_at:
+        return "not open yet"
+    if phase.closes_at and now >= phase.closes_at:
+        return "closed"
+    return "open"
+
+
+def quota(team: Team | None, phase: Phase) -> dict | None:
+    """What remains of a team's allowance in a phase, as the backbone counts it."""
+    if team is None:
+        return None
+    from server.submissions import quota as backbone_quota
+
+    return backbone_quota(db(), team=team, phase=phase)
+
+
+def user_team() -> Team | None:
+    u = current_user()
+    if u is None or u.team_id is None:
+        return None
+    return db().get(Team, u.team_id)
+
+
+# ----------------------------------------------------------------------------- tasks
+
+
+@bp.route("/")
+def index():
+    home = settings().home
+    rows = [(t, TaskStore(t.id, home).exists()) for t in all_tasks()]
+    return render_template("tasks/index.html", tasks=rows)
+
+
+@bp.route("/tasks/<task_id>")
+def task(task_id: str):
+    t = task_or_404(task_id)
+    store = TaskStore(t.id, settings().home)
+    imported = store.exists()
+    splits = [sp for sp in t.splits if store.public_files(sp)] if imported else []
+    team = user_team()
+    phases = [(p, phase_state(p), quota(team, p)) for p in phases_of(t.id)]
+    return render_template("tasks/task.html", task=t, imported=imported, splits=splits, phases=phases,
+                           team=team)
+
+
+@bp.route("/tasks/<task_id>/data/<split>.zip")
+def download(task_id: str, split: str):
+    """A zip of a split's public inputs (never anything under gold/)."""
+    t = task_or_404(task_id)
+    if split not in t.splits:
+        abort(404)
+    store = TaskStore(t.id, settings().home)
+    files = store.public_files(split) if store.exists() else []
+    if not files:
+        abort(404)
+    base = (store.root / "public" / split).resolve()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for p in files:
+            rp = p.resolve()
+            if base not in rp.parents:  # a symlink pointing out of public/ is never followed
+                continue
+            z.write(rp, f"{t.id}-{split}/{p.relative_to(store.root / 'public' / split).as_posix()}")
+    return Response(buf.getvalue(), mimetype="application/zip", headers={
+        "Content-Disposition": f'attachment; filename="{t.id}-{split}.zip"'})
+
+
+# ----------------------------------------------------------------------------- submitting
+
+
+@bp.route("/tasks/<task_id>/submit", methods=["GET", "POST"])
+@login_required
+def submit(task_id: str):
+    t = task_or_404(task_id)
+    team = user_team()
+    if team is None:
+        flash("Create or join a team before submitting.", "error")
+        return redirect(url_for("teams.mine"))
+    phases = phases_of(t.id)
+    if not phases:
+        abort(404)
+    form = {"phase": request.args.get("phase", ""), "method_name": "", "description": "", "url": "",
+            "show_publicly": True}
+    if request.method == "POST":
+        f = request.form
+        form = {"phase": f.get("phase", ""), "method_name": f.get("method_name", "").strip(),
+                "description": f.get("description", "").strip(), "url": f.get("url", "").strip(),
+                "show_publicly": f.get("show_publicly") == "on"}
+        phase = next((p for p in phases if p.name == form["phase"]), None)
+        upload = request.files.get("file")
+        problems = []
+        if phase is None:
+            problems.append("choose a phase")
+        if upload is None or not upload.filename:
+            problems.append("choose a prediction file")
+        if not form["method_name"]:
+            problems.append("give the method a name")
+        if len(form["method_name"]) > 200:
+            problems.append("the method name is over 200 characters")
+        if form["url"] and not form["url"].startswith(("https://", "http://")):
+            problems.append("the paper/code URL must start with https:// or http://")
+        if len(form["url"]) > 500:
+            problems.append("the URL is over 500 characters")
+        if len(form["description"]) > 5000:
+            problems.append("the description is over 5000 characters")
+        if problems:
+            for p in problems:
+                flash(p, "error")
+            return render_template("tasks/submit.html", task=t, phases=phases, form=form), 400
+        from server.exceptions import SubmissionRefused
+        from server.submissions import create_submission
+
+        s = db()
+        try:
+            sub = create_submission(
+                s, user=current_user(), team=team, task_id=t.id, phase=phase,
+                upload_bytes_or_stream=upload.stream, filename=upload.filename,
+                method_name=form["method_name"], description=form["description"], url=form["url"],
+                show_publicly=form["show_publicly"], settings=settings(),
+                enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
+                redis=current_app.extensions.get("palimpsest.redis"))
+        except SubmissionRefused as e:
+            s.rollback()
+            when = getattr(e, "next_allowed_at", None)
+            msg = str(e)
+            if when and "UTC" not in msg:
+                msg += f" The next submission is allowed at {when:%Y-%m-%d %H:%M} UTC."
+            flash(msg, "error")
+            code = {"LimitReached": 429, "UploadTooLarge": 413}.get(type(e).__name__, 409)
+            return render_template("tasks/submit.html", task=t, phases=phases, form=form), code
+        flash("Submitted. It is queued for scoring.", "ok")
+        return redirect(url_for("pages.submission", submission_id=sub.id))
+    return render_template("tasks/submit.html", task=t, phases=phases, form=form)
+
+
+@bp.route("/submissions")
+@login_required
+def my_submissions():
+    team = user_team()
+    subs = []
+    if team is not None:
+        subs = db().exec(select(Submission).where(Submission.team_id == team.id, Submission.removed_at.is_(None))
+                         .order_by(Submission.id.desc())).all()
+    phases = {p.id: p for p in db().exec(select(Phase)).all()} if subs else {}
+    return render_template("submissions/list.html", subs=subs, phases=phases, team=team)
+
+
+def submission_or_404(submission_id: int) -> Submission:
+    """The submission if who asks may see it; 404 otherwise (not 403: its existence is no one's business)."""
+    sub = db().get(Submission, submission_id)
+    if sub is None or not can_see_submission(current_user(), sub):
+        abort(404)
+    return sub
+
+
+@bp.route("/submissions/<int:submission_id>")
+@login_required
+def submission(submission_id: int):
+    sub = submission_or_404(submission_id)
+    from server.models import Score
+
+    s = db()
+    phase = s.get(Phase, sub.phase_id)
+    published = phase is not None and phase.published_at is not None
+    organizer = current_user().is_organizer
+    scores = s.exec(select(Score).where(Score.submission_id == sub.id).order_by(Score.attempt, Score.part)).all()
+    # private-part scores stay unseen until publication, even by the submitting team
+    shown = [sc for sc in scores if sc.part != "private" or published or organizer]
+    counted = getattr(sub, "score_attempt", None) or max((sc.attempt for sc in scores), default=None)
+    shown = [sc for sc in shown if sc.attempt == counted]
+    team = s.get(Team, sub.team_id)
+    others = s.exec(select(Submission).where(Submission.team_id == sub.team_id,
+                                             Submission.phase_id == sub.phase_id,
+                                             Submission.removed_at.is_(None))
+                    .order_by(Submission.id.desc())).all()
+    task = task_or_404(sub.task_id)
+    return render_template("submissions/show.html", sub=sub, phase=phase, scores=shown, team=team,
+                           task=task, others=others)
+
+
+@bp.route("/submissions/<int:submission_id>/primary", methods=["POST"])
+@login_required
+def mark_primary(submission_id: int):
+    """SemEval's convention: one primary run per team and phase; the others are contrastive."""
+    sub = submission_or_404(submission_id)
+    u = current_user()
+    if u.team_id != sub.team_id:  # an organizer may look, but only the team chooses its run
+        abort(403)
+    s = db()
+    from server.submissions import mark_primary as backbone_mark
+
+    backbone_mark(s, submission_id=sub.id, team_id=u.team_id)
+    phase = s.get(Phase, sub.phase_id)
+    bump_revision(s, phase)
+    s.commit()
+    flash(f"Submission #{sub.id} is now your primary run for the {phase.name} phase.", "ok")
+    return redirect(url_for("pages.submission", submission_id=sub.id))
