@@ -220,8 +220,8 @@ def server_tasks(as_json: bool) -> bool:
         for p in t.get("phases", []):
             q = p.get("quota") or {}
             flat.append({"task": t["id"], "phase": p["name"], "open": "yes" if p.get("is_open") else "no",
-                         "closes": p.get("closes_at"), "left today": q.get("daily_remaining"),
-                         "left in all": q.get("total_remaining"), "next allowed": q.get("next_allowed_at")})
+                         "closes": p.get("closes_at"), "left today": q.get("daily_left"),
+                         "left in all": q.get("total_left"), "next allowed": q.get("next_allowed_at")})
     _table(flat, ["task", "phase", "open", "closes", "left today", "left in all", "next allowed"])
     return True
 

@@ -32,4 +32,7 @@ def build_app(test_config: dict | None = None) -> Flask:
     from server.views import init_web
 
     init_web(app)
+    from server import api
+
+    api.init_app(app)
     return app

@@ -1,0 +1,276 @@
+"""The REST API: token auth, JSON errors, submissions with quotas and idempotency, and the
+OpenAPI description checked operation by operation against the running app."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+import jsonschema
+import pytest
+from openapi_spec_validator import validate as validate_spec
+
+from tests.conftest import LOCI, TROTR, need
+
+
+@pytest.fixture()
+def api_env(tmp_path, monkeypatch):
+    """An app on a fresh data directory with tric-binary and loci-similes imported; Redis is
+    unreachable on purpose, so submissions stay queued until a test runs the job itself."""
+    from server import create_app
+    from server.auth import create_token, create_user
+    from server.models import Team
+    from server.submissions import ensure_phases
+    from sqlmodel import Session
+    from tasks.importers import import_task
+
+    need(TROTR)
+    need(LOCI)
+    home = tmp_path / "home"
+    monkeypatch.setenv("PALIMPSEST_HOME", str(home))
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    import_task("tric-binary", home, source=TROTR, fold=1)
+    import_task("loci-similes", home, query=LOCI / "hieronymus_samples.csv",
+                source=LOCI / "vergil_samples.csv", gold=LOCI / "ground_truth.csv")
+    app = create_app({"home": home, "env": "testing", "redis_url": "redis://127.0.0.1:1/0"})
+    engine = app.extensions["palimpsest.engine"]
+    tokens = {}
+    with Session(engine, expire_on_commit=False) as s:
+        ensure_phases(s)
+        for name in ("alpha", "beta"):
+            team = Team(name=name, invite_code=f"code-{name}")
+            s.add(team)
+            s.commit()
+            u = create_user(s, email=f"{name}@example.org", password="correct horse")
+            u.team_id = team.id
+            s.add(u)
+            s.commit()
+            _, tokens[name] = create_token(s, user=u)
+        loner = create_user(s, email="loner@example.org", password="correct horse")
+        s.commit()
+        _, tokens["loner"] = create_token(s, user=loner)
+        s.commit()
+    return app, tokens, home
+
+
+def _h(token):
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _tric_file(home, flip_every=5) -> bytes:
+    gold = [json.loads(x) for x in (home / "tasks/tric-binary/gold/test/gold.jsonl").read_text().splitlines()]
+    rows = [{"instanceID": g["instanceID"], "label": (1 - g["label"]) if i % flip_every == 0 else g["label"]}
+            for i, g in enumerate(gold)]
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+
+def _submit(client, token, task, data: bytes, **form):
+    return client.post(f"/api/v1/tasks/{task}/submissions", headers=_h(token),
+                       data={"file": (io.BytesIO(data), "pred.jsonl"), **form},
+                       content_type="multipart/form-data")
+
+
+def _run_job(sub_id):
+    from server.jobs import score_submission
+
+    return score_submission(sub_id)
+
+
+def test_auth_is_by_token_only(api_env):
+    app, tokens, _ = api_env
+    c = app.test_client()
+    r = c.get("/api/v1/tasks")
+    assert r.status_code == 401 and r.json["error"]["message"].startswith("authentication required")
+    r = c.get("/api/v1/tasks", headers=_h("pal_not-a-token"))
+    assert r.status_code == 401 and r.json["error"]["code"] == "invalid_token"
+    assert c.get("/api/v1/me", headers=_h(tokens["alpha"])).json["team"]["name"] == "alpha"
+
+
+def test_cookie_session_is_refused_on_the_api(api_env):
+    app, tokens, _ = api_env
+    c = app.test_client()
+    with c.session_transaction() as sess:  # a logged-in browser session
+        sess["uid"] = 1
+    assert c.get("/api/v1/me").status_code == 401
+
+
+def test_submit_score_and_see_only_the_public_part(api_env):
+    app, tokens, home = api_env
+    c = app.test_client()
+    r = _submit(c, tokens["alpha"], "tric-binary", _tric_file(home), phase="test", method_name="m1")
+    assert r.status_code == 201, r.json
+    sid = r.json["id"]
+    assert r.json["status"] == "queued" and r.json["duplicate"] is False
+    assert _run_job(sid)["status"] == "scored"
+    body = c.get(f"/api/v1/submissions/{sid}", headers=_h(tokens["alpha"])).json
+    assert body["status"] == "scored"
+    scores = body["scores"]
+    assert scores["task"] == "tric-binary" and scores["part"] == "public"
+    assert "parts" not in scores  # the private part stays hidden before publication
+    assert 0.5 < scores["primary"]["value"] <= 1.0
+    # another team and a team-less user learn nothing, not even that it exists
+    for other in ("beta", "loner"):
+        r = c.get(f"/api/v1/submissions/{sid}", headers=_h(tokens[other]))
+        assert r.status_code == 404 and "error" in r.json
+    assert c.get("/api/v1/submissions", headers=_h(tokens["beta"])).json == []
+    mine = c.get("/api/v1/submissions", headers=_h(tokens["alpha"])).json
+    assert [m["id"] for m in mine] == [sid]
+    assert {"id", "task", "phase", "status", "created"} <= set(mine[0])
+
+
+def test_retried_upload_counts_once(api_env):
+    app, tokens, home = api_env
+    c = app.test_client()
+    data = _tric_file(home)
+    first = _submit(c, tokens["alpha"], "tric-binary", data, phase="test")
+    again = _submit(c, tokens["alpha"], "tric-binary", data, phase="test")
+    assert first.status_code == 201 and again.status_code == 200
+    assert again.json["id"] == first.json["id"] and again.json["duplicate"] is True
+    # the other team's identical file is its own submission
+    theirs = _submit(c, tokens["beta"], "tric-binary", data, phase="test")
+    assert theirs.status_code == 201 and theirs.json["id"] != first.json["id"]
+
+
+def test_invalid_file_lists_every_problem_and_costs_nothing(api_env):
+    app, tokens, home = api_env
+    c = app.test_client()
+    bad = b'{"instanceID": "nope", "label": 3}\nnot json\n'
+    r = _submit(c, tokens["alpha"], "tric-binary", bad, phase="test")
+    assert r.status_code == 201
+    sid = r.json["id"]
+    assert _run_job(sid)["failure_kind"] == "invalid"
+    body = c.get(f"/api/v1/submissions/{sid}", headers=_h(tokens["alpha"])).json
+    assert body["status"] == "failed" and body["failure_kind"] == "invalid"
+    lines = {e["line"] for e in body["errors"]}
+    assert {1, 2} <= lines
+    assert any("label" in e["message"] for e in body["errors"])
+    phases = c.get("/api/v1/tasks/tric-binary", headers=_h(tokens["alpha"])).json["phases"]
+    test = next(p for p in phases if p["name"] == "test")
+    assert test["quota"]["daily_used"] == 0
+
+
+def test_limit_reached_says_when(api_env):
+    from server.models import Phase
+    from sqlmodel import Session, select
+
+    app, tokens, home = api_env
+    engine = app.extensions["palimpsest.engine"]
+    with Session(engine) as s:
+        p = s.exec(select(Phase).where(Phase.task_id == "tric-binary", Phase.name == "test")).one()
+        p.daily_limit = 1
+        s.add(p)
+        s.commit()
+    c = app.test_client()
+    assert _submit(c, tokens["alpha"], "tric-binary", _tric_file(home, 3), phase="test").status_code == 201
+    r = _submit(c, tokens["alpha"], "tric-binary", _tric_file(home, 4), phase="test")
+    assert r.status_code == 429
+    err = r.json["error"]
+    assert err["code"] == "limit_reached" and err["next_allowed_at"]
+    assert "next is allowed" in err["message"]
+
+
+def test_closed_phase_and_unknowns(api_env):
+    from datetime import datetime, timedelta
+
+    from server.models import Phase
+    from sqlmodel import Session, select
+
+    app, tokens, home = api_env
+    with Session(app.extensions["palimpsest.engine"]) as s:
+        p = s.exec(select(Phase).where(Phase.task_id == "tric-binary", Phase.name == "test")).one()
+        p.closes_at = datetime.utcnow() - timedelta(days=1)
+        s.add(p)
+        s.commit()
+    c = app.test_client()
+    r = _submit(c, tokens["alpha"], "tric-binary", _tric_file(home), phase="test")
+    assert r.status_code == 403 and r.json["error"]["code"] == "phase_closed"
+    assert c.get("/api/v1/tasks/tric-binry", headers=_h(tokens["alpha"])).json["error"]["message"].find(
+        "did you mean 'tric-binary'") >= 0
+    r = _submit(c, tokens["loner"], "tric-binary", _tric_file(home), phase="dev")
+    assert r.status_code == 403 and r.json["error"]["code"] == "no_team"
+
+
+def test_download_has_public_files_only(api_env):
+    app, tokens, home = api_env
+    c = app.test_client()
+    r = c.get("/api/v1/tasks/tric-binary/download", headers=_h(tokens["beta"]))
+    assert r.status_code == 200 and r.mimetype == "application/zip"
+    names = zipfile.ZipFile(io.BytesIO(r.data)).namelist()
+    assert "task.json" in names and "public/test/inputs.jsonl" in names
+    assert not any(n.startswith("gold/") or n.startswith("index/") for n in names)
+    manifest = json.loads(zipfile.ZipFile(io.BytesIO(r.data)).read("task.json"))
+    assert "gold_sha256" not in manifest
+
+
+# ----------------------------------------------------------------------------- OpenAPI
+
+
+def _resolve(spec, schema):
+    """Inline $refs so jsonschema can check a response body."""
+    if isinstance(schema, dict):
+        if "$ref" in schema:
+            name = schema["$ref"].rsplit("/", 1)[1]
+            return _resolve(spec, spec["components"]["schemas"][name])
+        return {k: _resolve(spec, v) for k, v in schema.items()}
+    if isinstance(schema, list):
+        return [_resolve(spec, v) for v in schema]
+    return schema
+
+
+def test_openapi_is_valid_and_describes_every_api_route(api_env):
+    app, tokens, _ = api_env
+    spec = app.test_client().get("/api/v1/openapi.json").json
+    validate_spec(spec)
+    described = {(path, m.upper()) for path, ops in spec["paths"].items() for m in ops}
+    routed = set()
+    for rule in app.url_map.iter_rules():
+        if rule.rule.startswith("/api/v1/"):
+            path = rule.rule[len("/api/v1"):]
+            for conv in ("<int:", "<"):
+                path = path.replace(conv, "{")
+            path = path.replace(">", "}")
+            for m in rule.methods - {"HEAD", "OPTIONS"}:
+                routed.add((path, m))
+    assert routed == described
+
+
+def _example_request(spec, path, op, ids):
+    url = path
+    query = {}
+    for prm in op.get("parameters", []):
+        value = ids.get(prm["name"], prm.get("example"))
+        if prm["in"] == "path":
+            url = url.replace("{" + prm["name"] + "}", str(value))
+        elif value is not None:
+            query[prm["name"]] = value
+    return "/api/v1" + url, query
+
+
+def test_every_operation_answers_as_described(api_env):
+    """Requests generated from the spec, with and without a token; every answer's status must be
+    declared and its body must match the declared schema."""
+    app, tokens, home = api_env
+    c = app.test_client()
+    spec = c.get("/api/v1/openapi.json").json
+    sid = _submit(c, tokens["alpha"], "tric-binary", _tric_file(home), phase="test").json["id"]
+    _run_job(sid)
+    checked = 0
+    for path, ops in spec["paths"].items():
+        for method, op in ops.items():
+            for token in (tokens["alpha"], None, tokens["beta"]):
+                url, query = _example_request(spec, path, op, {"submission_id": sid, "task_id": "tric-binary"})
+                headers = _h(token) if token else {}
+                if method == "post":
+                    r = c.post(url, headers=headers, data={"file": (io.BytesIO(_tric_file(home, 7)), "p.jsonl"),
+                                                           "phase": "dev"}, content_type="multipart/form-data")
+                else:
+                    r = c.get(url, headers=headers, query_string=query)
+                declared = op["responses"]
+                assert str(r.status_code) in declared, (method, path, r.status_code, r.data[:200])
+                content = declared[str(r.status_code)].get("content", {})
+                if "application/json" in content and content["application/json"].get("schema"):
+                    schema = _resolve(spec, content["application/json"]["schema"])
+                    jsonschema.validate(r.json, schema)
+                checked += 1
+    assert checked >= 27
