@@ -249,6 +249,6 @@ def _print_submission(sub: dict) -> None:
         click.echo(f"  {where + ': ' if where else ''}{p.get('message')}")
     scores = sub.get("scores")
     if scores:
-        for part, res in (scores.get("parts") or {"all": scores}).items():
+        for part, res in (scores.get("parts") or {scores.get("part", "all"): scores}).items():
             prim = res.get("primary", {})
             click.echo(f"  {part}: {prim.get('name')} ({prim.get('subset')}) = {_cell(prim.get('value'))}")
