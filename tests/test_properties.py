@@ -63,7 +63,7 @@ def wrap(data: bytes, name: str, how: str, dir) -> object:
     return p
 
 
-@settings(max_examples=60, **SETTINGS)
+@settings(max_examples=40, **SETTINGS)
 @given(data=st.binary(max_size=3000), name=st.sampled_from(NAMES), how=st.sampled_from(["", "gz", "zip", "raw"]),
        task_id=st.sampled_from(task_ids()))
 def test_arbitrary_bytes(home, scratch, data, name, how, task_id):
@@ -106,7 +106,7 @@ cells = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=1
     st.sampled_from(["nan", "inf", "-1", "1", "0", "1e999", "[1, 2]", "0.5 0.5", "hier. adv. iovin. 1.1"])
 
 
-@settings(max_examples=80, **SETTINGS)
+@settings(max_examples=50, **SETTINGS)
 @given(header=st.lists(st.sampled_from(FIELDS + ["score", "x"]), min_size=1, max_size=4),
        rows=st.lists(st.lists(cells, max_size=5), max_size=6), fmt=st.sampled_from(["csv", "tsv"]),
        task_id=st.sampled_from(task_ids()))
@@ -150,7 +150,7 @@ def same_everywhere(home, dir, task_id, rows, columns=None):
     return first
 
 
-@settings(max_examples=12, **SETTINGS)
+@settings(max_examples=8, **SETTINGS)
 @given(data=st.data(), task_id=st.sampled_from(["tric-binary", "tric-ranking", "trac"]))
 def test_keyed_round_trip(home, scratch, data, task_id):
     keys = ids(home, task_id)
