@@ -47,8 +47,8 @@ TRIC_BINARY = Task(
         fields=(Field("instanceID", "id", "the instance id from the test inputs"),
                 Field("label", "label01", "1 if the two contexts' topics are related, else 0")),
         native="jsonl",
-        example='{"instanceID": "pair_40_(Matthew 7:7)", "label": 0}\n'
-                '{"instanceID": "pair_15_(Isaiah 43:4)", "label": 1}\n',
+        example='{"instanceID": "pair_0_(Book 1:1)", "label": 0}\n'
+                '{"instanceID": "pair_1_(Book 1:1)", "label": 1}\n',
         key=("instanceID",),
     ),
     metrics=("f1", "precision_0", "recall_0", "f1_0", "precision_1", "recall_1", "f1_1", "n"),
@@ -77,8 +77,8 @@ TRIC_RANKING = Task(
         fields=(Field("instanceID", "id", "the instance id from the test inputs"),
                 Field("score", "float", "predicted topic relatedness (any scale; only ranks count)")),
         native="jsonl",
-        example='{"instanceID": "pair_40_(Matthew 7:7)", "score": 1.75}\n'
-                '{"instanceID": "pair_15_(Isaiah 43:4)", "score": 3.2}\n',
+        example='{"instanceID": "pair_0_(Book 1:1)", "score": 1.75}\n'
+                '{"instanceID": "pair_1_(Book 1:1)", "score": 3.2}\n',
         key=("instanceID",),
     ),
     metrics=("spearman", "pearson", "n"),
