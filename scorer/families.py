@@ -17,7 +17,7 @@ import numpy as np
 
 from scorer import metrics
 from scorer.errors import Problems, SubmissionInvalid
-from scorer.reader import BadRow, Text, csv_reader, iter_records
+from scorer.reader import BadRow, Text, csv_reader, iter_records, link_columns
 from tasks.base import Task
 from tasks.store import TaskStore
 
@@ -395,6 +395,14 @@ class LinkFamily(Family):
         iq, isrc = header.index("query_id"), header.index("source_id")
         isc = header.index("score") if "score" in header else None
         ncol = len(header)
+        fast = link_columns(reader, ncol, iq, isrc, isc, qidx, sidx)
+        if fast is not None:
+            return self._finish(*fast, problems, text, len(sidx))
+        # Something in the file is wrong: read it again row by row to report every problem.
+        reader = csv_reader(text.text, text.format)
+        for header in reader:
+            if any(c.strip() for c in header):
+                break
         qs, ss, scores = [], [], []
         qget, sget = qidx.get, sidx.get
         qappend, sappend, scappend = qs.append, ss.append, scores.append
@@ -473,8 +481,9 @@ class LinkFamily(Family):
         s = np.asarray(ss, dtype=np.int64)
         keys = q * n_sources + s
         if keys.size:
-            uniq, first, counts = np.unique(keys, return_index=True, return_counts=True)
-            if uniq.size != keys.size:
+            srt = np.sort(keys)
+            if (srt[1:] == srt[:-1]).any():
+                uniq, counts = np.unique(srt, return_counts=True)
                 dup = np.flatnonzero(counts > 1)
                 qnames, snames = _names(self.store, self.split)
                 for d in dup[: problems.cap]:

@@ -134,6 +134,9 @@ def link_ranking(gold_q: np.ndarray, gold_s: np.ndarray, pred_q: np.ndarray, pre
     n_gold = int(gold_q.size)
     if n_gold == 0:
         return {f"recall@{k}": None for k in ks} | {"mrr": None}
+    # Only the predictions of queries that have a gold link can rank one: sort just those.
+    keep = np.isin(pred_q, gold_q)
+    pred_q, pred_s, pred_score = pred_q[keep], pred_s[keep], pred_score[keep]
     order = np.lexsort((pred_s, pred_q))
     q_sorted, s_sorted = pred_q[order], pred_s[order]
     sc_sorted = pred_score[order]

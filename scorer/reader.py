@@ -7,8 +7,10 @@ capped while streaming, and every failure becomes a `SubmissionInvalid` naming w
 from __future__ import annotations
 
 import csv
+import gc
 import gzip
 import io
+import itertools
 import json
 import os
 import posixpath
@@ -17,6 +19,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+
+import numpy as np
 
 from scorer.errors import Problem, SubmissionInvalid
 
@@ -260,3 +264,49 @@ def iter_records(text: str, fmt: str) -> tuple[list[str] | None, Iterator[tuple[
                 yield line, dict(zip(header, cells))
 
     return header, records()
+
+
+COLUMN_CHUNK = 1_000  # rows; small enough that a chunk stays in cache between parsing and lookups
+
+
+def link_columns(reader, ncol: int, iq: int, isrc: int, isc: int | None, qidx: dict, sidx: dict
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """The rest of a well-formed link table as arrays (query index, source index, score), or
+    None at the first row that is not: a parse error, a blank line, a wrong number of cells,
+    an unknown id, a score that `float` refuses or that is not finite.
+
+    The fast path of validation: it works on chunks of rows with C-level loops and keeps no
+    per-row Python objects. On None the caller reads the file again row by row to report every
+    problem, so a valid file gives exactly what the row-by-row reader gives.
+    """
+    qs, ss, scs = [], [], []
+    qget, sget = qidx.get, sidx.get
+    was_enabled = gc.isenabled()
+    gc.disable()  # the chunks make no reference cycles; collecting them costs more than parsing
+    try:
+        while chunk := list(itertools.islice(reader, COLUMN_CHUNK)):
+            n = len(chunk)
+            if any(map(ncol.__ne__, map(len, chunk))):
+                return None
+            cols = list(zip(*chunk))
+            del chunk
+            try:
+                qs.append(np.fromiter(map(qget, cols[iq]), np.int64, n))
+                ss.append(np.fromiter(map(sget, cols[isrc]), np.int64, n))
+                if isc is not None:
+                    sc = np.fromiter(map(float, cols[isc]), np.float64, n)
+                    if not np.isfinite(sc).all():
+                        return None
+                    scs.append(sc)
+            except (TypeError, ValueError):  # None for an unknown id, or a bad number
+                return None
+    except csv.Error:
+        return None
+    finally:
+        if was_enabled:
+            gc.enable()
+    empty_i, empty_f = np.empty(0, np.int64), np.empty(0, np.float64)
+    q = np.concatenate(qs) if qs else empty_i
+    s = np.concatenate(ss) if ss else empty_i
+    sc = (np.concatenate(scs) if scs else empty_f) if isc is not None else None
+    return q, s, sc
