@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Optional
 
-from sqlalchemy import text
+from sqlalchemy import and_, or_, text
 from sqlmodel import Session, select
 
 from server.models import Phase, Score, Submission, Team
@@ -135,8 +135,11 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
     own_team = int(audience.split(":", 1)[1]) if audience.startswith("team:") else None
     organizer = audience == "organizer"
 
+    # scored, or being rescored with the scores of an earlier attempt still standing
     q = (select(Submission, Team).join(Team, Team.id == Submission.team_id)
-         .where(Submission.phase_id == phase.id, Submission.status == "scored"))
+         .where(Submission.phase_id == phase.id,
+                or_(Submission.status == "scored",
+                    and_(Submission.status.in_(("queued", "running")), Submission.score_attempt.is_not(None)))))
     candidates = []
     for sub, team in s.exec(q):
         note = ""
@@ -334,22 +337,82 @@ def to_latex(board: Board, *, max_metric_columns: int = 6, caption: str | None =
 
 # ----------------------------------------------------------------------------- the cache
 
-# One SQL statement tells whether anything a leaderboard shows has changed: the phase's own
-# state (revision is bumped by every visibility change made through the web side), the
-# newest score anywhere, and a fingerprint of its submissions' visibility flags (so a change
-# made elsewhere, e.g. by the API or CLI, is seen too).
-_VERSION_SQL = text("""
-SELECT p.id, p.name, p.split, p.revision, p.frozen, p.frozen_at, p.published_at, p.leaderboard_open,
-       p.public_fraction, p.opens_at,
-       (SELECT max(id) FROM score) AS smax,
-       (SELECT count(*) FROM submission s WHERE s.phase_id = p.id AND s.status = 'scored') AS nscored,
+# One SQL statement tells whether anything a leaderboard shows has changed: the phase's own state,
+# whose revision is bumped by every visibility change (by the web side itself, and for changes
+# made elsewhere -- the API, the CLI, the workers -- by a trigger on the submission table), and
+# the newest score anywhere. Where the trigger cannot be installed, a fingerprint of the phase's
+# submissions' flags is computed instead (correct, but O(submissions) per request).
+_PHASE_COLUMNS = """p.id, p.name, p.split, p.revision, p.frozen, p.frozen_at, p.published_at, p.leaderboard_open,
+       p.public_fraction, p.opens_at, (SELECT max(id) FROM score) AS smax"""
+_VERSION_SQL = text(f"SELECT {_PHASE_COLUMNS}, 0 AS flags FROM phase p WHERE p.task_id = :task")
+_VERSION_SQL_SCAN = text(f"""
+SELECT {_PHASE_COLUMNS},
        (SELECT coalesce(sum(s.id * ((CASE WHEN s.hidden THEN 1 ELSE 0 END)
                                   + (CASE WHEN s.removed_at IS NOT NULL THEN 2 ELSE 0 END)
                                   + (CASE WHEN s.show_publicly THEN 0 ELSE 4 END)
-                                  + (CASE WHEN s.is_primary THEN 8 ELSE 0 END))), 0)
+                                  + (CASE WHEN s.is_primary THEN 8 ELSE 0 END)
+                                  + (CASE WHEN s.status = 'scored' THEN 16 ELSE 0 END)
+                                  + 32 * coalesce(s.score_attempt, 0))), 0)
           FROM submission s WHERE s.phase_id = p.id) AS flags
 FROM phase p WHERE p.task_id = :task
 """)
+
+_WATCHED = ("hidden", "removed_at", "show_publicly", "is_primary", "score_attempt", "method_name")
+
+_SQLITE_TRIGGER = f"""
+CREATE TRIGGER IF NOT EXISTS palimpsest_board_revision AFTER UPDATE ON submission FOR EACH ROW
+WHEN {" OR ".join(f"OLD.{c} IS NOT NEW.{c}" for c in _WATCHED)}
+     OR (OLD.status = 'scored') IS NOT (NEW.status = 'scored')
+BEGIN UPDATE phase SET revision = revision + 1 WHERE id = NEW.phase_id; END
+"""
+
+_PG_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION palimpsest_board_revision() RETURNS trigger AS $$
+BEGIN
+  IF {" OR ".join(f"OLD.{c} IS DISTINCT FROM NEW.{c}" for c in _WATCHED)}
+     OR (OLD.status = 'scored') IS DISTINCT FROM (NEW.status = 'scored') THEN
+    UPDATE phase SET revision = revision + 1 WHERE id = NEW.phase_id;
+  END IF;
+  RETURN NEW;
+END $$ LANGUAGE plpgsql
+"""
+_PG_TRIGGER = """
+CREATE TRIGGER palimpsest_board_revision AFTER UPDATE ON submission FOR EACH ROW
+EXECUTE FUNCTION palimpsest_board_revision()
+"""
+
+
+def install_triggers(engine) -> bool:
+    """Install the trigger that bumps a phase's revision when one of its submissions changes in a
+    way a leaderboard shows; False when it could not be (then versions are computed by a scan)."""
+    import logging
+
+    try:
+        with engine.begin() as conn:
+            if engine.dialect.name == "sqlite":
+                conn.exec_driver_sql(_SQLITE_TRIGGER)
+            elif engine.dialect.name == "postgresql":
+                exists = conn.exec_driver_sql(
+                    "SELECT 1 FROM pg_trigger WHERE tgname = 'palimpsest_board_revision'").first()
+                if not exists:
+                    conn.exec_driver_sql(_PG_FUNCTION)
+                    conn.exec_driver_sql(_PG_TRIGGER)
+            else:
+                return False
+        return True
+    except Exception as e:  # noqa: BLE001 — e.g. two workers racing at start-up: check again
+        try:
+            with engine.connect() as conn:
+                if engine.dialect.name == "postgresql":
+                    return bool(conn.exec_driver_sql(
+                        "SELECT 1 FROM pg_trigger WHERE tgname = 'palimpsest_board_revision'").first())
+                return bool(conn.exec_driver_sql(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'trigger' "
+                    "AND name = 'palimpsest_board_revision'").first())
+        except Exception:  # noqa: BLE001
+            pass
+        logging.getLogger(__name__).warning("leaderboard trigger not installed (%s); versions scan instead", e)
+        return False
 
 
 @dataclass
@@ -362,13 +425,12 @@ class PhaseState:
     version: str
 
 
-def phase_states(conn, task_id: str) -> list[PhaseState]:
+def phase_states(conn, task_id: str, *, triggers: bool = True) -> list[PhaseState]:
     """Every phase of a task with the version of its leaderboard, in one query."""
     out = []
-    for row in conn.execute(_VERSION_SQL, {"task": task_id}):
-        (pid, name, split, rev, frozen, frozen_at, published_at, lb_open, frac, opens_at,
-         smax, nscored, flags) = row
-        v = f"{pid}:{rev}:{int(bool(frozen))}:{frozen_at}:{published_at}:{int(bool(lb_open))}:{frac}:{smax}:{nscored}:{flags}"
+    for row in conn.execute(_VERSION_SQL if triggers else _VERSION_SQL_SCAN, {"task": task_id}):
+        (pid, name, split, rev, frozen, frozen_at, published_at, lb_open, frac, opens_at, smax, flags) = row
+        v = f"{pid}:{rev}:{int(bool(frozen))}:{frozen_at}:{published_at}:{int(bool(lb_open))}:{frac}:{smax}:{flags}"
         if isinstance(opens_at, str):  # SQLite through a raw connection
             opens_at = datetime.fromisoformat(opens_at)
         out.append(PhaseState(pid, name, split, bool(lb_open), opens_at,

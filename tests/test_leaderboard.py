@@ -204,3 +204,44 @@ def test_default_phase_is_the_latest_opened(app, client, teams):
     make_phase(app, "tric-binary", "test", opens_at=utcnow() + timedelta(days=3))
     assert board_json.__name__  # the default is dev while test has not opened
     assert client.get("/tasks/tric-binary/leaderboard.json").get_json()["phase"] == "dev"
+
+
+def test_version_without_the_trigger_scans_the_flags(app, client, teams):
+    app.extensions["palimpsest.lbtriggers"] = False
+    dev = make_phase(app, "tric-binary", "dev")
+    make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.5})
+    make_submission(app, team=teams["beta"], phase=dev, scores={"all": 0.7})
+    assert [r["team"] for r in board_json(client)["rows"]] == ["beta", "alpha"]
+    with Session(engine_of(app)) as s:
+        from sqlalchemy import text
+
+        s.exec(text("DROP TRIGGER palimpsest_board_revision"))
+        from server.models import Submission
+        sub = s.get(Submission, 2)
+        sub.show_publicly = False
+        s.add(sub)
+        s.commit()
+    assert [r["team"] for r in board_json(client)["rows"]] == ["alpha"]
+
+
+def test_a_rescore_keeps_the_standing_scores_on_the_board(app, client, teams):
+    dev = make_phase(app, "tric-binary", "dev")
+    sub = make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.5})
+    with Session(engine_of(app)) as s:
+        from server.models import Submission
+        row = s.get(Submission, sub.id)
+        row.status = "queued"
+        s.add(row)
+        s.commit()
+    assert [r["team"] for r in board_json(client)["rows"]] == ["alpha"]
+
+
+def test_gzip_is_served_to_clients_that_accept_it(app, client, teams):
+    import gzip as gz
+
+    dev = make_phase(app, "tric-binary", "dev")
+    make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.5})
+    r = client.get("/tasks/tric-binary/leaderboard?phase=dev", headers={"Accept-Encoding": "gzip, br"})
+    assert r.headers["Content-Encoding"] == "gzip" and b"alpha" in gz.decompress(r.data)
+    plain = client.get("/tasks/tric-binary/leaderboard?phase=dev")
+    assert "Content-Encoding" not in plain.headers and plain.headers["ETag"] != r.headers["ETag"]

@@ -11,8 +11,8 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
         var x = a.cells[col], y = b.cells[col];
         if (!x || !y) return 0;
         if (num) {
-          var vx = parseFloat(x.dataset.v !== undefined ? x.dataset.v : x.textContent);
-          var vy = parseFloat(y.dataset.v !== undefined ? y.dataset.v : y.textContent);
+          var vx = parseFloat(x.textContent);
+          var vy = parseFloat(y.textContent);
           if (isNaN(vx) && isNaN(vy)) return 0;
           if (isNaN(vx)) return 1;
           if (isNaN(vy)) return -1;

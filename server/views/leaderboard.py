@@ -6,6 +6,8 @@ something changed since the last render in this process, no rendering at all.
 
 from __future__ import annotations
 
+import gzip
+
 from flask import Blueprint, Response, abort, current_app, render_template, request, session
 from sqlmodel import Session
 
@@ -51,7 +53,7 @@ def _serve(task_id: str, fmt: str):
     task = task_or_404(task_id)
     engine = current_app.extensions["palimpsest.engine"]
     with engine.connect() as conn:
-        states = lb.phase_states(conn, task.id)
+        states = lb.phase_states(conn, task.id, triggers=current_app.extensions["palimpsest.lbtriggers"])
     want = request.args.get("phase") or None
     state = choose_phase(states, want)
     if state is None:
@@ -65,7 +67,8 @@ def _serve(task_id: str, fmt: str):
             return render_template("leaderboard/none.html", task=task, phase=state.name, closed=True,
                                    current_user=None), 404
         abort(404)
-    etag = f'"{state.version}-{who}-{fmt}"'
+    gzipped = "gzip" in request.headers.get("Accept-Encoding", "")
+    etag = f'"{state.version}-{who}-{fmt}{"-gz" if gzipped else ""}"'
     if request.if_none_match and etag.strip('"') in request.if_none_match:
         return Response(status=304, headers={"ETag": etag})
 
@@ -83,8 +86,17 @@ def _serve(task_id: str, fmt: str):
         return render_template("leaderboard/board.html", task=task, board=board, phases=names,
                                audience=who, current_user=None, generic_nav=True).encode("utf-8")
 
-    body = cache().get((task.id, state.name, who, fmt), state.version, render)
-    headers = {"ETag": etag, "Cache-Control": "no-cache" if who == "public" else "private, no-cache"}
+    def render_both() -> tuple[bytes, bytes]:
+        raw = render()
+        return raw, gzip.compress(raw, compresslevel=6, mtime=0)
+
+    raw, gz = cache().get((task.id, state.name, who, fmt), state.version, render_both)
+    headers = {"ETag": etag, "Vary": "Accept-Encoding, Cookie",
+               "Cache-Control": "no-cache" if who == "public" else "private, no-cache"}
+    body = raw
+    if gzipped:
+        body = gz
+        headers["Content-Encoding"] = "gzip"
     if fmt == "csv":
         headers["Content-Disposition"] = f'inline; filename="{task.id}-{state.name}-leaderboard.csv"'
     return Response(body, mimetype=MIMETYPES[fmt], headers=headers)
