@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 
 from sqlalchemy import event
@@ -9,12 +10,13 @@ from sqlmodel import Session, SQLModel, create_engine
 
 from server import models  # noqa: F401  (registers the tables)
 
-_engines: dict[str, object] = {}
+_engines: dict[tuple[str, int], object] = {}
 
 
 def get_engine(url: str):
-    """One engine per URL per process."""
-    eng = _engines.get(url)
+    """One engine per URL per process (a forked work horse never reuses its parent's connections)."""
+    key = (url, os.getpid())
+    eng = _engines.get(key)
     if eng is None:
         if url.startswith("sqlite"):
             eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
@@ -28,7 +30,7 @@ def get_engine(url: str):
                 cur.close()
         else:
             eng = create_engine(url, pool_pre_ping=True)
-        _engines[url] = eng
+        _engines[key] = eng
     return eng
 
 

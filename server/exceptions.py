@@ -1,0 +1,36 @@
+"""Precisely named failures of the server's scoring backbone; each message says why and when."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from scorer.errors import PalimpsestError
+
+
+class SubmissionRefused(PalimpsestError):
+    """A submission the server will not accept now; `next_allowed_at` says when it may (or None)."""
+
+    def __init__(self, message: str, next_allowed_at: datetime | None = None):
+        super().__init__(message)
+        self.message = message
+        self.next_allowed_at = next_allowed_at
+
+
+class LimitReached(SubmissionRefused):
+    """The team has used its daily, total or concurrent allowance for this phase."""
+
+    def __init__(self, message: str, next_allowed_at: datetime | None = None, limit: str = ""):
+        super().__init__(message, next_allowed_at)
+        self.limit = limit  # "daily", "total" or "concurrent"
+
+
+class PhaseClosed(SubmissionRefused):
+    """The phase is not open (not yet, or no longer)."""
+
+
+class UploadTooLarge(SubmissionRefused):
+    """An upload over the configured size limit."""
+
+
+class NotFound(PalimpsestError):
+    """A user, team, task or phase that does not exist."""

@@ -1,0 +1,108 @@
+"""The Redis connection and the RQ queues; every job is JSON-serialized (never pickle).
+
+One job per submission: its id is `submission-<id>`, so enqueuing twice cannot run two
+different jobs, and the reconciler can ask Redis about a submission by its id alone.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from rq import Queue, Retry
+from rq.exceptions import NoSuchJobError
+from rq.job import Job, JobStatus
+from rq.serializers import JSONSerializer
+
+from server.settings import Settings
+
+SCORING = "scoring"
+BASELINES = "baselines"
+QUEUES = (SCORING, BASELINES)
+JOB_FUNC = "server.jobs.score_submission"
+FAILURE_CALLBACK = "server.jobs.on_job_failure"
+
+log = logging.getLogger(__name__)
+_connections: dict[str, redis.Redis] = {}
+
+
+def redis_url(settings: Settings) -> str:
+    """REDIS_URL, else the embedded server's unix socket in the data directory."""
+    if settings.redis_url:
+        return settings.redis_url
+    from server.embedded import EmbeddedRedis
+
+    return EmbeddedRedis(settings.home).url
+
+
+def connect(settings: Settings, *, start_embedded: bool = True) -> redis.Redis:
+    """A Redis client (one per URL per process); starts the embedded server when it is the default."""
+    url = redis_url(settings)
+    if settings.embedded_redis() and start_embedded:
+        from server.embedded import EmbeddedRedis
+
+        EmbeddedRedis(settings.home).ensure()
+    conn = _connections.get(url)
+    if conn is None:
+        conn = redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=5,
+                                    health_check_interval=15)
+        _connections[url] = conn
+    return conn
+
+
+def job_id(submission_id: int) -> str:
+    return f"submission-{int(submission_id)}"
+
+
+def submission_id_of(job_id_: str) -> int:
+    return int(job_id_.rsplit("-", 1)[1])
+
+
+def get_queue(name: str, conn: redis.Redis, settings: Settings | None = None) -> Queue:
+    timeout = settings.job_timeout if settings else 600
+    return Queue(name, connection=conn, serializer=JSONSerializer, default_timeout=timeout)
+
+
+def queue_name_for(is_baseline: bool) -> str:
+    return BASELINES if is_baseline else SCORING
+
+
+def fetch_job(conn: redis.Redis, submission_id: int) -> Job | None:
+    try:
+        return Job.fetch(job_id(submission_id), connection=conn, serializer=JSONSerializer)
+    except NoSuchJobError:
+        return None
+
+
+def enqueue_submission(conn: redis.Redis, submission_id: int, settings: Settings, *,
+                       is_baseline: bool = False, replace: bool = False) -> Job:
+    """Enqueue the scoring job of a submission, unless a job for it already waits or runs.
+
+    `replace=True` (the reconciler) first deletes whatever job holds the id, e.g. one left
+    "started" by a dead worker. RQ retries only what the job lets through: validation failures
+    never raise, so only the server's own errors are retried.
+    """
+    q = get_queue(queue_name_for(is_baseline), conn, settings)
+    old = fetch_job(conn, submission_id)
+    if old is not None:
+        status = old.get_status(refresh=False)
+        if not replace and status in (JobStatus.QUEUED, JobStatus.STARTED, JobStatus.SCHEDULED,
+                                      JobStatus.DEFERRED):
+            return old
+        try:
+            old.delete(remove_from_queue=True)
+        except Exception:  # a half-written job hash: drop the key itself
+            conn.delete(old.key)
+    retries = max(0, settings.max_attempts - 1)
+    return q.enqueue_call(
+        JOB_FUNC, args=(int(submission_id),), job_id=job_id(submission_id),
+        timeout=settings.job_timeout, result_ttl=3600, failure_ttl=7 * 24 * 3600,
+        retry=Retry(max=retries) if retries else None,
+        on_failure=_failure_callback(), description=f"score submission {submission_id}",
+    )
+
+
+def _failure_callback():
+    from rq import Callback
+
+    return Callback(FAILURE_CALLBACK, timeout=30)

@@ -1,0 +1,111 @@
+"""The reconciler: the database is the record of truth, Redis only a means.
+
+Every few seconds it looks at what the database says is queued or running and asks Redis whether
+a live job holds it: a job waiting in its queue, or one started whose worker still sends
+heartbeats. Anything else (a worker killed mid-job, a job timed out, a Redis restart or FLUSHALL)
+is enqueued again, or failed with a reason once it has used its attempts.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+from sqlalchemy import select, update
+
+from server.jobs import PENDING, fail_infra
+from server.models import Submission, utcnow
+from server.queue import enqueue_submission, fetch_job, get_queue, queue_name_for
+from server.settings import Settings
+
+log = logging.getLogger(__name__)
+
+_in_transit: dict[str, float] = {}
+GRACE = 3.0  # seconds: a submission just committed is about to be enqueued by its creator
+
+
+def job_is_live(conn, submission_id: int, is_baseline: bool, settings: Settings) -> bool:
+    """True when a job in Redis waits for this submission or runs it on a live worker."""
+    from rq.job import JobStatus
+
+    job = fetch_job(conn, submission_id)
+    if job is None:
+        return False
+    status = job.get_status(refresh=False)
+    if status == JobStatus.QUEUED:
+        q = get_queue(queue_name_for(is_baseline), conn, settings)
+        if conn.lpos(q.key, job.id) is not None:
+            return True
+        # Popped by a worker that has not started it yet: live for a while, not forever.
+        if conn.lpos(q.intermediate_queue_key, job.id) is not None:
+            first = _in_transit.setdefault(job.id, time.monotonic())
+            return time.monotonic() - first < settings.stale_after
+        return False
+    if status in (JobStatus.SCHEDULED, JobStatus.DEFERRED):
+        return True
+    if status == JobStatus.STARTED:
+        beat = job.last_heartbeat or job.started_at
+        if beat is None:
+            return False
+        if beat.tzinfo is None:
+            beat = beat.replace(tzinfo=timezone.utc)
+        return datetime.now(timezone.utc) - beat < timedelta(seconds=settings.stale_after)
+    return False  # finished, failed, stopped or canceled while the database still waits
+
+
+def reconcile(settings: Settings, engine, conn) -> dict:
+    """One pass; returns counts of what it found and did."""
+    cutoff = utcnow() - timedelta(seconds=GRACE)
+    with engine.connect() as c:
+        rows = c.execute(
+            select(Submission.id, Submission.status, Submission.attempts, Submission.is_baseline)
+            .where(Submission.status.in_(PENDING), Submission.created_at < cutoff)
+            .order_by(Submission.id)
+        ).all()
+    stats = {"pending": len(rows), "live": 0, "requeued": 0, "failed": 0}
+    for sid, status, attempts, is_baseline in rows:
+        if job_is_live(conn, sid, is_baseline, settings):
+            stats["live"] += 1
+            continue
+        if attempts >= settings.max_attempts:
+            if fail_infra(engine, sid, f"gave up after {attempts} attempts (the worker died, the job "
+                                       "timed out or the queue lost it each time); this costs the "
+                                       "team nothing"):
+                stats["failed"] += 1
+            continue
+        with engine.begin() as c:  # back to queued, unless a run finished meanwhile
+            moved = c.execute(update(Submission)
+                              .where(Submission.id == sid, Submission.status.in_(PENDING),
+                                     Submission.attempts == attempts)
+                              .values(status="queued")).rowcount
+        if moved:
+            enqueue_submission(conn, sid, settings, is_baseline=is_baseline, replace=True)
+            stats["requeued"] += 1
+            log.info("reconciler: re-enqueued submission %s (was %s, %s attempts)", sid, status, attempts)
+    return stats
+
+
+def run_forever(settings: Settings, engine=None, stop: threading.Event | None = None) -> None:
+    """Reconcile every `settings.reconcile_every` seconds until `stop` is set; survives outages."""
+    from server.db import get_engine
+    from server.queue import connect
+
+    engine = engine or get_engine(settings.sqlalchemy_url())
+    stop = stop or threading.Event()
+    while not stop.is_set():
+        try:
+            stats = reconcile(settings, engine, connect(settings, start_embedded=False))
+            if stats["requeued"] or stats["failed"]:
+                log.warning("reconciler: %s", stats)
+        except Exception as e:  # Redis or the database away: try again next tick
+            log.warning("reconciler: pass failed (%s: %s)", type(e).__name__, e)
+        stop.wait(settings.reconcile_every)
+
+
+def start_thread(settings: Settings, engine=None) -> tuple[threading.Thread, threading.Event]:
+    stop = threading.Event()
+    t = threading.Thread(target=run_forever, args=(settings, engine, stop), name="reconciler", daemon=True)
+    t.start()
+    return t, stop

@@ -1,0 +1,223 @@
+"""Creating submissions: store the file, check the limits in one transaction, commit, enqueue.
+
+Limits are counted per team and phase under a lock on the team's row (SELECT ... FOR UPDATE on
+PostgreSQL, BEGIN IMMEDIATE on SQLite), so parallel uploads cannot overrun them. Only
+submissions that are scored, or still may be (queued, running), count: a file that fails
+validation or a job that fails for the server's reasons costs the team nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import BinaryIO
+
+from sqlalchemy import func, select, text, update
+from sqlmodel import Session
+
+from server.exceptions import LimitReached, NotFound, PhaseClosed
+from server.models import Phase, Submission, Team, User, utcnow
+from server.settings import Settings
+
+log = logging.getLogger(__name__)
+
+COUNTED = ("queued", "running", "scored")
+PENDING = ("queued", "running")
+
+
+def _fmt(t: datetime) -> str:
+    return t.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def day_start(now: datetime) -> datetime:
+    """The start of the UTC day the daily limit counts in (it resets at 00:00 UTC)."""
+    return now.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def resolve_phase(session: Session, task_id: str, phase: Phase | str | int) -> Phase:
+    if isinstance(phase, Phase):
+        found = session.get(Phase, phase.id)
+    elif isinstance(phase, int):
+        found = session.get(Phase, phase)
+    else:
+        found = session.execute(select(Phase).where(Phase.task_id == task_id, Phase.name == phase)
+                                ).scalar_one_or_none()
+    if found is None or found.task_id != task_id:
+        raise NotFound(f"task {task_id!r} has no phase {getattr(phase, 'name', phase)!r}")
+    return found
+
+
+def lock_team(session: Session, team_id: int) -> None:
+    """Serialize submissions of one team: a row lock on PostgreSQL, a write lock on SQLite."""
+    if session.get_bind().dialect.name == "sqlite":
+        session.commit()  # BEGIN IMMEDIATE must open the transaction itself
+        session.execute(text("BEGIN IMMEDIATE"))
+    else:
+        session.execute(select(Team.id).where(Team.id == team_id).with_for_update())
+
+
+def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) -> None:
+    """Raise PhaseClosed or LimitReached, saying why and when the next submission is allowed."""
+    if phase.opens_at and now < phase.opens_at:
+        raise PhaseClosed(f"the {phase.name} phase of {phase.task_id} opens at {_fmt(phase.opens_at)}",
+                          phase.opens_at)
+    if phase.closes_at and now >= phase.closes_at:
+        raise PhaseClosed(f"the {phase.name} phase of {phase.task_id} closed at {_fmt(phase.closes_at)}; "
+                          "no further submissions are accepted", None)
+
+    def count(*conds) -> int:
+        return session.execute(select(func.count(Submission.id)).where(
+            Submission.team_id == team_id, Submission.phase_id == phase.id,
+            Submission.removed_at.is_(None), *conds)).scalar_one()
+
+    if phase.concurrent_limit is not None:
+        n = count(Submission.status.in_(PENDING))
+        if n >= phase.concurrent_limit:
+            raise LimitReached(
+                f"your team has {n} submission(s) waiting or running in the {phase.name} phase (limit "
+                f"{phase.concurrent_limit} at once); submit again when one of them has finished", None,
+                "concurrent")
+    if phase.total_limit is not None:
+        n = count(Submission.status.in_(COUNTED))
+        if n >= phase.total_limit:
+            raise LimitReached(
+                f"your team has used all {phase.total_limit} submissions of the {phase.name} phase "
+                f"({n} scored or pending); only a failed pending one would free a slot", None, "total")
+    if phase.daily_limit is not None:
+        start = day_start(now)
+        n = count(Submission.status.in_(COUNTED), Submission.created_at >= start)
+        if n >= phase.daily_limit:
+            nxt = start + timedelta(days=1)
+            if phase.closes_at and nxt >= phase.closes_at:
+                raise LimitReached(
+                    f"your team has used today's {phase.daily_limit} submissions of the {phase.name} "
+                    f"phase and the phase closes at {_fmt(phase.closes_at)} before the daily reset",
+                    None, "daily")
+            raise LimitReached(
+                f"your team has used today's {phase.daily_limit} submissions of the {phase.name} phase "
+                f"({n} scored or pending); the next is allowed at {_fmt(nxt)} (the daily limit resets "
+                "at 00:00 UTC), or sooner if a pending one fails", nxt, "daily")
+
+
+def create_submission(session: Session, *, user: User | None, team: Team, task_id: str,
+                      phase: Phase | str | int, upload_bytes_or_stream: bytes | BinaryIO | None = None,
+                      filename: str = "", upload: bytes | BinaryIO | None = None, method_name: str = "", description: str = "", url: str = "",
+                      show_publicly: bool = True, is_baseline: bool = False,
+                      settings: Settings | None = None, redis=None, enqueue: bool = True,
+                      enforce_limits: bool = True) -> Submission:
+    """Store the upload, commit the row if the team's limits allow it, then enqueue its scoring.
+
+    Commits whatever the session had pending first. Raises PhaseClosed, LimitReached or
+    UploadTooLarge (all SubmissionRefused, with `next_allowed_at`) or NotFound.
+    """
+    from server.storage import store_upload
+
+    if upload_bytes_or_stream is None:
+        upload_bytes_or_stream = upload
+    if upload_bytes_or_stream is None:
+        raise TypeError("create_submission needs the upload (bytes or a binary stream)")
+    settings = settings or Settings.from_env()
+    team_id = team.id
+    is_baseline = bool(is_baseline or team.is_baseline)
+    exempt = is_baseline or bool(user is not None and user.is_organizer) or not enforce_limits
+    user_id = user.id if user is not None else None
+    ph = resolve_phase(session, task_id, phase)
+    phase_id = ph.id
+    key, sha, size = store_upload(settings.home, upload_bytes_or_stream, filename, settings.max_upload_bytes)
+    try:
+        lock_team(session, team_id)
+        ph = session.get(Phase, phase_id, populate_existing=True)
+        now = utcnow()
+        if not exempt:
+            check_limits(session, team_id, ph, now)
+        sub = Submission(team_id=team_id, user_id=user_id, task_id=task_id, phase_id=phase_id,
+                         status="queued", created_at=now, file_sha256=sha, file_name=(filename or "")[:255],
+                         storage_key=key, size=size, method_name=(method_name or "")[:200],
+                         description=description or "", url=(url or "")[:500],
+                         show_publicly=bool(show_publicly), is_baseline=is_baseline)
+        session.add(sub)
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    if enqueue:
+        enqueue_or_leave(sub.id, is_baseline, settings, redis)
+    return sub
+
+
+def quota(session: Session, *, phase: Phase, team: Team | None = None, team_id: int | None = None) -> dict:
+    """What remains of a team's allowance in a phase, counted as `check_limits` counts it."""
+    team = team if team is not None else session.get(Team, team_id)
+    now = utcnow()
+    start = day_start(now)
+    rows = session.execute(select(Submission.status, Submission.created_at).where(
+        Submission.team_id == team.id, Submission.phase_id == phase.id,
+        Submission.removed_at.is_(None))).all()
+    counted = [c for st, c in rows if st in COUNTED]
+    today = sum(1 for c in counted if c >= start)
+    running = sum(1 for st, _ in rows if st in PENDING)
+    unlimited = bool(team.is_baseline)
+
+    def left(limit, used):
+        return None if unlimited or limit is None else max(0, limit - used)
+
+    return {
+        "daily_used": today, "daily_limit": None if unlimited else phase.daily_limit,
+        "daily_left": left(phase.daily_limit, today),
+        "total_used": len(counted), "total_limit": None if unlimited else phase.total_limit,
+        "total_left": left(phase.total_limit, len(counted)),
+        "running": running, "concurrent_limit": None if unlimited else phase.concurrent_limit,
+        "resets_at": start + timedelta(days=1),
+    }
+
+
+def enqueue_or_leave(submission_id: int, is_baseline: bool, settings: Settings, redis=None) -> bool:
+    """Enqueue the job; if Redis is away the row stays queued and the reconciler enqueues it later."""
+    from server.queue import connect, enqueue_submission
+
+    try:
+        enqueue_submission(redis or connect(settings), submission_id, settings, is_baseline=is_baseline)
+        return True
+    except Exception as e:
+        log.warning("submission %s committed but not enqueued (%s: %s); the reconciler will enqueue it",
+                    submission_id, type(e).__name__, e)
+        return False
+
+
+DEFAULT_PHASES = {
+    "dev": dict(daily_limit=20, total_limit=500, concurrent_limit=2, public_fraction=1.0),
+    "test": dict(daily_limit=5, total_limit=100, concurrent_limit=2, public_fraction=0.5),
+}
+
+
+def ensure_phases(session: Session) -> list[Phase]:
+    """Create the default `dev` and `test` phases of every registered task that lacks them."""
+    from server.jobs import new_seed
+    from tasks import all_tasks
+
+    made = []
+    for t in all_tasks():
+        for split in t.splits:
+            if split not in DEFAULT_PHASES:
+                continue
+            exists = session.execute(select(Phase.id).where(Phase.task_id == t.id, Phase.name == split)).first()
+            if exists:
+                continue
+            p = Phase(task_id=t.id, name=split, split=split, partition_seed=new_seed(), **DEFAULT_PHASES[split])
+            session.add(p)
+            made.append(p)
+    session.commit()
+    return made
+
+
+def mark_primary(session: Session, *, submission_id: int, team_id: int) -> Submission:
+    """Make a team's submission its primary (ranked) run in its phase; the others become contrastive."""
+    sub = session.get(Submission, submission_id)
+    if sub is None or sub.team_id != team_id or sub.removed_at is not None:
+        raise NotFound(f"your team has no submission {submission_id}")
+    session.execute(update(Submission).where(Submission.team_id == team_id, Submission.phase_id == sub.phase_id,
+                                             Submission.id != sub.id).values(is_primary=False))
+    sub.is_primary = True
+    session.add(sub)
+    session.commit()
+    return sub

@@ -1,0 +1,140 @@
+"""`palimpsest serve`: the embedded Redis, worker processes, the reconciler and the web app in one
+command. It restarts what dies (RQ's worker exits when Redis goes away) and stops everything on
+Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from server.settings import Settings
+
+log = logging.getLogger("palimpsest.serve")
+
+
+class Supervisor:
+    """Starts and watches the parts of a one-machine Palimpsest."""
+
+    def __init__(self, settings: Settings, *, host: str = "127.0.0.1", port: int = 5000,
+                 demo: bool = False, workers: int = 1, echo=print):
+        self.settings = settings
+        self.host, self.port, self.demo, self.n_workers = host, port, demo, workers
+        self.echo = echo
+        self.stop_event = threading.Event()
+        self.redis = None
+        self.workers: list[subprocess.Popen | None] = []
+        self.restarts = 0
+        self.http = None
+
+    # ------------------------------------------------------------------ parts
+
+    def child_env(self) -> dict:
+        from server.queue import redis_url
+
+        env = dict(os.environ)
+        env["PALIMPSEST_HOME"] = str(self.settings.home)
+        env["REDIS_URL"] = redis_url(self.settings)
+        if self.settings.database_url:
+            env["DATABASE_URL"] = self.settings.database_url
+        return env
+
+    def start_worker(self) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "server.worker"], env=self.child_env(),
+                                stdin=subprocess.DEVNULL)
+
+    def start_redis(self) -> None:
+        from server.embedded import EmbeddedRedis
+
+        if self.settings.embedded_redis():
+            self.redis = EmbeddedRedis(self.settings.home)
+            if self.redis.start() is None:
+                self.echo(f"using the embedded Redis already running on {self.redis.socket}")
+                self.redis_owned = False
+            else:
+                self.redis_owned = True
+
+    def watch(self) -> None:
+        """Restart a dead worker or a dead embedded Redis."""
+        if self.redis is not None and getattr(self, "redis_owned", False) and self.redis.proc is not None \
+                and self.redis.proc.poll() is not None:
+            self.echo("the embedded Redis exited; starting it again")
+            self.redis.start()
+        for i, w in enumerate(self.workers):
+            if w is not None and w.poll() is not None:
+                self.restarts += 1
+                self.echo(f"worker {w.pid} exited ({w.returncode}); starting another")
+                self.workers[i] = self.start_worker()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def run(self) -> int:
+        from werkzeug.serving import make_server
+
+        from server import create_app
+        from server.reconciler import start_thread
+
+        def on_signal(signum, _frame):
+            self.stop_event.set()
+
+        old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self.start_redis()
+            if self.redis is not None:
+                os.environ["REDIS_URL"] = self.redis.url  # the web app and the reconciler use it too
+                self.settings.redis_url = self.redis.url
+            app = create_app()
+            engine = app.extensions["palimpsest.engine"]
+            from sqlmodel import Session
+
+            from server.submissions import ensure_phases
+
+            with Session(engine) as s:
+                ensure_phases(s)
+            self.workers = [self.start_worker() for _ in range(self.n_workers)]
+            if self.demo:
+                from server.demo import ORGANIZER_EMAIL, ORGANIZER_PASSWORD, seed_demo
+
+                r = seed_demo(self.settings, engine)
+                self.echo(f"demo data: {r['submissions']} submissions queued; imported synthetic "
+                          f"tasks {', '.join(r['imported']) or '(none: already imported)'}; organizer login "
+                          f"{ORGANIZER_EMAIL} / {ORGANIZER_PASSWORD}")
+            _, rec_stop = start_thread(self.settings, engine)
+            self.http = make_server(self.host, self.port, app, threaded=True)
+            web = threading.Thread(target=self.http.serve_forever, name="web", daemon=True)
+            web.start()
+            self.echo(f"Palimpsest on http://{self.host}:{self.port}/  (data: {self.settings.home}; "
+                      f"Ctrl-C stops it)")
+            while not self.stop_event.wait(0.5):
+                self.watch()
+            rec_stop.set()
+            return 0
+        finally:
+            self.shutdown()
+            for s, h in old.items():
+                signal.signal(s, h)
+
+    def shutdown(self) -> None:
+        self.echo("stopping ...")
+        if self.http is not None:
+            self.http.shutdown()
+        for w in self.workers:
+            if w is not None and w.poll() is None:
+                w.send_signal(signal.SIGTERM)  # warm shutdown: the current job finishes
+        deadline = time.monotonic() + 15
+        for w in self.workers:
+            if w is None:
+                continue
+            try:
+                w.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                w.kill()
+                w.wait()
+        if self.redis is not None and getattr(self, "redis_owned", False):
+            self.redis.stop()
+        self.echo("stopped")

@@ -1,0 +1,196 @@
+"""Nothing is lost, whatever dies: a worker killed mid-job, a job timeout, a Redis restart or a
+FLUSHALL all end with every submission scored or failed with a reason within 60 s of a worker
+running again. Jobs are made long by a large synthetic SwissGov-RSD task (the scorer is real)."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+from backbone import (all_final, child_env, get, kill_group, make_team, statuses, submit, wait_for,
+                      worker_process)
+
+pytestmark = pytest.mark.slow
+
+DOCS, TOKENS = 20, 8000
+
+
+@pytest.fixture(scope="session")
+def big_home(tmp_path_factory) -> Path:
+    """swissgov-rsd at a size whose scoring takes seconds, and the demo tasks beside it."""
+    from server.demo import _jsonl, _sentence, import_demo_tasks
+    from tasks.importers import import_task
+
+    h = tmp_path_factory.mktemp("big-home")
+    import_demo_tasks(h, only_missing=False)
+    src = tmp_path_factory.mktemp("big-release") / "SwissGov-RSD"
+    rng = random.Random(0)
+    for split, n in (("dev", 1), ("test", DOCS)):
+        for lang in ("de", "fr", "it"):
+            rows = []
+            for i in range(n):
+                ta, tb = _sentence(rng, TOKENS), _sentence(rng, TOKENS)
+                rows.append({"id": f"admin_{lang}_{split}_{i}", "text_a": ta, "text_b": tb,
+                             "labels_a": [round(rng.random(), 3) for _ in range(TOKENS)],
+                             "labels_b": [round(rng.random(), 3) for _ in range(TOKENS)]})
+            _jsonl(src / "data" / "evaluation" / "gold_labels" / split / f"gold_admin_{lang}.jsonl", rows)
+    import_task("swissgov-rsd", h, source=src)
+    return h
+
+
+@pytest.fixture(scope="session")
+def big_predictions(big_home) -> bytes:
+    from server.demo import predictions
+
+    return predictions("swissgov-rsd", "test", big_home, 0.2, seed=5)[0]
+
+
+@pytest.fixture(params=["embedded", pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.redis])])
+def big_backend(request, tmp_path, big_home, monkeypatch):
+    from conftest import _make_backend
+
+    b = _make_backend(request.param, request, tmp_path, big_home, monkeypatch)
+    yield b
+
+
+@pytest.fixture
+def reconciler(big_backend):
+    from server.reconciler import start_thread
+
+    threads = []
+
+    def start():
+        t, stop = start_thread(big_backend.settings, big_backend.engine)
+        threads.append((t, stop))
+        return t
+
+    yield start
+    for t, stop in threads:
+        stop.set()
+        t.join(10)
+
+
+def _load(b, team, user, big_predictions, n_small=3):
+    big = submit(b, team, user, "swissgov-rsd", "test", data=big_predictions, filename="big.jsonl",
+                 enforce_limits=False)
+    small = [submit(b, team, user, "tric-binary", "dev", noise=0.1 * i, enforce_limits=False)
+             for i in range(n_small)]
+    return [big.id] + [s.id for s in small]
+
+
+def _running(b, sid):
+    return get(b, sid).status == "running"
+
+
+def test_worker_killed_mid_job(big_backend, big_predictions, reconciler, tmp_path):
+    b = big_backend
+    team, user = make_team(b)
+    ids = _load(b, team, user, big_predictions)
+    w = worker_process(b, log=tmp_path / "w1.log")
+    try:
+        assert wait_for(lambda: _running(b, ids[0]), 60, every=0.05), (tmp_path / "w1.log").read_text()
+        time.sleep(0.3)
+    finally:
+        kill_group(w)  # the worker and its work horse, kill -9
+    assert get(b, ids[0]).status == "running"  # what a dead worker leaves behind
+    t0 = time.monotonic()
+    w2 = worker_process(b, log=tmp_path / "w2.log")
+    reconciler()
+    try:
+        assert wait_for(lambda: all_final(b, ids), 60), (statuses(b, ids), (tmp_path / "w2.log").read_text()[-3000:])
+    finally:
+        kill_group(w2)
+    assert time.monotonic() - t0 < 60
+    assert statuses(b, ids) == ["scored"] * len(ids)
+    assert get(b, ids[0]).attempts == 2
+
+
+def test_flushall_mid_job(big_backend, big_predictions, reconciler, tmp_path):
+    b = big_backend
+    team, user = make_team(b)
+    ids = _load(b, team, user, big_predictions)
+    w = worker_process(b, log=tmp_path / "w.log")
+    try:
+        assert wait_for(lambda: _running(b, ids[0]), 60)
+        b.conn.flushall() if b.kind == "embedded" else b.conn.flushdb()  # the test db only on the shared server
+        t0 = time.monotonic()
+        reconciler()
+        assert wait_for(lambda: all_final(b, ids), 60), statuses(b, ids)
+        assert time.monotonic() - t0 < 60
+    finally:
+        kill_group(w)
+    assert statuses(b, ids) == ["scored"] * len(ids)
+
+
+def test_job_timeout_ends_failed_for_the_server_after_its_attempts(big_backend, big_predictions, reconciler,
+                                                                    tmp_path):
+    b = big_backend
+    b.settings.job_timeout = 1  # the enqueuer sets the job's timeout
+    team, user = make_team(b)
+    big = submit(b, team, user, "swissgov-rsd", "test", data=big_predictions, filename="big.jsonl",
+                 enforce_limits=False)
+    w = worker_process(b, log=tmp_path / "w.log")
+    reconciler()
+    try:
+        assert wait_for(lambda: all_final(b, [big.id]), 60), (get(b, big.id), (tmp_path / "w.log").read_text()[-3000:])
+    finally:
+        kill_group(w)
+    s = get(b, big.id)
+    assert (s.status, s.failure_kind, s.attempts) == ("failed", "infra", 3)
+    assert "attempt" in s.errors[0]["message"]
+
+
+def test_redis_restart_keeps_queued_jobs_and_recovers_a_running_one(big_backend, big_predictions, reconciler,
+                                                                    tmp_path):
+    b = big_backend
+    if b.kind != "embedded":
+        pytest.skip("restarting the machine's shared Redis is not a test's to do; the embedded one is restarted")
+    team, user = make_team(b)
+    ids = _load(b, team, user, big_predictions)
+    b.embedded.stop()  # no worker yet: every job is only queued
+    b.embedded.start()
+    b.conn.connection_pool.disconnect()
+    assert b.conn.llen("rq:queue:scoring") == len(ids)  # append-only file: nothing lost
+    w = worker_process(b, log=tmp_path / "w1.log")
+    try:
+        assert wait_for(lambda: _running(b, ids[0]), 60)
+        b.embedded.stop()  # mid-job: RQ's worker exits when Redis goes away
+        time.sleep(1)
+        b.embedded.start()
+        b.conn.connection_pool.disconnect()
+        t0 = time.monotonic()
+        if w.poll() is not None:  # what `palimpsest serve` does: a dead worker is started again
+            w = worker_process(b, log=tmp_path / "w2.log")
+        reconciler()
+        assert wait_for(lambda: all_final(b, ids), 60), statuses(b, ids)
+        assert time.monotonic() - t0 < 60
+    finally:
+        kill_group(w)
+    assert statuses(b, ids) == ["scored"] * len(ids)
+
+
+def test_the_reconciler_enqueues_what_was_committed_while_redis_was_down(embedded_backend):
+    from backbone import burst
+
+    from server.reconciler import reconcile
+
+    b = embedded_backend
+    team, user = make_team(b)
+    b.embedded.stop()
+    sub = submit(b, team, user)  # committed; the enqueue fails quietly
+    assert get(b, sub.id).status == "queued"
+    b.embedded.start()
+    b.conn.connection_pool.disconnect()
+    assert b.conn.llen("rq:queue:scoring") == 0
+    import server.reconciler as r
+
+    r.GRACE, old = 0.0, r.GRACE
+    try:
+        stats = reconcile(b.settings, b.engine, b.conn)
+    finally:
+        r.GRACE = old
+    assert stats["requeued"] == 1
+    burst(b)
+    assert get(b, sub.id).status == "scored"

@@ -1,0 +1,129 @@
+"""Limits counted per team in one transaction: 20 parallel submissions, daily limit 5, exactly 5 in."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from backbone import burst, get, make_team, set_phase, submit
+
+
+def _race(backend, team, user, n=20):
+    from server.exceptions import LimitReached
+    from server.demo import predictions
+
+    data, name = predictions("tric-binary", "dev", backend.settings.home, 0.2, seed=3)
+    barrier = threading.Barrier(n)
+    accepted, refused, other = [], [], []
+
+    def one(i):
+        from server.submissions import create_submission
+
+        barrier.wait()
+        try:
+            with backend.session() as s:
+                sub = create_submission(s, user=user, team=team, task_id="tric-binary", phase="dev",
+                                        upload_bytes_or_stream=data + b"\n" * i, filename=name,
+                                        method_name=f"run {i}", description="", url="", show_publicly=True,
+                                        settings=backend.settings, redis=backend.conn)
+            accepted.append(sub.id)
+        except LimitReached as e:
+            refused.append(e)
+        except Exception as e:  # noqa: BLE001
+            other.append(e)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    return accepted, refused, other
+
+
+def test_twenty_parallel_submissions_against_a_daily_limit_of_five(backend):
+    set_phase(backend, "tric-binary", "dev", daily_limit=5, total_limit=None, concurrent_limit=None)
+    team, user = make_team(backend)
+    accepted, refused, other = _race(backend, team, user)
+    assert not other, other
+    assert len(accepted) == 5 and len(refused) == 15
+    e = refused[0]
+    assert e.limit == "daily" and "5" in e.message and "00:00 UTC" in e.message
+    assert e.next_allowed_at is not None and e.next_allowed_at.hour == 0
+
+
+def test_failed_submissions_cost_nothing(backend):
+    from server.exceptions import LimitReached
+
+    set_phase(backend, "tric-binary", "dev", daily_limit=2, total_limit=3, concurrent_limit=None)
+    team, user = make_team(backend)
+    for _ in range(3):  # three invalid files: each refunded once it has failed
+        submit(backend, team, user, data=b"garbage\n", filename="x.jsonl")
+        burst(backend)
+    ok = [submit(backend, team, user, noise=n) for n in (0.1, 0.2)]
+    burst(backend)
+    assert [get(backend, s.id).status for s in ok] == ["scored", "scored"]
+    with pytest.raises(LimitReached) as e:
+        submit(backend, team, user)
+    assert e.value.limit == "daily"
+
+
+def test_total_and_concurrent_limits(backend):
+    from server.exceptions import LimitReached
+
+    set_phase(backend, "tric-binary", "dev", daily_limit=None, total_limit=None, concurrent_limit=1)
+    team, user = make_team(backend)
+    submit(backend, team, user)
+    with pytest.raises(LimitReached) as e:
+        submit(backend, team, user, noise=0.3)
+    assert e.value.limit == "concurrent" and "at once" in e.value.message
+    burst(backend)
+    set_phase(backend, "tric-binary", "dev", total_limit=2)
+    submit(backend, team, user, noise=0.3)
+    burst(backend)
+    with pytest.raises(LimitReached) as e:
+        submit(backend, team, user, noise=0.4)
+    assert e.value.limit == "total" and e.value.next_allowed_at is None
+
+
+def test_phase_window(backend):
+    from server.exceptions import PhaseClosed
+    from server.models import utcnow
+
+    team, user = make_team(backend)
+    soon = utcnow() + timedelta(hours=2)
+    set_phase(backend, "tric-binary", "dev", opens_at=soon)
+    with pytest.raises(PhaseClosed) as e:
+        submit(backend, team, user)
+    assert "opens at" in str(e.value) and e.value.next_allowed_at == soon
+    set_phase(backend, "tric-binary", "dev", opens_at=None, closes_at=utcnow() - timedelta(minutes=1))
+    with pytest.raises(PhaseClosed) as e:
+        submit(backend, team, user)
+    assert "closed at" in str(e.value) and e.value.next_allowed_at is None
+
+
+def test_organizers_and_baselines_are_not_limited(backend):
+    set_phase(backend, "tric-binary", "dev", daily_limit=1, concurrent_limit=1)
+    org_team, organizer = make_team(backend, organizer=True)
+    base_team, base_user = make_team(backend, baseline=True)
+    for i in range(3):
+        submit(backend, org_team, organizer, noise=0.1 * i)
+        submit(backend, base_team, base_user, noise=0.1 * i)
+
+
+def test_quota_counts_like_the_limits(backend):
+    from server.models import Phase, Team
+    from server.submissions import quota
+
+    set_phase(backend, "tric-binary", "dev", daily_limit=5, total_limit=10, concurrent_limit=3)
+    team, user = make_team(backend)
+    submit(backend, team, user)
+    submit(backend, team, user, data=b"bad\n", filename="x.jsonl")
+    burst(backend)
+    with backend.session() as s:
+        from sqlalchemy import select
+
+        ph = s.execute(select(Phase).where(Phase.task_id == "tric-binary", Phase.name == "dev")).scalar_one()
+        q = quota(s, team=s.get(Team, team.id), phase=ph)
+        assert quota(s, team_id=team.id, phase=ph) == q
+    assert (q["daily_used"], q["daily_left"], q["total_left"], q["running"]) == (1, 4, 9, 0)

@@ -1,0 +1,179 @@
+"""Upload -> stored file -> committed row -> RQ job -> worker -> Score rows, on both backends."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from backbone import burst, get, make_team, phase, scores, set_phase, submit, wait_for, worker_process
+
+
+def test_storage_is_content_addressed_and_ignores_client_names(tmp_path):
+    from server.storage import path_for, safe_suffix, store_upload
+
+    key, sha, size = store_upload(tmp_path, b'{"a": 1}\n', "../../etc/passwd.jsonl")
+    assert key == f"{sha[:2]}/{sha}.jsonl" and size == 9
+    assert path_for(tmp_path, key).read_bytes() == b'{"a": 1}\n'
+    assert store_upload(tmp_path, b'{"a": 1}\n', "other.jsonl")[0] == key  # same bytes, same file
+    assert safe_suffix("x.CSV.gz") == ".csv.gz" and safe_suffix("evil.sh") == "" and safe_suffix(None) == ""
+    assert not list((tmp_path / "uploads" / "tmp").iterdir())  # nothing half-written left behind
+    with pytest.raises(ValueError):
+        path_for(tmp_path, "../x")
+
+
+def test_upload_too_large_is_refused_before_anything_is_kept(tmp_path):
+    from server.exceptions import UploadTooLarge
+    from server.storage import store_upload
+
+    with pytest.raises(UploadTooLarge):
+        store_upload(tmp_path, b"x" * 100, "a.csv", max_bytes=10)
+    assert not [p for p in (tmp_path / "uploads").rglob("*") if p.is_file()]
+
+
+def test_dev_submission_is_scored_by_a_simple_worker(backend):
+    from rq.serializers import JSONSerializer
+
+    from server.queue import fetch_job
+
+    team, user = make_team(backend)
+    sub = submit(backend, team, user, "tric-binary", "dev", noise=0.0)
+    assert get(backend, sub.id).status == "queued"
+    job = fetch_job(backend.conn, sub.id)
+    assert job.id == f"submission-{sub.id}" and job.serializer is JSONSerializer and job.timeout == 600
+    burst(backend)
+    s = get(backend, sub.id)
+    assert (s.status, s.attempts, s.score_attempt, s.failure_kind) == ("scored", 1, 1, None)
+    (row,) = scores(backend, sub.id)
+    assert row.part == "all" and row.attempt == 1 and row.primary_value == pytest.approx(1.0)
+    assert row.result["provenance"]["gold_sha256"] == row.gold_sha256 and row.task_version == 1
+    assert row.scorer_version == row.result["provenance"]["scorer_version"]
+
+
+@pytest.mark.parametrize("task_id", ["tric-binary", "tric-ranking", "trac", "swissgov-rsd", "loci-similes"])
+def test_test_phase_scores_a_public_and_a_private_part_drawn_once(embedded_backend, task_id):
+    from scorer import partition_units
+    from server.jobs import partition
+
+    b = embedded_backend
+    team, user = make_team(b)
+    ph = phase(b, task_id, "test")
+    assert ph.public_fraction == 0.5 and ph.partition_seed is not None
+    ids = [submit(b, team, user, task_id, "test", noise=n).id for n in (0.1, 0.3)]
+    burst(b)
+    units = partition_units(task_id, "test", b.settings.home)
+    public, private = partition(units, ph.partition_seed, 0.5)
+    assert set(public).isdisjoint(private) and sorted(public + private) == sorted(units)
+    for i in ids:
+        assert get(b, i).status == "scored"
+        parts = {r.part: r for r in scores(b, i)}
+        assert set(parts) == {"public", "private"}
+    assert phase(b, task_id, "test").partition_seed == ph.partition_seed  # recorded, never redrawn
+
+
+def test_public_fraction_one_scores_all(embedded_backend):
+    b = embedded_backend
+    set_phase(b, "tric-binary", "test", public_fraction=1.0)
+    team, user = make_team(b)
+    sub = submit(b, team, user, "tric-binary", "test")
+    burst(b)
+    assert [r.part for r in scores(b, sub.id)] == ["all"]
+
+
+def test_invalid_file_fails_with_every_problem_and_costs_nothing(backend):
+    team, user = make_team(backend)
+    set_phase(backend, "tric-binary", "dev", daily_limit=1)
+    bad = b'{"instanceID": "nope", "label": 7}\nnot json\n'
+    sub = submit(backend, team, user, "tric-binary", "dev", data=bad, filename="bad.jsonl")
+    burst(backend)
+    s = get(backend, sub.id)
+    assert (s.status, s.failure_kind) == ("failed", "invalid")
+    messages = " | ".join(e["message"] for e in s.errors)
+    assert "not valid JSON" in messages and "must be 0 or 1" in messages and len(s.errors) >= 2
+    assert not scores(backend, sub.id)
+    ok = submit(backend, team, user, "tric-binary", "dev")  # the daily allowance of 1 is still there
+    burst(backend)
+    assert get(backend, ok.id).status == "scored"
+
+
+def test_a_job_run_twice_scores_once(backend):
+    from server.jobs import score_submission
+
+    team, user = make_team(backend)
+    sub = submit(backend, team, user, enqueue=False)
+    first = score_submission(sub.id)
+    again = score_submission(sub.id)  # e.g. RQ re-ran it after its parent worker died
+    assert first["status"] == "scored" and again == {"submission": sub.id, "skipped": True}
+    assert len(scores(backend, sub.id)) == 1 and get(backend, sub.id).attempts == 1
+
+
+def test_two_overlapping_runs_keep_one_result_per_attempt(backend):
+    """The reconciler re-enqueued a job whose first run was still going: both finish."""
+    from server.jobs import start_attempt, write_scores
+
+    from scorer import score_validated, validate_file
+    from server.storage import path_for
+
+    team, user = make_team(backend)
+    sub = submit(backend, team, user, enqueue=False)
+    a1 = start_attempt(backend.engine, sub.id, 3)
+    a2 = start_attempt(backend.engine, sub.id, 3)
+    assert (a1, a2) == (1, 2)
+    v = validate_file("tric-binary", path_for(backend.settings.home, get(backend, sub.id).storage_key), "dev",
+                      backend.settings.home)
+    r = {"all": score_validated(v, backend.settings.home)}
+    assert write_scores(backend.engine, sub.id, a2, r) is True
+    assert write_scores(backend.engine, sub.id, a1, r) is False  # late, recorded but not the one that counts
+    assert write_scores(backend.engine, sub.id, a1, r) is False  # idempotent
+    s = get(backend, sub.id)
+    assert (s.status, s.score_attempt) == ("scored", 2)
+    assert sorted((x.attempt, x.part) for x in scores(backend, sub.id)) == [(1, "all"), (2, "all")]
+
+
+def test_jobs_are_stored_as_json_not_pickle(backend):
+    import zlib
+
+    from server.queue import fetch_job
+
+    team, user = make_team(backend)
+    sub = submit(backend, team, user)
+    raw = backend.conn.hget(fetch_job(backend.conn, sub.id).key, "data")
+    try:
+        raw = zlib.decompress(raw)
+    except zlib.error:
+        pass
+    assert json.loads(raw)[0] == "server.jobs.score_submission"
+
+
+def test_enqueue_twice_keeps_one_job(backend):
+    from server.queue import enqueue_submission, get_queue
+
+    team, user = make_team(backend)
+    sub = submit(backend, team, user)
+    enqueue_submission(backend.conn, sub.id, backend.settings)
+    assert get_queue("scoring", backend.conn).count == 1
+
+
+def test_baselines_go_to_their_own_queue(backend):
+    from server.queue import get_queue
+
+    team, user = make_team(backend, baseline=True)
+    sub = submit(backend, team, user)
+    assert get(backend, sub.id).is_baseline
+    assert get_queue("baselines", backend.conn).count == 1 and get_queue("scoring", backend.conn).count == 0
+    burst(backend, ("baselines",))
+    assert get(backend, sub.id).status == "scored"
+
+
+@pytest.mark.slow
+def test_a_real_worker_process_scores_submissions(backend):
+    team, user = make_team(backend)
+    ids = [submit(backend, team, user, "tric-ranking", "dev", noise=n, enforce_limits=False).id
+           for n in (0.1, 0.2, 0.3)]
+    w = worker_process(backend, "--burst")
+    try:
+        out, _ = w.communicate(timeout=120)
+    finally:
+        if w.poll() is None:
+            w.kill()
+    assert w.returncode == 0, out.decode()[-2000:]
+    assert wait_for(lambda: all(get(backend, i).status == "scored" for i in ids), 5)
