@@ -143,7 +143,9 @@ def main() -> None:
     ap.add_argument("--teams", type=int, default=200)
     ap.add_argument("--duration", type=int, default=15)
     ap.add_argument("--workers", type=int, default=3)
-    ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--worker-class", default="gthread", help="gunicorn worker class (gthread keeps connections alive; sync does not)")
+    ap.add_argument("--gthreads", type=int, default=2, help="threads per gthread worker")
+    ap.add_argument("--connections", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1, help="wrk threads")
     ap.add_argument("--path", default="/tasks/tric-binary/leaderboard?phase=dev")
     ap.add_argument("--no-gzip", action="store_true",
@@ -160,7 +162,8 @@ def main() -> None:
         port = free_port()
         env = dict(os.environ, PALIMPSEST_HOME=str(home), PALIMPSEST_ENV="development")
         env.pop("DATABASE_URL", None)
-        proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-w", str(args.workers), "-b",
+        wc = ["-k", args.worker_class] + (["--threads", str(args.gthreads)] if args.worker_class == "gthread" else [])
+        proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-w", str(args.workers), *wc, "-b",
                                  f"127.0.0.1:{port}", "--access-logfile", "-", "--log-level", "warning",
                                  "server:create_app()"],
                                 cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -178,7 +181,8 @@ def main() -> None:
                else run_python_load(url, args.duration, args.connections, gz))
         raw = res.pop("raw", "")
         res.update({"submissions": args.submissions, "rows_shown": rows, "page_bytes": size,
-                    "gzip": gz, "load_before": os.getloadavg()[0], "gunicorn_workers": args.workers, "connections": args.connections,
+                    "gzip": gz, "load_before": os.getloadavg()[0], "gunicorn_workers": args.workers,
+                    "worker_class": args.worker_class, "connections": args.connections,
                     "duration_s": args.duration, "cpus": os.cpu_count(), "seed_s": round(seeded, 2),
                     "passes": res["requests_per_s"] >= 1000 and res["p99_ms"] < 50 and not res["non_2xx"]})
         if args.json:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Optional
 
-from sqlalchemy import and_, or_, text
+from sqlalchemy import and_, or_
 from sqlmodel import Session, select
 
 from server.models import Phase, Score, Submission, Team
@@ -344,8 +344,8 @@ def to_latex(board: Board, *, max_metric_columns: int = 6, caption: str | None =
 # submissions' flags is computed instead (correct, but O(submissions) per request).
 _PHASE_COLUMNS = """p.id, p.name, p.split, p.revision, p.frozen, p.frozen_at, p.published_at, p.leaderboard_open,
        p.public_fraction, p.opens_at, (SELECT max(id) FROM score) AS smax"""
-_VERSION_SQL = text(f"SELECT {_PHASE_COLUMNS}, 0 AS flags FROM phase p WHERE p.task_id = :task")
-_VERSION_SQL_SCAN = text(f"""
+_VERSION_SQL = f"SELECT {_PHASE_COLUMNS}, 0 AS flags FROM phase p WHERE p.task_id = :task"
+_VERSION_SQL_SCAN = f"""
 SELECT {_PHASE_COLUMNS},
        (SELECT coalesce(sum(s.id * ((CASE WHEN s.hidden THEN 1 ELSE 0 END)
                                   + (CASE WHEN s.removed_at IS NOT NULL THEN 2 ELSE 0 END)
@@ -355,7 +355,7 @@ SELECT {_PHASE_COLUMNS},
                                   + 32 * coalesce(s.score_attempt, 0))), 0)
           FROM submission s WHERE s.phase_id = p.id) AS flags
 FROM phase p WHERE p.task_id = :task
-""")
+"""
 
 _WATCHED = ("hidden", "removed_at", "show_publicly", "is_primary", "score_attempt", "method_name")
 
@@ -425,10 +425,25 @@ class PhaseState:
     version: str
 
 
-def phase_states(conn, task_id: str, *, triggers: bool = True) -> list[PhaseState]:
+def _raw_rows(engine, sql, task_id: str) -> list[tuple]:
+    # the DBAPI directly: this runs on every leaderboard request, and SQLAlchemy's statement
+    # machinery would cost more than the query itself
+    stmt = sql if engine.dialect.paramstyle != "pyformat" else sql.replace(":task", "%(task)s")
+    conn = engine.raw_connection()
+    try:
+        cur = conn.cursor()
+        cur.execute(stmt, {"task": task_id})
+        rows = cur.fetchall()
+        cur.close()
+        return rows
+    finally:
+        conn.close()
+
+
+def phase_states(engine, task_id: str, *, triggers: bool = True) -> list[PhaseState]:
     """Every phase of a task with the version of its leaderboard, in one query."""
     out = []
-    for row in conn.execute(_VERSION_SQL if triggers else _VERSION_SQL_SCAN, {"task": task_id}):
+    for row in _raw_rows(engine, _VERSION_SQL if triggers else _VERSION_SQL_SCAN, task_id):
         (pid, name, split, rev, frozen, frozen_at, published_at, lb_open, frac, opens_at, smax, flags) = row
         v = f"{pid}:{rev}:{int(bool(frozen))}:{frozen_at}:{published_at}:{int(bool(lb_open))}:{frac}:{smax}:{flags}"
         if isinstance(opens_at, str):  # SQLite through a raw connection

@@ -59,11 +59,15 @@ def init_web(app: Flask) -> None:
 
         app.register_error_handler(code, handler)
 
+    security_headers = [
+        ("X-Content-Type-Options", "nosniff"),
+        ("X-Frame-Options", "DENY"),
+        ("Referrer-Policy", "same-origin"),
+        ("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"),
+    ]
+
     @app.after_request
     def _headers(resp):
-        resp.headers.setdefault("X-Content-Type-Options", "nosniff")
-        resp.headers.setdefault("X-Frame-Options", "DENY")
-        resp.headers.setdefault("Referrer-Policy", "same-origin")
-        resp.headers.setdefault("Content-Security-Policy",
-                                "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+        if "Content-Security-Policy" not in resp.headers:
+            resp.headers.extend(security_headers)
         return resp

@@ -52,8 +52,7 @@ def choose_phase(states: list[lb.PhaseState], name: str | None) -> lb.PhaseState
 def _serve(task_id: str, fmt: str):
     task = task_or_404(task_id)
     engine = current_app.extensions["palimpsest.engine"]
-    with engine.connect() as conn:
-        states = lb.phase_states(conn, task.id, triggers=current_app.extensions["palimpsest.lbtriggers"])
+    states = lb.phase_states(engine, task.id, triggers=current_app.extensions["palimpsest.lbtriggers"])
     want = request.args.get("phase") or None
     state = choose_phase(states, want)
     if state is None:
