@@ -191,3 +191,16 @@ def test_queue_page_without_redis_shows_the_database(app, world, org, monkeypatc
                     failure_kind="infra", errors=[{"message": "worker died"}])
     page = org.get("/organizer/queue").get_data(as_text=True)
     assert "not reachable" in page and "worker died" in page and "Waiting" in page and "Running" in page
+
+
+def test_rescore_refused_when_every_attempt_is_used(app, world, org):
+    sub = make_submission(app, team=team_of(app, "alpha"), phase=world["dev"], scores={"all": 0.4}, method="x")
+    with Session(engine_of(app)) as s:
+        row = s.get(Submission, sub.id)
+        row.attempts = app.extensions["palimpsest.settings"].max_attempts
+        s.add(row)
+        s.commit()
+    r = org.post(f"/organizer/submissions/{sub.id}/rescore", follow_redirects=True)
+    assert b"cannot be rescored" in r.data
+    with Session(engine_of(app)) as s:
+        assert s.get(Submission, sub.id).status == "scored"

@@ -269,11 +269,17 @@ def hide(submission_id: int):
     return _back(url_for("organizer.submissions"))
 
 
-def _enqueue(sub: Submission) -> None:
-    """Put a submission back in the queue to be scored again (a new attempt; old scores stay)."""
+def _enqueue(sub: Submission) -> bool:
+    """Put a submission back in the queue to be scored again (a new attempt; old scores stay).
+
+    False when the submission has used every scoring attempt the worker allows (the attempt
+    number is what keeps each scoring's Score rows apart, so it is never reset here).
+    """
     from server.queue import connect, enqueue_submission
 
     settings = current_app.extensions["palimpsest.settings"]
+    if (sub.attempts or 0) >= settings.max_attempts:
+        return False
     s = db()
     sub.status = "queued"
     sub.failure_kind = None
@@ -285,6 +291,7 @@ def _enqueue(sub: Submission) -> None:
         enqueue_submission(connect(settings), sub.id, settings, is_baseline=sub.is_baseline, replace=True)
     except Exception as e:  # noqa: BLE001 — the row says queued; the reconciler will pick it up
         current_app.logger.warning("rescore of submission %s left to the reconciler: %s", sub.id, e)
+    return True
 
 
 @bp.route("/submissions/<int:submission_id>/rescore", methods=["POST"])
@@ -292,9 +299,16 @@ def _enqueue(sub: Submission) -> None:
 def rescore(submission_id: int):
     sub = _sub_or_404(submission_id)
     s = db()
+    if sub.removed_at is not None:
+        flash(f"Submission #{sub.id} is removed; restore it first.", "error")
+        return _back(url_for("organizer.submissions"))
     audit(s, current_user(), "submission.rescore", f"submission:{sub.id}")
-    _enqueue(sub)
-    flash(f"Submission #{sub.id} queued for rescoring.", "ok")
+    s.commit()
+    if _enqueue(sub):
+        flash(f"Submission #{sub.id} queued for rescoring.", "ok")
+    else:
+        flash(f"Submission #{sub.id} has used all {sub.attempts} scoring attempts; it cannot be rescored.",
+              "error")
     return _back(url_for("organizer.submissions"))
 
 
@@ -316,9 +330,9 @@ def rescore_task(task_id: str):
             or request.form.get("include_invalid")]
     audit(s, current_user(), "task.rescore", f"task:{t.id}", phase=phase_name, count=len(subs))
     s.commit()
-    for sub in subs:
-        _enqueue(sub)
-    flash(f"{len(subs)} submissions of {t.id} queued for rescoring.", "ok")
+    done = sum(1 for sub in subs if _enqueue(sub))
+    flash(f"{done} submissions of {t.id} queued for rescoring"
+          + (f"; {len(subs) - done} have used every scoring attempt." if done < len(subs) else "."), "ok")
     return _back(url_for("organizer.dashboard"))
 
 
