@@ -10,13 +10,17 @@ from sqlmodel import Session, SQLModel, create_engine
 
 from server import models  # noqa: F401  (registers the tables)
 
-_engines: dict[tuple[str, int], object] = {}
+_engines: dict[str, object] = {}
+_engine_pid: dict[str, int] = {}
 
 
 def get_engine(url: str):
-    """One engine per URL per process (a forked work horse never reuses its parent's connections)."""
-    key = (url, os.getpid())
-    eng = _engines.get(key)
+    """One engine per URL per process. A forked work horse keeps its parent's engine (and its
+    compiled-statement cache) but never its parent's connections."""
+    eng = _engines.get(url)
+    if eng is not None and _engine_pid.get(url) != os.getpid():
+        eng.dispose(close=False)  # SQLAlchemy's recipe for a fork: drop, don't close, inherited connections
+        _engine_pid[url] = os.getpid()
     if eng is None:
         if url.startswith("sqlite"):
             eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
@@ -30,7 +34,8 @@ def get_engine(url: str):
                 cur.close()
         else:
             eng = create_engine(url, pool_pre_ping=True)
-        _engines[key] = eng
+        _engines[url] = eng
+        _engine_pid[url] = os.getpid()
     return eng
 
 

@@ -27,6 +27,45 @@ def preload() -> None:
     import server.storage  # noqa: F401
 
 
+def warm_statements(engine) -> None:
+    """Compile the job's SQL once in the parent (no row has id 0), so horses find it cached."""
+    from sqlalchemy import select
+    from sqlmodel import Session
+
+    from server.jobs import fail_infra, start_attempt
+    from server.models import Phase, Score, Submission
+
+    start_attempt(engine, 0, 1)
+    start_attempt(engine, 0, 10**6)
+    fail_infra(engine, 0, "")
+    with Session(engine) as s:
+        s.get(Submission, 0)
+        s.get(Phase, 0)
+        s.execute(select(Score.part).where(Score.submission_id == 0, Score.attempt == 0)).all()
+
+
+def warm_caches(settings: Settings) -> None:
+    """Read every imported task's inputs and gold once in the parent: each forked horse inherits
+    the parsed files (the scorer's caches are keyed by file version, so a re-import is seen)."""
+    from scorer import partition_units
+    from scorer.families import read_jsonl
+    from tasks import all_tasks
+    from tasks.store import TaskStore
+
+    for t in all_tasks():
+        store = TaskStore(t.id, settings.home)
+        if not store.exists():
+            continue
+        for split in t.splits:
+            try:
+                partition_units(t.id, split, settings.home)
+                gold = store.gold(split, "gold.jsonl")
+                if gold.is_file():
+                    read_jsonl(gold)
+            except Exception as e:  # a broken import must not stop the worker; the job reports it
+                log.warning("worker: could not preload %s/%s (%s)", t.id, split, e)
+
+
 def build_worker(settings: Settings, queues=QUEUES, conn=None, *, simple: bool = False, name=None):
     """An RQ Worker (or SimpleWorker, which runs jobs in-process) over the given queues."""
     from rq import SimpleWorker, Worker
@@ -45,8 +84,10 @@ def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
     from server.db import create_all, get_engine
 
     preload()
+    warm_caches(settings)
     engine = get_engine(settings.sqlalchemy_url())
     create_all(engine)
+    warm_statements(engine)
     engine.dispose()
     while True:
         try:

@@ -168,14 +168,15 @@ def pg_database():
     from server.db import _engines
 
     for key, eng in list(_engines.items()):
-        if name in str(key[0]):
+        if name in str(key):
             eng.dispose()
             _engines.pop(key, None)
     conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     conn.close()
 
 
-REDIS_TEST_DB = int(os.environ.get("PALIMPSEST_TEST_REDIS_DB", 13))
+# A db number of its own per test session (several sessions may share this machine's Redis).
+REDIS_TEST_DB = int(os.environ.get("PALIMPSEST_TEST_REDIS_DB") or __import__("random").randint(1, 15))
 
 
 @pytest.fixture

@@ -176,4 +176,4 @@ def test_a_real_worker_process_scores_submissions(backend):
         if w.poll() is None:
             w.kill()
     assert w.returncode == 0, out.decode()[-2000:]
-    assert wait_for(lambda: all(get(backend, i).status == "scored" for i in ids), 5)
+    assert wait_for(lambda: all(get(backend, i).status == "scored" for i in ids), 5), ([get(backend, i) for i in ids], out.decode()[-3000:])
