@@ -35,8 +35,9 @@ def redis_url(settings: Settings) -> str:
     return EmbeddedRedis(settings.home).url
 
 
-def connect(settings: Settings, *, start_embedded: bool = True) -> redis.Redis:
-    """A Redis client (one per URL per process); starts the embedded server when it is the default."""
+def connect(settings: Settings, *, start_embedded: bool = False) -> redis.Redis:
+    """A Redis client (one per URL per process); `start_embedded` starts the embedded server when it
+    is the default and not running (workers do; the web app never spawns one)."""
     url = redis_url(settings)
     if settings.embedded_redis() and start_embedded:
         from server.embedded import EmbeddedRedis

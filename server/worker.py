@@ -71,7 +71,7 @@ def build_worker(settings: Settings, queues=QUEUES, conn=None, *, simple: bool =
     from rq import SimpleWorker, Worker
     from rq.serializers import JSONSerializer
 
-    conn = conn or connect(settings)
+    conn = conn or connect(settings, start_embedded=True)
     cls = SimpleWorker if simple else Worker
     return cls([get_queue(q, conn, settings) for q in queues], connection=conn, serializer=JSONSerializer,
                job_monitoring_interval=settings.heartbeat_every, worker_ttl=60, name=name)
