@@ -262,7 +262,7 @@ def to_dict(board: Board) -> dict[str, Any]:
 
 
 def to_json(board: Board) -> bytes:
-    return json.dumps(to_dict(board), indent=1, ensure_ascii=False).encode("utf-8")
+    return json.dumps(to_dict(board), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def to_csv(board: Board) -> bytes:
