@@ -100,7 +100,12 @@ def _seed() -> None:
 
 
 def _quiet_progress(show: bool | None) -> bool:
-    return bool(show) if show is not None else os.environ.get("PALIMPSEST_PROGRESS", "1") != "0"
+    show = bool(show) if show is not None else os.environ.get("PALIMPSEST_PROGRESS", "1") != "0"
+    if not show:  # transformers draws its own bar while loading weights
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    return show
 
 
 # ---------------------------------------------------------------- bi-encoder
@@ -263,6 +268,8 @@ class TokenEncoder:
             limit -= 2  # RoBERTa-style position ids start after the padding index
         tok_limit = self.tokenizer.model_max_length if self.tokenizer.model_max_length < 100_000 else limit
         self.max_length = min(max_length or 512, limit, tok_limit)
+        # Documents are tokenized whole, then windowed: silence the "longer than the maximum" warning.
+        self.tokenizer.model_max_length = 10**9
         self.torch = torch
         self.sentences_encoded = 0
         self.seconds_encoding = 0.0
