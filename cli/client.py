@@ -1,6 +1,6 @@
 """A small HTTP client for the Palimpsest REST API (stdlib only, so commands start fast).
 
-Transient failures (connection errors, 502/503/504) are retried with backoff. A submission is
+Transient failures (connection errors, 5xx answers) are retried with backoff. A submission is
 retried too: the server deduplicates uploads by content hash per team and phase, so a retried
 upload can never count twice.
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-RETRY_STATUS = {502, 503, 504}
+RETRY_STATUS = {500, 502, 503, 504}  # safe for uploads too: the server deduplicates them
 
 
 class ClientError(Exception):

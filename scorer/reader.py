@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import numpy as np
 
 from scorer.errors import Problem, SubmissionInvalid
 
@@ -279,6 +278,8 @@ def link_columns(reader, ncol: int, iq: int, isrc: int, isc: int | None, qidx: d
     per-row Python objects. On None the caller reads the file again row by row to report every
     problem, so a valid file gives exactly what the row-by-row reader gives.
     """
+    import numpy as np  # here, not at the top: participant commands must start fast
+
     qs, ss, scs = [], [], []
     qget, sget = qidx.get, sidx.get
     was_enabled = gc.isenabled()

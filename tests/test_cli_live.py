@@ -191,3 +191,12 @@ def test_participant_commands_import_nothing_heavy(tmp_path):
     r = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True, text=True, cwd=REPO,
                        env={**os.environ, "PYTHONPATH": str(REPO), "PALIMPSEST_HOME": str(tmp_path)})
     assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout + r.stderr
+
+
+def test_help_imports_no_numeric_library():
+    code = ("import sys\nfrom cli.main import main\n"
+            "try:\n    main(['--help'], standalone_mode=False)\nexcept BaseException:\n    pass\n"
+            "print(sorted(m for m in ('numpy', 'scipy', 'torch', 'flask', 'sqlalchemy', 'rq') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout + r.stderr
