@@ -65,6 +65,7 @@ class Board:
     columns: list[Column]
     rows: list[Row] = field(default_factory=list)
     version: str = ""
+    closed: bool = False  # a closed leaderboard: shown to organizers only, empty for everyone else
 
     @property
     def primary(self) -> Column:
@@ -124,16 +125,21 @@ def _rank(values: list[Optional[float]], greater_is_better: bool) -> list[Option
 
 
 def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
-                show_private: bool = False) -> Board:
+                show_private: bool = False, include_closed: bool = False) -> Board:
     """The leaderboard of a phase as `audience` ("public", "team:<id>" or "organizer") may see it.
 
     `show_private` (organizers only: a preview of the final ranking) ranks on the private part
     before publication; otherwise private scores are read only once the phase is published.
+    `include_closed` (organizers' exports) shows the public view of a closed board.
     """
     published = phase.published_at is not None
     use_private = published or show_private
     own_team = int(audience.split(":", 1)[1]) if audience.startswith("team:") else None
     organizer = audience == "organizer"
+    if not phase.leaderboard_open and not organizer and not include_closed:
+        # every caller (pages, API, exports) gets nothing from a closed board
+        return Board(task_id=task.id, phase=phase.name, split=phase.split, part="public", published=False,
+                     frozen=bool(phase.frozen), columns=columns_for(task), closed=True)
 
     # scored, or being rescored with the scores of an earlier attempt still standing
     q = (select(Submission, Team).join(Team, Team.id == Submission.team_id)
@@ -246,6 +252,7 @@ def to_dict(board: Board) -> dict[str, Any]:
         "ranked_on": board.part,
         "published": board.published,
         "frozen": board.frozen,
+        **({"closed": True} if board.closed else {}),
         "primary": {"subset": board.primary.subset, "metric": board.primary.metric,
                     "greater_is_better": board.primary.greater_is_better},
         "columns": [{"key": c.key, "subset": c.subset, "metric": c.metric,

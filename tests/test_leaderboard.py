@@ -245,3 +245,14 @@ def test_gzip_is_served_to_clients_that_accept_it(app, client, teams):
     assert r.headers["Content-Encoding"] == "gzip" and b"alpha" in gz.decompress(r.data)
     plain = client.get("/tasks/tric-binary/leaderboard?phase=dev")
     assert "Content-Encoding" not in plain.headers and plain.headers["ETag"] != r.headers["ETag"]
+
+
+def test_a_closed_board_is_empty_for_every_caller_but_organizers(app, teams):
+    dev = make_phase(app, "tric-binary", "dev", leaderboard_open=False)
+    make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.5})
+    task = get_task("tric-binary")
+    with Session(engine_of(app)) as s:
+        ph = s.get(Phase, dev.id)
+        assert lb.build_board(s, task, ph).rows == [] and lb.build_board(s, task, ph).closed
+        assert lb.build_board(s, task, ph, audience=f"team:{teams['alpha'].id}").rows == []
+        assert len(lb.build_board(s, task, ph, audience="organizer").rows) == 1

@@ -204,3 +204,9 @@ def test_rescore_refused_when_every_attempt_is_used(app, world, org):
     assert b"cannot be rescored" in r.data
     with Session(engine_of(app)) as s:
         assert s.get(Submission, sub.id).status == "scored"
+
+
+def test_export_of_a_closed_board(app, world, org):
+    org.post(f"/organizer/phases/{world['test'].id}/leaderboard", {"action": "close"})
+    js = json.loads(org.get(f"/organizer/phases/{world['test'].id}/export.json").data)
+    assert [r["team"] for r in js["rows"]] == ["beta", "alpha"]

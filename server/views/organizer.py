@@ -191,7 +191,7 @@ def ranking(phase_id: int):
     """The final ranking as it is or will be published (organizers may preview it)."""
     p = _phase_or_404(phase_id)
     t = task_or_404(p.task_id)
-    board = lb.build_board(db(), t, p, audience="public", show_private=True)
+    board = lb.build_board(db(), t, p, audience="public", show_private=True, include_closed=True)
     return render_template("leaderboard/board.html", task=t, board=board, phases=[], audience="organizer",
                            preview=True)
 
@@ -205,7 +205,7 @@ def export(phase_id: int, fmt: str):
     if fmt not in ("csv", "json", "tex"):
         abort(404)
     s = db()
-    board = lb.build_board(s, t, p, audience="public", show_private=True)
+    board = lb.build_board(s, t, p, audience="public", show_private=True, include_closed=True)
     audit(s, current_user(), "ranking.export", f"phase:{p.id}", format=fmt)
     s.commit()
     name = f"{t.id}-{p.name}-ranking.{fmt}"
