@@ -127,6 +127,8 @@ class EmbeddedRedis:
             return
         while pid and time.monotonic() < deadline and _pid_alive(pid):
             time.sleep(0.05)
+        if pid and _pid_alive(pid):  # e.g. it cannot save because its directory is gone
+            os.kill(pid, signal.SIGKILL)
 
 
 def _client(socket: Path):
