@@ -210,3 +210,13 @@ def test_export_of_a_closed_board(app, world, org):
     org.post(f"/organizer/phases/{world['test'].id}/leaderboard", {"action": "close"})
     js = json.loads(org.get(f"/organizer/phases/{world['test'].id}/export.json").data)
     assert [r["team"] for r in js["rows"]] == ["beta", "alpha"]
+
+
+def test_removed_runs_stay_listed_for_their_team(app, world, org):
+    sid = world["a_dev"].id
+    org.post(f"/organizer/submissions/{sid}/hide", {"action": "remove", "reason": "duplicate of #3"})
+    team = Browser(app.test_client())
+    team.login("a@x.org")
+    page = team.get("/submissions").get_data(as_text=True)
+    assert f">{sid}<" in page and "removed" in page
+    assert "duplicate of #3" in team.get(f"/submissions/{sid}").get_data(as_text=True)

@@ -198,7 +198,8 @@ def my_submissions():
     team = user_team()
     subs = []
     if team is not None:
-        subs = db().exec(select(Submission).where(Submission.team_id == team.id, Submission.removed_at.is_(None))
+        # removed runs stay listed (marked) so that the team can read the organizers' reason
+        subs = db().exec(select(Submission).where(Submission.team_id == team.id)
                          .order_by(Submission.id.desc())).all()
     phases = {p.id: p for p in db().exec(select(Phase)).all()} if subs else {}
     return render_template("submissions/list.html", subs=subs, phases=phases, team=team)

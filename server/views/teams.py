@@ -23,7 +23,7 @@ def mine():
     members, subs, phases = [], [], {}
     if team is not None:
         members = s.exec(select(User).where(User.team_id == team.id).order_by(User.id)).all()
-        subs = s.exec(select(Submission).where(Submission.team_id == team.id, Submission.removed_at.is_(None))
+        subs = s.exec(select(Submission).where(Submission.team_id == team.id)
                       .order_by(Submission.id.desc())).all()
         phases = {p.id: p for p in s.exec(select(Phase)).all()}
     return render_template("teams/mine.html", team=team, members=members, subs=subs, phases=phases)
