@@ -153,11 +153,12 @@ def _import_tric(task: Task, source: Path, store: TaskStore, fold: int) -> dict:
         for split in ("dev", "test"):
             rows = _pairs(fold_dir / f"{split}.{kind}.jsonl", kind)
             ids = [r["instanceID"] for _, r in rows]
+            known = set(ids)
             subset_of: dict[str, str] = {}
             for sub in ("oov", "iov"):
                 p = fold_dir / f"{split}.{sub}.{kind}.jsonl"
                 for line, r in _pairs(p, kind):
-                    if r["instanceID"] not in ids:
+                    if r["instanceID"] not in known:
                         raise ReleaseError(p, f"instanceID {r['instanceID']!r} is not in {split}.{kind}.jsonl", line)
                     if r["instanceID"] in subset_of:
                         raise ReleaseError(p, f"instanceID {r['instanceID']!r} is in both oov and iov", line)
