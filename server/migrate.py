@@ -18,11 +18,27 @@ def alembic_config(settings: Settings):
     return cfg
 
 
-def upgrade(settings: Settings, revision: str = "head") -> None:
-    """Bring the database to `revision` (default: the newest)."""
-    from alembic import command
+INITIAL = "e168383d1033"  # the schema `create_all` builds from the models of that revision
 
-    command.upgrade(alembic_config(settings), revision)
+
+def upgrade(settings: Settings, revision: str = "head") -> None:
+    """Bring the database to `revision` (default: the newest).
+
+    A database that the app built itself with `create_all` has the tables but no Alembic record:
+    it is stamped with the initial revision first, then upgraded.
+    """
+    from alembic import command
+    from sqlalchemy import create_engine, inspect
+
+    cfg = alembic_config(settings)
+    engine = create_engine(settings.sqlalchemy_url())
+    try:
+        names = set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+    if "alembic_version" not in names and {"submission", "phase", "user"} <= names:
+        command.stamp(cfg, INITIAL)
+    command.upgrade(cfg, revision)
 
 
 def revision(settings: Settings, message: str) -> None:

@@ -77,3 +77,24 @@ def test_server_cli_module_imports_nothing_heavy():
             "print(heavy)\nsys.exit(1 if heavy else 0)")
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_db_upgrade_adopts_a_database_the_app_built(tmp_path):
+    """`palimpsest db upgrade` on a database made by the app's create_all stamps, then upgrades."""
+    from sqlalchemy import create_engine, inspect, text
+
+    from server import create_app
+    from server.migrate import upgrade
+    from server.settings import Settings
+
+    create_app({"home": tmp_path, "env": "testing"})
+    settings = Settings.from_env(home=tmp_path, database_url=None)
+    upgrade(settings)
+    upgrade(settings)  # and again: nothing to do
+    eng = create_engine(settings.sqlalchemy_url())
+    try:
+        assert "alembic_version" in inspect(eng).get_table_names()
+        with eng.connect() as c:
+            assert c.execute(text("select version_num from alembic_version")).scalar()
+    finally:
+        eng.dispose()
