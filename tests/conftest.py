@@ -89,9 +89,7 @@ def pg_server_url():
     try:
         conn = psycopg.connect(admin, autocommit=True, connect_timeout=3)
     except Exception as e:  # noqa: BLE001
-        if os.environ.get("PALIMPSEST_REQUIRE_SERVICES"):
-            pytest.fail(f"PostgreSQL is required but not reachable at {admin}: {e}")
-        pytest.skip(f"PostgreSQL not reachable at {admin}: {e}")
+        service_missing(f"PostgreSQL not reachable at {admin}: {e}")  # fails instead under CI=true
     name = f"palimpsest_web_{uuid.uuid4().hex[:10]}"
     conn.execute(f'CREATE DATABASE "{name}"')
     base = admin.rsplit("/", 1)[0]
