@@ -157,6 +157,7 @@ class FakeRedisDown(Exception):
 def test_rescore_one_and_all_requeue_and_log(app, world, org, monkeypatch):
     import server.queue as q
 
+    app.config["PALIMPSEST_ENQUEUE"] = True
     calls = []
     monkeypatch.setattr(q, "connect", lambda settings, **kw: "conn")
     monkeypatch.setattr(q, "enqueue_submission", lambda conn, sid, settings, **kw: calls.append(sid))
@@ -176,6 +177,7 @@ def test_rescore_with_redis_down_leaves_it_queued(app, world, org, monkeypatch):
     def down(*a, **k):
         raise FakeRedisDown("connection refused")
 
+    app.config["PALIMPSEST_ENQUEUE"] = True
     monkeypatch.setattr(q, "connect", down)
     sid = world["b_dev"].id
     assert org.post(f"/organizer/submissions/{sid}/rescore").status_code == 302
@@ -220,3 +222,10 @@ def test_removed_runs_stay_listed_for_their_team(app, world, org):
     page = team.get("/submissions").get_data(as_text=True)
     assert f">{sid}<" in page and "removed" in page
     assert "duplicate of #3" in team.get(f"/submissions/{sid}").get_data(as_text=True)
+
+
+def test_queue_page_never_starts_the_embedded_redis(app, world, org):
+    home = app.extensions["palimpsest.settings"].home
+    page = org.get("/organizer/queue").get_data(as_text=True)
+    assert "not reachable" in page
+    assert not (home / "redis").exists() or not list((home / "redis").glob("*.sock"))

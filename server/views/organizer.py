@@ -287,8 +287,11 @@ def _enqueue(sub: Submission) -> bool:
     sub.finished_at = None
     s.add(sub)
     s.commit()  # the database first: if Redis is down, the reconciler enqueues it later
+    if not current_app.config.get("PALIMPSEST_ENQUEUE", True):
+        return True
     try:
-        enqueue_submission(connect(settings), sub.id, settings, is_baseline=sub.is_baseline, replace=True)
+        conn = current_app.extensions.get("palimpsest.redis") or connect(settings)
+        enqueue_submission(conn, sub.id, settings, is_baseline=sub.is_baseline, replace=True)
     except Exception as e:  # noqa: BLE001 — the row says queued; the reconciler will pick it up
         current_app.logger.warning("rescore of submission %s left to the reconciler: %s", sub.id, e)
     return True
@@ -353,7 +356,9 @@ def queue():
         from server.queue import QUEUES, connect, get_queue
 
         settings = current_app.extensions["palimpsest.settings"]
-        conn = connect(settings)
+        # only look: the queue page never starts the embedded Redis itself
+        conn = current_app.extensions.get("palimpsest.redis") or connect(settings, start_embedded=False)
+        conn.ping()
         for name in QUEUES:
             q = get_queue(name, conn, settings)
             rq_info[name] = {
