@@ -49,7 +49,9 @@ def choose_phase(states: list[lb.PhaseState], name: str | None) -> lb.PhaseState
     return (opened or ordered)[-1]
 
 
-def _serve(task_id: str, fmt: str):
+def _serve(task_id: str, fmt: str, who: str | None = None):
+    """The board as HTML, JSON or CSV from the render cache; `who` overrides the cookie's audience
+    (the API passes the token holder's)."""
     task = task_or_404(task_id)
     engine = current_app.extensions["palimpsest.engine"]
     states = lb.phase_states(engine, task.id, triggers=current_app.extensions["palimpsest.lbtriggers"])
@@ -60,7 +62,7 @@ def _serve(task_id: str, fmt: str):
             return render_template("leaderboard/none.html", task=task, phase=want,
                                    current_user=None), 404
         abort(404)
-    who = audience()
+    who = who or audience()
     if not state.leaderboard_open and who != "organizer":
         if fmt == "html":
             return render_template("leaderboard/none.html", task=task, phase=state.name, closed=True,
