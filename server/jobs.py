@@ -44,6 +44,7 @@ def score_submission(submission_id: int) -> dict:
             sub = s.get(Submission, submission_id)
             phase = s.get(Phase, sub.phase_id)
             task_id, split, key = sub.task_id, phase.split, sub.storage_key
+            round_ceiling = sub.attempt_ceiling
         path = path_for(settings.home, key)
         try:
             v = validate_file(task_id, path, split, settings.home)
@@ -55,12 +56,20 @@ def score_submission(submission_id: int) -> dict:
         won = write_scores(engine, submission_id, attempt, results)
         return {"submission": submission_id, "status": "scored", "attempt": attempt, "recorded": won}
     except Exception as e:
-        if attempt >= settings.max_attempts:
+        if is_last_attempt(attempt, round_ceiling, settings.max_attempts):
             fail_infra(engine, submission_id,
-                       f"scoring failed on its last attempt ({attempt} of {settings.max_attempts}): "
+                       f"scoring failed on its last attempt ({attempt} of "
+                       f"{round_ceiling or settings.max_attempts}): "
                        f"{type(e).__name__}: {e}")
             return {"submission": submission_id, "status": "failed", "failure_kind": "infra"}
         raise  # RQ retries: the server's own failure, not the team's
+
+
+def ceiling(max_attempts: int):
+    """The SQL expression for the attempt number a submission may reach in its current round."""
+    from sqlalchemy import func
+
+    return func.coalesce(Submission.attempt_ceiling, max_attempts)
 
 
 def start_attempt(engine, submission_id: int, max_attempts: int) -> int | None:
@@ -70,7 +79,7 @@ def start_attempt(engine, submission_id: int, max_attempts: int) -> int | None:
         gave_up = conn.execute(
             update(Submission)
             .where(Submission.id == submission_id, Submission.status.in_(PENDING),
-                   Submission.attempts >= max_attempts)
+                   Submission.attempts >= ceiling(max_attempts))
             .values(status="failed", failure_kind="infra", finished_at=now,
                     errors=[_problem(f"gave up after {max_attempts} attempts (the worker died or "
                                      "the job timed out each time); this costs the team nothing")])
@@ -80,11 +89,15 @@ def start_attempt(engine, submission_id: int, max_attempts: int) -> int | None:
         row = conn.execute(
             update(Submission)
             .where(Submission.id == submission_id, Submission.status.in_(PENDING),
-                   Submission.attempts < max_attempts)
+                   Submission.attempts < ceiling(max_attempts))
             .values(status="running", attempts=Submission.attempts + 1, started_at=now)
             .returning(Submission.attempts)
         ).first()
     return None if row is None else int(row[0])
+
+
+def is_last_attempt(attempt: int, attempt_ceiling: int | None, max_attempts: int) -> bool:
+    return attempt >= (attempt_ceiling if attempt_ceiling is not None else max_attempts)
 
 
 def _problem(message: str) -> dict:
@@ -194,7 +207,8 @@ def on_job_failure(job, connection, exc_type=None, exc_value=None, tb=None) -> N
     sid = submission_id_of(job.id)
     with Session(engine) as s:
         sub = s.get(Submission, sid)
-        if sub is None or sub.status not in PENDING or sub.attempts < settings.max_attempts:
+        if sub is None or sub.status not in PENDING or \
+                not is_last_attempt(sub.attempts, sub.attempt_ceiling, settings.max_attempts):
             return  # the reconciler re-enqueues what still has attempts left
     fail_infra(engine, sid, f"scoring failed on its last attempt ({settings.max_attempts} of "
                             f"{settings.max_attempts}): {exc_type.__name__ if exc_type else 'error'}: {exc_value}")

@@ -25,19 +25,30 @@ def upgrade(settings: Settings, revision: str = "head") -> None:
     """Bring the database to `revision` (default: the newest).
 
     A database that the app built itself with `create_all` has the tables but no Alembic record:
-    it is stamped with the initial revision first, then upgraded.
+    it is stamped first — head when it already matches the models, else the initial revision —
+    then upgraded.
     """
     from alembic import command
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
     from sqlalchemy import create_engine, inspect
+    from sqlmodel import SQLModel
+
+    from server import models  # noqa: F401  (registers the tables)
 
     cfg = alembic_config(settings)
     engine = create_engine(settings.sqlalchemy_url())
     try:
         names = set(inspect(engine).get_table_names())
+        stamp = None
+        if "alembic_version" not in names and {"submission", "phase", "user"} <= names:
+            with engine.connect() as conn:
+                diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
+            stamp = "head" if not diff else INITIAL
     finally:
         engine.dispose()
-    if "alembic_version" not in names and {"submission", "phase", "user"} <= names:
-        command.stamp(cfg, INITIAL)
+    if stamp:
+        command.stamp(cfg, stamp)
     command.upgrade(cfg, revision)
 
 

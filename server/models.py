@@ -89,6 +89,8 @@ class Submission(SQLModel, table=True):
     started_at: Optional[NaiveDatetime] = None
     finished_at: Optional[NaiveDatetime] = None
     attempts: int = 0
+    # attempts may run up to this number; a rescore starts a new round of max_attempts
+    attempt_ceiling: Optional[int] = None
     file_sha256: str = Field(index=True, max_length=64)
     file_name: str = Field(default="", max_length=255)  # the client's name, for display only
     storage_key: str = Field(default="", max_length=120)  # where server.storage keeps the file

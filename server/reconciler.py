@@ -60,16 +60,17 @@ def reconcile(settings: Settings, engine, conn) -> dict:
     cutoff = utcnow() - timedelta(seconds=GRACE)
     with engine.connect() as c:
         rows = c.execute(
-            select(Submission.id, Submission.status, Submission.attempts, Submission.is_baseline)
+            select(Submission.id, Submission.status, Submission.attempts, Submission.is_baseline,
+                   Submission.attempt_ceiling)
             .where(Submission.status.in_(PENDING), Submission.created_at < cutoff)
             .order_by(Submission.id)
         ).all()
     stats = {"pending": len(rows), "live": 0, "requeued": 0, "failed": 0}
-    for sid, status, attempts, is_baseline in rows:
+    for sid, status, attempts, is_baseline, attempt_ceiling in rows:
         if job_is_live(conn, sid, is_baseline, settings):
             stats["live"] += 1
             continue
-        if attempts >= settings.max_attempts:
+        if attempts >= (attempt_ceiling if attempt_ceiling is not None else settings.max_attempts):
             if fail_infra(engine, sid, f"gave up after {attempts} attempts (the worker died, the job "
                                        "timed out or the queue lost it each time); this costs the "
                                        "team nothing"):

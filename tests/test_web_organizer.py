@@ -195,17 +195,24 @@ def test_queue_page_without_redis_shows_the_database(app, world, org, monkeypatc
     assert "not reachable" in page and "worker died" in page and "Waiting" in page and "Running" in page
 
 
-def test_rescore_refused_when_every_attempt_is_used(app, world, org):
+def test_rescore_opens_a_new_round_of_attempts(app, world, org):
+    """A submission that used every attempt can still be rescored (after a gold fix, say): the
+    rescore opens a new round and attempt numbers keep growing, so old Score rows stay apart."""
+    from server.jobs import start_attempt
+
     sub = make_submission(app, team=team_of(app, "alpha"), phase=world["dev"], scores={"all": 0.4}, method="x")
+    max_attempts = app.extensions["palimpsest.settings"].max_attempts
     with Session(engine_of(app)) as s:
         row = s.get(Submission, sub.id)
-        row.attempts = app.extensions["palimpsest.settings"].max_attempts
+        row.attempts = max_attempts
         s.add(row)
         s.commit()
     r = org.post(f"/organizer/submissions/{sub.id}/rescore", follow_redirects=True)
-    assert b"cannot be rescored" in r.data
+    assert b"queued for rescoring" in r.data
     with Session(engine_of(app)) as s:
-        assert s.get(Submission, sub.id).status == "scored"
+        row = s.get(Submission, sub.id)
+        assert row.status == "queued" and row.attempt_ceiling == 2 * max_attempts
+    assert start_attempt(engine_of(app), sub.id, max_attempts) == max_attempts + 1
 
 
 def test_export_of_a_closed_board(app, world, org):

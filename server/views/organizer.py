@@ -272,15 +272,14 @@ def hide(submission_id: int):
 def _enqueue(sub: Submission) -> bool:
     """Put a submission back in the queue to be scored again (a new attempt; old scores stay).
 
-    False when the submission has used every scoring attempt the worker allows (the attempt
-    number is what keeps each scoring's Score rows apart, so it is never reset here).
+    A rescore opens a new round of `max_attempts` attempts after those already used: attempt
+    numbers keep growing (they keep each scoring's Score rows apart) and are never reset.
     """
     from server.queue import connect, enqueue_submission
 
     settings = current_app.extensions["palimpsest.settings"]
-    if (sub.attempts or 0) >= settings.max_attempts:
-        return False
     s = db()
+    sub.attempt_ceiling = (sub.attempts or 0) + settings.max_attempts
     sub.status = "queued"
     sub.failure_kind = None
     sub.errors = None
@@ -307,11 +306,8 @@ def rescore(submission_id: int):
         return _back(url_for("organizer.submissions"))
     audit(s, current_user(), "submission.rescore", f"submission:{sub.id}")
     s.commit()
-    if _enqueue(sub):
-        flash(f"Submission #{sub.id} queued for rescoring.", "ok")
-    else:
-        flash(f"Submission #{sub.id} has used all {sub.attempts} scoring attempts; it cannot be rescored.",
-              "error")
+    _enqueue(sub)
+    flash(f"Submission #{sub.id} queued for rescoring.", "ok")
     return _back(url_for("organizer.submissions"))
 
 
