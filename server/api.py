@@ -6,7 +6,6 @@ Every error is `{"error": {"code": ..., "message": ..., ...}}`; validation failu
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import zipfile
@@ -17,7 +16,8 @@ from sqlmodel import select
 from werkzeug.exceptions import HTTPException
 
 from server import auth
-from server.models import Phase, Score, Submission, Team
+from server.models import Phase, Submission, Team
+from server.submissions import phase_state, visible_scores
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -97,21 +97,12 @@ def _phase(s, task_id: str, name: str | None) -> Phase:
                 return p
         raise ApiError(404, "unknown_phase", f"task {task_id!r} has no phase {name!r} "
                                              f"(phases: {', '.join(p.name for p in phases)})")
-    open_ = [p for p in phases if _is_open(p)]
+    open_ = [p for p in phases if phase_state(p) == "open"]
     for want in ("test", "dev"):
         for p in open_:
             if p.name == want:
                 return p
     return open_[0] if open_ else phases[-1]
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
-
-
-def _is_open(p: Phase) -> bool:
-    now = _now()
-    return (p.opens_at is None or p.opens_at <= now) and (p.closes_at is None or now < p.closes_at)
 
 
 def _quota(s, user, phase: Phase) -> dict | None:
@@ -130,7 +121,7 @@ def _quota(s, user, phase: Phase) -> dict | None:
 
 def phase_json(p: Phase, quota: dict | None = None) -> dict:
     d = {"name": p.name, "split": p.split, "opens_at": _iso(p.opens_at), "closes_at": _iso(p.closes_at),
-         "is_open": _is_open(p), "published": p.published_at is not None,
+         "is_open": phase_state(p) == "open", "published": p.published_at is not None,
          "limits": {"daily": p.daily_limit, "total": p.total_limit, "concurrent": p.concurrent_limit}}
     if quota is not None:
         d["quota"] = {k: (_iso(v) if isinstance(v, datetime) else v) for k, v in quota.items()}
@@ -220,20 +211,10 @@ def _visible_scores(s, user, sub: Submission, phase: Phase) -> dict | None:
     runs; after publication the private part too."""
     if sub.status != "scored":
         return None
-    rows = list(s.exec(select(Score).where(Score.submission_id == sub.id).order_by(Score.attempt)))
-    if not rows:
-        return None
-    latest: dict[str, Score] = {}
-    for r in rows:
-        latest[r.part] = r
-    parts = {}
-    for part, r in latest.items():
-        if part == "private" and phase.published_at is None and not user.is_organizer:
-            continue
-        parts[part] = r.result
+    parts = {sc.part: sc.result for sc in visible_scores(s, sub, phase, organizer=user.is_organizer)}
     if not parts:
         return None
-    main = parts.get("private") if "private" in parts and phase.published_at is not None else None
+    main = parts.get("private") if phase.published_at is not None else None
     main = main or parts.get("public") or parts.get("all") or next(iter(parts.values()))
     out = dict(main)
     out["part"] = next(k for k, v in parts.items() if v is main)
@@ -265,7 +246,7 @@ def _own_submission(s, user, submission_id: int) -> Submission:
 
 @bp.post("/tasks/<task_id>/submissions")
 def create(task_id):
-    from server.exceptions import LimitReached, PhaseClosed, SubmissionRefused
+    from server.exceptions import DuplicateSubmission, LimitReached, PhaseClosed, SubmissionRefused
     from server.submissions import create_submission
 
     u = _user()
@@ -283,15 +264,6 @@ def create(task_id):
     if not data:
         raise ApiError(422, "invalid_submission", "the file is empty",
                        problems=[{"line": None, "id": None, "message": "the file is empty"}], total=1)
-    digest = hashlib.sha256(data).hexdigest()
-    existing = s.exec(select(Submission).where(
-        Submission.team_id == u.team_id, Submission.phase_id == phase.id,
-        Submission.file_sha256 == digest, Submission.removed_at.is_(None),
-        Submission.failure_kind.is_(None) | (Submission.failure_kind != "infra"))).first()
-    if existing is not None:
-        body = submission_json(s, u, existing, phase)
-        body["duplicate"] = True
-        return jsonify(body), 200
     team = s.get(Team, u.team_id)
     try:
         sub = create_submission(
@@ -300,8 +272,12 @@ def create(task_id):
             description=request.form.get("description") or "",
             url=(request.form.get("url") or "")[:500],
             show_publicly=(request.form.get("show_publicly", "true").lower() not in ("0", "false", "no")),
-            settings=current_app.extensions["palimpsest.settings"],
+            settings=current_app.extensions["palimpsest.settings"], dedupe=True,
         )
+    except DuplicateSubmission as e:  # a retried upload: the same answer, counted once
+        body = submission_json(s, u, s.get(Submission, e.submission_id), phase)
+        body["duplicate"] = True
+        return jsonify(body), 200
     except LimitReached as e:
         raise ApiError(429, "limit_reached", e.message, limit=getattr(e, "limit", None),
                        next_allowed_at=_iso(e.next_allowed_at)) from None

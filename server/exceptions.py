@@ -34,3 +34,11 @@ class UploadTooLarge(SubmissionRefused):
 
 class NotFound(PalimpsestError):
     """A user, team, task or phase that does not exist."""
+
+
+class DuplicateSubmission(PalimpsestError):
+    """The team submitted this very file in this phase before; `submission_id` is that one."""
+
+    def __init__(self, submission_id: int):
+        super().__init__(f"this file was submitted before as submission {submission_id}")
+        self.submission_id = submission_id

@@ -15,8 +15,8 @@ from typing import BinaryIO
 from sqlalchemy import func, select, text, update
 from sqlmodel import Session
 
-from server.exceptions import LimitReached, NotFound, PhaseClosed
-from server.models import Phase, Submission, Team, User, utcnow
+from server.exceptions import DuplicateSubmission, LimitReached, NotFound, PhaseClosed
+from server.models import Phase, Score, Submission, Team, User, utcnow
 from server.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -27,6 +27,27 @@ PENDING = ("queued", "running")
 
 def _fmt(t: datetime) -> str:
     return t.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def phase_state(phase: Phase, now: datetime | None = None) -> str:
+    """"not open yet", "open" or "closed", by the phase's window."""
+    now = now or utcnow()
+    if phase.opens_at and now < phase.opens_at:
+        return "not open yet"
+    if phase.closes_at and now >= phase.closes_at:
+        return "closed"
+    return "open"
+
+
+def visible_scores(session: Session, sub: Submission, phase: Phase | None, *, organizer: bool) -> list[Score]:
+    """The Score rows of a submission's counted scoring that a viewer entitled to its details may
+    see: the private part only after publication (organizers always)."""
+    scores = session.execute(select(Score).where(Score.submission_id == sub.id)
+                             .order_by(Score.attempt, Score.part)).scalars().all()
+    published = phase is not None and phase.published_at is not None
+    counted = sub.score_attempt or max((sc.attempt for sc in scores), default=None)
+    return [sc for sc in scores
+            if sc.attempt == counted and (sc.part != "private" or published or organizer)]
 
 
 def day_start(now: datetime) -> datetime:
@@ -104,11 +125,14 @@ def create_submission(session: Session, *, user: User | None, team: Team, task_i
                       filename: str = "", upload: bytes | BinaryIO | None = None, method_name: str = "", description: str = "", url: str = "",
                       show_publicly: bool = True, is_baseline: bool = False,
                       settings: Settings | None = None, redis=None, enqueue: bool = True,
-                      enforce_limits: bool = True) -> Submission:
+                      enforce_limits: bool = True, dedupe: bool = False) -> Submission:
     """Store the upload, commit the row if the team's limits allow it, then enqueue its scoring.
 
     Commits whatever the session had pending first. Raises PhaseClosed, LimitReached or
-    UploadTooLarge (all SubmissionRefused, with `next_allowed_at`) or NotFound.
+    UploadTooLarge (all SubmissionRefused, with `next_allowed_at`) or NotFound. With `dedupe`,
+    the same file already submitted by the team in the phase (and not failed for the server's
+    reasons, nor removed) raises DuplicateSubmission naming it; checked under the team lock, so
+    parallel retries of one upload make one submission.
     """
     from server.storage import store_upload
 
@@ -128,6 +152,14 @@ def create_submission(session: Session, *, user: User | None, team: Team, task_i
         lock_team(session, team_id)
         ph = session.get(Phase, phase_id, populate_existing=True)
         now = utcnow()
+        if dedupe:
+            same = session.execute(select(Submission.id).where(
+                Submission.team_id == team_id, Submission.phase_id == phase_id,
+                Submission.file_sha256 == sha, Submission.removed_at.is_(None),
+                Submission.failure_kind.is_(None) | (Submission.failure_kind != "infra"))
+                .order_by(Submission.id)).scalars().first()
+            if same is not None:
+                raise DuplicateSubmission(same)
         if not exempt:
             check_limits(session, team_id, ph, now)
         sub = Submission(team_id=team_id, user_id=user_id, task_id=task_id, phase_id=phase_id,

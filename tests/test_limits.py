@@ -127,3 +127,38 @@ def test_quota_counts_like_the_limits(backend):
         q = quota(s, team=s.get(Team, team.id), phase=ph)
         assert quota(s, team_id=team.id, phase=ph) == q
     assert (q["daily_used"], q["daily_left"], q["total_left"], q["running"]) == (1, 4, 9, 0)
+
+
+def test_parallel_retries_of_one_upload_make_one_submission(backend):
+    """Deduplication is checked under the team lock: ten parallel uploads of the same file
+    (a client retrying) give one submission; the others name it."""
+    from server.demo import predictions
+    from server.exceptions import DuplicateSubmission
+    from server.submissions import create_submission
+
+    set_phase(backend, "tric-binary", "dev", daily_limit=None, total_limit=None, concurrent_limit=None)
+    team, user = make_team(backend)
+    data, name = predictions("tric-binary", "dev", backend.settings.home, 0.2, seed=5)
+    n = 10
+    barrier = threading.Barrier(n)
+    made, dupes, other = [], [], []
+
+    def one():
+        barrier.wait()
+        try:
+            with backend.session() as s:
+                made.append(create_submission(s, user=user, team=team, task_id="tric-binary", phase="dev",
+                                              upload=data, filename=name, settings=backend.settings,
+                                              redis=backend.conn, dedupe=True).id)
+        except DuplicateSubmission as e:
+            dupes.append(e.submission_id)
+        except Exception as e:  # noqa: BLE001
+            other.append(e)
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not other, other
+    assert len(made) == 1 and dupes == [made[0]] * (n - 1)

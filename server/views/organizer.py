@@ -5,13 +5,24 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from flask import Blueprint, Response, abort, current_app, flash, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    current_app,
+    flash,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 from sqlmodel import func, select
 
 from server import leaderboard as lb
 from server.auth import audit, current_user, db, organizer_required
 from server.models import AuditLog, Phase, Submission, Team, User, utcnow
-from server.views.pages import PHASE_ORDER, phase_state, phases_of, task_or_404
+from server.submissions import phase_state
+from server.views.pages import PHASE_ORDER, phases_of, task_or_404
 from tasks import all_tasks
 
 bp = Blueprint("organizer", __name__, url_prefix="/organizer")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import zipfile
-from datetime import datetime
 
 from flask import (
     Blueprint,
@@ -21,7 +20,8 @@ from sqlmodel import select
 
 from server.auth import can_see_submission, current_user, db, login_required
 from server.leaderboard import bump_revision
-from server.models import Phase, Submission, Team, utcnow
+from server.models import Phase, Submission, Team
+from server.submissions import phase_state, visible_scores
 from tasks import all_tasks, get_task
 from tasks.store import TaskStore
 
@@ -53,15 +53,6 @@ def phases_of(task_id: str) -> list[Phase]:
         ensure_phases(s)
         rows = s.exec(select(Phase).where(Phase.task_id == task_id)).all()
     return sorted(rows, key=lambda p: (PHASE_ORDER.get(p.name, 9), p.name))
-
-
-def phase_state(phase: Phase, now: datetime | None = None) -> str:
-    now = now or utcnow()
-    if phase.opens_at and now < phase.opens_at:
-        return "not open yet"
-    if phase.closes_at and now >= phase.closes_at:
-        return "closed"
-    return "open"
 
 
 def quota(team: Team | None, phase: Phase) -> dict | None:
@@ -217,17 +208,10 @@ def submission_or_404(submission_id: int) -> Submission:
 @login_required
 def submission(submission_id: int):
     sub = submission_or_404(submission_id)
-    from server.models import Score
-
     s = db()
     phase = s.get(Phase, sub.phase_id)
-    published = phase is not None and phase.published_at is not None
-    organizer = current_user().is_organizer
-    scores = s.exec(select(Score).where(Score.submission_id == sub.id).order_by(Score.attempt, Score.part)).all()
     # private-part scores stay unseen until publication, even by the submitting team
-    shown = [sc for sc in scores if sc.part != "private" or published or organizer]
-    counted = getattr(sub, "score_attempt", None) or max((sc.attempt for sc in scores), default=None)
-    shown = [sc for sc in shown if sc.attempt == counted]
+    shown = visible_scores(s, sub, phase, organizer=current_user().is_organizer)
     team = s.get(Team, sub.team_id)
     others = s.exec(select(Submission).where(Submission.team_id == sub.team_id,
                                              Submission.phase_id == sub.phase_id,
