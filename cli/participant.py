@@ -29,13 +29,18 @@ def _die(e: ClientError, as_json: bool = False):
     else:
         click.echo(f"error: {e}", err=True)
         for p in (e.body.get("problems") or [])[:50]:
-            where = ", ".join(x for x in (f"line {p['line']}" if p.get("line") else "",
-                                          f"id {p['id']!r}" if p.get("id") else "") if x)
-            click.echo(f"  {where + ': ' if where else ''}{p.get('message')}", err=True)
+            click.echo(f"  {_problem(p)}", err=True)
         extra = (e.body.get("total") or 0) - len(e.body.get("problems") or [])
         if extra > 0 and e.body.get("problems"):
             click.echo(f"  ... and {extra} more", err=True)
     sys.exit(1)
+
+
+def _problem(p: dict) -> str:
+    """A problem from the server, worded as the offline validator words it."""
+    from scorer.errors import Problem
+
+    return str(Problem(str(p.get("message", "")), p.get("line"), p.get("id")))
 
 
 def _table(rows: list[dict], cols: list[str]) -> None:
@@ -244,9 +249,7 @@ def _wait(c: Client, sub: dict, as_json: bool) -> dict:
 def _print_submission(sub: dict) -> None:
     click.echo(f"submission {sub['id']} ({sub.get('task')}, {sub.get('phase')}): {sub['status']}")
     for p in sub.get("errors") or []:
-        where = ", ".join(x for x in (f"line {p['line']}" if p.get("line") else "",
-                                      f"id {p['id']!r}" if p.get("id") else "") if x)
-        click.echo(f"  {where + ': ' if where else ''}{p.get('message')}")
+        click.echo(f"  {_problem(p)}")
     scores = sub.get("scores")
     if scores:
         for part, res in (scores.get("parts") or {scores.get("part", "all"): scores}).items():
