@@ -18,6 +18,18 @@ from server.settings import Settings
 log = logging.getLogger("palimpsest.serve")
 
 
+def child_env(settings) -> dict:
+    """The environment of a worker process: the same data directory, database and Redis."""
+    from server.queue import redis_url
+
+    env = dict(os.environ)
+    env["PALIMPSEST_HOME"] = str(settings.home)
+    env["REDIS_URL"] = redis_url(settings)
+    if settings.database_url:
+        env["DATABASE_URL"] = settings.database_url
+    return env
+
+
 class Supervisor:
     """Starts and watches the parts of a one-machine Palimpsest."""
 
@@ -35,14 +47,7 @@ class Supervisor:
     # ------------------------------------------------------------------ parts
 
     def child_env(self) -> dict:
-        from server.queue import redis_url
-
-        env = dict(os.environ)
-        env["PALIMPSEST_HOME"] = str(self.settings.home)
-        env["REDIS_URL"] = redis_url(self.settings)
-        if self.settings.database_url:
-            env["DATABASE_URL"] = self.settings.database_url
-        return env
+        return child_env(self.settings)
 
     def start_worker(self) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "server.worker"], env=self.child_env(),

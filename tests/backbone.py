@@ -84,13 +84,9 @@ def burst(backend, queues=("scoring", "baselines")):
 
 
 def child_env(backend) -> dict:
-    from server.queue import redis_url
+    from server.supervisor import child_env as worker_env
 
-    env = dict(os.environ)
-    env["PALIMPSEST_HOME"] = str(backend.settings.home)
-    env["REDIS_URL"] = redis_url(backend.settings)
-    if backend.settings.database_url:
-        env["DATABASE_URL"] = backend.settings.database_url
+    env = worker_env(backend.settings)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     return env
 
