@@ -194,18 +194,13 @@ def register(main: click.Group) -> None:
         if as_json:
             click.echo(json.dumps(board))
             return
-        rows = board.get("rows", [])
-        cols = board.get("columns") or []
-        keys = [c["key"] if isinstance(c, dict) else c for c in cols][:6]
-        flat = []
-        for r in rows:
-            d = {"rank": r.get("rank"), "team": r.get("team"), "method": r.get("method_name"),
-                 "type": r.get("type", "team")}
-            for k in keys:
-                d[k] = (r.get("values") or {}).get(k)
-            flat.append(d)
-        click.echo(f"{task_id} leaderboard ({board.get('phase')}, {board.get('part', 'all')} scores)")
-        _table(flat, ["rank", "team", "type", "method", *keys])
+        cols = [c["key"] for c in board.get("columns", [])][:6]  # the primary column first
+        flat = [{"rank": r.get("rank"), "team": r.get("team"), "type": r.get("row_type"),
+                 "method": r.get("method_name"), **{k: (r.get("metrics") or {}).get(k) for k in cols}}
+                for r in board.get("rows", [])]
+        click.echo(f"{task_id} leaderboard ({board.get('phase')} phase, ranked on the "
+                   f"{board.get('ranked_on')} part)")
+        _table(flat, ["rank", "team", "type", "method", *cols])
 
 
 def server_tasks(as_json: bool) -> bool:

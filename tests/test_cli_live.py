@@ -136,8 +136,10 @@ def test_full_loop(live):
 
     board = json.loads(_run(["leaderboard", "tric-binary", "--phase", "test", "--json"], env, check=True).stdout)
     assert any(row.get("team") == "Team <b>Bold</b>" for row in board["rows"])
+    ours = next(row for row in board["rows"] if row.get("team") == "Team <b>Bold</b>")
     table = _run(["leaderboard", "tric-binary", "--phase", "test"], env, check=True).stdout
-    assert "Team <b>Bold</b>" in table
+    line = next(x for x in table.splitlines() if "Team <b>Bold</b>" in x)
+    assert f"{ours['metrics']['all/f1']:.4f}" in line and " team " in f" {line} "
 
 
 def test_failures_have_one_line_messages(live):
