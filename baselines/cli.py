@@ -46,24 +46,54 @@ def register(group: click.Group) -> None:
     @HOME_OPTION
     @click.option("--quiet", is_flag=True, help="No progress bars.")
     @click.option("--json", "as_json", is_flag=True,
-                  help="Print a JSON list of {task, system, model, file, scores}.")
+                  help="Print a JSON list of {task, system, model, file, scores} (and recorded).")
+    @click.option("--record", is_flag=True,
+                  help="Record each run on the leaderboard of the server whose data directory is --home, "
+                       "as a baseline entry scored by its queue.")
+    @click.option("--server", default=None, metavar="URL",
+                  help="Record each run on this server instead (REST API, with an organizer's token).")
+    @click.option("--token", default=None, envvar="PALIMPSEST_TOKEN", show_envvar=True,
+                  help="The organizer's API token for --server (default: the one `palimpsest login` saved).")
+    @click.option("--phase", "phases", multiple=True, metavar="NAME",
+                  help="Phase to record in (repeatable; default: every phase on the task's test split).")
+    @click.option("--enqueue", is_flag=True,
+                  help="Do not run here: put each run on the baselines queue of the server at --home "
+                       "(or REDIS_URL), for `palimpsest worker --queue baselines` on a GPU machine.")
     @friendly
     def run_cmd(tasks, systems, model, cross_model, device, batch_size, top_k, threshold, prefixes,
-                out_dir, home, quiet, as_json):
-        """Write each baseline's submission file and score it on the test split."""
-        from baselines.run import run_baselines
+                out_dir, home, quiet, as_json, record, server, token, phases, enqueue):
+        """Write each baseline's submission file, score it on the test split, and optionally record
+        it on a leaderboard (--record locally, --server URL remotely) or queue it (--enqueue)."""
+        from baselines.run import enqueue_baselines, record_baseline, run_baselines
         from baselines.systems import Options
 
         opts = Options(model=model, cross_model=cross_model, device=device, batch_size=batch_size,
-                       progress=not quiet and None, top_k=top_k, threshold=threshold, prefixes=prefixes)
+                       progress=None, top_k=top_k, threshold=threshold, prefixes=prefixes)
         if quiet:
             opts.progress = False
+        if enqueue:
+            if record or server:
+                raise click.UsageError("--enqueue records by itself (on the worker): leave out --record/--server")
+            jobs = enqueue_baselines(list(tasks) or None, list(systems) or None, opts, home, list(phases) or None)
+            if as_json:
+                click.echo(json.dumps(jobs, indent=2))
+            for j in [] if as_json else jobs:
+                click.echo(f"{j['task']:<13} {j['system']:<19} {j['status']:<8} {j['job']}")
+            return
         results = run_baselines(list(tasks) or None, list(systems) or None, opts, out_dir, home,
                                 log=(lambda m: None) if quiet else None)
+        if record or server:
+            for r in results:
+                r["recorded"] = record_baseline(r, server=server, token=token, home=home,
+                                                phases=list(phases) or None)
         if as_json:
             click.echo(json.dumps(results, indent=2))
             return
         for r in results:
-            p = r["scores"]["primary"]
+            p = (r["scores"] or {}).get("primary") or {"name": "unscored", "value": float("nan")}
             click.echo(f"{r['task']:<13} {r['system']:<19} {p['name']}={p['value']:.4f} "
                        f"{r['seconds']:>7.1f}s  {r['model'] or '-'}  {r['file']}")
+            for rec in r.get("recorded", []):
+                how = "already recorded as" if rec["duplicate"] else "recorded as"
+                click.echo(f"  {how} submission {rec['submission_id']} in phase {rec['phase']}"
+                           f"{' on ' + server if server else ''} (scored by the server's queue)")

@@ -48,7 +48,8 @@ def run_baselines(task_ids: list[str] | None = None, systems: list[str] | None =
                   options: Options | None = None, out_dir: str | Path = "baselines-out", home=None,
                   split: str = "test", log=None) -> list[dict]:
     """Write and score every asked-for (task, system); returns one result per run:
-    {task, system, model, file, scores (the scorer's JSON contract), seconds, device}."""
+    {task, system, model, file, scores (the scorer's JSON contract; None where the split's gold is
+    not on this machine), seconds, device}."""
     from scorer import score_file
 
     options = options or Options()
@@ -68,27 +69,119 @@ def run_baselines(task_ids: list[str] | None = None, systems: list[str] | None =
         t0 = time.perf_counter()
         path = write_submission(task_id, system, store, Path(out_dir), models)
         seconds = time.perf_counter() - t0
-        scores = score_file(task_id, path, split, home)
+        if (store.root / "gold" / split).is_dir():
+            scores = score_file(task_id, path, split, home)
+        else:  # a machine with the public inputs only (`palimpsest download`): the server scores it
+            scores = None
+            log(f"note: {task_id}: no {split} gold in {store.home}, so no score here; "
+                "a recorded run is scored by the server")
         device = next((m.device for m in models.loaded.values()), "cpu") if system != "lexical" else "cpu"
         results.append({"task": task_id, "system": system, "model": models.model_name(system),
                         "file": str(path), "scores": scores, "seconds": round(seconds, 3),
                         "device": device})
-        p = scores["primary"]
-        log(f"{task_id}/{system}: {p['name']} on {p['subset']} = {p['value']:.4f} ({seconds:.1f} s)")
+        if scores is not None:
+            p = scores["primary"]
+            log(f"{task_id}/{system}: {p['name']} on {p['subset']} = {p['value']:.4f} ({seconds:.1f} s)")
     return results
 
 
-def record_baseline(result: dict, *, server: str | None = None, token: str | None = None, home=None) -> None:
+def method_label(system: str, model: str | None) -> str:
+    """What a baseline's row is called on the leaderboard, e.g. `bi-encoder-mask (all-MiniLM-L6-v2)`."""
+    return f"{system} ({model})" if model else system
+
+
+def _description(result: dict) -> str:
+    what = f"with {result['model']}" if result.get("model") else "model-free"
+    return (f"Reference system {result['system']} of the task's paper, {what}, written by "
+            f"`palimpsest baselines run` on {result.get('device', 'cpu')} and scored like any team's file.")
+
+
+def record_baseline(result: dict, *, server: str | None = None, token: str | None = None, home=None,
+                    phases: list[str] | None = None, settings=None) -> list[dict]:
     """Record one run of `run_baselines` on the leaderboard as a baseline entry.
 
-    TO BE WIRED TO THE SERVER (issue 5 builds on the server issue): the entry must go through the
-    same scoring path as a participant's submission -- upload `result["file"]` as a submission of a
-    reserved "baselines" team (locally through the server's library functions with `home`, or to
-    `server` with an organizer's `token`), marked as a baseline, with `result["system"]` and
-    `result["model"]` as its description -- and never insert `result["scores"]` directly.
+    The file goes through the participants' path -- stored, validated and scored by the queue -- as
+    a submission of the reserved baselines team, in every phase of the task on its test split (or
+    in `phases`); the scores in `result` are never inserted. Locally (the server's database and
+    queue of `home`, or of `settings`) or on `server` with an organizer's `token` (REST API).
+    Recording the same file again returns the first submission (`duplicate: true`).
+    Returns one {phase, submission_id, duplicate} per phase.
     """
-    missing = [k for k in ("task", "system", "model", "file", "scores") if k not in result]
+    missing = [k for k in ("task", "system", "model", "file") if k not in result]
     if missing:
         raise ValueError(f"not a baseline result: missing {', '.join(missing)}")
-    raise NotImplementedError("recording baselines on the leaderboard waits for the server "
-                              "(server/): see baselines.run.record_baseline's docstring")
+    method = method_label(result["system"], result["model"])
+    if server:
+        return _record_remote(result, method, server, token, phases)
+    from server.baselines import record_file
+    from server.db import create_all, get_engine
+    from server.settings import Settings
+    from sqlmodel import Session
+
+    if settings is None:
+        settings = Settings.from_env(home=home) if home is not None else Settings.from_env()
+    engine = get_engine(settings.sqlalchemy_url())
+    create_all(engine)
+    with Session(engine) as s:
+        rec = record_file(s, task_id=result["task"], path=result["file"], method_name=method,
+                          description=_description(result), phases=phases, settings=settings)
+    return [r.as_dict() for r in rec]
+
+
+def _record_remote(result: dict, method: str, server: str, token: str | None, phases: list[str] | None
+                   ) -> list[dict]:
+    from cli.client import Client, ClientError, load_config
+
+    if not token:
+        cfg = load_config()
+        token = cfg.get("token") if cfg.get("server", "").rstrip("/") == server.rstrip("/") else None
+    if not token:
+        raise BaselineError(f"recording on {server} needs an organizer's API token: give --token "
+                            "(or PALIMPSEST_TOKEN), or `palimpsest login` to that server first")
+    c = Client(server, token)
+    try:
+        if not c.get_json("/me").get("is_organizer"):
+            raise BaselineError(f"the token is not an organizer's on {server}: only organizers record baselines")
+        if not phases:
+            detail = c.get_json(f"/tasks/{result['task']}")
+            phases = [p["name"] for p in detail.get("phases", []) if p.get("split") == "test"]
+            if not phases:
+                raise BaselineError(f"task {result['task']!r} has no phase on its test split on {server}")
+        out = []
+        for name in phases:
+            body = c.upload(f"/tasks/{result['task']}/submissions", Path(result["file"]),
+                            {"phase": name, "baseline": "true", "method_name": method,
+                             "description": _description(result)})
+            out.append({"phase": name, "submission_id": body["id"], "duplicate": bool(body.get("duplicate"))})
+        return out
+    except ClientError as e:
+        raise BaselineError(f"recording {result['task']}/{result['system']} on {server}: {e}") from None
+
+
+def enqueue_baselines(task_ids: list[str] | None = None, systems: list[str] | None = None,
+                      options: Options | None = None, home=None, phases: list[str] | None = None
+                      ) -> list[dict]:
+    """Put each asked-for (task, system) run on the baselines queue of the server at `home` (or
+    REDIS_URL), for `palimpsest worker --queue baselines` on a machine with the models."""
+    from dataclasses import asdict
+
+    from server.queue import connect, enqueue_baseline_run
+    from server.settings import Settings
+
+    options = options or Options()
+    settings = Settings.from_env(home=home) if home is not None else Settings.from_env()
+    runs, _notes = plan(task_ids, systems, options, settings.home)
+    opts = {k: v for k, v in asdict(options).items() if k != "progress"}
+    try:
+        conn = connect(settings)
+        conn.ping()
+    except Exception as e:  # noqa: BLE001 - any failure to reach Redis
+        where = settings.redis_url or f"the embedded Redis of {settings.home} (is `palimpsest serve` running?)"
+        raise BaselineError(f"cannot reach the queue at {where}: {e}") from None
+    jobs = []
+    for task_id, system in runs:
+        job = enqueue_baseline_run(conn, task_id, system, opts, settings, phases)
+        status = job.get_status(refresh=False)
+        jobs.append({"task": task_id, "system": system, "job": job.id,
+                     "status": getattr(status, "value", status) or "queued"})
+    return jobs

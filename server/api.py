@@ -228,7 +228,8 @@ def submission_json(s, user, sub: Submission, phase: Phase | None = None) -> dic
     d = {"id": sub.id, "task": sub.task_id, "phase": phase.name if phase else None, "status": sub.status,
          "created": _iso(sub.created_at), "started": _iso(sub.started_at), "finished": _iso(sub.finished_at),
          "method_name": sub.method_name, "description": sub.description, "url": sub.url,
-         "show_publicly": sub.show_publicly, "is_primary": sub.is_primary, "file_name": sub.file_name,
+         "show_publicly": sub.show_publicly, "is_primary": sub.is_primary, "is_baseline": sub.is_baseline,
+         "file_name": sub.file_name,
          "size": sub.size, "sha256": sub.file_sha256, "hidden": sub.hidden,
          "hidden_reason": sub.hidden_reason or None, "failure_kind": sub.failure_kind,
          "errors": (sub.errors or []) if sub.status == "failed" else [],
@@ -252,7 +253,10 @@ def create(task_id):
     u = _user()
     t = _task(task_id)
     s = auth.db()
-    if u.team_id is None:
+    as_baseline = (request.form.get("baseline") or "").lower() in ("1", "true", "yes")
+    if as_baseline and not u.is_organizer:
+        raise ApiError(403, "not_organizer", "only an organizer's token may record baseline entries")
+    if u.team_id is None and not as_baseline:
         raise ApiError(403, "no_team", "join or create a team before submitting")
     if not _store(t.id).exists():
         raise ApiError(409, "not_imported", f"task {t.id!r} has no data yet")
@@ -264,7 +268,12 @@ def create(task_id):
     if not data:
         raise ApiError(422, "invalid_submission", "the file is empty",
                        problems=[{"line": None, "id": None, "message": "the file is empty"}], total=1)
-    team = s.get(Team, u.team_id)
+    if as_baseline:
+        from server.baselines import baseline_team
+
+        team = baseline_team(s)
+    else:
+        team = s.get(Team, u.team_id)
     try:
         sub = create_submission(
             s, user=u, team=team, task_id=t.id, phase=phase, upload=data, filename=f.filename or "",
@@ -272,7 +281,7 @@ def create(task_id):
             description=request.form.get("description") or "",
             url=(request.form.get("url") or "")[:500],
             show_publicly=(request.form.get("show_publicly", "true").lower() not in ("0", "false", "no")),
-            settings=current_app.extensions["palimpsest.settings"], dedupe=True,
+            is_baseline=as_baseline, settings=current_app.extensions["palimpsest.settings"], dedupe=True,
         )
     except DuplicateSubmission as e:  # a retried upload: the same answer, counted once
         body = submission_json(s, u, s.get(Submission, e.submission_id), phase)

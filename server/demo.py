@@ -11,10 +11,11 @@ import random
 import tempfile
 from pathlib import Path
 
+from server.baselines import BASELINE_TEAM
+
 WORDS = ("river stone light garden word voice bread house road fire letter mountain city star "
          "harvest door window shepherd lamp seed field tree sea wind path").split()
 DEMO_TEAMS = (("Aurora NLP", 0.15), ("Borealis", 0.3), ("Cirrus Lab", 0.45))
-BASELINE_TEAM = "Baselines"
 ORGANIZER_EMAIL = "organizer@demo.palimpsest.invalid"
 ORGANIZER_PASSWORD = "palimpsest-demo"
 

@@ -188,6 +188,7 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
 
     best: dict[int, tuple] = {}  # team_id -> (sub, team, note, result, part)
     rows_src: list[tuple] = []
+    baselines: dict[tuple, tuple] = {}  # (team_id, method_name) -> newest scored baseline entry
     gib = prim.greater_is_better
     for sub, team, note in candidates:
         got = pick(sub.id)
@@ -195,7 +196,11 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
             continue
         part, result = got
         if sub.is_baseline or team.is_baseline:
-            rows_src.append((sub, team, note, result, part, "baseline"))
+            # one row per baseline method: a re-run replaces the entry it repeats
+            key = (team.id, sub.method_name)
+            cur = baselines.get(key)
+            if cur is None or (sub.created_at, sub.id) > (cur[0].created_at, cur[0].id):
+                baselines[key] = (sub, team, note, result, part, "baseline")
             continue
         v = _value(result, prim.subset, prim.metric)
         cur = best.get(team.id)
@@ -211,6 +216,7 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
         if cv is None or (v is not None and ((v > cv) if gib else (v < cv))) or \
                 (v == cv and (sub.created_at, sub.id) < (csub.created_at, csub.id)):
             best[team.id] = (sub, team, note, result, part)
+    rows_src.extend(baselines.values())
     rows_src.extend(b + ("team",) for b in best.values())
 
     rows = []

@@ -103,6 +103,39 @@ def enqueue_submission(conn: redis.Redis, submission_id: int, settings: Settings
     )
 
 
+BASELINE_JOB_FUNC = "server.baseline_jobs.run_baseline"
+
+
+def baseline_job_id(task_id: str, system: str, options: dict, phases: list[str] | None) -> str:
+    """One job per (task, system, options, phases): asking twice while it waits adds nothing."""
+    import hashlib
+    import json
+
+    digest = hashlib.sha256(json.dumps([options, phases], sort_keys=True).encode()).hexdigest()[:12]
+    return f"baseline-{task_id}-{system}-{digest}"
+
+
+def enqueue_baseline_run(conn: redis.Redis, task_id: str, system: str, options: dict, settings: Settings,
+                         phases: list[str] | None = None) -> Job:
+    """Put one baseline run on the baselines queue, for a worker with the models (and the GPU):
+    `palimpsest worker --queue baselines`. The job writes the file and records it as a baseline
+    entry through `create_submission`, whose scoring job follows on the same queue."""
+    jid = baseline_job_id(task_id, system, options, phases)
+    try:
+        old = Job.fetch(jid, connection=conn, serializer=JSONSerializer)
+    except NoSuchJobError:
+        old = None
+    if old is not None:
+        if old.get_status(refresh=False) in (JobStatus.QUEUED, JobStatus.STARTED, JobStatus.SCHEDULED,
+                                             JobStatus.DEFERRED):
+            return old
+        old.delete(remove_from_queue=True)
+    return get_queue(BASELINES, conn, settings).enqueue_call(
+        BASELINE_JOB_FUNC, args=(task_id, system, options, phases), job_id=jid,
+        timeout=settings.baseline_timeout, result_ttl=7 * 24 * 3600, failure_ttl=7 * 24 * 3600,
+        description=f"baseline {system} on {task_id}")
+
+
 def _failure_callback():
     from rq import Callback
 

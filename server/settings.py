@@ -20,6 +20,7 @@ class Settings:
     env: str = "development"  # "development", "testing" or "production"
     max_upload_bytes: int = 128 * 1024 * 1024
     job_timeout: int = 600  # seconds; every scoring job has an explicit timeout
+    baseline_timeout: int = 3600  # seconds; a queued baseline run (model loading and encoding included)
     reconcile_every: float = 5.0  # seconds between reconciler passes
     max_attempts: int = 3  # scoring attempts before a submission fails for the server's reasons
     stale_after: float = 15.0  # seconds without a job heartbeat before its worker counts as dead
@@ -36,6 +37,7 @@ class Settings:
             env=env.get("PALIMPSEST_ENV", "development"),
             max_upload_bytes=int(env.get("PALIMPSEST_MAX_UPLOAD_BYTES", 128 * 1024 * 1024)),
             job_timeout=int(env.get("PALIMPSEST_JOB_TIMEOUT", 600)),
+            baseline_timeout=int(env.get("PALIMPSEST_BASELINE_TIMEOUT", 3600)),
             reconcile_every=float(env.get("PALIMPSEST_RECONCILE_EVERY", 5.0)),
             max_attempts=int(env.get("PALIMPSEST_MAX_ATTEMPTS", 3)),
             stale_after=float(env.get("PALIMPSEST_STALE_AFTER", 15.0)),

@@ -142,6 +142,39 @@ def test_full_loop(live):
     assert f"{ours['metrics']['all/f1']:.4f}" in line and " team " in f" {line} "
 
 
+def test_baselines_recorded_on_a_server_with_an_organizer_token(live):
+    """A GPU machine's run: the public inputs downloaded, the baseline written there, and recorded on
+    the server through the REST API; the server scores it and shows it as a baseline row."""
+    senv, env = live["server_env"], dict(live["env"], PALIMPSEST_HOME=str(live["base"] / "gpu-box"))
+    _run(["users", "create", "--email", "org@example.org", "--password-stdin", "--organizer"], senv,
+         stdin="correct horse battery\n", check=True)
+    org = _run(["tokens", "create", "--email", "org@example.org"], senv, check=True).stdout.strip()
+    _run(["login", "--server", live["url"], "--token", org], env, check=True)
+    _run(["download", "tric-binary"], env, check=True)
+    args = ["baselines", "run", "--task", "tric-binary", "--system", "lexical", "--quiet", "--json",
+            "--out", str(live["base"] / "gpu-out"), "--server", live["url"]]
+    # a participant's token is refused, saying why
+    r = _run([*args, "--token", live["token"]], env)
+    assert r.returncode != 0 and "organizer" in r.stderr and "Traceback" not in r.stderr
+    (run,) = json.loads(_run(args, env, check=True).stdout)  # the token `login` saved
+    assert run["scores"] is None  # no test gold on this machine: only the server scores it
+    (rec,) = run["recorded"]
+    assert rec["phase"] == "test" and rec["duplicate"] is False
+    (again,) = json.loads(_run(args, env, check=True).stdout)
+    assert again["recorded"] == [dict(rec, duplicate=True)]
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        sub = json.loads(_run(["status", str(rec["submission_id"]), "--json"], env, check=True).stdout)
+        if sub["status"] in ("scored", "failed"):
+            break
+        time.sleep(0.5)
+    assert sub["status"] == "scored" and sub["is_baseline"] is True and sub["method_name"] == "lexical"
+    board = json.loads(_run(["leaderboard", "tric-binary", "--phase", "test", "--json"], env, check=True).stdout)
+    (row,) = [x for x in board["rows"] if x.get("row_type") == "baseline"]
+    assert row["team"] == "Baselines" and row.get("rank") is None
+    assert row["metrics"]["all/f1"] == pytest.approx(sub["scores"]["metrics"]["all"]["f1"])
+
+
 def test_failures_have_one_line_messages(live):
     env = dict(live["env"], PALIMPSEST_SERVER=live["url"], PALIMPSEST_TOKEN=live["token"])
     senv = live["server_env"]

@@ -1,0 +1,87 @@
+"""Baseline entries: the reserved baselines team, and recording a baseline's submission file.
+
+A baseline is recorded exactly as a team's upload is: `create_submission` stores the file and
+enqueues its scoring (on the baselines queue); nothing here ever writes a score. Recording the same
+file twice in a phase returns the first submission (deduplicated under the team lock), so re-running
+a deterministic baseline adds no row. The leaderboard shows the newest scored entry per method.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlmodel import Session
+
+from server.models import Phase, Submission, Team, User
+from server.settings import Settings
+
+BASELINE_TEAM = "Baselines"
+
+
+def baseline_team(session: Session) -> Team:
+    """The team baseline entries belong to, created on first use (no invite code is ever shown)."""
+    from server.auth import new_invite_code
+
+    team = session.execute(select(Team).where(Team.is_baseline.is_(True)).order_by(Team.id)).scalars().first()
+    if team is not None:
+        return team
+    taken = {n for (n,) in session.execute(select(Team.name).where(Team.name.like(f"{BASELINE_TEAM}%")))}
+    name = next(n for n in (BASELINE_TEAM, *(f"{BASELINE_TEAM} ({i})" for i in range(2, 100))) if n not in taken)
+    team = Team(name=name, invite_code=new_invite_code(), is_baseline=True)
+    session.add(team)
+    session.commit()
+    session.refresh(team)
+    return team
+
+
+def baseline_phases(session: Session, task_id: str, names: list[str] | None = None,
+                    split: str = "test") -> list[Phase]:
+    """The phases a baseline run on `split` is recorded in: the named ones, else every phase of the
+    task on that split. Raises NotFound for a name the task lacks, or when it has no such phase."""
+    from server.exceptions import NotFound
+    from server.submissions import ensure_phases, resolve_phase
+
+    ensure_phases(session)
+    if names:
+        return [resolve_phase(session, task_id, n) for n in names]
+    found = list(session.execute(select(Phase).where(Phase.task_id == task_id, Phase.split == split)
+                                 .order_by(Phase.id)).scalars())
+    if not found:
+        raise NotFound(f"task {task_id!r} has no phase on its {split} split to record baselines in")
+    return found
+
+
+@dataclass
+class Recorded:
+    phase: str
+    submission_id: int
+    duplicate: bool
+
+    def as_dict(self) -> dict:
+        return {"phase": self.phase, "submission_id": self.submission_id, "duplicate": self.duplicate}
+
+
+def record_file(session: Session, *, task_id: str, path: str | Path, method_name: str, description: str = "",
+                phases: list[str] | None = None, settings: Settings | None = None, redis=None,
+                user: User | None = None) -> list[Recorded]:
+    """Submit `path` as a baseline entry of `task_id` in each of its test phases (or `phases`)."""
+    from server.exceptions import DuplicateSubmission
+    from server.submissions import create_submission
+
+    settings = settings or Settings.from_env()
+    team = baseline_team(session)
+    path = Path(path)
+    out = []
+    for ph in baseline_phases(session, task_id, phases):
+        try:
+            with path.open("rb") as f:
+                sub = create_submission(session, user=user, team=team, task_id=task_id, phase=ph, upload=f,
+                                        filename=path.name, method_name=method_name, description=description,
+                                        is_baseline=True, settings=settings, redis=redis, dedupe=True)
+            out.append(Recorded(ph.name, sub.id, False))
+        except DuplicateSubmission as e:
+            out.append(Recorded(ph.name, e.submission_id, True))
+    return out
+
