@@ -188,11 +188,9 @@ def test_plan_skips_cross_encoders_without_a_model_and_refuses_systems_that_do_n
         plan(["tric-ranking"], ["diffalign"], Options(), home)
 
 
-def test_record_baseline_waits_for_the_server():
+def test_record_baseline_refuses_what_is_not_a_run():
     with pytest.raises(ValueError, match="missing"):
         record_baseline({"task": "trac"})
-    with pytest.raises(NotImplementedError, match="server"):
-        record_baseline({"task": "trac", "system": "lexical", "model": None, "file": "x", "scores": {}})
 
 
 def test_missing_model_names_what_was_looked_for(tmp_path):
