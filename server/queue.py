@@ -2,6 +2,10 @@
 
 One job per submission: its id is `submission-<id>`, so enqueuing twice cannot run two
 different jobs, and the reconciler can ask Redis about a submission by its id alone.
+
+Two queues: `scoring` scores every submission (a team's or a baseline entry's: cheap CPU work any
+worker does); `baselines` holds baseline runs (`baselines run --enqueue`), which need the models and
+want the GPU machine: `palimpsest worker --queue baselines` there, `--queue scoring` elsewhere.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from rq.serializers import JSONSerializer
 from server.settings import Settings
 
 SCORING = "scoring"
-BASELINES = "baselines"
+BASELINES = "baselines"  # baseline runs (server.baseline_jobs), not the scoring of their files
 QUEUES = (SCORING, BASELINES)
 JOB_FUNC = "server.jobs.score_submission"
 FAILURE_CALLBACK = "server.jobs.on_job_failure"
@@ -64,10 +68,6 @@ def get_queue(name: str, conn: redis.Redis, settings: Settings | None = None) ->
     return Queue(name, connection=conn, serializer=JSONSerializer, default_timeout=timeout)
 
 
-def queue_name_for(is_baseline: bool) -> str:
-    return BASELINES if is_baseline else SCORING
-
-
 def fetch_job(conn: redis.Redis, submission_id: int) -> Job | None:
     try:
         return Job.fetch(job_id(submission_id), connection=conn, serializer=JSONSerializer)
@@ -76,14 +76,14 @@ def fetch_job(conn: redis.Redis, submission_id: int) -> Job | None:
 
 
 def enqueue_submission(conn: redis.Redis, submission_id: int, settings: Settings, *,
-                       is_baseline: bool = False, replace: bool = False) -> Job:
+                       replace: bool = False) -> Job:
     """Enqueue the scoring job of a submission, unless a job for it already waits or runs.
 
     `replace=True` (the reconciler) first deletes whatever job holds the id, e.g. one left
     "started" by a dead worker. RQ retries only what the job lets through: validation failures
     never raise, so only the server's own errors are retried.
     """
-    q = get_queue(queue_name_for(is_baseline), conn, settings)
+    q = get_queue(SCORING, conn, settings)  # every submission, a baseline entry's too
     old = fetch_job(conn, submission_id)
     if old is not None:
         status = old.get_status(refresh=False)

@@ -17,7 +17,7 @@ from sqlalchemy import select, update
 
 from server.jobs import PENDING, fail_infra
 from server.models import Submission, utcnow
-from server.queue import enqueue_submission, fetch_job, get_queue, queue_name_for
+from server.queue import SCORING, enqueue_submission, fetch_job, get_queue
 from server.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ _in_transit: dict[str, float] = {}
 GRACE = 3.0  # seconds: a submission just committed is about to be enqueued by its creator
 
 
-def job_is_live(conn, submission_id: int, is_baseline: bool, settings: Settings) -> bool:
+def job_is_live(conn, submission_id: int, settings: Settings) -> bool:
     """True when a job in Redis waits for this submission or runs it on a live worker."""
     from rq.job import JobStatus
 
@@ -35,7 +35,7 @@ def job_is_live(conn, submission_id: int, is_baseline: bool, settings: Settings)
         return False
     status = job.get_status(refresh=False)
     if status == JobStatus.QUEUED:
-        q = get_queue(queue_name_for(is_baseline), conn, settings)
+        q = get_queue(job.origin or SCORING, conn, settings)
         if conn.lpos(q.key, job.id) is not None:
             return True
         # Popped by a worker that has not started it yet: live for a while, not forever.
@@ -60,14 +60,13 @@ def reconcile(settings: Settings, engine, conn) -> dict:
     cutoff = utcnow() - timedelta(seconds=GRACE)
     with engine.connect() as c:
         rows = c.execute(
-            select(Submission.id, Submission.status, Submission.attempts, Submission.is_baseline,
-                   Submission.attempt_ceiling)
+            select(Submission.id, Submission.status, Submission.attempts, Submission.attempt_ceiling)
             .where(Submission.status.in_(PENDING), Submission.created_at < cutoff)
             .order_by(Submission.id)
         ).all()
     stats = {"pending": len(rows), "live": 0, "requeued": 0, "failed": 0}
-    for sid, status, attempts, is_baseline, attempt_ceiling in rows:
-        if job_is_live(conn, sid, is_baseline, settings):
+    for sid, status, attempts, attempt_ceiling in rows:
+        if job_is_live(conn, sid, settings):
             stats["live"] += 1
             continue
         if attempts >= (attempt_ceiling if attempt_ceiling is not None else settings.max_attempts):
@@ -82,7 +81,7 @@ def reconcile(settings: Settings, engine, conn) -> dict:
                                      Submission.attempts == attempts)
                               .values(status="queued")).rowcount
         if moved:
-            enqueue_submission(conn, sid, settings, is_baseline=is_baseline, replace=True)
+            enqueue_submission(conn, sid, settings, replace=True)
             stats["requeued"] += 1
             log.info("reconciler: re-enqueued submission %s (was %s, %s attempts)", sid, status, attempts)
     return stats

@@ -173,7 +173,7 @@ def create_submission(session: Session, *, user: User | None, team: Team, task_i
         session.rollback()
         raise
     if enqueue:
-        enqueue_or_leave(sub.id, is_baseline, settings, redis)
+        enqueue_or_leave(sub.id, settings, redis)
     return sub
 
 
@@ -203,12 +203,12 @@ def quota(session: Session, *, phase: Phase, team: Team | None = None, team_id: 
     }
 
 
-def enqueue_or_leave(submission_id: int, is_baseline: bool, settings: Settings, redis=None) -> bool:
+def enqueue_or_leave(submission_id: int, settings: Settings, redis=None) -> bool:
     """Enqueue the job; if Redis is away the row stays queued and the reconciler enqueues it later."""
     from server.queue import connect, enqueue_submission
 
     try:
-        enqueue_submission(redis or connect(settings), submission_id, settings, is_baseline=is_baseline)
+        enqueue_submission(redis or connect(settings), submission_id, settings)
         return True
     except Exception as e:
         log.warning("submission %s committed but not enqueued (%s: %s); the reconciler will enqueue it",

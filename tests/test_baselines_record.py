@@ -48,7 +48,7 @@ def test_a_recorded_baseline_is_scored_by_the_queue_like_any_upload(backend):
     assert scores(backend, sid) == []
     from server.queue import fetch_job
 
-    assert fetch_job(backend.conn, sid).origin == "baselines"
+    assert fetch_job(backend.conn, sid).origin == "scoring"
     burst(backend)
     (row,) = scores(backend, sid)
     assert get(backend, sid).status == "scored"
@@ -111,11 +111,16 @@ def test_the_baselines_queue_runs_the_baseline_and_scores_what_it_recorded(backe
     from rq.job import Job
     from rq.serializers import JSONSerializer
 
+    from server.queue import get_queue
+
     assert Job.fetch(job["job"], connection=backend.conn, serializer=JSONSerializer).origin == "baselines"
-    burst(backend, queues=("baselines",))  # the run job, then the scoring job it enqueued
+    assert get_queue("scoring", backend.conn).count == 0
+    burst(backend, queues=("baselines",))  # the run job: it writes the file and records it
     ran = Job.fetch(job["job"], connection=backend.conn, serializer=JSONSerializer)
     assert ran.get_status() == "finished", ran.latest_result()
     (rec,) = ran.return_value()["recorded"]
+    assert get(backend, rec["submission_id"]).status == "queued"
+    burst(backend, queues=("scoring",))  # its scoring, by any worker of the scoring queue
     sub = get(backend, rec["submission_id"])
     assert (sub.status, sub.is_baseline, sub.method_name) == ("scored", True, "lexical")
     offline = _run(backend, "tric-ranking", out=backend.settings.home / "offline")

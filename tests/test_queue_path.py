@@ -153,14 +153,17 @@ def test_enqueue_twice_keeps_one_job(backend):
     assert get_queue("scoring", backend.conn).count == 1
 
 
-def test_baselines_go_to_their_own_queue(backend):
+def test_a_baseline_entry_is_scored_on_the_scoring_queue_not_by_the_model_workers(backend):
+    # the baselines queue holds baseline runs for the GPU machine; any scoring worker scores the files
     from server.queue import get_queue
 
     team, user = make_team(backend, baseline=True)
     sub = submit(backend, team, user)
     assert get(backend, sub.id).is_baseline
-    assert get_queue("baselines", backend.conn).count == 1 and get_queue("scoring", backend.conn).count == 0
+    assert get_queue("scoring", backend.conn).count == 1 and get_queue("baselines", backend.conn).count == 0
     burst(backend, ("baselines",))
+    assert get(backend, sub.id).status == "queued"
+    burst(backend, ("scoring",))
     assert get(backend, sub.id).status == "scored"
 
 

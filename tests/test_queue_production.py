@@ -56,8 +56,21 @@ def test_compose_file_names_web_worker_redis_and_postgres_with_health_checks():
     redis_cmd = " ".join(services["redis"]["command"])
     assert "--appendonly yes" in redis_cmd and "--maxmemory-policy noeviction" in redis_cmd
     assert "server:create_app()" in services["web"]["command"]
-    assert services["worker"]["command"] == ["palimpsest", "worker"]
+    assert services["worker"]["command"] == ["palimpsest", "worker", "--queue", "scoring"]
     assert (REPO / "docker" / "Dockerfile").read_text().count("gunicorn") >= 1
+    # the GPU machine's worker runs the baseline runs, from its own image, with the GPU reserved
+    gpu = services["baselines-worker"]
+    assert gpu["command"] == ["palimpsest", "worker", "--queue", "baselines"] and gpu["profiles"] == ["gpu"]
+    assert gpu["build"]["dockerfile"] == "docker/Dockerfile.gpu"
+    assert gpu["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+    assert (REPO / gpu["build"]["dockerfile"]).is_file()
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    for svc in ("worker", "baselines-worker"):  # the commands the images run exist, with those queues
+        r = CliRunner().invoke(main, [*services[svc]["command"][1:], "--help"])
+        assert r.exit_code == 0 and "baselines" in r.output, r.output
 
 
 def test_embedded_redis_config_persists_and_never_listens_on_tcp(tmp_path):

@@ -301,7 +301,7 @@ def _enqueue(sub: Submission) -> bool:
         return True
     try:
         conn = current_app.extensions.get("palimpsest.redis") or connect(settings)
-        enqueue_submission(conn, sub.id, settings, is_baseline=sub.is_baseline, replace=True)
+        enqueue_submission(conn, sub.id, settings, replace=True)
     except Exception as e:  # noqa: BLE001 — the row says queued; the reconciler will pick it up
         current_app.logger.warning("rescore of submission %s left to the reconciler: %s", sub.id, e)
     return True
