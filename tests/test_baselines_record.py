@@ -207,3 +207,43 @@ def test_api_records_a_baseline_only_for_an_organizer(app, client, web_home):
     # the team's own submissions never list it
     r = client.get("/api/v1/submissions", headers={"Authorization": f"Bearer {team_token}"})
     assert body["id"] not in [x["id"] for x in r.get_json()]
+
+
+def test_organizer_page_queues_baseline_runs_and_the_queue_page_shows_what_they_recorded(embedded_backend):
+    """The web path, on the embedded Redis: the dashboard's form, a worker's burst, the queue page."""
+    from webkit import Browser, make_user
+
+    from server import create_app
+
+    b = embedded_backend
+    app = create_app({"home": b.settings.home, "env": "testing", "database_url": None, "redis_url": None})
+    make_user(app, "org@x.org", organizer=True)
+    make_user(app, "team@x.org", team="alpha")
+    org, team = Browser(app.test_client()), Browser(app.test_client())
+    org.login("org@x.org")
+    team.login("team@x.org")
+    page = org.get("/organizer/").get_data(as_text=True)
+    assert 'action="/organizer/tasks/trac/baselines"' in page and 'value="bi-encoder-mask"' in page
+    assert team.post("/organizer/tasks/trac/baselines", {"system": "lexical"}).status_code in (302, 403)
+    assert get_queue_count(b) == 0  # a team member queues nothing
+    r = org.post("/organizer/tasks/trac/baselines", {"system": ["lexical", "no-such-system"], "device": "cpu"})
+    assert r.status_code == 302 and get_queue_count(b) == 1
+    burst(b, queues=("baselines", "scoring"))
+    html = org.get("/organizer/queue").get_data(as_text=True)
+    assert "baseline lexical on trac" in html and "finished" in html
+    from server.models import AuditLog, Submission
+
+    with b.session() as s:
+        (sub,) = s.execute(select(Submission).where(Submission.is_baseline.is_(True))).scalars().all()
+        assert sub.status == "scored" and sub.task_id == "trac"
+        assert f'href="/submissions/{sub.id}"' in html
+        (act,) = s.execute(select(AuditLog).where(AuditLog.action == "baselines.enqueue")).scalars().all()
+        assert act.target == "task:trac"
+    r = org.post("/organizer/tasks/trac/baselines", {"system": "diffalign"})  # not a system of trac
+    assert r.status_code == 302 and get_queue_count(b) == 0
+
+
+def get_queue_count(backend) -> int:
+    from server.queue import BASELINES, get_queue
+
+    return get_queue(BASELINES, backend.conn).count

@@ -59,8 +59,10 @@ def dashboard():
     counts = dict(s.exec(select(Submission.status, func.count()).group_by(Submission.status)).all())
     log = s.exec(select(AuditLog).order_by(AuditLog.id.desc()).limit(30)).all()
     actors = {u.id: u.email for u in s.exec(select(User).where(User.is_organizer)).all()}
+    from baselines.systems import SYSTEMS
+
     return render_template("organizer/dashboard.html", tasks=tasks, counts=counts, log=log, actors=actors,
-                           phase_state=phase_state)
+                           phase_state=phase_state, systems=SYSTEMS)
 
 
 # ----------------------------------------------------------------------------- phases
@@ -346,6 +348,70 @@ def rescore_task(task_id: str):
     return _back(url_for("organizer.dashboard"))
 
 
+# ----------------------------------------------------------------------------- baselines
+
+
+@bp.route("/tasks/<task_id>/baselines", methods=["POST"])
+@organizer_required
+def queue_baselines(task_id: str):
+    """Put baseline runs of a task on the baselines queue (a GPU worker's, or serve's own worker)."""
+    from dataclasses import asdict
+
+    from baselines.systems import SYSTEMS, Options
+    from server.queue import connect, enqueue_baseline_run
+
+    t = task_or_404(task_id)
+    systems = [x for x in request.form.getlist("system") if x in SYSTEMS.get(t.id, ())]
+    if not systems:
+        flash(f"Choose at least one system of {t.id} ({', '.join(SYSTEMS.get(t.id, ()))}).", "error")
+        return _back(url_for("organizer.dashboard"))
+    device = request.form.get("device", "auto")
+    opts = Options(model=(request.form.get("model") or "").strip() or None,
+                   cross_model=(request.form.get("cross_model") or "").strip() or None,
+                   device=device if device in ("auto", "cpu", "cuda") else "auto")
+    options = {k: v for k, v in asdict(opts).items() if k != "progress"}
+    settings = current_app.extensions["palimpsest.settings"]
+    s = db()
+    try:
+        conn = current_app.extensions.get("palimpsest.redis") or connect(settings)
+        jobs = [enqueue_baseline_run(conn, t.id, system, options, settings).id for system in systems]
+    except Exception as e:  # noqa: BLE001 — nothing was recorded: say so, plainly
+        flash(f"The baselines queue is not reachable ({type(e).__name__}: {e}); nothing was queued.", "error")
+        return _back(url_for("organizer.dashboard"))
+    audit(s, current_user(), "baselines.enqueue", f"task:{t.id}", systems=systems, options=options, jobs=jobs)
+    s.commit()
+    flash(f"Queued {len(jobs)} baseline run(s) of {t.id}: {', '.join(systems)}. A worker of the baselines "
+          "queue runs them and records each file as a baseline entry; see the queue page.", "ok")
+    return _back(url_for("organizer.dashboard"))
+
+
+def _baseline_runs(conn, settings) -> list[dict]:
+    """The baseline runs RQ still knows of: waiting, running, finished (what they recorded), failed."""
+    from rq.job import Job
+    from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
+
+    from server.queue import BASELINES, get_queue
+
+    q = get_queue(BASELINES, conn, settings)
+    ids = (q.get_job_ids()[:50] + StartedJobRegistry(queue=q).get_job_ids()[:50]
+           + FinishedJobRegistry(queue=q).get_job_ids()[-50:] + FailedJobRegistry(queue=q).get_job_ids()[-50:])
+    runs = []
+    for job in Job.fetch_many(list(dict.fromkeys(ids)), connection=conn, serializer=q.serializer):
+        if job is None:
+            continue
+        status = job.get_status(refresh=False)
+        info = {"id": job.id, "what": job.description, "status": getattr(status, "value", status),
+                "enqueued": job.enqueued_at, "ended": job.ended_at, "recorded": [], "error": ""}
+        if info["status"] == "finished":
+            info["recorded"] = (job.return_value() or {}).get("recorded", [])
+        elif info["status"] == "failed":
+            exc = (job.exc_info or "").strip().splitlines()
+            info["error"] = exc[-1] if exc else "failed"
+        runs.append(info)
+    runs.sort(key=lambda r: r["enqueued"] or datetime.min, reverse=True)
+    return runs
+
+
 # ----------------------------------------------------------------------------- queue and log
 
 
@@ -356,7 +422,7 @@ def queue():
     s = db()
     by_status = {st: s.exec(select(Submission).where(Submission.status == st).order_by(Submission.id.desc())
                             .limit(100)).all() for st in ("queued", "running", "failed")}
-    rq_info, rq_error = {}, None
+    rq_info, rq_error, runs = {}, None, []
     try:
         from rq.registry import FailedJobRegistry, StartedJobRegistry
 
@@ -374,9 +440,11 @@ def queue():
                 "failed": len(FailedJobRegistry(queue=q)),
                 "failed_ids": FailedJobRegistry(queue=q).get_job_ids()[:20],
             }
+        runs = _baseline_runs(conn, settings)
     except Exception as e:  # noqa: BLE001 — the page still shows the database's view
         rq_error = f"{type(e).__name__}: {e}"
-    return render_template("organizer/queue.html", by_status=by_status, rq_info=rq_info, rq_error=rq_error)
+    return render_template("organizer/queue.html", by_status=by_status, rq_info=rq_info, rq_error=rq_error,
+                           runs=runs)
 
 
 @bp.route("/audit")
