@@ -101,8 +101,13 @@ def _seed() -> None:
     torch.manual_seed(0)
 
 
+def show_progress(flag: bool | None) -> bool:
+    """Whether to draw progress bars: the flag when given, else PALIMPSEST_PROGRESS (on unless "0")."""
+    return bool(flag) if flag is not None else os.environ.get("PALIMPSEST_PROGRESS", "1") != "0"
+
+
 def _quiet_progress(show: bool | None) -> bool:
-    show = bool(show) if show is not None else os.environ.get("PALIMPSEST_PROGRESS", "1") != "0"
+    show = show_progress(show)
     if not show:  # transformers draws its own bar while loading weights
         from transformers.utils import logging as hf_logging
 
@@ -113,10 +118,21 @@ def _quiet_progress(show: bool | None) -> bool:
 # ---------------------------------------------------------------- bi-encoder
 
 
-class BiEncoder:
-    """A sentence-transformers model that turns texts into unit vectors."""
+PIPELINES = ("fast", "stock")
 
-    def __init__(self, spec=None, device: str = "auto", batch_size: int = 32, progress: bool | None = None):
+
+class BiEncoder:
+    """A sentence-transformers model that turns texts into unit vectors.
+
+    pipeline "fast" (the default) tokenizes every text up front with the model's Rust tokenizer on all
+    cores, sorts by token length and runs padded batches of exactly the width needed, keeping ids and
+    results on the device (one copy each way); "stock" is sentence-transformers' own `encode()`.
+    """
+
+    def __init__(self, spec=None, device: str = "auto", batch_size: int = 32, progress: bool | None = None,
+                 pipeline: str = "fast"):
+        if pipeline not in PIPELINES:
+            raise BaselineError(f"pipeline {pipeline!r} is not one of {', '.join(PIPELINES)}")
         _offline()
         _seed()
         from sentence_transformers import SentenceTransformer
@@ -124,43 +140,162 @@ class BiEncoder:
         self.model_ref = resolve_model(spec)
         self.device = pick_device(device)
         self.batch_size = batch_size
+        self.pipeline = pipeline
         self.progress = _quiet_progress(progress)
         # Always a local directory (resolve_model) and HF_HUB_OFFLINE=1: nothing can be downloaded.
         self.model = SentenceTransformer(str(self.model_ref.path), device=self.device)
         if self.device == "cuda":
-            self.model.half()  # fp16 on the GPU; encode() already sorts each call's texts by length
+            self.model.half()  # fp16 on the GPU
         self.model.eval()
         self.sentences_encoded = 0
         self.seconds_encoding = 0.0
         # TRiC, TRaC and the ten TRoTR folds share their tweets: encode each text once per run.
         self._cache: dict[str, object] = {}
+        self._backend = None  # (max length, private copy of the Rust tokenizer)
 
     CACHE_LIMIT = 200_000
+    TOKENIZE_CHUNK = 8192  # texts per call into the Rust tokenizer (each call uses every core)
 
     @property
     def name(self) -> str:
         return self.model_ref.name
 
-    def _encode(self, texts: list[str], desc: str):
+    @property
+    def dimension(self) -> int:
+        get = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        return get() or 0  # the first name is sentence-transformers 6's, the second older versions'
+
+    def _encode(self, texts: list[str], desc: str, pipeline: str | None = None):
         import time
 
         import numpy as np
 
+        pipeline = pipeline or self.pipeline
+        if pipeline not in PIPELINES:
+            raise BaselineError(f"pipeline {pipeline!r} is not one of {', '.join(PIPELINES)}")
         t0 = time.perf_counter()
         if self.progress:
             print(f"{desc}: {len(texts)} texts with {self.name} on {self.device}", flush=True)
-        v = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=self.progress,
-                              convert_to_numpy=True, normalize_embeddings=True)
+        if not texts:
+            v = np.zeros((0, self.dimension), dtype=np.float32)
+        elif pipeline == "stock" or self._default_prompt():
+            v = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=self.progress,
+                                  convert_to_numpy=True, normalize_embeddings=True)
+        else:
+            v = self._encode_fast(texts, desc)
         self.seconds_encoding += time.perf_counter() - t0
         self.sentences_encoded += len(texts)
         return np.asarray(v, dtype=np.float32)
+
+    def _default_prompt(self) -> str:
+        # A model that declares a default prompt gets it from encode(); ours would not: use encode().
+        name = getattr(self.model, "default_prompt_name", None)
+        return (getattr(self.model, "prompts", None) or {}).get(name, "") if name else ""
+
+    def _tokenizer(self):
+        """A private copy of the model's Rust tokenizer that truncates as encode() does and never pads
+        (the model's own tokenizer object is shared and left as it is)."""
+        from tokenizers import Tokenizer
+
+        tok = self.model.tokenizer
+        if not getattr(tok, "is_fast", False):
+            raise BaselineError(f"model {self.name!r} has no fast (Rust) tokenizer; use pipeline='stock'")
+        limit = self.model.max_seq_length
+        limit = limit if limit is not None and limit < 1_000_000 else None
+        if self._backend is None or self._backend[0] != limit:
+            backend = Tokenizer.from_str(tok.backend_tokenizer.to_str())
+            backend.no_padding()
+            if limit is None:
+                backend.no_truncation()
+            else:
+                backend.enable_truncation(limit, strategy="longest_first",
+                                          direction=getattr(tok, "truncation_side", "right"))
+            self._backend = (limit, backend)
+        return self._backend[1]
+
+    def _tokenize(self, texts: list[str], desc: str) -> list[list[int]]:
+        """Token ids of every text, special tokens included, truncated to max_seq_length."""
+        from tqdm.auto import tqdm
+
+        backend = self._tokenizer()
+        encode_batch = getattr(backend, "encode_batch_fast", backend.encode_batch)  # fast: no offsets
+        ids: list[list[int]] = []
+        with tqdm(total=len(texts), desc=f"{desc} (tokenizing)", unit="text", disable=not self.progress) as bar:
+            for a in range(0, len(texts), self.TOKENIZE_CHUNK):
+                # Rust, on all cores (TOKENIZERS_PARALLELISM), without the GIL
+                encodings = encode_batch(texts[a:a + self.TOKENIZE_CHUNK], add_special_tokens=True)
+                ids.extend(e.ids for e in encodings)
+                bar.update(len(encodings))
+        return ids
+
+    def _encode_fast(self, texts: list[str], desc: str):
+        """Unit vectors in the caller's order: sorted by token length (longest first, ties in input
+        order, so a given input list always gives the same batches), exact-width batches."""
+        from itertools import chain
+
+        import numpy as np
+        import torch
+        from tqdm.auto import tqdm
+
+        ids = self._tokenize(list(texts), desc)
+        tok = self.model.tokenizer
+        n, bs = len(ids), self.batch_size
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=n)
+        order = np.argsort(-lengths, kind="stable")
+        starts = np.arange(0, n, bs)
+        sizes = np.minimum(bs, n - starts)
+        widths = lengths[order[starts]]
+        offsets = np.concatenate([[0], np.cumsum(sizes * widths)])
+        # Every batch, padded to its own width, back to back in one flat array: it goes to the device in
+        # one copy (from pinned memory on CUDA) and each batch is a view of it there.
+        cuda = self.device.startswith("cuda")
+        flat_t = torch.empty(int(offsets[-1]), dtype=torch.long, pin_memory=cuda)
+        flat = flat_t.numpy()
+        flat.fill(tok.pad_token_id if tok.pad_token_id is not None else 0)
+        p = np.arange(n)
+        b = p // bs
+        # Padding on the right, whatever the tokenizer's padding_side: with absolute positions, a
+        # text's vector then does not depend on the batch it falls in.
+        row_base = offsets[b] + (p - starts[b]) * widths[b]  # where sorted row p starts in flat
+        dest_base = np.empty(n, dtype=np.int64)
+        dest_base[order] = row_base
+        n_tokens = int(lengths.sum())
+        tokens = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=n_tokens)
+        del ids
+        flat[np.repeat(dest_base - (np.cumsum(lengths) - lengths), lengths) + np.arange(n_tokens)] = tokens
+        dev = torch.device(self.device)
+        flat_d = flat_t.to(dev, non_blocking=True)
+        lens_d = torch.from_numpy(lengths[order]).to(dev, non_blocking=True)
+        positions = torch.arange(int(widths.max()), device=dev)
+        type_ids = "token_type_ids" in getattr(tok, "model_input_names", ())
+        out = None
+        with torch.inference_mode(), tqdm(total=n, desc=desc, unit="text", disable=not self.progress) as bar:
+            for k, (s, size, w) in enumerate(zip(starts.tolist(), sizes.tolist(), widths.tolist())):
+                input_ids = flat_d[offsets[k]:offsets[k + 1]].view(size, w)
+                lens = lens_d[s:s + size, None]
+                features = {"input_ids": input_ids, "attention_mask": (positions[:w] < lens).long()}
+                if type_ids:  # one segment: every type id is 0
+                    features["token_type_ids"] = torch.zeros_like(input_ids)
+                emb = self.model(features)["sentence_embedding"]
+                if out is None:  # results stay on the device until the end
+                    out = torch.empty((n, emb.shape[1]), dtype=torch.float32, device=dev)
+                out[s:s + size] = torch.nn.functional.normalize(emb.float(), p=2, dim=1)
+                bar.update(size)
+        result = np.empty((n, out.shape[1]), dtype=np.float32)
+        result[order] = out.cpu().numpy()  # one copy back, then the caller's order
+        return result
+
+    def encode_all(self, texts: list[str], desc: str = "encoding", pipeline: str | None = None):
+        """Unit-length float32 vectors, one row per text, every text encoded afresh (no cache) by the
+        given pipeline ("fast" or "stock"; default: this encoder's)."""
+        return self._encode(list(texts), desc, pipeline)
 
     def encode(self, texts: list[str], desc: str = "encoding"):
         """Unit-length float32 vectors, one row per text."""
         import numpy as np
 
         if not texts:
-            return np.zeros((0, self.model.get_sentence_embedding_dimension() or 0), dtype=np.float32)
+            return np.zeros((0, self.dimension), dtype=np.float32)
         todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
         if len(self._cache) + len(todo) > self.CACHE_LIMIT:  # too many to keep: encode, keep nothing
             return self._encode(list(texts), desc)

@@ -371,3 +371,78 @@ def test_swissgov_diffalign_and_loci_rerank_with_a_tiny_model(small_home, tiny_m
     lines = path.read_text(encoding="utf-8").splitlines()
     assert len(lines) == 1 + 11 * 5  # threshold 0 keeps every retrieved link
     assert score_file("loci-similes", path, "test", small_home)["metrics"]["all"]["tp"] >= 1
+
+
+# ---------------------------------------------------------------- the bi-encoder's own pipeline
+
+_SHORT = ["Seek and ye shall find.", "Ask, and it shall be given you", "x", "a b c d e f g",
+          "Shut up and learn your place woman.", "Judge not, that ye be not judged #Bible"]
+# 500 words: beyond max_seq_length for MiniLM (256) and the tiny BERT (64), so truncation is exercised
+_LONG = ["knock and it shall be opened unto you " * 63, " ".join(_SHORT * 40)]
+_BLANK = ["", " ", "\t\n  "]
+_MIX = _SHORT + _LONG + _BLANK + [_SHORT[0], _LONG[0], ""]  # and duplicates
+
+
+@pytest.fixture(params=["minilm", "tiny", "tiny-token-types"])
+def bi_encoder(request, tiny_model):
+    """A BiEncoder on MiniLM (when installed) or on the tiny BERT (mean pooling, no Normalize module);
+    the last variant's tokenizer also gives token_type_ids, as BERT's do."""
+    from baselines.models import BiEncoder
+
+    if request.param == "minilm":
+        _need_minilm()
+        return BiEncoder(None, device="cpu", batch_size=4, progress=False)
+    enc = BiEncoder(tiny_model, device="cpu", batch_size=4, progress=False)
+    if request.param == "tiny-token-types":
+        enc.model.tokenizer.model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
+    return enc
+
+
+def test_fast_pipeline_equals_stock_encode(bi_encoder):
+    import numpy as np
+
+    tok = bi_encoder.model.tokenizer
+    assert all(len(tok(t, truncation=False)["input_ids"]) > bi_encoder.model.max_seq_length for t in _LONG)
+    ours = bi_encoder.encode_all(_MIX)
+    stock = bi_encoder.model.encode(_MIX, batch_size=5, normalize_embeddings=True, convert_to_numpy=True)
+    assert ours.dtype == np.float32 and ours.shape == stock.shape
+    assert np.abs(ours - stock).max() <= 1e-5
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-6)
+    assert np.array_equal(ours[0], ours[len(_MIX) - 3])  # the same text in the same call: the same row
+    assert not np.allclose(ours[0], ours[1], atol=1e-3)
+
+
+def test_fast_pipeline_is_deterministic_and_keeps_the_callers_order(bi_encoder):
+    import numpy as np
+
+    first = bi_encoder.encode_all(_MIX)
+    assert np.array_equal(first, bi_encoder.encode_all(_MIX))  # bit for bit, same batch size
+    perm = random.Random(5).sample(range(len(_MIX)), len(_MIX))
+    permuted = bi_encoder.encode_all([_MIX[i] for i in perm])
+    assert np.abs(permuted - first[perm]).max() <= 1e-5
+
+
+def test_fast_pipeline_does_not_depend_on_the_batch_size(bi_encoder):
+    import numpy as np
+
+    bi_encoder.batch_size = 1
+    one = bi_encoder.encode_all(_MIX)
+    bi_encoder.batch_size = 7
+    seven = bi_encoder.encode_all(_MIX)
+    assert np.abs(one - seven).max() <= 1e-5
+
+
+def test_encode_uses_the_chosen_pipeline_and_caches(tiny_model):
+    import numpy as np
+
+    from baselines.models import BiEncoder
+
+    stock = BiEncoder(tiny_model, device="cpu", batch_size=4, progress=False, pipeline="stock")
+    fast = BiEncoder(tiny_model, device="cpu", batch_size=4, progress=False)
+    assert fast.pipeline == "fast" and stock.pipeline == "stock"
+    a, b = fast.encode(_MIX), stock.encode(_MIX)
+    assert np.abs(a - b).max() <= 1e-5
+    assert fast.sentences_encoded == len(set(_MIX))  # duplicates encoded once
+    assert fast.encode([]).shape == (0, 32)
+    with pytest.raises(BaselineError, match="pipeline 'slow'"):
+        BiEncoder(tiny_model, device="cpu", pipeline="slow")
