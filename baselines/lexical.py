@@ -23,11 +23,12 @@ def dice_texts(a: str, b: str) -> float:
     return dice(words(a), words(b))
 
 
-def dice_top_k(queries: list[str], sources: list[str], k: int, chunk: int = 256):
+def dice_top_k(queries: list[str], sources: list[str], k: int, chunk: int = 256, progress: bool = False):
     """For each query, the k sources with the highest Dice (ties: lower source index first), as
     (indices, scores) arrays of shape (n_queries, k); computed by sparse matrix products in chunks."""
     import numpy as np
     from scipy import sparse
+    from tqdm.auto import tqdm
 
     vocab: dict[str, int] = {}
 
@@ -50,7 +51,7 @@ def dice_top_k(queries: list[str], sources: list[str], k: int, chunk: int = 256)
     k = min(k, len(sources))
     idx = np.zeros((len(queries), k), dtype=np.int64)
     val = np.zeros((len(queries), k), dtype=np.float64)
-    for a in range(0, len(queries), chunk):
+    for a in tqdm(range(0, len(queries), chunk), desc="Dice top-k", unit="chunk", disable=not progress):
         inter = (q[a:a + chunk] @ st).toarray().astype(np.float64)
         denom = q_len[a:a + chunk, None] + s_len[None, :]
         d = np.divide(2.0 * inter, denom, out=np.zeros_like(inter), where=denom > 0)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from baselines.lexical import dice_texts, dice_top_k, words
-from baselines.models import BaselineError, BiEncoder, PairScorer, TokenEncoder
+from baselines.models import BaselineError, BiEncoder, PairScorer, TokenEncoder, show_progress
 from tasks.store import TaskStore
 
 TRIC = ("tric-binary", "tric-ranking", "trac")
@@ -248,11 +248,12 @@ def run_swissgov(task_id: str, system: str, store: TaskStore, out: Path, models:
 # ---------------------------------------------------------------- Loci Similes
 
 
-def top_k(q, s, k: int, device: str = "cpu", chunk: int = 4096):
+def top_k(q, s, k: int, device: str = "cpu", chunk: int = 4096, progress: bool = False):
     """Exact top-k rows of s by inner product for each row of q, by chunked matrix products
     (on the GPU when device is cuda); returns (indices, scores) as numpy arrays."""
     import numpy as np
     import torch
+    from tqdm.auto import tqdm
 
     k = min(k, s.shape[0])
     dtype = torch.float16 if device == "cuda" else torch.float32
@@ -260,7 +261,7 @@ def top_k(q, s, k: int, device: str = "cpu", chunk: int = 4096):
     idx = np.zeros((q.shape[0], k), dtype=np.int64)
     val = np.zeros((q.shape[0], k), dtype=np.float64)
     with torch.inference_mode():
-        for a in range(0, q.shape[0], chunk):
+        for a in tqdm(range(0, q.shape[0], chunk), desc="top-k", unit="chunk", disable=not progress):
             qt = torch.from_numpy(np.ascontiguousarray(q[a:a + chunk])).to(device=device, dtype=dtype)
             v, i = torch.topk(qt @ st.T, k, dim=1, largest=True, sorted=True)
             idx[a:a + chunk] = i.cpu().numpy()
@@ -284,13 +285,14 @@ def run_loci(task_id: str, system: str, store: TaskStore, out: Path, models: Mod
     queries = _read_csv(store.public("test", "queries.csv"))
     sources = _read_csv(store.public("test", "sources.csv"))
     if system == "lexical":
-        idx, val = dice_top_k([t for _, t in queries], [t for _, t in sources], opts.top_k)
+        idx, val = dice_top_k([t for _, t in queries], [t for _, t in sources], opts.top_k,
+                              progress=show_progress(opts.progress))
     elif system in ("retrieve", "retrieve-rerank"):
         enc = models.bi()
         qp, sp = ("Query: ", "Candidate: ") if opts.prefixes else ("", "")
         qv = enc.encode([qp + t for _, t in queries], desc="loci-similes queries")
         sv = enc.encode([sp + t for _, t in sources], desc="loci-similes sources")
-        idx, val = top_k(qv, sv, opts.top_k, enc.device)
+        idx, val = top_k(qv, sv, opts.top_k, enc.device, progress=enc.progress)
     else:
         raise BaselineError(f"system {system!r} does not apply to {task_id} "
                             f"(systems: {', '.join(SYSTEMS[task_id])})")
