@@ -245,7 +245,7 @@ class BiEncoder:
         starts = np.arange(0, n, bs)
         sizes = np.minimum(bs, n - starts)
         widths = lengths[order[starts]]
-        offsets = np.concatenate([[0], np.cumsum(sizes * widths)])
+        offsets = np.concatenate([[0], np.cumsum(sizes * widths)]).tolist()
         # Every batch, padded to its own width, back to back in one flat array: it goes to the device in
         # one copy (from pinned memory on CUDA) and each batch is a view of it there.
         cuda = self.device.startswith("cuda")
@@ -256,7 +256,7 @@ class BiEncoder:
         b = p // bs
         # Padding on the right, whatever the tokenizer's padding_side: with absolute positions, a
         # text's vector then does not depend on the batch it falls in.
-        row_base = offsets[b] + (p - starts[b]) * widths[b]  # where sorted row p starts in flat
+        row_base = np.asarray(offsets)[b] + (p - starts[b]) * widths[b]  # where sorted row p starts in flat
         dest_base = np.empty(n, dtype=np.int64)
         dest_base[order] = row_base
         n_tokens = int(lengths.sum())
@@ -267,15 +267,17 @@ class BiEncoder:
         flat_d = flat_t.to(dev, non_blocking=True)
         lens_d = torch.from_numpy(lengths[order]).to(dev, non_blocking=True)
         positions = torch.arange(int(widths.max()), device=dev)
-        type_ids = "token_type_ids" in getattr(tok, "model_input_names", ())
+        # One segment per text: every type id is 0 (one zero tensor, sliced per batch)
+        zeros = (torch.zeros((min(bs, n), int(widths.max())), dtype=torch.long, device=dev)
+                 if "token_type_ids" in getattr(tok, "model_input_names", ()) else None)
         out = None
         with torch.inference_mode(), tqdm(total=n, desc=desc, unit="text", disable=not self.progress) as bar:
             for k, (s, size, w) in enumerate(zip(starts.tolist(), sizes.tolist(), widths.tolist())):
                 input_ids = flat_d[offsets[k]:offsets[k + 1]].view(size, w)
                 lens = lens_d[s:s + size, None]
                 features = {"input_ids": input_ids, "attention_mask": (positions[:w] < lens).long()}
-                if type_ids:  # one segment: every type id is 0
-                    features["token_type_ids"] = torch.zeros_like(input_ids)
+                if zeros is not None:
+                    features["token_type_ids"] = zeros[:size, :w]
                 emb = self.model(features)["sentence_embedding"]
                 if out is None:  # results stay on the device until the end
                     out = torch.empty((n, emb.shape[1]), dtype=torch.float32, device=dev)
