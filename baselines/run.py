@@ -90,6 +90,13 @@ def method_label(system: str, model: str | None) -> str:
     return f"{system} ({model})" if model else system
 
 
+def _server_settings(home=None):
+    """The server's settings (database, queue) with `home` as its data directory when given."""
+    from server.settings import Settings
+
+    return Settings.from_env(home=home) if home is not None else Settings.from_env()
+
+
 def _description(result: dict) -> str:
     what = f"with {result['model']}" if result.get("model") else "model-free"
     return (f"Reference system {result['system']} of the task's paper, {what}, written by "
@@ -115,11 +122,10 @@ def record_baseline(result: dict, *, server: str | None = None, token: str | Non
         return _record_remote(result, method, server, token, phases)
     from server.baselines import record_file
     from server.db import create_all, get_engine
-    from server.settings import Settings
     from sqlmodel import Session
 
     if settings is None:
-        settings = Settings.from_env(home=home) if home is not None else Settings.from_env()
+        settings = _server_settings(home)
     engine = get_engine(settings.sqlalchemy_url())
     create_all(engine)
     with Session(engine) as s:
@@ -163,15 +169,12 @@ def enqueue_baselines(task_ids: list[str] | None = None, systems: list[str] | No
                       ) -> list[dict]:
     """Put each asked-for (task, system) run on the baselines queue of the server at `home` (or
     REDIS_URL), for `palimpsest worker --queue baselines` on a machine with the models."""
-    from dataclasses import asdict
-
     from server.queue import connect, enqueue_baseline_run
-    from server.settings import Settings
 
     options = options or Options()
-    settings = Settings.from_env(home=home) if home is not None else Settings.from_env()
+    settings = _server_settings(home)
     runs, _notes = plan(task_ids, systems, options, settings.home)
-    opts = {k: v for k, v in asdict(options).items() if k != "progress"}
+    opts = options.job_args()
     try:
         conn = connect(settings)
         conn.ping()

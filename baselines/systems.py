@@ -43,6 +43,12 @@ class Options:
     threshold: float = 0.5  # Loci Similes re-ranker: keep a link when its probability >= this
     prefixes: bool = False  # Loci Similes: "Query: " / "Candidate: " before each segment
 
+    def job_args(self) -> dict:
+        """The settings a queued run carries (JSON; progress bars are the worker's own business)."""
+        from dataclasses import asdict
+
+        return {k: v for k, v in asdict(self).items() if k != "progress"}
+
 
 @dataclass
 class Models:

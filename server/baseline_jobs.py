@@ -2,7 +2,7 @@
 baselines`) writes one baseline's submission file and records it like any team's upload.
 
 The job never writes a score: `record_baseline` goes through `create_submission`, which stores the
-file, commits the row and enqueues its scoring job on the same queue.
+file, commits the row and enqueues its scoring job on the scoring queue.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Baseline entries: the reserved baselines team, and recording a baseline's submission file.
 
 A baseline is recorded exactly as a team's upload is: `create_submission` stores the file and
-enqueues its scoring (on the baselines queue); nothing here ever writes a score. Recording the same
+enqueues its scoring (on the scoring queue); nothing here ever writes a score. Recording the same
 file twice in a phase returns the first submission (deduplicated under the team lock), so re-running
 a deterministic baseline adds no row. The leaderboard shows the newest scored entry per method.
 """

@@ -68,11 +68,33 @@ def get_queue(name: str, conn: redis.Redis, settings: Settings | None = None) ->
     return Queue(name, connection=conn, serializer=JSONSerializer, default_timeout=timeout)
 
 
-def fetch_job(conn: redis.Redis, submission_id: int) -> Job | None:
+def _fetch(conn: redis.Redis, jid: str) -> Job | None:
     try:
-        return Job.fetch(job_id(submission_id), connection=conn, serializer=JSONSerializer)
+        return Job.fetch(jid, connection=conn, serializer=JSONSerializer)
     except NoSuchJobError:
         return None
+
+
+def fetch_job(conn: redis.Redis, submission_id: int) -> Job | None:
+    return _fetch(conn, job_id(submission_id))
+
+
+LIVE = (JobStatus.QUEUED, JobStatus.STARTED, JobStatus.SCHEDULED, JobStatus.DEFERRED)
+
+
+def _live_or_cleared(conn: redis.Redis, jid: str, replace: bool = False) -> Job | None:
+    """The job holding `jid` if it still waits or runs (and `replace` is off); otherwise that job,
+    finished, failed or stale, is deleted so the id can be enqueued afresh, and None is returned."""
+    old = _fetch(conn, jid)
+    if old is None:
+        return None
+    if not replace and old.get_status(refresh=False) in LIVE:
+        return old
+    try:
+        old.delete(remove_from_queue=True)
+    except Exception:  # a half-written job hash: drop the key itself
+        conn.delete(old.key)
+    return None
 
 
 def enqueue_submission(conn: redis.Redis, submission_id: int, settings: Settings, *,
@@ -84,16 +106,9 @@ def enqueue_submission(conn: redis.Redis, submission_id: int, settings: Settings
     never raise, so only the server's own errors are retried.
     """
     q = get_queue(SCORING, conn, settings)  # every submission, a baseline entry's too
-    old = fetch_job(conn, submission_id)
-    if old is not None:
-        status = old.get_status(refresh=False)
-        if not replace and status in (JobStatus.QUEUED, JobStatus.STARTED, JobStatus.SCHEDULED,
-                                      JobStatus.DEFERRED):
-            return old
-        try:
-            old.delete(remove_from_queue=True)
-        except Exception:  # a half-written job hash: drop the key itself
-            conn.delete(old.key)
+    live = _live_or_cleared(conn, job_id(submission_id), replace)
+    if live is not None:
+        return live
     retries = max(0, settings.max_attempts - 1)
     return q.enqueue_call(
         JOB_FUNC, args=(int(submission_id),), job_id=job_id(submission_id),
@@ -119,17 +134,11 @@ def enqueue_baseline_run(conn: redis.Redis, task_id: str, system: str, options: 
                          phases: list[str] | None = None) -> Job:
     """Put one baseline run on the baselines queue, for a worker with the models (and the GPU):
     `palimpsest worker --queue baselines`. The job writes the file and records it as a baseline
-    entry through `create_submission`, whose scoring job follows on the same queue."""
+    entry through `create_submission`, which enqueues its scoring on the scoring queue."""
     jid = baseline_job_id(task_id, system, options, phases)
-    try:
-        old = Job.fetch(jid, connection=conn, serializer=JSONSerializer)
-    except NoSuchJobError:
-        old = None
-    if old is not None:
-        if old.get_status(refresh=False) in (JobStatus.QUEUED, JobStatus.STARTED, JobStatus.SCHEDULED,
-                                             JobStatus.DEFERRED):
-            return old
-        old.delete(remove_from_queue=True)
+    live = _live_or_cleared(conn, jid)
+    if live is not None:
+        return live
     return get_queue(BASELINES, conn, settings).enqueue_call(
         BASELINE_JOB_FUNC, args=(task_id, system, options, phases), job_id=jid,
         timeout=settings.baseline_timeout, result_ttl=7 * 24 * 3600, failure_ttl=7 * 24 * 3600,

@@ -355,8 +355,6 @@ def rescore_task(task_id: str):
 @organizer_required
 def queue_baselines(task_id: str):
     """Put baseline runs of a task on the baselines queue (a GPU worker's, or serve's own worker)."""
-    from dataclasses import asdict
-
     from baselines.systems import SYSTEMS, Options
     from server.queue import connect, enqueue_baseline_run
 
@@ -369,7 +367,7 @@ def queue_baselines(task_id: str):
     opts = Options(model=(request.form.get("model") or "").strip() or None,
                    cross_model=(request.form.get("cross_model") or "").strip() or None,
                    device=device if device in ("auto", "cpu", "cuda") else "auto")
-    options = {k: v for k, v in asdict(opts).items() if k != "progress"}
+    options = opts.job_args()
     settings = current_app.extensions["palimpsest.settings"]
     s = db()
     try:
