@@ -12,14 +12,34 @@ from tasks import get_task
 from tasks.store import TaskStore
 
 
-def plan(task_ids: list[str] | None, systems: list[str] | None, options: Options, home=None
-         ) -> tuple[list[tuple[str, str]], list[str]]:
+MODEL_PACKAGES = ("torch", "sentence_transformers")
+INSTALL_MODELS = "pip install torch==2.13.0 && pip install -e '.[baselines]'"
+
+
+def missing_model_packages() -> list[str]:
+    """The packages the model-based systems need that this Python lacks (nothing is imported)."""
+    import importlib.util
+
+    def absent(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is None
+        except (ImportError, ValueError):  # a finder that refuses it, or a broken half-import
+            return True
+
+    return [p for p in MODEL_PACKAGES if absent(p)]
+
+
+def plan(task_ids: list[str] | None, systems: list[str] | None, options: Options, home=None,
+         here: bool = True) -> tuple[list[tuple[str, str]], list[str]]:
     """The (task, system) runs asked for, and a note for each one left out and why.
 
     With no task given, every imported task; with no system given, every system that applies,
-    leaving out the cross-encoder ones when no cross-encoder model is given.
+    leaving out the cross-encoder ones when no cross-encoder model is given and, when the runs are
+    `here` (not queued for another machine), the model-based ones when torch or
+    sentence-transformers is not installed; asked for by name, those are refused, saying why.
     """
     notes: list[str] = []
+    missing = missing_model_packages() if here else []
     if task_ids:
         tasks = [get_task(t).id for t in task_ids]
     else:
@@ -40,6 +60,14 @@ def plan(task_ids: list[str] | None, systems: list[str] | None, options: Options
                 left = [s for s in chosen if s in CROSS_SYSTEMS]
                 chosen = [s for s in chosen if s not in CROSS_SYSTEMS]
                 notes += [f"{t}/{s}: no --cross-model given, skipped" for s in left]
+        if missing and any(s != "lexical" for s in chosen):
+            needs = [s for s in chosen if s != "lexical"]
+            why = f"{', '.join(missing)} not installed ({INSTALL_MODELS})"
+            if systems:
+                raise BaselineError(f"system(s) {', '.join(needs)} need a model: {why}; "
+                                    "the lexical system needs none")
+            notes += [f"{t}/{s}: {why}, skipped" for s in needs]
+            chosen = [s for s in chosen if s == "lexical"]
         runs += [(t, s) for s in chosen]
     return runs, notes
 
@@ -173,7 +201,7 @@ def enqueue_baselines(task_ids: list[str] | None = None, systems: list[str] | No
 
     options = options or Options()
     settings = _server_settings(home)
-    runs, _notes = plan(task_ids, systems, options, settings.home)
+    runs, _notes = plan(task_ids, systems, options, settings.home, here=False)  # models: the worker's
     opts = options.job_args()
     try:
         conn = connect(settings)

@@ -446,3 +446,24 @@ def test_encode_uses_the_chosen_pipeline_and_caches(tiny_model):
     assert fast.encode([]).shape == (0, 32)
     with pytest.raises(BaselineError, match="pipeline 'slow'"):
         BiEncoder(tiny_model, device="cpu", pipeline="slow")
+
+
+def test_without_torch_the_model_systems_are_skipped_or_refused_saying_why(home, tmp_path):
+    """`pip install -e .` alone has no torch: `baselines run` runs the lexical system, notes what it
+    left out, and refuses a model system asked for by name with the install command."""
+    code = ("import sys\n"
+            "class NoModels:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] in ('torch', 'sentence_transformers'):\n"
+            "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+            "sys.meta_path.insert(0, NoModels())\n"
+            "from cli.main import main\nmain(sys.argv[1:])")
+    base = [sys.executable, "-c", code, "baselines", "run", "--task", "trac", "--home", str(home),
+            "--out", str(tmp_path)]
+    r = subprocess.run([*base, "--json"], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert [x["system"] for x in json.loads(r.stdout)] == ["lexical"]
+    assert "trac/bi-encoder: torch, sentence_transformers not installed" in r.stderr
+    r = subprocess.run([*base, "--system", "bi-encoder"], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "bi-encoder need a model" in r.stderr and "pip install torch==2.13.0" in r.stderr
