@@ -71,6 +71,11 @@ def partition_units(task_id: str, split: str = "test", home=None) -> list[str]:
     return family(task, store, split).units()
 
 
+def partition_strata(task_id: str, split: str = "test", home=None) -> list[tuple[str, str]]:
+    """(unit, stratum) for every unit a partition is drawn over, in the inputs' order."""
+    return [(u, "all") for u in partition_units(task_id, split, home)]
+
+
 def score_validated(v: Validated, home=None, only=None) -> dict:
     """Score a validated submission against the split's gold, restricted to the units in `only`
     (e.g. the public part of the test gold) when given."""
@@ -102,5 +107,5 @@ def score_file(task_id: str, path: str | Path, split: str = "test", home=None,
 
 __all__ = [
     "Limits", "PalimpsestError", "Problem", "SplitNotAvailable", "SubmissionInvalid", "TaskNotFound",
-    "TaskNotImported", "Validated", "partition_units", "score_file", "score_validated", "validate_file",
+    "TaskNotImported", "Validated", "partition_strata", "partition_units", "score_file", "score_validated", "validate_file",
 ]
