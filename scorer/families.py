@@ -242,9 +242,23 @@ class Family:
         documents, queries)."""
         raise NotImplementedError
 
+    def strata(self) -> list[tuple[str, str]]:
+        """(unit, stratum) for every unit, in the order of `units()`: the groups a stratified
+        public/private partition divides in the same proportion, so that a metric defined on the
+        whole gold is defined on both parts. Server side only: it may read gold. One stratum
+        unless a family knows better."""
+        return [(u, "all") for u in self.units()]
+
     def score(self, parsed, only: frozenset | None = None) -> Scored:  # pragma: no cover
         """Metrics against the gold; `only` restricts them to those units."""
         raise NotImplementedError
+
+
+def _no_unit_note(subset: str, unit: str, only) -> str:
+    """Why a subset has no value when the gold (or the part of it being scored) has none of its
+    units: not the same thing as a submission that lacks them."""
+    where = "this part of the gold" if only is not None else "the gold"
+    return f"{subset}: no {unit} of {subset} in {where}"
 
 
 class Keyed(Family):
@@ -275,6 +289,17 @@ class Keyed(Family):
     def units(self) -> list[str]:
         return self.reference_ids()
 
+    def strata(self) -> list[tuple[str, str]]:
+        """The subset each unit is scored in (TRiC: `oov` or `iov`), as the gold records it;
+        one stratum when the task declares no subset beside `all` (TRaC)."""
+        declared = [s for s in self.task.subsets if s != "all"]
+        if not declared:
+            return super().strata()
+        key = self.task.format.key[0]
+        gold = read_jsonl(self.store.gold(self.split, "gold.jsonl"))
+        subset_of = {r[key]: r.get("subset") for r in gold}
+        return [(u, subset_of[u] if subset_of.get(u) in declared else "other") for u in self.units()]
+
     def score(self, parsed: dict[str, float], only: frozenset | None = None) -> Scored:
         key = self.task.format.key[0]
         gold_rows = read_jsonl(self.store.gold(self.split, "gold.jsonl"))
@@ -288,8 +313,15 @@ class Keyed(Family):
             if s != "all":
                 subsets[s] = np.array([r.get("subset") == s for r in gold_rows])
         result, notes = {}, []
+        unit, binary = self.task.kind.rstrip("s"), self.task.format.fields[1].kind == "label01"
         for name, mask in subsets.items():
-            if self.task.format.fields[1].kind == "label01":
+            if not mask.any():  # the same keys as a value would have, each None
+                empty = (metrics.classification(gold[:0], gold[:0]) if binary
+                         else metrics.correlations(gold[:0], gold[:0], ("spearman", "pearson"))[0])
+                result[name] = {k: (0 if k == "n" else None) for k in empty}
+                notes.append(_no_unit_note(name, unit, only))
+                continue
+            if binary:
                 result[name] = metrics.classification(gold[mask].astype(int), pred[mask].astype(int))
             else:
                 vals, why = metrics.correlations(gold[mask], pred[mask], ("spearman", "pearson"))
@@ -338,6 +370,10 @@ class Tokens(Family):
     def units(self) -> list[str]:
         return [r["id"] for r in read_jsonl(self.store.public(self.split, "inputs.jsonl"))]
 
+    def strata(self) -> list[tuple[str, str]]:
+        """Each document's language pair, as the inputs record it."""
+        return [(r["id"], r["pair"]) for r in read_jsonl(self.store.public(self.split, "inputs.jsonl"))]
+
     def score(self, parsed, only: frozenset | None = None) -> Scored:
         gold = _token_gold(_cache_key(self.store.gold(self.split, "gold.jsonl")), only)
         result, notes, spearmans = {}, [], []
@@ -345,7 +381,8 @@ class Tokens(Family):
             ids, gvec, mask = gold.get(pair, ([], None, None))
             if not ids or not all(i in parsed for i in ids):
                 result[pair] = {"spearman": None, "kendall": None, "n": 0}
-                notes.append(f"{pair}: not in the submission")
+                notes.append(f"{pair}: not in the submission" if ids
+                             else _no_unit_note(pair, "document", only))
                 spearmans.append(None)
                 continue
             pvec = np.concatenate([np.concatenate(parsed[i]) for i in ids])[mask]
@@ -533,6 +570,14 @@ class LinkFamily(Family):
 
     def units(self) -> list[str]:
         return list(self.ids()[0])
+
+    def strata(self) -> list[tuple[str, str]]:
+        """`linked` for a query with at least one gold link, else `unlinked` (reads the gold)."""
+        gold_q, _ = _link_gold(_cache_key(self.store.gold(self.split, "links.csv")),
+                               _cache_key(self.store.root / "index" / self.split / "query_ids.txt"),
+                               _cache_key(self.store.root / "index" / self.split / "source_ids.txt"))
+        linked = set(gold_q.tolist())
+        return [(q, "linked" if i in linked else "unlinked") for q, i in self.ids()[0].items()]
 
     def score(self, parsed: Links, only: frozenset | None = None) -> Scored:
         qidx, sidx = self.ids()
