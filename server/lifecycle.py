@@ -296,7 +296,7 @@ def edit_phase(s: Session, phase: Phase, changes: dict, *, actor, via: str = "we
     new = {k: getattr(phase, k) for k in PHASE_FIELDS}
     new.update(changes)
     if new["opens_at"] and new["closes_at"] and new["closes_at"] <= new["opens_at"]:
-        raise LifecycleRefused("a phase closes after it opens", "bad_window")
+        raise LifecycleRefused("a phase must close after it opens", "bad_window")
     for k in ("daily_limit", "total_limit", "concurrent_limit"):
         if new[k] is not None and new[k] < 0:
             raise LifecycleRefused("a limit is 0 or more (empty: no limit)", "bad_limit")
