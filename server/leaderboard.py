@@ -162,7 +162,8 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
                     and_(Submission.status.in_(PENDING), Submission.score_attempt.is_not(None)))))
     candidates, extras = [], []
     for sub, team in s.exec(q):
-        if phase.frozen and phase.frozen_at and sub.created_at > phase.frozen_at and not organizer:
+        # a frozen board hides later runs from participants; the final ranking (show_private) has them
+        if phase.frozen and phase.frozen_at and sub.created_at > phase.frozen_at and not (organizer or show_private):
             continue
         if sub.removed_at is not None or sub.hidden:
             if organizer:  # shown to organizers, marked and unranked; never chosen for a team
