@@ -112,19 +112,19 @@ def upgrade(settings: Settings, revision: str = "head") -> None:
     """Create or migrate the database to `revision` (default: the newest).
 
     A database with Palimpsest's tables but no alembic_version is refused: which revision its
-    tables are at is for the operator to say (`palimpsest db stamp`), not for a guess.
+    tables are at is for the operator to say (`palimpsest db stamp`), not for a guess. So is one
+    at a revision these scripts do not know (a newer version migrated it).
     """
     from alembic import command
     from sqlalchemy import create_engine
 
-    url = settings.sqlalchemy_url()
-    engine = create_engine(url)
+    engine = create_engine(settings.sqlalchemy_url())
     try:
-        current, tables = _state(engine)
+        state, why = status(engine)
     finally:
         engine.dispose()
-    if not current and tables:
-        raise SchemaError(_unversioned(url))
+    if state in ("unversioned", "unknown"):
+        raise SchemaError(why)
     command.upgrade(alembic_config(settings), revision)
 
 

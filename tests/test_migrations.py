@@ -196,3 +196,25 @@ def test_local_commands_upgrade_the_embedded_default_and_only_check_a_database_u
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(main, ["phases", "list"])
     assert r.exit_code == 0 and "tric-binary" in r.output, r.output
+
+
+def test_a_database_migrated_by_a_newer_version_is_refused_not_touched(tmp_path, monkeypatch):
+    from sqlalchemy import create_engine, text
+
+    from cli.main import main
+    from server import create_app
+
+    monkeypatch.setenv("PALIMPSEST_HOME", str(tmp_path))
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    assert CliRunner().invoke(main, ["db", "upgrade"]).exit_code == 0
+    eng = create_engine(f"sqlite:///{tmp_path / 'palimpsest.db'}")
+    with eng.begin() as c:
+        c.execute(text("UPDATE alembic_version SET version_num = 'f00dfeed0000'"))
+    eng.dispose()
+    for args in (["db", "upgrade"], ["phases", "list"]):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 1 and "f00dfeed0000, which this version of Palimpsest does not know" in r.output, \
+            r.output
+        assert "Traceback" not in r.output
+    with pytest.raises(RuntimeError, match="does not know"):
+        create_app({"home": tmp_path, "env": "testing"})
