@@ -80,6 +80,10 @@ def register(group: click.Group) -> None:
             for j in [] if as_json else jobs:
                 click.echo(f"{j['task']:<13} {j['system']:<19} {j['status']:<8} {j['job']}")
             return
+        if record and not server:  # the local database at head (or refused) before any run, not after
+            from baselines.run import _server_settings, server_database
+
+            server_database(_server_settings(home))
         results = run_baselines(list(tasks) or None, list(systems) or None, opts, out_dir, home,
                                 log=(lambda m: None) if quiet else None)
         if record or server:
