@@ -13,6 +13,7 @@ import hmac
 import re
 import secrets
 from datetime import datetime
+from urllib.parse import unquote, urlsplit
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
@@ -191,11 +192,35 @@ def can_see_submission(user: User | None, sub: Submission) -> bool:
     return user.team_id is not None and user.team_id == sub.team_id
 
 
+def safe_next(target: str | None, default: str = "/") -> str:
+    """`target` when it is a same-site relative path, else `default`.
+
+    An open redirect would let a phishing page borrow our login. Refused: anything not starting
+    with one "/", a scheme or a host, a backslash (browsers read it as "/"), and any control
+    character (browsers drop a tab or a newline, so "/\t/evil.com" is "//evil.com"), also when
+    they only appear once the path is percent-decoded ("/%09/evil.com")."""
+    if not target or not isinstance(target, str) or len(target) > 2000:
+        return default
+    seen, text = [target], target
+    for _ in range(3):  # doubly encoded forms too
+        decoded = unquote(text)
+        if decoded == text:
+            break
+        seen.append(decoded)
+        text = decoded
+    for t in seen:
+        if any(ord(c) < 32 or 0x7F <= ord(c) <= 0x9F or c in "\\\u2028\u2029" for c in t):
+            return default
+        if not t.startswith("/") or t.startswith("//"):
+            return default
+        parts = urlsplit(t)
+        if parts.scheme or parts.netloc:
+            return default
+    return target
+
+
 def _safe_next(target: str | None) -> str:
-    # only local paths: an open redirect would let a phishing page borrow our login
-    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
-        return target
-    return url_for("pages.index")
+    return safe_next(target, url_for("pages.index"))
 
 
 # --------------------------------------------------------------------------- routes

@@ -19,7 +19,7 @@ from flask import (
 from sqlmodel import func, select
 
 from server import leaderboard as lb
-from server.auth import audit, current_user, db, organizer_required
+from server.auth import audit, current_user, db, organizer_required, safe_next
 from server.models import AuditLog, Phase, Submission, Team, User, utcnow
 from server.submissions import phase_state
 from server.views.pages import PHASE_ORDER, phases_of, task_or_404
@@ -45,10 +45,7 @@ def _sub_or_404(submission_id: int) -> Submission:
 
 
 def _back(default: str):
-    target = request.form.get("next", "")
-    if target.startswith("/") and not target.startswith("//"):
-        return redirect(target)
-    return redirect(default)
+    return redirect(safe_next(request.form.get("next", ""), default))
 
 
 @bp.route("/")
