@@ -225,7 +225,7 @@ def export(phase_id: int, fmt: str):
         body, mt = lb.to_json(board), "application/json"
     else:
         body, mt = lb.to_latex(board).encode("utf-8"), "application/x-tex; charset=utf-8"
-    return Response(body, mimetype=mt, headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return Response(body, content_type=mt, headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
 # ----------------------------------------------------------------------------- submissions
