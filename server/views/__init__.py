@@ -60,6 +60,17 @@ def init_web(app: Flask) -> None:
     app.register_blueprint(teams.bp)
     app.register_blueprint(leaderboard.bp)
     app.register_blueprint(organizer.bp)
+    from server import throttle
+
+    throttle.init_app(app)  # after the blueprints: it wraps the account views
+
+    @app.errorhandler(429)
+    def _too_many(e):
+        msg = ("Too many attempts from here or for this account: wait a while (the Retry-After header "
+               "says how long) and try again, or reset your password.")
+        if auth.is_api_request() or not request.accept_mimetypes.accept_html:
+            return {"error": {"code": "too_many_requests", "message": msg}}, 429
+        return render_template("error.html", code=429, message=msg), 429
 
     @app.errorhandler(413)
     def _too_large(e):
