@@ -124,6 +124,26 @@ def _submit_and_wait_scored(home: Path, port: int, timeout: float = 90) -> dict:
     raise AssertionError(f"submission {sid} still {sub['status']} after {timeout} s")
 
 
+def _login_flood(port: int, email: str, n: int) -> list[int]:
+    import http.cookiejar
+    import re
+    import urllib.error
+    import urllib.parse
+
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    with opener.open(f"http://127.0.0.1:{port}/auth/login", timeout=10) as r:
+        token = re.search(r'name="csrf_token" value="([^"]+)"', r.read().decode()).group(1)
+    out = []
+    for _ in range(n):
+        data = urllib.parse.urlencode({"email": email, "password": "not the password", "csrf_token": token}).encode()
+        try:
+            with opener.open(f"http://127.0.0.1:{port}/auth/login", data=data, timeout=10) as r:
+                out.append(r.status)
+        except urllib.error.HTTPError as e:
+            out.append(e.code)
+    return out
+
+
 @pytest.mark.slow
 def test_kill_9_serve_then_the_next_serve_owns_fresh_children_and_scores(tmp_path):
     import psutil
@@ -183,6 +203,14 @@ def test_kill_9_serve_then_the_next_serve_owns_fresh_children_and_scores(tmp_pat
 
         sub = _submit_and_wait_scored(home, port)
         assert sub["status"] == "scored", sub
+        # sign-in throttling counts in this serve's own Redis (its unix socket)
+        statuses = _login_flood(port, "crash@x.org", 12)
+        print(f"login flood through serve: {statuses}")
+        assert 429 in statuses and statuses.index(429) < 10 and set(statuses[:statuses.index(429)]) == {401}
+        import redis as redis_lib
+
+        keys = list(redis_lib.Redis(unix_socket_path=str(EmbeddedRedis(home).socket)).scan_iter(count=1000))
+        assert any(b"login-account" in k for k in keys), keys
 
         # and this serve's own Redis, when it dies, is started again under supervision
         redis2.kill()
