@@ -126,12 +126,12 @@ def test_credential_stuffing_from_one_address_is_throttled_within_10_attempts(ap
 def test_throttle_counts_in_redis_shared_by_every_process(web_home, monkeypatch, request, kind):
     """Two apps (two gunicorn workers, say) share one count in Redis: the real one at 127.0.0.1:6379,
     or the embedded one on its unix socket."""
+    import redis
+
     if kind == "tcp":
         url = request.getfixturevalue("redis_tcp_url")
         a1 = _app(web_home, monkeypatch, redis_url=url)
         a2 = _app(web_home, monkeypatch, redis_url=url)
-        import redis
-
         conn = redis.Redis.from_url(url)
     else:
         from server.embedded import EmbeddedRedis
@@ -140,7 +140,7 @@ def test_throttle_counts_in_redis_shared_by_every_process(web_home, monkeypatch,
         emb.start()
         request.addfinalizer(emb.stop)
         a1, a2 = _app(web_home, monkeypatch), _app(web_home, monkeypatch)
-        conn = redis.Redis(unix_socket_path=str(emb.socket)) if (redis := __import__("redis")) else None
+        conn = redis.Redis(unix_socket_path=str(emb.socket))
     assert a1.config["RATELIMIT_STORAGE_URI"].startswith("redis")
     make_user(a1, "shared@x.org")
     got = []

@@ -7,7 +7,7 @@ import pytest
 
 from server.auth import safe_next
 from server.models import Phase
-from webkit import PASSWORD, Browser, make_user
+from webkit import PASSWORD, make_user
 
 HOSTILE = [
     "//evil.example/x", "/%09/evil.example", "/\t/evil.example", "/%0A/x", "/\n/x", "/%0D%0A/x",

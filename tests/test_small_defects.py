@@ -9,8 +9,8 @@ import pytest
 from sqlmodel import Session, select
 
 from server.baselines import reads_as_baselines
-from server.models import Phase, Team
-from webkit import PASSWORD, Browser, engine_of, make_phase, make_submission, make_token, make_user, team_of
+from server.models import Team
+from webkit import Browser, engine_of, make_phase, make_submission, make_token, make_user, team_of
 
 RESERVED = ["Baselines", "baselines", "BASELINES", "  Base lines ", "B-a-s-e-l-i-n-e-s", "Baselines!",
             "baseline", "Baselines (2)", "baselines_3", "\uff22\uff41\uff53\uff45\uff4c\uff49\uff4e\uff45\uff53",
