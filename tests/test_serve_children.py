@@ -288,3 +288,65 @@ def test_die_with_parent_on_linux(tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def _busy_worker(home: Path, job_timeout: int):
+    """A worker (as serve starts one) running a job that sleeps 60 s under `job_timeout`; returns the
+    worker, its horse (psutil) and the Redis."""
+    import psutil
+    import redis as redis_lib
+    from rq import Queue
+    from rq.serializers import JSONSerializer
+
+    from server.embedded import EmbeddedRedis
+
+    emb = EmbeddedRedis(home)
+    emb.start()
+    w = subprocess.Popen([sys.executable, "-m", "server.worker", "--queue", "scoring"],
+                         env={**_env(home), "REDIS_URL": emb.url}, cwd=REPO,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    q = Queue("scoring", connection=redis_lib.Redis(unix_socket_path=str(emb.socket)), serializer=JSONSerializer)
+    q.enqueue("time.sleep", 60, job_timeout=job_timeout)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        horses = [c for c in psutil.Process(w.pid).children() if c.status() != psutil.STATUS_ZOMBIE]
+        if horses:
+            return w, horses[0], emb
+        time.sleep(0.1)
+    w.kill()
+    emb.stop()
+    raise AssertionError("the worker never started the job")
+
+
+@pytest.mark.slow
+def test_a_busy_worker_stops_on_sigterm_within_the_job_timeout(tmp_path):
+    w, horse, emb = _busy_worker(tmp_path / "h", job_timeout=4)
+    try:
+        t0 = time.monotonic()
+        w.send_signal(signal.SIGTERM)  # warm: the job may finish, but no longer than its timeout
+        assert w.wait(4 + 15) == 0
+        print(f"busy worker: stopped {time.monotonic() - t0:.1f} s after SIGTERM (job timeout 4 s, job 60 s)")
+        assert not horse.is_running() or horse.status() == "zombie"
+    finally:
+        if w.poll() is None:
+            w.kill()
+        emb.stop()
+
+
+@pytest.mark.slow
+def test_a_work_horse_dies_with_its_worker(tmp_path):
+    import psutil
+
+    w, horse, emb = _busy_worker(tmp_path / "h", job_timeout=120)
+    try:
+        w.kill()
+        w.wait()
+        gone, alive = psutil.wait_procs([horse], timeout=10)
+        assert not alive, "the work horse outlived its worker"
+    finally:
+        for p in (horse,):
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        emb.stop()
