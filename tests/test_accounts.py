@@ -152,6 +152,16 @@ def test_throttle_counts_in_redis_shared_by_every_process(web_home, monkeypatch,
     assert any(b"palimpsest" in k and b"login-account" in k for k in keys), keys
 
 
+def test_throttling_goes_on_in_memory_when_its_redis_is_away(web_home, monkeypatch):
+    """A Redis that does not answer (a closed port here) costs no 500: the counts fall back to memory."""
+    app = _app(web_home, monkeypatch, redis_url=f"redis://127.0.0.1:{_free_port()}/0")
+    assert app.config["RATELIMIT_STORAGE_URI"].startswith("redis://")
+    make_user(app, "ann@x.org")
+    c = app.test_client()
+    got = [_login(c, "ann@x.org", "nope-nope").status_code for _ in range(7)]
+    assert got == [401] * 5 + [429] * 2, got
+
+
 # ----------------------------------------------------------------------------- enumeration
 
 
