@@ -152,6 +152,21 @@ def test_throttle_counts_in_redis_shared_by_every_process(web_home, monkeypatch,
     assert any(b"palimpsest" in k and b"login-account" in k for k in keys), keys
 
 
+@pytest.mark.parametrize("hops", [0, 1])
+def test_the_address_behind_a_proxy(web_home, monkeypatch, hops):
+    """X-Forwarded-For counts only with PALIMPSEST_PROXY_HOPS: otherwise a flood could dodge the
+    per-address limit by forging it."""
+    app = _app(web_home, monkeypatch, proxy_hops=hops, login_limit_account="1000 per minute")
+    c = app.test_client()
+    tok = Browser(c).token()
+    got = [c.post("/auth/login", data={"email": f"u{i}@x.org", "password": "x" * 9, "csrf_token": tok},
+                  headers={"X-Forwarded-For": f"198.51.100.{i}"}).status_code for i in range(12)]
+    if hops:
+        assert 429 not in got, got  # twelve visitors behind one proxy
+    else:
+        assert got.index(429) == 10, got  # one address, whatever the header says
+
+
 def test_throttling_goes_on_in_memory_when_its_redis_is_away(web_home, monkeypatch):
     """A Redis that does not answer (a closed port here) costs no 500: the counts fall back to memory."""
     app = _app(web_home, monkeypatch, redis_url=f"redis://127.0.0.1:{_free_port()}/0")
