@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 
-from scorer.errors import TaskNotFound
+from tasks.errors import TaskNotFound
 from tasks.base import Task
 from tasks.loci import LOCI_SIMILES
 from tasks.swissgov import SWISSGOV_RSD

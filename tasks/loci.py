@@ -6,7 +6,7 @@ import csv
 import io
 from pathlib import Path
 
-from scorer.errors import ReleaseError
+from tasks.errors import ReleaseError
 from tasks.base import Field, SubmissionFormat, Task
 from tasks.release import read_table
 from tasks.store import StagedImport, TaskStore

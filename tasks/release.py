@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-from scorer.errors import ReleaseError
+from tasks.errors import ReleaseError
 
 
 def need_file(path: Path, what: str) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from scorer.errors import ReleaseError
+from tasks.errors import ReleaseError
 from tasks.base import Field, SubmissionFormat, Task
 from tasks.release import locate, read_jsonl
 from tasks.store import StagedImport, TaskStore

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scorer.errors import ReleaseError
+from tasks.errors import ReleaseError
 from tasks.base import Field, SubmissionFormat, Task
 from tasks.release import as_float, locate, read_jsonl, read_table
 from tasks.store import StagedImport, TaskStore
