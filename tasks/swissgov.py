@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from tasks.errors import ReleaseError
-from tasks.base import Field, SubmissionFormat, Task
+from tasks.base import Demo, Field, ImportOption, SubmissionFormat, Task
 from tasks.release import locate, read_jsonl
 from tasks.store import StagedImport, TaskStore
 
@@ -48,8 +48,15 @@ SWISSGOV_RSD = Task(
     primary=("macro", "spearman"),
     greater_is_better=True,
     splits=("dev", "test"),
-    importer="swissgov",
+    importer="tasks.swissgov:import_swissgov",
     import_help="palimpsest tasks import swissgov-rsd --from path/to/SwissGov-RSD",
+    import_options=(ImportOption("--from", "source", "path",
+                                 "An official release checkout (TRoTR, SwissGov-RSD, ...).", required=True),),
+    group_field="pair",
+    group_name="language pair",
+    partial_groups=True,
+    unit="document",
+    demo=Demo(release="tasks.demo:swissgov_release", predictions="tasks.demo:token_predictions"),
 )
 
 
