@@ -211,3 +211,39 @@ def test_within_a_language_every_pair_is_needed(str_home, tmp_path):
     p.write_text("PairID,Pred_Score\nKIN-test-0000,1\n", encoding="utf-8")  # no test gold for kin
     with pytest.raises(SubmissionInvalid, match="unknown PairID"):
         validate_file("str", p, home=str_home)
+
+
+# ---------------------------------------------------------------- on the server
+
+
+def test_the_board_says_why_a_partial_file_has_no_macro(embedded_backend):
+    from backbone import burst, make_team, phase, set_phase, submit
+
+    from server.leaderboard import build_board, to_dict
+    from server.lifecycle import current_provenance
+    from tasks import get_task
+
+    b = embedded_backend
+    set_phase(b, "str", "test", public_fraction=1.0)
+    task = get_task("str")
+    inputs = [json.loads(x) for x in TaskStore("str", b.settings.home).public("test", "inputs.jsonl")
+              .read_text(encoding="utf-8").splitlines()]
+    data = "PairID,Pred_Score\n" + "".join(f"{r['PairID']},{i % 7}\n" for i, r in enumerate(inputs)
+                                           if r["language"] == "eng")
+    team, user = make_team(b, "English only")
+    submit(b, team, user, "str", "test", data=data.encode(), filename="pred_eng.csv")
+    burst(b)
+    with b.session() as s:
+        board = build_board(s, task, phase(b, "str", "test"),
+                            provenance=current_provenance(task, "test", b.settings.home))
+    (row,) = [r for r in board.rows if r.team == "English only"]
+    assert row.values["macro/spearman"] is None and row.values["eng/spearman"] is not None
+    assert row.why_empty == ("macro: undefined unless every language in the gold has a value; "
+                             "esp: not in the submission")
+    assert to_dict(board)["rows"][0]["why_empty"] == row.why_empty
+
+
+def test_the_task_page_shows_the_human_reference(client):
+    page = client.get("/tasks/str").get_data(as_text=True)
+    assert "Reference values" in page and "0.84" in page and "split-half" in page
+    assert "Reference values" in client.get("/tasks/str/leaderboard").get_data(as_text=True)
