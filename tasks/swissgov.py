@@ -44,7 +44,7 @@ SWISSGOV_RSD = Task(
         key=("id",),
     ),
     metrics=("spearman", "kendall", "n"),
-    subsets=("en-de", "en-fr", "en-it", "macro"),
+    subsets=PAIRS + ("macro",),
     primary=("macro", "spearman"),
     greater_is_better=True,
     splits=("dev", "test"),
