@@ -54,6 +54,9 @@ def _submission(task, home, tmp_path, noise: float, seed: int = 1, split: str = 
 def test_the_declaration_is_complete(task_id):
     t = get_task(task_id)
     assert not [m for m in t.metrics if m not in REGISTRY], "metrics the registry lacks"
+    for m in t.metrics:
+        if REGISTRY[m].greater_is_better is not None:
+            assert t.metric_direction(m) == REGISTRY[m].greater_is_better, m
     assert t.primary[1] in t.metrics and t.primary[0] in t.subsets
     assert t.format.key and all(k in [f.name for f in t.format.fields] for k in t.format.key)
     assert callable(resolve(t.importer)) and callable(resolve(t.demo.release))
