@@ -147,3 +147,32 @@ def test_a_scored_run_appears_on_the_board(embedded_backend, task_id):
         board = build_board(s, t, ph, provenance=current_provenance(t, "test", b.settings.home))
     (row,) = [r for r in board.rows if r.team == team.name]
     assert row.rank == 1 and row.values[board.primary.key] is not None
+
+
+# ---------------------------------------------------------------- what generic code may not know
+
+
+GENERIC = ("scorer/__init__.py", "scorer/families.py", "scorer/partition.py", "cli/main.py", "server/demo.py")
+
+
+def test_generic_code_names_no_task():
+    """The scorer's families, the CLI's commands and the demo read declarations; they never branch
+    on a task's id or its importer."""
+    repo = Path(__file__).resolve().parent.parent
+    for rel in GENERIC:
+        text = (repo / rel).read_text(encoding="utf-8")
+        for t in all_tasks():
+            for needle in (f'"{t.id}"', f"'{t.id}'", f'"{t.importer}"'):
+                assert needle not in text, (rel, needle)
+
+
+def test_tasks_import_nothing_from_the_scorer():
+    import subprocess
+    import sys
+
+    code = ("import sys, tasks, tasks.importers, tasks.demo; "
+            "[__import__(t.importer.split(':')[0]) for t in tasks.all_tasks()]; "
+            "print(sorted(m for m in sys.modules if m == 'scorer' or m.startswith('scorer.')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
