@@ -155,6 +155,21 @@ def test_an_str_2022_file_is_the_english_test_split(tmp_path):
     assert score_file("str", sub, home=tmp_path / "h")["metrics"]["eng"]["spearman"] == pytest.approx(1.0)
 
 
+def test_str5500_ranked_with_its_index_and_extra_columns(tmp_path):
+    """data/str5500/str5500_ranked.csv of the STR-2022 repository: a pandas index column with an
+    empty name, DocID and Adj-Score beside PairID, Score and Text; Score is the gold."""
+    p = tmp_path / "str5500_ranked.csv"
+    write(p, [",DocID,PairID,Score,Adj-Score,Text",
+              '0,f_pp,f_pp_222,1.0,1.0,"It that happens, just pull the plug.\nif that ever happens, just pull the plug."',
+              '1,sts,sts_245,0.938,0.969,"Two dogs are peeing.\nTwo dogs are ""urinating""."',
+              '2,w_pp,w_pp_7,0.1,0.55,"Autograph.\nThe census."'])
+    m = import_task("str", tmp_path / "h", source=p)
+    assert m["counts"]["test"] == {"eng": 3}
+    gold = rows(tmp_path / "h", area="gold", name="gold.jsonl")
+    assert [(g["PairID"], g["score"]) for g in gold] == [("f_pp_222", 1.0), ("sts_245", 0.938), ("w_pp_7", 0.1)]
+    assert rows(tmp_path / "h")[1]["sentence2"] == 'Two dogs are "urinating".'
+
+
 # ---------------------------------------------------------------- submissions and metrics
 
 
