@@ -243,7 +243,11 @@ def test_kill_9_serve_then_the_next_serve_owns_fresh_children_and_scores(tmp_pat
 def test_a_worker_stops_on_sigterm_while_its_redis_is_away(tmp_path):
     from server.embedded import EmbeddedRedis
 
+    from conftest import build_schema
+
     home = tmp_path / "h"
+    home.mkdir()
+    build_schema(home)  # a worker refuses a database not at the migrations' head
     redis = EmbeddedRedis(home)
     redis.start()
     w = subprocess.Popen([sys.executable, "-m", "server.worker"], env={**_env(home), "REDIS_URL": redis.url},
