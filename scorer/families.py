@@ -490,9 +490,7 @@ class LinkFamily(Family):
                     k = uniq[d]
                     problems.add(f"duplicate link ({qnames[k // n_sources]!r}, {snames[k % n_sources]!r}) "
                                  f"appears {counts[d]} times")
-        elif not problems:
-            problems.add("the submission holds no links")
-        problems.raise_if_any()
+        problems.raise_if_any()  # no links at all is valid: "predict nothing" is SMR's reference point
         sc = np.asarray(scores, dtype=np.float64) if scores is not None else None
         return Links(q, s, sc)
 
@@ -500,30 +498,39 @@ class LinkFamily(Family):
         return list(self.ids()[0])
 
     def score(self, parsed: Links, only: frozenset | None = None) -> Scored:
-        qidx, sidx = self.ids()
-        n_s = len(sidx)
-        gold_q, gold_s = _link_gold(_cache_key(self.store.gold(self.split, "links.csv")),
-                                    _cache_key(self.store.root / "index" / self.split / "query_ids.txt"),
-                                    _cache_key(self.store.root / "index" / self.split / "source_ids.txt"))
-        pq, ps, psc = parsed.q, parsed.s, parsed.score
-        n_queries = len(qidx)
-        if only is not None:
-            keep_q = np.zeros(n_queries, dtype=bool)
-            keep_q[[qidx[k] for k in only if k in qidx]] = True
-            g, p = keep_q[gold_q], keep_q[pq]
-            gold_q, gold_s, pq, ps = gold_q[g], gold_s[g], pq[p], ps[p]
-            psc = psc[p] if psc is not None else None
-            n_queries = int(keep_q.sum())
-        gold_keys = gold_q * n_s + gold_s
-        pred_keys = pq * n_s + ps
-        vals = metrics.link_counts(np.unique(gold_keys), pred_keys, n_queries * n_s)
-        notes = []
-        if psc is not None:
-            vals.update(metrics.link_ranking(gold_q, gold_s, pq, ps, psc))
-        else:
-            vals.update({f"recall@{k}": None for k in metrics.RECALL_AT} | {"mrr": None})
-            notes.append("all: recall@k and mrr need a score column")
-        return Scored({"all": vals}, notes)
+        return score_links(self, parsed, only)
+
+
+def score_links(fam: LinkFamily, parsed: Links, only: frozenset | None = None) -> Scored:
+    """Loci Similes as its package scores it (`metrics.loci_links`), and the IR ranking metrics
+    when the submission has scores (`metrics.link_ranking_ir`); `only` keeps those queries."""
+    qidx, sidx = fam.ids()
+    n_q, n_s = len(qidx), len(sidx)
+    index = fam.store.root / "index" / fam.split
+    gold_q, gold_s = _link_gold(_cache_key(fam.store.gold(fam.split, "links.csv")),
+                                _cache_key(index / "query_ids.txt"), _cache_key(index / "source_ids.txt"))
+    keep = None
+    if only is not None:
+        keep = np.zeros(n_q, dtype=bool)
+        keep[[qidx[k] for k in only if k in qidx]] = True
+    vals, notes = metrics.loci_links(gold_q, gold_s, parsed.q, parsed.s, n_q, n_s, keep)
+    if parsed.score is not None:
+        ranking, why = metrics.link_ranking_ir(gold_q, gold_s, parsed.q, parsed.s, parsed.score, n_q, n_s,
+                                               _source_order(_cache_key(index / "source_ids.txt")), keep)
+    else:
+        ranking = dict.fromkeys(metrics.ir_names())
+        why = ["recall@k, map@k, mrr@k and ndcg@k need a score column"]
+    vals.update(ranking)
+    return Scored({"all": vals}, [f"all: {w}" for w in notes + why])
+
+
+@functools.lru_cache(maxsize=8)
+def _source_order(key: tuple) -> np.ndarray:
+    """Each source's position among the source ids sorted by byte order (trec_eval's tie rule)."""
+    ids = list(_id_index(key))
+    order = np.empty(len(ids), dtype=np.int64)
+    order[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+    return order
 
 
 @functools.lru_cache(maxsize=8)
