@@ -115,6 +115,50 @@ def make_loci(base: Path) -> dict:
     return paths
 
 
+TOP_K = 100  # a retrieval-only run as in the paper's Table 3, at k = 100
+
+
+def make_loci_topk(base: Path, loci: dict, k: int = TOP_K) -> dict:
+    """A top-k run over the generated corpora: k scored sources for every query (8.3 M links at
+    k = 100), 80% of the gold links among them; as plain CSV and gzip-compressed."""
+    import gzip
+
+    import numpy as np
+
+    paths = {"csv": base / f"top{k}.csv", "gz": base / f"top{k}.csv.gz"}
+    if all(p.exists() for p in paths.values()):
+        return paths
+    with loci["queries"].open(encoding="utf-8", newline="") as f:
+        queries = [r[0] for r in list(csv.reader(f))[1:]]
+    with loci["sources"].open(encoding="utf-8", newline="") as f:
+        sources = [r[0] for r in list(csv.reader(f))[1:]]
+    sidx = {s: i for i, s in enumerate(sources)}
+    qidx = {q: i for i, q in enumerate(queries)}
+    with loci["gold"].open(encoding="utf-8", newline="") as f:
+        gold = [(qidx[r[0]], sidx[r[1]]) for r in list(csv.reader(f))[1:]]
+    rng = np.random.default_rng(SEED)
+    nq, ns = len(queries), len(sources)
+    # k distinct sources per query: a random start and a random stride below ns / k
+    start = rng.integers(0, ns, nq)[:, None]
+    stride = rng.integers(1, ns // k, nq)[:, None]
+    src = (start + stride * np.arange(k)[None, :]) % ns
+    score = np.round(rng.random((nq, k)), 6)
+    for q, s in gold:
+        if rng.random() < GOLD_HIT and s not in src[q]:
+            src[q, int(rng.integers(k))] = s
+    lines = ["query_id,source_id,score\n"]
+    with paths["csv"].open("w", encoding="utf-8", newline="") as f:
+        f.write("query_id,source_id,score\n")
+        for q in range(nq):
+            qq = queries[q]
+            f.write("".join(f'"{qq}","{sources[s]}",{sc:.6f}\n' for s, sc in zip(src[q].tolist(), score[q].tolist())))
+    del lines
+    with paths["csv"].open("rb") as f, gzip.open(paths["gz"], "wb", compresslevel=6) as g:
+        while chunk := f.read(1 << 24):
+            g.write(chunk)
+    return paths
+
+
 def prepare(out: Path, shared: Path) -> dict:
     """Import the tasks into <out>/home and write one submission per task; returns their paths."""
     from tasks.importers import import_task
@@ -162,6 +206,8 @@ def prepare(out: Path, shared: Path) -> dict:
          "labels_b": [round(max(0.0, x) + rng.random(), 4) for x in gold[r["id"]]["labels_b"]]}
         for r in rows_of("swissgov-rsd", "inputs.jsonl")))
     files["loci-similes"] = loci["submission"]
+    topk = make_loci_topk(out / "loci", loci)
+    files["loci-top100"], files["loci-top100-gz"] = topk["csv"], topk["gz"]
     return {"home": home, "files": files, "loci": loci}
 
 

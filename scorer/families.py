@@ -368,6 +368,25 @@ class LinkFamily(Family):
         (a participant's download has only those)."""
         return _segment_ids(self.store, self.split, "query"), _segment_ids(self.store, self.split, "source")
 
+    def validate_path(self, path, limits) -> tuple[Links, str]:
+        """Validate a link file straight from its path: the columnar reader (pyarrow's CSV reader
+        and hash joins, `scorer.reader.arrow_links`) takes a well-formed CSV/TSV table; any other
+        file (JSON Lines, or one with a problem) is loaded and validated row by row by `validate`,
+        which reports every problem by line and id."""
+        known = _id_arrays(self.store, self.split)
+        fast = None
+        if known is not None:
+            from scorer.reader import arrow_links
+
+            fast = arrow_links(path, known[0], known[1], limits)
+        if fast is None:
+            from scorer.reader import load
+
+            text = load(path, limits)
+            return self.validate(text), text.format
+        q, s, sc, fmt = fast
+        return self._finish(q, s, sc, Problems(), None, len(known[1])), fmt
+
     def validate(self, text: Text) -> Links:
         problems = Problems()
         qidx, sidx = self.ids()
@@ -504,11 +523,19 @@ class LinkFamily(Family):
 def score_links(fam: LinkFamily, parsed: Links, only: frozenset | None = None) -> Scored:
     """Loci Similes as its package scores it (`metrics.loci_links`), and the IR ranking metrics
     when the submission has scores (`metrics.link_ranking_ir`); `only` keeps those queries."""
-    qidx, sidx = fam.ids()
-    n_q, n_s = len(qidx), len(sidx)
+    known = _id_arrays(fam.store, fam.split)
+    if known is not None and only is None:
+        n_q, n_s = len(known[0]), len(known[1])  # no dict of 170k ids to build
+    else:
+        qidx, sidx = fam.ids()
+        n_q, n_s = len(qidx), len(sidx)
     index = fam.store.root / "index" / fam.split
-    gold_q, gold_s = _link_gold(_cache_key(fam.store.gold(fam.split, "links.csv")),
-                                _cache_key(index / "query_ids.txt"), _cache_key(index / "source_ids.txt"))
+    if known is not None:
+        gold_q, gold_s = _link_gold_arrow(_cache_key(fam.store.gold(fam.split, "links.csv")),
+                                          _cache_key(index / "query_ids.txt"), _cache_key(index / "source_ids.txt"))
+    else:
+        gold_q, gold_s = _link_gold(_cache_key(fam.store.gold(fam.split, "links.csv")),
+                                    _cache_key(index / "query_ids.txt"), _cache_key(index / "source_ids.txt"))
     keep = None
     if only is not None:
         keep = np.zeros(n_q, dtype=bool)
@@ -524,13 +551,52 @@ def score_links(fam: LinkFamily, parsed: Links, only: frozenset | None = None) -
     return Scored({"all": vals}, [f"all: {w}" for w in notes + why])
 
 
+def _id_arrays(store: TaskStore, split: str):
+    """The query and source ids as pyarrow binary arrays (for `arrow_links`), from the server's
+    index; None where there is no index (a participant's download) or no pyarrow."""
+    index = store.root / "index" / split
+    q, s = index / "query_ids.txt", index / "source_ids.txt"
+    if not (q.is_file() and s.is_file()):
+        return None
+    try:
+        return _id_array_cached(_cache_key(q)), _id_array_cached(_cache_key(s))
+    except ImportError:
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def _id_array_cached(key: tuple):
+    from scorer.reader import id_array
+
+    with open(key[0], "rb") as f:
+        return id_array(f.read())
+
+
 @functools.lru_cache(maxsize=8)
 def _source_order(key: tuple) -> np.ndarray:
     """Each source's position among the source ids sorted by byte order (trec_eval's tie rule)."""
-    ids = list(_id_index(key))
-    order = np.empty(len(ids), dtype=np.int64)
-    order[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+    try:
+        import pyarrow.compute as pc
+
+        ranked = pc.sort_indices(_id_array_cached(key))  # binary values: byte order
+        sorted_ids = np.frombuffer(ranked.buffers()[1], np.uint64, len(ranked), ranked.offset * 8)
+    except ImportError:
+        ids = [i.encode("utf-8") for i in _id_index(key)]
+        sorted_ids = np.asarray(sorted(range(len(ids)), key=ids.__getitem__), dtype=np.int64)
+    order = np.empty(len(sorted_ids), dtype=np.int64)
+    order[sorted_ids] = np.arange(len(sorted_ids))
     return order
+
+
+@functools.lru_cache(maxsize=8)
+def _link_gold_arrow(key: tuple, qkey: tuple, skey: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """The gold links as index arrays, read like a submission (the gold is a link table too)."""
+    from scorer.reader import arrow_links
+
+    got = arrow_links(key[0], _id_array_cached(qkey), _id_array_cached(skey))
+    if got is None:  # pragma: no cover - a gold file the importer wrote is always well-formed
+        return _link_gold(key, qkey, skey)
+    return got[0], got[1]
 
 
 @functools.lru_cache(maxsize=8)
