@@ -127,6 +127,9 @@ def tasks_show(task_id, as_json):
 @click.option("--from", "source", type=click.Path(exists=True, path_type=Path),
               help="An official release checkout (TRoTR, SwissGov-RSD).")
 @click.option("--fold", type=click.IntRange(1, 10), default=1, show_default=True, help="TRoTR fold.")
+@click.option("--test-split", type=click.Choice(["test", "full"]), default="test", show_default=True,
+              help="SwissGov-RSD: the 56-document test split per language pair, or all 224 as the hidden "
+                   "test (the paper's Table 3; no dev split then).")
 @click.option("--query", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Loci Similes query segments (seg_id,text).")
 @click.option("--source", "source_csv", type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -135,7 +138,7 @@ def tasks_show(task_id, as_json):
               help="Loci Similes gold links (query_id,source_id,label).")
 @HOME_OPTION
 @friendly
-def tasks_import(task_id, source, fold, query, source_csv, gold, home):
+def tasks_import(task_id, source, fold, test_split, query, source_csv, gold, home):
     """Build a task from its official release into the data directory (idempotent)."""
     from tasks.importers import import_task
 
@@ -147,7 +150,10 @@ def tasks_import(task_id, source, fold, query, source_csv, gold, home):
     else:
         if source is None:
             _fail(f"{task_id} needs --from (usage: {t.import_help})")
-        manifest = import_task(task_id, home, source=source, fold=fold)
+        if test_split != "test" and t.importer != "swissgov":
+            _fail(f"--test-split is for swissgov-rsd only (usage: {t.import_help})")
+        extra = {"test_split": test_split} if t.importer == "swissgov" else {}
+        manifest = import_task(task_id, home, source=source, fold=fold, **extra)
     counts = "; ".join(f"{split}: " + ", ".join(f"{k} {v}" for k, v in c.items())
                        for split, c in manifest["counts"].items())
     click.echo(f"imported {task_id}: {counts}")

@@ -326,9 +326,20 @@ class Tokens(Family):
         if all(v is not None for v in kendalls):
             macro["kendall"] = float(np.mean(kendalls))
         if macro["spearman"] is None:
-            notes.append("macro: undefined unless every language pair has a value")
+            notes.append(_macro_note(result, notes))
         result["macro"] = macro
         return Scored(result, notes)
+
+
+def _macro_note(result: dict, notes: list[str]) -> str:
+    """Why SwissGov-RSD's macro is empty, naming each language pair that has no value."""
+    why = []
+    for pair in Tokens.PAIRS:
+        if result[pair]["spearman"] is None:
+            reason = next((n.split(": ", 1)[1] for n in notes if n.startswith(f"{pair}: ")), "no value")
+            why.append(f"{pair} {reason}" if reason == "not in the submission" else f"{pair}: {reason}")
+    return (f"macro: empty because {'; '.join(why)}; the macro is the mean over all three language "
+            "pairs (en-de, en-fr, en-it), so a submission without one has none")
 
 
 def _n_tokens(text: str) -> int:

@@ -52,6 +52,7 @@ class Row:
     public_value: Optional[float] = None  # after publication: the public-part primary value
     public_rank: Optional[int] = None
     note: str = ""  # e.g. "hidden", "not public" (only in views that may see those)
+    why: str = ""  # the scorer's reason when the primary value is empty (its notes on that subset)
 
 
 @dataclass
@@ -93,6 +94,14 @@ def _value(result: dict | None, subset: str, metric: str) -> Optional[float]:
     if v is None or not isinstance(v, (int, float)) or (isinstance(v, float) and math.isnan(v)):
         return None
     return float(v)
+
+
+def _why_empty(result: dict | None, subset: str, metric: str) -> str:
+    """The scorer's notes on `subset` when its primary value is empty (e.g. SwissGov-RSD's macro
+    of a submission that leaves out a language pair)."""
+    if not result or _value(result, subset, metric) is not None:
+        return ""
+    return "; ".join(n.split(": ", 1)[1] for n in result.get("notes") or () if n.startswith(f"{subset}: "))
 
 
 def _latest_scores(s: Session, subs: list[Submission], parts: tuple[str, ...]) -> dict[tuple[int, str], dict]:
@@ -226,7 +235,7 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
                         method_name=sub.method_name, url=sub.url, submitted_at=sub.created_at,
                         is_primary=sub.is_primary,
                         values={c.key: _value(result, c.subset, c.metric) for c in cols},
-                        public_value=pub, note=note))
+                        public_value=pub, note=note, why=_why_empty(result, prim.subset, prim.metric)))
 
     team_rows = [r for r in rows if r.row_type == "team"]
     for r, rk in zip(team_rows, _rank([r.values[prim.key] for r in team_rows], gib)):
@@ -270,6 +279,7 @@ def to_dict(board: Board) -> dict[str, Any]:
             "primary_run": r.is_primary, "metrics": r.values,
             **({"public_primary": r.public_value, "public_rank": r.public_rank} if board.published else {}),
             **({"note": r.note} if r.note else {}),
+            **({"why_empty": r.why} if r.why else {}),
         } for r in board.rows],
     }
 
