@@ -564,15 +564,31 @@ def score_links(fam: LinkFamily, parsed: Links, only: frozenset | None = None) -
 
 def _id_arrays(store: TaskStore, split: str):
     """The query and source ids as pyarrow binary arrays (for `arrow_links`), from the server's
-    index; None where there is no index (a participant's download) or no pyarrow."""
+    index or else the public segment files; None where neither is there or pyarrow is not."""
     index = store.root / "index" / split
     q, s = index / "query_ids.txt", index / "source_ids.txt"
-    if not (q.is_file() and s.is_file()):
-        return None
     try:
-        return _id_array_cached(_cache_key(q)), _id_array_cached(_cache_key(s))
+        if q.is_file() and s.is_file():
+            return _id_array_cached(_cache_key(q)), _id_array_cached(_cache_key(s))
+        q, s = store.public(split, "queries.csv"), store.public(split, "sources.csv")
+        if q.is_file() and s.is_file():  # a participant's download: the public segment files
+            return _public_id_array(_cache_key(q)), _public_id_array(_cache_key(s))
     except ImportError:
-        return None
+        pass
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _public_id_array(key: tuple):
+    """The seg_id column of a public segment file, in file order (as `_public_ids` numbers it)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    table = pacsv.read_csv(key[0], parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                           convert_options=pacsv.ConvertOptions(
+                               include_columns=["seg_id"], column_types={"seg_id": pa.binary()},
+                               null_values=[], strings_can_be_null=False, quoted_strings_can_be_null=False))
+    return table.column("seg_id").combine_chunks()
 
 
 @functools.lru_cache(maxsize=8)

@@ -317,7 +317,7 @@ def link_columns(reader, ncol: int, iq: int, isrc: int, isc: int | None, qidx: d
 
 # ---------------------------------------------------------------- link tables, columnar
 
-ARROW_BLOCK = 32 * MiB  # bytes per parsed block: large enough to amortise, small enough to stream
+ARROW_BLOCK = 32 * MiB  # the largest block parsed at once (pyarrow parses blocks in parallel)
 
 
 class _Counted:
@@ -462,10 +462,13 @@ def arrow_links(path: str | Path, qknown, sknown, limits: Limits = DEFAULT_LIMIT
         return None
     types = {"query_id": pa.binary(), "source_id": pa.binary(), "score": pa.float64()}
     has_score = "score" in header
+    # blocks are parsed in parallel: at least 8 of them, so that a small file uses both cores too
+    size = st.st_size * (5 if counted is not None else 1)  # a .gz inflates about 5x
+    block = max(MiB, min(ARROW_BLOCK, size // 8))
     try:
         table = pacsv.read_csv(
             source,
-            read_options=pacsv.ReadOptions(skip_rows=1, column_names=header, block_size=ARROW_BLOCK),
+            read_options=pacsv.ReadOptions(skip_rows=1, column_names=header, block_size=block),
             parse_options=pacsv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",",
                                              quote_char=False if fmt == "tsv" else '"',
                                              newlines_in_values=False, ignore_empty_lines=True),

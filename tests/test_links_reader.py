@@ -107,3 +107,21 @@ def test_gzip_over_the_uncompressed_limit(home, tmp_path):
     with pytest.raises(SubmissionInvalid) as e:
         validate_file("loci-similes", path, home=home, limits=Limits(max_bytes=10**9, max_uncompressed_bytes=2000))
     assert "over the limit" in str(e.value)
+
+
+def test_participant_download_without_the_index(home, tmp_path):
+    """Offline validation where only the public segment files are (no server index): the same ids."""
+    import shutil
+
+    st = TaskStore("loci-similes", home)
+    h = tmp_path / "participant"
+    shutil.copytree(st.root / "public", h / "tasks" / "loci-similes" / "public")
+    shutil.copy(st.root / "task.json", h / "tasks" / "loci-similes" / "task.json")
+    q, s = _id_arrays(TaskStore("loci-similes", h), "test")
+    assert [x.decode() for x in q.to_pylist()] == ids(home)[0]
+    assert [x.decode() for x in s.to_pylist()] == ids(home)[1]
+    path = forms(tmp_path, home)["csv"]
+    a = validate_file("loci-similes", path, home=h).parsed
+    b = validate_file("loci-similes", path, home=home).parsed
+    np.testing.assert_array_equal(a.q, b.q)
+    np.testing.assert_array_equal(a.s, b.s)
