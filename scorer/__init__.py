@@ -75,6 +75,18 @@ def partition_units(task_id: str, split: str = "test", home=None) -> list[str]:
     return family(task, store, split).units()
 
 
+def partition_strata(task_id: str, split: str = "test", home=None) -> list[tuple[str, str]]:
+    """Each unit of `partition_units` with its stratum, in the inputs' order: the groups a
+    stratified public/private partition divides in the same proportion, so that every subset
+    is present in both parts (TRiC: the instance's subset, `oov` or `iov`; SwissGov-RSD: the
+    document's language pair; Loci Similes: `linked` for a query with a gold link, else
+    `unlinked`; otherwise one stratum, `all`). Reads the gold: for the server only."""
+    from scorer.families import family
+
+    task, store = _resolve(task_id, split, home)
+    return family(task, store, split).strata()
+
+
 def score_validated(v: Validated, home=None, only=None) -> dict:
     """Score a validated submission against the split's gold, restricted to the units in `only`
     (e.g. the public part of the test gold) when given."""
@@ -106,5 +118,6 @@ def score_file(task_id: str, path: str | Path, split: str = "test", home=None,
 
 __all__ = [
     "Limits", "PalimpsestError", "Problem", "SplitNotAvailable", "SubmissionInvalid", "TaskNotFound",
-    "TaskNotImported", "Validated", "partition_units", "score_file", "score_validated", "validate_file",
+    "TaskNotImported", "Validated", "partition_strata", "partition_units", "score_file", "score_validated",
+    "validate_file",
 ]

@@ -72,21 +72,38 @@ class SubmissionInvalid(PalimpsestError):
 
 
 class Problems:
-    """Collects problems up to a cap, counting the rest, then raises once."""
+    """Collects problems up to a cap, counting the rest, then raises once with all of them.
+
+    A problem about the whole file (`whole=True`: ids missing from it, a file that covers
+    nothing) is listed first and never crowded out by line problems: the located ones give way
+    to it within the cap, and `total` counts every problem, listed or not.
+    """
 
     def __init__(self, cap: int = 200):
         self.cap = cap
         self.items: list[Problem] = []
+        self.whole: list[Problem] = []
         self.total = 0
 
-    def add(self, message: str, line: int | None = None, id: str | None = None) -> None:
+    def add(self, message: str, line: int | None = None, id: str | None = None, *,
+            whole: bool = False) -> None:
         self.total += 1
-        if len(self.items) < self.cap:
+        if whole:
+            self.whole.append(Problem(message, line, id))
+        elif len(self.items) < self.cap:
             self.items.append(Problem(message, line, id))
+
+    def count_unlisted(self, n: int) -> None:
+        """Count `n` more problems of a kind already listed, without listing them."""
+        self.total += max(n, 0)
+
+    def listed(self) -> list[Problem]:
+        whole = self.whole[: self.cap]
+        return whole + self.items[: max(self.cap - len(whole), 0)]
 
     def __bool__(self) -> bool:
         return self.total > 0
 
     def raise_if_any(self) -> None:
         if self.total:
-            raise SubmissionInvalid(self.items, self.total)
+            raise SubmissionInvalid(self.listed(), self.total)

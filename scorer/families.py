@@ -115,8 +115,28 @@ def _as_floats(v, csv: bool) -> np.ndarray:
 CONVERT = {"id": _as_id, "float": _as_float, "label01": _as_label01, "floats": _as_floats}
 
 
-def read_rows(text: Text, task: Task, problems: Problems) -> list[tuple[int, dict]]:
-    """Rows of a keyed submission with typed values; every bad row or value becomes a problem."""
+@dataclass
+class Rejected:
+    """The rows `read_rows` turned down: the ids they named (not missing from the file, only
+    wrong on their line), and how many named no id that could be read."""
+
+    ids: set = field(default_factory=set)
+    unnamed: int = 0
+
+    def note(self, rid) -> None:
+        if isinstance(rid, str):
+            self.ids.add(rid)
+        elif isinstance(rid, int) and not isinstance(rid, bool):
+            self.ids.add(str(rid))
+        else:
+            self.unnamed += 1
+
+
+def read_rows(text: Text, task: Task, problems: Problems,
+              rejected: Rejected | None = None) -> list[tuple[int, dict]]:
+    """Rows of a keyed submission with typed values; every bad row or value becomes a problem
+    (and, given `rejected`, is recorded there)."""
+    rejected = rejected if rejected is not None else Rejected()
     fields = task.format.fields
     names = [f.name for f in fields]
     required = [f.name for f in fields if f.name not in task.format.optional]
@@ -136,6 +156,7 @@ def read_rows(text: Text, task: Task, problems: Problems) -> list[tuple[int, dic
     for line, rec in records:
         if isinstance(rec, BadRow):
             problems.add(rec.message, line=line)
+            rejected.unnamed += 1
             continue
         rid = rec.get(key)
         rid_s = rid if isinstance(rid, str) else None
@@ -144,6 +165,7 @@ def read_rows(text: Text, task: Task, problems: Problems) -> list[tuple[int, dic
             extra = [c for c in rec if c not in names]
             if missing:
                 problems.add(f"missing field(s) {', '.join(missing)}", line=line, id=rid_s)
+                rejected.note(rid)
                 continue
             if extra:
                 problems.add(f"unexpected field(s) {', '.join(extra)}; expected {', '.join(names)}",
@@ -162,6 +184,8 @@ def read_rows(text: Text, task: Task, problems: Problems) -> list[tuple[int, dic
                 ok = False
         if ok:
             out.append((line, row))
+        else:
+            rejected.note(rid)
     return out
 
 
@@ -180,11 +204,17 @@ def _check_keys(rows, key: str, known: dict, problems: Problems, what: str) -> d
     return by_id
 
 
-def _report_missing(missing: list[str], key: str, problems: Problems, scope: str = "") -> None:
+def _report_missing(missing: list[str], key: str, problems: Problems, scope: str = "",
+                    unreadable: int = 0) -> None:
+    """One whole-file problem naming the first few missing ids; ids on rows rejected for
+    another problem are not missing (the caller leaves them out)."""
     if missing:
         first = ", ".join(repr(m) for m in missing[:SHOW_MISSING])
         more = f" and {len(missing) - SHOW_MISSING} more" if len(missing) > SHOW_MISSING else ""
-        problems.add(f"{len(missing)} {key}(s){scope} missing from the submission: {first}{more}")
+        hint = (f" (some may be on the {unreadable} line{'s' if unreadable != 1 else ''} whose "
+                f"{key} could not be read)") if unreadable else ""
+        problems.add(f"{len(missing)} {key}(s){scope} missing from the submission: {first}{more}{hint}",
+                     whole=True)
 
 
 # ---------------------------------------------------------------- families
@@ -212,9 +242,23 @@ class Family:
         documents, queries)."""
         raise NotImplementedError
 
+    def strata(self) -> list[tuple[str, str]]:
+        """(unit, stratum) for every unit, in the order of `units()`: the groups a stratified
+        public/private partition divides in the same proportion, so that a metric defined on the
+        whole gold is defined on both parts. Server side only: it may read gold. One stratum
+        unless a family knows better."""
+        return [(u, "all") for u in self.units()]
+
     def score(self, parsed, only: frozenset | None = None) -> Scored:  # pragma: no cover
         """Metrics against the gold; `only` restricts them to those units."""
         raise NotImplementedError
+
+
+def _no_unit_note(subset: str, unit: str, only) -> str:
+    """Why a subset has no value when the gold (or the part of it being scored) has none of its
+    units: not the same thing as a submission that lacks them."""
+    where = "this part of the gold" if only is not None else "the gold"
+    return f"{subset}: no {unit} of {subset} in {where}"
 
 
 class Keyed(Family):
@@ -234,15 +278,27 @@ class Keyed(Family):
         value = self.task.format.fields[1].name
         ids = self.reference_ids()
         index = {k: i for i, k in enumerate(ids)}
-        rows = read_rows(text, self.task, problems)
+        rejected = Rejected()
+        rows = read_rows(text, self.task, problems, rejected)
         by_id = _check_keys(rows, key, index, problems, f"{len(ids)} {self.split} {key}s")
-        if not problems:
-            _report_missing([k for k in ids if k not in by_id], key, problems)
+        _report_missing([k for k in ids if k not in by_id and k not in rejected.ids], key, problems,
+                        unreadable=rejected.unnamed)
         problems.raise_if_any()
         return {k: row[value] for k, (_, row) in by_id.items()}
 
     def units(self) -> list[str]:
         return self.reference_ids()
+
+    def strata(self) -> list[tuple[str, str]]:
+        """The subset each unit is scored in (TRiC: `oov` or `iov`), as the gold records it;
+        one stratum when the task declares no subset beside `all` (TRaC)."""
+        declared = [s for s in self.task.subsets if s != "all"]
+        if not declared:
+            return super().strata()
+        key = self.task.format.key[0]
+        gold = read_jsonl(self.store.gold(self.split, "gold.jsonl"))
+        subset_of = {r[key]: r.get("subset") for r in gold}
+        return [(u, subset_of[u] if subset_of.get(u) in declared else "other") for u in self.units()]
 
     def score(self, parsed: dict[str, float], only: frozenset | None = None) -> Scored:
         key = self.task.format.key[0]
@@ -257,8 +313,15 @@ class Keyed(Family):
             if s != "all":
                 subsets[s] = np.array([r.get("subset") == s for r in gold_rows])
         result, notes = {}, []
+        unit, binary = self.task.kind.rstrip("s"), self.task.format.fields[1].kind == "label01"
         for name, mask in subsets.items():
-            if self.task.format.fields[1].kind == "label01":
+            if not mask.any():  # the same keys as a value would have, each None
+                empty = (metrics.classification(gold[:0], gold[:0]) if binary
+                         else metrics.correlations(gold[:0], gold[:0], ("spearman", "pearson"))[0])
+                result[name] = {k: (0 if k == "n" else None) for k in empty}
+                notes.append(_no_unit_note(name, unit, only))
+                continue
+            if binary:
                 result[name] = metrics.classification(gold[mask].astype(int), pred[mask].astype(int))
             else:
                 vals, why = metrics.correlations(gold[mask], pred[mask], ("spearman", "pearson"))
@@ -276,7 +339,8 @@ class Tokens(Family):
         problems = Problems()
         inputs = read_jsonl(self.store.public(self.split, "inputs.jsonl"))
         ref = {r["id"]: r for r in inputs}
-        rows = read_rows(text, self.task, problems)
+        rejected = Rejected()
+        rows = read_rows(text, self.task, problems, rejected)
         by_id = _check_keys(rows, "id", ref, problems, f"{len(ref)} {self.split} document pairs")
         out = {}
         for rid, (line, row) in by_id.items():
@@ -290,19 +354,25 @@ class Tokens(Family):
                     ok = False
             if ok:
                 out[rid] = (row["labels_a"], row["labels_b"])
-        covered = {ref[k]["pair"] for k in by_id}
-        if not problems:
-            for pair in self.PAIRS:
-                if pair in covered:
-                    _report_missing([r["id"] for r in inputs if r["pair"] == pair and r["id"] not in by_id],
-                                    "id", problems, f" of {pair}")
-            if not by_id:
-                problems.add("the submission covers no document pair")
+        # a language pair left out entirely is allowed; within a pair the file covers (even by a
+        # row rejected above) every document is needed
+        named = by_id.keys() | {k for k in rejected.ids if k in ref}
+        covered = {ref[k]["pair"] for k in named}
+        for pair in self.PAIRS:
+            if pair in covered:
+                _report_missing([r["id"] for r in inputs if r["pair"] == pair and r["id"] not in named],
+                                "id", problems, f" of {pair}", unreadable=rejected.unnamed)
+        if not by_id and not problems:
+            problems.add("the submission covers no document pair", whole=True)
         problems.raise_if_any()
         return out
 
     def units(self) -> list[str]:
         return [r["id"] for r in read_jsonl(self.store.public(self.split, "inputs.jsonl"))]
+
+    def strata(self) -> list[tuple[str, str]]:
+        """Each document's language pair, as the inputs record it."""
+        return [(r["id"], r["pair"]) for r in read_jsonl(self.store.public(self.split, "inputs.jsonl"))]
 
     def score(self, parsed, only: frozenset | None = None) -> Scored:
         gold = _token_gold(_cache_key(self.store.gold(self.split, "gold.jsonl")), only)
@@ -311,7 +381,8 @@ class Tokens(Family):
             ids, gvec, mask = gold.get(pair, ([], None, None))
             if not ids or not all(i in parsed for i in ids):
                 result[pair] = {"spearman": None, "kendall": None, "n": 0}
-                notes.append(f"{pair}: not in the submission")
+                notes.append(f"{pair}: not in the submission" if ids
+                             else _no_unit_note(pair, "document", only))
                 spearmans.append(None)
                 continue
             pvec = np.concatenate([np.concatenate(parsed[i]) for i in ids])[mask]
@@ -339,7 +410,7 @@ def _macro_note(result: dict, notes: list[str]) -> str:
             reason = next((n.split(": ", 1)[1] for n in notes if n.startswith(f"{pair}: ")), "no value")
             why.append(f"{pair} {reason}" if reason == "not in the submission" else f"{pair}: {reason}")
     return (f"macro: empty because {'; '.join(why)}; the macro is the mean over all three language "
-            "pairs (en-de, en-fr, en-it), so a submission without one has none")
+            "pairs (en-de, en-fr, en-it)")
 
 
 def _n_tokens(text: str) -> int:
@@ -520,12 +591,21 @@ class LinkFamily(Family):
                     k = uniq[d]
                     problems.add(f"duplicate link ({qnames[k // n_sources]!r}, {snames[k % n_sources]!r}) "
                                  f"appears {counts[d]} times")
+                problems.count_unlisted(dup.size - problems.cap)
         problems.raise_if_any()  # no links at all is valid: "predict nothing" is SMR's reference point
         sc = np.asarray(scores, dtype=np.float64) if scores is not None else None
         return Links(q, s, sc)
 
     def units(self) -> list[str]:
         return list(self.ids()[0])
+
+    def strata(self) -> list[tuple[str, str]]:
+        """`linked` for a query with at least one gold link, else `unlinked` (reads the gold)."""
+        gold_q, _ = _link_gold(_cache_key(self.store.gold(self.split, "links.csv")),
+                               _cache_key(self.store.root / "index" / self.split / "query_ids.txt"),
+                               _cache_key(self.store.root / "index" / self.split / "source_ids.txt"))
+        linked = set(gold_q.tolist())
+        return [(q, "linked" if i in linked else "unlinked") for q, i in self.ids()[0].items()]
 
     def score(self, parsed: Links, only: frozenset | None = None) -> Scored:
         return score_links(self, parsed, only)

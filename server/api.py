@@ -208,10 +208,15 @@ def download(task_id):
 
 def _visible_scores(s, user, sub: Submission, phase: Phase) -> dict | None:
     """The scoring contract of what the caller may see: the public part (or all) while the phase
-    runs; after publication the private part too."""
-    if sub.status != "scored":
+    runs; after publication the private part too. Participants see the gold's keyed id, never its
+    sha256."""
+    from server.lifecycle import public_result
+
+    if sub.score_attempt is None:  # never scored (a rescore keeps the standing scores)
         return None
-    parts = {sc.part: sc.result for sc in visible_scores(s, sub, phase, organizer=user.is_organizer)}
+    secret = current_app.extensions["palimpsest.settings"].secret_key
+    parts = {sc.part: (sc.result if user.is_organizer else public_result(sc.result, secret))
+             for sc in visible_scores(s, sub, phase, organizer=user.is_organizer)}
     if not parts:
         return None
     main = parts.get("private") if phase.published_at is not None else None
@@ -332,6 +337,93 @@ def leaderboard(task_id):
     t = _task(task_id)
     who = "organizer" if u.is_organizer else (f"team:{u.team_id}" if u.team_id else "public")
     return _serve(t.id, "json", who=who)
+
+
+# ----------------------------------------------------------------------------- organizers: the lifecycle
+
+
+def _organizer():
+    u = _user()
+    if not u.is_organizer:
+        raise ApiError(403, "not_organizer", "this needs an organizer's token")
+    return u
+
+
+def _lifecycle_call(fn):
+    from server.exceptions import LifecycleRefused
+
+    try:
+        return fn()
+    except LifecycleRefused as e:
+        auth.db().rollback()
+        raise ApiError(409, e.code, e.message) from None
+
+
+def _phase_state_json(p: Phase) -> dict:
+    from server.lifecycle import phase_labels
+
+    d = phase_json(p)
+    d.update({"state": phase_labels(p), "frozen": bool(p.frozen), "leaderboard_open": bool(p.leaderboard_open),
+              "published_at": _iso(p.published_at), "public_fraction": p.public_fraction})
+    return d
+
+
+@bp.post("/tasks/<task_id>/phases/<phase_name>/<action>")
+def phase_action(task_id, phase_name, action):
+    """close, freeze, unfreeze or publish a phase (publish: `reason` for a correction, `close=true`
+    to close an open phase in the same step)."""
+    from server import lifecycle
+
+    u = _organizer()
+    t = _task(task_id)
+    s = auth.db()
+    p = _phase(s, t.id, phase_name)
+    body = request.get_json(silent=True) or request.form
+    if action == "close":
+        _lifecycle_call(lambda: lifecycle.close(s, p, actor=u, via="api"))
+    elif action in ("freeze", "unfreeze"):
+        _lifecycle_call(lambda: lifecycle.set_frozen(s, p, action == "freeze", actor=u, via="api"))
+    elif action == "publish":
+        close_first = str(body.get("close", "false")).lower() in ("1", "true", "yes")
+        rv = _lifecycle_call(lambda: lifecycle.publish(
+            s, p, task=t, actor=u, settings=current_app.extensions["palimpsest.settings"],
+            reason=str(body.get("reason") or ""), via="api", close_first=close_first))
+        return jsonify({"phase": _phase_state_json(p), "ranking": _version_json(rv)}), 201
+    else:
+        raise ApiError(404, "unknown_action", f"no phase action {action!r} (close, freeze, unfreeze, publish)")
+    return jsonify({"phase": _phase_state_json(p)})
+
+
+def _version_json(rv) -> dict:
+    return {"version": rv.version, "published_at": _iso(rv.published_at), "reason": rv.reason,
+            "sha256": rv.sha256}
+
+
+@bp.get("/tasks/<task_id>/phases/<phase_name>/rankings")
+def rankings(task_id, phase_name):
+    """Every published version of a phase's final ranking (organizers)."""
+    from server.lifecycle import ranking_versions
+
+    _organizer()
+    t = _task(task_id)
+    s = auth.db()
+    p = _phase(s, t.id, phase_name)
+    return jsonify({"phase": _phase_state_json(p), "versions": [_version_json(v) for v in ranking_versions(s, p.id)]})
+
+
+@bp.get("/tasks/<task_id>/phases/<phase_name>/rankings/<int:version>")
+def ranking_version(task_id, phase_name, version):
+    """One published version of the final ranking, byte for byte as published."""
+    from server.lifecycle import latest_ranking
+
+    _user()
+    t = _task(task_id)
+    s = auth.db()
+    p = _phase(s, t.id, phase_name)
+    rv = latest_ranking(s, p.id, version)
+    if rv is None:
+        raise ApiError(404, "not_published", f"{t.id}/{p.name} has no published version {version}")
+    return Response(rv.body_json.encode("utf-8"), mimetype="application/json")
 
 
 @bp.get("/openapi.json")

@@ -41,6 +41,29 @@ def _engine(settings=None):
     return eng
 
 
+def _task(task_id: str):
+    from tasks import get_task
+
+    try:
+        return get_task(task_id)
+    except Exception as e:  # noqa: BLE001 — TaskNotFound says which tasks exist
+        raise click.ClickException(str(e)) from None
+
+
+def _phase(s, task, name: str):
+    from sqlalchemy import select
+
+    from server.models import Phase
+    from server.submissions import ensure_phases
+
+    ensure_phases(s)
+    p = s.execute(select(Phase).where(Phase.task_id == task.id, Phase.name == name)).scalar_one_or_none()
+    if p is None:
+        names = s.execute(select(Phase.name).where(Phase.task_id == task.id)).scalars().all()
+        raise click.ClickException(f"task {task.id!r} has no phase {name!r} (phases: {', '.join(names) or 'none'})")
+    return p
+
+
 class _OptionalInt(click.ParamType):
     name = "N|none"
 
@@ -214,41 +237,124 @@ def register(main: click.Group) -> None:
         from sqlalchemy import select
         from sqlmodel import Session
 
-        from server.auth import audit
-        from server.jobs import new_seed
+        from server import lifecycle
+        from server.exceptions import LifecycleRefused
         from server.models import Phase
         from server.submissions import ensure_phases
-        from tasks import get_task
 
-        try:
-            task = get_task(task_id)
-        except Exception as e:
-            raise click.ClickException(str(e)) from None
-        with Session(_engine()) as s:
+        task = _task(task_id)
+        with Session(_engine(), expire_on_commit=False) as s:
             ensure_phases(s)
             p = s.execute(select(Phase).where(Phase.task_id == task.id, Phase.name == phase_name)).scalar_one_or_none()
-            if p is None:
-                split = phase_name if phase_name in task.splits else ("test" if "test" in task.splits else task.splits[0])
-                p = Phase(task_id=task.id, name=phase_name, split=split, partition_seed=new_seed())
-            changes = {}
-            for field, value in (("opens_at", opens), ("closes_at", closes), ("daily_limit", daily_limit),
-                                 ("total_limit", total_limit), ("concurrent_limit", concurrent_limit),
-                                 ("public_fraction", public_fraction)):
-                if value is None:
-                    continue
-                value = None if value == "none" else value
-                changes[field] = str(value) if isinstance(value, datetime) else value
-                setattr(p, field, value)
-            if p.opens_at and p.closes_at and p.closes_at <= p.opens_at:
-                raise click.ClickException("the phase must close after it opens")
-            if p.partition_seed is None:
-                p.partition_seed = new_seed()
-            s.add(p)
-            audit(s, None, "phase.set", f"{task.id}/{phase_name}", via="cli", **changes)
-            s.commit()
+            try:
+                if p is None:
+                    split = phase_name if phase_name in task.splits else ("test" if "test" in task.splits else task.splits[0])
+                    p = lifecycle.create_phase(s, task=task, name=phase_name, split=split, actor=None, via="cli")
+                changes = {}
+                for field, value in (("opens_at", opens), ("closes_at", closes), ("daily_limit", daily_limit),
+                                     ("total_limit", total_limit), ("concurrent_limit", concurrent_limit),
+                                     ("public_fraction", public_fraction)):
+                    if value is not None:
+                        changes[field] = None if value == "none" else value
+                if changes:
+                    lifecycle.edit_phase(s, p, changes, actor=None, via="cli")
+            except LifecycleRefused as e:
+                raise click.ClickException(e.message) from None
             click.echo(f"{task.id} {phase_name}: opens {p.opens_at or '-'}, closes {p.closes_at or '-'}, "
                        f"daily {p.daily_limit}, total {p.total_limit}, concurrent {p.concurrent_limit}, "
                        f"public fraction {p.public_fraction}")
+
+    def _phase_command(name: str, help_text: str):
+        @phases.command(name, help=help_text)
+        @click.argument("task_id", metavar="TASK")
+        @click.argument("phase_name", metavar="PHASE")
+        @click.option("--reason", default="", help="publish: why this correction (needed from version 2 on).")
+        @click.option("--close", "close_first", is_flag=True, help="publish: close an open phase in the same step.")
+        @click.option("--json", "as_json", is_flag=True, help="Print the phase's new state as JSON.")
+        @_home_option
+        def command(task_id, phase_name, reason, close_first, as_json):
+            import json as _json
+
+            from sqlmodel import Session
+
+            from server import lifecycle
+            from server.exceptions import LifecycleRefused
+
+            task = _task(task_id)
+            settings = _settings()
+            with Session(_engine(settings), expire_on_commit=False) as s:
+                p = _phase(s, task, phase_name)
+                out = {}
+                try:
+                    if name == "close":
+                        lifecycle.close(s, p, actor=None, via="cli")
+                    elif name in ("freeze", "unfreeze"):
+                        lifecycle.set_frozen(s, p, name == "freeze", actor=None, via="cli")
+                    else:
+                        rv = lifecycle.publish(s, p, task=task, actor=None, settings=settings, reason=reason,
+                                               via="cli", close_first=close_first)
+                        out["ranking"] = {"version": rv.version, "sha256": rv.sha256,
+                                          "published_at": rv.published_at.isoformat() + "Z", "reason": rv.reason}
+                except LifecycleRefused as e:
+                    raise click.ClickException(e.message) from None
+                out["phase"] = {"task": task.id, "name": p.name, "state": lifecycle.phase_labels(p),
+                                "closes_at": p.closes_at.isoformat() + "Z" if p.closes_at else None}
+            if as_json:
+                click.echo(_json.dumps(out))
+            else:
+                extra = f"; final ranking version {out['ranking']['version']}" if "ranking" in out else ""
+                click.echo(f"{task.id} {p.name}: {', '.join(out['phase']['state'])}{extra}")
+
+        return command
+
+    _phase_command("close", "Close a phase now: no further submissions are accepted.")
+    _phase_command("freeze", "Freeze a phase's leaderboard: later submissions are not shown to participants.")
+    _phase_command("unfreeze", "Unfreeze a phase's leaderboard.")
+    _phase_command("publish", "Publish the final ranking of a closed phase (an immutable snapshot); again, "
+                              "with --reason, to publish a correction as a new version.")
+
+    @main.group("rankings")
+    def rankings():
+        """Published final rankings (immutable snapshots, numbered versions)."""
+
+    @rankings.command("show")
+    @click.argument("task_id", metavar="TASK")
+    @click.argument("phase_name", metavar="PHASE")
+    @click.option("--version", "version", type=int, default=None, help="A published version (default: the latest).")
+    @click.option("--json", "as_json", is_flag=True, help="Print the snapshot exactly as published (JSON).")
+    @_home_option
+    def rankings_show(task_id, phase_name, version, as_json):
+        """Print a published final ranking, or list its versions."""
+        import json as _json
+
+        from sqlmodel import Session
+
+        from server import lifecycle
+
+        task = _task(task_id)
+        with Session(_engine(), expire_on_commit=False) as s:
+            p = _phase(s, task, phase_name)
+            rv = lifecycle.latest_ranking(s, p.id, version)
+            versions = lifecycle.ranking_versions(s, p.id)
+        if rv is None:
+            raise click.ClickException(f"{task.id} {phase_name} has no published ranking"
+                                       + (f" version {version}" if version else ""))
+        if as_json:
+            click.echo(rv.body_json)
+            return
+        body = _json.loads(rv.body_json)
+        meta = body["ranking"]
+        click.echo(f"{task.id} {p.name}: final ranking version {rv.version} of {len(versions)}, published "
+                   f"{meta['published_at']}{' by ' + meta['published_by'] if meta.get('published_by') else ''}"
+                   f"{' (' + meta['reason'] + ')' if meta.get('reason') else ''}; sha256 {rv.sha256[:16]}")
+        key = body["columns"][0]["key"]
+        click.echo(f"{'rank':>4}  {'team':<24} {'method':<24} {key:>14} {'public':>8}")
+        for r in body["rows"]:
+            v = r["metrics"].get(key)
+            pub = r.get("public_primary")
+            click.echo(f"{'' if r['rank'] is None else r['rank']:>4}  {r['team'][:24]:<24} "
+                       f"{(r.get('method_name') or '')[:24]:<24} {'-' if v is None else f'{v:.4f}':>14} "
+                       f"{'-' if pub is None else f'{pub:.4f}':>8}")
 
     @main.group("db")
     def db():

@@ -42,3 +42,12 @@ class DuplicateSubmission(PalimpsestError):
     def __init__(self, submission_id: int):
         super().__init__(f"this file was submitted before as submission {submission_id}")
         self.submission_id = submission_id
+
+
+class LifecycleRefused(PalimpsestError):
+    """A change of a submission's or a phase's state that its current state does not allow."""
+
+    def __init__(self, message: str, code: str = "refused"):
+        super().__init__(message)
+        self.message = message
+        self.code = code

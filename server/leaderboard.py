@@ -1,4 +1,5 @@
-"""Leaderboards: one row per team, ranked by the task's primary metric, rendered once per change.
+"""Leaderboards: one row per team, ranked by the task's primary metric, rendered once per change;
+and the published final rankings, served from their immutable snapshots.
 
 Ranking code reads only `task.primary` and `task.greater_is_better` (no per-task cases).
 Before a phase's final ranking is published only public-part scores are read at all;
@@ -51,7 +52,9 @@ class Row:
     values: dict[str, Optional[float]]
     public_value: Optional[float] = None  # after publication: the public-part primary value
     public_rank: Optional[int] = None
-    note: str = ""  # e.g. "hidden", "not public" (only in views that may see those)
+    note: str = ""  # e.g. "hidden", "not public", "stale" (only in views that may see those)
+    chosen_by: str = ""  # "primary run", "latest scored run" or "baseline method"
+    parts: dict[str, dict] = field(default_factory=dict)  # part -> its scoring result (snapshots)
     why: str = ""  # the scorer's reason when the primary value is empty (its notes on that subset)
 
 
@@ -133,14 +136,25 @@ def _rank(values: list[Optional[float]], greater_is_better: bool) -> list[Option
     return [first[v] if v is not None else None for v in values]
 
 
+STALE_NOTE = "stale: scored against an earlier gold or scorer version; being rescored"
+
+
 def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
-                show_private: bool = False, include_closed: bool = False) -> Board:
+                show_private: bool = False, include_closed: bool = False,
+                provenance: dict | None = None, with_parts: bool = False) -> Board:
     """The leaderboard of a phase as `audience` ("public", "team:<id>" or "organizer") may see it.
 
+    Each team has one row: its ranked run, chosen by `lifecycle.RANKED_RUN_RULE` (the marked
+    primary run, else the latest scored one) among its runs that are neither hidden nor removed;
+    the choice never reads a score. Each baseline method has one unranked row (its newest entry).
     `show_private` (organizers only: a preview of the final ranking) ranks on the private part
     before publication; otherwise private scores are read only once the phase is published.
-    `include_closed` (organizers' exports) shows the public view of a closed board.
+    `include_closed` (organizers' exports) shows the public view of a closed board. Scores whose
+    provenance differs from `provenance` (the current gold, task and scorer versions) are never
+    ranked: their row says they are stale. `with_parts` keeps every part's result on each row.
     """
+    from server.lifecycle import PENDING, Status, is_current
+
     published = phase.published_at is not None
     use_private = published or show_private
     own_team = int(audience.split(":", 1)[1]) if audience.startswith("team:") else None
@@ -153,26 +167,17 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
     # scored, or being rescored with the scores of an earlier attempt still standing
     q = (select(Submission, Team).join(Team, Team.id == Submission.team_id)
          .where(Submission.phase_id == phase.id,
-                or_(Submission.status == "scored",
-                    and_(Submission.status.in_(("queued", "running")), Submission.score_attempt.is_not(None)))))
-    candidates = []
+                or_(Submission.status == Status.SCORED,
+                    and_(Submission.status.in_(PENDING), Submission.score_attempt.is_not(None)))))
+    candidates, extras = [], []
     for sub, team in s.exec(q):
-        note = ""
-        if sub.removed_at is not None:
-            if not organizer:
-                continue
-            note = "removed"
-        elif sub.hidden:
-            if not organizer:
-                continue
-            note = "hidden"
-        elif not sub.show_publicly:
-            if not (organizer or sub.team_id == own_team):
-                continue
-            note = "not public"
         if phase.frozen and phase.frozen_at and sub.created_at > phase.frozen_at and not organizer:
             continue
-        candidates.append((sub, team, note))
+        if sub.removed_at is not None or sub.hidden:
+            if organizer:  # shown to organizers, marked and unranked; never chosen for a team
+                extras.append((sub, team, "removed" if sub.removed_at is not None else "hidden"))
+            continue
+        candidates.append((sub, team))
 
     # ranked part and, after publication, the public part beside it
     if use_private:
@@ -183,7 +188,7 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
         # a hidden test gold split into parts: never read anything but its public part
         rank_parts = ("public",)
     parts = tuple(dict.fromkeys(rank_parts + (("public",) if use_private else ())))
-    scores = _latest_scores(s, [c[0] for c in candidates], parts)
+    scores = _latest_scores(s, [c[0] for c in candidates] + [e[0] for e in extras], parts)
 
     cols = columns_for(task)
     prim = cols[0]
@@ -195,54 +200,58 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
                 return p, r
         return None
 
-    best: dict[int, tuple] = {}  # team_id -> (sub, team, note, result, part)
-    rows_src: list[tuple] = []
+    # the ranked run of each team: its primary run, else its latest scored one (no score is read)
+    chosen: dict[int, tuple] = {}
     baselines: dict[tuple, tuple] = {}  # (team_id, method_name) -> newest scored baseline entry
-    gib = prim.greater_is_better
-    for sub, team, note in candidates:
-        got = pick(sub.id)
-        if got is None:
+    for sub, team in candidates:
+        if pick(sub.id) is None:
             continue
-        part, result = got
         if sub.is_baseline or team.is_baseline:
-            # one row per baseline method: a re-run replaces the entry it repeats
             key = (team.id, sub.method_name)
             cur = baselines.get(key)
             if cur is None or (sub.created_at, sub.id) > (cur[0].created_at, cur[0].id):
-                baselines[key] = (sub, team, note, result, part, "baseline")
+                baselines[key] = (sub, team)
             continue
-        v = _value(result, prim.subset, prim.metric)
-        cur = best.get(team.id)
-        if cur is None:
-            best[team.id] = (sub, team, note, result, part)
-            continue
-        csub, cv = cur[0], _value(cur[3], prim.subset, prim.metric)
-        # a marked primary run wins; otherwise the best value, the earlier submission on a tie
-        if sub.is_primary != csub.is_primary:
-            if sub.is_primary:
-                best[team.id] = (sub, team, note, result, part)
-            continue
-        if cv is None or (v is not None and ((v > cv) if gib else (v < cv))) or \
-                (v == cv and (sub.created_at, sub.id) < (csub.created_at, csub.id)):
-            best[team.id] = (sub, team, note, result, part)
-    rows_src.extend(baselines.values())
-    rows_src.extend(b + ("team",) for b in best.values())
+        cur = chosen.get(team.id)
+        if cur is None or (sub.is_primary, sub.created_at, sub.id) > (cur[0].is_primary, cur[0].created_at,
+                                                                      cur[0].id):
+            chosen[team.id] = (sub, team)
+
+    rows_src: list[tuple] = [(sub, team, "", "baseline", "baseline method") for sub, team in baselines.values()]
+    for sub, team in chosen.values():
+        if not sub.show_publicly:
+            if not (organizer or sub.team_id == own_team):
+                continue  # the team's ranked run is not public: no row for others
+            rows_src.append((sub, team, "not public", "team", _rule(sub)))
+        else:
+            rows_src.append((sub, team, "", "team", _rule(sub)))
+    rows_src.extend((sub, team, note, "team", "") for sub, team, note in extras if pick(sub.id))
 
     rows = []
-    for sub, team, note, result, part, kind in rows_src:
+    for sub, team, note, kind, rule in rows_src:
+        part, result = pick(sub.id)
+        values = {c.key: _value(result, c.subset, c.metric) for c in cols}
         pub = _value(scores.get((sub.id, "public")), prim.subset, prim.metric) if use_private else None
-        rows.append(Row(rank=None, row_type=kind, team=team.name, team_id=team.id, submission_id=sub.id,
-                        method_name=sub.method_name, url=sub.url, submitted_at=sub.created_at,
-                        is_primary=sub.is_primary,
-                        values={c.key: _value(result, c.subset, c.metric) for c in cols},
-                        public_value=pub, note=note, why=_why_empty(result, prim.subset, prim.metric)))
+        if not is_current(result, provenance):
+            values = {c.key: None for c in cols}
+            pub, note = None, STALE_NOTE
+        row = Row(rank=None, row_type=kind, team=team.name, team_id=team.id, submission_id=sub.id,
+                  method_name=sub.method_name, url=sub.url, submitted_at=sub.created_at,
+                  is_primary=sub.is_primary, values=values, public_value=pub, note=note, chosen_by=rule)
+        if note != STALE_NOTE:
+            row.why = _why_empty(result, prim.subset, prim.metric)
+        if with_parts and note != STALE_NOTE:
+            row.parts = {p: scores[(sub.id, p)] for p in parts if (sub.id, p) in scores}
+        rows.append(row)
 
-    team_rows = [r for r in rows if r.row_type == "team"]
-    for r, rk in zip(team_rows, _rank([r.values[prim.key] for r in team_rows], gib)):
+    ranked = [r for r in rows if r.row_type == "team" and r.note in ("", "not public")]
+    for r, rk in zip(ranked, _rank([r.values[prim.key] for r in ranked], prim.greater_is_better)):
         r.rank = rk
     if use_private:
-        for r, rk in zip(team_rows, _rank([r.public_value for r in team_rows], gib)):
+        for r, rk in zip(ranked, _rank([r.public_value for r in ranked], prim.greater_is_better)):
             r.public_rank = rk
+
+    gib = prim.greater_is_better
 
     def sort_key(r: Row):
         v = r.values[prim.key]
@@ -253,6 +262,10 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
     return Board(task_id=task.id, phase=phase.name, split=phase.split,
                  part="private" if use_private else "public",
                  published=published, frozen=bool(phase.frozen), columns=cols, rows=rows)
+
+
+def _rule(sub: Submission) -> str:
+    return "primary run" if sub.is_primary else "latest scored run"
 
 
 # ----------------------------------------------------------------------------- output
@@ -277,6 +290,7 @@ def to_dict(board: Board) -> dict[str, Any]:
             "method_name": r.method_name, "url": r.url,
             "submitted_at": r.submitted_at.replace(microsecond=0).isoformat() + "Z",
             "primary_run": r.is_primary, "metrics": r.values,
+            **({"chosen_by": r.chosen_by} if r.chosen_by else {}),
             **({"public_primary": r.public_value, "public_rank": r.public_rank} if board.published else {}),
             **({"note": r.note} if r.note else {}),
             **({"why_empty": r.why} if r.why else {}),
@@ -358,84 +372,58 @@ def to_latex(board: Board, *, max_metric_columns: int = 6, caption: str | None =
     return "\n".join(lines)
 
 
+# ----------------------------------------------------------------------------- published snapshots
+
+
+def snapshot_dict(board: Board, meta: dict, *, secret: str) -> dict[str, Any]:
+    """The published final ranking: the board's declared shape, plus the publication (`ranking`:
+    version, time, organizer, reason, the rule that chose each run) and, per row, the rule that
+    chose it and every score of every part with its signature (gold named by its keyed id)."""
+    from server.lifecycle import public_result
+
+    d = to_dict(board)
+    d["ranking"] = dict(meta)
+    for out, r in zip(d["rows"], board.rows):
+        out["chosen_by"] = r.chosen_by
+        out["parts"] = {}
+        for part, result in sorted(r.parts.items()):
+            pr = public_result(result, secret)
+            out["parts"][part] = {"primary": pr.get("primary", {}).get("value"), "metrics": pr.get("metrics"),
+                                  "notes": pr.get("notes", []), "signature": pr.get("signature", ""),
+                                  "provenance": pr.get("provenance", {})}
+    return d
+
+
+def board_from_dict(d: dict) -> Board:
+    """A Board back from its JSON shape (a published snapshot), for the page and the exports."""
+    cols = [Column(c["subset"], c["metric"], c["greater_is_better"], c.get("primary", False)) for c in d["columns"]]
+    rows = [Row(rank=r["rank"], row_type=r["row_type"], team=r["team"], team_id=0, submission_id=r["submission_id"],
+                method_name=r.get("method_name", ""), url=r.get("url", ""),
+                submitted_at=datetime.fromisoformat(r["submitted_at"].rstrip("Z")), is_primary=r.get("primary_run", False),
+                values=r["metrics"], public_value=r.get("public_primary"), public_rank=r.get("public_rank"),
+                note=r.get("note", ""), chosen_by=r.get("chosen_by", "")) for r in d["rows"]]
+    return Board(task_id=d["task"], phase=d["phase"], split=d["split"], part=d["ranked_on"],
+                 published=d["published"], frozen=d["frozen"], columns=cols, rows=rows)
+
+
+def snapshot_csv(body: dict) -> str:
+    return to_csv(board_from_dict(body)).decode("utf-8")
+
+
+def snapshot_latex(body: dict) -> str:
+    r = body.get("ranking") or {}
+    cap = (f"Final ranking of {body['task']} ({body['phase']} phase, version {r.get('version')}, published "
+           f"{r.get('published_at')}), ranked on the {body['ranked_on']} part of the gold by "
+           f"{body['primary']['metric']} on {body['primary']['subset']}.")
+    return to_latex(board_from_dict(body), caption=cap)
+
+
 # ----------------------------------------------------------------------------- the cache
-
-# One SQL statement tells whether anything a leaderboard shows has changed: the phase's own state,
-# whose revision is bumped by every visibility change (by the web side itself, and for changes
-# made elsewhere -- the API, the CLI, the workers -- by a trigger on the submission table), and
-# the newest score anywhere. Where the trigger cannot be installed, a fingerprint of the phase's
-# submissions' flags is computed instead (correct, but O(submissions) per request).
-_PHASE_COLUMNS = """p.id, p.name, p.split, p.revision, p.frozen, p.frozen_at, p.published_at, p.leaderboard_open,
-       p.public_fraction, p.opens_at, (SELECT max(id) FROM score) AS smax"""
-_VERSION_SQL = f"SELECT {_PHASE_COLUMNS}, 0 AS flags FROM phase p WHERE p.task_id = :task"
-_VERSION_SQL_SCAN = f"""
-SELECT {_PHASE_COLUMNS},
-       (SELECT coalesce(sum(s.id * ((CASE WHEN s.hidden THEN 1 ELSE 0 END)
-                                  + (CASE WHEN s.removed_at IS NOT NULL THEN 2 ELSE 0 END)
-                                  + (CASE WHEN s.show_publicly THEN 0 ELSE 4 END)
-                                  + (CASE WHEN s.is_primary THEN 8 ELSE 0 END)
-                                  + (CASE WHEN s.status = 'scored' THEN 16 ELSE 0 END)
-                                  + 32 * coalesce(s.score_attempt, 0))), 0)
-          FROM submission s WHERE s.phase_id = p.id) AS flags
-FROM phase p WHERE p.task_id = :task
-"""
-
-_WATCHED = ("hidden", "removed_at", "show_publicly", "is_primary", "score_attempt", "method_name")
-
-_SQLITE_TRIGGER = f"""
-CREATE TRIGGER IF NOT EXISTS palimpsest_board_revision AFTER UPDATE ON submission FOR EACH ROW
-WHEN {" OR ".join(f"OLD.{c} IS NOT NEW.{c}" for c in _WATCHED)}
-     OR (OLD.status = 'scored') IS NOT (NEW.status = 'scored')
-BEGIN UPDATE phase SET revision = revision + 1 WHERE id = NEW.phase_id; END
-"""
-
-_PG_FUNCTION = f"""
-CREATE OR REPLACE FUNCTION palimpsest_board_revision() RETURNS trigger AS $$
-BEGIN
-  IF {" OR ".join(f"OLD.{c} IS DISTINCT FROM NEW.{c}" for c in _WATCHED)}
-     OR (OLD.status = 'scored') IS DISTINCT FROM (NEW.status = 'scored') THEN
-    UPDATE phase SET revision = revision + 1 WHERE id = NEW.phase_id;
-  END IF;
-  RETURN NEW;
-END $$ LANGUAGE plpgsql
-"""
-_PG_TRIGGER = """
-CREATE TRIGGER palimpsest_board_revision AFTER UPDATE ON submission FOR EACH ROW
-EXECUTE FUNCTION palimpsest_board_revision()
-"""
-
-
-def install_triggers(engine) -> bool:
-    """Install the trigger that bumps a phase's revision when one of its submissions changes in a
-    way a leaderboard shows; False when it could not be (then versions are computed by a scan)."""
-    import logging
-
-    try:
-        with engine.begin() as conn:
-            if engine.dialect.name == "sqlite":
-                conn.exec_driver_sql(_SQLITE_TRIGGER)
-            elif engine.dialect.name == "postgresql":
-                exists = conn.exec_driver_sql(
-                    "SELECT 1 FROM pg_trigger WHERE tgname = 'palimpsest_board_revision'").first()
-                if not exists:
-                    conn.exec_driver_sql(_PG_FUNCTION)
-                    conn.exec_driver_sql(_PG_TRIGGER)
-            else:
-                return False
-        return True
-    except Exception as e:  # noqa: BLE001 — e.g. two workers racing at start-up: check again
-        try:
-            with engine.connect() as conn:
-                if engine.dialect.name == "postgresql":
-                    return bool(conn.exec_driver_sql(
-                        "SELECT 1 FROM pg_trigger WHERE tgname = 'palimpsest_board_revision'").first())
-                return bool(conn.exec_driver_sql(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'trigger' "
-                    "AND name = 'palimpsest_board_revision'").first())
-        except Exception:  # noqa: BLE001
-            pass
-        logging.getLogger(__name__).warning("leaderboard trigger not installed (%s); versions scan instead", e)
-        return False
+# A board's version is its phase's row: every change a board shows goes through server.lifecycle,
+# which bumps the phase's revision in the same transaction. One small statement per request.
+_VERSION_SQL = """SELECT p.id, p.name, p.split, p.revision, p.frozen, p.frozen_at, p.published_at,
+       p.leaderboard_open, p.public_fraction, p.opens_at
+FROM phase p WHERE p.task_id = :task"""
 
 
 @dataclass
@@ -446,6 +434,7 @@ class PhaseState:
     leaderboard_open: bool
     opens_at: Optional[datetime]
     version: str
+    published: bool = False
 
 
 def _raw_rows(engine, sql, task_id: str) -> list[tuple]:
@@ -463,16 +452,19 @@ def _raw_rows(engine, sql, task_id: str) -> list[tuple]:
         conn.close()
 
 
-def phase_states(engine, task_id: str, *, triggers: bool = True) -> list[PhaseState]:
-    """Every phase of a task with the version of its leaderboard, in one query."""
+def phase_states(engine, task_id: str, provenance=None) -> list[PhaseState]:
+    """Every phase of a task with the version of its leaderboard, in one query; `provenance(split)`
+    gives the current gold and scorer versions of a split, which the version includes (a gold
+    re-import makes earlier scores stale)."""
     out = []
-    for row in _raw_rows(engine, _VERSION_SQL if triggers else _VERSION_SQL_SCAN, task_id):
-        (pid, name, split, rev, frozen, frozen_at, published_at, lb_open, frac, opens_at, smax, flags) = row
-        v = f"{pid}:{rev}:{int(bool(frozen))}:{frozen_at}:{published_at}:{int(bool(lb_open))}:{frac}:{smax}:{flags}"
+    for row in _raw_rows(engine, _VERSION_SQL, task_id):
+        (pid, name, split, rev, frozen, frozen_at, published_at, lb_open, frac, opens_at) = row
+        prov = provenance(split) if provenance else None
+        v = f"{pid}:{rev}:{int(bool(frozen))}:{frozen_at}:{published_at}:{int(bool(lb_open))}:{frac}:{prov}"
         if isinstance(opens_at, str):  # SQLite through a raw connection
             opens_at = datetime.fromisoformat(opens_at)
         out.append(PhaseState(pid, name, split, bool(lb_open), opens_at,
-                              hashlib.sha1(v.encode()).hexdigest()[:16]))
+                              hashlib.sha1(v.encode()).hexdigest()[:16], published_at is not None))
     return out
 
 
@@ -500,9 +492,3 @@ class RenderCache:
     def clear(self) -> None:
         with self._lock:
             self._d.clear()
-
-
-def bump_revision(s: Session, phase: Phase) -> None:
-    """Mark a phase's leaderboard as changed (in the caller's transaction)."""
-    phase.revision = (phase.revision or 0) + 1
-    s.add(phase)

@@ -63,7 +63,10 @@ class Phase(SQLModel, table=True):
     total_limit: Optional[int] = 100
     concurrent_limit: Optional[int] = 2
     public_fraction: float = 1.0
-    partition_seed: Optional[int] = None
+    # the gold partition the phase scores with (server.lifecycle.partition_for): the one shared by
+    # every phase on the task's split, or a phase's own from before partitions were shared
+    partition_id: Optional[int] = Field(default=None, foreign_key="goldpartition.id")
+    partition_seed: Optional[int] = None  # legacy: a phase's own seed, kept for its own partition
     frozen: bool = False
     published_at: Optional[NaiveDatetime] = None
     # the web side: a closed leaderboard is shown to organizers only; a frozen one shows the
@@ -105,6 +108,9 @@ class Submission(SQLModel, table=True):
     hidden: bool = False
     hidden_reason: str = Field(default="", max_length=500)
     removed_at: Optional[NaiveDatetime] = None
+    # the counted scores were computed against another gold, task or scorer version than the
+    # current one: not ranked, queued for rescoring (server.lifecycle.check_provenance)
+    stale: bool = False
 
 
 class Score(SQLModel, table=True):
@@ -131,3 +137,44 @@ class AuditLog(SQLModel, table=True):
     target: str = Field(default="", max_length=200)
     details: Optional[dict] = Field(default=None, sa_column=Column(JSON))
     created_at: NaiveDatetime = Field(default_factory=utcnow, index=True)
+
+
+class GoldPartition(SQLModel, table=True):
+    """A public/private partition of a split's gold, drawn once from a recorded seed.
+
+    `key` is "<task>/<split>" for the partition every phase on that split shares, or
+    "phase:<id>" for a phase's own partition kept from before partitions were shared
+    (method "legacy": unstratified, from the phase's seed).
+    """
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    key: str = Field(index=True, unique=True, max_length=120)
+    task_id: str = Field(max_length=64)
+    split: str = Field(max_length=16)
+    seed: int
+    public_fraction: float
+    method: str = Field(default="stratified", max_length=16)  # "stratified" or "legacy"
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
+
+
+class RankingVersion(SQLModel, table=True):
+    """A published final ranking: an immutable snapshot, served byte for byte.
+
+    Version 1 is the publication; every later version is a correction with a reason. Rows are
+    never updated or deleted (the lifecycle module only inserts them).
+    """
+
+    __table_args__ = (UniqueConstraint("phase_id", "version"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    phase_id: int = Field(foreign_key="phase.id", index=True)
+    task_id: str = Field(max_length=64)
+    phase_name: str = Field(max_length=32)
+    version: int
+    reason: str = Field(default="", sa_column=Column(Text))
+    published_by: Optional[int] = Field(default=None, foreign_key="user.id")
+    published_at: NaiveDatetime = Field(default_factory=utcnow)
+    sha256: str = Field(max_length=64)  # of body_json
+    body_json: str = Field(sa_column=Column(Text, nullable=False))
+    body_csv: str = Field(sa_column=Column(Text, nullable=False))
+    body_latex: str = Field(sa_column=Column(Text, nullable=False))

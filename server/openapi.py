@@ -116,6 +116,27 @@ LEADERBOARD = {"type": "object", "required": ["task", "phase", "rows"],
                               "rows": {"type": "array", "items": {"type": "object"}}},
                "additionalProperties": True}
 
+PHASE_STATE = {"type": "object", "required": ["name", "split", "state", "frozen", "published_at"],
+               "properties": {"name": {"type": "string"}, "split": {"type": "string"},
+                              "state": {"type": "array", "items": {"type": "string"}},
+                              "frozen": {"type": "boolean"}, "leaderboard_open": {"type": "boolean"},
+                              "published_at": NULLABLE_STR, "public_fraction": {"type": "number"}},
+               "additionalProperties": True}
+
+RANKING_VERSION = {"type": "object", "required": ["version", "published_at", "reason", "sha256"],
+                   "properties": {"version": {"type": "integer"}, "published_at": {"type": "string"},
+                                  "reason": {"type": "string"}, "sha256": {"type": "string"}}}
+
+RANKING = {"description": "A published final ranking: the leaderboard's shape plus `ranking` (version, time, "
+                          "organizer, reason, rule) and, per row, `chosen_by` and every part's scores "
+                          "with their signatures.",
+           "type": "object", "required": ["task", "phase", "rows", "ranking"],
+           "properties": {"task": {"type": "string"}, "phase": {"type": "string"},
+                          "ranking": {"type": "object", "required": ["version", "published_at", "rule"]},
+                          "rows": {"type": "array", "items": {"type": "object", "required": [
+                              "rank", "team", "submission_id", "metrics", "chosen_by", "parts"]}}},
+           "additionalProperties": True}
+
 ME = {"type": "object", "required": ["id", "email", "is_organizer", "team"],
       "properties": {"id": {"type": "integer"}, "email": {"type": "string"},
                      "is_organizer": {"type": "boolean"},
@@ -133,6 +154,8 @@ def _err(description: str) -> dict:
 
 TASK_ID = {"name": "task_id", "in": "path", "required": True, "schema": {"type": "string"},
            "example": "tric-binary"}
+PHASE_NAME = {"name": "phase_name", "in": "path", "required": True, "schema": {"type": "string"},
+              "example": "test"}
 AUTH_ERRORS = {"401": _err("missing, invalid or revoked token")}
 
 
@@ -149,7 +172,8 @@ def spec() -> dict:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {"Error": ERROR, "Problem": PROBLEM, "Quota": QUOTA, "Phase": PHASE, "Primary": PRIMARY,
                         "TaskSummary": TASK_SUMMARY, "Task": TASK, "Scores": SCORES,
-                        "Submission": SUBMISSION, "Leaderboard": LEADERBOARD, "Me": ME},
+                        "Submission": SUBMISSION, "Leaderboard": LEADERBOARD, "Me": ME,
+                        "PhaseState": PHASE_STATE, "RankingVersion": RANKING_VERSION, "Ranking": RANKING},
         },
         "paths": {
             "/me": {"get": {"operationId": "me", "summary": "Who the token belongs to",
@@ -214,6 +238,40 @@ def spec() -> dict:
                                          "schema": {"type": "string"}, "example": "test"}],
                 "responses": {"200": {"description": "the leaderboard", **_json("Leaderboard")}, **AUTH_ERRORS,
                               "404": _err("unknown task or phase")}}},
+            "/tasks/{task_id}/phases/{phase_name}/{action}": {"post": {
+                "operationId": "phaseAction",
+                "summary": "Organizers: close, freeze, unfreeze or publish a phase (publish: only a closed "
+                           "phase, or with close=true; a correction needs a reason)",
+                "parameters": [TASK_ID, PHASE_NAME,
+                               {"name": "action", "in": "path", "required": True, "example": "freeze",
+                                "schema": {"type": "string", "enum": ["close", "freeze", "unfreeze", "publish"]}}],
+                "requestBody": {"required": False, "content": {"application/json": {"schema": {
+                    "type": "object", "properties": {"reason": {"type": "string"},
+                                                     "close": {"type": "boolean"}}}}}},
+                "responses": {"200": {"description": "the phase's new state", "content": {"application/json": {
+                    "schema": {"type": "object", "required": ["phase"], "properties": {
+                        "phase": {"$ref": "#/components/schemas/PhaseState"}}}}}},
+                              "201": {"description": "published", "content": {"application/json": {"schema": {
+                                  "type": "object", "required": ["phase", "ranking"], "properties": {
+                                      "phase": {"$ref": "#/components/schemas/PhaseState"},
+                                      "ranking": {"$ref": "#/components/schemas/RankingVersion"}}}}}},
+                              **AUTH_ERRORS, "403": _err("not an organizer's token"),
+                              "404": _err("unknown task, phase or action"),
+                              "409": _err("refused by the phase's state (e.g. publishing an open phase)")}}},
+            "/tasks/{task_id}/phases/{phase_name}/rankings": {"get": {
+                "operationId": "listRankings", "summary": "Organizers: the published versions of a final ranking",
+                "parameters": [TASK_ID, PHASE_NAME],
+                "responses": {"200": {"description": "versions, oldest first", "content": {"application/json": {
+                    "schema": {"type": "object", "required": ["phase", "versions"], "properties": {
+                        "phase": {"$ref": "#/components/schemas/PhaseState"},
+                        "versions": {"type": "array", "items": {"$ref": "#/components/schemas/RankingVersion"}}}}}}},
+                    **AUTH_ERRORS, "403": _err("not an organizer's token"), "404": _err("unknown task or phase")}}},
+            "/tasks/{task_id}/phases/{phase_name}/rankings/{version}": {"get": {
+                "operationId": "getRanking", "summary": "One published version of the final ranking, byte for byte",
+                "parameters": [TASK_ID, PHASE_NAME, {"name": "version", "in": "path", "required": True,
+                                                     "schema": {"type": "integer"}, "example": 1}],
+                "responses": {"200": {"description": "the snapshot", **_json("Ranking")}, **AUTH_ERRORS,
+                              "404": _err("unknown task or phase, or no such version")}}},
             "/openapi.json": {"get": {"operationId": "openapi", "summary": "This document", "security": [],
                                       "responses": {"200": {"description": "OpenAPI 3.1",
                                                             "content": {"application/json": {}}}}}},

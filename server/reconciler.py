@@ -3,7 +3,8 @@
 Every few seconds it looks at what the database says is queued or running and asks Redis whether
 a live job holds it: a job waiting in its queue, or one started whose worker still sends
 heartbeats. Anything else (a worker killed mid-job, a job timed out, a Redis restart or FLUSHALL)
-is enqueued again, or failed with a reason once it has used its attempts.
+is enqueued again, or failed with a reason once it has used its attempts. Each pass also queues
+for rescoring the scores that a gold re-import or a scorer upgrade made stale.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 
-from server.jobs import PENDING, fail_infra
+from server.lifecycle import PENDING, check_provenance, fail_infra, requeue
 from server.models import Submission, utcnow
 from server.queue import SCORING, enqueue_submission, fetch_job, get_queue
 from server.settings import Settings
@@ -75,15 +76,15 @@ def reconcile(settings: Settings, engine, conn) -> dict:
                                        "team nothing"):
                 stats["failed"] += 1
             continue
-        with engine.begin() as c:  # back to queued, unless a run finished meanwhile
-            moved = c.execute(update(Submission)
-                              .where(Submission.id == sid, Submission.status.in_(PENDING),
-                                     Submission.attempts == attempts)
-                              .values(status="queued")).rowcount
-        if moved:
+        if requeue(engine, sid, attempts):  # back to queued, unless a run finished meanwhile
             enqueue_submission(conn, sid, settings, replace=True)
             stats["requeued"] += 1
             log.info("reconciler: re-enqueued submission %s (was %s, %s attempts)", sid, status, attempts)
+    # scores computed against another gold or scorer version are marked stale and rescored
+    stale = check_provenance(engine, settings)
+    for sid in stale:
+        enqueue_submission(conn, sid, settings, replace=True)
+    stats["stale"] = len(stale)
     return stats
 
 
@@ -97,7 +98,7 @@ def run_forever(settings: Settings, engine=None, stop: threading.Event | None = 
     while not stop.is_set():
         try:
             stats = reconcile(settings, engine, connect(settings, start_embedded=False))
-            if stats["requeued"] or stats["failed"]:
+            if stats["requeued"] or stats["failed"] or stats.get("stale"):
                 log.warning("reconciler: %s", stats)
         except Exception as e:  # Redis or the database away: try again next tick
             log.warning("reconciler: pass failed (%s: %s)", type(e).__name__, e)

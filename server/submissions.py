@@ -12,31 +12,21 @@ import logging
 from datetime import datetime, timedelta
 from typing import BinaryIO
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import func, select, text
 from sqlmodel import Session
 
 from server.exceptions import DuplicateSubmission, LimitReached, NotFound, PhaseClosed
+# the statuses and the phase window are the lifecycle's; importable from here as before
+from server.lifecycle import COUNTED, PENDING, Status, phase_state  # noqa: F401
 from server.models import Phase, Score, Submission, Team, User, utcnow
 from server.settings import Settings
 
 log = logging.getLogger(__name__)
 
-COUNTED = ("queued", "running", "scored")
-PENDING = ("queued", "running")
 
 
 def _fmt(t: datetime) -> str:
     return t.strftime("%Y-%m-%d %H:%M UTC")
-
-
-def phase_state(phase: Phase, now: datetime | None = None) -> str:
-    """"not open yet", "open" or "closed", by the phase's window."""
-    now = now or utcnow()
-    if phase.opens_at and now < phase.opens_at:
-        return "not open yet"
-    if phase.closes_at and now >= phase.closes_at:
-        return "closed"
-    return "open"
 
 
 def visible_scores(session: Session, sub: Submission, phase: Phase | None, *, organizer: bool) -> list[Score]:
@@ -44,7 +34,9 @@ def visible_scores(session: Session, sub: Submission, phase: Phase | None, *, or
     see: the private part only after publication (organizers always)."""
     scores = session.execute(select(Score).where(Score.submission_id == sub.id)
                              .order_by(Score.attempt, Score.part)).scalars().all()
-    published = phase is not None and phase.published_at is not None
+    # the private part of a run made before publication is shown once the ranking is published; a
+    # run made after it (a reopened phase) never shows it to the team: it would reveal the gold
+    published = phase is not None and phase.published_at is not None and sub.created_at <= phase.published_at
     counted = sub.score_attempt or max((sc.attempt for sc in scores), default=None)
     return [sc for sc in scores
             if sc.attempt == counted and (sc.part != "private" or published or organizer)]
@@ -163,7 +155,7 @@ def create_submission(session: Session, *, user: User | None, team: Team, task_i
         if not exempt:
             check_limits(session, team_id, ph, now)
         sub = Submission(team_id=team_id, user_id=user_id, task_id=task_id, phase_id=phase_id,
-                         status="queued", created_at=now, file_sha256=sha, file_name=(filename or "")[:255],
+                         status=Status.QUEUED.value, created_at=now, file_sha256=sha, file_name=(filename or "")[:255],
                          storage_key=key, size=size, method_name=(method_name or "")[:200],
                          description=description or "", url=(url or "")[:500],
                          show_publicly=bool(show_publicly), is_baseline=is_baseline)
@@ -224,7 +216,6 @@ DEFAULT_PHASES = {
 
 def ensure_phases(session: Session) -> list[Phase]:
     """Create the default `dev` and `test` phases of every registered task that lacks them."""
-    from server.jobs import new_seed
     from tasks import all_tasks
 
     made = []
@@ -235,21 +226,15 @@ def ensure_phases(session: Session) -> list[Phase]:
             exists = session.execute(select(Phase.id).where(Phase.task_id == t.id, Phase.name == split)).first()
             if exists:
                 continue
-            p = Phase(task_id=t.id, name=split, split=split, partition_seed=new_seed(), **DEFAULT_PHASES[split])
+            p = Phase(task_id=t.id, name=split, split=split, **DEFAULT_PHASES[split])
             session.add(p)
             made.append(p)
     session.commit()
     return made
 
 
-def mark_primary(session: Session, *, submission_id: int, team_id: int) -> Submission:
+def mark_primary(session: Session, *, submission_id: int, team_id: int, actor=None) -> Submission:
     """Make a team's submission its primary (ranked) run in its phase; the others become contrastive."""
-    sub = session.get(Submission, submission_id)
-    if sub is None or sub.team_id != team_id or sub.removed_at is not None:
-        raise NotFound(f"your team has no submission {submission_id}")
-    session.execute(update(Submission).where(Submission.team_id == team_id, Submission.phase_id == sub.phase_id,
-                                             Submission.id != sub.id).values(is_primary=False))
-    sub.is_primary = True
-    session.add(sub)
-    session.commit()
-    return sub
+    from server.lifecycle import set_primary
+
+    return set_primary(session, session.get(Submission, submission_id), team_id=team_id, actor=actor)

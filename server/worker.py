@@ -47,7 +47,7 @@ def warm_statements(engine) -> None:
 def warm_caches(settings: Settings) -> None:
     """Read every imported task's inputs and gold once in the parent: each forked horse inherits
     the parsed files (the scorer's caches are keyed by file version, so a re-import is seen)."""
-    from scorer import partition_units
+    from scorer import partition_strata, partition_units
     from scorer.families import read_jsonl
     from tasks import all_tasks
     from tasks.store import TaskStore
@@ -59,6 +59,8 @@ def warm_caches(settings: Settings) -> None:
         for split in t.splits:
             try:
                 partition_units(t.id, split, settings.home)
+                if split == "test":
+                    partition_strata(t.id, split, settings.home)
                 gold = store.gold(split, "gold.jsonl")
                 if gold.is_file():
                     read_jsonl(gold)

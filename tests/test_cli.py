@@ -125,8 +125,9 @@ def test_problems_are_printed_capped(home, tmp_path):
     p.write_text("nonsense\n" * 120, encoding="utf-8")
     r = run("validate", "tric-binary", p, home=home)
     assert r.exit_code == 1
-    assert "120 problems in the submission" in r.output and "... and 70 more problems" in r.output
-    assert "line 1:" in r.output
+    # 120 unreadable lines and, in the same report, the 411 ids they leave missing
+    assert "121 problems in the submission" in r.output and "... and 71 more problems" in r.output
+    assert "line 1:" in r.output and "411 instanceID(s) missing from the submission" in r.output
 
 
 def test_invalid_file_lists_lines_and_ids(home, tmp_path):

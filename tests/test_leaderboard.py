@@ -167,14 +167,18 @@ def test_render_once_per_change(app, client, teams):
     before = cache.renders
     client.get("/tasks/tric-binary/leaderboard?phase=dev")
     assert cache.renders == before + 1
-    # so does a visibility change made behind the web side's back (no revision bump)
-    with Session(engine_of(app)) as s:
-        from server.models import Submission
-        sub = s.get(Submission, 2)
-        sub.hidden = True
-        s.add(sub)
-        s.commit()
+    # so does a visibility change made elsewhere (the API, the CLI): the lifecycle bumps the revision
+    from server import lifecycle
+    from server.models import Submission
+
+    with Session(engine_of(app), expire_on_commit=False) as s:
+        lifecycle.set_visibility(s, s.get(Submission, 2), "hide", actor=None, reason="duplicate")
     assert [r["team"] for r in board_json(client)["rows"]] == ["alpha"]
+    # and nothing else: a rendered board is reused until the lifecycle changes the phase
+    before = cache.renders
+    for _ in range(3):
+        client.get("/tasks/tric-binary/leaderboard?phase=dev")
+    assert cache.renders == before + 1
 
 
 def test_latex_export_escapes_and_bolds(app, teams):
@@ -206,33 +210,15 @@ def test_default_phase_is_the_latest_opened(app, client, teams):
     assert client.get("/tasks/tric-binary/leaderboard.json").get_json()["phase"] == "dev"
 
 
-def test_version_without_the_trigger_scans_the_flags(app, client, teams):
-    app.extensions["palimpsest.lbtriggers"] = False
-    dev = make_phase(app, "tric-binary", "dev")
-    make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.5})
-    make_submission(app, team=teams["beta"], phase=dev, scores={"all": 0.7})
-    assert [r["team"] for r in board_json(client)["rows"]] == ["beta", "alpha"]
-    with Session(engine_of(app)) as s:
-        from sqlalchemy import text
-
-        s.exec(text("DROP TRIGGER palimpsest_board_revision"))
-        from server.models import Submission
-        sub = s.get(Submission, 2)
-        sub.show_publicly = False
-        s.add(sub)
-        s.commit()
-    assert [r["team"] for r in board_json(client)["rows"]] == ["alpha"]
-
-
 def test_a_rescore_keeps_the_standing_scores_on_the_board(app, client, teams):
     dev = make_phase(app, "tric-binary", "dev")
     sub = make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.5})
-    with Session(engine_of(app)) as s:
+    from server import lifecycle
+
+    with Session(engine_of(app), expire_on_commit=False) as s:
         from server.models import Submission
-        row = s.get(Submission, sub.id)
-        row.status = "queued"
-        s.add(row)
-        s.commit()
+        assert lifecycle.rescore(s, [s.get(Submission, sub.id)], actor=None, max_attempts=3) == [sub.id]
+        assert s.get(Submission, sub.id, populate_existing=True).status == "queued"
     assert [r["team"] for r in board_json(client)["rows"]] == ["alpha"]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from sqlalchemy import select
 from backbone import burst, get, make_team, phase, scores, set_phase, submit, wait_for, worker_process
 
 
@@ -51,23 +52,27 @@ def test_dev_submission_is_scored_by_a_simple_worker(backend):
 
 @pytest.mark.parametrize("task_id", ["tric-binary", "tric-ranking", "trac", "swissgov-rsd", "loci-similes"])
 def test_test_phase_scores_a_public_and_a_private_part_drawn_once(embedded_backend, task_id):
-    from scorer import partition_units
-    from server.jobs import partition
+    from scorer import partition_strata, partition_units
+    from scorer.partition import stratified_partition
+    from server.models import GoldPartition
 
     b = embedded_backend
     team, user = make_team(b)
     ph = phase(b, task_id, "test")
-    assert ph.public_fraction == 0.5 and ph.partition_seed is not None
+    assert ph.public_fraction == 0.5 and ph.partition_id is None  # attached at the first scoring
     ids = [submit(b, team, user, task_id, "test", noise=n).id for n in (0.1, 0.3)]
     burst(b)
+    with b.session() as s:
+        parts = s.execute(select(GoldPartition)).scalars().all()
+    assert [(p.key, p.method, p.public_fraction) for p in parts] == [(f"{task_id}/test", "stratified", 0.5)]
     units = partition_units(task_id, "test", b.settings.home)
-    public, private = partition(units, ph.partition_seed, 0.5)
+    public, private = stratified_partition(partition_strata(task_id, "test", b.settings.home), parts[0].seed, 0.5)
     assert set(public).isdisjoint(private) and sorted(public + private) == sorted(units)
     for i in ids:
         assert get(b, i).status == "scored"
-        parts = {r.part: r for r in scores(b, i)}
-        assert set(parts) == {"public", "private"}
-    assert phase(b, task_id, "test").partition_seed == ph.partition_seed  # recorded, never redrawn
+        got = {r.part: r for r in scores(b, i)}
+        assert set(got) == {"public", "private"}
+    assert phase(b, task_id, "test").partition_id == parts[0].id  # recorded, never redrawn
 
 
 def test_public_fraction_one_scores_all(embedded_backend):

@@ -178,7 +178,7 @@ def test_private_scores_hidden_from_the_team_until_publication(app, world):
     page = owner.get(f"/submissions/{sid}").get_data(as_text=True)
     assert "0.9100" in page and "0.3456" not in page and "revealed when the final ranking" in page
     org = as_(app, "org@x.org")
-    org.post(f"/organizer/phases/{world['test'].id}/publish", {"action": "publish"})
+    org.post(f"/organizer/phases/{world['test'].id}/publish", {"action": "close_and_publish", "confirm": "yes"})
     assert "0.3456" in owner.get(f"/submissions/{sid}").get_data(as_text=True)
     assert "0.8765" in app.test_client().get("/tasks/tric-binary/leaderboard.json?phase=test").get_data(as_text=True)
 

@@ -99,7 +99,12 @@ def test_unparseable_lines(home, tmp_path):
     got = {p.line: p.message for p in e.problems}
     assert "not valid JSON" in got[3] and "not valid JSON" in got[6]
     assert "expected a JSON object" in got[9]
-    assert e.total == 3  # the missing-ids report waits until the rows themselves are right
+    # the ids of those lines cannot be read, so they are missing too: in the same report
+    assert e.total == 4
+    missing = [p.message for p in e.problems if p.line is None]
+    assert missing == [f"3 instanceID(s) missing from the submission: {rows[2]['instanceID']!r}, "
+                       f"{rows[5]['instanceID']!r}, {rows[8]['instanceID']!r} (some may be on the 3 "
+                       f"lines whose instanceID could not be read)"]
 
 
 @pytest.mark.parametrize("task_id", ["tric-binary", "trac", "swissgov-rsd"])
@@ -273,10 +278,15 @@ def test_the_file_covers_no_document(home, tmp_path):
 
 def test_problems_are_capped_with_a_count_of_the_rest(home, tmp_path):
     e = invalid(home, "tric-binary", jsonl(tmp_path, ["nonsense"] * 300))
-    assert e.total == 300 and len(e.problems) == 200
+    # 300 unreadable lines and the 411 ids they fail to give: one problem, listed first, which the
+    # line problems make room for within the cap
+    assert e.total == 301 and len(e.problems) == 200
+    assert e.problems[0].line is None and e.problems[0].message.startswith("411 instanceID(s) missing")
+    assert [p.line for p in e.problems[1:]] == list(range(1, 200))
     summary = e.summary(50)
-    assert summary.startswith("300 problems in the submission")
-    assert summary.count("\n  line ") == 50 and "... and 250 more problems" in summary
+    assert summary.startswith("301 problems in the submission")
+    assert "\n  411 instanceID(s) missing" in summary
+    assert summary.count("\n  line ") == 49 and "... and 251 more problems" in summary
 
 
 # ---------------------------------------------------------------- loci links
@@ -458,3 +468,116 @@ def test_csv_field_over_the_csv_module_limit(home, tmp_path):
     p = tmp_path / "row.csv"
     p.write_text(f'query_id,source_id\n"{long}",y\n', encoding="utf-8")
     assert invalid(home, "loci-similes", p).problems[0].line == 2
+
+
+# ---------------------------------------------------------------- every problem in one report
+
+
+@pytest.mark.parametrize("task_id", ["tric-binary", "tric-ranking", "trac"])
+def test_keyed_bad_lines_and_missing_ids_in_one_report(home, tmp_path, task_id):
+    key, value = KEYED[task_id]
+    rows = valid_rows(home, task_id)
+    gone = [rows[i][key] for i in (0, 4)]  # left out of the file
+    lines = [json.dumps(r) for r in rows]
+    lines[1] = json.dumps({**rows[1], value: "high"})  # a bad value: its id is there, not missing
+    lines[2] = "{not json"  # an unreadable line: its id cannot be known
+    lines.append(json.dumps({key: "no such id", value: 1}))
+    lines = [x for i, x in enumerate(lines) if i not in (0, 4)]
+    e = invalid(home, task_id, jsonl(tmp_path, lines))
+    assert e.total == 4
+    got = [(p.line, p.message) for p in e.problems]
+    assert got[0][0] is None
+    assert got[0][1] == (f"3 {key}(s) missing from the submission: {gone[0]!r}, {rows[2][key]!r}, "
+                         f"{gone[1]!r} (some may be on the 1 line whose {key} could not be read)")
+    assert got[1][0] == 1 and got[1][1].startswith(f"{value} must be")
+    assert got[2][0] == 2 and "not valid JSON" in got[2][1]
+    assert got[3][0] == len(lines) and got[3][1].startswith(f"unknown {key}")
+    assert repr(rows[1][key]) not in got[0][1]
+
+
+def test_keyed_missing_without_unreadable_lines_has_no_hint(home, tmp_path):
+    rows = valid_rows(home, "tric-binary")
+    rows[3]["label"] = 2
+    e = invalid(home, "tric-binary", write_submission(tmp_path, rows[1:], "csv"))
+    assert [p.line for p in e.problems] == [None, 4]
+    assert e.problems[0].message == f"1 instanceID(s) missing from the submission: {rows[0]['instanceID']!r}"
+
+
+def test_swissgov_bad_lines_and_missing_documents_per_pair_in_one_report(home, tmp_path):
+    rows = valid_rows(home, "swissgov-rsd")
+    de = [r for r in rows if r["id"].startswith("admin_de_")]
+    fr = [r for r in rows if r["id"].startswith("admin_fr_")]
+    # en-it left out entirely (allowed); en-de lacks two documents and has a bad list;
+    # en-fr lacks one document and has a token count that does not fit
+    de[5] = {**de[5], "labels_a": [0.1, None]}
+    fr[3] = {**fr[3], "labels_b": fr[3]["labels_b"][:-1]}
+    sub = de[2:] + fr[:-1]
+    e = invalid(home, "swissgov-rsd", write_submission(tmp_path, sub, "jsonl"))
+    assert e.total == 4
+    whole = [p.message for p in e.problems if p.line is None]
+    assert len(whole) == 2 and [p.line for p in e.problems[:2]] == [None, None]
+    assert whole[0] == f"2 id(s) of en-de missing from the submission: {de[0]['id']!r}, {de[1]['id']!r}"
+    assert whole[1] == f"1 id(s) of en-fr missing from the submission: {fr[-1]['id']!r}"
+    located = {p.line: p for p in e.problems if p.line is not None}
+    assert located[4].id == de[5]["id"] and "labels_a" in located[4].message
+    assert located[len(de) - 2 + 4].id == fr[3]["id"] and "labels_b has" in located[len(de) - 2 + 4].message
+    assert not any("en-it" in p.message for p in e.problems)
+
+
+def test_swissgov_a_pair_named_only_by_bad_rows_is_covered(home, tmp_path):
+    rows = valid_rows(home, "swissgov-rsd")
+    de = [r for r in rows if r["id"].startswith("admin_de_")]
+    it = [r for r in rows if r["id"].startswith("admin_it_")]
+    bad = {**it[0], "labels_a": "nope"}
+    e = invalid(home, "swissgov-rsd", write_submission(tmp_path, de + [bad], "jsonl"))
+    assert e.total == 2
+    assert e.problems[0].message.startswith(f"{len(it) - 1} id(s) of en-it missing from the submission")
+    assert repr(it[0]["id"]) not in e.problems[0].message
+    assert e.problems[1].line == len(de) + 1
+
+
+def test_whole_file_problems_fit_within_the_cap(home, tmp_path):
+    rows = valid_rows(home, "swissgov-rsd")
+    de = [r for r in rows if r["id"].startswith("admin_de_")]
+    fr = [r for r in rows if r["id"].startswith("admin_fr_")]
+    lines = [json.dumps(r) for r in de[1:] + fr[1:]] + ["garbage"] * 250
+    e = invalid(home, "swissgov-rsd", jsonl(tmp_path, lines))
+    assert e.total == 252 and len(e.problems) == 200
+    assert [p.message.split(" missing")[0] for p in e.problems[:2]] == \
+        ["1 id(s) of en-de", "1 id(s) of en-fr"]
+    assert all(p.line is not None for p in e.problems[2:])
+    assert "... and 52 more problems" in e.summary(200)
+    assert "... and 202 more problems" in e.summary(50)
+
+
+def test_loci_bad_lines_unknown_ids_and_duplicates_in_one_report(home, tmp_path):
+    qs, ss = loci_ids(home)
+    p = tmp_path / "sub.csv"
+    p.write_text("query_id,source_id,score\n"
+                 f'"{qs[0]}","{ss[0]}",0.5\n'
+                 f'"{qs[0]}","{ss[0]}",0.7\n'
+                 f'"{qs[1]}","{ss[1]}",0.5,extra\n'
+                 f'"ghost","{ss[1]}",0.4\n'
+                 f'"{qs[2]}","{ss[2]}",high\n', encoding="utf-8")
+    e = invalid(home, "loci-similes", p)
+    assert e.total == 4
+    assert {p.line for p in e.problems} == {4, 5, 6, None}
+
+
+def test_loci_duplicates_past_the_cap_are_counted(tmp_path):
+    from tasks.importers import import_task
+
+    n = 16
+    rel = tmp_path / "release"
+    rel.mkdir()
+    (rel / "q.csv").write_text("seg_id,text\n" + "".join(f"q{i},t\n" for i in range(n)), encoding="utf-8")
+    (rel / "s.csv").write_text("seg_id,text\n" + "".join(f"s{i},t\n" for i in range(n)), encoding="utf-8")
+    (rel / "g.csv").write_text("query_id,source_id,label\nq0,s0,1\n", encoding="utf-8")
+    h = tmp_path / "home"
+    import_task("loci-similes", h, query=rel / "q.csv", source=rel / "s.csv", gold=rel / "g.csv")
+    links = [f"q{i},s{j}\n" for i in range(n) for j in range(n)][:250]
+    p = tmp_path / "sub.csv"
+    p.write_text("query_id,source_id\n" + "".join(links * 2) + "q0,nowhere\n", encoding="utf-8")
+    e = invalid(h, "loci-similes", p)
+    assert e.total == 251 and len(e.problems) == 200
+    assert "... and 51 more problems" in e.summary(200)

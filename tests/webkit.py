@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timedelta
 
+from sqlalchemy import update
 from sqlmodel import Session, select
 
 from server.auth import create_user, hash_token, new_invite_code
@@ -60,18 +61,28 @@ def update_phase(app, phase_id: int, **kw) -> None:
         p = s.get(Phase, phase_id)
         for k, v in kw.items():
             setattr(p, k, v)
+        p.revision = (p.revision or 0) + 1
         s.add(p)
         s.commit()
 
 
-def result_for(task, value: float, part: str = "all") -> dict:
+def provenance_for(task, split: str = "test") -> dict:
+    """The provenance a score needs to be current (the imported gold of the tests' data directory)."""
+    import os
+
+    from server.lifecycle import current_provenance
+
+    prov = current_provenance(task, split, os.environ.get("PALIMPSEST_HOME"))
+    return prov or {"task_version": task.version, "gold_sha256": "0" * 64, "scorer_version": "0.1.0"}
+
+
+def result_for(task, value: float, part: str = "all", split: str = "test") -> dict:
     """A scoring contract result with every metric of every subset; the primary one is `value`."""
     metrics = {sub: {m: (value if (sub, m) == task.primary else round(value / 2 + 0.01 * i, 6))
                      for i, m in enumerate(task.metrics)} for sub in task.subsets}
     return {"task": task.id, "split": "test", "primary": {"name": task.primary[1], "subset": task.primary[0],
             "value": value, "greater_is_better": task.greater_is_better}, "metrics": metrics, "notes": [],
-            "signature": f"test|part:{part}", "provenance": {"task_version": task.version,
-                                                            "gold_sha256": "0" * 64, "scorer_version": "0.1.0"}}
+            "signature": f"test|part:{part}", "provenance": provenance_for(task, split)}
 
 
 def make_submission(app, *, team: Team, phase: Phase, scores: dict[str, float] | None = None,
@@ -92,9 +103,13 @@ def make_submission(app, *, team: Team, phase: Phase, scores: dict[str, float] |
         s.add(sub)
         s.flush()
         for part, v in (scores or {}).items():
-            s.add(Score(submission_id=sub.id, attempt=1, part=part, result=result_for(task, v, part),
-                        primary_value=v, task_version=task.version, gold_sha256="0" * 64,
-                        scorer_version="0.1.0"))
+            r = result_for(task, v, part, phase.split)
+            prov = r["provenance"]
+            s.add(Score(submission_id=sub.id, attempt=1, part=part, result=r, primary_value=v,
+                        task_version=prov["task_version"], gold_sha256=prov["gold_sha256"],
+                        scorer_version=prov["scorer_version"]))
+        # what the lifecycle does with every change a board shows: bump the phase's revision
+        s.execute(update(Phase).where(Phase.id == phase.id).values(revision=Phase.revision + 1))
         s.commit()
         s.refresh(sub)
         return sub

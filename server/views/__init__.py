@@ -11,7 +11,7 @@ csrf = CSRFProtect()
 def init_web(app: Flask) -> None:
     """Register the blueprints, CSRF protection (every form; not the token-only API) and the caches."""
     from server import auth
-    from server.leaderboard import RenderCache, install_triggers
+    from server.leaderboard import RenderCache
     from server.views import leaderboard, organizer, pages, teams
 
     # CSRF is checked here for everything but /api: the API accepts only bearer tokens, never
@@ -28,7 +28,6 @@ def init_web(app: Flask) -> None:
 
     auth.init_app(app)
     app.extensions["palimpsest.lbcache"] = RenderCache()
-    app.extensions["palimpsest.lbtriggers"] = install_triggers(app.extensions["palimpsest.engine"])
     app.register_blueprint(auth.bp)
     app.register_blueprint(pages.bp)
     app.register_blueprint(teams.bp)

@@ -1,12 +1,15 @@
 """`/tasks/<id>/leaderboard` (.json, .csv) with `?phase=`; rendered once per change of the scores.
 
 A request costs one small SQL statement (the version of every phase of the task) and, unless
-something changed since the last render in this process, no rendering at all.
+something changed since the last render in this process, no rendering at all. A phase whose final
+ranking is published is served from its snapshot, byte for byte (`?version=N` for an earlier one).
 """
 
 from __future__ import annotations
 
 import gzip
+import json
+import os
 
 from flask import Blueprint, Response, abort, current_app, render_template, request, session
 from sqlmodel import Session
@@ -49,12 +52,34 @@ def choose_phase(states: list[lb.PhaseState], name: str | None) -> lb.PhaseState
     return (opened or ordered)[-1]
 
 
+_PROV: dict[tuple, tuple] = {}
+
+
+def provenance_of(task, split: str):
+    """The current gold/task/scorer versions of a split, re-read only when its manifest changes."""
+    from server.lifecycle import current_provenance
+    from tasks.store import TaskStore
+
+    home = current_app.extensions["palimpsest.settings"].home
+    try:
+        st = os.stat(TaskStore(task.id, home).manifest_path)
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    except OSError:
+        stamp = None
+    key = (str(home), task.id, split)
+    hit = _PROV.get(key)
+    if hit is None or hit[0] != stamp:
+        hit = (stamp, current_provenance(task, split, home))
+        _PROV[key] = hit
+    return hit[1]
+
+
 def _serve(task_id: str, fmt: str, who: str | None = None):
     """The board as HTML, JSON or CSV from the render cache; `who` overrides the cookie's audience
     (the API passes the token holder's)."""
     task = task_or_404(task_id)
     engine = current_app.extensions["palimpsest.engine"]
-    states = lb.phase_states(engine, task.id, triggers=current_app.extensions["palimpsest.lbtriggers"])
+    states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
     want = request.args.get("phase") or None
     state = choose_phase(states, want)
     if state is None:
@@ -68,22 +93,28 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
             return render_template("leaderboard/none.html", task=task, phase=state.name, closed=True,
                                    current_user=None), 404
         abort(404)
+    version = request.args.get("version", type=int) if state.published else None
     gzipped = "gzip" in request.headers.get("Accept-Encoding", "")
-    etag = f'"{state.version}-{who}-{fmt}{"-gz" if gzipped else ""}"'
+    etag = f'"{state.version}-{who}-{fmt}{f"-v{version}" if version else ""}{"-gz" if gzipped else ""}"'
     if request.if_none_match and etag.strip('"') in request.if_none_match:
         return Response(status=304, headers={"ETag": etag})
 
+    names = [p.name for p in sorted(states, key=lambda p: (PHASE_ORDER.get(p.name, 9), p.name))
+             if p.leaderboard_open or who == "organizer"]
+
     def render() -> bytes:
+        if state.published:
+            out = render_published(task, state.id, fmt, version, names, who)
+            if out is not None:
+                return out
         with Session(engine, expire_on_commit=False) as s:
             phase = s.get(Phase, state.id)
-            board = lb.build_board(s, task, phase, audience=who)
+            board = lb.build_board(s, task, phase, audience=who, provenance=provenance_of(task, phase.split))
         board.version = state.version
         if fmt == "json":
             return lb.to_json(board)
         if fmt == "csv":
             return lb.to_csv(board)
-        names = [p.name for p in sorted(states, key=lambda p: (PHASE_ORDER.get(p.name, 9), p.name))
-                 if p.leaderboard_open or who == "organizer"]
         return render_template("leaderboard/board.html", task=task, board=board, phases=names,
                                audience=who, current_user=None, generic_nav=True).encode("utf-8")
 
@@ -91,7 +122,10 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
         raw = render()
         return raw, gzip.compress(raw, compresslevel=6, mtime=0)
 
-    raw, gz = cache().get((task.id, state.name, who, fmt), state.version, render_both)
+    try:
+        raw, gz = cache().get((task.id, state.name, who, fmt, version), state.version, render_both)
+    except LookupError:
+        abort(404)
     headers = {"ETag": etag, "Vary": "Accept-Encoding, Cookie",
                "Cache-Control": "no-cache" if who == "public" else "private, no-cache"}
     body = raw
@@ -101,6 +135,31 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
     if fmt == "csv":
         headers["Content-Disposition"] = f'inline; filename="{task.id}-{state.name}-leaderboard.csv"'
     return Response(body, mimetype=MIMETYPES[fmt], headers=headers)
+
+
+def render_published(task, phase_id: int, fmt: str, version: int | None, names: list[str],
+                     who: str) -> bytes | None:
+    """A published final ranking from its snapshot: JSON and CSV byte for byte as published. None
+    for a phase published before snapshots existed (its board is built live)."""
+    from server.lifecycle import latest_ranking, ranking_versions
+
+    engine = current_app.extensions["palimpsest.engine"]
+    with Session(engine, expire_on_commit=False) as s:
+        rv = latest_ranking(s, phase_id, version)
+        if rv is None:
+            if version is None:
+                return None
+            raise LookupError(f"no published version {version}")
+        versions = [(v.version, v.published_at, v.reason) for v in ranking_versions(s, phase_id)]
+    if fmt == "json":
+        return rv.body_json.encode("utf-8")
+    if fmt == "csv":
+        return rv.body_csv.encode("utf-8")
+    body = json.loads(rv.body_json)
+    board = lb.board_from_dict(body)
+    return render_template("leaderboard/board.html", task=task, board=board, phases=names, audience=who,
+                           current_user=None, generic_nav=True, ranking=body.get("ranking") or {},
+                           versions=versions).encode("utf-8")
 
 
 @bp.route("/tasks/<task_id>/leaderboard")

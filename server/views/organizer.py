@@ -1,5 +1,6 @@
 """Organizer controls: phases and limits, leaderboard state, hiding, rescoring, publication,
-exports and the queue. Every action is written to the audit log; nothing is deleted for real."""
+exports and the queue. Every change of state goes through server.lifecycle, which audits it;
+nothing is deleted for real."""
 
 from __future__ import annotations
 
@@ -19,15 +20,17 @@ from flask import (
 from sqlmodel import func, select
 
 from server import leaderboard as lb
+from server import lifecycle
 from server.auth import audit, current_user, db, organizer_required
-from server.models import AuditLog, Phase, Submission, Team, User, utcnow
+from server.exceptions import LifecycleRefused
+from server.models import AuditLog, GoldPartition, Phase, Submission, Team, User
 from server.submissions import phase_state
 from server.views.pages import PHASE_ORDER, phases_of, task_or_404
 from tasks import all_tasks
 
 bp = Blueprint("organizer", __name__, url_prefix="/organizer")
 
-STATUSES = ("queued", "running", "scored", "failed")
+STATUSES = lifecycle.STATUSES
 
 
 def _phase_or_404(phase_id: int) -> Phase:
@@ -57,7 +60,8 @@ def dashboard():
     s = db()
     tasks = [(t, phases_of(t.id)) for t in all_tasks()]
     counts = dict(s.exec(select(Submission.status, func.count()).group_by(Submission.status)).all())
-    log = s.exec(select(AuditLog).order_by(AuditLog.id.desc()).limit(30)).all()
+    log = s.exec(select(AuditLog).where(AuditLog.action != "submission.status")
+                 .order_by(AuditLog.id.desc()).limit(30)).all()
     actors = {u.id: u.email for u in s.exec(select(User).where(User.is_organizer)).all()}
     from baselines.systems import SYSTEMS
 
@@ -89,22 +93,21 @@ def _parse_limit(v: str) -> int | None:
 @organizer_required
 def create_phase(task_id: str):
     t = task_or_404(task_id)
-    s = db()
-    name = request.form.get("name", "").strip()
-    split = request.form.get("split", "").strip()
-    if not name or len(name) > 32 or split not in t.splits:
-        flash(f"A phase needs a name (at most 32 characters) and a split of the task ({', '.join(t.splits)}).",
-              "error")
+    try:
+        p = lifecycle.create_phase(db(), task=t, name=request.form.get("name", "").strip(),
+                                   split=request.form.get("split", "").strip(), actor=current_user())
+    except LifecycleRefused as e:
+        db().rollback()
+        flash(f"Not added: {e.message}.", "error")
         return redirect(url_for("organizer.dashboard"))
-    if s.exec(select(Phase).where(Phase.task_id == t.id, Phase.name == name)).first():
-        flash(f"{t.id} has a phase {name} already.", "error")
-        return redirect(url_for("organizer.dashboard"))
-    p = Phase(task_id=t.id, name=name, split=split, public_fraction=1.0 if split != "test" else 0.5)
-    s.add(p)
-    s.flush()
-    audit(s, current_user(), "phase.create", f"phase:{p.id}", task=t.id, name=name, split=split)
-    s.commit()
     return redirect(url_for("organizer.edit_phase", phase_id=p.id))
+
+
+def _phase_page(p: Phase, code: int = 200):
+    s = db()
+    partition = s.get(GoldPartition, p.partition_id) if p.partition_id else None
+    return render_template("organizer/phase.html", phase=p, task=task_or_404(p.task_id), partition=partition,
+                           labels=lifecycle.phase_labels(p), versions=lifecycle.ranking_versions(s, p.id)), code
 
 
 @bp.route("/phases/<int:phase_id>", methods=["GET", "POST"])
@@ -123,34 +126,42 @@ def edit_phase(phase_id: int):
                 "concurrent_limit": _parse_limit(f.get("concurrent_limit", "")),
             }
             frac = float(f.get("public_fraction", p.public_fraction))
-            if not 0.0 < frac <= 1.0:
-                raise ValueError("the public fraction is in (0, 1]")
-            if changes["opens_at"] and changes["closes_at"] and changes["closes_at"] <= changes["opens_at"]:
-                raise ValueError("a phase closes after it opens")
-        except ValueError as e:
-            flash(f"Not saved: {e}", "error")
-            return render_template("organizer/phase.html", phase=p, task=task_or_404(p.task_id)), 400
-        if frac != p.public_fraction:
-            if s.exec(select(Submission.id).where(Submission.phase_id == p.id,
-                                                  Submission.status == "scored")).first():
-                flash("Not saved: the public fraction cannot change once submissions are scored "
-                      "(the public/private split is drawn once).", "error")
-                return render_template("organizer/phase.html", phase=p, task=task_or_404(p.task_id)), 400
-            changes["public_fraction"] = frac
-        before = {k: _jsonable(getattr(p, k)) for k in changes}
-        for k, v in changes.items():
-            setattr(p, k, v)
-        lb.bump_revision(s, p)
-        audit(s, current_user(), "phase.edit", f"phase:{p.id}", before=before,
-              after={k: _jsonable(v) for k, v in changes.items()})
-        s.commit()
+            if frac != p.public_fraction:
+                changes["public_fraction"] = frac
+            lifecycle.edit_phase(s, p, changes, actor=current_user())
+        except (ValueError, LifecycleRefused) as e:
+            s.rollback()
+            flash(f"Not saved: {getattr(e, 'message', e)}", "error")
+            return _phase_page(_phase_or_404(phase_id), 400)
         flash("Phase saved.", "ok")
         return redirect(url_for("organizer.edit_phase", phase_id=p.id))
-    return render_template("organizer/phase.html", phase=p, task=task_or_404(p.task_id))
+    return _phase_page(p)
 
 
-def _jsonable(v):
-    return v.isoformat() if isinstance(v, datetime) else v
+@bp.route("/phases/<int:phase_id>/partition", methods=["POST"])
+@organizer_required
+def redraw_partition(phase_id: int):
+    """Move a phase onto its split's shared, stratified partition (before its first scoring)."""
+    p = _phase_or_404(phase_id)
+    try:
+        part = lifecycle.redraw_partition(db(), p, actor=current_user())
+        flash(f"The phase now scores with the shared partition of {part.key}.", "ok")
+    except LifecycleRefused as e:
+        db().rollback()
+        flash(f"Not re-drawn: {e.message}.", "error")
+    return redirect(url_for("organizer.edit_phase", phase_id=p.id))
+
+
+def _act(fn, done: str):
+    """Run a lifecycle action; flash what happened or why it was refused."""
+    try:
+        fn()
+        flash(done, "ok")
+        return True
+    except LifecycleRefused as e:
+        db().rollback()
+        flash(f"Refused. {e.message[:1].upper()}{e.message[1:]}.", "error")
+        return False
 
 
 @bp.route("/phases/<int:phase_id>/leaderboard", methods=["POST"])
@@ -158,76 +169,100 @@ def _jsonable(v):
 def leaderboard_state(phase_id: int):
     """Open, close, freeze or unfreeze a phase's leaderboard."""
     p = _phase_or_404(phase_id)
-    s = db()
+    s, who = db(), current_user()
     action = request.form.get("action", "")
-    if action == "open":
-        p.leaderboard_open = True
-    elif action == "close":
-        p.leaderboard_open = False
-    elif action == "freeze":
-        p.frozen, p.frozen_at = True, utcnow()
-    elif action == "unfreeze":
-        p.frozen, p.frozen_at = False, None
-    else:
+    actions = {"open": lambda: lifecycle.set_board_open(s, p, True, actor=who),
+               "close": lambda: lifecycle.set_board_open(s, p, False, actor=who),
+               "freeze": lambda: lifecycle.set_frozen(s, p, True, actor=who),
+               "unfreeze": lambda: lifecycle.set_frozen(s, p, False, actor=who)}
+    if action not in actions:
         abort(400)
-    lb.bump_revision(s, p)
-    audit(s, current_user(), f"leaderboard.{action}", f"phase:{p.id}", task=p.task_id, phase=p.name)
-    s.commit()
-    flash(f"Leaderboard of {p.task_id}/{p.name}: {action}.", "ok")
+    _act(actions[action], f"Leaderboard of {p.task_id}/{p.name}: {action}.")
     return _back(url_for("organizer.dashboard"))
 
 
-@bp.route("/phases/<int:phase_id>/publish", methods=["POST"])
+@bp.route("/phases/<int:phase_id>/close", methods=["POST"])
+@organizer_required
+def close_phase(phase_id: int):
+    """Close a phase now: no further submissions are accepted."""
+    p = _phase_or_404(phase_id)
+    _act(lambda: lifecycle.close(db(), p, actor=current_user()),
+         f"The {p.name} phase of {p.task_id} is closed.")
+    return _back(url_for("organizer.dashboard"))
+
+
+@bp.route("/phases/<int:phase_id>/publish", methods=["GET", "POST"])
 @organizer_required
 def publish(phase_id: int):
-    """Publish the final ranking: private-part scores become visible to everyone."""
+    """Publish the final ranking (or a correction, with a reason): a confirmed action that writes
+    an immutable snapshot. `action=close_and_publish` closes an open phase in the same step."""
     p = _phase_or_404(phase_id)
+    t = task_or_404(p.task_id)
     s = db()
-    action = request.form.get("action", "publish")
-    if action == "publish":
-        if p.published_at is None:
-            p.published_at = utcnow()
-    elif action == "retract":
-        p.published_at = None
-    else:
+    action = request.values.get("action", "publish")
+    if action not in ("publish", "close_and_publish"):
         abort(400)
-    lb.bump_revision(s, p)
-    audit(s, current_user(), f"ranking.{action}", f"phase:{p.id}", task=p.task_id, phase=p.name)
-    s.commit()
-    flash(f"Final ranking of {p.task_id}/{p.name}: {action}ed.", "ok")
-    return _back(url_for("organizer.dashboard"))
+    if request.method == "GET" or request.form.get("confirm") != "yes":
+        board = lb.build_board(s, t, p, audience="public", show_private=True, include_closed=True,
+                               provenance=lifecycle.current_provenance(t, p.split, _settings().home))
+        return render_template("organizer/publish.html", phase=p, task=t, board=board, action=action,
+                               state=lifecycle.phase_state(p), versions=lifecycle.ranking_versions(s, p.id))
+    reason = request.form.get("reason", "")
+    ok = _act(lambda: lifecycle.publish(s, p, task=t, actor=current_user(), settings=_settings(),
+                                        reason=reason, close_first=action == "close_and_publish"),
+              f"Final ranking of {p.task_id}/{p.name} published.")
+    if not ok:
+        return redirect(url_for("organizer.publish", phase_id=p.id, action=action))
+    return redirect(url_for("organizer.ranking", phase_id=p.id))
+
+
+def _settings():
+    return current_app.extensions["palimpsest.settings"]
 
 
 @bp.route("/phases/<int:phase_id>/ranking")
 @organizer_required
 def ranking(phase_id: int):
-    """The final ranking as it is or will be published (organizers may preview it)."""
+    """The final ranking as it is or will be published (a live preview on the private part), with
+    every published version."""
     p = _phase_or_404(phase_id)
     t = task_or_404(p.task_id)
-    board = lb.build_board(db(), t, p, audience="public", show_private=True, include_closed=True)
+    s = db()
+    board = lb.build_board(s, t, p, audience="public", show_private=True, include_closed=True,
+                           provenance=lifecycle.current_provenance(t, p.split, _settings().home))
     return render_template("leaderboard/board.html", task=t, board=board, phases=[], audience="organizer",
-                           preview=True)
+                           preview=True, versions=[(v.version, v.published_at, v.reason)
+                                                   for v in lifecycle.ranking_versions(s, p.id)],
+                           phase_id=p.id)
 
 
 @bp.route("/phases/<int:phase_id>/export.<fmt>")
 @organizer_required
 def export(phase_id: int, fmt: str):
-    """The final ranking as CSV, JSON or a LaTeX table for the task-overview paper."""
+    """The final ranking as CSV, JSON or a LaTeX table for the task-overview paper: the published
+    snapshot (`?version=N`, default the latest) byte for byte, or a preview before publication."""
     p = _phase_or_404(phase_id)
     t = task_or_404(p.task_id)
     if fmt not in ("csv", "json", "tex"):
         abort(404)
     s = db()
-    board = lb.build_board(s, t, p, audience="public", show_private=True, include_closed=True)
-    audit(s, current_user(), "ranking.export", f"phase:{p.id}", format=fmt)
+    version = request.args.get("version", type=int)
+    rv = lifecycle.latest_ranking(s, p.id, version)
+    if rv is None and version is not None:
+        abort(404)
+    audit(s, current_user(), "ranking.export", f"phase:{p.id}", format=fmt,
+          version=rv.version if rv else None)
     s.commit()
-    name = f"{t.id}-{p.name}-ranking.{fmt}"
-    if fmt == "csv":
-        body, mt = lb.to_csv(board), "text/csv; charset=utf-8"
-    elif fmt == "json":
-        body, mt = lb.to_json(board), "application/json"
+    name = f"{t.id}-{p.name}-ranking{f'-v{rv.version}' if rv else '-preview'}.{fmt}"
+    if rv is not None:
+        body = {"csv": rv.body_csv, "json": rv.body_json, "tex": rv.body_latex}[fmt].encode("utf-8")
     else:
-        body, mt = lb.to_latex(board).encode("utf-8"), "application/x-tex; charset=utf-8"
+        board = lb.build_board(s, t, p, audience="public", show_private=True, include_closed=True,
+                               provenance=lifecycle.current_provenance(t, p.split, _settings().home))
+        body = {"csv": lambda: lb.to_csv(board), "json": lambda: lb.to_json(board),
+                "tex": lambda: lb.to_latex(board).encode("utf-8")}[fmt]()
+    mt = {"csv": "text/csv; charset=utf-8", "json": "application/json",
+          "tex": "application/x-tex; charset=utf-8"}[fmt]
     return Response(body, mimetype=mt, headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
@@ -255,72 +290,43 @@ def submissions():
 @organizer_required
 def hide(submission_id: int):
     sub = _sub_or_404(submission_id)
-    s = db()
     action = request.form.get("action", "hide")
-    reason = " ".join(request.form.get("reason", "").split())[:500]
-    if action == "hide":
-        if not reason:
-            flash("Say why: the reason is shown to the team.", "error")
-            return _back(url_for("organizer.submissions"))
-        sub.hidden, sub.hidden_reason = True, reason
-    elif action == "unhide":
-        sub.hidden = False  # the reason stays, for the record
-    elif action == "remove":
-        if not reason:
-            flash("Say why: the reason is shown to the team.", "error")
-            return _back(url_for("organizer.submissions"))
-        sub.removed_at, sub.hidden_reason = utcnow(), reason
-    elif action == "restore":
-        sub.removed_at = None
-    else:
+    if action not in lifecycle.VISIBILITY:
         abort(400)
-    s.add(sub)
-    lb.bump_revision(s, s.get(Phase, sub.phase_id))
-    audit(s, current_user(), f"submission.{action}", f"submission:{sub.id}", reason=reason)
-    s.commit()
-    flash(f"Submission #{sub.id}: {action}.", "ok")
+    _act(lambda: lifecycle.set_visibility(db(), sub, action, actor=current_user(),
+                                          reason=request.form.get("reason", "")),
+         f"Submission #{sub.id}: {action}.")
     return _back(url_for("organizer.submissions"))
 
 
-def _enqueue(sub: Submission) -> bool:
-    """Put a submission back in the queue to be scored again (a new attempt; old scores stay).
-
-    A rescore opens a new round of `max_attempts` attempts after those already used: attempt
-    numbers keep growing (they keep each scoring's Score rows apart) and are never reset.
-    """
+def _enqueue_ids(ids: list[int]) -> None:
+    """Put rescored submissions on the queue (the database already says queued: if Redis is down,
+    the reconciler enqueues them later)."""
     from server.queue import connect, enqueue_submission
 
-    settings = current_app.extensions["palimpsest.settings"]
-    s = db()
-    sub.attempt_ceiling = (sub.attempts or 0) + settings.max_attempts
-    sub.status = "queued"
-    sub.failure_kind = None
-    sub.errors = None
-    sub.finished_at = None
-    s.add(sub)
-    s.commit()  # the database first: if Redis is down, the reconciler enqueues it later
-    if not current_app.config.get("PALIMPSEST_ENQUEUE", True):
-        return True
+    if not ids or not current_app.config.get("PALIMPSEST_ENQUEUE", True):
+        return
     try:
-        conn = current_app.extensions.get("palimpsest.redis") or connect(settings)
-        enqueue_submission(conn, sub.id, settings, replace=True)
-    except Exception as e:  # noqa: BLE001 — the row says queued; the reconciler will pick it up
-        current_app.logger.warning("rescore of submission %s left to the reconciler: %s", sub.id, e)
-    return True
+        conn = current_app.extensions.get("palimpsest.redis") or connect(_settings())
+        for sid in ids:
+            enqueue_submission(conn, sid, _settings(), replace=True)
+    except Exception as e:  # noqa: BLE001 — the rows say queued; the reconciler will pick them up
+        current_app.logger.warning("rescore of %s submission(s) left to the reconciler: %s", len(ids), e)
 
 
 @bp.route("/submissions/<int:submission_id>/rescore", methods=["POST"])
 @organizer_required
 def rescore(submission_id: int):
     sub = _sub_or_404(submission_id)
-    s = db()
     if sub.removed_at is not None:
         flash(f"Submission #{sub.id} is removed; restore it first.", "error")
         return _back(url_for("organizer.submissions"))
-    audit(s, current_user(), "submission.rescore", f"submission:{sub.id}")
-    s.commit()
-    _enqueue(sub)
-    flash(f"Submission #{sub.id} queued for rescoring.", "ok")
+    ids = lifecycle.rescore(db(), [sub], actor=current_user(), max_attempts=_settings().max_attempts)
+    _enqueue_ids(ids)
+    if ids:
+        flash(f"Submission #{sub.id} queued for rescoring.", "ok")
+    else:
+        flash(f"Submission #{sub.id} is {sub.status}: only a scored or failed submission is rescored.", "error")
     return _back(url_for("organizer.submissions"))
 
 
@@ -329,7 +335,7 @@ def rescore(submission_id: int):
 def rescore_task(task_id: str):
     t = task_or_404(task_id)
     s = db()
-    q = select(Submission).where(Submission.task_id == t.id, Submission.status.in_(("scored", "failed")),
+    q = select(Submission).where(Submission.task_id == t.id, Submission.status.in_(lifecycle.FINAL),
                                  Submission.removed_at.is_(None))
     phase_name = request.form.get("phase") or None
     if phase_name:
@@ -341,10 +347,9 @@ def rescore_task(task_id: str):
     subs = [x for x in s.exec(q).all() if x.status == "scored" or x.failure_kind != "invalid"
             or request.form.get("include_invalid")]
     audit(s, current_user(), "task.rescore", f"task:{t.id}", phase=phase_name, count=len(subs))
-    s.commit()
-    done = sum(1 for sub in subs if _enqueue(sub))
-    flash(f"{done} submissions of {t.id} queued for rescoring"
-          + (f"; {len(subs) - done} have used every scoring attempt." if done < len(subs) else "."), "ok")
+    ids = lifecycle.rescore(s, subs, actor=current_user(), max_attempts=_settings().max_attempts)
+    _enqueue_ids(ids)
+    flash(f"{len(ids)} submissions of {t.id} queued for rescoring.", "ok")
     return _back(url_for("organizer.dashboard"))
 
 
@@ -449,9 +454,13 @@ def queue():
 @organizer_required
 def audit_log():
     s = db()
-    rows = s.exec(select(AuditLog).order_by(AuditLog.id.desc()).limit(500)).all()
+    q = select(AuditLog)
+    everything = request.args.get("all") == "1"
+    if not everything:  # the workers' status changes of every submission, on demand only
+        q = q.where(AuditLog.action != "submission.status")
+    rows = s.exec(q.order_by(AuditLog.id.desc()).limit(500)).all()
     actors = {u.id: u.email for u in s.exec(select(User)).all()}
-    return render_template("organizer/audit.html", rows=rows, actors=actors)
+    return render_template("organizer/audit.html", rows=rows, actors=actors, everything=everything)
 
 
 __all__ = ["bp", "PHASE_ORDER"]

@@ -19,7 +19,6 @@ from flask import (
 from sqlmodel import select
 
 from server.auth import can_see_submission, current_user, db, login_required
-from server.leaderboard import bump_revision
 from server.models import Phase, Submission, Team
 from server.submissions import phase_state, visible_scores
 from tasks import all_tasks, get_task
@@ -89,8 +88,10 @@ def task(task_id: str):
     splits = [sp for sp in t.splits if store.public_files(sp)] if imported else []
     team = user_team()
     phases = [(p, phase_state(p), quota(team, p)) for p in phases_of(t.id)]
+    from server.lifecycle import RANKED_RUN_RULE
+
     return render_template("tasks/task.html", task=t, imported=imported, splits=splits, phases=phases,
-                           team=team)
+                           team=team, ranked_run_rule=RANKED_RUN_RULE)
 
 
 @bp.route("/tasks/<task_id>/data/<split>.zip")
@@ -196,6 +197,14 @@ def my_submissions():
     return render_template("submissions/list.html", subs=subs, phases=phases, team=team)
 
 
+class _Shown:
+    """A Score row whose result is the participant's view of it."""
+
+    def __init__(self, score, result):
+        self.part, self.attempt, self.result, self.created_at = score.part, score.attempt, result, score.created_at
+        self.primary_value = score.primary_value
+
+
 def submission_or_404(submission_id: int) -> Submission:
     """The submission if who asks may see it; 404 otherwise (not 403: its existence is no one's business)."""
     sub = db().get(Submission, submission_id)
@@ -211,7 +220,13 @@ def submission(submission_id: int):
     s = db()
     phase = s.get(Phase, sub.phase_id)
     # private-part scores stay unseen until publication, even by the submitting team
-    shown = visible_scores(s, sub, phase, organizer=current_user().is_organizer)
+    organizer = current_user().is_organizer
+    shown = visible_scores(s, sub, phase, organizer=organizer)
+    if not organizer:  # the gold's sha256 is the organizers': participants see its keyed id
+        from server.lifecycle import public_result
+
+        secret = settings().secret_key
+        shown = [_Shown(sc, public_result(sc.result, secret)) for sc in shown]
     team = s.get(Team, sub.team_id)
     others = s.exec(select(Submission).where(Submission.team_id == sub.team_id,
                                              Submission.phase_id == sub.phase_id,
@@ -231,11 +246,9 @@ def mark_primary(submission_id: int):
     if u.team_id != sub.team_id:  # an organizer may look, but only the team chooses its run
         abort(403)
     s = db()
-    from server.submissions import mark_primary as backbone_mark
+    from server.lifecycle import set_primary
 
-    backbone_mark(s, submission_id=sub.id, team_id=u.team_id)
+    set_primary(s, sub, team_id=u.team_id, actor=u)
     phase = s.get(Phase, sub.phase_id)
-    bump_revision(s, phase)
-    s.commit()
     flash(f"Submission #{sub.id} is now your primary run for the {phase.name} phase.", "ok")
     return redirect(url_for("pages.submission", submission_id=sub.id))
