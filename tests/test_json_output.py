@@ -76,3 +76,19 @@ def test_each_json_command_prints_one_document(loci_home, tmp_path):
     runs = one_document(palimpsest(cases[-1][0], h, tmp_path))
     assert {r["system"] for r in runs} >= {"lexical"}
     assert all(r["scores"]["task"] == "loci-similes" for r in runs)
+
+
+def test_organizer_json_commands_print_one_document(loci_home, tmp_path):
+    pytest.importorskip("sqlmodel", reason="the server's dependencies are not installed: pip install -e .")
+    h = loci_home
+    for args in (["db", "upgrade"], ["phases", "set", "loci-similes", "test", "--opens", "2026-01-01T00:00Z"]):
+        p = palimpsest(args, h, tmp_path)
+        assert p.returncode == 0, (args, p.stderr[-500:])
+    for args in (["phases", "close", "loci-similes", "test", "--json"],
+                 ["phases", "freeze", "loci-similes", "test", "--json"],
+                 ["phases", "unfreeze", "loci-similes", "test", "--json"],
+                 ["phases", "publish", "loci-similes", "test", "--json"],
+                 ["rankings", "show", "loci-similes", "test", "--json"]):
+        p = palimpsest(args, h, tmp_path)
+        assert p.returncode == 0, (args, p.stderr[-500:])
+        assert isinstance(one_document(p), dict), args
