@@ -398,8 +398,7 @@ def _index_in(col, known):
 
 
 def arrow_links(path: str | Path, qknown, sknown, limits: Limits = DEFAULT_LIMITS):
-    """A well-formed CSV/TSV link table as arrays (query index, source index, score or None) and
-    its format,
+    """A well-formed CSV/TSV link table as (query index, source index, score or None, format),
     read with pyarrow's multithreaded CSV reader and mapped to indices by hash joins
     (`pyarrow.compute.index_in`) against the known ids `qknown`/`sknown` (binary arrays).
 
@@ -410,7 +409,6 @@ def arrow_links(path: str | Path, qknown, sknown, limits: Limits = DEFAULT_LIMIT
     """
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
     path = Path(path)

@@ -11,17 +11,17 @@ import pytest
 
 pytest.importorskip("pyarrow", reason="pyarrow is not installed (a core dependency): pip install pyarrow")
 
-from scorer import validate_file  # noqa: E402
-from scorer.errors import SubmissionInvalid  # noqa: E402
-from scorer.families import LinkFamily, _id_arrays  # noqa: E402
-from scorer.reader import Limits, arrow_links, load  # noqa: E402
-from tasks import get_task  # noqa: E402
-from tasks.store import TaskStore  # noqa: E402
+from scorer import validate_file
+from scorer.errors import SubmissionInvalid
+from scorer.families import LinkFamily, _id_arrays
+from scorer.reader import Limits, arrow_links, load
+from tasks import get_task
+from tasks.store import TaskStore
 
 
 def ids(home):
     st = TaskStore("loci-similes", home)
-    read = lambda p: (p.read_text(encoding="utf-8").splitlines())  # noqa: E731
+    read = lambda p: (p.read_text(encoding="utf-8").splitlines())
     return read(st.root / "index" / "test" / "query_ids.txt"), read(st.root / "index" / "test" / "source_ids.txt")
 
 

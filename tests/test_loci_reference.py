@@ -147,7 +147,7 @@ def test_generated_corpora_equal_locisimiles(tmp_path, seed):
     home = tmp_path / "home"
     import_task("loci-similes", home, **files)
     rng = np.random.default_rng(seed + 10)
-    links = set(g for g in gold if rng.random() < 0.5)
+    links = {g for g in gold if rng.random() < 0.5}
     for q in qids:  # a top-k retriever: 0 to 12 sources per query, gold queries or not
         links |= {(q, sids[int(j)]) for j in rng.choice(len(sids), size=int(rng.integers(0, 13)), replace=False)}
     links = sorted(links)
@@ -248,7 +248,7 @@ def test_ranking_metrics_equal_trec_eval(tmp_path, seed, depth):
 
 def test_ranking_tie_rule_by_hand(tmp_path):
     """Equal scores: the larger source id (byte order) ranks first, as in trec_eval."""
-    files, qids, sids, gold = generated_release(tmp_path / "release", 7, 4, 30, 1)
+    files, _, sids, gold = generated_release(tmp_path / "release", 7, 4, 30, 1)
     home = tmp_path / "home"
     import_task("loci-similes", home, **files)
     q, s = gold[0]
