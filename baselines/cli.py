@@ -82,6 +82,10 @@ def register(group: click.Group) -> None:
             for j in [] if as_json else jobs:
                 click.echo(f"{j['task']:<13} {j['system']:<19} {j['status']:<8} {j['job']}")
             return
+        if record and not server:  # the local database at head (or refused) before any run, not after
+            from baselines.run import _server_settings, server_database
+
+            server_database(_server_settings(home))
         # with --json, whatever the models' libraries print goes to stderr: stdout is the JSON alone
         with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
             results = run_baselines(list(tasks) or None, list(systems) or None, opts, out_dir, home,

@@ -31,13 +31,30 @@ class ReleaseError(PalimpsestError):
         super().__init__(f"{where}: {message}")
 
 
+ECHO_CHARS = 80  # at most this much of a value from the file is echoed in a message
+MESSAGE_CHARS = 400
+
+
+def cut(s: str, n: int = ECHO_CHARS) -> str:
+    """`s`, or its first characters and "…" when longer than `n`: a report never echoes a file
+    without bound."""
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with a submission, located by line and id where it can be."""
+    """One thing wrong with a submission, located by line and id where it can be. The id and
+    the message are cut to bounded lengths (an id is the file's, of any length)."""
 
     message: str
     line: int | None = None
     id: str | None = None
+
+    def __post_init__(self):
+        if self.id is not None:
+            object.__setattr__(self, "id", cut(str(self.id)))
+        if len(self.message) > MESSAGE_CHARS:
+            object.__setattr__(self, "message", cut(self.message, MESSAGE_CHARS))
 
     def __str__(self) -> str:
         where = []

@@ -202,8 +202,17 @@ def iter_jsonl(text: str) -> Iterator[tuple[int, dict | BadRow]]:
             continue
         try:
             obj = loads(line)
-        except ValueError as e:
+        except json.JSONDecodeError as e:
             yield i, BadRow(f"not valid JSON ({e.msg} at column {e.colno})")
+            continue
+        except RecursionError:
+            yield i, BadRow("not valid JSON here: nested too deeply")
+            continue
+        except ValueError as e:  # e.g. an integer of more digits than Python converts
+            yield i, BadRow(f"not valid JSON here ({str(e).split(';')[0]})")
+            continue
+        except Exception as e:  # noqa: BLE001 — whatever else a line makes the parser raise is the file's
+            yield i, BadRow(f"cannot be read ({type(e).__name__})")
             continue
         if not isinstance(obj, dict):
             yield i, BadRow(f"expected a JSON object, found {type(obj).__name__}")

@@ -33,12 +33,14 @@ def _settings():
 
 
 def _engine(settings=None):
-    from server.db import create_all, get_engine
+    """The database of a local command, at the migrations' head: the embedded default is upgraded
+    (created when new); a DATABASE_URL that is behind is refused, saying to run `db upgrade`."""
+    from server.migrate import SchemaError, prepare
 
-    settings = settings or _settings()
-    eng = get_engine(settings.sqlalchemy_url())
-    create_all(eng)
-    return eng
+    try:
+        return prepare(settings or _settings())
+    except SchemaError as e:
+        raise click.ClickException(str(e)) from None
 
 
 def _task(task_id: str):
@@ -114,9 +116,15 @@ def register(main: click.Group) -> None:
 
         from server.supervisor import Supervisor
 
+        from server.migrate import SchemaError
+
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-        sys.exit(Supervisor(_settings(), host=host, port=port, demo=demo, workers=workers,
-                            echo=lambda m: click.echo(m, err=True)).run())
+        try:
+            code = Supervisor(_settings(), host=host, port=port, demo=demo, workers=workers,
+                              echo=lambda m: click.echo(m, err=True)).run()
+        except SchemaError as e:
+            raise click.ClickException(str(e)) from None
+        sys.exit(code)
 
     @main.command("worker")
     @click.option("--queue", "queues", multiple=True, type=click.Choice(QUEUE_CHOICES),
@@ -129,8 +137,14 @@ def register(main: click.Group) -> None:
 
         from server.worker import run
 
+        from server.migrate import SchemaError
+
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker %(message)s")
-        sys.exit(run(_settings(), tuple(queues) or QUEUE_CHOICES, burst=burst))
+        try:
+            code = run(_settings(), tuple(queues) or QUEUE_CHOICES, burst=burst)
+        except SchemaError as e:
+            raise click.ClickException(str(e)) from None
+        sys.exit(code)
 
     @main.command("reconcile")
     @click.option("--once", is_flag=True, help="One pass, then print what it did.")
@@ -364,8 +378,42 @@ def register(main: click.Group) -> None:
     @click.argument("revision", default="head")
     @_home_option
     def db_upgrade(revision):
-        """Migrate the database (DATABASE_URL, or SQLite in the data directory) to a revision."""
-        from server.migrate import upgrade
+        """Create or migrate the database (DATABASE_URL, or SQLite in the data directory) to a
+        revision (default: the newest)."""
+        from server.migrate import SchemaError, current, upgrade
 
-        upgrade(_settings(), revision)
-        click.echo(f"database at {revision}")
+        settings = _settings()
+        try:
+            upgrade(settings, revision)
+        except SchemaError as e:
+            raise click.ClickException(str(e)) from None
+        click.echo(f"database at {', '.join(current(settings)) or 'base (no tables)'}")
+
+    @db.command("stamp")
+    @click.argument("revision")
+    @_home_option
+    def db_stamp(revision):
+        """Record REVISION as the database's revision without migrating (for a database built
+        without the migrations: give the revision its tables are at, then `db upgrade`)."""
+        from server.migrate import current, stamp
+
+        settings = _settings()
+        try:
+            stamp(settings, revision)
+        except Exception as e:  # alembic's own errors: an unknown revision, an unreachable database
+            raise click.ClickException(f"{type(e).__name__}: {e}") from None
+        click.echo(f"database stamped at {', '.join(current(settings))} (nothing migrated)")
+
+    @db.command("current")
+    @_home_option
+    def db_current():
+        """Print the database's revision and whether it is the newest; exit 1 when it is not."""
+        from server.db import get_engine
+        from server.migrate import current, status
+
+        settings = _settings()
+        revs = current(settings)
+        state, why = status(get_engine(settings.sqlalchemy_url()))
+        click.echo(f"{', '.join(revs) or 'none'} ({'head' if state == 'head' else why})")
+        if state != "head":
+            sys.exit(1)

@@ -171,7 +171,8 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
                     and_(Submission.status.in_(PENDING), Submission.score_attempt.is_not(None)))))
     candidates, extras = [], []
     for sub, team in s.exec(q):
-        if phase.frozen and phase.frozen_at and sub.created_at > phase.frozen_at and not organizer:
+        # a frozen board hides later runs from participants; the final ranking (show_private) has them
+        if phase.frozen and phase.frozen_at and sub.created_at > phase.frozen_at and not (organizer or show_private):
             continue
         if sub.removed_at is not None or sub.hidden:
             if organizer:  # shown to organizers, marked and unranked; never chosen for a team
@@ -259,8 +260,9 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
         return (missing, -(v or 0.0) if gib else (v or 0.0), r.row_type != "team", r.submitted_at, r.submission_id)
 
     rows.sort(key=sort_key)
-    return Board(task_id=task.id, phase=phase.name, split=phase.split,
-                 part="private" if use_private else "public",
+    # the part ranked on, as named in the JSON: a phase without a hidden part ranks on all of its gold
+    part = "all" if phase.public_fraction >= 1.0 else ("private" if use_private else "public")
+    return Board(task_id=task.id, phase=phase.name, split=phase.split, part=part,
                  published=published, frozen=bool(phase.frozen), columns=cols, rows=rows)
 
 

@@ -111,6 +111,8 @@ class Submission(SQLModel, table=True):
     # the counted scores were computed against another gold, task or scorer version than the
     # current one: not ranked, queued for rescoring (server.lifecycle.check_provenance)
     stale: bool = False
+    # the file of an invalid submission is deleted after the retention period (settings)
+    file_purged_at: Optional[NaiveDatetime] = None
 
 
 class Score(SQLModel, table=True):

@@ -11,6 +11,10 @@ from tasks.store import default_home
 DEV_SECRET = "palimpsest-development-only"
 
 
+def _optional_int(v: str | None) -> int | None:
+    return None if v is None or v.strip().lower() in ("", "none") else int(v)
+
+
 @dataclass
 class Settings:
     home: Path = field(default_factory=default_home)
@@ -25,6 +29,11 @@ class Settings:
     max_attempts: int = 3  # scoring attempts before a submission fails for the server's reasons
     stale_after: float = 15.0  # seconds without a job heartbeat before its worker counts as dead
     heartbeat_every: int = 3  # seconds between a busy worker's heartbeats (job_monitoring_interval)
+    # what one file may cost the worker that validates and scores it (then it is refused as too costly)
+    file_cpu_seconds: int = 120
+    file_memory_bytes: int = 3 * 1024**3  # address space beyond what the worker already holds
+    invalid_daily_limit: int | None = 50  # invalid files per team, phase and UTC day
+    invalid_retention_days: float = 7.0  # then the file of an invalid submission is deleted
 
     @classmethod
     def from_env(cls, **overrides) -> "Settings":
@@ -41,6 +50,10 @@ class Settings:
             reconcile_every=float(env.get("PALIMPSEST_RECONCILE_EVERY", 5.0)),
             max_attempts=int(env.get("PALIMPSEST_MAX_ATTEMPTS", 3)),
             stale_after=float(env.get("PALIMPSEST_STALE_AFTER", 15.0)),
+            file_cpu_seconds=int(env.get("PALIMPSEST_FILE_CPU_SECONDS", 120)),
+            file_memory_bytes=int(env.get("PALIMPSEST_FILE_MEMORY_BYTES", 3 * 1024**3)),
+            invalid_daily_limit=_optional_int(env.get("PALIMPSEST_INVALID_DAILY_LIMIT", "50")),
+            invalid_retention_days=float(env.get("PALIMPSEST_INVALID_RETENTION_DAYS", 7.0)),
         )
         for k, v in overrides.items():
             setattr(s, k, v)

@@ -1,5 +1,5 @@
-"""`palimpsest serve`: the embedded Redis, worker processes, the reconciler and the web app in one
-command. It restarts what dies (RQ's worker exits when Redis goes away) and stops everything on
+"""`palimpsest serve`: the database's migrations, then the embedded Redis, worker processes, the
+reconciler and the web app in one command. It restarts what dies (RQ's worker exits when Redis goes away) and stops everything on
 Ctrl-C or SIGTERM.
 """
 
@@ -82,7 +82,12 @@ class Supervisor:
         from werkzeug.serving import make_server
 
         from server import create_app
+        from server.migrate import prepare
         from server.reconciler import start_thread
+
+        # The embedded default is migrated here, before the app and the workers check it (created
+        # on the first run); a DATABASE_URL is only checked: `palimpsest db upgrade` migrates it.
+        prepare(self.settings)
 
         def on_signal(signum, _frame):
             self.stop_event.set()

@@ -83,12 +83,13 @@ def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
     """Work until stopped (or, with burst, until the queues are empty); 0 on a clean exit."""
     import redis
 
-    from server.db import create_all, get_engine
+    from server.db import get_engine
+    from server.migrate import check_at_head
 
+    engine = get_engine(settings.sqlalchemy_url())
+    check_at_head(engine)  # SchemaError, saying to run `palimpsest db upgrade`
     preload()
     warm_caches(settings)
-    engine = get_engine(settings.sqlalchemy_url())
-    create_all(engine)
     warm_statements(engine)
     engine.dispose()
     while True:
@@ -113,7 +114,13 @@ def main(argv=None) -> int:
     p.add_argument("--burst", action="store_true")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker %(message)s")
-    return run(Settings.from_env(), tuple(a.queue or QUEUES), burst=a.burst)
+    from server.migrate import SchemaError
+
+    try:
+        return run(Settings.from_env(), tuple(a.queue or QUEUES), burst=a.burst)
+    except SchemaError as e:
+        print(f"worker: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

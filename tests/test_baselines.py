@@ -180,12 +180,24 @@ def test_lexical_end_to_end_on_every_task(home, tmp_path):
     assert loci["recall"] == 1.0 and loci["mrr@10"] >= 0.5
 
 
-def test_plan_skips_cross_encoders_without_a_model_and_refuses_systems_that_do_not_apply(home):
-    runs, notes = plan(["tric-ranking"], None, Options(), home)
+def test_plan_skips_cross_encoders_without_a_model_and_refuses_systems_that_do_not_apply(home, monkeypatch):
+    import baselines.run
+
+    # planned for another machine (a queued run), what is installed here does not matter
+    runs, notes = plan(["tric-ranking"], None, Options(), home, here=False)
     assert runs == [("tric-ranking", s) for s in ("lexical", "bi-encoder", "bi-encoder-mask")]
     assert any("cross-encoder" in n and "--cross-model" in n for n in notes)
     with pytest.raises(BaselineError, match="diffalign.*tric-ranking"):
         plan(["tric-ranking"], ["diffalign"], Options(), home)
+    # here, with the model packages installed: the same plan
+    monkeypatch.setattr(baselines.run, "missing_model_packages", lambda: [])
+    assert plan(["tric-ranking"], None, Options(), home)[0] == runs
+    # here, without torch: the lexical system only, each model system noted with the install command
+    monkeypatch.setattr(baselines.run, "missing_model_packages", lambda: ["torch"])
+    runs, notes = plan(["tric-ranking"], None, Options(), home)
+    assert runs == [("tric-ranking", "lexical")]
+    assert any(n.startswith("tric-ranking/bi-encoder: torch not installed (pip install torch==2.13.0")
+               for n in notes), notes
 
 
 def test_record_baseline_refuses_what_is_not_a_run():

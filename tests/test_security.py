@@ -217,7 +217,10 @@ def test_session_cookie_flags(app, tmp_path, monkeypatch):
     assert "HttpOnly" in cookie and "SameSite=Lax" in cookie
     from server import create_app
 
+    from conftest import build_schema
+
     monkeypatch.setenv("PALIMPSEST_HOME", str(tmp_path / "p"))
+    build_schema(tmp_path / "p")
     prod = create_app({"home": tmp_path / "p", "env": "production", "secret_key": "x" * 40, "database_url": None})
     assert prod.config["SESSION_COOKIE_SECURE"] and prod.config["SESSION_COOKIE_HTTPONLY"]
     assert prod.config["SESSION_COOKIE_SAMESITE"] == "Lax"
