@@ -96,8 +96,9 @@ class Problems:
     to it within the cap, and `total` counts every problem, listed or not.
     """
 
-    def __init__(self, cap: int = 200):
+    def __init__(self, cap: int = 200, stop_after: int = 1000):
         self.cap = cap
+        self.stop_after = stop_after  # line problems; then reading stops (bounded work per file)
         self.items: list[Problem] = []
         self.whole: list[Problem] = []
         self.total = 0
@@ -107,8 +108,14 @@ class Problems:
         self.total += 1
         if whole:
             self.whole.append(Problem(message, line, id))
-        elif len(self.items) < self.cap:
+            return
+        if len(self.items) < self.cap:
             self.items.append(Problem(message, line, id))
+        if line is not None and self.total >= self.stop_after:
+            # a file that is wrong on every line costs no more than its first `stop_after` lines
+            self.whole.append(Problem(f"validation stopped at line {line} after {self.total} problems; the "
+                                      "rest of the file was not checked"))
+            raise SubmissionInvalid(self.listed(), self.total)
 
     def count_unlisted(self, n: int) -> None:
         """Count `n` more problems of a kind already listed, without listing them."""

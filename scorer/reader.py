@@ -194,10 +194,23 @@ class BadRow:
         self.message = message
 
 
+def _lines(text: str) -> Iterator[str]:
+    """The lines of a text one at a time (never a list of all of them: a file of millions of
+    short bad lines must not cost memory for each)."""
+    start, find = 0, text.find
+    while True:
+        end = find("\n", start)
+        if end < 0:
+            yield text[start:]
+            return
+        yield text[start:end]
+        start = end + 1
+
+
 def iter_jsonl(text: str) -> Iterator[tuple[int, dict | BadRow]]:
     """(line number, object) for every non-blank line; unparseable lines become BadRow."""
     loads = json.loads
-    for i, line in enumerate(text.split("\n"), 1):
+    for i, line in enumerate(_lines(text), 1):
         if not line.strip():
             continue
         try:

@@ -166,7 +166,7 @@ def register(main: click.Group) -> None:
 
     @main.group("users")
     def users():
-        """Create accounts (organizers' scripted set-up)."""
+        """Accounts: create one, print a password-reset link, sign one out everywhere."""
 
     @users.command("create")
     @click.option("--email", required=True)
@@ -188,6 +188,56 @@ def register(main: click.Group) -> None:
             audit(s, None, "user.create", u.email, organizer=organizer, via="cli")
             s.commit()
             click.echo(f"created {'organizer' if organizer else 'user'} {u.email} (id {u.id})")
+
+    def _user_by_email(s, email):
+        from sqlalchemy import select
+
+        from server.models import User
+
+        u = s.execute(select(User).where(User.email == email.strip().lower())).scalar_one_or_none()
+        if u is None:
+            raise click.ClickException(f"no user with email {email!r}")
+        return u
+
+    @users.command("reset-link")
+    @click.argument("email")
+    @click.option("--base-url", default=None,
+                  help="The site's address (default: $PALIMPSEST_BASE_URL, else http://127.0.0.1:5000).")
+    @_home_option
+    def users_reset_link(email, base_url):
+        """Print a single-use password-reset link for an account (for a server that sends no mail).
+
+        It expires after PALIMPSEST_RESET_MINUTES; it is signed with PALIMPSEST_SECRET_KEY, which
+        must be the server's."""
+        from sqlmodel import Session
+
+        from server.auth import audit, reset_link
+
+        settings = _settings()
+        with Session(_engine(settings), expire_on_commit=False) as s:
+            u = _user_by_email(s, email)
+            link = reset_link(settings, u, base_url)
+            audit(s, None, "user.reset_link", u.email, via="cli")
+            s.commit()
+        click.echo(link)
+        click.echo(f"valid {settings.reset_minutes} minutes, once; hand it to {u.email} in private", err=True)
+
+    @users.command("sign-out")
+    @click.argument("email")
+    @_home_option
+    def users_sign_out(email):
+        """End every session of an account (its API tokens stay: revoke those apart)."""
+        from sqlmodel import Session
+
+        from server.auth import audit
+
+        with Session(_engine(), expire_on_commit=False) as s:
+            u = _user_by_email(s, email)
+            u.session_epoch = (u.session_epoch or 0) + 1
+            s.add(u)
+            audit(s, None, "user.sign_out_everywhere", u.email, via="cli")
+            s.commit()
+        click.echo(f"every session of {u.email} is signed out")
 
     @main.group("tokens")
     def tokens():

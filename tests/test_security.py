@@ -192,7 +192,7 @@ def test_every_form_needs_csrf(app, world):
         if "POST" not in rule.methods or rule.rule.startswith("/api"):
             continue
         args = {a: {"task_id": "tric-binary", "submission_id": world["owner_test"].id,
-                    "phase_id": world["test"].id, "token_id": 1}.get(a, "x") for a in rule.arguments}
+                    "phase_id": world["test"].id, "token_id": 1, "user_id": 1}.get(a, "x") for a in rule.arguments}
         with app.test_request_context():
             from flask import url_for
 

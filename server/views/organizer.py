@@ -21,7 +21,7 @@ from sqlmodel import func, select
 
 from server import leaderboard as lb
 from server import lifecycle
-from server.auth import audit, current_user, db, organizer_required
+from server.auth import audit, current_user, db, organizer_required, safe_next
 from server.exceptions import LifecycleRefused
 from server.models import AuditLog, GoldPartition, Phase, Submission, Team, User
 from server.submissions import phase_state
@@ -48,10 +48,7 @@ def _sub_or_404(submission_id: int) -> Submission:
 
 
 def _back(default: str):
-    target = request.form.get("next", "")
-    if target.startswith("/") and not target.startswith("//"):
-        return redirect(target)
-    return redirect(default)
+    return redirect(safe_next(request.form.get("next", ""), default))
 
 
 @bp.route("/")
@@ -263,7 +260,7 @@ def export(phase_id: int, fmt: str):
                 "tex": lambda: lb.to_latex(board).encode("utf-8")}[fmt]()
     mt = {"csv": "text/csv; charset=utf-8", "json": "application/json",
           "tex": "application/x-tex; charset=utf-8"}[fmt]
-    return Response(body, mimetype=mt, headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return Response(body, content_type=mt, headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
 # ----------------------------------------------------------------------------- submissions

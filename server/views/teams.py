@@ -41,6 +41,11 @@ def create():
     if not name or len(name) > 120:
         flash("A team name has 1 to 120 characters.", "error")
         return redirect(url_for("teams.mine"))
+    from server.baselines import reads_as_baselines
+
+    if reads_as_baselines(name):
+        flash("That name is reserved for the organizers' baselines; choose another.", "error")
+        return redirect(url_for("teams.mine"))
     team = Team(name=name, invite_code=new_invite_code())
     s.add(team)
     try:
