@@ -4,31 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
-class PalimpsestError(Exception):
-    """Base of every error the project reports to a user without a traceback."""
-
-
-class TaskNotFound(PalimpsestError):
-    """A task id that is not registered (the message suggests the closest one)."""
-
-
-class TaskNotImported(PalimpsestError):
-    """A registered task whose data has not been imported into the data directory."""
-
-
-class SplitNotAvailable(PalimpsestError):
-    """A split the task does not have."""
-
-
-class ReleaseError(PalimpsestError):
-    """An official release that cannot be read; names the file and line."""
-
-    def __init__(self, path, message: str, line: int | None = None):
-        self.path = str(path)
-        self.line = line
-        where = f"{self.path}, line {line}" if line is not None else self.path
-        super().__init__(f"{where}: {message}")
+# Defined with the tasks (which must not import the scorer); the same classes under either name.
+from tasks.errors import (  # noqa: F401
+    PalimpsestError,
+    ReleaseError,
+    SplitNotAvailable,
+    TaskNotFound,
+    TaskNotImported,
+)
 
 
 ECHO_CHARS = 80  # at most this much of a value from the file is echoed in a message

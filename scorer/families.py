@@ -132,6 +132,14 @@ class Rejected:
             self.unnamed += 1
 
 
+def _canonical_names(records, alias: dict):
+    """Records with each aliased column under its field's name (unless the row has both)."""
+    for line, rec in records:
+        if isinstance(rec, dict) and any(k in alias for k in rec):
+            rec = {(alias[k] if k in alias and alias[k] not in rec else k): v for k, v in rec.items()}
+        yield line, rec
+
+
 def read_rows(text: Text, task: Task, problems: Problems,
               rejected: Rejected | None = None) -> list[tuple[int, dict]]:
     """Rows of a keyed submission with typed values; every bad row or value becomes a problem
@@ -143,6 +151,11 @@ def read_rows(text: Text, task: Task, problems: Problems,
     key = task.format.key[0]
     is_csv = text.format != "jsonl"
     header, records = iter_records(text.text, text.format)
+    alias = {a: f.name for f in fields for a in f.aliases}
+    if alias:
+        records = _canonical_names(records, alias)
+        if header is not None:
+            header = [alias.get(h, h) if alias.get(h) not in header else h for h in header]
     if header is not None:
         missing = [c for c in required if c not in header]
         if missing:
@@ -261,8 +274,20 @@ def _no_unit_note(subset: str, unit: str, only) -> str:
     return f"{subset}: no {unit} of {subset} in {where}"
 
 
+def _group_scores(task: Task, metric_names, groups_in_gold: dict, only, result: dict, notes: list) -> None:
+    """Add `macro` (when declared) over the groups the gold, or the part of it scored, holds."""
+    if "macro" not in task.subsets:
+        return
+    present = {g: result[g] for g in task.groups if g in groups_in_gold}
+    result["macro"] = metrics.macro(present, metric_names)
+    if not present:
+        notes.append(_no_unit_note("macro", task.unit_name, only))
+    elif any(v is None for k, v in result["macro"].items() if k != "n"):
+        notes.append(f"macro: undefined unless every {task.group_name} in the gold has a value")
+
+
 class Keyed(Family):
-    """One value per id of the inputs (tric-binary, tric-ranking, trac)."""
+    """One value per id of the inputs (tric-binary, tric-ranking, trac, str)."""
 
     inputs_name = "inputs.jsonl"
 
@@ -271,6 +296,10 @@ class Keyed(Family):
         if self.task.kind == "targets":
             return [r["target"] for r in read_jsonl(self.store.public(self.split, "targets.jsonl"))]
         return [r[key] for r in read_jsonl(self.store.public(self.split, self.inputs_name))]
+
+    def _groups_of_inputs(self) -> dict[str, str]:
+        key, gf = self.task.format.key[0], self.task.group_field
+        return {r[key]: r.get(gf) for r in read_jsonl(self.store.public(self.split, self.inputs_name))}
 
     def validate(self, text: Text) -> dict[str, float]:
         problems = Problems()
@@ -281,8 +310,21 @@ class Keyed(Family):
         rejected = Rejected()
         rows = read_rows(text, self.task, problems, rejected)
         by_id = _check_keys(rows, key, index, problems, f"{len(ids)} {self.split} {key}s")
-        _report_missing([k for k in ids if k not in by_id and k not in rejected.ids], key, problems,
-                        unreadable=rejected.unnamed)
+        if self.task.partial_groups:
+            # a group left out entirely is allowed; within a group the file covers (even by a row
+            # rejected above) every unit is needed
+            group_of = self._groups_of_inputs()
+            named = by_id.keys() | {k for k in rejected.ids if k in index}
+            covered = {group_of.get(k) for k in named}
+            for g in self.task.groups:
+                if g in covered:
+                    _report_missing([k for k in ids if group_of.get(k) == g and k not in named], key,
+                                    problems, f" of {g}", unreadable=rejected.unnamed)
+            if not by_id and not problems:
+                problems.add(f"the submission covers no {self.task.group_name}", whole=True)
+        else:
+            _report_missing([k for k in ids if k not in by_id and k not in rejected.ids], key, problems,
+                            unreadable=rejected.unnamed)
         problems.raise_if_any()
         return {k: row[value] for k, (_, row) in by_id.items()}
 
@@ -290,53 +332,56 @@ class Keyed(Family):
         return self.reference_ids()
 
     def strata(self) -> list[tuple[str, str]]:
-        """The subset each unit is scored in (TRiC: `oov` or `iov`), as the gold records it;
-        one stratum when the task declares no subset beside `all` (TRaC)."""
-        declared = [s for s in self.task.subsets if s != "all"]
+        """The group each unit is scored in (TRiC: `oov` or `iov`; STR: its language), as the gold
+        records it; one stratum when the task declares no group (TRaC)."""
+        declared = self.task.groups
         if not declared:
             return super().strata()
-        key = self.task.format.key[0]
+        key, gf = self.task.format.key[0], self.task.group_field
         gold = read_jsonl(self.store.gold(self.split, "gold.jsonl"))
-        subset_of = {r[key]: r.get("subset") for r in gold}
-        return [(u, subset_of[u] if subset_of.get(u) in declared else "other") for u in self.units()]
+        group_of = {r[key]: r.get(gf) for r in gold}
+        return [(u, group_of[u] if group_of.get(u) in declared else "other") for u in self.units()]
 
     def score(self, parsed: dict[str, float], only: frozenset | None = None) -> Scored:
-        key = self.task.format.key[0]
+        task = self.task
+        key, gf = task.format.key[0], task.group_field
         gold_rows = read_jsonl(self.store.gold(self.split, "gold.jsonl"))
         if only is not None:
             gold_rows = [r for r in gold_rows if r[key] in only]
-        value_name = "label" if self.task.kind == "instances" else "score"
-        gold = np.array([r[value_name] for r in gold_rows], dtype=np.float64)
-        pred = np.array([parsed[r[key]] for r in gold_rows], dtype=np.float64)
-        subsets = {"all": np.ones(gold.size, dtype=bool)}
-        for s in self.task.subsets:
-            if s != "all":
-                subsets[s] = np.array([r.get("subset") == s for r in gold_rows])
-        result, notes = {}, []
-        unit, binary = self.task.kind.rstrip("s"), self.task.format.fields[1].kind == "label01"
-        for name, mask in subsets.items():
-            if not mask.any():  # the same keys as a value would have, each None
-                empty = (metrics.classification(gold[:0], gold[:0]) if binary
-                         else metrics.correlations(gold[:0], gold[:0], ("spearman", "pearson"))[0])
-                result[name] = {k: (0 if k == "n" else None) for k in empty}
-                notes.append(_no_unit_note(name, unit, only))
+        gold = np.array([r[task.gold_field] for r in gold_rows], dtype=np.float64)
+        pred = np.array([parsed.get(r[key], np.nan) for r in gold_rows], dtype=np.float64)
+        covered = np.array([r[key] in parsed for r in gold_rows], dtype=bool)
+        group = [r.get(gf) for r in gold_rows]
+        names = task.metrics
+        result, notes, in_gold = {}, [], {}
+        for name in task.subsets:
+            if name == "macro":
                 continue
-            if binary:
-                result[name] = metrics.classification(gold[mask].astype(int), pred[mask].astype(int))
-            else:
-                vals, why = metrics.correlations(gold[mask], pred[mask], ("spearman", "pearson"))
-                result[name] = vals
-                notes += [f"{name}: {w}" for w in why]
-        return Scored(result, notes)
+            mask = (np.ones(gold.size, dtype=bool) if name == "all"
+                    else np.array([g == name for g in group], dtype=bool))
+            if not mask.any():  # the same keys as a value would have, each None
+                result[name] = metrics.per_item(names, gold[:0], gold[:0])[0]
+                notes.append(_no_unit_note(name, task.unit_name, only))
+                continue
+            in_gold[name] = True
+            if not covered[mask].all():  # only with partial_groups: validation requires the rest
+                result[name] = metrics.per_item(names, gold[:0], gold[:0])[0]
+                notes.append(f"{name}: not in the submission")
+                continue
+            vals, why = metrics.per_item(names, gold[mask], pred[mask])
+            result[name] = vals
+            notes += [f"{name}: {w}" for w in why]
+        _group_scores(task, names, in_gold, only, result, notes)
+        return Scored({s: result[s] for s in task.subsets}, notes)
 
 
 class Tokens(Family):
-    """A score per whitespace token of both documents of each pair (swissgov-rsd)."""
-
-    PAIRS = ("en-de", "en-fr", "en-it")
+    """A score per whitespace token of both documents of each pair (swissgov-rsd); the groups
+    (language pairs) are the task's declared subsets."""
 
     def validate(self, text: Text) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         problems = Problems()
+        gf = self.task.group_field
         inputs = read_jsonl(self.store.public(self.split, "inputs.jsonl"))
         ref = {r["id"]: r for r in inputs}
         rejected = Rejected()
@@ -354,13 +399,13 @@ class Tokens(Family):
                     ok = False
             if ok:
                 out[rid] = (row["labels_a"], row["labels_b"])
-        # a language pair left out entirely is allowed; within a pair the file covers (even by a
-        # row rejected above) every document is needed
+        # a group (language pair) left out entirely is allowed; within a pair the file covers (even
+        # by a row rejected above) every document is needed
         named = by_id.keys() | {k for k in rejected.ids if k in ref}
-        covered = {ref[k]["pair"] for k in named}
-        for pair in self.PAIRS:
+        covered = {ref[k][gf] for k in named}
+        for pair in self.task.groups:
             if pair in covered:
-                _report_missing([r["id"] for r in inputs if r["pair"] == pair and r["id"] not in named],
+                _report_missing([r["id"] for r in inputs if r[gf] == pair and r["id"] not in named],
                                 "id", problems, f" of {pair}", unreadable=rejected.unnamed)
         if not by_id and not problems:
             problems.add("the submission covers no document pair", whole=True)
@@ -371,46 +416,31 @@ class Tokens(Family):
         return [r["id"] for r in read_jsonl(self.store.public(self.split, "inputs.jsonl"))]
 
     def strata(self) -> list[tuple[str, str]]:
-        """Each document's language pair, as the inputs record it."""
-        return [(r["id"], r["pair"]) for r in read_jsonl(self.store.public(self.split, "inputs.jsonl"))]
+        """Each document's group (language pair), as the inputs record it."""
+        gf = self.task.group_field
+        return [(r["id"], r[gf]) for r in read_jsonl(self.store.public(self.split, "inputs.jsonl"))]
 
     def score(self, parsed, only: frozenset | None = None) -> Scored:
-        gold = _token_gold(_cache_key(self.store.gold(self.split, "gold.jsonl")), only)
-        result, notes, spearmans = {}, [], []
-        for pair in self.PAIRS:
+        task = self.task
+        gold = _token_gold(_cache_key(self.store.gold(self.split, "gold.jsonl")), only,
+                           task.groups, task.group_field)
+        names = task.metrics
+        result, notes, in_gold = {}, [], {}
+        for pair in task.groups:
             ids, gvec, mask = gold.get(pair, ([], None, None))
+            if ids:
+                in_gold[pair] = True
             if not ids or not all(i in parsed for i in ids):
-                result[pair] = {"spearman": None, "kendall": None, "n": 0}
+                result[pair] = metrics.per_item(names, [], [])[0]
                 notes.append(f"{pair}: not in the submission" if ids
-                             else _no_unit_note(pair, "document", only))
-                spearmans.append(None)
+                             else _no_unit_note(pair, task.unit_name, only))
                 continue
             pvec = np.concatenate([np.concatenate(parsed[i]) for i in ids])[mask]
-            vals, why = metrics.correlations(gvec, pvec, ("spearman", "kendall"))
+            vals, why = metrics.per_item(names, gvec, pvec)
             result[pair] = vals
             notes += [f"{pair}: {w}" for w in why]
-            spearmans.append(vals["spearman"])
-        macro = {"spearman": None, "kendall": None, "n": sum(result[p]["n"] for p in self.PAIRS)}
-        if all(v is not None for v in spearmans):
-            macro["spearman"] = float(np.mean(spearmans))
-        kendalls = [result[p]["kendall"] for p in self.PAIRS]
-        if all(v is not None for v in kendalls):
-            macro["kendall"] = float(np.mean(kendalls))
-        if macro["spearman"] is None:
-            notes.append(_macro_note(result, notes))
-        result["macro"] = macro
-        return Scored(result, notes)
-
-
-def _macro_note(result: dict, notes: list[str]) -> str:
-    """Why SwissGov-RSD's macro is empty, naming each language pair that has no value."""
-    why = []
-    for pair in Tokens.PAIRS:
-        if result[pair]["spearman"] is None:
-            reason = next((n.split(": ", 1)[1] for n in notes if n.startswith(f"{pair}: ")), "no value")
-            why.append(f"{pair} {reason}" if reason == "not in the submission" else f"{pair}: {reason}")
-    return (f"macro: empty because {'; '.join(why)}; the macro is the mean over all three language "
-            "pairs (en-de, en-fr, en-it)")
+        _group_scores(task, names, in_gold, only, result, notes)
+        return Scored({s: result[s] for s in task.subsets if s in result}, notes)
 
 
 def _n_tokens(text: str) -> int:
@@ -418,12 +448,12 @@ def _n_tokens(text: str) -> int:
 
 
 @functools.lru_cache(maxsize=8)
-def _token_gold(key: tuple, only: frozenset | None = None) -> dict:
-    """Per language pair: document order, the gold vector without -1 tokens, and its mask."""
+def _token_gold(key: tuple, only: frozenset | None, groups: tuple[str, ...], group_field: str) -> dict:
+    """Per group: document order, the gold vector without -1 tokens, and its mask."""
     rows = _read_jsonl_cached(key)
     out = {}
-    for pair in Tokens.PAIRS:
-        docs = [r for r in rows if r["pair"] == pair and (only is None or r["id"] in only)]
+    for pair in groups:
+        docs = [r for r in rows if r[group_field] == pair and (only is None or r["id"] in only)]
         if not docs:
             continue
         full = np.concatenate([np.concatenate([np.asarray(r["labels_a"], float),

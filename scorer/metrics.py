@@ -225,3 +225,85 @@ def link_ranking_ir(gold_q: np.ndarray, gold_s: np.ndarray, pred_q: np.ndarray, 
         out[f"mrr@{k}"] = float(rr_k.mean())
         out[f"ndcg@{k}"] = float((dcg / idcg).mean())
     return out, notes
+
+
+# ---------------------------------------------------------------- the registry declarations name
+# A task declares its metrics by these names (`Task.metrics`); a family computes the ones a task
+# declares and nothing else. `kind` says how: "classification" and "correlation" over one value
+# per item (`per_item`), "links" over predicted links, "count" the number of items scored.
+
+
+from dataclasses import dataclass  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    kind: str
+    greater_is_better: bool = True
+    description: str = ""
+
+
+REGISTRY: dict[str, Metric] = {m.name: m for m in (
+    Metric("f1", "classification", description="F1 weighted by gold support (links: F1 of the links)"),
+    *(Metric(f"{what}_{c}", "classification", description=f"{what} of label {c}")
+      for c in (0, 1) for what in ("precision", "recall", "f1")),
+    Metric("spearman", "correlation", description="Spearman's rank correlation"),
+    Metric("pearson", "correlation", description="Pearson's correlation"),
+    Metric("kendall", "correlation", description="Kendall's tau-b"),
+    Metric("precision", "links", description="links: mean over the queries with a gold link"),
+    Metric("recall", "links", description="links: mean over the queries with a gold link"),
+    Metric("accuracy", "links", description="(TP + TN) / sources, mean over the queries with a gold link"),
+    *(Metric(f"{what}_micro", "links", description=f"{what} from the counts pooled over the queries "
+             "with a gold link") for what in ("precision", "recall", "f1")),
+    Metric("smr", "links", greater_is_better=False, description="(FP + FN) / N"),
+    Metric("fpr", "links", greater_is_better=False, description="FP / N"),
+    Metric("fnr", "links", greater_is_better=False, description="FN / N"),
+    *(Metric(f"{what}@{k}", "links", description=f"{desc} in the top {k}, mean over the queries "
+             "with a gold link") for k in IR_CUTOFFS for what, desc in (
+        ("recall", "share of the gold links"), ("map", "average precision"),
+        ("mrr", "reciprocal rank of the first gold link"), ("ndcg", "nDCG (binary gain)"))),
+    *(Metric(c, "links", greater_is_better=None) for c in ("tp", "fp", "fn", "tn")),
+    Metric("n", "count", greater_is_better=None, description="items scored"),
+)}
+
+
+def unknown_metrics(names) -> list[str]:
+    """The names that the registry lacks (a declaration naming one is wrong)."""
+    return [n for n in names if n not in REGISTRY]
+
+
+def per_item(names, gold, pred) -> tuple[dict, list[str]]:
+    """The metrics `names` (in that order) of aligned gold and predicted values, one per item, and
+    the reasons for each None; an empty input gives every metric None and `n` 0."""
+    gold = np.asarray(gold, dtype=np.float64)
+    pred = np.asarray(pred, dtype=np.float64)
+    if gold.size == 0:
+        return {k: (0 if k == "n" else None) for k in names}, []
+    values: dict = {}
+    notes: list[str] = []
+    wanted = {REGISTRY[n].kind for n in names}
+    if "classification" in wanted:
+        values.update(classification(gold.astype(int), pred.astype(int)))
+    corr = [n for n in names if REGISTRY[n].kind == "correlation"]
+    if corr:
+        vals, notes = correlations(gold, pred, corr)
+        values.update(vals)
+    values["n"] = int(gold.size)
+    other = [n for n in names if n not in values]
+    if other:
+        raise ValueError(f"metric(s) {', '.join(other)} are not computed from one value per item")
+    return {k: values[k] for k in names}, notes
+
+
+def macro(per_group: dict[str, dict], names) -> dict:
+    """The mean of each metric over the groups given (None unless every group has a value);
+    `n` is their sum."""
+    out: dict = {}
+    for k in names:
+        if k == "n":
+            out[k] = sum(int(v.get("n") or 0) for v in per_group.values())
+            continue
+        vals = [v.get(k) for v in per_group.values()]
+        out[k] = float(np.mean(vals)) if vals and all(x is not None for x in vals) else None
+    return out

@@ -55,7 +55,7 @@ class Row:
     note: str = ""  # e.g. "hidden", "not public", "stale" (only in views that may see those)
     chosen_by: str = ""  # "primary run", "latest scored run" or "baseline method"
     parts: dict[str, dict] = field(default_factory=dict)  # part -> its scoring result (snapshots)
-    why: str = ""  # the scorer's reason when the primary value is empty (its notes on that subset)
+    why_empty: str = ""  # why the primary value is empty, from the result's notes
 
 
 @dataclass
@@ -99,14 +99,6 @@ def _value(result: dict | None, subset: str, metric: str) -> Optional[float]:
     return float(v)
 
 
-def _why_empty(result: dict | None, subset: str, metric: str) -> str:
-    """The scorer's notes on `subset` when its primary value is empty (e.g. SwissGov-RSD's macro
-    of a submission that leaves out a language pair)."""
-    if not result or _value(result, subset, metric) is not None:
-        return ""
-    return "; ".join(n.split(": ", 1)[1] for n in result.get("notes") or () if n.startswith(f"{subset}: "))
-
-
 def _latest_scores(s: Session, subs: list[Submission], parts: tuple[str, ...]) -> dict[tuple[int, str], dict]:
     """The result per (submission, part) of the attempt that counts: the submission's
     `score_attempt` when the backbone recorded one, else its latest."""
@@ -134,6 +126,15 @@ def _rank(values: list[Optional[float]], greater_is_better: bool) -> list[Option
     for i, v in enumerate(order):
         first.setdefault(v, i + 1)
     return [first[v] if v is not None else None for v in values]
+
+
+def why_empty(result: dict | None, subset: str) -> str:
+    """The result's notes that say why `subset` has no value (e.g. a macro over languages some of
+    which the submission leaves out): the subset's own notes, then what the file lacks."""
+    notes = (result or {}).get("notes") or []
+    own = [n for n in notes if n.startswith(f"{subset}:")]
+    lacking = [n for n in notes if n.endswith(": not in the submission") and n not in own]
+    return "; ".join(own + lacking)
 
 
 STALE_NOTE = "stale: scored against an earlier gold or scorer version; being rescored"
@@ -239,8 +240,8 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
         row = Row(rank=None, row_type=kind, team=team.name, team_id=team.id, submission_id=sub.id,
                   method_name=sub.method_name, url=sub.url, submitted_at=sub.created_at,
                   is_primary=sub.is_primary, values=values, public_value=pub, note=note, chosen_by=rule)
-        if note != STALE_NOTE:
-            row.why = _why_empty(result, prim.subset, prim.metric)
+        if values[prim.key] is None and note != STALE_NOTE:
+            row.why_empty = why_empty(result, prim.subset)
         if with_parts and note != STALE_NOTE:
             row.parts = {p: scores[(sub.id, p)] for p in parts if (sub.id, p) in scores}
         rows.append(row)
@@ -295,7 +296,7 @@ def to_dict(board: Board) -> dict[str, Any]:
             **({"chosen_by": r.chosen_by} if r.chosen_by else {}),
             **({"public_primary": r.public_value, "public_rank": r.public_rank} if board.published else {}),
             **({"note": r.note} if r.note else {}),
-            **({"why_empty": r.why} if r.why else {}),
+            **({"why_empty": r.why_empty} if r.why_empty else {}),
         } for r in board.rows],
     }
 
@@ -403,7 +404,8 @@ def board_from_dict(d: dict) -> Board:
                 method_name=r.get("method_name", ""), url=r.get("url", ""),
                 submitted_at=datetime.fromisoformat(r["submitted_at"].rstrip("Z")), is_primary=r.get("primary_run", False),
                 values=r["metrics"], public_value=r.get("public_primary"), public_rank=r.get("public_rank"),
-                note=r.get("note", ""), chosen_by=r.get("chosen_by", "")) for r in d["rows"]]
+                note=r.get("note", ""), chosen_by=r.get("chosen_by", ""), why_empty=r.get("why_empty", ""))
+            for r in d["rows"]]
     return Board(task_id=d["task"], phase=d["phase"], split=d["split"], part=d["ranked_on"],
                  published=d["published"], frozen=d["frozen"], columns=cols, rows=rows)
 

@@ -6,8 +6,8 @@ import csv
 import io
 from pathlib import Path
 
-from scorer.errors import ReleaseError
-from tasks.base import Field, SubmissionFormat, Task
+from tasks.errors import ReleaseError
+from tasks.base import Demo, Field, ImportOption, SubmissionFormat, Task
 from tasks.release import read_table
 from tasks.store import StagedImport, TaskStore
 
@@ -53,9 +53,17 @@ LOCI_SIMILES = Task(
     primary=("all", "f1"),
     greater_is_better=True,
     splits=("test",),
-    importer="loci",
+    importer="tasks.loci:import_loci",
     import_help=("palimpsest tasks import loci-similes --query queries.csv --source sources.csv "
                  "--gold ground_truth.csv"),
+    import_options=(ImportOption("--query", "query", "file", "Loci Similes query segments (seg_id,text).",
+                                 required=True),
+                    ImportOption("--source", "source", "file", "Loci Similes source segments (seg_id,text).",
+                                 required=True),
+                    ImportOption("--gold", "gold", "file", "Loci Similes gold links (query_id,source_id,label).",
+                                 required=True)),
+    unit="query",
+    demo=Demo(release="tasks.demo:loci_release", predictions="tasks.demo:link_predictions"),
     secondary=(("all", "smr", False),),
 )
 

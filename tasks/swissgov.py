@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from scorer.errors import ReleaseError
-from tasks.base import Field, SubmissionFormat, Task
+from tasks.errors import ReleaseError
+from tasks.base import Demo, Field, ImportOption, SubmissionFormat, Task
 from tasks.release import locate, read_jsonl
 from tasks.store import StagedImport, TaskStore
 
@@ -44,12 +44,23 @@ SWISSGOV_RSD = Task(
         key=("id",),
     ),
     metrics=("spearman", "kendall", "n"),
-    subsets=("en-de", "en-fr", "en-it", "macro"),
+    subsets=PAIRS + ("macro",),
     primary=("macro", "spearman"),
     greater_is_better=True,
     splits=("dev", "test"),
-    importer="swissgov",
+    importer="tasks.swissgov:import_swissgov",
     import_help="palimpsest tasks import swissgov-rsd --from path/to/SwissGov-RSD [--test-split test|full]",
+    import_options=(ImportOption("--from", "source", "path",
+                                 "An official release checkout (TRoTR, SwissGov-RSD, ...).", required=True),
+                    ImportOption("--test-split", "test_split", "choice",
+                                 "SwissGov-RSD: the 56-document test split per language pair, or all 224 "
+                                 "as the hidden test (the paper's Table 3; no dev split then).",
+                                 default="test", choices=("test", "full"))),
+    group_field="pair",
+    group_name="language pair",
+    partial_groups=True,
+    unit="document",
+    demo=Demo(release="tasks.demo:swissgov_release", predictions="tasks.demo:token_predictions"),
 )
 
 

@@ -6,6 +6,8 @@ epoch that ends every earlier session, a copied cookie too."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import re
 import socket
 import statistics
@@ -75,6 +77,9 @@ def _app(web_home, monkeypatch, **settings):
     monkeypatch.setenv("PALIMPSEST_HOME", str(web_home))
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.delenv("REDIS_URL", raising=False)
+    from conftest import build_schema
+
+    build_schema(Path(web_home))
     return create_app({"home": web_home, "env": "testing", "database_url": None, "redis_url": None,
                        "PALIMPSEST_ENQUEUE": False, **settings})
 

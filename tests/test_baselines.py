@@ -164,7 +164,7 @@ def test_diffalign_scores_identical_documents_are_zero():
 def test_lexical_end_to_end_on_every_task(home, tmp_path):
     results = run_baselines(None, ["lexical"], Options(progress=False), tmp_path, home, log=lambda m: None)
     by_task = {r["task"]: r for r in results}
-    assert set(by_task) == {"tric-binary", "tric-ranking", "trac", "swissgov-rsd", "loci-similes"}
+    assert set(by_task) == {"tric-binary", "tric-ranking", "trac", "swissgov-rsd", "loci-similes", "str"}
     for r in results:
         assert r["system"] == "lexical" and r["model"] is None
         assert Path(r["file"]).is_file()
@@ -178,6 +178,20 @@ def test_lexical_end_to_end_on_every_task(home, tmp_path):
     # Loci Similes sample: 11 queries x 10 sources, top-10 per query = every pair; recall is total
     loci = by_task["loci-similes"]["scores"]["metrics"]["all"]
     assert loci["recall"] == 1.0 and loci["mrr@10"] >= 0.5
+    # STR (synthetic release: its gold follows the pairs' word overlap, so Dice ranks well)
+    assert by_task["str"]["scores"]["primary"]["value"] > 0.5
+    assert Path(by_task["str"]["file"]).read_text(encoding="utf-8").startswith("PairID,Pred_Score\n")
+
+
+def test_str_lexical_is_dice_of_the_two_sentences(home, tmp_path):
+    from baselines.systems import _read_jsonl
+
+    (r,) = run_baselines(["str"], ["lexical"], Options(progress=False), tmp_path, home, log=lambda m: None)
+    pairs = _read_jsonl(TaskStore("str", home).public("test", "inputs.jsonl"))
+    lines = Path(r["file"]).read_text(encoding="utf-8").splitlines()[1:]
+    assert [ln.split(",")[0] for ln in lines] == [p["PairID"] for p in pairs]
+    assert [float(ln.split(",")[1]) for ln in lines] == pytest.approx(
+        [dice_texts(p["sentence1"], p["sentence2"]) for p in pairs], abs=1e-6)
 
 
 def test_plan_skips_cross_encoders_without_a_model_and_refuses_systems_that_do_not_apply(home, monkeypatch):
@@ -258,6 +272,23 @@ def test_bi_encoder_agrees_with_plain_sentence_transformers(small_home, tmp_path
     st = models.bi().model  # the same weights, used directly: no cache, no length sorting of ours
     a = st.encode([masked(p["context1"], p["indices_target_token1"]) for p in pairs], normalize_embeddings=True)
     b = st.encode([masked(p["context2"], p["indices_target_token2"]) for p in pairs], normalize_embeddings=True)
+    assert ours == pytest.approx(np.sum(a * b, axis=1), abs=1e-5)
+
+
+def test_str_bi_encoder_is_the_cosine_of_plain_sentence_transformers(home, tmp_path):
+    _need_minilm()
+    import numpy as np
+
+    from baselines.systems import _read_jsonl
+
+    (r,) = run_baselines(["str"], ["bi-encoder"], Options(device="cpu", progress=False), tmp_path, home,
+                         log=lambda m: None)
+    assert r["model"] == "all-MiniLM-L6-v2" and r["scores"]["primary"]["value"] is not None
+    pairs = _read_jsonl(TaskStore("str", home).public("test", "inputs.jsonl"))
+    st = Models(Options(device="cpu", progress=False)).bi().model
+    a = st.encode([p["sentence1"] for p in pairs], normalize_embeddings=True)
+    b = st.encode([p["sentence2"] for p in pairs], normalize_embeddings=True)
+    ours = [float(ln.split(",")[1]) for ln in Path(r["file"]).read_text(encoding="utf-8").splitlines()[1:]]
     assert ours == pytest.approx(np.sum(a * b, axis=1), abs=1e-5)
 
 

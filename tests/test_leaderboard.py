@@ -268,6 +268,6 @@ def test_swissgov_row_without_a_language_pair_says_why_its_macro_is_empty(app, c
         s.commit()
     row = board_json(client, task="swissgov-rsd", phase="test")["rows"][0]
     assert [v for k, v in row["metrics"].items() if k.startswith("macro") and "spearman" in k] == [None]
-    assert "en-it not in the submission" in row["why_empty"] and "all three language pairs" in row["why_empty"]
+    assert "en-it: not in the submission" in row["why_empty"] and "macro: undefined" in row["why_empty"]
     page = client.get("/tasks/swissgov-rsd/leaderboard?phase=test").get_data(as_text=True)
-    assert "en-it not in the submission" in page
+    assert "en-it: not in the submission" in page
