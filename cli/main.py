@@ -25,6 +25,12 @@ def _fail(message: str, code: int = EXIT_ERROR):
     sys.exit(code)
 
 
+def _fail_json(message: str, code: int = EXIT_ERROR):
+    """`_fail` for a --json command: the message on stderr and as {"error": {...}} on stdout."""
+    click.echo(json.dumps({"error": {"message": message, "exit_status": code}}))
+    _fail(message, code)
+
+
 def friendly(fn):
     """Turn every error a user can cause into a one-line message and an exit status."""
 
@@ -32,10 +38,12 @@ def friendly(fn):
     def wrapper(*args, **kwargs):
         from scorer.errors import PalimpsestError
 
+        # with --json, stdout holds exactly one JSON document, an error included
+        fail = _fail_json if kwargs.get("as_json") else _fail
         try:
             return fn(*args, **kwargs)
         except PalimpsestError as e:
-            _fail(str(e))
+            fail(str(e))
         except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
         except BrokenPipeError:  # output piped into e.g. `head`
@@ -44,7 +52,7 @@ def friendly(fn):
         except Exception as e:  # never a traceback for a user; PALIMPSEST_DEBUG=1 shows it
             if os.environ.get("PALIMPSEST_DEBUG"):
                 raise
-            _fail(f"internal error ({type(e).__name__}: {e}); rerun with PALIMPSEST_DEBUG=1 for details", 3)
+            fail(f"internal error ({type(e).__name__}: {e}); rerun with PALIMPSEST_DEBUG=1 for details", 3)
 
     return wrapper
 
@@ -130,7 +138,9 @@ def _import_options(command):
         for o in t.import_options:
             seen.setdefault(o.flag, o)
     for o in reversed(list(seen.values())):
-        if o.kind == "int":
+        if o.choices:
+            kind = click.Choice(list(o.choices))
+        elif o.kind == "int":
             kind = click.IntRange(*o.range) if o.range else click.INT
         elif o.kind == "list":
             kind = click.STRING

@@ -480,6 +480,25 @@ class LinkFamily(Family):
         (a participant's download has only those)."""
         return _segment_ids(self.store, self.split, "query"), _segment_ids(self.store, self.split, "source")
 
+    def validate_path(self, path, limits) -> tuple[Links, str]:
+        """Validate a link file straight from its path: the columnar reader (pyarrow's CSV reader
+        and hash joins, `scorer.reader.arrow_links`) takes a well-formed CSV/TSV table; any other
+        file (JSON Lines, or one with a problem) is loaded and validated row by row by `validate`,
+        which reports every problem by line and id."""
+        known = _id_arrays(self.store, self.split)
+        fast = None
+        if known is not None:
+            from scorer.reader import arrow_links
+
+            fast = arrow_links(path, known[0], known[1], limits)
+        if fast is None:
+            from scorer.reader import load
+
+            text = load(path, limits)
+            return self.validate(text), text.format
+        q, s, sc, fmt = fast
+        return self._finish(q, s, sc, Problems(), None, len(known[1])), fmt
+
     def validate(self, text: Text) -> Links:
         problems = Problems()
         qidx, sidx = self.ids()
@@ -603,9 +622,7 @@ class LinkFamily(Family):
                     problems.add(f"duplicate link ({qnames[k // n_sources]!r}, {snames[k % n_sources]!r}) "
                                  f"appears {counts[d]} times")
                 problems.count_unlisted(dup.size - problems.cap)
-        elif not problems:
-            problems.add("the submission holds no links")
-        problems.raise_if_any()
+        problems.raise_if_any()  # no links at all is valid: "predict nothing" is SMR's reference point
         sc = np.asarray(scores, dtype=np.float64) if scores is not None else None
         return Links(q, s, sc)
 
@@ -621,30 +638,102 @@ class LinkFamily(Family):
         return [(q, "linked" if i in linked else "unlinked") for q, i in self.ids()[0].items()]
 
     def score(self, parsed: Links, only: frozenset | None = None) -> Scored:
-        qidx, sidx = self.ids()
-        n_s = len(sidx)
-        gold_q, gold_s = _link_gold(_cache_key(self.store.gold(self.split, "links.csv")),
-                                    _cache_key(self.store.root / "index" / self.split / "query_ids.txt"),
-                                    _cache_key(self.store.root / "index" / self.split / "source_ids.txt"))
-        pq, ps, psc = parsed.q, parsed.s, parsed.score
-        n_queries = len(qidx)
-        if only is not None:
-            keep_q = np.zeros(n_queries, dtype=bool)
-            keep_q[[qidx[k] for k in only if k in qidx]] = True
-            g, p = keep_q[gold_q], keep_q[pq]
-            gold_q, gold_s, pq, ps = gold_q[g], gold_s[g], pq[p], ps[p]
-            psc = psc[p] if psc is not None else None
-            n_queries = int(keep_q.sum())
-        gold_keys = gold_q * n_s + gold_s
-        pred_keys = pq * n_s + ps
-        vals = metrics.link_counts(np.unique(gold_keys), pred_keys, n_queries * n_s)
-        notes = []
-        if psc is not None:
-            vals.update(metrics.link_ranking(gold_q, gold_s, pq, ps, psc))
-        else:
-            vals.update({f"recall@{k}": None for k in metrics.RECALL_AT} | {"mrr": None})
-            notes.append("all: recall@k and mrr need a score column")
-        return Scored({"all": vals}, notes)
+        return score_links(self, parsed, only)
+
+
+def score_links(fam: LinkFamily, parsed: Links, only: frozenset | None = None) -> Scored:
+    """Loci Similes as its package scores it (`metrics.loci_links`), and the IR ranking metrics
+    when the submission has scores (`metrics.link_ranking_ir`); `only` keeps those queries."""
+    known = _id_arrays(fam.store, fam.split)
+    if known is not None and only is None:
+        n_q, n_s = len(known[0]), len(known[1])  # no dict of 170k ids to build
+    else:
+        qidx, sidx = fam.ids()
+        n_q, n_s = len(qidx), len(sidx)
+    index = fam.store.root / "index" / fam.split
+    if known is not None:
+        gold_q, gold_s = _link_gold_arrow(_cache_key(fam.store.gold(fam.split, "links.csv")),
+                                          _cache_key(index / "query_ids.txt"), _cache_key(index / "source_ids.txt"))
+    else:
+        gold_q, gold_s = _link_gold(_cache_key(fam.store.gold(fam.split, "links.csv")),
+                                    _cache_key(index / "query_ids.txt"), _cache_key(index / "source_ids.txt"))
+    keep = None
+    if only is not None:
+        keep = np.zeros(n_q, dtype=bool)
+        keep[[qidx[k] for k in only if k in qidx]] = True
+    vals, notes = metrics.loci_links(gold_q, gold_s, parsed.q, parsed.s, n_q, n_s, keep)
+    if parsed.score is not None:
+        ranking, why = metrics.link_ranking_ir(gold_q, gold_s, parsed.q, parsed.s, parsed.score, n_q, n_s,
+                                               _source_order(_cache_key(index / "source_ids.txt")), keep)
+    else:
+        ranking = dict.fromkeys(metrics.ir_names())
+        why = ["recall@k, map@k, mrr@k and ndcg@k need a score column"]
+    vals.update(ranking)
+    return Scored({"all": vals}, [f"all: {w}" for w in notes + why])
+
+
+def _id_arrays(store: TaskStore, split: str):
+    """The query and source ids as pyarrow binary arrays (for `arrow_links`), from the server's
+    index or else the public segment files; None where neither is there or pyarrow is not."""
+    index = store.root / "index" / split
+    q, s = index / "query_ids.txt", index / "source_ids.txt"
+    try:
+        if q.is_file() and s.is_file():
+            return _id_array_cached(_cache_key(q)), _id_array_cached(_cache_key(s))
+        q, s = store.public(split, "queries.csv"), store.public(split, "sources.csv")
+        if q.is_file() and s.is_file():  # a participant's download: the public segment files
+            return _public_id_array(_cache_key(q)), _public_id_array(_cache_key(s))
+    except ImportError:
+        pass
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _public_id_array(key: tuple):
+    """The seg_id column of a public segment file, in file order (as `_public_ids` numbers it)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    table = pacsv.read_csv(key[0], parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                           convert_options=pacsv.ConvertOptions(
+                               include_columns=["seg_id"], column_types={"seg_id": pa.binary()},
+                               null_values=[], strings_can_be_null=False, quoted_strings_can_be_null=False))
+    return table.column("seg_id").combine_chunks()
+
+
+@functools.lru_cache(maxsize=8)
+def _id_array_cached(key: tuple):
+    from scorer.reader import id_array
+
+    with open(key[0], "rb") as f:
+        return id_array(f.read())
+
+
+@functools.lru_cache(maxsize=8)
+def _source_order(key: tuple) -> np.ndarray:
+    """Each source's position among the source ids sorted by byte order (trec_eval's tie rule)."""
+    try:
+        import pyarrow.compute as pc
+
+        ranked = pc.sort_indices(_id_array_cached(key))  # binary values: byte order
+        sorted_ids = np.frombuffer(ranked.buffers()[1], np.uint64, len(ranked), ranked.offset * 8)
+    except ImportError:
+        ids = [i.encode("utf-8") for i in _id_index(key)]
+        sorted_ids = np.asarray(sorted(range(len(ids)), key=ids.__getitem__), dtype=np.int64)
+    order = np.empty(len(sorted_ids), dtype=np.int64)
+    order[sorted_ids] = np.arange(len(sorted_ids))
+    return order
+
+
+@functools.lru_cache(maxsize=8)
+def _link_gold_arrow(key: tuple, qkey: tuple, skey: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """The gold links as index arrays, read like a submission (the gold is a link table too)."""
+    from scorer.reader import arrow_links
+
+    got = arrow_links(key[0], _id_array_cached(qkey), _id_array_cached(skey))
+    if got is None:  # pragma: no cover - a gold file the importer wrote is always well-formed
+        return _link_gold(key, qkey, skey)
+    return got[0], got[1]
 
 
 @functools.lru_cache(maxsize=8)

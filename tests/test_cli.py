@@ -195,3 +195,21 @@ def test_malformed_release_exits_2_naming_file_and_line(tmp_path):
     assert f"{bad}, line {n}" in r.output and "ghost" in r.output
     r = run("tasks", "import", "swissgov-rsd", "--from", tmp_path, home=tmp_path / "home")
     assert r.exit_code == 2 and "not a release checkout" in r.output
+
+
+def test_import_swissgov_full_test_split(tmp_path):
+    """--test-split full: all 224 documents per language pair as the hidden test, no dev split."""
+    from conftest import SWISSGOV
+
+    need(SWISSGOV)
+    h = tmp_path / "home"
+    r = run("tasks", "import", "swissgov-rsd", "--from", SWISSGOV, "--test-split", "full", home=h)
+    assert r.exit_code == 0, r.output
+    m = TaskStore("swissgov-rsd", h).manifest()
+    assert m["test_split"] == "full" and m["splits"] == ["test"]
+    assert m["counts"]["test"] == {"en-de": 224, "en-fr": 224, "en-it": 224}
+    r = run("tasks", "import", "swissgov-rsd", "--from", SWISSGOV, "--test-split", "test", home=h)
+    assert r.exit_code == 0 and TaskStore("swissgov-rsd", h).manifest()["splits"] == ["dev", "test"]
+    assert run("tasks", "import", "swissgov-rsd", "--from", SWISSGOV, "--test-split", "all", home=h).exit_code == 2
+    r = run("tasks", "import", "tric-binary", "--from", TROTR, "--test-split", "full", home=h)
+    assert r.exit_code == 2 and "takes no --test-split" in r.output
