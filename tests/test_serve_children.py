@@ -304,8 +304,11 @@ def _busy_worker(home: Path, job_timeout: int):
     from rq import Queue
     from rq.serializers import JSONSerializer
 
+    from conftest import build_schema
     from server.embedded import EmbeddedRedis
 
+    home.mkdir(parents=True, exist_ok=True)
+    build_schema(home)  # a worker refuses a database not at the migrations' head
     emb = EmbeddedRedis(home)
     emb.start()
     w = subprocess.Popen([sys.executable, "-m", "server.worker", "--queue", "scoring"],
