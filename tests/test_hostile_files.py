@@ -60,9 +60,12 @@ def test_a_file_too_costly_to_validate_is_refused_as_invalid(backend, monkeypatc
     b.settings.file_memory_bytes = 1024 * 1024  # 1 MiB beyond what the worker holds: nothing fits
     monkeypatch.setenv("PALIMPSEST_FILE_MEMORY_BYTES", str(1024 * 1024))
     team, user = make_team(b)
+    import gzip
+
     lines = [json.dumps({"instanceID": i, "label": 1}) for i in _dev_ids(b)]
-    padded = ("\n".join(lines) + "\n" + " " * (24 * 1024 * 1024) + "\n").encode()  # 24 MB to read
-    sid = submit(b, team, user, "tric-binary", "dev", data=padded).id
+    # 60 MB to hold once decompressed (small on the wire): more than 32 MB, so malloc maps it anew
+    padded = gzip.compress(("\n".join(lines) + "\n" + " " * (60 * 1024 * 1024) + "\n").encode())
+    sid = submit(b, team, user, "tric-binary", "dev", data=padded, filename="p.jsonl.gz").id
     burst(b)
     sub = get(b, sid)
     assert sub.status == "failed" and sub.failure_kind == "invalid", sub.errors
