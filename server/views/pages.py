@@ -177,7 +177,9 @@ def submit(task_id: str):
             if when and "UTC" not in msg:
                 msg += f" The next submission is allowed at {when:%Y-%m-%d %H:%M} UTC."
             flash(msg, "error")
-            code = {"LimitReached": 429, "UploadTooLarge": 413}.get(type(e).__name__, 409)
+            from server.errors import status_of
+
+            code = status_of(e)  # the same status as the API's (server.errors)
             return render_template("tasks/submit.html", task=t, phases=phases, form=form), code
         flash("Submitted. It is queued for scoring.", "ok")
         return redirect(url_for("pages.submission", submission_id=sub.id))
