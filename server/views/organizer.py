@@ -21,7 +21,7 @@ from sqlmodel import func, select
 
 from server import leaderboard as lb
 from server import lifecycle
-from server.auth import audit, current_user, db, organizer_required
+from server.auth import current_user, db, organizer_required
 from server.exceptions import LifecycleRefused
 from server.models import AuditLog, GoldPartition, Phase, Submission, Team, User
 from server.submissions import phase_state
@@ -245,25 +245,16 @@ def export(phase_id: int, fmt: str):
     t = task_or_404(p.task_id)
     if fmt not in ("csv", "json", "tex"):
         abort(404)
-    s = db()
-    version = request.args.get("version", type=int)
-    rv = lifecycle.latest_ranking(s, p.id, version)
-    if rv is None and version is not None:
+    from server.exceptions import NotFound
+    from server.organize import export_ranking
+
+    try:
+        ex = export_ranking(db(), t, p, fmt, request.args.get("version", type=int), actor=current_user(),
+                            settings=_settings())
+    except NotFound:
         abort(404)
-    audit(s, current_user(), "ranking.export", f"phase:{p.id}", format=fmt,
-          version=rv.version if rv else None)
-    s.commit()
-    name = f"{t.id}-{p.name}-ranking{f'-v{rv.version}' if rv else '-preview'}.{fmt}"
-    if rv is not None:
-        body = {"csv": rv.body_csv, "json": rv.body_json, "tex": rv.body_latex}[fmt].encode("utf-8")
-    else:
-        board = lb.build_board(s, t, p, audience="public", show_private=True, include_closed=True,
-                               provenance=lifecycle.current_provenance(t, p.split, _settings().home))
-        body = {"csv": lambda: lb.to_csv(board), "json": lambda: lb.to_json(board),
-                "tex": lambda: lb.to_latex(board).encode("utf-8")}[fmt]()
-    mt = {"csv": "text/csv; charset=utf-8", "json": "application/json",
-          "tex": "application/x-tex; charset=utf-8"}[fmt]
-    return Response(body, mimetype=mt, headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return Response(ex.body, mimetype=ex.mimetype,
+                    headers={"Content-Disposition": f'attachment; filename="{ex.filename}"'})
 
 
 # ----------------------------------------------------------------------------- submissions
@@ -300,18 +291,9 @@ def hide(submission_id: int):
 
 
 def _enqueue_ids(ids: list[int]) -> None:
-    """Put rescored submissions on the queue (the database already says queued: if Redis is down,
-    the reconciler enqueues them later)."""
-    from server.queue import connect, enqueue_submission
+    from server.organize import enqueue_ids
 
-    if not ids or not current_app.config.get("PALIMPSEST_ENQUEUE", True):
-        return
-    try:
-        conn = current_app.extensions.get("palimpsest.redis") or connect(_settings())
-        for sid in ids:
-            enqueue_submission(conn, sid, _settings(), replace=True)
-    except Exception as e:  # noqa: BLE001 — the rows say queued; the reconciler will pick them up
-        current_app.logger.warning("rescore of %s submission(s) left to the reconciler: %s", len(ids), e)
+    enqueue_ids(current_app, ids, _settings())
 
 
 @bp.route("/submissions/<int:submission_id>/rescore", methods=["POST"])
@@ -334,20 +316,17 @@ def rescore(submission_id: int):
 @organizer_required
 def rescore_task(task_id: str):
     t = task_or_404(task_id)
+    from server.organize import rescore_task as rescore_selection
+
     s = db()
-    q = select(Submission).where(Submission.task_id == t.id, Submission.status.in_(lifecycle.FINAL),
-                                 Submission.removed_at.is_(None))
     phase_name = request.form.get("phase") or None
+    p = None
     if phase_name:
         p = s.exec(select(Phase).where(Phase.task_id == t.id, Phase.name == phase_name)).first()
         if p is None:
             abort(404)
-        q = q.where(Submission.phase_id == p.id)
-    # a file that failed validation is not rescored unless asked: it would fail again
-    subs = [x for x in s.exec(q).all() if x.status == "scored" or x.failure_kind != "invalid"
-            or request.form.get("include_invalid")]
-    audit(s, current_user(), "task.rescore", f"task:{t.id}", phase=phase_name, count=len(subs))
-    ids = lifecycle.rescore(s, subs, actor=current_user(), max_attempts=_settings().max_attempts)
+    ids = rescore_selection(s, t, actor=current_user(), settings=_settings(), phase=p,
+                            include_invalid=bool(request.form.get("include_invalid")))
     _enqueue_ids(ids)
     flash(f"{len(ids)} submissions of {t.id} queued for rescoring.", "ok")
     return _back(url_for("organizer.dashboard"))
@@ -361,7 +340,6 @@ def rescore_task(task_id: str):
 def queue_baselines(task_id: str):
     """Put baseline runs of a task on the baselines queue (a GPU worker's, or serve's own worker)."""
     from baselines.systems import SYSTEMS, Options
-    from server.queue import connect, enqueue_baseline_run
 
     t = task_or_404(task_id)
     systems = [x for x in request.form.getlist("system") if x in SYSTEMS.get(t.id, ())]
@@ -372,17 +350,14 @@ def queue_baselines(task_id: str):
     opts = Options(model=(request.form.get("model") or "").strip() or None,
                    cross_model=(request.form.get("cross_model") or "").strip() or None,
                    device=device if device in ("auto", "cpu", "cuda") else "auto")
-    options = opts.job_args()
-    settings = current_app.extensions["palimpsest.settings"]
-    s = db()
+    from server.organize import QueueUnreachable, queue_baselines as enqueue_runs
+
     try:
-        conn = current_app.extensions.get("palimpsest.redis") or connect(settings)
-        jobs = [enqueue_baseline_run(conn, t.id, system, options, settings).id for system in systems]
-    except Exception as e:  # noqa: BLE001 — nothing was recorded: say so, plainly
-        flash(f"The baselines queue is not reachable ({type(e).__name__}: {e}); nothing was queued.", "error")
+        jobs = enqueue_runs(current_app, db(), t, systems, opts.job_args(), actor=current_user(),
+                            settings=_settings())
+    except QueueUnreachable as e:
+        flash(f"{str(e)[:1].upper()}{str(e)[1:]}.", "error")
         return _back(url_for("organizer.dashboard"))
-    audit(s, current_user(), "baselines.enqueue", f"task:{t.id}", systems=systems, options=options, jobs=jobs)
-    s.commit()
     flash(f"Queued {len(jobs)} baseline run(s) of {t.id}: {', '.join(systems)}. A worker of the baselines "
           "queue runs them and records each file as a baseline entry; see the queue page.", "ok")
     return _back(url_for("organizer.dashboard"))
