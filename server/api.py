@@ -103,8 +103,10 @@ def _validate(model: type[BaseModel], data: dict):
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
-        raise ApiError(422, "invalid_request", f"{where}: {first['msg']}" if where else first["msg"],
-                       **_problems(e)) from None
+        msg = first["msg"]
+        if first["type"].startswith(("datetime", "date")):
+            msg += " (ISO 8601, e.g. 2026-01-31T23:59:00Z; UTC when no offset is given)"
+        raise ApiError(422, "invalid_request", f"{where}: {msg}" if where else msg, **_problems(e)) from None
 
 
 def _query(model: type[BaseModel]):
