@@ -72,23 +72,6 @@ def dashboard():
 # ----------------------------------------------------------------------------- phases
 
 
-def _parse_dt(v: str) -> datetime | None:
-    v = (v or "").strip()
-    if not v:
-        return None
-    return datetime.fromisoformat(v.replace("Z", "").replace(" ", "T"))
-
-
-def _parse_limit(v: str) -> int | None:
-    v = (v or "").strip()
-    if not v:
-        return None
-    n = int(v)
-    if n < 0:
-        raise ValueError("a limit is 0 or more (empty: no limit)")
-    return n
-
-
 @bp.route("/tasks/<task_id>/phases", methods=["POST"])
 @organizer_required
 def create_phase(task_id: str):
@@ -103,39 +86,39 @@ def create_phase(task_id: str):
     return redirect(url_for("organizer.edit_phase", phase_id=p.id))
 
 
-def _phase_page(p: Phase, code: int = 200):
+def _phase_page(p: Phase, form, code: int = 200):
+    from server.models import utcnow
+
     s = db()
     partition = s.get(GoldPartition, p.partition_id) if p.partition_id else None
     return render_template("organizer/phase.html", phase=p, task=task_or_404(p.task_id), partition=partition,
-                           labels=lifecycle.phase_labels(p), versions=lifecycle.ranking_versions(s, p.id)), code
+                           labels=lifecycle.phase_labels(p), versions=lifecycle.ranking_versions(s, p.id),
+                           form=form, field_errors=any(f.errors for f in form),
+                           now_utc=utcnow().strftime("%Y-%m-%d %H:%M")), code
 
 
 @bp.route("/phases/<int:phase_id>", methods=["GET", "POST"])
 @organizer_required
 def edit_phase(phase_id: int):
+    """The phase form (server.forms.PhaseForm): what was typed stays, and each field says what is
+    wrong with it; the lifecycle's refusals are shown on the form."""
+    from server.forms import PhaseForm
+
     p = _phase_or_404(phase_id)
     s = db()
-    if request.method == "POST":
-        f = request.form
-        try:
-            changes = {
-                "opens_at": _parse_dt(f.get("opens_at", "")),
-                "closes_at": _parse_dt(f.get("closes_at", "")),
-                "daily_limit": _parse_limit(f.get("daily_limit", "")),
-                "total_limit": _parse_limit(f.get("total_limit", "")),
-                "concurrent_limit": _parse_limit(f.get("concurrent_limit", "")),
-            }
-            frac = float(f.get("public_fraction", p.public_fraction))
-            if frac != p.public_fraction:
-                changes["public_fraction"] = frac
-            lifecycle.edit_phase(s, p, changes, actor=current_user())
-        except (ValueError, LifecycleRefused) as e:
-            s.rollback()
-            flash(f"Not saved: {getattr(e, 'message', e)}", "error")
-            return _phase_page(_phase_or_404(phase_id), 400)
-        flash("Phase saved.", "ok")
-        return redirect(url_for("organizer.edit_phase", phase_id=p.id))
-    return _phase_page(p)
+    if request.method != "POST":
+        return _phase_page(p, PhaseForm(formdata=None, obj=p))
+    form = PhaseForm()
+    if not form.validate():
+        return _phase_page(p, form, 400)
+    try:
+        lifecycle.edit_phase(s, p, form.changes(p), actor=current_user())
+    except LifecycleRefused as e:
+        s.rollback()
+        form.form_errors.append(f"{e.message[:1].upper()}{e.message[1:]}.")
+        return _phase_page(_phase_or_404(phase_id), form, 400)
+    flash("Phase saved.", "ok")
+    return redirect(url_for("organizer.edit_phase", phase_id=p.id))
 
 
 @bp.route("/phases/<int:phase_id>/partition", methods=["POST"])
@@ -260,32 +243,72 @@ def export(phase_id: int, fmt: str):
 # ----------------------------------------------------------------------------- submissions
 
 
+PAGE = 100
+
+
+def _counted_scores(s, subs: list[Submission]) -> dict[int, dict[str, float | None]]:
+    """Submission id -> part -> primary value of its counted scoring (organizers see every part)."""
+    from server.models import Score
+
+    want = [(x.id, x.score_attempt) for x in subs if x.score_attempt is not None]
+    if not want:
+        return {}
+    out: dict[int, dict[str, float | None]] = {}
+    rows = s.exec(select(Score.submission_id, Score.attempt, Score.part, Score.primary_value)
+                  .where(Score.submission_id.in_([i for i, _ in want]))).all()
+    attempt = dict(want)
+    for sid, att, part, value in rows:
+        if attempt.get(sid) == att:
+            out.setdefault(sid, {})[part] = value
+    return out
+
+
 @bp.route("/submissions")
 @organizer_required
 def submissions():
+    """Every submission, newest first, a page at a time (`before`: the id the page starts below),
+    with its score and times."""
     s = db()
     q = select(Submission, Team).join(Team, Team.id == Submission.team_id)
     task = request.args.get("task") or None
     status = request.args.get("status") or None
+    before = request.args.get("before", type=int)
     if task:
         q = q.where(Submission.task_id == task)
     if status in STATUSES:
         q = q.where(Submission.status == status)
-    rows = s.exec(q.order_by(Submission.id.desc()).limit(500)).all()
+    total = s.exec(select(func.count()).select_from(q.subquery())).one()
+    if before:
+        q = q.where(Submission.id < before)
+    rows = s.exec(q.order_by(Submission.id.desc()).limit(PAGE + 1)).all()
+    more = len(rows) > PAGE
+    rows = rows[:PAGE]
     phases = {p.id: p for p in s.exec(select(Phase)).all()}
+    args = {k: v for k, v in (("task", task), ("status", status)) if v}
+    older = url_for("organizer.submissions", **args, before=rows[-1][0].id) if more and rows else None
+    newest = url_for("organizer.submissions", **args) if before else None
     return render_template("organizer/submissions.html", rows=rows, phases=phases, task=task, status=status,
-                           statuses=STATUSES, tasks=all_tasks())
+                           statuses=STATUSES, tasks=all_tasks(), scores=_counted_scores(s, [r[0] for r in rows]),
+                           total=total, older=older, newest=newest, page_size=PAGE)
 
 
 @bp.route("/submissions/<int:submission_id>/hide", methods=["POST"])
 @organizer_required
 def hide(submission_id: int):
+    """Hide or remove a run after a confirmation page that shows it and the reason the team will
+    read; unhide and restore at once."""
+    from server.forms import HideForm
+
     sub = _sub_or_404(submission_id)
-    action = request.form.get("action", "hide")
+    form = HideForm()
+    action = form.action.data or "hide"
     if action not in lifecycle.VISIBILITY:
         abort(400)
-    _act(lambda: lifecycle.set_visibility(db(), sub, action, actor=current_user(),
-                                          reason=request.form.get("reason", "")),
+    if action in ("hide", "remove") and not form.confirm.data:
+        s = db()
+        return render_template("organizer/confirm_hide.html", sub=sub, form=form, action=action,
+                               team=s.get(Team, sub.team_id), phase=s.get(Phase, sub.phase_id))
+    _act(lambda: lifecycle.set_visibility(db(), sub, action, actor=current_user(), reason=form.reason.data or ""),
          f"Submission #{sub.id}: {action}.")
     return _back(url_for("organizer.submissions"))
 
@@ -315,18 +338,32 @@ def rescore(submission_id: int):
 @bp.route("/tasks/<task_id>/rescore", methods=["POST"])
 @organizer_required
 def rescore_task(task_id: str):
-    t = task_or_404(task_id)
+    """Rescore every final submission of a task (or of a phase), after a confirmation page that
+    says how many it queues."""
+    from server.forms import RescoreAllForm
     from server.organize import rescore_task as rescore_selection
 
+    t = task_or_404(task_id)
+    form = RescoreAllForm()
     s = db()
-    phase_name = request.form.get("phase") or None
+    phase_name = form.phase.data or None
     p = None
     if phase_name:
         p = s.exec(select(Phase).where(Phase.task_id == t.id, Phase.name == phase_name)).first()
         if p is None:
             abort(404)
+    if not form.confirm.data:
+        q = select(Submission.status, Submission.failure_kind).where(
+            Submission.task_id == t.id, Submission.status.in_(lifecycle.FINAL), Submission.removed_at.is_(None))
+        if p is not None:
+            q = q.where(Submission.phase_id == p.id)
+        got = s.exec(q).all()
+        invalid = sum(1 for st, kind in got if st == "failed" and kind == "invalid")
+        return render_template("organizer/confirm_rescore.html", task=t, phase=p, form=form,
+                               count=len(got) - invalid, invalid=invalid,
+                               phases=[x.name for x in phases_of(t.id)])
     ids = rescore_selection(s, t, actor=current_user(), settings=_settings(), phase=p,
-                            include_invalid=bool(request.form.get("include_invalid")))
+                            include_invalid=bool(form.include_invalid.data))
     _enqueue_ids(ids)
     flash(f"{len(ids)} submissions of {t.id} queued for rescoring.", "ok")
     return _back(url_for("organizer.dashboard"))
@@ -433,9 +470,17 @@ def audit_log():
     everything = request.args.get("all") == "1"
     if not everything:  # the workers' status changes of every submission, on demand only
         q = q.where(AuditLog.action != "submission.status")
-    rows = s.exec(q.order_by(AuditLog.id.desc()).limit(500)).all()
+    before = request.args.get("before", type=int)
+    if before:
+        q = q.where(AuditLog.id < before)
+    rows = s.exec(q.order_by(AuditLog.id.desc()).limit(PAGE + 1)).all()
+    more, rows = len(rows) > PAGE, rows[:PAGE]
+    args = {"all": 1} if everything else {}
+    older = url_for("organizer.audit_log", **args, before=rows[-1].id) if more and rows else None
+    newest = url_for("organizer.audit_log", **args) if before else None
     actors = {u.id: u.email for u in s.exec(select(User)).all()}
-    return render_template("organizer/audit.html", rows=rows, actors=actors, everything=everything)
+    return render_template("organizer/audit.html", rows=rows, actors=actors, everything=everything,
+                           older=older, newest=newest)
 
 
 __all__ = ["bp", "PHASE_ORDER"]
