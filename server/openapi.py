@@ -18,6 +18,12 @@ from server import api_models as m
 
 REF = "#/components/schemas/{model}"
 EXAMPLES = {"task_id": "tric-binary", "phase_name": "test", "submission_id": 1, "version": 1}
+TAGS = [("team", "You and your team"), ("tasks", "Tasks, their phases and inputs"),
+        ("submissions", "Uploads, their status and scores, the primary run"),
+        ("leaderboards", "Boards and published final rankings"),
+        ("organizers", "Phases, publication, rescoring, hiding, exports, the audit log, baselines "
+                       "(an organizer's token)"),
+        ("api", "This description")]
 ERROR_TEXT = {400: "Bad request", 401: "No valid token", 403: "Not allowed (organizers only, or not your team's)",
               404: "Not found", 409: "Refused in the current state (see `error.code`)",
               413: "Upload too large", 422: "The request or the file is not valid (every problem listed)",
@@ -88,6 +94,8 @@ def spec(app) -> dict:
                       "refused). Every failure is `{\"error\": {\"code\", \"message\", ...}}` with the "
                       "status the web pages use for it too. Lists are paginated: follow `next`.")},
                   servers=[{"url": "/api/v1"}])
+    for name, text in TAGS:
+        api.tag({"name": name, "description": text})
     for name, schema in sorted(components.items()):
         api.components.schema(name, schema)
     api.components.security_scheme("bearer", {"type": "http", "scheme": "bearer"})

@@ -131,12 +131,12 @@ def submit(task_id: str):
     if not phases:
         abort(404)
     form = {"phase": request.args.get("phase", ""), "method_name": "", "description": "", "url": "",
-            "show_publicly": True}
+            "show_publicly": True, "primary": False}
     if request.method == "POST":
         f = request.form
         form = {"phase": f.get("phase", ""), "method_name": f.get("method_name", "").strip(),
                 "description": f.get("description", "").strip(), "url": f.get("url", "").strip(),
-                "show_publicly": f.get("show_publicly") == "on"}
+                "show_publicly": f.get("show_publicly") == "on", "primary": f.get("primary") == "on"}
         phase = next((p for p in phases if p.name == form["phase"]), None)
         upload = request.files.get("file")
         problems = []
@@ -181,7 +181,12 @@ def submit(task_id: str):
 
             code = status_of(e)  # the same status as the API's (server.errors)
             return render_template("tasks/submit.html", task=t, phases=phases, form=form), code
-        flash("Submitted. It is queued for scoring.", "ok")
+        if form["primary"]:
+            from server.lifecycle import set_primary
+
+            set_primary(s, sub, team_id=team.id, actor=current_user())
+        flash("Submitted. It is queued for scoring." + (" It is your team's primary run of the phase."
+                                                          if form["primary"] else ""), "ok")
         return redirect(url_for("pages.submission", submission_id=sub.id))
     return render_template("tasks/submit.html", task=t, phases=phases, form=form)
 
