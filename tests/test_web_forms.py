@@ -90,3 +90,25 @@ def test_submission_list_pages_with_score_and_times(app, world, org):  # noqa: F
         views.PAGE = old
     test_page = org.get("/organizer/submissions?task=tric-binary&status=scored").get_data(as_text=True)
     assert "0.3456" in test_page and "0.9000" in test_page  # the private part, beside the public one
+
+
+def test_a_closed_phase_is_409_on_the_page_and_on_the_api(app, world, tmp_path):  # noqa: F811
+    """One error table (server.errors): the same status for the same failure on both sides."""
+    import io
+
+    from webkit import Browser, make_token, make_user, update_phase
+    from server.models import utcnow
+
+    user = make_user(app, "c@x.org", team="gamma")
+    update_phase(app, world["dev"].id, closes_at=utcnow())
+    page = Browser(app.test_client())
+    page.login("c@x.org")
+    data = b'{"instanceID": "x", "label": 1}\n'
+    r = page.post("/tasks/tric-binary/submit", {"phase": "dev", "method_name": "m",
+                                                "file": (io.BytesIO(data), "p.jsonl")})
+    assert r.status_code == 409 and "closed" in r.get_data(as_text=True)
+    api = app.test_client().post("/api/v1/tasks/tric-binary/submissions",
+                                 headers={"Authorization": f"Bearer {make_token(app, user)}"},
+                                 data={"phase": "dev", "file": (io.BytesIO(data), "p.jsonl")},
+                                 content_type="multipart/form-data")
+    assert api.status_code == 409 and api.json["error"]["code"] == "phase_closed"
