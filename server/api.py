@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from urllib.parse import urlencode
 
 from flask import Blueprint, Response, current_app, jsonify, request
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 from sqlmodel import SQLModel, select
 from werkzeug.exceptions import HTTPException
 
@@ -445,12 +445,10 @@ def task_detail(task_id):
                                         [phase_fields(p, _quota(s, u, p)) for p in _phases(s, t.id)]))
 
 
-class DownloadQuery(m.Model):
-    split: str | None = None
 
 
 @bp.get("/tasks/<task_id>/download")
-@op("A zip of the task's public inputs", query=DownloadQuery, responses={200: "application/zip"}, tags=("tasks",))
+@op("A zip of the task's public inputs", query=m.DownloadQuery, responses={200: "application/zip"}, tags=("tasks",))
 def download(task_id):
     _user()
     t = _task(task_id)
@@ -458,7 +456,7 @@ def download(task_id):
     if not store.exists():
         raise ApiError(404, "not_imported", f"task {t.id!r} has no data yet; the organizer imports it with: "
                                             f"{t.import_help}")
-    split = _query(DownloadQuery).split
+    split = _query(m.DownloadQuery).split
     if split is not None and split not in ("train", *t.splits):
         raise ApiError(404, "unknown_split", f"task {t.id!r} has no split {split!r}")
     buf = io.BytesIO()
@@ -475,15 +473,6 @@ def download(task_id):
 # ----------------------------------------------------------------------------- submissions
 
 
-class UploadForm(m.Model):
-    file: bytes = Field(description="The prediction file (the task's format; .gz and .zip accepted).")
-    phase: str | None = Field(None, description="Default: the open test phase, else dev.")
-    method_name: str = Field("", max_length=200)
-    description: str = ""
-    url: str = Field("", max_length=500)
-    show_publicly: bool = True
-    primary: bool = Field(False, description="Make this the team's primary (ranked) run of the phase.")
-    baseline: bool = Field(False, description="Organizers: record a baseline entry.")
 
 
 def _flag(name: str, default: bool = False) -> bool:
@@ -494,7 +483,7 @@ def _flag(name: str, default: bool = False) -> bool:
 
 
 @bp.post("/tasks/<task_id>/submissions")
-@op("Upload a prediction file", form=UploadForm,
+@op("Upload a prediction file", form=m.UploadForm,
     responses={201: m.SubmissionOut, 200: m.SubmissionOut}, errors=(400, 403, 409, 413, 422, 429),
     tags=("submissions",),
     description="201: a new submission, queued for scoring. 200: this very file was submitted before by "
@@ -598,13 +587,10 @@ def primary(submission_id):
     return _sub_out(s, u, sub)
 
 
-class LeaderboardQuery(m.Model):
-    phase: str | None = Field(None, description="Default: the test phase when it is open or published.")
-    version: int | None = Field(None, ge=1, description="A published phase: that version of the final ranking.")
 
 
 @bp.get("/tasks/<task_id>/leaderboard")
-@op("A task's leaderboard as your token may see it", query=LeaderboardQuery,
+@op("A task's leaderboard as your token may see it", query=m.LeaderboardQuery,
     responses={200: m.Board, 304: None}, tags=("leaderboards",),
     description="The same board as /tasks/<id>/leaderboard.json, from the same render cache. A published "
                 "phase answers with its final ranking as published (a `Snapshot`).")
@@ -613,7 +599,7 @@ def leaderboard(task_id):
 
     u = _user()
     t = _task(task_id)
-    _query(LeaderboardQuery)
+    _query(m.LeaderboardQuery)
     who = "organizer" if u.is_organizer else (f"team:{u.team_id}" if u.team_id else "public")
     return _serve(t.id, "json", who=who)
 

@@ -241,7 +241,29 @@ class TaskOut(TaskSummary):
     format: FormatOut
 
 
+class DownloadQuery(Model):
+    split: str | None = Field(None, description="Only this split (default: every public split).")
+
+
 # ----------------------------------------------------------------------------- submissions
+
+
+class UploadForm(Model):
+    """The multipart upload (`curl -F file=@predictions.jsonl -F phase=test`)."""
+
+    file: bytes = Field(description="The prediction file (the task's format; .gz and .zip accepted).")
+    phase: str | None = Field(None, description="Default: the open test phase, else dev.")
+    method_name: str = Field("", max_length=200)
+    description: str = ""
+    url: str = Field("", max_length=500)
+    show_publicly: bool = True
+    primary: bool = Field(False, description="Make this the team's primary (ranked) run of the phase.")
+    baseline: bool = Field(False, description="Organizers: record a baseline entry.")
+
+
+class LeaderboardQuery(Model):
+    phase: str | None = Field(None, description="Default: the test phase when it is open or published.")
+    version: int | None = Field(None, ge=1, description="A published phase: that version of the final ranking.")
 
 
 class Scores(BaseModel):

@@ -122,7 +122,8 @@ def spec(app) -> dict:
         if params:
             o["parameters"] = params
         if meta["body"] is not None:
-            o["requestBody"] = {"required": True, "content": {
+            # a body whose every field has a default may be left out
+            o["requestBody"] = {"required": bool(meta["body"].model_json_schema().get("required")), "content": {
                 "application/json": {"schema": ref(meta["body"], "validation")}}}
         elif meta["form"] is not None:
             o["requestBody"] = {"required": True, "content": {
