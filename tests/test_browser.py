@@ -95,6 +95,11 @@ class Steps:
         base.with_suffix(".html").write_text(self.d.page_source, encoding="utf-8")
         return base.with_suffix(".png")
 
+    def snap(self, label: str) -> None:
+        """A screenshot in the middle of a step (with PALIMPSEST_SCREENSHOTS_ALL=1)."""
+        if os.environ.get("PALIMPSEST_SCREENSHOTS_ALL"):
+            self.save(label)
+
     @contextlib.contextmanager
     def step(self, label: str):
         self.n += 1
@@ -118,11 +123,23 @@ def _fill(d, name: str, value: str, clear: bool = True):
     return el
 
 
+def _go(d, el) -> None:
+    """Click something that loads a page, and wait until the new one is there."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = d.find_element(By.TAG_NAME, "html")
+    el.click()
+    WebDriverWait(d, 20).until(EC.staleness_of(old))
+    WebDriverWait(d, 20).until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
 def _click(d, text: str):
     from selenium.webdriver.common.by import By
 
-    d.find_element(By.XPATH, f"//button[normalize-space()={json.dumps(text)}] | "
-                             f"//a[normalize-space()={json.dumps(text)}]").click()
+    _go(d, d.find_element(By.XPATH, f"//button[normalize-space()={json.dumps(text, ensure_ascii=False)}] | "
+                                    f"//a[normalize-space()={json.dumps(text, ensure_ascii=False)}]"))
 
 
 def _body(d) -> str:
@@ -237,7 +254,7 @@ def test_organizer_path(app, live, chrome, tmp_path):
         d.get(live + "/auth/login")
         _fill(d, "email", "org@example.org")
         _fill(d, "password", PASSWORD)
-        d.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+        _go(d, d.find_element(By.CSS_SELECTOR, "form button[type=submit]"))
         d.get(live + "/organizer/")
         assert "tric-binary" in _body(d)
     with s.step("edit-phase-wrong-time"):
@@ -259,11 +276,12 @@ def test_organizer_path(app, live, chrome, tmp_path):
             assert p.daily_limit == 3 and p.closes_at.isoformat() == "2031-03-01T12:00:00"
     with s.step("close"):
         d.get(live + "/organizer/")
-        d.find_element(By.CSS_SELECTOR, f"form[action$='/organizer/phases/{test.id}/close'] button").click()
+        _go(d, d.find_element(By.CSS_SELECTOR, f"form[action$='/organizer/phases/{test.id}/close'] button"))
         assert f"The test phase of tric-binary is closed." in _body(d)
     with s.step("publish-asks-first"):
         d.get(f"{live}/organizer/phases/{test.id}/publish?action=publish")
         assert "0.8765" in _body(d)  # the private ranking, previewed
+        s.snap("publish-confirmation")
         d.find_element(By.NAME, "confirm").click()
         _click(d, "Publish")
         assert "published" in _body(d).lower()
@@ -276,6 +294,26 @@ def test_organizer_path(app, live, chrome, tmp_path):
         assert csvs[0].name == "tric-binary-test-ranking-v1.csv"
         lines = csvs[0].read_text().splitlines()
         assert lines[0].startswith("rank,row_type,team") and lines[1].split(",")[2] == "beta"
+    with s.step("hide-asks-first"):
+        d.get(live + "/organizer/submissions?task=tric-binary")
+        assert "Submitted (UTC)" in _body(d) and "0.8765" in _body(d)
+        row = d.find_element(By.XPATH, "//tr[td[normalize-space()='alpha']]")
+        row.find_element(By.NAME, "reason").send_keys("copied the labels")
+        _go(d, row.find_element(By.XPATH, ".//button[normalize-space()='Hide…']"))
+        assert "Hide submission #" in _body(d) and "The team is shown the reason" in _body(d)
+        assert d.find_element(By.NAME, "reason").get_attribute("value") == "copied the labels"
+        s.snap("hide-confirmation")
+        d.find_element(By.NAME, "confirm").click()
+        _go(d, d.find_element(By.XPATH, "//button[starts-with(normalize-space(), 'Hide #')]"))
+        assert ": hide." in _body(d) and "copied the labels" in _body(d)
+    with s.step("rescore-all-asks-first"):
+        d.get(live + "/organizer/")
+        _click(d, "Rescore every submission of tric-binary…")
+        assert "This queues 2 scored or failed submissions" in _body(d)
+        s.snap("rescore-confirmation")
+        d.find_element(By.NAME, "confirm").click()
+        _click(d, "Rescore 2 submissions")
+        assert "2 submissions of tric-binary queued for rescoring." in _body(d)
     with s.step("docs-page"):
         d.get(live + "/api/docs/")
         _wait_for(lambda: "Palimpsest API" in _body(d) and "/team/join" in _body(d), what="Swagger UI to render")
