@@ -14,7 +14,6 @@ import base64
 import io
 import json
 import zipfile
-from datetime import datetime, timezone
 from urllib.parse import urlencode
 
 from flask import Blueprint, Response, current_app, jsonify, request
@@ -36,14 +35,6 @@ class ApiError(Exception):
     def __init__(self, status: int, code: str, message: str, **extra):
         super().__init__(message)
         self.status, self.code, self.message, self.extra = status, code, message, extra
-
-
-def _iso(dt: datetime | None) -> str | None:
-    if dt is None:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.isoformat().replace("+00:00", "Z")
 
 
 def error_response(status: int, code: str, message: str, **extra):

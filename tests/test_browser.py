@@ -277,7 +277,7 @@ def test_organizer_path(app, live, chrome, tmp_path):
     with s.step("close"):
         d.get(live + "/organizer/")
         _go(d, d.find_element(By.CSS_SELECTOR, f"form[action$='/organizer/phases/{test.id}/close'] button"))
-        assert f"The test phase of tric-binary is closed." in _body(d)
+        assert "The test phase of tric-binary is closed." in _body(d)
     with s.step("publish-asks-first"):
         d.get(f"{live}/organizer/phases/{test.id}/publish?action=publish")
         assert "0.8765" in _body(d)  # the private ranking, previewed
