@@ -301,3 +301,13 @@ def register(main: click.Group) -> None:
         r = _call(as_json, lambda c: c.send_json("POST", f"/tasks/{task_id}/baselines", {
             "systems": list(systems), "device": device, "model": model, "cross_model": cross_model}))
         _emit(as_json, r, lambda r: click.echo(f"queued {len(r['jobs'])} baseline run(s): {', '.join(r['jobs'])}"))
+
+    @baselines.command("runs")
+    @click.option("--limit", type=int, default=50, show_default=True)
+    @JSON
+    def baselines_runs(limit, as_json):
+        """Baseline runs on the queue: waiting, running, finished (what they recorded), failed."""
+        rows = _call(as_json, lambda c: c.get_all("/baselines/runs", limit=limit))
+        _emit(as_json, rows, lambda rows: _table(
+            [{**r, "recorded": ", ".join(f"#{x.get('submission_id')}" for x in r.get("recorded") or [])}
+             for r in rows], ["id", "status", "enqueued", "ended", "recorded", "error"]))

@@ -856,6 +856,31 @@ def baselines_queue(task_id):
     return out(m.BaselinesQueued, 202, jobs=jobs, systems=body.systems)
 
 
+@bp.get("/baselines/runs")
+@op("Baseline runs on the baselines queue: waiting, running, finished (what they recorded), failed "
+    "(organizers)", query=m.PageQuery, responses={200: m.Page[m.BaselineRun]}, errors=(403, 503),
+    tags=("organizers",))
+def baseline_runs():
+    from server.organize import baseline_runs as runs_of
+    from server.queue import connect
+
+    _organizer()
+    page = _query(m.PageQuery)
+    try:  # only look: never start the embedded Redis for this
+        conn = current_app.extensions.get("palimpsest.redis") or connect(_settings(), start_embedded=False)
+        conn.ping()
+        runs = runs_of(conn, _settings())
+    except Exception as e:  # noqa: BLE001 — say plainly that the queue cannot be read
+        raise ApiError(503, "queue_unreachable", f"the baselines queue is not reachable ({type(e).__name__}: {e})") \
+            from None
+    start = _cursor_id(page.cursor) or 0
+    links = {"next_cursor": None, "next": None}
+    if start + page.limit < len(runs):
+        cur = _cursor(start + page.limit)
+        links = {"next_cursor": cur, "next": f"{request.base_url}?{urlencode({**request.args.to_dict(), 'cursor': cur})}"}
+    return _page(m.Page[m.BaselineRun], runs[start:start + page.limit], links)
+
+
 # ----------------------------------------------------------------------------- the description
 
 

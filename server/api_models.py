@@ -475,3 +475,16 @@ class BaselinesQueued(Out):
 
 class BaselinesQuery(PageQuery):
     phase: Optional[str] = None
+
+
+class BaselineRun(Out):
+    """A baseline run the baselines queue still knows of."""
+
+    id: str
+    what: Optional[str]
+    status: str = Field(description="queued, started, finished, failed, ...")
+    enqueued: Stamp
+    ended: Stamp
+    recorded: list[dict[str, Any]] = Field(description="Finished: the baseline entries it recorded "
+                                                       "(phase, submission_id, duplicate).")
+    error: str = Field(description="Failed: the last line of its error.")

@@ -5,6 +5,7 @@ change of state still goes through server.lifecycle; this module only chooses an
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlmodel import Session, select
 
@@ -97,3 +98,30 @@ def queue_baselines(app, s: Session, task, systems: list[str], options: dict, *,
     audit(s, actor, "baselines.enqueue", f"task:{task.id}", systems=systems, options=options, jobs=jobs, via=via)
     s.commit()
     return jobs
+
+
+def baseline_runs(conn, settings) -> list[dict]:
+    """The baseline runs RQ still knows of: waiting, running, finished (what they recorded), failed."""
+    from rq.job import Job
+    from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
+
+    from server.queue import BASELINES, get_queue
+
+    q = get_queue(BASELINES, conn, settings)
+    ids = (q.get_job_ids()[:50] + StartedJobRegistry(queue=q).get_job_ids()[:50]
+           + FinishedJobRegistry(queue=q).get_job_ids()[-50:] + FailedJobRegistry(queue=q).get_job_ids()[-50:])
+    runs = []
+    for job in Job.fetch_many(list(dict.fromkeys(ids)), connection=conn, serializer=q.serializer):
+        if job is None:
+            continue
+        status = job.get_status(refresh=False)
+        info = {"id": job.id, "what": job.description, "status": getattr(status, "value", status),
+                "enqueued": job.enqueued_at, "ended": job.ended_at, "recorded": [], "error": ""}
+        if info["status"] == "finished":
+            info["recorded"] = (job.return_value() or {}).get("recorded", [])
+        elif info["status"] == "failed":
+            exc = (job.exc_info or "").strip().splitlines()
+            info["error"] = exc[-1] if exc else "failed"
+        runs.append(info)
+    runs.sort(key=lambda r: r["enqueued"] or datetime.min, reverse=True)
+    return runs

@@ -177,6 +177,24 @@ def test_baselines_over_the_api(api_env):
                   method_name="lexical").json
     listed = c.get("/api/v1/tasks/tric-binary/baselines", headers=org).json["items"]
     assert [x["id"] for x in listed] == [sub["id"]] and listed[0]["is_baseline"] is True
+    r = c.get("/api/v1/baselines/runs", headers=org)
+    assert r.status_code == 503 and r.json["error"]["code"] == "queue_unreachable"
+
+
+@pytest.mark.redis
+def test_baseline_runs_are_listed_from_the_queue(api_env, redis_tcp_url, monkeypatch):
+    """On this machine's Redis: a queued run is listed as queued."""
+    from baselines.systems import SYSTEMS
+
+    app, tokens, home = api_env
+    monkeypatch.setattr(app.extensions["palimpsest.settings"], "redis_url", redis_tcp_url)
+    c = app.test_client()
+    org = _h(tokens["org"])
+    system = SYSTEMS["tric-binary"][0]
+    r = c.post("/api/v1/tasks/tric-binary/baselines", headers=org, json={"systems": [system], "device": "cpu"})
+    assert r.status_code == 202, r.json
+    runs = c.get("/api/v1/baselines/runs?limit=1", headers=org).json
+    assert [x["id"] for x in runs["items"]] == r.json["jobs"] and runs["items"][0]["status"] == "queued"
 
 
 def test_docs_page_is_served_offline(api_env):

@@ -4,8 +4,6 @@ nothing is deleted for real."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from flask import (
     Blueprint,
     Response,
@@ -75,10 +73,17 @@ def dashboard():
 @bp.route("/tasks/<task_id>/phases", methods=["POST"])
 @organizer_required
 def create_phase(task_id: str):
+    from server.forms import NewPhaseForm
+
     t = task_or_404(task_id)
+    form = NewPhaseForm()
+    if not form.validate():
+        flash("Not added: " + "; ".join(f"{form[k].label.text.lower()}: {' '.join(v)}" for k, v in form.errors.items()
+                                        if k) + ".", "error")
+        return redirect(url_for("organizer.dashboard"))
     try:
-        p = lifecycle.create_phase(db(), task=t, name=request.form.get("name", "").strip(),
-                                   split=request.form.get("split", "").strip(), actor=current_user())
+        p = lifecycle.create_phase(db(), task=t, name=form.name.data.strip(), split=form.split.data.strip(),
+                                   actor=current_user())
     except LifecycleRefused as e:
         db().rollback()
         flash(f"Not added: {e.message}.", "error")
@@ -401,30 +406,9 @@ def queue_baselines(task_id: str):
 
 
 def _baseline_runs(conn, settings) -> list[dict]:
-    """The baseline runs RQ still knows of: waiting, running, finished (what they recorded), failed."""
-    from rq.job import Job
-    from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
+    from server.organize import baseline_runs
 
-    from server.queue import BASELINES, get_queue
-
-    q = get_queue(BASELINES, conn, settings)
-    ids = (q.get_job_ids()[:50] + StartedJobRegistry(queue=q).get_job_ids()[:50]
-           + FinishedJobRegistry(queue=q).get_job_ids()[-50:] + FailedJobRegistry(queue=q).get_job_ids()[-50:])
-    runs = []
-    for job in Job.fetch_many(list(dict.fromkeys(ids)), connection=conn, serializer=q.serializer):
-        if job is None:
-            continue
-        status = job.get_status(refresh=False)
-        info = {"id": job.id, "what": job.description, "status": getattr(status, "value", status),
-                "enqueued": job.enqueued_at, "ended": job.ended_at, "recorded": [], "error": ""}
-        if info["status"] == "finished":
-            info["recorded"] = (job.return_value() or {}).get("recorded", [])
-        elif info["status"] == "failed":
-            exc = (job.exc_info or "").strip().splitlines()
-            info["error"] = exc[-1] if exc else "failed"
-        runs.append(info)
-    runs.sort(key=lambda r: r["enqueued"] or datetime.min, reverse=True)
-    return runs
+    return baseline_runs(conn, settings)
 
 
 # ----------------------------------------------------------------------------- queue and log
