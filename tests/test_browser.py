@@ -207,6 +207,15 @@ def test_participant_path(app, live, chrome, tmp_path, web_home):
         assert "queued for scoring" in _body(d), _body(d)[:500]
         return int(d.current_url.rstrip("/").rsplit("/", 1)[1])
 
+    with s.step("upload-form-says-what-is-wrong"):
+        d.get(live + "/tasks/tric-binary/submit")
+        _fill(d, "url", "javascript:alert(1)")
+        _fill(d, "description", "typed before the mistake")
+        _click(d, "Submit")
+        text = _body(d)
+        assert "give the method a name" in text and "choose a prediction file" in text
+        assert "must start with https:// or http://" in text
+        assert d.find_element(By.NAME, "description").get_attribute("value") == "typed before the mistake"
     with s.step("upload-valid"):
         good = submit(_tric_predictions(web_home, tmp_path / "good.jsonl"), "owl-model")
         assert "queued" in _body(d)
