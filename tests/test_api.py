@@ -325,6 +325,10 @@ def test_a_published_snapshot_matches_its_declared_shape(api_env):
     assert r.status_code == 201, r.json
     snap = c.get("/api/v1/tasks/tric-binary/phases/test/rankings/1", headers=_h(tokens["alpha"])).json
     jsonschema.validate(snap, _resolve(spec, spec["components"]["schemas"]["Snapshot"]))
+    # the board of a published phase is the snapshot, and is declared so
+    board = c.get("/api/v1/tasks/tric-binary/leaderboard?phase=test", headers=_h(tokens["beta"])).json
+    assert board["ranking"]["version"] == 1
+    jsonschema.validate(board, _resolve(spec, spec["components"]["schemas"]["Board"]))
     bad = dict(snap, rows=[dict(snap["rows"][0], undeclared=1)])
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, _resolve(spec, spec["components"]["schemas"]["Snapshot"]))
