@@ -5,7 +5,9 @@ Imports nothing heavy: torch and sentence-transformers load only when a model-ba
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -80,12 +82,18 @@ def register(group: click.Group) -> None:
             for j in [] if as_json else jobs:
                 click.echo(f"{j['task']:<13} {j['system']:<19} {j['status']:<8} {j['job']}")
             return
-        results = run_baselines(list(tasks) or None, list(systems) or None, opts, out_dir, home,
-                                log=(lambda m: None) if quiet else None)
-        if record or server:
-            for r in results:
-                r["recorded"] = record_baseline(r, server=server, token=token, home=home,
-                                                phases=list(phases) or None)
+        if record and not server:  # the local database at head (or refused) before any run, not after
+            from baselines.run import _server_settings, server_database
+
+            server_database(_server_settings(home))
+        # with --json, whatever the models' libraries print goes to stderr: stdout is the JSON alone
+        with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+            results = run_baselines(list(tasks) or None, list(systems) or None, opts, out_dir, home,
+                                    log=(lambda m: None) if quiet else None)
+            if record or server:
+                for r in results:
+                    r["recorded"] = record_baseline(r, server=server, token=token, home=home,
+                                                    phases=list(phases) or None)
         if as_json:
             click.echo(json.dumps(results, indent=2))
             return

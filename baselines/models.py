@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,7 +176,7 @@ class BiEncoder:
             raise BaselineError(f"pipeline {pipeline!r} is not one of {', '.join(PIPELINES)}")
         t0 = time.perf_counter()
         if self.progress:
-            print(f"{desc}: {len(texts)} texts with {self.name} on {self.device}", flush=True)
+            print(f"{desc}: {len(texts)} texts with {self.name} on {self.device}", file=sys.stderr, flush=True)
         if not texts:
             v = np.zeros((0, self.dimension), dtype=np.float32)
         elif pipeline == "stock" or self._default_prompt():
@@ -357,7 +358,7 @@ class PairScorer:
             return np.zeros(0, dtype=np.float64)
         t0 = time.perf_counter()
         if self.progress:
-            print(f"{desc}: {len(pairs)} pairs with {self.name} on {self.device}", flush=True)
+            print(f"{desc}: {len(pairs)} pairs with {self.name} on {self.device}", file=sys.stderr, flush=True)
         # Sort by length so batches pad little; put the scores back in the caller's order.
         order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
         out = self.model.predict([list(pairs[i]) for i in order], batch_size=self.batch_size,

@@ -125,6 +125,17 @@ def _server_settings(home=None):
     return Settings.from_env(home=home) if home is not None else Settings.from_env()
 
 
+def server_database(settings):
+    """The engine of the local server's database, at the migrations' head (the embedded default is
+    upgraded; a DATABASE_URL that is behind is refused with BaselineError, saying what to run)."""
+    from server.migrate import SchemaError, prepare
+
+    try:
+        return prepare(settings)
+    except SchemaError as e:
+        raise BaselineError(str(e)) from None
+
+
 def _description(result: dict) -> str:
     what = f"with {result['model']}" if result.get("model") else "model-free"
     return (f"Reference system {result['system']} of the task's paper, {what}, written by "
@@ -149,14 +160,11 @@ def record_baseline(result: dict, *, server: str | None = None, token: str | Non
     if server:
         return _record_remote(result, method, server, token, phases)
     from server.baselines import record_file
-    from server.db import create_all, get_engine
     from sqlmodel import Session
 
     if settings is None:
         settings = _server_settings(home)
-    engine = get_engine(settings.sqlalchemy_url())
-    create_all(engine)
-    with Session(engine) as s:
+    with Session(server_database(settings)) as s:
         rec = record_file(s, task_id=result["task"], path=result["file"], method_name=method,
                           description=_description(result), phases=phases, settings=settings)
     return [r.as_dict() for r in rec]

@@ -23,6 +23,7 @@ SYSTEMS: dict[str, tuple[str, ...]] = {
     "trac": PAIR_SYSTEMS,
     "swissgov-rsd": ("lexical", "diffalign"),
     "loci-similes": ("lexical", "retrieve", "retrieve-rerank"),
+    "str": ("lexical", "bi-encoder"),
 }
 ALL_SYSTEMS = ("lexical", "bi-encoder", "bi-encoder-mask", "cross-encoder", "cross-encoder-mask",
                "diffalign", "retrieve", "retrieve-rerank")
@@ -310,9 +311,38 @@ def run_loci(task_id: str, system: str, store: TaskStore, out: Path, models: Mod
     return _write_links(out, ((queries[qi][0], sources[si][0], v) for qi, si, v in links))
 
 
+# ---------------------------------------------------------------- STR
+
+
+def run_str(task_id: str, system: str, store: TaskStore, out: Path, models: Models, opts: Options) -> Path:
+    """STR: the STR-2022 paper's lexical baseline (Dice over the two sentences' word sets) or the
+    cosine of their bi-encoder vectors; written as the official `PairID,Pred_Score` CSV."""
+    import numpy as np
+
+    pairs = _read_jsonl(store.public("test", "inputs.jsonl"))
+    if system == "lexical":
+        scores = np.array([dice_texts(p["sentence1"], p["sentence2"]) for p in pairs], dtype=np.float64)
+    elif system == "bi-encoder":
+        enc = models.bi()
+        unique = sorted({p[k] for p in pairs for k in ("sentence1", "sentence2")})
+        pos = {t: i for i, t in enumerate(unique)}
+        vec = enc.encode(unique, desc="str bi-encoder").astype(np.float64)
+        a = vec[[pos[p["sentence1"]] for p in pairs]]
+        b = vec[[pos[p["sentence2"]] for p in pairs]]
+        scores = np.einsum("ij,ij->i", a, b)
+    else:
+        raise BaselineError(f"system {system!r} does not apply to {task_id} (systems: {', '.join(SYSTEMS[task_id])})")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(("PairID", "Pred_Score"))
+        w.writerows((p["PairID"], f"{float(v):.6f}") for p, v in zip(pairs, scores))
+    return out
+
+
 RUNNERS = {"tric-binary": run_tric, "tric-ranking": run_tric, "trac": run_tric,
-           "swissgov-rsd": run_swissgov, "loci-similes": run_loci}
-EXTENSIONS = {"loci-similes": "csv"}
+           "swissgov-rsd": run_swissgov, "loci-similes": run_loci, "str": run_str}
+EXTENSIONS = {"loci-similes": "csv", "str": "csv"}
 
 
 def write_submission(task_id: str, system: str, store: TaskStore, out_dir: Path, models: Models) -> Path:

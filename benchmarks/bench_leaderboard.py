@@ -34,15 +34,16 @@ def seed(home: Path, n: int, teams: int) -> None:
     from sqlmodel import Session
 
     from server.auth import new_invite_code
-    from server.db import create_all, get_engine
+    from server.db import get_engine
+    from server.migrate import upgrade
     from server.models import Phase, Score, Submission, Team
     from server.settings import Settings
     from tasks import get_task
 
     task = get_task("tric-binary")
     settings = Settings.from_env(home=home, database_url=None)
+    upgrade(settings)  # the schema from the migrations, as `palimpsest serve` builds it
     eng = get_engine(settings.sqlalchemy_url())
-    create_all(eng)
     rng = random.Random(7)
     with Session(eng) as s:
         phase = Phase(task_id=task.id, name="dev", split="dev", public_fraction=1.0)

@@ -81,16 +81,17 @@ def main() -> None:
     from sqlalchemy import func, select
     from sqlmodel import Session
 
-    from server.db import create_all, get_engine
+    from server.db import get_engine
     from server.embedded import EmbeddedRedis
+    from server.migrate import upgrade
     from server.models import Submission, Team, User
     from server.queue import connect
     from server.settings import Settings
     from server.submissions import create_submission, ensure_phases
 
     settings = Settings.from_env()
+    upgrade(settings)  # the schema from the migrations, as `palimpsest serve` builds it
     engine = get_engine(settings.sqlalchemy_url())
-    create_all(engine)
     redis_ = EmbeddedRedis(home)
     redis_.start()
     conn = connect(settings)

@@ -25,6 +25,12 @@ def _fail(message: str, code: int = EXIT_ERROR):
     sys.exit(code)
 
 
+def _fail_json(message: str, code: int = EXIT_ERROR):
+    """`_fail` for a --json command: the message on stderr and as {"error": {...}} on stdout."""
+    click.echo(json.dumps({"error": {"message": message, "exit_status": code}}))
+    _fail(message, code)
+
+
 def friendly(fn):
     """Turn every error a user can cause into a one-line message and an exit status."""
 
@@ -32,10 +38,12 @@ def friendly(fn):
     def wrapper(*args, **kwargs):
         from scorer.errors import PalimpsestError
 
+        # with --json, stdout holds exactly one JSON document, an error included
+        fail = _fail_json if kwargs.get("as_json") else _fail
         try:
             return fn(*args, **kwargs)
         except PalimpsestError as e:
-            _fail(str(e))
+            fail(str(e))
         except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
         except BrokenPipeError:  # output piped into e.g. `head`
@@ -44,7 +52,7 @@ def friendly(fn):
         except Exception as e:  # never a traceback for a user; PALIMPSEST_DEBUG=1 shows it
             if os.environ.get("PALIMPSEST_DEBUG"):
                 raise
-            _fail(f"internal error ({type(e).__name__}: {e}); rerun with PALIMPSEST_DEBUG=1 for details", 3)
+            fail(f"internal error ({type(e).__name__}: {e}); rerun with PALIMPSEST_DEBUG=1 for details", 3)
 
     return wrapper
 
@@ -122,35 +130,67 @@ def tasks_show(task_id, as_json):
     click.echo(f"Import: {t.import_help}\nLicence: {t.licence}\n\n{t.citation}")
 
 
+def _import_options(command):
+    """The options every registered task declares for its importer (`Task.import_options`), once
+    each; `tasks import` passes a task only the ones it declares."""
+    seen: dict[str, object] = {}
+    for t in all_tasks():
+        for o in t.import_options:
+            seen.setdefault(o.flag, o)
+    for o in reversed(list(seen.values())):
+        if o.choices:
+            kind = click.Choice(list(o.choices))
+        elif o.kind == "int":
+            kind = click.IntRange(*o.range) if o.range else click.INT
+        elif o.kind == "list":
+            kind = click.STRING
+        else:
+            kind = click.Path(exists=True, path_type=Path, file_okay=o.kind != "dir", dir_okay=o.kind != "file")
+        users = [t.id for t in all_tasks() if any(x.flag == o.flag for x in t.import_options)]
+        default = f" [default: {o.default}]" if o.default is not None else ""
+        command = click.option(o.flag, _param(o.flag), type=kind, default=None,
+                               help=f"{o.help}{default} ({', '.join(users)})")(command)
+    return command
+
+
+def _param(flag: str) -> str:
+    return "opt_" + flag.lstrip("-").replace("-", "_")
+
+
 @tasks_group.command("import")
 @TASK_ARG
-@click.option("--from", "source", type=click.Path(exists=True, path_type=Path),
-              help="An official release checkout (TRoTR, SwissGov-RSD).")
-@click.option("--fold", type=click.IntRange(1, 10), default=1, show_default=True, help="TRoTR fold.")
-@click.option("--query", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Loci Similes query segments (seg_id,text).")
-@click.option("--source", "source_csv", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Loci Similes source segments (seg_id,text).")
-@click.option("--gold", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Loci Similes gold links (query_id,source_id,label).")
+@_import_options
 @HOME_OPTION
 @friendly
-def tasks_import(task_id, source, fold, query, source_csv, gold, home):
+def tasks_import(task_id, home, **given):
     """Build a task from its official release into the data directory (idempotent)."""
     from tasks.importers import import_task
 
     t = get_task(task_id)
-    if t.importer == "loci":
-        if not (query and source_csv and gold):
-            _fail(f"{task_id} needs --query, --source and --gold (usage: {t.import_help})")
-        manifest = import_task(task_id, home, query=query, source=source_csv, gold=gold)
-    else:
-        if source is None:
-            _fail(f"{task_id} needs --from (usage: {t.import_help})")
-        manifest = import_task(task_id, home, source=source, fold=fold)
+    declared = {_param(o.flag): o for o in t.import_options}
+    wrong = [k for k, v in given.items() if v is not None and k not in declared]
+    if wrong:
+        flags = ", ".join("--" + k[4:].replace("_", "-") for k in wrong)
+        _fail(f"{task_id} takes no {flags} (usage: {t.import_help})")
+    options = {}
+    for param, o in declared.items():
+        v = given.get(param)
+        if v is None:
+            if o.required:
+                flags = [x.flag for x in t.import_options if x.required]
+                need = flags[0] if len(flags) == 1 else ", ".join(flags[:-1]) + " and " + flags[-1]
+                _fail(f"{task_id} needs {need} (usage: {t.import_help})")
+            v = o.default
+        elif o.kind == "list":
+            v = [x.strip() for x in v.split(",") if x.strip()]
+        if v is not None:
+            options[o.dest] = v
+    manifest = import_task(task_id, home, **options)
     counts = "; ".join(f"{split}: " + ", ".join(f"{k} {v}" for k, v in c.items())
                        for split, c in manifest["counts"].items())
     click.echo(f"imported {task_id}: {counts}")
+    for note in manifest.get("notes", []):
+        click.echo(f"note: {note}")
 
 
 def _print_problems(e, as_json: bool, task_id: str, cap: int = 50):

@@ -124,7 +124,10 @@ def register(main: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
     def submit(task_id, file, phase, method_name, description, url, private, primary, wait, as_json):
         """Upload a prediction file; with --wait, follow it until it is scored."""
-        c = _client()
+        try:
+            c = _client()
+        except ClientError as e:  # no server configured
+            _die(e, as_json)
         bar = None
         if not as_json and sys.stderr.isatty():
             bar = click.progressbar(length=file.stat().st_size, label="uploading", file=sys.stderr)

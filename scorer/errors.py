@@ -4,40 +4,40 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
-class PalimpsestError(Exception):
-    """Base of every error the project reports to a user without a traceback."""
-
-
-class TaskNotFound(PalimpsestError):
-    """A task id that is not registered (the message suggests the closest one)."""
-
-
-class TaskNotImported(PalimpsestError):
-    """A registered task whose data has not been imported into the data directory."""
+# Defined with the tasks (which must not import the scorer); the same classes under either name.
+from tasks.errors import (  # noqa: F401
+    PalimpsestError,
+    ReleaseError,
+    SplitNotAvailable,
+    TaskNotFound,
+    TaskNotImported,
+)
 
 
-class SplitNotAvailable(PalimpsestError):
-    """A split the task does not have."""
+ECHO_CHARS = 80  # at most this much of a value from the file is echoed in a message
+MESSAGE_CHARS = 400
 
 
-class ReleaseError(PalimpsestError):
-    """An official release that cannot be read; names the file and line."""
-
-    def __init__(self, path, message: str, line: int | None = None):
-        self.path = str(path)
-        self.line = line
-        where = f"{self.path}, line {line}" if line is not None else self.path
-        super().__init__(f"{where}: {message}")
+def cut(s: str, n: int = ECHO_CHARS) -> str:
+    """`s`, or its first characters and "…" when longer than `n`: a report never echoes a file
+    without bound."""
+    return s if len(s) <= n else s[: n - 1] + "…"
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with a submission, located by line and id where it can be."""
+    """One thing wrong with a submission, located by line and id where it can be. The id and
+    the message are cut to bounded lengths (an id is the file's, of any length)."""
 
     message: str
     line: int | None = None
     id: str | None = None
+
+    def __post_init__(self):
+        if self.id is not None:
+            object.__setattr__(self, "id", cut(str(self.id)))
+        if len(self.message) > MESSAGE_CHARS:
+            object.__setattr__(self, "message", cut(self.message, MESSAGE_CHARS))
 
     def __str__(self) -> str:
         where = []
@@ -79,8 +79,9 @@ class Problems:
     to it within the cap, and `total` counts every problem, listed or not.
     """
 
-    def __init__(self, cap: int = 200):
+    def __init__(self, cap: int = 200, stop_after: int = 1000):
         self.cap = cap
+        self.stop_after = stop_after  # line problems; then reading stops (bounded work per file)
         self.items: list[Problem] = []
         self.whole: list[Problem] = []
         self.total = 0
@@ -90,8 +91,14 @@ class Problems:
         self.total += 1
         if whole:
             self.whole.append(Problem(message, line, id))
-        elif len(self.items) < self.cap:
+            return
+        if len(self.items) < self.cap:
             self.items.append(Problem(message, line, id))
+        if line is not None and self.total >= self.stop_after:
+            # a file that is wrong on every line costs no more than its first `stop_after` lines
+            self.whole.append(Problem(f"validation stopped at line {line} after {self.total} problems; the "
+                                      "rest of the file was not checked"))
+            raise SubmissionInvalid(self.listed(), self.total)
 
     def count_unlisted(self, n: int) -> None:
         """Count `n` more problems of a kind already listed, without listing them."""

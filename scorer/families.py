@@ -132,6 +132,14 @@ class Rejected:
             self.unnamed += 1
 
 
+def _canonical_names(records, alias: dict):
+    """Records with each aliased column under its field's name (unless the row has both)."""
+    for line, rec in records:
+        if isinstance(rec, dict) and any(k in alias for k in rec):
+            rec = {(alias[k] if k in alias and alias[k] not in rec else k): v for k, v in rec.items()}
+        yield line, rec
+
+
 def read_rows(text: Text, task: Task, problems: Problems,
               rejected: Rejected | None = None) -> list[tuple[int, dict]]:
     """Rows of a keyed submission with typed values; every bad row or value becomes a problem
@@ -143,6 +151,11 @@ def read_rows(text: Text, task: Task, problems: Problems,
     key = task.format.key[0]
     is_csv = text.format != "jsonl"
     header, records = iter_records(text.text, text.format)
+    alias = {a: f.name for f in fields for a in f.aliases}
+    if alias:
+        records = _canonical_names(records, alias)
+        if header is not None:
+            header = [alias.get(h, h) if alias.get(h) not in header else h for h in header]
     if header is not None:
         missing = [c for c in required if c not in header]
         if missing:
@@ -261,8 +274,20 @@ def _no_unit_note(subset: str, unit: str, only) -> str:
     return f"{subset}: no {unit} of {subset} in {where}"
 
 
+def _group_scores(task: Task, metric_names, groups_in_gold: dict, only, result: dict, notes: list) -> None:
+    """Add `macro` (when declared) over the groups the gold, or the part of it scored, holds."""
+    if "macro" not in task.subsets:
+        return
+    present = {g: result[g] for g in task.groups if g in groups_in_gold}
+    result["macro"] = metrics.macro(present, metric_names)
+    if not present:
+        notes.append(_no_unit_note("macro", task.unit_name, only))
+    elif any(v is None for k, v in result["macro"].items() if k != "n"):
+        notes.append(f"macro: undefined unless every {task.group_name} in the gold has a value")
+
+
 class Keyed(Family):
-    """One value per id of the inputs (tric-binary, tric-ranking, trac)."""
+    """One value per id of the inputs (tric-binary, tric-ranking, trac, str)."""
 
     inputs_name = "inputs.jsonl"
 
@@ -271,6 +296,10 @@ class Keyed(Family):
         if self.task.kind == "targets":
             return [r["target"] for r in read_jsonl(self.store.public(self.split, "targets.jsonl"))]
         return [r[key] for r in read_jsonl(self.store.public(self.split, self.inputs_name))]
+
+    def _groups_of_inputs(self) -> dict[str, str]:
+        key, gf = self.task.format.key[0], self.task.group_field
+        return {r[key]: r.get(gf) for r in read_jsonl(self.store.public(self.split, self.inputs_name))}
 
     def validate(self, text: Text) -> dict[str, float]:
         problems = Problems()
@@ -281,8 +310,21 @@ class Keyed(Family):
         rejected = Rejected()
         rows = read_rows(text, self.task, problems, rejected)
         by_id = _check_keys(rows, key, index, problems, f"{len(ids)} {self.split} {key}s")
-        _report_missing([k for k in ids if k not in by_id and k not in rejected.ids], key, problems,
-                        unreadable=rejected.unnamed)
+        if self.task.partial_groups:
+            # a group left out entirely is allowed; within a group the file covers (even by a row
+            # rejected above) every unit is needed
+            group_of = self._groups_of_inputs()
+            named = by_id.keys() | {k for k in rejected.ids if k in index}
+            covered = {group_of.get(k) for k in named}
+            for g in self.task.groups:
+                if g in covered:
+                    _report_missing([k for k in ids if group_of.get(k) == g and k not in named], key,
+                                    problems, f" of {g}", unreadable=rejected.unnamed)
+            if not by_id and not problems:
+                problems.add(f"the submission covers no {self.task.group_name}", whole=True)
+        else:
+            _report_missing([k for k in ids if k not in by_id and k not in rejected.ids], key, problems,
+                            unreadable=rejected.unnamed)
         problems.raise_if_any()
         return {k: row[value] for k, (_, row) in by_id.items()}
 
@@ -290,53 +332,56 @@ class Keyed(Family):
         return self.reference_ids()
 
     def strata(self) -> list[tuple[str, str]]:
-        """The subset each unit is scored in (TRiC: `oov` or `iov`), as the gold records it;
-        one stratum when the task declares no subset beside `all` (TRaC)."""
-        declared = [s for s in self.task.subsets if s != "all"]
+        """The group each unit is scored in (TRiC: `oov` or `iov`; STR: its language), as the gold
+        records it; one stratum when the task declares no group (TRaC)."""
+        declared = self.task.groups
         if not declared:
             return super().strata()
-        key = self.task.format.key[0]
+        key, gf = self.task.format.key[0], self.task.group_field
         gold = read_jsonl(self.store.gold(self.split, "gold.jsonl"))
-        subset_of = {r[key]: r.get("subset") for r in gold}
-        return [(u, subset_of[u] if subset_of.get(u) in declared else "other") for u in self.units()]
+        group_of = {r[key]: r.get(gf) for r in gold}
+        return [(u, group_of[u] if group_of.get(u) in declared else "other") for u in self.units()]
 
     def score(self, parsed: dict[str, float], only: frozenset | None = None) -> Scored:
-        key = self.task.format.key[0]
+        task = self.task
+        key, gf = task.format.key[0], task.group_field
         gold_rows = read_jsonl(self.store.gold(self.split, "gold.jsonl"))
         if only is not None:
             gold_rows = [r for r in gold_rows if r[key] in only]
-        value_name = "label" if self.task.kind == "instances" else "score"
-        gold = np.array([r[value_name] for r in gold_rows], dtype=np.float64)
-        pred = np.array([parsed[r[key]] for r in gold_rows], dtype=np.float64)
-        subsets = {"all": np.ones(gold.size, dtype=bool)}
-        for s in self.task.subsets:
-            if s != "all":
-                subsets[s] = np.array([r.get("subset") == s for r in gold_rows])
-        result, notes = {}, []
-        unit, binary = self.task.kind.rstrip("s"), self.task.format.fields[1].kind == "label01"
-        for name, mask in subsets.items():
-            if not mask.any():  # the same keys as a value would have, each None
-                empty = (metrics.classification(gold[:0], gold[:0]) if binary
-                         else metrics.correlations(gold[:0], gold[:0], ("spearman", "pearson"))[0])
-                result[name] = {k: (0 if k == "n" else None) for k in empty}
-                notes.append(_no_unit_note(name, unit, only))
+        gold = np.array([r[task.gold_field] for r in gold_rows], dtype=np.float64)
+        pred = np.array([parsed.get(r[key], np.nan) for r in gold_rows], dtype=np.float64)
+        covered = np.array([r[key] in parsed for r in gold_rows], dtype=bool)
+        group = [r.get(gf) for r in gold_rows]
+        names = task.metrics
+        result, notes, in_gold = {}, [], {}
+        for name in task.subsets:
+            if name == "macro":
                 continue
-            if binary:
-                result[name] = metrics.classification(gold[mask].astype(int), pred[mask].astype(int))
-            else:
-                vals, why = metrics.correlations(gold[mask], pred[mask], ("spearman", "pearson"))
-                result[name] = vals
-                notes += [f"{name}: {w}" for w in why]
-        return Scored(result, notes)
+            mask = (np.ones(gold.size, dtype=bool) if name == "all"
+                    else np.array([g == name for g in group], dtype=bool))
+            if not mask.any():  # the same keys as a value would have, each None
+                result[name] = metrics.per_item(names, gold[:0], gold[:0])[0]
+                notes.append(_no_unit_note(name, task.unit_name, only))
+                continue
+            in_gold[name] = True
+            if not covered[mask].all():  # only with partial_groups: validation requires the rest
+                result[name] = metrics.per_item(names, gold[:0], gold[:0])[0]
+                notes.append(f"{name}: not in the submission")
+                continue
+            vals, why = metrics.per_item(names, gold[mask], pred[mask])
+            result[name] = vals
+            notes += [f"{name}: {w}" for w in why]
+        _group_scores(task, names, in_gold, only, result, notes)
+        return Scored({s: result[s] for s in task.subsets}, notes)
 
 
 class Tokens(Family):
-    """A score per whitespace token of both documents of each pair (swissgov-rsd)."""
-
-    PAIRS = ("en-de", "en-fr", "en-it")
+    """A score per whitespace token of both documents of each pair (swissgov-rsd); the groups
+    (language pairs) are the task's declared subsets."""
 
     def validate(self, text: Text) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         problems = Problems()
+        gf = self.task.group_field
         inputs = read_jsonl(self.store.public(self.split, "inputs.jsonl"))
         ref = {r["id"]: r for r in inputs}
         rejected = Rejected()
@@ -354,13 +399,13 @@ class Tokens(Family):
                     ok = False
             if ok:
                 out[rid] = (row["labels_a"], row["labels_b"])
-        # a language pair left out entirely is allowed; within a pair the file covers (even by a
-        # row rejected above) every document is needed
+        # a group (language pair) left out entirely is allowed; within a pair the file covers (even
+        # by a row rejected above) every document is needed
         named = by_id.keys() | {k for k in rejected.ids if k in ref}
-        covered = {ref[k]["pair"] for k in named}
-        for pair in self.PAIRS:
+        covered = {ref[k][gf] for k in named}
+        for pair in self.task.groups:
             if pair in covered:
-                _report_missing([r["id"] for r in inputs if r["pair"] == pair and r["id"] not in named],
+                _report_missing([r["id"] for r in inputs if r[gf] == pair and r["id"] not in named],
                                 "id", problems, f" of {pair}", unreadable=rejected.unnamed)
         if not by_id and not problems:
             problems.add("the submission covers no document pair", whole=True)
@@ -371,35 +416,31 @@ class Tokens(Family):
         return [r["id"] for r in read_jsonl(self.store.public(self.split, "inputs.jsonl"))]
 
     def strata(self) -> list[tuple[str, str]]:
-        """Each document's language pair, as the inputs record it."""
-        return [(r["id"], r["pair"]) for r in read_jsonl(self.store.public(self.split, "inputs.jsonl"))]
+        """Each document's group (language pair), as the inputs record it."""
+        gf = self.task.group_field
+        return [(r["id"], r[gf]) for r in read_jsonl(self.store.public(self.split, "inputs.jsonl"))]
 
     def score(self, parsed, only: frozenset | None = None) -> Scored:
-        gold = _token_gold(_cache_key(self.store.gold(self.split, "gold.jsonl")), only)
-        result, notes, spearmans = {}, [], []
-        for pair in self.PAIRS:
+        task = self.task
+        gold = _token_gold(_cache_key(self.store.gold(self.split, "gold.jsonl")), only,
+                           task.groups, task.group_field)
+        names = task.metrics
+        result, notes, in_gold = {}, [], {}
+        for pair in task.groups:
             ids, gvec, mask = gold.get(pair, ([], None, None))
+            if ids:
+                in_gold[pair] = True
             if not ids or not all(i in parsed for i in ids):
-                result[pair] = {"spearman": None, "kendall": None, "n": 0}
+                result[pair] = metrics.per_item(names, [], [])[0]
                 notes.append(f"{pair}: not in the submission" if ids
-                             else _no_unit_note(pair, "document", only))
-                spearmans.append(None)
+                             else _no_unit_note(pair, task.unit_name, only))
                 continue
             pvec = np.concatenate([np.concatenate(parsed[i]) for i in ids])[mask]
-            vals, why = metrics.correlations(gvec, pvec, ("spearman", "kendall"))
+            vals, why = metrics.per_item(names, gvec, pvec)
             result[pair] = vals
             notes += [f"{pair}: {w}" for w in why]
-            spearmans.append(vals["spearman"])
-        macro = {"spearman": None, "kendall": None, "n": sum(result[p]["n"] for p in self.PAIRS)}
-        if all(v is not None for v in spearmans):
-            macro["spearman"] = float(np.mean(spearmans))
-        kendalls = [result[p]["kendall"] for p in self.PAIRS]
-        if all(v is not None for v in kendalls):
-            macro["kendall"] = float(np.mean(kendalls))
-        if macro["spearman"] is None:
-            notes.append("macro: undefined unless every language pair has a value")
-        result["macro"] = macro
-        return Scored(result, notes)
+        _group_scores(task, names, in_gold, only, result, notes)
+        return Scored({s: result[s] for s in task.subsets if s in result}, notes)
 
 
 def _n_tokens(text: str) -> int:
@@ -407,12 +448,12 @@ def _n_tokens(text: str) -> int:
 
 
 @functools.lru_cache(maxsize=8)
-def _token_gold(key: tuple, only: frozenset | None = None) -> dict:
-    """Per language pair: document order, the gold vector without -1 tokens, and its mask."""
+def _token_gold(key: tuple, only: frozenset | None, groups: tuple[str, ...], group_field: str) -> dict:
+    """Per group: document order, the gold vector without -1 tokens, and its mask."""
     rows = _read_jsonl_cached(key)
     out = {}
-    for pair in Tokens.PAIRS:
-        docs = [r for r in rows if r["pair"] == pair and (only is None or r["id"] in only)]
+    for pair in groups:
+        docs = [r for r in rows if r[group_field] == pair and (only is None or r["id"] in only)]
         if not docs:
             continue
         full = np.concatenate([np.concatenate([np.asarray(r["labels_a"], float),
@@ -438,6 +479,25 @@ class LinkFamily(Family):
         """Query and source id -> index; from the server's index, else from the public CSVs
         (a participant's download has only those)."""
         return _segment_ids(self.store, self.split, "query"), _segment_ids(self.store, self.split, "source")
+
+    def validate_path(self, path, limits) -> tuple[Links, str]:
+        """Validate a link file straight from its path: the columnar reader (pyarrow's CSV reader
+        and hash joins, `scorer.reader.arrow_links`) takes a well-formed CSV/TSV table; any other
+        file (JSON Lines, or one with a problem) is loaded and validated row by row by `validate`,
+        which reports every problem by line and id."""
+        known = _id_arrays(self.store, self.split)
+        fast = None
+        if known is not None:
+            from scorer.reader import arrow_links
+
+            fast = arrow_links(path, known[0], known[1], limits)
+        if fast is None:
+            from scorer.reader import load
+
+            text = load(path, limits)
+            return self.validate(text), text.format
+        q, s, sc, fmt = fast
+        return self._finish(q, s, sc, Problems(), None, len(known[1])), fmt
 
     def validate(self, text: Text) -> Links:
         problems = Problems()
@@ -562,9 +622,7 @@ class LinkFamily(Family):
                     problems.add(f"duplicate link ({qnames[k // n_sources]!r}, {snames[k % n_sources]!r}) "
                                  f"appears {counts[d]} times")
                 problems.count_unlisted(dup.size - problems.cap)
-        elif not problems:
-            problems.add("the submission holds no links")
-        problems.raise_if_any()
+        problems.raise_if_any()  # no links at all is valid: "predict nothing" is SMR's reference point
         sc = np.asarray(scores, dtype=np.float64) if scores is not None else None
         return Links(q, s, sc)
 
@@ -580,30 +638,102 @@ class LinkFamily(Family):
         return [(q, "linked" if i in linked else "unlinked") for q, i in self.ids()[0].items()]
 
     def score(self, parsed: Links, only: frozenset | None = None) -> Scored:
-        qidx, sidx = self.ids()
-        n_s = len(sidx)
-        gold_q, gold_s = _link_gold(_cache_key(self.store.gold(self.split, "links.csv")),
-                                    _cache_key(self.store.root / "index" / self.split / "query_ids.txt"),
-                                    _cache_key(self.store.root / "index" / self.split / "source_ids.txt"))
-        pq, ps, psc = parsed.q, parsed.s, parsed.score
-        n_queries = len(qidx)
-        if only is not None:
-            keep_q = np.zeros(n_queries, dtype=bool)
-            keep_q[[qidx[k] for k in only if k in qidx]] = True
-            g, p = keep_q[gold_q], keep_q[pq]
-            gold_q, gold_s, pq, ps = gold_q[g], gold_s[g], pq[p], ps[p]
-            psc = psc[p] if psc is not None else None
-            n_queries = int(keep_q.sum())
-        gold_keys = gold_q * n_s + gold_s
-        pred_keys = pq * n_s + ps
-        vals = metrics.link_counts(np.unique(gold_keys), pred_keys, n_queries * n_s)
-        notes = []
-        if psc is not None:
-            vals.update(metrics.link_ranking(gold_q, gold_s, pq, ps, psc))
-        else:
-            vals.update({f"recall@{k}": None for k in metrics.RECALL_AT} | {"mrr": None})
-            notes.append("all: recall@k and mrr need a score column")
-        return Scored({"all": vals}, notes)
+        return score_links(self, parsed, only)
+
+
+def score_links(fam: LinkFamily, parsed: Links, only: frozenset | None = None) -> Scored:
+    """Loci Similes as its package scores it (`metrics.loci_links`), and the IR ranking metrics
+    when the submission has scores (`metrics.link_ranking_ir`); `only` keeps those queries."""
+    known = _id_arrays(fam.store, fam.split)
+    if known is not None and only is None:
+        n_q, n_s = len(known[0]), len(known[1])  # no dict of 170k ids to build
+    else:
+        qidx, sidx = fam.ids()
+        n_q, n_s = len(qidx), len(sidx)
+    index = fam.store.root / "index" / fam.split
+    if known is not None:
+        gold_q, gold_s = _link_gold_arrow(_cache_key(fam.store.gold(fam.split, "links.csv")),
+                                          _cache_key(index / "query_ids.txt"), _cache_key(index / "source_ids.txt"))
+    else:
+        gold_q, gold_s = _link_gold(_cache_key(fam.store.gold(fam.split, "links.csv")),
+                                    _cache_key(index / "query_ids.txt"), _cache_key(index / "source_ids.txt"))
+    keep = None
+    if only is not None:
+        keep = np.zeros(n_q, dtype=bool)
+        keep[[qidx[k] for k in only if k in qidx]] = True
+    vals, notes = metrics.loci_links(gold_q, gold_s, parsed.q, parsed.s, n_q, n_s, keep)
+    if parsed.score is not None:
+        ranking, why = metrics.link_ranking_ir(gold_q, gold_s, parsed.q, parsed.s, parsed.score, n_q, n_s,
+                                               _source_order(_cache_key(index / "source_ids.txt")), keep)
+    else:
+        ranking = dict.fromkeys(metrics.ir_names())
+        why = ["recall@k, map@k, mrr@k and ndcg@k need a score column"]
+    vals.update(ranking)
+    return Scored({"all": vals}, [f"all: {w}" for w in notes + why])
+
+
+def _id_arrays(store: TaskStore, split: str):
+    """The query and source ids as pyarrow binary arrays (for `arrow_links`), from the server's
+    index or else the public segment files; None where neither is there or pyarrow is not."""
+    index = store.root / "index" / split
+    q, s = index / "query_ids.txt", index / "source_ids.txt"
+    try:
+        if q.is_file() and s.is_file():
+            return _id_array_cached(_cache_key(q)), _id_array_cached(_cache_key(s))
+        q, s = store.public(split, "queries.csv"), store.public(split, "sources.csv")
+        if q.is_file() and s.is_file():  # a participant's download: the public segment files
+            return _public_id_array(_cache_key(q)), _public_id_array(_cache_key(s))
+    except ImportError:
+        pass
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def _public_id_array(key: tuple):
+    """The seg_id column of a public segment file, in file order (as `_public_ids` numbers it)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    table = pacsv.read_csv(key[0], parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                           convert_options=pacsv.ConvertOptions(
+                               include_columns=["seg_id"], column_types={"seg_id": pa.binary()},
+                               null_values=[], strings_can_be_null=False, quoted_strings_can_be_null=False))
+    return table.column("seg_id").combine_chunks()
+
+
+@functools.lru_cache(maxsize=8)
+def _id_array_cached(key: tuple):
+    from scorer.reader import id_array
+
+    with open(key[0], "rb") as f:
+        return id_array(f.read())
+
+
+@functools.lru_cache(maxsize=8)
+def _source_order(key: tuple) -> np.ndarray:
+    """Each source's position among the source ids sorted by byte order (trec_eval's tie rule)."""
+    try:
+        import pyarrow.compute as pc
+
+        ranked = pc.sort_indices(_id_array_cached(key))  # binary values: byte order
+        sorted_ids = np.frombuffer(ranked.buffers()[1], np.uint64, len(ranked), ranked.offset * 8)
+    except ImportError:
+        ids = [i.encode("utf-8") for i in _id_index(key)]
+        sorted_ids = np.asarray(sorted(range(len(ids)), key=ids.__getitem__), dtype=np.int64)
+    order = np.empty(len(sorted_ids), dtype=np.int64)
+    order[sorted_ids] = np.arange(len(sorted_ids))
+    return order
+
+
+@functools.lru_cache(maxsize=8)
+def _link_gold_arrow(key: tuple, qkey: tuple, skey: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """The gold links as index arrays, read like a submission (the gold is a link table too)."""
+    from scorer.reader import arrow_links
+
+    got = arrow_links(key[0], _id_array_cached(qkey), _id_array_cached(skey))
+    if got is None:  # pragma: no cover - a gold file the importer wrote is always well-formed
+        return _link_gold(key, qkey, skey)
+    return got[0], got[1]
 
 
 @functools.lru_cache(maxsize=8)

@@ -1,6 +1,6 @@
 """Vectorised metrics with the papers' definitions; an undefined value is None with a reason.
 
-Metric names are canonical (`f1`, `recall@10`, `mrr`): the same key in result dicts, database
+Metric names are canonical (`f1`, `recall@10`, `mrr@10`): the same key in result dicts, database
 rows, API JSON and CLI arguments.
 """
 
@@ -12,12 +12,12 @@ import numpy as np
 
 METRIC_NAMES = (
     "f1", "precision_0", "recall_0", "f1_0", "precision_1", "recall_1", "f1_1",
-    "spearman", "pearson", "kendall", "precision", "recall", "smr", "fpr", "fnr",
-    "recall@1", "recall@5", "recall@10", "recall@100", "mrr", "n",
+    "spearman", "pearson", "kendall", "precision", "recall", "accuracy",
+    "precision_micro", "recall_micro", "f1_micro", "smr", "fpr", "fnr",
+    "recall@10", "map@10", "mrr@10", "ndcg@10", "recall@100", "map@100", "mrr@100", "ndcg@100",
+    "recall@1000", "map@1000", "mrr@1000", "ndcg@1000", "n",
     "tp", "fp", "fn", "tn",
 )
-
-RECALL_AT = (1, 5, 10, 100)
 
 
 def _ratio(a: float, b: float) -> float:
@@ -98,64 +98,212 @@ def correlations(gold, pred, which=("spearman", "pearson")) -> tuple[dict, list[
     return values, notes
 
 
-def link_counts(gold_keys: np.ndarray, pred_keys: np.ndarray, n_pairs: int) -> dict:
-    """P/R/F1 and the error rates over all query x source pairs; TN is derived, never enumerated.
+# ---------------------------------------------------------------- Loci Similes (locisimiles 2.1.3)
 
-    `gold_keys` and `pred_keys` are unique int64 pair codes (query * n_sources + source).
-    SMR = (FP + FN) / N, FPR = FP / N, FNR = FN / N: the global rates, which equal the paper's
-    per-query means when every query faces the same sources.
+IR_CUTOFFS = (10, 100, 1000)
+IR_MEASURES = ("recall", "map", "mrr", "ndcg")
+LOCI_COUNTS = ("precision", "recall", "f1", "accuracy", "precision_micro", "recall_micro", "f1_micro",
+               "smr", "fpr", "fnr", "tp", "fp", "fn", "tn", "n")
+
+
+def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a / b elementwise, 0 where b is 0 (the package's `x / y if y else 0.0`)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return np.divide(a, b, out=np.zeros(np.broadcast(a, b).shape), where=b != 0)
+
+
+def loci_links(gold_q: np.ndarray, gold_s: np.ndarray, pred_q: np.ndarray, pred_s: np.ndarray,
+               n_queries: int, n_sources: int, keep: np.ndarray | None = None) -> tuple[dict, list[str]]:
+    """Loci Similes' link metrics as locisimiles 2.1.3's `IntertextEvaluator.evaluate()` defines them.
+
+    `gold_*` and `pred_*` are unique (query index, source index) pairs; `keep` (a boolean mask over
+    the queries) restricts everything to those queries. Precision, recall, F1 and accuracy are
+    over the *gold queries* (those with at least one gold link) only: `precision`, `recall`,
+    `f1`, `accuracy` are the means of the per-query values (average="macro"; a query with no
+    predicted link has precision 0), `*_micro` come from the counts pooled over the same
+    queries (average="micro"). SMR, FPR and FNR are over every query, TP/FP/FN/TN over every
+    query x source pair (N = queries x sources). The package's macro SMR/FPR/FNR is the mean of
+    per-query rates over all queries, which equals the pooled rate (every query faces the same
+    sources). No pair is ever enumerated: per-query counts come from bincounts.
     """
-    tp = int(np.count_nonzero(np.isin(pred_keys, gold_keys, assume_unique=True)))
-    fp = int(pred_keys.size) - tp
-    fn = int(gold_keys.size) - tp
-    tn = n_pairs - tp - fp - fn
-    precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
-    return {
-        "f1": _ratio(2 * precision * recall, precision + recall),
-        "precision": precision,
-        "recall": recall,
-        "smr": _ratio(fp + fn, n_pairs),
-        "fpr": _ratio(fp, n_pairs),
-        "fnr": _ratio(fn, n_pairs),
-        "tp": tp, "fp": fp, "fn": fn, "tn": tn,
-        "n": n_pairs,
-    }
+    keep = np.ones(n_queries, dtype=bool) if keep is None else keep
+    n_gold = np.bincount(gold_q, minlength=n_queries)
+    n_pred = np.bincount(pred_q, minlength=n_queries)
+    gold_query = (n_gold > 0) & keep
+    # only the predictions of gold queries can be hits: a small subset of a large run
+    cand = gold_query[pred_q]
+    cq, cs = pred_q[cand], pred_s[cand]
+    hit = np.isin(cq * np.int64(n_sources) + cs, gold_q * np.int64(n_sources) + gold_s)
+    tp_q = np.bincount(cq[hit], minlength=n_queries)
+    tp = int(tp_q[keep].sum())
+    fp = int(n_pred[keep].sum()) - tp
+    fn = int(n_gold[keep].sum()) - tp
+    n = int(keep.sum()) * n_sources
+    tn = n - tp - fp - fn
+    out: dict = {}
+    notes: list[str] = []
+    gq = np.flatnonzero(gold_query)
+    if gq.size:
+        t, p_, g = tp_q[gq], n_pred[gq], n_gold[gq]
+        f_p, f_n = p_ - t, g - t
+        t_n = n_sources - t - f_p - f_n
+        precision, recall = _div(t, t + f_p), _div(t, t + f_n)
+        s = precision + recall
+        f1 = np.divide(2 * precision * recall, s, out=np.zeros(s.shape), where=s != 0)
+        accuracy = (t + t_n) / n_sources
+        out["precision"], out["recall"] = float(precision.mean()), float(recall.mean())
+        out["f1"], out["accuracy"] = float(f1.mean()), float(accuracy.mean())
+        tp_m, fp_m, fn_m = int(t.sum()), int(f_p.sum()), int(f_n.sum())
+        pm, rm = _ratio(tp_m, tp_m + fp_m), _ratio(tp_m, tp_m + fn_m)
+        out["precision_micro"], out["recall_micro"] = pm, rm
+        out["f1_micro"] = 2 * pm * rm / (pm + rm) if pm + rm else 0.0
+    else:
+        for k in ("precision", "recall", "f1", "accuracy", "precision_micro", "recall_micro", "f1_micro"):
+            out[k] = None
+        notes.append("precision, recall, f1 and accuracy are undefined: no query here has a gold link")
+    out.update({"smr": _ratio(fp + fn, n), "fpr": _ratio(fp, n), "fnr": _ratio(fn, n),
+                "tp": tp, "fp": fp, "fn": fn, "tn": tn, "n": n})
+    return {k: out[k] for k in LOCI_COUNTS}, notes
 
 
-def link_ranking(gold_q: np.ndarray, gold_s: np.ndarray, pred_q: np.ndarray, pred_s: np.ndarray,
-                 pred_score: np.ndarray, ks=RECALL_AT) -> dict:
-    """Recall@k and MRR of the gold links, each query's predicted sources ranked by score.
+def ir_names(cutoffs=IR_CUTOFFS) -> list[str]:
+    return [f"{m}@{k}" for k in cutoffs for m in IR_MEASURES]
 
-    A gold link's rank is the number of the query's predicted sources scoring at least as high
-    as it (ties count against the submission, so a constant score earns nothing); a gold link
-    that was not predicted has no rank (reciprocal rank 0). MRR is the mean reciprocal rank
-    over gold links.
+
+def link_ranking_ir(gold_q: np.ndarray, gold_s: np.ndarray, pred_q: np.ndarray, pred_s: np.ndarray,
+                    pred_score: np.ndarray, n_queries: int, n_sources: int, source_order: np.ndarray,
+                    keep: np.ndarray | None = None, cutoffs=IR_CUTOFFS) -> tuple[dict, list[str]]:
+    """recall@k, map@k, mrr@k and ndcg@k in the IR convention (trec_eval's `recall_k`,
+    `map_cut_k`, `recip_rank` cut at k, `ndcg_cut_k` with binary gain), averaged over the gold
+    queries (those with at least one gold link; one with no predicted link counts 0).
+
+    Each query's predicted sources are ranked by descending score; ties are broken as trec_eval
+    breaks them, by descending source id in byte order (`source_order[s]` is the position of
+    source s among the ids sorted that way, ascending). A cut-off deeper than the run (no query
+    ranks that many sources) is reported only when some query ranks at least that many; k = 10
+    and 100 are always reported.
     """
-    n_gold = int(gold_q.size)
-    if n_gold == 0:
-        return {f"recall@{k}": None for k in ks} | {"mrr": None}
-    # Only the predictions of queries that have a gold link can rank one: sort just those.
-    keep = np.isin(pred_q, gold_q)
-    pred_q, pred_s, pred_score = pred_q[keep], pred_s[keep], pred_score[keep]
-    order = np.lexsort((pred_s, pred_q))
-    q_sorted, s_sorted = pred_q[order], pred_s[order]
-    sc_sorted = pred_score[order]
-    # locate every gold link among the predictions by (query, source)
-    starts = np.searchsorted(q_sorted, gold_q, side="left")
-    ends = np.searchsorted(q_sorted, gold_q, side="right")
-    ranks = np.zeros(n_gold, dtype=np.int64)  # 0 = not predicted
-    for i in range(n_gold):
-        a, b = starts[i], ends[i]
-        if a == b:
+    keep = np.ones(n_queries, dtype=bool) if keep is None else keep
+    n_gold = np.bincount(gold_q, minlength=n_queries)
+    gold_query = (n_gold > 0) & keep
+    notes: list[str] = []
+    depth = int(np.bincount(pred_q, minlength=n_queries)[keep].max()) if pred_q.size and keep.any() else 0
+    shown = [k for k in cutoffs if k <= 100 or depth >= k]
+    out: dict = {name: None for name in ir_names(cutoffs)}
+    for k in cutoffs:
+        if k not in shown:
+            notes.append(f"@{k} metrics are reported only for a run that ranks at least {k} sources "
+                         f"for some query (this one ranks at most {depth})")
+    gq = np.flatnonzero(gold_query)
+    if not gq.size:
+        notes.append("ranking metrics are undefined: no query here has a gold link")
+        return out, notes
+    cand = gold_query[pred_q]
+    cq, cs, csc = pred_q[cand], pred_s[cand], pred_score[cand]
+    order = np.lexsort((-source_order[cs], -csc, cq))
+    cq, cs = cq[order], cs[order]
+    rel = np.isin(cq * np.int64(n_sources) + cs, gold_q * np.int64(n_sources) + gold_s)
+    starts = np.searchsorted(cq, cq, side="left")
+    rank = np.arange(cq.size) - starts  # 0-based rank within the query
+    # relevant predictions only, in ranked order
+    rq, rr = cq[rel], rank[rel]
+    nth = np.arange(rq.size) - np.searchsorted(rq, rq, side="left")  # 0-based index among the relevant
+    ng = n_gold[gq].astype(np.float64)
+    pos = np.searchsorted(gq, rq)  # position of each relevant prediction's query among gq
+    for k in shown:
+        within = rr < k
+        hits = np.bincount(pos[within], minlength=gq.size)
+        ap = np.bincount(pos[within], weights=(nth[within] + 1) / (rr[within] + 1), minlength=gq.size)
+        first = within & (nth == 0)
+        rr_k = np.zeros(gq.size)
+        rr_k[pos[first]] = 1.0 / (rr[first] + 1)
+        dcg = np.bincount(pos[within], weights=1.0 / np.log2(rr[within] + 2), minlength=gq.size)
+        disc = np.concatenate([[0.0], np.cumsum(1.0 / np.log2(np.arange(k) + 2))])
+        idcg = disc[np.minimum(n_gold[gq], k)]
+        out[f"recall@{k}"] = float((hits / ng).mean())
+        out[f"map@{k}"] = float((ap / ng).mean())
+        out[f"mrr@{k}"] = float(rr_k.mean())
+        out[f"ndcg@{k}"] = float((dcg / idcg).mean())
+    return out, notes
+
+
+# ---------------------------------------------------------------- the registry declarations name
+# A task declares its metrics by these names (`Task.metrics`); a family computes the ones a task
+# declares and nothing else. `kind` says how: "classification" and "correlation" over one value
+# per item (`per_item`), "links" over predicted links, "count" the number of items scored.
+
+
+from dataclasses import dataclass  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    kind: str
+    greater_is_better: bool = True
+    description: str = ""
+
+
+REGISTRY: dict[str, Metric] = {m.name: m for m in (
+    Metric("f1", "classification", description="F1 weighted by gold support (links: F1 of the links)"),
+    *(Metric(f"{what}_{c}", "classification", description=f"{what} of label {c}")
+      for c in (0, 1) for what in ("precision", "recall", "f1")),
+    Metric("spearman", "correlation", description="Spearman's rank correlation"),
+    Metric("pearson", "correlation", description="Pearson's correlation"),
+    Metric("kendall", "correlation", description="Kendall's tau-b"),
+    Metric("precision", "links", description="links: mean over the queries with a gold link"),
+    Metric("recall", "links", description="links: mean over the queries with a gold link"),
+    Metric("accuracy", "links", description="(TP + TN) / sources, mean over the queries with a gold link"),
+    *(Metric(f"{what}_micro", "links", description=f"{what} from the counts pooled over the queries "
+             "with a gold link") for what in ("precision", "recall", "f1")),
+    Metric("smr", "links", greater_is_better=False, description="(FP + FN) / N"),
+    Metric("fpr", "links", greater_is_better=False, description="FP / N"),
+    Metric("fnr", "links", greater_is_better=False, description="FN / N"),
+    *(Metric(f"{what}@{k}", "links", description=f"{desc} in the top {k}, mean over the queries "
+             "with a gold link") for k in IR_CUTOFFS for what, desc in (
+        ("recall", "share of the gold links"), ("map", "average precision"),
+        ("mrr", "reciprocal rank of the first gold link"), ("ndcg", "nDCG (binary gain)"))),
+    *(Metric(c, "links", greater_is_better=None) for c in ("tp", "fp", "fn", "tn")),
+    Metric("n", "count", greater_is_better=None, description="items scored"),
+)}
+
+
+def unknown_metrics(names) -> list[str]:
+    """The names that the registry lacks (a declaration naming one is wrong)."""
+    return [n for n in names if n not in REGISTRY]
+
+
+def per_item(names, gold, pred) -> tuple[dict, list[str]]:
+    """The metrics `names` (in that order) of aligned gold and predicted values, one per item, and
+    the reasons for each None; an empty input gives every metric None and `n` 0."""
+    gold = np.asarray(gold, dtype=np.float64)
+    pred = np.asarray(pred, dtype=np.float64)
+    if gold.size == 0:
+        return {k: (0 if k == "n" else None) for k in names}, []
+    values: dict = {}
+    notes: list[str] = []
+    wanted = {REGISTRY[n].kind for n in names}
+    if "classification" in wanted:
+        values.update(classification(gold.astype(int), pred.astype(int)))
+    corr = [n for n in names if REGISTRY[n].kind == "correlation"]
+    if corr:
+        vals, notes = correlations(gold, pred, corr)
+        values.update(vals)
+    values["n"] = int(gold.size)
+    other = [n for n in names if n not in values]
+    if other:
+        raise ValueError(f"metric(s) {', '.join(other)} are not computed from one value per item")
+    return {k: values[k] for k in names}, notes
+
+
+def macro(per_group: dict[str, dict], names) -> dict:
+    """The mean of each metric over the groups given (None unless every group has a value);
+    `n` is their sum."""
+    out: dict = {}
+    for k in names:
+        if k == "n":
+            out[k] = sum(int(v.get("n") or 0) for v in per_group.values())
             continue
-        block_s = s_sorted[a:b]
-        j = np.searchsorted(block_s, gold_s[i])
-        if j < block_s.size and block_s[j] == gold_s[i]:
-            block_scores = sc_sorted[a:b]
-            ranks[i] = int(np.count_nonzero(block_scores >= block_scores[j]))
-    found = ranks > 0
-    out = {f"recall@{k}": float(np.count_nonzero(found & (ranks <= k))) / n_gold for k in ks}
-    rr = np.zeros(n_gold)
-    rr[found] = 1.0 / ranks[found]
-    out["mrr"] = float(rr.mean())
+        vals = [v.get(k) for v in per_group.values()]
+        out[k] = float(np.mean(vals)) if vals and all(x is not None for x in vals) else None
     return out

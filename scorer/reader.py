@@ -16,6 +16,7 @@ import os
 import posixpath
 import zipfile
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -30,8 +31,9 @@ MiB = 1024 * 1024
 class Limits:
     """Upper bounds on what a submission may weigh, on disk and once decompressed."""
 
-    max_bytes: int = int(os.environ.get("PALIMPSEST_MAX_SUBMISSION_BYTES", 128 * MiB))
-    max_uncompressed_bytes: int = int(os.environ.get("PALIMPSEST_MAX_UNCOMPRESSED_BYTES", 512 * MiB))
+    # 1 GiB admits a Loci Similes top-100 run (8.3 M scored links, about 400 MiB of CSV)
+    max_bytes: int = int(os.environ.get("PALIMPSEST_MAX_SUBMISSION_BYTES", 1024 * MiB))
+    max_uncompressed_bytes: int = int(os.environ.get("PALIMPSEST_MAX_UNCOMPRESSED_BYTES", 1024 * MiB))
 
 
 DEFAULT_LIMITS = Limits()
@@ -192,17 +194,37 @@ class BadRow:
         self.message = message
 
 
+def _lines(text: str) -> Iterator[str]:
+    """The lines of a text one at a time (never a list of all of them: a file of millions of
+    short bad lines must not cost memory for each)."""
+    start, find = 0, text.find
+    while True:
+        end = find("\n", start)
+        if end < 0:
+            yield text[start:]
+            return
+        yield text[start:end]
+        start = end + 1
+
+
 def iter_jsonl(text: str) -> Iterator[tuple[int, dict | BadRow]]:
     """(line number, object) for every non-blank line; unparseable lines become BadRow."""
     loads = json.loads
-    for i, line in enumerate(text.split("\n"), 1):
+    for i, line in enumerate(_lines(text), 1):
         if not line.strip():
             continue
         try:
             obj = loads(line)
-        except ValueError as e:
+        except json.JSONDecodeError as e:
             yield i, BadRow(f"not valid JSON ({e.msg} at column {e.colno})")
             continue
+        except RecursionError:
+            yield i, BadRow("not valid JSON here: nested too deeply")
+            continue
+        except (ValueError, OverflowError, TypeError) as e:  # e.g. an integer of more digits than
+            yield i, BadRow(f"not valid JSON here ({str(e).split(';')[0]})")  # Python converts
+            continue
+        # (nothing broader: a job's timeout or CPU limit raised inside the parser is not the line's)
         if not isinstance(obj, dict):
             yield i, BadRow(f"expected a JSON object, found {type(obj).__name__}")
             continue
@@ -311,3 +333,184 @@ def link_columns(reader, ncol: int, iq: int, isrc: int, isc: int | None, qidx: d
     s = np.concatenate(ss) if ss else empty_i
     sc = (np.concatenate(scs) if scs else empty_f) if isc is not None else None
     return q, s, sc
+
+
+# ---------------------------------------------------------------- link tables, columnar
+
+ARROW_BLOCK = 32 * MiB  # the largest block parsed at once (pyarrow parses blocks in parallel)
+
+
+class _Counted:
+    """A binary file whose reads are counted: reading past `limit` bytes raises (a gzip bomb
+    stops there)."""
+
+    def __init__(self, f, limit: int):
+        self.f, self.limit, self.total, self.over = f, limit, 0, False
+        self.closed = False
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.f.read(n if n is not None and n >= 0 else self.limit + 1 - self.total)
+        self.total += len(data)
+        if self.total > self.limit:
+            self.over = True
+            raise OSError("over the uncompressed limit")
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.closed = True
+        self.f.close()
+
+
+def id_array(ids_bytes: bytes):
+    """A pyarrow binary array of newline-terminated ids, built from buffers (no Python objects)."""
+    import numpy as np
+    import pyarrow as pa
+
+    buf = np.frombuffer(ids_bytes, dtype=np.uint8)
+    nl = np.flatnonzero(buf == 10)
+    offsets = np.zeros(nl.size + 1, dtype=np.int64)
+    offsets[1:] = nl + 1
+    data = buf[buf != 10]
+    offsets -= np.arange(nl.size + 1)  # one newline fewer before each id
+    return pa.Array.from_buffers(pa.large_binary(), nl.size, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _link_header(first: bytes, fmt: str) -> list[str] | None:
+    """The column names of a link table's first line, or None when it is not a plain header."""
+    try:
+        line = first.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    cells = next(csv_reader(line.lstrip("\ufeff"), fmt), [])
+    header = [c.strip() for c in cells]
+    if (len(set(header)) != len(header) or not {"query_id", "source_id"} <= set(header)
+            or not set(header) <= {"query_id", "source_id", "score"}):
+        return None
+    return header
+
+
+def _np(arr, dtype):
+    """A pyarrow array without nulls as a numpy view of its data buffer (`to_numpy` would import
+    pandas, a second or so)."""
+    import numpy as np
+
+    dtype = np.dtype(dtype)
+    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr), offset=arr.offset * dtype.itemsize)
+
+
+def _index_in(col, known):
+    """Each value's position in `known` (a hash join) as int32, or None if any value is not there;
+    `col` is an array or a chunked array."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    idx = pc.index_in(col, value_set=known)
+    if idx.null_count:
+        return None
+    chunks = getattr(idx, "chunks", [idx])
+    return np.concatenate([_np(c, "int32") for c in chunks]) if chunks else np.empty(0, np.int32)
+
+
+def arrow_links(path: str | Path, qknown, sknown, limits: Limits = DEFAULT_LIMITS):
+    """A well-formed CSV/TSV link table as (query index, source index, score or None, format),
+    read with pyarrow's multithreaded CSV reader and mapped to indices by hash joins
+    (`pyarrow.compute.index_in`) against the known ids `qknown`/`sknown` (binary arrays).
+
+    Returns None when the file is not such a table, or holds anything the row-by-row reader would
+    report (an unknown id, a bad or non-finite score, a wrong number of cells, bad quoting,
+    JSON Lines): the caller then reads it with `load` and reports every problem by line. Size
+    limits are enforced as `read_bytes` does, with the same messages.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise _refuse(f"cannot read {path}: {e.strerror or e}") from None
+    if not path.is_file():
+        raise _refuse(f"{path} is not a file")
+    if st.st_size > limits.max_bytes:
+        raise _refuse(f"the file is {_human(st.st_size)}, over the limit of {_human(limits.max_bytes)}")
+    if st.st_size == 0:
+        raise _refuse("the file is empty")
+    with path.open("rb") as f:
+        magic = f.read(4)
+    counted = None
+    if magic[:2] == b"\x1f\x8b":
+        name = path.name[:-3] if path.name.lower().endswith(".gz") else path.name
+        try:
+            with gzip.open(path, "rb") as g:
+                first = g.read(64 * 1024)
+        except (gzip.BadGzipFile, zlib.error, EOFError, OSError):
+            return None
+        try:  # ISA-L's inflate is about 3x zlib's here; the standard library's otherwise
+            from isal.igzip import open as gz_open
+        except ImportError:
+            gz_open = gzip.open
+        counted = _Counted(gz_open(path, "rb"), limits.max_uncompressed_bytes)
+        source = pa.PythonFile(counted, mode="r")
+    elif magic in (b"PK\x03\x04", b"PK\x05\x06"):
+        data, name = _read_zip(path, limits)
+        first, source = data[: 64 * 1024], pa.BufferReader(data)
+    else:
+        if st.st_size > limits.max_uncompressed_bytes:
+            raise _refuse(f"the file is over the limit of {_human(limits.max_uncompressed_bytes)}")
+        name = path.name
+        with path.open("rb") as f:
+            first = f.read(64 * 1024)
+        source = pa.OSFile(str(path))
+    if first.startswith(b"\xef\xbb\xbf"):
+        first = first[3:]
+    fmt = FORMATS.get(os.path.splitext(name.lower())[1])
+    if fmt is None:
+        s = first.lstrip()
+        fmt = "jsonl" if s.startswith(b"{") or not s else "tsv" if b"\t" in s.split(b"\n", 1)[0] else "csv"
+    header = _link_header(first, fmt) if fmt != "jsonl" else None
+    if header is None:
+        source.close()
+        return None
+    types = {"query_id": pa.binary(), "source_id": pa.binary(), "score": pa.float64()}
+    has_score = "score" in header
+    # blocks are parsed in parallel: at least 8 of them, so that a small file uses both cores too
+    size = st.st_size * (5 if counted is not None else 1)  # a .gz inflates about 5x
+    block = max(MiB, min(ARROW_BLOCK, size // 8))
+    try:
+        table = pacsv.read_csv(
+            source,
+            read_options=pacsv.ReadOptions(skip_rows=1, column_names=header, block_size=block),
+            parse_options=pacsv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",",
+                                             quote_char=False if fmt == "tsv" else '"',
+                                             newlines_in_values=False, ignore_empty_lines=True),
+            convert_options=pacsv.ConvertOptions(column_types=types, null_values=[],
+                                                 strings_can_be_null=False, quoted_strings_can_be_null=False))
+    except (pa.ArrowException, OSError, ValueError):
+        if counted is not None and counted.over:
+            raise _refuse(f"the gzip file is over the limit of {_human(limits.max_uncompressed_bytes)} "
+                          "uncompressed") from None
+        return None
+    finally:
+        source.close()
+    # the two hash joins at once (pyarrow releases the GIL)
+    with ThreadPoolExecutor(2) as pool:
+        jobs = [pool.submit(_index_in, table.column(c), k) for c, k in (("query_id", qknown), ("source_id", sknown))]
+        q, s = (j.result() for j in jobs)
+    if q is None or s is None:
+        return None
+    sc = None
+    if has_score:
+        sc = np.concatenate([_np(c, np.float64) for c in table.column("score").chunks] or [np.empty(0)])
+        if not np.isfinite(sc).all():
+            return None
+    del table
+    return q.astype(np.int64), s.astype(np.int64), sc, fmt
+
+

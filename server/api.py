@@ -724,7 +724,7 @@ def export(task_id, phase_name):
     s = auth.db()
     p = _phase(s, t.id, phase_name)
     ex = export_ranking(s, t, p, q.format, q.version, actor=u, settings=_settings(), via="api")
-    return Response(ex.body, mimetype=ex.mimetype,
+    return Response(ex.body, content_type=ex.mimetype,
                     headers={"Content-Disposition": f'attachment; filename="{ex.filename}"'})
 
 

@@ -6,7 +6,8 @@ import dataclasses
 
 from flask import Flask
 
-from server.db import create_all, get_engine
+from server.db import get_engine
+from server.migrate import check_at_head
 from server.settings import Settings
 
 
@@ -27,7 +28,7 @@ def build_app(test_config: dict | None = None) -> Flask:
     app.config.update({k: v for k, v in overrides.items() if k.isupper()})
     app.extensions["palimpsest.settings"] = settings
     engine = get_engine(settings.sqlalchemy_url())
-    create_all(engine)
+    check_at_head(engine)  # the schema is Alembic's: `palimpsest db upgrade` (serve runs it itself)
     app.extensions["palimpsest.engine"] = engine
     from server.views import init_web
 

@@ -13,6 +13,7 @@ import hmac
 import re
 import secrets
 from datetime import datetime
+from urllib.parse import unquote, urlsplit
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
@@ -47,6 +48,19 @@ def hash_password(password: str) -> str:
     return _hasher.hash(password)
 
 
+_dummy: dict[int, str] = {}
+
+
+def dummy_hash() -> str:
+    """A hash of a random password with the same parameters as real ones: a sign-in for an unknown
+    email is checked against it, so that it costs the same time as one for a known email."""
+    key = id(_hasher)
+    if key not in _dummy:
+        _dummy.clear()
+        _dummy[key] = _hasher.hash(secrets.token_urlsafe(16))
+    return _dummy[key]
+
+
 def verify_password(password_hash: str, password: str) -> bool:
     """True when the password matches the stored hash; never raises for a wrong one."""
     try:
@@ -69,6 +83,10 @@ def new_invite_code() -> str:
     return secrets.token_urlsafe(12)
 
 
+class EmailTaken(ValueError):
+    """create_user's refusal of an email that has an account (never shown on a public page)."""
+
+
 def create_user(s: Session, *, email: str, password: str, is_organizer: bool = False) -> User:
     """A new account; raises ValueError with a message for a bad email, a short password or a taken email."""
     email = email.strip().lower()
@@ -76,9 +94,10 @@ def create_user(s: Session, *, email: str, password: str, is_organizer: bool = F
         raise ValueError("that is not an email address")
     if len(password) < MIN_PASSWORD:
         raise ValueError(f"the password must have at least {MIN_PASSWORD} characters")
+    password_hash = hash_password(password)  # before the look-up: a taken email answers as slowly
     if s.exec(select(User).where(User.email == email)).first():
-        raise ValueError("an account with this email exists already")
-    u = User(email=email, password_hash=hash_password(password), is_organizer=is_organizer)
+        raise EmailTaken("an account with this email exists already")
+    u = User(email=email, password_hash=password_hash, is_organizer=is_organizer)
     s.add(u)
     s.flush()
     return u
@@ -144,8 +163,10 @@ def current_user() -> User | None:
         uid = session.get("uid")
         if isinstance(uid, int):
             user = db().get(User, uid)
-            # a password change or logout elsewhere invalidates old cookies
-            if user is not None and session.get("pw") != _pw_stamp(user):
+            # a sign-out, a password change or "sign out everywhere" raises the epoch: every cookie
+            # signed before it stops working, a copied one too
+            if user is not None and (session.get("pw") != _pw_stamp(user)
+                                     or session.get("ep") != (user.session_epoch or 0)):
                 user = None
     g.user = user
     return user
@@ -191,39 +212,189 @@ def can_see_submission(user: User | None, sub: Submission) -> bool:
     return user.team_id is not None and user.team_id == sub.team_id
 
 
+def safe_next(target: str | None, default: str = "/") -> str:
+    """`target` when it is a same-site relative path, else `default`.
+
+    An open redirect would let a phishing page borrow our login. Refused: anything not starting
+    with one "/", a scheme or a host, a backslash (browsers read it as "/"), and any control
+    character (browsers drop a tab or a newline, so "/\t/evil.com" is "//evil.com"), also when
+    they only appear once the path is percent-decoded ("/%09/evil.com")."""
+    if not target or not isinstance(target, str) or len(target) > 2000:
+        return default
+    seen, text = [target], target
+    for _ in range(3):  # doubly encoded forms too
+        decoded = unquote(text)
+        if decoded == text:
+            break
+        seen.append(decoded)
+        text = decoded
+    for t in seen:
+        if any(ord(c) < 32 or 0x7F <= ord(c) <= 0x9F or c in "\\\u2028\u2029" for c in t):
+            return default
+        if not t.startswith("/") or t.startswith("//"):
+            return default
+        parts = urlsplit(t)
+        if parts.scheme or parts.netloc:
+            return default
+    return target
+
+
 def _safe_next(target: str | None) -> str:
-    # only local paths: an open redirect would let a phishing page borrow our login
-    if target and target.startswith("/") and not target.startswith("//") and "\\" not in target:
-        return target
-    return url_for("pages.index")
+    return safe_next(target, url_for("pages.index"))
 
 
 # --------------------------------------------------------------------------- routes
 
+def settings():
+    return current_app.extensions["palimpsest.settings"]
+
+
+def end_sessions(user: User) -> None:
+    """End every session of this user (the caller commits): cookies carry the old epoch."""
+    user.session_epoch = (user.session_epoch or 0) + 1
+    db().add(user)
+
+
+def set_password(user: User, password: str) -> None:
+    """A new password (checked for length by the caller); ends every earlier session."""
+    user.password_hash = hash_password(password)
+    end_sessions(user)
+
+
+# Links mailed or printed for a password reset or to finish a registration: signed with the secret
+# key, expiring after reset_minutes. A reset link names the user and a fingerprint of the password
+# hash, so it is single-use: setting the password changes the hash and so kills the link.
+
+def _serializer(secret_key: str, purpose: str):
+    from itsdangerous import URLSafeTimedSerializer
+
+    return URLSafeTimedSerializer(secret_key, salt=f"palimpsest.{purpose}")
+
+
+def reset_token(secret_key: str, user: User) -> str:
+    return _serializer(secret_key, "reset").dumps({"u": user.id, "p": _pw_stamp(user)})
+
+
+def user_for_reset_token(s: Session, secret_key: str, token: str, max_age: int) -> User | None:
+    from itsdangerous import BadData
+
+    try:
+        data = _serializer(secret_key, "reset").loads(token, max_age=max_age)
+        user = s.get(User, int(data["u"]))
+    except (BadData, KeyError, TypeError, ValueError):
+        return None
+    if user is None or not hmac.compare_digest(str(data.get("p", "")), _pw_stamp(user)):
+        return None  # used already (the password changed since), or forged
+    return user
+
+
+def reset_link(settings_, user: User, base_url: str | None = None) -> str:
+    base = (base_url or settings_.base_url or "http://127.0.0.1:5000").rstrip("/")
+    return f"{base}/auth/reset/{reset_token(settings_.secret_key, user)}"
+
+
+def _link_base() -> str:
+    # PALIMPSEST_BASE_URL when set (required in production with mail): the Host header is the
+    # visitor's to choose, and a reset link built from it could point at another site
+    return settings().base_url or request.host_url.rstrip("/")
+
+
+def _max_age() -> int:
+    return int(settings().reset_minutes) * 60
+
+
+def _mail(to: str, subject: str, body: str) -> None:
+    from server.mail import send_in_background
+
+    send_in_background(settings(), to, subject, body)
+
+
 @bp.route("/register", methods=["GET", "POST"])
 def register():
+    mail = settings().mail_configured()
     if request.method == "POST":
+        email = request.form.get("email", "").strip().lower()
+        password = request.form.get("password", "")
+        problem = None
+        if not EMAIL_RE.match(email) or len(email) > 320:
+            problem = "that is not an email address"
+        elif not mail and len(password) < MIN_PASSWORD:
+            problem = f"the password must have at least {MIN_PASSWORD} characters"
+        if problem:
+            flash(problem, "error")
+            return render_template("auth/register.html", email=email, mail=mail), 400
         s = db()
+        if mail:
+            # the address must be the visitor's: a link to finish registering is mailed to it, or,
+            # when it has an account, a note saying so; the answer is the same either way
+            minutes = settings().reset_minutes
+            user = s.exec(select(User).where(User.email == email)).first()
+            if user is None:
+                token = _serializer(settings().secret_key, "register").dumps({"e": email})
+                _mail(email, "Finish registering on Palimpsest",
+                      f"To finish registering {email} on Palimpsest, choose a password here within "
+                      f"{minutes} minutes:\n\n{_link_base()}/auth/register/{token}\n\n"
+                      "If you did not ask for this, ignore this message.")
+            else:
+                _mail(email, "Your Palimpsest account",
+                      f"Someone asked to register {email} on Palimpsest, which has an account already. "
+                      f"Sign in at {_link_base()}/auth/login, or set a new password within {minutes} "
+                      f"minutes here:\n\n{reset_link(settings(), user, _link_base())}\n\n"
+                      "If you did not ask for this, ignore this message.")
+            flash(f"We sent a message to {email}: follow its link within {minutes} minutes to finish.", "ok")
+            return redirect(url_for("auth.login"))
         try:
-            user = create_user(s, email=request.form.get("email", ""),
-                               password=request.form.get("password", ""))
+            user = create_user(s, email=email, password=password)
+            audit(s, user, "user.register", user.email)
             s.commit()
-        except ValueError as e:
+        except ValueError:  # taken: the same answer as for a new account, and no session
             s.rollback()
-            flash(str(e), "error")
-            return render_template("auth/register.html", email=request.form.get("email", "")), 400
+        flash(f"If {email} had no account, it has one now: sign in with the password you chose.", "ok")
+        return redirect(url_for("auth.login"))
+    return render_template("auth/register.html", email="", mail=mail)
+
+
+@bp.route("/register/<token>", methods=["GET", "POST"])
+def register_finish(token: str):
+    """The link mailed to finish a registration: the address is proven, the password chosen here."""
+    from itsdangerous import BadData
+
+    try:
+        email = _serializer(settings().secret_key, "register").loads(token, max_age=_max_age())["e"]
+    except (BadData, KeyError, TypeError):
+        return render_template("error.html", code=400,
+                               message="This link is invalid or has expired: register again."), 400
+    s = db()
+    if s.exec(select(User).where(User.email == email)).first() is not None:
+        flash(f"{email} has an account already: sign in, or reset its password.", "ok")
+        return redirect(url_for("auth.login"))
+    if request.method == "POST":
+        password = request.form.get("password", "")
+        if len(password) < MIN_PASSWORD or password != request.form.get("again", password):
+            flash(f"Choose a password of at least {MIN_PASSWORD} characters, the same twice.", "error")
+            return render_template("auth/set_password.html", email=email, finish=True), 400
+        try:
+            user = create_user(s, email=email, password=password)
+        except ValueError:
+            s.rollback()
+            return redirect(url_for("auth.login"))
+        audit(s, user, "user.register", user.email, via="mail")
+        s.commit()
         _login(user)
         flash("Welcome! Create a team or join one with its invite code.", "ok")
         return redirect(url_for("teams.mine"))
-    return render_template("auth/register.html", email="")
+    return render_template("auth/set_password.html", email=email, finish=True)
 
 
 @bp.route("/login", methods=["GET", "POST"])
 def login():
     if request.method == "POST":
         email = request.form.get("email", "").strip().lower()
+        password = request.form.get("password", "")
         user = db().exec(select(User).where(User.email == email)).first()
-        if user is None or not verify_password(user.password_hash, request.form.get("password", "")):
+        # an unknown email costs one argon2 verification too, so the time tells nothing
+        ok = verify_password(user.password_hash if user else dummy_hash(), password) and user is not None
+        if not ok:
             flash("Wrong email or password.", "error")
             return render_template("auth/login.html", email=email), 401
         _login(user)
@@ -233,15 +404,130 @@ def login():
 
 @bp.route("/logout", methods=["POST"])
 def logout():
+    """Sign out: ends this account's sessions everywhere (a copied cookie stops working too)."""
+    user = current_user()
+    if user is not None:
+        end_sessions(user)
+        db().commit()
     session.clear()
     return redirect(url_for("pages.index"))
+
+
+@bp.route("/reset", methods=["GET", "POST"])
+def reset_request():
+    mail = settings().mail_configured()
+    if request.method == "POST":
+        email = request.form.get("email", "").strip().lower()
+        user = db().exec(select(User).where(User.email == email)).first() if EMAIL_RE.match(email) else None
+        minutes = settings().reset_minutes
+        if user is not None and mail:
+            _mail(user.email, "Reset your Palimpsest password",
+                  f"To choose a new password for {user.email} on Palimpsest, follow this link within "
+                  f"{minutes} minutes (it works once):\n\n{reset_link(settings(), user, _link_base())}\n\n"
+                  "If you did not ask for this, ignore this message: your password stays as it is.")
+        if mail:
+            flash(f"If {email} has an account, we sent it a link to choose a new password "
+                  f"(valid {minutes} minutes, once).", "ok")
+        else:
+            flash("This server sends no mail: ask an organizer for a reset link "
+                  "(palimpsest users reset-link EMAIL).", "ok")
+        return redirect(url_for("auth.login"))
+    return render_template("auth/reset_request.html", mail=mail)
+
+
+@bp.route("/reset/<token>", methods=["GET", "POST"])
+def reset(token: str):
+    """The reset link: shows a form (a mail scanner's GET uses nothing); the POST sets the password."""
+    s = db()
+    user = user_for_reset_token(s, settings().secret_key, token, _max_age())
+    if user is None:
+        return render_template("error.html", code=400, message="This reset link is invalid, has expired or "
+                               "was used already: ask for a new one."), 400
+    if request.method == "POST":
+        password = request.form.get("password", "")
+        if len(password) < MIN_PASSWORD or password != request.form.get("again", password):
+            flash(f"Choose a password of at least {MIN_PASSWORD} characters, the same twice.", "error")
+            return render_template("auth/set_password.html", email=user.email, finish=False), 400
+        set_password(user, password)
+        audit(s, user, "user.password_reset", user.email)
+        s.commit()
+        _login(user)
+        flash("Your password is changed; every other session of this account is signed out.", "ok")
+        return redirect(url_for("teams.mine"))
+    return render_template("auth/set_password.html", email=user.email, finish=False)
+
+
+@bp.route("/account", methods=["GET"])
+@login_required
+def account():
+    return render_template("auth/account.html", lifetime=settings().session_hours)
+
+
+@bp.route("/password", methods=["POST"])
+@login_required
+def password():
+    """Change the password (the current one is asked); every other session ends, this one goes on."""
+    s = db()
+    user = current_user()
+    new = request.form.get("new_password", "")
+    if not verify_password(user.password_hash, request.form.get("current_password", "")):
+        flash("The current password is wrong.", "error")
+        return render_template("auth/account.html", lifetime=settings().session_hours), 400
+    if len(new) < MIN_PASSWORD or new != request.form.get("again", new):
+        flash(f"Choose a new password of at least {MIN_PASSWORD} characters, the same twice.", "error")
+        return render_template("auth/account.html", lifetime=settings().session_hours), 400
+    set_password(user, new)
+    audit(s, user, "user.password_change", user.email)
+    s.commit()
+    _login(user)
+    flash("Password changed; every other session of this account is signed out.", "ok")
+    return redirect(url_for("auth.account"))
+
+
+@bp.route("/sessions/end", methods=["POST"])
+@login_required
+def end_my_sessions():
+    """Sign out everywhere: every session of this account ends, this one too."""
+    s = db()
+    user = current_user()
+    end_sessions(user)
+    audit(s, user, "user.sign_out_everywhere", user.email)
+    s.commit()
+    session.clear()
+    flash("Every session of your account is signed out.", "ok")
+    return redirect(url_for("auth.login"))
+
+
+@bp.route("/users", methods=["GET"])
+@organizer_required
+def users():
+    rows = db().exec(select(User).order_by(User.id)).all()
+    teams = {t.id: t.name for t in db().exec(select(Team)).all()}
+    return render_template("auth/users.html", users=rows, teams=teams)
+
+
+@bp.route("/users/<int:user_id>/sign-out", methods=["POST"])
+@organizer_required
+def sign_out_user(user_id: int):
+    """An organizer ends every session of an account (e.g. a stolen cookie)."""
+    s = db()
+    user = s.get(User, user_id)
+    if user is None:
+        abort(404)
+    end_sessions(user)
+    audit(s, current_user(), "user.sign_out_everywhere", user.email, by="organizer")
+    s.commit()
+    flash(f"Every session of {user.email} is signed out.", "ok")
+    return redirect(url_for("auth.users"))
 
 
 def _login(user: User) -> None:
     session.clear()
     session["uid"] = user.id
     session["pw"] = _pw_stamp(user)
+    session["ep"] = user.session_epoch or 0
     session.permanent = True
+    g.pop("user", None)
 
 
 @bp.route("/tokens", methods=["GET", "POST"])
@@ -273,7 +559,10 @@ def revoke_token(token_id: int):
 
 
 def init_app(app) -> None:
+    from datetime import timedelta
+
     app.teardown_appcontext(close_db)
+    app.config["PERMANENT_SESSION_LIFETIME"] = timedelta(hours=app.extensions["palimpsest.settings"].session_hours)
 
     @app.context_processor
     def _inject():

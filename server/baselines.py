@@ -20,6 +20,18 @@ from server.settings import Settings
 BASELINE_TEAM = "Baselines"
 
 
+def reads_as_baselines(name: str) -> bool:
+    """True for a team name that reads as the reserved baselines team's: "Baselines", "baselines",
+    "B a s e l i n e s", "Baselines!", "Baseline", "Baselines (2)", "Ｂａｓｅｌｉｎｅｓ" (any case,
+    width, accents, spacing or punctuation, with or without a number)."""
+    import re
+    import unicodedata
+
+    folded = unicodedata.normalize("NFKD", name).casefold()
+    letters = "".join(c for c in folded if c.isalnum() and not unicodedata.combining(c))
+    return re.fullmatch(r"baselines?\d*", letters) is not None
+
+
 def baseline_team(session: Session) -> Team:
     """The team baseline entries belong to, created on first use (no invite code is ever shown)."""
     from server.auth import new_invite_code

@@ -33,12 +33,14 @@ def _settings():
 
 
 def _engine(settings=None):
-    from server.db import create_all, get_engine
+    """The database of a local command, at the migrations' head: the embedded default is upgraded
+    (created when new); a DATABASE_URL that is behind is refused, saying to run `db upgrade`."""
+    from server.migrate import SchemaError, prepare
 
-    settings = settings or _settings()
-    eng = get_engine(settings.sqlalchemy_url())
-    create_all(eng)
-    return eng
+    try:
+        return prepare(settings or _settings())
+    except SchemaError as e:
+        raise click.ClickException(str(e)) from None
 
 
 def _task(task_id: str):
@@ -114,9 +116,15 @@ def register(main: click.Group) -> None:
 
         from server.supervisor import Supervisor
 
+        from server.migrate import SchemaError
+
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-        sys.exit(Supervisor(_settings(), host=host, port=port, demo=demo, workers=workers,
-                            echo=lambda m: click.echo(m, err=True)).run())
+        try:
+            code = Supervisor(_settings(), host=host, port=port, demo=demo, workers=workers,
+                              echo=lambda m: click.echo(m, err=True)).run()
+        except SchemaError as e:
+            raise click.ClickException(str(e)) from None
+        sys.exit(code)
 
     @main.command("worker")
     @click.option("--queue", "queues", multiple=True, type=click.Choice(QUEUE_CHOICES),
@@ -129,8 +137,14 @@ def register(main: click.Group) -> None:
 
         from server.worker import run
 
+        from server.migrate import SchemaError
+
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker %(message)s")
-        sys.exit(run(_settings(), tuple(queues) or QUEUE_CHOICES, burst=burst))
+        try:
+            code = run(_settings(), tuple(queues) or QUEUE_CHOICES, burst=burst)
+        except SchemaError as e:
+            raise click.ClickException(str(e)) from None
+        sys.exit(code)
 
     @main.command("reconcile")
     @click.option("--once", is_flag=True, help="One pass, then print what it did.")
@@ -152,7 +166,7 @@ def register(main: click.Group) -> None:
 
     @main.group("users")
     def users():
-        """Create accounts (organizers' scripted set-up)."""
+        """Accounts: create one, print a password-reset link, sign one out everywhere."""
 
     @users.command("create")
     @click.option("--email", required=True)
@@ -174,6 +188,56 @@ def register(main: click.Group) -> None:
             audit(s, None, "user.create", u.email, organizer=organizer, via="cli")
             s.commit()
             click.echo(f"created {'organizer' if organizer else 'user'} {u.email} (id {u.id})")
+
+    def _user_by_email(s, email):
+        from sqlalchemy import select
+
+        from server.models import User
+
+        u = s.execute(select(User).where(User.email == email.strip().lower())).scalar_one_or_none()
+        if u is None:
+            raise click.ClickException(f"no user with email {email!r}")
+        return u
+
+    @users.command("reset-link")
+    @click.argument("email")
+    @click.option("--base-url", default=None,
+                  help="The site's address (default: $PALIMPSEST_BASE_URL, else http://127.0.0.1:5000).")
+    @_home_option
+    def users_reset_link(email, base_url):
+        """Print a single-use password-reset link for an account (for a server that sends no mail).
+
+        It expires after PALIMPSEST_RESET_MINUTES; it is signed with PALIMPSEST_SECRET_KEY, which
+        must be the server's."""
+        from sqlmodel import Session
+
+        from server.auth import audit, reset_link
+
+        settings = _settings()
+        with Session(_engine(settings), expire_on_commit=False) as s:
+            u = _user_by_email(s, email)
+            link = reset_link(settings, u, base_url)
+            audit(s, None, "user.reset_link", u.email, via="cli")
+            s.commit()
+        click.echo(link)
+        click.echo(f"valid {settings.reset_minutes} minutes, once; hand it to {u.email} in private", err=True)
+
+    @users.command("sign-out")
+    @click.argument("email")
+    @_home_option
+    def users_sign_out(email):
+        """End every session of an account (its API tokens stay: revoke those apart)."""
+        from sqlmodel import Session
+
+        from server.auth import audit
+
+        with Session(_engine(), expire_on_commit=False) as s:
+            u = _user_by_email(s, email)
+            u.session_epoch = (u.session_epoch or 0) + 1
+            s.add(u)
+            audit(s, None, "user.sign_out_everywhere", u.email, via="cli")
+            s.commit()
+        click.echo(f"every session of {u.email} is signed out")
 
     @main.group("tokens")
     def tokens():
@@ -364,8 +428,42 @@ def register(main: click.Group) -> None:
     @click.argument("revision", default="head")
     @_home_option
     def db_upgrade(revision):
-        """Migrate the database (DATABASE_URL, or SQLite in the data directory) to a revision."""
-        from server.migrate import upgrade
+        """Create or migrate the database (DATABASE_URL, or SQLite in the data directory) to a
+        revision (default: the newest)."""
+        from server.migrate import SchemaError, current, upgrade
 
-        upgrade(_settings(), revision)
-        click.echo(f"database at {revision}")
+        settings = _settings()
+        try:
+            upgrade(settings, revision)
+        except SchemaError as e:
+            raise click.ClickException(str(e)) from None
+        click.echo(f"database at {', '.join(current(settings)) or 'base (no tables)'}")
+
+    @db.command("stamp")
+    @click.argument("revision")
+    @_home_option
+    def db_stamp(revision):
+        """Record REVISION as the database's revision without migrating (for a database built
+        without the migrations: give the revision its tables are at, then `db upgrade`)."""
+        from server.migrate import current, stamp
+
+        settings = _settings()
+        try:
+            stamp(settings, revision)
+        except Exception as e:  # alembic's own errors: an unknown revision, an unreachable database
+            raise click.ClickException(f"{type(e).__name__}: {e}") from None
+        click.echo(f"database stamped at {', '.join(current(settings))} (nothing migrated)")
+
+    @db.command("current")
+    @_home_option
+    def db_current():
+        """Print the database's revision and whether it is the newest; exit 1 when it is not."""
+        from server.db import get_engine
+        from server.migrate import current, status
+
+        settings = _settings()
+        revs = current(settings)
+        state, why = status(get_engine(settings.sqlalchemy_url()))
+        click.echo(f"{', '.join(revs) or 'none'} ({'head' if state == 'head' else why})")
+        if state != "head":
+            sys.exit(1)

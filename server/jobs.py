@@ -31,7 +31,8 @@ def _engine(settings: Settings):
 
 def score_submission(submission_id: int) -> dict:
     """Validate and score one submission against its phase's split, recording the outcome."""
-    from scorer import SubmissionInvalid, score_validated, validate_file
+    from scorer import Problem, SubmissionInvalid, score_validated, validate_file
+    from server.limits import TooCostly, bounded
     from server.storage import path_for
 
     settings = Settings.from_env()
@@ -46,13 +47,21 @@ def score_submission(submission_id: int) -> dict:
             task_id, split, key = sub.task_id, phase.split, sub.storage_key
             round_ceiling = sub.attempt_ceiling
         path = path_for(settings.home, key)
+        parts = gold_parts(engine, phase.id, settings)
         try:
-            v = validate_file(task_id, path, split, settings.home)
+            with bounded(settings.file_cpu_seconds, settings.file_memory_bytes):
+                v = validate_file(task_id, path, split, settings.home)
+                results = {part: score_validated(v, settings.home, only=units) for part, units in parts.items()}
         except SubmissionInvalid as e:
             finish_invalid(engine, submission_id, e)
             return {"submission": submission_id, "status": "failed", "failure_kind": "invalid"}
-        parts = gold_parts(engine, phase.id, settings)
-        results = {part: score_validated(v, settings.home, only=units) for part, units in parts.items()}
+        except TooCostly as e:
+            what = "CPU time" if str(e) == "cpu" else "memory"
+            finish_invalid(engine, submission_id, SubmissionInvalid([Problem(
+                f"this file is too costly to validate: it needed more {what} than one file may use "
+                f"({settings.file_cpu_seconds} s of CPU, {settings.file_memory_bytes // 2**20} MiB of memory); "
+                "check it offline with `palimpsest validate`")]))
+            return {"submission": submission_id, "status": "failed", "failure_kind": "invalid"}
         won = lifecycle.record_scores(engine, submission_id, attempt, results)
         return {"submission": submission_id, "status": "scored", "attempt": attempt, "recorded": won}
     except Exception as e:
@@ -69,12 +78,31 @@ def is_last_attempt(attempt: int, attempt_ceiling: int | None, max_attempts: int
     return attempt >= (attempt_ceiling if attempt_ceiling is not None else max_attempts)
 
 
-def finish_invalid(engine, submission_id: int, e) -> bool:
-    """Record every validation problem; the submission fails as "invalid" (no cost to the team)."""
-    errors = e.to_list()
+REPORT_PROBLEMS = 200
+REPORT_BYTES = 64 * 1024
+
+
+def report(e) -> list[dict]:
+    """The problems of an invalid file as stored and shown: at most REPORT_PROBLEMS of them and
+    REPORT_BYTES of JSON, then one line counting the rest."""
+    import json
+
+    errors, size = [], 2
+    for p in e.to_list()[:REPORT_PROBLEMS]:
+        n = len(json.dumps(p, ensure_ascii=False).encode("utf-8")) + 1
+        if size + n > REPORT_BYTES - 200:
+            break
+        errors.append(p)
+        size += n
     if e.total > len(errors):
         errors.append(_problem(f"... and {e.total - len(errors)} more problems"))
-    return lifecycle.finish_invalid(engine, submission_id, errors)
+    return errors
+
+
+def finish_invalid(engine, submission_id: int, e) -> bool:
+    """Record the validation problems (bounded); the submission fails as "invalid" (no cost to
+    the team)."""
+    return lifecycle.finish_invalid(engine, submission_id, report(e))
 
 
 # ------------------------------------------------------------------ RQ callback

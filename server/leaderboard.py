@@ -55,6 +55,7 @@ class Row:
     note: str = ""  # e.g. "hidden", "not public", "stale" (only in views that may see those)
     chosen_by: str = ""  # "primary run", "latest scored run" or "baseline method"
     parts: dict[str, dict] = field(default_factory=dict)  # part -> its scoring result (snapshots)
+    why_empty: str = ""  # why the primary value is empty, from the result's notes
 
 
 @dataclass
@@ -127,6 +128,15 @@ def _rank(values: list[Optional[float]], greater_is_better: bool) -> list[Option
     return [first[v] if v is not None else None for v in values]
 
 
+def why_empty(result: dict | None, subset: str) -> str:
+    """The result's notes that say why `subset` has no value (e.g. a macro over languages some of
+    which the submission leaves out): the subset's own notes, then what the file lacks."""
+    notes = (result or {}).get("notes") or []
+    own = [n for n in notes if n.startswith(f"{subset}:")]
+    lacking = [n for n in notes if n.endswith(": not in the submission") and n not in own]
+    return "; ".join(own + lacking)
+
+
 STALE_NOTE = "stale: scored against an earlier gold or scorer version; being rescored"
 
 
@@ -162,7 +172,8 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
                     and_(Submission.status.in_(PENDING), Submission.score_attempt.is_not(None)))))
     candidates, extras = [], []
     for sub, team in s.exec(q):
-        if phase.frozen and phase.frozen_at and sub.created_at > phase.frozen_at and not organizer:
+        # a frozen board hides later runs from participants; the final ranking (show_private) has them
+        if phase.frozen and phase.frozen_at and sub.created_at > phase.frozen_at and not (organizer or show_private):
             continue
         if sub.removed_at is not None or sub.hidden:
             if organizer:  # shown to organizers, marked and unranked; never chosen for a team
@@ -229,6 +240,8 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
         row = Row(rank=None, row_type=kind, team=team.name, team_id=team.id, submission_id=sub.id,
                   method_name=sub.method_name, url=sub.url, submitted_at=sub.created_at,
                   is_primary=sub.is_primary, values=values, public_value=pub, note=note, chosen_by=rule)
+        if values[prim.key] is None and note != STALE_NOTE:
+            row.why_empty = why_empty(result, prim.subset)
         if with_parts and note != STALE_NOTE:
             row.parts = {p: scores[(sub.id, p)] for p in parts if (sub.id, p) in scores}
         rows.append(row)
@@ -248,8 +261,9 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
         return (missing, -(v or 0.0) if gib else (v or 0.0), r.row_type != "team", r.submitted_at, r.submission_id)
 
     rows.sort(key=sort_key)
-    return Board(task_id=task.id, phase=phase.name, split=phase.split,
-                 part="private" if use_private else "public",
+    # the part ranked on, as named in the JSON: a phase without a hidden part ranks on all of its gold
+    part = "all" if phase.public_fraction >= 1.0 else ("private" if use_private else "public")
+    return Board(task_id=task.id, phase=phase.name, split=phase.split, part=part,
                  published=published, frozen=bool(phase.frozen), columns=cols, rows=rows)
 
 
@@ -282,6 +296,7 @@ def to_dict(board: Board) -> dict[str, Any]:
             **({"chosen_by": r.chosen_by} if r.chosen_by else {}),
             **({"public_primary": r.public_value, "public_rank": r.public_rank} if board.published else {}),
             **({"note": r.note} if r.note else {}),
+            **({"why_empty": r.why_empty} if r.why_empty else {}),
         } for r in board.rows],
     }
 
@@ -389,7 +404,8 @@ def board_from_dict(d: dict) -> Board:
                 method_name=r.get("method_name", ""), url=r.get("url", ""),
                 submitted_at=datetime.fromisoformat(r["submitted_at"].rstrip("Z")), is_primary=r.get("primary_run", False),
                 values=r["metrics"], public_value=r.get("public_primary"), public_rank=r.get("public_rank"),
-                note=r.get("note", ""), chosen_by=r.get("chosen_by", "")) for r in d["rows"]]
+                note=r.get("note", ""), chosen_by=r.get("chosen_by", ""), why_empty=r.get("why_empty", ""))
+            for r in d["rows"]]
     return Board(task_id=d["task"], phase=d["phase"], split=d["split"], part=d["ranked_on"],
                  published=d["published"], frozen=d["frozen"], columns=cols, rows=rows)
 

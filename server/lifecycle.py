@@ -296,7 +296,7 @@ def edit_phase(s: Session, phase: Phase, changes: dict, *, actor, via: str = "we
     new = {k: getattr(phase, k) for k in PHASE_FIELDS}
     new.update(changes)
     if new["opens_at"] and new["closes_at"] and new["closes_at"] <= new["opens_at"]:
-        raise LifecycleRefused("a phase closes after it opens", "bad_window")
+        raise LifecycleRefused("a phase must close after it opens", "bad_window")
     for k in ("daily_limit", "total_limit", "concurrent_limit"):
         if new[k] is not None and new[k] < 0:
             raise LifecycleRefused("a limit is 0 or more (empty: no limit)", "bad_limit")
@@ -665,3 +665,40 @@ def public_result(result: dict, secret: str) -> dict:
         out["signature"] = "|".join(f"gold:{gid}" if p.startswith("gold:") else p for p in sig.split("|"))
     out["provenance"] = prov
     return out
+
+
+# ----------------------------------------------------------------------------- invalid uploads
+
+
+def purge_invalid_uploads(engine, settings, *, batch: int = 200) -> int:
+    """Delete the stored files of submissions that failed validation longer ago than the retention
+    period (a file another live submission also uses is kept); returns how many were purged. The
+    rows and their problem reports stay."""
+    from datetime import timedelta
+
+    from server.storage import path_for
+
+    cutoff = utcnow() - timedelta(days=settings.invalid_retention_days)
+    done = 0
+    with Session(engine, expire_on_commit=False) as s:
+        rows = s.execute(select(Submission.id, Submission.storage_key).where(
+            Submission.status == Status.FAILED, Submission.failure_kind == "invalid",
+            Submission.finished_at < cutoff, Submission.file_purged_at.is_(None)).limit(batch)).all()
+        for sid, key in rows:
+            in_use = s.execute(select(Submission.id).where(
+                Submission.storage_key == key, Submission.id != sid,
+                ~((Submission.status == Status.FAILED) & (Submission.failure_kind == "invalid")
+                  & (Submission.finished_at < cutoff)))).first()
+            if not in_use and key:
+                try:
+                    path_for(settings.home, key).unlink(missing_ok=True)
+                except (OSError, ValueError) as e:
+                    log.warning("could not delete the upload of submission %s: %s", sid, e)
+                    continue
+            s.execute(update(Submission).where(Submission.id == sid).values(file_purged_at=utcnow())
+                      .execution_options(synchronize_session=False))
+            done += 1
+        if done:
+            _audit(s, None, "uploads.purge", "uploads", count=done, older_than_days=settings.invalid_retention_days)
+        s.commit()
+    return done

@@ -1,12 +1,26 @@
-"""Schema migrations with Alembic (`palimpsest db upgrade`); the scripts live in server/migrations."""
+"""Alembic owns the schema: `palimpsest db upgrade` creates and migrates the database; the scripts
+live in server/migrations. Nothing outside the tests builds tables from the models.
+
+The web app and the workers only check that the database is at the migrations' head
+(`check_at_head`) and stop with one line saying what to run when it is not. The local commands
+(`serve`, `users`, `tokens`, `phases`, `reconcile`, `baselines --record`) call `prepare`: on the
+embedded default (SQLite in the data directory, no DATABASE_URL) they upgrade it themselves; on a
+DATABASE_URL they check, as the app does, and leave migrating to `palimpsest db upgrade`.
+"""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from server.settings import Settings
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+INITIAL = "e168383d1033"  # the first revision: the schema as it was before migrations were kept
+
+
+class SchemaError(RuntimeError):
+    """The database is not at the migrations' head; the message (one line) says what to run."""
 
 
 def alembic_config(settings: Settings):
@@ -18,38 +32,133 @@ def alembic_config(settings: Settings):
     return cfg
 
 
-INITIAL = "e168383d1033"  # the schema `create_all` builds from the models of that revision
+@functools.lru_cache(maxsize=1)
+def script():
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory(str(MIGRATIONS))
 
 
-def upgrade(settings: Settings, revision: str = "head") -> None:
-    """Bring the database to `revision` (default: the newest).
+def heads() -> tuple[str, ...]:
+    """The newest revision(s) of the migration scripts."""
+    return tuple(sorted(script().get_heads()))
 
-    A database that the app built itself with `create_all` has the tables but no Alembic record:
-    it is stamped first — head when it already matches the models, else the initial revision —
-    then upgraded.
-    """
-    from alembic import command
-    from alembic.autogenerate import compare_metadata
+
+def shown(url: str) -> str:
+    """A database URL fit for a message: the password hidden."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _state(engine) -> tuple[tuple[str, ...], bool]:
+    """(the revisions recorded in alembic_version, whether any of the models' tables exist)."""
     from alembic.migration import MigrationContext
-    from sqlalchemy import create_engine, inspect
+    from sqlalchemy import inspect
     from sqlmodel import SQLModel
 
     from server import models  # noqa: F401  (registers the tables)
 
-    cfg = alembic_config(settings)
+    with engine.connect() as conn:
+        current = tuple(sorted(MigrationContext.configure(conn).get_current_heads()))
+        tables = bool(set(inspect(conn).get_table_names()) & set(SQLModel.metadata.tables)) \
+            if not current else True
+    return current, tables
+
+
+def _unversioned(url: str) -> str:
+    return (f"the database {shown(url)} has Palimpsest's tables but no alembic_version, so its "
+            "revision is unknown (it was built without the migrations): record the revision its "
+            f"schema is at with `palimpsest db stamp REVISION` (`{INITIAL}`, the first, for a "
+            "database an older Palimpsest built; `head` if it already matches this version), then "
+            "run `palimpsest db upgrade`")
+
+
+def status(engine) -> tuple[str, str | None]:
+    """Where the database stands against the migrations, as (state, one line saying what to run):
+    ("head", None), ("empty", ...), ("behind", ...), ("unversioned", ...) or ("unknown", ...)."""
+    url = engine.url.render_as_string(hide_password=False)
+    current, tables = _state(engine)
+    want = heads()
+    if current == want:
+        return "head", None
+    if not current:
+        if tables:
+            return "unversioned", _unversioned(url)
+        return "empty", f"the database {shown(url)} has no tables yet: run `palimpsest db upgrade`"
+    if any(_known(r) is None for r in current):
+        return "unknown", (f"the database {shown(url)} is at revision {', '.join(current)}, which this "
+                           f"version of Palimpsest does not know (its newest is {', '.join(want)}): a "
+                           "newer version migrated it; run that version")
+    return "behind", (f"the database {shown(url)} is at revision {', '.join(current)}, not at the "
+                      f"newest ({', '.join(want)}): run `palimpsest db upgrade`")
+
+
+def _known(rev: str):
+    try:
+        return script().get_revision(rev)
+    except Exception:  # noqa: BLE001 - alembic raises several kinds for an unknown id
+        return None
+
+
+def check_at_head(engine) -> None:
+    """Raise SchemaError (one line, what to run) unless the database is at the migrations' head."""
+    state, why = status(engine)
+    if state != "head":
+        raise SchemaError(why)
+
+
+def upgrade(settings: Settings, revision: str = "head") -> None:
+    """Create or migrate the database to `revision` (default: the newest).
+
+    A database with Palimpsest's tables but no alembic_version is refused: which revision its
+    tables are at is for the operator to say (`palimpsest db stamp`), not for a guess. So is one
+    at a revision these scripts do not know (a newer version migrated it).
+    """
+    from alembic import command
+    from sqlalchemy import create_engine
+
     engine = create_engine(settings.sqlalchemy_url())
     try:
-        names = set(inspect(engine).get_table_names())
-        stamp = None
-        if "alembic_version" not in names and {"submission", "phase", "user"} <= names:
-            with engine.connect() as conn:
-                diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
-            stamp = "head" if not diff else INITIAL
+        state, why = status(engine)
     finally:
         engine.dispose()
-    if stamp:
-        command.stamp(cfg, stamp)
-    command.upgrade(cfg, revision)
+    if state in ("unversioned", "unknown"):
+        raise SchemaError(why)
+    command.upgrade(alembic_config(settings), revision)
+
+
+def stamp(settings: Settings, revision: str) -> None:
+    """Record `revision` as the database's without running any migration."""
+    from alembic import command
+
+    command.stamp(alembic_config(settings), revision)
+
+
+def current(settings: Settings) -> tuple[str, ...]:
+    """The revision(s) recorded in the database (empty: none)."""
+    from sqlalchemy import create_engine
+
+    engine = create_engine(settings.sqlalchemy_url())
+    try:
+        return _state(engine)[0]
+    finally:
+        engine.dispose()
+
+
+def prepare(settings: Settings, engine=None):
+    """The engine of a local command's database, at head: the embedded default is upgraded when it
+    is new or behind; a DATABASE_URL is only checked. Raises SchemaError otherwise."""
+    from server.db import get_engine
+
+    engine = engine or get_engine(settings.sqlalchemy_url())
+    state, why = status(engine)
+    if state in ("empty", "behind") and not settings.database_url:
+        upgrade(settings)
+        state, why = status(engine)
+    if state != "head":
+        raise SchemaError(why)
+    return engine
 
 
 def revision(settings: Settings, message: str) -> None:

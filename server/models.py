@@ -25,6 +25,8 @@ class User(SQLModel, table=True):
     is_organizer: bool = False
     team_id: Optional[int] = Field(default=None, foreign_key="team.id", index=True)
     created_at: NaiveDatetime = Field(default_factory=utcnow)
+    # signed into every session cookie; raising it ends every earlier session (sign-out, password change)
+    session_epoch: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
 
 class Team(SQLModel, table=True):
@@ -111,6 +113,8 @@ class Submission(SQLModel, table=True):
     # the counted scores were computed against another gold, task or scorer version than the
     # current one: not ranked, queued for rescoring (server.lifecycle.check_provenance)
     stale: bool = False
+    # the file of an invalid submission is deleted after the retention period (settings)
+    file_purged_at: Optional[NaiveDatetime] = None
 
 
 class Score(SQLModel, table=True):

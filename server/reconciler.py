@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import select
 
-from server.lifecycle import PENDING, check_provenance, fail_infra, requeue
+from server.lifecycle import PENDING, check_provenance, fail_infra, purge_invalid_uploads, requeue
 from server.models import Submission, utcnow
 from server.queue import SCORING, enqueue_submission, fetch_job, get_queue
 from server.settings import Settings
@@ -85,6 +85,7 @@ def reconcile(settings: Settings, engine, conn) -> dict:
     for sid in stale:
         enqueue_submission(conn, sid, settings, replace=True)
     stats["stale"] = len(stale)
+    stats["purged"] = purge_invalid_uploads(engine, settings)
     return stats
 
 

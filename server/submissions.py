@@ -112,6 +112,24 @@ def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) ->
                 "at 00:00 UTC), or sooner if a pending one fails", nxt, "daily")
 
 
+def check_invalid_limit(session: Session, team_id: int, phase: Phase, now: datetime, settings: Settings) -> None:
+    """Invalid files cost no quota, but not without end: after `invalid_daily_limit` of them in a
+    UTC day the team is asked to validate offline first."""
+    limit = settings.invalid_daily_limit
+    if limit is None:
+        return
+    start = day_start(now)
+    n = session.execute(select(func.count(Submission.id)).where(
+        Submission.team_id == team_id, Submission.phase_id == phase.id, Submission.created_at >= start,
+        Submission.status == Status.FAILED.value, Submission.failure_kind == "invalid")).scalar_one()
+    if n >= limit:
+        nxt = start + timedelta(days=1)
+        raise LimitReached(
+            f"your team has uploaded {n} invalid files in the {phase.name} phase today (limit {limit}); "
+            f"check your file offline with `palimpsest validate {phase.task_id} FILE` first; the count "
+            f"resets at {_fmt(nxt)}", nxt, "invalid")
+
+
 def create_submission(session: Session, *, user: User | None, team: Team, task_id: str,
                       phase: Phase | str | int, upload_bytes_or_stream: bytes | BinaryIO | None = None,
                       filename: str = "", upload: bytes | BinaryIO | None = None, method_name: str = "", description: str = "", url: str = "",
@@ -154,6 +172,7 @@ def create_submission(session: Session, *, user: User | None, team: Team, task_i
                 raise DuplicateSubmission(same)
         if not exempt:
             check_limits(session, team_id, ph, now)
+            check_invalid_limit(session, team_id, ph, now, settings)
         sub = Submission(team_id=team_id, user_id=user_id, task_id=task_id, phase_id=phase_id,
                          status=Status.QUEUED.value, created_at=now, file_sha256=sha, file_name=(filename or "")[:255],
                          storage_key=key, size=size, method_name=(method_name or "")[:200],

@@ -1,6 +1,11 @@
-"""`palimpsest serve`: the embedded Redis, worker processes, the reconciler and the web app in one
-command. It restarts what dies (RQ's worker exits when Redis goes away) and stops everything on
+"""`palimpsest serve`: the database's migrations, then the embedded Redis, worker processes, the
+reconciler and the web app in one command. It restarts what dies (RQ's worker exits when Redis goes away) and stops everything on
 Ctrl-C or SIGTERM.
+
+It owns its children: they die with it, even on `kill -9` (server.procs: PR_SET_PDEATHSIG), and
+one `serve` per data directory holds `<home>/run/serve.lock`. At start it stops what an earlier
+`serve` of the same data directory left running (the pids in `<home>/run/children.json`, and a
+Redis of that directory by its pid file), then starts a Redis and the workers of its own.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ class Supervisor:
         self.workers: list[subprocess.Popen | None] = []
         self.restarts = 0
         self.http = None
+        self.redis_owned = False
+        self.run_dir = None
 
     # ------------------------------------------------------------------ parts
 
@@ -50,31 +57,63 @@ class Supervisor:
         return child_env(self.settings)
 
     def start_worker(self) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "server.worker"], env=self.child_env(),
-                                stdin=subprocess.DEVNULL)
+        env = self.child_env()
+        env["PALIMPSEST_SUPERVISOR_PID"] = str(os.getpid())  # the worker dies with us (server.worker)
+        return subprocess.Popen([sys.executable, "-m", "server.worker"], env=env, stdin=subprocess.DEVNULL)
+
+    def record(self) -> None:
+        """Write the children's pids to <home>/run/children.json (the next start reads them)."""
+        if self.run_dir is not None:
+            redis_pid = self.redis.proc.pid if self.redis is not None and self.redis.proc is not None else None
+            self.run_dir.write(workers=[w.pid for w in self.workers if w is not None], redis=redis_pid)
+
+    def clean_leftovers(self) -> None:
+        """Stop what an earlier serve of this data directory left running: its workers (they may be
+        finishing a job: SIGTERM twice, then SIGKILL) and its Redis (SIGTERM: it saves first)."""
+        from server.embedded import EmbeddedRedis
+        from server.procs import stop_pid
+
+        for pid in self.run_dir.leftover_workers():
+            how = stop_pid(pid, grace=10, twice=True)
+            self.echo(f"a worker (pid {pid}) of an earlier serve of this data directory was still running: {how}")
+        if self.settings.embedded_redis():
+            redis = EmbeddedRedis(self.settings.home)
+            pid = redis.running_pid()
+            if pid is not None:
+                how = stop_pid(pid, grace=30)
+                self.echo(f"the embedded Redis (pid {pid}) of an earlier run was still running: {how}; "
+                          "starting one of our own")
+            elif redis.alive():  # answering, but not by its pid file: shut it down through the socket
+                redis.stop()
 
     def start_redis(self) -> None:
         from server.embedded import EmbeddedRedis
+        from server.procs import preexec_die_with_parent
 
         if self.settings.embedded_redis():
             self.redis = EmbeddedRedis(self.settings.home)
-            if self.redis.start() is None:
-                self.echo(f"using the embedded Redis already running on {self.redis.socket}")
-                self.redis_owned = False
-            else:
-                self.redis_owned = True
+            # SIGTERM when we die, even by kill -9: redis-server saves its data and exits
+            self.redis.start(preexec_fn=preexec_die_with_parent(signal.SIGTERM))
+            self.redis_owned = True
 
     def watch(self) -> None:
         """Restart a dead worker or a dead embedded Redis."""
-        if self.redis is not None and getattr(self, "redis_owned", False) and self.redis.proc is not None \
+        from server.procs import preexec_die_with_parent
+
+        changed = False
+        if self.redis is not None and self.redis_owned and self.redis.proc is not None \
                 and self.redis.proc.poll() is not None:
             self.echo("the embedded Redis exited; starting it again")
-            self.redis.start()
+            self.redis.start(preexec_fn=preexec_die_with_parent(signal.SIGTERM))
+            changed = True
         for i, w in enumerate(self.workers):
             if w is not None and w.poll() is not None:
                 self.restarts += 1
                 self.echo(f"worker {w.pid} exited ({w.returncode}); starting another")
                 self.workers[i] = self.start_worker()
+                changed = True
+        if changed:
+            self.record()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -82,13 +121,28 @@ class Supervisor:
         from werkzeug.serving import make_server
 
         from server import create_app
+        from server.migrate import prepare
         from server.reconciler import start_thread
+
+        # The embedded default is migrated here, before the app and the workers check it (created
+        # on the first run); a DATABASE_URL is only checked: `palimpsest db upgrade` migrates it.
+        prepare(self.settings)
 
         def on_signal(signum, _frame):
             self.stop_event.set()
 
+        from server.procs import RunDir
+
+        self.run_dir = RunDir(self.settings.home)
+        holder = self.run_dir.lock()
+        if holder is not None:
+            self.echo(f"another palimpsest serve (pid {holder}) runs on the data directory {self.settings.home}; "
+                      "stop it first")
+            self.run_dir = None
+            return 1
         old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
+            self.clean_leftovers()
             self.start_redis()
             if self.redis is not None:
                 os.environ["REDIS_URL"] = self.redis.url  # the web app and the reconciler use it too
@@ -102,6 +156,7 @@ class Supervisor:
             with Session(engine) as s:
                 ensure_phases(s)
             self.workers = [self.start_worker() for _ in range(self.n_workers)]
+            self.record()
             if self.demo:
                 from server.demo import ORGANIZER_EMAIL, ORGANIZER_PASSWORD, seed_demo
 
@@ -140,6 +195,9 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 w.kill()
                 w.wait()
-        if self.redis is not None and getattr(self, "redis_owned", False):
+        if self.redis is not None and self.redis_owned:
             self.redis.stop()
+        if self.run_dir is not None:
+            self.run_dir.children.unlink(missing_ok=True)
+            self.run_dir.unlock()
         self.echo("stopped")

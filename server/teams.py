@@ -27,6 +27,11 @@ def create_team(s: Session, user: User, name: str) -> Team:
     name = clean_name(name)
     if not name or len(name) > MAX_NAME:
         raise TeamRefused(f"A team name has 1 to {MAX_NAME} characters.", "bad_name", 422)
+    from server.baselines import reads_as_baselines
+
+    if reads_as_baselines(name):
+        raise TeamRefused("That name is reserved for the organizers' baselines; choose another.", "reserved_name",
+                          422)
     team = Team(name=name, invite_code=new_invite_code())
     s.add(team)
     try:

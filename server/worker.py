@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
 import time
 
@@ -68,13 +70,46 @@ def warm_caches(settings: Settings) -> None:
                 log.warning("worker: could not preload %s/%s (%s)", t.id, split, e)
 
 
+def _worker_class():
+    from rq import Worker
+
+    class SupervisedWorker(Worker):
+        """RQ's Worker whose work horse dies with it (SIGKILL through PR_SET_PDEATHSIG): a worker
+        killed outright leaves no horse behind; its job is re-enqueued by the reconciler."""
+
+        def main_work_horse(self, job, queue):
+            from server.procs import die_with_parent
+
+            die_with_parent(signal.SIGKILL, parent_pid=self.pid)
+            return super().main_work_horse(job, queue)
+
+    return SupervisedWorker
+
+
+class _Stop(BaseException):
+    """Raised by our SIGTERM/SIGINT handler outside RQ's work loop."""
+
+
+def _own_signals() -> None:
+    """SIGTERM and SIGINT stop this process whenever RQ's own handlers are not in place: while Redis
+    is away and the loop below waits to start a worker again. (Before, a SIGTERM there reached the
+    handler of a stale RQ worker, which tried to tell Redis, failed, and was swallowed: the worker
+    lived on as an orphan that ignored SIGTERM.)"""
+
+    def stop(signum, _frame):
+        raise _Stop(signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+
 def build_worker(settings: Settings, queues=QUEUES, conn=None, *, simple: bool = False, name=None):
     """An RQ Worker (or SimpleWorker, which runs jobs in-process) over the given queues."""
-    from rq import SimpleWorker, Worker
+    from rq import SimpleWorker
     from rq.serializers import JSONSerializer
 
     conn = conn or connect(settings, start_embedded=True)
-    cls = SimpleWorker if simple else Worker
+    cls = SimpleWorker if simple else _worker_class()
     return cls([get_queue(q, conn, settings) for q in queues], connection=conn, serializer=JSONSerializer,
                job_monitoring_interval=settings.heartbeat_every, worker_ttl=60, name=name)
 
@@ -83,28 +118,44 @@ def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
     """Work until stopped (or, with burst, until the queues are empty); 0 on a clean exit."""
     import redis
 
-    from server.db import create_all, get_engine
+    from server.db import get_engine
+    from server.migrate import check_at_head
 
-    preload()
-    warm_caches(settings)
-    engine = get_engine(settings.sqlalchemy_url())
-    create_all(engine)
-    warm_statements(engine)
-    engine.dispose()
-    while True:
-        try:
-            w = build_worker(settings, queues)
-            w.work(burst=burst, logging_level="WARNING", with_scheduler=False)
-            if burst or getattr(w, "_shutdown_requested_date", None) is not None:
+    _own_signals()
+    try:
+        engine = get_engine(settings.sqlalchemy_url())
+        check_at_head(engine)  # SchemaError, saying to run `palimpsest db upgrade`
+        preload()
+        warm_caches(settings)
+        warm_statements(engine)
+        engine.dispose()
+        while True:
+            w, error = None, None
+            try:
+                w = build_worker(settings, queues)
+                try:
+                    w.work(burst=burst, logging_level="WARNING", with_scheduler=False)
+                finally:
+                    _own_signals()  # RQ's handlers belong to that worker only
+            except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+                error = e
+            # A SIGTERM taken by RQ while Redis is away ends work() with a ConnectionError (its
+            # teardown cannot tell Redis): the stop request is honoured all the same.
+            if w is not None and getattr(w, "_shutdown_requested_date", None) is not None:
                 return 0
-            log.warning("worker: stopped without being asked (Redis away?); starting again in 2 s")
-            time.sleep(2)
-        except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
-            if burst:
-                log.error("worker: Redis unavailable (%s)", e)
+            if error is None:
+                if burst:
+                    return 0
+                log.warning("worker: stopped without being asked (Redis away?); starting again in 2 s")
+            elif burst:
+                log.error("worker: Redis unavailable (%s)", error)
                 return 1
-            log.warning("worker: Redis unavailable (%s); starting again in 2 s", e)
+            else:
+                log.warning("worker: Redis unavailable (%s); starting again in 2 s", error)
             time.sleep(2)
+    except _Stop:
+        log.warning("worker: stopped by a signal")
+        return 0
 
 
 def main(argv=None) -> int:
@@ -113,7 +164,18 @@ def main(argv=None) -> int:
     p.add_argument("--burst", action="store_true")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker %(message)s")
-    return run(Settings.from_env(), tuple(a.queue or QUEUES), burst=a.burst)
+    parent = os.environ.get("PALIMPSEST_SUPERVISOR_PID")
+    if parent and parent.isdigit():  # started by `palimpsest serve`: die with it, even on its kill -9
+        from server.procs import die_with_parent
+
+        die_with_parent(signal.SIGTERM, parent_pid=int(parent))
+    from server.migrate import SchemaError
+
+    try:
+        return run(Settings.from_env(), tuple(a.queue or QUEUES), burst=a.burst)
+    except SchemaError as e:
+        print(f"worker: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import difflib
 
-from scorer.errors import TaskNotFound
+from tasks.errors import TaskNotFound
 from tasks.base import Task
 from tasks.loci import LOCI_SIMILES
+from tasks.semrel import STR
 from tasks.swissgov import SWISSGOV_RSD
 from tasks.trotr import TRAC, TRIC_BINARY, TRIC_RANKING
 
@@ -21,7 +22,7 @@ def register(task: Task) -> Task:
     return task
 
 
-for _t in (TRIC_BINARY, TRIC_RANKING, TRAC, SWISSGOV_RSD, LOCI_SIMILES):
+for _t in (TRIC_BINARY, TRIC_RANKING, TRAC, SWISSGOV_RSD, LOCI_SIMILES, STR):
     register(_t)
 
 

@@ -1,18 +1,23 @@
-"""What a task is: its metadata, submission format and metrics, as one declaration."""
+"""What a task is: its metadata, submission format, metrics, subsets, importer and demo data, as
+one declaration. Generic code (the scorer's families, the CLI, the server, the demo) reads these
+fields and never branches on a task's id."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Callable
 
 
 @dataclass(frozen=True)
 class Field:
-    """One column of a submission file."""
+    """One column of a submission file; `aliases` are other names it may have (e.g. the JSON Lines
+    `score` of a CSV's `Pred_Score`)."""
 
     name: str
     kind: str  # "id", "label01", "float", "floats"
     description: str
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -27,11 +32,60 @@ class SubmissionFormat:
 
 
 @dataclass(frozen=True)
+class ImportOption:
+    """One option of `palimpsest tasks import`: `flag` on the command line, `dest` the importer's
+    keyword argument. `kind` is "path" (file or directory), "dir", "file", "int", "list" (comma
+    separated) or "choice" (one of `choices`)."""
+
+    flag: str
+    dest: str
+    kind: str
+    help: str
+    required: bool = False
+    default: object = None
+    range: tuple[int, int] | None = None
+    choices: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Demo:
+    """Synthetic data for the demo and the contract tests: `release` is "module:function",
+    `(root: Path, size: int) -> dict`, writing a made-up release in the upstream layout under `root`
+    and returning the importer's keyword arguments; `predictions` is "module:function",
+    `(task, store, split, noise: float, rng: random.Random) -> (bytes, filename)`, a plausible
+    submission (the gold with `noise`, 0 = perfect)."""
+
+    release: str
+    predictions: str
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A declared reference value shown beside the systems, e.g. a human ceiling: `value` of
+    `metric` on `subset`, with its `source`. `value` None means not yet sourced (`note` says why)."""
+
+    name: str
+    subset: str
+    metric: str
+    value: float | None
+    source: str
+    note: str = ""
+
+
+AGGREGATES = ("all", "macro")
+"""Subsets computed over the others: `all` pools every unit, `macro` averages the groups."""
+
+
+@dataclass(frozen=True)
 class Task:
     """A shared task as participants and organizers see it.
 
     `kind` names the scorer family in `scorer.families` that validates and scores it;
-    `primary` is (subset, metric) and `greater_is_better` its direction.
+    `primary` is (subset, metric) and `greater_is_better` its direction. `metrics` name entries
+    of the registry in `scorer.metrics`. `subsets` are groups of units (a unit's group is its
+    `group_field` in the inputs and gold: TRiC's `oov`/`iov`, a language, a language pair) and the
+    aggregates `all` and `macro`; with `partial_groups` a submission may leave out whole groups.
+    `importer` is "module:function", called as `(task, store=..., **options)`.
     """
 
     id: str
@@ -48,9 +102,17 @@ class Task:
     primary: tuple[str, str]
     greater_is_better: bool
     splits: tuple[str, ...]
-    importer: str  # name of the importer in tasks.importers
+    importer: str
     import_help: str
     secondary: tuple[tuple[str, str, bool], ...] = field(default=())
+    import_options: tuple[ImportOption, ...] = ()
+    group_field: str = "subset"
+    group_name: str = "subset"  # what a group is called in messages: "language pair", "language"
+    partial_groups: bool = False
+    unit: str = ""  # what a unit is called in messages (default: from `kind`)
+    gold_value: str = ""  # the gold's value field (default: `label` for instances, else `score`)
+    demo: Demo | None = None
+    references: tuple[Reference, ...] = ()
 
     @property
     def primary_metric(self) -> str:
@@ -60,6 +122,19 @@ class Task:
     def primary_subset(self) -> str:
         return self.primary[0]
 
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """The subsets that group units (every declared subset but the aggregates)."""
+        return tuple(s for s in self.subsets if s not in AGGREGATES)
+
+    @property
+    def unit_name(self) -> str:
+        return self.unit or self.kind.rstrip("s")
+
+    @property
+    def gold_field(self) -> str:
+        return self.gold_value or ("label" if self.kind == "instances" else "score")
+
     def metric_direction(self, metric: str) -> bool:
         """True when a larger value of `metric` is better."""
         return metric not in LOWER_IS_BETTER
@@ -68,3 +143,11 @@ class Task:
 LOWER_IS_BETTER = frozenset({"smr", "fpr", "fnr"})
 
 Importer = Callable[..., dict]
+
+
+def resolve(spec: str) -> Callable:
+    """The function a declaration names as "module:function"."""
+    module, _, name = spec.partition(":")
+    if not name:
+        raise ValueError(f"expected 'module:function', found {spec!r}")
+    return getattr(importlib.import_module(module), name)

@@ -6,21 +6,27 @@ import csv
 import io
 from pathlib import Path
 
-from scorer.errors import ReleaseError
-from tasks.base import Field, SubmissionFormat, Task
+from tasks.errors import ReleaseError
+from tasks.base import Demo, Field, ImportOption, SubmissionFormat, Task
 from tasks.release import read_table
 from tasks.store import StagedImport, TaskStore
 
 LOCI_SIMILES = Task(
     id="loci-similes",
-    version=1,
+    version=2,  # 2: precision/recall/F1 per gold query as locisimiles computes them; IR ranking metrics
     title="Loci Similes: find the intertextual links between Latin texts",
     description=(
         "Query segments (Jerome, Lactantius) reuse source segments (Virgil, Cicero, ...). Submit "
         "every link you predict as a (query_id, source_id) row, optionally with a score for "
-        "ranking. Scored over all query x source pairs: precision, recall and F1 of the links, and "
-        "the error rates SMR = (FP+FN)/N, FPR = FP/N and FNR = FN/N (lower is better); with "
-        "scores, Recall@1/5/10/100 and MRR of the gold links."
+        "ranking; a file with the header only (no link) is valid. Scored as the locisimiles "
+        "package's IntertextEvaluator scores it: precision, recall, F1 and accuracy are the means "
+        "of the per-query values over the queries that have at least one gold link (a query with "
+        "no predicted link has precision 0), *_micro the same from counts pooled over those "
+        "queries; SMR = (FP+FN)/N, FPR = FP/N and FNR = FN/N (lower is better) over all queries, "
+        "TP/FP/FN/TN over all query x source pairs. This is not a pooled F1 over all pairs, "
+        "which false links of queries without a gold link would drag down. With scores: "
+        "recall, MAP, MRR and nDCG at 10 and 100 (and 1000 for a run that deep) per gold query, "
+        "sources ranked by descending score, ties by descending source_id (trec_eval's rule)."
     ),
     citation="""@misc{schelb-loci-similes,
   title = {Loci Similes: A Benchmark for Extracting Intertextualities in Latin Literature},
@@ -39,15 +45,25 @@ LOCI_SIMILES = Task(
         key=("query_id", "source_id"),
         optional=("score",),
     ),
-    metrics=("f1", "precision", "recall", "smr", "fpr", "fnr",
-             "recall@1", "recall@5", "recall@10", "recall@100", "mrr", "tp", "fp", "fn", "tn", "n"),
+    metrics=("f1", "precision", "recall", "accuracy", "f1_micro", "precision_micro", "recall_micro",
+             "smr", "fpr", "fnr",
+             "recall@10", "map@10", "mrr@10", "ndcg@10", "recall@100", "map@100", "mrr@100", "ndcg@100",
+             "recall@1000", "map@1000", "mrr@1000", "ndcg@1000", "tp", "fp", "fn", "tn", "n"),
     subsets=("all",),
     primary=("all", "f1"),
     greater_is_better=True,
     splits=("test",),
-    importer="loci",
+    importer="tasks.loci:import_loci",
     import_help=("palimpsest tasks import loci-similes --query queries.csv --source sources.csv "
                  "--gold ground_truth.csv"),
+    import_options=(ImportOption("--query", "query", "file", "Loci Similes query segments (seg_id,text).",
+                                 required=True),
+                    ImportOption("--source", "source", "file", "Loci Similes source segments (seg_id,text).",
+                                 required=True),
+                    ImportOption("--gold", "gold", "file", "Loci Similes gold links (query_id,source_id,label).",
+                                 required=True)),
+    unit="query",
+    demo=Demo(release="tasks.demo:loci_release", predictions="tasks.demo:link_predictions"),
     secondary=(("all", "smr", False),),
 )
 

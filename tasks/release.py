@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-from scorer.errors import ReleaseError
+from tasks.errors import ReleaseError
 
 
 def need_file(path: Path, what: str) -> Path:
@@ -60,14 +60,16 @@ def read_table(path: Path, required: tuple[str, ...], delimiter: str | None = No
             if missing:
                 raise ReleaseError(path, f"the header lacks column(s) {', '.join(missing)} "
                                          f"(found {', '.join(header)})", 1)
+            end = reader.line_num
             try:
                 for cells in reader:
+                    # a quoted field may hold newlines: a row is located by the line it starts on
+                    start, end = end + 1, reader.line_num
                     if not cells or (len(cells) == 1 and not cells[0].strip()):
                         continue
                     if len(cells) != len(header):
-                        raise ReleaseError(path, f"expected {len(header)} columns, found {len(cells)}",
-                                           reader.line_num)
-                    yield reader.line_num, dict(zip(header, cells))
+                        raise ReleaseError(path, f"expected {len(header)} columns, found {len(cells)}", start)
+                    yield start, dict(zip(header, cells))
             except csv.Error as e:
                 raise ReleaseError(path, f"cannot parse ({e})", reader.line_num) from None
     except UnicodeDecodeError as e:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from scorer.errors import ReleaseError
-from tasks.base import Field, SubmissionFormat, Task
+from tasks.errors import ReleaseError
+from tasks.base import Demo, Field, ImportOption, SubmissionFormat, Task
 from tasks.release import locate, read_jsonl
 from tasks.store import StagedImport, TaskStore
 
@@ -44,12 +44,23 @@ SWISSGOV_RSD = Task(
         key=("id",),
     ),
     metrics=("spearman", "kendall", "n"),
-    subsets=("en-de", "en-fr", "en-it", "macro"),
+    subsets=PAIRS + ("macro",),
     primary=("macro", "spearman"),
     greater_is_better=True,
     splits=("dev", "test"),
-    importer="swissgov",
-    import_help="palimpsest tasks import swissgov-rsd --from path/to/SwissGov-RSD",
+    importer="tasks.swissgov:import_swissgov",
+    import_help="palimpsest tasks import swissgov-rsd --from path/to/SwissGov-RSD [--test-split test|full]",
+    import_options=(ImportOption("--from", "source", "path",
+                                 "An official release checkout (TRoTR, SwissGov-RSD, ...).", required=True),
+                    ImportOption("--test-split", "test_split", "choice",
+                                 "SwissGov-RSD: the 56-document test split per language pair, or all 224 "
+                                 "as the hidden test (the paper's Table 3; no dev split then).",
+                                 default="test", choices=("test", "full"))),
+    group_field="pair",
+    group_name="language pair",
+    partial_groups=True,
+    unit="document",
+    demo=Demo(release="tasks.demo:swissgov_release", predictions="tasks.demo:token_predictions"),
 )
 
 
@@ -74,13 +85,18 @@ def _labels(path: Path, line: int, r: dict, side: str) -> list[float]:
 def import_swissgov(task: Task, *, source, store: TaskStore, test_split: str = "test", **_) -> dict:
     """Build swissgov-rsd from a SwissGov-RSD checkout: test and dev splits, three language pairs.
 
-    `test_split` may name another gold folder (e.g. "full") for benchmarks at full scale.
+    `test_split="full"` is the paper's Table 3 setting: all 224 documents per language pair are
+    the hidden test. The dev documents are among them, so no dev split is published then (its
+    labels would be test labels).
     """
+    if test_split not in ("test", "full"):
+        raise ReleaseError(source, f"test_split must be 'test' or 'full', not {test_split!r}")
     root = locate(Path(source), "data/evaluation/gold_labels", "SwissGov-RSD")
     base = root / "data" / "evaluation" / "gold_labels"
     counts: dict = {}
     with StagedImport(store) as st:
-        for split, folder in (("dev", "dev"), ("test", test_split)):
+        splits = (("test", "full"),) if test_split == "full" else (("dev", "dev"), ("test", "test"))
+        for split, folder in splits:
             inputs, gold, seen = [], [], {}
             counts[split] = {}
             for lang, pair in LANGS.items():
@@ -103,6 +119,6 @@ def import_swissgov(task: Task, *, source, store: TaskStore, test_split: str = "
             if split == "dev":
                 st.write_jsonl("public", split, "gold.jsonl", gold)
         manifest = {"task": task.id, "version": task.version, "source": "SwissGov-RSD",
-                    "test_split": test_split, "splits": ["dev", "test"], "counts": counts}
+                    "test_split": test_split, "splits": [s for s, _ in splits], "counts": counts}
         st.commit(manifest)
     return manifest

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scorer.errors import ReleaseError
-from tasks.base import Field, SubmissionFormat, Task
+from tasks.errors import ReleaseError
+from tasks.base import Demo, Field, ImportOption, SubmissionFormat, Task
 from tasks.release import as_float, locate, read_jsonl, read_table
 from tasks.store import StagedImport, TaskStore
 
@@ -23,6 +23,11 @@ LICENCE = ("TRoTR release (github.com/FrancescoPeriti/TRoTR); it ships no licenc
            "authors'.")
 
 IMPORT_HELP = "palimpsest tasks import {id} --from path/to/TRoTR [--fold 1]"
+
+FROM = ImportOption("--from", "source", "path", "An official release checkout (TRoTR, SwissGov-RSD, ...).",
+                    required=True)
+FOLD = ImportOption("--fold", "fold", "int", "TRoTR fold.", default=1, range=(1, 10))
+DEMO = Demo(release="tasks.demo:trotr_release", predictions="tasks.demo:keyed_predictions")
 
 _INPUT_FIELDS = ("instanceID", "dataID1", "dataID2", "lemma", "context1", "context2",
                  "indices_target_token1", "indices_target_token2",
@@ -56,8 +61,11 @@ TRIC_BINARY = Task(
     primary=("all", "f1"),
     greater_is_better=True,
     splits=("dev", "test"),
-    importer="trotr",
+    importer="tasks.trotr:import_trotr",
     import_help=IMPORT_HELP.format(id="tric-binary"),
+    import_options=(FROM, FOLD),
+    unit="instance",
+    demo=DEMO,
 )
 
 TRIC_RANKING = Task(
@@ -86,8 +94,11 @@ TRIC_RANKING = Task(
     primary=("all", "spearman"),
     greater_is_better=True,
     splits=("dev", "test"),
-    importer="trotr",
+    importer="tasks.trotr:import_trotr",
     import_help=IMPORT_HELP.format(id="tric-ranking"),
+    import_options=(FROM, FOLD),
+    unit="instance",
+    demo=DEMO,
 )
 
 TRAC = Task(
@@ -116,8 +127,11 @@ TRAC = Task(
     primary=("all", "spearman"),
     greater_is_better=True,
     splits=("test",),
-    importer="trotr",
+    importer="tasks.trotr:import_trotr",
     import_help="palimpsest tasks import trac --from path/to/TRoTR",
+    import_options=(FROM,),
+    unit="target",
+    demo=DEMO,
 )
 
 

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 from openapi_spec_validator import validate as validate_spec
 
-from tests.conftest import LOCI, TROTR, need
+from tests.conftest import LOCI, TROTR, build_schema, need
 
 
 @pytest.fixture()
@@ -33,6 +33,7 @@ def api_env(tmp_path, monkeypatch):
     import_task("tric-binary", home, source=TROTR, fold=1)
     import_task("loci-similes", home, query=LOCI / "hieronymus_samples.csv",
                 source=LOCI / "vergil_samples.csv", gold=LOCI / "ground_truth.csv")
+    build_schema(home)
     app = create_app({"home": home, "env": "testing", "redis_url": "redis://127.0.0.1:1/0"})
     engine = app.extensions["palimpsest.engine"]
     tokens = {}

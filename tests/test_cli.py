@@ -12,7 +12,7 @@ from helpers import loci_files, read_jsonl, write_submission
 
 from cli.main import main
 from conftest import TROTR, need
-from tasks import task_ids
+from tasks import get_task, task_ids
 from tasks.store import TaskStore
 
 SUBSETS = {"tric-binary": {"all", "oov", "iov"}, "tric-ranking": {"all", "oov", "iov"}, "trac": {"all"},
@@ -44,6 +44,12 @@ def valid_submission(home, tmp_path, task_id):
         return write_submission(tmp_path, [{"target": r["target"], "score": i % 7}
                                            for i, r in enumerate(read_jsonl(st.public("test", "targets.jsonl")))],
                                 "jsonl")
+    if task_id not in ("tric-binary", "tric-ranking"):  # a later task: the file its declaration makes
+        from server.demo import predictions
+
+        data, name = predictions(task_id, "test", home, 0.3, seed=1)
+        (tmp_path / name).write_bytes(data)
+        return tmp_path / name
     value = "label" if task_id == "tric-binary" else "score"
     return write_submission(tmp_path, [{"instanceID": r["instanceID"], value: i % 2}
                                        for i, r in enumerate(read_jsonl(st.public("test", "inputs.jsonl")))],
@@ -61,7 +67,7 @@ def test_validate_and_score_a_valid_file(home, tmp_path, task_id):
     assert r.exit_code == 0
     out = json.loads(r.output)
     assert out["task"] == task_id and out["split"] == "test"
-    assert set(out["metrics"]) == SUBSETS[task_id]
+    assert set(out["metrics"]) == SUBSETS.get(task_id, set(get_task(task_id).subsets))
     subset, name = out["primary"]["subset"], out["primary"]["name"]
     assert out["primary"]["value"] == out["metrics"][subset][name]
     r = run("score", task_id, path, home=home)
@@ -189,3 +195,21 @@ def test_malformed_release_exits_2_naming_file_and_line(tmp_path):
     assert f"{bad}, line {n}" in r.output and "ghost" in r.output
     r = run("tasks", "import", "swissgov-rsd", "--from", tmp_path, home=tmp_path / "home")
     assert r.exit_code == 2 and "not a release checkout" in r.output
+
+
+def test_import_swissgov_full_test_split(tmp_path):
+    """--test-split full: all 224 documents per language pair as the hidden test, no dev split."""
+    from conftest import SWISSGOV
+
+    need(SWISSGOV)
+    h = tmp_path / "home"
+    r = run("tasks", "import", "swissgov-rsd", "--from", SWISSGOV, "--test-split", "full", home=h)
+    assert r.exit_code == 0, r.output
+    m = TaskStore("swissgov-rsd", h).manifest()
+    assert m["test_split"] == "full" and m["splits"] == ["test"]
+    assert m["counts"]["test"] == {"en-de": 224, "en-fr": 224, "en-it": 224}
+    r = run("tasks", "import", "swissgov-rsd", "--from", SWISSGOV, "--test-split", "test", home=h)
+    assert r.exit_code == 0 and TaskStore("swissgov-rsd", h).manifest()["splits"] == ["dev", "test"]
+    assert run("tasks", "import", "swissgov-rsd", "--from", SWISSGOV, "--test-split", "all", home=h).exit_code == 2
+    r = run("tasks", "import", "tric-binary", "--from", TROTR, "--test-split", "full", home=h)
+    assert r.exit_code == 2 and "takes no --test-split" in r.output

@@ -138,7 +138,7 @@ def test_job_timeout_ends_failed_for_the_server_after_its_attempts(big_backend, 
     finally:
         kill_group(w)
     s = get(b, big.id)
-    assert (s.status, s.failure_kind, s.attempts) == ("failed", "infra", 3)
+    assert (s.status, s.failure_kind, s.attempts) == ("failed", "infra", 3), s.errors
     assert "attempt" in s.errors[0]["message"]
 
 

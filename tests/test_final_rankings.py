@@ -181,6 +181,25 @@ def test_a_published_snapshot_never_moves(b):
     assert later.split == "test"
 
 
+def test_the_final_ranking_has_the_runs_made_while_the_board_was_frozen(b):
+    t1, u1 = make_team(b)
+    t2, u2 = make_team(b)
+    submit(b, t1, u1, "tric-binary", "test", noise=0.2)
+    burst(b)
+    with b.session() as s:
+        lifecycle.set_frozen(s, s.get(Phase, phase(b, "tric-binary", "test").id), True, actor=None)
+    late = submit(b, t2, u2, "tric-binary", "test", noise=0.1).id
+    burst(b)
+    from server import leaderboard as lb
+
+    with b.session() as s:
+        shown = lb.build_board(s, get_task("tric-binary"), s.get(Phase, phase(b, "tric-binary", "test").id))
+    assert late not in {r.submission_id for r in shown.rows}  # hidden from participants while frozen
+    _close(b, "tric-binary", "test")
+    body = json.loads(_publish(b, "tric-binary", "test").body_json)
+    assert late in {r["submission_id"] for r in body["rows"]}
+
+
 def test_exports_and_cli_serve_the_snapshot(b):
     team, user = make_team(b)
     submit(b, team, user, "tric-binary", "test", noise=0.2)

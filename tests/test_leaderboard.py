@@ -242,3 +242,32 @@ def test_a_closed_board_is_empty_for_every_caller_but_organizers(app, teams):
         assert lb.build_board(s, task, ph).rows == [] and lb.build_board(s, task, ph).closed
         assert lb.build_board(s, task, ph, audience=f"team:{teams['alpha'].id}").rows == []
         assert len(lb.build_board(s, task, ph, audience="organizer").rows) == 1
+
+
+def test_swissgov_row_without_a_language_pair_says_why_its_macro_is_empty(app, client, teams, tmp_path, home):
+    """A real scorer result of a submission that leaves out en-it: valid, scored, macro empty, and
+    the board's row carries the scorer's reason."""
+    from helpers import swissgov_docs, write_submission
+
+    import sqlmodel
+
+    from scorer import score_file
+    from server.models import Score
+
+    docs = [d for d in swissgov_docs("test") if d["pair"] != "en-it"]
+    rows = [{"id": d["id"], "labels_a": [0.5] * len(d["text_a"].split()),
+             "labels_b": [float(i % 3) for i in range(len(d["text_b"].split()))]} for d in docs]
+    result = score_file("swissgov-rsd", write_submission(tmp_path, rows, "jsonl"), home=home)
+    assert result["primary"]["value"] is None
+    test = make_phase(app, "swissgov-rsd", "test", public_fraction=1.0)
+    sub = make_submission(app, team=teams["alpha"], phase=test, scores={"all": 0.0})
+    with Session(engine_of(app)) as s:
+        score = s.exec(sqlmodel.select(Score).where(Score.submission_id == sub.id)).one()
+        score.result, score.primary_value = result, None
+        s.add(score)
+        s.commit()
+    row = board_json(client, task="swissgov-rsd", phase="test")["rows"][0]
+    assert [v for k, v in row["metrics"].items() if k.startswith("macro") and "spearman" in k] == [None]
+    assert "en-it: not in the submission" in row["why_empty"] and "macro: undefined" in row["why_empty"]
+    page = client.get("/tasks/swissgov-rsd/leaderboard?phase=test").get_data(as_text=True)
+    assert "en-it: not in the submission" in page

@@ -216,6 +216,8 @@ def test_swissgov_missing_language_pair_gives_null(home, tmp_path):
     assert result["metrics"]["macro"]["spearman"] is None and result["metrics"]["macro"]["kendall"] is None
     assert result["primary"]["value"] is None
     assert any("en-it" in n for n in result["notes"]) and any(n.startswith("macro") for n in result["notes"])
+    assert "en-it: not in the submission" in result["notes"]
+    assert any(n.startswith("macro: undefined unless every language pair") for n in result["notes"])
 
 
 def test_swissgov_constant_predictions(home, tmp_path):
@@ -251,46 +253,67 @@ def write_loci(dir: Path, n_q: int, n_s: int, links: set, negatives: set = froze
 
 
 def brute_force(n_q, n_s, gold: set, pred: dict, queries=None) -> dict:
-    """Every metric by enumerating all query x source pairs (pred maps (q, s) to a score or None)."""
+    """Every metric by enumerating all query x source pairs (pred maps (q, s) to a score or None):
+    locisimiles' per-query rule for P/R/F1/accuracy (means over the queries with a gold link),
+    pooled counts for *_micro and the rates, trec_eval's ranking (ties: larger source id first)."""
     queries = range(n_q) if queries is None else queries
     tp = fp = fn = tn = 0
-    per_query = []
+    per_query, per_gold_query = [], []
     for q in queries:
-        fq = fnq = 0
+        c = dict(tp=0, fp=0, fn=0, tn=0)
         for s in range(n_s):
             g, p = (q, s) in gold, (q, s) in pred
-            tp += g and p
-            fp += p and not g
-            fn += g and not p
-            tn += not g and not p
-            fq += p and not g
-            fnq += g and not p
-        per_query.append(((fq + fnq) / n_s, fq / n_s, fnq / n_s))
+            c["tp"] += g and p
+            c["fp"] += p and not g
+            c["fn"] += g and not p
+            c["tn"] += not g and not p
+        tp, fp, fn, tn = tp + c["tp"], fp + c["fp"], fn + c["fn"], tn + c["tn"]
+        per_query.append(((c["fp"] + c["fn"]) / n_s, c["fp"] / n_s, c["fn"] / n_s))
+        if c["tp"] + c["fn"]:
+            per_gold_query.append(c)
     n = len(queries) * n_s
-    precision = tp / (tp + fp) if tp + fp else 0.0
-    recall = tp / (tp + fn) if tp + fn else 0.0
-    out = {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "n": n, "precision": precision, "recall": recall,
-           "f1": 2 * precision * recall / (precision + recall) if precision + recall else 0.0,
+
+    def prf(c):
+        p = c["tp"] / (c["tp"] + c["fp"]) if c["tp"] + c["fp"] else 0.0
+        r = c["tp"] / (c["tp"] + c["fn"]) if c["tp"] + c["fn"] else 0.0
+        return p, r, 2 * p * r / (p + r) if p + r else 0.0
+
+    out = {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "n": n,
            "smr": (fp + fn) / n, "fpr": fp / n, "fnr": fn / n}
+    if per_gold_query:
+        vals = [prf(c) for c in per_gold_query]
+        for i, name in enumerate(("precision", "recall", "f1")):
+            out[name] = sum(v[i] for v in vals) / len(vals)
+        out["accuracy"] = sum((c["tp"] + c["tn"]) / n_s for c in per_gold_query) / len(per_gold_query)
+        pooled = {k: sum(c[k] for c in per_gold_query) for k in ("tp", "fp", "fn")}
+        out["precision_micro"], out["recall_micro"], out["f1_micro"] = prf(pooled)
+    else:
+        for name in ("precision", "recall", "f1", "accuracy", "precision_micro", "recall_micro", "f1_micro"):
+            out[name] = None
     # the paper's per-query means equal the global rates when every query faces every source
     for i, name in enumerate(("smr", "fpr", "fnr")):
         assert close(out[name], float(np.mean([x[i] for x in per_query])))
     scored = all(v is not None for v in pred.values()) and pred
-    gold_in = [(q, s) for q, s in sorted(gold) if q in set(queries)]
-    if not scored or not gold_in:
+    gold_queries = sorted({q for q, _ in gold if q in set(queries)})
+    if not scored or not gold_queries:
         return out
-    ranks = []
-    for q, s in gold_in:
-        if (q, s) not in pred:
-            ranks.append(None)
-            continue
-        # sources of q by descending score; a tie is broken against the gold link
-        ranked = sorted((sc, s2 != s, s2) for (q2, s2), sc in pred.items() if q2 == q)
-        ranked = sorted(ranked, key=lambda t: (-t[0], not t[1]))
-        ranks.append(1 + [t[2] for t in ranked].index(s))
-    for k in (1, 5, 10, 100):
-        out[f"recall@{k}"] = sum(r is not None and r <= k for r in ranks) / len(ranks)
-    out["mrr"] = sum(1 / r for r in ranks if r is not None) / len(ranks)
+    for k in (10, 100):
+        vals = {"recall": [], "map": [], "mrr": [], "ndcg": []}
+        for q in gold_queries:
+            rel = {s for q2, s in gold if q2 == q}
+            # descending score, ties by descending source id (byte order), as trec_eval
+            mine = sorted(((s2, sc) for (q2, s2), sc in pred.items() if q2 == q),
+                          key=lambda t: f"s, {t[0]}".encode(), reverse=True)
+            ranked = [s2 for s2, _ in sorted(mine, key=lambda t: -t[1])]  # stable: ties keep that order
+            top = ranked[:k]
+            hits = [i for i, s2 in enumerate(top) if s2 in rel]
+            vals["recall"].append(len(hits) / len(rel))
+            vals["map"].append(sum((j + 1) / (i + 1) for j, i in enumerate(hits)) / len(rel))
+            vals["mrr"].append(1 / (hits[0] + 1) if hits else 0.0)
+            idcg = sum(1 / math.log2(i + 2) for i in range(min(k, len(rel))))
+            vals["ndcg"].append(sum(1 / math.log2(i + 2) for i in hits) / idcg)
+        for m, v in vals.items():
+            out[f"{m}@{k}"] = sum(v) / len(v)
     return out
 
 
@@ -330,12 +353,12 @@ def test_loci_metrics_against_brute_force(tmp_path, seed):
                                                             with_score, fmt), home=home)
         got = result["metrics"]["all"]
         for k, v in expected.items():
-            if k.startswith("recall@") or k == "mrr":
+            if "@" in k:
                 assert close(got[k], v if with_score else None), (k, got[k], v)
             else:
                 assert close(got[k], v), (k, got[k], v)
         if not with_score:
-            assert got["mrr"] is None and any("score" in n for n in result["notes"])
+            assert got["mrr@10"] is None and any("score" in n for n in result["notes"])
 
 
 def test_loci_real_release_perfect_and_empty_ish(home, tmp_path):
@@ -348,7 +371,8 @@ def test_loci_real_release_perfect_and_empty_ish(home, tmp_path):
     rows = [{"query_id": q, "source_id": s, "score": 1.0} for q, s in links]
     got = score_file("loci-similes", write_submission(tmp_path, rows, "csv"), home=home)["metrics"]["all"]
     assert (got["tp"], got["fp"], got["fn"]) == (len(links), 0, 0)
-    assert got["f1"] == 1.0 and got["smr"] == 0.0 and got["recall@1"] == 1.0 and got["mrr"] == 1.0
+    assert got["f1"] == 1.0 and got["smr"] == 0.0 and got["recall@10"] == 1.0 and got["mrr@10"] == 1.0
+    assert got["ndcg@10"] == 1.0 and got["map@10"] == 1.0
     assert got["tn"] == got["n"] - len(links)
 
 

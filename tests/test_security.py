@@ -178,7 +178,7 @@ def test_private_scores_hidden_from_the_team_until_publication(app, world):
     page = owner.get(f"/submissions/{sid}").get_data(as_text=True)
     assert "0.9100" in page and "0.3456" not in page and "revealed when the final ranking" in page
     org = as_(app, "org@x.org")
-    org.post(f"/organizer/phases/{world['test'].id}/publish", {"action": "publish"})
+    org.post(f"/organizer/phases/{world['test'].id}/publish", {"action": "close_and_publish", "confirm": "yes"})
     assert "0.3456" in owner.get(f"/submissions/{sid}").get_data(as_text=True)
     assert "0.8765" in app.test_client().get("/tasks/tric-binary/leaderboard.json?phase=test").get_data(as_text=True)
 
@@ -192,7 +192,7 @@ def test_every_form_needs_csrf(app, world):
         if "POST" not in rule.methods or rule.rule.startswith("/api"):
             continue
         args = {a: {"task_id": "tric-binary", "submission_id": world["owner_test"].id,
-                    "phase_id": world["test"].id, "token_id": 1}.get(a, "x") for a in rule.arguments}
+                    "phase_id": world["test"].id, "token_id": 1, "user_id": 1}.get(a, "x") for a in rule.arguments}
         with app.test_request_context():
             from flask import url_for
 
@@ -217,7 +217,10 @@ def test_session_cookie_flags(app, tmp_path, monkeypatch):
     assert "HttpOnly" in cookie and "SameSite=Lax" in cookie
     from server import create_app
 
+    from conftest import build_schema
+
     monkeypatch.setenv("PALIMPSEST_HOME", str(tmp_path / "p"))
+    build_schema(tmp_path / "p")
     prod = create_app({"home": tmp_path / "p", "env": "production", "secret_key": "x" * 40, "database_url": None})
     assert prod.config["SESSION_COOKIE_SECURE"] and prod.config["SESSION_COOKIE_HTTPONLY"]
     assert prod.config["SESSION_COOKIE_SAMESITE"] == "Lax"

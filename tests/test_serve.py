@@ -139,4 +139,5 @@ def test_users_tokens_and_phases_commands(tmp_path, monkeypatch):
         p = s.execute(select(Phase).where(Phase.task_id == "tric-binary", Phase.name == "test")).scalar_one()
         assert (p.daily_limit, p.total_limit, p.concurrent_limit, p.public_fraction) == (3, None, 1, 0.3)
         assert p.closes_at.hour == 11 and p.opens_at.year == 2030
-        assert s.execute(select(AuditLog).where(AuditLog.action == "phase.set")).first()
+        edit = s.execute(select(AuditLog).where(AuditLog.action == "phase.edit")).scalar_one()
+        assert edit.details["via"] == "cli" and edit.details["after"]["daily_limit"] == 3

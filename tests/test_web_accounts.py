@@ -27,10 +27,12 @@ def test_new_token_is_random_and_stored_as_sha256():
 
 def test_register_login_logout(app, browser):
     r = browser.post("/auth/register", {"email": "Ann@Example.org", "password": PASSWORD})
-    assert r.status_code == 302 and r.headers["Location"].endswith("/team/")
+    # no session from registering: a taken email gets the same answer (issue 10)
+    assert r.status_code == 302 and r.headers["Location"].endswith("/auth/login")
     with Session(engine_of(app)) as s:
         u = s.exec(select(User).where(User.email == "ann@example.org")).one()
         assert u.password_hash.startswith("$argon2id$")
+    browser.login("ann@example.org")
     assert b"ann@example.org" in browser.get("/team/").data
     browser.post("/auth/logout")
     assert browser.get("/team/").status_code == 302
@@ -45,7 +47,10 @@ def test_register_refuses_bad_input(app, browser):
     assert browser.post("/auth/register", {"email": "a@b.org", "password": "short"}).status_code == 400
     make_user(app, "taken@b.org")
     r = browser.post("/auth/register", {"email": "taken@b.org", "password": PASSWORD})
-    assert r.status_code == 400 and b"exists already" in r.data
+    # the answer for a taken email is the one for a free email: it tells nobody who has an account
+    assert r.status_code == 302 and r.headers["Location"].endswith("/auth/login")
+    page = browser.get("/auth/login").get_data(as_text=True)
+    assert "exists" not in page and "If taken@b.org had no account, it has one now" in page
 
 
 def test_login_redirects_only_locally(app, browser):

@@ -63,7 +63,10 @@ def test_task_without_data_says_how_to_import(app, tmp_path, monkeypatch):
     from server import create_app
 
     empty = tmp_path / "empty"
+    from conftest import build_schema
+
     monkeypatch.setenv("PALIMPSEST_HOME", str(empty))
+    build_schema(empty)
     app2 = create_app({"home": empty, "env": "testing", "database_url": None, "PALIMPSEST_ENQUEUE": False})
     page = app2.test_client().get("/tasks/trac").get_data(as_text=True)
     assert "No data has been imported" in page and get_task("trac").import_help in page

@@ -8,6 +8,32 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 csrf = CSRFProtect()
 
 
+def _size(n: int) -> str:
+    return f"{n} bytes ({n / 2**20:.1f} MiB)" if n >= 2**20 else f"{n} bytes ({n / 1000:.0f} kB)"
+
+
+def too_large_message() -> str:
+    """Why a request got a 413, naming the limit it hit: the whole upload (MAX_CONTENT_LENGTH), one
+    form field such as a description (MAX_FORM_MEMORY_SIZE) or the number of form parts."""
+    from flask import current_app
+
+    cfg = current_app.config
+    upload = cfg.get("MAX_CONTENT_LENGTH")
+    field = cfg.get("MAX_FORM_MEMORY_SIZE")
+    parts = cfg.get("MAX_FORM_PARTS")
+    length = request.content_length
+    if upload and (length is None or length > upload):
+        return (f"The upload is too large: the limit for a whole request, its file included, is {_size(upload)}. "
+                "Compress the file (.gz or .zip) or ask the organizers.")
+    said = []
+    if field:
+        said.append(f"a text field (such as the description) is over the limit of {_size(field)} for one "
+                    "field; descriptions are meant to be a few paragraphs")
+    if parts:
+        said.append(f"the form has more than {parts:,} parts")
+    return "The form is too large: " + (" or ".join(said) or "it is over a limit") + "."
+
+
 def init_web(app: Flask) -> None:
     """Register the blueprints, CSRF protection (every form; not the token-only API) and the caches."""
     from server import auth
@@ -33,12 +59,21 @@ def init_web(app: Flask) -> None:
     app.register_blueprint(teams.bp)
     app.register_blueprint(leaderboard.bp)
     app.register_blueprint(organizer.bp)
+    from server import throttle
+
+    throttle.init_app(app)  # after the blueprints: it wraps the account views
+
+    @app.errorhandler(429)
+    def _too_many(e):
+        msg = ("Too many attempts from here or for this account: wait a while (the Retry-After header "
+               "says how long) and try again, or reset your password.")
+        if auth.is_api_request() or not request.accept_mimetypes.accept_html:
+            return {"error": {"code": "too_many_requests", "message": msg}}, 429
+        return render_template("error.html", code=429, message=msg), 429
 
     @app.errorhandler(413)
     def _too_large(e):
-        limit = app.config.get("MAX_CONTENT_LENGTH") or 0
-        msg = (f"The upload is too large: the limit is {limit} bytes ({limit / 2**20:.1f} MiB). "
-               "Compress the file (.gz or .zip) or ask the organizers.")
+        msg = too_large_message()
         if auth.is_api_request() or not request.accept_mimetypes.accept_html:
             return {"error": {"code": "too_large", "message": msg}}, 413
         return render_template("error.html", code=413, message=msg), 413

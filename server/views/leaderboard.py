@@ -134,7 +134,7 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
         headers["Content-Encoding"] = "gzip"
     if fmt == "csv":
         headers["Content-Disposition"] = f'inline; filename="{task.id}-{state.name}-leaderboard.csv"'
-    return Response(body, mimetype=MIMETYPES[fmt], headers=headers)
+    return Response(body, content_type=MIMETYPES[fmt], headers=headers)
 
 
 def render_published(task, phase_id: int, fmt: str, version: int | None, names: list[str],

@@ -19,7 +19,7 @@ from sqlmodel import func, select
 
 from server import leaderboard as lb
 from server import lifecycle
-from server.auth import current_user, db, organizer_required
+from server.auth import current_user, db, organizer_required, safe_next
 from server.exceptions import LifecycleRefused
 from server.models import AuditLog, GoldPartition, Phase, Submission, Team, User
 from server.submissions import phase_state
@@ -46,10 +46,7 @@ def _sub_or_404(submission_id: int) -> Submission:
 
 
 def _back(default: str):
-    target = request.form.get("next", "")
-    if target.startswith("/") and not target.startswith("//"):
-        return redirect(target)
-    return redirect(default)
+    return redirect(safe_next(request.form.get("next", ""), default))
 
 
 @bp.route("/")
@@ -241,7 +238,7 @@ def export(phase_id: int, fmt: str):
                             settings=_settings())
     except NotFound:
         abort(404)
-    return Response(ex.body, mimetype=ex.mimetype,
+    return Response(ex.body, content_type=ex.mimetype,
                     headers={"Content-Disposition": f'attachment; filename="{ex.filename}"'})
 
 

@@ -1,0 +1,54 @@
+"""Outgoing mail (password resets, registration links) over SMTP, from the settings.
+
+No SMTP host configured means no mail: the pages then say so, and an organizer hands out a reset
+link with `palimpsest users reset-link EMAIL`. Mail is sent from a background thread, so that the
+answer to a request takes the same time whether or not a message was sent for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import smtplib
+import ssl
+import threading
+from email.message import EmailMessage
+
+from server.settings import Settings
+
+log = logging.getLogger("palimpsest.mail")
+
+
+def send_mail(settings: Settings, to: str, subject: str, body: str, timeout: float = 20.0) -> None:
+    """Send one plain-text message; raises on a refusal or an unreachable server."""
+    if not settings.mail_configured():
+        raise RuntimeError("no SMTP host is configured (PALIMPSEST_SMTP_HOST)")
+    msg = EmailMessage()
+    msg["From"] = settings.mail_from
+    msg["To"] = to
+    msg["Subject"] = subject
+    msg.set_content(body)
+    if settings.smtp_security == "ssl":
+        smtp = smtplib.SMTP_SSL(settings.smtp_host, settings.smtp_port, timeout=timeout,
+                                context=ssl.create_default_context())
+    else:
+        smtp = smtplib.SMTP(settings.smtp_host, settings.smtp_port, timeout=timeout)
+    with smtp:
+        if settings.smtp_security == "starttls":
+            smtp.starttls(context=ssl.create_default_context())
+        if settings.smtp_user:
+            smtp.login(settings.smtp_user, settings.smtp_password or "")
+        smtp.send_message(msg)
+
+
+def send_in_background(settings: Settings, to: str, subject: str, body: str) -> threading.Thread:
+    """Send from a thread; a failure is logged (the visitor's answer never depends on it)."""
+
+    def run():
+        try:
+            send_mail(settings, to, subject, body)
+        except Exception as e:  # noqa: BLE001  (logged, never shown: it would tell who has an account)
+            log.warning("mail to %s failed: %s: %s", to, type(e).__name__, e)
+
+    t = threading.Thread(target=run, name="mail", daemon=True)
+    t.start()
+    return t

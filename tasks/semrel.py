@@ -1,0 +1,287 @@
+"""STR: Semantic Textual Relatedness of sentence pairs (SemEval-2024 Task 1, Track A; STR-2022)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from tasks.base import Demo, Field, ImportOption, Reference, SubmissionFormat, Task
+from tasks.errors import ReleaseError
+from tasks.release import as_float, read_table
+from tasks.store import StagedImport, TaskStore
+
+LANGUAGES = ("amh", "arq", "ary", "eng", "esp", "hau", "kin", "mar", "tel")
+"""Track A's languages, by their upstream codes (the folders of `Track A/`)."""
+
+SPLITS = ("dev", "test")
+
+CITATION = """@inproceedings{ousidhoum-etal-2024-semeval,
+  title = {{SemEval}-2024 Task 1: Semantic Textual Relatedness for African and Asian Languages},
+  author = {Ousidhoum, Nedjma and Muhammad, Shamsuddeen Hassan and Abdalla, Mohamed and others},
+  booktitle = {Proceedings of the 18th International Workshop on Semantic Evaluation (SemEval-2024)},
+  year = {2024},
+  publisher = {Association for Computational Linguistics}
+}
+@inproceedings{abdalla-etal-2023-makes,
+  title = {What Makes Sentences Semantically Related? A Textual Relatedness Dataset and Empirical Study},
+  author = {Abdalla, Mohamed and Vishnubhotla, Krishnapriya and Mohammad, Saif M.},
+  booktitle = {Proceedings of the 17th Conference of the European Chapter of the Association for
+               Computational Linguistics},
+  year = {2023},
+  publisher = {Association for Computational Linguistics}
+}"""
+
+STR = Task(
+    id="str",
+    version=1,
+    title="STR: how semantically related are two sentences? (SemEval-2024 Task 1, Track A)",
+    description=(
+        "Semantic Textual Relatedness. Each item pairs two sentences of one language; predict how "
+        "related they are in meaning (any scale; only ranks count). The gold is the Best-Worst-Scaling "
+        "relatedness in [0, 1]. Scored per language (upstream codes: amh, arq, ary, eng, esp, hau, kin, "
+        "mar, tel) by Spearman's rank correlation, matched on PairID as the official evaluation script "
+        "does, with Pearson beside it; the primary metric is the macro average over the languages the "
+        "gold holds. A submission may cover some languages only (then its macro is empty, and the "
+        "result's notes say why)."
+    ),
+    citation=CITATION,
+    licence=("SemEval-2024 Task 1 and STR-2022 data: their licences are not clear enough for Palimpsest "
+             "to redistribute them; organizers import them from their own checkout of the release."),
+    source="https://github.com/semantic-textual-relatedness/Semantic_Relatedness_SemEval2024",
+    kind="instances",
+    format=SubmissionFormat(
+        fields=(Field("PairID", "id", "the pair id from the inputs, e.g. ENG-test-0000"),
+                Field("Pred_Score", "float", "predicted relatedness (any scale; only ranks count); "
+                                             "`score` in JSON Lines", aliases=("score",))),
+        native="csv",
+        example="PairID,Pred_Score\nENG-test-0000,0.71\nENG-test-0001,0.18\n",
+        key=("PairID",),
+    ),
+    metrics=("spearman", "pearson", "n"),
+    subsets=LANGUAGES + ("macro",),
+    primary=("macro", "spearman"),
+    greater_is_better=True,
+    splits=SPLITS,
+    importer="tasks.semrel:import_str",
+    import_help=("palimpsest tasks import str --from path/to/Semantic_Relatedness_SemEval2024 "
+                 "[--languages eng,esp,...]"),
+    import_options=(
+        ImportOption("--from", "source", "path", "An official release checkout (TRoTR, SwissGov-RSD, ...).",
+                     required=True),
+        ImportOption("--languages", "languages", "list",
+                     "STR: the languages to import, comma separated (default: every one found)."),
+    ),
+    group_field="language",
+    group_name="language",
+    partial_groups=True,
+    unit="pair",
+    gold_value="score",
+    demo=Demo(release="tasks.semrel:demo_release", predictions="tasks.demo:keyed_predictions"),
+    references=(
+        Reference(
+            name="human (split-half reliability of the BWS annotations, STR-2022)",
+            subset="eng", metric="spearman", value=0.84,
+            source="Abdalla, Vishnubhotla and Mohammad (EACL 2023), abstract: 'a repeat annotation "
+                   "correlation of 0.84' (arXiv:2110.04845)",
+            note="STR-2022's English data, not the SemEval-2024 test sets; the abstract does not name "
+                 "the coefficient (TODO: confirm it is Spearman in the paper's reliability section)."),
+    ),
+)
+
+COLUMNS = ("PairID", "Text")
+
+
+def _base(source: Path) -> Path:
+    """The folder holding one folder per language: `Track A` of a checkout, or that folder itself."""
+    for d in (source / "Track A", source):
+        if d.is_dir() and any((d / lang).is_dir() and any((d / lang).glob(f"{lang}_*.csv"))
+                              for lang in _folders(d)):
+            return d
+    raise ReleaseError(source, "not a SemEval-2024 Task 1 checkout: expected 'Track A/<lang>/<lang>_train.csv', "
+                               "'<lang>_dev_with_labels.csv', '<lang>_test_with_labels.csv' ...")
+
+
+def _folders(d: Path) -> list[str]:
+    return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
+
+
+def _sentences(path: Path, line: int, text: str) -> tuple[str, str]:
+    parts = text.replace("\r\n", "\n").replace("\r", "\n").strip("\n").split("\n")
+    if len(parts) != 2:
+        raise ReleaseError(path, f"Text must hold two sentences separated by a newline, found {len(parts)} "
+                                 f"line{'s' if len(parts) != 1 else ''}", line)
+    return parts[0], parts[1]
+
+
+def read_pairs(path: Path, labelled: bool, language: str) -> list[dict]:
+    """The pairs of one upstream file (`PairID,Text[,Score]` in any column order, BOM and CRLF
+    allowed, the two sentences in one quoted field), checked: ids unique and non-empty, scores
+    finite and in [0, 1]."""
+    rows, seen = [], {}
+    for line, r in read_table(path, COLUMNS + (("Score",) if labelled else ()), ","):
+        pid = r["PairID"].strip()
+        if not pid:
+            raise ReleaseError(path, "empty PairID", line)
+        if pid in seen:
+            raise ReleaseError(path, f"PairID {pid!r} repeats line {seen[pid]}", line)
+        seen[pid] = line
+        s1, s2 = _sentences(path, line, r["Text"])
+        row = {"PairID": pid, "language": language, "sentence1": s1, "sentence2": s2}
+        if labelled:
+            score = as_float(path, line, "Score", r["Score"])
+            if not 0.0 <= score <= 1.0:
+                raise ReleaseError(path, f"Score must be in [0, 1], found {r['Score']!r}", line)
+            row["score"] = score
+        rows.append(row)
+    return rows
+
+
+def _split_of(base: Path, lang: str, split: str, notes: list[str]) -> list[dict] | None:
+    """A language's pairs of `split` with their gold, or None (with a note) when the release has no
+    gold for it. The unlabelled file, when present too, must hold the same pairs."""
+    d = base / lang
+    gold_path, plain_path = d / f"{lang}_{split}_with_labels.csv", d / f"{lang}_{split}.csv"
+    if not gold_path.is_file():
+        what = "inputs only" if plain_path.is_file() else "no file"
+        notes.append(f"{lang}: no {split} gold ({gold_path.name} absent; {what}), imported without a "
+                     f"{split} split for {lang}")
+        return None
+    rows = read_pairs(gold_path, True, lang)
+    if plain_path.is_file():
+        plain = {r["PairID"] for r in read_pairs(plain_path, False, lang)}
+        if plain != {r["PairID"] for r in rows}:
+            raise ReleaseError(plain_path, f"its PairIDs differ from those of {gold_path.name}")
+    return rows
+
+
+def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> dict:
+    """Build `str` from a SemEval-2024 Task 1 checkout (`Track A/<lang>/<lang>_{train,dev,
+    dev_with_labels,test,test_with_labels}.csv`) or from one STR-2022-style CSV file (English,
+    imported as the test split). A language without dev or test gold is imported without that split,
+    and the manifest's notes say so."""
+    source = Path(source)
+    notes: list[str] = []
+    per_split: dict[str, list[dict]] = {s: [] for s in SPLITS}
+    train: list[dict] = []
+    counts: dict = {"train": {}, "dev": {}, "test": {}}
+    if source.is_file():  # STR-2022: one English file, PairID,Score,Text
+        if languages and list(languages) != ["eng"]:
+            raise ReleaseError(source, "an STR-2022 file holds English (eng) pairs only")
+        per_split["test"] = read_pairs(source, True, "eng")
+        counts["test"]["eng"] = len(per_split["test"])
+        chosen = ["eng"]
+        notes.append(f"eng: one STR-2022 file ({source.name}), imported as the test split; no train or dev split")
+        origin = "STR-2022"
+    else:
+        base = _base(source)
+        found = [f for f in _folders(base) if any((base / f).glob(f"{f}_*.csv"))]
+        unknown = [f for f in found if f not in LANGUAGES]
+        if languages:
+            chosen = list(dict.fromkeys(languages))
+            bad = [lang for lang in chosen if lang not in LANGUAGES]
+            if bad:
+                raise ReleaseError(base, f"unknown language(s) {', '.join(bad)} (str declares "
+                                         f"{', '.join(LANGUAGES)})")
+            absent = [lang for lang in chosen if lang not in found]
+            if absent:
+                raise ReleaseError(base, f"no folder for language(s) {', '.join(absent)} "
+                                         f"(found {', '.join(found) or 'none'})")
+        else:
+            chosen = [f for f in found if f in LANGUAGES]
+            if unknown:
+                notes.append(f"folder(s) {', '.join(unknown)} are not among str's languages, left out")
+        if not chosen:
+            raise ReleaseError(base, f"no language of str found (expected folders such as {', '.join(LANGUAGES)})")
+        for lang in chosen:
+            p = base / lang / f"{lang}_train.csv"
+            if p.is_file():
+                rows = read_pairs(p, True, lang)
+                train += rows
+                counts["train"][lang] = len(rows)
+            for split in SPLITS:
+                rows = _split_of(base, lang, split, notes)
+                if rows is not None:
+                    per_split[split] += rows
+                    counts[split][lang] = len(rows)
+        origin = "SemEval-2024 Task 1 (Track A)"
+    for split, rows in per_split.items():
+        seen: dict[str, str] = {}
+        for r in rows:
+            if r["PairID"] in seen:
+                raise ReleaseError(source, f"PairID {r['PairID']!r} is in both {seen[r['PairID']]} and "
+                                           f"{r['language']} ({split})")
+            seen[r["PairID"]] = r["language"]
+    splits = [s for s in SPLITS if per_split[s]]
+    if not splits:
+        raise ReleaseError(source, "no language has dev or test gold: nothing to score")
+    with StagedImport(store) as st:
+        for split in splits:
+            rows = per_split[split]
+            inputs = [{k: r[k] for k in ("PairID", "language", "sentence1", "sentence2")} for r in rows]
+            gold = [{"PairID": r["PairID"], "language": r["language"], "score": r["score"]} for r in rows]
+            st.write_jsonl("public", split, "inputs.jsonl", inputs)
+            st.write_jsonl("gold", split, "gold.jsonl", gold)
+            if split == "dev":  # dev labels are public
+                st.write_jsonl("public", split, "gold.jsonl", gold)
+        if train:
+            st.write_jsonl("public", "train", "train.jsonl", train)
+        manifest = {"task": task.id, "version": task.version, "source": origin, "languages": chosen,
+                    "splits": splits, "counts": {k: v for k, v in counts.items() if v}, "notes": notes}
+        st.commit(manifest)
+    return manifest
+
+
+# ---------------------------------------------------------------- demo data and test fixtures
+
+_WORDS = ("river stone light garden word voice bread house road fire letter mountain city star "
+          "harvest door window shepherd lamp seed field tree sea wind path").split()
+
+
+def _pair(rng: random.Random) -> tuple[str, str, float]:
+    """Two sentences sharing a random share of their words, scored by that share plus noise."""
+    a = [rng.choice(_WORDS) for _ in range(rng.randint(5, 9))]
+    keep = rng.random()
+    b = [w if rng.random() < keep else rng.choice(_WORDS) for w in a]
+    score = min(1.0, max(0.0, round(keep + rng.gauss(0, 0.15), 3)))
+    return " ".join(a) + ".", "Is it " + " ".join(b) + ", \"really\"?", score
+
+
+def write_track_a(root: Path, size: int = 120, seed: int = 4) -> Path:
+    """A made-up checkout in the upstream layout, with every quirk the real files have: the two
+    sentences in one quoted field with a newline (and quotes inside), a BOM (esp), CRLF line ends
+    (esp), the STR-2022 column order PairID,Score,Text (eng's test gold), and a language without
+    test gold (kin: `kin_test.csv` only)."""
+    rng = random.Random(seed)
+    base = root / "Track A"
+    sizes = {"train": max(4, size // 3), "dev": max(4, size // 6), "test": max(6, size // 3)}
+    for lang in ("eng", "esp", "kin"):
+        d = base / lang
+        d.mkdir(parents=True, exist_ok=True)
+        bom, eol = ("\ufeff", "\r\n") if lang == "esp" else ("", "\n")
+        for split, n in sizes.items():
+            pairs = [(f"{lang.upper()}-{split}-{i:04d}", *_pair(rng)) for i in range(n)]
+
+            def write(name, header, cells):
+                lines = [",".join(header)] + [",".join(c) for c in cells]
+                (d / name).write_text(bom + eol.join(lines) + eol, encoding="utf-8", newline="")
+
+            def q(s1, s2):
+                return '"' + (s1 + "\n" + s2).replace('"', '""') + '"'
+
+            labelled = [(pid, q(s1, s2), f"{sc}") for pid, s1, s2, sc in pairs]
+            if split == "train":
+                write(f"{lang}_train.csv", ("PairID", "Text", "Score"), labelled)
+                continue
+            write(f"{lang}_{split}.csv", ("PairID", "Text"), [(pid, t) for pid, t, _ in labelled])
+            if lang == "kin" and split == "test":
+                continue  # no released test gold
+            if lang == "eng" and split == "test":
+                write(f"{lang}_{split}_with_labels.csv", ("PairID", "Score", "Text"),
+                      [(pid, sc, t) for pid, t, sc in labelled])
+            else:
+                write(f"{lang}_{split}_with_labels.csv", ("PairID", "Text", "Score"), labelled)
+    return root
+
+
+def demo_release(root: Path, size: int = 120) -> dict:
+    return {"source": write_track_a(root / "Semantic_Relatedness_SemEval2024", size)}

@@ -1,0 +1,260 @@
+"""Loci Similes against the references: locisimiles 2.1.3's IntertextEvaluator (precision, recall,
+F1, accuracy, SMR, FPR, FNR and the counts, macro and micro) and trec_eval through ir_measures'
+pytrec_eval provider (recall@k, map@k, mrr@k, ndcg@k). Each skips, saying why, where its reference
+is not installed."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import functools
+import importlib.util
+import io
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import loci_files
+
+from scorer import score_file, score_validated, validate_file
+from tasks.importers import import_task
+
+REPO = Path(__file__).resolve().parent.parent
+TOL = 1e-12
+
+
+@functools.lru_cache(maxsize=1)
+def _load():
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from benchmarks.bench_scorer import _load_locisimiles_evaluator
+
+    return _load_locisimiles_evaluator()
+
+
+def _evaluator():
+    if "locisimiles.evaluator" in sys.modules:
+        return sys.modules["locisimiles.evaluator"]
+    if importlib.util.find_spec("locisimiles") is None or importlib.util.find_spec("pandas") is None:
+        pytest.skip("locisimiles is not installed: pip install pandas && "
+                    "pip install --no-deps locisimiles==2.1.3")
+    return _load()
+
+
+def reference(files: dict, links: list[tuple[str, str]]) -> dict[str, dict]:
+    """IntertextEvaluator.evaluate(average=...) for both averages, every link predicted."""
+    ev_mod = _evaluator()
+    from locisimiles.document import Document
+    from locisimiles.pipeline._types import CandidateJudge
+
+    qdoc, sdoc = Document(str(files["query"])), Document(str(files["source"]))
+    preds: dict = {}
+    for q, s in links:
+        preds.setdefault(q, []).append(CandidateJudge(sdoc[s], None, 1.0))
+
+    class Fixed:
+        def run(self, *, query, source, top_k):
+            return preds
+
+    out = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        ev = ev_mod.IntertextEvaluator(query_doc=qdoc, source_doc=sdoc, ground_truth=str(files["gold"]),
+                                       pipeline=Fixed(), top_k=len(sdoc.ids()), threshold=0.5)
+        for avg in ("macro", "micro"):
+            out[avg] = ev.evaluate(average=avg).iloc[0].to_dict()
+    return out
+
+
+def check_against_package(got: dict, ref: dict[str, dict]) -> None:
+    macro, micro = ref["macro"], ref["micro"]
+    for k in ("precision", "recall", "f1", "accuracy", "smr", "fpr", "fnr"):
+        assert math.isclose(got[k], macro[k], rel_tol=TOL, abs_tol=TOL), (k, got[k], macro[k])
+    for k in ("precision", "recall", "f1"):
+        assert math.isclose(got[f"{k}_micro"], micro[k], rel_tol=TOL, abs_tol=TOL), (k, got[f"{k}_micro"], micro[k])
+    for k in ("smr", "fpr", "fnr"):
+        assert math.isclose(got[k], micro[k], rel_tol=TOL, abs_tol=TOL), (k, got[k], micro[k])
+    for k in ("tp", "fp", "fn", "tn"):
+        assert got[k] == macro[k] == micro[k], (k, got[k], macro[k], micro[k])
+
+
+def write_csv(path: Path, header, rows) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rows)
+    return path
+
+
+def read_csv(path) -> list[list[str]]:
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.reader(f))[1:]
+
+
+def ours(home: Path, sub: Path, only=None) -> dict:
+    v = validate_file("loci-similes", sub, home=home)
+    return score_validated(v, home=home, only=only)
+
+
+# ---------------------------------------------------------------- locisimiles
+
+
+def sample_predictions(seed: int, queries, sources, gold) -> list[list[tuple[str, str]]]:
+    rng = np.random.default_rng(seed)
+    pairs = [(q, s) for q in queries for s in sources]
+    noise = [pairs[i] for i in rng.choice(len(pairs), size=min(len(pairs), 25), replace=False)]
+    kept = [g for g in gold if rng.random() < 0.6]
+    return [
+        [],  # the empty submission: valid, SMR = FNR = gold links / N
+        list(gold),  # perfect
+        sorted(set(kept) | set(noise)),  # some gold links, false links on gold and other queries
+        noise,
+        [(q, sources[0]) for q in queries],  # one link per query, gold queries included
+    ]
+
+
+def test_shared_sample_equals_locisimiles(tmp_path):
+    files = loci_files()
+    home = tmp_path / "home"
+    import_task("loci-similes", home, **files)
+    queries = [r[0] for r in read_csv(files["query"])]
+    sources = [r[0] for r in read_csv(files["source"])]
+    gold = [(r[0], r[1]) for r in read_csv(files["gold"])]
+    for i, links in enumerate(sample_predictions(0, queries, sources, gold)):
+        sub = write_csv(tmp_path / f"s{i}.csv", ("query_id", "source_id"), links)
+        result = ours(home, sub)
+        check_against_package(result["metrics"]["all"], reference(files, links))
+        assert result["primary"]["value"] == result["metrics"]["all"]["f1"]
+
+
+def generated_release(dir: Path, seed: int, n_q: int, n_s: int, n_gold: int) -> tuple[dict, list, list, list]:
+    rng = np.random.default_rng(seed)
+    qids = [f"hier. epist. {i // 7 + 1}.{i % 7}" for i in range(n_q)]
+    sids = [f"verg. aen. {j // 11 + 1}.{j % 11}" for j in range(n_s)]
+    gold = sorted({(qids[int(rng.integers(n_q // 2))], sids[int(rng.integers(n_s))]) for _ in range(n_gold)})
+    files = {"query": write_csv(dir / "q.csv", ("seg_id", "text"), [(q, "arma virumque") for q in qids]),
+             "source": write_csv(dir / "s.csv", ("seg_id", "text"), [(s, "cano troiae") for s in sids]),
+             "gold": write_csv(dir / "g.csv", ("query_id", "source_id", "label"), [(q, s, 1) for q, s in gold])}
+    return files, qids, sids, gold
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_generated_corpora_equal_locisimiles(tmp_path, seed):
+    _evaluator()
+    files, qids, sids, gold = generated_release(tmp_path / "release", seed, 60, 150, 40)
+    home = tmp_path / "home"
+    import_task("loci-similes", home, **files)
+    rng = np.random.default_rng(seed + 10)
+    links = {g for g in gold if rng.random() < 0.5}
+    for q in qids:  # a top-k retriever: 0 to 12 sources per query, gold queries or not
+        links |= {(q, sids[int(j)]) for j in rng.choice(len(sids), size=int(rng.integers(0, 13)), replace=False)}
+    links = sorted(links)
+    sub = write_csv(tmp_path / "sub.csv", ("query_id", "source_id", "score"),
+                    [(q, s, float(rng.random())) for q, s in links])
+    check_against_package(ours(home, sub)["metrics"]["all"], reference(files, links))
+    # a partition (the public part of a test phase) equals the package on a release of that part
+    part = set(qids[::3])
+    sub_files = {"query": write_csv(tmp_path / "p" / "q.csv", ("seg_id", "text"), [(q, "x") for q in qids if q in part]),
+                 "source": files["source"],
+                 "gold": write_csv(tmp_path / "p" / "g.csv", ("query_id", "source_id", "label"),
+                                   [(q, s, 1) for q, s in gold if q in part])}
+    got = ours(home, sub, only=part)["metrics"]["all"]
+    check_against_package(got, reference(sub_files, [lk for lk in links if lk[0] in part]))
+
+
+def test_empty_submission_is_valid_and_scored(tmp_path):
+    files = loci_files()
+    home = tmp_path / "home"
+    import_task("loci-similes", home, **files)
+    n_gold = len(read_csv(files["gold"]))
+    for name, body in (("header.csv", "query_id,source_id\n"), ("scored.csv", "query_id,source_id,score\n"),
+                       ("no-newline.tsv", "query_id\tsource_id")):
+        (tmp_path / name).write_text(body, encoding="utf-8")
+        result = score_file("loci-similes", tmp_path / name, home=home)
+        m = result["metrics"]["all"]
+        assert (m["tp"], m["fp"], m["fn"]) == (0, 0, n_gold)
+        assert m["smr"] == m["fnr"] == n_gold / m["n"] and m["fpr"] == 0.0
+        assert m["f1"] == m["precision"] == m["recall"] == 0.0
+
+
+# ---------------------------------------------------------------- trec_eval (ir_measures)
+
+
+def trec_reference(qrels: dict, run: dict, gold_queries: list[str], cutoffs) -> dict:
+    """Per-query trec_eval values through ir_measures' pytrec_eval provider, averaged over the
+    gold queries (a gold query absent from the run counts 0). RR@k is trec_eval's recip_rank
+    (which it does not cut) with the cut-off applied: 1/r when r <= k, else 0."""
+    ir = pytest.importorskip("ir_measures", reason="ir_measures is not installed: pip install ir_measures")
+    from ir_measures import AP, RR, R, nDCG
+
+    measures = [m @ k for k in cutoffs for m in (R, AP, nDCG)] + [RR]
+    per: dict = {}
+    for m in ir.pytrec_eval.iter_calc(measures, qrels, run):
+        per.setdefault(str(m.measure), {})[m.query_id] = m.value
+    out = {}
+    for k in cutoffs:
+        for ours_name, theirs in (("recall", f"R@{k}"), ("map", f"AP@{k}"), ("ndcg", f"nDCG@{k}")):
+            out[f"{ours_name}@{k}"] = sum(per.get(theirs, {}).get(q, 0.0) for q in gold_queries) / len(gold_queries)
+        rr = [per["RR"].get(q, 0.0) for q in gold_queries]
+        out[f"mrr@{k}"] = sum(x if x and 1 / x <= k + 1e-9 else 0.0 for x in rr) / len(gold_queries)
+    return out
+
+
+@pytest.mark.parametrize("seed, depth", [(0, 30), (1, 150), (2, 150), (3, 1200)])
+def test_ranking_metrics_equal_trec_eval(tmp_path, seed, depth):
+    pytest.importorskip("ir_measures", reason="ir_measures is not installed: pip install ir_measures")
+    n_q, n_s = 40, 1500
+    files, qids, sids, gold = generated_release(tmp_path / "release", seed, n_q, n_s, 60)
+    home = tmp_path / "home"
+    import_task("loci-similes", home, **files)
+    rng = np.random.default_rng(seed)
+    gold_set = set(gold)
+    run: dict = {}
+    rows = []
+    for q in qids:
+        k = int(rng.integers(0, depth + 1))
+        picked = {sids[int(j)] for j in rng.choice(n_s, size=k, replace=False)}
+        picked |= {s for (gq, s) in gold if gq == q and rng.random() < 0.7}
+        for s in sorted(picked):
+            # few distinct values, so ties are common; gold links score a little higher
+            sc = float(np.round(rng.random() + (0.3 if (q, s) in gold_set else 0.0), 1))
+            run.setdefault(q, {})[s] = sc
+            rows.append((q, s, sc))
+    sub = write_csv(tmp_path / "sub.csv", ("query_id", "source_id", "score"), rows)
+    result = ours(home, sub)
+    got = result["metrics"]["all"]
+    qrels: dict = {}
+    for q, s in gold:
+        qrels.setdefault(q, {})[s] = 1
+    gold_queries = sorted(qrels)
+    deepest = max((len(v) for v in run.values()), default=0)
+    cutoffs = (10, 100, 1000) if deepest >= 1000 else (10, 100)
+    ref = trec_reference(qrels, run, gold_queries, cutoffs)
+    for k, v in ref.items():
+        assert math.isclose(got[k], v, rel_tol=1e-9, abs_tol=1e-9), (k, got[k], v)
+    if deepest < 1000:
+        assert got["ndcg@1000"] is None and any("@1000" in n for n in result["notes"])
+    # a partition: the same reference restricted to the kept queries
+    part = set(qids[::2])
+    got = ours(home, sub, only=part)["metrics"]["all"]
+    gq = [q for q in gold_queries if q in part]
+    if gq:
+        ref = trec_reference({q: qrels[q] for q in gq}, {q: r for q, r in run.items() if q in part}, gq, (10, 100))
+        for k, v in ref.items():
+            assert math.isclose(got[k], v, rel_tol=1e-9, abs_tol=1e-9), (k, got[k], v)
+
+
+def test_ranking_tie_rule_by_hand(tmp_path):
+    """Equal scores: the larger source id (byte order) ranks first, as in trec_eval."""
+    files, _, sids, gold = generated_release(tmp_path / "release", 7, 4, 30, 1)
+    home = tmp_path / "home"
+    import_task("loci-similes", home, **files)
+    q, s = gold[0]
+    other_lo = min(x for x in sids if x != s)
+    other_hi = max(x for x in sids if x != s)
+    for other, rank in ((other_lo, 1 if other_lo < s else 2), (other_hi, 2 if other_hi > s else 1)):
+        sub = write_csv(tmp_path / "t.csv", ("query_id", "source_id", "score"), [(q, s, 0.5), (q, other, 0.5)])
+        got = score_file("loci-similes", sub, home=home)["metrics"]["all"]
+        assert got["mrr@10"] == 1 / rank and got["ndcg@10"] == 1 / math.log2(rank + 1)
