@@ -19,6 +19,8 @@ def test_team_create_join_show_rotate_leave(api_env):
     assert r.status_code == 409 and r.json["error"]["message"] == "You are in a team already; leave it first."
     r = c.post("/api/v1/team", headers=loner, json={"name": "alpha"})
     assert r.status_code == 409 and r.json["error"]["code"] == "name_taken"
+    r = c.post("/api/v1/team", headers=loner, json={"name": "B a s e l i n e s"})
+    assert r.status_code == 422 and r.json["error"]["code"] == "reserved_name"  # as on the page
     r = c.post("/api/v1/team", headers=loner, json={"name": ""})
     assert r.status_code == 422 and r.json["error"]["problems"]
     r = c.post("/api/v1/team", headers=loner, json={"name": "  Solo   act "})
