@@ -50,6 +50,18 @@ def _resolve(task_id: str, split: str, home):
     return task, store
 
 
+def for_task(limits: Limits, task) -> Limits:
+    """The limits of a file of this task: the tighter of the given ones and the task's own (its
+    declared `format.max_bytes`, enough for its largest valid file)."""
+    from dataclasses import replace
+
+    cap = getattr(task.format, "max_bytes", None)
+    if not cap:
+        return limits
+    return replace(limits, max_bytes=min(limits.max_bytes, cap),
+                   max_uncompressed_bytes=min(limits.max_uncompressed_bytes, cap))
+
+
 def validate_file(task_id: str, path: str | Path, split: str = "test", home=None,
                   limits: Limits = DEFAULT_LIMITS) -> Validated:
     """Check a submission against the task's inputs; raises SubmissionInvalid listing every problem."""
@@ -57,6 +69,7 @@ def validate_file(task_id: str, path: str | Path, split: str = "test", home=None
 
     t0 = time.perf_counter()
     task, store = _resolve(task_id, split, home)
+    limits = for_task(limits, task)
     fam = family(task, store, split)
     if hasattr(fam, "validate_path"):  # link tables: read by a columnar reader from the path
         parsed, fmt = fam.validate_path(path, limits)

@@ -492,9 +492,11 @@ class LinkFamily(Family):
 
             fast = arrow_links(path, known[0], known[1], limits)
         if fast is None:
-            from scorer.reader import load
+            from scorer.reader import open_text
 
-            text = load(path, limits)
+            # read as a stream: a file the columnar reader does not take costs what its rows keep
+            # (and stops after the problem cap), never the whole file decompressed at once
+            text = open_text(path, limits)
             return self.validate(text), text.format
         q, s, sc, fmt = fast
         return self._finish(q, s, sc, Problems(), None, len(known[1])), fmt

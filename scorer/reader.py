@@ -63,7 +63,8 @@ def _human(n: int) -> str:
     return str(n)
 
 
-def _read_zip(path: Path, limits: Limits) -> tuple[bytes, str]:
+def _zip_member(path: Path, limits: Limits) -> tuple[zipfile.ZipInfo, str]:
+    """The one member of a zip archive that may be read, and its base name; refuses the rest."""
     try:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError) as e:
@@ -85,15 +86,24 @@ def _read_zip(path: Path, limits: Limits) -> tuple[bytes, str]:
                 f"the archive member {name!r} is {_human(info.file_size)} uncompressed, over the limit "
                 f"of {_human(limits.max_uncompressed_bytes)}"
             )
-        # ZipExtFile stops at the declared size and checks the CRC, so a lying header fails here.
-        try:
-            with zf.open(info) as f:
-                data = f.read(limits.max_uncompressed_bytes + 1)
-        except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError) as e:
-            raise _refuse(f"the archive member {name!r} cannot be extracted ({e})") from None
-        if len(data) > limits.max_uncompressed_bytes:
-            raise _refuse(f"the archive member is over the limit of {_human(limits.max_uncompressed_bytes)}")
-        return data, posixpath.basename(norm)
+        return info, posixpath.basename(norm)
+
+
+def _read_zip(path: Path, limits: Limits) -> tuple[bytes, str]:
+    info, name = _zip_member(path, limits)
+    # ZipExtFile stops at the declared size and checks the CRC, so a lying header fails here; the
+    # member is read in chunks, counted, so that nothing past the limit is ever held
+    buf = bytearray()
+    try:
+        with zipfile.ZipFile(path) as zf, zf.open(info) as f:
+            while chunk := f.read(4 * MiB):
+                buf += chunk
+                if len(buf) > limits.max_uncompressed_bytes:
+                    raise _refuse(f"the archive member is over the limit of "
+                                  f"{_human(limits.max_uncompressed_bytes)}")
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError) as e:
+        raise _refuse(f"the archive member {info.filename!r} cannot be extracted ({e})") from None
+    return bytes(buf), name
 
 
 def _read_gzip(path: Path, limits: Limits) -> tuple[bytes, str]:
@@ -185,6 +195,112 @@ def load(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Text:
     return Text(text, name, sniff_format(name, text))
 
 
+class _LimitedRaw(io.RawIOBase):
+    """A binary stream that refuses to give more than `limit` bytes (a bomb stops there)."""
+
+    def __init__(self, f, limit: int, what: str):
+        self.f, self.limit, self.total, self.what = f, limit, 0, what
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        try:
+            data = self.f.read(len(b))
+        except (gzip.BadGzipFile, zlib.error, EOFError, zipfile.BadZipFile) as e:
+            raise SubmissionInvalid([Problem(f"{self.what} cannot be read to its end ({e})")]) from None
+        self.total += len(data)
+        if self.total > self.limit:
+            raise _refuse(f"{self.what} is over the limit of {_human(self.limit)} uncompressed")
+        b[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        try:
+            self.f.close()
+            zf = getattr(self.f, "_palimpsest_zip", None)
+            if zf is not None:
+                zf.close()
+        finally:
+            super().close()
+
+
+def open_text(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Text:
+    """Like `load`, but `text` is a stream of decoded lines, read as it is consumed: memory grows
+    with what the consumer keeps, never with the file, and a reader that stops early (after the
+    problem cap) never decompresses the rest. For the row-by-row readers of large files."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise _refuse(f"cannot read {path}: {e.strerror or e}") from None
+    if not path.is_file():
+        raise _refuse(f"{path} is not a file")
+    if st.st_size > limits.max_bytes:
+        raise _refuse(f"the file is {_human(st.st_size)}, over the limit of {_human(limits.max_bytes)}")
+    if st.st_size == 0:
+        raise _refuse("the file is empty")
+    with path.open("rb") as f:
+        magic = f.read(4)
+    if magic[:2] == b"\x1f\x8b":
+        name, what = (path.name[:-3] if path.name.lower().endswith(".gz") else path.name), "the gzip file"
+
+        def raw():
+            return gzip.open(path, "rb")
+    elif magic in (b"PK\x03\x04", b"PK\x05\x06"):
+        info, name = _zip_member(path, limits)
+        what = "the archive member"
+
+        def raw():
+            zf = zipfile.ZipFile(path)
+            member = zf.open(info)
+            member._palimpsest_zip = zf  # closed with the member's stream
+            return member
+    else:
+        name, what = path.name, "the file"
+
+        def raw():
+            return path.open("rb")
+
+    def opener():
+        return io.BufferedReader(_LimitedRaw(raw(), limits.max_uncompressed_bytes, what), 1 << 20)
+
+    binary = opener()
+    try:  # the first 64 KiB that are not blank (the format is sniffed from them)
+        first = b""
+        while chunk := binary.read(1 << 20):
+            first = (first + chunk).lstrip(b"\xef\xbb\xbf \t\r\n")[: 64 * 1024]
+            if first:
+                break
+    finally:
+        binary.close()
+    if not first:
+        raise _refuse("the file is empty")
+    head = first.decode("utf-8", "replace")
+    return Text(_Decoded(lambda: io.TextIOWrapper(opener(), encoding="utf-8-sig", errors="strict", newline="")),
+                name, sniff_format(name, head))
+
+
+class _Decoded:
+    """The lines of a file, read afresh at each pass (a reader may make two); a byte that is not
+    UTF-8 becomes a SubmissionInvalid naming its line."""
+
+    def __init__(self, open_stream):
+        self.open_stream = open_stream
+
+    def __iter__(self):
+        stream, n = self.open_stream(), 0
+        try:
+            for line in stream:
+                n += 1
+                yield line
+        except UnicodeDecodeError as e:
+            raise SubmissionInvalid([Problem(f"not valid UTF-8: byte 0x{e.object[e.start]:02x}",
+                                             line=n + 1)]) from None
+        finally:
+            stream.close()
+
+
 class BadRow:
     """A row that could not be parsed; carries the reason."""
 
@@ -194,9 +310,13 @@ class BadRow:
         self.message = message
 
 
-def _lines(text: str) -> Iterator[str]:
+def _lines(text) -> Iterator[str]:
     """The lines of a text one at a time (never a list of all of them: a file of millions of
-    short bad lines must not cost memory for each)."""
+    short bad lines must not cost memory for each); `text` is a str or a stream of lines."""
+    if not isinstance(text, str):
+        for line in text:
+            yield line.rstrip("\r\n") if line.endswith("\n") else line
+        return
     start, find = 0, text.find
     while True:
         end = find("\n", start)
@@ -231,11 +351,12 @@ def iter_jsonl(text: str) -> Iterator[tuple[int, dict | BadRow]]:
         yield i, obj
 
 
-def csv_reader(text: str, fmt: str):
-    """A csv.reader over the text for 'csv' or 'tsv'."""
+def csv_reader(text, fmt: str):
+    """A csv.reader over the text (a str, or a stream of lines) for 'csv' or 'tsv'."""
+    src = io.StringIO(text, newline="") if isinstance(text, str) else iter(text)
     if fmt == "tsv":
-        return csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
-    return csv.reader(io.StringIO(text, newline=""))
+        return csv.reader(src, delimiter="\t", quoting=csv.QUOTE_NONE)
+    return csv.reader(src)
 
 
 def iter_table(text: str, fmt: str) -> tuple[list[str], Iterator[tuple[int, list[str] | BadRow]]]:

@@ -29,6 +29,9 @@ class SubmissionFormat:
     example: str
     key: tuple[str, ...]  # the columns that identify a row
     optional: tuple[str, ...] = ()
+    # what one file may weigh uncompressed (and on disk): enough for the task's largest valid file,
+    # and no more, so that an invalid one costs bounded time and memory
+    max_bytes: int = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)

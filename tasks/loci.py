@@ -44,6 +44,7 @@ LOCI_SIMILES = Task(
         example='query_id,source_id,score\n"hier. adv. iovin. 1.1","verg. aen. 10.636",0.93\n',
         key=("query_id", "source_id"),
         optional=("score",),
+        max_bytes=1024 * 1024 * 1024,  # a top-100 run at the paper's scale: 8.3 M links, ~400 MiB
     ),
     metrics=("f1", "precision", "recall", "accuracy", "f1_micro", "precision_micro", "recall_micro",
              "smr", "fpr", "fnr",

@@ -14,7 +14,7 @@ from backbone import (all_final, child_env, get, kill_group, make_team, statuses
 
 pytestmark = pytest.mark.slow
 
-DOCS, TOKENS = 45, 8000
+DOCS, TOKENS = 90, 8000
 
 
 @pytest.fixture(scope="session")
