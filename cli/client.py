@@ -147,6 +147,26 @@ class Client:
     def get_json(self, path: str, **params):
         return self.request("GET", path, params).json()
 
+    def send_json(self, method: str, path: str, body: dict | None = None, **params):
+        """POST/PATCH a JSON body; the answer's JSON."""
+        data = json.dumps(body or {}).encode("utf-8")
+        return self.request(method, path, params, data=data,
+                            headers={"Content-Type": "application/json"}).json()
+
+    def get_all(self, path: str, limit: int | None = None, **params) -> list:
+        """Every item of a paginated list (following `next_cursor`), or the first `limit`."""
+        items: list = []
+        cursor = None
+        while True:
+            want = 500 if limit is None else max(1, min(500, limit - len(items)))
+            page = self.get_json(path, **params, limit=want, cursor=cursor)
+            if isinstance(page, list):  # a server from before lists were paginated
+                return page if limit is None else page[:limit]
+            items += page.get("items", [])
+            cursor = page.get("next_cursor")
+            if not cursor or (limit is not None and len(items) >= limit):
+                return items
+
     def upload(self, path: str, file: Path, fields: dict, progress: Callable[[int, int], None] | None = None):
         """POST a multipart form with one file, reporting bytes sent."""
         boundary = uuid.uuid4().hex

@@ -265,9 +265,10 @@ def _register_optional_commands():
     """Commands of other parts (server, baselines) register here when their packages provide them."""
     import importlib
 
-    from cli import participant
+    from cli import organizer, participant
 
     participant.register(main)
+    organizer.register(main)
     for mod in ("server.cli", "baselines.cli"):
         try:
             m = importlib.import_module(mod)

@@ -28,6 +28,8 @@ def _die(e: ClientError, as_json: bool = False):
         click.echo(json.dumps({"error": {"message": str(e), "status": e.status, **e.body}}))
     else:
         click.echo(f"error: {e}", err=True)
+        if e.body.get("code") == "invalid_request" and len(e.body.get("problems") or []) <= 1:
+            sys.exit(1)  # the message is the one problem
         for p in (e.body.get("problems") or [])[:50]:
             click.echo(f"  {_problem(p)}", err=True)
         extra = (e.body.get("total") or 0) - len(e.body.get("problems") or [])
@@ -117,9 +119,10 @@ def register(main: click.Group) -> None:
     @click.option("--description", default="", help="A short description.")
     @click.option("--url", default="", help="Paper or code URL.")
     @click.option("--private", "private", is_flag=True, help="Keep off the public leaderboard.")
+    @click.option("--primary", is_flag=True, help="Make it your team's primary (ranked) run of the phase.")
     @click.option("--wait", is_flag=True, help="Wait until scored, then print the scores.")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-    def submit(task_id, file, phase, method_name, description, url, private, wait, as_json):
+    def submit(task_id, file, phase, method_name, description, url, private, primary, wait, as_json):
         """Upload a prediction file; with --wait, follow it until it is scored."""
         try:
             c = _client()
@@ -138,7 +141,8 @@ def register(main: click.Group) -> None:
         try:
             sub = c.upload(f"/tasks/{task_id}/submissions", file,
                            {"phase": phase, "method_name": method_name, "description": description,
-                            "url": url, "show_publicly": "false" if private else "true"}, progress)
+                            "url": url, "show_publicly": "false" if private else "true",
+                            **({"primary": "true"} if primary else {})}, progress)
         except ClientError as e:
             if bar is not None:
                 bar.render_finish()
@@ -149,6 +153,7 @@ def register(main: click.Group) -> None:
             sub = _wait(c, sub, as_json)
         if as_json:
             click.echo(json.dumps({"id": sub["id"], "status": sub["status"], "scores": sub.get("scores"),
+                                   "is_primary": sub.get("is_primary", False),
                                    **({"errors": sub["errors"]} if sub.get("errors") else {})}))
         else:
             _print_submission(sub)
@@ -161,14 +166,65 @@ def register(main: click.Group) -> None:
     def submissions(task_id, as_json):
         """List your team's submissions."""
         try:
-            rows = _client().get_json("/submissions", task=task_id)
+            rows = _client().get_all("/submissions", task=task_id)
         except ClientError as e:
             _die(e, as_json)
         if as_json:
             click.echo(json.dumps(rows))
             return
-        _table([{**r, "primary": (r.get("scores") or {}).get("primary", {}).get("value")} for r in rows],
-               ["id", "task", "phase", "status", "created", "method_name", "primary"])
+        _table([{**r, "score": (r.get("scores") or {}).get("primary", {}).get("value"),
+                 "primary": "yes" if r.get("is_primary") else ""} for r in rows],
+               ["id", "task", "phase", "status", "created", "method_name", "score", "primary"])
+
+    @main.command("primary")
+    @click.argument("submission_id", type=int)
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    def primary(submission_id, as_json):
+        """Make a submission your team's primary (ranked) run of its phase; the others become
+        contrastive."""
+        try:
+            sub = _client().send_json("POST", f"/submissions/{submission_id}/primary")
+        except ClientError as e:
+            _die(e, as_json)
+        if as_json:
+            click.echo(json.dumps(sub))
+        else:
+            click.echo(f"submission {sub['id']} is now your team's primary run of the {sub['phase']} phase "
+                       f"of {sub['task']}")
+
+    @main.group("teams")
+    def teams():
+        """Your team: create one, join one with its invite code, show it, leave it."""
+
+    def _team_cmd(name, help_text, method, path, body_of=None, args=()):
+        def command(as_json, **kw):
+            try:
+                c = _client()
+                team = (c.get_json(path) if method == "GET"
+                        else c.send_json(method, path, body_of(**kw) if body_of else None))
+            except ClientError as e:
+                _die(e, as_json)
+            if as_json:
+                click.echo(json.dumps(team))
+            elif "left_team" in team:
+                click.echo("you left the team; its submissions stay with it")
+            else:
+                click.echo(f"team {team['name']} (id {team['id']}); invite code: {team['invite_code']}")
+                click.echo("members: " + ", ".join(x["email"] for x in team.get("members", [])))
+
+        command.__doc__ = help_text
+        command = click.option("--json", "as_json", is_flag=True, help="Print JSON.")(command)
+        for a in reversed(args):
+            command = click.argument(a)(command)
+        teams.command(name)(command)
+
+    _team_cmd("create", "Create a team (you become its first member).", "POST", "/team",
+              lambda name: {"name": name}, ("name",))
+    _team_cmd("join", "Join a team with its invite code.", "POST", "/team/join",
+              lambda code: {"invite_code": code}, ("code",))
+    _team_cmd("show", "Show your team: its members and invite code.", "GET", "/team")
+    _team_cmd("leave", "Leave your team (its submissions stay with it).", "POST", "/team/leave")
+    _team_cmd("rotate", "Replace your team's invite code (the old one stops working).", "POST", "/team/invite")
 
     @main.command("status")
     @click.argument("submission_id", type=int)
@@ -212,7 +268,7 @@ def server_tasks(as_json: bool) -> bool:
     if not cfg.get("server"):
         return False
     try:
-        rows = _client().get_json("/tasks")
+        rows = _client().get_all("/tasks")
     except ClientError as e:
         _die(e, as_json)
     if as_json:

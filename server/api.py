@@ -1,22 +1,31 @@
 """The REST API (`/api/v1`, JSON): token authentication only, JSON errors with every problem.
 
-Every error is `{"error": {"code": ..., "message": ..., ...}}`; validation failures add
-`problems` (each with `line`, `id`, `message`) and `total`.
+Every operation is declared with `@op` (server/openapi.py): its request and answer models
+(server/api_models.py), from which `/api/v1/openapi.json` is generated and `/api/docs` shows it.
+Every error is `{"error": {"code": ..., "message": ..., ...}}` with the status server.errors gives
+the failure (the web pages use the same table); validation failures add `problems` (each with
+`line`, `id`, `message`) and `total`. Every list is a page: `items`, `next_cursor`, `next`.
+State changes go through server.lifecycle (submissions, phases, boards) and server.teams.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import zipfile
-from datetime import datetime, timezone
+from urllib.parse import urlencode
 
 from flask import Blueprint, Response, current_app, jsonify, request
-from sqlmodel import select
+from pydantic import BaseModel, ValidationError
+from sqlmodel import SQLModel, select
 from werkzeug.exceptions import HTTPException
 
+from server import api_models as m
 from server import auth
-from server.models import Phase, Submission, Team
+from server.errors import HANDLED, describe
+from server.models import AuditLog, Phase, Submission, Team, User
+from server.openapi import op
 from server.submissions import phase_state, visible_scores
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
@@ -26,14 +35,6 @@ class ApiError(Exception):
     def __init__(self, status: int, code: str, message: str, **extra):
         super().__init__(message)
         self.status, self.code, self.message, self.extra = status, code, message, extra
-
-
-def _iso(dt: datetime | None) -> str | None:
-    if dt is None:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.isoformat().replace("+00:00", "Z")
 
 
 def error_response(status: int, code: str, message: str, **extra):
@@ -49,6 +50,17 @@ def _api_error(e: ApiError):
     return error_response(e.status, e.code, e.message, **e.extra)
 
 
+def _named_error(e: Exception):
+    """A named failure of the server (server.errors.TABLE): its status and code, as on the web."""
+    auth.db().rollback()
+    status, code, message, extra = describe(e)
+    return error_response(status, code, message, **extra)
+
+
+for _cls in HANDLED:
+    bp.register_error_handler(_cls, _named_error)
+
+
 @bp.errorhandler(HTTPException)
 def _http_error(e: HTTPException):
     messages = {
@@ -62,7 +74,102 @@ def _http_error(e: HTTPException):
                           messages.get(e.code, e.description or e.name))
 
 
-def _user():
+def out(model: type[BaseModel], _status: int = 200, _headers: dict | None = None, /, **fields):
+    """An answer validated into its declared model."""
+    r = jsonify(model.model_validate(fields).model_dump(mode="json", exclude_unset=True))
+    r.status_code = _status
+    r.headers.update(_headers or {})
+    return r
+
+
+def _problems(e: ValidationError) -> dict:
+    probs = [{"line": None, "id": ".".join(str(x) for x in err["loc"]) or None, "message": err["msg"]}
+             for err in e.errors()]
+    return {"problems": probs, "total": len(probs)}
+
+
+def _validate(model: type[BaseModel], data: dict):
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        msg = first["msg"]
+        if first["type"].startswith(("datetime", "date")):
+            msg += " (ISO 8601, e.g. 2026-01-31T23:59:00Z; UTC when no offset is given)"
+        raise ApiError(422, "invalid_request", f"{where}: {msg}" if where else msg, **_problems(e)) from None
+
+
+def _query(model: type[BaseModel]):
+    return _validate(model, request.args.to_dict())
+
+
+def _body(model: type[BaseModel]):
+    """The JSON body (or, for scripts with curl -F, the form) validated into its model."""
+    data = request.get_json(silent=True)
+    if data is None:
+        data = {k: v for k, v in request.form.items()}
+        for k, v in list(data.items()):
+            if v.lower() in ("true", "false") and model.model_fields.get(k) is not None \
+                    and model.model_fields[k].annotation is bool:
+                data[k] = v.lower() == "true"
+        for k in request.form:
+            if len(request.form.getlist(k)) > 1:
+                data[k] = request.form.getlist(k)
+    if not isinstance(data, dict):
+        raise ApiError(422, "invalid_request", "send a JSON object")
+    return _validate(model, data)
+
+
+# ----------------------------------------------------------------------------- pages
+
+
+def _cursor_id(cursor: str | None) -> int | None:
+    if not cursor:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+        kind, _, n = raw.partition(":")
+        if kind != "id":
+            raise ValueError(kind)
+        return int(n)
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(422, "bad_cursor", "the cursor is not one this server gave (pass `next_cursor` as is)") \
+            from None
+
+
+def _cursor(last_id: int) -> str:
+    return base64.urlsafe_b64encode(f"id:{last_id}".encode()).decode("ascii").rstrip("=")
+
+
+def paginate(s, q, id_col, page: m.PageQuery, render) -> tuple[list, dict]:
+    """Newest first by id: (items, the page's `next_cursor`/`next` and its Link header)."""
+    after = _cursor_id(page.cursor)
+    if after is not None:
+        q = q.where(id_col < after)
+    rows = list(s.exec(q.order_by(id_col.desc()).limit(page.limit + 1)))
+    more = len(rows) > page.limit
+    rows = rows[:page.limit]
+    items = [render(r) for r in rows]
+    nxt = cur = None
+    if more and rows:
+        last = rows[-1]
+        last_id = last.id if isinstance(last, SQLModel) else last[0].id
+        cur = _cursor(last_id)
+        args = {**request.args.to_dict(), "cursor": cur}
+        nxt = f"{request.base_url}?{urlencode(args)}"
+    return items, {"next_cursor": cur, "next": nxt}
+
+
+def _page(model, items, links, status: int = 200, **extra):
+    headers = {"Link": f'<{links["next"]}>; rel="next"'} if links["next"] else None
+    return out(model, status, headers, items=items, **links, **extra)
+
+
+# ----------------------------------------------------------------------------- who and what
+
+
+def _user() -> User:
     u = auth.current_user()
     if u is None:
         header = request.headers.get("Authorization", "")
@@ -71,6 +178,17 @@ def _user():
         raise ApiError(401, "unauthorized",
                        "authentication required: send 'Authorization: Bearer <token>' (cookies are not accepted)")
     return u
+
+
+def _organizer() -> User:
+    u = _user()
+    if not u.is_organizer:
+        raise ApiError(403, "not_organizer", "this needs an organizer's token")
+    return u
+
+
+def _settings():
+    return current_app.extensions["palimpsest.settings"]
 
 
 def _task(task_id: str):
@@ -108,10 +226,8 @@ def _phase(s, task_id: str, name: str | None) -> Phase:
 def _quota(s, user, phase: Phase) -> dict | None:
     if user is None or user.team_id is None:
         return None
-    try:
-        from server.submissions import quota
-    except ImportError:  # pragma: no cover - the backbone provides it
-        return None
+    from server.submissions import quota
+
     q = quota(s, team_id=user.team_id, phase=phase)
     left = [v for v in (q.get("daily_left"), q.get("total_left")) if v is not None]
     q["next_allowed_at"] = None if not left or min(left) > 0 else (
@@ -119,16 +235,22 @@ def _quota(s, user, phase: Phase) -> dict | None:
     return q
 
 
-def phase_json(p: Phase, quota: dict | None = None) -> dict:
-    d = {"name": p.name, "split": p.split, "opens_at": _iso(p.opens_at), "closes_at": _iso(p.closes_at),
-         "is_open": phase_state(p) == "open", "published": p.published_at is not None,
-         "limits": {"daily": p.daily_limit, "total": p.total_limit, "concurrent": p.concurrent_limit}}
-    if quota is not None:
-        d["quota"] = {k: (_iso(v) if isinstance(v, datetime) else v) for k, v in quota.items()}
-    return d
+def phase_fields(p: Phase, quota: dict | None = None) -> dict:
+    return {"name": p.name, "split": p.split, "opens_at": p.opens_at, "closes_at": p.closes_at,
+            "is_open": phase_state(p) == "open", "published": p.published_at is not None,
+            "limits": {"daily": p.daily_limit, "total": p.total_limit, "concurrent": p.concurrent_limit},
+            "quota": quota}
 
 
-def task_json(task, store_exists: bool, phases: list[dict]) -> dict:
+def phase_state_fields(p: Phase) -> dict:
+    from server.lifecycle import phase_labels
+
+    return {**phase_fields(p), "state": phase_labels(p), "frozen": bool(p.frozen),
+            "leaderboard_open": bool(p.leaderboard_open), "published_at": p.published_at,
+            "public_fraction": p.public_fraction}
+
+
+def task_fields(task, store_exists: bool, phases: list[dict]) -> dict:
     f = task.format
     return {
         "id": task.id, "version": task.version, "title": task.title, "description": task.description,
@@ -147,44 +269,177 @@ def task_json(task, store_exists: bool, phases: list[dict]) -> dict:
 def _store(task_id: str):
     from tasks.store import TaskStore
 
-    return TaskStore(task_id, current_app.extensions["palimpsest.settings"].home)
+    return TaskStore(task_id, _settings().home)
 
 
-# ----------------------------------------------------------------------------- routes
+def _visible_scores(s, user, sub: Submission, phase: Phase) -> dict | None:
+    """The scoring contract of what the caller may see: the public part (or all) while the phase
+    runs; after publication the private part too. Participants see the gold's keyed id, never its
+    sha256."""
+    from server.lifecycle import public_result
+
+    if sub.score_attempt is None:  # never scored (a rescore keeps the standing scores)
+        return None
+    secret = _settings().secret_key
+    parts = {sc.part: (sc.result if user.is_organizer else public_result(sc.result, secret))
+             for sc in visible_scores(s, sub, phase, organizer=user.is_organizer)}
+    if not parts:
+        return None
+    main = parts.get("private") if phase.published_at is not None else None
+    main = main or parts.get("public") or parts.get("all") or next(iter(parts.values()))
+    d = dict(main)
+    d["part"] = next(k for k, v in parts.items() if v is main)
+    if len(parts) > 1:
+        d["parts"] = parts
+    return d
+
+
+def submission_fields(s, user, sub: Submission, phase: Phase | None = None, team: str | None = None) -> dict:
+    phase = phase or s.get(Phase, sub.phase_id)
+    return {"id": sub.id, "task": sub.task_id, "phase": phase.name if phase else None, "status": sub.status,
+            "created": sub.created_at, "started": sub.started_at, "finished": sub.finished_at,
+            "method_name": sub.method_name, "description": sub.description, "url": sub.url,
+            "show_publicly": sub.show_publicly, "is_primary": sub.is_primary, "is_baseline": sub.is_baseline,
+            "file_name": sub.file_name, "size": sub.size, "sha256": sub.file_sha256, "hidden": sub.hidden,
+            "hidden_reason": sub.hidden_reason or None, "failure_kind": sub.failure_kind,
+            "errors": (sub.errors or []) if sub.status == "failed" else [],
+            "scores": _visible_scores(s, user, sub, phase) if phase else None, "team": team}
+
+
+def _sub_out(s, u, sub, status: int = 200, **extra):
+    s.refresh(sub)
+    return out(m.SubmissionOut, status, **submission_fields(s, u, sub), **extra)
+
+
+def _own_submission(s, user, submission_id: int) -> Submission:
+    sub = s.get(Submission, submission_id)
+    # the same answer for "not yours" and "does not exist": ids are not an oracle
+    if sub is None or sub.removed_at is not None or not auth.can_see_submission(user, sub):
+        raise ApiError(404, "not_found", f"no submission {submission_id} visible to you")
+    return sub
+
+
+def _any_submission(s, submission_id: int) -> Submission:
+    sub = s.get(Submission, submission_id)
+    if sub is None:
+        raise ApiError(404, "not_found", f"no submission {submission_id}")
+    return sub
+
+
+# ----------------------------------------------------------------------------- you and your team
 
 
 @bp.get("/me")
+@op("Who the token belongs to", responses={200: m.Me}, tags=("team",))
 def me():
     u = _user()
     s = auth.db()
     team = s.get(Team, u.team_id) if u.team_id else None
-    return jsonify({"id": u.id, "email": u.email, "is_organizer": u.is_organizer,
-                    "team": {"id": team.id, "name": team.name} if team else None})
+    return out(m.Me, id=u.id, email=u.email, is_organizer=u.is_organizer,
+               team={"id": team.id, "name": team.name} if team else None)
+
+
+def _team_out(s, team: Team, status: int = 200):
+    from server.teams import members
+
+    return out(m.TeamOut, status, id=team.id, name=team.name, invite_code=team.invite_code,
+               members=[{"id": x.id, "email": x.email} for x in members(s, team)], created=team.created_at)
+
+
+@bp.get("/team")
+@op("Your team: its members and invite code", responses={200: m.TeamOut}, errors=(404,), tags=("team",))
+def team_show():
+    u = _user()
+    s = auth.db()
+    team = s.get(Team, u.team_id) if u.team_id else None
+    if team is None:
+        raise ApiError(404, "no_team", "you are in no team: create one or join one with its invite code")
+    return _team_out(s, team)
+
+
+@bp.post("/team")
+@op("Create a team (you become its first member)", body=m.TeamCreate, responses={201: m.TeamOut},
+    errors=(409,), tags=("team",))
+def team_create():
+    from server import teams
+
+    u = _user()
+    body = _body(m.TeamCreate)
+    s = auth.db()
+    return _team_out(s, teams.create_team(s, u, body.name), 201)
+
+
+@bp.post("/team/join")
+@op("Join a team by its invite code", body=m.TeamJoin, responses={200: m.TeamOut}, errors=(404, 409),
+    tags=("team",))
+def team_join():
+    from server import teams
+
+    u = _user()
+    body = _body(m.TeamJoin)
+    s = auth.db()
+    return _team_out(s, teams.join_team(s, u, body.invite_code))
+
+
+@bp.post("/team/leave")
+@op("Leave your team (its submissions stay with it)", responses={200: m.Left}, errors=(409,), tags=("team",))
+def team_leave():
+    from server import teams
+
+    u = _user()
+    return out(m.Left, left_team=teams.leave_team(auth.db(), u))
+
+
+@bp.post("/team/invite")
+@op("Replace your team's invite code", responses={200: m.TeamOut}, errors=(409,), tags=("team",))
+def team_rotate():
+    from server import teams
+
+    u = _user()
+    s = auth.db()
+    return _team_out(s, teams.rotate_invite(s, u))
+
+
+# ----------------------------------------------------------------------------- tasks
 
 
 @bp.get("/tasks")
+@op("Tasks and their phases, with what is left of your quota", query=m.PageQuery,
+    responses={200: m.Page[m.TaskSummary]}, tags=("tasks",))
 def tasks_list():
     from tasks import all_tasks
 
     u = _user()
+    page = _query(m.PageQuery)
     s = auth.db()
-    out = []
-    for t in all_tasks():
-        phases = [phase_json(p, _quota(s, u, p)) for p in _phases(s, t.id)]
-        d = task_json(t, _store(t.id).exists(), phases)
-        out.append({k: d[k] for k in ("id", "title", "primary", "imported", "phases")})
-    return jsonify(out)
+    ts = list(all_tasks())
+    start = _cursor_id(page.cursor) or 0
+    chunk = ts[start:start + page.limit]
+    items = []
+    for t in chunk:
+        d = task_fields(t, _store(t.id).exists(), [phase_fields(p, _quota(s, u, p)) for p in _phases(s, t.id)])
+        items.append({k: d[k] for k in ("id", "title", "primary", "imported", "phases")})
+    links = {"next_cursor": None, "next": None}
+    if start + page.limit < len(ts):
+        cur = _cursor(start + page.limit)
+        links = {"next_cursor": cur, "next": f"{request.base_url}?{urlencode({**request.args.to_dict(), 'cursor': cur})}"}
+    return _page(m.Page[m.TaskSummary], items, links)
 
 
 @bp.get("/tasks/<task_id>")
+@op("A task: its format, metrics, splits and phases", responses={200: m.TaskOut}, tags=("tasks",))
 def task_detail(task_id):
     u = _user()
     t = _task(task_id)
     s = auth.db()
-    return jsonify(task_json(t, _store(t.id).exists(), [phase_json(p, _quota(s, u, p)) for p in _phases(s, t.id)]))
+    return out(m.TaskOut, **task_fields(t, _store(t.id).exists(),
+                                        [phase_fields(p, _quota(s, u, p)) for p in _phases(s, t.id)]))
+
+
 
 
 @bp.get("/tasks/<task_id>/download")
+@op("A zip of the task's public inputs", query=m.DownloadQuery, responses={200: "application/zip"}, tags=("tasks",))
 def download(task_id):
     _user()
     t = _task(task_id)
@@ -192,7 +447,7 @@ def download(task_id):
     if not store.exists():
         raise ApiError(404, "not_imported", f"task {t.id!r} has no data yet; the organizer imports it with: "
                                             f"{t.import_help}")
-    split = request.args.get("split")
+    split = _query(m.DownloadQuery).split
     if split is not None and split not in ("train", *t.splits):
         raise ApiError(404, "unknown_split", f"task {t.id!r} has no split {split!r}")
     buf = io.BytesIO()
@@ -206,63 +461,39 @@ def download(task_id):
         "Content-Disposition": f'attachment; filename="{t.id}-public.zip"'})
 
 
-def _visible_scores(s, user, sub: Submission, phase: Phase) -> dict | None:
-    """The scoring contract of what the caller may see: the public part (or all) while the phase
-    runs; after publication the private part too. Participants see the gold's keyed id, never its
-    sha256."""
-    from server.lifecycle import public_result
-
-    if sub.score_attempt is None:  # never scored (a rescore keeps the standing scores)
-        return None
-    secret = current_app.extensions["palimpsest.settings"].secret_key
-    parts = {sc.part: (sc.result if user.is_organizer else public_result(sc.result, secret))
-             for sc in visible_scores(s, sub, phase, organizer=user.is_organizer)}
-    if not parts:
-        return None
-    main = parts.get("private") if phase.published_at is not None else None
-    main = main or parts.get("public") or parts.get("all") or next(iter(parts.values()))
-    out = dict(main)
-    out["part"] = next(k for k, v in parts.items() if v is main)
-    if len(parts) > 1:
-        out["parts"] = parts
-    return out
+# ----------------------------------------------------------------------------- submissions
 
 
-def submission_json(s, user, sub: Submission, phase: Phase | None = None) -> dict:
-    phase = phase or s.get(Phase, sub.phase_id)
-    d = {"id": sub.id, "task": sub.task_id, "phase": phase.name if phase else None, "status": sub.status,
-         "created": _iso(sub.created_at), "started": _iso(sub.started_at), "finished": _iso(sub.finished_at),
-         "method_name": sub.method_name, "description": sub.description, "url": sub.url,
-         "show_publicly": sub.show_publicly, "is_primary": sub.is_primary, "is_baseline": sub.is_baseline,
-         "file_name": sub.file_name,
-         "size": sub.size, "sha256": sub.file_sha256, "hidden": sub.hidden,
-         "hidden_reason": sub.hidden_reason or None, "failure_kind": sub.failure_kind,
-         "errors": (sub.errors or []) if sub.status == "failed" else [],
-         "scores": _visible_scores(s, user, sub, phase) if phase else None}
-    return d
 
 
-def _own_submission(s, user, submission_id: int) -> Submission:
-    sub = s.get(Submission, submission_id)
-    # the same answer for "not yours" and "does not exist": ids are not an oracle
-    if sub is None or sub.removed_at is not None or not auth.can_see_submission(user, sub):
-        raise ApiError(404, "not_found", f"no submission {submission_id} visible to you")
-    return sub
+def _flag(name: str, default: bool = False) -> bool:
+    v = request.form.get(name)
+    if v is None:
+        return default
+    return v.lower() in ("1", "true", "yes", "on")
 
 
 @bp.post("/tasks/<task_id>/submissions")
+@op("Upload a prediction file", form=m.UploadForm,
+    responses={201: m.SubmissionOut, 200: m.SubmissionOut}, errors=(400, 403, 409, 413, 422, 429),
+    tags=("submissions",),
+    description="201: a new submission, queued for scoring. 200: this very file was submitted before by "
+                "your team in this phase (`duplicate: true`, counted once). `primary=true` makes it your "
+                "team's primary (ranked) run of the phase.")
 def create(task_id):
-    from server.exceptions import DuplicateSubmission, LimitReached, PhaseClosed, SubmissionRefused
+    from server.exceptions import DuplicateSubmission
+    from server.lifecycle import set_primary
     from server.submissions import create_submission
 
     u = _user()
     t = _task(task_id)
     s = auth.db()
-    as_baseline = (request.form.get("baseline") or "").lower() in ("1", "true", "yes")
+    as_baseline = _flag("baseline")
     if as_baseline and not u.is_organizer:
         raise ApiError(403, "not_organizer", "only an organizer's token may record baseline entries")
     if u.team_id is None and not as_baseline:
-        raise ApiError(403, "no_team", "join or create a team before submitting")
+        raise ApiError(403, "no_team", "join or create a team before submitting (`palimpsest teams create NAME` "
+                                       "or `palimpsest teams join CODE`)")
     if not _store(t.id).exists():
         raise ApiError(409, "not_imported", f"task {t.id!r} has no data yet")
     phase = _phase(s, t.id, request.form.get("phase") or None)
@@ -279,141 +510,193 @@ def create(task_id):
         team = baseline_team(s)
     else:
         team = s.get(Team, u.team_id)
+    primary = _flag("primary") and not as_baseline
     try:
         sub = create_submission(
             s, user=u, team=team, task_id=t.id, phase=phase, upload=data, filename=f.filename or "",
             method_name=(request.form.get("method_name") or "")[:200],
             description=request.form.get("description") or "",
             url=(request.form.get("url") or "")[:500],
-            show_publicly=(request.form.get("show_publicly", "true").lower() not in ("0", "false", "no")),
-            is_baseline=as_baseline, settings=current_app.extensions["palimpsest.settings"], dedupe=True,
+            show_publicly=_flag("show_publicly", True),
+            is_baseline=as_baseline, settings=_settings(), dedupe=True,
         )
+        status, dup = 201, False
     except DuplicateSubmission as e:  # a retried upload: the same answer, counted once
-        body = submission_json(s, u, s.get(Submission, e.submission_id), phase)
-        body["duplicate"] = True
-        return jsonify(body), 200
-    except LimitReached as e:
-        raise ApiError(429, "limit_reached", e.message, limit=getattr(e, "limit", None),
-                       next_allowed_at=_iso(e.next_allowed_at)) from None
-    except PhaseClosed as e:
-        raise ApiError(403, "phase_closed", e.message, next_allowed_at=_iso(e.next_allowed_at)) from None
-    except SubmissionRefused as e:
-        raise ApiError(422, "refused", e.message, next_allowed_at=_iso(e.next_allowed_at)) from None
-    body = submission_json(s, u, sub, phase)
-    body["duplicate"] = False
-    return jsonify(body), 201
+        sub, status, dup = s.get(Submission, e.submission_id), 200, True
+    if primary:
+        set_primary(s, sub, team_id=team.id, actor=u)
+    return _sub_out(s, u, sub, status, duplicate=dup)
 
 
 @bp.get("/submissions")
+@op("Your team's submissions (organizers: `mine=0` for everyone's)", query=m.SubmissionsQuery,
+    responses={200: m.Page[m.SubmissionOut]}, tags=("submissions",))
 def my_submissions():
     u = _user()
+    page = _query(m.SubmissionsQuery)
     s = auth.db()
-    q = select(Submission).where(Submission.removed_at.is_(None))
-    if not u.is_organizer or request.args.get("mine", "1") != "0":
+    q = select(Submission, Team).join(Team, Team.id == Submission.team_id)
+    if not u.is_organizer:
+        q = q.where(Submission.removed_at.is_(None))
+    if not u.is_organizer or page.mine != "0":
         if u.team_id is None:
-            return jsonify([])
+            return _page(m.Page[m.SubmissionOut], [], {"next_cursor": None, "next": None})
         q = q.where(Submission.team_id == u.team_id)
-    if request.args.get("task"):
-        q = q.where(Submission.task_id == request.args["task"])
+    if page.task:
+        q = q.where(Submission.task_id == page.task)
+    if page.status:
+        q = q.where(Submission.status == page.status)
     phases = {p.id: p for p in s.exec(select(Phase))}
-    subs = list(s.exec(q.order_by(Submission.id.desc()).limit(1000)))
-    return jsonify([submission_json(s, u, x, phases.get(x.phase_id)) for x in subs])
+    items, links = paginate(s, q, Submission.id, page,
+                            lambda row: submission_fields(s, u, row[0], phases.get(row[0].phase_id), row[1].name))
+    return _page(m.Page[m.SubmissionOut], items, links)
 
 
 @bp.get("/submissions/<int:submission_id>")
+@op("A submission: its status, every problem, the scores you may see", responses={200: m.SubmissionOut},
+    tags=("submissions",))
 def submission(submission_id):
     u = _user()
     s = auth.db()
-    return jsonify(submission_json(s, u, _own_submission(s, u, submission_id)))
+    return _sub_out(s, u, _own_submission(s, u, submission_id))
+
+
+@bp.post("/submissions/<int:submission_id>/primary")
+@op("Make a submission your team's primary (ranked) run of its phase", responses={200: m.SubmissionOut},
+    errors=(403,), tags=("submissions",),
+    description="SemEval's convention: one primary run per team and phase, the others contrastive. Only "
+                "the team chooses its run.")
+def primary(submission_id):
+    from server.lifecycle import set_primary
+
+    u = _user()
+    s = auth.db()
+    sub = _own_submission(s, u, submission_id)
+    if u.team_id != sub.team_id:
+        raise ApiError(403, "not_your_team", "only the team that made a submission chooses its primary run")
+    set_primary(s, sub, team_id=u.team_id, actor=u)
+    return _sub_out(s, u, sub)
+
+
 
 
 @bp.get("/tasks/<task_id>/leaderboard")
+@op("A task's leaderboard as your token may see it", query=m.LeaderboardQuery,
+    responses={200: m.Board, 304: None}, tags=("leaderboards",),
+    description="The same board as /tasks/<id>/leaderboard.json, from the same render cache. A published "
+                "phase answers with its final ranking as published (a `Snapshot`).")
 def leaderboard(task_id):
-    """The same board as /tasks/<id>/leaderboard.json, from the same render cache, as the token
-    holder may see it."""
     from server.views.leaderboard import _serve
 
     u = _user()
     t = _task(task_id)
+    _query(m.LeaderboardQuery)
     who = "organizer" if u.is_organizer else (f"team:{u.team_id}" if u.team_id else "public")
     return _serve(t.id, "json", who=who)
 
 
-# ----------------------------------------------------------------------------- organizers: the lifecycle
+# ----------------------------------------------------------------------------- organizers: phases
 
 
-def _organizer():
-    u = _user()
-    if not u.is_organizer:
-        raise ApiError(403, "not_organizer", "this needs an organizer's token")
-    return u
+@bp.get("/tasks/<task_id>/phases")
+@op("A task's phases with their state (organizers)", query=m.PageQuery, responses={200: m.Page[m.PhaseState]},
+    errors=(403,), tags=("organizers",))
+def phases_list(task_id):
+    _organizer()
+    t = _task(task_id)
+    page = _query(m.PageQuery)
+    s = auth.db()
+    items, links = paginate(s, select(Phase).where(Phase.task_id == t.id), Phase.id, page, phase_state_fields)
+    return _page(m.Page[m.PhaseState], items, links)
 
 
-def _lifecycle_call(fn):
-    from server.exceptions import LifecycleRefused
+@bp.post("/tasks/<task_id>/phases")
+@op("Create a phase", body=m.PhaseCreate, responses={201: m.PhaseState}, errors=(403, 409),
+    tags=("organizers",))
+def phase_create(task_id):
+    from server import lifecycle
 
-    try:
-        return fn()
-    except LifecycleRefused as e:
-        auth.db().rollback()
-        raise ApiError(409, e.code, e.message) from None
+    u = _organizer()
+    t = _task(task_id)
+    body = _body(m.PhaseCreate)
+    s = auth.db()
+    p = lifecycle.create_phase(s, task=t, name=body.name, split=body.split, actor=u, via="api")
+    changes = {k: getattr(body, k) for k in body.model_fields_set if k not in ("name", "split")}
+    if changes:
+        changes = m.PhaseEdit.model_validate(changes).model_dump(include=set(changes))
+        lifecycle.edit_phase(s, p, changes, actor=u, via="api")
+    return out(m.PhaseState, 201, **phase_state_fields(p))
 
 
-def _phase_state_json(p: Phase) -> dict:
-    from server.lifecycle import phase_labels
+@bp.patch("/tasks/<task_id>/phases/<phase_name>")
+@op("Change a phase's window, limits or public fraction", body=m.PhaseEdit, responses={200: m.PhaseState},
+    errors=(403, 409), tags=("organizers",))
+def phase_edit(task_id, phase_name):
+    from server import lifecycle
 
-    d = phase_json(p)
-    d.update({"state": phase_labels(p), "frozen": bool(p.frozen), "leaderboard_open": bool(p.leaderboard_open),
-              "published_at": _iso(p.published_at), "public_fraction": p.public_fraction})
-    return d
+    u = _organizer()
+    t = _task(task_id)
+    body = _body(m.PhaseEdit)
+    s = auth.db()
+    p = _phase(s, t.id, phase_name)
+    changes = body.model_dump(include=set(body.model_fields_set))
+    if "public_fraction" in changes and changes["public_fraction"] is None:
+        raise ApiError(422, "invalid_request", "public_fraction: a number in (0, 1]")
+    lifecycle.edit_phase(s, p, changes, actor=u, via="api")
+    return out(m.PhaseState, **phase_state_fields(p))
 
 
 @bp.post("/tasks/<task_id>/phases/<phase_name>/<action>")
+@op("Close, freeze, unfreeze or publish a phase", body=m.PhaseAction,
+    responses={200: m.PhaseActionOut, 201: m.PhaseActionOut}, errors=(403, 409), tags=("organizers",),
+    description="`action`: close, freeze, unfreeze or publish. Publish answers 201 with the new version of "
+                "the final ranking; `close: true` closes an open phase in the same step; a correction "
+                "(version 2 on) needs a `reason`.")
 def phase_action(task_id, phase_name, action):
-    """close, freeze, unfreeze or publish a phase (publish: `reason` for a correction, `close=true`
-    to close an open phase in the same step)."""
     from server import lifecycle
 
     u = _organizer()
     t = _task(task_id)
     s = auth.db()
     p = _phase(s, t.id, phase_name)
-    body = request.get_json(silent=True) or request.form
-    if action == "close":
-        _lifecycle_call(lambda: lifecycle.close(s, p, actor=u, via="api"))
-    elif action in ("freeze", "unfreeze"):
-        _lifecycle_call(lambda: lifecycle.set_frozen(s, p, action == "freeze", actor=u, via="api"))
-    elif action == "publish":
-        close_first = str(body.get("close", "false")).lower() in ("1", "true", "yes")
-        rv = _lifecycle_call(lambda: lifecycle.publish(
-            s, p, task=t, actor=u, settings=current_app.extensions["palimpsest.settings"],
-            reason=str(body.get("reason") or ""), via="api", close_first=close_first))
-        return jsonify({"phase": _phase_state_json(p), "ranking": _version_json(rv)}), 201
-    else:
+    if action not in ("close", "freeze", "unfreeze", "publish"):
         raise ApiError(404, "unknown_action", f"no phase action {action!r} (close, freeze, unfreeze, publish)")
-    return jsonify({"phase": _phase_state_json(p)})
+    body = _body(m.PhaseAction) if (request.get_json(silent=True) or request.form) else m.PhaseAction()
+    if action == "close":
+        lifecycle.close(s, p, actor=u, via="api")
+    elif action in ("freeze", "unfreeze"):
+        lifecycle.set_frozen(s, p, action == "freeze", actor=u, via="api")
+    else:
+        rv = lifecycle.publish(s, p, task=t, actor=u, settings=_settings(), reason=body.reason, via="api",
+                               close_first=body.close)
+        return out(m.PhaseActionOut, 201, phase=phase_state_fields(p), ranking=_version_fields(rv))
+    return out(m.PhaseActionOut, phase=phase_state_fields(p))
 
 
-def _version_json(rv) -> dict:
-    return {"version": rv.version, "published_at": _iso(rv.published_at), "reason": rv.reason,
-            "sha256": rv.sha256}
+def _version_fields(rv) -> dict:
+    return {"version": rv.version, "published_at": rv.published_at, "reason": rv.reason, "sha256": rv.sha256}
 
 
 @bp.get("/tasks/<task_id>/phases/<phase_name>/rankings")
+@op("Every published version of a phase's final ranking (organizers)", query=m.PageQuery,
+    responses={200: m.RankingsOut}, errors=(403,), tags=("organizers",))
 def rankings(task_id, phase_name):
-    """Every published version of a phase's final ranking (organizers)."""
-    from server.lifecycle import ranking_versions
+    from server.models import RankingVersion
 
     _organizer()
     t = _task(task_id)
+    page = _query(m.PageQuery)
     s = auth.db()
     p = _phase(s, t.id, phase_name)
-    return jsonify({"phase": _phase_state_json(p), "versions": [_version_json(v) for v in ranking_versions(s, p.id)]})
+    items, links = paginate(s, select(RankingVersion).where(RankingVersion.phase_id == p.id), RankingVersion.id,
+                            page, _version_fields)
+    return _page(m.RankingsOut, items, links, phase=phase_state_fields(p))
 
 
 @bp.get("/tasks/<task_id>/phases/<phase_name>/rankings/<int:version>")
+@op("One published version of the final ranking, byte for byte as published", responses={200: m.Snapshot},
+    tags=("leaderboards",))
 def ranking_version(task_id, phase_name, version):
-    """One published version of the final ranking, byte for byte as published."""
     from server.lifecycle import latest_ranking
 
     _user()
@@ -426,13 +709,236 @@ def ranking_version(task_id, phase_name, version):
     return Response(rv.body_json.encode("utf-8"), mimetype="application/json")
 
 
+@bp.get("/tasks/<task_id>/phases/<phase_name>/export")
+@op("The final ranking as CSV, JSON or a LaTeX table (organizers)", query=m.ExportQuery,
+    responses={200: "text/csv"}, errors=(403,), tags=("organizers",),
+    description="The published snapshot (`version`, default the latest) byte for byte, or a preview "
+                "before publication; `format` csv (text/csv), json (application/json) or tex "
+                "(application/x-tex).")
+def export(task_id, phase_name):
+    from server.organize import export_ranking
+
+    u = _organizer()
+    t = _task(task_id)
+    q = _query(m.ExportQuery)
+    s = auth.db()
+    p = _phase(s, t.id, phase_name)
+    ex = export_ranking(s, t, p, q.format, q.version, actor=u, settings=_settings(), via="api")
+    return Response(ex.body, content_type=ex.mimetype,
+                    headers={"Content-Disposition": f'attachment; filename="{ex.filename}"'})
+
+
+# ----------------------------------------------------------------------------- organizers: submissions
+
+
+@bp.post("/submissions/<int:submission_id>/rescore")
+@op("Score a submission again (organizers)", body=m.Rescore, responses={200: m.Rescored}, errors=(403, 409),
+    tags=("organizers",))
+def rescore_one(submission_id):
+    from server import lifecycle
+    from server.organize import enqueue_ids
+
+    u = _organizer()
+    body = _body(m.Rescore) if (request.get_json(silent=True) or request.form) else m.Rescore()
+    s = auth.db()
+    sub = _any_submission(s, submission_id)
+    if sub.removed_at is not None:
+        raise ApiError(409, "removed", f"submission {sub.id} is removed; restore it first")
+    ids = lifecycle.rescore(s, [sub], actor=u, max_attempts=_settings().max_attempts, reason=body.reason)
+    if not ids:
+        raise ApiError(409, "not_final", f"submission {sub.id} is {sub.status}: only a scored or failed "
+                                         "submission is rescored")
+    enqueue_ids(current_app, ids, _settings())
+    return out(m.Rescored, queued=ids, skipped=0)
+
+
+@bp.post("/tasks/<task_id>/rescore")
+@op("Score every final submission of a task (or of one phase) again (organizers)", body=m.TaskRescore,
+    responses={200: m.Rescored}, errors=(403,), tags=("organizers",))
+def rescore_all(task_id):
+    from server.organize import enqueue_ids, rescore_task
+
+    u = _organizer()
+    t = _task(task_id)
+    body = _body(m.TaskRescore) if (request.get_json(silent=True) or request.form) else m.TaskRescore()
+    s = auth.db()
+    p = _phase(s, t.id, body.phase) if body.phase else None
+    ids = rescore_task(s, t, actor=u, settings=_settings(), phase=p, include_invalid=body.include_invalid,
+                       reason=body.reason, via="api")
+    enqueue_ids(current_app, ids, _settings())
+    return out(m.Rescored, queued=ids, skipped=0)
+
+
+@bp.post("/submissions/<int:submission_id>/visibility")
+@op("Hide, unhide, remove or restore a submission (organizers)", body=m.Visibility,
+    responses={200: m.SubmissionOut}, errors=(403, 409), tags=("organizers",),
+    description="Nothing is deleted for real; hide and remove need a reason, which the team is shown.")
+def visibility(submission_id):
+    from server import lifecycle
+
+    u = _organizer()
+    body = _body(m.Visibility)
+    s = auth.db()
+    sub = _any_submission(s, submission_id)
+    lifecycle.set_visibility(s, sub, body.action, actor=u, reason=body.reason)
+    return _sub_out(s, u, sub)
+
+
+# ----------------------------------------------------------------------------- organizers: audit, baselines
+
+
+@bp.get("/audit")
+@op("The audit log, newest first (organizers)", query=m.AuditQuery, responses={200: m.Page[m.AuditEntry]},
+    errors=(403,), tags=("organizers",))
+def audit_log():
+    _organizer()
+    page = _query(m.AuditQuery)
+    s = auth.db()
+    q = select(AuditLog)
+    if page.action:
+        q = q.where(AuditLog.action == page.action)
+    elif page.all != "1":  # the workers' status changes of every submission, on demand only
+        q = q.where(AuditLog.action != "submission.status")
+    actors: dict[int, str] = {}
+
+    def render(a: AuditLog) -> dict:
+        if a.actor_id is not None and a.actor_id not in actors:
+            who = s.get(User, a.actor_id)
+            actors[a.actor_id] = who.email if who else f"user:{a.actor_id}"
+        return {"id": a.id, "actor": actors.get(a.actor_id), "action": a.action, "target": a.target,
+                "details": a.details, "created": a.created_at}
+
+    items, links = paginate(s, q, AuditLog.id, page, render)
+    return _page(m.Page[m.AuditEntry], items, links)
+
+
+@bp.get("/tasks/<task_id>/baselines")
+@op("A task's baseline entries, newest first (organizers)", query=m.BaselinesQuery,
+    responses={200: m.Page[m.SubmissionOut]}, errors=(403,), tags=("organizers",))
+def baselines_list(task_id):
+    u = _organizer()
+    t = _task(task_id)
+    page = _query(m.BaselinesQuery)
+    s = auth.db()
+    q = select(Submission, Team).join(Team, Team.id == Submission.team_id).where(
+        Submission.task_id == t.id, Submission.is_baseline.is_(True))
+    if page.phase:
+        q = q.where(Submission.phase_id == _phase(s, t.id, page.phase).id)
+    phases = {p.id: p for p in _phases(s, t.id)}
+    items, links = paginate(s, q, Submission.id, page,
+                            lambda row: submission_fields(s, u, row[0], phases.get(row[0].phase_id), row[1].name))
+    return _page(m.Page[m.SubmissionOut], items, links)
+
+
+@bp.post("/tasks/<task_id>/baselines")
+@op("Queue baseline runs of a task (organizers)", body=m.BaselineRuns, responses={202: m.BaselinesQueued},
+    errors=(403, 503), tags=("organizers",),
+    description="A worker of the baselines queue (`palimpsest worker --queue baselines`) runs each system "
+                "and records its file as a baseline entry.")
+def baselines_queue(task_id):
+    from baselines.systems import SYSTEMS, Options
+    from server.organize import QueueUnreachable, queue_baselines
+
+    u = _organizer()
+    t = _task(task_id)
+    body = _body(m.BaselineRuns)
+    known = SYSTEMS.get(t.id, ())
+    unknown = [x for x in body.systems if x not in known]
+    if unknown:
+        raise ApiError(422, "unknown_system", f"{t.id} has no baseline system {', '.join(unknown)} "
+                                              f"(systems: {', '.join(known)})")
+    opts = Options(model=body.model, cross_model=body.cross_model, device=body.device).job_args()
+    try:
+        jobs = queue_baselines(current_app, auth.db(), t, body.systems, opts, actor=u, settings=_settings(),
+                               via="api")
+    except QueueUnreachable as e:
+        raise ApiError(503, "queue_unreachable", str(e)) from None
+    return out(m.BaselinesQueued, 202, jobs=jobs, systems=body.systems)
+
+
+@bp.get("/baselines/runs")
+@op("Baseline runs on the baselines queue: waiting, running, finished (what they recorded), failed "
+    "(organizers)", query=m.PageQuery, responses={200: m.Page[m.BaselineRun]}, errors=(403, 503),
+    tags=("organizers",))
+def baseline_runs():
+    from server.organize import baseline_runs as runs_of
+    from server.queue import connect
+
+    _organizer()
+    page = _query(m.PageQuery)
+    try:  # only look: never start the embedded Redis for this
+        conn = current_app.extensions.get("palimpsest.redis") or connect(_settings(), start_embedded=False)
+        conn.ping()
+        runs = runs_of(conn, _settings())
+    except Exception as e:  # noqa: BLE001 — say plainly that the queue cannot be read
+        raise ApiError(503, "queue_unreachable", f"the baselines queue is not reachable ({type(e).__name__}: {e})") \
+            from None
+    start = _cursor_id(page.cursor) or 0
+    links = {"next_cursor": None, "next": None}
+    if start + page.limit < len(runs):
+        cur = _cursor(start + page.limit)
+        links = {"next_cursor": cur, "next": f"{request.base_url}?{urlencode({**request.args.to_dict(), 'cursor': cur})}"}
+    return _page(m.Page[m.BaselineRun], runs[start:start + page.limit], links)
+
+
+# ----------------------------------------------------------------------------- the description
+
+
 @bp.get("/openapi.json")
+@op("This description (OpenAPI 3.1), generated from the declared models", responses={200: "application/json"},
+    public=True, tags=("api",))
 def openapi():
     from server.openapi import spec
 
-    return jsonify(spec())
+    cached = current_app.extensions.get("palimpsest.openapi")
+    if cached is None:
+        cached = current_app.extensions["palimpsest.openapi"] = spec(current_app)
+    return jsonify(cached)
+
+
+DOCS_CSP = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'"
+
+
+def _docs_blueprint() -> Blueprint:
+    """`/api/docs`: Swagger UI from the assets the flask-swagger-ui package ships (no network), on
+    this server's description; the start-up script is a file, so the page's CSP needs no inline
+    script."""
+    import os
+
+    import flask_swagger_ui
+    from flask import send_from_directory
+
+    dist = os.path.join(os.path.dirname(flask_swagger_ui.__file__), "dist")
+    docs = Blueprint("apidocs", __name__, url_prefix="/api/docs")
+
+    page = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Palimpsest API</title>
+<link rel="stylesheet" href="/api/docs/swagger-ui.css"><link rel="icon" href="/api/docs/favicon-32x32.png">
+</head><body><div id="swagger-ui"></div>
+<script src="/api/docs/swagger-ui-bundle.js"></script><script src="/api/docs/init.js"></script>
+</body></html>"""
+    init = """window.addEventListener('load', function () {
+  window.ui = SwaggerUIBundle({url: '/api/v1/openapi.json', dom_id: '#swagger-ui', deepLinking: true,
+    presets: [SwaggerUIBundle.presets.apis], layout: 'BaseLayout'});
+});"""
+
+    @docs.get("/")
+    def index():
+        return Response(page, mimetype="text/html", headers={"Content-Security-Policy": DOCS_CSP})
+
+    @docs.get("/init.js")
+    def init_js():
+        return Response(init, mimetype="text/javascript")
+
+    @docs.get("/<path:name>")
+    def asset(name):
+        return send_from_directory(dist, name, max_age=3600)
+
+    return docs
 
 
 def init_app(app) -> None:
-    """Register the API (CSRF does not apply: it takes bearer tokens only, never cookies)."""
+    """Register the API (CSRF does not apply: it takes bearer tokens only, never cookies) and its
+    docs page."""
     app.register_blueprint(bp)
+    app.register_blueprint(_docs_blueprint())

@@ -51,3 +51,14 @@ class LifecycleRefused(PalimpsestError):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+class TeamRefused(PalimpsestError):
+    """A team action the caller's situation does not allow (already in a team, a taken name, a
+    wrong invite code); `code` names it for the API."""
+
+    def __init__(self, message: str, code: str = "team_refused", status: int = 409):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.status = status

@@ -51,6 +51,9 @@ def api_env(tmp_path, monkeypatch):
         loner = create_user(s, email="loner@example.org", password="correct horse")
         s.commit()
         _, tokens["loner"] = create_token(s, user=loner)
+        org = create_user(s, email="org@example.org", password="correct horse", is_organizer=True)
+        s.commit()
+        _, tokens["org"] = create_token(s, user=org)
         s.commit()
     return app, tokens, home
 
@@ -114,8 +117,8 @@ def test_submit_score_and_see_only_the_public_part(api_env):
     for other in ("beta", "loner"):
         r = c.get(f"/api/v1/submissions/{sid}", headers=_h(tokens[other]))
         assert r.status_code == 404 and "error" in r.json
-    assert c.get("/api/v1/submissions", headers=_h(tokens["beta"])).json == []
-    mine = c.get("/api/v1/submissions", headers=_h(tokens["alpha"])).json
+    assert c.get("/api/v1/submissions", headers=_h(tokens["beta"])).json["items"] == []
+    mine = c.get("/api/v1/submissions", headers=_h(tokens["alpha"])).json["items"]
     assert [m["id"] for m in mine] == [sid]
     assert {"id", "task", "phase", "status", "created"} <= set(mine[0])
 
@@ -185,7 +188,8 @@ def test_closed_phase_and_unknowns(api_env):
         s.commit()
     c = app.test_client()
     r = _submit(c, tokens["alpha"], "tric-binary", _tric_file(home), phase="test")
-    assert r.status_code == 403 and r.json["error"]["code"] == "phase_closed"
+    # the same status as the web's submit page (server.errors): a conflict with the phase's state
+    assert r.status_code == 409 and r.json["error"]["code"] == "phase_closed"
     assert c.get("/api/v1/tasks/tric-binry", headers=_h(tokens["alpha"])).json["error"]["message"].find(
         "did you mean 'tric-binary'") >= 0
     r = _submit(c, tokens["loner"], "tric-binary", _tric_file(home), phase="dev")
@@ -236,6 +240,24 @@ def test_openapi_is_valid_and_describes_every_api_route(api_env):
     assert routed == described
 
 
+def _example(spec, schema):
+    """A request body from a declared schema: each property's first example, else a value of its type."""
+    schema = _resolve(spec, schema)
+    if "examples" in schema:
+        return schema["examples"][0]
+    if "default" in schema:
+        return schema["default"]
+    if "anyOf" in schema:
+        return _example(spec, schema["anyOf"][0])
+    t = schema.get("type")
+    if t == "object":
+        return {k: _example(spec, v) for k, v in schema.get("properties", {}).items()
+                if k in schema.get("required", []) or "examples" in v}
+    if "enum" in schema:
+        return schema["enum"][0]
+    return {"string": "x", "integer": 1, "number": 0.5, "boolean": False, "array": []}.get(t)
+
+
 def _example_request(spec, path, op, ids):
     url = path
     query = {}
@@ -249,7 +271,8 @@ def _example_request(spec, path, op, ids):
 
 
 def test_every_operation_answers_as_described(api_env):
-    """Requests generated from the spec, with and without a token; every answer's status must be
+    """Requests generated from the spec (bodies from the declared request models), with a
+    participant's, no, another team's and an organizer's token; every answer's status must be
     declared and its body must match the declared schema."""
     app, tokens, home = api_env
     c = app.test_client()
@@ -257,21 +280,56 @@ def test_every_operation_answers_as_described(api_env):
     sid = _submit(c, tokens["alpha"], "tric-binary", _tric_file(home), phase="test").json["id"]
     _run_job(sid)
     checked = 0
-    for path, ops in spec["paths"].items():
+    # team leave and phase close last: they change what the other operations see
+    last = ("/team/leave", "/tasks/{task_id}/phases/{phase_name}/{action}")
+    order = sorted(spec["paths"].items(), key=lambda kv: kv[0] in last)
+    for path, ops in order:
         for method, op in ops.items():
-            for token in (tokens["alpha"], None, tokens["beta"]):
-                url, query = _example_request(spec, path, op, {"submission_id": sid, "task_id": "tric-binary"})
+            for token in (tokens["alpha"], None, tokens["beta"], tokens["org"]):
+                ids = {"submission_id": sid, "task_id": "tric-binary", "phase_name": "dev", "action": "freeze"}
+                url, query = _example_request(spec, path, op, ids)
                 headers = _h(token) if token else {}
-                if method == "post":
+                content = op.get("requestBody", {}).get("content", {})
+                if "multipart/form-data" in content:
                     r = c.post(url, headers=headers, data={"file": (io.BytesIO(_tric_file(home, 7)), "p.jsonl"),
                                                            "phase": "dev"}, content_type="multipart/form-data")
+                elif "application/json" in content:
+                    body = _example(spec, content["application/json"]["schema"])
+                    r = c.open(url, method=method.upper(), headers=headers, json=body)
                 else:
-                    r = c.get(url, headers=headers, query_string=query)
+                    r = c.open(url, method=method.upper(), headers=headers, query_string=query)
                 declared = op["responses"]
-                assert str(r.status_code) in declared, (method, path, r.status_code, r.data[:200])
-                content = declared[str(r.status_code)].get("content", {})
-                if "application/json" in content and content["application/json"].get("schema"):
-                    schema = _resolve(spec, content["application/json"]["schema"])
-                    jsonschema.validate(r.json, schema)
+                assert str(r.status_code) in declared, (method, path, r.status_code, r.data[:300])
+                body_schema = declared[str(r.status_code)].get("content", {}).get("application/json", {})
+                if body_schema.get("schema") and r.mimetype == "application/json":
+                    jsonschema.validate(r.json, _resolve(spec, body_schema["schema"]))
                 checked += 1
-    assert checked >= 27
+    assert checked >= 4 * 27
+
+
+def test_a_published_snapshot_matches_its_declared_shape(api_env):
+    """The leaderboard rows and the published snapshot, field by field (additional fields refused)."""
+    from datetime import datetime, timedelta
+
+    from server.models import Phase
+    from sqlmodel import Session, select
+
+    app, tokens, home = api_env
+    c = app.test_client()
+    spec = c.get("/api/v1/openapi.json").json
+    sid = _submit(c, tokens["alpha"], "tric-binary", _tric_file(home), phase="test", primary="true").json["id"]
+    _run_job(sid)
+    board = c.get("/api/v1/tasks/tric-binary/leaderboard?phase=test", headers=_h(tokens["alpha"])).json
+    jsonschema.validate(board, _resolve(spec, spec["components"]["schemas"]["Leaderboard"]))
+    assert board["rows"][0]["primary_run"] is True
+    r = c.post("/api/v1/tasks/tric-binary/phases/test/publish", headers=_h(tokens["org"]), json={"close": True})
+    assert r.status_code == 201, r.json
+    snap = c.get("/api/v1/tasks/tric-binary/phases/test/rankings/1", headers=_h(tokens["alpha"])).json
+    jsonschema.validate(snap, _resolve(spec, spec["components"]["schemas"]["Snapshot"]))
+    # the board of a published phase is the snapshot, and is declared so
+    board = c.get("/api/v1/tasks/tric-binary/leaderboard?phase=test", headers=_h(tokens["beta"])).json
+    assert board["ranking"]["version"] == 1
+    jsonschema.validate(board, _resolve(spec, spec["components"]["schemas"]["Board"]))
+    bad = dict(snap, rows=[dict(snap["rows"][0], undeclared=1)])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, _resolve(spec, spec["components"]["schemas"]["Snapshot"]))

@@ -122,8 +122,8 @@ def test_publishing_an_open_phase_is_refused_everywhere(b):
     assert rv.version == 2
     listed = app.test_client().get("/api/v1/tasks/tric-binary/phases/test/rankings",
                                    headers={"Authorization": f"Bearer {token}"}).json
-    assert [v["version"] for v in listed["versions"]] == [1, 2]
-    assert listed["versions"][1]["reason"] == "a late fix of the scorer"
+    assert [v["version"] for v in listed["items"]] == [2, 1]  # a page, newest first
+    assert listed["items"][0]["reason"] == "a late fix of the scorer" and listed["next"] is None
 
 
 def test_a_published_snapshot_never_moves(b):

@@ -110,9 +110,10 @@ def test_open_close_freeze(app, world, org, client):
 
 def test_hide_with_reason_shown_to_the_team(app, world, org, client):
     sid = world["a_dev"].id
-    assert b"Say why" in org.post(f"/organizer/submissions/{sid}/hide", {"action": "hide"},
+    assert b"Say why" in org.post(f"/organizer/submissions/{sid}/hide", {"action": "hide", "confirm": "yes"},
                                   follow_redirects=True).data
-    org.post(f"/organizer/submissions/{sid}/hide", {"action": "hide", "reason": "Used the <b>test</b> labels"})
+    org.post(f"/organizer/submissions/{sid}/hide", {"action": "hide", "reason": "Used the <b>test</b> labels",
+                                                           "confirm": "yes"})
     rows = client.get("/tasks/tric-binary/leaderboard.json?phase=dev").get_json()["rows"]
     assert [r["team"] for r in rows] == ["beta"]
     team = Browser(app.test_client())
@@ -122,7 +123,7 @@ def test_hide_with_reason_shown_to_the_team(app, world, org, client):
     org.post(f"/organizer/submissions/{sid}/hide", {"action": "unhide"})
     rows = client.get("/tasks/tric-binary/leaderboard.json?phase=dev").get_json()["rows"]
     assert [r["team"] for r in rows] == ["alpha", "beta"]
-    org.post(f"/organizer/submissions/{sid}/hide", {"action": "remove", "reason": "withdrawn"})
+    org.post(f"/organizer/submissions/{sid}/hide", {"action": "remove", "reason": "withdrawn", "confirm": "yes"})
     with Session(engine_of(app)) as s:
         sub = s.get(Submission, sid)
         assert sub is not None and sub.removed_at is not None  # soft: the row stays
@@ -179,7 +180,7 @@ def test_rescore_one_and_all_requeue_and_log(app, world, org, monkeypatch):
     with Session(engine_of(app)) as s:
         assert s.get(Submission, sid).status == "queued"
     assert calls == [sid]
-    org.post("/organizer/tasks/tric-binary/rescore", {"phase": "test"})
+    org.post("/organizer/tasks/tric-binary/rescore", {"phase": "test", "confirm": "yes"})
     assert sorted(calls[1:]) == sorted([world["a_test"].id, world["b_test"].id])
     assert [a for a, _ in actions(app)] == ["submission.rescore", "task.rescore", "submission.rescore",
                                             "submission.rescore"]
@@ -237,7 +238,7 @@ def test_export_of_a_closed_board(app, world, org):
 
 def test_removed_runs_stay_listed_for_their_team(app, world, org):
     sid = world["a_dev"].id
-    org.post(f"/organizer/submissions/{sid}/hide", {"action": "remove", "reason": "duplicate of #3"})
+    org.post(f"/organizer/submissions/{sid}/hide", {"action": "remove", "reason": "duplicate of #3", "confirm": "yes"})
     team = Browser(app.test_client())
     team.login("a@x.org")
     page = team.get("/submissions").get_data(as_text=True)

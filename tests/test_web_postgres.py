@@ -75,7 +75,7 @@ def test_team_and_organizer_actions_on_postgres(pg_app):
     sub = make_submission(app, team=team_of(app, "alpha"), phase=dev, scores={"all": 0.5})
     org = Browser(app.test_client())
     org.login("o@x.org")
-    org.post(f"/organizer/submissions/{sub.id}/hide", {"action": "hide", "reason": "why"})
+    org.post(f"/organizer/submissions/{sub.id}/hide", {"action": "hide", "reason": "why", "confirm": "yes"})
     assert app.test_client().get("/tasks/tric-binary/leaderboard.json?phase=dev").get_json()["rows"] == []
     assert org.get("/organizer/audit").status_code == 200
     assert org.get(f"/organizer/phases/{dev.id}/export.tex").status_code == 200

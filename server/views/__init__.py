@@ -93,6 +93,18 @@ def init_web(app: Flask) -> None:
 
         app.register_error_handler(code, handler)
 
+    from server.errors import HANDLED, describe
+
+    def _named_error(e):
+        """A named failure no page caught: its status from the table the API uses (server.errors)."""
+        status, code, message, _ = describe(e)
+        if auth.is_api_request():
+            return {"error": {"code": code, "message": message}}, status
+        return render_template("error.html", code=status, message=message), status
+
+    for cls in HANDLED:
+        app.register_error_handler(cls, _named_error)
+
     security_headers = [
         ("X-Content-Type-Options", "nosniff"),
         ("X-Frame-Options", "DENY"),

@@ -4,8 +4,6 @@ nothing is deleted for real."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from flask import (
     Blueprint,
     Response,
@@ -21,7 +19,7 @@ from sqlmodel import func, select
 
 from server import leaderboard as lb
 from server import lifecycle
-from server.auth import audit, current_user, db, organizer_required, safe_next
+from server.auth import current_user, db, organizer_required, safe_next
 from server.exceptions import LifecycleRefused
 from server.models import AuditLog, GoldPartition, Phase, Submission, Team, User
 from server.submissions import phase_state
@@ -69,30 +67,20 @@ def dashboard():
 # ----------------------------------------------------------------------------- phases
 
 
-def _parse_dt(v: str) -> datetime | None:
-    v = (v or "").strip()
-    if not v:
-        return None
-    return datetime.fromisoformat(v.replace("Z", "").replace(" ", "T"))
-
-
-def _parse_limit(v: str) -> int | None:
-    v = (v or "").strip()
-    if not v:
-        return None
-    n = int(v)
-    if n < 0:
-        raise ValueError("a limit is 0 or more (empty: no limit)")
-    return n
-
-
 @bp.route("/tasks/<task_id>/phases", methods=["POST"])
 @organizer_required
 def create_phase(task_id: str):
+    from server.forms import NewPhaseForm
+
     t = task_or_404(task_id)
+    form = NewPhaseForm()
+    if not form.validate():
+        flash("Not added: " + "; ".join(f"{form[k].label.text.lower()}: {' '.join(v)}" for k, v in form.errors.items()
+                                        if k) + ".", "error")
+        return redirect(url_for("organizer.dashboard"))
     try:
-        p = lifecycle.create_phase(db(), task=t, name=request.form.get("name", "").strip(),
-                                   split=request.form.get("split", "").strip(), actor=current_user())
+        p = lifecycle.create_phase(db(), task=t, name=form.name.data.strip(), split=form.split.data.strip(),
+                                   actor=current_user())
     except LifecycleRefused as e:
         db().rollback()
         flash(f"Not added: {e.message}.", "error")
@@ -100,39 +88,39 @@ def create_phase(task_id: str):
     return redirect(url_for("organizer.edit_phase", phase_id=p.id))
 
 
-def _phase_page(p: Phase, code: int = 200):
+def _phase_page(p: Phase, form, code: int = 200):
+    from server.models import utcnow
+
     s = db()
     partition = s.get(GoldPartition, p.partition_id) if p.partition_id else None
     return render_template("organizer/phase.html", phase=p, task=task_or_404(p.task_id), partition=partition,
-                           labels=lifecycle.phase_labels(p), versions=lifecycle.ranking_versions(s, p.id)), code
+                           labels=lifecycle.phase_labels(p), versions=lifecycle.ranking_versions(s, p.id),
+                           form=form, field_errors=any(f.errors for f in form),
+                           now_utc=utcnow().strftime("%Y-%m-%d %H:%M")), code
 
 
 @bp.route("/phases/<int:phase_id>", methods=["GET", "POST"])
 @organizer_required
 def edit_phase(phase_id: int):
+    """The phase form (server.forms.PhaseForm): what was typed stays, and each field says what is
+    wrong with it; the lifecycle's refusals are shown on the form."""
+    from server.forms import PhaseForm
+
     p = _phase_or_404(phase_id)
     s = db()
-    if request.method == "POST":
-        f = request.form
-        try:
-            changes = {
-                "opens_at": _parse_dt(f.get("opens_at", "")),
-                "closes_at": _parse_dt(f.get("closes_at", "")),
-                "daily_limit": _parse_limit(f.get("daily_limit", "")),
-                "total_limit": _parse_limit(f.get("total_limit", "")),
-                "concurrent_limit": _parse_limit(f.get("concurrent_limit", "")),
-            }
-            frac = float(f.get("public_fraction", p.public_fraction))
-            if frac != p.public_fraction:
-                changes["public_fraction"] = frac
-            lifecycle.edit_phase(s, p, changes, actor=current_user())
-        except (ValueError, LifecycleRefused) as e:
-            s.rollback()
-            flash(f"Not saved: {getattr(e, 'message', e)}", "error")
-            return _phase_page(_phase_or_404(phase_id), 400)
-        flash("Phase saved.", "ok")
-        return redirect(url_for("organizer.edit_phase", phase_id=p.id))
-    return _phase_page(p)
+    if request.method != "POST":
+        return _phase_page(p, PhaseForm(formdata=None, obj=p))
+    form = PhaseForm()
+    if not form.validate():
+        return _phase_page(p, form, 400)
+    try:
+        lifecycle.edit_phase(s, p, form.changes(p), actor=current_user())
+    except LifecycleRefused as e:
+        s.rollback()
+        form.form_errors.append(f"{e.message[:1].upper()}{e.message[1:]}.")
+        return _phase_page(_phase_or_404(phase_id), form, 400)
+    flash("Phase saved.", "ok")
+    return redirect(url_for("organizer.edit_phase", phase_id=p.id))
 
 
 @bp.route("/phases/<int:phase_id>/partition", methods=["POST"])
@@ -242,73 +230,95 @@ def export(phase_id: int, fmt: str):
     t = task_or_404(p.task_id)
     if fmt not in ("csv", "json", "tex"):
         abort(404)
-    s = db()
-    version = request.args.get("version", type=int)
-    rv = lifecycle.latest_ranking(s, p.id, version)
-    if rv is None and version is not None:
+    from server.exceptions import NotFound
+    from server.organize import export_ranking
+
+    try:
+        ex = export_ranking(db(), t, p, fmt, request.args.get("version", type=int), actor=current_user(),
+                            settings=_settings())
+    except NotFound:
         abort(404)
-    audit(s, current_user(), "ranking.export", f"phase:{p.id}", format=fmt,
-          version=rv.version if rv else None)
-    s.commit()
-    name = f"{t.id}-{p.name}-ranking{f'-v{rv.version}' if rv else '-preview'}.{fmt}"
-    if rv is not None:
-        body = {"csv": rv.body_csv, "json": rv.body_json, "tex": rv.body_latex}[fmt].encode("utf-8")
-    else:
-        board = lb.build_board(s, t, p, audience="public", show_private=True, include_closed=True,
-                               provenance=lifecycle.current_provenance(t, p.split, _settings().home))
-        body = {"csv": lambda: lb.to_csv(board), "json": lambda: lb.to_json(board),
-                "tex": lambda: lb.to_latex(board).encode("utf-8")}[fmt]()
-    mt = {"csv": "text/csv; charset=utf-8", "json": "application/json",
-          "tex": "application/x-tex; charset=utf-8"}[fmt]
-    return Response(body, content_type=mt, headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return Response(ex.body, content_type=ex.mimetype,
+                    headers={"Content-Disposition": f'attachment; filename="{ex.filename}"'})
 
 
 # ----------------------------------------------------------------------------- submissions
 
 
+PAGE = 100
+
+
+def _counted_scores(s, subs: list[Submission]) -> dict[int, dict[str, float | None]]:
+    """Submission id -> part -> primary value of its counted scoring (organizers see every part)."""
+    from server.models import Score
+
+    want = [(x.id, x.score_attempt) for x in subs if x.score_attempt is not None]
+    if not want:
+        return {}
+    out: dict[int, dict[str, float | None]] = {}
+    rows = s.exec(select(Score.submission_id, Score.attempt, Score.part, Score.primary_value)
+                  .where(Score.submission_id.in_([i for i, _ in want]))).all()
+    attempt = dict(want)
+    for sid, att, part, value in rows:
+        if attempt.get(sid) == att:
+            out.setdefault(sid, {})[part] = value
+    return out
+
+
 @bp.route("/submissions")
 @organizer_required
 def submissions():
+    """Every submission, newest first, a page at a time (`before`: the id the page starts below),
+    with its score and times."""
     s = db()
     q = select(Submission, Team).join(Team, Team.id == Submission.team_id)
     task = request.args.get("task") or None
     status = request.args.get("status") or None
+    before = request.args.get("before", type=int)
     if task:
         q = q.where(Submission.task_id == task)
     if status in STATUSES:
         q = q.where(Submission.status == status)
-    rows = s.exec(q.order_by(Submission.id.desc()).limit(500)).all()
+    total = s.exec(select(func.count()).select_from(q.subquery())).one()
+    if before:
+        q = q.where(Submission.id < before)
+    rows = s.exec(q.order_by(Submission.id.desc()).limit(PAGE + 1)).all()
+    more = len(rows) > PAGE
+    rows = rows[:PAGE]
     phases = {p.id: p for p in s.exec(select(Phase)).all()}
+    args = {k: v for k, v in (("task", task), ("status", status)) if v}
+    older = url_for("organizer.submissions", **args, before=rows[-1][0].id) if more and rows else None
+    newest = url_for("organizer.submissions", **args) if before else None
     return render_template("organizer/submissions.html", rows=rows, phases=phases, task=task, status=status,
-                           statuses=STATUSES, tasks=all_tasks())
+                           statuses=STATUSES, tasks=all_tasks(), scores=_counted_scores(s, [r[0] for r in rows]),
+                           total=total, older=older, newest=newest, page_size=PAGE)
 
 
 @bp.route("/submissions/<int:submission_id>/hide", methods=["POST"])
 @organizer_required
 def hide(submission_id: int):
+    """Hide or remove a run after a confirmation page that shows it and the reason the team will
+    read; unhide and restore at once."""
+    from server.forms import HideForm
+
     sub = _sub_or_404(submission_id)
-    action = request.form.get("action", "hide")
+    form = HideForm()
+    action = form.action.data or "hide"
     if action not in lifecycle.VISIBILITY:
         abort(400)
-    _act(lambda: lifecycle.set_visibility(db(), sub, action, actor=current_user(),
-                                          reason=request.form.get("reason", "")),
+    if action in ("hide", "remove") and not form.confirm.data:
+        s = db()
+        return render_template("organizer/confirm_hide.html", sub=sub, form=form, action=action,
+                               team=s.get(Team, sub.team_id), phase=s.get(Phase, sub.phase_id))
+    _act(lambda: lifecycle.set_visibility(db(), sub, action, actor=current_user(), reason=form.reason.data or ""),
          f"Submission #{sub.id}: {action}.")
     return _back(url_for("organizer.submissions"))
 
 
 def _enqueue_ids(ids: list[int]) -> None:
-    """Put rescored submissions on the queue (the database already says queued: if Redis is down,
-    the reconciler enqueues them later)."""
-    from server.queue import connect, enqueue_submission
+    from server.organize import enqueue_ids
 
-    if not ids or not current_app.config.get("PALIMPSEST_ENQUEUE", True):
-        return
-    try:
-        conn = current_app.extensions.get("palimpsest.redis") or connect(_settings())
-        for sid in ids:
-            enqueue_submission(conn, sid, _settings(), replace=True)
-    except Exception as e:  # noqa: BLE001 — the rows say queued; the reconciler will pick them up
-        current_app.logger.warning("rescore of %s submission(s) left to the reconciler: %s", len(ids), e)
+    enqueue_ids(current_app, ids, _settings())
 
 
 @bp.route("/submissions/<int:submission_id>/rescore", methods=["POST"])
@@ -330,21 +340,32 @@ def rescore(submission_id: int):
 @bp.route("/tasks/<task_id>/rescore", methods=["POST"])
 @organizer_required
 def rescore_task(task_id: str):
+    """Rescore every final submission of a task (or of a phase), after a confirmation page that
+    says how many it queues."""
+    from server.forms import RescoreAllForm
+    from server.organize import rescore_task as rescore_selection
+
     t = task_or_404(task_id)
+    form = RescoreAllForm()
     s = db()
-    q = select(Submission).where(Submission.task_id == t.id, Submission.status.in_(lifecycle.FINAL),
-                                 Submission.removed_at.is_(None))
-    phase_name = request.form.get("phase") or None
+    phase_name = form.phase.data or None
+    p = None
     if phase_name:
         p = s.exec(select(Phase).where(Phase.task_id == t.id, Phase.name == phase_name)).first()
         if p is None:
             abort(404)
-        q = q.where(Submission.phase_id == p.id)
-    # a file that failed validation is not rescored unless asked: it would fail again
-    subs = [x for x in s.exec(q).all() if x.status == "scored" or x.failure_kind != "invalid"
-            or request.form.get("include_invalid")]
-    audit(s, current_user(), "task.rescore", f"task:{t.id}", phase=phase_name, count=len(subs))
-    ids = lifecycle.rescore(s, subs, actor=current_user(), max_attempts=_settings().max_attempts)
+    if not form.confirm.data:
+        q = select(Submission.status, Submission.failure_kind).where(
+            Submission.task_id == t.id, Submission.status.in_(lifecycle.FINAL), Submission.removed_at.is_(None))
+        if p is not None:
+            q = q.where(Submission.phase_id == p.id)
+        got = s.exec(q).all()
+        invalid = sum(1 for st, kind in got if st == "failed" and kind == "invalid")
+        return render_template("organizer/confirm_rescore.html", task=t, phase=p, form=form,
+                               count=len(got) - invalid, invalid=invalid,
+                               phases=[x.name for x in phases_of(t.id)])
+    ids = rescore_selection(s, t, actor=current_user(), settings=_settings(), phase=p,
+                            include_invalid=bool(form.include_invalid.data))
     _enqueue_ids(ids)
     flash(f"{len(ids)} submissions of {t.id} queued for rescoring.", "ok")
     return _back(url_for("organizer.dashboard"))
@@ -358,7 +379,6 @@ def rescore_task(task_id: str):
 def queue_baselines(task_id: str):
     """Put baseline runs of a task on the baselines queue (a GPU worker's, or serve's own worker)."""
     from baselines.systems import SYSTEMS, Options
-    from server.queue import connect, enqueue_baseline_run
 
     t = task_or_404(task_id)
     systems = [x for x in request.form.getlist("system") if x in SYSTEMS.get(t.id, ())]
@@ -369,47 +389,23 @@ def queue_baselines(task_id: str):
     opts = Options(model=(request.form.get("model") or "").strip() or None,
                    cross_model=(request.form.get("cross_model") or "").strip() or None,
                    device=device if device in ("auto", "cpu", "cuda") else "auto")
-    options = opts.job_args()
-    settings = current_app.extensions["palimpsest.settings"]
-    s = db()
+    from server.organize import QueueUnreachable, queue_baselines as enqueue_runs
+
     try:
-        conn = current_app.extensions.get("palimpsest.redis") or connect(settings)
-        jobs = [enqueue_baseline_run(conn, t.id, system, options, settings).id for system in systems]
-    except Exception as e:  # noqa: BLE001 — nothing was recorded: say so, plainly
-        flash(f"The baselines queue is not reachable ({type(e).__name__}: {e}); nothing was queued.", "error")
+        jobs = enqueue_runs(current_app, db(), t, systems, opts.job_args(), actor=current_user(),
+                            settings=_settings())
+    except QueueUnreachable as e:
+        flash(f"{str(e)[:1].upper()}{str(e)[1:]}.", "error")
         return _back(url_for("organizer.dashboard"))
-    audit(s, current_user(), "baselines.enqueue", f"task:{t.id}", systems=systems, options=options, jobs=jobs)
-    s.commit()
     flash(f"Queued {len(jobs)} baseline run(s) of {t.id}: {', '.join(systems)}. A worker of the baselines "
           "queue runs them and records each file as a baseline entry; see the queue page.", "ok")
     return _back(url_for("organizer.dashboard"))
 
 
 def _baseline_runs(conn, settings) -> list[dict]:
-    """The baseline runs RQ still knows of: waiting, running, finished (what they recorded), failed."""
-    from rq.job import Job
-    from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
+    from server.organize import baseline_runs
 
-    from server.queue import BASELINES, get_queue
-
-    q = get_queue(BASELINES, conn, settings)
-    ids = (q.get_job_ids()[:50] + StartedJobRegistry(queue=q).get_job_ids()[:50]
-           + FinishedJobRegistry(queue=q).get_job_ids()[-50:] + FailedJobRegistry(queue=q).get_job_ids()[-50:])
-    runs = []
-    for job in Job.fetch_many(list(dict.fromkeys(ids)), connection=conn, serializer=q.serializer):
-        if job is None:
-            continue
-        status = job.get_status(refresh=False)
-        info = {"id": job.id, "what": job.description, "status": getattr(status, "value", status),
-                "enqueued": job.enqueued_at, "ended": job.ended_at, "recorded": [], "error": ""}
-        if info["status"] == "finished":
-            info["recorded"] = (job.return_value() or {}).get("recorded", [])
-        elif info["status"] == "failed":
-            exc = (job.exc_info or "").strip().splitlines()
-            info["error"] = exc[-1] if exc else "failed"
-        runs.append(info)
-    runs.sort(key=lambda r: r["enqueued"] or datetime.min, reverse=True)
-    return runs
+    return baseline_runs(conn, settings)
 
 
 # ----------------------------------------------------------------------------- queue and log
@@ -455,9 +451,17 @@ def audit_log():
     everything = request.args.get("all") == "1"
     if not everything:  # the workers' status changes of every submission, on demand only
         q = q.where(AuditLog.action != "submission.status")
-    rows = s.exec(q.order_by(AuditLog.id.desc()).limit(500)).all()
+    before = request.args.get("before", type=int)
+    if before:
+        q = q.where(AuditLog.id < before)
+    rows = s.exec(q.order_by(AuditLog.id.desc()).limit(PAGE + 1)).all()
+    more, rows = len(rows) > PAGE, rows[:PAGE]
+    args = {"all": 1} if everything else {}
+    older = url_for("organizer.audit_log", **args, before=rows[-1].id) if more and rows else None
+    newest = url_for("organizer.audit_log", **args) if before else None
     actors = {u.id: u.email for u in s.exec(select(User)).all()}
-    return render_template("organizer/audit.html", rows=rows, actors=actors, everything=everything)
+    return render_template("organizer/audit.html", rows=rows, actors=actors, everything=everything,
+                           older=older, newest=newest)
 
 
 __all__ = ["bp", "PHASE_ORDER"]

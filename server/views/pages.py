@@ -130,58 +130,49 @@ def submit(task_id: str):
     phases = phases_of(t.id)
     if not phases:
         abort(404)
-    form = {"phase": request.args.get("phase", ""), "method_name": "", "description": "", "url": "",
-            "show_publicly": True}
-    if request.method == "POST":
-        f = request.form
-        form = {"phase": f.get("phase", ""), "method_name": f.get("method_name", "").strip(),
-                "description": f.get("description", "").strip(), "url": f.get("url", "").strip(),
-                "show_publicly": f.get("show_publicly") == "on"}
-        phase = next((p for p in phases if p.name == form["phase"]), None)
-        upload = request.files.get("file")
-        problems = []
-        if phase is None:
-            problems.append("choose a phase")
-        if upload is None or not upload.filename:
-            problems.append("choose a prediction file")
-        if not form["method_name"]:
-            problems.append("give the method a name")
-        if len(form["method_name"]) > 200:
-            problems.append("the method name is over 200 characters")
-        if form["url"] and not form["url"].startswith(("https://", "http://")):
-            problems.append("the paper/code URL must start with https:// or http://")
-        if len(form["url"]) > 500:
-            problems.append("the URL is over 500 characters")
-        if len(form["description"]) > 5000:
-            problems.append("the description is over 5000 characters")
-        if problems:
-            for p in problems:
-                flash(p, "error")
-            return render_template("tasks/submit.html", task=t, phases=phases, form=form), 400
-        from server.exceptions import SubmissionRefused
-        from server.submissions import create_submission
+    from server.forms import SubmitForm
 
-        s = db()
-        try:
-            sub = create_submission(
-                s, user=current_user(), team=team, task_id=t.id, phase=phase,
-                upload_bytes_or_stream=upload.stream, filename=upload.filename,
-                method_name=form["method_name"], description=form["description"], url=form["url"],
-                show_publicly=form["show_publicly"], settings=settings(),
-                enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
-                redis=current_app.extensions.get("palimpsest.redis"))
-        except SubmissionRefused as e:
-            s.rollback()
-            when = getattr(e, "next_allowed_at", None)
-            msg = str(e)
-            if when and "UTC" not in msg:
-                msg += f" The next submission is allowed at {when:%Y-%m-%d %H:%M} UTC."
-            flash(msg, "error")
-            code = {"LimitReached": 429, "UploadTooLarge": 413}.get(type(e).__name__, 409)
-            return render_template("tasks/submit.html", task=t, phases=phases, form=form), code
-        flash("Submitted. It is queued for scoring.", "ok")
-        return redirect(url_for("pages.submission", submission_id=sub.id))
-    return render_template("tasks/submit.html", task=t, phases=phases, form=form)
+    if request.method == "POST":
+        form = SubmitForm()
+    else:
+        form = SubmitForm(formdata=None, phase=request.args.get("phase", ""))
+    form.phase.choices = [(p.name, f"{p.name} ({p.split})") for p in phases]
+    if request.method != "POST":
+        return render_template("tasks/submit.html", task=t, phases=phases, form=form)
+    if not form.validate():
+        return render_template("tasks/submit.html", task=t, phases=phases, form=form), 400
+    from server.exceptions import SubmissionRefused
+    from server.submissions import create_submission
+
+    phase = next(p for p in phases if p.name == form.phase.data)
+    upload = form.file.data
+    s = db()
+    try:
+        sub = create_submission(
+            s, user=current_user(), team=team, task_id=t.id, phase=phase,
+            upload_bytes_or_stream=upload.stream, filename=upload.filename,
+            method_name=form.method_name.data, description=form.description.data or "", url=form.url.data or "",
+            show_publicly=form.show_publicly.data, settings=settings(),
+            enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
+            redis=current_app.extensions.get("palimpsest.redis"))
+    except SubmissionRefused as e:
+        from server.errors import status_of
+
+        s.rollback()
+        when = getattr(e, "next_allowed_at", None)
+        msg = str(e)
+        if when and "UTC" not in msg:
+            msg += f" The next submission is allowed at {when:%Y-%m-%d %H:%M} UTC."
+        flash(msg, "error")
+        # the same status as the API's (server.errors)
+        return render_template("tasks/submit.html", task=t, phases=phases, form=form), status_of(e)
+    if form.primary.data:
+        from server.lifecycle import set_primary
+
+        set_primary(s, sub, team_id=team.id, actor=current_user())
+    flash("Submitted. It is queued for scoring." + (" It is your team's primary run of the phase."
+                                                      if form.primary.data else ""), "ok")
+    return redirect(url_for("pages.submission", submission_id=sub.id))
 
 
 @bp.route("/submissions")

@@ -1,0 +1,313 @@
+"""Organizer commands over the REST API, with an organizer's token (`palimpsest login`):
+`palimpsest organizer phases|close|freeze|unfreeze|publish|rankings|export|submissions|rescore|
+rescore-all|hide|unhide|audit|baselines`.
+
+They do over the network what the organizer pages do, through the same server code; the local
+set-up commands (`palimpsest users|tokens|phases|rankings|db`, on the server's own database) stay
+beside them. Each takes `--json` (exactly one JSON document on stdout); a failure is one line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from cli.client import ClientError
+from cli.participant import _cell, _client, _die, _table
+
+JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+def _call(as_json: bool, fn):
+    try:
+        return fn(_client())
+    except ClientError as e:
+        _die(e, as_json)
+
+
+def _emit(as_json: bool, data, text) -> None:
+    if as_json:
+        click.echo(json.dumps(data))
+    else:
+        text(data)
+
+
+def _phase_line(p: dict) -> str:
+    lim = p.get("limits") or {}
+    return (f"{p['name']:<8} {p['split']:<5} {', '.join(p.get('state') or []):<22} "
+            f"opens {p.get('opens_at') or '-'}  closes {p.get('closes_at') or '-'}  "
+            f"daily {_cell(lim.get('daily'))} total {_cell(lim.get('total'))} "
+            f"concurrent {_cell(lim.get('concurrent'))} public {p.get('public_fraction')}")
+
+
+def _when(v: str | None):
+    """An option's time: 'none' clears it; otherwise sent as typed (the server says what is wrong)."""
+    if v is None:
+        return ...
+    return None if v.lower() == "none" else v
+
+
+def _limit(v: str | None):
+    if v is None:
+        return ...
+    if v.lower() == "none":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise click.BadParameter(f"{v!r} is not a whole number or 'none'") from None
+
+
+def _phase_fields(opens, closes, daily_limit, total_limit, concurrent_limit, public_fraction) -> dict:
+    fields = {"opens_at": _when(opens), "closes_at": _when(closes), "daily_limit": _limit(daily_limit),
+              "total_limit": _limit(total_limit), "concurrent_limit": _limit(concurrent_limit),
+              "public_fraction": public_fraction if public_fraction is not None else ...}
+    return {k: v for k, v in fields.items() if v is not ...}
+
+
+def _phase_options(fn):
+    for opt in reversed([
+        click.option("--opens", help="Opening time (ISO 8601; UTC without an offset) or 'none'."),
+        click.option("--closes", help="Closing time (ISO 8601; UTC without an offset) or 'none'."),
+        click.option("--daily-limit", help="Scored submissions per team per UTC day, or 'none'."),
+        click.option("--total-limit", help="Scored submissions per team in the phase, or 'none'."),
+        click.option("--concurrent-limit", help="Submissions waiting or running at once, or 'none'."),
+        click.option("--public-fraction", type=float, help="Share of the test gold scored publicly."),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+def register(main: click.Group) -> None:
+    @main.group("organizer")
+    def organizer():
+        """Organizer actions over the API (an organizer's token): phases, publication, rescoring,
+        hiding, exports, the audit log, baseline runs."""
+
+    # ------------------------------------------------------------------------- phases
+
+    @organizer.group("phases")
+    def phases():
+        """A task's phases: list, create, edit."""
+
+    @phases.command("list")
+    @click.argument("task_id", metavar="TASK")
+    @JSON
+    def phases_list(task_id, as_json):
+        """List a task's phases with their state."""
+        items = _call(as_json, lambda c: c.get_all(f"/tasks/{task_id}/phases"))
+        _emit(as_json, items, lambda rows: [click.echo(_phase_line(p)) for p in rows] or None)
+
+    @phases.command("create")
+    @click.argument("task_id", metavar="TASK")
+    @click.argument("name")
+    @click.option("--split", required=True, help="The task's split the phase scores on (dev, test).")
+    @_phase_options
+    @JSON
+    def phase_create(task_id, name, split, opens, closes, daily_limit, total_limit, concurrent_limit,
+                     public_fraction, as_json):
+        """Create a phase of a task."""
+        body = {"name": name, "split": split,
+                **_phase_fields(opens, closes, daily_limit, total_limit, concurrent_limit, public_fraction)}
+        p = _call(as_json, lambda c: c.send_json("POST", f"/tasks/{task_id}/phases", body))
+        _emit(as_json, p, lambda p: click.echo(_phase_line(p)))
+
+    @phases.command("edit")
+    @click.argument("task_id", metavar="TASK")
+    @click.argument("phase_name", metavar="PHASE")
+    @_phase_options
+    @JSON
+    def phase_edit(task_id, phase_name, opens, closes, daily_limit, total_limit, concurrent_limit,
+                   public_fraction, as_json):
+        """Change a phase's window, limits or public fraction (only what is given changes)."""
+        body = _phase_fields(opens, closes, daily_limit, total_limit, concurrent_limit, public_fraction)
+        if not body:
+            raise click.UsageError("nothing to change: give --opens, --closes, a limit or --public-fraction")
+        p = _call(as_json, lambda c: c.send_json("PATCH", f"/tasks/{task_id}/phases/{phase_name}", body))
+        _emit(as_json, p, lambda p: click.echo(_phase_line(p)))
+
+    def _action(name: str, help_text: str):
+        @organizer.command(name, help=help_text)
+        @click.argument("task_id", metavar="TASK")
+        @click.argument("phase_name", metavar="PHASE")
+        @JSON
+        def command(task_id, phase_name, as_json):
+            r = _call(as_json, lambda c: c.send_json("POST", f"/tasks/{task_id}/phases/{phase_name}/{name}"))
+            _emit(as_json, r, lambda r: click.echo(_phase_line(r["phase"])))
+
+        return command
+
+    _action("close", "Close a phase now: no further submissions are accepted.")
+    _action("freeze", "Freeze a phase's leaderboard: later submissions are not shown to participants.")
+    _action("unfreeze", "Unfreeze a phase's leaderboard.")
+
+    @organizer.command("publish")
+    @click.argument("task_id", metavar="TASK")
+    @click.argument("phase_name", metavar="PHASE")
+    @click.option("--close", "close_first", is_flag=True, help="Close an open phase in the same step.")
+    @click.option("--reason", default="", help="Why this correction (needed from version 2 on).")
+    @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+    @JSON
+    def publish(task_id, phase_name, close_first, reason, yes, as_json):
+        """Publish the final ranking of a closed phase (an immutable snapshot); again, with --reason,
+        to publish a correction as a new version."""
+        if not yes and not as_json and sys.stdin.isatty():
+            click.confirm(f"Publish the final ranking of {task_id}/{phase_name}? It cannot be undone, only "
+                          "corrected", abort=True)
+        r = _call(as_json, lambda c: c.send_json("POST", f"/tasks/{task_id}/phases/{phase_name}/publish",
+                                                 {"close": close_first, "reason": reason}))
+        _emit(as_json, r, lambda r: click.echo(
+            f"{task_id} {phase_name}: final ranking version {r['ranking']['version']} published "
+            f"(sha256 {r['ranking']['sha256'][:16]})"))
+
+    @organizer.command("rankings")
+    @click.argument("task_id", metavar="TASK")
+    @click.argument("phase_name", metavar="PHASE")
+    @click.option("--version", type=int, default=None, help="Print this version (the snapshot, as published).")
+    @JSON
+    def rankings(task_id, phase_name, version, as_json):
+        """List the published versions of a phase's final ranking, or print one."""
+        if version is not None:
+            r = _call(as_json, lambda c: c.request("GET", f"/tasks/{task_id}/phases/{phase_name}/rankings/{version}"))
+            if as_json:
+                click.echo(r.body.decode("utf-8"))
+                return
+            body = r.json()
+            key = body["columns"][0]["key"]
+            _table([{"rank": x["rank"], "team": x["team"], "method": x.get("method_name"),
+                     key: x["metrics"].get(key), "public": x.get("public_primary")} for x in body["rows"]],
+                   ["rank", "team", "method", key, "public"])
+            return
+        items = _call(as_json, lambda c: c.get_all(f"/tasks/{task_id}/phases/{phase_name}/rankings"))
+        _emit(as_json, items, lambda rows: _table(rows, ["version", "published_at", "reason", "sha256"]))
+
+    @organizer.command("export")
+    @click.argument("task_id", metavar="TASK")
+    @click.argument("phase_name", metavar="PHASE")
+    @click.option("--format", "fmt", type=click.Choice(["csv", "json", "tex"]), default="csv", show_default=True)
+    @click.option("--version", type=int, default=None, help="A published version (default: the latest).")
+    @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                  help="Write to this file (default: stdout).")
+    def export(task_id, phase_name, fmt, version, output):
+        """The final ranking as CSV, JSON or a LaTeX table: the published snapshot byte for byte, or
+        a preview before publication."""
+        r = _call(False, lambda c: c.request("GET", f"/tasks/{task_id}/phases/{phase_name}/export",
+                                             {"format": fmt, "version": version}))
+        if output is None:
+            click.echo(r.body.decode("utf-8"), nl=False)
+        else:
+            output.write_bytes(r.body)
+            click.echo(f"wrote {len(r.body)} bytes to {output}", err=True)
+
+    # ------------------------------------------------------------------------- submissions
+
+    @organizer.command("submissions")
+    @click.option("--task", "task_id", default=None, help="Only this task.")
+    @click.option("--status", type=click.Choice(["queued", "running", "scored", "failed"]), default=None)
+    @click.option("--limit", type=int, default=50, show_default=True, help="At most this many, newest first.")
+    @JSON
+    def submissions(task_id, status, limit, as_json):
+        """Every team's submissions, newest first."""
+        rows = _call(as_json, lambda c: c.get_all("/submissions", limit=limit, mine="0", task=task_id,
+                                                  status=status))
+        _emit(as_json, rows, lambda rows: _table(
+            [{**r, "score": ((r.get("scores") or {}).get("primary") or {}).get("value"),
+              "flags": " ".join(f for f, on in (("primary", r.get("is_primary")), ("hidden", r.get("hidden")),
+                                                 ("baseline", r.get("is_baseline"))) if on)} for r in rows],
+            ["id", "team", "task", "phase", "status", "created", "score", "flags"]))
+
+    @organizer.command("rescore")
+    @click.argument("submission_id", type=int)
+    @click.option("--reason", default="", help="Recorded in the audit log.")
+    @JSON
+    def rescore(submission_id, reason, as_json):
+        """Score one submission again."""
+        r = _call(as_json, lambda c: c.send_json("POST", f"/submissions/{submission_id}/rescore", {"reason": reason}))
+        _emit(as_json, r, lambda r: click.echo(f"queued for rescoring: {', '.join(map(str, r['queued']))}"))
+
+    @organizer.command("rescore-all")
+    @click.argument("task_id", metavar="TASK")
+    @click.option("--phase", default=None, help="Only this phase.")
+    @click.option("--include-invalid", is_flag=True, help="Also files that failed validation.")
+    @click.option("--reason", default="", help="Recorded in the audit log.")
+    @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+    @JSON
+    def rescore_all(task_id, phase, include_invalid, reason, yes, as_json):
+        """Score every final submission of a task (or of one phase) again."""
+        if not yes and not as_json and sys.stdin.isatty():
+            click.confirm(f"Rescore every scored submission of {task_id}{f'/{phase}' if phase else ''}?", abort=True)
+        r = _call(as_json, lambda c: c.send_json("POST", f"/tasks/{task_id}/rescore", {
+            "phase": phase, "include_invalid": include_invalid, "reason": reason}))
+        _emit(as_json, r, lambda r: click.echo(f"{len(r['queued'])} submission(s) of {task_id} queued for rescoring"))
+
+    def _visibility(name: str, help_text: str, needs_reason: bool):
+        @organizer.command(name, help=help_text)
+        @click.argument("submission_id", type=int)
+        @click.option("--reason", required=needs_reason, help="Shown to the team.")
+        @JSON
+        def command(submission_id, reason, as_json):
+            r = _call(as_json, lambda c: c.send_json("POST", f"/submissions/{submission_id}/visibility",
+                                                     {"action": name, "reason": reason or ""}))
+            _emit(as_json, r, lambda r: click.echo(f"submission {r['id']}: {name}"))
+
+        return command
+
+    _visibility("hide", "Hide a submission from the leaderboard (the team is shown the reason).", True)
+    _visibility("unhide", "Show a hidden submission again.", False)
+    _visibility("remove", "Remove a submission (nothing is deleted for real; the team sees the reason).", True)
+    _visibility("restore", "Restore a removed submission.", False)
+
+    # ------------------------------------------------------------------------- audit and baselines
+
+    @organizer.command("audit")
+    @click.option("--action", default=None, help="Only this action, e.g. ranking.publish.")
+    @click.option("--all", "everything", is_flag=True, help="Also the workers' status changes.")
+    @click.option("--limit", type=int, default=50, show_default=True, help="At most this many, newest first.")
+    @JSON
+    def audit(action, everything, limit, as_json):
+        """The audit log, newest first."""
+        rows = _call(as_json, lambda c: c.get_all("/audit", limit=limit, action=action,
+                                                  all="1" if everything else None))
+        _emit(as_json, rows, lambda rows: _table(
+            [{**r, "details": json.dumps(r.get("details") or {}, ensure_ascii=False)[:80]} for r in rows],
+            ["id", "created", "actor", "action", "target", "details"]))
+
+    @organizer.group("baselines")
+    def baselines():
+        """Baseline entries of a task: list them, queue runs."""
+
+    @baselines.command("list")
+    @click.argument("task_id", metavar="TASK")
+    @JSON
+    def baselines_list(task_id, as_json):
+        """List a task's baseline entries, newest first."""
+        rows = _call(as_json, lambda c: c.get_all(f"/tasks/{task_id}/baselines"))
+        _emit(as_json, rows, lambda rows: _table(
+            [{**r, "score": ((r.get("scores") or {}).get("primary") or {}).get("value")} for r in rows],
+            ["id", "phase", "method_name", "status", "created", "score"]))
+
+    @baselines.command("queue")
+    @click.argument("task_id", metavar="TASK")
+    @click.argument("systems", nargs=-1, required=True)
+    @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+    @click.option("--model", default=None, help="Bi-encoder / token encoder (a local path or a name).")
+    @click.option("--cross-model", default=None, help="Cross-encoder.")
+    @JSON
+    def baselines_queue(task_id, systems, device, model, cross_model, as_json):
+        """Queue baseline runs for a worker of the baselines queue (`palimpsest worker --queue baselines`)."""
+        r = _call(as_json, lambda c: c.send_json("POST", f"/tasks/{task_id}/baselines", {
+            "systems": list(systems), "device": device, "model": model, "cross_model": cross_model}))
+        _emit(as_json, r, lambda r: click.echo(f"queued {len(r['jobs'])} baseline run(s): {', '.join(r['jobs'])}"))
+
+    @baselines.command("runs")
+    @click.option("--limit", type=int, default=50, show_default=True)
+    @JSON
+    def baselines_runs(limit, as_json):
+        """Baseline runs on the queue: waiting, running, finished (what they recorded), failed."""
+        rows = _call(as_json, lambda c: c.get_all("/baselines/runs", limit=limit))
+        _emit(as_json, rows, lambda rows: _table(
+            [{**r, "recorded": ", ".join(f"#{x.get('submission_id')}" for x in r.get("recorded") or [])}
+             for r in rows], ["id", "status", "enqueued", "ended", "recorded", "error"]))

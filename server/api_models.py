@@ -1,0 +1,490 @@
+"""The declared shapes of `/api/v1`: every request body and every answer is one of these pydantic
+models, and the OpenAPI 3.1 description (server/openapi.py) is generated from them.
+
+Answers are built by validating into these models (`out(Model, ...)`), so an answer that strays
+from its declaration fails in the server, not in a client. Leaderboards and published snapshots are
+served byte for byte from their render cache and snapshot rows; their models declare that shape
+field by field and the tests check every served board against them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Generic, Literal, Optional, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel, field_serializer, field_validator
+
+T = TypeVar("T")
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _utc_iso(dt: datetime | None) -> str | None:
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+class Out(Model):
+    """An answer: datetimes are written in UTC with a `Z`."""
+
+    @field_serializer("*", when_used="json", check_fields=False)
+    def _dt(self, v):
+        if isinstance(v, datetime):
+            return _utc_iso(v)
+        return v
+
+
+Stamp = Optional[datetime]
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+class Problem(Model):
+    line: Optional[int] = None
+    id: Optional[str] = None
+    message: str
+
+
+class ErrorBody(Model):
+    code: str = Field(description="A stable name of the failure, e.g. `phase_closed`, `limit_reached`.")
+    message: str = Field(description="One line for a person: what went wrong and what to do.")
+    problems: Optional[list[Problem]] = None
+    total: Optional[int] = None
+    next_allowed_at: Optional[str] = None
+    limit: Optional[str] = None
+
+
+class Error(Model):
+    """Every failure: the status comes from one table shared with the web pages (server.errors)."""
+
+    error: ErrorBody
+
+
+# ----------------------------------------------------------------------------- pages
+
+
+class Page(Out, Generic[T]):
+    """A page of a list, newest first: follow `next` (or pass `cursor=next_cursor`) for the next one."""
+
+    items: list[T]
+    next_cursor: Optional[str] = Field(None, description="Opaque; null on the last page.")
+    next: Optional[str] = Field(None, description="The URL of the next page; null on the last page.")
+
+
+class PageQuery(Model):
+    limit: int = Field(50, ge=1, le=500, description="Items per page (1 to 500).")
+    cursor: Optional[str] = Field(None, description="`next_cursor` of the previous page.")
+
+
+# ----------------------------------------------------------------------------- users and teams
+
+
+class TeamRef(Out):
+    id: int
+    name: str
+
+
+class Me(Out):
+    id: int
+    email: str
+    is_organizer: bool
+    team: Optional[TeamRef]
+
+
+class Member(Out):
+    id: int
+    email: str
+
+
+class TeamOut(Out):
+    id: int
+    name: str
+    invite_code: str = Field(description="Share it with teammates; `POST /team/invite` replaces it.")
+    members: list[Member]
+    created: Stamp
+
+
+class TeamCreate(Model):
+    name: str = Field(min_length=1, max_length=120, json_schema_extra={"examples": ["Team Lexical"]})
+
+
+class TeamJoin(Model):
+    invite_code: str = Field(min_length=1, max_length=64, json_schema_extra={"examples": ["code-alpha"]})
+
+
+class Left(Out):
+    left_team: int
+
+
+# ----------------------------------------------------------------------------- tasks and phases
+
+
+class Limits(Out):
+    daily: Optional[int]
+    total: Optional[int]
+    concurrent: Optional[int]
+
+
+class Quota(Out):
+    daily_used: int
+    daily_limit: Optional[int]
+    daily_left: Optional[int]
+    total_used: int
+    total_limit: Optional[int]
+    total_left: Optional[int]
+    running: int
+    concurrent_limit: Optional[int]
+    resets_at: Stamp
+    next_allowed_at: Stamp = None
+
+
+class PhaseOut(Out):
+    name: str
+    split: str
+    opens_at: Stamp
+    closes_at: Stamp
+    is_open: bool
+    published: bool
+    limits: Limits
+    quota: Optional[Quota] = Field(None, description="What is left of your team's allowance.")
+
+
+class PhaseState(PhaseOut):
+    """A phase as organizers see it."""
+
+    state: list[str] = Field(description='Its window ("not open yet", "open", "closed"), then '
+                                         '"frozen" and "published" when they hold.')
+    frozen: bool
+    leaderboard_open: bool
+    published_at: Stamp
+    public_fraction: float
+
+
+class PhaseCreate(Model):
+    name: str = Field(min_length=1, max_length=32, json_schema_extra={"examples": ["final"]})
+    split: str = Field(json_schema_extra={"examples": ["test"]})
+    opens_at: Optional[datetime] = Field(None, description="ISO 8601; UTC when no offset is given.")
+    closes_at: Optional[datetime] = None
+    daily_limit: Optional[int] = Field(None, ge=0)
+    total_limit: Optional[int] = Field(None, ge=0)
+    concurrent_limit: Optional[int] = Field(None, ge=0)
+    public_fraction: Optional[float] = Field(None, gt=0, le=1)
+
+
+class PhaseEdit(Model):
+    """Only the fields sent change; `null` clears a time or a limit (no limit)."""
+
+    opens_at: Optional[datetime] = Field(None, description="ISO 8601; UTC when no offset is given.",
+                                         json_schema_extra={"examples": ["2026-01-10T00:00:00Z"]})
+    closes_at: Optional[datetime] = None
+    daily_limit: Optional[int] = Field(None, ge=0)
+    total_limit: Optional[int] = Field(None, ge=0)
+    concurrent_limit: Optional[int] = Field(None, ge=0)
+    public_fraction: Optional[float] = Field(None, gt=0, le=1)
+
+    @field_validator("opens_at", "closes_at")
+    @classmethod
+    def _naive_utc(cls, v):
+        if v is not None and v.tzinfo is not None:
+            v = v.astimezone(timezone.utc).replace(tzinfo=None)
+        return v
+
+
+class PhaseAction(Model):
+    reason: str = Field("", max_length=2000, description="publish: why this correction (from version 2 on).")
+    close: bool = Field(False, description="publish: close an open phase in the same step.")
+
+
+class PrimaryRule(Out):
+    metric: str
+    subset: str
+    greater_is_better: bool
+
+
+class FormatField(Out):
+    name: str
+    kind: str
+    description: str
+    optional: bool
+
+
+class FormatOut(Out):
+    native: str
+    also: list[str]
+    example: str
+    fields: list[FormatField]
+
+
+class TaskSummary(Out):
+    id: str
+    title: str
+    primary: PrimaryRule
+    imported: bool
+    phases: list[PhaseOut]
+
+
+class TaskOut(TaskSummary):
+    version: int
+    description: str
+    citation: str
+    licence: str
+    source: str
+    metrics: list[str]
+    subsets: list[str]
+    splits: list[str]
+    format: FormatOut
+
+
+class DownloadQuery(Model):
+    split: str | None = Field(None, description="Only this split (default: every public split).")
+
+
+# ----------------------------------------------------------------------------- submissions
+
+
+class UploadForm(Model):
+    """The multipart upload (`curl -F file=@predictions.jsonl -F phase=test`)."""
+
+    file: bytes = Field(description="The prediction file (the task's format; .gz and .zip accepted).")
+    phase: str | None = Field(None, description="Default: the open test phase, else dev.")
+    method_name: str = Field("", max_length=200)
+    description: str = ""
+    url: str = Field("", max_length=500)
+    show_publicly: bool = True
+    primary: bool = Field(False, description="Make this the team's primary (ranked) run of the phase.")
+    baseline: bool = Field(False, description="Organizers: record a baseline entry.")
+
+
+class LeaderboardQuery(Model):
+    phase: str | None = Field(None, description="Default: the test phase when it is open or published.")
+    version: int | None = Field(None, ge=1, description="A published phase: that version of the final ranking.")
+
+
+class Scores(BaseModel):
+    """The scorer's JSON contract for the part of the gold the caller may see (`part`: public,
+    private or all); `parts` holds each visible part when several are."""
+
+    model_config = ConfigDict(extra="allow")
+    part: str
+    primary: dict[str, Any]
+    metrics: Optional[dict[str, Any]] = None
+    parts: Optional[dict[str, dict[str, Any]]] = None
+
+
+class SubmissionOut(Out):
+    id: int
+    task: str
+    phase: Optional[str]
+    status: Literal["queued", "running", "scored", "failed"]
+    created: Stamp
+    started: Stamp
+    finished: Stamp
+    method_name: str
+    description: str
+    url: str
+    show_publicly: bool
+    is_primary: bool
+    is_baseline: bool
+    file_name: str
+    size: int
+    sha256: str
+    hidden: bool
+    hidden_reason: Optional[str]
+    failure_kind: Optional[str]
+    errors: list[Problem]
+    scores: Optional[Scores]
+    team: Optional[str] = Field(None, description="The team's name (organizers' lists).")
+    duplicate: Optional[bool] = Field(None, description="At upload: true when this very file was "
+                                                        "submitted before (the earlier submission, counted once).")
+
+
+class SubmissionsQuery(PageQuery):
+    task: Optional[str] = None
+    mine: Optional[Literal["0", "1"]] = Field(None, description="Organizers: `0` lists every team's.")
+    status: Optional[Literal["queued", "running", "scored", "failed"]] = None
+
+
+class Rescore(Model):
+    reason: str = Field("", max_length=500)
+
+
+class TaskRescore(Model):
+    phase: Optional[str] = Field(None, description="Only this phase (default: every phase of the task).")
+    include_invalid: bool = Field(False, description="Also files that failed validation (they fail again).")
+    reason: str = Field("", max_length=500)
+
+
+class Rescored(Out):
+    queued: list[int] = Field(description="The submissions queued for scoring again.")
+    skipped: int = Field(0, description="Selected but not final (queued or running), so left alone.")
+
+
+class Visibility(Model):
+    action: Literal["hide", "unhide", "remove", "restore"] = Field(json_schema_extra={"examples": ["hide"]})
+    reason: str = Field("", max_length=500, description="hide and remove: shown to the team.",
+                        json_schema_extra={"examples": ["a duplicate of an earlier run"]})
+
+
+# ----------------------------------------------------------------------------- leaderboards
+
+
+class BoardColumn(Model):
+    key: str
+    subset: str
+    metric: str
+    greater_is_better: bool
+    primary: bool
+
+
+class BoardPrimary(Model):
+    subset: str
+    metric: str
+    greater_is_better: bool
+
+
+class LeaderboardRow(Model):
+    """One row of a board: a team's ranked run, or a baseline method's newest entry."""
+
+    rank: Optional[int] = Field(description="null: not ranked (hidden, not public, stale, unscored).")
+    row_type: Literal["team", "baseline"]
+    team: str
+    submission_id: int
+    method_name: str
+    url: str
+    submitted_at: str = Field(description="UTC, ISO 8601 with a Z.")
+    primary_run: bool
+    metrics: dict[str, Optional[float]] = Field(description="Column key (`subset/metric`) -> value.")
+    chosen_by: Optional[str] = Field(None, description='"primary run", "latest scored run" or "baseline method".')
+    public_primary: Optional[float] = Field(None, description="After publication: the public part's primary value.")
+    public_rank: Optional[int] = None
+    note: Optional[str] = Field(None, description='e.g. "hidden", "not public", "stale" (organizers).')
+    # leaderboard statistics (added where the server computes them)
+    ci: Optional[Any] = Field(None, description="Confidence interval of the primary value, where computed.")
+    rank_range: Optional[list[Optional[int]]] = Field(None, description="[best, worst] rank within the interval.")
+    cluster: Optional[int] = Field(None, description="Rows not separable from each other share a cluster.")
+
+
+class Leaderboard(Model):
+    task: str
+    phase: str
+    split: str
+    ranked_on: Literal["public", "private", "all"]
+    published: bool
+    frozen: bool
+    closed: Optional[bool] = None
+    primary: BoardPrimary
+    columns: list[BoardColumn]
+    rows: list[LeaderboardRow]
+    ranking: Optional["RankingMeta"] = Field(None, description="A published board: its publication.")
+
+
+class PartScores(Model):
+    primary: Optional[float]
+    metrics: Optional[dict[str, Any]]
+    notes: list[Any]
+    signature: str
+    provenance: dict[str, Any]
+
+
+class SnapshotRow(LeaderboardRow):
+    chosen_by: str
+    parts: dict[str, PartScores] = Field(description="Every score of every part, with its signature.")
+
+
+class RankingMeta(Model):
+    version: int
+    published_at: str
+    published_by: Optional[str]
+    reason: str
+    rule: str = Field(description="How each team's ranked run was chosen.")
+
+
+class Snapshot(Leaderboard):
+    """A published final ranking, served byte for byte as published."""
+
+    rows: list[SnapshotRow]
+    ranking: RankingMeta
+
+
+Leaderboard.model_rebuild()
+
+
+class Board(RootModel[Snapshot | Leaderboard]):
+    """A live board, or the final ranking of a published phase as published."""
+
+
+class VersionOut(Out):
+    version: int
+    published_at: Stamp
+    reason: str
+    sha256: str
+
+
+class PhaseActionOut(Out):
+    phase: PhaseState
+    ranking: Optional[VersionOut] = None
+
+
+class RankingsOut(Out):
+    phase: PhaseState
+    items: list[VersionOut]
+    next_cursor: Optional[str] = None
+    next: Optional[str] = None
+
+
+class ExportQuery(Model):
+    format: Literal["csv", "json", "tex"] = "csv"
+    version: Optional[int] = Field(None, ge=1, description="A published version (default: the latest; "
+                                                         "a preview before publication).")
+
+
+# ----------------------------------------------------------------------------- audit and baselines
+
+
+class AuditQuery(PageQuery):
+    action: Optional[str] = Field(None, description="Only this action, e.g. `ranking.publish`.")
+    all: Optional[Literal["0", "1"]] = Field(None, description="`1`: also the workers' status changes.")
+
+
+class AuditEntry(Out):
+    id: int
+    actor: Optional[str]
+    action: str
+    target: str
+    details: Optional[dict[str, Any]]
+    created: Stamp
+
+
+class BaselineRuns(Model):
+    systems: list[str] = Field(min_length=1, json_schema_extra={"examples": [["lexical"]]})
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    model: Optional[str] = None
+    cross_model: Optional[str] = None
+
+
+class BaselinesQueued(Out):
+    jobs: list[str]
+    systems: list[str]
+
+
+class BaselinesQuery(PageQuery):
+    phase: Optional[str] = None
+
+
+class BaselineRun(Out):
+    """A baseline run the baselines queue still knows of."""
+
+    id: str
+    what: Optional[str]
+    status: str = Field(description="queued, started, finished, failed, ...")
+    enqueued: Stamp
+    ended: Stamp
+    recorded: list[dict[str, Any]] = Field(description="Finished: the baseline entries it recorded "
+                                                       "(phase, submission_id, duplicate).")
+    error: str = Field(description="Failed: the last line of its error.")

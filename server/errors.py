@@ -1,0 +1,64 @@
+"""One table from the server's named failures to an HTTP status and an error code, used by the
+web pages and the REST API alike (so a closed phase is 409 on both).
+
+`describe(exc)` gives `(status, code, message, extra)`; `extra` holds what the API adds to its
+error object (`next_allowed_at`, `limit`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from server.exceptions import (
+    DuplicateSubmission,
+    LifecycleRefused,
+    LimitReached,
+    NotFound,
+    PhaseClosed,
+    SubmissionRefused,
+    TeamRefused,
+    UploadTooLarge,
+)
+
+# the most specific class first: the first match wins
+TABLE: list[tuple[type[Exception], int, str]] = [
+    (LimitReached, 429, "limit_reached"),
+    (PhaseClosed, 409, "phase_closed"),
+    (UploadTooLarge, 413, "too_large"),
+    (SubmissionRefused, 422, "refused"),
+    (DuplicateSubmission, 200, "duplicate"),
+    (LifecycleRefused, 409, "refused"),  # its own `code` (phase_open, reason_required, ...) is kept
+    (TeamRefused, 409, "team_refused"),  # its own `code` and `status` are kept
+    (NotFound, 404, "not_found"),
+]
+
+
+def _iso(dt: datetime | None) -> str | None:
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.isoformat().replace("+00:00", "Z")
+
+
+def describe(exc: Exception) -> tuple[int, str, str, dict]:
+    """(status, code, message, extra) of a named failure; LookupError for one the table lacks."""
+    for cls, status, code in TABLE:
+        if isinstance(exc, cls):
+            message = getattr(exc, "message", None) or str(exc)
+            code = getattr(exc, "code", None) or code
+            status = getattr(exc, "status", None) or status
+            extra: dict = {}
+            if isinstance(exc, SubmissionRefused):
+                extra["next_allowed_at"] = _iso(exc.next_allowed_at)
+            if isinstance(exc, LimitReached):
+                extra["limit"] = exc.limit or None
+            return status, code, message, extra
+    raise LookupError(type(exc).__name__)
+
+
+def status_of(exc: Exception) -> int:
+    return describe(exc)[0]
+
+
+HANDLED = tuple(cls for cls, _, _ in TABLE)

@@ -1,0 +1,171 @@
+"""The organizer's forms, through WTForms: each field parses and checks what was typed, keeps it
+when something is wrong and says what (per field); the lifecycle's own refusals (a window that
+closes before it opens, a fixed partition) are shown on the form too.
+
+CSRF is checked for every form by the app-wide CSRFProtect (server/views/__init__.py), so the
+forms themselves do not check it a second time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from flask_wtf import FlaskForm
+from flask_wtf.file import FileField, FileRequired
+from wtforms import (
+    BooleanField,
+    Field,
+    FloatField,
+    HiddenField,
+    IntegerField,
+    SelectField,
+    StringField,
+    TextAreaField,
+)
+from wtforms.validators import InputRequired, Length, NumberRange, Optional, ValidationError
+from wtforms.widgets import TextInput
+
+TZ = "UTC"
+FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
+
+
+def parse_utc(text: str) -> datetime | None:
+    """A time as an organizer types it: `2026-01-31 23:59`, `2026-01-31T23:59Z`, `2026-01-31` (midnight)
+    or with an offset (`+02:00`, converted); UTC when none is given. Naive UTC back; None when empty."""
+    text = " ".join((text or "").split())
+    if not text:
+        return None
+    t = text.replace("T", " ")
+    if t.endswith(("Z", "z")):
+        t = t[:-1].rstrip()
+    if t.upper().endswith(" UTC"):
+        t = t[:-4]
+    try:
+        dt = datetime.fromisoformat(t)
+    except ValueError:
+        dt = None
+        for fmt in FORMATS:
+            try:
+                dt = datetime.strptime(t, fmt)
+                break
+            except ValueError:
+                continue
+        if dt is None:
+            raise ValueError(f"{text!r} is not a date and time: write it as YYYY-MM-DD HH:MM ({TZ}), e.g. "
+                             f"{datetime.now(timezone.utc):%Y-%m-%d} 23:59") from None
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
+    return dt
+
+
+class UtcDateTimeField(Field):
+    """A date and time in UTC, typed as text (what was typed stays in the field when it is wrong)."""
+
+    widget = TextInput()
+
+    def __init__(self, label=None, validators=None, **kw):
+        render_kw = {"placeholder": "YYYY-MM-DD HH:MM", "autocomplete": "off", "inputmode": "numeric",
+                     "aria-describedby": "tz-note", **kw.pop("render_kw", {})}
+        super().__init__(label, validators, render_kw=render_kw, **kw)
+
+    def _value(self):
+        if self.raw_data:
+            return " ".join(self.raw_data)
+        return self.data.strftime("%Y-%m-%d %H:%M") if self.data else ""
+
+    def process_formdata(self, valuelist):
+        if valuelist:
+            try:
+                self.data = parse_utc(valuelist[0])
+            except ValueError as e:
+                self.data = None
+                raise ValueError(str(e)) from None
+
+
+def _limit(label: str):
+    return IntegerField(label, validators=[Optional(), NumberRange(min=0, message="a limit is 0 or more "
+                                                                                  "(empty: no limit)")],
+                        render_kw={"min": 0, "inputmode": "numeric"})
+
+
+class PhaseForm(FlaskForm):
+    class Meta:
+        csrf = False  # checked app-wide
+
+    opens_at = UtcDateTimeField(f"Opens ({TZ}; empty: open now)")
+    closes_at = UtcDateTimeField(f"Closes ({TZ}; empty: no end)")
+    daily_limit = _limit("Daily limit per team (empty: none)")
+    total_limit = _limit("Total limit per team (empty: none)")
+    concurrent_limit = _limit("Submissions running at once per team (empty: no limit)")
+    public_fraction = FloatField("Public fraction of the gold (fixed once scored)",
+                                 validators=[InputRequired("give a number in (0, 1]"),
+                                             NumberRange(min=0.0001, max=1, message="a number in (0, 1]")],
+                                 render_kw={"step": "0.01", "min": "0.01", "max": "1", "inputmode": "decimal"})
+
+    def validate_closes_at(self, field):
+        if field.data and self.opens_at.data and field.data <= self.opens_at.data:
+            raise ValidationError("a phase closes after it opens")
+
+    def changes(self, phase) -> dict:
+        out = {k: getattr(self, k).data for k in ("opens_at", "closes_at", "daily_limit", "total_limit",
+                                                  "concurrent_limit")}
+        if float(self.public_fraction.data) != float(phase.public_fraction):
+            out["public_fraction"] = float(self.public_fraction.data)
+        return out
+
+
+class NewPhaseForm(FlaskForm):
+    class Meta:
+        csrf = False
+
+    name = StringField("Name", validators=[InputRequired("give the phase a name"), Length(max=32)])
+    split = StringField("Split", validators=[InputRequired()])
+
+
+class ConfirmForm(FlaskForm):
+    """The second step of an action that is hard to take back: the page says what it will do."""
+
+    class Meta:
+        csrf = False
+
+    confirm = BooleanField("I have read what this does; do it.", false_values=("", "false", "no", "0"))
+    next = HiddenField()
+
+
+class HideForm(ConfirmForm):
+    action = HiddenField(default="hide")
+    reason = StringField("Reason (shown to the team)", validators=[Length(max=500)],
+                         render_kw={"maxlength": 500})
+
+
+class RescoreAllForm(ConfirmForm):
+    phase = HiddenField()
+    include_invalid = BooleanField("Also files that failed validation (they would fail again)")
+
+
+def _http_url(form, field):
+    if field.data and not field.data.startswith(("https://", "http://")):
+        raise ValidationError("the paper/code URL must start with https:// or http://")
+
+
+class SubmitForm(FlaskForm):
+    """A participant's upload: what was typed stays when something is wrong (the file must be chosen
+    again: browsers never refill a file input)."""
+
+    class Meta:
+        csrf = False
+
+    phase = SelectField("Phase", validate_choice=True)
+    file = FileField("Prediction file", validators=[FileRequired("choose a prediction file")])
+    method_name = StringField("Method name", filters=[lambda v: v.strip() if v else v],
+                              validators=[InputRequired("give the method a name"),
+                                          Length(max=200, message="the method name is over 200 characters")],
+                              render_kw={"maxlength": 200})
+    description = TextAreaField("Short description", filters=[lambda v: v.strip() if v else v],
+                                validators=[Length(max=5000, message="the description is over 5000 characters")],
+                                render_kw={"maxlength": 5000, "rows": 4})
+    url = StringField("Paper or code URL (optional)", filters=[lambda v: v.strip() if v else v],
+                      validators=[Length(max=500, message="the URL is over 500 characters"), _http_url],
+                      render_kw={"maxlength": 500, "type": "url"})
+    show_publicly = BooleanField("Show on the public leaderboard", default=True)
+    primary = BooleanField("Make this our primary (ranked) run of the phase")
