@@ -55,6 +55,13 @@ class Row:
     note: str = ""  # e.g. "hidden", "not public", "stale" (only in views that may see those)
     chosen_by: str = ""  # "primary run", "latest scored run" or "baseline method"
     parts: dict[str, dict] = field(default_factory=dict)  # part -> its scoring result (snapshots)
+    attempt: Optional[int] = None  # the scoring attempt that counts (whose samples the bootstrap reads)
+    ci: Optional[list] = None  # [lo, hi]: 95 % bootstrap interval of the primary score (server.stats)
+    rank_range: Optional[list] = None  # [best, worst]: 95 % rank interval
+    cluster: Optional[int] = None  # systems not significantly different share a cluster
+    ci_note: str = ""  # why a row has no interval
+    public_ci: Optional[list] = None  # after publication: the public part's interval
+    notes: list = field(default_factory=list)  # the scorer's reasons for its empty values
 
 
 @dataclass
@@ -69,6 +76,8 @@ class Board:
     rows: list[Row] = field(default_factory=list)
     version: str = ""
     closed: bool = False  # a closed leaderboard: shown to organizers only, empty for everyone else
+    stats: Optional[dict] = None  # server.stats: intervals, rank ranges, p-values, clusters
+    public_stats: Optional[dict] = None  # a published snapshot: the public part's
 
     @property
     def primary(self) -> Column:
@@ -228,7 +237,8 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
             pub, note = None, STALE_NOTE
         row = Row(rank=None, row_type=kind, team=team.name, team_id=team.id, submission_id=sub.id,
                   method_name=sub.method_name, url=sub.url, submitted_at=sub.created_at,
-                  is_primary=sub.is_primary, values=values, public_value=pub, note=note, chosen_by=rule)
+                  is_primary=sub.is_primary, values=values, public_value=pub, note=note, chosen_by=rule,
+                  attempt=sub.score_attempt, notes=list((result or {}).get("notes") or []))
         if with_parts and note != STALE_NOTE:
             row.parts = {p: scores[(sub.id, p)] for p in parts if (sub.id, p) in scores}
         rows.append(row)
@@ -260,6 +270,24 @@ def _rule(sub: Submission) -> str:
 # ----------------------------------------------------------------------------- output
 
 
+def empty_reason(row: Row, col: Column) -> str:
+    """Why a cell of a board is empty, in a few words."""
+    if row.note == STALE_NOTE:
+        return "stale: being rescored"
+    if row.note:
+        return row.note
+    for n in row.notes:
+        head, _, rest = n.partition(": ")
+        if head == col.subset and (col.metric in rest or "no " in rest or "not in" in rest or "needs" in rest):
+            return rest
+        if head == col.subset and rest.startswith("undefined"):
+            return rest
+    for n in row.notes:  # a reason without a subset
+        if col.metric in n:
+            return n
+    return "not computed for this run"
+
+
 def to_dict(board: Board) -> dict[str, Any]:
     """The declared JSON shape of a leaderboard."""
     return {
@@ -282,8 +310,25 @@ def to_dict(board: Board) -> dict[str, Any]:
             **({"chosen_by": r.chosen_by} if r.chosen_by else {}),
             **({"public_primary": r.public_value, "public_rank": r.public_rank} if board.published else {}),
             **({"note": r.note} if r.note else {}),
+            "ci": r.ci, "rank_range": r.rank_range, "cluster": r.cluster,
+            **({"ci_note": r.ci_note} if r.ci is None and r.ci_note else {}),
+            **({"public_ci": r.public_ci} if board.public_stats is not None else {}),
         } for r in board.rows],
+        "statistics": stats_summary(board.stats),
+        **({"public_statistics": stats_summary(board.public_stats)} if board.public_stats is not None else {}),
     }
+
+
+STATS_FIELDS = ("part", "method", "unit", "B", "seed", "alpha", "metric", "order", "teams", "p", "p_holm")
+
+
+def stats_summary(stats: dict | None) -> dict:
+    """The board-wide part of the statistics (the rows carry their own): how they were computed and
+    the pairwise p-values in the order of `order` (submission ids); `{"status": "pending"}` while
+    a worker computes them."""
+    if stats is None:
+        return {"status": "pending"}
+    return {"status": "ready", **{k: stats.get(k) for k in STATS_FIELDS}}
 
 
 def to_json(board: Board) -> bytes:
@@ -297,6 +342,7 @@ def to_csv(board: Board) -> bytes:
     head += [c.key for c in board.columns]
     if board.published:
         head += ["public_primary", "public_rank"]
+    head += ["ci_lo", "ci_hi", "rank_best", "rank_worst", "cluster"]
     w.writerow(head)
     for r in board.rows:
         line = ["" if r.rank is None else r.rank, r.row_type, _csv_safe(r.team), _csv_safe(r.method_name),
@@ -305,6 +351,8 @@ def to_csv(board: Board) -> bytes:
         if board.published:
             line += ["" if r.public_value is None else repr(r.public_value),
                      "" if r.public_rank is None else r.public_rank]
+        line += (list(map(repr, r.ci)) if r.ci and None not in r.ci else ["", ""])
+        line += (r.rank_range if r.rank_range else ["", ""]) + ["" if r.cluster is None else r.cluster]
         w.writerow(line)
     return buf.getvalue().encode("utf-8")
 
@@ -323,38 +371,69 @@ def latex_escape(s: str) -> str:
     return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in s)
 
 
-def to_latex(board: Board, *, max_metric_columns: int = 6, caption: str | None = None) -> str:
-    """A booktabs table for a task-overview paper: the primary metric first, best in bold."""
-    cols = board.columns[:max_metric_columns]
+COUNT_METRICS = frozenset({"n", "tp", "fp", "fn", "tn"})
+
+
+def _fmt_value(metric: str, v: float) -> str:
+    return f"{int(v)}" if metric in COUNT_METRICS else f"{v:.4f}"
+
+
+def to_latex(board: Board, *, max_metric_columns: int = 6, caption: str | None = None,
+             columns: list[str] | None = None) -> str:
+    """A booktabs table for a task-overview paper: rank (with its 95 % range when computed), team,
+    method, the primary metric with its interval, then the metrics picked (`columns`: keys, every
+    one kept; else the first few); the best score of each column in bold, never a count."""
+    if columns:
+        by_key = {c.key: c for c in board.columns}
+        cols = [board.primary] + [by_key[k] for k in columns if k in by_key and k != board.primary.key]
+    else:
+        cols = board.columns[:max_metric_columns]
+    with_ci = any(r.ci for r in board.rows)
+    with_range = any(r.rank_range for r in board.rows)
     best = {}
     for c in cols:
+        if c.metric in COUNT_METRICS:
+            continue
         vals = [r.values[c.key] for r in board.rows if r.row_type == "team" and r.values[c.key] is not None]
         if vals:
             best[c.key] = max(vals) if c.greater_is_better else min(vals)
-    spec = "r l l " + " ".join("r" for _ in cols) + (" r" if board.published else "")
+    spec = "r " + ("c " if with_range else "") + "l l " + " ".join("r c" if c.primary and with_ci else "r"
+                                                                   for c in cols)
+    spec += " r" if board.published else ""
     lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}", r"\toprule"]
-    head = ["\\#", "Team", "Method"] + [latex_escape(f"{c.metric} ({c.subset})") + (r" $\uparrow$" if c.greater_is_better else r" $\downarrow$") for c in cols]
+    head = ["\\#"] + (["range"] if with_range else []) + ["Team", "Method"]
+    for c in cols:
+        head.append(latex_escape(f"{c.metric} ({c.subset})") + (r" $\uparrow$" if c.greater_is_better else r" $\downarrow$"))
+        if c.primary and with_ci:
+            head.append("95\\% CI")
     if board.published:
         head.append("public")
     lines.append(" & ".join(head) + r" \\")
     lines.append(r"\midrule")
     for r in board.rows:
-        cells = ["" if r.rank is None else str(r.rank),
-                 latex_escape(r.team) + (r" \textit{(baseline)}" if r.row_type == "baseline" else ""),
-                 latex_escape(r.method_name)]
+        cells = ["" if r.rank is None else str(r.rank)]
+        if with_range:
+            cells.append(f"{r.rank_range[0]}--{r.rank_range[1]}" if r.rank_range else "")
+        cells += [latex_escape(r.team) + (r" \textit{(baseline)}" if r.row_type == "baseline" else ""),
+                  latex_escape(r.method_name)]
         for c in cols:
             v = r.values[c.key]
             if v is None:
                 cells.append("--")
             else:
-                t = f"{v:.4f}" if c.metric != "n" else f"{int(v)}"
+                t = _fmt_value(c.metric, v)
                 cells.append(rf"\textbf{{{t}}}" if best.get(c.key) == v and r.row_type == "team" else t)
+            if c.primary and with_ci:
+                cells.append(f"[{r.ci[0]:.4f}, {r.ci[1]:.4f}]" if r.ci and None not in r.ci else "--")
         if board.published:
             cells.append("--" if r.public_value is None else f"{r.public_value:.4f}")
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     cap = caption or (f"Results of {board.task_id} ({board.phase} phase, ranked on the "
                       f"{board.part} part of the gold by {board.primary.metric} on {board.primary.subset}).")
+    if with_ci and board.stats:
+        cap += (f" Intervals: 95% paired bootstrap over {board.stats.get('unit')}, B={board.stats.get('B')}, "
+                f"seed {board.stats.get('seed')}; range: 95% rank interval.")
     lines += [rf"\caption{{{latex_escape(cap)}}}", rf"\label{{tab:{latex_escape(board.task_id)}-{latex_escape(board.phase)}}}",
               r"\end{table}", ""]
     return "\n".join(lines)
@@ -389,9 +468,15 @@ def board_from_dict(d: dict) -> Board:
                 method_name=r.get("method_name", ""), url=r.get("url", ""),
                 submitted_at=datetime.fromisoformat(r["submitted_at"].rstrip("Z")), is_primary=r.get("primary_run", False),
                 values=r["metrics"], public_value=r.get("public_primary"), public_rank=r.get("public_rank"),
-                note=r.get("note", ""), chosen_by=r.get("chosen_by", "")) for r in d["rows"]]
+                note=r.get("note", ""), chosen_by=r.get("chosen_by", ""), ci=r.get("ci"),
+                rank_range=r.get("rank_range"), cluster=r.get("cluster"), ci_note=r.get("ci_note", ""),
+                public_ci=r.get("public_ci")) for r in d["rows"]]
+    st = d.get("statistics") or {}
+    pst = d.get("public_statistics")
     return Board(task_id=d["task"], phase=d["phase"], split=d["split"], part=d["ranked_on"],
-                 published=d["published"], frozen=d["frozen"], columns=cols, rows=rows)
+                 published=d["published"], frozen=d["frozen"], columns=cols, rows=rows,
+                 stats=st if st.get("status") == "ready" else None,
+                 public_stats=pst if pst and pst.get("status") == "ready" else None)
 
 
 def snapshot_csv(body: dict) -> str:

@@ -25,6 +25,7 @@ class Settings:
     max_attempts: int = 3  # scoring attempts before a submission fails for the server's reasons
     stale_after: float = 15.0  # seconds without a job heartbeat before its worker counts as dead
     heartbeat_every: int = 3  # seconds between a busy worker's heartbeats (job_monitoring_interval)
+    bootstrap_samples: int = 1000  # B: the resamples behind each board's intervals and clusters
 
     @classmethod
     def from_env(cls, **overrides) -> "Settings":
@@ -41,6 +42,7 @@ class Settings:
             reconcile_every=float(env.get("PALIMPSEST_RECONCILE_EVERY", 5.0)),
             max_attempts=int(env.get("PALIMPSEST_MAX_ATTEMPTS", 3)),
             stale_after=float(env.get("PALIMPSEST_STALE_AFTER", 15.0)),
+            bootstrap_samples=int(env.get("PALIMPSEST_BOOTSTRAP_SAMPLES", 1000)),
         )
         for k, v in overrides.items():
             setattr(s, k, v)

@@ -51,6 +51,8 @@ class Task:
     importer: str  # name of the importer in tasks.importers
     import_help: str
     secondary: tuple[tuple[str, str, bool], ...] = field(default=())
+    # the few columns ("subset/metric") a board shows beside the primary one; the rest are a click away
+    key_columns: tuple[str, ...] = field(default=())
 
     @property
     def primary_metric(self) -> str:

@@ -43,6 +43,7 @@ LOCI_SIMILES = Task(
              "recall@1", "recall@5", "recall@10", "recall@100", "mrr", "tp", "fp", "fn", "tn", "n"),
     subsets=("all",),
     primary=("all", "f1"),
+    key_columns=("all/precision", "all/recall", "all/mrr"),
     greater_is_better=True,
     splits=("test",),
     importer="loci",

@@ -15,6 +15,7 @@ from flask import Blueprint, Response, abort, current_app, render_template, requ
 from sqlmodel import Session
 
 from server import leaderboard as lb
+from server import stats
 from server.auth import current_user
 from server.models import Phase, utcnow
 from server.views.pages import PHASE_ORDER, task_or_404
@@ -95,7 +96,11 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
         abort(404)
     version = request.args.get("version", type=int) if state.published else None
     gzipped = "gzip" in request.headers.get("Accept-Encoding", "")
-    etag = f'"{state.version}-{who}-{fmt}{f"-v{version}" if version else ""}{"-gz" if gzipped else ""}"'
+    home = current_app.extensions["palimpsest.settings"].home
+    # the board's statistics arrive from a worker: a render without them is replaced once they do
+    stats_ready = stats.ready(home, state.id, state.version)
+    board_version = f"{state.version}{'s' if stats_ready else 'p'}"
+    etag = f'"{board_version}-{who}-{fmt}{f"-v{version}" if version else ""}{"-gz" if gzipped else ""}"'
     if request.if_none_match and etag.strip('"') in request.if_none_match:
         return Response(status=304, headers={"ETag": etag})
 
@@ -111,6 +116,7 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
             phase = s.get(Phase, state.id)
             board = lb.build_board(s, task, phase, audience=who, provenance=provenance_of(task, phase.split))
         board.version = state.version
+        attach_stats(board, state)
         if fmt == "json":
             return lb.to_json(board)
         if fmt == "csv":
@@ -123,7 +129,7 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
         return raw, gzip.compress(raw, compresslevel=6, mtime=0)
 
     try:
-        raw, gz = cache().get((task.id, state.name, who, fmt, version), state.version, render_both)
+        raw, gz = cache().get((task.id, state.name, who, fmt, version), board_version, render_both)
     except LookupError:
         abort(404)
     headers = {"ETag": etag, "Vary": "Accept-Encoding, Cookie",
@@ -135,6 +141,19 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
     if fmt == "csv":
         headers["Content-Disposition"] = f'inline; filename="{task.id}-{state.name}-leaderboard.csv"'
     return Response(body, mimetype=MIMETYPES[fmt], headers=headers)
+
+
+def attach_stats(board: lb.Board, state: lb.PhaseState) -> None:
+    """The statistics of the board's version, computed by a worker; while there are none, ask for
+    them (a request never computes them)."""
+    settings = current_app.extensions["palimpsest.settings"]
+    body = stats.read_board_stats(settings.home, state.id, state.version)
+    if body is None:
+        if current_app.config.get("PALIMPSEST_ENQUEUE", True) and any(r.rank is not None for r in board.rows):
+            stats.enqueue(settings, state.id, state.version)
+        stats.attach(board, None, reason="interval being computed")
+        return
+    stats.attach(board, body)
 
 
 def render_published(task, phase_id: int, fmt: str, version: int | None, names: list[str],
@@ -162,6 +181,16 @@ def render_published(task, phase_id: int, fmt: str, version: int | None, names: 
                            versions=versions).encode("utf-8")
 
 
+@bp.app_template_global()
+def fmt_value(metric: str, v: float) -> str:
+    return lb._fmt_value(metric, v)
+
+
+@bp.app_template_global()
+def empty_reason(row, col) -> str:
+    return lb.empty_reason(row, col)
+
+
 @bp.route("/tasks/<task_id>/leaderboard")
 def board(task_id: str):
     return _serve(task_id, "html")
@@ -175,3 +204,30 @@ def board_json(task_id: str):
 @bp.route("/tasks/<task_id>/leaderboard.csv")
 def board_csv(task_id: str):
     return _serve(task_id, "csv")
+
+
+@bp.route("/tasks/<task_id>/leaderboard/significance")
+def significance(task_id: str):
+    """The pairwise paired-bootstrap p-values (Holm-corrected) behind a board's clusters: from the
+    published snapshot, or from the statistics of the board's current version."""
+    task = task_or_404(task_id)
+    engine = current_app.extensions["palimpsest.engine"]
+    states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
+    state = choose_phase(states, request.args.get("phase") or None)
+    who = audience()
+    if state is None or (not state.leaderboard_open and who != "organizer"):
+        abort(404)
+    body, public = None, None
+    if state.published:
+        from server.lifecycle import latest_ranking
+
+        with Session(engine) as s:
+            rv = latest_ranking(s, state.id, request.args.get("version", type=int))
+        if rv is not None:
+            snap = json.loads(rv.body_json)
+            body, public = snap.get("statistics"), snap.get("public_statistics")
+    if body is None:
+        raw = stats.read_board_stats(current_app.extensions["palimpsest.settings"].home, state.id, state.version)
+        body = lb.stats_summary(raw)
+    return render_template("leaderboard/significance.html", task=task, phase=state.name, st=body,
+                           public=public, current_user=None, generic_nav=True)
