@@ -410,8 +410,10 @@ def publish(s: Session, phase: Phase, *, task, actor, settings, reason: str = ""
     from server import leaderboard as lb
 
     reason = " ".join((reason or "").split())[:2000]
-    # the seed of the statistics, recorded before this transaction writes anything
-    bootstrap_seed(s.get_bind(), phase.id)
+    if phase.partition_id is None and (phase.split != "test" or phase.public_fraction >= 1):
+        # the seed of the statistics (normally recorded by the worker already), recorded before
+        # this transaction writes anything; a phase with a hidden part uses its partition's
+        bootstrap_seed(s.get_bind(), phase.id)
     if close_first and phase_state(phase) == "open":
         close(s, phase, actor=actor, via=via, commit=False)
     state = phase_state(phase)
@@ -606,11 +608,11 @@ def redraw_partition(s: Session, phase: Phase, *, actor, via: str = "web") -> Go
 def bootstrap_seed(engine, phase_id: int) -> int:
     """The seed of a board's bootstrap resamples: the phase's gold partition's recorded seed, or,
     for a phase without a private part, a seed drawn once for the phase and recorded (audited)."""
-    part = partition_of(engine, phase_id)
-    if part is not None:
-        return int(part.seed)
     with Session(engine) as s:
-        got = s.execute(select(Phase.stats_seed).where(Phase.id == phase_id)).scalar_one()
+        partition_id, got = s.execute(select(Phase.partition_id, Phase.stats_seed)
+                                      .where(Phase.id == phase_id)).one()
+        if partition_id is not None:  # attached by the first scoring on a hidden part
+            return int(s.get(GoldPartition, partition_id).seed)
         if got is not None:
             return int(got)
         seed = new_seed()

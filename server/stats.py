@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 from sqlmodel import Session
 
+from server.models import Phase
+
 log = logging.getLogger(__name__)
 
 ALPHA = 0.05
@@ -121,9 +123,9 @@ class Part:
 
     @classmethod
     def get(cls, settings, engine, task, phase, part: str) -> "Part":
-        from server.lifecycle import bootstrap_seed, current_provenance, gold_parts
+        from server.lifecycle import bootstrap_seed, current_provenance
 
-        units = gold_parts(engine, phase.id, settings).get(part)
+        units = _gold_part(engine, phase, settings, part)
         seed = bootstrap_seed(engine, phase.id)
         prov = current_provenance(task, phase.split, settings.home)
         ck = json.dumps([str(settings.home), task.id, phase.split, part, seed, settings.bootstrap_samples, prov,
@@ -157,6 +159,27 @@ class Part:
 
 
 # ----------------------------------------------------------------------------- a board
+
+
+class NoPartition(LookupError):
+    """A phase with a hidden part whose partition was never drawn: nothing was scored on it."""
+
+
+def _gold_part(engine, phase, settings, part: str) -> frozenset | None:
+    """The units of a part of the phase's gold, reading (never drawing) its partition: this runs
+    inside publication's transaction too."""
+    from server.lifecycle import draw
+    from server.models import GoldPartition
+
+    if part == "all":
+        return None
+    with Session(engine) as s:
+        pid = s.get(Phase, phase.id).partition_id
+        gp = s.get(GoldPartition, pid) if pid is not None else None
+    if gp is None:
+        raise NoPartition(f"phase {phase.id} has no gold partition yet")
+    public, private = draw(gp, settings.home)
+    return frozenset(public if part == "public" else private)
 
 
 def _stat_rows(board):
@@ -239,7 +262,6 @@ def compute_board_stats(phase_id: int, settings=None) -> dict:
     from server import leaderboard as lb
     from server.db import get_engine
     from server.lifecycle import current_provenance
-    from server.models import Phase
     from server.settings import Settings
     from tasks import get_task
 
