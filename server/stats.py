@@ -38,8 +38,9 @@ log = logging.getLogger(__name__)
 
 ALPHA = 0.05
 METHOD = ("95 % percentile intervals from B paired bootstrap resamples of the task's unit; rank "
-          "ranges from the same resamples; pairwise two-sided paired-bootstrap p-values with Holm's "
-          "correction; a cluster holds the systems not significantly different (alpha 0.05) from its best")
+          "ranges from the same resamples; pairwise two-sided p-values of the paired difference (its "
+          "bootstrap standard error, normal approximation) with Holm's correction; a cluster holds the "
+          "systems not significantly different (alpha 0.05) from its best")
 UNIT_NAMES = {"instances": "instances", "targets": "targets", "tokens": "documents (within each language pair)",
               "links": "queries"}
 

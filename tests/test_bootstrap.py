@@ -182,3 +182,28 @@ def test_swissgov_resamples_equal_scipy_per_pair(home):
     # resampled within each language pair: every resample keeps each pair's document count
     for pair, (cols, _tok, _tp) in b.pairs.items():
         assert (W[:, cols].sum(axis=1) == len(cols)).all()
+
+
+def test_loci_counts_path_equals_the_scorers_metric_functions(home):
+    """The vectorised TP/FP/FN path gives what `metrics.link_counts` gives on each relabelled
+    resample (duplicated queries included)."""
+    from tasks import get_task
+    from tasks.store import TaskStore
+
+    task, store = get_task("loci-similes"), TaskStore("loci-similes", home)
+    arrays = bs.unit_arrays(task, store, "test", _parsed(task, store, "test", np.random.default_rng(4)))
+    b = bs.Bootstrap(task, store, "test")
+    W = b.weights(40, 3)
+    for metric in bs.LINK_COUNT_METRICS:
+        b.metric = metric
+        fast = b.samples(arrays, W)
+        ref = np.array([b._links_once(arrays, w) for w in W])
+        assert np.allclose(fast, ref, rtol=0, atol=1e-12), metric
+
+
+def test_paired_pvalues_see_a_consistent_difference():
+    rng = np.random.default_rng(1)
+    base = rng.normal(0, 0.05, 1000)
+    a, c = 0.70 + base, 0.70 + base + rng.normal(0, 0.01, 1000)
+    p = bs.paired_pvalues(np.vstack([a, a + 0.01, c]), np.array([0.70, 0.71, 0.70]))
+    assert p[0, 1] < 1e-6 and p[0, 2] > 0.05  # a constant shift is significant whatever the spread
