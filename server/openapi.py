@@ -111,9 +111,42 @@ SUBMISSION = {
     },
 }
 
+_INTERVAL = {"type": ["array", "null"], "minItems": 2, "maxItems": 2, "items": {"type": ["number", "null"]}}
+_RANK_RANGE = {"type": ["array", "null"], "minItems": 2, "maxItems": 2, "items": {"type": "integer"}}
+# issue 12: the board's bootstrap statistics (server.stats), per row and for the board
+LEADERBOARD_ROW = {
+    # ci, rank_range and cluster are on every row since issue 12 (null with `ci_note` saying why);
+    # snapshots published before it lack them
+    "type": "object", "required": ["rank", "row_type", "team", "submission_id", "metrics"],
+    "properties": {
+        "rank": {"type": ["integer", "null"]}, "row_type": {"type": "string", "enum": ["team", "baseline"]},
+        "team": {"type": "string"}, "submission_id": {"type": ["integer", "null"]},
+        "metrics": {"type": "object"},
+        "ci": {**_INTERVAL, "description": "95 % bootstrap percentile interval of the primary score"},
+        "rank_range": {**_RANK_RANGE, "description": "95 % rank interval [best, worst]"},
+        "cluster": {"type": ["integer", "null"],
+                    "description": "rows sharing a cluster are not significantly different from its best"},
+        "ci_note": {"type": "string", "description": "why a row has no interval"},
+        "public_ci": _INTERVAL,
+    },
+    "additionalProperties": True,
+}
+LEADERBOARD_STATS = {
+    "type": "object", "required": ["status"],
+    "properties": {"status": {"type": "string", "enum": ["ready", "pending"]},
+                   "part": {"type": "string"}, "method": {"type": "string"}, "unit": {"type": "string"},
+                   "B": {"type": "integer"}, "seed": {"type": "integer"}, "alpha": {"type": "number"},
+                   "metric": {"type": "string"},
+                   "order": {"type": "array", "items": {"type": "integer"}},
+                   "teams": {"type": "array", "items": {"type": "string"}},
+                   "p": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}},
+                   "p_holm": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}}},
+    "additionalProperties": True,
+}
 LEADERBOARD = {"type": "object", "required": ["task", "phase", "rows"],
                "properties": {"task": {"type": "string"}, "phase": {"type": "string"},
-                              "rows": {"type": "array", "items": {"type": "object"}}},
+                              "rows": {"type": "array", "items": LEADERBOARD_ROW},
+                              "statistics": LEADERBOARD_STATS, "public_statistics": LEADERBOARD_STATS},
                "additionalProperties": True}
 
 PHASE_STATE = {"type": "object", "required": ["name", "split", "state", "frozen", "published_at"],
