@@ -85,14 +85,12 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
     state = choose_phase(states, want)
     if state is None:
         if fmt == "html":
-            return render_template("leaderboard/none.html", task=task, phase=want,
-                                   current_user=None), 404
+            return render_template("leaderboard/none.html", task=task, phase=want), 404
         abort(404)
     who = who or audience()
     if not state.leaderboard_open and who != "organizer":
         if fmt == "html":
-            return render_template("leaderboard/none.html", task=task, phase=state.name, closed=True,
-                                   current_user=None), 404
+            return render_template("leaderboard/none.html", task=task, phase=state.name, closed=True), 404
         abort(404)
     version = request.args.get("version", type=int) if state.published else None
     gzipped = "gzip" in request.headers.get("Accept-Encoding", "")
@@ -101,7 +99,9 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
     stats_ready = stats.ready(home, state.id, state.version)
     board_version = f"{state.version}{'s' if stats_ready else 'p'}"
     etag = f'"{board_version}-{who}-{fmt}{f"-v{version}" if version else ""}{"-gz" if gzipped else ""}"'
-    if request.if_none_match and etag.strip('"') in request.if_none_match:
+    # a page for a signed-in visitor (or one with messages waiting) gets its own navigation
+    personal = fmt == "html" and ("uid" in session or "_flashes" in session)
+    if not personal and request.if_none_match and etag.strip('"') in request.if_none_match:
         return Response(status=304, headers={"ETag": etag})
 
     names = [p.name for p in sorted(states, key=lambda p: (PHASE_ORDER.get(p.name, 9), p.name))
@@ -122,18 +122,23 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
         if fmt == "csv":
             return lb.to_csv(board)
         return render_template("leaderboard/board.html", task=task, board=board, phases=names,
-                               audience=who, current_user=None, generic_nav=True).encode("utf-8")
+                               audience=who, current_user=None, deferred_nav=True).encode("utf-8")
 
-    def render_both() -> tuple[bytes, bytes]:
-        raw = render()
-        return raw, gzip.compress(raw, compresslevel=6, mtime=0)
+    def render_both() -> tuple[bytes, bytes, bytes]:
+        template = render()
+        raw = splice(template, anonymous=True) if fmt == "html" else template
+        return template, raw, gzip.compress(raw, compresslevel=6, mtime=0)
 
     try:
-        raw, gz = cache().get((task.id, state.name, who, fmt, version), board_version, render_both)
+        template, raw, gz = cache().get((task.id, state.name, who, fmt, version), board_version, render_both)
     except LookupError:
         abort(404)
     headers = {"ETag": etag, "Vary": "Accept-Encoding, Cookie",
                "Cache-Control": "no-cache" if who == "public" else "private, no-cache"}
+    if personal:
+        raw = splice(template, anonymous=False)
+        gz = gzip.compress(raw, compresslevel=6, mtime=0) if gzipped else b""
+        del headers["ETag"]
     body = raw
     if gzipped:
         body = gz
@@ -141,6 +146,24 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
     if fmt == "csv":
         headers["Content-Disposition"] = f'inline; filename="{task.id}-{state.name}-leaderboard.csv"'
     return Response(body, mimetype=MIMETYPES[fmt], headers=headers)
+
+
+NAV, FLASH = b"<!--pal:nav-->", b"<!--pal:flash-->"
+
+
+def splice(page: bytes, *, anonymous: bool) -> bytes:
+    """A cached page with the visitor's navigation and messages put in: rendered per request for a
+    signed-in visitor, once for everyone else (the cached part never holds anyone's)."""
+    if NAV not in page:
+        return page
+    if anonymous:
+        nav = current_app.extensions.get("palimpsest.anonymous_nav")
+        if nav is None:
+            nav = render_template("_nav.html", current_user=None).encode("utf-8")
+            current_app.extensions["palimpsest.anonymous_nav"] = nav
+        return page.replace(NAV, nav).replace(FLASH, b"")
+    return (page.replace(NAV, render_template("_nav.html").encode("utf-8"))
+            .replace(FLASH, render_template("_flash.html").encode("utf-8")))
 
 
 def attach_stats(board: lb.Board, state: lb.PhaseState) -> None:
@@ -177,7 +200,7 @@ def render_published(task, phase_id: int, fmt: str, version: int | None, names: 
     body = json.loads(rv.body_json)
     board = lb.board_from_dict(body)
     return render_template("leaderboard/board.html", task=task, board=board, phases=names, audience=who,
-                           current_user=None, generic_nav=True, ranking=body.get("ranking") or {},
+                           current_user=None, deferred_nav=True, ranking=body.get("ranking") or {},
                            versions=versions).encode("utf-8")
 
 
@@ -230,4 +253,4 @@ def significance(task_id: str):
         raw = stats.read_board_stats(current_app.extensions["palimpsest.settings"].home, state.id, state.version)
         body = lb.stats_summary(raw)
     return render_template("leaderboard/significance.html", task=task, phase=state.name, st=body,
-                           public=public, current_user=None, generic_nav=True)
+                           public=public)
