@@ -82,12 +82,13 @@ def keep_units(settings: Settings, submission_id: int, attempt: int, v) -> None:
 
 
 def board_statistics(settings: Settings, phase_id: int) -> None:
-    """The phase's board changed: recompute its statistics here in the worker (only the new run's
-    resamples are new). A failure leaves the page saying they are being computed; never the score."""
-    from server.stats import compute_board_stats
+    """The phase's board changed: ask a worker for its statistics (a burst of scores coalesces
+    into one or two jobs); without Redis, compute them here. A failure never touches the score."""
+    from server.stats import compute_board_stats, enqueue
 
     try:
-        compute_board_stats(phase_id, settings)
+        if not enqueue(settings, phase_id):
+            compute_board_stats(phase_id, settings)
     except Exception:
         log.exception("board statistics of phase %s failed", phase_id)
 

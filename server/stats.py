@@ -14,8 +14,9 @@ What is kept where, under the data directory's `stats/`:
 - `boards/<phase>-<version>.json`: the statistics of the public board at one version of the phase
   (its revision, freeze, publication and provenance: the key of the page cache), written once.
 
-`compute_board_stats(phase_id)` runs at the end of every scoring job and as a queued job (the
-pages enqueue it when a board version has no statistics yet); a request never computes any.
+`compute_board_stats(phase_id)` runs as a queued job: each scoring job asks for one after recording
+its scores, and so do the pages when a board version has no statistics yet; requests coalesce (a
+burst of scores costs one or two jobs), and a request never computes any.
 A published snapshot carries its statistics frozen with it (`for_snapshot`, from `lifecycle.publish`).
 """
 
@@ -297,20 +298,31 @@ def compute_board_stats(phase_id: int, settings=None) -> dict:
             "seconds": round(time.perf_counter() - t0, 3)}
 
 
-def enqueue(settings, phase_id: int, version: str) -> bool:
-    """Ask a worker for a board's statistics (once per version); False when Redis is away."""
-    from server.queue import SCORING, _live_or_cleared, connect, get_queue
+def enqueue(settings, phase_id: int, conn=None) -> bool:
+    """Ask a worker for a phase's board statistics. Requests coalesce: while a job for the phase
+    waits in the queue it will read the latest version anyway, so nothing is added; while one runs
+    (it may have read an earlier version) one follow-up is queued. False when Redis is away."""
+    from rq.job import JobStatus
 
-    jid = f"stats-{int(phase_id)}-{version}"
+    from server.queue import SCORING, _fetch, _live_or_cleared, connect, get_queue
+
+    waiting = (JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED)
     try:
-        conn = connect(settings)
-        if _live_or_cleared(conn, jid) is not None:
+        conn = conn or connect(settings)
+        for jid in (f"stats-{int(phase_id)}", f"stats-{int(phase_id)}-again"):
+            job = _fetch(conn, jid)
+            status = job.get_status(refresh=False) if job is not None else None
+            if status in waiting:
+                return True
+            if status == JobStatus.STARTED:
+                continue
+            _live_or_cleared(conn, jid)  # a finished or failed one: its id is free again
+            get_queue(SCORING, conn, settings).enqueue_call(
+                "server.stats.board_stats_job", args=(int(phase_id),), job_id=jid, timeout=settings.job_timeout,
+                result_ttl=60, failure_ttl=24 * 3600, description=f"board statistics of phase {phase_id}")
             return True
-        get_queue(SCORING, conn, settings).enqueue_call(
-            "server.stats.board_stats_job", args=(int(phase_id),), job_id=jid, timeout=settings.job_timeout,
-            result_ttl=600, failure_ttl=24 * 3600, description=f"board statistics of phase {phase_id}")
         return True
-    except Exception as e:  # noqa: BLE001 — the page says "being computed"; the next scoring computes them
+    except Exception as e:  # noqa: BLE001 — the page says "being computed" and asks again
         log.warning("board statistics of phase %s not enqueued (%s: %s)", phase_id, type(e).__name__, e)
         return False
 

@@ -188,3 +188,17 @@ def test_latex_bolds_the_best_score_never_a_count():
     tex = lb.to_latex(board, columns=["all/n"])
     assert r"\textbf{0.9000}" in tex and r"\textbf{60}" not in tex and " 60 " in tex
     assert "[0.8000, 0.9500]" in tex and "1--2" in tex
+
+
+def test_requests_for_statistics_coalesce(b):
+    from server import stats
+    from server.queue import get_queue
+
+    pid = phase(b, "tric-binary", "dev").id
+    q = get_queue("scoring", b.conn)
+    before = q.count
+    for _ in range(5):
+        assert stats.enqueue(b.settings, pid, b.conn)
+    assert q.count == before + 1  # one waiting job reads the latest version when it runs
+    burst(b)
+    assert stats.enqueue(b.settings, pid, b.conn) and q.count == 1  # finished: a new one may wait

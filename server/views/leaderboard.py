@@ -173,7 +173,7 @@ def attach_stats(board: lb.Board, state: lb.PhaseState) -> None:
     body = stats.read_board_stats(settings.home, state.id, state.version)
     if body is None:
         if current_app.config.get("PALIMPSEST_ENQUEUE", True) and any(r.rank is not None for r in board.rows):
-            stats.enqueue(settings, state.id, state.version)
+            stats.enqueue(settings, state.id)
         stats.attach(board, None, reason="interval being computed")
         return
     stats.attach(board, body)
