@@ -41,7 +41,7 @@ class Column:
 @dataclass
 class Row:
     rank: Optional[int]
-    row_type: str  # "team" or "baseline"
+    row_type: str  # "team", "baseline" or "human" (a reference row: the annotators' agreement)
     team: str
     team_id: int
     submission_id: int
@@ -263,6 +263,31 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
                  published=published, frozen=bool(phase.frozen), columns=cols, rows=rows)
 
 
+def add_reference_rows(board: Board, task, home) -> None:
+    """The human-agreement rows the task's import recorded (`tasks/agreement.py`), unranked, in
+    their place by the primary score."""
+    from tasks.agreement import reference_rows
+    from tasks.store import TaskStore
+
+    store = TaskStore(task.id, home)
+    try:
+        manifest = store.manifest()
+        at = datetime.utcfromtimestamp(store.manifest_path.stat().st_mtime).replace(microsecond=0)
+    except (OSError, ValueError):
+        return
+    refs = reference_rows(task.id, manifest.get("agreement"))
+    if not refs or board.closed:
+        return
+    for ref in refs:
+        values = {c.key: ref["values"].get(c.key) for c in board.columns}
+        board.rows.append(Row(rank=None, row_type="human", team=ref["team"], team_id=0, submission_id=None,
+                              method_name=ref["method_name"], url="", submitted_at=at, is_primary=False,
+                              values=values, note=ref["note"]))
+    key, gib = board.primary.key, board.primary.greater_is_better
+    board.rows.sort(key=lambda r: (r.values[key] is None, -(r.values[key] or 0.0) if gib else (r.values[key] or 0.0),
+                                   r.row_type != "team"))
+
+
 def _rule(sub: Submission) -> str:
     return "primary run" if sub.is_primary else "latest scored run"
 
@@ -272,6 +297,8 @@ def _rule(sub: Submission) -> str:
 
 def empty_reason(row: Row, col: Column) -> str:
     """Why a cell of a board is empty, in a few words."""
+    if row.row_type == "human":
+        return "no such figure of the annotations"
     if row.note == STALE_NOTE:
         return "stale: being rescored"
     if row.note:
@@ -346,7 +373,8 @@ def to_csv(board: Board) -> bytes:
     w.writerow(head)
     for r in board.rows:
         line = ["" if r.rank is None else r.rank, r.row_type, _csv_safe(r.team), _csv_safe(r.method_name),
-                r.submitted_at.replace(microsecond=0).isoformat() + "Z", r.submission_id]
+                r.submitted_at.replace(microsecond=0).isoformat() + "Z",
+                "" if r.submission_id is None else r.submission_id]
         line += ["" if r.values[c.key] is None else repr(r.values[c.key]) for c in board.columns]
         if board.published:
             line += ["" if r.public_value is None else repr(r.public_value),

@@ -441,6 +441,7 @@ def publish(s: Session, phase: Phase, *, task, actor, settings, reason: str = ""
                            provenance=current_provenance(task, phase.split, settings.home),
                            with_parts=True)
     board.published = True  # as it will be served: the private ranking with the public part beside it
+    lb.add_reference_rows(board, task, settings.home)
     _snapshot_statistics(s, task, phase, board, settings)
     meta = {"version": version, "published_at": now.replace(microsecond=0).isoformat() + "Z",
             "published_by": who, "reason": reason, "rule": RANKED_RUN_RULE}

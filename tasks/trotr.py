@@ -186,6 +186,11 @@ def _import_tric(task: Task, source: Path, store: TaskStore, fold: int) -> dict:
         counts["train"] = {"all": len(train)}
         manifest = {"task": task.id, "version": task.version, "source": "TRoTR", "fold": fold,
                     "splits": ["dev", "test"], "counts": counts}
+        judgments = root / "judgments" / "TRoTR.tsv"
+        if judgments.is_file():  # the human ceiling (tric-ranking's board shows it)
+            from tasks.agreement import trotr_agreement
+
+            manifest["agreement"] = trotr_agreement(judgments)
         st.commit(manifest)
     return manifest
 

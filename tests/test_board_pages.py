@@ -88,3 +88,31 @@ def test_a_queued_submission_page_polls_and_my_submissions_shows_the_primary_sco
 
         v = s.exec(select(Score.primary_value).where(Score.submission_id == sid)).first()
     assert f"{v:.4f}" in b.get("/submissions").get_data(as_text=True)
+
+
+def test_trotr_agreement_is_the_papers_and_a_reference_row(app, home):
+    """Krippendorff's alpha (ordinal) and the weighted mean pairwise Spearman of TRoTR's judgments
+    are the paper's .420 and .506; tric-ranking's board shows them as an unranked human row."""
+    from click.testing import CliRunner
+
+    from cli.main import main
+    from tasks.store import TaskStore
+
+    got = TaskStore("tric-ranking", home).manifest()["agreement"]
+    assert round(got["alpha_ordinal"], 3) == 0.420 and round(got["weighted_mean_pairwise_spearman"], 3) == 0.506
+    assert got["pairs"] == 6300 and got["annotators"] == 4
+    r = CliRunner().invoke(main, ["agreement", "tric-ranking", "--home", str(home), "--json"])
+    assert r.exit_code == 0, r.output
+    assert '"alpha_ordinal": 0.420106' in r.output
+    dev = make_phase(app, "tric-ranking", "dev")
+    make_user(app, "a@x.org", team="alpha")
+    make_submission(app, team=team_of(app, "alpha"), phase=dev, scores={"all": 0.7})
+    data = app.test_client().get("/tasks/tric-ranking/leaderboard.json?phase=dev").get_json()
+    human = [x for x in data["rows"] if x["row_type"] == "human"]
+    assert len(human) == 1 and human[0]["rank"] is None and human[0]["submission_id"] is None
+    assert human[0]["metrics"]["all/spearman"] == got["weighted_mean_pairwise_spearman"]
+    assert "the paper" in human[0]["note"] and [x["row_type"] for x in data["rows"]] == ["team", "human"]
+    html = app.test_client().get("/tasks/tric-ranking/leaderboard?phase=dev").get_data(as_text=True)
+    assert "reference, not ranked" in html
+    csv_ = app.test_client().get("/tasks/tric-ranking/leaderboard.csv?phase=dev").get_data(as_text=True)
+    assert ",human,Human agreement" in csv_

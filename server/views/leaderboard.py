@@ -116,6 +116,7 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
             phase = s.get(Phase, state.id)
             board = lb.build_board(s, task, phase, audience=who, provenance=provenance_of(task, phase.split))
         board.version = state.version
+        lb.add_reference_rows(board, task, current_app.extensions["palimpsest.settings"].home)
         attach_stats(board, state)
         if fmt == "json":
             return lb.to_json(board)
