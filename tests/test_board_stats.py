@@ -202,3 +202,22 @@ def test_requests_for_statistics_coalesce(b):
     assert q.count == before + 1  # one waiting job reads the latest version when it runs
     burst(b)
     assert stats.enqueue(b.settings, pid, b.conn) and q.count == 1  # finished: a new one may wait
+
+
+def test_plots_of_the_board_svg_and_pdf_rendered_once_per_version(b):
+    _three(b, "tric-binary", "test")
+    app = _app()
+    c = app.test_client()
+    svg = c.get("/tasks/tric-binary/leaderboard/plot.svg?phase=test")
+    assert svg.status_code == 200 and svg.mimetype == "image/svg+xml"
+    text = svg.get_data(as_text=True)
+    assert text.lstrip().startswith("<?xml") and "<svg" in text
+    assert "style-src 'unsafe-inline'" in svg.headers["Content-Security-Policy"]  # its inline styles render
+    assert "95 % bootstrap interval" in text and "per subset" in text and "over time" in text
+    renders = app.extensions["palimpsest.lbcache"].renders
+    assert c.get("/tasks/tric-binary/leaderboard/plot.svg?phase=test").data == svg.data
+    assert app.extensions["palimpsest.lbcache"].renders == renders  # cached with the board's version
+    pdf = c.get("/tasks/tric-binary/leaderboard/plot.pdf?phase=test&kind=ci")
+    assert pdf.status_code == 200 and pdf.data.startswith(b"%PDF")
+    assert c.get("/tasks/tric-binary/leaderboard/plot.png?phase=test").status_code == 404
+    assert c.get("/tasks/tric-binary/leaderboard/plot.svg?phase=nope").status_code == 404

@@ -255,3 +255,49 @@ def significance(task_id: str):
         body = lb.stats_summary(raw)
     return render_template("leaderboard/significance.html", task=task, phase=state.name, st=body,
                            public=public)
+
+
+PLOT_TYPES = {"svg": "image/svg+xml", "pdf": "application/pdf"}
+
+
+@bp.route("/tasks/<task_id>/leaderboard/plot.<fmt>")
+def plot(task_id: str, fmt: str):
+    """The board as figures (`?phase=`, `?kind=ci,time,subsets`): rendered once per board version;
+    a published phase's from its snapshot."""
+    from server import plots
+
+    if fmt not in PLOT_TYPES:
+        abort(404)
+    task = task_or_404(task_id)
+    engine = current_app.extensions["palimpsest.engine"]
+    states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
+    state = choose_phase(states, request.args.get("phase") or None)
+    if state is None or not state.leaderboard_open:
+        abort(404)
+    kinds = tuple(k for k in (request.args.get("kind") or "").split(",") if k in plots.KINDS) or plots.KINDS
+    home = current_app.extensions["palimpsest.settings"].home
+    board_version = f"{state.version}{'s' if stats.ready(home, state.id, state.version) else 'p'}"
+
+    def render() -> bytes:
+        from server.lifecycle import latest_ranking
+
+        with Session(engine, expire_on_commit=False) as s:
+            phase = s.get(Phase, state.id)
+            board, until = None, None
+            if state.published:
+                rv = latest_ranking(s, state.id)
+                if rv is not None:
+                    board, until = lb.board_from_dict(json.loads(rv.body_json)), rv.published_at
+            if board is None:
+                board = lb.build_board(s, task, phase, audience="public", provenance=provenance_of(task, phase.split))
+                attach_stats(board, state)
+            hist = plots.history(s, board, phase, until)
+        return plots.render(board, hist, fmt, kinds)
+
+    body = cache().get((task.id, state.name, "public", f"plot.{fmt}", ",".join(kinds)), board_version, render)
+    headers = {"ETag": f'"{board_version}-plot-{fmt}-{",".join(kinds)}"', "Cache-Control": "no-cache",
+               # matplotlib's SVG styles its elements inline; it runs no script and loads nothing
+               "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"}
+    if fmt == "pdf":
+        headers["Content-Disposition"] = f'inline; filename="{task.id}-{state.name}-leaderboard.pdf"'
+    return Response(body, mimetype=PLOT_TYPES[fmt], headers=headers)
