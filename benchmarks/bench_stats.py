@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 SHARED = Path(os.environ.get("PALIMPSEST_SHARED_DATA", REPO.parent / "shared" / "data"))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 
 def import_tasks(home: Path, tasks: list[str]) -> None:

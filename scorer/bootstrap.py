@@ -20,8 +20,8 @@ No Flask, no database: the server stores `unit_arrays(...)` per scored submissio
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -466,7 +466,7 @@ def board_statistics(samples: np.ndarray, points: np.ndarray, greater_is_better:
     scores: each row's percentile interval, 95 % rank interval, the pairwise two-sided paired
     bootstrap p-values with Holm's correction, and clusters of systems not significantly
     different from the best of their cluster (walking down the ranking)."""
-    R, B = samples.shape
+    R = samples.shape[0]
     lo_q, hi_q = 100 * alpha / 2, 100 * (1 - alpha / 2)
     ci = []
     for r in range(R):

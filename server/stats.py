@@ -29,6 +29,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 from sqlmodel import Session
@@ -108,7 +109,7 @@ class Part:
     """One part of a phase's gold with its resamples: the units, the seed, B and the matrix of
     multiplicities shared by every row."""
 
-    _cache: dict[str, "Part"] = {}
+    _cache: ClassVar[dict[str, Part]] = {}
 
     def __init__(self, settings, task, split: str, part: str, units: frozenset | None, seed: int, B: int,
                  provenance: dict | None):
@@ -124,7 +125,7 @@ class Part:
         self.W = self.boot.weights(self.B, self.seed)
 
     @classmethod
-    def get(cls, settings, engine, task, phase, part: str) -> "Part":
+    def get(cls, settings, engine, task, phase, part: str) -> Part:
         from server.lifecycle import bootstrap_seed, current_provenance
 
         units = _gold_part(engine, phase, settings, part)

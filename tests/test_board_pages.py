@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 
 from sqlmodel import Session, select
+from webkit import Browser, engine_of, make_phase, make_submission, make_user, team_of
 
 from server.models import Submission
-from webkit import Browser, engine_of, make_phase, make_submission, make_user, team_of
 
 
 def _run_jobs(app):

@@ -9,10 +9,9 @@ import shutil
 
 import numpy as np
 import pytest
-from sqlalchemy import select
-
 from backbone import burst, make_team, phase, set_phase, submit
 from conftest import _make_backend
+from sqlalchemy import select
 
 from server import lifecycle
 from server.models import AuditLog, GoldPartition, Phase
@@ -51,7 +50,7 @@ def _three(b, task_id, name, noises=(0.05, 0.2, 0.45)):
 
 
 def test_the_worker_computes_intervals_rank_ranges_and_clusters(b):
-    _, ids = _three(b, "tric-binary", "test")
+    _three(b, "tric-binary", "test")
     app = _app()
     data = _board(app, "tric-binary", "test")
     st = data["statistics"]
@@ -136,7 +135,7 @@ def test_pages_never_compute_statistics(b):
 
 
 def test_the_published_snapshot_freezes_both_parts_statistics(b):
-    teams, ids = _three(b, "tric-binary", "test")
+    teams, _ = _three(b, "tric-binary", "test")
     with b.session() as s:
         p = s.get(Phase, phase(b, "tric-binary", "test").id)
         lifecycle.close(s, p, actor=None)
