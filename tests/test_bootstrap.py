@@ -207,3 +207,19 @@ def test_paired_pvalues_see_a_consistent_difference():
     a, c = 0.70 + base, 0.70 + base + rng.normal(0, 0.01, 1000)
     p = bs.paired_pvalues(np.vstack([a, a + 0.01, c]), np.array([0.70, 0.71, 0.70]))
     assert p[0, 1] < 1e-6 and p[0, 2] > 0.05  # a constant shift is significant whatever the spread
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_weighted_kendall_equals_scipy_on_each_resample(seed):
+    from scipy import stats
+
+    rng = np.random.default_rng(seed)
+    n = 31
+    gold = _with_ties(rng, n, 4)
+    pred = _with_ties(rng, n, 5) if seed else rng.random(n)
+    W = bs.draw_weights(["all"] * n, 50, seed)
+    got = bs.weighted_kendall(gold, pred, W)
+    for b, w in enumerate(W):
+        reps = w.astype(int)
+        want = stats.kendalltau(np.repeat(gold, reps), np.repeat(pred, reps), variant="b").statistic
+        assert abs(got[b] - want) <= 1e-12 or (np.isnan(got[b]) and np.isnan(want))
