@@ -511,12 +511,12 @@ def snapshot_csv(body: dict) -> str:
     return to_csv(board_from_dict(body)).decode("utf-8")
 
 
-def snapshot_latex(body: dict) -> str:
+def snapshot_latex(body: dict, columns: list[str] | None = None) -> str:
     r = body.get("ranking") or {}
     cap = (f"Final ranking of {body['task']} ({body['phase']} phase, version {r.get('version')}, published "
            f"{r.get('published_at')}), ranked on the {body['ranked_on']} part of the gold by "
            f"{body['primary']['metric']} on {body['primary']['subset']}.")
-    return to_latex(board_from_dict(body), caption=cap)
+    return to_latex(board_from_dict(body), caption=cap, columns=columns)
 
 
 # ----------------------------------------------------------------------------- the cache

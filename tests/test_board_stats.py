@@ -220,3 +220,21 @@ def test_plots_of_the_board_svg_and_pdf_rendered_once_per_version(b):
     assert pdf.status_code == 200 and pdf.data.startswith(b"%PDF")
     assert c.get("/tasks/tric-binary/leaderboard/plot.png?phase=test").status_code == 404
     assert c.get("/tasks/tric-binary/leaderboard/plot.svg?phase=nope").status_code == 404
+
+
+def test_latex_export_keeps_the_columns_picked(b):
+    _three(b, "tric-binary", "test")
+    with b.session() as s:
+        lifecycle.close(s, s.get(Phase, phase(b, "tric-binary", "test").id), actor=None)
+    with b.session() as s:
+        p = s.get(Phase, phase(b, "tric-binary", "test").id)
+        rv = lifecycle.publish(s, p, task=get_task("tric-binary"), actor=None, settings=b.settings)
+    body = json.loads(rv.body_json)
+    from server import leaderboard as lb
+
+    picked = ["iov/f1_1", "oov/precision_0", "all/n"]
+    tex = lb.snapshot_latex(body, columns=picked)
+    head = [line for line in tex.splitlines() if line.startswith("\\#")][0]
+    assert "f1\\_1 (iov)" in head and "precision\\_0 (oov)" in head and "n (all)" in head
+    assert "95\\% CI" in head and "range" in head
+    assert "\\textbf{" + str(body["rows"][0]["metrics"]["all/n"]) not in tex  # a count is never bold

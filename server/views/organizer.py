@@ -4,6 +4,7 @@ nothing is deleted for real."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 from flask import (
@@ -254,13 +255,16 @@ def export(phase_id: int, fmt: str):
           version=rv.version if rv else None)
     s.commit()
     name = f"{t.id}-{p.name}-ranking{f'-v{rv.version}' if rv else '-preview'}.{fmt}"
-    if rv is not None:
+    columns = request.args.getlist("column") or None  # LaTeX: the metric columns picked ("subset/metric")
+    if rv is not None and fmt == "tex" and columns:
+        body = lb.snapshot_latex(json.loads(rv.body_json), columns=columns).encode("utf-8")
+    elif rv is not None:
         body = {"csv": rv.body_csv, "json": rv.body_json, "tex": rv.body_latex}[fmt].encode("utf-8")
     else:
         board = lb.build_board(s, t, p, audience="public", show_private=True, include_closed=True,
                                provenance=lifecycle.current_provenance(t, p.split, _settings().home))
         body = {"csv": lambda: lb.to_csv(board), "json": lambda: lb.to_json(board),
-                "tex": lambda: lb.to_latex(board).encode("utf-8")}[fmt]()
+                "tex": lambda: lb.to_latex(board, columns=columns).encode("utf-8")}[fmt]()
     mt = {"csv": "text/csv; charset=utf-8", "json": "application/json",
           "tex": "application/x-tex; charset=utf-8"}[fmt]
     return Response(body, mimetype=mt, headers={"Content-Disposition": f'attachment; filename="{name}"'})
