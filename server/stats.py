@@ -290,6 +290,10 @@ def compute_board_stats(phase_id: int, settings=None) -> dict:
         for r in _stat_rows(board)[0]:
             private.samples(settings, r.submission_id, r.attempt)
     body["version"] = version
+    if version is not None and phase_version(settings, engine, task, phase_id) != version:
+        # the board moved while this ran: these figures are not that version's; the change that
+        # moved it asks for new ones (a score, or the page of the new version)
+        return {"phase": phase_id, "version": version, "moved": True}
     if version is not None:
         _atomic_write(board_path(settings.home, phase_id, version),
                       json.dumps(body, separators=(",", ":")).encode("utf-8"))
