@@ -193,6 +193,42 @@ def tasks_import(task_id, home, **given):
         click.echo(f"note: {note}")
 
 
+@main.command("agreement")
+@TASK_ARG
+@click.option("--from", "source", type=click.Path(exists=True, path_type=Path),
+              help="A TRoTR checkout to compute from (default: what the import recorded).")
+@HOME_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@friendly
+def agreement_cmd(task_id, source, home, as_json):
+    """Human agreement in a task's release: the ceiling its board shows as a reference row."""
+    import json as _json
+
+    from tasks.store import TaskStore
+
+    t = get_task(task_id)
+    if t.id not in ("tric-binary", "tric-ranking"):
+        _fail(f"no human agreement figures for {t.id} yet (TRoTR's judgments only: tric-binary, tric-ranking)")
+    if source is not None:
+        from tasks.agreement import trotr_agreement
+        from tasks.release import locate
+
+        got = trotr_agreement(locate(Path(source), "datasets", "TRoTR") / "judgments" / "TRoTR.tsv")
+    else:
+        store = TaskStore(t.id, home)
+        got = store.manifest().get("agreement") if store.exists() else None
+        if got is None:
+            _fail(f"{t.id} was imported without TRoTR's judgments; re-import it, or pass --from")
+    if as_json:
+        click.echo(_json.dumps(got, indent=2, sort_keys=True))
+        return
+    p = got.get("paper", {})
+    click.echo(f"{t.id}: {got['pairs']} pairs, {got['annotators']} annotators, {got['judgments']} judgments")
+    click.echo(f"  Krippendorff's alpha (ordinal):    {got['alpha_ordinal']:.3f}   (paper {p.get('alpha')})")
+    click.echo(f"  weighted mean pairwise Spearman:   {got['weighted_mean_pairwise_spearman']:.3f}   "
+               f"(paper {p.get('spearman')})")
+
+
 def _print_problems(e, as_json: bool, task_id: str, cap: int = 50):
     if as_json:
         click.echo(json.dumps({"task": task_id, "valid": False, "problems": e.to_list(),

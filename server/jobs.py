@@ -62,7 +62,10 @@ def score_submission(submission_id: int) -> dict:
                 f"({settings.file_cpu_seconds} s of CPU, {settings.file_memory_bytes // 2**20} MiB of memory); "
                 "check it offline with `palimpsest validate`")]))
             return {"submission": submission_id, "status": "failed", "failure_kind": "invalid"}
+        keep_units(settings, submission_id, attempt, v)
         won = lifecycle.record_scores(engine, submission_id, attempt, results)
+        if won:
+            board_statistics(settings, phase.id)
         return {"submission": submission_id, "status": "scored", "attempt": attempt, "recorded": won}
     except Exception as e:
         if is_last_attempt(attempt, round_ceiling, settings.max_attempts):
@@ -72,6 +75,31 @@ def score_submission(submission_id: int) -> dict:
                        f"{type(e).__name__}: {e}")
             return {"submission": submission_id, "status": "failed", "failure_kind": "infra"}
         raise  # RQ retries: the server's own failure, not the team's
+
+
+def keep_units(settings: Settings, submission_id: int, attempt: int, v) -> None:
+    """Keep the per-unit predictions the board's bootstrap resamples (server.stats)."""
+    from server.stats import save_units
+    from tasks import get_task
+    from tasks.store import TaskStore
+
+    try:
+        save_units(settings.home, submission_id, attempt, get_task(v.task_id), TaskStore(v.task_id, settings.home),
+                   v.split, v.parsed)
+    except Exception:  # the board's statistics re-parse the upload when they need it
+        log.exception("submission %s: per-unit predictions not kept", submission_id)
+
+
+def board_statistics(settings: Settings, phase_id: int) -> None:
+    """The phase's board changed: ask a worker for its statistics (a burst of scores coalesces
+    into one or two jobs); without Redis, compute them here. A failure never touches the score."""
+    from server.stats import compute_board_stats, enqueue
+
+    try:
+        if not enqueue(settings, phase_id):
+            compute_board_stats(phase_id, settings)
+    except Exception:
+        log.exception("board statistics of phase %s failed", phase_id)
 
 
 def is_last_attempt(attempt: int, attempt_ceiling: int | None, max_attempts: int) -> bool:

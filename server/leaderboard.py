@@ -41,7 +41,7 @@ class Column:
 @dataclass
 class Row:
     rank: Optional[int]
-    row_type: str  # "team" or "baseline"
+    row_type: str  # "team", "baseline" or "human" (a reference row: the annotators' agreement)
     team: str
     team_id: int
     submission_id: int
@@ -56,6 +56,13 @@ class Row:
     chosen_by: str = ""  # "primary run", "latest scored run" or "baseline method"
     parts: dict[str, dict] = field(default_factory=dict)  # part -> its scoring result (snapshots)
     why_empty: str = ""  # why the primary value is empty, from the result's notes
+    attempt: Optional[int] = None  # the scoring attempt that counts (whose samples the bootstrap reads)
+    ci: Optional[list] = None  # [lo, hi]: 95 % bootstrap interval of the primary score (server.stats)
+    rank_range: Optional[list] = None  # [best, worst]: 95 % rank interval
+    cluster: Optional[int] = None  # systems not significantly different share a cluster
+    ci_note: str = ""  # why a row has no interval
+    public_ci: Optional[list] = None  # after publication: the public part's interval
+    notes: list = field(default_factory=list)  # the scorer's reasons for its empty values
 
 
 @dataclass
@@ -70,6 +77,8 @@ class Board:
     rows: list[Row] = field(default_factory=list)
     version: str = ""
     closed: bool = False  # a closed leaderboard: shown to organizers only, empty for everyone else
+    stats: Optional[dict] = None  # server.stats: intervals, rank ranges, p-values, clusters
+    public_stats: Optional[dict] = None  # a published snapshot: the public part's
 
     @property
     def primary(self) -> Column:
@@ -239,7 +248,8 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
             pub, note = None, STALE_NOTE
         row = Row(rank=None, row_type=kind, team=team.name, team_id=team.id, submission_id=sub.id,
                   method_name=sub.method_name, url=sub.url, submitted_at=sub.created_at,
-                  is_primary=sub.is_primary, values=values, public_value=pub, note=note, chosen_by=rule)
+                  is_primary=sub.is_primary, values=values, public_value=pub, note=note, chosen_by=rule,
+                  attempt=sub.score_attempt, notes=list((result or {}).get("notes") or []))
         if values[prim.key] is None and note != STALE_NOTE:
             row.why_empty = why_empty(result, prim.subset)
         if with_parts and note != STALE_NOTE:
@@ -267,11 +277,56 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
                  published=published, frozen=bool(phase.frozen), columns=cols, rows=rows)
 
 
+def add_reference_rows(board: Board, task, home) -> None:
+    """The human-agreement rows the task's import recorded (`tasks/agreement.py`), unranked, in
+    their place by the primary score."""
+    from tasks.agreement import reference_rows
+    from tasks.store import TaskStore
+
+    store = TaskStore(task.id, home)
+    try:
+        manifest = store.manifest()
+        at = datetime.utcfromtimestamp(store.manifest_path.stat().st_mtime).replace(microsecond=0)
+    except (OSError, ValueError):
+        return
+    refs = reference_rows(task.id, manifest.get("agreement"))
+    if not refs or board.closed:
+        return
+    for ref in refs:
+        values = {c.key: ref["values"].get(c.key) for c in board.columns}
+        board.rows.append(Row(rank=None, row_type="human", team=ref["team"], team_id=0, submission_id=None,
+                              method_name=ref["method_name"], url="", submitted_at=at, is_primary=False,
+                              values=values, note=ref["note"]))
+    key, gib = board.primary.key, board.primary.greater_is_better
+    board.rows.sort(key=lambda r: (r.values[key] is None, -(r.values[key] or 0.0) if gib else (r.values[key] or 0.0),
+                                   r.row_type != "team"))
+
+
 def _rule(sub: Submission) -> str:
     return "primary run" if sub.is_primary else "latest scored run"
 
 
 # ----------------------------------------------------------------------------- output
+
+
+def empty_reason(row: Row, col: Column) -> str:
+    """Why a cell of a board is empty, in a few words."""
+    if row.row_type == "human":
+        return "no such figure of the annotations"
+    if row.note == STALE_NOTE:
+        return "stale: being rescored"
+    if row.note:
+        return row.note
+    for n in row.notes:
+        head, _, rest = n.partition(": ")
+        if head == col.subset and (col.metric in rest or "no " in rest or "not in" in rest or "needs" in rest):
+            return rest
+        if head == col.subset and rest.startswith("undefined"):
+            return rest
+    for n in row.notes:  # a reason without a subset
+        if col.metric in n:
+            return n
+    return "not computed for this run"
 
 
 def to_dict(board: Board) -> dict[str, Any]:
@@ -297,8 +352,25 @@ def to_dict(board: Board) -> dict[str, Any]:
             **({"public_primary": r.public_value, "public_rank": r.public_rank} if board.published else {}),
             **({"note": r.note} if r.note else {}),
             **({"why_empty": r.why_empty} if r.why_empty else {}),
+            "ci": r.ci, "rank_range": r.rank_range, "cluster": r.cluster,
+            **({"ci_note": r.ci_note} if r.ci is None and r.ci_note else {}),
+            **({"public_ci": r.public_ci} if board.public_stats is not None else {}),
         } for r in board.rows],
+        "statistics": stats_summary(board.stats),
+        **({"public_statistics": stats_summary(board.public_stats)} if board.public_stats is not None else {}),
     }
+
+
+STATS_FIELDS = ("part", "method", "unit", "B", "seed", "alpha", "metric", "order", "teams", "p", "p_holm")
+
+
+def stats_summary(stats: dict | None) -> dict:
+    """The board-wide part of the statistics (the rows carry their own): how they were computed and
+    the pairwise p-values in the order of `order` (submission ids); `{"status": "pending"}` while
+    a worker computes them."""
+    if stats is None:
+        return {"status": "pending"}
+    return {"status": "ready", **{k: stats.get(k) for k in STATS_FIELDS}}
 
 
 def to_json(board: Board) -> bytes:
@@ -312,14 +384,18 @@ def to_csv(board: Board) -> bytes:
     head += [c.key for c in board.columns]
     if board.published:
         head += ["public_primary", "public_rank"]
+    head += ["ci_lo", "ci_hi", "rank_best", "rank_worst", "cluster"]
     w.writerow(head)
     for r in board.rows:
         line = ["" if r.rank is None else r.rank, r.row_type, _csv_safe(r.team), _csv_safe(r.method_name),
-                r.submitted_at.replace(microsecond=0).isoformat() + "Z", r.submission_id]
+                r.submitted_at.replace(microsecond=0).isoformat() + "Z",
+                "" if r.submission_id is None else r.submission_id]
         line += ["" if r.values[c.key] is None else repr(r.values[c.key]) for c in board.columns]
         if board.published:
             line += ["" if r.public_value is None else repr(r.public_value),
                      "" if r.public_rank is None else r.public_rank]
+        line += (list(map(repr, r.ci)) if r.ci and None not in r.ci else ["", ""])
+        line += (r.rank_range if r.rank_range else ["", ""]) + ["" if r.cluster is None else r.cluster]
         w.writerow(line)
     return buf.getvalue().encode("utf-8")
 
@@ -338,38 +414,69 @@ def latex_escape(s: str) -> str:
     return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in s)
 
 
-def to_latex(board: Board, *, max_metric_columns: int = 6, caption: str | None = None) -> str:
-    """A booktabs table for a task-overview paper: the primary metric first, best in bold."""
-    cols = board.columns[:max_metric_columns]
+COUNT_METRICS = frozenset({"n", "tp", "fp", "fn", "tn"})
+
+
+def _fmt_value(metric: str, v: float) -> str:
+    return f"{int(v)}" if metric in COUNT_METRICS else f"{v:.4f}"
+
+
+def to_latex(board: Board, *, max_metric_columns: int = 6, caption: str | None = None,
+             columns: list[str] | None = None) -> str:
+    """A booktabs table for a task-overview paper: rank (with its 95 % range when computed), team,
+    method, the primary metric with its interval, then the metrics picked (`columns`: keys, every
+    one kept; else the first few); the best score of each column in bold, never a count."""
+    if columns:
+        by_key = {c.key: c for c in board.columns}
+        cols = [board.primary] + [by_key[k] for k in columns if k in by_key and k != board.primary.key]
+    else:
+        cols = board.columns[:max_metric_columns]
+    with_ci = any(r.ci for r in board.rows)
+    with_range = any(r.rank_range for r in board.rows)
     best = {}
     for c in cols:
+        if c.metric in COUNT_METRICS:
+            continue
         vals = [r.values[c.key] for r in board.rows if r.row_type == "team" and r.values[c.key] is not None]
         if vals:
             best[c.key] = max(vals) if c.greater_is_better else min(vals)
-    spec = "r l l " + " ".join("r" for _ in cols) + (" r" if board.published else "")
+    spec = "r " + ("c " if with_range else "") + "l l " + " ".join("r c" if c.primary and with_ci else "r"
+                                                                   for c in cols)
+    spec += " r" if board.published else ""
     lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}", r"\toprule"]
-    head = ["\\#", "Team", "Method"] + [latex_escape(f"{c.metric} ({c.subset})") + (r" $\uparrow$" if c.greater_is_better else r" $\downarrow$") for c in cols]
+    head = ["\\#"] + (["range"] if with_range else []) + ["Team", "Method"]
+    for c in cols:
+        head.append(latex_escape(f"{c.metric} ({c.subset})") + (r" $\uparrow$" if c.greater_is_better else r" $\downarrow$"))
+        if c.primary and with_ci:
+            head.append("95\\% CI")
     if board.published:
         head.append("public")
     lines.append(" & ".join(head) + r" \\")
     lines.append(r"\midrule")
     for r in board.rows:
-        cells = ["" if r.rank is None else str(r.rank),
-                 latex_escape(r.team) + (r" \textit{(baseline)}" if r.row_type == "baseline" else ""),
-                 latex_escape(r.method_name)]
+        cells = ["" if r.rank is None else str(r.rank)]
+        if with_range:
+            cells.append(f"{r.rank_range[0]}--{r.rank_range[1]}" if r.rank_range else "")
+        cells += [latex_escape(r.team) + (r" \textit{(baseline)}" if r.row_type == "baseline" else ""),
+                  latex_escape(r.method_name)]
         for c in cols:
             v = r.values[c.key]
             if v is None:
                 cells.append("--")
             else:
-                t = f"{v:.4f}" if c.metric != "n" else f"{int(v)}"
+                t = _fmt_value(c.metric, v)
                 cells.append(rf"\textbf{{{t}}}" if best.get(c.key) == v and r.row_type == "team" else t)
+            if c.primary and with_ci:
+                cells.append(f"[{r.ci[0]:.4f}, {r.ci[1]:.4f}]" if r.ci and None not in r.ci else "--")
         if board.published:
             cells.append("--" if r.public_value is None else f"{r.public_value:.4f}")
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     cap = caption or (f"Results of {board.task_id} ({board.phase} phase, ranked on the "
                       f"{board.part} part of the gold by {board.primary.metric} on {board.primary.subset}).")
+    if with_ci and board.stats:
+        cap += (f" Intervals: 95% paired bootstrap over {board.stats.get('unit')}, B={board.stats.get('B')}, "
+                f"seed {board.stats.get('seed')}; range: 95% rank interval.")
     lines += [rf"\caption{{{latex_escape(cap)}}}", rf"\label{{tab:{latex_escape(board.task_id)}-{latex_escape(board.phase)}}}",
               r"\end{table}", ""]
     return "\n".join(lines)
@@ -404,22 +511,28 @@ def board_from_dict(d: dict) -> Board:
                 method_name=r.get("method_name", ""), url=r.get("url", ""),
                 submitted_at=datetime.fromisoformat(r["submitted_at"].rstrip("Z")), is_primary=r.get("primary_run", False),
                 values=r["metrics"], public_value=r.get("public_primary"), public_rank=r.get("public_rank"),
-                note=r.get("note", ""), chosen_by=r.get("chosen_by", ""), why_empty=r.get("why_empty", ""))
-            for r in d["rows"]]
+                note=r.get("note", ""), chosen_by=r.get("chosen_by", ""), why_empty=r.get("why_empty", ""),
+                ci=r.get("ci"),
+                rank_range=r.get("rank_range"), cluster=r.get("cluster"), ci_note=r.get("ci_note", ""),
+                public_ci=r.get("public_ci")) for r in d["rows"]]
+    st = d.get("statistics") or {}
+    pst = d.get("public_statistics")
     return Board(task_id=d["task"], phase=d["phase"], split=d["split"], part=d["ranked_on"],
-                 published=d["published"], frozen=d["frozen"], columns=cols, rows=rows)
+                 published=d["published"], frozen=d["frozen"], columns=cols, rows=rows,
+                 stats=st if st.get("status") == "ready" else None,
+                 public_stats=pst if pst and pst.get("status") == "ready" else None)
 
 
 def snapshot_csv(body: dict) -> str:
     return to_csv(board_from_dict(body)).decode("utf-8")
 
 
-def snapshot_latex(body: dict) -> str:
+def snapshot_latex(body: dict, columns: list[str] | None = None) -> str:
     r = body.get("ranking") or {}
     cap = (f"Final ranking of {body['task']} ({body['phase']} phase, version {r.get('version')}, published "
            f"{r.get('published_at')}), ranked on the {body['ranked_on']} part of the gold by "
            f"{body['primary']['metric']} on {body['primary']['subset']}.")
-    return to_latex(board_from_dict(body), caption=cap)
+    return to_latex(board_from_dict(body), caption=cap, columns=columns)
 
 
 # ----------------------------------------------------------------------------- the cache

@@ -410,6 +410,10 @@ def publish(s: Session, phase: Phase, *, task, actor, settings, reason: str = ""
     from server import leaderboard as lb
 
     reason = " ".join((reason or "").split())[:2000]
+    if phase.partition_id is None and (phase.split != "test" or phase.public_fraction >= 1):
+        # the seed of the statistics (normally recorded by the worker already), recorded before
+        # this transaction writes anything; a phase with a hidden part uses its partition's
+        bootstrap_seed(s.get_bind(), phase.id)
     if close_first and phase_state(phase) == "open":
         close(s, phase, actor=actor, via=via, commit=False)
     state = phase_state(phase)
@@ -437,6 +441,8 @@ def publish(s: Session, phase: Phase, *, task, actor, settings, reason: str = ""
                            provenance=current_provenance(task, phase.split, settings.home),
                            with_parts=True)
     board.published = True  # as it will be served: the private ranking with the public part beside it
+    lb.add_reference_rows(board, task, settings.home)
+    _snapshot_statistics(s, task, phase, board, settings)
     meta = {"version": version, "published_at": now.replace(microsecond=0).isoformat() + "Z",
             "published_by": who, "reason": reason, "rule": RANKED_RUN_RULE}
     body = lb.snapshot_dict(board, meta, secret=settings.secret_key)
@@ -454,6 +460,24 @@ def publish(s: Session, phase: Phase, *, task, actor, settings, reason: str = ""
                    version=version, reason=reason, sha256=rv.sha256, changes=changes)
     s.commit()
     return rv
+
+
+def _snapshot_statistics(s: Session, task, phase: Phase, board, settings) -> None:
+    """Freeze the board's statistics into the snapshot: intervals, rank ranges, p-values and
+    clusters of the ranked part, and the public part's intervals beside them."""
+    from server import stats
+
+    try:
+        snap = stats.for_snapshot(settings, s.get_bind(), task, phase, board)
+    except Exception:  # noqa: BLE001 — publication never fails for its statistics
+        log.exception("statistics of the snapshot of phase %s not computed", phase.id)
+        stats.attach(board, None, reason="no interval: its computation failed at publication")
+        return
+    stats.attach(board, snap["ranked"])
+    if "public" in snap:
+        board.public_stats = snap["public"]
+        for r in board.rows:
+            r.public_ci = snap["public"]["rows"].get(str(r.submission_id), {}).get("ci")
 
 
 def ranking_diff(old: dict, new: dict) -> dict:
@@ -580,6 +604,25 @@ def redraw_partition(s: Session, phase: Phase, *, actor, via: str = "web") -> Go
     _phase_changed(s, phase, actor, "partition.attach", partition=part.key, via=via)
     s.commit()
     return part
+
+
+def bootstrap_seed(engine, phase_id: int) -> int:
+    """The seed of a board's bootstrap resamples: the phase's gold partition's recorded seed, or,
+    for a phase without a private part, a seed drawn once for the phase and recorded (audited)."""
+    with Session(engine) as s:
+        partition_id, got = s.execute(select(Phase.partition_id, Phase.stats_seed)
+                                      .where(Phase.id == phase_id)).one()
+        if partition_id is not None:  # attached by the first scoring on a hidden part
+            return int(s.get(GoldPartition, partition_id).seed)
+        if got is not None:
+            return int(got)
+        seed = new_seed()
+        n = s.execute(update(Phase).where(Phase.id == phase_id, Phase.stats_seed.is_(None))
+                      .values(stats_seed=seed)).rowcount
+        if n:
+            _audit(s, None, "stats.seed", f"phase:{phase_id}", seed=seed)
+        s.commit()
+        return int(s.execute(select(Phase.stats_seed).where(Phase.id == phase_id)).scalar_one())
 
 
 # ----------------------------------------------------------------------------- provenance

@@ -69,6 +69,8 @@ class Phase(SQLModel, table=True):
     # every phase on the task's split, or a phase's own from before partitions were shared
     partition_id: Optional[int] = Field(default=None, foreign_key="goldpartition.id")
     partition_seed: Optional[int] = None  # legacy: a phase's own seed, kept for its own partition
+    # the seed of the board's bootstrap resamples when the phase has no partition (drawn once)
+    stats_seed: Optional[int] = None
     frozen: bool = False
     published_at: Optional[NaiveDatetime] = None
     # the web side: a closed leaderboard is shown to organizers only; a frozen one shows the

@@ -28,9 +28,12 @@ class Export:
 
 
 def export_ranking(s: Session, task, phase: Phase, fmt: str, version: int | None, *, actor, settings,
-                   via: str = "web") -> Export:
+                   via: str = "web", columns: list[str] | None = None) -> Export:
     """The final ranking as CSV, JSON or LaTeX: the published snapshot (`version`, default the
-    latest) byte for byte, or a live preview before publication; audited; commits."""
+    latest) byte for byte, or a live preview before publication; audited; commits. `columns`
+    ("subset/metric") picks the LaTeX table's metric columns (the snapshot's stored table has the
+    default ones)."""
+    import json
     if fmt not in EXPORT_TYPES:
         raise NotFound(f"no export format {fmt!r} (csv, json, tex)")
     rv = lifecycle.latest_ranking(s, phase.id, version)
@@ -40,13 +43,15 @@ def export_ranking(s: Session, task, phase: Phase, fmt: str, version: int | None
           via=via)
     s.commit()
     name = f"{task.id}-{phase.name}-ranking{f'-v{rv.version}' if rv else '-preview'}.{fmt}"
-    if rv is not None:
+    if rv is not None and fmt == "tex" and columns:
+        body = lb.snapshot_latex(json.loads(rv.body_json), columns=columns).encode("utf-8")
+    elif rv is not None:
         body = {"csv": rv.body_csv, "json": rv.body_json, "tex": rv.body_latex}[fmt].encode("utf-8")
     else:
         board = lb.build_board(s, task, phase, audience="public", show_private=True, include_closed=True,
                                provenance=lifecycle.current_provenance(task, phase.split, settings.home))
         body = {"csv": lambda: lb.to_csv(board), "json": lambda: lb.to_json(board),
-                "tex": lambda: lb.to_latex(board).encode("utf-8")}[fmt]()
+                "tex": lambda: lb.to_latex(board, columns=columns).encode("utf-8")}[fmt]()
     return Export(body, EXPORT_TYPES[fmt], name, rv.version if rv else None)
 
 

@@ -50,6 +50,7 @@ class Settings:
     smtp_password: str | None = None
     smtp_security: str = "starttls"  # "starttls", "ssl" or "none"
     mail_from: str = "palimpsest@localhost"
+    bootstrap_samples: int = 1000  # B: the resamples behind each board's intervals and clusters
 
     @classmethod
     def from_env(cls, **overrides) -> "Settings":
@@ -85,6 +86,7 @@ class Settings:
             smtp_password=env.get("PALIMPSEST_SMTP_PASSWORD") or None,
             smtp_security=env.get("PALIMPSEST_SMTP_SECURITY", "starttls").lower(),
             mail_from=env.get("PALIMPSEST_MAIL_FROM", "palimpsest@localhost"),
+            bootstrap_samples=int(env.get("PALIMPSEST_BOOTSTRAP_SAMPLES", 1000)),
         )
         for k, v in overrides.items():
             setattr(s, k, v)

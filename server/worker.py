@@ -24,8 +24,10 @@ def preload() -> None:
     import numpy  # noqa: F401
     import scipy.stats  # noqa: F401
 
+    import scorer.bootstrap  # noqa: F401
     import scorer.families  # noqa: F401
     import server.jobs  # noqa: F401
+    import server.stats  # noqa: F401
     import server.storage  # noqa: F401
 
 

@@ -116,6 +116,8 @@ class Task:
     gold_value: str = ""  # the gold's value field (default: `label` for instances, else `score`)
     demo: Demo | None = None
     references: tuple[Reference, ...] = ()
+    # the few columns ("subset/metric") a board shows beside the primary one; the rest are a click away
+    key_columns: tuple[str, ...] = field(default=())
 
     @property
     def primary_metric(self) -> str:

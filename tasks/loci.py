@@ -52,6 +52,7 @@ LOCI_SIMILES = Task(
              "recall@1000", "map@1000", "mrr@1000", "ndcg@1000", "tp", "fp", "fn", "tn", "n"),
     subsets=("all",),
     primary=("all", "f1"),
+    key_columns=("all/precision", "all/recall", "all/mrr"),
     greater_is_better=True,
     splits=("test",),
     importer="tasks.loci:import_loci",

@@ -46,6 +46,7 @@ SWISSGOV_RSD = Task(
     metrics=("spearman", "kendall", "n"),
     subsets=PAIRS + ("macro",),
     primary=("macro", "spearman"),
+    key_columns=("en-de/spearman", "en-fr/spearman", "en-it/spearman"),
     greater_is_better=True,
     splits=("dev", "test"),
     importer="tasks.swissgov:import_swissgov",

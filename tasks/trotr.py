@@ -59,6 +59,7 @@ TRIC_BINARY = Task(
     metrics=("f1", "precision_0", "recall_0", "f1_0", "precision_1", "recall_1", "f1_1", "n"),
     subsets=("all", "oov", "iov"),
     primary=("all", "f1"),
+    key_columns=("oov/f1", "iov/f1"),
     greater_is_better=True,
     splits=("dev", "test"),
     importer="tasks.trotr:import_trotr",
@@ -92,6 +93,7 @@ TRIC_RANKING = Task(
     metrics=("spearman", "pearson", "n"),
     subsets=("all", "oov", "iov"),
     primary=("all", "spearman"),
+    key_columns=("oov/spearman", "iov/spearman"),
     greater_is_better=True,
     splits=("dev", "test"),
     importer="tasks.trotr:import_trotr",
@@ -125,6 +127,7 @@ TRAC = Task(
     metrics=("spearman", "pearson", "n"),
     subsets=("all",),
     primary=("all", "spearman"),
+    key_columns=("all/pearson",),
     greater_is_better=True,
     splits=("test",),
     importer="tasks.trotr:import_trotr",
@@ -197,6 +200,11 @@ def _import_tric(task: Task, source: Path, store: TaskStore, fold: int) -> dict:
         counts["train"] = {"all": len(train)}
         manifest = {"task": task.id, "version": task.version, "source": "TRoTR", "fold": fold,
                     "splits": ["dev", "test"], "counts": counts}
+        judgments = root / "judgments" / "TRoTR.tsv"
+        if judgments.is_file():  # the human ceiling (tric-ranking's board shows it)
+            from tasks.agreement import trotr_agreement
+
+            manifest["agreement"] = trotr_agreement(judgments)
         st.commit(manifest)
     return manifest
 

@@ -15,6 +15,7 @@ from flask import Blueprint, Response, abort, current_app, render_template, requ
 from sqlmodel import Session
 
 from server import leaderboard as lb
+from server import stats
 from server.auth import current_user
 from server.models import Phase, utcnow
 from server.views.pages import PHASE_ORDER, task_or_404
@@ -84,19 +85,23 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
     state = choose_phase(states, want)
     if state is None:
         if fmt == "html":
-            return render_template("leaderboard/none.html", task=task, phase=want,
-                                   current_user=None), 404
+            return render_template("leaderboard/none.html", task=task, phase=want), 404
         abort(404)
     who = who or audience()
     if not state.leaderboard_open and who != "organizer":
         if fmt == "html":
-            return render_template("leaderboard/none.html", task=task, phase=state.name, closed=True,
-                                   current_user=None), 404
+            return render_template("leaderboard/none.html", task=task, phase=state.name, closed=True), 404
         abort(404)
     version = request.args.get("version", type=int) if state.published else None
     gzipped = "gzip" in request.headers.get("Accept-Encoding", "")
-    etag = f'"{state.version}-{who}-{fmt}{f"-v{version}" if version else ""}{"-gz" if gzipped else ""}"'
-    if request.if_none_match and etag.strip('"') in request.if_none_match:
+    home = current_app.extensions["palimpsest.settings"].home
+    # the board's statistics arrive from a worker: a render without them is replaced once they do
+    stats_ready = stats.ready(home, state.id, state.version)
+    board_version = f"{state.version}{'s' if stats_ready else 'p'}"
+    etag = f'"{board_version}-{who}-{fmt}{f"-v{version}" if version else ""}{"-gz" if gzipped else ""}"'
+    # a page for a signed-in visitor (or one with messages waiting) gets its own navigation
+    personal = fmt == "html" and ("uid" in session or "_flashes" in session)
+    if not personal and request.if_none_match and etag.strip('"') in request.if_none_match:
         return Response(status=304, headers={"ETag": etag})
 
     names = [p.name for p in sorted(states, key=lambda p: (PHASE_ORDER.get(p.name, 9), p.name))
@@ -111,23 +116,30 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
             phase = s.get(Phase, state.id)
             board = lb.build_board(s, task, phase, audience=who, provenance=provenance_of(task, phase.split))
         board.version = state.version
+        lb.add_reference_rows(board, task, current_app.extensions["palimpsest.settings"].home)
+        attach_stats(board, state)
         if fmt == "json":
             return lb.to_json(board)
         if fmt == "csv":
             return lb.to_csv(board)
         return render_template("leaderboard/board.html", task=task, board=board, phases=names,
-                               audience=who, current_user=None, generic_nav=True).encode("utf-8")
+                               audience=who, current_user=None, deferred_nav=True).encode("utf-8")
 
-    def render_both() -> tuple[bytes, bytes]:
-        raw = render()
-        return raw, gzip.compress(raw, compresslevel=6, mtime=0)
+    def render_both() -> tuple[bytes, bytes, bytes]:
+        template = render()
+        raw = splice(template, anonymous=True) if fmt == "html" else template
+        return template, raw, gzip.compress(raw, compresslevel=6, mtime=0)
 
     try:
-        raw, gz = cache().get((task.id, state.name, who, fmt, version), state.version, render_both)
+        template, raw, gz = cache().get((task.id, state.name, who, fmt, version), board_version, render_both)
     except LookupError:
         abort(404)
     headers = {"ETag": etag, "Vary": "Accept-Encoding, Cookie",
                "Cache-Control": "no-cache" if who == "public" else "private, no-cache"}
+    if personal:
+        raw = splice(template, anonymous=False)
+        gz = gzip.compress(raw, compresslevel=6, mtime=0) if gzipped else b""
+        del headers["ETag"]
     body = raw
     if gzipped:
         body = gz
@@ -135,6 +147,37 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
     if fmt == "csv":
         headers["Content-Disposition"] = f'inline; filename="{task.id}-{state.name}-leaderboard.csv"'
     return Response(body, content_type=MIMETYPES[fmt], headers=headers)
+
+
+NAV, FLASH = b"<!--pal:nav-->", b"<!--pal:flash-->"
+
+
+def splice(page: bytes, *, anonymous: bool) -> bytes:
+    """A cached page with the visitor's navigation and messages put in: rendered per request for a
+    signed-in visitor, once for everyone else (the cached part never holds anyone's)."""
+    if NAV not in page:
+        return page
+    if anonymous:
+        nav = current_app.extensions.get("palimpsest.anonymous_nav")
+        if nav is None:
+            nav = render_template("_nav.html", current_user=None).encode("utf-8")
+            current_app.extensions["palimpsest.anonymous_nav"] = nav
+        return page.replace(NAV, nav).replace(FLASH, b"")
+    return (page.replace(NAV, render_template("_nav.html").encode("utf-8"))
+            .replace(FLASH, render_template("_flash.html").encode("utf-8")))
+
+
+def attach_stats(board: lb.Board, state: lb.PhaseState) -> None:
+    """The statistics of the board's version, computed by a worker; while there are none, ask for
+    them (a request never computes them)."""
+    settings = current_app.extensions["palimpsest.settings"]
+    body = stats.read_board_stats(settings.home, state.id, state.version)
+    if body is None:
+        if current_app.config.get("PALIMPSEST_ENQUEUE", True) and any(r.rank is not None for r in board.rows):
+            stats.enqueue(settings, state.id)
+        stats.attach(board, None, reason="interval being computed")
+        return
+    stats.attach(board, body)
 
 
 def render_published(task, phase_id: int, fmt: str, version: int | None, names: list[str],
@@ -158,8 +201,18 @@ def render_published(task, phase_id: int, fmt: str, version: int | None, names: 
     body = json.loads(rv.body_json)
     board = lb.board_from_dict(body)
     return render_template("leaderboard/board.html", task=task, board=board, phases=names, audience=who,
-                           current_user=None, generic_nav=True, ranking=body.get("ranking") or {},
+                           current_user=None, deferred_nav=True, ranking=body.get("ranking") or {},
                            versions=versions).encode("utf-8")
+
+
+@bp.app_template_global()
+def fmt_value(metric: str, v: float) -> str:
+    return lb._fmt_value(metric, v)
+
+
+@bp.app_template_global()
+def empty_reason(row, col) -> str:
+    return lb.empty_reason(row, col)
 
 
 @bp.route("/tasks/<task_id>/leaderboard")
@@ -175,3 +228,76 @@ def board_json(task_id: str):
 @bp.route("/tasks/<task_id>/leaderboard.csv")
 def board_csv(task_id: str):
     return _serve(task_id, "csv")
+
+
+@bp.route("/tasks/<task_id>/leaderboard/significance")
+def significance(task_id: str):
+    """The pairwise paired-bootstrap p-values (Holm-corrected) behind a board's clusters: from the
+    published snapshot, or from the statistics of the board's current version."""
+    task = task_or_404(task_id)
+    engine = current_app.extensions["palimpsest.engine"]
+    states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
+    state = choose_phase(states, request.args.get("phase") or None)
+    who = audience()
+    if state is None or (not state.leaderboard_open and who != "organizer"):
+        abort(404)
+    body, public = None, None
+    if state.published:
+        from server.lifecycle import latest_ranking
+
+        with Session(engine) as s:
+            rv = latest_ranking(s, state.id, request.args.get("version", type=int))
+        if rv is not None:
+            snap = json.loads(rv.body_json)
+            body, public = snap.get("statistics"), snap.get("public_statistics")
+    if body is None:
+        raw = stats.read_board_stats(current_app.extensions["palimpsest.settings"].home, state.id, state.version)
+        body = lb.stats_summary(raw)
+    return render_template("leaderboard/significance.html", task=task, phase=state.name, st=body,
+                           public=public)
+
+
+PLOT_TYPES = {"svg": "image/svg+xml", "pdf": "application/pdf"}
+
+
+@bp.route("/tasks/<task_id>/leaderboard/plot.<fmt>")
+def plot(task_id: str, fmt: str):
+    """The board as figures (`?phase=`, `?kind=ci,time,subsets`): rendered once per board version;
+    a published phase's from its snapshot."""
+    from server import plots
+
+    if fmt not in PLOT_TYPES:
+        abort(404)
+    task = task_or_404(task_id)
+    engine = current_app.extensions["palimpsest.engine"]
+    states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
+    state = choose_phase(states, request.args.get("phase") or None)
+    if state is None or not state.leaderboard_open:
+        abort(404)
+    kinds = tuple(k for k in (request.args.get("kind") or "").split(",") if k in plots.KINDS) or plots.KINDS
+    home = current_app.extensions["palimpsest.settings"].home
+    board_version = f"{state.version}{'s' if stats.ready(home, state.id, state.version) else 'p'}"
+
+    def render() -> bytes:
+        from server.lifecycle import latest_ranking
+
+        with Session(engine, expire_on_commit=False) as s:
+            phase = s.get(Phase, state.id)
+            board, until = None, None
+            if state.published:
+                rv = latest_ranking(s, state.id)
+                if rv is not None:
+                    board, until = lb.board_from_dict(json.loads(rv.body_json)), rv.published_at
+            if board is None:
+                board = lb.build_board(s, task, phase, audience="public", provenance=provenance_of(task, phase.split))
+                attach_stats(board, state)
+            hist = plots.history(s, board, phase, until)
+        return plots.render(board, hist, fmt, kinds)
+
+    body = cache().get((task.id, state.name, "public", f"plot.{fmt}", ",".join(kinds)), board_version, render)
+    headers = {"ETag": f'"{board_version}-plot-{fmt}-{",".join(kinds)}"', "Cache-Control": "no-cache",
+               # matplotlib's SVG styles its elements inline; it runs no script and loads nothing
+               "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"}
+    if fmt == "pdf":
+        headers["Content-Disposition"] = f'inline; filename="{task.id}-{state.name}-leaderboard.pdf"'
+    return Response(body, mimetype=PLOT_TYPES[fmt], headers=headers)

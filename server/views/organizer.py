@@ -4,6 +4,8 @@ nothing is deleted for real."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from flask import (
     Blueprint,
     Response,
@@ -235,7 +237,7 @@ def export(phase_id: int, fmt: str):
 
     try:
         ex = export_ranking(db(), t, p, fmt, request.args.get("version", type=int), actor=current_user(),
-                            settings=_settings())
+                            settings=_settings(), columns=request.args.getlist("column") or None)
     except NotFound:
         abort(404)
     return Response(ex.body, content_type=ex.mimetype,

@@ -185,7 +185,33 @@ def my_submissions():
         subs = db().exec(select(Submission).where(Submission.team_id == team.id)
                          .order_by(Submission.id.desc())).all()
     phases = {p.id: p for p in db().exec(select(Phase)).all()} if subs else {}
-    return render_template("submissions/list.html", subs=subs, phases=phases, team=team)
+    return render_template("submissions/list.html", subs=subs, phases=phases, team=team,
+                           primary=primary_scores(subs, phases))
+
+
+def primary_scores(subs, phases) -> dict[int, tuple[float | None, str]]:
+    """Each scored run's primary score as its team may see it (the whole gold, or its public part;
+    the private part once the phase's ranking is published), in one query."""
+    from server.models import Score
+
+    counted = {s.id: s.score_attempt for s in subs if s.score_attempt is not None}
+    got: dict[int, dict[str, float | None]] = {}
+    ids = list(counted)
+    for i in range(0, len(ids), 900):
+        for sid, attempt, part, value in db().exec(
+                select(Score.submission_id, Score.attempt, Score.part, Score.primary_value)
+                .where(Score.submission_id.in_(ids[i:i + 900]))):
+            if attempt == counted[sid]:
+                got.setdefault(sid, {})[part] = value
+    out = {}
+    for s in subs:
+        parts = got.get(s.id, {})
+        ph = phases.get(s.phase_id)
+        for part in (("private", "all", "public") if ph is not None and ph.published_at else ("all", "public")):
+            if part in parts:
+                out[s.id] = (parts[part], "" if part == "all" else f"{part} part")
+                break
+    return out
 
 
 class _Shown:

@@ -1,0 +1,154 @@
+"""Board statistics: the time to compute a 50-row board's bootstrap intervals, rank ranges,
+Holm-corrected p-values and clusters from scratch (what the worker does when no row's resamples
+are cached), and the time a board change costs once they are (one new row).
+
+    python3 benchmarks/bench_stats.py [--rows 50] [--B 1000] [--tasks swissgov-rsd,tric-binary,...]
+
+SwissGov-RSD is imported from the full release (672 document pairs, 484k scored tokens; the
+cluster bootstrap resamples documents within each language pair); the others from their releases
+(TRiC fold 1's test split, TRaC, the Loci Similes example files). The bar (issue 12): at most 30 s
+for SwissGov-RSD, at most 5 s for every other task. The figures depend on the machine's load:
+the load average is printed with them, and the CPU time the computation used (all threads), which
+is what its wall time would be on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+SHARED = Path(os.environ.get("PALIMPSEST_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+import numpy as np
+
+
+def import_tasks(home: Path, tasks: list[str]) -> None:
+    from tasks.importers import import_task
+
+    trotr = SHARED / "trotr" / "TRoTR"
+    for t in tasks:
+        if t in ("tric-binary", "tric-ranking", "trac"):
+            import_task(t, home, source=trotr, fold=1)
+        elif t == "swissgov-rsd":
+            import_task(t, home, source=SHARED / "swissgov-rsd", test_split="full")
+        elif t == "loci-similes":
+            loci = SHARED / "loci-similes"
+            import_task(t, home, query=loci / "hieronymus_samples.csv", source=loci / "vergil_samples.csv",
+                        gold=loci / "ground_truth.csv")
+
+
+def systems(task, store, n: int, rng) -> list[dict]:
+    """n systems' per-unit arrays: the gold with noise of growing strength (some rounded, so with
+    ties), as the scoring job would keep them."""
+    from scorer.bootstrap import unit_arrays
+    from scorer.families import Links, family, read_jsonl
+
+    fam = family(task, store, "test")
+    out = []
+    if task.kind in ("instances", "targets"):
+        key = task.format.key[0]
+        gold = read_jsonl(store.gold("test", "gold.jsonl"))
+        value = "label" if task.kind == "instances" else "score"
+        g = np.array([r[value] for r in gold], dtype=float)
+        for i in range(n):
+            noise = rng.normal(0, 0.2 + 0.05 * i, g.size)
+            if task.format.fields[1].kind == "label01":
+                p = ((g + noise) > 0.5).astype(int)
+            else:
+                p = np.round(g + noise, 1 if i % 3 == 0 else 6)
+            out.append(unit_arrays(task, store, "test", {r[key]: p[j] for j, r in enumerate(gold)}))
+        return out
+    if task.kind == "tokens":
+        rows = read_jsonl(store.gold("test", "gold.jsonl"))
+        for i in range(n):
+            parsed = {}
+            for r in rows:
+                sides = []
+                for side in ("a", "b"):
+                    g = np.clip(np.asarray(r[f"labels_{side}"], float), 0, 1)
+                    p = g + rng.normal(0, 0.3 + 0.02 * i, g.size)
+                    sides.append(np.round(p, 2) if i % 3 == 0 else p)
+                parsed[r["id"]] = tuple(sides)
+            out.append(unit_arrays(task, store, "test", parsed))
+        return out
+    qidx, sidx = fam.ids()
+    from scorer.bootstrap import Bootstrap
+
+    gq, gs = Bootstrap(task, store, "test").gold_links
+    for i in range(n):
+        keep = rng.random(gq.size) < 0.9 - 0.01 * i
+        extra = rng.integers(0, len(qidx), 40), rng.integers(0, len(sidx), 40)
+        keys = np.unique(np.r_[gq[keep] * len(sidx) + gs[keep], extra[0] * len(sidx) + extra[1]])
+        out.append(unit_arrays(task, store, "test",
+                               Links(keys // len(sidx), keys % len(sidx), rng.random(keys.size))))
+    return out
+
+
+def npz_roundtrip(arrays: dict) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def bench(task_id: str, home: Path, rows: int, B: int) -> dict:
+    from scorer.bootstrap import Bootstrap, board_statistics
+    from tasks import get_task
+    from tasks.store import TaskStore
+
+    task, store = get_task(task_id), TaskStore(task_id, home)
+    stored = [npz_roundtrip(a) for a in systems(task, store, rows, np.random.default_rng(0))]
+    t0, c0 = time.perf_counter(), time.process_time()
+    boot = Bootstrap(task, store, "test")
+    W = boot.weights(B, 12345)
+    samples, points = [], []
+    for blob in stored:
+        with np.load(io.BytesIO(blob)) as z:
+            arrays = {k: z[k] for k in z.files}
+        x = boot.samples(arrays, np.vstack([np.ones(W.shape[1]), W]))  # the point, then the resamples
+        points.append(x[0])
+        samples.append(x[1:])
+    st = board_statistics(np.vstack(samples), np.array(points), task.greater_is_better)
+    cold, cold_cpu = time.perf_counter() - t0, time.process_time() - c0
+    t1 = time.perf_counter()  # one new row: its resamples, then the board's statistics again
+    with np.load(io.BytesIO(stored[0])) as z:
+        boot.samples({k: z[k] for k in z.files}, W)
+    board_statistics(np.vstack(samples), np.array(points), task.greater_is_better)
+    warm = time.perf_counter() - t1
+    units = len(boot.units)
+    extra = ""
+    if task.kind == "tokens":
+        extra = f", {sum(tp.doc.size for _c, _t, tp in boot.pairs.values()):,} scored tokens"
+    kind = {"tokens": "documents", "links": "queries"}.get(task.kind, task.kind)
+    return {"task": task_id, "rows": rows, "B": B, "units": f"{units} {kind}{extra}", "cold_s": cold, "cold_cpu_s": cold_cpu,
+            "one_new_row_s": warm, "clusters": max(st["cluster"])}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=50)
+    ap.add_argument("--B", type=int, default=1000)
+    ap.add_argument("--tasks", default="swissgov-rsd,tric-binary,tric-ranking,trac,loci-similes")
+    a = ap.parse_args(argv)
+    tasks = a.tasks.split(",")
+    with tempfile.TemporaryDirectory() as d:
+        home = Path(d)
+        import_tasks(home, tasks)
+        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+        for t in tasks:
+            r = bench(t, home, a.rows, a.B)
+            bar = 30.0 if t == "swissgov-rsd" else 5.0
+            print(f"{r['task']:>13}: {r['rows']} rows, B={r['B']}, {r['units']}: board {r['cold_s']:.2f} s "
+                  f"(bar {bar:.0f} s; CPU time {r['cold_cpu_s']:.2f} s), one new row {r['one_new_row_s']:.2f} s, {r['clusters']} clusters; "
+                  f"load {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

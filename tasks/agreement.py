@@ -1,0 +1,78 @@
+"""Human agreement from a release's own annotations: the ceiling a board shows as a reference row.
+
+TRoTR (`judgments/TRoTR.tsv`: instanceID, label 1-4 or "-", comment, annotator): Krippendorff's
+alpha (ordinal, the `krippendorff` package) and the mean of the pairwise Spearman correlations
+between annotators, each pair weighted by the instances both judged; "-" (no judgment) is left out.
+On the whole release this gives the paper's .420 and .506 (6,300 pairs); its .709 / .811 are after
+a filtering of pairs the release does not record, so they are quoted, not recomputed.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+from pathlib import Path
+
+PAPER = {"trotr": {"alpha": 0.420, "spearman": 0.506, "pairs": 6300,
+                   "filtered": {"alpha": 0.709, "spearman": 0.811}}}
+
+
+def trotr_judgments(path: Path) -> list[tuple[str, str, float]]:
+    """(annotator, instance, label) for every numeric judgment."""
+    out = []
+    with open(path, encoding="utf-8", newline="") as f:
+        for r in csv.DictReader(f, delimiter="\t"):
+            try:
+                v = float(r["label"])
+            except (TypeError, ValueError):
+                continue  # "-": the annotator gave no judgment
+            out.append((r["annotator"], r["instanceID"], v))
+    return out
+
+
+def trotr_agreement(path: Path) -> dict:
+    import krippendorff
+    import numpy as np
+    from scipy import stats
+
+    rows = trotr_judgments(path)
+    annotators = sorted({a for a, _, _ in rows})
+    instances = sorted({i for _, i, _ in rows})
+    ai = {a: k for k, a in enumerate(annotators)}
+    ii = {x: k for k, x in enumerate(instances)}
+    M = np.full((len(annotators), len(instances)), np.nan)
+    for a, i, v in rows:
+        M[ai[a], ii[i]] = v
+    alpha = float(krippendorff.alpha(reliability_data=M, level_of_measurement="ordinal"))
+    num = den = 0.0
+    for a, b in itertools.combinations(range(len(annotators)), 2):
+        both = ~np.isnan(M[a]) & ~np.isnan(M[b])
+        n = int(both.sum())
+        if n < 2:
+            continue
+        rho = float(stats.spearmanr(M[a][both], M[b][both]).statistic)
+        if np.isfinite(rho):
+            num += rho * n
+            den += n
+    return {"source": "judgments/TRoTR.tsv", "annotators": len(annotators), "pairs": len(instances),
+            "judgments": len(rows), "alpha_ordinal": round(alpha, 6),
+            "weighted_mean_pairwise_spearman": round(num / den, 6) if den else None,
+            "paper": PAPER["trotr"]}
+
+
+def reference_rows(task_id: str, agreement: dict | None) -> list[dict]:
+    """The board's human rows for a task: label, the values they stand beside, and a note."""
+    if not agreement or task_id != "tric-ranking":
+        return []
+    a, s = agreement.get("alpha_ordinal"), agreement.get("weighted_mean_pairwise_spearman")
+    p = agreement.get("paper", {})
+    note = (f"annotators against each other, not against the gold mean: weighted mean pairwise Spearman "
+            f"{s:.3f}, Krippendorff's alpha (ordinal) {a:.3f} over {agreement.get('pairs')} pairs and "
+            f"{agreement.get('annotators')} annotators (the paper: {p.get('spearman')} / {p.get('alpha')}; "
+            f"{p.get('filtered', {}).get('spearman')} / {p.get('filtered', {}).get('alpha')} after a filtering "
+            "the release does not record, so not recomputed); not ranked")
+    return [{"team": "Human agreement (TRoTR annotators)", "method_name": "weighted mean pairwise Spearman",
+             "values": {"all/spearman": s}, "note": note}]
+
+
+__all__ = ["PAPER", "reference_rows", "trotr_agreement", "trotr_judgments"]

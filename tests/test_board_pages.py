@@ -1,0 +1,118 @@
+"""Boards people can read: key columns by default and the rest a click away, counts as integers,
+every empty cell says why, the visitor's own navigation around a cached board, a submission page
+that follows its status, and the primary score in "My submissions"."""
+
+from __future__ import annotations
+
+import re
+
+from sqlmodel import Session, select
+from webkit import Browser, engine_of, make_phase, make_submission, make_user, team_of
+
+from server.models import Submission
+
+
+def _run_jobs(app):
+    from server.jobs import score_submission
+
+    with Session(engine_of(app)) as s:
+        ids = [x.id for x in s.exec(select(Submission).where(Submission.status == "queued")).all()]
+    for i in ids:
+        score_submission(i)
+
+
+def test_the_navigation_is_the_visitors_own_around_one_cached_board(app):
+    dev = make_phase(app, "tric-binary", "dev")
+    make_user(app, "a@x.org", team="alpha")
+    make_user(app, "org@x.org", organizer=True)
+    make_submission(app, team=team_of(app, "alpha"), phase=dev, scores={"all": 0.7})
+    anon = app.test_client().get("/tasks/tric-binary/leaderboard?phase=dev").get_data(as_text=True)
+    assert "Sign in" in anon and "Sign out" not in anon and "<!--pal:" not in anon
+    b = Browser(app.test_client())
+    b.login("a@x.org")
+    mine = b.get("/tasks/tric-binary/leaderboard?phase=dev").get_data(as_text=True)
+    assert "Sign out (a@x.org)" in mine and "My submissions" in mine and "Organizer" not in mine
+    o = Browser(app.test_client())
+    o.login("org@x.org")
+    org = o.get("/tasks/tric-binary/leaderboard?phase=dev").get_data(as_text=True)
+    assert "Sign out (org@x.org)" in org and ">Organizer<" in org
+    renders = app.extensions["palimpsest.lbcache"].renders
+    again = b.get("/tasks/tric-binary/leaderboard?phase=dev", headers={"Accept-Encoding": "gzip"})
+    assert again.headers.get("Content-Encoding") == "gzip"
+    import gzip
+
+    assert "Sign out (a@x.org)" in gzip.decompress(again.data).decode()
+    assert app.extensions["palimpsest.lbcache"].renders == renders  # the board itself is not rendered again
+
+
+def test_key_columns_by_default_counts_as_integers_and_empty_cells_say_why(app):
+    dev = make_phase(app, "tric-binary", "dev")
+    make_user(app, "a@x.org", team="alpha")
+    make_submission(app, team=team_of(app, "alpha"), phase=dev, scores={"all": 0.7})
+    html = app.test_client().get("/tasks/tric-binary/leaderboard?phase=dev").get_data(as_text=True)
+    head = html[html.index("<thead>"):html.index("</thead>")]
+    shown = re.findall(r'<th data-type="num"(?! class="extra")[^>]*>([^<]+)<br><small>(\w+)', head)
+    assert ("f1", "oov") in shown and ("f1", "iov") in shown
+    assert 'class="extra"' in head and 'id="allcols"' in html  # every other column one click away
+    assert not re.search(r"\d\.0000</td>", html.split("</thead>")[1].split("<td")[-1])
+    assert "6.0000" not in html and ".0000 " not in html
+    # an empty cell says why
+    assert "—" not in html or 'class="why"' in html
+
+
+def test_a_queued_submission_page_polls_and_my_submissions_shows_the_primary_score(app):
+    import io
+    import json
+
+    from tasks.store import TaskStore
+
+    make_user(app, "a@x.org", team="alpha")
+    make_phase(app, "tric-binary", "dev")
+    b = Browser(app.test_client())
+    b.login("a@x.org")
+    store = TaskStore("tric-binary", app.extensions["palimpsest.settings"].home)
+    ids = [json.loads(x)["instanceID"] for x in store.public("dev", "inputs.jsonl").read_text().splitlines() if x]
+    data = "".join(json.dumps({"instanceID": x, "label": i % 2}) + "\n" for i, x in enumerate(ids)).encode()
+    r = b.post("/tasks/tric-binary/submit", {"phase": "dev", "method_name": "m", "description": "d", "url": "",
+                                             "show_publicly": "on", "file": (io.BytesIO(data), "p.jsonl")},
+               content_type="multipart/form-data")
+    sid = int(r.headers["Location"].rsplit("/", 1)[1])
+    page = b.get(f"/submissions/{sid}").get_data(as_text=True)
+    assert 'data-status="queued"' in page and "fetch(location.href" in page
+    assert ">queued</small>" in b.get("/submissions").get_data(as_text=True)
+    _run_jobs(app)
+    page = b.get(f"/submissions/{sid}").get_data(as_text=True)
+    assert 'data-status="scored"' in page and "fetch(location.href" not in page
+    with Session(engine_of(app)) as s:
+        from server.models import Score
+
+        v = s.exec(select(Score.primary_value).where(Score.submission_id == sid)).first()
+    assert f"{v:.4f}" in b.get("/submissions").get_data(as_text=True)
+
+
+def test_trotr_agreement_is_the_papers_and_a_reference_row(app, home):
+    """Krippendorff's alpha (ordinal) and the weighted mean pairwise Spearman of TRoTR's judgments
+    are the paper's .420 and .506; tric-ranking's board shows them as an unranked human row."""
+    from click.testing import CliRunner
+
+    from cli.main import main
+    from tasks.store import TaskStore
+
+    got = TaskStore("tric-ranking", home).manifest()["agreement"]
+    assert round(got["alpha_ordinal"], 3) == 0.420 and round(got["weighted_mean_pairwise_spearman"], 3) == 0.506
+    assert got["pairs"] == 6300 and got["annotators"] == 4
+    r = CliRunner().invoke(main, ["agreement", "tric-ranking", "--home", str(home), "--json"])
+    assert r.exit_code == 0, r.output
+    assert '"alpha_ordinal": 0.420106' in r.output
+    dev = make_phase(app, "tric-ranking", "dev")
+    make_user(app, "a@x.org", team="alpha")
+    make_submission(app, team=team_of(app, "alpha"), phase=dev, scores={"all": 0.7})
+    data = app.test_client().get("/tasks/tric-ranking/leaderboard.json?phase=dev").get_json()
+    human = [x for x in data["rows"] if x["row_type"] == "human"]
+    assert len(human) == 1 and human[0]["rank"] is None and human[0]["submission_id"] is None
+    assert human[0]["metrics"]["all/spearman"] == got["weighted_mean_pairwise_spearman"]
+    assert "the paper" in human[0]["note"] and [x["row_type"] for x in data["rows"]] == ["team", "human"]
+    html = app.test_client().get("/tasks/tric-ranking/leaderboard?phase=dev").get_data(as_text=True)
+    assert "reference, not ranked" in html
+    csv_ = app.test_client().get("/tasks/tric-ranking/leaderboard.csv?phase=dev").get_data(as_text=True)
+    assert ",human,Human agreement" in csv_

@@ -1,0 +1,225 @@
+"""The paired bootstrap: every resampled statistic equals a naive loop over explicitly resampled
+arrays (scipy's own functions) to 1e-12; the point estimate is the scorer's value; resamples are
+reproducible from the seed and paired across systems."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scorer import bootstrap as bs
+from scorer import metrics
+
+
+def _with_ties(rng, n, levels):
+    return rng.integers(0, levels, n).astype(np.float64) / levels
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_weighted_spearman_equals_scipy_on_each_resample(seed):
+    rng = np.random.default_rng(seed)
+    n = 37
+    gold = _with_ties(rng, n, 4)
+    pred = _with_ties(rng, n, 6) if seed % 2 else rng.random(n)
+    W = bs.draw_weights(["all"] * n, 60, seed)
+    got = bs.weighted_spearman(gold, pred, W)
+    want = np.array([bs.naive_spearman(gold, pred, w) for w in W])
+    assert np.allclose(got, want, rtol=0, atol=1e-12, equal_nan=True)
+
+
+def test_weighted_spearman_undefined_resample_is_nan():
+    gold = np.array([0.0, 1.0, 2.0])
+    pred = np.array([1.0, 1.0, 5.0])
+    W = np.array([[3.0, 0.0, 0.0], [1.0, 1.0, 1.0], [2.0, 1.0, 0.0]])
+    got = bs.weighted_spearman(gold, pred, W)
+    assert np.isnan(got[0]) and np.isnan(got[2]) and not np.isnan(got[1])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_token_cluster_spearman_equals_scipy_on_each_resample(seed):
+    """Documents move with their tokens: the polynomial form (ranks as functions of the document
+    multiplicities) equals scipy on the resampled token arrays, ties in gold and predictions."""
+    rng = np.random.default_rng(seed)
+    D = 7
+    sizes = rng.integers(1, 30, D)
+    doc = np.repeat(np.arange(D), sizes)
+    gold = rng.integers(0, 6, doc.size) / 5.0
+    pred = np.round(rng.random(doc.size), 1 if seed == 0 else 3)
+    if seed == 2:
+        pred = rng.random(doc.size)
+    tp = bs.TokenPair(doc, gold, D)
+    W = bs.draw_weights(["p"] * D, 80, seed)
+    for m in (1, 3, 64):  # the block size changes nothing
+        got = tp.spearman(pred, W, block=m)
+        want = np.array([bs.naive_spearman(gold, pred, w, doc) for w in W])
+        assert np.allclose(got, want, rtol=0, atol=1e-12, equal_nan=True)
+
+
+def test_dominance_equals_pairwise_counts():
+    rng = np.random.default_rng(5)
+    D, K = 4, 3
+    doc = rng.integers(0, D, 50)
+    gk = rng.integers(0, K, 50)
+    pred = np.round(rng.random(50), 1)
+    S, _ = bs._dominance(pred, doc, doc * K + gk, D, D * K, 4)
+    want = np.zeros((D * K, D))
+    for t in range(50):
+        for u in range(50):
+            want[doc[t] * K + gk[t], doc[u]] += (pred[u] < pred[t]) + 0.5 * (pred[u] == pred[t])
+    assert np.array_equal(S, want)
+
+
+def test_weighted_f1_equals_the_scorers_f1_on_each_resample():
+    rng = np.random.default_rng(3)
+    gold = rng.integers(0, 2, 41)
+    pred = rng.integers(0, 2, 41)
+    W = bs.draw_weights(["all"] * 41, 50, 9)
+    got = bs.weighted_f1(gold, pred, W)
+    for b, w in enumerate(W):
+        reps = w.astype(int)
+        want = metrics.classification(np.repeat(gold, reps), np.repeat(pred, reps))["f1"]
+        assert abs(got[b] - want) <= 1e-12
+
+
+def test_weights_are_reproducible_and_stratified():
+    strata = ["a"] * 5 + ["b"] * 3 + ["a"] * 2
+    W1 = bs.draw_weights(strata, 100, 42)
+    W2 = bs.draw_weights(strata, 100, 42)
+    assert np.array_equal(W1, W2)
+    assert not np.array_equal(W1, bs.draw_weights(strata, 100, 43))
+    a = np.array([s == "a" for s in strata])
+    assert (W1[:, a].sum(axis=1) == 7).all() and (W1[:, ~a].sum(axis=1) == 3).all()
+
+
+def test_holm_matches_the_step_down_procedure():
+    p = np.array([[1, 0.01, 0.04, 0.03], [0.01, 1, 0.005, 0.5], [0.04, 0.005, 1, 0.2], [0.03, 0.5, 0.2, 1.0]])
+    adj = bs.holm(p)
+    raw = sorted([(p[i, j], (i, j)) for i in range(4) for j in range(i + 1, 4)])
+    m, running = len(raw), 0.0
+    for k, (v, (i, j)) in enumerate(raw):
+        running = max(running, min(1.0, (m - k) * v))
+        assert adj[i, j] == pytest.approx(running) and adj[j, i] == adj[i, j]
+
+
+def test_board_statistics_clusters_and_rank_ranges():
+    rng = np.random.default_rng(0)
+    B = 1000
+    base = rng.normal(0, 0.01, B)
+    # two systems nearly equal on top, one far below
+    samples = np.vstack([0.80 + base + rng.normal(0, 0.002, B), 0.799 + base + rng.normal(0, 0.002, B),
+                         0.50 + base + rng.normal(0, 0.002, B)])
+    points = np.array([0.80, 0.799, 0.50])
+    st = bs.board_statistics(samples, points, True)
+    assert st["cluster"] == [1, 1, 2]
+    assert st["rank_range"][0][0] == 1 and st["rank_range"][1][1] == 2 and st["rank_range"][2] == [3, 3]
+    lo, hi = st["ci"][2]
+    assert lo < 0.50 < hi
+    assert st["p_holm"][0][2] < 0.05 and st["p_holm"][0][1] > 0.05
+    # lower is better: the order flips
+    st2 = bs.board_statistics(samples, points, False)
+    assert st2["cluster"] == [2, 2, 1] and st2["rank_range"][2] == [1, 1]
+
+
+# ----------------------------------------------------------------------------- on the releases
+
+
+def _parsed(task, store, split, rng):
+    from scorer.families import Links, family, read_jsonl
+
+    fam = family(task, store, split)
+    if task.kind in ("instances", "targets"):
+        ids = fam.reference_ids()
+        if task.format.fields[1].kind == "label01":
+            return {i: int(rng.integers(0, 2)) for i in ids}
+        return {i: float(rng.integers(0, 5)) for i in ids}
+    if task.kind == "tokens":
+        return {r["id"]: (np.round(rng.random(len(r["text_a"].split())), 1), rng.random(len(r["text_b"].split())))
+                for r in read_jsonl(store.public(split, "inputs.jsonl"))}
+    qidx, sidx = fam.ids()
+    keys = np.unique(rng.integers(0, len(qidx), 300) * len(sidx) + rng.integers(0, len(sidx), 300))
+    return Links(keys // len(sidx), keys % len(sidx), rng.random(keys.size))
+
+
+@pytest.mark.parametrize("task_id", ["tric-binary", "tric-ranking", "trac", "swissgov-rsd", "loci-similes"])
+def test_point_is_the_scorers_value_on_the_whole_and_on_a_part(home, task_id):
+    from scorer.families import family
+    from tasks import get_task
+    from tasks.store import TaskStore
+
+    task, store = get_task(task_id), TaskStore(task_id, home)
+    parsed = _parsed(task, store, "test", np.random.default_rng(1))
+    arrays = bs.unit_arrays(task, store, "test", parsed)
+    fam = family(task, store, "test")
+    units = fam.units()
+    for only in (None, frozenset(units[::3])):
+        want = fam.score(parsed, only).metrics[task.primary[0]][task.primary[1]]
+        b = bs.Bootstrap(task, store, "test", only)
+        assert b.point(arrays) == pytest.approx(want, abs=1e-12)
+        # a resample that draws each unit of a subset once is the scorer's value on that subset
+        keep = frozenset(b.units[::2])
+        w = np.array([[1.0 if u in keep else 0.0 for u in b.units]])
+        if task.kind == "tokens":  # the cluster bootstrap keeps every pair
+            continue
+        sub = fam.score(parsed, keep).metrics[task.primary[0]][task.primary[1]]
+        assert b.samples(arrays, w)[0] == pytest.approx(sub if sub is not None else np.nan, abs=1e-12,
+                                                       nan_ok=True)
+
+
+def test_swissgov_resamples_equal_scipy_per_pair(home):
+    from tasks import get_task
+    from tasks.store import TaskStore
+
+    task, store = get_task("swissgov-rsd"), TaskStore("swissgov-rsd", home)
+    arrays = bs.unit_arrays(task, store, "test", _parsed(task, store, "test", np.random.default_rng(2)))
+    b = bs.Bootstrap(task, store, "test")
+    W = b.weights(6, 11)
+    got = b.samples(arrays, W)
+    for i, w in enumerate(W):
+        per = []
+        for pair, (cols, tok, tp) in b.pairs.items():
+            per.append(bs.naive_spearman(tp.gold, arrays[f"pred:{pair}"][tok], w[cols], tp.doc))
+        assert abs(got[i] - np.mean(per)) <= 1e-12
+    # resampled within each language pair: every resample keeps each pair's document count
+    for pair, (cols, _tok, _tp) in b.pairs.items():
+        assert (W[:, cols].sum(axis=1) == len(cols)).all()
+
+
+def test_loci_counts_path_equals_the_scorers_metric_functions(home):
+    """The vectorised TP/FP/FN path gives what `metrics.link_counts` gives on each relabelled
+    resample (duplicated queries included)."""
+    from tasks import get_task
+    from tasks.store import TaskStore
+
+    task, store = get_task("loci-similes"), TaskStore("loci-similes", home)
+    arrays = bs.unit_arrays(task, store, "test", _parsed(task, store, "test", np.random.default_rng(4)))
+    b = bs.Bootstrap(task, store, "test")
+    W = b.weights(40, 3)
+    for metric in bs.LINK_COUNT_METRICS:
+        b.metric = metric
+        fast = b.samples(arrays, W)
+        ref = np.array([b._links_once(arrays, w) for w in W])
+        assert np.allclose(fast, ref, rtol=0, atol=1e-12), metric
+
+
+def test_paired_pvalues_see_a_consistent_difference():
+    rng = np.random.default_rng(1)
+    base = rng.normal(0, 0.05, 1000)
+    a, c = 0.70 + base, 0.70 + base + rng.normal(0, 0.01, 1000)
+    p = bs.paired_pvalues(np.vstack([a, a + 0.01, c]), np.array([0.70, 0.71, 0.70]))
+    assert p[0, 1] < 1e-6 and p[0, 2] > 0.05  # a constant shift is significant whatever the spread
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_weighted_kendall_equals_scipy_on_each_resample(seed):
+    from scipy import stats
+
+    rng = np.random.default_rng(seed)
+    n = 31
+    gold = _with_ties(rng, n, 4)
+    pred = _with_ties(rng, n, 5) if seed else rng.random(n)
+    W = bs.draw_weights(["all"] * n, 50, seed)
+    got = bs.weighted_kendall(gold, pred, W)
+    for b, w in enumerate(W):
+        reps = w.astype(int)
+        want = stats.kendalltau(np.repeat(gold, reps), np.repeat(pred, reps), variant="b").statistic
+        assert abs(got[b] - want) <= 1e-12 or (np.isnan(got[b]) and np.isnan(want))
