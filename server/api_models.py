@@ -348,13 +348,31 @@ class BoardPrimary(Model):
     greater_is_better: bool
 
 
+class BoardStatistics(Model):
+    """The board-wide part of the statistics: `pending` while a worker computes them."""
+
+    status: Literal["pending", "ready"]
+    part: Optional[str] = None
+    method: Optional[str] = None
+    unit: Optional[str] = None
+    B: Optional[int] = Field(None, description="Bootstrap resamples.")
+    seed: Optional[int] = Field(None, description="The phase's recorded seed.")
+    alpha: Optional[float] = None
+    metric: Optional[str] = None
+    order: Optional[list[Optional[int]]] = Field(None, description="Submission ids, the order of `p`.")
+    teams: Optional[list[Any]] = None
+    p: Optional[list[list[Optional[float]]]] = Field(None, description="Pairwise paired-bootstrap p-values.")
+    p_holm: Optional[list[list[Optional[float]]]] = Field(None, description="The same, Holm-corrected.")
+
+
 class LeaderboardRow(Model):
     """One row of a board: a team's ranked run, or a baseline method's newest entry."""
 
     rank: Optional[int] = Field(description="null: not ranked (hidden, not public, stale, unscored).")
-    row_type: Literal["team", "baseline"]
+    row_type: Literal["team", "baseline", "human"] = Field(
+        description='"human": a reference row (the annotators\' agreement), never ranked.')
     team: str
-    submission_id: int
+    submission_id: Optional[int] = Field(description="null for a human-agreement row.")
     method_name: str
     url: str
     submitted_at: str = Field(description="UTC, ISO 8601 with a Z.")
@@ -365,9 +383,15 @@ class LeaderboardRow(Model):
     public_rank: Optional[int] = None
     note: Optional[str] = Field(None, description='e.g. "hidden", "not public", "stale" (organizers).')
     # leaderboard statistics (added where the server computes them)
-    ci: Optional[Any] = Field(None, description="Confidence interval of the primary value, where computed.")
-    rank_range: Optional[list[Optional[int]]] = Field(None, description="[best, worst] rank within the interval.")
-    cluster: Optional[int] = Field(None, description="Rows not separable from each other share a cluster.")
+    why_empty: Optional[str] = Field(None, description="Why the primary value is empty (the scorer's notes).")
+    # leaderboard statistics (server.stats: paired bootstrap of the task's unit, the phase's seed)
+    ci: Optional[list[Optional[float]]] = Field(
+        None, description="[lo, hi]: 95 % percentile bootstrap interval of the primary value.")
+    rank_range: Optional[list[Optional[int]]] = Field(None, description="[best, worst]: 95 % rank interval.")
+    cluster: Optional[int] = Field(None, description="Rows not significantly different share a cluster.")
+    ci_note: Optional[str] = Field(None, description="Why a row has no interval (yet).")
+    public_ci: Optional[list[Optional[float]]] = Field(
+        None, description="After publication: the public part's interval.")
 
 
 class Leaderboard(Model):
@@ -382,6 +406,10 @@ class Leaderboard(Model):
     columns: list[BoardColumn]
     rows: list[LeaderboardRow]
     ranking: Optional["RankingMeta"] = Field(None, description="A published board: its publication.")
+    statistics: Optional[BoardStatistics] = Field(
+        None, description="How the intervals were computed, and the pairwise p-values (Holm).")
+    public_statistics: Optional[BoardStatistics] = Field(
+        None, description="After publication: the same on the public part.")
 
 
 class PartScores(Model):

@@ -317,6 +317,8 @@ def empty_reason(row: Row, col: Column) -> str:
         return "stale: being rescored"
     if row.note:
         return row.note
+    if col.primary and row.why_empty:  # e.g. "macro: undefined unless every pair ...; en-it: not in the submission"
+        return row.why_empty
     for n in row.notes:
         head, _, rest = n.partition(": ")
         if head == col.subset and (col.metric in rest or "no " in rest or "not in" in rest or "needs" in rest):
