@@ -120,3 +120,20 @@ def test_invalid_uploads_are_deleted_after_the_retention_period(backend):
     assert path_for(b.settings.home, get(b, keep).storage_key).exists()
     assert get(b, bad).errors and get(b, bad).file_purged_at is not None  # the report stays
     assert purge_invalid_uploads(b.engine, b.settings) == 0
+
+
+def test_my_submissions_is_a_page_at_a_time(app):
+    from server.views.pages import PAGE
+    from webkit import Browser, make_phase, make_submission, make_user, team_of
+
+    make_user(app, "many@x.org", team="many")
+    team = team_of(app, "many")
+    dev = make_phase(app, "tric-binary", "dev")
+    ids = [make_submission(app, team=team, phase=dev, method=f"m{i}").id for i in range(PAGE + 5)]
+    b = Browser(app.test_client())
+    b.login("many@x.org")
+    first = b.get("/submissions").get_data(as_text=True)
+    assert f"/submissions/{ids[-1]}" in first and f"/submissions/{ids[4]}\"" not in first
+    assert f"before={ids[5]}" in first
+    second = b.get(f"/submissions?before={ids[5]}").get_data(as_text=True)
+    assert f"/submissions/{ids[4]}" in second and f"/submissions/{ids[-1]}\"" not in second

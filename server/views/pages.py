@@ -179,14 +179,24 @@ def submit(task_id: str):
 @login_required
 def my_submissions():
     team = user_team()
-    subs = []
+    subs, older = [], None
+    before = request.args.get("before", type=int)
     if team is not None:
         # removed runs stay listed (marked) so that the team can read the organizers' reason
-        subs = db().exec(select(Submission).where(Submission.team_id == team.id)
-                         .order_by(Submission.id.desc())).all()
+        q = select(Submission).where(Submission.team_id == team.id)
+        if before:
+            q = q.where(Submission.id < before)
+        subs = db().exec(q.order_by(Submission.id.desc()).limit(PAGE + 1)).all()
+        if len(subs) > PAGE:  # a page at a time, newest first
+            subs = subs[:PAGE]
+            older = url_for("pages.my_submissions", before=subs[-1].id)
     phases = {p.id: p for p in db().exec(select(Phase)).all()} if subs else {}
     return render_template("submissions/list.html", subs=subs, phases=phases, team=team,
-                           primary=primary_scores(subs, phases))
+                           primary=primary_scores(subs, phases), older=older,
+                           newest=url_for("pages.my_submissions") if before else None)
+
+
+PAGE = 100
 
 
 def primary_scores(subs, phases) -> dict[int, tuple[float | None, str]]:
