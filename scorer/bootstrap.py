@@ -8,11 +8,15 @@ resamples are paired and a recomputation is identical.
 
 Every statistic is recomputed on each resample as the scorer would compute it on the resampled
 file (duplicated units included): weighted F1 from the resample's confusion counts; Spearman on
-the resample's own average ranks (ties included), never on fixed global ranks; the Loci metrics
-through the scorer's own metric functions on the relabelled links (each drawn copy of a query a
-query of its own), or, for the metrics of `metrics.link_counts`, from each query's TP/FP/FN with
-the same formulas (tested equal). `naive_*` helpers build the resampled arrays explicitly and call
-scipy: the tests compare them to 1e-12.
+the resample's own average ranks (ties included), never on fixed global ranks; a `macro` over
+the declared groups (SwissGov-RSD's language pairs, STR's languages) as the scorer takes it, the
+mean over the groups the resample holds, undefined unless each has a value; the Loci metrics
+through the scorer's own metric functions (`metrics.loci_links`, `metrics.link_ranking_ir`) on the
+relabelled links (each drawn copy of a query a query of its own), or, for the metrics of
+`metrics.loci_links`, from each query's TP/FP/FN with the same formulas (tested equal): the
+per-query means over the queries with a gold link (precision, recall, F1, accuracy), the counts
+pooled over them (`*_micro`), and over every query (SMR, FPR, FNR, TP/FP/FN/TN). `naive_*` helpers
+build the resampled arrays explicitly and call scipy: the tests compare them to 1e-12.
 
 No Flask, no database: the server stores `unit_arrays(...)` per scored submission and calls
 `Bootstrap` on them.
@@ -40,9 +44,10 @@ def unit_arrays(task, store, split: str, parsed) -> dict[str, np.ndarray]:
     if task.kind in ("instances", "targets"):
         key = task.format.key[0]
         gold = read_jsonl(store.gold(split, "gold.jsonl"))
-        return {"pred": np.array([parsed[r[key]] for r in gold], dtype=np.float64)}
+        # a group left out (partial_groups) is NaN: the scorer has no value for it
+        return {"pred": np.array([parsed.get(r[key], np.nan) for r in gold], dtype=np.float64)}
     if task.kind == "tokens":
-        gold = _token_gold(_cache_key(store.gold(split, "gold.jsonl")), None)
+        gold = _token_gold(_cache_key(store.gold(split, "gold.jsonl")), None, task.groups, task.group_field)
         out = {}
         for pair, (ids, _g, mask) in gold.items():
             if all(i in parsed for i in ids):
@@ -312,30 +317,34 @@ class Bootstrap:
         self.subset, self.metric = task.primary
         kind = task.kind
         if kind in ("instances", "targets"):
-            key = task.format.key[0]
+            key, gf = task.format.key[0], task.group_field
             gold = read_jsonl(store.gold(split, "gold.jsonl"))
             keep = [i for i, r in enumerate(gold) if only is None or r[key] in only]
             self.rows = np.array(keep, dtype=np.int64)
             self.units = [gold[i][key] for i in keep]
-            self.strata = ["all"] * len(keep)
-            value = "label" if kind == "instances" else "score"
-            self.gold = np.array([gold[i][value] for i in keep], dtype=np.float64)
+            group = [gold[i].get(gf) for i in keep]
+            self.gold = np.array([gold[i][task.gold_field] for i in keep], dtype=np.float64)
+            # the subsets the primary value is taken over: `all`, one group, or (macro) every
+            # declared group, each resampled within itself so that a resample holds the same groups
             if self.subset == "all":
-                self.mask = np.ones(len(keep), dtype=bool)
+                self.masks = {"all": np.ones(len(keep), dtype=bool)}
+            elif self.subset == "macro":
+                self.masks = {g: np.array([x == g for x in group], dtype=bool) for g in task.groups}
             else:
-                self.mask = np.array([gold[i].get("subset") == self.subset for i in keep])
+                self.masks = {self.subset: np.array([x == self.subset for x in group], dtype=bool)}
+            self.strata = [str(x) for x in group] if self.subset == "macro" else ["all"] * len(keep)
         elif kind == "tokens":
-            from scorer.families import Tokens, _token_gold
+            from scorer.families import _token_gold
 
-            full = _token_gold(_cache_key(store.gold(split, "gold.jsonl")), None)
+            full = _token_gold(_cache_key(store.gold(split, "gold.jsonl")), None, task.groups, task.group_field)
             rows = read_jsonl(store.gold(split, "gold.jsonl"))
             self.pairs = {}
             self.units, self.strata = [], []
-            for pair in Tokens.PAIRS:
+            for pair in task.groups:
                 if pair not in full:
                     continue
                 ids, gvec, mask = full[pair]
-                by_id = {r["id"]: r for r in rows if r["pair"] == pair}
+                by_id = {r["id"]: r for r in rows if r[task.group_field] == pair}
                 lens = np.array([len(by_id[i]["labels_a"]) + len(by_id[i]["labels_b"]) for i in ids])
                 doc_all = np.repeat(np.arange(len(ids)), lens)[mask]  # document of each scored token
                 keep_doc = np.array([only is None or i in only for i in ids])
@@ -363,6 +372,7 @@ class Bootstrap:
             self.qcols = np.full(len(qidx), -1, dtype=np.int64)
             self.qcols[[qidx[q] for q in self.units]] = np.arange(len(self.units))
             self.gold_links = (gq, gs)
+            self._source_order = None
         else:
             raise ValueError(f"no bootstrap for task kind {kind!r}")
 
@@ -378,32 +388,41 @@ class Bootstrap:
     def samples(self, arrays: dict, W: np.ndarray) -> np.ndarray:
         """The primary score of one submission on each resample (NaN where undefined)."""
         kind = self.task.kind
+        B = W.shape[0]
         if kind in ("instances", "targets"):
             pred = np.asarray(arrays["pred"], dtype=np.float64)[self.rows]
-            w = W[:, self.mask]
-            g, p = self.gold[self.mask], pred[self.mask]
-            if self.metric == "f1":
-                return weighted_f1(g, p, w)
-            if self.metric == "spearman":
-                return weighted_spearman(g, p, w)
-            if self.metric == "kendall":
-                return weighted_kendall(g, p, w)
-            raise ValueError(f"no bootstrap for {self.metric}")
+            stat = {"f1": weighted_f1, "spearman": weighted_spearman, "kendall": weighted_kendall}.get(self.metric)
+            if stat is None:
+                raise ValueError(f"no bootstrap for {self.metric}")
+            per = {}
+            for name, mask in self.masks.items():
+                w = W[:, mask]
+                # no unit of the subset in this part of the gold, or a group the submission leaves out
+                if not mask.any() or not np.isfinite(pred[mask]).all():
+                    v = np.full(B, np.nan)
+                else:
+                    v = stat(self.gold[mask], pred[mask], w)
+                # a resample without a unit of the subset: the scorer has no value for it
+                per[name] = np.where(w.sum(axis=1) > 0, v, np.nan)
+            if self.subset != "macro":
+                return per[self.subset]
+            return _group_mean(per, {g: W[:, m].sum(axis=1) for g, m in self.masks.items()}, B)
         if kind == "tokens":
             if self.metric != "spearman":
                 raise ValueError(f"no bootstrap for {self.metric}")
-            per = []
+            per, held = {}, {}
             for pair, (cols, tok, tp) in self.pairs.items():
                 if self.subset not in ("macro", pair):
                     continue
+                held[pair] = W[:, cols].sum(axis=1)
                 p = arrays.get(f"pred:{pair}")
-                if p is None:
-                    per.append(np.full(W.shape[0], np.nan))
+                if p is None:  # a pair the submission leaves out
+                    per[pair] = np.full(B, np.nan)
                     continue
-                per.append(tp.spearman(np.asarray(p, dtype=np.float64)[tok], W[:, cols]))
-            if self.subset == "macro" and len(per) < 3:
-                return np.full(W.shape[0], np.nan)
-            return np.mean(per, axis=0)
+                per[pair] = tp.spearman(np.asarray(p, dtype=np.float64)[tok], W[:, cols])
+            if self.subset != "macro":
+                return per.get(self.subset, np.full(B, np.nan))
+            return _group_mean(per, held, B)
         if kind == "links":
             if self.metric in LINK_COUNT_METRICS:
                 return self._links_counts(arrays, W)
@@ -411,40 +430,73 @@ class Bootstrap:
         raise ValueError(kind)
 
     def _links_counts(self, arrays: dict, W: np.ndarray) -> np.ndarray:
-        """The metrics of `metrics.link_counts` on every resample at once, from each query's own
-        TP, FP and FN (the same formulas and operation order; `_links_once` is the reference)."""
+        """The metrics of `metrics.loci_links` on every resample at once, from each query's own
+        TP, FP and FN (the same formulas and operation order; `_links_once` is the reference): a
+        drawn copy of a query is a query of its own, so the per-query values of a gold query
+        (one with a gold link) are averaged with its multiplicity as weight, and the counts are
+        pooled with it."""
         gq, gs = self.gold_links
         pq, ps = np.asarray(arrays["q"]), np.asarray(arrays["s"])
         n_s = self.n_sources
-        gkeys = np.unique(gq * n_s + gs)
-        hit = np.isin(pq * n_s + ps, gkeys, assume_unique=True)
         U = len(self.units)
-        cp, cg = self.qcols[pq], self.qcols[gkeys // n_s]
-        tp_u = np.bincount(cp[(cp >= 0) & hit], minlength=U).astype(np.float64)
-        pred_u = np.bincount(cp[cp >= 0], minlength=U).astype(np.float64)
-        gold_u = np.bincount(cg[cg >= 0], minlength=U).astype(np.float64)
-        tp, pred, gold = W @ tp_u, W @ pred_u, W @ gold_u
-        fp, fn = pred - tp, gold - tp
-        n = W.sum(axis=1) * n_s
+        cg = self.qcols[gq]
+        g_u = np.bincount(cg[cg >= 0], minlength=U)
+        hit = np.isin(pq * np.int64(n_s) + ps, gq * np.int64(n_s) + gs)
+        cp = self.qcols[pq]
+        t_u = np.bincount(cp[(cp >= 0) & hit], minlength=U)
+        p_u = np.bincount(cp[cp >= 0], minlength=U)
+        isgold = (g_u > 0).astype(np.float64)
+        # per query, as `metrics.loci_links` computes it for a gold query
+        f_p, f_n = p_u - t_u, g_u - t_u
+        t_n = n_s - t_u - f_p - f_n
+        precision, recall = metrics._div(t_u, t_u + f_p), metrics._div(t_u, t_u + f_n)
+        s = precision + recall
+        f1 = np.divide(2 * precision * recall, s, out=np.zeros(s.shape), where=s != 0)
+        accuracy = (t_u + t_n) / n_s
+        ng = W @ isgold  # gold queries in each resample
+        undefined = ng <= 0
+        m = self.metric
         with np.errstate(invalid="ignore", divide="ignore"):
-            precision = np.where(tp + fp > 0, tp / (tp + fp), 0.0)
-            recall = np.where(tp + fn > 0, tp / (tp + fn), 0.0)
-            vals = {"precision": precision, "recall": recall,
-                    "f1": np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0),
-                    "smr": np.where(n > 0, (fp + fn) / n, 0.0), "fpr": np.where(n > 0, fp / n, 0.0),
-                    "fnr": np.where(n > 0, fn / n, 0.0)}
-        return vals[self.metric]
+            if m in ("precision", "recall", "f1", "accuracy"):
+                per = {"precision": precision, "recall": recall, "f1": f1, "accuracy": accuracy}[m]
+                out = (W @ (per * isgold)) / ng
+            elif m in ("precision_micro", "recall_micro", "f1_micro"):
+                tp_m, fp_m, fn_m = W @ (t_u * isgold), W @ (f_p * isgold), W @ (f_n * isgold)
+                pm = np.where(tp_m + fp_m > 0, tp_m / (tp_m + fp_m), 0.0)
+                rm = np.where(tp_m + fn_m > 0, tp_m / (tp_m + fn_m), 0.0)
+                out = {"precision_micro": pm, "recall_micro": rm,
+                       "f1_micro": np.where(pm + rm > 0, 2 * pm * rm / (pm + rm), 0.0)}[m]
+            else:  # over every query and every query x source pair
+                undefined = np.zeros(W.shape[0], dtype=bool)
+                tp = W @ t_u.astype(np.float64)
+                fp = W @ p_u.astype(np.float64) - tp
+                fn = W @ g_u.astype(np.float64) - tp
+                n = W.sum(axis=1) * n_s
+                out = {"smr": np.where(n > 0, (fp + fn) / n, 0.0), "fpr": np.where(n > 0, fp / n, 0.0),
+                       "fnr": np.where(n > 0, fn / n, 0.0), "tp": tp, "fp": fp, "fn": fn,
+                       "tn": n - tp - fp - fn}[m]
+        return np.where(undefined, np.nan, out)
+
+    def source_order(self) -> np.ndarray:
+        """Each source's position in trec_eval's tie order, as the scorer reads it."""
+        if self._source_order is None:
+            from scorer.families import _cache_key, _source_order
+
+            self._source_order = _source_order(_cache_key(self.store.root / "index" / self.split /
+                                                          "source_ids.txt"))
+        return self._source_order
 
     def _links_once(self, arrays: dict, w: np.ndarray) -> float:
-        """The primary metric on one resample of queries, through the scorer's own metric functions:
-        each drawn copy of a query becomes a query of its own (its links copied with it)."""
+        """The primary metric on one resample of queries, through the scorer's own metric functions
+        (`metrics.loci_links`, `metrics.link_ranking_ir`): each drawn copy of a query becomes a
+        query of its own (its links copied with it)."""
         gq, gs = self.gold_links
         pq, ps = np.asarray(arrays["q"]), np.asarray(arrays["s"])
         psc = arrays.get("score")
         reps = w.astype(np.int64)
-        copies = np.repeat(np.arange(reps.size), reps)  # new query j is a copy of unit copies[j]
-        n_q = copies.size
+        n_q = int(reps.sum())  # new query j is a copy of a drawn unit
         n_s = self.n_sources
+        start = np.r_[0, np.cumsum(reps)][:-1]
 
         def expand(q, *cols):
             c = self.qcols[q]
@@ -452,28 +504,41 @@ class Bootstrap:
             c = c[keep]
             cols = [x[keep] for x in cols]
             # each link repeats once per copy of its query; copy numbers by cumulative offsets
-            start = np.r_[0, np.cumsum(reps)][:-1]
             k = reps[c]
             newq = np.repeat(start[c], k) + _ranges(k)
             return (newq,) + tuple(np.repeat(x, k) for x in cols)
 
         nq_g, ns_g = expand(gq, gs)
-        if psc is not None:
-            nq_p, ns_p, nsc = expand(pq, ps, np.asarray(psc))
-        else:
+        if self.metric in metrics.LOCI_COUNTS:
             nq_p, ns_p = expand(pq, ps)
-            nsc = None
-        vals = metrics.link_counts(np.unique(nq_g * n_s + ns_g), nq_p * n_s + ns_p, n_q * n_s)
-        if self.metric in vals:
-            return float(vals[self.metric]) if vals[self.metric] is not None else np.nan
-        if nsc is None:
-            return np.nan
-        r = metrics.link_ranking(nq_g, ns_g, nq_p, ns_p, nsc)
-        v = r.get(self.metric)
+            vals, _ = metrics.loci_links(nq_g, ns_g, nq_p, ns_p, n_q, n_s)
+        else:
+            if psc is None:
+                return np.nan
+            nq_p, ns_p, nsc = expand(pq, ps, np.asarray(psc, dtype=np.float64))
+            vals, _ = metrics.link_ranking_ir(nq_g, ns_g, nq_p, ns_p, nsc, n_q, n_s, self.source_order())
+        v = vals.get(self.metric)
         return np.nan if v is None else float(v)
 
 
-LINK_COUNT_METRICS = ("f1", "precision", "recall", "smr", "fpr", "fnr")
+def _group_mean(per: dict, held: dict, B: int) -> np.ndarray:
+    """`macro` as the scorer takes it (`scorer.families._group_scores`) on each resample: the mean
+    over the groups the resample holds (a positive weight in `held`), NaN unless each of them has a
+    value, NaN where it holds none."""
+    if not per:
+        return np.full(B, np.nan)
+    V = np.vstack([per[g] for g in per])
+    H = np.vstack([held[g] > 0 for g in per])
+    k = H.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tot = np.where(H, V, 0.0).sum(axis=0)
+        out = tot / k
+    bad = (H & ~np.isfinite(V)).any(axis=0) | (k == 0)
+    return np.where(bad, np.nan, out)
+
+
+LINK_COUNT_METRICS = ("f1", "precision", "recall", "accuracy", "precision_micro", "recall_micro", "f1_micro",
+                      "smr", "fpr", "fnr", "tp", "fp", "fn", "tn")
 
 
 def _ranges(k: np.ndarray) -> np.ndarray:

@@ -140,7 +140,7 @@ def _parsed(task, store, split, rng):
     return Links(keys // len(sidx), keys % len(sidx), rng.random(keys.size))
 
 
-@pytest.mark.parametrize("task_id", ["tric-binary", "tric-ranking", "trac", "swissgov-rsd", "loci-similes"])
+@pytest.mark.parametrize("task_id", ["tric-binary", "tric-ranking", "trac", "swissgov-rsd", "loci-similes", "str"])
 def test_point_is_the_scorers_value_on_the_whole_and_on_a_part(home, task_id):
     from scorer.families import family
     from tasks import get_task
@@ -185,8 +185,9 @@ def test_swissgov_resamples_equal_scipy_per_pair(home):
 
 
 def test_loci_counts_path_equals_the_scorers_metric_functions(home):
-    """The vectorised TP/FP/FN path gives what `metrics.link_counts` gives on each relabelled
-    resample (duplicated queries included)."""
+    """The vectorised TP/FP/FN path gives what `metrics.loci_links` gives on each relabelled
+    resample (duplicated queries included): the per-query means over the queries with a gold
+    link, the pooled counts over them, and the rates and counts over every query."""
     from tasks import get_task
     from tasks.store import TaskStore
 
@@ -199,6 +200,39 @@ def test_loci_counts_path_equals_the_scorers_metric_functions(home):
         fast = b.samples(arrays, W)
         ref = np.array([b._links_once(arrays, w) for w in W])
         assert np.allclose(fast, ref, rtol=0, atol=1e-12), metric
+
+
+def test_loci_on_a_part_every_metric_is_the_scorers(home):
+    """On a part of the queries: the point of every Loci metric (the ranking ones through
+    `metrics.link_ranking_ir`) is the scorer's value, and the vectorised path equals the scorer's
+    functions on each relabelled resample."""
+    from scorer.families import family
+    from tasks import get_task
+    from tasks.store import TaskStore
+
+    task, store = get_task("loci-similes"), TaskStore("loci-similes", home)
+    parsed = _parsed(task, store, "test", np.random.default_rng(4))
+    arrays = bs.unit_arrays(task, store, "test", parsed)
+    fam = family(task, store, "test")
+    only = frozenset(fam.units()[::2])
+    want = fam.score(parsed, only).metrics["all"]
+    b = bs.Bootstrap(task, store, "test", only)
+    W = b.weights(30, 7)
+    for metric in bs.LINK_COUNT_METRICS + ("recall@10", "map@10", "mrr@10", "ndcg@100"):
+        b.metric = metric
+        v = want[metric]
+        assert b.point(arrays) == pytest.approx(np.nan if v is None else v, abs=1e-12, nan_ok=True), metric
+        ref = np.array([b._links_once(arrays, w) for w in W])
+        assert np.allclose(b.samples(arrays, W), ref, rtol=0, atol=1e-12, equal_nan=True), metric
+
+
+def test_macro_is_over_the_groups_a_resample_holds_and_needs_each():
+    per = {"a": np.array([0.2, 0.4, np.nan]), "b": np.array([0.6, np.nan, 0.1])}
+    held = {"a": np.array([3.0, 2.0, 0.0]), "b": np.array([1.0, 0.0, 2.0])}
+    got = bs._group_mean(per, held, 3)
+    assert got[0] == pytest.approx(0.4) and got[1] == pytest.approx(0.4) and got[2] == pytest.approx(0.1)
+    held["a"][2] = 1.0  # a held group without a value: undefined
+    assert np.isnan(bs._group_mean(per, held, 3)[2])
 
 
 def test_paired_pvalues_see_a_consistent_difference():
