@@ -206,19 +206,18 @@ def agreement_cmd(task_id, source, home, as_json):
 
     from tasks.store import TaskStore
 
-    t = get_task(task_id)
-    if t.id not in ("tric-binary", "tric-ranking"):
-        _fail(f"no human agreement figures for {t.id} yet (TRoTR's judgments only: tric-binary, tric-ranking)")
-    if source is not None:
-        from tasks.agreement import trotr_agreement
-        from tasks.release import locate
+    from tasks.base import resolve
 
-        got = trotr_agreement(locate(Path(source), "datasets", "TRoTR") / "judgments" / "TRoTR.tsv")
+    t = get_task(task_id)
+    if not t.agreement:
+        _fail(f"{t.id} declares no human agreement figures")
+    if source is not None:
+        got = resolve(t.agreement)(Path(source))
     else:
         store = TaskStore(t.id, home)
         got = store.manifest().get("agreement") if store.exists() else None
         if got is None:
-            _fail(f"{t.id} was imported without TRoTR's judgments; re-import it, or pass --from")
+            _fail(f"{t.id} was imported without its annotations; re-import it, or pass --from")
     if as_json:
         click.echo(_json.dumps(got, indent=2, sort_keys=True))
         return

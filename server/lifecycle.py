@@ -414,6 +414,12 @@ def publish(s: Session, phase: Phase, *, task, actor, settings, reason: str = ""
         # the seed of the statistics (normally recorded by the worker already), recorded before
         # this transaction writes anything; a phase with a hidden part uses its partition's
         bootstrap_seed(s.get_bind(), phase.id)
+    if phase.partition_id is None and phase.split == "test" and phase.public_fraction < 1:
+        # published before any scoring: its partition is drawn now, in a transaction of its own and
+        # before this one writes anything (the snapshot's statistics need it)
+        s.commit()
+        partition_of(s.get_bind(), phase.id)
+        s.refresh(phase)
     if close_first and phase_state(phase) == "open":
         close(s, phase, actor=actor, via=via, commit=False)
     state = phase_state(phase)
@@ -469,8 +475,9 @@ def _snapshot_statistics(s: Session, task, phase: Phase, board, settings) -> Non
 
     try:
         snap = stats.for_snapshot(settings, s.get_bind(), task, phase, board)
-    except Exception:  # noqa: BLE001 — publication never fails for its statistics
-        log.exception("statistics of the snapshot of phase %s not computed", phase.id)
+    except Exception as e:  # noqa: BLE001 — publication never fails for its statistics
+        log.warning("statistics of the snapshot of phase %s not computed (%s: %s)", phase.id,
+                    type(e).__name__, e)
         stats.attach(board, None, reason="no interval: its computation failed at publication")
         return
     stats.attach(board, snap["ranked"])

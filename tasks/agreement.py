@@ -30,6 +30,13 @@ def trotr_judgments(path: Path) -> list[tuple[str, str, float]]:
     return out
 
 
+def trotr_release(source: Path) -> dict:
+    """The agreement of a TRoTR checkout (its `judgments/TRoTR.tsv`)."""
+    from tasks.release import locate
+
+    return trotr_agreement(locate(Path(source), "datasets", "TRoTR") / "judgments" / "TRoTR.tsv")
+
+
 def trotr_agreement(path: Path) -> dict:
     import krippendorff
     import numpy as np

@@ -118,6 +118,8 @@ class Task:
     references: tuple[Reference, ...] = ()
     # the few columns ("subset/metric") a board shows beside the primary one; the rest are a click away
     key_columns: tuple[str, ...] = field(default=())
+    # "module:function" computing the annotators' agreement from a release (`palimpsest agreement`)
+    agreement: str = ""
 
     @property
     def primary_metric(self) -> str:

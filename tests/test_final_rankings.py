@@ -404,3 +404,14 @@ def test_swissgov_test_phase_ranks_with_every_pair_defined_on_both_parts(release
         board = lb.build_board(s, get_task("swissgov-rsd"), s.get(Phase, phase(b, "swissgov-rsd", "test").id))
     assert [(r.submission_id, r.rank) for r in board.rows] == [(sid, 1)]
     assert board.rows[0].values[board.primary.key] is not None
+
+
+def test_close_and_publish_a_phase_nobody_scored_in(b):
+    """Its partition is drawn at publication, outside the publishing transaction (no lock waits on
+    PostgreSQL), and the snapshot has no rows."""
+    rv = _publish(b, "tric-binary", "test", close_first=True)
+    body = json.loads(rv.body_json)
+    assert body["rows"] == [] and body["ranking"]["version"] == 1
+    with b.session() as s:
+        p = s.get(Phase, phase(b, "tric-binary", "test").id)
+        assert p.partition_id is not None and p.published_at is not None
