@@ -126,9 +126,8 @@ def _read_gzip(path: Path, limits: Limits) -> tuple[bytes, str]:
     return data, name
 
 
-def read_bytes(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> tuple[bytes, str]:
-    """Return the submission's uncompressed bytes and the name of the file they came from."""
-    path = Path(path)
+def _opened(path: Path, limits: Limits):
+    """The file's stat and first four bytes, once its size is checked against the limits."""
     try:
         st = path.stat()
     except OSError as e:
@@ -140,7 +139,13 @@ def read_bytes(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> tuple[bytes
     if st.st_size == 0:
         raise _refuse("the file is empty")
     with path.open("rb") as f:
-        magic = f.read(4)
+        return st, f.read(4)
+
+
+def read_bytes(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> tuple[bytes, str]:
+    """Return the submission's uncompressed bytes and the name of the file they came from."""
+    path = Path(path)
+    st, magic = _opened(path, limits)
     if magic[:2] == b"\x1f\x8b":
         data, name = _read_gzip(path, limits)
     elif magic in (b"PK\x03\x04", b"PK\x05\x06"):
@@ -230,18 +235,7 @@ def open_text(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Text:
     with what the consumer keeps, never with the file, and a reader that stops early (after the
     problem cap) never decompresses the rest. For the row-by-row readers of large files."""
     path = Path(path)
-    try:
-        st = path.stat()
-    except OSError as e:
-        raise _refuse(f"cannot read {path}: {e.strerror or e}") from None
-    if not path.is_file():
-        raise _refuse(f"{path} is not a file")
-    if st.st_size > limits.max_bytes:
-        raise _refuse(f"the file is {_human(st.st_size)}, over the limit of {_human(limits.max_bytes)}")
-    if st.st_size == 0:
-        raise _refuse("the file is empty")
-    with path.open("rb") as f:
-        magic = f.read(4)
+    _, magic = _opened(path, limits)
     if magic[:2] == b"\x1f\x8b":
         name, what = (path.name[:-3] if path.name.lower().endswith(".gz") else path.name), "the gzip file"
 
@@ -553,18 +547,7 @@ def arrow_links(path: str | Path, qknown, sknown, limits: Limits = DEFAULT_LIMIT
     import pyarrow.csv as pacsv
 
     path = Path(path)
-    try:
-        st = path.stat()
-    except OSError as e:
-        raise _refuse(f"cannot read {path}: {e.strerror or e}") from None
-    if not path.is_file():
-        raise _refuse(f"{path} is not a file")
-    if st.st_size > limits.max_bytes:
-        raise _refuse(f"the file is {_human(st.st_size)}, over the limit of {_human(limits.max_bytes)}")
-    if st.st_size == 0:
-        raise _refuse("the file is empty")
-    with path.open("rb") as f:
-        magic = f.read(4)
+    st, magic = _opened(path, limits)
     counted = None
     if magic[:2] == b"\x1f\x8b":
         name = path.name[:-3] if path.name.lower().endswith(".gz") else path.name
