@@ -375,6 +375,7 @@ def run(per_task: int, seed: int, workers: int = 2, bombs_too: bool = True) -> d
                     "longest_report_bytes": 0, "gold_in_messages": [], "infra": [], "http_500": []}
     try:
         golds = gold_values(home)
+        started = time.monotonic()
         for t in all_tasks():
             split = "test" if "test" in t.splits else t.splits[0]
             ids = []
@@ -387,6 +388,7 @@ def run(per_task: int, seed: int, workers: int = 2, bombs_too: bool = True) -> d
                     report["http_500"].append({"task": t.id, "i": i, "body": str(body)[:300]})
                 if status in (200, 201) and "id" in body:
                     ids.append(body["id"])
+            print(f"{t.id}: {per_task} uploaded ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
             for sid, d in wait_final(base, creds["token"], ids, timeout=600 + per_task).items():
                 report["outcomes"][d["status"] if d["status"] != "failed" else f"failed:{d['failure_kind']}"] += 1
                 if d.get("failure_kind") == "infra":
