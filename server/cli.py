@@ -40,7 +40,24 @@ def _engine(settings=None):
     try:
         return prepare(settings or _settings())
     except SchemaError as e:
-        raise click.ClickException(str(e)) from None
+        raise Refused(str(e)) from None
+
+
+class Refused(click.ClickException):
+    """A one-line refusal (exit 1); a command run with --json also prints it on stdout as
+    {"error": {"message", "exit_status"}}, so that its stdout is always one JSON document."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        ctx = click.get_current_context(silent=True)  # raised inside the command: its options are known
+        self.as_json = bool(ctx is not None and ctx.params.get("as_json"))
+
+    def show(self, file=None) -> None:
+        import json
+
+        if self.as_json:
+            click.echo(json.dumps({"error": {"message": self.format_message(), "exit_status": self.exit_code}}))
+        super().show(file)
 
 
 def _task(task_id: str):
@@ -49,7 +66,7 @@ def _task(task_id: str):
     try:
         return get_task(task_id)
     except Exception as e:  # noqa: BLE001 — TaskNotFound says which tasks exist
-        raise click.ClickException(str(e)) from None
+        raise Refused(str(e)) from None
 
 
 def _phase(s, task, name: str):
@@ -62,7 +79,7 @@ def _phase(s, task, name: str):
     p = s.execute(select(Phase).where(Phase.task_id == task.id, Phase.name == name)).scalar_one_or_none()
     if p is None:
         names = s.execute(select(Phase.name).where(Phase.task_id == task.id)).scalars().all()
-        raise click.ClickException(f"task {task.id!r} has no phase {name!r} (phases: {', '.join(names) or 'none'})")
+        raise Refused(f"task {task.id!r} has no phase {name!r} (phases: {', '.join(names) or 'none'})")
     return p
 
 
@@ -123,7 +140,7 @@ def register(main: click.Group) -> None:
             code = Supervisor(_settings(), host=host, port=port, demo=demo, workers=workers,
                               echo=lambda m: click.echo(m, err=True)).run()
         except SchemaError as e:
-            raise click.ClickException(str(e)) from None
+            raise Refused(str(e)) from None
         sys.exit(code)
 
     @main.command("worker")
@@ -143,7 +160,7 @@ def register(main: click.Group) -> None:
         try:
             code = run(_settings(), tuple(queues) or QUEUE_CHOICES, burst=burst)
         except SchemaError as e:
-            raise click.ClickException(str(e)) from None
+            raise Refused(str(e)) from None
         sys.exit(code)
 
     @main.command("reconcile")
@@ -184,7 +201,7 @@ def register(main: click.Group) -> None:
             try:
                 u = create_user(s, email=email, password=password, is_organizer=organizer)
             except ValueError as e:
-                raise click.ClickException(str(e)) from None
+                raise Refused(str(e)) from None
             audit(s, None, "user.create", u.email, organizer=organizer, via="cli")
             s.commit()
             click.echo(f"created {'organizer' if organizer else 'user'} {u.email} (id {u.id})")
@@ -196,7 +213,7 @@ def register(main: click.Group) -> None:
 
         u = s.execute(select(User).where(User.email == email.strip().lower())).scalar_one_or_none()
         if u is None:
-            raise click.ClickException(f"no user with email {email!r}")
+            raise Refused(f"no user with email {email!r}")
         return u
 
     @users.command("reset-link")
@@ -258,7 +275,7 @@ def register(main: click.Group) -> None:
         with Session(_engine()) as s:
             u = s.execute(select(User).where(User.email == email.strip().lower())).scalar_one_or_none()
             if u is None:
-                raise click.ClickException(f"no user with email {email!r}")
+                raise Refused(f"no user with email {email!r}")
             _, plaintext = create_token(s, user=u, name=name)
             s.commit()
         click.echo(plaintext)
@@ -323,7 +340,7 @@ def register(main: click.Group) -> None:
                 if changes:
                     lifecycle.edit_phase(s, p, changes, actor=None, via="cli")
             except LifecycleRefused as e:
-                raise click.ClickException(e.message) from None
+                raise Refused(e.message) from None
             click.echo(f"{task.id} {phase_name}: opens {p.opens_at or '-'}, closes {p.closes_at or '-'}, "
                        f"daily {p.daily_limit}, total {p.total_limit}, concurrent {p.concurrent_limit}, "
                        f"public fraction {p.public_fraction}")
@@ -360,7 +377,7 @@ def register(main: click.Group) -> None:
                         out["ranking"] = {"version": rv.version, "sha256": rv.sha256,
                                           "published_at": rv.published_at.isoformat() + "Z", "reason": rv.reason}
                 except LifecycleRefused as e:
-                    raise click.ClickException(e.message) from None
+                    raise Refused(e.message) from None
                 out["phase"] = {"task": task.id, "name": p.name, "state": lifecycle.phase_labels(p),
                                 "closes_at": p.closes_at.isoformat() + "Z" if p.closes_at else None}
             if as_json:
@@ -401,7 +418,7 @@ def register(main: click.Group) -> None:
             rv = lifecycle.latest_ranking(s, p.id, version)
             versions = lifecycle.ranking_versions(s, p.id)
         if rv is None:
-            raise click.ClickException(f"{task.id} {phase_name} has no published ranking"
+            raise Refused(f"{task.id} {phase_name} has no published ranking"
                                        + (f" version {version}" if version else ""))
         if as_json:
             click.echo(rv.body_json)
@@ -436,7 +453,7 @@ def register(main: click.Group) -> None:
         try:
             upgrade(settings, revision)
         except SchemaError as e:
-            raise click.ClickException(str(e)) from None
+            raise Refused(str(e)) from None
         click.echo(f"database at {', '.join(current(settings)) or 'base (no tables)'}")
 
     @db.command("stamp")
@@ -451,7 +468,7 @@ def register(main: click.Group) -> None:
         try:
             stamp(settings, revision)
         except Exception as e:  # alembic's own errors: an unknown revision, an unreachable database
-            raise click.ClickException(f"{type(e).__name__}: {e}") from None
+            raise Refused(f"{type(e).__name__}: {e}") from None
         click.echo(f"database stamped at {', '.join(current(settings))} (nothing migrated)")
 
     @db.command("current")

@@ -415,3 +415,13 @@ def test_close_and_publish_a_phase_nobody_scored_in(b):
     with b.session() as s:
         p = s.get(Phase, phase(b, "tric-binary", "test").id)
         assert p.partition_id is not None and p.published_at is not None
+
+
+def test_a_refused_json_command_prints_one_json_document(b):
+    from cli.main import main
+
+    r = CliRunner().invoke(main, ["rankings", "show", "tric-binary", "test", "--json"], env={"PALIMPSEST_DEBUG": ""})
+    assert r.exit_code == 1
+    assert json.loads(r.stdout)["error"]["message"] == "tric-binary test has no published ranking"
+    r = CliRunner().invoke(main, ["phases", "publish", "tric-binary", "test", "--json"], env={"PALIMPSEST_DEBUG": ""})
+    assert r.exit_code == 1 and "only a closed phase" in json.loads(r.stdout)["error"]["message"]
