@@ -129,9 +129,19 @@ def _go(d, el) -> None:
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
 
+    from selenium.common.exceptions import WebDriverException
+
+    def gone(_):
+        # the old page's root is stale once the new page is there; chromedriver sometimes says so
+        # with an inspector error ("Node ... does not belong to the document") instead
+        try:
+            return EC.staleness_of(old)(_)
+        except WebDriverException:
+            return True
+
     old = d.find_element(By.TAG_NAME, "html")
     el.click()
-    WebDriverWait(d, 20).until(EC.staleness_of(old))
+    WebDriverWait(d, 20).until(gone)
     WebDriverWait(d, 20).until(lambda d: d.execute_script("return document.readyState") == "complete")
 
 
