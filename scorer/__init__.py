@@ -117,6 +117,7 @@ def score_validated(v: Validated, home=None, only=None) -> dict:
                     "greater_is_better": task.greater_is_better},
         "metrics": scored.metrics,
         "notes": scored.notes,
+        **scored.extra,
         "signature": f"{name}|task:{task.id}|v:{task.version}|split:{v.split}|gold:sha256:{gold_sha[:16]}"
                      f"|scorer:{__version__}",
         "provenance": {"task_version": task.version, "gold_sha256": gold_sha, "scorer_version": __version__},

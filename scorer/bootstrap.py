@@ -42,10 +42,12 @@ def unit_arrays(task, store, split: str, parsed) -> dict[str, np.ndarray]:
     from scorer.families import _cache_key, _token_gold, read_jsonl
 
     if task.kind in ("instances", "targets"):
-        key = task.format.key[0]
+        from tasks.base import unit_id
+
+        keys = task.for_split(split).format.key
         gold = read_jsonl(store.gold(split, "gold.jsonl"))
         # a group left out (partial_groups) is NaN: the scorer has no value for it
-        return {"pred": np.array([parsed.get(r[key], np.nan) for r in gold], dtype=np.float64)}
+        return {"pred": np.array([parsed.get(unit_id(r, keys), np.nan) for r in gold], dtype=np.float64)}
     if task.kind == "tokens":
         gold = _token_gold(_cache_key(store.gold(split, "gold.jsonl")), None, task.groups, task.group_field)
         out = {}
@@ -317,11 +319,14 @@ class Bootstrap:
         self.subset, self.metric = task.primary
         kind = task.kind
         if kind in ("instances", "targets"):
-            key, gf = task.format.key[0], task.group_field
+            from tasks.base import unit_id
+
+            keys, gf = task.for_split(split).format.key, task.group_field
             gold = read_jsonl(store.gold(split, "gold.jsonl"))
-            keep = [i for i, r in enumerate(gold) if only is None or r[key] in only]
+            ids = [unit_id(r, keys) for r in gold]
+            keep = [i for i, u in enumerate(ids) if only is None or u in only]
             self.rows = np.array(keep, dtype=np.int64)
-            self.units = [gold[i][key] for i in keep]
+            self.units = [ids[i] for i in keep]
             group = [gold[i].get(gf) for i in keep]
             self.gold = np.array([gold[i][task.gold_field] for i in keep], dtype=np.float64)
             # the subsets the primary value is taken over: `all`, one group, or (macro) every
@@ -333,6 +338,17 @@ class Bootstrap:
             else:
                 self.masks = {self.subset: np.array([x == self.subset for x in group], dtype=bool)}
             self.strata = [str(x) for x in group] if self.subset == "macro" else ["all"] * len(keep)
+            self.folds = None
+            if task.is_cross_validated(split):
+                # the mean over folds, each fold resampled within itself (it keeps its size), as the
+                # scorer takes it (`Keyed._score_folds`): the folds play the part of macro's groups
+                if self.subset == "macro":
+                    raise ValueError("no bootstrap for a macro over folds")
+                fold = [str(gold[i][task.cross_validation.field]) for i in keep]
+                sub = self.masks[self.subset]
+                self.masks = {f: sub & np.array([x == f for x in fold], dtype=bool) for f in dict.fromkeys(fold)}
+                self.strata = fold
+                self.folds = list(self.masks)
         elif kind == "tokens":
             from scorer.families import _token_gold
 
@@ -404,7 +420,7 @@ class Bootstrap:
                     v = stat(self.gold[mask], pred[mask], w)
                 # a resample without a unit of the subset: the scorer has no value for it
                 per[name] = np.where(w.sum(axis=1) > 0, v, np.nan)
-            if self.subset != "macro":
+            if self.subset != "macro" and self.folds is None:
                 return per[self.subset]
             return _group_mean(per, {g: W[:, m].sum(axis=1) for g, m in self.masks.items()}, B)
         if kind == "tokens":

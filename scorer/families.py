@@ -18,7 +18,7 @@ import numpy as np
 from scorer import metrics
 from scorer.errors import Problems, SubmissionInvalid
 from scorer.reader import BadRow, Text, csv_reader, iter_records, link_columns
-from tasks.base import Task
+from tasks.base import Task, unit_id
 from tasks.store import TaskStore
 
 SHOW_MISSING = 5
@@ -148,7 +148,7 @@ def read_rows(text: Text, task: Task, problems: Problems,
     fields = task.format.fields
     names = [f.name for f in fields]
     required = [f.name for f in fields if f.name not in task.format.optional]
-    key = task.format.key[0]
+    keys = task.format.key
     is_csv = text.format != "jsonl"
     header, records = iter_records(text.text, text.format)
     alias = {a: f.name for f in fields for a in f.aliases}
@@ -171,7 +171,7 @@ def read_rows(text: Text, task: Task, problems: Problems,
             problems.add(rec.message, line=line)
             rejected.unnamed += 1
             continue
-        rid = rec.get(key)
+        rid = _raw_id(rec, keys)
         rid_s = rid if isinstance(rid, str) else None
         if header is None:
             missing = [c for c in required if c not in rec]
@@ -202,11 +202,25 @@ def read_rows(text: Text, task: Task, problems: Problems,
     return out
 
 
-def _check_keys(rows, key: str, known: dict, problems: Problems, what: str) -> dict[str, tuple[int, dict]]:
-    """Index rows by key, reporting duplicates and unknown ids."""
+def _raw_id(rec: dict, keys: tuple[str, ...]):
+    """What a raw record names as its id: the key's value, or for a composite key (fold and
+    instance) its columns joined by "/" when each is a string or an integer; None otherwise."""
+    if len(keys) == 1:
+        return rec.get(keys[0])
+    parts = [rec.get(k) for k in keys]
+    if all(isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool)) for v in parts):
+        return "/".join(str(v) for v in parts)
+    return None
+
+
+def _check_keys(rows, key, known: dict, problems: Problems, what: str) -> dict[str, tuple[int, dict]]:
+    """Index rows by key (a column name, or a tuple of them for a composite id), reporting
+    duplicates and unknown ids."""
+    keys = (key,) if isinstance(key, str) else tuple(key)
+    key = "/".join(keys)
     by_id: dict[str, tuple[int, dict]] = {}
     for line, row in rows:
-        k = row[key]
+        k = unit_id(row, keys)
         if k in by_id:
             problems.add(f"duplicate {key}: also on line {by_id[k][0]}", line=line, id=k)
             continue
@@ -239,13 +253,15 @@ class Scored:
 
     metrics: dict
     notes: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)  # more of the result (a cross-validated split's folds)
 
 
 class Family:
     """Validation and scoring for one kind of task."""
 
     def __init__(self, task: Task, store: TaskStore, split: str):
-        self.task, self.store, self.split = task, store, split
+        # on a cross-validated split the task's key includes the fold (`Task.for_split`)
+        self.task, self.store, self.split = task.for_split(split), store, split
 
     def validate(self, text: Text):  # pragma: no cover - interface
         raise NotImplementedError
@@ -287,29 +303,42 @@ def _group_scores(task: Task, metric_names, groups_in_gold: dict, only, result: 
 
 
 class Keyed(Family):
-    """One value per id of the inputs (tric-binary, tric-ranking, trac, str)."""
+    """One value per id of the inputs (tric-binary, tric-ranking, trac, str). On a task's
+    cross-validated split a unit is named by its fold and its id, and each fold is scored on its
+    own (`score`)."""
 
     inputs_name = "inputs.jsonl"
 
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return self.task.format.key
+
+    @property
+    def key_name(self) -> str:
+        return "/".join(self.keys)
+
+    @property
+    def value_field(self) -> str:
+        return next(f.name for f in self.task.format.fields if f.name not in self.keys)
+
     def reference_ids(self) -> list[str]:
-        key = self.task.format.key[0]
         if self.task.kind == "targets":
             return [r["target"] for r in read_jsonl(self.store.public(self.split, "targets.jsonl"))]
-        return [r[key] for r in read_jsonl(self.store.public(self.split, self.inputs_name))]
+        return [unit_id(r, self.keys) for r in read_jsonl(self.store.public(self.split, self.inputs_name))]
 
     def _groups_of_inputs(self) -> dict[str, str]:
-        key, gf = self.task.format.key[0], self.task.group_field
-        return {r[key]: r.get(gf) for r in read_jsonl(self.store.public(self.split, self.inputs_name))}
+        gf = self.task.group_field
+        return {unit_id(r, self.keys): r.get(gf) for r in read_jsonl(self.store.public(self.split, self.inputs_name))}
 
     def validate(self, text: Text) -> dict[str, float]:
         problems = Problems()
-        key = self.task.format.key[0]
-        value = self.task.format.fields[1].name
+        key = self.key_name
+        value = self.value_field
         ids = self.reference_ids()
         index = {k: i for i, k in enumerate(ids)}
         rejected = Rejected()
         rows = read_rows(text, self.task, problems, rejected)
-        by_id = _check_keys(rows, key, index, problems, f"{len(ids)} {self.split} {key}s")
+        by_id = _check_keys(rows, self.keys, index, problems, f"{len(ids)} {self.split} {key}s")
         if self.task.partial_groups:
             # a group left out entirely is allowed; within a group the file covers (even by a row
             # rejected above) every unit is needed
@@ -333,24 +362,37 @@ class Keyed(Family):
 
     def strata(self) -> list[tuple[str, str]]:
         """The group each unit is scored in (TRiC: `oov` or `iov`; STR: its language), as the gold
-        records it; one stratum when the task declares no group (TRaC)."""
+        records it; one stratum when the task declares no group (TRaC). On a cross-validated
+        split, the fold as well ("3/oov")."""
         declared = self.task.groups
-        if not declared:
+        cv = self.task.cross_validation if self.task.is_cross_validated(self.split) else None
+        if not declared and cv is None:
             return super().strata()
-        key, gf = self.task.format.key[0], self.task.group_field
+        gf = self.task.group_field
         gold = read_jsonl(self.store.gold(self.split, "gold.jsonl"))
-        group_of = {r[key]: r.get(gf) for r in gold}
-        return [(u, group_of[u] if group_of.get(u) in declared else "other") for u in self.units()]
+        group_of = {unit_id(r, self.keys): r.get(gf) for r in gold}
+        fold_of = {unit_id(r, self.keys): r.get(cv.field) for r in gold} if cv else {}
+        out = []
+        for u in self.units():
+            g = (group_of[u] if group_of.get(u) in declared else "other") if declared else "all"
+            out.append((u, f"{fold_of[u]}/{g}" if cv else g))
+        return out
 
     def score(self, parsed: dict[str, float], only: frozenset | None = None) -> Scored:
-        task = self.task
-        key, gf = task.format.key[0], task.group_field
         gold_rows = read_jsonl(self.store.gold(self.split, "gold.jsonl"))
         if only is not None:
-            gold_rows = [r for r in gold_rows if r[key] in only]
+            gold_rows = [r for r in gold_rows if unit_id(r, self.keys) in only]
+        if self.task.is_cross_validated(self.split):
+            return self._score_folds(gold_rows, parsed, only)
+        return self._score_rows(gold_rows, parsed, only)
+
+    def _score_rows(self, gold_rows: list[dict], parsed: dict[str, float], only) -> Scored:
+        task = self.task
+        gf = task.group_field
+        ids = [unit_id(r, self.keys) for r in gold_rows]
         gold = np.array([r[task.gold_field] for r in gold_rows], dtype=np.float64)
-        pred = np.array([parsed.get(r[key], np.nan) for r in gold_rows], dtype=np.float64)
-        covered = np.array([r[key] in parsed for r in gold_rows], dtype=bool)
+        pred = np.array([parsed.get(k, np.nan) for k in ids], dtype=np.float64)
+        covered = np.array([k in parsed for k in ids], dtype=bool)
         group = [r.get(gf) for r in gold_rows]
         names = task.metrics
         result, notes, in_gold = {}, [], {}
@@ -373,6 +415,41 @@ class Keyed(Family):
             notes += [f"{name}: {w}" for w in why]
         _group_scores(task, names, in_gold, only, result, notes)
         return Scored({s: result[s] for s in task.subsets}, notes)
+
+    def _score_folds(self, gold_rows: list[dict], parsed: dict[str, float], only) -> Scored:
+        """Each fold scored as its own split; the metrics are the means over the folds (a count,
+        `n`, their sum), `cross_validation` holds each fold's metrics and the standard deviations."""
+        field_ = self.task.cross_validation.field
+        by_fold: dict[str, list[dict]] = {}
+        for r in gold_rows:
+            by_fold.setdefault(str(r[field_]), []).append(r)
+        folds = {f: self._score_rows(rows, parsed, only) for f, rows in sorted(by_fold.items(), key=_fold_order)}
+        mean, std, notes = {}, {}, []
+        for f, sc in folds.items():
+            notes += [f"fold {f}: {n}" for n in sc.notes]
+        for sub in self.task.subsets:
+            mean[sub], std[sub] = {}, {}
+            for m in self.task.metrics:
+                vals = [sc.metrics.get(sub, {}).get(m) for sc in folds.values()]
+                if not vals or any(v is None for v in vals):
+                    mean[sub][m] = std[sub][m] = None
+                    if vals and m != "n" and (sub, m) == self.task.primary:
+                        notes.append(f"{sub}: {m} undefined unless every fold has a value")
+                    continue
+                a = np.asarray(vals, dtype=np.float64)
+                mean[sub][m] = int(a.sum()) if m in COUNT_METRICS else float(a.mean())
+                std[sub][m] = None if m in COUNT_METRICS else float(a.std())
+        return Scored(mean, notes, extra={"cross_validation": {
+            "field": field_, "folds": {f: sc.metrics for f, sc in folds.items()}, "std": std,
+            "aggregate": "mean over folds; std is the population standard deviation (np.std)"}})
+
+
+def _fold_order(item) -> tuple:
+    f = item[0]
+    return (0, int(f), f) if f.isdigit() else (1, 0, f)
+
+
+COUNT_METRICS = frozenset({"n", "tp", "fp", "fn", "tn"})
 
 
 class Tokens(Family):

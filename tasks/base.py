@@ -4,7 +4,9 @@ fields and never branches on a task's id."""
 
 from __future__ import annotations
 
+import functools
 import importlib
+import json
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -75,6 +77,20 @@ class Reference:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class CrossValidation:
+    """A split holding every fold's test units (TRoTR's ten published folds), scored fold by fold.
+
+    A submission names each unit's fold in `field` beside the task's key (the same instance may be
+    in the test set of several folds); each fold is scored as the split would be, and the result
+    is the mean over the folds with their standard deviation (population, `np.std`, as the TRoTR
+    authors' `aggregate_TRiC_statistics.py` takes it), each fold's scores kept beside them."""
+
+    split: str = "cv"
+    field: str = "fold"
+    folds: int = 10  # the protocol's folds; an import records the folds its release holds
+
+
 AGGREGATES = ("all", "macro")
 """Subsets computed over the others: `all` pools every unit, `macro` averages the groups."""
 
@@ -120,6 +136,8 @@ class Task:
     key_columns: tuple[str, ...] = field(default=())
     # "module:function" computing the annotators' agreement from a release (`palimpsest agreement`)
     agreement: str = ""
+    # a split scored fold by fold (TRoTR's protocol), or None
+    cross_validation: CrossValidation | None = None
 
     @property
     def primary_metric(self) -> str:
@@ -142,9 +160,39 @@ class Task:
     def gold_field(self) -> str:
         return self.gold_value or ("label" if self.kind == "instances" else "score")
 
+    def is_cross_validated(self, split: str) -> bool:
+        """Whether `split` is this task's cross-validated split (scored fold by fold)."""
+        return self.cross_validation is not None and split == self.cross_validation.split
+
+    def for_split(self, split: str) -> "Task":
+        """The task as a submission on `split` sees it: on the cross-validated split, the fold
+        field comes first and is part of the key (`fold` + `instanceID` name a unit)."""
+        return _for_split(self, split) if self.is_cross_validated(split) else self
+
     def metric_direction(self, metric: str) -> bool:
         """True when a larger value of `metric` is better."""
         return metric not in LOWER_IS_BETTER
+
+
+@functools.lru_cache(maxsize=64)
+def _for_split(task: Task, split: str) -> Task:
+    from dataclasses import replace
+
+    cv = task.cross_validation
+    fmt = task.format
+    fold = Field(cv.field, "id", f"the fold (1-{cv.folds}) whose test set the row answers for")
+    example = "".join(json.dumps({cv.field: f, **json.loads(line)}) + "\n"
+                      for f, line in zip((1, 2), fmt.example.splitlines())) if fmt.native == "jsonl" else fmt.example
+    return replace(task, format=replace(fmt, fields=(fold,) + fmt.fields, key=(cv.field,) + fmt.key,
+                                        example=example))
+
+
+def unit_id(row: dict, key: tuple[str, ...]) -> str:
+    """The id of a unit named by the columns `key`: the key itself, or for a composite key (a fold
+    and an instance) the columns joined by "/" ("3/pair_0")."""
+    if len(key) == 1:
+        return row[key[0]]
+    return "/".join(str(row[k]) for k in key)
 
 
 LOWER_IS_BETTER = frozenset({"smr", "fpr", "fnr"})

@@ -44,8 +44,9 @@ def _jsonl_bytes(rows) -> bytes:
 # ---------------------------------------------------------------- TRoTR (tric-binary, tric-ranking, trac)
 
 
-def write_trotr(root: Path, n_pairs: int = 120, seed: int = 1) -> Path:
-    """A made-up TRoTR checkout: one fold with train/dev/test pairs, TRaC gold, uses and instances."""
+def write_trotr(root: Path, n_pairs: int = 120, seed: int = 1, folds: int = 3) -> Path:
+    """A made-up TRoTR checkout: `folds` folds with train/dev/test pairs (fold 1 drawn first; each
+    later fold re-splits the same pairs, as the release's folds do), TRaC gold, uses and instances."""
     rng = random.Random(seed)
     targets = [f"Demo passage {i}: {_sentence(rng, 3)}" for i in range(8)]
     uses, instances = [], []
@@ -53,8 +54,8 @@ def write_trotr(root: Path, n_pairs: int = 120, seed: int = 1) -> Path:
         for u in range(5):
             uses.append((f"u{t_i}_{u}", f"{_sentence(rng, 6)} {t} {_sentence(rng, 4)}", "7:20", t))
     by_target = {t: [u for u in uses if u[3] == t] for t in targets}
-    pl = root / "datasets" / "FOLD_1" / "pair-by-line"
     counter = 0
+    drawn = {}
     for split, n in (("train", n_pairs // 2), ("dev", n_pairs // 2), ("test", n_pairs)):
         rows = []
         for _ in range(n):
@@ -67,6 +68,20 @@ def write_trotr(root: Path, n_pairs: int = 120, seed: int = 1) -> Path:
                          "indices_target_token1": a[2], "indices_target_token2": b[2],
                          "indices_target_sentence1": "0:80", "indices_target_sentence2": "0:80",
                          "score": score, "oov": targets.index(t) % 2 == 0})
+        drawn[split] = rows
+    pool = drawn["train"] + drawn["dev"] + drawn["test"]
+    for fold in range(1, max(1, folds) + 1):
+        if fold > 1:  # the same pairs, split again
+            order = random.Random(seed * 1000 + fold).sample(pool, len(pool))
+            a, b = n_pairs // 2, n_pairs
+            drawn = {"train": order[:a], "dev": order[a:b], "test": order[b:]}
+        _write_trotr_fold(root / "datasets" / f"FOLD_{fold}" / "pair-by-line", drawn)
+    _write_trotr_rest(root, rng, targets, uses, by_target)
+    return root
+
+
+def _write_trotr_fold(pl: Path, drawn: dict) -> None:
+    for split, rows in drawn.items():
         for kind in ("binary", "ranking"):
             def lab(r):
                 return int(r["score"] >= 2.5) if kind == "binary" else r["score"]
@@ -76,6 +91,9 @@ def write_trotr(root: Path, n_pairs: int = 120, seed: int = 1) -> Path:
             if split != "train":
                 _jsonl(pl / f"{split}.oov.{kind}.jsonl", [c for c, r in zip(clean, rows) if r["oov"]])
                 _jsonl(pl / f"{split}.iov.{kind}.jsonl", [c for c, r in zip(clean, rows) if not r["oov"]])
+
+
+def _write_trotr_rest(root: Path, rng: random.Random, targets, uses, by_target) -> None:
     _table(root / "datasets" / "trac_gold_scores.tsv", ("lemma", "topic_variation"),
            [(t, round(rng.uniform(0, 1), 4)) for t in targets], "\t")
     _table(root / "data" / "uses.tsv", ("dataID", "context", "indices_target_token", "lemma"), uses, "\t")
@@ -85,7 +103,6 @@ def write_trotr(root: Path, n_pairs: int = 120, seed: int = 1) -> Path:
         for i in range(len(us) - 1):
             inst.append((f"inst_{us[i][0]}_{us[i + 1][0]}", f"{us[i][0]},{us[i + 1][0]}"))
     _table(root / "data" / "instances.tsv", ("instanceID", "dataIDs"), inst, "\t")
-    return root
 
 
 def trotr_release(root: Path, size: int = 120) -> dict:
@@ -95,18 +112,20 @@ def trotr_release(root: Path, size: int = 120) -> dict:
 def keyed_predictions(task, store, split: str, noise: float, rng: random.Random) -> tuple[bytes, str]:
     """One value per gold unit: a binary label flipped with probability `noise`, or the gold value
     with Gaussian noise scaled to the gold's spread."""
-    key = task.format.key[0]
-    value = task.format.fields[1]
+    task = task.for_split(split)  # on a cross-validated split the key includes the fold
+    keys = task.format.key
+    value = next(f for f in task.format.fields if f.name not in keys)
     gold = _gold_rows(store, split)
     values = [float(g[task.gold_field]) for g in gold]
     spread = (max(values) - min(values)) if values else 1.0
     out = []
     for g in gold:
         v = g[task.gold_field]
+        ids = {k: g[k] for k in keys}
         if value.kind == "label01":
-            out.append({key: g[key], value.name: v if rng.random() > noise else 1 - v})
+            out.append({**ids, value.name: v if rng.random() > noise else 1 - v})
         else:
-            out.append({key: g[key], value.name: v + rng.gauss(0, spread * noise)})
+            out.append({**ids, value.name: v + rng.gauss(0, spread * noise)})
     return _jsonl_bytes(out), "predictions.jsonl"
 
 

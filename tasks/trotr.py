@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tasks.errors import ReleaseError
-from tasks.base import Demo, Field, ImportOption, SubmissionFormat, Task
+from tasks.base import CrossValidation, Demo, Field, ImportOption, SubmissionFormat, Task
 from tasks.release import as_float, locate, read_jsonl, read_table
 from tasks.store import StagedImport, TaskStore
 
@@ -62,7 +62,8 @@ TRIC_BINARY = Task(
     key_columns=("oov/f1", "iov/f1"),
     agreement="tasks.agreement:trotr_release",
     greater_is_better=True,
-    splits=("dev", "test"),
+    splits=("dev", "test", "cv"),
+    cross_validation=CrossValidation(),
     importer="tasks.trotr:import_trotr",
     import_help=IMPORT_HELP.format(id="tric-binary"),
     import_options=(FROM, FOLD),
@@ -97,7 +98,8 @@ TRIC_RANKING = Task(
     key_columns=("oov/spearman", "iov/spearman"),
     agreement="tasks.agreement:trotr_release",
     greater_is_better=True,
-    splits=("dev", "test"),
+    splits=("dev", "test", "cv"),
+    cross_validation=CrossValidation(),
     importer="tasks.trotr:import_trotr",
     import_help=IMPORT_HELP.format(id="tric-ranking"),
     import_options=(FROM, FOLD),
@@ -161,6 +163,41 @@ def _pairs(path: Path, kind: str) -> list[tuple[int, dict]]:
     return rows
 
 
+def _split_rows(fold_dir: Path, split: str, kind: str) -> tuple[list[dict], dict[str, str]]:
+    """A fold's dev or test pairs and each one's subset (`oov` or `iov`, from the release's
+    `{split}.oov.*` / `{split}.iov.*` files)."""
+    rows = [r for _, r in _pairs(fold_dir / f"{split}.{kind}.jsonl", kind)]
+    known = {r["instanceID"] for r in rows}
+    subset_of: dict[str, str] = {}
+    for sub in ("oov", "iov"):
+        p = fold_dir / f"{split}.{sub}.{kind}.jsonl"
+        for line, r in _pairs(p, kind):
+            if r["instanceID"] not in known:
+                raise ReleaseError(p, f"instanceID {r['instanceID']!r} is not in {split}.{kind}.jsonl", line)
+            if r["instanceID"] in subset_of:
+                raise ReleaseError(p, f"instanceID {r['instanceID']!r} is in both oov and iov", line)
+            subset_of[r["instanceID"]] = sub
+    missing = [r["instanceID"] for r in rows if r["instanceID"] not in subset_of]
+    if missing:
+        raise ReleaseError(fold_dir, f"{len(missing)} {split} instance(s) in neither the oov nor "
+                                     f"the iov file, e.g. {missing[0]!r}")
+    return rows, subset_of
+
+
+def _counts(rows: list[dict], subset_of: dict[str, str]) -> dict:
+    return {"all": len(rows), "oov": sum(subset_of[r["instanceID"]] == "oov" for r in rows),
+            "iov": sum(subset_of[r["instanceID"]] == "iov" for r in rows)}
+
+
+def _release_folds(root: Path) -> list[int]:
+    found = []
+    for p in (root / "datasets").glob("FOLD_*"):
+        n = p.name[len("FOLD_"):]
+        if n.isdigit() and (p / "pair-by-line").is_dir():
+            found.append(int(n))
+    return sorted(found)
+
+
 def _import_tric(task: Task, source: Path, store: TaskStore, fold: int) -> dict:
     kind = "binary" if task.id == "tric-binary" else "ranking"
     root = _root(source)
@@ -168,40 +205,34 @@ def _import_tric(task: Task, source: Path, store: TaskStore, fold: int) -> dict:
     if not fold_dir.is_dir():
         raise ReleaseError(fold_dir, f"fold {fold} not found (the release has FOLD_1 ... FOLD_10)")
     counts: dict = {}
+    splits = ["dev", "test"]
     with StagedImport(store) as st:
         for split in ("dev", "test"):
-            rows = _pairs(fold_dir / f"{split}.{kind}.jsonl", kind)
-            ids = [r["instanceID"] for _, r in rows]
-            known = set(ids)
-            subset_of: dict[str, str] = {}
-            for sub in ("oov", "iov"):
-                p = fold_dir / f"{split}.{sub}.{kind}.jsonl"
-                for line, r in _pairs(p, kind):
-                    if r["instanceID"] not in known:
-                        raise ReleaseError(p, f"instanceID {r['instanceID']!r} is not in {split}.{kind}.jsonl", line)
-                    if r["instanceID"] in subset_of:
-                        raise ReleaseError(p, f"instanceID {r['instanceID']!r} is in both oov and iov", line)
-                    subset_of[r["instanceID"]] = sub
-            missing = [i for i in ids if i not in subset_of]
-            if missing:
-                raise ReleaseError(fold_dir, f"{len(missing)} {split} instance(s) in neither the oov nor "
-                                             f"the iov file, e.g. {missing[0]!r}")
+            rows, subset_of = _split_rows(fold_dir, split, kind)
             inputs = [{**{k: r[k] for k in _INPUT_FIELDS}, "subset": subset_of[r["instanceID"]]}
-                      for _, r in rows]
+                      for r in rows]
             gold = [{"instanceID": r["instanceID"], "label": r["label"], "subset": subset_of[r["instanceID"]]}
-                    for _, r in rows]
+                    for r in rows]
             st.write_jsonl("public", split, "inputs.jsonl", inputs)
             st.write_jsonl("gold", split, "gold.jsonl", gold)
             if split == "dev":  # dev labels are public
                 st.write_jsonl("public", split, "gold.jsonl", gold)
-            counts[split] = {"all": len(rows), "oov": sum(v == "oov" for v in subset_of.values()),
-                             "iov": sum(v == "iov" for v in subset_of.values())}
+            counts[split] = _counts(rows, subset_of)
         train = [r for _, r in _pairs(fold_dir / f"train.{kind}.jsonl", kind)]
         st.write_jsonl("public", "train", "train.jsonl",
                        [{**{k: r[k] for k in _INPUT_FIELDS}, "label": r["label"]} for r in train])
         counts["train"] = {"all": len(train)}
+        folds = _release_folds(root)
+        cv = task.cross_validation
+        if cv is not None and len(folds) >= 2:
+            counts[cv.split] = _import_folds(st, root, kind, folds, cv)
+            splits.append(cv.split)
         manifest = {"task": task.id, "version": task.version, "source": "TRoTR", "fold": fold,
-                    "splits": ["dev", "test"], "counts": counts}
+                    "splits": splits, "counts": counts}
+        if cv is not None:
+            manifest["cross_validation"] = {"split": cv.split, "folds": folds if len(folds) >= 2 else [],
+                                            "note": ("" if len(folds) >= 2 else
+                                                     f"the release holds {len(folds)} fold(s): no {cv.split} split")}
         judgments = root / "judgments" / "TRoTR.tsv"
         if judgments.is_file():  # the human ceiling (tric-ranking's board shows it)
             from tasks.agreement import trotr_agreement
@@ -209,6 +240,33 @@ def _import_tric(task: Task, source: Path, store: TaskStore, fold: int) -> dict:
             manifest["agreement"] = trotr_agreement(judgments)
         st.commit(manifest)
     return manifest
+
+
+def _import_folds(st: StagedImport, root: Path, kind: str, folds: list[int], cv) -> dict:
+    """The cross-validated split: every fold's test pairs, each with its fold (what a submission
+    answers), and each fold's labelled train and dev pairs (public: TRoTR's protocol trains and
+    tunes on them). An instance is in the test sets of several folds, and in the training data of
+    others, so this split's gold is no secret: its board ranks on all of it."""
+    inputs, gold, dev, train = [], [], [], []
+    per_fold = {}
+    for f in folds:
+        fold_dir = root / "datasets" / f"FOLD_{f}" / "pair-by-line"
+        rows, subset_of = _split_rows(fold_dir, "test", kind)
+        for r in rows:
+            inputs.append({cv.field: f, **{k: r[k] for k in _INPUT_FIELDS}, "subset": subset_of[r["instanceID"]]})
+            gold.append({cv.field: f, "instanceID": r["instanceID"], "label": r["label"],
+                         "subset": subset_of[r["instanceID"]]})
+        d_rows, d_subset = _split_rows(fold_dir, "dev", kind)
+        dev += [{cv.field: f, **{k: r[k] for k in _INPUT_FIELDS}, "subset": d_subset[r["instanceID"]],
+                 "label": r["label"]} for r in d_rows]
+        t_rows = [r for _, r in _pairs(fold_dir / f"train.{kind}.jsonl", kind)]
+        train += [{cv.field: f, **{k: r[k] for k in _INPUT_FIELDS}, "label": r["label"]} for r in t_rows]
+        per_fold[str(f)] = {"test": _counts(rows, subset_of), "dev": len(d_rows), "train": len(t_rows)}
+    st.write_jsonl("public", cv.split, "inputs.jsonl", inputs)
+    st.write_jsonl("public", cv.split, "dev.jsonl", dev)
+    st.write_jsonl("public", cv.split, "train.jsonl", train)
+    st.write_jsonl("gold", cv.split, "gold.jsonl", gold)
+    return {"all": len(inputs), "folds": per_fold}
 
 
 def _import_trac(task: Task, source: Path, store: TaskStore) -> dict:
