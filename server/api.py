@@ -235,8 +235,18 @@ def _quota(s, user, phase: Phase) -> dict | None:
     return q
 
 
+def phase_kind(p: Phase) -> str:
+    """"cross-validated" for a phase on its task's cross-validated split, else "standard"."""
+    from tasks import get_task
+
+    try:
+        return "cross-validated" if get_task(p.task_id).is_cross_validated(p.split) else "standard"
+    except Exception:  # noqa: BLE001 - a phase of a task no longer declared
+        return "standard"
+
+
 def phase_fields(p: Phase, quota: dict | None = None) -> dict:
-    return {"name": p.name, "split": p.split, "opens_at": p.opens_at, "closes_at": p.closes_at,
+    return {"name": p.name, "split": p.split, "kind": phase_kind(p), "opens_at": p.opens_at, "closes_at": p.closes_at,
             "is_open": phase_state(p) == "open", "published": p.published_at is not None,
             "limits": {"daily": p.daily_limit, "total": p.total_limit, "concurrent": p.concurrent_limit},
             "quota": quota}

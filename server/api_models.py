@@ -147,6 +147,9 @@ class Quota(Out):
 class PhaseOut(Out):
     name: str
     split: str
+    kind: Literal["standard", "cross-validated"] = Field(
+        description="cross-validated: scored fold by fold on the task's cross-validated split; each "
+                    "row of a submission names its fold, the board shows the mean over folds ± std")
     opens_at: Stamp
     closes_at: Stamp
     is_open: bool
@@ -340,6 +343,9 @@ class BoardColumn(Model):
     metric: str
     greater_is_better: bool
     primary: bool
+    stat: Optional[str] = Field(None, description="a cross-validated board's detail column: `std` (the "
+                                "standard deviation over folds) or `fold` (the value on one fold)")
+    fold: Optional[str] = Field(None, description="the fold of a `fold` column")
 
 
 class BoardPrimary(Model):

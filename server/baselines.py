@@ -77,8 +77,8 @@ class Recorded:
 
 def record_file(session: Session, *, task_id: str, path: str | Path, method_name: str, description: str = "",
                 phases: list[str] | None = None, settings: Settings | None = None, redis=None,
-                user: User | None = None) -> list[Recorded]:
-    """Submit `path` as a baseline entry of `task_id` in each of its test phases (or `phases`)."""
+                user: User | None = None, split: str = "test") -> list[Recorded]:
+    """Submit `path` as a baseline entry of `task_id` in each of its phases on `split` (or `phases`)."""
     from server.exceptions import DuplicateSubmission
     from server.submissions import create_submission
 
@@ -86,7 +86,7 @@ def record_file(session: Session, *, task_id: str, path: str | Path, method_name
     team = baseline_team(session)
     path = Path(path)
     out = []
-    for ph in baseline_phases(session, task_id, phases):
+    for ph in baseline_phases(session, task_id, phases, split):
         try:
             with path.open("rb") as f:
                 sub = create_submission(session, user=user, team=team, task_id=task_id, phase=ph, upload=f,

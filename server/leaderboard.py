@@ -32,10 +32,28 @@ class Column:
     metric: str
     greater_is_better: bool
     primary: bool = False
+    # a cross-validated board's detail: "std" (the folds' standard deviation of the metric) or
+    # "fold" (the value on one fold, `fold`)
+    stat: str = ""
+    fold: Optional[str] = None
 
     @property
     def key(self) -> str:
-        return f"{self.subset}/{self.metric}"
+        base = f"{self.subset}/{self.metric}"
+        if self.stat == "std":
+            return base + "@std"
+        if self.stat == "fold":
+            return f"{base}@fold{self.fold}"
+        return base
+
+    @property
+    def label(self) -> str:
+        """The metric as a header names it: `f1`, `f1 std`, `f1 fold 3`."""
+        if self.stat == "std":
+            return f"{self.metric} std"
+        if self.stat == "fold":
+            return f"{self.metric} fold {self.fold}"
+        return self.metric
 
 
 @dataclass
@@ -88,21 +106,39 @@ class Board:
 # ----------------------------------------------------------------------------- building
 
 
-def columns_for(task) -> list[Column]:
-    """The primary metric first, then every metric of every subset in the task's order."""
+def columns_for(task, split: str | None = None, folds: list[str] | tuple[str, ...] = ()) -> list[Column]:
+    """The primary metric first, then every metric of every subset in the task's order. On a
+    cross-validated split (values: means over folds) the standard deviation over the folds of the
+    primary and key columns follows, then the primary metric on each of `folds`."""
     psub, pmet = task.primary
     cols = [Column(psub, pmet, task.greater_is_better, primary=True)]
     for sub in task.subsets:
         for m in task.metrics:
             if (sub, m) != (psub, pmet):
                 cols.append(Column(sub, m, task.metric_direction(m)))
+    if split is not None and task.is_cross_validated(split):
+        for key in (f"{psub}/{pmet}", *task.key_columns):
+            sub, _, m = key.partition("/")
+            cols.append(Column(sub, m, False, stat="std"))
+        cols += [Column(psub, pmet, task.greater_is_better, stat="fold", fold=f) for f in folds]
     return cols
 
 
-def _value(result: dict | None, subset: str, metric: str) -> Optional[float]:
+def result_folds(results) -> list[str]:
+    """The folds the cross-validated results name, in fold order."""
+    seen = {f for r in results if r for f in ((r.get("cross_validation") or {}).get("folds") or {})}
+    return sorted(seen, key=lambda f: (0, int(f), f) if f.isdigit() else (1, 0, f))
+
+
+def _value(result: dict | None, subset: str, metric: str, col: Optional[Column] = None) -> Optional[float]:
     if not result:
         return None
-    v = (result.get("metrics") or {}).get(subset, {}).get(metric)
+    if col is not None and col.stat:
+        cv = result.get("cross_validation") or {}
+        where = cv.get("std") if col.stat == "std" else (cv.get("folds") or {}).get(col.fold)
+        v = (where or {}).get(subset, {}).get(metric)
+    else:
+        v = (result.get("metrics") or {}).get(subset, {}).get(metric)
     if v is None or not isinstance(v, (int, float)) or (isinstance(v, float) and math.isnan(v)):
         return None
     return float(v)
@@ -172,7 +208,7 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
     if not phase.leaderboard_open and not organizer and not include_closed:
         # every caller (pages, API, exports) gets nothing from a closed board
         return Board(task_id=task.id, phase=phase.name, split=phase.split, part="public", published=False,
-                     frozen=bool(phase.frozen), columns=columns_for(task), closed=True)
+                     frozen=bool(phase.frozen), columns=columns_for(task, phase.split), closed=True)
 
     # scored, or being rescored with the scores of an earlier attempt still standing
     q = (select(Submission, Team).join(Team, Team.id == Submission.team_id)
@@ -201,7 +237,7 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
     parts = tuple(dict.fromkeys(rank_parts + (("public",) if use_private else ())))
     scores = _latest_scores(s, [c[0] for c in candidates] + [e[0] for e in extras], parts)
 
-    cols = columns_for(task)
+    cols = columns_for(task, phase.split, result_folds(scores.values()))
     prim = cols[0]
 
     def pick(sid: int) -> tuple[str, dict] | None:
@@ -241,7 +277,7 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
     rows = []
     for sub, team, note, kind, rule in rows_src:
         part, result = pick(sub.id)
-        values = {c.key: _value(result, c.subset, c.metric) for c in cols}
+        values = {c.key: _value(result, c.subset, c.metric, c) for c in cols}
         pub = _value(scores.get((sub.id, "public")), prim.subset, prim.metric) if use_private else None
         if not is_current(result, provenance):
             values = {c.key: None for c in cols}
@@ -344,7 +380,9 @@ def to_dict(board: Board) -> dict[str, Any]:
         "primary": {"subset": board.primary.subset, "metric": board.primary.metric,
                     "greater_is_better": board.primary.greater_is_better},
         "columns": [{"key": c.key, "subset": c.subset, "metric": c.metric,
-                     "greater_is_better": c.greater_is_better, "primary": c.primary} for c in board.columns],
+                     "greater_is_better": c.greater_is_better, "primary": c.primary,
+                     **({"stat": c.stat} if c.stat else {}), **({"fold": c.fold} if c.fold else {})}
+                    for c in board.columns],
         "rows": [{
             "rank": r.rank, "row_type": r.row_type, "team": r.team, "submission_id": r.submission_id,
             "method_name": r.method_name, "url": r.url,
@@ -437,7 +475,7 @@ def to_latex(board: Board, *, max_metric_columns: int = 6, caption: str | None =
     with_range = any(r.rank_range for r in board.rows)
     best = {}
     for c in cols:
-        if c.metric in COUNT_METRICS:
+        if c.metric in COUNT_METRICS or c.stat == "std":  # a count or a spread is no score
             continue
         vals = [r.values[c.key] for r in board.rows if r.row_type == "team" and r.values[c.key] is not None]
         if vals:
@@ -448,7 +486,8 @@ def to_latex(board: Board, *, max_metric_columns: int = 6, caption: str | None =
     lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}", r"\toprule"]
     head = ["\\#"] + (["range"] if with_range else []) + ["Team", "Method"]
     for c in cols:
-        head.append(latex_escape(f"{c.metric} ({c.subset})") + (r" $\uparrow$" if c.greater_is_better else r" $\downarrow$"))
+        arrow = "" if c.stat == "std" else (r" $\uparrow$" if c.greater_is_better else r" $\downarrow$")
+        head.append(latex_escape(f"{c.label} ({c.subset})") + arrow)
         if c.primary and with_ci:
             head.append("95\\% CI")
     if board.published:
@@ -508,7 +547,8 @@ def snapshot_dict(board: Board, meta: dict, *, secret: str) -> dict[str, Any]:
 
 def board_from_dict(d: dict) -> Board:
     """A Board back from its JSON shape (a published snapshot), for the page and the exports."""
-    cols = [Column(c["subset"], c["metric"], c["greater_is_better"], c.get("primary", False)) for c in d["columns"]]
+    cols = [Column(c["subset"], c["metric"], c["greater_is_better"], c.get("primary", False), c.get("stat", ""),
+                   c.get("fold")) for c in d["columns"]]
     rows = [Row(rank=r["rank"], row_type=r["row_type"], team=r["team"], team_id=0, submission_id=r["submission_id"],
                 method_name=r.get("method_name", ""), url=r.get("url", ""),
                 submitted_at=datetime.fromisoformat(r["submitted_at"].rstrip("Z")), is_primary=r.get("primary_run", False),

@@ -231,21 +231,26 @@ DEFAULT_PHASES = {
     "dev": dict(daily_limit=20, total_limit=500, concurrent_limit=2, public_fraction=1.0),
     "test": dict(daily_limit=5, total_limit=100, concurrent_limit=2, public_fraction=0.5),
 }
+# a task's cross-validated split (TRoTR's ten folds): its gold is in the folds' training data, so
+# its board ranks on all of it
+CROSS_VALIDATED_PHASE = dict(daily_limit=20, total_limit=500, concurrent_limit=2, public_fraction=1.0)
 
 
 def ensure_phases(session: Session) -> list[Phase]:
-    """Create the default `dev` and `test` phases of every registered task that lacks them."""
+    """Create the default `dev` and `test` phases of every registered task that lacks them, and a
+    phase on a task's cross-validated split (named after it)."""
     from tasks import all_tasks
 
     made = []
     for t in all_tasks():
         for split in t.splits:
-            if split not in DEFAULT_PHASES:
+            defaults = CROSS_VALIDATED_PHASE if t.is_cross_validated(split) else DEFAULT_PHASES.get(split)
+            if defaults is None:
                 continue
             exists = session.execute(select(Phase.id).where(Phase.task_id == t.id, Phase.name == split)).first()
             if exists:
                 continue
-            p = Phase(task_id=t.id, name=split, split=split, **DEFAULT_PHASES[split])
+            p = Phase(task_id=t.id, name=split, split=split, **defaults)
             session.add(p)
             made.append(p)
     session.commit()
