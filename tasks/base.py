@@ -75,6 +75,7 @@ class Reference:
     value: float | None
     source: str
     note: str = ""
+    split: str = ""  # the split whose boards show it ("cv": a 10-fold mean); "" for every board
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tasks.errors import ReleaseError
-from tasks.base import CrossValidation, Demo, Field, ImportOption, SubmissionFormat, Task
+from tasks.base import CrossValidation, Demo, Field, ImportOption, Reference, SubmissionFormat, Task
 from tasks.release import as_float, locate, read_jsonl, read_table
 from tasks.store import StagedImport, TaskStore
 
@@ -28,6 +28,17 @@ FROM = ImportOption("--from", "source", "path", "An official release checkout (T
                     required=True)
 FOLD = ImportOption("--fold", "fold", "int", "TRoTR fold.", default=1, range=(1, 10))
 DEMO = Demo(release="tasks.demo:trotr_release", predictions="tasks.demo:keyed_predictions")
+
+TABLE6 = "Periti et al. (EMNLP 2024), Table 6: bi-encoder, mean over the ten folds' test sets"
+STATS = ("the authors' TRiC-stats.tsv (github.com/FrancescoPeriti/TRoTR, commit 1b7e632): the mean of its "
+         "ten per-fold test rows")
+NOTE_F1 = ("the authors tune the plain model's threshold on the +MASK distances; ours tunes each system on "
+           "its own dev scores (benchmarks/reproduce_trotr.py has both)")
+
+
+def _table6(metric: str, figures) -> tuple[Reference, ...]:
+    return tuple(Reference(name=name, subset="all", metric=metric, value=v, source=src, note=note, split="cv")
+                 for name, v, src, note in figures)
 
 _INPUT_FIELDS = ("instanceID", "dataID1", "dataID2", "lemma", "context1", "context2",
                  "indices_target_token1", "indices_target_token2",
@@ -60,6 +71,12 @@ TRIC_BINARY = Task(
     subsets=("all", "oov", "iov"),
     primary=("all", "f1"),
     key_columns=("oov/f1", "iov/f1"),
+    references=_table6("f1", (
+        ("all-MiniLM-L6-v2", 0.56, TABLE6, NOTE_F1),
+        ("all-MiniLM-L6-v2 +MASK", 0.83, TABLE6, ""),
+        ("all-mpnet-base-v2", 0.612, STATS, NOTE_F1),
+        ("all-mpnet-base-v2 +MASK", 0.805, STATS, ""),
+    )),
     agreement="tasks.agreement:trotr_release",
     greater_is_better=True,
     splits=("dev", "test", "cv"),
@@ -96,6 +113,12 @@ TRIC_RANKING = Task(
     subsets=("all", "oov", "iov"),
     primary=("all", "spearman"),
     key_columns=("oov/spearman", "iov/spearman"),
+    references=_table6("spearman", (
+        ("all-MiniLM-L6-v2", 0.53, TABLE6, ""),
+        ("all-MiniLM-L6-v2 +MASK", 0.67, TABLE6, ""),
+        ("all-mpnet-base-v2", 0.532, STATS, ""),
+        ("all-mpnet-base-v2 +MASK", 0.655, STATS, ""),
+    )),
     agreement="tasks.agreement:trotr_release",
     greater_is_better=True,
     splits=("dev", "test", "cv"),

@@ -65,6 +65,7 @@ def test_the_declaration_is_complete(task_id):
     assert len(flags) == len(set(flags)) and any(o.required for o in t.import_options)
     for r in t.references:
         assert r.subset in t.subsets and r.metric in t.metrics and r.source
+        assert r.split in ("", *t.splits), (r.name, r.split)
 
 
 @pytest.mark.parametrize("task_id", TASKS)
