@@ -106,7 +106,9 @@ def _folders(d: Path) -> list[str]:
 
 
 def _sentences(path: Path, line: int, text: str) -> tuple[str, str]:
-    parts = text.replace("\r\n", "\n").replace("\r", "\n").strip("\n").split("\n")
+    """The two sentences of a `Text` field, each stripped of the spaces around it: Algerian Arabic's
+    files (arq) put a space after the separating newline, and a few pairs end in spaces."""
+    parts = [s.strip() for s in text.replace("\r\n", "\n").replace("\r", "\n").strip().split("\n")]
     if len(parts) != 2:
         raise ReleaseError(path, f"Text must hold two sentences separated by a newline, found {len(parts)} "
                                  f"line{'s' if len(parts) != 1 else ''}", line)
@@ -247,10 +249,13 @@ def _pair(rng: random.Random) -> tuple[str, str, float]:
 
 
 def write_track_a(root: Path, size: int = 120, seed: int = 4) -> Path:
-    """A made-up checkout in the upstream layout, with every quirk the real files have: the two
-    sentences in one quoted field with a newline (and quotes inside), a BOM (esp), CRLF line ends
-    (esp), the STR-2022 column order PairID,Score,Text (eng's test gold), and a language without
-    test gold (kin: `kin_test.csv` only)."""
+    """A made-up checkout in the upstream layout, with the quirks of the real files (Track A at
+    commit 3c5941d of the task's repository) and a few more: the two sentences in one quoted field
+    with a newline (and quotes inside); a space after that newline (esp here, as in every arq file
+    upstream); CRLF line ends with a bare newline inside the field and no line end after the last
+    row (esp's `_dev.csv`, as upstream's esp_dev.csv and ary_dev.csv); a language without test gold
+    (kin: `kin_test.csv` only; upstream it is esp). Not upstream in Track A but seen elsewhere: a
+    BOM and CRLF throughout (esp) and STR-2022's column order PairID,Score,Text (eng's test gold)."""
     rng = random.Random(seed)
     base = root / "Track A"
     sizes = {"train": max(4, size // 3), "dev": max(4, size // 6), "test": max(6, size // 3)}
@@ -261,18 +266,21 @@ def write_track_a(root: Path, size: int = 120, seed: int = 4) -> Path:
         for split, n in sizes.items():
             pairs = [(f"{lang.upper()}-{split}-{i:04d}", *_pair(rng)) for i in range(n)]
 
-            def write(name, header, cells):
+            def write(name, header, cells, last_eol=True):
                 lines = [",".join(header)] + [",".join(c) for c in cells]
-                (d / name).write_text(bom + eol.join(lines) + eol, encoding="utf-8", newline="")
+                text = bom + eol.join(lines) + (eol if last_eol else "")
+                (d / name).write_text(text, encoding="utf-8", newline="")
 
             def q(s1, s2):
-                return '"' + (s1 + "\n" + s2).replace('"', '""') + '"'
+                sep = "\n " if lang == "esp" else "\n"
+                return '"' + (s1 + sep + s2).replace('"', '""') + '"'
 
             labelled = [(pid, q(s1, s2), f"{sc}") for pid, s1, s2, sc in pairs]
             if split == "train":
                 write(f"{lang}_train.csv", ("PairID", "Text", "Score"), labelled)
                 continue
-            write(f"{lang}_{split}.csv", ("PairID", "Text"), [(pid, t) for pid, t, _ in labelled])
+            write(f"{lang}_{split}.csv", ("PairID", "Text"), [(pid, t) for pid, t, _ in labelled],
+                  last_eol=not (lang == "esp" and split == "dev"))
             if lang == "kin" and split == "test":
                 continue  # no released test gold
             if lang == "eng" and split == "test":
