@@ -15,6 +15,16 @@ LANGUAGES = ("amh", "arq", "ary", "eng", "esp", "hau", "kin", "mar", "tel")
 
 SPLITS = ("dev", "test")
 
+ORGANISERS_LEXICAL = {
+    "amh": 0.6332274072109575, "arq": 0.3998773304549135, "ary": 0.6265404923149984,
+    "eng": 0.6699271199323151, "esp": 0.6695605460838244, "hau": 0.3058496890295216,
+    "kin": 0.33267433874761376, "mar": 0.6186827655440841, "tel": 0.6971881950641237,
+}
+"""The organisers' lexical-overlap baseline on each language's test split (Spearman), as their
+repository's semrel_baselines/results/results_lexical/<lang>/<lang>_lexical_overlap.json held them
+at commit 6c38f37 (2024-02-04; later commits removed the results). Their procedure, Dice over
+whitespace-separated tokens with case kept, is rerun by `benchmarks/reproduce_str.py`."""
+
 CITATION = """@inproceedings{ousidhoum-etal-2024-semeval,
   title = {{SemEval}-2024 Task 1: Semantic Textual Relatedness for African and Asian Languages},
   author = {Ousidhoum, Nedjma and Muhammad, Shamsuddeen Hassan and Abdalla, Mohamed and others},
@@ -83,8 +93,21 @@ STR = Task(
             subset="eng", metric="spearman", value=0.84,
             source="Abdalla, Vishnubhotla and Mohammad (EACL 2023), abstract: 'a repeat annotation "
                    "correlation of 0.84' (arXiv:2110.04845)",
-            note="STR-2022's English data, not the SemEval-2024 test sets; the abstract does not name "
-                 "the coefficient (TODO: confirm it is Spearman in the paper's reliability section)."),
+            note="On STR-2022's 5,500 English pairs, which are SemEval-2024's eng training split (the "
+                 "same texts), not its test set. The abstract does not name the coefficient or the "
+                 "number of splits, and the paper's reliability section could not be read here (the "
+                 "authors' repository and datasheet do not give it): shown under Spearman, unconfirmed. "
+                 "No per-language reliability of the SemEval-2024 sets could be sourced."),
+        *(Reference(
+            name="lexical overlap (Dice), the organisers' figure",
+            subset=lang, metric="spearman", value=value,
+            source="SemEval-2024 Task 1 organisers: semrel_baselines/results/results_lexical/"
+                   f"{lang}/{lang}_lexical_overlap.json, github.com/semantic-textual-relatedness/"
+                   "Semantic_Relatedness_SemEval2024 at commit 6c38f37 (2024-02-04)",
+            note="Their Dice is over whitespace-separated tokens with case kept; the `lexical` baseline "
+                 "here lowercases \\w+ words (README: reproduction)."
+                 + (" esp's test gold was not released: not scored here." if lang == "esp" else ""))
+          for lang, value in ORGANISERS_LEXICAL.items()),
     ),
 )
 
@@ -106,7 +129,9 @@ def _folders(d: Path) -> list[str]:
 
 
 def _sentences(path: Path, line: int, text: str) -> tuple[str, str]:
-    parts = text.replace("\r\n", "\n").replace("\r", "\n").strip("\n").split("\n")
+    """The two sentences of a `Text` field, each stripped of the spaces around it: Algerian Arabic's
+    files (arq) put a space after the separating newline, and a few pairs end in spaces."""
+    parts = [s.strip() for s in text.replace("\r\n", "\n").replace("\r", "\n").strip().split("\n")]
     if len(parts) != 2:
         raise ReleaseError(path, f"Text must hold two sentences separated by a newline, found {len(parts)} "
                                  f"line{'s' if len(parts) != 1 else ''}", line)
@@ -247,10 +272,13 @@ def _pair(rng: random.Random) -> tuple[str, str, float]:
 
 
 def write_track_a(root: Path, size: int = 120, seed: int = 4) -> Path:
-    """A made-up checkout in the upstream layout, with every quirk the real files have: the two
-    sentences in one quoted field with a newline (and quotes inside), a BOM (esp), CRLF line ends
-    (esp), the STR-2022 column order PairID,Score,Text (eng's test gold), and a language without
-    test gold (kin: `kin_test.csv` only)."""
+    """A made-up checkout in the upstream layout, with the quirks of the real files (Track A at
+    commit 3c5941d of the task's repository) and a few more: the two sentences in one quoted field
+    with a newline (and quotes inside); a space after that newline (esp here, as in every arq file
+    upstream); CRLF line ends with a bare newline inside the field and no line end after the last
+    row (esp's `_dev.csv`, as upstream's esp_dev.csv and ary_dev.csv); a language without test gold
+    (kin: `kin_test.csv` only; upstream it is esp). Not upstream in Track A but seen elsewhere: a
+    BOM and CRLF throughout (esp) and STR-2022's column order PairID,Score,Text (eng's test gold)."""
     rng = random.Random(seed)
     base = root / "Track A"
     sizes = {"train": max(4, size // 3), "dev": max(4, size // 6), "test": max(6, size // 3)}
@@ -261,18 +289,20 @@ def write_track_a(root: Path, size: int = 120, seed: int = 4) -> Path:
         for split, n in sizes.items():
             pairs = [(f"{lang.upper()}-{split}-{i:04d}", *_pair(rng)) for i in range(n)]
 
-            def write(name, header, cells):
+            def write(name, header, cells, last_eol=True):
                 lines = [",".join(header)] + [",".join(c) for c in cells]
-                (d / name).write_text(bom + eol.join(lines) + eol, encoding="utf-8", newline="")
+                text = bom + eol.join(lines) + (eol if last_eol else "")
+                (d / name).write_text(text, encoding="utf-8", newline="")
 
-            def q(s1, s2):
-                return '"' + (s1 + "\n" + s2).replace('"', '""') + '"'
+            def q(s1, s2, sep="\n " if lang == "esp" else "\n"):
+                return '"' + (s1 + sep + s2).replace('"', '""') + '"'
 
             labelled = [(pid, q(s1, s2), f"{sc}") for pid, s1, s2, sc in pairs]
             if split == "train":
                 write(f"{lang}_train.csv", ("PairID", "Text", "Score"), labelled)
                 continue
-            write(f"{lang}_{split}.csv", ("PairID", "Text"), [(pid, t) for pid, t, _ in labelled])
+            write(f"{lang}_{split}.csv", ("PairID", "Text"), [(pid, t) for pid, t, _ in labelled],
+                  last_eol=not (lang == "esp" and split == "dev"))
             if lang == "kin" and split == "test":
                 continue  # no released test gold
             if lang == "eng" and split == "test":

@@ -58,6 +58,11 @@ def test_the_fixture_has_the_upstream_quirks(release):
     assert eng.startswith("PairID,Score,Text\n") and '.\nIs it' in eng  # STR-2022's column order
     kin = release / "Track A" / "kin"
     assert (kin / "kin_test.csv").is_file() and not (kin / "kin_test_with_labels.csv").exists()
+    # upstream's arq: a space after the separating newline; esp_dev.csv, ary_dev.csv: CRLF rows around
+    # a bare newline in the field, and no line end after the last row
+    assert '.\n Is it' in esp.decode("utf-8")
+    esp_dev = (release / "Track A" / "esp" / "esp_dev.csv").read_bytes()
+    assert b"\r\n" in esp_dev and b'.\n Is it' in esp_dev and esp_dev.endswith(b'?"')
 
 
 def test_import_reads_every_language_and_says_which_lacks_test_gold(str_home):
@@ -70,6 +75,10 @@ def test_import_reads_every_language_and_says_which_lacks_test_gold(str_home):
     assert {r["language"] for r in test} == {"eng", "esp"}
     r = next(r for r in test if r["language"] == "esp")
     assert r["sentence2"].startswith("Is it") and '"really"' in r["sentence2"] and "\r" not in r["sentence2"]
+    assert all(p[k] == p[k].strip() for p in test for k in ("sentence1", "sentence2"))
+    # esp_dev.csv ends without a line end: its last pair is read too, or its PairIDs would differ
+    # from esp_dev_with_labels.csv's and the import would be refused
+    assert m["counts"]["dev"]["esp"] == sum(r["language"] == "esp" for r in rows(str_home, "dev")) == 10
     gold = rows(str_home, area="gold", name="gold.jsonl")
     assert [g["PairID"] for g in gold] == [r["PairID"] for r in test]
     assert all(0 <= g["score"] <= 1 for g in gold)
@@ -125,6 +134,14 @@ def test_bad_releases_name_file_and_line(tmp_path, lines, message):
     with pytest.raises(ReleaseError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         import_task("str", tmp_path / "home", source=_lang(tmp_path, lines))
     assert not TaskStore("str", tmp_path / "home").exists()  # nothing half-imported
+
+
+def test_spaces_around_the_sentences_are_dropped(tmp_path):
+    """Upstream's arq files put a space after the newline between the sentences (`s1\n s2`), and a
+    few pairs end in spaces: the sentences are stored without them."""
+    rel = _lang(tmp_path, ["PairID,Text,Score", 'a,"x y\n z ",0.5', 'b," w\r\n  v  ",0.1'], lang="arq")
+    import_task("str", tmp_path / "home", source=rel)
+    assert [(r["sentence1"], r["sentence2"]) for r in rows(tmp_path / "home")] == [("x y", "z"), ("w", "v")]
 
 
 def test_inputs_and_labels_files_must_hold_the_same_pairs(tmp_path):
@@ -261,4 +278,7 @@ def test_the_board_says_why_a_partial_file_has_no_macro(embedded_backend):
 def test_the_task_page_shows_the_human_reference(client):
     page = client.get("/tasks/str").get_data(as_text=True)
     assert "Reference values" in page and "0.84" in page and "split-half" in page
+    # the organisers' lexical figures, each with the file and commit it was read from
+    assert page.count("the organisers&#39; figure") == 9 and "0.67" in page and "0.31" in page
+    assert "results_lexical/hau/hau_lexical_overlap.json" in page and "6c38f37" in page
     assert "Reference values" in client.get("/tasks/str/leaderboard").get_data(as_text=True)
