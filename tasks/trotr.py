@@ -247,13 +247,16 @@ def _import_tric(task: Task, source: Path, store: TaskStore, fold: int) -> dict:
         counts["train"] = {"all": len(train)}
         folds = _release_folds(root)
         cv = task.cross_validation
+        per_fold = {}
         if cv is not None and len(folds) >= 2:
-            counts[cv.split] = _import_folds(st, root, kind, folds, cv)
+            per_fold = _import_folds(st, root, kind, folds, cv)
+            counts[cv.split] = {"all": sum(c["test"]["all"] for c in per_fold.values()), "folds": len(folds)}
             splits.append(cv.split)
         manifest = {"task": task.id, "version": task.version, "source": "TRoTR", "fold": fold,
                     "splits": splits, "counts": counts}
         if cv is not None:
             manifest["cross_validation"] = {"split": cv.split, "folds": folds if len(folds) >= 2 else [],
+                                            "counts": per_fold,
                                             "note": ("" if len(folds) >= 2 else
                                                      f"the release holds {len(folds)} fold(s): no {cv.split} split")}
         judgments = root / "judgments" / "TRoTR.tsv"
@@ -271,7 +274,7 @@ def _import_folds(st: StagedImport, root: Path, kind: str, folds: list[int], cv)
     tunes on them). An instance is in the test sets of several folds, and in the training data of
     others, so this split's gold is no secret: its board ranks on all of it."""
     inputs, gold, dev, train = [], [], [], []
-    per_fold = {}
+    per_fold: dict[str, dict] = {}
     for f in folds:
         fold_dir = root / "datasets" / f"FOLD_{f}" / "pair-by-line"
         rows, subset_of = _split_rows(fold_dir, "test", kind)
@@ -289,7 +292,7 @@ def _import_folds(st: StagedImport, root: Path, kind: str, folds: list[int], cv)
     st.write_jsonl("public", cv.split, "dev.jsonl", dev)
     st.write_jsonl("public", cv.split, "train.jsonl", train)
     st.write_jsonl("gold", cv.split, "gold.jsonl", gold)
-    return {"all": len(inputs), "folds": per_fold}
+    return per_fold
 
 
 def _import_trac(task: Task, source: Path, store: TaskStore) -> dict:
