@@ -226,11 +226,14 @@ def agreement_cmd(task_id, source, home, as_json):
         from tasks.agreement_swissgov import why
 
         click.echo(f"{t.id}: token Spearman x100, annotator 1 against annotator 2 ({got['source']})")
-        click.echo(f"  {'pair':<6} {'ours':>6} {'paper':>6} {'docs':>5} {'tokens':>7}  how")
+        click.echo(f"  {'pair':<6} {'ours':>6} {'paper':>6} {'alpha':>6} {'docs':>5} {'tokens':>7}  how")
         for pair, a in sorted(got["language_pairs"].items()):
             ours = "-" if a["spearman"] is None else f"{a['spearman'] * 100:.2f}"
             paper = "-" if a.get("paper") is None else f"{a['paper']:.2f}"
-            click.echo(f"  {pair:<6} {ours:>6} {paper:>6} {a['documents']:>5} {a['tokens']:>7}  {a['procedure']}")
+            alpha = "-" if a.get("alpha_ordinal") is None else f"{a['alpha_ordinal'] * 100:.2f}"
+            click.echo(f"  {pair:<6} {ours:>6} {paper:>6} {alpha:>6} {a['documents']:>5} {a['tokens']:>7}  "
+                       f"{a['procedure']}")
+        click.echo("  (ours, paper: Spearman; alpha: Krippendorff's alpha, ordinal, of the same labels)")
         for pair, a in sorted(got["language_pairs"].items()):
             if a["spearman"] is not None:
                 click.echo(f"  {pair}: {why(pair, a)}")

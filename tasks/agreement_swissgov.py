@@ -21,6 +21,8 @@ Agreement is Spearman's rho (`scipy.stats.spearmanr`, ties averaged) between the
 labels over all tokens of all overlapping documents of a language pair, both sides pooled, leaving
 out the tokens the gold marks -1 (as the board's scoring does), on the overlapping documents the
 release keeps (those in `data/evaluation/gold_labels/full`; `list_to_drop.txt` took some out).
+Beside it, not a figure of the paper: Krippendorff's alpha (ordinal, the `krippendorff` package)
+of the same token labels.
 That is what gives the paper's 43.61 (EN-FR) and 65.09 (EN-IT) to the hundredth: run on the
 authors' checkout with its pages it gives 9.43 / 43.61 / 65.09 (EN-DE / EN-FR / EN-IT).
 
@@ -192,6 +194,8 @@ def _page_file(root: Path, lang: str, page: str) -> Path:
 
 def swissgov_agreement(root: Path) -> dict:
     """The annotators' agreement per language pair in a SwissGov-RSD checkout (see the module)."""
+    import krippendorff
+    import numpy as np
     from scipy import stats
 
     from tasks.errors import ReleaseError
@@ -244,10 +248,14 @@ def swissgov_agreement(root: Path) -> dict:
                         xs.append(labels["1"][k])
                         ys.append(labels["2"][k])
         rho = float(stats.spearmanr(xs, ys).statistic) if len(xs) > 1 else None
+        # beside it, Krippendorff's alpha (ordinal) of the same token labels (not the paper's measure)
+        alpha = (float(krippendorff.alpha(reliability_data=np.array([xs, ys], dtype=float),
+                                          level_of_measurement="ordinal")) if len(set(xs + ys)) > 1 else None)
         procedure = "pages" if not docs_by["aligned"] else ("aligned" if not docs_by["pages"] else "mixed")
         procedures.add(procedure)
         out["language_pairs"][pair] = {
             "spearman": round(rho, 6) if rho is not None else None,
+            "alpha_ordinal": round(alpha, 6) if alpha is not None else None,
             "tokens": len(xs), "documents": len(kept), "overlapping": len(shared),
             "procedure": procedure, "span_tokens": total, "span_tokens_unplaced": missed,
             "annotator1_equals_gold": round(same / n_tok, 6) if n_tok else None,

@@ -150,7 +150,7 @@ def write_checkout(root: Path, seed: int = 3) -> dict:
         g = root / "data" / "evaluation" / "gold_labels" / "full" / f"gold_admin_{lang}.jsonl"
         g.parent.mkdir(parents=True, exist_ok=True)
         g.write_text("".join(json.dumps(r) + "\n" for r in gold_rows), encoding="utf-8")
-        expected[pair] = (naive_spearman(xs, ys), len(xs))
+        expected[pair] = (naive_spearman(xs, ys), len(xs), xs, ys)
     return expected
 
 
@@ -158,18 +158,22 @@ def test_both_ways_equal_a_naive_computation_on_a_small_checkout(tmp_path):
     expected = write_checkout(tmp_path / "with-pages")
     shutil.copytree(tmp_path / "with-pages", tmp_path / "no-pages")
     shutil.rmtree(tmp_path / "no-pages" / "annotations" / "cut_parsed_pages")
+    import krippendorff
+
     got = swissgov_agreement(tmp_path / "with-pages")
     assert got["procedure"] == "pages"
-    for pair, (rho, n) in expected.items():
+    for pair, (rho, n, xs, ys) in expected.items():
         a = got["language_pairs"][pair]
         assert (a["documents"], a["overlapping"], a["tokens"]) == (2, 3, n), pair
         assert abs(a["spearman"] - rho) <= 5e-7, (pair, a["spearman"], rho)  # stored to 6 places
+        alpha = krippendorff.alpha(reliability_data=[xs, ys], level_of_measurement="ordinal")
+        assert abs(a["alpha_ordinal"] - alpha) <= 5e-7
         assert a["annotator1_equals_gold"] == 1.0
     # without the pages the spans are placed by word alignment, which can misplace a span token
     # where a line's neighbourhood repeats words (the small checkout has a vocabulary of ~250 words)
     got = swissgov_agreement(tmp_path / "no-pages")
     assert got["procedure"] == "aligned"
-    for pair, (rho, n) in expected.items():
+    for pair, (rho, n, _, _) in expected.items():
         a = got["language_pairs"][pair]
         assert (a["documents"], a["overlapping"], a["tokens"]) == (2, 3, n), pair
         assert abs(a["spearman"] - rho) < 0.02, (pair, a["spearman"], rho)
@@ -210,6 +214,7 @@ def test_the_alignment_places_spans_where_the_pages_put_them(tmp_path):
 # measured on the release in ../shared/data (no original pages there, so by word alignment), and
 # the authors' procedure with the pages of their checkout (AUTHORS_PROCEDURE); x100
 MEASURED = {"en-de": (9.43, 24, 25, 21053), "en-fr": (43.98, 23, 25, 11330), "en-it": (65.09, 21, 25, 14965)}
+ALPHA = {"en-de": 5.28, "en-fr": 43.83, "en-it": 63.24}  # Krippendorff's alpha (ordinal), x100
 
 
 def test_the_release_gives_the_measured_figures_near_the_authors():
@@ -220,6 +225,7 @@ def test_the_release_gives_the_measured_figures_near_the_authors():
         assert (a["documents"], a["overlapping"], a["tokens"]) == (docs, shared, tokens)
         ours = a["spearman"] * 100
         assert abs(ours - value) < 0.01, (pair, ours)  # what was measured
+        assert abs(a["alpha_ordinal"] * 100 - ALPHA[pair]) < 0.01, (pair, a["alpha_ordinal"])
         assert abs(ours - AUTHORS_PROCEDURE[pair]) < 0.5, (pair, ours)  # the authors' own procedure
         if a["procedure"] == "aligned":  # the release in ../shared/data has no pages
             assert a["span_tokens_unplaced"] == 0 and a["annotator1_equals_gold"] > 0.995
@@ -240,7 +246,7 @@ def test_import_records_it_the_command_prints_it_and_the_board_shows_a_row_per_p
     r = CliRunner().invoke(main, ["agreement", "swissgov-rsd", "--home", str(home)])
     assert r.exit_code == 0, r.output
     fr = got["language_pairs"]["en-fr"]["spearman"] * 100
-    assert f"en-fr   {fr:.2f}  43.61" in r.output and "the paper 43.61" in r.output
+    assert f"en-fr   {fr:.2f}  43.61" in r.output and "Krippendorff" in r.output and "the paper 43.61" in r.output
     dev = make_phase(app, "swissgov-rsd", "dev")
     make_user(app, "a@x.org", team="alpha")
     make_submission(app, team=team_of(app, "alpha"), phase=dev, scores={"all": 0.2})
