@@ -248,6 +248,7 @@ def swissgov_agreement(root: Path) -> dict:
                         xs.append(labels["1"][k])
                         ys.append(labels["2"][k])
         rho = float(stats.spearmanr(xs, ys).statistic) if len(xs) > 1 else None
+        rho = rho if rho is not None and np.isfinite(rho) else None  # one annotator marked nothing
         # beside it, Krippendorff's alpha (ordinal) of the same token labels (not the paper's measure)
         alpha = (float(krippendorff.alpha(reliability_data=np.array([xs, ys], dtype=float),
                                           level_of_measurement="ordinal")) if len(set(xs + ys)) > 1 else None)
