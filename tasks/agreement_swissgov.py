@@ -275,7 +275,8 @@ def swissgov_release(source: Path) -> dict:
 def why(pair: str, a: dict) -> str:
     """Ours against the paper's figure for one pair, and why they differ, in a sentence."""
     ours, paper, authors = a["spearman"] * 100, a.get("paper"), a.get("authors_procedure")
-    paper_s = f"the paper {paper:.2f}" if paper is not None else "the paper's figure not quoted here"
+    paper_s = (f"the paper {paper:.2f}" if paper is not None
+               else f"the paper's {pair.upper()} figure was not available to us")
     if a.get("procedure") == "pages":
         return f"ours {ours:.2f}, {paper_s}: the authors' procedure on the release's own pages"
     placed = a["span_tokens"] - a["span_tokens_unplaced"]
