@@ -196,7 +196,8 @@ def tasks_import(task_id, home, **given):
 @main.command("agreement")
 @TASK_ARG
 @click.option("--from", "source", type=click.Path(exists=True, path_type=Path),
-              help="A TRoTR checkout to compute from (default: what the import recorded).")
+              help="A release checkout (TRoTR, SwissGov-RSD) to compute from (default: what the import "
+                   "recorded).")
 @HOME_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly
@@ -220,6 +221,22 @@ def agreement_cmd(task_id, source, home, as_json):
             _fail(f"{t.id} was imported without its annotations; re-import it, or pass --from")
     if as_json:
         click.echo(_json.dumps(got, indent=2, sort_keys=True))
+        return
+    if "language_pairs" in got:  # SwissGov-RSD: annotator against annotator per language pair
+        from tasks.agreement_swissgov import why
+
+        click.echo(f"{t.id}: token Spearman x100, annotator 1 against annotator 2 ({got['source']})")
+        click.echo(f"  {'pair':<6} {'ours':>6} {'paper':>6} {'alpha':>6} {'docs':>5} {'tokens':>7}  how")
+        for pair, a in sorted(got["language_pairs"].items()):
+            ours = "-" if a["spearman"] is None else f"{a['spearman'] * 100:.2f}"
+            paper = "-" if a.get("paper") is None else f"{a['paper']:.2f}"
+            alpha = "-" if a.get("alpha_ordinal") is None else f"{a['alpha_ordinal'] * 100:.2f}"
+            click.echo(f"  {pair:<6} {ours:>6} {paper:>6} {alpha:>6} {a['documents']:>5} {a['tokens']:>7}  "
+                       f"{a['procedure']}")
+        click.echo("  (ours, paper: Spearman; alpha: Krippendorff's alpha, ordinal, of the same labels)")
+        for pair, a in sorted(got["language_pairs"].items()):
+            if a["spearman"] is not None:
+                click.echo(f"  {pair}: {why(pair, a)}")
         return
     p = got.get("paper", {})
     click.echo(f"{t.id}: {got['pairs']} pairs, {got['annotators']} annotators, {got['judgments']} judgments")

@@ -69,7 +69,11 @@ def trotr_agreement(path: Path) -> dict:
 
 def reference_rows(task_id: str, agreement: dict | None) -> list[dict]:
     """The board's human rows for a task: label, the values they stand beside, and a note."""
-    if not agreement or task_id != "tric-ranking":
+    if not agreement:
+        return []
+    if task_id == "swissgov-rsd":
+        return swissgov_rows(agreement)
+    if task_id != "tric-ranking":
         return []
     a, s = agreement.get("alpha_ordinal"), agreement.get("weighted_mean_pairwise_spearman")
     p = agreement.get("paper", {})
@@ -82,4 +86,22 @@ def reference_rows(task_id: str, agreement: dict | None) -> list[dict]:
              "values": {"all/spearman": s}, "note": note}]
 
 
-__all__ = ["PAPER", "reference_rows", "trotr_agreement", "trotr_judgments"]
+def swissgov_rows(agreement: dict) -> list[dict]:
+    """One row per language pair: annotator 1 against annotator 2 in that pair's column only (the
+    pairs' documents differ, so a macro over them would be no one's agreement)."""
+    from tasks.agreement_swissgov import why
+
+    rows = []
+    for pair, a in sorted(agreement.get("language_pairs", {}).items()):
+        if a.get("spearman") is None:
+            continue
+        note = (f"annotator 1 against annotator 2, Spearman over the {a['tokens']} tokens (punctuation left "
+                f"out) of the {a['documents']} documents both annotated that the release keeps "
+                f"({a['overlapping']} shared); {why(pair, a)}; other columns: not measured for "
+                "annotators; not ranked")
+        rows.append({"team": f"Human agreement {pair.upper()}", "method_name": "annotator vs annotator",
+                     "values": {f"{pair}/spearman": a["spearman"]}, "note": note})
+    return rows
+
+
+__all__ = ["PAPER", "reference_rows", "swissgov_rows", "trotr_agreement", "trotr_judgments"]

@@ -62,6 +62,7 @@ SWISSGOV_RSD = Task(
     partial_groups=True,
     unit="document",
     demo=Demo(release="tasks.demo:swissgov_release", predictions="tasks.demo:token_predictions"),
+    agreement="tasks.agreement_swissgov:swissgov_release",
 )
 
 
@@ -121,5 +122,12 @@ def import_swissgov(task: Task, *, source, store: TaskStore, test_split: str = "
                 st.write_jsonl("public", split, "gold.jsonl", gold)
         manifest = {"task": task.id, "version": task.version, "source": "SwissGov-RSD",
                     "test_split": test_split, "splits": [s for s, _ in splits], "counts": counts}
+        if (root / "annotations" / "annotations_raw").is_dir():  # the human ceiling the board shows
+            from tasks.agreement_swissgov import swissgov_agreement
+
+            try:
+                manifest["agreement"] = swissgov_agreement(root)
+            except (ReleaseError, KeyError, ValueError, TypeError) as e:  # the task itself imported fine
+                manifest["notes"] = [f"human agreement not computed: {e}"]
         st.commit(manifest)
     return manifest
