@@ -4,6 +4,9 @@ are cached), and the time a board change costs once they are (one new row).
 
     python3 benchmarks/bench_stats.py [--rows 50] [--B 1000] [--tasks swissgov-rsd,tric-binary,...]
 
+A task named `TASK@cv` (tric-binary@cv, tric-ranking@cv) is its cross-validated split: every one of
+TRoTR's ten folds (3,756 instances), the mean over folds resampled within each fold.
+
 SwissGov-RSD is imported from the full release (672 document pairs, 484k scored tokens; the
 cluster bootstrap resamples documents within each language pair); the others from their releases
 (TRiC fold 1's test split, TRaC, the Loci Similes example files). The bar (issue 12): at most 30 s
@@ -33,7 +36,7 @@ def import_tasks(home: Path, tasks: list[str]) -> None:
     from tasks.importers import import_task
 
     trotr = SHARED / "trotr" / "TRoTR"
-    for t in tasks:
+    for t in dict.fromkeys(t.split("@")[0] for t in tasks):
         if t in ("tric-binary", "tric-ranking", "trac"):
             import_task(t, home, source=trotr, fold=1)
         elif t == "swissgov-rsd":
@@ -44,17 +47,19 @@ def import_tasks(home: Path, tasks: list[str]) -> None:
                         gold=loci / "ground_truth.csv")
 
 
-def systems(task, store, n: int, rng) -> list[dict]:
+def systems(task, store, n: int, rng, split: str = "test") -> list[dict]:
     """n systems' per-unit arrays: the gold with noise of growing strength (some rounded, so with
     ties), as the scoring job would keep them."""
     from scorer.bootstrap import unit_arrays
     from scorer.families import Links, family, read_jsonl
 
-    fam = family(task, store, "test")
+    from tasks.base import unit_id
+
+    fam = family(task, store, split)
     out = []
     if task.kind in ("instances", "targets"):
-        key = task.format.key[0]
-        gold = read_jsonl(store.gold("test", "gold.jsonl"))
+        keys = task.for_split(split).format.key
+        gold = read_jsonl(store.gold(split, "gold.jsonl"))
         value = "label" if task.kind == "instances" else "score"
         g = np.array([r[value] for r in gold], dtype=float)
         for i in range(n):
@@ -63,7 +68,7 @@ def systems(task, store, n: int, rng) -> list[dict]:
                 p = ((g + noise) > 0.5).astype(int)
             else:
                 p = np.round(g + noise, 1 if i % 3 == 0 else 6)
-            out.append(unit_arrays(task, store, "test", {r[key]: p[j] for j, r in enumerate(gold)}))
+            out.append(unit_arrays(task, store, split, {unit_id(r, keys): p[j] for j, r in enumerate(gold)}))
         return out
     if task.kind == "tokens":
         rows = read_jsonl(store.gold("test", "gold.jsonl"))
@@ -97,28 +102,31 @@ def npz_roundtrip(arrays: dict) -> bytes:
     return buf.getvalue()
 
 
-def bench(task_id: str, home: Path, rows: int, B: int) -> dict:
+def bench(task_spec: str, home: Path, rows: int, B: int) -> dict:
     from scorer.bootstrap import Bootstrap, board_statistics
     from tasks import get_task
     from tasks.store import TaskStore
 
+    task_id, _, split = task_spec.partition("@")
+    split = split or "test"
     task, store = get_task(task_id), TaskStore(task_id, home)
-    stored = [npz_roundtrip(a) for a in systems(task, store, rows, np.random.default_rng(0))]
+    stored = [npz_roundtrip(a) for a in systems(task, store, rows, np.random.default_rng(0), split)]
     t0, c0 = time.perf_counter(), time.process_time()
-    boot = Bootstrap(task, store, "test")
+    boot = Bootstrap(task, store, split)
     W = boot.weights(B, 12345)
+    WP = np.vstack([np.ones(W.shape[1]), W])  # the point, then the resamples (one matrix for every row)
     samples, points = [], []
     for blob in stored:
         with np.load(io.BytesIO(blob)) as z:
             arrays = {k: z[k] for k in z.files}
-        x = boot.samples(arrays, np.vstack([np.ones(W.shape[1]), W]))  # the point, then the resamples
+        x = boot.samples(arrays, WP)
         points.append(x[0])
         samples.append(x[1:])
     st = board_statistics(np.vstack(samples), np.array(points), task.greater_is_better)
     cold, cold_cpu = time.perf_counter() - t0, time.process_time() - c0
     t1 = time.perf_counter()  # one new row: its resamples, then the board's statistics again
     with np.load(io.BytesIO(stored[0])) as z:
-        boot.samples({k: z[k] for k in z.files}, W)
+        boot.samples({k: z[k] for k in z.files}, WP)
     board_statistics(np.vstack(samples), np.array(points), task.greater_is_better)
     warm = time.perf_counter() - t1
     units = len(boot.units)
@@ -126,7 +134,7 @@ def bench(task_id: str, home: Path, rows: int, B: int) -> dict:
     if task.kind == "tokens":
         extra = f", {sum(tp.doc.size for _c, _t, tp in boot.pairs.values()):,} scored tokens"
     kind = {"tokens": "documents", "links": "queries"}.get(task.kind, task.kind)
-    return {"task": task_id, "rows": rows, "B": B, "units": f"{units} {kind}{extra}", "cold_s": cold, "cold_cpu_s": cold_cpu,
+    return {"task": task_spec, "rows": rows, "B": B, "units": f"{units} {kind}{extra}", "cold_s": cold, "cold_cpu_s": cold_cpu,
             "one_new_row_s": warm, "clusters": max(st["cluster"])}
 
 
@@ -134,7 +142,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=50)
     ap.add_argument("--B", type=int, default=1000)
-    ap.add_argument("--tasks", default="swissgov-rsd,tric-binary,tric-ranking,trac,loci-similes")
+    ap.add_argument("--tasks", default="swissgov-rsd,tric-binary,tric-ranking,trac,loci-similes,"
+                                       "tric-binary@cv,tric-ranking@cv")
     a = ap.parse_args(argv)
     tasks = a.tasks.split(",")
     with tempfile.TemporaryDirectory() as d:
@@ -144,7 +153,7 @@ def main(argv=None) -> int:
         for t in tasks:
             r = bench(t, home, a.rows, a.B)
             bar = 30.0 if t == "swissgov-rsd" else 5.0
-            print(f"{r['task']:>13}: {r['rows']} rows, B={r['B']}, {r['units']}: board {r['cold_s']:.2f} s "
+            print(f"{r['task']:>15}: {r['rows']} rows, B={r['B']}, {r['units']}: board {r['cold_s']:.2f} s "
                   f"(bar {bar:.0f} s; CPU time {r['cold_cpu_s']:.2f} s), one new row {r['one_new_row_s']:.2f} s, {r['clusters']} clusters; "
                   f"load {os.getloadavg()[0]:.2f}")
     return 0

@@ -122,20 +122,30 @@ def _midranks(values: np.ndarray, W: np.ndarray) -> np.ndarray:
     return out
 
 
-def weighted_spearman(gold: np.ndarray, pred: np.ndarray, W: np.ndarray, chunk: int = 256) -> np.ndarray:
+def centred_ranks(values: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """B x n: each unit's average rank in each resample less the resample's mean rank, and per
+    resample the weighted sum of their squares (what `weighted_spearman` needs of one side)."""
+    r = _midranks(values, W)
+    r -= (W.sum(axis=1)[:, None] + 1.0) / 2.0
+    return r, (W * r * r).sum(axis=1)
+
+
+def weighted_spearman(gold: np.ndarray, pred: np.ndarray, W: np.ndarray, chunk: int = 256,
+                      gold_ranks: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Spearman's rho per resample, each on its own average ranks: exactly scipy's spearmanr of
-    the resampled arrays. NaN where a resample has constant values or fewer than 2 items."""
+    the resampled arrays. NaN where a resample has constant values or fewer than 2 items.
+    `gold_ranks` (`centred_ranks(gold, W)`) spares recomputing the gold's side: every row of a
+    board shares it."""
     out = np.empty(W.shape[0])
     for a in range(0, W.shape[0], chunk):
         w = W[a:a + chunk]
-        rg, rp = _midranks(gold, w), _midranks(pred, w)
+        if gold_ranks is None:
+            rg, vg = centred_ranks(gold, w)
+        else:
+            rg, vg = gold_ranks[0][a:a + chunk], gold_ranks[1][a:a + chunk]
+        rp, vp = centred_ranks(pred, w)
         N = w.sum(axis=1)
-        m = (N[:, None] + 1.0) / 2.0
-        rg -= m
-        rp -= m
         cov = (w * rg * rp).sum(axis=1)
-        vg = (w * rg * rg).sum(axis=1)
-        vp = (w * rp * rp).sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             rho = cov / np.sqrt(vg * vp)
         rho[(vg <= 0) | (vp <= 0) | (N < 2)] = np.nan
@@ -397,6 +407,17 @@ class Bootstrap:
     def weights(self, B: int, seed: int) -> np.ndarray:
         return draw_weights(self.strata, B, seed)
 
+    def _gold_ranks(self, name: str, w: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The gold's centred ranks on the columns `w` of `W` for the subset (or fold) `name`,
+        computed once per matrix: every row of a board is resampled by the same `W` (the cache
+        holds `W` itself, so it is never mistaken for another matrix)."""
+        held = getattr(self, "_ranks", None)
+        if held is None or held[0] is not W:
+            held = self._ranks = (W, {})
+        if name not in held[1]:
+            held[1][name] = centred_ranks(self.gold[self.masks[name]], w)
+        return held[1][name]
+
     def point(self, arrays: dict) -> float:
         """The primary score on the part itself (every unit once): the scorer's value."""
         return float(self.samples(arrays, np.ones((1, len(self.units))))[0])
@@ -416,6 +437,8 @@ class Bootstrap:
                 # no unit of the subset in this part of the gold, or a group the submission leaves out
                 if not mask.any() or not np.isfinite(pred[mask]).all():
                     v = np.full(B, np.nan)
+                elif stat is weighted_spearman:
+                    v = stat(self.gold[mask], pred[mask], w, gold_ranks=self._gold_ranks(name, w, W))
                 else:
                     v = stat(self.gold[mask], pred[mask], w)
                 # a resample without a unit of the subset: the scorer has no value for it

@@ -257,3 +257,23 @@ def test_weighted_kendall_equals_scipy_on_each_resample(seed):
         reps = w.astype(int)
         want = stats.kendalltau(np.repeat(gold, reps), np.repeat(pred, reps), variant="b").statistic
         assert abs(got[b] - want) <= 1e-12 or (np.isnan(got[b]) and np.isnan(want))
+
+
+def test_the_gold_ranks_a_board_shares_follow_the_matrix(home):
+    """Every row of a board reuses the gold's ranks on the board's matrix; another matrix (another
+    board, or the point beside the resamples) gets its own, and each result equals a fresh
+    Bootstrap's, which computes them anew."""
+    from tasks import get_task
+    from tasks.store import TaskStore
+
+    task, store = get_task("tric-ranking"), TaskStore("tric-ranking", home)
+    rng = np.random.default_rng(4)
+    runs = [bs.unit_arrays(task, store, "test", _parsed(task, store, "test", rng)) for _ in range(3)]
+    shared = bs.Bootstrap(task, store, "test")
+    W1, W2 = shared.weights(50, 1), shared.weights(50, 2)
+    for W in (W1, W2, W1, np.vstack([np.ones(W1.shape[1]), W1])):
+        for arrays in runs:
+            fresh = bs.Bootstrap(task, store, "test").samples(arrays, W.copy())
+            assert np.array_equal(shared.samples(arrays, W), fresh, equal_nan=True)
+    want = np.array([bs.naive_spearman(shared.gold, runs[0]["pred"][shared.rows], w) for w in W2])
+    assert np.allclose(shared.samples(runs[0], W2), want, rtol=0, atol=1e-12, equal_nan=True)
