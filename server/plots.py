@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 from datetime import datetime
 
-KINDS = ("ci", "time", "subsets")
+KINDS = ("ci", "time", "subsets", "folds")
 
 
 def _plt():
@@ -28,9 +28,12 @@ def render(board, history: dict[str, list[tuple[datetime, float]]], fmt: str, ki
     plt = _plt()
     rows = [r for r in board.rows if r.values.get(board.primary.key) is not None and r.row_type != "human"]
     ranked = [r for r in rows if r.rank is not None]
-    subsets = [c for c in board.columns if c.metric == board.primary.metric and c.subset != board.primary.subset]
-    panels = [k for k in kinds if k != "subsets" or subsets]
-    height = {"ci": 0.35 * max(3, len(rows)) + 1.2, "time": 3.2, "subsets": 0.3 * max(3, len(ranked)) + 1.6}
+    subsets = [c for c in board.columns
+               if c.metric == board.primary.metric and c.subset != board.primary.subset and not c.stat]
+    folds = [c for c in board.columns if c.stat == "fold"]  # a cross-validated board's folds
+    panels = [k for k in kinds if (k != "subsets" or subsets) and (k != "folds" or folds)]
+    height = {"ci": 0.35 * max(3, len(rows)) + 1.2, "time": 3.2, "subsets": 0.3 * max(3, len(ranked)) + 1.6,
+              "folds": 3.4}
     fig, axes = plt.subplots(len(panels), 1, figsize=(7, sum(height[k] for k in panels)),
                              gridspec_kw={"height_ratios": [height[k] for k in panels]}, squeeze=False)
     metric = f"{board.primary.metric} ({board.primary.subset})"
@@ -63,6 +66,18 @@ def render(board, history: dict[str, list[tuple[datetime, float]]], fmt: str, ki
             for t in ax.get_xticklabels():  # not fig.autofmt_xdate(): it blanks the other panels' labels
                 t.set_rotation(30)
                 t.set_horizontalalignment("right")
+        elif kind == "folds":
+            x = list(range(len(folds)))
+            for i, r in enumerate(rows):
+                vals = [r.values.get(c.key) for c in folds]
+                ax.plot(x, [v if v is not None else float("nan") for v in vals], "o-", markersize=3,
+                        color=colors(i % 10), label=(f"{r.team}: {r.method_name}" if r.method_name else r.team)[:60])
+            ax.set_xticks(x, [c.fold for c in folds])
+            ax.set_xlabel("fold")
+            ax.set_ylabel(metric)
+            ax.set_title(f"{board.primary.metric} on each fold (the board shows their mean ± std)")
+            ax.legend(fontsize=6, loc="best")
+            ax.grid(alpha=0.3)
         else:
             import numpy as np
 

@@ -312,6 +312,12 @@ def test_the_pages_and_the_api_of_a_cross_validated_phase(app):
     page = c.get("/tasks/tric-ranking/leaderboard?phase=cv").get_data(as_text=True)
     assert "Cross-validated" in page and "10 folds" in page
     assert f"± {row['metrics']['all/spearman@std']:.3f}" in page and "spearman fold 10" in page
+    svg = c.get("/tasks/tric-ranking/leaderboard/plot.svg?phase=cv&kind=folds").get_data(as_text=True)
+    assert "spearman on each fold" in svg and ">folders<" in svg  # the row's line, in the legend
+    bars = c.get("/tasks/tric-ranking/leaderboard/plot.svg?phase=cv&kind=subsets").get_data(as_text=True)
+    assert bars.count(">oov<") == 1 and bars.count(">iov<") == 1  # the subsets, not their spreads
+    plain = c.get("/tasks/tric-ranking/leaderboard/plot.svg?phase=test").get_data(as_text=True)
+    assert "on each fold" not in plain
     # the papers' 10-fold means stand beside the baseline rows of the cross-validated board only
     assert "all-mpnet-base-v2 +MASK" in page and "0.655" in page and "Table 6" in page
     assert "Table 6" not in c.get("/tasks/tric-ranking/leaderboard?phase=test").get_data(as_text=True)

@@ -262,7 +262,7 @@ PLOT_TYPES = {"svg": "image/svg+xml", "pdf": "application/pdf"}
 
 @bp.route("/tasks/<task_id>/leaderboard/plot.<fmt>")
 def plot(task_id: str, fmt: str):
-    """The board as figures (`?phase=`, `?kind=ci,time,subsets`): rendered once per board version;
+    """The board as figures (`?phase=`, `?kind=ci,time,subsets,folds`): rendered once per board version;
     a published phase's from its snapshot."""
     from server import plots
 
