@@ -57,7 +57,7 @@ def _as_id(v, csv: bool) -> str:
         return v
     if isinstance(v, int) and not isinstance(v, bool):
         return str(v)
-    raise Bad(f"must be a string, found {_fmt_value(v)}")
+    raise Bad(f"must be a string or an integer, found {_fmt_value(v)}")
 
 
 def _as_float(v, csv: bool) -> float:
