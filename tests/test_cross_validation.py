@@ -323,6 +323,8 @@ def test_the_pages_and_the_api_of_a_cross_validated_phase(app):
     assert "Table 6" not in c.get("/tasks/tric-ranking/leaderboard?phase=test").get_data(as_text=True)
     b = Browser(app.test_client())
     b.login("cv@x.org")
+    form = b.get("/tasks/tric-ranking/submit").get_data(as_text=True)
+    assert "cv (cv, cross-validated: a row per fold and instanceID)" in form
     sub_page = b.get(f"/submissions/{sid}").get_data(as_text=True)
     assert "each fold below" in sub_page and sub_page.count("<tr><td>") >= 10
     import html

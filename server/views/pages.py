@@ -136,7 +136,10 @@ def submit(task_id: str):
         form = SubmitForm()
     else:
         form = SubmitForm(formdata=None, phase=request.args.get("phase", ""))
-    form.phase.choices = [(p.name, f"{p.name} ({p.split})") for p in phases]
+    form.phase.choices = [(p.name, f"{p.name} ({p.split}" + (", cross-validated: a row per fold and "
+                                                           f"{' and '.join(t.format.key)})"
+                                                           if t.is_cross_validated(p.split) else ")"))
+                          for p in phases]
     if request.method != "POST":
         return render_template("tasks/submit.html", task=t, phases=phases, form=form)
     if not form.validate():
