@@ -62,8 +62,16 @@ HOME_OPTION = click.option(
     default=None, help="Data directory (default: $PALIMPSEST_HOME or ~/.local/share/palimpsest).",
 )
 TASK_ARG = click.argument("task_id", metavar="TASK", type=click.Choice(task_ids()))
-SPLIT_OPTION = click.option("--split", type=click.Choice(["test", "dev"]), default="test", show_default=True,
-                            help="Which split's inputs and gold to use.")
+def split_names() -> list[str]:
+    """Every split a registered task declares (test, dev, and a cross-validated one such as cv)."""
+    from tasks import all_tasks
+
+    return list(dict.fromkeys(["test", "dev", *(s for t in all_tasks() for s in t.splits)]))
+
+
+SPLIT_OPTION = click.option("--split", type=click.Choice(split_names()), default="test", show_default=True,
+                            help="Which split's inputs and gold to use (cv: every fold of a cross-validated "
+                                 "task, a row per fold and id).")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
