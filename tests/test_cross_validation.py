@@ -399,3 +399,17 @@ def test_the_assemble_command_prints_one_json_document(tmp_path, monkeypatch):
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
     assert Path(doc["path"]).joinpath("modules.json").is_file()
+
+
+def test_the_cli_scores_the_cv_split_as_one_json_document(cv_home, tmp_path):
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    rows, _ = _predictions(cv_home, "tric-ranking")
+    path = _write(tmp_path, rows)
+    out = CliRunner().invoke(main, ["score", "tric-ranking", str(path), "--split", "cv", "--json", "--home", str(cv_home)])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.output)
+    assert doc["split"] == "cv" and sorted(doc["cross_validation"]["folds"]) == ["1", "2", "3"]
+    assert doc == json.loads(json.dumps(score_file("tric-ranking", path, "cv", cv_home)))
