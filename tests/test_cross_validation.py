@@ -413,3 +413,41 @@ def test_the_cli_scores_the_cv_split_as_one_json_document(cv_home, tmp_path):
     doc = json.loads(out.output)
     assert doc["split"] == "cv" and sorted(doc["cross_validation"]["folds"]) == ["1", "2", "3"]
     assert doc == json.loads(json.dumps(score_file("tric-ranking", path, "cv", cv_home)))
+
+
+def test_a_published_cross_validated_ranking_keeps_its_folds(embedded_backend):
+    """Publication freezes the mean, the spread and every fold with the intervals; later runs change
+    nothing in it."""
+    from sqlalchemy import select
+
+    from server import lifecycle
+    from server.leaderboard import board_from_dict
+    from server.models import Phase
+    from server.stats import compute_board_stats
+
+    b = embedded_backend
+    t = get_task("tric-binary")
+    teams = [make_team(b, f"cv-pub-{i}") for i in range(2)]
+    for i, (team, user) in enumerate(teams):
+        submit(b, team, user, t.id, "cv", noise=0.1 + 0.3 * i)
+    burst(b)
+    pid = phase(b, t.id, "cv").id
+    compute_board_stats(pid, b.settings)
+    with b.session() as s:
+        p = s.execute(select(Phase).where(Phase.id == pid)).scalar_one()
+        rv = lifecycle.publish(s, p, task=t, actor=None, settings=b.settings, close_first=True)
+        body = rv.body_json
+    snap = board_from_dict(json.loads(body))
+    assert snap.published and snap.part == "all"
+    rows = [r for r in snap.rows if r.team.startswith("cv-pub-")]
+    assert [r.rank for r in rows] == [1, 2]
+    folds = [c for c in snap.columns if c.stat == "fold"]
+    manifest = TaskStore(t.id, b.settings.home).manifest()
+    assert len(folds) == len(manifest["cross_validation"]["folds"]) >= 2 and all(r.values[c.key] is not None for r in rows for c in folds)
+    for r in rows:
+        per = [r.values[c.key] for c in folds]
+        assert r.values["all/f1"] == pytest.approx(np.mean(per), abs=1e-12)
+        assert r.values["all/f1@std"] == pytest.approx(np.std(per), abs=1e-12)
+        assert r.ci is not None and r.ci[0] <= r.values["all/f1"] <= r.ci[1]
+    with b.session() as s:
+        assert lifecycle.latest_ranking(s, pid).body_json == body
