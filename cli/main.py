@@ -251,7 +251,7 @@ def agreement_cmd(task_id, source, home, as_json):
             click.echo(f"  {lang:<5} {a['spearman']:>7.3f} ± {a['spearman_sd']:.3f} {a['pearson']:>7.3f} ± "
                        f"{a['pearson_sd']:.3f} {a['items']:>6} {a['tuples']:>6} {a['annotations']:>6}  {check}")
         if got.get("other_files"):
-            click.echo(f"  not str's languages, left out: {', '.join(got['other_files'])}")
+            click.echo(f"  left out (not a str language, or not imported): {', '.join(got['other_files'])}")
         click.echo("  (beside the declared 0.84: STR-2022's English, a different language and dataset)")
         return
     p = got.get("paper", {})

@@ -127,7 +127,8 @@ def str_rows(agreement: dict) -> list[dict]:
                 f"Spearman {a['spearman']:.3f} ± {a['spearman_sd']:.3f}, Pearson {a['pearson']:.3f} ± "
                 f"{a['pearson_sd']:.3f} ({a['annotations']} annotations of {a['tuples']} tuples); {gold}; "
                 "the 0.84 reference is STR-2022's English, another language and dataset; not ranked")
-        rows.append({"team": f"Human agreement {lang.upper()} (split-half)", "method_name": "split-half reliability (BWS)",
+        rows.append({"team": f"Human agreement {lang.upper()} (split-half)",
+                     "method_name": "split-half reliability (BWS)",
                      "values": {f"{lang}/spearman": a["spearman"], f"{lang}/pearson": a["pearson"]},
                      "note": note})
     return rows

@@ -316,8 +316,8 @@ def str_agreement(source: Path, languages=None, n_splits: int = SPLITS, seed: in
             a["gold_check"] = gold_check(ann, gold)
             released = np.array([x in gold for x in ann.items])
             if released.sum() >= 3 and not released.all():
-                a["release_items_only"] = {k: v for k, v in split_half_reliability(ann, n_splits, seed, released).items()
-                                           if k not in ("splits", "seed")}
+                only = split_half_reliability(ann, n_splits, seed, released)
+                a["release_items_only"] = {k: v for k, v in only.items() if k not in ("splits", "seed")}
         out["languages"][lang] = a
     return out
 
