@@ -204,7 +204,7 @@ def tasks_import(task_id, home, **given):
 @main.command("agreement")
 @TASK_ARG
 @click.option("--from", "source", type=click.Path(exists=True, path_type=Path),
-              help="A release checkout (TRoTR, SwissGov-RSD) to compute from (default: what the import "
+              help="A release checkout (TRoTR, SwissGov-RSD, STR) to compute from (default: what the import "
                    "recorded).")
 @HOME_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -245,6 +245,22 @@ def agreement_cmd(task_id, source, home, as_json):
         for pair, a in sorted(got["language_pairs"].items()):
             if a["spearman"] is not None:
                 click.echo(f"  {pair}: {why(pair, a)}")
+        return
+    if "languages" in got and "splits" in got:  # STR: split-half reliability of the raw BWS annotations
+        click.echo(f"{t.id}: split-half reliability of the raw Best-Worst-Scaling annotations ({got['source']}/), "
+                   f"{got['splits']} splits, seed {got['seed']}")
+        click.echo(f"  {'lang':<5} {'spearman':>15} {'pearson':>15} {'items':>6} {'tuples':>6} {'annot.':>6}  "
+                   "gold check (all annotations against the release's Score)")
+        for lang, a in sorted(got["languages"].items()):
+            g = a.get("gold_check", {})
+            check = ("-" if "spearman" not in g else
+                     f"{'reproduced' if g['reproduced'] else 'NOT reproduced'}: Spearman {g['spearman']:.3f}, "
+                     f"{g['within_rounding'] * 100:.1f}% of {g['matched']} pairs within rounding")
+            click.echo(f"  {lang:<5} {a['spearman']:>7.3f} ± {a['spearman_sd']:.3f} {a['pearson']:>7.3f} ± "
+                       f"{a['pearson_sd']:.3f} {a['items']:>6} {a['tuples']:>6} {a['annotations']:>6}  {check}")
+        if got.get("other_files"):
+            click.echo(f"  left out (not a str language, or not imported): {', '.join(got['other_files'])}")
+        click.echo("  (beside the declared 0.84: STR-2022's English, a different language and dataset)")
         return
     p = got.get("paper", {})
     click.echo(f"{t.id}: {got['pairs']} pairs, {got['annotators']} annotators, {got['judgments']} judgments")

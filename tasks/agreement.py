@@ -73,6 +73,8 @@ def reference_rows(task_id: str, agreement: dict | None) -> list[dict]:
         return []
     if task_id == "swissgov-rsd":
         return swissgov_rows(agreement)
+    if task_id == "str":
+        return str_rows(agreement)
     if task_id != "tric-ranking":
         return []
     a, s = agreement.get("alpha_ordinal"), agreement.get("weighted_mean_pairwise_spearman")
@@ -104,4 +106,32 @@ def swissgov_rows(agreement: dict) -> list[dict]:
     return rows
 
 
-__all__ = ["PAPER", "reference_rows", "swissgov_rows", "trotr_agreement", "trotr_judgments"]
+def str_rows(agreement: dict) -> list[dict]:
+    """STR: one row per language whose raw BWS annotations the checkout holds, the split-half
+    reliability (`tasks/agreement_str.py`) under Spearman and Pearson of that language only."""
+    rows = []
+    for lang, a in sorted(agreement.get("languages", {}).items()):
+        g = a.get("gold_check", {})
+        if "spearman" in g:
+            gold = ("these annotations reproduce the release's Score" if g.get("reproduced") else
+                    f"the scores from all these annotations do not reproduce the release's Score (Spearman "
+                    f"{g['spearman']:.3f} with it, {g['within_rounding'] * 100:.0f}% of {g['matched']} pairs within "
+                    f"rounding; {g['cannot_be_counts']} of its values are no counting score over at most the "
+                    "appearances the file records), so the gold rests on annotations the file does not hold, or "
+                    "on another computation")
+        else:
+            gold = "the release's Score was not at hand to check them against"
+        note = (f"ours, from the release's raw annotations ({', '.join(a['files'])}): split-half reliability, "
+                f"each tuple's annotations split at random into two halves, {a['splits']} splits (seed "
+                f"{a['seed']}), BWS counting scores of the {a['items']} items from each half correlated: "
+                f"Spearman {a['spearman']:.3f} ± {a['spearman_sd']:.3f}, Pearson {a['pearson']:.3f} ± "
+                f"{a['pearson_sd']:.3f} ({a['annotations']} annotations of {a['tuples']} tuples); {gold}; "
+                "the 0.84 reference is STR-2022's English, another language and dataset; not ranked")
+        rows.append({"team": f"Human agreement {lang.upper()} (split-half)",
+                     "method_name": "split-half reliability (BWS)",
+                     "values": {f"{lang}/spearman": a["spearman"], f"{lang}/pearson": a["pearson"]},
+                     "note": note})
+    return rows
+
+
+__all__ = ["PAPER", "reference_rows", "str_rows", "swissgov_rows", "trotr_agreement", "trotr_judgments"]

@@ -73,6 +73,7 @@ STR = Task(
     greater_is_better=True,
     splits=SPLITS,
     importer="tasks.semrel:import_str",
+    agreement="tasks.agreement_str:str_release",
     import_help=("palimpsest tasks import str --from path/to/Semantic_Relatedness_SemEval2024 "
                  "[--languages eng,esp,...]"),
     import_options=(
@@ -97,7 +98,9 @@ STR = Task(
                  "same texts), not its test set. The abstract does not name the coefficient or the "
                  "number of splits, and the paper's reliability section could not be read here (the "
                  "authors' repository and datasheet do not give it): shown under Spearman, unconfirmed. "
-                 "No per-language reliability of the SemEval-2024 sets could be sourced."),
+                 "No per-language reliability of the SemEval-2024 sets could be sourced; where a checkout "
+                 "holds the raw annotations (BWS_annotations/, arq at commit 3c5941d), the board adds our "
+                 "split-half reliability for that language (a different language and dataset)."),
         *(Reference(
             name="lexical overlap (Dice), the organisers' figure",
             subset=lang, metric="spearman", value=value,
@@ -252,6 +255,16 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
             st.write_jsonl("public", "train", "train.jsonl", train)
         manifest = {"task": task.id, "version": task.version, "source": origin, "languages": chosen,
                     "splits": splits, "counts": {k: v for k, v in counts.items() if v}, "notes": notes}
+        if not source.is_file():  # the raw BWS annotations, where the checkout has them: the human rows
+            from tasks.agreement_str import str_agreement
+
+            try:
+                agreement = str_agreement(source, chosen)
+            except (ReleaseError, OSError, ValueError, KeyError, IndexError, UnicodeDecodeError) as e:
+                agreement = None  # the task itself imported fine
+                notes.append(f"human agreement (split-half reliability) not computed: {e}")
+            if agreement is not None and agreement["languages"]:
+                manifest["agreement"] = agreement
         st.commit(manifest)
     return manifest
 
