@@ -375,10 +375,11 @@ class LeaderboardRow(Model):
     """One row of a board: a team's ranked run, or a baseline method's newest entry."""
 
     rank: Optional[int] = Field(description="null: not ranked (hidden, not public, stale, unscored).")
-    row_type: Literal["team", "baseline", "human"] = Field(
-        description='"human": a reference row (the annotators\' agreement), never ranked.')
+    row_type: Literal["team", "baseline", "human", "paper"] = Field(
+        description='"human": a reference row (the annotators\' agreement); "paper": a published system\'s '
+                    'figures as the task declares them (e.g. the authors\' per-fold results); neither is ranked.')
     team: str
-    submission_id: Optional[int] = Field(description="null for a human-agreement row.")
+    submission_id: Optional[int] = Field(description="null for a human-agreement or paper row.")
     method_name: str
     url: str
     submitted_at: str = Field(description="UTC, ISO 8601 with a Z.")

@@ -59,7 +59,7 @@ class Column:
 @dataclass
 class Row:
     rank: Optional[int]
-    row_type: str  # "team", "baseline" or "human" (a reference row: the annotators' agreement)
+    row_type: str  # "team", "baseline", "human" (the annotators' agreement) or "paper" (published results)
     team: str
     team_id: int
     submission_id: int
@@ -326,13 +326,20 @@ def add_reference_rows(board: Board, task, home) -> None:
     except (OSError, ValueError):
         return
     refs = reference_rows(task.id, manifest.get("agreement"))
-    if not refs or board.closed:
+    papers = [p for p in getattr(task, "paper_rows", ()) if p.split == board.split]
+    if not (refs or papers) or board.closed:
         return
     for ref in refs:
         values = {c.key: ref["values"].get(c.key) for c in board.columns}
         board.rows.append(Row(rank=None, row_type="human", team=ref["team"], team_id=0, submission_id=None,
                               method_name=ref["method_name"], url="", submitted_at=at, is_primary=False,
                               values=values, note=ref["note"]))
+    for p in papers:  # published results, as declared by the task
+        given = dict(p.values)
+        board.rows.append(Row(rank=None, row_type="paper", team=p.team, team_id=0, submission_id=None,
+                              method_name=p.method, url="", submitted_at=at, is_primary=False,
+                              values={c.key: given.get(c.key) for c in board.columns},
+                              note=f"{p.source}{'; ' + p.note if p.note else ''}; not ranked"))
     key, gib = board.primary.key, board.primary.greater_is_better
     board.rows.sort(key=lambda r: (r.values[key] is None, -(r.values[key] or 0.0) if gib else (r.values[key] or 0.0),
                                    r.row_type != "team"))
@@ -349,6 +356,8 @@ def empty_reason(row: Row, col: Column) -> str:
     """Why a cell of a board is empty, in a few words."""
     if row.row_type == "human":
         return "no such figure of the annotations"
+    if row.row_type == "paper":
+        return "not among the published figures"
     if row.note == STALE_NOTE:
         return "stale: being rescored"
     if row.note:

@@ -354,6 +354,8 @@ def attach(board, body: dict | None, *, reason: str = "") -> None:
             r.ci, r.rank_range, r.cluster = got.get("ci"), got.get("rank_range"), got.get("cluster")
         elif r.row_type == "human":
             r.ci_note = "a reference figure: no interval"
+        elif r.row_type == "paper":
+            r.ci_note = "a published figure: no interval"
         elif body is not None:
             r.ci_note = ("no interval: not on the public board" if r.values.get(board.primary.key) is not None
                          else "no score")

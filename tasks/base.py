@@ -92,6 +92,20 @@ class CrossValidation:
     folds: int = 10  # the protocol's folds; an import records the folds its release holds
 
 
+@dataclass(frozen=True)
+class PaperRow:
+    """A published system's results shown as an unranked row of the boards on `split` (e.g. the
+    authors' per-fold figures on a cross-validated board): `values` maps board column keys
+    ("all/spearman", "all/spearman@fold3", ...) to the published figures."""
+
+    team: str
+    method: str
+    split: str
+    values: tuple[tuple[str, float], ...]
+    source: str
+    note: str = ""
+
+
 AGGREGATES = ("all", "macro")
 """Subsets computed over the others: `all` pools every unit, `macro` averages the groups."""
 
@@ -139,6 +153,8 @@ class Task:
     agreement: str = ""
     # a split scored fold by fold (TRoTR's protocol), or None
     cross_validation: CrossValidation | None = None
+    # published systems' results, shown unranked beside the baselines on their split's boards
+    paper_rows: tuple[PaperRow, ...] = ()
 
     @property
     def primary_metric(self) -> str:

@@ -8,6 +8,7 @@ from tasks.errors import ReleaseError
 from tasks.base import CrossValidation, Demo, Field, ImportOption, Reference, SubmissionFormat, Task
 from tasks.release import as_float, locate, read_jsonl, read_table
 from tasks.store import StagedImport, TaskStore
+from tasks.trotr_paper import authors_rows
 
 CITATION = """@inproceedings{periti-etal-2024-trotr,
   title = {{TRoTR}: A Framework for Evaluating the Re-contextualization of Text Reuse},
@@ -71,6 +72,7 @@ TRIC_BINARY = Task(
     subsets=("all", "oov", "iov"),
     primary=("all", "f1"),
     key_columns=("oov/f1", "iov/f1"),
+    paper_rows=authors_rows("f1"),
     references=_table6("f1", (
         ("all-MiniLM-L6-v2", 0.56, TABLE6, NOTE_F1),
         ("all-MiniLM-L6-v2 +MASK", 0.83, TABLE6, ""),
@@ -113,6 +115,7 @@ TRIC_RANKING = Task(
     subsets=("all", "oov", "iov"),
     primary=("all", "spearman"),
     key_columns=("oov/spearman", "iov/spearman"),
+    paper_rows=authors_rows("spearman"),
     references=_table6("spearman", (
         ("all-MiniLM-L6-v2", 0.53, TABLE6, ""),
         ("all-MiniLM-L6-v2 +MASK", 0.67, TABLE6, ""),

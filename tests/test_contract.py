@@ -63,6 +63,12 @@ def test_the_declaration_is_complete(task_id):
     assert callable(resolve(t.demo.predictions))
     flags = [o.flag for o in t.import_options]
     assert len(flags) == len(set(flags)) and any(o.required for o in t.import_options)
+    for p in t.paper_rows:  # every figure lands in a column of the boards on its split
+        from server.leaderboard import columns_for
+
+        folds = [str(f) for f in range(1, (t.cross_validation.folds if t.cross_validation else 0) + 1)]
+        keys = {c.key for c in columns_for(t, p.split, folds)}
+        assert p.split in t.splits and p.source and {k for k, _ in p.values} <= keys, (p.method, p.split)
     for r in t.references:
         assert r.subset in t.subsets and r.metric in t.metrics and r.source
         assert r.split in ("", *t.splits), (r.name, r.split)

@@ -318,6 +318,19 @@ def test_the_pages_and_the_api_of_a_cross_validated_phase(app):
     assert bars.count(">oov<") == 1 and bars.count(">iov<") == 1  # the subsets, not their spreads
     plain = c.get("/tasks/tric-ranking/leaderboard/plot.svg?phase=test").get_data(as_text=True)
     assert "on each fold" not in plain
+    # the authors' per-fold results stand beside the rows as unranked "paper" rows, on the cv board only
+    from tasks.trotr_paper import AUTHORS
+
+    papers = [x for x in board["rows"] if x["row_type"] == "paper"]
+    assert len(papers) == 4 and all(x["rank"] is None and x["ci"] is None for x in papers)
+    (mpnet,) = [x for x in papers if x["method_name"] == "bi-encoder-mask (all-mpnet-base-v2)"]
+    per = [AUTHORS["all-mpnet-base-v2"][f]["spearman_mask"] for f in range(1, 11)]
+    assert [mpnet["metrics"][f"all/spearman@fold{f}"] for f in range(1, 11)] == per
+    assert mpnet["metrics"]["all/spearman"] == pytest.approx(np.mean(per), abs=1e-12)
+    assert mpnet["metrics"]["all/spearman@std"] == pytest.approx(np.std(per), abs=1e-12)
+    assert "TRiC-stats.tsv" in mpnet["note"] and "published, not ranked" in page
+    test_board = c.get("/api/v1/tasks/tric-ranking/leaderboard?phase=test", headers=auth).get_json()
+    assert not [x for x in test_board["rows"] if x["row_type"] == "paper"]
     # the papers' 10-fold means stand beside the baseline rows of the cross-validated board only
     assert "all-mpnet-base-v2 +MASK" in page and "0.655" in page and "Table 6" in page
     assert "Table 6" not in c.get("/tasks/tric-ranking/leaderboard?phase=test").get_data(as_text=True)
