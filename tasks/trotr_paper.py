@@ -10,7 +10,7 @@ Shown on the cross-validated boards (`paper_rows`) and read by benchmarks/reprod
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from tasks.base import PaperRow
 
@@ -58,8 +58,10 @@ def authors_rows(metric: str, split: str = "cv") -> tuple[PaperRow, ...]:
     for model, folds in AUTHORS.items():
         for mask in ("", "_mask"):
             per = {f: v[metric + mask] for f, v in sorted(folds.items())}
-            a = np.asarray(list(per.values()), dtype=np.float64)
-            values = ((f"all/{metric}", float(a.mean())), (f"all/{metric}@std", float(a.std())),
+            vals = list(per.values())  # no numpy here: the task registry loads with `palimpsest --help`
+            mean = math.fsum(vals) / len(vals)
+            std = math.sqrt(math.fsum((v - mean) ** 2 for v in vals) / len(vals))  # np.std: population
+            values = ((f"all/{metric}", mean), (f"all/{metric}@std", std),
                       *((f"all/{metric}@fold{f}", float(v)) for f, v in per.items()))
             method = f"bi-encoder{'-mask' if mask else ''} ({model})"
             note = NOTE_F1 if metric == "f1" and not mask else ""
