@@ -423,7 +423,8 @@ class Keyed(Family):
         by_fold: dict[str, list[dict]] = {}
         for r in gold_rows:
             by_fold.setdefault(str(r[field_]), []).append(r)
-        folds = {f: self._score_rows(rows, parsed, only) for f, rows in sorted(by_fold.items(), key=_fold_order)}
+        folds = {f: self._score_rows(rows, parsed, only)
+                 for f, rows in sorted(by_fold.items(), key=lambda kv: metrics.fold_key(kv[0]))}
         mean, std, notes = {}, {}, []
         for f, sc in folds.items():
             notes += [f"fold {f}: {n}" for n in sc.notes]
@@ -437,19 +438,11 @@ class Keyed(Family):
                         notes.append(f"{sub}: {m} undefined unless every fold has a value")
                     continue
                 a = np.asarray(vals, dtype=np.float64)
-                mean[sub][m] = int(a.sum()) if m in COUNT_METRICS else float(a.mean())
-                std[sub][m] = None if m in COUNT_METRICS else float(a.std())
+                mean[sub][m] = int(a.sum()) if m in metrics.COUNT_METRICS else float(a.mean())
+                std[sub][m] = None if m in metrics.COUNT_METRICS else float(a.std())
         return Scored(mean, notes, extra={"cross_validation": {
             "field": field_, "folds": {f: sc.metrics for f, sc in folds.items()}, "std": std,
             "aggregate": "mean over folds; std is the population standard deviation (np.std)"}})
-
-
-def _fold_order(item) -> tuple:
-    f = item[0]
-    return (0, int(f), f) if f.isdigit() else (1, 0, f)
-
-
-COUNT_METRICS = frozenset({"n", "tp", "fp", "fn", "tn"})
 
 
 class Tokens(Family):

@@ -244,6 +244,15 @@ class Metric:
     description: str = ""
 
 
+COUNT_METRICS = frozenset({"n", "tp", "fp", "fn", "tn"})
+"""Metrics that count units: summed (not averaged) over folds, printed as integers, never bold."""
+
+
+def fold_key(fold: str) -> tuple:
+    """Sort key of fold names: numeric folds in numeric order ("2" before "10"), then any other."""
+    return (0, int(fold), fold) if fold.isdigit() else (1, 0, fold)
+
+
 REGISTRY: dict[str, Metric] = {m.name: m for m in (
     Metric("f1", "classification", description="F1 weighted by gold support (links: F1 of the links)"),
     *(Metric(f"{what}_{c}", "classification", description=f"{what} of label {c}")

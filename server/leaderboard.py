@@ -21,6 +21,7 @@ from typing import Any, Optional
 from sqlalchemy import and_, or_
 from sqlmodel import Session, select
 
+from scorer.metrics import COUNT_METRICS, fold_key
 from server.models import Phase, Score, Submission, Team
 
 # ----------------------------------------------------------------------------- the shape
@@ -127,7 +128,7 @@ def columns_for(task, split: str | None = None, folds: list[str] | tuple[str, ..
 def result_folds(results) -> list[str]:
     """The folds the cross-validated results name, in fold order."""
     seen = {f for r in results if r for f in ((r.get("cross_validation") or {}).get("folds") or {})}
-    return sorted(seen, key=lambda f: (0, int(f), f) if f.isdigit() else (1, 0, f))
+    return sorted(seen, key=fold_key)
 
 
 def _value(result: dict | None, subset: str, metric: str, col: Optional[Column] = None) -> Optional[float]:
@@ -325,7 +326,7 @@ def add_reference_rows(board: Board, task, home) -> None:
         at = datetime.utcfromtimestamp(store.manifest_path.stat().st_mtime).replace(microsecond=0)
     except (OSError, ValueError):
         return
-    refs = reference_rows(task.id, manifest.get("agreement"))
+    refs = reference_rows(task, manifest.get("agreement"))
     papers = [p for p in getattr(task, "paper_rows", ()) if p.split == board.split]
     if not (refs or papers) or board.closed:
         return
@@ -463,7 +464,6 @@ def latex_escape(s: str) -> str:
     return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in s)
 
 
-COUNT_METRICS = frozenset({"n", "tp", "fp", "fn", "tn"})
 
 
 def _fmt_value(metric: str, v: float) -> str:
