@@ -136,9 +136,9 @@ class EmbeddedRedis:
                 self.proc.wait()
             self.proc = None
             return
-        while pid and time.monotonic() < deadline and _pid_alive(pid):
+        while pid and time.monotonic() < deadline and pid_alive(pid):
             time.sleep(0.05)
-        if pid and _pid_alive(pid):  # e.g. it cannot save because its directory is gone
+        if pid and pid_alive(pid):  # e.g. it cannot save because its directory is gone
             os.kill(pid, signal.SIGKILL)
 
 
@@ -148,15 +148,6 @@ def _client(socket: Path):
     from redis.retry import Retry
 
     return redis.Redis(unix_socket_path=str(socket), socket_timeout=2, retry=Retry(NoBackoff(), 0))
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
     try:  # a zombie child counts as gone
         with open(f"/proc/{pid}/stat") as f:
             return f.read().split(")")[-1].split()[0] != "Z"
