@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -182,6 +183,20 @@ def demo_home(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def pg_database():
     """A fresh PostgreSQL database palimpsest_<random> for this session, dropped after."""
+    with fresh_pg_database("palimpsest_") as (name, url):
+        yield url
+        from server.db import _engines
+
+        for key, eng in list(_engines.items()):
+            if name in str(key):
+                eng.dispose()
+                _engines.pop(key, None)
+
+
+@contextlib.contextmanager
+def fresh_pg_database(prefix: str):
+    """(name, URL) of a new, empty PostgreSQL database `<prefix><random>` on the test server
+    (`PALIMPSEST_TEST_PG`), dropped on exit; skips (fails under CI=true) when there is none."""
     import uuid
 
     try:
@@ -193,18 +208,13 @@ def pg_database():
         conn = psycopg.connect(admin, autocommit=True, connect_timeout=3)
     except Exception as e:  # noqa: BLE001
         service_missing(f"PostgreSQL not reachable at {admin}: {e}")
-    name = f"palimpsest_{uuid.uuid4().hex[:12]}"
+    name = f"{prefix}{uuid.uuid4().hex[:12]}"
     conn.execute(f'CREATE DATABASE "{name}"')
-    url = f"postgresql+psycopg://{admin.split('://', 1)[1].rsplit('/', 1)[0]}/{name}"
-    yield url
-    from server.db import _engines
-
-    for key, eng in list(_engines.items()):
-        if name in str(key):
-            eng.dispose()
-            _engines.pop(key, None)
-    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    conn.close()
+    try:
+        yield name, f"postgresql+psycopg://{admin.split('://', 1)[1].rsplit('/', 1)[0]}/{name}"
+    finally:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.close()
 
 
 # A db number of its own per test session (several sessions may share this machine's Redis).

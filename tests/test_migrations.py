@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import os
 import re
-import uuid
 
 import pytest
 from click.testing import CliRunner
 
-from conftest import build_schema, service_missing
+from conftest import build_schema, fresh_pg_database
 
 
 def _settings(url):
@@ -51,22 +50,8 @@ def _tables(url) -> set[str]:
 def empty_pg():
     """A new, empty PostgreSQL database of its own (the session's pg_database holds create_all's
     tables), dropped after."""
-    try:
-        import psycopg
-    except ImportError:
-        service_missing("psycopg is not installed")
-    admin = os.environ.get("PALIMPSEST_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
-    try:
-        conn = psycopg.connect(admin, autocommit=True, connect_timeout=3)
-    except Exception as e:  # noqa: BLE001
-        service_missing(f"PostgreSQL not reachable at {admin}: {e}")
-    name = f"palimpsest_mig_{uuid.uuid4().hex[:10]}"
-    conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql+psycopg://{admin.split('://', 1)[1].rsplit('/', 1)[0]}/{name}"
-    finally:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.close()
+    with fresh_pg_database("palimpsest_mig_") as (_name, url):
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
