@@ -67,16 +67,18 @@ def trotr_agreement(path: Path) -> dict:
             "paper": PAPER["trotr"]}
 
 
-def reference_rows(task_id: str, agreement: dict | None) -> list[dict]:
-    """The board's human rows for a task: label, the values they stand beside, and a note."""
-    if not agreement:
+def reference_rows(task, agreement: dict | None) -> list[dict]:
+    """The board's human rows for a task: label, the values they stand beside, and a note, made by
+    the function the task declares (`Task.agreement_rows`; none: no rows)."""
+    if not agreement or not getattr(task, "agreement_rows", ""):
         return []
-    if task_id == "swissgov-rsd":
-        return swissgov_rows(agreement)
-    if task_id == "str":
-        return str_rows(agreement)
-    if task_id != "tric-ranking":
-        return []
+    from tasks.base import resolve
+
+    return resolve(task.agreement_rows)(agreement)
+
+
+def trotr_rows(agreement: dict) -> list[dict]:
+    """TRoTR: the annotators' weighted mean pairwise Spearman, beside the paper's figures."""
     a, s = agreement.get("alpha_ordinal"), agreement.get("weighted_mean_pairwise_spearman")
     p = agreement.get("paper", {})
     note = (f"annotators against each other, not against the gold mean: weighted mean pairwise Spearman "
@@ -134,4 +136,5 @@ def str_rows(agreement: dict) -> list[dict]:
     return rows
 
 
-__all__ = ["PAPER", "reference_rows", "str_rows", "swissgov_rows", "trotr_agreement", "trotr_judgments"]
+__all__ = ["PAPER", "reference_rows", "str_rows", "swissgov_rows", "trotr_agreement", "trotr_judgments",
+           "trotr_rows"]

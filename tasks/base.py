@@ -151,6 +151,8 @@ class Task:
     key_columns: tuple[str, ...] = field(default=())
     # "module:function" computing the annotators' agreement from a release (`palimpsest agreement`)
     agreement: str = ""
+    # "module:function" turning that agreement (as the import recorded it) into the board's human rows
+    agreement_rows: str = ""
     # a split scored fold by fold (TRoTR's protocol), or None
     cross_validation: CrossValidation | None = None
     # published systems' results, shown unranked beside the baselines on their split's boards

@@ -74,6 +74,7 @@ STR = Task(
     splits=SPLITS,
     importer="tasks.semrel:import_str",
     agreement="tasks.agreement_str:str_release",
+    agreement_rows="tasks.agreement:str_rows",
     import_help=("palimpsest tasks import str --from path/to/Semantic_Relatedness_SemEval2024 "
                  "[--languages eng,esp,...]"),
     import_options=(

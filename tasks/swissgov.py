@@ -63,6 +63,7 @@ SWISSGOV_RSD = Task(
     unit="document",
     demo=Demo(release="tasks.demo:swissgov_release", predictions="tasks.demo:token_predictions"),
     agreement="tasks.agreement_swissgov:swissgov_release",
+    agreement_rows="tasks.agreement:swissgov_rows",
 )
 
 

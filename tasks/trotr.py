@@ -123,6 +123,7 @@ TRIC_RANKING = Task(
         ("all-mpnet-base-v2 +MASK", 0.655, STATS, ""),
     )),
     agreement="tasks.agreement:trotr_release",
+    agreement_rows="tasks.agreement:trotr_rows",
     greater_is_better=True,
     splits=("dev", "test", "cv"),
     cross_validation=CrossValidation(),

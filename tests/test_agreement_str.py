@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from scipy import stats
 
 from cli.main import main
+from tasks import get_task
 from tasks.agreement import reference_rows
 from tasks.agreement_str import (SEED, bws_scores, gold_check, item_key, read_annotations, split_correlations,
                                  split_half_reliability, split_halves, str_agreement)
@@ -265,7 +266,7 @@ def test_the_board_shows_a_human_row_per_language(checkout, tmp_path, monkeypatc
     root, _ = checkout
     home = tmp_path / "data"
     m = import_task("str", home, source=root)
-    rows = reference_rows("str", m["agreement"])
+    rows = reference_rows(get_task("str"), m["agreement"])
     assert [x["team"] for x in rows] == ["Human agreement ESP (split-half)", "Human agreement KIN (split-half)"]
     monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
     monkeypatch.setenv("PALIMPSEST_HOME", str(home))

@@ -61,6 +61,7 @@ def test_the_declaration_is_complete(task_id):
     assert t.format.key and all(k in [f.name for f in t.format.fields] for k in t.format.key)
     assert callable(resolve(t.importer)) and callable(resolve(t.demo.release))
     assert callable(resolve(t.demo.predictions))
+    assert not t.agreement_rows or (t.agreement and callable(resolve(t.agreement_rows)))
     flags = [o.flag for o in t.import_options]
     assert len(flags) == len(set(flags)) and any(o.required for o in t.import_options)
     for p in t.paper_rows:  # every figure lands in a column of the boards on its split
