@@ -327,7 +327,11 @@ def add_reference_rows(board: Board, task, home) -> None:
     except (OSError, ValueError):
         return
     refs = reference_rows(task, manifest.get("agreement"))
-    papers = [p for p in getattr(task, "paper_rows", ()) if p.split == board.split]
+    # published results stand beside runs on the same data: every fold a row names must be a fold of
+    # the imported split (the synthetic demo release has three, the paper's ten)
+    folds = {str(f) for f in (manifest.get("cross_validation") or {}).get("folds") or ()}
+    papers = [p for p in getattr(task, "paper_rows", ()) if p.split == board.split
+              and {k.rsplit("@fold", 1)[1] for k, _ in p.values if "@fold" in k} <= folds]
     if not (refs or papers) or board.closed:
         return
     for ref in refs:
