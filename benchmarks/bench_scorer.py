@@ -83,10 +83,25 @@ def make_loci(base: Path) -> dict:
     rng = random.Random(SEED)
     works = ["hier. epist.", "hier. adv. iovin.", "hier. in is.", "lact. inst.", "lact. de ira"]
     queries = [f"{works[i % len(works)]} {i // 500 + 1}.{i % 500 + 1}" for i in range(N_QUERIES)]
-    authors = ["verg. aen.", "verg. georg.", "verg. ecl.", "cic. off.", "hor. carm.", "ov. met.",
-               "lucr.", "sall. cat.", "ter. andr.", "stat. theb."]
-    sources = [f"{authors[i % len(authors)]} {i // 1000 + 1}.{i % 1000 + 1}" for i in range(N_SOURCES)]
-    for path, ids, lo, hi in ((paths["queries"], queries, 4, 40), (paths["sources"], sources, 6, 30)):
+    authors = [
+        "verg. aen.",
+        "verg. georg.",
+        "verg. ecl.",
+        "cic. off.",
+        "hor. carm.",
+        "ov. met.",
+        "lucr.",
+        "sall. cat.",
+        "ter. andr.",
+        "stat. theb.",
+    ]
+    sources = [
+        f"{authors[i % len(authors)]} {i // 1000 + 1}.{i % 1000 + 1}" for i in range(N_SOURCES)
+    ]
+    for path, ids, lo, hi in (
+        (paths["queries"], queries, 4, 40),
+        (paths["sources"], sources, 6, 30),
+    ):
         with path.open("w", encoding="utf-8", newline="") as f:
             w = csv.writer(f, quoting=csv.QUOTE_ALL, lineterminator="\n")
             w.writerow(("seg_id", "text"))
@@ -154,7 +169,12 @@ def make_loci_topk(base: Path, loci: dict, k: int = TOP_K) -> dict:
         f.write("query_id,source_id,score\n")
         for q in range(nq):
             qq = queries[q]
-            f.write("".join(f'"{qq}","{sources[s]}",{sc:.6f}\n' for s, sc in zip(src[q].tolist(), score[q].tolist())))
+            f.write(
+                "".join(
+                    f'"{qq}","{sources[s]}",{sc:.6f}\n'
+                    for s, sc in zip(src[q].tolist(), score[q].tolist())
+                )
+            )
     del lines
     with paths["csv"].open("rb") as f, gzip.open(paths["gz"], "wb", compresslevel=6) as g:
         while chunk := f.read(1 << 24):
@@ -177,7 +197,9 @@ def prepare(out: Path, shared: Path) -> dict:
         import_task("swissgov-rsd", home, source=shared / "swissgov-rsd", test_split="full")
     loci = make_loci(out / "loci")
     if not (home / "tasks" / "loci-similes" / "task.json").exists():
-        import_task("loci-similes", home, query=loci["queries"], source=loci["sources"], gold=loci["gold"])
+        import_task(
+            "loci-similes", home, query=loci["queries"], source=loci["sources"], gold=loci["gold"]
+        )
 
     rng = random.Random(SEED)
     files = {}
@@ -193,21 +215,44 @@ def prepare(out: Path, shared: Path) -> dict:
         with (home / "tasks" / tid / "public" / "test" / name).open(encoding="utf-8") as f:
             return [json.loads(x) for x in f]
 
-    files["tric-binary"] = jsonl("tric-binary.jsonl", ({"instanceID": r["instanceID"],
-                                                        "label": rng.randint(0, 1)}
-                                                       for r in rows_of("tric-binary", "inputs.jsonl")))
-    files["tric-ranking"] = jsonl("tric-ranking.jsonl", ({"instanceID": r["instanceID"],
-                                                          "score": round(rng.uniform(1, 4), 4)}
-                                                         for r in rows_of("tric-ranking", "inputs.jsonl")))
-    files["trac"] = jsonl("trac.jsonl", ({"target": r["target"], "score": round(rng.random(), 4)}
-                                         for r in rows_of("trac", "targets.jsonl")))
+    files["tric-binary"] = jsonl(
+        "tric-binary.jsonl",
+        (
+            {"instanceID": r["instanceID"], "label": rng.randint(0, 1)}
+            for r in rows_of("tric-binary", "inputs.jsonl")
+        ),
+    )
+    files["tric-ranking"] = jsonl(
+        "tric-ranking.jsonl",
+        (
+            {"instanceID": r["instanceID"], "score": round(rng.uniform(1, 4), 4)}
+            for r in rows_of("tric-ranking", "inputs.jsonl")
+        ),
+    )
+    files["trac"] = jsonl(
+        "trac.jsonl",
+        (
+            {"target": r["target"], "score": round(rng.random(), 4)}
+            for r in rows_of("trac", "targets.jsonl")
+        ),
+    )
     # SwissGov-RSD: a noisy copy of the gold (so the correlations are far from 0), 4 decimals.
     gold = {r["id"]: r for r in rows_of_gold(home)}
-    files["swissgov-rsd"] = jsonl("swissgov-rsd.jsonl", (
-        {"id": r["id"],
-         "labels_a": [round(max(0.0, x) + rng.random(), 4) for x in gold[r["id"]]["labels_a"]],
-         "labels_b": [round(max(0.0, x) + rng.random(), 4) for x in gold[r["id"]]["labels_b"]]}
-        for r in rows_of("swissgov-rsd", "inputs.jsonl")))
+    files["swissgov-rsd"] = jsonl(
+        "swissgov-rsd.jsonl",
+        (
+            {
+                "id": r["id"],
+                "labels_a": [
+                    round(max(0.0, x) + rng.random(), 4) for x in gold[r["id"]]["labels_a"]
+                ],
+                "labels_b": [
+                    round(max(0.0, x) + rng.random(), 4) for x in gold[r["id"]]["labels_b"]
+                ],
+            }
+            for r in rows_of("swissgov-rsd", "inputs.jsonl")
+        ),
+    )
     files["loci-similes"] = loci["submission"]
     topk = make_loci_topk(out / "loci", loci)
     files["loci-top100"], files["loci-top100-gz"] = topk["csv"], topk["gz"]
@@ -215,7 +260,9 @@ def prepare(out: Path, shared: Path) -> dict:
 
 
 def rows_of_gold(home: Path) -> list[dict]:
-    with (home / "tasks" / "swissgov-rsd" / "gold" / "test" / "gold.jsonl").open(encoding="utf-8") as f:
+    with (home / "tasks" / "swissgov-rsd" / "gold" / "test" / "gold.jsonl").open(
+        encoding="utf-8"
+    ) as f:
         return [json.loads(x) for x in f]
 
 
@@ -264,16 +311,30 @@ def child(task_id: str, path: str, home: str, warm: int) -> None:
         scorer.score_validated(scorer.validate_file(task_id, path, home=home), home=home)
         warms.append(time.perf_counter() - t0)
         warms_cpu.append(time.process_time() - c0)
-    json.dump({"import": t_import, "first": first, "first_cpu": first_cpu, "warm": warms,
-               "warm_cpu": warms_cpu, "rss_kb": rss_first,
-               "primary": result["primary"]["value"], "metrics": result["metrics"]}, sys.stdout)
+    json.dump(
+        {
+            "import": t_import,
+            "first": first,
+            "first_cpu": first_cpu,
+            "warm": warms,
+            "warm_cpu": warms_cpu,
+            "rss_kb": rss_first,
+            "primary": result["primary"]["value"],
+            "metrics": result["metrics"],
+        },
+        sys.stdout,
+    )
 
 
 def run_child(task_id: str, path: Path, home: Path, warm: int) -> dict:
     task_id = TASK_OF.get(task_id, task_id)
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, __file__, "--child", task_id, str(path), str(home), str(warm)],
-                       capture_output=True, text=True, cwd=REPO)
+    p = subprocess.run(
+        [sys.executable, __file__, "--child", task_id, str(path), str(home), str(warm)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     wall = time.perf_counter() - t0
     if p.returncode:
         raise SystemExit(f"child for {task_id} failed:\n{p.stderr}")
@@ -332,8 +393,9 @@ def ref_swissgov(submission: Path, home: Path) -> dict:
         vals = {}
         for coef in ("spearman", "kendall"):
             r = correlate(pa, ga, level="global", coefficient=coef)
-            b = bootstrap(pa, ga, level="global", coefficient=coef, resampling_method="inputs",
-                          n_resamples=1)
+            b = bootstrap(
+                pa, ga, level="global", coefficient=coef, resampling_method="inputs", n_resamples=1
+            )
             vals[coef] = float(r)
             vals[coef + "_pm"] = float(max(b.upper - r, r - b.lower))
         out[pair] = vals
@@ -401,8 +463,14 @@ def ref_loci(loci: dict, sample: int, agree_queries: int, out: Path, home: Path)
     qdoc, sdoc = Document(str(loci["queries"])), Document(str(loci["sources"]))
     pipe = _FixedPipeline(loci["submission"], sdoc)
     with quiet:
-        ev = ev_mod.IntertextEvaluator(query_doc=qdoc, source_doc=sdoc, ground_truth=str(loci["gold"]),
-                                       pipeline=pipe, top_k=N_SOURCES - 1, threshold=float("-inf"))
+        ev = ev_mod.IntertextEvaluator(
+            query_doc=qdoc,
+            source_doc=sdoc,
+            ground_truth=str(loci["gold"]),
+            pipeline=pipe,
+            top_k=N_SOURCES - 1,
+            threshold=float("-inf"),
+        )
     construct = time.perf_counter() - t0
     rng = random.Random(SEED)
     ids = qdoc.ids()
@@ -413,8 +481,13 @@ def ref_loci(loci: dict, sample: int, agree_queries: int, out: Path, home: Path)
     per_query = (time.perf_counter() - t0) / sample
     # evaluate(average="micro") evaluates every query once, and the gold queries once more.
     n_evals = len(ids) + len(ev.query_ids_with_match())
-    full = {"construct": construct, "per_query": per_query, "n_evals": n_evals,
-            "extrapolated": construct + per_query * n_evals, "sample": sample}
+    full = {
+        "construct": construct,
+        "per_query": per_query,
+        "n_evals": n_evals,
+        "extrapolated": construct + per_query * n_evals,
+        "sample": sample,
+    }
     del ev, pipe
 
     # Agreement on a reduced instance: `agree_queries` queries with a gold link and as many
@@ -432,13 +505,17 @@ def ref_loci(loci: dict, sample: int, agree_queries: int, out: Path, home: Path)
         w = csv.writer(g, quoting=csv.QUOTE_ALL, lineterminator="\n")
         w.writerow(("query_id", "source_id", "label"))
         w.writerows(gold_rows)
-    with loci["queries"].open(encoding="utf-8", newline="") as f, \
-            (small / "queries.csv").open("w", encoding="utf-8", newline="") as g:
+    with (
+        loci["queries"].open(encoding="utf-8", newline="") as f,
+        (small / "queries.csv").open("w", encoding="utf-8", newline="") as g,
+    ):
         r, w = csv.reader(f), csv.writer(g, quoting=csv.QUOTE_ALL, lineterminator="\n")
         w.writerow(next(r))
         w.writerows(row for row in r if row[0] in keep)
-    with loci["submission"].open(encoding="utf-8", newline="") as f, \
-            (small / "submission.csv").open("w", encoding="utf-8", newline="") as g:
+    with (
+        loci["submission"].open(encoding="utf-8", newline="") as f,
+        (small / "submission.csv").open("w", encoding="utf-8", newline="") as g,
+    ):
         r, w = csv.reader(f), csv.writer(g, lineterminator="\n")
         w.writerow(next(r))
         w.writerows(row for row in r if row[0] in keep)
@@ -446,20 +523,38 @@ def ref_loci(loci: dict, sample: int, agree_queries: int, out: Path, home: Path)
     from tasks.importers import import_task
 
     shome = small / "home"
-    import_task("loci-similes", shome, query=small / "queries.csv", source=loci["sources"],
-                gold=small / "gold.csv")
+    import_task(
+        "loci-similes",
+        shome,
+        query=small / "queries.csv",
+        source=loci["sources"],
+        gold=small / "gold.csv",
+    )
     ours = score_file("loci-similes", small / "submission.csv", home=shome)["metrics"]["all"]
     qdoc = Document(str(small / "queries.csv"))
     pipe = _FixedPipeline(small / "submission.csv", sdoc)
     t0 = time.perf_counter()
     with quiet:
-        ev = ev_mod.IntertextEvaluator(query_doc=qdoc, source_doc=sdoc, ground_truth=str(small / "gold.csv"),
-                                       pipeline=pipe, top_k=N_SOURCES - 1, threshold=float("-inf"))
+        ev = ev_mod.IntertextEvaluator(
+            query_doc=qdoc,
+            source_doc=sdoc,
+            ground_truth=str(small / "gold.csv"),
+            pipeline=pipe,
+            top_k=N_SOURCES - 1,
+            threshold=float("-inf"),
+        )
         macro = ev.evaluate(average="macro").iloc[0].to_dict()
         micro = ev.evaluate(average="micro").iloc[0].to_dict()
     small_seconds = time.perf_counter() - t0
-    return {"full": full, "ours": ours, "macro": macro, "micro": micro,
-            "n_queries": len(qdoc.ids()), "n_gold_queries": len(gold_q), "small_seconds": small_seconds}
+    return {
+        "full": full,
+        "ours": ours,
+        "macro": macro,
+        "micro": micro,
+        "n_queries": len(qdoc.ids()),
+        "n_gold_queries": len(gold_q),
+        "small_seconds": small_seconds,
+    }
 
 
 def ref_ir(loci: dict, ours: dict) -> dict | None:
@@ -483,15 +578,18 @@ def ref_ir(loci: dict, ours: dict) -> dict | None:
             run.setdefault(q, {})[s_] = float(sc)
     cut = (10, 100)
     per: dict = {}
-    for m in ir_measures.pytrec_eval.iter_calc([m @ k for k in cut for m in (R, AP, nDCG)] + [RR], qrels, run):
+    for m in ir_measures.pytrec_eval.iter_calc(
+        [m @ k for k in cut for m in (R, AP, nDCG)] + [RR], qrels, run
+    ):
         per.setdefault(str(m.measure), {})[m.query_id] = m.value
     gq = sorted(qrels)
     theirs = {}
     for k in cut:
         for name, key in (("recall", f"R@{k}"), ("map", f"AP@{k}"), ("ndcg", f"nDCG@{k}")):
             theirs[f"{name}@{k}"] = sum(per.get(key, {}).get(q, 0.0) for q in gq) / len(gq)
-        theirs[f"mrr@{k}"] = sum(x if x and 1 / x <= k + 1e-9 else 0.0
-                                 for x in (per["RR"].get(q, 0.0) for q in gq)) / len(gq)
+        theirs[f"mrr@{k}"] = sum(
+            x if x and 1 / x <= k + 1e-9 else 0.0 for x in (per["RR"].get(q, 0.0) for q in gq)
+        ) / len(gq)
     seconds = time.perf_counter() - t0
     return {"seconds": seconds, "theirs": theirs, "ours": {k: ours[k] for k in theirs}}
 
@@ -521,7 +619,8 @@ def report(fig: dict, refs: dict, args) -> str:
         "loci-similes": "83,116 x 88,019 segments, 545 gold links, 1,000,000 scored links ({size})",
         "loci-top100": "the same corpora, a top-100 run: 8,311,600 scored links, CSV ({size})",
         "loci-top100-gz": "the same top-100 run, CSV .gz ({size})",
-        "tric-binary": "test fold 1, {n} instances", "tric-ranking": "test fold 1, {n} instances",
+        "tric-binary": "test fold 1, {n} instances",
+        "tric-ranking": "test fold 1, {n} instances",
         "trac": "{n} targets",
     }
     for tid, f in fig.items():
@@ -531,28 +630,34 @@ def report(fig: dict, refs: dict, args) -> str:
         rss = f"{f['rss_mb']:.0f} MB"
         if tid in RSS_MB:
             rss += f" ({'under' if f['rss_mb'] < RSS_MB[tid] else 'OVER'} {RSS_MB[tid]} MB)"
-        lines.append(f"| {tid} | {inputs[tid].format(n=f'{n:,}' if n else '?', size=size)} | "
-                     f"<= {fmt_s(TARGETS[tid])} ({mark}) | {fmt_s(f['first'])} ({fmt_s(f['first_cpu'])}) | "
-                     f"{fmt_s(f['warm'])} ({fmt_s(f['warm_cpu'])}) | "
-                     f"{fmt_s(f['process'])} | {fmt_s(f['import'])} | {rss} |")
+        lines.append(
+            f"| {tid} | {inputs[tid].format(n=f'{n:,}' if n else '?', size=size)} | "
+            f"<= {fmt_s(TARGETS[tid])} ({mark}) | {fmt_s(f['first'])} ({fmt_s(f['first_cpu'])}) | "
+            f"{fmt_s(f['warm'])} ({fmt_s(f['warm_cpu'])}) | "
+            f"{fmt_s(f['process'])} | {fmt_s(f['import'])} | {rss} |"
+        )
     lines.append("")
     if "swissgov" in refs:
         r = refs["swissgov"]
         ours = fig["swissgov-rsd"]["metrics"]
         lines += [
-            "SwissGov-RSD reference (nlpstats `correlate(level=\"global\")`, the metric path of "
+            'SwissGov-RSD reference (nlpstats `correlate(level="global")`, the metric path of '
             "upstream scripts/evaluate_predictions_admin.py, reading the same files): "
             f"{fmt_s(r['seconds'])} vs ours {fmt_s(fig['swissgov-rsd']['first'])} first call "
             f"= **{r['seconds'] / fig['swissgov-rsd']['first']:.1f}x** "
             f"({r['seconds'] / fig['swissgov-rsd']['warm']:.1f}x against our warm call).",
             "",
-            "| pair | spearman (ours) | spearman (nlpstats) | kendall (ours) | kendall (nlpstats) | upstream \"±\" (spearman, 1 resample) |",
+            '| pair | spearman (ours) | spearman (nlpstats) | kendall (ours) | kendall (nlpstats) | upstream "±" (spearman, 1 resample) |',
             "| --- | --- | --- | --- | --- | --- |",
         ]
         for pair, v in r["values"].items():
-            lines.append(f"| {pair} | {ours[pair]['spearman']:.6f} | {v['spearman']:.6f} | "
-                         f"{ours[pair]['kendall']:.6f} | {v['kendall']:.6f} | {v['spearman_pm']:.4f} |")
-        diff = max(abs(ours[p][c] - v[c]) for p, v in r["values"].items() for c in ("spearman", "kendall"))
+            lines.append(
+                f"| {pair} | {ours[pair]['spearman']:.6f} | {v['spearman']:.6f} | "
+                f"{ours[pair]['kendall']:.6f} | {v['kendall']:.6f} | {v['spearman_pm']:.4f} |"
+            )
+        diff = max(
+            abs(ours[p][c] - v[c]) for p, v in r["values"].items() for c in ("spearman", "kendall")
+        )
         lines += ["", f"Largest difference: {diff:.2e}.", ""]
     if "loci" in refs and refs["loci"]:
         r = refs["loci"]
@@ -577,15 +682,23 @@ def report(fig: dict, refs: dict, args) -> str:
             "| --- | --- | --- | --- |",
         ]
         diffs = []
-        pairs = [(m, m, "macro") for m in ("precision", "recall", "f1", "accuracy", "smr", "fpr", "fnr")]
+        pairs = [
+            (m, m, "macro") for m in ("precision", "recall", "f1", "accuracy", "smr", "fpr", "fnr")
+        ]
         pairs += [(f"{m}_micro", m, "micro") for m in ("precision", "recall", "f1")]
         pairs += [(m, m, "micro") for m in ("smr", "fpr", "fnr")]
         pairs += [(m, m, "macro") for m in ("tp", "fp", "fn", "tn")]
         for ours_key, their_key, avg in pairs:
             a, b = r["ours"][ours_key], r[avg][their_key]
             diffs.append(abs(a - b))
-            f = (lambda x: f"{int(x):,}") if ours_key in ("tp", "fp", "fn", "tn") else (lambda x: f"{x:.12g}")
-            lines.append(f"| {ours_key} | {f(a)} | {f(b)} (`average=\"{avg}\"` {their_key}) | {abs(a - b):.1e} |")
+            f = (
+                (lambda x: f"{int(x):,}")
+                if ours_key in ("tp", "fp", "fn", "tn")
+                else (lambda x: f"{x:.12g}")
+            )
+            lines.append(
+                f'| {ours_key} | {f(a)} | {f(b)} (`average="{avg}"` {their_key}) | {abs(a - b):.1e} |'
+            )
         lines += ["", f"Largest difference: {max(diffs):.1e}.", ""]
     if refs.get("ir"):
         r = refs["ir"]
@@ -614,9 +727,15 @@ def main(argv=None) -> None:
     ap.add_argument("--warm", type=int, default=5, help="warm calls per process")
     ap.add_argument("--only", nargs="*", default=list(TARGETS), help="tasks to measure")
     ap.add_argument("--no-references", action="store_true")
-    ap.add_argument("--ref-sample", type=int, default=30, help="queries timed in IntertextEvaluator")
-    ap.add_argument("--ref-queries", type=int, default=50,
-                    help="gold queries (and as many others) of the agreement instance")
+    ap.add_argument(
+        "--ref-sample", type=int, default=30, help="queries timed in IntertextEvaluator"
+    )
+    ap.add_argument(
+        "--ref-queries",
+        type=int,
+        default=50,
+        help="gold queries (and as many others) of the agreement instance",
+    )
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -629,15 +748,24 @@ def main(argv=None) -> None:
     for tid in args.only:
         fig[tid] = measure(tid, data["files"][tid], data["home"], args.runs, args.warm)
         fig[tid]["size"] = data["files"][tid].stat().st_size
-        print(f"{tid}: first {fmt_s(fig[tid]['first'])}, warm {fmt_s(fig[tid]['warm'])}", file=sys.stderr)
+        print(
+            f"{tid}: first {fmt_s(fig[tid]['first'])}, warm {fmt_s(fig[tid]['warm'])}",
+            file=sys.stderr,
+        )
     refs = {}
     if not args.no_references:
         if "swissgov-rsd" in fig:
-            runs = [ref_swissgov(data["files"]["swissgov-rsd"], data["home"]) for _ in range(args.runs)]
-            refs["swissgov"] = {"seconds": statistics.median(r["seconds"] for r in runs),
-                                "values": runs[0]["values"]}
+            runs = [
+                ref_swissgov(data["files"]["swissgov-rsd"], data["home"]) for _ in range(args.runs)
+            ]
+            refs["swissgov"] = {
+                "seconds": statistics.median(r["seconds"] for r in runs),
+                "values": runs[0]["values"],
+            }
         if "loci-similes" in fig:
-            refs["loci"] = ref_loci(data["loci"], args.ref_sample, args.ref_queries, args.out, data["home"])
+            refs["loci"] = ref_loci(
+                data["loci"], args.ref_sample, args.ref_queries, args.out, data["home"]
+            )
             refs["ir"] = ref_ir(data["loci"], fig["loci-similes"]["metrics"]["all"])
     print(report(fig, refs, args))
 

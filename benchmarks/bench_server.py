@@ -23,7 +23,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-TROTR = Path(os.environ.get("PALIMPSEST_SHARED_DATA", REPO.parent / "shared" / "data")) / "trotr" / "TRoTR"
+TROTR = (
+    Path(os.environ.get("PALIMPSEST_SHARED_DATA", REPO.parent / "shared" / "data"))
+    / "trotr"
+    / "TRoTR"
+)
 
 
 def setup(home: Path) -> str:
@@ -44,14 +48,33 @@ def predictions(home: Path, i: int) -> bytes:
     from tasks.store import TaskStore
 
     rng = random.Random(i)
-    gold = [_json.loads(x) for x in TaskStore("tric-binary", home).gold("test", "gold.jsonl").read_text().splitlines()]
-    return "".join(_json.dumps({"instanceID": g["instanceID"], "label": g["label"] if rng.random() > 0.3 else 1 - g["label"]}) + "\n"
-                   for g in gold).encode()
+    gold = [
+        _json.loads(x)
+        for x in TaskStore("tric-binary", home).gold("test", "gold.jsonl").read_text().splitlines()
+    ]
+    return "".join(
+        _json.dumps(
+            {
+                "instanceID": g["instanceID"],
+                "label": g["label"] if rng.random() > 0.3 else 1 - g["label"],
+            }
+        )
+        + "\n"
+        for g in gold
+    ).encode()
 
 
 def start_workers(n: int, env: dict) -> list[subprocess.Popen]:
-    return [subprocess.Popen([sys.executable, "-m", "server.worker", "--queue", "scoring"], env=env, cwd=REPO,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(n)]
+    return [
+        subprocess.Popen(
+            [sys.executable, "-m", "server.worker", "--queue", "scoring"],
+            env=env,
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(n)
+    ]
 
 
 def stop(procs):
@@ -101,7 +124,9 @@ def main() -> None:
         team = Team(name="bench", invite_code="bench")
         s.add(team)
         s.flush()
-        user = User(email="bench@example.org", password_hash="x", team_id=team.id, is_organizer=True)
+        user = User(
+            email="bench@example.org", password_hash="x", team_id=team.id, is_organizer=True
+        )
         s.add(user)
         s.commit()
     files = [predictions(home, i) for i in range(50)]
@@ -109,9 +134,18 @@ def main() -> None:
 
     def submit(i):
         with Session(engine, expire_on_commit=False) as s:
-            return create_submission(s, user=user, team=team, task_id="tric-binary", phase="test",
-                                     upload_bytes_or_stream=files[i % len(files)] + b"\n" * (i // len(files)),
-                                     filename="p.jsonl", method_name="bench", settings=settings, redis=conn).id
+            return create_submission(
+                s,
+                user=user,
+                team=team,
+                task_id="tric-binary",
+                phase="test",
+                upload_bytes_or_stream=files[i % len(files)] + b"\n" * (i // len(files)),
+                filename="p.jsonl",
+                method_name="bench",
+                settings=settings,
+                redis=conn,
+            ).id
 
     def status(sid):
         with engine.connect() as c:
@@ -132,8 +166,12 @@ def main() -> None:
             lat.append(time.perf_counter() - t0)
             assert status(sid) == "scored"
         lat.sort()
-        out["latency_s"] = {"n": len(lat), "median": round(statistics.median(lat), 3),
-                            "p90": round(lat[int(0.9 * len(lat)) - 1], 3), "max": round(lat[-1], 3)}
+        out["latency_s"] = {
+            "n": len(lat),
+            "median": round(statistics.median(lat), 3),
+            "p90": round(lat[int(0.9 * len(lat)) - 1], 3),
+            "max": round(lat[-1], 3),
+        }
     finally:
         stop(workers)
     # ------------------------------------------------------------- throughput, 2 workers
@@ -153,19 +191,32 @@ def main() -> None:
         offered = time.perf_counter() - t0
         while True:
             with engine.connect() as c:
-                pending = c.execute(select(func.count()).where(Submission.id > before,
-                                                              Submission.status.in_(("queued", "running")))).scalar_one()
+                pending = c.execute(
+                    select(func.count()).where(
+                        Submission.id > before, Submission.status.in_(("queued", "running"))
+                    )
+                ).scalar_one()
             if not pending:
                 break
             time.sleep(0.05)
         total = time.perf_counter() - t0
         with engine.connect() as c:
-            rows = dict(c.execute(select(Submission.status, func.count()).where(Submission.id > before)
-                                  .group_by(Submission.status)).all())
-        out["throughput"] = {"submitted": n, "offered_per_s": round(n / offered, 2),
-                             "scored": rows.get("scored", 0), "failed": rows.get("failed", 0),
-                             "lost": n - sum(rows.values()), "seconds_until_all_scored": round(total, 2),
-                             "scored_per_s": round(rows.get("scored", 0) / total, 2)}
+            rows = dict(
+                c.execute(
+                    select(Submission.status, func.count())
+                    .where(Submission.id > before)
+                    .group_by(Submission.status)
+                ).all()
+            )
+        out["throughput"] = {
+            "submitted": n,
+            "offered_per_s": round(n / offered, 2),
+            "scored": rows.get("scored", 0),
+            "failed": rows.get("failed", 0),
+            "lost": n - sum(rows.values()),
+            "seconds_until_all_scored": round(total, 2),
+            "scored_per_s": round(rows.get("scored", 0) / total, 2),
+        }
     finally:
         stop(workers)
         redis_.stop()

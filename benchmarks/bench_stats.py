@@ -43,8 +43,13 @@ def import_tasks(home: Path, tasks: list[str]) -> None:
             import_task(t, home, source=SHARED / "swissgov-rsd", test_split="full")
         elif t == "loci-similes":
             loci = SHARED / "loci-similes"
-            import_task(t, home, query=loci / "hieronymus_samples.csv", source=loci / "vergil_samples.csv",
-                        gold=loci / "ground_truth.csv")
+            import_task(
+                t,
+                home,
+                query=loci / "hieronymus_samples.csv",
+                source=loci / "vergil_samples.csv",
+                gold=loci / "ground_truth.csv",
+            )
 
 
 def systems(task, store, n: int, rng, split: str = "test") -> list[dict]:
@@ -52,7 +57,6 @@ def systems(task, store, n: int, rng, split: str = "test") -> list[dict]:
     ties), as the scoring job would keep them."""
     from scorer.bootstrap import unit_arrays
     from scorer.families import Links, family, read_jsonl
-
     from tasks.base import unit_id
 
     fam = family(task, store, split)
@@ -68,7 +72,11 @@ def systems(task, store, n: int, rng, split: str = "test") -> list[dict]:
                 p = ((g + noise) > 0.5).astype(int)
             else:
                 p = np.round(g + noise, 1 if i % 3 == 0 else 6)
-            out.append(unit_arrays(task, store, split, {unit_id(r, keys): p[j] for j, r in enumerate(gold)}))
+            out.append(
+                unit_arrays(
+                    task, store, split, {unit_id(r, keys): p[j] for j, r in enumerate(gold)}
+                )
+            )
         return out
     if task.kind == "tokens":
         rows = read_jsonl(store.gold("test", "gold.jsonl"))
@@ -91,8 +99,14 @@ def systems(task, store, n: int, rng, split: str = "test") -> list[dict]:
         keep = rng.random(gq.size) < 0.9 - 0.01 * i
         extra = rng.integers(0, len(qidx), 40), rng.integers(0, len(sidx), 40)
         keys = np.unique(np.r_[gq[keep] * len(sidx) + gs[keep], extra[0] * len(sidx) + extra[1]])
-        out.append(unit_arrays(task, store, "test",
-                               Links(keys // len(sidx), keys % len(sidx), rng.random(keys.size))))
+        out.append(
+            unit_arrays(
+                task,
+                store,
+                "test",
+                Links(keys // len(sidx), keys % len(sidx), rng.random(keys.size)),
+            )
+        )
     return out
 
 
@@ -114,7 +128,9 @@ def bench(task_spec: str, home: Path, rows: int, B: int) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     boot = Bootstrap(task, store, split)
     W = boot.weights(B, 12345)
-    WP = np.vstack([np.ones(W.shape[1]), W])  # the point, then the resamples (one matrix for every row)
+    WP = np.vstack(
+        [np.ones(W.shape[1]), W]
+    )  # the point, then the resamples (one matrix for every row)
     samples, points = [], []
     for blob in stored:
         with np.load(io.BytesIO(blob)) as z:
@@ -134,28 +150,45 @@ def bench(task_spec: str, home: Path, rows: int, B: int) -> dict:
     if task.kind == "tokens":
         extra = f", {sum(tp.doc.size for _c, _t, tp in boot.pairs.values()):,} scored tokens"
     kind = {"tokens": "documents", "links": "queries"}.get(task.kind, task.kind)
-    return {"task": task_spec, "rows": rows, "B": B, "units": f"{units} {kind}{extra}", "cold_s": cold, "cold_cpu_s": cold_cpu,
-            "one_new_row_s": warm, "clusters": max(st["cluster"])}
+    return {
+        "task": task_spec,
+        "rows": rows,
+        "B": B,
+        "units": f"{units} {kind}{extra}",
+        "cold_s": cold,
+        "cold_cpu_s": cold_cpu,
+        "one_new_row_s": warm,
+        "clusters": max(st["cluster"]),
+    }
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--rows", type=int, default=50)
     ap.add_argument("--B", type=int, default=1000)
-    ap.add_argument("--tasks", default="swissgov-rsd,tric-binary,tric-ranking,trac,loci-similes,"
-                                       "tric-binary@cv,tric-ranking@cv")
+    ap.add_argument(
+        "--tasks",
+        default="swissgov-rsd,tric-binary,tric-ranking,trac,loci-similes,"
+        "tric-binary@cv,tric-ranking@cv",
+    )
     a = ap.parse_args(argv)
     tasks = a.tasks.split(",")
     with tempfile.TemporaryDirectory() as d:
         home = Path(d)
         import_tasks(home, tasks)
-        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+        print(
+            f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores"
+        )
         for t in tasks:
             r = bench(t, home, a.rows, a.B)
             bar = 30.0 if t == "swissgov-rsd" else 5.0
-            print(f"{r['task']:>15}: {r['rows']} rows, B={r['B']}, {r['units']}: board {r['cold_s']:.2f} s "
-                  f"(bar {bar:.0f} s; CPU time {r['cold_cpu_s']:.2f} s), one new row {r['one_new_row_s']:.2f} s, {r['clusters']} clusters; "
-                  f"load {os.getloadavg()[0]:.2f}")
+            print(
+                f"{r['task']:>15}: {r['rows']} rows, B={r['B']}, {r['units']}: board {r['cold_s']:.2f} s "
+                f"(bar {bar:.0f} s; CPU time {r['cold_cpu_s']:.2f} s), one new row {r['one_new_row_s']:.2f} s, {r['clusters']} clusters; "
+                f"load {os.getloadavg()[0]:.2f}"
+            )
     return 0
 
 

@@ -51,14 +51,26 @@ def free_port() -> int:
 
 def env_for(home: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    env.update(PALIMPSEST_HOME=str(home), PYTHONPATH=str(REPO), PALIMPSEST_INVALID_DAILY_LIMIT="none",
-               PALIMPSEST_RECONCILE_EVERY="2", PALIMPSEST_STALE_AFTER="10")
+    env.update(
+        PALIMPSEST_HOME=str(home),
+        PYTHONPATH=str(REPO),
+        PALIMPSEST_INVALID_DAILY_LIMIT="none",
+        PALIMPSEST_RECONCILE_EVERY="2",
+        PALIMPSEST_STALE_AFTER="10",
+    )
     return env
 
 
 def palimpsest(home: Path, *args, input: str | None = None) -> str:
-    r = subprocess.run([sys.executable, "-m", "cli.main", *args], env=env_for(home), cwd=REPO, input=input,
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        env=env_for(home),
+        cwd=REPO,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if r.returncode != 0:
         raise RuntimeError(f"palimpsest {' '.join(args)}: {r.stderr or r.stdout}")
     return r.stdout
@@ -81,8 +93,19 @@ def set_up(home: Path) -> dict:
     for t in all_tasks():
         for split in t.splits:
             if split in ("dev", "test"):
-                palimpsest(home, "phases", "set", t.id, split, "--daily-limit", "none", "--total-limit", "none",
-                           "--concurrent-limit", "none")
+                palimpsest(
+                    home,
+                    "phases",
+                    "set",
+                    t.id,
+                    split,
+                    "--daily-limit",
+                    "none",
+                    "--total-limit",
+                    "none",
+                    "--concurrent-limit",
+                    "none",
+                )
     os.environ["PALIMPSEST_HOME"] = str(home)
     engine = get_engine(Settings(home=home).sqlalchemy_url())
     with Session(engine, expire_on_commit=False) as s:
@@ -102,9 +125,14 @@ def set_up(home: Path) -> dict:
 
 
 def start_serve(home: Path, port: int, workers: int, log: Path) -> subprocess.Popen:
-    p = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(port), "--workers", str(workers)],
-                         env=env_for(home), cwd=REPO, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
-                         start_new_session=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "serve", "--port", str(port), "--workers", str(workers)],
+        env=env_for(home),
+        cwd=REPO,
+        stdout=open(log, "ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -121,18 +149,28 @@ def multipart(fields: dict, file_name: str, data: bytes) -> tuple[bytes, str]:
     boundary = "palimpsest" + os.urandom(8).hex()
     out = io.BytesIO()
     for k, v in fields.items():
-        out.write(f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode())
-    out.write(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{file_name}"\r\n'
-              "Content-Type: application/octet-stream\r\n\r\n".encode())
+        out.write(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+        )
+    out.write(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{file_name}"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n".encode()
+    )
     out.write(data)
     out.write(f"\r\n--{boundary}--\r\n".encode())
     return out.getvalue(), f"multipart/form-data; boundary={boundary}"
 
 
-def upload(base: str, token: str, task: str, phase: str, name: str, data: bytes) -> tuple[int, dict]:
+def upload(
+    base: str, token: str, task: str, phase: str, name: str, data: bytes
+) -> tuple[int, dict]:
     body, ctype = multipart({"phase": phase, "method_name": "fuzz"}, name, data)
-    req = urllib.request.Request(f"{base}/api/v1/tasks/{task}/submissions", data=body, method="POST",
-                                 headers={"Authorization": f"Bearer {token}", "Content-Type": ctype})
+    req = urllib.request.Request(
+        f"{base}/api/v1/tasks/{task}/submissions",
+        data=body,
+        method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": ctype},
+    )
     try:
         with urllib.request.urlopen(req, timeout=120) as r:
             return r.status, json.loads(r.read() or b"{}")
@@ -159,8 +197,29 @@ def valid_file(task_id: str, split: str, home: Path, rng: random.Random) -> tupl
     return predictions(task_id, split, home, rng.choice((0.0, 0.1, 0.3)), seed=rng.randrange(10**6))
 
 
-HOSTILE_VALUES = [None, "", "x", [], {}, True, -1, 1e309, "NaN", "1e999", 10**30, "é" * 300, [1, [2, [3]]],
-                  {"a": 1}, "\u0000", "💥" * 50, -0.0, 0.5, 2, "1", " 1 "]
+HOSTILE_VALUES = [
+    None,
+    "",
+    "x",
+    [],
+    {},
+    True,
+    -1,
+    1e309,
+    "NaN",
+    "1e999",
+    10**30,
+    "é" * 300,
+    [1, [2, [3]]],
+    {"a": 1},
+    "\u0000",
+    "💥" * 50,
+    -0.0,
+    0.5,
+    2,
+    "1",
+    " 1 ",
+]
 
 
 def mutate(data: bytes, name: str, rng: random.Random) -> tuple[bytes, str]:
@@ -225,7 +284,9 @@ def mutate(data: bytes, name: str, rng: random.Random) -> tuple[bytes, str]:
         i = rng.randrange(len(rows))
         rows[i] = rows[i].replace('"', '"' + "Z" * rng.choice((100, 10_000, 1_000_000)), 1)
     elif kind == 11:  # the wrong format altogether
-        return rng.choice([b"<html></html>", b"\x00\x01\x02", b"a,b\n1,2\n", b"[]", b'{"a": 1}']), name
+        return rng.choice(
+            [b"<html></html>", b"\x00\x01\x02", b"a,b\n1,2\n", b"[]", b'{"a": 1}']
+        ), name
     elif kind == 12 and rows:  # shuffled lines: still valid
         rng.shuffle(rows)
     elif kind == 13:  # an empty file or one blank line
@@ -242,12 +303,23 @@ def bombs(task_id: str, valid: bytes, name: str) -> dict[str, tuple[bytes, str]]
         for _ in range(8):  # 1 GiB of '{}' lines uncompressed, about 1 MB compressed
             f.write(b"{}\n" * (128 * MiB // 3))
     out["gzip of 1 GiB '{}' lines"] = (gz.getvalue(), "p.jsonl.gz")
-    out["one 60 MB line"] = (json.dumps({"instanceID": "A" * (60 * MiB), "label": 1}).encode() + b"\n",
-                             "p.jsonl")
-    out["JSON nested 100,000 deep"] = (b'{"instanceID": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n", "p.jsonl")
-    out["an integer of 50,000 digits"] = (b'{"instanceID": "x", "label": ' + b"9" * 50_000 + b"}\n", "p.jsonl")
+    out["one 60 MB line"] = (
+        json.dumps({"instanceID": "A" * (60 * MiB), "label": 1}).encode() + b"\n",
+        "p.jsonl",
+    )
+    out["JSON nested 100,000 deep"] = (
+        b'{"instanceID": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n",
+        "p.jsonl",
+    )
+    out["an integer of 50,000 digits"] = (
+        b'{"instanceID": "x", "label": ' + b"9" * 50_000 + b"}\n",
+        "p.jsonl",
+    )
     out["zip whose header lies about its size"] = (_lying_zip(name, valid), name + ".zip")
-    out["10,000 columns"] = ((",".join(f"c{i}" for i in range(10_000)) + "\n") .encode() * 50, "p.csv")
+    out["10,000 columns"] = (
+        (",".join(f"c{i}" for i in range(10_000)) + "\n").encode() * 50,
+        "p.csv",
+    )
     out["a million blank lines and one bad"] = (b"\n" * 1_000_000 + b"{\n", "p.jsonl")
     return out
 
@@ -258,9 +330,29 @@ def _lying_zip(name: str, data: bytes) -> bytes:
     comp = b"".join([payload.compress(b"0" * MiB) for _ in range(200)]) + payload.flush()
     crc = zlib.crc32(b"0" * 1024)
     fname = name.encode()
-    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0, crc, len(comp), 1024, len(fname), 0)
-    central = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 8, 0, 0, crc, len(comp), 1024,
-                          len(fname), 0, 0, 0, 0, 0, 0)
+    local = struct.pack(
+        "<IHHHHHIIIHH", 0x04034B50, 20, 0, 8, 0, 0, crc, len(comp), 1024, len(fname), 0
+    )
+    central = struct.pack(
+        "<IHHHHHHIIIHHHHHII",
+        0x02014B50,
+        20,
+        20,
+        0,
+        8,
+        0,
+        0,
+        crc,
+        len(comp),
+        1024,
+        len(fname),
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    )
     body = local + fname + comp
     end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(central) + len(fname), len(body), 0)
     return body + central + fname + end
@@ -308,8 +400,14 @@ except TooCostly:
 print(json.dumps({{"seconds": time.perf_counter() - t, "outcome": outcome,
                   "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
-    r = subprocess.run([sys.executable, "-c", code], env=env_for(home), capture_output=True, text=True, timeout=600)
-    return json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {"error": r.stderr[-500:]}
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=env_for(home), capture_output=True, text=True, timeout=600
+    )
+    return (
+        json.loads(r.stdout.strip().splitlines()[-1])
+        if r.returncode == 0
+        else {"error": r.stderr[-500:]}
+    )
 
 
 def gold_values(home: Path) -> dict[str, dict[str, str]]:
@@ -348,10 +446,13 @@ def login_flood(base: str, n: int = 20) -> int | None:
     for i in range(1, n + 1):
         page = opener.open(f"{base}/auth/login", timeout=30).read().decode()
         token = re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
-        data = urllib.parse.urlencode({"csrf_token": token, "email": "victim@example.org",
-                                       "password": f"wrong-{i}"}).encode()
+        data = urllib.parse.urlencode(
+            {"csrf_token": token, "email": "victim@example.org", "password": f"wrong-{i}"}
+        ).encode()
         try:
-            opener.open(urllib.request.Request(f"{base}/auth/login", data=data, method="POST"), timeout=30)
+            opener.open(
+                urllib.request.Request(f"{base}/auth/login", data=data, method="POST"), timeout=30
+            )
         except urllib.error.HTTPError as e:
             if e.code == 429:
                 return i
@@ -371,8 +472,17 @@ def run(per_task: int, seed: int, workers: int = 2, bombs_too: bool = True) -> d
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     serve = start_serve(home, port, workers, tmp / "serve.log")
-    report: dict = {"seed": seed, "per_task": per_task, "http": Counter(), "outcomes": Counter(), "bombs": {},
-                    "longest_report_bytes": 0, "gold_in_messages": [], "infra": [], "http_500": []}
+    report: dict = {
+        "seed": seed,
+        "per_task": per_task,
+        "http": Counter(),
+        "outcomes": Counter(),
+        "bombs": {},
+        "longest_report_bytes": 0,
+        "gold_in_messages": [],
+        "infra": [],
+        "http_500": [],
+    }
     try:
         golds = gold_values(home)
         started = time.monotonic()
@@ -388,9 +498,15 @@ def run(per_task: int, seed: int, workers: int = 2, bombs_too: bool = True) -> d
                     report["http_500"].append({"task": t.id, "i": i, "body": str(body)[:300]})
                 if status in (200, 201) and "id" in body:
                     ids.append(body["id"])
-            print(f"{t.id}: {per_task} uploaded ({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
+            print(
+                f"{t.id}: {per_task} uploaded ({time.monotonic() - started:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
             for sid, d in wait_final(base, creds["token"], ids, timeout=600 + per_task).items():
-                report["outcomes"][d["status"] if d["status"] != "failed" else f"failed:{d['failure_kind']}"] += 1
+                report["outcomes"][
+                    d["status"] if d["status"] != "failed" else f"failed:{d['failure_kind']}"
+                ] += 1
                 if d.get("failure_kind") == "infra":
                     report["infra"].append({"task": t.id, "id": sid, "errors": d["errors"][:2]})
                 size = len(json.dumps(d["errors"], ensure_ascii=False).encode())
@@ -398,7 +514,9 @@ def run(per_task: int, seed: int, workers: int = 2, bombs_too: bool = True) -> d
                 for p in d["errors"]:
                     want = golds.get(t.id, {}).get(str(p.get("id")))
                     if want and want in (p.get("message") or ""):
-                        report["gold_in_messages"].append({"task": t.id, "id": p["id"], "message": p["message"]})
+                        report["gold_in_messages"].append(
+                            {"task": t.id, "id": p["id"], "message": p["message"]}
+                        )
         if bombs_too:
             for t in [x for x in all_tasks() if x.id in ("tric-binary", "loci-similes")]:
                 split = "test"
@@ -410,19 +528,26 @@ def run(per_task: int, seed: int, workers: int = 2, bombs_too: bool = True) -> d
                     report["http"][status] += 1
                     if status in (200, 201) and "id" in body:
                         d = wait_final(base, creds["token"], [body["id"]], timeout=120)[body["id"]]
-                        entry.update(seconds=round(time.monotonic() - t0, 2), status=d["status"],
-                                     failure_kind=d.get("failure_kind"),
-                                     first_problem=(d["errors"] or [{}])[0].get("message", "")[:120])
+                        entry.update(
+                            seconds=round(time.monotonic() - t0, 2),
+                            status=d["status"],
+                            failure_kind=d.get("failure_kind"),
+                            first_problem=(d["errors"] or [{}])[0].get("message", "")[:120],
+                        )
                         stored = next((home / "uploads").glob(f"*/{d['sha256']}*"), None)
                         if stored is not None:
                             entry["alone"] = peak_of_job(home, stored, t.id, split)
                         if d.get("failure_kind") == "infra":
-                            report["infra"].append({"task": t.id, "bomb": label, "errors": d["errors"][:2]})
+                            report["infra"].append(
+                                {"task": t.id, "bomb": label, "errors": d["errors"][:2]}
+                            )
                         size = len(json.dumps(d["errors"], ensure_ascii=False).encode())
                         report["longest_report_bytes"] = max(report["longest_report_bytes"], size)
                     else:
-                        entry.update(seconds=round(time.monotonic() - t0, 2),
-                                     refused=str(body.get("error", {}).get("message", ""))[:120])
+                        entry.update(
+                            seconds=round(time.monotonic() - t0, 2),
+                            refused=str(body.get("error", {}).get("message", ""))[:120],
+                        )
                     report["bombs"][f"{t.id}: {label}"] = entry
         report["login_throttled_at"] = login_flood(base)
     finally:

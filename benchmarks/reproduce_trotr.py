@@ -47,12 +47,18 @@ def run(trotr: Path, models_: list[str], device: str, batch_size: int) -> list[d
         for task in ("tric-ranking", "tric-binary"):
             import_task(task, home, source=trotr, fold=1)
         for model in models_:
-            models = Models(Options(model=model, device=device, batch_size=batch_size, progress=False, split="cv"))
+            models = Models(
+                Options(
+                    model=model, device=device, batch_size=batch_size, progress=False, split="cv"
+                )
+            )
             t0 = time.perf_counter()
             per: dict[int, dict] = {}
             for task in ("tric-ranking", "tric-binary"):
                 for system, key in (("bi-encoder", ""), ("bi-encoder-mask", "_mask")):
-                    path = write_submission(task, system, TaskStore(task, home), home / "out" / model, models)
+                    path = write_submission(
+                        task, system, TaskStore(task, home), home / "out" / model, models
+                    )
                     result = score_file(task, path, "cv", home)
                     name = "spearman" if task == "tric-ranking" else "f1"
                     for f, m in result["cross_validation"]["folds"].items():
@@ -65,9 +71,12 @@ def run(trotr: Path, models_: list[str], device: str, batch_size: int) -> list[d
             for f in sorted(per):
                 rows.append(per[f])
                 print(json.dumps(per[f]), flush=True)
-            print(f"{model}: {time.perf_counter() - t0:.1f} s; encoded {enc.sentences_encoded} distinct texts in "
-                  f"{enc.seconds_encoding:.1f} s ({enc.sentences_encoded / max(enc.seconds_encoding, 1e-9):.0f} "
-                  f"sentences/s, {enc.device})", flush=True)
+            print(
+                f"{model}: {time.perf_counter() - t0:.1f} s; encoded {enc.sentences_encoded} distinct texts in "
+                f"{enc.seconds_encoding:.1f} s ({enc.sentences_encoded / max(enc.seconds_encoding, 1e-9):.0f} "
+                f"sentences/s, {enc.device})",
+                flush=True,
+            )
     return rows
 
 
@@ -83,10 +92,17 @@ def _their_f1s(home: Path, models) -> dict[int, dict[str, float]]:
     from tasks.store import TaskStore
 
     st = TaskStore("tric-binary", home)
-    dev, test = _read_jsonl(st.public("cv", "dev.jsonl")), _read_jsonl(st.public("cv", "inputs.jsonl"))
-    gold = {(g["fold"], g["instanceID"]): g["label"] for g in _read_jsonl(st.gold("cv", "gold.jsonl"))}
-    dist = {s: (1 - pair_relatedness(dev, s, models), 1 - pair_relatedness(test, s, models))
-            for s in ("bi-encoder", "bi-encoder-mask")}
+    dev, test = (
+        _read_jsonl(st.public("cv", "dev.jsonl")),
+        _read_jsonl(st.public("cv", "inputs.jsonl")),
+    )
+    gold = {
+        (g["fold"], g["instanceID"]): g["label"] for g in _read_jsonl(st.gold("cv", "gold.jsonl"))
+    }
+    dist = {
+        s: (1 - pair_relatedness(dev, s, models), 1 - pair_relatedness(test, s, models))
+        for s in ("bi-encoder", "bi-encoder-mask")
+    }
     out = {}
     for f in sorted({p["fold"] for p in test}):
         di = np.array([p["fold"] == f for p in dev])
@@ -97,8 +113,13 @@ def _their_f1s(home: Path, models) -> dict[int, dict[str, float]]:
         _, _, thresholds = roc_curve(y_dev, d_dev)
         f1s = np.array([f1_score(y_dev, d_dev <= t, average="weighted") for t in thresholds])
         thr = thresholds[f1s.argmax()].round(3)
-        out[f] = {k: float(f1_score(y_test, dist[s][1][ti] <= thr, average="weighted"))
-                  for k, s in (("f1_mask_their_procedure", "bi-encoder-mask"), ("f1_their_procedure", "bi-encoder"))}
+        out[f] = {
+            k: float(f1_score(y_test, dist[s][1][ti] <= thr, average="weighted"))
+            for k, s in (
+                ("f1_mask_their_procedure", "bi-encoder-mask"),
+                ("f1_their_procedure", "bi-encoder"),
+            )
+        }
     return out
 
 
@@ -110,32 +131,55 @@ def _ms(vals) -> str:
 def table(rows: list[dict]) -> str:
     """Markdown per model: ours beside the authors' fold by fold, then mean ± std (population) beside
     the paper's means."""
-    labels = {"spearman": "Spearman", "spearman_mask": "Spearman +MASK", "f1": "weighted F1",
-              "f1_mask": "weighted F1 +MASK"}
+    labels = {
+        "spearman": "Spearman",
+        "spearman_mask": "Spearman +MASK",
+        "f1": "weighted F1",
+        "f1_mask": "weighted F1 +MASK",
+    }
     out = []
     for model in dict.fromkeys(r["model"] for r in rows):
         mine = [r for r in rows if r["model"] == model]
         auth = AUTHORS.get(model, {})
-        out += [f"**{model}**", "",
-                "| fold | " + " | ".join(f"{labels[k]} ours / authors" for k in KEYS) + " |",
-                "| --- |" + " --- |" * len(KEYS)]
+        out += [
+            f"**{model}**",
+            "",
+            "| fold | " + " | ".join(f"{labels[k]} ours / authors" for k in KEYS) + " |",
+            "| --- |" + " --- |" * len(KEYS),
+        ]
         for r in mine:
             a = auth.get(r["fold"], {})
-            out.append(f"| {r['fold']} | " + " | ".join(
-                f"{r[k]:.3f} / {a[k]:.3f}" if k in a else f"{r[k]:.3f} / -" for k in KEYS) + " |")
+            out.append(
+                f"| {r['fold']} | "
+                + " | ".join(
+                    f"{r[k]:.3f} / {a[k]:.3f}" if k in a else f"{r[k]:.3f} / -" for k in KEYS
+                )
+                + " |"
+            )
         folds = [r["fold"] for r in mine]
-        out.append(f"| mean ± std ({len(mine)} folds) | " + " | ".join(
-            f"{_ms([r[k] for r in mine])} / "
-            + (_ms([auth[f][k] for f in folds if f in auth]) if auth else "-") for k in KEYS) + " |")
+        out.append(
+            f"| mean ± std ({len(mine)} folds) | "
+            + " | ".join(
+                f"{_ms([r[k] for r in mine])} / "
+                + (_ms([auth[f][k] for f in folds if f in auth]) if auth else "-")
+                for k in KEYS
+            )
+            + " |"
+        )
         if model in PAPER:
-            out.append("| paper, Table 6 | " + " | ".join(f"{PAPER[model][k]:.2f}" for k in KEYS) + " |")
+            out.append(
+                "| paper, Table 6 | " + " | ".join(f"{PAPER[model][k]:.2f}" for k in KEYS) + " |"
+            )
         if all("f1_their_procedure" in r for r in mine):
-            out += ["", "Weighted F1 by the authors' threshold procedure (candidates from roc_curve, rounded "
-                    "to 3 decimals, the +MASK threshold for both), folds 1 to 10: plain "
-                    + ", ".join(f"{r['f1_their_procedure']:.3f}" for r in mine)
-                    + f" (mean {_ms([r['f1_their_procedure'] for r in mine])}); +MASK "
-                    + ", ".join(f"{r['f1_mask_their_procedure']:.3f}" for r in mine)
-                    + f" (mean {_ms([r['f1_mask_their_procedure'] for r in mine])})."]
+            out += [
+                "",
+                "Weighted F1 by the authors' threshold procedure (candidates from roc_curve, rounded "
+                "to 3 decimals, the +MASK threshold for both), folds 1 to 10: plain "
+                + ", ".join(f"{r['f1_their_procedure']:.3f}" for r in mine)
+                + f" (mean {_ms([r['f1_their_procedure'] for r in mine])}); +MASK "
+                + ", ".join(f"{r['f1_mask_their_procedure']:.3f}" for r in mine)
+                + f" (mean {_ms([r['f1_mask_their_procedure'] for r in mine])}).",
+            ]
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -143,8 +187,12 @@ def table(rows: list[dict]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--table-from", type=Path, help="Only print the table of rows saved by --json.")
-    ap.add_argument("--trotr", type=Path, default=REPO.parent / "shared" / "data" / "trotr" / "TRoTR")
-    ap.add_argument("--model", action="append", help=f"A bi-encoder (repeatable; default: {', '.join(MODELS)}).")
+    ap.add_argument(
+        "--trotr", type=Path, default=REPO.parent / "shared" / "data" / "trotr" / "TRoTR"
+    )
+    ap.add_argument(
+        "--model", action="append", help=f"A bi-encoder (repeatable; default: {', '.join(MODELS)})."
+    )
     ap.add_argument("--device", default="auto")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--json", type=Path, help="Also write the per-fold rows here.")

@@ -77,11 +77,19 @@ class Response:
 
 
 class Client:
-    def __init__(self, server: str, token: str | None, retries: int = 4, backoff: float = 0.5,
-                 timeout: float = 60.0):
+    def __init__(
+        self,
+        server: str,
+        token: str | None,
+        retries: int = 4,
+        backoff: float = 0.5,
+        timeout: float = 60.0,
+    ):
         if not server:
-            raise ClientError("no server configured: run `palimpsest login --server URL --token TOKEN` "
-                              "or set PALIMPSEST_SERVER")
+            raise ClientError(
+                "no server configured: run `palimpsest login --server URL --token TOKEN` "
+                "or set PALIMPSEST_SERVER"
+            )
         self.server = server.rstrip("/")
         self.token = token
         self.retries = retries
@@ -94,13 +102,22 @@ class Client:
         return cls(cfg.get("server", ""), cfg.get("token"))
 
     def url(self, path: str, params: dict | None = None) -> str:
-        q = "?" + urllib.parse.urlencode({k: v for k, v in (params or {}).items() if v is not None}) \
-            if params else ""
+        q = (
+            "?" + urllib.parse.urlencode({k: v for k, v in (params or {}).items() if v is not None})
+            if params
+            else ""
+        )
         return f"{self.server}/api/v1{path}{q}"
 
-    def request(self, method: str, path: str, params: dict | None = None, data: bytes | None = None,
-                headers: dict | None = None, body_factory: Callable[[], object] | None = None
-                ) -> Response:
+    def request(
+        self,
+        method: str,
+        path: str,
+        params: dict | None = None,
+        data: bytes | None = None,
+        headers: dict | None = None,
+        body_factory: Callable[[], object] | None = None,
+    ) -> Response:
         hdrs = {"Accept": "application/json", "User-Agent": "palimpsest-cli/0.1"}
         if self.token:
             hdrs["Authorization"] = f"Bearer {self.token}"
@@ -140,8 +157,11 @@ class Client:
         err = body.get("error", body) if isinstance(body, dict) else {}
         message = err.get("message") if isinstance(err, dict) else None
         if not message:
-            message = {401: "the server refused the token (run `palimpsest login` again)",
-                       403: "not allowed", 404: "not found"}.get(status, f"the server answered {status}")
+            message = {
+                401: "the server refused the token (run `palimpsest login` again)",
+                403: "not allowed",
+                404: "not found",
+            }.get(status, f"the server answered {status}")
         return ClientError(message, status, err if isinstance(err, dict) else {})
 
     def get_json(self, path: str, **params):
@@ -150,8 +170,9 @@ class Client:
     def send_json(self, method: str, path: str, body: dict | None = None, **params):
         """POST/PATCH a JSON body; the answer's JSON."""
         data = json.dumps(body or {}).encode("utf-8")
-        return self.request(method, path, params, data=data,
-                            headers={"Content-Type": "application/json"}).json()
+        return self.request(
+            method, path, params, data=data, headers={"Content-Type": "application/json"}
+        ).json()
 
     def get_all(self, path: str, limit: int | None = None, **params) -> list:
         """Every item of a paginated list (following `next_cursor`), or the first `limit`."""
@@ -167,17 +188,27 @@ class Client:
             if not cursor or (limit is not None and len(items) >= limit):
                 return items
 
-    def upload(self, path: str, file: Path, fields: dict, progress: Callable[[int, int], None] | None = None):
+    def upload(
+        self,
+        path: str,
+        file: Path,
+        fields: dict,
+        progress: Callable[[int, int], None] | None = None,
+    ):
         """POST a multipart form with one file, reporting bytes sent."""
         boundary = uuid.uuid4().hex
         head = b""
         for k, v in fields.items():
             if v is None:
                 continue
-            head += (f"--{boundary}\r\nContent-Disposition: form-data; name=\"{k}\"\r\n\r\n{v}\r\n").encode()
+            head += (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'
+            ).encode()
         fname = file.name.replace('"', "_")
-        head += (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{fname}\"\r\n"
-                 "Content-Type: application/octet-stream\r\n\r\n").encode()
+        head += (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{fname}"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n"
+        ).encode()
         tail = f"\r\n--{boundary}--\r\n".encode()
         size = file.stat().st_size
         total = len(head) + size + len(tail)
@@ -185,9 +216,15 @@ class Client:
         def body():
             return _MultipartStream(head, file, tail, total, progress)
 
-        return self.request("POST", path, body_factory=body, headers={
-            "Content-Type": f"multipart/form-data; boundary={boundary}",
-            "Content-Length": str(total)}).json()
+        return self.request(
+            "POST",
+            path,
+            body_factory=body,
+            headers={
+                "Content-Type": f"multipart/form-data; boundary={boundary}",
+                "Content-Length": str(total),
+            },
+        ).json()
 
 
 class _MultipartStream:

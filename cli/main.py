@@ -52,16 +52,24 @@ def friendly(fn):
         except Exception as e:  # never a traceback for a user; PALIMPSEST_DEBUG=1 shows it
             if os.environ.get("PALIMPSEST_DEBUG"):
                 raise
-            fail(f"internal error ({type(e).__name__}: {e}); rerun with PALIMPSEST_DEBUG=1 for details", 3)
+            fail(
+                f"internal error ({type(e).__name__}: {e}); rerun with PALIMPSEST_DEBUG=1 for details",
+                3,
+            )
 
     return wrapper
 
 
 HOME_OPTION = click.option(
-    "--home", type=click.Path(file_okay=False, path_type=Path), envvar="PALIMPSEST_HOME",
-    default=None, help="Data directory (default: $PALIMPSEST_HOME or ~/.local/share/palimpsest).",
+    "--home",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="PALIMPSEST_HOME",
+    default=None,
+    help="Data directory (default: $PALIMPSEST_HOME or ~/.local/share/palimpsest).",
 )
 TASK_ARG = click.argument("task_id", metavar="TASK", type=click.Choice(task_ids()))
+
+
 def split_names() -> list[str]:
     """Every split a registered task declares (test, dev, and a cross-validated one such as cv)."""
     from tasks import all_tasks
@@ -69,9 +77,14 @@ def split_names() -> list[str]:
     return list(dict.fromkeys(["test", "dev", *(s for t in all_tasks() for s in t.splits)]))
 
 
-SPLIT_OPTION = click.option("--split", type=click.Choice(split_names()), default="test", show_default=True,
-                            help="Which split's inputs and gold to use (cv: every fold of a cross-validated "
-                                 "task, a row per fold and id).")
+SPLIT_OPTION = click.option(
+    "--split",
+    type=click.Choice(split_names()),
+    default="test",
+    show_default=True,
+    help="Which split's inputs and gold to use (cv: every fold of a cross-validated "
+    "task, a row per fold and id).",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -105,8 +118,14 @@ def tasks_list(home=None, as_json=False):
     rows = []
     for t in all_tasks():
         st = TaskStore(t.id, home)
-        rows.append({"id": t.id, "title": t.title, "primary": f"{t.primary[1]} ({t.primary[0]})",
-                     "imported": st.exists()})
+        rows.append(
+            {
+                "id": t.id,
+                "title": t.title,
+                "primary": f"{t.primary[1]} ({t.primary[0]})",
+                "imported": st.exists(),
+            }
+        )
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -127,14 +146,20 @@ def tasks_show(task_id, as_json):
         click.echo(json.dumps(asdict(t), indent=2))
         return
     click.echo(f"{t.id} (v{t.version}): {t.title}\n\n{t.description}\n")
-    click.echo("Submission format (" + t.format.native + "; also csv/tsv, .gz or .zip of one file):")
+    click.echo(
+        "Submission format (" + t.format.native + "; also csv/tsv, .gz or .zip of one file):"
+    )
     for f in t.format.fields:
         opt = " (optional)" if f.name in t.format.optional else ""
         click.echo(f"  {f.name:<12} {f.kind:<8} {f.description}{opt}")
     click.echo("Example:\n" + "".join("  " + line + "\n" for line in t.format.example.splitlines()))
-    click.echo(f"Primary metric: {t.primary[1]} on {t.primary[0]} "
-               f"({'higher' if t.greater_is_better else 'lower'} is better)")
-    click.echo(f"Metrics: {', '.join(t.metrics)}; subsets: {', '.join(t.subsets)}; splits: {', '.join(t.splits)}")
+    click.echo(
+        f"Primary metric: {t.primary[1]} on {t.primary[0]} "
+        f"({'higher' if t.greater_is_better else 'lower'} is better)"
+    )
+    click.echo(
+        f"Metrics: {', '.join(t.metrics)}; subsets: {', '.join(t.subsets)}; splits: {', '.join(t.splits)}"
+    )
     click.echo(f"Import: {t.import_help}\nLicence: {t.licence}\n\n{t.citation}")
 
 
@@ -153,11 +178,18 @@ def _import_options(command):
         elif o.kind == "list":
             kind = click.STRING
         else:
-            kind = click.Path(exists=True, path_type=Path, file_okay=o.kind != "dir", dir_okay=o.kind != "file")
+            kind = click.Path(
+                exists=True, path_type=Path, file_okay=o.kind != "dir", dir_okay=o.kind != "file"
+            )
         users = [t.id for t in all_tasks() if any(x.flag == o.flag for x in t.import_options)]
         default = f" [default: {o.default}]" if o.default is not None else ""
-        command = click.option(o.flag, _param(o.flag), type=kind, default=None,
-                               help=f"{o.help}{default} ({', '.join(users)})")(command)
+        command = click.option(
+            o.flag,
+            _param(o.flag),
+            type=kind,
+            default=None,
+            help=f"{o.help}{default} ({', '.join(users)})",
+        )(command)
     return command
 
 
@@ -194,8 +226,10 @@ def tasks_import(task_id, home, **given):
         if v is not None:
             options[o.dest] = v
     manifest = import_task(task_id, home, **options)
-    counts = "; ".join(f"{split}: " + ", ".join(f"{k} {v}" for k, v in c.items())
-                       for split, c in manifest["counts"].items())
+    counts = "; ".join(
+        f"{split}: " + ", ".join(f"{k} {v}" for k, v in c.items())
+        for split, c in manifest["counts"].items()
+    )
     click.echo(f"imported {task_id}: {counts}")
     for note in manifest.get("notes", []):
         click.echo(f"note: {note}")
@@ -203,9 +237,13 @@ def tasks_import(task_id, home, **given):
 
 @main.command("agreement")
 @TASK_ARG
-@click.option("--from", "source", type=click.Path(exists=True, path_type=Path),
-              help="A release checkout (TRoTR, SwissGov-RSD, STR) to compute from (default: what the import "
-                   "recorded).")
+@click.option(
+    "--from",
+    "source",
+    type=click.Path(exists=True, path_type=Path),
+    help="A release checkout (TRoTR, SwissGov-RSD, STR) to compute from (default: what the import "
+    "recorded).",
+)
 @HOME_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly
@@ -213,9 +251,8 @@ def agreement_cmd(task_id, source, home, as_json):
     """Human agreement in a task's release: the ceiling its board shows as a reference row."""
     import json as _json
 
-    from tasks.store import TaskStore
-
     from tasks.base import resolve
+    from tasks.store import TaskStore
 
     t = get_task(task_id)
     if not t.agreement:
@@ -233,46 +270,79 @@ def agreement_cmd(task_id, source, home, as_json):
     if "language_pairs" in got:  # SwissGov-RSD: annotator against annotator per language pair
         from tasks.agreement_swissgov import why
 
-        click.echo(f"{t.id}: token Spearman x100, annotator 1 against annotator 2 ({got['source']})")
-        click.echo(f"  {'pair':<6} {'ours':>6} {'paper':>6} {'alpha':>6} {'docs':>5} {'tokens':>7}  how")
+        click.echo(
+            f"{t.id}: token Spearman x100, annotator 1 against annotator 2 ({got['source']})"
+        )
+        click.echo(
+            f"  {'pair':<6} {'ours':>6} {'paper':>6} {'alpha':>6} {'docs':>5} {'tokens':>7}  how"
+        )
         for pair, a in sorted(got["language_pairs"].items()):
             ours = "-" if a["spearman"] is None else f"{a['spearman'] * 100:.2f}"
             paper = "-" if a.get("paper") is None else f"{a['paper']:.2f}"
             alpha = "-" if a.get("alpha_ordinal") is None else f"{a['alpha_ordinal'] * 100:.2f}"
-            click.echo(f"  {pair:<6} {ours:>6} {paper:>6} {alpha:>6} {a['documents']:>5} {a['tokens']:>7}  "
-                       f"{a['procedure']}")
-        click.echo("  (ours, paper: Spearman; alpha: Krippendorff's alpha, ordinal, of the same labels)")
+            click.echo(
+                f"  {pair:<6} {ours:>6} {paper:>6} {alpha:>6} {a['documents']:>5} {a['tokens']:>7}  "
+                f"{a['procedure']}"
+            )
+        click.echo(
+            "  (ours, paper: Spearman; alpha: Krippendorff's alpha, ordinal, of the same labels)"
+        )
         for pair, a in sorted(got["language_pairs"].items()):
             if a["spearman"] is not None:
                 click.echo(f"  {pair}: {why(pair, a)}")
         return
-    if "languages" in got and "splits" in got:  # STR: split-half reliability of the raw BWS annotations
-        click.echo(f"{t.id}: split-half reliability of the raw Best-Worst-Scaling annotations ({got['source']}/), "
-                   f"{got['splits']} splits, seed {got['seed']}")
-        click.echo(f"  {'lang':<5} {'spearman':>15} {'pearson':>15} {'items':>6} {'tuples':>6} {'annot.':>6}  "
-                   "gold check (all annotations against the release's Score)")
+    if (
+        "languages" in got and "splits" in got
+    ):  # STR: split-half reliability of the raw BWS annotations
+        click.echo(
+            f"{t.id}: split-half reliability of the raw Best-Worst-Scaling annotations ({got['source']}/), "
+            f"{got['splits']} splits, seed {got['seed']}"
+        )
+        click.echo(
+            f"  {'lang':<5} {'spearman':>15} {'pearson':>15} {'items':>6} {'tuples':>6} {'annot.':>6}  "
+            "gold check (all annotations against the release's Score)"
+        )
         for lang, a in sorted(got["languages"].items()):
             g = a.get("gold_check", {})
-            check = ("-" if "spearman" not in g else
-                     f"{'reproduced' if g['reproduced'] else 'NOT reproduced'}: Spearman {g['spearman']:.3f}, "
-                     f"{g['within_rounding'] * 100:.1f}% of {g['matched']} pairs within rounding")
-            click.echo(f"  {lang:<5} {a['spearman']:>7.3f} ± {a['spearman_sd']:.3f} {a['pearson']:>7.3f} ± "
-                       f"{a['pearson_sd']:.3f} {a['items']:>6} {a['tuples']:>6} {a['annotations']:>6}  {check}")
+            check = (
+                "-"
+                if "spearman" not in g
+                else f"{'reproduced' if g['reproduced'] else 'NOT reproduced'}: Spearman {g['spearman']:.3f}, "
+                f"{g['within_rounding'] * 100:.1f}% of {g['matched']} pairs within rounding"
+            )
+            click.echo(
+                f"  {lang:<5} {a['spearman']:>7.3f} ± {a['spearman_sd']:.3f} {a['pearson']:>7.3f} ± "
+                f"{a['pearson_sd']:.3f} {a['items']:>6} {a['tuples']:>6} {a['annotations']:>6}  {check}"
+            )
         if got.get("other_files"):
-            click.echo(f"  left out (not a str language, or not imported): {', '.join(got['other_files'])}")
-        click.echo("  (beside the declared 0.84: STR-2022's English, a different language and dataset)")
+            click.echo(
+                f"  left out (not a str language, or not imported): {', '.join(got['other_files'])}"
+            )
+        click.echo(
+            "  (beside the declared 0.84: STR-2022's English, a different language and dataset)"
+        )
         return
     p = got.get("paper", {})
-    click.echo(f"{t.id}: {got['pairs']} pairs, {got['annotators']} annotators, {got['judgments']} judgments")
-    click.echo(f"  Krippendorff's alpha (ordinal):    {got['alpha_ordinal']:.3f}   (paper {p.get('alpha')})")
-    click.echo(f"  weighted mean pairwise Spearman:   {got['weighted_mean_pairwise_spearman']:.3f}   "
-               f"(paper {p.get('spearman')})")
+    click.echo(
+        f"{t.id}: {got['pairs']} pairs, {got['annotators']} annotators, {got['judgments']} judgments"
+    )
+    click.echo(
+        f"  Krippendorff's alpha (ordinal):    {got['alpha_ordinal']:.3f}   (paper {p.get('alpha')})"
+    )
+    click.echo(
+        f"  weighted mean pairwise Spearman:   {got['weighted_mean_pairwise_spearman']:.3f}   "
+        f"(paper {p.get('spearman')})"
+    )
 
 
 def _print_problems(e, as_json: bool, task_id: str, cap: int = 50):
     if as_json:
-        click.echo(json.dumps({"task": task_id, "valid": False, "problems": e.to_list(),
-                               "total": e.total}, indent=2))
+        click.echo(
+            json.dumps(
+                {"task": task_id, "valid": False, "problems": e.to_list(), "total": e.total},
+                indent=2,
+            )
+        )
     else:
         click.echo(e.summary(cap), err=True)
 
@@ -324,7 +394,9 @@ def score_cmd(task_id, file, split, home, as_json):
     subsets = list(result["metrics"])
     click.echo(f"{'':<10}" + "".join(f"{s:>10}" for s in subsets))
     for m in names:
-        click.echo(f"{m:<10}" + "".join(f"{_num(result['metrics'][s].get(m)):>10}" for s in subsets))
+        click.echo(
+            f"{m:<10}" + "".join(f"{_num(result['metrics'][s].get(m)):>10}" for s in subsets)
+        )
     for n in result["notes"]:
         click.echo(f"note: {n}")
 

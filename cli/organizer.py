@@ -37,10 +37,12 @@ def _emit(as_json: bool, data, text) -> None:
 
 def _phase_line(p: dict) -> str:
     lim = p.get("limits") or {}
-    return (f"{p['name']:<8} {p['split']:<5} {', '.join(p.get('state') or []):<22} "
-            f"opens {p.get('opens_at') or '-'}  closes {p.get('closes_at') or '-'}  "
-            f"daily {_cell(lim.get('daily'))} total {_cell(lim.get('total'))} "
-            f"concurrent {_cell(lim.get('concurrent'))} public {p.get('public_fraction')}")
+    return (
+        f"{p['name']:<8} {p['split']:<5} {', '.join(p.get('state') or []):<22} "
+        f"opens {p.get('opens_at') or '-'}  closes {p.get('closes_at') or '-'}  "
+        f"daily {_cell(lim.get('daily'))} total {_cell(lim.get('total'))} "
+        f"concurrent {_cell(lim.get('concurrent'))} public {p.get('public_fraction')}"
+    )
 
 
 def _when(v: str | None):
@@ -61,22 +63,43 @@ def _limit(v: str | None):
         raise click.BadParameter(f"{v!r} is not a whole number or 'none'") from None
 
 
-def _phase_fields(opens, closes, daily_limit, total_limit, concurrent_limit, public_fraction) -> dict:
-    fields = {"opens_at": _when(opens), "closes_at": _when(closes), "daily_limit": _limit(daily_limit),
-              "total_limit": _limit(total_limit), "concurrent_limit": _limit(concurrent_limit),
-              "public_fraction": public_fraction if public_fraction is not None else ...}
+def _phase_fields(
+    opens, closes, daily_limit, total_limit, concurrent_limit, public_fraction
+) -> dict:
+    fields = {
+        "opens_at": _when(opens),
+        "closes_at": _when(closes),
+        "daily_limit": _limit(daily_limit),
+        "total_limit": _limit(total_limit),
+        "concurrent_limit": _limit(concurrent_limit),
+        "public_fraction": public_fraction if public_fraction is not None else ...,
+    }
     return {k: v for k, v in fields.items() if v is not ...}
 
 
 def _phase_options(fn):
-    for opt in reversed([
-        click.option("--opens", help="Opening time (ISO 8601; UTC without an offset) or 'none'."),
-        click.option("--closes", help="Closing time (ISO 8601; UTC without an offset) or 'none'."),
-        click.option("--daily-limit", help="Scored submissions per team per UTC day, or 'none'."),
-        click.option("--total-limit", help="Scored submissions per team in the phase, or 'none'."),
-        click.option("--concurrent-limit", help="Submissions waiting or running at once, or 'none'."),
-        click.option("--public-fraction", type=float, help="Share of the test gold scored publicly."),
-    ]):
+    for opt in reversed(
+        [
+            click.option(
+                "--opens", help="Opening time (ISO 8601; UTC without an offset) or 'none'."
+            ),
+            click.option(
+                "--closes", help="Closing time (ISO 8601; UTC without an offset) or 'none'."
+            ),
+            click.option(
+                "--daily-limit", help="Scored submissions per team per UTC day, or 'none'."
+            ),
+            click.option(
+                "--total-limit", help="Scored submissions per team in the phase, or 'none'."
+            ),
+            click.option(
+                "--concurrent-limit", help="Submissions waiting or running at once, or 'none'."
+            ),
+            click.option(
+                "--public-fraction", type=float, help="Share of the test gold scored publicly."
+            ),
+        ]
+    ):
         fn = opt(fn)
     return fn
 
@@ -104,14 +127,31 @@ def register(main: click.Group) -> None:
     @phases.command("create")
     @click.argument("task_id", metavar="TASK")
     @click.argument("name")
-    @click.option("--split", required=True, help="The task's split the phase scores on (dev, test).")
+    @click.option(
+        "--split", required=True, help="The task's split the phase scores on (dev, test)."
+    )
     @_phase_options
     @JSON
-    def phase_create(task_id, name, split, opens, closes, daily_limit, total_limit, concurrent_limit,
-                     public_fraction, as_json):
+    def phase_create(
+        task_id,
+        name,
+        split,
+        opens,
+        closes,
+        daily_limit,
+        total_limit,
+        concurrent_limit,
+        public_fraction,
+        as_json,
+    ):
         """Create a phase of a task."""
-        body = {"name": name, "split": split,
-                **_phase_fields(opens, closes, daily_limit, total_limit, concurrent_limit, public_fraction)}
+        body = {
+            "name": name,
+            "split": split,
+            **_phase_fields(
+                opens, closes, daily_limit, total_limit, concurrent_limit, public_fraction
+            ),
+        }
         p = _call(as_json, lambda c: c.send_json("POST", f"/tasks/{task_id}/phases", body))
         _emit(as_json, p, lambda p: click.echo(_phase_line(p)))
 
@@ -120,13 +160,28 @@ def register(main: click.Group) -> None:
     @click.argument("phase_name", metavar="PHASE")
     @_phase_options
     @JSON
-    def phase_edit(task_id, phase_name, opens, closes, daily_limit, total_limit, concurrent_limit,
-                   public_fraction, as_json):
+    def phase_edit(
+        task_id,
+        phase_name,
+        opens,
+        closes,
+        daily_limit,
+        total_limit,
+        concurrent_limit,
+        public_fraction,
+        as_json,
+    ):
         """Change a phase's window, limits or public fraction (only what is given changes)."""
-        body = _phase_fields(opens, closes, daily_limit, total_limit, concurrent_limit, public_fraction)
+        body = _phase_fields(
+            opens, closes, daily_limit, total_limit, concurrent_limit, public_fraction
+        )
         if not body:
-            raise click.UsageError("nothing to change: give --opens, --closes, a limit or --public-fraction")
-        p = _call(as_json, lambda c: c.send_json("PATCH", f"/tasks/{task_id}/phases/{phase_name}", body))
+            raise click.UsageError(
+                "nothing to change: give --opens, --closes, a limit or --public-fraction"
+            )
+        p = _call(
+            as_json, lambda c: c.send_json("PATCH", f"/tasks/{task_id}/phases/{phase_name}", body)
+        )
         _emit(as_json, p, lambda p: click.echo(_phase_line(p)))
 
     def _action(name: str, help_text: str):
@@ -135,19 +190,26 @@ def register(main: click.Group) -> None:
         @click.argument("phase_name", metavar="PHASE")
         @JSON
         def command(task_id, phase_name, as_json):
-            r = _call(as_json, lambda c: c.send_json("POST", f"/tasks/{task_id}/phases/{phase_name}/{name}"))
+            r = _call(
+                as_json,
+                lambda c: c.send_json("POST", f"/tasks/{task_id}/phases/{phase_name}/{name}"),
+            )
             _emit(as_json, r, lambda r: click.echo(_phase_line(r["phase"])))
 
         return command
 
     _action("close", "Close a phase now: no further submissions are accepted.")
-    _action("freeze", "Freeze a phase's leaderboard: later submissions are not shown to participants.")
+    _action(
+        "freeze", "Freeze a phase's leaderboard: later submissions are not shown to participants."
+    )
     _action("unfreeze", "Unfreeze a phase's leaderboard.")
 
     @organizer.command("publish")
     @click.argument("task_id", metavar="TASK")
     @click.argument("phase_name", metavar="PHASE")
-    @click.option("--close", "close_first", is_flag=True, help="Close an open phase in the same step.")
+    @click.option(
+        "--close", "close_first", is_flag=True, help="Close an open phase in the same step."
+    )
     @click.option("--reason", default="", help="Why this correction (needed from version 2 on).")
     @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
     @JSON
@@ -155,47 +217,103 @@ def register(main: click.Group) -> None:
         """Publish the final ranking of a closed phase (an immutable snapshot); again, with --reason,
         to publish a correction as a new version."""
         if not yes and not as_json and sys.stdin.isatty():
-            click.confirm(f"Publish the final ranking of {task_id}/{phase_name}? It cannot be undone, only "
-                          "corrected", abort=True)
-        r = _call(as_json, lambda c: c.send_json("POST", f"/tasks/{task_id}/phases/{phase_name}/publish",
-                                                 {"close": close_first, "reason": reason}))
-        _emit(as_json, r, lambda r: click.echo(
-            f"{task_id} {phase_name}: final ranking version {r['ranking']['version']} published "
-            f"(sha256 {r['ranking']['sha256'][:16]})"))
+            click.confirm(
+                f"Publish the final ranking of {task_id}/{phase_name}? It cannot be undone, only "
+                "corrected",
+                abort=True,
+            )
+        r = _call(
+            as_json,
+            lambda c: c.send_json(
+                "POST",
+                f"/tasks/{task_id}/phases/{phase_name}/publish",
+                {"close": close_first, "reason": reason},
+            ),
+        )
+        _emit(
+            as_json,
+            r,
+            lambda r: click.echo(
+                f"{task_id} {phase_name}: final ranking version {r['ranking']['version']} published "
+                f"(sha256 {r['ranking']['sha256'][:16]})"
+            ),
+        )
 
     @organizer.command("rankings")
     @click.argument("task_id", metavar="TASK")
     @click.argument("phase_name", metavar="PHASE")
-    @click.option("--version", type=int, default=None, help="Print this version (the snapshot, as published).")
+    @click.option(
+        "--version", type=int, default=None, help="Print this version (the snapshot, as published)."
+    )
     @JSON
     def rankings(task_id, phase_name, version, as_json):
         """List the published versions of a phase's final ranking, or print one."""
         if version is not None:
-            r = _call(as_json, lambda c: c.request("GET", f"/tasks/{task_id}/phases/{phase_name}/rankings/{version}"))
+            r = _call(
+                as_json,
+                lambda c: c.request(
+                    "GET", f"/tasks/{task_id}/phases/{phase_name}/rankings/{version}"
+                ),
+            )
             if as_json:
                 click.echo(r.body.decode("utf-8"))
                 return
             body = r.json()
             key = body["columns"][0]["key"]
-            _table([{"rank": x["rank"], "team": x["team"], "method": x.get("method_name"),
-                     key: x["metrics"].get(key), "public": x.get("public_primary")} for x in body["rows"]],
-                   ["rank", "team", "method", key, "public"])
+            _table(
+                [
+                    {
+                        "rank": x["rank"],
+                        "team": x["team"],
+                        "method": x.get("method_name"),
+                        key: x["metrics"].get(key),
+                        "public": x.get("public_primary"),
+                    }
+                    for x in body["rows"]
+                ],
+                ["rank", "team", "method", key, "public"],
+            )
             return
-        items = _call(as_json, lambda c: c.get_all(f"/tasks/{task_id}/phases/{phase_name}/rankings"))
-        _emit(as_json, items, lambda rows: _table(rows, ["version", "published_at", "reason", "sha256"]))
+        items = _call(
+            as_json, lambda c: c.get_all(f"/tasks/{task_id}/phases/{phase_name}/rankings")
+        )
+        _emit(
+            as_json,
+            items,
+            lambda rows: _table(rows, ["version", "published_at", "reason", "sha256"]),
+        )
 
     @organizer.command("export")
     @click.argument("task_id", metavar="TASK")
     @click.argument("phase_name", metavar="PHASE")
-    @click.option("--format", "fmt", type=click.Choice(["csv", "json", "tex"]), default="csv", show_default=True)
-    @click.option("--version", type=int, default=None, help="A published version (default: the latest).")
-    @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                  help="Write to this file (default: stdout).")
+    @click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(["csv", "json", "tex"]),
+        default="csv",
+        show_default=True,
+    )
+    @click.option(
+        "--version", type=int, default=None, help="A published version (default: the latest)."
+    )
+    @click.option(
+        "-o",
+        "--output",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="Write to this file (default: stdout).",
+    )
     def export(task_id, phase_name, fmt, version, output):
         """The final ranking as CSV, JSON or a LaTeX table: the published snapshot byte for byte, or
         a preview before publication."""
-        r = _call(False, lambda c: c.request("GET", f"/tasks/{task_id}/phases/{phase_name}/export",
-                                             {"format": fmt, "version": version}))
+        r = _call(
+            False,
+            lambda c: c.request(
+                "GET",
+                f"/tasks/{task_id}/phases/{phase_name}/export",
+                {"format": fmt, "version": version},
+            ),
+        )
         if output is None:
             click.echo(r.body.decode("utf-8"), nl=False)
         else:
@@ -206,18 +324,42 @@ def register(main: click.Group) -> None:
 
     @organizer.command("submissions")
     @click.option("--task", "task_id", default=None, help="Only this task.")
-    @click.option("--status", type=click.Choice(["queued", "running", "scored", "failed"]), default=None)
-    @click.option("--limit", type=int, default=50, show_default=True, help="At most this many, newest first.")
+    @click.option(
+        "--status", type=click.Choice(["queued", "running", "scored", "failed"]), default=None
+    )
+    @click.option(
+        "--limit", type=int, default=50, show_default=True, help="At most this many, newest first."
+    )
     @JSON
     def submissions(task_id, status, limit, as_json):
         """Every team's submissions, newest first."""
-        rows = _call(as_json, lambda c: c.get_all("/submissions", limit=limit, mine="0", task=task_id,
-                                                  status=status))
-        _emit(as_json, rows, lambda rows: _table(
-            [{**r, "score": ((r.get("scores") or {}).get("primary") or {}).get("value"),
-              "flags": " ".join(f for f, on in (("primary", r.get("is_primary")), ("hidden", r.get("hidden")),
-                                                 ("baseline", r.get("is_baseline"))) if on)} for r in rows],
-            ["id", "team", "task", "phase", "status", "created", "score", "flags"]))
+        rows = _call(
+            as_json,
+            lambda c: c.get_all("/submissions", limit=limit, mine="0", task=task_id, status=status),
+        )
+        _emit(
+            as_json,
+            rows,
+            lambda rows: _table(
+                [
+                    {
+                        **r,
+                        "score": ((r.get("scores") or {}).get("primary") or {}).get("value"),
+                        "flags": " ".join(
+                            f
+                            for f, on in (
+                                ("primary", r.get("is_primary")),
+                                ("hidden", r.get("hidden")),
+                                ("baseline", r.get("is_baseline")),
+                            )
+                            if on
+                        ),
+                    }
+                    for r in rows
+                ],
+                ["id", "team", "task", "phase", "status", "created", "score", "flags"],
+            ),
+        )
 
     @organizer.command("rescore")
     @click.argument("submission_id", type=int)
@@ -225,8 +367,17 @@ def register(main: click.Group) -> None:
     @JSON
     def rescore(submission_id, reason, as_json):
         """Score one submission again."""
-        r = _call(as_json, lambda c: c.send_json("POST", f"/submissions/{submission_id}/rescore", {"reason": reason}))
-        _emit(as_json, r, lambda r: click.echo(f"queued for rescoring: {', '.join(map(str, r['queued']))}"))
+        r = _call(
+            as_json,
+            lambda c: c.send_json(
+                "POST", f"/submissions/{submission_id}/rescore", {"reason": reason}
+            ),
+        )
+        _emit(
+            as_json,
+            r,
+            lambda r: click.echo(f"queued for rescoring: {', '.join(map(str, r['queued']))}"),
+        )
 
     @organizer.command("rescore-all")
     @click.argument("task_id", metavar="TASK")
@@ -238,10 +389,25 @@ def register(main: click.Group) -> None:
     def rescore_all(task_id, phase, include_invalid, reason, yes, as_json):
         """Score every final submission of a task (or of one phase) again."""
         if not yes and not as_json and sys.stdin.isatty():
-            click.confirm(f"Rescore every scored submission of {task_id}{f'/{phase}' if phase else ''}?", abort=True)
-        r = _call(as_json, lambda c: c.send_json("POST", f"/tasks/{task_id}/rescore", {
-            "phase": phase, "include_invalid": include_invalid, "reason": reason}))
-        _emit(as_json, r, lambda r: click.echo(f"{len(r['queued'])} submission(s) of {task_id} queued for rescoring"))
+            click.confirm(
+                f"Rescore every scored submission of {task_id}{f'/{phase}' if phase else ''}?",
+                abort=True,
+            )
+        r = _call(
+            as_json,
+            lambda c: c.send_json(
+                "POST",
+                f"/tasks/{task_id}/rescore",
+                {"phase": phase, "include_invalid": include_invalid, "reason": reason},
+            ),
+        )
+        _emit(
+            as_json,
+            r,
+            lambda r: click.echo(
+                f"{len(r['queued'])} submission(s) of {task_id} queued for rescoring"
+            ),
+        )
 
     def _visibility(name: str, help_text: str, needs_reason: bool):
         @organizer.command(name, help=help_text)
@@ -249,15 +415,27 @@ def register(main: click.Group) -> None:
         @click.option("--reason", required=needs_reason, help="Shown to the team.")
         @JSON
         def command(submission_id, reason, as_json):
-            r = _call(as_json, lambda c: c.send_json("POST", f"/submissions/{submission_id}/visibility",
-                                                     {"action": name, "reason": reason or ""}))
+            r = _call(
+                as_json,
+                lambda c: c.send_json(
+                    "POST",
+                    f"/submissions/{submission_id}/visibility",
+                    {"action": name, "reason": reason or ""},
+                ),
+            )
             _emit(as_json, r, lambda r: click.echo(f"submission {r['id']}: {name}"))
 
         return command
 
-    _visibility("hide", "Hide a submission from the leaderboard (the team is shown the reason).", True)
+    _visibility(
+        "hide", "Hide a submission from the leaderboard (the team is shown the reason).", True
+    )
     _visibility("unhide", "Show a hidden submission again.", False)
-    _visibility("remove", "Remove a submission (nothing is deleted for real; the team sees the reason).", True)
+    _visibility(
+        "remove",
+        "Remove a submission (nothing is deleted for real; the team sees the reason).",
+        True,
+    )
     _visibility("restore", "Restore a removed submission.", False)
 
     # ------------------------------------------------------------------------- audit and baselines
@@ -265,15 +443,29 @@ def register(main: click.Group) -> None:
     @organizer.command("audit")
     @click.option("--action", default=None, help="Only this action, e.g. ranking.publish.")
     @click.option("--all", "everything", is_flag=True, help="Also the workers' status changes.")
-    @click.option("--limit", type=int, default=50, show_default=True, help="At most this many, newest first.")
+    @click.option(
+        "--limit", type=int, default=50, show_default=True, help="At most this many, newest first."
+    )
     @JSON
     def audit(action, everything, limit, as_json):
         """The audit log, newest first."""
-        rows = _call(as_json, lambda c: c.get_all("/audit", limit=limit, action=action,
-                                                  all="1" if everything else None))
-        _emit(as_json, rows, lambda rows: _table(
-            [{**r, "details": json.dumps(r.get("details") or {}, ensure_ascii=False)[:80]} for r in rows],
-            ["id", "created", "actor", "action", "target", "details"]))
+        rows = _call(
+            as_json,
+            lambda c: c.get_all(
+                "/audit", limit=limit, action=action, all="1" if everything else None
+            ),
+        )
+        _emit(
+            as_json,
+            rows,
+            lambda rows: _table(
+                [
+                    {**r, "details": json.dumps(r.get("details") or {}, ensure_ascii=False)[:80]}
+                    for r in rows
+                ],
+                ["id", "created", "actor", "action", "target", "details"],
+            ),
+        )
 
     @organizer.group("baselines")
     def baselines():
@@ -285,22 +477,51 @@ def register(main: click.Group) -> None:
     def baselines_list(task_id, as_json):
         """List a task's baseline entries, newest first."""
         rows = _call(as_json, lambda c: c.get_all(f"/tasks/{task_id}/baselines"))
-        _emit(as_json, rows, lambda rows: _table(
-            [{**r, "score": ((r.get("scores") or {}).get("primary") or {}).get("value")} for r in rows],
-            ["id", "phase", "method_name", "status", "created", "score"]))
+        _emit(
+            as_json,
+            rows,
+            lambda rows: _table(
+                [
+                    {**r, "score": ((r.get("scores") or {}).get("primary") or {}).get("value")}
+                    for r in rows
+                ],
+                ["id", "phase", "method_name", "status", "created", "score"],
+            ),
+        )
 
     @baselines.command("queue")
     @click.argument("task_id", metavar="TASK")
     @click.argument("systems", nargs=-1, required=True)
-    @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
-    @click.option("--model", default=None, help="Bi-encoder / token encoder (a local path or a name).")
+    @click.option(
+        "--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True
+    )
+    @click.option(
+        "--model", default=None, help="Bi-encoder / token encoder (a local path or a name)."
+    )
     @click.option("--cross-model", default=None, help="Cross-encoder.")
     @JSON
     def baselines_queue(task_id, systems, device, model, cross_model, as_json):
         """Queue baseline runs for a worker of the baselines queue (`palimpsest worker --queue baselines`)."""
-        r = _call(as_json, lambda c: c.send_json("POST", f"/tasks/{task_id}/baselines", {
-            "systems": list(systems), "device": device, "model": model, "cross_model": cross_model}))
-        _emit(as_json, r, lambda r: click.echo(f"queued {len(r['jobs'])} baseline run(s): {', '.join(r['jobs'])}"))
+        r = _call(
+            as_json,
+            lambda c: c.send_json(
+                "POST",
+                f"/tasks/{task_id}/baselines",
+                {
+                    "systems": list(systems),
+                    "device": device,
+                    "model": model,
+                    "cross_model": cross_model,
+                },
+            ),
+        )
+        _emit(
+            as_json,
+            r,
+            lambda r: click.echo(
+                f"queued {len(r['jobs'])} baseline run(s): {', '.join(r['jobs'])}"
+            ),
+        )
 
     @baselines.command("runs")
     @click.option("--limit", type=int, default=50, show_default=True)
@@ -308,6 +529,19 @@ def register(main: click.Group) -> None:
     def baselines_runs(limit, as_json):
         """Baseline runs on the queue: waiting, running, finished (what they recorded), failed."""
         rows = _call(as_json, lambda c: c.get_all("/baselines/runs", limit=limit))
-        _emit(as_json, rows, lambda rows: _table(
-            [{**r, "recorded": ", ".join(f"#{x.get('submission_id')}" for x in r.get("recorded") or [])}
-             for r in rows], ["id", "status", "enqueued", "ended", "recorded", "error"]))
+        _emit(
+            as_json,
+            rows,
+            lambda rows: _table(
+                [
+                    {
+                        **r,
+                        "recorded": ", ".join(
+                            f"#{x.get('submission_id')}" for x in r.get("recorded") or []
+                        ),
+                    }
+                    for r in rows
+                ],
+                ["id", "status", "enqueued", "ended", "recorded", "error"],
+            ),
+        )

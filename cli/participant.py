@@ -67,8 +67,12 @@ def register(main: click.Group) -> None:
     """Add the participant commands to the `palimpsest` group."""
 
     @main.command("login")
-    @click.option("--server", required=True, help="The server's base URL, e.g. https://palimpsest.example.org")
-    @click.option("--token", prompt=True, hide_input=True, help="Your API token (from your account page).")
+    @click.option(
+        "--server", required=True, help="The server's base URL, e.g. https://palimpsest.example.org"
+    )
+    @click.option(
+        "--token", prompt=True, hide_input=True, help="Your API token (from your account page)."
+    )
     def login(server, token):
         """Store the server URL and API token (config file mode 0600)."""
         c = Client(server, token, retries=1)
@@ -83,8 +87,13 @@ def register(main: click.Group) -> None:
     @main.command("download")
     @click.argument("task_id", metavar="TASK")
     @click.option("--split", default=None, help="Only this split (default: every public split).")
-    @click.option("--home", type=click.Path(file_okay=False, path_type=Path), envvar="PALIMPSEST_HOME",
-                  default=None, help="Data directory where `validate` finds the inputs.")
+    @click.option(
+        "--home",
+        type=click.Path(file_okay=False, path_type=Path),
+        envvar="PALIMPSEST_HOME",
+        default=None,
+        help="Data directory where `validate` finds the inputs.",
+    )
     def download(task_id, split, home):
         """Download a task's public inputs into the data directory (so `validate` works offline)."""
         from tasks.store import TaskStore
@@ -114,15 +123,21 @@ def register(main: click.Group) -> None:
     @main.command("submit")
     @click.argument("task_id", metavar="TASK")
     @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-    @click.option("--phase", default=None, help="Phase name (default: the open test phase, else dev).")
+    @click.option(
+        "--phase", default=None, help="Phase name (default: the open test phase, else dev)."
+    )
     @click.option("--method-name", default="", help="Name of your method.")
     @click.option("--description", default="", help="A short description.")
     @click.option("--url", default="", help="Paper or code URL.")
     @click.option("--private", "private", is_flag=True, help="Keep off the public leaderboard.")
-    @click.option("--primary", is_flag=True, help="Make it your team's primary (ranked) run of the phase.")
+    @click.option(
+        "--primary", is_flag=True, help="Make it your team's primary (ranked) run of the phase."
+    )
     @click.option("--wait", is_flag=True, help="Wait until scored, then print the scores.")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-    def submit(task_id, file, phase, method_name, description, url, private, primary, wait, as_json):
+    def submit(
+        task_id, file, phase, method_name, description, url, private, primary, wait, as_json
+    ):
         """Upload a prediction file; with --wait, follow it until it is scored."""
         try:
             c = _client()
@@ -139,10 +154,19 @@ def register(main: click.Group) -> None:
                 last[0] = min(sent, bar.length)
 
         try:
-            sub = c.upload(f"/tasks/{task_id}/submissions", file,
-                           {"phase": phase, "method_name": method_name, "description": description,
-                            "url": url, "show_publicly": "false" if private else "true",
-                            **({"primary": "true"} if primary else {})}, progress)
+            sub = c.upload(
+                f"/tasks/{task_id}/submissions",
+                file,
+                {
+                    "phase": phase,
+                    "method_name": method_name,
+                    "description": description,
+                    "url": url,
+                    "show_publicly": "false" if private else "true",
+                    **({"primary": "true"} if primary else {}),
+                },
+                progress,
+            )
         except ClientError as e:
             if bar is not None:
                 bar.render_finish()
@@ -152,9 +176,17 @@ def register(main: click.Group) -> None:
         if wait:
             sub = _wait(c, sub, as_json)
         if as_json:
-            click.echo(json.dumps({"id": sub["id"], "status": sub["status"], "scores": sub.get("scores"),
-                                   "is_primary": sub.get("is_primary", False),
-                                   **({"errors": sub["errors"]} if sub.get("errors") else {})}))
+            click.echo(
+                json.dumps(
+                    {
+                        "id": sub["id"],
+                        "status": sub["status"],
+                        "scores": sub.get("scores"),
+                        "is_primary": sub.get("is_primary", False),
+                        **({"errors": sub["errors"]} if sub.get("errors") else {}),
+                    }
+                )
+            )
         else:
             _print_submission(sub)
         if sub["status"] == "failed":
@@ -172,9 +204,17 @@ def register(main: click.Group) -> None:
         if as_json:
             click.echo(json.dumps(rows))
             return
-        _table([{**r, "score": (r.get("scores") or {}).get("primary", {}).get("value"),
-                 "primary": "yes" if r.get("is_primary") else ""} for r in rows],
-               ["id", "task", "phase", "status", "created", "method_name", "score", "primary"])
+        _table(
+            [
+                {
+                    **r,
+                    "score": (r.get("scores") or {}).get("primary", {}).get("value"),
+                    "primary": "yes" if r.get("is_primary") else "",
+                }
+                for r in rows
+            ],
+            ["id", "task", "phase", "status", "created", "method_name", "score", "primary"],
+        )
 
     @main.command("primary")
     @click.argument("submission_id", type=int)
@@ -189,8 +229,10 @@ def register(main: click.Group) -> None:
         if as_json:
             click.echo(json.dumps(sub))
         else:
-            click.echo(f"submission {sub['id']} is now your team's primary run of the {sub['phase']} phase "
-                       f"of {sub['task']}")
+            click.echo(
+                f"submission {sub['id']} is now your team's primary run of the {sub['phase']} phase "
+                f"of {sub['task']}"
+            )
 
     @main.group("teams")
     def teams():
@@ -200,8 +242,11 @@ def register(main: click.Group) -> None:
         def command(as_json, **kw):
             try:
                 c = _client()
-                team = (c.get_json(path) if method == "GET"
-                        else c.send_json(method, path, body_of(**kw) if body_of else None))
+                team = (
+                    c.get_json(path)
+                    if method == "GET"
+                    else c.send_json(method, path, body_of(**kw) if body_of else None)
+                )
             except ClientError as e:
                 _die(e, as_json)
             if as_json:
@@ -209,7 +254,9 @@ def register(main: click.Group) -> None:
             elif "left_team" in team:
                 click.echo("you left the team; its submissions stay with it")
             else:
-                click.echo(f"team {team['name']} (id {team['id']}); invite code: {team['invite_code']}")
+                click.echo(
+                    f"team {team['name']} (id {team['id']}); invite code: {team['invite_code']}"
+                )
                 click.echo("members: " + ", ".join(x["email"] for x in team.get("members", [])))
 
         command.__doc__ = help_text
@@ -218,13 +265,30 @@ def register(main: click.Group) -> None:
             command = click.argument(a)(command)
         teams.command(name)(command)
 
-    _team_cmd("create", "Create a team (you become its first member).", "POST", "/team",
-              lambda name: {"name": name}, ("name",))
-    _team_cmd("join", "Join a team with its invite code.", "POST", "/team/join",
-              lambda code: {"invite_code": code}, ("code",))
+    _team_cmd(
+        "create",
+        "Create a team (you become its first member).",
+        "POST",
+        "/team",
+        lambda name: {"name": name},
+        ("name",),
+    )
+    _team_cmd(
+        "join",
+        "Join a team with its invite code.",
+        "POST",
+        "/team/join",
+        lambda code: {"invite_code": code},
+        ("code",),
+    )
     _team_cmd("show", "Show your team: its members and invite code.", "GET", "/team")
     _team_cmd("leave", "Leave your team (its submissions stay with it).", "POST", "/team/leave")
-    _team_cmd("rotate", "Replace your team's invite code (the old one stops working).", "POST", "/team/invite")
+    _team_cmd(
+        "rotate",
+        "Replace your team's invite code (the old one stops working).",
+        "POST",
+        "/team/invite",
+    )
 
     @main.command("status")
     @click.argument("submission_id", type=int)
@@ -254,11 +318,20 @@ def register(main: click.Group) -> None:
             click.echo(json.dumps(board))
             return
         cols = [c["key"] for c in board.get("columns", [])][:6]  # the primary column first
-        flat = [{"rank": r.get("rank"), "team": r.get("team"), "type": r.get("row_type"),
-                 "method": r.get("method_name"), **{k: (r.get("metrics") or {}).get(k) for k in cols}}
-                for r in board.get("rows", [])]
-        click.echo(f"{task_id} leaderboard ({board.get('phase')} phase, ranked on the "
-                   f"{board.get('ranked_on')} part)")
+        flat = [
+            {
+                "rank": r.get("rank"),
+                "team": r.get("team"),
+                "type": r.get("row_type"),
+                "method": r.get("method_name"),
+                **{k: (r.get("metrics") or {}).get(k) for k in cols},
+            }
+            for r in board.get("rows", [])
+        ]
+        click.echo(
+            f"{task_id} leaderboard ({board.get('phase')} phase, ranked on the "
+            f"{board.get('ranked_on')} part)"
+        )
         _table(flat, ["rank", "team", "type", "method", *cols])
 
 
@@ -278,9 +351,17 @@ def server_tasks(as_json: bool) -> bool:
     for t in rows:
         for p in t.get("phases", []):
             q = p.get("quota") or {}
-            flat.append({"task": t["id"], "phase": p["name"], "open": "yes" if p.get("is_open") else "no",
-                         "closes": p.get("closes_at"), "left today": q.get("daily_left"),
-                         "left in all": q.get("total_left"), "next allowed": q.get("next_allowed_at")})
+            flat.append(
+                {
+                    "task": t["id"],
+                    "phase": p["name"],
+                    "open": "yes" if p.get("is_open") else "no",
+                    "closes": p.get("closes_at"),
+                    "left today": q.get("daily_left"),
+                    "left in all": q.get("total_left"),
+                    "next allowed": q.get("next_allowed_at"),
+                }
+            )
     _table(flat, ["task", "phase", "open", "closes", "left today", "left in all", "next allowed"])
     return True
 
@@ -308,4 +389,6 @@ def _print_submission(sub: dict) -> None:
     if scores:
         for part, res in (scores.get("parts") or {scores.get("part", "all"): scores}).items():
             prim = res.get("primary", {})
-            click.echo(f"  {part}: {prim.get('name')} ({prim.get('subset')}) = {_cell(prim.get('value'))}")
+            click.echo(
+                f"  {part}: {prim.get('name')} ({prim.get('subset')}) = {_cell(prim.get('value'))}"
+            )

@@ -41,10 +41,14 @@ def _resolve(task_id: str, split: str, home):
 
     task = get_task(task_id)
     if split not in task.splits:
-        raise SplitNotAvailable(f"task {task.id!r} has no {split!r} split (splits: {', '.join(task.splits)})")
+        raise SplitNotAvailable(
+            f"task {task.id!r} has no {split!r} split (splits: {', '.join(task.splits)})"
+        )
     store = TaskStore(task.id, home)
     if not store.exists():
-        raise TaskNotImported(f"task {task.id!r} has no data in {store.home}; import it with: {task.import_help}")
+        raise TaskNotImported(
+            f"task {task.id!r} has no data in {store.home}; import it with: {task.import_help}"
+        )
     if split not in store.manifest().get("splits", task.splits):
         raise SplitNotAvailable(f"task {task.id!r} was imported without a {split!r} split")
     return task, store
@@ -58,12 +62,16 @@ def for_task(limits: Limits, task) -> Limits:
     cap = getattr(task.format, "max_bytes", None)
     if not cap:
         return limits
-    return replace(limits, max_bytes=min(limits.max_bytes, cap),
-                   max_uncompressed_bytes=min(limits.max_uncompressed_bytes, cap))
+    return replace(
+        limits,
+        max_bytes=min(limits.max_bytes, cap),
+        max_uncompressed_bytes=min(limits.max_uncompressed_bytes, cap),
+    )
 
 
-def validate_file(task_id: str, path: str | Path, split: str = "test", home=None,
-                  limits: Limits = DEFAULT_LIMITS) -> Validated:
+def validate_file(
+    task_id: str, path: str | Path, split: str = "test", home=None, limits: Limits = DEFAULT_LIMITS
+) -> Validated:
     """Check a submission against the task's inputs; raises SubmissionInvalid listing every problem."""
     from scorer.families import family
 
@@ -113,25 +121,44 @@ def score_validated(v: Validated, home=None, only=None) -> dict:
     return {
         "task": task.id,
         "split": v.split,
-        "primary": {"name": name, "subset": subset, "value": scored.metrics[subset][name],
-                    "greater_is_better": task.greater_is_better},
+        "primary": {
+            "name": name,
+            "subset": subset,
+            "value": scored.metrics[subset][name],
+            "greater_is_better": task.greater_is_better,
+        },
         "metrics": scored.metrics,
         "notes": scored.notes,
         **scored.extra,
         "signature": f"{name}|task:{task.id}|v:{task.version}|split:{v.split}|gold:sha256:{gold_sha[:16]}"
-                     f"|scorer:{__version__}",
-        "provenance": {"task_version": task.version, "gold_sha256": gold_sha, "scorer_version": __version__},
+        f"|scorer:{__version__}",
+        "provenance": {
+            "task_version": task.version,
+            "gold_sha256": gold_sha,
+            "scorer_version": __version__,
+        },
     }
 
 
-def score_file(task_id: str, path: str | Path, split: str = "test", home=None,
-               limits: Limits = DEFAULT_LIMITS) -> dict:
+def score_file(
+    task_id: str, path: str | Path, split: str = "test", home=None, limits: Limits = DEFAULT_LIMITS
+) -> dict:
     """Validate, then score; the result is the scoring contract (see the module docstring)."""
     return score_validated(validate_file(task_id, path, split, home, limits), home)
 
 
 __all__ = [
-    "Limits", "PalimpsestError", "Problem", "SplitNotAvailable", "SubmissionInvalid", "TaskNotFound",
-    "TaskNotImported", "Validated", "partition_strata", "partition_units", "score_file", "score_validated",
+    "Limits",
+    "PalimpsestError",
+    "Problem",
+    "SplitNotAvailable",
+    "SubmissionInvalid",
+    "TaskNotFound",
+    "TaskNotImported",
+    "Validated",
+    "partition_strata",
+    "partition_units",
+    "score_file",
+    "score_validated",
     "validate_file",
 ]

@@ -47,9 +47,13 @@ def unit_arrays(task, store, split: str, parsed) -> dict[str, np.ndarray]:
         keys = task.for_split(split).format.key
         gold = read_jsonl(store.gold(split, "gold.jsonl"))
         # a group left out (partial_groups) is NaN: the scorer has no value for it
-        return {"pred": np.array([parsed.get(unit_id(r, keys), np.nan) for r in gold], dtype=np.float64)}
+        return {
+            "pred": np.array([parsed.get(unit_id(r, keys), np.nan) for r in gold], dtype=np.float64)
+        }
     if task.kind == "tokens":
-        gold = _token_gold(_cache_key(store.gold(split, "gold.jsonl")), None, task.groups, task.group_field)
+        gold = _token_gold(
+            _cache_key(store.gold(split, "gold.jsonl")), None, task.groups, task.group_field
+        )
         out = {}
         for pair, (ids, _g, mask) in gold.items():
             if all(i in parsed for i in ids):
@@ -130,26 +134,31 @@ def centred_ranks(values: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.nda
     return r, (W * r * r).sum(axis=1)
 
 
-def weighted_spearman(gold: np.ndarray, pred: np.ndarray, W: np.ndarray, chunk: int = 256,
-                      gold_ranks: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+def weighted_spearman(
+    gold: np.ndarray,
+    pred: np.ndarray,
+    W: np.ndarray,
+    chunk: int = 256,
+    gold_ranks: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
     """Spearman's rho per resample, each on its own average ranks: exactly scipy's spearmanr of
     the resampled arrays. NaN where a resample has constant values or fewer than 2 items.
     `gold_ranks` (`centred_ranks(gold, W)`) spares recomputing the gold's side: every row of a
     board shares it."""
     out = np.empty(W.shape[0])
     for a in range(0, W.shape[0], chunk):
-        w = W[a:a + chunk]
+        w = W[a : a + chunk]
         if gold_ranks is None:
             rg, vg = centred_ranks(gold, w)
         else:
-            rg, vg = gold_ranks[0][a:a + chunk], gold_ranks[1][a:a + chunk]
+            rg, vg = gold_ranks[0][a : a + chunk], gold_ranks[1][a : a + chunk]
         rp, vp = centred_ranks(pred, w)
         N = w.sum(axis=1)
         cov = (w * rg * rp).sum(axis=1)
         with np.errstate(invalid="ignore", divide="ignore"):
             rho = cov / np.sqrt(vg * vp)
         rho[(vg <= 0) | (vp <= 0) | (N < 2)] = np.nan
-        out[a:a + chunk] = np.clip(rho, -1.0, 1.0)
+        out[a : a + chunk] = np.clip(rho, -1.0, 1.0)
     return out
 
 
@@ -197,9 +206,13 @@ class TokenPair:
         self.gk = gk
         self.n_d = np.bincount(self.doc, minlength=self.D).astype(np.float64)
         # count of each gold value per document: D x K
-        self.cnt_dk = np.bincount(self.doc * self.K + gk, minlength=self.D * self.K).reshape(self.D, self.K)
+        self.cnt_dk = np.bincount(self.doc * self.K + gk, minlength=self.D * self.K).reshape(
+            self.D, self.K
+        )
         self.cnt_dk = self.cnt_dk.astype(np.float64)
-        below = np.cumsum(self.cnt_dk, axis=1) - self.cnt_dk  # tokens of d' with a smaller gold value
+        below = (
+            np.cumsum(self.cnt_dk, axis=1) - self.cnt_dk
+        )  # tokens of d' with a smaller gold value
         # centred gold midrank of value k: sum_d' w_d' * Ag[k, d']
         self.Ag = (below + 0.5 * self.cnt_dk - 0.5 * self.n_d[:, None]).T  # K x D
 
@@ -216,16 +229,18 @@ class TokenPair:
         cov = np.einsum("bd,bk,bdk->b", W, Rg, Q.reshape(-1, D, K))
         N = W @ self.n_d
         Gg = W @ self.cnt_dk  # B x K: weight of each gold tie group
-        vg = (N ** 3 - N - (Gg ** 3 - Gg).sum(axis=1)) / 12.0
-        vp = (N ** 3 - N - _tie_cubes(ties, W)) / 12.0
+        vg = (N**3 - N - (Gg**3 - Gg).sum(axis=1)) / 12.0
+        vp = (N**3 - N - _tie_cubes(ties, W)) / 12.0
         with np.errstate(invalid="ignore", divide="ignore"):
             rho = cov / np.sqrt(vg * vp)
-        tiny = 1e-9 * N ** 3
+        tiny = 1e-9 * N**3
         rho[(vg <= tiny) | (vp <= tiny) | (N < 2)] = np.nan
         return np.clip(rho, -1.0, 1.0)
 
 
-def _dominance(pred: np.ndarray, doc: np.ndarray, label: np.ndarray, D: int, G: int, m: int) -> np.ndarray:
+def _dominance(
+    pred: np.ndarray, doc: np.ndarray, label: np.ndarray, D: int, G: int, m: int
+) -> np.ndarray:
     """S[g, d''] = sum over tokens t with label g of L_t(d''), where L_t(d'') counts the tokens of
     document d'' with a smaller prediction than t's plus half those with an equal one (t itself
     included): G x D, exact (integers and halves).
@@ -255,7 +270,11 @@ def _dominance(pred: np.ndarray, doc: np.ndarray, label: np.ndarray, D: int, G: 
     unit = starts.size == n
     nb = n // m + 1
     # counts of each document before each block start: nb x D
-    hist = np.bincount((np.arange(n) // m) * D + dsort, minlength=nb * D).reshape(nb, D).astype(np.float64)
+    hist = (
+        np.bincount((np.arange(n) // m) * D + dsort, minlength=nb * D)
+        .reshape(nb, D)
+        .astype(np.float64)
+    )
     cblock = np.cumsum(hist, axis=0) - hist
     beta = x // m
     # points are in position order: one column of H per block, no sort needed
@@ -276,8 +295,9 @@ def _dominance(pred: np.ndarray, doc: np.ndarray, label: np.ndarray, D: int, G: 
         if not unit:
             wts.append(wt_s[:k])
     if idx:
-        S += np.bincount(np.concatenate(idx), weights=None if unit else np.concatenate(wts),
-                         minlength=G * D).reshape(G, D)
+        S += np.bincount(
+            np.concatenate(idx), weights=None if unit else np.concatenate(wts), minlength=G * D
+        ).reshape(G, D)
     # the tie groups: half of each group's documents, once per member (a token alone in its
     # group: half of itself)
     size = np.diff(np.r_[starts, n])[grp]
@@ -299,19 +319,20 @@ def _tie_cubes(Dm, W: np.ndarray) -> np.ndarray:
     each group's count per document (Dm: groups x D, sparse; or, when no two tokens tie, each
     document's token count)."""
     if isinstance(Dm, np.ndarray):  # a group of one token from document d weighs w_d
-        return (W ** 3 - W) @ Dm
+        return (W**3 - W) @ Dm
     per_row = np.diff(Dm.indptr)
     single = per_row == 1
     D = Dm.shape[1]
     first = Dm.indptr[:-1][single]
     docs, cnt = Dm.indices[first], Dm.data[first]
     # a group within one document: G = w_d * c
-    out = (W ** 3) @ np.bincount(docs, weights=cnt ** 3, minlength=D) - W @ np.bincount(docs, weights=cnt,
-                                                                                       minlength=D)
+    out = (W**3) @ np.bincount(docs, weights=cnt**3, minlength=D) - W @ np.bincount(
+        docs, weights=cnt, minlength=D
+    )
     rows = np.flatnonzero(~single)
     for lo in range(0, rows.size, 4096):
-        Gm = W @ Dm[rows[lo:lo + 4096]].T.toarray()
-        out += (Gm ** 3 - Gm).sum(axis=1)
+        Gm = W @ Dm[rows[lo : lo + 4096]].T.toarray()
+        out += (Gm**3 - Gm).sum(axis=1)
     return out
 
 
@@ -356,13 +377,18 @@ class Bootstrap:
                     raise ValueError("no bootstrap for a macro over folds")
                 fold = [str(gold[i][task.cross_validation.field]) for i in keep]
                 sub = self.masks[self.subset]
-                self.masks = {f: sub & np.array([x == f for x in fold], dtype=bool) for f in dict.fromkeys(fold)}
+                self.masks = {
+                    f: sub & np.array([x == f for x in fold], dtype=bool)
+                    for f in dict.fromkeys(fold)
+                }
                 self.strata = fold
                 self.folds = list(self.masks)
         elif kind == "tokens":
             from scorer.families import _token_gold
 
-            full = _token_gold(_cache_key(store.gold(split, "gold.jsonl")), None, task.groups, task.group_field)
+            full = _token_gold(
+                _cache_key(store.gold(split, "gold.jsonl")), None, task.groups, task.group_field
+            )
             rows = read_jsonl(store.gold(split, "gold.jsonl"))
             self.pairs = {}
             self.units, self.strata = [], []
@@ -371,8 +397,12 @@ class Bootstrap:
                     continue
                 ids, gvec, mask = full[pair]
                 by_id = {r["id"]: r for r in rows if r[task.group_field] == pair}
-                lens = np.array([len(by_id[i]["labels_a"]) + len(by_id[i]["labels_b"]) for i in ids])
-                doc_all = np.repeat(np.arange(len(ids)), lens)[mask]  # document of each scored token
+                lens = np.array(
+                    [len(by_id[i]["labels_a"]) + len(by_id[i]["labels_b"]) for i in ids]
+                )
+                doc_all = np.repeat(np.arange(len(ids)), lens)[
+                    mask
+                ]  # document of each scored token
                 keep_doc = np.array([only is None or i in only for i in ids])
                 tok = keep_doc[doc_all]
                 newidx = np.cumsum(keep_doc) - 1
@@ -382,8 +412,11 @@ class Bootstrap:
                 col0 = len(self.units)
                 self.units += kept
                 self.strata += [pair] * len(kept)
-                self.pairs[pair] = (np.arange(col0, col0 + len(kept)), tok,
-                                    TokenPair(newidx[doc_all[tok]], gvec[tok], len(kept)))
+                self.pairs[pair] = (
+                    np.arange(col0, col0 + len(kept)),
+                    tok,
+                    TokenPair(newidx[doc_all[tok]], gvec[tok], len(kept)),
+                )
         elif kind == "links":
             from scorer.families import _link_gold, family
 
@@ -391,8 +424,11 @@ class Bootstrap:
             qidx, sidx = fam.ids()
             self.n_sources = len(sidx)
             root = store.root / "index" / split
-            gq, gs = _link_gold(_cache_key(store.gold(split, "links.csv")), _cache_key(root / "query_ids.txt"),
-                                _cache_key(root / "source_ids.txt"))
+            gq, gs = _link_gold(
+                _cache_key(store.gold(split, "links.csv")),
+                _cache_key(root / "query_ids.txt"),
+                _cache_key(root / "source_ids.txt"),
+            )
             self.units = [q for q in qidx if only is None or q in only]
             self.strata = ["all"] * len(self.units)
             self.qcols = np.full(len(qidx), -1, dtype=np.int64)
@@ -428,7 +464,11 @@ class Bootstrap:
         B = W.shape[0]
         if kind in ("instances", "targets"):
             pred = np.asarray(arrays["pred"], dtype=np.float64)[self.rows]
-            stat = {"f1": weighted_f1, "spearman": weighted_spearman, "kendall": weighted_kendall}.get(self.metric)
+            stat = {
+                "f1": weighted_f1,
+                "spearman": weighted_spearman,
+                "kendall": weighted_kendall,
+            }.get(self.metric)
             if stat is None:
                 raise ValueError(f"no bootstrap for {self.metric}")
             per = {}
@@ -438,7 +478,9 @@ class Bootstrap:
                 if not mask.any() or not np.isfinite(pred[mask]).all():
                     v = np.full(B, np.nan)
                 elif stat is weighted_spearman:
-                    v = stat(self.gold[mask], pred[mask], w, gold_ranks=self._gold_ranks(name, w, W))
+                    v = stat(
+                        self.gold[mask], pred[mask], w, gold_ranks=self._gold_ranks(name, w, W)
+                    )
                 else:
                     v = stat(self.gold[mask], pred[mask], w)
                 # a resample without a unit of the subset: the scorer has no value for it
@@ -503,17 +545,26 @@ class Bootstrap:
                 tp_m, fp_m, fn_m = W @ (t_u * isgold), W @ (f_p * isgold), W @ (f_n * isgold)
                 pm = np.where(tp_m + fp_m > 0, tp_m / (tp_m + fp_m), 0.0)
                 rm = np.where(tp_m + fn_m > 0, tp_m / (tp_m + fn_m), 0.0)
-                out = {"precision_micro": pm, "recall_micro": rm,
-                       "f1_micro": np.where(pm + rm > 0, 2 * pm * rm / (pm + rm), 0.0)}[m]
+                out = {
+                    "precision_micro": pm,
+                    "recall_micro": rm,
+                    "f1_micro": np.where(pm + rm > 0, 2 * pm * rm / (pm + rm), 0.0),
+                }[m]
             else:  # over every query and every query x source pair
                 undefined = np.zeros(W.shape[0], dtype=bool)
                 tp = W @ t_u.astype(np.float64)
                 fp = W @ p_u.astype(np.float64) - tp
                 fn = W @ g_u.astype(np.float64) - tp
                 n = W.sum(axis=1) * n_s
-                out = {"smr": np.where(n > 0, (fp + fn) / n, 0.0), "fpr": np.where(n > 0, fp / n, 0.0),
-                       "fnr": np.where(n > 0, fn / n, 0.0), "tp": tp, "fp": fp, "fn": fn,
-                       "tn": n - tp - fp - fn}[m]
+                out = {
+                    "smr": np.where(n > 0, (fp + fn) / n, 0.0),
+                    "fpr": np.where(n > 0, fp / n, 0.0),
+                    "fnr": np.where(n > 0, fn / n, 0.0),
+                    "tp": tp,
+                    "fp": fp,
+                    "fn": fn,
+                    "tn": n - tp - fp - fn,
+                }[m]
         return np.where(undefined, np.nan, out)
 
     def source_order(self) -> np.ndarray:
@@ -521,8 +572,9 @@ class Bootstrap:
         if self._source_order is None:
             from scorer.families import _cache_key, _source_order
 
-            self._source_order = _source_order(_cache_key(self.store.root / "index" / self.split /
-                                                          "source_ids.txt"))
+            self._source_order = _source_order(
+                _cache_key(self.store.root / "index" / self.split / "source_ids.txt")
+            )
         return self._source_order
 
     def _links_once(self, arrays: dict, w: np.ndarray) -> float:
@@ -555,7 +607,9 @@ class Bootstrap:
             if psc is None:
                 return np.nan
             nq_p, ns_p, nsc = expand(pq, ps, np.asarray(psc, dtype=np.float64))
-            vals, _ = metrics.link_ranking_ir(nq_g, ns_g, nq_p, ns_p, nsc, n_q, n_s, self.source_order())
+            vals, _ = metrics.link_ranking_ir(
+                nq_g, ns_g, nq_p, ns_p, nsc, n_q, n_s, self.source_order()
+            )
         v = vals.get(self.metric)
         return np.nan if v is None else float(v)
 
@@ -576,8 +630,22 @@ def _group_mean(per: dict, held: dict, B: int) -> np.ndarray:
     return np.where(bad, np.nan, out)
 
 
-LINK_COUNT_METRICS = ("f1", "precision", "recall", "accuracy", "precision_micro", "recall_micro", "f1_micro",
-                      "smr", "fpr", "fnr", "tp", "fp", "fn", "tn")
+LINK_COUNT_METRICS = (
+    "f1",
+    "precision",
+    "recall",
+    "accuracy",
+    "precision_micro",
+    "recall_micro",
+    "f1_micro",
+    "smr",
+    "fpr",
+    "fnr",
+    "tp",
+    "fp",
+    "fn",
+    "tn",
+)
 
 
 def _ranges(k: np.ndarray) -> np.ndarray:
@@ -592,8 +660,9 @@ def _ranges(k: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- board statistics
 
 
-def board_statistics(samples: np.ndarray, points: np.ndarray, greater_is_better: bool,
-                     alpha: float = 0.05) -> dict:
+def board_statistics(
+    samples: np.ndarray, points: np.ndarray, greater_is_better: bool, alpha: float = 0.05
+) -> dict:
     """From an R x B matrix of paired resampled scores (one row per ranked system) and the R point
     scores: each row's percentile interval, 95 % rank interval, the pairwise two-sided paired
     bootstrap p-values with Holm's correction, and clusters of systems not significantly
@@ -603,13 +672,19 @@ def board_statistics(samples: np.ndarray, points: np.ndarray, greater_is_better:
     ci = []
     for r in range(R):
         x = samples[r][np.isfinite(samples[r])]
-        ci.append([float(np.percentile(x, lo_q)), float(np.percentile(x, hi_q))] if x.size else [None, None])
+        ci.append(
+            [float(np.percentile(x, lo_q)), float(np.percentile(x, hi_q))]
+            if x.size
+            else [None, None]
+        )
     # ranks on each resample: competition ranking, an undefined score ranks last
     sgn = 1.0 if greater_is_better else -1.0
     s = np.where(np.isfinite(samples), sgn * samples, -np.inf)
     ranks = 1 + (s[None, :, :] > s[:, None, :]).sum(axis=1)  # R x B
-    rank_range = [[int(np.floor(np.percentile(ranks[r], lo_q))), int(np.ceil(np.percentile(ranks[r], hi_q)))]
-                  for r in range(R)]
+    rank_range = [
+        [int(np.floor(np.percentile(ranks[r], lo_q))), int(np.ceil(np.percentile(ranks[r], hi_q)))]
+        for r in range(R)
+    ]
     p = paired_pvalues(samples, points)
     adj = holm(p)
     # clusters, walking down the point ranking
@@ -621,7 +696,13 @@ def board_statistics(samples: np.ndarray, points: np.ndarray, greater_is_better:
             c += 1
             head = r
         cluster[r] = c
-    return {"ci": ci, "rank_range": rank_range, "p": p.tolist(), "p_holm": adj.tolist(), "cluster": cluster}
+    return {
+        "ci": ci,
+        "rank_range": rank_range,
+        "p": p.tolist(),
+        "p_holm": adj.tolist(),
+        "cluster": cluster,
+    }
 
 
 def paired_pvalues(samples: np.ndarray, points: np.ndarray) -> np.ndarray:
@@ -669,7 +750,9 @@ def holm(p: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- naive references (tests)
 
 
-def naive_spearman(gold: np.ndarray, pred: np.ndarray, w: np.ndarray, unit_of: np.ndarray | None = None) -> float:
+def naive_spearman(
+    gold: np.ndarray, pred: np.ndarray, w: np.ndarray, unit_of: np.ndarray | None = None
+) -> float:
     """scipy's Spearman on one explicitly resampled copy (items of unit u repeated w[u] times)."""
     from scipy import stats
 
@@ -681,5 +764,14 @@ def naive_spearman(gold: np.ndarray, pred: np.ndarray, w: np.ndarray, unit_of: n
     return float(stats.spearmanr(g, p).statistic)
 
 
-__all__ = ["Bootstrap", "board_statistics", "draw_weights", "holm", "naive_spearman", "unit_arrays",
-           "weighted_f1", "weighted_kendall", "weighted_spearman"]
+__all__ = [
+    "Bootstrap",
+    "board_statistics",
+    "draw_weights",
+    "holm",
+    "naive_spearman",
+    "unit_arrays",
+    "weighted_f1",
+    "weighted_kendall",
+    "weighted_spearman",
+]

@@ -13,7 +13,6 @@ from tasks.errors import (  # noqa: F401
     TaskNotImported,
 )
 
-
 ECHO_CHARS = 80  # at most this much of a value from the file is echoed in a message
 MESSAGE_CHARS = 400
 
@@ -86,8 +85,9 @@ class Problems:
         self.whole: list[Problem] = []
         self.total = 0
 
-    def add(self, message: str, line: int | None = None, id: str | None = None, *,
-            whole: bool = False) -> None:
+    def add(
+        self, message: str, line: int | None = None, id: str | None = None, *, whole: bool = False
+    ) -> None:
         self.total += 1
         if whole:
             self.whole.append(Problem(message, line, id))
@@ -96,8 +96,12 @@ class Problems:
             self.items.append(Problem(message, line, id))
         if line is not None and self.total >= self.stop_after:
             # a file that is wrong on every line costs no more than its first `stop_after` lines
-            self.whole.append(Problem(f"validation stopped at line {line} after {self.total} problems; the "
-                                      "rest of the file was not checked"))
+            self.whole.append(
+                Problem(
+                    f"validation stopped at line {line} after {self.total} problems; the "
+                    "rest of the file was not checked"
+                )
+            )
             raise SubmissionInvalid(self.listed(), self.total)
 
     def count_unlisted(self, n: int) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from scorer import metrics
-from scorer.errors import Problems, SubmissionInvalid
+from scorer.errors import Problems
 from scorer.reader import BadRow, Text, csv_reader, iter_records, link_columns
 from tasks.base import Task, unit_id
 from tasks.store import TaskStore
@@ -91,7 +91,11 @@ def _as_floats(v, csv: bool) -> np.ndarray:
     if csv and isinstance(v, str):
         s = v.strip()
         try:
-            v = json.loads(s) if s.startswith("[") else [float(x) for x in s.replace(",", " ").split()]
+            v = (
+                json.loads(s)
+                if s.startswith("[")
+                else [float(x) for x in s.replace(",", " ").split()]
+            )
         except ValueError:
             raise Bad("must be a JSON list of numbers or numbers separated by spaces") from None
     if not isinstance(v, list):
@@ -136,12 +140,15 @@ def _canonical_names(records, alias: dict):
     """Records with each aliased column under its field's name (unless the row has both)."""
     for line, rec in records:
         if isinstance(rec, dict) and any(k in alias for k in rec):
-            rec = {(alias[k] if k in alias and alias[k] not in rec else k): v for k, v in rec.items()}
+            rec = {
+                (alias[k] if k in alias and alias[k] not in rec else k): v for k, v in rec.items()
+            }
         yield line, rec
 
 
-def read_rows(text: Text, task: Task, problems: Problems,
-              rejected: Rejected | None = None) -> list[tuple[int, dict]]:
+def read_rows(
+    text: Text, task: Task, problems: Problems, rejected: Rejected | None = None
+) -> list[tuple[int, dict]]:
     """Rows of a keyed submission with typed values; every bad row or value becomes a problem
     (and, given `rejected`, is recorded there)."""
     rejected = rejected if rejected is not None else Rejected()
@@ -159,12 +166,17 @@ def read_rows(text: Text, task: Task, problems: Problems,
     if header is not None:
         missing = [c for c in required if c not in header]
         if missing:
-            problems.add(f"the header lacks column(s) {', '.join(missing)}; expected "
-                         f"{', '.join(names)}, found {', '.join(header) or 'nothing'}", line=1)
+            problems.add(
+                f"the header lacks column(s) {', '.join(missing)}; expected "
+                f"{', '.join(names)}, found {', '.join(header) or 'nothing'}",
+                line=1,
+            )
             problems.raise_if_any()
         extra = [c for c in header if c not in names]
         if extra:
-            problems.add(f"unexpected column(s) {', '.join(extra)}; expected {', '.join(names)}", line=1)
+            problems.add(
+                f"unexpected column(s) {', '.join(extra)}; expected {', '.join(names)}", line=1
+            )
     out = []
     for line, rec in records:
         if isinstance(rec, BadRow):
@@ -181,8 +193,11 @@ def read_rows(text: Text, task: Task, problems: Problems,
                 rejected.note(rid)
                 continue
             if extra:
-                problems.add(f"unexpected field(s) {', '.join(extra)}; expected {', '.join(names)}",
-                             line=line, id=rid_s)
+                problems.add(
+                    f"unexpected field(s) {', '.join(extra)}; expected {', '.join(names)}",
+                    line=line,
+                    id=rid_s,
+                )
         row, ok = {}, True
         for f in fields:
             if f.name not in rec:
@@ -213,7 +228,9 @@ def _raw_id(rec: dict, keys: tuple[str, ...]):
     return None
 
 
-def _check_keys(rows, key, known: dict, problems: Problems, what: str) -> dict[str, tuple[int, dict]]:
+def _check_keys(
+    rows, key, known: dict, problems: Problems, what: str
+) -> dict[str, tuple[int, dict]]:
     """Index rows by key (a column name, or a tuple of them for a composite id), reporting
     duplicates and unknown ids."""
     keys = (key,) if isinstance(key, str) else tuple(key)
@@ -231,17 +248,26 @@ def _check_keys(rows, key, known: dict, problems: Problems, what: str) -> dict[s
     return by_id
 
 
-def _report_missing(missing: list[str], key: str, problems: Problems, scope: str = "",
-                    unreadable: int = 0) -> None:
+def _report_missing(
+    missing: list[str], key: str, problems: Problems, scope: str = "", unreadable: int = 0
+) -> None:
     """One whole-file problem naming the first few missing ids; ids on rows rejected for
     another problem are not missing (the caller leaves them out)."""
     if missing:
         first = ", ".join(repr(m) for m in missing[:SHOW_MISSING])
         more = f" and {len(missing) - SHOW_MISSING} more" if len(missing) > SHOW_MISSING else ""
-        hint = (f" (some may be on the {unreadable} line{'s' if unreadable != 1 else ''} whose "
-                f"{key} could not be read)") if unreadable else ""
-        problems.add(f"{len(missing)} {key}(s){scope} missing from the submission: {first}{more}{hint}",
-                     whole=True)
+        hint = (
+            (
+                f" (some may be on the {unreadable} line{'s' if unreadable != 1 else ''} whose "
+                f"{key} could not be read)"
+            )
+            if unreadable
+            else ""
+        )
+        problems.add(
+            f"{len(missing)} {key}(s){scope} missing from the submission: {first}{more}{hint}",
+            whole=True,
+        )
 
 
 # ---------------------------------------------------------------- families
@@ -253,7 +279,9 @@ class Scored:
 
     metrics: dict
     notes: list[str] = field(default_factory=list)
-    extra: dict = field(default_factory=dict)  # more of the result (a cross-validated split's folds)
+    extra: dict = field(
+        default_factory=dict
+    )  # more of the result (a cross-validated split's folds)
 
 
 class Family:
@@ -290,7 +318,9 @@ def _no_unit_note(subset: str, unit: str, only) -> str:
     return f"{subset}: no {unit} of {subset} in {where}"
 
 
-def _group_scores(task: Task, metric_names, groups_in_gold: dict, only, result: dict, notes: list) -> None:
+def _group_scores(
+    task: Task, metric_names, groups_in_gold: dict, only, result: dict, notes: list
+) -> None:
     """Add `macro` (when declared) over the groups the gold, or the part of it scored, holds."""
     if "macro" not in task.subsets:
         return
@@ -324,11 +354,17 @@ class Keyed(Family):
     def reference_ids(self) -> list[str]:
         if self.task.kind == "targets":
             return [r["target"] for r in read_jsonl(self.store.public(self.split, "targets.jsonl"))]
-        return [unit_id(r, self.keys) for r in read_jsonl(self.store.public(self.split, self.inputs_name))]
+        return [
+            unit_id(r, self.keys)
+            for r in read_jsonl(self.store.public(self.split, self.inputs_name))
+        ]
 
     def _groups_of_inputs(self) -> dict[str, str]:
         gf = self.task.group_field
-        return {unit_id(r, self.keys): r.get(gf) for r in read_jsonl(self.store.public(self.split, self.inputs_name))}
+        return {
+            unit_id(r, self.keys): r.get(gf)
+            for r in read_jsonl(self.store.public(self.split, self.inputs_name))
+        }
 
     def validate(self, text: Text) -> dict[str, float]:
         problems = Problems()
@@ -347,13 +383,22 @@ class Keyed(Family):
             covered = {group_of.get(k) for k in named}
             for g in self.task.groups:
                 if g in covered:
-                    _report_missing([k for k in ids if group_of.get(k) == g and k not in named], key,
-                                    problems, f" of {g}", unreadable=rejected.unnamed)
+                    _report_missing(
+                        [k for k in ids if group_of.get(k) == g and k not in named],
+                        key,
+                        problems,
+                        f" of {g}",
+                        unreadable=rejected.unnamed,
+                    )
             if not by_id and not problems:
                 problems.add(f"the submission covers no {self.task.group_name}", whole=True)
         else:
-            _report_missing([k for k in ids if k not in by_id and k not in rejected.ids], key, problems,
-                            unreadable=rejected.unnamed)
+            _report_missing(
+                [k for k in ids if k not in by_id and k not in rejected.ids],
+                key,
+                problems,
+                unreadable=rejected.unnamed,
+            )
         problems.raise_if_any()
         return {k: row[value] for k, (_, row) in by_id.items()}
 
@@ -399,8 +444,11 @@ class Keyed(Family):
         for name in task.subsets:
             if name == "macro":
                 continue
-            mask = (np.ones(gold.size, dtype=bool) if name == "all"
-                    else np.array([g == name for g in group], dtype=bool))
+            mask = (
+                np.ones(gold.size, dtype=bool)
+                if name == "all"
+                else np.array([g == name for g in group], dtype=bool)
+            )
             if not mask.any():  # the same keys as a value would have, each None
                 result[name] = metrics.per_item(names, gold[:0], gold[:0])[0]
                 notes.append(_no_unit_note(name, task.unit_name, only))
@@ -423,8 +471,10 @@ class Keyed(Family):
         by_fold: dict[str, list[dict]] = {}
         for r in gold_rows:
             by_fold.setdefault(str(r[field_]), []).append(r)
-        folds = {f: self._score_rows(rows, parsed, only)
-                 for f, rows in sorted(by_fold.items(), key=lambda kv: metrics.fold_key(kv[0]))}
+        folds = {
+            f: self._score_rows(rows, parsed, only)
+            for f, rows in sorted(by_fold.items(), key=lambda kv: metrics.fold_key(kv[0]))
+        }
         mean, std, notes = {}, {}, []
         for f, sc in folds.items():
             notes += [f"fold {f}: {n}" for n in sc.notes]
@@ -440,9 +490,18 @@ class Keyed(Family):
                 a = np.asarray(vals, dtype=np.float64)
                 mean[sub][m] = int(a.sum()) if m in metrics.COUNT_METRICS else float(a.mean())
                 std[sub][m] = None if m in metrics.COUNT_METRICS else float(a.std())
-        return Scored(mean, notes, extra={"cross_validation": {
-            "field": field_, "folds": {f: sc.metrics for f, sc in folds.items()}, "std": std,
-            "aggregate": "mean over folds; std is the population standard deviation (np.std)"}})
+        return Scored(
+            mean,
+            notes,
+            extra={
+                "cross_validation": {
+                    "field": field_,
+                    "folds": {f: sc.metrics for f, sc in folds.items()},
+                    "std": std,
+                    "aggregate": "mean over folds; std is the population standard deviation (np.std)",
+                }
+            },
+        )
 
 
 class Tokens(Family):
@@ -464,8 +523,11 @@ class Tokens(Family):
                 n_tok = _n_tokens(r[f"text_{side}"])
                 n_val = row[f"labels_{side}"].size
                 if n_val != n_tok:
-                    problems.add(f"{rid}: labels_{side} has {n_val} values, text_{side} has {n_tok} tokens",
-                                 line=line, id=rid)
+                    problems.add(
+                        f"{rid}: labels_{side} has {n_val} values, text_{side} has {n_tok} tokens",
+                        line=line,
+                        id=rid,
+                    )
                     ok = False
             if ok:
                 out[rid] = (row["labels_a"], row["labels_b"])
@@ -475,8 +537,13 @@ class Tokens(Family):
         covered = {ref[k][gf] for k in named}
         for pair in self.task.groups:
             if pair in covered:
-                _report_missing([r["id"] for r in inputs if r[gf] == pair and r["id"] not in named],
-                                "id", problems, f" of {pair}", unreadable=rejected.unnamed)
+                _report_missing(
+                    [r["id"] for r in inputs if r[gf] == pair and r["id"] not in named],
+                    "id",
+                    problems,
+                    f" of {pair}",
+                    unreadable=rejected.unnamed,
+                )
         if not by_id and not problems:
             problems.add("the submission covers no document pair", whole=True)
         problems.raise_if_any()
@@ -492,8 +559,12 @@ class Tokens(Family):
 
     def score(self, parsed, only: frozenset | None = None) -> Scored:
         task = self.task
-        gold = _token_gold(_cache_key(self.store.gold(self.split, "gold.jsonl")), only,
-                           task.groups, task.group_field)
+        gold = _token_gold(
+            _cache_key(self.store.gold(self.split, "gold.jsonl")),
+            only,
+            task.groups,
+            task.group_field,
+        )
         names = task.metrics
         result, notes, in_gold = {}, [], {}
         for pair in task.groups:
@@ -502,8 +573,11 @@ class Tokens(Family):
                 in_gold[pair] = True
             if not ids or not all(i in parsed for i in ids):
                 result[pair] = metrics.per_item(names, [], [])[0]
-                notes.append(f"{pair}: not in the submission" if ids
-                             else _no_unit_note(pair, task.unit_name, only))
+                notes.append(
+                    f"{pair}: not in the submission"
+                    if ids
+                    else _no_unit_note(pair, task.unit_name, only)
+                )
                 continue
             pvec = np.concatenate([np.concatenate(parsed[i]) for i in ids])[mask]
             vals, why = metrics.per_item(names, gvec, pvec)
@@ -518,7 +592,9 @@ def _n_tokens(text: str) -> int:
 
 
 @functools.lru_cache(maxsize=8)
-def _token_gold(key: tuple, only: frozenset | None, groups: tuple[str, ...], group_field: str) -> dict:
+def _token_gold(
+    key: tuple, only: frozenset | None, groups: tuple[str, ...], group_field: str
+) -> dict:
     """Per group: document order, the gold vector without -1 tokens, and its mask."""
     rows = _read_jsonl_cached(key)
     out = {}
@@ -526,8 +602,12 @@ def _token_gold(key: tuple, only: frozenset | None, groups: tuple[str, ...], gro
         docs = [r for r in rows if r[group_field] == pair and (only is None or r["id"] in only)]
         if not docs:
             continue
-        full = np.concatenate([np.concatenate([np.asarray(r["labels_a"], float),
-                                               np.asarray(r["labels_b"], float)]) for r in docs])
+        full = np.concatenate(
+            [
+                np.concatenate([np.asarray(r["labels_a"], float), np.asarray(r["labels_b"], float)])
+                for r in docs
+            ]
+        )
         mask = full != -1
         out[pair] = ([r["id"] for r in docs], full[mask], mask)
     return out
@@ -548,7 +628,9 @@ class LinkFamily(Family):
     def ids(self) -> tuple[dict, dict]:
         """Query and source id -> index; from the server's index, else from the public CSVs
         (a participant's download has only those)."""
-        return _segment_ids(self.store, self.split, "query"), _segment_ids(self.store, self.split, "source")
+        return _segment_ids(self.store, self.split, "query"), _segment_ids(
+            self.store, self.split, "source"
+        )
 
     def validate_path(self, path, limits) -> tuple[Links, str]:
         """Validate a link file straight from its path: the columnar reader (pyarrow's CSV reader
@@ -588,12 +670,17 @@ class LinkFamily(Family):
         header = [h.strip().lstrip("\ufeff") for h in header]
         for c in ("query_id", "source_id"):
             if c not in header:
-                problems.add(f"the header lacks column {c}; expected query_id,source_id[,score], "
-                             f"found {','.join(header) or 'nothing'}", line=1)
+                problems.add(
+                    f"the header lacks column {c}; expected query_id,source_id[,score], "
+                    f"found {','.join(header) or 'nothing'}",
+                    line=1,
+                )
         extra = [c for c in header if c not in ("query_id", "source_id", "score")]
         if extra:
-            problems.add(f"unexpected column(s) {', '.join(extra)}; expected query_id,source_id[,score]",
-                         line=1)
+            problems.add(
+                f"unexpected column(s) {', '.join(extra)}; expected query_id,source_id[,score]",
+                line=1,
+            )
         problems.raise_if_any()
         iq, isrc = header.index("query_id"), header.index("source_id")
         isc = header.index("score") if "score" in header else None
@@ -627,21 +714,32 @@ class LinkFamily(Family):
             if q is None or s is None:
                 line = reader.line_num
                 if q is None:
-                    problems.add("unknown query_id: not a query segment of the task", line=line, id=cells[iq])
+                    problems.add(
+                        "unknown query_id: not a query segment of the task", line=line, id=cells[iq]
+                    )
                 if s is None:
-                    problems.add("unknown source_id: not a source segment of the task", line=line,
-                                 id=cells[isrc])
+                    problems.add(
+                        "unknown source_id: not a source segment of the task",
+                        line=line,
+                        id=cells[isrc],
+                    )
                 continue
             if isc is not None:
                 try:
                     x = float(cells[isc])
                 except ValueError:
-                    problems.add(f"score must be a number, found {_fmt_value(cells[isc])}",
-                                 line=reader.line_num, id=cells[iq])
+                    problems.add(
+                        f"score must be a number, found {_fmt_value(cells[isc])}",
+                        line=reader.line_num,
+                        id=cells[iq],
+                    )
                     continue
                 if x != x or x in (math.inf, -math.inf):
-                    problems.add(f"score is {'NaN' if x != x else 'infinite'}", line=reader.line_num,
-                                 id=cells[iq])
+                    problems.add(
+                        f"score is {'NaN' if x != x else 'infinite'}",
+                        line=reader.line_num,
+                        id=cells[iq],
+                    )
                     continue
                 scappend(x)
             qappend(q)
@@ -660,8 +758,9 @@ class LinkFamily(Family):
             q = qidx.get(qv) if isinstance(qv, str) else None
             s = sidx.get(sv) if isinstance(sv, str) else None
             if q is None or s is None:
-                problems.add("unknown or missing query_id/source_id", line=line,
-                             id=str(rec.get("query_id")))
+                problems.add(
+                    "unknown or missing query_id/source_id", line=line, id=str(rec.get("query_id"))
+                )
                 continue
             sc = "score" in rec
             if has_score is None:
@@ -691,8 +790,10 @@ class LinkFamily(Family):
                 qnames, snames = _names(self.store, self.split)
                 for d in dup[: problems.cap]:
                     k = uniq[d]
-                    problems.add(f"duplicate link ({qnames[k // n_sources]!r}, {snames[k % n_sources]!r}) "
-                                 f"appears {counts[d]} times")
+                    problems.add(
+                        f"duplicate link ({qnames[k // n_sources]!r}, {snames[k % n_sources]!r}) "
+                        f"appears {counts[d]} times"
+                    )
                 problems.count_unlisted(dup.size - problems.cap)
         problems.raise_if_any()  # no links at all is valid: "predict nothing" is SMR's reference point
         sc = np.asarray(scores, dtype=np.float64) if scores is not None else None
@@ -703,9 +804,11 @@ class LinkFamily(Family):
 
     def strata(self) -> list[tuple[str, str]]:
         """`linked` for a query with at least one gold link, else `unlinked` (reads the gold)."""
-        gold_q, _ = _link_gold(_cache_key(self.store.gold(self.split, "links.csv")),
-                               _cache_key(self.store.root / "index" / self.split / "query_ids.txt"),
-                               _cache_key(self.store.root / "index" / self.split / "source_ids.txt"))
+        gold_q, _ = _link_gold(
+            _cache_key(self.store.gold(self.split, "links.csv")),
+            _cache_key(self.store.root / "index" / self.split / "query_ids.txt"),
+            _cache_key(self.store.root / "index" / self.split / "source_ids.txt"),
+        )
         linked = set(gold_q.tolist())
         return [(q, "linked" if i in linked else "unlinked") for q, i in self.ids()[0].items()]
 
@@ -724,19 +827,34 @@ def score_links(fam: LinkFamily, parsed: Links, only: frozenset | None = None) -
         n_q, n_s = len(qidx), len(sidx)
     index = fam.store.root / "index" / fam.split
     if known is not None:
-        gold_q, gold_s = _link_gold_arrow(_cache_key(fam.store.gold(fam.split, "links.csv")),
-                                          _cache_key(index / "query_ids.txt"), _cache_key(index / "source_ids.txt"))
+        gold_q, gold_s = _link_gold_arrow(
+            _cache_key(fam.store.gold(fam.split, "links.csv")),
+            _cache_key(index / "query_ids.txt"),
+            _cache_key(index / "source_ids.txt"),
+        )
     else:
-        gold_q, gold_s = _link_gold(_cache_key(fam.store.gold(fam.split, "links.csv")),
-                                    _cache_key(index / "query_ids.txt"), _cache_key(index / "source_ids.txt"))
+        gold_q, gold_s = _link_gold(
+            _cache_key(fam.store.gold(fam.split, "links.csv")),
+            _cache_key(index / "query_ids.txt"),
+            _cache_key(index / "source_ids.txt"),
+        )
     keep = None
     if only is not None:
         keep = np.zeros(n_q, dtype=bool)
         keep[[qidx[k] for k in only if k in qidx]] = True
     vals, notes = metrics.loci_links(gold_q, gold_s, parsed.q, parsed.s, n_q, n_s, keep)
     if parsed.score is not None:
-        ranking, why = metrics.link_ranking_ir(gold_q, gold_s, parsed.q, parsed.s, parsed.score, n_q, n_s,
-                                               _source_order(_cache_key(index / "source_ids.txt")), keep)
+        ranking, why = metrics.link_ranking_ir(
+            gold_q,
+            gold_s,
+            parsed.q,
+            parsed.s,
+            parsed.score,
+            n_q,
+            n_s,
+            _source_order(_cache_key(index / "source_ids.txt")),
+            keep,
+        )
     else:
         ranking = dict.fromkeys(metrics.ir_names())
         why = ["recall@k, map@k, mrr@k and ndcg@k need a score column"]
@@ -766,10 +884,17 @@ def _public_id_array(key: tuple):
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    table = pacsv.read_csv(key[0], parse_options=pacsv.ParseOptions(newlines_in_values=True),
-                           convert_options=pacsv.ConvertOptions(
-                               include_columns=["seg_id"], column_types={"seg_id": pa.binary()},
-                               null_values=[], strings_can_be_null=False, quoted_strings_can_be_null=False))
+    table = pacsv.read_csv(
+        key[0],
+        parse_options=pacsv.ParseOptions(newlines_in_values=True),
+        convert_options=pacsv.ConvertOptions(
+            include_columns=["seg_id"],
+            column_types={"seg_id": pa.binary()},
+            null_values=[],
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+        ),
+    )
     return table.column("seg_id").combine_chunks()
 
 
@@ -818,7 +943,9 @@ def _segment_ids(store: TaskStore, split: str, role: str) -> dict[str, int]:
     index = store.root / "index" / split / f"{role}_ids.txt"
     if index.is_file():
         return _id_index(_cache_key(index))
-    return _public_ids(_cache_key(store.public(split, {"query": "queries.csv", "source": "sources.csv"}[role])))
+    return _public_ids(
+        _cache_key(store.public(split, {"query": "queries.csv", "source": "sources.csv"}[role]))
+    )
 
 
 @functools.lru_cache(maxsize=8)

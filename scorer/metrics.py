@@ -11,12 +11,42 @@ import warnings
 import numpy as np
 
 METRIC_NAMES = (
-    "f1", "precision_0", "recall_0", "f1_0", "precision_1", "recall_1", "f1_1",
-    "spearman", "pearson", "kendall", "precision", "recall", "accuracy",
-    "precision_micro", "recall_micro", "f1_micro", "smr", "fpr", "fnr",
-    "recall@10", "map@10", "mrr@10", "ndcg@10", "recall@100", "map@100", "mrr@100", "ndcg@100",
-    "recall@1000", "map@1000", "mrr@1000", "ndcg@1000", "n",
-    "tp", "fp", "fn", "tn",
+    "f1",
+    "precision_0",
+    "recall_0",
+    "f1_0",
+    "precision_1",
+    "recall_1",
+    "f1_1",
+    "spearman",
+    "pearson",
+    "kendall",
+    "precision",
+    "recall",
+    "accuracy",
+    "precision_micro",
+    "recall_micro",
+    "f1_micro",
+    "smr",
+    "fpr",
+    "fnr",
+    "recall@10",
+    "map@10",
+    "mrr@10",
+    "ndcg@10",
+    "recall@100",
+    "map@100",
+    "mrr@100",
+    "ndcg@100",
+    "recall@1000",
+    "map@1000",
+    "mrr@1000",
+    "ndcg@1000",
+    "n",
+    "tp",
+    "fp",
+    "fn",
+    "tn",
 )
 
 
@@ -102,8 +132,23 @@ def correlations(gold, pred, which=("spearman", "pearson")) -> tuple[dict, list[
 
 IR_CUTOFFS = (10, 100, 1000)
 IR_MEASURES = ("recall", "map", "mrr", "ndcg")
-LOCI_COUNTS = ("precision", "recall", "f1", "accuracy", "precision_micro", "recall_micro", "f1_micro",
-               "smr", "fpr", "fnr", "tp", "fp", "fn", "tn", "n")
+LOCI_COUNTS = (
+    "precision",
+    "recall",
+    "f1",
+    "accuracy",
+    "precision_micro",
+    "recall_micro",
+    "f1_micro",
+    "smr",
+    "fpr",
+    "fnr",
+    "tp",
+    "fp",
+    "fn",
+    "tn",
+    "n",
+)
 
 
 def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -112,8 +157,15 @@ def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.divide(a, b, out=np.zeros(np.broadcast(a, b).shape), where=b != 0)
 
 
-def loci_links(gold_q: np.ndarray, gold_s: np.ndarray, pred_q: np.ndarray, pred_s: np.ndarray,
-               n_queries: int, n_sources: int, keep: np.ndarray | None = None) -> tuple[dict, list[str]]:
+def loci_links(
+    gold_q: np.ndarray,
+    gold_s: np.ndarray,
+    pred_q: np.ndarray,
+    pred_s: np.ndarray,
+    n_queries: int,
+    n_sources: int,
+    keep: np.ndarray | None = None,
+) -> tuple[dict, list[str]]:
     """Loci Similes' link metrics as locisimiles 2.1.3's `IntertextEvaluator.evaluate()` defines them.
 
     `gold_*` and `pred_*` are unique (query index, source index) pairs; `keep` (a boolean mask over
@@ -158,11 +210,31 @@ def loci_links(gold_q: np.ndarray, gold_s: np.ndarray, pred_q: np.ndarray, pred_
         out["precision_micro"], out["recall_micro"] = pm, rm
         out["f1_micro"] = 2 * pm * rm / (pm + rm) if pm + rm else 0.0
     else:
-        for k in ("precision", "recall", "f1", "accuracy", "precision_micro", "recall_micro", "f1_micro"):
+        for k in (
+            "precision",
+            "recall",
+            "f1",
+            "accuracy",
+            "precision_micro",
+            "recall_micro",
+            "f1_micro",
+        ):
             out[k] = None
-        notes.append("precision, recall, f1 and accuracy are undefined: no query here has a gold link")
-    out.update({"smr": _ratio(fp + fn, n), "fpr": _ratio(fp, n), "fnr": _ratio(fn, n),
-                "tp": tp, "fp": fp, "fn": fn, "tn": tn, "n": n})
+        notes.append(
+            "precision, recall, f1 and accuracy are undefined: no query here has a gold link"
+        )
+    out.update(
+        {
+            "smr": _ratio(fp + fn, n),
+            "fpr": _ratio(fp, n),
+            "fnr": _ratio(fn, n),
+            "tp": tp,
+            "fp": fp,
+            "fn": fn,
+            "tn": tn,
+            "n": n,
+        }
+    )
     return {k: out[k] for k in LOCI_COUNTS}, notes
 
 
@@ -170,9 +242,18 @@ def ir_names(cutoffs=IR_CUTOFFS) -> list[str]:
     return [f"{m}@{k}" for k in cutoffs for m in IR_MEASURES]
 
 
-def link_ranking_ir(gold_q: np.ndarray, gold_s: np.ndarray, pred_q: np.ndarray, pred_s: np.ndarray,
-                    pred_score: np.ndarray, n_queries: int, n_sources: int, source_order: np.ndarray,
-                    keep: np.ndarray | None = None, cutoffs=IR_CUTOFFS) -> tuple[dict, list[str]]:
+def link_ranking_ir(
+    gold_q: np.ndarray,
+    gold_s: np.ndarray,
+    pred_q: np.ndarray,
+    pred_s: np.ndarray,
+    pred_score: np.ndarray,
+    n_queries: int,
+    n_sources: int,
+    source_order: np.ndarray,
+    keep: np.ndarray | None = None,
+    cutoffs=IR_CUTOFFS,
+) -> tuple[dict, list[str]]:
     """recall@k, map@k, mrr@k and ndcg@k in the IR convention (trec_eval's `recall_k`,
     `map_cut_k`, `recip_rank` cut at k, `ndcg_cut_k` with binary gain), averaged over the gold
     queries (those with at least one gold link; one with no predicted link counts 0).
@@ -187,13 +268,19 @@ def link_ranking_ir(gold_q: np.ndarray, gold_s: np.ndarray, pred_q: np.ndarray, 
     n_gold = np.bincount(gold_q, minlength=n_queries)
     gold_query = (n_gold > 0) & keep
     notes: list[str] = []
-    depth = int(np.bincount(pred_q, minlength=n_queries)[keep].max()) if pred_q.size and keep.any() else 0
+    depth = (
+        int(np.bincount(pred_q, minlength=n_queries)[keep].max())
+        if pred_q.size and keep.any()
+        else 0
+    )
     shown = [k for k in cutoffs if k <= 100 or depth >= k]
     out: dict = {name: None for name in ir_names(cutoffs)}
     for k in cutoffs:
         if k not in shown:
-            notes.append(f"@{k} metrics are reported only for a run that ranks at least {k} sources "
-                         f"for some query (this one ranks at most {depth})")
+            notes.append(
+                f"@{k} metrics are reported only for a run that ranks at least {k} sources "
+                f"for some query (this one ranks at most {depth})"
+            )
     gq = np.flatnonzero(gold_query)
     if not gq.size:
         notes.append("ranking metrics are undefined: no query here has a gold link")
@@ -207,13 +294,17 @@ def link_ranking_ir(gold_q: np.ndarray, gold_s: np.ndarray, pred_q: np.ndarray, 
     rank = np.arange(cq.size) - starts  # 0-based rank within the query
     # relevant predictions only, in ranked order
     rq, rr = cq[rel], rank[rel]
-    nth = np.arange(rq.size) - np.searchsorted(rq, rq, side="left")  # 0-based index among the relevant
+    nth = np.arange(rq.size) - np.searchsorted(
+        rq, rq, side="left"
+    )  # 0-based index among the relevant
     ng = n_gold[gq].astype(np.float64)
     pos = np.searchsorted(gq, rq)  # position of each relevant prediction's query among gq
     for k in shown:
         within = rr < k
         hits = np.bincount(pos[within], minlength=gq.size)
-        ap = np.bincount(pos[within], weights=(nth[within] + 1) / (rr[within] + 1), minlength=gq.size)
+        ap = np.bincount(
+            pos[within], weights=(nth[within] + 1) / (rr[within] + 1), minlength=gq.size
+        )
         first = within & (nth == 0)
         rr_k = np.zeros(gq.size)
         rr_k[pos[first]] = 1.0 / (rr[first] + 1)
@@ -253,28 +344,58 @@ def fold_key(fold: str) -> tuple:
     return (0, int(fold), fold) if fold.isdigit() else (1, 0, fold)
 
 
-REGISTRY: dict[str, Metric] = {m.name: m for m in (
-    Metric("f1", "classification", description="F1 weighted by gold support (links: F1 of the links)"),
-    *(Metric(f"{what}_{c}", "classification", description=f"{what} of label {c}")
-      for c in (0, 1) for what in ("precision", "recall", "f1")),
-    Metric("spearman", "correlation", description="Spearman's rank correlation"),
-    Metric("pearson", "correlation", description="Pearson's correlation"),
-    Metric("kendall", "correlation", description="Kendall's tau-b"),
-    Metric("precision", "links", description="links: mean over the queries with a gold link"),
-    Metric("recall", "links", description="links: mean over the queries with a gold link"),
-    Metric("accuracy", "links", description="(TP + TN) / sources, mean over the queries with a gold link"),
-    *(Metric(f"{what}_micro", "links", description=f"{what} from the counts pooled over the queries "
-             "with a gold link") for what in ("precision", "recall", "f1")),
-    Metric("smr", "links", greater_is_better=False, description="(FP + FN) / N"),
-    Metric("fpr", "links", greater_is_better=False, description="FP / N"),
-    Metric("fnr", "links", greater_is_better=False, description="FN / N"),
-    *(Metric(f"{what}@{k}", "links", description=f"{desc} in the top {k}, mean over the queries "
-             "with a gold link") for k in IR_CUTOFFS for what, desc in (
-        ("recall", "share of the gold links"), ("map", "average precision"),
-        ("mrr", "reciprocal rank of the first gold link"), ("ndcg", "nDCG (binary gain)"))),
-    *(Metric(c, "links", greater_is_better=None) for c in ("tp", "fp", "fn", "tn")),
-    Metric("n", "count", greater_is_better=None, description="items scored"),
-)}
+REGISTRY: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric(
+            "f1",
+            "classification",
+            description="F1 weighted by gold support (links: F1 of the links)",
+        ),
+        *(
+            Metric(f"{what}_{c}", "classification", description=f"{what} of label {c}")
+            for c in (0, 1)
+            for what in ("precision", "recall", "f1")
+        ),
+        Metric("spearman", "correlation", description="Spearman's rank correlation"),
+        Metric("pearson", "correlation", description="Pearson's correlation"),
+        Metric("kendall", "correlation", description="Kendall's tau-b"),
+        Metric("precision", "links", description="links: mean over the queries with a gold link"),
+        Metric("recall", "links", description="links: mean over the queries with a gold link"),
+        Metric(
+            "accuracy",
+            "links",
+            description="(TP + TN) / sources, mean over the queries with a gold link",
+        ),
+        *(
+            Metric(
+                f"{what}_micro",
+                "links",
+                description=f"{what} from the counts pooled over the queries with a gold link",
+            )
+            for what in ("precision", "recall", "f1")
+        ),
+        Metric("smr", "links", greater_is_better=False, description="(FP + FN) / N"),
+        Metric("fpr", "links", greater_is_better=False, description="FP / N"),
+        Metric("fnr", "links", greater_is_better=False, description="FN / N"),
+        *(
+            Metric(
+                f"{what}@{k}",
+                "links",
+                description=f"{desc} in the top {k}, mean over the queries with a gold link",
+            )
+            for k in IR_CUTOFFS
+            for what, desc in (
+                ("recall", "share of the gold links"),
+                ("map", "average precision"),
+                ("mrr", "reciprocal rank of the first gold link"),
+                ("ndcg", "nDCG (binary gain)"),
+            )
+        ),
+        *(Metric(c, "links", greater_is_better=None) for c in ("tp", "fp", "fn", "tn")),
+        Metric("n", "count", greater_is_better=None, description="items scored"),
+    )
+}
 
 
 def unknown_metrics(names) -> list[str]:

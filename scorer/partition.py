@@ -23,8 +23,9 @@ def share(n: int, public_fraction: float) -> int:
     return max(1, min(n - 1, k))
 
 
-def stratified_partition(units: Iterable[tuple[str, str]], seed: int,
-                         public_fraction: float) -> tuple[list[str], list[str]]:
+def stratified_partition(
+    units: Iterable[tuple[str, str]], seed: int, public_fraction: float
+) -> tuple[list[str], list[str]]:
     """(public, private), each sorted, from (unit, stratum) pairs.
 
     Each stratum's units are sorted, shuffled with a generator seeded by (seed, stratum) and cut
@@ -49,7 +50,9 @@ def stratified_partition(units: Iterable[tuple[str, str]], seed: int,
     return sorted(public), sorted(private)
 
 
-def legacy_partition(units: list[str], seed: int, public_fraction: float) -> tuple[list[str], list[str]]:
+def legacy_partition(
+    units: list[str], seed: int, public_fraction: float
+) -> tuple[list[str], list[str]]:
     """The unstratified draw of earlier versions (a phase's own seed), unchanged."""
     order = sorted(units)
     random.Random(seed).shuffle(order)

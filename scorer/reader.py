@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-
 from scorer.errors import Problem, SubmissionInvalid
 
 MiB = 1024 * 1024
@@ -33,13 +32,22 @@ class Limits:
 
     # 1 GiB admits a Loci Similes top-100 run (8.3 M scored links, about 400 MiB of CSV)
     max_bytes: int = int(os.environ.get("PALIMPSEST_MAX_SUBMISSION_BYTES", 1024 * MiB))
-    max_uncompressed_bytes: int = int(os.environ.get("PALIMPSEST_MAX_UNCOMPRESSED_BYTES", 1024 * MiB))
+    max_uncompressed_bytes: int = int(
+        os.environ.get("PALIMPSEST_MAX_UNCOMPRESSED_BYTES", 1024 * MiB)
+    )
 
 
 DEFAULT_LIMITS = Limits()
 
-FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".tsv": "tsv",
-           ".tab": "tsv", ".txt": None}
+FORMATS = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".txt": None,
+}
 
 
 @dataclass
@@ -73,7 +81,9 @@ def _zip_member(path: Path, limits: Limits) -> tuple[zipfile.ZipInfo, str]:
         members = [i for i in zf.infolist() if not i.is_dir()]
         if len(members) != 1:
             names = ", ".join(i.filename for i in members[:5]) or "nothing"
-            raise _refuse(f"a zip archive must hold exactly one file; this one holds {len(members)} ({names})")
+            raise _refuse(
+                f"a zip archive must hold exactly one file; this one holds {len(members)} ({names})"
+            )
         info = members[0]
         name = info.filename
         norm = posixpath.normpath(name.replace("\\", "/"))
@@ -99,8 +109,10 @@ def _read_zip(path: Path, limits: Limits) -> tuple[bytes, str]:
             while chunk := f.read(4 * MiB):
                 buf += chunk
                 if len(buf) > limits.max_uncompressed_bytes:
-                    raise _refuse(f"the archive member is over the limit of "
-                                  f"{_human(limits.max_uncompressed_bytes)}")
+                    raise _refuse(
+                        f"the archive member is over the limit of "
+                        f"{_human(limits.max_uncompressed_bytes)}"
+                    )
     except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError) as e:
         raise _refuse(f"the archive member {info.filename!r} cannot be extracted ({e})") from None
     return bytes(buf), name
@@ -135,7 +147,9 @@ def _opened(path: Path, limits: Limits):
     if not path.is_file():
         raise _refuse(f"{path} is not a file")
     if st.st_size > limits.max_bytes:
-        raise _refuse(f"the file is {_human(st.st_size)}, over the limit of {_human(limits.max_bytes)}")
+        raise _refuse(
+            f"the file is {_human(st.st_size)}, over the limit of {_human(limits.max_bytes)}"
+        )
     if st.st_size == 0:
         raise _refuse("the file is empty")
     with path.open("rb") as f:
@@ -196,7 +210,9 @@ def load(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Text:
         raise _refuse("the file is empty")
     if "\x00" in text:
         line = text.count("\n", 0, text.index("\x00")) + 1
-        raise SubmissionInvalid([Problem("the file holds a NUL byte: is it a binary file?", line=line)])
+        raise SubmissionInvalid(
+            [Problem("the file holds a NUL byte: is it a binary file?", line=line)]
+        )
     return Text(text, name, sniff_format(name, text))
 
 
@@ -213,7 +229,9 @@ class _LimitedRaw(io.RawIOBase):
         try:
             data = self.f.read(len(b))
         except (gzip.BadGzipFile, zlib.error, EOFError, zipfile.BadZipFile) as e:
-            raise SubmissionInvalid([Problem(f"{self.what} cannot be read to its end ({e})")]) from None
+            raise SubmissionInvalid(
+                [Problem(f"{self.what} cannot be read to its end ({e})")]
+            ) from None
         self.total += len(data)
         if self.total > self.limit:
             raise _refuse(f"{self.what} is over the limit of {_human(self.limit)} uncompressed")
@@ -237,7 +255,10 @@ def open_text(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Text:
     path = Path(path)
     _, magic = _opened(path, limits)
     if magic[:2] == b"\x1f\x8b":
-        name, what = (path.name[:-3] if path.name.lower().endswith(".gz") else path.name), "the gzip file"
+        name, what = (
+            (path.name[:-3] if path.name.lower().endswith(".gz") else path.name),
+            "the gzip file",
+        )
 
         def raw():
             return gzip.open(path, "rb")
@@ -271,8 +292,13 @@ def open_text(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Text:
     if not first:
         raise _refuse("the file is empty")
     head = first.decode("utf-8", "replace")
-    return Text(_Decoded(lambda: io.TextIOWrapper(opener(), encoding="utf-8-sig", errors="strict", newline="")),
-                name, sniff_format(name, head))
+    return Text(
+        _Decoded(
+            lambda: io.TextIOWrapper(opener(), encoding="utf-8-sig", errors="strict", newline="")
+        ),
+        name,
+        sniff_format(name, head),
+    )
 
 
 class _Decoded:
@@ -289,8 +315,9 @@ class _Decoded:
                 n += 1
                 yield line
         except UnicodeDecodeError as e:
-            raise SubmissionInvalid([Problem(f"not valid UTF-8: byte 0x{e.object[e.start]:02x}",
-                                             line=n + 1)]) from None
+            raise SubmissionInvalid(
+                [Problem(f"not valid UTF-8: byte 0x{e.object[e.start]:02x}", line=n + 1)]
+            ) from None
         finally:
             stream.close()
 
@@ -362,7 +389,9 @@ def iter_table(text: str, fmt: str) -> tuple[list[str], Iterator[tuple[int, list
             if any(c.strip() for c in header):
                 break
     except csv.Error as e:
-        raise SubmissionInvalid([Problem(f"cannot parse the header ({e})", line=reader.line_num)]) from None
+        raise SubmissionInvalid(
+            [Problem(f"cannot parse the header ({e})", line=reader.line_num)]
+        ) from None
     header = [h.strip() for h in header]
     if header and header[0].startswith("\ufeff"):
         header[0] = header[0][1:]
@@ -383,7 +412,9 @@ def iter_table(text: str, fmt: str) -> tuple[list[str], Iterator[tuple[int, list
     return header, rows()
 
 
-def iter_records(text: str, fmt: str) -> tuple[list[str] | None, Iterator[tuple[int, dict | BadRow]]]:
+def iter_records(
+    text: str, fmt: str
+) -> tuple[list[str] | None, Iterator[tuple[int, dict | BadRow]]]:
     """Rows as dicts for any format: JSON objects, or header-keyed CSV/TSV cells (strings)."""
     if fmt == "jsonl":
         return None, iter_jsonl(text)
@@ -395,7 +426,10 @@ def iter_records(text: str, fmt: str) -> tuple[list[str] | None, Iterator[tuple[
             if isinstance(cells, BadRow):
                 yield line, cells
             elif len(cells) != n:
-                yield line, BadRow(f"expected {n} columns ({', '.join(header)}), found {len(cells)}")
+                yield (
+                    line,
+                    BadRow(f"expected {n} columns ({', '.join(header)}), found {len(cells)}"),
+                )
             else:
                 yield line, dict(zip(header, cells))
 
@@ -405,8 +439,9 @@ def iter_records(text: str, fmt: str) -> tuple[list[str] | None, Iterator[tuple[
 COLUMN_CHUNK = 1_000  # rows; small enough that a chunk stays in cache between parsing and lookups
 
 
-def link_columns(reader, ncol: int, iq: int, isrc: int, isc: int | None, qidx: dict, sidx: dict
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+def link_columns(
+    reader, ncol: int, iq: int, isrc: int, isc: int | None, qidx: dict, sidx: dict
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
     """The rest of a well-formed link table as arrays (query index, source index, score), or
     None at the first row that is not: a parse error, a blank line, a wrong number of cells,
     an unknown id, a score that `float` refuses or that is not finite.
@@ -493,7 +528,9 @@ def id_array(ids_bytes: bytes):
     offsets[1:] = nl + 1
     data = buf[buf != 10]
     offsets -= np.arange(nl.size + 1)  # one newline fewer before each id
-    return pa.Array.from_buffers(pa.large_binary(), nl.size, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return pa.Array.from_buffers(
+        pa.large_binary(), nl.size, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
 
 
 def _link_header(first: bytes, fmt: str) -> list[str] | None:
@@ -504,8 +541,11 @@ def _link_header(first: bytes, fmt: str) -> list[str] | None:
         return None
     cells = next(csv_reader(line.lstrip("\ufeff"), fmt), [])
     header = [c.strip() for c in cells]
-    if (len(set(header)) != len(header) or not {"query_id", "source_id"} <= set(header)
-            or not set(header) <= {"query_id", "source_id", "score"}):
+    if (
+        len(set(header)) != len(header)
+        or not {"query_id", "source_id"} <= set(header)
+        or not set(header) <= {"query_id", "source_id", "score"}
+    ):
         return None
     return header
 
@@ -516,7 +556,9 @@ def _np(arr, dtype):
     import numpy as np
 
     dtype = np.dtype(dtype)
-    return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr), offset=arr.offset * dtype.itemsize)
+    return np.frombuffer(
+        arr.buffers()[1], dtype=dtype, count=len(arr), offset=arr.offset * dtype.itemsize
+    )
 
 
 def _index_in(col, known):
@@ -577,7 +619,13 @@ def arrow_links(path: str | Path, qknown, sknown, limits: Limits = DEFAULT_LIMIT
     fmt = FORMATS.get(os.path.splitext(name.lower())[1])
     if fmt is None:
         s = first.lstrip()
-        fmt = "jsonl" if s.startswith(b"{") or not s else "tsv" if b"\t" in s.split(b"\n", 1)[0] else "csv"
+        fmt = (
+            "jsonl"
+            if s.startswith(b"{") or not s
+            else "tsv"
+            if b"\t" in s.split(b"\n", 1)[0]
+            else "csv"
+        )
     header = _link_header(first, fmt) if fmt != "jsonl" else None
     if header is None:
         source.close()
@@ -591,30 +639,43 @@ def arrow_links(path: str | Path, qknown, sknown, limits: Limits = DEFAULT_LIMIT
         table = pacsv.read_csv(
             source,
             read_options=pacsv.ReadOptions(skip_rows=1, column_names=header, block_size=block),
-            parse_options=pacsv.ParseOptions(delimiter="\t" if fmt == "tsv" else ",",
-                                             quote_char=False if fmt == "tsv" else '"',
-                                             newlines_in_values=False, ignore_empty_lines=True),
-            convert_options=pacsv.ConvertOptions(column_types=types, null_values=[],
-                                                 strings_can_be_null=False, quoted_strings_can_be_null=False))
+            parse_options=pacsv.ParseOptions(
+                delimiter="\t" if fmt == "tsv" else ",",
+                quote_char=False if fmt == "tsv" else '"',
+                newlines_in_values=False,
+                ignore_empty_lines=True,
+            ),
+            convert_options=pacsv.ConvertOptions(
+                column_types=types,
+                null_values=[],
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+            ),
+        )
     except (pa.ArrowException, OSError, ValueError):
         if counted is not None and counted.over:
-            raise _refuse(f"the gzip file is over the limit of {_human(limits.max_uncompressed_bytes)} "
-                          "uncompressed") from None
+            raise _refuse(
+                f"the gzip file is over the limit of {_human(limits.max_uncompressed_bytes)} "
+                "uncompressed"
+            ) from None
         return None
     finally:
         source.close()
     # the two hash joins at once (pyarrow releases the GIL)
     with ThreadPoolExecutor(2) as pool:
-        jobs = [pool.submit(_index_in, table.column(c), k) for c, k in (("query_id", qknown), ("source_id", sknown))]
+        jobs = [
+            pool.submit(_index_in, table.column(c), k)
+            for c, k in (("query_id", qknown), ("source_id", sknown))
+        ]
         q, s = (j.result() for j in jobs)
     if q is None or s is None:
         return None
     sc = None
     if has_score:
-        sc = np.concatenate([_np(c, np.float64) for c in table.column("score").chunks] or [np.empty(0)])
+        sc = np.concatenate(
+            [_np(c, np.float64) for c in table.column("score").chunks] or [np.empty(0)]
+        )
         if not np.isfinite(sc).all():
             return None
     del table
     return q.astype(np.int64), s.astype(np.int64), sc, fmt
-
-

@@ -70,8 +70,11 @@ def _http_error(e: HTTPException):
         405: "method not allowed",
         413: f"the upload is over the limit of {current_app.config.get('MAX_CONTENT_LENGTH')} bytes",
     }
-    return error_response(e.code or 500, (e.name or "error").lower().replace(" ", "_"),
-                          messages.get(e.code, e.description or e.name))
+    return error_response(
+        e.code or 500,
+        (e.name or "error").lower().replace(" ", "_"),
+        messages.get(e.code, e.description or e.name),
+    )
 
 
 def out(model: type[BaseModel], _status: int = 200, _headers: dict | None = None, /, **fields):
@@ -83,8 +86,10 @@ def out(model: type[BaseModel], _status: int = 200, _headers: dict | None = None
 
 
 def _problems(e: ValidationError) -> dict:
-    probs = [{"line": None, "id": ".".join(str(x) for x in err["loc"]) or None, "message": err["msg"]}
-             for err in e.errors()]
+    probs = [
+        {"line": None, "id": ".".join(str(x) for x in err["loc"]) or None, "message": err["msg"]}
+        for err in e.errors()
+    ]
     return {"problems": probs, "total": len(probs)}
 
 
@@ -97,7 +102,9 @@ def _validate(model: type[BaseModel], data: dict):
         msg = first["msg"]
         if first["type"].startswith(("datetime", "date")):
             msg += " (ISO 8601, e.g. 2026-01-31T23:59:00Z; UTC when no offset is given)"
-        raise ApiError(422, "invalid_request", f"{where}: {msg}" if where else msg, **_problems(e)) from None
+        raise ApiError(
+            422, "invalid_request", f"{where}: {msg}" if where else msg, **_problems(e)
+        ) from None
 
 
 def _query(model: type[BaseModel]):
@@ -110,8 +117,11 @@ def _body(model: type[BaseModel]):
     if data is None:
         data = {k: v for k, v in request.form.items()}
         for k, v in list(data.items()):
-            if v.lower() in ("true", "false") and model.model_fields.get(k) is not None \
-                    and model.model_fields[k].annotation is bool:
+            if (
+                v.lower() in ("true", "false")
+                and model.model_fields.get(k) is not None
+                and model.model_fields[k].annotation is bool
+            ):
                 data[k] = v.lower() == "true"
         for k in request.form:
             if len(request.form.getlist(k)) > 1:
@@ -134,8 +144,9 @@ def _cursor_id(cursor: str | None) -> int | None:
             raise ValueError(kind)
         return int(n)
     except (ValueError, UnicodeDecodeError):
-        raise ApiError(422, "bad_cursor", "the cursor is not one this server gave (pass `next_cursor` as is)") \
-            from None
+        raise ApiError(
+            422, "bad_cursor", "the cursor is not one this server gave (pass `next_cursor` as is)"
+        ) from None
 
 
 def _cursor(last_id: int) -> str:
@@ -149,7 +160,7 @@ def paginate(s, q, id_col, page: m.PageQuery, render) -> tuple[list, dict]:
         q = q.where(id_col < after)
     rows = list(s.exec(q.order_by(id_col.desc()).limit(page.limit + 1)))
     more = len(rows) > page.limit
-    rows = rows[:page.limit]
+    rows = rows[: page.limit]
     items = [render(r) for r in rows]
     nxt = cur = None
     if more and rows:
@@ -175,8 +186,11 @@ def _user() -> User:
         header = request.headers.get("Authorization", "")
         if header:
             raise ApiError(401, "invalid_token", "the API token is invalid or revoked")
-        raise ApiError(401, "unauthorized",
-                       "authentication required: send 'Authorization: Bearer <token>' (cookies are not accepted)")
+        raise ApiError(
+            401,
+            "unauthorized",
+            "authentication required: send 'Authorization: Bearer <token>' (cookies are not accepted)",
+        )
     return u
 
 
@@ -213,8 +227,11 @@ def _phase(s, task_id: str, name: str | None) -> Phase:
         for p in phases:
             if p.name == name:
                 return p
-        raise ApiError(404, "unknown_phase", f"task {task_id!r} has no phase {name!r} "
-                                             f"(phases: {', '.join(p.name for p in phases)})")
+        raise ApiError(
+            404,
+            "unknown_phase",
+            f"task {task_id!r} has no phase {name!r} (phases: {', '.join(p.name for p in phases)})",
+        )
     open_ = [p for p in phases if phase_state(p) == "open"]
     for want in ("test", "dev"):
         for p in open_:
@@ -230,13 +247,16 @@ def _quota(s, user, phase: Phase) -> dict | None:
 
     q = quota(s, team_id=user.team_id, phase=phase)
     left = [v for v in (q.get("daily_left"), q.get("total_left")) if v is not None]
-    q["next_allowed_at"] = None if not left or min(left) > 0 else (
-        q.get("resets_at") if q.get("total_left") != 0 else None)
+    q["next_allowed_at"] = (
+        None
+        if not left or min(left) > 0
+        else (q.get("resets_at") if q.get("total_left") != 0 else None)
+    )
     return q
 
 
 def phase_kind(p: Phase) -> str:
-    """"cross-validated" for a phase on its task's cross-validated split, else "standard"."""
+    """ "cross-validated" for a phase on its task's cross-validated split, else "standard"."""
     from tasks import get_task
 
     try:
@@ -246,31 +266,68 @@ def phase_kind(p: Phase) -> str:
 
 
 def phase_fields(p: Phase, quota: dict | None = None) -> dict:
-    return {"name": p.name, "split": p.split, "kind": phase_kind(p), "opens_at": p.opens_at, "closes_at": p.closes_at,
-            "is_open": phase_state(p) == "open", "published": p.published_at is not None,
-            "limits": {"daily": p.daily_limit, "total": p.total_limit, "concurrent": p.concurrent_limit},
-            "quota": quota}
+    return {
+        "name": p.name,
+        "split": p.split,
+        "kind": phase_kind(p),
+        "opens_at": p.opens_at,
+        "closes_at": p.closes_at,
+        "is_open": phase_state(p) == "open",
+        "published": p.published_at is not None,
+        "limits": {
+            "daily": p.daily_limit,
+            "total": p.total_limit,
+            "concurrent": p.concurrent_limit,
+        },
+        "quota": quota,
+    }
 
 
 def phase_state_fields(p: Phase) -> dict:
     from server.lifecycle import phase_labels
 
-    return {**phase_fields(p), "state": phase_labels(p), "frozen": bool(p.frozen),
-            "leaderboard_open": bool(p.leaderboard_open), "published_at": p.published_at,
-            "public_fraction": p.public_fraction}
+    return {
+        **phase_fields(p),
+        "state": phase_labels(p),
+        "frozen": bool(p.frozen),
+        "leaderboard_open": bool(p.leaderboard_open),
+        "published_at": p.published_at,
+        "public_fraction": p.public_fraction,
+    }
 
 
 def task_fields(task, store_exists: bool, phases: list[dict]) -> dict:
     f = task.format
     return {
-        "id": task.id, "version": task.version, "title": task.title, "description": task.description,
-        "citation": task.citation, "licence": task.licence, "source": task.source,
-        "primary": {"metric": task.primary[1], "subset": task.primary[0],
-                    "greater_is_better": task.greater_is_better},
-        "metrics": list(task.metrics), "subsets": list(task.subsets), "splits": list(task.splits),
-        "format": {"native": f.native, "also": ["csv", "tsv", "gz", "zip"], "example": f.example,
-                   "fields": [{"name": x.name, "kind": x.kind, "description": x.description,
-                               "optional": x.name in f.optional} for x in f.fields]},
+        "id": task.id,
+        "version": task.version,
+        "title": task.title,
+        "description": task.description,
+        "citation": task.citation,
+        "licence": task.licence,
+        "source": task.source,
+        "primary": {
+            "metric": task.primary[1],
+            "subset": task.primary[0],
+            "greater_is_better": task.greater_is_better,
+        },
+        "metrics": list(task.metrics),
+        "subsets": list(task.subsets),
+        "splits": list(task.splits),
+        "format": {
+            "native": f.native,
+            "also": ["csv", "tsv", "gz", "zip"],
+            "example": f.example,
+            "fields": [
+                {
+                    "name": x.name,
+                    "kind": x.kind,
+                    "description": x.description,
+                    "optional": x.name in f.optional,
+                }
+                for x in f.fields
+            ],
+        },
         "imported": store_exists,
         "phases": phases,
     }
@@ -291,8 +348,10 @@ def _visible_scores(s, user, sub: Submission, phase: Phase) -> dict | None:
     if sub.score_attempt is None:  # never scored (a rescore keeps the standing scores)
         return None
     secret = _settings().secret_key
-    parts = {sc.part: (sc.result if user.is_organizer else public_result(sc.result, secret))
-             for sc in visible_scores(s, sub, phase, organizer=user.is_organizer)}
+    parts = {
+        sc.part: (sc.result if user.is_organizer else public_result(sc.result, secret))
+        for sc in visible_scores(s, sub, phase, organizer=user.is_organizer)
+    }
     if not parts:
         return None
     main = parts.get("private") if phase.published_at is not None else None
@@ -304,16 +363,34 @@ def _visible_scores(s, user, sub: Submission, phase: Phase) -> dict | None:
     return d
 
 
-def submission_fields(s, user, sub: Submission, phase: Phase | None = None, team: str | None = None) -> dict:
+def submission_fields(
+    s, user, sub: Submission, phase: Phase | None = None, team: str | None = None
+) -> dict:
     phase = phase or s.get(Phase, sub.phase_id)
-    return {"id": sub.id, "task": sub.task_id, "phase": phase.name if phase else None, "status": sub.status,
-            "created": sub.created_at, "started": sub.started_at, "finished": sub.finished_at,
-            "method_name": sub.method_name, "description": sub.description, "url": sub.url,
-            "show_publicly": sub.show_publicly, "is_primary": sub.is_primary, "is_baseline": sub.is_baseline,
-            "file_name": sub.file_name, "size": sub.size, "sha256": sub.file_sha256, "hidden": sub.hidden,
-            "hidden_reason": sub.hidden_reason or None, "failure_kind": sub.failure_kind,
-            "errors": (sub.errors or []) if sub.status == "failed" else [],
-            "scores": _visible_scores(s, user, sub, phase) if phase else None, "team": team}
+    return {
+        "id": sub.id,
+        "task": sub.task_id,
+        "phase": phase.name if phase else None,
+        "status": sub.status,
+        "created": sub.created_at,
+        "started": sub.started_at,
+        "finished": sub.finished_at,
+        "method_name": sub.method_name,
+        "description": sub.description,
+        "url": sub.url,
+        "show_publicly": sub.show_publicly,
+        "is_primary": sub.is_primary,
+        "is_baseline": sub.is_baseline,
+        "file_name": sub.file_name,
+        "size": sub.size,
+        "sha256": sub.file_sha256,
+        "hidden": sub.hidden,
+        "hidden_reason": sub.hidden_reason or None,
+        "failure_kind": sub.failure_kind,
+        "errors": (sub.errors or []) if sub.status == "failed" else [],
+        "scores": _visible_scores(s, user, sub, phase) if phase else None,
+        "team": team,
+    }
 
 
 def _sub_out(s, u, sub, status: int = 200, **extra):
@@ -345,31 +422,55 @@ def me():
     u = _user()
     s = auth.db()
     team = s.get(Team, u.team_id) if u.team_id else None
-    return out(m.Me, id=u.id, email=u.email, is_organizer=u.is_organizer,
-               team={"id": team.id, "name": team.name} if team else None)
+    return out(
+        m.Me,
+        id=u.id,
+        email=u.email,
+        is_organizer=u.is_organizer,
+        team={"id": team.id, "name": team.name} if team else None,
+    )
 
 
 def _team_out(s, team: Team, status: int = 200):
     from server.teams import members
 
-    return out(m.TeamOut, status, id=team.id, name=team.name, invite_code=team.invite_code,
-               members=[{"id": x.id, "email": x.email} for x in members(s, team)], created=team.created_at)
+    return out(
+        m.TeamOut,
+        status,
+        id=team.id,
+        name=team.name,
+        invite_code=team.invite_code,
+        members=[{"id": x.id, "email": x.email} for x in members(s, team)],
+        created=team.created_at,
+    )
 
 
 @bp.get("/team")
-@op("Your team: its members and invite code", responses={200: m.TeamOut}, errors=(404,), tags=("team",))
+@op(
+    "Your team: its members and invite code",
+    responses={200: m.TeamOut},
+    errors=(404,),
+    tags=("team",),
+)
 def team_show():
     u = _user()
     s = auth.db()
     team = s.get(Team, u.team_id) if u.team_id else None
     if team is None:
-        raise ApiError(404, "no_team", "you are in no team: create one or join one with its invite code")
+        raise ApiError(
+            404, "no_team", "you are in no team: create one or join one with its invite code"
+        )
     return _team_out(s, team)
 
 
 @bp.post("/team")
-@op("Create a team (you become its first member)", body=m.TeamCreate, responses={201: m.TeamOut},
-    errors=(409,), tags=("team",))
+@op(
+    "Create a team (you become its first member)",
+    body=m.TeamCreate,
+    responses={201: m.TeamOut},
+    errors=(409,),
+    tags=("team",),
+)
 def team_create():
     from server import teams
 
@@ -380,8 +481,13 @@ def team_create():
 
 
 @bp.post("/team/join")
-@op("Join a team by its invite code", body=m.TeamJoin, responses={200: m.TeamOut}, errors=(404, 409),
-    tags=("team",))
+@op(
+    "Join a team by its invite code",
+    body=m.TeamJoin,
+    responses={200: m.TeamOut},
+    errors=(404, 409),
+    tags=("team",),
+)
 def team_join():
     from server import teams
 
@@ -392,7 +498,12 @@ def team_join():
 
 
 @bp.post("/team/leave")
-@op("Leave your team (its submissions stay with it)", responses={200: m.Left}, errors=(409,), tags=("team",))
+@op(
+    "Leave your team (its submissions stay with it)",
+    responses={200: m.Left},
+    errors=(409,),
+    tags=("team",),
+)
 def team_leave():
     from server import teams
 
@@ -414,8 +525,12 @@ def team_rotate():
 
 
 @bp.get("/tasks")
-@op("Tasks and their phases, with what is left of your quota", query=m.PageQuery,
-    responses={200: m.Page[m.TaskSummary]}, tags=("tasks",))
+@op(
+    "Tasks and their phases, with what is left of your quota",
+    query=m.PageQuery,
+    responses={200: m.Page[m.TaskSummary]},
+    tags=("tasks",),
+)
 def tasks_list():
     from tasks import all_tasks
 
@@ -424,15 +539,20 @@ def tasks_list():
     s = auth.db()
     ts = list(all_tasks())
     start = _cursor_id(page.cursor) or 0
-    chunk = ts[start:start + page.limit]
+    chunk = ts[start : start + page.limit]
     items = []
     for t in chunk:
-        d = task_fields(t, _store(t.id).exists(), [phase_fields(p, _quota(s, u, p)) for p in _phases(s, t.id)])
+        d = task_fields(
+            t, _store(t.id).exists(), [phase_fields(p, _quota(s, u, p)) for p in _phases(s, t.id)]
+        )
         items.append({k: d[k] for k in ("id", "title", "primary", "imported", "phases")})
     links = {"next_cursor": None, "next": None}
     if start + page.limit < len(ts):
         cur = _cursor(start + page.limit)
-        links = {"next_cursor": cur, "next": f"{request.base_url}?{urlencode({**request.args.to_dict(), 'cursor': cur})}"}
+        links = {
+            "next_cursor": cur,
+            "next": f"{request.base_url}?{urlencode({**request.args.to_dict(), 'cursor': cur})}",
+        }
     return _page(m.Page[m.TaskSummary], items, links)
 
 
@@ -442,38 +562,51 @@ def task_detail(task_id):
     u = _user()
     t = _task(task_id)
     s = auth.db()
-    return out(m.TaskOut, **task_fields(t, _store(t.id).exists(),
-                                        [phase_fields(p, _quota(s, u, p)) for p in _phases(s, t.id)]))
-
-
+    return out(
+        m.TaskOut,
+        **task_fields(
+            t, _store(t.id).exists(), [phase_fields(p, _quota(s, u, p)) for p in _phases(s, t.id)]
+        ),
+    )
 
 
 @bp.get("/tasks/<task_id>/download")
-@op("A zip of the task's public inputs", query=m.DownloadQuery, responses={200: "application/zip"}, tags=("tasks",))
+@op(
+    "A zip of the task's public inputs",
+    query=m.DownloadQuery,
+    responses={200: "application/zip"},
+    tags=("tasks",),
+)
 def download(task_id):
     _user()
     t = _task(task_id)
     store = _store(t.id)
     if not store.exists():
-        raise ApiError(404, "not_imported", f"task {t.id!r} has no data yet; the organizer imports it with: "
-                                            f"{t.import_help}")
+        raise ApiError(
+            404,
+            "not_imported",
+            f"task {t.id!r} has no data yet; the organizer imports it with: {t.import_help}",
+        )
     split = _query(m.DownloadQuery).split
     if split is not None and split not in ("train", *t.splits):
         raise ApiError(404, "unknown_split", f"task {t.id!r} has no split {split!r}")
     buf = io.BytesIO()
     manifest = store.manifest()
-    public_manifest = {k: manifest[k] for k in ("task", "version", "splits", "counts") if k in manifest}
+    public_manifest = {
+        k: manifest[k] for k in ("task", "version", "splits", "counts") if k in manifest
+    }
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("task.json", json.dumps(public_manifest, indent=2))
         for p in store.public_files(split):
             zf.write(p, p.relative_to(store.root).as_posix())
-    return Response(buf.getvalue(), mimetype="application/zip", headers={
-        "Content-Disposition": f'attachment; filename="{t.id}-public.zip"'})
+    return Response(
+        buf.getvalue(),
+        mimetype="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="{t.id}-public.zip"'},
+    )
 
 
 # ----------------------------------------------------------------------------- submissions
-
-
 
 
 def _flag(name: str, default: bool = False) -> bool:
@@ -484,12 +617,16 @@ def _flag(name: str, default: bool = False) -> bool:
 
 
 @bp.post("/tasks/<task_id>/submissions")
-@op("Upload a prediction file", form=m.UploadForm,
-    responses={201: m.SubmissionOut, 200: m.SubmissionOut}, errors=(400, 403, 409, 413, 422, 429),
+@op(
+    "Upload a prediction file",
+    form=m.UploadForm,
+    responses={201: m.SubmissionOut, 200: m.SubmissionOut},
+    errors=(400, 403, 409, 413, 422, 429),
     tags=("submissions",),
     description="201: a new submission, queued for scoring. 200: this very file was submitted before by "
-                "your team in this phase (`duplicate: true`, counted once). `primary=true` makes it your "
-                "team's primary (ranked) run of the phase.")
+    "your team in this phase (`duplicate: true`, counted once). `primary=true` makes it your "
+    "team's primary (ranked) run of the phase.",
+)
 def create(task_id):
     from server.exceptions import DuplicateSubmission
     from server.lifecycle import set_primary
@@ -500,10 +637,16 @@ def create(task_id):
     s = auth.db()
     as_baseline = _flag("baseline")
     if as_baseline and not u.is_organizer:
-        raise ApiError(403, "not_organizer", "only an organizer's token may record baseline entries")
+        raise ApiError(
+            403, "not_organizer", "only an organizer's token may record baseline entries"
+        )
     if u.team_id is None and not as_baseline:
-        raise ApiError(403, "no_team", "join or create a team before submitting (`palimpsest teams create NAME` "
-                                       "or `palimpsest teams join CODE`)")
+        raise ApiError(
+            403,
+            "no_team",
+            "join or create a team before submitting (`palimpsest teams create NAME` "
+            "or `palimpsest teams join CODE`)",
+        )
     if not _store(t.id).exists():
         raise ApiError(409, "not_imported", f"task {t.id!r} has no data yet")
     phase = _phase(s, t.id, request.form.get("phase") or None)
@@ -512,8 +655,13 @@ def create(task_id):
         raise ApiError(400, "no_file", "send the prediction file as the multipart field 'file'")
     data = f.read()
     if not data:
-        raise ApiError(422, "invalid_submission", "the file is empty",
-                       problems=[{"line": None, "id": None, "message": "the file is empty"}], total=1)
+        raise ApiError(
+            422,
+            "invalid_submission",
+            "the file is empty",
+            problems=[{"line": None, "id": None, "message": "the file is empty"}],
+            total=1,
+        )
     if as_baseline:
         from server.baselines import baseline_team
 
@@ -523,12 +671,20 @@ def create(task_id):
     primary = _flag("primary") and not as_baseline
     try:
         sub = create_submission(
-            s, user=u, team=team, task_id=t.id, phase=phase, upload=data, filename=f.filename or "",
+            s,
+            user=u,
+            team=team,
+            task_id=t.id,
+            phase=phase,
+            upload=data,
+            filename=f.filename or "",
             method_name=(request.form.get("method_name") or "")[:200],
             description=request.form.get("description") or "",
             url=(request.form.get("url") or "")[:500],
             show_publicly=_flag("show_publicly", True),
-            is_baseline=as_baseline, settings=_settings(), dedupe=True,
+            is_baseline=as_baseline,
+            settings=_settings(),
+            dedupe=True,
         )
         status, dup = 201, False
     except DuplicateSubmission as e:  # a retried upload: the same answer, counted once
@@ -539,8 +695,12 @@ def create(task_id):
 
 
 @bp.get("/submissions")
-@op("Your team's submissions (organizers: `mine=0` for everyone's)", query=m.SubmissionsQuery,
-    responses={200: m.Page[m.SubmissionOut]}, tags=("submissions",))
+@op(
+    "Your team's submissions (organizers: `mine=0` for everyone's)",
+    query=m.SubmissionsQuery,
+    responses={200: m.Page[m.SubmissionOut]},
+    tags=("submissions",),
+)
 def my_submissions():
     u = _user()
     page = _query(m.SubmissionsQuery)
@@ -557,14 +717,22 @@ def my_submissions():
     if page.status:
         q = q.where(Submission.status == page.status)
     phases = {p.id: p for p in s.exec(select(Phase))}
-    items, links = paginate(s, q, Submission.id, page,
-                            lambda row: submission_fields(s, u, row[0], phases.get(row[0].phase_id), row[1].name))
+    items, links = paginate(
+        s,
+        q,
+        Submission.id,
+        page,
+        lambda row: submission_fields(s, u, row[0], phases.get(row[0].phase_id), row[1].name),
+    )
     return _page(m.Page[m.SubmissionOut], items, links)
 
 
 @bp.get("/submissions/<int:submission_id>")
-@op("A submission: its status, every problem, the scores you may see", responses={200: m.SubmissionOut},
-    tags=("submissions",))
+@op(
+    "A submission: its status, every problem, the scores you may see",
+    responses={200: m.SubmissionOut},
+    tags=("submissions",),
+)
 def submission(submission_id):
     u = _user()
     s = auth.db()
@@ -572,10 +740,14 @@ def submission(submission_id):
 
 
 @bp.post("/submissions/<int:submission_id>/primary")
-@op("Make a submission your team's primary (ranked) run of its phase", responses={200: m.SubmissionOut},
-    errors=(403,), tags=("submissions",),
+@op(
+    "Make a submission your team's primary (ranked) run of its phase",
+    responses={200: m.SubmissionOut},
+    errors=(403,),
+    tags=("submissions",),
     description="SemEval's convention: one primary run per team and phase, the others contrastive. Only "
-                "the team chooses its run.")
+    "the team chooses its run.",
+)
 def primary(submission_id):
     from server.lifecycle import set_primary
 
@@ -583,18 +755,22 @@ def primary(submission_id):
     s = auth.db()
     sub = _own_submission(s, u, submission_id)
     if u.team_id != sub.team_id:
-        raise ApiError(403, "not_your_team", "only the team that made a submission chooses its primary run")
+        raise ApiError(
+            403, "not_your_team", "only the team that made a submission chooses its primary run"
+        )
     set_primary(s, sub, team_id=u.team_id, actor=u)
     return _sub_out(s, u, sub)
 
 
-
-
 @bp.get("/tasks/<task_id>/leaderboard")
-@op("A task's leaderboard as your token may see it", query=m.LeaderboardQuery,
-    responses={200: m.Board, 304: None}, tags=("leaderboards",),
+@op(
+    "A task's leaderboard as your token may see it",
+    query=m.LeaderboardQuery,
+    responses={200: m.Board, 304: None},
+    tags=("leaderboards",),
     description="The same board as /tasks/<id>/leaderboard.json, from the same render cache. A published "
-                "phase answers with its final ranking as published (a `Snapshot`).")
+    "phase answers with its final ranking as published (a `Snapshot`).",
+)
 def leaderboard(task_id):
     from server.views.leaderboard import _serve
 
@@ -609,20 +785,32 @@ def leaderboard(task_id):
 
 
 @bp.get("/tasks/<task_id>/phases")
-@op("A task's phases with their state (organizers)", query=m.PageQuery, responses={200: m.Page[m.PhaseState]},
-    errors=(403,), tags=("organizers",))
+@op(
+    "A task's phases with their state (organizers)",
+    query=m.PageQuery,
+    responses={200: m.Page[m.PhaseState]},
+    errors=(403,),
+    tags=("organizers",),
+)
 def phases_list(task_id):
     _organizer()
     t = _task(task_id)
     page = _query(m.PageQuery)
     s = auth.db()
-    items, links = paginate(s, select(Phase).where(Phase.task_id == t.id), Phase.id, page, phase_state_fields)
+    items, links = paginate(
+        s, select(Phase).where(Phase.task_id == t.id), Phase.id, page, phase_state_fields
+    )
     return _page(m.Page[m.PhaseState], items, links)
 
 
 @bp.post("/tasks/<task_id>/phases")
-@op("Create a phase", body=m.PhaseCreate, responses={201: m.PhaseState}, errors=(403, 409),
-    tags=("organizers",))
+@op(
+    "Create a phase",
+    body=m.PhaseCreate,
+    responses={201: m.PhaseState},
+    errors=(403, 409),
+    tags=("organizers",),
+)
 def phase_create(task_id):
     from server import lifecycle
 
@@ -639,8 +827,13 @@ def phase_create(task_id):
 
 
 @bp.patch("/tasks/<task_id>/phases/<phase_name>")
-@op("Change a phase's window, limits or public fraction", body=m.PhaseEdit, responses={200: m.PhaseState},
-    errors=(403, 409), tags=("organizers",))
+@op(
+    "Change a phase's window, limits or public fraction",
+    body=m.PhaseEdit,
+    responses={200: m.PhaseState},
+    errors=(403, 409),
+    tags=("organizers",),
+)
 def phase_edit(task_id, phase_name):
     from server import lifecycle
 
@@ -657,11 +850,16 @@ def phase_edit(task_id, phase_name):
 
 
 @bp.post("/tasks/<task_id>/phases/<phase_name>/<action>")
-@op("Close, freeze, unfreeze or publish a phase", body=m.PhaseAction,
-    responses={200: m.PhaseActionOut, 201: m.PhaseActionOut}, errors=(403, 409), tags=("organizers",),
+@op(
+    "Close, freeze, unfreeze or publish a phase",
+    body=m.PhaseAction,
+    responses={200: m.PhaseActionOut, 201: m.PhaseActionOut},
+    errors=(403, 409),
+    tags=("organizers",),
     description="`action`: close, freeze, unfreeze or publish. Publish answers 201 with the new version of "
-                "the final ranking; `close: true` closes an open phase in the same step; a correction "
-                "(version 2 on) needs a `reason`.")
+    "the final ranking; `close: true` closes an open phase in the same step; a correction "
+    "(version 2 on) needs a `reason`.",
+)
 def phase_action(task_id, phase_name, action):
     from server import lifecycle
 
@@ -670,26 +868,48 @@ def phase_action(task_id, phase_name, action):
     s = auth.db()
     p = _phase(s, t.id, phase_name)
     if action not in ("close", "freeze", "unfreeze", "publish"):
-        raise ApiError(404, "unknown_action", f"no phase action {action!r} (close, freeze, unfreeze, publish)")
-    body = _body(m.PhaseAction) if (request.get_json(silent=True) or request.form) else m.PhaseAction()
+        raise ApiError(
+            404, "unknown_action", f"no phase action {action!r} (close, freeze, unfreeze, publish)"
+        )
+    body = (
+        _body(m.PhaseAction) if (request.get_json(silent=True) or request.form) else m.PhaseAction()
+    )
     if action == "close":
         lifecycle.close(s, p, actor=u, via="api")
     elif action in ("freeze", "unfreeze"):
         lifecycle.set_frozen(s, p, action == "freeze", actor=u, via="api")
     else:
-        rv = lifecycle.publish(s, p, task=t, actor=u, settings=_settings(), reason=body.reason, via="api",
-                               close_first=body.close)
+        rv = lifecycle.publish(
+            s,
+            p,
+            task=t,
+            actor=u,
+            settings=_settings(),
+            reason=body.reason,
+            via="api",
+            close_first=body.close,
+        )
         return out(m.PhaseActionOut, 201, phase=phase_state_fields(p), ranking=_version_fields(rv))
     return out(m.PhaseActionOut, phase=phase_state_fields(p))
 
 
 def _version_fields(rv) -> dict:
-    return {"version": rv.version, "published_at": rv.published_at, "reason": rv.reason, "sha256": rv.sha256}
+    return {
+        "version": rv.version,
+        "published_at": rv.published_at,
+        "reason": rv.reason,
+        "sha256": rv.sha256,
+    }
 
 
 @bp.get("/tasks/<task_id>/phases/<phase_name>/rankings")
-@op("Every published version of a phase's final ranking (organizers)", query=m.PageQuery,
-    responses={200: m.RankingsOut}, errors=(403,), tags=("organizers",))
+@op(
+    "Every published version of a phase's final ranking (organizers)",
+    query=m.PageQuery,
+    responses={200: m.RankingsOut},
+    errors=(403,),
+    tags=("organizers",),
+)
 def rankings(task_id, phase_name):
     from server.models import RankingVersion
 
@@ -698,14 +918,22 @@ def rankings(task_id, phase_name):
     page = _query(m.PageQuery)
     s = auth.db()
     p = _phase(s, t.id, phase_name)
-    items, links = paginate(s, select(RankingVersion).where(RankingVersion.phase_id == p.id), RankingVersion.id,
-                            page, _version_fields)
+    items, links = paginate(
+        s,
+        select(RankingVersion).where(RankingVersion.phase_id == p.id),
+        RankingVersion.id,
+        page,
+        _version_fields,
+    )
     return _page(m.RankingsOut, items, links, phase=phase_state_fields(p))
 
 
 @bp.get("/tasks/<task_id>/phases/<phase_name>/rankings/<int:version>")
-@op("One published version of the final ranking, byte for byte as published", responses={200: m.Snapshot},
-    tags=("leaderboards",))
+@op(
+    "One published version of the final ranking, byte for byte as published",
+    responses={200: m.Snapshot},
+    tags=("leaderboards",),
+)
 def ranking_version(task_id, phase_name, version):
     from server.lifecycle import latest_ranking
 
@@ -720,11 +948,16 @@ def ranking_version(task_id, phase_name, version):
 
 
 @bp.get("/tasks/<task_id>/phases/<phase_name>/export")
-@op("The final ranking as CSV, JSON or a LaTeX table (organizers)", query=m.ExportQuery,
-    responses={200: "text/csv"}, errors=(403,), tags=("organizers",),
+@op(
+    "The final ranking as CSV, JSON or a LaTeX table (organizers)",
+    query=m.ExportQuery,
+    responses={200: "text/csv"},
+    errors=(403,),
+    tags=("organizers",),
     description="The published snapshot (`version`, default the latest) byte for byte, or a preview "
-                "before publication; `format` csv (text/csv), json (application/json) or tex "
-                "(application/x-tex).")
+    "before publication; `format` csv (text/csv), json (application/json) or tex "
+    "(application/x-tex).",
+)
 def export(task_id, phase_name):
     from server.organize import export_ranking
 
@@ -734,16 +967,24 @@ def export(task_id, phase_name):
     s = auth.db()
     p = _phase(s, t.id, phase_name)
     ex = export_ranking(s, t, p, q.format, q.version, actor=u, settings=_settings(), via="api")
-    return Response(ex.body, content_type=ex.mimetype,
-                    headers={"Content-Disposition": f'attachment; filename="{ex.filename}"'})
+    return Response(
+        ex.body,
+        content_type=ex.mimetype,
+        headers={"Content-Disposition": f'attachment; filename="{ex.filename}"'},
+    )
 
 
 # ----------------------------------------------------------------------------- organizers: submissions
 
 
 @bp.post("/submissions/<int:submission_id>/rescore")
-@op("Score a submission again (organizers)", body=m.Rescore, responses={200: m.Rescored}, errors=(403, 409),
-    tags=("organizers",))
+@op(
+    "Score a submission again (organizers)",
+    body=m.Rescore,
+    responses={200: m.Rescored},
+    errors=(403, 409),
+    tags=("organizers",),
+)
 def rescore_one(submission_id):
     from server import lifecycle
     from server.organize import enqueue_ids
@@ -754,35 +995,60 @@ def rescore_one(submission_id):
     sub = _any_submission(s, submission_id)
     if sub.removed_at is not None:
         raise ApiError(409, "removed", f"submission {sub.id} is removed; restore it first")
-    ids = lifecycle.rescore(s, [sub], actor=u, max_attempts=_settings().max_attempts, reason=body.reason)
+    ids = lifecycle.rescore(
+        s, [sub], actor=u, max_attempts=_settings().max_attempts, reason=body.reason
+    )
     if not ids:
-        raise ApiError(409, "not_final", f"submission {sub.id} is {sub.status}: only a scored or failed "
-                                         "submission is rescored")
+        raise ApiError(
+            409,
+            "not_final",
+            f"submission {sub.id} is {sub.status}: only a scored or failed submission is rescored",
+        )
     enqueue_ids(current_app, ids, _settings())
     return out(m.Rescored, queued=ids, skipped=0)
 
 
 @bp.post("/tasks/<task_id>/rescore")
-@op("Score every final submission of a task (or of one phase) again (organizers)", body=m.TaskRescore,
-    responses={200: m.Rescored}, errors=(403,), tags=("organizers",))
+@op(
+    "Score every final submission of a task (or of one phase) again (organizers)",
+    body=m.TaskRescore,
+    responses={200: m.Rescored},
+    errors=(403,),
+    tags=("organizers",),
+)
 def rescore_all(task_id):
     from server.organize import enqueue_ids, rescore_task
 
     u = _organizer()
     t = _task(task_id)
-    body = _body(m.TaskRescore) if (request.get_json(silent=True) or request.form) else m.TaskRescore()
+    body = (
+        _body(m.TaskRescore) if (request.get_json(silent=True) or request.form) else m.TaskRescore()
+    )
     s = auth.db()
     p = _phase(s, t.id, body.phase) if body.phase else None
-    ids = rescore_task(s, t, actor=u, settings=_settings(), phase=p, include_invalid=body.include_invalid,
-                       reason=body.reason, via="api")
+    ids = rescore_task(
+        s,
+        t,
+        actor=u,
+        settings=_settings(),
+        phase=p,
+        include_invalid=body.include_invalid,
+        reason=body.reason,
+        via="api",
+    )
     enqueue_ids(current_app, ids, _settings())
     return out(m.Rescored, queued=ids, skipped=0)
 
 
 @bp.post("/submissions/<int:submission_id>/visibility")
-@op("Hide, unhide, remove or restore a submission (organizers)", body=m.Visibility,
-    responses={200: m.SubmissionOut}, errors=(403, 409), tags=("organizers",),
-    description="Nothing is deleted for real; hide and remove need a reason, which the team is shown.")
+@op(
+    "Hide, unhide, remove or restore a submission (organizers)",
+    body=m.Visibility,
+    responses={200: m.SubmissionOut},
+    errors=(403, 409),
+    tags=("organizers",),
+    description="Nothing is deleted for real; hide and remove need a reason, which the team is shown.",
+)
 def visibility(submission_id):
     from server import lifecycle
 
@@ -798,8 +1064,13 @@ def visibility(submission_id):
 
 
 @bp.get("/audit")
-@op("The audit log, newest first (organizers)", query=m.AuditQuery, responses={200: m.Page[m.AuditEntry]},
-    errors=(403,), tags=("organizers",))
+@op(
+    "The audit log, newest first (organizers)",
+    query=m.AuditQuery,
+    responses={200: m.Page[m.AuditEntry]},
+    errors=(403,),
+    tags=("organizers",),
+)
 def audit_log():
     _organizer()
     page = _query(m.AuditQuery)
@@ -815,36 +1086,60 @@ def audit_log():
         if a.actor_id is not None and a.actor_id not in actors:
             who = s.get(User, a.actor_id)
             actors[a.actor_id] = who.email if who else f"user:{a.actor_id}"
-        return {"id": a.id, "actor": actors.get(a.actor_id), "action": a.action, "target": a.target,
-                "details": a.details, "created": a.created_at}
+        return {
+            "id": a.id,
+            "actor": actors.get(a.actor_id),
+            "action": a.action,
+            "target": a.target,
+            "details": a.details,
+            "created": a.created_at,
+        }
 
     items, links = paginate(s, q, AuditLog.id, page, render)
     return _page(m.Page[m.AuditEntry], items, links)
 
 
 @bp.get("/tasks/<task_id>/baselines")
-@op("A task's baseline entries, newest first (organizers)", query=m.BaselinesQuery,
-    responses={200: m.Page[m.SubmissionOut]}, errors=(403,), tags=("organizers",))
+@op(
+    "A task's baseline entries, newest first (organizers)",
+    query=m.BaselinesQuery,
+    responses={200: m.Page[m.SubmissionOut]},
+    errors=(403,),
+    tags=("organizers",),
+)
 def baselines_list(task_id):
     u = _organizer()
     t = _task(task_id)
     page = _query(m.BaselinesQuery)
     s = auth.db()
-    q = select(Submission, Team).join(Team, Team.id == Submission.team_id).where(
-        Submission.task_id == t.id, Submission.is_baseline.is_(True))
+    q = (
+        select(Submission, Team)
+        .join(Team, Team.id == Submission.team_id)
+        .where(Submission.task_id == t.id, Submission.is_baseline.is_(True))
+    )
     if page.phase:
         q = q.where(Submission.phase_id == _phase(s, t.id, page.phase).id)
     phases = {p.id: p for p in _phases(s, t.id)}
-    items, links = paginate(s, q, Submission.id, page,
-                            lambda row: submission_fields(s, u, row[0], phases.get(row[0].phase_id), row[1].name))
+    items, links = paginate(
+        s,
+        q,
+        Submission.id,
+        page,
+        lambda row: submission_fields(s, u, row[0], phases.get(row[0].phase_id), row[1].name),
+    )
     return _page(m.Page[m.SubmissionOut], items, links)
 
 
 @bp.post("/tasks/<task_id>/baselines")
-@op("Queue baseline runs of a task (organizers)", body=m.BaselineRuns, responses={202: m.BaselinesQueued},
-    errors=(403, 503), tags=("organizers",),
+@op(
+    "Queue baseline runs of a task (organizers)",
+    body=m.BaselineRuns,
+    responses={202: m.BaselinesQueued},
+    errors=(403, 503),
+    tags=("organizers",),
     description="A worker of the baselines queue (`palimpsest worker --queue baselines`) runs each system "
-                "and records its file as a baseline entry.")
+    "and records its file as a baseline entry.",
+)
 def baselines_queue(task_id):
     from baselines.systems import SYSTEMS, Options
     from server.organize import QueueUnreachable, queue_baselines
@@ -855,21 +1150,30 @@ def baselines_queue(task_id):
     known = SYSTEMS.get(t.id, ())
     unknown = [x for x in body.systems if x not in known]
     if unknown:
-        raise ApiError(422, "unknown_system", f"{t.id} has no baseline system {', '.join(unknown)} "
-                                              f"(systems: {', '.join(known)})")
+        raise ApiError(
+            422,
+            "unknown_system",
+            f"{t.id} has no baseline system {', '.join(unknown)} (systems: {', '.join(known)})",
+        )
     opts = Options(model=body.model, cross_model=body.cross_model, device=body.device).job_args()
     try:
-        jobs = queue_baselines(current_app, auth.db(), t, body.systems, opts, actor=u, settings=_settings(),
-                               via="api")
+        jobs = queue_baselines(
+            current_app, auth.db(), t, body.systems, opts, actor=u, settings=_settings(), via="api"
+        )
     except QueueUnreachable as e:
         raise ApiError(503, "queue_unreachable", str(e)) from None
     return out(m.BaselinesQueued, 202, jobs=jobs, systems=body.systems)
 
 
 @bp.get("/baselines/runs")
-@op("Baseline runs on the baselines queue: waiting, running, finished (what they recorded), failed "
-    "(organizers)", query=m.PageQuery, responses={200: m.Page[m.BaselineRun]}, errors=(403, 503),
-    tags=("organizers",))
+@op(
+    "Baseline runs on the baselines queue: waiting, running, finished (what they recorded), failed "
+    "(organizers)",
+    query=m.PageQuery,
+    responses={200: m.Page[m.BaselineRun]},
+    errors=(403, 503),
+    tags=("organizers",),
+)
 def baseline_runs():
     from server.organize import baseline_runs as runs_of
     from server.queue import connect
@@ -877,26 +1181,38 @@ def baseline_runs():
     _organizer()
     page = _query(m.PageQuery)
     try:  # only look: never start the embedded Redis for this
-        conn = current_app.extensions.get("palimpsest.redis") or connect(_settings(), start_embedded=False)
+        conn = current_app.extensions.get("palimpsest.redis") or connect(
+            _settings(), start_embedded=False
+        )
         conn.ping()
         runs = runs_of(conn, _settings())
     except Exception as e:  # noqa: BLE001 — say plainly that the queue cannot be read
-        raise ApiError(503, "queue_unreachable", f"the baselines queue is not reachable ({type(e).__name__}: {e})") \
-            from None
+        raise ApiError(
+            503,
+            "queue_unreachable",
+            f"the baselines queue is not reachable ({type(e).__name__}: {e})",
+        ) from None
     start = _cursor_id(page.cursor) or 0
     links = {"next_cursor": None, "next": None}
     if start + page.limit < len(runs):
         cur = _cursor(start + page.limit)
-        links = {"next_cursor": cur, "next": f"{request.base_url}?{urlencode({**request.args.to_dict(), 'cursor': cur})}"}
-    return _page(m.Page[m.BaselineRun], runs[start:start + page.limit], links)
+        links = {
+            "next_cursor": cur,
+            "next": f"{request.base_url}?{urlencode({**request.args.to_dict(), 'cursor': cur})}",
+        }
+    return _page(m.Page[m.BaselineRun], runs[start : start + page.limit], links)
 
 
 # ----------------------------------------------------------------------------- the description
 
 
 @bp.get("/openapi.json")
-@op("This description (OpenAPI 3.1), generated from the declared models", responses={200: "application/json"},
-    public=True, tags=("api",))
+@op(
+    "This description (OpenAPI 3.1), generated from the declared models",
+    responses={200: "application/json"},
+    public=True,
+    tags=("api",),
+)
 def openapi():
     from server.openapi import spec
 

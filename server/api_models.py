@@ -52,7 +52,9 @@ class Problem(Model):
 
 
 class ErrorBody(Model):
-    code: str = Field(description="A stable name of the failure, e.g. `phase_closed`, `limit_reached`.")
+    code: str = Field(
+        description="A stable name of the failure, e.g. `phase_closed`, `limit_reached`."
+    )
     message: str = Field(description="One line for a person: what went wrong and what to do.")
     problems: Optional[list[Problem]] = None
     total: Optional[int] = None
@@ -74,7 +76,9 @@ class Page(Out, Generic[T]):
 
     items: list[T]
     next_cursor: Optional[str] = Field(None, description="Opaque; null on the last page.")
-    next: Optional[str] = Field(None, description="The URL of the next page; null on the last page.")
+    next: Optional[str] = Field(
+        None, description="The URL of the next page; null on the last page."
+    )
 
 
 class PageQuery(Model):
@@ -105,17 +109,23 @@ class Member(Out):
 class TeamOut(Out):
     id: int
     name: str
-    invite_code: str = Field(description="Share it with teammates; `POST /team/invite` replaces it.")
+    invite_code: str = Field(
+        description="Share it with teammates; `POST /team/invite` replaces it."
+    )
     members: list[Member]
     created: Stamp
 
 
 class TeamCreate(Model):
-    name: str = Field(min_length=1, max_length=120, json_schema_extra={"examples": ["Team Lexical"]})
+    name: str = Field(
+        min_length=1, max_length=120, json_schema_extra={"examples": ["Team Lexical"]}
+    )
 
 
 class TeamJoin(Model):
-    invite_code: str = Field(min_length=1, max_length=64, json_schema_extra={"examples": ["code-alpha"]})
+    invite_code: str = Field(
+        min_length=1, max_length=64, json_schema_extra={"examples": ["code-alpha"]}
+    )
 
 
 class Left(Out):
@@ -149,7 +159,8 @@ class PhaseOut(Out):
     split: str
     kind: Literal["standard", "cross-validated"] = Field(
         description="cross-validated: scored fold by fold on the task's cross-validated split; each "
-                    "row of a submission names its fold, the board shows the mean over folds ± std")
+        "row of a submission names its fold, the board shows the mean over folds ± std"
+    )
     opens_at: Stamp
     closes_at: Stamp
     is_open: bool
@@ -161,8 +172,10 @@ class PhaseOut(Out):
 class PhaseState(PhaseOut):
     """A phase as organizers see it."""
 
-    state: list[str] = Field(description='Its window ("not open yet", "open", "closed"), then '
-                                         '"frozen" and "published" when they hold.')
+    state: list[str] = Field(
+        description='Its window ("not open yet", "open", "closed"), then '
+        '"frozen" and "published" when they hold.'
+    )
     frozen: bool
     leaderboard_open: bool
     published_at: Stamp
@@ -183,8 +196,11 @@ class PhaseCreate(Model):
 class PhaseEdit(Model):
     """Only the fields sent change; `null` clears a time or a limit (no limit)."""
 
-    opens_at: Optional[datetime] = Field(None, description="ISO 8601; UTC when no offset is given.",
-                                         json_schema_extra={"examples": ["2026-01-10T00:00:00Z"]})
+    opens_at: Optional[datetime] = Field(
+        None,
+        description="ISO 8601; UTC when no offset is given.",
+        json_schema_extra={"examples": ["2026-01-10T00:00:00Z"]},
+    )
     closes_at: Optional[datetime] = None
     daily_limit: Optional[int] = Field(None, ge=0)
     total_limit: Optional[int] = Field(None, ge=0)
@@ -200,7 +216,9 @@ class PhaseEdit(Model):
 
 
 class PhaseAction(Model):
-    reason: str = Field("", max_length=2000, description="publish: why this correction (from version 2 on).")
+    reason: str = Field(
+        "", max_length=2000, description="publish: why this correction (from version 2 on)."
+    )
     close: bool = Field(False, description="publish: close an open phase in the same step.")
 
 
@@ -254,19 +272,27 @@ class DownloadQuery(Model):
 class UploadForm(Model):
     """The multipart upload (`curl -F file=@predictions.jsonl -F phase=test`)."""
 
-    file: bytes = Field(description="The prediction file (the task's format; .gz and .zip accepted).")
+    file: bytes = Field(
+        description="The prediction file (the task's format; .gz and .zip accepted)."
+    )
     phase: str | None = Field(None, description="Default: the open test phase, else dev.")
     method_name: str = Field("", max_length=200)
     description: str = ""
     url: str = Field("", max_length=500)
     show_publicly: bool = True
-    primary: bool = Field(False, description="Make this the team's primary (ranked) run of the phase.")
+    primary: bool = Field(
+        False, description="Make this the team's primary (ranked) run of the phase."
+    )
     baseline: bool = Field(False, description="Organizers: record a baseline entry.")
 
 
 class LeaderboardQuery(Model):
-    phase: str | None = Field(None, description="Default: the test phase when it is open or published.")
-    version: int | None = Field(None, ge=1, description="A published phase: that version of the final ranking.")
+    phase: str | None = Field(
+        None, description="Default: the test phase when it is open or published."
+    )
+    version: int | None = Field(
+        None, ge=1, description="A published phase: that version of the final ranking."
+    )
 
 
 class Scores(BaseModel):
@@ -303,13 +329,18 @@ class SubmissionOut(Out):
     errors: list[Problem]
     scores: Optional[Scores]
     team: Optional[str] = Field(None, description="The team's name (organizers' lists).")
-    duplicate: Optional[bool] = Field(None, description="At upload: true when this very file was "
-                                                        "submitted before (the earlier submission, counted once).")
+    duplicate: Optional[bool] = Field(
+        None,
+        description="At upload: true when this very file was "
+        "submitted before (the earlier submission, counted once).",
+    )
 
 
 class SubmissionsQuery(PageQuery):
     task: Optional[str] = None
-    mine: Optional[Literal["0", "1"]] = Field(None, description="Organizers: `0` lists every team's.")
+    mine: Optional[Literal["0", "1"]] = Field(
+        None, description="Organizers: `0` lists every team's."
+    )
     status: Optional[Literal["queued", "running", "scored", "failed"]] = None
 
 
@@ -318,20 +349,32 @@ class Rescore(Model):
 
 
 class TaskRescore(Model):
-    phase: Optional[str] = Field(None, description="Only this phase (default: every phase of the task).")
-    include_invalid: bool = Field(False, description="Also files that failed validation (they fail again).")
+    phase: Optional[str] = Field(
+        None, description="Only this phase (default: every phase of the task)."
+    )
+    include_invalid: bool = Field(
+        False, description="Also files that failed validation (they fail again)."
+    )
     reason: str = Field("", max_length=500)
 
 
 class Rescored(Out):
     queued: list[int] = Field(description="The submissions queued for scoring again.")
-    skipped: int = Field(0, description="Selected but not final (queued or running), so left alone.")
+    skipped: int = Field(
+        0, description="Selected but not final (queued or running), so left alone."
+    )
 
 
 class Visibility(Model):
-    action: Literal["hide", "unhide", "remove", "restore"] = Field(json_schema_extra={"examples": ["hide"]})
-    reason: str = Field("", max_length=500, description="hide and remove: shown to the team.",
-                        json_schema_extra={"examples": ["a duplicate of an earlier run"]})
+    action: Literal["hide", "unhide", "remove", "restore"] = Field(
+        json_schema_extra={"examples": ["hide"]}
+    )
+    reason: str = Field(
+        "",
+        max_length=500,
+        description="hide and remove: shown to the team.",
+        json_schema_extra={"examples": ["a duplicate of an earlier run"]},
+    )
 
 
 # ----------------------------------------------------------------------------- leaderboards
@@ -343,8 +386,11 @@ class BoardColumn(Model):
     metric: str
     greater_is_better: bool
     primary: bool
-    stat: Optional[str] = Field(None, description="a cross-validated board's detail column: `std` (the "
-                                "standard deviation over folds) or `fold` (the value on one fold)")
+    stat: Optional[str] = Field(
+        None,
+        description="a cross-validated board's detail column: `std` (the "
+        "standard deviation over folds) or `fold` (the value on one fold)",
+    )
     fold: Optional[str] = Field(None, description="the fold of a `fold` column")
 
 
@@ -365,40 +411,65 @@ class BoardStatistics(Model):
     seed: Optional[int] = Field(None, description="The phase's recorded seed.")
     alpha: Optional[float] = None
     metric: Optional[str] = None
-    order: Optional[list[Optional[int]]] = Field(None, description="Submission ids, the order of `p`.")
+    order: Optional[list[Optional[int]]] = Field(
+        None, description="Submission ids, the order of `p`."
+    )
     teams: Optional[list[Any]] = None
-    p: Optional[list[list[Optional[float]]]] = Field(None, description="Pairwise paired-bootstrap p-values.")
-    p_holm: Optional[list[list[Optional[float]]]] = Field(None, description="The same, Holm-corrected.")
+    p: Optional[list[list[Optional[float]]]] = Field(
+        None, description="Pairwise paired-bootstrap p-values."
+    )
+    p_holm: Optional[list[list[Optional[float]]]] = Field(
+        None, description="The same, Holm-corrected."
+    )
 
 
 class LeaderboardRow(Model):
     """One row of a board: a team's ranked run, or a baseline method's newest entry."""
 
-    rank: Optional[int] = Field(description="null: not ranked (hidden, not public, stale, unscored).")
+    rank: Optional[int] = Field(
+        description="null: not ranked (hidden, not public, stale, unscored)."
+    )
     row_type: Literal["team", "baseline", "human", "paper"] = Field(
         description='"human": a reference row (the annotators\' agreement); "paper": a published system\'s '
-                    'figures as the task declares them (e.g. the authors\' per-fold results); neither is ranked.')
+        "figures as the task declares them (e.g. the authors' per-fold results); neither is ranked."
+    )
     team: str
     submission_id: Optional[int] = Field(description="null for a human-agreement or paper row.")
     method_name: str
     url: str
     submitted_at: str = Field(description="UTC, ISO 8601 with a Z.")
     primary_run: bool
-    metrics: dict[str, Optional[float]] = Field(description="Column key (`subset/metric`) -> value.")
-    chosen_by: Optional[str] = Field(None, description='"primary run", "latest scored run" or "baseline method".')
-    public_primary: Optional[float] = Field(None, description="After publication: the public part's primary value.")
+    metrics: dict[str, Optional[float]] = Field(
+        description="Column key (`subset/metric`) -> value."
+    )
+    chosen_by: Optional[str] = Field(
+        None, description='"primary run", "latest scored run" or "baseline method".'
+    )
+    public_primary: Optional[float] = Field(
+        None, description="After publication: the public part's primary value."
+    )
     public_rank: Optional[int] = None
-    note: Optional[str] = Field(None, description='e.g. "hidden", "not public", "stale" (organizers).')
+    note: Optional[str] = Field(
+        None, description='e.g. "hidden", "not public", "stale" (organizers).'
+    )
     # leaderboard statistics (added where the server computes them)
-    why_empty: Optional[str] = Field(None, description="Why the primary value is empty (the scorer's notes).")
+    why_empty: Optional[str] = Field(
+        None, description="Why the primary value is empty (the scorer's notes)."
+    )
     # leaderboard statistics (server.stats: paired bootstrap of the task's unit, the phase's seed)
     ci: Optional[list[Optional[float]]] = Field(
-        None, description="[lo, hi]: 95 % percentile bootstrap interval of the primary value.")
-    rank_range: Optional[list[Optional[int]]] = Field(None, description="[best, worst]: 95 % rank interval.")
-    cluster: Optional[int] = Field(None, description="Rows not significantly different share a cluster.")
+        None, description="[lo, hi]: 95 % percentile bootstrap interval of the primary value."
+    )
+    rank_range: Optional[list[Optional[int]]] = Field(
+        None, description="[best, worst]: 95 % rank interval."
+    )
+    cluster: Optional[int] = Field(
+        None, description="Rows not significantly different share a cluster."
+    )
     ci_note: Optional[str] = Field(None, description="Why a row has no interval (yet).")
     public_ci: Optional[list[Optional[float]]] = Field(
-        None, description="After publication: the public part's interval.")
+        None, description="After publication: the public part's interval."
+    )
 
 
 class Leaderboard(Model):
@@ -412,11 +483,15 @@ class Leaderboard(Model):
     primary: BoardPrimary
     columns: list[BoardColumn]
     rows: list[LeaderboardRow]
-    ranking: Optional["RankingMeta"] = Field(None, description="A published board: its publication.")
+    ranking: Optional["RankingMeta"] = Field(
+        None, description="A published board: its publication."
+    )
     statistics: Optional[BoardStatistics] = Field(
-        None, description="How the intervals were computed, and the pairwise p-values (Holm).")
+        None, description="How the intervals were computed, and the pairwise p-values (Holm)."
+    )
     public_statistics: Optional[BoardStatistics] = Field(
-        None, description="After publication: the same on the public part.")
+        None, description="After publication: the same on the public part."
+    )
 
 
 class PartScores(Model):
@@ -429,7 +504,9 @@ class PartScores(Model):
 
 class SnapshotRow(LeaderboardRow):
     chosen_by: str
-    parts: dict[str, PartScores] = Field(description="Every score of every part, with its signature.")
+    parts: dict[str, PartScores] = Field(
+        description="Every score of every part, with its signature."
+    )
 
 
 class RankingMeta(Model):
@@ -475,8 +552,11 @@ class RankingsOut(Out):
 
 class ExportQuery(Model):
     format: Literal["csv", "json", "tex"] = "csv"
-    version: Optional[int] = Field(None, ge=1, description="A published version (default: the latest; "
-                                                         "a preview before publication).")
+    version: Optional[int] = Field(
+        None,
+        ge=1,
+        description="A published version (default: the latest; a preview before publication).",
+    )
 
 
 # ----------------------------------------------------------------------------- audit and baselines
@@ -484,7 +564,9 @@ class ExportQuery(Model):
 
 class AuditQuery(PageQuery):
     action: Optional[str] = Field(None, description="Only this action, e.g. `ranking.publish`.")
-    all: Optional[Literal["0", "1"]] = Field(None, description="`1`: also the workers' status changes.")
+    all: Optional[Literal["0", "1"]] = Field(
+        None, description="`1`: also the workers' status changes."
+    )
 
 
 class AuditEntry(Out):
@@ -520,6 +602,7 @@ class BaselineRun(Out):
     status: str = Field(description="queued, started, finished, failed, ...")
     enqueued: Stamp
     ended: Stamp
-    recorded: list[dict[str, Any]] = Field(description="Finished: the baseline entries it recorded "
-                                                       "(phase, submission_id, duplicate).")
+    recorded: list[dict[str, Any]] = Field(
+        description="Finished: the baseline entries it recorded (phase, submission_id, duplicate)."
+    )
     error: str = Field(description="Failed: the last line of its error.")

@@ -43,6 +43,7 @@ MIN_PASSWORD = 8
 
 # --------------------------------------------------------------------------- primitives
 
+
 def hash_password(password: str) -> str:
     """An argon2id hash of a password."""
     return _hasher.hash(password)
@@ -116,7 +117,11 @@ def user_for_token(s: Session, plaintext: str) -> User | None:
     """The user a live (unrevoked) token belongs to, or None."""
     digest = hash_token(plaintext)
     tok = s.exec(select(ApiToken).where(ApiToken.token_sha256 == digest)).first()
-    if tok is None or tok.revoked_at is not None or not hmac.compare_digest(tok.token_sha256, digest):
+    if (
+        tok is None
+        or tok.revoked_at is not None
+        or not hmac.compare_digest(tok.token_sha256, digest)
+    ):
         return None
     tok.last_used_at = utcnow()
     s.add(tok)
@@ -126,11 +131,18 @@ def user_for_token(s: Session, plaintext: str) -> User | None:
 
 def audit(s: Session, actor: User | None, action: str, target: str = "", **details) -> None:
     """Record an action in the audit log (in the caller's transaction)."""
-    s.add(AuditLog(actor_id=actor.id if actor else None, action=action, target=target[:200],
-                   details=details or None))
+    s.add(
+        AuditLog(
+            actor_id=actor.id if actor else None,
+            action=action,
+            target=target[:200],
+            details=details or None,
+        )
+    )
 
 
 # --------------------------------------------------------------------------- request context
+
 
 def db() -> Session:
     """The request's database session, closed at teardown."""
@@ -165,8 +177,10 @@ def current_user() -> User | None:
             user = db().get(User, uid)
             # a sign-out, a password change or "sign out everywhere" raises the epoch: every cookie
             # signed before it stops working, a copied one too
-            if user is not None and (session.get("pw") != _pw_stamp(user)
-                                     or session.get("ep") != (user.session_epoch or 0)):
+            if user is not None and (
+                session.get("pw") != _pw_stamp(user)
+                or session.get("ep") != (user.session_epoch or 0)
+            ):
                 user = None
     g.user = user
     return user
@@ -182,7 +196,11 @@ def login_required(view):
         if current_user() is None:
             if is_api_request():
                 abort(401)
-            return redirect(url_for("auth.login", next=request.full_path if request.query_string else request.path))
+            return redirect(
+                url_for(
+                    "auth.login", next=request.full_path if request.query_string else request.path
+                )
+            )
         return view(*args, **kwargs)
 
     return wrapped
@@ -245,6 +263,7 @@ def _safe_next(target: str | None) -> str:
 
 # --------------------------------------------------------------------------- routes
 
+
 def settings():
     return current_app.extensions["palimpsest.settings"]
 
@@ -264,6 +283,7 @@ def set_password(user: User, password: str) -> None:
 # Links mailed or printed for a password reset or to finish a registration: signed with the secret
 # key, expiring after reset_minutes. A reset link names the user and a fingerprint of the password
 # hash, so it is single-use: setting the password changes the hash and so kills the link.
+
 
 def _serializer(secret_key: str, purpose: str):
     from itsdangerous import URLSafeTimedSerializer
@@ -331,17 +351,26 @@ def register():
             user = s.exec(select(User).where(User.email == email)).first()
             if user is None:
                 token = _serializer(settings().secret_key, "register").dumps({"e": email})
-                _mail(email, "Finish registering on Palimpsest",
-                      f"To finish registering {email} on Palimpsest, choose a password here within "
-                      f"{minutes} minutes:\n\n{_link_base()}/auth/register/{token}\n\n"
-                      "If you did not ask for this, ignore this message.")
+                _mail(
+                    email,
+                    "Finish registering on Palimpsest",
+                    f"To finish registering {email} on Palimpsest, choose a password here within "
+                    f"{minutes} minutes:\n\n{_link_base()}/auth/register/{token}\n\n"
+                    "If you did not ask for this, ignore this message.",
+                )
             else:
-                _mail(email, "Your Palimpsest account",
-                      f"Someone asked to register {email} on Palimpsest, which has an account already. "
-                      f"Sign in at {_link_base()}/auth/login, or set a new password within {minutes} "
-                      f"minutes here:\n\n{reset_link(settings(), user, _link_base())}\n\n"
-                      "If you did not ask for this, ignore this message.")
-            flash(f"We sent a message to {email}: follow its link within {minutes} minutes to finish.", "ok")
+                _mail(
+                    email,
+                    "Your Palimpsest account",
+                    f"Someone asked to register {email} on Palimpsest, which has an account already. "
+                    f"Sign in at {_link_base()}/auth/login, or set a new password within {minutes} "
+                    f"minutes here:\n\n{reset_link(settings(), user, _link_base())}\n\n"
+                    "If you did not ask for this, ignore this message.",
+                )
+            flash(
+                f"We sent a message to {email}: follow its link within {minutes} minutes to finish.",
+                "ok",
+            )
             return redirect(url_for("auth.login"))
         try:
             user = create_user(s, email=email, password=password)
@@ -349,7 +378,9 @@ def register():
             s.commit()
         except ValueError:  # taken: the same answer as for a new account, and no session
             s.rollback()
-        flash(f"If {email} had no account, it has one now: sign in with the password you chose.", "ok")
+        flash(
+            f"If {email} had no account, it has one now: sign in with the password you chose.", "ok"
+        )
         return redirect(url_for("auth.login"))
     return render_template("auth/register.html", email="", mail=mail)
 
@@ -362,8 +393,9 @@ def register_finish(token: str):
     try:
         email = _serializer(settings().secret_key, "register").loads(token, max_age=_max_age())["e"]
     except (BadData, KeyError, TypeError):
-        return render_template("error.html", code=400,
-                               message="This link is invalid or has expired: register again."), 400
+        return render_template(
+            "error.html", code=400, message="This link is invalid or has expired: register again."
+        ), 400
     s = db()
     if s.exec(select(User).where(User.email == email)).first() is not None:
         flash(f"{email} has an account already: sign in, or reset its password.", "ok")
@@ -371,7 +403,9 @@ def register_finish(token: str):
     if request.method == "POST":
         password = request.form.get("password", "")
         if len(password) < MIN_PASSWORD or password != request.form.get("again", password):
-            flash(f"Choose a password of at least {MIN_PASSWORD} characters, the same twice.", "error")
+            flash(
+                f"Choose a password of at least {MIN_PASSWORD} characters, the same twice.", "error"
+            )
             return render_template("auth/set_password.html", email=email, finish=True), 400
         try:
             user = create_user(s, email=email, password=password)
@@ -393,7 +427,10 @@ def login():
         password = request.form.get("password", "")
         user = db().exec(select(User).where(User.email == email)).first()
         # an unknown email costs one argon2 verification too, so the time tells nothing
-        ok = verify_password(user.password_hash if user else dummy_hash(), password) and user is not None
+        ok = (
+            verify_password(user.password_hash if user else dummy_hash(), password)
+            and user is not None
+        )
         if not ok:
             flash("Wrong email or password.", "error")
             return render_template("auth/login.html", email=email), 401
@@ -418,19 +455,32 @@ def reset_request():
     mail = settings().mail_configured()
     if request.method == "POST":
         email = request.form.get("email", "").strip().lower()
-        user = db().exec(select(User).where(User.email == email)).first() if EMAIL_RE.match(email) else None
+        user = (
+            db().exec(select(User).where(User.email == email)).first()
+            if EMAIL_RE.match(email)
+            else None
+        )
         minutes = settings().reset_minutes
         if user is not None and mail:
-            _mail(user.email, "Reset your Palimpsest password",
-                  f"To choose a new password for {user.email} on Palimpsest, follow this link within "
-                  f"{minutes} minutes (it works once):\n\n{reset_link(settings(), user, _link_base())}\n\n"
-                  "If you did not ask for this, ignore this message: your password stays as it is.")
+            _mail(
+                user.email,
+                "Reset your Palimpsest password",
+                f"To choose a new password for {user.email} on Palimpsest, follow this link within "
+                f"{minutes} minutes (it works once):\n\n{reset_link(settings(), user, _link_base())}\n\n"
+                "If you did not ask for this, ignore this message: your password stays as it is.",
+            )
         if mail:
-            flash(f"If {email} has an account, we sent it a link to choose a new password "
-                  f"(valid {minutes} minutes, once).", "ok")
+            flash(
+                f"If {email} has an account, we sent it a link to choose a new password "
+                f"(valid {minutes} minutes, once).",
+                "ok",
+            )
         else:
-            flash("This server sends no mail: ask an organizer for a reset link "
-                  "(palimpsest users reset-link EMAIL).", "ok")
+            flash(
+                "This server sends no mail: ask an organizer for a reset link "
+                "(palimpsest users reset-link EMAIL).",
+                "ok",
+            )
         return redirect(url_for("auth.login"))
     return render_template("auth/reset_request.html", mail=mail)
 
@@ -441,12 +491,18 @@ def reset(token: str):
     s = db()
     user = user_for_reset_token(s, settings().secret_key, token, _max_age())
     if user is None:
-        return render_template("error.html", code=400, message="This reset link is invalid, has expired or "
-                               "was used already: ask for a new one."), 400
+        return render_template(
+            "error.html",
+            code=400,
+            message="This reset link is invalid, has expired or "
+            "was used already: ask for a new one.",
+        ), 400
     if request.method == "POST":
         password = request.form.get("password", "")
         if len(password) < MIN_PASSWORD or password != request.form.get("again", password):
-            flash(f"Choose a password of at least {MIN_PASSWORD} characters, the same twice.", "error")
+            flash(
+                f"Choose a password of at least {MIN_PASSWORD} characters, the same twice.", "error"
+            )
             return render_template("auth/set_password.html", email=user.email, finish=False), 400
         set_password(user, password)
         audit(s, user, "user.password_reset", user.email)
@@ -474,7 +530,9 @@ def password():
         flash("The current password is wrong.", "error")
         return render_template("auth/account.html", lifetime=settings().session_hours), 400
     if len(new) < MIN_PASSWORD or new != request.form.get("again", new):
-        flash(f"Choose a new password of at least {MIN_PASSWORD} characters, the same twice.", "error")
+        flash(
+            f"Choose a new password of at least {MIN_PASSWORD} characters, the same twice.", "error"
+        )
         return render_template("auth/account.html", lifetime=settings().session_hours), 400
     set_password(user, new)
     audit(s, user, "user.password_change", user.email)
@@ -539,7 +597,9 @@ def tokens():
     if request.method == "POST":
         _, plaintext = create_token(s, user=user, name=request.form.get("name", ""))
         s.commit()
-    rows = s.exec(select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id.desc())).all()
+    rows = s.exec(
+        select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id.desc())
+    ).all()
     return render_template("auth/tokens.html", tokens=rows, plaintext=plaintext)
 
 
@@ -562,7 +622,9 @@ def init_app(app) -> None:
     from datetime import timedelta
 
     app.teardown_appcontext(close_db)
-    app.config["PERMANENT_SESSION_LIFETIME"] = timedelta(hours=app.extensions["palimpsest.settings"].session_hours)
+    app.config["PERMANENT_SESSION_LIFETIME"] = timedelta(
+        hours=app.extensions["palimpsest.settings"].session_hours
+    )
 
     @app.context_processor
     def _inject():

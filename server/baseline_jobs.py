@@ -27,10 +27,22 @@ def run_baseline(task_id: str, system: str, options: dict, phases: list[str] | N
     # a directory of its own: two runs of one system with other options never share a file; once
     # recorded, the file lives on in the content-addressed uploads
     with tempfile.TemporaryDirectory(dir=runs) as out_dir:
-        (result,) = run_baselines([task_id], [system], opts, out_dir, settings.home,
-                                  log=lambda m: log.warning("baseline job: %s", m))
+        (result,) = run_baselines(
+            [task_id],
+            [system],
+            opts,
+            out_dir,
+            settings.home,
+            log=lambda m: log.warning("baseline job: %s", m),
+        )
         recorded = record_baseline(result, phases=phases, settings=settings)
     primary = result["scores"]["primary"]
-    return {"task": task_id, "system": system, "model": result["model"], "seconds": result["seconds"],
-            "device": result["device"], "test_primary": {k: primary.get(k) for k in ("name", "subset", "value")},
-            "recorded": recorded}
+    return {
+        "task": task_id,
+        "system": system,
+        "model": result["model"],
+        "seconds": result["seconds"],
+        "device": result["device"],
+        "test_primary": {k: primary.get(k) for k in ("name", "subset", "value")},
+        "recorded": recorded,
+    }

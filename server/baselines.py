@@ -14,7 +14,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlmodel import Session
 
-from server.models import Phase, Submission, Team, User
+from server.models import Phase, Team, User
 from server.settings import Settings
 
 BASELINE_TEAM = "Baselines"
@@ -36,11 +36,21 @@ def baseline_team(session: Session) -> Team:
     """The team baseline entries belong to, created on first use (no invite code is ever shown)."""
     from server.auth import new_invite_code
 
-    team = session.execute(select(Team).where(Team.is_baseline.is_(True)).order_by(Team.id)).scalars().first()
+    team = (
+        session.execute(select(Team).where(Team.is_baseline.is_(True)).order_by(Team.id))
+        .scalars()
+        .first()
+    )
     if team is not None:
         return team
-    taken = {n for (n,) in session.execute(select(Team.name).where(Team.name.like(f"{BASELINE_TEAM}%")))}
-    name = next(n for n in (BASELINE_TEAM, *(f"{BASELINE_TEAM} ({i})" for i in range(2, 100))) if n not in taken)
+    taken = {
+        n for (n,) in session.execute(select(Team.name).where(Team.name.like(f"{BASELINE_TEAM}%")))
+    }
+    name = next(
+        n
+        for n in (BASELINE_TEAM, *(f"{BASELINE_TEAM} ({i})" for i in range(2, 100)))
+        if n not in taken
+    )
     team = Team(name=name, invite_code=new_invite_code(), is_baseline=True)
     session.add(team)
     session.commit()
@@ -48,8 +58,9 @@ def baseline_team(session: Session) -> Team:
     return team
 
 
-def baseline_phases(session: Session, task_id: str, names: list[str] | None = None,
-                    split: str = "test") -> list[Phase]:
+def baseline_phases(
+    session: Session, task_id: str, names: list[str] | None = None, split: str = "test"
+) -> list[Phase]:
     """The phases a baseline run on `split` is recorded in: the named ones, else every phase of the
     task on that split. Raises NotFound for a name the task lacks, or when it has no such phase."""
     from server.exceptions import NotFound
@@ -58,8 +69,11 @@ def baseline_phases(session: Session, task_id: str, names: list[str] | None = No
     ensure_phases(session)
     if names:
         return [resolve_phase(session, task_id, n) for n in names]
-    found = list(session.execute(select(Phase).where(Phase.task_id == task_id, Phase.split == split)
-                                 .order_by(Phase.id)).scalars())
+    found = list(
+        session.execute(
+            select(Phase).where(Phase.task_id == task_id, Phase.split == split).order_by(Phase.id)
+        ).scalars()
+    )
     if not found:
         raise NotFound(f"task {task_id!r} has no phase on its {split} split to record baselines in")
     return found
@@ -72,12 +86,26 @@ class Recorded:
     duplicate: bool
 
     def as_dict(self) -> dict:
-        return {"phase": self.phase, "submission_id": self.submission_id, "duplicate": self.duplicate}
+        return {
+            "phase": self.phase,
+            "submission_id": self.submission_id,
+            "duplicate": self.duplicate,
+        }
 
 
-def record_file(session: Session, *, task_id: str, path: str | Path, method_name: str, description: str = "",
-                phases: list[str] | None = None, settings: Settings | None = None, redis=None,
-                user: User | None = None, split: str = "test") -> list[Recorded]:
+def record_file(
+    session: Session,
+    *,
+    task_id: str,
+    path: str | Path,
+    method_name: str,
+    description: str = "",
+    phases: list[str] | None = None,
+    settings: Settings | None = None,
+    redis=None,
+    user: User | None = None,
+    split: str = "test",
+) -> list[Recorded]:
     """Submit `path` as a baseline entry of `task_id` in each of its phases on `split` (or `phases`)."""
     from server.exceptions import DuplicateSubmission
     from server.submissions import create_submission
@@ -89,11 +117,22 @@ def record_file(session: Session, *, task_id: str, path: str | Path, method_name
     for ph in baseline_phases(session, task_id, phases, split):
         try:
             with path.open("rb") as f:
-                sub = create_submission(session, user=user, team=team, task_id=task_id, phase=ph, upload=f,
-                                        filename=path.name, method_name=method_name, description=description,
-                                        is_baseline=True, settings=settings, redis=redis, dedupe=True)
+                sub = create_submission(
+                    session,
+                    user=user,
+                    team=team,
+                    task_id=task_id,
+                    phase=ph,
+                    upload=f,
+                    filename=path.name,
+                    method_name=method_name,
+                    description=description,
+                    is_baseline=True,
+                    settings=settings,
+                    redis=redis,
+                    dedupe=True,
+                )
             out.append(Recorded(ph.name, sub.id, False))
         except DuplicateSubmission as e:
             out.append(Recorded(ph.name, e.submission_id, True))
     return out
-

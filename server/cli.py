@@ -21,9 +21,15 @@ def _home_option(f):
             os.environ["PALIMPSEST_HOME"] = str(value)
         return value
 
-    return click.option("--home", type=click.Path(file_okay=False, path_type=Path), default=None,
-                        expose_value=False, callback=set_home, is_eager=True,
-                        help="Data directory (default: $PALIMPSEST_HOME or ~/.local/share/palimpsest).")(f)
+    return click.option(
+        "--home",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        expose_value=False,
+        callback=set_home,
+        is_eager=True,
+        help="Data directory (default: $PALIMPSEST_HOME or ~/.local/share/palimpsest).",
+    )(f)
 
 
 def _settings():
@@ -49,14 +55,20 @@ class Refused(click.ClickException):
 
     def __init__(self, message: str):
         super().__init__(message)
-        ctx = click.get_current_context(silent=True)  # raised inside the command: its options are known
+        ctx = click.get_current_context(
+            silent=True
+        )  # raised inside the command: its options are known
         self.as_json = bool(ctx is not None and ctx.params.get("as_json"))
 
     def show(self, file=None) -> None:
         import json
 
         if self.as_json:
-            click.echo(json.dumps({"error": {"message": self.format_message(), "exit_status": self.exit_code}}))
+            click.echo(
+                json.dumps(
+                    {"error": {"message": self.format_message(), "exit_status": self.exit_code}}
+                )
+            )
         super().show(file)
 
 
@@ -76,10 +88,14 @@ def _phase(s, task, name: str):
     from server.submissions import ensure_phases
 
     ensure_phases(s)
-    p = s.execute(select(Phase).where(Phase.task_id == task.id, Phase.name == name)).scalar_one_or_none()
+    p = s.execute(
+        select(Phase).where(Phase.task_id == task.id, Phase.name == name)
+    ).scalar_one_or_none()
     if p is None:
         names = s.execute(select(Phase.name).where(Phase.task_id == task.id)).scalars().all()
-        raise Refused(f"task {task.id!r} has no phase {name!r} (phases: {', '.join(names) or 'none'})")
+        raise Refused(
+            f"task {task.id!r} has no phase {name!r} (phases: {', '.join(names) or 'none'})"
+        )
     return p
 
 
@@ -123,38 +139,54 @@ def register(main: click.Group) -> None:
     @main.command("serve")
     @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
     @click.option("--port", default=5000, show_default=True, type=int, help="Port to listen on.")
-    @click.option("--demo", is_flag=True, help="Seed synthetic demo tasks, teams, submissions and baselines.")
-    @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 32),
-                  help="Worker processes to run.")
+    @click.option(
+        "--demo", is_flag=True, help="Seed synthetic demo tasks, teams, submissions and baselines."
+    )
+    @click.option(
+        "--workers",
+        default=1,
+        show_default=True,
+        type=click.IntRange(1, 32),
+        help="Worker processes to run.",
+    )
     @_home_option
     def serve(host, port, demo, workers):
         """Run the web app, an embedded Redis, workers and the reconciler on this machine."""
         import logging
 
-        from server.supervisor import Supervisor
-
         from server.migrate import SchemaError
+        from server.supervisor import Supervisor
 
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
         try:
-            code = Supervisor(_settings(), host=host, port=port, demo=demo, workers=workers,
-                              echo=lambda m: click.echo(m, err=True)).run()
+            code = Supervisor(
+                _settings(),
+                host=host,
+                port=port,
+                demo=demo,
+                workers=workers,
+                echo=lambda m: click.echo(m, err=True),
+            ).run()
         except SchemaError as e:
             raise Refused(str(e)) from None
         sys.exit(code)
 
     @main.command("worker")
-    @click.option("--queue", "queues", multiple=True, type=click.Choice(QUEUE_CHOICES),
-                  help="Queue(s) to work on (default: both, scoring first).")
+    @click.option(
+        "--queue",
+        "queues",
+        multiple=True,
+        type=click.Choice(QUEUE_CHOICES),
+        help="Queue(s) to work on (default: both, scoring first).",
+    )
     @click.option("--burst", is_flag=True, help="Exit once the queues are empty.")
     @_home_option
     def worker(queues, burst):
         """Run a scoring worker (RQ, JSON-serialized jobs) against DATABASE_URL and REDIS_URL."""
         import logging
 
-        from server.worker import run
-
         from server.migrate import SchemaError
+        from server.worker import run
 
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker %(message)s")
         try:
@@ -187,7 +219,12 @@ def register(main: click.Group) -> None:
 
     @users.command("create")
     @click.option("--email", required=True)
-    @click.option("--password-stdin", is_flag=True, required=True, help="Read the password from standard input.")
+    @click.option(
+        "--password-stdin",
+        is_flag=True,
+        required=True,
+        help="Read the password from standard input.",
+    )
     @click.option("--organizer", is_flag=True, help="Give the account the organizer role.")
     @_home_option
     def users_create(email, password_stdin, organizer):
@@ -218,8 +255,11 @@ def register(main: click.Group) -> None:
 
     @users.command("reset-link")
     @click.argument("email")
-    @click.option("--base-url", default=None,
-                  help="The site's address (default: $PALIMPSEST_BASE_URL, else http://127.0.0.1:5000).")
+    @click.option(
+        "--base-url",
+        default=None,
+        help="The site's address (default: $PALIMPSEST_BASE_URL, else http://127.0.0.1:5000).",
+    )
     @_home_option
     def users_reset_link(email, base_url):
         """Print a single-use password-reset link for an account (for a server that sends no mail).
@@ -237,7 +277,10 @@ def register(main: click.Group) -> None:
             audit(s, None, "user.reset_link", u.email, via="cli")
             s.commit()
         click.echo(link)
-        click.echo(f"valid {settings.reset_minutes} minutes, once; hand it to {u.email} in private", err=True)
+        click.echo(
+            f"valid {settings.reset_minutes} minutes, once; hand it to {u.email} in private",
+            err=True,
+        )
 
     @users.command("sign-out")
     @click.argument("email")
@@ -273,7 +316,9 @@ def register(main: click.Group) -> None:
         from server.models import User
 
         with Session(_engine()) as s:
-            u = s.execute(select(User).where(User.email == email.strip().lower())).scalar_one_or_none()
+            u = s.execute(
+                select(User).where(User.email == email.strip().lower())
+            ).scalar_one_or_none()
             if u is None:
                 raise Refused(f"no user with email {email!r}")
             _, plaintext = create_token(s, user=u, name=name)
@@ -297,23 +342,52 @@ def register(main: click.Group) -> None:
         with Session(_engine()) as s:
             ensure_phases(s)
             for p in s.execute(select(Phase).order_by(Phase.task_id, Phase.name)).scalars():
-                click.echo(f"{p.task_id:<14} {p.name:<5} opens {p.opens_at or '-'} closes {p.closes_at or '-'} "
-                           f"daily {p.daily_limit} total {p.total_limit} concurrent {p.concurrent_limit} "
-                           f"public {p.public_fraction}")
+                click.echo(
+                    f"{p.task_id:<14} {p.name:<5} opens {p.opens_at or '-'} closes {p.closes_at or '-'} "
+                    f"daily {p.daily_limit} total {p.total_limit} concurrent {p.concurrent_limit} "
+                    f"public {p.public_fraction}"
+                )
 
     @phases.command("set")
     @click.argument("task_id", metavar="TASK")
     @click.argument("phase_name", metavar="PHASE")
-    @click.option("--opens", type=_When(), help="Opening time (ISO 8601, UTC if no offset) or 'none'.")
-    @click.option("--closes", type=_When(), help="Closing time (ISO 8601, UTC if no offset) or 'none'.")
-    @click.option("--daily-limit", type=_OptionalInt(), help="Scored submissions per team per UTC day, or 'none'.")
-    @click.option("--total-limit", type=_OptionalInt(), help="Scored submissions per team in the phase, or 'none'.")
-    @click.option("--concurrent-limit", type=_OptionalInt(), help="Submissions waiting or running at once, or 'none'.")
-    @click.option("--public-fraction", type=click.FloatRange(0, 1, min_open=True),
-                  help="Share of the test gold scored publicly while the phase runs (1 = no private part).")
+    @click.option(
+        "--opens", type=_When(), help="Opening time (ISO 8601, UTC if no offset) or 'none'."
+    )
+    @click.option(
+        "--closes", type=_When(), help="Closing time (ISO 8601, UTC if no offset) or 'none'."
+    )
+    @click.option(
+        "--daily-limit",
+        type=_OptionalInt(),
+        help="Scored submissions per team per UTC day, or 'none'.",
+    )
+    @click.option(
+        "--total-limit",
+        type=_OptionalInt(),
+        help="Scored submissions per team in the phase, or 'none'.",
+    )
+    @click.option(
+        "--concurrent-limit",
+        type=_OptionalInt(),
+        help="Submissions waiting or running at once, or 'none'.",
+    )
+    @click.option(
+        "--public-fraction",
+        type=click.FloatRange(0, 1, min_open=True),
+        help="Share of the test gold scored publicly while the phase runs (1 = no private part).",
+    )
     @_home_option
-    def phases_set(task_id, phase_name, opens, closes, daily_limit, total_limit, concurrent_limit,
-                   public_fraction):
+    def phases_set(
+        task_id,
+        phase_name,
+        opens,
+        closes,
+        daily_limit,
+        total_limit,
+        concurrent_limit,
+        public_fraction,
+    ):
         """Create or change a phase of a task."""
         from sqlalchemy import select
         from sqlmodel import Session
@@ -326,32 +400,56 @@ def register(main: click.Group) -> None:
         task = _task(task_id)
         with Session(_engine(), expire_on_commit=False) as s:
             ensure_phases(s)
-            p = s.execute(select(Phase).where(Phase.task_id == task.id, Phase.name == phase_name)).scalar_one_or_none()
+            p = s.execute(
+                select(Phase).where(Phase.task_id == task.id, Phase.name == phase_name)
+            ).scalar_one_or_none()
             try:
                 if p is None:
-                    split = phase_name if phase_name in task.splits else ("test" if "test" in task.splits else task.splits[0])
-                    p = lifecycle.create_phase(s, task=task, name=phase_name, split=split, actor=None, via="cli")
+                    split = (
+                        phase_name
+                        if phase_name in task.splits
+                        else ("test" if "test" in task.splits else task.splits[0])
+                    )
+                    p = lifecycle.create_phase(
+                        s, task=task, name=phase_name, split=split, actor=None, via="cli"
+                    )
                 changes = {}
-                for field, value in (("opens_at", opens), ("closes_at", closes), ("daily_limit", daily_limit),
-                                     ("total_limit", total_limit), ("concurrent_limit", concurrent_limit),
-                                     ("public_fraction", public_fraction)):
+                for field, value in (
+                    ("opens_at", opens),
+                    ("closes_at", closes),
+                    ("daily_limit", daily_limit),
+                    ("total_limit", total_limit),
+                    ("concurrent_limit", concurrent_limit),
+                    ("public_fraction", public_fraction),
+                ):
                     if value is not None:
                         changes[field] = None if value == "none" else value
                 if changes:
                     lifecycle.edit_phase(s, p, changes, actor=None, via="cli")
             except LifecycleRefused as e:
                 raise Refused(e.message) from None
-            click.echo(f"{task.id} {phase_name}: opens {p.opens_at or '-'}, closes {p.closes_at or '-'}, "
-                       f"daily {p.daily_limit}, total {p.total_limit}, concurrent {p.concurrent_limit}, "
-                       f"public fraction {p.public_fraction}")
+            click.echo(
+                f"{task.id} {phase_name}: opens {p.opens_at or '-'}, closes {p.closes_at or '-'}, "
+                f"daily {p.daily_limit}, total {p.total_limit}, concurrent {p.concurrent_limit}, "
+                f"public fraction {p.public_fraction}"
+            )
 
     def _phase_command(name: str, help_text: str):
         @phases.command(name, help=help_text)
         @click.argument("task_id", metavar="TASK")
         @click.argument("phase_name", metavar="PHASE")
-        @click.option("--reason", default="", help="publish: why this correction (needed from version 2 on).")
-        @click.option("--close", "close_first", is_flag=True, help="publish: close an open phase in the same step.")
-        @click.option("--json", "as_json", is_flag=True, help="Print the phase's new state as JSON.")
+        @click.option(
+            "--reason", default="", help="publish: why this correction (needed from version 2 on)."
+        )
+        @click.option(
+            "--close",
+            "close_first",
+            is_flag=True,
+            help="publish: close an open phase in the same step.",
+        )
+        @click.option(
+            "--json", "as_json", is_flag=True, help="Print the phase's new state as JSON."
+        )
         @_home_option
         def command(task_id, phase_name, reason, close_first, as_json):
             import json as _json
@@ -372,27 +470,52 @@ def register(main: click.Group) -> None:
                     elif name in ("freeze", "unfreeze"):
                         lifecycle.set_frozen(s, p, name == "freeze", actor=None, via="cli")
                     else:
-                        rv = lifecycle.publish(s, p, task=task, actor=None, settings=settings, reason=reason,
-                                               via="cli", close_first=close_first)
-                        out["ranking"] = {"version": rv.version, "sha256": rv.sha256,
-                                          "published_at": rv.published_at.isoformat() + "Z", "reason": rv.reason}
+                        rv = lifecycle.publish(
+                            s,
+                            p,
+                            task=task,
+                            actor=None,
+                            settings=settings,
+                            reason=reason,
+                            via="cli",
+                            close_first=close_first,
+                        )
+                        out["ranking"] = {
+                            "version": rv.version,
+                            "sha256": rv.sha256,
+                            "published_at": rv.published_at.isoformat() + "Z",
+                            "reason": rv.reason,
+                        }
                 except LifecycleRefused as e:
                     raise Refused(e.message) from None
-                out["phase"] = {"task": task.id, "name": p.name, "state": lifecycle.phase_labels(p),
-                                "closes_at": p.closes_at.isoformat() + "Z" if p.closes_at else None}
+                out["phase"] = {
+                    "task": task.id,
+                    "name": p.name,
+                    "state": lifecycle.phase_labels(p),
+                    "closes_at": p.closes_at.isoformat() + "Z" if p.closes_at else None,
+                }
             if as_json:
                 click.echo(_json.dumps(out))
             else:
-                extra = f"; final ranking version {out['ranking']['version']}" if "ranking" in out else ""
+                extra = (
+                    f"; final ranking version {out['ranking']['version']}"
+                    if "ranking" in out
+                    else ""
+                )
                 click.echo(f"{task.id} {p.name}: {', '.join(out['phase']['state'])}{extra}")
 
         return command
 
     _phase_command("close", "Close a phase now: no further submissions are accepted.")
-    _phase_command("freeze", "Freeze a phase's leaderboard: later submissions are not shown to participants.")
+    _phase_command(
+        "freeze", "Freeze a phase's leaderboard: later submissions are not shown to participants."
+    )
     _phase_command("unfreeze", "Unfreeze a phase's leaderboard.")
-    _phase_command("publish", "Publish the final ranking of a closed phase (an immutable snapshot); again, "
-                              "with --reason, to publish a correction as a new version.")
+    _phase_command(
+        "publish",
+        "Publish the final ranking of a closed phase (an immutable snapshot); again, "
+        "with --reason, to publish a correction as a new version.",
+    )
 
     @main.group("rankings")
     def rankings():
@@ -401,8 +524,16 @@ def register(main: click.Group) -> None:
     @rankings.command("show")
     @click.argument("task_id", metavar="TASK")
     @click.argument("phase_name", metavar="PHASE")
-    @click.option("--version", "version", type=int, default=None, help="A published version (default: the latest).")
-    @click.option("--json", "as_json", is_flag=True, help="Print the snapshot exactly as published (JSON).")
+    @click.option(
+        "--version",
+        "version",
+        type=int,
+        default=None,
+        help="A published version (default: the latest).",
+    )
+    @click.option(
+        "--json", "as_json", is_flag=True, help="Print the snapshot exactly as published (JSON)."
+    )
     @_home_option
     def rankings_show(task_id, phase_name, version, as_json):
         """Print a published final ranking, or list its versions."""
@@ -418,24 +549,30 @@ def register(main: click.Group) -> None:
             rv = lifecycle.latest_ranking(s, p.id, version)
             versions = lifecycle.ranking_versions(s, p.id)
         if rv is None:
-            raise Refused(f"{task.id} {phase_name} has no published ranking"
-                                       + (f" version {version}" if version else ""))
+            raise Refused(
+                f"{task.id} {phase_name} has no published ranking"
+                + (f" version {version}" if version else "")
+            )
         if as_json:
             click.echo(rv.body_json)
             return
         body = _json.loads(rv.body_json)
         meta = body["ranking"]
-        click.echo(f"{task.id} {p.name}: final ranking version {rv.version} of {len(versions)}, published "
-                   f"{meta['published_at']}{' by ' + meta['published_by'] if meta.get('published_by') else ''}"
-                   f"{' (' + meta['reason'] + ')' if meta.get('reason') else ''}; sha256 {rv.sha256[:16]}")
+        click.echo(
+            f"{task.id} {p.name}: final ranking version {rv.version} of {len(versions)}, published "
+            f"{meta['published_at']}{' by ' + meta['published_by'] if meta.get('published_by') else ''}"
+            f"{' (' + meta['reason'] + ')' if meta.get('reason') else ''}; sha256 {rv.sha256[:16]}"
+        )
         key = body["columns"][0]["key"]
         click.echo(f"{'rank':>4}  {'team':<24} {'method':<24} {key:>14} {'public':>8}")
         for r in body["rows"]:
             v = r["metrics"].get(key)
             pub = r.get("public_primary")
-            click.echo(f"{'' if r['rank'] is None else r['rank']:>4}  {r['team'][:24]:<24} "
-                       f"{(r.get('method_name') or '')[:24]:<24} {'-' if v is None else f'{v:.4f}':>14} "
-                       f"{'-' if pub is None else f'{pub:.4f}':>8}")
+            click.echo(
+                f"{'' if r['rank'] is None else r['rank']:>4}  {r['team'][:24]:<24} "
+                f"{(r.get('method_name') or '')[:24]:<24} {'-' if v is None else f'{v:.4f}':>14} "
+                f"{'-' if pub is None else f'{pub:.4f}':>8}"
+            )
 
     @main.group("db")
     def db():

@@ -19,7 +19,9 @@ def get_engine(url: str):
     compiled-statement cache) but never its parent's connections."""
     eng = _engines.get(url)
     if eng is not None and _engine_pid.get(url) != os.getpid():
-        eng.dispose(close=False)  # SQLAlchemy's recipe for a fork: drop, don't close, inherited connections
+        eng.dispose(
+            close=False
+        )  # SQLAlchemy's recipe for a fork: drop, don't close, inherited connections
         _engine_pid[url] = os.getpid()
     if eng is None:
         if url.startswith("sqlite"):

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from server.baselines import BASELINE_TEAM
+
 # the makers moved to the tasks' declarations; these names stay for the tests and benchmarks
 from tasks.demo import WORDS, _jsonl, _sentence, _table, write_loci, write_swissgov, write_trotr  # noqa: F401
 
@@ -50,7 +51,9 @@ def predictions(task_id: str, split: str, home: Path, noise: float, seed: int) -
     task = get_task(task_id)
     if task.demo is None:
         raise ValueError(f"task {task_id!r} declares no demo data")
-    return resolve(task.demo.predictions)(task, TaskStore(task_id, home), split, noise, random.Random(seed))
+    return resolve(task.demo.predictions)(
+        task, TaskStore(task_id, home), split, noise, random.Random(seed)
+    )
 
 
 def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
@@ -76,8 +79,9 @@ def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
             team = Team(name=name, invite_code=new_invite_code(), is_baseline=name == BASELINE_TEAM)
             s.add(team)
             s.flush()
-            user = create_user(s, email=f"team{i + 1}@demo.palimpsest.invalid",
-                               password=new_invite_code() + "x")
+            user = create_user(
+                s, email=f"team{i + 1}@demo.palimpsest.invalid", password=new_invite_code() + "x"
+            )
             user.team_id = team.id
             s.add(user)
             teams.append((team, user, noise))
@@ -88,26 +92,56 @@ def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
         for t in all_tasks():
             for phase in s.execute(select(Phase).where(Phase.task_id == t.id)).scalars().all():
                 for k, (team, user, noise) in enumerate(teams):
-                    runs = (("baseline: noisy gold", noise),) if team.is_baseline else (
-                        ("primary system", noise), ("contrastive variant", min(0.9, noise + 0.1)))
+                    runs = (
+                        (("baseline: noisy gold", noise),)
+                        if team.is_baseline
+                        else (
+                            ("primary system", noise),
+                            ("contrastive variant", min(0.9, noise + 0.1)),
+                        )
+                    )
                     first = None
                     for r, (method, nz) in enumerate(runs):
-                        data, name = predictions(t.id, phase.split, settings.home, nz, seed=hash((t.id, k, r)) & 0xFFFF)
+                        data, name = predictions(
+                            t.id, phase.split, settings.home, nz, seed=hash((t.id, k, r)) & 0xFFFF
+                        )
                         sub = create_submission(
-                            s, user=user, team=team, task_id=t.id, phase=phase, upload_bytes_or_stream=data,
-                            filename=name, method_name=f"{team.name} {method}",
-                            description=f"Demo run of {team.name} (synthetic data).", url="",
-                            show_publicly=True, is_baseline=team.is_baseline, settings=settings,
-                            redis=redis, enqueue=enqueue, enforce_limits=False)
+                            s,
+                            user=user,
+                            team=team,
+                            task_id=t.id,
+                            phase=phase,
+                            upload_bytes_or_stream=data,
+                            filename=name,
+                            method_name=f"{team.name} {method}",
+                            description=f"Demo run of {team.name} (synthetic data).",
+                            url="",
+                            show_publicly=True,
+                            is_baseline=team.is_baseline,
+                            settings=settings,
+                            redis=redis,
+                            enqueue=enqueue,
+                            enforce_limits=False,
+                        )
                         first = first or sub
                         made += 1
                     if first is not None and not team.is_baseline:
                         mark_primary(s, submission_id=first.id, team_id=team.id)
                 if phase.name == "dev":  # one broken file, to show every validation message
                     team, user, _ = teams[-2]
-                    create_submission(s, user=user, team=team, task_id=t.id, phase=phase,
-                                      upload_bytes_or_stream=b'{"oops": 1}\nnot json\n', filename="broken.jsonl",
-                                      method_name="a broken file", settings=settings, redis=redis,
-                                      enqueue=enqueue, enforce_limits=False)
+                    create_submission(
+                        s,
+                        user=user,
+                        team=team,
+                        task_id=t.id,
+                        phase=phase,
+                        upload_bytes_or_stream=b'{"oops": 1}\nnot json\n',
+                        filename="broken.jsonl",
+                        method_name="a broken file",
+                        settings=settings,
+                        redis=redis,
+                        enqueue=enqueue,
+                        enforce_limits=False,
+                    )
                     made += 1
     return {"imported": imported, "submissions": made, "phases": len(phases)}

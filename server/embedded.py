@@ -37,20 +37,22 @@ class EmbeddedRedis:
         return f"unix://{self.socket}"
 
     def config_text(self) -> str:
-        return "\n".join([
-            "port 0",  # never the standard port, nor any TCP port
-            f"unixsocket {self.socket}",
-            "unixsocketperm 700",
-            f"dir {self.dir}",
-            f"pidfile {self.pidfile}",
-            f"logfile {self.dir / 'redis.log'}",
-            "daemonize no",
-            "appendonly yes",
-            "appendfsync everysec",
-            "maxmemory-policy noeviction",
-            "save 60 1000",
-            "",
-        ])
+        return "\n".join(
+            [
+                "port 0",  # never the standard port, nor any TCP port
+                f"unixsocket {self.socket}",
+                "unixsocketperm 700",
+                f"dir {self.dir}",
+                f"pidfile {self.pidfile}",
+                f"logfile {self.dir / 'redis.log'}",
+                "daemonize no",
+                "appendonly yes",
+                "appendfsync everysec",
+                "maxmemory-policy noeviction",
+                "save 60 1000",
+                "",
+            ]
+        )
 
     def alive(self) -> bool:
         import redis
@@ -76,20 +78,27 @@ class EmbeddedRedis:
                 self.socket.unlink()
             self.conf.write_text(self.config_text())
             self.proc = subprocess.Popen(
-                [__redis_executable__, str(self.conf)], stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                [__redis_executable__, str(self.conf)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
                 preexec_fn=preexec_fn,
             )
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
-                    log = (self.dir / "redis.log")
+                    log = self.dir / "redis.log"
                     tail = log.read_text()[-2000:] if log.exists() else ""
-                    raise RuntimeError(f"the embedded redis-server exited ({self.proc.returncode}): {tail}")
+                    raise RuntimeError(
+                        f"the embedded redis-server exited ({self.proc.returncode}): {tail}"
+                    )
                 if self.alive():
                     return self.proc
                 time.sleep(0.05)
-            raise RuntimeError(f"the embedded redis-server did not answer on {self.socket} in {timeout} s")
+            raise RuntimeError(
+                f"the embedded redis-server did not answer on {self.socket} in {timeout} s"
+            )
 
     def ensure(self) -> str:
         """Start the server if it is not running; returns its URL."""

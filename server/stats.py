@@ -39,12 +39,18 @@ from server.models import Phase
 log = logging.getLogger(__name__)
 
 ALPHA = 0.05
-METHOD = ("95 % percentile intervals from B paired bootstrap resamples of the task's unit; rank "
-          "ranges from the same resamples; pairwise two-sided p-values of the paired difference (its "
-          "bootstrap standard error, normal approximation) with Holm's correction; a cluster holds the "
-          "systems not significantly different (alpha 0.05) from its best")
-UNIT_NAMES = {"instances": "instances", "targets": "targets", "tokens": "documents (within each language pair)",
-              "links": "queries"}
+METHOD = (
+    "95 % percentile intervals from B paired bootstrap resamples of the task's unit; rank "
+    "ranges from the same resamples; pairwise two-sided p-values of the paired difference (its "
+    "bootstrap standard error, normal approximation) with Holm's correction; a cluster holds the "
+    "systems not significantly different (alpha 0.05) from its best"
+)
+UNIT_NAMES = {
+    "instances": "instances",
+    "targets": "targets",
+    "tokens": "documents (within each language pair)",
+    "links": "queries",
+}
 
 
 def stats_dir(home) -> Path:
@@ -97,7 +103,15 @@ def load_units(settings, task, split: str, submission_id: int, attempt: int) -> 
         with Session(get_engine(settings.sqlalchemy_url())) as s:
             key = s.get(Submission, submission_id).storage_key
         v = validate_file(task.id, path_for(settings.home, key), split, settings.home)
-        save_units(settings.home, submission_id, attempt, task, TaskStore(task.id, settings.home), split, v.parsed)
+        save_units(
+            settings.home,
+            submission_id,
+            attempt,
+            task,
+            TaskStore(task.id, settings.home),
+            split,
+            v.parsed,
+        )
     with np.load(p) as z:
         return {k: z[k] for k in z.files}
 
@@ -111,16 +125,27 @@ class Part:
 
     _cache: ClassVar[dict[str, Part]] = {}
 
-    def __init__(self, settings, task, split: str, part: str, units: frozenset | None, seed: int, B: int,
-                 provenance: dict | None):
+    def __init__(
+        self,
+        settings,
+        task,
+        split: str,
+        part: str,
+        units: frozenset | None,
+        seed: int,
+        B: int,
+        provenance: dict | None,
+    ):
         from scorer.bootstrap import Bootstrap
         from tasks.store import TaskStore
 
         self.task, self.split, self.part, self.seed, self.B = task, split, part, int(seed), int(B)
         self.boot = Bootstrap(task, TaskStore(task.id, settings.home), split, units)
         digest = hashlib.sha256("\n".join(self.boot.units).encode("utf-8")).hexdigest()
-        ident = json.dumps([task.id, task.version, split, part, digest, self.seed, self.B, provenance],
-                           sort_keys=True)
+        ident = json.dumps(
+            [task.id, task.version, split, part, digest, self.seed, self.B, provenance],
+            sort_keys=True,
+        )
         self.key = hashlib.sha256(ident.encode("utf-8")).hexdigest()[:20]
         self.W = self.boot.weights(self.B, self.seed)
 
@@ -131,20 +156,33 @@ class Part:
         units = _gold_part(engine, phase, settings, part)
         seed = bootstrap_seed(engine, phase.id)
         prov = current_provenance(task, phase.split, settings.home)
-        ck = json.dumps([str(settings.home), task.id, phase.split, part, seed, settings.bootstrap_samples, prov,
-                         hashlib.sha256("\n".join(sorted(units or ())).encode()).hexdigest()])
+        ck = json.dumps(
+            [
+                str(settings.home),
+                task.id,
+                phase.split,
+                part,
+                seed,
+                settings.bootstrap_samples,
+                prov,
+                hashlib.sha256("\n".join(sorted(units or ())).encode()).hexdigest(),
+            ]
+        )
         hit = cls._cache.get(ck)
         if hit is None:
             if len(cls._cache) > 16:
                 cls._cache.clear()
-            hit = cls._cache[ck] = cls(settings, task, phase.split, part, units, seed,
-                                       settings.bootstrap_samples, prov)
+            hit = cls._cache[ck] = cls(
+                settings, task, phase.split, part, units, seed, settings.bootstrap_samples, prov
+            )
         return hit
 
     def samples_path(self, home, submission_id: int, attempt: int) -> Path:
         return stats_dir(home) / "samples" / self.key / f"{int(submission_id)}-{int(attempt)}.npy"
 
-    def samples(self, settings, submission_id: int, attempt: int, *, compute: bool = True) -> np.ndarray | None:
+    def samples(
+        self, settings, submission_id: int, attempt: int, *, compute: bool = True
+    ) -> np.ndarray | None:
         """The run's B resampled primary scores on this part (computed once, then read)."""
         import io
 
@@ -190,8 +228,14 @@ def _stat_rows(board):
     from server.leaderboard import STALE_NOTE
 
     prim = board.primary.key
-    rows = [r for r in board.rows if r.attempt is not None and r.values.get(prim) is not None
-            and r.note != STALE_NOTE and r.row_type in ("team", "baseline")]
+    rows = [
+        r
+        for r in board.rows
+        if r.attempt is not None
+        and r.values.get(prim) is not None
+        and r.note != STALE_NOTE
+        and r.row_type in ("team", "baseline")
+    ]
     return rows, [r for r in rows if r.rank is not None]
 
 
@@ -206,26 +250,45 @@ def statistics(settings, part: Part, board, *, value_of=None) -> dict:
     samples = {r.submission_id: part.samples(settings, r.submission_id, r.attempt) for r in rows}
     out_rows: dict[str, dict] = {}
     if rows:
-        allst = board_statistics(np.vstack([samples[r.submission_id] for r in rows]),
-                                 np.array([value_of(r) for r in rows], dtype=np.float64),
-                                 prim.greater_is_better, ALPHA)
+        allst = board_statistics(
+            np.vstack([samples[r.submission_id] for r in rows]),
+            np.array([value_of(r) for r in rows], dtype=np.float64),
+            prim.greater_is_better,
+            ALPHA,
+        )
         for r, ci in zip(rows, allst["ci"]):
             out_rows[str(r.submission_id)] = {"ci": ci}
     order, teams, p, p_holm = [], [], [], []
     if ranked:
-        st = board_statistics(np.vstack([samples[r.submission_id] for r in ranked]),
-                              np.array([value_of(r) for r in ranked], dtype=np.float64),
-                              prim.greater_is_better, ALPHA)
+        st = board_statistics(
+            np.vstack([samples[r.submission_id] for r in ranked]),
+            np.array([value_of(r) for r in ranked], dtype=np.float64),
+            prim.greater_is_better,
+            ALPHA,
+        )
         for i, r in enumerate(ranked):
-            out_rows[str(r.submission_id)].update(rank_range=st["rank_range"][i], cluster=st["cluster"][i])
+            out_rows[str(r.submission_id)].update(
+                rank_range=st["rank_range"][i], cluster=st["cluster"][i]
+            )
         order = [r.submission_id for r in ranked]
         teams = [r.team for r in ranked]
         p = _round(st["p"])
         p_holm = _round(st["p_holm"])
-    return {"part": part.part, "method": METHOD, "unit": UNIT_NAMES.get(part.task.kind, "units"),
-            "B": part.B, "seed": part.seed, "alpha": ALPHA, "metric": prim.key, "rows": out_rows,
-            "order": order, "teams": teams, "p": p, "p_holm": p_holm,
-            "seconds": round(time.perf_counter() - t0, 3)}
+    return {
+        "part": part.part,
+        "method": METHOD,
+        "unit": UNIT_NAMES.get(part.task.kind, "units"),
+        "B": part.B,
+        "seed": part.seed,
+        "alpha": ALPHA,
+        "metric": prim.key,
+        "rows": out_rows,
+        "order": order,
+        "teams": teams,
+        "p": p,
+        "p_holm": p_holm,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
 
 
 def _round(m) -> list:
@@ -252,8 +315,9 @@ def phase_version(settings, engine, task, phase_id: int) -> str | None:
     from server import leaderboard as lb
     from server.lifecycle import current_provenance
 
-    for st in lb.phase_states(engine, task.id,
-                              provenance=lambda split: current_provenance(task, split, settings.home)):
+    for st in lb.phase_states(
+        engine, task.id, provenance=lambda split: current_provenance(task, split, settings.home)
+    ):
         if st.id == phase_id:
             return st.version
     return None
@@ -280,8 +344,14 @@ def compute_board_stats(phase_id: int, settings=None) -> dict:
     prov = current_provenance(task, phase.split, settings.home)
     with Session(engine, expire_on_commit=False) as s:
         phase = s.get(Phase, phase_id)
-        board = lb.build_board(s, task, phase, audience="public", include_closed=True, provenance=prov)
-    part_name = "private" if board.part == "private" else ("public" if phase.public_fraction < 1.0 else "all")
+        board = lb.build_board(
+            s, task, phase, audience="public", include_closed=True, provenance=prov
+        )
+    part_name = (
+        "private"
+        if board.part == "private"
+        else ("public" if phase.public_fraction < 1.0 else "all")
+    )
     part = Part.get(settings, engine, task, phase, part_name)
     body = statistics(settings, part, board)
     if phase.public_fraction < 1.0 and part_name == "public":
@@ -295,12 +365,22 @@ def compute_board_stats(phase_id: int, settings=None) -> dict:
         # moved it asks for new ones (a score, or the page of the new version)
         return {"phase": phase_id, "version": version, "moved": True}
     if version is not None:
-        _atomic_write(board_path(settings.home, phase_id, version),
-                      json.dumps(body, separators=(",", ":")).encode("utf-8"))
-    log.info("board statistics of phase %s (%s rows) in %.2f s", phase_id, len(body["rows"]),
-             time.perf_counter() - t0)
-    return {"phase": phase_id, "version": version, "rows": len(body["rows"]),
-            "seconds": round(time.perf_counter() - t0, 3)}
+        _atomic_write(
+            board_path(settings.home, phase_id, version),
+            json.dumps(body, separators=(",", ":")).encode("utf-8"),
+        )
+    log.info(
+        "board statistics of phase %s (%s rows) in %.2f s",
+        phase_id,
+        len(body["rows"]),
+        time.perf_counter() - t0,
+    )
+    return {
+        "phase": phase_id,
+        "version": version,
+        "rows": len(body["rows"]),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
 
 
 def enqueue(settings, phase_id: int, conn=None) -> bool:
@@ -323,12 +403,20 @@ def enqueue(settings, phase_id: int, conn=None) -> bool:
                 continue
             _live_or_cleared(conn, jid)  # a finished or failed one: its id is free again
             get_queue(SCORING, conn, settings).enqueue_call(
-                "server.stats.board_stats_job", args=(int(phase_id),), job_id=jid, timeout=settings.job_timeout,
-                result_ttl=60, failure_ttl=24 * 3600, description=f"board statistics of phase {phase_id}")
+                "server.stats.board_stats_job",
+                args=(int(phase_id),),
+                job_id=jid,
+                timeout=settings.job_timeout,
+                result_ttl=60,
+                failure_ttl=24 * 3600,
+                description=f"board statistics of phase {phase_id}",
+            )
             return True
         return True
     except Exception as e:  # noqa: BLE001 — the page says "being computed" and asks again
-        log.warning("board statistics of phase %s not enqueued (%s: %s)", phase_id, type(e).__name__, e)
+        log.warning(
+            "board statistics of phase %s not enqueued (%s: %s)", phase_id, type(e).__name__, e
+        )
         return False
 
 
@@ -357,8 +445,11 @@ def attach(board, body: dict | None, *, reason: str = "") -> None:
         elif r.row_type == "paper":
             r.ci_note = "a published figure: no interval"
         elif body is not None:
-            r.ci_note = ("no interval: not on the public board" if r.values.get(board.primary.key) is not None
-                         else "no score")
+            r.ci_note = (
+                "no interval: not on the public board"
+                if r.values.get(board.primary.key) is not None
+                else "no score"
+            )
         else:
             r.ci_note = reason
 
@@ -369,10 +460,16 @@ def for_snapshot(settings, engine, task, phase, board) -> dict:
     are computed here."""
     name = board.part if board.part == "private" else "all"
     gold_has_parts = phase.public_fraction < 1.0
-    main = statistics(settings, Part.get(settings, engine, task, phase, name if gold_has_parts else "all"), board)
+    main = statistics(
+        settings, Part.get(settings, engine, task, phase, name if gold_has_parts else "all"), board
+    )
     out = {"ranked": main}
     if gold_has_parts:
         pub = Part.get(settings, engine, task, phase, "public")
-        out["public"] = statistics(settings, pub, board, value_of=lambda r: r.public_value
-                                   if r.public_value is not None else np.nan)
+        out["public"] = statistics(
+            settings,
+            pub,
+            board,
+            value_of=lambda r: r.public_value if r.public_value is not None else np.nan,
+        )
     return out

@@ -44,8 +44,9 @@ def path_for(home: Path, storage_key: str) -> Path:
     return uploads_dir(home) / storage_key
 
 
-def store_upload(home: Path, data: bytes | BinaryIO, filename: str | None = None,
-                 max_bytes: int | None = None) -> tuple[str, str, int]:
+def store_upload(
+    home: Path, data: bytes | BinaryIO, filename: str | None = None, max_bytes: int | None = None
+) -> tuple[str, str, int]:
     """Store bytes or a stream; returns (storage_key, sha256, size). Raises UploadTooLarge."""
     stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
     base = uploads_dir(home)

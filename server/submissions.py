@@ -16,6 +16,7 @@ from sqlalchemy import func, select, text
 from sqlmodel import Session
 
 from server.exceptions import DuplicateSubmission, LimitReached, NotFound, PhaseClosed
+
 # the statuses and the phase window are the lifecycle's; importable from here as before
 from server.lifecycle import COUNTED, PENDING, Status, phase_state  # noqa: F401
 from server.models import Phase, Score, Submission, Team, User, utcnow
@@ -24,22 +25,35 @@ from server.settings import Settings
 log = logging.getLogger(__name__)
 
 
-
 def _fmt(t: datetime) -> str:
     return t.strftime("%Y-%m-%d %H:%M UTC")
 
 
-def visible_scores(session: Session, sub: Submission, phase: Phase | None, *, organizer: bool) -> list[Score]:
+def visible_scores(
+    session: Session, sub: Submission, phase: Phase | None, *, organizer: bool
+) -> list[Score]:
     """The Score rows of a submission's counted scoring that a viewer entitled to its details may
     see: the private part only after publication (organizers always)."""
-    scores = session.execute(select(Score).where(Score.submission_id == sub.id)
-                             .order_by(Score.attempt, Score.part)).scalars().all()
+    scores = (
+        session.execute(
+            select(Score).where(Score.submission_id == sub.id).order_by(Score.attempt, Score.part)
+        )
+        .scalars()
+        .all()
+    )
     # the private part of a run made before publication is shown once the ranking is published; a
     # run made after it (a reopened phase) never shows it to the team: it would reveal the gold
-    published = phase is not None and phase.published_at is not None and sub.created_at <= phase.published_at
+    published = (
+        phase is not None
+        and phase.published_at is not None
+        and sub.created_at <= phase.published_at
+    )
     counted = sub.score_attempt or max((sc.attempt for sc in scores), default=None)
-    return [sc for sc in scores
-            if sc.attempt == counted and (sc.part != "private" or published or organizer)]
+    return [
+        sc
+        for sc in scores
+        if sc.attempt == counted and (sc.part != "private" or published or organizer)
+    ]
 
 
 def day_start(now: datetime) -> datetime:
@@ -53,8 +67,9 @@ def resolve_phase(session: Session, task_id: str, phase: Phase | str | int) -> P
     elif isinstance(phase, int):
         found = session.get(Phase, phase)
     else:
-        found = session.execute(select(Phase).where(Phase.task_id == task_id, Phase.name == phase)
-                                ).scalar_one_or_none()
+        found = session.execute(
+            select(Phase).where(Phase.task_id == task_id, Phase.name == phase)
+        ).scalar_one_or_none()
     if found is None or found.task_id != task_id:
         raise NotFound(f"task {task_id!r} has no phase {getattr(phase, 'name', phase)!r}")
     return found
@@ -72,30 +87,45 @@ def lock_team(session: Session, team_id: int) -> None:
 def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) -> None:
     """Raise PhaseClosed or LimitReached, saying why and when the next submission is allowed."""
     if phase.opens_at and now < phase.opens_at:
-        raise PhaseClosed(f"the {phase.name} phase of {phase.task_id} opens at {_fmt(phase.opens_at)}",
-                          phase.opens_at)
+        raise PhaseClosed(
+            f"the {phase.name} phase of {phase.task_id} opens at {_fmt(phase.opens_at)}",
+            phase.opens_at,
+        )
     if phase.closes_at and now >= phase.closes_at:
-        raise PhaseClosed(f"the {phase.name} phase of {phase.task_id} closed at {_fmt(phase.closes_at)}; "
-                          "no further submissions are accepted", None)
+        raise PhaseClosed(
+            f"the {phase.name} phase of {phase.task_id} closed at {_fmt(phase.closes_at)}; "
+            "no further submissions are accepted",
+            None,
+        )
 
     def count(*conds) -> int:
-        return session.execute(select(func.count(Submission.id)).where(
-            Submission.team_id == team_id, Submission.phase_id == phase.id,
-            Submission.removed_at.is_(None), *conds)).scalar_one()
+        return session.execute(
+            select(func.count(Submission.id)).where(
+                Submission.team_id == team_id,
+                Submission.phase_id == phase.id,
+                Submission.removed_at.is_(None),
+                *conds,
+            )
+        ).scalar_one()
 
     if phase.concurrent_limit is not None:
         n = count(Submission.status.in_(PENDING))
         if n >= phase.concurrent_limit:
             raise LimitReached(
                 f"your team has {n} submission(s) waiting or running in the {phase.name} phase (limit "
-                f"{phase.concurrent_limit} at once); submit again when one of them has finished", None,
-                "concurrent")
+                f"{phase.concurrent_limit} at once); submit again when one of them has finished",
+                None,
+                "concurrent",
+            )
     if phase.total_limit is not None:
         n = count(Submission.status.in_(COUNTED))
         if n >= phase.total_limit:
             raise LimitReached(
                 f"your team has used all {phase.total_limit} submissions of the {phase.name} phase "
-                f"({n} scored or pending); only a failed pending one would free a slot", None, "total")
+                f"({n} scored or pending); only a failed pending one would free a slot",
+                None,
+                "total",
+            )
     if phase.daily_limit is not None:
         start = day_start(now)
         n = count(Submission.status.in_(COUNTED), Submission.created_at >= start)
@@ -105,37 +135,68 @@ def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) ->
                 raise LimitReached(
                     f"your team has used today's {phase.daily_limit} submissions of the {phase.name} "
                     f"phase and the phase closes at {_fmt(phase.closes_at)} before the daily reset",
-                    None, "daily")
+                    None,
+                    "daily",
+                )
             raise LimitReached(
                 f"your team has used today's {phase.daily_limit} submissions of the {phase.name} phase "
                 f"({n} scored or pending); the next is allowed at {_fmt(nxt)} (the daily limit resets "
-                "at 00:00 UTC), or sooner if a pending one fails", nxt, "daily")
+                "at 00:00 UTC), or sooner if a pending one fails",
+                nxt,
+                "daily",
+            )
 
 
-def check_invalid_limit(session: Session, team_id: int, phase: Phase, now: datetime, settings: Settings) -> None:
+def check_invalid_limit(
+    session: Session, team_id: int, phase: Phase, now: datetime, settings: Settings
+) -> None:
     """Invalid files cost no quota, but not without end: after `invalid_daily_limit` of them in a
     UTC day the team is asked to validate offline first."""
     limit = settings.invalid_daily_limit
     if limit is None:
         return
     start = day_start(now)
-    n = session.execute(select(func.count(Submission.id)).where(
-        Submission.team_id == team_id, Submission.phase_id == phase.id, Submission.created_at >= start,
-        Submission.status == Status.FAILED.value, Submission.failure_kind == "invalid")).scalar_one()
+    n = session.execute(
+        select(func.count(Submission.id)).where(
+            Submission.team_id == team_id,
+            Submission.phase_id == phase.id,
+            Submission.created_at >= start,
+            Submission.status == Status.FAILED.value,
+            Submission.failure_kind == "invalid",
+        )
+    ).scalar_one()
     if n >= limit:
         nxt = start + timedelta(days=1)
         raise LimitReached(
             f"your team has uploaded {n} invalid files in the {phase.name} phase today (limit {limit}); "
             f"check your file offline with `palimpsest validate {phase.task_id} FILE` first; the count "
-            f"resets at {_fmt(nxt)}", nxt, "invalid")
+            f"resets at {_fmt(nxt)}",
+            nxt,
+            "invalid",
+        )
 
 
-def create_submission(session: Session, *, user: User | None, team: Team, task_id: str,
-                      phase: Phase | str | int, upload_bytes_or_stream: bytes | BinaryIO | None = None,
-                      filename: str = "", upload: bytes | BinaryIO | None = None, method_name: str = "", description: str = "", url: str = "",
-                      show_publicly: bool = True, is_baseline: bool = False,
-                      settings: Settings | None = None, redis=None, enqueue: bool = True,
-                      enforce_limits: bool = True, dedupe: bool = False) -> Submission:
+def create_submission(
+    session: Session,
+    *,
+    user: User | None,
+    team: Team,
+    task_id: str,
+    phase: Phase | str | int,
+    upload_bytes_or_stream: bytes | BinaryIO | None = None,
+    filename: str = "",
+    upload: bytes | BinaryIO | None = None,
+    method_name: str = "",
+    description: str = "",
+    url: str = "",
+    show_publicly: bool = True,
+    is_baseline: bool = False,
+    settings: Settings | None = None,
+    redis=None,
+    enqueue: bool = True,
+    enforce_limits: bool = True,
+    dedupe: bool = False,
+) -> Submission:
     """Store the upload, commit the row if the team's limits allow it, then enqueue its scoring.
 
     Commits whatever the session had pending first. Raises PhaseClosed, LimitReached or
@@ -157,27 +218,51 @@ def create_submission(session: Session, *, user: User | None, team: Team, task_i
     user_id = user.id if user is not None else None
     ph = resolve_phase(session, task_id, phase)
     phase_id = ph.id
-    key, sha, size = store_upload(settings.home, upload_bytes_or_stream, filename, settings.max_upload_bytes)
+    key, sha, size = store_upload(
+        settings.home, upload_bytes_or_stream, filename, settings.max_upload_bytes
+    )
     try:
         lock_team(session, team_id)
         ph = session.get(Phase, phase_id, populate_existing=True)
         now = utcnow()
         if dedupe:
-            same = session.execute(select(Submission.id).where(
-                Submission.team_id == team_id, Submission.phase_id == phase_id,
-                Submission.file_sha256 == sha, Submission.removed_at.is_(None),
-                Submission.failure_kind.is_(None) | (Submission.failure_kind != "infra"))
-                .order_by(Submission.id)).scalars().first()
+            same = (
+                session.execute(
+                    select(Submission.id)
+                    .where(
+                        Submission.team_id == team_id,
+                        Submission.phase_id == phase_id,
+                        Submission.file_sha256 == sha,
+                        Submission.removed_at.is_(None),
+                        Submission.failure_kind.is_(None) | (Submission.failure_kind != "infra"),
+                    )
+                    .order_by(Submission.id)
+                )
+                .scalars()
+                .first()
+            )
             if same is not None:
                 raise DuplicateSubmission(same)
         if not exempt:
             check_limits(session, team_id, ph, now)
             check_invalid_limit(session, team_id, ph, now, settings)
-        sub = Submission(team_id=team_id, user_id=user_id, task_id=task_id, phase_id=phase_id,
-                         status=Status.QUEUED.value, created_at=now, file_sha256=sha, file_name=(filename or "")[:255],
-                         storage_key=key, size=size, method_name=(method_name or "")[:200],
-                         description=description or "", url=(url or "")[:500],
-                         show_publicly=bool(show_publicly), is_baseline=is_baseline)
+        sub = Submission(
+            team_id=team_id,
+            user_id=user_id,
+            task_id=task_id,
+            phase_id=phase_id,
+            status=Status.QUEUED.value,
+            created_at=now,
+            file_sha256=sha,
+            file_name=(filename or "")[:255],
+            storage_key=key,
+            size=size,
+            method_name=(method_name or "")[:200],
+            description=description or "",
+            url=(url or "")[:500],
+            show_publicly=bool(show_publicly),
+            is_baseline=is_baseline,
+        )
         session.add(sub)
         session.commit()
     except BaseException:
@@ -188,14 +273,20 @@ def create_submission(session: Session, *, user: User | None, team: Team, task_i
     return sub
 
 
-def quota(session: Session, *, phase: Phase, team: Team | None = None, team_id: int | None = None) -> dict:
+def quota(
+    session: Session, *, phase: Phase, team: Team | None = None, team_id: int | None = None
+) -> dict:
     """What remains of a team's allowance in a phase, counted as `check_limits` counts it."""
     team = team if team is not None else session.get(Team, team_id)
     now = utcnow()
     start = day_start(now)
-    rows = session.execute(select(Submission.status, Submission.created_at).where(
-        Submission.team_id == team.id, Submission.phase_id == phase.id,
-        Submission.removed_at.is_(None))).all()
+    rows = session.execute(
+        select(Submission.status, Submission.created_at).where(
+            Submission.team_id == team.id,
+            Submission.phase_id == phase.id,
+            Submission.removed_at.is_(None),
+        )
+    ).all()
     counted = [c for st, c in rows if st in COUNTED]
     today = sum(1 for c in counted if c >= start)
     running = sum(1 for st, _ in rows if st in PENDING)
@@ -205,11 +296,14 @@ def quota(session: Session, *, phase: Phase, team: Team | None = None, team_id: 
         return None if unlimited or limit is None else max(0, limit - used)
 
     return {
-        "daily_used": today, "daily_limit": None if unlimited else phase.daily_limit,
+        "daily_used": today,
+        "daily_limit": None if unlimited else phase.daily_limit,
         "daily_left": left(phase.daily_limit, today),
-        "total_used": len(counted), "total_limit": None if unlimited else phase.total_limit,
+        "total_used": len(counted),
+        "total_limit": None if unlimited else phase.total_limit,
         "total_left": left(phase.total_limit, len(counted)),
-        "running": running, "concurrent_limit": None if unlimited else phase.concurrent_limit,
+        "running": running,
+        "concurrent_limit": None if unlimited else phase.concurrent_limit,
         "resets_at": start + timedelta(days=1),
     }
 
@@ -222,8 +316,12 @@ def enqueue_or_leave(submission_id: int, settings: Settings, redis=None) -> bool
         enqueue_submission(redis or connect(settings), submission_id, settings)
         return True
     except Exception as e:
-        log.warning("submission %s committed but not enqueued (%s: %s); the reconciler will enqueue it",
-                    submission_id, type(e).__name__, e)
+        log.warning(
+            "submission %s committed but not enqueued (%s: %s); the reconciler will enqueue it",
+            submission_id,
+            type(e).__name__,
+            e,
+        )
         return False
 
 
@@ -233,7 +331,9 @@ DEFAULT_PHASES = {
 }
 # a task's cross-validated split (TRoTR's ten folds): its gold is in the folds' training data, so
 # its board ranks on all of it
-CROSS_VALIDATED_PHASE = dict(daily_limit=20, total_limit=500, concurrent_limit=2, public_fraction=1.0)
+CROSS_VALIDATED_PHASE = dict(
+    daily_limit=20, total_limit=500, concurrent_limit=2, public_fraction=1.0
+)
 
 
 def ensure_phases(session: Session) -> list[Phase]:
@@ -244,10 +344,14 @@ def ensure_phases(session: Session) -> list[Phase]:
     made = []
     for t in all_tasks():
         for split in t.splits:
-            defaults = CROSS_VALIDATED_PHASE if t.is_cross_validated(split) else DEFAULT_PHASES.get(split)
+            defaults = (
+                CROSS_VALIDATED_PHASE if t.is_cross_validated(split) else DEFAULT_PHASES.get(split)
+            )
             if defaults is None:
                 continue
-            exists = session.execute(select(Phase.id).where(Phase.task_id == t.id, Phase.name == split)).first()
+            exists = session.execute(
+                select(Phase.id).where(Phase.task_id == t.id, Phase.name == split)
+            ).first()
             if exists:
                 continue
             p = Phase(task_id=t.id, name=split, split=split, **defaults)
@@ -261,4 +365,6 @@ def mark_primary(session: Session, *, submission_id: int, team_id: int, actor=No
     """Make a team's submission its primary (ranked) run in its phase; the others become contrastive."""
     from server.lifecycle import set_primary
 
-    return set_primary(session, session.get(Submission, submission_id), team_id=team_id, actor=actor)
+    return set_primary(
+        session, session.get(Submission, submission_id), team_id=team_id, actor=actor
+    )

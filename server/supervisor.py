@@ -38,8 +38,16 @@ def child_env(settings) -> dict:
 class Supervisor:
     """Starts and watches the parts of a one-machine Palimpsest."""
 
-    def __init__(self, settings: Settings, *, host: str = "127.0.0.1", port: int = 5000,
-                 demo: bool = False, workers: int = 1, echo=print):
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 5000,
+        demo: bool = False,
+        workers: int = 1,
+        echo=print,
+    ):
         self.settings = settings
         self.host, self.port, self.demo, self.n_workers = host, port, demo, workers
         self.echo = echo
@@ -58,14 +66,24 @@ class Supervisor:
 
     def start_worker(self) -> subprocess.Popen:
         env = self.child_env()
-        env["PALIMPSEST_SUPERVISOR_PID"] = str(os.getpid())  # the worker dies with us (server.worker)
-        return subprocess.Popen([sys.executable, "-m", "server.worker"], env=env, stdin=subprocess.DEVNULL)
+        env["PALIMPSEST_SUPERVISOR_PID"] = str(
+            os.getpid()
+        )  # the worker dies with us (server.worker)
+        return subprocess.Popen(
+            [sys.executable, "-m", "server.worker"], env=env, stdin=subprocess.DEVNULL
+        )
 
     def record(self) -> None:
         """Write the children's pids to <home>/run/children.json (the next start reads them)."""
         if self.run_dir is not None:
-            redis_pid = self.redis.proc.pid if self.redis is not None and self.redis.proc is not None else None
-            self.run_dir.write(workers=[w.pid for w in self.workers if w is not None], redis=redis_pid)
+            redis_pid = (
+                self.redis.proc.pid
+                if self.redis is not None and self.redis.proc is not None
+                else None
+            )
+            self.run_dir.write(
+                workers=[w.pid for w in self.workers if w is not None], redis=redis_pid
+            )
 
     def clean_leftovers(self) -> None:
         """Stop what an earlier serve of this data directory left running: its workers (they may be
@@ -75,15 +93,21 @@ class Supervisor:
 
         for pid in self.run_dir.leftover_workers():
             how = stop_pid(pid, grace=10, twice=True)
-            self.echo(f"a worker (pid {pid}) of an earlier serve of this data directory was still running: {how}")
+            self.echo(
+                f"a worker (pid {pid}) of an earlier serve of this data directory was still running: {how}"
+            )
         if self.settings.embedded_redis():
             redis = EmbeddedRedis(self.settings.home)
             pid = redis.running_pid()
             if pid is not None:
                 how = stop_pid(pid, grace=30)
-                self.echo(f"the embedded Redis (pid {pid}) of an earlier run was still running: {how}; "
-                          "starting one of our own")
-            elif redis.alive():  # answering, but not by its pid file: shut it down through the socket
+                self.echo(
+                    f"the embedded Redis (pid {pid}) of an earlier run was still running: {how}; "
+                    "starting one of our own"
+                )
+            elif (
+                redis.alive()
+            ):  # answering, but not by its pid file: shut it down through the socket
                 redis.stop()
 
     def start_redis(self) -> None:
@@ -101,8 +125,12 @@ class Supervisor:
         from server.procs import preexec_die_with_parent
 
         changed = False
-        if self.redis is not None and self.redis_owned and self.redis.proc is not None \
-                and self.redis.proc.poll() is not None:
+        if (
+            self.redis is not None
+            and self.redis_owned
+            and self.redis.proc is not None
+            and self.redis.proc.poll() is not None
+        ):
             self.echo("the embedded Redis exited; starting it again")
             self.redis.start(preexec_fn=preexec_die_with_parent(signal.SIGTERM))
             changed = True
@@ -136,8 +164,10 @@ class Supervisor:
         self.run_dir = RunDir(self.settings.home)
         holder = self.run_dir.lock()
         if holder is not None:
-            self.echo(f"another palimpsest serve (pid {holder}) runs on the data directory {self.settings.home}; "
-                      "stop it first")
+            self.echo(
+                f"another palimpsest serve (pid {holder}) runs on the data directory {self.settings.home}; "
+                "stop it first"
+            )
             self.run_dir = None
             return 1
         old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -145,7 +175,9 @@ class Supervisor:
             self.clean_leftovers()
             self.start_redis()
             if self.redis is not None:
-                os.environ["REDIS_URL"] = self.redis.url  # the web app and the reconciler use it too
+                os.environ["REDIS_URL"] = (
+                    self.redis.url
+                )  # the web app and the reconciler use it too
                 self.settings.redis_url = self.redis.url
             app = create_app()
             engine = app.extensions["palimpsest.engine"]
@@ -161,15 +193,19 @@ class Supervisor:
                 from server.demo import ORGANIZER_EMAIL, ORGANIZER_PASSWORD, seed_demo
 
                 r = seed_demo(self.settings, engine)
-                self.echo(f"demo data: {r['submissions']} submissions queued; imported synthetic "
-                          f"tasks {', '.join(r['imported']) or '(none: already imported)'}; organizer login "
-                          f"{ORGANIZER_EMAIL} / {ORGANIZER_PASSWORD}")
+                self.echo(
+                    f"demo data: {r['submissions']} submissions queued; imported synthetic "
+                    f"tasks {', '.join(r['imported']) or '(none: already imported)'}; organizer login "
+                    f"{ORGANIZER_EMAIL} / {ORGANIZER_PASSWORD}"
+                )
             _, rec_stop = start_thread(self.settings, engine)
             self.http = make_server(self.host, self.port, app, threaded=True)
             web = threading.Thread(target=self.http.serve_forever, name="web", daemon=True)
             web.start()
-            self.echo(f"Palimpsest on http://{self.host}:{self.port}/  (data: {self.settings.home}; "
-                      f"Ctrl-C stops it)")
+            self.echo(
+                f"Palimpsest on http://{self.host}:{self.port}/  (data: {self.settings.home}; "
+                f"Ctrl-C stops it)"
+            )
             while not self.stop_event.wait(0.5):
                 self.watch()
             rec_stop.set()

@@ -30,8 +30,11 @@ def create_team(s: Session, user: User, name: str) -> Team:
     from server.baselines import reads_as_baselines
 
     if reads_as_baselines(name):
-        raise TeamRefused("That name is reserved for the organizers' baselines; choose another.", "reserved_name",
-                          422)
+        raise TeamRefused(
+            "That name is reserved for the organizers' baselines; choose another.",
+            "reserved_name",
+            422,
+        )
     team = Team(name=name, invite_code=new_invite_code())
     s.add(team)
     try:

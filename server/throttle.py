@@ -23,13 +23,15 @@ def storage_uri(settings) -> str:
         return settings.ratelimit_storage
     if settings.redis_url:
         url = settings.redis_url
-        return "redis+unix://" + url[len("unix://"):] if url.startswith("unix://") else url
+        return "redis+unix://" + url[len("unix://") :] if url.startswith("unix://") else url
     from server.embedded import EmbeddedRedis
 
     embedded = EmbeddedRedis(settings.home)
     if embedded.alive():
         return f"redis+unix://{embedded.socket}"
-    log.warning("no Redis configured or running: sign-in throttling counts in this process's memory only")
+    log.warning(
+        "no Redis configured or running: sign-in throttling counts in this process's memory only"
+    )
     return "memory://"
 
 
@@ -67,27 +69,43 @@ def init_app(app: Flask) -> None:
     if settings.proxy_hops:
         from werkzeug.middleware.proxy_fix import ProxyFix
 
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=settings.proxy_hops, x_proto=settings.proxy_hops)
+        app.wsgi_app = ProxyFix(
+            app.wsgi_app, x_for=settings.proxy_hops, x_proto=settings.proxy_hops
+        )
     uri = storage_uri(settings)
     app.config.setdefault("RATELIMIT_STORAGE_URI", uri)
     app.config.setdefault("RATELIMIT_KEY_PREFIX", "palimpsest")
     app.config.setdefault("RATELIMIT_HEADERS_ENABLED", True)
-    limiter = Limiter(key_func=address, strategy="fixed-window", in_memory_fallback_enabled=True,
-                      swallow_errors=True)
+    limiter = Limiter(
+        key_func=address,
+        strategy="fixed-window",
+        in_memory_fallback_enabled=True,
+        swallow_errors=True,
+    )
     limiter.init_app(app)
     app.extensions["palimpsest.limiter"] = limiter
     post = ["POST"]
     views = app.view_functions
     # sign-in: per email and per address; every attempt counts (an atomic increment before the
     # password is checked, so a parallel flood is held to the limit too)
-    views["auth.login"] = limiter.limit(_setting("login_limit_account"), key_func=account, methods=post,
-                                        scope="login-account")(
-        limiter.limit(_setting("login_limit_address"), key_func=address, methods=post,
-                      scope="login-address")(views["auth.login"]))
-    views["auth.password"] = limiter.limit(_setting("login_limit_account"), key_func=account, methods=post,
-                                           scope="login-account")(views["auth.password"])
+    views["auth.login"] = limiter.limit(
+        _setting("login_limit_account"), key_func=account, methods=post, scope="login-account"
+    )(
+        limiter.limit(
+            _setting("login_limit_address"), key_func=address, methods=post, scope="login-address"
+        )(views["auth.login"])
+    )
+    views["auth.password"] = limiter.limit(
+        _setting("login_limit_account"), key_func=account, methods=post, scope="login-account"
+    )(views["auth.password"])
     for endpoint in ("auth.register", "auth.reset_request"):
-        views[endpoint] = limiter.limit(_setting("account_limit_email"), key_func=mailbox, methods=post,
-                                        scope="mailbox")(
-            limiter.limit(_setting("account_limit_address"), key_func=address, methods=post,
-                          scope="account-address")(views[endpoint]))
+        views[endpoint] = limiter.limit(
+            _setting("account_limit_email"), key_func=mailbox, methods=post, scope="mailbox"
+        )(
+            limiter.limit(
+                _setting("account_limit_address"),
+                key_func=address,
+                methods=post,
+                scope="account-address",
+            )(views[endpoint])
+        )

@@ -112,8 +112,14 @@ def build_worker(settings: Settings, queues=QUEUES, conn=None, *, simple: bool =
 
     conn = conn or connect(settings, start_embedded=True)
     cls = SimpleWorker if simple else _worker_class()
-    return cls([get_queue(q, conn, settings) for q in queues], connection=conn, serializer=JSONSerializer,
-               job_monitoring_interval=settings.heartbeat_every, worker_ttl=60, name=name)
+    return cls(
+        [get_queue(q, conn, settings) for q in queues],
+        connection=conn,
+        serializer=JSONSerializer,
+        job_monitoring_interval=settings.heartbeat_every,
+        worker_ttl=60,
+        name=name,
+    )
 
 
 def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
@@ -148,7 +154,9 @@ def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
             if error is None:
                 if burst:
                     return 0
-                log.warning("worker: stopped without being asked (Redis away?); starting again in 2 s")
+                log.warning(
+                    "worker: stopped without being asked (Redis away?); starting again in 2 s"
+                )
             elif burst:
                 log.error("worker: Redis unavailable (%s)", error)
                 return 1
@@ -167,7 +175,9 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker %(message)s")
     parent = os.environ.get("PALIMPSEST_SUPERVISOR_PID")
-    if parent and parent.isdigit():  # started by `palimpsest serve`: die with it, even on its kill -9
+    if (
+        parent and parent.isdigit()
+    ):  # started by `palimpsest serve`: die with it, even on its kill -9
         from server.procs import die_with_parent
 
         die_with_parent(signal.SIGTERM, parent_pid=int(parent))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import difflib
 
-from tasks.errors import TaskNotFound
 from tasks.base import Task
+from tasks.errors import TaskNotFound
 from tasks.loci import LOCI_SIMILES
 from tasks.semrel import STR
 from tasks.swissgov import SWISSGOV_RSD

@@ -34,8 +34,17 @@ import numpy as np
 SEED = 1234  # SHR-BWS.pl's seed
 SPLITS = 1000
 FOLDER = "BWS_annotations"
-ALIASES = {"algerian": "arq", "amharic": "amh", "moroccan": "ary", "english": "eng", "spanish": "esp",
-           "hausa": "hau", "kinyarwanda": "kin", "marathi": "mar", "telugu": "tel"}
+ALIASES = {
+    "algerian": "arq",
+    "amharic": "amh",
+    "moroccan": "ary",
+    "english": "eng",
+    "spanish": "esp",
+    "hausa": "hau",
+    "kinyarwanda": "kin",
+    "marathi": "mar",
+    "telugu": "tel",
+}
 """File-name prefixes the repository uses besides the language codes (marathi.csv, telugu_test.csv)."""
 
 
@@ -63,7 +72,7 @@ def _cell(cell: str) -> tuple[str, str] | None:
     c = cell.strip()
     j = c.rfind("]")
     try:
-        v = ast.literal_eval(c[:j + 1] if j >= 0 else c + "]")
+        v = ast.literal_eval(c[: j + 1] if j >= 0 else c + "]")
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
     if not (isinstance(v, list) and len(v) == 2 and all(isinstance(s, str) for s in v)):
@@ -113,11 +122,16 @@ def read_annotations(paths: list[Path]) -> Annotations:
     if not rows:
         raise ValueError(f"no annotation could be read from {', '.join(p.name for p in paths)}")
     tuples = np.array([r[0] for r in rows], dtype=np.int64)
-    return Annotations(items=list(index), tuples=tuples,
-                       best=np.array([r[1] for r in rows], dtype=np.int64),
-                       worst=np.array([r[2] for r in rows], dtype=np.int64),
-                       group=np.array([r[3] for r in rows], dtype=np.int64),
-                       files=[p.name for p in paths], skipped=skipped, spellings=len(spellings))
+    return Annotations(
+        items=list(index),
+        tuples=tuples,
+        best=np.array([r[1] for r in rows], dtype=np.int64),
+        worst=np.array([r[2] for r in rows], dtype=np.int64),
+        group=np.array([r[3] for r in rows], dtype=np.int64),
+        files=[p.name for p in paths],
+        skipped=skipped,
+        spellings=len(spellings),
+    )
 
 
 def bws_scores(ann: Annotations, take: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -126,7 +140,9 @@ def bws_scores(ann: Annotations, take: np.ndarray | None = None) -> tuple[np.nda
     m = len(ann.items)
     wt = np.ones(len(ann.best)) if take is None else np.asarray(take, dtype=float)
     n = np.bincount(ann.tuples.ravel(), weights=np.repeat(wt, ann.tuples.shape[1]), minlength=m)
-    d = (np.bincount(ann.best, weights=wt, minlength=m) - np.bincount(ann.worst, weights=wt, minlength=m))
+    d = np.bincount(ann.best, weights=wt, minlength=m) - np.bincount(
+        ann.worst, weights=wt, minlength=m
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(n > 0, d / np.where(n > 0, n, 1), np.nan), n
 
@@ -166,8 +182,9 @@ def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return (a * b).sum(axis=1) / np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1))
 
 
-def split_correlations(ann: Annotations, halves: np.ndarray, items: np.ndarray | None = None,
-                       block: int = 250) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def split_correlations(
+    ann: Annotations, halves: np.ndarray, items: np.ndarray | None = None, block: int = 250
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per split: Spearman and Pearson between the two halves' scores over the items (of `items`, a
     boolean mask over ann.items; all by default) scored in both, and how many those are."""
     from scipy import sparse
@@ -176,14 +193,19 @@ def split_correlations(ann: Annotations, halves: np.ndarray, items: np.ndarray |
     k = ann.tuples.shape[1]
     rows = np.repeat(np.arange(t), k)
     incidence = sparse.csr_matrix((np.ones(t * k), (rows, ann.tuples.ravel())), shape=(t, m))
-    diff = sparse.csr_matrix((np.r_[np.ones(t), -np.ones(t)], (np.r_[np.arange(t), np.arange(t)],
-                                                                 np.r_[ann.best, ann.worst])), shape=(t, m))
+    diff = sparse.csr_matrix(
+        (
+            np.r_[np.ones(t), -np.ones(t)],
+            (np.r_[np.arange(t), np.arange(t)], np.r_[ann.best, ann.worst]),
+        ),
+        shape=(t, m),
+    )
     n_all = np.asarray(incidence.sum(axis=0)).ravel()
     d_all = np.asarray(diff.sum(axis=0)).ravel()
     keep = np.ones(m, bool) if items is None else np.asarray(items, bool)
     rho, r, used = [], [], []
     for s in range(0, len(halves), block):
-        h = halves[s:s + block].astype(float)
+        h = halves[s : s + block].astype(float)
         n1 = np.asarray((incidence.T @ h.T).T)
         d1 = np.asarray((diff.T @ h.T).T)
         n2, d2 = n_all[None, :] - n1, d_all[None, :] - d1
@@ -206,14 +228,21 @@ def split_correlations(ann: Annotations, halves: np.ndarray, items: np.ndarray |
     return np.concatenate(rho), np.concatenate(r), np.concatenate(used)
 
 
-def split_half_reliability(ann: Annotations, n_splits: int = SPLITS, seed: int = SEED,
-                           items: np.ndarray | None = None) -> dict:
+def split_half_reliability(
+    ann: Annotations, n_splits: int = SPLITS, seed: int = SEED, items: np.ndarray | None = None
+) -> dict:
     halves = split_halves(ann.group, n_splits, seed)
     rho, r, used = split_correlations(ann, halves, items)
-    return {"spearman": round(float(np.nanmean(rho)), 6), "spearman_sd": round(float(np.nanstd(rho)), 6),
-            "pearson": round(float(np.nanmean(r)), 6), "pearson_sd": round(float(np.nanstd(r)), 6),
-            "splits": n_splits, "seed": seed, "items_compared_mean": round(float(used.mean()), 1),
-            "items_compared_min": int(used.min())}
+    return {
+        "spearman": round(float(np.nanmean(rho)), 6),
+        "spearman_sd": round(float(np.nanstd(rho)), 6),
+        "pearson": round(float(np.nanmean(r)), 6),
+        "pearson_sd": round(float(np.nanstd(r)), 6),
+        "splits": n_splits,
+        "seed": seed,
+        "items_compared_mean": round(float(used.mean()), 1),
+        "items_compared_min": int(used.min()),
+    }
 
 
 def gold_check(ann: Annotations, gold: dict[str, float]) -> dict:
@@ -226,8 +255,12 @@ def gold_check(ann: Annotations, gold: dict[str, float]) -> dict:
     s, n = bws_scores(ann)
     idx = {x: i for i, x in enumerate(ann.items)}
     common = [x for x in gold if x in idx]
-    out = {"release_pairs": len(gold), "matched": len(common), "release_pairs_not_annotated": len(gold) - len(common),
-           "annotated_items_not_in_release": len(ann.items) - len(common)}
+    out = {
+        "release_pairs": len(gold),
+        "matched": len(common),
+        "release_pairs_not_annotated": len(gold) - len(common),
+        "annotated_items_not_in_release": len(ann.items) - len(common),
+    }
     if len(common) < 3:
         return out
     g = np.array([gold[x] for x in common])
@@ -241,13 +274,17 @@ def gold_check(ann: Annotations, gold: dict[str, float]) -> dict:
         kk = np.clip(np.round((2 * gv - 1) * ks), -ks, ks)
         if not (np.abs((kk / ks + 1) / 2 - gv) <= 0.005 + 1e-9).any():
             impossible += 1
-    out.update({"spearman": round(float(stats.spearmanr(g, p).statistic), 6),
-                "pearson": round(float(stats.pearsonr(g, p).statistic), 6),
-                "max_abs_diff": round(float(diff.max()), 6),
-                "median_abs_diff": round(float(np.median(diff)), 6),
-                "within_rounding": round(float((diff <= 0.005 + 1e-9).mean()), 6),
-                "cannot_be_counts": impossible,
-                "reproduced": bool((diff <= 0.005 + 1e-9).all())})
+    out.update(
+        {
+            "spearman": round(float(stats.spearmanr(g, p).statistic), 6),
+            "pearson": round(float(stats.pearsonr(g, p).statistic), 6),
+            "max_abs_diff": round(float(diff.max()), 6),
+            "median_abs_diff": round(float(np.median(diff)), 6),
+            "within_rounding": round(float((diff <= 0.005 + 1e-9).mean()), 6),
+            "cannot_be_counts": impossible,
+            "reproduced": bool((diff <= 0.005 + 1e-9).all()),
+        }
+    )
     return out
 
 
@@ -260,7 +297,9 @@ def annotation_files(folder: Path, languages) -> tuple[dict[str, list[Path]], li
         stem = p.name.lower()
         lang = next((c for c in languages if stem.startswith(c + "_") or stem == c + ".csv"), None)
         if lang is None:
-            lang = next((c for a, c in ALIASES.items() if stem.startswith(a) and c in languages), None)
+            lang = next(
+                (c for a, c in ALIASES.items() if stem.startswith(a) and c in languages), None
+            )
         if lang is None:
             other.append(p.name)
         else:
@@ -273,7 +312,11 @@ def _release_gold(base: Path, lang: str) -> dict[str, float]:
 
     gold: dict[str, float] = {}
     d = base / lang
-    for name in (f"{lang}_train.csv", f"{lang}_dev_with_labels.csv", f"{lang}_test_with_labels.csv"):
+    for name in (
+        f"{lang}_train.csv",
+        f"{lang}_dev_with_labels.csv",
+        f"{lang}_test_with_labels.csv",
+    ):
         if (d / name).is_file():
             for r in read_pairs(d / name, True, lang):
                 gold[item_key(r["sentence1"], r["sentence2"])] = r["score"]
@@ -287,7 +330,9 @@ def find_folder(source: Path) -> Path | None:
     return None
 
 
-def str_agreement(source: Path, languages=None, n_splits: int = SPLITS, seed: int = SEED) -> dict | None:
+def str_agreement(
+    source: Path, languages=None, n_splits: int = SPLITS, seed: int = SEED
+) -> dict | None:
     """The SHR of every str language whose raw annotations the checkout `source` (or its `Track A`)
     holds, with the gold check; None when it holds none."""
     from tasks.semrel import LANGUAGES, _base
@@ -302,22 +347,36 @@ def str_agreement(source: Path, languages=None, n_splits: int = SPLITS, seed: in
         base = _base(source)
     except Exception:  # noqa: BLE001 - the annotations can be measured without the release's gold
         base = None
-    out = {"source": FOLDER, "procedure": "split-half reliability (Kiritchenko and Mohammad's SHR-BWS)",
-           "splits": n_splits, "seed": seed, "languages": {}, "other_files": other}
+    out = {
+        "source": FOLDER,
+        "procedure": "split-half reliability (Kiritchenko and Mohammad's SHR-BWS)",
+        "splits": n_splits,
+        "seed": seed,
+        "languages": {},
+        "other_files": other,
+    }
     for lang, paths in sorted(by_lang.items()):
         ann = read_annotations(paths)
         sizes = np.bincount(np.bincount(ann.group))
-        a = {"files": ann.files, "annotations": len(ann.best), "tuples": int(ann.group.max()) + 1,
-             "items": len(ann.items), "spellings": ann.spellings, "skipped_rows": ann.skipped,
-             "tuples_by_annotations": {str(i): int(c) for i, c in enumerate(sizes) if c},
-             **split_half_reliability(ann, n_splits, seed)}
+        a = {
+            "files": ann.files,
+            "annotations": len(ann.best),
+            "tuples": int(ann.group.max()) + 1,
+            "items": len(ann.items),
+            "spellings": ann.spellings,
+            "skipped_rows": ann.skipped,
+            "tuples_by_annotations": {str(i): int(c) for i, c in enumerate(sizes) if c},
+            **split_half_reliability(ann, n_splits, seed),
+        }
         gold = _release_gold(base, lang) if base is not None and (base / lang).is_dir() else {}
         if gold:
             a["gold_check"] = gold_check(ann, gold)
             released = np.array([x in gold for x in ann.items])
             if released.sum() >= 3 and not released.all():
                 only = split_half_reliability(ann, n_splits, seed, released)
-                a["release_items_only"] = {k: v for k, v in only.items() if k not in ("splits", "seed")}
+                a["release_items_only"] = {
+                    k: v for k, v in only.items() if k not in ("splits", "seed")
+                }
         out["languages"][lang] = a
     return out
 
@@ -328,9 +387,22 @@ def str_release(source: Path) -> dict:
     if got is None:
         from tasks.errors import ReleaseError
 
-        raise ReleaseError(Path(source), f"no {FOLDER}/ folder: this checkout holds no raw annotations")
+        raise ReleaseError(
+            Path(source), f"no {FOLDER}/ folder: this checkout holds no raw annotations"
+        )
     return got
 
 
-__all__ = ["Annotations", "SEED", "SPLITS", "bws_scores", "gold_check", "read_annotations", "split_correlations",
-           "split_half_reliability", "split_halves", "str_agreement", "str_release"]
+__all__ = [
+    "Annotations",
+    "SEED",
+    "SPLITS",
+    "bws_scores",
+    "gold_check",
+    "read_annotations",
+    "split_correlations",
+    "split_half_reliability",
+    "split_halves",
+    "str_agreement",
+    "str_release",
+]

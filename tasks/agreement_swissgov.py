@@ -75,8 +75,14 @@ def page_lines(path: Path) -> list[list[str]]:
     """The tokens of each line of a page, as the annotators' positions count them (a line keeps its
     newline, so a full stop that ends it stays on its word)."""
     with open(path, encoding="utf-8") as f:
-        return [line.replace(", ", " , ").replace(". ", " . ").replace(";", " ; ").replace(":", " : ").split()
-                for line in f.readlines()]
+        return [
+            line.replace(", ", " , ")
+            .replace(". ", " . ")
+            .replace(";", " ; ")
+            .replace(":", " : ")
+            .split()
+            for line in f.readlines()
+        ]
 
 
 def page_labels(lines: list[list[str]], spans: list[dict], key: str) -> tuple[list[str], list[int]]:
@@ -94,18 +100,21 @@ def page_labels(lines: list[list[str]], spans: list[dict], key: str) -> tuple[li
     return toks, out
 
 
-def _find(W: list[str], ws: list[str], pred: int, low: int, nxt: tuple[int, list[str]] | None) -> int | None:
+def _find(
+    W: list[str], ws: list[str], pred: int, low: int, nxt: tuple[int, list[str]] | None
+) -> int | None:
     """The place nearest `pred` (and not before `low`) where the words `ws` stand, preferring one
     followed, within `gap` words, by the line's next span token `nxt` = (gap, words)."""
+
     def follows(m: int) -> bool:
         gap, nw = nxt
         end = m + len(ws)
-        return any(W[q:q + len(nw)] == nw for q in range(end, end + gap + 1))
+        return any(W[q : q + len(nw)] == nw for q in range(end, end + gap + 1))
 
-    for need_next in ((True, False) if nxt else (False,)):
+    for need_next in (True, False) if nxt else (False,):
         for d in range(SEARCH + 1):
-            for m in ((pred + d, pred - d) if d else (pred,)):
-                if m < low or m < 0 or W[m:m + len(ws)] != ws:
+            for m in (pred + d, pred - d) if d else (pred,):
+                if m < low or m < 0 or W[m : m + len(ws)] != ws:
                     continue
                 if need_next and not follows(m):
                     continue
@@ -120,8 +129,11 @@ def _walk(W: list[str], toks: list[tuple[int, list[str]]], base: int, low: int) 
     for k, (j, ws) in enumerate(toks):
         # the next span token of the line, when it is near: between them only tokens of at most two
         # words each (most are punctuation, which has none)
-        nxt = ((2 * (toks[k + 1][0] - j - 1), toks[k + 1][1])
-               if k + 1 < len(toks) and toks[k + 1][0] - j <= 3 else None)
+        nxt = (
+            (2 * (toks[k + 1][0] - j - 1), toks[k + 1][1])
+            if k + 1 < len(toks) and toks[k + 1][0] - j <= 3
+            else None
+        )
         if prev is None:
             pred, lo = base + (j - toks[0][0]), low
         else:
@@ -151,7 +163,9 @@ def align_side(text: str, spans: dict, key: str, tkey: str) -> tuple[dict, int, 
             for (i, j), tok in zip(s[key], s[tkey]):
                 ws = words(tok)
                 if ws:  # a punctuation token is -1 whoever marked it
-                    by_line.setdefault(i, {}).setdefault((j, tuple(ws)), []).append((int(s["score"]), ann))
+                    by_line.setdefault(i, {}).setdefault((j, tuple(ws)), []).append(
+                        (int(s["score"]), ann)
+                    )
     labels = {ann: [-1 if t in PUNCT else 0 for t in toks] for ann in spans}
     cursor = missed = total = 0
     for i in sorted(by_line):
@@ -160,7 +174,9 @@ def align_side(text: str, spans: dict, key: str, tkey: str) -> tuple[dict, int, 
         n = sum(len(v) for v in by_line[i].values())
         total += n
         j0 = line[0][0]
-        starts = sorted({m - (j - j0) for j, ws in line for m in at.get(ws[0], ()) if m - (j - j0) >= cursor})
+        starts = sorted(
+            {m - (j - j0) for j, ws in line for m in at.get(ws[0], ()) if m - (j - j0) >= cursor}
+        )
         best = None
         for b in starts:
             placed = _walk(W, line, b, cursor)
@@ -202,15 +218,21 @@ def swissgov_agreement(root: Path) -> dict:
 
     raw = root / "annotations" / "annotations_raw"
     gold_dir = root / "data" / "evaluation" / "gold_labels" / "full"
-    out: dict = {"source": "annotations/annotations_raw/annotations{1,2}", "paper": PAPER,
-                 "authors_procedure": AUTHORS_PROCEDURE, "language_pairs": {}}
+    out: dict = {
+        "source": "annotations/annotations_raw/annotations{1,2}",
+        "paper": PAPER,
+        "authors_procedure": AUTHORS_PROCEDURE,
+        "language_pairs": {},
+    }
     procedures = set()
     for lang, pair in LANGS.items():
         d1, d2 = raw / "annotations1" / lang, raw / "annotations2" / lang
         gold_path = gold_dir / f"gold_admin_{lang}.jsonl"
         for p in (d1, d2, gold_path):
             if not p.exists():
-                raise ReleaseError(p, "missing: the agreement needs both annotators' raw files and the full gold")
+                raise ReleaseError(
+                    p, "missing: the agreement needs both annotators' raw files and the full gold"
+                )
         gold = {}
         for r in _jsonl(gold_path):  # the authors name a raw file after its English page
             gold[str(r["page_en"]).replace("https___www.", "").replace(".html", ".jsonl")] = r
@@ -223,8 +245,10 @@ def swissgov_agreement(root: Path) -> dict:
         for f in kept:
             g = gold[f]
             spans = {"1": _jsonl(d1 / f), "2": _jsonl(d2 / f)}
-            for side, key, tkey, lang_of, page in (("a", "text2_positions", "text2", "en", g["page_en"]),
-                                                  ("b", "text1_positions", "text1", lang, g["page_other"])):
+            for side, key, tkey, lang_of, page in (
+                ("a", "text2_positions", "text2", "en", g["page_en"]),
+                ("b", "text1_positions", "text1", lang, g["page_other"]),
+            ):
                 text, gl = g[f"text_{side}"], g[f"labels_{side}"]
                 labels = None
                 pf = _page_file(root, lang_of, str(page))
@@ -250,17 +274,32 @@ def swissgov_agreement(root: Path) -> dict:
         rho = float(stats.spearmanr(xs, ys).statistic) if len(xs) > 1 else None
         rho = rho if rho is not None and np.isfinite(rho) else None  # one annotator marked nothing
         # beside it, Krippendorff's alpha (ordinal) of the same token labels (not the paper's measure)
-        alpha = (float(krippendorff.alpha(reliability_data=np.array([xs, ys], dtype=float),
-                                          level_of_measurement="ordinal")) if len(set(xs + ys)) > 1 else None)
-        procedure = "pages" if not docs_by["aligned"] else ("aligned" if not docs_by["pages"] else "mixed")
+        alpha = (
+            float(
+                krippendorff.alpha(
+                    reliability_data=np.array([xs, ys], dtype=float), level_of_measurement="ordinal"
+                )
+            )
+            if len(set(xs + ys)) > 1
+            else None
+        )
+        procedure = (
+            "pages" if not docs_by["aligned"] else ("aligned" if not docs_by["pages"] else "mixed")
+        )
         procedures.add(procedure)
         out["language_pairs"][pair] = {
             "spearman": round(rho, 6) if rho is not None else None,
             "alpha_ordinal": round(alpha, 6) if alpha is not None else None,
-            "tokens": len(xs), "documents": len(kept), "overlapping": len(shared),
-            "procedure": procedure, "span_tokens": total, "span_tokens_unplaced": missed,
+            "tokens": len(xs),
+            "documents": len(kept),
+            "overlapping": len(shared),
+            "procedure": procedure,
+            "span_tokens": total,
+            "span_tokens_unplaced": missed,
             "annotator1_equals_gold": round(same / n_tok, 6) if n_tok else None,
-            "paper": PAPER[pair], "authors_procedure": AUTHORS_PROCEDURE[pair]}
+            "paper": PAPER[pair],
+            "authors_procedure": AUTHORS_PROCEDURE[pair],
+        }
     out["procedure"] = procedures.pop() if len(procedures) == 1 else "mixed"
     return out
 
@@ -275,22 +314,39 @@ def swissgov_release(source: Path) -> dict:
 def why(pair: str, a: dict) -> str:
     """Ours against the paper's figure for one pair, and why they differ, in a sentence."""
     ours, paper, authors = a["spearman"] * 100, a.get("paper"), a.get("authors_procedure")
-    paper_s = (f"the paper {paper:.2f}" if paper is not None
-               else (f"the paper's {pair.upper()} figure was not available to us; its figures are quoted as "
-                     "ranging from 43.61 (EN-FR) to 65.09 (EN-IT), so it is far above this one, which the same "
-                     "procedure gives while reproducing EN-FR and EN-IT exactly: the German annotations in "
-                     "the release may not be those the paper measured"))
+    paper_s = (
+        f"the paper {paper:.2f}"
+        if paper is not None
+        else (
+            f"the paper's {pair.upper()} figure was not available to us; its figures are quoted as "
+            "ranging from 43.61 (EN-FR) to 65.09 (EN-IT), so it is far above this one, which the same "
+            "procedure gives while reproducing EN-FR and EN-IT exactly: the German annotations in "
+            "the release may not be those the paper measured"
+        )
+    )
     if a.get("procedure") == "pages":
         return f"ours {ours:.2f}, {paper_s}: the authors' procedure on the release's own pages"
     placed = a["span_tokens"] - a["span_tokens_unplaced"]
     diff = f"{abs(ours - authors):.2f}" if authors is not None else "?"
-    return (f"ours {ours:.2f}, {paper_s} (the authors' procedure, which needs the original pages, gives "
-            f"{authors:.2f}): this release lacks those pages (annotations/cut_parsed_pages), so the spans' "
-            f"[line, token] positions were placed on the gold's tokens by word alignment ({placed} of "
-            f"{a['span_tokens']} span tokens placed; annotator 1's placed labels equal the gold's on "
-            f"{a['annotator1_equals_gold'] * 100:.2f} % of tokens), and the few misplaced ones "
-            + ("do not change it at the hundredth" if diff == "0.00" else f"make the {diff} difference"))
+    return (
+        f"ours {ours:.2f}, {paper_s} (the authors' procedure, which needs the original pages, gives "
+        f"{authors:.2f}): this release lacks those pages (annotations/cut_parsed_pages), so the spans' "
+        f"[line, token] positions were placed on the gold's tokens by word alignment ({placed} of "
+        f"{a['span_tokens']} span tokens placed; annotator 1's placed labels equal the gold's on "
+        f"{a['annotator1_equals_gold'] * 100:.2f} % of tokens), and the few misplaced ones "
+        + ("do not change it at the hundredth" if diff == "0.00" else f"make the {diff} difference")
+    )
 
 
-__all__ = ["AUTHORS_PROCEDURE", "LANGS", "PAPER", "align_side", "page_labels", "page_lines", "pieces",
-           "swissgov_agreement", "swissgov_release", "why"]
+__all__ = [
+    "AUTHORS_PROCEDURE",
+    "LANGS",
+    "PAPER",
+    "align_side",
+    "page_labels",
+    "page_lines",
+    "pieces",
+    "swissgov_agreement",
+    "swissgov_release",
+    "why",
+]

@@ -200,10 +200,20 @@ def _for_split(task: Task, split: str) -> Task:
     cv = task.cross_validation
     fmt = task.format
     fold = Field(cv.field, "id", f"the fold (1-{cv.folds}) whose test set the row answers for")
-    example = "".join(json.dumps({cv.field: f, **json.loads(line)}) + "\n"
-                      for f, line in zip((1, 2), fmt.example.splitlines())) if fmt.native == "jsonl" else fmt.example
-    return replace(task, format=replace(fmt, fields=(fold,) + fmt.fields, key=(cv.field,) + fmt.key,
-                                        example=example))
+    example = (
+        "".join(
+            json.dumps({cv.field: f, **json.loads(line)}) + "\n"
+            for f, line in zip((1, 2), fmt.example.splitlines())
+        )
+        if fmt.native == "jsonl"
+        else fmt.example
+    )
+    return replace(
+        task,
+        format=replace(
+            fmt, fields=(fold,) + fmt.fields, key=(cv.field,) + fmt.key, example=example
+        ),
+    )
 
 
 def unit_id(row: dict, key: tuple[str, ...]) -> str:

@@ -9,8 +9,10 @@ import json
 import random
 from pathlib import Path
 
-WORDS = ("river stone light garden word voice bread house road fire letter mountain city star "
-         "harvest door window shepherd lamp seed field tree sea wind path").split()
+WORDS = (
+    "river stone light garden word voice bread house road fire letter mountain city star "
+    "harvest door window shepherd lamp seed field tree sea wind path"
+).split()
 
 
 def _sentence(rng: random.Random, n: int) -> str:
@@ -33,8 +35,11 @@ def _table(path: Path, header, rows, delimiter=",") -> None:
 
 
 def _gold_rows(store, split: str) -> list[dict]:
-    return [json.loads(line) for line in store.gold(split, "gold.jsonl").read_text(encoding="utf-8").splitlines()
-            if line.strip()]
+    return [
+        json.loads(line)
+        for line in store.gold(split, "gold.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
 
 
 def _jsonl_bytes(rows) -> bytes:
@@ -63,11 +68,22 @@ def write_trotr(root: Path, n_pairs: int = 120, seed: int = 1, folds: int = 3) -
             a, b = rng.sample(by_target[t], 2)
             counter += 1
             score = round(rng.uniform(1, 4), 3)
-            rows.append({"instanceID": f"pair_{counter}_(Demo {targets.index(t)})", "dataID1": a[0],
-                         "dataID2": b[0], "lemma": t, "context1": a[1], "context2": b[1],
-                         "indices_target_token1": a[2], "indices_target_token2": b[2],
-                         "indices_target_sentence1": "0:80", "indices_target_sentence2": "0:80",
-                         "score": score, "oov": targets.index(t) % 2 == 0})
+            rows.append(
+                {
+                    "instanceID": f"pair_{counter}_(Demo {targets.index(t)})",
+                    "dataID1": a[0],
+                    "dataID2": b[0],
+                    "lemma": t,
+                    "context1": a[1],
+                    "context2": b[1],
+                    "indices_target_token1": a[2],
+                    "indices_target_token2": b[2],
+                    "indices_target_sentence1": "0:80",
+                    "indices_target_sentence2": "0:80",
+                    "score": score,
+                    "oov": targets.index(t) % 2 == 0,
+                }
+            )
         drawn[split] = rows
     pool = drawn["train"] + drawn["dev"] + drawn["test"]
     for fold in range(1, max(1, folds) + 1):
@@ -83,20 +99,38 @@ def write_trotr(root: Path, n_pairs: int = 120, seed: int = 1, folds: int = 3) -
 def _write_trotr_fold(pl: Path, drawn: dict) -> None:
     for split, rows in drawn.items():
         for kind in ("binary", "ranking"):
+
             def lab(r):
                 return int(r["score"] >= 2.5) if kind == "binary" else r["score"]
 
-            clean = [{k: v for k, v in r.items() if k not in ("score", "oov")} | {"label": lab(r)} for r in rows]
+            clean = [
+                {k: v for k, v in r.items() if k not in ("score", "oov")} | {"label": lab(r)}
+                for r in rows
+            ]
             _jsonl(pl / f"{split}.{kind}.jsonl", clean)
             if split != "train":
-                _jsonl(pl / f"{split}.oov.{kind}.jsonl", [c for c, r in zip(clean, rows) if r["oov"]])
-                _jsonl(pl / f"{split}.iov.{kind}.jsonl", [c for c, r in zip(clean, rows) if not r["oov"]])
+                _jsonl(
+                    pl / f"{split}.oov.{kind}.jsonl", [c for c, r in zip(clean, rows) if r["oov"]]
+                )
+                _jsonl(
+                    pl / f"{split}.iov.{kind}.jsonl",
+                    [c for c, r in zip(clean, rows) if not r["oov"]],
+                )
 
 
 def _write_trotr_rest(root: Path, rng: random.Random, targets, uses, by_target) -> None:
-    _table(root / "datasets" / "trac_gold_scores.tsv", ("lemma", "topic_variation"),
-           [(t, round(rng.uniform(0, 1), 4)) for t in targets], "\t")
-    _table(root / "data" / "uses.tsv", ("dataID", "context", "indices_target_token", "lemma"), uses, "\t")
+    _table(
+        root / "datasets" / "trac_gold_scores.tsv",
+        ("lemma", "topic_variation"),
+        [(t, round(rng.uniform(0, 1), 4)) for t in targets],
+        "\t",
+    )
+    _table(
+        root / "data" / "uses.tsv",
+        ("dataID", "context", "indices_target_token", "lemma"),
+        uses,
+        "\t",
+    )
     inst = []
     for t in targets:
         us = by_target[t]
@@ -109,7 +143,9 @@ def trotr_release(root: Path, size: int = 120) -> dict:
     return {"source": write_trotr(root / "TRoTR", n_pairs=size), "fold": 1}
 
 
-def keyed_predictions(task, store, split: str, noise: float, rng: random.Random) -> tuple[bytes, str]:
+def keyed_predictions(
+    task, store, split: str, noise: float, rng: random.Random
+) -> tuple[bytes, str]:
     """One value per gold unit: a binary label flipped with probability `noise`, or the gold value
     with Gaussian noise scaled to the gold's spread."""
     task = task.for_split(split)  # on a cross-validated split the key includes the fold
@@ -140,9 +176,15 @@ def write_swissgov(root: Path, docs: int = 3, seed: int = 2) -> Path:
             rows = []
             for i in range(n):
                 ta, tb = _sentence(rng, rng.randint(20, 40)), _sentence(rng, rng.randint(20, 40))
-                rows.append({"id": f"admin_{lang}_{split}_{i}", "text_a": ta, "text_b": tb,
-                             "labels_a": [round(rng.random(), 3) for _ in ta.split()],
-                             "labels_b": [round(rng.random(), 3) for _ in tb.split()]})
+                rows.append(
+                    {
+                        "id": f"admin_{lang}_{split}_{i}",
+                        "text_a": ta,
+                        "text_b": tb,
+                        "labels_a": [round(rng.random(), 3) for _ in ta.split()],
+                        "labels_b": [round(rng.random(), 3) for _ in tb.split()],
+                    }
+                )
             _jsonl(base / split / f"gold_admin_{lang}.jsonl", rows)
     return root
 
@@ -151,9 +193,17 @@ def swissgov_release(root: Path, size: int = 120) -> dict:
     return {"source": write_swissgov(root / "SwissGov-RSD")}
 
 
-def token_predictions(task, store, split: str, noise: float, rng: random.Random) -> tuple[bytes, str]:
-    out = [{"id": g["id"], "labels_a": [x + rng.gauss(0, 2 * noise) for x in g["labels_a"]],
-            "labels_b": [x + rng.gauss(0, 2 * noise) for x in g["labels_b"]]} for g in _gold_rows(store, split)]
+def token_predictions(
+    task, store, split: str, noise: float, rng: random.Random
+) -> tuple[bytes, str]:
+    out = [
+        {
+            "id": g["id"],
+            "labels_a": [x + rng.gauss(0, 2 * noise) for x in g["labels_a"]],
+            "labels_b": [x + rng.gauss(0, 2 * noise) for x in g["labels_b"]],
+        }
+        for g in _gold_rows(store, split)
+    ]
     return _jsonl_bytes(out), "predictions.jsonl"
 
 
@@ -166,7 +216,11 @@ def write_loci(root: Path, seed: int = 3) -> dict:
     sources = [(f"verg. demo {j}", _sentence(rng, 12)) for j in range(30)]
     links = [(q, s, 1) for q, _ in queries for s, _ in rng.sample(sources, rng.randint(0, 2))]
     links += [(queries[0][0], s, 0) for s, _ in sources[:3] if (queries[0][0], s, 1) not in links]
-    paths = {"query": root / "queries.csv", "source": root / "sources.csv", "gold": root / "gold.csv"}
+    paths = {
+        "query": root / "queries.csv",
+        "source": root / "sources.csv",
+        "gold": root / "gold.csv",
+    }
     _table(paths["query"], ("seg_id", "text"), queries)
     _table(paths["source"], ("seg_id", "text"), sources)
     _table(paths["gold"], ("query_id", "source_id", "label"), links)
@@ -177,13 +231,31 @@ def loci_release(root: Path, size: int = 120) -> dict:
     return write_loci(root / "loci")
 
 
-def link_predictions(task, store, split: str, noise: float, rng: random.Random) -> tuple[bytes, str]:
-    gold = list(csv.DictReader(io.StringIO(store.gold(split, "links.csv").read_text(encoding="utf-8"))))
-    qs = store.root.joinpath("index", split, "query_ids.txt").read_text(encoding="utf-8").splitlines()
-    ss = store.root.joinpath("index", split, "source_ids.txt").read_text(encoding="utf-8").splitlines()
-    rows = [(g["query_id"], g["source_id"], round(1 - rng.random() * noise, 3))
-            for g in gold if rng.random() > noise]
-    rows += [(rng.choice(qs), rng.choice(ss), round(rng.random() * noise, 3)) for _ in range(int(10 * noise))]
+def link_predictions(
+    task, store, split: str, noise: float, rng: random.Random
+) -> tuple[bytes, str]:
+    gold = list(
+        csv.DictReader(io.StringIO(store.gold(split, "links.csv").read_text(encoding="utf-8")))
+    )
+    qs = (
+        store.root.joinpath("index", split, "query_ids.txt")
+        .read_text(encoding="utf-8")
+        .splitlines()
+    )
+    ss = (
+        store.root.joinpath("index", split, "source_ids.txt")
+        .read_text(encoding="utf-8")
+        .splitlines()
+    )
+    rows = [
+        (g["query_id"], g["source_id"], round(1 - rng.random() * noise, 3))
+        for g in gold
+        if rng.random() > noise
+    ]
+    rows += [
+        (rng.choice(qs), rng.choice(ss), round(rng.random() * noise, 3))
+        for _ in range(int(10 * noise))
+    ]
     rows = list({(q, s): (q, s, v) for q, s, v in rows}.values())
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")

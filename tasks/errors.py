@@ -33,4 +33,10 @@ class ReleaseError(PalimpsestError):
         super().__init__(f"{where}: {message}")
 
 
-__all__ = ["PalimpsestError", "ReleaseError", "SplitNotAvailable", "TaskNotFound", "TaskNotImported"]
+__all__ = [
+    "PalimpsestError",
+    "ReleaseError",
+    "SplitNotAvailable",
+    "TaskNotFound",
+    "TaskNotImported",
+]

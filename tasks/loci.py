@@ -6,8 +6,8 @@ import csv
 import io
 from pathlib import Path
 
-from tasks.errors import ReleaseError
 from tasks.base import Demo, Field, ImportOption, SubmissionFormat, Task
+from tasks.errors import ReleaseError
 from tasks.release import read_table
 from tasks.store import StagedImport, TaskStore
 
@@ -37,33 +37,75 @@ LOCI_SIMILES = Task(
     source="https://github.com/julianschelb/locisimiles",
     kind="links",
     format=SubmissionFormat(
-        fields=(Field("query_id", "id", "seg_id of a query segment"),
-                Field("source_id", "id", "seg_id of a source segment"),
-                Field("score", "float", "optional: confidence, used to rank sources per query")),
+        fields=(
+            Field("query_id", "id", "seg_id of a query segment"),
+            Field("source_id", "id", "seg_id of a source segment"),
+            Field("score", "float", "optional: confidence, used to rank sources per query"),
+        ),
         native="csv",
         example='query_id,source_id,score\n"hier. adv. iovin. 1.1","verg. aen. 10.636",0.93\n',
         key=("query_id", "source_id"),
         optional=("score",),
         max_bytes=1024 * 1024 * 1024,  # a top-100 run at the paper's scale: 8.3 M links, ~400 MiB
     ),
-    metrics=("f1", "precision", "recall", "accuracy", "f1_micro", "precision_micro", "recall_micro",
-             "smr", "fpr", "fnr",
-             "recall@10", "map@10", "mrr@10", "ndcg@10", "recall@100", "map@100", "mrr@100", "ndcg@100",
-             "recall@1000", "map@1000", "mrr@1000", "ndcg@1000", "tp", "fp", "fn", "tn", "n"),
+    metrics=(
+        "f1",
+        "precision",
+        "recall",
+        "accuracy",
+        "f1_micro",
+        "precision_micro",
+        "recall_micro",
+        "smr",
+        "fpr",
+        "fnr",
+        "recall@10",
+        "map@10",
+        "mrr@10",
+        "ndcg@10",
+        "recall@100",
+        "map@100",
+        "mrr@100",
+        "ndcg@100",
+        "recall@1000",
+        "map@1000",
+        "mrr@1000",
+        "ndcg@1000",
+        "tp",
+        "fp",
+        "fn",
+        "tn",
+        "n",
+    ),
     subsets=("all",),
     primary=("all", "f1"),
     key_columns=("all/precision", "all/recall", "all/mrr"),
     greater_is_better=True,
     splits=("test",),
     importer="tasks.loci:import_loci",
-    import_help=("palimpsest tasks import loci-similes --query queries.csv --source sources.csv "
-                 "--gold ground_truth.csv"),
-    import_options=(ImportOption("--query", "query", "file", "Loci Similes query segments (seg_id,text).",
-                                 required=True),
-                    ImportOption("--source", "source", "file", "Loci Similes source segments (seg_id,text).",
-                                 required=True),
-                    ImportOption("--gold", "gold", "file", "Loci Similes gold links (query_id,source_id,label).",
-                                 required=True)),
+    import_help=(
+        "palimpsest tasks import loci-similes --query queries.csv --source sources.csv "
+        "--gold ground_truth.csv"
+    ),
+    import_options=(
+        ImportOption(
+            "--query", "query", "file", "Loci Similes query segments (seg_id,text).", required=True
+        ),
+        ImportOption(
+            "--source",
+            "source",
+            "file",
+            "Loci Similes source segments (seg_id,text).",
+            required=True,
+        ),
+        ImportOption(
+            "--gold",
+            "gold",
+            "file",
+            "Loci Similes gold links (query_id,source_id,label).",
+            required=True,
+        ),
+    ),
     unit="query",
     demo=Demo(release="tasks.demo:loci_release", predictions="tasks.demo:link_predictions"),
     secondary=(("all", "smr", False),),
@@ -118,9 +160,14 @@ def import_loci(task: Task, *, query, source, gold, store: TaskStore, **_) -> di
         st.write_text("index", "test", "query_ids.txt", "".join(q + "\n" for q, _ in queries))
         st.write_text("index", "test", "source_ids.txt", "".join(s + "\n" for s, _ in sources))
         st.write_text("gold", "test", "links.csv", _csv(links, ("query_id", "source_id")))
-        manifest = {"task": task.id, "version": task.version, "source": "locisimiles CSV",
-                    "splits": ["test"],
-                    "counts": {"test": {"queries": len(queries), "sources": len(sources),
-                                        "links": len(links)}}}
+        manifest = {
+            "task": task.id,
+            "version": task.version,
+            "source": "locisimiles CSV",
+            "splits": ["test"],
+            "counts": {
+                "test": {"queries": len(queries), "sources": len(sources), "links": len(links)}
+            },
+        }
         st.commit(manifest)
     return manifest

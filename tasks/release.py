@@ -38,8 +38,9 @@ def read_jsonl(path: Path, required: tuple[str, ...] = ()) -> Iterator[tuple[int
         raise ReleaseError(path, f"not valid UTF-8 ({e.reason})") from None
 
 
-def read_table(path: Path, required: tuple[str, ...], delimiter: str | None = None
-               ) -> Iterator[tuple[int, dict]]:
+def read_table(
+    path: Path, required: tuple[str, ...], delimiter: str | None = None
+) -> Iterator[tuple[int, dict]]:
     """(line, row) of a CSV/TSV file with a header; the delimiter is sniffed from the header."""
     need_file(path, "a CSV/TSV file with columns " + ", ".join(required))
     try:
@@ -58,8 +59,11 @@ def read_table(path: Path, required: tuple[str, ...], delimiter: str | None = No
                 raise ReleaseError(path, "the file is empty", 1) from None
             missing = [c for c in required if c not in header]
             if missing:
-                raise ReleaseError(path, f"the header lacks column(s) {', '.join(missing)} "
-                                         f"(found {', '.join(header)})", 1)
+                raise ReleaseError(
+                    path,
+                    f"the header lacks column(s) {', '.join(missing)} (found {', '.join(header)})",
+                    1,
+                )
             end = reader.line_num
             try:
                 for cells in reader:
@@ -68,7 +72,9 @@ def read_table(path: Path, required: tuple[str, ...], delimiter: str | None = No
                     if not cells or (len(cells) == 1 and not cells[0].strip()):
                         continue
                     if len(cells) != len(header):
-                        raise ReleaseError(path, f"expected {len(header)} columns, found {len(cells)}", start)
+                        raise ReleaseError(
+                            path, f"expected {len(header)} columns, found {len(cells)}", start
+                        )
                     yield start, dict(zip(header, cells))
             except csv.Error as e:
                 raise ReleaseError(path, f"cannot parse ({e})", reader.line_num) from None

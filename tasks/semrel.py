@@ -16,9 +16,15 @@ LANGUAGES = ("amh", "arq", "ary", "eng", "esp", "hau", "kin", "mar", "tel")
 SPLITS = ("dev", "test")
 
 ORGANISERS_LEXICAL = {
-    "amh": 0.6332274072109575, "arq": 0.3998773304549135, "ary": 0.6265404923149984,
-    "eng": 0.6699271199323151, "esp": 0.6695605460838244, "hau": 0.3058496890295216,
-    "kin": 0.33267433874761376, "mar": 0.6186827655440841, "tel": 0.6971881950641237,
+    "amh": 0.6332274072109575,
+    "arq": 0.3998773304549135,
+    "ary": 0.6265404923149984,
+    "eng": 0.6699271199323151,
+    "esp": 0.6695605460838244,
+    "hau": 0.3058496890295216,
+    "kin": 0.33267433874761376,
+    "mar": 0.6186827655440841,
+    "tel": 0.6971881950641237,
 }
 """The organisers' lexical-overlap baseline on each language's test split (Spearman), as their
 repository's semrel_baselines/results/results_lexical/<lang>/<lang>_lexical_overlap.json held them
@@ -55,14 +61,22 @@ STR = Task(
         "result's notes say why)."
     ),
     citation=CITATION,
-    licence=("SemEval-2024 Task 1 and STR-2022 data: their licences are not clear enough for Palimpsest "
-             "to redistribute them; organizers import them from their own checkout of the release."),
+    licence=(
+        "SemEval-2024 Task 1 and STR-2022 data: their licences are not clear enough for Palimpsest "
+        "to redistribute them; organizers import them from their own checkout of the release."
+    ),
     source="https://github.com/semantic-textual-relatedness/Semantic_Relatedness_SemEval2024",
     kind="instances",
     format=SubmissionFormat(
-        fields=(Field("PairID", "id", "the pair id from the inputs, e.g. ENG-test-0000"),
-                Field("Pred_Score", "float", "predicted relatedness (any scale; only ranks count); "
-                                             "`score` in JSON Lines", aliases=("score",))),
+        fields=(
+            Field("PairID", "id", "the pair id from the inputs, e.g. ENG-test-0000"),
+            Field(
+                "Pred_Score",
+                "float",
+                "predicted relatedness (any scale; only ranks count); `score` in JSON Lines",
+                aliases=("score",),
+            ),
+        ),
         native="csv",
         example="PairID,Pred_Score\nENG-test-0000,0.71\nENG-test-0001,0.18\n",
         key=("PairID",),
@@ -75,13 +89,24 @@ STR = Task(
     importer="tasks.semrel:import_str",
     agreement="tasks.agreement_str:str_release",
     agreement_rows="tasks.agreement:str_rows",
-    import_help=("palimpsest tasks import str --from path/to/Semantic_Relatedness_SemEval2024 "
-                 "[--languages eng,esp,...]"),
+    import_help=(
+        "palimpsest tasks import str --from path/to/Semantic_Relatedness_SemEval2024 "
+        "[--languages eng,esp,...]"
+    ),
     import_options=(
-        ImportOption("--from", "source", "path", "An official release checkout (TRoTR, SwissGov-RSD, ...).",
-                     required=True),
-        ImportOption("--languages", "languages", "list",
-                     "STR: the languages to import, comma separated (default: every one found)."),
+        ImportOption(
+            "--from",
+            "source",
+            "path",
+            "An official release checkout (TRoTR, SwissGov-RSD, ...).",
+            required=True,
+        ),
+        ImportOption(
+            "--languages",
+            "languages",
+            "list",
+            "STR: the languages to import, comma separated (default: every one found).",
+        ),
     ),
     group_field="language",
     group_name="language",
@@ -92,26 +117,34 @@ STR = Task(
     references=(
         Reference(
             name="human (split-half reliability of the BWS annotations, STR-2022)",
-            subset="eng", metric="spearman", value=0.84,
+            subset="eng",
+            metric="spearman",
+            value=0.84,
             source="Abdalla, Vishnubhotla and Mohammad (EACL 2023), abstract: 'a repeat annotation "
-                   "correlation of 0.84' (arXiv:2110.04845)",
+            "correlation of 0.84' (arXiv:2110.04845)",
             note="On STR-2022's 5,500 English pairs, which are SemEval-2024's eng training split (the "
-                 "same texts), not its test set. The abstract does not name the coefficient or the "
-                 "number of splits, and the paper's reliability section could not be read here (the "
-                 "authors' repository and datasheet do not give it): shown under Spearman, unconfirmed. "
-                 "No per-language reliability of the SemEval-2024 sets could be sourced; where a checkout "
-                 "holds the raw annotations (BWS_annotations/, arq at commit 3c5941d), the board adds our "
-                 "split-half reliability for that language (a different language and dataset)."),
-        *(Reference(
-            name="lexical overlap (Dice), the organisers' figure",
-            subset=lang, metric="spearman", value=value,
-            source="SemEval-2024 Task 1 organisers: semrel_baselines/results/results_lexical/"
-                   f"{lang}/{lang}_lexical_overlap.json, github.com/semantic-textual-relatedness/"
-                   "Semantic_Relatedness_SemEval2024 at commit 6c38f37 (2024-02-04)",
-            note="Their Dice is over whitespace-separated tokens with case kept; the `lexical` baseline "
-                 "here lowercases \\w+ words (README: reproduction)."
-                 + (" esp's test gold was not released: not scored here." if lang == "esp" else ""))
-          for lang, value in ORGANISERS_LEXICAL.items()),
+            "same texts), not its test set. The abstract does not name the coefficient or the "
+            "number of splits, and the paper's reliability section could not be read here (the "
+            "authors' repository and datasheet do not give it): shown under Spearman, unconfirmed. "
+            "No per-language reliability of the SemEval-2024 sets could be sourced; where a checkout "
+            "holds the raw annotations (BWS_annotations/, arq at commit 3c5941d), the board adds our "
+            "split-half reliability for that language (a different language and dataset).",
+        ),
+        *(
+            Reference(
+                name="lexical overlap (Dice), the organisers' figure",
+                subset=lang,
+                metric="spearman",
+                value=value,
+                source="SemEval-2024 Task 1 organisers: semrel_baselines/results/results_lexical/"
+                f"{lang}/{lang}_lexical_overlap.json, github.com/semantic-textual-relatedness/"
+                "Semantic_Relatedness_SemEval2024 at commit 6c38f37 (2024-02-04)",
+                note="Their Dice is over whitespace-separated tokens with case kept; the `lexical` baseline "
+                "here lowercases \\w+ words (README: reproduction)."
+                + (" esp's test gold was not released: not scored here." if lang == "esp" else ""),
+            )
+            for lang, value in ORGANISERS_LEXICAL.items()
+        ),
     ),
 )
 
@@ -121,11 +154,15 @@ COLUMNS = ("PairID", "Text")
 def _base(source: Path) -> Path:
     """The folder holding one folder per language: `Track A` of a checkout, or that folder itself."""
     for d in (source / "Track A", source):
-        if d.is_dir() and any((d / lang).is_dir() and any((d / lang).glob(f"{lang}_*.csv"))
-                              for lang in _folders(d)):
+        if d.is_dir() and any(
+            (d / lang).is_dir() and any((d / lang).glob(f"{lang}_*.csv")) for lang in _folders(d)
+        ):
             return d
-    raise ReleaseError(source, "not a SemEval-2024 Task 1 checkout: expected 'Track A/<lang>/<lang>_train.csv', "
-                               "'<lang>_dev_with_labels.csv', '<lang>_test_with_labels.csv' ...")
+    raise ReleaseError(
+        source,
+        "not a SemEval-2024 Task 1 checkout: expected 'Track A/<lang>/<lang>_train.csv', "
+        "'<lang>_dev_with_labels.csv', '<lang>_test_with_labels.csv' ...",
+    )
 
 
 def _folders(d: Path) -> list[str]:
@@ -137,8 +174,12 @@ def _sentences(path: Path, line: int, text: str) -> tuple[str, str]:
     files (arq) put a space after the separating newline, and a few pairs end in spaces."""
     parts = [s.strip() for s in text.replace("\r\n", "\n").replace("\r", "\n").strip().split("\n")]
     if len(parts) != 2:
-        raise ReleaseError(path, f"Text must hold two sentences separated by a newline, found {len(parts)} "
-                                 f"line{'s' if len(parts) != 1 else ''}", line)
+        raise ReleaseError(
+            path,
+            f"Text must hold two sentences separated by a newline, found {len(parts)} "
+            f"line{'s' if len(parts) != 1 else ''}",
+            line,
+        )
     return parts[0], parts[1]
 
 
@@ -172,8 +213,10 @@ def _split_of(base: Path, lang: str, split: str, notes: list[str]) -> list[dict]
     gold_path, plain_path = d / f"{lang}_{split}_with_labels.csv", d / f"{lang}_{split}.csv"
     if not gold_path.is_file():
         what = "inputs only" if plain_path.is_file() else "no file"
-        notes.append(f"{lang}: no {split} gold ({gold_path.name} absent; {what}), imported without a "
-                     f"{split} split for {lang}")
+        notes.append(
+            f"{lang}: no {split} gold ({gold_path.name} absent; {what}), imported without a "
+            f"{split} split for {lang}"
+        )
         return None
     rows = read_pairs(gold_path, True, lang)
     if plain_path.is_file():
@@ -199,7 +242,9 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
         per_split["test"] = read_pairs(source, True, "eng")
         counts["test"]["eng"] = len(per_split["test"])
         chosen = ["eng"]
-        notes.append(f"eng: one STR-2022 file ({source.name}), imported as the test split; no train or dev split")
+        notes.append(
+            f"eng: one STR-2022 file ({source.name}), imported as the test split; no train or dev split"
+        )
         origin = "STR-2022"
     else:
         base = _base(source)
@@ -209,18 +254,27 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
             chosen = list(dict.fromkeys(languages))
             bad = [lang for lang in chosen if lang not in LANGUAGES]
             if bad:
-                raise ReleaseError(base, f"unknown language(s) {', '.join(bad)} (str declares "
-                                         f"{', '.join(LANGUAGES)})")
+                raise ReleaseError(
+                    base,
+                    f"unknown language(s) {', '.join(bad)} (str declares {', '.join(LANGUAGES)})",
+                )
             absent = [lang for lang in chosen if lang not in found]
             if absent:
-                raise ReleaseError(base, f"no folder for language(s) {', '.join(absent)} "
-                                         f"(found {', '.join(found) or 'none'})")
+                raise ReleaseError(
+                    base,
+                    f"no folder for language(s) {', '.join(absent)} "
+                    f"(found {', '.join(found) or 'none'})",
+                )
         else:
             chosen = [f for f in found if f in LANGUAGES]
             if unknown:
-                notes.append(f"folder(s) {', '.join(unknown)} are not among str's languages, left out")
+                notes.append(
+                    f"folder(s) {', '.join(unknown)} are not among str's languages, left out"
+                )
         if not chosen:
-            raise ReleaseError(base, f"no language of str found (expected folders such as {', '.join(LANGUAGES)})")
+            raise ReleaseError(
+                base, f"no language of str found (expected folders such as {', '.join(LANGUAGES)})"
+            )
         for lang in chosen:
             p = base / lang / f"{lang}_train.csv"
             if p.is_file():
@@ -237,8 +291,11 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
         seen: dict[str, str] = {}
         for r in rows:
             if r["PairID"] in seen:
-                raise ReleaseError(source, f"PairID {r['PairID']!r} is in both {seen[r['PairID']]} and "
-                                           f"{r['language']} ({split})")
+                raise ReleaseError(
+                    source,
+                    f"PairID {r['PairID']!r} is in both {seen[r['PairID']]} and "
+                    f"{r['language']} ({split})",
+                )
             seen[r["PairID"]] = r["language"]
     splits = [s for s in SPLITS if per_split[s]]
     if not splits:
@@ -246,22 +303,43 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
     with StagedImport(store) as st:
         for split in splits:
             rows = per_split[split]
-            inputs = [{k: r[k] for k in ("PairID", "language", "sentence1", "sentence2")} for r in rows]
-            gold = [{"PairID": r["PairID"], "language": r["language"], "score": r["score"]} for r in rows]
+            inputs = [
+                {k: r[k] for k in ("PairID", "language", "sentence1", "sentence2")} for r in rows
+            ]
+            gold = [
+                {"PairID": r["PairID"], "language": r["language"], "score": r["score"]}
+                for r in rows
+            ]
             st.write_jsonl("public", split, "inputs.jsonl", inputs)
             st.write_jsonl("gold", split, "gold.jsonl", gold)
             if split == "dev":  # dev labels are public
                 st.write_jsonl("public", split, "gold.jsonl", gold)
         if train:
             st.write_jsonl("public", "train", "train.jsonl", train)
-        manifest = {"task": task.id, "version": task.version, "source": origin, "languages": chosen,
-                    "splits": splits, "counts": {k: v for k, v in counts.items() if v}, "notes": notes}
-        if not source.is_file():  # the raw BWS annotations, where the checkout has them: the human rows
+        manifest = {
+            "task": task.id,
+            "version": task.version,
+            "source": origin,
+            "languages": chosen,
+            "splits": splits,
+            "counts": {k: v for k, v in counts.items() if v},
+            "notes": notes,
+        }
+        if (
+            not source.is_file()
+        ):  # the raw BWS annotations, where the checkout has them: the human rows
             from tasks.agreement_str import str_agreement
 
             try:
                 agreement = str_agreement(source, chosen)
-            except (ReleaseError, OSError, ValueError, KeyError, IndexError, UnicodeDecodeError) as e:
+            except (
+                ReleaseError,
+                OSError,
+                ValueError,
+                KeyError,
+                IndexError,
+                UnicodeDecodeError,
+            ) as e:
                 agreement = None  # the task itself imported fine
                 notes.append(f"human agreement (split-half reliability) not computed: {e}")
             if agreement is not None and agreement["languages"]:
@@ -272,8 +350,10 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
 
 # ---------------------------------------------------------------- demo data and test fixtures
 
-_WORDS = ("river stone light garden word voice bread house road fire letter mountain city star "
-          "harvest door window shepherd lamp seed field tree sea wind path").split()
+_WORDS = (
+    "river stone light garden word voice bread house road fire letter mountain city star "
+    "harvest door window shepherd lamp seed field tree sea wind path"
+).split()
 
 
 def _pair(rng: random.Random) -> tuple[str, str, float]:
@@ -282,7 +362,7 @@ def _pair(rng: random.Random) -> tuple[str, str, float]:
     keep = rng.random()
     b = [w if rng.random() < keep else rng.choice(_WORDS) for w in a]
     score = min(1.0, max(0.0, round(keep + rng.gauss(0, 0.15), 3)))
-    return " ".join(a) + ".", "Is it " + " ".join(b) + ", \"really\"?", score
+    return " ".join(a) + ".", "Is it " + " ".join(b) + ', "really"?', score
 
 
 def write_track_a(root: Path, size: int = 120, seed: int = 4) -> Path:
@@ -315,13 +395,20 @@ def write_track_a(root: Path, size: int = 120, seed: int = 4) -> Path:
             if split == "train":
                 write(f"{lang}_train.csv", ("PairID", "Text", "Score"), labelled)
                 continue
-            write(f"{lang}_{split}.csv", ("PairID", "Text"), [(pid, t) for pid, t, _ in labelled],
-                  last_eol=not (lang == "esp" and split == "dev"))
+            write(
+                f"{lang}_{split}.csv",
+                ("PairID", "Text"),
+                [(pid, t) for pid, t, _ in labelled],
+                last_eol=not (lang == "esp" and split == "dev"),
+            )
             if lang == "kin" and split == "test":
                 continue  # no released test gold
             if lang == "eng" and split == "test":
-                write(f"{lang}_{split}_with_labels.csv", ("PairID", "Score", "Text"),
-                      [(pid, sc, t) for pid, t, sc in labelled])
+                write(
+                    f"{lang}_{split}_with_labels.csv",
+                    ("PairID", "Score", "Text"),
+                    [(pid, sc, t) for pid, t, sc in labelled],
+                )
             else:
                 write(f"{lang}_{split}_with_labels.csv", ("PairID", "Text", "Score"), labelled)
     return root

@@ -15,7 +15,9 @@ def default_home() -> Path:
     env = os.environ.get("PALIMPSEST_HOME")
     if env:
         return Path(env).expanduser()
-    xdg = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    xdg = os.environ.get("XDG_DATA_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "share"
+    )
     return Path(xdg) / "palimpsest"
 
 
@@ -99,11 +101,14 @@ class StagedImport:
     def commit(self, manifest: dict) -> None:
         gold = self.tmp / "gold"
         manifest = dict(manifest)
-        manifest["gold_sha256"] = {
-            d.name: _tree_sha256(d) for d in sorted(gold.iterdir()) if d.is_dir()
-        } if gold.is_dir() else {}
+        manifest["gold_sha256"] = (
+            {d.name: _tree_sha256(d) for d in sorted(gold.iterdir()) if d.is_dir()}
+            if gold.is_dir()
+            else {}
+        )
         (self.tmp / "task.json").write_text(
-            json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
+            json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
+            encoding="utf-8",
         )
         old = None
         if self.store.root.exists():

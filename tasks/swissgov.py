@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tasks.errors import ReleaseError
 from tasks.base import Demo, Field, ImportOption, SubmissionFormat, Task
+from tasks.errors import ReleaseError
 from tasks.release import locate, read_jsonl
 from tasks.store import StagedImport, TaskStore
 
@@ -31,14 +31,18 @@ SWISSGOV_RSD = Task(
   journal = {arXiv preprint arXiv:2512.07538},
   year = {2025}
 }""",
-    licence=("Labels: CC BY 4.0 (ZurichNLP/SwissGov-RSD). The texts remain the Swiss federal "
-             "authorities'; Palimpsest imports them from the organizer's copy of the release."),
+    licence=(
+        "Labels: CC BY 4.0 (ZurichNLP/SwissGov-RSD). The texts remain the Swiss federal "
+        "authorities'; Palimpsest imports them from the organizer's copy of the release."
+    ),
     source="https://github.com/ZurichNLP/SwissGov-RSD",
     kind="tokens",
     format=SubmissionFormat(
-        fields=(Field("id", "id", "the document pair id from the inputs, e.g. admin_de_7"),
-                Field("labels_a", "floats", "one score per whitespace token of text_a"),
-                Field("labels_b", "floats", "one score per whitespace token of text_b")),
+        fields=(
+            Field("id", "id", "the document pair id from the inputs, e.g. admin_de_7"),
+            Field("labels_a", "floats", "one score per whitespace token of text_a"),
+            Field("labels_b", "floats", "one score per whitespace token of text_b"),
+        ),
         native="jsonl",
         example='{"id": "admin_de_1", "labels_a": [0.0, 0.1, 0.9, ...], "labels_b": [0.0, 0.2, ...]}\n',
         key=("id",),
@@ -51,12 +55,24 @@ SWISSGOV_RSD = Task(
     splits=("dev", "test"),
     importer="tasks.swissgov:import_swissgov",
     import_help="palimpsest tasks import swissgov-rsd --from path/to/SwissGov-RSD [--test-split test|full]",
-    import_options=(ImportOption("--from", "source", "path",
-                                 "An official release checkout (TRoTR, SwissGov-RSD, ...).", required=True),
-                    ImportOption("--test-split", "test_split", "choice",
-                                 "SwissGov-RSD: the 56-document test split per language pair, or all 224 "
-                                 "as the hidden test (the paper's Table 3; no dev split then).",
-                                 default="test", choices=("test", "full"))),
+    import_options=(
+        ImportOption(
+            "--from",
+            "source",
+            "path",
+            "An official release checkout (TRoTR, SwissGov-RSD, ...).",
+            required=True,
+        ),
+        ImportOption(
+            "--test-split",
+            "test_split",
+            "choice",
+            "SwissGov-RSD: the 56-document test split per language pair, or all 224 "
+            "as the hidden test (the paper's Table 3; no dev split then).",
+            default="test",
+            choices=("test", "full"),
+        ),
+    ),
     group_field="pair",
     group_name="language pair",
     partial_groups=True,
@@ -76,12 +92,17 @@ def _labels(path: Path, line: int, r: dict, side: str) -> list[float]:
             v = json.loads(v)
         except ValueError:
             raise ReleaseError(path, f"labels_{side} is not a JSON list", line) from None
-    if not isinstance(v, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+    if not isinstance(v, list) or not all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in v
+    ):
         raise ReleaseError(path, f"labels_{side} must be a list of numbers", line)
     n_tokens = len(r[f"text_{side}"].split())
     if len(v) != n_tokens:
-        raise ReleaseError(path, f"{r['id']}: labels_{side} has {len(v)} values, text_{side} has "
-                                 f"{n_tokens} tokens", line)
+        raise ReleaseError(
+            path,
+            f"{r['id']}: labels_{side} has {len(v)} values, text_{side} has {n_tokens} tokens",
+            line,
+        )
     return [float(x) for x in v]
 
 
@@ -113,7 +134,9 @@ def import_swissgov(task: Task, *, source, store: TaskStore, test_split: str = "
                         raise ReleaseError(path, f"id {rid!r} repeats ({seen[rid]})", line)
                     seen[rid] = f"{path.name}, line {line}"
                     la, lb = _labels(path, line, r, "a"), _labels(path, line, r, "b")
-                    inputs.append({"id": rid, "pair": pair, "text_a": r["text_a"], "text_b": r["text_b"]})
+                    inputs.append(
+                        {"id": rid, "pair": pair, "text_a": r["text_a"], "text_b": r["text_b"]}
+                    )
                     gold.append({"id": rid, "pair": pair, "labels_a": la, "labels_b": lb})
                     n += 1
                 counts[split][pair] = n
@@ -121,14 +144,25 @@ def import_swissgov(task: Task, *, source, store: TaskStore, test_split: str = "
             st.write_jsonl("gold", split, "gold.jsonl", gold)
             if split == "dev":
                 st.write_jsonl("public", split, "gold.jsonl", gold)
-        manifest = {"task": task.id, "version": task.version, "source": "SwissGov-RSD",
-                    "test_split": test_split, "splits": [s for s, _ in splits], "counts": counts}
+        manifest = {
+            "task": task.id,
+            "version": task.version,
+            "source": "SwissGov-RSD",
+            "test_split": test_split,
+            "splits": [s for s, _ in splits],
+            "counts": counts,
+        }
         if (root / "annotations" / "annotations_raw").is_dir():  # the human ceiling the board shows
             from tasks.agreement_swissgov import swissgov_agreement
 
             try:
                 manifest["agreement"] = swissgov_agreement(root)
-            except (ReleaseError, KeyError, ValueError, TypeError) as e:  # the task itself imported fine
+            except (
+                ReleaseError,
+                KeyError,
+                ValueError,
+                TypeError,
+            ) as e:  # the task itself imported fine
                 manifest["notes"] = [f"human agreement not computed: {e}"]
         st.commit(manifest)
     return manifest

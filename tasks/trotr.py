@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.errors import ReleaseError
 from tasks.base import CrossValidation, Demo, Field, ImportOption, Reference, SubmissionFormat, Task
+from tasks.errors import ReleaseError
 from tasks.release import as_float, locate, read_jsonl, read_table
 from tasks.store import StagedImport, TaskStore
 from tasks.trotr_paper import authors_rows
@@ -19,31 +19,56 @@ CITATION = """@inproceedings{periti-etal-2024-trotr,
   publisher = {Association for Computational Linguistics}
 }"""
 
-LICENCE = ("TRoTR release (github.com/FrancescoPeriti/TRoTR); it ships no licence file, so Palimpsest "
-           "does not redistribute it: organizers import it from their own copy. Tweets remain their "
-           "authors'.")
+LICENCE = (
+    "TRoTR release (github.com/FrancescoPeriti/TRoTR); it ships no licence file, so Palimpsest "
+    "does not redistribute it: organizers import it from their own copy. Tweets remain their "
+    "authors'."
+)
 
 IMPORT_HELP = "palimpsest tasks import {id} --from path/to/TRoTR [--fold 1]"
 
-FROM = ImportOption("--from", "source", "path", "An official release checkout (TRoTR, SwissGov-RSD, ...).",
-                    required=True)
+FROM = ImportOption(
+    "--from",
+    "source",
+    "path",
+    "An official release checkout (TRoTR, SwissGov-RSD, ...).",
+    required=True,
+)
 FOLD = ImportOption("--fold", "fold", "int", "TRoTR fold.", default=1, range=(1, 10))
 DEMO = Demo(release="tasks.demo:trotr_release", predictions="tasks.demo:keyed_predictions")
 
 TABLE6 = "Periti et al. (EMNLP 2024), Table 6: bi-encoder, mean over the ten folds' test sets"
-STATS = ("the authors' TRiC-stats.tsv (github.com/FrancescoPeriti/TRoTR, commit 1b7e632): the mean of its "
-         "ten per-fold test rows")
-NOTE_F1 = ("the authors tune the plain model's threshold on the +MASK distances; ours tunes each system on "
-           "its own dev scores (benchmarks/reproduce_trotr.py has both)")
+STATS = (
+    "the authors' TRiC-stats.tsv (github.com/FrancescoPeriti/TRoTR, commit 1b7e632): the mean of its "
+    "ten per-fold test rows"
+)
+NOTE_F1 = (
+    "the authors tune the plain model's threshold on the +MASK distances; ours tunes each system on "
+    "its own dev scores (benchmarks/reproduce_trotr.py has both)"
+)
 
 
 def _table6(metric: str, figures) -> tuple[Reference, ...]:
-    return tuple(Reference(name=name, subset="all", metric=metric, value=v, source=src, note=note, split="cv")
-                 for name, v, src, note in figures)
+    return tuple(
+        Reference(
+            name=name, subset="all", metric=metric, value=v, source=src, note=note, split="cv"
+        )
+        for name, v, src, note in figures
+    )
 
-_INPUT_FIELDS = ("instanceID", "dataID1", "dataID2", "lemma", "context1", "context2",
-                 "indices_target_token1", "indices_target_token2",
-                 "indices_target_sentence1", "indices_target_sentence2")
+
+_INPUT_FIELDS = (
+    "instanceID",
+    "dataID1",
+    "dataID2",
+    "lemma",
+    "context1",
+    "context2",
+    "indices_target_token1",
+    "indices_target_token2",
+    "indices_target_sentence1",
+    "indices_target_sentence2",
+)
 
 TRIC_BINARY = Task(
     id="tric-binary",
@@ -61,11 +86,13 @@ TRIC_BINARY = Task(
     source="https://github.com/FrancescoPeriti/TRoTR",
     kind="instances",
     format=SubmissionFormat(
-        fields=(Field("instanceID", "id", "the instance id from the test inputs"),
-                Field("label", "label01", "1 if the two contexts' topics are related, else 0")),
+        fields=(
+            Field("instanceID", "id", "the instance id from the test inputs"),
+            Field("label", "label01", "1 if the two contexts' topics are related, else 0"),
+        ),
         native="jsonl",
         example='{"instanceID": "pair_0_(Book 1:1)", "label": 0}\n'
-                '{"instanceID": "pair_1_(Book 1:1)", "label": 1}\n',
+        '{"instanceID": "pair_1_(Book 1:1)", "label": 1}\n',
         key=("instanceID",),
     ),
     metrics=("f1", "precision_0", "recall_0", "f1_0", "precision_1", "recall_1", "f1_1", "n"),
@@ -73,12 +100,15 @@ TRIC_BINARY = Task(
     primary=("all", "f1"),
     key_columns=("oov/f1", "iov/f1"),
     paper_rows=authors_rows("f1"),
-    references=_table6("f1", (
-        ("all-MiniLM-L6-v2", 0.56, TABLE6, NOTE_F1),
-        ("all-MiniLM-L6-v2 +MASK", 0.83, TABLE6, ""),
-        ("all-mpnet-base-v2", 0.612, STATS, NOTE_F1),
-        ("all-mpnet-base-v2 +MASK", 0.805, STATS, ""),
-    )),
+    references=_table6(
+        "f1",
+        (
+            ("all-MiniLM-L6-v2", 0.56, TABLE6, NOTE_F1),
+            ("all-MiniLM-L6-v2 +MASK", 0.83, TABLE6, ""),
+            ("all-mpnet-base-v2", 0.612, STATS, NOTE_F1),
+            ("all-mpnet-base-v2 +MASK", 0.805, STATS, ""),
+        ),
+    ),
     agreement="tasks.agreement:trotr_release",
     greater_is_better=True,
     splits=("dev", "test", "cv"),
@@ -104,11 +134,13 @@ TRIC_RANKING = Task(
     source="https://github.com/FrancescoPeriti/TRoTR",
     kind="instances",
     format=SubmissionFormat(
-        fields=(Field("instanceID", "id", "the instance id from the test inputs"),
-                Field("score", "float", "predicted topic relatedness (any scale; only ranks count)")),
+        fields=(
+            Field("instanceID", "id", "the instance id from the test inputs"),
+            Field("score", "float", "predicted topic relatedness (any scale; only ranks count)"),
+        ),
         native="jsonl",
         example='{"instanceID": "pair_0_(Book 1:1)", "score": 1.75}\n'
-                '{"instanceID": "pair_1_(Book 1:1)", "score": 3.2}\n',
+        '{"instanceID": "pair_1_(Book 1:1)", "score": 3.2}\n',
         key=("instanceID",),
     ),
     metrics=("spearman", "pearson", "n"),
@@ -116,12 +148,15 @@ TRIC_RANKING = Task(
     primary=("all", "spearman"),
     key_columns=("oov/spearman", "iov/spearman"),
     paper_rows=authors_rows("spearman"),
-    references=_table6("spearman", (
-        ("all-MiniLM-L6-v2", 0.53, TABLE6, ""),
-        ("all-MiniLM-L6-v2 +MASK", 0.67, TABLE6, ""),
-        ("all-mpnet-base-v2", 0.532, STATS, ""),
-        ("all-mpnet-base-v2 +MASK", 0.655, STATS, ""),
-    )),
+    references=_table6(
+        "spearman",
+        (
+            ("all-MiniLM-L6-v2", 0.53, TABLE6, ""),
+            ("all-MiniLM-L6-v2 +MASK", 0.67, TABLE6, ""),
+            ("all-mpnet-base-v2", 0.532, STATS, ""),
+            ("all-mpnet-base-v2 +MASK", 0.655, STATS, ""),
+        ),
+    ),
     agreement="tasks.agreement:trotr_release",
     agreement_rows="tasks.agreement:trotr_rows",
     greater_is_better=True,
@@ -148,11 +183,15 @@ TRAC = Task(
     source="https://github.com/FrancescoPeriti/TRoTR",
     kind="targets",
     format=SubmissionFormat(
-        fields=(Field("target", "id", "the quoted passage exactly as the inputs' `target` (TRoTR `lemma`)"),
-                Field("score", "float", "predicted topic variation (only ranks count)")),
+        fields=(
+            Field(
+                "target", "id", "the quoted passage exactly as the inputs' `target` (TRoTR `lemma`)"
+            ),
+            Field("score", "float", "predicted topic variation (only ranks count)"),
+        ),
         native="jsonl",
         example='{"target": "Seek and you will find", "score": 0.31}\n'
-                '{"target": "For everything there is a season", "score": 0.12}\n',
+        '{"target": "For everything there is a season", "score": 0.12}\n',
         key=("target",),
     ),
     metrics=("spearman", "pearson", "n"),
@@ -200,26 +239,36 @@ def _split_rows(fold_dir: Path, split: str, kind: str) -> tuple[list[dict], dict
         p = fold_dir / f"{split}.{sub}.{kind}.jsonl"
         for line, r in _pairs(p, kind):
             if r["instanceID"] not in known:
-                raise ReleaseError(p, f"instanceID {r['instanceID']!r} is not in {split}.{kind}.jsonl", line)
+                raise ReleaseError(
+                    p, f"instanceID {r['instanceID']!r} is not in {split}.{kind}.jsonl", line
+                )
             if r["instanceID"] in subset_of:
-                raise ReleaseError(p, f"instanceID {r['instanceID']!r} is in both oov and iov", line)
+                raise ReleaseError(
+                    p, f"instanceID {r['instanceID']!r} is in both oov and iov", line
+                )
             subset_of[r["instanceID"]] = sub
     missing = [r["instanceID"] for r in rows if r["instanceID"] not in subset_of]
     if missing:
-        raise ReleaseError(fold_dir, f"{len(missing)} {split} instance(s) in neither the oov nor "
-                                     f"the iov file, e.g. {missing[0]!r}")
+        raise ReleaseError(
+            fold_dir,
+            f"{len(missing)} {split} instance(s) in neither the oov nor "
+            f"the iov file, e.g. {missing[0]!r}",
+        )
     return rows, subset_of
 
 
 def _counts(rows: list[dict], subset_of: dict[str, str]) -> dict:
-    return {"all": len(rows), "oov": sum(subset_of[r["instanceID"]] == "oov" for r in rows),
-            "iov": sum(subset_of[r["instanceID"]] == "iov" for r in rows)}
+    return {
+        "all": len(rows),
+        "oov": sum(subset_of[r["instanceID"]] == "oov" for r in rows),
+        "iov": sum(subset_of[r["instanceID"]] == "iov" for r in rows),
+    }
 
 
 def _release_folds(root: Path) -> list[int]:
     found = []
     for p in (root / "datasets").glob("FOLD_*"):
-        n = p.name[len("FOLD_"):]
+        n = p.name[len("FOLD_") :]
         if n.isdigit() and (p / "pair-by-line").is_dir():
             found.append(int(n))
     return sorted(found)
@@ -236,33 +285,60 @@ def _import_tric(task: Task, source: Path, store: TaskStore, fold: int) -> dict:
     with StagedImport(store) as st:
         for split in ("dev", "test"):
             rows, subset_of = _split_rows(fold_dir, split, kind)
-            inputs = [{**{k: r[k] for k in _INPUT_FIELDS}, "subset": subset_of[r["instanceID"]]}
-                      for r in rows]
-            gold = [{"instanceID": r["instanceID"], "label": r["label"], "subset": subset_of[r["instanceID"]]}
-                    for r in rows]
+            inputs = [
+                {**{k: r[k] for k in _INPUT_FIELDS}, "subset": subset_of[r["instanceID"]]}
+                for r in rows
+            ]
+            gold = [
+                {
+                    "instanceID": r["instanceID"],
+                    "label": r["label"],
+                    "subset": subset_of[r["instanceID"]],
+                }
+                for r in rows
+            ]
             st.write_jsonl("public", split, "inputs.jsonl", inputs)
             st.write_jsonl("gold", split, "gold.jsonl", gold)
             if split == "dev":  # dev labels are public
                 st.write_jsonl("public", split, "gold.jsonl", gold)
             counts[split] = _counts(rows, subset_of)
         train = [r for _, r in _pairs(fold_dir / f"train.{kind}.jsonl", kind)]
-        st.write_jsonl("public", "train", "train.jsonl",
-                       [{**{k: r[k] for k in _INPUT_FIELDS}, "label": r["label"]} for r in train])
+        st.write_jsonl(
+            "public",
+            "train",
+            "train.jsonl",
+            [{**{k: r[k] for k in _INPUT_FIELDS}, "label": r["label"]} for r in train],
+        )
         counts["train"] = {"all": len(train)}
         folds = _release_folds(root)
         cv = task.cross_validation
         per_fold = {}
         if cv is not None and len(folds) >= 2:
             per_fold = _import_folds(st, root, kind, folds, cv)
-            counts[cv.split] = {"all": sum(c["test"]["all"] for c in per_fold.values()), "folds": len(folds)}
+            counts[cv.split] = {
+                "all": sum(c["test"]["all"] for c in per_fold.values()),
+                "folds": len(folds),
+            }
             splits.append(cv.split)
-        manifest = {"task": task.id, "version": task.version, "source": "TRoTR", "fold": fold,
-                    "splits": splits, "counts": counts}
+        manifest = {
+            "task": task.id,
+            "version": task.version,
+            "source": "TRoTR",
+            "fold": fold,
+            "splits": splits,
+            "counts": counts,
+        }
         if cv is not None:
-            manifest["cross_validation"] = {"split": cv.split, "folds": folds if len(folds) >= 2 else [],
-                                            "counts": per_fold,
-                                            "note": ("" if len(folds) >= 2 else
-                                                     f"the release holds {len(folds)} fold(s): no {cv.split} split")}
+            manifest["cross_validation"] = {
+                "split": cv.split,
+                "folds": folds if len(folds) >= 2 else [],
+                "counts": per_fold,
+                "note": (
+                    ""
+                    if len(folds) >= 2
+                    else f"the release holds {len(folds)} fold(s): no {cv.split} split"
+                ),
+            }
         judgments = root / "judgments" / "TRoTR.tsv"
         if judgments.is_file():  # the human ceiling (tric-ranking's board shows it)
             from tasks.agreement import trotr_agreement
@@ -283,15 +359,40 @@ def _import_folds(st: StagedImport, root: Path, kind: str, folds: list[int], cv)
         fold_dir = root / "datasets" / f"FOLD_{f}" / "pair-by-line"
         rows, subset_of = _split_rows(fold_dir, "test", kind)
         for r in rows:
-            inputs.append({cv.field: f, **{k: r[k] for k in _INPUT_FIELDS}, "subset": subset_of[r["instanceID"]]})
-            gold.append({cv.field: f, "instanceID": r["instanceID"], "label": r["label"],
-                         "subset": subset_of[r["instanceID"]]})
+            inputs.append(
+                {
+                    cv.field: f,
+                    **{k: r[k] for k in _INPUT_FIELDS},
+                    "subset": subset_of[r["instanceID"]],
+                }
+            )
+            gold.append(
+                {
+                    cv.field: f,
+                    "instanceID": r["instanceID"],
+                    "label": r["label"],
+                    "subset": subset_of[r["instanceID"]],
+                }
+            )
         d_rows, d_subset = _split_rows(fold_dir, "dev", kind)
-        dev += [{cv.field: f, **{k: r[k] for k in _INPUT_FIELDS}, "subset": d_subset[r["instanceID"]],
-                 "label": r["label"]} for r in d_rows]
+        dev += [
+            {
+                cv.field: f,
+                **{k: r[k] for k in _INPUT_FIELDS},
+                "subset": d_subset[r["instanceID"]],
+                "label": r["label"],
+            }
+            for r in d_rows
+        ]
         t_rows = [r for _, r in _pairs(fold_dir / f"train.{kind}.jsonl", kind)]
-        train += [{cv.field: f, **{k: r[k] for k in _INPUT_FIELDS}, "label": r["label"]} for r in t_rows]
-        per_fold[str(f)] = {"test": _counts(rows, subset_of), "dev": len(d_rows), "train": len(t_rows)}
+        train += [
+            {cv.field: f, **{k: r[k] for k in _INPUT_FIELDS}, "label": r["label"]} for r in t_rows
+        ]
+        per_fold[str(f)] = {
+            "test": _counts(rows, subset_of),
+            "dev": len(d_rows),
+            "train": len(t_rows),
+        }
     st.write_jsonl("public", cv.split, "inputs.jsonl", inputs)
     st.write_jsonl("public", cv.split, "dev.jsonl", dev)
     st.write_jsonl("public", cv.split, "train.jsonl", train)
@@ -309,14 +410,18 @@ def _import_trac(task: Task, source: Path, store: TaskStore) -> dict:
         gold[r["lemma"]] = as_float(gold_path, line, "topic_variation", r["topic_variation"])
     uses_path = root / "data" / "uses.tsv"
     uses = {}
-    for line, r in read_table(uses_path, ("dataID", "context", "indices_target_token", "lemma"), "\t"):
+    for line, r in read_table(
+        uses_path, ("dataID", "context", "indices_target_token", "lemma"), "\t"
+    ):
         uses[r["dataID"]] = r
     inst_path = root / "data" / "instances.tsv"
     pairs = []
     for line, r in read_table(inst_path, ("instanceID", "dataIDs"), "\t"):
         ids = r["dataIDs"].split(",")
         if len(ids) != 2:
-            raise ReleaseError(inst_path, f"dataIDs must name two uses, found {r['dataIDs']!r}", line)
+            raise ReleaseError(
+                inst_path, f"dataIDs must name two uses, found {r['dataIDs']!r}", line
+            )
         for d in ids:
             if d not in uses:
                 raise ReleaseError(inst_path, f"use {d!r} is not in data/uses.tsv", line)
@@ -325,23 +430,38 @@ def _import_trac(task: Task, source: Path, store: TaskStore) -> dict:
             raise ReleaseError(inst_path, "the two uses quote different targets", line)
         if u1["lemma"] not in gold:
             continue
-        pairs.append({"target": u1["lemma"], "instanceID": r["instanceID"],
-                      "dataID1": ids[0], "dataID2": ids[1],
-                      "context1": u1["context"], "context2": u2["context"],
-                      "indices_target_token1": u1["indices_target_token"],
-                      "indices_target_token2": u2["indices_target_token"]})
+        pairs.append(
+            {
+                "target": u1["lemma"],
+                "instanceID": r["instanceID"],
+                "dataID1": ids[0],
+                "dataID2": ids[1],
+                "context1": u1["context"],
+                "context2": u2["context"],
+                "indices_target_token1": u1["indices_target_token"],
+                "indices_target_token2": u2["indices_target_token"],
+            }
+        )
     covered = {p["target"] for p in pairs}
     lacking = [t for t in gold if t not in covered]
     if lacking:
-        raise ReleaseError(inst_path, f"{len(lacking)} gold target(s) have no annotated pairs, "
-                                      f"e.g. {lacking[0]!r}")
+        raise ReleaseError(
+            inst_path, f"{len(lacking)} gold target(s) have no annotated pairs, e.g. {lacking[0]!r}"
+        )
     pairs.sort(key=lambda p: (p["target"], p["instanceID"]))
     with StagedImport(store) as st:
         st.write_jsonl("public", "test", "inputs.jsonl", pairs)
         st.write_jsonl("public", "test", "targets.jsonl", [{"target": t} for t in sorted(gold)])
-        st.write_jsonl("gold", "test", "gold.jsonl", [{"target": t, "score": gold[t]} for t in sorted(gold)])
-        manifest = {"task": task.id, "version": task.version, "source": "TRoTR", "splits": ["test"],
-                    "counts": {"test": {"targets": len(gold), "pairs": len(pairs)}}}
+        st.write_jsonl(
+            "gold", "test", "gold.jsonl", [{"target": t, "score": gold[t]} for t in sorted(gold)]
+        )
+        manifest = {
+            "task": task.id,
+            "version": task.version,
+            "source": "TRoTR",
+            "splits": ["test"],
+            "counts": {"test": {"targets": len(gold), "pairs": len(pairs)}},
+        }
         st.commit(manifest)
     return manifest
 

@@ -14,10 +14,14 @@ import math
 
 from tasks.base import PaperRow
 
-SOURCE = ("their per-fold test figures in TRiC-stats.tsv (github.com/FrancescoPeriti/TRoTR, commit 1b7e632); "
-          "the mean and std (np.std) over the ten folds computed here")
-NOTE_F1 = ("their plain model's threshold is tuned on the +MASK distances, so its F1 is not comparable with "
-           "a system tuned on its own dev scores")
+SOURCE = (
+    "their per-fold test figures in TRiC-stats.tsv (github.com/FrancescoPeriti/TRoTR, commit 1b7e632); "
+    "the mean and std (np.std) over the ten folds computed here"
+)
+NOTE_F1 = (
+    "their plain model's threshold is tuned on the +MASK distances, so its F1 is not comparable with "
+    "a system tuned on its own dev scores"
+)
 KEYS = ("spearman", "spearman_mask", "f1", "f1_mask")
 
 # fold: (spearman, spearman +MASK, weighted F1, weighted F1 +MASK)
@@ -48,7 +52,8 @@ PER_FOLD = {
     },
 }
 AUTHORS: dict[str, dict[int, dict[str, float]]] = {
-    m: {f: dict(zip(KEYS, v)) for f, v in folds.items()} for m, folds in PER_FOLD.items()}
+    m: {f: dict(zip(KEYS, v)) for f, v in folds.items()} for m, folds in PER_FOLD.items()
+}
 
 
 def authors_rows(metric: str, split: str = "cv") -> tuple[PaperRow, ...]:
@@ -58,13 +63,28 @@ def authors_rows(metric: str, split: str = "cv") -> tuple[PaperRow, ...]:
     for model, folds in AUTHORS.items():
         for mask in ("", "_mask"):
             per = {f: v[metric + mask] for f, v in sorted(folds.items())}
-            vals = list(per.values())  # no numpy here: the task registry loads with `palimpsest --help`
+            vals = list(
+                per.values()
+            )  # no numpy here: the task registry loads with `palimpsest --help`
             mean = math.fsum(vals) / len(vals)
-            std = math.sqrt(math.fsum((v - mean) ** 2 for v in vals) / len(vals))  # np.std: population
-            values = ((f"all/{metric}", mean), (f"all/{metric}@std", std),
-                      *((f"all/{metric}@fold{f}", float(v)) for f, v in per.items()))
+            std = math.sqrt(
+                math.fsum((v - mean) ** 2 for v in vals) / len(vals)
+            )  # np.std: population
+            values = (
+                (f"all/{metric}", mean),
+                (f"all/{metric}@std", std),
+                *((f"all/{metric}@fold{f}", float(v)) for f, v in per.items()),
+            )
             method = f"bi-encoder{'-mask' if mask else ''} ({model})"
             note = NOTE_F1 if metric == "f1" and not mask else ""
-            rows.append(PaperRow(team="TRoTR authors", method=method, split=split, values=values, source=SOURCE,
-                                 note=note))
+            rows.append(
+                PaperRow(
+                    team="TRoTR authors",
+                    method=method,
+                    split=split,
+                    values=values,
+                    source=SOURCE,
+                    note=note,
+                )
+            )
     return tuple(rows)

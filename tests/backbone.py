@@ -18,11 +18,19 @@ def make_team(backend, name=None, *, organizer=False, baseline=False):
     from server.models import Team, User
 
     with backend.session() as s:
-        t = Team(name=name or f"team-{uuid.uuid4().hex[:8]}", invite_code=uuid.uuid4().hex, is_baseline=baseline)
+        t = Team(
+            name=name or f"team-{uuid.uuid4().hex[:8]}",
+            invite_code=uuid.uuid4().hex,
+            is_baseline=baseline,
+        )
         s.add(t)
         s.flush()
-        u = User(email=f"{uuid.uuid4().hex[:8]}@example.org", password_hash="x", is_organizer=organizer,
-                 team_id=t.id)
+        u = User(
+            email=f"{uuid.uuid4().hex[:8]}@example.org",
+            password_hash="x",
+            is_organizer=organizer,
+            team_id=t.id,
+        )
         s.add(u)
         s.commit()
         return t, u
@@ -32,14 +40,18 @@ def phase(backend, task_id, name):
     from server.models import Phase
 
     with backend.session() as s:
-        return s.execute(select(Phase).where(Phase.task_id == task_id, Phase.name == name)).scalar_one()
+        return s.execute(
+            select(Phase).where(Phase.task_id == task_id, Phase.name == name)
+        ).scalar_one()
 
 
 def set_phase(backend, task_id, name, **values):
     from server.models import Phase
 
     with backend.session() as s:
-        p = s.execute(select(Phase).where(Phase.task_id == task_id, Phase.name == name)).scalar_one()
+        p = s.execute(
+            select(Phase).where(Phase.task_id == task_id, Phase.name == name)
+        ).scalar_one()
         for k, v in values.items():
             setattr(p, k, v)
         s.add(p)
@@ -47,19 +59,49 @@ def set_phase(backend, task_id, name, **values):
         return p
 
 
-def submit(backend, team, user, task_id="tric-binary", phase_name="dev", data=None, *, noise=0.1,
-           filename="predictions.jsonl", enqueue=True, home=None, **kw):
+def submit(
+    backend,
+    team,
+    user,
+    task_id="tric-binary",
+    phase_name="dev",
+    data=None,
+    *,
+    noise=0.1,
+    filename="predictions.jsonl",
+    enqueue=True,
+    home=None,
+    **kw,
+):
     from server.demo import predictions
     from server.submissions import create_submission
 
     if data is None:
-        data, filename = predictions(task_id, phase(backend, task_id, phase_name).split,
-                                     home or backend.settings.home, noise, seed=1)
+        data, filename = predictions(
+            task_id,
+            phase(backend, task_id, phase_name).split,
+            home or backend.settings.home,
+            noise,
+            seed=1,
+        )
     with backend.session() as s:
-        return create_submission(s, user=user, team=team, task_id=task_id, phase=phase_name,
-                                 upload_bytes_or_stream=data, filename=filename, method_name="m",
-                                 description="d", url="", show_publicly=True, settings=backend.settings,
-                                 redis=backend.conn, enqueue=enqueue, **kw)
+        return create_submission(
+            s,
+            user=user,
+            team=team,
+            task_id=task_id,
+            phase=phase_name,
+            upload_bytes_or_stream=data,
+            filename=filename,
+            method_name="m",
+            description="d",
+            url="",
+            show_publicly=True,
+            settings=backend.settings,
+            redis=backend.conn,
+            enqueue=enqueue,
+            **kw,
+        )
 
 
 def get(backend, submission_id):
@@ -94,8 +136,14 @@ def child_env(backend) -> dict:
 def worker_process(backend, *args, env=None, log=None) -> subprocess.Popen:
     """A real `python -m server.worker` process in its own process group (output to `log` or a pipe)."""
     out = open(log, "ab") if log else subprocess.PIPE
-    return subprocess.Popen([sys.executable, "-m", "server.worker", *args], env=env or child_env(backend),
-                            cwd=REPO, start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "server.worker", *args],
+        env=env or child_env(backend),
+        cwd=REPO,
+        start_new_session=True,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def kill_group(proc: subprocess.Popen) -> None:

@@ -34,8 +34,13 @@ def home(tmp_path_factory) -> Path:
     for tid in ("tric-binary", "tric-ranking", "trac"):
         import_task(tid, h, source=TROTR, fold=1)
     import_task("swissgov-rsd", h, source=SWISSGOV)
-    import_task("loci-similes", h, query=LOCI / "hieronymus_samples.csv",
-                source=LOCI / "vergil_samples.csv", gold=LOCI / "ground_truth.csv")
+    import_task(
+        "loci-similes",
+        h,
+        query=LOCI / "hieronymus_samples.csv",
+        source=LOCI / "vergil_samples.csv",
+        gold=LOCI / "ground_truth.csv",
+    )
     # a task whose release is not in ../shared/data (STR: its licence is unclear) comes from the
     # synthetic release its declaration makes, so every registered task is imported here
     from server.demo import import_demo_tasks
@@ -97,8 +102,15 @@ def app(web_home, monkeypatch):
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.delenv("REDIS_URL", raising=False)
     build_schema(web_home)
-    return create_app({"home": web_home, "env": "testing", "database_url": None, "redis_url": None,
-                       "PALIMPSEST_ENQUEUE": False})
+    return create_app(
+        {
+            "home": web_home,
+            "env": "testing",
+            "database_url": None,
+            "redis_url": None,
+            "PALIMPSEST_ENQUEUE": False,
+        }
+    )
 
 
 @pytest.fixture
@@ -141,9 +153,8 @@ def pg_server_url():
 @pytest.fixture
 def pg_app(web_home, monkeypatch, pg_server_url):
     """The web app on PostgreSQL; its tables are emptied before each test."""
-    from sqlmodel import SQLModel
-
     from argon2 import PasswordHasher
+    from sqlmodel import SQLModel
 
     from server import auth, create_app
     from server.db import get_engine
@@ -154,8 +165,15 @@ def pg_app(web_home, monkeypatch, pg_server_url):
     eng = get_engine(pg_server_url)
     SQLModel.metadata.drop_all(eng)
     build_schema(eng)
-    return create_app({"home": web_home, "env": "testing", "database_url": pg_server_url, "redis_url": None,
-                       "PALIMPSEST_ENQUEUE": False})
+    return create_app(
+        {
+            "home": web_home,
+            "env": "testing",
+            "database_url": pg_server_url,
+            "redis_url": None,
+            "PALIMPSEST_ENQUEUE": False,
+        }
+    )
 
 
 # ----------------------------------------------------------------------------- the scoring backbone
@@ -165,7 +183,9 @@ def pg_app(web_home, monkeypatch, pg_server_url):
 
 def service_missing(message: str):
     """Skip, or fail when CI=true (or PALIMPSEST_REQUIRE_SERVICES) makes the services mandatory."""
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("PALIMPSEST_REQUIRE_SERVICES"):
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get(
+        "PALIMPSEST_REQUIRE_SERVICES"
+    ):
         pytest.fail(f"{message} (CI=true: the PostgreSQL and Redis tests are mandatory)")
     pytest.skip(message)
 
@@ -218,7 +238,9 @@ def fresh_pg_database(prefix: str):
 
 
 # A db number of its own per test session (several sessions may share this machine's Redis).
-REDIS_TEST_DB = int(os.environ.get("PALIMPSEST_TEST_REDIS_DB") or __import__("random").randint(1, 15))
+REDIS_TEST_DB = int(
+    os.environ.get("PALIMPSEST_TEST_REDIS_DB") or __import__("random").randint(1, 15)
+)
 
 
 @pytest.fixture
@@ -242,7 +264,13 @@ class Backend:
     """Settings, engine and Redis connection of one test's server, on one kind of services."""
 
     def __init__(self, kind, settings, engine, conn, embedded=None):
-        self.kind, self.settings, self.engine, self.conn, self.embedded = kind, settings, engine, conn, embedded
+        self.kind, self.settings, self.engine, self.conn, self.embedded = (
+            kind,
+            settings,
+            engine,
+            conn,
+            embedded,
+        )
 
     def session(self):
         from sqlmodel import Session
@@ -251,7 +279,6 @@ class Backend:
 
 
 def _make_backend(kind, request, tmp_path, demo_home, monkeypatch) -> Backend:
-    from sqlalchemy import text
     from sqlmodel import Session, SQLModel
 
     from server.db import get_engine

@@ -20,7 +20,9 @@ def read_jsonl(path: Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def trotr_pairs(kind: str, split: str = "test", subset: str | None = None, fold: int = 1) -> list[dict]:
+def trotr_pairs(
+    kind: str, split: str = "test", subset: str | None = None, fold: int = 1
+) -> list[dict]:
     """The raw pair-by-line records of a TRoTR fold file."""
     name = f"{split}.{subset}.{kind}.jsonl" if subset else f"{split}.{kind}.jsonl"
     return read_jsonl(need(TROTR / "datasets" / f"FOLD_{fold}" / "pair-by-line" / name))
@@ -35,15 +37,26 @@ def swissgov_docs(split: str = "test") -> list[dict]:
     """Raw SwissGov-RSD gold records of a split, each with its language pair added."""
     out = []
     for lang, pair in LANGS.items():
-        for r in read_jsonl(need(SWISSGOV / "data" / "evaluation" / "gold_labels" / split /
-                                 f"gold_admin_{lang}.jsonl")):
+        for r in read_jsonl(
+            need(
+                SWISSGOV
+                / "data"
+                / "evaluation"
+                / "gold_labels"
+                / split
+                / f"gold_admin_{lang}.jsonl"
+            )
+        ):
             out.append({**r, "pair": pair})
     return out
 
 
 def loci_files() -> dict:
-    return {"query": need(LOCI / "hieronymus_samples.csv"), "source": LOCI / "vergil_samples.csv",
-            "gold": LOCI / "ground_truth.csv"}
+    return {
+        "query": need(LOCI / "hieronymus_samples.csv"),
+        "source": LOCI / "vergil_samples.csv",
+        "gold": LOCI / "ground_truth.csv",
+    }
 
 
 def _cell(v) -> str:
@@ -59,7 +72,9 @@ def encode_rows(rows: list[dict], fmt: str, columns: list[str] | None = None) ->
     columns = columns or (list(rows[0]) if rows else [])
     buf = io.StringIO()
     if fmt == "tsv":
-        w = csv.writer(buf, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE, escapechar="\\")
+        w = csv.writer(
+            buf, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_NONE, escapechar="\\"
+        )
     else:
         w = csv.writer(buf, lineterminator="\n")
     w.writerow(columns)
@@ -68,8 +83,9 @@ def encode_rows(rows: list[dict], fmt: str, columns: list[str] | None = None) ->
     return buf.getvalue().encode("utf-8")
 
 
-def write_submission(dir: Path, rows: list[dict], fmt: str, name: str = "sub",
-                     columns: list[str] | None = None) -> Path:
+def write_submission(
+    dir: Path, rows: list[dict], fmt: str, name: str = "sub", columns: list[str] | None = None
+) -> Path:
     """Write rows as `fmt`, which is jsonl/csv/tsv optionally followed by .gz or .zip."""
     base, _, wrap = fmt.partition(".")
     data = encode_rows(rows, base, columns)
@@ -90,4 +106,8 @@ def write_submission(dir: Path, rows: list[dict], fmt: str, name: str = "sub",
 
 def tree_bytes(root: Path) -> dict[str, bytes]:
     """Every file under root by relative path, for byte-for-byte comparisons."""
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }

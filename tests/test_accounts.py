@@ -6,19 +6,18 @@ epoch that ends every earlier session, a copied cookie too."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import re
 import socket
 import statistics
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from sqlmodel import Session, select
+from webkit import PASSWORD, Browser, engine_of, make_user
 
 from server.models import AuditLog, User
-from webkit import PASSWORD, Browser, engine_of, make_user
 
 FLASH = re.compile(r'<p class="flash[^"]*">(.*?)</p>', re.S)
 LINK = re.compile(r"https?://[^\s/]+(/auth/(?:reset|register)/[A-Za-z0-9._-]+)")
@@ -42,8 +41,13 @@ class Mailbox:
 
         msg = message_from_bytes(envelope.content, policy=policy.default)
         with self.cond:
-            self.messages.append({"to": envelope.rcpt_tos, "subject": msg["subject"],
-                                  "body": msg.get_body(("plain",)).get_content()})
+            self.messages.append(
+                {
+                    "to": envelope.rcpt_tos,
+                    "subject": msg["subject"],
+                    "body": msg.get_body(("plain",)).get_content(),
+                }
+            )
             self.cond.notify_all()
         return "250 OK"
 
@@ -80,20 +84,38 @@ def _app(web_home, monkeypatch, **settings):
     from conftest import build_schema
 
     build_schema(Path(web_home))
-    return create_app({"home": web_home, "env": "testing", "database_url": None, "redis_url": None,
-                       "PALIMPSEST_ENQUEUE": False, **settings})
+    return create_app(
+        {
+            "home": web_home,
+            "env": "testing",
+            "database_url": None,
+            "redis_url": None,
+            "PALIMPSEST_ENQUEUE": False,
+            **settings,
+        }
+    )
 
 
 @pytest.fixture
 def mail_app(web_home, monkeypatch, smtp):
-    return _app(web_home, monkeypatch, smtp_host="127.0.0.1", smtp_port=smtp.port, smtp_security="none",
-                base_url="http://palimpsest.test", mail_from="org@palimpsest.test")
+    return _app(
+        web_home,
+        monkeypatch,
+        smtp_host="127.0.0.1",
+        smtp_port=smtp.port,
+        smtp_security="none",
+        base_url="http://palimpsest.test",
+        mail_from="org@palimpsest.test",
+    )
 
 
 def _login(client, email, password=PASSWORD, addr="203.0.113.7"):
     b = Browser(client)
-    return client.post("/auth/login", data={"email": email, "password": password, "csrf_token": b.token()},
-                       environ_base={"REMOTE_ADDR": addr})
+    return client.post(
+        "/auth/login",
+        data={"email": email, "password": password, "csrf_token": b.token()},
+        environ_base={"REMOTE_ADDR": addr},
+    )
 
 
 # ----------------------------------------------------------------------------- throttling
@@ -109,7 +131,7 @@ def test_a_login_flood_on_one_account_is_throttled_within_10_attempts(app):
             break
     n = statuses.index(429) + 1
     print(f"login flood on one account: refused (429) at attempt {n}")
-    assert n <= 10 and set(statuses[:n - 1]) == {401}
+    assert n <= 10 and set(statuses[: n - 1]) == {401}
     r = _login(c, "victim@x.org")  # the right password, during the flood: not accepted
     assert r.status_code == 429 and "Retry-After" in r.headers
     assert "Too many attempts" in r.get_data(as_text=True)
@@ -150,8 +172,11 @@ def test_throttle_counts_in_redis_shared_by_every_process(web_home, monkeypatch,
     make_user(a1, "shared@x.org")
     got = []
     for i in range(8):
-        got.append(_login((a1 if i % 2 else a2).test_client(), "shared@x.org", "nope-nope", addr=f"10.0.0.{i}")
-                   .status_code)
+        got.append(
+            _login(
+                (a1 if i % 2 else a2).test_client(), "shared@x.org", "nope-nope", addr=f"10.0.0.{i}"
+            ).status_code
+        )
     assert got[:5] == [401] * 5 and got[5] == 429, got
     keys = list(conn.scan_iter(count=1000))
     assert any(b"palimpsest" in k and b"login-account" in k for k in keys), keys
@@ -164,8 +189,14 @@ def test_the_address_behind_a_proxy(web_home, monkeypatch, hops):
     app = _app(web_home, monkeypatch, proxy_hops=hops, login_limit_account="1000 per minute")
     c = app.test_client()
     tok = Browser(c).token()
-    got = [c.post("/auth/login", data={"email": f"u{i}@x.org", "password": "x" * 9, "csrf_token": tok},
-                  headers={"X-Forwarded-For": f"198.51.100.{i}"}).status_code for i in range(12)]
+    got = [
+        c.post(
+            "/auth/login",
+            data={"email": f"u{i}@x.org", "password": "x" * 9, "csrf_token": tok},
+            headers={"X-Forwarded-For": f"198.51.100.{i}"},
+        ).status_code
+        for i in range(12)
+    ]
     if hops:
         assert 429 not in got, got  # twelve visitors behind one proxy
     else:
@@ -190,8 +221,12 @@ def test_an_unknown_email_fails_as_slowly_as_a_known_one(web_home, monkeypatch):
 
     from server import auth
 
-    app = _app(web_home, monkeypatch, login_limit_account="1000 per minute",
-               login_limit_address="1000 per minute")
+    app = _app(
+        web_home,
+        monkeypatch,
+        login_limit_account="1000 per minute",
+        login_limit_address="1000 per minute",
+    )
     monkeypatch.setattr(auth, "_hasher", PasswordHasher())  # the production cost
     make_user(app, "known@x.org")
     c = app.test_client()
@@ -203,7 +238,9 @@ def test_an_unknown_email_fails_as_slowly_as_a_known_one(web_home, monkeypatch):
             assert _login(c, email, "wrong-password").status_code == 401
             out.append(time.perf_counter() - t)
     k, u = statistics.median(known), statistics.median(unknown)
-    print(f"failed sign-in, median of 5: known email {k * 1000:.0f} ms, unknown email {u * 1000:.0f} ms")
+    print(
+        f"failed sign-in, median of 5: known email {k * 1000:.0f} ms, unknown email {u * 1000:.0f} ms"
+    )
     assert 0.5 < u / k < 2.0, (k, u)
 
 
@@ -214,11 +251,15 @@ def test_reset_answers_the_same_for_known_and_unknown_emails(mail_app, smtp):
         b = Browser(mail_app.test_client())
         r = b.post("/auth/reset", {"email": email})
         page = b.get("/auth/login").get_data(as_text=True)
-        answers.append((r.status_code, r.headers["Location"], FLASH.findall(page.replace(email, "EMAIL"))))
+        answers.append(
+            (r.status_code, r.headers["Location"], FLASH.findall(page.replace(email, "EMAIL")))
+        )
     assert answers[0] == answers[1]
     msgs = smtp.wait(1)
     time.sleep(0.5)
-    assert [m["to"] for m in smtp.messages] == [["known@x.org"]] and msgs[0]["subject"].startswith("Reset")
+    assert [m["to"] for m in smtp.messages] == [["known@x.org"]] and msgs[0]["subject"].startswith(
+        "Reset"
+    )
 
 
 def test_registration_by_mail_answers_the_same_for_taken_and_free_emails(mail_app, smtp):
@@ -228,7 +269,9 @@ def test_registration_by_mail_answers_the_same_for_taken_and_free_emails(mail_ap
         b = Browser(mail_app.test_client())
         r = b.post("/auth/register", {"email": email})
         page = b.get("/auth/login").get_data(as_text=True)
-        answers.append((r.status_code, r.headers["Location"], FLASH.findall(page.replace(email, "EMAIL"))))
+        answers.append(
+            (r.status_code, r.headers["Location"], FLASH.findall(page.replace(email, "EMAIL")))
+        )
     assert answers[0] == answers[1]
     smtp.wait(2)
     by_to = {m["to"][0]: m for m in smtp.messages}
@@ -236,7 +279,10 @@ def test_registration_by_mail_answers_the_same_for_taken_and_free_emails(mail_ap
     assert "/auth/reset/" in by_to["taken@x.org"]["body"]
     # the free address's link finishes the registration: the password is chosen there
     link = LINK.search(by_to["free@x.org"]["body"]).group(1)
-    assert link.startswith("/auth/register/") and "http://palimpsest.test/auth/register/" in by_to["free@x.org"]["body"]
+    assert (
+        link.startswith("/auth/register/")
+        and "http://palimpsest.test/auth/register/" in by_to["free@x.org"]["body"]
+    )
     b = Browser(mail_app.test_client())
     assert b.get(link).status_code == 200
     r = b.post(link, {"password": "a new password", "again": "a new password"})
@@ -245,7 +291,12 @@ def test_registration_by_mail_answers_the_same_for_taken_and_free_emails(mail_ap
     with Session(engine_of(mail_app)) as s:
         assert s.exec(select(User).where(User.email == "free@x.org")).one()
     # the link cannot make a second account
-    assert Browser(mail_app.test_client()).post(link, {"password": "x" * 10, "again": "x" * 10}).status_code == 302
+    assert (
+        Browser(mail_app.test_client())
+        .post(link, {"password": "x" * 10, "again": "x" * 10})
+        .status_code
+        == 302
+    )
     assert Browser(mail_app.test_client()).get("/auth/register/forged.token").status_code == 400
 
 
@@ -276,7 +327,10 @@ def test_password_reset_by_mail_is_single_use_and_ends_old_sessions(mail_app, sm
     r = b.post(link, {"password": "brand new password", "again": "brand new password"})
     assert r.status_code == 302 and b.get("/team/").status_code == 200
     assert old.get("/team/").status_code == 302  # the session from before the reset has ended
-    assert b.post(link, {"password": "again a password", "again": "again a password"}).status_code == 400
+    assert (
+        b.post(link, {"password": "again a password", "again": "again a password"}).status_code
+        == 400
+    )
     assert _login(mail_app.test_client(), "ann@x.org").status_code == 401
     assert _login(mail_app.test_client(), "ann@x.org", "brand new password").status_code == 302
     with Session(engine_of(mail_app)) as s:
@@ -308,11 +362,13 @@ def test_without_mail_the_organizer_prints_a_reset_link(app, web_home, monkeypat
     b.post("/auth/reset", {"email": "ann@x.org"})
     assert "ask an organizer" in b.get("/auth/login").get_data(as_text=True)
     monkeypatch.setenv("PALIMPSEST_HOME", str(web_home))
-    r = CliRunner().invoke(main, ["users", "reset-link", "ann@x.org", "--base-url", "https://p.example"])
+    r = CliRunner().invoke(
+        main, ["users", "reset-link", "ann@x.org", "--base-url", "https://p.example"]
+    )
     assert r.exit_code == 0, r.output
     link = r.output.strip().splitlines()[0]
     assert link.startswith("https://p.example/auth/reset/")
-    path = link[len("https://p.example"):]
+    path = link[len("https://p.example") :]
     r = b.post(path, {"password": "from the organizer", "again": "from the organizer"})
     assert r.status_code == 302
     assert _login(app.test_client(), "ann@x.org", "from the organizer").status_code == 302
@@ -327,9 +383,15 @@ def test_password_change_keeps_this_session_and_ends_the_others(app):
     copy = _copy_session(b, app)
     assert copy.get("/team/").status_code == 200
     assert b.get("/auth/account").status_code == 200
-    r = b.post("/auth/password", {"current_password": "wrong one!", "new_password": "n" * 10, "again": "n" * 10})
+    r = b.post(
+        "/auth/password",
+        {"current_password": "wrong one!", "new_password": "n" * 10, "again": "n" * 10},
+    )
     assert r.status_code == 400
-    r = b.post("/auth/password", {"current_password": PASSWORD, "new_password": "n" * 10, "again": "n" * 10})
+    r = b.post(
+        "/auth/password",
+        {"current_password": PASSWORD, "new_password": "n" * 10, "again": "n" * 10},
+    )
     assert r.status_code == 302
     assert b.get("/team/").status_code == 200
     assert copy.get("/team/").status_code == 302
@@ -366,7 +428,10 @@ def test_sign_out_everywhere(app, web_home, monkeypatch, who):
         assert "ann@x.org" in org.get("/auth/users").get_data(as_text=True)
         assert org.post(f"/auth/users/{u.id}/sign-out").status_code == 302
         assert org.get("/team/").status_code == 200
-        assert Browser(app.test_client()).post(f"/auth/users/{u.id}/sign-out").status_code in (302, 400)
+        assert Browser(app.test_client()).post(f"/auth/users/{u.id}/sign-out").status_code in (
+            302,
+            400,
+        )
     else:
         from click.testing import CliRunner
 
@@ -409,8 +474,11 @@ def test_reset_mails_to_one_address_are_limited(mail_app, smtp):
     codes = []
     for i in range(5):
         b = Browser(mail_app.test_client())
-        codes.append(b.post("/auth/reset", {"email": "ann@x.org"},
-                            environ_base={"REMOTE_ADDR": f"192.0.2.{i}"}).status_code)
+        codes.append(
+            b.post(
+                "/auth/reset", {"email": "ann@x.org"}, environ_base={"REMOTE_ADDR": f"192.0.2.{i}"}
+            ).status_code
+        )
     assert codes == [302, 302, 302, 429, 429], codes
     smtp.wait(3)
     time.sleep(0.5)

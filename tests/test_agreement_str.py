@@ -23,19 +23,46 @@ from scipy import stats
 from cli.main import main
 from tasks import get_task
 from tasks.agreement import reference_rows
-from tasks.agreement_str import (SEED, bws_scores, gold_check, item_key, read_annotations, split_correlations,
-                                 split_half_reliability, split_halves, str_agreement)
+from tasks.agreement_str import (
+    SEED,
+    bws_scores,
+    gold_check,
+    item_key,
+    read_annotations,
+    split_correlations,
+    split_half_reliability,
+    split_halves,
+    str_agreement,
+)
 from tasks.importers import import_task
 from tasks.semrel import read_pairs, write_track_a
 from tasks.store import TaskStore
 
-HEADER = ["SentPair1", "SentPair2", "SentPair3", "SemPair4", "Best", "Worst"]  # upstream's, typo included
-HEADER2 = ["Item1", "Item2", "Item3", "Item4", "Most related", "Least related"]  # repeated mid-file upstream
+HEADER = [
+    "SentPair1",
+    "SentPair2",
+    "SentPair3",
+    "SemPair4",
+    "Best",
+    "Worst",
+]  # upstream's, typo included
+HEADER2 = [
+    "Item1",
+    "Item2",
+    "Item3",
+    "Item4",
+    "Most related",
+    "Least related",
+]  # repeated mid-file upstream
 
 
 def _items(release: Path, lang: str) -> list[tuple[str, str, float]]:
     out = []
-    for name in (f"{lang}_train.csv", f"{lang}_dev_with_labels.csv", f"{lang}_test_with_labels.csv"):
+    for name in (
+        f"{lang}_train.csv",
+        f"{lang}_dev_with_labels.csv",
+        f"{lang}_test_with_labels.csv",
+    ):
         p = release / "Track A" / lang / name
         if p.is_file():
             out += [(r["sentence1"], r["sentence2"], r["score"]) for r in read_pairs(p, True, lang)]
@@ -48,7 +75,7 @@ def _cell(s1: str, s2: str, rng: random.Random) -> str:
     x = rng.random()
     if x < 0.15 and " " in s1:
         i = s1.index(" ")
-        s1 = s1[:i] + s1[i + 1:]
+        s1 = s1[:i] + s1[i + 1 :]
     text = repr([s1, s2])
     if 0.15 <= x < 0.2:
         text += rng.choice([".", ",", "4"])
@@ -67,7 +94,7 @@ def write_bws(path: Path, items, rng: random.Random, rounds: int = 5, lonely: in
         order = list(range(len(items)))
         rng.shuffle(order)
         for j in range(0, len(order) - 3, 4):
-            tup = [items[k] for k in order[j:j + 4]]
+            tup = [items[k] for k in order[j : j + 4]]
             for _ in range(rng.choice([1, 2, 2, 3])):
                 noisy = [it[2] + rng.gauss(0, 0.2) for it in tup]
                 best = max(range(4), key=noisy.__getitem__) + 1
@@ -76,7 +103,9 @@ def write_bws(path: Path, items, rng: random.Random, rounds: int = 5, lonely: in
     for n in range(lonely):
         tup = [(f"lonely {n} {i} one", f"lonely {n} {i} two") for i in range(4)]
         truth.append((tup, 1 + n % 4, 1 + (n + 2) % 4))
-    rows = [[_cell(a, b, rng) for a, b in tup] + [str(best), str(worst)] for tup, best, worst in truth]
+    rows = [
+        [_cell(a, b, rng) for a, b in tup] + [str(best), str(worst)] for tup, best, worst in truth
+    ]
     rows.insert(len(rows) // 2, HEADER2)
     with open(path, "w", encoding="utf-8", newline="") as f:
         csv.writer(f).writerows([HEADER] + rows)
@@ -87,13 +116,22 @@ def write_bws(path: Path, items, rng: random.Random, rounds: int = 5, lonely: in
 def checkout(tmp_path_factory):
     """A Track A checkout with BWS_annotations/: esp_bws.csv, kinyarwanda.csv (a full-name file, as
     upstream's marathi.csv) and arb_bws.csv (not a str language)."""
-    root = write_track_a(tmp_path_factory.mktemp("semrel") / "Semantic_Relatedness_SemEval2024", size=120)
+    root = write_track_a(
+        tmp_path_factory.mktemp("semrel") / "Semantic_Relatedness_SemEval2024", size=120
+    )
     d = root / "BWS_annotations"
     d.mkdir()
     rng = random.Random(11)
-    truth = {"esp": write_bws(d / "esp_bws.csv", _items(root, "esp"), rng),
-             "kin": write_bws(d / "kinyarwanda.csv", _items(root, "kin"), rng, rounds=4)}
-    write_bws(d / "arb_bws.csv", [(f"arb {i}", f"arb {i} b", rng.random()) for i in range(12)], rng, rounds=2)
+    truth = {
+        "esp": write_bws(d / "esp_bws.csv", _items(root, "esp"), rng),
+        "kin": write_bws(d / "kinyarwanda.csv", _items(root, "kin"), rng, rounds=4),
+    }
+    write_bws(
+        d / "arb_bws.csv",
+        [(f"arb {i}", f"arb {i} b", rng.random()) for i in range(12)],
+        rng,
+        rounds=2,
+    )
     return root, truth
 
 
@@ -225,8 +263,12 @@ def test_the_import_records_it_and_the_command_prints_it(checkout, tmp_path):
     assert (esp["splits"], esp["seed"], esp["files"]) == (1000, SEED, ["esp_bws.csv"])
     ann = read_annotations([root / "BWS_annotations" / "esp_bws.csv"])
     assert esp["spearman"] == split_half_reliability(ann)["spearman"]
-    assert esp["gold_check"]["matched"] == esp["items"] - 8  # the lonely items are not release pairs
-    assert not esp["gold_check"]["reproduced"]  # the fixture's Score is not these annotations' count
+    assert (
+        esp["gold_check"]["matched"] == esp["items"] - 8
+    )  # the lonely items are not release pairs
+    assert not esp["gold_check"][
+        "reproduced"
+    ]  # the fixture's Score is not these annotations' count
     assert "release_items_only" in esp
     assert TaskStore("str", tmp_path / "h").manifest()["agreement"] == got
     r = CliRunner().invoke(main, ["agreement", "str", "--home", str(tmp_path / "h"), "--json"])
@@ -235,7 +277,11 @@ def test_the_import_records_it_and_the_command_prints_it(checkout, tmp_path):
     r = CliRunner().invoke(main, ["agreement", "str", "--from", str(root)])
     assert r.exit_code == 0, r.output
     assert f"esp     {esp['spearman']:.3f} ± {esp['spearman_sd']:.3f}" in r.output
-    assert "1000 splits, seed 1234" in r.output and "NOT reproduced" in r.output and "arb_bws.csv" in r.output
+    assert (
+        "1000 splits, seed 1234" in r.output
+        and "NOT reproduced" in r.output
+        and "arb_bws.csv" in r.output
+    )
 
 
 def test_a_checkout_without_raw_annotations_imports_as_before(tmp_path):
@@ -248,12 +294,15 @@ def test_a_checkout_without_raw_annotations_imports_as_before(tmp_path):
     assert r.exit_code != 0 and "no BWS_annotations/ folder" in r.output
     # a folder whose files hold no annotation: a note, and the task imports
     (root / "BWS_annotations").mkdir()
-    (root / "BWS_annotations" / "esp_bws.csv").write_text("SentPair1,SentPair2,SentPair3,SemPair4,Best,Worst\n",
-                                                           encoding="utf-8")
+    (root / "BWS_annotations" / "esp_bws.csv").write_text(
+        "SentPair1,SentPair2,SentPair3,SemPair4,Best,Worst\n", encoding="utf-8"
+    )
     m = import_task("str", tmp_path / "h2", source=root)
     assert "agreement" not in m
-    assert any(n.startswith("human agreement (split-half reliability) not computed: no annotation")
-               for n in m["notes"])
+    assert any(
+        n.startswith("human agreement (split-half reliability) not computed: no annotation")
+        for n in m["notes"]
+    )
 
 
 def test_the_board_shows_a_human_row_per_language(checkout, tmp_path, monkeypatch):
@@ -267,20 +316,33 @@ def test_the_board_shows_a_human_row_per_language(checkout, tmp_path, monkeypatc
     home = tmp_path / "data"
     m = import_task("str", home, source=root)
     rows = reference_rows(get_task("str"), m["agreement"])
-    assert [x["team"] for x in rows] == ["Human agreement ESP (split-half)", "Human agreement KIN (split-half)"]
+    assert [x["team"] for x in rows] == [
+        "Human agreement ESP (split-half)",
+        "Human agreement KIN (split-half)",
+    ]
     monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
     monkeypatch.setenv("PALIMPSEST_HOME", str(home))
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.delenv("REDIS_URL", raising=False)
     build_schema(home)
-    app = create_app({"home": home, "env": "testing", "database_url": None, "redis_url": None,
-                      "PALIMPSEST_ENQUEUE": False})
+    app = create_app(
+        {
+            "home": home,
+            "env": "testing",
+            "database_url": None,
+            "redis_url": None,
+            "PALIMPSEST_ENQUEUE": False,
+        }
+    )
     dev = make_phase(app, "str", "dev")
     make_user(app, "a@x.org", team="alpha")
     make_submission(app, team=team_of(app, "alpha"), phase=dev, scores={"all": 0.4})
     data = app.test_client().get("/tasks/str/leaderboard.json?phase=dev").get_json()
     human = [x for x in data["rows"] if x["row_type"] == "human"]
-    assert [h["team"] for h in human] == ["Human agreement ESP (split-half)", "Human agreement KIN (split-half)"]
+    assert [h["team"] for h in human] == [
+        "Human agreement ESP (split-half)",
+        "Human agreement KIN (split-half)",
+    ]
     for h in human:
         lang = h["team"].split()[2].lower()
         a = m["agreement"]["languages"][lang]

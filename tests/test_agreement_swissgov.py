@@ -14,23 +14,52 @@ import random
 import shutil
 from pathlib import Path
 
-import pytest
 from conftest import SWISSGOV, need
 
 from tasks.agreement_swissgov import AUTHORS_PROCEDURE, PAPER, swissgov_agreement
 
 PUNCT = set(",.;:!?()[]{}'\"-_/\\|@#$%^&*+=<>~`")
 COMMON = "the of and in to a for is on by".split()  # as frequent as in the release's pages
-CONTENT = [a + b for a in ("energ", "feder", "canton", "offic", "licen", "nucle", "grid", "vehic", "label", "polic",
-                           "counc", "chanc", "stat", "secur", "spac", "resea", "innov", "water", "solar", "heat")
-           for b in ("y", "al", "ies", "ed", "ing", "er", "ion", "s", "ity", "ure", "ant", "ism")]
+CONTENT = [
+    a + b
+    for a in (
+        "energ",
+        "feder",
+        "canton",
+        "offic",
+        "licen",
+        "nucle",
+        "grid",
+        "vehic",
+        "label",
+        "polic",
+        "counc",
+        "chanc",
+        "stat",
+        "secur",
+        "spac",
+        "resea",
+        "innov",
+        "water",
+        "solar",
+        "heat",
+    )
+    for b in ("y", "al", "ies", "ed", "ing", "er", "ion", "s", "ity", "ure", "ant", "ism")
+]
 GLUED = ["Switzerland's", "(FOEN)", "e-mail", "www.bfe.admin.ch", "1.5", "and/or", "CHF", "2050"]
 
 
 # ----------------------------------------------------------------------------- the naive way
 
+
 def naive_tokens(line: str) -> list[str]:
-    return line.replace(", ", " , ").replace(". ", " . ").replace(";", " ; ").replace(":", " : ").split()
+    return (
+        line.replace(", ", " , ")
+        .replace(". ", " . ")
+        .replace(";", " ; ")
+        .replace(":", " : ")
+        .split()
+    )
 
 
 def naive_labels(page: list[str], spans: list[dict], key: str) -> tuple[list[str], list[int]]:
@@ -71,6 +100,7 @@ def naive_spearman(x: list[float], y: list[float]) -> float:
                 r[order[k]] = (i + j) / 2 + 1
             i = j + 1
         return r
+
     rx, ry = ranks(x), ranks(y)
     mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
     num = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
@@ -80,13 +110,20 @@ def naive_spearman(x: list[float], y: list[float]) -> float:
 
 # ----------------------------------------------------------------------------- a small checkout
 
+
 def _page(rng: random.Random, lines: int) -> list[str]:
     out = []
     for _ in range(lines):
         toks = []
         for _ in range(rng.randint(6, 18)):
             r = rng.random()
-            toks.append(rng.choice(GLUED) if r < 0.1 else rng.choice(COMMON) if r < 0.45 else rng.choice(CONTENT))
+            toks.append(
+                rng.choice(GLUED)
+                if r < 0.1
+                else rng.choice(COMMON)
+                if r < 0.45
+                else rng.choice(CONTENT)
+            )
             if rng.random() < 0.12:
                 toks[-1] += rng.choice([",", ";", ":"])
         out.append(" ".join(toks) + rng.choice([".", "", " - ok."]) + "\n")
@@ -97,15 +134,25 @@ def _spans(rng: random.Random, en: list[str], other: list[str], n: int) -> list[
     ge, go = [naive_tokens(x) for x in en], [naive_tokens(x) for x in other]
     out = []
     for _ in range(n):
+
         def run(grid):
             i = rng.randrange(len(grid))
             j = rng.randrange(len(grid[i]))
             k = min(len(grid[i]), j + rng.randint(1, 4))
             return [grid[i][q] for q in range(j, k)], [[i, q] for q in range(j, k)]
+
         t2, p2 = run(ge)
         t1, p1 = run(go)
-        out.append({"text1": t1, "text2": t2, "text1_positions": p1, "text2_positions": p2,
-                    "score": rng.randint(1, 5), "pair": "x"})
+        out.append(
+            {
+                "text1": t1,
+                "text2": t2,
+                "text1_positions": p1,
+                "text2_positions": p2,
+                "score": rng.randint(1, 5),
+                "pair": "x",
+            }
+        )
     return out
 
 
@@ -119,7 +166,10 @@ def write_checkout(root: Path, seed: int = 3) -> dict:
         gold_rows, xs, ys = [], [], []
         for d in range(4):
             stem = f"bfe.admin.ch_bfe_en_home_page-{d}"
-            page_en, page_other = f"https___www.{stem}.html", f"https___www.bfe.admin.ch_bfe_{lang}_home_p-{d}.html"
+            page_en, page_other = (
+                f"https___www.{stem}.html",
+                f"https___www.bfe.admin.ch_bfe_{lang}_home_p-{d}.html",
+            )
             en, other = english[d], _page(rng, rng.randint(3, 6))
             for l, text, name in (("en", en, page_en), (lang, other, page_other)):
                 p = root / "annotations" / "cut_parsed_pages" / l / name.replace(".html", ".txt")
@@ -129,17 +179,31 @@ def write_checkout(root: Path, seed: int = 3) -> dict:
             for ann, spans in (("1", s1), ("2", s2)):
                 if ann == "2" and d == 3:
                     continue  # annotator 2 did not see this one
-                p = root / "annotations" / "annotations_raw" / f"annotations{ann}" / lang / f"{stem}.jsonl"
+                p = (
+                    root
+                    / "annotations"
+                    / "annotations_raw"
+                    / f"annotations{ann}"
+                    / lang
+                    / f"{stem}.jsonl"
+                )
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.write_text("".join(json.dumps(s) + "\n" for s in spans), encoding="utf-8")
             ta, la = naive_labels(en, s1, "text2_positions")
             tb, lb = naive_labels(other, s1, "text1_positions")
             if d == 2:
                 continue  # dropped from the gold (the release's list_to_drop.txt)
-            gold_rows.append({"text_a": " ".join(ta), "text_b": " ".join(tb), "page_en": page_en,
-                              "page_other": page_other, "id": f"admin_{lang}_{d}",
-                              "labels_a": [-1.0 if v == -1 else v / 5 for v in la],
-                              "labels_b": [-1.0 if v == -1 else v / 5 for v in lb]})
+            gold_rows.append(
+                {
+                    "text_a": " ".join(ta),
+                    "text_b": " ".join(tb),
+                    "page_en": page_en,
+                    "page_other": page_other,
+                    "id": f"admin_{lang}_{d}",
+                    "labels_a": [-1.0 if v == -1 else v / 5 for v in la],
+                    "labels_b": [-1.0 if v == -1 else v / 5 for v in lb],
+                }
+            )
             if d < 3:
                 for key, page in (("text2_positions", en), ("text1_positions", other)):
                     _, x = naive_labels(page, s1, key)
@@ -178,7 +242,9 @@ def test_both_ways_equal_a_naive_computation_on_a_small_checkout(tmp_path):
         assert (a["documents"], a["overlapping"], a["tokens"]) == (2, 3, n), pair
         assert abs(a["spearman"] - rho) < 0.02, (pair, a["spearman"], rho)
         assert a["span_tokens"] > 0 and a["span_tokens_unplaced"] == 0
-        assert a["annotator1_equals_gold"] > 0.97  # 0.983 at worst here; 0.997 and more on the release
+        assert (
+            a["annotator1_equals_gold"] > 0.97
+        )  # 0.983 at worst here; 0.997 and more on the release
 
 
 def test_the_alignment_places_spans_where_the_pages_put_them(tmp_path):
@@ -189,16 +255,36 @@ def test_the_alignment_places_spans_where_the_pages_put_them(tmp_path):
     write_checkout(tmp_path, seed=11)
     sides = exact = wrong_all = n_all = 0
     for lang in ("de", "fr", "it"):
-        gold = [json.loads(x) for x in (tmp_path / "data/evaluation/gold_labels/full" /
-                                        f"gold_admin_{lang}.jsonl").read_text().splitlines()]
+        gold = [
+            json.loads(x)
+            for x in (tmp_path / "data/evaluation/gold_labels/full" / f"gold_admin_{lang}.jsonl")
+            .read_text()
+            .splitlines()
+        ]
         for g in gold:
             stem = g["page_en"].replace("https___www.", "").replace(".html", "")
             raw = tmp_path / "annotations" / "annotations_raw"
-            spans = {a: [json.loads(x) for x in (raw / f"annotations{a}" / lang / f"{stem}.jsonl").read_text().splitlines()]
-                     for a in "12" if (raw / f"annotations{a}" / lang / f"{stem}.jsonl").exists()}
-            for side, key, tkey, l, page in (("a", "text2_positions", "text2", "en", g["page_en"]),
-                                             ("b", "text1_positions", "text1", lang, g["page_other"])):
-                lines = page_lines(tmp_path / "annotations" / "cut_parsed_pages" / l / page.replace(".html", ".txt"))
+            spans = {
+                a: [
+                    json.loads(x)
+                    for x in (raw / f"annotations{a}" / lang / f"{stem}.jsonl")
+                    .read_text()
+                    .splitlines()
+                ]
+                for a in "12"
+                if (raw / f"annotations{a}" / lang / f"{stem}.jsonl").exists()
+            }
+            for side, key, tkey, l, page in (
+                ("a", "text2_positions", "text2", "en", g["page_en"]),
+                ("b", "text1_positions", "text1", lang, g["page_other"]),
+            ):
+                lines = page_lines(
+                    tmp_path
+                    / "annotations"
+                    / "cut_parsed_pages"
+                    / l
+                    / page.replace(".html", ".txt")
+                )
                 aligned, unplaced, _ = align_side(g[f"text_{side}"], spans, key, tkey)
                 assert unplaced == 0
                 for a, s in spans.items():
@@ -213,7 +299,11 @@ def test_the_alignment_places_spans_where_the_pages_put_them(tmp_path):
 
 # measured on the release in ../shared/data (no original pages there, so by word alignment), and
 # the authors' procedure with the pages of their checkout (AUTHORS_PROCEDURE); x100
-MEASURED = {"en-de": (9.43, 24, 25, 21053), "en-fr": (43.98, 23, 25, 11330), "en-it": (65.09, 21, 25, 14965)}
+MEASURED = {
+    "en-de": (9.43, 24, 25, 21053),
+    "en-fr": (43.98, 23, 25, 11330),
+    "en-it": (65.09, 21, 25, 14965),
+}
 ALPHA = {"en-de": 5.28, "en-fr": 43.83, "en-it": 63.24}  # Krippendorff's alpha (ordinal), x100
 
 
@@ -246,13 +336,21 @@ def test_import_records_it_the_command_prints_it_and_the_board_shows_a_row_per_p
     r = CliRunner().invoke(main, ["agreement", "swissgov-rsd", "--home", str(home)])
     assert r.exit_code == 0, r.output
     fr = got["language_pairs"]["en-fr"]["spearman"] * 100
-    assert f"en-fr   {fr:.2f}  43.61" in r.output and "Krippendorff" in r.output and "the paper 43.61" in r.output
+    assert (
+        f"en-fr   {fr:.2f}  43.61" in r.output
+        and "Krippendorff" in r.output
+        and "the paper 43.61" in r.output
+    )
     dev = make_phase(app, "swissgov-rsd", "dev")
     make_user(app, "a@x.org", team="alpha")
     make_submission(app, team=team_of(app, "alpha"), phase=dev, scores={"all": 0.2})
     data = app.test_client().get("/tasks/swissgov-rsd/leaderboard.json?phase=dev").get_json()
     human = [x for x in data["rows"] if x["row_type"] == "human"]
-    assert [h["team"] for h in human] == ["Human agreement EN-DE", "Human agreement EN-FR", "Human agreement EN-IT"]
+    assert [h["team"] for h in human] == [
+        "Human agreement EN-DE",
+        "Human agreement EN-FR",
+        "Human agreement EN-IT",
+    ]
     for h in human:
         pair = h["team"].split()[-1].lower()
         assert h["rank"] is None and h["submission_id"] is None

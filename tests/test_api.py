@@ -18,11 +18,12 @@ from tests.conftest import LOCI, TROTR, build_schema, need
 def api_env(tmp_path, monkeypatch):
     """An app on a fresh data directory with tric-binary and loci-similes imported; Redis is
     unreachable on purpose, so submissions stay queued until a test runs the job itself."""
+    from sqlmodel import Session
+
     from server import create_app
     from server.auth import create_token, create_user
     from server.models import Team
     from server.submissions import ensure_phases
-    from sqlmodel import Session
     from tasks.importers import import_task
 
     need(TROTR)
@@ -31,8 +32,13 @@ def api_env(tmp_path, monkeypatch):
     monkeypatch.setenv("PALIMPSEST_HOME", str(home))
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
     import_task("tric-binary", home, source=TROTR, fold=1)
-    import_task("loci-similes", home, query=LOCI / "hieronymus_samples.csv",
-                source=LOCI / "vergil_samples.csv", gold=LOCI / "ground_truth.csv")
+    import_task(
+        "loci-similes",
+        home,
+        query=LOCI / "hieronymus_samples.csv",
+        source=LOCI / "vergil_samples.csv",
+        gold=LOCI / "ground_truth.csv",
+    )
     build_schema(home)
     app = create_app({"home": home, "env": "testing", "redis_url": "redis://127.0.0.1:1/0"})
     engine = app.extensions["palimpsest.engine"]
@@ -63,16 +69,27 @@ def _h(token):
 
 
 def _tric_file(home, flip_every=5) -> bytes:
-    gold = [json.loads(x) for x in (home / "tasks/tric-binary/gold/test/gold.jsonl").read_text().splitlines()]
-    rows = [{"instanceID": g["instanceID"], "label": (1 - g["label"]) if i % flip_every == 0 else g["label"]}
-            for i, g in enumerate(gold)]
+    gold = [
+        json.loads(x)
+        for x in (home / "tasks/tric-binary/gold/test/gold.jsonl").read_text().splitlines()
+    ]
+    rows = [
+        {
+            "instanceID": g["instanceID"],
+            "label": (1 - g["label"]) if i % flip_every == 0 else g["label"],
+        }
+        for i, g in enumerate(gold)
+    ]
     return "".join(json.dumps(r) + "\n" for r in rows).encode()
 
 
 def _submit(client, token, task, data: bytes, **form):
-    return client.post(f"/api/v1/tasks/{task}/submissions", headers=_h(token),
-                       data={"file": (io.BytesIO(data), "pred.jsonl"), **form},
-                       content_type="multipart/form-data")
+    return client.post(
+        f"/api/v1/tasks/{task}/submissions",
+        headers=_h(token),
+        data={"file": (io.BytesIO(data), "pred.jsonl"), **form},
+        content_type="multipart/form-data",
+    )
 
 
 def _run_job(sub_id):
@@ -155,8 +172,9 @@ def test_invalid_file_lists_every_problem_and_costs_nothing(api_env):
 
 
 def test_limit_reached_says_when(api_env):
-    from server.models import Phase
     from sqlmodel import Session, select
+
+    from server.models import Phase
 
     app, tokens, home = api_env
     engine = app.extensions["palimpsest.engine"]
@@ -166,7 +184,10 @@ def test_limit_reached_says_when(api_env):
         s.add(p)
         s.commit()
     c = app.test_client()
-    assert _submit(c, tokens["alpha"], "tric-binary", _tric_file(home, 3), phase="test").status_code == 201
+    assert (
+        _submit(c, tokens["alpha"], "tric-binary", _tric_file(home, 3), phase="test").status_code
+        == 201
+    )
     r = _submit(c, tokens["alpha"], "tric-binary", _tric_file(home, 4), phase="test")
     assert r.status_code == 429
     err = r.json["error"]
@@ -177,8 +198,9 @@ def test_limit_reached_says_when(api_env):
 def test_closed_phase_and_unknowns(api_env):
     from datetime import datetime, timedelta
 
-    from server.models import Phase
     from sqlmodel import Session, select
+
+    from server.models import Phase
 
     app, tokens, home = api_env
     with Session(app.extensions["palimpsest.engine"]) as s:
@@ -190,8 +212,12 @@ def test_closed_phase_and_unknowns(api_env):
     r = _submit(c, tokens["alpha"], "tric-binary", _tric_file(home), phase="test")
     # the same status as the web's submit page (server.errors): a conflict with the phase's state
     assert r.status_code == 409 and r.json["error"]["code"] == "phase_closed"
-    assert c.get("/api/v1/tasks/tric-binry", headers=_h(tokens["alpha"])).json["error"]["message"].find(
-        "did you mean 'tric-binary'") >= 0
+    assert (
+        c.get("/api/v1/tasks/tric-binry", headers=_h(tokens["alpha"]))
+        .json["error"]["message"]
+        .find("did you mean 'tric-binary'")
+        >= 0
+    )
     r = _submit(c, tokens["loner"], "tric-binary", _tric_file(home), phase="dev")
     assert r.status_code == 403 and r.json["error"]["code"] == "no_team"
 
@@ -231,7 +257,7 @@ def test_openapi_is_valid_and_describes_every_api_route(api_env):
     routed = set()
     for rule in app.url_map.iter_rules():
         if rule.rule.startswith("/api/v1/"):
-            path = rule.rule[len("/api/v1"):]
+            path = rule.rule[len("/api/v1") :]
             for conv in ("<int:", "<"):
                 path = path.replace(conv, "{")
             path = path.replace(">", "}")
@@ -251,8 +277,11 @@ def _example(spec, schema):
         return _example(spec, schema["anyOf"][0])
     t = schema.get("type")
     if t == "object":
-        return {k: _example(spec, v) for k, v in schema.get("properties", {}).items()
-                if k in schema.get("required", []) or "examples" in v}
+        return {
+            k: _example(spec, v)
+            for k, v in schema.get("properties", {}).items()
+            if k in schema.get("required", []) or "examples" in v
+        }
     if "enum" in schema:
         return schema["enum"][0]
     return {"string": "x", "integer": 1, "number": 0.5, "boolean": False, "array": []}.get(t)
@@ -286,13 +315,22 @@ def test_every_operation_answers_as_described(api_env):
     for path, ops in order:
         for method, op in ops.items():
             for token in (tokens["alpha"], None, tokens["beta"], tokens["org"]):
-                ids = {"submission_id": sid, "task_id": "tric-binary", "phase_name": "dev", "action": "freeze"}
+                ids = {
+                    "submission_id": sid,
+                    "task_id": "tric-binary",
+                    "phase_name": "dev",
+                    "action": "freeze",
+                }
                 url, query = _example_request(spec, path, op, ids)
                 headers = _h(token) if token else {}
                 content = op.get("requestBody", {}).get("content", {})
                 if "multipart/form-data" in content:
-                    r = c.post(url, headers=headers, data={"file": (io.BytesIO(_tric_file(home, 7)), "p.jsonl"),
-                                                           "phase": "dev"}, content_type="multipart/form-data")
+                    r = c.post(
+                        url,
+                        headers=headers,
+                        data={"file": (io.BytesIO(_tric_file(home, 7)), "p.jsonl"), "phase": "dev"},
+                        content_type="multipart/form-data",
+                    )
                 elif "application/json" in content:
                     body = _example(spec, content["application/json"]["schema"])
                     r = c.open(url, method=method.upper(), headers=headers, json=body)
@@ -300,7 +338,9 @@ def test_every_operation_answers_as_described(api_env):
                     r = c.open(url, method=method.upper(), headers=headers, query_string=query)
                 declared = op["responses"]
                 assert str(r.status_code) in declared, (method, path, r.status_code, r.data[:300])
-                body_schema = declared[str(r.status_code)].get("content", {}).get("application/json", {})
+                body_schema = (
+                    declared[str(r.status_code)].get("content", {}).get("application/json", {})
+                )
                 if body_schema.get("schema") and r.mimetype == "application/json":
                     jsonschema.validate(r.json, _resolve(spec, body_schema["schema"]))
                 checked += 1
@@ -309,25 +349,34 @@ def test_every_operation_answers_as_described(api_env):
 
 def test_a_published_snapshot_matches_its_declared_shape(api_env):
     """The leaderboard rows and the published snapshot, field by field (additional fields refused)."""
-    from datetime import datetime, timedelta
 
-    from server.models import Phase
-    from sqlmodel import Session, select
 
     app, tokens, home = api_env
     c = app.test_client()
     spec = c.get("/api/v1/openapi.json").json
-    sid = _submit(c, tokens["alpha"], "tric-binary", _tric_file(home), phase="test", primary="true").json["id"]
+    sid = _submit(
+        c, tokens["alpha"], "tric-binary", _tric_file(home), phase="test", primary="true"
+    ).json["id"]
     _run_job(sid)
-    board = c.get("/api/v1/tasks/tric-binary/leaderboard?phase=test", headers=_h(tokens["alpha"])).json
+    board = c.get(
+        "/api/v1/tasks/tric-binary/leaderboard?phase=test", headers=_h(tokens["alpha"])
+    ).json
     jsonschema.validate(board, _resolve(spec, spec["components"]["schemas"]["Leaderboard"]))
     assert board["rows"][0]["primary_run"] is True
-    r = c.post("/api/v1/tasks/tric-binary/phases/test/publish", headers=_h(tokens["org"]), json={"close": True})
+    r = c.post(
+        "/api/v1/tasks/tric-binary/phases/test/publish",
+        headers=_h(tokens["org"]),
+        json={"close": True},
+    )
     assert r.status_code == 201, r.json
-    snap = c.get("/api/v1/tasks/tric-binary/phases/test/rankings/1", headers=_h(tokens["alpha"])).json
+    snap = c.get(
+        "/api/v1/tasks/tric-binary/phases/test/rankings/1", headers=_h(tokens["alpha"])
+    ).json
     jsonschema.validate(snap, _resolve(spec, spec["components"]["schemas"]["Snapshot"]))
     # the board of a published phase is the snapshot, and is declared so
-    board = c.get("/api/v1/tasks/tric-binary/leaderboard?phase=test", headers=_h(tokens["beta"])).json
+    board = c.get(
+        "/api/v1/tasks/tric-binary/leaderboard?phase=test", headers=_h(tokens["beta"])
+    ).json
     assert board["ranking"]["version"] == 1
     jsonschema.validate(board, _resolve(spec, spec["components"]["schemas"]["Board"]))
     bad = dict(snap, rows=[dict(snap["rows"][0], undeclared=1)])

@@ -16,7 +16,10 @@ def test_team_create_join_show_rotate_leave(api_env):
     assert r.status_code == 404 and r.json["error"]["code"] == "no_team"
     # the same refusal, the same words as the web page's
     r = c.post("/api/v1/team", headers=_h(tokens["alpha"]), json={"name": "another"})
-    assert r.status_code == 409 and r.json["error"]["message"] == "You are in a team already; leave it first."
+    assert (
+        r.status_code == 409
+        and r.json["error"]["message"] == "You are in a team already; leave it first."
+    )
     r = c.post("/api/v1/team", headers=loner, json={"name": "alpha"})
     assert r.status_code == 409 and r.json["error"]["code"] == "name_taken"
     r = c.post("/api/v1/team", headers=loner, json={"name": "B a s e l i n e s"})
@@ -48,15 +51,23 @@ def test_team_create_join_show_rotate_leave(api_env):
 def test_primary_at_upload_and_later(api_env):
     app, tokens, home = api_env
     c = app.test_client()
-    a = _submit(c, tokens["alpha"], "tric-binary", _tric_file(home, 3), phase="test", primary="true").json
+    a = _submit(
+        c, tokens["alpha"], "tric-binary", _tric_file(home, 3), phase="test", primary="true"
+    ).json
     assert a["is_primary"] is True
     b = _submit(c, tokens["alpha"], "tric-binary", _tric_file(home, 4), phase="test").json
     assert b["is_primary"] is False
     r = c.post(f"/api/v1/submissions/{b['id']}/primary", headers=_h(tokens["alpha"]))
     assert r.status_code == 200 and r.json["is_primary"] is True
-    assert c.get(f"/api/v1/submissions/{a['id']}", headers=_h(tokens["alpha"])).json["is_primary"] is False
+    assert (
+        c.get(f"/api/v1/submissions/{a['id']}", headers=_h(tokens["alpha"])).json["is_primary"]
+        is False
+    )
     # another team cannot see it, let alone choose it; an organizer may look but not choose
-    assert c.post(f"/api/v1/submissions/{b['id']}/primary", headers=_h(tokens["beta"])).status_code == 404
+    assert (
+        c.post(f"/api/v1/submissions/{b['id']}/primary", headers=_h(tokens["beta"])).status_code
+        == 404
+    )
     r = c.post(f"/api/v1/submissions/{b['id']}/primary", headers=_h(tokens["org"]))
     assert r.status_code == 403 and r.json["error"]["code"] == "not_your_team"
 
@@ -64,11 +75,16 @@ def test_primary_at_upload_and_later(api_env):
 def test_pages_follow_next_to_the_end(api_env):
     app, tokens, home = api_env
     c = app.test_client()
-    r = c.patch("/api/v1/tasks/tric-binary/phases/dev", headers=_h(tokens["org"]),
-                json={"concurrent_limit": None, "daily_limit": None})
+    r = c.patch(
+        "/api/v1/tasks/tric-binary/phases/dev",
+        headers=_h(tokens["org"]),
+        json={"concurrent_limit": None, "daily_limit": None},
+    )
     assert r.status_code == 200, r.json
-    ids = {_submit(c, tokens["alpha"], "tric-binary", _tric_file(home, k), phase="dev").json["id"]
-           for k in (3, 4, 6, 7, 8)}
+    ids = {
+        _submit(c, tokens["alpha"], "tric-binary", _tric_file(home, k), phase="dev").json["id"]
+        for k in (3, 4, 6, 7, 8)
+    }
     seen, url, pages = [], "/api/v1/submissions?limit=2", 0
     while url:
         r = c.get(url, headers=_h(tokens["alpha"]))
@@ -93,25 +109,50 @@ def test_organizer_phase_lifecycle_over_the_api(api_env):
     app, tokens, home = api_env
     c = app.test_client()
     org = _h(tokens["org"])
-    assert c.post("/api/v1/tasks/tric-binary/phases", headers=_h(tokens["alpha"]),
-                  json={"name": "final", "split": "test"}).status_code == 403
-    r = c.post("/api/v1/tasks/tric-binary/phases", headers=org,
-               json={"name": "final", "split": "test", "daily_limit": 2,
-                     "opens_at": "2026-01-10T01:00:00+01:00"})
+    assert (
+        c.post(
+            "/api/v1/tasks/tric-binary/phases",
+            headers=_h(tokens["alpha"]),
+            json={"name": "final", "split": "test"},
+        ).status_code
+        == 403
+    )
+    r = c.post(
+        "/api/v1/tasks/tric-binary/phases",
+        headers=org,
+        json={
+            "name": "final",
+            "split": "test",
+            "daily_limit": 2,
+            "opens_at": "2026-01-10T01:00:00+01:00",
+        },
+    )
     assert r.status_code == 201, r.json
     assert r.json["limits"]["daily"] == 2 and r.json["opens_at"] == "2026-01-10T00:00:00Z"
-    r = c.post("/api/v1/tasks/tric-binary/phases", headers=org, json={"name": "final", "split": "test"})
+    r = c.post(
+        "/api/v1/tasks/tric-binary/phases", headers=org, json={"name": "final", "split": "test"}
+    )
     assert r.status_code == 409 and r.json["error"]["code"] == "exists"
-    r = c.patch("/api/v1/tasks/tric-binary/phases/final", headers=org,
-                json={"closes_at": "2026-01-01T00:00:00Z"})
+    r = c.patch(
+        "/api/v1/tasks/tric-binary/phases/final",
+        headers=org,
+        json={"closes_at": "2026-01-01T00:00:00Z"},
+    )
     assert r.status_code == 409 and r.json["error"]["code"] == "bad_window"
-    r = c.patch("/api/v1/tasks/tric-binary/phases/final", headers=org, json={"closes_at": "nextTfriday"})
+    r = c.patch(
+        "/api/v1/tasks/tric-binary/phases/final", headers=org, json={"closes_at": "nextTfriday"}
+    )
     assert r.status_code == 422 and "closes_at" in r.json["error"]["message"]
-    r = c.patch("/api/v1/tasks/tric-binary/phases/final", headers=org,
-                json={"opens_at": None, "total_limit": None})
+    r = c.patch(
+        "/api/v1/tasks/tric-binary/phases/final",
+        headers=org,
+        json={"opens_at": None, "total_limit": None},
+    )
     assert r.status_code == 200 and r.json["opens_at"] is None and r.json["limits"]["total"] is None
     assert r.json["limits"]["daily"] == 2  # untouched
-    names = [p["name"] for p in c.get("/api/v1/tasks/tric-binary/phases", headers=org).json["items"]]
+    names = [
+        p["name"] for p in c.get("/api/v1/tasks/tric-binary/phases", headers=org).json["items"]
+    ]
     assert "final" in names
     # submit, score, rescore, hide, publish, export
     sid = _submit(c, tokens["alpha"], "tric-binary", _tric_file(home), phase="final").json["id"]
@@ -126,7 +167,11 @@ def test_organizer_phase_lifecycle_over_the_api(api_env):
     _run_job(sid)
     r = c.post(f"/api/v1/submissions/{sid}/visibility", headers=org, json={"action": "hide"})
     assert r.status_code == 409 and r.json["error"]["code"] == "reason_required"
-    r = c.post(f"/api/v1/submissions/{sid}/visibility", headers=org, json={"action": "hide", "reason": "dup"})
+    r = c.post(
+        f"/api/v1/submissions/{sid}/visibility",
+        headers=org,
+        json={"action": "hide", "reason": "dup"},
+    )
     assert r.status_code == 200 and r.json["hidden"] is True
     c.post(f"/api/v1/submissions/{sid}/visibility", headers=org, json={"action": "unhide"})
     r = c.post("/api/v1/tasks/tric-binary/phases/final/publish", headers=org, json={})
@@ -137,23 +182,42 @@ def test_organizer_phase_lifecycle_over_the_api(api_env):
     assert ex.status_code == 200 and ex.mimetype == "text/csv"
     assert ex.headers["Content-Disposition"].endswith('ranking-v1.csv"')
     snap = c.get("/api/v1/tasks/tric-binary/phases/final/rankings/1", headers=org).data
-    assert c.get("/api/v1/tasks/tric-binary/phases/final/export?format=json", headers=org).data == snap
-    assert c.get("/api/v1/tasks/tric-binary/phases/final/export?format=pdf", headers=org).status_code == 422
+    assert (
+        c.get("/api/v1/tasks/tric-binary/phases/final/export?format=json", headers=org).data == snap
+    )
+    assert (
+        c.get("/api/v1/tasks/tric-binary/phases/final/export?format=pdf", headers=org).status_code
+        == 422
+    )
     # a closed phase refuses an upload with the same status on the API and the web page
     r = _submit(c, tokens["alpha"], "tric-binary", _tric_file(home, 9), phase="final")
     assert r.status_code == 409 and r.json["error"]["code"] == "phase_closed"
     log = c.get("/api/v1/audit?limit=100", headers=org).json["items"]
     actions = {x["action"] for x in log}
-    assert {"phase.create", "phase.edit", "submission.rescore", "submission.hide", "ranking.publish",
-            "ranking.export"} <= actions
-    assert all(x["actor"] in ("org@example.org", None) for x in log if x["action"].startswith("ranking"))
+    assert {
+        "phase.create",
+        "phase.edit",
+        "submission.rescore",
+        "submission.hide",
+        "ranking.publish",
+        "ranking.export",
+    } <= actions
+    assert all(
+        x["actor"] in ("org@example.org", None) for x in log if x["action"].startswith("ranking")
+    )
 
 
 def test_the_error_table_is_one_for_web_and_api():
     from datetime import datetime
 
     from server.errors import describe
-    from server.exceptions import LifecycleRefused, LimitReached, PhaseClosed, SubmissionRefused, TeamRefused
+    from server.exceptions import (
+        LifecycleRefused,
+        LimitReached,
+        PhaseClosed,
+        SubmissionRefused,
+        TeamRefused,
+    )
 
     assert describe(PhaseClosed("closed", datetime(2026, 1, 1)))[:2] == (409, "phase_closed")
     assert describe(LimitReached("x", None, "daily"))[0:2] == (429, "limit_reached")
@@ -173,10 +237,21 @@ def test_baselines_over_the_api(api_env):
     # Redis is unreachable in this fixture: nothing is queued, and the answer says so
     from baselines.systems import SYSTEMS
 
-    r = c.post("/api/v1/tasks/tric-binary/baselines", headers=org, json={"systems": [SYSTEMS["tric-binary"][0]]})
+    r = c.post(
+        "/api/v1/tasks/tric-binary/baselines",
+        headers=org,
+        json={"systems": [SYSTEMS["tric-binary"][0]]},
+    )
     assert r.status_code == 503 and r.json["error"]["code"] == "queue_unreachable"
-    sub = _submit(c, tokens["org"], "tric-binary", _tric_file(home), phase="test", baseline="true",
-                  method_name="lexical").json
+    sub = _submit(
+        c,
+        tokens["org"],
+        "tric-binary",
+        _tric_file(home),
+        phase="test",
+        baseline="true",
+        method_name="lexical",
+    ).json
     listed = c.get("/api/v1/tasks/tric-binary/baselines", headers=org).json["items"]
     assert [x["id"] for x in listed] == [sub["id"]] and listed[0]["is_baseline"] is True
     r = c.get("/api/v1/baselines/runs", headers=org)
@@ -193,10 +268,16 @@ def test_baseline_runs_are_listed_from_the_queue(api_env, redis_tcp_url, monkeyp
     c = app.test_client()
     org = _h(tokens["org"])
     system = SYSTEMS["tric-binary"][0]
-    r = c.post("/api/v1/tasks/tric-binary/baselines", headers=org, json={"systems": [system], "device": "cpu"})
+    r = c.post(
+        "/api/v1/tasks/tric-binary/baselines",
+        headers=org,
+        json={"systems": [system], "device": "cpu"},
+    )
     assert r.status_code == 202, r.json
     runs = c.get("/api/v1/baselines/runs?limit=1", headers=org).json
-    assert [x["id"] for x in runs["items"]] == r.json["jobs"] and runs["items"][0]["status"] == "queued"
+    assert [x["id"] for x in runs["items"]] == r.json["jobs"] and runs["items"][0][
+        "status"
+    ] == "queued"
 
 
 def test_docs_page_is_served_offline(api_env):

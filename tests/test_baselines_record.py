@@ -18,8 +18,14 @@ from baselines.systems import Options
 
 
 def _run(backend, task_id="tric-ranking", system="lexical", out=None):
-    (result,) = run_baselines([task_id], [system], Options(progress=False), out or backend.settings.home / "out",
-                              backend.settings.home, log=lambda m: None)
+    (result,) = run_baselines(
+        [task_id],
+        [system],
+        Options(progress=False),
+        out or backend.settings.home / "out",
+        backend.settings.home,
+        log=lambda m: None,
+    )
     return result
 
 
@@ -60,10 +66,14 @@ def test_a_recorded_baseline_is_scored_by_the_queue_like_any_upload(backend):
     with backend.session() as s:
         from server.models import Team
 
-        assert s.execute(select(Team.is_baseline).where(Team.name == "Baselines")).scalar_one() is True
+        assert (
+            s.execute(select(Team.is_baseline).where(Team.name == "Baselines")).scalar_one() is True
+        )
 
 
-def test_recording_the_same_file_again_adds_nothing_and_a_rerun_replaces_its_row(embedded_backend, tmp_path):
+def test_recording_the_same_file_again_adds_nothing_and_a_rerun_replaces_its_row(
+    embedded_backend, tmp_path
+):
     b = embedded_backend
     set_phase(b, "trac", "test", public_fraction=1.0)
     first = _run(b, "trac")
@@ -107,13 +117,18 @@ def test_the_baselines_queue_runs_the_baseline_and_scores_what_it_recorded(backe
     (job,) = jobs
     assert job["job"].startswith("baseline-tric-ranking-lexical-") and job["status"] == "queued"
     # asking again while it waits gives the same job
-    assert enqueue_baselines(["tric-ranking"], ["lexical"], Options(), backend.settings.home) == jobs
+    assert (
+        enqueue_baselines(["tric-ranking"], ["lexical"], Options(), backend.settings.home) == jobs
+    )
     from rq.job import Job
     from rq.serializers import JSONSerializer
 
     from server.queue import get_queue
 
-    assert Job.fetch(job["job"], connection=backend.conn, serializer=JSONSerializer).origin == "baselines"
+    assert (
+        Job.fetch(job["job"], connection=backend.conn, serializer=JSONSerializer).origin
+        == "baselines"
+    )
     assert get_queue("scoring", backend.conn).count == 0
     burst(backend, queues=("baselines",))  # the run job: it writes the file and records it
     ran = Job.fetch(job["job"], connection=backend.conn, serializer=JSONSerializer)
@@ -144,25 +159,58 @@ def test_cli_run_record_json_lists_what_was_recorded(embedded_backend, tmp_path)
     from cli.main import main
 
     b = embedded_backend
-    r = CliRunner().invoke(main, ["baselines", "run", "--task", "trac", "--system", "lexical", "--home",
-                                  str(b.settings.home), "--out", str(tmp_path), "--record", "--json", "--quiet"])
+    r = CliRunner().invoke(
+        main,
+        [
+            "baselines",
+            "run",
+            "--task",
+            "trac",
+            "--system",
+            "lexical",
+            "--home",
+            str(b.settings.home),
+            "--out",
+            str(tmp_path),
+            "--record",
+            "--json",
+            "--quiet",
+        ],
+    )
     assert r.exit_code == 0, r.output
     (out,) = json.loads(r.output)
     (rec,) = out["recorded"]
     assert rec["phase"] == "test" and get(b, rec["submission_id"]).is_baseline
-    r = CliRunner().invoke(main, ["baselines", "run", "--task", "trac", "--system", "lexical", "--home",
-                                  str(b.settings.home), "--out", str(tmp_path), "--record", "--quiet"])
+    r = CliRunner().invoke(
+        main,
+        [
+            "baselines",
+            "run",
+            "--task",
+            "trac",
+            "--system",
+            "lexical",
+            "--home",
+            str(b.settings.home),
+            "--out",
+            str(tmp_path),
+            "--record",
+            "--quiet",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert f"already recorded as submission {rec['submission_id']} in phase test" in r.output
-    r = CliRunner().invoke(main, ["baselines", "run", "--enqueue", "--record", "--home", str(b.settings.home)])
+    r = CliRunner().invoke(
+        main, ["baselines", "run", "--enqueue", "--record", "--home", str(b.settings.home)]
+    )
     assert r.exit_code != 0 and "--enqueue records by itself" in r.output
 
 
 def test_api_records_a_baseline_only_for_an_organizer(app, client, web_home):
-    from server.auth import create_token, create_user
-    from server.models import Submission, Team
     from sqlmodel import Session
 
+    from server.auth import create_token, create_user
+    from server.models import Submission, Team
     from server.submissions import ensure_phases
 
     engine = app.extensions["palimpsest.engine"]
@@ -180,16 +228,25 @@ def test_api_records_a_baseline_only_for_an_organizer(app, client, web_home):
         s.commit()
         _, team_token = create_token(s, user=u)
         s.commit()
-    result = run_baselines(["trac"], ["lexical"], Options(progress=False), web_home / "out", web_home,
-                           log=lambda m: None)[0]
+    result = run_baselines(
+        ["trac"],
+        ["lexical"],
+        Options(progress=False),
+        web_home / "out",
+        web_home,
+        log=lambda m: None,
+    )[0]
     data = open(result["file"], "rb").read()
 
     def post(token, **fields):
         import io
 
-        return client.post("/api/v1/tasks/trac/submissions", headers={"Authorization": f"Bearer {token}"},
-                           data={"file": (io.BytesIO(data), "lexical.jsonl"), "phase": "test", **fields},
-                           content_type="multipart/form-data")
+        return client.post(
+            "/api/v1/tasks/trac/submissions",
+            headers={"Authorization": f"Bearer {token}"},
+            data={"file": (io.BytesIO(data), "lexical.jsonl"), "phase": "test", **fields},
+            content_type="multipart/form-data",
+        )
 
     r = post(team_token, baseline="true")
     assert r.status_code == 403 and r.get_json()["error"]["code"] == "not_organizer"
@@ -198,7 +255,11 @@ def test_api_records_a_baseline_only_for_an_organizer(app, client, web_home):
     body = r.get_json()
     assert body["is_baseline"] is True and body["duplicate"] is False
     r = post(org_token, baseline="true", method_name="lexical")
-    assert r.status_code == 200 and r.get_json()["id"] == body["id"] and r.get_json()["duplicate"] is True
+    assert (
+        r.status_code == 200
+        and r.get_json()["id"] == body["id"]
+        and r.get_json()["duplicate"] is True
+    )
     r = post(org_token)  # without baseline=true an organizer without a team cannot submit
     assert r.status_code == 403 and r.get_json()["error"]["code"] == "no_team"
     with Session(engine) as s:
@@ -209,14 +270,18 @@ def test_api_records_a_baseline_only_for_an_organizer(app, client, web_home):
     assert body["id"] not in [x["id"] for x in r.get_json()["items"]]
 
 
-def test_organizer_page_queues_baseline_runs_and_the_queue_page_shows_what_they_recorded(embedded_backend):
+def test_organizer_page_queues_baseline_runs_and_the_queue_page_shows_what_they_recorded(
+    embedded_backend,
+):
     """The web path, on the embedded Redis: the dashboard's form, a worker's burst, the queue page."""
     from webkit import Browser, make_user
 
     from server import create_app
 
     b = embedded_backend
-    app = create_app({"home": b.settings.home, "env": "testing", "database_url": None, "redis_url": None})
+    app = create_app(
+        {"home": b.settings.home, "env": "testing", "database_url": None, "redis_url": None}
+    )
     make_user(app, "org@x.org", organizer=True)
     make_user(app, "team@x.org", team="alpha")
     org, team = Browser(app.test_client()), Browser(app.test_client())
@@ -224,9 +289,15 @@ def test_organizer_page_queues_baseline_runs_and_the_queue_page_shows_what_they_
     team.login("team@x.org")
     page = org.get("/organizer/").get_data(as_text=True)
     assert 'action="/organizer/tasks/trac/baselines"' in page and 'value="bi-encoder-mask"' in page
-    assert team.post("/organizer/tasks/trac/baselines", {"system": "lexical"}).status_code in (302, 403)
+    assert team.post("/organizer/tasks/trac/baselines", {"system": "lexical"}).status_code in (
+        302,
+        403,
+    )
     assert get_queue_count(b) == 0  # a team member queues nothing
-    r = org.post("/organizer/tasks/trac/baselines", {"system": ["lexical", "no-such-system"], "device": "cpu"})
+    r = org.post(
+        "/organizer/tasks/trac/baselines",
+        {"system": ["lexical", "no-such-system"], "device": "cpu"},
+    )
     assert r.status_code == 302 and get_queue_count(b) == 1
     burst(b, queues=("baselines", "scoring"))
     html = org.get("/organizer/queue").get_data(as_text=True)
@@ -234,10 +305,16 @@ def test_organizer_page_queues_baseline_runs_and_the_queue_page_shows_what_they_
     from server.models import AuditLog, Submission
 
     with b.session() as s:
-        (sub,) = s.execute(select(Submission).where(Submission.is_baseline.is_(True))).scalars().all()
+        (sub,) = (
+            s.execute(select(Submission).where(Submission.is_baseline.is_(True))).scalars().all()
+        )
         assert sub.status == "scored" and sub.task_id == "trac"
         assert f'href="/submissions/{sub.id}"' in html
-        (act,) = s.execute(select(AuditLog).where(AuditLog.action == "baselines.enqueue")).scalars().all()
+        (act,) = (
+            s.execute(select(AuditLog).where(AuditLog.action == "baselines.enqueue"))
+            .scalars()
+            .all()
+        )
         assert act.target == "task:trac"
     r = org.post("/organizer/tasks/trac/baselines", {"system": "diffalign"})  # not a system of trac
     assert r.status_code == 302 and get_queue_count(b) == 0

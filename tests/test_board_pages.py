@@ -42,7 +42,9 @@ def test_the_navigation_is_the_visitors_own_around_one_cached_board(app):
     import gzip
 
     assert "Sign out (a@x.org)" in gzip.decompress(again.data).decode()
-    assert app.extensions["palimpsest.lbcache"].renders == renders  # the board itself is not rendered again
+    assert (
+        app.extensions["palimpsest.lbcache"].renders == renders
+    )  # the board itself is not rendered again
 
 
 def test_key_columns_by_default_counts_as_integers_and_empty_cells_say_why(app):
@@ -50,7 +52,7 @@ def test_key_columns_by_default_counts_as_integers_and_empty_cells_say_why(app):
     make_user(app, "a@x.org", team="alpha")
     make_submission(app, team=team_of(app, "alpha"), phase=dev, scores={"all": 0.7})
     html = app.test_client().get("/tasks/tric-binary/leaderboard?phase=dev").get_data(as_text=True)
-    head = html[html.index("<thead>"):html.index("</thead>")]
+    head = html[html.index("<thead>") : html.index("</thead>")]
     shown = re.findall(r'<th data-type="num"(?! class="extra")[^>]*>([^<]+)<br><small>(\w+)', head)
     assert ("f1", "oov") in shown and ("f1", "iov") in shown
     assert 'class="extra"' in head and 'id="allcols"' in html  # every other column one click away
@@ -71,11 +73,26 @@ def test_a_queued_submission_page_polls_and_my_submissions_shows_the_primary_sco
     b = Browser(app.test_client())
     b.login("a@x.org")
     store = TaskStore("tric-binary", app.extensions["palimpsest.settings"].home)
-    ids = [json.loads(x)["instanceID"] for x in store.public("dev", "inputs.jsonl").read_text().splitlines() if x]
-    data = "".join(json.dumps({"instanceID": x, "label": i % 2}) + "\n" for i, x in enumerate(ids)).encode()
-    r = b.post("/tasks/tric-binary/submit", {"phase": "dev", "method_name": "m", "description": "d", "url": "",
-                                             "show_publicly": "on", "file": (io.BytesIO(data), "p.jsonl")},
-               content_type="multipart/form-data")
+    ids = [
+        json.loads(x)["instanceID"]
+        for x in store.public("dev", "inputs.jsonl").read_text().splitlines()
+        if x
+    ]
+    data = "".join(
+        json.dumps({"instanceID": x, "label": i % 2}) + "\n" for i, x in enumerate(ids)
+    ).encode()
+    r = b.post(
+        "/tasks/tric-binary/submit",
+        {
+            "phase": "dev",
+            "method_name": "m",
+            "description": "d",
+            "url": "",
+            "show_publicly": "on",
+            "file": (io.BytesIO(data), "p.jsonl"),
+        },
+        content_type="multipart/form-data",
+    )
     sid = int(r.headers["Location"].rsplit("/", 1)[1])
     page = b.get(f"/submissions/{sid}").get_data(as_text=True)
     assert 'data-status="queued"' in page and "fetch(location.href" in page
@@ -99,7 +116,10 @@ def test_trotr_agreement_is_the_papers_and_a_reference_row(app, home):
     from tasks.store import TaskStore
 
     got = TaskStore("tric-ranking", home).manifest()["agreement"]
-    assert round(got["alpha_ordinal"], 3) == 0.420 and round(got["weighted_mean_pairwise_spearman"], 3) == 0.506
+    assert (
+        round(got["alpha_ordinal"], 3) == 0.420
+        and round(got["weighted_mean_pairwise_spearman"], 3) == 0.506
+    )
     assert got["pairs"] == 6300 and got["annotators"] == 4
     r = CliRunner().invoke(main, ["agreement", "tric-ranking", "--home", str(home), "--json"])
     assert r.exit_code == 0, r.output
@@ -111,8 +131,15 @@ def test_trotr_agreement_is_the_papers_and_a_reference_row(app, home):
     human = [x for x in data["rows"] if x["row_type"] == "human"]
     assert len(human) == 1 and human[0]["rank"] is None and human[0]["submission_id"] is None
     assert human[0]["metrics"]["all/spearman"] == got["weighted_mean_pairwise_spearman"]
-    assert "the paper" in human[0]["note"] and [x["row_type"] for x in data["rows"]] == ["team", "human"]
+    assert "the paper" in human[0]["note"] and [x["row_type"] for x in data["rows"]] == [
+        "team",
+        "human",
+    ]
     html = app.test_client().get("/tasks/tric-ranking/leaderboard?phase=dev").get_data(as_text=True)
     assert "reference, not ranked" in html
-    csv_ = app.test_client().get("/tasks/tric-ranking/leaderboard.csv?phase=dev").get_data(as_text=True)
+    csv_ = (
+        app.test_client()
+        .get("/tasks/tric-ranking/leaderboard.csv?phase=dev")
+        .get_data(as_text=True)
+    )
     assert ",human,Human agreement" in csv_

@@ -54,7 +54,12 @@ def test_the_worker_computes_intervals_rank_ranges_and_clusters(b):
     app = _app()
     data = _board(app, "tric-binary", "test")
     st = data["statistics"]
-    assert st["status"] == "ready" and st["B"] == 300 and st["part"] == "public" and st["unit"] == "instances"
+    assert (
+        st["status"] == "ready"
+        and st["B"] == 300
+        and st["part"] == "public"
+        and st["unit"] == "instances"
+    )
     # the seed is the partition's recorded seed
     with b.session() as s:
         p = s.get(Phase, phase(b, "tric-binary", "test").id)
@@ -109,9 +114,15 @@ def test_a_recomputation_is_identical_and_equals_the_scorer_bootstrap(b):
     boot = Bootstrap(task, TaskStore(task.id, b.settings.home), "dev", None)
     W = boot.weights(300, seed)
     r0 = before["rows"][0]
-    arrays = stats.load_units(b.settings, task, "dev", r0["submission_id"],
-                              b.session().get(__import__("server.models", fromlist=["Submission"]).Submission,
-                                              r0["submission_id"]).score_attempt)
+    arrays = stats.load_units(
+        b.settings,
+        task,
+        "dev",
+        r0["submission_id"],
+        b.session()
+        .get(__import__("server.models", fromlist=["Submission"]).Submission, r0["submission_id"])
+        .score_attempt,
+    )
     x = boot.samples(arrays, W)
     assert r0["ci"] == [float(np.percentile(x, 2.5)), float(np.percentile(x, 97.5))]
 
@@ -152,7 +163,9 @@ def test_the_published_snapshot_freezes_both_parts_statistics(b):
     assert "95\\% CI" in rv.body_latex and "ci_lo" in rv.body_csv.splitlines()[0]
     # later runs (a reopened phase) change the live statistics, never the snapshot
     with b.session() as s:
-        lifecycle.edit_phase(s, s.get(Phase, phase(b, "tric-binary", "test").id), {"closes_at": None}, actor=None)
+        lifecycle.edit_phase(
+            s, s.get(Phase, phase(b, "tric-binary", "test").id), {"closes_at": None}, actor=None
+        )
     submit(b, *teams[0], "tric-binary", "test", noise=0.0)
     burst(b)
     app = _app()
@@ -160,7 +173,11 @@ def test_the_published_snapshot_freezes_both_parts_statistics(b):
     assert served == rv.body_json.encode()
     html = _board(app, "tric-binary", "test", "html")
     assert "95 % paired bootstrap" in html
-    sig = app.test_client().get("/tasks/tric-binary/leaderboard/significance?phase=test").get_data(as_text=True)
+    sig = (
+        app.test_client()
+        .get("/tasks/tric-binary/leaderboard/significance?phase=test")
+        .get_data(as_text=True)
+    )
     assert "The public part" in sig
 
 
@@ -178,12 +195,34 @@ def test_latex_bolds_the_best_score_never_a_count():
     from server import leaderboard as lb
 
     cols = [lb.Column("all", "f1", True, True), lb.Column("all", "n", True)]
-    rows = [lb.Row(rank=i + 1, row_type="team", team=f"t{i}", team_id=i, submission_id=i, method_name="m", url="",
-                   submitted_at=datetime(2026, 1, 1), is_primary=True, values={"all/f1": v, "all/n": 60.0},
-                   ci=[v - 0.1, v + 0.05], rank_range=[1, 2], cluster=1)
-            for i, v in enumerate([0.9, 0.8])]
-    board = lb.Board(task_id="tric-binary", phase="dev", split="dev", part="all", published=False, frozen=False,
-                     columns=cols, rows=rows)
+    rows = [
+        lb.Row(
+            rank=i + 1,
+            row_type="team",
+            team=f"t{i}",
+            team_id=i,
+            submission_id=i,
+            method_name="m",
+            url="",
+            submitted_at=datetime(2026, 1, 1),
+            is_primary=True,
+            values={"all/f1": v, "all/n": 60.0},
+            ci=[v - 0.1, v + 0.05],
+            rank_range=[1, 2],
+            cluster=1,
+        )
+        for i, v in enumerate([0.9, 0.8])
+    ]
+    board = lb.Board(
+        task_id="tric-binary",
+        phase="dev",
+        split="dev",
+        part="all",
+        published=False,
+        frozen=False,
+        columns=cols,
+        rows=rows,
+    )
     tex = lb.to_latex(board, columns=["all/n"])
     assert r"\textbf{0.9000}" in tex and r"\textbf{60}" not in tex and " 60 " in tex
     assert "[0.8000, 0.9500]" in tex and "1--2" in tex
@@ -211,11 +250,15 @@ def test_plots_of_the_board_svg_and_pdf_rendered_once_per_version(b):
     assert svg.status_code == 200 and svg.mimetype == "image/svg+xml"
     text = svg.get_data(as_text=True)
     assert text.lstrip().startswith("<?xml") and "<svg" in text
-    assert "style-src 'unsafe-inline'" in svg.headers["Content-Security-Policy"]  # its inline styles render
+    assert (
+        "style-src 'unsafe-inline'" in svg.headers["Content-Security-Policy"]
+    )  # its inline styles render
     assert "95 % bootstrap interval" in text and "per subset" in text and "over time" in text
     renders = app.extensions["palimpsest.lbcache"].renders
     assert c.get("/tasks/tric-binary/leaderboard/plot.svg?phase=test").data == svg.data
-    assert app.extensions["palimpsest.lbcache"].renders == renders  # cached with the board's version
+    assert (
+        app.extensions["palimpsest.lbcache"].renders == renders
+    )  # cached with the board's version
     pdf = c.get("/tasks/tric-binary/leaderboard/plot.pdf?phase=test&kind=ci")
     assert pdf.status_code == 200 and pdf.data.startswith(b"%PDF")
     assert c.get("/tasks/tric-binary/leaderboard/plot.png?phase=test").status_code == 404
@@ -237,4 +280,6 @@ def test_latex_export_keeps_the_columns_picked(b):
     head = [line for line in tex.splitlines() if line.startswith("\\#")][0]
     assert "f1\\_1 (iov)" in head and "precision\\_0 (oov)" in head and "n (all)" in head
     assert "95\\% CI" in head and "range" in head
-    assert "\\textbf{" + str(body["rows"][0]["metrics"]["all/n"]) not in tex  # a count is never bold
+    assert (
+        "\\textbf{" + str(body["rows"][0]["metrics"]["all/n"]) not in tex
+    )  # a count is never bold

@@ -92,7 +92,9 @@ def test_weights_are_reproducible_and_stratified():
 
 
 def test_holm_matches_the_step_down_procedure():
-    p = np.array([[1, 0.01, 0.04, 0.03], [0.01, 1, 0.005, 0.5], [0.04, 0.005, 1, 0.2], [0.03, 0.5, 0.2, 1.0]])
+    p = np.array(
+        [[1, 0.01, 0.04, 0.03], [0.01, 1, 0.005, 0.5], [0.04, 0.005, 1, 0.2], [0.03, 0.5, 0.2, 1.0]]
+    )
     adj = bs.holm(p)
     raw = sorted([(p[i, j], (i, j)) for i in range(4) for j in range(i + 1, 4)])
     m, running = len(raw), 0.0
@@ -106,12 +108,21 @@ def test_board_statistics_clusters_and_rank_ranges():
     B = 1000
     base = rng.normal(0, 0.01, B)
     # two systems nearly equal on top, one far below
-    samples = np.vstack([0.80 + base + rng.normal(0, 0.002, B), 0.799 + base + rng.normal(0, 0.002, B),
-                         0.50 + base + rng.normal(0, 0.002, B)])
+    samples = np.vstack(
+        [
+            0.80 + base + rng.normal(0, 0.002, B),
+            0.799 + base + rng.normal(0, 0.002, B),
+            0.50 + base + rng.normal(0, 0.002, B),
+        ]
+    )
     points = np.array([0.80, 0.799, 0.50])
     st = bs.board_statistics(samples, points, True)
     assert st["cluster"] == [1, 1, 2]
-    assert st["rank_range"][0][0] == 1 and st["rank_range"][1][1] == 2 and st["rank_range"][2] == [3, 3]
+    assert (
+        st["rank_range"][0][0] == 1
+        and st["rank_range"][1][1] == 2
+        and st["rank_range"][2] == [3, 3]
+    )
     lo, hi = st["ci"][2]
     assert lo < 0.50 < hi
     assert st["p_holm"][0][2] < 0.05 and st["p_holm"][0][1] > 0.05
@@ -133,14 +144,21 @@ def _parsed(task, store, split, rng):
             return {i: int(rng.integers(0, 2)) for i in ids}
         return {i: float(rng.integers(0, 5)) for i in ids}
     if task.kind == "tokens":
-        return {r["id"]: (np.round(rng.random(len(r["text_a"].split())), 1), rng.random(len(r["text_b"].split())))
-                for r in read_jsonl(store.public(split, "inputs.jsonl"))}
+        return {
+            r["id"]: (
+                np.round(rng.random(len(r["text_a"].split())), 1),
+                rng.random(len(r["text_b"].split())),
+            )
+            for r in read_jsonl(store.public(split, "inputs.jsonl"))
+        }
     qidx, sidx = fam.ids()
     keys = np.unique(rng.integers(0, len(qidx), 300) * len(sidx) + rng.integers(0, len(sidx), 300))
     return Links(keys // len(sidx), keys % len(sidx), rng.random(keys.size))
 
 
-@pytest.mark.parametrize("task_id", ["tric-binary", "tric-ranking", "trac", "swissgov-rsd", "loci-similes", "str"])
+@pytest.mark.parametrize(
+    "task_id", ["tric-binary", "tric-ranking", "trac", "swissgov-rsd", "loci-similes", "str"]
+)
 def test_point_is_the_scorers_value_on_the_whole_and_on_a_part(home, task_id):
     from scorer.families import family
     from tasks import get_task
@@ -161,8 +179,9 @@ def test_point_is_the_scorers_value_on_the_whole_and_on_a_part(home, task_id):
         if task.kind == "tokens":  # the cluster bootstrap keeps every pair
             continue
         sub = fam.score(parsed, keep).metrics[task.primary[0]][task.primary[1]]
-        assert b.samples(arrays, w)[0] == pytest.approx(sub if sub is not None else np.nan, abs=1e-12,
-                                                       nan_ok=True)
+        assert b.samples(arrays, w)[0] == pytest.approx(
+            sub if sub is not None else np.nan, abs=1e-12, nan_ok=True
+        )
 
 
 def test_swissgov_resamples_equal_scipy_per_pair(home):
@@ -170,7 +189,9 @@ def test_swissgov_resamples_equal_scipy_per_pair(home):
     from tasks.store import TaskStore
 
     task, store = get_task("swissgov-rsd"), TaskStore("swissgov-rsd", home)
-    arrays = bs.unit_arrays(task, store, "test", _parsed(task, store, "test", np.random.default_rng(2)))
+    arrays = bs.unit_arrays(
+        task, store, "test", _parsed(task, store, "test", np.random.default_rng(2))
+    )
     b = bs.Bootstrap(task, store, "test")
     W = b.weights(6, 11)
     got = b.samples(arrays, W)
@@ -192,7 +213,9 @@ def test_loci_counts_path_equals_the_scorers_metric_functions(home):
     from tasks.store import TaskStore
 
     task, store = get_task("loci-similes"), TaskStore("loci-similes", home)
-    arrays = bs.unit_arrays(task, store, "test", _parsed(task, store, "test", np.random.default_rng(4)))
+    arrays = bs.unit_arrays(
+        task, store, "test", _parsed(task, store, "test", np.random.default_rng(4))
+    )
     b = bs.Bootstrap(task, store, "test")
     W = b.weights(40, 3)
     for metric in bs.LINK_COUNT_METRICS:
@@ -221,7 +244,9 @@ def test_loci_on_a_part_every_metric_is_the_scorers(home):
     for metric in bs.LINK_COUNT_METRICS + ("recall@10", "map@10", "mrr@10", "ndcg@100"):
         b.metric = metric
         v = want[metric]
-        assert b.point(arrays) == pytest.approx(np.nan if v is None else v, abs=1e-12, nan_ok=True), metric
+        assert b.point(arrays) == pytest.approx(
+            np.nan if v is None else v, abs=1e-12, nan_ok=True
+        ), metric
         ref = np.array([b._links_once(arrays, w) for w in W])
         assert np.allclose(b.samples(arrays, W), ref, rtol=0, atol=1e-12, equal_nan=True), metric
 
@@ -230,7 +255,11 @@ def test_macro_is_over_the_groups_a_resample_holds_and_needs_each():
     per = {"a": np.array([0.2, 0.4, np.nan]), "b": np.array([0.6, np.nan, 0.1])}
     held = {"a": np.array([3.0, 2.0, 0.0]), "b": np.array([1.0, 0.0, 2.0])}
     got = bs._group_mean(per, held, 3)
-    assert got[0] == pytest.approx(0.4) and got[1] == pytest.approx(0.4) and got[2] == pytest.approx(0.1)
+    assert (
+        got[0] == pytest.approx(0.4)
+        and got[1] == pytest.approx(0.4)
+        and got[2] == pytest.approx(0.1)
+    )
     held["a"][2] = 1.0  # a held group without a value: undefined
     assert np.isnan(bs._group_mean(per, held, 3)[2])
 
@@ -268,7 +297,9 @@ def test_the_gold_ranks_a_board_shares_follow_the_matrix(home):
 
     task, store = get_task("tric-ranking"), TaskStore("tric-ranking", home)
     rng = np.random.default_rng(4)
-    runs = [bs.unit_arrays(task, store, "test", _parsed(task, store, "test", rng)) for _ in range(3)]
+    runs = [
+        bs.unit_arrays(task, store, "test", _parsed(task, store, "test", rng)) for _ in range(3)
+    ]
     shared = bs.Bootstrap(task, store, "test")
     W1, W2 = shared.weights(50, 1), shared.weights(50, 2)
     for W in (W1, W2, W1, np.vstack([np.ones(W1.shape[1]), W1])):

@@ -30,16 +30,25 @@ SHOTS = Path(os.environ.get("PALIMPSEST_SCREENSHOTS", REPO / "screenshots"))
 
 
 def _binaries() -> tuple[str, str]:
-    chrome = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    driver = shutil.which("chromedriver") or ("/usr/lib/chromium/chromedriver"
-                                              if os.path.exists("/usr/lib/chromium/chromedriver") else None)
+    chrome = (
+        shutil.which("chromium")
+        or shutil.which("chromium-browser")
+        or shutil.which("google-chrome")
+    )
+    driver = shutil.which("chromedriver") or (
+        "/usr/lib/chromium/chromedriver"
+        if os.path.exists("/usr/lib/chromium/chromedriver")
+        else None
+    )
     try:
         import selenium  # noqa: F401
     except ImportError:
         chrome = None
     if not chrome or not driver:
-        why = ("selenium, chromium and chromedriver are needed (apt-get install chromium chromium-driver; "
-               "pip install -e '.[test]')")
+        why = (
+            "selenium, chromium and chromedriver are needed (apt-get install chromium chromium-driver; "
+            "pip install -e '.[test]')"
+        )
         if os.environ.get("CI") == "true":
             pytest.fail(f"browser tests must run under CI: {why}")
         pytest.skip(why)
@@ -69,12 +78,23 @@ def chrome(tmp_path):
     downloads.mkdir()
     opts = webdriver.ChromeOptions()
     opts.binary_location = binary
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-              "--window-size=1280,1100", "--lang=en-GB"):
+    for a in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1100",
+        "--lang=en-GB",
+    ):
         opts.add_argument(a)
-    opts.add_experimental_option("prefs", {"download.default_directory": str(downloads),
-                                           "download.prompt_for_download": False,
-                                           "safebrowsing.enabled": False})
+    opts.add_experimental_option(
+        "prefs",
+        {
+            "download.default_directory": str(downloads),
+            "download.prompt_for_download": False,
+            "safebrowsing.enabled": False,
+        },
+    )
     d = webdriver.Chrome(service=Service(executable_path=driver), options=opts)
     d.set_page_load_timeout(30)
     d.downloads = downloads
@@ -107,8 +127,9 @@ class Steps:
             yield
         except BaseException as e:
             shot = self.save(label)
-            raise AssertionError(f"step {self.n} ({label}) failed at {self.d.current_url}: {e}; "
-                                 f"screenshot {shot}") from e
+            raise AssertionError(
+                f"step {self.n} ({label}) failed at {self.d.current_url}: {e}; screenshot {shot}"
+            ) from e
         if os.environ.get("PALIMPSEST_SCREENSHOTS_ALL"):
             self.save(label)
 
@@ -125,11 +146,10 @@ def _fill(d, name: str, value: str, clear: bool = True):
 
 def _go(d, el) -> None:
     """Click something that loads a page, and wait until the new one is there."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
-
-    from selenium.common.exceptions import WebDriverException
 
     def gone(_):
         # the old page's root is stale once the new page is there; chromedriver sometimes says so
@@ -142,14 +162,18 @@ def _go(d, el) -> None:
     old = d.find_element(By.TAG_NAME, "html")
     el.click()
     WebDriverWait(d, 20).until(gone)
-    WebDriverWait(d, 20).until(lambda d: d.execute_script("return document.readyState") == "complete")
+    WebDriverWait(d, 20).until(
+        lambda d: d.execute_script("return document.readyState") == "complete"
+    )
 
 
 def _click(d, text: str):
     from selenium.webdriver.common.by import By
 
     q = json.dumps(text, ensure_ascii=False)
-    found = d.find_elements(By.XPATH, f"//button[normalize-space()={q}]")  # a form's button before a link
+    found = d.find_elements(
+        By.XPATH, f"//button[normalize-space()={q}]"
+    )  # a form's button before a link
     _go(d, found[0] if found else d.find_element(By.XPATH, f"//a[normalize-space()={q}]"))
 
 
@@ -170,19 +194,31 @@ def _wait_for(fn, timeout=20.0, what="the condition"):
 
 
 def _tric_predictions(home: Path, path: Path, flip_every: int = 5) -> Path:
-    gold = [json.loads(x) for x in (home / "tasks/tric-binary/gold/test/gold.jsonl").read_text().splitlines()]
-    path.write_text("".join(json.dumps({"instanceID": g["instanceID"],
-                                        "label": (1 - g["label"]) if i % flip_every == 0 else g["label"]}) + "\n"
-                            for i, g in enumerate(gold)))
+    gold = [
+        json.loads(x)
+        for x in (home / "tasks/tric-binary/gold/test/gold.jsonl").read_text().splitlines()
+    ]
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "instanceID": g["instanceID"],
+                    "label": (1 - g["label"]) if i % flip_every == 0 else g["label"],
+                }
+            )
+            + "\n"
+            for i, g in enumerate(gold)
+        )
+    )
     return path
 
 
 def test_participant_path(app, live, chrome, tmp_path, web_home):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
+    from webkit import make_phase
 
     from server.jobs import score_submission
-    from webkit import make_phase
 
     make_phase(app, "tric-binary", "dev")
     make_phase(app, "tric-binary", "test", public_fraction=0.5)
@@ -211,7 +247,9 @@ def test_participant_path(app, live, chrome, tmp_path, web_home):
         d.find_element(By.PARTIAL_LINK_TEXT, "test inputs").click()
         zips = _wait_for(lambda: [p for p in d.downloads.glob("*.zip")], what="the inputs download")
         names = zipfile.ZipFile(zips[0]).namelist()
-        assert any(n.endswith("inputs.jsonl") for n in names) and not any("gold" in n for n in names)
+        assert any(n.endswith("inputs.jsonl") for n in names) and not any(
+            "gold" in n for n in names
+        )
 
     def submit(path: Path, method: str, primary: bool = False) -> int:
         d.get(live + "/tasks/tric-binary/submit")
@@ -232,7 +270,10 @@ def test_participant_path(app, live, chrome, tmp_path, web_home):
         text = _body(d)
         assert "give the method a name" in text and "choose a prediction file" in text
         assert "must start with https:// or http://" in text
-        assert d.find_element(By.NAME, "description").get_attribute("value") == "typed before the mistake"
+        assert (
+            d.find_element(By.NAME, "description").get_attribute("value")
+            == "typed before the mistake"
+        )
     with s.step("upload-valid"):
         good = submit(_tric_predictions(web_home, tmp_path / "good.jsonl"), "owl-model")
         assert "queued" in _body(d)
@@ -261,19 +302,29 @@ def test_participant_path(app, live, chrome, tmp_path, web_home):
 def test_organizer_path(app, live, chrome, tmp_path):
     from selenium.webdriver.common.by import By
     from sqlmodel import Session
+    from webkit import PASSWORD, engine_of, make_phase, make_submission, make_user, team_of
 
     from server.models import Phase
-    from webkit import PASSWORD, engine_of, make_phase, make_submission, make_user, team_of
 
     make_user(app, "org@example.org", organizer=True)
     make_user(app, "a@example.org", team="alpha")
     make_user(app, "b@example.org", team="beta")
     dev = make_phase(app, "tric-binary", "dev")
     test = make_phase(app, "tric-binary", "test", public_fraction=0.5)
-    make_submission(app, team=team_of(app, "alpha"), phase=test, scores={"public": 0.9, "private": 0.3456},
-                    method="A")
-    make_submission(app, team=team_of(app, "beta"), phase=test, scores={"public": 0.5, "private": 0.8765},
-                    method="B")
+    make_submission(
+        app,
+        team=team_of(app, "alpha"),
+        phase=test,
+        scores={"public": 0.9, "private": 0.3456},
+        method="A",
+    )
+    make_submission(
+        app,
+        team=team_of(app, "beta"),
+        phase=test,
+        scores={"public": 0.5, "private": 0.8765},
+        method="B",
+    )
     d, s = chrome, Steps(chrome, "organizer")
 
     with s.step("login"):
@@ -302,7 +353,12 @@ def test_organizer_path(app, live, chrome, tmp_path):
             assert p.daily_limit == 3 and p.closes_at.isoformat() == "2031-03-01T12:00:00"
     with s.step("close"):
         d.get(live + "/organizer/")
-        _go(d, d.find_element(By.CSS_SELECTOR, f"form[action$='/organizer/phases/{test.id}/close'] button"))
+        _go(
+            d,
+            d.find_element(
+                By.CSS_SELECTOR, f"form[action$='/organizer/phases/{test.id}/close'] button"
+            ),
+        )
         assert "The test phase of tric-binary is closed." in _body(d)
     with s.step("publish-asks-first"):
         d.get(f"{live}/organizer/phases/{test.id}/publish?action=publish")
@@ -342,4 +398,7 @@ def test_organizer_path(app, live, chrome, tmp_path):
         assert "2 submissions of tric-binary queued for rescoring." in _body(d)
     with s.step("docs-page"):
         d.get(live + "/api/docs/")
-        _wait_for(lambda: "Palimpsest API" in _body(d) and "/team/join" in _body(d), what="Swagger UI to render")
+        _wait_for(
+            lambda: "Palimpsest API" in _body(d) and "/team/join" in _body(d),
+            what="Swagger UI to render",
+        )

@@ -8,15 +8,20 @@ import zipfile
 
 import pytest
 from click.testing import CliRunner
+from conftest import TROTR, need
 from helpers import loci_files, read_jsonl, write_submission
 
 from cli.main import main
-from conftest import TROTR, need
 from tasks import get_task, task_ids
 from tasks.store import TaskStore
 
-SUBSETS = {"tric-binary": {"all", "oov", "iov"}, "tric-ranking": {"all", "oov", "iov"}, "trac": {"all"},
-           "swissgov-rsd": {"en-de", "en-fr", "en-it", "macro"}, "loci-similes": {"all"}}
+SUBSETS = {
+    "tric-binary": {"all", "oov", "iov"},
+    "tric-ranking": {"all", "oov", "iov"},
+    "trac": {"all"},
+    "swissgov-rsd": {"en-de", "en-fr", "en-it", "macro"},
+    "loci-similes": {"all"},
+}
 
 
 def run(*args, home=None):
@@ -32,28 +37,48 @@ def valid_submission(home, tmp_path, task_id):
         import csv
 
         with open(loci_files()["gold"], encoding="utf-8", newline="") as f:
-            rows = [{"query_id": r["query_id"], "source_id": r["source_id"], "score": 0.5 + i / 100}
-                    for i, r in enumerate(csv.DictReader(f))]
+            rows = [
+                {"query_id": r["query_id"], "source_id": r["source_id"], "score": 0.5 + i / 100}
+                for i, r in enumerate(csv.DictReader(f))
+            ]
         return write_submission(tmp_path, rows, "csv")
     if task_id == "swissgov-rsd":
-        rows = [{"id": r["id"], "labels_a": [i % 3 / 2 for i in range(len(r["text_a"].split()))],
-                 "labels_b": [i % 4 / 3 for i in range(len(r["text_b"].split()))]}
-                for r in read_jsonl(st.public("test", "inputs.jsonl"))]
+        rows = [
+            {
+                "id": r["id"],
+                "labels_a": [i % 3 / 2 for i in range(len(r["text_a"].split()))],
+                "labels_b": [i % 4 / 3 for i in range(len(r["text_b"].split()))],
+            }
+            for r in read_jsonl(st.public("test", "inputs.jsonl"))
+        ]
         return write_submission(tmp_path, rows, "jsonl")
     if task_id == "trac":
-        return write_submission(tmp_path, [{"target": r["target"], "score": i % 7}
-                                           for i, r in enumerate(read_jsonl(st.public("test", "targets.jsonl")))],
-                                "jsonl")
-    if task_id not in ("tric-binary", "tric-ranking"):  # a later task: the file its declaration makes
+        return write_submission(
+            tmp_path,
+            [
+                {"target": r["target"], "score": i % 7}
+                for i, r in enumerate(read_jsonl(st.public("test", "targets.jsonl")))
+            ],
+            "jsonl",
+        )
+    if task_id not in (
+        "tric-binary",
+        "tric-ranking",
+    ):  # a later task: the file its declaration makes
         from server.demo import predictions
 
         data, name = predictions(task_id, "test", home, 0.3, seed=1)
         (tmp_path / name).write_bytes(data)
         return tmp_path / name
     value = "label" if task_id == "tric-binary" else "score"
-    return write_submission(tmp_path, [{"instanceID": r["instanceID"], value: i % 2}
-                                       for i, r in enumerate(read_jsonl(st.public("test", "inputs.jsonl")))],
-                            "jsonl")
+    return write_submission(
+        tmp_path,
+        [
+            {"instanceID": r["instanceID"], value: i % 2}
+            for i, r in enumerate(read_jsonl(st.public("test", "inputs.jsonl")))
+        ],
+        "jsonl",
+    )
 
 
 @pytest.mark.parametrize("task_id", task_ids())
@@ -89,9 +114,15 @@ def _broken_files(tmp_path, home) -> dict:
     put("latin1.jsonl", '{"instanceID": "caf\xe9", "label": 1}\n'.encode("latin-1"))
     put("notjson.jsonl", b"{{{\n[[[\n")
     put("array.jsonl", b"[1, 2, 3]\n")
-    put("huge-int.jsonl", b'{"instanceID": "x", "label": 1' + b"0" * 400 + b', "score": 1' + b"0" * 400 + b"}\n")
-    put("list-ids.jsonl", b'{"instanceID": ["x"], "target": {"a": 1}, "id": [1], "query_id": ["q"], '
-                          b'"source_id": {"s": 1}, "label": 1, "score": 1}\n')
+    put(
+        "huge-int.jsonl",
+        b'{"instanceID": "x", "label": 1' + b"0" * 400 + b', "score": 1' + b"0" * 400 + b"}\n",
+    )
+    put(
+        "list-ids.jsonl",
+        b'{"instanceID": ["x"], "target": {"a": 1}, "id": [1], "query_id": ["q"], '
+        b'"source_id": {"s": 1}, "label": 1, "score": 1}\n',
+    )
     put("header-only.csv", b"a,b,c\n")
     put("ragged.tsv", b"instanceID\tlabel\nx\n\ty\tz\n")
     put("long-field.csv", b"query_id,source_id,x" + b"y" * 200_000 + b"\n1,2,3\n")
@@ -137,8 +168,10 @@ def test_problems_are_printed_capped(home, tmp_path):
 
 
 def test_invalid_file_lists_lines_and_ids(home, tmp_path):
-    rows = [{"target": r["target"], "score": 1.0}
-            for r in read_jsonl(TaskStore("trac", home).public("test", "targets.jsonl"))]
+    rows = [
+        {"target": r["target"], "score": 1.0}
+        for r in read_jsonl(TaskStore("trac", home).public("test", "targets.jsonl"))
+    ]
     rows[3]["score"] = "high"
     r = run("validate", "trac", write_submission(tmp_path, rows, "jsonl"), home=home)
     assert r.exit_code == 1
@@ -174,10 +207,22 @@ def test_tasks_import_commands(tmp_path):
     assert r.exit_code == 0 and "test: all" in r.output
     assert TaskStore("tric-binary", h).manifest()["fold"] == 3
     f = loci_files()
-    r = run("tasks", "import", "loci-similes", "--query", f["query"], "--source", f["source"],
-            "--gold", f["gold"], home=h)
+    r = run(
+        "tasks",
+        "import",
+        "loci-similes",
+        "--query",
+        f["query"],
+        "--source",
+        f["source"],
+        "--gold",
+        f["gold"],
+        home=h,
+    )
     assert r.exit_code == 0 and "links 10" in r.output
-    assert run("tasks", "import", "tric-binary", "--from", TROTR, "--fold", 11, home=h).exit_code == 2
+    assert (
+        run("tasks", "import", "tric-binary", "--from", TROTR, "--fold", 11, home=h).exit_code == 2
+    )
     r = run("tasks", "import", "tric-binary", home=h)
     assert r.exit_code == 2 and "needs --from" in r.output
     r = run("tasks", "import", "loci-similes", "--query", f["query"], home=h)
@@ -187,10 +232,22 @@ def test_tasks_import_commands(tmp_path):
 def test_malformed_release_exits_2_naming_file_and_line(tmp_path):
     f = loci_files()
     bad = tmp_path / "gold.csv"
-    bad.write_text(f["gold"].read_text(encoding="utf-8") + '"ghost","verg. aen. 4.172",1\n', encoding="utf-8")
+    bad.write_text(
+        f["gold"].read_text(encoding="utf-8") + '"ghost","verg. aen. 4.172",1\n', encoding="utf-8"
+    )
     n = len(bad.read_text(encoding="utf-8").splitlines())
-    r = run("tasks", "import", "loci-similes", "--query", f["query"], "--source", f["source"], "--gold", bad,
-            home=tmp_path / "home")
+    r = run(
+        "tasks",
+        "import",
+        "loci-similes",
+        "--query",
+        f["query"],
+        "--source",
+        f["source"],
+        "--gold",
+        bad,
+        home=tmp_path / "home",
+    )
     assert r.exit_code == 2
     assert f"{bad}, line {n}" in r.output and "ghost" in r.output
     r = run("tasks", "import", "swissgov-rsd", "--from", tmp_path, home=tmp_path / "home")
@@ -210,6 +267,11 @@ def test_import_swissgov_full_test_split(tmp_path):
     assert m["counts"]["test"] == {"en-de": 224, "en-fr": 224, "en-it": 224}
     r = run("tasks", "import", "swissgov-rsd", "--from", SWISSGOV, "--test-split", "test", home=h)
     assert r.exit_code == 0 and TaskStore("swissgov-rsd", h).manifest()["splits"] == ["dev", "test"]
-    assert run("tasks", "import", "swissgov-rsd", "--from", SWISSGOV, "--test-split", "all", home=h).exit_code == 2
+    assert (
+        run(
+            "tasks", "import", "swissgov-rsd", "--from", SWISSGOV, "--test-split", "all", home=h
+        ).exit_code
+        == 2
+    )
     r = run("tasks", "import", "tric-binary", "--from", TROTR, "--test-split", "full", home=h)
     assert r.exit_code == 2 and "takes no --test-split" in r.output

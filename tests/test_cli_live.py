@@ -27,10 +27,19 @@ def _free_port() -> int:
 
 
 def _run(args, env, stdin=None, check=False):
-    r = subprocess.run([sys.executable, "-m", "cli.main", *args], env=env, input=stdin, capture_output=True,
-                       text=True, cwd=REPO, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     if check and r.returncode != 0:
-        raise AssertionError(f"palimpsest {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}")
+        raise AssertionError(
+            f"palimpsest {' '.join(args)} -> {r.returncode}\n{r.stdout}\n{r.stderr}"
+        )
     return r
 
 
@@ -43,12 +52,24 @@ def live(tmp_path_factory):
     env.pop("REDIS_URL", None)
     env.pop("DATABASE_URL", None)
     _run(["tasks", "import", "tric-binary", "--from", str(TROTR)], env, check=True)
-    _run(["users", "create", "--email", "team@example.org", "--password-stdin"], env,
-         stdin="correct horse battery\n", check=True)
-    token = _run(["tokens", "create", "--email", "team@example.org"], env, check=True).stdout.strip()
+    _run(
+        ["users", "create", "--email", "team@example.org", "--password-stdin"],
+        env,
+        stdin="correct horse battery\n",
+        check=True,
+    )
+    token = _run(
+        ["tokens", "create", "--email", "team@example.org"], env, check=True
+    ).stdout.strip()
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(port)], env=env, cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "serve", "--port", str(port)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -77,8 +98,12 @@ def live(tmp_path_factory):
         s.add(u)
         s.commit()
     eng.dispose()
-    participant = {**os.environ, "PYTHONPATH": str(REPO), "XDG_CONFIG_HOME": str(base / "config"),
-                   "PALIMPSEST_HOME": str(base / "participant")}
+    participant = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "XDG_CONFIG_HOME": str(base / "config"),
+        "PALIMPSEST_HOME": str(base / "participant"),
+    }
     for k in ("PALIMPSEST_SERVER", "PALIMPSEST_TOKEN"):
         participant.pop(k, None)
     yield {"url": url, "token": token, "env": participant, "server_env": env, "base": base}
@@ -114,15 +139,32 @@ def test_full_loop(live):
     assert {p["name"] for p in tric["phases"]} >= {"dev", "test"}
 
     _run(["download", "tric-binary"], env, check=True)
-    inputs = Path(env["PALIMPSEST_HOME"]) / "tasks" / "tric-binary" / "public" / "test" / "inputs.jsonl"
+    inputs = (
+        Path(env["PALIMPSEST_HOME"]) / "tasks" / "tric-binary" / "public" / "test" / "inputs.jsonl"
+    )
     assert inputs.is_file()
     assert not (Path(env["PALIMPSEST_HOME"]) / "tasks" / "tric-binary" / "gold").exists()
 
     pred = _predictions(live["base"] / "pred.jsonl", inputs)
-    assert _run(["validate", "tric-binary", str(pred)], env).returncode == 0  # offline, no server asked
+    assert (
+        _run(["validate", "tric-binary", str(pred)], env).returncode == 0
+    )  # offline, no server asked
 
-    r = _run(["submit", "tric-binary", str(pred), "--phase", "test", "--method-name", "length",
-              "--wait", "--json"], env, check=True)
+    r = _run(
+        [
+            "submit",
+            "tric-binary",
+            str(pred),
+            "--phase",
+            "test",
+            "--method-name",
+            "length",
+            "--wait",
+            "--json",
+        ],
+        env,
+        check=True,
+    )
     out = json.loads(r.stdout)
     assert out["status"] == "scored"
     scores = out["scores"]
@@ -134,7 +176,9 @@ def test_full_loop(live):
     assert {"id", "task", "phase", "status", "created"} <= set(subs[0])
     assert "scored" in _run(["status", str(out["id"])], env, check=True).stdout
 
-    board = json.loads(_run(["leaderboard", "tric-binary", "--phase", "test", "--json"], env, check=True).stdout)
+    board = json.loads(
+        _run(["leaderboard", "tric-binary", "--phase", "test", "--json"], env, check=True).stdout
+    )
     assert any(row.get("team") == "Team <b>Bold</b>" for row in board["rows"])
     ours = next(row for row in board["rows"] if row.get("team") == "Team <b>Bold</b>")
     table = _run(["leaderboard", "tric-binary", "--phase", "test"], env, check=True).stdout
@@ -146,13 +190,29 @@ def test_baselines_recorded_on_a_server_with_an_organizer_token(live):
     """A GPU machine's run: the public inputs downloaded, the baseline written there, and recorded on
     the server through the REST API; the server scores it and shows it as a baseline row."""
     senv, env = live["server_env"], dict(live["env"], PALIMPSEST_HOME=str(live["base"] / "gpu-box"))
-    _run(["users", "create", "--email", "org@example.org", "--password-stdin", "--organizer"], senv,
-         stdin="correct horse battery\n", check=True)
+    _run(
+        ["users", "create", "--email", "org@example.org", "--password-stdin", "--organizer"],
+        senv,
+        stdin="correct horse battery\n",
+        check=True,
+    )
     org = _run(["tokens", "create", "--email", "org@example.org"], senv, check=True).stdout.strip()
     _run(["login", "--server", live["url"], "--token", org], env, check=True)
     _run(["download", "tric-binary"], env, check=True)
-    args = ["baselines", "run", "--task", "tric-binary", "--system", "lexical", "--quiet", "--json",
-            "--out", str(live["base"] / "gpu-out"), "--server", live["url"]]
+    args = [
+        "baselines",
+        "run",
+        "--task",
+        "tric-binary",
+        "--system",
+        "lexical",
+        "--quiet",
+        "--json",
+        "--out",
+        str(live["base"] / "gpu-out"),
+        "--server",
+        live["url"],
+    ]
     # a participant's token is refused, saying why
     r = _run([*args, "--token", live["token"]], env)
     assert r.returncode != 0 and "organizer" in r.stderr and "Traceback" not in r.stderr
@@ -164,12 +224,18 @@ def test_baselines_recorded_on_a_server_with_an_organizer_token(live):
     assert again["recorded"] == [dict(rec, duplicate=True)]
     deadline = time.time() + 60
     while time.time() < deadline:
-        sub = json.loads(_run(["status", str(rec["submission_id"]), "--json"], env, check=True).stdout)
+        sub = json.loads(
+            _run(["status", str(rec["submission_id"]), "--json"], env, check=True).stdout
+        )
         if sub["status"] in ("scored", "failed"):
             break
         time.sleep(0.5)
-    assert sub["status"] == "scored" and sub["is_baseline"] is True and sub["method_name"] == "lexical"
-    board = json.loads(_run(["leaderboard", "tric-binary", "--phase", "test", "--json"], env, check=True).stdout)
+    assert (
+        sub["status"] == "scored" and sub["is_baseline"] is True and sub["method_name"] == "lexical"
+    )
+    board = json.loads(
+        _run(["leaderboard", "tric-binary", "--phase", "test", "--json"], env, check=True).stdout
+    )
     (row,) = [x for x in board["rows"] if x.get("row_type") == "baseline"]
     assert row["team"] == "Baselines" and row.get("rank") is None
     assert row["metrics"]["all/f1"] == pytest.approx(sub["scores"]["metrics"]["all"]["f1"])
@@ -178,13 +244,17 @@ def test_baselines_recorded_on_a_server_with_an_organizer_token(live):
 def test_failures_have_one_line_messages(live):
     env = dict(live["env"], PALIMPSEST_SERVER=live["url"], PALIMPSEST_TOKEN=live["token"])
     senv = live["server_env"]
-    inputs = live["base"] / "participant" / "tasks" / "tric-binary" / "public" / "test" / "inputs.jsonl"
+    inputs = (
+        live["base"] / "participant" / "tasks" / "tric-binary" / "public" / "test" / "inputs.jsonl"
+    )
     if not inputs.is_file():
         _run(["download", "tric-binary"], env, check=True)
 
     # server unreachable
     r = _run(["submissions"], dict(env, PALIMPSEST_SERVER=f"http://127.0.0.1:{_free_port()}"))
-    assert r.returncode != 0 and "cannot reach the server" in r.stderr and "Traceback" not in r.stderr
+    assert (
+        r.returncode != 0 and "cannot reach the server" in r.stderr and "Traceback" not in r.stderr
+    )
 
     # wrong token
     r = _run(["submissions"], dict(env, PALIMPSEST_TOKEN="pal_wrong"))
@@ -210,28 +280,51 @@ def test_failures_have_one_line_messages(live):
     # phase closed
     past = (datetime.utcnow() - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S")
     _run(["phases", "set", "tric-binary", "test", "--closes", past], senv, check=True)
-    r = _run(["submit", "tric-binary", str(_predictions(live["base"] / "t.jsonl", inputs, flip_every=6)), "--phase", "test"], env)
+    r = _run(
+        [
+            "submit",
+            "tric-binary",
+            str(_predictions(live["base"] / "t.jsonl", inputs, flip_every=6)),
+            "--phase",
+            "test",
+        ],
+        env,
+    )
     assert r.returncode != 0 and "closed" in r.stderr.lower() and "Traceback" not in r.stderr
 
 
 def test_participant_commands_import_nothing_heavy(tmp_path):
     """`--help` and `validate` must start fast: no torch, sentence-transformers or scipy loaded."""
-    code = ("import sys\nfrom cli.main import main\n"
-            "try:\n    main(['validate', 'tric-binary', sys.argv[1]], standalone_mode=False)\n"
-            "except BaseException:\n    pass\n"
-            "print(sorted(m for m in ('torch', 'sentence_transformers', 'scipy', 'sklearn', 'flask', 'rq')"
-            " if m in sys.modules))")
+    code = (
+        "import sys\nfrom cli.main import main\n"
+        "try:\n    main(['validate', 'tric-binary', sys.argv[1]], standalone_mode=False)\n"
+        "except BaseException:\n    pass\n"
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'scipy', 'sklearn', 'flask', 'rq')"
+        " if m in sys.modules))"
+    )
     f = tmp_path / "p.jsonl"
     f.write_text('{"instanceID": "x", "label": 1}\n')
-    r = subprocess.run([sys.executable, "-c", code, str(f)], capture_output=True, text=True, cwd=REPO,
-                       env={**os.environ, "PYTHONPATH": str(REPO), "PALIMPSEST_HOME": str(tmp_path)})
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(f)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "PALIMPSEST_HOME": str(tmp_path)},
+    )
     assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout + r.stderr
 
 
 def test_help_imports_no_numeric_library():
-    code = ("import sys\nfrom cli.main import main\n"
-            "try:\n    main(['--help'], standalone_mode=False)\nexcept BaseException:\n    pass\n"
-            "print(sorted(m for m in ('numpy', 'scipy', 'torch', 'flask', 'sqlalchemy', 'rq') if m in sys.modules))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
-                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    code = (
+        "import sys\nfrom cli.main import main\n"
+        "try:\n    main(['--help'], standalone_mode=False)\nexcept BaseException:\n    pass\n"
+        "print(sorted(m for m in ('numpy', 'scipy', 'torch', 'flask', 'sqlalchemy', 'rq') if m in sys.modules))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout + r.stderr

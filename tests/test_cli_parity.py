@@ -31,8 +31,16 @@ def served(api_env):  # noqa: F811
 def _cli(url, token, *args, ok=True):
     from cli.main import main
 
-    r = CliRunner().invoke(main, list(args), env={"PALIMPSEST_SERVER": url, "PALIMPSEST_TOKEN": token,
-                                                  "XDG_CONFIG_HOME": "/nonexistent"}, catch_exceptions=False)
+    r = CliRunner().invoke(
+        main,
+        list(args),
+        env={
+            "PALIMPSEST_SERVER": url,
+            "PALIMPSEST_TOKEN": token,
+            "XDG_CONFIG_HOME": "/nonexistent",
+        },
+        catch_exceptions=False,
+    )
     if ok:
         assert r.exit_code == 0, (args, r.output)
     return r
@@ -59,7 +67,9 @@ def test_teams_commands(served):
     assert {m["email"] for m in joined["members"]} == {"loner@example.org", "beta@example.org"}
     rotated = _one_json(_cli(url, loner, "teams", "rotate", "--json"))
     assert rotated["invite_code"] != team["invite_code"]
-    assert _one_json(_cli(url, tokens["beta"], "teams", "leave", "--json"))["left_team"] == team["id"]
+    assert (
+        _one_json(_cli(url, tokens["beta"], "teams", "leave", "--json"))["left_team"] == team["id"]
+    )
 
 
 def test_submit_primary_and_primary_command(served, tmp_path):
@@ -68,10 +78,23 @@ def test_submit_primary_and_primary_command(served, tmp_path):
     a.write_bytes(_tric_file(home, 3))
     b = tmp_path / "b.jsonl"
     b.write_bytes(_tric_file(home, 4))
-    first = _one_json(_cli(url, tokens["alpha"], "submit", "tric-binary", str(a), "--phase", "test",
-                           "--primary", "--json"))
+    first = _one_json(
+        _cli(
+            url,
+            tokens["alpha"],
+            "submit",
+            "tric-binary",
+            str(a),
+            "--phase",
+            "test",
+            "--primary",
+            "--json",
+        )
+    )
     assert first["is_primary"] is True
-    second = _one_json(_cli(url, tokens["alpha"], "submit", "tric-binary", str(b), "--phase", "test", "--json"))
+    second = _one_json(
+        _cli(url, tokens["alpha"], "submit", "tric-binary", str(b), "--phase", "test", "--json")
+    )
     assert second["is_primary"] is False
     out = _cli(url, tokens["alpha"], "primary", str(second["id"])).stdout
     assert f"submission {second['id']} is now your team's primary run of the test phase" in out
@@ -86,28 +109,82 @@ def test_organizer_commands(served, tmp_path):
     org = tokens["org"]
     r = _cli(url, tokens["alpha"], "organizer", "phases", "list", "tric-binary", ok=False)
     assert r.exit_code == 1 and r.stderr == "error: this needs an organizer's token\n"
-    made = _one_json(_cli(url, org, "organizer", "phases", "create", "tric-binary", "final", "--split", "test",
-                          "--daily-limit", "3", "--json"))
+    made = _one_json(
+        _cli(
+            url,
+            org,
+            "organizer",
+            "phases",
+            "create",
+            "tric-binary",
+            "final",
+            "--split",
+            "test",
+            "--daily-limit",
+            "3",
+            "--json",
+        )
+    )
     assert made["limits"]["daily"] == 3
-    r = _cli(url, org, "organizer", "phases", "edit", "tric-binary", "final", "--closes", "nextTfriday", ok=False)
+    r = _cli(
+        url,
+        org,
+        "organizer",
+        "phases",
+        "edit",
+        "tric-binary",
+        "final",
+        "--closes",
+        "nextTfriday",
+        ok=False,
+    )
     assert r.exit_code == 1 and "closes_at" in r.stderr and r.stderr.count("\n") == 1
-    edited = _one_json(_cli(url, org, "organizer", "phases", "edit", "tric-binary", "final",
-                            "--total-limit", "none", "--json"))
+    edited = _one_json(
+        _cli(
+            url,
+            org,
+            "organizer",
+            "phases",
+            "edit",
+            "tric-binary",
+            "final",
+            "--total-limit",
+            "none",
+            "--json",
+        )
+    )
     assert edited["limits"]["total"] is None
     assert "final" in _cli(url, org, "organizer", "phases", "list", "tric-binary").stdout
 
     pred = tmp_path / "p.jsonl"
     pred.write_bytes(_tric_file(home))
-    sub = _one_json(_cli(url, tokens["alpha"], "submit", "tric-binary", str(pred), "--phase", "final", "--json"))
+    sub = _one_json(
+        _cli(url, tokens["alpha"], "submit", "tric-binary", str(pred), "--phase", "final", "--json")
+    )
     _run_job(sub["id"])
-    assert _one_json(_cli(url, org, "organizer", "rescore", str(sub["id"]), "--json"))["queued"] == [sub["id"]]
+    assert _one_json(_cli(url, org, "organizer", "rescore", str(sub["id"]), "--json"))[
+        "queued"
+    ] == [sub["id"]]
     _run_job(sub["id"])
-    assert _one_json(_cli(url, org, "organizer", "rescore-all", "tric-binary", "--phase", "final", "--yes",
-                          "--json"))["queued"] == [sub["id"]]
+    assert _one_json(
+        _cli(
+            url,
+            org,
+            "organizer",
+            "rescore-all",
+            "tric-binary",
+            "--phase",
+            "final",
+            "--yes",
+            "--json",
+        )
+    )["queued"] == [sub["id"]]
     _run_job(sub["id"])
     r = _cli(url, org, "organizer", "hide", str(sub["id"]), ok=False)
     assert r.exit_code == 2  # --reason is required: click says so
-    assert _one_json(_cli(url, org, "organizer", "hide", str(sub["id"]), "--reason", "dup", "--json"))["hidden"]
+    assert _one_json(
+        _cli(url, org, "organizer", "hide", str(sub["id"]), "--reason", "dup", "--json")
+    )["hidden"]
     _cli(url, org, "organizer", "unhide", str(sub["id"]))
     rows = _one_json(_cli(url, org, "organizer", "submissions", "--task", "tric-binary", "--json"))
     assert rows[0]["id"] == sub["id"] and rows[0]["team"] == "alpha"
@@ -115,18 +192,28 @@ def test_organizer_commands(served, tmp_path):
     r = _cli(url, org, "organizer", "publish", "tric-binary", "final", "--yes", ok=False)
     assert r.exit_code == 1 and "only a closed phase can be published" in r.stderr
     _cli(url, org, "organizer", "close", "tric-binary", "final")
-    pub = _one_json(_cli(url, org, "organizer", "publish", "tric-binary", "final", "--yes", "--json"))
+    pub = _one_json(
+        _cli(url, org, "organizer", "publish", "tric-binary", "final", "--yes", "--json")
+    )
     assert pub["ranking"]["version"] == 1
     versions = _one_json(_cli(url, org, "organizer", "rankings", "tric-binary", "final", "--json"))
     assert [v["version"] for v in versions] == [1]
-    snap = _cli(url, org, "organizer", "rankings", "tric-binary", "final", "--version", "1", "--json").stdout
+    snap = _cli(
+        url, org, "organizer", "rankings", "tric-binary", "final", "--version", "1", "--json"
+    ).stdout
     out = tmp_path / "ranking.json"
-    _cli(url, org, "organizer", "export", "tric-binary", "final", "--format", "json", "-o", str(out))
+    _cli(
+        url, org, "organizer", "export", "tric-binary", "final", "--format", "json", "-o", str(out)
+    )
     assert out.read_text() == snap.rstrip("\n")
     csv = _cli(url, org, "organizer", "export", "tric-binary", "final").stdout
     assert csv.startswith("rank,row_type,team")
     log = _one_json(_cli(url, org, "organizer", "audit", "--action", "ranking.publish", "--json"))
     assert len(log) == 1 and log[0]["actor"] == "org@example.org"
-    r = _cli(url, org, "organizer", "baselines", "queue", "tric-binary", "nonesuch", "--json", ok=False)
+    r = _cli(
+        url, org, "organizer", "baselines", "queue", "tric-binary", "nonesuch", "--json", ok=False
+    )
     assert r.exit_code == 1 and _one_json(r)["error"]["code"] == "unknown_system"
-    assert _one_json(_cli(url, org, "organizer", "baselines", "list", "tric-binary", "--json")) == []
+    assert (
+        _one_json(_cli(url, org, "organizer", "baselines", "list", "tric-binary", "--json")) == []
+    )

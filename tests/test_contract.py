@@ -13,9 +13,16 @@ from pathlib import Path
 
 import pytest
 from backbone import burst, make_team, phase, submit
-
 from helpers import tree_bytes
-from scorer import SubmissionInvalid, partition_strata, partition_units, score_file, score_validated, validate_file
+
+from scorer import (
+    SubmissionInvalid,
+    partition_strata,
+    partition_units,
+    score_file,
+    score_validated,
+    validate_file,
+)
 from scorer.metrics import REGISTRY
 from scorer.partition import stratified_partition
 from tasks import all_tasks, get_task
@@ -67,9 +74,14 @@ def test_the_declaration_is_complete(task_id):
     for p in t.paper_rows:  # every figure lands in a column of the boards on its split
         from server.leaderboard import columns_for
 
-        folds = [str(f) for f in range(1, (t.cross_validation.folds if t.cross_validation else 0) + 1)]
+        folds = [
+            str(f) for f in range(1, (t.cross_validation.folds if t.cross_validation else 0) + 1)
+        ]
         keys = {c.key for c in columns_for(t, p.split, folds)}
-        assert p.split in t.splits and p.source and {k for k, _ in p.values} <= keys, (p.method, p.split)
+        assert p.split in t.splits and p.source and {k for k, _ in p.values} <= keys, (
+            p.method,
+            p.split,
+        )
     for r in t.references:
         assert r.subset in t.subsets and r.metric in t.metrics and r.source
         assert r.split in ("", *t.splits), (r.name, r.split)
@@ -96,8 +108,12 @@ def test_good_files_validate_and_score(contract_home, tmp_path, task_id):
         assert set(values) == set(t.metrics), sub
     sub, name = t.primary
     assert noisy["primary"]["value"] is not None, noisy["notes"]
-    assert noisy["primary"] == {"name": name, "subset": sub, "value": noisy["metrics"][sub][name],
-                                "greater_is_better": t.greater_is_better}
+    assert noisy["primary"] == {
+        "name": name,
+        "subset": sub,
+        "value": noisy["metrics"][sub][name],
+        "greater_is_better": t.greater_is_better,
+    }
     better = (lambda a, b: a >= b) if t.greater_is_better else (lambda a, b: a <= b)
     assert better(perfect["primary"]["value"], noisy["primary"]["value"])
     assert noisy["signature"].startswith(f"{name}|task:{task_id}|")
@@ -110,7 +126,9 @@ def test_bad_files_are_refused_with_every_problem(contract_home, tmp_path, task_
     lines = good.read_bytes().splitlines(keepends=True)
     body = lines[1:] if good.suffix != ".jsonl" else lines  # a CSV's header stays first
     text = b"".join(lines)
-    named = next(u.encode() for u in partition_units(task_id, home=contract_home) if u.encode() in text)
+    named = next(
+        u.encode() for u in partition_units(task_id, home=contract_home) if u.encode() in text
+    )
     bad = {
         "empty": b"",
         "not a table": b"{{{\nnot json\n",
@@ -160,7 +178,13 @@ def test_a_scored_run_appears_on_the_board(embedded_backend, task_id):
 # ---------------------------------------------------------------- what generic code may not know
 
 
-GENERIC = ("scorer/__init__.py", "scorer/families.py", "scorer/partition.py", "cli/main.py", "server/demo.py")
+GENERIC = (
+    "scorer/__init__.py",
+    "scorer/families.py",
+    "scorer/partition.py",
+    "cli/main.py",
+    "server/demo.py",
+)
 
 
 def test_generic_code_names_no_task():
@@ -178,9 +202,16 @@ def test_tasks_import_nothing_from_the_scorer():
     import subprocess
     import sys
 
-    code = ("import sys, tasks, tasks.importers, tasks.demo; "
-            "[__import__(t.importer.split(':')[0]) for t in tasks.all_tasks()]; "
-            "print(sorted(m for m in sys.modules if m == 'scorer' or m.startswith('scorer.')))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
-                         capture_output=True, text=True, check=True)
+    code = (
+        "import sys, tasks, tasks.importers, tasks.demo; "
+        "[__import__(t.importer.split(':')[0]) for t in tasks.all_tasks()]; "
+        "print(sorted(m for m in sys.modules if m == 'scorer' or m.startswith('scorer.')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == "[]"

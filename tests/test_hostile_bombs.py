@@ -18,7 +18,9 @@ def test_every_bomb_is_refused_as_invalid(home, tmp_path, task_id):
 
     from scorer import SubmissionInvalid, validate_file
 
-    for label, (data, name) in bombs(task_id, b"", "p.csv" if task_id == "loci-similes" else "p.jsonl").items():
+    for label, (data, name) in bombs(
+        task_id, b"", "p.csv" if task_id == "loci-similes" else "p.jsonl"
+    ).items():
         p = tmp_path / name
         p.write_bytes(data)
         with pytest.raises(SubmissionInvalid) as e:
@@ -65,5 +67,7 @@ def test_hostile_uploads_through_the_api_short_run():
     assert r["longest_report_bytes"] <= 64 * 1024
     assert not r["gold_in_messages"]
     assert r["login_throttled_at"] is not None and r["login_throttled_at"] <= 10
-    assert all(b.get("status") in (None, "failed") and b.get("failure_kind") in (None, "invalid")
-               for b in r["bombs"].values()), r["bombs"]
+    assert all(
+        b.get("status") in (None, "failed") and b.get("failure_kind") in (None, "invalid")
+        for b in r["bombs"].values()
+    ), r["bombs"]

@@ -8,7 +8,6 @@ import json
 from datetime import timedelta
 
 import pytest
-
 from backbone import burst, get, make_team, set_phase, submit
 
 from scorer.errors import Problem, SubmissionInvalid
@@ -29,7 +28,9 @@ def test_a_problem_never_echoes_a_value_without_bound():
 def test_a_stored_report_is_capped_in_problems_and_bytes():
     from server.jobs import REPORT_BYTES, report
 
-    e = SubmissionInvalid([Problem("bad label " + "é" * 300, line=i, id="x" * 70) for i in range(200)], total=5000)
+    e = SubmissionInvalid(
+        [Problem("bad label " + "é" * 300, line=i, id="x" * 70) for i in range(200)], total=5000
+    )
     errors = report(e)
     assert len(json.dumps(errors, ensure_ascii=False).encode()) <= REPORT_BYTES
     assert errors[-1]["message"] == f"... and {5000 - (len(errors) - 1)} more problems"
@@ -41,9 +42,9 @@ def test_broken_json_is_the_files_fault_naming_the_line(backend):
     team, user = make_team(b)
     ids = _dev_ids(b)
     lines = [json.dumps({"instanceID": i, "label": 1}) for i in ids]
-    lines[3] = '{"instanceID": ' + "[" * 5000 + "]" * 5000 + ', "label": 1}'     # nested 5,000 deep
-    lines[5] = '{"instanceID": "x", "label": ' + "9" * 5000 + "}"               # a 5,000-digit integer
-    lines[7] = json.dumps({"instanceID": "B" * 1_000_000, "label": 1})            # a 1 MB id
+    lines[3] = '{"instanceID": ' + "[" * 5000 + "]" * 5000 + ', "label": 1}'  # nested 5,000 deep
+    lines[5] = '{"instanceID": "x", "label": ' + "9" * 5000 + "}"  # a 5,000-digit integer
+    lines[7] = json.dumps({"instanceID": "B" * 1_000_000, "label": 1})  # a 1 MB id
     sid = submit(b, team, user, "tric-binary", "dev", data=("\n".join(lines) + "\n").encode()).id
     burst(b)
     sub = get(b, sid)
@@ -112,8 +113,11 @@ def test_invalid_uploads_are_deleted_after_the_retention_period(backend):
     keep = submit(b, other, ouser, "tric-binary", "dev", data=b'{"nope": 2}\n', enqueue=False).id
     assert purge_invalid_uploads(b.engine, b.settings) == 0  # not old enough yet
     with b.session() as s:
-        s.execute(update(Submission).where(Submission.id.in_([bad, shared]))
-                  .values(finished_at=utcnow() - timedelta(days=b.settings.invalid_retention_days + 1)))
+        s.execute(
+            update(Submission)
+            .where(Submission.id.in_([bad, shared]))
+            .values(finished_at=utcnow() - timedelta(days=b.settings.invalid_retention_days + 1))
+        )
         s.commit()
     assert purge_invalid_uploads(b.engine, b.settings) == 2
     assert not path_for(b.settings.home, get(b, bad).storage_key).exists()
@@ -123,8 +127,9 @@ def test_invalid_uploads_are_deleted_after_the_retention_period(backend):
 
 
 def test_my_submissions_is_a_page_at_a_time(app):
-    from server.views.pages import PAGE
     from webkit import Browser, make_phase, make_submission, make_user, team_of
+
+    from server.views.pages import PAGE
 
     make_user(app, "many@x.org", team="many")
     team = team_of(app, "many")
@@ -133,7 +138,7 @@ def test_my_submissions_is_a_page_at_a_time(app):
     b = Browser(app.test_client())
     b.login("many@x.org")
     first = b.get("/submissions").get_data(as_text=True)
-    assert f"/submissions/{ids[-1]}" in first and f"/submissions/{ids[4]}\"" not in first
+    assert f"/submissions/{ids[-1]}" in first and f'/submissions/{ids[4]}"' not in first
     assert f"before={ids[5]}" in first
     second = b.get(f"/submissions?before={ids[5]}").get_data(as_text=True)
-    assert f"/submissions/{ids[4]}" in second and f"/submissions/{ids[-1]}\"" not in second
+    assert f"/submissions/{ids[4]}" in second and f'/submissions/{ids[-1]}"' not in second

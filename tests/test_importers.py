@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import LOCI, SWISSGOV, TROTR, need
 from helpers import (
     loci_files,
     read_jsonl,
@@ -17,7 +18,6 @@ from helpers import (
     trotr_pairs,
 )
 
-from conftest import LOCI, SWISSGOV, TROTR, need
 from scorer.errors import ReleaseError
 from tasks import task_ids
 from tasks.importers import import_task
@@ -55,7 +55,10 @@ def test_tric_counts_and_subsets_match_the_fold_files(home, task_id, kind):
 def test_tric_gold_equals_the_release(home):
     for task_id, kind in (("tric-binary", "binary"), ("tric-ranking", "ranking")):
         raw = {r["instanceID"]: float(r["label"]) for r in trotr_pairs(kind, "test")}
-        gold = {r["instanceID"]: r["label"] for r in read_jsonl(TaskStore(task_id, home).gold("test", "gold.jsonl"))}
+        gold = {
+            r["instanceID"]: r["label"]
+            for r in read_jsonl(TaskStore(task_id, home).gold("test", "gold.jsonl"))
+        }
         assert gold == raw
 
 
@@ -78,16 +81,23 @@ def test_swissgov_counts_per_language_pair(home):
     raw = swissgov_docs("test")
     assert [(r["id"], r["pair"]) for r in inputs] == [(r["id"], r["pair"]) for r in raw]
     # text kept exactly, so token counts are the release's
-    assert all(i["text_a"] == r["text_a"] and i["text_b"] == r["text_b"] for i, r in zip(inputs, raw))
+    assert all(
+        i["text_a"] == r["text_a"] and i["text_b"] == r["text_b"] for i, r in zip(inputs, raw)
+    )
     assert len(read_jsonl(st.public("dev", "inputs.jsonl"))) == len(swissgov_docs("dev"))
 
 
 def test_loci_counts(home):
     m = TaskStore("loci-similes", home).manifest()
     f = loci_files()
-    n_lines = {k: sum(1 for line in open(p, encoding="utf-8") if line.strip()) - 1 for k, p in f.items()}
-    assert m["counts"]["test"] == {"queries": n_lines["query"], "sources": n_lines["source"],
-                                   "links": n_lines["gold"]}
+    n_lines = {
+        k: sum(1 for line in open(p, encoding="utf-8") if line.strip()) - 1 for k, p in f.items()
+    }
+    assert m["counts"]["test"] == {
+        "queries": n_lines["query"],
+        "sources": n_lines["source"],
+        "links": n_lines["gold"],
+    }
 
 
 # ---------------------------------------------------------------- no test label in public files
@@ -149,8 +159,11 @@ def test_importing_twice_gives_identical_files(tmp_path, home):
     again = tree_bytes(tmp_path / "tasks")
     assert first == again
     # and the same as another home (whose tasks without a shared release come from demo data)
-    assert first == {k: v for k, v in tree_bytes(home / "tasks").items() if k.split("/")[0] in
-                     {p.name for p in (tmp_path / "tasks").iterdir()}}
+    assert first == {
+        k: v
+        for k, v in tree_bytes(home / "tasks").items()
+        if k.split("/")[0] in {p.name for p in (tmp_path / "tasks").iterdir()}
+    }
     assert not [p for p in (tmp_path / "tasks").iterdir() if p.name.startswith(".")]  # no leftovers
 
 
@@ -219,18 +232,32 @@ def _json_edit(fn):
         obj = json.loads(line)
         fn(obj)
         return json.dumps(obj)
+
     return edit
 
 
-@pytest.mark.parametrize("name, line, edit, words", [
-    ("test.binary.jsonl", 5, lambda s: s[:-3], ["not valid JSON"]),
-    ("test.binary.jsonl", 7, _json_edit(lambda o: o.pop("lemma")), ["missing field", "lemma"]),
-    ("test.binary.jsonl", 9, _json_edit(lambda o: o.update(label=2)), ["0 or 1"]),
-    ("test.binary.jsonl", 4, _json_edit(lambda o: o.update(label="x")), ["not a number"]),
-    ("dev.binary.jsonl", 3, lambda s: "[1, 2]", ["JSON object"]),
-    ("test.oov.binary.jsonl", 2, _json_edit(lambda o: o.update(instanceID="nowhere")), ["nowhere"]),
-    ("test.binary.jsonl", 6, _json_edit(lambda o: o.update(instanceID=["pair_1"])), ["instanceID"]),
-])
+@pytest.mark.parametrize(
+    "name, line, edit, words",
+    [
+        ("test.binary.jsonl", 5, lambda s: s[:-3], ["not valid JSON"]),
+        ("test.binary.jsonl", 7, _json_edit(lambda o: o.pop("lemma")), ["missing field", "lemma"]),
+        ("test.binary.jsonl", 9, _json_edit(lambda o: o.update(label=2)), ["0 or 1"]),
+        ("test.binary.jsonl", 4, _json_edit(lambda o: o.update(label="x")), ["not a number"]),
+        ("dev.binary.jsonl", 3, lambda s: "[1, 2]", ["JSON object"]),
+        (
+            "test.oov.binary.jsonl",
+            2,
+            _json_edit(lambda o: o.update(instanceID="nowhere")),
+            ["nowhere"],
+        ),
+        (
+            "test.binary.jsonl",
+            6,
+            _json_edit(lambda o: o.update(instanceID=["pair_1"])),
+            ["instanceID"],
+        ),
+    ],
+)
 def test_malformed_tric_release(tmp_path, name, line, edit, words):
     root = trotr_copy(tmp_path)
     edit_line(_fold_file(root, name), line, edit)
@@ -260,11 +287,14 @@ def test_failed_import_keeps_the_previous_task(tmp_path):
     assert tree_bytes(h / "tasks") == before
 
 
-@pytest.mark.parametrize("edit, line, words", [
-    (lambda s: "lemma,variation", 1, ["topic_variation"]),
-    (lambda s: s.rsplit(",", 1)[0] + ",high", 3, ["not a number"]),
-    (lambda s: s.rsplit(",", 1)[0] + ",nan", 4, ["not finite"]),
-])
+@pytest.mark.parametrize(
+    "edit, line, words",
+    [
+        (lambda s: "lemma,variation", 1, ["topic_variation"]),
+        (lambda s: s.rsplit(",", 1)[0] + ",high", 3, ["not a number"]),
+        (lambda s: s.rsplit(",", 1)[0] + ",nan", 4, ["not finite"]),
+    ],
+)
 def test_malformed_trac_gold(tmp_path, edit, line, words):
     root = trotr_copy(tmp_path)
     path = root / "datasets" / "trac_gold_scores.tsv"
@@ -300,7 +330,14 @@ def swissgov_copy(tmp_path: Path) -> Path:
     for split in ("dev", "test"):
         (base / split).mkdir(parents=True)
         for lang in ("de", "fr", "it"):
-            src = SWISSGOV / "data" / "evaluation" / "gold_labels" / split / f"gold_admin_{lang}.jsonl"
+            src = (
+                SWISSGOV
+                / "data"
+                / "evaluation"
+                / "gold_labels"
+                / split
+                / f"gold_admin_{lang}.jsonl"
+            )
             (base / split / src.name).write_bytes(src.read_bytes())
     return root
 
@@ -313,16 +350,25 @@ def test_swissgov_token_count_mismatch(tmp_path):
     edit_line(path, 7, _json_edit(lambda o: o.update(labels_b=o["labels_b"][:-3])))
     with pytest.raises(ReleaseError) as e:
         import_task("swissgov-rsd", tmp_path / "home", source=root)
-    assert_release_error(e, path, 7, f"{rec['id']}: labels_b has {n_tok - 3} values, text_b has {n_tok} tokens")
+    assert_release_error(
+        e, path, 7, f"{rec['id']}: labels_b has {n_tok - 3} values, text_b has {n_tok} tokens"
+    )
 
 
-@pytest.mark.parametrize("line, edit, words", [
-    (3, lambda s: s.replace('"labels_a"', '"labels_x"'), ["missing field", "labels_a"]),
-    (2, lambda s: s + "}", ["not valid JSON"]),
-    (5, _json_edit(lambda o: o.update(labels_a=["a"] * len(o["labels_a"]))), ["list of numbers"]),
-    (6, _json_edit(lambda o: o.update(text_b=None)), ["text_b"]),
-    (8, _json_edit(lambda o: o.update(id=["admin_fr_x"])), ["id"]),
-])
+@pytest.mark.parametrize(
+    "line, edit, words",
+    [
+        (3, lambda s: s.replace('"labels_a"', '"labels_x"'), ["missing field", "labels_a"]),
+        (2, lambda s: s + "}", ["not valid JSON"]),
+        (
+            5,
+            _json_edit(lambda o: o.update(labels_a=["a"] * len(o["labels_a"]))),
+            ["list of numbers"],
+        ),
+        (6, _json_edit(lambda o: o.update(text_b=None)), ["text_b"]),
+        (8, _json_edit(lambda o: o.update(id=["admin_fr_x"])), ["id"]),
+    ],
+)
 def test_malformed_swissgov_release(tmp_path, line, edit, words):
     root = swissgov_copy(tmp_path)
     path = root / "data" / "evaluation" / "gold_labels" / "test" / "gold_admin_fr.jsonl"
@@ -352,14 +398,27 @@ def loci_copy(tmp_path: Path) -> dict:
     return out
 
 
-@pytest.mark.parametrize("which, line, edit, words", [
-    ("gold", 4, lambda s: '"no such query","verg. aen. 4.172",1', ["no such query", "query file"]),
-    ("gold", 6, lambda s: '"hier. adv. iovin. 1.1","no such source",1', ["no such source", "source file"]),
-    ("gold", 1, lambda s: "query_id,source_id", ["label"]),
-    ("query", 1, lambda s: '"id","text"', ["seg_id"]),
-    ("query", 3, lambda s: '"hier. adv. iovin. 1.1","again"', ["repeats line 2"]),
-    ("source", 2, lambda s: s + ",extra", ["expected 2 columns"]),
-])
+@pytest.mark.parametrize(
+    "which, line, edit, words",
+    [
+        (
+            "gold",
+            4,
+            lambda s: '"no such query","verg. aen. 4.172",1',
+            ["no such query", "query file"],
+        ),
+        (
+            "gold",
+            6,
+            lambda s: '"hier. adv. iovin. 1.1","no such source",1',
+            ["no such source", "source file"],
+        ),
+        ("gold", 1, lambda s: "query_id,source_id", ["label"]),
+        ("query", 1, lambda s: '"id","text"', ["seg_id"]),
+        ("query", 3, lambda s: '"hier. adv. iovin. 1.1","again"', ["repeats line 2"]),
+        ("source", 2, lambda s: s + ",extra", ["expected 2 columns"]),
+    ],
+)
 def test_malformed_loci_release(tmp_path, which, line, edit, words):
     files = loci_copy(tmp_path)
     edit_line(files[which], line, edit)

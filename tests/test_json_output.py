@@ -16,12 +16,23 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def palimpsest(args, home: Path, tmp_path: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PALIMPSEST_HOME": str(home), "XDG_CONFIG_HOME": str(tmp_path / "config"),
-           "PALIMPSEST_DEBUG": "", "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        "PALIMPSEST_HOME": str(home),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "PALIMPSEST_DEBUG": "",
+        "PYTHONPATH": str(REPO),
+    }
     for k in ("PALIMPSEST_SERVER", "PALIMPSEST_TOKEN"):
         env.pop(k, None)
-    return subprocess.run([sys.executable, "-c", "from cli.main import main; main()", *map(str, args)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", "from cli.main import main; main()", *map(str, args)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def one_document(p: subprocess.CompletedProcess):
@@ -45,9 +56,14 @@ def test_each_json_command_prints_one_document(loci_home, tmp_path):
     import csv
 
     with open(loci_files()["gold"], encoding="utf-8", newline="") as f:
-        rows = [{"query_id": r["query_id"], "source_id": r["source_id"], "score": 0.5} for r in csv.DictReader(f)]
+        rows = [
+            {"query_id": r["query_id"], "source_id": r["source_id"], "score": 0.5}
+            for r in csv.DictReader(f)
+        ]
     good = write_submission(tmp_path / "good", rows, "csv")
-    bad = write_submission(tmp_path / "bad", rows + [{"query_id": "nope", "source_id": "x", "score": 1}], "csv")
+    bad = write_submission(
+        tmp_path / "bad", rows + [{"query_id": "nope", "source_id": "x", "score": 1}], "csv"
+    )
     h = loci_home
     cases = [
         (["tasks", "--json"], 0),
@@ -72,23 +88,33 @@ def test_each_json_command_prints_one_document(loci_home, tmp_path):
         assert p.returncode == code, (args, p.returncode, p.stdout[-500:], p.stderr[-500:])
         doc = one_document(p)
         if code:
-            assert isinstance(doc, dict) and ("error" in doc or doc.get("valid") is False), (args, doc)
+            assert isinstance(doc, dict) and ("error" in doc or doc.get("valid") is False), (
+                args,
+                doc,
+            )
     runs = one_document(palimpsest(cases[-1][0], h, tmp_path))
     assert {r["system"] for r in runs} >= {"lexical"}
     assert all(r["scores"]["task"] == "loci-similes" for r in runs)
 
 
 def test_organizer_json_commands_print_one_document(loci_home, tmp_path):
-    pytest.importorskip("sqlmodel", reason="the server's dependencies are not installed: pip install -e .")
+    pytest.importorskip(
+        "sqlmodel", reason="the server's dependencies are not installed: pip install -e ."
+    )
     h = loci_home
-    for args in (["db", "upgrade"], ["phases", "set", "loci-similes", "test", "--opens", "2026-01-01T00:00Z"]):
+    for args in (
+        ["db", "upgrade"],
+        ["phases", "set", "loci-similes", "test", "--opens", "2026-01-01T00:00Z"],
+    ):
         p = palimpsest(args, h, tmp_path)
         assert p.returncode == 0, (args, p.stderr[-500:])
-    for args in (["phases", "close", "loci-similes", "test", "--json"],
-                 ["phases", "freeze", "loci-similes", "test", "--json"],
-                 ["phases", "unfreeze", "loci-similes", "test", "--json"],
-                 ["phases", "publish", "loci-similes", "test", "--json"],
-                 ["rankings", "show", "loci-similes", "test", "--json"]):
+    for args in (
+        ["phases", "close", "loci-similes", "test", "--json"],
+        ["phases", "freeze", "loci-similes", "test", "--json"],
+        ["phases", "unfreeze", "loci-similes", "test", "--json"],
+        ["phases", "publish", "loci-similes", "test", "--json"],
+        ["rankings", "show", "loci-similes", "test", "--json"],
+    ):
         p = palimpsest(args, h, tmp_path)
         assert p.returncode == 0, (args, p.stderr[-500:])
         assert isinstance(one_document(p), dict), args

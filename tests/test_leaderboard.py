@@ -9,11 +9,11 @@ from datetime import timedelta
 
 import pytest
 from sqlmodel import Session
+from webkit import Browser, engine_of, make_phase, make_submission, make_user, team_of, update_phase
 
 from server import leaderboard as lb
 from server.models import Phase, utcnow
 from tasks import get_task
-from webkit import Browser, engine_of, make_phase, make_submission, make_user, team_of, update_phase
 
 
 def board_json(client, task="tric-binary", phase="dev"):
@@ -30,13 +30,16 @@ def teams(app):
     return {n: team_of(app, n) for n in ["alpha", "beta", "gamma", "delta", "Baselines"]}
 
 
-@pytest.mark.parametrize("values,gib,expected", [
-    ([0.9, 0.8, 0.8, 0.7], True, [1, 2, 2, 4]),
-    ([0.1, 0.1, 0.1], True, [1, 1, 1]),
-    ([0.3, 0.1, 0.2], False, [3, 1, 2]),
-    ([0.5, None, 0.5, 0.9], True, [2, None, 2, 1]),
-    ([], True, []),
-])
+@pytest.mark.parametrize(
+    "values,gib,expected",
+    [
+        ([0.9, 0.8, 0.8, 0.7], True, [1, 2, 2, 4]),
+        ([0.1, 0.1, 0.1], True, [1, 1, 1]),
+        ([0.3, 0.1, 0.2], False, [3, 1, 2]),
+        ([0.5, None, 0.5, 0.9], True, [2, None, 2, 1]),
+        ([], True, []),
+    ],
+)
 def test_competition_ranking(values, gib, expected):
     assert lb._rank(values, gib) == expected
 
@@ -46,16 +49,23 @@ def test_one_row_per_team_best_or_primary(app, client, teams):
     make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.60}, method="a1")
     make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.80}, method="a2")
     make_submission(app, team=teams["beta"], phase=dev, scores={"all": 0.90}, method="b1")
-    make_submission(app, team=teams["beta"], phase=dev, scores={"all": 0.70}, method="b2", is_primary=True)
+    make_submission(
+        app, team=teams["beta"], phase=dev, scores={"all": 0.70}, method="b2", is_primary=True
+    )
     make_submission(app, team=teams["gamma"], phase=dev, scores={"all": 0.80}, method="g1")
     make_submission(app, team=teams["delta"], phase=dev, status="failed", method="d1")
-    make_submission(app, team=teams["Baselines"], phase=dev, scores={"all": 0.75}, method="majority")
+    make_submission(
+        app, team=teams["Baselines"], phase=dev, scores={"all": 0.75}, method="majority"
+    )
     make_submission(app, team=teams["Baselines"], phase=dev, scores={"all": 0.50}, method="random")
     data = board_json(client)
     rows = data["rows"]
     teams_rows = [r for r in rows if r["row_type"] == "team"]
     assert [(r["team"], r["method_name"], r["rank"]) for r in teams_rows] == [
-        ("alpha", "a2", 1), ("gamma", "g1", 1), ("beta", "b2", 3)]  # beta's primary run, not its best
+        ("alpha", "a2", 1),
+        ("gamma", "g1", 1),
+        ("beta", "b2", 3),
+    ]  # beta's primary run, not its best
     base = [r for r in rows if r["row_type"] == "baseline"]
     assert {r["method_name"] for r in base} == {"majority", "random"}
     assert all(r["rank"] is None for r in base)
@@ -86,17 +96,24 @@ def test_test_phase_public_part_then_private_after_publication(app, client, team
     body = client.get("/tasks/tric-binary/leaderboard.json?phase=test").get_data(as_text=True)
     body += client.get("/tasks/tric-binary/leaderboard.csv?phase=test").get_data(as_text=True)
     body += client.get("/tasks/tric-binary/leaderboard?phase=test").get_data(as_text=True)
-    assert "0.4111" not in body and "0.8222" not in body  # private scores never leave before publication
+    assert (
+        "0.4111" not in body and "0.8222" not in body
+    )  # private scores never leave before publication
     update_phase(app, test.id, published_at=utcnow())
     data = board_json(client, phase="test")
     assert data["ranked_on"] == "private" and data["published"]
-    assert [(r["team"], r["rank"], r["public_rank"]) for r in data["rows"]] == [("beta", 1, 2), ("alpha", 2, 1)]
+    assert [(r["team"], r["rank"], r["public_rank"]) for r in data["rows"]] == [
+        ("beta", 1, 2),
+        ("alpha", 2, 1),
+    ]
     assert data["rows"][0]["public_primary"] == 0.5
 
 
 def test_hidden_removed_and_not_public_are_excluded_for_others(app, client, teams):
     dev = make_phase(app, "tric-binary", "dev")
-    make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.9}, hidden=True, hidden_reason="dup")
+    make_submission(
+        app, team=teams["alpha"], phase=dev, scores={"all": 0.9}, hidden=True, hidden_reason="dup"
+    )
     make_submission(app, team=teams["beta"], phase=dev, scores={"all": 0.8}, removed_at=utcnow())
     make_submission(app, team=teams["gamma"], phase=dev, scores={"all": 0.7}, show_publicly=False)
     make_submission(app, team=teams["delta"], phase=dev, scores={"all": 0.6})
@@ -142,11 +159,20 @@ def test_unknown_task_and_phase(app, client):
 
 def test_csv_has_every_column_and_quotes_formulas(app, client, teams):
     dev = make_phase(app, "tric-binary", "dev")
-    make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.5}, method="=HYPERLINK(\"x\")")
+    make_submission(
+        app, team=teams["alpha"], phase=dev, scores={"all": 0.5}, method='=HYPERLINK("x")'
+    )
     r = client.get("/tasks/tric-binary/leaderboard.csv?phase=dev")
     assert r.mimetype == "text/csv"
     rows = list(csv.reader(io.StringIO(r.get_data(as_text=True))))
-    assert rows[0][:6] == ["rank", "row_type", "team", "method_name", "submitted_at", "submission_id"]
+    assert rows[0][:6] == [
+        "rank",
+        "row_type",
+        "team",
+        "method_name",
+        "submitted_at",
+        "submission_id",
+    ]
     assert rows[0][6] == "all/f1"
     assert rows[1][3].startswith("'=")
 
@@ -160,7 +186,12 @@ def test_render_once_per_change(app, client, teams):
     assert cache.renders == 1
     r = client.get("/tasks/tric-binary/leaderboard?phase=dev")
     etag = r.headers["ETag"]
-    assert client.get("/tasks/tric-binary/leaderboard?phase=dev", headers={"If-None-Match": etag}).status_code == 304
+    assert (
+        client.get(
+            "/tasks/tric-binary/leaderboard?phase=dev", headers={"If-None-Match": etag}
+        ).status_code
+        == 304
+    )
     # a new score changes the version
     make_submission(app, team=teams["beta"], phase=dev, scores={"all": 0.7})
     assert [r["team"] for r in board_json(client)["rows"]] == ["beta", "alpha"]
@@ -194,13 +225,19 @@ def test_html_board_is_sortable_and_escaped(app, client, teams):
     make_user(app, "x@x.org", team="<script>alert(1)</script>")
     evil = team_of(app, "<script>alert(1)</script>")
     dev = make_phase(app, "tric-binary", "dev")
-    make_submission(app, team=evil, phase=dev, scores={"all": 0.5}, method="<img src=x onerror=alert(2)>")
+    make_submission(
+        app, team=evil, phase=dev, scores={"all": 0.5}, method="<img src=x onerror=alert(2)>"
+    )
     html = client.get("/tasks/tric-binary/leaderboard?phase=dev").get_data(as_text=True)
     assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "<img src=x" not in html
     assert 'class="board sortable"' in html and "sort.js" in html
-    assert json.loads(client.get("/tasks/tric-binary/leaderboard.json?phase=dev").data)["rows"][0]["team"] == \
-        "<script>alert(1)</script>"
+    assert (
+        json.loads(client.get("/tasks/tric-binary/leaderboard.json?phase=dev").data)["rows"][0][
+            "team"
+        ]
+        == "<script>alert(1)</script>"
+    )
 
 
 def test_default_phase_is_the_latest_opened(app, client, teams):
@@ -217,7 +254,10 @@ def test_a_rescore_keeps_the_standing_scores_on_the_board(app, client, teams):
 
     with Session(engine_of(app), expire_on_commit=False) as s:
         from server.models import Submission
-        assert lifecycle.rescore(s, [s.get(Submission, sub.id)], actor=None, max_attempts=3) == [sub.id]
+
+        assert lifecycle.rescore(s, [s.get(Submission, sub.id)], actor=None, max_attempts=3) == [
+            sub.id
+        ]
         assert s.get(Submission, sub.id, populate_existing=True).status == "queued"
     assert [r["team"] for r in board_json(client)["rows"]] == ["alpha"]
 
@@ -227,7 +267,9 @@ def test_gzip_is_served_to_clients_that_accept_it(app, client, teams):
 
     dev = make_phase(app, "tric-binary", "dev")
     make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.5})
-    r = client.get("/tasks/tric-binary/leaderboard?phase=dev", headers={"Accept-Encoding": "gzip, br"})
+    r = client.get(
+        "/tasks/tric-binary/leaderboard?phase=dev", headers={"Accept-Encoding": "gzip, br"}
+    )
     assert r.headers["Content-Encoding"] == "gzip" and b"alpha" in gz.decompress(r.data)
     plain = client.get("/tasks/tric-binary/leaderboard?phase=dev")
     assert "Content-Encoding" not in plain.headers and plain.headers["ETag"] != r.headers["ETag"]
@@ -244,19 +286,26 @@ def test_a_closed_board_is_empty_for_every_caller_but_organizers(app, teams):
         assert len(lb.build_board(s, task, ph, audience="organizer").rows) == 1
 
 
-def test_swissgov_row_without_a_language_pair_says_why_its_macro_is_empty(app, client, teams, tmp_path, home):
+def test_swissgov_row_without_a_language_pair_says_why_its_macro_is_empty(
+    app, client, teams, tmp_path, home
+):
     """A real scorer result of a submission that leaves out en-it: valid, scored, macro empty, and
     the board's row carries the scorer's reason."""
-    from helpers import swissgov_docs, write_submission
-
     import sqlmodel
+    from helpers import swissgov_docs, write_submission
 
     from scorer import score_file
     from server.models import Score
 
     docs = [d for d in swissgov_docs("test") if d["pair"] != "en-it"]
-    rows = [{"id": d["id"], "labels_a": [0.5] * len(d["text_a"].split()),
-             "labels_b": [float(i % 3) for i in range(len(d["text_b"].split()))]} for d in docs]
+    rows = [
+        {
+            "id": d["id"],
+            "labels_a": [0.5] * len(d["text_a"].split()),
+            "labels_b": [float(i % 3) for i in range(len(d["text_b"].split()))],
+        }
+        for d in docs
+    ]
     result = score_file("swissgov-rsd", write_submission(tmp_path, rows, "jsonl"), home=home)
     assert result["primary"]["value"] is None
     test = make_phase(app, "swissgov-rsd", "test", public_fraction=1.0)
@@ -267,7 +316,12 @@ def test_swissgov_row_without_a_language_pair_says_why_its_macro_is_empty(app, c
         s.add(score)
         s.commit()
     row = board_json(client, task="swissgov-rsd", phase="test")["rows"][0]
-    assert [v for k, v in row["metrics"].items() if k.startswith("macro") and "spearman" in k] == [None]
-    assert "en-it: not in the submission" in row["why_empty"] and "macro: undefined" in row["why_empty"]
+    assert [v for k, v in row["metrics"].items() if k.startswith("macro") and "spearman" in k] == [
+        None
+    ]
+    assert (
+        "en-it: not in the submission" in row["why_empty"]
+        and "macro: undefined" in row["why_empty"]
+    )
     page = client.get("/tasks/swissgov-rsd/leaderboard?phase=test").get_data(as_text=True)
     assert "en-it: not in the submission" in page

@@ -10,8 +10,8 @@ from backbone import burst, get, make_team, set_phase, submit
 
 
 def _race(backend, team, user, n=20):
-    from server.exceptions import LimitReached
     from server.demo import predictions
+    from server.exceptions import LimitReached
 
     data, name = predictions("tric-binary", "dev", backend.settings.home, 0.2, seed=3)
     barrier = threading.Barrier(n)
@@ -23,10 +23,21 @@ def _race(backend, team, user, n=20):
         barrier.wait()
         try:
             with backend.session() as s:
-                sub = create_submission(s, user=user, team=team, task_id="tric-binary", phase="dev",
-                                        upload_bytes_or_stream=data + b"\n" * i, filename=name,
-                                        method_name=f"run {i}", description="", url="", show_publicly=True,
-                                        settings=backend.settings, redis=backend.conn)
+                sub = create_submission(
+                    s,
+                    user=user,
+                    team=team,
+                    task_id="tric-binary",
+                    phase="dev",
+                    upload_bytes_or_stream=data + b"\n" * i,
+                    filename=name,
+                    method_name=f"run {i}",
+                    description="",
+                    url="",
+                    show_publicly=True,
+                    settings=backend.settings,
+                    redis=backend.conn,
+                )
             accepted.append(sub.id)
         except LimitReached as e:
             refused.append(e)
@@ -96,7 +107,9 @@ def test_phase_window(backend):
     with pytest.raises(PhaseClosed) as e:
         submit(backend, team, user)
     assert "opens at" in str(e.value) and e.value.next_allowed_at == soon
-    set_phase(backend, "tric-binary", "dev", opens_at=None, closes_at=utcnow() - timedelta(minutes=1))
+    set_phase(
+        backend, "tric-binary", "dev", opens_at=None, closes_at=utcnow() - timedelta(minutes=1)
+    )
     with pytest.raises(PhaseClosed) as e:
         submit(backend, team, user)
     assert "closed at" in str(e.value) and e.value.next_allowed_at is None
@@ -123,7 +136,9 @@ def test_quota_counts_like_the_limits(backend):
     with backend.session() as s:
         from sqlalchemy import select
 
-        ph = s.execute(select(Phase).where(Phase.task_id == "tric-binary", Phase.name == "dev")).scalar_one()
+        ph = s.execute(
+            select(Phase).where(Phase.task_id == "tric-binary", Phase.name == "dev")
+        ).scalar_one()
         q = quota(s, team=s.get(Team, team.id), phase=ph)
         assert quota(s, team_id=team.id, phase=ph) == q
     assert (q["daily_used"], q["daily_left"], q["total_left"], q["running"]) == (1, 4, 9, 0)
@@ -136,7 +151,9 @@ def test_parallel_retries_of_one_upload_make_one_submission(backend):
     from server.exceptions import DuplicateSubmission
     from server.submissions import create_submission
 
-    set_phase(backend, "tric-binary", "dev", daily_limit=None, total_limit=None, concurrent_limit=None)
+    set_phase(
+        backend, "tric-binary", "dev", daily_limit=None, total_limit=None, concurrent_limit=None
+    )
     team, user = make_team(backend)
     data, name = predictions("tric-binary", "dev", backend.settings.home, 0.2, seed=5)
     n = 10
@@ -147,9 +164,20 @@ def test_parallel_retries_of_one_upload_make_one_submission(backend):
         barrier.wait()
         try:
             with backend.session() as s:
-                made.append(create_submission(s, user=user, team=team, task_id="tric-binary", phase="dev",
-                                              upload=data, filename=name, settings=backend.settings,
-                                              redis=backend.conn, dedupe=True).id)
+                made.append(
+                    create_submission(
+                        s,
+                        user=user,
+                        team=team,
+                        task_id="tric-binary",
+                        phase="dev",
+                        upload=data,
+                        filename=name,
+                        settings=backend.settings,
+                        redis=backend.conn,
+                        dedupe=True,
+                    ).id
+                )
         except DuplicateSubmission as e:
             dupes.append(e.submission_id)
         except Exception as e:  # noqa: BLE001

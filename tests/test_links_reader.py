@@ -9,7 +9,9 @@ import zipfile
 import numpy as np
 import pytest
 
-pytest.importorskip("pyarrow", reason="pyarrow is not installed (a core dependency): pip install pyarrow")
+pytest.importorskip(
+    "pyarrow", reason="pyarrow is not installed (a core dependency): pip install pyarrow"
+)
 
 from scorer import validate_file
 from scorer.errors import SubmissionInvalid
@@ -21,17 +23,23 @@ from tasks.store import TaskStore
 
 def ids(home):
     st = TaskStore("loci-similes", home)
-    read = lambda p: (p.read_text(encoding="utf-8").splitlines())
-    return read(st.root / "index" / "test" / "query_ids.txt"), read(st.root / "index" / "test" / "source_ids.txt")
+    read = lambda p: p.read_text(encoding="utf-8").splitlines()
+    return read(st.root / "index" / "test" / "query_ids.txt"), read(
+        st.root / "index" / "test" / "source_ids.txt"
+    )
 
 
 def table(home, sep=",", score=True, n=40, seed=0) -> str:
     qs, ss = ids(home)
     rng = np.random.default_rng(seed)
-    pairs = sorted({(qs[int(rng.integers(len(qs)))], ss[int(rng.integers(len(ss)))]) for _ in range(n)})
+    pairs = sorted(
+        {(qs[int(rng.integers(len(qs)))], ss[int(rng.integers(len(ss)))]) for _ in range(n)}
+    )
     q = (lambda x: x) if sep == "\t" else (lambda x: '"' + x.replace('"', '""') + '"')
     head = sep.join(["query_id", "source_id"] + (["score"] if score else []))
-    rows = [sep.join([q(a), q(b)] + ([repr(float(rng.random()))] if score else [])) for a, b in pairs]
+    rows = [
+        sep.join([q(a), q(b)] + ([repr(float(rng.random()))] if score else [])) for a, b in pairs
+    ]
     return head + "\n" + "\n".join(rows) + "\n"
 
 
@@ -43,8 +51,16 @@ def forms(tmp_path, home):
         "tsv": ("c.tsv", table(home, sep="\t").encode()),
         "crlf": ("d.csv", csv_text.replace("\n", "\r\n").encode()),
         "bom": ("e.csv", b"\xef\xbb\xbf" + csv_text.encode()),
-        "columns reordered": ("f.csv", ("score,query_id,source_id\n" + "".join(
-            f"{r.rsplit(',', 1)[1]},{r.rsplit(',', 1)[0]}\n" for r in csv_text.splitlines()[1:])).encode()),
+        "columns reordered": (
+            "f.csv",
+            (
+                "score,query_id,source_id\n"
+                + "".join(
+                    f"{r.rsplit(',', 1)[1]},{r.rsplit(',', 1)[0]}\n"
+                    for r in csv_text.splitlines()[1:]
+                )
+            ).encode(),
+        ),
         "blank lines": ("g.csv", csv_text.replace("\n", "\n\n", 3).encode()),
         "header only": ("h.csv", b"query_id,source_id\n"),
         "txt sniffed": ("i.txt", table(home, sep="\t").encode()),
@@ -79,13 +95,24 @@ def test_columnar_equals_row_by_row(home, tmp_path):
             np.testing.assert_array_equal(fast[2], slow.score, err_msg=label)
 
 
-@pytest.mark.parametrize("edit, line, words", [
-    (lambda rows: rows.__setitem__(5, '"nope","verg. aen. 10.636",0.5'), 6, ("unknown query_id", "nope")),
-    (lambda rows: rows.__setitem__(3, rows[3].rsplit(",", 1)[0] + ",abc"), 4, ("score must be a number",)),
-    (lambda rows: rows.__setitem__(7, rows[7].rsplit(",", 1)[0] + ",inf"), 8, ("infinite",)),
-    (lambda rows: rows.__setitem__(2, rows[2] + ",extra"), 3, ("expected 3 columns",)),
-    (lambda rows: rows.__setitem__(4, rows[1]), None, ("duplicate link",)),
-])
+@pytest.mark.parametrize(
+    "edit, line, words",
+    [
+        (
+            lambda rows: rows.__setitem__(5, '"nope","verg. aen. 10.636",0.5'),
+            6,
+            ("unknown query_id", "nope"),
+        ),
+        (
+            lambda rows: rows.__setitem__(3, rows[3].rsplit(",", 1)[0] + ",abc"),
+            4,
+            ("score must be a number",),
+        ),
+        (lambda rows: rows.__setitem__(7, rows[7].rsplit(",", 1)[0] + ",inf"), 8, ("infinite",)),
+        (lambda rows: rows.__setitem__(2, rows[2] + ",extra"), 3, ("expected 3 columns",)),
+        (lambda rows: rows.__setitem__(4, rows[1]), None, ("duplicate link",)),
+    ],
+)
 @pytest.mark.parametrize("wrap", ["plain", "gz"])
 def test_problems_named_by_line_and_id(home, tmp_path, edit, line, words, wrap):
     rows = table(home, n=30).splitlines()
@@ -105,7 +132,12 @@ def test_gzip_over_the_uncompressed_limit(home, tmp_path):
     path = tmp_path / "big.csv.gz"
     path.write_bytes(gzip.compress(table(home, n=200).encode()))
     with pytest.raises(SubmissionInvalid) as e:
-        validate_file("loci-similes", path, home=home, limits=Limits(max_bytes=10**9, max_uncompressed_bytes=2000))
+        validate_file(
+            "loci-similes",
+            path,
+            home=home,
+            limits=Limits(max_bytes=10**9, max_uncompressed_bytes=2000),
+        )
     assert "over the limit" in str(e.value)
 
 

@@ -37,9 +37,14 @@ def _load():
 def _evaluator():
     if "locisimiles.evaluator" in sys.modules:
         return sys.modules["locisimiles.evaluator"]
-    if importlib.util.find_spec("locisimiles") is None or importlib.util.find_spec("pandas") is None:
-        pytest.skip("locisimiles is not installed: pip install pandas && "
-                    "pip install --no-deps locisimiles==2.1.3")
+    if (
+        importlib.util.find_spec("locisimiles") is None
+        or importlib.util.find_spec("pandas") is None
+    ):
+        pytest.skip(
+            "locisimiles is not installed: pip install pandas && "
+            "pip install --no-deps locisimiles==2.1.3"
+        )
     return _load()
 
 
@@ -60,8 +65,14 @@ def reference(files: dict, links: list[tuple[str, str]]) -> dict[str, dict]:
 
     out = {}
     with contextlib.redirect_stdout(io.StringIO()):
-        ev = ev_mod.IntertextEvaluator(query_doc=qdoc, source_doc=sdoc, ground_truth=str(files["gold"]),
-                                       pipeline=Fixed(), top_k=len(sdoc.ids()), threshold=0.5)
+        ev = ev_mod.IntertextEvaluator(
+            query_doc=qdoc,
+            source_doc=sdoc,
+            ground_truth=str(files["gold"]),
+            pipeline=Fixed(),
+            top_k=len(sdoc.ids()),
+            threshold=0.5,
+        )
         for avg in ("macro", "micro"):
             out[avg] = ev.evaluate(average=avg).iloc[0].to_dict()
     return out
@@ -72,7 +83,11 @@ def check_against_package(got: dict, ref: dict[str, dict]) -> None:
     for k in ("precision", "recall", "f1", "accuracy", "smr", "fpr", "fnr"):
         assert math.isclose(got[k], macro[k], rel_tol=TOL, abs_tol=TOL), (k, got[k], macro[k])
     for k in ("precision", "recall", "f1"):
-        assert math.isclose(got[f"{k}_micro"], micro[k], rel_tol=TOL, abs_tol=TOL), (k, got[f"{k}_micro"], micro[k])
+        assert math.isclose(got[f"{k}_micro"], micro[k], rel_tol=TOL, abs_tol=TOL), (
+            k,
+            got[f"{k}_micro"],
+            micro[k],
+        )
     for k in ("smr", "fpr", "fnr"):
         assert math.isclose(got[k], micro[k], rel_tol=TOL, abs_tol=TOL), (k, got[k], micro[k])
     for k in ("tp", "fp", "fn", "tn"):
@@ -129,14 +144,22 @@ def test_shared_sample_equals_locisimiles(tmp_path):
         assert result["primary"]["value"] == result["metrics"]["all"]["f1"]
 
 
-def generated_release(dir: Path, seed: int, n_q: int, n_s: int, n_gold: int) -> tuple[dict, list, list, list]:
+def generated_release(
+    dir: Path, seed: int, n_q: int, n_s: int, n_gold: int
+) -> tuple[dict, list, list, list]:
     rng = np.random.default_rng(seed)
     qids = [f"hier. epist. {i // 7 + 1}.{i % 7}" for i in range(n_q)]
     sids = [f"verg. aen. {j // 11 + 1}.{j % 11}" for j in range(n_s)]
-    gold = sorted({(qids[int(rng.integers(n_q // 2))], sids[int(rng.integers(n_s))]) for _ in range(n_gold)})
-    files = {"query": write_csv(dir / "q.csv", ("seg_id", "text"), [(q, "arma virumque") for q in qids]),
-             "source": write_csv(dir / "s.csv", ("seg_id", "text"), [(s, "cano troiae") for s in sids]),
-             "gold": write_csv(dir / "g.csv", ("query_id", "source_id", "label"), [(q, s, 1) for q, s in gold])}
+    gold = sorted(
+        {(qids[int(rng.integers(n_q // 2))], sids[int(rng.integers(n_s))]) for _ in range(n_gold)}
+    )
+    files = {
+        "query": write_csv(dir / "q.csv", ("seg_id", "text"), [(q, "arma virumque") for q in qids]),
+        "source": write_csv(dir / "s.csv", ("seg_id", "text"), [(s, "cano troiae") for s in sids]),
+        "gold": write_csv(
+            dir / "g.csv", ("query_id", "source_id", "label"), [(q, s, 1) for q, s in gold]
+        ),
+    }
     return files, qids, sids, gold
 
 
@@ -149,17 +172,30 @@ def test_generated_corpora_equal_locisimiles(tmp_path, seed):
     rng = np.random.default_rng(seed + 10)
     links = {g for g in gold if rng.random() < 0.5}
     for q in qids:  # a top-k retriever: 0 to 12 sources per query, gold queries or not
-        links |= {(q, sids[int(j)]) for j in rng.choice(len(sids), size=int(rng.integers(0, 13)), replace=False)}
+        links |= {
+            (q, sids[int(j)])
+            for j in rng.choice(len(sids), size=int(rng.integers(0, 13)), replace=False)
+        }
     links = sorted(links)
-    sub = write_csv(tmp_path / "sub.csv", ("query_id", "source_id", "score"),
-                    [(q, s, float(rng.random())) for q, s in links])
+    sub = write_csv(
+        tmp_path / "sub.csv",
+        ("query_id", "source_id", "score"),
+        [(q, s, float(rng.random())) for q, s in links],
+    )
     check_against_package(ours(home, sub)["metrics"]["all"], reference(files, links))
     # a partition (the public part of a test phase) equals the package on a release of that part
     part = set(qids[::3])
-    sub_files = {"query": write_csv(tmp_path / "p" / "q.csv", ("seg_id", "text"), [(q, "x") for q in qids if q in part]),
-                 "source": files["source"],
-                 "gold": write_csv(tmp_path / "p" / "g.csv", ("query_id", "source_id", "label"),
-                                   [(q, s, 1) for q, s in gold if q in part])}
+    sub_files = {
+        "query": write_csv(
+            tmp_path / "p" / "q.csv", ("seg_id", "text"), [(q, "x") for q in qids if q in part]
+        ),
+        "source": files["source"],
+        "gold": write_csv(
+            tmp_path / "p" / "g.csv",
+            ("query_id", "source_id", "label"),
+            [(q, s, 1) for q, s in gold if q in part],
+        ),
+    }
     got = ours(home, sub, only=part)["metrics"]["all"]
     check_against_package(got, reference(sub_files, [lk for lk in links if lk[0] in part]))
 
@@ -169,8 +205,11 @@ def test_empty_submission_is_valid_and_scored(tmp_path):
     home = tmp_path / "home"
     import_task("loci-similes", home, **files)
     n_gold = len(read_csv(files["gold"]))
-    for name, body in (("header.csv", "query_id,source_id\n"), ("scored.csv", "query_id,source_id,score\n"),
-                       ("no-newline.tsv", "query_id\tsource_id")):
+    for name, body in (
+        ("header.csv", "query_id,source_id\n"),
+        ("scored.csv", "query_id,source_id,score\n"),
+        ("no-newline.tsv", "query_id\tsource_id"),
+    ):
         (tmp_path / name).write_text(body, encoding="utf-8")
         result = score_file("loci-similes", tmp_path / name, home=home)
         m = result["metrics"]["all"]
@@ -186,7 +225,9 @@ def trec_reference(qrels: dict, run: dict, gold_queries: list[str], cutoffs) -> 
     """Per-query trec_eval values through ir_measures' pytrec_eval provider, averaged over the
     gold queries (a gold query absent from the run counts 0). RR@k is trec_eval's recip_rank
     (which it does not cut) with the cut-off applied: 1/r when r <= k, else 0."""
-    ir = pytest.importorskip("ir_measures", reason="ir_measures is not installed: pip install ir_measures")
+    ir = pytest.importorskip(
+        "ir_measures", reason="ir_measures is not installed: pip install ir_measures"
+    )
     from ir_measures import AP, RR, R, nDCG
 
     measures = [m @ k for k in cutoffs for m in (R, AP, nDCG)] + [RR]
@@ -196,7 +237,9 @@ def trec_reference(qrels: dict, run: dict, gold_queries: list[str], cutoffs) -> 
     out = {}
     for k in cutoffs:
         for ours_name, theirs in (("recall", f"R@{k}"), ("map", f"AP@{k}"), ("ndcg", f"nDCG@{k}")):
-            out[f"{ours_name}@{k}"] = sum(per.get(theirs, {}).get(q, 0.0) for q in gold_queries) / len(gold_queries)
+            out[f"{ours_name}@{k}"] = sum(
+                per.get(theirs, {}).get(q, 0.0) for q in gold_queries
+            ) / len(gold_queries)
         rr = [per["RR"].get(q, 0.0) for q in gold_queries]
         out[f"mrr@{k}"] = sum(x if x and 1 / x <= k + 1e-9 else 0.0 for x in rr) / len(gold_queries)
     return out
@@ -204,7 +247,9 @@ def trec_reference(qrels: dict, run: dict, gold_queries: list[str], cutoffs) -> 
 
 @pytest.mark.parametrize("seed, depth", [(0, 30), (1, 150), (2, 150), (3, 1200)])
 def test_ranking_metrics_equal_trec_eval(tmp_path, seed, depth):
-    pytest.importorskip("ir_measures", reason="ir_measures is not installed: pip install ir_measures")
+    pytest.importorskip(
+        "ir_measures", reason="ir_measures is not installed: pip install ir_measures"
+    )
     n_q, n_s = 40, 1500
     files, qids, sids, gold = generated_release(tmp_path / "release", seed, n_q, n_s, 60)
     home = tmp_path / "home"
@@ -241,7 +286,9 @@ def test_ranking_metrics_equal_trec_eval(tmp_path, seed, depth):
     got = ours(home, sub, only=part)["metrics"]["all"]
     gq = [q for q in gold_queries if q in part]
     if gq:
-        ref = trec_reference({q: qrels[q] for q in gq}, {q: r for q, r in run.items() if q in part}, gq, (10, 100))
+        ref = trec_reference(
+            {q: qrels[q] for q in gq}, {q: r for q, r in run.items() if q in part}, gq, (10, 100)
+        )
         for k, v in ref.items():
             assert math.isclose(got[k], v, rel_tol=1e-9, abs_tol=1e-9), (k, got[k], v)
 
@@ -255,6 +302,8 @@ def test_ranking_tie_rule_by_hand(tmp_path):
     other_lo = min(x for x in sids if x != s)
     other_hi = max(x for x in sids if x != s)
     for other, rank in ((other_lo, 1 if other_lo < s else 2), (other_hi, 2 if other_hi > s else 1)):
-        sub = write_csv(tmp_path / "t.csv", ("query_id", "source_id", "score"), [(q, s, 0.5), (q, other, 0.5)])
+        sub = write_csv(
+            tmp_path / "t.csv", ("query_id", "source_id", "score"), [(q, s, 0.5), (q, other, 0.5)]
+        )
         got = score_file("loci-similes", sub, home=home)["metrics"]["all"]
         assert got["mrr@10"] == 1 / rank and got["ndcg@10"] == 1 / math.log2(rank + 1)

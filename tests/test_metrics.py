@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SWISSGOV, TROTR, need
 from helpers import LANGS, swissgov_docs, trac_gold, trotr_pairs, write_submission
 from scipy import stats
 from sklearn.metrics import f1_score, precision_recall_fscore_support
 
-from conftest import SWISSGOV, TROTR, need
 from scorer import partition_units, score_file, score_validated, validate_file
 from scorer.metrics import classification, correlations
 from tasks.importers import import_task
@@ -38,14 +38,19 @@ def check_subset(got: dict, expected: dict):
 
 def sk_classification(gold, pred) -> dict:
     p, r, f, _ = precision_recall_fscore_support(gold, pred, labels=[0, 1], zero_division=0)
-    out = {"f1": f1_score(gold, pred, labels=[0, 1], average="weighted", zero_division=0), "n": len(gold)}
+    out = {
+        "f1": f1_score(gold, pred, labels=[0, 1], average="weighted", zero_division=0),
+        "n": len(gold),
+    }
     for c in (0, 1):
         out[f"precision_{c}"], out[f"recall_{c}"], out[f"f1_{c}"] = p[c], r[c], f[c]
     return out
 
 
 def tric_subsets(kind: str) -> dict[str, set]:
-    return {sub: {r["instanceID"] for r in trotr_pairs(kind, "test", sub)} for sub in ("oov", "iov")}
+    return {
+        sub: {r["instanceID"] for r in trotr_pairs(kind, "test", sub)} for sub in ("oov", "iov")
+    }
 
 
 @pytest.mark.parametrize("seed, flip", [(0, 0.05), (1, 0.2), (2, 0.5), (3, 0.9)])
@@ -54,14 +59,19 @@ def test_tric_binary_against_sklearn(home, tmp_path, seed, flip):
     gold = {r["instanceID"]: int(r["label"]) for r in raw}
     rng = np.random.default_rng(seed)
     pred = {k: (1 - g if rng.random() < flip else g) for k, g in gold.items()}
-    rows = [{"instanceID": k, "label": v} for k, v in reversed(list(pred.items()))]  # order is irrelevant
+    rows = [
+        {"instanceID": k, "label": v} for k, v in reversed(list(pred.items()))
+    ]  # order is irrelevant
     result = score_file("tric-binary", write_submission(tmp_path, rows, "jsonl"), home=home)
     subsets = {"all": set(gold), **tric_subsets("binary")}
     for name, ids in subsets.items():
         g = [gold[k] for k in gold if k in ids]
         p = [pred[k] for k in gold if k in ids]
         check_subset(result["metrics"][name], sk_classification(g, p))
-    assert result["primary"]["name"] == "f1" and result["primary"]["value"] == result["metrics"]["all"]["f1"]
+    assert (
+        result["primary"]["name"] == "f1"
+        and result["primary"]["value"] == result["metrics"]["all"]["f1"]
+    )
 
 
 @pytest.mark.parametrize("constant", [0, 1])
@@ -69,13 +79,21 @@ def test_tric_binary_constant_predictions_use_zero_division_0(home, tmp_path, co
     gold = {r["instanceID"]: int(r["label"]) for r in trotr_pairs("binary", "test")}
     rows = [{"instanceID": k, "label": constant} for k in gold]
     result = score_file("tric-binary", write_submission(tmp_path, rows, "csv"), home=home)
-    check_subset(result["metrics"]["all"], sk_classification(list(gold.values()), [constant] * len(gold)))
+    check_subset(
+        result["metrics"]["all"], sk_classification(list(gold.values()), [constant] * len(gold))
+    )
     assert result["metrics"]["all"][f"precision_{1 - constant}"] == 0.0
 
 
-@pytest.mark.parametrize("gold, pred", [
-    ([0, 0, 0], [0, 0, 0]), ([1, 1], [0, 0]), ([0, 1, 1, 0, 1], [1, 1, 0, 0, 1]), ([1], [1]),
-])
+@pytest.mark.parametrize(
+    "gold, pred",
+    [
+        ([0, 0, 0], [0, 0, 0]),
+        ([1, 1], [0, 0]),
+        ([0, 1, 1, 0, 1], [1, 1, 0, 0, 1]),
+        ([1], [1]),
+    ],
+)
 def test_classification_edge_cases(gold, pred):
     check_subset(classification(np.array(gold), np.array(pred)), sk_classification(gold, pred))
 
@@ -101,9 +119,14 @@ def test_tric_ranking_against_scipy(home, tmp_path, seed, noise, ties):
     subsets = {"all": set(ids), **tric_subsets("ranking")}
     for name, keep in subsets.items():
         m = np.array([k in keep for k in ids])
-        check_subset(result["metrics"][name], {
-            "spearman": stats.spearmanr(gold[m], pred[m]).statistic,
-            "pearson": stats.pearsonr(gold[m], pred[m]).statistic, "n": int(m.sum())})
+        check_subset(
+            result["metrics"][name],
+            {
+                "spearman": stats.spearmanr(gold[m], pred[m]).statistic,
+                "pearson": stats.pearsonr(gold[m], pred[m]).statistic,
+                "n": int(m.sum()),
+            },
+        )
 
 
 @pytest.mark.parametrize("seed, noise", SEEDS_NOISE)
@@ -124,14 +147,21 @@ def test_constant_predictions_give_null_with_a_note(home, tmp_path):
     rows = [{"instanceID": k, "score": 2.5} for k in ids]
     result = score_file("tric-ranking", write_submission(tmp_path, rows, "jsonl"), home=home)
     for sub in ("all", "oov", "iov"):
-        assert result["metrics"][sub]["spearman"] is None and result["metrics"][sub]["pearson"] is None
+        assert (
+            result["metrics"][sub]["spearman"] is None and result["metrics"][sub]["pearson"] is None
+        )
     assert result["primary"]["value"] is None
     assert any(n.startswith("all: spearman") and "constant" in n for n in result["notes"])
 
 
-@pytest.mark.parametrize("gold, pred, reason", [
-    ([1.0], [2.0], "1 item"), ([1, 2, 3], [5, 5, 5], "constant"), ([2, 2, 2], [1, 2, 3], "gold labels are constant"),
-])
+@pytest.mark.parametrize(
+    "gold, pred, reason",
+    [
+        ([1.0], [2.0], "1 item"),
+        ([1, 2, 3], [5, 5, 5], "constant"),
+        ([2, 2, 2], [1, 2, 3], "gold labels are constant"),
+    ],
+)
 def test_undefined_correlations(gold, pred, reason):
     values, notes = correlations(gold, pred, ("spearman", "pearson", "kendall"))
     assert values["spearman"] is values["pearson"] is values["kendall"] is None
@@ -185,8 +215,11 @@ def swissgov_expected(docs: list[dict], rows: list[dict], pairs=LANGS.values()) 
                     if gv != -1:
                         g.append(gv)
                         p.append(pv)
-        out[pair] = {"spearman": stats.spearmanr(g, p).statistic,
-                     "kendall": stats.kendalltau(g, p, variant="b").statistic, "n": len(g)}
+        out[pair] = {
+            "spearman": stats.spearmanr(g, p).statistic,
+            "kendall": stats.kendalltau(g, p, variant="b").statistic,
+            "n": len(g),
+        }
     return out
 
 
@@ -201,8 +234,12 @@ def test_swissgov_against_scipy_from_the_raw_release(home, tmp_path, seed, noise
     macro = result["metrics"]["macro"]
     assert close(macro["spearman"], np.mean([v["spearman"] for v in expected.values()]))
     assert close(macro["kendall"], np.mean([v["kendall"] for v in expected.values()]))
-    assert result["primary"] == {"name": "spearman", "subset": "macro", "value": macro["spearman"],
-                                 "greater_is_better": True}
+    assert result["primary"] == {
+        "name": "spearman",
+        "subset": "macro",
+        "value": macro["spearman"],
+        "greater_is_better": True,
+    }
 
 
 def test_swissgov_missing_language_pair_gives_null(home, tmp_path):
@@ -212,18 +249,32 @@ def test_swissgov_missing_language_pair_gives_null(home, tmp_path):
     expected = swissgov_expected(docs, rows, ("en-de", "en-fr"))
     for pair, vals in expected.items():
         check_subset(result["metrics"][pair], vals)
-    assert result["metrics"]["en-it"]["spearman"] is None and result["metrics"]["en-it"]["kendall"] is None
-    assert result["metrics"]["macro"]["spearman"] is None and result["metrics"]["macro"]["kendall"] is None
+    assert (
+        result["metrics"]["en-it"]["spearman"] is None
+        and result["metrics"]["en-it"]["kendall"] is None
+    )
+    assert (
+        result["metrics"]["macro"]["spearman"] is None
+        and result["metrics"]["macro"]["kendall"] is None
+    )
     assert result["primary"]["value"] is None
-    assert any("en-it" in n for n in result["notes"]) and any(n.startswith("macro") for n in result["notes"])
+    assert any("en-it" in n for n in result["notes"]) and any(
+        n.startswith("macro") for n in result["notes"]
+    )
     assert "en-it: not in the submission" in result["notes"]
     assert any(n.startswith("macro: undefined unless every language pair") for n in result["notes"])
 
 
 def test_swissgov_constant_predictions(home, tmp_path):
     docs = swissgov_docs("test")
-    rows = [{"id": d["id"], "labels_a": [0.5] * len(d["labels_a"]), "labels_b": [0.5] * len(d["labels_b"])}
-            for d in docs]
+    rows = [
+        {
+            "id": d["id"],
+            "labels_a": [0.5] * len(d["labels_a"]),
+            "labels_b": [0.5] * len(d["labels_b"]),
+        }
+        for d in docs
+    ]
     result = score_file("swissgov-rsd", write_submission(tmp_path, rows, "csv"), home=home)
     for pair in ("en-de", "en-fr", "en-it", "macro"):
         assert result["metrics"][pair]["spearman"] is None
@@ -245,11 +296,14 @@ def write_loci(dir: Path, n_q: int, n_s: int, links: set, negatives: set = froze
             w.writerows(rows)
         return dir / name
 
-    gold_rows = [(qids[q], sids[s], 1) for q, s in sorted(links)] + \
-                [(qids[q], sids[s], 0) for q, s in sorted(negatives)]
-    return {"query": table("q.csv", ["seg_id", "text"], [(q, f"text {q}") for q in qids]),
-            "source": table("s.csv", ["seg_id", "text"], [(s, f"text {s}") for s in sids]),
-            "gold": table("g.csv", ["query_id", "source_id", "label"], gold_rows)}
+    gold_rows = [(qids[q], sids[s], 1) for q, s in sorted(links)] + [
+        (qids[q], sids[s], 0) for q, s in sorted(negatives)
+    ]
+    return {
+        "query": table("q.csv", ["seg_id", "text"], [(q, f"text {q}") for q in qids]),
+        "source": table("s.csv", ["seg_id", "text"], [(s, f"text {s}") for s in sids]),
+        "gold": table("g.csv", ["query_id", "source_id", "label"], gold_rows),
+    }
 
 
 def brute_force(n_q, n_s, gold: set, pred: dict, queries=None) -> dict:
@@ -278,17 +332,35 @@ def brute_force(n_q, n_s, gold: set, pred: dict, queries=None) -> dict:
         r = c["tp"] / (c["tp"] + c["fn"]) if c["tp"] + c["fn"] else 0.0
         return p, r, 2 * p * r / (p + r) if p + r else 0.0
 
-    out = {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "n": n,
-           "smr": (fp + fn) / n, "fpr": fp / n, "fnr": fn / n}
+    out = {
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "tn": tn,
+        "n": n,
+        "smr": (fp + fn) / n,
+        "fpr": fp / n,
+        "fnr": fn / n,
+    }
     if per_gold_query:
         vals = [prf(c) for c in per_gold_query]
         for i, name in enumerate(("precision", "recall", "f1")):
             out[name] = sum(v[i] for v in vals) / len(vals)
-        out["accuracy"] = sum((c["tp"] + c["tn"]) / n_s for c in per_gold_query) / len(per_gold_query)
+        out["accuracy"] = sum((c["tp"] + c["tn"]) / n_s for c in per_gold_query) / len(
+            per_gold_query
+        )
         pooled = {k: sum(c[k] for c in per_gold_query) for k in ("tp", "fp", "fn")}
         out["precision_micro"], out["recall_micro"], out["f1_micro"] = prf(pooled)
     else:
-        for name in ("precision", "recall", "f1", "accuracy", "precision_micro", "recall_micro", "f1_micro"):
+        for name in (
+            "precision",
+            "recall",
+            "f1",
+            "accuracy",
+            "precision_micro",
+            "recall_micro",
+            "f1_micro",
+        ):
             out[name] = None
     # the paper's per-query means equal the global rates when every query faces every source
     for i, name in enumerate(("smr", "fpr", "fnr")):
@@ -302,9 +374,14 @@ def brute_force(n_q, n_s, gold: set, pred: dict, queries=None) -> dict:
         for q in gold_queries:
             rel = {s for q2, s in gold if q2 == q}
             # descending score, ties by descending source id (byte order), as trec_eval
-            mine = sorted(((s2, sc) for (q2, s2), sc in pred.items() if q2 == q),
-                          key=lambda t: f"s, {t[0]}".encode(), reverse=True)
-            ranked = [s2 for s2, _ in sorted(mine, key=lambda t: -t[1])]  # stable: ties keep that order
+            mine = sorted(
+                ((s2, sc) for (q2, s2), sc in pred.items() if q2 == q),
+                key=lambda t: f"s, {t[0]}".encode(),
+                reverse=True,
+            )
+            ranked = [
+                s2 for s2, _ in sorted(mine, key=lambda t: -t[1])
+            ]  # stable: ties keep that order
             top = ranked[:k]
             hits = [i for i, s2 in enumerate(top) if s2 in rel]
             vals["recall"].append(len(hits) / len(rel))
@@ -321,8 +398,10 @@ def random_loci(seed: int):
     rng = np.random.default_rng(seed)
     n_q, n_s = int(rng.integers(2, 9)), int(rng.integers(3, 25))
     all_pairs = [(q, s) for q in range(n_q) for s in range(n_s)]
-    gold = {all_pairs[i] for i in rng.choice(len(all_pairs), size=int(rng.integers(1, n_q * 2 + 1)),
-                                              replace=False)}
+    gold = {
+        all_pairs[i]
+        for i in rng.choice(len(all_pairs), size=int(rng.integers(1, n_q * 2 + 1)), replace=False)
+    }
     # predictions: most gold links and some noise, scores with ties
     pred = {}
     for pair in all_pairs:
@@ -334,7 +413,9 @@ def random_loci(seed: int):
 
 
 def loci_submission(dir: Path, pred: dict, n_s: int, with_score: bool, fmt="csv") -> Path:
-    rows = [{"query_id": f"q. {q}", "source_id": f"s, {s}", "score": sc} for (q, s), sc in pred.items()]
+    rows = [
+        {"query_id": f"q. {q}", "source_id": f"s, {s}", "score": sc} for (q, s), sc in pred.items()
+    ]
     cols = ["query_id", "source_id"] + (["score"] if with_score else [])
     if fmt == "jsonl":
         rows = [{k: r[k] for k in cols} for r in rows]
@@ -349,8 +430,11 @@ def test_loci_metrics_against_brute_force(tmp_path, seed):
     import_task("loci-similes", home, **write_loci(tmp_path / "release", n_q, n_s, gold, negatives))
     expected = brute_force(n_q, n_s, gold, pred)
     for with_score, fmt in ((True, "csv"), (False, "csv"), (True, "jsonl")):
-        result = score_file("loci-similes", loci_submission(tmp_path / f"{with_score}{fmt}", pred, n_s,
-                                                            with_score, fmt), home=home)
+        result = score_file(
+            "loci-similes",
+            loci_submission(tmp_path / f"{with_score}{fmt}", pred, n_s, with_score, fmt),
+            home=home,
+        )
         got = result["metrics"]["all"]
         for k, v in expected.items():
             if "@" in k:
@@ -369,9 +453,13 @@ def test_loci_real_release_perfect_and_empty_ish(home, tmp_path):
     with open(loci_files()["gold"], encoding="utf-8", newline="") as f:
         links = [(r["query_id"], r["source_id"]) for r in _csv.DictReader(f)]
     rows = [{"query_id": q, "source_id": s, "score": 1.0} for q, s in links]
-    got = score_file("loci-similes", write_submission(tmp_path, rows, "csv"), home=home)["metrics"]["all"]
+    got = score_file("loci-similes", write_submission(tmp_path, rows, "csv"), home=home)["metrics"][
+        "all"
+    ]
     assert (got["tp"], got["fp"], got["fn"]) == (len(links), 0, 0)
-    assert got["f1"] == 1.0 and got["smr"] == 0.0 and got["recall@10"] == 1.0 and got["mrr@10"] == 1.0
+    assert (
+        got["f1"] == 1.0 and got["smr"] == 0.0 and got["recall@10"] == 1.0 and got["mrr@10"] == 1.0
+    )
     assert got["ndcg@10"] == 1.0 and got["map@10"] == 1.0
     assert got["tn"] == got["n"] - len(links)
 
@@ -386,7 +474,9 @@ def test_loci_partition_equals_a_task_of_that_part(tmp_path, seed):
     part = sorted(int(q) for q in rng.choice(n_q, size=max(1, n_q // 2), replace=False))
     full_home, part_home = tmp_path / "full", tmp_path / "part"
     import_task("loci-similes", full_home, **write_loci(tmp_path / "r1", n_q, n_s, gold))
-    v = validate_file("loci-similes", loci_submission(tmp_path / "s1", pred, n_s, True), home=full_home)
+    v = validate_file(
+        "loci-similes", loci_submission(tmp_path / "s1", pred, n_s, True), home=full_home
+    )
     units = partition_units("loci-similes", home=full_home)
     assert units == [f"q. {q}" for q in range(n_q)]
     restricted = score_validated(v, home=full_home, only={units[q] for q in part})["metrics"]["all"]
@@ -420,8 +510,11 @@ def trotr_release_of_part(tmp_path: Path, kind: str, keep: set) -> Path:
     src = TROTR / "datasets" / "FOLD_1" / "pair-by-line"
     for p in src.glob(f"*.{kind}.jsonl"):
         if p.name.startswith("test."):
-            lines = [line for line in p.read_text(encoding="utf-8").splitlines()
-                     if line.strip() and json.loads(line)["instanceID"] in keep]
+            lines = [
+                line
+                for line in p.read_text(encoding="utf-8").splitlines()
+                if line.strip() and json.loads(line)["instanceID"] in keep
+            ]
             (fold / p.name).write_text("\n".join(lines) + "\n", encoding="utf-8")
         else:
             (fold / p.name).symlink_to(p)
@@ -435,15 +528,24 @@ def test_tric_partition_equals_a_task_of_that_part(home, tmp_path, task_id, kind
     rng = np.random.default_rng(5)
     part = {ids[i] for i in rng.choice(len(ids), size=len(ids) // 3, replace=False)}
     value = "label" if kind == "binary" else "score"
-    rows = [{"instanceID": r["instanceID"],
-             value: (1 - int(r["label"]) if rng.random() < 0.3 else int(r["label"])) if kind == "binary"
-             else float(r["label"]) + rng.standard_normal()} for r in raw]
+    rows = [
+        {
+            "instanceID": r["instanceID"],
+            value: (1 - int(r["label"]) if rng.random() < 0.3 else int(r["label"]))
+            if kind == "binary"
+            else float(r["label"]) + rng.standard_normal(),
+        }
+        for r in raw
+    ]
     v = validate_file(task_id, write_submission(tmp_path / "full", rows, "jsonl"), home=home)
     restricted = score_validated(v, home=home, only=part)
     part_home = tmp_path / "home"
     import_task(task_id, part_home, source=trotr_release_of_part(tmp_path, kind, part))
-    alone = score_file(task_id, write_submission(tmp_path / "part", [r for r in rows if r["instanceID"] in part],
-                                                 "jsonl"), home=part_home)
+    alone = score_file(
+        task_id,
+        write_submission(tmp_path / "part", [r for r in rows if r["instanceID"] in part], "jsonl"),
+        home=part_home,
+    )
     assert restricted["metrics"] == alone["metrics"]
 
 
@@ -459,13 +561,19 @@ def test_swissgov_partition_equals_a_task_of_that_part(home, tmp_path):
     (root / "dev").symlink_to(SWISSGOV / "data" / "evaluation" / "gold_labels" / "dev")
     for lang in LANGS:
         src = SWISSGOV / "data" / "evaluation" / "gold_labels" / "test" / f"gold_admin_{lang}.jsonl"
-        lines = [line for line in src.read_text(encoding="utf-8").splitlines()
-                 if line.strip() and json.loads(line)["id"] in part]
+        lines = [
+            line
+            for line in src.read_text(encoding="utf-8").splitlines()
+            if line.strip() and json.loads(line)["id"] in part
+        ]
         (root / "test" / src.name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     part_home = tmp_path / "home"
     import_task("swissgov-rsd", part_home, source=tmp_path / "SwissGov-RSD")
-    alone = score_file("swissgov-rsd", write_submission(tmp_path / "part", [r for r in rows if r["id"] in part],
-                                                        "jsonl"), home=part_home)
+    alone = score_file(
+        "swissgov-rsd",
+        write_submission(tmp_path / "part", [r for r in rows if r["id"] in part], "jsonl"),
+        home=part_home,
+    )
     assert restricted["metrics"].keys() == alone["metrics"].keys()
     for pair in alone["metrics"]:
         check_subset(restricted["metrics"][pair], alone["metrics"][pair])

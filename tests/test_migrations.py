@@ -10,7 +10,6 @@ import re
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import build_schema, fresh_pg_database
 
 
@@ -88,7 +87,9 @@ def test_migrations_from_the_first_revision_build_exactly_the_models_and_go_down
     assert current(settings) == heads()
 
 
-def test_db_upgrade_refuses_a_database_built_without_the_migrations_until_stamped(tmp_path, monkeypatch):
+def test_db_upgrade_refuses_a_database_built_without_the_migrations_until_stamped(
+    tmp_path, monkeypatch
+):
     from alembic import command
     from sqlalchemy import create_engine, text
 
@@ -107,13 +108,19 @@ def test_db_upgrade_refuses_a_database_built_without_the_migrations_until_stampe
 
     with pytest.raises(SchemaError, match="no alembic_version.*palimpsest db stamp REVISION"):
         upgrade(_settings(url))
-    for args in (["db", "upgrade"], ["users", "create", "--email", "a@b.org", "--password-stdin"],
-                 ["serve", "--port", "1"], ["db", "current"]):
+    for args in (
+        ["db", "upgrade"],
+        ["users", "create", "--email", "a@b.org", "--password-stdin"],
+        ["serve", "--port", "1"],
+        ["db", "current"],
+    ):
         r = CliRunner().invoke(main, args, input="correct horse battery\n")
         assert r.exit_code == 1, (args, r.output)
         assert "palimpsest db stamp" in r.output and "Traceback" not in r.output, (args, r.output)
         assert len(r.output.strip().splitlines()) == 1, r.output  # one line
-    assert "alembic_version" not in _tables(url) and "redis" not in os.listdir(tmp_path)  # serve stopped first
+    assert "alembic_version" not in _tables(url) and "redis" not in os.listdir(
+        tmp_path
+    )  # serve stopped first
 
     r = CliRunner().invoke(main, ["db", "stamp", "no-such-revision"])
     assert r.exit_code == 1 and "no-such-revision" in r.output
@@ -142,8 +149,10 @@ def test_the_app_and_the_worker_refuse_a_database_not_at_head(tmp_path, monkeypa
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")  # never reached: the check comes first
     settings = Settings.from_env()
-    for why in ("has no tables yet: run `palimpsest db upgrade`",
-                f"is at revision {INITIAL}, not at the newest"):
+    for why in (
+        "has no tables yet: run `palimpsest db upgrade`",
+        f"is at revision {INITIAL}, not at the newest",
+    ):
         with pytest.raises(SchemaError, match="run `palimpsest db upgrade`") as e:
             create_app({"home": home, "env": "production", "secret_key": "x" * 40})
         assert why in str(e.value) and "\n" not in str(e.value)
@@ -156,7 +165,9 @@ def test_the_app_and_the_worker_refuse_a_database_not_at_head(tmp_path, monkeypa
     assert create_app({"home": home, "env": "production", "secret_key": "x" * 40})
 
 
-def test_local_commands_upgrade_the_embedded_default_and_only_check_a_database_url(tmp_path, monkeypatch):
+def test_local_commands_upgrade_the_embedded_default_and_only_check_a_database_url(
+    tmp_path, monkeypatch
+):
     from sqlmodel import SQLModel
 
     from cli.main import main
@@ -164,8 +175,11 @@ def test_local_commands_upgrade_the_embedded_default_and_only_check_a_database_u
 
     monkeypatch.setenv("PALIMPSEST_HOME", str(tmp_path / "h"))
     monkeypatch.delenv("DATABASE_URL", raising=False)
-    r = CliRunner().invoke(main, ["users", "create", "--email", "o@x.org", "--password-stdin", "--organizer"],
-                           input="correct horse battery\n")
+    r = CliRunner().invoke(
+        main,
+        ["users", "create", "--email", "o@x.org", "--password-stdin", "--organizer"],
+        input="correct horse battery\n",
+    )
     assert r.exit_code == 0, r.output
     url = f"sqlite:///{tmp_path / 'h' / 'palimpsest.db'}"
     assert current(_settings(url)) == heads() and _diff(url) == []
@@ -173,9 +187,15 @@ def test_local_commands_upgrade_the_embedded_default_and_only_check_a_database_u
 
     other = f"sqlite:///{tmp_path / 'other.db'}"  # a DATABASE_URL is migrated by `db upgrade` alone
     monkeypatch.setenv("DATABASE_URL", other)
-    for args in (["phases", "list"], ["tokens", "create", "--email", "o@x.org"], ["reconcile", "--once"]):
+    for args in (
+        ["phases", "list"],
+        ["tokens", "create", "--email", "o@x.org"],
+        ["reconcile", "--once"],
+    ):
         r = CliRunner().invoke(main, args)
-        assert r.exit_code == 1 and "has no tables yet: run `palimpsest db upgrade`" in r.output, r.output
+        assert r.exit_code == 1 and "has no tables yet: run `palimpsest db upgrade`" in r.output, (
+            r.output
+        )
     assert _tables(other) == set()
     r = CliRunner().invoke(main, ["db", "upgrade"])
     assert r.exit_code == 0, r.output
@@ -198,8 +218,10 @@ def test_a_database_migrated_by_a_newer_version_is_refused_not_touched(tmp_path,
     eng.dispose()
     for args in (["db", "upgrade"], ["phases", "list"]):
         r = CliRunner().invoke(main, args)
-        assert r.exit_code == 1 and "f00dfeed0000, which this version of Palimpsest does not know" in r.output, \
-            r.output
+        assert (
+            r.exit_code == 1
+            and "f00dfeed0000, which this version of Palimpsest does not know" in r.output
+        ), r.output
         assert "Traceback" not in r.output
     with pytest.raises(RuntimeError, match="does not know"):
         create_app({"home": tmp_path, "env": "testing"})

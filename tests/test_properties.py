@@ -26,10 +26,26 @@ from scorer.reader import Limits, load
 from tasks import task_ids
 from tasks.store import TaskStore
 
-SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                                                      HealthCheck.data_too_large])
+SETTINGS = dict(
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.data_too_large,
+    ],
+)
 NAMES = ["sub.jsonl", "sub.csv", "sub.tsv", "sub.txt", "sub", "sub.json"]
-FIELDS = ["instanceID", "label", "score", "target", "id", "labels_a", "labels_b", "query_id", "source_id"]
+FIELDS = [
+    "instanceID",
+    "label",
+    "score",
+    "target",
+    "id",
+    "labels_a",
+    "labels_b",
+    "query_id",
+    "source_id",
+]
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +56,12 @@ def scratch(tmp_path_factory):
 def check_any(home, path, task_id) -> None:
     """Validation (and scoring, when valid) ends with a result or SubmissionInvalid, nothing else."""
     try:
-        v = validate_file(task_id, path, home=home, limits=Limits(max_bytes=1 << 20,
-                                                                 max_uncompressed_bytes=1 << 20))
+        v = validate_file(
+            task_id,
+            path,
+            home=home,
+            limits=Limits(max_bytes=1 << 20, max_uncompressed_bytes=1 << 20),
+        )
     except SubmissionInvalid as e:
         assert e.total >= 1 and e.problems
         assert all(isinstance(p.message, str) and p.message for p in e.problems)
@@ -64,8 +84,12 @@ def wrap(data: bytes, name: str, how: str, dir) -> object:
 
 
 @settings(max_examples=40, **SETTINGS)
-@given(data=st.binary(max_size=3000), name=st.sampled_from(NAMES), how=st.sampled_from(["", "gz", "zip", "raw"]),
-       task_id=st.sampled_from(task_ids()))
+@given(
+    data=st.binary(max_size=3000),
+    name=st.sampled_from(NAMES),
+    how=st.sampled_from(["", "gz", "zip", "raw"]),
+    task_id=st.sampled_from(task_ids()),
+)
 def test_arbitrary_bytes(home, scratch, data, name, how, task_id):
     check_any(home, wrap(data, name, how, scratch), task_id)
 
@@ -85,16 +109,30 @@ def test_mangled_archives(home, scratch, data, cut):
             pass
 
 
-json_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.just(10 ** 400), st.floats(),
-                         st.text(max_size=8), st.sampled_from(["hier. adv. iovin. 1.1", "verg. aen. 10.636",
-                                                               "admin_de_1", "pair_40_(Matthew 7:7)"]))
-json_values = st.recursive(json_scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=4), c,
-                                                                                            max_size=3), max_leaves=8)
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.just(10**400),
+    st.floats(),
+    st.text(max_size=8),
+    st.sampled_from(
+        ["hier. adv. iovin. 1.1", "verg. aen. 10.636", "admin_de_1", "pair_40_(Matthew 7:7)"]
+    ),
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=4), c, max_size=3),
+    max_leaves=8,
+)
 records = st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=6), json_values, max_size=5)
 
 
 @settings(max_examples=50, **SETTINGS)
-@given(rows=st.lists(records | json_values, min_size=1, max_size=8), task_id=st.sampled_from(task_ids()))
+@given(
+    rows=st.lists(records | json_values, min_size=1, max_size=8),
+    task_id=st.sampled_from(task_ids()),
+)
 def test_json_lines_of_any_shape(home, scratch, rows, task_id):
     text = "\n".join(json.dumps(r) for r in rows)  # NaN/Infinity literals included
     p = scratch / "sub.jsonl"
@@ -102,14 +140,20 @@ def test_json_lines_of_any_shape(home, scratch, rows, task_id):
     check_any(home, p, task_id)
 
 
-cells = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=10) | \
-    st.sampled_from(["nan", "inf", "-1", "1", "0", "1e999", "[1, 2]", "0.5 0.5", "hier. adv. iovin. 1.1"])
+cells = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",)), max_size=10
+) | st.sampled_from(
+    ["nan", "inf", "-1", "1", "0", "1e999", "[1, 2]", "0.5 0.5", "hier. adv. iovin. 1.1"]
+)
 
 
 @settings(max_examples=50, **SETTINGS)
-@given(header=st.lists(st.sampled_from(FIELDS + ["score", "x"]), min_size=1, max_size=4),
-       rows=st.lists(st.lists(cells, max_size=5), max_size=6), fmt=st.sampled_from(["csv", "tsv"]),
-       task_id=st.sampled_from(task_ids()))
+@given(
+    header=st.lists(st.sampled_from(FIELDS + ["score", "x"]), min_size=1, max_size=4),
+    rows=st.lists(st.lists(cells, max_size=5), max_size=6),
+    fmt=st.sampled_from(["csv", "tsv"]),
+    task_id=st.sampled_from(task_ids()),
+)
 def test_tables_of_any_shape(home, scratch, header, rows, fmt, task_id):
     buf = io.StringIO()
     w = csv.writer(buf, delimiter="\t" if fmt == "tsv" else ",", lineterminator="\n")
@@ -166,8 +210,11 @@ def test_keyed_round_trip(home, scratch, data, task_id):
 
 @pytest.mark.slow
 @settings(max_examples=3, **SETTINGS)
-@given(seed=st.integers(0, 2 ** 32 - 1), pairs=st.sets(st.sampled_from(["de", "fr", "it"]), min_size=1, max_size=2),
-       ties=st.booleans())
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    pairs=st.sets(st.sampled_from(["de", "fr", "it"]), min_size=1, max_size=2),
+    ties=st.booleans(),
+)
 def test_swissgov_round_trip(home, scratch, seed, pairs, ties):
     rng = np.random.default_rng(seed)
     rows = []
@@ -187,13 +234,21 @@ def test_swissgov_round_trip(home, scratch, seed, pairs, ties):
 @settings(max_examples=25, **SETTINGS)
 @given(data=st.data(), with_score=st.booleans())
 def test_loci_round_trip(home, scratch, data, with_score):
-    with open(TaskStore("loci-similes", home).public("test", "queries.csv"), encoding="utf-8", newline="") as f:
+    with open(
+        TaskStore("loci-similes", home).public("test", "queries.csv"), encoding="utf-8", newline=""
+    ) as f:
         qs = [r["seg_id"] for r in csv.DictReader(f)]
-    with open(TaskStore("loci-similes", home).public("test", "sources.csv"), encoding="utf-8", newline="") as f:
+    with open(
+        TaskStore("loci-similes", home).public("test", "sources.csv"), encoding="utf-8", newline=""
+    ) as f:
         ss = [r["seg_id"] for r in csv.DictReader(f)]
-    links = data.draw(st.sets(st.tuples(st.sampled_from(qs), st.sampled_from(ss)), min_size=1, max_size=40))
+    links = data.draw(
+        st.sets(st.tuples(st.sampled_from(qs), st.sampled_from(ss)), min_size=1, max_size=40)
+    )
     scores = data.draw(st.lists(finite, min_size=len(links), max_size=len(links)))
-    rows = [{"query_id": q, "source_id": s, "score": sc} for (q, s), sc in zip(sorted(links), scores)]
+    rows = [
+        {"query_id": q, "source_id": s, "score": sc} for (q, s), sc in zip(sorted(links), scores)
+    ]
     columns = ["query_id", "source_id"] + (["score"] if with_score else [])
     if not with_score:
         rows = [{k: r[k] for k in columns} for r in rows]

@@ -5,8 +5,18 @@ from __future__ import annotations
 import json
 
 import pytest
+from backbone import (
+    burst,
+    get,
+    make_team,
+    phase,
+    scores,
+    set_phase,
+    submit,
+    wait_for,
+    worker_process,
+)
 from sqlalchemy import select
-from backbone import burst, get, make_team, phase, scores, set_phase, submit, wait_for, worker_process
 
 
 def test_storage_is_content_addressed_and_ignores_client_names(tmp_path):
@@ -16,7 +26,11 @@ def test_storage_is_content_addressed_and_ignores_client_names(tmp_path):
     assert key == f"{sha[:2]}/{sha}.jsonl" and size == 9
     assert path_for(tmp_path, key).read_bytes() == b'{"a": 1}\n'
     assert store_upload(tmp_path, b'{"a": 1}\n', "other.jsonl")[0] == key  # same bytes, same file
-    assert safe_suffix("x.CSV.gz") == ".csv.gz" and safe_suffix("evil.sh") == "" and safe_suffix(None) == ""
+    assert (
+        safe_suffix("x.CSV.gz") == ".csv.gz"
+        and safe_suffix("evil.sh") == ""
+        and safe_suffix(None) == ""
+    )
     assert not list((tmp_path / "uploads" / "tmp").iterdir())  # nothing half-written left behind
     with pytest.raises(ValueError):
         path_for(tmp_path, "../x")
@@ -40,7 +54,9 @@ def test_dev_submission_is_scored_by_a_simple_worker(backend):
     sub = submit(backend, team, user, "tric-binary", "dev", noise=0.0)
     assert get(backend, sub.id).status == "queued"
     job = fetch_job(backend.conn, sub.id)
-    assert job.id == f"submission-{sub.id}" and job.serializer is JSONSerializer and job.timeout == 600
+    assert (
+        job.id == f"submission-{sub.id}" and job.serializer is JSONSerializer and job.timeout == 600
+    )
     burst(backend)
     s = get(backend, sub.id)
     assert (s.status, s.attempts, s.score_attempt, s.failure_kind) == ("scored", 1, 1, None)
@@ -50,7 +66,9 @@ def test_dev_submission_is_scored_by_a_simple_worker(backend):
     assert row.scorer_version == row.result["provenance"]["scorer_version"]
 
 
-@pytest.mark.parametrize("task_id", ["tric-binary", "tric-ranking", "trac", "swissgov-rsd", "loci-similes"])
+@pytest.mark.parametrize(
+    "task_id", ["tric-binary", "tric-ranking", "trac", "swissgov-rsd", "loci-similes"]
+)
 def test_test_phase_scores_a_public_and_a_private_part_drawn_once(embedded_backend, task_id):
     from scorer import partition_strata, partition_units
     from scorer.partition import stratified_partition
@@ -64,9 +82,13 @@ def test_test_phase_scores_a_public_and_a_private_part_drawn_once(embedded_backe
     burst(b)
     with b.session() as s:
         parts = s.execute(select(GoldPartition)).scalars().all()
-    assert [(p.key, p.method, p.public_fraction) for p in parts] == [(f"{task_id}/test", "stratified", 0.5)]
+    assert [(p.key, p.method, p.public_fraction) for p in parts] == [
+        (f"{task_id}/test", "stratified", 0.5)
+    ]
     units = partition_units(task_id, "test", b.settings.home)
-    public, private = stratified_partition(partition_strata(task_id, "test", b.settings.home), parts[0].seed, 0.5)
+    public, private = stratified_partition(
+        partition_strata(task_id, "test", b.settings.home), parts[0].seed, 0.5
+    )
     assert set(public).isdisjoint(private) and sorted(public + private) == sorted(units)
     for i in ids:
         assert get(b, i).status == "scored"
@@ -95,7 +117,9 @@ def test_invalid_file_fails_with_every_problem_and_costs_nothing(backend):
     messages = " | ".join(e["message"] for e in s.errors)
     assert "not valid JSON" in messages and "must be 0 or 1" in messages and len(s.errors) >= 2
     assert not scores(backend, sub.id)
-    ok = submit(backend, team, user, "tric-binary", "dev")  # the daily allowance of 1 is still there
+    ok = submit(
+        backend, team, user, "tric-binary", "dev"
+    )  # the daily allowance of 1 is still there
     burst(backend)
     assert get(backend, ok.id).status == "scored"
 
@@ -113,9 +137,8 @@ def test_a_job_run_twice_scores_once(backend):
 
 def test_two_overlapping_runs_keep_one_result_per_attempt(backend):
     """The reconciler re-enqueued a job whose first run was still going: both finish."""
-    from server.jobs import start_attempt, write_scores
-
     from scorer import score_validated, validate_file
+    from server.jobs import start_attempt, write_scores
     from server.storage import path_for
 
     team, user = make_team(backend)
@@ -123,11 +146,17 @@ def test_two_overlapping_runs_keep_one_result_per_attempt(backend):
     a1 = start_attempt(backend.engine, sub.id, 3)
     a2 = start_attempt(backend.engine, sub.id, 3)
     assert (a1, a2) == (1, 2)
-    v = validate_file("tric-binary", path_for(backend.settings.home, get(backend, sub.id).storage_key), "dev",
-                      backend.settings.home)
+    v = validate_file(
+        "tric-binary",
+        path_for(backend.settings.home, get(backend, sub.id).storage_key),
+        "dev",
+        backend.settings.home,
+    )
     r = {"all": score_validated(v, backend.settings.home)}
     assert write_scores(backend.engine, sub.id, a2, r) is True
-    assert write_scores(backend.engine, sub.id, a1, r) is False  # late, recorded but not the one that counts
+    assert (
+        write_scores(backend.engine, sub.id, a1, r) is False
+    )  # late, recorded but not the one that counts
     assert write_scores(backend.engine, sub.id, a1, r) is False  # idempotent
     s = get(backend, sub.id)
     assert (s.status, s.score_attempt) == ("scored", 2)
@@ -165,7 +194,10 @@ def test_a_baseline_entry_is_scored_on_the_scoring_queue_not_by_the_model_worker
     team, user = make_team(backend, baseline=True)
     sub = submit(backend, team, user)
     assert get(backend, sub.id).is_baseline
-    assert get_queue("scoring", backend.conn).count == 1 and get_queue("baselines", backend.conn).count == 0
+    assert (
+        get_queue("scoring", backend.conn).count == 1
+        and get_queue("baselines", backend.conn).count == 0
+    )
     burst(backend, ("baselines",))
     assert get(backend, sub.id).status == "queued"
     burst(backend, ("scoring",))
@@ -175,8 +207,10 @@ def test_a_baseline_entry_is_scored_on_the_scoring_queue_not_by_the_model_worker
 @pytest.mark.slow
 def test_a_real_worker_process_scores_submissions(backend):
     team, user = make_team(backend)
-    ids = [submit(backend, team, user, "tric-ranking", "dev", noise=n, enforce_limits=False).id
-           for n in (0.1, 0.2, 0.3)]
+    ids = [
+        submit(backend, team, user, "tric-ranking", "dev", noise=n, enforce_limits=False).id
+        for n in (0.1, 0.2, 0.3)
+    ]
     w = worker_process(backend, "--burst")
     try:
         out, _ = w.communicate(timeout=120)
@@ -184,4 +218,7 @@ def test_a_real_worker_process_scores_submissions(backend):
         if w.poll() is None:
             w.kill()
     assert w.returncode == 0, out.decode()[-2000:]
-    assert wait_for(lambda: all(get(backend, i).status == "scored" for i in ids), 5), ([get(backend, i) for i in ids], out.decode()[-3000:])
+    assert wait_for(lambda: all(get(backend, i).status == "scored" for i in ids), 5), (
+        [get(backend, i) for i in ids],
+        out.decode()[-3000:],
+    )

@@ -26,14 +26,20 @@ def test_compose_file_names_web_worker_redis_and_postgres_with_health_checks():
     assert migrate["command"] == ["palimpsest", "db", "upgrade"] and migrate["restart"] == "no"
     assert migrate["depends_on"]["postgres"]["condition"] == "service_healthy"
     for name in ("web", "worker", "reconciler", "baselines-worker"):
-        assert services[name]["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}, name
+        assert services[name]["depends_on"]["migrate"] == {
+            "condition": "service_completed_successfully"
+        }, name
         assert services[name]["depends_on"]["postgres"]["condition"] == "service_healthy", name
-        assert services[name]["environment"]["DATABASE_URL"] == migrate["environment"]["DATABASE_URL"]
+        assert (
+            services[name]["environment"]["DATABASE_URL"] == migrate["environment"]["DATABASE_URL"]
+        )
     assert services["worker"]["command"] == ["palimpsest", "worker", "--queue", "scoring"]
     assert (REPO / "docker" / "Dockerfile").read_text().count("gunicorn") >= 1
     # the GPU machine's worker runs the baseline runs, from its own image, with the GPU reserved
     gpu = services["baselines-worker"]
-    assert gpu["command"] == ["palimpsest", "worker", "--queue", "baselines"] and gpu["profiles"] == ["gpu"]
+    assert gpu["command"] == ["palimpsest", "worker", "--queue", "baselines"] and gpu[
+        "profiles"
+    ] == ["gpu"]
     assert gpu["build"]["dockerfile"] == "docker/Dockerfile.gpu"
     assert gpu["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
     assert (REPO / gpu["build"]["dockerfile"]).is_file()
@@ -41,7 +47,10 @@ def test_compose_file_names_web_worker_redis_and_postgres_with_health_checks():
 
     from cli.main import main
 
-    for svc in ("worker", "baselines-worker"):  # the commands the images run exist, with those queues
+    for svc in (
+        "worker",
+        "baselines-worker",
+    ):  # the commands the images run exist, with those queues
         r = CliRunner().invoke(main, [*services[svc]["command"][1:], "--help"])
         assert r.exit_code == 0 and "baselines" in r.output, r.output
 
@@ -58,8 +67,10 @@ def test_server_cli_module_imports_nothing_heavy():
     import subprocess
     import sys
 
-    code = ("import sys, server.cli\n"
-            "heavy = [m for m in ('flask', 'rq', 'sqlmodel', 'sqlalchemy', 'redis') if m in sys.modules]\n"
-            "print(heavy)\nsys.exit(1 if heavy else 0)")
+    code = (
+        "import sys, server.cli\n"
+        "heavy = [m for m in ('flask', 'rq', 'sqlmodel', 'sqlalchemy', 'redis') if m in sys.modules]\n"
+        "print(heavy)\nsys.exit(1 if heavy else 0)"
+    )
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr

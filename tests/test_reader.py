@@ -51,16 +51,19 @@ def zeros_gzip(path, size: int):
     return path
 
 
-@pytest.mark.parametrize("name, text, fmt", [
-    ("sub.jsonl", '{"a": 1}\n', "jsonl"),
-    ("sub.ndjson", '{"a": 1}\n', "jsonl"),
-    ("sub.csv", "a,b\n1,2\n", "csv"),
-    ("sub.tsv", "a\tb\n1\t2\n", "tsv"),
-    ("sub.txt", '{"a": 1}\n', "jsonl"),
-    ("sub.txt", "a\tb\n1\t2\n", "tsv"),
-    ("sub.txt", "a,b\n1,2\n", "csv"),
-    ("noext", "\n\n  a,b\n", "csv"),
-])
+@pytest.mark.parametrize(
+    "name, text, fmt",
+    [
+        ("sub.jsonl", '{"a": 1}\n', "jsonl"),
+        ("sub.ndjson", '{"a": 1}\n', "jsonl"),
+        ("sub.csv", "a,b\n1,2\n", "csv"),
+        ("sub.tsv", "a\tb\n1\t2\n", "tsv"),
+        ("sub.txt", '{"a": 1}\n', "jsonl"),
+        ("sub.txt", "a\tb\n1\t2\n", "tsv"),
+        ("sub.txt", "a,b\n1,2\n", "csv"),
+        ("noext", "\n\n  a,b\n", "csv"),
+    ],
+)
 def test_sniff_format(name, text, fmt):
     assert sniff_format(name, text) == fmt
 
@@ -87,11 +90,14 @@ def test_utf8_bom_is_accepted(tmp_path):
     assert [r for _, r in rows] == [{"instanceID": "a", "label": "1"}]
 
 
-@pytest.mark.parametrize("data, line", [
-    (b'{"a": "\xff"}\n', 1),
-    (b'{"a": 1}\n{"a": 2}\n{"a": "caf\xe9"}\n', 3),
-    (b"\xfe\xff\x00{", 1),  # UTF-16 is not UTF-8
-])
+@pytest.mark.parametrize(
+    "data, line",
+    [
+        (b'{"a": "\xff"}\n', 1),
+        (b'{"a": 1}\n{"a": 2}\n{"a": "caf\xe9"}\n', 3),
+        (b"\xfe\xff\x00{", 1),  # UTF-16 is not UTF-8
+    ],
+)
 def test_bad_utf8_names_the_line(tmp_path, data, line):
     p = tmp_path / "sub.jsonl"
     p.write_bytes(data)
@@ -159,8 +165,9 @@ def test_zip_directories_do_not_count_as_files(tmp_path):
     assert load(p).text == ROWS.decode()
 
 
-@pytest.mark.parametrize("member", ["../x.jsonl", "a/../../x.jsonl", "/etc/x.jsonl", "..\\x.jsonl",
-                                    "C:/x.jsonl"])
+@pytest.mark.parametrize(
+    "member", ["../x.jsonl", "a/../../x.jsonl", "/etc/x.jsonl", "..\\x.jsonl", "C:/x.jsonl"]
+)
 def test_zip_member_outside_the_archive(tmp_path, member):
     p = tmp_path / "sub.zip"
     with zipfile.ZipFile(p, "w") as z:
@@ -189,7 +196,7 @@ def test_zip_crc_mismatch_is_refused(tmp_path):
         z.writestr("sub.jsonl", ROWS)
     data = p.read_bytes()
     i = data.index(b'"instanceID"')
-    p.write_bytes(data[:i] + b"X" + data[i + 1:])
+    p.write_bytes(data[:i] + b"X" + data[i + 1 :])
     assert "cannot be extracted" in refused(p)
 
 

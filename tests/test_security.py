@@ -8,13 +8,17 @@ import re
 
 import pytest
 from sqlmodel import Session
+from webkit import Browser, engine_of, make_phase, make_submission, make_token, make_user, team_of
 
 from server.models import Submission
 from tasks import all_tasks
 from tasks.store import TaskStore
-from webkit import Browser, engine_of, make_phase, make_submission, make_token, make_user, team_of
 
-PRIVATE = ("0.3456", "0.8765", "0.2468")  # private-part primary values: must never show before publication
+PRIVATE = (
+    "0.3456",
+    "0.8765",
+    "0.2468",
+)  # private-part primary values: must never show before publication
 EVIL = "<script>alert('x')</script>"
 
 
@@ -28,15 +32,37 @@ def world(app):
     dev = make_phase(app, "tric-binary", "dev")
     test = make_phase(app, "tric-binary", "test", public_fraction=0.5)
     subs = {
-        "owner_test": make_submission(app, team=owner, phase=test, scores={"public": 0.91, "private": 0.3456},
-                                      method=EVIL, description=EVIL, url="javascript:alert(1)"),
-        "owner_hidden": make_submission(app, team=owner, phase=dev, scores={"all": 0.77}, hidden=True,
-                                        hidden_reason=EVIL),
-        "owner_failed": make_submission(app, team=owner, phase=dev, status="failed", failure_kind="invalid",
-                                        errors=[{"line": 3, "id": "SECRET-ERR", "message": "label 7 is not 0/1"}]),
-        "owner_private": make_submission(app, team=owner, phase=test, scores={"public": 0.55, "private": 0.2468},
-                                         show_publicly=False, method="NOT-PUBLIC-METHOD"),
-        "other_test": make_submission(app, team=other, phase=test, scores={"public": 0.5, "private": 0.8765}),
+        "owner_test": make_submission(
+            app,
+            team=owner,
+            phase=test,
+            scores={"public": 0.91, "private": 0.3456},
+            method=EVIL,
+            description=EVIL,
+            url="javascript:alert(1)",
+        ),
+        "owner_hidden": make_submission(
+            app, team=owner, phase=dev, scores={"all": 0.77}, hidden=True, hidden_reason=EVIL
+        ),
+        "owner_failed": make_submission(
+            app,
+            team=owner,
+            phase=dev,
+            status="failed",
+            failure_kind="invalid",
+            errors=[{"line": 3, "id": "SECRET-ERR", "message": "label 7 is not 0/1"}],
+        ),
+        "owner_private": make_submission(
+            app,
+            team=owner,
+            phase=test,
+            scores={"public": 0.55, "private": 0.2468},
+            show_publicly=False,
+            method="NOT-PUBLIC-METHOD",
+        ),
+        "other_test": make_submission(
+            app, team=other, phase=test, scores={"public": 0.5, "private": 0.8765}
+        ),
     }
     return {"dev": dev, "test": test, **subs}
 
@@ -154,8 +180,9 @@ def test_submission_routes_check_who_asks(app, world):
     """Codabench #1824: each submission route as nobody, another team, a teamless user, the owner."""
     sid = world["owner_failed"].id
     urls = [f"/submissions/{sid}"]
-    nobody, other, loner, owner, org = (as_(app, e) for e in
-                                        (None, "other@x.org", "loner@x.org", "owner@x.org", "org@x.org"))
+    nobody, other, loner, owner, org = (
+        as_(app, e) for e in (None, "other@x.org", "loner@x.org", "owner@x.org", "org@x.org")
+    )
     for u in urls:
         assert nobody.get(u).status_code == 302
         assert other.get(u).status_code == 404
@@ -178,9 +205,14 @@ def test_private_scores_hidden_from_the_team_until_publication(app, world):
     page = owner.get(f"/submissions/{sid}").get_data(as_text=True)
     assert "0.9100" in page and "0.3456" not in page and "revealed when the final ranking" in page
     org = as_(app, "org@x.org")
-    org.post(f"/organizer/phases/{world['test'].id}/publish", {"action": "close_and_publish", "confirm": "yes"})
+    org.post(
+        f"/organizer/phases/{world['test'].id}/publish",
+        {"action": "close_and_publish", "confirm": "yes"},
+    )
     assert "0.3456" in owner.get(f"/submissions/{sid}").get_data(as_text=True)
-    assert "0.8765" in app.test_client().get("/tasks/tric-binary/leaderboard.json?phase=test").get_data(as_text=True)
+    assert "0.8765" in app.test_client().get(
+        "/tasks/tric-binary/leaderboard.json?phase=test"
+    ).get_data(as_text=True)
 
 
 def test_every_form_needs_csrf(app, world):
@@ -191,15 +223,26 @@ def test_every_form_needs_csrf(app, world):
     for rule in app.url_map.iter_rules():
         if "POST" not in rule.methods or rule.rule.startswith("/api"):
             continue
-        args = {a: {"task_id": "tric-binary", "submission_id": world["owner_test"].id,
-                    "phase_id": world["test"].id, "token_id": 1, "user_id": 1}.get(a, "x") for a in rule.arguments}
+        args = {
+            a: {
+                "task_id": "tric-binary",
+                "submission_id": world["owner_test"].id,
+                "phase_id": world["test"].id,
+                "token_id": 1,
+                "user_id": 1,
+            }.get(a, "x")
+            for a in rule.arguments
+        }
         with app.test_request_context():
             from flask import url_for
 
             u = url_for(rule.endpoint, **args)
         for b in (owner, org):
             r = b.post(u, {"action": "publish", "name": "x", "reason": "r"}, csrf=False)
-            assert r.status_code == 400 and b"did not come from this site" in r.data, (u, r.status_code)
+            assert r.status_code == 400 and b"did not come from this site" in r.data, (
+                u,
+                r.status_code,
+            )
             r = b.post(u, {"action": "publish", "csrf_token": "forged"}, csrf=False)
             assert r.status_code == 400, u
         posted += 1
@@ -212,16 +255,20 @@ def test_every_form_needs_csrf(app, world):
 
 def test_session_cookie_flags(app, tmp_path, monkeypatch):
     make_user(app, "a@x.org")
-    r = Browser(app.test_client()).post("/auth/login", {"email": "a@x.org", "password": "correct horse battery"})
+    r = Browser(app.test_client()).post(
+        "/auth/login", {"email": "a@x.org", "password": "correct horse battery"}
+    )
     cookie = r.headers.get("Set-Cookie")
     assert "HttpOnly" in cookie and "SameSite=Lax" in cookie
-    from server import create_app
-
     from conftest import build_schema
+
+    from server import create_app
 
     monkeypatch.setenv("PALIMPSEST_HOME", str(tmp_path / "p"))
     build_schema(tmp_path / "p")
-    prod = create_app({"home": tmp_path / "p", "env": "production", "secret_key": "x" * 40, "database_url": None})
+    prod = create_app(
+        {"home": tmp_path / "p", "env": "production", "secret_key": "x" * 40, "database_url": None}
+    )
     assert prod.config["SESSION_COOKIE_SECURE"] and prod.config["SESSION_COOKIE_HTTPONLY"]
     assert prod.config["SESSION_COOKIE_SAMESITE"] == "Lax"
     with pytest.raises(RuntimeError, match="SECRET_KEY"):
@@ -230,7 +277,10 @@ def test_session_cookie_flags(app, tmp_path, monkeypatch):
 
 def test_security_headers(app, client):
     r = client.get("/")
-    assert r.headers["X-Frame-Options"] == "DENY" and "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
+    assert (
+        r.headers["X-Frame-Options"] == "DENY"
+        and "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
+    )
     assert r.headers["X-Content-Type-Options"] == "nosniff"
 
 
@@ -238,10 +288,16 @@ def test_script_team_name_is_escaped_everywhere(app, world):
     owner = as_(app, "owner@x.org")
     org = as_(app, "org@x.org")
     sid = world["owner_test"].id
-    pages = [(owner, "/team/"), (owner, f"/submissions/{sid}"), (owner, "/submissions"),
-             (org, "/organizer/submissions"), (org, f"/organizer/phases/{world['test'].id}/ranking"),
-             (org, "/organizer/queue"), (owner, "/tasks/tric-binary/leaderboard?phase=test"),
-             (org, "/tasks/tric-binary/leaderboard?phase=dev")]
+    pages = [
+        (owner, "/team/"),
+        (owner, f"/submissions/{sid}"),
+        (owner, "/submissions"),
+        (org, "/organizer/submissions"),
+        (org, f"/organizer/phases/{world['test'].id}/ranking"),
+        (org, "/organizer/queue"),
+        (owner, "/tasks/tric-binary/leaderboard?phase=test"),
+        (org, "/tasks/tric-binary/leaderboard?phase=dev"),
+    ]
     for b, u in pages:
         body = b.get(u).get_data(as_text=True)
         assert EVIL not in body, u
@@ -260,9 +316,15 @@ def test_stored_filenames_never_come_from_the_client(app):
     make_phase(app, "tric-binary", "dev")
     b = as_(app, "f@x.org")
     data = b'{"instanceID": "x", "label": 1}\n'
-    r = b.post("/tasks/tric-binary/submit", {"phase": "dev", "method_name": "m",
-                                             "file": (io.BytesIO(data), "../../../etc/passwd;rm -rf.jsonl")},
-               content_type="multipart/form-data")
+    r = b.post(
+        "/tasks/tric-binary/submit",
+        {
+            "phase": "dev",
+            "method_name": "m",
+            "file": (io.BytesIO(data), "../../../etc/passwd;rm -rf.jsonl"),
+        },
+        content_type="multipart/form-data",
+    )
     assert r.status_code == 302
     with Session(engine_of(app)) as s:
         sub = s.get(Submission, int(r.headers["Location"].rsplit("/", 1)[1]))
@@ -278,7 +340,12 @@ def test_no_route_serves_uploads_or_gold(app, world):
     rules = [r.rule for r in app.url_map.iter_rules()]
     assert not any("gold" in r or "upload" in r for r in rules)
     c = app.test_client()
-    for u in ["/static/../tasks/tric-binary/gold/test/gold.jsonl", "/static/%2e%2e/palimpsest.db",
-              "/tasks/tric-binary/data/../gold/test.zip", "/palimpsest.db", "/uploads/"]:
+    for u in [
+        "/static/../tasks/tric-binary/gold/test/gold.jsonl",
+        "/static/%2e%2e/palimpsest.db",
+        "/tasks/tric-binary/data/../gold/test.zip",
+        "/palimpsest.db",
+        "/uploads/",
+    ]:
         r = c.get(u)
         assert r.status_code in (404, 400, 308), u

@@ -53,8 +53,14 @@ def test_serve_demo_on_a_fresh_machine(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update(PALIMPSEST_HOME=str(home), PYTHONPATH=str(REPO))
     log = open(tmp_path / "serve.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--demo", "--port", str(port)],
-                            env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "serve", "--demo", "--port", str(port)],
+        env=env,
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
@@ -96,7 +102,9 @@ def test_serve_demo_on_a_fresh_machine(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        for p in psutil.process_iter(["cmdline"]):  # only what this test started, by its data directory
+        for p in psutil.process_iter(
+            ["cmdline"]
+        ):  # only what this test started, by its data directory
             if str(home) in " ".join(p.info["cmdline"] or []):
                 try:
                     p.kill()
@@ -116,15 +124,36 @@ def test_users_tokens_and_phases_commands(tmp_path, monkeypatch):
 
     monkeypatch.setenv("PALIMPSEST_HOME", str(tmp_path))
     monkeypatch.delenv("DATABASE_URL", raising=False)
-    r = CliRunner().invoke(main, ["users", "create", "--email", "Org@Example.org", "--password-stdin",
-                                  "--organizer"], input="correct horse battery\n")
+    r = CliRunner().invoke(
+        main,
+        ["users", "create", "--email", "Org@Example.org", "--password-stdin", "--organizer"],
+        input="correct horse battery\n",
+    )
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(main, ["tokens", "create", "--email", "org@example.org"])
     assert r.exit_code == 0, r.output
     token = r.output.strip()
-    r = CliRunner().invoke(main, ["phases", "set", "tric-binary", "test", "--opens", "2030-01-01T00:00Z",
-                                  "--closes", "2030-02-01T12:00+01:00", "--daily-limit", "3",
-                                  "--total-limit", "none", "--concurrent-limit", "1", "--public-fraction", "0.3"])
+    r = CliRunner().invoke(
+        main,
+        [
+            "phases",
+            "set",
+            "tric-binary",
+            "test",
+            "--opens",
+            "2030-01-01T00:00Z",
+            "--closes",
+            "2030-02-01T12:00+01:00",
+            "--daily-limit",
+            "3",
+            "--total-limit",
+            "none",
+            "--concurrent-limit",
+            "1",
+            "--public-fraction",
+            "0.3",
+        ],
+    )
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(main, ["phases", "set", "tric-binary", "test", "--closes", "2029-01-01"])
     assert r.exit_code != 0 and "close after it opens" in r.output
@@ -135,9 +164,19 @@ def test_users_tokens_and_phases_commands(tmp_path, monkeypatch):
         tok = s.execute(select(ApiToken)).scalar_one()
         import hashlib
 
-        assert tok.token_sha256 == hashlib.sha256(token.encode()).hexdigest() and token not in tok.token_sha256
-        p = s.execute(select(Phase).where(Phase.task_id == "tric-binary", Phase.name == "test")).scalar_one()
-        assert (p.daily_limit, p.total_limit, p.concurrent_limit, p.public_fraction) == (3, None, 1, 0.3)
+        assert (
+            tok.token_sha256 == hashlib.sha256(token.encode()).hexdigest()
+            and token not in tok.token_sha256
+        )
+        p = s.execute(
+            select(Phase).where(Phase.task_id == "tric-binary", Phase.name == "test")
+        ).scalar_one()
+        assert (p.daily_limit, p.total_limit, p.concurrent_limit, p.public_fraction) == (
+            3,
+            None,
+            1,
+            0.3,
+        )
         assert p.closes_at.hour == 11 and p.opens_at.year == 2030
         edit = s.execute(select(AuditLog).where(AuditLog.action == "phase.edit")).scalar_one()
         assert edit.details["via"] == "cli" and edit.details["after"]["daily_limit"] == 3

@@ -29,15 +29,24 @@ def _free_port() -> int:
 
 def _env(home: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    env.update(PALIMPSEST_HOME=str(home), PYTHONPATH=str(REPO), PALIMPSEST_RECONCILE_EVERY="1",
-               PALIMPSEST_STALE_AFTER="5")
+    env.update(
+        PALIMPSEST_HOME=str(home),
+        PYTHONPATH=str(REPO),
+        PALIMPSEST_RECONCILE_EVERY="1",
+        PALIMPSEST_STALE_AFTER="5",
+    )
     return env
 
 
 def _serve(home: Path, port: int, log: Path, *extra) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "cli.main", "serve", "--port", str(port), *extra],
-                            env=_env(home), cwd=REPO, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "serve", "--port", str(port), *extra],
+        env=_env(home),
+        cwd=REPO,
+        stdout=open(log, "ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def _wait_up(port: int, proc, log: Path, timeout: float = 90):
@@ -78,8 +87,9 @@ def _cleanup(home: Path):
 
     for p in psutil.process_iter(["cmdline", "environ"]):
         try:
-            if str(home) in " ".join(p.info["cmdline"] or []) or \
-                    (p.info["environ"] or {}).get("PALIMPSEST_HOME") == str(home):
+            if str(home) in " ".join(p.info["cmdline"] or []) or (p.info["environ"] or {}).get(
+                "PALIMPSEST_HOME"
+            ) == str(home):
                 p.kill()
         except psutil.Error:
             pass
@@ -104,19 +114,32 @@ def _submit_and_wait_scored(home: Path, port: int, timeout: float = 90) -> dict:
         s.commit()
     data, name = predictions("tric-binary", "dev", home, noise=0.2, seed=7)
     boundary = "----palimpsest"
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"phase\"\r\n\r\ndev\r\n"
-            f"--{boundary}\r\nContent-Disposition: form-data; name=\"method_name\"\r\n\r\nafter\r\n"
-            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
-            f"Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/tasks/tric-binary/submissions", data=body,
-                                 headers={"Authorization": f"Bearer {token}",
-                                          "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="phase"\r\n\r\ndev\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="method_name"\r\n\r\nafter\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+            f"Content-Type: application/octet-stream\r\n\r\n"
+        ).encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/v1/tasks/tric-binary/submissions",
+        data=body,
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+        },
+    )
     with urllib.request.urlopen(req, timeout=30) as r:
         sid = json.loads(r.read())["id"]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1/submissions/{sid}",
-                                     headers={"Authorization": f"Bearer {token}"})
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/v1/submissions/{sid}",
+            headers={"Authorization": f"Bearer {token}"},
+        )
         with urllib.request.urlopen(req, timeout=10) as r:
             sub = json.loads(r.read())
         if sub["status"] in ("scored", "failed"):
@@ -131,12 +154,16 @@ def _login_flood(port: int, email: str, n: int) -> list[int]:
     import urllib.error
     import urllib.parse
 
-    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+    )
     with opener.open(f"http://127.0.0.1:{port}/auth/login", timeout=10) as r:
         token = re.search(r'name="csrf_token" value="([^"]+)"', r.read().decode()).group(1)
     out = []
     for _ in range(n):
-        data = urllib.parse.urlencode({"email": email, "password": "not the password", "csrf_token": token}).encode()
+        data = urllib.parse.urlencode(
+            {"email": email, "password": "not the password", "csrf_token": token}
+        ).encode()
         try:
             with opener.open(f"http://127.0.0.1:{port}/auth/login", data=data, timeout=10) as r:
                 out.append(r.status)
@@ -159,10 +186,13 @@ def test_kill_9_serve_then_the_next_serve_owns_fresh_children_and_scores(tmp_pat
         _wait_up(port, first, log)
         kids = _children(first.pid)  # the demo's scoring may have a work horse running too
         direct = _children(first.pid, recursive=False)
-        assert sorted(_kind(k) for k in direct if _kind(k) != "other") == ["redis", "worker"], \
-            [k.cmdline() for k in direct]
+        assert sorted(_kind(k) for k in direct if _kind(k) != "other") == ["redis", "worker"], [
+            k.cmdline() for k in direct
+        ]
         recorded = json.loads((home / "run" / "children.json").read_text())
-        assert recorded["serve"] == first.pid and len(recorded["workers"]) == 1 and recorded["redis"]
+        assert (
+            recorded["serve"] == first.pid and len(recorded["workers"]) == 1 and recorded["redis"]
+        )
         # kill -9: nothing is told; the kernel signals the children (PR_SET_PDEATHSIG)
         t0 = time.monotonic()
         first.kill()
@@ -177,11 +207,19 @@ def test_kill_9_serve_then_the_next_serve_owns_fresh_children_and_scores(tmp_pat
         stray_redis = EmbeddedRedis(home)
         stray_redis.start()
         stray_redis_pid = stray_redis.proc.pid
-        stray_worker = subprocess.Popen([sys.executable, "-m", "server.worker"],
-                                        env={**_env(home), "REDIS_URL": stray_redis.url}, cwd=REPO,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        (home / "run" / "children.json").write_text(json.dumps({"serve": first.pid, "workers": [stray_worker.pid],
-                                                                 "redis": stray_redis_pid}))
+        stray_worker = subprocess.Popen(
+            [sys.executable, "-m", "server.worker"],
+            env={**_env(home), "REDIS_URL": stray_redis.url},
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        (home / "run" / "children.json").write_text(
+            json.dumps(
+                {"serve": first.pid, "workers": [stray_worker.pid], "redis": stray_redis_pid}
+            )
+        )
         time.sleep(3)
         assert stray_worker.poll() is None
 
@@ -199,8 +237,14 @@ def test_kill_9_serve_then_the_next_serve_owns_fresh_children_and_scores(tmp_pat
         assert "using the embedded Redis already running" not in text
 
         # a second serve on the same data directory is refused while this one runs
-        third = subprocess.run([sys.executable, "-m", "cli.main", "serve", "--port", str(_free_port())],
-                               env=_env(home), cwd=REPO, capture_output=True, text=True, timeout=60)
+        third = subprocess.run(
+            [sys.executable, "-m", "cli.main", "serve", "--port", str(_free_port())],
+            env=_env(home),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert third.returncode == 1 and "another palimpsest serve" in third.stderr
 
         sub = _submit_and_wait_scored(home, port)
@@ -208,10 +252,16 @@ def test_kill_9_serve_then_the_next_serve_owns_fresh_children_and_scores(tmp_pat
         # sign-in throttling counts in this serve's own Redis (its unix socket)
         statuses = _login_flood(port, "crash@x.org", 12)
         print(f"login flood through serve: {statuses}")
-        assert 429 in statuses and statuses.index(429) < 10 and set(statuses[:statuses.index(429)]) == {401}
+        assert (
+            429 in statuses
+            and statuses.index(429) < 10
+            and set(statuses[: statuses.index(429)]) == {401}
+        )
         import redis as redis_lib
 
-        keys = list(redis_lib.Redis(unix_socket_path=str(EmbeddedRedis(home).socket)).scan_iter(count=1000))
+        keys = list(
+            redis_lib.Redis(unix_socket_path=str(EmbeddedRedis(home).socket)).scan_iter(count=1000)
+        )
         assert any(b"login-account" in k for k in keys), keys
 
         # and this serve's own Redis, when it dies, is started again under supervision
@@ -241,17 +291,23 @@ def test_kill_9_serve_then_the_next_serve_owns_fresh_children_and_scores(tmp_pat
 
 @pytest.mark.slow
 def test_a_worker_stops_on_sigterm_while_its_redis_is_away(tmp_path):
-    from server.embedded import EmbeddedRedis
-
     from conftest import build_schema
+
+    from server.embedded import EmbeddedRedis
 
     home = tmp_path / "h"
     home.mkdir()
     build_schema(home)  # a worker refuses a database not at the migrations' head
     redis = EmbeddedRedis(home)
     redis.start()
-    w = subprocess.Popen([sys.executable, "-m", "server.worker"], env={**_env(home), "REDIS_URL": redis.url},
-                         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    w = subprocess.Popen(
+        [sys.executable, "-m", "server.worker"],
+        env={**_env(home), "REDIS_URL": redis.url},
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         time.sleep(5)
         redis.proc.kill()
@@ -272,10 +328,14 @@ def test_die_with_parent_on_linux(tmp_path):
     if not sys.platform.startswith("linux"):
         pytest.skip("PR_SET_PDEATHSIG is Linux's")
     pidfile = tmp_path / "grandchild.pid"
-    code = ("import os, subprocess, sys, time; from server.procs import preexec_die_with_parent; "
-            "p = subprocess.Popen(['sleep', '300'], preexec_fn=preexec_die_with_parent()); "
-            f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(300)")
-    parent = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    code = (
+        "import os, subprocess, sys, time; from server.procs import preexec_die_with_parent; "
+        "p = subprocess.Popen(['sleep', '300'], preexec_fn=preexec_die_with_parent()); "
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(300)"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}
+    )
     try:
         deadline = time.monotonic() + 20
         while not pidfile.exists() or not pidfile.read_text():
@@ -301,20 +361,29 @@ def _busy_worker(home: Path, job_timeout: int):
     worker, its horse (psutil) and the Redis."""
     import psutil
     import redis as redis_lib
+    from conftest import build_schema
     from rq import Queue
     from rq.serializers import JSONSerializer
 
-    from conftest import build_schema
     from server.embedded import EmbeddedRedis
 
     home.mkdir(parents=True, exist_ok=True)
     build_schema(home)  # a worker refuses a database not at the migrations' head
     emb = EmbeddedRedis(home)
     emb.start()
-    w = subprocess.Popen([sys.executable, "-m", "server.worker", "--queue", "scoring"],
-                         env={**_env(home), "REDIS_URL": emb.url}, cwd=REPO,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    q = Queue("scoring", connection=redis_lib.Redis(unix_socket_path=str(emb.socket)), serializer=JSONSerializer)
+    w = subprocess.Popen(
+        [sys.executable, "-m", "server.worker", "--queue", "scoring"],
+        env={**_env(home), "REDIS_URL": emb.url},
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    q = Queue(
+        "scoring",
+        connection=redis_lib.Redis(unix_socket_path=str(emb.socket)),
+        serializer=JSONSerializer,
+    )
     q.enqueue("time.sleep", 60, job_timeout=job_timeout)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -334,7 +403,9 @@ def test_a_busy_worker_stops_on_sigterm_within_the_job_timeout(tmp_path):
         t0 = time.monotonic()
         w.send_signal(signal.SIGTERM)  # warm: the job may finish, but no longer than its timeout
         assert w.wait(4 + 15) == 0
-        print(f"busy worker: stopped {time.monotonic() - t0:.1f} s after SIGTERM (job timeout 4 s, job 60 s)")
+        print(
+            f"busy worker: stopped {time.monotonic() - t0:.1f} s after SIGTERM (job timeout 4 s, job 60 s)"
+        )
         assert not horse.is_running() or horse.status() == "zombie"
     finally:
         if w.poll() is None:

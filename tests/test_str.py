@@ -23,7 +23,9 @@ from tasks.store import TaskStore
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
-    return write_track_a(tmp_path_factory.mktemp("str-release") / "Semantic_Relatedness_SemEval2024", 60)
+    return write_track_a(
+        tmp_path_factory.mktemp("str-release") / "Semantic_Relatedness_SemEval2024", 60
+    )
 
 
 @pytest.fixture(scope="module")
@@ -55,30 +57,44 @@ def test_the_fixture_has_the_upstream_quirks(release):
     esp = (release / "Track A" / "esp" / "esp_test_with_labels.csv").read_bytes()
     assert esp.startswith("\ufeff".encode()) and b"\r\n" in esp and b'""really""' in esp
     eng = (release / "Track A" / "eng" / "eng_test_with_labels.csv").read_text(encoding="utf-8")
-    assert eng.startswith("PairID,Score,Text\n") and '.\nIs it' in eng  # STR-2022's column order
+    assert eng.startswith("PairID,Score,Text\n") and ".\nIs it" in eng  # STR-2022's column order
     kin = release / "Track A" / "kin"
     assert (kin / "kin_test.csv").is_file() and not (kin / "kin_test_with_labels.csv").exists()
     # upstream's arq: a space after the separating newline; esp_dev.csv, ary_dev.csv: CRLF rows around
     # a bare newline in the field, and no line end after the last row
-    assert '.\n Is it' in esp.decode("utf-8")
+    assert ".\n Is it" in esp.decode("utf-8")
     esp_dev = (release / "Track A" / "esp" / "esp_dev.csv").read_bytes()
-    assert b"\r\n" in esp_dev and b'.\n Is it' in esp_dev and esp_dev.endswith(b'?"')
+    assert b"\r\n" in esp_dev and b".\n Is it" in esp_dev and esp_dev.endswith(b'?"')
 
 
 def test_import_reads_every_language_and_says_which_lacks_test_gold(str_home):
     m = TaskStore("str", str_home).manifest()
     assert m["languages"] == ["eng", "esp", "kin"] and m["splits"] == ["dev", "test"]
-    assert set(m["counts"]["test"]) == {"eng", "esp"} and set(m["counts"]["dev"]) == {"eng", "esp", "kin"}
-    assert m["notes"] == ["kin: no test gold (kin_test_with_labels.csv absent; inputs only), imported "
-                          "without a test split for kin"]
+    assert set(m["counts"]["test"]) == {"eng", "esp"} and set(m["counts"]["dev"]) == {
+        "eng",
+        "esp",
+        "kin",
+    }
+    assert m["notes"] == [
+        "kin: no test gold (kin_test_with_labels.csv absent; inputs only), imported "
+        "without a test split for kin"
+    ]
     test = rows(str_home)
     assert {r["language"] for r in test} == {"eng", "esp"}
     r = next(r for r in test if r["language"] == "esp")
-    assert r["sentence2"].startswith("Is it") and '"really"' in r["sentence2"] and "\r" not in r["sentence2"]
+    assert (
+        r["sentence2"].startswith("Is it")
+        and '"really"' in r["sentence2"]
+        and "\r" not in r["sentence2"]
+    )
     assert all(p[k] == p[k].strip() for p in test for k in ("sentence1", "sentence2"))
     # esp_dev.csv ends without a line end: its last pair is read too, or its PairIDs would differ
     # from esp_dev_with_labels.csv's and the import would be refused
-    assert m["counts"]["dev"]["esp"] == sum(r["language"] == "esp" for r in rows(str_home, "dev")) == 10
+    assert (
+        m["counts"]["dev"]["esp"]
+        == sum(r["language"] == "esp" for r in rows(str_home, "dev"))
+        == 10
+    )
     gold = rows(str_home, area="gold", name="gold.jsonl")
     assert [g["PairID"] for g in gold] == [r["PairID"] for r in test]
     assert all(0 <= g["score"] <= 1 for g in gold)
@@ -95,18 +111,33 @@ def test_strata_are_languages(str_home):
 
 def test_cli_import_with_languages_and_the_note(tmp_path, release):
     h = tmp_path / "home"
-    r = CliRunner().invoke(main, ["tasks", "import", "str", "--from", str(release), "--languages", "kin,eng",
-                                  "--home", str(h)])
+    r = CliRunner().invoke(
+        main,
+        [
+            "tasks",
+            "import",
+            "str",
+            "--from",
+            str(release),
+            "--languages",
+            "kin,eng",
+            "--home",
+            str(h),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "test: eng 20" in r.output and "note: kin: no test gold" in r.output
     assert TaskStore("str", h).manifest()["languages"] == ["kin", "eng"]
-    r = CliRunner().invoke(main, ["tasks", "import", "str", "--from", str(release), "--fold", "2",
-                                  "--home", str(h)])
+    r = CliRunner().invoke(
+        main, ["tasks", "import", "str", "--from", str(release), "--fold", "2", "--home", str(h)]
+    )
     assert r.exit_code == 2 and "str takes no --fold" in r.output
     r = CliRunner().invoke(main, ["tasks", "import", "str", "--home", str(h)])
     assert r.exit_code == 2 and "str needs --from" in r.output
-    r = CliRunner().invoke(main, ["tasks", "import", "str", "--from", str(release), "--languages", "xyz",
-                                  "--home", str(h)])
+    r = CliRunner().invoke(
+        main,
+        ["tasks", "import", "str", "--from", str(release), "--languages", "xyz", "--home", str(h)],
+    )
     assert r.exit_code == 2 and "unknown language(s) xyz" in r.output
 
 
@@ -121,17 +152,25 @@ def _lang(tmp_path, test_lines, lang="eng", **kw):
     return tmp_path / "rel"
 
 
-@pytest.mark.parametrize("lines, message", [
-    (["PairID,Text,Score", 'a,"one\ntwo\nthree",0.5'], "two sentences separated by a newline, found 3 lines"),
-    (["PairID,Text,Score", 'a,"only one",0.5'], "found 1 line"),
-    (["PairID,Text,Score", 'a,"x\ny",1.5'], "Score must be in [0, 1]"),
-    (["PairID,Text,Score", 'a,"x\ny",nan'], "Score is not finite"),
-    (["PairID,Text,Score", 'a,"x\ny",0.5', 'a,"x\nz",0.2'], "PairID 'a' repeats line 2"),
-    (["PairID,Text", 'a,"x\ny"'], "lacks column(s) Score"),
-    (["PairID,Text,Score", 'a,"x\ny,0.5'], "expected 3 columns"),
-])
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        (
+            ["PairID,Text,Score", 'a,"one\ntwo\nthree",0.5'],
+            "two sentences separated by a newline, found 3 lines",
+        ),
+        (["PairID,Text,Score", 'a,"only one",0.5'], "found 1 line"),
+        (["PairID,Text,Score", 'a,"x\ny",1.5'], "Score must be in [0, 1]"),
+        (["PairID,Text,Score", 'a,"x\ny",nan'], "Score is not finite"),
+        (["PairID,Text,Score", 'a,"x\ny",0.5', 'a,"x\nz",0.2'], "PairID 'a' repeats line 2"),
+        (["PairID,Text", 'a,"x\ny"'], "lacks column(s) Score"),
+        (["PairID,Text,Score", 'a,"x\ny,0.5'], "expected 3 columns"),
+    ],
+)
 def test_bad_releases_name_file_and_line(tmp_path, lines, message):
-    with pytest.raises(ReleaseError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+    with pytest.raises(
+        ReleaseError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
+    ):
         import_task("str", tmp_path / "home", source=_lang(tmp_path, lines))
     assert not TaskStore("str", tmp_path / "home").exists()  # nothing half-imported
 
@@ -139,9 +178,14 @@ def test_bad_releases_name_file_and_line(tmp_path, lines, message):
 def test_spaces_around_the_sentences_are_dropped(tmp_path):
     """Upstream's arq files put a space after the newline between the sentences (`s1\n s2`), and a
     few pairs end in spaces: the sentences are stored without them."""
-    rel = _lang(tmp_path, ["PairID,Text,Score", 'a,"x y\n z ",0.5', 'b," w\r\n  v  ",0.1'], lang="arq")
+    rel = _lang(
+        tmp_path, ["PairID,Text,Score", 'a,"x y\n z ",0.5', 'b," w\r\n  v  ",0.1'], lang="arq"
+    )
     import_task("str", tmp_path / "home", source=rel)
-    assert [(r["sentence1"], r["sentence2"]) for r in rows(tmp_path / "home")] == [("x y", "z"), ("w", "v")]
+    assert [(r["sentence1"], r["sentence2"]) for r in rows(tmp_path / "home")] == [
+        ("x y", "z"),
+        ("w", "v"),
+    ]
 
 
 def test_inputs_and_labels_files_must_hold_the_same_pairs(tmp_path):
@@ -163,27 +207,51 @@ def test_a_release_without_any_gold_or_language_is_refused(tmp_path):
 
 def test_an_str_2022_file_is_the_english_test_split(tmp_path):
     p = tmp_path / "str5500_ranked.csv"
-    write(p, ["PairID,Score,Text", '1,0.9,"A cat sat.\nA cat was sitting."', '2,0.1,"Rain.\nTaxes rise."',
-              '3,0.5,"I read.\nShe writes."'], eol="\r\n", bom="\ufeff")
+    write(
+        p,
+        [
+            "PairID,Score,Text",
+            '1,0.9,"A cat sat.\nA cat was sitting."',
+            '2,0.1,"Rain.\nTaxes rise."',
+            '3,0.5,"I read.\nShe writes."',
+        ],
+        eol="\r\n",
+        bom="\ufeff",
+    )
     m = import_task("str", tmp_path / "h", source=p)
-    assert m["splits"] == ["test"] and m["counts"]["test"] == {"eng": 3} and "STR-2022" in m["notes"][0]
+    assert (
+        m["splits"] == ["test"]
+        and m["counts"]["test"] == {"eng": 3}
+        and "STR-2022" in m["notes"][0]
+    )
     sub = tmp_path / "pred.csv"
     sub.write_text("PairID,Pred_Score\n3,0.4\n1,0.8\n2,0.3\n", encoding="utf-8")
-    assert score_file("str", sub, home=tmp_path / "h")["metrics"]["eng"]["spearman"] == pytest.approx(1.0)
+    assert score_file("str", sub, home=tmp_path / "h")["metrics"]["eng"][
+        "spearman"
+    ] == pytest.approx(1.0)
 
 
 def test_str5500_ranked_with_its_index_and_extra_columns(tmp_path):
     """data/str5500/str5500_ranked.csv of the STR-2022 repository: a pandas index column with an
     empty name, DocID and Adj-Score beside PairID, Score and Text; Score is the gold."""
     p = tmp_path / "str5500_ranked.csv"
-    write(p, [",DocID,PairID,Score,Adj-Score,Text",
-              '0,f_pp,f_pp_222,1.0,1.0,"It that happens, just pull the plug.\nif that ever happens, just pull the plug."',
-              '1,sts,sts_245,0.938,0.969,"Two dogs are peeing.\nTwo dogs are ""urinating""."',
-              '2,w_pp,w_pp_7,0.1,0.55,"Autograph.\nThe census."'])
+    write(
+        p,
+        [
+            ",DocID,PairID,Score,Adj-Score,Text",
+            '0,f_pp,f_pp_222,1.0,1.0,"It that happens, just pull the plug.\nif that ever happens, just pull the plug."',
+            '1,sts,sts_245,0.938,0.969,"Two dogs are peeing.\nTwo dogs are ""urinating""."',
+            '2,w_pp,w_pp_7,0.1,0.55,"Autograph.\nThe census."',
+        ],
+    )
     m = import_task("str", tmp_path / "h", source=p)
     assert m["counts"]["test"] == {"eng": 3}
     gold = rows(tmp_path / "h", area="gold", name="gold.jsonl")
-    assert [(g["PairID"], g["score"]) for g in gold] == [("f_pp_222", 1.0), ("sts_245", 0.938), ("w_pp_7", 0.1)]
+    assert [(g["PairID"], g["score"]) for g in gold] == [
+        ("f_pp_222", 1.0),
+        ("sts_245", 0.938),
+        ("w_pp_7", 0.1),
+    ]
     assert rows(tmp_path / "h")[1]["sentence2"] == 'Two dogs are "urinating".'
 
 
@@ -193,7 +261,11 @@ def test_str5500_ranked_with_its_index_and_extra_columns(tmp_path):
 def _predictions(home, seed=3, langs=("eng", "esp")):
     rng = random.Random(seed)
     gold = {g["PairID"]: g for g in rows(home, area="gold", name="gold.jsonl")}
-    out = [(pid, round(g["score"] + rng.gauss(0, 0.3), 4)) for pid, g in gold.items() if g["language"] in langs]
+    out = [
+        (pid, round(g["score"] + rng.gauss(0, 0.3), 4))
+        for pid, g in gold.items()
+        if g["language"] in langs
+    ]
     rng.shuffle(out)  # matched on PairID, not by position
     return gold, out
 
@@ -201,17 +273,25 @@ def _predictions(home, seed=3, langs=("eng", "esp")):
 def test_official_csv_and_jsonl_score_alike_and_match_scipy_per_language(str_home, tmp_path):
     gold, pred = _predictions(str_home)
     csv_path = tmp_path / "pred_all.csv"
-    csv_path.write_text("\ufeffPairID,Pred_Score\r\n" + "".join(f"{p},{v}\r\n" for p, v in pred), encoding="utf-8")
+    csv_path.write_text(
+        "\ufeffPairID,Pred_Score\r\n" + "".join(f"{p},{v}\r\n" for p, v in pred), encoding="utf-8"
+    )
     jsonl = tmp_path / "pred.jsonl"
-    jsonl.write_text("".join(json.dumps({"PairID": p, "score": v}) + "\n" for p, v in pred), encoding="utf-8")
+    jsonl.write_text(
+        "".join(json.dumps({"PairID": p, "score": v}) + "\n" for p, v in pred), encoding="utf-8"
+    )
     a, b = score_file("str", csv_path, home=str_home), score_file("str", jsonl, home=str_home)
     assert a["metrics"] == b["metrics"]
     rhos = []
     for lang in ("eng", "esp"):
         g = [gold[p]["score"] for p, _ in pred if gold[p]["language"] == lang]
         q = [v for p, v in pred if gold[p]["language"] == lang]
-        assert a["metrics"][lang]["spearman"] == pytest.approx(stats.spearmanr(g, q).statistic, abs=1e-12)
-        assert a["metrics"][lang]["pearson"] == pytest.approx(stats.pearsonr(g, q).statistic, abs=1e-12)
+        assert a["metrics"][lang]["spearman"] == pytest.approx(
+            stats.spearmanr(g, q).statistic, abs=1e-12
+        )
+        assert a["metrics"][lang]["pearson"] == pytest.approx(
+            stats.pearsonr(g, q).statistic, abs=1e-12
+        )
         assert a["metrics"][lang]["n"] == len(g)
         rhos.append(stats.spearmanr(g, q).statistic)
     assert a["primary"]["value"] == pytest.approx(sum(rhos) / 2, abs=1e-12)
@@ -233,9 +313,14 @@ def test_within_a_language_every_pair_is_needed(str_home, tmp_path):
     _, pred = _predictions(str_home, langs=("eng", "esp"))
     esp = [x for x in pred if x[0].startswith("ESP")]
     p = tmp_path / "partial.csv"
-    p.write_text("PairID,Pred_Score\n" + "".join(f"{i},{v}\n" for i, v in pred if (i, v) != esp[0]),
-                 encoding="utf-8")
-    with pytest.raises(SubmissionInvalid, match=f"1 PairID\\(s\\) of esp missing from the submission: '{esp[0][0]}'"):
+    p.write_text(
+        "PairID,Pred_Score\n" + "".join(f"{i},{v}\n" for i, v in pred if (i, v) != esp[0]),
+        encoding="utf-8",
+    )
+    with pytest.raises(
+        SubmissionInvalid,
+        match=f"1 PairID\\(s\\) of esp missing from the submission: '{esp[0][0]}'",
+    ):
         validate_file("str", p, home=str_home)
     p.write_text("PairID,Score\nENG-test-0000,1\n", encoding="utf-8")
     with pytest.raises(SubmissionInvalid, match="lacks column\\(s\\) Pred_Score"):
@@ -258,20 +343,31 @@ def test_the_board_says_why_a_partial_file_has_no_macro(embedded_backend):
     b = embedded_backend
     set_phase(b, "str", "test", public_fraction=1.0)
     task = get_task("str")
-    inputs = [json.loads(x) for x in TaskStore("str", b.settings.home).public("test", "inputs.jsonl")
-              .read_text(encoding="utf-8").splitlines()]
-    data = "PairID,Pred_Score\n" + "".join(f"{r['PairID']},{i % 7}\n" for i, r in enumerate(inputs)
-                                           if r["language"] == "eng")
+    inputs = [
+        json.loads(x)
+        for x in TaskStore("str", b.settings.home)
+        .public("test", "inputs.jsonl")
+        .read_text(encoding="utf-8")
+        .splitlines()
+    ]
+    data = "PairID,Pred_Score\n" + "".join(
+        f"{r['PairID']},{i % 7}\n" for i, r in enumerate(inputs) if r["language"] == "eng"
+    )
     team, user = make_team(b, "English only")
     submit(b, team, user, "str", "test", data=data.encode(), filename="pred_eng.csv")
     burst(b)
     with b.session() as s:
-        board = build_board(s, task, phase(b, "str", "test"),
-                            provenance=current_provenance(task, "test", b.settings.home))
+        board = build_board(
+            s,
+            task,
+            phase(b, "str", "test"),
+            provenance=current_provenance(task, "test", b.settings.home),
+        )
     (row,) = [r for r in board.rows if r.team == "English only"]
     assert row.values["macro/spearman"] is None and row.values["eng/spearman"] is not None
-    assert row.why_empty == ("macro: undefined unless every language in the gold has a value; "
-                             "esp: not in the submission")
+    assert row.why_empty == (
+        "macro: undefined unless every language in the gold has a value; esp: not in the submission"
+    )
     assert to_dict(board)["rows"][0]["why_empty"] == row.why_empty
 
 

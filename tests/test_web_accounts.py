@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from sqlmodel import Session, select
+from webkit import PASSWORD, Browser, engine_of, make_token, make_user
 
 from server.auth import hash_password, new_token, verify_password
 from server.models import ApiToken, AuditLog, User
-from webkit import PASSWORD, Browser, engine_of, make_token, make_user
 
 
 def test_password_hashing_is_argon2_and_verifies():
@@ -43,8 +43,12 @@ def test_register_login_logout(app, browser):
 
 
 def test_register_refuses_bad_input(app, browser):
-    assert browser.post("/auth/register", {"email": "nope", "password": PASSWORD}).status_code == 400
-    assert browser.post("/auth/register", {"email": "a@b.org", "password": "short"}).status_code == 400
+    assert (
+        browser.post("/auth/register", {"email": "nope", "password": PASSWORD}).status_code == 400
+    )
+    assert (
+        browser.post("/auth/register", {"email": "a@b.org", "password": "short"}).status_code == 400
+    )
     make_user(app, "taken@b.org")
     r = browser.post("/auth/register", {"email": "taken@b.org", "password": PASSWORD})
     # the answer for a taken email is the one for a free email: it tells nobody who has an account
@@ -56,13 +60,17 @@ def test_register_refuses_bad_input(app, browser):
 def test_login_redirects_only_locally(app, browser):
     make_user(app, "a@b.org")
     tok = browser.token()
-    r = browser.c.post("/auth/login?next=//evil.example/x", data={"email": "a@b.org", "password": PASSWORD,
-                                                                   "csrf_token": tok})
+    r = browser.c.post(
+        "/auth/login?next=//evil.example/x",
+        data={"email": "a@b.org", "password": PASSWORD, "csrf_token": tok},
+    )
     assert r.status_code == 302 and "evil" not in r.headers["Location"]
     browser.post("/auth/logout")
     tok = browser.token()
-    r = browser.c.post("/auth/login?next=/submissions", data={"email": "a@b.org", "password": PASSWORD,
-                                                              "csrf_token": tok})
+    r = browser.c.post(
+        "/auth/login?next=/submissions",
+        data={"email": "a@b.org", "password": PASSWORD, "csrf_token": tok},
+    )
     assert r.headers["Location"] == "/submissions"
 
 
@@ -77,12 +85,15 @@ def test_team_create_join_leave(app, client):
     with Session(engine_of(app)) as s:
         ua = s.exec(select(User).where(User.email == "a@x.org")).one()
         from server.models import Team
+
         team = s.get(Team, ua.team_id)
         assert team.name == "The Readers"
         code = team.invite_code
     assert code.encode() in a.get("/team/").data
-    assert b"No team has that invite code" in b.post("/team/join", {"invite_code": "wrong"},
-                                                      follow_redirects=True).data
+    assert (
+        b"No team has that invite code"
+        in b.post("/team/join", {"invite_code": "wrong"}, follow_redirects=True).data
+    )
     b.post("/team/join", {"invite_code": code})
     page = b.get("/team/").data
     assert b"The Readers" in page and b"a@x.org" in page
@@ -93,8 +104,10 @@ def test_team_create_join_leave(app, client):
     assert b"taken" in c.post("/team/create", {"name": "The Readers"}, follow_redirects=True).data
     # rotating the code invalidates the old one
     a.post("/team/invite/rotate")
-    assert b"No team has that invite code" in c.post("/team/join", {"invite_code": code},
-                                                      follow_redirects=True).data
+    assert (
+        b"No team has that invite code"
+        in c.post("/team/join", {"invite_code": code}, follow_redirects=True).data
+    )
     b.post("/team/leave")
     assert b"Create a team" in b.get("/team/").data
     with Session(engine_of(app)) as s:
@@ -137,7 +150,9 @@ def test_current_user_token_on_api_only_and_no_cookie_there(app):
     plain = make_token(app, u)
     with app.test_request_context("/api/v1/whatever", headers={"Authorization": f"Bearer {plain}"}):
         assert current_user().id == u.id
-    with app.test_request_context("/api/v1/whatever", headers={"Authorization": "Bearer pal_wrong"}):
+    with app.test_request_context(
+        "/api/v1/whatever", headers={"Authorization": "Bearer pal_wrong"}
+    ):
         assert current_user() is None
     with app.test_request_context("/team/", headers={"Authorization": f"Bearer {plain}"}):
         assert current_user() is None  # pages take the cookie, not a token

@@ -17,15 +17,24 @@ def test_web_upload_to_leaderboard(backend, monkeypatch):
 
     monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
     s = backend.settings
-    app = create_app({"home": s.home, "env": "testing", "database_url": s.database_url, "redis_url": s.redis_url})
+    app = create_app(
+        {"home": s.home, "env": "testing", "database_url": s.database_url, "redis_url": s.redis_url}
+    )
     app.extensions["palimpsest.redis"] = backend.conn
     make_user(app, "a@x.org", team="Readers")
     b = Browser(app.test_client())
     b.login("a@x.org")
     data, name = predictions("tric-binary", "dev", s.home, 0.0, 1)
-    r = b.post("/tasks/tric-binary/submit", {"phase": "dev", "method_name": "oracle", "show_publicly": "on",
-                                             "file": (io.BytesIO(data), name)},
-               content_type="multipart/form-data")
+    r = b.post(
+        "/tasks/tric-binary/submit",
+        {
+            "phase": "dev",
+            "method_name": "oracle",
+            "show_publicly": "on",
+            "file": (io.BytesIO(data), name),
+        },
+        content_type="multipart/form-data",
+    )
     assert r.status_code == 302, r.get_data(as_text=True)[:1000]
     sid = int(r.headers["Location"].rsplit("/", 1)[1])
     assert get(backend, sid).status == "queued"
@@ -42,7 +51,14 @@ def test_web_upload_to_leaderboard(backend, monkeypatch):
     o.login("o@x.org")
     o.post(f"/organizer/submissions/{sid}/rescore")
     assert get(backend, sid).status == "queued"
-    assert len(app.test_client().get("/tasks/tric-binary/leaderboard.json?phase=dev").get_json()["rows"]) == 1
+    assert (
+        len(
+            app.test_client()
+            .get("/tasks/tric-binary/leaderboard.json?phase=dev")
+            .get_json()["rows"]
+        )
+        == 1
+    )
     burst(backend)
     sub = get(backend, sid)
     assert (sub.status, sub.score_attempt) == ("scored", 2)

@@ -7,9 +7,9 @@ import json
 
 import pytest
 from sqlmodel import Session, select
+from webkit import Browser, engine_of, make_phase, make_submission, make_user, team_of
 
 from server.models import AuditLog, Phase, Submission
-from webkit import Browser, engine_of, make_phase, make_submission, make_user, team_of
 
 
 @pytest.fixture
@@ -30,8 +30,12 @@ def world(app):
     subs = {
         "a_dev": make_submission(app, team=a, phase=dev, scores={"all": 0.7}),
         "b_dev": make_submission(app, team=b, phase=dev, scores={"all": 0.6}),
-        "a_test": make_submission(app, team=a, phase=test, scores={"public": 0.9, "private": 0.3456}, method="A"),
-        "b_test": make_submission(app, team=b, phase=test, scores={"public": 0.5, "private": 0.8765}, method="B"),
+        "a_test": make_submission(
+            app, team=a, phase=test, scores={"public": 0.9, "private": 0.3456}, method="A"
+        ),
+        "b_test": make_submission(
+            app, team=b, phase=test, scores={"public": 0.5, "private": 0.8765}, method="B"
+        ),
     }
     return {"dev": dev, "test": test, **subs}
 
@@ -39,23 +43,38 @@ def world(app):
 def actions(app):
     """The audit log's organizer and team actions (not the workers' status bookkeeping)."""
     with Session(engine_of(app)) as s:
-        return [(x.action, x.target) for x in s.exec(select(AuditLog).where(AuditLog.action != "submission.status")
-                                                      .order_by(AuditLog.id)).all()]
+        return [
+            (x.action, x.target)
+            for x in s.exec(
+                select(AuditLog).where(AuditLog.action != "submission.status").order_by(AuditLog.id)
+            ).all()
+        ]
 
 
 def test_only_organizers_reach_the_organizer_pages(app, world, browser):
-    urls = ["/organizer/", "/organizer/queue", "/organizer/audit", "/organizer/submissions",
-            f"/organizer/phases/{world['test'].id}", f"/organizer/phases/{world['test'].id}/ranking",
-            f"/organizer/phases/{world['test'].id}/export.csv"]
+    urls = [
+        "/organizer/",
+        "/organizer/queue",
+        "/organizer/audit",
+        "/organizer/submissions",
+        f"/organizer/phases/{world['test'].id}",
+        f"/organizer/phases/{world['test'].id}/ranking",
+        f"/organizer/phases/{world['test'].id}/export.csv",
+    ]
     for u in urls:
         assert browser.get(u).status_code == 302  # nobody: to the login page
     browser.login("a@x.org")
     for u in urls:
         assert browser.get(u).status_code == 403
-    posts = [f"/organizer/phases/{world['test'].id}/publish", f"/organizer/phases/{world['test'].id}/leaderboard",
-             f"/organizer/submissions/{world['b_dev'].id}/hide", f"/organizer/submissions/{world['b_dev'].id}/rescore",
-             "/organizer/tasks/tric-binary/rescore", "/organizer/tasks/tric-binary/phases",
-             f"/organizer/phases/{world['test'].id}"]
+    posts = [
+        f"/organizer/phases/{world['test'].id}/publish",
+        f"/organizer/phases/{world['test'].id}/leaderboard",
+        f"/organizer/submissions/{world['b_dev'].id}/hide",
+        f"/organizer/submissions/{world['b_dev'].id}/rescore",
+        "/organizer/tasks/tric-binary/rescore",
+        "/organizer/tasks/tric-binary/phases",
+        f"/organizer/phases/{world['test'].id}",
+    ]
     for u in posts:
         assert browser.post(u, {"action": "publish"}).status_code == 403
     with Session(engine_of(app)) as s:
@@ -63,29 +82,56 @@ def test_only_organizers_reach_the_organizer_pages(app, world, browser):
 
 
 def test_dashboard_and_pages_render(app, world, org):
-    for u in ["/organizer/", "/organizer/audit", "/organizer/submissions?task=tric-binary&status=scored",
-              f"/organizer/phases/{world['test'].id}"]:
+    for u in [
+        "/organizer/",
+        "/organizer/audit",
+        "/organizer/submissions?task=tric-binary&status=scored",
+        f"/organizer/phases/{world['test'].id}",
+    ]:
         assert org.get(u).status_code == 200, u
 
 
 def test_edit_phase_and_limits(app, world, org):
     pid = world["dev"].id
-    r = org.post(f"/organizer/phases/{pid}", {"opens_at": "2030-01-01 00:00", "closes_at": "2030-02-01T12:00",
-                                              "daily_limit": "3", "total_limit": "", "concurrent_limit": "1",
-                                              "public_fraction": "1"})
+    r = org.post(
+        f"/organizer/phases/{pid}",
+        {
+            "opens_at": "2030-01-01 00:00",
+            "closes_at": "2030-02-01T12:00",
+            "daily_limit": "3",
+            "total_limit": "",
+            "concurrent_limit": "1",
+            "public_fraction": "1",
+        },
+    )
     assert r.status_code == 302
     with Session(engine_of(app)) as s:
         p = s.get(Phase, pid)
         assert (p.daily_limit, p.total_limit, p.concurrent_limit) == (3, None, 1)
         assert p.opens_at.year == 2030 and p.closes_at.hour == 12
-    assert org.post(f"/organizer/phases/{pid}", {"opens_at": "2030-02-01", "closes_at": "2030-01-01",
-                                                 "public_fraction": "1"}).status_code == 400
-    assert org.post(f"/organizer/phases/{pid}", {"daily_limit": "-1", "public_fraction": "1"}).status_code == 400
+    assert (
+        org.post(
+            f"/organizer/phases/{pid}",
+            {"opens_at": "2030-02-01", "closes_at": "2030-01-01", "public_fraction": "1"},
+        ).status_code
+        == 400
+    )
+    assert (
+        org.post(
+            f"/organizer/phases/{pid}", {"daily_limit": "-1", "public_fraction": "1"}
+        ).status_code
+        == 400
+    )
     # the public fraction is fixed once scored
     r = org.post(f"/organizer/phases/{world['test'].id}", {"public_fraction": "0.3"})
     assert r.status_code == 400 and b"cannot change" in r.data
     # a new phase
-    assert org.post("/organizer/tasks/tric-binary/phases", {"name": "post-eval", "split": "test"}).status_code == 302
+    assert (
+        org.post(
+            "/organizer/tasks/tric-binary/phases", {"name": "post-eval", "split": "test"}
+        ).status_code
+        == 302
+    )
     assert ("phase.edit", f"phase:{pid}") in actions(app)
     assert any(a == "phase.create" for a, _ in actions(app))
 
@@ -94,7 +140,9 @@ def test_open_close_freeze(app, world, org, client):
     pid = world["dev"].id
     org.post(f"/organizer/phases/{pid}/leaderboard", {"action": "close"})
     assert client.get("/tasks/tric-binary/leaderboard.json?phase=dev").status_code == 404
-    assert org.get("/tasks/tric-binary/leaderboard.json?phase=dev").status_code == 200  # organizers still see it
+    assert (
+        org.get("/tasks/tric-binary/leaderboard.json?phase=dev").status_code == 200
+    )  # organizers still see it
     org.post(f"/organizer/phases/{pid}/leaderboard", {"action": "open"})
     assert client.get("/tasks/tric-binary/leaderboard.json?phase=dev").status_code == 200
     org.post(f"/organizer/phases/{pid}/leaderboard", {"action": "freeze"})
@@ -104,16 +152,28 @@ def test_open_close_freeze(app, world, org, client):
     org.post(f"/organizer/phases/{pid}/leaderboard", {"action": "unfreeze"})
     rows = client.get("/tasks/tric-binary/leaderboard.json?phase=dev").get_json()["rows"]
     assert rows[0]["team"] == "beta"
-    assert [a for a, _ in actions(app)] == ["leaderboard.close", "leaderboard.open", "leaderboard.freeze",
-                                            "leaderboard.unfreeze"]
+    assert [a for a, _ in actions(app)] == [
+        "leaderboard.close",
+        "leaderboard.open",
+        "leaderboard.freeze",
+        "leaderboard.unfreeze",
+    ]
 
 
 def test_hide_with_reason_shown_to_the_team(app, world, org, client):
     sid = world["a_dev"].id
-    assert b"Say why" in org.post(f"/organizer/submissions/{sid}/hide", {"action": "hide", "confirm": "yes"},
-                                  follow_redirects=True).data
-    org.post(f"/organizer/submissions/{sid}/hide", {"action": "hide", "reason": "Used the <b>test</b> labels",
-                                                           "confirm": "yes"})
+    assert (
+        b"Say why"
+        in org.post(
+            f"/organizer/submissions/{sid}/hide",
+            {"action": "hide", "confirm": "yes"},
+            follow_redirects=True,
+        ).data
+    )
+    org.post(
+        f"/organizer/submissions/{sid}/hide",
+        {"action": "hide", "reason": "Used the <b>test</b> labels", "confirm": "yes"},
+    )
     rows = client.get("/tasks/tric-binary/leaderboard.json?phase=dev").get_json()["rows"]
     assert [r["team"] for r in rows] == ["beta"]
     team = Browser(app.test_client())
@@ -123,11 +183,18 @@ def test_hide_with_reason_shown_to_the_team(app, world, org, client):
     org.post(f"/organizer/submissions/{sid}/hide", {"action": "unhide"})
     rows = client.get("/tasks/tric-binary/leaderboard.json?phase=dev").get_json()["rows"]
     assert [r["team"] for r in rows] == ["alpha", "beta"]
-    org.post(f"/organizer/submissions/{sid}/hide", {"action": "remove", "reason": "withdrawn", "confirm": "yes"})
+    org.post(
+        f"/organizer/submissions/{sid}/hide",
+        {"action": "remove", "reason": "withdrawn", "confirm": "yes"},
+    )
     with Session(engine_of(app)) as s:
         sub = s.get(Submission, sid)
         assert sub is not None and sub.removed_at is not None  # soft: the row stays
-    assert [a for a, _ in actions(app)] == ["submission.hide", "submission.unhide", "submission.remove"]
+    assert [a for a, _ in actions(app)] == [
+        "submission.hide",
+        "submission.unhide",
+        "submission.remove",
+    ]
 
 
 def test_publish_reveals_private_ranking_and_exports(app, world, org, client):
@@ -138,7 +205,11 @@ def test_publish_reveals_private_ranking_and_exports(app, world, org, client):
     prev = org.get(f"/organizer/phases/{pid}/ranking").get_data(as_text=True)
     assert "0.8765" in prev and "preview" in prev
     # an open phase is not published; "close and publish" asks for a confirmation first
-    r = org.post(f"/organizer/phases/{pid}/publish", {"action": "publish", "confirm": "yes"}, follow_redirects=True)
+    r = org.post(
+        f"/organizer/phases/{pid}/publish",
+        {"action": "publish", "confirm": "yes"},
+        follow_redirects=True,
+    )
     assert "only a closed phase can be published" in r.get_data(as_text=True).lower()
     r = org.post(f"/organizer/phases/{pid}/publish", {"action": "close_and_publish"})
     assert r.status_code == 200 and "I have checked this ranking" in r.get_data(as_text=True)
@@ -147,8 +218,10 @@ def test_publish_reveals_private_ranking_and_exports(app, world, org, client):
     org.post(f"/organizer/phases/{pid}/publish", {"action": "close_and_publish", "confirm": "yes"})
     data = client.get("/tasks/tric-binary/leaderboard.json?phase=test").get_json()
     assert data["published"], data
-    assert [(r["team"], r["rank"], r["public_rank"]) for r in data["rows"]] == \
-        [("beta", 1, 2), ("alpha", 2, 1)]
+    assert [(r["team"], r["rank"], r["public_rank"]) for r in data["rows"]] == [
+        ("beta", 1, 2),
+        ("alpha", 2, 1),
+    ]
     csv_ = org.get(f"/organizer/phases/{pid}/export.csv")
     assert csv_.mimetype == "text/csv" and "attachment" in csv_.headers["Content-Disposition"]
     assert csv_.get_data(as_text=True).splitlines()[1].split(",")[2] == "beta"
@@ -159,8 +232,14 @@ def test_publish_reveals_private_ranking_and_exports(app, world, org, client):
     assert org.get(f"/organizer/phases/{pid}/export.exe").status_code == 404
     acts = [a for a, _ in actions(app)]
     # the partition is drawn at publication here: these runs were scored without the queue
-    assert acts == ["partition.draw", "phase.close", "ranking.publish", "ranking.export", "ranking.export",
-                    "ranking.export"]
+    assert acts == [
+        "partition.draw",
+        "phase.close",
+        "ranking.publish",
+        "ranking.export",
+        "ranking.export",
+        "ranking.export",
+    ]
     # the exports are the published snapshot, byte for byte
     body = org.get(f"/organizer/phases/{pid}/export.json").data
     assert body == client.get("/tasks/tric-binary/leaderboard.json?phase=test").data
@@ -176,7 +255,9 @@ def test_rescore_one_and_all_requeue_and_log(app, world, org, monkeypatch):
     app.config["PALIMPSEST_ENQUEUE"] = True
     calls = []
     monkeypatch.setattr(q, "connect", lambda settings, **kw: "conn")
-    monkeypatch.setattr(q, "enqueue_submission", lambda conn, sid, settings, **kw: calls.append(sid))
+    monkeypatch.setattr(
+        q, "enqueue_submission", lambda conn, sid, settings, **kw: calls.append(sid)
+    )
     sid = world["a_dev"].id
     org.post(f"/organizer/submissions/{sid}/rescore")
     with Session(engine_of(app)) as s:
@@ -184,8 +265,12 @@ def test_rescore_one_and_all_requeue_and_log(app, world, org, monkeypatch):
     assert calls == [sid]
     org.post("/organizer/tasks/tric-binary/rescore", {"phase": "test", "confirm": "yes"})
     assert sorted(calls[1:]) == sorted([world["a_test"].id, world["b_test"].id])
-    assert [a for a, _ in actions(app)] == ["submission.rescore", "task.rescore", "submission.rescore",
-                                            "submission.rescore"]
+    assert [a for a, _ in actions(app)] == [
+        "submission.rescore",
+        "task.rescore",
+        "submission.rescore",
+        "submission.rescore",
+    ]
 
 
 def test_rescore_with_redis_down_leaves_it_queued(app, world, org, monkeypatch):
@@ -206,10 +291,21 @@ def test_queue_page_without_redis_shows_the_database(app, world, org, monkeypatc
     import server.queue as q
 
     monkeypatch.setattr(q, "connect", lambda *a, **k: (_ for _ in ()).throw(FakeRedisDown("down")))
-    make_submission(app, team=team_of(app, "alpha"), phase=world["dev"], status="failed",
-                    failure_kind="infra", errors=[{"message": "worker died"}])
+    make_submission(
+        app,
+        team=team_of(app, "alpha"),
+        phase=world["dev"],
+        status="failed",
+        failure_kind="infra",
+        errors=[{"message": "worker died"}],
+    )
     page = org.get("/organizer/queue").get_data(as_text=True)
-    assert "not reachable" in page and "worker died" in page and "Waiting" in page and "Running" in page
+    assert (
+        "not reachable" in page
+        and "worker died" in page
+        and "Waiting" in page
+        and "Running" in page
+    )
 
 
 def test_rescore_opens_a_new_round_of_attempts(app, world, org):
@@ -217,7 +313,9 @@ def test_rescore_opens_a_new_round_of_attempts(app, world, org):
     rescore opens a new round and attempt numbers keep growing, so old Score rows stay apart."""
     from server.jobs import start_attempt
 
-    sub = make_submission(app, team=team_of(app, "alpha"), phase=world["dev"], scores={"all": 0.4}, method="x")
+    sub = make_submission(
+        app, team=team_of(app, "alpha"), phase=world["dev"], scores={"all": 0.4}, method="x"
+    )
     max_attempts = app.extensions["palimpsest.settings"].max_attempts
     with Session(engine_of(app)) as s:
         row = s.get(Submission, sub.id)
@@ -240,7 +338,10 @@ def test_export_of_a_closed_board(app, world, org):
 
 def test_removed_runs_stay_listed_for_their_team(app, world, org):
     sid = world["a_dev"].id
-    org.post(f"/organizer/submissions/{sid}/hide", {"action": "remove", "reason": "duplicate of #3", "confirm": "yes"})
+    org.post(
+        f"/organizer/submissions/{sid}/hide",
+        {"action": "remove", "reason": "duplicate of #3", "confirm": "yes"},
+    )
     team = Browser(app.test_client())
     team.login("a@x.org")
     page = team.get("/submissions").get_data(as_text=True)

@@ -8,11 +8,11 @@ import zipfile
 
 import pytest
 from sqlmodel import Session, select
+from webkit import Browser, engine_of, make_phase, make_user
 
-from server.models import Phase, Submission
+from server.models import Submission
 from tasks import all_tasks, get_task
 from tasks.store import TaskStore
-from webkit import Browser, engine_of, make_phase, make_user
 
 
 def tric_rows(app, split="test", label=lambda i: i % 2):
@@ -27,12 +27,21 @@ def tric_rows(app, split="test", label=lambda i: i % 2):
                     if "instanceID" in rec and rec["instanceID"] not in ids:
                         ids.append(rec["instanceID"])
     assert ids
-    return "".join(json.dumps({"instanceID": x, "label": label(i)}) + "\n" for i, x in enumerate(ids)).encode()
+    return "".join(
+        json.dumps({"instanceID": x, "label": label(i)}) + "\n" for i, x in enumerate(ids)
+    ).encode()
 
 
 def submit(b: Browser, data: bytes, *, phase="dev", method="my method", name="pred.jsonl", **extra):
-    form = {"phase": phase, "method_name": method, "description": "d", "url": "", "show_publicly": "on",
-            "file": (io.BytesIO(data), name), **extra}
+    form = {
+        "phase": phase,
+        "method_name": method,
+        "description": "d",
+        "url": "",
+        "show_publicly": "on",
+        "file": (io.BytesIO(data), name),
+        **extra,
+    }
     return b.post("/tasks/tric-binary/submit", form, content_type="multipart/form-data")
 
 
@@ -67,7 +76,9 @@ def test_task_without_data_says_how_to_import(app, tmp_path, monkeypatch):
 
     monkeypatch.setenv("PALIMPSEST_HOME", str(empty))
     build_schema(empty)
-    app2 = create_app({"home": empty, "env": "testing", "database_url": None, "PALIMPSEST_ENQUEUE": False})
+    app2 = create_app(
+        {"home": empty, "env": "testing", "database_url": None, "PALIMPSEST_ENQUEUE": False}
+    )
     page = app2.test_client().get("/tasks/trac").get_data(as_text=True)
     assert "No data has been imported" in page and get_task("trac").import_help in page
     assert app2.test_client().get("/tasks/trac/data/test.zip").status_code == 404
@@ -106,7 +117,9 @@ def test_submit_score_and_see_it_on_the_leaderboard(app):
     page = b.get(f"/submissions/{sid}").get_data(as_text=True)
     assert "scored" in page and "f1" in page
     rows = app.test_client().get("/tasks/tric-binary/leaderboard.json?phase=dev").get_json()["rows"]
-    assert [(r["team"], r["method_name"], r["rank"]) for r in rows] == [("Readers", "Label <b>alternation</b>", 1)]
+    assert [(r["team"], r["method_name"], r["rank"]) for r in rows] == [
+        ("Readers", "Label <b>alternation</b>", 1)
+    ]
     html = app.test_client().get("/tasks/tric-binary/leaderboard?phase=dev").get_data(as_text=True)
     assert "Label &lt;b&gt;alternation&lt;/b&gt;" in html
     assert b"Primary runs" in b.get("/submissions").data
@@ -180,12 +193,14 @@ def test_upload_over_the_limit_is_refused_before_reading(app):
             env_read["n"] += 1
             return super().read(*a)
 
-    with app.test_request_context("/tasks/tric-binary/submit", method="POST",
-                                  input_stream=Body(b"x" * 5000),
-                                  headers={"Content-Type": "multipart/form-data; boundary=x",
-                                           "Content-Length": "5000"}):
-        from werkzeug.exceptions import RequestEntityTooLarge
+    with app.test_request_context(
+        "/tasks/tric-binary/submit",
+        method="POST",
+        input_stream=Body(b"x" * 5000),
+        headers={"Content-Type": "multipart/form-data; boundary=x", "Content-Length": "5000"},
+    ):
         from flask import request
+        from werkzeug.exceptions import RequestEntityTooLarge
 
         with pytest.raises(RequestEntityTooLarge):
             request.form
@@ -196,8 +211,16 @@ def test_mark_primary_run(app):
     b = Browser(app.test_client())
     make_user(app, "a@x.org", team="Readers")
     b.login("a@x.org")
-    s1 = int(submit(b, tric_rows(app, "dev", lambda i: 1), method="ones").headers["Location"].rsplit("/", 1)[1])
-    s2 = int(submit(b, tric_rows(app, "dev", lambda i: i % 2), method="alt").headers["Location"].rsplit("/", 1)[1])
+    s1 = int(
+        submit(b, tric_rows(app, "dev", lambda i: 1), method="ones")
+        .headers["Location"]
+        .rsplit("/", 1)[1]
+    )
+    s2 = int(
+        submit(b, tric_rows(app, "dev", lambda i: i % 2), method="alt")
+        .headers["Location"]
+        .rsplit("/", 1)[1]
+    )
     run_jobs(app)
     assert b.post(f"/submissions/{s1}/primary").status_code == 302
     rows = app.test_client().get("/tasks/tric-binary/leaderboard.json?phase=dev").get_json()["rows"]
@@ -206,7 +229,10 @@ def test_mark_primary_run(app):
     rows = app.test_client().get("/tasks/tric-binary/leaderboard.json?phase=dev").get_json()["rows"]
     assert [r["submission_id"] for r in rows] == [s2]
     with Session(engine_of(app)) as s:
-        assert [x.is_primary for x in s.exec(select(Submission).order_by(Submission.id)).all()] == [False, True]
+        assert [x.is_primary for x in s.exec(select(Submission).order_by(Submission.id)).all()] == [
+            False,
+            True,
+        ]
     page = b.get("/submissions").get_data(as_text=True)
     assert page.index("Primary runs") < page.index(f">{s2}<") < page.index("Contrastive")
 
@@ -214,8 +240,16 @@ def test_mark_primary_run(app):
 def test_phases_show_windows_and_limits(app, client):
     from datetime import datetime
 
-    make_phase(app, "tric-binary", "test", opens_at=datetime(2031, 1, 2, 3, 4), closes_at=datetime(2031, 2, 1),
-               daily_limit=3, total_limit=9, concurrent_limit=1)
+    make_phase(
+        app,
+        "tric-binary",
+        "test",
+        opens_at=datetime(2031, 1, 2, 3, 4),
+        closes_at=datetime(2031, 2, 1),
+        daily_limit=3,
+        total_limit=9,
+        concurrent_limit=1,
+    )
     page = client.get("/tasks/tric-binary").get_data(as_text=True)
     assert "2031-01-02 03:04" in page and "2031-02-01 00:00" in page and "not open yet" in page
     assert "3 a day" in page and "9 in all" in page and "1 at once" in page

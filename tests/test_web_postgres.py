@@ -6,9 +6,9 @@ import io
 
 import pytest
 from sqlmodel import Session, select
+from webkit import Browser, engine_of, make_phase, make_submission, make_user, team_of, update_phase
 
 from server.models import Submission, utcnow
-from webkit import Browser, engine_of, make_phase, make_submission, make_user, team_of, update_phase
 
 pytestmark = pytest.mark.postgres
 
@@ -27,8 +27,13 @@ def test_leaderboard_parts_publication_and_cache_on_postgres(pg_app):
     c = app.test_client()
     data = c.get("/tasks/tric-binary/leaderboard.json?phase=test").get_json()
     assert [(r["team"], r["rank"], r["row_type"]) for r in data["rows"]] == [
-        ("alpha", 1, "team"), ("beta", 1, "team"), ("Baselines", None, "baseline")]
-    assert "0.3456" not in c.get("/tasks/tric-binary/leaderboard.csv?phase=test").get_data(as_text=True)
+        ("alpha", 1, "team"),
+        ("beta", 1, "team"),
+        ("Baselines", None, "baseline"),
+    ]
+    assert "0.3456" not in c.get("/tasks/tric-binary/leaderboard.csv?phase=test").get_data(
+        as_text=True
+    )
     renders = app.extensions["palimpsest.lbcache"].renders
     c.get("/tasks/tric-binary/leaderboard.json?phase=test")
     assert app.extensions["palimpsest.lbcache"].renders == renders
@@ -37,8 +42,10 @@ def test_leaderboard_parts_publication_and_cache_on_postgres(pg_app):
     with Session(engine_of(app), expire_on_commit=False) as s:
         sub = s.exec(select(Submission).where(Submission.team_id == a.id)).one()
         lifecycle.set_visibility(s, sub, "hide", actor=None, reason="a duplicate")
-    assert [r["team"] for r in c.get("/tasks/tric-binary/leaderboard.json?phase=test").get_json()["rows"]] == \
-        ["beta", "Baselines"]
+    assert [
+        r["team"]
+        for r in c.get("/tasks/tric-binary/leaderboard.json?phase=test").get_json()["rows"]
+    ] == ["beta", "Baselines"]
     update_phase(app, test.id, published_at=utcnow())
     data = c.get("/tasks/tric-binary/leaderboard.json?phase=test").get_json()
     assert data["published"] and data["rows"][0]["metrics"]["all/f1"] == 0.8765
@@ -54,10 +61,15 @@ def test_web_submit_limits_and_access_on_postgres(pg_app):
     other.login("b@x.org")
     codes = []
     for _ in range(3):
-        r = owner.post("/tasks/tric-binary/submit",
-                       {"phase": "dev", "method_name": "m", "file": (io.BytesIO(b'{"instanceID": "x", "label": 1}\n'),
-                                                                     "p.jsonl")},
-                       content_type="multipart/form-data")
+        r = owner.post(
+            "/tasks/tric-binary/submit",
+            {
+                "phase": "dev",
+                "method_name": "m",
+                "file": (io.BytesIO(b'{"instanceID": "x", "label": 1}\n'), "p.jsonl"),
+            },
+            content_type="multipart/form-data",
+        )
         codes.append(r.status_code)
     assert codes == [302, 302, 429]
     with Session(engine_of(app)) as s:
@@ -75,7 +87,13 @@ def test_team_and_organizer_actions_on_postgres(pg_app):
     sub = make_submission(app, team=team_of(app, "alpha"), phase=dev, scores={"all": 0.5})
     org = Browser(app.test_client())
     org.login("o@x.org")
-    org.post(f"/organizer/submissions/{sub.id}/hide", {"action": "hide", "reason": "why", "confirm": "yes"})
-    assert app.test_client().get("/tasks/tric-binary/leaderboard.json?phase=dev").get_json()["rows"] == []
+    org.post(
+        f"/organizer/submissions/{sub.id}/hide",
+        {"action": "hide", "reason": "why", "confirm": "yes"},
+    )
+    assert (
+        app.test_client().get("/tasks/tric-binary/leaderboard.json?phase=dev").get_json()["rows"]
+        == []
+    )
     assert org.get("/organizer/audit").status_code == 200
     assert org.get(f"/organizer/phases/{dev.id}/export.tex").status_code == 200

@@ -20,8 +20,9 @@ def engine_of(app):
     return app.extensions["palimpsest.engine"]
 
 
-def make_user(app, email: str, *, team: str | None = None, organizer: bool = False,
-              baseline: bool = False) -> User:
+def make_user(
+    app, email: str, *, team: str | None = None, organizer: bool = False, baseline: bool = False
+) -> User:
     """A user, in a team of that name (created when new) when `team` is given."""
     with Session(engine_of(app), expire_on_commit=False) as s:
         u = create_user(s, email=email, password=PASSWORD, is_organizer=organizer)
@@ -46,8 +47,13 @@ def make_phase(app, task_id: str, name: str, split: str | None = None, **kw) -> 
     with Session(engine_of(app), expire_on_commit=False) as s:
         p = s.exec(select(Phase).where(Phase.task_id == task_id, Phase.name == name)).first()
         if p is None:
-            p = Phase(task_id=task_id, name=name, split=split or name, partition_seed=1234,
-                      public_fraction=1.0 if (split or name) != "test" else 0.5)
+            p = Phase(
+                task_id=task_id,
+                name=name,
+                split=split or name,
+                partition_seed=1234,
+                public_fraction=1.0 if (split or name) != "test" else 0.5,
+            )
         for k, v in kw.items():
             setattr(p, k, v)
         s.add(p)
@@ -73,30 +79,65 @@ def provenance_for(task, split: str = "test") -> dict:
     from server.lifecycle import current_provenance
 
     prov = current_provenance(task, split, os.environ.get("PALIMPSEST_HOME"))
-    return prov or {"task_version": task.version, "gold_sha256": "0" * 64, "scorer_version": "0.1.0"}
+    return prov or {
+        "task_version": task.version,
+        "gold_sha256": "0" * 64,
+        "scorer_version": "0.1.0",
+    }
 
 
 def result_for(task, value: float, part: str = "all", split: str = "test") -> dict:
     """A scoring contract result with every metric of every subset; the primary one is `value`."""
-    metrics = {sub: {m: (value if (sub, m) == task.primary else round(value / 2 + 0.01 * i, 6))
-                     for i, m in enumerate(task.metrics)} for sub in task.subsets}
-    return {"task": task.id, "split": "test", "primary": {"name": task.primary[1], "subset": task.primary[0],
-            "value": value, "greater_is_better": task.greater_is_better}, "metrics": metrics, "notes": [],
-            "signature": f"test|part:{part}", "provenance": provenance_for(task, split)}
+    metrics = {
+        sub: {
+            m: (value if (sub, m) == task.primary else round(value / 2 + 0.01 * i, 6))
+            for i, m in enumerate(task.metrics)
+        }
+        for sub in task.subsets
+    }
+    return {
+        "task": task.id,
+        "split": "test",
+        "primary": {
+            "name": task.primary[1],
+            "subset": task.primary[0],
+            "value": value,
+            "greater_is_better": task.greater_is_better,
+        },
+        "metrics": metrics,
+        "notes": [],
+        "signature": f"test|part:{part}",
+        "provenance": provenance_for(task, split),
+    }
 
 
-def make_submission(app, *, team: Team, phase: Phase, scores: dict[str, float] | None = None,
-                    status: str | None = None, method: str = "m", created_at: datetime | None = None,
-                    **kw) -> Submission:
+def make_submission(
+    app,
+    *,
+    team: Team,
+    phase: Phase,
+    scores: dict[str, float] | None = None,
+    status: str | None = None,
+    method: str = "m",
+    created_at: datetime | None = None,
+    **kw,
+) -> Submission:
     """A submission row and, for `scores` {part: primary value}, its Score rows (attempt 1)."""
     from tasks import get_task
 
     task = get_task(phase.task_id)
     with Session(engine_of(app), expire_on_commit=False) as s:
-        sub = Submission(team_id=team.id, task_id=phase.task_id, phase_id=phase.id,
-                         status=status or ("scored" if scores else "queued"), file_sha256="f" * 64,
-                         method_name=method, created_at=created_at or utcnow(),
-                         is_baseline=kw.pop("is_baseline", team.is_baseline), **kw)
+        sub = Submission(
+            team_id=team.id,
+            task_id=phase.task_id,
+            phase_id=phase.id,
+            status=status or ("scored" if scores else "queued"),
+            file_sha256="f" * 64,
+            method_name=method,
+            created_at=created_at or utcnow(),
+            is_baseline=kw.pop("is_baseline", team.is_baseline),
+            **kw,
+        )
         if scores:
             sub.score_attempt = 1
             sub.attempts = 1
@@ -105,9 +146,18 @@ def make_submission(app, *, team: Team, phase: Phase, scores: dict[str, float] |
         for part, v in (scores or {}).items():
             r = result_for(task, v, part, phase.split)
             prov = r["provenance"]
-            s.add(Score(submission_id=sub.id, attempt=1, part=part, result=r, primary_value=v,
-                        task_version=prov["task_version"], gold_sha256=prov["gold_sha256"],
-                        scorer_version=prov["scorer_version"]))
+            s.add(
+                Score(
+                    submission_id=sub.id,
+                    attempt=1,
+                    part=part,
+                    result=r,
+                    primary_value=v,
+                    task_version=prov["task_version"],
+                    gold_sha256=prov["gold_sha256"],
+                    scorer_version=prov["scorer_version"],
+                )
+            )
         # what the lifecycle does with every change a board shows: bump the phase's revision
         s.execute(update(Phase).where(Phase.id == phase.id).values(revision=Phase.revision + 1))
         s.commit()

@@ -23,12 +23,16 @@ def too_large_message() -> str:
     parts = cfg.get("MAX_FORM_PARTS")
     length = request.content_length
     if upload and (length is None or length > upload):
-        return (f"The upload is too large: the limit for a whole request, its file included, is {_size(upload)}. "
-                "Compress the file (.gz or .zip) or ask the organizers.")
+        return (
+            f"The upload is too large: the limit for a whole request, its file included, is {_size(upload)}. "
+            "Compress the file (.gz or .zip) or ask the organizers."
+        )
     said = []
     if field:
-        said.append(f"a text field (such as the description) is over the limit of {_size(field)} for one "
-                    "field; descriptions are meant to be a few paragraphs")
+        said.append(
+            f"a text field (such as the description) is over the limit of {_size(field)} for one "
+            "field; descriptions are meant to be a few paragraphs"
+        )
     if parts:
         said.append(f"the form has more than {parts:,} parts")
     return "The form is too large: " + (" or ".join(said) or "it is over a limit") + "."
@@ -48,8 +52,11 @@ def init_web(app: Flask) -> None:
 
     @app.before_request
     def _csrf():
-        if request.method in ("POST", "PUT", "PATCH", "DELETE") and not auth.is_api_request() \
-                and app.config.get("WTF_CSRF_ENABLED", True):
+        if (
+            request.method in ("POST", "PUT", "PATCH", "DELETE")
+            and not auth.is_api_request()
+            and app.config.get("WTF_CSRF_ENABLED", True)
+        ):
             csrf.protect()
 
     auth.init_app(app)
@@ -65,8 +72,10 @@ def init_web(app: Flask) -> None:
 
     @app.errorhandler(429)
     def _too_many(e):
-        msg = ("Too many attempts from here or for this account: wait a while (the Retry-After header "
-               "says how long) and try again, or reset your password.")
+        msg = (
+            "Too many attempts from here or for this account: wait a while (the Retry-After header "
+            "says how long) and try again, or reset your password."
+        )
         if auth.is_api_request() or not request.accept_mimetypes.accept_html:
             return {"error": {"code": "too_many_requests", "message": msg}}, 429
         return render_template("error.html", code=429, message=msg), 429
@@ -80,12 +89,19 @@ def init_web(app: Flask) -> None:
 
     @app.errorhandler(CSRFError)
     def _csrf_error(e):
-        return render_template("error.html", code=400,
-                               message="The form expired or did not come from this site; reload the page "
-                                       "and try again."), 400
+        return render_template(
+            "error.html",
+            code=400,
+            message="The form expired or did not come from this site; reload the page "
+            "and try again.",
+        ), 400
 
-    for code, message in ((403, "You may not do that."), (404, "Nothing here (or nothing you may see)."),
-                          (405, "Method not allowed.")):
+    for code, message in (
+        (403, "You may not do that."),
+        (404, "Nothing here (or nothing you may see)."),
+        (405, "Method not allowed."),
+    ):
+
         def handler(e, code=code, message=message):
             if auth.is_api_request():
                 return {"error": {"code": code, "message": message}}, code
@@ -109,7 +125,10 @@ def init_web(app: Flask) -> None:
         ("X-Content-Type-Options", "nosniff"),
         ("X-Frame-Options", "DENY"),
         ("Referrer-Policy", "same-origin"),
-        ("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'"),
+        (
+            "Content-Security-Policy",
+            "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+        ),
     ]
 
     @app.after_request

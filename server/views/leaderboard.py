@@ -22,8 +22,11 @@ from server.views.pages import PHASE_ORDER, task_or_404
 
 bp = Blueprint("leaderboard", __name__)
 
-MIMETYPES = {"html": "text/html; charset=utf-8", "json": "application/json",
-             "csv": "text/csv; charset=utf-8"}
+MIMETYPES = {
+    "html": "text/html; charset=utf-8",
+    "json": "application/json",
+    "csv": "text/csv; charset=utf-8",
+}
 
 
 def cache() -> lb.RenderCache:
@@ -90,7 +93,9 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
     who = who or audience()
     if not state.leaderboard_open and who != "organizer":
         if fmt == "html":
-            return render_template("leaderboard/none.html", task=task, phase=state.name, closed=True), 404
+            return render_template(
+                "leaderboard/none.html", task=task, phase=state.name, closed=True
+            ), 404
         abort(404)
     version = request.args.get("version", type=int) if state.published else None
     gzipped = "gzip" in request.headers.get("Accept-Encoding", "")
@@ -104,8 +109,11 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
     if not personal and request.if_none_match and etag.strip('"') in request.if_none_match:
         return Response(status=304, headers={"ETag": etag})
 
-    names = [p.name for p in sorted(states, key=lambda p: (PHASE_ORDER.get(p.name, 9), p.name))
-             if p.leaderboard_open or who == "organizer"]
+    names = [
+        p.name
+        for p in sorted(states, key=lambda p: (PHASE_ORDER.get(p.name, 9), p.name))
+        if p.leaderboard_open or who == "organizer"
+    ]
 
     def render() -> bytes:
         if state.published:
@@ -114,7 +122,9 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
                 return out
         with Session(engine, expire_on_commit=False) as s:
             phase = s.get(Phase, state.id)
-            board = lb.build_board(s, task, phase, audience=who, provenance=provenance_of(task, phase.split))
+            board = lb.build_board(
+                s, task, phase, audience=who, provenance=provenance_of(task, phase.split)
+            )
         board.version = state.version
         lb.add_reference_rows(board, task, current_app.extensions["palimpsest.settings"].home)
         attach_stats(board, state)
@@ -122,8 +132,15 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
             return lb.to_json(board)
         if fmt == "csv":
             return lb.to_csv(board)
-        return render_template("leaderboard/board.html", task=task, board=board, phases=names,
-                               audience=who, current_user=None, deferred_nav=True).encode("utf-8")
+        return render_template(
+            "leaderboard/board.html",
+            task=task,
+            board=board,
+            phases=names,
+            audience=who,
+            current_user=None,
+            deferred_nav=True,
+        ).encode("utf-8")
 
     def render_both() -> tuple[bytes, bytes, bytes]:
         template = render()
@@ -131,11 +148,16 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
         return template, raw, gzip.compress(raw, compresslevel=6, mtime=0)
 
     try:
-        template, raw, gz = cache().get((task.id, state.name, who, fmt, version), board_version, render_both)
+        template, raw, gz = cache().get(
+            (task.id, state.name, who, fmt, version), board_version, render_both
+        )
     except LookupError:
         abort(404)
-    headers = {"ETag": etag, "Vary": "Accept-Encoding, Cookie",
-               "Cache-Control": "no-cache" if who == "public" else "private, no-cache"}
+    headers = {
+        "ETag": etag,
+        "Vary": "Accept-Encoding, Cookie",
+        "Cache-Control": "no-cache" if who == "public" else "private, no-cache",
+    }
     if personal:
         raw = splice(template, anonymous=False)
         gz = gzip.compress(raw, compresslevel=6, mtime=0) if gzipped else b""
@@ -145,7 +167,9 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
         body = gz
         headers["Content-Encoding"] = "gzip"
     if fmt == "csv":
-        headers["Content-Disposition"] = f'inline; filename="{task.id}-{state.name}-leaderboard.csv"'
+        headers["Content-Disposition"] = (
+            f'inline; filename="{task.id}-{state.name}-leaderboard.csv"'
+        )
     return Response(body, content_type=MIMETYPES[fmt], headers=headers)
 
 
@@ -163,8 +187,9 @@ def splice(page: bytes, *, anonymous: bool) -> bytes:
             nav = render_template("_nav.html", current_user=None).encode("utf-8")
             current_app.extensions["palimpsest.anonymous_nav"] = nav
         return page.replace(NAV, nav).replace(FLASH, b"")
-    return (page.replace(NAV, render_template("_nav.html").encode("utf-8"))
-            .replace(FLASH, render_template("_flash.html").encode("utf-8")))
+    return page.replace(NAV, render_template("_nav.html").encode("utf-8")).replace(
+        FLASH, render_template("_flash.html").encode("utf-8")
+    )
 
 
 def attach_stats(board: lb.Board, state: lb.PhaseState) -> None:
@@ -173,15 +198,18 @@ def attach_stats(board: lb.Board, state: lb.PhaseState) -> None:
     settings = current_app.extensions["palimpsest.settings"]
     body = stats.read_board_stats(settings.home, state.id, state.version)
     if body is None:
-        if current_app.config.get("PALIMPSEST_ENQUEUE", True) and any(r.rank is not None for r in board.rows):
+        if current_app.config.get("PALIMPSEST_ENQUEUE", True) and any(
+            r.rank is not None for r in board.rows
+        ):
             stats.enqueue(settings, state.id)
         stats.attach(board, None, reason="interval being computed")
         return
     stats.attach(board, body)
 
 
-def render_published(task, phase_id: int, fmt: str, version: int | None, names: list[str],
-                     who: str) -> bytes | None:
+def render_published(
+    task, phase_id: int, fmt: str, version: int | None, names: list[str], who: str
+) -> bytes | None:
     """A published final ranking from its snapshot: JSON and CSV byte for byte as published. None
     for a phase published before snapshots existed (its board is built live)."""
     from server.lifecycle import latest_ranking, ranking_versions
@@ -200,9 +228,17 @@ def render_published(task, phase_id: int, fmt: str, version: int | None, names: 
         return rv.body_csv.encode("utf-8")
     body = json.loads(rv.body_json)
     board = lb.board_from_dict(body)
-    return render_template("leaderboard/board.html", task=task, board=board, phases=names, audience=who,
-                           current_user=None, deferred_nav=True, ranking=body.get("ranking") or {},
-                           versions=versions).encode("utf-8")
+    return render_template(
+        "leaderboard/board.html",
+        task=task,
+        board=board,
+        phases=names,
+        audience=who,
+        current_user=None,
+        deferred_nav=True,
+        ranking=body.get("ranking") or {},
+        versions=versions,
+    ).encode("utf-8")
 
 
 @bp.app_template_global()
@@ -251,10 +287,13 @@ def significance(task_id: str):
             snap = json.loads(rv.body_json)
             body, public = snap.get("statistics"), snap.get("public_statistics")
     if body is None:
-        raw = stats.read_board_stats(current_app.extensions["palimpsest.settings"].home, state.id, state.version)
+        raw = stats.read_board_stats(
+            current_app.extensions["palimpsest.settings"].home, state.id, state.version
+        )
         body = lb.stats_summary(raw)
-    return render_template("leaderboard/significance.html", task=task, phase=state.name, st=body,
-                           public=public)
+    return render_template(
+        "leaderboard/significance.html", task=task, phase=state.name, st=body, public=public
+    )
 
 
 PLOT_TYPES = {"svg": "image/svg+xml", "pdf": "application/pdf"}
@@ -274,7 +313,10 @@ def plot(task_id: str, fmt: str):
     state = choose_phase(states, request.args.get("phase") or None)
     if state is None or not state.leaderboard_open:
         abort(404)
-    kinds = tuple(k for k in (request.args.get("kind") or "").split(",") if k in plots.KINDS) or plots.KINDS
+    kinds = (
+        tuple(k for k in (request.args.get("kind") or "").split(",") if k in plots.KINDS)
+        or plots.KINDS
+    )
     home = current_app.extensions["palimpsest.settings"].home
     board_version = f"{state.version}{'s' if stats.ready(home, state.id, state.version) else 'p'}"
 
@@ -289,15 +331,24 @@ def plot(task_id: str, fmt: str):
                 if rv is not None:
                     board, until = lb.board_from_dict(json.loads(rv.body_json)), rv.published_at
             if board is None:
-                board = lb.build_board(s, task, phase, audience="public", provenance=provenance_of(task, phase.split))
+                board = lb.build_board(
+                    s, task, phase, audience="public", provenance=provenance_of(task, phase.split)
+                )
                 attach_stats(board, state)
             hist = plots.history(s, board, phase, until)
         return plots.render(board, hist, fmt, kinds)
 
-    body = cache().get((task.id, state.name, "public", f"plot.{fmt}", ",".join(kinds)), board_version, render)
-    headers = {"ETag": f'"{board_version}-plot-{fmt}-{",".join(kinds)}"', "Cache-Control": "no-cache",
-               # matplotlib's SVG styles its elements inline; it runs no script and loads nothing
-               "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"}
+    body = cache().get(
+        (task.id, state.name, "public", f"plot.{fmt}", ",".join(kinds)), board_version, render
+    )
+    headers = {
+        "ETag": f'"{board_version}-plot-{fmt}-{",".join(kinds)}"',
+        "Cache-Control": "no-cache",
+        # matplotlib's SVG styles its elements inline; it runs no script and loads nothing
+        "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+    }
     if fmt == "pdf":
-        headers["Content-Disposition"] = f'inline; filename="{task.id}-{state.name}-leaderboard.pdf"'
+        headers["Content-Disposition"] = (
+            f'inline; filename="{task.id}-{state.name}-leaderboard.pdf"'
+        )
     return Response(body, mimetype=PLOT_TYPES[fmt], headers=headers)

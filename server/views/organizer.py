@@ -4,8 +4,6 @@ nothing is deleted for real."""
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from flask import (
     Blueprint,
     Response,
@@ -57,13 +55,24 @@ def dashboard():
     s = db()
     tasks = [(t, phases_of(t.id)) for t in all_tasks()]
     counts = dict(s.exec(select(Submission.status, func.count()).group_by(Submission.status)).all())
-    log = s.exec(select(AuditLog).where(AuditLog.action != "submission.status")
-                 .order_by(AuditLog.id.desc()).limit(30)).all()
+    log = s.exec(
+        select(AuditLog)
+        .where(AuditLog.action != "submission.status")
+        .order_by(AuditLog.id.desc())
+        .limit(30)
+    ).all()
     actors = {u.id: u.email for u in s.exec(select(User).where(User.is_organizer)).all()}
     from baselines.systems import SYSTEMS
 
-    return render_template("organizer/dashboard.html", tasks=tasks, counts=counts, log=log, actors=actors,
-                           phase_state=phase_state, systems=SYSTEMS)
+    return render_template(
+        "organizer/dashboard.html",
+        tasks=tasks,
+        counts=counts,
+        log=log,
+        actors=actors,
+        phase_state=phase_state,
+        systems=SYSTEMS,
+    )
 
 
 # ----------------------------------------------------------------------------- phases
@@ -77,12 +86,23 @@ def create_phase(task_id: str):
     t = task_or_404(task_id)
     form = NewPhaseForm()
     if not form.validate():
-        flash("Not added: " + "; ".join(f"{form[k].label.text.lower()}: {' '.join(v)}" for k, v in form.errors.items()
-                                        if k) + ".", "error")
+        flash(
+            "Not added: "
+            + "; ".join(
+                f"{form[k].label.text.lower()}: {' '.join(v)}" for k, v in form.errors.items() if k
+            )
+            + ".",
+            "error",
+        )
         return redirect(url_for("organizer.dashboard"))
     try:
-        p = lifecycle.create_phase(db(), task=t, name=form.name.data.strip(), split=form.split.data.strip(),
-                                   actor=current_user())
+        p = lifecycle.create_phase(
+            db(),
+            task=t,
+            name=form.name.data.strip(),
+            split=form.split.data.strip(),
+            actor=current_user(),
+        )
     except LifecycleRefused as e:
         db().rollback()
         flash(f"Not added: {e.message}.", "error")
@@ -95,10 +115,17 @@ def _phase_page(p: Phase, form, code: int = 200):
 
     s = db()
     partition = s.get(GoldPartition, p.partition_id) if p.partition_id else None
-    return render_template("organizer/phase.html", phase=p, task=task_or_404(p.task_id), partition=partition,
-                           labels=lifecycle.phase_labels(p), versions=lifecycle.ranking_versions(s, p.id),
-                           form=form, field_errors=any(f.errors for f in form),
-                           now_utc=utcnow().strftime("%Y-%m-%d %H:%M")), code
+    return render_template(
+        "organizer/phase.html",
+        phase=p,
+        task=task_or_404(p.task_id),
+        partition=partition,
+        labels=lifecycle.phase_labels(p),
+        versions=lifecycle.ranking_versions(s, p.id),
+        form=form,
+        field_errors=any(f.errors for f in form),
+        now_utc=utcnow().strftime("%Y-%m-%d %H:%M"),
+    ), code
 
 
 @bp.route("/phases/<int:phase_id>", methods=["GET", "POST"])
@@ -158,10 +185,12 @@ def leaderboard_state(phase_id: int):
     p = _phase_or_404(phase_id)
     s, who = db(), current_user()
     action = request.form.get("action", "")
-    actions = {"open": lambda: lifecycle.set_board_open(s, p, True, actor=who),
-               "close": lambda: lifecycle.set_board_open(s, p, False, actor=who),
-               "freeze": lambda: lifecycle.set_frozen(s, p, True, actor=who),
-               "unfreeze": lambda: lifecycle.set_frozen(s, p, False, actor=who)}
+    actions = {
+        "open": lambda: lifecycle.set_board_open(s, p, True, actor=who),
+        "close": lambda: lifecycle.set_board_open(s, p, False, actor=who),
+        "freeze": lambda: lifecycle.set_frozen(s, p, True, actor=who),
+        "unfreeze": lambda: lifecycle.set_frozen(s, p, False, actor=who),
+    }
     if action not in actions:
         abort(400)
     _act(actions[action], f"Leaderboard of {p.task_id}/{p.name}: {action}.")
@@ -173,8 +202,10 @@ def leaderboard_state(phase_id: int):
 def close_phase(phase_id: int):
     """Close a phase now: no further submissions are accepted."""
     p = _phase_or_404(phase_id)
-    _act(lambda: lifecycle.close(db(), p, actor=current_user()),
-         f"The {p.name} phase of {p.task_id} is closed.")
+    _act(
+        lambda: lifecycle.close(db(), p, actor=current_user()),
+        f"The {p.name} phase of {p.task_id} is closed.",
+    )
     return _back(url_for("organizer.dashboard"))
 
 
@@ -190,14 +221,37 @@ def publish(phase_id: int):
     if action not in ("publish", "close_and_publish"):
         abort(400)
     if request.method == "GET" or request.form.get("confirm") != "yes":
-        board = lb.build_board(s, t, p, audience="public", show_private=True, include_closed=True,
-                               provenance=lifecycle.current_provenance(t, p.split, _settings().home))
-        return render_template("organizer/publish.html", phase=p, task=t, board=board, action=action,
-                               state=lifecycle.phase_state(p), versions=lifecycle.ranking_versions(s, p.id))
+        board = lb.build_board(
+            s,
+            t,
+            p,
+            audience="public",
+            show_private=True,
+            include_closed=True,
+            provenance=lifecycle.current_provenance(t, p.split, _settings().home),
+        )
+        return render_template(
+            "organizer/publish.html",
+            phase=p,
+            task=t,
+            board=board,
+            action=action,
+            state=lifecycle.phase_state(p),
+            versions=lifecycle.ranking_versions(s, p.id),
+        )
     reason = request.form.get("reason", "")
-    ok = _act(lambda: lifecycle.publish(s, p, task=t, actor=current_user(), settings=_settings(),
-                                        reason=reason, close_first=action == "close_and_publish"),
-              f"Final ranking of {p.task_id}/{p.name} published.")
+    ok = _act(
+        lambda: lifecycle.publish(
+            s,
+            p,
+            task=t,
+            actor=current_user(),
+            settings=_settings(),
+            reason=reason,
+            close_first=action == "close_and_publish",
+        ),
+        f"Final ranking of {p.task_id}/{p.name} published.",
+    )
     if not ok:
         return redirect(url_for("organizer.publish", phase_id=p.id, action=action))
     return redirect(url_for("organizer.ranking", phase_id=p.id))
@@ -215,12 +269,27 @@ def ranking(phase_id: int):
     p = _phase_or_404(phase_id)
     t = task_or_404(p.task_id)
     s = db()
-    board = lb.build_board(s, t, p, audience="public", show_private=True, include_closed=True,
-                           provenance=lifecycle.current_provenance(t, p.split, _settings().home))
-    return render_template("leaderboard/board.html", task=t, board=board, phases=[], audience="organizer",
-                           preview=True, versions=[(v.version, v.published_at, v.reason)
-                                                   for v in lifecycle.ranking_versions(s, p.id)],
-                           phase_id=p.id)
+    board = lb.build_board(
+        s,
+        t,
+        p,
+        audience="public",
+        show_private=True,
+        include_closed=True,
+        provenance=lifecycle.current_provenance(t, p.split, _settings().home),
+    )
+    return render_template(
+        "leaderboard/board.html",
+        task=t,
+        board=board,
+        phases=[],
+        audience="organizer",
+        preview=True,
+        versions=[
+            (v.version, v.published_at, v.reason) for v in lifecycle.ranking_versions(s, p.id)
+        ],
+        phase_id=p.id,
+    )
 
 
 @bp.route("/phases/<int:phase_id>/export.<fmt>")
@@ -236,12 +305,23 @@ def export(phase_id: int, fmt: str):
     from server.organize import export_ranking
 
     try:
-        ex = export_ranking(db(), t, p, fmt, request.args.get("version", type=int), actor=current_user(),
-                            settings=_settings(), columns=request.args.getlist("column") or None)
+        ex = export_ranking(
+            db(),
+            t,
+            p,
+            fmt,
+            request.args.get("version", type=int),
+            actor=current_user(),
+            settings=_settings(),
+            columns=request.args.getlist("column") or None,
+        )
     except NotFound:
         abort(404)
-    return Response(ex.body, content_type=ex.mimetype,
-                    headers={"Content-Disposition": f'attachment; filename="{ex.filename}"'})
+    return Response(
+        ex.body,
+        content_type=ex.mimetype,
+        headers={"Content-Disposition": f'attachment; filename="{ex.filename}"'},
+    )
 
 
 # ----------------------------------------------------------------------------- submissions
@@ -258,8 +338,11 @@ def _counted_scores(s, subs: list[Submission]) -> dict[int, dict[str, float | No
     if not want:
         return {}
     out: dict[int, dict[str, float | None]] = {}
-    rows = s.exec(select(Score.submission_id, Score.attempt, Score.part, Score.primary_value)
-                  .where(Score.submission_id.in_([i for i, _ in want]))).all()
+    rows = s.exec(
+        select(Score.submission_id, Score.attempt, Score.part, Score.primary_value).where(
+            Score.submission_id.in_([i for i, _ in want])
+        )
+    ).all()
     attempt = dict(want)
     for sid, att, part, value in rows:
         if attempt.get(sid) == att:
@@ -289,11 +372,24 @@ def submissions():
     rows = rows[:PAGE]
     phases = {p.id: p for p in s.exec(select(Phase)).all()}
     args = {k: v for k, v in (("task", task), ("status", status)) if v}
-    older = url_for("organizer.submissions", **args, before=rows[-1][0].id) if more and rows else None
+    older = (
+        url_for("organizer.submissions", **args, before=rows[-1][0].id) if more and rows else None
+    )
     newest = url_for("organizer.submissions", **args) if before else None
-    return render_template("organizer/submissions.html", rows=rows, phases=phases, task=task, status=status,
-                           statuses=STATUSES, tasks=all_tasks(), scores=_counted_scores(s, [r[0] for r in rows]),
-                           total=total, older=older, newest=newest, page_size=PAGE)
+    return render_template(
+        "organizer/submissions.html",
+        rows=rows,
+        phases=phases,
+        task=task,
+        status=status,
+        statuses=STATUSES,
+        tasks=all_tasks(),
+        scores=_counted_scores(s, [r[0] for r in rows]),
+        total=total,
+        older=older,
+        newest=newest,
+        page_size=PAGE,
+    )
 
 
 @bp.route("/submissions/<int:submission_id>/hide", methods=["POST"])
@@ -310,10 +406,20 @@ def hide(submission_id: int):
         abort(400)
     if action in ("hide", "remove") and not form.confirm.data:
         s = db()
-        return render_template("organizer/confirm_hide.html", sub=sub, form=form, action=action,
-                               team=s.get(Team, sub.team_id), phase=s.get(Phase, sub.phase_id))
-    _act(lambda: lifecycle.set_visibility(db(), sub, action, actor=current_user(), reason=form.reason.data or ""),
-         f"Submission #{sub.id}: {action}.")
+        return render_template(
+            "organizer/confirm_hide.html",
+            sub=sub,
+            form=form,
+            action=action,
+            team=s.get(Team, sub.team_id),
+            phase=s.get(Phase, sub.phase_id),
+        )
+    _act(
+        lambda: lifecycle.set_visibility(
+            db(), sub, action, actor=current_user(), reason=form.reason.data or ""
+        ),
+        f"Submission #{sub.id}: {action}.",
+    )
     return _back(url_for("organizer.submissions"))
 
 
@@ -330,12 +436,17 @@ def rescore(submission_id: int):
     if sub.removed_at is not None:
         flash(f"Submission #{sub.id} is removed; restore it first.", "error")
         return _back(url_for("organizer.submissions"))
-    ids = lifecycle.rescore(db(), [sub], actor=current_user(), max_attempts=_settings().max_attempts)
+    ids = lifecycle.rescore(
+        db(), [sub], actor=current_user(), max_attempts=_settings().max_attempts
+    )
     _enqueue_ids(ids)
     if ids:
         flash(f"Submission #{sub.id} queued for rescoring.", "ok")
     else:
-        flash(f"Submission #{sub.id} is {sub.status}: only a scored or failed submission is rescored.", "error")
+        flash(
+            f"Submission #{sub.id} is {sub.status}: only a scored or failed submission is rescored.",
+            "error",
+        )
     return _back(url_for("organizer.submissions"))
 
 
@@ -358,16 +469,31 @@ def rescore_task(task_id: str):
             abort(404)
     if not form.confirm.data:
         q = select(Submission.status, Submission.failure_kind).where(
-            Submission.task_id == t.id, Submission.status.in_(lifecycle.FINAL), Submission.removed_at.is_(None))
+            Submission.task_id == t.id,
+            Submission.status.in_(lifecycle.FINAL),
+            Submission.removed_at.is_(None),
+        )
         if p is not None:
             q = q.where(Submission.phase_id == p.id)
         got = s.exec(q).all()
         invalid = sum(1 for st, kind in got if st == "failed" and kind == "invalid")
-        return render_template("organizer/confirm_rescore.html", task=t, phase=p, form=form,
-                               count=len(got) - invalid, invalid=invalid,
-                               phases=[x.name for x in phases_of(t.id)])
-    ids = rescore_selection(s, t, actor=current_user(), settings=_settings(), phase=p,
-                            include_invalid=bool(form.include_invalid.data))
+        return render_template(
+            "organizer/confirm_rescore.html",
+            task=t,
+            phase=p,
+            form=form,
+            count=len(got) - invalid,
+            invalid=invalid,
+            phases=[x.name for x in phases_of(t.id)],
+        )
+    ids = rescore_selection(
+        s,
+        t,
+        actor=current_user(),
+        settings=_settings(),
+        phase=p,
+        include_invalid=bool(form.include_invalid.data),
+    )
     _enqueue_ids(ids)
     flash(f"{len(ids)} submissions of {t.id} queued for rescoring.", "ok")
     return _back(url_for("organizer.dashboard"))
@@ -385,22 +511,37 @@ def queue_baselines(task_id: str):
     t = task_or_404(task_id)
     systems = [x for x in request.form.getlist("system") if x in SYSTEMS.get(t.id, ())]
     if not systems:
-        flash(f"Choose at least one system of {t.id} ({', '.join(SYSTEMS.get(t.id, ()))}).", "error")
+        flash(
+            f"Choose at least one system of {t.id} ({', '.join(SYSTEMS.get(t.id, ()))}).", "error"
+        )
         return _back(url_for("organizer.dashboard"))
     device = request.form.get("device", "auto")
-    opts = Options(model=(request.form.get("model") or "").strip() or None,
-                   cross_model=(request.form.get("cross_model") or "").strip() or None,
-                   device=device if device in ("auto", "cpu", "cuda") else "auto")
-    from server.organize import QueueUnreachable, queue_baselines as enqueue_runs
+    opts = Options(
+        model=(request.form.get("model") or "").strip() or None,
+        cross_model=(request.form.get("cross_model") or "").strip() or None,
+        device=device if device in ("auto", "cpu", "cuda") else "auto",
+    )
+    from server.organize import QueueUnreachable
+    from server.organize import queue_baselines as enqueue_runs
 
     try:
-        jobs = enqueue_runs(current_app, db(), t, systems, opts.job_args(), actor=current_user(),
-                            settings=_settings())
+        jobs = enqueue_runs(
+            current_app,
+            db(),
+            t,
+            systems,
+            opts.job_args(),
+            actor=current_user(),
+            settings=_settings(),
+        )
     except QueueUnreachable as e:
         flash(f"{str(e)[:1].upper()}{str(e)[1:]}.", "error")
         return _back(url_for("organizer.dashboard"))
-    flash(f"Queued {len(jobs)} baseline run(s) of {t.id}: {', '.join(systems)}. A worker of the baselines "
-          "queue runs them and records each file as a baseline entry; see the queue page.", "ok")
+    flash(
+        f"Queued {len(jobs)} baseline run(s) of {t.id}: {', '.join(systems)}. A worker of the baselines "
+        "queue runs them and records each file as a baseline entry; see the queue page.",
+        "ok",
+    )
     return _back(url_for("organizer.dashboard"))
 
 
@@ -418,8 +559,15 @@ def _baseline_runs(conn, settings) -> list[dict]:
 def queue():
     """Waiting, running and failed jobs, from the database (the record of truth) and from RQ."""
     s = db()
-    by_status = {st: s.exec(select(Submission).where(Submission.status == st).order_by(Submission.id.desc())
-                            .limit(100)).all() for st in ("queued", "running", "failed")}
+    by_status = {
+        st: s.exec(
+            select(Submission)
+            .where(Submission.status == st)
+            .order_by(Submission.id.desc())
+            .limit(100)
+        ).all()
+        for st in ("queued", "running", "failed")
+    }
     rq_info, rq_error, runs = {}, None, []
     try:
         from rq.registry import FailedJobRegistry, StartedJobRegistry
@@ -428,7 +576,9 @@ def queue():
 
         settings = current_app.extensions["palimpsest.settings"]
         # only look: the queue page never starts the embedded Redis itself
-        conn = current_app.extensions.get("palimpsest.redis") or connect(settings, start_embedded=False)
+        conn = current_app.extensions.get("palimpsest.redis") or connect(
+            settings, start_embedded=False
+        )
         conn.ping()
         for name in QUEUES:
             q = get_queue(name, conn, settings)
@@ -441,8 +591,9 @@ def queue():
         runs = _baseline_runs(conn, settings)
     except Exception as e:  # noqa: BLE001 — the page still shows the database's view
         rq_error = f"{type(e).__name__}: {e}"
-    return render_template("organizer/queue.html", by_status=by_status, rq_info=rq_info, rq_error=rq_error,
-                           runs=runs)
+    return render_template(
+        "organizer/queue.html", by_status=by_status, rq_info=rq_info, rq_error=rq_error, runs=runs
+    )
 
 
 @bp.route("/audit")
@@ -462,8 +613,14 @@ def audit_log():
     older = url_for("organizer.audit_log", **args, before=rows[-1].id) if more and rows else None
     newest = url_for("organizer.audit_log", **args) if before else None
     actors = {u.id: u.email for u in s.exec(select(User)).all()}
-    return render_template("organizer/audit.html", rows=rows, actors=actors, everything=everything,
-                           older=older, newest=newest)
+    return render_template(
+        "organizer/audit.html",
+        rows=rows,
+        actors=actors,
+        everything=everything,
+        older=older,
+        newest=newest,
+    )
 
 
 __all__ = ["bp", "PHASE_ORDER"]

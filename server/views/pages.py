@@ -90,8 +90,15 @@ def task(task_id: str):
     phases = [(p, phase_state(p), quota(team, p)) for p in phases_of(t.id)]
     from server.lifecycle import RANKED_RUN_RULE
 
-    return render_template("tasks/task.html", task=t, imported=imported, splits=splits, phases=phases,
-                           team=team, ranked_run_rule=RANKED_RUN_RULE)
+    return render_template(
+        "tasks/task.html",
+        task=t,
+        imported=imported,
+        splits=splits,
+        phases=phases,
+        team=team,
+        ranked_run_rule=RANKED_RUN_RULE,
+    )
 
 
 @bp.route("/tasks/<task_id>/data/<split>.zip")
@@ -112,8 +119,11 @@ def download(task_id: str, split: str):
             if base not in rp.parents:  # a symlink pointing out of public/ is never followed
                 continue
             z.write(rp, f"{t.id}-{split}/{p.relative_to(store.root / 'public' / split).as_posix()}")
-    return Response(buf.getvalue(), mimetype="application/zip", headers={
-        "Content-Disposition": f'attachment; filename="{t.id}-{split}.zip"'})
+    return Response(
+        buf.getvalue(),
+        mimetype="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="{t.id}-{split}.zip"'},
+    )
 
 
 # ----------------------------------------------------------------------------- submitting
@@ -136,10 +146,18 @@ def submit(task_id: str):
         form = SubmitForm()
     else:
         form = SubmitForm(formdata=None, phase=request.args.get("phase", ""))
-    form.phase.choices = [(p.name, f"{p.name} ({p.split}" + (", cross-validated: a row per fold and "
-                                                           f"{' and '.join(t.format.key)})"
-                                                           if t.is_cross_validated(p.split) else ")"))
-                          for p in phases]
+    form.phase.choices = [
+        (
+            p.name,
+            f"{p.name} ({p.split}"
+            + (
+                f", cross-validated: a row per fold and {' and '.join(t.format.key)})"
+                if t.is_cross_validated(p.split)
+                else ")"
+            ),
+        )
+        for p in phases
+    ]
     if request.method != "POST":
         return render_template("tasks/submit.html", task=t, phases=phases, form=form)
     if not form.validate():
@@ -152,12 +170,21 @@ def submit(task_id: str):
     s = db()
     try:
         sub = create_submission(
-            s, user=current_user(), team=team, task_id=t.id, phase=phase,
-            upload_bytes_or_stream=upload.stream, filename=upload.filename,
-            method_name=form.method_name.data, description=form.description.data or "", url=form.url.data or "",
-            show_publicly=form.show_publicly.data, settings=settings(),
+            s,
+            user=current_user(),
+            team=team,
+            task_id=t.id,
+            phase=phase,
+            upload_bytes_or_stream=upload.stream,
+            filename=upload.filename,
+            method_name=form.method_name.data,
+            description=form.description.data or "",
+            url=form.url.data or "",
+            show_publicly=form.show_publicly.data,
+            settings=settings(),
             enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
-            redis=current_app.extensions.get("palimpsest.redis"))
+            redis=current_app.extensions.get("palimpsest.redis"),
+        )
     except SubmissionRefused as e:
         from server.errors import status_of
 
@@ -173,8 +200,11 @@ def submit(task_id: str):
         from server.lifecycle import set_primary
 
         set_primary(s, sub, team_id=team.id, actor=current_user())
-    flash("Submitted. It is queued for scoring." + (" It is your team's primary run of the phase."
-                                                      if form.primary.data else ""), "ok")
+    flash(
+        "Submitted. It is queued for scoring."
+        + (" It is your team's primary run of the phase." if form.primary.data else ""),
+        "ok",
+    )
     return redirect(url_for("pages.submission", submission_id=sub.id))
 
 
@@ -194,9 +224,15 @@ def my_submissions():
             subs = subs[:PAGE]
             older = url_for("pages.my_submissions", before=subs[-1].id)
     phases = {p.id: p for p in db().exec(select(Phase)).all()} if subs else {}
-    return render_template("submissions/list.html", subs=subs, phases=phases, team=team,
-                           primary=primary_scores(subs, phases), older=older,
-                           newest=url_for("pages.my_submissions") if before else None)
+    return render_template(
+        "submissions/list.html",
+        subs=subs,
+        phases=phases,
+        team=team,
+        primary=primary_scores(subs, phases),
+        older=older,
+        newest=url_for("pages.my_submissions") if before else None,
+    )
 
 
 PAGE = 100
@@ -212,15 +248,21 @@ def primary_scores(subs, phases) -> dict[int, tuple[float | None, str]]:
     ids = list(counted)
     for i in range(0, len(ids), 900):
         for sid, attempt, part, value in db().exec(
-                select(Score.submission_id, Score.attempt, Score.part, Score.primary_value)
-                .where(Score.submission_id.in_(ids[i:i + 900]))):
+            select(Score.submission_id, Score.attempt, Score.part, Score.primary_value).where(
+                Score.submission_id.in_(ids[i : i + 900])
+            )
+        ):
             if attempt == counted[sid]:
                 got.setdefault(sid, {})[part] = value
     out = {}
     for s in subs:
         parts = got.get(s.id, {})
         ph = phases.get(s.phase_id)
-        for part in (("private", "all", "public") if ph is not None and ph.published_at else ("all", "public")):
+        for part in (
+            ("private", "all", "public")
+            if ph is not None and ph.published_at
+            else ("all", "public")
+        ):
             if part in parts:
                 out[s.id] = (parts[part], "" if part == "all" else f"{part} part")
                 break
@@ -231,7 +273,12 @@ class _Shown:
     """A Score row whose result is the participant's view of it."""
 
     def __init__(self, score, result):
-        self.part, self.attempt, self.result, self.created_at = score.part, score.attempt, result, score.created_at
+        self.part, self.attempt, self.result, self.created_at = (
+            score.part,
+            score.attempt,
+            result,
+            score.created_at,
+        )
         self.primary_value = score.primary_value
 
 
@@ -258,13 +305,25 @@ def submission(submission_id: int):
         secret = settings().secret_key
         shown = [_Shown(sc, public_result(sc.result, secret)) for sc in shown]
     team = s.get(Team, sub.team_id)
-    others = s.exec(select(Submission).where(Submission.team_id == sub.team_id,
-                                             Submission.phase_id == sub.phase_id,
-                                             Submission.removed_at.is_(None))
-                    .order_by(Submission.id.desc())).all()
+    others = s.exec(
+        select(Submission)
+        .where(
+            Submission.team_id == sub.team_id,
+            Submission.phase_id == sub.phase_id,
+            Submission.removed_at.is_(None),
+        )
+        .order_by(Submission.id.desc())
+    ).all()
     task = task_or_404(sub.task_id)
-    return render_template("submissions/show.html", sub=sub, phase=phase, scores=shown, team=team,
-                           task=task, others=others)
+    return render_template(
+        "submissions/show.html",
+        sub=sub,
+        phase=phase,
+        scores=shown,
+        team=team,
+        task=task,
+        others=others,
+    )
 
 
 @bp.route("/submissions/<int:submission_id>/primary", methods=["POST"])

@@ -21,8 +21,9 @@ def mine():
     members, subs, phases = [], [], {}
     if team is not None:
         members = s.exec(select(User).where(User.team_id == team.id).order_by(User.id)).all()
-        subs = s.exec(select(Submission).where(Submission.team_id == team.id)
-                      .order_by(Submission.id.desc())).all()
+        subs = s.exec(
+            select(Submission).where(Submission.team_id == team.id).order_by(Submission.id.desc())
+        ).all()
         phases = {p.id: p for p in s.exec(select(Phase)).all()}
     return render_template("teams/mine.html", team=team, members=members, subs=subs, phases=phases)
 
@@ -44,26 +45,34 @@ def _do(fn, done):
 @bp.route("/create", methods=["POST"])
 @login_required
 def create():
-    return _do(lambda: teams.create_team(db(), current_user(), request.form.get("name", "")),
-               lambda t: f"Team {t.name} created. Share its invite code with your teammates.")
+    return _do(
+        lambda: teams.create_team(db(), current_user(), request.form.get("name", "")),
+        lambda t: f"Team {t.name} created. Share its invite code with your teammates.",
+    )
 
 
 @bp.route("/join", methods=["POST"])
 @login_required
 def join():
-    return _do(lambda: teams.join_team(db(), current_user(), request.form.get("invite_code", "")),
-               lambda t: f"You joined {t.name}.")
+    return _do(
+        lambda: teams.join_team(db(), current_user(), request.form.get("invite_code", "")),
+        lambda t: f"You joined {t.name}.",
+    )
 
 
 @bp.route("/leave", methods=["POST"])
 @login_required
 def leave():
-    return _do(lambda: teams.leave_team(db(), current_user()),
-               lambda _: "You left the team. Its submissions stay with it.")
+    return _do(
+        lambda: teams.leave_team(db(), current_user()),
+        lambda _: "You left the team. Its submissions stay with it.",
+    )
 
 
 @bp.route("/invite/rotate", methods=["POST"])
 @login_required
 def rotate_invite():
-    return _do(lambda: teams.rotate_invite(db(), current_user()),
-               lambda _: "A new invite code replaces the old one.")
+    return _do(
+        lambda: teams.rotate_invite(db(), current_user()),
+        lambda _: "A new invite code replaces the old one.",
+    )
