@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -237,25 +238,77 @@ def fresh_pg_database(prefix: str):
         conn.close()
 
 
-# A db number of its own per test session (several sessions may share this machine's Redis).
-REDIS_TEST_DB = int(
-    os.environ.get("PALIMPSEST_TEST_REDIS_DB") or __import__("random").randint(1, 15)
-)
+@pytest.fixture(scope="session")
+def private_redis_url(tmp_path_factory):
+    """A `redis-server` of this test session's own, on a free loopback port, stopped at the end.
+
+    Several test sessions (CI, developers' clones) may run on one machine at once: none of them
+    touches the machine's shared Redis at 6379. PALIMPSEST_TEST_REDIS points at another server.
+    """
+    import shutil
+    import socket
+    import subprocess
+
+    import redis
+
+    if os.environ.get("PALIMPSEST_TEST_REDIS"):
+        yield os.environ["PALIMPSEST_TEST_REDIS"]
+        return
+    exe = shutil.which("redis-server")
+    if exe is None:
+        service_missing("redis-server is not on PATH (Debian's redis-server package)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    workdir = tmp_path_factory.mktemp("redis")
+    proc = subprocess.Popen(
+        [
+            exe,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+            "--logfile",
+            str(workdir / "redis.log"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    r = redis.Redis.from_url(url, socket_connect_timeout=1)
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            r.ping()
+            break
+        except redis.exceptions.ConnectionError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                service_missing(f"the test session's redis-server did not start on port {port}")
+            time.sleep(0.05)
+    r.close()
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 @pytest.fixture
-def redis_tcp_url():
-    """This machine's Redis at 127.0.0.1:6379, a dedicated db number flushed before and after."""
+def redis_tcp_url(private_redis_url):
+    """The session's private Redis over TCP, flushed before and after each test."""
     import redis
 
-    url = os.environ.get("PALIMPSEST_TEST_REDIS", f"redis://127.0.0.1:6379/{REDIS_TEST_DB}")
-    try:
-        r = redis.Redis.from_url(url, socket_connect_timeout=3)
-        r.ping()
-    except Exception as e:  # noqa: BLE001
-        service_missing(f"Redis not reachable at {url}: {e}")
+    r = redis.Redis.from_url(private_redis_url, socket_connect_timeout=3)
     r.flushdb()
-    yield url
+    yield private_redis_url
     r.flushdb()
     r.close()
 
