@@ -23,9 +23,17 @@ from werkzeug.exceptions import HTTPException
 
 from server import api_models as m
 from server import auth
+from server.actions import submissions as sub_actions
+from server.actions.phases import (
+    PHASE_ACTIONS,
+    phase_fields,
+    phase_state_fields,
+    version_fields,
+)
 from server.errors import HANDLED, describe
 from server.models import AuditLog, Phase, Submission, Team, User
 from server.openapi import op
+from server.organize import enqueue_ids
 from server.submissions import phase_state, visible_scores
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
@@ -83,6 +91,18 @@ def out(model: type[BaseModel], _status: int = 200, _headers: dict | None = None
     r.status_code = _status
     r.headers.update(_headers or {})
     return r
+
+
+def _json_out(result: BaseModel, _status: int = 200):
+    """An action's declared result as the answer."""
+    r = jsonify(result.model_dump(mode="json", exclude_unset=True))
+    r.status_code = _status
+    return r
+
+
+def _enqueue(ids: list[int]) -> None:
+    """Hand rescored runs to the queue (the reconciler does it if Redis is down)."""
+    enqueue_ids(current_app, ids, _settings())
 
 
 def _problems(e: ValidationError) -> dict:
@@ -253,47 +273,6 @@ def _quota(s, user, phase: Phase) -> dict | None:
         else (q.get("resets_at") if q.get("total_left") != 0 else None)
     )
     return q
-
-
-def phase_kind(p: Phase) -> str:
-    """ "cross-validated" for a phase on its task's cross-validated split, else "standard"."""
-    from tasks import get_task
-
-    try:
-        return "cross-validated" if get_task(p.task_id).is_cross_validated(p.split) else "standard"
-    except Exception:  # noqa: BLE001 - a phase of a task no longer declared
-        return "standard"
-
-
-def phase_fields(p: Phase, quota: dict | None = None) -> dict:
-    return {
-        "name": p.name,
-        "split": p.split,
-        "kind": phase_kind(p),
-        "opens_at": p.opens_at,
-        "closes_at": p.closes_at,
-        "is_open": phase_state(p) == "open",
-        "published": p.published_at is not None,
-        "limits": {
-            "daily": p.daily_limit,
-            "total": p.total_limit,
-            "concurrent": p.concurrent_limit,
-        },
-        "quota": quota,
-    }
-
-
-def phase_state_fields(p: Phase) -> dict:
-    from server.lifecycle import phase_labels
-
-    return {
-        **phase_fields(p),
-        "state": phase_labels(p),
-        "frozen": bool(p.frozen),
-        "leaderboard_open": bool(p.leaderboard_open),
-        "published_at": p.published_at,
-        "public_fraction": p.public_fraction,
-    }
 
 
 def task_fields(task, store_exists: bool, phases: list[dict]) -> dict:
@@ -861,45 +840,25 @@ def phase_edit(task_id, phase_name):
     "(version 2 on) needs a `reason`.",
 )
 def phase_action(task_id, phase_name, action):
-    from server import lifecycle
-
     u = _organizer()
-    t = _task(task_id)
-    s = auth.db()
-    p = _phase(s, t.id, phase_name)
-    if action not in ("close", "freeze", "unfreeze", "publish"):
+    if action not in PHASE_ACTIONS:
         raise ApiError(
-            404, "unknown_action", f"no phase action {action!r} (close, freeze, unfreeze, publish)"
+            404,
+            "unknown_action",
+            f"no phase action {action!r} ({', '.join(PHASE_ACTIONS)})",
         )
     body = (
         _body(m.PhaseAction) if (request.get_json(silent=True) or request.form) else m.PhaseAction()
     )
-    if action == "close":
-        lifecycle.close(s, p, actor=u, via="api")
-    elif action in ("freeze", "unfreeze"):
-        lifecycle.set_frozen(s, p, action == "freeze", actor=u, via="api")
-    else:
-        rv = lifecycle.publish(
-            s,
-            p,
-            task=t,
-            actor=u,
-            settings=_settings(),
-            reason=body.reason,
-            via="api",
-            close_first=body.close,
-        )
-        return out(m.PhaseActionOut, 201, phase=phase_state_fields(p), ranking=_version_fields(rv))
-    return out(m.PhaseActionOut, phase=phase_state_fields(p))
-
-
-def _version_fields(rv) -> dict:
-    return {
-        "version": rv.version,
-        "published_at": rv.published_at,
-        "reason": rv.reason,
-        "sha256": rv.sha256,
-    }
+    extra = (
+        {"settings": _settings(), "reason": body.reason, "close_first": body.close}
+        if action == "publish"
+        else {}
+    )
+    result = PHASE_ACTIONS[action](
+        s=auth.db(), task_id=_task(task_id).id, phase=phase_name, actor=u, via="api", **extra
+    )
+    return _json_out(result, 201 if result.ranking is not None else 200)
 
 
 @bp.get("/tasks/<task_id>/phases/<phase_name>/rankings")
@@ -923,7 +882,7 @@ def rankings(task_id, phase_name):
         select(RankingVersion).where(RankingVersion.phase_id == p.id),
         RankingVersion.id,
         page,
-        _version_fields,
+        version_fields,
     )
     return _page(m.RankingsOut, items, links, phase=phase_state_fields(p))
 
@@ -986,26 +945,17 @@ def export(task_id, phase_name):
     tags=("organizers",),
 )
 def rescore_one(submission_id):
-    from server import lifecycle
-    from server.organize import enqueue_ids
-
     u = _organizer()
     body = _body(m.Rescore) if (request.get_json(silent=True) or request.form) else m.Rescore()
-    s = auth.db()
-    sub = _any_submission(s, submission_id)
-    if sub.removed_at is not None:
-        raise ApiError(409, "removed", f"submission {sub.id} is removed; restore it first")
-    ids = lifecycle.rescore(
-        s, [sub], actor=u, max_attempts=_settings().max_attempts, reason=body.reason
+    result = sub_actions.rescore_submission(
+        s=auth.db(),
+        submission_id=submission_id,
+        actor=u,
+        settings=_settings(),
+        enqueue=_enqueue,
+        reason=body.reason,
     )
-    if not ids:
-        raise ApiError(
-            409,
-            "not_final",
-            f"submission {sub.id} is {sub.status}: only a scored or failed submission is rescored",
-        )
-    enqueue_ids(current_app, ids, _settings())
-    return out(m.Rescored, queued=ids, skipped=0)
+    return _json_out(result)
 
 
 @bp.post("/tasks/<task_id>/rescore")
@@ -1017,27 +967,22 @@ def rescore_one(submission_id):
     tags=("organizers",),
 )
 def rescore_all(task_id):
-    from server.organize import enqueue_ids, rescore_task
-
     u = _organizer()
-    t = _task(task_id)
     body = (
         _body(m.TaskRescore) if (request.get_json(silent=True) or request.form) else m.TaskRescore()
     )
-    s = auth.db()
-    p = _phase(s, t.id, body.phase) if body.phase else None
-    ids = rescore_task(
-        s,
-        t,
+    result = sub_actions.rescore_selection(
+        s=auth.db(),
+        task_id=_task(task_id).id,
         actor=u,
         settings=_settings(),
-        phase=p,
+        enqueue=_enqueue,
+        phase=body.phase,
         include_invalid=body.include_invalid,
         reason=body.reason,
         via="api",
     )
-    enqueue_ids(current_app, ids, _settings())
-    return out(m.Rescored, queued=ids, skipped=0)
+    return _json_out(result)
 
 
 @bp.post("/submissions/<int:submission_id>/visibility")
@@ -1050,13 +995,12 @@ def rescore_all(task_id):
     description="Nothing is deleted for real; hide and remove need a reason, which the team is shown.",
 )
 def visibility(submission_id):
-    from server import lifecycle
-
     u = _organizer()
     body = _body(m.Visibility)
     s = auth.db()
-    sub = _any_submission(s, submission_id)
-    lifecycle.set_visibility(s, sub, body.action, actor=u, reason=body.reason)
+    sub = sub_actions.set_visibility(
+        s=s, submission_id=submission_id, action=body.action, actor=u, reason=body.reason
+    )
     return _sub_out(s, u, sub)
 
 

@@ -456,44 +456,39 @@ def register(main: click.Group) -> None:
 
             from sqlmodel import Session
 
-            from server import lifecycle
+            from server.actions.phases import PHASE_ACTIONS
             from server.exceptions import LifecycleRefused
 
             task = _task(task_id)
             settings = _settings()
+            extra = (
+                {"settings": settings, "reason": reason, "close_first": close_first}
+                if name == "publish"
+                else {}
+            )
             with Session(_engine(settings), expire_on_commit=False) as s:
                 p = _phase(s, task, phase_name)
-                out = {}
                 try:
-                    if name == "close":
-                        lifecycle.close(s, p, actor=None, via="cli")
-                    elif name in ("freeze", "unfreeze"):
-                        lifecycle.set_frozen(s, p, name == "freeze", actor=None, via="cli")
-                    else:
-                        rv = lifecycle.publish(
-                            s,
-                            p,
-                            task=task,
-                            actor=None,
-                            settings=settings,
-                            reason=reason,
-                            via="cli",
-                            close_first=close_first,
-                        )
-                        out["ranking"] = {
-                            "version": rv.version,
-                            "sha256": rv.sha256,
-                            "published_at": rv.published_at.isoformat() + "Z",
-                            "reason": rv.reason,
-                        }
+                    result = PHASE_ACTIONS[name](
+                        s=s, task_id=task.id, phase=p.name, actor=None, via="cli", **extra
+                    )
                 except LifecycleRefused as e:
                     raise Refused(e.message) from None
-                out["phase"] = {
-                    "task": task.id,
-                    "name": p.name,
-                    "state": lifecycle.phase_labels(p),
-                    "closes_at": p.closes_at.isoformat() + "Z" if p.closes_at else None,
+                out = {
+                    "phase": {
+                        "task": task.id,
+                        "name": p.name,
+                        "state": result.phase.state,
+                        "closes_at": p.closes_at.isoformat() + "Z" if p.closes_at else None,
+                    }
                 }
+                if result.ranking is not None:
+                    out["ranking"] = {
+                        "version": result.ranking.version,
+                        "sha256": result.ranking.sha256,
+                        "published_at": result.ranking.published_at.isoformat() + "Z",
+                        "reason": result.ranking.reason,
+                    }
             if as_json:
                 click.echo(_json.dumps(out))
             else:

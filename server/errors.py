@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 from server.exceptions import (
     DuplicateSubmission,
+    Forbidden,
     LifecycleRefused,
     LimitReached,
     NotFound,
@@ -30,6 +31,7 @@ TABLE: list[tuple[type[Exception], int, str]] = [
     (LifecycleRefused, 409, "refused"),  # its own `code` (phase_open, reason_required, ...) is kept
     (TeamRefused, 409, "team_refused"),  # its own `code` and `status` are kept
     (NotFound, 404, "not_found"),
+    (Forbidden, 403, "forbidden"),
 ]
 
 

@@ -36,6 +36,14 @@ class NotFound(PalimpsestError):
     """A user, team, task or phase that does not exist."""
 
 
+class Forbidden(PalimpsestError):
+    """An action the actor's role does not allow."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
 class DuplicateSubmission(PalimpsestError):
     """The team submitted this very file in this phase before; `submission_id` is that one."""
 

@@ -1,5 +1,5 @@
 """Organizer actions shared by the organizer pages (server/views/organizer.py) and the API
-(server/api.py): exports of the final ranking, rescoring a selection, queueing baseline runs. Every
+(server/api.py): exports of the final ranking, queueing baseline runs (rescoring is in server.actions). Every
 change of state still goes through server.lifecycle; this module only chooses and hands over."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from server import leaderboard as lb
 from server import lifecycle
 from server.auth import audit
 from server.exceptions import NotFound
-from server.models import Phase, Submission
+from server.models import Phase
 
 EXPORT_TYPES = {
     "csv": "text/csv; charset=utf-8",
@@ -84,45 +84,6 @@ def export_ranking(
             "tex": lambda: lb.to_latex(board, columns=columns).encode("utf-8"),
         }[fmt]()
     return Export(body, EXPORT_TYPES[fmt], name, rv.version if rv else None)
-
-
-def rescore_task(
-    s: Session,
-    task,
-    *,
-    actor,
-    settings,
-    phase: Phase | None = None,
-    include_invalid: bool = False,
-    reason: str = "",
-    via: str = "web",
-) -> list[int]:
-    """Queue every final submission of a task (or of one phase) for scoring again; a file that
-    failed validation only when asked (it would fail again). Returns the ids to enqueue."""
-    q = select(Submission).where(
-        Submission.task_id == task.id,
-        Submission.status.in_(lifecycle.FINAL),
-        Submission.removed_at.is_(None),
-    )
-    if phase is not None:
-        q = q.where(Submission.phase_id == phase.id)
-    subs = [
-        x
-        for x in s.exec(q).all()
-        if x.status == "scored" or x.failure_kind != "invalid" or include_invalid
-    ]
-    audit(
-        s,
-        actor,
-        "task.rescore",
-        f"task:{task.id}",
-        phase=phase.name if phase else None,
-        count=len(subs),
-        via=via,
-    )
-    return lifecycle.rescore(
-        s, subs, actor=actor, max_attempts=settings.max_attempts, reason=reason
-    )
 
 
 def enqueue_ids(app, ids: list[int], settings) -> None:

@@ -19,8 +19,10 @@ from sqlmodel import func, select
 
 from server import leaderboard as lb
 from server import lifecycle
+from server.actions import submissions as sub_actions
+from server.actions.phases import PHASE_ACTIONS
 from server.auth import current_user, db, organizer_required, safe_next
-from server.exceptions import LifecycleRefused
+from server.exceptions import Forbidden, LifecycleRefused, NotFound
 from server.models import AuditLog, GoldPartition, Phase, Submission, Team, User
 from server.submissions import phase_state
 from server.views.pages import PHASE_ORDER, phases_of, task_or_404
@@ -167,33 +169,42 @@ def redraw_partition(phase_id: int):
 
 
 def _act(fn, done: str):
-    """Run a lifecycle action; flash what happened or why it was refused."""
+    """Run an action; flash what happened or why it was refused."""
     try:
         fn()
         flash(done, "ok")
         return True
-    except LifecycleRefused as e:
+    except (LifecycleRefused, NotFound, Forbidden) as e:
         db().rollback()
-        flash(f"Refused. {e.message[:1].upper()}{e.message[1:]}.", "error")
+        msg = getattr(e, "message", None) or str(e)
+        flash(f"Refused. {msg[:1].upper()}{msg[1:]}.", "error")
         return False
+
+
+# The web form's `action` names for the board controls, and the action each one runs.
+BOARD_ACTIONS = {
+    "open": "show-board",
+    "close": "hide-board",
+    "freeze": "freeze",
+    "unfreeze": "unfreeze",
+}
 
 
 @bp.route("/phases/<int:phase_id>/leaderboard", methods=["POST"])
 @organizer_required
 def leaderboard_state(phase_id: int):
-    """Open, close, freeze or unfreeze a phase's leaderboard."""
+    """Show or hide a phase's leaderboard, freeze or unfreeze it."""
     p = _phase_or_404(phase_id)
-    s, who = db(), current_user()
     action = request.form.get("action", "")
-    actions = {
-        "open": lambda: lifecycle.set_board_open(s, p, True, actor=who),
-        "close": lambda: lifecycle.set_board_open(s, p, False, actor=who),
-        "freeze": lambda: lifecycle.set_frozen(s, p, True, actor=who),
-        "unfreeze": lambda: lifecycle.set_frozen(s, p, False, actor=who),
-    }
-    if action not in actions:
+    if action not in BOARD_ACTIONS:
         abort(400)
-    _act(actions[action], f"Leaderboard of {p.task_id}/{p.name}: {action}.")
+    name = BOARD_ACTIONS[action]
+    _act(
+        lambda: PHASE_ACTIONS[name](
+            s=db(), task_id=p.task_id, phase=p.name, actor=current_user(), via="web"
+        ),
+        f"Leaderboard of {p.task_id}/{p.name}: {action}.",
+    )
     return _back(url_for("organizer.dashboard"))
 
 
@@ -203,7 +214,9 @@ def close_phase(phase_id: int):
     """Close a phase now: no further submissions are accepted."""
     p = _phase_or_404(phase_id)
     _act(
-        lambda: lifecycle.close(db(), p, actor=current_user()),
+        lambda: PHASE_ACTIONS["close"](
+            s=db(), task_id=p.task_id, phase=p.name, actor=current_user(), via="web"
+        ),
         f"The {p.name} phase of {p.task_id} is closed.",
     )
     return _back(url_for("organizer.dashboard"))
@@ -241,12 +254,13 @@ def publish(phase_id: int):
         )
     reason = request.form.get("reason", "")
     ok = _act(
-        lambda: lifecycle.publish(
-            s,
-            p,
-            task=t,
+        lambda: PHASE_ACTIONS["publish"](
+            s=s,
+            task_id=t.id,
+            phase=p.name,
             actor=current_user(),
             settings=_settings(),
+            via="web",
             reason=reason,
             close_first=action == "close_and_publish",
         ),
@@ -415,8 +429,12 @@ def hide(submission_id: int):
             phase=s.get(Phase, sub.phase_id),
         )
     _act(
-        lambda: lifecycle.set_visibility(
-            db(), sub, action, actor=current_user(), reason=form.reason.data or ""
+        lambda: sub_actions.set_visibility(
+            s=db(),
+            submission_id=sub.id,
+            action=action,
+            actor=current_user(),
+            reason=form.reason.data or "",
         ),
         f"Submission #{sub.id}: {action}.",
     )
@@ -433,20 +451,16 @@ def _enqueue_ids(ids: list[int]) -> None:
 @organizer_required
 def rescore(submission_id: int):
     sub = _sub_or_404(submission_id)
-    if sub.removed_at is not None:
-        flash(f"Submission #{sub.id} is removed; restore it first.", "error")
-        return _back(url_for("organizer.submissions"))
-    ids = lifecycle.rescore(
-        db(), [sub], actor=current_user(), max_attempts=_settings().max_attempts
+    _act(
+        lambda: sub_actions.rescore_submission(
+            s=db(),
+            submission_id=sub.id,
+            actor=current_user(),
+            settings=_settings(),
+            enqueue=_enqueue_ids,
+        ),
+        f"Submission #{sub.id} queued for rescoring.",
     )
-    _enqueue_ids(ids)
-    if ids:
-        flash(f"Submission #{sub.id} queued for rescoring.", "ok")
-    else:
-        flash(
-            f"Submission #{sub.id} is {sub.status}: only a scored or failed submission is rescored.",
-            "error",
-        )
     return _back(url_for("organizer.submissions"))
 
 
@@ -456,7 +470,6 @@ def rescore_task(task_id: str):
     """Rescore every final submission of a task (or of a phase), after a confirmation page that
     says how many it queues."""
     from server.forms import RescoreAllForm
-    from server.organize import rescore_task as rescore_selection
 
     t = task_or_404(task_id)
     form = RescoreAllForm()
@@ -486,16 +499,17 @@ def rescore_task(task_id: str):
             invalid=invalid,
             phases=[x.name for x in phases_of(t.id)],
         )
-    ids = rescore_selection(
-        s,
-        t,
+    result = sub_actions.rescore_selection(
+        s=s,
+        task_id=t.id,
         actor=current_user(),
         settings=_settings(),
-        phase=p,
+        enqueue=_enqueue_ids,
+        phase=p.name if p is not None else None,
         include_invalid=bool(form.include_invalid.data),
+        via="web",
     )
-    _enqueue_ids(ids)
-    flash(f"{len(ids)} submissions of {t.id} queued for rescoring.", "ok")
+    flash(f"{len(result.queued)} submissions of {t.id} queued for rescoring.", "ok")
     return _back(url_for("organizer.dashboard"))
 
 

@@ -1,0 +1,44 @@
+"""What every action needs: finding what it acts on and checking who may act."""
+
+from __future__ import annotations
+
+from sqlmodel import Session, select
+
+from scorer.errors import TaskNotFound
+from server.exceptions import Forbidden, NotFound
+from server.models import Phase, Submission, User
+from tasks import get_task
+
+
+def require_organizer(actor: User | None) -> None:
+    """Refuse an actor who is not an organizer (None, the server's own shell, always may)."""
+    if actor is not None and not actor.is_organizer:
+        raise Forbidden("this needs an organizer")
+
+
+def task(task_id: str):
+    """The declared task `task_id`, or NotFound naming it and the closest id."""
+    try:
+        return get_task(task_id)
+    except TaskNotFound as e:
+        raise NotFound(str(e)) from None
+
+
+def phase(s: Session, task_id: str, name: str) -> Phase:
+    """The phase `name` of a task, or NotFound listing the phases it has."""
+    p = s.exec(select(Phase).where(Phase.task_id == task_id, Phase.name == name)).first()
+    if p is None:
+        names = s.exec(select(Phase.name).where(Phase.task_id == task_id)).all()
+        raise NotFound(
+            f"{task_id} has no phase {name!r}"
+            + (f" (it has: {', '.join(sorted(names))})" if names else " (it has none yet)")
+        )
+    return p
+
+
+def submission(s: Session, submission_id: int) -> Submission:
+    """The submission with this id, or NotFound."""
+    sub = s.get(Submission, submission_id)
+    if sub is None:
+        raise NotFound(f"no submission {submission_id}")
+    return sub

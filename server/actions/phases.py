@@ -1,0 +1,162 @@
+"""Organizer actions on a phase: close it, freeze or unfreeze its board, show or hide the board,
+publish its final ranking. Each one is written here once; the surfaces name it by its key in
+`PHASE_ACTIONS`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlmodel import Session
+
+from server import api_models as m
+from server import lifecycle
+from server.actions import common
+from server.models import Phase, RankingVersion, User
+from server.submissions import phase_state
+from tasks import get_task
+
+
+def phase_kind(p: Phase) -> str:
+    """'cross-validated' for a phase on its task's cross-validated split, else 'standard'."""
+    try:
+        return "cross-validated" if get_task(p.task_id).is_cross_validated(p.split) else "standard"
+    except Exception:  # noqa: BLE001 - a phase of a task no longer declared
+        return "standard"
+
+
+def phase_fields(p: Phase, quota: dict | None = None) -> dict:
+    """A phase as everyone sees it (the fields of `PhaseOut`)."""
+    return {
+        "name": p.name,
+        "split": p.split,
+        "kind": phase_kind(p),
+        "opens_at": p.opens_at,
+        "closes_at": p.closes_at,
+        "is_open": phase_state(p) == "open",
+        "published": p.published_at is not None,
+        "limits": {
+            "daily": p.daily_limit,
+            "total": p.total_limit,
+            "concurrent": p.concurrent_limit,
+        },
+        "quota": quota,
+    }
+
+
+def phase_state_fields(p: Phase) -> dict:
+    """A phase as organizers see it (the fields of `PhaseState`)."""
+    return {
+        **phase_fields(p),
+        "state": lifecycle.phase_labels(p),
+        "frozen": bool(p.frozen),
+        "leaderboard_open": bool(p.leaderboard_open),
+        "published_at": p.published_at,
+        "public_fraction": p.public_fraction,
+    }
+
+
+def version_fields(rv: RankingVersion) -> dict:
+    """A published version of a final ranking (the fields of `VersionOut`)."""
+    return {
+        "version": rv.version,
+        "published_at": rv.published_at,
+        "reason": rv.reason,
+        "sha256": rv.sha256,
+    }
+
+
+def _result(p: Phase, rv: RankingVersion | None = None) -> m.PhaseActionOut:
+    fields = {"phase": m.PhaseState(**phase_state_fields(p))}
+    if rv is not None:  # left unset otherwise, so that answers leave it out
+        fields["ranking"] = m.VersionOut(**version_fields(rv))
+    return m.PhaseActionOut(**fields)
+
+
+def close_phase(
+    *, s: Session, task_id: str, phase: str, actor: User | None, via: str
+) -> m.PhaseActionOut:
+    """Close an open phase now: no further submissions are accepted."""
+    common.require_organizer(actor)
+    p = common.phase(s, common.task(task_id).id, phase)
+    lifecycle.close(s, p, actor=actor, via=via)
+    return _result(p)
+
+
+def freeze_board(
+    *, s: Session, task_id: str, phase: str, actor: User | None, via: str
+) -> m.PhaseActionOut:
+    """Freeze a phase's board: later submissions are not shown to participants."""
+    common.require_organizer(actor)
+    p = common.phase(s, common.task(task_id).id, phase)
+    lifecycle.set_frozen(s, p, True, actor=actor, via=via)
+    return _result(p)
+
+
+def unfreeze_board(
+    *, s: Session, task_id: str, phase: str, actor: User | None, via: str
+) -> m.PhaseActionOut:
+    """Unfreeze a phase's board."""
+    common.require_organizer(actor)
+    p = common.phase(s, common.task(task_id).id, phase)
+    lifecycle.set_frozen(s, p, False, actor=actor, via=via)
+    return _result(p)
+
+
+def show_board(
+    *, s: Session, task_id: str, phase: str, actor: User | None, via: str
+) -> m.PhaseActionOut:
+    """Show a phase's board to everyone."""
+    common.require_organizer(actor)
+    p = common.phase(s, common.task(task_id).id, phase)
+    lifecycle.set_board_open(s, p, True, actor=actor, via=via)
+    return _result(p)
+
+
+def hide_board(
+    *, s: Session, task_id: str, phase: str, actor: User | None, via: str
+) -> m.PhaseActionOut:
+    """Show a phase's board to organizers only."""
+    common.require_organizer(actor)
+    p = common.phase(s, common.task(task_id).id, phase)
+    lifecycle.set_board_open(s, p, False, actor=actor, via=via)
+    return _result(p)
+
+
+def publish_ranking(
+    *,
+    s: Session,
+    task_id: str,
+    phase: str,
+    actor: User | None,
+    settings,
+    via: str,
+    reason: str = "",
+    close_first: bool = False,
+) -> m.PhaseActionOut:
+    """Publish the final ranking of a closed phase (or a correction, with a reason); with
+    `close_first`, an open phase is closed in the same step."""
+    common.require_organizer(actor)
+    task = common.task(task_id)
+    p = common.phase(s, task.id, phase)
+    rv = lifecycle.publish(
+        s,
+        p,
+        task=task,
+        actor=actor,
+        settings=settings,
+        reason=reason,
+        via=via,
+        close_first=close_first,
+    )
+    return _result(p, rv)
+
+
+# The phase actions by the name every surface uses (web form `action=`, API path, CLI command).
+PHASE_ACTIONS: dict[str, Callable[..., m.PhaseActionOut]] = {
+    "close": close_phase,
+    "freeze": freeze_board,
+    "unfreeze": unfreeze_board,
+    "show-board": show_board,
+    "hide-board": hide_board,
+    "publish": publish_ranking,
+}
