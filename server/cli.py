@@ -512,6 +512,95 @@ def register(main: click.Group) -> None:
         "with --reason, to publish a correction as a new version.",
     )
 
+    @main.group("runs")
+    def runs():
+        """Organizer actions on submitted runs, at the server's own shell: rescore, hide, remove."""
+
+    def _local_enqueue(settings):
+        """Hand rescored runs to the queue; if Redis is down the rows say queued and the
+        reconciler enqueues them."""
+        from server.queue import connect, enqueue_submission
+
+        def enqueue(ids: list[int]) -> None:
+            try:
+                conn = connect(settings)
+                for sid in ids:
+                    enqueue_submission(conn, sid, settings, replace=True)
+            except Exception as e:  # noqa: BLE001 - the reconciler picks them up
+                click.echo(f"queued in the database; the reconciler will enqueue them ({e})", err=True)
+
+        return enqueue
+
+    @runs.command("rescore")
+    @click.argument("submission_id", type=int, metavar="SUBMISSION")
+    @click.option("--reason", default="", help="Why, for the audit log.")
+    @click.option("--json", "as_json", is_flag=True, help="Print what was queued as JSON.")
+    @_home_option
+    def runs_rescore(submission_id, reason, as_json):
+        """Score a run again."""
+        from sqlmodel import Session
+
+        from server.actions.submissions import rescore_submission
+        from server.exceptions import LifecycleRefused, NotFound
+
+        settings = _settings()
+        with Session(_engine(settings), expire_on_commit=False) as s:
+            try:
+                result = rescore_submission(
+                    s=s,
+                    submission_id=submission_id,
+                    actor=None,
+                    settings=settings,
+                    enqueue=_local_enqueue(settings),
+                    reason=reason,
+                )
+            except (LifecycleRefused, NotFound) as e:
+                raise Refused(getattr(e, "message", None) or str(e)) from None
+        if as_json:
+            click.echo(result.model_dump_json())
+        else:
+            click.echo(f"submission {submission_id} queued for rescoring")
+
+    def _visibility_command(name: str, help_text: str):
+        @runs.command(name, help=help_text)
+        @click.argument("submission_id", type=int, metavar="SUBMISSION")
+        @click.option("--reason", default="", help="hide, remove: the reason the team is shown.")
+        @click.option("--json", "as_json", is_flag=True, help="Print the run's new state as JSON.")
+        @_home_option
+        def command(submission_id, reason, as_json):
+            import json as _json
+
+            from sqlmodel import Session
+
+            from server.actions.submissions import set_visibility
+            from server.exceptions import LifecycleRefused, NotFound
+
+            settings = _settings()
+            with Session(_engine(settings), expire_on_commit=False) as s:
+                try:
+                    sub = set_visibility(
+                        s=s, submission_id=submission_id, action=name, actor=None, reason=reason
+                    )
+                except (LifecycleRefused, NotFound) as e:
+                    raise Refused(getattr(e, "message", None) or str(e)) from None
+                out = {
+                    "id": sub.id,
+                    "hidden": bool(sub.hidden),
+                    "removed": sub.removed_at is not None,
+                    "reason": sub.hidden_reason or "",
+                }
+            if as_json:
+                click.echo(_json.dumps(out))
+            else:
+                click.echo(f"submission {submission_id}: {name}")
+
+        return command
+
+    _visibility_command("hide", "Hide a run from the boards (the team sees the reason).")
+    _visibility_command("unhide", "Show a hidden run again.")
+    _visibility_command("remove", "Remove a run (kept, never deleted; the team sees the reason).")
+    _visibility_command("restore", "Restore a removed run.")
+
     @main.group("rankings")
     def rankings():
         """Published final rankings (immutable snapshots, numbered versions)."""
