@@ -3,8 +3,8 @@ models, and the OpenAPI 3.1 description (server/openapi.py) is generated from th
 
 Answers are built by validating into these models (`out(Model, ...)`), so an answer that strays
 from its declaration fails in the server, not in a client. Leaderboards and published snapshots are
-served byte for byte from their render cache and snapshot rows; their models declare that shape
-field by field and the tests check every served board against them.
+served byte for byte from their render cache and snapshot rows; their models are the board's own
+(server.board_model), and the tests check every served board against them.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from datetime import datetime, timezone
 from typing import Any, Generic, Literal, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_serializer, field_validator
+
+from server.board_model import Leaderboard, Snapshot
 
 T = TypeVar("T")
 
@@ -380,151 +382,7 @@ class Visibility(Model):
 # ----------------------------------------------------------------------------- leaderboards
 
 
-class BoardColumn(Model):
-    key: str
-    subset: str
-    metric: str
-    greater_is_better: bool
-    primary: bool
-    stat: Optional[str] = Field(
-        None,
-        description="a cross-validated board's detail column: `std` (the "
-        "standard deviation over folds) or `fold` (the value on one fold)",
-    )
-    fold: Optional[str] = Field(None, description="the fold of a `fold` column")
-
-
-class BoardPrimary(Model):
-    subset: str
-    metric: str
-    greater_is_better: bool
-
-
-class BoardStatistics(Model):
-    """The board-wide part of the statistics: `pending` while a worker computes them."""
-
-    status: Literal["pending", "ready"]
-    part: Optional[str] = None
-    method: Optional[str] = None
-    unit: Optional[str] = None
-    B: Optional[int] = Field(None, description="Bootstrap resamples.")
-    seed: Optional[int] = Field(None, description="The phase's recorded seed.")
-    alpha: Optional[float] = None
-    metric: Optional[str] = None
-    order: Optional[list[Optional[int]]] = Field(
-        None, description="Submission ids, the order of `p`."
-    )
-    teams: Optional[list[Any]] = None
-    p: Optional[list[list[Optional[float]]]] = Field(
-        None, description="Pairwise paired-bootstrap p-values."
-    )
-    p_holm: Optional[list[list[Optional[float]]]] = Field(
-        None, description="The same, Holm-corrected."
-    )
-
-
-class LeaderboardRow(Model):
-    """One row of a board: a team's ranked run, or a baseline method's newest entry."""
-
-    rank: Optional[int] = Field(
-        description="null: not ranked (hidden, not public, stale, unscored)."
-    )
-    row_type: Literal["team", "baseline", "human", "paper"] = Field(
-        description='"human": a reference row (the annotators\' agreement); "paper": a published system\'s '
-        "figures as the task declares them (e.g. the authors' per-fold results); neither is ranked."
-    )
-    team: str
-    submission_id: Optional[int] = Field(description="null for a human-agreement or paper row.")
-    method_name: str
-    url: str
-    submitted_at: str = Field(description="UTC, ISO 8601 with a Z.")
-    primary_run: bool
-    metrics: dict[str, Optional[float]] = Field(
-        description="Column key (`subset/metric`) -> value."
-    )
-    chosen_by: Optional[str] = Field(
-        None, description='"primary run", "latest scored run" or "baseline method".'
-    )
-    public_primary: Optional[float] = Field(
-        None, description="After publication: the public part's primary value."
-    )
-    public_rank: Optional[int] = None
-    note: Optional[str] = Field(
-        None, description='e.g. "hidden", "not public", "stale" (organizers).'
-    )
-    # leaderboard statistics (added where the server computes them)
-    why_empty: Optional[str] = Field(
-        None, description="Why the primary value is empty (the scorer's notes)."
-    )
-    # leaderboard statistics (server.stats: paired bootstrap of the task's unit, the phase's seed)
-    ci: Optional[list[Optional[float]]] = Field(
-        None, description="[lo, hi]: 95 % percentile bootstrap interval of the primary value."
-    )
-    rank_range: Optional[list[Optional[int]]] = Field(
-        None, description="[best, worst]: 95 % rank interval."
-    )
-    cluster: Optional[int] = Field(
-        None, description="Rows not significantly different share a cluster."
-    )
-    ci_note: Optional[str] = Field(None, description="Why a row has no interval (yet).")
-    public_ci: Optional[list[Optional[float]]] = Field(
-        None, description="After publication: the public part's interval."
-    )
-
-
-class Leaderboard(Model):
-    task: str
-    phase: str
-    split: str
-    ranked_on: Literal["public", "private", "all"]
-    published: bool
-    frozen: bool
-    closed: Optional[bool] = None
-    primary: BoardPrimary
-    columns: list[BoardColumn]
-    rows: list[LeaderboardRow]
-    ranking: Optional["RankingMeta"] = Field(
-        None, description="A published board: its publication."
-    )
-    statistics: Optional[BoardStatistics] = Field(
-        None, description="How the intervals were computed, and the pairwise p-values (Holm)."
-    )
-    public_statistics: Optional[BoardStatistics] = Field(
-        None, description="After publication: the same on the public part."
-    )
-
-
-class PartScores(Model):
-    primary: Optional[float]
-    metrics: Optional[dict[str, Any]]
-    notes: list[Any]
-    signature: str
-    provenance: dict[str, Any]
-
-
-class SnapshotRow(LeaderboardRow):
-    chosen_by: str
-    parts: dict[str, PartScores] = Field(
-        description="Every score of every part, with its signature."
-    )
-
-
-class RankingMeta(Model):
-    version: int
-    published_at: str
-    published_by: Optional[str]
-    reason: str
-    rule: str = Field(description="How each team's ranked run was chosen.")
-
-
-class Snapshot(Leaderboard):
-    """A published final ranking, served byte for byte as published."""
-
-    rows: list[SnapshotRow]
-    ranking: RankingMeta
-
-
-Leaderboard.model_rebuild()
+# the board's shapes are declared once, in server.board_model
 
 
 class Board(RootModel[Snapshot | Leaderboard]):

@@ -14,7 +14,7 @@ import io
 import json
 import math
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Optional
 
@@ -22,91 +22,8 @@ from sqlalchemy import and_, or_
 from sqlmodel import Session, select
 
 from scorer.metrics import COUNT_METRICS, fold_key
+from server.board_model import STATS_FIELDS, Board, Column, Row, stats_summary  # noqa: F401 - the shapes, re-exported
 from server.models import Phase, Score, Submission, Team
-
-# ----------------------------------------------------------------------------- the shape
-
-
-@dataclass
-class Column:
-    subset: str
-    metric: str
-    greater_is_better: bool
-    primary: bool = False
-    # a cross-validated board's detail: "std" (the folds' standard deviation of the metric) or
-    # "fold" (the value on one fold, `fold`)
-    stat: str = ""
-    fold: Optional[str] = None
-
-    @property
-    def key(self) -> str:
-        base = f"{self.subset}/{self.metric}"
-        if self.stat == "std":
-            return base + "@std"
-        if self.stat == "fold":
-            return f"{base}@fold{self.fold}"
-        return base
-
-    @property
-    def label(self) -> str:
-        """The metric as a header names it: `f1`, `f1 std`, `f1 fold 3`."""
-        if self.stat == "std":
-            return f"{self.metric} std"
-        if self.stat == "fold":
-            return f"{self.metric} fold {self.fold}"
-        return self.metric
-
-
-@dataclass
-class Row:
-    rank: Optional[int]
-    row_type: str  # "team", "baseline", "human" (the annotators' agreement) or "paper" (published results)
-    team: str
-    team_id: int
-    submission_id: int
-    method_name: str
-    url: str
-    submitted_at: datetime
-    is_primary: bool
-    values: dict[str, Optional[float]]
-    public_value: Optional[float] = None  # after publication: the public-part primary value
-    public_rank: Optional[int] = None
-    note: str = ""  # e.g. "hidden", "not public", "stale" (only in views that may see those)
-    chosen_by: str = ""  # "primary run", "latest scored run" or "baseline method"
-    parts: dict[str, dict] = field(default_factory=dict)  # part -> its scoring result (snapshots)
-    why_empty: str = ""  # why the primary value is empty, from the result's notes
-    attempt: Optional[int] = (
-        None  # the scoring attempt that counts (whose samples the bootstrap reads)
-    )
-    ci: Optional[list] = (
-        None  # [lo, hi]: 95 % bootstrap interval of the primary score (server.stats)
-    )
-    rank_range: Optional[list] = None  # [best, worst]: 95 % rank interval
-    cluster: Optional[int] = None  # systems not significantly different share a cluster
-    ci_note: str = ""  # why a row has no interval
-    public_ci: Optional[list] = None  # after publication: the public part's interval
-    notes: list = field(default_factory=list)  # the scorer's reasons for its empty values
-
-
-@dataclass
-class Board:
-    task_id: str
-    phase: str
-    split: str
-    part: str  # the gold part ranked on: "public", "private" or "all"
-    published: bool
-    frozen: bool
-    columns: list[Column]
-    rows: list[Row] = field(default_factory=list)
-    version: str = ""
-    closed: bool = False  # a closed leaderboard: shown to organizers only, empty for everyone else
-    stats: Optional[dict] = None  # server.stats: intervals, rank ranges, p-values, clusters
-    public_stats: Optional[dict] = None  # a published snapshot: the public part's
-
-    @property
-    def primary(self) -> Column:
-        return self.columns[0]
-
 
 # ----------------------------------------------------------------------------- building
 
@@ -118,16 +35,29 @@ def columns_for(
     cross-validated split (values: means over folds) the standard deviation over the folds of the
     primary and key columns follows, then the primary metric on each of `folds`."""
     psub, pmet = task.primary
-    cols = [Column(psub, pmet, task.greater_is_better, primary=True)]
+    cols = [
+        Column(subset=psub, metric=pmet, greater_is_better=task.greater_is_better, primary=True)
+    ]
     for sub in task.subsets:
         for m in task.metrics:
             if (sub, m) != (psub, pmet):
-                cols.append(Column(sub, m, task.metric_direction(m)))
+                cols.append(
+                    Column(subset=sub, metric=m, greater_is_better=task.metric_direction(m))
+                )
     if split is not None and task.is_cross_validated(split):
         for key in (f"{psub}/{pmet}", *task.key_columns):
             sub, _, m = key.partition("/")
-            cols.append(Column(sub, m, False, stat="std"))
-        cols += [Column(psub, pmet, task.greater_is_better, stat="fold", fold=f) for f in folds]
+            cols.append(Column(subset=sub, metric=m, greater_is_better=False, stat="std"))
+        cols += [
+            Column(
+                subset=psub,
+                metric=pmet,
+                greater_is_better=task.greater_is_better,
+                stat="fold",
+                fold=f,
+            )
+            for f in folds
+        ]
     return cols
 
 
@@ -494,89 +424,7 @@ def empty_reason(row: Row, col: Column) -> str:
 
 def to_dict(board: Board) -> dict[str, Any]:
     """The declared JSON shape of a leaderboard."""
-    return {
-        "task": board.task_id,
-        "phase": board.phase,
-        "split": board.split,
-        "ranked_on": board.part,
-        "published": board.published,
-        "frozen": board.frozen,
-        **({"closed": True} if board.closed else {}),
-        "primary": {
-            "subset": board.primary.subset,
-            "metric": board.primary.metric,
-            "greater_is_better": board.primary.greater_is_better,
-        },
-        "columns": [
-            {
-                "key": c.key,
-                "subset": c.subset,
-                "metric": c.metric,
-                "greater_is_better": c.greater_is_better,
-                "primary": c.primary,
-                **({"stat": c.stat} if c.stat else {}),
-                **({"fold": c.fold} if c.fold else {}),
-            }
-            for c in board.columns
-        ],
-        "rows": [
-            {
-                "rank": r.rank,
-                "row_type": r.row_type,
-                "team": r.team,
-                "submission_id": r.submission_id,
-                "method_name": r.method_name,
-                "url": r.url,
-                "submitted_at": r.submitted_at.replace(microsecond=0).isoformat() + "Z",
-                "primary_run": r.is_primary,
-                "metrics": r.values,
-                **({"chosen_by": r.chosen_by} if r.chosen_by else {}),
-                **(
-                    {"public_primary": r.public_value, "public_rank": r.public_rank}
-                    if board.published
-                    else {}
-                ),
-                **({"note": r.note} if r.note else {}),
-                **({"why_empty": r.why_empty} if r.why_empty else {}),
-                "ci": r.ci,
-                "rank_range": r.rank_range,
-                "cluster": r.cluster,
-                **({"ci_note": r.ci_note} if r.ci is None and r.ci_note else {}),
-                **({"public_ci": r.public_ci} if board.public_stats is not None else {}),
-            }
-            for r in board.rows
-        ],
-        "statistics": stats_summary(board.stats),
-        **(
-            {"public_statistics": stats_summary(board.public_stats)}
-            if board.public_stats is not None
-            else {}
-        ),
-    }
-
-
-STATS_FIELDS = (
-    "part",
-    "method",
-    "unit",
-    "B",
-    "seed",
-    "alpha",
-    "metric",
-    "order",
-    "teams",
-    "p",
-    "p_holm",
-)
-
-
-def stats_summary(stats: dict | None) -> dict:
-    """The board-wide part of the statistics (the rows carry their own): how they were computed and
-    the pairwise p-values in the order of `order` (submission ids); `{"status": "pending"}` while
-    a worker computes them."""
-    if stats is None:
-        return {"status": "pending"}
-    return {"status": "ready", **{k: stats.get(k) for k in STATS_FIELDS}}
+    return board.to_dict()
 
 
 def to_json(board: Board) -> bytes:
@@ -771,56 +619,7 @@ def snapshot_dict(board: Board, meta: dict, *, secret: str) -> dict[str, Any]:
 
 def board_from_dict(d: dict) -> Board:
     """A Board back from its JSON shape (a published snapshot), for the page and the exports."""
-    cols = [
-        Column(
-            c["subset"],
-            c["metric"],
-            c["greater_is_better"],
-            c.get("primary", False),
-            c.get("stat", ""),
-            c.get("fold"),
-        )
-        for c in d["columns"]
-    ]
-    rows = [
-        Row(
-            rank=r["rank"],
-            row_type=r["row_type"],
-            team=r["team"],
-            team_id=0,
-            submission_id=r["submission_id"],
-            method_name=r.get("method_name", ""),
-            url=r.get("url", ""),
-            submitted_at=datetime.fromisoformat(r["submitted_at"].rstrip("Z")),
-            is_primary=r.get("primary_run", False),
-            values=r["metrics"],
-            public_value=r.get("public_primary"),
-            public_rank=r.get("public_rank"),
-            note=r.get("note", ""),
-            chosen_by=r.get("chosen_by", ""),
-            why_empty=r.get("why_empty", ""),
-            ci=r.get("ci"),
-            rank_range=r.get("rank_range"),
-            cluster=r.get("cluster"),
-            ci_note=r.get("ci_note", ""),
-            public_ci=r.get("public_ci"),
-        )
-        for r in d["rows"]
-    ]
-    st = d.get("statistics") or {}
-    pst = d.get("public_statistics")
-    return Board(
-        task_id=d["task"],
-        phase=d["phase"],
-        split=d["split"],
-        part=d["ranked_on"],
-        published=d["published"],
-        frozen=d["frozen"],
-        columns=cols,
-        rows=rows,
-        stats=st if st.get("status") == "ready" else None,
-        public_stats=pst if pst and pst.get("status") == "ready" else None,
-    )
+    return Board.model_validate(d)
 
 
 def snapshot_csv(body: dict) -> str:

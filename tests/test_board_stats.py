@@ -194,7 +194,10 @@ def test_latex_bolds_the_best_score_never_a_count():
 
     from server import leaderboard as lb
 
-    cols = [lb.Column("all", "f1", True, True), lb.Column("all", "n", True)]
+    cols = [
+        lb.Column(subset="all", metric="f1", greater_is_better=True, primary=True),
+        lb.Column(subset="all", metric="n", greater_is_better=True),
+    ]
     rows = [
         lb.Row(
             rank=i + 1,

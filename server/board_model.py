@@ -1,0 +1,318 @@
+"""The one shape of a leaderboard: the models that `build_board` returns, the templates render,
+the API serves (and documents in its OpenAPI) and a published snapshot is read back into.
+
+Field names are the ones the code uses; where the JSON name differs it is the field's alias, so a
+board is written with `model_dump(by_alias=True)` and read back with `model_validate`, with no
+mapping written by hand either way; a key the JSON leaves out when empty says so in its field
+(`exclude_if`). The OpenAPI document is generated from these same classes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, Optional
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    computed_field,
+    field_serializer,
+    field_validator,
+)
+
+STATS_FIELDS = (
+    "part",
+    "method",
+    "unit",
+    "B",
+    "seed",
+    "alpha",
+    "metric",
+    "order",
+    "teams",
+    "p",
+    "p_holm",
+)
+
+
+def stats_summary(stats: dict | None) -> dict:
+    """The board-wide part of the statistics (the rows carry their own): how they were computed and
+    the pairwise p-values in the order of `order` (submission ids); `{"status": "pending"}` while
+    a worker computes them."""
+    if stats is None:
+        return {"status": "pending"}
+    return {"status": "ready", **{k: stats.get(k) for k in STATS_FIELDS}}
+
+
+def _empty(v) -> bool:
+    return v is None or v == "" or v is False
+
+
+def _none(v) -> bool:
+    return v is None
+
+
+class _Shape(BaseModel):
+    """Mutable (a board is filled in step by step), read by field name or by alias. Reading a
+    snapshot back ignores the keys that are computed (`key`, `primary`); the declared answer
+    admits no key it does not name."""
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+        extra="ignore",
+        json_schema_extra={"additionalProperties": False},
+    )
+
+
+class PendingStatistics(BaseModel):
+    """A worker is computing the board's statistics."""
+
+    model_config = ConfigDict(extra="forbid")
+    status: Literal["pending"]
+
+
+class BoardStatistics(BaseModel):
+    """The board-wide part of the statistics: how they were computed, the pairwise p-values."""
+
+    model_config = ConfigDict(extra="forbid")
+    status: Literal["ready"]
+    part: Optional[str] = None
+    method: Optional[str] = None
+    unit: Optional[str] = None
+    B: Optional[int] = Field(None, description="Bootstrap resamples.")
+    seed: Optional[Any] = Field(None, description="The phase's recorded seed.")
+    alpha: Optional[float] = None
+    metric: Optional[str] = None
+    order: Optional[list[Optional[int]]] = Field(
+        None, description="Submission ids, the order of `p`."
+    )
+    teams: Optional[list[Any]] = None
+    p: Optional[list[list[Optional[float]]]] = Field(
+        None, description="Pairwise paired-bootstrap p-values."
+    )
+    p_holm: Optional[list[list[Optional[float]]]] = Field(
+        None, description="The same, Holm-corrected."
+    )
+
+
+class BoardColumn(_Shape):
+    """A column of the board: a metric on a subset, or a cross-validated detail of one."""
+
+    subset: str
+    metric: str
+    greater_is_better: bool
+    primary: bool = False
+    stat: str = Field(
+        "",
+        exclude_if=_empty,
+        description="a cross-validated board's detail column: `std` (the standard deviation over "
+        "folds) or `fold` (the value on one fold)",
+    )
+    fold: Optional[str] = Field(None, exclude_if=_none, description="the fold of a `fold` column")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def key(self) -> str:
+        """`subset/metric`, then `@std` or `@fold<k>` for a detail column."""
+        base = f"{self.subset}/{self.metric}"
+        if self.stat == "std":
+            return base + "@std"
+        if self.stat == "fold":
+            return f"{base}@fold{self.fold}"
+        return base
+
+    @property
+    def label(self) -> str:
+        """The metric as a header names it: `f1`, `f1 std`, `f1 fold 3`."""
+        if self.stat == "std":
+            return f"{self.metric} std"
+        if self.stat == "fold":
+            return f"{self.metric} fold {self.fold}"
+        return self.metric
+
+
+class BoardPrimary(BaseModel):
+    subset: str
+    metric: str
+    greater_is_better: bool
+
+
+class LeaderboardRow(_Shape):
+    """One row: a team's ranked run, a baseline method's newest entry, or a reference row."""
+
+    rank: Optional[int] = Field(
+        description="null: not ranked (hidden, not public, stale, unscored)."
+    )
+    row_type: Literal["team", "baseline", "human", "paper"] = Field(
+        description='"human": a reference row (the annotators\' agreement); "paper": a published '
+        "system's figures as the task declares them; neither is ranked."
+    )
+    team: str
+    team_id: int = Field(0, exclude=True)
+    submission_id: Optional[int] = Field(description="null for a human-agreement or paper row.")
+    method_name: str = ""
+    url: str = ""
+    submitted_at: datetime = Field(description="UTC, ISO 8601 with a Z.")
+    is_primary: bool = Field(
+        False,
+        serialization_alias="primary_run",
+        validation_alias=AliasChoices("primary_run", "is_primary"),
+    )
+    values: dict[str, Optional[float]] = Field(
+        serialization_alias="metrics",
+        validation_alias=AliasChoices("metrics", "values"),
+        description="Column key (`subset/metric`) -> value.",
+    )
+    chosen_by: str = Field(
+        "",
+        exclude_if=_empty,
+        description='"primary run", "latest scored run" or "baseline method".',
+    )
+    public_value: Optional[float] = Field(
+        None,
+        exclude_if=_none,
+        serialization_alias="public_primary",
+        validation_alias=AliasChoices("public_primary", "public_value"),
+        description="After publication: the public part's primary value.",
+    )
+    public_rank: Optional[int] = Field(None, exclude_if=_none)
+    note: str = Field(
+        "", exclude_if=_empty, description='e.g. "hidden", "not public", "stale" (organizers).'
+    )
+    why_empty: str = Field(
+        "", exclude_if=_empty, description="Why the primary value is empty (the scorer's notes)."
+    )
+    ci: Optional[list[Optional[float]]] = Field(
+        None, description="[lo, hi]: 95 % percentile bootstrap interval of the primary value."
+    )
+    rank_range: Optional[list[Optional[int]]] = Field(
+        None, description="[best, worst]: 95 % rank interval."
+    )
+    cluster: Optional[int] = Field(
+        None, description="Rows not significantly different share a cluster."
+    )
+    ci_note: str = Field("", exclude_if=_empty, description="Why a row has no interval (yet).")
+    public_ci: Optional[list[Optional[float]]] = Field(
+        None, exclude_if=_none, description="After publication: the public part's interval."
+    )
+    # what the server keeps beside a row and never writes on a live board
+    parts: dict[str, dict] = Field(default_factory=dict, exclude=True)
+    attempt: Optional[int] = Field(None, exclude=True)
+    notes: list = Field(default_factory=list, exclude=True)
+
+    @field_serializer("submitted_at")
+    def _utc(self, v: datetime) -> str:
+        return v.replace(microsecond=0, tzinfo=None).isoformat() + "Z"
+
+    @field_validator("submitted_at", mode="before")
+    @classmethod
+    def _parse_utc(cls, v):
+        if isinstance(v, str):
+            return datetime.fromisoformat(v.rstrip("Z"))
+        return v
+
+
+class Leaderboard(_Shape):
+    """A phase's leaderboard as one audience may see it."""
+
+    task_id: str = Field(
+        serialization_alias="task", validation_alias=AliasChoices("task", "task_id")
+    )
+    phase: str
+    split: str
+    part: Literal["public", "private", "all"] = Field(
+        serialization_alias="ranked_on",
+        validation_alias=AliasChoices("ranked_on", "part"),
+        description="The gold part ranked on.",
+    )
+    published: bool
+    frozen: bool
+    closed: bool = Field(
+        False, exclude_if=_empty, description="A board shown to organizers only (true, or absent)."
+    )
+    columns: list[BoardColumn]
+    rows: list[LeaderboardRow] = Field(default_factory=list)
+    version: str = Field("", exclude=True)
+    stats: Optional[dict] = Field(
+        None,
+        serialization_alias="statistics",
+        validation_alias=AliasChoices("statistics", "stats"),
+        description="How the intervals were computed, and the pairwise p-values (Holm).",
+    )
+    public_stats: Optional[dict] = Field(
+        None,
+        exclude_if=_none,
+        serialization_alias="public_statistics",
+        validation_alias=AliasChoices("public_statistics", "public_stats"),
+        description="After publication: the same on the public part.",
+    )
+
+    @property
+    def primary(self) -> BoardColumn:
+        """The ranking column (always the first)."""
+        return self.columns[0]
+
+    @computed_field(alias="primary")  # type: ignore[prop-decorator]
+    @property
+    def primary_summary(self) -> BoardPrimary:
+        """The ranking column as the JSON names it (`primary`)."""
+        c = self.columns[0]
+        return BoardPrimary(subset=c.subset, metric=c.metric, greater_is_better=c.greater_is_better)
+
+    @field_validator("stats", "public_stats", mode="before")
+    @classmethod
+    def _ready_only(cls, v):
+        """A snapshot's `{"status": "pending"}` reads back as no statistics."""
+        if isinstance(v, dict) and v.get("status") != "ready":
+            return None
+        return v
+
+    @field_serializer("stats", "public_stats")
+    def _summary(self, v: Optional[dict]) -> BoardStatistics | PendingStatistics:
+        if v is None:
+            return PendingStatistics(status="pending")
+        return BoardStatistics(**stats_summary(v))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The board's JSON shape (what the API serves and a snapshot stores)."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class PartScores(BaseModel):
+    primary: Optional[float]
+    metrics: Optional[dict[str, Any]]
+    notes: list[Any]
+    signature: str
+    provenance: dict[str, Any]
+
+
+class RankingMeta(BaseModel):
+    version: int
+    published_at: str
+    published_by: Optional[str]
+    reason: str
+    rule: str = Field(description="How each team's ranked run was chosen.")
+
+
+class SnapshotRow(LeaderboardRow):
+    """A row of a published final ranking: the rule that chose it and every score it has."""
+
+    chosen_by: str
+    parts: dict[str, PartScores] = Field(
+        description="Every score of every part, with its signature."
+    )
+
+
+class Snapshot(Leaderboard):
+    """A published final ranking, served byte for byte as published."""
+
+    rows: list[SnapshotRow]
+    ranking: RankingMeta
+
+
+# the names the code uses for the live board
+Board = Leaderboard
+Column = BoardColumn
+Row = LeaderboardRow
