@@ -24,6 +24,7 @@ from werkzeug.exceptions import HTTPException
 from server import api_models as m
 from server import auth
 from server.actions import submissions as sub_actions
+from server.actions.common import phase_or_default
 from server.actions.phases import (
     PHASE_ACTIONS,
     phase_fields,
@@ -31,10 +32,11 @@ from server.actions.phases import (
     version_fields,
 )
 from server.errors import HANDLED, describe
+from server.exceptions import EmptyUpload
 from server.models import AuditLog, Phase, Submission, Team, User
 from server.openapi import op
 from server.organize import enqueue_ids
-from server.submissions import phase_state, visible_scores
+from server.submissions import visible_scores
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -240,24 +242,7 @@ def _phases(s, task_id: str) -> list[Phase]:
 
 
 def _phase(s, task_id: str, name: str | None) -> Phase:
-    phases = _phases(s, task_id)
-    if not phases:
-        raise ApiError(404, "no_phase", f"task {task_id!r} has no phases")
-    if name:
-        for p in phases:
-            if p.name == name:
-                return p
-        raise ApiError(
-            404,
-            "unknown_phase",
-            f"task {task_id!r} has no phase {name!r} (phases: {', '.join(p.name for p in phases)})",
-        )
-    open_ = [p for p in phases if phase_state(p) == "open"]
-    for want in ("test", "dev"):
-        for p in open_:
-            if p.name == want:
-                return p
-    return open_[0] if open_ else phases[-1]
+    return phase_or_default(s, task_id, name)
 
 
 def _quota(s, user, phase: Phase) -> dict | None:
@@ -607,70 +592,34 @@ def _flag(name: str, default: bool = False) -> bool:
     "team's primary (ranked) run of the phase.",
 )
 def create(task_id):
-    from server.exceptions import DuplicateSubmission
-    from server.lifecycle import set_primary
-    from server.submissions import create_submission
-
     u = _user()
     t = _task(task_id)
-    s = auth.db()
-    as_baseline = _flag("baseline")
-    if as_baseline and not u.is_organizer:
-        raise ApiError(
-            403, "not_organizer", "only an organizer's token may record baseline entries"
-        )
-    if u.team_id is None and not as_baseline:
-        raise ApiError(
-            403,
-            "no_team",
-            "join or create a team before submitting (`palimpsest teams create NAME` "
-            "or `palimpsest teams join CODE`)",
-        )
-    if not _store(t.id).exists():
-        raise ApiError(409, "not_imported", f"task {t.id!r} has no data yet")
-    phase = _phase(s, t.id, request.form.get("phase") or None)
+    fields = sub_actions.read_upload_fields(request.form)
     f = request.files.get("file")
     if f is None:
         raise ApiError(400, "no_file", "send the prediction file as the multipart field 'file'")
-    data = f.read()
-    if not data:
+    s = auth.db()
+    try:
+        sub, duplicate = sub_actions.submit(
+            s=s,
+            user=u,
+            task_id=t.id,
+            fields=fields,
+            stream=f.stream,
+            filename=f.filename or "",
+            settings=_settings(),
+            redis=current_app.extensions.get("palimpsest.redis"),
+            enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
+        )
+    except EmptyUpload:
         raise ApiError(
             422,
             "invalid_submission",
             "the file is empty",
             problems=[{"line": None, "id": None, "message": "the file is empty"}],
             total=1,
-        )
-    if as_baseline:
-        from server.baselines import baseline_team
-
-        team = baseline_team(s)
-    else:
-        team = s.get(Team, u.team_id)
-    primary = _flag("primary") and not as_baseline
-    try:
-        sub = create_submission(
-            s,
-            user=u,
-            team=team,
-            task_id=t.id,
-            phase=phase,
-            upload=data,
-            filename=f.filename or "",
-            method_name=(request.form.get("method_name") or "")[:200],
-            description=request.form.get("description") or "",
-            url=(request.form.get("url") or "")[:500],
-            show_publicly=_flag("show_publicly", True),
-            is_baseline=as_baseline,
-            settings=_settings(),
-            dedupe=True,
-        )
-        status, dup = 201, False
-    except DuplicateSubmission as e:  # a retried upload: the same answer, counted once
-        sub, status, dup = s.get(Submission, e.submission_id), 200, True
-    if primary:
-        set_primary(s, sub, team_id=team.id, actor=u)
-    return _sub_out(s, u, sub, status, duplicate=dup)
+        ) from None
+    return _sub_out(s, u, sub, 200 if duplicate else 201, duplicate=duplicate)
 
 
 @bp.get("/submissions")

@@ -271,21 +271,64 @@ class DownloadQuery(Model):
 # ----------------------------------------------------------------------------- submissions
 
 
-class UploadForm(Model):
-    """The multipart upload (`curl -F file=@predictions.jsonl -F phase=test`)."""
+def _flagged(v):
+    """A form's yes/no field: 1, true, yes, on (any case) are yes."""
+    if isinstance(v, str):
+        return v.strip().lower() in ("1", "true", "yes", "on")
+    return bool(v)
 
-    file: bytes = Field(
-        description="The prediction file (the task's format; .gz and .zip accepted)."
-    )
+
+def _no_control(v: str, name: str) -> str:
+    if any(ord(c) < 32 and c not in "\t\n\r" for c in v):
+        raise ValueError(f"the {name} holds a control character")
+    return v
+
+
+class UploadFields(Model):
+    """The fields of an upload, on the web form and the API alike (the file travels beside them,
+    streamed). Text is stripped; the URL, when given, is http(s)."""
+
+    model_config = ConfigDict(extra="ignore")
+
     phase: str | None = Field(None, description="Default: the open test phase, else dev.")
     method_name: str = Field("", max_length=200)
-    description: str = ""
+    description: str = Field("", max_length=5000)
     url: str = Field("", max_length=500)
     show_publicly: bool = True
     primary: bool = Field(
         False, description="Make this the team's primary (ranked) run of the phase."
     )
     baseline: bool = Field(False, description="Organizers: record a baseline entry.")
+
+    @field_validator("phase", mode="before")
+    @classmethod
+    def _phase(cls, v):
+        return (v or "").strip() or None
+
+    @field_validator("method_name", "description", "url", mode="before")
+    @classmethod
+    def _strip(cls, v, info):
+        return _no_control((v or "").strip(), info.field_name.replace("_", " "))
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if v and not v.lower().startswith(("https://", "http://")):
+            raise ValueError("the paper/code URL must start with https:// or http://")
+        return v
+
+    @field_validator("show_publicly", "primary", "baseline", mode="before")
+    @classmethod
+    def _flags(cls, v):
+        return _flagged(v)
+
+
+class UploadForm(UploadFields):
+    """The multipart upload (`curl -F file=@predictions.jsonl -F phase=test`)."""
+
+    file: bytes = Field(
+        description="The prediction file (the task's format; .gz and .zip accepted)."
+    )
 
 
 class LeaderboardQuery(Model):

@@ -28,20 +28,43 @@ class PhaseClosed(SubmissionRefused):
     """The phase is not open (not yet, or no longer)."""
 
 
+class EmptyUpload(SubmissionRefused):
+    """An upload of no byte at all."""
+
+    def __init__(self):
+        super().__init__("the file is empty")
+
+
 class UploadTooLarge(SubmissionRefused):
     """An upload over the configured size limit."""
 
 
 class NotFound(PalimpsestError):
-    """A user, team, task or phase that does not exist."""
+    """A user, team, task or phase that does not exist; `code` names it for the API."""
+
+    def __init__(self, message: str, code: str = "not_found"):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class UploadFieldsInvalid(PalimpsestError):
+    """An upload whose fields (method name, description, URL, ...) are not as declared; `fields`
+    maps each wrong field to what is wrong with it."""
+
+    def __init__(self, fields: dict[str, str]):
+        self.fields = fields
+        self.message = "; ".join(f"{k}: {v}" for k, v in fields.items())
+        super().__init__(self.message)
 
 
 class Forbidden(PalimpsestError):
-    """An action the actor's role does not allow."""
+    """An action the actor's role does not allow; `code` names it for the API."""
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, code: str = "forbidden"):
         super().__init__(message)
         self.message = message
+        self.code = code
 
 
 class DuplicateSubmission(PalimpsestError):

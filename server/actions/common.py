@@ -7,13 +7,14 @@ from sqlmodel import Session, select
 from scorer.errors import TaskNotFound
 from server.exceptions import Forbidden, NotFound
 from server.models import Phase, Submission, User
+from server.submissions import phase_state
 from tasks import get_task
 
 
 def require_organizer(actor: User | None) -> None:
     """Refuse an actor who is not an organizer (None, the server's own shell, always may)."""
     if actor is not None and not actor.is_organizer:
-        raise Forbidden("this needs an organizer")
+        raise Forbidden("this needs an organizer", "not_organizer")
 
 
 def task(task_id: str):
@@ -42,3 +43,25 @@ def submission(s: Session, submission_id: int) -> Submission:
     if sub is None:
         raise NotFound(f"no submission {submission_id}")
     return sub
+
+
+def phase_or_default(s: Session, task_id: str, name: str | None) -> Phase:
+    """The phase `name` of a task; without a name, the open test phase, else the open dev phase,
+    else any open one, else the last. NotFound names the phases there are."""
+    phases = list(s.exec(select(Phase).where(Phase.task_id == task_id).order_by(Phase.id)))
+    if not phases:
+        raise NotFound(f"task {task_id!r} has no phases", "no_phase")
+    if name:
+        for p in phases:
+            if p.name == name:
+                return p
+        raise NotFound(
+            f"task {task_id!r} has no phase {name!r} (phases: {', '.join(p.name for p in phases)})",
+            "unknown_phase",
+        )
+    open_ = [p for p in phases if phase_state(p) == "open"]
+    for want in ("test", "dev"):
+        for p in open_:
+            if p.name == want:
+                return p
+    return open_[0] if open_ else phases[-1]

@@ -1,16 +1,28 @@
-"""Organizer actions on submissions: rescore one run or a selection, hide, unhide, remove or
-restore a run. Each is written here once."""
+"""Actions on submissions: a team's upload; an organizer's rescore of one run or a selection,
+hide, unhide, remove or restore. Each is written here once."""
 
 from __future__ import annotations
 
+from typing import BinaryIO
+
+from pydantic import ValidationError
 from sqlmodel import Session, select
 
 from server import api_models as m
 from server import lifecycle
 from server.actions import common
 from server.auth import audit
-from server.exceptions import LifecycleRefused
-from server.models import Submission, User
+from server.baselines import baseline_team
+from server.exceptions import (
+    DuplicateSubmission,
+    EmptyUpload,
+    Forbidden,
+    LifecycleRefused,
+    UploadFieldsInvalid,
+)
+from server.models import Submission, Team, User
+from server.submissions import create_submission
+from tasks.store import TaskStore
 
 
 def rescore_submission(
@@ -91,3 +103,81 @@ def set_visibility(
     common.require_organizer(actor)
     sub = common.submission(s, submission_id)
     return lifecycle.set_visibility(s, sub, action, actor=actor, reason=reason)
+
+
+def read_upload_fields(form) -> m.UploadFields:
+    """The upload's fields from a submitted form (web or API), validated against the one declared
+    form; raises `UploadFieldsInvalid` naming every field that is wrong."""
+    data = {k: form.get(k) for k in m.UploadFields.model_fields if form.get(k) is not None}
+    try:
+        return m.UploadFields.model_validate(data)
+    except ValidationError as e:
+        raise UploadFieldsInvalid(
+            {str(err["loc"][0]): err["msg"].removeprefix("Value error, ") for err in e.errors()}
+        ) from None
+
+
+def submit(
+    *,
+    s: Session,
+    user: User,
+    task_id: str,
+    fields: m.UploadFields,
+    stream: BinaryIO,
+    filename: str,
+    settings,
+    redis=None,
+    enqueue: bool = True,
+) -> tuple[Submission, bool]:
+    """Take a team's upload (streamed, never read whole here): check who may submit, store it,
+    queue its scoring, and make it the primary run if asked. An identical file already submitted
+    by the team in the phase answers with that submission (counted once). Returns the submission
+    and whether it was that earlier one."""
+    task = common.task(task_id)
+    if fields.baseline and not user.is_organizer:
+        raise Forbidden("only an organizer may record baseline entries", "not_organizer")
+    if user.team_id is None and not fields.baseline:
+        raise Forbidden(
+            "join or create a team before submitting (`palimpsest teams create NAME` "
+            "or `palimpsest teams join CODE`)",
+            "no_team",
+        )
+    if not TaskStore(task.id, settings.home).exists():
+        raise LifecycleRefused(f"task {task.id!r} has no data yet", "not_imported")
+    phase = common.phase_or_default(s, task.id, fields.phase)
+    if _empty_stream(stream):
+        raise EmptyUpload()
+    team = baseline_team(s) if fields.baseline else s.get(Team, user.team_id)
+    try:
+        sub = create_submission(
+            s,
+            user=user,
+            team=team,
+            task_id=task.id,
+            phase=phase,
+            upload_bytes_or_stream=stream,
+            filename=filename or "",
+            method_name=fields.method_name,
+            description=fields.description,
+            url=fields.url,
+            show_publicly=fields.show_publicly,
+            is_baseline=fields.baseline,
+            settings=settings,
+            redis=redis,
+            enqueue=enqueue,
+            dedupe=True,
+        )
+        duplicate = False
+    except DuplicateSubmission as e:  # a retried upload: the same answer, counted once
+        sub, duplicate = s.get(Submission, e.submission_id), True
+    if fields.primary and not fields.baseline and not duplicate:
+        lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
+    return sub, duplicate
+
+
+def _empty_stream(stream: BinaryIO) -> bool:
+    """Whether a seekable upload stream holds no byte (it is left at its start)."""
+    pos = stream.tell()
+    empty = not stream.read(1)
+    stream.seek(pos)
+    return empty
