@@ -164,11 +164,6 @@ class RescoreAllForm(ConfirmForm):
     include_invalid = BooleanField("Also files that failed validation (they would fail again)")
 
 
-def _http_url(form, field):
-    if field.data and not field.data.startswith(("https://", "http://")):
-        raise ValidationError("the paper/code URL must start with https:// or http://")
-
-
 class SubmitForm(FlaskForm):
     """A participant's upload: what was typed stays when something is wrong (the file must be chosen
     again: browsers never refill a file input)."""
@@ -178,26 +173,10 @@ class SubmitForm(FlaskForm):
 
     phase = SelectField("Phase", validate_choice=True)
     file = FileField("Prediction file", validators=[FileRequired("choose a prediction file")])
-    method_name = StringField(
-        "Method name",
-        filters=[lambda v: v.strip() if v else v],
-        validators=[
-            InputRequired("give the method a name"),
-            Length(max=200, message="the method name is over 200 characters"),
-        ],
-        render_kw={"maxlength": 200},
-    )
-    description = TextAreaField(
-        "Short description",
-        filters=[lambda v: v.strip() if v else v],
-        validators=[Length(max=5000, message="the description is over 5000 characters")],
-        render_kw={"maxlength": 5000, "rows": 4},
-    )
-    url = StringField(
-        "Paper or code URL (optional)",
-        filters=[lambda v: v.strip() if v else v],
-        validators=[Length(max=500, message="the URL is over 500 characters"), _http_url],
-        render_kw={"maxlength": 500, "type": "url"},
-    )
+    # the text fields are checked by the one declared upload form (server.api_models.UploadFields),
+    # the API's too; the page only shows what it says
+    method_name = StringField("Method name", render_kw={"maxlength": 200})
+    description = TextAreaField("Short description", render_kw={"maxlength": 5000, "rows": 4})
+    url = StringField("Paper or code URL (optional)", render_kw={"maxlength": 500, "type": "url"})
     show_publicly = BooleanField("Show on the public leaderboard", default=True)
     primary = BooleanField("Make this our primary (ranked) run of the phase")

@@ -268,7 +268,7 @@ def test_participant_path(app, live, chrome, tmp_path, web_home):
         _fill(d, "description", "typed before the mistake")
         _click(d, "Submit")
         text = _body(d)
-        assert "give the method a name" in text and "choose a prediction file" in text
+        assert "choose a prediction file" in text
         assert "must start with https:// or http://" in text
         assert (
             d.find_element(By.NAME, "description").get_attribute("value")

@@ -60,13 +60,13 @@ def test_web_submit_limits_and_access_on_postgres(pg_app):
     owner.login("a@x.org")
     other.login("b@x.org")
     codes = []
-    for _ in range(3):
+    for i in range(3):  # three different files (an identical one is counted once)
         r = owner.post(
             "/tasks/tric-binary/submit",
             {
                 "phase": "dev",
                 "method_name": "m",
-                "file": (io.BytesIO(b'{"instanceID": "x", "label": 1}\n'), "p.jsonl"),
+                "file": (io.BytesIO(b'{"instanceID": "x%d", "label": 1}\n' % i), "p.jsonl"),
             },
             content_type="multipart/form-data",
         )

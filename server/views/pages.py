@@ -160,32 +160,39 @@ def submit(task_id: str):
     ]
     if request.method != "POST":
         return render_template("tasks/submit.html", task=t, phases=phases, form=form)
-    if not form.validate():
-        return render_template("tasks/submit.html", task=t, phases=phases, form=form), 400
-    from server.exceptions import SubmissionRefused
-    from server.submissions import create_submission
+    from server.actions import submissions as sub_actions
+    from server.exceptions import (
+        Forbidden,
+        LifecycleRefused,
+        SubmissionRefused,
+        UploadFieldsInvalid,
+    )
 
-    phase = next(p for p in phases if p.name == form.phase.data)
+    ok = form.validate()  # the phase and the file; the fields by the one declared form:
+    try:
+        fields = sub_actions.read_upload_fields(request.form)
+    except UploadFieldsInvalid as e:
+        ok = False
+        for name, message in e.fields.items():
+            if name in form:
+                form[name].errors = [*form[name].errors, message]
+    if not ok:
+        return render_template("tasks/submit.html", task=t, phases=phases, form=form), 400
     upload = form.file.data
     s = db()
     try:
-        sub = create_submission(
-            s,
+        sub, duplicate = sub_actions.submit(
+            s=s,
             user=current_user(),
-            team=team,
             task_id=t.id,
-            phase=phase,
-            upload_bytes_or_stream=upload.stream,
+            fields=fields,
+            stream=upload.stream,
             filename=upload.filename,
-            method_name=form.method_name.data,
-            description=form.description.data or "",
-            url=form.url.data or "",
-            show_publicly=form.show_publicly.data,
             settings=settings(),
             enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
             redis=current_app.extensions.get("palimpsest.redis"),
         )
-    except SubmissionRefused as e:
+    except (SubmissionRefused, Forbidden, LifecycleRefused) as e:
         from server.errors import status_of
 
         s.rollback()
@@ -196,15 +203,18 @@ def submit(task_id: str):
         flash(msg, "error")
         # the same status as the API's (server.errors)
         return render_template("tasks/submit.html", task=t, phases=phases, form=form), status_of(e)
-    if form.primary.data:
-        from server.lifecycle import set_primary
-
-        set_primary(s, sub, team_id=team.id, actor=current_user())
-    flash(
-        "Submitted. It is queued for scoring."
-        + (" It is your team's primary run of the phase." if form.primary.data else ""),
-        "ok",
-    )
+    if duplicate:
+        flash(
+            f"Your team submitted this very file in this phase before, as submission #{sub.id} "
+            f"({sub.status}); it was not submitted again.",
+            "error",
+        )
+    else:
+        flash(
+            "Submitted. It is queued for scoring."
+            + (" It is your team's primary run of the phase." if fields.primary else ""),
+            "ok",
+        )
     return redirect(url_for("pages.submission", submission_id=sub.id))
 
 
