@@ -247,8 +247,14 @@ def trec_reference(qrels: dict, run: dict, gold_queries: list[str], cutoffs) -> 
     return out
 
 
-@pytest.mark.parametrize("seed, depth", [(0, 30), (1, 150), (2, 150), (3, 1200)])
-def test_ranking_metrics_equal_trec_eval(tmp_path, seed, depth):
+@pytest.mark.parametrize(
+    "seed, depth, near",
+    [(0, 30, False), (1, 150, False), (2, 150, False), (3, 1200, False)]
+    + [(4, 150, True), (5, 1200, True)],
+)
+def test_ranking_metrics_equal_trec_eval(tmp_path, seed, depth, near):
+    """Through the file: every ranking metric equals trec_eval's, on the whole and on a part; with
+    `near`, a score is often moved by less than float32's resolution (a tie in trec_eval)."""
     pytest.importorskip(
         "ir_measures", reason="ir_measures is not installed: pip install ir_measures"
     )
@@ -267,6 +273,8 @@ def test_ranking_metrics_equal_trec_eval(tmp_path, seed, depth):
         for s in sorted(picked):
             # few distinct values, so ties are common; gold links score a little higher
             sc = float(np.round(rng.random() + (0.3 if (q, s) in gold_set else 0.0), 1))
+            if near:
+                sc *= 1.0 + float(rng.choice([0.0, 2.0**-40, -(2.0**-38), 2.0**-20]))
             run.setdefault(q, {})[s] = sc
             rows.append((q, s, sc))
     sub = write_csv(tmp_path / "sub.csv", ("query_id", "source_id", "score"), rows)
