@@ -2,9 +2,11 @@
 
 The unit is what the scorer scores: TRiC instances, TRaC targets, SwissGov-RSD documents (a
 cluster bootstrap within each language pair: a document's tokens move together) and Loci Similes
-queries. A resample is a vector of multiplicities (how often each unit is drawn); one matrix `W`
-(B resamples x units), drawn from a recorded seed, is shared by every system of a board, so the
-resamples are paired and a recomputation is identical.
+queries. On a cross-validated split the rows are (fold, instance) pairs and the unit is the
+distinct instance: its copies in every fold's test set move together, each fold's score and the
+mean over the folds recomputed on the resample. A resample is a vector of multiplicities (how
+often each unit is drawn); one matrix `W` (B resamples x units), drawn from a recorded seed, is
+shared by every system of a board, so the resamples are paired and a recomputation is identical.
 
 Every statistic is recomputed on each resample as the scorer would compute it on the resampled
 file (duplicated units included): weighted F1 from the resample's confusion counts; Spearman on
@@ -31,7 +33,7 @@ import numpy as np
 
 from scorer import metrics
 
-# ----------------------------------------------------------------------------- what a submission keeps
+# -------------------------------------------------------------------------- what a submission keeps
 
 
 def unit_arrays(task, store, split: str, parsed) -> dict[str, np.ndarray]:
@@ -70,9 +72,25 @@ def unit_arrays(task, store, split: str, parsed) -> dict[str, np.ndarray]:
 # ----------------------------------------------------------------------------- resamples
 
 
-def draw_weights(strata: Sequence[str], B: int, seed: int) -> np.ndarray:
+def draw_weights(
+    strata: Sequence[str], B: int, seed: int, clusters: Sequence[str] | None = None
+) -> np.ndarray:
     """B x len(strata) multiplicities: each resample draws, within each stratum, as many units
-    as the stratum has, with replacement (one stratum: the ordinary bootstrap)."""
+    as the stratum has, with replacement (one stratum: the ordinary bootstrap). With `clusters`
+    (one name per unit; a cluster's units share a stratum) the draw is of distinct clusters,
+    in order of first appearance, and every unit of a cluster gets the cluster's multiplicity."""
+    if clusters is not None:
+        clusters = list(clusters)
+        if len(clusters) != len(strata):
+            raise ValueError(f"{len(clusters)} cluster names for {len(strata)} units")
+        first: dict[str, int] = {}
+        of = np.array([first.setdefault(c, len(first)) for c in clusters], dtype=np.int64)
+        cstrata = [""] * len(first)
+        for c, st in zip(of, strata, strict=True):
+            cstrata[c] = st
+        if any(cstrata[c] != st for c, st in zip(of, strata, strict=True)):
+            raise ValueError("the units of a cluster lie in different strata")
+        return draw_weights(cstrata, B, seed)[:, of]
     strata = list(strata)
     n = len(strata)
     W = np.zeros((B, n), dtype=np.float64)
@@ -97,7 +115,7 @@ def weighted_f1(gold: np.ndarray, pred: np.ndarray, W: np.ndarray) -> np.ndarray
     c = W @ onehot  # B x 4: (g0p0, g0p1, g1p0, g1p1)
     n = c.sum(axis=1)
     out = np.zeros(W.shape[0])
-    for lab, tp, fp, fn in ((0, c[:, 0], c[:, 2], c[:, 1]), (1, c[:, 3], c[:, 1], c[:, 2])):
+    for _lab, tp, fp, fn in ((0, c[:, 0], c[:, 2], c[:, 1]), (1, c[:, 3], c[:, 1], c[:, 2])):
         with np.errstate(invalid="ignore", divide="ignore"):
             prec = np.where(tp + fp > 0, tp / (tp + fp), 0.0)
             rec = np.where(tp + fn > 0, tp / (tp + fn), 0.0)
@@ -336,7 +354,7 @@ def _tie_cubes(Dm, W: np.ndarray) -> np.ndarray:
     return out
 
 
-# ----------------------------------------------------------------------------- a task's primary score
+# --------------------------------------------------------------------------- a task's primary score
 
 
 class Bootstrap:
@@ -349,6 +367,10 @@ class Bootstrap:
         self.task, self.store, self.split = task, store, split
         self.subset, self.metric = task.primary
         kind = task.kind
+        # the units' clusters (drawn whole) where a unit is not drawn on its own, and the name of
+        # that scheme (a part of the key of the resamples kept by the server)
+        self.clusters: list[str] | None = None
+        self.resampling = "units"
         if kind in ("instances", "targets"):
             from tasks.base import unit_id
 
@@ -371,8 +393,11 @@ class Bootstrap:
             self.strata = [str(x) for x in group] if self.subset == "macro" else ["all"] * len(keep)
             self.folds = None
             if task.is_cross_validated(split):
-                # the mean over folds, each fold resampled within itself (it keeps its size), as the
-                # scorer takes it (`Keyed._score_folds`): the folds play the part of macro's groups
+                # the mean over folds as the scorer takes it (`Keyed._score_folds`), each fold
+                # scored on the resample: the folds play the part of macro's groups. The unit
+                # drawn is the instance: one instance is in the test sets of several folds, and
+                # its copies move together (drawn apart, they would pass for independent units
+                # and narrow the intervals)
                 if self.subset == "macro":
                     raise ValueError("no bootstrap for a macro over folds")
                 fold = [str(gold[i][task.cross_validation.field]) for i in keep]
@@ -381,7 +406,9 @@ class Bootstrap:
                     f: sub & np.array([x == f for x in fold], dtype=bool)
                     for f in dict.fromkeys(fold)
                 }
-                self.strata = fold
+                self.strata = ["all"] * len(keep)
+                self.clusters = [unit_id(gold[i], task.format.key) for i in keep]
+                self.resampling = "instances across folds"
                 self.folds = list(self.masks)
         elif kind == "tokens":
             from scorer.families import _token_gold
@@ -406,7 +433,7 @@ class Bootstrap:
                 keep_doc = np.array([only is None or i in only for i in ids])
                 tok = keep_doc[doc_all]
                 newidx = np.cumsum(keep_doc) - 1
-                kept = [i for i, k in zip(ids, keep_doc) if k]
+                kept = [i for i, k in zip(ids, keep_doc, strict=True) if k]
                 if not kept:
                     continue
                 col0 = len(self.units)
@@ -441,7 +468,8 @@ class Bootstrap:
     # -------------------------------------------------------------------------------------------
 
     def weights(self, B: int, seed: int) -> np.ndarray:
-        return draw_weights(self.strata, B, seed)
+        """The B x units multiplicities drawn from `seed` (by cluster where units have one)."""
+        return draw_weights(self.strata, B, seed, self.clusters)
 
     def _gold_ranks(self, name: str, w: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The gold's centred ranks on the columns `w` of `W` for the subset (or fold) `name`,
@@ -474,7 +502,8 @@ class Bootstrap:
             per = {}
             for name, mask in self.masks.items():
                 w = W[:, mask]
-                # no unit of the subset in this part of the gold, or a group the submission leaves out
+                # no unit of the subset in this part of the gold, or a group the submission
+                # leaves out
                 if not mask.any() or not np.isfinite(pred[mask]).all():
                     v = np.full(B, np.nan)
                 elif stat is weighted_spearman:
@@ -747,7 +776,7 @@ def holm(p: np.ndarray) -> np.ndarray:
     return out
 
 
-# ----------------------------------------------------------------------------- naive references (tests)
+# ------------------------------------------------------------------------- naive references (tests)
 
 
 def naive_spearman(

@@ -166,7 +166,7 @@ def loci_links(
     n_sources: int,
     keep: np.ndarray | None = None,
 ) -> tuple[dict, list[str]]:
-    """Loci Similes' link metrics as locisimiles 2.1.3's `IntertextEvaluator.evaluate()` defines them.
+    """Loci Similes' link metrics as locisimiles 2.1.3's `IntertextEvaluator.evaluate()` has them.
 
     `gold_*` and `pred_*` are unique (query index, source index) pairs; `keep` (a boolean mask over
     the queries) restricts everything to those queries. Precision, recall, F1 and accuracy are
@@ -238,6 +238,13 @@ def loci_links(
     return {k: out[k] for k in LOCI_COUNTS}, notes
 
 
+def trec_scores(scores: np.ndarray) -> np.ndarray:
+    """Scores as trec_eval compares them: rounded to the nearest float32 (its `float sim`), a
+    magnitude beyond float32's range becoming an infinity of its sign, as a C cast makes it."""
+    with np.errstate(over="ignore"):
+        return np.asarray(scores, dtype=np.float64).astype(np.float32)
+
+
 def ir_names(cutoffs=IR_CUTOFFS) -> list[str]:
     return [f"{m}@{k}" for k in cutoffs for m in IR_MEASURES]
 
@@ -258,9 +265,10 @@ def link_ranking_ir(
     `map_cut_k`, `recip_rank` cut at k, `ndcg_cut_k` with binary gain), averaged over the gold
     queries (those with at least one gold link; one with no predicted link counts 0).
 
-    Each query's predicted sources are ranked by descending score; ties are broken as trec_eval
-    breaks them, by descending source id in byte order (`source_order[s]` is the position of
-    source s among the ids sorted that way, ascending). A cut-off deeper than the run (no query
+    Each query's predicted sources are ranked as trec_eval ranks them (`comp_sim_docno`): by
+    descending score compared in single precision (`trec_scores`), so that scores equal as float32
+    tie, and ties broken by descending source id in byte order (`source_order[s]` is the position
+    of source s among the ids sorted that way, ascending). A cut-off deeper than the run (no query
     ranks that many sources) is reported only when some query ranks at least that many; k = 10
     and 100 are always reported.
     """
@@ -286,7 +294,7 @@ def link_ranking_ir(
         notes.append("ranking metrics are undefined: no query here has a gold link")
         return out, notes
     cand = gold_query[pred_q]
-    cq, cs, csc = pred_q[cand], pred_s[cand], pred_score[cand]
+    cq, cs, csc = pred_q[cand], pred_s[cand], trec_scores(pred_score[cand])
     order = np.lexsort((-source_order[cs], -csc, cq))
     cq, cs = cq[order], cs[order]
     rel = np.isin(cq * np.int64(n_sources) + cs, gold_q * np.int64(n_sources) + gold_s)

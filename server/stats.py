@@ -17,7 +17,8 @@ What is kept where, under the data directory's `stats/`:
 `compute_board_stats(phase_id)` runs as a queued job: each scoring job asks for one after recording
 its scores, and so do the pages when a board version has no statistics yet; requests coalesce (a
 burst of scores costs one or two jobs), and a request never computes any.
-A published snapshot carries its statistics frozen with it (`for_snapshot`, from `lifecycle.publish`).
+A published snapshot carries its statistics frozen with it (`for_snapshot`, from
+`lifecycle.publish`).
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def save_units(home, submission_id: int, attempt: int, task, store, split: str, 
 
 
 def load_units(settings, task, split: str, submission_id: int, attempt: int) -> dict:
-    """The per-unit arrays of a scored run; re-parsed from its stored upload (and kept) if absent."""
+    """The per-unit arrays of a scored run, re-parsed from its upload (and kept) if absent."""
     p = units_path(settings.home, submission_id, attempt)
     if not p.is_file():
         from scorer import validate_file
@@ -142,10 +143,12 @@ class Part:
         self.task, self.split, self.part, self.seed, self.B = task, split, part, int(seed), int(B)
         self.boot = Bootstrap(task, TaskStore(task.id, settings.home), split, units)
         digest = hashlib.sha256("\n".join(self.boot.units).encode("utf-8")).hexdigest()
-        ident = json.dumps(
-            [task.id, task.version, split, part, digest, self.seed, self.B, provenance],
-            sort_keys=True,
-        )
+        key = [task.id, task.version, split, part, digest, self.seed, self.B, provenance]
+        if self.boot.resampling != "units":
+            # another scheme draws other resamples from the same seed; the ordinary one stays out
+            # of the key, so that the samples kept before the schemes had names stay valid
+            key.append(self.boot.resampling)
+        ident = json.dumps(key, sort_keys=True)
         self.key = hashlib.sha256(ident.encode("utf-8")).hexdigest()[:20]
         self.W = self.boot.weights(self.B, self.seed)
 
@@ -256,7 +259,7 @@ def statistics(settings, part: Part, board, *, value_of=None) -> dict:
             prim.greater_is_better,
             ALPHA,
         )
-        for r, ci in zip(rows, allst["ci"]):
+        for r, ci in zip(rows, allst["ci"], strict=True):
             out_rows[str(r.submission_id)] = {"ci": ci}
     order, teams, p, p_holm = [], [], [], []
     if ranked:
@@ -277,7 +280,11 @@ def statistics(settings, part: Part, board, *, value_of=None) -> dict:
     return {
         "part": part.part,
         "method": METHOD,
-        "unit": UNIT_NAMES.get(part.task.kind, "units"),
+        "unit": (
+            "instances (each drawn with its copies in every fold)"
+            if part.boot.clusters is not None
+            else UNIT_NAMES.get(part.task.kind, "units")
+        ),
         "B": part.B,
         "seed": part.seed,
         "alpha": ALPHA,

@@ -91,6 +91,20 @@ def test_weights_are_reproducible_and_stratified():
     assert (W1[:, a].sum(axis=1) == 7).all() and (W1[:, ~a].sum(axis=1) == 3).all()
 
 
+def test_cluster_weights_draw_each_cluster_once_with_its_units():
+    """With clusters, the draw is over distinct clusters (the ordinary draw of that many units,
+    from the same seed) and every unit of a cluster carries the cluster's multiplicity."""
+    clusters = ["a", "b", "a", "c", "b", "a", "d"]
+    W = bs.draw_weights(["all"] * 7, 200, 3, clusters)
+    Wc = bs.draw_weights(["all"] * 4, 200, 3)  # a, b, c, d in order of first appearance
+    assert np.array_equal(W, Wc[:, [0, 1, 0, 2, 1, 0, 3]])
+    assert (Wc.sum(axis=1) == 4).all()
+    with pytest.raises(ValueError, match="different strata"):
+        bs.draw_weights(["x", "y", "x"], 5, 0, ["a", "a", "b"])
+    with pytest.raises(ValueError, match="2 cluster names for 3 units"):
+        bs.draw_weights(["x"] * 3, 5, 0, ["a", "b"])
+
+
 def test_holm_matches_the_step_down_procedure():
     p = np.array(
         [[1, 0.01, 0.04, 0.03], [0.01, 1, 0.005, 0.5], [0.04, 0.005, 1, 0.2], [0.03, 0.5, 0.2, 1.0]]
@@ -201,7 +215,7 @@ def test_swissgov_resamples_equal_scipy_per_pair(home):
             per.append(bs.naive_spearman(tp.gold, arrays[f"pred:{pair}"][tok], w[cols], tp.doc))
         assert abs(got[i] - np.mean(per)) <= 1e-12
     # resampled within each language pair: every resample keeps each pair's document count
-    for pair, (cols, _tok, _tp) in b.pairs.items():
+    for cols, _tok, _tp in b.pairs.values():
         assert (W[:, cols].sum(axis=1) == len(cols)).all()
 
 

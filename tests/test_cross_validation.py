@@ -137,7 +137,8 @@ def test_bad_cross_validated_files_name_the_line_and_the_fold(cv_home, tmp_path)
     assert (1, "missing field(s) fold") in msgs
     assert any(line == 2 and m.startswith("unknown fold/instanceID") for line, m in msgs)
     (missing,) = [m for line, m in msgs if line is None]
-    # line 1's unit (its fold unread), line 2's (answered for a fold it is not in) and the dropped one
+    # line 1's unit (its fold unread), line 2's (answered for a fold it is not in) and the dropped
+    # one
     assert missing.startswith("3 fold/instanceID(s) missing")
     for r in (rows[0], rows[1], dropped):
         assert f"'{r['fold']}/{r['instanceID']}'" in missing
@@ -165,34 +166,58 @@ def test_strata_are_fold_and_subset(cv_home):
     ]
 
 
-def test_the_bootstrap_resamples_within_folds_and_equals_a_naive_loop(cv_home, tmp_path):
+@pytest.mark.parametrize("task_id", ["tric-ranking", "tric-binary"])
+def test_the_bootstrap_draws_instances_across_folds_and_equals_a_naive_loop(
+    cv_home, tmp_path, task_id
+):
+    """The unit drawn is the distinct instance, its copies in every fold moving together; each
+    fold's score and their mean recomputed on the resample equal a loop that draws the same
+    instances from the same seed, writes the resampled rows out and scores each fold with scipy or
+    scikit-learn."""
     from scorer.bootstrap import Bootstrap, draw_weights, unit_arrays
     from scorer.families import family
 
-    task = get_task("tric-ranking")
+    task = get_task(task_id)
     store = TaskStore(task.id, cv_home)
     rows, by = _predictions(cv_home, task.id)
     v = validate_file(task.id, _write(tmp_path, rows), "cv", cv_home)
     arrays = unit_arrays(task, store, "cv", v.parsed)
     bs = Bootstrap(task, store, "cv")
+    primary = task.primary_metric
     scored = family(task, store, "cv").score(v.parsed)
-    assert bs.point(arrays) == pytest.approx(scored.metrics["all"]["spearman"], abs=1e-12)
-    W = bs.weights(40, seed=11)
-    assert np.array_equal(W, draw_weights(bs.strata, 40, 11))
+    assert bs.point(arrays) == pytest.approx(scored.metrics["all"][primary], abs=1e-12)
+    B, seed = 60, 11
+    W = bs.weights(B, seed=seed)
+    assert np.array_equal(W, draw_weights(bs.strata, B, seed, bs.clusters))
     gold = _gold(cv_home, task.id)
-    fold = np.array([str(g["fold"]) for g in gold])
-    for f in ("1", "2", "3"):  # each fold keeps its size in every resample
-        assert (W[:, fold == f].sum(axis=1) == (fold == f).sum()).all()
+    fold = [str(g["fold"]) for g in gold]
+    inst = [g["instanceID"] for g in gold]
+    distinct = list(dict.fromkeys(inst))
+    # the synthetic release puts instances in several folds' test sets, as TRoTR's does
+    assert len(distinct) < len(inst)
+    for i in distinct:  # an instance's copies carry one multiplicity
+        cols = [j for j, x in enumerate(inst) if x == i]
+        assert (W[:, cols] == W[:, cols[:1]]).all()
     got = bs.samples(arrays, W)
-    y = np.array([g["label"] for g in gold])
-    p = np.array([by[(str(g["fold"]), g["instanceID"])] for g in gold])
-    for b in range(W.shape[0]):
+    draws = np.random.default_rng(seed).integers(0, len(distinct), size=(B, len(distinct)))
+    for b in range(B):
+        times = {distinct[int(d)]: 0 for d in draws[b]}
+        for d in draws[b]:
+            times[distinct[int(d)]] += 1
+        resampled = [
+            g for g in gold for _ in range(times.get(g["instanceID"], 0))
+        ]  # the resampled file, row by row
         per = []
-        for f in ("1", "2", "3"):
-            m = fold == f
-            reps = W[b, m].astype(int)
-            per.append(spearmanr(np.repeat(y[m], reps), np.repeat(p[m], reps))[0])
-        assert got[b] == pytest.approx(np.mean(per), abs=1e-12)
+        for f in sorted(set(fold), key=int):
+            y = [g["label"] for g in resampled if str(g["fold"]) == f]
+            p = [by[(f, g["instanceID"])] for g in resampled if str(g["fold"]) == f]
+            if not y:  # a fold the resample does not hold: the mean is over the others
+                continue
+            if task_id == "tric-binary":
+                per.append(f1_score(y, p, average="weighted", labels=[0, 1], zero_division=0))
+            else:
+                per.append(spearmanr(y, p)[0])
+        assert got[b] == pytest.approx(np.mean(per), abs=1e-12, rel=1e-12), b
 
 
 def test_the_lexical_baseline_tunes_each_folds_threshold_on_that_folds_dev(cv_home, tmp_path):
@@ -306,13 +331,14 @@ def test_a_cross_validated_phase_shows_mean_std_and_every_fold(embedded_backend)
 
     add_reference_rows(board, t, b.settings.home)
     assert not [r for r in board.rows if r.row_type == "paper"]
-    # the row's interval is the bootstrap of the mean over folds (resampled within each fold), and
-    # holds the point score
+    # the row's interval is the bootstrap of the mean over folds (distinct instances drawn, with
+    # their copies in every fold), and holds the point score
     from server.stats import phase_version, read_board_stats
 
     stats = read_board_stats(b.settings.home, ph.id, phase_version(b.settings, b.engine, t, ph.id))
     lo, hi = stats["rows"][str(sub.id)]["ci"]
     assert lo <= row.values["all/spearman"] <= hi and stats["part"] == "all"
+    assert stats["unit"] == "instances (each drawn with its copies in every fold)"
 
 
 def test_the_pages_and_the_api_of_a_cross_validated_phase(app):
@@ -381,7 +407,8 @@ def test_the_pages_and_the_api_of_a_cross_validated_phase(app):
     assert bars.count(">oov<") == 1 and bars.count(">iov<") == 1  # the subsets, not their spreads
     plain = c.get("/tasks/tric-ranking/leaderboard/plot.svg?phase=test").get_data(as_text=True)
     assert "on each fold" not in plain
-    # the authors' per-fold results stand beside the rows as unranked "paper" rows, on the cv board only
+    # the authors' per-fold results stand beside the rows as unranked "paper" rows, on the cv
+    # board only
     from tasks.trotr_paper import AUTHORS
 
     papers = [x for x in board["rows"] if x["row_type"] == "paper"]

@@ -17,8 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import loci_files
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from scorer import score_file, score_validated, validate_file
+from scorer import metrics, score_file, score_validated, validate_file
 from tasks.importers import import_task
 
 REPO = Path(__file__).resolve().parent.parent
@@ -245,8 +247,14 @@ def trec_reference(qrels: dict, run: dict, gold_queries: list[str], cutoffs) -> 
     return out
 
 
-@pytest.mark.parametrize("seed, depth", [(0, 30), (1, 150), (2, 150), (3, 1200)])
-def test_ranking_metrics_equal_trec_eval(tmp_path, seed, depth):
+@pytest.mark.parametrize(
+    "seed, depth, near",
+    [(0, 30, False), (1, 150, False), (2, 150, False), (3, 1200, False)]
+    + [(4, 150, True), (5, 1200, True)],
+)
+def test_ranking_metrics_equal_trec_eval(tmp_path, seed, depth, near):
+    """Through the file: every ranking metric equals trec_eval's, on the whole and on a part; with
+    `near`, a score is often moved by less than float32's resolution (a tie in trec_eval)."""
     pytest.importorskip(
         "ir_measures", reason="ir_measures is not installed: pip install ir_measures"
     )
@@ -265,6 +273,8 @@ def test_ranking_metrics_equal_trec_eval(tmp_path, seed, depth):
         for s in sorted(picked):
             # few distinct values, so ties are common; gold links score a little higher
             sc = float(np.round(rng.random() + (0.3 if (q, s) in gold_set else 0.0), 1))
+            if near:
+                sc *= 1.0 + float(rng.choice([0.0, 2.0**-40, -(2.0**-38), 2.0**-20]))
             run.setdefault(q, {})[s] = sc
             rows.append((q, s, sc))
     sub = write_csv(tmp_path / "sub.csv", ("query_id", "source_id", "score"), rows)
@@ -291,6 +301,107 @@ def test_ranking_metrics_equal_trec_eval(tmp_path, seed, depth):
         )
         for k, v in ref.items():
             assert math.isclose(got[k], v, rel_tol=1e-9, abs_tol=1e-9), (k, got[k], v)
+
+
+def test_near_tie_two_rows_as_trec_eval(tmp_path):
+    """Two scores equal in single precision tie, as in trec_eval, and the tie goes to the larger
+    source id: the gold link s_z ranks first although its float64 score is the smaller."""
+    pytest.importorskip(
+        "ir_measures", reason="ir_measures is not installed: pip install ir_measures"
+    )
+    rel = tmp_path / "release"
+    files = {
+        "query": write_csv(rel / "q.csv", ("seg_id", "text"), [("q1", "arma virumque")]),
+        "source": write_csv(
+            rel / "s.csv", ("seg_id", "text"), [("s_a", "cano"), ("s_z", "troiae")]
+        ),
+        "gold": write_csv(rel / "g.csv", ("query_id", "source_id", "label"), [("q1", "s_z", 1)]),
+    }
+    home = tmp_path / "home"
+    import_task("loci-similes", home, **files)
+    run = {"q1": {"s_a": 0.91, "s_z": 0.9099999999999999}}
+    assert run["q1"]["s_a"] != run["q1"]["s_z"]
+    sub = write_csv(
+        tmp_path / "sub.csv",
+        ("query_id", "source_id", "score"),
+        [(q, s, sc) for q, r in run.items() for s, sc in r.items()],
+    )
+    got = score_file("loci-similes", sub, home=home)["metrics"]["all"]
+    assert got["mrr@10"] == got["map@10"] == got["ndcg@10"] == got["recall@10"] == 1.0
+    ref = trec_reference({"q1": {"s_z": 1}}, run, ["q1"], (10, 100))
+    for k, v in ref.items():
+        assert got[k] == v, (k, got[k], v)
+
+
+# scores that tie in float32 and differ in float64 (relative steps below 2^-24), exact ties, and
+# steps just above float32's resolution; magnitudes beyond float32's range become infinities
+BASES = (0.91, 0.5, 1.0, 0.0, 1e-3, -2.5, 123456.789, 1e-40, 3.5e38, -1e39)
+STEPS = (0.0, 2.0**-40, -(2.0**-40), 3 * 2.0**-30, 2.0**-26, 2.0**-22, -(2.0**-21))
+
+
+@st.composite
+def near_tie_runs(draw):
+    sids = draw(
+        st.lists(
+            st.text(alphabet="aAzZ09_.é ", min_size=1, max_size=4).map(lambda x: "s" + x),
+            min_size=2,
+            max_size=25,
+            unique=True,
+        )
+    )
+    n_q = draw(st.integers(1, 4))
+    run, qrels = {}, {}
+    for q in range(n_q):
+        qid = f"q{q}"
+        picked = draw(st.lists(st.sampled_from(sids), unique=True, max_size=len(sids)))
+        for s in picked:
+            base = draw(st.sampled_from(BASES))
+            step = draw(st.sampled_from(STEPS))
+            run.setdefault(qid, {})[s] = base * (1.0 + step) if base else step * 1e-30
+        gold = draw(st.lists(st.sampled_from(sids), unique=True, max_size=4))
+        if gold:
+            qrels[qid] = {s: 1 for s in gold}
+    if not qrels:
+        qrels["q0"] = {sids[0]: 1}
+    return sids, n_q, run, qrels
+
+
+@given(case=near_tie_runs())
+@settings(max_examples=300, deadline=None)
+def test_ranking_near_ties_equal_pytrec_eval(case):
+    """recall@k, map@k, mrr@k and ndcg@k of `metrics.link_ranking_ir` equal trec_eval's (through
+    ir_measures' pytrec_eval) on runs full of float32 ties, exact ties and near misses."""
+    pytest.importorskip(
+        "ir_measures", reason="ir_measures is not installed: pip install ir_measures"
+    )
+    sids, n_q, run, qrels = case
+    sidx = {s: i for i, s in enumerate(sids)}
+    by_bytes = sorted(range(len(sids)), key=lambda i: sids[i].encode("utf-8"))
+    source_order = np.empty(len(sids), dtype=np.int64)
+    source_order[by_bytes] = np.arange(len(sids))
+    pq, ps, psc = [], [], []
+    for q, r in run.items():
+        for s, sc in r.items():
+            pq.append(int(q[1:]))
+            ps.append(sidx[s])
+            psc.append(sc)
+    gq = [int(q[1:]) for q, r in qrels.items() for _ in r]
+    gs = [sidx[s] for r in qrels.values() for s in r]
+    cutoffs = (1, 3, 10)
+    got, _ = metrics.link_ranking_ir(
+        np.array(gq, dtype=np.int64),
+        np.array(gs, dtype=np.int64),
+        np.array(pq, dtype=np.int64),
+        np.array(ps, dtype=np.int64),
+        np.array(psc, dtype=np.float64),
+        n_q,
+        len(sids),
+        source_order,
+        cutoffs=cutoffs,
+    )
+    ref = trec_reference(qrels, run, sorted(qrels), cutoffs)
+    for k, v in ref.items():
+        assert math.isclose(got[k], v, rel_tol=1e-12, abs_tol=1e-12), (k, got[k], v)
 
 
 def test_ranking_tie_rule_by_hand(tmp_path):
