@@ -25,11 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 SHARED = Path(os.environ.get("PALIMPSEST_SHARED_DATA", REPO.parent / "shared" / "data"))
-
-import numpy as np
 
 
 def import_tasks(home: Path, tasks: list[str]) -> None:
@@ -179,15 +179,17 @@ def main(argv=None) -> int:
         home = Path(d)
         import_tasks(home, tasks)
         print(
-            f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores"
+            f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on "
+            f"{os.cpu_count()} cores"
         )
         for t in tasks:
             r = bench(t, home, a.rows, a.B)
             bar = 30.0 if t == "swissgov-rsd" else 5.0
             print(
-                f"{r['task']:>15}: {r['rows']} rows, B={r['B']}, {r['units']}: board {r['cold_s']:.2f} s "
-                f"(bar {bar:.0f} s; CPU time {r['cold_cpu_s']:.2f} s), one new row {r['one_new_row_s']:.2f} s, {r['clusters']} clusters; "
-                f"load {os.getloadavg()[0]:.2f}"
+                f"{r['task']:>15}: {r['rows']} rows, B={r['B']}, {r['units']}: board "
+                f"{r['cold_s']:.2f} s (bar {bar:.0f} s; CPU time {r['cold_cpu_s']:.2f} s), one new "
+                f"row {r['one_new_row_s']:.2f} s, {r['clusters']} clusters; load "
+                f"{os.getloadavg()[0]:.2f}"
             )
     return 0
 
