@@ -201,7 +201,7 @@ def test_swissgov_resamples_equal_scipy_per_pair(home):
             per.append(bs.naive_spearman(tp.gold, arrays[f"pred:{pair}"][tok], w[cols], tp.doc))
         assert abs(got[i] - np.mean(per)) <= 1e-12
     # resampled within each language pair: every resample keeps each pair's document count
-    for pair, (cols, _tok, _tp) in b.pairs.items():
+    for cols, _tok, _tp in b.pairs.values():
         assert (W[:, cols].sum(axis=1) == len(cols)).all()
 
 

@@ -137,7 +137,8 @@ def test_bad_cross_validated_files_name_the_line_and_the_fold(cv_home, tmp_path)
     assert (1, "missing field(s) fold") in msgs
     assert any(line == 2 and m.startswith("unknown fold/instanceID") for line, m in msgs)
     (missing,) = [m for line, m in msgs if line is None]
-    # line 1's unit (its fold unread), line 2's (answered for a fold it is not in) and the dropped one
+    # line 1's unit (its fold unread), line 2's (answered for a fold it is not in) and the dropped
+    # one
     assert missing.startswith("3 fold/instanceID(s) missing")
     for r in (rows[0], rows[1], dropped):
         assert f"'{r['fold']}/{r['instanceID']}'" in missing
@@ -381,7 +382,8 @@ def test_the_pages_and_the_api_of_a_cross_validated_phase(app):
     assert bars.count(">oov<") == 1 and bars.count(">iov<") == 1  # the subsets, not their spreads
     plain = c.get("/tasks/tric-ranking/leaderboard/plot.svg?phase=test").get_data(as_text=True)
     assert "on each fold" not in plain
-    # the authors' per-fold results stand beside the rows as unranked "paper" rows, on the cv board only
+    # the authors' per-fold results stand beside the rows as unranked "paper" rows, on the cv board
+    # only
     from tasks.trotr_paper import AUTHORS
 
     papers = [x for x in board["rows"] if x["row_type"] == "paper"]
