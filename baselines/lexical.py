@@ -27,7 +27,8 @@ def dice_top_k(
     queries: list[str], sources: list[str], k: int, chunk: int = 256, progress: bool = False
 ):
     """For each query, the k sources with the highest Dice (ties: lower source index first), as
-    (indices, scores) arrays of shape (n_queries, k); computed by sparse matrix products in chunks."""
+    (indices, scores) arrays of shape (n_queries, k); computed by sparse matrix products in
+    chunks."""
     import numpy as np
     from scipy import sparse
     from tqdm.auto import tqdm

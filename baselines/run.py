@@ -158,13 +158,15 @@ def run_baselines(
         if scores is not None:
             p = scores["primary"]
             log(
-                f"{task_id}/{system}: {p['name']} on {p['subset']} = {p['value']:.4f} ({seconds:.1f} s)"
+                f"{task_id}/{system}: {p['name']} on {p['subset']} = {p['value']:.4f} "
+                f"({seconds:.1f} s)"
             )
     return results
 
 
 def method_label(system: str, model: str | None) -> str:
-    """What a baseline's row is called on the leaderboard, e.g. `bi-encoder-mask (all-MiniLM-L6-v2)`."""
+    """What a baseline's row is called on the leaderboard, e.g. `bi-encoder-mask
+    (all-MiniLM-L6-v2)`."""
     return f"{system} ({model})" if model else system
 
 
@@ -189,8 +191,8 @@ def server_database(settings):
 def _description(result: dict) -> str:
     what = f"with {result['model']}" if result.get("model") else "model-free"
     return (
-        f"Reference system {result['system']} of the task's paper, {what}, written by "
-        f"`palimpsest baselines run` on {result.get('device', 'cpu')} and scored like any team's file."
+        f"Reference system {result['system']} of the task's paper, {what}, written by `palimpsest "
+        f"baselines run` on {result.get('device', 'cpu')} and scored like any team's file."
     )
 
 

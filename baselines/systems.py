@@ -217,10 +217,11 @@ def run_tric(
 
         rel = pair_relatedness(test, system, models, desc="trac")
         by_target: dict[str, list[float]] = {}
-        for p, r in zip(test, rel):
+        for p, r in zip(test, rel, strict=True):
             by_target.setdefault(p["target"], []).append(float(r))
         # Gold topic variation is 1 - mean judgment / max mean judgment (TRoTR
-        # src/topic_variation_scores.py): high when relatedness is low, so predict 1 - mean relatedness.
+        # src/topic_variation_scores.py): high when relatedness is low, so predict 1 - mean
+        # relatedness.
         rows = [
             {"target": t, "score": round(1.0 - float(np.mean(v)), 8)}
             for t, v in sorted(by_target.items())
@@ -232,7 +233,7 @@ def run_tric(
             out,
             (
                 {"instanceID": p["instanceID"], "score": round(float(s), 8)}
-                for p, s in zip(test, test_rel)
+                for p, s in zip(test, test_rel, strict=True)
             ),
         )
     dev = _read_jsonl(store.public("dev", "inputs.jsonl"))
@@ -241,7 +242,10 @@ def run_tric(
     thr, _ = best_threshold(dev_rel, [int(gold[p["instanceID"]]) for p in dev])
     return _write_jsonl(
         out,
-        ({"instanceID": p["instanceID"], "label": int(s >= thr)} for p, s in zip(test, test_rel)),
+        (
+            {"instanceID": p["instanceID"], "label": int(s >= thr)}
+            for p, s in zip(test, test_rel, strict=True)
+        ),
     )
 
 
@@ -263,7 +267,7 @@ def _run_tric_folds(
             out,
             (
                 {fold: p[fold], "instanceID": p["instanceID"], "score": round(float(s), 8)}
-                for p, s in zip(test, test_rel)
+                for p, s in zip(test, test_rel, strict=True)
             ),
         )
     dev = _read_jsonl(store.public(opts.split, "dev.jsonl"))
@@ -279,7 +283,7 @@ def _run_tric_folds(
         out,
         (
             {fold: p[fold], "instanceID": p["instanceID"], "label": int(s >= thresholds[p[fold]])}
-            for p, s in zip(test, test_rel)
+            for p, s in zip(test, test_rel, strict=True)
         ),
     )
 
@@ -304,8 +308,9 @@ def _norm(token: str) -> str:
 def run_swissgov(
     task_id: str, system: str, store: TaskStore, out: Path, models: Models, opts: Options
 ) -> Path:
-    """SwissGov-RSD: DiffAlign, or the lexical baseline (1 when a token's word form is absent from the
-    other document, else 0; names, numbers and cognates are what it can match across languages)."""
+    """SwissGov-RSD: DiffAlign, or the lexical baseline (1 when a token's word form is absent from
+    the other document, else 0; names, numbers and cognates are what it can match across
+    languages)."""
     docs = _read_jsonl(store.public("test", "inputs.jsonl"))
     rows = []
     if system == "lexical":
@@ -403,13 +408,19 @@ def run_loci(
             f"(systems: {', '.join(SYSTEMS[task_id])})"
         )
     links = [
-        (qi, int(si), float(v)) for qi in range(len(queries)) for si, v in zip(idx[qi], val[qi])
+        (qi, int(si), float(v))
+        for qi in range(len(queries))
+        for si, v in zip(idx[qi], val[qi], strict=True)
     ]
     if system == "retrieve-rerank":
         probs = models.cross().score(
             [(queries[qi][1], sources[si][1]) for qi, si, _ in links], desc="loci-similes re-rank"
         )
-        links = [(qi, si, float(p)) for (qi, si, _), p in zip(links, probs) if p >= opts.threshold]
+        links = [
+            (qi, si, float(p))
+            for (qi, si, _), p in zip(links, probs, strict=True)
+            if p >= opts.threshold
+        ]
     return _write_links(out, ((queries[qi][0], sources[si][0], v) for qi, si, v in links))
 
 
@@ -438,13 +449,14 @@ def run_str(
         scores = np.einsum("ij,ij->i", a, b)
     else:
         raise BaselineError(
-            f"system {system!r} does not apply to {task_id} (systems: {', '.join(SYSTEMS[task_id])})"
+            f"system {system!r} does not apply to {task_id} (systems: "
+            f"{', '.join(SYSTEMS[task_id])})"
         )
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(("PairID", "Pred_Score"))
-        w.writerows((p["PairID"], f"{float(v):.6f}") for p, v in zip(pairs, scores))
+        w.writerows((p["PairID"], f"{float(v):.6f}") for p, v in zip(pairs, scores, strict=True))
     return out
 
 

@@ -1,13 +1,14 @@
-"""Encoding throughput (stock encode() against our pipeline), Loci Similes at the paper's scale, and the
-wall time of every baseline of every task, as `baselines run` does them.
+"""Encoding throughput (stock encode() against our pipeline), Loci Similes at the paper's scale, and
+the wall time of every baseline of every task, as `baselines run` does them.
 
     python benchmarks/bench_baselines.py [--device auto] [--batch-size 32] [--sentences 1262]
-        [--loci-scale 171000] [--skip-runs] [--model all-MiniLM-L6-v2] [--json benchmarks/out/x.json]
+        [--loci-scale 171000] [--skip-runs] [--model all-MiniLM-L6-v2]
+        [--json benchmarks/out/x.json]
 
 Throughput: the TRoTR tweets (repeated to --sentences), one model on one device, one batch size,
 encoded by sentence-transformers' stock `encode()` and by our pipeline (`BiEncoder(pipeline=...)`),
-each after a warm-up, interleaved; the ratio is of the two figures taken in this one run. On CUDA the
-GPU's utilisation is sampled while each one runs, with its peak memory.
+each after a warm-up, interleaved; the ratio is of the two figures taken in this one run. On CUDA
+the GPU's utilisation is sampled while each one runs, with its peak memory.
 
 Loci Similes: the full benchmark (about 83k Jerome/Lactantius query segments, 88k Vergil source
 segments) is not available here, so --loci-scale segments are generated: 83/171 of them queries, the
@@ -167,7 +168,8 @@ def minilm_standin(out: Path) -> Path:
 
 
 def choose_model(spec: str | None, tmp: Path) -> tuple[str | None, str]:
-    """(what to load, what the report calls it): the model asked for, else MiniLM, else the stand-in."""
+    """(what to load, what the report calls it): the model asked for, else MiniLM, else the
+    stand-in."""
     from baselines.models import ModelNotFound, resolve_model
 
     try:
@@ -311,8 +313,8 @@ def throughput(
 
 
 def loci_corpus(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
-    """n synthetic Latin segments: queries (83/171 of n) and sources, word counts drawn from the real
-    query and source segments, words drawn from their vocabulary by frequency."""
+    """n synthetic Latin segments: queries (83/171 of n) and sources, word counts drawn from the
+    real query and source segments, words drawn from their vocabulary by frequency."""
     real_q, real_s = _loci_segments()
     rng = random.Random(seed)
     vocab = [w for t in real_q + real_s for w in t.split()]  # repeated words: drawn by frequency
@@ -366,7 +368,8 @@ def loci_scale(model: str | None, label: str, device: str, batch_size: int, n: i
         enc_s = (t1 - t0) * PAPER_SEGMENTS / n
         topk_s = (t2 - t1) * (n_q * (PAPER_SEGMENTS - n_q)) / (len(queries) * len(sources))
         out["extrapolated_to_171000"] = {
-            "note": "EXTRAPOLATED, not measured: encoding x 171000/n (linear), top-k x queries*sources",
+            "note": "EXTRAPOLATED, not measured: encoding x 171000/n (linear), top-k x "
+            "queries*sources",
             "seconds_encoding": round(enc_s, 1),
             "seconds_top_k": round(topk_s, 1),
             "seconds_end_to_end": round(enc_s + topk_s, 1),

@@ -172,8 +172,8 @@ ts = [threading.Thread(target=client) for _ in range(conns)]
 t0 = time.time(); [t.start() for t in ts]; [t.join() for t in ts]; el = time.time() - t0
 lat.sort()
 q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] * 1000
-print(json.dumps({"tool": "python", "requests_per_s": len(lat) / el, "p50_ms": q(.5), "p90_ms": q(.9),
-                  "p99_ms": q(.99), "non_2xx": errors[0]}))
+print(json.dumps({"tool": "python", "requests_per_s": len(lat) / el, "p50_ms": q(.5),
+                  "p90_ms": q(.9), "p99_ms": q(.99), "non_2xx": errors[0]}))
 """
     out = subprocess.run(
         [sys.executable, "-c", code, url, str(duration), str(connections), "1" if gzip else "0"],

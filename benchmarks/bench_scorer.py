@@ -55,13 +55,14 @@ RSS_MB = {"loci-similes": 500, "loci-top100": 1536, "loci-top100-gz": 1536}
 
 # A Latin vocabulary for segments that look like the corpora (only the ids matter for scoring).
 LATIN = (
-    "arma virum que cano troiae qui primus ab oris italiam fato profugus lavinia venit litora multum "
-    "ille et terris iactatus alto vi superum saevae memorem iunonis ob iram dat sine mente sonum deus "
-    "nobis haec otia fecit o decus italiae virgo quas dicere grates quasve referre parem nunc dimittis "
-    "servum tuum domine secundum verbum in pace quia viderunt oculi mei salutare ecclesia fides caritas "
-    "spes gratia peccatum scriptura apostolus propheta evangelium dominus christus sanctus spiritus "
-    "mundus caelum terra mare ignis aqua lux tenebrae vita mors anima corpus virtus vitium amor odium "
-    "bellum pax rex regnum urbs roma populus senatus consul imperium gloria fama fortuna natura ratio"
+    "arma virum que cano troiae qui primus ab oris italiam fato profugus lavinia venit litora "
+    "multum ille et terris iactatus alto vi superum saevae memorem iunonis ob iram dat sine mente "
+    "sonum deus nobis haec otia fecit o decus italiae virgo quas dicere grates quasve referre "
+    "parem nunc dimittis servum tuum domine secundum verbum in pace quia viderunt oculi mei "
+    "salutare ecclesia fides caritas spes gratia peccatum scriptura apostolus propheta evangelium "
+    "dominus christus sanctus spiritus mundus caelum terra mare ignis aqua lux tenebrae vita mors "
+    "anima corpus virtus vitium amor odium bellum pax rex regnum urbs roma populus senatus consul "
+    "imperium gloria fama fortuna natura ratio"
 ).split()
 
 
@@ -172,7 +173,7 @@ def make_loci_topk(base: Path, loci: dict, k: int = TOP_K) -> dict:
             f.write(
                 "".join(
                     f'"{qq}","{sources[s]}",{sc:.6f}\n'
-                    for s, sc in zip(src[q].tolist(), score[q].tolist())
+                    for s, sc in zip(src[q].tolist(), score[q].tolist(), strict=True)
                 )
             )
     del lines
@@ -387,8 +388,8 @@ def ref_swissgov(submission: Path, home: Path) -> dict:
             if not all(x == -1 for x in g["labels_b"]):
                 pl.extend(p["labels_b"])
                 gl.extend(g["labels_b"])
-        fp = [p for p, g in zip(pl, gl) if g != -1]
-        fg = [g for p, g in zip(pl, gl) if g != -1]
+        fp = [p for p, g in zip(pl, gl, strict=True) if g != -1]
+        fg = [g for p, g in zip(pl, gl, strict=True) if g != -1]
         pa, ga = np.expand_dims(np.array(fp), 0), np.expand_dims(np.array(fg), 0)
         vals = {}
         for coef in ("spearman", "kendall"):
@@ -432,7 +433,8 @@ def _load_locisimiles_evaluator():
 
 
 class _FixedPipeline:
-    """A 'pipeline' that returns a submission's links, read from our CSV, as CandidateJudge lists."""
+    """A 'pipeline' that returns a submission's links, read from our CSV, as CandidateJudge
+    lists."""
 
     def __init__(self, submission: Path, source_doc, keep_queries=None):
         from locisimiles.pipeline._types import CandidateJudge
@@ -452,7 +454,8 @@ class _FixedPipeline:
 
 def ref_loci(loci: dict, sample: int, agree_queries: int, out: Path, home: Path) -> dict | None:
     """IntertextEvaluator at full scale (construction timed, per-query cost sampled and
-    extrapolated), and its micro-averaged numbers beside ours on a reduced instance it can finish."""
+    extrapolated), and its micro-averaged numbers beside ours on a reduced instance it can
+    finish."""
     ev_mod = _load_locisimiles_evaluator()
     if ev_mod is None:
         return None
@@ -611,7 +614,8 @@ def report(fig: dict, refs: dict, args) -> str:
         f" (warm: median of {args.runs} x {args.warm} calls); load average at the end "
         f"{'/'.join(f'{x:.1f}' for x in load) if load else 'unknown'} (1/5/15 min).",
         "",
-        "| task | input | target | first call, fresh process: wall (CPU) | warm call: wall (CPU) | whole process (start, imports, first call) | imports | peak RSS |",
+        "| task | input | target | first call, fresh process: wall (CPU) | warm call: wall (CPU) | "
+        "whole process (start, imports, first call) | imports | peak RSS |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     inputs = {
@@ -647,7 +651,8 @@ def report(fig: dict, refs: dict, args) -> str:
             f"= **{r['seconds'] / fig['swissgov-rsd']['first']:.1f}x** "
             f"({r['seconds'] / fig['swissgov-rsd']['warm']:.1f}x against our warm call).",
             "",
-            '| pair | spearman (ours) | spearman (nlpstats) | kendall (ours) | kendall (nlpstats) | upstream "±" (spearman, 1 resample) |',
+            "| pair | spearman (ours) | spearman (nlpstats) | kendall (ours) | kendall (nlpstats) "
+            '| upstream "±" (spearman, 1 resample) |',
             "| --- | --- | --- | --- | --- | --- |",
         ]
         for pair, v in r["values"].items():
@@ -667,16 +672,16 @@ def report(fig: dict, refs: dict, args) -> str:
             "predictions passed as the CandidateJudge lists a pipeline returns, threshold -inf so "
             "every submitted link counts): building it from the same CSVs took "
             f"{fmt_s(full['construct'])}; `evaluate_single_query` took {fmt_s(full['per_query'])} "
-            f"per query (mean of {full['sample']} random queries; each call rebuilds the set of all "
-            f"1,000,000 links and walks all 88,019 sources). `evaluate` makes {full['n_evals']:,} such "
-            f"calls (every query, then the gold queries again), so a full run is extrapolated "
-            f"linearly to **{full['extrapolated'] / 3600:.1f} h = "
-            f"{full['extrapolated'] / fig['loci-similes']['first']:,.0f}x** our first call "
-            "(not run to the end).",
+            f"per query (mean of {full['sample']} random queries; each call rebuilds the set of "
+            "all 1,000,000 links and walks all 88,019 sources). `evaluate` makes "
+            f"{full['n_evals']:,} such calls (every query, then the gold queries again), so a full "
+            f"run is extrapolated linearly to **{full['extrapolated'] / 3600:.1f} h = "
+            f"{full['extrapolated'] / fig['loci-similes']['first']:,.0f}x** our first call (not "
+            "run to the end).",
             "",
             f"Agreement on a reduced instance it finishes ({r['n_queries']:,} queries, of which "
-            f"{r['n_gold_queries']} have a gold link, x 88,019 sources; {fmt_s(r['small_seconds'])} "
-            "for the evaluator's two `evaluate` calls):",
+            f"{r['n_gold_queries']} have a gold link, x 88,019 sources; "
+            f"{fmt_s(r['small_seconds'])} for the evaluator's two `evaluate` calls):",
             "",
             "| metric | ours | locisimiles | difference |",
             "| --- | --- | --- | --- |",
@@ -697,17 +702,18 @@ def report(fig: dict, refs: dict, args) -> str:
                 else (lambda x: f"{x:.12g}")
             )
             lines.append(
-                f'| {ours_key} | {f(a)} | {f(b)} (`average="{avg}"` {their_key}) | {abs(a - b):.1e} |'
+                f'| {ours_key} | {f(a)} | {f(b)} (`average="{avg}"` {their_key}) | '
+                f"{abs(a - b):.1e} |"
             )
         lines += ["", f"Largest difference: {max(diffs):.1e}.", ""]
     if refs.get("ir"):
         r = refs["ir"]
         lines += [
-            "IR ranking metrics reference (ir_measures 0.4 with its pytrec_eval provider, i.e. trec_eval: "
-            "`R@k`, `AP@k`, `nDCG@k`, and `RR` cut at k; the same 1,000,000-link run read with the csv "
-            f"module into its dicts): {fmt_s(r['seconds'])} vs ours {fmt_s(fig['loci-similes']['first'])} "
-            f"first call (reading, validation and every metric) = "
-            f"**{r['seconds'] / fig['loci-similes']['first']:.1f}x**.",
+            "IR ranking metrics reference (ir_measures 0.4 with its pytrec_eval provider, i.e. "
+            "trec_eval: `R@k`, `AP@k`, `nDCG@k`, and `RR` cut at k; the same 1,000,000-link run "
+            f"read with the csv module into its dicts): {fmt_s(r['seconds'])} vs ours "
+            f"{fmt_s(fig['loci-similes']['first'])} first call (reading, validation and every "
+            f"metric) = **{r['seconds'] / fig['loci-similes']['first']:.1f}x**.",
             "",
             "| metric | ours | trec_eval |",
             "| --- | --- | --- |",

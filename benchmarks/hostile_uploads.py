@@ -140,7 +140,7 @@ def start_serve(home: Path, port: int, workers: int, log: Path) -> subprocess.Po
             return p
         except Exception:  # noqa: BLE001 — not up yet
             if p.poll() is not None:
-                raise RuntimeError(f"serve exited: {log.read_text()[-2000:]}")
+                raise RuntimeError(f"serve exited: {log.read_text()[-2000:]}") from None
             time.sleep(0.5)
     raise RuntimeError("serve did not come up")
 

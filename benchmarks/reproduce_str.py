@@ -1,7 +1,9 @@
-"""Reproduce the STR baselines (SemEval-2024 Task 1 Track A; STR-2022) beside the organisers' figures.
+"""Reproduce the STR baselines (SemEval-2024 Task 1 Track A; STR-2022) beside the organisers'
+figures.
 
     python benchmarks/reproduce_str.py --from path/to/Semantic_Relatedness_SemEval2024
-        [--languages amh,eng,...] [--bi-encoder-languages eng|all|...] [--str2022 sem_text_rel_ranked.csv]
+        [--languages amh,eng,...] [--bi-encoder-languages eng|all|...]
+        [--str2022 sem_text_rel_ranked.csv]
         [--json out.json]
 
 The checkout is imported into a temporary data directory by the project's importer; the `lexical`
@@ -28,12 +30,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tasks.semrel import ORGANISERS_LEXICAL
+from tasks.semrel import ORGANISERS_LEXICAL  # noqa: E402 — importable once REPO is on sys.path
 
 UPSTREAM = "github.com/semantic-textual-relatedness/Semantic_Relatedness_SemEval2024"
-# The organisers' lexical-overlap baseline, test split, Spearman: tasks.semrel.ORGANISERS_LEXICAL (the
-# files semrel_baselines/results/results_lexical/<lang>/<lang>_lexical_overlap.json of UPSTREAM at
-# commit 6c38f37bcec0b068e153db699b7f56db111c79b5, 2024-02-04, "semrel_baselines added"; the next
+# The organisers' lexical-overlap baseline, test split, Spearman: tasks.semrel.ORGANISERS_LEXICAL
+# (the files semrel_baselines/results/results_lexical/<lang>/<lang>_lexical_overlap.json of UPSTREAM
+# at commit 6c38f37bcec0b068e153db699b7f56db111c79b5, 2024-02-04, "semrel_baselines added"; the next
 # commits removed the results), written by semrel_baselines/src/evaluate_lexical_overlap.py. Their
 # number_samples are the test sizes of Track A (esp included: its test gold was not released).
 # The organisers' sentence-transformers baseline with LaBSE (not fine-tuned), test split, Spearman
@@ -192,9 +194,9 @@ def table(out: dict) -> str:
         return "-" if v is None else f"{v:.3f}"
 
     header = (
-        "| language | pairs | lexical (ours: Dice, `\\w+` lowercased) | organisers' Dice run here | "
-        "organisers' Dice, their figure | bi-encoder all-MiniLM-L6-v2 (ours) | "
-        "organisers' LaBSE, their figure |"
+        "| language | pairs | lexical (ours: Dice, `\\w+` lowercased) | organisers' Dice run here "
+        "| organisers' Dice, their figure | bi-encoder all-MiniLM-L6-v2 (ours) | organisers' "
+        "LaBSE, their figure |"
     )
     lines = [header, "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in out["rows"]:
@@ -220,8 +222,8 @@ def table(out: dict) -> str:
         text += (
             f"\n\nSTR-2022 ({s['lexical']['n']} English pairs, {s['file']}), Pearson: our lexical "
             f"{s['lexical']['pearson']:.3f} (Spearman {s['lexical']['spearman']:.3f}); the starter "
-            f"notebook's Dice run here {s['starter_procedure']['pearson']:.3f}; the notebook printed "
-            f"{s['starter_pearson_printed']:.2f}."
+            f"notebook's Dice run here {s['starter_procedure']['pearson']:.3f}; the notebook "
+            f"printed {s['starter_pearson_printed']:.2f}."
         )
     return text
 

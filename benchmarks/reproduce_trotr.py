@@ -28,7 +28,8 @@ sys.path.insert(0, str(REPO))
 
 # Paper, Table 6 (10-fold means, test), all-MiniLM-L6-v2 and +MASK.
 PAPER = {"all-MiniLM-L6-v2": {"spearman": 0.53, "spearman_mask": 0.67, "f1": 0.56, "f1_mask": 0.83}}
-# The authors' per-fold test results (their TRiC-stats.tsv), as the cross-validated boards show them.
+# The authors' per-fold test results (their TRiC-stats.tsv), as the cross-validated boards show
+# them.
 from tasks.trotr_paper import AUTHORS, KEYS  # noqa: E402
 
 MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
@@ -72,9 +73,10 @@ def run(trotr: Path, models_: list[str], device: str, batch_size: int) -> list[d
                 rows.append(per[f])
                 print(json.dumps(per[f]), flush=True)
             print(
-                f"{model}: {time.perf_counter() - t0:.1f} s; encoded {enc.sentences_encoded} distinct texts in "
-                f"{enc.seconds_encoding:.1f} s ({enc.sentences_encoded / max(enc.seconds_encoding, 1e-9):.0f} "
-                f"sentences/s, {enc.device})",
+                f"{model}: {time.perf_counter() - t0:.1f} s; encoded {enc.sentences_encoded} "
+                f"distinct texts in {enc.seconds_encoding:.1f} s "
+                f"({enc.sentences_encoded / max(enc.seconds_encoding, 1e-9):.0f} sentences/s, "
+                f"{enc.device})",
                 flush=True,
             )
     return rows
@@ -129,8 +131,8 @@ def _ms(vals) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    """Markdown per model: ours beside the authors' fold by fold, then mean ± std (population) beside
-    the paper's means."""
+    """Markdown per model: ours beside the authors' fold by fold, then mean ± std (population)
+    beside the paper's means."""
     labels = {
         "spearman": "Spearman",
         "spearman_mask": "Spearman +MASK",
@@ -173,8 +175,8 @@ def table(rows: list[dict]) -> str:
         if all("f1_their_procedure" in r for r in mine):
             out += [
                 "",
-                "Weighted F1 by the authors' threshold procedure (candidates from roc_curve, rounded "
-                "to 3 decimals, the +MASK threshold for both), folds 1 to 10: plain "
+                "Weighted F1 by the authors' threshold procedure (candidates from roc_curve, "
+                "rounded to 3 decimals, the +MASK threshold for both), folds 1 to 10: plain "
                 + ", ".join(f"{r['f1_their_procedure']:.3f}" for r in mine)
                 + f" (mean {_ms([r['f1_their_procedure'] for r in mine])}); +MASK "
                 + ", ".join(f"{r['f1_mask_their_procedure']:.3f}" for r in mine)

@@ -72,7 +72,8 @@ def for_task(limits: Limits, task) -> Limits:
 def validate_file(
     task_id: str, path: str | Path, split: str = "test", home=None, limits: Limits = DEFAULT_LIMITS
 ) -> Validated:
-    """Check a submission against the task's inputs; raises SubmissionInvalid listing every problem."""
+    """Check a submission against the task's inputs; raises SubmissionInvalid listing every
+    problem."""
     from scorer.families import family
 
     t0 = time.perf_counter()
@@ -130,8 +131,8 @@ def score_validated(v: Validated, home=None, only=None) -> dict:
         "metrics": scored.metrics,
         "notes": scored.notes,
         **scored.extra,
-        "signature": f"{name}|task:{task.id}|v:{task.version}|split:{v.split}|gold:sha256:{gold_sha[:16]}"
-        f"|scorer:{__version__}",
+        "signature": f"{name}|task:{task.id}|v:{task.version}|split:{v.split}"
+        f"|gold:sha256:{gold_sha[:16]}|scorer:{__version__}",
         "provenance": {
             "task_version": task.version,
             "gold_sha256": gold_sha,

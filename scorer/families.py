@@ -466,7 +466,8 @@ class Keyed(Family):
 
     def _score_folds(self, gold_rows: list[dict], parsed: dict[str, float], only) -> Scored:
         """Each fold scored as its own split; the metrics are the means over the folds (a count,
-        `n`, their sum), `cross_validation` holds each fold's metrics and the standard deviations."""
+        `n`, their sum), `cross_validation` holds each fold's metrics and the standard
+        deviations."""
         field_ = self.task.cross_validation.field
         by_fold: dict[str, list[dict]] = {}
         for r in gold_rows:
@@ -498,7 +499,8 @@ class Keyed(Family):
                     "field": field_,
                     "folds": {f: sc.metrics for f, sc in folds.items()},
                     "std": std,
-                    "aggregate": "mean over folds; std is the population standard deviation (np.std)",
+                    "aggregate": "mean over folds; std is the population standard deviation "
+                    "(np.std)",
                 }
             },
         )
@@ -795,7 +797,8 @@ class LinkFamily(Family):
                         f"appears {counts[d]} times"
                     )
                 problems.count_unlisted(dup.size - problems.cap)
-        problems.raise_if_any()  # no links at all is valid: "predict nothing" is SMR's reference point
+        # no links at all is valid: "predict nothing" is SMR's reference point
+        problems.raise_if_any()
         sc = np.asarray(scores, dtype=np.float64) if scores is not None else None
         return Links(q, s, sc)
 

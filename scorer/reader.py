@@ -19,9 +19,12 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from scorer.errors import Problem, SubmissionInvalid
+
+if TYPE_CHECKING:  # for the annotations only: participant commands must start fast
+    import numpy as np
 
 MiB = 1024 * 1024
 
@@ -93,8 +96,8 @@ def _zip_member(path: Path, limits: Limits) -> tuple[zipfile.ZipInfo, str]:
             raise _refuse(f"the archive member {name!r} is encrypted")
         if info.file_size > limits.max_uncompressed_bytes:
             raise _refuse(
-                f"the archive member {name!r} is {_human(info.file_size)} uncompressed, over the limit "
-                f"of {_human(limits.max_uncompressed_bytes)}"
+                f"the archive member {name!r} is {_human(info.file_size)} uncompressed, over the "
+                f"limit of {_human(limits.max_uncompressed_bytes)}"
             )
         return info, posixpath.basename(norm)
 
@@ -127,8 +130,8 @@ def _read_gzip(path: Path, limits: Limits) -> tuple[bytes, str]:
                 total += len(chunk)
                 if total > limits.max_uncompressed_bytes:
                     raise _refuse(
-                        f"the gzip file is over the limit of {_human(limits.max_uncompressed_bytes)} "
-                        "uncompressed"
+                        "the gzip file is over the limit of "
+                        f"{_human(limits.max_uncompressed_bytes)} uncompressed"
                     )
         with gzip.open(path, "rb") as f:
             data = f.read()
@@ -431,7 +434,7 @@ def iter_records(
                     BadRow(f"expected {n} columns ({', '.join(header)}), found {len(cells)}"),
                 )
             else:
-                yield line, dict(zip(header, cells))
+                yield line, dict(zip(header, cells, strict=True))
 
     return header, records()
 
@@ -461,7 +464,7 @@ def link_columns(
             n = len(chunk)
             if any(map(ncol.__ne__, map(len, chunk))):
                 return None
-            cols = list(zip(*chunk))
+            cols = list(zip(*chunk, strict=True))
             del chunk
             try:
                 qs.append(np.fromiter(map(qget, cols[iq]), np.int64, n))

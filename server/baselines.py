@@ -106,7 +106,8 @@ def record_file(
     user: User | None = None,
     split: str = "test",
 ) -> list[Recorded]:
-    """Submit `path` as a baseline entry of `task_id` in each of its phases on `split` (or `phases`)."""
+    """Submit `path` as a baseline entry of `task_id` in each of its phases on `split` (or
+    `phases`)."""
     from server.exceptions import DuplicateSubmission
     from server.submissions import create_submission
 

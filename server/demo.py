@@ -1,5 +1,6 @@
 """Synthetic demo data: the small made-up release each task declares (never the official files),
-imported through the real importers, plus demo teams, submissions and baselines so leaderboards fill at once.
+imported through the real importers, plus demo teams, submissions and baselines so leaderboards fill
+at once.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ ORGANIZER_PASSWORD = "palimpsest-demo"
 
 def import_demo_tasks(home: Path, *, only_missing: bool = True, n_pairs: int = 120) -> list[str]:
     """Import the synthetic release each task declares (`Task.demo`) into `home`; returns the ids
-    imported. A task without demo data is left out. `n_pairs` sizes the releases that take a size."""
+    imported. A task without demo data is left out. `n_pairs` sizes the releases that take a
+    size."""
     from tasks import all_tasks
     from tasks.base import resolve
     from tasks.importers import import_task
@@ -42,8 +44,8 @@ def import_demo_tasks(home: Path, *, only_missing: bool = True, n_pairs: int = 1
 
 
 def predictions(task_id: str, split: str, home: Path, noise: float, seed: int) -> tuple[bytes, str]:
-    """A plausible submission for a demo team: the gold with `noise` (0 = perfect), as (bytes, name),
-    made by the task's declared `demo.predictions`."""
+    """A plausible submission for a demo team: the gold with `noise` (0 = perfect), as (bytes,
+    name), made by the task's declared `demo.predictions`."""
     from tasks import get_task
     from tasks.base import resolve
     from tasks.store import TaskStore

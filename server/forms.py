@@ -30,8 +30,9 @@ FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
 
 
 def parse_utc(text: str) -> datetime | None:
-    """A time as an organizer types it: `2026-01-31 23:59`, `2026-01-31T23:59Z`, `2026-01-31` (midnight)
-    or with an offset (`+02:00`, converted); UTC when none is given. Naive UTC back; None when empty."""
+    """A time as an organizer types it: `2026-01-31 23:59`, `2026-01-31T23:59Z`, `2026-01-31`
+    (midnight) or with an offset (`+02:00`, converted); UTC when none is given. Naive UTC back; None
+    when empty."""
     text = " ".join((text or "").split())
     if not text:
         return None
@@ -61,7 +62,8 @@ def parse_utc(text: str) -> datetime | None:
 
 
 class UtcDateTimeField(Field):
-    """A date and time in UTC, typed as text (what was typed stays in the field when it is wrong)."""
+    """A date and time in UTC, typed as text (what was typed stays in the field when it is
+    wrong)."""
 
     widget = TextInput()
 

@@ -1,9 +1,10 @@
 """The scoring job: a plain importable function that takes a submission id.
 
 Every change of the submission's status goes through server.lifecycle. RQ 3.0 may run a job
-twice (its parent worker died while the work horse went on) and calls `on_failure` after every failed attempt, so every step here is idempotent and conditional on the
-database row: a run starts only while the submission is queued or running, Score rows are keyed
-by (submission, attempt, part), and only the first run to finish marks the submission scored.
+twice (its parent worker died while the work horse went on) and calls `on_failure` after every
+failed attempt, so every step here is idempotent and conditional on the database row: a run starts
+only while the submission is queued or running, Score rows are keyed by (submission, attempt, part),
+and only the first run to finish marks the submission scored.
 """
 
 from __future__ import annotations
@@ -71,9 +72,10 @@ def score_submission(submission_id: int) -> dict:
                 SubmissionInvalid(
                     [
                         Problem(
-                            f"this file is too costly to validate: it needed more {what} than one file may use "
-                            f"({settings.file_cpu_seconds} s of CPU, {settings.file_memory_bytes // 2**20} MiB of memory); "
-                            "check it offline with `palimpsest validate`"
+                            f"this file is too costly to validate: it needed more {what} than one "
+                            f"file may use ({settings.file_cpu_seconds} s of CPU, "
+                            f"{settings.file_memory_bytes // 2**20} MiB of memory); check it "
+                            "offline with `palimpsest validate`"
                         )
                     ]
                 ),

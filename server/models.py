@@ -25,7 +25,8 @@ class User(SQLModel, table=True):
     is_organizer: bool = False
     team_id: Optional[int] = Field(default=None, foreign_key="team.id", index=True)
     created_at: NaiveDatetime = Field(default_factory=utcnow)
-    # signed into every session cookie; raising it ends every earlier session (sign-out, password change)
+    # signed into every session cookie; raising it ends every earlier session (sign-out, password
+    # change)
     session_epoch: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
 

@@ -1,6 +1,7 @@
 """Organizer actions shared by the organizer pages (server/views/organizer.py) and the API
-(server/api.py): exports of the final ranking, queueing baseline runs (rescoring is in server.actions). Every
-change of state still goes through server.lifecycle; this module only chooses and hands over."""
+(server/api.py): exports of the final ranking, queueing baseline runs (rescoring is in
+server.actions). Every change of state still goes through server.lifecycle; this module only chooses
+and hands over."""
 
 from __future__ import annotations
 
@@ -136,7 +137,8 @@ def queue_baselines(
 
 
 def baseline_runs(conn, settings) -> list[dict]:
-    """The baseline runs RQ still knows of: waiting, running, finished (what they recorded), failed."""
+    """The baseline runs RQ still knows of: waiting, running, finished (what they recorded),
+    failed."""
     from rq.job import Job
     from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
 

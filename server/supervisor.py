@@ -1,6 +1,6 @@
 """`palimpsest serve`: the database's migrations, then the embedded Redis, worker processes, the
-reconciler and the web app in one command. It restarts what dies (RQ's worker exits when Redis goes away) and stops everything on
-Ctrl-C or SIGTERM.
+reconciler and the web app in one command. It restarts what dies (RQ's worker exits when Redis goes
+away) and stops everything on Ctrl-C or SIGTERM.
 
 It owns its children: they die with it, even on `kill -9` (server.procs: PR_SET_PDEATHSIG), and
 one `serve` per data directory holds `<home>/run/serve.lock`. At start it stops what an earlier
@@ -94,7 +94,8 @@ class Supervisor:
         for pid in self.run_dir.leftover_workers():
             how = stop_pid(pid, grace=10, twice=True)
             self.echo(
-                f"a worker (pid {pid}) of an earlier serve of this data directory was still running: {how}"
+                f"a worker (pid {pid}) of an earlier serve of this data directory was still "
+                f"running: {how}"
             )
         if self.settings.embedded_redis():
             redis = EmbeddedRedis(self.settings.home)
@@ -165,8 +166,8 @@ class Supervisor:
         holder = self.run_dir.lock()
         if holder is not None:
             self.echo(
-                f"another palimpsest serve (pid {holder}) runs on the data directory {self.settings.home}; "
-                "stop it first"
+                f"another palimpsest serve (pid {holder}) runs on the data directory "
+                f"{self.settings.home}; stop it first"
             )
             self.run_dir = None
             return 1
@@ -194,8 +195,8 @@ class Supervisor:
 
                 r = seed_demo(self.settings, engine)
                 self.echo(
-                    f"demo data: {r['submissions']} submissions queued; imported synthetic "
-                    f"tasks {', '.join(r['imported']) or '(none: already imported)'}; organizer login "
+                    f"demo data: {r['submissions']} submissions queued; imported synthetic tasks "
+                    f"{', '.join(r['imported']) or '(none: already imported)'}; organizer login "
                     f"{ORGANIZER_EMAIL} / {ORGANIZER_PASSWORD}"
                 )
             _, rec_stop = start_thread(self.settings, engine)

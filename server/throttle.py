@@ -18,7 +18,8 @@ log = logging.getLogger("palimpsest.throttle")
 
 
 def storage_uri(settings) -> str:
-    """PALIMPSEST_RATELIMIT_STORAGE, else REDIS_URL, else the embedded Redis when it answers, else memory."""
+    """PALIMPSEST_RATELIMIT_STORAGE, else REDIS_URL, else the embedded Redis when it answers, else
+    memory."""
     if settings.ratelimit_storage:
         return settings.ratelimit_storage
     if settings.redis_url:
@@ -44,7 +45,8 @@ def _digest(text: str) -> str:  # the counters' keys name no email in clear
 
 
 def account() -> str:
-    """The account a sign-in attempt is for: the form's email, or the signed-in user for a password change."""
+    """The account a sign-in attempt is for: the form's email, or the signed-in user for a password
+    change."""
     from server.auth import current_user
 
     email = request.form.get("email")

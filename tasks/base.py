@@ -67,7 +67,8 @@ class Demo:
 @dataclass(frozen=True)
 class Reference:
     """A declared reference value shown beside the systems, e.g. a human ceiling: `value` of
-    `metric` on `subset`, with its `source`. `value` None means not yet sourced (`note` says why)."""
+    `metric` on `subset`, with its `source`. `value` None means not yet sourced (`note` says
+    why)."""
 
     name: str
     subset: str
@@ -147,11 +148,13 @@ class Task:
     gold_value: str = ""  # the gold's value field (default: `label` for instances, else `score`)
     demo: Demo | None = None
     references: tuple[Reference, ...] = ()
-    # the few columns ("subset/metric") a board shows beside the primary one; the rest are a click away
+    # the few columns ("subset/metric") a board shows beside the primary one; the rest are a click
+    # away
     key_columns: tuple[str, ...] = field(default=())
     # "module:function" computing the annotators' agreement from a release (`palimpsest agreement`)
     agreement: str = ""
-    # "module:function" turning that agreement (as the import recorded it) into the board's human rows
+    # "module:function" turning that agreement (as the import recorded it) into the board's human
+    # rows
     agreement_rows: str = ""
     # a split scored fold by fold (TRoTR's protocol), or None
     cross_validation: CrossValidation | None = None
@@ -203,7 +206,7 @@ def _for_split(task: Task, split: str) -> Task:
     example = (
         "".join(
             json.dumps({cv.field: f, **json.loads(line)}) + "\n"
-            for f, line in zip((1, 2), fmt.example.splitlines())
+            for f, line in zip((1, 2), fmt.example.splitlines(), strict=False)
         )
         if fmt.native == "jsonl"
         else fmt.example

@@ -46,15 +46,16 @@ def _jsonl_bytes(rows) -> bytes:
     return "".join(json.dumps(r) + "\n" for r in rows).encode()
 
 
-# ---------------------------------------------------------------- TRoTR (tric-binary, tric-ranking, trac)
+# ---------------------------------------------------------- TRoTR (tric-binary, tric-ranking, trac)
 
 
 def write_trotr(root: Path, n_pairs: int = 120, seed: int = 1, folds: int = 3) -> Path:
     """A made-up TRoTR checkout: `folds` folds with train/dev/test pairs (fold 1 drawn first; each
-    later fold re-splits the same pairs, as the release's folds do), TRaC gold, uses and instances."""
+    later fold re-splits the same pairs, as the release's folds do), TRaC gold, uses and
+    instances."""
     rng = random.Random(seed)
     targets = [f"Demo passage {i}: {_sentence(rng, 3)}" for i in range(8)]
-    uses, instances = [], []
+    uses = []
     for t_i, t in enumerate(targets):
         for u in range(5):
             uses.append((f"u{t_i}_{u}", f"{_sentence(rng, 6)} {t} {_sentence(rng, 4)}", "7:20", t))
@@ -99,22 +100,20 @@ def write_trotr(root: Path, n_pairs: int = 120, seed: int = 1, folds: int = 3) -
 def _write_trotr_fold(pl: Path, drawn: dict) -> None:
     for split, rows in drawn.items():
         for kind in ("binary", "ranking"):
-
-            def lab(r):
-                return int(r["score"] >= 2.5) if kind == "binary" else r["score"]
-
             clean = [
-                {k: v for k, v in r.items() if k not in ("score", "oov")} | {"label": lab(r)}
+                {k: v for k, v in r.items() if k not in ("score", "oov")}
+                | {"label": int(r["score"] >= 2.5) if kind == "binary" else r["score"]}
                 for r in rows
             ]
             _jsonl(pl / f"{split}.{kind}.jsonl", clean)
             if split != "train":
                 _jsonl(
-                    pl / f"{split}.oov.{kind}.jsonl", [c for c, r in zip(clean, rows) if r["oov"]]
+                    pl / f"{split}.oov.{kind}.jsonl",
+                    [c for c, r in zip(clean, rows, strict=True) if r["oov"]],
                 )
                 _jsonl(
                     pl / f"{split}.iov.{kind}.jsonl",
-                    [c for c, r in zip(clean, rows) if not r["oov"]],
+                    [c for c, r in zip(clean, rows, strict=True) if not r["oov"]],
                 )
 
 

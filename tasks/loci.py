@@ -13,7 +13,8 @@ from tasks.store import StagedImport, TaskStore
 
 LOCI_SIMILES = Task(
     id="loci-similes",
-    version=2,  # 2: precision/recall/F1 per gold query as locisimiles computes them; IR ranking metrics
+    # 2: precision/recall/F1 per gold query as locisimiles computes them; IR ranking metrics
+    version=2,
     title="Loci Similes: find the intertextual links between Latin texts",
     description=(
         "Query segments (Jerome, Lactantius) reuse source segments (Virgil, Cicero, ...). Submit "
@@ -33,7 +34,8 @@ LOCI_SIMILES = Task(
   author = {Schelb, Julian and others},
   note = {Evaluation as in the locisimiles package, github.com/julianschelb/locisimiles}
 }""",
-    licence="locisimiles is open source; the benchmark's segments are imported from the organizer's copy.",
+    licence="locisimiles is open source; the benchmark's segments are imported from the "
+    "organizer's copy.",
     source="https://github.com/julianschelb/locisimiles",
     kind="links",
     format=SubmissionFormat(
@@ -136,7 +138,8 @@ def _csv(rows, header) -> str:
 
 
 def import_loci(task: Task, *, query, source, gold, store: TaskStore, **_) -> dict:
-    """Build loci-similes from locisimiles CSVs: `seg_id,text` twice and `query_id,source_id,label`."""
+    """Build loci-similes from locisimiles CSVs: `seg_id,text` twice and
+    `query_id,source_id,label`."""
     queries = _segments(query, "query")
     sources = _segments(source, "source")
     qset, sset = {q for q, _ in queries}, {s for s, _ in sources}

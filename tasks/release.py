@@ -75,7 +75,7 @@ def read_table(
                         raise ReleaseError(
                             path, f"expected {len(header)} columns, found {len(cells)}", start
                         )
-                    yield start, dict(zip(header, cells))
+                    yield start, dict(zip(header, cells, strict=True))
             except csv.Error as e:
                 raise ReleaseError(path, f"cannot parse ({e})", reader.line_num) from None
     except UnicodeDecodeError as e:

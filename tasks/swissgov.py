@@ -16,7 +16,8 @@ PAIRS = tuple(LANGS.values())
 SWISSGOV_RSD = Task(
     id="swissgov-rsd",
     version=1,
-    title="SwissGov-RSD: token-level semantic differences between English and German/French/Italian documents",
+    title="SwissGov-RSD: token-level semantic differences between English and "
+    "German/French/Italian documents",
     description=(
         "Each item pairs an English page of the Swiss federal administration with its German, "
         "French or Italian counterpart. Predict, for every whitespace token of both documents, how "
@@ -44,7 +45,8 @@ SWISSGOV_RSD = Task(
             Field("labels_b", "floats", "one score per whitespace token of text_b"),
         ),
         native="jsonl",
-        example='{"id": "admin_de_1", "labels_a": [0.0, 0.1, 0.9, ...], "labels_b": [0.0, 0.2, ...]}\n',
+        example='{"id": "admin_de_1", "labels_a": [0.0, 0.1, 0.9, ...], "labels_b": [0.0, 0.2, '
+        "...]}\n",
         key=("id",),
     ),
     metrics=("spearman", "kendall", "n"),
@@ -54,7 +56,8 @@ SWISSGOV_RSD = Task(
     greater_is_better=True,
     splits=("dev", "test"),
     importer="tasks.swissgov:import_swissgov",
-    import_help="palimpsest tasks import swissgov-rsd --from path/to/SwissGov-RSD [--test-split test|full]",
+    import_help="palimpsest tasks import swissgov-rsd --from path/to/SwissGov-RSD [--test-split "
+    "test|full]",
     import_options=(
         ImportOption(
             "--from",

@@ -17,7 +17,7 @@ CITATION = """@inproceedings{periti-etal-2024-trotr,
   booktitle = {Proceedings of the 2024 Conference on Empirical Methods in Natural Language Processing},
   year = {2024},
   publisher = {Association for Computational Linguistics}
-}"""
+}"""  # noqa: E501 — the BibTeX entry kept byte for byte
 
 LICENCE = (
     "TRoTR release (github.com/FrancescoPeriti/TRoTR); it ships no licence file, so Palimpsest "
@@ -39,12 +39,12 @@ DEMO = Demo(release="tasks.demo:trotr_release", predictions="tasks.demo:keyed_pr
 
 TABLE6 = "Periti et al. (EMNLP 2024), Table 6: bi-encoder, mean over the ten folds' test sets"
 STATS = (
-    "the authors' TRiC-stats.tsv (github.com/FrancescoPeriti/TRoTR, commit 1b7e632): the mean of its "
-    "ten per-fold test rows"
+    "the authors' TRiC-stats.tsv (github.com/FrancescoPeriti/TRoTR, commit 1b7e632): the mean of "
+    "its ten per-fold test rows"
 )
 NOTE_F1 = (
-    "the authors tune the plain model's threshold on the +MASK distances; ours tunes each system on "
-    "its own dev scores (benchmarks/reproduce_trotr.py has both)"
+    "the authors tune the plain model's threshold on the +MASK distances; ours tunes each system "
+    "on its own dev scores (benchmarks/reproduce_trotr.py has both)"
 )
 
 
@@ -174,8 +174,8 @@ TRAC = Task(
     version=1,
     title="TRaC: rank the quoted passages by their topic variation",
     description=(
-        "Text Reuse across Contexts. For each of the 40 Bible passages (targets), estimate how much "
-        "the topics of the tweets that reuse it vary; the inputs are each target's annotated "
+        "Text Reuse across Contexts. For each of the 40 Bible passages (targets), estimate how "
+        "much the topics of the tweets that reuse it vary; the inputs are each target's annotated "
         "context pairs. Scored by Spearman's rank correlation with the gold topic variation."
     ),
     citation=CITATION,
@@ -410,7 +410,7 @@ def _import_trac(task: Task, source: Path, store: TaskStore) -> dict:
         gold[r["lemma"]] = as_float(gold_path, line, "topic_variation", r["topic_variation"])
     uses_path = root / "data" / "uses.tsv"
     uses = {}
-    for line, r in read_table(
+    for _line, r in read_table(
         uses_path, ("dataID", "context", "indices_target_token", "lemma"), "\t"
     ):
         uses[r["dataID"]] = r

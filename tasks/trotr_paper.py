@@ -1,8 +1,8 @@
 """The TRoTR authors' published bi-encoder results (Periti et al., EMNLP 2024): their per-fold test
-figures, from `TRiC-stats.tsv` in github.com/FrancescoPeriti/TRoTR (its last version, commit 1b7e632,
-unchanged at b74015d; the columns test-spearman_corr and test-f1_score of the rows <model> and
-<model>_mask), whose all-MiniLM-L6-v2 means are the paper's Table 6. Their F1 without MASK uses the
-threshold tuned on the +MASK distances (their script passes mask_distances to set_threshold for
+figures, from `TRiC-stats.tsv` in github.com/FrancescoPeriti/TRoTR (its last version, commit
+1b7e632, unchanged at b74015d; the columns test-spearman_corr and test-f1_score of the rows <model>
+and <model>_mask), whose all-MiniLM-L6-v2 means are the paper's Table 6. Their F1 without MASK uses
+the threshold tuned on the +MASK distances (their script passes mask_distances to set_threshold for
 both), so it is not comparable with a system tuned on its own scores.
 
 Shown on the cross-validated boards (`paper_rows`) and read by benchmarks/reproduce_trotr.py.
@@ -15,12 +15,12 @@ import math
 from tasks.base import PaperRow
 
 SOURCE = (
-    "their per-fold test figures in TRiC-stats.tsv (github.com/FrancescoPeriti/TRoTR, commit 1b7e632); "
-    "the mean and std (np.std) over the ten folds computed here"
+    "their per-fold test figures in TRiC-stats.tsv (github.com/FrancescoPeriti/TRoTR, commit "
+    "1b7e632); the mean and std (np.std) over the ten folds computed here"
 )
 NOTE_F1 = (
-    "their plain model's threshold is tuned on the +MASK distances, so its F1 is not comparable with "
-    "a system tuned on its own dev scores"
+    "their plain model's threshold is tuned on the +MASK distances, so its F1 is not comparable "
+    "with a system tuned on its own dev scores"
 )
 KEYS = ("spearman", "spearman_mask", "f1", "f1_mask")
 
@@ -52,13 +52,15 @@ PER_FOLD = {
     },
 }
 AUTHORS: dict[str, dict[int, dict[str, float]]] = {
-    m: {f: dict(zip(KEYS, v)) for f, v in folds.items()} for m, folds in PER_FOLD.items()
+    m: {f: dict(zip(KEYS, v, strict=True)) for f, v in folds.items()}
+    for m, folds in PER_FOLD.items()
 }
 
 
 def authors_rows(metric: str, split: str = "cv") -> tuple[PaperRow, ...]:
     """One row per model and MASK variant: the primary metric (`spearman` or `f1`) on `all` as the
-    mean over the folds, its std, and each fold's figure, keyed as a cross-validated board's columns."""
+    mean over the folds, its std, and each fold's figure, keyed as a cross-validated board's
+    columns."""
     rows = []
     for model, folds in AUTHORS.items():
         for mask in ("", "_mask"):

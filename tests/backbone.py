@@ -134,7 +134,8 @@ def child_env(backend) -> dict:
 
 
 def worker_process(backend, *args, env=None, log=None) -> subprocess.Popen:
-    """A real `python -m server.worker` process in its own process group (output to `log` or a pipe)."""
+    """A real `python -m server.worker` process in its own process group (output to `log` or a
+    pipe)."""
     out = open(log, "ab") if log else subprocess.PIPE
     return subprocess.Popen(
         [sys.executable, "-m", "server.worker", *args],

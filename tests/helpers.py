@@ -1,4 +1,5 @@
-"""Helpers for the tests: raw release readers (independent of the importers) and submission writers."""
+"""Helpers for the tests: raw release readers (independent of the importers) and submission
+writers."""
 
 from __future__ import annotations
 

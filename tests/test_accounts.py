@@ -151,8 +151,8 @@ def test_credential_stuffing_from_one_address_is_throttled_within_10_attempts(ap
 @pytest.mark.redis
 @pytest.mark.parametrize("kind", ["tcp", "embedded"])
 def test_throttle_counts_in_redis_shared_by_every_process(web_home, monkeypatch, request, kind):
-    """Two apps (two gunicorn workers, say) share one count in Redis: the real one at 127.0.0.1:6379,
-    or the embedded one on its unix socket."""
+    """Two apps (two gunicorn workers, say) share one count in Redis: the real one at
+    127.0.0.1:6379, or the embedded one on its unix socket."""
     import redis
 
     if kind == "tcp":
@@ -204,7 +204,8 @@ def test_the_address_behind_a_proxy(web_home, monkeypatch, hops):
 
 
 def test_throttling_goes_on_in_memory_when_its_redis_is_away(web_home, monkeypatch):
-    """A Redis that does not answer (a closed port here) costs no 500: the counts fall back to memory."""
+    """A Redis that does not answer (a closed port here) costs no 500: the counts fall back to
+    memory."""
     app = _app(web_home, monkeypatch, redis_url=f"redis://127.0.0.1:{_free_port()}/0")
     assert app.config["RATELIMIT_STORAGE_URI"].startswith("redis://")
     make_user(app, "ann@x.org")
@@ -239,7 +240,8 @@ def test_an_unknown_email_fails_as_slowly_as_a_known_one(web_home, monkeypatch):
             out.append(time.perf_counter() - t)
     k, u = statistics.median(known), statistics.median(unknown)
     print(
-        f"failed sign-in, median of 5: known email {k * 1000:.0f} ms, unknown email {u * 1000:.0f} ms"
+        f"failed sign-in, median of 5: known email {k * 1000:.0f} ms, unknown email {u * 1000:.0f} "
+        "ms"
     )
     assert 0.5 < u / k < 2.0, (k, u)
 

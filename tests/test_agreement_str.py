@@ -86,9 +86,9 @@ def _cell(s1: str, s2: str, rng: random.Random) -> str:
 
 def write_bws(path: Path, items, rng: random.Random, rounds: int = 5, lonely: int = 2) -> list:
     """A BWS file over `items` ((s1, s2, latent)): `rounds` shuffles of the items cut into 4-tuples,
-    each tuple annotated 1 to 3 times by a noisy annotator, and `lonely` tuples of items seen nowhere
-    else, annotated once (so some item is always missing from one half). Returns the annotations as
-    (the four (s1, s2), best position, worst position), 1-based as in the file."""
+    each tuple annotated 1 to 3 times by a noisy annotator, and `lonely` tuples of items seen
+    nowhere else, annotated once (so some item is always missing from one half). Returns the
+    annotations as (the four (s1, s2), best position, worst position), 1-based as in the file."""
     truth = []
     for _ in range(rounds):
         order = list(range(len(items)))
@@ -153,7 +153,7 @@ def test_counting_scores_equal_a_naive_count_of_what_was_written(checkout):
     assert ann.spellings > len(ann.items)  # a lost space is the same item
     want = naive_scores(truth["esp"])
     s, n = bws_scores(ann)
-    got = dict(zip(ann.items, s))
+    got = dict(zip(ann.items, s, strict=True))
     assert set(got) == set(want)
     assert max(abs(got[k] - want[k]) for k in want) < 1e-12
     # a mask selects annotations: the first 40 only
@@ -161,7 +161,7 @@ def test_counting_scores_equal_a_naive_count_of_what_was_written(checkout):
     take[:40] = True
     s40, _ = bws_scores(ann, take)
     want40 = naive_scores(truth["esp"][:40])  # the repeated header sits in the middle, after these
-    got40 = {k: v for k, v in zip(ann.items, s40) if not np.isnan(v)}
+    got40 = {k: v for k, v in zip(ann.items, s40, strict=True) if not np.isnan(v)}
     assert set(got40) == set(want40) and max(abs(got40[k] - want40[k]) for k in want40) < 1e-12
 
 
@@ -243,7 +243,11 @@ def test_the_gold_check_tells_a_reproduced_score_from_one_that_is_not(checkout):
     root, _ = checkout
     ann = read_annotations([root / "BWS_annotations" / "esp_bws.csv"])
     s, _ = bws_scores(ann)
-    gold = {k: round((v + 1) / 2, 2) for k, v in zip(ann.items, s) if not k.startswith("lonely")}
+    gold = {
+        k: round((v + 1) / 2, 2)
+        for k, v in zip(ann.items, s, strict=True)
+        if not k.startswith("lonely")
+    }
     g = gold_check(ann, gold)
     assert g["reproduced"] and g["within_rounding"] == 1.0 and g["cannot_be_counts"] == 0
     assert g["matched"] == len(gold) and g["annotated_items_not_in_release"] == 8

@@ -103,7 +103,7 @@ def naive_spearman(x: list[float], y: list[float]) -> float:
 
     rx, ry = ranks(x), ranks(y)
     mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
-    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
     den = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
     return num / den
 
@@ -171,8 +171,14 @@ def write_checkout(root: Path, seed: int = 3) -> dict:
                 f"https___www.bfe.admin.ch_bfe_{lang}_home_p-{d}.html",
             )
             en, other = english[d], _page(rng, rng.randint(3, 6))
-            for l, text, name in (("en", en, page_en), (lang, other, page_other)):
-                p = root / "annotations" / "cut_parsed_pages" / l / name.replace(".html", ".txt")
+            for page_lang, text, name in (("en", en, page_en), (lang, other, page_other)):
+                p = (
+                    root
+                    / "annotations"
+                    / "cut_parsed_pages"
+                    / page_lang
+                    / name.replace(".html", ".txt")
+                )
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.write_text("".join(text), encoding="utf-8")
             s1, s2 = _spans(rng, en, other, 6), _spans(rng, en, other, 5)
@@ -274,7 +280,7 @@ def test_the_alignment_places_spans_where_the_pages_put_them(tmp_path):
                 for a in "12"
                 if (raw / f"annotations{a}" / lang / f"{stem}.jsonl").exists()
             }
-            for side, key, tkey, l, page in (
+            for side, key, tkey, page_lang, page in (
                 ("a", "text2_positions", "text2", "en", g["page_en"]),
                 ("b", "text1_positions", "text1", lang, g["page_other"]),
             ):
@@ -282,7 +288,7 @@ def test_the_alignment_places_spans_where_the_pages_put_them(tmp_path):
                     tmp_path
                     / "annotations"
                     / "cut_parsed_pages"
-                    / l
+                    / page_lang
                     / page.replace(".html", ".txt")
                 )
                 aligned, unplaced, _ = align_side(g[f"text_{side}"], spans, key, tkey)
@@ -290,7 +296,7 @@ def test_the_alignment_places_spans_where_the_pages_put_them(tmp_path):
                 for a, s in spans.items():
                     toks, labels = page_labels(lines, s, key)
                     assert " ".join(toks) == g[f"text_{side}"]
-                    wrong = sum(x != y for x, y in zip(aligned[a], labels))
+                    wrong = sum(x != y for x, y in zip(aligned[a], labels, strict=True))
                     wrong_all, n_all = wrong_all + wrong, n_all + len(labels)
                     sides += 1
                     exact += wrong == 0

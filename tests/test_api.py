@@ -267,7 +267,8 @@ def test_openapi_is_valid_and_describes_every_api_route(api_env):
 
 
 def _example(spec, schema):
-    """A request body from a declared schema: each property's first example, else a value of its type."""
+    """A request body from a declared schema: each property's first example, else a value of its
+    type."""
     schema = _resolve(spec, schema)
     if "examples" in schema:
         return schema["examples"][0]
@@ -348,8 +349,8 @@ def test_every_operation_answers_as_described(api_env):
 
 
 def test_a_published_snapshot_matches_its_declared_shape(api_env):
-    """The leaderboard rows and the published snapshot, field by field (additional fields refused)."""
-
+    """The leaderboard rows and the published snapshot, field by field (additional fields
+    refused)."""
 
     app, tokens, home = api_env
     c = app.test_client()

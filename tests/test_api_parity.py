@@ -8,7 +8,7 @@ import pytest
 from tests.test_api import _h, _run_job, _submit, _tric_file, api_env  # noqa: F401 — the fixture
 
 
-def test_team_create_join_show_rotate_leave(api_env):
+def test_team_create_join_show_rotate_leave(api_env):  # noqa: F811
     app, tokens, home = api_env
     c = app.test_client()
     loner = _h(tokens["loner"])
@@ -48,7 +48,7 @@ def test_team_create_join_show_rotate_leave(api_env):
     assert log and log[0]["actor"] == "beta@example.org"
 
 
-def test_primary_at_upload_and_later(api_env):
+def test_primary_at_upload_and_later(api_env):  # noqa: F811
     app, tokens, home = api_env
     c = app.test_client()
     a = _submit(
@@ -72,7 +72,7 @@ def test_primary_at_upload_and_later(api_env):
     assert r.status_code == 403 and r.json["error"]["code"] == "not_your_team"
 
 
-def test_pages_follow_next_to_the_end(api_env):
+def test_pages_follow_next_to_the_end(api_env):  # noqa: F811
     app, tokens, home = api_env
     c = app.test_client()
     r = c.patch(
@@ -105,7 +105,7 @@ def test_pages_follow_next_to_the_end(api_env):
     assert {x["team"] for x in every} == {"alpha"}
 
 
-def test_organizer_phase_lifecycle_over_the_api(api_env):
+def test_organizer_phase_lifecycle_over_the_api(api_env):  # noqa: F811
     app, tokens, home = api_env
     c = app.test_client()
     org = _h(tokens["org"])
@@ -228,7 +228,7 @@ def test_the_error_table_is_one_for_web_and_api():
         describe(ValueError("not a named failure"))
 
 
-def test_baselines_over_the_api(api_env):
+def test_baselines_over_the_api(api_env):  # noqa: F811
     app, tokens, home = api_env
     c = app.test_client()
     org = _h(tokens["org"])
@@ -259,7 +259,7 @@ def test_baselines_over_the_api(api_env):
 
 
 @pytest.mark.redis
-def test_baseline_runs_are_listed_from_the_queue(api_env, redis_tcp_url, monkeypatch):
+def test_baseline_runs_are_listed_from_the_queue(api_env, redis_tcp_url, monkeypatch):  # noqa: F811
     """On this machine's Redis: a queued run is listed as queued."""
     from baselines.systems import SYSTEMS
 
@@ -280,7 +280,7 @@ def test_baseline_runs_are_listed_from_the_queue(api_env, redis_tcp_url, monkeyp
     ] == "queued"
 
 
-def test_docs_page_is_served_offline(api_env):
+def test_docs_page_is_served_offline(api_env):  # noqa: F811
     app, tokens, home = api_env
     c = app.test_client()
     r = c.get("/api/docs/")

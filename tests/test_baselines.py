@@ -212,7 +212,8 @@ def test_lexical_end_to_end_on_every_task(home, tmp_path):
         assert Path(r["file"]).is_file()
         assert r["scores"] == score_file(r["task"], r["file"], "test", home)
         assert r["scores"]["signature"].startswith(r["scores"]["primary"]["name"])
-    # TRoTR fold 1; Dice over the whole contexts (fixed by the data: a change here is a change of system)
+    # TRoTR fold 1; Dice over the whole contexts (fixed by the data: a change here is a change of
+    # system)
     assert by_task["tric-ranking"]["scores"]["primary"]["value"] == pytest.approx(0.3500, abs=1e-4)
     assert by_task["trac"]["scores"]["primary"]["value"] > 0.3
     assert by_task["tric-binary"]["scores"]["primary"]["value"] > 0.5
@@ -333,7 +334,8 @@ def test_cli_refuses_a_system_that_does_not_apply(home, tmp_path):
 def test_cli_starts_without_heavy_imports():
     code = (
         "import sys; import cli.main; "
-        "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers', 'scipy') if m in sys.modules]; "
+        "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers', 'scipy')"
+        " if m in sys.modules]; "
         "print(','.join(heavy))"
     )
     out = subprocess.run(
@@ -442,7 +444,8 @@ def test_loci_retrieve_with_minilm(small_home, tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_model(small_home, tmp_path_factory) -> Path:
-    """A 2-layer BERT with a one-logit head and a WordPiece vocabulary trained on the tasks' text."""
+    """A 2-layer BERT with a one-logit head and a WordPiece vocabulary trained on the tasks'
+    text."""
     _need_models()
     import torch
     from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
@@ -599,7 +602,8 @@ _SHORT = [
     "Shut up and learn your place woman.",
     "Judge not, that ye be not judged #Bible",
 ]
-# 500 words: beyond max_seq_length for MiniLM (256) and the tiny BERT (64), so truncation is exercised
+# 500 words: beyond max_seq_length for MiniLM (256) and the tiny BERT (64), so truncation is
+# exercised
 _LONG = ["knock and it shall be opened unto you " * 63, " ".join(_SHORT * 40)]
 _BLANK = ["", " ", "\t\n  "]
 _MIX = _SHORT + _LONG + _BLANK + [_SHORT[0], _LONG[0], ""]  # and duplicates
@@ -607,8 +611,8 @@ _MIX = _SHORT + _LONG + _BLANK + [_SHORT[0], _LONG[0], ""]  # and duplicates
 
 @pytest.fixture(params=["minilm", "tiny", "tiny-token-types"])
 def bi_encoder(request, tiny_model):
-    """A BiEncoder on MiniLM (when installed) or on the tiny BERT (mean pooling, no Normalize module);
-    the last variant's tokenizer also gives token_type_ids, as BERT's do."""
+    """A BiEncoder on MiniLM (when installed) or on the tiny BERT (mean pooling, no Normalize
+    module); the last variant's tokenizer also gives token_type_ids, as BERT's do."""
     from baselines.models import BiEncoder
 
     if request.param == "minilm":

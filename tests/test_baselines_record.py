@@ -273,7 +273,8 @@ def test_api_records_a_baseline_only_for_an_organizer(app, client, web_home):
 def test_organizer_page_queues_baseline_runs_and_the_queue_page_shows_what_they_recorded(
     embedded_backend,
 ):
-    """The web path, on the embedded Redis: the dashboard's form, a worker's burst, the queue page."""
+    """The web path, on the embedded Redis: the dashboard's form, a worker's burst, the queue
+    page."""
     from webkit import Browser, make_user
 
     from server import create_app

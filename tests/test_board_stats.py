@@ -44,7 +44,9 @@ def _board(app, task_id, name, fmt="json"):
 
 def _three(b, task_id, name, noises=(0.05, 0.2, 0.45)):
     teams = [make_team(b) for _ in noises]
-    ids = [submit(b, t, u, task_id, name, noise=n).id for (t, u), n in zip(teams, noises)]
+    ids = [
+        submit(b, t, u, task_id, name, noise=n).id for (t, u), n in zip(teams, noises, strict=True)
+    ]
     burst(b)
     return teams, ids
 

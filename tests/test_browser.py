@@ -46,8 +46,8 @@ def _binaries() -> tuple[str, str]:
         chrome = None
     if not chrome or not driver:
         why = (
-            "selenium, chromium and chromedriver are needed (apt-get install chromium chromium-driver; "
-            "pip install -e '.[test]')"
+            "selenium, chromium and chromedriver are needed (apt-get install chromium "
+            "chromium-driver; pip install -e '.[test]')"
         )
         if os.environ.get("CI") == "true":
             pytest.fail(f"browser tests must run under CI: {why}")

@@ -1,4 +1,5 @@
-"""The `palimpsest` command through click's CliRunner: exit statuses, JSON contract, no tracebacks."""
+"""The `palimpsest` command through click's CliRunner: exit statuses, JSON contract, no
+tracebacks."""
 
 from __future__ import annotations
 

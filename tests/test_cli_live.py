@@ -78,7 +78,9 @@ def live(tmp_path_factory):
             break
         except OSError:
             if proc.poll() is not None:
-                raise AssertionError("serve exited: " + proc.stderr.read().decode()[-2000:])
+                raise AssertionError(
+                    "serve exited: " + proc.stderr.read().decode()[-2000:]
+                ) from None
             time.sleep(0.3)
     else:
         proc.kill()
@@ -187,8 +189,8 @@ def test_full_loop(live):
 
 
 def test_baselines_recorded_on_a_server_with_an_organizer_token(live):
-    """A GPU machine's run: the public inputs downloaded, the baseline written there, and recorded on
-    the server through the REST API; the server scores it and shows it as a baseline row."""
+    """A GPU machine's run: the public inputs downloaded, the baseline written there, and recorded
+    on the server through the REST API; the server scores it and shows it as a baseline row."""
     senv, env = live["server_env"], dict(live["env"], PALIMPSEST_HOME=str(live["base"] / "gpu-box"))
     _run(
         ["users", "create", "--email", "org@example.org", "--password-stdin", "--organizer"],
@@ -299,8 +301,8 @@ def test_participant_commands_import_nothing_heavy(tmp_path):
         "import sys\nfrom cli.main import main\n"
         "try:\n    main(['validate', 'tric-binary', sys.argv[1]], standalone_mode=False)\n"
         "except BaseException:\n    pass\n"
-        "print(sorted(m for m in ('torch', 'sentence_transformers', 'scipy', 'sklearn', 'flask', 'rq')"
-        " if m in sys.modules))"
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'scipy', 'sklearn', 'flask',"
+        " 'rq') if m in sys.modules))"
     )
     f = tmp_path / "p.jsonl"
     f.write_text('{"instanceID": "x", "label": 1}\n')
@@ -318,7 +320,8 @@ def test_help_imports_no_numeric_library():
     code = (
         "import sys\nfrom cli.main import main\n"
         "try:\n    main(['--help'], standalone_mode=False)\nexcept BaseException:\n    pass\n"
-        "print(sorted(m for m in ('numpy', 'scipy', 'torch', 'flask', 'sqlalchemy', 'rq') if m in sys.modules))"
+        "print(sorted(m for m in ('numpy', 'scipy', 'torch', 'flask', 'sqlalchemy', 'rq')"
+        " if m in sys.modules))"
     )
     r = subprocess.run(
         [sys.executable, "-c", code],

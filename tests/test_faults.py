@@ -148,7 +148,8 @@ def test_flushall_mid_job(big_backend, big_predictions, reconciler, tmp_path):
     w = worker_process(b, log=tmp_path / "w.log")
     try:
         assert wait_for(lambda: _running(b, ids[0]), 60)
-        b.conn.flushall() if b.kind == "embedded" else b.conn.flushdb()  # the test db only on the shared server
+        # the test db only on the shared server
+        b.conn.flushall() if b.kind == "embedded" else b.conn.flushdb()
         t0 = time.monotonic()
         reconciler()
         assert wait_for(lambda: all_final(b, ids), 60), statuses(b, ids)
@@ -194,7 +195,8 @@ def test_redis_restart_keeps_queued_jobs_and_recovers_a_running_one(
     b = big_backend
     if b.kind != "embedded":
         pytest.skip(
-            "restarting the machine's shared Redis is not a test's to do; the embedded one is restarted"
+            "restarting the machine's shared Redis is not a test's to do; the embedded one is "
+            "restarted"
         )
     team, user = make_team(b)
     ids = _load(b, team, user, big_predictions)

@@ -152,7 +152,7 @@ def test_a_published_snapshot_never_moves(b):
     teams = [make_team(b) for _ in range(3)]
     subs = [
         submit(b, t, u, "tric-binary", "test", noise=n).id
-        for (t, u), n in zip(teams, (0.1, 0.2, 0.35))
+        for (t, u), n in zip(teams, (0.1, 0.2, 0.35), strict=True)
     ]
     burst(b)
     with b.session() as s:

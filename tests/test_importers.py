@@ -82,7 +82,8 @@ def test_swissgov_counts_per_language_pair(home):
     assert [(r["id"], r["pair"]) for r in inputs] == [(r["id"], r["pair"]) for r in raw]
     # text kept exactly, so token counts are the release's
     assert all(
-        i["text_a"] == r["text_a"] and i["text_b"] == r["text_b"] for i, r in zip(inputs, raw)
+        i["text_a"] == r["text_a"] and i["text_b"] == r["text_b"]
+        for i, r in zip(inputs, raw, strict=True)
     )
     assert len(read_jsonl(st.public("dev", "inputs.jsonl"))) == len(swissgov_docs("dev"))
 

@@ -1,4 +1,5 @@
-"""Leaderboard logic: one row per team, primary runs, baselines, ties, parts, visibility, the cache."""
+"""Leaderboard logic: one row per team, primary runs, baselines, ties, parts, visibility, the
+cache."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def board_json(client, task="tric-binary", phase="dev"):
 
 @pytest.fixture
 def teams(app):
-    for i, name in enumerate(["alpha", "beta", "gamma", "delta"]):
+    for name in ["alpha", "beta", "gamma", "delta"]:
         make_user(app, f"{name}@x.org", team=name)
     make_user(app, "base@x.org", team="Baselines", baseline=True)
     return {n: team_of(app, n) for n in ["alpha", "beta", "gamma", "delta", "Baselines"]}
@@ -198,7 +199,8 @@ def test_render_once_per_change(app, client, teams):
     before = cache.renders
     client.get("/tasks/tric-binary/leaderboard?phase=dev")
     assert cache.renders == before + 1
-    # so does a visibility change made elsewhere (the API, the CLI): the lifecycle bumps the revision
+    # so does a visibility change made elsewhere (the API, the CLI): the lifecycle bumps the
+    # revision
     from server import lifecycle
     from server.models import Submission
 

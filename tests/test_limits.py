@@ -1,4 +1,5 @@
-"""Limits counted per team in one transaction: 20 parallel submissions, daily limit 5, exactly 5 in."""
+"""Limits counted per team in one transaction: 20 parallel submissions, daily limit 5, exactly 5
+in."""
 
 from __future__ import annotations
 

@@ -23,7 +23,10 @@ from tasks.store import TaskStore
 
 def ids(home):
     st = TaskStore("loci-similes", home)
-    read = lambda p: p.read_text(encoding="utf-8").splitlines()
+
+    def read(p):
+        return p.read_text(encoding="utf-8").splitlines()
+
     return read(st.root / "index" / "test" / "query_ids.txt"), read(
         st.root / "index" / "test" / "source_ids.txt"
     )
@@ -142,7 +145,8 @@ def test_gzip_over_the_uncompressed_limit(home, tmp_path):
 
 
 def test_participant_download_without_the_index(home, tmp_path):
-    """Offline validation where only the public segment files are (no server index): the same ids."""
+    """Offline validation where only the public segment files are (no server index): the same
+    ids."""
     import shutil
 
     st = TaskStore("loci-similes", home)

@@ -20,6 +20,7 @@ from scorer.metrics import classification, correlations
 from tasks.importers import import_task
 
 SEEDS_NOISE = [(0, 0.1), (1, 0.3), (2, 0.6), (3, 1.5)]
+ALL_PAIRS = tuple(LANGS.values())
 
 
 def close(a, b, tol=1e-9):
@@ -114,7 +115,7 @@ def test_tric_ranking_against_scipy(home, tmp_path, seed, noise, ties):
     ids = [r["instanceID"] for r in raw]
     gold = np.array([float(r["label"]) for r in raw])
     pred = perturbed(gold, seed, noise, ties)
-    rows = [{"instanceID": k, "score": float(v)} for k, v in zip(ids, pred)]
+    rows = [{"instanceID": k, "score": float(v)} for k, v in zip(ids, pred, strict=True)]
     result = score_file("tric-ranking", write_submission(tmp_path, rows, "tsv"), home=home)
     subsets = {"all": set(ids), **tric_subsets("ranking")}
     for name, keep in subsets.items():
@@ -135,7 +136,7 @@ def test_trac_against_scipy(home, tmp_path, seed, noise):
     targets = sorted(g)
     gold = np.array([g[t] for t in targets])
     pred = perturbed(gold, seed, noise, ties=seed % 2 == 1)
-    rows = [{"target": t, "score": float(v)} for t, v in zip(targets, pred)]
+    rows = [{"target": t, "score": float(v)} for t, v in zip(targets, pred, strict=True)]
     result = score_file("trac", write_submission(tmp_path, rows, "jsonl.gz"), home=home)
     assert close(result["metrics"]["all"]["spearman"], stats.spearmanr(gold, pred).statistic)
     assert close(result["metrics"]["all"]["pearson"], stats.pearsonr(gold, pred).statistic)
@@ -198,7 +199,7 @@ def swissgov_prediction(docs: list[dict], seed: int, noise: float) -> list[dict]
     return rows
 
 
-def swissgov_expected(docs: list[dict], rows: list[dict], pairs=LANGS.values()) -> dict:
+def swissgov_expected(docs: list[dict], rows: list[dict], pairs=ALL_PAIRS) -> dict:
     """Per-pair Spearman and Kendall tau-b recomputed from the raw release."""
     pred = {r["id"]: r for r in rows}
     out = {}
@@ -211,7 +212,7 @@ def swissgov_expected(docs: list[dict], rows: list[dict], pairs=LANGS.values()) 
                 gs = d[f"labels_{side}"]
                 if all(x == -1 for x in gs):
                     continue
-                for gv, pv in zip(gs, pred[d["id"]][f"labels_{side}"]):
+                for gv, pv in zip(gs, pred[d["id"]][f"labels_{side}"], strict=True):
                     if gv != -1:
                         g.append(gv)
                         p.append(pv)

@@ -54,7 +54,8 @@ def scratch(tmp_path_factory):
 
 
 def check_any(home, path, task_id) -> None:
-    """Validation (and scoring, when valid) ends with a result or SubmissionInvalid, nothing else."""
+    """Validation (and scoring, when valid) ends with a result or SubmissionInvalid, nothing
+    else."""
     try:
         v = validate_file(
             task_id,
@@ -200,11 +201,11 @@ def test_keyed_round_trip(home, scratch, data, task_id):
     keys = ids(home, task_id)
     if task_id == "tric-binary":
         values = data.draw(st.lists(st.integers(0, 1), min_size=len(keys), max_size=len(keys)))
-        rows = [{"instanceID": k, "label": v} for k, v in zip(keys, values)]
+        rows = [{"instanceID": k, "label": v} for k, v in zip(keys, values, strict=True)]
     else:
         values = data.draw(st.lists(finite, min_size=len(keys), max_size=len(keys)))
         key = "target" if task_id == "trac" else "instanceID"
-        rows = [{key: k, "score": v} for k, v in zip(keys, values)]
+        rows = [{key: k, "score": v} for k, v in zip(keys, values, strict=True)]
     same_everywhere(home, scratch / task_id, task_id, rows)
 
 
@@ -247,7 +248,8 @@ def test_loci_round_trip(home, scratch, data, with_score):
     )
     scores = data.draw(st.lists(finite, min_size=len(links), max_size=len(links)))
     rows = [
-        {"query_id": q, "source_id": s, "score": sc} for (q, s), sc in zip(sorted(links), scores)
+        {"query_id": q, "source_id": s, "score": sc}
+        for (q, s), sc in zip(sorted(links), scores, strict=True)
     ]
     columns = ["query_id", "source_id"] + (["score"] if with_score else [])
     if not with_score:

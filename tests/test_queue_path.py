@@ -188,7 +188,8 @@ def test_enqueue_twice_keeps_one_job(backend):
 
 
 def test_a_baseline_entry_is_scored_on_the_scoring_queue_not_by_the_model_workers(backend):
-    # the baselines queue holds baseline runs for the GPU machine; any scoring worker scores the files
+    # the baselines queue holds baseline runs for the GPU machine; any scoring worker scores the
+    # files
     from server.queue import get_queue
 
     team, user = make_team(backend, baseline=True)

@@ -69,7 +69,8 @@ def test_server_cli_module_imports_nothing_heavy():
 
     code = (
         "import sys, server.cli\n"
-        "heavy = [m for m in ('flask', 'rq', 'sqlmodel', 'sqlalchemy', 'redis') if m in sys.modules]\n"
+        "heavy = [m for m in ('flask', 'rq', 'sqlmodel', 'sqlalchemy', 'redis')"
+        " if m in sys.modules]\n"
         "print(heavy)\nsys.exit(1 if heavy else 0)"
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)

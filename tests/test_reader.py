@@ -11,13 +11,13 @@ import zipfile
 import pytest
 
 from scorer.errors import SubmissionInvalid
-from scorer.reader import Limits, iter_records, load, read_bytes, sniff_format
+from scorer.reader import DEFAULT_LIMITS, Limits, iter_records, load, read_bytes, sniff_format
 
 MiB = 1024 * 1024
 ROWS = b'{"instanceID": "a", "label": 1}\n{"instanceID": "b", "label": 0}\n'
 
 
-def refused(path, limits=Limits()) -> str:
+def refused(path, limits=DEFAULT_LIMITS) -> str:
     with pytest.raises(SubmissionInvalid) as e:
         load(path, limits)
     return str(e.value)

@@ -68,7 +68,8 @@ def world(app):
 
 
 def gold_needles(app) -> list[str]:
-    """Lines of the gold files that appear in no public file: finding one in a response is a leak."""
+    """Lines of the gold files that appear in no public file: finding one in a response is a
+    leak."""
     home = app.extensions["palimpsest.settings"].home
     needles = []
     for t in all_tasks():
@@ -177,7 +178,8 @@ def _user(app, email):
 
 
 def test_submission_routes_check_who_asks(app, world):
-    """Codabench #1824: each submission route as nobody, another team, a teamless user, the owner."""
+    """Codabench #1824: each submission route as nobody, another team, a teamless user, the
+    owner."""
     sid = world["owner_failed"].id
     urls = [f"/submissions/{sid}"]
     nobody, other, loner, owner, org = (

@@ -357,8 +357,8 @@ def test_die_with_parent_on_linux(tmp_path):
 
 
 def _busy_worker(home: Path, job_timeout: int):
-    """A worker (as serve starts one) running a job that sleeps 60 s under `job_timeout`; returns the
-    worker, its horse (psutil) and the Redis."""
+    """A worker (as serve starts one) running a job that sleeps 60 s under `job_timeout`; returns
+    the worker, its horse (psutil) and the Redis."""
     import psutil
     import redis as redis_lib
     from conftest import build_schema
@@ -404,7 +404,8 @@ def test_a_busy_worker_stops_on_sigterm_within_the_job_timeout(tmp_path):
         w.send_signal(signal.SIGTERM)  # warm: the job may finish, but no longer than its timeout
         assert w.wait(4 + 15) == 0
         print(
-            f"busy worker: stopped {time.monotonic() - t0:.1f} s after SIGTERM (job timeout 4 s, job 60 s)"
+            f"busy worker: stopped {time.monotonic() - t0:.1f} s after SIGTERM (job timeout 4 s, "
+            "job 60 s)"
         )
         assert not horse.is_running() or horse.status() == "zombie"
     finally:

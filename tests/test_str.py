@@ -60,8 +60,8 @@ def test_the_fixture_has_the_upstream_quirks(release):
     assert eng.startswith("PairID,Score,Text\n") and ".\nIs it" in eng  # STR-2022's column order
     kin = release / "Track A" / "kin"
     assert (kin / "kin_test.csv").is_file() and not (kin / "kin_test_with_labels.csv").exists()
-    # upstream's arq: a space after the separating newline; esp_dev.csv, ary_dev.csv: CRLF rows around
-    # a bare newline in the field, and no line end after the last row
+    # upstream's arq: a space after the separating newline; esp_dev.csv, ary_dev.csv: CRLF rows
+    # around a bare newline in the field, and no line end after the last row
     assert ".\n Is it" in esp.decode("utf-8")
     esp_dev = (release / "Track A" / "esp" / "esp_dev.csv").read_bytes()
     assert b"\r\n" in esp_dev and b".\n Is it" in esp_dev and esp_dev.endswith(b'?"')
@@ -239,7 +239,8 @@ def test_str5500_ranked_with_its_index_and_extra_columns(tmp_path):
         p,
         [
             ",DocID,PairID,Score,Adj-Score,Text",
-            '0,f_pp,f_pp_222,1.0,1.0,"It that happens, just pull the plug.\nif that ever happens, just pull the plug."',
+            '0,f_pp,f_pp_222,1.0,1.0,"It that happens, just pull the plug.\nif that ever happens, '
+            'just pull the plug."',
             '1,sts,sts_245,0.938,0.969,"Two dogs are peeing.\nTwo dogs are ""urinating""."',
             '2,w_pp,w_pp_7,0.1,0.55,"Autograph.\nThe census."',
         ],

@@ -13,7 +13,7 @@ from helpers import read_jsonl, write_submission
 
 from scorer import score_file, validate_file
 from scorer.errors import SubmissionInvalid
-from scorer.reader import Limits
+from scorer.reader import DEFAULT_LIMITS, Limits
 from tasks.store import TaskStore
 
 KEYED = {
@@ -50,7 +50,7 @@ def valid_rows(home, task_id: str, split: str = "test") -> list[dict]:
 
 
 def invalid(
-    home, task_id: str, path: Path, split: str = "test", limits: Limits = Limits()
+    home, task_id: str, path: Path, split: str = "test", limits: Limits = DEFAULT_LIMITS
 ) -> SubmissionInvalid:
     with pytest.raises(SubmissionInvalid) as e:
         validate_file(task_id, path, split, home, limits)
@@ -520,7 +520,7 @@ def test_validation_never_reads_gold(home, tmp_path, task_id):
     )
 
 
-# ---------------------------------------------------------------- inputs that once crashed the validators
+# ---------------------------------------------------------- inputs that once crashed the validators
 
 
 def test_huge_integers_are_invalid_not_a_crash(home, tmp_path):

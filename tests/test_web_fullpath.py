@@ -45,7 +45,8 @@ def test_web_upload_to_leaderboard(backend, monkeypatch):
     rows = app.test_client().get("/tasks/tric-binary/leaderboard.json?phase=dev").get_json()["rows"]
     assert [(x["team"], x["method_name"], x["rank"]) for x in rows] == [("Readers", "oracle", 1)]
     assert rows[0]["metrics"]["all/f1"] == 1.0
-    # an organizer rescores it through the queue: a second attempt, the board keeps its row meanwhile
+    # an organizer rescores it through the queue: a second attempt, the board keeps its row
+    # meanwhile
     make_user(app, "o@x.org", organizer=True)
     o = Browser(app.test_client())
     o.login("o@x.org")

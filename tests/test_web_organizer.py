@@ -1,5 +1,5 @@
-"""Organizer controls: phases, leaderboard state, hiding, publication, exports, rescoring, the queue;
-every action in the audit log and nothing deleted."""
+"""Organizer controls: phases, leaderboard state, hiding, publication, exports, rescoring, the
+queue; every action in the audit log and nothing deleted."""
 
 from __future__ import annotations
 

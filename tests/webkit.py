@@ -73,7 +73,8 @@ def update_phase(app, phase_id: int, **kw) -> None:
 
 
 def provenance_for(task, split: str = "test") -> dict:
-    """The provenance a score needs to be current (the imported gold of the tests' data directory)."""
+    """The provenance a score needs to be current (the imported gold of the tests' data
+    directory)."""
     import os
 
     from server.lifecycle import current_provenance

@@ -84,8 +84,9 @@ def upgrade() -> None:
     for pid, task_id, split, seed, frac in phases:
         bind.execute(
             sa.text(
-                "INSERT INTO goldpartition (key, task_id, split, seed, public_fraction, method, created_at) "
-                "VALUES (:key, :task, :split, :seed, :frac, 'legacy', CURRENT_TIMESTAMP)"
+                "INSERT INTO goldpartition (key, task_id, split, seed, public_fraction, method, "
+                "created_at) VALUES (:key, :task, :split, :seed, :frac, 'legacy', "
+                "CURRENT_TIMESTAMP)"
             ),
             {"key": f"phase:{pid}", "task": task_id, "split": split, "seed": seed, "frac": frac},
         )
