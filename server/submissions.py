@@ -18,7 +18,7 @@ from sqlmodel import Session
 from server.exceptions import DuplicateSubmission, LimitReached, NotFound, PhaseClosed
 
 # the statuses and the phase window are the lifecycle's; importable from here as before
-from server.lifecycle import COUNTED, PENDING, Status, phase_state  # noqa: F401
+from server.lifecycle import COUNTED, PENDING, Status, create_phase, phase_state  # noqa: F401
 from server.models import Phase, Score, Submission, Team, User, utcnow
 from server.settings import Settings
 
@@ -338,7 +338,8 @@ CROSS_VALIDATED_PHASE = dict(
 
 def ensure_phases(session: Session) -> list[Phase]:
     """Create the default `dev` and `test` phases of every registered task that lacks them, and a
-    phase on a task's cross-validated split (named after it)."""
+    phase on a task's cross-validated split (named after it), through the lifecycle's one
+    `create_phase` (checked and audited like an organizer's)."""
     from tasks import all_tasks
 
     made = []
@@ -354,9 +355,11 @@ def ensure_phases(session: Session) -> list[Phase]:
             ).first()
             if exists:
                 continue
-            p = Phase(task_id=t.id, name=split, split=split, **defaults)
-            session.add(p)
-            made.append(p)
+            made.append(
+                create_phase(
+                    session, task=t, name=split, split=split, actor=None, via="system", **defaults
+                )
+            )
     session.commit()
     return made
 
