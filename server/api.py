@@ -343,7 +343,7 @@ def _visible_scores(s, user, sub: Submission, phase: Phase) -> dict | None:
     """The scoring contract of what the caller may see: the public part (or all) while the phase
     runs; after publication the private part too. Participants see the gold's keyed id, never its
     sha256."""
-    from server.lifecycle import public_result
+    from server.provenance import public_result
 
     if sub.score_attempt is None:  # never scored (a rescore keeps the standing scores)
         return None
@@ -861,7 +861,7 @@ def phase_edit(task_id, phase_name):
     "(version 2 on) needs a `reason`.",
 )
 def phase_action(task_id, phase_name, action):
-    from server import lifecycle
+    from server import lifecycle, publication
 
     u = _organizer()
     t = _task(task_id)
@@ -879,7 +879,7 @@ def phase_action(task_id, phase_name, action):
     elif action in ("freeze", "unfreeze"):
         lifecycle.set_frozen(s, p, action == "freeze", actor=u, via="api")
     else:
-        rv = lifecycle.publish(
+        rv = publication.publish(
             s,
             p,
             task=t,
@@ -935,7 +935,7 @@ def rankings(task_id, phase_name):
     tags=("leaderboards",),
 )
 def ranking_version(task_id, phase_name, version):
-    from server.lifecycle import latest_ranking
+    from server.publication import latest_ranking
 
     _user()
     t = _task(task_id)

@@ -456,7 +456,7 @@ def register(main: click.Group) -> None:
 
             from sqlmodel import Session
 
-            from server import lifecycle
+            from server import lifecycle, publication
             from server.exceptions import LifecycleRefused
 
             task = _task(task_id)
@@ -470,7 +470,7 @@ def register(main: click.Group) -> None:
                     elif name in ("freeze", "unfreeze"):
                         lifecycle.set_frozen(s, p, name == "freeze", actor=None, via="cli")
                     else:
-                        rv = lifecycle.publish(
+                        rv = publication.publish(
                             s,
                             p,
                             task=task,
@@ -541,13 +541,13 @@ def register(main: click.Group) -> None:
 
         from sqlmodel import Session
 
-        from server import lifecycle
+        from server import publication
 
         task = _task(task_id)
         with Session(_engine(), expire_on_commit=False) as s:
             p = _phase(s, task, phase_name)
-            rv = lifecycle.latest_ranking(s, p.id, version)
-            versions = lifecycle.ranking_versions(s, p.id)
+            rv = publication.latest_ranking(s, p.id, version)
+            versions = publication.ranking_versions(s, p.id)
         if rv is None:
             raise Refused(
                 f"{task.id} {phase_name} has no published ranking"

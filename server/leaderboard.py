@@ -219,7 +219,8 @@ def build_board(
     provenance differs from `provenance` (the current gold, task and scorer versions) are never
     ranked: their row says they are stale. `with_parts` keeps every part's result on each row.
     """
-    from server.lifecycle import PENDING, Status, is_current
+    from server.lifecycle import PENDING, Status
+    from server.provenance import is_current
 
     published = phase.published_at is not None
     use_private = published or show_private
@@ -750,7 +751,7 @@ def snapshot_dict(board: Board, meta: dict, *, secret: str) -> dict[str, Any]:
     """The published final ranking: the board's declared shape, plus the publication (`ranking`:
     version, time, organizer, reason, the rule that chose each run) and, per row, the rule that
     chose it and every score of every part with its signature (gold named by its keyed id)."""
-    from server.lifecycle import public_result
+    from server.provenance import public_result
 
     d = to_dict(board)
     d["ranking"] = dict(meta)

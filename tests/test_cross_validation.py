@@ -272,7 +272,7 @@ def test_the_release_cv_split_scores_each_fold_as_that_folds_own_test_split(tmp_
 
 def test_a_cross_validated_phase_shows_mean_std_and_every_fold(embedded_backend):
     from server.leaderboard import build_board, to_dict
-    from server.lifecycle import current_provenance
+    from server.provenance import current_provenance
     from server.stats import compute_board_stats
 
     b = embedded_backend
@@ -514,7 +514,7 @@ def test_a_published_cross_validated_ranking_keeps_its_folds(embedded_backend):
     nothing in it."""
     from sqlalchemy import select
 
-    from server import lifecycle
+    from server import publication
     from server.leaderboard import board_from_dict
     from server.models import Phase
     from server.stats import compute_board_stats
@@ -529,7 +529,7 @@ def test_a_published_cross_validated_ranking_keeps_its_folds(embedded_backend):
     compute_board_stats(pid, b.settings)
     with b.session() as s:
         p = s.execute(select(Phase).where(Phase.id == pid)).scalar_one()
-        rv = lifecycle.publish(s, p, task=t, actor=None, settings=b.settings, close_first=True)
+        rv = publication.publish(s, p, task=t, actor=None, settings=b.settings, close_first=True)
         body = rv.body_json
     snap = board_from_dict(json.loads(body))
     assert snap.published and snap.part == "all"
@@ -546,4 +546,4 @@ def test_a_published_cross_validated_ranking_keeps_its_folds(embedded_backend):
         assert r.values["all/f1@std"] == pytest.approx(np.std(per), abs=1e-12)
         assert r.ci is not None and r.ci[0] <= r.values["all/f1"] <= r.ci[1]
     with b.session() as s:
-        assert lifecycle.latest_ranking(s, pid).body_json == body
+        assert publication.latest_ranking(s, pid).body_json == body

@@ -76,7 +76,7 @@ def provenance_for(task, split: str = "test") -> dict:
     """The provenance a score needs to be current (the imported gold of the tests' data directory)."""
     import os
 
-    from server.lifecycle import current_provenance
+    from server.provenance import current_provenance
 
     prov = current_provenance(task, split, os.environ.get("PALIMPSEST_HOME"))
     return prov or {

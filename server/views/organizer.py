@@ -18,7 +18,7 @@ from flask import (
 from sqlmodel import func, select
 
 from server import leaderboard as lb
-from server import lifecycle
+from server import lifecycle, provenance, publication
 from server.auth import current_user, db, organizer_required, safe_next
 from server.exceptions import LifecycleRefused
 from server.models import AuditLog, GoldPartition, Phase, Submission, Team, User
@@ -121,7 +121,7 @@ def _phase_page(p: Phase, form, code: int = 200):
         task=task_or_404(p.task_id),
         partition=partition,
         labels=lifecycle.phase_labels(p),
-        versions=lifecycle.ranking_versions(s, p.id),
+        versions=publication.ranking_versions(s, p.id),
         form=form,
         field_errors=any(f.errors for f in form),
         now_utc=utcnow().strftime("%Y-%m-%d %H:%M"),
@@ -228,7 +228,7 @@ def publish(phase_id: int):
             audience="public",
             show_private=True,
             include_closed=True,
-            provenance=lifecycle.current_provenance(t, p.split, _settings().home),
+            provenance=provenance.current_provenance(t, p.split, _settings().home),
         )
         return render_template(
             "organizer/publish.html",
@@ -237,11 +237,11 @@ def publish(phase_id: int):
             board=board,
             action=action,
             state=lifecycle.phase_state(p),
-            versions=lifecycle.ranking_versions(s, p.id),
+            versions=publication.ranking_versions(s, p.id),
         )
     reason = request.form.get("reason", "")
     ok = _act(
-        lambda: lifecycle.publish(
+        lambda: publication.publish(
             s,
             p,
             task=t,
@@ -276,7 +276,7 @@ def ranking(phase_id: int):
         audience="public",
         show_private=True,
         include_closed=True,
-        provenance=lifecycle.current_provenance(t, p.split, _settings().home),
+        provenance=provenance.current_provenance(t, p.split, _settings().home),
     )
     return render_template(
         "leaderboard/board.html",
@@ -286,7 +286,7 @@ def ranking(phase_id: int):
         audience="organizer",
         preview=True,
         versions=[
-            (v.version, v.published_at, v.reason) for v in lifecycle.ranking_versions(s, p.id)
+            (v.version, v.published_at, v.reason) for v in publication.ranking_versions(s, p.id)
         ],
         phase_id=p.id,
     )

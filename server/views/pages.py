@@ -300,7 +300,7 @@ def submission(submission_id: int):
     organizer = current_user().is_organizer
     shown = visible_scores(s, sub, phase, organizer=organizer)
     if not organizer:  # the gold's sha256 is the organizers': participants see its keyed id
-        from server.lifecycle import public_result
+        from server.provenance import public_result
 
         secret = settings().secret_key
         shown = [_Shown(sc, public_result(sc.result, secret)) for sc in shown]
