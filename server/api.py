@@ -27,6 +27,7 @@ from server.errors import HANDLED, describe
 from server.models import AuditLog, Phase, Submission, Team, User
 from server.openapi import op
 from server.submissions import phase_state, visible_scores
+from server.visibility import shown_part, viewer_of
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -354,10 +355,9 @@ def _visible_scores(s, user, sub: Submission, phase: Phase) -> dict | None:
     }
     if not parts:
         return None
-    main = parts.get("private") if phase.published_at is not None else None
-    main = main or parts.get("public") or parts.get("all") or next(iter(parts.values()))
-    d = dict(main)
-    d["part"] = next(k for k, v in parts.items() if v is main)
+    part = shown_part(viewer_of(user), phase, sub.created_at, parts) or next(iter(parts))
+    d = dict(parts[part])
+    d["part"] = part
     if len(parts) > 1:
         d["parts"] = parts
     return d

@@ -23,6 +23,7 @@ from sqlmodel import Session, select
 
 from scorer.metrics import COUNT_METRICS, fold_key
 from server.models import Phase, Score, Submission, Team
+from server.visibility import ORGANIZER, TEAM, Viewer, may_see
 
 # ----------------------------------------------------------------------------- the shape
 
@@ -281,10 +282,16 @@ def build_board(
     cols = columns_for(task, phase.split, result_folds(scores.values()))
     prim = cols[0]
 
+    made = {c[0].id: c[0].created_at for c in candidates} | {
+        e[0].id: e[0].created_at for e in extras
+    }
+    # an organizer's preview sees every private score; anyone else only those publication released
+    viewer = Viewer(ORGANIZER) if (organizer or show_private) else Viewer(TEAM, own_team)
+
     def pick(sid: int) -> tuple[str, dict] | None:
         for p in rank_parts:
             r = scores.get((sid, p))
-            if r is not None:
+            if r is not None and may_see(viewer, phase, made.get(sid), p):
                 return p, r
         return None
 

@@ -21,6 +21,7 @@ from server.exceptions import DuplicateSubmission, LimitReached, NotFound, Phase
 from server.lifecycle import COUNTED, PENDING, Status, phase_state  # noqa: F401
 from server.models import Phase, Score, Submission, Team, User, utcnow
 from server.settings import Settings
+from server.visibility import ORGANIZER, TEAM, Viewer, may_see
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +42,12 @@ def visible_scores(
         .scalars()
         .all()
     )
-    # the private part of a run made before publication is shown once the ranking is published; a
-    # run made after it (a reopened phase) never shows it to the team: it would reveal the gold
-    published = (
-        phase is not None
-        and phase.published_at is not None
-        and sub.created_at <= phase.published_at
-    )
+    viewer = Viewer(ORGANIZER) if organizer else Viewer(TEAM, sub.team_id)
     counted = sub.score_attempt or max((sc.attempt for sc in scores), default=None)
     return [
         sc
         for sc in scores
-        if sc.attempt == counted and (sc.part != "private" or published or organizer)
+        if sc.attempt == counted and may_see(viewer, phase, sub.created_at, sc.part)
     ]
 
 

@@ -21,6 +21,7 @@ from sqlmodel import select
 from server.auth import can_see_submission, current_user, db, login_required
 from server.models import Phase, Submission, Team
 from server.submissions import phase_state, visible_scores
+from server.visibility import Viewer, shown_part, viewer_of
 from tasks import all_tasks, get_task
 from tasks.store import TaskStore
 
@@ -229,7 +230,7 @@ def my_submissions():
         subs=subs,
         phases=phases,
         team=team,
-        primary=primary_scores(subs, phases),
+        primary=primary_scores(subs, phases, viewer_of(current_user())),
         older=older,
         newest=url_for("pages.my_submissions") if before else None,
     )
@@ -238,9 +239,9 @@ def my_submissions():
 PAGE = 100
 
 
-def primary_scores(subs, phases) -> dict[int, tuple[float | None, str]]:
-    """Each scored run's primary score as its team may see it (the whole gold, or its public part;
-    the private part once the phase's ranking is published), in one query."""
+def primary_scores(subs, phases, viewer: Viewer) -> dict[int, tuple[float | None, str]]:
+    """Each scored run's primary score as `viewer` may see it (server.visibility), in one
+    query."""
     from server.models import Score
 
     counted = {s.id: s.score_attempt for s in subs if s.score_attempt is not None}
@@ -257,15 +258,9 @@ def primary_scores(subs, phases) -> dict[int, tuple[float | None, str]]:
     out = {}
     for s in subs:
         parts = got.get(s.id, {})
-        ph = phases.get(s.phase_id)
-        for part in (
-            ("private", "all", "public")
-            if ph is not None and ph.published_at
-            else ("all", "public")
-        ):
-            if part in parts:
-                out[s.id] = (parts[part], "" if part == "all" else f"{part} part")
-                break
+        part = shown_part(viewer, phases.get(s.phase_id), s.created_at, parts)
+        if part is not None:
+            out[s.id] = (parts[part], "" if part == "all" else f"{part} part")
     return out
 
 
