@@ -22,7 +22,7 @@ from sqlmodel import SQLModel, select
 from werkzeug.exceptions import HTTPException
 
 from server import api_models as m
-from server import auth
+from server import auth, exposure
 from server.errors import HANDLED, describe
 from server.models import AuditLog, Phase, Submission, Team, User
 from server.openapi import op
@@ -590,6 +590,12 @@ def download(task_id):
     split = _query(m.DownloadQuery).split
     if split is not None and split not in ("train", *t.splits):
         raise ApiError(404, "unknown_split", f"task {t.id!r} has no split {split!r}")
+    public = store.root / "public"
+    areas = [split] if split is not None else sorted(d.name for d in public.iterdir() if d.is_dir())
+    try:
+        exposure.check_download(t, _settings().home, areas)
+    except exposure.ExposureRefused as e:
+        raise ApiError(409, "exposes_hidden_gold", str(e)) from e
     buf = io.BytesIO()
     manifest = store.manifest()
     public_manifest = {
@@ -818,7 +824,16 @@ def phase_create(task_id):
     t = _task(task_id)
     body = _body(m.PhaseCreate)
     s = auth.db()
-    p = lifecycle.create_phase(s, task=t, name=body.name, split=body.split, actor=u, via="api")
+    p = lifecycle.create_phase(
+        s,
+        task=t,
+        name=body.name,
+        split=body.split,
+        actor=u,
+        via="api",
+        home=_settings().home,
+        public_fraction=body.public_fraction,  # None: the split's (server.partitions)
+    )
     changes = {k: getattr(body, k) for k in body.model_fields_set if k not in ("name", "split")}
     if changes:
         changes = m.PhaseEdit.model_validate(changes).model_dump(include=set(changes))

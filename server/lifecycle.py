@@ -29,7 +29,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from server import audit, partitions
+from server import audit, exposure, partitions
 from server.exceptions import LifecycleRefused
 from server.models import (
     GoldPartition,
@@ -432,8 +432,18 @@ def edit_phase(s: Session, phase: Phase, changes: dict, *, actor, via: str = "we
 
 
 def create_phase(
-    s: Session, *, task, name: str, split: str, actor, via: str = "web", **fields
+    s: Session,
+    *,
+    task,
+    name: str,
+    split: str,
+    actor,
+    via: str = "web",
+    home=None,
+    **fields,
 ) -> Phase:
+    """Create a phase on a split of a task (validated against the exposure rule and the split's
+    one partition); commits. `home`: the data directory (default: the environment's)."""
     if not name or len(name) > 32 or split not in task.splits:
         raise LifecycleRefused(
             f"a phase needs a name (at most 32 characters) and a split of the task "
@@ -442,9 +452,13 @@ def create_phase(
         )
     if s.execute(select(Phase.id).where(Phase.task_id == task.id, Phase.name == name)).first():
         raise LifecycleRefused(f"{task.id} has a phase {name} already", "exists")
-    fields.setdefault(
-        "public_fraction", 0.5 if partitions.has_private_part(task.id, split) else 1.0
+    fields["public_fraction"] = partitions.check_new_phase(
+        s, task.id, split, fields.get("public_fraction")
     )
+    try:
+        exposure.check_phase(task, home, split)
+    except exposure.ExposureRefused as e:
+        raise LifecycleRefused(str(e), "exposes_hidden_gold") from e
     p = Phase(task_id=task.id, name=name, split=split, **fields)
     s.add(p)
     s.flush()

@@ -160,7 +160,57 @@ def bootstrap_seed(engine, phase_id: int) -> int:
         return int(s.execute(select(Phase.stats_seed).where(Phase.id == phase_id)).scalar_one())
 
 
+def split_fraction(
+    s: Session, task_id: str, split: str, *, other_than: int | None = None
+) -> float | None:
+    """The public fraction every phase on a hidden split takes: that of its drawn partition, else
+    that of the phases already on it; None when the split has neither."""
+    part = s.execute(
+        select(GoldPartition).where(GoldPartition.key == shared_key(task_id, split))
+    ).scalar_one_or_none()
+    q = select(Phase.public_fraction).where(Phase.task_id == task_id, Phase.split == split)
+    if other_than is not None:
+        q = q.where(Phase.id != other_than)
+    others = set(s.execute(q).scalars())
+    if others:
+        # phases on the split exist: they share one partition (at the lowest fraction, if an
+        # older site holds several; raising it would reveal the private part)
+        return min(others)
+    return part.public_fraction if part is not None else None
+
+
+def check_new_phase(s: Session, task_id: str, split: str, frac: float | None) -> float:
+    """The public fraction of a new phase on a split: the split's one fraction when it has a
+    private part (a different one is refused), else `frac` or 1."""
+    if not has_private_part(task_id, split):
+        return 1.0 if frac is None else float(frac)
+    fixed = split_fraction(s, task_id, split)
+    if fixed is None:
+        return 0.5 if frac is None else float(frac)
+    if frac is not None and float(frac) != fixed:
+        raise LifecycleRefused(
+            f"every phase on {task_id}/{split} scores with the split's one partition, at a "
+            f"public fraction of {fixed}; a phase at {float(frac)} would "
+            f"{'reveal part of' if float(frac) > fixed else 'change'} its private part",
+            "partition_fixed",
+        )
+    return fixed
+
+
 def check_fraction_change(s: Session, phase: Phase, frac: float) -> None:
+    """Refuse a new public fraction for a phase: once it has scored runs, when other phases share
+    its split's partition, or when the partition is in use at another fraction."""
+    fixed = (
+        split_fraction(s, phase.task_id, phase.split, other_than=phase.id)
+        if has_private_part(phase.task_id, phase.split)
+        else None
+    )
+    if fixed is not None and frac != fixed:
+        raise LifecycleRefused(
+            f"every phase on {phase.task_id}/{phase.split} scores with the split's one "
+            f"partition, at a public fraction of {fixed}; this phase cannot use {frac}",
+            "partition_fixed",
+        )
     scored_here = s.execute(
         select(Submission.id).where(
             Submission.phase_id == phase.id, Submission.score_attempt.is_not(None)

@@ -102,6 +102,7 @@ def create_phase(task_id: str):
             name=form.name.data.strip(),
             split=form.split.data.strip(),
             actor=current_user(),
+            home=_settings().home,
         )
     except LifecycleRefused as e:
         db().rollback()

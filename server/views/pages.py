@@ -18,6 +18,7 @@ from flask import (
 )
 from sqlmodel import select
 
+from server import exposure
 from server.auth import can_see_submission, current_user, db, login_required
 from server.models import Phase, Submission, Team
 from server.submissions import phase_state, visible_scores
@@ -112,6 +113,10 @@ def download(task_id: str, split: str):
     files = store.public_files(split) if store.exists() else []
     if not files:
         abort(404)
+    try:
+        exposure.check_download(t, settings().home, [split])
+    except exposure.ExposureRefused as e:
+        return Response(str(e) + "\n", 409, mimetype="text/plain")
     base = (store.root / "public" / split).resolve()
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
