@@ -408,7 +408,12 @@ class BoardStatistics(Model):
     method: Optional[str] = None
     unit: Optional[str] = None
     B: Optional[int] = Field(None, description="Bootstrap resamples.")
-    seed: Optional[int] = Field(None, description="The phase's recorded seed.")
+    seed: Optional[int] = Field(None, description="The seed of the bootstrap resamples.")
+    partition: Optional[str] = Field(
+        None,
+        description="A fingerprint of the public/private partition (a keyed hash: the same for "
+        "every phase sharing it; it cannot be used to redraw the partition).",
+    )
     alpha: Optional[float] = None
     metric: Optional[str] = None
     order: Optional[list[Optional[int]]] = Field(

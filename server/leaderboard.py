@@ -569,6 +569,7 @@ STATS_FIELDS = (
     "unit",
     "B",
     "seed",
+    "partition",
     "alpha",
     "metric",
     "order",

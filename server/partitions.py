@@ -7,6 +7,8 @@ Only this module draws, reads or changes a `GoldPartition`; the lifecycle attach
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 
 from sqlalchemy import select, update
@@ -138,14 +140,11 @@ def gold_parts(engine, phase_id: int, settings) -> dict[str, frozenset | None]:
 
 
 def bootstrap_seed(engine, phase_id: int) -> int:
-    """The seed of a board's bootstrap resamples: the phase's gold partition's recorded seed, or,
-    for a phase without a private part, a seed drawn once for the phase and recorded (audited)."""
+    """The seed of a board's bootstrap resamples: drawn once for the phase and recorded (audited),
+    never the partition's (the board publishes it; the partition's would let anyone redraw the
+    public/private split)."""
     with Session(engine) as s:
-        partition_id, got = s.execute(
-            select(Phase.partition_id, Phase.stats_seed).where(Phase.id == phase_id)
-        ).one()
-        if partition_id is not None:  # attached by the first scoring on a hidden part
-            return int(s.get(GoldPartition, partition_id).seed)
+        got = s.execute(select(Phase.stats_seed).where(Phase.id == phase_id)).scalar_one()
         if got is not None:
             return int(got)
         seed = new_seed()
@@ -158,6 +157,24 @@ def bootstrap_seed(engine, phase_id: int) -> int:
             _audit(s, None, "stats.seed", f"phase:{phase_id}", seed=seed)
         s.commit()
         return int(s.execute(select(Phase.stats_seed).where(Phase.id == phase_id)).scalar_one())
+
+
+def fingerprint(part: GoldPartition | None, secret: str) -> str | None:
+    """A public name of a partition: equal for every phase that shares it, changed by a redraw,
+    and of no use to redraw it (a keyed hash of its seed with the server's secret)."""
+    if part is None:
+        return None
+    msg = f"{part.key}|{part.method}|{part.public_fraction!r}|{part.seed}"
+    return (
+        "p" + hmac.new(secret.encode("utf-8"), msg.encode("utf-8"), hashlib.sha256).hexdigest()[:15]
+    )
+
+
+def phase_fingerprint(engine, phase_id: int, secret: str) -> str | None:
+    """The fingerprint of the partition a phase scores with; None when it has none (yet)."""
+    with Session(engine) as s:
+        pid = s.execute(select(Phase.partition_id).where(Phase.id == phase_id)).scalar_one()
+        return fingerprint(s.get(GoldPartition, pid) if pid is not None else None, secret)
 
 
 def split_fraction(

@@ -56,9 +56,9 @@ def publish(
     correction of it (version n + 1, with a reason). With `close_first`, an open phase is closed
     in the same transaction. Commits."""
     reason = " ".join((reason or "").split())[:2000]
-    if phase.partition_id is None and not partitions.phase_has_private_part(phase):
+    if phase.stats_seed is None:
         # the seed of the statistics (normally recorded by the worker already), recorded before
-        # this transaction writes anything; a phase with a hidden part uses its partition's
+        # this transaction writes anything
         partitions.bootstrap_seed(s.get_bind(), phase.id)
     if phase.partition_id is None and partitions.phase_has_private_part(phase):
         # published before any scoring: its partition is drawn now, in a transaction of its own and

@@ -151,11 +151,12 @@ class Part:
 
     @classmethod
     def get(cls, settings, engine, task, phase, part: str) -> Part:
-        from server.partitions import bootstrap_seed
+        from server.partitions import bootstrap_seed, phase_fingerprint
         from server.provenance import current_provenance
 
         units = _gold_part(engine, phase, settings, part)
         seed = bootstrap_seed(engine, phase.id)
+        fp = phase_fingerprint(engine, phase.id, settings.secret_key) if part != "all" else None
         prov = current_provenance(task, phase.split, settings.home)
         ck = json.dumps(
             [
@@ -176,6 +177,7 @@ class Part:
             hit = cls._cache[ck] = cls(
                 settings, task, phase.split, part, units, seed, settings.bootstrap_samples, prov
             )
+        hit.fingerprint = fp
         return hit
 
     def samples_path(self, home, submission_id: int, attempt: int) -> Path:
@@ -281,6 +283,7 @@ def statistics(settings, part: Part, board, *, value_of=None) -> dict:
         "unit": UNIT_NAMES.get(part.task.kind, "units"),
         "B": part.B,
         "seed": part.seed,
+        "partition": getattr(part, "fingerprint", None),
         "alpha": ALPHA,
         "metric": prim.key,
         "rows": out_rows,
