@@ -17,7 +17,8 @@ What is kept where, under the data directory's `stats/`:
 `compute_board_stats(phase_id)` runs as a queued job: each scoring job asks for one after recording
 its scores, and so do the pages when a board version has no statistics yet; requests coalesce (a
 burst of scores costs one or two jobs), and a request never computes any.
-A published snapshot carries its statistics frozen with it (`for_snapshot`, from `publication.publish`).
+A published snapshot carries its statistics frozen with it (`for_snapshot`, from
+`publication.publish`).
 """
 
 from __future__ import annotations
