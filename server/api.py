@@ -24,6 +24,7 @@ from werkzeug.exceptions import HTTPException
 from server import api_models as m
 from server import auth, exposure
 from server.errors import HANDLED, describe
+from server.inputs import INT_MAX
 from server.models import AuditLog, Phase, Submission, Team, User
 from server.openapi import op
 from server.submissions import phase_state, visible_scores
@@ -143,7 +144,10 @@ def _cursor_id(cursor: str | None) -> int | None:
         kind, _, n = raw.partition(":")
         if kind != "id":
             raise ValueError(kind)
-        return int(n)
+        got = int(n)
+        if not 0 <= got <= INT_MAX:
+            raise ValueError(n)
+        return got
     except (ValueError, UnicodeDecodeError):
         raise ApiError(
             422, "bad_cursor", "the cursor is not one this server gave (pass `next_cursor` as is)"

@@ -25,6 +25,9 @@ from wtforms import (
 from wtforms.validators import InputRequired, Length, NumberRange, Optional, ValidationError
 from wtforms.widgets import TextInput
 
+from server.inputs import INT_MAX
+from server.submissions import url_problem
+
 TZ = "UTC"
 FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
 
@@ -95,8 +98,9 @@ def _limit(label: str):
         validators=[
             Optional(),
             NumberRange(min=0, message="a limit is 0 or more (empty: no limit)"),
+            NumberRange(max=INT_MAX, message=f"a limit is at most {INT_MAX}"),
         ],
-        render_kw={"min": 0, "inputmode": "numeric"},
+        render_kw={"min": 0, "max": INT_MAX, "inputmode": "numeric"},
     )
 
 
@@ -165,8 +169,9 @@ class RescoreAllForm(ConfirmForm):
 
 
 def _http_url(form, field):
-    if field.data and not field.data.startswith(("https://", "http://")):
-        raise ValidationError("the paper/code URL must start with https:// or http://")
+    problem = url_problem((field.data or "").strip())
+    if problem:
+        raise ValidationError(problem)
 
 
 class SubmitForm(FlaskForm):

@@ -502,6 +502,7 @@ def empty_reason(row: Row, col: Column) -> str:
 
 def to_dict(board: Board) -> dict[str, Any]:
     """The declared JSON shape of a leaderboard."""
+    metric_of = {c.key: c.metric for c in board.columns}
     return {
         "task": board.task_id,
         "phase": board.phase,
@@ -533,11 +534,11 @@ def to_dict(board: Board) -> dict[str, Any]:
                 "row_type": r.row_type,
                 "team": r.team,
                 "submission_id": r.submission_id,
-                "method_name": r.method_name,
+                "method_name": clean_name(r.method_name),
                 "url": r.url,
                 "submitted_at": r.submitted_at.replace(microsecond=0).isoformat() + "Z",
                 "primary_run": r.is_primary,
-                "metrics": r.values,
+                "metrics": {k: _json_value(metric_of.get(k, ""), v) for k, v in r.values.items()},
                 **({"chosen_by": r.chosen_by} if r.chosen_by else {}),
                 **(
                     {"public_primary": r.public_value, "public_rank": r.public_rank}
@@ -606,11 +607,11 @@ def to_csv(board: Board) -> bytes:
             "" if r.rank is None else r.rank,
             r.row_type,
             _csv_safe(r.team),
-            _csv_safe(r.method_name),
+            _csv_safe(clean_name(r.method_name)),
             r.submitted_at.replace(microsecond=0).isoformat() + "Z",
             "" if r.submission_id is None else r.submission_id,
         ]
-        line += ["" if r.values[c.key] is None else repr(r.values[c.key]) for c in board.columns]
+        line += [_csv_value(c.metric, r.values[c.key]) for c in board.columns]
         if board.published:
             line += [
                 "" if r.public_value is None else repr(r.public_value),
@@ -625,8 +626,31 @@ def to_csv(board: Board) -> bytes:
 
 
 def _csv_safe(s: str) -> str:
-    # a cell starting with = + - @ runs as a formula in spreadsheets (CSV injection)
+    # a cell starting with = + - @ runs as a formula in spreadsheets (CSV injection); leading
+    # blanks are stripped first, since spreadsheets skip them too
+    s = (s or "").strip()
     return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
+
+
+def clean_name(s: str | None) -> str:
+    """A method or team name as exported: its whitespace collapsed and stripped."""
+    return " ".join((s or "").split())
+
+
+def _json_value(metric: str, v):
+    """A metric's value in the JSON: a count as an integer, else as it is."""
+    if v is not None and metric in COUNT_METRICS and float(v).is_integer():
+        return int(v)
+    return v
+
+
+def _csv_value(metric: str, v) -> str:
+    """A metric's value in the CSV: a count as an integer (`206`, not `206.0`), else repr."""
+    if v is None:
+        return ""
+    if metric in COUNT_METRICS and float(v).is_integer():
+        return str(int(v))
+    return repr(v)
 
 
 _LATEX_SPECIAL = {
@@ -715,7 +739,7 @@ def to_latex(
             cells.append(f"{r.rank_range[0]}--{r.rank_range[1]}" if r.rank_range else "")
         cells += [
             latex_escape(r.team) + (r" \textit{(baseline)}" if r.row_type == "baseline" else ""),
-            latex_escape(r.method_name),
+            latex_escape(clean_name(r.method_name)),
         ]
         for c in cols:
             v = r.values[c.key]
