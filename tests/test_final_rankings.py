@@ -536,3 +536,53 @@ def test_a_refused_json_command_prints_one_json_document(b):
         main, ["phases", "publish", "tric-binary", "test", "--json"], env={"PALIMPSEST_DEBUG": ""}
     )
     assert r.exit_code == 1 and "only a closed phase" in json.loads(r.stdout)["error"]["message"]
+
+
+def test_a_published_figure_stays_byte_identical_after_a_hide_and_a_gold_reimport(b, tmp_path):
+    """plot.svg and plot.pdf of a published phase are drawn from its snapshot alone."""
+    from server.demo import write_trotr
+    from server.queue import enqueue_submission
+    from tasks.importers import import_task
+
+    tasks = b.settings.home / "tasks"  # this test re-imports: its own copy of the tasks
+    target = tasks.resolve()
+    tasks.unlink()
+    shutil.copytree(target, tasks)
+    teams = [make_team(b) for _ in range(3)]
+    subs = [
+        submit(b, t, u, "tric-binary", "dev", noise=n).id
+        for (t, u), n in zip(teams, (0.1, 0.2, 0.35), strict=True)
+    ]
+    submit(b, *teams[0], "tric-binary", "dev", noise=0.3)  # a second run of a team
+    burst(b)
+    _close(b, "tric-binary", "dev")
+    _publish(b, "tric-binary", "dev")
+    app = _app(b)
+    c = app.test_client()
+
+    def figures() -> dict[str, bytes]:
+        out = {}
+        for fmt in ("svg", "pdf"):
+            r = c.get(f"/tasks/tric-binary/leaderboard/plot.{fmt}?phase=dev")
+            assert r.status_code == 200
+            out[fmt] = r.data
+        return out
+
+    before = figures()
+    assert b"<svg" in before["svg"] and before["pdf"].startswith(b"%PDF")
+    with b.session() as s:  # a hide, then a corrected gold (every third dev label flipped)
+        lifecycle.set_visibility(s, s.get(Submission, subs[1]), "hide", actor=None, reason="x")
+    src = write_trotr(tmp_path / "trotr-v2")
+    dev = src / "datasets" / "FOLD_1" / "pair-by-line" / "dev.binary.jsonl"
+    rows = [json.loads(x) for x in dev.read_text().splitlines()]
+    for i, r in enumerate(rows):
+        if i % 3 == 0:
+            r["label"] = 1 - r["label"]
+    dev.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    import_task("tric-binary", b.settings.home, source=src, fold=1)
+    for sid in provenance.check_provenance(b.engine, b.settings):
+        enqueue_submission(b.conn, sid, b.settings, replace=True)
+    burst(b)
+    with b.session() as s:
+        assert s.get(Submission, subs[0]).score_attempt == 2  # rescored against the new gold
+    assert figures() == before

@@ -325,17 +325,16 @@ def plot(task_id: str, fmt: str):
 
         with Session(engine, expire_on_commit=False) as s:
             phase = s.get(Phase, state.id)
-            board, until = None, None
             if state.published:
                 rv = latest_ranking(s, state.id)
-                if rv is not None:
-                    board, until = lb.board_from_dict(json.loads(rv.body_json)), rv.published_at
-            if board is None:
-                board = lb.build_board(
-                    s, task, phase, audience="public", provenance=provenance_of(task, phase.split)
-                )
-                attach_stats(board, state)
-            hist = plots.history(s, board, phase, until)
+                if rv is not None:  # the snapshot alone: a published figure never moves
+                    board = lb.board_from_dict(json.loads(rv.body_json))
+                    return plots.render(board, plots.snapshot_history(board), fmt, kinds)
+            board = lb.build_board(
+                s, task, phase, audience="public", provenance=provenance_of(task, phase.split)
+            )
+            attach_stats(board, state)
+            hist = plots.history(s, board, phase)
         return plots.render(board, hist, fmt, kinds)
 
     body = cache().get(
