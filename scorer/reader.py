@@ -351,14 +351,34 @@ def _lines(text) -> Iterator[str]:
         start = end + 1
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_pairs(pairs: list) -> dict:
+    # a key given twice in one object would otherwise be read silently, the last one winning
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _DuplicateKey(k)
+            seen.add(k)
+    return d
+
+
 def iter_jsonl(text: str) -> Iterator[tuple[int, dict | BadRow]]:
-    """(line number, object) for every non-blank line; unparseable lines become BadRow."""
-    loads = json.loads
+    """(line number, object) for every non-blank line; unparseable lines, and objects naming a
+    key twice, become BadRow."""
+    loads = json.JSONDecoder(object_pairs_hook=_unique_pairs).decode
     for i, line in enumerate(_lines(text), 1):
         if not line.strip():
             continue
         try:
             obj = loads(line)
+        except _DuplicateKey as e:
+            yield i, BadRow(f"the key {str(e.args[0])[:80]!r} appears twice in this object")
+            continue
         except json.JSONDecodeError as e:
             yield i, BadRow(f"not valid JSON ({e.msg} at column {e.colno})")
             continue

@@ -22,7 +22,7 @@ from sqlmodel import SQLModel, select
 from werkzeug.exceptions import HTTPException
 
 from server import api_models as m
-from server import auth
+from server import auth, exposure
 from server.actions import submissions as sub_actions
 from server.actions.common import phase_or_default
 from server.actions.phases import (
@@ -33,10 +33,12 @@ from server.actions.phases import (
 )
 from server.errors import HANDLED, describe
 from server.exceptions import EmptyUpload
+from server.inputs import INT_MAX
 from server.models import AuditLog, Phase, Submission, Team, User
 from server.openapi import op
 from server.organize import enqueue_ids
 from server.submissions import visible_scores
+from server.visibility import shown_part, viewer_of
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -164,7 +166,10 @@ def _cursor_id(cursor: str | None) -> int | None:
         kind, _, n = raw.partition(":")
         if kind != "id":
             raise ValueError(kind)
-        return int(n)
+        got = int(n)
+        if not 0 <= got <= INT_MAX:
+            raise ValueError(n)
+        return got
     except (ValueError, UnicodeDecodeError):
         raise ApiError(
             422, "bad_cursor", "the cursor is not one this server gave (pass `next_cursor` as is)"
@@ -307,7 +312,7 @@ def _visible_scores(s, user, sub: Submission, phase: Phase) -> dict | None:
     """The scoring contract of what the caller may see: the public part (or all) while the phase
     runs; after publication the private part too. Participants see the gold's keyed id, never its
     sha256."""
-    from server.lifecycle import public_result
+    from server.provenance import public_result
 
     if sub.score_attempt is None:  # never scored (a rescore keeps the standing scores)
         return None
@@ -318,10 +323,9 @@ def _visible_scores(s, user, sub: Submission, phase: Phase) -> dict | None:
     }
     if not parts:
         return None
-    main = parts.get("private") if phase.published_at is not None else None
-    main = main or parts.get("public") or parts.get("all") or next(iter(parts.values()))
-    d = dict(main)
-    d["part"] = next(k for k, v in parts.items() if v is main)
+    part = shown_part(viewer_of(user), phase, sub.created_at, parts) or next(iter(parts))
+    d = dict(parts[part])
+    d["part"] = part
     if len(parts) > 1:
         d["parts"] = parts
     return d
@@ -554,6 +558,12 @@ def download(task_id):
     split = _query(m.DownloadQuery).split
     if split is not None and split not in ("train", *t.splits):
         raise ApiError(404, "unknown_split", f"task {t.id!r} has no split {split!r}")
+    public = store.root / "public"
+    areas = [split] if split is not None else sorted(d.name for d in public.iterdir() if d.is_dir())
+    try:
+        exposure.check_download(t, _settings().home, areas)
+    except exposure.ExposureRefused as e:
+        raise ApiError(409, "exposes_hidden_gold", str(e)) from e
     buf = io.BytesIO()
     manifest = store.manifest()
     public_manifest = {
@@ -746,7 +756,16 @@ def phase_create(task_id):
     t = _task(task_id)
     body = _body(m.PhaseCreate)
     s = auth.db()
-    p = lifecycle.create_phase(s, task=t, name=body.name, split=body.split, actor=u, via="api")
+    p = lifecycle.create_phase(
+        s,
+        task=t,
+        name=body.name,
+        split=body.split,
+        actor=u,
+        via="api",
+        home=_settings().home,
+        public_fraction=body.public_fraction,  # None: the split's (server.partitions)
+    )
     changes = {k: getattr(body, k) for k in body.model_fields_set if k not in ("name", "split")}
     if changes:
         changes = m.PhaseEdit.model_validate(changes).model_dump(include=set(changes))
@@ -843,7 +862,7 @@ def rankings(task_id, phase_name):
     tags=("leaderboards",),
 )
 def ranking_version(task_id, phase_name, version):
-    from server.lifecycle import latest_ranking
+    from server.publication import latest_ranking
 
     _user()
     t = _task(task_id)

@@ -15,6 +15,8 @@ from typing import Any, Generic, Literal, Optional, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, RootModel, field_serializer, field_validator
 
 from server.board_model import Leaderboard, Snapshot
+from server.inputs import CONTROL
+from server.submissions import url_problem
 
 T = TypeVar("T")
 
@@ -278,12 +280,6 @@ def _flagged(v):
     return bool(v)
 
 
-def _no_control(v: str, name: str) -> str:
-    if any(ord(c) < 32 and c not in "\t\n\r" for c in v):
-        raise ValueError(f"the {name} holds a control character")
-    return v
-
-
 class UploadFields(Model):
     """The fields of an upload, on the web form and the API alike (the file travels beside them,
     streamed). Text is stripped; the URL, when given, is http(s)."""
@@ -308,13 +304,17 @@ class UploadFields(Model):
     @field_validator("method_name", "description", "url", mode="before")
     @classmethod
     def _strip(cls, v, info):
-        return _no_control((v or "").strip(), info.field_name.replace("_", " "))
+        v = (v or "").strip()
+        if CONTROL.search(v):
+            raise ValueError("a control character is not allowed in this field")
+        return v
 
     @field_validator("url")
     @classmethod
     def _http(cls, v: str) -> str:
-        if v and not v.lower().startswith(("https://", "http://")):
-            raise ValueError("the paper/code URL must start with https:// or http://")
+        problem = url_problem(v)  # the one URL rule of every surface
+        if problem:
+            raise ValueError(problem)
         return v
 
     @field_validator("show_publicly", "primary", "baseline", mode="before")

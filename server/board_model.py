@@ -22,12 +22,15 @@ from pydantic import (
     field_validator,
 )
 
+from scorer.metrics import COUNT_METRICS
+
 STATS_FIELDS = (
     "part",
     "method",
     "unit",
     "B",
     "seed",
+    "partition",
     "alpha",
     "metric",
     "order",
@@ -44,6 +47,18 @@ def stats_summary(stats: dict | None) -> dict:
     if stats is None:
         return {"status": "pending"}
     return {"status": "ready", **{k: stats.get(k) for k in STATS_FIELDS}}
+
+
+def clean_name(s: str | None) -> str:
+    """A method or team name as exported: its whitespace collapsed and stripped."""
+    return " ".join((s or "").split())
+
+
+def json_value(metric: str, v):
+    """A metric's value in the JSON: a count as an integer, else as it is."""
+    if v is not None and metric in COUNT_METRICS and float(v).is_integer():
+        return int(v)
+    return v
 
 
 def _empty(v) -> bool:
@@ -82,7 +97,12 @@ class BoardStatistics(BaseModel):
     method: Optional[str] = None
     unit: Optional[str] = None
     B: Optional[int] = Field(None, description="Bootstrap resamples.")
-    seed: Optional[Any] = Field(None, description="The phase's recorded seed.")
+    seed: Optional[int] = Field(None, description="The seed of the bootstrap resamples.")
+    partition: Optional[str] = Field(
+        None,
+        description="A fingerprint of the public/private partition (a keyed hash: the same for "
+        "every phase sharing it; it cannot be used to redraw the partition).",
+    )
     alpha: Optional[float] = None
     metric: Optional[str] = None
     order: Optional[list[Optional[int]]] = Field(
@@ -201,6 +221,14 @@ class LeaderboardRow(_Shape):
     parts: dict[str, dict] = Field(default_factory=dict, exclude=True)
     attempt: Optional[int] = Field(None, exclude=True)
     notes: list = Field(default_factory=list, exclude=True)
+
+    @field_serializer("method_name")
+    def _clean(self, v: str) -> str:
+        return clean_name(v)
+
+    @field_serializer("values")
+    def _counts(self, v: dict[str, Optional[float]]) -> dict[str, int | float | None]:
+        return {k: json_value(k.split("/", 1)[-1].split("@", 1)[0], x) for k, x in v.items()}
 
     @field_serializer("submitted_at")
     def _utc(self, v: datetime) -> str:

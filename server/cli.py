@@ -527,7 +527,9 @@ def register(main: click.Group) -> None:
                 for sid in ids:
                     enqueue_submission(conn, sid, settings, replace=True)
             except Exception as e:  # noqa: BLE001 - the reconciler picks them up
-                click.echo(f"queued in the database; the reconciler will enqueue them ({e})", err=True)
+                click.echo(
+                    f"queued in the database; the reconciler will enqueue them ({e})", err=True
+                )
 
         return enqueue
 
@@ -625,13 +627,13 @@ def register(main: click.Group) -> None:
 
         from sqlmodel import Session
 
-        from server import lifecycle
+        from server import publication
 
         task = _task(task_id)
         with Session(_engine(), expire_on_commit=False) as s:
             p = _phase(s, task, phase_name)
-            rv = lifecycle.latest_ranking(s, p.id, version)
-            versions = lifecycle.ranking_versions(s, p.id)
+            rv = publication.latest_ranking(s, p.id, version)
+            versions = publication.ranking_versions(s, p.id)
         if rv is None:
             raise Refused(
                 f"{task.id} {phase_name} has no published ranking"

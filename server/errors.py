@@ -28,7 +28,7 @@ TABLE: list[tuple[type[Exception], int, str]] = [
     (PhaseClosed, 409, "phase_closed"),
     (UploadTooLarge, 413, "too_large"),
     (SubmissionRefused, 422, "refused"),
-    (UploadFieldsInvalid, 400, "invalid_field"),
+    (UploadFieldsInvalid, 422, "invalid_request"),
     (DuplicateSubmission, 200, "duplicate"),
     (LifecycleRefused, 409, "refused"),  # its own `code` (phase_open, reason_required, ...) is kept
     (TeamRefused, 409, "team_refused"),  # its own `code` and `status` are kept

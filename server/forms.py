@@ -25,6 +25,8 @@ from wtforms import (
 from wtforms.validators import InputRequired, Length, NumberRange, Optional, ValidationError
 from wtforms.widgets import TextInput
 
+from server.inputs import INT_MAX
+
 TZ = "UTC"
 FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
 
@@ -97,8 +99,9 @@ def _limit(label: str):
         validators=[
             Optional(),
             NumberRange(min=0, message="a limit is 0 or more (empty: no limit)"),
+            NumberRange(max=INT_MAX, message=f"a limit is at most {INT_MAX}"),
         ],
-        render_kw={"min": 0, "inputmode": "numeric"},
+        render_kw={"min": 0, "max": INT_MAX, "inputmode": "numeric"},
     )
 
 

@@ -19,10 +19,10 @@ from server.lifecycle import (
     PENDING,
     _problem,  # noqa: F401  (one wording of a problem)
     fail_infra,
-    gold_parts,
     start_attempt,
 )
 from server.models import Phase, Submission
+from server.partitions import gold_parts
 from server.settings import Settings
 
 log = logging.getLogger(__name__)

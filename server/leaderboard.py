@@ -22,8 +22,17 @@ from sqlalchemy import and_, or_
 from sqlmodel import Session, select
 
 from scorer.metrics import COUNT_METRICS, fold_key
-from server.board_model import STATS_FIELDS, Board, Column, Row, stats_summary  # noqa: F401 - the shapes, re-exported
+from server.board_model import (  # noqa: F401 - the shapes, re-exported
+    STATS_FIELDS,
+    Board,
+    Column,
+    Row,
+    clean_name,
+    json_value,
+    stats_summary,
+)
 from server.models import Phase, Score, Submission, Team
+from server.visibility import ORGANIZER, TEAM, Viewer, may_see
 
 # ----------------------------------------------------------------------------- building
 
@@ -149,7 +158,8 @@ def build_board(
     provenance differs from `provenance` (the current gold, task and scorer versions) are never
     ranked: their row says they are stale. `with_parts` keeps every part's result on each row.
     """
-    from server.lifecycle import PENDING, Status, is_current
+    from server.lifecycle import PENDING, Status
+    from server.provenance import is_current
 
     published = phase.published_at is not None
     use_private = published or show_private
@@ -210,10 +220,16 @@ def build_board(
     cols = columns_for(task, phase.split, result_folds(scores.values()))
     prim = cols[0]
 
+    made = {c[0].id: c[0].created_at for c in candidates} | {
+        e[0].id: e[0].created_at for e in extras
+    }
+    # an organizer's preview sees every private score; anyone else only those publication released
+    viewer = Viewer(ORGANIZER) if (organizer or show_private) else Viewer(TEAM, own_team)
+
     def pick(sid: int) -> tuple[str, dict] | None:
         for p in rank_parts:
             r = scores.get((sid, p))
-            if r is not None:
+            if r is not None and may_see(viewer, phase, made.get(sid), p):
                 return p, r
         return None
 
@@ -445,11 +461,11 @@ def to_csv(board: Board) -> bytes:
             "" if r.rank is None else r.rank,
             r.row_type,
             _csv_safe(r.team),
-            _csv_safe(r.method_name),
+            _csv_safe(clean_name(r.method_name)),
             r.submitted_at.replace(microsecond=0).isoformat() + "Z",
             "" if r.submission_id is None else r.submission_id,
         ]
-        line += ["" if r.values[c.key] is None else repr(r.values[c.key]) for c in board.columns]
+        line += [_csv_value(c.metric, r.values[c.key]) for c in board.columns]
         if board.published:
             line += [
                 "" if r.public_value is None else repr(r.public_value),
@@ -464,8 +480,19 @@ def to_csv(board: Board) -> bytes:
 
 
 def _csv_safe(s: str) -> str:
-    # a cell starting with = + - @ runs as a formula in spreadsheets (CSV injection)
+    # a cell starting with = + - @ runs as a formula in spreadsheets (CSV injection); leading
+    # blanks are stripped first, since spreadsheets skip them too
+    s = (s or "").strip()
     return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
+
+
+def _csv_value(metric: str, v) -> str:
+    """A metric's value in the CSV: a count as an integer (`206`, not `206.0`), else repr."""
+    if v is None:
+        return ""
+    if metric in COUNT_METRICS and float(v).is_integer():
+        return str(int(v))
+    return repr(v)
 
 
 _LATEX_SPECIAL = {
@@ -554,7 +581,7 @@ def to_latex(
             cells.append(f"{r.rank_range[0]}--{r.rank_range[1]}" if r.rank_range else "")
         cells += [
             latex_escape(r.team) + (r" \textit{(baseline)}" if r.row_type == "baseline" else ""),
-            latex_escape(r.method_name),
+            latex_escape(clean_name(r.method_name)),
         ]
         for c in cols:
             v = r.values[c.key]
@@ -598,7 +625,7 @@ def snapshot_dict(board: Board, meta: dict, *, secret: str) -> dict[str, Any]:
     """The published final ranking: the board's declared shape, plus the publication (`ranking`:
     version, time, organizer, reason, the rule that chose each run) and, per row, the rule that
     chose it and every score of every part with its signature (gold named by its keyed id)."""
-    from server.lifecycle import public_result
+    from server.provenance import public_result
 
     d = to_dict(board)
     d["ranking"] = dict(meta)

@@ -20,9 +20,6 @@ publication writes an immutable `RankingVersion`, and a correction is a new vers
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
 import logging
 from datetime import datetime
 from enum import StrEnum
@@ -32,15 +29,13 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
+from server import audit, exposure, partitions
 from server.exceptions import LifecycleRefused
 from server.models import (
-    AuditLog,
     GoldPartition,
     Phase,
-    RankingVersion,
     Score,
     Submission,
-    User,
     utcnow,
 )
 
@@ -96,9 +91,7 @@ def _bump_phase_of(s: Session, submission_id: int) -> None:
     s.execute(update(Phase).where(Phase.id == sub_phase).values(revision=Phase.revision + 1))
 
 
-def _audit(s: Session, actor: User | int | None, action: str, target: str, **details) -> None:
-    actor_id = actor.id if isinstance(actor, User) else actor
-    s.add(AuditLog(actor_id=actor_id, action=action, target=target[:200], details=details or None))
+_audit = audit.record
 
 
 def _move(
@@ -421,7 +414,7 @@ def edit_phase(s: Session, phase: Phase, changes: dict, *, actor, via: str = "we
     if not (0.0 < float(frac) <= 1.0):
         raise LifecycleRefused("the public fraction is in (0, 1]", "bad_fraction")
     if "public_fraction" in changes and float(frac) != float(phase.public_fraction):
-        _check_fraction_change(s, phase, float(frac))
+        partitions.check_fraction_change(s, phase, float(frac))
     before = {k: _jsonable(getattr(phase, k)) for k in changes}
     for k, v in changes.items():
         setattr(phase, k, v)
@@ -438,35 +431,19 @@ def edit_phase(s: Session, phase: Phase, changes: dict, *, actor, via: str = "we
     return phase
 
 
-def _check_fraction_change(s: Session, phase: Phase, frac: float) -> None:
-    scored_here = s.execute(
-        select(Submission.id).where(
-            Submission.phase_id == phase.id, Submission.score_attempt.is_not(None)
-        )
-    ).first()
-    if scored_here:
-        raise LifecycleRefused(
-            "the public fraction cannot change once submissions of the phase are scored "
-            "(the public/private partition is drawn once)",
-            "partition_fixed",
-        )
-    if frac >= 1.0:
-        return
-    part = s.execute(
-        select(GoldPartition).where(GoldPartition.key == shared_key(phase.task_id, phase.split))
-    ).scalar_one_or_none()
-    if part is not None and part.public_fraction != frac and _partition_in_use(s, part.id):
-        raise LifecycleRefused(
-            f"the {phase.task_id}/{phase.split} gold is partitioned at a public fraction of "
-            f"{part.public_fraction} for every phase on that split, and submissions are scored under it; "
-            "this phase can use that fraction or 1 (no private part)",
-            "partition_fixed",
-        )
-
-
 def create_phase(
-    s: Session, *, task, name: str, split: str, actor, via: str = "web", **fields
+    s: Session,
+    *,
+    task,
+    name: str,
+    split: str,
+    actor,
+    via: str = "web",
+    home=None,
+    **fields,
 ) -> Phase:
+    """Create a phase on a split of a task (validated against the exposure rule and the split's
+    one partition); commits. `home`: the data directory (default: the environment's)."""
     if not name or len(name) > 32 or split not in task.splits:
         raise LifecycleRefused(
             f"a phase needs a name (at most 32 characters) and a split of the task "
@@ -475,7 +452,13 @@ def create_phase(
         )
     if s.execute(select(Phase.id).where(Phase.task_id == task.id, Phase.name == name)).first():
         raise LifecycleRefused(f"{task.id} has a phase {name} already", "exists")
-    fields.setdefault("public_fraction", 1.0 if split != "test" else 0.5)
+    fields["public_fraction"] = partitions.check_new_phase(
+        s, task.id, split, fields.get("public_fraction")
+    )
+    try:
+        exposure.check_phase(task, home, split)
+    except exposure.ExposureRefused as e:
+        raise LifecycleRefused(str(e), "exposes_hidden_gold") from e
     p = Phase(task_id=task.id, name=name, split=split, **fields)
     s.add(p)
     s.flush()
@@ -537,312 +520,7 @@ def bump(
     s.commit()
 
 
-# ----------------------------------------------------------------------------- publication
-
-
-def ranking_versions(s: Session, phase_id: int) -> list[RankingVersion]:
-    return list(
-        s.execute(
-            select(RankingVersion)
-            .where(RankingVersion.phase_id == phase_id)
-            .order_by(RankingVersion.version)
-        ).scalars()
-    )
-
-
-def latest_ranking(s: Session, phase_id: int, version: int | None = None) -> RankingVersion | None:
-    q = select(RankingVersion).where(RankingVersion.phase_id == phase_id)
-    if version is not None:
-        q = q.where(RankingVersion.version == version)
-    return s.execute(q.order_by(RankingVersion.version.desc()).limit(1)).scalar_one_or_none()
-
-
-def publish(
-    s: Session,
-    phase: Phase,
-    *,
-    task,
-    actor,
-    settings,
-    reason: str = "",
-    via: str = "web",
-    close_first: bool = False,
-) -> RankingVersion:
-    """Publish the final ranking of a closed phase as an immutable snapshot (version 1), or a
-    correction of it (version n + 1, with a reason). With `close_first`, an open phase is closed
-    in the same transaction. Commits."""
-    from server import leaderboard as lb
-
-    reason = " ".join((reason or "").split())[:2000]
-    if phase.partition_id is None and (phase.split != "test" or phase.public_fraction >= 1):
-        # the seed of the statistics (normally recorded by the worker already), recorded before
-        # this transaction writes anything; a phase with a hidden part uses its partition's
-        bootstrap_seed(s.get_bind(), phase.id)
-    if phase.partition_id is None and phase.split == "test" and phase.public_fraction < 1:
-        # published before any scoring: its partition is drawn now, in a transaction of its own and
-        # before this one writes anything (the snapshot's statistics need it)
-        s.commit()
-        partition_of(s.get_bind(), phase.id)
-        s.refresh(phase)
-    if close_first and phase_state(phase) == "open":
-        close(s, phase, actor=actor, via=via, commit=False)
-    state = phase_state(phase)
-    if state != "closed":
-        s.rollback()
-        raise LifecycleRefused(
-            f"only a closed phase can be published: the {phase.name} phase of "
-            f"{phase.task_id} is {state} (close it first, or close and publish)",
-            "phase_open",
-        )
-    pending = s.execute(
-        select(func.count(Submission.id)).where(
-            Submission.phase_id == phase.id,
-            Submission.status.in_(PENDING),
-            Submission.removed_at.is_(None),
-        )
-    ).scalar_one()
-    if pending:
-        s.rollback()
-        raise LifecycleRefused(
-            f"{pending} submission(s) of the phase are still being scored; publish when "
-            "every one is final",
-            "pending",
-        )
-    prev = latest_ranking(s, phase.id)
-    if prev is not None and not reason:
-        s.rollback()
-        raise LifecycleRefused(
-            f"the final ranking of {phase.task_id}/{phase.name} was published as "
-            f"version {prev.version}; a correction needs a reason",
-            "reason_required",
-        )
-    now = utcnow()
-    version = (prev.version if prev else 0) + 1
-    who = actor.email if isinstance(actor, User) else None
-    board = lb.build_board(
-        s,
-        task,
-        phase,
-        audience="public",
-        show_private=True,
-        include_closed=True,
-        provenance=current_provenance(task, phase.split, settings.home),
-        with_parts=True,
-    )
-    board.published = (
-        True  # as it will be served: the private ranking with the public part beside it
-    )
-    lb.add_reference_rows(board, task, settings.home)
-    _snapshot_statistics(s, task, phase, board, settings)
-    meta = {
-        "version": version,
-        "published_at": now.replace(microsecond=0).isoformat() + "Z",
-        "published_by": who,
-        "reason": reason,
-        "rule": RANKED_RUN_RULE,
-    }
-    body = lb.snapshot_dict(board, meta, secret=settings.secret_key)
-    body_json = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-    rv = RankingVersion(
-        phase_id=phase.id,
-        task_id=phase.task_id,
-        phase_name=phase.name,
-        version=version,
-        reason=reason,
-        published_by=actor.id if isinstance(actor, User) else None,
-        published_at=now,
-        sha256=hashlib.sha256(body_json.encode("utf-8")).hexdigest(),
-        body_json=body_json,
-        body_csv=lb.snapshot_csv(body),
-        body_latex=lb.snapshot_latex(body),
-    )
-    s.add(rv)
-    if phase.published_at is None:
-        phase.published_at = now
-    changes = ranking_diff(json.loads(prev.body_json), body) if prev else None
-    _phase_changed(
-        s,
-        phase,
-        actor,
-        "ranking.publish" if version == 1 else "ranking.correct",
-        via=via,
-        version=version,
-        reason=reason,
-        sha256=rv.sha256,
-        changes=changes,
-    )
-    s.commit()
-    return rv
-
-
-def _snapshot_statistics(s: Session, task, phase: Phase, board, settings) -> None:
-    """Freeze the board's statistics into the snapshot: intervals, rank ranges, p-values and
-    clusters of the ranked part, and the public part's intervals beside them."""
-    from server import stats
-
-    try:
-        snap = stats.for_snapshot(settings, s.get_bind(), task, phase, board)
-    except Exception as e:  # noqa: BLE001 — publication never fails for its statistics
-        log.warning(
-            "statistics of the snapshot of phase %s not computed (%s: %s)",
-            phase.id,
-            type(e).__name__,
-            e,
-        )
-        stats.attach(board, None, reason="no interval: its computation failed at publication")
-        return
-    stats.attach(board, snap["ranked"])
-    if "public" in snap:
-        board.public_stats = snap["public"]
-        for r in board.rows:
-            r.public_ci = snap["public"]["rows"].get(str(r.submission_id), {}).get("ci")
-
-
-def ranking_diff(old: dict, new: dict) -> dict:
-    """What changed between two published versions: rows added, removed, re-ranked or re-scored."""
-
-    def key(r):
-        return (
-            (r["row_type"], r["team"], r.get("method_name", ""))
-            if r["row_type"] != "team"
-            else ("team", r["team"])
-        )
-
-    a = {key(r): r for r in old.get("rows", [])}
-    b = {key(r): r for r in new.get("rows", [])}
-    out = {"added": [], "removed": [], "changed": []}
-    for k in b.keys() - a.keys():
-        out["added"].append(
-            {"team": b[k]["team"], "submission_id": b[k]["submission_id"], "rank": b[k]["rank"]}
-        )
-    for k in a.keys() - b.keys():
-        out["removed"].append(
-            {"team": a[k]["team"], "submission_id": a[k]["submission_id"], "rank": a[k]["rank"]}
-        )
-    for k in a.keys() & b.keys():
-        ra, rb = a[k], b[k]
-        diff = {
-            f: [ra.get(f), rb.get(f)] for f in ("rank", "submission_id") if ra.get(f) != rb.get(f)
-        }
-        vals = {
-            m: [ra["metrics"].get(m), rb["metrics"].get(m)]
-            for m in rb["metrics"]
-            if ra["metrics"].get(m) != rb["metrics"].get(m)
-        }
-        if vals:
-            diff["metrics"] = vals
-        if diff:
-            out["changed"].append({"team": rb["team"], **diff})
-    for v in out.values():
-        v.sort(key=lambda r: r.get("team") or "")
-    return out
-
-
 # ----------------------------------------------------------------------------- the gold partition
-
-
-def shared_key(task_id: str, split: str) -> str:
-    return f"{task_id}/{split}"
-
-
-def new_seed() -> int:
-    import secrets
-
-    return secrets.randbelow(2**31 - 1)
-
-
-def _partition_in_use(s: Session, partition_id: int) -> bool:
-    return (
-        s.execute(
-            select(Submission.id)
-            .join(Phase, Phase.id == Submission.phase_id)
-            .where(Phase.partition_id == partition_id, Submission.score_attempt.is_not(None))
-        ).first()
-        is not None
-    )
-
-
-def shared_partition(engine, task_id: str, split: str, public_fraction: float) -> GoldPartition:
-    """The partition of a task's split that every phase on it shares, drawn once (first writer wins)."""
-    key = shared_key(task_id, split)
-    with Session(engine, expire_on_commit=False) as s:
-        got = s.execute(select(GoldPartition).where(GoldPartition.key == key)).scalar_one_or_none()
-        if got is not None:
-            return got
-        s.add(
-            GoldPartition(
-                key=key,
-                task_id=task_id,
-                split=split,
-                seed=new_seed(),
-                public_fraction=public_fraction,
-                method="stratified",
-            )
-        )
-        _audit(s, None, "partition.draw", f"partition:{key}", public_fraction=public_fraction)
-        try:
-            s.commit()
-        except IntegrityError:
-            s.rollback()
-        return s.execute(select(GoldPartition).where(GoldPartition.key == key)).scalar_one()
-
-
-def partition_of(engine, phase_id: int) -> GoldPartition | None:
-    """The partition a phase scores with, attaching it to its split's shared one on first use;
-    None when the phase has no private part."""
-    with Session(engine, expire_on_commit=False) as s:
-        phase = s.get(Phase, phase_id)
-        if phase.split != "test" or phase.public_fraction >= 1:
-            return None
-        if phase.partition_id is not None:
-            return s.get(GoldPartition, phase.partition_id)
-        task_id, split, frac = phase.task_id, phase.split, phase.public_fraction
-    part = shared_partition(engine, task_id, split, frac)
-    if part.public_fraction != frac:
-        # drawn at another fraction: redraw it only while nothing is scored under it
-        with Session(engine, expire_on_commit=False) as s:
-            if not _partition_in_use(s, part.id):
-                s.execute(
-                    update(GoldPartition)
-                    .where(GoldPartition.id == part.id)
-                    .values(public_fraction=frac, seed=new_seed())
-                )
-                _audit(s, None, "partition.redraw", f"partition:{part.key}", public_fraction=frac)
-                s.commit()
-                part = s.get(GoldPartition, part.id, populate_existing=True)
-    with Session(engine) as s:
-        s.execute(
-            update(Phase)
-            .where(Phase.id == phase_id, Phase.partition_id.is_(None))
-            .values(partition_id=part.id, revision=Phase.revision + 1)
-        )
-        s.commit()
-        pid = s.execute(select(Phase.partition_id).where(Phase.id == phase_id)).scalar_one()
-    with Session(engine, expire_on_commit=False) as s:
-        return s.get(GoldPartition, pid)
-
-
-def draw(part: GoldPartition, home) -> tuple[list[str], list[str]]:
-    """(public, private) unit ids of a partition."""
-    from scorer import partition_strata, partition_units
-    from scorer.partition import legacy_partition, stratified_partition
-
-    if part.method == "legacy":
-        return legacy_partition(
-            partition_units(part.task_id, part.split, home), part.seed, part.public_fraction
-        )
-    return stratified_partition(
-        partition_strata(part.task_id, part.split, home), part.seed, part.public_fraction
-    )
-
-
-def gold_parts(engine, phase_id: int, settings) -> dict[str, frozenset | None]:
-    """{"all": None}, or {"public": units, "private": units} for a phase with a hidden part."""
-    part = partition_of(engine, phase_id)
-    if part is None:
-        return {"all": None}
-    public, private = draw(part, settings.home)
-    return {"public": frozenset(public), "private": frozenset(private)}
 
 
 def redraw_partition(s: Session, phase: Phase, *, actor, via: str = "web") -> GoldPartition:
@@ -858,149 +536,11 @@ def redraw_partition(s: Session, phase: Phase, *, actor, via: str = "web") -> Go
             "partition_fixed",
         )
     engine = s.get_bind()
-    part = shared_partition(engine, phase.task_id, phase.split, phase.public_fraction)
+    part = partitions.shared_partition(engine, phase.task_id, phase.split, phase.public_fraction)
     phase.partition_id = part.id
     _phase_changed(s, phase, actor, "partition.attach", partition=part.key, via=via)
     s.commit()
     return part
-
-
-def bootstrap_seed(engine, phase_id: int) -> int:
-    """The seed of a board's bootstrap resamples: the phase's gold partition's recorded seed, or,
-    for a phase without a private part, a seed drawn once for the phase and recorded (audited)."""
-    with Session(engine) as s:
-        partition_id, got = s.execute(
-            select(Phase.partition_id, Phase.stats_seed).where(Phase.id == phase_id)
-        ).one()
-        if partition_id is not None:  # attached by the first scoring on a hidden part
-            return int(s.get(GoldPartition, partition_id).seed)
-        if got is not None:
-            return int(got)
-        seed = new_seed()
-        n = s.execute(
-            update(Phase)
-            .where(Phase.id == phase_id, Phase.stats_seed.is_(None))
-            .values(stats_seed=seed)
-        ).rowcount
-        if n:
-            _audit(s, None, "stats.seed", f"phase:{phase_id}", seed=seed)
-        s.commit()
-        return int(s.execute(select(Phase.stats_seed).where(Phase.id == phase_id)).scalar_one())
-
-
-# ----------------------------------------------------------------------------- provenance
-
-
-def current_provenance(task, split: str, home) -> dict | None:
-    """What a score must have been computed against to be ranked now: the task's declared version,
-    the split's gold checksum and the scorer's version; None when the task is not imported."""
-    import scorer
-    from tasks.store import TaskStore
-
-    store = TaskStore(task.id, home)
-    if not store.exists():
-        return None
-    try:
-        gold = store.gold_checksum(split)
-    except Exception:  # noqa: BLE001 — a broken manifest: nothing can be compared
-        return None
-    return {"task_version": task.version, "gold_sha256": gold, "scorer_version": scorer.__version__}
-
-
-def is_current(result: dict | None, prov: dict | None) -> bool:
-    if prov is None or not result:
-        return True
-    got = result.get("provenance") or {}
-    return all(got.get(k) == v for k, v in prov.items())
-
-
-def check_provenance(engine, settings) -> list[int]:
-    """Mark stale every scored submission whose counted scores were computed against another gold,
-    task or scorer version than the current one, and queue it for rescoring; returns the ids to
-    enqueue (the caller enqueues them after this commits)."""
-    from tasks import all_tasks
-
-    out: list[int] = []
-    with Session(engine, expire_on_commit=False) as s:
-        phases = list(s.execute(select(Phase)).scalars())
-        tasks = {t.id: t for t in all_tasks()}
-        for phase in phases:
-            task = tasks.get(phase.task_id)
-            prov = current_provenance(task, phase.split, settings.home) if task else None
-            if prov is None:
-                continue
-            rows = (
-                s.execute(
-                    select(Submission)
-                    .join(
-                        Score,
-                        (Score.submission_id == Submission.id)
-                        & (Score.attempt == Submission.score_attempt),
-                    )
-                    .where(
-                        Submission.phase_id == phase.id,
-                        Submission.stale.is_(False),
-                        Submission.removed_at.is_(None),
-                        (Score.gold_sha256 != prov["gold_sha256"])
-                        | (Score.task_version != prov["task_version"])
-                        | (Score.scorer_version != prov["scorer_version"]),
-                    )
-                )
-                .scalars()
-                .unique()
-                .all()
-            )
-            for sub in rows:
-                s.execute(
-                    update(Submission)
-                    .where(Submission.id == sub.id)
-                    .values(stale=True)
-                    .execution_options(synchronize_session=False)
-                )
-                _audit(s, None, "submission.stale", f"submission:{sub.id}", current=prov)
-                if sub.status in FINAL and _move(
-                    s,
-                    sub.id,
-                    "rescore",
-                    details={"reason": "stale provenance"},
-                    attempt_ceiling=(sub.attempts or 0) + settings.max_attempts,
-                    failure_kind=None,
-                    errors=None,
-                    finished_at=None,
-                ):
-                    out.append(sub.id)
-            if rows:
-                _bump_phase(s, phase.id)
-        s.commit()
-    return out
-
-
-def gold_id(secret: str, gold_sha256: str) -> str:
-    """An identifier of a gold version that cannot be used to check a guess offline: a keyed hash
-    with the server's secret (the raw sha256 is for organizers only)."""
-    return (
-        "g"
-        + hmac.new(
-            secret.encode("utf-8"), gold_sha256.encode("ascii", "replace"), hashlib.sha256
-        ).hexdigest()[:15]
-    )
-
-
-def public_result(result: dict, secret: str) -> dict:
-    """A scoring result as a participant may see it: the gold's sha256 replaced by its keyed id,
-    in the provenance and in the signature."""
-    out = dict(result)
-    prov = dict(out.get("provenance") or {})
-    sha = prov.pop("gold_sha256", None)
-    if sha:
-        gid = gold_id(secret, sha)
-        prov["gold_id"] = gid
-        sig = out.get("signature") or ""
-        out["signature"] = "|".join(
-            f"gold:{gid}" if p.startswith("gold:") else p for p in sig.split("|")
-        )
-    out["provenance"] = prov
-    return out
 
 
 # ----------------------------------------------------------------------------- invalid uploads

@@ -114,7 +114,7 @@ class Submission(SQLModel, table=True):
     hidden_reason: str = Field(default="", max_length=500)
     removed_at: Optional[NaiveDatetime] = None
     # the counted scores were computed against another gold, task or scorer version than the
-    # current one: not ranked, queued for rescoring (server.lifecycle.check_provenance)
+    # current one: not ranked, queued for rescoring (server.provenance.check_provenance)
     stale: bool = False
     # the file of an invalid submission is deleted after the retention period (settings)
     file_purged_at: Optional[NaiveDatetime] = None

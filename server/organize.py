@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlmodel import Session
 
 from server import leaderboard as lb
-from server import lifecycle
+from server import provenance, publication
 from server.auth import audit
 from server.exceptions import NotFound
 from server.models import Phase
@@ -51,7 +51,7 @@ def export_ranking(
 
     if fmt not in EXPORT_TYPES:
         raise NotFound(f"no export format {fmt!r} (csv, json, tex)")
-    rv = lifecycle.latest_ranking(s, phase.id, version)
+    rv = publication.latest_ranking(s, phase.id, version)
     if rv is None and version is not None:
         raise NotFound(f"{task.id}/{phase.name} has no published version {version}")
     audit(
@@ -77,7 +77,7 @@ def export_ranking(
             audience="public",
             show_private=True,
             include_closed=True,
-            provenance=lifecycle.current_provenance(task, phase.split, settings.home),
+            provenance=provenance.current_provenance(task, phase.split, settings.home),
         )
         body = {
             "csv": lambda: lb.to_csv(board),

@@ -150,6 +150,18 @@ def render(board, history: dict[str, list[tuple[datetime, float]]], fmt: str, ki
     return buf.getvalue()
 
 
+def snapshot_history(board) -> dict[str, list[tuple[datetime, float]]]:
+    """A published snapshot's time panel, drawn from its own rows only (each ranked team's run, as
+    (time, primary score)): nothing read from the live rows, so the figure never moves after a
+    hide, a rescore or a gold re-import."""
+    out: dict[str, list] = {}
+    for r in board.rows:
+        v = r.values.get(board.primary.key)
+        if r.row_type == "team" and r.rank is not None and v is not None:
+            out.setdefault(r.team, []).append((r.submitted_at, float(v)))
+    return out
+
+
 def history(
     s, board, phase, until: datetime | None = None
 ) -> dict[str, list[tuple[datetime, float]]]:

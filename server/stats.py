@@ -18,7 +18,7 @@ What is kept where, under the data directory's `stats/`:
 its scores, and so do the pages when a board version has no statistics yet; requests coalesce (a
 burst of scores costs one or two jobs), and a request never computes any.
 A published snapshot carries its statistics frozen with it (`for_snapshot`, from
-`lifecycle.publish`).
+`publication.publish`).
 """
 
 from __future__ import annotations
@@ -154,10 +154,12 @@ class Part:
 
     @classmethod
     def get(cls, settings, engine, task, phase, part: str) -> Part:
-        from server.lifecycle import bootstrap_seed, current_provenance
+        from server.partitions import bootstrap_seed, phase_fingerprint
+        from server.provenance import current_provenance
 
         units = _gold_part(engine, phase, settings, part)
         seed = bootstrap_seed(engine, phase.id)
+        fp = phase_fingerprint(engine, phase.id, settings.secret_key) if part != "all" else None
         prov = current_provenance(task, phase.split, settings.home)
         ck = json.dumps(
             [
@@ -178,6 +180,7 @@ class Part:
             hit = cls._cache[ck] = cls(
                 settings, task, phase.split, part, units, seed, settings.bootstrap_samples, prov
             )
+        hit.fingerprint = fp
         return hit
 
     def samples_path(self, home, submission_id: int, attempt: int) -> Path:
@@ -212,8 +215,8 @@ class NoPartition(LookupError):
 def _gold_part(engine, phase, settings, part: str) -> frozenset | None:
     """The units of a part of the phase's gold, reading (never drawing) its partition: this runs
     inside publication's transaction too."""
-    from server.lifecycle import draw
     from server.models import GoldPartition
+    from server.partitions import draw
 
     if part == "all":
         return None
@@ -287,6 +290,7 @@ def statistics(settings, part: Part, board, *, value_of=None) -> dict:
         ),
         "B": part.B,
         "seed": part.seed,
+        "partition": getattr(part, "fingerprint", None),
         "alpha": ALPHA,
         "metric": prim.key,
         "rows": out_rows,
@@ -320,7 +324,7 @@ def ready(home, phase_id: int, version: str) -> bool:
 def phase_version(settings, engine, task, phase_id: int) -> str | None:
     """The phase's board version as the pages compute it (the key of their cache)."""
     from server import leaderboard as lb
-    from server.lifecycle import current_provenance
+    from server.provenance import current_provenance
 
     for st in lb.phase_states(
         engine, task.id, provenance=lambda split: current_provenance(task, split, settings.home)
@@ -335,7 +339,7 @@ def compute_board_stats(phase_id: int, settings=None) -> dict:
     samples of every part its runs were scored on (so that publication finds them ready)."""
     from server import leaderboard as lb
     from server.db import get_engine
-    from server.lifecycle import current_provenance
+    from server.provenance import current_provenance
     from server.settings import Settings
     from tasks import get_task
 

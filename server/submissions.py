@@ -15,12 +15,19 @@ from typing import BinaryIO
 from sqlalchemy import func, select, text
 from sqlmodel import Session
 
-from server.exceptions import DuplicateSubmission, LimitReached, NotFound, PhaseClosed
+from server.exceptions import (
+    DuplicateSubmission,
+    LimitReached,
+    NotFound,
+    PhaseClosed,
+    SubmissionRefused,
+)
 
 # the statuses and the phase window are the lifecycle's; importable from here as before
 from server.lifecycle import COUNTED, PENDING, Status, create_phase, phase_state  # noqa: F401
 from server.models import Phase, Score, Submission, Team, User, utcnow
 from server.settings import Settings
+from server.visibility import ORGANIZER, TEAM, Viewer, may_see
 
 log = logging.getLogger(__name__)
 
@@ -41,19 +48,27 @@ def visible_scores(
         .scalars()
         .all()
     )
-    # the private part of a run made before publication is shown once the ranking is published; a
-    # run made after it (a reopened phase) never shows it to the team: it would reveal the gold
-    published = (
-        phase is not None
-        and phase.published_at is not None
-        and sub.created_at <= phase.published_at
-    )
+    viewer = Viewer(ORGANIZER) if organizer else Viewer(TEAM, sub.team_id)
     counted = sub.score_attempt or max((sc.attempt for sc in scores), default=None)
     return [
         sc
         for sc in scores
-        if sc.attempt == counted and (sc.part != "private" or published or organizer)
+        if sc.attempt == counted and may_see(viewer, phase, sub.created_at, sc.part)
     ]
+
+
+def url_problem(url: str) -> str | None:
+    """Why a run's paper/code URL is refused (the web form and the API ask this alike), or None:
+    it is an http(s) address of at most 500 characters, or empty."""
+    if not url:
+        return None
+    if not url.lower().startswith(("https://", "http://")) or len(url) <= len("https://"):
+        return "the paper/code URL must start with https:// or http://"
+    if len(url) > 500:
+        return "the paper/code URL is at most 500 characters"
+    if any(c.isspace() for c in url):
+        return "the paper/code URL holds no spaces"
+    return None
 
 
 def day_start(now: datetime) -> datetime:
@@ -211,6 +226,10 @@ def create_submission(
         upload_bytes_or_stream = upload
     if upload_bytes_or_stream is None:
         raise TypeError("create_submission needs the upload (bytes or a binary stream)")
+    url = (url or "").strip()
+    problem = url_problem(url)
+    if problem:
+        raise SubmissionRefused(f"url: {problem}")
     settings = settings or Settings.from_env()
     team_id = team.id
     is_baseline = bool(is_baseline or team.is_baseline)
@@ -257,9 +276,9 @@ def create_submission(
             file_name=(filename or "")[:255],
             storage_key=key,
             size=size,
-            method_name=(method_name or "")[:200],
+            method_name=" ".join((method_name or "").split())[:200],
             description=description or "",
-            url=(url or "")[:500],
+            url=url,
             show_publicly=bool(show_publicly),
             is_baseline=is_baseline,
         )

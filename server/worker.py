@@ -63,7 +63,7 @@ def warm_caches(settings: Settings) -> None:
         for split in t.splits:
             try:
                 partition_units(t.id, split, settings.home)
-                if split == "test":
+                if t.has_private_part(split):
                     partition_strata(t.id, split, settings.home)
                 gold = store.gold(split, "gold.jsonl")
                 if gold.is_file():

@@ -109,6 +109,8 @@ class PaperRow:
 
 AGGREGATES = ("all", "macro")
 """Subsets computed over the others: `all` pools every unit, `macro` averages the groups."""
+# the splits whose gold is hidden unless a task declares otherwise (`Task.hidden_splits`)
+HIDDEN_SPLITS = ("test",)
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,9 @@ class Task:
     cross_validation: CrossValidation | None = None
     # published systems' results, shown unranked beside the baselines on their split's boards
     paper_rows: tuple[PaperRow, ...] = ()
+    # the splits whose gold has a private part: never downloadable, scored on a public part only
+    # until publication
+    hidden_splits: tuple[str, ...] = HIDDEN_SPLITS
 
     @property
     def primary_metric(self) -> str:
@@ -185,6 +190,10 @@ class Task:
     def is_cross_validated(self, split: str) -> bool:
         """Whether `split` is this task's cross-validated split (scored fold by fold)."""
         return self.cross_validation is not None and split == self.cross_validation.split
+
+    def has_private_part(self, split: str) -> bool:
+        """Whether `split`'s gold is hidden: phases on it score with a public and a private part."""
+        return split in self.hidden_splits
 
     def for_split(self, split: str) -> "Task":
         """The task as a submission on `split` sees it: on the cross-validated split, the fold

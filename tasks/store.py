@@ -110,6 +110,11 @@ class StagedImport:
             json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
             encoding="utf-8",
         )
+        # the exposure rule, before the new files replace the old; imported here on purpose to
+        # break the circle (the rule reads tasks' declarations and stores)
+        from server.exposure import check_tree
+
+        check_tree(self.store.task_id, self.tmp)
         old = None
         if self.store.root.exists():
             old = self.store.root.with_name(self.tmp.name + ".old")

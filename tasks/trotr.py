@@ -35,6 +35,20 @@ FROM = ImportOption(
     required=True,
 )
 FOLD = ImportOption("--fold", "fold", "int", "TRoTR fold.", default=1, range=(1, 10))
+# The two evaluation protocols of TRoTR cannot share a site: every fold's train and dev labels
+# together label every instance, so a site scoring the held-out test of one fold with a hidden
+# part cannot also publish the other folds' labels (docs/hidden-gold.md).
+HELD_OUT, CROSS_VALIDATED = "held-out", "cross-validated"
+PROTOCOL = ImportOption(
+    "--protocol",
+    "protocol",
+    "choice",
+    "held-out: one fold's dev (public), train (public) and test (hidden); cross-validated: every "
+    "fold's test sets scored fold by fold, with their train and dev labels public, and no hidden "
+    "test split.",
+    default=HELD_OUT,
+    choices=(HELD_OUT, CROSS_VALIDATED),
+)
 DEMO = Demo(release="tasks.demo:trotr_release", predictions="tasks.demo:keyed_predictions")
 
 TABLE6 = "Periti et al. (EMNLP 2024), Table 6: bi-encoder, mean over the ten folds' test sets"
@@ -115,7 +129,7 @@ TRIC_BINARY = Task(
     cross_validation=CrossValidation(),
     importer="tasks.trotr:import_trotr",
     import_help=IMPORT_HELP.format(id="tric-binary"),
-    import_options=(FROM, FOLD),
+    import_options=(FROM, FOLD, PROTOCOL),
     unit="instance",
     demo=DEMO,
 )
@@ -164,7 +178,7 @@ TRIC_RANKING = Task(
     cross_validation=CrossValidation(),
     importer="tasks.trotr:import_trotr",
     import_help=IMPORT_HELP.format(id="tric-ranking"),
-    import_options=(FROM, FOLD),
+    import_options=(FROM, FOLD, PROTOCOL),
     unit="instance",
     demo=DEMO,
 )
@@ -274,17 +288,36 @@ def _release_folds(root: Path) -> list[int]:
     return sorted(found)
 
 
-def _import_tric(task: Task, source: Path, store: TaskStore, fold: int) -> dict:
+def _import_tric(
+    task: Task, source: Path, store: TaskStore, fold: int, protocol: str = HELD_OUT
+) -> dict:
     kind = "binary" if task.id == "tric-binary" else "ranking"
     root = _root(source)
     fold_dir = root / "datasets" / f"FOLD_{fold}" / "pair-by-line"
     if not fold_dir.is_dir():
         raise ReleaseError(fold_dir, f"fold {fold} not found (the release has FOLD_1 ... FOLD_10)")
+    if protocol not in (HELD_OUT, CROSS_VALIDATED):
+        raise ReleaseError(
+            source, f"unknown protocol {protocol!r} ({HELD_OUT} or {CROSS_VALIDATED})"
+        )
     counts: dict = {}
-    splits = ["dev", "test"]
+    # the cross-validated protocol publishes every fold's labels: no split of it may be hidden
+    splits = ["dev"] if protocol == CROSS_VALIDATED else ["dev", "test"]
+    # the release repeats a few test instances in the same fold's dev or train file (one each in
+    # folds 1 to 3); under the held-out protocol they stay in the hidden test split only
+    hidden = (
+        {r["instanceID"] for r in _split_rows(fold_dir, "test", kind)[0]}
+        if protocol == HELD_OUT
+        else set()
+    )
+    notes = []
     with StagedImport(store) as st:
-        for split in ("dev", "test"):
+        for split in list(splits):
             rows, subset_of = _split_rows(fold_dir, split, kind)
+            if split != "test" and hidden & {r["instanceID"] for r in rows}:
+                dropped = sorted(hidden & {r["instanceID"] for r in rows})
+                rows = [r for r in rows if r["instanceID"] not in hidden]
+                notes.append(_dropped_note(split, dropped))
             inputs = [
                 {**{k: r[k] for k in _INPUT_FIELDS}, "subset": subset_of[r["instanceID"]]}
                 for r in rows
@@ -303,6 +336,9 @@ def _import_tric(task: Task, source: Path, store: TaskStore, fold: int) -> dict:
                 st.write_jsonl("public", split, "gold.jsonl", gold)
             counts[split] = _counts(rows, subset_of)
         train = [r for _, r in _pairs(fold_dir / f"train.{kind}.jsonl", kind)]
+        if hidden & {r["instanceID"] for r in train}:
+            notes.append(_dropped_note("train", sorted(hidden & {r["instanceID"] for r in train})))
+            train = [r for r in train if r["instanceID"] not in hidden]
         st.write_jsonl(
             "public",
             "train",
@@ -313,7 +349,7 @@ def _import_tric(task: Task, source: Path, store: TaskStore, fold: int) -> dict:
         folds = _release_folds(root)
         cv = task.cross_validation
         per_fold = {}
-        if cv is not None and len(folds) >= 2:
+        if cv is not None and len(folds) >= 2 and protocol == CROSS_VALIDATED:
             per_fold = _import_folds(st, root, kind, folds, cv)
             counts[cv.split] = {
                 "all": sum(c["test"]["all"] for c in per_fold.values()),
@@ -325,18 +361,23 @@ def _import_tric(task: Task, source: Path, store: TaskStore, fold: int) -> dict:
             "version": task.version,
             "source": "TRoTR",
             "fold": fold,
+            "protocol": protocol,
             "splits": splits,
+            "notes": notes,
             "counts": counts,
         }
         if cv is not None:
             manifest["cross_validation"] = {
                 "split": cv.split,
-                "folds": folds if len(folds) >= 2 else [],
+                "folds": folds if per_fold else [],
                 "counts": per_fold,
                 "note": (
                     ""
-                    if len(folds) >= 2
+                    if per_fold
                     else f"the release holds {len(folds)} fold(s): no {cv.split} split"
+                    if protocol == CROSS_VALIDATED
+                    else f"imported for the {HELD_OUT} protocol: no {cv.split} split (its folds' "
+                    f"labels cover the hidden test split; import with --protocol {CROSS_VALIDATED})"
                 ),
             }
         judgments = root / "judgments" / "TRoTR.tsv"
@@ -346,6 +387,13 @@ def _import_tric(task: Task, source: Path, store: TaskStore, fold: int) -> dict:
             manifest["agreement"] = trotr_agreement(judgments)
         st.commit(manifest)
     return manifest
+
+
+def _dropped_note(split: str, ids: list[str]) -> str:
+    return (
+        f"{len(ids)} instance(s) of the {split} file are also in the hidden test split and were "
+        f"left out of {split} ({', '.join(ids[:3])})"
+    )
 
 
 def _import_folds(st: StagedImport, root: Path, kind: str, folds: list[int], cv) -> dict:
@@ -466,8 +514,11 @@ def _import_trac(task: Task, source: Path, store: TaskStore) -> dict:
     return manifest
 
 
-def import_trotr(task: Task, *, source, store: TaskStore, fold: int = 1, **_) -> dict:
-    """Build a TRoTR task (tric-binary, tric-ranking or trac) from a TRoTR checkout."""
+def import_trotr(
+    task: Task, *, source, store: TaskStore, fold: int = 1, protocol: str = HELD_OUT, **_
+) -> dict:
+    """Build a TRoTR task (tric-binary, tric-ranking or trac) from a TRoTR checkout, for the
+    held-out protocol (one fold's test hidden) or the cross-validated one (every fold public)."""
     if task.id == "trac":
         return _import_trac(task, Path(source), store)
-    return _import_tric(task, Path(source), store, int(fold))
+    return _import_tric(task, Path(source), store, int(fold), protocol or HELD_OUT)

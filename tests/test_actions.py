@@ -36,11 +36,14 @@ def test_no_surface_calls_the_lifecycle_itself(path):
             owner = node.func.value
             if (
                 isinstance(owner, ast.Name)
-                and owner.id == "lifecycle"
+                and owner.id in ("lifecycle", "publication")
                 and node.func.attr in WRAPPED
             ):
                 offenders.append(f"{path}:{node.lineno} lifecycle.{node.func.attr}")
-        if isinstance(node, ast.ImportFrom) and node.module == "server.lifecycle":
+        if isinstance(node, ast.ImportFrom) and node.module in (
+            "server.lifecycle",
+            "server.publication",
+        ):
             offenders += [
                 f"{path}:{node.lineno} imports {a.name}" for a in node.names if a.name in WRAPPED
             ]

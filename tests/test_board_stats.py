@@ -5,6 +5,7 @@ LaTeX, frozen into the published snapshot, and explained on the page."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -13,7 +14,7 @@ from backbone import burst, make_team, phase, set_phase, submit
 from conftest import _make_backend
 from sqlalchemy import select
 
-from server import lifecycle
+from server import lifecycle, publication
 from server.models import AuditLog, GoldPartition, Phase
 from tasks import get_task
 
@@ -62,10 +63,23 @@ def test_the_worker_computes_intervals_rank_ranges_and_clusters(b):
         and st["part"] == "public"
         and st["unit"] == "instances"
     )
-    # the seed is the partition's recorded seed
+    # the seed is the phase's own recorded seed, never the partition's; the partition is named by
+    # its keyed fingerprint, and its seed appears in no public form of the board
+    from server.partitions import fingerprint
+
     with b.session() as s:
         p = s.get(Phase, phase(b, "tric-binary", "test").id)
-        assert st["seed"] == s.get(GoldPartition, p.partition_id).seed
+        part = s.get(GoldPartition, p.partition_id)
+        assert st["seed"] == p.stats_seed != part.seed
+        assert st["partition"] == fingerprint(part, b.settings.secret_key)
+    assert st["partition"] != fingerprint(part, "another secret")
+    seed = re.compile(rf"(?<![0-9]){part.seed}(?![0-9])")
+    for fmt in ("json", "csv", "html"):
+        body = _board(app, "tric-binary", "test", fmt)
+        assert not seed.search(body if isinstance(body, str) else json.dumps(body)), fmt
+    sig = app.test_client().get("/tasks/tric-binary/leaderboard/significance?phase=test")
+    assert not seed.search(sig.get_data(as_text=True))
+    assert f"partition <code>{st['partition']}</code>" in _board(app, "tric-binary", "test", "html")
     rows = data["rows"]
     assert len(rows) == 3
     for r in rows:
@@ -154,7 +168,9 @@ def test_the_published_snapshot_freezes_both_parts_statistics(b):
         lifecycle.close(s, p, actor=None)
     with b.session() as s:
         p = s.get(Phase, phase(b, "tric-binary", "test").id)
-        rv = lifecycle.publish(s, p, task=get_task("tric-binary"), actor=None, settings=b.settings)
+        rv = publication.publish(
+            s, p, task=get_task("tric-binary"), actor=None, settings=b.settings
+        )
     body = json.loads(rv.body_json)
     assert body["statistics"]["status"] == "ready" and body["statistics"]["part"] == "private"
     assert body["public_statistics"]["part"] == "public"
@@ -276,7 +292,9 @@ def test_latex_export_keeps_the_columns_picked(b):
         lifecycle.close(s, s.get(Phase, phase(b, "tric-binary", "test").id), actor=None)
     with b.session() as s:
         p = s.get(Phase, phase(b, "tric-binary", "test").id)
-        rv = lifecycle.publish(s, p, task=get_task("tric-binary"), actor=None, settings=b.settings)
+        rv = publication.publish(
+            s, p, task=get_task("tric-binary"), actor=None, settings=b.settings
+        )
     body = json.loads(rv.body_json)
     from server import leaderboard as lb
 

@@ -161,7 +161,7 @@ def test_strata_cover_every_unit_and_both_parts_are_scored(contract_home, tmp_pa
 @pytest.mark.parametrize("task_id", TASKS)
 def test_a_scored_run_appears_on_the_board(embedded_backend, task_id):
     from server.leaderboard import build_board
-    from server.lifecycle import current_provenance
+    from server.provenance import current_provenance
 
     b = embedded_backend
     t = get_task(task_id)

@@ -23,6 +23,7 @@ from tasks import get_task
 from tasks.demo import write_trotr
 from tasks.importers import import_task
 from tasks.store import TaskStore
+from tasks.trotr import CROSS_VALIDATED
 
 FOLDS = 3
 
@@ -33,8 +34,21 @@ def cv_home(tmp_path_factory) -> Path:
     h = tmp_path_factory.mktemp("cv-home")
     src = write_trotr(tmp_path_factory.mktemp("cv-release") / "TRoTR", n_pairs=60, folds=FOLDS)
     for t in ("tric-binary", "tric-ranking"):
-        import_task(t, h, source=src, fold=1)
+        import_task(t, h, source=src, fold=1, protocol=CROSS_VALIDATED)
     return h
+
+
+def _cross_validated(home: Path, source: Path, tasks=("tric-binary", "tric-ranking")) -> None:
+    """Re-import `tasks` into a test's data directory (whose tasks/ links the session's shared
+    imports) for the cross-validated protocol, leaving the shared imports as they are."""
+    shared = (home / "tasks").resolve()
+    (home / "tasks").unlink()
+    (home / "tasks").mkdir()
+    for d in shared.iterdir():
+        if d.is_dir() and d.name not in tasks and not d.name.startswith("."):
+            (home / "tasks" / d.name).symlink_to(d, target_is_directory=True)
+    for t in tasks:
+        import_task(t, home, source=source, fold=1, protocol=CROSS_VALIDATED)
 
 
 def _gold(home, task_id):
@@ -269,7 +283,7 @@ def test_the_release_cv_split_scores_each_fold_as_that_folds_own_test_split(tmp_
     test split, imported as a standard phase."""
     need(TROTR)
     cv = tmp_path / "cv"
-    m = import_task("tric-ranking", cv, source=TROTR, fold=1)
+    m = import_task("tric-ranking", cv, source=TROTR, fold=1, protocol=CROSS_VALIDATED)
     assert m["cross_validation"]["folds"] == list(range(1, 11))
     assert m["counts"]["cv"]["all"] == sum(
         len(trotr_pairs("ranking", "test", fold=f)) for f in range(1, 11)
@@ -297,10 +311,13 @@ def test_the_release_cv_split_scores_each_fold_as_that_folds_own_test_split(tmp_
 
 def test_a_cross_validated_phase_shows_mean_std_and_every_fold(embedded_backend):
     from server.leaderboard import build_board, to_dict
-    from server.lifecycle import current_provenance
+    from server.provenance import current_provenance
     from server.stats import compute_board_stats
 
     b = embedded_backend
+    _cross_validated(
+        b.settings.home, write_trotr(b.settings.home / "release" / "TRoTR", n_pairs=120)
+    )
     t = get_task("tric-ranking")
     ph = phase(b, t.id, "cv")
     assert ph.split == "cv" and ph.public_fraction == 1.0
@@ -351,11 +368,13 @@ def test_the_pages_and_the_api_of_a_cross_validated_phase(app):
     from server.jobs import score_submission
 
     need(TROTR)
+    import os
+
+    _cross_validated(Path(os.environ["PALIMPSEST_HOME"]), TROTR, ("tric-ranking",))
     make_phase(app, "tric-ranking", "cv")
     make_phase(app, "tric-ranking", "test")
     user = make_user(app, "cv@x.org", team="folders")
     token = make_token(app, user)
-    import os
 
     home = Path(os.environ["PALIMPSEST_HOME"])
     gold = read_jsonl(TaskStore("tric-ranking", home).gold("cv", "gold.jsonl"))
@@ -541,12 +560,15 @@ def test_a_published_cross_validated_ranking_keeps_its_folds(embedded_backend):
     nothing in it."""
     from sqlalchemy import select
 
-    from server import lifecycle
+    from server import publication
     from server.leaderboard import board_from_dict
     from server.models import Phase
     from server.stats import compute_board_stats
 
     b = embedded_backend
+    _cross_validated(
+        b.settings.home, write_trotr(b.settings.home / "release" / "TRoTR", n_pairs=120)
+    )
     t = get_task("tric-binary")
     teams = [make_team(b, f"cv-pub-{i}") for i in range(2)]
     for i, (team, user) in enumerate(teams):
@@ -556,7 +578,7 @@ def test_a_published_cross_validated_ranking_keeps_its_folds(embedded_backend):
     compute_board_stats(pid, b.settings)
     with b.session() as s:
         p = s.execute(select(Phase).where(Phase.id == pid)).scalar_one()
-        rv = lifecycle.publish(s, p, task=t, actor=None, settings=b.settings, close_first=True)
+        rv = publication.publish(s, p, task=t, actor=None, settings=b.settings, close_first=True)
         body = rv.body_json
     snap = board_from_dict(json.loads(body))
     assert snap.published and snap.part == "all"
@@ -573,4 +595,4 @@ def test_a_published_cross_validated_ranking_keeps_its_folds(embedded_backend):
         assert r.values["all/f1@std"] == pytest.approx(np.std(per), abs=1e-12)
         assert r.ci is not None and r.ci[0] <= r.values["all/f1"] <= r.ci[1]
     with b.session() as s:
-        assert lifecycle.latest_ranking(s, pid).body_json == body
+        assert publication.latest_ranking(s, pid).body_json == body

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from conftest import _make_backend
 from sqlalchemy import select
 
-from server import lifecycle
+from server import lifecycle, partitions, provenance, publication
 from server.exceptions import LifecycleRefused
 from server.models import GoldPartition, Phase, Score, Submission
 from tasks import get_task
@@ -27,7 +27,7 @@ def _publish(b, task_id, name, **kw):
         p = s.execute(
             select(Phase).where(Phase.task_id == task_id, Phase.name == name)
         ).scalar_one()
-        return lifecycle.publish(
+        return publication.publish(
             s, p, task=get_task(task_id), actor=None, settings=b.settings, **kw
         )
 
@@ -198,7 +198,7 @@ def test_a_published_snapshot_never_moves(b):
     after = _served(app, token)
     assert after == before
     with b.session() as s:  # the organizer's exports are the same bytes
-        rv1 = lifecycle.latest_ranking(s, int(before["pid"]), 1)
+        rv1 = publication.latest_ranking(s, int(before["pid"]), 1)
         assert rv1.body_json.encode() == before["json"]
     # while the live ranking did move: the hidden run is gone from it, the new runs are in it
     from server import leaderboard as lb
@@ -257,7 +257,7 @@ def test_exports_and_cli_serve_the_snapshot(b):
     shown = runner.invoke(main, ["rankings", "show", "tric-binary", "test", "--json"], env=env)
     assert shown.exit_code == 0
     with b.session() as s:
-        rv = lifecycle.latest_ranking(s, phase(b, "tric-binary", "test").id)
+        rv = publication.latest_ranking(s, phase(b, "tric-binary", "test").id)
     assert shown.output == rv.body_json + "\n"
     text = runner.invoke(main, ["rankings", "show", "tric-binary", "test"], env=env)
     assert text.exit_code == 0 and "version 1 of 1" in text.output
@@ -347,9 +347,9 @@ def test_two_phases_on_one_split_share_one_stratified_partition(b):
         and parts[0].key == "swissgov-rsd/test"
         and pids["test"] == pids["post"] == parts[0].id
     )
-    assert lifecycle.gold_parts(
+    assert partitions.gold_parts(
         b.engine, phase(b, "swissgov-rsd", "test").id, b.settings
-    ) == lifecycle.gold_parts(b.engine, phase(b, "swissgov-rsd", "post").id, b.settings)
+    ) == partitions.gold_parts(b.engine, phase(b, "swissgov-rsd", "post").id, b.settings)
     # the same file scores the same on the same part in both phases
     with b.session() as s:
         got = {
@@ -388,7 +388,7 @@ def test_a_gold_reimport_marks_old_scores_stale_and_the_board_never_mixes_them(b
     old = submit(b, t1, u1, "tric-binary", "dev", noise=0.1).id
     burst(b)
     task = get_task("tric-binary")
-    before = lifecycle.current_provenance(task, "dev", b.settings.home)
+    before = provenance.current_provenance(task, "dev", b.settings.home)
     # a corrected release: the same pairs, every fourth dev label flipped
     src = write_trotr(tmp_path / "trotr-v2")
     dev = src / "datasets" / "FOLD_1" / "pair-by-line" / "dev.binary.jsonl"
@@ -398,7 +398,7 @@ def test_a_gold_reimport_marks_old_scores_stale_and_the_board_never_mixes_them(b
             r["label"] = 1 - r["label"]
     dev.write_text("".join(json.dumps(r) + "\n" for r in rows))
     import_task("tric-binary", b.settings.home, source=src, fold=1)
-    now = lifecycle.current_provenance(task, "dev", b.settings.home)
+    now = provenance.current_provenance(task, "dev", b.settings.home)
     assert now["gold_sha256"] != before["gold_sha256"]
 
     from server import leaderboard as lb
@@ -416,9 +416,9 @@ def test_a_gold_reimport_marks_old_scores_stale_and_the_board_never_mixes_them(b
     burst(b)
     assert rows() == [(fresh, 1, ""), (old, None, lb.STALE_NOTE)]
     # the reconciler's check marks it stale and queues its rescoring; then it is ranked again
-    ids = lifecycle.check_provenance(b.engine, b.settings)
+    ids = provenance.check_provenance(b.engine, b.settings)
     assert ids == [old] and get(b, old).stale and get(b, old).status == "queued"
-    assert lifecycle.check_provenance(b.engine, b.settings) == []  # once
+    assert provenance.check_provenance(b.engine, b.settings) == []  # once
     for sid in ids:
         enqueue_submission(b.conn, sid, b.settings, replace=True)
     burst(b)
@@ -460,12 +460,12 @@ def test_participants_see_a_keyed_gold_id_never_the_sha256(b):
         .get(f"/api/v1/submissions/{sid}", headers={"Authorization": f"Bearer {token}"})
         .data
     )
-    sha = lifecycle.current_provenance(get_task("tric-binary"), "dev", b.settings.home)[
+    sha = provenance.current_provenance(get_task("tric-binary"), "dev", b.settings.home)[
         "gold_sha256"
     ]
     assert sha not in body.decode() and sha[:16] not in body.decode()
-    gid = lifecycle.gold_id(b.settings.secret_key, sha)
-    assert gid in body.decode() and gid != lifecycle.gold_id("another secret", sha)
+    gid = provenance.gold_id(b.settings.secret_key, sha)
+    assert gid in body.decode() and gid != provenance.gold_id("another secret", sha)
 
 
 @pytest.fixture(params=["embedded", SERVICES])
@@ -493,7 +493,7 @@ def test_swissgov_test_phase_ranks_with_every_pair_defined_on_both_parts(release
         assert result["primary"]["value"] is not None, (part, result["notes"])
     # the partition divides every language pair in half (56 documents each in the release)
     public, private = (
-        lifecycle.gold_parts(b.engine, phase(b, "swissgov-rsd", "test").id, b.settings)[p]
+        partitions.gold_parts(b.engine, phase(b, "swissgov-rsd", "test").id, b.settings)[p]
         for p in ("public", "private")
     )
     from scorer import partition_strata
@@ -536,3 +536,53 @@ def test_a_refused_json_command_prints_one_json_document(b):
         main, ["phases", "publish", "tric-binary", "test", "--json"], env={"PALIMPSEST_DEBUG": ""}
     )
     assert r.exit_code == 1 and "only a closed phase" in json.loads(r.stdout)["error"]["message"]
+
+
+def test_a_published_figure_stays_byte_identical_after_a_hide_and_a_gold_reimport(b, tmp_path):
+    """plot.svg and plot.pdf of a published phase are drawn from its snapshot alone."""
+    from server.demo import write_trotr
+    from server.queue import enqueue_submission
+    from tasks.importers import import_task
+
+    tasks = b.settings.home / "tasks"  # this test re-imports: its own copy of the tasks
+    target = tasks.resolve()
+    tasks.unlink()
+    shutil.copytree(target, tasks)
+    teams = [make_team(b) for _ in range(3)]
+    subs = [
+        submit(b, t, u, "tric-binary", "dev", noise=n).id
+        for (t, u), n in zip(teams, (0.1, 0.2, 0.35), strict=True)
+    ]
+    submit(b, *teams[0], "tric-binary", "dev", noise=0.3)  # a second run of a team
+    burst(b)
+    _close(b, "tric-binary", "dev")
+    _publish(b, "tric-binary", "dev")
+    app = _app(b)
+    c = app.test_client()
+
+    def figures() -> dict[str, bytes]:
+        out = {}
+        for fmt in ("svg", "pdf"):
+            r = c.get(f"/tasks/tric-binary/leaderboard/plot.{fmt}?phase=dev")
+            assert r.status_code == 200
+            out[fmt] = r.data
+        return out
+
+    before = figures()
+    assert b"<svg" in before["svg"] and before["pdf"].startswith(b"%PDF")
+    with b.session() as s:  # a hide, then a corrected gold (every third dev label flipped)
+        lifecycle.set_visibility(s, s.get(Submission, subs[1]), "hide", actor=None, reason="x")
+    src = write_trotr(tmp_path / "trotr-v2")
+    dev = src / "datasets" / "FOLD_1" / "pair-by-line" / "dev.binary.jsonl"
+    rows = [json.loads(x) for x in dev.read_text().splitlines()]
+    for i, r in enumerate(rows):
+        if i % 3 == 0:
+            r["label"] = 1 - r["label"]
+    dev.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    import_task("tric-binary", b.settings.home, source=src, fold=1)
+    for sid in provenance.check_provenance(b.engine, b.settings):
+        enqueue_submission(b.conn, sid, b.settings, replace=True)
+    burst(b)
+    with b.session() as s:
+        assert s.get(Submission, subs[0]).score_attempt == 2  # rescored against the new gold
+    assert figures() == before

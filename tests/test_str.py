@@ -338,7 +338,7 @@ def test_the_board_says_why_a_partial_file_has_no_macro(embedded_backend):
     from backbone import burst, make_team, phase, set_phase, submit
 
     from server.leaderboard import build_board, to_dict
-    from server.lifecycle import current_provenance
+    from server.provenance import current_provenance
     from tasks import get_task
 
     b = embedded_backend

@@ -231,8 +231,10 @@ def test_publish_reveals_private_ranking_and_exports(app, world, org, client):
     assert r"\begin{table}" in tex and r"\textbf{0.8765}" in tex and "beta" in tex
     assert org.get(f"/organizer/phases/{pid}/export.exe").status_code == 404
     acts = [a for a, _ in actions(app)]
-    # the partition is drawn at publication here: these runs were scored without the queue
+    # the statistics' seed and the partition are drawn at publication here: these runs were scored
+    # without the queue (the bootstrap seed is the phase's own, never the partition's)
     assert acts == [
+        "stats.seed",
         "partition.draw",
         "phase.close",
         "ranking.publish",

@@ -77,7 +77,7 @@ def provenance_for(task, split: str = "test") -> dict:
     directory)."""
     import os
 
-    from server.lifecycle import current_provenance
+    from server.provenance import current_provenance
 
     prov = current_provenance(task, split, os.environ.get("PALIMPSEST_HOME"))
     return prov or {

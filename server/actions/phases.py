@@ -9,7 +9,7 @@ from collections.abc import Callable
 from sqlmodel import Session
 
 from server import api_models as m
-from server import lifecycle
+from server import lifecycle, publication
 from server.actions import common
 from server.models import Phase, RankingVersion, User
 from server.submissions import phase_state
@@ -138,7 +138,7 @@ def publish_ranking(
     common.require_organizer(actor)
     task = common.task(task_id)
     p = common.phase(s, task.id, phase)
-    rv = lifecycle.publish(
+    rv = publication.publish(
         s,
         p,
         task=task,

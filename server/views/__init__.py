@@ -40,12 +40,13 @@ def too_large_message() -> str:
 
 def init_web(app: Flask) -> None:
     """Register the blueprints, CSRF protection (every form; not the token-only API) and the caches."""
-    from server import auth
+    from server import auth, inputs
     from server.leaderboard import RenderCache
     from server.views import leaderboard, organizer, pages, teams
 
     # CSRF is checked here for everything but /api: the API accepts only bearer tokens, never
     # cookies, so a cross-site page cannot borrow a session there.
+    inputs.init_app(app, auth.is_api_request)
     app.config.setdefault("WTF_CSRF_CHECK_DEFAULT", False)
     app.config.setdefault("WTF_CSRF_TIME_LIMIT", None)  # the token lives as long as the session
     csrf.init_app(app)
@@ -133,6 +134,7 @@ def init_web(app: Flask) -> None:
 
     @app.after_request
     def _headers(resp):
-        if "Content-Security-Policy" not in resp.headers:
-            resp.headers.extend(security_headers)
+        # a page with a policy of its own (the API docs) keeps it, and gets the other headers
+        for k, v in security_headers:
+            resp.headers.setdefault(k, v)
         return resp

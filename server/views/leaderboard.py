@@ -61,7 +61,7 @@ _PROV: dict[tuple, tuple] = {}
 
 def provenance_of(task, split: str):
     """The current gold/task/scorer versions of a split, re-read only when its manifest changes."""
-    from server.lifecycle import current_provenance
+    from server.provenance import current_provenance
     from tasks.store import TaskStore
 
     home = current_app.extensions["palimpsest.settings"].home
@@ -212,7 +212,7 @@ def render_published(
 ) -> bytes | None:
     """A published final ranking from its snapshot: JSON and CSV byte for byte as published. None
     for a phase published before snapshots existed (its board is built live)."""
-    from server.lifecycle import latest_ranking, ranking_versions
+    from server.publication import latest_ranking, ranking_versions
 
     engine = current_app.extensions["palimpsest.engine"]
     with Session(engine, expire_on_commit=False) as s:
@@ -279,7 +279,7 @@ def significance(task_id: str):
         abort(404)
     body, public = None, None
     if state.published:
-        from server.lifecycle import latest_ranking
+        from server.publication import latest_ranking
 
         with Session(engine) as s:
             rv = latest_ranking(s, state.id, request.args.get("version", type=int))
@@ -321,21 +321,20 @@ def plot(task_id: str, fmt: str):
     board_version = f"{state.version}{'s' if stats.ready(home, state.id, state.version) else 'p'}"
 
     def render() -> bytes:
-        from server.lifecycle import latest_ranking
+        from server.publication import latest_ranking
 
         with Session(engine, expire_on_commit=False) as s:
             phase = s.get(Phase, state.id)
-            board, until = None, None
             if state.published:
                 rv = latest_ranking(s, state.id)
-                if rv is not None:
-                    board, until = lb.board_from_dict(json.loads(rv.body_json)), rv.published_at
-            if board is None:
-                board = lb.build_board(
-                    s, task, phase, audience="public", provenance=provenance_of(task, phase.split)
-                )
-                attach_stats(board, state)
-            hist = plots.history(s, board, phase, until)
+                if rv is not None:  # the snapshot alone: a published figure never moves
+                    board = lb.board_from_dict(json.loads(rv.body_json))
+                    return plots.render(board, plots.snapshot_history(board), fmt, kinds)
+            board = lb.build_board(
+                s, task, phase, audience="public", provenance=provenance_of(task, phase.split)
+            )
+            attach_stats(board, state)
+            hist = plots.history(s, board, phase)
         return plots.render(board, hist, fmt, kinds)
 
     body = cache().get(

@@ -18,7 +18,7 @@ from flask import (
 from sqlmodel import func, select
 
 from server import leaderboard as lb
-from server import lifecycle
+from server import lifecycle, provenance, publication
 from server.actions import submissions as sub_actions
 from server.actions.phases import PHASE_ACTIONS
 from server.auth import current_user, db, organizer_required, safe_next
@@ -104,6 +104,7 @@ def create_phase(task_id: str):
             name=form.name.data.strip(),
             split=form.split.data.strip(),
             actor=current_user(),
+            home=_settings().home,
         )
     except LifecycleRefused as e:
         db().rollback()
@@ -123,7 +124,7 @@ def _phase_page(p: Phase, form, code: int = 200):
         task=task_or_404(p.task_id),
         partition=partition,
         labels=lifecycle.phase_labels(p),
-        versions=lifecycle.ranking_versions(s, p.id),
+        versions=publication.ranking_versions(s, p.id),
         form=form,
         field_errors=any(f.errors for f in form),
         now_utc=utcnow().strftime("%Y-%m-%d %H:%M"),
@@ -241,7 +242,7 @@ def publish(phase_id: int):
             audience="public",
             show_private=True,
             include_closed=True,
-            provenance=lifecycle.current_provenance(t, p.split, _settings().home),
+            provenance=provenance.current_provenance(t, p.split, _settings().home),
         )
         return render_template(
             "organizer/publish.html",
@@ -250,7 +251,7 @@ def publish(phase_id: int):
             board=board,
             action=action,
             state=lifecycle.phase_state(p),
-            versions=lifecycle.ranking_versions(s, p.id),
+            versions=publication.ranking_versions(s, p.id),
         )
     reason = request.form.get("reason", "")
     ok = _act(
@@ -290,7 +291,7 @@ def ranking(phase_id: int):
         audience="public",
         show_private=True,
         include_closed=True,
-        provenance=lifecycle.current_provenance(t, p.split, _settings().home),
+        provenance=provenance.current_provenance(t, p.split, _settings().home),
     )
     return render_template(
         "leaderboard/board.html",
@@ -300,7 +301,7 @@ def ranking(phase_id: int):
         audience="organizer",
         preview=True,
         versions=[
-            (v.version, v.published_at, v.reason) for v in lifecycle.ranking_versions(s, p.id)
+            (v.version, v.published_at, v.reason) for v in publication.ranking_versions(s, p.id)
         ],
         phase_id=p.id,
     )

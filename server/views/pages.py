@@ -18,9 +18,11 @@ from flask import (
 )
 from sqlmodel import select
 
+from server import exposure
 from server.auth import can_see_submission, current_user, db, login_required
 from server.models import Phase, Submission, Team
 from server.submissions import phase_state, visible_scores
+from server.visibility import Viewer, shown_part, viewer_of
 from tasks import all_tasks, get_task
 from tasks.store import TaskStore
 
@@ -111,6 +113,10 @@ def download(task_id: str, split: str):
     files = store.public_files(split) if store.exists() else []
     if not files:
         abort(404)
+    try:
+        exposure.check_download(t, settings().home, [split])
+    except exposure.ExposureRefused as e:
+        return Response(str(e) + "\n", 409, mimetype="text/plain")
     base = (store.root / "public" / split).resolve()
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
@@ -239,7 +245,7 @@ def my_submissions():
         subs=subs,
         phases=phases,
         team=team,
-        primary=primary_scores(subs, phases),
+        primary=primary_scores(subs, phases, viewer_of(current_user())),
         older=older,
         newest=url_for("pages.my_submissions") if before else None,
     )
@@ -248,9 +254,9 @@ def my_submissions():
 PAGE = 100
 
 
-def primary_scores(subs, phases) -> dict[int, tuple[float | None, str]]:
-    """Each scored run's primary score as its team may see it (the whole gold, or its public part;
-    the private part once the phase's ranking is published), in one query."""
+def primary_scores(subs, phases, viewer: Viewer) -> dict[int, tuple[float | None, str]]:
+    """Each scored run's primary score as `viewer` may see it (server.visibility), in one
+    query."""
     from server.models import Score
 
     counted = {s.id: s.score_attempt for s in subs if s.score_attempt is not None}
@@ -267,15 +273,9 @@ def primary_scores(subs, phases) -> dict[int, tuple[float | None, str]]:
     out = {}
     for s in subs:
         parts = got.get(s.id, {})
-        ph = phases.get(s.phase_id)
-        for part in (
-            ("private", "all", "public")
-            if ph is not None and ph.published_at
-            else ("all", "public")
-        ):
-            if part in parts:
-                out[s.id] = (parts[part], "" if part == "all" else f"{part} part")
-                break
+        part = shown_part(viewer, phases.get(s.phase_id), s.created_at, parts)
+        if part is not None:
+            out[s.id] = (parts[part], "" if part == "all" else f"{part} part")
     return out
 
 
@@ -310,7 +310,7 @@ def submission(submission_id: int):
     organizer = current_user().is_organizer
     shown = visible_scores(s, sub, phase, organizer=organizer)
     if not organizer:  # the gold's sha256 is the organizers': participants see its keyed id
-        from server.lifecycle import public_result
+        from server.provenance import public_result
 
         secret = settings().secret_key
         shown = [_Shown(sc, public_result(sc.result, secret)) for sc in shown]
