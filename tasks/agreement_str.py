@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tasks.str_release import LANGUAGES, _base, read_pairs
+
 SEED = 1234  # SHR-BWS.pl's seed
 SPLITS = 1000
 FOLDER = "BWS_annotations"
@@ -308,8 +310,6 @@ def annotation_files(folder: Path, languages) -> tuple[dict[str, list[Path]], li
 
 
 def _release_gold(base: Path, lang: str) -> dict[str, float]:
-    from tasks.semrel import read_pairs
-
     gold: dict[str, float] = {}
     d = base / lang
     for name in (
@@ -335,8 +335,6 @@ def str_agreement(
 ) -> dict | None:
     """The SHR of every str language whose raw annotations the checkout `source` (or its `Track A`)
     holds, with the gold check; None when it holds none."""
-    from tasks.semrel import LANGUAGES, _base
-
     source = Path(source)
     folder = find_folder(source)
     if folder is None:
