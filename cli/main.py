@@ -7,6 +7,7 @@ Heavy libraries (scipy, flask, torch) are imported inside the commands that need
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from cli import baselines, organizer, participant
 from tasks import all_tasks, get_task, task_ids
 
 EXIT_INVALID = 1
@@ -410,14 +412,11 @@ def _num(v) -> str:
 
 
 def _register_optional_commands():
-    """Commands of other parts (server, baselines) register here when their packages provide them."""
-    import importlib
-
-    from cli import organizer, participant
-
+    """Commands of other parts (the server) register here when their packages provide them."""
     participant.register(main)
     organizer.register(main)
-    for mod in ("server.cli", "baselines.cli"):
+    baselines.register(main, home_option=HOME_OPTION, friendly=friendly)
+    for mod in ("server.cli",):
         try:
             m = importlib.import_module(mod)
         except ModuleNotFoundError as e:

@@ -14,7 +14,12 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlmodel import Session
 
+from baselines.errors import BaselineError
+from baselines.run import describe_run, plan, recorded_method
+from baselines.systems import Options
+from server.migrate import SchemaError, prepare
 from server.models import Phase, Team, User
+from server.queue import connect, enqueue_baseline_run
 from server.settings import Settings
 
 BASELINE_TEAM = "Baselines"
@@ -136,3 +141,88 @@ def record_file(
         except DuplicateSubmission as e:
             out.append(Recorded(ph.name, e.submission_id, True))
     return out
+
+
+def server_settings(home=None) -> Settings:
+    """The server's settings (database, queue) with `home` as its data directory when given."""
+    return Settings.from_env(home=home) if home is not None else Settings.from_env()
+
+
+def server_database(settings: Settings):
+    """The engine of the local server's database, at the migrations' head (the embedded default is
+    upgraded; a DATABASE_URL that is behind is refused with BaselineError, saying what to run)."""
+    try:
+        return prepare(settings)
+    except SchemaError as e:
+        raise BaselineError(str(e)) from None
+
+
+def record_baseline(
+    result: dict,
+    *,
+    home=None,
+    phases: list[str] | None = None,
+    settings: Settings | None = None,
+) -> list[dict]:
+    """Record one run of `run_baselines` on the leaderboard as a baseline entry.
+
+    The file goes through the participants' path -- stored, validated and scored by the queue -- as
+    a submission of the reserved baselines team, in every phase of the task on its test split (or
+    in `phases`); the scores in `result` are never inserted. Into the server's database and queue
+    of `home` (or of `settings`). Recording the same file again returns the first submission
+    (`duplicate: true`). Returns one {phase, submission_id, duplicate} per phase.
+    """
+    method = recorded_method(result)
+    if settings is None:
+        settings = server_settings(home)
+    with Session(server_database(settings)) as s:
+        rec = record_file(
+            s,
+            task_id=result["task"],
+            path=result["file"],
+            method_name=method,
+            description=describe_run(result),
+            phases=phases,
+            settings=settings,
+            split=result.get("split", "test"),
+        )
+    return [r.as_dict() for r in rec]
+
+
+def enqueue_baselines(
+    task_ids: list[str] | None = None,
+    systems: list[str] | None = None,
+    options: Options | None = None,
+    home=None,
+    phases: list[str] | None = None,
+) -> list[dict]:
+    """Put each asked-for (task, system) run on the baselines queue of the server at `home` (or
+    REDIS_URL), for `palimpsest worker --queue baselines` on a machine with the models."""
+    options = options or Options()
+    settings = server_settings(home)
+    runs, _notes = plan(
+        task_ids, systems, options, settings.home, here=False
+    )  # models: the worker's
+    opts = options.job_args()
+    try:
+        conn = connect(settings)
+        conn.ping()
+    except Exception as e:  # noqa: BLE001 - any failure to reach Redis
+        where = (
+            settings.redis_url
+            or f"the embedded Redis of {settings.home} (is `palimpsest serve` running?)"
+        )
+        raise BaselineError(f"cannot reach the queue at {where}: {e}") from None
+    jobs = []
+    for task_id, system in runs:
+        job = enqueue_baseline_run(conn, task_id, system, opts, settings, phases)
+        status = job.get_status(refresh=False)
+        jobs.append(
+            {
+                "task": task_id,
+                "system": system,
+                "job": job.id,
+                "status": getattr(status, "value", status) or "queued",
+            }
+        )
+    return jobs
