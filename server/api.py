@@ -861,7 +861,7 @@ def phase_edit(task_id, phase_name):
     "(version 2 on) needs a `reason`.",
 )
 def phase_action(task_id, phase_name, action):
-    from server import lifecycle
+    from server import lifecycle, publication
 
     u = _organizer()
     t = _task(task_id)
@@ -879,7 +879,7 @@ def phase_action(task_id, phase_name, action):
     elif action in ("freeze", "unfreeze"):
         lifecycle.set_frozen(s, p, action == "freeze", actor=u, via="api")
     else:
-        rv = lifecycle.publish(
+        rv = publication.publish(
             s,
             p,
             task=t,

@@ -456,7 +456,7 @@ def register(main: click.Group) -> None:
 
             from sqlmodel import Session
 
-            from server import lifecycle
+            from server import lifecycle, publication
             from server.exceptions import LifecycleRefused
 
             task = _task(task_id)
@@ -470,7 +470,7 @@ def register(main: click.Group) -> None:
                     elif name in ("freeze", "unfreeze"):
                         lifecycle.set_frozen(s, p, name == "freeze", actor=None, via="cli")
                     else:
-                        rv = lifecycle.publish(
+                        rv = publication.publish(
                             s,
                             p,
                             task=task,

@@ -13,7 +13,7 @@ from backbone import burst, make_team, phase, set_phase, submit
 from conftest import _make_backend
 from sqlalchemy import select
 
-from server import lifecycle
+from server import lifecycle, publication
 from server.models import AuditLog, GoldPartition, Phase
 from tasks import get_task
 
@@ -152,7 +152,7 @@ def test_the_published_snapshot_freezes_both_parts_statistics(b):
         lifecycle.close(s, p, actor=None)
     with b.session() as s:
         p = s.get(Phase, phase(b, "tric-binary", "test").id)
-        rv = lifecycle.publish(s, p, task=get_task("tric-binary"), actor=None, settings=b.settings)
+        rv = publication.publish(s, p, task=get_task("tric-binary"), actor=None, settings=b.settings)
     body = json.loads(rv.body_json)
     assert body["statistics"]["status"] == "ready" and body["statistics"]["part"] == "private"
     assert body["public_statistics"]["part"] == "public"
@@ -271,7 +271,7 @@ def test_latex_export_keeps_the_columns_picked(b):
         lifecycle.close(s, s.get(Phase, phase(b, "tric-binary", "test").id), actor=None)
     with b.session() as s:
         p = s.get(Phase, phase(b, "tric-binary", "test").id)
-        rv = lifecycle.publish(s, p, task=get_task("tric-binary"), actor=None, settings=b.settings)
+        rv = publication.publish(s, p, task=get_task("tric-binary"), actor=None, settings=b.settings)
     body = json.loads(rv.body_json)
     from server import leaderboard as lb
 

@@ -514,7 +514,7 @@ def test_a_published_cross_validated_ranking_keeps_its_folds(embedded_backend):
     nothing in it."""
     from sqlalchemy import select
 
-    from server import lifecycle
+    from server import lifecycle, publication
     from server.leaderboard import board_from_dict
     from server.models import Phase
     from server.stats import compute_board_stats
@@ -529,7 +529,7 @@ def test_a_published_cross_validated_ranking_keeps_its_folds(embedded_backend):
     compute_board_stats(pid, b.settings)
     with b.session() as s:
         p = s.execute(select(Phase).where(Phase.id == pid)).scalar_one()
-        rv = lifecycle.publish(s, p, task=t, actor=None, settings=b.settings, close_first=True)
+        rv = publication.publish(s, p, task=t, actor=None, settings=b.settings, close_first=True)
         body = rv.body_json
     snap = board_from_dict(json.loads(body))
     assert snap.published and snap.part == "all"

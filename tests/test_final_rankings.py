@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from conftest import _make_backend
 from sqlalchemy import select
 
-from server import lifecycle
+from server import lifecycle, publication
 from server.exceptions import LifecycleRefused
 from server.models import GoldPartition, Phase, Score, Submission
 from tasks import get_task
@@ -27,7 +27,7 @@ def _publish(b, task_id, name, **kw):
         p = s.execute(
             select(Phase).where(Phase.task_id == task_id, Phase.name == name)
         ).scalar_one()
-        return lifecycle.publish(
+        return publication.publish(
             s, p, task=get_task(task_id), actor=None, settings=b.settings, **kw
         )
 

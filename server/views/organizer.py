@@ -18,7 +18,7 @@ from flask import (
 from sqlmodel import func, select
 
 from server import leaderboard as lb
-from server import lifecycle
+from server import lifecycle, publication
 from server.auth import current_user, db, organizer_required, safe_next
 from server.exceptions import LifecycleRefused
 from server.models import AuditLog, GoldPartition, Phase, Submission, Team, User
@@ -241,7 +241,7 @@ def publish(phase_id: int):
         )
     reason = request.form.get("reason", "")
     ok = _act(
-        lambda: lifecycle.publish(
+        lambda: publication.publish(
             s,
             p,
             task=t,

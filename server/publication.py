@@ -1,0 +1,170 @@
+"""Publication: the final ranking of a closed phase frozen into an immutable `RankingVersion`.
+
+Apart from the lifecycle because it builds the board (server/leaderboard.py) and its statistics
+(server/stats.py), which themselves read the lifecycle's statuses, partitions and provenance.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+
+from sqlalchemy import func, select
+from sqlmodel import Session
+
+from server import leaderboard as lb
+from server import stats
+from server.exceptions import LifecycleRefused
+from server.lifecycle import (
+    PENDING,
+    RANKED_RUN_RULE,
+    _phase_changed,
+    bootstrap_seed,
+    close,
+    current_provenance,
+    latest_ranking,
+    partition_of,
+    phase_state,
+    ranking_diff,
+)
+from server.models import Phase, RankingVersion, Submission, User, utcnow
+
+log = logging.getLogger(__name__)
+
+
+def publish(
+    s: Session,
+    phase: Phase,
+    *,
+    task,
+    actor,
+    settings,
+    reason: str = "",
+    via: str = "web",
+    close_first: bool = False,
+) -> RankingVersion:
+    """Publish the final ranking of a closed phase as an immutable snapshot (version 1), or a
+    correction of it (version n + 1, with a reason). With `close_first`, an open phase is closed
+    in the same transaction. Commits."""
+    reason = " ".join((reason or "").split())[:2000]
+    if phase.partition_id is None and (phase.split != "test" or phase.public_fraction >= 1):
+        # the seed of the statistics (normally recorded by the worker already), recorded before
+        # this transaction writes anything; a phase with a hidden part uses its partition's
+        bootstrap_seed(s.get_bind(), phase.id)
+    if phase.partition_id is None and phase.split == "test" and phase.public_fraction < 1:
+        # published before any scoring: its partition is drawn now, in a transaction of its own and
+        # before this one writes anything (the snapshot's statistics need it)
+        s.commit()
+        partition_of(s.get_bind(), phase.id)
+        s.refresh(phase)
+    if close_first and phase_state(phase) == "open":
+        close(s, phase, actor=actor, via=via, commit=False)
+    state = phase_state(phase)
+    if state != "closed":
+        s.rollback()
+        raise LifecycleRefused(
+            f"only a closed phase can be published: the {phase.name} phase of "
+            f"{phase.task_id} is {state} (close it first, or close and publish)",
+            "phase_open",
+        )
+    pending = s.execute(
+        select(func.count(Submission.id)).where(
+            Submission.phase_id == phase.id,
+            Submission.status.in_(PENDING),
+            Submission.removed_at.is_(None),
+        )
+    ).scalar_one()
+    if pending:
+        s.rollback()
+        raise LifecycleRefused(
+            f"{pending} submission(s) of the phase are still being scored; publish when "
+            "every one is final",
+            "pending",
+        )
+    prev = latest_ranking(s, phase.id)
+    if prev is not None and not reason:
+        s.rollback()
+        raise LifecycleRefused(
+            f"the final ranking of {phase.task_id}/{phase.name} was published as "
+            f"version {prev.version}; a correction needs a reason",
+            "reason_required",
+        )
+    now = utcnow()
+    version = (prev.version if prev else 0) + 1
+    who = actor.email if isinstance(actor, User) else None
+    board = lb.build_board(
+        s,
+        task,
+        phase,
+        audience="public",
+        show_private=True,
+        include_closed=True,
+        provenance=current_provenance(task, phase.split, settings.home),
+        with_parts=True,
+    )
+    board.published = (
+        True  # as it will be served: the private ranking with the public part beside it
+    )
+    lb.add_reference_rows(board, task, settings.home)
+    _snapshot_statistics(s, task, phase, board, settings)
+    meta = {
+        "version": version,
+        "published_at": now.replace(microsecond=0).isoformat() + "Z",
+        "published_by": who,
+        "reason": reason,
+        "rule": RANKED_RUN_RULE,
+    }
+    body = lb.snapshot_dict(board, meta, secret=settings.secret_key)
+    body_json = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    rv = RankingVersion(
+        phase_id=phase.id,
+        task_id=phase.task_id,
+        phase_name=phase.name,
+        version=version,
+        reason=reason,
+        published_by=actor.id if isinstance(actor, User) else None,
+        published_at=now,
+        sha256=hashlib.sha256(body_json.encode("utf-8")).hexdigest(),
+        body_json=body_json,
+        body_csv=lb.snapshot_csv(body),
+        body_latex=lb.snapshot_latex(body),
+    )
+    s.add(rv)
+    if phase.published_at is None:
+        phase.published_at = now
+    changes = ranking_diff(json.loads(prev.body_json), body) if prev else None
+    _phase_changed(
+        s,
+        phase,
+        actor,
+        "ranking.publish" if version == 1 else "ranking.correct",
+        via=via,
+        version=version,
+        reason=reason,
+        sha256=rv.sha256,
+        changes=changes,
+    )
+    s.commit()
+    return rv
+
+
+def _snapshot_statistics(s: Session, task, phase: Phase, board, settings) -> None:
+    """Freeze the board's statistics into the snapshot: intervals, rank ranges, p-values and
+    clusters of the ranked part, and the public part's intervals beside them."""
+    try:
+        snap = stats.for_snapshot(settings, s.get_bind(), task, phase, board)
+    except Exception as e:  # noqa: BLE001 — publication never fails for its statistics
+        log.warning(
+            "statistics of the snapshot of phase %s not computed (%s: %s)",
+            phase.id,
+            type(e).__name__,
+            e,
+        )
+        stats.attach(board, None, reason="no interval: its computation failed at publication")
+        return
+    stats.attach(board, snap["ranked"])
+    if "public" in snap:
+        board.public_stats = snap["public"]
+        for r in board.rows:
+            r.public_ci = snap["public"]["rows"].get(str(r.submission_id), {}).get("ci")
