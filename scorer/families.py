@@ -17,7 +17,16 @@ import numpy as np
 
 from scorer import metrics
 from scorer.errors import Problems
-from scorer.reader import BadRow, Text, csv_reader, iter_records, link_columns
+from scorer.reader import (
+    BadRow,
+    Text,
+    arrow_links,
+    csv_reader,
+    id_array,
+    iter_records,
+    link_columns,
+    open_text,
+)
 from tasks.base import Task, unit_id
 from tasks.store import TaskStore
 
@@ -640,12 +649,8 @@ class LinkFamily(Family):
         known = _id_arrays(self.store, self.split)
         fast = None
         if known is not None:
-            from scorer.reader import arrow_links
-
             fast = arrow_links(path, known[0], known[1], limits)
         if fast is None:
-            from scorer.reader import open_text
-
             # read as a stream: a file the columnar reader does not take costs what its rows keep
             # (and stops after the problem cap), never the whole file decompressed at once
             text = open_text(path, limits)
@@ -900,8 +905,6 @@ def _public_id_array(key: tuple):
 
 @functools.lru_cache(maxsize=8)
 def _id_array_cached(key: tuple):
-    from scorer.reader import id_array
-
     with open(key[0], "rb") as f:
         return id_array(f.read())
 
@@ -925,8 +928,6 @@ def _source_order(key: tuple) -> np.ndarray:
 @functools.lru_cache(maxsize=8)
 def _link_gold_arrow(key: tuple, qkey: tuple, skey: tuple) -> tuple[np.ndarray, np.ndarray]:
     """The gold links as index arrays, read like a submission (the gold is a link table too)."""
-    from scorer.reader import arrow_links
-
     got = arrow_links(key[0], _id_array_cached(qkey), _id_array_cached(skey))
     if got is None:  # pragma: no cover - a gold file the importer wrote is always well-formed
         return _link_gold(key, qkey, skey)
