@@ -30,7 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from scipy import sparse, stats
+from scipy.stats import rankdata
 
+from tasks.errors import ReleaseError
 from tasks.str_release import LANGUAGES, _base, read_pairs
 
 SEED = 1234  # SHR-BWS.pl's seed
@@ -172,8 +175,6 @@ def split_halves(group: np.ndarray, n_splits: int, seed: int) -> np.ndarray:
 
 
 def _rank_rows(x: np.ndarray) -> np.ndarray:
-    from scipy.stats import rankdata
-
     return rankdata(x, axis=1)
 
 
@@ -189,8 +190,6 @@ def split_correlations(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per split: Spearman and Pearson between the two halves' scores over the items (of `items`, a
     boolean mask over ann.items; all by default) scored in both, and how many those are."""
-    from scipy import sparse
-
     m, t = len(ann.items), len(ann.best)
     k = ann.tuples.shape[1]
     rows = np.repeat(np.arange(t), k)
@@ -252,8 +251,6 @@ def gold_check(ann: Annotations, gold: dict[str, float]) -> dict:
     Score): matched items, correlations, the largest difference and the share within rounding to two
     decimals; `cannot_be_counts` is how many gold values no (#best - #worst) / n with n up to the
     item's appearances in the file rounds to (they need annotations the file does not hold)."""
-    from scipy import stats
-
     s, n = bws_scores(ann)
     idx = {x: i for i, x in enumerate(ann.items)}
     common = [x for x in gold if x in idx]
@@ -383,8 +380,6 @@ def str_release(source: Path) -> dict:
     """`palimpsest agreement str --from CHECKOUT`."""
     got = str_agreement(Path(source))
     if got is None:
-        from tasks.errors import ReleaseError
-
         raise ReleaseError(
             Path(source), f"no {FOLDER}/ folder: this checkout holds no raw annotations"
         )
