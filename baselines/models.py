@@ -7,10 +7,16 @@ first call that needs a model.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
+import time
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
 
 from baselines.assemble import SPLIT_MODELS, assembled, models_dir
 from baselines.errors import BaselineError, ModelNotFound
@@ -182,9 +188,6 @@ class BiEncoder:
         return get() or 0  # the first name is sentence-transformers 6's, the second older versions'
 
     def _encode(self, texts: list[str], desc: str, pipeline: str | None = None):
-        import time
-
-        import numpy as np
 
         pipeline = pipeline or self.pipeline
         if pipeline not in PIPELINES:
@@ -245,8 +248,6 @@ class BiEncoder:
 
     def _tokenize(self, texts: list[str], desc: str) -> list[list[int]]:
         """Token ids of every text, special tokens included, truncated to max_seq_length."""
-        from tqdm.auto import tqdm
-
         backend = self._tokenizer()
         encode_batch = getattr(
             backend, "encode_batch_fast", backend.encode_batch
@@ -267,11 +268,7 @@ class BiEncoder:
     def _encode_fast(self, texts: list[str], desc: str):
         """Unit vectors in the caller's order: sorted by token length (longest first, ties in input
         order, so a given input list always gives the same batches), exact-width batches."""
-        from itertools import chain
-
-        import numpy as np
         import torch
-        from tqdm.auto import tqdm
 
         ids = self._tokenize(list(texts), desc)
         tok = self.model.tokenizer
@@ -340,8 +337,6 @@ class BiEncoder:
 
     def encode(self, texts: list[str], desc: str = "encoding"):
         """Unit-length float32 vectors, one row per text."""
-        import numpy as np
-
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
@@ -358,8 +353,6 @@ class BiEncoder:
 
 
 def _has_classifier_head(path: Path) -> bool:
-    import json
-
     cfg = path / "config.json"
     if not cfg.is_file():
         return False
@@ -400,10 +393,6 @@ class PairScorer:
 
     def score(self, pairs: list[tuple[str, str]], desc: str = "cross-encoding"):
         """One float per pair: sigmoid of a single logit, or the positive class's softmax probability."""
-        import time
-
-        import numpy as np
-
         if not pairs:
             return np.zeros(0, dtype=np.float64)
         t0 = time.perf_counter()
@@ -499,11 +488,6 @@ class TokenEncoder:
     def encode_documents(self, docs: list[list[str]], desc: str = "token vectors"):
         """For each document (a list of whitespace tokens), a (tokens x dim) float32 array of unit
         vectors; a token with no subwords gets a zero row."""
-        import time
-
-        import numpy as np
-        from tqdm.auto import tqdm
-
         t0 = time.perf_counter()
         tok = self.tokenizer
         cls_id = tok.cls_token_id if tok.cls_token_id is not None else tok.bos_token_id

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import time
 from pathlib import Path
 
 from baselines.models import BaselineError
 from baselines.systems import CROSS_SYSTEMS, SYSTEMS, Models, Options, write_submission
+from scorer import score_file
+from scorer.errors import TaskNotImported
 from tasks import get_task
 from tasks.store import TaskStore
 
@@ -17,7 +20,6 @@ INSTALL_MODELS = "pip install torch==2.13.0 && pip install -e '.[baselines]'"
 
 def missing_model_packages() -> list[str]:
     """The packages the model-based systems need that this Python lacks (nothing is imported)."""
-    import importlib.util
 
     def absent(name: str) -> bool:
         try:
@@ -107,8 +109,6 @@ def run_baselines(
     """Write and score every asked-for (task, system); returns one result per run:
     {task, system, model, file, scores (the scorer's JSON contract; None where the split's gold is
     not on this machine), seconds, device}."""
-    from scorer import score_file
-
     options = options or Options()
     split = split or options.split
     options.split = split
@@ -121,8 +121,6 @@ def run_baselines(
     for task_id, system in runs:
         store = TaskStore(task_id, home)
         if not store.exists():
-            from scorer.errors import TaskNotImported
-
             raise TaskNotImported(
                 f"task {task_id!r} has no data in {store.home}; import it with: "
                 f"{get_task(task_id).import_help}"
