@@ -18,9 +18,15 @@ from flask import (
 )
 from sqlmodel import select
 
+from scorer.errors import TaskNotFound
 from server.auth import can_see_submission, current_user, db, login_required
-from server.models import Phase, Submission, Team
-from server.submissions import phase_state, visible_scores
+from server.errors import status_of
+from server.exceptions import SubmissionRefused
+from server.forms import SubmitForm
+from server.lifecycle import RANKED_RUN_RULE, public_result, set_primary
+from server.models import Phase, Score, Submission, Team
+from server.submissions import create_submission, ensure_phases, phase_state, visible_scores
+from server.submissions import quota as backbone_quota
 from tasks import all_tasks, get_task
 from tasks.store import TaskStore
 
@@ -34,8 +40,6 @@ def settings():
 
 
 def task_or_404(task_id: str):
-    from scorer.errors import TaskNotFound
-
     try:
         return get_task(task_id)
     except TaskNotFound:
@@ -47,8 +51,6 @@ def phases_of(task_id: str) -> list[Phase]:
     s = db()
     rows = s.exec(select(Phase).where(Phase.task_id == task_id)).all()
     if not rows:
-        from server.submissions import ensure_phases
-
         ensure_phases(s)
         rows = s.exec(select(Phase).where(Phase.task_id == task_id)).all()
     return sorted(rows, key=lambda p: (PHASE_ORDER.get(p.name, 9), p.name))
@@ -58,7 +60,6 @@ def quota(team: Team | None, phase: Phase) -> dict | None:
     """What remains of a team's allowance in a phase, as the backbone counts it."""
     if team is None:
         return None
-    from server.submissions import quota as backbone_quota
 
     return backbone_quota(db(), team=team, phase=phase)
 
@@ -88,7 +89,6 @@ def task(task_id: str):
     splits = [sp for sp in t.splits if store.public_files(sp)] if imported else []
     team = user_team()
     phases = [(p, phase_state(p), quota(team, p)) for p in phases_of(t.id)]
-    from server.lifecycle import RANKED_RUN_RULE
 
     return render_template(
         "tasks/task.html",
@@ -140,7 +140,6 @@ def submit(task_id: str):
     phases = phases_of(t.id)
     if not phases:
         abort(404)
-    from server.forms import SubmitForm
 
     if request.method == "POST":
         form = SubmitForm()
@@ -162,8 +161,6 @@ def submit(task_id: str):
         return render_template("tasks/submit.html", task=t, phases=phases, form=form)
     if not form.validate():
         return render_template("tasks/submit.html", task=t, phases=phases, form=form), 400
-    from server.exceptions import SubmissionRefused
-    from server.submissions import create_submission
 
     phase = next(p for p in phases if p.name == form.phase.data)
     upload = form.file.data
@@ -186,8 +183,6 @@ def submit(task_id: str):
             redis=current_app.extensions.get("palimpsest.redis"),
         )
     except SubmissionRefused as e:
-        from server.errors import status_of
-
         s.rollback()
         when = getattr(e, "next_allowed_at", None)
         msg = str(e)
@@ -197,8 +192,6 @@ def submit(task_id: str):
         # the same status as the API's (server.errors)
         return render_template("tasks/submit.html", task=t, phases=phases, form=form), status_of(e)
     if form.primary.data:
-        from server.lifecycle import set_primary
-
         set_primary(s, sub, team_id=team.id, actor=current_user())
     flash(
         "Submitted. It is queued for scoring."
@@ -241,8 +234,6 @@ PAGE = 100
 def primary_scores(subs, phases) -> dict[int, tuple[float | None, str]]:
     """Each scored run's primary score as its team may see it (the whole gold, or its public part;
     the private part once the phase's ranking is published), in one query."""
-    from server.models import Score
-
     counted = {s.id: s.score_attempt for s in subs if s.score_attempt is not None}
     got: dict[int, dict[str, float | None]] = {}
     ids = list(counted)
@@ -300,8 +291,6 @@ def submission(submission_id: int):
     organizer = current_user().is_organizer
     shown = visible_scores(s, sub, phase, organizer=organizer)
     if not organizer:  # the gold's sha256 is the organizers': participants see its keyed id
-        from server.lifecycle import public_result
-
         secret = settings().secret_key
         shown = [_Shown(sc, public_result(sc.result, secret)) for sc in shown]
     team = s.get(Team, sub.team_id)
@@ -335,7 +324,6 @@ def mark_primary(submission_id: int):
     if u.team_id != sub.team_id:  # an organizer may look, but only the team chooses its run
         abort(403)
     s = db()
-    from server.lifecycle import set_primary
 
     set_primary(s, sub, team_id=u.team_id, actor=u)
     phase = s.get(Phase, sub.phase_id)
