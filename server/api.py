@@ -13,20 +13,40 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import zipfile
 from urllib.parse import urlencode
 
-from flask import Blueprint, Response, current_app, jsonify, request
+import flask_swagger_ui
+from flask import Blueprint, Response, current_app, jsonify, request, send_from_directory
 from pydantic import BaseModel, ValidationError
 from sqlmodel import SQLModel, select
 from werkzeug.exceptions import HTTPException
 
+from baselines.systems import SYSTEMS, Options
+from scorer.errors import TaskNotFound
 from server import api_models as m
-from server import auth
+from server import auth, lifecycle, publication, teams
+from server.baselines import baseline_team
 from server.errors import HANDLED, describe
-from server.models import AuditLog, Phase, Submission, Team, User
-from server.openapi import op
-from server.submissions import phase_state, visible_scores
+from server.exceptions import DuplicateSubmission
+from server.lifecycle import latest_ranking, phase_labels, public_result, set_primary
+from server.models import AuditLog, Phase, RankingVersion, Submission, Team, User
+from server.openapi import op, spec
+from server.organize import (
+    QueueUnreachable,
+    enqueue_ids,
+    export_ranking,
+    queue_baselines,
+    rescore_task,
+)
+from server.organize import baseline_runs as runs_of
+from server.queue import connect
+from server.submissions import create_submission, phase_state, quota, visible_scores
+from server.teams import members
+from server.views.leaderboard import _serve
+from tasks import all_tasks, get_task
+from tasks.store import TaskStore
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -206,9 +226,6 @@ def _settings():
 
 
 def _task(task_id: str):
-    from scorer.errors import TaskNotFound
-    from tasks import get_task
-
     try:
         return get_task(task_id)
     except TaskNotFound as e:
@@ -243,7 +260,6 @@ def _phase(s, task_id: str, name: str | None) -> Phase:
 def _quota(s, user, phase: Phase) -> dict | None:
     if user is None or user.team_id is None:
         return None
-    from server.submissions import quota
 
     q = quota(s, team_id=user.team_id, phase=phase)
     left = [v for v in (q.get("daily_left"), q.get("total_left")) if v is not None]
@@ -257,8 +273,6 @@ def _quota(s, user, phase: Phase) -> dict | None:
 
 def phase_kind(p: Phase) -> str:
     """ "cross-validated" for a phase on its task's cross-validated split, else "standard"."""
-    from tasks import get_task
-
     try:
         return "cross-validated" if get_task(p.task_id).is_cross_validated(p.split) else "standard"
     except Exception:  # noqa: BLE001 - a phase of a task no longer declared
@@ -284,8 +298,6 @@ def phase_fields(p: Phase, quota: dict | None = None) -> dict:
 
 
 def phase_state_fields(p: Phase) -> dict:
-    from server.lifecycle import phase_labels
-
     return {
         **phase_fields(p),
         "state": phase_labels(p),
@@ -334,8 +346,6 @@ def task_fields(task, store_exists: bool, phases: list[dict]) -> dict:
 
 
 def _store(task_id: str):
-    from tasks.store import TaskStore
-
     return TaskStore(task_id, _settings().home)
 
 
@@ -343,8 +353,6 @@ def _visible_scores(s, user, sub: Submission, phase: Phase) -> dict | None:
     """The scoring contract of what the caller may see: the public part (or all) while the phase
     runs; after publication the private part too. Participants see the gold's keyed id, never its
     sha256."""
-    from server.lifecycle import public_result
-
     if sub.score_attempt is None:  # never scored (a rescore keeps the standing scores)
         return None
     secret = _settings().secret_key
@@ -432,8 +440,6 @@ def me():
 
 
 def _team_out(s, team: Team, status: int = 200):
-    from server.teams import members
-
     return out(
         m.TeamOut,
         status,
@@ -472,8 +478,6 @@ def team_show():
     tags=("team",),
 )
 def team_create():
-    from server import teams
-
     u = _user()
     body = _body(m.TeamCreate)
     s = auth.db()
@@ -489,8 +493,6 @@ def team_create():
     tags=("team",),
 )
 def team_join():
-    from server import teams
-
     u = _user()
     body = _body(m.TeamJoin)
     s = auth.db()
@@ -505,8 +507,6 @@ def team_join():
     tags=("team",),
 )
 def team_leave():
-    from server import teams
-
     u = _user()
     return out(m.Left, left_team=teams.leave_team(auth.db(), u))
 
@@ -514,8 +514,6 @@ def team_leave():
 @bp.post("/team/invite")
 @op("Replace your team's invite code", responses={200: m.TeamOut}, errors=(409,), tags=("team",))
 def team_rotate():
-    from server import teams
-
     u = _user()
     s = auth.db()
     return _team_out(s, teams.rotate_invite(s, u))
@@ -532,8 +530,6 @@ def team_rotate():
     tags=("tasks",),
 )
 def tasks_list():
-    from tasks import all_tasks
-
     u = _user()
     page = _query(m.PageQuery)
     s = auth.db()
@@ -628,10 +624,6 @@ def _flag(name: str, default: bool = False) -> bool:
     "team's primary (ranked) run of the phase.",
 )
 def create(task_id):
-    from server.exceptions import DuplicateSubmission
-    from server.lifecycle import set_primary
-    from server.submissions import create_submission
-
     u = _user()
     t = _task(task_id)
     s = auth.db()
@@ -663,8 +655,6 @@ def create(task_id):
             total=1,
         )
     if as_baseline:
-        from server.baselines import baseline_team
-
         team = baseline_team(s)
     else:
         team = s.get(Team, u.team_id)
@@ -749,8 +739,6 @@ def submission(submission_id):
     "the team chooses its run.",
 )
 def primary(submission_id):
-    from server.lifecycle import set_primary
-
     u = _user()
     s = auth.db()
     sub = _own_submission(s, u, submission_id)
@@ -772,8 +760,6 @@ def primary(submission_id):
     "phase answers with its final ranking as published (a `Snapshot`).",
 )
 def leaderboard(task_id):
-    from server.views.leaderboard import _serve
-
     u = _user()
     t = _task(task_id)
     _query(m.LeaderboardQuery)
@@ -812,8 +798,6 @@ def phases_list(task_id):
     tags=("organizers",),
 )
 def phase_create(task_id):
-    from server import lifecycle
-
     u = _organizer()
     t = _task(task_id)
     body = _body(m.PhaseCreate)
@@ -835,8 +819,6 @@ def phase_create(task_id):
     tags=("organizers",),
 )
 def phase_edit(task_id, phase_name):
-    from server import lifecycle
-
     u = _organizer()
     t = _task(task_id)
     body = _body(m.PhaseEdit)
@@ -861,8 +843,6 @@ def phase_edit(task_id, phase_name):
     "(version 2 on) needs a `reason`.",
 )
 def phase_action(task_id, phase_name, action):
-    from server import lifecycle, publication
-
     u = _organizer()
     t = _task(task_id)
     s = auth.db()
@@ -911,8 +891,6 @@ def _version_fields(rv) -> dict:
     tags=("organizers",),
 )
 def rankings(task_id, phase_name):
-    from server.models import RankingVersion
-
     _organizer()
     t = _task(task_id)
     page = _query(m.PageQuery)
@@ -935,8 +913,6 @@ def rankings(task_id, phase_name):
     tags=("leaderboards",),
 )
 def ranking_version(task_id, phase_name, version):
-    from server.lifecycle import latest_ranking
-
     _user()
     t = _task(task_id)
     s = auth.db()
@@ -959,8 +935,6 @@ def ranking_version(task_id, phase_name, version):
     "(application/x-tex).",
 )
 def export(task_id, phase_name):
-    from server.organize import export_ranking
-
     u = _organizer()
     t = _task(task_id)
     q = _query(m.ExportQuery)
@@ -986,9 +960,6 @@ def export(task_id, phase_name):
     tags=("organizers",),
 )
 def rescore_one(submission_id):
-    from server import lifecycle
-    from server.organize import enqueue_ids
-
     u = _organizer()
     body = _body(m.Rescore) if (request.get_json(silent=True) or request.form) else m.Rescore()
     s = auth.db()
@@ -1017,8 +988,6 @@ def rescore_one(submission_id):
     tags=("organizers",),
 )
 def rescore_all(task_id):
-    from server.organize import enqueue_ids, rescore_task
-
     u = _organizer()
     t = _task(task_id)
     body = (
@@ -1050,8 +1019,6 @@ def rescore_all(task_id):
     description="Nothing is deleted for real; hide and remove need a reason, which the team is shown.",
 )
 def visibility(submission_id):
-    from server import lifecycle
-
     u = _organizer()
     body = _body(m.Visibility)
     s = auth.db()
@@ -1141,9 +1108,6 @@ def baselines_list(task_id):
     "and records its file as a baseline entry.",
 )
 def baselines_queue(task_id):
-    from baselines.systems import SYSTEMS, Options
-    from server.organize import QueueUnreachable, queue_baselines
-
     u = _organizer()
     t = _task(task_id)
     body = _body(m.BaselineRuns)
@@ -1175,9 +1139,6 @@ def baselines_queue(task_id):
     tags=("organizers",),
 )
 def baseline_runs():
-    from server.organize import baseline_runs as runs_of
-    from server.queue import connect
-
     _organizer()
     page = _query(m.PageQuery)
     try:  # only look: never start the embedded Redis for this
@@ -1214,8 +1175,6 @@ def baseline_runs():
     tags=("api",),
 )
 def openapi():
-    from server.openapi import spec
-
     cached = current_app.extensions.get("palimpsest.openapi")
     if cached is None:
         cached = current_app.extensions["palimpsest.openapi"] = spec(current_app)
@@ -1229,11 +1188,6 @@ def _docs_blueprint() -> Blueprint:
     """`/api/docs`: Swagger UI from the assets the flask-swagger-ui package ships (no network), on
     this server's description; the start-up script is a file, so the page's CSP needs no inline
     script."""
-    import os
-
-    import flask_swagger_ui
-    from flask import send_from_directory
-
     dist = os.path.join(os.path.dirname(flask_swagger_ui.__file__), "dist")
     docs = Blueprint("apidocs", __name__, url_prefix="/api/docs")
 
