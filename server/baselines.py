@@ -8,6 +8,8 @@ a deterministic baseline adds no row. The leaderboard shows the newest scored en
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,10 +19,13 @@ from sqlmodel import Session
 from baselines.errors import BaselineError
 from baselines.run import describe_run, plan, recorded_method
 from baselines.systems import Options
+from server.auth import new_invite_code
+from server.exceptions import DuplicateSubmission, NotFound
 from server.migrate import SchemaError, prepare
 from server.models import Phase, Team, User
 from server.queue import connect, enqueue_baseline_run
 from server.settings import Settings
+from server.submissions import create_submission, ensure_phases, resolve_phase
 
 BASELINE_TEAM = "Baselines"
 
@@ -29,9 +34,6 @@ def reads_as_baselines(name: str) -> bool:
     """True for a team name that reads as the reserved baselines team's: "Baselines", "baselines",
     "B a s e l i n e s", "Baselines!", "Baseline", "Baselines (2)", "Ｂａｓｅｌｉｎｅｓ" (any case,
     width, accents, spacing or punctuation, with or without a number)."""
-    import re
-    import unicodedata
-
     folded = unicodedata.normalize("NFKD", name).casefold()
     letters = "".join(c for c in folded if c.isalnum() and not unicodedata.combining(c))
     return re.fullmatch(r"baselines?\d*", letters) is not None
@@ -39,8 +41,6 @@ def reads_as_baselines(name: str) -> bool:
 
 def baseline_team(session: Session) -> Team:
     """The team baseline entries belong to, created on first use (no invite code is ever shown)."""
-    from server.auth import new_invite_code
-
     team = (
         session.execute(select(Team).where(Team.is_baseline.is_(True)).order_by(Team.id))
         .scalars()
@@ -68,9 +68,6 @@ def baseline_phases(
 ) -> list[Phase]:
     """The phases a baseline run on `split` is recorded in: the named ones, else every phase of the
     task on that split. Raises NotFound for a name the task lacks, or when it has no such phase."""
-    from server.exceptions import NotFound
-    from server.submissions import ensure_phases, resolve_phase
-
     ensure_phases(session)
     if names:
         return [resolve_phase(session, task_id, n) for n in names]
@@ -112,9 +109,6 @@ def record_file(
     split: str = "test",
 ) -> list[Recorded]:
     """Submit `path` as a baseline entry of `task_id` in each of its phases on `split` (or `phases`)."""
-    from server.exceptions import DuplicateSubmission
-    from server.submissions import create_submission
-
     settings = settings or Settings.from_env()
     team = baseline_team(session)
     path = Path(path)

@@ -5,12 +5,17 @@ Nothing heavy is imported at module level: Flask, RQ and SQLModel load inside th
 
 from __future__ import annotations
 
+import json
+import json as _json
+import logging
 import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 import click
+
+from tasks import get_task
 
 QUEUE_CHOICES = ("scoring", "baselines")
 
@@ -61,8 +66,6 @@ class Refused(click.ClickException):
         self.as_json = bool(ctx is not None and ctx.params.get("as_json"))
 
     def show(self, file=None) -> None:
-        import json
-
         if self.as_json:
             click.echo(
                 json.dumps(
@@ -73,8 +76,6 @@ class Refused(click.ClickException):
 
 
 def _task(task_id: str):
-    from tasks import get_task
-
     try:
         return get_task(task_id)
     except Exception as e:  # noqa: BLE001 — TaskNotFound says which tasks exist
@@ -152,8 +153,6 @@ def register(main: click.Group) -> None:
     @_home_option
     def serve(host, port, demo, workers):
         """Run the web app, an embedded Redis, workers and the reconciler on this machine."""
-        import logging
-
         from server.migrate import SchemaError
         from server.supervisor import Supervisor
 
@@ -183,8 +182,6 @@ def register(main: click.Group) -> None:
     @_home_option
     def worker(queues, burst):
         """Run a scoring worker (RQ, JSON-serialized jobs) against DATABASE_URL and REDIS_URL."""
-        import logging
-
         from server.migrate import SchemaError
         from server.worker import run
 
@@ -200,9 +197,6 @@ def register(main: click.Group) -> None:
     @_home_option
     def reconcile_cmd(once):
         """Re-enqueue what the database says is pending but no live job holds (run one per site)."""
-        import json
-        import logging
-
         from server.queue import connect
         from server.reconciler import reconcile, run_forever
 
@@ -452,8 +446,6 @@ def register(main: click.Group) -> None:
         )
         @_home_option
         def command(task_id, phase_name, reason, close_first, as_json):
-            import json as _json
-
             from sqlmodel import Session
 
             from server import lifecycle, publication
@@ -537,8 +529,6 @@ def register(main: click.Group) -> None:
     @_home_option
     def rankings_show(task_id, phase_name, version, as_json):
         """Print a published final ranking, or list its versions."""
-        import json as _json
-
         from sqlmodel import Session
 
         from server import lifecycle

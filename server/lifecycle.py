@@ -23,7 +23,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-from datetime import datetime
+import secrets
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Iterable
 
@@ -31,7 +32,10 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from server.exceptions import LifecycleRefused
+import scorer
+from scorer import partition_strata, partition_units
+from scorer.partition import legacy_partition, stratified_partition
+from server.exceptions import LifecycleRefused, NotFound
 from server.models import (
     AuditLog,
     GoldPartition,
@@ -42,6 +46,9 @@ from server.models import (
     User,
     utcnow,
 )
+from server.storage import path_for
+from tasks import all_tasks
+from tasks.store import TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -296,8 +303,6 @@ def rescore(
 
 def set_primary(s: Session, sub: Submission, *, team_id: int, actor=None) -> Submission:
     """Make a team's submission its primary (ranked) run in its phase; the others become contrastive."""
-    from server.exceptions import NotFound
-
     if sub is None or sub.team_id != team_id or sub.removed_at is not None:
         raise NotFound(f"your team has no submission {getattr(sub, 'id', '?')}")
     s.execute(
@@ -604,8 +609,6 @@ def shared_key(task_id: str, split: str) -> str:
 
 
 def new_seed() -> int:
-    import secrets
-
     return secrets.randbelow(2**31 - 1)
 
 
@@ -682,9 +685,6 @@ def partition_of(engine, phase_id: int) -> GoldPartition | None:
 
 def draw(part: GoldPartition, home) -> tuple[list[str], list[str]]:
     """(public, private) unit ids of a partition."""
-    from scorer import partition_strata, partition_units
-    from scorer.partition import legacy_partition, stratified_partition
-
     if part.method == "legacy":
         return legacy_partition(
             partition_units(part.task_id, part.split, home), part.seed, part.public_fraction
@@ -752,9 +752,6 @@ def bootstrap_seed(engine, phase_id: int) -> int:
 def current_provenance(task, split: str, home) -> dict | None:
     """What a score must have been computed against to be ranked now: the task's declared version,
     the split's gold checksum and the scorer's version; None when the task is not imported."""
-    import scorer
-    from tasks.store import TaskStore
-
     store = TaskStore(task.id, home)
     if not store.exists():
         return None
@@ -776,8 +773,6 @@ def check_provenance(engine, settings) -> list[int]:
     """Mark stale every scored submission whose counted scores were computed against another gold,
     task or scorer version than the current one, and queue it for rescoring; returns the ids to
     enqueue (the caller enqueues them after this commits)."""
-    from tasks import all_tasks
-
     out: list[int] = []
     with Session(engine, expire_on_commit=False) as s:
         phases = list(s.execute(select(Phase)).scalars())
@@ -868,10 +863,6 @@ def purge_invalid_uploads(engine, settings, *, batch: int = 200) -> int:
     """Delete the stored files of submissions that failed validation longer ago than the retention
     period (a file another live submission also uses is kept); returns how many were purged. The
     rows and their problem reports stay."""
-    from datetime import timedelta
-
-    from server.storage import path_for
-
     cutoff = utcnow() - timedelta(days=settings.invalid_retention_days)
     done = 0
     with Session(engine, expire_on_commit=False) as s:

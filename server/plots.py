@@ -8,6 +8,11 @@ from __future__ import annotations
 import io
 from datetime import datetime
 
+import numpy as np
+from sqlmodel import select
+
+from server.models import Score, Submission, Team
+
 KINDS = ("ci", "time", "subsets", "folds")
 
 
@@ -118,8 +123,6 @@ def render(board, history: dict[str, list[tuple[datetime, float]]], fmt: str, ki
             ax.legend(fontsize=6, loc="best")
             ax.grid(alpha=0.3)
         else:
-            import numpy as np
-
             width = 0.8 / len(subsets)
             x = np.arange(len(ranked))
             for j, c in enumerate(subsets):
@@ -155,10 +158,6 @@ def history(
 ) -> dict[str, list[tuple[datetime, float]]]:
     """Each team's scored runs on the board's part (not hidden, removed or private to the team),
     as (time, primary score)."""
-    from sqlmodel import select
-
-    from server.models import Score, Submission, Team
-
     part = {"private": "private", "public": "public"}.get(board.part, "all")
     if part == "public" and phase.public_fraction >= 1.0:
         part = "all"

@@ -18,9 +18,12 @@ from sqlmodel import Session
 from server.exceptions import DuplicateSubmission, LimitReached, NotFound, PhaseClosed
 
 # the statuses and the phase window are the lifecycle's; importable from here as before
-from server.lifecycle import COUNTED, PENDING, Status, phase_state  # noqa: F401
+from server.lifecycle import COUNTED, PENDING, Status, phase_state, set_primary  # noqa: F401
 from server.models import Phase, Score, Submission, Team, User, utcnow
+from server.queue import connect, enqueue_submission
 from server.settings import Settings
+from server.storage import store_upload
+from tasks import all_tasks
 
 log = logging.getLogger(__name__)
 
@@ -205,8 +208,6 @@ def create_submission(
     reasons, nor removed) raises DuplicateSubmission naming it; checked under the team lock, so
     parallel retries of one upload make one submission.
     """
-    from server.storage import store_upload
-
     if upload_bytes_or_stream is None:
         upload_bytes_or_stream = upload
     if upload_bytes_or_stream is None:
@@ -310,8 +311,6 @@ def quota(
 
 def enqueue_or_leave(submission_id: int, settings: Settings, redis=None) -> bool:
     """Enqueue the job; if Redis is away the row stays queued and the reconciler enqueues it later."""
-    from server.queue import connect, enqueue_submission
-
     try:
         enqueue_submission(redis or connect(settings), submission_id, settings)
         return True
@@ -339,8 +338,6 @@ CROSS_VALIDATED_PHASE = dict(
 def ensure_phases(session: Session) -> list[Phase]:
     """Create the default `dev` and `test` phases of every registered task that lacks them, and a
     phase on a task's cross-validated split (named after it)."""
-    from tasks import all_tasks
-
     made = []
     for t in all_tasks():
         for split in t.splits:
@@ -363,8 +360,6 @@ def ensure_phases(session: Session) -> list[Phase]:
 
 def mark_primary(session: Session, *, submission_id: int, team_id: int, actor=None) -> Submission:
     """Make a team's submission its primary (ranked) run in its phase; the others become contrastive."""
-    from server.lifecycle import set_primary
-
     return set_primary(
         session, session.get(Submission, submission_id), team_id=team_id, actor=actor
     )
