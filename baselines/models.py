@@ -83,6 +83,7 @@ def resolve_model(spec: str | os.PathLike | None = None) -> ResolvedModel:
             looked.append(f"package {module} has no get_model_path() pointing to a directory")
     if "/" in spec and not p.exists():
         try:
+            # heavy optional: huggingface_hub loads only when a model is fetched
             from huggingface_hub import snapshot_download
 
             path = Path(snapshot_download(spec))
@@ -99,6 +100,7 @@ def resolve_model(spec: str | os.PathLike | None = None) -> ResolvedModel:
 
 def pick_device(device: str = "auto") -> str:
     """'cuda' when asked or when auto finds a GPU, else 'cpu'; asking for a missing GPU is an error."""
+    # heavy optional: torch (the baselines extra) loads only when a model runs
     import torch
 
     if device == "auto":
@@ -109,6 +111,7 @@ def pick_device(device: str = "auto") -> str:
 
 
 def _seed() -> None:
+    # heavy optional: torch (the baselines extra) loads only when a model runs
     import torch
 
     torch.manual_seed(0)
@@ -122,6 +125,7 @@ def show_progress(flag: bool | None) -> bool:
 def _quiet_progress(show: bool | None) -> bool:
     show = show_progress(show)
     if not show:  # transformers draws its own bar while loading weights
+        # heavy optional: transformers loads only when a model runs
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
@@ -154,6 +158,7 @@ class BiEncoder:
             raise BaselineError(f"pipeline {pipeline!r} is not one of {', '.join(PIPELINES)}")
         _offline()
         _seed()
+        # heavy optional: sentence-transformers loads only when a model runs
         from sentence_transformers import SentenceTransformer
 
         self.model_ref = resolve_model(spec)
@@ -223,6 +228,7 @@ class BiEncoder:
     def _tokenizer(self):
         """A private copy of the model's Rust tokenizer that truncates as encode() does and never pads
         (the model's own tokenizer object is shared and left as it is)."""
+        # heavy optional: tokenizers loads only when a model runs
         from tokenizers import Tokenizer
 
         tok = self.model.tokenizer
@@ -268,6 +274,7 @@ class BiEncoder:
     def _encode_fast(self, texts: list[str], desc: str):
         """Unit vectors in the caller's order: sorted by token length (longest first, ties in input
         order, so a given input list always gives the same batches), exact-width batches."""
+        # heavy optional: torch (the baselines extra) loads only when a model runs
         import torch
 
         ids = self._tokenize(list(texts), desc)
@@ -375,6 +382,7 @@ class PairScorer:
                 "head, so it cannot be a cross-encoder; give --cross-model a cross-encoder checkpoint "
                 "(e.g. a local copy of cross-encoder/stsb-roberta-base)"
             )
+        # heavy optional: sentence-transformers loads only when a model runs
         from sentence_transformers import CrossEncoder
 
         self.device = pick_device(device)
@@ -441,6 +449,7 @@ class TokenEncoder:
     ):
         _offline()
         _seed()
+        # heavy optional: torch (the baselines extra) loads only when a model runs
         import torch
         from transformers import AutoModel, AutoTokenizer
 

@@ -342,6 +342,7 @@ def run_swissgov(
 def top_k(q, s, k: int, device: str = "cpu", chunk: int = 4096, progress: bool = False):
     """Exact top-k rows of s by inner product for each row of q, by chunked matrix products
     (on the GPU when device is cuda); returns (indices, scores) as numpy arrays."""
+    # heavy optional: torch (the baselines extra) loads only when a model runs
     import torch
 
     k = min(k, s.shape[0])

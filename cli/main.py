@@ -43,6 +43,7 @@ def friendly(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        # the scorer loads only when a command needs it: `palimpsest --help` stays light
         from scorer.errors import PalimpsestError
 
         # with --json, stdout holds exactly one JSON document, an error included
@@ -203,6 +204,7 @@ def _param(flag: str) -> str:
 @friendly
 def tasks_import(task_id, home, **given):
     """Build a task from its official release into the data directory (idempotent)."""
+    # the importers load only when this command runs: `palimpsest --help` stays light
     from tasks.importers import import_task
 
     t = get_task(task_id)
@@ -262,6 +264,7 @@ def agreement_cmd(task_id, source, home, as_json):
         click.echo(_json.dumps(got, indent=2, sort_keys=True))
         return
     if "language_pairs" in got:  # SwissGov-RSD: annotator against annotator per language pair
+        # numpy, scipy and krippendorff load only when an import computes human rows
         from tasks.agreement_swissgov import why
 
         click.echo(
@@ -350,6 +353,7 @@ def _print_problems(e, as_json: bool, task_id: str, cap: int = 50):
 @friendly
 def validate_cmd(task_id, file, split, home, as_json):
     """Check a submission file; exit 0 only when it is valid."""
+    # the scorer loads only when a command needs it: `palimpsest --help` stays light
     from scorer import SubmissionInvalid, validate_file
 
     try:
@@ -372,6 +376,7 @@ def validate_cmd(task_id, file, split, home, as_json):
 @friendly
 def score_cmd(task_id, file, split, home, as_json):
     """Validate, then score a submission against the split's gold."""
+    # the scorer loads only when a command needs it: `palimpsest --help` stays light
     from scorer import SubmissionInvalid, score_file
 
     try:

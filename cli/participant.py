@@ -41,6 +41,7 @@ def _die(e: ClientError, as_json: bool = False):
 
 def _problem(p: dict) -> str:
     """A problem from the server, worded as the offline validator words it."""
+    # the scorer loads only when a command needs it: `palimpsest --help` stays light
     from scorer.errors import Problem
 
     return str(Problem(str(p.get("message", "")), p.get("line"), p.get("id")))

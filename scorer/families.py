@@ -886,6 +886,7 @@ def _id_arrays(store: TaskStore, split: str):
 @functools.lru_cache(maxsize=8)
 def _public_id_array(key: tuple):
     """The seg_id column of a public segment file, in file order (as `_public_ids` numbers it)."""
+    # heavy: pyarrow loads only when a link table is read
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -913,6 +914,7 @@ def _id_array_cached(key: tuple):
 def _source_order(key: tuple) -> np.ndarray:
     """Each source's position among the source ids sorted by byte order (trec_eval's tie rule)."""
     try:
+        # heavy: pyarrow loads only when a link table is read
         import pyarrow.compute as pc
 
         ranked = pc.sort_indices(_id_array_cached(key))  # binary values: byte order

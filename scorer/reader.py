@@ -519,6 +519,7 @@ class _Counted:
 
 def id_array(ids_bytes: bytes):
     """A pyarrow binary array of newline-terminated ids, built from buffers (no Python objects)."""
+    # heavy: pyarrow loads only when a link table is read
     import pyarrow as pa
 
     buf = np.frombuffer(ids_bytes, dtype=np.uint8)
@@ -561,6 +562,7 @@ def _np(arr, dtype):
 def _index_in(col, known):
     """Each value's position in `known` (a hash join) as int32, or None if any value is not there;
     `col` is an array or a chunked array."""
+    # heavy: pyarrow loads only when a link table is read
     import pyarrow.compute as pc
 
     idx = pc.index_in(col, value_set=known)
@@ -580,6 +582,7 @@ def arrow_links(path: str | Path, qknown, sknown, limits: Limits = DEFAULT_LIMIT
     JSON Lines): the caller then reads it with `load` and reports every problem by line. Size
     limits are enforced as `read_bytes` does, with the same messages.
     """
+    # heavy: pyarrow loads only when a link table is read
     import pyarrow as pa
     import pyarrow.csv as pacsv
 

@@ -38,6 +38,7 @@ def _home_option(f):
 
 
 def _settings():
+    # the server loads only when this command runs: `palimpsest --help` stays light
     from server.settings import Settings
 
     return Settings.from_env()
@@ -46,6 +47,7 @@ def _settings():
 def _engine(settings=None):
     """The database of a local command, at the migrations' head: the embedded default is upgraded
     (created when new); a DATABASE_URL that is behind is refused, saying to run `db upgrade`."""
+    # the server loads only when this command runs: `palimpsest --help` stays light
     from server.migrate import SchemaError, prepare
 
     try:
@@ -83,8 +85,10 @@ def _task(task_id: str):
 
 
 def _phase(s, task, name: str):
+    # the server loads only when this command runs: `palimpsest --help` stays light
     from sqlalchemy import select
 
+    # the server loads only when this command runs: `palimpsest --help` stays light
     from server.models import Phase
     from server.submissions import ensure_phases
 
@@ -153,6 +157,7 @@ def register(main: click.Group) -> None:
     @_home_option
     def serve(host, port, demo, workers):
         """Run the web app, an embedded Redis, workers and the reconciler on this machine."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.migrate import SchemaError
         from server.supervisor import Supervisor
 
@@ -182,6 +187,7 @@ def register(main: click.Group) -> None:
     @_home_option
     def worker(queues, burst):
         """Run a scoring worker (RQ, JSON-serialized jobs) against DATABASE_URL and REDIS_URL."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.migrate import SchemaError
         from server.worker import run
 
@@ -197,6 +203,7 @@ def register(main: click.Group) -> None:
     @_home_option
     def reconcile_cmd(once):
         """Re-enqueue what the database says is pending but no live job holds (run one per site)."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.queue import connect
         from server.reconciler import reconcile, run_forever
 
@@ -223,8 +230,10 @@ def register(main: click.Group) -> None:
     @_home_option
     def users_create(email, password_stdin, organizer):
         """Create an account; the password is read from standard input."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from sqlmodel import Session
 
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.auth import audit, create_user
 
         password = sys.stdin.readline().rstrip("\r\n")
@@ -238,8 +247,10 @@ def register(main: click.Group) -> None:
             click.echo(f"created {'organizer' if organizer else 'user'} {u.email} (id {u.id})")
 
     def _user_by_email(s, email):
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from sqlalchemy import select
 
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.models import User
 
         u = s.execute(select(User).where(User.email == email.strip().lower())).scalar_one_or_none()
@@ -260,8 +271,10 @@ def register(main: click.Group) -> None:
 
         It expires after PALIMPSEST_RESET_MINUTES; it is signed with PALIMPSEST_SECRET_KEY, which
         must be the server's."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from sqlmodel import Session
 
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.auth import audit, reset_link
 
         settings = _settings()
@@ -281,8 +294,10 @@ def register(main: click.Group) -> None:
     @_home_option
     def users_sign_out(email):
         """End every session of an account (its API tokens stay: revoke those apart)."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from sqlmodel import Session
 
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.auth import audit
 
         with Session(_engine(), expire_on_commit=False) as s:
@@ -303,9 +318,11 @@ def register(main: click.Group) -> None:
     @_home_option
     def tokens_create(email, name):
         """Print a new API token for a user, once; only its sha256 is stored."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from sqlalchemy import select
         from sqlmodel import Session
 
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.auth import create_token
         from server.models import User
 
@@ -327,9 +344,11 @@ def register(main: click.Group) -> None:
     @_home_option
     def phases_list():
         """List every phase with its window and limits."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from sqlalchemy import select
         from sqlmodel import Session
 
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.models import Phase
         from server.submissions import ensure_phases
 
@@ -383,9 +402,12 @@ def register(main: click.Group) -> None:
         public_fraction,
     ):
         """Create or change a phase of a task."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from sqlalchemy import select
         from sqlmodel import Session
 
+        # the server loads only when this command runs: `palimpsest --help` stays light
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server import lifecycle
         from server.exceptions import LifecycleRefused
         from server.models import Phase
@@ -446,8 +468,10 @@ def register(main: click.Group) -> None:
         )
         @_home_option
         def command(task_id, phase_name, reason, close_first, as_json):
+            # the server loads only when this command runs: `palimpsest --help` stays light
             from sqlmodel import Session
 
+            # the server loads only when this command runs: `palimpsest --help` stays light
             from server import lifecycle, publication
             from server.exceptions import LifecycleRefused
 
@@ -529,8 +553,10 @@ def register(main: click.Group) -> None:
     @_home_option
     def rankings_show(task_id, phase_name, version, as_json):
         """Print a published final ranking, or list its versions."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from sqlmodel import Session
 
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server import lifecycle
 
         task = _task(task_id)
@@ -574,6 +600,7 @@ def register(main: click.Group) -> None:
     def db_upgrade(revision):
         """Create or migrate the database (DATABASE_URL, or SQLite in the data directory) to a
         revision (default: the newest)."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.migrate import SchemaError, current, upgrade
 
         settings = _settings()
@@ -589,6 +616,7 @@ def register(main: click.Group) -> None:
     def db_stamp(revision):
         """Record REVISION as the database's revision without migrating (for a database built
         without the migrations: give the revision its tables are at, then `db upgrade`)."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.migrate import current, stamp
 
         settings = _settings()
@@ -602,6 +630,7 @@ def register(main: click.Group) -> None:
     @_home_option
     def db_current():
         """Print the database's revision and whether it is the newest; exit 1 when it is not."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.db import get_engine
         from server.migrate import current, status
 

@@ -17,9 +17,11 @@ KINDS = ("ci", "time", "subsets", "folds")
 
 
 def _plt():
+    # heavy: matplotlib loads only when a figure is drawn
     import matplotlib
 
     matplotlib.use("Agg")
+    # heavy: matplotlib loads only when a figure is drawn
     import matplotlib.pyplot as plt
 
     # team names are text, never mathtext ("$" is a character); SVG ids stable across renders
