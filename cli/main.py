@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import importlib
 import json
-import json as _json
 import os
 import sys
 from dataclasses import asdict
@@ -261,7 +260,7 @@ def agreement_cmd(task_id, source, home, as_json):
         if got is None:
             _fail(f"{t.id} was imported without its annotations; re-import it, or pass --from")
     if as_json:
-        click.echo(_json.dumps(got, indent=2, sort_keys=True))
+        click.echo(json.dumps(got, indent=2, sort_keys=True))
         return
     if "language_pairs" in got:  # SwissGov-RSD: annotator against annotator per language pair
         # numpy, scipy and krippendorff load only when an import computes human rows

@@ -6,7 +6,6 @@ Nothing heavy is imported at module level: Flask, RQ and SQLModel load inside th
 from __future__ import annotations
 
 import json
-import json as _json
 import logging
 import os
 import sys
@@ -511,7 +510,7 @@ def register(main: click.Group) -> None:
                     "closes_at": p.closes_at.isoformat() + "Z" if p.closes_at else None,
                 }
             if as_json:
-                click.echo(_json.dumps(out))
+                click.echo(json.dumps(out))
             else:
                 extra = (
                     f"; final ranking version {out['ranking']['version']}"
@@ -572,7 +571,7 @@ def register(main: click.Group) -> None:
         if as_json:
             click.echo(rv.body_json)
             return
-        body = _json.loads(rv.body_json)
+        body = json.loads(rv.body_json)
         meta = body["ranking"]
         click.echo(
             f"{task.id} {p.name}: final ranking version {rv.version} of {len(versions)}, published "
