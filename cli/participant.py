@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 
 from cli.client import Client, ClientError, load_config, save_config
+from tasks.store import TaskStore
 
 FINAL = {"scored", "failed"}
 
@@ -40,6 +41,7 @@ def _die(e: ClientError, as_json: bool = False):
 
 def _problem(p: dict) -> str:
     """A problem from the server, worded as the offline validator words it."""
+    # the scorer loads only when a command needs it: `palimpsest --help` stays light
     from scorer.errors import Problem
 
     return str(Problem(str(p.get("message", "")), p.get("line"), p.get("id")))
@@ -96,8 +98,6 @@ def register(main: click.Group) -> None:
     )
     def download(task_id, split, home):
         """Download a task's public inputs into the data directory (so `validate` works offline)."""
-        from tasks.store import TaskStore
-
         try:
             r = _client().request("GET", f"/tasks/{task_id}/download", {"split": split})
         except ClientError as e:

@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from scorer.errors import (
@@ -19,7 +19,10 @@ from scorer.errors import (
     TaskNotFound,
     TaskNotImported,
 )
+from scorer.families import family
 from scorer.reader import DEFAULT_LIMITS, Limits, load
+from tasks import get_task
+from tasks.store import TaskStore
 
 __version__ = "0.1.0"
 
@@ -36,9 +39,6 @@ class Validated:
 
 
 def _resolve(task_id: str, split: str, home):
-    from tasks import get_task
-    from tasks.store import TaskStore
-
     task = get_task(task_id)
     if split not in task.splits:
         raise SplitNotAvailable(
@@ -57,8 +57,6 @@ def _resolve(task_id: str, split: str, home):
 def for_task(limits: Limits, task) -> Limits:
     """The limits of a file of this task: the tighter of the given ones and the task's own (its
     declared `format.max_bytes`, enough for its largest valid file)."""
-    from dataclasses import replace
-
     cap = getattr(task.format, "max_bytes", None)
     if not cap:
         return limits
@@ -74,8 +72,6 @@ def validate_file(
 ) -> Validated:
     """Check a submission against the task's inputs; raises SubmissionInvalid listing every
     problem."""
-    from scorer.families import family
-
     t0 = time.perf_counter()
     task, store = _resolve(task_id, split, home)
     limits = for_task(limits, task)
@@ -91,8 +87,6 @@ def validate_file(
 def partition_units(task_id: str, split: str = "test", home=None) -> list[str]:
     """The ids a public/private partition of the gold is drawn over (instances, targets,
     documents or queries), in the inputs' order."""
-    from scorer.families import family
-
     task, store = _resolve(task_id, split, home)
     return family(task, store, split).units()
 
@@ -103,8 +97,6 @@ def partition_strata(task_id: str, split: str = "test", home=None) -> list[tuple
     is present in both parts (TRiC: the instance's subset, `oov` or `iov`; SwissGov-RSD: the
     document's language pair; Loci Similes: `linked` for a query with a gold link, else
     `unlinked`; otherwise one stratum, `all`). Reads the gold: for the server only."""
-    from scorer.families import family
-
     task, store = _resolve(task_id, split, home)
     return family(task, store, split).strata()
 
@@ -112,8 +104,6 @@ def partition_strata(task_id: str, split: str = "test", home=None) -> list[tuple
 def score_validated(v: Validated, home=None, only=None) -> dict:
     """Score a validated submission against the split's gold, restricted to the units in `only`
     (e.g. the public part of the test gold) when given."""
-    from scorer.families import family
-
     task, store = _resolve(v.task_id, v.split, home)
     only = frozenset(only) if only is not None else None
     scored = family(task, store, v.split).score(v.parsed, only)

@@ -30,8 +30,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse, stats
+from scipy.special import ndtr
 
 from scorer import metrics
+from scorer.families import _cache_key, _link_gold, _source_order, _token_gold, family, read_jsonl
+from tasks.base import unit_id
 
 # -------------------------------------------------------------------------- what a submission keeps
 
@@ -41,11 +45,7 @@ def unit_arrays(task, store, split: str, parsed) -> dict[str, np.ndarray]:
     .npz): Keyed tasks a prediction per gold unit in the gold's order; SwissGov-RSD the scored
     (gold != -1) token predictions of each language pair in the gold's document order; Loci Similes
     the predicted links as query/source indices (and scores)."""
-    from scorer.families import _cache_key, _token_gold, read_jsonl
-
     if task.kind in ("instances", "targets"):
-        from tasks.base import unit_id
-
         keys = task.for_split(split).format.key
         gold = read_jsonl(store.gold(split, "gold.jsonl"))
         # a group left out (partial_groups) is NaN: the scorer has no value for it
@@ -268,8 +268,6 @@ def _dominance(
     group. C(a) comes in blocks of m positions: the counts up to each block from one sparse
     product with the block histograms, the rest from at most m positions per point; the tie
     term is a sparse product of the tie groups' label and document counts."""
-    from scipy import sparse
-
     n = pred.size
     order = np.argsort(pred, kind="stable")
     v = pred[order]
@@ -362,8 +360,6 @@ class Bootstrap:
     strata, and the primary score of any submission on a matrix of multiplicities."""
 
     def __init__(self, task, store, split: str, only: frozenset | None = None):
-        from scorer.families import _cache_key, read_jsonl
-
         self.task, self.store, self.split = task, store, split
         self.subset, self.metric = task.primary
         kind = task.kind
@@ -372,8 +368,6 @@ class Bootstrap:
         self.clusters: list[str] | None = None
         self.resampling = "units"
         if kind in ("instances", "targets"):
-            from tasks.base import unit_id
-
             keys, gf = task.for_split(split).format.key, task.group_field
             gold = read_jsonl(store.gold(split, "gold.jsonl"))
             ids = [unit_id(r, keys) for r in gold]
@@ -411,8 +405,6 @@ class Bootstrap:
                 self.resampling = "instances across folds"
                 self.folds = list(self.masks)
         elif kind == "tokens":
-            from scorer.families import _token_gold
-
             full = _token_gold(
                 _cache_key(store.gold(split, "gold.jsonl")), None, task.groups, task.group_field
             )
@@ -445,8 +437,6 @@ class Bootstrap:
                     TokenPair(newidx[doc_all[tok]], gvec[tok], len(kept)),
                 )
         elif kind == "links":
-            from scorer.families import _link_gold, family
-
             fam = family(task, store, split)
             qidx, sidx = fam.ids()
             self.n_sources = len(sidx)
@@ -599,8 +589,6 @@ class Bootstrap:
     def source_order(self) -> np.ndarray:
         """Each source's position in trec_eval's tie order, as the scorer reads it."""
         if self._source_order is None:
-            from scorer.families import _cache_key, _source_order
-
             self._source_order = _source_order(
                 _cache_key(self.store.root / "index" / self.split / "source_ids.txt")
             )
@@ -739,8 +727,6 @@ def paired_pvalues(samples: np.ndarray, points: np.ndarray) -> np.ndarray:
     the standard error of their difference across the same resamples (the bootstrap's normal
     approximation). Counting the resamples on the wrong side of zero instead cannot go below
     2/(B+1), which Holm's correction over a 50-row board's 1,225 pairs multiplies past 1."""
-    from scipy.special import ndtr
-
     R = samples.shape[0]
     p = np.ones((R, R))
     for i in range(R):
@@ -783,8 +769,6 @@ def naive_spearman(
     gold: np.ndarray, pred: np.ndarray, w: np.ndarray, unit_of: np.ndarray | None = None
 ) -> float:
     """scipy's Spearman on one explicitly resampled copy (items of unit u repeated w[u] times)."""
-    from scipy import stats
-
     unit_of = np.arange(gold.size) if unit_of is None else unit_of
     reps = w[unit_of].astype(np.int64)
     g, p = np.repeat(gold, reps), np.repeat(pred, reps)

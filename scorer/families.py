@@ -17,7 +17,16 @@ import numpy as np
 
 from scorer import metrics
 from scorer.errors import Problems
-from scorer.reader import BadRow, Text, csv_reader, iter_records, link_columns
+from scorer.reader import (
+    BadRow,
+    Text,
+    arrow_links,
+    csv_reader,
+    id_array,
+    iter_records,
+    link_columns,
+    open_text,
+)
 from tasks.base import Task, unit_id
 from tasks.store import TaskStore
 
@@ -642,12 +651,8 @@ class LinkFamily(Family):
         known = _id_arrays(self.store, self.split)
         fast = None
         if known is not None:
-            from scorer.reader import arrow_links
-
             fast = arrow_links(path, known[0], known[1], limits)
         if fast is None:
-            from scorer.reader import open_text
-
             # read as a stream: a file the columnar reader does not take costs what its rows keep
             # (and stops after the problem cap), never the whole file decompressed at once
             text = open_text(path, limits)
@@ -884,6 +889,7 @@ def _id_arrays(store: TaskStore, split: str):
 @functools.lru_cache(maxsize=8)
 def _public_id_array(key: tuple):
     """The seg_id column of a public segment file, in file order (as `_public_ids` numbers it)."""
+    # heavy: pyarrow loads only when a link table is read
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -903,8 +909,6 @@ def _public_id_array(key: tuple):
 
 @functools.lru_cache(maxsize=8)
 def _id_array_cached(key: tuple):
-    from scorer.reader import id_array
-
     with open(key[0], "rb") as f:
         return id_array(f.read())
 
@@ -913,6 +917,7 @@ def _id_array_cached(key: tuple):
 def _source_order(key: tuple) -> np.ndarray:
     """Each source's position among the source ids sorted by byte order (trec_eval's tie rule)."""
     try:
+        # heavy: pyarrow loads only when a link table is read
         import pyarrow.compute as pc
 
         ranked = pc.sort_indices(_id_array_cached(key))  # binary values: byte order
@@ -928,8 +933,6 @@ def _source_order(key: tuple) -> np.ndarray:
 @functools.lru_cache(maxsize=8)
 def _link_gold_arrow(key: tuple, qkey: tuple, skey: tuple) -> tuple[np.ndarray, np.ndarray]:
     """The gold links as index arrays, read like a submission (the gold is a link table too)."""
-    from scorer.reader import arrow_links
-
     got = arrow_links(key[0], _id_array_cached(qkey), _id_array_cached(skey))
     if got is None:  # pragma: no cover - a gold file the importer wrote is always well-formed
         return _link_gold(key, qkey, skey)

@@ -96,6 +96,7 @@ def correlations(gold, pred, which=("spearman", "pearson")) -> tuple[dict, list[
 
     Returns the values (None where undefined) and the reasons for each None.
     """
+    # heavy: scipy loads only for these statistics (`palimpsest validate` never needs it)
     from scipy import stats
 
     gold = np.asarray(gold, dtype=np.float64)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+import numpy as np
+
 from scorer.errors import Problem, SubmissionInvalid
 
 if TYPE_CHECKING:  # for the annotations only: participant commands must start fast
@@ -473,8 +475,6 @@ def link_columns(
     per-row Python objects. On None the caller reads the file again row by row to report every
     problem, so a valid file gives exactly what the row-by-row reader gives.
     """
-    import numpy as np  # here, not at the top: participant commands must start fast
-
     qs, ss, scs = [], [], []
     qget, sget = qidx.get, sidx.get
     was_enabled = gc.isenabled()
@@ -542,7 +542,7 @@ class _Counted:
 
 def id_array(ids_bytes: bytes):
     """A pyarrow binary array of newline-terminated ids, built from buffers (no Python objects)."""
-    import numpy as np
+    # heavy: pyarrow loads only when a link table is read
     import pyarrow as pa
 
     buf = np.frombuffer(ids_bytes, dtype=np.uint8)
@@ -576,8 +576,6 @@ def _link_header(first: bytes, fmt: str) -> list[str] | None:
 def _np(arr, dtype):
     """A pyarrow array without nulls as a numpy view of its data buffer (`to_numpy` would import
     pandas, a second or so)."""
-    import numpy as np
-
     dtype = np.dtype(dtype)
     return np.frombuffer(
         arr.buffers()[1], dtype=dtype, count=len(arr), offset=arr.offset * dtype.itemsize
@@ -587,7 +585,7 @@ def _np(arr, dtype):
 def _index_in(col, known):
     """Each value's position in `known` (a hash join) as int32, or None if any value is not there;
     `col` is an array or a chunked array."""
-    import numpy as np
+    # heavy: pyarrow loads only when a link table is read
     import pyarrow.compute as pc
 
     idx = pc.index_in(col, value_set=known)
@@ -607,7 +605,7 @@ def arrow_links(path: str | Path, qknown, sknown, limits: Limits = DEFAULT_LIMIT
     JSON Lines): the caller then reads it with `load` and reports every problem by line. Size
     limits are enforced as `read_bytes` does, with the same messages.
     """
-    import numpy as np
+    # heavy: pyarrow loads only when a link table is read
     import pyarrow as pa
     import pyarrow.csv as pacsv
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 def create_app(test_config: dict | None = None):
     """Build the Flask app from the environment, then `test_config` overrides."""
+    # Flask and the database load when an app is built: `import server` stays light
     from server.app import build_app
 
     return build_app(test_config)

@@ -13,16 +13,20 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import zipfile
 from urllib.parse import urlencode
 
-from flask import Blueprint, Response, current_app, jsonify, request
+import flask_swagger_ui
+from flask import Blueprint, Response, current_app, jsonify, request, send_from_directory
 from pydantic import BaseModel, ValidationError
 from sqlmodel import SQLModel, select
 from werkzeug.exceptions import HTTPException
 
+from baselines.systems import SYSTEMS, Options
+from scorer.errors import TaskNotFound
 from server import api_models as m
-from server import auth, exposure
+from server import auth, exposure, lifecycle, teams
 from server.actions import submissions as sub_actions
 from server.actions.common import phase_or_default
 from server.actions.phases import (
@@ -34,11 +38,25 @@ from server.actions.phases import (
 from server.errors import HANDLED, describe
 from server.exceptions import EmptyUpload
 from server.inputs import INT_MAX
-from server.models import AuditLog, Phase, Submission, Team, User
-from server.openapi import op
-from server.organize import enqueue_ids
-from server.submissions import visible_scores
+from server.lifecycle import set_primary
+from server.models import AuditLog, Phase, RankingVersion, Submission, Team, User
+from server.openapi import op, spec
+from server.organize import (
+    QueueUnreachable,
+    enqueue_ids,
+    export_ranking,
+    queue_baselines,
+)
+from server.organize import baseline_runs as runs_of
+from server.provenance import public_result
+from server.publication import latest_ranking
+from server.queue import connect
+from server.submissions import quota, visible_scores
+from server.teams import members
+from server.views.leaderboard import _serve
 from server.visibility import shown_part, viewer_of
+from tasks import all_tasks, get_task
+from tasks.store import TaskStore
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
 
@@ -233,9 +251,6 @@ def _settings():
 
 
 def _task(task_id: str):
-    from scorer.errors import TaskNotFound
-    from tasks import get_task
-
     try:
         return get_task(task_id)
     except TaskNotFound as e:
@@ -253,7 +268,6 @@ def _phase(s, task_id: str, name: str | None) -> Phase:
 def _quota(s, user, phase: Phase) -> dict | None:
     if user is None or user.team_id is None:
         return None
-    from server.submissions import quota
 
     q = quota(s, team_id=user.team_id, phase=phase)
     left = [v for v in (q.get("daily_left"), q.get("total_left")) if v is not None]
@@ -303,8 +317,6 @@ def task_fields(task, store_exists: bool, phases: list[dict]) -> dict:
 
 
 def _store(task_id: str):
-    from tasks.store import TaskStore
-
     return TaskStore(task_id, _settings().home)
 
 
@@ -312,8 +324,6 @@ def _visible_scores(s, user, sub: Submission, phase: Phase) -> dict | None:
     """The scoring contract of what the caller may see: the public part (or all) while the phase
     runs; after publication the private part too. Participants see the gold's keyed id, never its
     sha256."""
-    from server.provenance import public_result
-
     if sub.score_attempt is None:  # never scored (a rescore keeps the standing scores)
         return None
     secret = _settings().secret_key
@@ -400,8 +410,6 @@ def me():
 
 
 def _team_out(s, team: Team, status: int = 200):
-    from server.teams import members
-
     return out(
         m.TeamOut,
         status,
@@ -440,8 +448,6 @@ def team_show():
     tags=("team",),
 )
 def team_create():
-    from server import teams
-
     u = _user()
     body = _body(m.TeamCreate)
     s = auth.db()
@@ -457,8 +463,6 @@ def team_create():
     tags=("team",),
 )
 def team_join():
-    from server import teams
-
     u = _user()
     body = _body(m.TeamJoin)
     s = auth.db()
@@ -473,8 +477,6 @@ def team_join():
     tags=("team",),
 )
 def team_leave():
-    from server import teams
-
     u = _user()
     return out(m.Left, left_team=teams.leave_team(auth.db(), u))
 
@@ -482,8 +484,6 @@ def team_leave():
 @bp.post("/team/invite")
 @op("Replace your team's invite code", responses={200: m.TeamOut}, errors=(409,), tags=("team",))
 def team_rotate():
-    from server import teams
-
     u = _user()
     s = auth.db()
     return _team_out(s, teams.rotate_invite(s, u))
@@ -500,8 +500,6 @@ def team_rotate():
     tags=("tasks",),
 )
 def tasks_list():
-    from tasks import all_tasks
-
     u = _user()
     page = _query(m.PageQuery)
     s = auth.db()
@@ -687,8 +685,6 @@ def submission(submission_id):
     "the team chooses its run.",
 )
 def primary(submission_id):
-    from server.lifecycle import set_primary
-
     u = _user()
     s = auth.db()
     sub = _own_submission(s, u, submission_id)
@@ -710,8 +706,6 @@ def primary(submission_id):
     "phase answers with its final ranking as published (a `Snapshot`).",
 )
 def leaderboard(task_id):
-    from server.views.leaderboard import _serve
-
     u = _user()
     t = _task(task_id)
     _query(m.LeaderboardQuery)
@@ -750,8 +744,6 @@ def phases_list(task_id):
     tags=("organizers",),
 )
 def phase_create(task_id):
-    from server import lifecycle
-
     u = _organizer()
     t = _task(task_id)
     body = _body(m.PhaseCreate)
@@ -782,8 +774,6 @@ def phase_create(task_id):
     tags=("organizers",),
 )
 def phase_edit(task_id, phase_name):
-    from server import lifecycle
-
     u = _organizer()
     t = _task(task_id)
     body = _body(m.PhaseEdit)
@@ -838,8 +828,6 @@ def phase_action(task_id, phase_name, action):
     tags=("organizers",),
 )
 def rankings(task_id, phase_name):
-    from server.models import RankingVersion
-
     _organizer()
     t = _task(task_id)
     page = _query(m.PageQuery)
@@ -862,8 +850,6 @@ def rankings(task_id, phase_name):
     tags=("leaderboards",),
 )
 def ranking_version(task_id, phase_name, version):
-    from server.publication import latest_ranking
-
     _user()
     t = _task(task_id)
     s = auth.db()
@@ -886,8 +872,6 @@ def ranking_version(task_id, phase_name, version):
     "(application/x-tex).",
 )
 def export(task_id, phase_name):
-    from server.organize import export_ranking
-
     u = _organizer()
     t = _task(task_id)
     q = _query(m.ExportQuery)
@@ -1053,9 +1037,6 @@ def baselines_list(task_id):
     "and records its file as a baseline entry.",
 )
 def baselines_queue(task_id):
-    from baselines.systems import SYSTEMS, Options
-    from server.organize import QueueUnreachable, queue_baselines
-
     u = _organizer()
     t = _task(task_id)
     body = _body(m.BaselineRuns)
@@ -1087,9 +1068,6 @@ def baselines_queue(task_id):
     tags=("organizers",),
 )
 def baseline_runs():
-    from server.organize import baseline_runs as runs_of
-    from server.queue import connect
-
     _organizer()
     page = _query(m.PageQuery)
     try:  # only look: never start the embedded Redis for this
@@ -1126,8 +1104,6 @@ def baseline_runs():
     tags=("api",),
 )
 def openapi():
-    from server.openapi import spec
-
     cached = current_app.extensions.get("palimpsest.openapi")
     if cached is None:
         cached = current_app.extensions["palimpsest.openapi"] = spec(current_app)
@@ -1141,11 +1117,6 @@ def _docs_blueprint() -> Blueprint:
     """`/api/docs`: Swagger UI from the assets the flask-swagger-ui package ships (no network), on
     this server's description; the start-up script is a file, so the page's CSP needs no inline
     script."""
-    import os
-
-    import flask_swagger_ui
-    from flask import send_from_directory
-
     dist = os.path.join(os.path.dirname(flask_swagger_ui.__file__), "dist")
     docs = Blueprint("apidocs", __name__, url_prefix="/api/docs")
 

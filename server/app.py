@@ -6,9 +6,11 @@ import dataclasses
 
 from flask import Flask
 
+from server import api
 from server.db import get_engine
 from server.migrate import check_at_head
 from server.settings import Settings
+from server.views import init_web
 
 
 def build_app(test_config: dict | None = None) -> Flask:
@@ -30,10 +32,8 @@ def build_app(test_config: dict | None = None) -> Flask:
     engine = get_engine(settings.sqlalchemy_url())
     check_at_head(engine)  # the schema is Alembic's: `palimpsest db upgrade` (serve runs it itself)
     app.extensions["palimpsest.engine"] = engine
-    from server.views import init_web
 
     init_web(app)
-    from server import api
 
     api.init_app(app)
     return app

@@ -12,7 +12,7 @@ import hashlib
 import hmac
 import re
 import secrets
-from datetime import datetime
+from datetime import datetime, timedelta
 from urllib.parse import unquote, urlsplit
 
 from argon2 import PasswordHasher
@@ -29,8 +29,10 @@ from flask import (
     session,
     url_for,
 )
+from itsdangerous import BadData, URLSafeTimedSerializer
 from sqlmodel import Session, select
 
+from server.mail import send_in_background
 from server.models import ApiToken, AuditLog, Submission, Team, User, utcnow
 
 bp = Blueprint("auth", __name__, url_prefix="/auth")
@@ -286,8 +288,6 @@ def set_password(user: User, password: str) -> None:
 
 
 def _serializer(secret_key: str, purpose: str):
-    from itsdangerous import URLSafeTimedSerializer
-
     return URLSafeTimedSerializer(secret_key, salt=f"palimpsest.{purpose}")
 
 
@@ -296,8 +296,6 @@ def reset_token(secret_key: str, user: User) -> str:
 
 
 def user_for_reset_token(s: Session, secret_key: str, token: str, max_age: int) -> User | None:
-    from itsdangerous import BadData
-
     try:
         data = _serializer(secret_key, "reset").loads(token, max_age=max_age)
         user = s.get(User, int(data["u"]))
@@ -324,8 +322,6 @@ def _max_age() -> int:
 
 
 def _mail(to: str, subject: str, body: str) -> None:
-    from server.mail import send_in_background
-
     send_in_background(settings(), to, subject, body)
 
 
@@ -388,8 +384,6 @@ def register():
 @bp.route("/register/<token>", methods=["GET", "POST"])
 def register_finish(token: str):
     """The link mailed to finish a registration: the address is proven, the password chosen here."""
-    from itsdangerous import BadData
-
     try:
         email = _serializer(settings().secret_key, "register").loads(token, max_age=_max_age())["e"]
     except (BadData, KeyError, TypeError):
@@ -619,8 +613,6 @@ def revoke_token(token_id: int):
 
 
 def init_app(app) -> None:
-    from datetime import timedelta
-
     app.teardown_appcontext(close_db)
     app.config["PERMANENT_SESSION_LIFETIME"] = timedelta(
         hours=app.extensions["palimpsest.settings"].session_hours

@@ -10,6 +10,9 @@ from __future__ import annotations
 import logging
 import tempfile
 
+from baselines.run import run_baselines
+from baselines.systems import Options
+from server.baselines import record_baseline
 from server.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -17,9 +20,6 @@ log = logging.getLogger(__name__)
 
 def run_baseline(task_id: str, system: str, options: dict, phases: list[str] | None = None) -> dict:
     """Run `system` on `task_id` with `options` (baselines.systems.Options fields) and record it."""
-    from baselines.run import record_baseline, run_baselines
-    from baselines.systems import Options
-
     settings = Settings.from_env()
     opts = Options(**{**options, "progress": False})
     runs = settings.home / "baselines" / "runs"

@@ -8,14 +8,24 @@ a deterministic baseline adds no row. The leaderboard shows the newest scored en
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import select
 from sqlmodel import Session
 
+from baselines.errors import BaselineError
+from baselines.run import describe_run, plan, recorded_method
+from baselines.systems import Options
+from server.auth import new_invite_code
+from server.exceptions import DuplicateSubmission, NotFound
+from server.migrate import SchemaError, prepare
 from server.models import Phase, Team, User
+from server.queue import connect, enqueue_baseline_run
 from server.settings import Settings
+from server.submissions import create_submission, ensure_phases, resolve_phase
 
 BASELINE_TEAM = "Baselines"
 
@@ -24,9 +34,6 @@ def reads_as_baselines(name: str) -> bool:
     """True for a team name that reads as the reserved baselines team's: "Baselines", "baselines",
     "B a s e l i n e s", "Baselines!", "Baseline", "Baselines (2)", "Ｂａｓｅｌｉｎｅｓ" (any case,
     width, accents, spacing or punctuation, with or without a number)."""
-    import re
-    import unicodedata
-
     folded = unicodedata.normalize("NFKD", name).casefold()
     letters = "".join(c for c in folded if c.isalnum() and not unicodedata.combining(c))
     return re.fullmatch(r"baselines?\d*", letters) is not None
@@ -34,8 +41,6 @@ def reads_as_baselines(name: str) -> bool:
 
 def baseline_team(session: Session) -> Team:
     """The team baseline entries belong to, created on first use (no invite code is ever shown)."""
-    from server.auth import new_invite_code
-
     team = (
         session.execute(select(Team).where(Team.is_baseline.is_(True)).order_by(Team.id))
         .scalars()
@@ -63,9 +68,6 @@ def baseline_phases(
 ) -> list[Phase]:
     """The phases a baseline run on `split` is recorded in: the named ones, else every phase of the
     task on that split. Raises NotFound for a name the task lacks, or when it has no such phase."""
-    from server.exceptions import NotFound
-    from server.submissions import ensure_phases, resolve_phase
-
     ensure_phases(session)
     if names:
         return [resolve_phase(session, task_id, n) for n in names]
@@ -108,9 +110,6 @@ def record_file(
 ) -> list[Recorded]:
     """Submit `path` as a baseline entry of `task_id` in each of its phases on `split` (or
     `phases`)."""
-    from server.exceptions import DuplicateSubmission
-    from server.submissions import create_submission
-
     settings = settings or Settings.from_env()
     team = baseline_team(session)
     path = Path(path)
@@ -137,3 +136,88 @@ def record_file(
         except DuplicateSubmission as e:
             out.append(Recorded(ph.name, e.submission_id, True))
     return out
+
+
+def server_settings(home=None) -> Settings:
+    """The server's settings (database, queue) with `home` as its data directory when given."""
+    return Settings.from_env(home=home) if home is not None else Settings.from_env()
+
+
+def server_database(settings: Settings):
+    """The engine of the local server's database, at the migrations' head (the embedded default is
+    upgraded; a DATABASE_URL that is behind is refused with BaselineError, saying what to run)."""
+    try:
+        return prepare(settings)
+    except SchemaError as e:
+        raise BaselineError(str(e)) from None
+
+
+def record_baseline(
+    result: dict,
+    *,
+    home=None,
+    phases: list[str] | None = None,
+    settings: Settings | None = None,
+) -> list[dict]:
+    """Record one run of `run_baselines` on the leaderboard as a baseline entry.
+
+    The file goes through the participants' path -- stored, validated and scored by the queue -- as
+    a submission of the reserved baselines team, in every phase of the task on its test split (or
+    in `phases`); the scores in `result` are never inserted. Into the server's database and queue
+    of `home` (or of `settings`). Recording the same file again returns the first submission
+    (`duplicate: true`). Returns one {phase, submission_id, duplicate} per phase.
+    """
+    method = recorded_method(result)
+    if settings is None:
+        settings = server_settings(home)
+    with Session(server_database(settings)) as s:
+        rec = record_file(
+            s,
+            task_id=result["task"],
+            path=result["file"],
+            method_name=method,
+            description=describe_run(result),
+            phases=phases,
+            settings=settings,
+            split=result.get("split", "test"),
+        )
+    return [r.as_dict() for r in rec]
+
+
+def enqueue_baselines(
+    task_ids: list[str] | None = None,
+    systems: list[str] | None = None,
+    options: Options | None = None,
+    home=None,
+    phases: list[str] | None = None,
+) -> list[dict]:
+    """Put each asked-for (task, system) run on the baselines queue of the server at `home` (or
+    REDIS_URL), for `palimpsest worker --queue baselines` on a machine with the models."""
+    options = options or Options()
+    settings = server_settings(home)
+    runs, _notes = plan(
+        task_ids, systems, options, settings.home, here=False
+    )  # models: the worker's
+    opts = options.job_args()
+    try:
+        conn = connect(settings)
+        conn.ping()
+    except Exception as e:  # noqa: BLE001 - any failure to reach Redis
+        where = (
+            settings.redis_url
+            or f"the embedded Redis of {settings.home} (is `palimpsest serve` running?)"
+        )
+        raise BaselineError(f"cannot reach the queue at {where}: {e}") from None
+    jobs = []
+    for task_id, system in runs:
+        job = enqueue_baseline_run(conn, task_id, system, opts, settings, phases)
+        status = job.get_status(refresh=False)
+        jobs.append(
+            {
+                "task": task_id,
+                "system": system,
+                "job": job.id,
+                "status": getattr(status, "value", status) or "queued",
+            }
+        )
+    return jobs

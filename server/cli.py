@@ -5,12 +5,17 @@ Nothing heavy is imported at module level: Flask, RQ and SQLModel load inside th
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 import click
+
+from scorer.errors import PalimpsestError
+from tasks import get_task
 
 QUEUE_CHOICES = ("scoring", "baselines")
 
@@ -33,6 +38,7 @@ def _home_option(f):
 
 
 def _settings():
+    # the server loads only when this command runs: `palimpsest --help` stays light
     from server.settings import Settings
 
     return Settings.from_env()
@@ -41,12 +47,21 @@ def _settings():
 def _engine(settings=None):
     """The database of a local command, at the migrations' head: the embedded default is upgraded
     (created when new); a DATABASE_URL that is behind is refused, saying to run `db upgrade`."""
+    # the server loads only when this command runs: `palimpsest --help` stays light
     from server.migrate import SchemaError, prepare
 
     try:
         return prepare(settings or _settings())
     except SchemaError as e:
         raise Refused(str(e)) from None
+
+
+def _session(settings):
+    """A session on the local database (the operator's shell acts as an organizer there)."""
+    # the server loads only when this command runs: `palimpsest --help` stays light
+    from sqlmodel import Session
+
+    return Session(_engine(settings), expire_on_commit=False)
 
 
 class Refused(click.ClickException):
@@ -61,8 +76,6 @@ class Refused(click.ClickException):
         self.as_json = bool(ctx is not None and ctx.params.get("as_json"))
 
     def show(self, file=None) -> None:
-        import json
-
         if self.as_json:
             click.echo(
                 json.dumps(
@@ -73,8 +86,6 @@ class Refused(click.ClickException):
 
 
 def _task(task_id: str):
-    from tasks import get_task
-
     try:
         return get_task(task_id)
     except Exception as e:  # noqa: BLE001 — TaskNotFound says which tasks exist
@@ -82,8 +93,10 @@ def _task(task_id: str):
 
 
 def _phase(s, task, name: str):
+    # the server loads only when this command runs: `palimpsest --help` stays light
     from sqlalchemy import select
 
+    # the server loads only when this command runs: `palimpsest --help` stays light
     from server.models import Phase
     from server.submissions import ensure_phases
 
@@ -152,8 +165,7 @@ def register(main: click.Group) -> None:
     @_home_option
     def serve(host, port, demo, workers):
         """Run the web app, an embedded Redis, workers and the reconciler on this machine."""
-        import logging
-
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.migrate import SchemaError
         from server.supervisor import Supervisor
 
@@ -183,8 +195,7 @@ def register(main: click.Group) -> None:
     @_home_option
     def worker(queues, burst):
         """Run a scoring worker (RQ, JSON-serialized jobs) against DATABASE_URL and REDIS_URL."""
-        import logging
-
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.migrate import SchemaError
         from server.worker import run
 
@@ -200,9 +211,7 @@ def register(main: click.Group) -> None:
     @_home_option
     def reconcile_cmd(once):
         """Re-enqueue what the database says is pending but no live job holds (run one per site)."""
-        import json
-        import logging
-
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.queue import connect
         from server.reconciler import reconcile, run_forever
 
@@ -229,12 +238,13 @@ def register(main: click.Group) -> None:
     @_home_option
     def users_create(email, password_stdin, organizer):
         """Create an account; the password is read from standard input."""
-        from sqlmodel import Session
+        # the server loads only when this command runs: `palimpsest --help` stays light
 
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.auth import audit, create_user
 
         password = sys.stdin.readline().rstrip("\r\n")
-        with Session(_engine()) as s:
+        with _session(_settings()) as s:
             try:
                 u = create_user(s, email=email, password=password, is_organizer=organizer)
             except ValueError as e:
@@ -244,8 +254,10 @@ def register(main: click.Group) -> None:
             click.echo(f"created {'organizer' if organizer else 'user'} {u.email} (id {u.id})")
 
     def _user_by_email(s, email):
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from sqlalchemy import select
 
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.models import User
 
         u = s.execute(select(User).where(User.email == email.strip().lower())).scalar_one_or_none()
@@ -266,12 +278,13 @@ def register(main: click.Group) -> None:
 
         It expires after PALIMPSEST_RESET_MINUTES; it is signed with PALIMPSEST_SECRET_KEY, which
         must be the server's."""
-        from sqlmodel import Session
+        # the server loads only when this command runs: `palimpsest --help` stays light
 
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.auth import audit, reset_link
 
         settings = _settings()
-        with Session(_engine(settings), expire_on_commit=False) as s:
+        with _session(settings) as s:
             u = _user_by_email(s, email)
             link = reset_link(settings, u, base_url)
             audit(s, None, "user.reset_link", u.email, via="cli")
@@ -287,11 +300,12 @@ def register(main: click.Group) -> None:
     @_home_option
     def users_sign_out(email):
         """End every session of an account (its API tokens stay: revoke those apart)."""
-        from sqlmodel import Session
+        # the server loads only when this command runs: `palimpsest --help` stays light
 
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.auth import audit
 
-        with Session(_engine(), expire_on_commit=False) as s:
+        with _session(_settings()) as s:
             u = _user_by_email(s, email)
             u.session_epoch = (u.session_epoch or 0) + 1
             s.add(u)
@@ -309,13 +323,14 @@ def register(main: click.Group) -> None:
     @_home_option
     def tokens_create(email, name):
         """Print a new API token for a user, once; only its sha256 is stored."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from sqlalchemy import select
-        from sqlmodel import Session
 
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.auth import create_token
         from server.models import User
 
-        with Session(_engine()) as s:
+        with _session(_settings()) as s:
             u = s.execute(
                 select(User).where(User.email == email.strip().lower())
             ).scalar_one_or_none()
@@ -333,13 +348,14 @@ def register(main: click.Group) -> None:
     @_home_option
     def phases_list():
         """List every phase with its window and limits."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from sqlalchemy import select
-        from sqlmodel import Session
 
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.models import Phase
         from server.submissions import ensure_phases
 
-        with Session(_engine()) as s:
+        with _session(_settings()) as s:
             ensure_phases(s)
             for p in s.execute(select(Phase).order_by(Phase.task_id, Phase.name)).scalars():
                 click.echo(
@@ -389,16 +405,18 @@ def register(main: click.Group) -> None:
         public_fraction,
     ):
         """Create or change a phase of a task."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from sqlalchemy import select
-        from sqlmodel import Session
 
+        # the server loads only when this command runs: `palimpsest --help` stays light
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server import lifecycle
         from server.exceptions import LifecycleRefused
         from server.models import Phase
         from server.submissions import ensure_phases
 
         task = _task(task_id)
-        with Session(_engine(), expire_on_commit=False) as s:
+        with _session(_settings()) as s:
             ensure_phases(s)
             p = s.execute(
                 select(Phase).where(Phase.task_id == task.id, Phase.name == phase_name)
@@ -452,10 +470,9 @@ def register(main: click.Group) -> None:
         )
         @_home_option
         def command(task_id, phase_name, reason, close_first, as_json):
-            import json as _json
+            # the server loads only when this command runs: `palimpsest --help` stays light
 
-            from sqlmodel import Session
-
+            # the server loads only when this command runs: `palimpsest --help` stays light
             from server.actions.phases import PHASE_ACTIONS
             from server.exceptions import LifecycleRefused
 
@@ -466,7 +483,7 @@ def register(main: click.Group) -> None:
                 if name == "publish"
                 else {}
             )
-            with Session(_engine(settings), expire_on_commit=False) as s:
+            with _session(settings) as s:
                 p = _phase(s, task, phase_name)
                 try:
                     result = PHASE_ACTIONS[name](
@@ -490,7 +507,7 @@ def register(main: click.Group) -> None:
                         "reason": result.ranking.reason,
                     }
             if as_json:
-                click.echo(_json.dumps(out))
+                click.echo(json.dumps(out))
             else:
                 extra = (
                     f"; final ranking version {out['ranking']['version']}"
@@ -519,6 +536,7 @@ def register(main: click.Group) -> None:
     def _local_enqueue(settings):
         """Hand rescored runs to the queue; if Redis is down the rows say queued and the
         reconciler enqueues them."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.queue import connect, enqueue_submission
 
         def enqueue(ids: list[int]) -> None:
@@ -540,15 +558,13 @@ def register(main: click.Group) -> None:
     @_home_option
     def runs_rescore(submission_id, reason, as_json):
         """Score a run again."""
-        from sqlmodel import Session
-
-        from server.actions.submissions import rescore_submission
-        from server.exceptions import LifecycleRefused, NotFound
+        # the server loads only when this command runs: `palimpsest --help` stays light
+        from server.actions import submissions as actions
 
         settings = _settings()
-        with Session(_engine(settings), expire_on_commit=False) as s:
+        with _session(settings) as s:
             try:
-                result = rescore_submission(
+                result = actions.rescore_submission(
                     s=s,
                     submission_id=submission_id,
                     actor=None,
@@ -556,7 +572,7 @@ def register(main: click.Group) -> None:
                     enqueue=_local_enqueue(settings),
                     reason=reason,
                 )
-            except (LifecycleRefused, NotFound) as e:
+            except PalimpsestError as e:  # refused, or no such run
                 raise Refused(getattr(e, "message", None) or str(e)) from None
         if as_json:
             click.echo(result.model_dump_json())
@@ -570,20 +586,16 @@ def register(main: click.Group) -> None:
         @click.option("--json", "as_json", is_flag=True, help="Print the run's new state as JSON.")
         @_home_option
         def command(submission_id, reason, as_json):
-            import json as _json
-
-            from sqlmodel import Session
-
-            from server.actions.submissions import set_visibility
-            from server.exceptions import LifecycleRefused, NotFound
+            # the server loads only when this command runs: `palimpsest --help` stays light
+            from server.actions import submissions as actions
 
             settings = _settings()
-            with Session(_engine(settings), expire_on_commit=False) as s:
+            with _session(settings) as s:
                 try:
-                    sub = set_visibility(
+                    sub = actions.set_visibility(
                         s=s, submission_id=submission_id, action=name, actor=None, reason=reason
                     )
-                except (LifecycleRefused, NotFound) as e:
+                except PalimpsestError as e:  # refused, or no such run
                     raise Refused(getattr(e, "message", None) or str(e)) from None
                 out = {
                     "id": sub.id,
@@ -592,7 +604,7 @@ def register(main: click.Group) -> None:
                     "reason": sub.hidden_reason or "",
                 }
             if as_json:
-                click.echo(_json.dumps(out))
+                click.echo(json.dumps(out))
             else:
                 click.echo(f"submission {submission_id}: {name}")
 
@@ -623,14 +635,11 @@ def register(main: click.Group) -> None:
     @_home_option
     def rankings_show(task_id, phase_name, version, as_json):
         """Print a published final ranking, or list its versions."""
-        import json as _json
-
-        from sqlmodel import Session
-
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server import publication
 
         task = _task(task_id)
-        with Session(_engine(), expire_on_commit=False) as s:
+        with _session(_settings()) as s:
             p = _phase(s, task, phase_name)
             rv = publication.latest_ranking(s, p.id, version)
             versions = publication.ranking_versions(s, p.id)
@@ -642,7 +651,7 @@ def register(main: click.Group) -> None:
         if as_json:
             click.echo(rv.body_json)
             return
-        body = _json.loads(rv.body_json)
+        body = json.loads(rv.body_json)
         meta = body["ranking"]
         click.echo(
             f"{task.id} {p.name}: final ranking version {rv.version} of {len(versions)}, published "
@@ -670,6 +679,7 @@ def register(main: click.Group) -> None:
     def db_upgrade(revision):
         """Create or migrate the database (DATABASE_URL, or SQLite in the data directory) to a
         revision (default: the newest)."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.migrate import SchemaError, current, upgrade
 
         settings = _settings()
@@ -685,6 +695,7 @@ def register(main: click.Group) -> None:
     def db_stamp(revision):
         """Record REVISION as the database's revision without migrating (for a database built
         without the migrations: give the revision its tables are at, then `db upgrade`)."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.migrate import current, stamp
 
         settings = _settings()
@@ -698,6 +709,7 @@ def register(main: click.Group) -> None:
     @_home_option
     def db_current():
         """Print the database's revision and whether it is the newest; exit 1 when it is not."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
         from server.db import get_engine
         from server.migrate import current, status
 

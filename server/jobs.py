@@ -9,10 +9,12 @@ and only the first run to finish marks the submission scored.
 
 from __future__ import annotations
 
+import json
 import logging
 
 from sqlmodel import Session
 
+from scorer import Problem, SubmissionInvalid, score_validated, validate_file
 from server import lifecycle
 from server.db import get_engine
 from server.lifecycle import (
@@ -21,9 +23,15 @@ from server.lifecycle import (
     fail_infra,
     start_attempt,
 )
+from server.limits import TooCostly, bounded
 from server.models import Phase, Submission
 from server.partitions import gold_parts
+from server.queue import submission_id_of
 from server.settings import Settings
+from server.stats import compute_board_stats, enqueue, save_units
+from server.storage import path_for
+from tasks import get_task
+from tasks.store import TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +45,6 @@ def _engine(settings: Settings):
 
 def score_submission(submission_id: int) -> dict:
     """Validate and score one submission against its phase's split, recording the outcome."""
-    from scorer import Problem, SubmissionInvalid, score_validated, validate_file
-    from server.limits import TooCostly, bounded
-    from server.storage import path_for
-
     settings = Settings.from_env()
     engine = _engine(settings)
     attempt = start_attempt(engine, submission_id, settings.max_attempts)
@@ -106,10 +110,6 @@ def score_submission(submission_id: int) -> dict:
 
 def keep_units(settings: Settings, submission_id: int, attempt: int, v) -> None:
     """Keep the per-unit predictions the board's bootstrap resamples (server.stats)."""
-    from server.stats import save_units
-    from tasks import get_task
-    from tasks.store import TaskStore
-
     try:
         save_units(
             settings.home,
@@ -127,8 +127,6 @@ def keep_units(settings: Settings, submission_id: int, attempt: int, v) -> None:
 def board_statistics(settings: Settings, phase_id: int) -> None:
     """The phase's board changed: ask a worker for its statistics (a burst of scores coalesces
     into one or two jobs); without Redis, compute them here. A failure never touches the score."""
-    from server.stats import compute_board_stats, enqueue
-
     try:
         if not enqueue(settings, phase_id):
             compute_board_stats(phase_id, settings)
@@ -147,8 +145,6 @@ REPORT_BYTES = 64 * 1024
 def report(e) -> list[dict]:
     """The problems of an invalid file as stored and shown: at most REPORT_PROBLEMS of them and
     REPORT_BYTES of JSON, then one line counting the rest."""
-    import json
-
     errors, size = [], 2
     for p in e.to_list()[:REPORT_PROBLEMS]:
         n = len(json.dumps(p, ensure_ascii=False).encode("utf-8")) + 1
@@ -174,7 +170,6 @@ def on_job_failure(job, connection, exc_type=None, exc_value=None, tb=None) -> N
     """RQ calls this after every failed attempt: fail the submission only after the last one."""
     if job.retries_left:
         return
-    from server.queue import submission_id_of
 
     settings = Settings.from_env()
     engine = _engine(settings)

@@ -31,8 +31,12 @@ from server.board_model import (  # noqa: F401 - the shapes, re-exported
     json_value,
     stats_summary,
 )
+from server.lifecycle import PENDING, Status
 from server.models import Phase, Score, Submission, Team
+from server.provenance import is_current, public_result
 from server.visibility import ORGANIZER, TEAM, Viewer, may_see
+from tasks.agreement import reference_rows
+from tasks.store import TaskStore
 
 # ----------------------------------------------------------------------------- building
 
@@ -158,9 +162,6 @@ def build_board(
     provenance differs from `provenance` (the current gold, task and scorer versions) are never
     ranked: their row says they are stale. `with_parts` keeps every part's result on each row.
     """
-    from server.lifecycle import PENDING, Status
-    from server.provenance import is_current
-
     published = phase.published_at is not None
     use_private = published or show_private
     own_team = int(audience.split(":", 1)[1]) if audience.startswith("team:") else None
@@ -338,9 +339,6 @@ def build_board(
 def add_reference_rows(board: Board, task, home) -> None:
     """The human-agreement rows the task's import recorded (`tasks/agreement.py`), unranked, in
     their place by the primary score."""
-    from tasks.agreement import reference_rows
-    from tasks.store import TaskStore
-
     store = TaskStore(task.id, home)
     try:
         manifest = store.manifest()
@@ -625,8 +623,6 @@ def snapshot_dict(board: Board, meta: dict, *, secret: str) -> dict[str, Any]:
     """The published final ranking: the board's declared shape, plus the publication (`ranking`:
     version, time, organizer, reason, the rule that chose each run) and, per row, the rule that
     chose it and every score of every part with its signature (gold named by its keyed id)."""
-    from server.provenance import public_result
-
     d = to_dict(board)
     d["ranking"] = dict(meta)
     for out, r in zip(d["rows"], board.rows):

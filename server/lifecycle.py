@@ -21,7 +21,7 @@ publication writes an immutable `RankingVersion`, and a correction is a new vers
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Iterable
 
@@ -30,7 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from server import audit, exposure, partitions
-from server.exceptions import LifecycleRefused
+from server.exceptions import LifecycleRefused, NotFound
 from server.models import (
     GoldPartition,
     Phase,
@@ -38,6 +38,7 @@ from server.models import (
     Submission,
     utcnow,
 )
+from server.storage import path_for
 
 log = logging.getLogger(__name__)
 
@@ -290,8 +291,6 @@ def rescore(
 
 def set_primary(s: Session, sub: Submission, *, team_id: int, actor=None) -> Submission:
     """Make a team's submission its primary (ranked) run in its phase; the others become contrastive."""
-    from server.exceptions import NotFound
-
     if sub is None or sub.team_id != team_id or sub.removed_at is not None:
         raise NotFound(f"your team has no submission {getattr(sub, 'id', '?')}")
     s.execute(
@@ -550,10 +549,6 @@ def purge_invalid_uploads(engine, settings, *, batch: int = 200) -> int:
     """Delete the stored files of submissions that failed validation longer ago than the retention
     period (a file another live submission also uses is kept); returns how many were purged. The
     rows and their problem reports stay."""
-    from datetime import timedelta
-
-    from server.storage import path_for
-
     cutoff = utcnow() - timedelta(days=settings.invalid_retention_days)
     done = 0
     with Session(engine, expire_on_commit=False) as s:

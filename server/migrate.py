@@ -13,6 +13,16 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from alembic import command
+from alembic.config import Config
+from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, inspect
+from sqlalchemy.engine import make_url
+from sqlmodel import SQLModel
+
+from server import models  # noqa: F401 - registers the tables
+from server.db import get_engine
 from server.settings import Settings
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -24,8 +34,6 @@ class SchemaError(RuntimeError):
 
 
 def alembic_config(settings: Settings):
-    from alembic.config import Config
-
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.set_main_option("sqlalchemy.url", settings.sqlalchemy_url().replace("%", "%%"))
@@ -34,8 +42,6 @@ def alembic_config(settings: Settings):
 
 @functools.lru_cache(maxsize=1)
 def script():
-    from alembic.script import ScriptDirectory
-
     return ScriptDirectory(str(MIGRATIONS))
 
 
@@ -46,19 +52,11 @@ def heads() -> tuple[str, ...]:
 
 def shown(url: str) -> str:
     """A database URL fit for a message: the password hidden."""
-    from sqlalchemy.engine import make_url
-
     return make_url(url).render_as_string(hide_password=True)
 
 
 def _state(engine) -> tuple[tuple[str, ...], bool]:
     """(the revisions recorded in alembic_version, whether any of the models' tables exist)."""
-    from alembic.migration import MigrationContext
-    from sqlalchemy import inspect
-    from sqlmodel import SQLModel
-
-    from server import models  # noqa: F401  (registers the tables)
-
     with engine.connect() as conn:
         current = tuple(sorted(MigrationContext.configure(conn).get_current_heads()))
         tables = (
@@ -124,9 +122,6 @@ def upgrade(settings: Settings, revision: str = "head") -> None:
     tables are at is for the operator to say (`palimpsest db stamp`), not for a guess. So is one
     at a revision these scripts do not know (a newer version migrated it).
     """
-    from alembic import command
-    from sqlalchemy import create_engine
-
     engine = create_engine(settings.sqlalchemy_url())
     try:
         state, why = status(engine)
@@ -139,15 +134,11 @@ def upgrade(settings: Settings, revision: str = "head") -> None:
 
 def stamp(settings: Settings, revision: str) -> None:
     """Record `revision` as the database's without running any migration."""
-    from alembic import command
-
     command.stamp(alembic_config(settings), revision)
 
 
 def current(settings: Settings) -> tuple[str, ...]:
     """The revision(s) recorded in the database (empty: none)."""
-    from sqlalchemy import create_engine
-
     engine = create_engine(settings.sqlalchemy_url())
     try:
         return _state(engine)[0]
@@ -158,8 +149,6 @@ def current(settings: Settings) -> tuple[str, ...]:
 def prepare(settings: Settings, engine=None):
     """The engine of a local command's database, at head: the embedded default is upgraded when it
     is new or behind; a DATABASE_URL is only checked. Raises SchemaError otherwise."""
-    from server.db import get_engine
-
     engine = engine or get_engine(settings.sqlalchemy_url())
     state, why = status(engine)
     if state in ("empty", "behind") and not settings.database_url:
@@ -172,6 +161,4 @@ def prepare(settings: Settings, engine=None):
 
 def revision(settings: Settings, message: str) -> None:
     """Write a new revision from the difference between the models and the database."""
-    from alembic import command
-
     command.revision(alembic_config(settings), message=message, autogenerate=True)

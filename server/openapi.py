@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+from apispec import APISpec
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
@@ -91,8 +92,6 @@ def _refs(schema):
 
 
 def spec(app) -> dict:
-    from apispec import APISpec
-
     ops = []
     for rule in sorted(app.url_map.iter_rules(), key=lambda r: r.rule):
         if not rule.endpoint.startswith("api."):

@@ -5,9 +5,12 @@ and hands over."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
+from rq.job import Job
+from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
 from sqlmodel import Session
 
 from server import leaderboard as lb
@@ -15,6 +18,7 @@ from server import provenance, publication
 from server.auth import audit
 from server.exceptions import NotFound
 from server.models import Phase
+from server.queue import BASELINES, connect, enqueue_baseline_run, enqueue_submission, get_queue
 
 EXPORT_TYPES = {
     "csv": "text/csv; charset=utf-8",
@@ -47,8 +51,6 @@ def export_ranking(
     latest) byte for byte, or a live preview before publication; audited; commits. `columns`
     ("subset/metric") picks the LaTeX table's metric columns (the snapshot's stored table has the
     default ones)."""
-    import json
-
     if fmt not in EXPORT_TYPES:
         raise NotFound(f"no export format {fmt!r} (csv, json, tex)")
     rv = publication.latest_ranking(s, phase.id, version)
@@ -90,8 +92,6 @@ def export_ranking(
 def enqueue_ids(app, ids: list[int], settings) -> None:
     """Put rescored submissions on the queue (the database already says queued: if Redis is down,
     the reconciler enqueues them later)."""
-    from server.queue import connect, enqueue_submission
-
     if not ids or not app.config.get("PALIMPSEST_ENQUEUE", True):
         return
     try:
@@ -111,8 +111,6 @@ def queue_baselines(
 ) -> list[str]:
     """Put baseline runs of a task on the baselines queue; returns the job ids. Raises
     QueueUnreachable (nothing was queued) when Redis cannot be reached."""
-    from server.queue import connect, enqueue_baseline_run
-
     try:
         conn = app.extensions.get("palimpsest.redis") or connect(settings)
         jobs = [
@@ -139,11 +137,6 @@ def queue_baselines(
 def baseline_runs(conn, settings) -> list[dict]:
     """The baseline runs RQ still knows of: waiting, running, finished (what they recorded),
     failed."""
-    from rq.job import Job
-    from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
-
-    from server.queue import BASELINES, get_queue
-
     q = get_queue(BASELINES, conn, settings)
     ids = (
         q.get_job_ids()[:50]

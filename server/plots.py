@@ -8,13 +8,20 @@ from __future__ import annotations
 import io
 from datetime import datetime
 
+import numpy as np
+from sqlmodel import select
+
+from server.models import Score, Submission, Team
+
 KINDS = ("ci", "time", "subsets", "folds")
 
 
 def _plt():
+    # heavy: matplotlib loads only when a figure is drawn
     import matplotlib
 
     matplotlib.use("Agg")
+    # heavy: matplotlib loads only when a figure is drawn
     import matplotlib.pyplot as plt
 
     # team names are text, never mathtext ("$" is a character); SVG ids stable across renders
@@ -118,8 +125,6 @@ def render(board, history: dict[str, list[tuple[datetime, float]]], fmt: str, ki
             ax.legend(fontsize=6, loc="best")
             ax.grid(alpha=0.3)
         else:
-            import numpy as np
-
             width = 0.8 / len(subsets)
             x = np.arange(len(ranked))
             for j, c in enumerate(subsets):
@@ -167,10 +172,6 @@ def history(
 ) -> dict[str, list[tuple[datetime, float]]]:
     """Each team's scored runs on the board's part (not hidden, removed or private to the team),
     as (time, primary score)."""
-    from sqlmodel import select
-
-    from server.models import Score, Submission, Team
-
     part = {"private": "private", "public": "public"}.get(board.part, "all")
     if part == "public" and phase.public_fraction >= 1.0:
         part = "all"

@@ -14,6 +14,7 @@ children from its main thread only.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import os
 import signal
@@ -138,8 +139,6 @@ class RunDir:
     def lock(self) -> int | None:
         """Hold the data directory's serve lock for this process's life; returns the pid of the
         `serve` that holds it already, or None when this process has it now."""
-        import fcntl
-
         self.dir.mkdir(parents=True, exist_ok=True)
         f = open(self.dir / "serve.lock", "a+")
         try:

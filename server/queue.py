@@ -10,14 +10,17 @@ want the GPU machine: `palimpsest worker --queue baselines` there, `--queue scor
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 
 import redis
-from rq import Queue, Retry
+from rq import Callback, Queue, Retry
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.serializers import JSONSerializer
 
+from server.embedded import EmbeddedRedis
 from server.settings import Settings
 
 SCORING = "scoring"
@@ -34,7 +37,6 @@ def redis_url(settings: Settings) -> str:
     """REDIS_URL, else the embedded server's unix socket in the data directory."""
     if settings.redis_url:
         return settings.redis_url
-    from server.embedded import EmbeddedRedis
 
     return EmbeddedRedis(settings.home).url
 
@@ -44,8 +46,6 @@ def connect(settings: Settings, *, start_embedded: bool = False) -> redis.Redis:
     is the default and not running (workers do; the web app never spawns one)."""
     url = redis_url(settings)
     if settings.embedded_redis() and start_embedded:
-        from server.embedded import EmbeddedRedis
-
         EmbeddedRedis(settings.home).ensure()
     conn = _connections.get(url)
     if conn is None:
@@ -130,9 +130,6 @@ BASELINE_JOB_FUNC = "server.baseline_jobs.run_baseline"
 
 def baseline_job_id(task_id: str, system: str, options: dict, phases: list[str] | None) -> str:
     """One job per (task, system, options, phases): asking twice while it waits adds nothing."""
-    import hashlib
-    import json
-
     digest = hashlib.sha256(json.dumps([options, phases], sort_keys=True).encode()).hexdigest()[:12]
     return f"baseline-{task_id}-{system}-{digest}"
 
@@ -164,6 +161,4 @@ def enqueue_baseline_run(
 
 
 def _failure_callback():
-    from rq import Callback
-
     return Callback(FAILURE_CALLBACK, timeout=30)

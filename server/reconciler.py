@@ -14,12 +14,14 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 
+from rq.job import JobStatus
 from sqlalchemy import select
 
+from server.db import get_engine
 from server.lifecycle import PENDING, fail_infra, purge_invalid_uploads, requeue
 from server.models import Submission, utcnow
 from server.provenance import check_provenance
-from server.queue import SCORING, enqueue_submission, fetch_job, get_queue
+from server.queue import SCORING, connect, enqueue_submission, fetch_job, get_queue
 from server.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -30,8 +32,6 @@ GRACE = 3.0  # seconds: a submission just committed is about to be enqueued by i
 
 def job_is_live(conn, submission_id: int, settings: Settings) -> bool:
     """True when a job in Redis waits for this submission or runs it on a live worker."""
-    from rq.job import JobStatus
-
     job = fetch_job(conn, submission_id)
     if job is None:
         return False
@@ -100,9 +100,6 @@ def reconcile(settings: Settings, engine, conn) -> dict:
 
 def run_forever(settings: Settings, engine=None, stop: threading.Event | None = None) -> None:
     """Reconcile every `settings.reconcile_every` seconds until `stop` is set; survives outages."""
-    from server.db import get_engine
-    from server.queue import connect
-
     engine = engine or get_engine(settings.sqlalchemy_url())
     stop = stop or threading.Event()
     while not stop.is_set():

@@ -24,6 +24,7 @@ A published snapshot carries its statistics frozen with it (`for_snapshot`, from
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
@@ -33,9 +34,22 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
+from rq.job import JobStatus
 from sqlmodel import Session
 
-from server.models import Phase
+from scorer import validate_file
+from scorer.bootstrap import Bootstrap, board_statistics, unit_arrays
+from server import leaderboard as lb
+from server.db import get_engine
+from server.leaderboard import STALE_NOTE
+from server.models import GoldPartition, Phase, Submission
+from server.partitions import bootstrap_seed, draw, phase_fingerprint
+from server.provenance import current_provenance
+from server.queue import SCORING, _fetch, _live_or_cleared, connect, get_queue
+from server.settings import Settings
+from server.storage import path_for
+from tasks import get_task
+from tasks.store import TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +96,6 @@ def units_path(home, submission_id: int, attempt: int) -> Path:
 
 def save_units(home, submission_id: int, attempt: int, task, store, split: str, parsed) -> None:
     """Keep what the bootstrap needs of a scored file (the scoring job calls this)."""
-    import io
-
-    from scorer.bootstrap import unit_arrays
-
     buf = io.BytesIO()
     np.savez(buf, **unit_arrays(task, store, split, parsed))
     _atomic_write(units_path(home, submission_id, attempt), buf.getvalue())
@@ -95,12 +105,6 @@ def load_units(settings, task, split: str, submission_id: int, attempt: int) -> 
     """The per-unit arrays of a scored run, re-parsed from its upload (and kept) if absent."""
     p = units_path(settings.home, submission_id, attempt)
     if not p.is_file():
-        from scorer import validate_file
-        from server.db import get_engine
-        from server.models import Submission
-        from server.storage import path_for
-        from tasks.store import TaskStore
-
         with Session(get_engine(settings.sqlalchemy_url())) as s:
             key = s.get(Submission, submission_id).storage_key
         v = validate_file(task.id, path_for(settings.home, key), split, settings.home)
@@ -137,9 +141,6 @@ class Part:
         B: int,
         provenance: dict | None,
     ):
-        from scorer.bootstrap import Bootstrap
-        from tasks.store import TaskStore
-
         self.task, self.split, self.part, self.seed, self.B = task, split, part, int(seed), int(B)
         self.boot = Bootstrap(task, TaskStore(task.id, settings.home), split, units)
         digest = hashlib.sha256("\n".join(self.boot.units).encode("utf-8")).hexdigest()
@@ -154,9 +155,6 @@ class Part:
 
     @classmethod
     def get(cls, settings, engine, task, phase, part: str) -> Part:
-        from server.partitions import bootstrap_seed, phase_fingerprint
-        from server.provenance import current_provenance
-
         units = _gold_part(engine, phase, settings, part)
         seed = bootstrap_seed(engine, phase.id)
         fp = phase_fingerprint(engine, phase.id, settings.secret_key) if part != "all" else None
@@ -190,8 +188,6 @@ class Part:
         self, settings, submission_id: int, attempt: int, *, compute: bool = True
     ) -> np.ndarray | None:
         """The run's B resampled primary scores on this part (computed once, then read)."""
-        import io
-
         p = self.samples_path(settings.home, submission_id, attempt)
         if p.is_file():
             return np.load(p)
@@ -215,9 +211,6 @@ class NoPartition(LookupError):
 def _gold_part(engine, phase, settings, part: str) -> frozenset | None:
     """The units of a part of the phase's gold, reading (never drawing) its partition: this runs
     inside publication's transaction too."""
-    from server.models import GoldPartition
-    from server.partitions import draw
-
     if part == "all":
         return None
     with Session(engine) as s:
@@ -231,8 +224,6 @@ def _gold_part(engine, phase, settings, part: str) -> frozenset | None:
 
 def _stat_rows(board):
     """The rows that get an interval (scored, current) and, among them, the ranked ones."""
-    from server.leaderboard import STALE_NOTE
-
     prim = board.primary.key
     rows = [
         r
@@ -247,8 +238,6 @@ def _stat_rows(board):
 
 def statistics(settings, part: Part, board, *, value_of=None) -> dict:
     """Intervals for every current row, rank ranges, p-values and clusters for the ranked ones."""
-    from scorer.bootstrap import board_statistics
-
     t0 = time.perf_counter()
     prim = board.primary
     value_of = value_of or (lambda r: r.values[prim.key])
@@ -323,9 +312,6 @@ def ready(home, phase_id: int, version: str) -> bool:
 
 def phase_version(settings, engine, task, phase_id: int) -> str | None:
     """The phase's board version as the pages compute it (the key of their cache)."""
-    from server import leaderboard as lb
-    from server.provenance import current_provenance
-
     for st in lb.phase_states(
         engine, task.id, provenance=lambda split: current_provenance(task, split, settings.home)
     ):
@@ -337,12 +323,6 @@ def phase_version(settings, engine, task, phase_id: int) -> str | None:
 def compute_board_stats(phase_id: int, settings=None) -> dict:
     """Compute and keep the statistics of a phase's public board at its current version, and the
     samples of every part its runs were scored on (so that publication finds them ready)."""
-    from server import leaderboard as lb
-    from server.db import get_engine
-    from server.provenance import current_provenance
-    from server.settings import Settings
-    from tasks import get_task
-
     settings = settings or Settings.from_env()
     engine = get_engine(settings.sqlalchemy_url())
     t0 = time.perf_counter()
@@ -398,10 +378,6 @@ def enqueue(settings, phase_id: int, conn=None) -> bool:
     """Ask a worker for a phase's board statistics. Requests coalesce: while a job for the phase
     waits in the queue it will read the latest version anyway, so nothing is added; while one runs
     (it may have read an earlier version) one follow-up is queued. False when Redis is away."""
-    from rq.job import JobStatus
-
-    from server.queue import SCORING, _fetch, _live_or_cleared, connect, get_queue
-
     waiting = (JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED)
     try:
         conn = conn or connect(settings)

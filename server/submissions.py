@@ -24,10 +24,20 @@ from server.exceptions import (
 )
 
 # the statuses and the phase window are the lifecycle's; importable from here as before
-from server.lifecycle import COUNTED, PENDING, Status, create_phase, phase_state  # noqa: F401
+from server.lifecycle import (  # noqa: F401
+    COUNTED,
+    PENDING,
+    Status,
+    create_phase,
+    phase_state,
+    set_primary,
+)
 from server.models import Phase, Score, Submission, Team, User, utcnow
+from server.queue import connect, enqueue_submission
 from server.settings import Settings
+from server.storage import store_upload
 from server.visibility import ORGANIZER, TEAM, Viewer, may_see
+from tasks import all_tasks
 
 log = logging.getLogger(__name__)
 
@@ -220,8 +230,6 @@ def create_submission(
     reasons, nor removed) raises DuplicateSubmission naming it; checked under the team lock, so
     parallel retries of one upload make one submission.
     """
-    from server.storage import store_upload
-
     if upload_bytes_or_stream is None:
         upload_bytes_or_stream = upload
     if upload_bytes_or_stream is None:
@@ -329,8 +337,6 @@ def quota(
 
 def enqueue_or_leave(submission_id: int, settings: Settings, redis=None) -> bool:
     """Enqueue the job; if Redis is away the row stays queued and the reconciler enqueues it later."""
-    from server.queue import connect, enqueue_submission
-
     try:
         enqueue_submission(redis or connect(settings), submission_id, settings)
         return True
@@ -359,8 +365,6 @@ def ensure_phases(session: Session) -> list[Phase]:
     """Create the default `dev` and `test` phases of every registered task that lacks them, and a
     phase on a task's cross-validated split (named after it), through the lifecycle's one
     `create_phase` (checked and audited like an organizer's)."""
-    from tasks import all_tasks
-
     made = []
     for t in all_tasks():
         for split in t.splits:
@@ -385,8 +389,6 @@ def ensure_phases(session: Session) -> list[Phase]:
 
 def mark_primary(session: Session, *, submission_id: int, team_id: int, actor=None) -> Submission:
     """Make a team's submission its primary (ranked) run in its phase; the others become contrastive."""
-    from server.lifecycle import set_primary
-
     return set_primary(
         session, session.get(Submission, submission_id), team_id=team_id, actor=actor
     )

@@ -18,15 +18,24 @@ import sys
 import threading
 import time
 
+from sqlmodel import Session
+from werkzeug.serving import make_server
+
+from server import create_app
+from server.demo import ORGANIZER_EMAIL, ORGANIZER_PASSWORD, seed_demo
+from server.embedded import EmbeddedRedis
+from server.migrate import prepare
+from server.procs import RunDir, preexec_die_with_parent, stop_pid
+from server.queue import redis_url
+from server.reconciler import start_thread
 from server.settings import Settings
+from server.submissions import ensure_phases
 
 log = logging.getLogger("palimpsest.serve")
 
 
 def child_env(settings) -> dict:
     """The environment of a worker process: the same data directory, database and Redis."""
-    from server.queue import redis_url
-
     env = dict(os.environ)
     env["PALIMPSEST_HOME"] = str(settings.home)
     env["REDIS_URL"] = redis_url(settings)
@@ -88,9 +97,6 @@ class Supervisor:
     def clean_leftovers(self) -> None:
         """Stop what an earlier serve of this data directory left running: its workers (they may be
         finishing a job: SIGTERM twice, then SIGKILL) and its Redis (SIGTERM: it saves first)."""
-        from server.embedded import EmbeddedRedis
-        from server.procs import stop_pid
-
         for pid in self.run_dir.leftover_workers():
             how = stop_pid(pid, grace=10, twice=True)
             self.echo(
@@ -112,9 +118,6 @@ class Supervisor:
                 redis.stop()
 
     def start_redis(self) -> None:
-        from server.embedded import EmbeddedRedis
-        from server.procs import preexec_die_with_parent
-
         if self.settings.embedded_redis():
             self.redis = EmbeddedRedis(self.settings.home)
             # SIGTERM when we die, even by kill -9: redis-server saves its data and exits
@@ -123,8 +126,6 @@ class Supervisor:
 
     def watch(self) -> None:
         """Restart a dead worker or a dead embedded Redis."""
-        from server.procs import preexec_die_with_parent
-
         changed = False
         if (
             self.redis is not None
@@ -147,11 +148,6 @@ class Supervisor:
     # ------------------------------------------------------------------ lifecycle
 
     def run(self) -> int:
-        from werkzeug.serving import make_server
-
-        from server import create_app
-        from server.migrate import prepare
-        from server.reconciler import start_thread
 
         # The embedded default is migrated here, before the app and the workers check it (created
         # on the first run); a DATABASE_URL is only checked: `palimpsest db upgrade` migrates it.
@@ -159,8 +155,6 @@ class Supervisor:
 
         def on_signal(signum, _frame):
             self.stop_event.set()
-
-        from server.procs import RunDir
 
         self.run_dir = RunDir(self.settings.home)
         holder = self.run_dir.lock()
@@ -182,17 +176,12 @@ class Supervisor:
                 self.settings.redis_url = self.redis.url
             app = create_app()
             engine = app.extensions["palimpsest.engine"]
-            from sqlmodel import Session
-
-            from server.submissions import ensure_phases
 
             with Session(engine) as s:
                 ensure_phases(s)
             self.workers = [self.start_worker() for _ in range(self.n_workers)]
             self.record()
             if self.demo:
-                from server.demo import ORGANIZER_EMAIL, ORGANIZER_PASSWORD, seed_demo
-
                 r = seed_demo(self.settings, engine)
                 self.echo(
                     f"demo data: {r['submissions']} submissions queued; imported synthetic tasks "

@@ -10,6 +10,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from server.auth import audit, new_invite_code
+from server.baselines import reads_as_baselines
 from server.exceptions import TeamRefused
 from server.models import Team, User
 
@@ -27,7 +28,6 @@ def create_team(s: Session, user: User, name: str) -> Team:
     name = clean_name(name)
     if not name or len(name) > MAX_NAME:
         raise TeamRefused(f"A team name has 1 to {MAX_NAME} characters.", "bad_name", 422)
-    from server.baselines import reads_as_baselines
 
     if reads_as_baselines(name):
         raise TeamRefused(

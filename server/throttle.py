@@ -13,6 +13,11 @@ import hashlib
 import logging
 
 from flask import Flask, current_app, request
+from flask_limiter import Limiter
+from werkzeug.middleware.proxy_fix import ProxyFix
+
+from server.auth import current_user
+from server.embedded import EmbeddedRedis
 
 log = logging.getLogger("palimpsest.throttle")
 
@@ -25,7 +30,6 @@ def storage_uri(settings) -> str:
     if settings.redis_url:
         url = settings.redis_url
         return "redis+unix://" + url[len("unix://") :] if url.startswith("unix://") else url
-    from server.embedded import EmbeddedRedis
 
     embedded = EmbeddedRedis(settings.home)
     if embedded.alive():
@@ -47,8 +51,6 @@ def _digest(text: str) -> str:  # the counters' keys name no email in clear
 def account() -> str:
     """The account a sign-in attempt is for: the form's email, or the signed-in user for a password
     change."""
-    from server.auth import current_user
-
     email = request.form.get("email")
     if email is None and current_user() is not None:
         email = current_user().email
@@ -65,12 +67,8 @@ def _setting(name: str):
 
 def init_app(app: Flask) -> None:
     """One Limiter per app, on the settings' storage; limits on the account routes' POSTs."""
-    from flask_limiter import Limiter
-
     settings = app.extensions["palimpsest.settings"]
     if settings.proxy_hops:
-        from werkzeug.middleware.proxy_fix import ProxyFix
-
         app.wsgi_app = ProxyFix(
             app.wsgi_app, x_for=settings.proxy_hops, x_proto=settings.proxy_hops
         )

@@ -13,32 +13,36 @@ import signal
 import sys
 import time
 
+import numpy  # noqa: F401 - preloaded in the parent: each forked horse starts warm
+import redis
+import scipy.stats  # noqa: F401 - preloaded in the parent: each forked horse starts warm
+from rq import SimpleWorker, Worker
+from rq.serializers import JSONSerializer
+from sqlalchemy import select
+from sqlmodel import Session
+
+import scorer.bootstrap  # noqa: F401 - preloaded in the parent: each forked horse starts warm
+import scorer.families  # noqa: F401 - preloaded in the parent: each forked horse starts warm
+import server.jobs  # noqa: F401 - preloaded in the parent: each forked horse starts warm
+import server.stats  # noqa: F401 - preloaded in the parent: each forked horse starts warm
+import server.storage  # noqa: F401 - preloaded in the parent: each forked horse starts warm
+from scorer import partition_strata, partition_units
+from scorer.families import read_jsonl
+from server.db import get_engine
+from server.jobs import fail_infra, start_attempt
+from server.migrate import SchemaError, check_at_head
+from server.models import Phase, Score, Submission
+from server.procs import die_with_parent
 from server.queue import QUEUES, connect, get_queue
 from server.settings import Settings
+from tasks import all_tasks
+from tasks.store import TaskStore
 
 log = logging.getLogger(__name__)
 
 
-def preload() -> None:
-    """Import what every job needs once in the parent, so each forked horse starts warm."""
-    import numpy  # noqa: F401
-    import scipy.stats  # noqa: F401
-
-    import scorer.bootstrap  # noqa: F401
-    import scorer.families  # noqa: F401
-    import server.jobs  # noqa: F401
-    import server.stats  # noqa: F401
-    import server.storage  # noqa: F401
-
-
 def warm_statements(engine) -> None:
     """Compile the job's SQL once in the parent (no row has id 0), so horses find it cached."""
-    from sqlalchemy import select
-    from sqlmodel import Session
-
-    from server.jobs import fail_infra, start_attempt
-    from server.models import Phase, Score, Submission
-
     start_attempt(engine, 0, 1)
     start_attempt(engine, 0, 10**6)
     fail_infra(engine, 0, "")
@@ -51,11 +55,6 @@ def warm_statements(engine) -> None:
 def warm_caches(settings: Settings) -> None:
     """Read every imported task's inputs and gold once in the parent: each forked horse inherits
     the parsed files (the scorer's caches are keyed by file version, so a re-import is seen)."""
-    from scorer import partition_strata, partition_units
-    from scorer.families import read_jsonl
-    from tasks import all_tasks
-    from tasks.store import TaskStore
-
     for t in all_tasks():
         store = TaskStore(t.id, settings.home)
         if not store.exists():
@@ -73,15 +72,11 @@ def warm_caches(settings: Settings) -> None:
 
 
 def _worker_class():
-    from rq import Worker
-
     class SupervisedWorker(Worker):
         """RQ's Worker whose work horse dies with it (SIGKILL through PR_SET_PDEATHSIG): a worker
         killed outright leaves no horse behind; its job is re-enqueued by the reconciler."""
 
         def main_work_horse(self, job, queue):
-            from server.procs import die_with_parent
-
             die_with_parent(signal.SIGKILL, parent_pid=self.pid)
             return super().main_work_horse(job, queue)
 
@@ -107,9 +102,6 @@ def _own_signals() -> None:
 
 def build_worker(settings: Settings, queues=QUEUES, conn=None, *, simple: bool = False, name=None):
     """An RQ Worker (or SimpleWorker, which runs jobs in-process) over the given queues."""
-    from rq import SimpleWorker
-    from rq.serializers import JSONSerializer
-
     conn = conn or connect(settings, start_embedded=True)
     cls = SimpleWorker if simple else _worker_class()
     return cls(
@@ -124,16 +116,10 @@ def build_worker(settings: Settings, queues=QUEUES, conn=None, *, simple: bool =
 
 def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
     """Work until stopped (or, with burst, until the queues are empty); 0 on a clean exit."""
-    import redis
-
-    from server.db import get_engine
-    from server.migrate import check_at_head
-
     _own_signals()
     try:
         engine = get_engine(settings.sqlalchemy_url())
         check_at_head(engine)  # SchemaError, saying to run `palimpsest db upgrade`
-        preload()
         warm_caches(settings)
         warm_statements(engine)
         engine.dispose()
@@ -178,10 +164,7 @@ def main(argv=None) -> int:
     if (
         parent and parent.isdigit()
     ):  # started by `palimpsest serve`: die with it, even on its kill -9
-        from server.procs import die_with_parent
-
         die_with_parent(signal.SIGTERM, parent_pid=int(parent))
-    from server.migrate import SchemaError
 
     try:
         return run(Settings.from_env(), tuple(a.queue or QUEUES), burst=a.burst)

@@ -13,6 +13,14 @@ import csv
 import itertools
 from pathlib import Path
 
+import krippendorff
+import numpy as np
+from scipy import stats
+
+from tasks.agreement_swissgov import why
+from tasks.base import resolve
+from tasks.release import locate
+
 PAPER = {
     "trotr": {
         "alpha": 0.420,
@@ -38,16 +46,10 @@ def trotr_judgments(path: Path) -> list[tuple[str, str, float]]:
 
 def trotr_release(source: Path) -> dict:
     """The agreement of a TRoTR checkout (its `judgments/TRoTR.tsv`)."""
-    from tasks.release import locate
-
     return trotr_agreement(locate(Path(source), "datasets", "TRoTR") / "judgments" / "TRoTR.tsv")
 
 
 def trotr_agreement(path: Path) -> dict:
-    import krippendorff
-    import numpy as np
-    from scipy import stats
-
     rows = trotr_judgments(path)
     annotators = sorted({a for a, _, _ in rows})
     instances = sorted({i for _, i, _ in rows})
@@ -83,7 +85,6 @@ def reference_rows(task, agreement: dict | None) -> list[dict]:
     the function the task declares (`Task.agreement_rows`; none: no rows)."""
     if not agreement or not getattr(task, "agreement_rows", ""):
         return []
-    from tasks.base import resolve
 
     return resolve(task.agreement_rows)(agreement)
 
@@ -112,8 +113,6 @@ def trotr_rows(agreement: dict) -> list[dict]:
 def swissgov_rows(agreement: dict) -> list[dict]:
     """One row per language pair: annotator 1 against annotator 2 in that pair's column only (the
     pairs' documents differ, so a macro over them would be no one's agreement)."""
-    from tasks.agreement_swissgov import why
-
     rows = []
     for pair, a in sorted(agreement.get("language_pairs", {}).items()):
         if a.get("spearman") is None:

@@ -30,6 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from scipy import sparse, stats
+from scipy.stats import rankdata
+
+from tasks.errors import ReleaseError
+from tasks.str_release import LANGUAGES, _base, read_pairs
 
 SEED = 1234  # SHR-BWS.pl's seed
 SPLITS = 1000
@@ -170,8 +175,6 @@ def split_halves(group: np.ndarray, n_splits: int, seed: int) -> np.ndarray:
 
 
 def _rank_rows(x: np.ndarray) -> np.ndarray:
-    from scipy.stats import rankdata
-
     return rankdata(x, axis=1)
 
 
@@ -187,8 +190,6 @@ def split_correlations(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per split: Spearman and Pearson between the two halves' scores over the items (of `items`, a
     boolean mask over ann.items; all by default) scored in both, and how many those are."""
-    from scipy import sparse
-
     m, t = len(ann.items), len(ann.best)
     k = ann.tuples.shape[1]
     rows = np.repeat(np.arange(t), k)
@@ -250,8 +251,6 @@ def gold_check(ann: Annotations, gold: dict[str, float]) -> dict:
     Score): matched items, correlations, the largest difference and the share within rounding to two
     decimals; `cannot_be_counts` is how many gold values no (#best - #worst) / n with n up to the
     item's appearances in the file rounds to (they need annotations the file does not hold)."""
-    from scipy import stats
-
     s, n = bws_scores(ann)
     idx = {x: i for i, x in enumerate(ann.items)}
     common = [x for x in gold if x in idx]
@@ -308,8 +307,6 @@ def annotation_files(folder: Path, languages) -> tuple[dict[str, list[Path]], li
 
 
 def _release_gold(base: Path, lang: str) -> dict[str, float]:
-    from tasks.semrel import read_pairs
-
     gold: dict[str, float] = {}
     d = base / lang
     for name in (
@@ -335,8 +332,6 @@ def str_agreement(
 ) -> dict | None:
     """The SHR of every str language whose raw annotations the checkout `source` (or its `Track A`)
     holds, with the gold check; None when it holds none."""
-    from tasks.semrel import LANGUAGES, _base
-
     source = Path(source)
     folder = find_folder(source)
     if folder is None:
@@ -385,8 +380,6 @@ def str_release(source: Path) -> dict:
     """`palimpsest agreement str --from CHECKOUT`."""
     got = str_agreement(Path(source))
     if got is None:
-        from tasks.errors import ReleaseError
-
         raise ReleaseError(
             Path(source), f"no {FOLDER}/ folder: this checkout holds no raw annotations"
         )

@@ -42,6 +42,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import krippendorff
+import numpy as np
+from scipy import stats
+
+from tasks.errors import ReleaseError
+from tasks.release import locate
+
 LANGS = {"de": "en-de", "fr": "en-fr", "it": "en-it"}
 # the authors' punctuation (scripts/create_test_data_admin.py)
 PUNCT = frozenset(",.;:!?()[]{}'\"-_/\\|@#$%^&*+=<>~`")
@@ -210,12 +217,6 @@ def _page_file(root: Path, lang: str, page: str) -> Path:
 
 def swissgov_agreement(root: Path) -> dict:
     """The annotators' agreement per language pair in a SwissGov-RSD checkout (see the module)."""
-    import krippendorff
-    import numpy as np
-    from scipy import stats
-
-    from tasks.errors import ReleaseError
-
     raw = root / "annotations" / "annotations_raw"
     gold_dir = root / "data" / "evaluation" / "gold_labels" / "full"
     out: dict = {
@@ -306,8 +307,6 @@ def swissgov_agreement(root: Path) -> dict:
 
 def swissgov_release(source: Path) -> dict:
     """The agreement of a SwissGov-RSD checkout (`palimpsest agreement swissgov-rsd --from`)."""
-    from tasks.release import locate
-
     return swissgov_agreement(locate(Path(source), "annotations/annotations_raw", "SwissGov-RSD"))
 
 

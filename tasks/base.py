@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 
@@ -207,8 +207,6 @@ class Task:
 
 @functools.lru_cache(maxsize=64)
 def _for_split(task: Task, split: str) -> Task:
-    from dataclasses import replace
-
     cv = task.cross_validation
     fmt = task.format
     fold = Field(cv.field, "id", f"the fold (1-{cv.folds}) whose test set the row answers for")

@@ -156,6 +156,7 @@ def import_swissgov(task: Task, *, source, store: TaskStore, test_split: str = "
             "counts": counts,
         }
         if (root / "annotations" / "annotations_raw").is_dir():  # the human ceiling the board shows
+            # numpy, scipy and krippendorff load only when an import computes human rows
             from tasks.agreement_swissgov import swissgov_agreement
 
             try:

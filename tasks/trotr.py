@@ -382,6 +382,7 @@ def _import_tric(
             }
         judgments = root / "judgments" / "TRoTR.tsv"
         if judgments.is_file():  # the human ceiling (tric-ranking's board shows it)
+            # numpy, scipy and krippendorff load only when an import computes human rows
             from tasks.agreement import trotr_agreement
 
             manifest["agreement"] = trotr_agreement(judgments)

@@ -35,8 +35,9 @@ from tasks.agreement_str import (
     str_agreement,
 )
 from tasks.importers import import_task
-from tasks.semrel import read_pairs, write_track_a
+from tasks.semrel import write_track_a
 from tasks.store import TaskStore
+from tasks.str_release import read_pairs
 
 HEADER = [
     "SentPair1",

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from baselines.lexical import dice, dice_texts, dice_top_k, words
 from baselines.models import BaselineError, ModelNotFound, resolve_model
-from baselines.run import plan, record_baseline, run_baselines
+from baselines.run import plan, run_baselines
 from baselines.systems import (
     Models,
     Options,
@@ -28,6 +28,7 @@ from baselines.systems import (
     write_submission,
 )
 from scorer import score_file
+from server.baselines import record_baseline
 from tasks.store import TaskStore
 from tests.conftest import LOCI, SWISSGOV, TROTR, need
 

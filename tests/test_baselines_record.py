@@ -13,8 +13,9 @@ from backbone import burst, get, make_team, phase, scores, set_phase, submit
 from click.testing import CliRunner
 from sqlalchemy import select
 
-from baselines.run import enqueue_baselines, record_baseline, run_baselines
+from baselines.run import run_baselines
 from baselines.systems import Options
+from server.baselines import enqueue_baselines, record_baseline
 
 
 def _run(backend, task_id="tric-ranking", system="lexical", out=None):

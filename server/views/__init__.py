@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from flask import Flask, render_template, request
+from flask import Flask, current_app, render_template, request
 from flask_wtf.csrf import CSRFError, CSRFProtect
+
+from server import auth, inputs, throttle
+from server.errors import HANDLED, describe
+from server.leaderboard import RenderCache
+from server.views import leaderboard, organizer, pages, teams
 
 csrf = CSRFProtect()
 
@@ -15,8 +20,6 @@ def _size(n: int) -> str:
 def too_large_message() -> str:
     """Why a request got a 413, naming the limit it hit: the whole upload (MAX_CONTENT_LENGTH), one
     form field such as a description (MAX_FORM_MEMORY_SIZE) or the number of form parts."""
-    from flask import current_app
-
     cfg = current_app.config
     upload = cfg.get("MAX_CONTENT_LENGTH")
     field = cfg.get("MAX_FORM_MEMORY_SIZE")
@@ -40,10 +43,6 @@ def too_large_message() -> str:
 
 def init_web(app: Flask) -> None:
     """Register the blueprints, CSRF protection (every form; not the token-only API) and the caches."""
-    from server import auth, inputs
-    from server.leaderboard import RenderCache
-    from server.views import leaderboard, organizer, pages, teams
-
     # CSRF is checked here for everything but /api: the API accepts only bearer tokens, never
     # cookies, so a cross-site page cannot borrow a session there.
     inputs.init_app(app, auth.is_api_request)
@@ -67,7 +66,6 @@ def init_web(app: Flask) -> None:
     app.register_blueprint(teams.bp)
     app.register_blueprint(leaderboard.bp)
     app.register_blueprint(organizer.bp)
-    from server import throttle
 
     throttle.init_app(app)  # after the blueprints: it wraps the account views
 
@@ -109,8 +107,6 @@ def init_web(app: Flask) -> None:
             return render_template("error.html", code=code, message=message), code
 
         app.register_error_handler(code, handler)
-
-    from server.errors import HANDLED, describe
 
     def _named_error(e):
         """A named failure no page caught: its status from the table the API uses (server.errors)."""

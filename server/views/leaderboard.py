@@ -15,10 +15,13 @@ from flask import Blueprint, Response, abort, current_app, render_template, requ
 from sqlmodel import Session
 
 from server import leaderboard as lb
-from server import stats
+from server import plots, stats
 from server.auth import current_user
 from server.models import Phase, utcnow
+from server.provenance import current_provenance
+from server.publication import latest_ranking, ranking_versions
 from server.views.pages import PHASE_ORDER, task_or_404
+from tasks.store import TaskStore
 
 bp = Blueprint("leaderboard", __name__)
 
@@ -61,9 +64,6 @@ _PROV: dict[tuple, tuple] = {}
 
 def provenance_of(task, split: str):
     """The current gold/task/scorer versions of a split, re-read only when its manifest changes."""
-    from server.provenance import current_provenance
-    from tasks.store import TaskStore
-
     home = current_app.extensions["palimpsest.settings"].home
     try:
         st = os.stat(TaskStore(task.id, home).manifest_path)
@@ -212,8 +212,6 @@ def render_published(
 ) -> bytes | None:
     """A published final ranking from its snapshot: JSON and CSV byte for byte as published. None
     for a phase published before snapshots existed (its board is built live)."""
-    from server.publication import latest_ranking, ranking_versions
-
     engine = current_app.extensions["palimpsest.engine"]
     with Session(engine, expire_on_commit=False) as s:
         rv = latest_ranking(s, phase_id, version)
@@ -279,8 +277,6 @@ def significance(task_id: str):
         abort(404)
     body, public = None, None
     if state.published:
-        from server.publication import latest_ranking
-
         with Session(engine) as s:
             rv = latest_ranking(s, state.id, request.args.get("version", type=int))
         if rv is not None:
@@ -303,8 +299,6 @@ PLOT_TYPES = {"svg": "image/svg+xml", "pdf": "application/pdf"}
 def plot(task_id: str, fmt: str):
     """The board as figures (`?phase=`, `?kind=ci,time,subsets,folds`): rendered once per board version;
     a published phase's from its snapshot."""
-    from server import plots
-
     if fmt not in PLOT_TYPES:
         abort(404)
     task = task_or_404(task_id)
@@ -321,8 +315,6 @@ def plot(task_id: str, fmt: str):
     board_version = f"{state.version}{'s' if stats.ready(home, state.id, state.version) else 'p'}"
 
     def render() -> bytes:
-        from server.publication import latest_ranking
-
         with Session(engine, expire_on_commit=False) as s:
             phase = s.get(Phase, state.id)
             if state.published:

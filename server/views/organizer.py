@@ -15,15 +15,21 @@ from flask import (
     request,
     url_for,
 )
+from rq.registry import FailedJobRegistry, StartedJobRegistry
 from sqlmodel import func, select
 
+from baselines.systems import SYSTEMS, Options
 from server import leaderboard as lb
 from server import lifecycle, provenance, publication
 from server.actions import submissions as sub_actions
 from server.actions.phases import PHASE_ACTIONS
 from server.auth import current_user, db, organizer_required, safe_next
 from server.exceptions import Forbidden, LifecycleRefused, NotFound
-from server.models import AuditLog, GoldPartition, Phase, Submission, Team, User
+from server.forms import HideForm, NewPhaseForm, PhaseForm, RescoreAllForm
+from server.models import AuditLog, GoldPartition, Phase, Score, Submission, Team, User, utcnow
+from server.organize import QueueUnreachable, baseline_runs, enqueue_ids, export_ranking
+from server.organize import queue_baselines as enqueue_runs
+from server.queue import QUEUES, connect, get_queue
 from server.submissions import phase_state
 from server.views.pages import PHASE_ORDER, phases_of, task_or_404
 from tasks import all_tasks
@@ -64,7 +70,6 @@ def dashboard():
         .limit(30)
     ).all()
     actors = {u.id: u.email for u in s.exec(select(User).where(User.is_organizer)).all()}
-    from baselines.systems import SYSTEMS
 
     return render_template(
         "organizer/dashboard.html",
@@ -83,8 +88,6 @@ def dashboard():
 @bp.route("/tasks/<task_id>/phases", methods=["POST"])
 @organizer_required
 def create_phase(task_id: str):
-    from server.forms import NewPhaseForm
-
     t = task_or_404(task_id)
     form = NewPhaseForm()
     if not form.validate():
@@ -114,8 +117,6 @@ def create_phase(task_id: str):
 
 
 def _phase_page(p: Phase, form, code: int = 200):
-    from server.models import utcnow
-
     s = db()
     partition = s.get(GoldPartition, p.partition_id) if p.partition_id else None
     return render_template(
@@ -136,8 +137,6 @@ def _phase_page(p: Phase, form, code: int = 200):
 def edit_phase(phase_id: int):
     """The phase form (server.forms.PhaseForm): what was typed stays, and each field says what is
     wrong with it; the lifecycle's refusals are shown on the form."""
-    from server.forms import PhaseForm
-
     p = _phase_or_404(phase_id)
     s = db()
     if request.method != "POST":
@@ -316,8 +315,6 @@ def export(phase_id: int, fmt: str):
     t = task_or_404(p.task_id)
     if fmt not in ("csv", "json", "tex"):
         abort(404)
-    from server.exceptions import NotFound
-    from server.organize import export_ranking
 
     try:
         ex = export_ranking(
@@ -347,8 +344,6 @@ PAGE = 100
 
 def _counted_scores(s, subs: list[Submission]) -> dict[int, dict[str, float | None]]:
     """Submission id -> part -> primary value of its counted scoring (organizers see every part)."""
-    from server.models import Score
-
     want = [(x.id, x.score_attempt) for x in subs if x.score_attempt is not None]
     if not want:
         return {}
@@ -412,8 +407,6 @@ def submissions():
 def hide(submission_id: int):
     """Hide or remove a run after a confirmation page that shows it and the reason the team will
     read; unhide and restore at once."""
-    from server.forms import HideForm
-
     sub = _sub_or_404(submission_id)
     form = HideForm()
     action = form.action.data or "hide"
@@ -443,8 +436,6 @@ def hide(submission_id: int):
 
 
 def _enqueue_ids(ids: list[int]) -> None:
-    from server.organize import enqueue_ids
-
     enqueue_ids(current_app, ids, _settings())
 
 
@@ -470,8 +461,6 @@ def rescore(submission_id: int):
 def rescore_task(task_id: str):
     """Rescore every final submission of a task (or of a phase), after a confirmation page that
     says how many it queues."""
-    from server.forms import RescoreAllForm
-
     t = task_or_404(task_id)
     form = RescoreAllForm()
     s = db()
@@ -521,8 +510,6 @@ def rescore_task(task_id: str):
 @organizer_required
 def queue_baselines(task_id: str):
     """Put baseline runs of a task on the baselines queue (a GPU worker's, or serve's own worker)."""
-    from baselines.systems import SYSTEMS, Options
-
     t = task_or_404(task_id)
     systems = [x for x in request.form.getlist("system") if x in SYSTEMS.get(t.id, ())]
     if not systems:
@@ -536,8 +523,6 @@ def queue_baselines(task_id: str):
         cross_model=(request.form.get("cross_model") or "").strip() or None,
         device=device if device in ("auto", "cpu", "cuda") else "auto",
     )
-    from server.organize import QueueUnreachable
-    from server.organize import queue_baselines as enqueue_runs
 
     try:
         jobs = enqueue_runs(
@@ -561,8 +546,6 @@ def queue_baselines(task_id: str):
 
 
 def _baseline_runs(conn, settings) -> list[dict]:
-    from server.organize import baseline_runs
-
     return baseline_runs(conn, settings)
 
 
@@ -585,10 +568,6 @@ def queue():
     }
     rq_info, rq_error, runs = {}, None, []
     try:
-        from rq.registry import FailedJobRegistry, StartedJobRegistry
-
-        from server.queue import QUEUES, connect, get_queue
-
         settings = current_app.extensions["palimpsest.settings"]
         # only look: the queue page never starts the embedded Redis itself
         conn = current_app.extensions.get("palimpsest.redis") or connect(

