@@ -234,9 +234,10 @@ def register(group: click.Group) -> None:
         if (
             record and not server
         ):  # the local database at head (or refused) before any run, not after
-            from baselines.run import _server_settings, server_database
+            from baselines.run import server_database
+            from server.settings import get_settings
 
-            server_database(_server_settings(home))
+            server_database(get_settings(home))
         # with --json, whatever the models' libraries print goes to stderr: stdout is the JSON alone
         with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
             results = run_baselines(

@@ -168,13 +168,6 @@ def method_label(system: str, model: str | None) -> str:
     return f"{system} ({model})" if model else system
 
 
-def _server_settings(home=None):
-    """The server's settings (database, queue) with `home` as its data directory when given."""
-    from server.settings import Settings
-
-    return Settings.from_env(home=home) if home is not None else Settings.from_env()
-
-
 def server_database(settings):
     """The engine of the local server's database, at the migrations' head (the embedded default is
     upgraded; a DATABASE_URL that is behind is refused with BaselineError, saying what to run)."""
@@ -221,9 +214,10 @@ def record_baseline(
     from sqlmodel import Session
 
     from server.baselines import record_file
+    from server.settings import get_settings
 
     if settings is None:
-        settings = _server_settings(home)
+        settings = get_settings(home)
     with Session(server_database(settings)) as s:
         rec = record_file(
             s,
@@ -303,9 +297,10 @@ def enqueue_baselines(
     """Put each asked-for (task, system) run on the baselines queue of the server at `home` (or
     REDIS_URL), for `palimpsest worker --queue baselines` on a machine with the models."""
     from server.queue import connect, enqueue_baseline_run
+    from server.settings import get_settings
 
     options = options or Options()
-    settings = _server_settings(home)
+    settings = get_settings(home)
     runs, _notes = plan(
         task_ids, systems, options, settings.home, here=False
     )  # models: the worker's

@@ -23,9 +23,11 @@ from werkzeug.exceptions import HTTPException
 
 from server import api_models as m
 from server import auth
+from server.db import db
 from server.errors import HANDLED, describe
 from server.models import AuditLog, Phase, Submission, Team, User
 from server.openapi import op
+from server.settings import get_settings
 from server.submissions import phase_state, visible_scores
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
@@ -52,7 +54,7 @@ def _api_error(e: ApiError):
 
 def _named_error(e: Exception):
     """A named failure of the server (server.errors.TABLE): its status and code, as on the web."""
-    auth.db().rollback()
+    db().rollback()
     status, code, message, extra = describe(e)
     return error_response(status, code, message, **extra)
 
@@ -201,10 +203,6 @@ def _organizer() -> User:
     return u
 
 
-def _settings():
-    return current_app.extensions["palimpsest.settings"]
-
-
 def _task(task_id: str):
     from scorer.errors import TaskNotFound
     from tasks import get_task
@@ -336,7 +334,7 @@ def task_fields(task, store_exists: bool, phases: list[dict]) -> dict:
 def _store(task_id: str):
     from tasks.store import TaskStore
 
-    return TaskStore(task_id, _settings().home)
+    return TaskStore(task_id, get_settings().home)
 
 
 def _visible_scores(s, user, sub: Submission, phase: Phase) -> dict | None:
@@ -347,7 +345,7 @@ def _visible_scores(s, user, sub: Submission, phase: Phase) -> dict | None:
 
     if sub.score_attempt is None:  # never scored (a rescore keeps the standing scores)
         return None
-    secret = _settings().secret_key
+    secret = get_settings().secret_key
     parts = {
         sc.part: (sc.result if user.is_organizer else public_result(sc.result, secret))
         for sc in visible_scores(s, sub, phase, organizer=user.is_organizer)
@@ -420,7 +418,7 @@ def _any_submission(s, submission_id: int) -> Submission:
 @op("Who the token belongs to", responses={200: m.Me}, tags=("team",))
 def me():
     u = _user()
-    s = auth.db()
+    s = db()
     team = s.get(Team, u.team_id) if u.team_id else None
     return out(
         m.Me,
@@ -454,7 +452,7 @@ def _team_out(s, team: Team, status: int = 200):
 )
 def team_show():
     u = _user()
-    s = auth.db()
+    s = db()
     team = s.get(Team, u.team_id) if u.team_id else None
     if team is None:
         raise ApiError(
@@ -476,7 +474,7 @@ def team_create():
 
     u = _user()
     body = _body(m.TeamCreate)
-    s = auth.db()
+    s = db()
     return _team_out(s, teams.create_team(s, u, body.name), 201)
 
 
@@ -493,7 +491,7 @@ def team_join():
 
     u = _user()
     body = _body(m.TeamJoin)
-    s = auth.db()
+    s = db()
     return _team_out(s, teams.join_team(s, u, body.invite_code))
 
 
@@ -508,7 +506,7 @@ def team_leave():
     from server import teams
 
     u = _user()
-    return out(m.Left, left_team=teams.leave_team(auth.db(), u))
+    return out(m.Left, left_team=teams.leave_team(db(), u))
 
 
 @bp.post("/team/invite")
@@ -517,7 +515,7 @@ def team_rotate():
     from server import teams
 
     u = _user()
-    s = auth.db()
+    s = db()
     return _team_out(s, teams.rotate_invite(s, u))
 
 
@@ -536,7 +534,7 @@ def tasks_list():
 
     u = _user()
     page = _query(m.PageQuery)
-    s = auth.db()
+    s = db()
     ts = list(all_tasks())
     start = _cursor_id(page.cursor) or 0
     chunk = ts[start : start + page.limit]
@@ -561,7 +559,7 @@ def tasks_list():
 def task_detail(task_id):
     u = _user()
     t = _task(task_id)
-    s = auth.db()
+    s = db()
     return out(
         m.TaskOut,
         **task_fields(
@@ -634,7 +632,7 @@ def create(task_id):
 
     u = _user()
     t = _task(task_id)
-    s = auth.db()
+    s = db()
     as_baseline = _flag("baseline")
     if as_baseline and not u.is_organizer:
         raise ApiError(
@@ -683,7 +681,7 @@ def create(task_id):
             url=(request.form.get("url") or "")[:500],
             show_publicly=_flag("show_publicly", True),
             is_baseline=as_baseline,
-            settings=_settings(),
+            settings=get_settings(),
             dedupe=True,
         )
         status, dup = 201, False
@@ -704,7 +702,7 @@ def create(task_id):
 def my_submissions():
     u = _user()
     page = _query(m.SubmissionsQuery)
-    s = auth.db()
+    s = db()
     q = select(Submission, Team).join(Team, Team.id == Submission.team_id)
     if not u.is_organizer:
         q = q.where(Submission.removed_at.is_(None))
@@ -735,7 +733,7 @@ def my_submissions():
 )
 def submission(submission_id):
     u = _user()
-    s = auth.db()
+    s = db()
     return _sub_out(s, u, _own_submission(s, u, submission_id))
 
 
@@ -752,7 +750,7 @@ def primary(submission_id):
     from server.lifecycle import set_primary
 
     u = _user()
-    s = auth.db()
+    s = db()
     sub = _own_submission(s, u, submission_id)
     if u.team_id != sub.team_id:
         raise ApiError(
@@ -796,7 +794,7 @@ def phases_list(task_id):
     _organizer()
     t = _task(task_id)
     page = _query(m.PageQuery)
-    s = auth.db()
+    s = db()
     items, links = paginate(
         s, select(Phase).where(Phase.task_id == t.id), Phase.id, page, phase_state_fields
     )
@@ -817,7 +815,7 @@ def phase_create(task_id):
     u = _organizer()
     t = _task(task_id)
     body = _body(m.PhaseCreate)
-    s = auth.db()
+    s = db()
     p = lifecycle.create_phase(s, task=t, name=body.name, split=body.split, actor=u, via="api")
     changes = {k: getattr(body, k) for k in body.model_fields_set if k not in ("name", "split")}
     if changes:
@@ -840,7 +838,7 @@ def phase_edit(task_id, phase_name):
     u = _organizer()
     t = _task(task_id)
     body = _body(m.PhaseEdit)
-    s = auth.db()
+    s = db()
     p = _phase(s, t.id, phase_name)
     changes = body.model_dump(include=set(body.model_fields_set))
     if "public_fraction" in changes and changes["public_fraction"] is None:
@@ -865,7 +863,7 @@ def phase_action(task_id, phase_name, action):
 
     u = _organizer()
     t = _task(task_id)
-    s = auth.db()
+    s = db()
     p = _phase(s, t.id, phase_name)
     if action not in ("close", "freeze", "unfreeze", "publish"):
         raise ApiError(
@@ -884,7 +882,7 @@ def phase_action(task_id, phase_name, action):
             p,
             task=t,
             actor=u,
-            settings=_settings(),
+            settings=get_settings(),
             reason=body.reason,
             via="api",
             close_first=body.close,
@@ -916,7 +914,7 @@ def rankings(task_id, phase_name):
     _organizer()
     t = _task(task_id)
     page = _query(m.PageQuery)
-    s = auth.db()
+    s = db()
     p = _phase(s, t.id, phase_name)
     items, links = paginate(
         s,
@@ -939,7 +937,7 @@ def ranking_version(task_id, phase_name, version):
 
     _user()
     t = _task(task_id)
-    s = auth.db()
+    s = db()
     p = _phase(s, t.id, phase_name)
     rv = latest_ranking(s, p.id, version)
     if rv is None:
@@ -964,9 +962,9 @@ def export(task_id, phase_name):
     u = _organizer()
     t = _task(task_id)
     q = _query(m.ExportQuery)
-    s = auth.db()
+    s = db()
     p = _phase(s, t.id, phase_name)
-    ex = export_ranking(s, t, p, q.format, q.version, actor=u, settings=_settings(), via="api")
+    ex = export_ranking(s, t, p, q.format, q.version, actor=u, settings=get_settings(), via="api")
     return Response(
         ex.body,
         content_type=ex.mimetype,
@@ -991,12 +989,12 @@ def rescore_one(submission_id):
 
     u = _organizer()
     body = _body(m.Rescore) if (request.get_json(silent=True) or request.form) else m.Rescore()
-    s = auth.db()
+    s = db()
     sub = _any_submission(s, submission_id)
     if sub.removed_at is not None:
         raise ApiError(409, "removed", f"submission {sub.id} is removed; restore it first")
     ids = lifecycle.rescore(
-        s, [sub], actor=u, max_attempts=_settings().max_attempts, reason=body.reason
+        s, [sub], actor=u, max_attempts=get_settings().max_attempts, reason=body.reason
     )
     if not ids:
         raise ApiError(
@@ -1004,7 +1002,7 @@ def rescore_one(submission_id):
             "not_final",
             f"submission {sub.id} is {sub.status}: only a scored or failed submission is rescored",
         )
-    enqueue_ids(current_app, ids, _settings())
+    enqueue_ids(current_app, ids, get_settings())
     return out(m.Rescored, queued=ids, skipped=0)
 
 
@@ -1024,19 +1022,19 @@ def rescore_all(task_id):
     body = (
         _body(m.TaskRescore) if (request.get_json(silent=True) or request.form) else m.TaskRescore()
     )
-    s = auth.db()
+    s = db()
     p = _phase(s, t.id, body.phase) if body.phase else None
     ids = rescore_task(
         s,
         t,
         actor=u,
-        settings=_settings(),
+        settings=get_settings(),
         phase=p,
         include_invalid=body.include_invalid,
         reason=body.reason,
         via="api",
     )
-    enqueue_ids(current_app, ids, _settings())
+    enqueue_ids(current_app, ids, get_settings())
     return out(m.Rescored, queued=ids, skipped=0)
 
 
@@ -1054,7 +1052,7 @@ def visibility(submission_id):
 
     u = _organizer()
     body = _body(m.Visibility)
-    s = auth.db()
+    s = db()
     sub = _any_submission(s, submission_id)
     lifecycle.set_visibility(s, sub, body.action, actor=u, reason=body.reason)
     return _sub_out(s, u, sub)
@@ -1074,7 +1072,7 @@ def visibility(submission_id):
 def audit_log():
     _organizer()
     page = _query(m.AuditQuery)
-    s = auth.db()
+    s = db()
     q = select(AuditLog)
     if page.action:
         q = q.where(AuditLog.action == page.action)
@@ -1111,7 +1109,7 @@ def baselines_list(task_id):
     u = _organizer()
     t = _task(task_id)
     page = _query(m.BaselinesQuery)
-    s = auth.db()
+    s = db()
     q = (
         select(Submission, Team)
         .join(Team, Team.id == Submission.team_id)
@@ -1158,7 +1156,14 @@ def baselines_queue(task_id):
     opts = Options(model=body.model, cross_model=body.cross_model, device=body.device).job_args()
     try:
         jobs = queue_baselines(
-            current_app, auth.db(), t, body.systems, opts, actor=u, settings=_settings(), via="api"
+            current_app,
+            db(),
+            t,
+            body.systems,
+            opts,
+            actor=u,
+            settings=get_settings(),
+            via="api",
         )
     except QueueUnreachable as e:
         raise ApiError(503, "queue_unreachable", str(e)) from None
@@ -1182,10 +1187,10 @@ def baseline_runs():
     page = _query(m.PageQuery)
     try:  # only look: never start the embedded Redis for this
         conn = current_app.extensions.get("palimpsest.redis") or connect(
-            _settings(), start_embedded=False
+            get_settings(), start_embedded=False
         )
         conn.ping()
-        runs = runs_of(conn, _settings())
+        runs = runs_of(conn, get_settings())
     except Exception as e:  # noqa: BLE001 — say plainly that the queue cannot be read
         raise ApiError(
             503,

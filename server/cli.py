@@ -5,12 +5,15 @@ Nothing heavy is imported at module level: Flask, RQ and SQLModel load inside th
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 import click
+
+from server.settings import SettingsError, get_settings, settings_markdown
 
 QUEUE_CHOICES = ("scoring", "baselines")
 
@@ -32,19 +35,13 @@ def _home_option(f):
     )(f)
 
 
-def _settings():
-    from server.settings import Settings
-
-    return Settings.from_env()
-
-
 def _engine(settings=None):
     """The database of a local command, at the migrations' head: the embedded default is upgraded
     (created when new); a DATABASE_URL that is behind is refused, saying to run `db upgrade`."""
     from server.migrate import SchemaError, prepare
 
     try:
-        return prepare(settings or _settings())
+        return prepare(settings or get_settings())
     except SchemaError as e:
         raise Refused(str(e)) from None
 
@@ -136,6 +133,25 @@ class _When(click.ParamType):
 def register(main: click.Group) -> None:
     """Add the server's commands to the `palimpsest` group."""
 
+    @main.command("settings")
+    @click.option("--markdown", is_flag=True, help="The table of docs/settings.md.")
+    @click.option("--json", "as_json", is_flag=True, help="One JSON object: each setting's value.")
+    @_home_option
+    def settings_(markdown, as_json):
+        """Print every setting: its value here (secrets masked), or the docs' table."""
+        if markdown:
+            click.echo(settings_markdown(), nl=False)
+            return
+        values = get_settings().model_dump(mode="json")
+        for secret in ("secret_key", "smtp_password"):
+            if values.get(secret):
+                values[secret] = "***"
+        if as_json:
+            click.echo(json.dumps(values, indent=2))
+            return
+        for name, value in values.items():
+            click.echo(f"{name:<24} {value}")
+
     @main.command("serve")
     @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
     @click.option("--port", default=5000, show_default=True, type=int, help="Port to listen on.")
@@ -160,14 +176,14 @@ def register(main: click.Group) -> None:
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
         try:
             code = Supervisor(
-                _settings(),
+                get_settings(),
                 host=host,
                 port=port,
                 demo=demo,
                 workers=workers,
                 echo=lambda m: click.echo(m, err=True),
             ).run()
-        except SchemaError as e:
+        except (SchemaError, SettingsError) as e:
             raise Refused(str(e)) from None
         sys.exit(code)
 
@@ -190,7 +206,7 @@ def register(main: click.Group) -> None:
 
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker %(message)s")
         try:
-            code = run(_settings(), tuple(queues) or QUEUE_CHOICES, burst=burst)
+            code = run(get_settings(), tuple(queues) or QUEUE_CHOICES, burst=burst)
         except SchemaError as e:
             raise Refused(str(e)) from None
         sys.exit(code)
@@ -207,7 +223,7 @@ def register(main: click.Group) -> None:
         from server.reconciler import reconcile, run_forever
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s reconciler %(message)s")
-        settings = _settings()
+        settings = get_settings()
         if once:
             click.echo(json.dumps(reconcile(settings, _engine(settings), connect(settings))))
             return
@@ -270,7 +286,7 @@ def register(main: click.Group) -> None:
 
         from server.auth import audit, reset_link
 
-        settings = _settings()
+        settings = get_settings()
         with Session(_engine(settings), expire_on_commit=False) as s:
             u = _user_by_email(s, email)
             link = reset_link(settings, u, base_url)
@@ -460,7 +476,7 @@ def register(main: click.Group) -> None:
             from server.exceptions import LifecycleRefused
 
             task = _task(task_id)
-            settings = _settings()
+            settings = get_settings()
             with Session(_engine(settings), expire_on_commit=False) as s:
                 p = _phase(s, task, phase_name)
                 out = {}
@@ -586,7 +602,7 @@ def register(main: click.Group) -> None:
         revision (default: the newest)."""
         from server.migrate import SchemaError, current, upgrade
 
-        settings = _settings()
+        settings = get_settings()
         try:
             upgrade(settings, revision)
         except SchemaError as e:
@@ -601,7 +617,7 @@ def register(main: click.Group) -> None:
         without the migrations: give the revision its tables are at, then `db upgrade`)."""
         from server.migrate import current, stamp
 
-        settings = _settings()
+        settings = get_settings()
         try:
             stamp(settings, revision)
         except Exception as e:  # alembic's own errors: an unknown revision, an unreachable database
@@ -615,7 +631,7 @@ def register(main: click.Group) -> None:
         from server.db import get_engine
         from server.migrate import current, status
 
-        settings = _settings()
+        settings = get_settings()
         revs = current(settings)
         state, why = status(get_engine(settings.sqlalchemy_url()))
         click.echo(f"{', '.join(revs) or 'none'} ({'head' if state == 'head' else why})")

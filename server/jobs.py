@@ -55,7 +55,7 @@ def score_submission(submission_id: int) -> dict:
         parts = gold_parts(engine, phase.id, settings)
         try:
             with bounded(settings.file_cpu_seconds, settings.file_memory_bytes):
-                v = validate_file(task_id, path, split, settings.home)
+                v = validate_file(task_id, path, split, settings.home, settings.limits())
                 results = {
                     part: score_validated(v, settings.home, only=units)
                     for part, units in parts.items()

@@ -102,7 +102,9 @@ def load_units(settings, task, split: str, submission_id: int, attempt: int) -> 
 
         with Session(get_engine(settings.sqlalchemy_url())) as s:
             key = s.get(Submission, submission_id).storage_key
-        v = validate_file(task.id, path_for(settings.home, key), split, settings.home)
+        v = validate_file(
+            task.id, path_for(settings.home, key), split, settings.home, settings.limits()
+        )
         save_units(
             settings.home,
             submission_id,

@@ -19,9 +19,11 @@ from sqlmodel import func, select
 
 from server import leaderboard as lb
 from server import lifecycle
-from server.auth import current_user, db, organizer_required, safe_next
+from server.auth import current_user, organizer_required, safe_next
+from server.db import db
 from server.exceptions import LifecycleRefused
 from server.models import AuditLog, GoldPartition, Phase, Submission, Team, User
+from server.settings import get_settings
 from server.submissions import phase_state
 from server.views.pages import PHASE_ORDER, phases_of, task_or_404
 from tasks import all_tasks
@@ -228,7 +230,7 @@ def publish(phase_id: int):
             audience="public",
             show_private=True,
             include_closed=True,
-            provenance=lifecycle.current_provenance(t, p.split, _settings().home),
+            provenance=lifecycle.current_provenance(t, p.split, get_settings().home),
         )
         return render_template(
             "organizer/publish.html",
@@ -246,7 +248,7 @@ def publish(phase_id: int):
             p,
             task=t,
             actor=current_user(),
-            settings=_settings(),
+            settings=get_settings(),
             reason=reason,
             close_first=action == "close_and_publish",
         ),
@@ -255,10 +257,6 @@ def publish(phase_id: int):
     if not ok:
         return redirect(url_for("organizer.publish", phase_id=p.id, action=action))
     return redirect(url_for("organizer.ranking", phase_id=p.id))
-
-
-def _settings():
-    return current_app.extensions["palimpsest.settings"]
 
 
 @bp.route("/phases/<int:phase_id>/ranking")
@@ -276,7 +274,7 @@ def ranking(phase_id: int):
         audience="public",
         show_private=True,
         include_closed=True,
-        provenance=lifecycle.current_provenance(t, p.split, _settings().home),
+        provenance=lifecycle.current_provenance(t, p.split, get_settings().home),
     )
     return render_template(
         "leaderboard/board.html",
@@ -312,7 +310,7 @@ def export(phase_id: int, fmt: str):
             fmt,
             request.args.get("version", type=int),
             actor=current_user(),
-            settings=_settings(),
+            settings=get_settings(),
             columns=request.args.getlist("column") or None,
         )
     except NotFound:
@@ -426,7 +424,7 @@ def hide(submission_id: int):
 def _enqueue_ids(ids: list[int]) -> None:
     from server.organize import enqueue_ids
 
-    enqueue_ids(current_app, ids, _settings())
+    enqueue_ids(current_app, ids, get_settings())
 
 
 @bp.route("/submissions/<int:submission_id>/rescore", methods=["POST"])
@@ -437,7 +435,7 @@ def rescore(submission_id: int):
         flash(f"Submission #{sub.id} is removed; restore it first.", "error")
         return _back(url_for("organizer.submissions"))
     ids = lifecycle.rescore(
-        db(), [sub], actor=current_user(), max_attempts=_settings().max_attempts
+        db(), [sub], actor=current_user(), max_attempts=get_settings().max_attempts
     )
     _enqueue_ids(ids)
     if ids:
@@ -490,7 +488,7 @@ def rescore_task(task_id: str):
         s,
         t,
         actor=current_user(),
-        settings=_settings(),
+        settings=get_settings(),
         phase=p,
         include_invalid=bool(form.include_invalid.data),
     )
@@ -532,7 +530,7 @@ def queue_baselines(task_id: str):
             systems,
             opts.job_args(),
             actor=current_user(),
-            settings=_settings(),
+            settings=get_settings(),
         )
     except QueueUnreachable as e:
         flash(f"{str(e)[:1].upper()}{str(e)[1:]}.", "error")

@@ -18,8 +18,10 @@ from flask import (
 )
 from sqlmodel import select
 
-from server.auth import can_see_submission, current_user, db, login_required
+from server.auth import can_see_submission, current_user, login_required
+from server.db import db
 from server.models import Phase, Submission, Team
+from server.settings import get_settings
 from server.submissions import phase_state, visible_scores
 from tasks import all_tasks, get_task
 from tasks.store import TaskStore
@@ -27,10 +29,6 @@ from tasks.store import TaskStore
 bp = Blueprint("pages", __name__)
 
 PHASE_ORDER = {"dev": 0, "test": 1}
-
-
-def settings():
-    return current_app.extensions["palimpsest.settings"]
 
 
 def task_or_404(task_id: str):
@@ -75,7 +73,7 @@ def user_team() -> Team | None:
 
 @bp.route("/")
 def index():
-    home = settings().home
+    home = get_settings().home
     rows = [(t, TaskStore(t.id, home).exists()) for t in all_tasks()]
     return render_template("tasks/index.html", tasks=rows)
 
@@ -83,7 +81,7 @@ def index():
 @bp.route("/tasks/<task_id>")
 def task(task_id: str):
     t = task_or_404(task_id)
-    store = TaskStore(t.id, settings().home)
+    store = TaskStore(t.id, get_settings().home)
     imported = store.exists()
     splits = [sp for sp in t.splits if store.public_files(sp)] if imported else []
     team = user_team()
@@ -107,7 +105,7 @@ def download(task_id: str, split: str):
     t = task_or_404(task_id)
     if split not in t.splits:
         abort(404)
-    store = TaskStore(t.id, settings().home)
+    store = TaskStore(t.id, get_settings().home)
     files = store.public_files(split) if store.exists() else []
     if not files:
         abort(404)
@@ -181,7 +179,7 @@ def submit(task_id: str):
             description=form.description.data or "",
             url=form.url.data or "",
             show_publicly=form.show_publicly.data,
-            settings=settings(),
+            settings=get_settings(),
             enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
             redis=current_app.extensions.get("palimpsest.redis"),
         )
@@ -302,7 +300,7 @@ def submission(submission_id: int):
     if not organizer:  # the gold's sha256 is the organizers': participants see its keyed id
         from server.lifecycle import public_result
 
-        secret = settings().secret_key
+        secret = get_settings().secret_key
         shown = [_Shown(sc, public_result(sc.result, secret)) for sc in shown]
     team = s.get(Team, sub.team_id)
     others = s.exec(
