@@ -13,8 +13,6 @@ from pathlib import Path
 
 import click
 
-from server.settings import SettingsError, get_settings, settings_markdown
-
 QUEUE_CHOICES = ("scoring", "baselines")
 
 
@@ -39,6 +37,7 @@ def _engine(settings=None):
     """The database of a local command, at the migrations' head: the embedded default is upgraded
     (created when new); a DATABASE_URL that is behind is refused, saying to run `db upgrade`."""
     from server.migrate import SchemaError, prepare
+    from server.settings import get_settings
 
     try:
         return prepare(settings or get_settings())
@@ -139,6 +138,8 @@ def register(main: click.Group) -> None:
     @_home_option
     def settings_(markdown, as_json):
         """Print every setting: its value here (secrets masked), or the docs' table."""
+        from server.settings import get_settings, settings_markdown
+
         if markdown:
             click.echo(settings_markdown(), nl=False)
             return
@@ -171,6 +172,7 @@ def register(main: click.Group) -> None:
         import logging
 
         from server.migrate import SchemaError
+        from server.settings import SettingsError, get_settings
         from server.supervisor import Supervisor
 
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
@@ -202,6 +204,7 @@ def register(main: click.Group) -> None:
         import logging
 
         from server.migrate import SchemaError
+        from server.settings import get_settings
         from server.worker import run
 
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker %(message)s")
@@ -221,6 +224,7 @@ def register(main: click.Group) -> None:
 
         from server.queue import connect
         from server.reconciler import reconcile, run_forever
+        from server.settings import get_settings
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s reconciler %(message)s")
         settings = get_settings()
@@ -285,6 +289,7 @@ def register(main: click.Group) -> None:
         from sqlmodel import Session
 
         from server.auth import audit, reset_link
+        from server.settings import get_settings
 
         settings = get_settings()
         with Session(_engine(settings), expire_on_commit=False) as s:
@@ -474,6 +479,7 @@ def register(main: click.Group) -> None:
 
             from server import lifecycle
             from server.exceptions import LifecycleRefused
+            from server.settings import get_settings
 
             task = _task(task_id)
             settings = get_settings()
@@ -601,6 +607,7 @@ def register(main: click.Group) -> None:
         """Create or migrate the database (DATABASE_URL, or SQLite in the data directory) to a
         revision (default: the newest)."""
         from server.migrate import SchemaError, current, upgrade
+        from server.settings import get_settings
 
         settings = get_settings()
         try:
@@ -616,6 +623,7 @@ def register(main: click.Group) -> None:
         """Record REVISION as the database's revision without migrating (for a database built
         without the migrations: give the revision its tables are at, then `db upgrade`)."""
         from server.migrate import current, stamp
+        from server.settings import get_settings
 
         settings = get_settings()
         try:
@@ -630,6 +638,7 @@ def register(main: click.Group) -> None:
         """Print the database's revision and whether it is the newest; exit 1 when it is not."""
         from server.db import get_engine
         from server.migrate import current, status
+        from server.settings import get_settings
 
         settings = get_settings()
         revs = current(settings)
