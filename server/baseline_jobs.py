@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import tempfile
 
-from server.settings import Settings
+from server.settings import get_settings
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ def run_baseline(task_id: str, system: str, options: dict, phases: list[str] | N
     from baselines.run import record_baseline, run_baselines
     from baselines.systems import Options
 
-    settings = Settings.from_env()
+    settings = get_settings()
     opts = Options(**{**options, "progress": False})
     runs = settings.home / "baselines" / "runs"
     runs.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlmodel import Session
 
 from server.models import Phase, Team, User
-from server.settings import Settings
+from server.settings import Settings, get_settings
 
 BASELINE_TEAM = "Baselines"
 
@@ -110,7 +110,7 @@ def record_file(
     from server.exceptions import DuplicateSubmission
     from server.submissions import create_submission
 
-    settings = settings or Settings.from_env()
+    settings = settings or get_settings()
     team = baseline_team(session)
     path = Path(path)
     out = []

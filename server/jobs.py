@@ -22,7 +22,7 @@ from server.lifecycle import (
     start_attempt,
 )
 from server.models import Phase, Submission
-from server.settings import Settings
+from server.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def score_submission(submission_id: int) -> dict:
     from server.limits import TooCostly, bounded
     from server.storage import path_for
 
-    settings = Settings.from_env()
+    settings = get_settings()
     engine = _engine(settings)
     attempt = start_attempt(engine, submission_id, settings.max_attempts)
     if attempt is None:
@@ -174,7 +174,7 @@ def on_job_failure(job, connection, exc_type=None, exc_value=None, tb=None) -> N
         return
     from server.queue import submission_id_of
 
-    settings = Settings.from_env()
+    settings = get_settings()
     engine = _engine(settings)
     sid = submission_id_of(job.id)
     with Session(engine) as s:

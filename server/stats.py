@@ -331,10 +331,10 @@ def compute_board_stats(phase_id: int, settings=None) -> dict:
     from server import leaderboard as lb
     from server.db import get_engine
     from server.lifecycle import current_provenance
-    from server.settings import Settings
+    from server.settings import get_settings
     from tasks import get_task
 
-    settings = settings or Settings.from_env()
+    settings = settings or get_settings()
     engine = get_engine(settings.sqlalchemy_url())
     t0 = time.perf_counter()
     with Session(engine, expire_on_commit=False) as s:

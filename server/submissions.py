@@ -20,7 +20,7 @@ from server.exceptions import DuplicateSubmission, LimitReached, NotFound, Phase
 # the statuses and the phase window are the lifecycle's; importable from here as before
 from server.lifecycle import COUNTED, PENDING, Status, phase_state  # noqa: F401
 from server.models import Phase, Score, Submission, Team, User, utcnow
-from server.settings import Settings
+from server.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -211,7 +211,7 @@ def create_submission(
         upload_bytes_or_stream = upload
     if upload_bytes_or_stream is None:
         raise TypeError("create_submission needs the upload (bytes or a binary stream)")
-    settings = settings or Settings.from_env()
+    settings = settings or get_settings()
     team_id = team.id
     is_baseline = bool(is_baseline or team.is_baseline)
     exempt = is_baseline or bool(user is not None and user.is_organizer) or not enforce_limits

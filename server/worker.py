@@ -14,7 +14,7 @@ import sys
 import time
 
 from server.queue import QUEUES, connect, get_queue
-from server.settings import Settings
+from server.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +184,7 @@ def main(argv=None) -> int:
     from server.migrate import SchemaError
 
     try:
-        return run(Settings.from_env(), tuple(a.queue or QUEUES), burst=a.burst)
+        return run(get_settings(), tuple(a.queue or QUEUES), burst=a.burst)
     except SchemaError as e:
         print(f"worker: {e}", file=sys.stderr)
         return 2
