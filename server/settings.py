@@ -3,7 +3,8 @@
 Each field is read from `PALIMPSEST_<NAME>` (the database and Redis from `DATABASE_URL` and
 `REDIS_URL`); `palimpsest settings --markdown` prints the table of docs/settings.md from this
 declaration. The secret key comes from `PALIMPSEST_SECRET_KEY`, else from the file `secret_key` in
-the data directory, which `palimpsest serve` (and a development app) writes on first start.
+the data directory, which `palimpsest serve` writes on first start (outside production, whichever
+process first needs a key); production never makes one up.
 """
 
 from __future__ import annotations
@@ -252,14 +253,19 @@ def ensure_secret(home: Path) -> str:
     home = Path(home)
     home.mkdir(parents=True, exist_ok=True)
     path = home / SECRET_FILE
-    try:
-        # O_EXCL: of two processes starting at once, one writes the key and both read it
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        pass
-    else:
+    if not path.exists():
+        # written whole under a private name, then linked into place: of two processes starting
+        # at once one key wins, and neither ever reads a half-written file
+        tmp = home / f".{SECRET_FILE}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="ascii") as f:
             f.write(secrets.token_urlsafe(32) + "\n")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
     key = read_secret(home)
     if key is None:
         raise SettingsError(f"{path} is empty: delete it to have a new secret key generated")

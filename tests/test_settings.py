@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,12 @@ def test_ensure_secret_writes_a_random_key_with_mode_600_once(tmp_path):
     assert ensure_secret(b) != key_a
     assert len(key_a) >= 40 and key_a != OLD_PUBLIC_SECRET
     assert stat.S_IMODE((a / SECRET_FILE).stat().st_mode) == 0o600
+
+
+def test_processes_starting_at_once_agree_on_one_key(tmp_path):
+    with ProcessPoolExecutor(4) as pool:
+        keys = set(pool.map(ensure_secret, [tmp_path] * 16))
+    assert len(keys) == 1 and [p.name for p in tmp_path.iterdir()] == [SECRET_FILE]
 
 
 def test_production_without_a_secret_key_refuses_to_start(tmp_path, monkeypatch):
