@@ -1,26 +1,26 @@
-"""A small HTTP client for the Palimpsest REST API (stdlib only, so commands start fast).
+"""The HTTP client of the `palimpsest` command for the Palimpsest REST API (requests + urllib3).
 
-Transient failures (connection errors, 5xx answers) are retried with backoff. A submission is
-retried too: the server deduplicates uploads by content hash per team and phase, so a retried
-upload can never count twice.
+Retries follow what is safe to repeat. Idempotent requests (GET, HEAD, PUT, DELETE) are retried on
+a dropped connection, a timeout or a 502/503/504 answer, with backoff. A POST is never retried
+once it may have reached the server (publish, rescore, close...): only a connection that could not
+be opened at all is tried again, since then nothing was sent. An upload is the one POST retried
+like an idempotent request, because it carries its dedup key: the server keeps one submission per
+team, phase and file content (sha256), so a retried upload answers with the first one; the client
+sends the sha256 it computed and checks the server stored that very file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import random
 import stat
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-RETRY_STATUS = {500, 502, 503, 504}  # safe for uploads too: the server deduplicates them
+IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+RETRY_STATUS = frozenset({502, 503, 504})  # the server or a proxy in front is not there (yet)
 
 
 class ClientError(Exception):
@@ -77,6 +77,8 @@ class Response:
 
 
 class Client:
+    """A session with one server: its token, its retry rules and its timeout."""
+
     def __init__(
         self,
         server: str,
@@ -95,58 +97,80 @@ class Client:
         self.retries = retries
         self.backoff = backoff
         self.timeout = timeout
+        self._sessions: dict = {}  # dedup -> requests.Session, made on first use
 
     @classmethod
-    def from_config(cls) -> "Client":
+    def from_config(cls) -> Client:
+        """A client for the server and token of the config file (or the environment)."""
         cfg = load_config()
         return cls(cfg.get("server", ""), cfg.get("token"))
 
-    def url(self, path: str, params: dict | None = None) -> str:
-        q = (
-            "?" + urllib.parse.urlencode({k: v for k, v in (params or {}).items() if v is not None})
-            if params
-            else ""
-        )
-        return f"{self.server}/api/v1{path}{q}"
+    def url(self, path: str) -> str:
+        """The API address of `path`."""
+        return f"{self.server}/api/v1{path}"
+
+    def _session(self, dedup: bool):
+        """The pooled session whose retries fit the request: idempotent methods only, or POST
+        too for an upload carrying its dedup key."""
+        if dedup not in self._sessions:
+            # imported here: requests and urllib3 take about 0.1 s to load, which only commands
+            # that talk to a server should pay (`palimpsest --help` and `validate` start fast)
+            import requests
+            from requests.adapters import HTTPAdapter
+            from urllib3.util.retry import Retry
+
+            retry = Retry(
+                total=self.retries,
+                connect=self.retries,  # nothing was sent: safe for any method
+                read=self.retries,  # the request may have been handled: allowed methods only
+                status=self.retries,
+                other=0,
+                allowed_methods=(IDEMPOTENT | {"POST"}) if dedup else IDEMPOTENT,
+                status_forcelist=RETRY_STATUS,
+                backoff_factor=self.backoff,
+                raise_on_status=False,  # the last answer is returned and turned into an error
+                respect_retry_after_header=True,
+            )
+            s = requests.Session()
+            adapter = HTTPAdapter(max_retries=retry)
+            s.mount("http://", adapter)
+            s.mount("https://", adapter)
+            s.headers.update({"Accept": "application/json", "User-Agent": "palimpsest-cli/0.2"})
+            if self.token:
+                s.headers["Authorization"] = f"Bearer {self.token}"
+            self._sessions[dedup] = s
+        return self._sessions[dedup]
 
     def request(
         self,
         method: str,
         path: str,
         params: dict | None = None,
-        data: bytes | None = None,
+        data: bytes | object | None = None,
         headers: dict | None = None,
-        body_factory: Callable[[], object] | None = None,
+        *,
+        dedup_key: str | None = None,
     ) -> Response:
-        hdrs = {"Accept": "application/json", "User-Agent": "palimpsest-cli/0.1"}
-        if self.token:
-            hdrs["Authorization"] = f"Bearer {self.token}"
-        hdrs.update(headers or {})
-        url = self.url(path, params)
-        attempt = 0
-        while True:
-            body = body_factory() if body_factory else data
-            req = urllib.request.Request(url, data=body, method=method, headers=hdrs)
-            try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as r:
-                    return Response(r.status, r.read(), dict(r.headers))
-            except urllib.error.HTTPError as e:
-                payload = e.read()
-                if e.code in RETRY_STATUS and attempt < self.retries:
-                    attempt += 1
-                    self._sleep(attempt)
-                    continue
-                raise self._http_error(e.code, payload) from None
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as e:
-                if attempt < self.retries:
-                    attempt += 1
-                    self._sleep(attempt)
-                    continue
-                reason = getattr(e, "reason", e)
-                raise ClientError(f"cannot reach the server at {self.server} ({reason})") from None
-
-    def _sleep(self, attempt: int) -> None:
-        time.sleep(self.backoff * (2 ** (attempt - 1)) * (1 + random.random() / 4))
+        """Send one request (retried as the module docstring says); a ClientError unless 2xx/3xx.
+        `dedup_key` marks a POST the server deduplicates, so that it may be retried."""
+        if dedup_key is not None and method.upper() != "POST":
+            raise ValueError("a dedup key is for uploads (POST)")
+        params = {k: v for k, v in (params or {}).items() if v is not None}
+        try:
+            r = self._session(dedup_key is not None).request(
+                method,
+                self.url(path),
+                params=params or None,
+                data=data,
+                headers=headers,
+                timeout=self.timeout,
+            )
+        except OSError as e:  # requests.RequestException is an OSError (IOError)
+            reason = getattr(e, "args", [e])[0] if e.args else e
+            raise ClientError(f"cannot reach the server at {self.server} ({reason})") from None
+        if r.status_code >= 400:
+            raise self._http_error(r.status_code, r.content)
+        return Response(r.status_code, r.content, dict(r.headers))
 
     @staticmethod
     def _http_error(status: int, payload: bytes) -> ClientError:
@@ -195,10 +219,12 @@ class Client:
         fields: dict,
         progress: Callable[[int, int], None] | None = None,
     ):
-        """POST a multipart form with one file, reporting bytes sent."""
-        boundary = uuid.uuid4().hex
+        """POST a multipart form with one file, streamed, reporting bytes sent. It carries its
+        dedup key (the file's sha256), so it is retried like an idempotent request."""
+        sha = file_sha256(file)
+        boundary = os.urandom(16).hex()
         head = b""
-        for k, v in fields.items():
+        for k, v in {**fields, "sha256": sha}.items():
             if v is None:
                 continue
             head += (
@@ -210,53 +236,72 @@ class Client:
             "Content-Type: application/octet-stream\r\n\r\n"
         ).encode()
         tail = f"\r\n--{boundary}--\r\n".encode()
-        size = file.stat().st_size
-        total = len(head) + size + len(tail)
+        total = len(head) + file.stat().st_size + len(tail)
+        with _MultipartStream(head, file, tail, total, progress) as body:
+            answer = self.request(
+                "POST",
+                path,
+                data=body,
+                headers={
+                    "Content-Type": f"multipart/form-data; boundary={boundary}",
+                    "Content-Length": str(total),
+                },
+                dedup_key=sha,
+            ).json()
+        stored = answer.get("sha256") if isinstance(answer, dict) else None
+        if stored is not None and stored != sha:
+            raise ClientError(f"the server stored a different file (sha256 {stored}, sent {sha})")
+        return answer
 
-        def body():
-            return _MultipartStream(head, file, tail, total, progress)
 
-        return self.request(
-            "POST",
-            path,
-            body_factory=body,
-            headers={
-                "Content-Type": f"multipart/form-data; boundary={boundary}",
-                "Content-Length": str(total),
-            },
-        ).json()
+def file_sha256(file: Path) -> str:
+    """The sha256 of a file, read in chunks: the dedup key of its upload."""
+    h = hashlib.sha256()
+    with open(file, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 class _MultipartStream:
-    """A file-like body that streams head + file + tail and reports progress."""
+    """A file-like body that streams head + file + tail and reports progress; it can be rewound
+    (urllib3 seeks it back to 0 before a retry)."""
 
     def __init__(self, head: bytes, file: Path, tail: bytes, total: int, progress):
-        self.parts = [head, file, tail]
-        self.total, self.sent, self.progress = total, 0, progress
-        self._f = None
+        self.head, self.tail, self.total, self.progress = head, tail, total, progress
+        self._f = open(file, "rb")
+        self.pos = 0
+
+    def __enter__(self) -> _MultipartStream:
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self._f.close()
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        if (pos, whence) != (0, 0):
+            raise OSError("the upload body rewinds to its start only")
+        self.pos = 0
+        self._f.seek(0)
+        return 0
 
     def read(self, n: int = 1 << 16) -> bytes:
-        while self.parts:
-            part = self.parts[0]
-            if isinstance(part, bytes):
-                chunk, rest = part[:n], part[n:]
-                if rest:
-                    self.parts[0] = rest
-                else:
-                    self.parts.pop(0)
-            else:
-                if self._f is None:
-                    self._f = open(part, "rb")
-                chunk = self._f.read(n)
-                if not chunk:
-                    self._f.close()
-                    self.parts.pop(0)
-                    continue
-            self.sent += len(chunk)
-            if self.progress:
-                self.progress(self.sent, self.total)
-            return chunk
-        return b""
+        if n is None or n < 0:
+            n = self.total
+        head_end, file_end = len(self.head), self.total - len(self.tail)
+        if self.pos < head_end:
+            chunk = self.head[self.pos : self.pos + n]
+        elif self.pos < file_end:
+            chunk = self._f.read(min(n, file_end - self.pos))
+        else:
+            chunk = self.tail[self.pos - file_end : self.pos - file_end + n]
+        self.pos += len(chunk)
+        if chunk and self.progress:
+            self.progress(self.pos, self.total)
+        return chunk
 
     def __len__(self) -> int:
         return self.total

@@ -33,13 +33,12 @@ MiB = 1024 * 1024
 
 @dataclass(frozen=True)
 class Limits:
-    """Upper bounds on what a submission may weigh, on disk and once decompressed."""
+    """Upper bounds on what a submission may weigh, on disk and once decompressed. The server
+    passes its settings' limits in (`Settings.limits()`); these defaults serve the offline CLI."""
 
     # 1 GiB admits a Loci Similes top-100 run (8.3 M scored links, about 400 MiB of CSV)
-    max_bytes: int = int(os.environ.get("PALIMPSEST_MAX_SUBMISSION_BYTES", 1024 * MiB))
-    max_uncompressed_bytes: int = int(
-        os.environ.get("PALIMPSEST_MAX_UNCOMPRESSED_BYTES", 1024 * MiB)
-    )
+    max_bytes: int = 1024 * MiB
+    max_uncompressed_bytes: int = 1024 * MiB
 
 
 DEFAULT_LIMITS = Limits()

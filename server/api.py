@@ -35,6 +35,7 @@ from server.actions.phases import (
     phase_state_fields,
     version_fields,
 )
+from server.db import db
 from server.errors import HANDLED, describe
 from server.exceptions import EmptyUpload
 from server.inputs import INT_MAX
@@ -51,6 +52,7 @@ from server.organize import baseline_runs as runs_of
 from server.provenance import public_result
 from server.publication import latest_ranking
 from server.queue import connect
+from server.settings import get_settings
 from server.submissions import quota, visible_scores
 from server.teams import members
 from server.views.leaderboard import _serve
@@ -82,7 +84,7 @@ def _api_error(e: ApiError):
 
 def _named_error(e: Exception):
     """A named failure of the server (server.errors.TABLE): its status and code, as on the web."""
-    auth.db().rollback()
+    db().rollback()
     status, code, message, extra = describe(e)
     return error_response(status, code, message, **extra)
 
@@ -124,7 +126,7 @@ def _json_out(result: BaseModel, _status: int = 200):
 
 def _enqueue(ids: list[int]) -> None:
     """Hand rescored runs to the queue (the reconciler does it if Redis is down)."""
-    enqueue_ids(current_app, ids, _settings())
+    enqueue_ids(current_app, ids, get_settings())
 
 
 def _problems(e: ValidationError) -> dict:
@@ -246,10 +248,6 @@ def _organizer() -> User:
     return u
 
 
-def _settings():
-    return current_app.extensions["palimpsest.settings"]
-
-
 def _task(task_id: str):
     try:
         return get_task(task_id)
@@ -317,7 +315,7 @@ def task_fields(task, store_exists: bool, phases: list[dict]) -> dict:
 
 
 def _store(task_id: str):
-    return TaskStore(task_id, _settings().home)
+    return TaskStore(task_id, get_settings().home)
 
 
 def _visible_scores(s, user, sub: Submission, phase: Phase) -> dict | None:
@@ -326,7 +324,7 @@ def _visible_scores(s, user, sub: Submission, phase: Phase) -> dict | None:
     sha256."""
     if sub.score_attempt is None:  # never scored (a rescore keeps the standing scores)
         return None
-    secret = _settings().secret_key
+    secret = get_settings().secret_key
     parts = {
         sc.part: (sc.result if user.is_organizer else public_result(sc.result, secret))
         for sc in visible_scores(s, sub, phase, organizer=user.is_organizer)
@@ -398,7 +396,7 @@ def _any_submission(s, submission_id: int) -> Submission:
 @op("Who the token belongs to", responses={200: m.Me}, tags=("team",))
 def me():
     u = _user()
-    s = auth.db()
+    s = db()
     team = s.get(Team, u.team_id) if u.team_id else None
     return out(
         m.Me,
@@ -430,7 +428,7 @@ def _team_out(s, team: Team, status: int = 200):
 )
 def team_show():
     u = _user()
-    s = auth.db()
+    s = db()
     team = s.get(Team, u.team_id) if u.team_id else None
     if team is None:
         raise ApiError(
@@ -450,7 +448,7 @@ def team_show():
 def team_create():
     u = _user()
     body = _body(m.TeamCreate)
-    s = auth.db()
+    s = db()
     return _team_out(s, teams.create_team(s, u, body.name), 201)
 
 
@@ -465,7 +463,7 @@ def team_create():
 def team_join():
     u = _user()
     body = _body(m.TeamJoin)
-    s = auth.db()
+    s = db()
     return _team_out(s, teams.join_team(s, u, body.invite_code))
 
 
@@ -478,14 +476,14 @@ def team_join():
 )
 def team_leave():
     u = _user()
-    return out(m.Left, left_team=teams.leave_team(auth.db(), u))
+    return out(m.Left, left_team=teams.leave_team(db(), u))
 
 
 @bp.post("/team/invite")
 @op("Replace your team's invite code", responses={200: m.TeamOut}, errors=(409,), tags=("team",))
 def team_rotate():
     u = _user()
-    s = auth.db()
+    s = db()
     return _team_out(s, teams.rotate_invite(s, u))
 
 
@@ -502,7 +500,7 @@ def team_rotate():
 def tasks_list():
     u = _user()
     page = _query(m.PageQuery)
-    s = auth.db()
+    s = db()
     ts = list(all_tasks())
     start = _cursor_id(page.cursor) or 0
     chunk = ts[start : start + page.limit]
@@ -527,7 +525,7 @@ def tasks_list():
 def task_detail(task_id):
     u = _user()
     t = _task(task_id)
-    s = auth.db()
+    s = db()
     return out(
         m.TaskOut,
         **task_fields(
@@ -559,7 +557,7 @@ def download(task_id):
     public = store.root / "public"
     areas = [split] if split is not None else sorted(d.name for d in public.iterdir() if d.is_dir())
     try:
-        exposure.check_download(t, _settings().home, areas)
+        exposure.check_download(t, get_settings().home, areas)
     except exposure.ExposureRefused as e:
         raise ApiError(409, "exposes_hidden_gold", str(e)) from e
     buf = io.BytesIO()
@@ -606,7 +604,7 @@ def create(task_id):
     f = request.files.get("file")
     if f is None:
         raise ApiError(400, "no_file", "send the prediction file as the multipart field 'file'")
-    s = auth.db()
+    s = db()
     try:
         sub, duplicate = sub_actions.submit(
             s=s,
@@ -615,7 +613,7 @@ def create(task_id):
             fields=fields,
             stream=f.stream,
             filename=f.filename or "",
-            settings=_settings(),
+            settings=get_settings(),
             redis=current_app.extensions.get("palimpsest.redis"),
             enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
         )
@@ -640,7 +638,7 @@ def create(task_id):
 def my_submissions():
     u = _user()
     page = _query(m.SubmissionsQuery)
-    s = auth.db()
+    s = db()
     q = select(Submission, Team).join(Team, Team.id == Submission.team_id)
     if not u.is_organizer:
         q = q.where(Submission.removed_at.is_(None))
@@ -671,7 +669,7 @@ def my_submissions():
 )
 def submission(submission_id):
     u = _user()
-    s = auth.db()
+    s = db()
     return _sub_out(s, u, _own_submission(s, u, submission_id))
 
 
@@ -686,7 +684,7 @@ def submission(submission_id):
 )
 def primary(submission_id):
     u = _user()
-    s = auth.db()
+    s = db()
     sub = _own_submission(s, u, submission_id)
     if u.team_id != sub.team_id:
         raise ApiError(
@@ -728,7 +726,7 @@ def phases_list(task_id):
     _organizer()
     t = _task(task_id)
     page = _query(m.PageQuery)
-    s = auth.db()
+    s = db()
     items, links = paginate(
         s, select(Phase).where(Phase.task_id == t.id), Phase.id, page, phase_state_fields
     )
@@ -747,7 +745,7 @@ def phase_create(task_id):
     u = _organizer()
     t = _task(task_id)
     body = _body(m.PhaseCreate)
-    s = auth.db()
+    s = db()
     p = lifecycle.create_phase(
         s,
         task=t,
@@ -755,7 +753,7 @@ def phase_create(task_id):
         split=body.split,
         actor=u,
         via="api",
-        home=_settings().home,
+        home=get_settings().home,
         public_fraction=body.public_fraction,  # None: the split's (server.partitions)
     )
     changes = {k: getattr(body, k) for k in body.model_fields_set if k not in ("name", "split")}
@@ -777,7 +775,7 @@ def phase_edit(task_id, phase_name):
     u = _organizer()
     t = _task(task_id)
     body = _body(m.PhaseEdit)
-    s = auth.db()
+    s = db()
     p = _phase(s, t.id, phase_name)
     changes = body.model_dump(include=set(body.model_fields_set))
     if "public_fraction" in changes and changes["public_fraction"] is None:
@@ -809,12 +807,12 @@ def phase_action(task_id, phase_name, action):
         _body(m.PhaseAction) if (request.get_json(silent=True) or request.form) else m.PhaseAction()
     )
     extra = (
-        {"settings": _settings(), "reason": body.reason, "close_first": body.close}
+        {"settings": get_settings(), "reason": body.reason, "close_first": body.close}
         if action == "publish"
         else {}
     )
     result = PHASE_ACTIONS[action](
-        s=auth.db(), task_id=_task(task_id).id, phase=phase_name, actor=u, via="api", **extra
+        s=db(), task_id=_task(task_id).id, phase=phase_name, actor=u, via="api", **extra
     )
     return _json_out(result, 201 if result.ranking is not None else 200)
 
@@ -831,7 +829,7 @@ def rankings(task_id, phase_name):
     _organizer()
     t = _task(task_id)
     page = _query(m.PageQuery)
-    s = auth.db()
+    s = db()
     p = _phase(s, t.id, phase_name)
     items, links = paginate(
         s,
@@ -852,7 +850,7 @@ def rankings(task_id, phase_name):
 def ranking_version(task_id, phase_name, version):
     _user()
     t = _task(task_id)
-    s = auth.db()
+    s = db()
     p = _phase(s, t.id, phase_name)
     rv = latest_ranking(s, p.id, version)
     if rv is None:
@@ -875,9 +873,9 @@ def export(task_id, phase_name):
     u = _organizer()
     t = _task(task_id)
     q = _query(m.ExportQuery)
-    s = auth.db()
+    s = db()
     p = _phase(s, t.id, phase_name)
-    ex = export_ranking(s, t, p, q.format, q.version, actor=u, settings=_settings(), via="api")
+    ex = export_ranking(s, t, p, q.format, q.version, actor=u, settings=get_settings(), via="api")
     return Response(
         ex.body,
         content_type=ex.mimetype,
@@ -900,10 +898,10 @@ def rescore_one(submission_id):
     u = _organizer()
     body = _body(m.Rescore) if (request.get_json(silent=True) or request.form) else m.Rescore()
     result = sub_actions.rescore_submission(
-        s=auth.db(),
+        s=db(),
         submission_id=submission_id,
         actor=u,
-        settings=_settings(),
+        settings=get_settings(),
         enqueue=_enqueue,
         reason=body.reason,
     )
@@ -924,10 +922,10 @@ def rescore_all(task_id):
         _body(m.TaskRescore) if (request.get_json(silent=True) or request.form) else m.TaskRescore()
     )
     result = sub_actions.rescore_selection(
-        s=auth.db(),
+        s=db(),
         task_id=_task(task_id).id,
         actor=u,
-        settings=_settings(),
+        settings=get_settings(),
         enqueue=_enqueue,
         phase=body.phase,
         include_invalid=body.include_invalid,
@@ -949,7 +947,7 @@ def rescore_all(task_id):
 def visibility(submission_id):
     u = _organizer()
     body = _body(m.Visibility)
-    s = auth.db()
+    s = db()
     sub = sub_actions.set_visibility(
         s=s, submission_id=submission_id, action=body.action, actor=u, reason=body.reason
     )
@@ -970,7 +968,7 @@ def visibility(submission_id):
 def audit_log():
     _organizer()
     page = _query(m.AuditQuery)
-    s = auth.db()
+    s = db()
     q = select(AuditLog)
     if page.action:
         q = q.where(AuditLog.action == page.action)
@@ -1007,7 +1005,7 @@ def baselines_list(task_id):
     u = _organizer()
     t = _task(task_id)
     page = _query(m.BaselinesQuery)
-    s = auth.db()
+    s = db()
     q = (
         select(Submission, Team)
         .join(Team, Team.id == Submission.team_id)
@@ -1051,7 +1049,14 @@ def baselines_queue(task_id):
     opts = Options(model=body.model, cross_model=body.cross_model, device=body.device).job_args()
     try:
         jobs = queue_baselines(
-            current_app, auth.db(), t, body.systems, opts, actor=u, settings=_settings(), via="api"
+            current_app,
+            db(),
+            t,
+            body.systems,
+            opts,
+            actor=u,
+            settings=get_settings(),
+            via="api",
         )
     except QueueUnreachable as e:
         raise ApiError(503, "queue_unreachable", str(e)) from None
@@ -1072,10 +1077,10 @@ def baseline_runs():
     page = _query(m.PageQuery)
     try:  # only look: never start the embedded Redis for this
         conn = current_app.extensions.get("palimpsest.redis") or connect(
-            _settings(), start_embedded=False
+            get_settings(), start_embedded=False
         )
         conn.ping()
-        runs = runs_of(conn, _settings())
+        runs = runs_of(conn, get_settings())
     except Exception as e:  # noqa: BLE001 — say plainly that the queue cannot be read
         raise ApiError(
             503,

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from flask import Flask
 
 from server import api
-from server.db import get_engine
+from server.db import close_db, get_engine
 from server.migrate import check_at_head
 from server.settings import Settings
 from server.views import init_web
@@ -16,7 +14,7 @@ from server.views import init_web
 def build_app(test_config: dict | None = None) -> Flask:
     app = Flask(__name__)
     overrides = dict(test_config or {})
-    names = {f.name for f in dataclasses.fields(Settings)}
+    names = set(Settings.model_fields)
     settings = Settings.from_env(**{k: v for k, v in overrides.items() if k in names})
     settings.check()
     app.config.update(
@@ -32,6 +30,7 @@ def build_app(test_config: dict | None = None) -> Flask:
     engine = get_engine(settings.sqlalchemy_url())
     check_at_head(engine)  # the schema is Alembic's: `palimpsest db upgrade` (serve runs it itself)
     app.extensions["palimpsest.engine"] = engine
+    app.teardown_appcontext(close_db)
 
     init_web(app)
 

@@ -20,7 +20,6 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 from flask import (
     Blueprint,
     abort,
-    current_app,
     flash,
     g,
     redirect,
@@ -32,8 +31,10 @@ from flask import (
 from itsdangerous import BadData, URLSafeTimedSerializer
 from sqlmodel import Session, select
 
+from server.db import db
 from server.mail import send_in_background
 from server.models import ApiToken, AuditLog, Submission, Team, User, utcnow
+from server.settings import get_settings
 
 bp = Blueprint("auth", __name__, url_prefix="/auth")
 
@@ -146,19 +147,6 @@ def audit(s: Session, actor: User | None, action: str, target: str = "", **detai
 # --------------------------------------------------------------------------- request context
 
 
-def db() -> Session:
-    """The request's database session, closed at teardown."""
-    if "db" not in g:
-        g.db = Session(current_app.extensions["palimpsest.engine"], expire_on_commit=False)
-    return g.db
-
-
-def close_db(_exc=None) -> None:
-    s = g.pop("db", None)
-    if s is not None:
-        s.close()
-
-
 def is_api_request() -> bool:
     return request.path == "/api" or request.path.startswith("/api/")
 
@@ -266,10 +254,6 @@ def _safe_next(target: str | None) -> str:
 # --------------------------------------------------------------------------- routes
 
 
-def settings():
-    return current_app.extensions["palimpsest.settings"]
-
-
 def end_sessions(user: User) -> None:
     """End every session of this user (the caller commits): cookies carry the old epoch."""
     user.session_epoch = (user.session_epoch or 0) + 1
@@ -312,22 +296,23 @@ def reset_link(settings_, user: User, base_url: str | None = None) -> str:
 
 
 def _link_base() -> str:
-    # PALIMPSEST_BASE_URL when set (required in production with mail): the Host header is the
-    # visitor's to choose, and a reset link built from it could point at another site
-    return settings().base_url or request.host_url.rstrip("/")
+    # never the request's Host header, which is the visitor's to choose: a reset link built from
+    # it could point at another site. Settings.check() refuses mail without a base URL, and
+    # `palimpsest serve` sets it to the address it binds.
+    return get_settings().base_url
 
 
 def _max_age() -> int:
-    return int(settings().reset_minutes) * 60
+    return int(get_settings().reset_minutes) * 60
 
 
 def _mail(to: str, subject: str, body: str) -> None:
-    send_in_background(settings(), to, subject, body)
+    send_in_background(get_settings(), to, subject, body)
 
 
 @bp.route("/register", methods=["GET", "POST"])
 def register():
-    mail = settings().mail_configured()
+    mail = get_settings().mail_configured()
     if request.method == "POST":
         email = request.form.get("email", "").strip().lower()
         password = request.form.get("password", "")
@@ -343,10 +328,10 @@ def register():
         if mail:
             # the address must be the visitor's: a link to finish registering is mailed to it, or,
             # when it has an account, a note saying so; the answer is the same either way
-            minutes = settings().reset_minutes
+            minutes = get_settings().reset_minutes
             user = s.exec(select(User).where(User.email == email)).first()
             if user is None:
-                token = _serializer(settings().secret_key, "register").dumps({"e": email})
+                token = _serializer(get_settings().secret_key, "register").dumps({"e": email})
                 _mail(
                     email,
                     "Finish registering on Palimpsest",
@@ -360,7 +345,7 @@ def register():
                     "Your Palimpsest account",
                     f"Someone asked to register {email} on Palimpsest, which has an account already. "
                     f"Sign in at {_link_base()}/auth/login, or set a new password within {minutes} "
-                    f"minutes here:\n\n{reset_link(settings(), user, _link_base())}\n\n"
+                    f"minutes here:\n\n{reset_link(get_settings(), user, _link_base())}\n\n"
                     "If you did not ask for this, ignore this message.",
                 )
             flash(
@@ -385,7 +370,9 @@ def register():
 def register_finish(token: str):
     """The link mailed to finish a registration: the address is proven, the password chosen here."""
     try:
-        email = _serializer(settings().secret_key, "register").loads(token, max_age=_max_age())["e"]
+        email = _serializer(get_settings().secret_key, "register").loads(token, max_age=_max_age())[
+            "e"
+        ]
     except (BadData, KeyError, TypeError):
         return render_template(
             "error.html", code=400, message="This link is invalid or has expired: register again."
@@ -446,7 +433,7 @@ def logout():
 
 @bp.route("/reset", methods=["GET", "POST"])
 def reset_request():
-    mail = settings().mail_configured()
+    mail = get_settings().mail_configured()
     if request.method == "POST":
         email = request.form.get("email", "").strip().lower()
         user = (
@@ -454,13 +441,13 @@ def reset_request():
             if EMAIL_RE.match(email)
             else None
         )
-        minutes = settings().reset_minutes
+        minutes = get_settings().reset_minutes
         if user is not None and mail:
             _mail(
                 user.email,
                 "Reset your Palimpsest password",
                 f"To choose a new password for {user.email} on Palimpsest, follow this link within "
-                f"{minutes} minutes (it works once):\n\n{reset_link(settings(), user, _link_base())}\n\n"
+                f"{minutes} minutes (it works once):\n\n{reset_link(get_settings(), user, _link_base())}\n\n"
                 "If you did not ask for this, ignore this message: your password stays as it is.",
             )
         if mail:
@@ -483,7 +470,7 @@ def reset_request():
 def reset(token: str):
     """The reset link: shows a form (a mail scanner's GET uses nothing); the POST sets the password."""
     s = db()
-    user = user_for_reset_token(s, settings().secret_key, token, _max_age())
+    user = user_for_reset_token(s, get_settings().secret_key, token, _max_age())
     if user is None:
         return render_template(
             "error.html",
@@ -510,7 +497,7 @@ def reset(token: str):
 @bp.route("/account", methods=["GET"])
 @login_required
 def account():
-    return render_template("auth/account.html", lifetime=settings().session_hours)
+    return render_template("auth/account.html", lifetime=get_settings().session_hours)
 
 
 @bp.route("/password", methods=["POST"])
@@ -522,12 +509,12 @@ def password():
     new = request.form.get("new_password", "")
     if not verify_password(user.password_hash, request.form.get("current_password", "")):
         flash("The current password is wrong.", "error")
-        return render_template("auth/account.html", lifetime=settings().session_hours), 400
+        return render_template("auth/account.html", lifetime=get_settings().session_hours), 400
     if len(new) < MIN_PASSWORD or new != request.form.get("again", new):
         flash(
             f"Choose a new password of at least {MIN_PASSWORD} characters, the same twice.", "error"
         )
-        return render_template("auth/account.html", lifetime=settings().session_hours), 400
+        return render_template("auth/account.html", lifetime=get_settings().session_hours), 400
     set_password(user, new)
     audit(s, user, "user.password_change", user.email)
     s.commit()
@@ -613,7 +600,6 @@ def revoke_token(token_id: int):
 
 
 def init_app(app) -> None:
-    app.teardown_appcontext(close_db)
     app.config["PERMANENT_SESSION_LIFETIME"] = timedelta(
         hours=app.extensions["palimpsest.settings"].session_hours
     )

@@ -13,14 +13,14 @@ import tempfile
 from baselines.run import run_baselines
 from baselines.systems import Options
 from server.baselines import record_baseline
-from server.settings import Settings
+from server.settings import get_settings
 
 log = logging.getLogger(__name__)
 
 
 def run_baseline(task_id: str, system: str, options: dict, phases: list[str] | None = None) -> dict:
     """Run `system` on `task_id` with `options` (baselines.systems.Options fields) and record it."""
-    settings = Settings.from_env()
+    settings = get_settings()
     opts = Options(**{**options, "progress": False})
     runs = settings.home / "baselines" / "runs"
     runs.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ from server.exceptions import DuplicateSubmission, NotFound
 from server.migrate import SchemaError, prepare
 from server.models import Phase, Team, User
 from server.queue import connect, enqueue_baseline_run
-from server.settings import Settings
+from server.settings import Settings, get_settings
 from server.submissions import create_submission, ensure_phases, resolve_phase
 
 BASELINE_TEAM = "Baselines"
@@ -110,7 +110,7 @@ def record_file(
 ) -> list[Recorded]:
     """Submit `path` as a baseline entry of `task_id` in each of its phases on `split` (or
     `phases`)."""
-    settings = settings or Settings.from_env()
+    settings = settings or get_settings()
     team = baseline_team(session)
     path = Path(path)
     out = []

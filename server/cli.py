@@ -38,10 +38,11 @@ def _home_option(f):
 
 
 def _settings():
+    """The settings of a local command (the environment, PALIMPSEST_HOME)."""
     # the server loads only when this command runs: `palimpsest --help` stays light
-    from server.settings import Settings
+    from server.settings import get_settings
 
-    return Settings.from_env()
+    return get_settings()
 
 
 def _engine(settings=None):
@@ -149,6 +150,28 @@ class _When(click.ParamType):
 def register(main: click.Group) -> None:
     """Add the server's commands to the `palimpsest` group."""
 
+    @main.command("settings")
+    @click.option("--markdown", is_flag=True, help="The table of docs/settings.md.")
+    @click.option("--json", "as_json", is_flag=True, help="One JSON object: each setting's value.")
+    @_home_option
+    def settings_(markdown, as_json):
+        """Print every setting: its value here (secrets masked), or the docs' table."""
+        # the server loads only when this command runs: `palimpsest --help` stays light
+        from server.settings import settings_markdown
+
+        if markdown:
+            click.echo(settings_markdown(), nl=False)
+            return
+        values = _settings().model_dump(mode="json")
+        for secret in ("secret_key", "smtp_password"):
+            if values.get(secret):
+                values[secret] = "***"
+        if as_json:
+            click.echo(json.dumps(values, indent=2))
+            return
+        for name, value in values.items():
+            click.echo(f"{name:<24} {value}")
+
     @main.command("serve")
     @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
     @click.option("--port", default=5000, show_default=True, type=int, help="Port to listen on.")
@@ -167,6 +190,7 @@ def register(main: click.Group) -> None:
         """Run the web app, an embedded Redis, workers and the reconciler on this machine."""
         # the server loads only when this command runs: `palimpsest --help` stays light
         from server.migrate import SchemaError
+        from server.settings import SettingsError
         from server.supervisor import Supervisor
 
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
@@ -179,7 +203,7 @@ def register(main: click.Group) -> None:
                 workers=workers,
                 echo=lambda m: click.echo(m, err=True),
             ).run()
-        except SchemaError as e:
+        except (SchemaError, SettingsError) as e:
             raise Refused(str(e)) from None
         sys.exit(code)
 

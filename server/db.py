@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
+from flask import current_app, g
 from sqlalchemy import event
 from sqlmodel import Session, create_engine
 
@@ -51,3 +52,17 @@ def session_scope(engine):
         except BaseException:
             s.rollback()
             raise
+
+
+def db() -> Session:
+    """The request's database session, opened on first use and closed at teardown."""
+    if "db" not in g:
+        g.db = Session(current_app.extensions["palimpsest.engine"], expire_on_commit=False)
+    return g.db
+
+
+def close_db(_exc: BaseException | None = None) -> None:
+    """Close the request's session, if it opened one (registered on the app's teardown)."""
+    s = g.pop("db", None)
+    if s is not None:
+        s.close()

@@ -27,7 +27,7 @@ from server.limits import TooCostly, bounded
 from server.models import Phase, Submission
 from server.partitions import gold_parts
 from server.queue import submission_id_of
-from server.settings import Settings
+from server.settings import Settings, get_settings
 from server.stats import compute_board_stats, enqueue, save_units
 from server.storage import path_for
 from tasks import get_task
@@ -45,7 +45,7 @@ def _engine(settings: Settings):
 
 def score_submission(submission_id: int) -> dict:
     """Validate and score one submission against its phase's split, recording the outcome."""
-    settings = Settings.from_env()
+    settings = get_settings()
     engine = _engine(settings)
     attempt = start_attempt(engine, submission_id, settings.max_attempts)
     if attempt is None:
@@ -60,7 +60,7 @@ def score_submission(submission_id: int) -> dict:
         parts = gold_parts(engine, phase.id, settings)
         try:
             with bounded(settings.file_cpu_seconds, settings.file_memory_bytes):
-                v = validate_file(task_id, path, split, settings.home)
+                v = validate_file(task_id, path, split, settings.home, settings.limits())
                 results = {
                     part: score_validated(v, settings.home, only=units)
                     for part, units in parts.items()
@@ -171,7 +171,7 @@ def on_job_failure(job, connection, exc_type=None, exc_value=None, tb=None) -> N
     if job.retries_left:
         return
 
-    settings = Settings.from_env()
+    settings = get_settings()
     engine = _engine(settings)
     sid = submission_id_of(job.id)
     with Session(engine) as s:

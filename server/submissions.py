@@ -34,7 +34,7 @@ from server.lifecycle import (  # noqa: F401
 )
 from server.models import Phase, Score, Submission, Team, User, utcnow
 from server.queue import connect, enqueue_submission
-from server.settings import Settings
+from server.settings import Settings, get_settings
 from server.storage import store_upload
 from server.visibility import ORGANIZER, TEAM, Viewer, may_see
 from tasks import all_tasks
@@ -238,7 +238,7 @@ def create_submission(
     problem = url_problem(url)
     if problem:
         raise SubmissionRefused(f"url: {problem}")
-    settings = settings or Settings.from_env()
+    settings = settings or get_settings()
     team_id = team.id
     is_baseline = bool(is_baseline or team.is_baseline)
     exempt = is_baseline or bool(user is not None and user.is_organizer) or not enforce_limits

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -28,7 +29,7 @@ from server.migrate import prepare
 from server.procs import RunDir, preexec_die_with_parent, stop_pid
 from server.queue import redis_url
 from server.reconciler import start_thread
-from server.settings import Settings
+from server.settings import Settings, ensure_secret
 from server.submissions import ensure_phases
 
 log = logging.getLogger("palimpsest.serve")
@@ -65,6 +66,7 @@ class Supervisor:
         self.workers: list[subprocess.Popen | None] = []
         self.restarts = 0
         self.http = None
+        self.serving = False  # whether serve_forever runs (shutdown() waits for it otherwise)
         self.redis_owned = False
         self.run_dir = None
 
@@ -174,7 +176,15 @@ class Supervisor:
                     self.redis.url
                 )  # the web app and the reconciler use it too
                 self.settings.redis_url = self.redis.url
+            # the server is bound first so that a free port (--port 0) is known before the app
+            # is built: mail links start with the bound address when no PALIMPSEST_BASE_URL is set
+            self.http = make_server(self.host, self.port, None, threaded=True)
+            if not self.settings.base_url:
+                os.environ["PALIMPSEST_BASE_URL"] = self.settings.base_url = self.bound_url()
+            if self.settings.secret_key is None:  # first start: a random key, kept in the home
+                self.settings.secret_key = ensure_secret(self.settings.home)
             app = create_app()
+            self.http.app = app
             engine = app.extensions["palimpsest.engine"]
 
             with Session(engine) as s:
@@ -189,12 +199,11 @@ class Supervisor:
                     f"{ORGANIZER_EMAIL} / {ORGANIZER_PASSWORD}"
                 )
             _, rec_stop = start_thread(self.settings, engine)
-            self.http = make_server(self.host, self.port, app, threaded=True)
             web = threading.Thread(target=self.http.serve_forever, name="web", daemon=True)
             web.start()
+            self.serving = True
             self.echo(
-                f"Palimpsest on http://{self.host}:{self.port}/  (data: {self.settings.home}; "
-                f"Ctrl-C stops it)"
+                f"Palimpsest on {self.bound_url()}/  (data: {self.settings.home}; Ctrl-C stops it)"
             )
             while not self.stop_event.wait(0.5):
                 self.watch()
@@ -205,10 +214,21 @@ class Supervisor:
             for s, h in old.items():
                 signal.signal(s, h)
 
+    def bound_url(self) -> str:
+        """The address the web server listens on, as a URL (the machine's name for a wildcard)."""
+        host = self.host
+        if host in ("0.0.0.0", "::", ""):
+            host = socket.gethostname()
+        elif ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.http.server_port}"
+
     def shutdown(self) -> None:
         self.echo("stopping ...")
         if self.http is not None:
-            self.http.shutdown()
+            if self.serving:
+                self.http.shutdown()
+            self.http.server_close()
         for w in self.workers:
             if w is not None and w.poll() is None:
                 w.send_signal(signal.SIGTERM)  # warm shutdown: the current job finishes

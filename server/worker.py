@@ -34,7 +34,7 @@ from server.migrate import SchemaError, check_at_head
 from server.models import Phase, Score, Submission
 from server.procs import die_with_parent
 from server.queue import QUEUES, connect, get_queue
-from server.settings import Settings
+from server.settings import Settings, get_settings
 from tasks import all_tasks
 from tasks.store import TaskStore
 
@@ -167,7 +167,7 @@ def main(argv=None) -> int:
         die_with_parent(signal.SIGTERM, parent_pid=int(parent))
 
     try:
-        return run(Settings.from_env(), tuple(a.queue or QUEUES), burst=a.burst)
+        return run(get_settings(), tuple(a.queue or QUEUES), burst=a.burst)
     except SchemaError as e:
         print(f"worker: {e}", file=sys.stderr)
         return 2

@@ -23,13 +23,15 @@ from server import leaderboard as lb
 from server import lifecycle, provenance, publication
 from server.actions import submissions as sub_actions
 from server.actions.phases import PHASE_ACTIONS
-from server.auth import current_user, db, organizer_required, safe_next
+from server.auth import current_user, organizer_required, safe_next
+from server.db import db
 from server.exceptions import Forbidden, LifecycleRefused, NotFound
 from server.forms import HideForm, NewPhaseForm, PhaseForm, RescoreAllForm
 from server.models import AuditLog, GoldPartition, Phase, Score, Submission, Team, User, utcnow
 from server.organize import QueueUnreachable, baseline_runs, enqueue_ids, export_ranking
 from server.organize import queue_baselines as enqueue_runs
 from server.queue import QUEUES, connect, get_queue
+from server.settings import get_settings
 from server.submissions import phase_state
 from server.views.pages import PHASE_ORDER, phases_of, task_or_404
 from tasks import all_tasks
@@ -107,7 +109,7 @@ def create_phase(task_id: str):
             name=form.name.data.strip(),
             split=form.split.data.strip(),
             actor=current_user(),
-            home=_settings().home,
+            home=get_settings().home,
         )
     except LifecycleRefused as e:
         db().rollback()
@@ -241,7 +243,7 @@ def publish(phase_id: int):
             audience="public",
             show_private=True,
             include_closed=True,
-            provenance=provenance.current_provenance(t, p.split, _settings().home),
+            provenance=provenance.current_provenance(t, p.split, get_settings().home),
         )
         return render_template(
             "organizer/publish.html",
@@ -259,7 +261,7 @@ def publish(phase_id: int):
             task_id=t.id,
             phase=p.name,
             actor=current_user(),
-            settings=_settings(),
+            settings=get_settings(),
             via="web",
             reason=reason,
             close_first=action == "close_and_publish",
@@ -269,10 +271,6 @@ def publish(phase_id: int):
     if not ok:
         return redirect(url_for("organizer.publish", phase_id=p.id, action=action))
     return redirect(url_for("organizer.ranking", phase_id=p.id))
-
-
-def _settings():
-    return current_app.extensions["palimpsest.settings"]
 
 
 @bp.route("/phases/<int:phase_id>/ranking")
@@ -290,7 +288,7 @@ def ranking(phase_id: int):
         audience="public",
         show_private=True,
         include_closed=True,
-        provenance=provenance.current_provenance(t, p.split, _settings().home),
+        provenance=provenance.current_provenance(t, p.split, get_settings().home),
     )
     return render_template(
         "leaderboard/board.html",
@@ -324,7 +322,7 @@ def export(phase_id: int, fmt: str):
             fmt,
             request.args.get("version", type=int),
             actor=current_user(),
-            settings=_settings(),
+            settings=get_settings(),
             columns=request.args.getlist("column") or None,
         )
     except NotFound:
@@ -436,7 +434,7 @@ def hide(submission_id: int):
 
 
 def _enqueue_ids(ids: list[int]) -> None:
-    enqueue_ids(current_app, ids, _settings())
+    enqueue_ids(current_app, ids, get_settings())
 
 
 @bp.route("/submissions/<int:submission_id>/rescore", methods=["POST"])
@@ -448,7 +446,7 @@ def rescore(submission_id: int):
             s=db(),
             submission_id=sub.id,
             actor=current_user(),
-            settings=_settings(),
+            settings=get_settings(),
             enqueue=_enqueue_ids,
         ),
         f"Submission #{sub.id} queued for rescoring.",
@@ -493,7 +491,7 @@ def rescore_task(task_id: str):
         s=s,
         task_id=t.id,
         actor=current_user(),
-        settings=_settings(),
+        settings=get_settings(),
         enqueue=_enqueue_ids,
         phase=p.name if p is not None else None,
         include_invalid=bool(form.include_invalid.data),
@@ -532,7 +530,7 @@ def queue_baselines(task_id: str):
             systems,
             opts.job_args(),
             actor=current_user(),
-            settings=_settings(),
+            settings=get_settings(),
         )
     except QueueUnreachable as e:
         flash(f"{str(e)[:1].upper()}{str(e)[1:]}.", "error")

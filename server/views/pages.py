@@ -21,13 +21,15 @@ from sqlmodel import select
 from scorer.errors import TaskNotFound
 from server import exposure
 from server.actions import submissions as sub_actions
-from server.auth import can_see_submission, current_user, db, login_required
+from server.auth import can_see_submission, current_user, login_required
+from server.db import db
 from server.errors import status_of
 from server.exceptions import Forbidden, LifecycleRefused, SubmissionRefused, UploadFieldsInvalid
 from server.forms import SubmitForm
 from server.lifecycle import RANKED_RUN_RULE, set_primary
 from server.models import Phase, Score, Submission, Team
 from server.provenance import public_result
+from server.settings import get_settings
 from server.submissions import ensure_phases, phase_state, visible_scores
 from server.submissions import quota as backbone_quota
 from server.visibility import Viewer, shown_part, viewer_of
@@ -37,10 +39,6 @@ from tasks.store import TaskStore
 bp = Blueprint("pages", __name__)
 
 PHASE_ORDER = {"dev": 0, "test": 1}
-
-
-def settings():
-    return current_app.extensions["palimpsest.settings"]
 
 
 def task_or_404(task_id: str):
@@ -80,7 +78,7 @@ def user_team() -> Team | None:
 
 @bp.route("/")
 def index():
-    home = settings().home
+    home = get_settings().home
     rows = [(t, TaskStore(t.id, home).exists()) for t in all_tasks()]
     return render_template("tasks/index.html", tasks=rows)
 
@@ -88,7 +86,7 @@ def index():
 @bp.route("/tasks/<task_id>")
 def task(task_id: str):
     t = task_or_404(task_id)
-    store = TaskStore(t.id, settings().home)
+    store = TaskStore(t.id, get_settings().home)
     imported = store.exists()
     splits = [sp for sp in t.splits if store.public_files(sp)] if imported else []
     team = user_team()
@@ -111,12 +109,12 @@ def download(task_id: str, split: str):
     t = task_or_404(task_id)
     if split not in t.splits:
         abort(404)
-    store = TaskStore(t.id, settings().home)
+    store = TaskStore(t.id, get_settings().home)
     files = store.public_files(split) if store.exists() else []
     if not files:
         abort(404)
     try:
-        exposure.check_download(t, settings().home, [split])
+        exposure.check_download(t, get_settings().home, [split])
     except exposure.ExposureRefused as e:
         return Response(str(e) + "\n", 409, mimetype="text/plain")
     base = (store.root / "public" / split).resolve()
@@ -188,7 +186,7 @@ def submit(task_id: str):
             fields=fields,
             stream=upload.stream,
             filename=upload.filename,
-            settings=settings(),
+            settings=get_settings(),
             enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
             redis=current_app.extensions.get("palimpsest.redis"),
         )
@@ -300,7 +298,7 @@ def submission(submission_id: int):
     organizer = current_user().is_organizer
     shown = visible_scores(s, sub, phase, organizer=organizer)
     if not organizer:  # the gold's sha256 is the organizers': participants see its keyed id
-        secret = settings().secret_key
+        secret = get_settings().secret_key
         shown = [_Shown(sc, public_result(sc.result, secret)) for sc in shown]
     team = s.get(Team, sub.team_id)
     others = s.exec(

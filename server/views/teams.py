@@ -6,7 +6,8 @@ from flask import Blueprint, flash, redirect, render_template, request, url_for
 from sqlmodel import select
 
 from server import teams
-from server.auth import current_user, db, login_required
+from server.auth import current_user, login_required
+from server.db import db
 from server.exceptions import TeamRefused
 from server.models import Phase, Submission, Team, User
 
