@@ -114,7 +114,7 @@ class StagedImport:
         # break the circle (the rule reads tasks' declarations and stores)
         from server.exposure import check_tree
 
-        check_tree(self.store.task_id, self.tmp)
+        check_tree(self.store.task_id, self.tmp, self.store.home)
         old = None
         if self.store.root.exists():
             old = self.store.root.with_name(self.tmp.name + ".old")
