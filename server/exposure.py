@@ -183,11 +183,26 @@ def check_tree(task_id: str, root: Path, home=None) -> None:
     """Refuse an import whose files would break the rule, alone or beside the tasks of `home`
     that share its instances (called before they replace the old)."""
     ex = exposure_of_tree(get_task(task_id), Path(root))
-    found = ex.all_violations(_imported(home, but=task_id) if home is not None else [])
+    others = _imported(home, but=task_id) if home is not None else []
+    found = ex.all_violations(others)
     if found:
+        siblings = [
+            o.task_id
+            for o in others
+            if o.namespace == ex.namespace
+            and ex.namespace
+            and (ex.violations(o) or o.violations(ex))
+        ]
+        hint = (
+            f"; {', '.join(siblings)} name the same instances: import them from the same fold and "
+            f"protocol (to switch a site, delete {Path(home) / 'tasks'}/<task> of each first)"
+            if siblings
+            else ""
+        )
         raise ExposureRefused(
-            "refused: the import would reveal hidden gold; " + "; ".join(found) + " (nothing was "
-            "changed; see docs/hidden-gold.md)"
+            "refused: the import would reveal hidden gold; "
+            + "; ".join(found)
+            + f" (nothing was changed{hint}; see docs/hidden-gold.md)"
         )
 
 
