@@ -16,10 +16,11 @@ from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import select
 
-from server.lifecycle import PENDING, fail_infra, purge_invalid_uploads, requeue
+from server.lifecycle import PENDING, fail_infra, requeue
 from server.models import Submission, utcnow
 from server.provenance import check_provenance
 from server.queue import SCORING, enqueue_submission, fetch_job, get_queue
+from server.retention import purge_invalid_uploads
 from server.settings import Settings
 
 log = logging.getLogger(__name__)
