@@ -14,14 +14,18 @@ A submission moves along `EVENTS`:
        \\--give_up--------+--requeue--> queued
 
 A phase's window says whether it is open; organizers close it (now), freeze and unfreeze its
-board, show or hide the board, and publish its final ranking, which only a closed phase may be:
-publication writes an immutable `RankingVersion`, and a correction is a new version with a reason.
+board, show or hide the board, and publish its final ranking, which only a closed phase may be.
+
+What the state machine does not own lives apart, each in one module: the gold partition
+(`server.partitions`), publication and its snapshots (`server.publication`), provenance and stale
+scores (`server.provenance`), the retention of invalid uploads (`server.retention`) and the audit
+row itself (`server.audit`).
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
 from typing import Iterable
 
@@ -38,7 +42,6 @@ from server.models import (
     Submission,
     utcnow,
 )
-from server.storage import path_for
 
 log = logging.getLogger(__name__)
 
@@ -540,61 +543,3 @@ def redraw_partition(s: Session, phase: Phase, *, actor, via: str = "web") -> Go
     _phase_changed(s, phase, actor, "partition.attach", partition=part.key, via=via)
     s.commit()
     return part
-
-
-# ----------------------------------------------------------------------------- invalid uploads
-
-
-def purge_invalid_uploads(engine, settings, *, batch: int = 200) -> int:
-    """Delete the stored files of submissions that failed validation longer ago than the retention
-    period (a file another live submission also uses is kept); returns how many were purged. The
-    rows and their problem reports stay."""
-    cutoff = utcnow() - timedelta(days=settings.invalid_retention_days)
-    done = 0
-    with Session(engine, expire_on_commit=False) as s:
-        rows = s.execute(
-            select(Submission.id, Submission.storage_key)
-            .where(
-                Submission.status == Status.FAILED,
-                Submission.failure_kind == "invalid",
-                Submission.finished_at < cutoff,
-                Submission.file_purged_at.is_(None),
-            )
-            .limit(batch)
-        ).all()
-        for sid, key in rows:
-            in_use = s.execute(
-                select(Submission.id).where(
-                    Submission.storage_key == key,
-                    Submission.id != sid,
-                    ~(
-                        (Submission.status == Status.FAILED)
-                        & (Submission.failure_kind == "invalid")
-                        & (Submission.finished_at < cutoff)
-                    ),
-                )
-            ).first()
-            if not in_use and key:
-                try:
-                    path_for(settings.home, key).unlink(missing_ok=True)
-                except (OSError, ValueError) as e:
-                    log.warning("could not delete the upload of submission %s: %s", sid, e)
-                    continue
-            s.execute(
-                update(Submission)
-                .where(Submission.id == sid)
-                .values(file_purged_at=utcnow())
-                .execution_options(synchronize_session=False)
-            )
-            done += 1
-        if done:
-            _audit(
-                s,
-                None,
-                "uploads.purge",
-                "uploads",
-                count=done,
-                older_than_days=settings.invalid_retention_days,
-            )
-        s.commit()
-    return done

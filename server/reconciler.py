@@ -18,10 +18,11 @@ from rq.job import JobStatus
 from sqlalchemy import select
 
 from server.db import get_engine
-from server.lifecycle import PENDING, fail_infra, purge_invalid_uploads, requeue
+from server.lifecycle import PENDING, fail_infra, requeue
 from server.models import Submission, utcnow
 from server.provenance import check_provenance
 from server.queue import SCORING, connect, enqueue_submission, fetch_job, get_queue
+from server.retention import purge_invalid_uploads
 from server.settings import Settings
 
 log = logging.getLogger(__name__)

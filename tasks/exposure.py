@@ -17,10 +17,12 @@ is refused with a message naming the splits and the number of instances.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks import all_tasks, get_task
 from tasks.base import Task
 from tasks.errors import PalimpsestError
 from tasks.store import TaskStore
@@ -41,45 +43,59 @@ class Exposure:
     labelled: dict[str, frozenset[str]]
     hidden: dict[str, frozenset[str]]
     gold: dict[str, frozenset[str]]
+    # tasks built from one release with one key name the same instances (tric-binary and
+    # tric-ranking): one's public labels may reveal the other's hidden gold
+    namespace: tuple = ()
 
-    def leaks(self, area: str) -> dict[str, int]:
-        """{hidden split: how many of its instances the public `area` labels}, nonzero only."""
+    def leaks(self, area: str, of: Exposure | None = None) -> dict[str, int]:
+        """{hidden split (of this task, or of `of`): how many of its instances this task's public
+        `area` labels}, nonzero only."""
         out = {}
-        for split, ids in self.hidden.items():
+        for split, ids in (of or self).hidden.items():
             n = len(ids & self.labelled.get(area, frozenset()))
             if n:
                 out[split] = n
         return out
 
-    def scored_in_public(self, split: str) -> dict[str, int]:
-        """{hidden split: how many of its instances a phase scoring `split` wholly in public
-        would score}, nonzero only."""
+    def scored_in_public(self, split: str, of: Exposure | None = None) -> dict[str, int]:
+        """{hidden split (of this task, or of `of`): how many of its instances a phase scoring
+        this task's `split` wholly in public would score}, nonzero only."""
         out = {}
-        for hidden_split, ids in self.hidden.items():
-            if hidden_split == split:
+        for hidden_split, ids in (of or self).hidden.items():
+            if of is None and hidden_split == split:
                 continue
             n = len(ids & self.gold.get(split, frozenset()))
             if n:
                 out[hidden_split] = n
         return out
 
-    def violations(self) -> list[str]:
-        """Every breach of the rule, as a sentence naming the splits and the count."""
+    def violations(self, of: Exposure | None = None) -> list[str]:
+        """Every breach of the rule (against this task's hidden gold, or `of`'s), as a sentence
+        naming the splits and the count."""
+        whose = f" of {of.task_id}" if of is not None else ""
         out = []
         for area in sorted(self.labelled):
-            for split, n in self.leaks(area).items():
+            for split, n in self.leaks(area, of).items():
                 out.append(
                     f"{self.task_id}: the public {area} files label {n} instance(s) of the "
-                    f"hidden {split} split"
+                    f"hidden {split} split{whose}"
                 )
         for split in sorted(self.gold):
             if split in self.hidden:
                 continue
-            for hidden_split, n in self.scored_in_public(split).items():
+            for hidden_split, n in self.scored_in_public(split, of).items():
                 out.append(
                     f"{self.task_id}: the {split} split scores {n} instance(s) of the hidden "
-                    f"{hidden_split} split in public"
+                    f"{hidden_split} split{whose} in public"
                 )
+        return out
+
+    def all_violations(self, others: list[Exposure]) -> list[str]:
+        """This task's breaches, and those between it and the tasks sharing its instances."""
+        out = self.violations()
+        for o in others:
+            if o.task_id != self.task_id and o.namespace and o.namespace == self.namespace:
+                out += self.violations(o) + o.violations(self)
         return out
 
 
@@ -138,33 +154,55 @@ def exposure_of_tree(task: Task, root: Path) -> Exposure:
         if d.is_dir()
     }
     hidden = {s: ids for s, ids in gold.items() if task.has_private_part(s)}
-    return Exposure(task.id, labelled, hidden, gold)
+    try:
+        source = json.loads((root / "task.json").read_text(encoding="utf-8")).get("source")
+    except (OSError, ValueError):
+        source = None
+    return Exposure(task.id, labelled, hidden, gold, (source, key) if source else ())
 
 
-_CACHE: dict[tuple[str, str], tuple[int, Exposure]] = {}
+@functools.lru_cache(maxsize=64)
+def _cached(task_id: str, root: str, stamp: int) -> Exposure:
+    return exposure_of_tree(get_task(task_id), Path(root))
 
 
 def exposure(task: Task, home) -> Exposure:
     """The exposure of an imported task (cached until its next import)."""
     store = TaskStore(task.id, home)
     stamp = store.manifest_path.stat().st_mtime_ns if store.exists() else 0
-    key = (task.id, str(store.root))
-    got = _CACHE.get(key)
-    if got is None or got[0] != stamp:
-        got = (stamp, exposure_of_tree(task, store.root))
-        if len(_CACHE) > 64:
-            _CACHE.clear()
-        _CACHE[key] = got
-    return got[1]
+    return _cached(task.id, str(store.root), stamp)
 
 
-def check_tree(task: Task, root: Path) -> None:
-    """Refuse an import whose files would break the rule (called before they replace the old)."""
-    found = exposure_of_tree(task, Path(root)).violations()
+def _imported(home, but: str | None = None) -> list[Exposure]:
+    return [
+        exposure(t, home) for t in all_tasks() if t.id != but and TaskStore(t.id, home).exists()
+    ]
+
+
+def check_tree(task_id: str, root: Path, home=None) -> None:
+    """Refuse an import whose files would break the rule, alone or beside the tasks of `home`
+    that share its instances (called before they replace the old)."""
+    ex = exposure_of_tree(get_task(task_id), Path(root))
+    others = _imported(home, but=task_id) if home is not None else []
+    found = ex.all_violations(others)
     if found:
+        siblings = [
+            o.task_id
+            for o in others
+            if o.namespace == ex.namespace
+            and ex.namespace
+            and (ex.violations(o) or o.violations(ex))
+        ]
+        hint = (
+            f"; {', '.join(siblings)} name the same instances: import them from the same fold and "
+            f"protocol (to switch a site, delete {Path(home) / 'tasks'}/<task> of each first)"
+            if siblings
+            else ""
+        )
         raise ExposureRefused(
-            "refused: the import would reveal hidden gold; " + "; ".join(found) + " (nothing was "
-            "changed; see docs/hidden-gold.md)"
+            "refused: the import would reveal hidden gold; "
+            + "; ".join(found)
+            + f" (nothing was changed{hint}; see docs/hidden-gold.md)"
         )
 
 
@@ -176,6 +214,14 @@ def check_download(task: Task, home, areas: list[str]) -> None:
         for area in areas
         for split, n in ex.leaks(area).items()
     ]
+    for o in _imported(home, but=task.id):
+        if o.namespace and o.namespace == ex.namespace:
+            found += [
+                f"the public {area} files label {n} instance(s) of the hidden {split} split of "
+                f"{o.task_id}"
+                for area in areas
+                for split, n in ex.leaks(area, o).items()
+            ]
     if found:
         raise ExposureRefused(f"{task.id}: not served: " + "; ".join(found))
 
@@ -187,9 +233,25 @@ def check_phase(task: Task, home, split: str) -> None:
         return  # its own public fraction is the partition's rule (server.partitions)
     if not TaskStore(task.id, home).exists():
         return
-    found = exposure(task, home).scored_in_public(split)
+    ex = exposure(task, home)
+    found = {f"{s} split": n for s, n in ex.scored_in_public(split).items()}
+    for o in _imported(home, but=task.id):
+        if o.namespace and o.namespace == ex.namespace:
+            found |= {
+                f"{s} split of {o.task_id}": n for s, n in ex.scored_in_public(split, o).items()
+            }
     if found:
         raise ExposureRefused(
             f"{task.id}: a phase on the {split} split would score in public "
-            + "; ".join(f"{n} instance(s) of the hidden {s} split" for s, n in found.items())
+            + "; ".join(f"{n} instance(s) of the hidden {s}" for s, n in found.items())
         )
+
+
+def check_home(home) -> list[str]:
+    """Every breach of the rule over every imported task of a data directory (`palimpsest check`
+    and the tests)."""
+    done = _imported(home)
+    out = []
+    for i, ex in enumerate(done):
+        out += ex.all_violations(done[i + 1 :])
+    return out

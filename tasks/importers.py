@@ -14,5 +14,6 @@ from tasks.store import TaskStore
 def import_task(task_id: str, home: Path | str | None = None, **options) -> dict:
     """Import a task into the data directory; returns its manifest. Idempotent."""
     task = get_task(task_id)
-    store = TaskStore(task.id, home, before_commit=lambda root: check_tree(task, root))
+    store = TaskStore(task.id, home)
+    store.before_commit = lambda root: check_tree(task.id, root, store.home)
     return resolve(task.importer)(task, store=store, **options)

@@ -370,7 +370,7 @@ def test_the_pages_and_the_api_of_a_cross_validated_phase(app):
     need(TROTR)
     import os
 
-    _cross_validated(Path(os.environ["PALIMPSEST_HOME"]), TROTR, ("tric-ranking",))
+    _cross_validated(Path(os.environ["PALIMPSEST_HOME"]), TROTR)
     make_phase(app, "tric-ranking", "cv")
     make_phase(app, "tric-ranking", "test")
     user = make_user(app, "cv@x.org", team="folders")

@@ -137,6 +137,24 @@ def test_trotr_protocols_never_share_a_site(tmp_path):
         check_tree("tric-binary", staged)
 
 
+def test_two_tasks_naming_the_same_instances_are_checked_together(tmp_path):
+    """tric-binary and tric-ranking label the same TRoTR pairs: one's public dev and train may
+    not label the other's hidden test (another fold, or the other protocol), and the check runs
+    whichever is imported second."""
+    need(TROTR)
+    home = tmp_path / "h"
+    import_task("tric-binary", home, source=TROTR, fold=1)
+    with pytest.raises(
+        ExposureRefused, match="label 328 instance\\(s\\) of the hidden test split of tric-binary"
+    ):
+        import_task("tric-ranking", home, source=TROTR, fold=2)
+    with pytest.raises(ExposureRefused, match="public cv files label 411 instance"):
+        import_task("tric-ranking", home, source=TROTR, fold=1, protocol=CROSS_VALIDATED)
+    assert not TaskStore("tric-ranking", home).exists()
+    import_task("tric-ranking", home, source=TROTR, fold=1)  # the same fold, the same protocol
+    assert check_home(home) == []
+
+
 def test_a_violating_import_changes_nothing(tmp_path, monkeypatch):
     """An import whose files would label hidden instances is refused before it replaces the old
     task: the site keeps serving what it served."""

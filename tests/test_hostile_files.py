@@ -99,8 +99,8 @@ def test_invalid_uploads_are_limited_per_day(backend, monkeypatch):
 def test_invalid_uploads_are_deleted_after_the_retention_period(backend):
     from sqlalchemy import update
 
-    from server.lifecycle import purge_invalid_uploads
     from server.models import Submission, utcnow
+    from server.retention import purge_invalid_uploads
     from server.storage import path_for
 
     b = backend

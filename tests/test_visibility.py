@@ -11,7 +11,7 @@ import pytest
 from backbone import burst, make_team, phase, set_phase, submit
 from conftest import _make_backend
 from sqlalchemy import select
-from webkit import Browser
+from webkit import Browser, make_token, make_user
 
 from server import lifecycle, publication
 from server.models import Phase, Score, User
@@ -114,24 +114,49 @@ def test_a_run_made_after_publication_shows_no_private_score_anywhere(b):
     api = app.test_client()
     h = {"Authorization": f"Bearer {token}"}
 
-    # My submissions (web): the headline of each run
-    listing = web.get("/submissions").get_data(as_text=True)
-    row = {
-        sid: listing.split(f'/submissions/{sid}">', 1)[1].split("</tr>", 1)[0]
-        for sid in (before, after)
+    org = make_user(app, "org@example.org", organizer=True)
+    org_token = make_token(app, org)
+    org_web = Browser(app.test_client())
+    org_web.login("org@example.org")
+    clients = {"team": (web, h), "organizer": (org_web, {"Authorization": f"Bearer {org_token}"})}
+
+    def api_part(got) -> bool:
+        return bool(got) and (got["part"] == "private" or "private" in got.get("parts", {}))
+
+    def web_list(viewer, sid):
+        if viewer == "organizer":
+            return None  # "My submissions" lists the viewer's own team's runs
+        page = clients[viewer][0].get("/submissions").get_data(as_text=True)
+        return "private part" in page.split(f'/submissions/{sid}">', 1)[1].split("</tr>", 1)[0]
+
+    def web_page(viewer, sid):
+        page = clients[viewer][0].get(f"/submissions/{sid}").get_data(as_text=True)
+        return "private part of" in page
+
+    def api_one(viewer, sid):
+        got = api.get(f"/api/v1/submissions/{sid}", headers=clients[viewer][1]).get_json()
+        return api_part(got["scores"])
+
+    def api_list(viewer, sid):
+        q = {"mine": "0"} if viewer == "organizer" else {}
+        items = api.get("/api/v1/submissions", query_string=q, headers=clients[viewer][1])
+        (it,) = [x for x in items.get_json()["items"] if x["id"] == sid]
+        return api_part(it["scores"])
+
+    # the table, as the docs state it: (viewer, run) -> whether its private part is shown
+    table = {
+        ("team", before): True,
+        ("team", after): False,
+        ("organizer", before): True,
+        ("organizer", after): True,
     }
-    assert "private part" in row[before] and "private part" not in row[after]
-    # the submission page (web): the parts shown
-    assert "private part of" in web.get(f"/submissions/{before}").get_data(as_text=True)
-    assert "private part of" not in web.get(f"/submissions/{after}").get_data(as_text=True)
-    # the API: one submission, and the team's list
-    for sid, may in ((before, True), (after, False)):
-        got = api.get(f"/api/v1/submissions/{sid}", headers=h).get_json()["scores"]
-        assert (got["part"] == "private") is may
-        assert ("private" in got.get("parts", {})) is may
-    listed = {it["id"]: it for it in api.get("/api/v1/submissions", headers=h).get_json()["items"]}
-    assert listed[after]["scores"] is None or listed[after]["scores"]["part"] != "private"
-    assert "private" not in (listed[after]["scores"] or {}).get("parts", {})
+    runs = {before: BEFORE, after: AFTER}
+    for (viewer, sid), want in table.items():
+        v = ORG if viewer == "organizer" else TEAM_MEMBER
+        assert may_see(v, PUBLISHED, runs[sid], "private") is want  # the function's own answer
+        for surface in (web_list, web_page, api_one, api_list):
+            got = surface(viewer, sid)
+            assert got is None or got is want, (surface.__name__, viewer, sid)
     # the boards a participant reads: the published snapshot, and the live board in the API
     priv = f"{_private_value(b, after):.4f}"
     for url in (
