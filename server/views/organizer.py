@@ -61,7 +61,9 @@ def dashboard():
         .order_by(AuditLog.id.desc())
         .limit(30)
     ).all()
-    actors = {u.id: u.email for u in s.exec(select(User).where(User.is_organizer)).all()}
+    # every account that acted (teams act too: joining, marking a primary run), not organizers only
+    ids = {a.actor_id for a in log if a.actor_id is not None}
+    actors = {u.id: u.email for u in s.exec(select(User).where(User.id.in_(ids))).all()}
     from baselines.systems import SYSTEMS
 
     return render_template(
@@ -193,7 +195,8 @@ def leaderboard_state(phase_id: int):
     }
     if action not in actions:
         abort(400)
-    _act(actions[action], f"Leaderboard of {p.task_id}/{p.name}: {action}.")
+    said = {"open": "shown", "close": "hidden", "freeze": "frozen", "unfreeze": "unfrozen"}
+    _act(actions[action], f"The board of {p.task_id}/{p.name} is {said[action]}.")
     return _back(url_for("organizer.dashboard"))
 
 
