@@ -245,3 +245,18 @@ def test_an_identical_resubmission_says_what_it_is(served, tmp_path):
     r = _cli(url, tokens["alpha"], *args, "--json", ok=False)
     out = _one_json(r)
     assert r.exit_code == 1 and out["phase_closed"] is True and out["id"] == first["id"]
+
+
+def test_leaderboard_opens_the_main_phase_not_the_cross_validated_one(served):
+    from webkit import make_phase
+
+    url, tokens, home, app = served
+    make_phase(app, "tric-binary", "cv")  # a cross-validated phase beside dev and test
+    out = _cli(url, tokens["alpha"], "leaderboard", "tric-binary").stdout
+    assert out.startswith("tric-binary leaderboard (test phase"), out
+    board = _one_json(_cli(url, tokens["alpha"], "leaderboard", "tric-binary", "--json"))
+    assert board["phase"] == "test"
+    cv = _one_json(
+        _cli(url, tokens["alpha"], "leaderboard", "tric-binary", "--phase", "cv", "--json")
+    )
+    assert cv["phase"] == "cv"

@@ -278,7 +278,7 @@ def significance(task_id: str):
     task = task_or_404(task_id)
     engine = current_app.extensions["palimpsest.engine"]
     states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
-    state = choose_phase(states, request.args.get("phase") or None)
+    state = choose_phase(states, request.args.get("phase") or None, task)
     who = audience()
     if state is None or (not state.leaderboard_open and who != "organizer"):
         abort(404)
@@ -315,7 +315,7 @@ def plot(task_id: str, fmt: str):
     task = task_or_404(task_id)
     engine = current_app.extensions["palimpsest.engine"]
     states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
-    state = choose_phase(states, request.args.get("phase") or None)
+    state = choose_phase(states, request.args.get("phase") or None, task)
     if state is None or not state.leaderboard_open:
         abort(404)
     kinds = (
