@@ -175,6 +175,9 @@ def register(main: click.Group) -> None:
             bar.render_finish()
         if wait:
             sub = _wait(c, sub, as_json)
+        said, closed = ([], False)
+        if sub.get("duplicate"):
+            said, closed = _duplicate_notes(c, sub, task_id, method_name)
         if as_json:
             click.echo(
                 json.dumps(
@@ -184,12 +187,19 @@ def register(main: click.Group) -> None:
                         "scores": sub.get("scores"),
                         "is_primary": sub.get("is_primary", False),
                         **({"errors": sub["errors"]} if sub.get("errors") else {}),
+                        **(
+                            {"duplicate": True, "phase_closed": closed, "notes": said}
+                            if sub.get("duplicate")
+                            else {}
+                        ),
                     }
                 )
             )
         else:
+            for line in said:
+                click.echo(line, err=closed)
             _print_submission(sub)
-        if sub["status"] == "failed":
+        if sub["status"] == "failed" or closed:
             sys.exit(1)
 
     @main.command("submissions")
@@ -379,6 +389,28 @@ def _wait(c: Client, sub: dict, as_json: bool) -> dict:
         except ClientError as e:
             _die(e, as_json)
     return sub
+
+
+def _duplicate_notes(c, sub: dict, task_id: str, method_name: str) -> tuple[list[str], bool]:
+    """What an identical re-upload became: which submission the file already is, whether a new
+    method name was dropped, and whether its phase is closed (then nothing was accepted)."""
+    said = [
+        f"this file was already submitted by your team: submission {sub['id']} "
+        f"({sub.get('task')}, {sub.get('phase')}), {sub['status']}; it was not submitted again"
+    ]
+    if method_name and method_name != sub.get("method_name"):
+        said.append(
+            f"the new --method-name {method_name!r} was not applied: submission {sub['id']} "
+            f"keeps {sub.get('method_name') or ''!r}"
+        )
+    try:
+        phases = c.get_json(f"/tasks/{task_id}").get("phases") or []
+    except ClientError:
+        phases = []
+    closed = any(p.get("name") == sub.get("phase") and not p.get("is_open") for p in phases)
+    if closed:
+        said.append(f"error: the {sub.get('phase')} phase is closed: it accepts no submission")
+    return said, closed
 
 
 def _print_submission(sub: dict) -> None:

@@ -359,10 +359,14 @@ def register():
             s.commit()
         except ValueError:  # taken: the same answer as for a new account, and no session
             s.rollback()
+        # the same words whether or not the address had an account (an address that had one
+        # keeps its password): the page tells no one which addresses are registered
         flash(
-            f"If {email} had no account, it has one now: sign in with the password you chose.", "ok"
+            f"Registered {email}: now sign in with the password you chose (an address that was "
+            "registered before keeps its old password).",
+            "ok",
         )
-        return redirect(url_for("auth.login"))
+        return redirect(url_for("auth.login", email=email))
     return render_template("auth/register.html", email="", mail=mail)
 
 
@@ -417,7 +421,8 @@ def login():
             return render_template("auth/login.html", email=email), 401
         _login(user)
         return redirect(_safe_next(request.args.get("next")))
-    return render_template("auth/login.html", email="")
+    # the registration form sends the address along, so that it need not be typed twice
+    return render_template("auth/login.html", email=request.args.get("email", "")[:320])
 
 
 @bp.route("/logout", methods=["POST"])

@@ -369,21 +369,52 @@ def register(main: click.Group) -> None:
         """Phases of a task: windows, limits and the public part of the test gold."""
 
     @phases.command("list")
+    @click.argument("task_id", metavar="[TASK]", required=False)
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
     @_home_option
-    def phases_list():
-        """List every phase with its window and limits."""
+    def phases_list(task_id, as_json):
+        """List a task's phases (every task's without TASK) with their window and limits, as
+        `palimpsest organizer phases list TASK` does over the API."""
         # the server loads only when this command runs: `palimpsest --help` stays light
         from sqlalchemy import select
 
-        # the server loads only when this command runs: `palimpsest --help` stays light
+        # (and so does the server's own code)
         from server.models import Phase
-        from server.submissions import ensure_phases
+        from server.submissions import ensure_phases, phase_state
 
+        q = select(Phase).order_by(Phase.task_id, Phase.name)
+        if task_id is not None:
+            q = q.where(Phase.task_id == _task(task_id).id)
         with _session(_settings()) as s:
             ensure_phases(s)
-            for p in s.execute(select(Phase).order_by(Phase.task_id, Phase.name)).scalars():
+            rows = list(s.execute(q).scalars())
+            if as_json:
                 click.echo(
-                    f"{p.task_id:<14} {p.name:<5} opens {p.opens_at or '-'} closes {p.closes_at or '-'} "
+                    json.dumps(
+                        [
+                            {
+                                "task": p.task_id,
+                                "name": p.name,
+                                "split": p.split,
+                                "state": phase_state(p),
+                                "opens_at": p.opens_at.isoformat() if p.opens_at else None,
+                                "closes_at": p.closes_at.isoformat() if p.closes_at else None,
+                                "limits": {
+                                    "daily": p.daily_limit,
+                                    "total": p.total_limit,
+                                    "concurrent": p.concurrent_limit,
+                                },
+                                "public_fraction": p.public_fraction,
+                            }
+                            for p in rows
+                        ]
+                    )
+                )
+                return
+            for p in rows:
+                click.echo(
+                    f"{p.task_id:<14} {p.name:<5} {phase_state(p):<7} "
+                    f"opens {p.opens_at or '-'} closes {p.closes_at or '-'} "
                     f"daily {p.daily_limit} total {p.total_limit} concurrent {p.concurrent_limit} "
                     f"public {p.public_fraction}"
                 )

@@ -100,7 +100,8 @@ def publish(
         )
     now = utcnow()
     version = (prev.version if prev else 0) + 1
-    who = actor.email if isinstance(actor, User) else None
+    # the snapshot is public: it names the role, never an address (the row keeps the account's id)
+    who = "organizer" if isinstance(actor, User) else None
     board = lb.build_board(
         s,
         task,

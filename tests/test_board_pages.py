@@ -95,11 +95,16 @@ def test_a_queued_submission_page_polls_and_my_submissions_shows_the_primary_sco
     )
     sid = int(r.headers["Location"].rsplit("/", 1)[1])
     page = b.get(f"/submissions/{sid}").get_data(as_text=True)
-    assert 'data-status="queued"' in page and "fetch(location.href" in page
+    assert f'data-submission="{sid}" data-status="queued"' in page and "status.js" in page
+    assert "<script>" not in page  # the CSP blocks inline scripts: the poll is a static file
+    live = b.get(f"/submissions/status.json?ids={sid}").get_json()
+    assert live == {"statuses": {str(sid): "queued"}, "final": False}
     assert ">queued</small>" in b.get("/submissions").get_data(as_text=True)
     _run_jobs(app)
     page = b.get(f"/submissions/{sid}").get_data(as_text=True)
-    assert 'data-status="scored"' in page and "fetch(location.href" not in page
+    assert f'data-submission="{sid}" data-status="scored"' in page
+    live = b.get(f"/submissions/status.json?ids={sid}").get_json()
+    assert live == {"statuses": {str(sid): "scored"}, "final": True}
     with Session(engine_of(app)) as s:
         from server.models import Score
 

@@ -390,6 +390,8 @@ def test_organizer_path(app, live, chrome, tmp_path):
         assert ": hide." in _body(d) and "copied the labels" in _body(d)
     with s.step("rescore-all-asks-first"):
         d.get(live + "/organizer/")
+        # the per-task tools are folded under one line per task
+        d.find_element(By.XPATH, "//summary[contains(., '(tric-binary)')]").click()
         _click(d, "Rescore every submission of tric-binary…")
         assert "This queues 2 scored or failed submissions" in _body(d)
         s.snap("rescore-confirmation")

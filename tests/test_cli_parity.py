@@ -217,3 +217,46 @@ def test_organizer_commands(served, tmp_path):
     assert (
         _one_json(_cli(url, org, "organizer", "baselines", "list", "tric-binary", "--json")) == []
     )
+
+
+def test_an_identical_resubmission_says_what_it_is(served, tmp_path):
+    url, tokens, home, app = served
+    f = tmp_path / "same.jsonl"
+    f.write_bytes(_tric_file(home, 5))
+    args = ("submit", "tric-binary", str(f), "--phase", "test")
+    first = _one_json(_cli(url, tokens["alpha"], *args, "--method-name", "one", "--json"))
+    _run_job(first["id"])
+    # the phase is open: the earlier submission, named, and the dropped method name said
+    r = _cli(url, tokens["alpha"], *args, "--method-name", "two")
+    assert f"already submitted by your team: submission {first['id']} (tric-binary, test)" in (
+        r.stdout
+    )
+    assert "scored; it was not submitted again" in r.stdout
+    assert f"--method-name 'two' was not applied: submission {first['id']} keeps 'one'" in r.stdout
+    again = _one_json(_cli(url, tokens["alpha"], *args, "--json"))
+    assert again["id"] == first["id"] and again["duplicate"] is True
+    assert again["phase_closed"] is False
+    # the phase closed: the same file is refused with a non-zero exit, in words and in JSON
+    _cli(url, tokens["org"], "organizer", "close", "tric-binary", "test")
+    r = _cli(url, tokens["alpha"], *args, "--method-name", "three", ok=False)
+    assert r.exit_code == 1
+    assert "the test phase is closed: it accepts no submission" in r.stderr
+    assert f"submission {first['id']}" in r.stderr and "'three' was not applied" in r.stderr
+    r = _cli(url, tokens["alpha"], *args, "--json", ok=False)
+    out = _one_json(r)
+    assert r.exit_code == 1 and out["phase_closed"] is True and out["id"] == first["id"]
+
+
+def test_leaderboard_opens_the_main_phase_not_the_cross_validated_one(served):
+    from webkit import make_phase
+
+    url, tokens, home, app = served
+    make_phase(app, "tric-binary", "cv")  # a cross-validated phase beside dev and test
+    out = _cli(url, tokens["alpha"], "leaderboard", "tric-binary").stdout
+    assert out.startswith("tric-binary leaderboard (test phase"), out
+    board = _one_json(_cli(url, tokens["alpha"], "leaderboard", "tric-binary", "--json"))
+    assert board["phase"] == "test"
+    cv = _one_json(
+        _cli(url, tokens["alpha"], "leaderboard", "tric-binary", "--phase", "cv", "--json")
+    )
+    assert cv["phase"] == "cv"

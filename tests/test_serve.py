@@ -180,3 +180,19 @@ def test_users_tokens_and_phases_commands(tmp_path, monkeypatch):
         assert p.closes_at.hour == 11 and p.opens_at.year == 2030
         edit = s.execute(select(AuditLog).where(AuditLog.action == "phase.edit")).scalar_one()
         assert edit.details["via"] == "cli" and edit.details["after"]["daily_limit"] == 3
+    # `phases list TASK` takes the task as `organizer phases list TASK` does
+    r = CliRunner().invoke(main, ["phases", "list", "tric-binary"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines and all(x.startswith("tric-binary ") for x in lines)
+    assert any(" test " in x and "daily 3 " in x for x in lines), lines
+    r = CliRunner().invoke(main, ["phases", "list", "tric-binary", "--json"])
+    rows = json.loads(r.output)
+    assert {p["task"] for p in rows} == {"tric-binary"}
+    test = next(p for p in rows if p["name"] == "test")
+    assert test["limits"] == {"daily": 3, "total": None, "concurrent": 1}
+    assert test["state"] == "not open yet"
+    r = CliRunner().invoke(main, ["phases", "list", "no-such-task"])
+    assert r.exit_code != 0 and "no-such-task" in r.output and "Traceback" not in r.output
+    every = CliRunner().invoke(main, ["phases", "list"]).output.splitlines()
+    assert len(every) > len(lines)

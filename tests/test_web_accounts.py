@@ -28,7 +28,9 @@ def test_new_token_is_random_and_stored_as_sha256():
 def test_register_login_logout(app, browser):
     r = browser.post("/auth/register", {"email": "Ann@Example.org", "password": PASSWORD})
     # no session from registering: a taken email gets the same answer (issue 10)
-    assert r.status_code == 302 and r.headers["Location"].endswith("/auth/login")
+    assert r.status_code == 302 and r.headers["Location"].endswith(
+        "/auth/login?email=ann@example.org"
+    )
     with Session(engine_of(app)) as s:
         u = s.exec(select(User).where(User.email == "ann@example.org")).one()
         assert u.password_hash.startswith("$argon2id$")
@@ -52,9 +54,16 @@ def test_register_refuses_bad_input(app, browser):
     make_user(app, "taken@b.org")
     r = browser.post("/auth/register", {"email": "taken@b.org", "password": PASSWORD})
     # the answer for a taken email is the one for a free email: it tells nobody who has an account
-    assert r.status_code == 302 and r.headers["Location"].endswith("/auth/login")
-    page = browser.get("/auth/login").get_data(as_text=True)
-    assert "exists" not in page and "If taken@b.org had no account, it has one now" in page
+    assert r.status_code == 302 and r.headers["Location"].endswith("/auth/login?email=taken@b.org")
+    page = browser.get(r.headers["Location"]).get_data(as_text=True)
+    assert "exists" not in page and "Registered taken@b.org: now sign in" in page
+    # the sign-in form has the address filled in
+    assert 'name="email" value="taken@b.org"' in page
+    free = browser.post("/auth/register", {"email": "free@b.org", "password": PASSWORD})
+    assert free.headers["Location"].endswith("/auth/login?email=free@b.org")
+    assert "Registered free@b.org: now sign in" in browser.get(free.headers["Location"]).get_data(
+        as_text=True
+    )
 
 
 def test_login_redirects_only_locally(app, browser):

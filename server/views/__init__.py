@@ -67,6 +67,11 @@ def init_web(app: Flask) -> None:
     app.register_blueprint(leaderboard.bp)
     app.register_blueprint(organizer.bp)
 
+    @app.route("/favicon.ico")
+    def _favicon():
+        # browsers ask for /favicon.ico whatever the page links; answer it rather than 404
+        return app.send_static_file("favicon.ico"), 200, {"Cache-Control": "public, max-age=86400"}
+
     throttle.init_app(app)  # after the blueprints: it wraps the account views
 
     @app.errorhandler(429)

@@ -48,9 +48,14 @@ def audience() -> str:
     return f"team:{u.team_id}" if u.team_id else "public"
 
 
-def choose_phase(states: list[lb.PhaseState], name: str | None) -> lb.PhaseState | None:
+def choose_phase(states: list[lb.PhaseState], name: str | None, task=None) -> lb.PhaseState | None:
+    """The named phase, or the board a visitor means by the task's leaderboard: its main phase
+    (test once it opens, dev before), never a cross-validated one while another exists."""
     if name:
         return next((p for p in states if p.name == name), None)
+    if task is not None:
+        main = [p for p in states if not task.is_cross_validated(p.split)]
+        states = main or states
     if not states:
         return None
     now = utcnow()
@@ -85,7 +90,7 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
     engine = current_app.extensions["palimpsest.engine"]
     states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
     want = request.args.get("phase") or None
-    state = choose_phase(states, want)
+    state = choose_phase(states, want, task)
     if state is None:
         if fmt == "html":
             return render_template("leaderboard/none.html", task=task, phase=want), 404
@@ -271,7 +276,7 @@ def significance(task_id: str):
     task = task_or_404(task_id)
     engine = current_app.extensions["palimpsest.engine"]
     states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
-    state = choose_phase(states, request.args.get("phase") or None)
+    state = choose_phase(states, request.args.get("phase") or None, task)
     who = audience()
     if state is None or (not state.leaderboard_open and who != "organizer"):
         abort(404)
@@ -304,7 +309,7 @@ def plot(task_id: str, fmt: str):
     task = task_or_404(task_id)
     engine = current_app.extensions["palimpsest.engine"]
     states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
-    state = choose_phase(states, request.args.get("phase") or None)
+    state = choose_phase(states, request.args.get("phase") or None, task)
     if state is None or not state.leaderboard_open:
         abort(404)
     kinds = (

@@ -71,7 +71,9 @@ def dashboard():
         .order_by(AuditLog.id.desc())
         .limit(30)
     ).all()
-    actors = {u.id: u.email for u in s.exec(select(User).where(User.is_organizer)).all()}
+    # every account that acted (teams act too: joining, marking a primary run), not organizers only
+    ids = {a.actor_id for a in log if a.actor_id is not None}
+    actors = {u.id: u.email for u in s.exec(select(User).where(User.id.in_(ids))).all()}
 
     return render_template(
         "organizer/dashboard.html",
@@ -201,11 +203,12 @@ def leaderboard_state(phase_id: int):
     if action not in BOARD_ACTIONS:
         abort(400)
     name = BOARD_ACTIONS[action]
+    said = {"open": "shown", "close": "hidden", "freeze": "frozen", "unfreeze": "unfrozen"}
     _act(
         lambda: PHASE_ACTIONS[name](
             s=db(), task_id=p.task_id, phase=p.name, actor=current_user(), via="web"
         ),
-        f"Leaderboard of {p.task_id}/{p.name}: {action}.",
+        f"The board of {p.task_id}/{p.name} is {said[action]}.",
     )
     return _back(url_for("organizer.dashboard"))
 

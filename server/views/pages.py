@@ -242,6 +242,32 @@ def my_submissions():
 
 
 PAGE = 100
+FINAL = ("scored", "failed")
+
+
+@bp.route("/submissions/status.json")
+@login_required
+def submissions_status():
+    """The status of the asked submissions (`?ids=1,2`, at most PAGE) that the visitor may see,
+    for the pages' live status: no scores, nothing the submission page does not show."""
+    raw = request.args.get("ids", "")
+    try:
+        ids = sorted({int(x) for x in raw.split(",") if x.strip()})
+    except ValueError:
+        return {"error": f"ids must be submission numbers separated by commas, not {raw!r}"}, 400
+    if len(ids) > PAGE:
+        return {"error": f"at most {PAGE} ids at once, not {len(ids)}"}, 400
+    u = current_user()
+    rows = db().exec(select(Submission).where(Submission.id.in_(ids))).all() if ids else []
+    statuses = {str(s.id): s.status for s in rows if can_see_submission(u, s)}
+    return (
+        {
+            "statuses": statuses,
+            "final": all(st in FINAL for st in statuses.values()),
+        },
+        200,
+        {"Cache-Control": "no-store"},
+    )
 
 
 def primary_scores(subs, phases, viewer: Viewer) -> dict[int, tuple[float | None, str]]:
