@@ -7,7 +7,6 @@ Heavy libraries (scipy, flask, torch) are imported inside the commands that need
 from __future__ import annotations
 
 import functools
-import importlib
 import json
 import os
 import sys
@@ -92,7 +91,76 @@ SPLIT_OPTION = click.option(
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# The server's own commands (server/cli.py), loaded only when one of them runs or its own help is
+# asked for: `palimpsest --help` lists them from this table and imports no server code. A test
+# checks that the table and server/cli.py agree.
+SERVER_COMMANDS = {
+    "db": "Database schema (Alembic migrations).",
+    "phases": "Phases of a task: windows, limits and the public part of the test gold.",
+    "rankings": "Published final rankings (immutable snapshots, numbered versions).",
+    "reconcile": "Re-enqueue what the database says is pending but no live job holds (run one "
+    "per site).",
+    "runs": "Organizer actions on submitted runs, at the server's own shell: rescore, hide, "
+    "remove.",
+    "serve": "Run the web app, an embedded Redis, workers and the reconciler on this machine.",
+    "settings": "Print every setting: its value here (secrets masked), or the docs' table.",
+    "tokens": "API tokens (shown once, stored as sha256).",
+    "users": "Accounts: create one, print a password-reset link, sign one out everywhere.",
+    "worker": "Run a scoring worker (RQ, JSON-serialized jobs) against DATABASE_URL and REDIS_URL.",
+}
+
+
+class LazyServerGroup(click.Group):
+    """The `palimpsest` group: its own commands, and the server's, loaded on first use."""
+
+    def _server_commands(self) -> dict[str, click.Command]:
+        if not hasattr(self, "_loaded"):
+            try:
+                # the server loads only when one of its commands runs: `--help` stays light
+                from server.cli import register
+            except ModuleNotFoundError as e:  # a client-only install has no server package
+                if e.name and (e.name == "server" or e.name.startswith("server.")):
+                    self._loaded = {}
+                    return self._loaded
+                raise
+            group = click.Group()
+            register(group)
+            self._loaded = dict(group.commands)
+        return self._loaded
+
+    def list_commands(self, ctx) -> list[str]:
+        return sorted({*super().list_commands(ctx), *SERVER_COMMANDS})
+
+    def get_command(self, ctx, name):
+        got = super().get_command(ctx, name)
+        if got is None and name in SERVER_COMMANDS:
+            got = self._server_commands().get(name)
+        return got
+
+    def format_commands(self, ctx, formatter) -> None:
+        """As click lists commands, the server's short help taken from SERVER_COMMANDS."""
+        names = []
+        for name in self.list_commands(ctx):
+            own = super().get_command(ctx, name)
+            if own is None or not own.hidden:
+                names.append((name, own))
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n, _ in names)
+        rows = [
+            (
+                name,
+                own.get_short_help_str(limit)
+                if own is not None
+                else click.utils.make_default_short_help(SERVER_COMMANDS[name], limit),
+            )
+            for name, own in names
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyServerGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option("0.1.0", prog_name="palimpsest")
 def main():
     """Palimpsest: evaluation server and leaderboard for text reuse and relatedness tasks."""
@@ -408,18 +476,11 @@ def _num(v) -> str:
 
 
 def _register_optional_commands():
-    """Commands of other parts (the server) register here when their packages provide them."""
+    """The participants', organizers' and baselines' commands (the server's load lazily)."""
     participant.register(main)
     organizer.register(main)
     baselines.register(main, home_option=HOME_OPTION, friendly=friendly)
-    for mod in ("server.cli",):
-        try:
-            m = importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            if e.name and (e.name == mod or mod.startswith(e.name + ".")):
-                continue
-            raise
-        m.register(main)
+    # the server's commands (SERVER_COMMANDS) load when one runs
 
 
 _register_optional_commands()

@@ -1,6 +1,7 @@
 """The server's commands on `palimpsest`: serve, worker, reconcile, users, tokens, phases, db.
 
-Nothing heavy is imported at module level: Flask, RQ and SQLModel load inside the commands.
+cli/main.py loads this module only when one of these commands runs (`palimpsest --help` lists them
+from its own table), so it imports the server at the top like any module.
 """
 
 from __future__ import annotations
@@ -13,8 +14,24 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import click
+from sqlalchemy import select
+from sqlmodel import Session
 
 from scorer.errors import PalimpsestError
+from server import lifecycle, publication
+from server.actions import submissions as actions
+from server.actions.phases import PHASE_ACTIONS
+from server.auth import audit, create_token, create_user, reset_link
+from server.db import get_engine
+from server.exceptions import LifecycleRefused
+from server.migrate import SchemaError, current, prepare, stamp, status, upgrade
+from server.models import Phase, User
+from server.queue import connect, enqueue_submission
+from server.reconciler import reconcile, run_forever
+from server.settings import SettingsError, get_settings, settings_markdown
+from server.submissions import ensure_phases, phase_state
+from server.supervisor import Supervisor
+from server.worker import run
 from tasks import get_task
 
 QUEUE_CHOICES = ("scoring", "baselines")
@@ -39,17 +56,12 @@ def _home_option(f):
 
 def _settings():
     """The settings of a local command (the environment, PALIMPSEST_HOME)."""
-    # the server loads only when this command runs: `palimpsest --help` stays light
-    from server.settings import get_settings
-
     return get_settings()
 
 
 def _engine(settings=None):
     """The database of a local command, at the migrations' head: the embedded default is upgraded
     (created when new); a DATABASE_URL that is behind is refused, saying to run `db upgrade`."""
-    # the server loads only when this command runs: `palimpsest --help` stays light
-    from server.migrate import SchemaError, prepare
 
     try:
         return prepare(settings or _settings())
@@ -59,8 +71,6 @@ def _engine(settings=None):
 
 def _session(settings):
     """A session on the local database (the operator's shell acts as an organizer there)."""
-    # the server loads only when this command runs: `palimpsest --help` stays light
-    from sqlmodel import Session
 
     return Session(_engine(settings), expire_on_commit=False)
 
@@ -94,12 +104,6 @@ def _task(task_id: str):
 
 
 def _phase(s, task, name: str):
-    # the server loads only when this command runs: `palimpsest --help` stays light
-    from sqlalchemy import select
-
-    # the server loads only when this command runs: `palimpsest --help` stays light
-    from server.models import Phase
-    from server.submissions import ensure_phases
 
     ensure_phases(s)
     p = s.execute(
@@ -156,8 +160,6 @@ def register(main: click.Group) -> None:
     @_home_option
     def settings_(markdown, as_json):
         """Print every setting: its value here (secrets masked), or the docs' table."""
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from server.settings import settings_markdown
 
         if markdown:
             click.echo(settings_markdown(), nl=False)
@@ -188,10 +190,6 @@ def register(main: click.Group) -> None:
     @_home_option
     def serve(host, port, demo, workers):
         """Run the web app, an embedded Redis, workers and the reconciler on this machine."""
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from server.migrate import SchemaError
-        from server.settings import SettingsError
-        from server.supervisor import Supervisor
 
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
         try:
@@ -219,9 +217,6 @@ def register(main: click.Group) -> None:
     @_home_option
     def worker(queues, burst):
         """Run a scoring worker (RQ, JSON-serialized jobs) against DATABASE_URL and REDIS_URL."""
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from server.migrate import SchemaError
-        from server.worker import run
 
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker %(message)s")
         try:
@@ -235,9 +230,6 @@ def register(main: click.Group) -> None:
     @_home_option
     def reconcile_cmd(once):
         """Re-enqueue what the database says is pending but no live job holds (run one per site)."""
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from server.queue import connect
-        from server.reconciler import reconcile, run_forever
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s reconciler %(message)s")
         settings = _settings()
@@ -264,9 +256,6 @@ def register(main: click.Group) -> None:
         """Create an account; the password is read from standard input."""
         # the server loads only when this command runs: `palimpsest --help` stays light
 
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from server.auth import audit, create_user
-
         password = sys.stdin.readline().rstrip("\r\n")
         with _session(_settings()) as s:
             try:
@@ -278,11 +267,6 @@ def register(main: click.Group) -> None:
             click.echo(f"created {'organizer' if organizer else 'user'} {u.email} (id {u.id})")
 
     def _user_by_email(s, email):
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from sqlalchemy import select
-
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from server.models import User
 
         u = s.execute(select(User).where(User.email == email.strip().lower())).scalar_one_or_none()
         if u is None:
@@ -304,9 +288,6 @@ def register(main: click.Group) -> None:
         must be the server's."""
         # the server loads only when this command runs: `palimpsest --help` stays light
 
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from server.auth import audit, reset_link
-
         settings = _settings()
         with _session(settings) as s:
             u = _user_by_email(s, email)
@@ -326,9 +307,6 @@ def register(main: click.Group) -> None:
         """End every session of an account (its API tokens stay: revoke those apart)."""
         # the server loads only when this command runs: `palimpsest --help` stays light
 
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from server.auth import audit
-
         with _session(_settings()) as s:
             u = _user_by_email(s, email)
             u.session_epoch = (u.session_epoch or 0) + 1
@@ -347,12 +325,6 @@ def register(main: click.Group) -> None:
     @_home_option
     def tokens_create(email, name):
         """Print a new API token for a user, once; only its sha256 is stored."""
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from sqlalchemy import select
-
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from server.auth import create_token
-        from server.models import User
 
         with _session(_settings()) as s:
             u = s.execute(
@@ -375,12 +347,6 @@ def register(main: click.Group) -> None:
     def phases_list(task_id, as_json):
         """List a task's phases (every task's without TASK) with their window and limits, as
         `palimpsest organizer phases list TASK` does over the API."""
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from sqlalchemy import select
-
-        # (and so does the server's own code)
-        from server.models import Phase
-        from server.submissions import ensure_phases, phase_state
 
         q = select(Phase).order_by(Phase.task_id, Phase.name)
         if task_id is not None:
@@ -460,15 +426,6 @@ def register(main: click.Group) -> None:
         public_fraction,
     ):
         """Create or change a phase of a task."""
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from sqlalchemy import select
-
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from server import lifecycle
-        from server.exceptions import LifecycleRefused
-        from server.models import Phase
-        from server.submissions import ensure_phases
 
         task = _task(task_id)
         with _session(_settings()) as s:
@@ -526,10 +483,6 @@ def register(main: click.Group) -> None:
         @_home_option
         def command(task_id, phase_name, reason, close_first, as_json):
             # the server loads only when this command runs: `palimpsest --help` stays light
-
-            # the server loads only when this command runs: `palimpsest --help` stays light
-            from server.actions.phases import PHASE_ACTIONS
-            from server.exceptions import LifecycleRefused
 
             task = _task(task_id)
             settings = _settings()
@@ -591,8 +544,6 @@ def register(main: click.Group) -> None:
     def _local_enqueue(settings):
         """Hand rescored runs to the queue; if Redis is down the rows say queued and the
         reconciler enqueues them."""
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from server.queue import connect, enqueue_submission
 
         def enqueue(ids: list[int]) -> None:
             try:
@@ -613,8 +564,6 @@ def register(main: click.Group) -> None:
     @_home_option
     def runs_rescore(submission_id, reason, as_json):
         """Score a run again."""
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from server.actions import submissions as actions
 
         settings = _settings()
         with _session(settings) as s:
@@ -641,8 +590,6 @@ def register(main: click.Group) -> None:
         @click.option("--json", "as_json", is_flag=True, help="Print the run's new state as JSON.")
         @_home_option
         def command(submission_id, reason, as_json):
-            # the server loads only when this command runs: `palimpsest --help` stays light
-            from server.actions import submissions as actions
 
             settings = _settings()
             with _session(settings) as s:
@@ -690,8 +637,6 @@ def register(main: click.Group) -> None:
     @_home_option
     def rankings_show(task_id, phase_name, version, as_json):
         """Print a published final ranking, or list its versions."""
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from server import publication
 
         task = _task(task_id)
         with _session(_settings()) as s:
@@ -734,8 +679,6 @@ def register(main: click.Group) -> None:
     def db_upgrade(revision):
         """Create or migrate the database (DATABASE_URL, or SQLite in the data directory) to a
         revision (default: the newest)."""
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from server.migrate import SchemaError, current, upgrade
 
         settings = _settings()
         try:
@@ -750,8 +693,6 @@ def register(main: click.Group) -> None:
     def db_stamp(revision):
         """Record REVISION as the database's revision without migrating (for a database built
         without the migrations: give the revision its tables are at, then `db upgrade`)."""
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from server.migrate import current, stamp
 
         settings = _settings()
         try:
@@ -764,9 +705,6 @@ def register(main: click.Group) -> None:
     @_home_option
     def db_current():
         """Print the database's revision and whether it is the newest; exit 1 when it is not."""
-        # the server loads only when this command runs: `palimpsest --help` stays light
-        from server.db import get_engine
-        from server.migrate import current, status
 
         settings = _settings()
         revs = current(settings)

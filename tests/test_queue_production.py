@@ -63,15 +63,30 @@ def test_embedded_redis_config_persists_and_never_listens_on_tcp(tmp_path):
     assert "6379" not in conf
 
 
-def test_server_cli_module_imports_nothing_heavy():
+def test_the_server_commands_load_only_when_one_runs():
+    """`palimpsest --help` lists the server's commands from cli.main.SERVER_COMMANDS without loading
+    the server (no Flask, RQ, SQLAlchemy, Redis); running one loads it; the table and the
+    server's commands agree."""
     import subprocess
     import sys
 
+    import click
+
+    from cli.main import SERVER_COMMANDS
+    from server.cli import register
+
     code = (
-        "import sys, server.cli\n"
-        "heavy = [m for m in ('flask', 'rq', 'sqlmodel', 'sqlalchemy', 'redis')"
+        "import sys\nfrom cli.main import main\n"
+        "try:\n    main(['--help'], standalone_mode=False)\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('server.cli', 'flask', 'rq', 'sqlmodel', 'sqlalchemy', 'redis')"
         " if m in sys.modules]\n"
         "print(heavy)\nsys.exit(1 if heavy else 0)"
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+    assert "serve" in r.stdout and "Run the web app" in r.stdout
+    group = click.Group()
+    register(group)
+    assert set(group.commands) == set(SERVER_COMMANDS)
+    for name, help_text in SERVER_COMMANDS.items():
+        assert group.commands[name].get_short_help_str(1000) == help_text, name
