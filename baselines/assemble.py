@@ -162,7 +162,8 @@ def assemble(
 
 
 def _model_root(folder: Path) -> Path | None:
-    """The directory in `folder` (itself, or one level down) holding a sentence-transformers model."""
+    """The directory in `folder` (itself, or one level down) holding a sentence-transformers
+    model."""
     if not folder.is_dir():
         return None
     for d in (folder, *sorted(p for p in folder.iterdir() if p.is_dir())):

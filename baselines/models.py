@@ -99,7 +99,8 @@ def resolve_model(spec: str | os.PathLike | None = None) -> ResolvedModel:
 
 
 def pick_device(device: str = "auto") -> str:
-    """'cuda' when asked or when auto finds a GPU, else 'cpu'; asking for a missing GPU is an error."""
+    """'cuda' when asked or when auto finds a GPU, else 'cpu'; asking for a missing GPU is an
+    error."""
     # heavy optional: torch (the baselines extra) loads only when a model runs
     import torch
 
@@ -118,7 +119,8 @@ def _seed() -> None:
 
 
 def show_progress(flag: bool | None) -> bool:
-    """Whether to draw progress bars: the flag when given, else PALIMPSEST_PROGRESS (on unless "0")."""
+    """Whether to draw progress bars: the flag when given, else PALIMPSEST_PROGRESS (on unless
+    "0")."""
     return bool(flag) if flag is not None else os.environ.get("PALIMPSEST_PROGRESS", "1") != "0"
 
 
@@ -141,9 +143,10 @@ PIPELINES = ("fast", "stock")
 class BiEncoder:
     """A sentence-transformers model that turns texts into unit vectors.
 
-    pipeline "fast" (the default) tokenizes every text up front with the model's Rust tokenizer on all
-    cores, sorts by token length and runs padded batches of exactly the width needed, keeping ids and
-    results on the device (one copy each way); "stock" is sentence-transformers' own `encode()`.
+    pipeline "fast" (the default) tokenizes every text up front with the model's Rust tokenizer on
+    all cores, sorts by token length and runs padded batches of exactly the width needed, keeping
+    ids and results on the device (one copy each way); "stock" is sentence-transformers' own
+    `encode()`.
     """
 
     def __init__(
@@ -221,13 +224,14 @@ class BiEncoder:
         return np.asarray(v, dtype=np.float32)
 
     def _default_prompt(self) -> str:
-        # A model that declares a default prompt gets it from encode(); ours would not: use encode().
+        # A model that declares a default prompt gets it from encode(); ours would not: use
+        # encode().
         name = getattr(self.model, "default_prompt_name", None)
         return (getattr(self.model, "prompts", None) or {}).get(name, "") if name else ""
 
     def _tokenizer(self):
-        """A private copy of the model's Rust tokenizer that truncates as encode() does and never pads
-        (the model's own tokenizer object is shared and left as it is)."""
+        """A private copy of the model's Rust tokenizer that truncates as encode() does and never
+        pads (the model's own tokenizer object is shared and left as it is)."""
         # heavy optional: tokenizers loads only when a model runs
         from tokenizers import Tokenizer
 
@@ -286,8 +290,8 @@ class BiEncoder:
         sizes = np.minimum(bs, n - starts)
         widths = lengths[order[starts]]
         offsets = np.concatenate([[0], np.cumsum(sizes * widths)]).tolist()
-        # Every batch, padded to its own width, back to back in one flat array: it goes to the device in
-        # one copy (from pinned memory on CUDA) and each batch is a view of it there.
+        # Every batch, padded to its own width, back to back in one flat array: it goes to the
+        # device in one copy (from pinned memory on CUDA) and each batch is a view of it there.
         cuda = self.device.startswith("cuda")
         flat_t = torch.empty(int(offsets[-1]), dtype=torch.long, pin_memory=cuda)
         flat = flat_t.numpy()
@@ -322,7 +326,9 @@ class BiEncoder:
             torch.inference_mode(),
             tqdm(total=n, desc=desc, unit="text", disable=not self.progress) as bar,
         ):
-            for k, (s, size, w) in enumerate(zip(starts.tolist(), sizes.tolist(), widths.tolist())):
+            for k, (s, size, w) in enumerate(
+                zip(starts.tolist(), sizes.tolist(), widths.tolist(), strict=True)
+            ):
                 input_ids = flat_d[offsets[k] : offsets[k + 1]].view(size, w)
                 lens = lens_d[s : s + size, None]
                 features = {"input_ids": input_ids, "attention_mask": (positions[:w] < lens).long()}
@@ -338,8 +344,8 @@ class BiEncoder:
         return result
 
     def encode_all(self, texts: list[str], desc: str = "encoding", pipeline: str | None = None):
-        """Unit-length float32 vectors, one row per text, every text encoded afresh (no cache) by the
-        given pipeline ("fast" or "stock"; default: this encoder's)."""
+        """Unit-length float32 vectors, one row per text, every text encoded afresh (no cache) by
+        the given pipeline ("fast" or "stock"; default: this encoder's)."""
         return self._encode(list(texts), desc, pipeline)
 
     def encode(self, texts: list[str], desc: str = "encoding"):
@@ -352,7 +358,7 @@ class BiEncoder:
         ):  # too many to keep: encode, keep nothing
             return self._encode(list(texts), desc)
         if todo:
-            self._cache.update(zip(todo, self._encode(todo, desc)))
+            self._cache.update(zip(todo, self._encode(todo, desc), strict=True))
         return np.stack([self._cache[t] for t in texts])
 
 
@@ -378,9 +384,9 @@ class PairScorer:
         self.model_ref = resolve_model(spec)
         if not _has_classifier_head(self.model_ref.path):
             raise BaselineError(
-                f"model {self.model_ref.name!r} ({self.model_ref.path}) has no sequence-classification "
-                "head, so it cannot be a cross-encoder; give --cross-model a cross-encoder checkpoint "
-                "(e.g. a local copy of cross-encoder/stsb-roberta-base)"
+                f"model {self.model_ref.name!r} ({self.model_ref.path}) has no "
+                "sequence-classification head, so it cannot be a cross-encoder; give --cross-model "
+                "a cross-encoder checkpoint (e.g. a local copy of cross-encoder/stsb-roberta-base)"
             )
         # heavy optional: sentence-transformers loads only when a model runs
         from sentence_transformers import CrossEncoder
@@ -400,7 +406,8 @@ class PairScorer:
         return self.model_ref.name
 
     def score(self, pairs: list[tuple[str, str]], desc: str = "cross-encoding"):
-        """One float per pair: sigmoid of a single logit, or the positive class's softmax probability."""
+        """One float per pair: sigmoid of a single logit, or the positive class's softmax
+        probability."""
         if not pairs:
             return np.zeros(0, dtype=np.float64)
         t0 = time.perf_counter()
@@ -474,7 +481,8 @@ class TokenEncoder:
             self.tokenizer.model_max_length if self.tokenizer.model_max_length < 100_000 else limit
         )
         self.max_length = min(max_length or 512, limit, tok_limit)
-        # Documents are tokenized whole, then windowed: silence the "longer than the maximum" warning.
+        # Documents are tokenized whole, then windowed: silence the "longer than the maximum"
+        # warning.
         self.tokenizer.model_max_length = 10**9
         self.torch = torch
         self.sentences_encoded = 0

@@ -46,7 +46,8 @@ def _phase_line(p: dict) -> str:
 
 
 def _when(v: str | None):
-    """An option's time: 'none' clears it; otherwise sent as typed (the server says what is wrong)."""
+    """An option's time: 'none' clears it; otherwise sent as typed (the server says what is
+    wrong)."""
     if v is None:
         return ...
     return None if v.lower() == "none" else v
@@ -214,8 +215,8 @@ def register(main: click.Group) -> None:
     @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
     @JSON
     def publish(task_id, phase_name, close_first, reason, yes, as_json):
-        """Publish the final ranking of a closed phase (an immutable snapshot); again, with --reason,
-        to publish a correction as a new version."""
+        """Publish the final ranking of a closed phase (an immutable snapshot); again, with
+        --reason, to publish a correction as a new version."""
         if not yes and not as_json and sys.stdin.isatty():
             click.confirm(
                 f"Publish the final ranking of {task_id}/{phase_name}? It cannot be undone, only "
@@ -234,8 +235,8 @@ def register(main: click.Group) -> None:
             as_json,
             r,
             lambda r: click.echo(
-                f"{task_id} {phase_name}: final ranking version {r['ranking']['version']} published "
-                f"(sha256 {r['ranking']['sha256'][:16]})"
+                f"{task_id} {phase_name}: final ranking version {r['ranking']['version']} "
+                f"published (sha256 {r['ranking']['sha256'][:16]})"
             ),
         )
 
@@ -501,7 +502,8 @@ def register(main: click.Group) -> None:
     @click.option("--cross-model", default=None, help="Cross-encoder.")
     @JSON
     def baselines_queue(task_id, systems, device, model, cross_model, as_json):
-        """Queue baseline runs for a worker of the baselines queue (`palimpsest worker --queue baselines`)."""
+        """Queue baseline runs for a worker of the baselines queue
+        (`palimpsest worker --queue baselines`)."""
         r = _call(
             as_json,
             lambda c: c.send_json(

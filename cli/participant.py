@@ -240,8 +240,8 @@ def register(main: click.Group) -> None:
             click.echo(json.dumps(sub))
         else:
             click.echo(
-                f"submission {sub['id']} is now your team's primary run of the {sub['phase']} phase "
-                f"of {sub['task']}"
+                f"submission {sub['id']} is now your team's primary run of the {sub['phase']} "
+                f"phase of {sub['task']}"
             )
 
     @main.group("teams")

@@ -96,11 +96,16 @@ for _cls in HANDLED:
 @bp.errorhandler(HTTPException)
 def _http_error(e: HTTPException):
     messages = {
-        401: "authentication required: send 'Authorization: Bearer <token>' (cookies are not accepted)",
+        401: (
+            "authentication required: send 'Authorization: Bearer <token>' "
+            "(cookies are not accepted)"
+        ),
         403: "not allowed",
         404: "not found",
         405: "method not allowed",
-        413: f"the upload is over the limit of {current_app.config.get('MAX_CONTENT_LENGTH')} bytes",
+        413: (
+            f"the upload is over the limit of {current_app.config.get('MAX_CONTENT_LENGTH')} bytes"
+        ),
     }
     return error_response(
         e.code or 500,
@@ -236,7 +241,8 @@ def _user() -> User:
         raise ApiError(
             401,
             "unauthorized",
-            "authentication required: send 'Authorization: Bearer <token>' (cookies are not accepted)",
+            "authentication required: send 'Authorization: Bearer <token>' "
+            "(cookies are not accepted)",
         )
     return u
 
@@ -593,9 +599,9 @@ def _flag(name: str, default: bool = False) -> bool:
     responses={201: m.SubmissionOut, 200: m.SubmissionOut},
     errors=(400, 403, 409, 413, 422, 429),
     tags=("submissions",),
-    description="201: a new submission, queued for scoring. 200: this very file was submitted before by "
-    "your team in this phase (`duplicate: true`, counted once). `primary=true` makes it your "
-    "team's primary (ranked) run of the phase.",
+    description="201: a new submission, queued for scoring. 200: this very file was submitted "
+    "before by your team in this phase (`duplicate: true`, counted once). `primary=true` makes "
+    "it your team's primary (ranked) run of the phase.",
 )
 def create(task_id):
     u = _user()
@@ -679,8 +685,8 @@ def submission(submission_id):
     responses={200: m.SubmissionOut},
     errors=(403,),
     tags=("submissions",),
-    description="SemEval's convention: one primary run per team and phase, the others contrastive. Only "
-    "the team chooses its run.",
+    description="SemEval's convention: one primary run per team and phase, the others "
+    "contrastive. Only the team chooses its run.",
 )
 def primary(submission_id):
     u = _user()
@@ -700,8 +706,8 @@ def primary(submission_id):
     query=m.LeaderboardQuery,
     responses={200: m.Board, 304: None},
     tags=("leaderboards",),
-    description="The same board as /tasks/<id>/leaderboard.json, from the same render cache. A published "
-    "phase answers with its final ranking as published (a `Snapshot`).",
+    description="The same board as /tasks/<id>/leaderboard.json, from the same render cache. "
+    "A published phase answers with its final ranking as published (a `Snapshot`).",
 )
 def leaderboard(task_id):
     u = _user()
@@ -791,9 +797,9 @@ def phase_edit(task_id, phase_name):
     responses={200: m.PhaseActionOut, 201: m.PhaseActionOut},
     errors=(403, 409),
     tags=("organizers",),
-    description="`action`: close, freeze, unfreeze or publish. Publish answers 201 with the new version of "
-    "the final ranking; `close: true` closes an open phase in the same step; a correction "
-    "(version 2 on) needs a `reason`.",
+    description="`action`: close, freeze, unfreeze or publish. Publish answers 201 with the new "
+    "version of the final ranking; `close: true` closes an open phase in the same step; a "
+    "correction (version 2 on) needs a `reason`.",
 )
 def phase_action(task_id, phase_name, action):
     u = _organizer()
@@ -865,8 +871,8 @@ def ranking_version(task_id, phase_name, version):
     responses={200: "text/csv"},
     errors=(403,),
     tags=("organizers",),
-    description="The published snapshot (`version`, default the latest) byte for byte, or a preview "
-    "before publication; `format` csv (text/csv), json (application/json) or tex "
+    description="The published snapshot (`version`, default the latest) byte for byte, or a "
+    "preview before publication; `format` csv (text/csv), json (application/json) or tex "
     "(application/x-tex).",
 )
 def export(task_id, phase_name):
@@ -883,7 +889,7 @@ def export(task_id, phase_name):
     )
 
 
-# ----------------------------------------------------------------------------- organizers: submissions
+# -------------------------------------------------------------------------- organizers: submissions
 
 
 @bp.post("/submissions/<int:submission_id>/rescore")
@@ -942,7 +948,8 @@ def rescore_all(task_id):
     responses={200: m.SubmissionOut},
     errors=(403, 409),
     tags=("organizers",),
-    description="Nothing is deleted for real; hide and remove need a reason, which the team is shown.",
+    description="Nothing is deleted for real; hide and remove need a reason, which the team is "
+    "shown.",
 )
 def visibility(submission_id):
     u = _organizer()
@@ -954,7 +961,7 @@ def visibility(submission_id):
     return _sub_out(s, u, sub)
 
 
-# ----------------------------------------------------------------------------- organizers: audit, baselines
+# --------------------------------------------------------------------- organizers: audit, baselines
 
 
 @bp.get("/audit")
@@ -1031,8 +1038,8 @@ def baselines_list(task_id):
     responses={202: m.BaselinesQueued},
     errors=(403, 503),
     tags=("organizers",),
-    description="A worker of the baselines queue (`palimpsest worker --queue baselines`) runs each system "
-    "and records its file as a baseline entry.",
+    description="A worker of the baselines queue (`palimpsest worker --queue baselines`) runs each "
+    "system and records its file as a baseline entry.",
 )
 def baselines_queue(task_id):
     u = _organizer()
@@ -1115,7 +1122,10 @@ def openapi():
     return jsonify(cached)
 
 
-DOCS_CSP = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'"
+DOCS_CSP = (
+    "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+    "frame-ancestors 'none'"
+)
 
 
 def _docs_blueprint() -> Blueprint:
@@ -1127,12 +1137,14 @@ def _docs_blueprint() -> Blueprint:
 
     page = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Palimpsest API</title>
-<link rel="stylesheet" href="/api/docs/swagger-ui.css"><link rel="icon" href="/api/docs/favicon-32x32.png">
+<link rel="stylesheet" href="/api/docs/swagger-ui.css">\
+<link rel="icon" href="/api/docs/favicon-32x32.png">
 </head><body><div id="swagger-ui"></div>
 <script src="/api/docs/swagger-ui-bundle.js"></script><script src="/api/docs/init.js"></script>
 </body></html>"""
     init = """window.addEventListener('load', function () {
-  window.ui = SwaggerUIBundle({url: '/api/v1/openapi.json', dom_id: '#swagger-ui', deepLinking: true,
+  window.ui = SwaggerUIBundle({url: '/api/v1/openapi.json', dom_id: '#swagger-ui', \
+deepLinking: true,
     presets: [SwaggerUIBundle.presets.apis], layout: 'BaseLayout'});
 });"""
 

@@ -76,7 +76,8 @@ class Error(Model):
 
 
 class Page(Out, Generic[T]):
-    """A page of a list, newest first: follow `next` (or pass `cursor=next_cursor`) for the next one."""
+    """A page of a list, newest first: follow `next` (or pass `cursor=next_cursor`) for the next
+    one."""
 
     items: list[T]
     next_cursor: Optional[str] = Field(None, description="Opaque; null on the last page.")
@@ -162,8 +163,8 @@ class PhaseOut(Out):
     name: str
     split: str
     kind: Literal["standard", "cross-validated"] = Field(
-        description="cross-validated: scored fold by fold on the task's cross-validated split; each "
-        "row of a submission names its fold, the board shows the mean over folds ± std"
+        description="cross-validated: scored fold by fold on the task's cross-validated split; "
+        "each row of a submission names its fold, the board shows the mean over folds ± std"
     )
     opens_at: Stamp
     closes_at: Stamp

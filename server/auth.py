@@ -92,7 +92,8 @@ class EmailTaken(ValueError):
 
 
 def create_user(s: Session, *, email: str, password: str, is_organizer: bool = False) -> User:
-    """A new account; raises ValueError with a message for a bad email, a short password or a taken email."""
+    """A new account; raises ValueError with a message for a bad email, a short password or a
+    taken email."""
     email = email.strip().lower()
     if not EMAIL_RE.match(email):
         raise ValueError("that is not an email address")
@@ -108,7 +109,8 @@ def create_user(s: Session, *, email: str, password: str, is_organizer: bool = F
 
 
 def create_token(s: Session, *, user: User, name: str = "") -> tuple[ApiToken, str]:
-    """Store a new token for a user; returns the row and the plaintext (shown once, never stored)."""
+    """Store a new token for a user; returns the row and the plaintext (shown once, never
+    stored)."""
     plaintext, digest = new_token()
     tok = ApiToken(user_id=user.id, token_sha256=digest, prefix=plaintext[:10], name=name[:120])
     s.add(tok)
@@ -343,13 +345,15 @@ def register():
                 _mail(
                     email,
                     "Your Palimpsest account",
-                    f"Someone asked to register {email} on Palimpsest, which has an account already. "
-                    f"Sign in at {_link_base()}/auth/login, or set a new password within {minutes} "
-                    f"minutes here:\n\n{reset_link(get_settings(), user, _link_base())}\n\n"
+                    f"Someone asked to register {email} on Palimpsest, which has an account "
+                    f"already. Sign in at {_link_base()}/auth/login, or set a new password "
+                    f"within {minutes} minutes here:\n\n"
+                    f"{reset_link(get_settings(), user, _link_base())}\n\n"
                     "If you did not ask for this, ignore this message.",
                 )
             flash(
-                f"We sent a message to {email}: follow its link within {minutes} minutes to finish.",
+                f"We sent a message to {email}: follow its link within {minutes} minutes to "
+                "finish.",
                 "ok",
             )
             return redirect(url_for("auth.login"))
@@ -452,7 +456,8 @@ def reset_request():
                 user.email,
                 "Reset your Palimpsest password",
                 f"To choose a new password for {user.email} on Palimpsest, follow this link within "
-                f"{minutes} minutes (it works once):\n\n{reset_link(get_settings(), user, _link_base())}\n\n"
+                f"{minutes} minutes (it works once):\n\n"
+                f"{reset_link(get_settings(), user, _link_base())}\n\n"
                 "If you did not ask for this, ignore this message: your password stays as it is.",
             )
         if mail:
@@ -473,7 +478,8 @@ def reset_request():
 
 @bp.route("/reset/<token>", methods=["GET", "POST"])
 def reset(token: str):
-    """The reset link: shows a form (a mail scanner's GET uses nothing); the POST sets the password."""
+    """The reset link: shows a form (a mail scanner's GET uses nothing); the POST sets the
+    password."""
     s = db()
     user = user_for_reset_token(s, get_settings().secret_key, token, _max_age())
     if user is None:
@@ -508,7 +514,8 @@ def account():
 @bp.route("/password", methods=["POST"])
 @login_required
 def password():
-    """Change the password (the current one is asked); every other session ends, this one goes on."""
+    """Change the password (the current one is asked); every other session ends, this one goes
+    on."""
     s = db()
     user = current_user()
     new = request.form.get("new_password", "")

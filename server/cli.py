@@ -655,7 +655,8 @@ def register(main: click.Group) -> None:
         meta = body["ranking"]
         click.echo(
             f"{task.id} {p.name}: final ranking version {rv.version} of {len(versions)}, published "
-            f"{meta['published_at']}{' by ' + meta['published_by'] if meta.get('published_by') else ''}"
+            f"{meta['published_at']}"
+            f"{' by ' + meta['published_by'] if meta.get('published_by') else ''}"
             f"{' (' + meta['reason'] + ')' if meta.get('reason') else ''}; sha256 {rv.sha256[:16]}"
         )
         key = body["columns"][0]["key"]

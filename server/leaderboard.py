@@ -193,7 +193,8 @@ def build_board(
     )
     candidates, extras = [], []
     for sub, team in s.exec(q):
-        # a frozen board hides later runs from participants; the final ranking (show_private) has them
+        # a frozen board hides later runs from participants; the final ranking (show_private) has
+        # them
         if (
             phase.frozen
             and phase.frozen_at
@@ -302,10 +303,12 @@ def build_board(
         rows.append(row)
 
     ranked = [r for r in rows if r.row_type == "team" and r.note in ("", "not public")]
-    for r, rk in zip(ranked, _rank([r.values[prim.key] for r in ranked], prim.greater_is_better)):
+    ranks = _rank([r.values[prim.key] for r in ranked], prim.greater_is_better)
+    for r, rk in zip(ranked, ranks, strict=True):
         r.rank = rk
     if use_private:
-        for r, rk in zip(ranked, _rank([r.public_value for r in ranked], prim.greater_is_better)):
+        public_ranks = _rank([r.public_value for r in ranked], prim.greater_is_better)
+        for r, rk in zip(ranked, public_ranks, strict=True):
             r.public_rank = rk
 
     gib = prim.greater_is_better
@@ -322,7 +325,8 @@ def build_board(
         )
 
     rows.sort(key=sort_key)
-    # the part ranked on, as named in the JSON: a phase without a hidden part ranks on all of its gold
+    # the part ranked on, as named in the JSON: a phase without a hidden part ranks on all of its
+    # gold
     part = "all" if phase.public_fraction >= 1.0 else ("private" if use_private else "public")
     return Board(
         task_id=task.id,
@@ -604,8 +608,8 @@ def to_latex(
     )
     if with_ci and board.stats:
         cap += (
-            f" Intervals: 95% paired bootstrap over {board.stats.get('unit')}, B={board.stats.get('B')}, "
-            f"seed {board.stats.get('seed')}; range: 95% rank interval."
+            f" Intervals: 95% paired bootstrap over {board.stats.get('unit')}, "
+            f"B={board.stats.get('B')}, seed {board.stats.get('seed')}; range: 95% rank interval."
         )
     lines += [
         rf"\caption{{{latex_escape(cap)}}}",
@@ -625,7 +629,7 @@ def snapshot_dict(board: Board, meta: dict, *, secret: str) -> dict[str, Any]:
     chose it and every score of every part with its signature (gold named by its keyed id)."""
     d = to_dict(board)
     d["ranking"] = dict(meta)
-    for out, r in zip(d["rows"], board.rows):
+    for out, r in zip(d["rows"], board.rows, strict=True):
         out["chosen_by"] = r.chosen_by
         out["parts"] = {}
         for part, result in sorted(r.parts.items()):
@@ -652,9 +656,9 @@ def snapshot_csv(body: dict) -> str:
 def snapshot_latex(body: dict, columns: list[str] | None = None) -> str:
     r = body.get("ranking") or {}
     cap = (
-        f"Final ranking of {body['task']} ({body['phase']} phase, version {r.get('version')}, published "
-        f"{r.get('published_at')}), ranked on the {body['ranked_on']} part of the gold by "
-        f"{body['primary']['metric']} on {body['primary']['subset']}."
+        f"Final ranking of {body['task']} ({body['phase']} phase, version {r.get('version')}, "
+        f"published {r.get('published_at')}), ranked on the {body['ranked_on']} part of the "
+        f"gold by {body['primary']['metric']} on {body['primary']['subset']}."
     )
     return to_latex(board_from_dict(body), caption=cap, columns=columns)
 
@@ -701,7 +705,10 @@ def phase_states(engine, task_id: str, provenance=None) -> list[PhaseState]:
     for row in _raw_rows(engine, _VERSION_SQL, task_id):
         (pid, name, split, rev, frozen, frozen_at, published_at, lb_open, frac, opens_at) = row
         prov = provenance(split) if provenance else None
-        v = f"{pid}:{rev}:{int(bool(frozen))}:{frozen_at}:{published_at}:{int(bool(lb_open))}:{frac}:{prov}"
+        v = (
+            f"{pid}:{rev}:{int(bool(frozen))}:{frozen_at}:{published_at}:{int(bool(lb_open))}:"
+            f"{frac}:{prov}"
+        )
         if isinstance(opens_at, str):  # SQLite through a raw connection
             opens_at = datetime.fromisoformat(opens_at)
         out.append(

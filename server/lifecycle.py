@@ -293,7 +293,8 @@ def rescore(
 
 
 def set_primary(s: Session, sub: Submission, *, team_id: int, actor=None) -> Submission:
-    """Make a team's submission its primary (ranked) run in its phase; the others become contrastive."""
+    """Make a team's submission its primary (ranked) run in its phase; the others become
+    contrastive."""
     if sub is None or sub.team_id != team_id or sub.removed_at is not None:
         raise NotFound(f"your team has no submission {getattr(sub, 'id', '?')}")
     s.execute(

@@ -137,8 +137,9 @@ def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) ->
         n = count(Submission.status.in_(PENDING))
         if n >= phase.concurrent_limit:
             raise LimitReached(
-                f"your team has {n} submission(s) waiting or running in the {phase.name} phase (limit "
-                f"{phase.concurrent_limit} at once); submit again when one of them has finished",
+                f"your team has {n} submission(s) waiting or running in the {phase.name} phase "
+                f"(limit {phase.concurrent_limit} at once); submit again when one of them has "
+                "finished",
                 None,
                 "concurrent",
             )
@@ -158,15 +159,16 @@ def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) ->
             nxt = start + timedelta(days=1)
             if phase.closes_at and nxt >= phase.closes_at:
                 raise LimitReached(
-                    f"your team has used today's {phase.daily_limit} submissions of the {phase.name} "
-                    f"phase and the phase closes at {_fmt(phase.closes_at)} before the daily reset",
+                    f"your team has used today's {phase.daily_limit} submissions of the "
+                    f"{phase.name} phase and the phase closes at {_fmt(phase.closes_at)} before "
+                    "the daily reset",
                     None,
                     "daily",
                 )
             raise LimitReached(
-                f"your team has used today's {phase.daily_limit} submissions of the {phase.name} phase "
-                f"({n} scored or pending); the next is allowed at {_fmt(nxt)} (the daily limit resets "
-                "at 00:00 UTC), or sooner if a pending one fails",
+                f"your team has used today's {phase.daily_limit} submissions of the {phase.name} "
+                f"phase ({n} scored or pending); the next is allowed at {_fmt(nxt)} (the daily "
+                "limit resets at 00:00 UTC), or sooner if a pending one fails",
                 nxt,
                 "daily",
             )
@@ -193,9 +195,9 @@ def check_invalid_limit(
     if n >= limit:
         nxt = start + timedelta(days=1)
         raise LimitReached(
-            f"your team has uploaded {n} invalid files in the {phase.name} phase today (limit {limit}); "
-            f"check your file offline with `palimpsest validate {phase.task_id} FILE` first; the count "
-            f"resets at {_fmt(nxt)}",
+            f"your team has uploaded {n} invalid files in the {phase.name} phase today (limit "
+            f"{limit}); check your file offline with `palimpsest validate {phase.task_id} FILE` "
+            f"first; the count resets at {_fmt(nxt)}",
             nxt,
             "invalid",
         )
@@ -336,7 +338,8 @@ def quota(
 
 
 def enqueue_or_leave(submission_id: int, settings: Settings, redis=None) -> bool:
-    """Enqueue the job; if Redis is away the row stays queued and the reconciler enqueues it later."""
+    """Enqueue the job; if Redis is away the row stays queued and the reconciler enqueues it
+    later."""
     try:
         enqueue_submission(redis or connect(settings), submission_id, settings)
         return True
@@ -388,7 +391,8 @@ def ensure_phases(session: Session) -> list[Phase]:
 
 
 def mark_primary(session: Session, *, submission_id: int, team_id: int, actor=None) -> Submission:
-    """Make a team's submission its primary (ranked) run in its phase; the others become contrastive."""
+    """Make a team's submission its primary (ranked) run in its phase; the others become
+    contrastive."""
     return set_primary(
         session, session.get(Submission, submission_id), team_id=team_id, actor=actor
     )

@@ -92,7 +92,8 @@ def web_home(tmp_path, home) -> Path:
 
 @pytest.fixture
 def app(web_home, monkeypatch):
-    """The web app on SQLite in a temporary data directory (jobs are not enqueued: tests run them)."""
+    """The web app on SQLite in a temporary data directory (jobs are not enqueued: tests run
+    them)."""
     from argon2 import PasswordHasher
 
     from server import auth, create_app
@@ -128,7 +129,8 @@ def browser(client):
 
 @pytest.fixture(scope="session")
 def pg_server_url():
-    """A fresh PostgreSQL database for this session (dropped after); skips when no server answers."""
+    """A fresh PostgreSQL database for this session (dropped after); skips when no server
+    answers."""
     import uuid
 
     psycopg = pytest.importorskip("psycopg")
@@ -193,7 +195,8 @@ def service_missing(message: str):
 
 @pytest.fixture(scope="session")
 def demo_home(tmp_path_factory) -> Path:
-    """A data directory with the synthetic demo tasks (the project's own fixtures, not the releases)."""
+    """A data directory with the synthetic demo tasks (the project's own fixtures, not the
+    releases)."""
     from server.demo import import_demo_tasks
 
     h = tmp_path_factory.mktemp("demo-home")

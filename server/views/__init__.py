@@ -27,8 +27,8 @@ def too_large_message() -> str:
     length = request.content_length
     if upload and (length is None or length > upload):
         return (
-            f"The upload is too large: the limit for a whole request, its file included, is {_size(upload)}. "
-            "Compress the file (.gz or .zip) or ask the organizers."
+            "The upload is too large: the limit for a whole request, its file included, is "
+            f"{_size(upload)}. Compress the file (.gz or .zip) or ask the organizers."
         )
     said = []
     if field:
@@ -42,7 +42,8 @@ def too_large_message() -> str:
 
 
 def init_web(app: Flask) -> None:
-    """Register the blueprints, CSRF protection (every form; not the token-only API) and the caches."""
+    """Register the blueprints, CSRF protection (every form; not the token-only API) and the
+    caches."""
     # CSRF is checked here for everything but /api: the API accepts only bearer tokens, never
     # cookies, so a cross-site page cannot borrow a session there.
     inputs.init_app(app, auth.is_api_request)
@@ -114,7 +115,8 @@ def init_web(app: Flask) -> None:
         app.register_error_handler(code, handler)
 
     def _named_error(e):
-        """A named failure no page caught: its status from the table the API uses (server.errors)."""
+        """A named failure no page caught: its status from the table the API uses
+        (server.errors)."""
         status, code, message, _ = describe(e)
         if auth.is_api_request():
             return {"error": {"code": code, "message": message}}, status

@@ -510,7 +510,8 @@ def rescore_task(task_id: str):
 @bp.route("/tasks/<task_id>/baselines", methods=["POST"])
 @organizer_required
 def queue_baselines(task_id: str):
-    """Put baseline runs of a task on the baselines queue (a GPU worker's, or serve's own worker)."""
+    """Put baseline runs of a task on the baselines queue (a GPU worker's, or serve's own
+    worker)."""
     t = task_or_404(task_id)
     systems = [x for x in request.form.getlist("system") if x in SYSTEMS.get(t.id, ())]
     if not systems:
@@ -539,8 +540,8 @@ def queue_baselines(task_id: str):
         flash(f"{str(e)[:1].upper()}{str(e)[1:]}.", "error")
         return _back(url_for("organizer.dashboard"))
     flash(
-        f"Queued {len(jobs)} baseline run(s) of {t.id}: {', '.join(systems)}. A worker of the baselines "
-        "queue runs them and records each file as a baseline entry; see the queue page.",
+        f"Queued {len(jobs)} baseline run(s) of {t.id}: {', '.join(systems)}. A worker of the "
+        "baselines queue runs them and records each file as a baseline entry; see the queue page.",
         "ok",
     )
     return _back(url_for("organizer.dashboard"))

@@ -1,4 +1,5 @@
-"""What participants see: tasks, their data, phases and quotas, the submit form and their submissions."""
+"""What participants see: tasks, their data, phases and quotas, the submit form and their
+submissions."""
 
 from __future__ import annotations
 
@@ -307,7 +308,8 @@ class _Shown:
 
 
 def submission_or_404(submission_id: int) -> Submission:
-    """The submission if who asks may see it; 404 otherwise (not 403: its existence is no one's business)."""
+    """The submission if who asks may see it; 404 otherwise (not 403: its existence is no one's
+    business)."""
     sub = db().get(Submission, submission_id)
     if sub is None or not can_see_submission(current_user(), sub):
         abort(404)
