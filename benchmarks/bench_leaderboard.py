@@ -3,7 +3,7 @@
 
     python3 benchmarks/bench_leaderboard.py [--submissions 1000] [--duration 15] [--workers 3]
 
-The bar (issue 3): at least 1,000 requests a second with the 99th percentile under 50 ms on a
+The bar: at least 1,000 requests a second with the 99th percentile under 50 ms on a
 2-core machine. A request costs one small SQL statement (the board's version); the page itself is
 rendered once per change of the scores, not once per request.
 """

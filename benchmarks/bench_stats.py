@@ -10,7 +10,7 @@ resamples of distinct instances (an instance's copies in every fold drawn togeth
 
 SwissGov-RSD is imported from the full release (672 document pairs, 484k scored tokens; the
 cluster bootstrap resamples documents within each language pair); the others from their releases
-(TRiC fold 1's test split, TRaC, the Loci Similes example files). The bar (issue 12): at most 30 s
+(TRiC fold 1's test split, TRaC, the Loci Similes example files). The bar: at most 30 s
 for SwissGov-RSD, at most 5 s for every other task. The figures depend on the machine's load:
 the load average is printed with them, and the CPU time the computation used (all threads), which
 is what its wall time would be on a quiet machine.

@@ -8,7 +8,7 @@ Prints the HTTP statuses, the scored/invalid/infra outcomes, each bomb's time fr
 final status and its peak memory (the same job re-run alone in a child process, whose maximum
 resident size is what one worker's horse needs), the longest stored report, whether any message
 holds a gold value, and after how many attempts a login flood is throttled. Everything is seeded.
-The goals (issue 10): 0 HTTP 500, 0 infra outcomes caused by a file, every bomb within 10 s and
+The goals: 0 HTTP 500, 0 infra outcomes caused by a file, every bomb within 10 s and
 600 MB, no stored report over 64 KB, no gold value in any message, a login flood throttled within
 10 attempts.
 """
@@ -296,7 +296,7 @@ def mutate(data: bytes, name: str, rng: random.Random) -> tuple[bytes, str]:
 
 
 def bombs(task_id: str, valid: bytes, name: str) -> dict[str, tuple[bytes, str]]:
-    """The files of issue 10, sized to the task's limits."""
+    """The hostile files, sized to the task's limits."""
     out = {}
     gz = io.BytesIO()
     with gzip.GzipFile(fileobj=gz, mode="wb", compresslevel=9) as f:

@@ -1,4 +1,4 @@
-"""Issue 10, item 5: accounts. Sign-in throttling per account and per address (Flask-Limiter, on
+"""Accounts. Sign-in throttling per account and per address (Flask-Limiter, on
 Redis where there is one), the same time for an unknown email as for a known one, registration and
 reset answers that tell nobody who has an account, password change, password reset by a mailed
 single-use expiring link (a real SMTP server: aiosmtpd) or an organizer's CLI link, and a session

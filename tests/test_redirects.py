@@ -1,4 +1,4 @@
-"""Issue 10, item 6: `next=` leads only to same-site relative paths; anything else goes to `/`,
+"""`next=` leads only to same-site relative paths; anything else goes to `/`,
 never to another site and never a 500 (the login page and the organizer's `_back`)."""
 
 from __future__ import annotations

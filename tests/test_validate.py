@@ -1,4 +1,4 @@
-"""Validation: every problem the issue lists, each located by line and id, never a gold value."""
+"""Validation: every kind of problem, each located by line and id, never a gold value."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ def test_new_token_is_random_and_stored_as_sha256():
 
 def test_register_login_logout(app, browser):
     r = browser.post("/auth/register", {"email": "Ann@Example.org", "password": PASSWORD})
-    # no session from registering: a taken email gets the same answer (issue 10)
+    # no session from registering: a taken email gets the same answer
     assert r.status_code == 302 and r.headers["Location"].endswith(
         "/auth/login?email=ann@example.org"
     )

@@ -1,8 +1,8 @@
-"""Issue 10, item 7: `serve` owns its children. After `kill -9` of `serve` its Redis and worker die
+"""`serve` owns its children. After `kill -9` of `serve` its Redis and worker die
 with it (PR_SET_PDEATHSIG); what outlived it anyway (an unsupervised Redis of the same data
 directory, a worker in its pid file) is stopped by the next `serve`, which starts and supervises
 fresh ones and scores a new submission. A worker stops on SIGTERM also while its Redis is away
-(the orphan observed in the issue ignored it)."""
+(an orphan ignores it otherwise)."""
 
 from __future__ import annotations
 

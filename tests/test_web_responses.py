@@ -1,4 +1,4 @@
-"""Issue 10, item 8: the reserved baselines team name, one charset per Content-Type, and a 413 that
+"""The reserved baselines team name, one charset per Content-Type, and a 413 that
 names the limit that was hit."""
 
 from __future__ import annotations
