@@ -309,10 +309,19 @@ def test_a_worker_stops_on_sigterm_while_its_redis_is_away(tmp_path):
         start_new_session=True,
     )
     try:
-        time.sleep(5)
+        # the worker is up once it has registered itself in its Redis
+        import redis as redis_py
+        from rq import Worker
+
+        conn = redis_py.Redis.from_url(redis.url)
+        deadline = time.monotonic() + 60
+        while not Worker.all(connection=conn):
+            assert w.poll() is None and time.monotonic() < deadline, "the worker did not start"
+            time.sleep(0.1)
         redis.proc.kill()
         redis.proc.wait()
-        time.sleep(4)  # the worker is now retrying its Redis
+        # not a condition to poll for: the worker notices the lost Redis only when it next asks it
+        time.sleep(4)
         t0 = time.monotonic()
         w.send_signal(signal.SIGTERM)
         assert w.wait(15) == 0
