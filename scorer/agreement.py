@@ -1,0 +1,231 @@
+"""Chance-corrected agreement of several annotators on categorical labels, with missing judgments.
+
+A table is items x annotators, each cell a label or NaN (that annotator did not judge that item).
+Items with fewer than two judgments carry no pair and are left out. Every measure is a function of
+per-item sums, so each is computed for a vector of item weights: all ones gives the point estimate,
+a multinomial draw of item counts gives one percentile-bootstrap replicate (resampling items).
+
+- observed agreement A_o: the mean over items of the share of an item's pairs of judgments that
+  agree (Manjavacas et al. 2021, eq. 2, with c the item's own number of judgments);
+- multi-kappa (Davies & Fleiss 1982; Artstein & Poesio 2008): A_e the chance that two annotators
+  agree when each draws from their own label distribution, averaged over annotator pairs, each
+  pair weighted by the share of the item pairs it makes (uniform when every annotator judged every
+  item, as in the paper's eq. 8);
+- Fleiss' kappa / Scott's multi-pi: A_e from the pooled label distribution;
+- Cohen's kappa of each annotator pair on the items both judged;
+- Krippendorff's alpha (nominal, ordinal or interval) from the coincidence matrix.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+LEVELS = ("nominal", "ordinal", "interval")
+CHUNK = 250  # bootstrap replicates computed at once (memory: CHUNK x items floats per array)
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+class Table:
+    """An items x annotators table of labels, encoded once for the weighted sums."""
+
+    def __init__(
+        self,
+        values: np.ndarray,
+        annotators: list[str] | None = None,
+        labels: list[float] | None = None,
+    ):
+        """`values`: items x annotators, NaN where an annotator gave no judgment."""
+        v = np.asarray(values, dtype=float)
+        if v.ndim != 2:
+            raise ValueError(f"a table is items x annotators, got shape {v.shape}")
+        keep = (~np.isnan(v)).sum(axis=1) >= 2
+        v = v[keep]
+        self.values = v
+        self.annotators = list(annotators) if annotators else [str(a) for a in range(v.shape[1])]
+        self.labels = (
+            sorted(labels) if labels is not None else sorted(set(v[~np.isnan(v)].tolist()))
+        )
+        n, a, k = v.shape[0], v.shape[1], len(self.labels)
+        code = {lab: j for j, lab in enumerate(self.labels)}
+        onehot = np.zeros((n, a, k))
+        for (i, x), lab in np.ndenumerate(v):
+            if not np.isnan(lab):
+                if lab not in code:
+                    raise ValueError(f"label {lab} is not among the declared {self.labels}")
+                onehot[i, x, code[lab]] = 1.0
+        self.onehot = onehot
+        self.counts = onehot.sum(axis=1)  # n_ik
+        self.m = self.counts.sum(axis=1)  # judgments per item
+        pairs = self.m * (self.m - 1) / 2
+        self.agr = (self.counts * (self.counts - 1) / 2).sum(axis=1) / np.where(pairs, pairs, 1)
+        judged = onehot.sum(axis=2)  # items x annotators, 1 where judged
+        # each item's weight on each annotator pair: 1/pairs_i where both judged it
+        both = judged[:, :, None] * judged[:, None, :]
+        self.pair_share = both / np.where(pairs, pairs, 1)[:, None, None]
+        # coincidences within each item (Krippendorff): n_ik n_il - [k=l] n_ik, over m_i - 1
+        co = self.counts[:, :, None] * self.counts[:, None, :]
+        co -= np.einsum("ik,kl->ikl", self.counts, np.eye(k))
+        self.coincidence = co / np.where(self.m > 1, self.m - 1, 1)[:, None, None]
+
+    @property
+    def n_items(self) -> int:
+        return int(self.values.shape[0])
+
+    def subset(self, items: np.ndarray | None = None, annotators: list[int] | None = None):
+        """The same table restricted to some items (a boolean mask) and/or annotators."""
+        v = self.values if items is None else self.values[items]
+        names = self.annotators
+        if annotators is not None:
+            v = v[:, annotators]
+            names = [self.annotators[j] for j in annotators]
+        return Table(v, names, self.labels)
+
+
+def _delta(labels: list[float], level: str, counts: np.ndarray) -> np.ndarray:
+    """Squared distance between labels for Krippendorff's alpha; ordinal uses the pooled counts
+    (per replicate: counts is B x k)."""
+    k = len(labels)
+    if level == "nominal":
+        return np.broadcast_to(1.0 - np.eye(k), (counts.shape[0], k, k))
+    if level == "interval":
+        x = np.asarray(labels, dtype=float)
+        return np.broadcast_to((x[:, None] - x[None, :]) ** 2, (counts.shape[0], k, k))
+    if level == "ordinal":
+        cum = np.cumsum(counts, axis=1)  # B x k
+        d = np.zeros((counts.shape[0], k, k))
+        for c, e in itertools.product(range(k), repeat=2):
+            lo, hi = min(c, e), max(c, e)
+            s = cum[:, hi] - (cum[:, lo - 1] if lo else 0)
+            d[:, c, e] = (s - (counts[:, c] + counts[:, e]) / 2) ** 2
+        return d
+    raise ValueError(f"unknown level {level!r} (one of {', '.join(LEVELS)})")
+
+
+def weighted(table: Table, W: np.ndarray, level: str = "nominal") -> dict[str, np.ndarray]:
+    """Every measure for each row of item weights W (B x items): arrays of length B."""
+    W = np.atleast_2d(np.asarray(W, dtype=float))
+    n, a, k = table.onehot.shape
+    total = W.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        a_o = W @ table.agr / total
+        # multi-kappa: each annotator's own distribution, pairs weighted by the item pairs they make
+        per = (W @ table.onehot.reshape(n, a * k)).reshape(-1, a, k)
+        own = per / per.sum(axis=2, keepdims=True)
+        share = (W @ table.pair_share.reshape(n, a * a)).reshape(-1, a, a)
+        iu = np.triu_indices(a, 1)
+        s = np.einsum("bxk,byk->bxy", np.nan_to_num(own), np.nan_to_num(own))
+        a_e_kappa = (share[:, iu[0], iu[1]] * s[:, iu[0], iu[1]]).sum(axis=1) / share[
+            :, iu[0], iu[1]
+        ].sum(axis=1)
+        pooled = W @ table.counts
+        pooled = pooled / pooled.sum(axis=1, keepdims=True)
+        a_e_pi = (pooled**2).sum(axis=1)
+        o = (W @ table.coincidence.reshape(n, k * k)).reshape(-1, k, k)
+        nc = o.sum(axis=2)
+        nn = nc.sum(axis=1)
+        d = _delta(table.labels, level, nc)
+        d_o = (o * d).sum(axis=(1, 2))
+        d_e = (nc[:, :, None] * nc[:, None, :] * d).sum(axis=(1, 2)) / (nn - 1)
+        out = {
+            "observed": a_o,
+            "expected_kappa": a_e_kappa,
+            "multi_kappa": (a_o - a_e_kappa) / (1 - a_e_kappa),
+            "expected_pi": a_e_pi,
+            "fleiss_pi": (a_o - a_e_pi) / (1 - a_e_pi),
+            "alpha": 1 - d_o / d_e,
+        }
+        for x, y in zip(*iu, strict=True):
+            c = (
+                W @ (table.onehot[:, x, :, None] * table.onehot[:, y, None, :]).reshape(n, k * k)
+            ).reshape(-1, k, k)
+            t = c.sum(axis=(1, 2))
+            po = np.trace(c, axis1=1, axis2=2) / t
+            pe = (c.sum(axis=2) * c.sum(axis=1)).sum(axis=1) / t**2
+            key = f"cohen:{table.annotators[x]}|{table.annotators[y]}"
+            out[key] = (po - pe) / (1 - pe)
+            out[key + ":items"] = t
+    return out
+
+
+MEASURES = ("multi_kappa", "fleiss_pi", "alpha", "observed", "expected_kappa")
+
+
+def agreement(
+    table: Table,
+    level: str = "nominal",
+    n_boot: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> dict:
+    """Point estimates with percentile-bootstrap intervals over items (seeded and recorded)."""
+    n = table.n_items
+    out: dict = {
+        "items": n,
+        "judgments": int(table.m.sum()),
+        "annotators": len(table.annotators),
+        "labels": table.labels,
+        "alpha_level": level,
+        "bootstrap": {"replicates": n_boot, "seed": seed, "confidence": confidence},
+    }
+    if n == 0:
+        return out | {m: None for m in MEASURES} | {"cohen": {}}
+    point = weighted(table, np.ones((1, n)), level)
+    boots: dict[str, list[np.ndarray]] = {key: [] for key in point}
+    rng = np.random.default_rng(seed)
+    done = 0
+    while done < n_boot:
+        b = min(CHUNK, n_boot - done)
+        W = rng.multinomial(n, np.full(n, 1.0 / n), size=b).astype(float)
+        for key, v in weighted(table, W, level).items():
+            boots[key].append(v)
+        done += b
+    lo_q, hi_q = (1 - confidence) / 2, 1 - (1 - confidence) / 2
+
+    def summary(key: str) -> dict:
+        est = _finite(point[key][0])
+        if est is None or not n_boot:
+            return {"value": est, "low": None, "high": None}
+        draws = np.concatenate(boots[key])
+        draws = draws[np.isfinite(draws)]
+        if not draws.size:
+            return {"value": est, "low": None, "high": None}
+        return {
+            "value": est,
+            "low": float(np.quantile(draws, lo_q)),
+            "high": float(np.quantile(draws, hi_q)),
+        }
+
+    for m in MEASURES:
+        out[m] = summary(m)
+    out["cohen"] = {}
+    for key in point:
+        if key.startswith("cohen:") and not key.endswith(":items"):
+            items = int(point[key + ":items"][0])
+            if items:
+                out["cohen"][key[6:]] = summary(key) | {"items": items}
+    return out
+
+
+def table_from_rows(
+    rows: list[tuple[str, str, float]], labels: list[float] | None = None
+) -> tuple[Table, list[str]]:
+    """A Table from (annotator, item, label) rows, and the item ids in its row order (the items
+    judged at least twice)."""
+    annotators = sorted({a for a, _, _ in rows})
+    items = sorted({i for _, i, _ in rows})
+    ai = {a: k for k, a in enumerate(annotators)}
+    ii = {x: k for k, x in enumerate(items)}
+    M = np.full((len(items), len(annotators)), np.nan)
+    for a, i, v in rows:
+        M[ii[i], ai[a]] = v
+    kept = [x for x, r in zip(items, M, strict=True) if (~np.isnan(r)).sum() >= 2]
+    return Table(M, annotators, labels), kept
+
+
+__all__ = ["LEVELS", "MEASURES", "Table", "agreement", "table_from_rows", "weighted"]
