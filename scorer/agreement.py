@@ -52,26 +52,37 @@ class Table:
             sorted(labels) if labels is not None else sorted(set(v[~np.isnan(v)].tolist()))
         )
         n, a, k = v.shape[0], v.shape[1], len(self.labels)
-        code = {lab: j for j, lab in enumerate(self.labels)}
+        judged = ~np.isnan(v)
+        lab = np.asarray(self.labels, dtype=float)
+        code = np.searchsorted(lab, np.where(judged, v, lab[0] if k else 0.0))
+        bad = judged & ((code >= k) | (lab[np.minimum(code, max(k - 1, 0))] != v))
+        if bad.any():
+            i, x = np.argwhere(bad)[0]
+            raise ValueError(f"label {v[i, x]} is not among the declared {self.labels}")
         onehot = np.zeros((n, a, k))
-        for (i, x), lab in np.ndenumerate(v):
-            if not np.isnan(lab):
-                if lab not in code:
-                    raise ValueError(f"label {lab} is not among the declared {self.labels}")
-                onehot[i, x, code[lab]] = 1.0
+        ii, xx = np.nonzero(judged)
+        onehot[ii, xx, code[ii, xx]] = 1.0
         self.onehot = onehot
         self.counts = onehot.sum(axis=1)  # n_ik
         self.m = self.counts.sum(axis=1)  # judgments per item
         pairs = self.m * (self.m - 1) / 2
-        self.agr = (self.counts * (self.counts - 1) / 2).sum(axis=1) / np.where(pairs, pairs, 1)
-        judged = onehot.sum(axis=2)  # items x annotators, 1 where judged
+        agr = (self.counts * (self.counts - 1) / 2).sum(axis=1) / np.where(pairs, pairs, 1)
+        jd = judged.astype(float)
         # each item's weight on each annotator pair: 1/pairs_i where both judged it
-        both = judged[:, :, None] * judged[:, None, :]
-        self.pair_share = both / np.where(pairs, pairs, 1)[:, None, None]
+        share = jd[:, :, None] * jd[:, None, :] / np.where(pairs, pairs, 1)[:, None, None]
         # coincidences within each item (Krippendorff): n_ik n_il - [k=l] n_ik, over m_i - 1
         co = self.counts[:, :, None] * self.counts[:, None, :]
         co -= np.einsum("ik,kl->ikl", self.counts, np.eye(k))
-        self.coincidence = co / np.where(self.m > 1, self.m - 1, 1)[:, None, None]
+        co /= np.where(self.m > 1, self.m - 1, 1)[:, None, None]
+        self.pairs = list(itertools.combinations(range(a), 2))
+        # each annotator pair's confusion counts
+        conf = [onehot[:, x, :, None] * onehot[:, y, None, :] for x, y in self.pairs]
+        # every weighted sum a measure needs is one column of W @ features
+        self.features = np.concatenate(
+            [agr[:, None], onehot.reshape(n, a * k), share.reshape(n, a * a), co.reshape(n, k * k)]
+            + [c.reshape(n, k * k) for c in conf],
+            axis=1,
+        )
 
     @property
     def n_items(self) -> int:
@@ -112,21 +123,22 @@ def weighted(table: Table, W: np.ndarray, level: str = "nominal") -> dict[str, n
     W = np.atleast_2d(np.asarray(W, dtype=float))
     n, a, k = table.onehot.shape
     total = W.sum(axis=1)
+    S = W @ table.features
+    cut = np.cumsum([1, a * k, a * a, k * k])
     with np.errstate(invalid="ignore", divide="ignore"):
-        a_o = W @ table.agr / total
+        a_o = S[:, 0] / total
         # multi-kappa: each annotator's own distribution, pairs weighted by the item pairs they make
-        per = (W @ table.onehot.reshape(n, a * k)).reshape(-1, a, k)
-        own = per / per.sum(axis=2, keepdims=True)
-        share = (W @ table.pair_share.reshape(n, a * a)).reshape(-1, a, a)
+        per = S[:, cut[0] : cut[1]].reshape(-1, a, k)
+        own = np.nan_to_num(per / per.sum(axis=2, keepdims=True))
+        share = S[:, cut[1] : cut[2]].reshape(-1, a, a)
         iu = np.triu_indices(a, 1)
-        s = np.einsum("bxk,byk->bxy", np.nan_to_num(own), np.nan_to_num(own))
-        a_e_kappa = (share[:, iu[0], iu[1]] * s[:, iu[0], iu[1]]).sum(axis=1) / share[
-            :, iu[0], iu[1]
-        ].sum(axis=1)
-        pooled = W @ table.counts
+        s = np.einsum("bxk,byk->bxy", own, own)
+        w = share[:, iu[0], iu[1]]
+        a_e_kappa = (w * s[:, iu[0], iu[1]]).sum(axis=1) / w.sum(axis=1)
+        pooled = per.sum(axis=1)
         pooled = pooled / pooled.sum(axis=1, keepdims=True)
         a_e_pi = (pooled**2).sum(axis=1)
-        o = (W @ table.coincidence.reshape(n, k * k)).reshape(-1, k, k)
+        o = S[:, cut[2] : cut[3]].reshape(-1, k, k)
         nc = o.sum(axis=2)
         nn = nc.sum(axis=1)
         d = _delta(table.labels, level, nc)
@@ -140,10 +152,8 @@ def weighted(table: Table, W: np.ndarray, level: str = "nominal") -> dict[str, n
             "fleiss_pi": (a_o - a_e_pi) / (1 - a_e_pi),
             "alpha": 1 - d_o / d_e,
         }
-        for x, y in zip(*iu, strict=True):
-            c = (
-                W @ (table.onehot[:, x, :, None] * table.onehot[:, y, None, :]).reshape(n, k * k)
-            ).reshape(-1, k, k)
+        for j, (x, y) in enumerate(table.pairs):
+            c = S[:, cut[3] + j * k * k : cut[3] + (j + 1) * k * k].reshape(-1, k, k)
             t = c.sum(axis=(1, 2))
             po = np.trace(c, axis1=1, axis2=2) / t
             pe = (c.sum(axis=2) * c.sum(axis=1)).sum(axis=1) / t**2
@@ -151,6 +161,14 @@ def weighted(table: Table, W: np.ndarray, level: str = "nominal") -> dict[str, n
             out[key] = (po - pe) / (1 - pe)
             out[key + ":items"] = t
     return out
+
+
+def resample(rng: np.random.Generator, n: int, b: int) -> np.ndarray:
+    """b bootstrap replicates of n items as item counts (b x n): each replicate draws n item
+    indices uniformly with replacement."""
+    idx = rng.integers(0, n, size=(b, n))
+    flat = (idx + np.arange(b)[:, None] * n).ravel()
+    return np.bincount(flat, minlength=b * n).reshape(b, n).astype(float)
 
 
 MEASURES = ("multi_kappa", "fleiss_pi", "alpha", "observed", "expected_kappa")
@@ -181,7 +199,7 @@ def agreement(
     done = 0
     while done < n_boot:
         b = min(CHUNK, n_boot - done)
-        W = rng.multinomial(n, np.full(n, 1.0 / n), size=b).astype(float)
+        W = resample(rng, n, b)
         for key, v in weighted(table, W, level).items():
             boots[key].append(v)
         done += b
@@ -228,4 +246,69 @@ def table_from_rows(
     return Table(M, annotators, labels), kept
 
 
-__all__ = ["LEVELS", "MEASURES", "Table", "agreement", "table_from_rows", "weighted"]
+def by_factor(
+    table: Table,
+    levels: dict[str, np.ndarray],
+    level: str = "nominal",
+    n_boot: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> list[dict]:
+    """The measures within each level of a factor of the items (level name -> boolean mask over
+    the table's items), each with its interval; the same seed for every level."""
+    out = []
+    for name, mask in levels.items():
+        got = agreement(
+            table.subset(items=np.asarray(mask, dtype=bool)), level, n_boot, seed, confidence
+        )
+        got.pop("cohen", None)
+        out.append({"level": name} | got)
+    return out
+
+
+def by_annotator_pair(
+    table: Table,
+    level: str = "nominal",
+    n_boot: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> list[dict]:
+    """The measures of each annotator pair on the items both judged (multi-kappa of two annotators
+    is Cohen's kappa)."""
+    out = []
+    for x, y in itertools.combinations(range(len(table.annotators)), 2):
+        sub = table.subset(annotators=[x, y])
+        if not sub.n_items:
+            continue
+        got = agreement(sub, level, n_boot, seed, confidence)
+        got.pop("cohen", None)
+        out.append({"level": f"{table.annotators[x]} | {table.annotators[y]}"} | got)
+    return out
+
+
+def quantile_levels(values: np.ndarray, q: int = 4) -> dict[str, np.ndarray]:
+    """Masks of the q quantile bins of a covariate (ties kept in one bin), named by their range."""
+    v = np.asarray(values, dtype=float)
+    edges = np.unique(np.quantile(v, np.linspace(0, 1, q + 1)))
+    out = {}
+    for j in range(len(edges) - 1):
+        lo, hi = edges[j], edges[j + 1]
+        last = j == len(edges) - 2
+        mask = (v >= lo) & ((v <= hi) if last else (v < hi))
+        if mask.any():
+            out[f"Q{j + 1} [{lo:.3f}, {hi:.3f}{']' if last else ')'}"] = mask
+    return out
+
+
+__all__ = [
+    "LEVELS",
+    "MEASURES",
+    "Table",
+    "agreement",
+    "by_annotator_pair",
+    "by_factor",
+    "quantile_levels",
+    "resample",
+    "table_from_rows",
+    "weighted",
+]

@@ -110,6 +110,7 @@ TRIC_BINARY = Task(
         ),
     ),
     agreement="tasks.agreement:trotr_release",
+    agreement_bayes="tasks.agreement:trotr_bayes_release",
     greater_is_better=True,
     splits=("dev", "test", "cv"),
     cross_validation=CrossValidation(),
@@ -158,6 +159,7 @@ TRIC_RANKING = Task(
         ),
     ),
     agreement="tasks.agreement:trotr_release",
+    agreement_bayes="tasks.agreement:trotr_bayes_release",
     agreement_rows="tasks.agreement:trotr_rows",
     greater_is_better=True,
     splits=("dev", "test", "cv"),
@@ -341,9 +343,9 @@ def _import_tric(task: Task, source: Path, store: TaskStore, fold: int) -> dict:
             }
         judgments = root / "judgments" / "TRoTR.tsv"
         if judgments.is_file():  # the human ceiling (tric-ranking's board shows it)
-            from tasks.agreement import trotr_agreement
+            from tasks.agreement import save_agreement, trotr_agreement
 
-            manifest["agreement"] = trotr_agreement(judgments)
+            manifest["agreement"] = save_agreement(st.tmp, trotr_agreement(judgments))
         st.commit(manifest)
     return manifest
 
