@@ -7,8 +7,9 @@ outcomes against the pivot: fixed intercepts, fixed slopes for the covariates (s
 lexical overlap; a known-passage flag where the data has one), and random intercepts for the
 annotator pair and for each other grouping factor (the source book), each factor's intercepts
 drawn jointly from a zero-mean multivariate normal (scales times an LKJ correlation; non-centred
-for the few annotator pairs, centred for the books, each of which holds hundreds of pairs), sampled
-with a dense mass matrix (the intercepts and the random effects' means form a ridge).
+unless the caller names the factor in `centred`, as TRoTR does for its books, each of which holds
+hundreds of pairs), sampled with a dense mass matrix (the intercepts and the random effects' means
+form a ridge).
 
 Agreement follows the paper's eq. 7-8: A_o the probability of the diagonal outcomes averaged over
 annotator pairs (each pair weighted as in scorer/agreement.py's multi-kappa), A_e from each
@@ -72,7 +73,7 @@ def pair_outcomes(
     }
 
 
-def _model(outcome, pair, n_pairs, groups, X, K):
+def _model(outcome, pair, n_pairs, groups, X, K, centred=()):
     # imported here: numpyro/jax are the optional [agreement] extra
     import jax.numpy as jnp
     import numpyro
@@ -87,13 +88,13 @@ def _model(outcome, pair, n_pairs, groups, X, K):
     for name, (index, n_levels) in {"pair": (pair, n_pairs), **groups}.items():
         sigma = numpyro.sample(f"sigma_{name}", dist.HalfNormal(1.0).expand([m]).to_event(1))
         chol = numpyro.sample(f"L_{name}", dist.LKJCholesky(m, 2.0))
-        if name == "pair":
-            # non-centred: a handful of pairs, where a centred scale makes a funnel
+        if name not in centred:
+            # non-centred: safe where a level holds little data or the levels differ little
             z = numpyro.sample(f"z_{name}", dist.Normal(0.0, 1.0).expand([n_levels, m]).to_event(2))
             nu = numpyro.deterministic(f"nu_{name}", z @ (sigma[:, None] * chol).T)
         else:
-            # centred: each book holds hundreds of pairs of judgments, where the centred form
-            # samples in far fewer steps than the non-centred one
+            # centred: where every level holds hundreds of pairs of judgments and the levels
+            # differ much (TRoTR's books), it samples in far fewer steps
             nu = numpyro.sample(
                 f"nu_{name}",
                 dist.MultivariateNormal(jnp.zeros(m), scale_tril=sigma[:, None] * chol)
@@ -138,6 +139,7 @@ def fit(
     samples: int = 300,
     curve: str | None = None,
     curve_grid: np.ndarray | None = None,
+    centred: tuple[str, ...] = (),
 ) -> dict:
     """Fit the model by NUTS and return the posterior multi-kappa (average group level and
     marginalised over the first grouping factor), the counterfactual curve over the covariate
@@ -160,7 +162,9 @@ def fit(
     gidx = {g: (jnp.asarray(ix), len(levels)) for g, (ix, levels) in data["groups"].items()}
     started = time.monotonic()
     mcmc = MCMC(
-        NUTS(_model, target_accept_prob=0.95, dense_mass=True),
+        # depth 8 (at most 255 leapfrog steps a draw): the early warmup, before the dense mass
+        # matrix is adapted, would otherwise spend most of the fit at depth 10
+        NUTS(_model, target_accept_prob=0.95, dense_mass=True, max_tree_depth=8),
         num_warmup=warmup,
         num_samples=samples,
         num_chains=chains,
@@ -175,6 +179,7 @@ def fit(
         gidx,
         jnp.asarray(X),
         K,
+        tuple(centred),
         extra_fields=("diverging",),
     )
     seconds = time.monotonic() - started

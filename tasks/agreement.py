@@ -228,6 +228,7 @@ def trotr_bayes(
         warmup=warmup,
         samples=samples,
         curve="overlap" if overlap else None,
+        centred=("book", "pair"),
     )
     return got | {
         "source": "judgments/TRoTR.tsv",
@@ -281,9 +282,10 @@ def trotr_rows(agreement: dict) -> list[dict]:
     pf = p.get("filtered", {})
     f = agreement.get("filtered")
     filtered = (
-        f"with the paper's filter ({f['filter']}): Spearman {f['weighted_mean_pairwise_spearman']:.3f}, "
-        f"alpha {f['alpha_ordinal']:.3f} over {f['pairs']} pairs (the paper: {pf.get('spearman')} / "
-        f"{pf.get('alpha')} over {pf.get('pairs')})"
+        f"with the paper's filter ({f['filter']}): Spearman "
+        f"{f['weighted_mean_pairwise_spearman']:.3f}, alpha {f['alpha_ordinal']:.3f} over "
+        f"{f['pairs']} pairs (the paper: {pf.get('spearman')} / {pf.get('alpha')} over "
+        f"{pf.get('pairs')})"
         if f
         else "the paper's filtered figures were not recomputed (an import before they were)"
     )
