@@ -466,7 +466,8 @@ def _print_trotr_agreement(task_id: str, got: dict, factor: str | None, fitted: 
         d = fitted["diagnostics"]
         click.echo(
             f"  Bayesian model ({fitted['model']}), {d['chains']} chains of {d['warmup']} + "
-            f"{d['samples']} draws, seed {d['seed']}, {d['seconds']} s: "
+            f"{d['samples']} draws, seed {d['seed']}, {d['seconds']} s wall, "
+            f"{d.get('cpu_seconds')} s CPU: "
             f"max R-hat {d['max_rhat']:.4f}, "
             f"min ESS {d['min_ess']:.0f}, {d['divergences']} divergences"
         )
