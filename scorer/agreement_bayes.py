@@ -8,8 +8,8 @@ lexical overlap; a known-passage flag where the data has one), and random interc
 annotator pair and for each other grouping factor (the source book), each factor's intercepts
 drawn jointly from a zero-mean multivariate normal (scales times an LKJ correlation; non-centred
 unless the caller names the factor in `centred`, as TRoTR does for its books and annotator pairs,
-each level of which holds hundreds of pairs), sampled with a dense mass matrix (the intercepts and the random effects' means
-form a ridge).
+each level of which holds hundreds of pairs), sampled with a dense mass matrix (the intercepts
+and the random effects' means form a ridge).
 
 Agreement follows the paper's eq. 7-8: A_o the probability of the diagonal outcomes averaged over
 annotator pairs (each pair weighted as in scorer/agreement.py's multi-kappa), A_e from each
