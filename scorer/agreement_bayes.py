@@ -32,6 +32,7 @@ import numpy as np
 from scorer.agreement import Table, weighted
 
 RHAT_MAX = 1.01
+TARGET_ACCEPT = 0.95  # NUTS step-size adaptation target (higher: smaller steps, fewer divergences)
 
 
 class NotConverged(RuntimeError):
@@ -166,7 +167,7 @@ def fit(
     mcmc = MCMC(
         # depth 8 (at most 255 leapfrog steps a draw): the early warmup, before the dense mass
         # matrix is adapted, would otherwise spend most of the fit at depth 10
-        NUTS(_model, target_accept_prob=0.95, dense_mass=True, max_tree_depth=8),
+        NUTS(_model, target_accept_prob=TARGET_ACCEPT, dense_mass=True, max_tree_depth=8),
         num_warmup=warmup,
         num_samples=samples,
         num_chains=chains,
@@ -234,7 +235,7 @@ def fit(
     def kappa(x: np.ndarray, marginal: bool) -> np.ndarray:
         eta = post["alpha"].copy()
         if names:
-            eta = eta + x @ post["beta"]  # D x (K-1)
+            eta = eta + np.einsum("dp,dpk->dk", x, post["beta"])  # D x (K-1)
         if marginal and first is not None:
             eta = eta + new_level(first)
         # D x pairs x (K-1): each annotator pair's own intercepts

@@ -206,7 +206,12 @@ def trotr_agreement(path: Path, n_boot: int = BOOT, seed: int = SEED) -> dict:
 
 
 def trotr_bayes(
-    path: Path, seed: int = SEED, chains: int = 4, warmup: int = 300, samples: int = 300
+    path: Path,
+    seed: int = SEED,
+    chains: int = 4,
+    warmup: int = 300,
+    samples: int = 300,
+    centred: tuple[str, ...] = ("book", "pair"),
 ) -> dict:
     """The Bayesian multilevel model (scorer/agreement_bayes.py) on TRoTR's binarised judgments:
     random intercepts for the annotator pair and the biblical book, lexical overlap as the fixed
@@ -228,7 +233,7 @@ def trotr_bayes(
         warmup=warmup,
         samples=samples,
         curve="overlap" if overlap else None,
-        centred=("book", "pair"),
+        centred=centred,
     )
     return got | {
         "source": "judgments/TRoTR.tsv",
