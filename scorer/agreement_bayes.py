@@ -32,7 +32,6 @@ import numpy as np
 from scorer.agreement import Table, weighted
 
 RHAT_MAX = 1.01
-TARGET_ACCEPT = 0.95  # NUTS step-size adaptation target (higher: smaller steps, fewer divergences)
 
 
 class NotConverged(RuntimeError):
@@ -143,6 +142,7 @@ def fit(
     curve: str | None = None,
     curve_grid: np.ndarray | None = None,
     centred: tuple[str, ...] = (),
+    target_accept: float = 0.95,
 ) -> dict:
     """Fit the model by NUTS and return the posterior multi-kappa (average group level and
     marginalised over the first grouping factor), the counterfactual curve over the covariate
@@ -167,7 +167,7 @@ def fit(
     mcmc = MCMC(
         # depth 8 (at most 255 leapfrog steps a draw): the early warmup, before the dense mass
         # matrix is adapted, would otherwise spend most of the fit at depth 10
-        NUTS(_model, target_accept_prob=TARGET_ACCEPT, dense_mass=True, max_tree_depth=8),
+        NUTS(_model, target_accept_prob=target_accept, dense_mass=True, max_tree_depth=8),
         num_warmup=warmup,
         num_samples=samples,
         num_chains=chains,
@@ -200,6 +200,7 @@ def fit(
         "warmup": warmup,
         "samples": samples,
         "seed": seed,
+        "target_accept": target_accept,
         "seconds": round(seconds, 1),  # wall clock, compilation included
         "cpu_seconds": round(cpu, 1),  # this process's CPU time (a shared machine's wall is longer)
         "observations": int(data["outcome"].size),

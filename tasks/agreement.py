@@ -210,8 +210,9 @@ def trotr_bayes(
     seed: int = SEED,
     chains: int = 4,
     warmup: int = 300,
-    samples: int = 300,
+    samples: int = 700,
     centred: tuple[str, ...] = ("book", "pair"),
+    target_accept: float = 0.99,
 ) -> dict:
     """The Bayesian multilevel model (scorer/agreement_bayes.py) on TRoTR's binarised judgments:
     random intercepts for the annotator pair and the biblical book, lexical overlap as the fixed
@@ -234,6 +235,7 @@ def trotr_bayes(
         samples=samples,
         curve="overlap" if overlap else None,
         centred=centred,
+        target_accept=target_accept,
     )
     return got | {
         "source": "judgments/TRoTR.tsv",
