@@ -194,6 +194,53 @@ def test_trotr_filtered_kappa_factors_command_and_agreement_page(app, home):
     assert c.get("/tasks/tric-ranking/agreement/nope.svg").status_code == 404
     assert c.get("/tasks/tric-ranking/agreement/curve.svg").status_code == 404  # no fit cached
     assert c.get("/tasks/loci-similes/agreement").status_code == 404
+    # a cached fit (as `agreement --bayes` writes it; numbers made up here) is shown with its curve
+    from tasks.agreement import BAYES_FILE
+
+    def summary(m):
+        return {
+            "median": m,
+            "mean": m,
+            "50%": [m - 0.01, m + 0.01],
+            "89%": [m - 0.03, m + 0.03],
+            "95%": [m - 0.04, m + 0.04],
+        }
+
+    fitted = {
+        "model": "multinomial logit (test)",
+        "binarisation": "1-2 -> 0",
+        "average": summary(0.381),
+        "marginal": summary(0.377),
+        "empirical": full["kappa"]["binary"]["multi_kappa"],
+        "diagnostics": {
+            "chains": 4,
+            "warmup": 300,
+            "samples": 700,
+            "seed": 2024,
+            "max_rhat": 1.004,
+            "min_ess": 812.0,
+            "divergences": 0,
+            "observations": 15090,
+            "seconds": 95.0,
+        },
+        "curve": {
+            "covariate": "overlap",
+            "points": [
+                {
+                    "z": z,
+                    "value": z,
+                    "average": summary(0.38 - 0.01 * z),
+                    "marginal": summary(0.37 - 0.01 * z),
+                }
+                for z in (-2.0, 0.0, 2.0)
+            ],
+        },
+    }
+    (store.root / BAYES_FILE).write_text(json.dumps(fitted), encoding="utf-8")
+    page = c.get("/tasks/tric-ranking/agreement").get_data(as_text=True)
+    assert "Bayesian multilevel model" in page and "0.381" in page and "1.0040" in page
+    curve = c.get("/tasks/tric-ranking/agreement/curve.svg")
+    assert curve.status_code == 200 and b"marginalised over books" in curve.data
     dev = make_phase(app, "tric-ranking", "dev")
     make_user(app, "b@x.org", team="beta")
     make_submission(app, team=team_of(app, "beta"), phase=dev, scores={"all": 0.7})
