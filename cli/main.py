@@ -19,6 +19,7 @@ from cli import baselines, organizer, participant
 from cli.participant import server_tasks
 from tasks import all_tasks, get_task, task_ids
 from tasks.base import resolve
+from tasks.errors import PalimpsestError
 from tasks.store import TaskStore
 
 EXIT_INVALID = 1
@@ -312,23 +313,94 @@ def tasks_import(task_id, home, **given):
     help="A release checkout (TRoTR, SwissGov-RSD, STR) to compute from (default: what the import "
     "recorded).",
 )
+@click.option(
+    "--by",
+    "factor",
+    help="The measures within each level of a contextual factor the task declares (TRoTR: book, "
+    "passage, annotator_pair, overlap), with their intervals.",
+)
+@click.option(
+    "--bayes",
+    is_flag=True,
+    help="Fit the Bayesian multilevel model (needs the [agreement] extra and --from; up to a few "
+    "minutes on a CPU); the fit is cached for the task's agreement page when the task is imported.",
+)
+@click.option("--seed", type=int, default=None, help="The Bayesian fit's seed (default: recorded).")
 @HOME_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly
-def agreement_cmd(task_id, source, home, as_json):
+def agreement_cmd(task_id, source, factor, bayes, seed, home, as_json):
     """Human agreement in a task's release: the ceiling its board shows as a reference row."""
+    # numpy loads only when this command runs: `palimpsest --help` stays light
+    from tasks.agreement import BAYES_FILE, load_agreement
+
     t = get_task(task_id)
     if not t.agreement:
-        _fail(f"{t.id} declares no human agreement figures")
+        raise PalimpsestError(f"{t.id} declares no human agreement figures")
+    store = TaskStore(t.id, home)
     if source is not None:
         got = resolve(t.agreement)(Path(source))
     else:
-        store = TaskStore(t.id, home)
-        got = store.manifest().get("agreement") if store.exists() else None
+        got = (
+            (load_agreement(store.root) or store.manifest().get("agreement"))
+            if store.exists()
+            else None
+        )
         if got is None:
-            _fail(f"{t.id} was imported without its annotations; re-import it, or pass --from")
+            raise PalimpsestError(
+                f"{t.id} was imported without its annotations; re-import it, or pass --from"
+            )
+    if factor and not got.get("factors"):
+        raise PalimpsestError(
+            f"{t.id} declares no contextual factors to break its agreement down by"
+        )
+    known = sorted(got.get("factors", {}).get("binary", {}))
+    if factor and factor not in known:
+        raise PalimpsestError(
+            f"--by {factor}: {t.id}'s agreement is broken down by {', '.join(known)} only"
+        )
+    fitted = None
+    if bayes:
+        if not t.agreement_bayes:
+            raise PalimpsestError(f"{t.id} declares no Bayesian agreement model")
+        if source is None:
+            raise PalimpsestError(
+                "--bayes needs the release's judgments: pass --from CHECKOUT (the import keeps "
+                "only the figures)"
+            )
+        # numpy loads only when this command runs: `palimpsest --help` stays light
+        from tasks.agreement_bayes import NotConverged
+
+        try:
+            fitted = resolve(t.agreement_bayes)(
+                Path(source), **({"seed": seed} if seed is not None else {})
+            )
+        except ImportError as e:
+            raise PalimpsestError(
+                f"--bayes needs numpyro and jax: pip install 'palimpsest[agreement]' ({e})"
+            ) from None
+        except NotConverged as e:
+            raise PalimpsestError(str(e)) from None
+        if store.exists():  # the agreement page shows the last converged fit
+            (store.root / BAYES_FILE).write_text(
+                json.dumps(fitted, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+            )
     if as_json:
-        click.echo(json.dumps(got, indent=2, sort_keys=True))
+        doc = got
+        if factor:
+            doc = {
+                "task": t.id,
+                "factor": factor,
+                "binarisation": got.get("kappa", {}).get("binarisation"),
+                "labels": got["factors"]["labels"][factor],
+                "binary": got["factors"]["binary"][factor],
+            }
+        if fitted is not None:
+            doc = doc | {"bayes": fitted}
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+        return
+    if got.get("nothing_to_measure"):
+        click.echo(f"{t.id}: nothing to measure: {got['nothing_to_measure']}")
         return
     if "language_pairs" in got:  # SwissGov-RSD: annotator against annotator per language pair
         # numpy, scipy and krippendorff load only when an import computes human rows
@@ -386,17 +458,97 @@ def agreement_cmd(task_id, source, home, as_json):
             "  (beside the declared 0.84: STR-2022's English, a different language and dataset)"
         )
         return
+    _print_trotr_agreement(t.id, got, factor, fitted)
+
+
+def _interval(m: dict | None) -> str:
+    if not m or m.get("value") is None:
+        return "-"
+    if m.get("low") is None:
+        return f"{m['value']:.3f}"
+    return f"{m['value']:.3f} [{m['low']:.3f}, {m['high']:.3f}]"
+
+
+def _print_trotr_agreement(task_id: str, got: dict, factor: str | None, fitted: dict | None):
+    """TRoTR's agreement as text: the paper's figures, the kappa family, a factor, a fit."""
     p = got.get("paper", {})
+    pf = p.get("filtered", {})
+    f = got.get("filtered", {})
     click.echo(
-        f"{t.id}: {got['pairs']} pairs, {got['annotators']} annotators, {got['judgments']} judgments"
+        f"{task_id}: {got['pairs']} pairs, {got['annotators']} annotators, "
+        f"{got['judgments']} judgments"
+    )
+    click.echo(f"  {'':34} {'all':>7} {'paper':>6}   {'filtered':>8} {'paper':>6}")
+    click.echo(
+        f"  {'Krippendorff alpha (ordinal)':34} {got['alpha_ordinal']:>7.3f} "
+        f"{p.get('alpha', 0):>6.3f}   "
+        + (f"{f['alpha_ordinal']:>8.3f} {pf.get('alpha', 0):>6.3f}" if f else "")
     )
     click.echo(
-        f"  Krippendorff's alpha (ordinal):    {got['alpha_ordinal']:.3f}   (paper {p.get('alpha')})"
+        f"  {'weighted mean pairwise Spearman':34} {got['weighted_mean_pairwise_spearman']:>7.3f} "
+        f"{p.get('spearman', 0):>6.3f}   "
+        + (
+            f"{f['weighted_mean_pairwise_spearman']:>8.3f} {pf.get('spearman', 0):>6.3f}"
+            if f
+            else ""
+        )
     )
-    click.echo(
-        f"  weighted mean pairwise Spearman:   {got['weighted_mean_pairwise_spearman']:.3f}   "
-        f"(paper {p.get('spearman')})"
-    )
+    if f:
+        click.echo(
+            f"  {'pairs':34} {got['pairs']:>7} {p.get('pairs', 0):>6}   {f['pairs']:>8} "
+            f"{pf.get('pairs', 0):>6}"
+        )
+        click.echo(f"  filter: {f['filter']}")
+    k = got.get("kappa")
+    if k:
+        b = k["labels"]["bootstrap"]
+        click.echo(
+            f"  chance-corrected, {b['confidence']:.0%} percentile bootstrap over pairs "
+            f"({b['replicates']} replicates, seed {b['seed']}); binary: {k['binarisation']}"
+        )
+        click.echo(f"  {'':20} {'labels 1-4':>25} {'binary':>25}")
+        for m, name in (
+            ("multi_kappa", "multi-kappa"),
+            ("fleiss_pi", "Fleiss' pi"),
+            ("alpha", "Krippendorff alpha"),
+            ("observed", "observed agreement"),
+        ):
+            click.echo(
+                f"  {name:20} {_interval(k['labels'][m]):>25} {_interval(k['binary'][m]):>25}"
+            )
+        click.echo("  Cohen's kappa per annotator pair (items both judged):")
+        for pair, c in k["binary"]["cohen"].items():
+            lab = k["labels"]["cohen"].get(pair)
+            click.echo(f"  {pair:28} {c['items']:>5}  {_interval(lab):>25} {_interval(c):>25}")
+    if factor:
+        click.echo(f"  by {factor} (multi-kappa with its interval; labels 1-4, then binary):")
+        for lab, b in zip(
+            got["factors"]["labels"][factor], got["factors"]["binary"][factor], strict=True
+        ):
+            click.echo(
+                f"  {lab['level'][:34]:34} {lab['items']:>5}  {_interval(lab['multi_kappa']):>25} "
+                f"{_interval(b['multi_kappa']):>25}"
+            )
+    if fitted:
+        d = fitted["diagnostics"]
+        click.echo(
+            f"  Bayesian model ({fitted['model']}), {d['chains']} chains of {d['warmup']} + "
+            f"{d['samples']} draws, seed {d['seed']}, {d['seconds']} s wall, "
+            f"{d.get('cpu_seconds')} s CPU: "
+            f"max R-hat {d['max_rhat']:.4f}, "
+            f"min ESS {d['min_ess']:.0f}, {d['divergences']} divergences"
+        )
+        for key, name in (("average", "an average book"), ("marginal", "marginalised over books")):
+            s = fitted.get(key)
+            if s:
+                click.echo(
+                    f"  posterior multi-kappa, {name:24} {s['median']:.3f} "
+                    f"(95% {s['95%'][0]:.3f}-{s['95%'][1]:.3f}, "
+                    f"89% {s['89%'][0]:.3f}-{s['89%'][1]:.3f})"
+                )
+        e = fitted.get("empirical")
+        if e:
+            click.echo(f"  empirical multi-kappa (binary)          {_interval(e)}")
 
 
 def _print_problems(e, as_json: bool, task_id: str, cap: int = 50):

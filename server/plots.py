@@ -200,3 +200,51 @@ def history(
         if v is not None:
             out.setdefault(team, []).append((at, float(v)))
     return out
+
+
+def forest(rows: list[dict], title: str, measure: str = "multi_kappa") -> bytes:
+    """A forest plot (SVG) of one agreement measure within each level of a factor: the point and
+    its bootstrap interval per level, the number of items beside its name."""
+    plt = _plt()
+    shown = [r for r in rows if (r.get(measure) or {}).get("value") is not None]
+    fig, ax = plt.subplots(figsize=(7, 0.28 * max(3, len(shown)) + 1.2))
+    for y, r in enumerate(reversed(shown)):
+        m = r[measure]
+        if m.get("low") is not None:
+            ax.plot([m["low"], m["high"]], [y, y], color="0.4", lw=1.2)
+        ax.plot([m["value"]], [y], "o", color="C0", ms=4)
+    ax.set_yticks(range(len(shown)))
+    ax.set_yticklabels([f"{r['level']} ({r['items']})" for r in reversed(shown)])
+    ax.axvline(0, color="0.8", lw=0.8)
+    ax.set_xlabel(measure.replace("_", "-"))
+    ax.set_title(title)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def kappa_curve(curve: dict, title: str) -> bytes:
+    """The posterior multi-kappa over a covariate (SVG): the median with its 50 % and 89 %
+    credible bands, for an average book and marginalised over books (Manjavacas et al., Fig. 3)."""
+    plt = _plt()
+    pts = curve["points"]
+    z = [p["z"] for p in pts]
+    views = [v for v in ("average", "marginal") if pts and pts[0].get(v)]
+    fig, axes = plt.subplots(1, len(views), figsize=(3.6 * len(views), 3.2), squeeze=False)
+    for ax, v in zip(axes[0], views, strict=True):
+        for mass, shade in (("89%", "0.85"), ("50%", "0.65")):
+            ax.fill_between(
+                z, [p[v][mass][0] for p in pts], [p[v][mass][1] for p in pts], color=shade
+            )
+        ax.plot(z, [p[v]["median"] for p in pts], color="black", lw=1.2)
+        ax.set_xlabel(f"{curve['covariate']} (standard deviations from the mean)")
+        ax.set_title("an average book" if v == "average" else "marginalised over books")
+    axes[0][0].set_ylabel("multi-kappa")
+    fig.suptitle(title)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None})
+    plt.close(fig)
+    return buf.getvalue()

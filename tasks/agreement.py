@@ -1,22 +1,39 @@
 """Human agreement from a release's own annotations: the ceiling a board shows as a reference row.
 
 TRoTR (`judgments/TRoTR.tsv`: instanceID, label 1-4 or "-", comment, annotator): Krippendorff's
-alpha (ordinal, the `krippendorff` package) and the mean of the pairwise Spearman correlations
-between annotators, each pair weighted by the instances both judged; "-" (no judgment) is left out.
-On the whole release this gives the paper's .420 and .506 (6,300 pairs); its .709 / .811 are after
-a filtering of pairs the release does not record, so they are quoted, not recomputed.
+alpha (ordinal) and the mean of the pairwise Spearman correlations between annotators, each pair
+weighted by the instances both judged; "-" (no judgment) is left out. On the whole release this
+gives the paper's .420 and .506 (6,300 pairs); with the paper's filter (section 4.2: an instance is
+left out when its judgments span 2 or more, or when their mean lies strictly between 2 and 3) its
+.709 / .811 over 3,821 pairs. Beside them the chance-corrected family of tasks/agreement_measures.py
+(multi-kappa as Manjavacas et al. 2021 measure it, Fleiss' pi, Cohen's kappa per annotator pair,
+alpha) on the four labels and on a declared binarisation, each with a seeded bootstrap interval,
+and the same within each level of the contextual factors (the quoted passage, its biblical book,
+the annotator pair, the lexical overlap of the two contexts in quartiles).
 """
 
 from __future__ import annotations
 
+import collections
 import csv
 import itertools
+import json
+import re
 from pathlib import Path
 
 import krippendorff
 import numpy as np
 from scipy import stats
 
+from tasks.agreement_bayes import fit
+from tasks.agreement_measures import (
+    Table,
+    agreement,
+    by_annotator_pair,
+    by_factor,
+    quantile_levels,
+    table_from_rows,
+)
 from tasks.agreement_swissgov import why
 from tasks.base import resolve
 from tasks.release import locate
@@ -26,9 +43,21 @@ PAPER = {
         "alpha": 0.420,
         "spearman": 0.506,
         "pairs": 6300,
-        "filtered": {"alpha": 0.709, "spearman": 0.811},
+        "filtered": {"alpha": 0.709, "spearman": 0.811, "pairs": 3821},
     }
 }
+SEED = 2024  # the bootstrap's; recorded beside every interval
+BOOT = 1000
+# TRoTR's judgments on the DURel scale: 1-2 unrelated, 3-4 related topics
+TROTR_BINARY = {1.0: 0.0, 2.0: 0.0, 3.0: 1.0, 4.0: 1.0}
+TROTR_BINARY_TEXT = "judgments 1-2 -> 0 (unrelated topics), 3-4 -> 1 (related)"
+TROTR_FILTER = (
+    "an instance is left out when its highest and lowest judgments differ by 2 or more, or when "
+    "the mean of its judgments lies strictly between 2 and 3 (TRoTR, section 4.2 and note 3)"
+)
+FACTORS = ("book", "passage", "annotator_pair", "overlap")
+_PASSAGE = re.compile(r"\((?P<passage>(?P<book>.+?)\s+\d+:\d+)\)\s*$")
+_WORD = re.compile(r"\w+")
 
 
 def trotr_judgments(path: Path) -> list[tuple[str, str, float]]:
@@ -49,8 +78,16 @@ def trotr_release(source: Path) -> dict:
     return trotr_agreement(locate(Path(source), "datasets", "TRoTR") / "judgments" / "TRoTR.tsv")
 
 
-def trotr_agreement(path: Path) -> dict:
-    rows = trotr_judgments(path)
+def trotr_filter(rows: list[tuple[str, str, float]]) -> set[str]:
+    """The instances TRoTR's paper keeps for its filtered agreement (`TROTR_FILTER`)."""
+    by: dict[str, list[float]] = collections.defaultdict(list)
+    for _, i, v in rows:
+        by[i].append(v)
+    return {i for i, v in by.items() if max(v) - min(v) < 2 and not 2 < sum(v) / len(v) < 3}
+
+
+def alpha_and_spearman(rows: list[tuple[str, str, float]]) -> tuple[float, float | None]:
+    """TRoTR's two figures: Krippendorff's alpha (ordinal), weighted mean pairwise Spearman."""
     annotators = sorted({a for a, _, _ in rows})
     instances = sorted({i for _, i, _ in rows})
     ai = {a: k for k, a in enumerate(annotators)}
@@ -69,15 +106,166 @@ def trotr_agreement(path: Path) -> dict:
         if np.isfinite(rho):
             num += rho * n
             den += n
+    return alpha, (num / den if den else None)
+
+
+def weighted_jaccard(a: str, b: str) -> float:
+    """Lexical overlap of two texts: the weighted Jaccard of their lower-cased word counts (the sum
+    of the smaller counts over the sum of the larger, Manjavacas et al. 2021, note 8)."""
+    ca = collections.Counter(_WORD.findall(a.lower()))
+    cb = collections.Counter(_WORD.findall(b.lower()))
+    words = ca.keys() | cb.keys()
+    top = sum(max(ca[w], cb[w]) for w in words)
+    return sum(min(ca[w], cb[w]) for w in words) / top if top else 0.0
+
+
+def trotr_overlap(root: Path) -> dict[str, float]:
+    """Each instance's lexical overlap between its two contexts (`data/instances.tsv` and
+    `data/uses.tsv` of the checkout; empty when it has none)."""
+    inst, uses = root / "data" / "instances.tsv", root / "data" / "uses.tsv"
+    if not inst.is_file() or not uses.is_file():
+        return {}
+    csv.field_size_limit(1 << 24)
+    with open(uses, encoding="utf-8", newline="") as f:
+        text = {r["dataID"]: r["context"] for r in csv.DictReader(f, delimiter="\t")}
+    out = {}
+    with open(inst, encoding="utf-8", newline="") as f:
+        for r in csv.DictReader(f, delimiter="\t"):
+            ids = (r.get("dataIDs") or "").split(",")
+            if len(ids) == 2 and all(x in text for x in ids):
+                out[r["instanceID"]] = weighted_jaccard(text[ids[0]], text[ids[1]])
+    return out
+
+
+def passage_of(instance: str) -> tuple[str, str]:
+    """(passage, book) quoted by a TRoTR instance id such as `pair_7_(1 Corinthians 13:4)`."""
+    m = _PASSAGE.search(instance)
+    return (m["passage"], m["book"]) if m else ("?", "?")
+
+
+def _levels(ids: list[str], key) -> dict[str, np.ndarray]:
+    names = [key(i) for i in ids]
+    return {n: np.array([x == n for x in names]) for n in sorted(set(names))}
+
+
+def trotr_factors(
+    table: Table, ids: list[str], overlap: dict[str, float], level: str, n_boot: int, seed: int
+) -> dict[str, list[dict]]:
+    """The measures within each level of TRoTR's contextual factors."""
+    out = {
+        "book": by_factor(table, _levels(ids, lambda i: passage_of(i)[1]), level, n_boot, seed),
+        "passage": by_factor(table, _levels(ids, lambda i: passage_of(i)[0]), level, n_boot, seed),
+        "annotator_pair": by_annotator_pair(table, level, n_boot, seed),
+    }
+    if overlap and all(i in overlap for i in ids):
+        levels = quantile_levels(np.array([overlap[i] for i in ids]), 4)
+        out["overlap"] = by_factor(table, levels, level, n_boot, seed)
+    return out
+
+
+def trotr_agreement(path: Path, n_boot: int = BOOT, seed: int = SEED) -> dict:
+    """TRoTR's agreement figures (the paper's, filtered and not) and the kappa family with its
+    intervals, overall and by contextual factor."""
+    path = Path(path)
+    rows = trotr_judgments(path)
+    annotators = sorted({a for a, _, _ in rows})
+    instances = sorted({i for _, i, _ in rows})
+    alpha, spearman = alpha_and_spearman(rows)
+    kept = trotr_filter(rows)
+    f_alpha, f_spearman = alpha_and_spearman([r for r in rows if r[1] in kept])
+    overlap = trotr_overlap(path.parent.parent)
+    labelled, ids = table_from_rows(rows, labels=[1.0, 2.0, 3.0, 4.0])
+    bin_rows = [(a, i, TROTR_BINARY[v]) for a, i, v in rows]
+    binary, bin_ids = table_from_rows(bin_rows, labels=[0.0, 1.0])
     return {
         "source": "judgments/TRoTR.tsv",
         "annotators": len(annotators),
         "pairs": len(instances),
         "judgments": len(rows),
         "alpha_ordinal": round(alpha, 6),
-        "weighted_mean_pairwise_spearman": round(num / den, 6) if den else None,
+        "weighted_mean_pairwise_spearman": round(spearman, 6) if spearman is not None else None,
+        "filtered": {
+            "filter": TROTR_FILTER,
+            "pairs": len(kept),
+            "alpha_ordinal": round(f_alpha, 6),
+            "weighted_mean_pairwise_spearman": round(f_spearman, 6)
+            if f_spearman is not None
+            else None,
+        },
+        "kappa": {
+            "labels": agreement(labelled, "ordinal", n_boot, seed),
+            "binary": agreement(binary, "nominal", n_boot, seed),
+            "binarisation": TROTR_BINARY_TEXT,
+        },
+        "factors": {
+            "labels": trotr_factors(labelled, ids, overlap, "ordinal", n_boot, seed),
+            "binary": trotr_factors(binary, bin_ids, overlap, "nominal", n_boot, seed),
+            "overlap": "weighted Jaccard of the two contexts' lower-cased word counts",
+        },
         "paper": PAPER["trotr"],
     }
+
+
+def trotr_bayes(
+    path: Path,
+    seed: int = SEED,
+    chains: int = 4,
+    warmup: int = 300,
+    samples: int = 700,
+    centred: tuple[str, ...] = ("book", "pair"),
+    target_accept: float = 0.99,
+) -> dict:
+    """The Bayesian multilevel model (tasks/agreement_bayes.py) on TRoTR's binarised judgments:
+    random intercepts for the annotator pair and the biblical book, lexical overlap as the fixed
+    effect (the release has no known-passage flag nor retrieval method); the empirical multi-kappa
+    beside it."""
+    path = Path(path)
+    rows = [(a, i, TROTR_BINARY[v]) for a, i, v in trotr_judgments(path)]
+    table, ids = table_from_rows(rows, labels=[0.0, 1.0])
+    overlap = trotr_overlap(path.parent.parent)
+    covariates = {"overlap": np.array([overlap[i] for i in ids])} if overlap else {}
+    got = fit(
+        table,
+        groups={"book": np.array([passage_of(i)[1] for i in ids])},
+        covariates=covariates,
+        seed=seed,
+        chains=chains,
+        warmup=warmup,
+        samples=samples,
+        curve="overlap" if overlap else None,
+        centred=centred,
+        target_accept=target_accept,
+    )
+    return got | {
+        "source": "judgments/TRoTR.tsv",
+        "binarisation": TROTR_BINARY_TEXT,
+        "empirical": agreement(table, "nominal", BOOT, seed)["multi_kappa"],
+    }
+
+
+def trotr_bayes_release(source: Path, seed: int = SEED) -> dict:
+    """`palimpsest agreement tric-* --bayes --from CHECKOUT`."""
+    root = locate(Path(source), "datasets", "TRoTR")
+    return trotr_bayes(root / "judgments" / "TRoTR.tsv", seed=seed)
+
+
+AGREEMENT_FILE = "agreement.json"  # the full figures, factors included, beside task.json
+BAYES_FILE = "agreement-bayes.json"  # the last converged Bayesian fit, when one was run
+
+
+def save_agreement(root: Path, got: dict) -> dict:
+    """Write the full agreement (factors included) into a task's directory; return what the
+    manifest keeps (all but the factor tables, which only the agreement page and command read)."""
+    (Path(root) / AGREEMENT_FILE).write_text(
+        json.dumps(got, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+    )
+    return {k: v for k, v in got.items() if k != "factors"}
+
+
+def load_agreement(root: Path) -> dict | None:
+    """The full agreement an import cached in a task's directory, or None."""
+    p = Path(root) / AGREEMENT_FILE
+    return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
 
 
 def reference_rows(task, agreement: dict | None) -> list[dict]:
@@ -90,22 +278,41 @@ def reference_rows(task, agreement: dict | None) -> list[dict]:
 
 
 def trotr_rows(agreement: dict) -> list[dict]:
-    """TRoTR: the annotators' weighted mean pairwise Spearman, beside the paper's figures."""
+    """TRoTR: the annotators' weighted mean pairwise Spearman, the paper's filtered figures
+    recomputed with its filter beside the unfiltered ones, and the binary multi-kappa."""
     a, s = agreement.get("alpha_ordinal"), agreement.get("weighted_mean_pairwise_spearman")
     p = agreement.get("paper", {})
-    note = (
-        f"annotators against each other, not against the gold mean: weighted mean pairwise Spearman "
-        f"{s:.3f}, Krippendorff's alpha (ordinal) {a:.3f} over {agreement.get('pairs')} pairs and "
-        f"{agreement.get('annotators')} annotators (the paper: {p.get('spearman')} / {p.get('alpha')}; "
-        f"{p.get('filtered', {}).get('spearman')} / {p.get('filtered', {}).get('alpha')} after a filtering "
-        "the release does not record, so not recomputed); not ranked"
+    pf = p.get("filtered", {})
+    f = agreement.get("filtered")
+    filtered = (
+        f"with the paper's filter ({f['filter']}): Spearman "
+        f"{f['weighted_mean_pairwise_spearman']:.3f}, alpha {f['alpha_ordinal']:.3f} over "
+        f"{f['pairs']} pairs (the paper: {pf.get('spearman')} / {pf.get('alpha')} over "
+        f"{pf.get('pairs')})"
+        if f
+        else "the paper's filtered figures were not recomputed (an import before they were)"
     )
+    k = (agreement.get("kappa") or {}).get("binary", {}).get("multi_kappa")
+    kappa = (
+        f"; multi-kappa of the binarised judgments {k['value']:.3f} [{k['low']:.3f}, "
+        f"{k['high']:.3f}]"
+        if k and k.get("value") is not None and k.get("low") is not None
+        else ""
+    )
+    note = (
+        f"annotators against each other, not against the gold mean: weighted mean pairwise "
+        f"Spearman {s:.3f}, Krippendorff's alpha (ordinal) {a:.3f} over {agreement.get('pairs')} "
+        f"pairs and {agreement.get('annotators')} annotators (the paper: {p.get('spearman')} / "
+        f"{p.get('alpha')}); {filtered}{kappa}; not ranked"
+    )
+    values = {"all/spearman": s}
     return [
         {
             "team": "Human agreement (TRoTR annotators)",
             "method_name": "weighted mean pairwise Spearman",
-            "values": {"all/spearman": s},
+            "values": values,
             "note": note,
+            "link": "agreement",
         }
     ]
 
@@ -158,7 +365,8 @@ def str_rows(agreement: dict) -> list[dict]:
             f"{a['seed']}), BWS counting scores of the {a['items']} items from each half correlated: "
             f"Spearman {a['spearman']:.3f} ± {a['spearman_sd']:.3f}, Pearson {a['pearson']:.3f} ± "
             f"{a['pearson_sd']:.3f} ({a['annotations']} annotations of {a['tuples']} tuples); {gold}; "
-            "the 0.84 reference is STR-2022's English, another language and dataset; not ranked"
+            "the 0.84 reference is STR-2022's split-half reliability (Spearman, 1,000 splits "
+            "averaged) on English, another language and dataset; not ranked"
         )
         rows.append(
             {
@@ -172,11 +380,18 @@ def str_rows(agreement: dict) -> list[dict]:
 
 
 __all__ = [
+    "AGREEMENT_FILE",
+    "BAYES_FILE",
     "PAPER",
+    "load_agreement",
     "reference_rows",
+    "save_agreement",
     "str_rows",
     "swissgov_rows",
     "trotr_agreement",
+    "trotr_bayes",
+    "trotr_bayes_release",
+    "trotr_filter",
     "trotr_judgments",
     "trotr_rows",
 ]

@@ -33,7 +33,6 @@ import numpy as np
 from scipy import sparse, stats
 from scipy.stats import rankdata
 
-from tasks.errors import ReleaseError
 from tasks.str_release import LANGUAGES, _base, read_pairs
 
 SEED = 1234  # SHR-BWS.pl's seed
@@ -377,12 +376,16 @@ def str_agreement(
 
 
 def str_release(source: Path) -> dict:
-    """`palimpsest agreement str --from CHECKOUT`."""
+    """`palimpsest agreement str --from CHECKOUT`; a checkout without raw annotations gives
+    nothing to measure (said in `nothing_to_measure`), which is no error."""
     got = str_agreement(Path(source))
     if got is None:
-        raise ReleaseError(
-            Path(source), f"no {FOLDER}/ folder: this checkout holds no raw annotations"
-        )
+        return {
+            "source": FOLDER,
+            "languages": {},
+            "nothing_to_measure": f"{Path(source)} has no {FOLDER}/ folder: it holds no raw "
+            "annotations, so there is no human agreement to measure",
+        }
     return got
 
 

@@ -158,6 +158,8 @@ class Task:
     # "module:function" turning that agreement (as the import recorded it) into the board's human
     # rows
     agreement_rows: str = ""
+    # "module:function" fitting the Bayesian agreement model on a release (`agreement --bayes`)
+    agreement_bayes: str = ""
     # a split scored fold by fold (TRoTR's protocol), or None
     cross_validation: CrossValidation | None = None
     # published systems' results, shown unranked beside the baselines on their split's boards

@@ -124,6 +124,7 @@ TRIC_BINARY = Task(
         ),
     ),
     agreement="tasks.agreement:trotr_release",
+    agreement_bayes="tasks.agreement:trotr_bayes_release",
     greater_is_better=True,
     splits=("dev", "test", "cv"),
     cross_validation=CrossValidation(),
@@ -172,6 +173,7 @@ TRIC_RANKING = Task(
         ),
     ),
     agreement="tasks.agreement:trotr_release",
+    agreement_bayes="tasks.agreement:trotr_bayes_release",
     agreement_rows="tasks.agreement:trotr_rows",
     greater_is_better=True,
     splits=("dev", "test", "cv"),
@@ -383,9 +385,9 @@ def _import_tric(
         judgments = root / "judgments" / "TRoTR.tsv"
         if judgments.is_file():  # the human ceiling (tric-ranking's board shows it)
             # numpy, scipy and krippendorff load only when an import computes human rows
-            from tasks.agreement import trotr_agreement
+            from tasks.agreement import save_agreement, trotr_agreement
 
-            manifest["agreement"] = trotr_agreement(judgments)
+            manifest["agreement"] = save_agreement(st.tmp, trotr_agreement(judgments))
         st.commit(manifest)
     return manifest
 

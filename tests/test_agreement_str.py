@@ -295,8 +295,14 @@ def test_a_checkout_without_raw_annotations_imports_as_before(tmp_path):
     assert "agreement" not in m and not any("agreement" in n for n in m["notes"])
     r = CliRunner().invoke(main, ["agreement", "str", "--home", str(tmp_path / "h")])
     assert r.exit_code != 0 and "re-import it, or pass --from" in r.output
+    # no raw annotations in the checkout: nothing to measure, which is no error
     r = CliRunner().invoke(main, ["agreement", "str", "--from", str(root)])
-    assert r.exit_code != 0 and "no BWS_annotations/ folder" in r.output
+    assert r.exit_code == 0 and "nothing to measure" in r.output
+    assert "has no BWS_annotations/ folder" in r.output
+    r = CliRunner().invoke(main, ["agreement", "str", "--from", str(root), "--json"])
+    assert r.exit_code == 0
+    doc = json.loads(r.stdout)  # one JSON document and nothing else
+    assert doc["languages"] == {} and "has no BWS_annotations/ folder" in doc["nothing_to_measure"]
     # a folder whose files hold no annotation: a note, and the task imports
     (root / "BWS_annotations").mkdir()
     (root / "BWS_annotations" / "esp_bws.csv").write_text(

@@ -148,3 +148,110 @@ def test_trotr_agreement_is_the_papers_and_a_reference_row(app, home):
         .get_data(as_text=True)
     )
     assert ",human,Human agreement" in csv_
+
+
+def test_trotr_filtered_kappa_factors_command_and_agreement_page(app, home):
+    """The paper's filter recomputes its .709 / .811 over 3,821 pairs; the import caches the kappa
+    family by factor; `palimpsest agreement --by` prints it (one JSON document with --json); the
+    agreement page shows it with forest plots, free of inline script and style, and the human row
+    links to it."""
+    import json
+
+    from click.testing import CliRunner
+
+    from cli.main import main
+    from tasks.agreement import load_agreement
+    from tasks.store import TaskStore
+
+    store = TaskStore("tric-ranking", home)
+    got = store.manifest()["agreement"]
+    f = got["filtered"]
+    assert f["pairs"] == 3821 and round(f["alpha_ordinal"], 3) == 0.709
+    assert round(f["weighted_mean_pairwise_spearman"], 3) == 0.811
+    full = load_agreement(store.root)
+    assert "factors" not in got and set(full["factors"]["binary"]) == {
+        "book",
+        "passage",
+        "annotator_pair",
+        "overlap",
+    }
+    assert sum(r["items"] for r in full["factors"]["binary"]["passage"]) == 6300
+    assert full["kappa"]["binary"]["bootstrap"]["seed"] == 2024
+    r = CliRunner().invoke(
+        main, ["agreement", "tric-ranking", "--home", str(home), "--by", "book", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["factor"] == "book" and doc["binary"] == full["factors"]["binary"]["book"]
+    r = CliRunner().invoke(main, ["agreement", "tric-ranking", "--home", str(home), "--by", "pair"])
+    assert r.exit_code != 0 and "annotator_pair, book, overlap, passage only" in r.output
+    r = CliRunner().invoke(main, ["agreement", "tric-ranking", "--home", str(home), "--by", "book"])
+    assert r.exit_code == 0 and "0.709" in r.output and "multi-kappa" in r.output
+    assert "Hosea" in r.output
+    r = CliRunner().invoke(main, ["agreement", "tric-ranking", "--home", str(home), "--bayes"])
+    assert r.exit_code != 0 and "--bayes needs the release's judgments" in r.output
+    c = app.test_client()
+    page = c.get("/tasks/tric-ranking/agreement").get_data(as_text=True)
+    assert "0.709" in page and "3821" in page and "multi-kappa" in page and "Hosea" in page
+    assert "<script" not in page and "style=" not in page and "<style" not in page
+    svg = c.get("/tasks/tric-ranking/agreement/book.svg")
+    assert svg.status_code == 200 and svg.mimetype == "image/svg+xml" and b"Hosea" in svg.data
+    assert c.get("/tasks/tric-ranking/agreement/nope.svg").status_code == 404
+    assert c.get("/tasks/tric-ranking/agreement/curve.svg").status_code == 404  # no fit cached
+    assert c.get("/tasks/loci-similes/agreement").status_code == 404
+    # a cached fit (as `agreement --bayes` writes it; numbers made up here) is shown with its curve
+    from tasks.agreement import BAYES_FILE
+
+    def summary(m):
+        return {
+            "median": m,
+            "mean": m,
+            "50%": [m - 0.01, m + 0.01],
+            "89%": [m - 0.03, m + 0.03],
+            "95%": [m - 0.04, m + 0.04],
+        }
+
+    fitted = {
+        "model": "multinomial logit (test)",
+        "binarisation": "1-2 -> 0",
+        "average": summary(0.381),
+        "marginal": summary(0.377),
+        "empirical": full["kappa"]["binary"]["multi_kappa"],
+        "diagnostics": {
+            "chains": 4,
+            "warmup": 300,
+            "samples": 700,
+            "seed": 2024,
+            "max_rhat": 1.004,
+            "min_ess": 812.0,
+            "divergences": 0,
+            "observations": 15090,
+            "seconds": 95.0,
+        },
+        "curve": {
+            "covariate": "overlap",
+            "points": [
+                {
+                    "z": z,
+                    "value": z,
+                    "average": summary(0.38 - 0.01 * z),
+                    "marginal": summary(0.37 - 0.01 * z),
+                }
+                for z in (-2.0, 0.0, 2.0)
+            ],
+        },
+    }
+    # the session's shared data directory: the cached fit is taken away again whatever happens
+    (store.root / BAYES_FILE).write_text(json.dumps(fitted), encoding="utf-8")
+    try:
+        page = c.get("/tasks/tric-ranking/agreement").get_data(as_text=True)
+        assert "Bayesian multilevel model" in page and "0.381" in page and "1.0040" in page
+        curve = c.get("/tasks/tric-ranking/agreement/curve.svg")
+        assert curve.status_code == 200 and b"marginalised over books" in curve.data
+        dev = make_phase(app, "tric-ranking", "dev")
+        make_user(app, "b@x.org", team="beta")
+        make_submission(app, team=team_of(app, "beta"), phase=dev, scores={"all": 0.7})
+        html = c.get("/tasks/tric-ranking/leaderboard?phase=dev").get_data(as_text=True)
+        assert 'href="/tasks/tric-ranking/agreement"' in html
+    finally:
+        (store.root / BAYES_FILE).unlink(missing_ok=True)

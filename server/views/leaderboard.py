@@ -21,6 +21,7 @@ from server.models import Phase, utcnow
 from server.provenance import current_provenance
 from server.publication import latest_ranking, ranking_versions
 from server.views.pages import PHASE_ORDER, task_or_404
+from tasks.agreement import BAYES_FILE, load_agreement, reference_rows
 from tasks.store import TaskStore
 
 bp = Blueprint("leaderboard", __name__)
@@ -348,3 +349,65 @@ def plot(task_id: str, fmt: str):
             f'inline; filename="{task.id}-{state.name}-leaderboard.pdf"'
         )
     return Response(body, mimetype=PLOT_TYPES[fmt], headers=headers)
+
+
+def _agreement_of(task) -> tuple[dict | None, dict | None, float]:
+    """The agreement an import cached for a task (factors included where it has them), the last
+    converged Bayesian fit `palimpsest agreement --bayes` cached, and their files' mtime."""
+    store = TaskStore(task.id, current_app.extensions["palimpsest.settings"].home)
+    try:
+        got = load_agreement(store.root) or store.manifest().get("agreement")
+        fitted = store.root / BAYES_FILE
+        bayes = json.loads(fitted.read_text(encoding="utf-8")) if fitted.is_file() else None
+        stamp = max(
+            (p.stat().st_mtime for p in (store.manifest_path, fitted) if p.is_file()), default=0.0
+        )
+    except (OSError, ValueError):
+        return None, None, 0.0
+    return got, bayes, stamp
+
+
+@bp.route("/tasks/<task_id>/agreement")
+def agreement(task_id: str):
+    """How far the annotators of a task's release agree: the figures its import computed (never
+    computed in a request), by contextual factor with forest plots, and a cached Bayesian fit."""
+    task = task_or_404(task_id)
+    got, bayes, _ = _agreement_of(task)
+    if not got or got.get("nothing_to_measure"):
+        abort(404)
+    factors = got.get("factors") or {}
+    return render_template(
+        "leaderboard/agreement.html",
+        task=task,
+        got=got,
+        rows=reference_rows(task, got),
+        factors=sorted(factors.get("binary", {})),
+        bayes=bayes,
+    )
+
+
+_SVG: dict[tuple, bytes] = {}  # (task, figure, file stamp) -> rendered SVG, per process
+
+
+@bp.route("/tasks/<task_id>/agreement/<figure>.svg")
+def agreement_plot(task_id: str, figure: str):
+    """A forest plot of the multi-kappa by one factor (`?scale=binary|labels`), or the Bayesian
+    fit's curve over lexical overlap (`curve`), rendered once per cached result."""
+    task = task_or_404(task_id)
+    got, bayes, stamp = _agreement_of(task)
+    if not got:
+        abort(404)
+    scale = "labels" if request.args.get("scale") == "labels" else "binary"
+    key = (task.id, figure, scale, stamp)
+    if key not in _SVG:
+        if figure == "curve":
+            if not bayes or not bayes.get("curve"):
+                abort(404)
+            body = plots.kappa_curve(bayes["curve"], f"{task.id}: posterior multi-kappa")
+        else:
+            rows = (got.get("factors") or {}).get(scale, {}).get(figure)
+            if not rows:
+                abort(404)
+            body = plots.forest(rows, f"{task.id}: multi-kappa by {figure} ({scale})")
+        _SVG[key] = body
+    return Response(_SVG[key], mimetype="image/svg+xml")
