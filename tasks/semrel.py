@@ -31,12 +31,14 @@ whitespace-separated tokens with case kept, is rerun by `benchmarks/reproduce_st
 CITATION = """@inproceedings{ousidhoum-etal-2024-semeval,
   title = {{SemEval}-2024 Task 1: Semantic Textual Relatedness for African and Asian Languages},
   author = {Ousidhoum, Nedjma and Muhammad, Shamsuddeen Hassan and Abdalla, Mohamed and others},
-  booktitle = {Proceedings of the 18th International Workshop on Semantic Evaluation (SemEval-2024)},
+  booktitle = {Proceedings of the 18th International Workshop on Semantic Evaluation
+               (SemEval-2024)},
   year = {2024},
   publisher = {Association for Computational Linguistics}
 }
 @inproceedings{abdalla-etal-2023-makes,
-  title = {What Makes Sentences Semantically Related? A Textual Relatedness Dataset and Empirical Study},
+  title = {What Makes Sentences Semantically Related? A Textual Relatedness Dataset and
+           Empirical Study},
   author = {Abdalla, Mohamed and Vishnubhotla, Krishnapriya and Mohammad, Saif M.},
   booktitle = {Proceedings of the 17th Conference of the European Chapter of the Association for
                Computational Linguistics},
@@ -50,12 +52,12 @@ STR = Task(
     title="STR: how semantically related are two sentences? (SemEval-2024 Task 1, Track A)",
     description=(
         "Semantic Textual Relatedness. Each item pairs two sentences of one language; predict how "
-        "related they are in meaning (any scale; only ranks count). The gold is the Best-Worst-Scaling "
-        "relatedness in [0, 1]. Scored per language (upstream codes: amh, arq, ary, eng, esp, hau, kin, "
-        "mar, tel) by Spearman's rank correlation, matched on PairID as the official evaluation script "
-        "does, with Pearson beside it; the primary metric is the macro average over the languages the "
-        "gold holds. A submission may cover some languages only (then its macro is empty, and the "
-        "result's notes say why)."
+        "related they are in meaning (any scale; only ranks count). The gold is the "
+        "Best-Worst-Scaling relatedness in [0, 1]. Scored per language (upstream codes: amh, arq, "
+        "ary, eng, esp, hau, kin, mar, tel) by Spearman's rank correlation, matched on PairID as "
+        "the official evaluation script does, with Pearson beside it; the primary metric is the "
+        "macro average over the languages the gold holds. A submission may cover some languages "
+        "only (then its macro is empty, and the result's notes say why)."
     ),
     citation=CITATION,
     licence=(
@@ -150,8 +152,8 @@ STR = Task(
                 source="SemEval-2024 Task 1 organisers: semrel_baselines/results/results_lexical/"
                 f"{lang}/{lang}_lexical_overlap.json, github.com/semantic-textual-relatedness/"
                 "Semantic_Relatedness_SemEval2024 at commit 6c38f37 (2024-02-04)",
-                note="Their Dice is over whitespace-separated tokens with case kept; the `lexical` baseline "
-                "here lowercases \\w+ words (README: reproduction)."
+                note="Their Dice is over whitespace-separated tokens with case kept; the `lexical` "
+                "baseline here lowercases \\w+ words (README: reproduction)."
                 + (" esp's test gold was not released: not scored here." if lang == "esp" else ""),
             )
             for lang, value in ORGANISERS_LEXICAL.items()
@@ -197,7 +199,8 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
         counts["test"]["eng"] = len(per_split["test"])
         chosen = ["eng"]
         notes.append(
-            f"eng: one STR-2022 file ({source.name}), imported as the test split; no train or dev split"
+            f"eng: one STR-2022 file ({source.name}), imported as the test split; "
+            "no train or dev split"
         )
         origin = "STR-2022"
     else:
@@ -327,7 +330,8 @@ def write_track_a(root: Path, size: int = 120, seed: int = 4) -> Path:
     upstream); CRLF line ends with a bare newline inside the field and no line end after the last
     row (esp's `_dev.csv`, as upstream's esp_dev.csv and ary_dev.csv); a language without test gold
     (kin: `kin_test.csv` only; upstream it is esp). Not upstream in Track A but seen elsewhere: a
-    BOM and CRLF throughout (esp) and STR-2022's column order PairID,Score,Text (eng's test gold)."""
+    BOM and CRLF throughout (esp) and STR-2022's column order PairID,Score,Text (eng's test
+    gold)."""
     rng = random.Random(seed)
     base = root / "Track A"
     sizes = {"train": max(4, size // 3), "dev": max(4, size // 6), "test": max(6, size // 3)}
@@ -338,7 +342,8 @@ def write_track_a(root: Path, size: int = 120, seed: int = 4) -> Path:
         for split, n in sizes.items():
             pairs = [(f"{lang.upper()}-{split}-{i:04d}", *_pair(rng)) for i in range(n)]
 
-            def write(name, header, cells, last_eol=True):
+            # bom, eol and d bound as defaults: a closure would read the loop's latest values.
+            def write(name, header, cells, last_eol=True, bom=bom, eol=eol, d=d):
                 lines = [",".join(header)] + [",".join(c) for c in cells]
                 text = bom + eol.join(lines) + (eol if last_eol else "")
                 (d / name).write_text(text, encoding="utf-8", newline="")
