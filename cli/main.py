@@ -60,7 +60,8 @@ def friendly(fn):
             if os.environ.get("PALIMPSEST_DEBUG"):
                 raise
             fail(
-                f"internal error ({type(e).__name__}: {e}); rerun with PALIMPSEST_DEBUG=1 for details",
+                f"internal error ({type(e).__name__}: {e}); "
+                "rerun with PALIMPSEST_DEBUG=1 for details",
                 3,
             )
 
@@ -226,7 +227,8 @@ def tasks_show(task_id, as_json):
         f"({'higher' if t.greater_is_better else 'lower'} is better)"
     )
     click.echo(
-        f"Metrics: {', '.join(t.metrics)}; subsets: {', '.join(t.subsets)}; splits: {', '.join(t.splits)}"
+        f"Metrics: {', '.join(t.metrics)}; subsets: {', '.join(t.subsets)}; "
+        f"splits: {', '.join(t.splits)}"
     )
     click.echo(f"Import: {t.import_help}\nLicence: {t.licence}\n\n{t.citation}")
 
@@ -417,8 +419,8 @@ def agreement_cmd(task_id, source, factor, bayes, seed, home, as_json):
             paper = "-" if a.get("paper") is None else f"{a['paper']:.2f}"
             alpha = "-" if a.get("alpha_ordinal") is None else f"{a['alpha_ordinal'] * 100:.2f}"
             click.echo(
-                f"  {pair:<6} {ours:>6} {paper:>6} {alpha:>6} {a['documents']:>5} {a['tokens']:>7}  "
-                f"{a['procedure']}"
+                f"  {pair:<6} {ours:>6} {paper:>6} {alpha:>6} {a['documents']:>5} "
+                f"{a['tokens']:>7}  {a['procedure']}"
             )
         click.echo(
             "  (ours, paper: Spearman; alpha: Krippendorff's alpha, ordinal, of the same labels)"
@@ -431,24 +433,26 @@ def agreement_cmd(task_id, source, factor, bayes, seed, home, as_json):
         "languages" in got and "splits" in got
     ):  # STR: split-half reliability of the raw BWS annotations
         click.echo(
-            f"{t.id}: split-half reliability of the raw Best-Worst-Scaling annotations ({got['source']}/), "
-            f"{got['splits']} splits, seed {got['seed']}"
+            f"{t.id}: split-half reliability of the raw Best-Worst-Scaling annotations "
+            f"({got['source']}/), {got['splits']} splits, seed {got['seed']}"
         )
         click.echo(
-            f"  {'lang':<5} {'spearman':>15} {'pearson':>15} {'items':>6} {'tuples':>6} {'annot.':>6}  "
-            "gold check (all annotations against the release's Score)"
+            f"  {'lang':<5} {'spearman':>15} {'pearson':>15} {'items':>6} {'tuples':>6} "
+            f"{'annot.':>6}  gold check (all annotations against the release's Score)"
         )
         for lang, a in sorted(got["languages"].items()):
             g = a.get("gold_check", {})
             check = (
                 "-"
                 if "spearman" not in g
-                else f"{'reproduced' if g['reproduced'] else 'NOT reproduced'}: Spearman {g['spearman']:.3f}, "
-                f"{g['within_rounding'] * 100:.1f}% of {g['matched']} pairs within rounding"
+                else f"{'reproduced' if g['reproduced'] else 'NOT reproduced'}: "
+                f"Spearman {g['spearman']:.3f}, {g['within_rounding'] * 100:.1f}% of "
+                f"{g['matched']} pairs within rounding"
             )
             click.echo(
-                f"  {lang:<5} {a['spearman']:>7.3f} ± {a['spearman_sd']:.3f} {a['pearson']:>7.3f} ± "
-                f"{a['pearson_sd']:.3f} {a['items']:>6} {a['tuples']:>6} {a['annotations']:>6}  {check}"
+                f"  {lang:<5} {a['spearman']:>7.3f} ± {a['spearman_sd']:.3f} "
+                f"{a['pearson']:>7.3f} ± {a['pearson_sd']:.3f} {a['items']:>6} {a['tuples']:>6} "
+                f"{a['annotations']:>6}  {check}"
             )
         if got.get("other_files"):
             click.echo(

@@ -67,10 +67,10 @@ def render(board, history: dict[str, list[tuple[datetime, float]]], fmt: str, ki
     )
     metric = f"{board.primary.metric} ({board.primary.subset})"
     colors = plt.get_cmap("tab10")
-    for ax, kind in zip(axes[:, 0], panels):
+    for ax, kind in zip(axes[:, 0], panels, strict=True):
         if kind == "ci":
             ys = list(range(len(rows)))[::-1]
-            for y, r in zip(ys, rows):
+            for y, r in zip(ys, rows, strict=True):
                 v = r.values[board.primary.key]
                 c = colors((r.cluster - 1) % 10) if r.cluster else "0.5"
                 if r.ci and None not in r.ci:
@@ -94,7 +94,7 @@ def render(board, history: dict[str, list[tuple[datetime, float]]], fmt: str, ki
         elif kind == "time":
             for i, (team, points) in enumerate(sorted(history.items())):
                 if points:
-                    xs, vs = zip(*sorted(points))
+                    xs, vs = zip(*sorted(points), strict=True)
                     ax.plot(xs, vs, "o-", color=colors(i % 10), label=team, markersize=3)
             ax.set_ylabel(metric)
             ax.set_title("each team's scored runs over time")

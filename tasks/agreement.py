@@ -325,10 +325,10 @@ def swissgov_rows(agreement: dict) -> list[dict]:
         if a.get("spearman") is None:
             continue
         note = (
-            f"annotator 1 against annotator 2, Spearman over the {a['tokens']} tokens (punctuation left "
-            f"out) of the {a['documents']} documents both annotated that the release keeps "
-            f"({a['overlapping']} shared); {why(pair, a)}; other columns: not measured for "
-            "annotators; not ranked"
+            f"annotator 1 against annotator 2, Spearman over the {a['tokens']} tokens "
+            f"(punctuation left out) of the {a['documents']} documents both annotated that the "
+            f"release keeps ({a['overlapping']} shared); {why(pair, a)}; other columns: not "
+            "measured for annotators; not ranked"
         )
         rows.append(
             {
@@ -351,20 +351,21 @@ def str_rows(agreement: dict) -> list[dict]:
             gold = (
                 "these annotations reproduce the release's Score"
                 if g.get("reproduced")
-                else f"the scores from all these annotations do not reproduce the release's Score (Spearman "
-                f"{g['spearman']:.3f} with it, {g['within_rounding'] * 100:.0f}% of {g['matched']} pairs within "
-                f"rounding; {g['cannot_be_counts']} of its values are no counting score over at most the "
-                "appearances the file records), so the gold rests on annotations the file does not hold, or "
-                "on another computation"
+                else "the scores from all these annotations do not reproduce the release's "
+                f"Score (Spearman {g['spearman']:.3f} with it, {g['within_rounding'] * 100:.0f}% "
+                f"of {g['matched']} pairs within rounding; {g['cannot_be_counts']} of its values "
+                "are no counting score over at most the appearances the file records), so the gold "
+                "rests on annotations the file does not hold, or on another computation"
             )
         else:
             gold = "the release's Score was not at hand to check them against"
         note = (
-            f"ours, from the release's raw annotations ({', '.join(a['files'])}): split-half reliability, "
-            f"each tuple's annotations split at random into two halves, {a['splits']} splits (seed "
-            f"{a['seed']}), BWS counting scores of the {a['items']} items from each half correlated: "
-            f"Spearman {a['spearman']:.3f} ± {a['spearman_sd']:.3f}, Pearson {a['pearson']:.3f} ± "
-            f"{a['pearson_sd']:.3f} ({a['annotations']} annotations of {a['tuples']} tuples); {gold}; "
+            f"ours, from the release's raw annotations ({', '.join(a['files'])}): split-half "
+            "reliability, each tuple's annotations split at random into two halves, "
+            f"{a['splits']} splits (seed {a['seed']}), BWS counting scores of the {a['items']} "
+            f"items from each half correlated: Spearman {a['spearman']:.3f} ± "
+            f"{a['spearman_sd']:.3f}, Pearson {a['pearson']:.3f} ± {a['pearson_sd']:.3f} "
+            f"({a['annotations']} annotations of {a['tuples']} tuples); {gold}; "
             "the 0.84 reference is STR-2022's split-half reliability (Spearman, 1,000 splits "
             "averaged) on English, another language and dataset; not ranked"
         )

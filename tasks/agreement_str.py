@@ -49,7 +49,8 @@ ALIASES = {
     "marathi": "mar",
     "telugu": "tel",
 }
-"""File-name prefixes the repository uses besides the language codes (marathi.csv, telugu_test.csv)."""
+"""File-name prefixes the repository uses besides the language codes (marathi.csv,
+telugu_test.csv)."""
 
 
 @dataclass
@@ -154,8 +155,9 @@ def bws_scores(ann: Annotations, take: np.ndarray | None = None) -> tuple[np.nda
 def split_halves(group: np.ndarray, n_splits: int, seed: int) -> np.ndarray:
     """(n_splits, T) booleans, True for the annotations in the first half: each tuple's annotations
     in the order of one uniform draw each, the first int(N/2) of them, or int(N/2) + 1 when N is odd
-    and the tuple's coin (a second draw, one per tuple) is below 1/2. Draws: `u = rng.random((n_splits,
-    T))`, then `coin = rng.random((n_splits, G))`, with `rng = np.random.default_rng(seed)`."""
+    and the tuple's coin (a second draw, one per tuple) is below 1/2. Draws:
+    `u = rng.random((n_splits, T))`, then `coin = rng.random((n_splits, G))`, with
+    `rng = np.random.default_rng(seed)`."""
     rng = np.random.default_rng(seed)
     g = np.asarray(group)
     n_groups = int(g.max()) + 1 if len(g) else 0
@@ -266,7 +268,7 @@ def gold_check(ann: Annotations, gold: dict[str, float]) -> dict:
     counts = n[[idx[x] for x in common]].astype(int)
     diff = np.abs(g - p)
     impossible = 0
-    for gv, c in zip(g, counts):
+    for gv, c in zip(g, counts, strict=True):
         ks = np.arange(1, c + 1)
         # nearest (k/m + 1)/2 to gv for every m <= c: k = round((2 gv - 1) m), clipped to [-m, m]
         kk = np.clip(np.round((2 * gv - 1) * ks), -ks, ks)

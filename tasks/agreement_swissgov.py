@@ -110,8 +110,8 @@ def page_labels(lines: list[list[str]], spans: list[dict], key: str) -> tuple[li
         for i, j in s[key]:
             lab[i][j] = -1 if lines[i][j] in PUNCT else int(s["score"])
     toks, out = [], []
-    for line, ls in zip(lines, lab):
-        for tok, label in zip(line, ls):
+    for line, ls in zip(lines, lab, strict=True):
+        for tok, label in zip(line, ls, strict=True):
             for p in pieces(tok):
                 toks.append(p)
                 out.append(-1 if p in PUNCT else label)
@@ -178,7 +178,7 @@ def align_side(text: str, spans: dict, key: str, tkey: str) -> tuple[dict, int, 
     by_line: dict[int, dict] = {}
     for ann, items in spans.items():
         for s in items:
-            for (i, j), tok in zip(s[key], s[tkey]):
+            for (i, j), tok in zip(s[key], s[tkey], strict=False):
                 ws = words(tok)
                 if ws:  # a punctuation token is -1 whoever marked it
                     by_line.setdefault(i, {}).setdefault((j, tuple(ws)), []).append(
@@ -206,7 +206,7 @@ def align_side(text: str, spans: dict, key: str, tkey: str) -> tuple[dict, int, 
         if best is None:
             missed += n
             continue
-        for (j, ws), m in zip(keys, best[1]):
+        for (j, ws), m in zip(keys, best[1], strict=True):
             if m is None:
                 missed += len(by_line[i][(j, ws)])
                 continue
@@ -285,7 +285,8 @@ def swissgov_agreement(root: Path) -> dict:
                         ys.append(labels["2"][k])
         rho = float(stats.spearmanr(xs, ys).statistic) if len(xs) > 1 else None
         rho = rho if rho is not None and np.isfinite(rho) else None  # one annotator marked nothing
-        # beside it, Krippendorff's alpha (ordinal) of the same token labels (not the paper's measure)
+        # beside it, Krippendorff's alpha (ordinal) of the same token labels (not the paper's
+        # measure)
         alpha = (
             float(
                 krippendorff.alpha(
@@ -332,11 +333,12 @@ def why(pair: str, a: dict) -> str:
     placed = a["span_tokens"] - a["span_tokens_unplaced"]
     diff = f"{abs(ours - authors):.2f}" if authors is not None else "?"
     return (
-        f"ours {ours:.2f}, {paper_s} (the authors' procedure, which needs the original pages, gives "
-        f"{authors:.2f}): this release lacks those pages (annotations/cut_parsed_pages), so the spans' "
-        f"[line, token] positions were placed on the gold's tokens by word alignment ({placed} of "
-        f"{a['span_tokens']} span tokens placed; annotator 1's placed labels equal the gold's on "
-        f"{a['annotator1_equals_gold'] * 100:.2f} % of tokens), and the few misplaced ones "
+        f"ours {ours:.2f}, {paper_s} (the authors' procedure, which needs the original pages, "
+        f"gives {authors:.2f}): this release lacks those pages (annotations/cut_parsed_pages), so "
+        "the spans' [line, token] positions were placed on the gold's tokens by word alignment "
+        f"({placed} of {a['span_tokens']} span tokens placed; annotator 1's placed labels equal "
+        f"the gold's on {a['annotator1_equals_gold'] * 100:.2f} % of tokens), and the few "
+        "misplaced ones "
         + ("do not change it at the hundredth" if diff == "0.00" else f"make the {diff} difference")
     )
 

@@ -109,7 +109,10 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
     # the board's statistics arrive from a worker: a render without them is replaced once they do
     stats_ready = stats.ready(home, state.id, state.version)
     board_version = f"{state.version}{'s' if stats_ready else 'p'}"
-    etag = f'"{board_version}-{who}-{fmt}{f"-v{version}" if version else ""}{"-gz" if gzipped else ""}"'
+    etag = (
+        f'"{board_version}-{who}-{fmt}'
+        f'{f"-v{version}" if version else ""}{"-gz" if gzipped else ""}"'
+    )
     # a page for a signed-in visitor (or one with messages waiting) gets its own navigation
     personal = fmt == "html" and ("uid" in session or "_flashes" in session)
     if not personal and request.if_none_match and etag.strip('"') in request.if_none_match:
@@ -303,8 +306,8 @@ PLOT_TYPES = {"svg": "image/svg+xml", "pdf": "application/pdf"}
 
 @bp.route("/tasks/<task_id>/leaderboard/plot.<fmt>")
 def plot(task_id: str, fmt: str):
-    """The board as figures (`?phase=`, `?kind=ci,time,subsets,folds`): rendered once per board version;
-    a published phase's from its snapshot."""
+    """The board as figures (`?phase=`, `?kind=ci,time,subsets,folds`): rendered once per board
+    version; a published phase's from its snapshot."""
     if fmt not in PLOT_TYPES:
         abort(404)
     task = task_or_404(task_id)
@@ -342,7 +345,9 @@ def plot(task_id: str, fmt: str):
         "ETag": f'"{board_version}-plot-{fmt}-{",".join(kinds)}"',
         "Cache-Control": "no-cache",
         # matplotlib's SVG styles its elements inline; it runs no script and loads nothing
-        "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+        "Content-Security-Policy": (
+            "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
+        ),
     }
     if fmt == "pdf":
         headers["Content-Disposition"] = (
