@@ -1,0 +1,311 @@
+"""Competitions: the tables and the migration that makes one per existing task, Markdown pages
+rendered and sanitized, the actions' permissions (site administrators create; a draft is hidden
+from everyone else), and the surfaces (API against its OpenAPI schema, web pages, local CLI)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from backbone import make_team
+from conftest import fresh_pg_database
+from sqlalchemy import create_engine, text
+from sqlmodel import Session, select
+
+from server.actions import competitions as comp
+from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
+from server.models import AuditLog, Competition, CompetitionPage, CompetitionTask
+from server.sanitize import render_markdown
+
+HOSTILE = """\
+# Title
+
+<script>alert('x')</script>
+<img src="x" onerror="alert(1)">
+<p onclick="steal()" style="color:red">styled</p>
+[js](javascript:alert(1)) [js2](JaVaScRiPt:alert(2)) [ent](java&#115;cript:alert(3))
+[data](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)
+<a href="vbscript:msgbox(1)" onmouseover="x()">vb</a>
+<iframe src="https://evil.example/"></iframe><svg onload="alert(1)"></svg>
+<object data="x.swf"></object><form action="/x"><input name="a"></form>
+<style>body { display: none }</style>
+[ok](https://example.org/terms) [rel](/competitions/x/data) [plain](http://example.org)
+"""
+
+
+# ----------------------------------------------------------------------------- Markdown
+
+
+def test_hostile_markdown_is_sanitized():
+    html = render_markdown(HOSTILE)
+    low = html.lower()
+    for bad in ("<script", "<img", "<iframe", "<svg", "<object", "<form", "<input", "<style"):
+        assert bad not in low, (bad, html)
+    assert not re.search(r"\son\w+\s*=", low), html  # no event handler attribute
+    assert "style=" not in low and "display: none" not in low, html
+    hrefs = re.findall(r'href="([^"]*)"', html)
+    assert hrefs == ["https://example.org/terms", "/competitions/x/data", "http://example.org"]
+    for scheme in ("javascript:", "vbscript:", "data:"):
+        assert scheme not in low, (scheme, html)
+    assert "<h1>Title</h1>" in html and "<p>styled</p>" in html
+
+
+def test_markdown_renders_tables_lists_and_code():
+    html = render_markdown("| a | b |\n|---|---|\n| 1 | 2 |\n\n- one\n- two\n\n```\n<b>x</b>\n```")
+    assert "<table>" in html and "<td>1</td>" in html
+    assert "<li>one</li>" in html
+    assert "&lt;b&gt;x&lt;/b&gt;" in html  # code is shown, not interpreted
+
+
+# ----------------------------------------------------------------------------- migration
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def empty_url(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'm.db'}"
+    else:
+        with fresh_pg_database("palimpsest_comp_") as (_name, url):
+            yield url
+
+
+def test_the_migration_makes_one_visible_competition_per_task_with_phases(empty_url):
+    from alembic import command
+
+    from server.migrate import alembic_config
+    from server.settings import Settings
+
+    cfg = alembic_config(Settings(database_url=empty_url))
+    command.upgrade(cfg, "a4e2b6c8d0f1")  # a database from before competitions
+    eng = create_engine(empty_url)
+    with eng.begin() as c:
+        c.execute(
+            text(
+                "INSERT INTO team (name, invite_code, is_baseline, created_at) "
+                "VALUES ('t1', 'code1', false, '2026-01-01')"
+            )
+        )
+        team_id = c.execute(text("SELECT id FROM team")).scalar_one()
+        for task, name in (
+            ("tric-binary", "dev"),
+            ("tric-binary", "test"),
+            ("swissgov-rsd", "dev"),
+        ):
+            c.execute(
+                text(
+                    "INSERT INTO phase (task_id, name, split, public_fraction, frozen, "
+                    "leaderboard_open, revision) VALUES (:t, :n, :n, 1.0, false, true, 0)"
+                ),
+                {"t": task, "n": name},
+            )
+        phase_id = c.execute(text("SELECT min(id) FROM phase")).scalar_one()
+        c.execute(
+            text(
+                "INSERT INTO submission (team_id, task_id, phase_id, status, created_at, attempts,"
+                " file_sha256, file_name, storage_key, size, method_name, description, url,"
+                " show_publicly, is_primary, is_baseline, hidden, hidden_reason, stale) VALUES"
+                " (:team, 'tric-binary', :phase, 'scored', '2026-01-02', 1, 'ab', 'p.jsonl', 'k',"
+                " 3, 'm', '', '', true, true, false, false, '', false)"
+            ),
+            {"team": team_id, "phase": phase_id},
+        )
+    command.upgrade(cfg, "head")
+    with Session(eng) as s:
+        comps = {c.slug: c for c in s.exec(select(Competition))}
+        assert set(comps) == {"tric-binary", "swissgov-rsd"}
+        assert {c.state for c in comps.values()} == {"visible"}
+        links = {(ct.competition_id, ct.task_id) for ct in s.exec(select(CompetitionTask))}
+        assert links == {(comps[t].id, t) for t in comps}
+        listed = comp.list_competitions(s=s, viewer=None)
+        assert sorted(c.id for c in listed) == ["swissgov-rsd", "tric-binary"]
+        assert comp.get_competition(s=s, viewer=None, competition="tric-binary").tasks == [
+            "tric-binary"
+        ]
+    with eng.connect() as c:  # nothing of the phases, teams and submissions changed
+        assert c.execute(text("SELECT count(*) FROM phase")).scalar_one() == 3
+        assert c.execute(text("SELECT team_id, phase_id, status FROM submission")).one() == (
+            team_id,
+            phase_id,
+            "scored",
+        )
+    command.downgrade(cfg, "a4e2b6c8d0f1")
+    with eng.connect() as c:
+        assert c.execute(text("SELECT count(*) FROM submission")).scalar_one() == 1
+    eng.dispose()
+
+
+# ----------------------------------------------------------------------------- actions
+
+
+def _admin_and_participant(backend):
+    _, admin = make_team(backend, organizer=True)
+    _, participant = make_team(backend)
+    return admin, participant
+
+
+def test_administrators_create_and_everyone_else_is_refused(backend):
+    admin, participant = _admin_and_participant(backend)
+    with backend.session() as s:
+        with pytest.raises(Forbidden):
+            comp.create_competition(
+                s=s, actor=participant, via="web", competition="reuse", title="Reuse"
+            )
+        out = comp.create_competition(
+            s=s, actor=admin, via="web", competition="reuse", title="Reuse", tasks=["tric-binary"]
+        )
+        assert (out.id, out.state, out.tasks, out.pages) == ("reuse", "draft", ["tric-binary"], [])
+        with pytest.raises(LifecycleRefused, match="exists already"):
+            comp.create_competition(s=s, actor=admin, via="web", competition="reuse", title="R")
+        with pytest.raises(LifecycleRefused, match="'tric-binary' is in competition 'reuse'"):
+            comp.create_competition(
+                s=s, actor=admin, via="api", competition="other", title="O", tasks=["tric-binary"]
+            )
+        with pytest.raises(NotFound, match="no-such-task"):
+            comp.create_competition(
+                s=s, actor=admin, via="api", competition="o2", title="O", tasks=["no-such-task"]
+            )
+        with pytest.raises(UploadFieldsInvalid, match="id: 'Bad Id!'"):
+            comp.create_competition(s=s, actor=admin, via="api", competition="Bad Id!", title="B")
+        with pytest.raises(UploadFieldsInvalid, match="state"):
+            comp.create_competition(
+                s=s, actor=admin, via="api", competition="o3", title="B", state="public"
+            )
+        with pytest.raises(Forbidden):
+            comp.edit_competition(
+                s=s, actor=participant, via="web", competition="reuse", state="visible"
+            )
+        with pytest.raises(Forbidden):
+            comp.set_page(
+                s=s,
+                actor=participant,
+                via="web",
+                competition="reuse",
+                page="overview",
+                title="O",
+                body_markdown="x",
+            )
+        audits = [
+            (a.action, a.target, a.actor_id)
+            for a in s.exec(select(AuditLog)).all()
+            if a.action.startswith("competition")
+        ]
+        assert audits == [("competition_create", "reuse", admin.id)]
+
+
+def test_a_draft_is_seen_by_administrators_only(backend):
+    admin, participant = _admin_and_participant(backend)
+    with backend.session() as s:
+        comp.create_competition(s=s, actor=admin, via="web", competition="draft-one", title="D")
+        comp.create_competition(
+            s=s, actor=None, via="cli", competition="open-one", title="O", state="visible"
+        )
+        for viewer in (None, participant):
+            assert [c.id for c in comp.list_competitions(s=s, viewer=viewer)] == ["open-one"]
+            with pytest.raises(NotFound, match="no competition 'draft-one'"):
+                comp.get_competition(s=s, viewer=viewer, competition="draft-one")
+            with pytest.raises(NotFound):
+                comp.get_page(s=s, viewer=viewer, competition="draft-one", page="overview")
+        assert [c.id for c in comp.list_competitions(s=s, viewer=admin)] == [
+            "open-one",
+            "draft-one",
+        ]
+        assert comp.get_competition(s=s, viewer=admin, competition="draft-one").state == "draft"
+        assert [c.id for c in comp.list_competitions(s=s, viewer=None, operator=True)] == [
+            "open-one",
+            "draft-one",
+        ]
+        out = comp.edit_competition(
+            s=s, actor=admin, via="api", competition="draft-one", state="visible", title="Dee"
+        )
+        assert (out.state, out.title) == ("visible", "Dee")
+        assert comp.get_competition(s=s, viewer=participant, competition="draft-one").title == "Dee"
+        comp.edit_competition(
+            s=s, actor=admin, via="api", competition="draft-one", state="archived"
+        )
+        assert {c.id: c.state for c in comp.list_competitions(s=s, viewer=None)} == {
+            "open-one": "visible",
+            "draft-one": "archived",
+        }
+        edits = s.exec(select(AuditLog).where(AuditLog.action == "competition_edit")).all()
+        assert [e.details["state"] for e in edits] == [
+            ["draft", "visible"],
+            ["visible", "archived"],
+        ]
+
+
+def test_pages_are_created_edited_ordered_and_sanitized(backend):
+    admin, participant = _admin_and_participant(backend)
+    with backend.session() as s:
+        comp.create_competition(
+            s=s, actor=admin, via="web", competition="c", title="C", state="visible"
+        )
+        for slug in ("overview", "terms", "timeline"):
+            comp.set_page(
+                s=s,
+                actor=admin,
+                via="web",
+                competition="c",
+                page=slug,
+                title=slug.title(),
+                body_markdown=f"# {slug}",
+            )
+        comp.set_page(
+            s=s,
+            actor=admin,
+            via="web",
+            competition="c",
+            page="terms",
+            title="Terms of use",
+            body_markdown=HOSTILE,
+        )
+        comp.set_page(
+            s=s,
+            actor=admin,
+            via="web",
+            competition="c",
+            page="faq",
+            title="FAQ",
+            body_markdown="ask",
+            position=1,
+        )
+        got = comp.get_competition(s=s, viewer=participant, competition="c")
+        assert [(p.slug, p.position) for p in got.pages] == [
+            ("overview", 0),
+            ("terms", 1),
+            ("faq", 1),
+            ("timeline", 2),
+        ]
+        terms = comp.get_page(s=s, viewer=None, competition="c", page="terms")
+        assert terms.title == "Terms of use" and terms.body_markdown == HOSTILE
+        assert "<script" not in terms.html and "javascript:" not in terms.html.lower()
+        assert len(s.exec(select(CompetitionPage)).all()) == 4
+        with pytest.raises(NotFound, match=r"has no page 'nope' \(it has: overview, terms, faq"):
+            comp.get_page(s=s, viewer=None, competition="c", page="nope")
+        with pytest.raises(UploadFieldsInvalid, match="reserved"):
+            comp.set_page(
+                s=s,
+                actor=admin,
+                via="web",
+                competition="c",
+                page="edit-page",
+                title="x",
+                body_markdown="",
+            )
+        with pytest.raises(UploadFieldsInvalid, match="body_markdown"):
+            comp.set_page(
+                s=s,
+                actor=admin,
+                via="web",
+                competition="c",
+                page="big",
+                title="x",
+                body_markdown="x" * 200_001,
+            )
+        actions = [
+            a.action
+            for a in s.exec(select(AuditLog).order_by(AuditLog.id))
+            if a.action.startswith("competition_page")
+        ]
+        assert actions == ["competition_page_create"] * 3 + ["competition_page_edit"] + [
+            "competition_page_create"
+        ]
