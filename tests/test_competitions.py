@@ -4,13 +4,17 @@ from everyone else), and the surfaces (API against its OpenAPI schema, web pages
 
 from __future__ import annotations
 
+import json
 import re
 
+import jsonschema
 import pytest
 from backbone import make_team
 from conftest import fresh_pg_database
 from sqlalchemy import create_engine, text
 from sqlmodel import Session, select
+from test_api import _resolve
+from webkit import Browser, engine_of, make_token, make_user
 
 from server.actions import competitions as comp
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
@@ -309,3 +313,211 @@ def test_pages_are_created_edited_ordered_and_sanitized(backend):
         assert actions == ["competition_page_create"] * 3 + ["competition_page_edit"] + [
             "competition_page_create"
         ]
+
+
+# ----------------------------------------------------------------------------- surfaces
+
+
+@pytest.fixture(params=["app", pytest.param("pg_app", marks=pytest.mark.postgres)])
+def web(request):
+    """The web app on SQLite and on PostgreSQL, with an administrator and a participant."""
+    app = request.getfixturevalue(request.param)
+    admin = make_user(app, "admin@x.org", organizer=True)
+    participant = make_user(app, "p@x.org", team="pteam")
+    return app, {"admin": make_token(app, admin), "participant": make_token(app, participant)}
+
+
+def _bearer(token):
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _check(spec, r, status):
+    """The answer has the status expected, and it is declared with this body's schema."""
+    assert r.status_code == status, r.get_data(as_text=True)[:500]
+    rule = r.request.path[len("/api/v1") :]
+    for path, ops in spec["paths"].items():
+        if (
+            re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", path), rule)
+            and r.request.method.lower() in ops
+        ):
+            declared = ops[r.request.method.lower()]["responses"]
+            assert str(status) in declared, (rule, status)
+            schema = declared[str(status)]["content"]["application/json"]["schema"]
+            jsonschema.validate(r.json, _resolve(spec, schema))
+            return r.json
+    raise AssertionError(f"{r.request.method} {rule} is not in the OpenAPI description")
+
+
+def test_the_api_answers_as_described_and_checks_who_asks(web):
+    app, tokens = web
+    c = app.test_client()
+    spec = c.get("/api/v1/openapi.json").json
+    assert {"/competitions", "/competitions/{competition_id}"} <= set(spec["paths"])
+    assert "security" not in spec["paths"]["/competitions"]["get"]  # anonymous visitors may read
+    body = {"id": "reuse-2027", "title": "Reuse 2027", "tasks": ["tric-binary"]}
+    _check(spec, c.post("/api/v1/competitions", json=body), 401)
+    r = c.post("/api/v1/competitions", json=body, headers=_bearer(tokens["participant"]))
+    assert _check(spec, r, 403)["error"]["code"] == "not_admin"
+    made = _check(
+        spec, c.post("/api/v1/competitions", json=body, headers=_bearer(tokens["admin"])), 201
+    )
+    assert (made["id"], made["state"], made["tasks"]) == ("reuse-2027", "draft", ["tric-binary"])
+    r = c.post("/api/v1/competitions", json=body, headers=_bearer(tokens["admin"]))
+    assert _check(spec, r, 409)["error"]["code"] == "exists"
+    r = c.post(
+        "/api/v1/competitions", json={"id": "Bad!", "title": ""}, headers=_bearer(tokens["admin"])
+    )
+    err = _check(spec, r, 422)["error"]
+    assert {p["id"] for p in err["problems"]} == {"id", "title"}
+
+    # a draft: 404 to visitors and participants, listed for the administrator only
+    for token in (None, tokens["participant"]):
+        assert (
+            _check(spec, c.get("/api/v1/competitions", headers=_bearer(token)), 200)["items"] == []
+        )
+        r = c.get("/api/v1/competitions/reuse-2027", headers=_bearer(token))
+        assert _check(spec, r, 404)["error"]["code"] == "unknown_competition"
+    listed = _check(spec, c.get("/api/v1/competitions", headers=_bearer(tokens["admin"])), 200)
+    assert [i["id"] for i in listed["items"]] == ["reuse-2027"]
+    r = c.get("/api/v1/competitions", headers=_bearer("not-a-token"))
+    _check(spec, r, 401)
+
+    page = {"title": "Terms", "body_markdown": HOSTILE}
+    r = c.put("/api/v1/competitions/reuse-2027/pages/terms", json=page)
+    _check(spec, r, 401)
+    r = c.put(
+        "/api/v1/competitions/reuse-2027/pages/terms",
+        json=page,
+        headers=_bearer(tokens["participant"]),
+    )
+    _check(spec, r, 403)
+    got = _check(
+        spec,
+        c.put(
+            "/api/v1/competitions/reuse-2027/pages/terms",
+            json=page,
+            headers=_bearer(tokens["admin"]),
+        ),
+        200,
+    )
+    assert got["body_markdown"] == HOSTILE and "<script" not in got["html"]
+    r = c.patch(
+        "/api/v1/competitions/reuse-2027",
+        json={"state": "visible"},
+        headers=_bearer(tokens["participant"]),
+    )
+    _check(spec, r, 403)
+    r = c.patch(
+        "/api/v1/competitions/reuse-2027",
+        json={"state": "visible"},
+        headers=_bearer(tokens["admin"]),
+    )
+    assert _check(spec, r, 200)["state"] == "visible"
+    shown = _check(spec, c.get("/api/v1/competitions/reuse-2027"), 200)
+    assert [p["slug"] for p in shown["pages"]] == ["terms"]
+    assert [i["id"] for i in _check(spec, c.get("/api/v1/competitions"), 200)["items"]] == [
+        "reuse-2027"
+    ]
+    r = c.patch("/api/v1/competitions/nope", json={}, headers=_bearer(tokens["admin"]))
+    _check(spec, r, 404)
+
+
+def test_the_web_pages_show_sanitized_markdown_and_the_form_edits_them(web):
+    app, _ = web
+    with Session(engine_of(app)) as s:
+        comp.create_competition(
+            s=s, actor=None, via="cli", competition="c1", title="Reuse", state="visible"
+        )
+        comp.set_page(
+            s=s,
+            actor=None,
+            via="cli",
+            competition="c1",
+            page="overview",
+            title="Overview",
+            body_markdown="Welcome to **Reuse**.",
+        )
+        comp.create_competition(s=s, actor=None, via="cli", competition="secret", title="Secret")
+    anon = app.test_client()
+    home = anon.get("/").get_data(as_text=True)
+    assert 'href="/competitions/c1"' in home and "Secret" not in home
+    page = anon.get("/competitions/c1").get_data(as_text=True)
+    assert "<strong>Reuse</strong>" in page and "edit this page" not in page
+    assert anon.get("/competitions/secret").status_code == 404
+    assert anon.get("/competitions/c1/nope").status_code == 404
+    assert anon.get("/competitions/c1/edit-page").status_code == 302  # to the sign-in page
+
+    participant = Browser(app.test_client())
+    participant.login("p@x.org")
+    assert participant.get("/competitions/secret").status_code == 404
+    assert participant.get("/competitions/c1/edit-page").status_code == 403
+    r = participant.post("/competitions/c1/edit-page", {"page": "x", "title": "x"})
+    assert r.status_code == 403
+
+    admin = Browser(app.test_client())
+    admin.login("admin@x.org")
+    assert admin.get("/competitions/secret").status_code == 200
+    form = admin.get("/competitions/c1/edit-page?page=overview").get_data(as_text=True)
+    assert "Welcome to **Reuse**." in form and 'name="csrf_token"' in form
+    r = admin.post("/competitions/c1/edit-page", {"page": "terms", "title": "T"}, csrf=False)
+    assert r.status_code == 400  # no CSRF token
+    r = admin.post(
+        "/competitions/c1/edit-page",
+        {"page": "terms", "title": "Terms", "body_markdown": HOSTILE},
+    )
+    assert r.status_code == 302 and r.headers["Location"].endswith("/competitions/c1/terms")
+    shown = anon.get("/competitions/c1/terms").get_data(as_text=True)
+    article = shown.split('<article class="markdown">', 1)[1].split("</article>", 1)[0]
+    assert "<script" not in article and "onerror" not in article and "javascript:" not in article
+    assert 'href="https://example.org/terms"' in article
+    r = admin.post("/competitions/c1/edit-page", {"page": "Bad Id", "title": ""})
+    text_ = r.get_data(as_text=True)
+    assert r.status_code == 400 and "give the page a title" in text_
+    r = admin.post("/competitions/c1/edit-page", {"page": "Bad Id", "title": "T"})
+    assert r.status_code == 400 and "lowercase letters" in r.get_data(as_text=True)
+
+
+def test_competitions_list_json_prints_one_document(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PALIMPSEST_HOME": str(tmp_path / "h"),
+        "PYTHONPATH": str(REPO),
+    }
+    run = [sys.executable, "-m", "cli.main", "competitions", "list", "--json"]
+    r = subprocess.run(run, env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == []
+    from server.db import get_engine
+    from server.settings import Settings
+
+    engine = get_engine(Settings(home=tmp_path / "h").sqlalchemy_url())
+    with Session(engine) as s:
+        comp.create_competition(s=s, actor=None, via="cli", competition="a", title="A")
+        comp.create_competition(
+            s=s, actor=None, via="cli", competition="b", title="B", state="visible"
+        )
+    engine.dispose()
+    r = subprocess.run(run, env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)  # one JSON document, nothing else on stdout
+    assert [(c["id"], c["state"]) for c in got] == [("b", "visible"), ("a", "draft")]
+    plain = subprocess.run(run[:-1], env=env, cwd=REPO, capture_output=True, text=True)
+    assert plain.returncode == 0 and plain.stdout.splitlines()[0].split()[:2] == ["b", "visible"]
+
+
+def test_the_demo_makes_a_visible_competition_with_overview_and_terms(embedded_backend):
+    from server.demo import DEMO_COMPETITION, seed_demo_competition
+
+    b = embedded_backend
+    with b.session() as s:
+        assert seed_demo_competition(s, b.settings.home)
+        assert not seed_demo_competition(s, b.settings.home)  # once
+        got = comp.get_competition(s=s, viewer=None, competition=DEMO_COMPETITION)
+        assert got.state == "visible" and got.tasks
+        assert [p.slug for p in got.pages] == ["overview", "terms"]
+        assert "<strong>synthetic data</strong>" in got.pages[0].html
