@@ -222,5 +222,8 @@ class CompetitionPage(SQLModel, table=True):
     slug: str = Field(max_length=64)
     title: str = Field(max_length=200)
     body_markdown: str = Field(default="", sa_column=Column(Text, nullable=False))
+    # the Markdown rendered and sanitized when the page is saved (server.sanitize), so that a
+    # visit never renders
+    body_html: str = Field(default="", sa_column=Column(Text, nullable=False))
     position: int = 0
     updated_at: NaiveDatetime = Field(default_factory=utcnow)

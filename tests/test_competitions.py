@@ -19,7 +19,14 @@ from webkit import Browser, engine_of, make_token, make_user
 from server.actions import competitions as comp
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.models import AuditLog, Competition, CompetitionPage, CompetitionTask
-from server.sanitize import render_markdown
+from server.sanitize import (
+    MAX_BRACKETS,
+    MAX_INDENT,
+    MAX_MARKDOWN,
+    MAX_QUOTE_DEPTH,
+    nesting_problem,
+    render_markdown,
+)
 
 HOSTILE = """\
 # Title
@@ -59,6 +66,20 @@ def test_markdown_renders_tables_lists_and_code():
     assert "<table>" in html and "<td>1</td>" in html
     assert "<li>one</li>" in html
     assert "&lt;b&gt;x&lt;/b&gt;" in html  # code is shown, not interpreted
+
+
+def test_markdown_too_costly_to_render_is_refused_naming_the_line_and_shown_as_text():
+    deep = "".join("  " * i + "- x\n" for i in range(40))  # the 34th line is indented 66
+    assert nesting_problem(deep) == (
+        f"line 34: indented more than {MAX_INDENT} columns (a list nested too deep)"
+    )
+    assert render_markdown(deep).startswith("<pre>- x")  # escaped text, not rendered
+    quotes = "> > x\n" + ">" * (MAX_QUOTE_DEPTH + 1) + " y\n"
+    assert nesting_problem(quotes) == f"line 2: quotes nested more than {MAX_QUOTE_DEPTH} deep"
+    assert "more than 500 '['" in nesting_problem("[x](" * (MAX_BRACKETS + 1))
+    fine = "".join("  " * i + "- x\n" for i in range(32))
+    assert nesting_problem(fine) is None and render_markdown(fine).count("<ul>") == 16
+    assert render_markdown("<" + "<script>" * 3) == "<p>&lt;</p>"
 
 
 # ----------------------------------------------------------------------------- migration
@@ -303,7 +324,17 @@ def test_pages_are_created_edited_ordered_and_sanitized(backend):
                 competition="c",
                 page="big",
                 title="x",
-                body_markdown="x" * 200_001,
+                body_markdown="x" * (MAX_MARKDOWN + 1),
+            )
+        with pytest.raises(UploadFieldsInvalid, match="body_markdown: line 34: indented more"):
+            comp.set_page(
+                s=s,
+                actor=admin,
+                via="web",
+                competition="c",
+                page="deep",
+                title="x",
+                body_markdown="".join("  " * i + "- x\n" for i in range(40)),
             )
         actions = [
             a.action

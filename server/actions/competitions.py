@@ -16,7 +16,7 @@ from server.actions import common
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.inputs import CONTROL
 from server.models import Competition, CompetitionPage, CompetitionTask, User, utcnow
-from server.sanitize import MAX_MARKDOWN, render_markdown
+from server.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
 
 SLUG = re.compile(m.SLUG)
 STATES = ("draft", "visible", "archived")
@@ -84,14 +84,14 @@ def _pages(s: Session, c: Competition) -> list[CompetitionPage]:
 
 
 def page_out(p: CompetitionPage) -> m.CompetitionPageOut:
-    """A page with its sanitized HTML."""
+    """A page with its sanitized HTML (rendered when it was saved)."""
     return m.CompetitionPageOut(
         slug=p.slug,
         title=p.title,
         position=p.position,
         updated_at=p.updated_at,
         body_markdown=p.body_markdown,
-        html=render_markdown(p.body_markdown),
+        html=p.body_html,
     )
 
 
@@ -227,6 +227,10 @@ def set_page(
     body_markdown = body_markdown or ""
     if len(body_markdown) > MAX_MARKDOWN or CONTROL.search(body_markdown):
         raise _invalid("body_markdown", f"at most {MAX_MARKDOWN} characters, no control character")
+    try:
+        check_markdown(body_markdown)
+    except MarkdownTooDeep as e:
+        raise _invalid("body_markdown", str(e)) from None
     if position is not None and not 0 <= position <= 10_000:
         raise _invalid("position", "0 to 10000")
     p = s.exec(
@@ -246,6 +250,7 @@ def set_page(
         p = CompetitionPage(competition_id=c.id, slug=page, title=title, position=position)
     p.title = title
     p.body_markdown = body_markdown
+    p.body_html = render_markdown(body_markdown)
     if position is not None:
         p.position = position
     p.updated_at = utcnow()

@@ -37,6 +37,7 @@ def upgrade() -> None:
         sa.Column("slug", sqlmodel.sql.sqltypes.AutoString(length=64), nullable=False),
         sa.Column("title", sqlmodel.sql.sqltypes.AutoString(length=200), nullable=False),
         sa.Column("body_markdown", sa.Text(), nullable=False),
+        sa.Column("body_html", sa.Text(), nullable=False),
         sa.Column("position", sa.Integer(), nullable=False),
         sa.Column("updated_at", sa.DateTime(), nullable=False),
         sa.ForeignKeyConstraint(["competition_id"], ["competition.id"]),
