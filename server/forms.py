@@ -214,3 +214,22 @@ class CompetitionPageForm(FlaskForm):
         "Position among the pages (empty: keep, or last for a new page)",
         validators=[Optional(), NumberRange(min=0, max=10_000)],
     )
+
+
+class CompetitionForm(FlaskForm):
+    """A competition's title and state (draft: administrators only; archived: still readable)."""
+
+    class Meta:
+        csrf = False  # checked app-wide
+
+    title = StringField(
+        "Title",
+        validators=[InputRequired("give the competition a title"), Length(max=200)],
+        render_kw={"maxlength": 200},
+    )
+    state = SelectField(
+        "State (draft: site administrators only; visible: on the home page; archived: readable, "
+        "no longer listed)",
+        choices=["draft", "visible", "archived"],
+        validate_choice=True,
+    )

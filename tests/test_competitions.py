@@ -507,6 +507,19 @@ def test_the_web_pages_show_sanitized_markdown_and_the_form_edits_them(web):
     r = admin.post("/competitions/c1/edit-page", {"page": "Bad Id", "title": "T"})
     assert r.status_code == 400 and "lowercase letters" in r.get_data(as_text=True)
 
+    # title and state: the administrator's form; a participant is refused
+    # organizers only, before anything is looked up: a draft is not disclosed by the answer
+    assert participant.post("/competitions/secret/edit", {"title": "x"}).status_code == 403
+    assert participant.post("/competitions/c1/edit", {"title": "x"}).status_code == 403
+    form = admin.get("/competitions/secret/edit").get_data(as_text=True)
+    assert 'value="Secret"' in form and '<option selected value="draft">' in form
+    r = admin.post("/competitions/secret/edit", {"title": "Secret", "state": "public"})
+    assert r.status_code == 400 and "Not a valid choice" in r.get_data(as_text=True)
+    r = admin.post("/competitions/secret/edit", {"title": "No secret", "state": "visible"})
+    assert r.status_code == 302
+    assert anon.get("/competitions/secret").status_code == 200
+    assert "No secret" in anon.get("/").get_data(as_text=True)
+
 
 def test_competitions_list_json_prints_one_document(tmp_path, monkeypatch):
     import subprocess

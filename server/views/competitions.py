@@ -3,14 +3,14 @@ form; everything goes through server.actions.competitions."""
 
 from __future__ import annotations
 
-from flask import Blueprint, redirect, render_template, request, url_for
+from flask import Blueprint, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
 from server.actions import competitions as comp_actions
 from server.auth import current_user, organizer_required
 from server.db import db
 from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
-from server.forms import CompetitionPageForm
+from server.forms import CompetitionForm, CompetitionPageForm
 
 bp = Blueprint("competitions", __name__)
 
@@ -41,6 +41,40 @@ def show(competition: str):
 @bp.route("/competitions/<competition>/<page>")
 def show_page(competition: str, page: str):
     return _render(competition, page)
+
+
+@bp.route("/competitions/<competition>/edit", methods=["GET", "POST"])
+@organizer_required
+def edit(competition: str):
+    """The competition's title and state."""
+    s = db()
+    c = comp_actions.get_competition(s=s, viewer=current_user(), competition=competition)
+    if request.method != "POST":
+        return _settings_page(c, CompetitionForm(formdata=None, data=c.model_dump()))
+    form = CompetitionForm()
+    if not form.validate():
+        return _settings_page(c, form, 400)
+    try:
+        comp_actions.edit_competition(
+            s=s,
+            actor=current_user(),
+            via="web",
+            competition=competition,
+            title=form.title.data,
+            state=form.state.data,
+        )
+    except UploadFieldsInvalid as e:
+        s.rollback()
+        form.form_errors.append(f"{e.message[:1].upper()}{e.message[1:]}.")
+        return _settings_page(c, form, 400)
+    flash("Competition saved.", "ok")
+    return redirect(url_for("competitions.show", competition=competition))
+
+
+def _settings_page(c, form, code: int = 200):
+    return render_template(
+        "competitions/edit.html", c=c, form=form, field_errors=any(f.errors for f in form)
+    ), code
 
 
 @bp.route("/competitions/<competition>/edit-page", methods=["GET", "POST"])
