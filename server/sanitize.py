@@ -15,7 +15,7 @@ import nh3
 
 # The most Markdown a page may hold, and the most '[' in it: Python-Markdown's link pattern takes
 # time that grows with (number of '[') x (length) on unclosed links ('[x](' x 10,000: 13.5 s),
-# so both are bounded; a page is rendered once, when it is saved (worst case about a second).
+# so both are bounded; a page is rendered once, when it is saved (under 2 s at these limits).
 MAX_MARKDOWN = 50_000
 MAX_BRACKETS = 500
 
