@@ -97,6 +97,7 @@ SPLIT_OPTION = click.option(
 # asked for: `palimpsest --help` lists them from this table and imports no server code. A test
 # checks that the table and server/cli.py agree.
 SERVER_COMMANDS = {
+    "competitions": "Competitions: their state, tasks and pages.",
     "db": "Database schema (Alembic migrations).",
     "phases": "Phases of a task: windows, limits and the public part of the test gold.",
     "rankings": "Published final rankings (immutable snapshots, numbered versions).",

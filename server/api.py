@@ -27,6 +27,7 @@ from baselines.systems import SYSTEMS, Options
 from scorer.errors import TaskNotFound
 from server import api_models as m
 from server import auth, exposure, lifecycle, teams
+from server.actions import competitions as comp_actions
 from server.actions import submissions as sub_actions
 from server.actions.common import phase_or_default
 from server.actions.phases import (
@@ -491,6 +492,113 @@ def team_rotate():
     u = _user()
     s = db()
     return _team_out(s, teams.rotate_invite(s, u))
+
+
+# ----------------------------------------------------------------------------- competitions
+
+
+def _viewer() -> User | None:
+    """Who asks on a route anonymous visitors may read: None without a token; a token that is
+    sent must be valid."""
+    u = auth.current_user()
+    if u is None and request.headers.get("Authorization", ""):
+        raise ApiError(401, "invalid_token", "the API token is invalid or revoked")
+    return u
+
+
+@bp.get("/competitions")
+@op(
+    "The competitions you may see (drafts: site administrators only)",
+    responses={200: m.Page[m.CompetitionSummary]},
+    public=True,
+    errors=(401,),
+    tags=("competitions",),
+)
+def competitions_list():
+    items = comp_actions.list_competitions(s=db(), viewer=_viewer())
+    return _page(
+        m.Page[m.CompetitionSummary],
+        [c.model_dump() for c in items],
+        {"next_cursor": None, "next": None},
+    )
+
+
+@bp.get("/competitions/<competition_id>")
+@op(
+    "A competition, its tasks and its pages (Markdown and sanitized HTML)",
+    responses={200: m.CompetitionOut},
+    public=True,
+    errors=(401,),
+    tags=("competitions",),
+)
+def competition_detail(competition_id):
+    return _json_out(
+        comp_actions.get_competition(s=db(), viewer=_viewer(), competition=competition_id)
+    )
+
+
+@bp.post("/competitions")
+@op(
+    "Create a competition (site administrators)",
+    body=m.CompetitionCreate,
+    responses={201: m.CompetitionOut},
+    errors=(403, 409),
+    tags=("competitions",),
+)
+def competition_create():
+    u = _user()
+    body = _body(m.CompetitionCreate)
+    result = comp_actions.create_competition(
+        s=db(),
+        actor=u,
+        via="api",
+        competition=body.id,
+        title=body.title,
+        state=body.state,
+        tasks=body.tasks,
+    )
+    return _json_out(result, 201)
+
+
+@bp.patch("/competitions/<competition_id>")
+@op(
+    "Change a competition's title or state (site administrators)",
+    body=m.CompetitionEdit,
+    responses={200: m.CompetitionOut},
+    errors=(403,),
+    tags=("competitions",),
+)
+def competition_edit(competition_id):
+    u = _user()
+    body = _body(m.CompetitionEdit)
+    result = comp_actions.edit_competition(
+        s=db(), actor=u, via="api", competition=competition_id, title=body.title, state=body.state
+    )
+    return _json_out(result)
+
+
+@bp.put("/competitions/<competition_id>/pages/<page>")
+@op(
+    "Create or replace a page of a competition (site administrators)",
+    body=m.CompetitionPageSet,
+    responses={200: m.CompetitionPageOut},
+    errors=(403,),
+    tags=("competitions",),
+)
+def competition_page_set(competition_id, page):
+    u = _user()
+    body = _body(m.CompetitionPageSet)
+    result = comp_actions.set_page(
+        s=db(),
+        actor=u,
+        via="api",
+        competition=competition_id,
+        page=page,
+        title=body.title,
+        body_markdown=body.body_markdown,
+        position=body.position,
+    )
+    return _json_out(result)
 
 
 # ----------------------------------------------------------------------------- tasks

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, field_serializer, 
 
 from server.board_model import Leaderboard, Snapshot
 from server.inputs import CONTROL
+from server.sanitize import MAX_MARKDOWN
 from server.submissions import url_problem
 
 T = TypeVar("T")
@@ -508,3 +509,76 @@ class BaselineRun(Out):
         description="Finished: the baseline entries it recorded (phase, submission_id, duplicate)."
     )
     error: str = Field(description="Failed: the last line of its error.")
+
+
+# ----------------------------------------------------------------------------- competitions
+
+SLUG = r"^[a-z0-9][a-z0-9-]{0,63}$"
+CompetitionState = Literal["draft", "visible", "archived"]
+
+
+def _no_control(v: str | None) -> str | None:
+    if v is not None and CONTROL.search(v):
+        raise ValueError("control characters are not allowed")
+    return v
+
+
+class CompetitionPageOut(Out):
+    """A page of a competition: its Markdown and the sanitized HTML it renders to."""
+
+    slug: str
+    title: str
+    position: int
+    updated_at: datetime
+    body_markdown: str
+    html: str = Field(description="The Markdown rendered and sanitized (no script, http(s) links).")
+
+
+class CompetitionSummary(Out):
+    """A competition as a list shows it."""
+
+    id: str = Field(description="The short id, as in /competitions/<id>.")
+    title: str
+    state: CompetitionState
+    created_at: datetime
+    tasks: list[str] = Field(description="The ids of its tasks (subtasks).")
+
+
+class CompetitionOut(CompetitionSummary):
+    """A competition with its pages, in their order."""
+
+    pages: list[CompetitionPageOut]
+
+
+class CompetitionCreate(Model):
+    id: str = Field(pattern=SLUG, json_schema_extra={"examples": ["text-reuse-2027"]})
+    title: str = Field(min_length=1, max_length=200, json_schema_extra={"examples": ["Reuse"]})
+    state: CompetitionState = "draft"
+    tasks: list[str] = Field(
+        default_factory=list,
+        max_length=50,
+        description="Declared tasks that become its subtasks (each in one competition at most).",
+    )
+
+    _title = field_validator("title")(_no_control)
+
+
+class CompetitionEdit(Model):
+    """Only the fields sent change."""
+
+    title: Optional[str] = Field(None, min_length=1, max_length=200)
+    state: Optional[CompetitionState] = Field(None, json_schema_extra={"examples": ["visible"]})
+
+    _title = field_validator("title")(_no_control)
+
+
+class CompetitionPageSet(Model):
+    """A page's new title and Markdown; `position` orders the pages (kept when left out)."""
+
+    title: str = Field(min_length=1, max_length=200, json_schema_extra={"examples": ["Overview"]})
+    body_markdown: str = Field(
+        "", max_length=MAX_MARKDOWN, json_schema_extra={"examples": ["# The task\n\nFind reuse."]}
+    )
+    position: Optional[int] = Field(None, ge=0, le=10_000)
+
+    _title = field_validator("title")(_no_control)

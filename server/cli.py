@@ -19,6 +19,7 @@ from sqlmodel import Session
 
 from scorer.errors import PalimpsestError
 from server import lifecycle, publication
+from server.actions import competitions as comp_actions
 from server.actions import submissions as actions
 from server.actions.phases import PHASE_ACTIONS
 from server.auth import audit, create_token, create_user, reset_link
@@ -335,6 +336,25 @@ def register(main: click.Group) -> None:
             _, plaintext = create_token(s, user=u, name=name)
             s.commit()
         click.echo(plaintext)
+
+    @main.group("competitions")
+    def competitions():
+        """Competitions: their state, tasks and pages."""
+
+    @competitions.command("list")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    @_home_option
+    def competitions_list(as_json):
+        """List every competition, drafts included (the server's shell sees what a site
+        administrator sees), newest first."""
+
+        with _session(_settings()) as s:
+            rows = comp_actions.list_competitions(s=s, viewer=None, operator=True)
+        if as_json:
+            click.echo(json.dumps([c.model_dump(mode="json") for c in rows]))
+            return
+        for c in rows:
+            click.echo(f"{c.id:<24} {c.state:<8} {c.title}  [{', '.join(c.tasks) or 'no task'}]")
 
     @main.group("phases")
     def phases():

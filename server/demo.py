@@ -12,9 +12,10 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlmodel import Session
 
+from server.actions import competitions as comp_actions
 from server.auth import create_user, new_invite_code
 from server.baselines import BASELINE_TEAM
-from server.models import Phase, Team, User
+from server.models import CompetitionTask, Phase, Team, User
 from server.submissions import create_submission, ensure_phases, mark_primary
 from tasks import all_tasks, get_task
 from tasks.base import resolve
@@ -27,6 +28,26 @@ from tasks.store import TaskStore
 DEMO_TEAMS = (("Aurora NLP", 0.15), ("Borealis", 0.3), ("Cirrus Lab", 0.45))
 ORGANIZER_EMAIL = "organizer@demo.palimpsest.invalid"
 ORGANIZER_PASSWORD = "palimpsest-demo"
+DEMO_COMPETITION = "palimpsest-demo"
+DEMO_PAGES = (
+    (
+        "overview",
+        "Overview",
+        "A demonstration of Palimpsest on **synthetic data**: every task below comes with a "
+        "small made-up release, three demo teams and a baseline, so that each leaderboard is "
+        "filled from the start.\n\n"
+        "1. Register and form a team (a team of one is fine).\n"
+        "2. Open a task, download its inputs and read its submission format.\n"
+        "3. Upload a prediction file and mark your primary run.\n",
+    ),
+    (
+        "terms",
+        "Terms",
+        "The demo data are made up by Palimpsest itself; they carry no licence of an official "
+        "release. Runs submitted here are kept on this machine only and may be deleted at any "
+        "time.\n",
+    ),
+)
 
 
 def import_demo_tasks(home: Path, *, only_missing: bool = True, n_pairs: int = 120) -> list[str]:
@@ -65,6 +86,7 @@ def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
     imported = import_demo_tasks(settings.home)
     with Session(engine) as s:
         phases = ensure_phases(s)
+        seed_demo_competition(s, settings.home)
         if s.execute(select(Team).where(Team.name == DEMO_TEAMS[0][0])).first():
             return {"imported": imported, "submissions": 0}
         if not s.execute(select(User).where(User.email == ORGANIZER_EMAIL)).first():
@@ -144,3 +166,35 @@ def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
                     )
                     made += 1
     return {"imported": imported, "submissions": made, "phases": len(phases)}
+
+
+def seed_demo_competition(s: Session, home: Path) -> bool:
+    """A visible demo competition whose tasks are the imported tasks not yet in a competition,
+    with short overview and terms pages; False when it exists already."""
+    if any(
+        c.id == DEMO_COMPETITION
+        for c in comp_actions.list_competitions(s=s, viewer=None, operator=True)
+    ):
+        return False
+    taken = set(s.execute(select(CompetitionTask.task_id)).scalars())
+    tasks = [t.id for t in all_tasks() if TaskStore(t.id, home).exists() and t.id not in taken]
+    comp_actions.create_competition(
+        s=s,
+        actor=None,
+        via="demo",
+        competition=DEMO_COMPETITION,
+        title="Palimpsest demo: text reuse and relatedness",
+        state="visible",
+        tasks=tasks,
+    )
+    for slug, title, body in DEMO_PAGES:
+        comp_actions.set_page(
+            s=s,
+            actor=None,
+            via="demo",
+            competition=DEMO_COMPETITION,
+            page=slug,
+            title=title,
+            body_markdown=body,
+        )
+    return True

@@ -26,6 +26,7 @@ from wtforms.validators import InputRequired, Length, NumberRange, Optional, Val
 from wtforms.widgets import TextInput
 
 from server.inputs import INT_MAX
+from server.sanitize import MAX_MARKDOWN
 
 TZ = "UTC"
 FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
@@ -185,3 +186,50 @@ class SubmitForm(FlaskForm):
     url = StringField("Paper or code URL (optional)", render_kw={"maxlength": 500, "type": "url"})
     show_publicly = BooleanField("Show on the public leaderboard", default=True)
     primary = BooleanField("Make this our primary (ranked) run of the phase")
+
+
+class CompetitionPageForm(FlaskForm):
+    """A competition's page: its id in the address, its title and its Markdown (sanitized when
+    shown)."""
+
+    class Meta:
+        csrf = False  # checked app-wide
+
+    page = StringField(
+        "Page id (in the address: lowercase letters, digits, '-')",
+        validators=[InputRequired("give the page an id, e.g. overview"), Length(max=64)],
+        render_kw={"maxlength": 64},
+    )
+    title = StringField(
+        "Title",
+        validators=[InputRequired("give the page a title"), Length(max=200)],
+        render_kw={"maxlength": 200},
+    )
+    body_markdown = TextAreaField(
+        "Text (Markdown; scripts, images and non-http(s) links are removed)",
+        validators=[Length(max=MAX_MARKDOWN)],
+        render_kw={"rows": 16},
+    )
+    position = IntegerField(
+        "Position among the pages (empty: keep, or last for a new page)",
+        validators=[Optional(), NumberRange(min=0, max=10_000)],
+    )
+
+
+class CompetitionForm(FlaskForm):
+    """A competition's title and state (draft: administrators only; archived: still readable)."""
+
+    class Meta:
+        csrf = False  # checked app-wide
+
+    title = StringField(
+        "Title",
+        validators=[InputRequired("give the competition a title"), Length(max=200)],
+        render_kw={"maxlength": 200},
+    )
+    state = SelectField(
+        "State (draft: site administrators only; visible: on the home page; archived: readable, "
+        "no longer listed)",
+        choices=["draft", "visible", "archived"],
+        validate_choice=True,
+    )

@@ -185,3 +185,45 @@ class RankingVersion(SQLModel, table=True):
     body_json: str = Field(sa_column=Column(Text, nullable=False))
     body_csv: str = Field(sa_column=Column(Text, nullable=False))
     body_latex: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class Competition(SQLModel, table=True):
+    """A shared task as its organizers run it: a short id, a title, a state and its pages.
+
+    Its tasks (subtasks) are linked by `CompetitionTask`; the phases, teams and submissions stay
+    keyed by task as before, so a competition adds to them without changing a row of theirs.
+    """
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    slug: str = Field(index=True, unique=True, max_length=64)
+    title: str = Field(max_length=200)
+    state: str = Field(default="draft", max_length=16)  # "draft" | "visible" | "archived"
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
+
+
+class CompetitionTask(SQLModel, table=True):
+    """A task (subtask) of a competition; a task belongs to one competition at most."""
+
+    __table_args__ = (UniqueConstraint("task_id"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    competition_id: int = Field(foreign_key="competition.id", index=True)
+    task_id: str = Field(max_length=64)
+    position: int = 0
+
+
+class CompetitionPage(SQLModel, table=True):
+    """A page of a competition (overview, data, evaluation, terms, timeline, ...), in Markdown."""
+
+    __table_args__ = (UniqueConstraint("competition_id", "slug"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    competition_id: int = Field(foreign_key="competition.id", index=True)
+    slug: str = Field(max_length=64)
+    title: str = Field(max_length=200)
+    body_markdown: str = Field(default="", sa_column=Column(Text, nullable=False))
+    # the Markdown rendered and sanitized when the page is saved (server.sanitize), so that a
+    # visit never renders
+    body_html: str = Field(default="", sa_column=Column(Text, nullable=False))
+    position: int = 0
+    updated_at: NaiveDatetime = Field(default_factory=utcnow)

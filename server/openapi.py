@@ -18,8 +18,16 @@ from pydantic.json_schema import models_json_schema
 from server import api_models as m
 
 REF = "#/components/schemas/{model}"
-EXAMPLES = {"task_id": "tric-binary", "phase_name": "test", "submission_id": 1, "version": 1}
+EXAMPLES = {
+    "task_id": "tric-binary",
+    "phase_name": "test",
+    "submission_id": 1,
+    "version": 1,
+    "competition_id": "text-reuse-2027",
+    "page": "overview",
+}
 TAGS = [
+    ("competitions", "Shared tasks: their tasks and pages (anyone may read the visible ones)"),
     ("team", "You and your team"),
     ("tasks", "Tasks, their phases and inputs"),
     ("submissions", "Uploads, their status and scores, the primary run"),

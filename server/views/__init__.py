@@ -8,7 +8,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from server import auth, inputs, throttle
 from server.errors import HANDLED, describe
 from server.leaderboard import RenderCache
-from server.views import leaderboard, organizer, pages, teams
+from server.views import competitions, leaderboard, organizer, pages, teams
 
 csrf = CSRFProtect()
 
@@ -64,6 +64,7 @@ def init_web(app: Flask) -> None:
     app.extensions["palimpsest.lbcache"] = RenderCache()
     app.register_blueprint(auth.bp)
     app.register_blueprint(pages.bp)
+    app.register_blueprint(competitions.bp)
     app.register_blueprint(teams.bp)
     app.register_blueprint(leaderboard.bp)
     app.register_blueprint(organizer.bp)

@@ -21,6 +21,7 @@ from sqlmodel import select
 
 from scorer.errors import TaskNotFound
 from server import exposure
+from server.actions import competitions as comp_actions
 from server.actions import submissions as sub_actions
 from server.auth import can_see_submission, current_user, login_required
 from server.db import db
@@ -81,7 +82,12 @@ def user_team() -> Team | None:
 def index():
     home = get_settings().home
     rows = [(t, TaskStore(t.id, home).exists()) for t in all_tasks()]
-    return render_template("tasks/index.html", tasks=rows)
+    competitions = [
+        c
+        for c in comp_actions.list_competitions(s=db(), viewer=current_user())
+        if c.state == "visible"
+    ]
+    return render_template("tasks/index.html", tasks=rows, competitions=competitions)
 
 
 @bp.route("/tasks/<task_id>")

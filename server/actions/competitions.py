@@ -1,0 +1,267 @@
+"""Competitions: create one, change its title or state, write its pages, and list or show what a
+viewer may see. Site administrators (for now `User.is_organizer`) create and change competitions;
+everyone sees the visible and archived ones, administrators the drafts too."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from sqlalchemy import func
+from sqlmodel import Session, select
+
+from server import api_models as m
+from server import audit
+from server.actions import common
+from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
+from server.inputs import CONTROL
+from server.models import Competition, CompetitionPage, CompetitionTask, User, utcnow
+from server.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
+
+SLUG = re.compile(m.SLUG)
+STATES = ("draft", "visible", "archived")
+# the pages a new competition is offered, in this order; organizers add any others
+STANDARD_PAGES = ("overview", "data", "evaluation", "terms", "timeline")
+# page slugs that would shadow a route of the competition's web pages
+RESERVED_PAGES = frozenset({"edit", "edit-page", "pages", "settings"})
+
+
+def is_admin(viewer: User | None, *, operator: bool = False) -> bool:
+    """Whether `viewer` is a site administrator (the operator at the server's shell always is)."""
+    return operator or (viewer is not None and viewer.is_organizer)
+
+
+def _require_admin(actor: User | None) -> None:
+    if actor is not None and not actor.is_organizer:
+        raise Forbidden("this needs a site administrator", "not_admin")
+
+
+def _invalid(field: str, message: str) -> UploadFieldsInvalid:
+    return UploadFieldsInvalid({field: message})
+
+
+def _slug(value: str, field: str) -> str:
+    if not SLUG.match(value or ""):
+        raise _invalid(
+            field,
+            f"{value!r}: lowercase letters, digits and '-', at most 64, starting with a letter "
+            "or digit",
+        )
+    return value
+
+
+def _text(value: str, what: str, limit: int) -> str:
+    value = (value or "").strip()
+    if not value or len(value) > limit or CONTROL.search(value):
+        raise _invalid(what, f"1 to {limit} characters, no control character")
+    return value
+
+
+def find(s: Session, slug: str) -> Competition:
+    """The competition with this short id, or NotFound."""
+    c = s.exec(select(Competition).where(Competition.slug == slug)).first()
+    if c is None:
+        raise NotFound(f"no competition {slug!r}", "unknown_competition")
+    return c
+
+
+def _visible(s: Session, slug: str, viewer: User | None, operator: bool) -> Competition:
+    c = find(s, slug)
+    if c.state == "draft" and not is_admin(viewer, operator=operator):
+        # the same answer as for a competition that does not exist: a draft is not disclosed
+        raise NotFound(f"no competition {slug!r}", "unknown_competition")
+    return c
+
+
+def _tasks(s: Session, c: Competition) -> list[str]:
+    q = select(CompetitionTask.task_id).where(CompetitionTask.competition_id == c.id)
+    return list(s.exec(q.order_by(CompetitionTask.position, CompetitionTask.id)))
+
+
+def _pages(s: Session, c: Competition) -> list[CompetitionPage]:
+    q = select(CompetitionPage).where(CompetitionPage.competition_id == c.id)
+    return list(s.exec(q.order_by(CompetitionPage.position, CompetitionPage.id)))
+
+
+def page_out(p: CompetitionPage) -> m.CompetitionPageOut:
+    """A page with its sanitized HTML (rendered when it was saved)."""
+    return m.CompetitionPageOut(
+        slug=p.slug,
+        title=p.title,
+        position=p.position,
+        updated_at=p.updated_at,
+        body_markdown=p.body_markdown,
+        html=p.body_html,
+    )
+
+
+def _summary(s: Session, c: Competition) -> m.CompetitionSummary:
+    return m.CompetitionSummary(
+        id=c.slug, title=c.title, state=c.state, created_at=c.created_at, tasks=_tasks(s, c)
+    )
+
+
+def _out(s: Session, c: Competition) -> m.CompetitionOut:
+    return m.CompetitionOut(
+        **_summary(s, c).model_dump(), pages=[page_out(p) for p in _pages(s, c)]
+    )
+
+
+def list_competitions(
+    *, s: Session, viewer: User | None, operator: bool = False
+) -> list[m.CompetitionSummary]:
+    """The competitions `viewer` may see (None: an anonymous visitor), newest first."""
+    q = select(Competition)
+    if not is_admin(viewer, operator=operator):
+        q = q.where(Competition.state != "draft")
+    return [_summary(s, c) for c in s.exec(q.order_by(Competition.id.desc()))]
+
+
+def get_competition(
+    *, s: Session, viewer: User | None, competition: str, operator: bool = False
+) -> m.CompetitionOut:
+    """A competition and its pages; NotFound for a draft to anyone but an administrator."""
+    return _out(s, _visible(s, competition, viewer, operator))
+
+
+def get_page(
+    *, s: Session, viewer: User | None, competition: str, page: str, operator: bool = False
+) -> m.CompetitionPageOut:
+    """One page of a competition the viewer may see, or NotFound naming the pages it has."""
+    c = _visible(s, competition, viewer, operator)
+    pages = _pages(s, c)
+    for p in pages:
+        if p.slug == page:
+            return page_out(p)
+    names = ", ".join(p.slug for p in pages) or "none yet"
+    raise NotFound(f"{competition} has no page {page!r} (it has: {names})", "unknown_page")
+
+
+def create_competition(
+    *,
+    s: Session,
+    actor: User | None,
+    via: str,
+    competition: str,
+    title: str,
+    state: str = "draft",
+    tasks: Iterable[str] = (),
+) -> m.CompetitionOut:
+    """Create a competition (a site administrator), optionally with declared tasks as its
+    subtasks; a task already in another competition is refused, naming it."""
+    _require_admin(actor)
+    _slug(competition, "id")
+    title = _text(title, "title", 200)
+    if state not in STATES:
+        raise _invalid("state", f"{state!r}: one of {', '.join(STATES)}")
+    if s.exec(select(Competition).where(Competition.slug == competition)).first() is not None:
+        raise LifecycleRefused(f"a competition {competition!r} exists already", "exists")
+    task_ids = list(dict.fromkeys(tasks))
+    for tid in task_ids:
+        common.task(tid)  # NotFound naming the closest declared id
+        taken = s.exec(select(CompetitionTask).where(CompetitionTask.task_id == tid)).first()
+        if taken is not None:
+            other = s.get(Competition, taken.competition_id)
+            raise LifecycleRefused(
+                f"task {tid!r} is in competition {other.slug!r} already", "task_taken"
+            )
+    c = Competition(slug=competition, title=title, state=state)
+    s.add(c)
+    s.flush()
+    for i, tid in enumerate(task_ids):
+        s.add(CompetitionTask(competition_id=c.id, task_id=tid, position=i))
+    audit.record(s, actor, "competition_create", competition, via=via, state=state, tasks=task_ids)
+    s.commit()
+    return _out(s, c)
+
+
+def edit_competition(
+    *,
+    s: Session,
+    actor: User | None,
+    via: str,
+    competition: str,
+    title: str | None = None,
+    state: str | None = None,
+) -> m.CompetitionOut:
+    """Change a competition's title or state (draft, visible, archived)."""
+    _require_admin(actor)
+    c = find(s, competition)
+    changes: dict = {}
+    if title is not None:
+        title = _text(title, "title", 200)
+        if title != c.title:
+            changes["title"] = [c.title, title]
+            c.title = title
+    if state is not None:
+        if state not in STATES:
+            raise _invalid("state", f"{state!r}: one of {', '.join(STATES)}")
+        if state != c.state:
+            changes["state"] = [c.state, state]
+            c.state = state
+    if changes:
+        s.add(c)
+        audit.record(s, actor, "competition_edit", c.slug, via=via, **changes)
+        s.commit()
+    return _out(s, c)
+
+
+def set_page(
+    *,
+    s: Session,
+    actor: User | None,
+    via: str,
+    competition: str,
+    page: str,
+    title: str,
+    body_markdown: str,
+    position: int | None = None,
+) -> m.CompetitionPageOut:
+    """Create or change a page of a competition; a new page goes last unless `position` says."""
+    _require_admin(actor)
+    c = find(s, competition)
+    _slug(page, "page")
+    if page in RESERVED_PAGES:
+        raise _invalid("page", f"{page!r} is reserved ({', '.join(sorted(RESERVED_PAGES))})")
+    title = _text(title, "title", 200)
+    body_markdown = body_markdown or ""
+    if len(body_markdown) > MAX_MARKDOWN or CONTROL.search(body_markdown):
+        raise _invalid("body_markdown", f"at most {MAX_MARKDOWN} characters, no control character")
+    try:
+        check_markdown(body_markdown)
+    except MarkdownTooDeep as e:
+        raise _invalid("body_markdown", str(e)) from None
+    if position is not None and not 0 <= position <= 10_000:
+        raise _invalid("position", "0 to 10000")
+    p = s.exec(
+        select(CompetitionPage).where(
+            CompetitionPage.competition_id == c.id, CompetitionPage.slug == page
+        )
+    ).first()
+    created = p is None
+    if p is None:
+        if position is None:
+            last = s.exec(
+                select(func.max(CompetitionPage.position)).where(
+                    CompetitionPage.competition_id == c.id
+                )
+            ).first()
+            position = 0 if last is None else last + 1
+        p = CompetitionPage(competition_id=c.id, slug=page, title=title, position=position)
+    p.title = title
+    p.body_markdown = body_markdown
+    p.body_html = render_markdown(body_markdown)
+    if position is not None:
+        p.position = position
+    p.updated_at = utcnow()
+    s.add(p)
+    audit.record(
+        s,
+        actor,
+        "competition_page_create" if created else "competition_page_edit",
+        f"{c.slug}/{page}",
+        via=via,
+        chars=len(body_markdown),
+    )
+    s.commit()
+    return page_out(p)
