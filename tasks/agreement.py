@@ -209,11 +209,11 @@ def trotr_agreement(path: Path, n_boot: int = BOOT, seed: int = SEED) -> dict:
 def trotr_bayes(
     path: Path,
     seed: int = SEED,
-    chains: int = 4,
-    warmup: int = 300,
-    samples: int = 700,
-    centred: tuple[str, ...] = ("book", "pair"),
-    target_accept: float = 0.99,
+    chains: int = 2,
+    warmup: int = 600,
+    samples: int = 600,
+    centred: tuple[str, ...] = (),
+    target_accept: float = 0.9,
 ) -> dict:
     """The Bayesian multilevel model (tasks/agreement_bayes.py) on TRoTR's binarised judgments:
     random intercepts for the annotator pair and the biblical book, lexical overlap as the fixed

@@ -85,3 +85,23 @@ def test_a_fit_that_did_not_converge_is_refused():
         NotConverged, match=r"did not converge \(largest R-hat .* must be below 1.01"
     ):
         fit(t, {"book": book}, {"overlap": overlap}, seed=0, chains=2, warmup=3, samples=4)
+
+
+@pytest.mark.slow
+def test_trotr_fit_converges_and_agrees_with_the_empirical_multi_kappa():
+    """The paper's model on TRoTR's binarised judgments (15,090 pairs of judgments, 24 books, six
+    annotator pairs, lexical overlap), with the command's settings: it converges, and the empirical
+    multi-kappa lies within the posterior interval for an average book."""
+    from conftest import TROTR, need
+
+    from tasks.agreement import trotr_bayes
+
+    got = trotr_bayes(need(TROTR) / "judgments" / "TRoTR.tsv")
+    d = got["diagnostics"]
+    assert d["max_rhat"] < 1.01 and d["divergences"] == 0, d
+    assert d["observations"] == 15090 and got["levels"] == {"book": 24}
+    low, high = got["average"]["95%"]
+    assert low <= got["empirical"]["value"] <= high, (got["average"], got["empirical"])
+    width = {v: got[v]["95%"][1] - got[v]["95%"][0] for v in ("average", "marginal")}
+    assert width["marginal"] > width["average"]
+    assert len(got["curve"]["points"]) == 21
