@@ -125,9 +125,14 @@ def trotr_overlap(root: Path) -> dict[str, float]:
     inst, uses = root / "data" / "instances.tsv", root / "data" / "uses.tsv"
     if not inst.is_file() or not uses.is_file():
         return {}
-    csv.field_size_limit(1 << 24)
-    with open(uses, encoding="utf-8", newline="") as f:
-        text = {r["dataID"]: r["context"] for r in csv.DictReader(f, delimiter="\t")}
+    # the csv module's field limit is process-wide (the submission reader's bound relies on it):
+    # raised for the release's long contexts only while they are read
+    before = csv.field_size_limit(1 << 24)
+    try:
+        with open(uses, encoding="utf-8", newline="") as f:
+            text = {r["dataID"]: r["context"] for r in csv.DictReader(f, delimiter="\t")}
+    finally:
+        csv.field_size_limit(before)
     out = {}
     with open(inst, encoding="utf-8", newline="") as f:
         for r in csv.DictReader(f, delimiter="\t"):

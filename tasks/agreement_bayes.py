@@ -146,6 +146,7 @@ def fit(
 
     # one host device per chain where the cores allow: effective only before jax first starts
     numpyro.set_host_device_count(max(1, min(chains, os.cpu_count() or 1)))
+    # imported here too: the optional [agreement] extra, after the device count is set
     import jax
     import jax.numpy as jnp
     from numpyro.diagnostics import summary

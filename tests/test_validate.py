@@ -538,6 +538,20 @@ def test_huge_integers_are_invalid_not_a_crash(home, tmp_path):
     assert e.problems[0].line == 2 and "labels_a" in e.problems[0].message
 
 
+def test_reading_trotr_contexts_leaves_the_csv_field_limit_as_it_was():
+    """The csv module's field limit is process-wide and the reader's bound relies on it: computing
+    TRoTR's lexical overlap (long contexts) raises it only while it reads them."""
+    import csv
+
+    from conftest import TROTR, need
+
+    from tasks.agreement import trotr_overlap
+
+    before = csv.field_size_limit()
+    assert trotr_overlap(need(TROTR))
+    assert csv.field_size_limit() == before
+
+
 def test_csv_field_over_the_csv_module_limit(home, tmp_path):
     long = "q" * 200_000
     for task_id, header in (
