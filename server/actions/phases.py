@@ -72,54 +72,79 @@ def _result(p: Phase, rv: RankingVersion | None = None) -> m.PhaseActionOut:
     return m.PhaseActionOut(**fields)
 
 
+def _change(
+    *, s: Session, task_id: str, phase: str, actor: User | None, do: Callable[[Phase], object]
+) -> m.PhaseActionOut:
+    """Resolve the phase, check the actor, apply one lifecycle change, answer the phase's state."""
+    common.require_organizer(actor)
+    p = common.phase(s, common.task(task_id).id, phase)
+    do(p)
+    return _result(p)
+
+
 def close_phase(
     *, s: Session, task_id: str, phase: str, actor: User | None, via: str
 ) -> m.PhaseActionOut:
     """Close an open phase now: no further submissions are accepted."""
-    common.require_organizer(actor)
-    p = common.phase(s, common.task(task_id).id, phase)
-    lifecycle.close(s, p, actor=actor, via=via)
-    return _result(p)
+    return _change(
+        s=s,
+        task_id=task_id,
+        phase=phase,
+        actor=actor,
+        do=lambda p: lifecycle.close(s, p, actor=actor, via=via),
+    )
 
 
 def freeze_board(
     *, s: Session, task_id: str, phase: str, actor: User | None, via: str
 ) -> m.PhaseActionOut:
     """Freeze a phase's board: later submissions are not shown to participants."""
-    common.require_organizer(actor)
-    p = common.phase(s, common.task(task_id).id, phase)
-    lifecycle.set_frozen(s, p, True, actor=actor, via=via)
-    return _result(p)
+    return _change(
+        s=s,
+        task_id=task_id,
+        phase=phase,
+        actor=actor,
+        do=lambda p: lifecycle.set_frozen(s, p, True, actor=actor, via=via),
+    )
 
 
 def unfreeze_board(
     *, s: Session, task_id: str, phase: str, actor: User | None, via: str
 ) -> m.PhaseActionOut:
     """Unfreeze a phase's board."""
-    common.require_organizer(actor)
-    p = common.phase(s, common.task(task_id).id, phase)
-    lifecycle.set_frozen(s, p, False, actor=actor, via=via)
-    return _result(p)
+    return _change(
+        s=s,
+        task_id=task_id,
+        phase=phase,
+        actor=actor,
+        do=lambda p: lifecycle.set_frozen(s, p, False, actor=actor, via=via),
+    )
 
 
 def show_board(
     *, s: Session, task_id: str, phase: str, actor: User | None, via: str
 ) -> m.PhaseActionOut:
     """Show a phase's board to everyone."""
-    common.require_organizer(actor)
-    p = common.phase(s, common.task(task_id).id, phase)
-    lifecycle.set_board_open(s, p, True, actor=actor, via=via)
-    return _result(p)
+    return _change(
+        s=s,
+        task_id=task_id,
+        phase=phase,
+        actor=actor,
+        do=lambda p: lifecycle.set_board_open(s, p, True, actor=actor, via=via),
+    )
 
 
 def hide_board(
     *, s: Session, task_id: str, phase: str, actor: User | None, via: str
 ) -> m.PhaseActionOut:
     """Show a phase's board to organizers only."""
-    common.require_organizer(actor)
-    p = common.phase(s, common.task(task_id).id, phase)
-    lifecycle.set_board_open(s, p, False, actor=actor, via=via)
-    return _result(p)
+    return _change(
+        s=s,
+        task_id=task_id,
+        phase=phase,
+        actor=actor,
+        do=lambda p: lifecycle.set_board_open(s, p, False, actor=actor, via=via),
+    )
 
 
 def publish_ranking(
