@@ -26,7 +26,7 @@ from werkzeug.exceptions import HTTPException
 from baselines.systems import SYSTEMS, Options
 from scorer.errors import TaskNotFound
 from server import api_models as m
-from server import auth, exposure, lifecycle, teams
+from server import auth, exposure, lifecycle, people, teams
 from server.actions import competitions as comp_actions
 from server.actions import submissions as sub_actions
 from server.actions.common import phase_or_default
@@ -41,7 +41,16 @@ from server.errors import HANDLED, describe
 from server.exceptions import EmptyUpload
 from server.inputs import INT_MAX
 from server.lifecycle import set_primary
-from server.models import AuditLog, Phase, RankingVersion, Submission, Team, User
+from server.models import (
+    AuditLog,
+    Competition,
+    Phase,
+    RankingVersion,
+    Submission,
+    Team,
+    TeamMember,
+    User,
+)
 from server.openapi import op, spec
 from server.organize import (
     QueueUnreachable,
@@ -55,7 +64,6 @@ from server.publication import latest_ranking
 from server.queue import connect
 from server.settings import get_settings
 from server.submissions import quota, visible_scores
-from server.teams import members
 from server.views.leaderboard import _serve
 from server.visibility import shown_part, viewer_of
 from tasks import all_tasks, get_task
@@ -248,10 +256,27 @@ def _user() -> User:
     return u
 
 
-def _organizer() -> User:
+def _organizer(task_id: str | None = None, submission_id: int | None = None) -> User:
+    """The signed-in organizer of the task's competition (of the submission's task), or of any
+    competition for a route that names none (it filters what it shows); 403 otherwise."""
     u = _user()
-    if not u.is_organizer:
-        raise ApiError(403, "not_organizer", "this needs an organizer's token")
+    s = db()
+    if submission_id is not None:
+        sub = s.get(Submission, submission_id)
+        task_id = sub.task_id if sub is not None else None
+    if task_id is not None:
+        ok = people.organizes_task(s, u, task_id)
+    else:
+        ok = people.organizes_anything(s, u)
+    if not ok:
+        raise ApiError(403, "not_organizer", "this needs a token of an organizer of this task")
+    return u
+
+
+def _admin() -> User:
+    u = _user()
+    if not people.is_admin(u):
+        raise ApiError(403, "not_admin", "this needs a site administrator's token")
     return u
 
 
@@ -271,10 +296,11 @@ def _phase(s, task_id: str, name: str | None) -> Phase:
 
 
 def _quota(s, user, phase: Phase) -> dict | None:
-    if user is None or user.team_id is None:
+    team_id = people.team_id_for_task(s, user, phase.task_id)
+    if team_id is None:
         return None
 
-    q = quota(s, team_id=user.team_id, phase=phase)
+    q = quota(s, team_id=team_id, phase=phase)
     left = [v for v in (q.get("daily_left"), q.get("total_left")) if v is not None]
     q["next_allowed_at"] = (
         None
@@ -332,13 +358,15 @@ def _visible_scores(s, user, sub: Submission, phase: Phase) -> dict | None:
     if sub.score_attempt is None:  # never scored (a rescore keeps the standing scores)
         return None
     secret = get_settings().secret_key
+    organizer = people.organizes_task(s, user, sub.task_id)
     parts = {
-        sc.part: (sc.result if user.is_organizer else public_result(sc.result, secret))
-        for sc in visible_scores(s, sub, phase, organizer=user.is_organizer)
+        sc.part: (sc.result if organizer else public_result(sc.result, secret))
+        for sc in visible_scores(s, sub, phase, organizer=organizer)
     }
     if not parts:
         return None
-    part = shown_part(viewer_of(user), phase, sub.created_at, parts) or next(iter(parts))
+    viewer = viewer_of(user, s, sub.task_id)
+    part = shown_part(viewer, phase, sub.created_at, parts) or next(iter(parts))
     d = dict(parts[part])
     d["part"] = part
     if len(parts) > 1:
@@ -384,7 +412,7 @@ def _sub_out(s, u, sub, status: int = 200, **extra):
 def _own_submission(s, user, submission_id: int) -> Submission:
     sub = s.get(Submission, submission_id)
     # the same answer for "not yours" and "does not exist": ids are not an oracle
-    if sub is None or sub.removed_at is not None or not auth.can_see_submission(user, sub):
+    if sub is None or sub.removed_at is not None or not auth.can_see_submission(user, sub, s):
         raise ApiError(404, "not_found", f"no submission {submission_id} visible to you")
     return sub
 
@@ -404,94 +432,155 @@ def _any_submission(s, submission_id: int) -> Submission:
 def me():
     u = _user()
     s = db()
-    team = s.get(Team, u.team_id) if u.team_id else None
+    team = people.team_of(s, u, None)
     return out(
         m.Me,
         id=u.id,
         email=u.email,
-        is_organizer=u.is_organizer,
+        is_admin=people.is_admin(u),
+        is_organizer=people.organizes_anything(s, u),
         team={"id": team.id, "name": team.name} if team else None,
     )
 
 
-def _team_out(s, team: Team, status: int = 200):
+def _team_out(s, team: Team, status: int = 200, competition: Competition | None = None):
+    rows = s.exec(
+        select(TeamMember, User)
+        .join(User, User.id == TeamMember.user_id)
+        .where(TeamMember.team_id == team.id)
+        .order_by(TeamMember.id)
+    ).all()
     return out(
         m.TeamOut,
         status,
         id=team.id,
         name=team.name,
+        competition=competition.slug if competition is not None else None,
         invite_code=team.invite_code,
-        members=[{"id": x.id, "email": x.email} for x in members(s, team)],
+        members=[
+            {"id": x.id, "email": x.email, "role": tm.role, "status": tm.status}
+            for tm, x in rows
+            if competition is None or tm.competition_id == competition.id
+        ],
         created=team.created_at,
     )
 
 
+def _team_scope(slug: str | None) -> Competition | None:
+    """The competition a team route acts in (`competition`), or None for the account-wide team."""
+    if not slug:
+        return None
+    s = db()
+    c = s.exec(select(Competition).where(Competition.slug == slug)).first()
+    if c is None or (c.state == "draft" and not comp_actions.may_see_draft(s, _viewer(), c)):
+        raise ApiError(404, "unknown_competition", f"no competition {slug!r}")
+    return c
+
+
 @bp.get("/team")
 @op(
-    "Your team: its members and invite code",
+    "Your team (in a competition with `competition=ID`): its members and invite code",
+    query=m.TeamQuery,
     responses={200: m.TeamOut},
     errors=(404,),
     tags=("team",),
 )
 def team_show():
     u = _user()
+    c = _team_scope(_query(m.TeamQuery).competition)
     s = db()
-    team = s.get(Team, u.team_id) if u.team_id else None
+    team = teams.team_for(s, u, c)
     if team is None:
         raise ApiError(
             404, "no_team", "you are in no team: create one or join one with its invite code"
         )
-    return _team_out(s, team)
+    return _team_out(s, team, competition=c)
 
 
 @bp.post("/team")
 @op(
-    "Create a team (you become its first member)",
+    "Create a team (you become its captain); with `competition`, a team of that competition",
     body=m.TeamCreate,
     responses={201: m.TeamOut},
-    errors=(409,),
+    errors=(403, 409),
     tags=("team",),
 )
 def team_create():
     u = _user()
     body = _body(m.TeamCreate)
+    c = _team_scope(body.competition)
     s = db()
-    return _team_out(s, teams.create_team(s, u, body.name), 201)
+    return _team_out(s, teams.create_team(s, u, body.name, c), 201, c)
 
 
 @bp.post("/team/join")
 @op(
-    "Join a team by its invite code",
+    "Join a team by its invite code (in a competition that asks for it, the captain approves)",
     body=m.TeamJoin,
     responses={200: m.TeamOut},
-    errors=(404, 409),
+    errors=(403, 404, 409),
     tags=("team",),
 )
 def team_join():
     u = _user()
     body = _body(m.TeamJoin)
+    c = _team_scope(body.competition)
     s = db()
-    return _team_out(s, teams.join_team(s, u, body.invite_code))
+    return _team_out(s, teams.join_team(s, u, body.invite_code, c), competition=c)
 
 
 @bp.post("/team/leave")
 @op(
     "Leave your team (its submissions stay with it)",
+    query=m.TeamQuery,
     responses={200: m.Left},
     errors=(409,),
     tags=("team",),
 )
 def team_leave():
     u = _user()
-    return out(m.Left, left_team=teams.leave_team(db(), u))
+    c = _team_scope(_query(m.TeamQuery).competition)
+    return out(m.Left, left_team=teams.leave_team(db(), u, c))
 
 
 @bp.post("/team/invite")
-@op("Replace your team's invite code", responses={200: m.TeamOut}, errors=(409,), tags=("team",))
+@op(
+    "Replace your team's invite code",
+    query=m.TeamQuery,
+    responses={200: m.TeamOut},
+    errors=(409,),
+    tags=("team",),
+)
 def team_rotate():
     u = _user()
+    c = _team_scope(_query(m.TeamQuery).competition)
     s = db()
-    return _team_out(s, teams.rotate_invite(s, u))
+    return _team_out(s, teams.rotate_invite(s, u, c), competition=c)
+
+
+@bp.post("/team/members/<int:user_id>")
+@op(
+    "The captain approves (`approve=1`) or turns away (`approve=0`) a person waiting to join",
+    query=m.MemberDecision,
+    responses={200: m.TeamOut},
+    errors=(403, 404, 409),
+    tags=("team",),
+)
+def team_member_decide(user_id):
+    u = _user()
+    q = _query(m.MemberDecision)
+    c = _team_scope(q.competition)
+    if c is None:
+        raise ApiError(
+            422,
+            "invalid_fields",
+            "name the competition",
+            problems=[{"line": None, "id": "competition", "message": "required"}],
+            total=1,
+        )
+    s = db()
+    teams.decide_member(s, u, c, user_id, approve=q.approve == "1")
+    return _team_out(s, teams.team_for(s, u, c), competition=c)
 
 
 # ----------------------------------------------------------------------------- competitions
@@ -562,27 +651,33 @@ def competition_create():
 
 @bp.patch("/competitions/<competition_id>")
 @op(
-    "Change a competition's title or state (site administrators)",
+    "Change a competition's title, state or settings (its owners and organizers)",
     body=m.CompetitionEdit,
     responses={200: m.CompetitionOut},
-    errors=(403,),
+    errors=(403, 404),
     tags=("competitions",),
 )
 def competition_edit(competition_id):
     u = _user()
     body = _body(m.CompetitionEdit)
     result = comp_actions.edit_competition(
-        s=db(), actor=u, via="api", competition=competition_id, title=body.title, state=body.state
+        s=db(),
+        actor=u,
+        via="api",
+        competition=competition_id,
+        title=body.title,
+        state=body.state,
+        settings=body,
     )
     return _json_out(result)
 
 
 @bp.put("/competitions/<competition_id>/pages/<page>")
 @op(
-    "Create or replace a page of a competition (site administrators)",
+    "Create or replace a page of a competition (its owners and organizers)",
     body=m.CompetitionPageSet,
     responses={200: m.CompetitionPageOut},
-    errors=(403,),
+    errors=(403, 404),
     tags=("competitions",),
 )
 def competition_page_set(competition_id, page):
@@ -656,8 +751,13 @@ def task_detail(task_id):
     tags=("tasks",),
 )
 def download(task_id):
-    _user()
+    u = _user()
     t = _task(task_id)
+    s = db()
+    allowed = people.may_download(s, u, t.id)
+    s.commit()  # an implicit registration stays made
+    if not allowed.ok:
+        raise ApiError(403, allowed.code, allowed.message)
     store = _store(t.id)
     if not store.exists():
         raise ApiError(
@@ -754,12 +854,16 @@ def my_submissions():
     page = _query(m.SubmissionsQuery)
     s = db()
     q = select(Submission, Team).join(Team, Team.id == Submission.team_id)
-    if not u.is_organizer:
+    organized = people.organized_tasks(s, u)  # None: every task (an administrator)
+    everyone = page.mine == "0" and (organized is None or organized)
+    if not everyone:
         q = q.where(Submission.removed_at.is_(None))
-    if not u.is_organizer or page.mine != "0":
-        if u.team_id is None:
+        team_ids = people.team_ids_of(s, u)
+        if not team_ids:
             return _page(m.Page[m.SubmissionOut], [], {"next_cursor": None, "next": None})
-        q = q.where(Submission.team_id == u.team_id)
+        q = q.where(Submission.team_id.in_(team_ids))
+    elif organized is not None:  # everyone's runs of the tasks this organizer organizes
+        q = q.where(Submission.task_id.in_(sorted(organized)))
     if page.task:
         q = q.where(Submission.task_id == page.task)
     if page.status:
@@ -800,11 +904,12 @@ def primary(submission_id):
     u = _user()
     s = db()
     sub = _own_submission(s, u, submission_id)
-    if u.team_id != sub.team_id:
+    team_id = people.team_id_for_task(s, u, sub.task_id)
+    if team_id != sub.team_id:
         raise ApiError(
             403, "not_your_team", "only the team that made a submission chooses its primary run"
         )
-    set_primary(s, sub, team_id=u.team_id, actor=u)
+    set_primary(s, sub, team_id=team_id, actor=u)
     return _sub_out(s, u, sub)
 
 
@@ -821,7 +926,13 @@ def leaderboard(task_id):
     u = _user()
     t = _task(task_id)
     _query(m.LeaderboardQuery)
-    who = "organizer" if u.is_organizer else (f"team:{u.team_id}" if u.team_id else "public")
+    s = db()
+    team_id = people.team_id_for_task(s, u, t.id)
+    who = (
+        "organizer"
+        if people.organizes_task(s, u, t.id)
+        else (f"team:{team_id}" if team_id else "public")
+    )
     return _serve(t.id, "json", who=who)
 
 
@@ -837,7 +948,7 @@ def leaderboard(task_id):
     tags=("organizers",),
 )
 def phases_list(task_id):
-    _organizer()
+    _organizer(task_id)
     t = _task(task_id)
     page = _query(m.PageQuery)
     s = db()
@@ -856,7 +967,7 @@ def phases_list(task_id):
     tags=("organizers",),
 )
 def phase_create(task_id):
-    u = _organizer()
+    u = _organizer(task_id)
     t = _task(task_id)
     body = _body(m.PhaseCreate)
     s = db()
@@ -886,7 +997,7 @@ def phase_create(task_id):
     tags=("organizers",),
 )
 def phase_edit(task_id, phase_name):
-    u = _organizer()
+    u = _organizer(task_id)
     t = _task(task_id)
     body = _body(m.PhaseEdit)
     s = db()
@@ -910,7 +1021,7 @@ def phase_edit(task_id, phase_name):
     "correction (version 2 on) needs a `reason`.",
 )
 def phase_action(task_id, phase_name, action):
-    u = _organizer()
+    u = _organizer(task_id)
     if action not in PHASE_ACTIONS:
         raise ApiError(
             404,
@@ -940,7 +1051,7 @@ def phase_action(task_id, phase_name, action):
     tags=("organizers",),
 )
 def rankings(task_id, phase_name):
-    _organizer()
+    _organizer(task_id)
     t = _task(task_id)
     page = _query(m.PageQuery)
     s = db()
@@ -984,7 +1095,7 @@ def ranking_version(task_id, phase_name, version):
     "(application/x-tex).",
 )
 def export(task_id, phase_name):
-    u = _organizer()
+    u = _organizer(task_id)
     t = _task(task_id)
     q = _query(m.ExportQuery)
     s = db()
@@ -1009,7 +1120,7 @@ def export(task_id, phase_name):
     tags=("organizers",),
 )
 def rescore_one(submission_id):
-    u = _organizer()
+    u = _organizer(submission_id=submission_id)
     body = _body(m.Rescore) if (request.get_json(silent=True) or request.form) else m.Rescore()
     result = sub_actions.rescore_submission(
         s=db(),
@@ -1031,7 +1142,7 @@ def rescore_one(submission_id):
     tags=("organizers",),
 )
 def rescore_all(task_id):
-    u = _organizer()
+    u = _organizer(task_id)
     body = (
         _body(m.TaskRescore) if (request.get_json(silent=True) or request.form) else m.TaskRescore()
     )
@@ -1060,7 +1171,7 @@ def rescore_all(task_id):
     "shown.",
 )
 def visibility(submission_id):
-    u = _organizer()
+    u = _organizer(submission_id=submission_id)
     body = _body(m.Visibility)
     s = db()
     sub = sub_actions.set_visibility(
@@ -1081,10 +1192,13 @@ def visibility(submission_id):
     tags=("organizers",),
 )
 def audit_log():
-    _organizer()
+    u = _organizer()
     page = _query(m.AuditQuery)
     s = db()
     q = select(AuditLog)
+    mine = people.organized_competitions(s, u)
+    if mine is not None:  # an organizer reads the log of their competitions only
+        q = q.where(AuditLog.competition_id.in_(sorted(mine)))
     if page.action:
         q = q.where(AuditLog.action == page.action)
     elif page.all != "1":  # the workers' status changes of every submission, on demand only
@@ -1117,7 +1231,7 @@ def audit_log():
     tags=("organizers",),
 )
 def baselines_list(task_id):
-    u = _organizer()
+    u = _organizer(task_id)
     t = _task(task_id)
     page = _query(m.BaselinesQuery)
     s = db()
@@ -1150,7 +1264,7 @@ def baselines_list(task_id):
     "system and records its file as a baseline entry.",
 )
 def baselines_queue(task_id):
-    u = _organizer()
+    u = _organizer(task_id)
     t = _task(task_id)
     body = _body(m.BaselineRuns)
     known = SYSTEMS.get(t.id, ())
@@ -1188,7 +1302,7 @@ def baselines_queue(task_id):
     tags=("organizers",),
 )
 def baseline_runs():
-    _organizer()
+    _admin()
     page = _query(m.PageQuery)
     try:  # only look: never start the embedded Redis for this
         conn = current_app.extensions.get("palimpsest.redis") or connect(

@@ -9,10 +9,19 @@ served byte for byte from their render cache and snapshot rows; their models are
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from typing import Any, Generic, Literal, Optional, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel, field_serializer, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    RootModel,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from server.board_model import Leaderboard, Snapshot
 from server.inputs import CONTROL
@@ -103,18 +112,24 @@ class TeamRef(Out):
 class Me(Out):
     id: int
     email: str
-    is_organizer: bool
-    team: Optional[TeamRef]
+    is_admin: bool = Field(description="A site administrator: creates competitions.")
+    is_organizer: bool = Field(description="An organizer of at least one competition.")
+    team: Optional[TeamRef] = Field(description="Your team of every competition, if any.")
 
 
 class Member(Out):
     id: int
     email: str
+    role: str = Field("member", description="captain or member")
+    status: str = Field("active", description="active, or pending: waits for the captain")
 
 
 class TeamOut(Out):
     id: int
     name: str
+    competition: Optional[str] = Field(
+        None, description="The competition it is a team of; none: every competition."
+    )
     invite_code: str = Field(
         description="Share it with teammates; `POST /team/invite` replaces it."
     )
@@ -122,16 +137,34 @@ class TeamOut(Out):
     created: Stamp
 
 
+_COMPETITION = Field(
+    None,
+    pattern=r"^[a-z0-9][a-z0-9-]{0,63}$",
+    description="The competition (its short id); none: your team of every competition.",
+)
+
+
+class TeamQuery(Model):
+    competition: Optional[str] = _COMPETITION
+
+
+class MemberDecision(Model):
+    competition: Optional[str] = _COMPETITION
+    approve: Literal["0", "1"] = "1"
+
+
 class TeamCreate(Model):
     name: str = Field(
         min_length=1, max_length=120, json_schema_extra={"examples": ["Team Lexical"]}
     )
+    competition: Optional[str] = _COMPETITION
 
 
 class TeamJoin(Model):
     invite_code: str = Field(
         min_length=1, max_length=64, json_schema_extra={"examples": ["code-alpha"]}
     )
+    competition: Optional[str] = _COMPETITION
 
 
 class Left(Out):
@@ -544,10 +577,107 @@ class CompetitionSummary(Out):
     tasks: list[str] = Field(description="The ids of its tasks (subtasks).")
 
 
+DOMAIN = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+")
+FactKind = Literal["text", "long_text", "choice", "yes_no", "url"]
+FACT_KEY = r"^[a-z][a-z0-9_]{0,39}$"
+
+
+class FactField(Model):
+    """A field of the fact sheet a submission carries (an overview paper's questions)."""
+
+    key: str = Field(pattern=FACT_KEY, json_schema_extra={"examples": ["affiliation"]})
+    label: str = Field(min_length=1, max_length=200)
+    kind: FactKind = "text"
+    choices: list[str] = Field(
+        default_factory=list, max_length=50, description="The allowed values of a choice."
+    )
+    required: bool = False
+    phases: list[str] = Field(
+        default_factory=list,
+        max_length=20,
+        description="The phases where a required field is required (empty: every phase).",
+    )
+    help: str = Field("", max_length=500)
+
+    _label = field_validator("label", "help")(_no_control)
+
+    @model_validator(mode="after")
+    def _choices(self):
+        if self.kind == "choice" and not self.choices:
+            raise ValueError("a choice field lists its choices")
+        if self.kind != "choice" and self.choices:
+            raise ValueError("only a choice field has choices")
+        return self
+
+
+class CompetitionSettings(Model):
+    """How a competition takes participants and teams, and what its boards and submissions show.
+    In an edit, only the fields sent change."""
+
+    approval: Optional[Literal["auto", "manual"]] = Field(
+        None, description="auto: a registration is approved at once; manual: an organizer decides."
+    )
+    allowed_domains: Optional[list[str]] = Field(
+        None, max_length=100, description="Email domains that may register (empty: any)."
+    )
+    data_public: Optional[bool] = Field(
+        None, description="Downloads without an approved registration."
+    )
+    team_size_cap: Optional[int] = Field(None, ge=0, le=1000, description="0: no cap.")
+    join_needs_captain: Optional[bool] = None
+    anonymous_board: Optional[bool] = Field(
+        None, description="Team and method names hidden on public boards until publication."
+    )
+    fact_fields: Optional[list[FactField]] = Field(None, max_length=50)
+
+    @field_validator("allowed_domains")
+    @classmethod
+    def _domains(cls, v):
+        if v is None:
+            return v
+        out = []
+        for d in v:
+            d = d.strip().lower().lstrip("@")
+            if not DOMAIN.fullmatch(d):
+                raise ValueError(f"{d!r} is not an email domain")
+            out.append(d)
+        return out
+
+    @field_validator("fact_fields")
+    @classmethod
+    def _keys(cls, v):
+        if v is None:
+            return v
+        seen = set()
+        for f in v:
+            if f.key in seen:
+                raise ValueError(f"fact field {f.key!r} is declared twice")
+            seen.add(f.key)
+        return v
+
+
+class CompetitionSettingsOut(Out):
+    approval: Literal["auto", "manual"]
+    allowed_domains: list[str]
+    data_public: bool
+    team_size_cap: Optional[int]
+    join_needs_captain: bool
+    anonymous_board: bool
+    terms_version: int = Field(description="Raised whenever the terms page changes.")
+    fact_fields: list[FactField]
+
+
 class CompetitionOut(CompetitionSummary):
-    """A competition with its pages, in their order."""
+    """A competition with its pages, in their order, and its settings."""
 
     pages: list[CompetitionPageOut]
+    settings: CompetitionSettingsOut
+    role: Optional[str] = Field(
+        None, description="Your role in it (owner, organizer, assessor, admin), if any."
+    )
+    registration: Optional[str] = Field(
+        None, description="Your registration's status (pending, approved, ...), if any."
+    )
 
 
 class CompetitionCreate(Model):
@@ -563,7 +693,7 @@ class CompetitionCreate(Model):
     _title = field_validator("title")(_no_control)
 
 
-class CompetitionEdit(Model):
+class CompetitionEdit(CompetitionSettings):
     """Only the fields sent change."""
 
     title: Optional[str] = Field(None, min_length=1, max_length=200)

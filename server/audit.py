@@ -1,14 +1,54 @@
 """The audit record: one row per organizer action or state change, written in the transaction of
-the change it records."""
+the change it records, with the competition it belongs to (so that its organizers read its log and
+no other's)."""
 
 from __future__ import annotations
 
-from sqlmodel import Session
+from sqlmodel import Session, select
 
-from server.models import AuditLog, User
+from server.models import AuditLog, CompetitionTask, Phase, Submission, Team, User
 
 
-def record(s: Session, actor: User | int | None, action: str, target: str, **details) -> None:
-    """Add an audit row for `action` on `target` to the session's transaction."""
+def competition_of_target(s: Session, target: str) -> int | None:
+    """The competition an audit target ("phase:3", "submission:7", "team:2", "<task>/<phase>",
+    "<task>") belongs to, or None for a site-wide one."""
+    kind, _, rest = target.partition(":")
+    task_id = None
+    if rest and rest.isdigit() and len(rest) < 18:
+        row = {"phase": Phase, "submission": Submission, "team": Team}.get(kind)
+        obj = s.get(row, int(rest)) if row is not None else None
+        if isinstance(obj, Team):
+            return obj.competition_id
+        task_id = getattr(obj, "task_id", None)
+    elif not rest:
+        task_id = target.split("/", 1)[0]
+    if not task_id:
+        return None
+    link = s.exec(select(CompetitionTask).where(CompetitionTask.task_id == task_id)).first()
+    return None if link is None else link.competition_id
+
+
+def record(
+    s: Session,
+    actor: User | int | None,
+    action: str,
+    target: str,
+    *,
+    competition_id: int | None = None,
+    **details,
+) -> None:
+    """Add an audit row for `action` on `target` to the session's transaction; the competition
+    is the one given, else the target's."""
     actor_id = actor.id if isinstance(actor, User) else actor
-    s.add(AuditLog(actor_id=actor_id, action=action, target=target[:200], details=details or None))
+    if competition_id is None:
+        with s.no_autoflush:
+            competition_id = competition_of_target(s, target)
+    s.add(
+        AuditLog(
+            actor_id=actor_id,
+            action=action,
+            target=target[:200],
+            details=details or None,
+            competition_id=competition_id,
+        )
+    )

@@ -31,9 +31,11 @@ from flask import (
 from itsdangerous import BadData, URLSafeTimedSerializer
 from sqlmodel import Session, select
 
+from server import audit as audit_log
+from server import people
 from server.db import db
 from server.mail import send_in_background
-from server.models import ApiToken, AuditLog, Submission, Team, User, utcnow
+from server.models import ApiToken, Competition, Phase, Submission, User, utcnow
 from server.settings import get_settings
 
 bp = Blueprint("auth", __name__, url_prefix="/auth")
@@ -91,7 +93,7 @@ class EmailTaken(ValueError):
     """create_user's refusal of an email that has an account (never shown on a public page)."""
 
 
-def create_user(s: Session, *, email: str, password: str, is_organizer: bool = False) -> User:
+def create_user(s: Session, *, email: str, password: str, is_admin: bool = False) -> User:
     """A new account; raises ValueError with a message for a bad email, a short password or a
     taken email."""
     email = email.strip().lower()
@@ -102,7 +104,7 @@ def create_user(s: Session, *, email: str, password: str, is_organizer: bool = F
     password_hash = hash_password(password)  # before the look-up: a taken email answers as slowly
     if s.exec(select(User).where(User.email == email)).first():
         raise EmailTaken("an account with this email exists already")
-    u = User(email=email, password_hash=password_hash, is_organizer=is_organizer)
+    u = User(email=email, password_hash=password_hash, is_admin=is_admin)
     s.add(u)
     s.flush()
     return u
@@ -135,15 +137,8 @@ def user_for_token(s: Session, plaintext: str) -> User | None:
 
 
 def audit(s: Session, actor: User | None, action: str, target: str = "", **details) -> None:
-    """Record an action in the audit log (in the caller's transaction)."""
-    s.add(
-        AuditLog(
-            actor_id=actor.id if actor else None,
-            action=action,
-            target=target[:200],
-            details=details or None,
-        )
-    )
+    """Record an action in the audit log (in the caller's transaction): `server.audit.record`."""
+    audit_log.record(s, actor, action, target, **details)
 
 
 # --------------------------------------------------------------------------- request context
@@ -198,7 +193,37 @@ def login_required(view):
     return wrapped
 
 
+def _competition_of_view(s: Session, kwargs: dict) -> tuple[bool, int | None]:
+    """The competition a view's URL arguments name (a task, a phase, a submission, a competition),
+    as (named, id): a view that names none is checked against "organizes anything"."""
+    task_id = kwargs.get("task_id")
+    if "phase_id" in kwargs:
+        p = s.get(Phase, kwargs["phase_id"])
+        task_id = p.task_id if p is not None else None
+        if p is None:
+            abort(404)
+    if "submission_id" in kwargs:
+        sub = s.get(Submission, kwargs["submission_id"])
+        if sub is None:
+            abort(404)
+        task_id = sub.task_id
+    if task_id is not None:
+        c = people.competition_of_task(s, task_id)
+        return True, None if c is None else c.id
+    slug = kwargs.get("competition_id") or kwargs.get("competition")
+    if slug is not None:
+        c = s.exec(select(Competition).where(Competition.slug == slug)).first()
+        if c is None:
+            abort(404)
+        return True, c.id
+    return False, None
+
+
 def organizer_required(view):
+    """A signed-in organizer of the competition the URL names (its task, phase, submission or
+    competition), or of any competition for a view that names none (it filters what it shows by
+    `server.people.organized_tasks`); site administrators pass everywhere."""
+
     @functools.wraps(view)
     def wrapped(*args, **kwargs):
         u = current_user()
@@ -206,20 +231,42 @@ def organizer_required(view):
             if is_api_request():
                 abort(401)
             return redirect(url_for("auth.login", next=request.path))
-        if not u.is_organizer:
+        s = db()
+        named, cid = _competition_of_view(s, kwargs)
+        if not (people.organizes(s, u, cid) if named else people.organizes_anything(s, u)):
             abort(403)
         return view(*args, **kwargs)
 
     return wrapped
 
 
-def can_see_submission(user: User | None, sub: Submission) -> bool:
-    """A team sees its own submissions' details; organizers see everything; others nothing."""
+def admin_required(view):
+    """A signed-in site administrator."""
+
+    @functools.wraps(view)
+    def wrapped(*args, **kwargs):
+        u = current_user()
+        if u is None:
+            if is_api_request():
+                abort(401)
+            return redirect(url_for("auth.login", next=request.path))
+        if not u.is_admin:
+            abort(403)
+        return view(*args, **kwargs)
+
+    return wrapped
+
+
+def can_see_submission(user: User | None, sub: Submission, s: Session | None = None) -> bool:
+    """A team sees its own submissions' details; the task's organizers see everything; others
+    nothing."""
     if user is None:
         return False
-    if user.is_organizer:
+    s = s if s is not None else db()
+    if people.organizes_task(s, user, sub.task_id):
         return True
-    return user.team_id is not None and user.team_id == sub.team_id
+    team_id = people.team_id_for_task(s, user, sub.task_id)
+    return team_id is not None and team_id == sub.team_id
 
 
 def safe_next(target: str | None, default: str = "/") -> str:
@@ -550,15 +597,16 @@ def end_my_sessions():
 
 
 @bp.route("/users", methods=["GET"])
-@organizer_required
+@admin_required
 def users():
-    rows = db().exec(select(User).order_by(User.id)).all()
-    teams = {t.id: t.name for t in db().exec(select(Team)).all()}
+    s = db()
+    rows = s.exec(select(User).order_by(User.id)).all()
+    teams = {u.id: people.team_of(s, u, None) for u in rows}
     return render_template("auth/users.html", users=rows, teams=teams)
 
 
 @bp.route("/users/<int:user_id>/sign-out", methods=["POST"])
-@organizer_required
+@admin_required
 def sign_out_user(user_id: int):
     """An organizer ends every session of an account (e.g. a stolen cookie)."""
     s = db()
@@ -618,4 +666,10 @@ def init_app(app) -> None:
 
     @app.context_processor
     def _inject():
-        return {"current_user": current_user(), "now": datetime.utcnow}
+        u = current_user()
+        return {
+            "current_user": u,
+            "now": datetime.utcnow,
+            # whether to show the organizer link: asked only when a page renders the menu
+            "organizes_anything": lambda: u is not None and people.organizes_anything(db(), u),
+        }

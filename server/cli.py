@@ -251,7 +251,13 @@ def register(main: click.Group) -> None:
         required=True,
         help="Read the password from standard input.",
     )
-    @click.option("--organizer", is_flag=True, help="Give the account the organizer role.")
+    @click.option(
+        "--admin",
+        "--organizer",
+        "organizer",
+        is_flag=True,
+        help="Make the account a site administrator (creates competitions, acts in every one).",
+    )
     @_home_option
     def users_create(email, password_stdin, organizer):
         """Create an account; the password is read from standard input."""
@@ -260,12 +266,14 @@ def register(main: click.Group) -> None:
         password = sys.stdin.readline().rstrip("\r\n")
         with _session(_settings()) as s:
             try:
-                u = create_user(s, email=email, password=password, is_organizer=organizer)
+                u = create_user(s, email=email, password=password, is_admin=organizer)
             except ValueError as e:
                 raise Refused(str(e)) from None
             audit(s, None, "user.create", u.email, organizer=organizer, via="cli")
             s.commit()
-            click.echo(f"created {'organizer' if organizer else 'user'} {u.email} (id {u.id})")
+            click.echo(
+                f"created {'site administrator' if organizer else 'user'} {u.email} (id {u.id})"
+            )
 
     def _user_by_email(s, email):
 

@@ -15,7 +15,7 @@ from sqlmodel import Session
 from server.actions import competitions as comp_actions
 from server.auth import create_user, new_invite_code
 from server.baselines import BASELINE_TEAM
-from server.models import CompetitionTask, Phase, Team, User
+from server.models import CompetitionTask, Phase, Team, TeamMember, User
 from server.submissions import create_submission, ensure_phases, mark_primary
 from tasks import all_tasks, get_task
 from tasks.base import resolve
@@ -90,7 +90,7 @@ def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
         if s.execute(select(Team).where(Team.name == DEMO_TEAMS[0][0])).first():
             return {"imported": imported, "submissions": 0}
         if not s.execute(select(User).where(User.email == ORGANIZER_EMAIL)).first():
-            create_user(s, email=ORGANIZER_EMAIL, password=ORGANIZER_PASSWORD, is_organizer=True)
+            create_user(s, email=ORGANIZER_EMAIL, password=ORGANIZER_PASSWORD, is_admin=True)
         teams = []
         for i, (name, noise) in enumerate(DEMO_TEAMS + ((BASELINE_TEAM, 0.6),)):
             team = Team(name=name, invite_code=new_invite_code(), is_baseline=name == BASELINE_TEAM)
@@ -99,8 +99,7 @@ def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
             user = create_user(
                 s, email=f"team{i + 1}@demo.palimpsest.invalid", password=new_invite_code() + "x"
             )
-            user.team_id = team.id
-            s.add(user)
+            s.add(TeamMember(team_id=team.id, user_id=user.id, role="captain"))
             teams.append((team, user, noise))
         s.commit()
 

@@ -22,8 +22,9 @@ class User(SQLModel, table=True):
     id: Optional[int] = Field(default=None, primary_key=True)
     email: str = Field(index=True, unique=True, max_length=320)
     password_hash: str
-    is_organizer: bool = False
-    team_id: Optional[int] = Field(default=None, foreign_key="team.id", index=True)
+    # a site administrator: creates competitions and acts in every one (the organizers of a
+    # competition are its roles, `CompetitionRole`)
+    is_admin: bool = False
     created_at: NaiveDatetime = Field(default_factory=utcnow)
     # signed into every session cookie; raising it ends every earlier session (sign-out, password
     # change)
@@ -35,6 +36,25 @@ class Team(SQLModel, table=True):
     name: str = Field(index=True, unique=True, max_length=120)
     invite_code: str = Field(index=True, unique=True, max_length=64)
     is_baseline: bool = False
+    # the competition the team was made in; None for a team of every competition (made before
+    # teams were per competition, or through the account-wide team routes)
+    competition_id: Optional[int] = Field(default=None, foreign_key="competition.id", index=True)
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
+
+
+class TeamMember(SQLModel, table=True):
+    """A person in a team for one competition, or for every competition (`competition_id` None)
+    where they have no membership of their own. One membership per person per competition (and one
+    for every competition), checked in `server.teams`."""
+
+    __table_args__ = (UniqueConstraint("competition_id", "user_id"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    competition_id: Optional[int] = Field(default=None, foreign_key="competition.id", index=True)
+    team_id: int = Field(foreign_key="team.id", index=True)
+    user_id: int = Field(foreign_key="user.id", index=True)
+    role: str = Field(default="member", max_length=16)  # "captain" | "member"
+    status: str = Field(default="active", max_length=16)  # "active" | "pending" (captain's yes)
     created_at: NaiveDatetime = Field(default_factory=utcnow)
 
 
@@ -107,6 +127,8 @@ class Submission(SQLModel, table=True):
     method_name: str = Field(default="", max_length=200)
     description: str = Field(default="", sa_column=Column(Text))
     url: str = Field(default="", max_length=500)
+    # the fact sheet: the competition's declared fields (Competition.fact_fields), key -> value
+    facts: Optional[dict] = Field(default=None, sa_column=Column(JSON))
     show_publicly: bool = True
     is_primary: bool = False
     is_baseline: bool = False
@@ -143,6 +165,8 @@ class AuditLog(SQLModel, table=True):
     action: str = Field(max_length=64, index=True)
     target: str = Field(default="", max_length=200)
     details: Optional[dict] = Field(default=None, sa_column=Column(JSON))
+    # the competition the change belongs to, so that its organizers read its log (None: site-wide)
+    competition_id: Optional[int] = Field(default=None, foreign_key="competition.id", index=True)
     created_at: NaiveDatetime = Field(default_factory=utcnow, index=True)
 
 
@@ -198,6 +222,22 @@ class Competition(SQLModel, table=True):
     slug: str = Field(index=True, unique=True, max_length=64)
     title: str = Field(max_length=200)
     state: str = Field(default="draft", max_length=16)  # "draft" | "visible" | "archived"
+    # registration: "auto" approves at once, "manual" waits for an organizer; an allow-list of
+    # email domains (empty: any); the data (inputs and labelled splits) downloadable without an
+    # approved registration when public
+    approval: str = Field(default="auto", max_length=16)
+    allowed_domains: list = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    data_public: bool = False
+    # the version of the terms page: raised whenever its text changes; a registration that
+    # accepted an older version is asked again (0: the competition has no terms)
+    terms_version: int = 0
+    # teams: at most this many members (None: no cap); joining waits for the captain's yes
+    team_size_cap: Optional[int] = None
+    join_needs_captain: bool = False
+    # team and method names hidden on public boards until the ranking is published
+    anonymous_board: bool = False
+    # the fact sheet a submission carries: [{key, label, kind, choices, required, help}]
+    fact_fields: list = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     created_at: NaiveDatetime = Field(default_factory=utcnow)
 
 
@@ -227,3 +267,84 @@ class CompetitionPage(SQLModel, table=True):
     body_html: str = Field(default="", sa_column=Column(Text, nullable=False))
     position: int = 0
     updated_at: NaiveDatetime = Field(default_factory=utcnow)
+
+
+class CompetitionRole(SQLModel, table=True):
+    """A person's role in a competition: "owner", "organizer" or "assessor"."""
+
+    __table_args__ = (UniqueConstraint("competition_id", "user_id"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    competition_id: int = Field(foreign_key="competition.id", index=True)
+    user_id: int = Field(foreign_key="user.id", index=True)
+    role: str = Field(max_length=16)
+    granted_by: Optional[int] = Field(default=None, foreign_key="user.id")
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
+
+
+class CompetitionInvite(SQLModel, table=True):
+    """An invitation by email to a role in a competition; accepted through a signed link."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    competition_id: int = Field(foreign_key="competition.id", index=True)
+    email: str = Field(max_length=320, index=True)
+    role: str = Field(max_length=16)
+    invited_by: Optional[int] = Field(default=None, foreign_key="user.id")
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
+    accepted_at: Optional[NaiveDatetime] = None
+    accepted_by: Optional[int] = Field(default=None, foreign_key="user.id")
+    revoked_at: Optional[NaiveDatetime] = None
+
+
+class Registration(SQLModel, table=True):
+    """A participant's registration for a competition: the terms accepted (their version and
+    when) and the organizers' decision."""
+
+    __table_args__ = (UniqueConstraint("competition_id", "user_id"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    competition_id: int = Field(foreign_key="competition.id", index=True)
+    user_id: int = Field(foreign_key="user.id", index=True)
+    # "pending" | "approved" | "rejected" | "suspended" | "banned"
+    status: str = Field(default="pending", max_length=16, index=True)
+    terms_version: int = 0
+    terms_accepted_at: Optional[NaiveDatetime] = None
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
+    decided_at: Optional[NaiveDatetime] = None
+    decided_by: Optional[int] = Field(default=None, foreign_key="user.id")
+    reason: str = Field(default="", max_length=500)
+    # mail: announcements (opt-out) and a notice when a run is scored or fails (opt-in)
+    mail_announcements: bool = True
+    mail_runs: bool = False
+
+
+class Announcement(SQLModel, table=True):
+    """An organizers' announcement, shown on the competition page and mailed to its participants."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    competition_id: int = Field(foreign_key="competition.id", index=True)
+    title: str = Field(max_length=200)
+    body_markdown: str = Field(default="", sa_column=Column(Text, nullable=False))
+    body_html: str = Field(default="", sa_column=Column(Text, nullable=False))
+    created_by: Optional[int] = Field(default=None, foreign_key="user.id")
+    created_at: NaiveDatetime = Field(default_factory=utcnow, index=True)
+    recipients: int = 0
+
+
+class OutgoingMail(SQLModel, table=True):
+    """A message waiting for the mail queue, or sent. `dedup_key` is unique, so that a message is
+    queued once (an announcement to a person, a run's notice) and sent once."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    dedup_key: str = Field(index=True, unique=True, max_length=200)
+    to_addr: str = Field(max_length=320)
+    subject: str = Field(max_length=300)
+    body: str = Field(default="", sa_column=Column(Text, nullable=False))
+    kind: str = Field(default="", max_length=32)
+    competition_id: Optional[int] = Field(default=None, foreign_key="competition.id", index=True)
+    status: str = Field(default="queued", max_length=16, index=True)  # queued | sent | failed
+    attempts: int = 0
+    last_error: str = Field(default="", max_length=500)
+    next_try_at: Optional[NaiveDatetime] = None
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
+    sent_at: Optional[NaiveDatetime] = None

@@ -1,6 +1,14 @@
-"""Teams: create one, join one by its invite code, leave it, rotate its code. The web pages
-(`server/views/teams.py`) and the API (`server/api.py`) call these, so both refuse the same things
-with the same words and the same status (server.errors)."""
+"""Teams: create one, join one by its invite code, leave it, rotate its code, and (for a
+competition whose organizers ask for it) let its captain approve who joins. The web pages
+(`server/views/teams.py`), the API (`server/api.py`) and the CLI call these, so all of them refuse
+the same things with the same words and the same status (server.errors).
+
+A team is made in one competition (`competition`: its `Competition` row), or for every competition
+(`competition` None: the account-wide team, as before teams were per competition). A person has
+at most one membership per competition and one for every competition; in a competition their own
+membership there counts, else the one for every competition (`server.people.membership`). A
+competition's size cap and captain's approval apply to its own teams.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +17,11 @@ import hmac
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
+from server import people
 from server.auth import audit, new_invite_code
 from server.baselines import reads_as_baselines
 from server.exceptions import TeamRefused
-from server.models import Team, User
+from server.models import Competition, Team, TeamMember, User
 
 MAX_NAME = 120
 
@@ -21,72 +30,175 @@ def clean_name(name: str) -> str:
     return " ".join((name or "").split())
 
 
-def create_team(s: Session, user: User, name: str) -> Team:
-    """A new team with the user as its first member; commits."""
-    if user.team_id:
-        raise TeamRefused("You are in a team already; leave it first.", "in_a_team")
+def _cid(c: Competition | None) -> int | None:
+    return None if c is None else c.id
+
+
+def _where(c: Competition | None) -> str:
+    return "" if c is None else f" in {c.slug}"
+
+
+def _own(s: Session, user: User, c: Competition | None) -> TeamMember | None:
+    """The person's membership made for exactly this scope (not the fallback)."""
+    q = select(TeamMember).where(TeamMember.user_id == user.id)
+    q = q.where(TeamMember.competition_id == c.id if c else TeamMember.competition_id.is_(None))
+    return s.exec(q).first()
+
+
+def _check_can_join(s: Session, user: User, c: Competition | None) -> None:
+    if _own(s, user, c) is not None:
+        raise TeamRefused(f"You are in a team{_where(c)} already; leave it first.", "in_a_team")
+    if c is not None:
+        p = people.participation(s, user, c)
+        if not p.ok:
+            raise TeamRefused(p.message, p.code, 403)
+
+
+def create_team(s: Session, user: User, name: str, competition: Competition | None = None) -> Team:
+    """A new team with the user as its captain; commits."""
+    _check_can_join(s, user, competition)
     name = clean_name(name)
     if not name or len(name) > MAX_NAME:
         raise TeamRefused(f"A team name has 1 to {MAX_NAME} characters.", "bad_name", 422)
-
     if reads_as_baselines(name):
         raise TeamRefused(
             "That name is reserved for the organizers' baselines; choose another.",
             "reserved_name",
             422,
         )
-    team = Team(name=name, invite_code=new_invite_code())
+    team = Team(name=name, invite_code=new_invite_code(), competition_id=_cid(competition))
     s.add(team)
     try:
         s.flush()
     except IntegrityError:
         s.rollback()
         raise TeamRefused("That team name is taken.", "name_taken") from None
-    user.team_id = team.id
-    s.add(user)
-    audit(s, user, "team.create", f"team:{team.id}")
+    s.add(
+        TeamMember(
+            competition_id=_cid(competition), team_id=team.id, user_id=user.id, role="captain"
+        )
+    )
+    audit(s, user, "team.create", f"team:{team.id}", competition_id=_cid(competition))
     s.commit()
     return team
 
 
-def join_team(s: Session, user: User, invite_code: str) -> Team:
-    """Join the team whose invite code this is; commits."""
-    if user.team_id:
-        raise TeamRefused("You are in a team already; leave it first.", "in_a_team")
+def join_team(
+    s: Session, user: User, invite_code: str, competition: Competition | None = None
+) -> Team:
+    """Join the team whose invite code this is; in a competition that asks for it the membership
+    waits for the captain's approval; commits."""
+    _check_can_join(s, user, competition)
     code = (invite_code or "").strip()
     team = s.exec(select(Team).where(Team.invite_code == code)).first() if code else None
-    if team is None or not hmac.compare_digest(team.invite_code, code) or team.is_baseline:
-        raise TeamRefused("No team has that invite code.", "bad_invite_code", 404)
-    user.team_id = team.id
-    s.add(user)
-    audit(s, user, "team.join", f"team:{team.id}")
+    if (
+        team is None
+        or not hmac.compare_digest(team.invite_code, code)
+        or team.is_baseline
+        or team.competition_id != _cid(competition)
+    ):
+        raise TeamRefused(
+            f"No team{_where(competition)} has that invite code.", "bad_invite_code", 404
+        )
+    status = "active"
+    if competition is not None:
+        cap = competition.team_size_cap
+        if cap is not None and len(people.team_members(s, team, status=None)) >= cap:
+            raise TeamRefused(
+                f"{team.name} has {cap} members, the most {competition.slug} allows.", "team_full"
+            )
+        if competition.join_needs_captain:
+            status = "pending"
+    s.add(
+        TeamMember(
+            competition_id=_cid(competition), team_id=team.id, user_id=user.id, status=status
+        )
+    )
+    audit(s, user, "team.join", f"team:{team.id}", competition_id=_cid(competition), status=status)
     s.commit()
     return team
 
 
-def leave_team(s: Session, user: User) -> int:
-    """Leave the team (its submissions stay with it); commits; returns the team's id."""
-    if not user.team_id:
-        raise TeamRefused("You are not in a team.", "no_team")
-    tid = user.team_id
-    user.team_id = None
-    s.add(user)
-    audit(s, user, "team.leave", f"team:{tid}")
+def _membership(s: Session, user: User, c: Competition | None) -> TeamMember:
+    m = _own(s, user, c)
+    if m is None:
+        raise TeamRefused(f"You are not in a team{_where(c)}.", "no_team")
+    return m
+
+
+def leave_team(s: Session, user: User, competition: Competition | None = None) -> int:
+    """Leave the team (its submissions stay with it); commits; returns the team's id. A captain
+    who leaves hands the captaincy to the longest-standing active member."""
+    m = _membership(s, user, competition)
+    tid = m.team_id
+    s.delete(m)
+    s.flush()
+    if m.role == "captain":
+        nxt = s.exec(
+            select(TeamMember)
+            .where(TeamMember.team_id == tid, TeamMember.status == "active")
+            .order_by(TeamMember.id)
+        ).first()
+        if nxt is not None:
+            nxt.role = "captain"
+            s.add(nxt)
+    audit(s, user, "team.leave", f"team:{tid}", competition_id=_cid(competition))
     s.commit()
     return tid
 
 
-def rotate_invite(s: Session, user: User) -> Team:
+def rotate_invite(s: Session, user: User, competition: Competition | None = None) -> Team:
     """A new invite code replaces the old one; commits."""
-    team = s.get(Team, user.team_id) if user.team_id else None
-    if team is None:
-        raise TeamRefused("You are not in a team.", "no_team")
+    m = _membership(s, user, competition)
+    team = s.get(Team, m.team_id)
     team.invite_code = new_invite_code()
     s.add(team)
-    audit(s, user, "team.invite_rotate", f"team:{team.id}")
+    audit(s, user, "team.invite_rotate", f"team:{team.id}", competition_id=_cid(competition))
     s.commit()
     return team
 
 
+def decide_member(
+    s: Session, captain: User, competition: Competition, member_id: int, *, approve: bool
+) -> TeamMember | None:
+    """The captain approves (or turns away) a pending member of their team; commits."""
+    mine = _membership(s, captain, competition)
+    if mine.role != "captain" or mine.status != "active":
+        raise TeamRefused("Only the team's captain approves members.", "not_captain", 403)
+    m = s.exec(
+        select(TeamMember).where(
+            TeamMember.team_id == mine.team_id,
+            TeamMember.user_id == member_id,
+            TeamMember.competition_id == competition.id,
+        )
+    ).first()
+    if m is None or m.status != "pending":
+        raise TeamRefused("Nobody with that id waits to join your team.", "no_such_member", 404)
+    if approve:
+        cap = competition.team_size_cap
+        active = len(people.team_members(s, s.get(Team, mine.team_id)))
+        if cap is not None and active >= cap:
+            raise TeamRefused(f"The team has {cap} members, the most allowed.", "team_full")
+        m.status = "active"
+        s.add(m)
+    else:
+        s.delete(m)
+    audit(
+        s,
+        captain,
+        "team.approve" if approve else "team.turn_away",
+        f"team:{mine.team_id}",
+        competition_id=competition.id,
+        member=member_id,
+    )
+    s.commit()
+    return m if approve else None
+
+
+def team_for(s: Session, user: User, competition: Competition | None = None) -> Team | None:
+    """The team the person acts for in the competition (or their account-wide team)."""
+    return people.team_of(s, user, _cid(competition))
+
+
 def members(s: Session, team: Team) -> list[User]:
-    return list(s.exec(select(User).where(User.team_id == team.id).order_by(User.id)))
+    return people.team_members(s, team)

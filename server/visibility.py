@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from server import people
 from server.models import Phase
 
 ANONYMOUS, TEAM, ORGANIZER = "anonymous", "team", "organizer"
@@ -39,13 +40,20 @@ class Viewer:
         return self.kind == ORGANIZER
 
 
-def viewer_of(user) -> Viewer:
-    """The viewer a signed-in user (or None) is."""
+def viewer_of(user, s=None, task_id: str | None = None) -> Viewer:
+    """The viewer a signed-in user (or None) is for a task: an organizer of its competition, a
+    member of a team there, or anyone. Without a task (or a session): a site administrator is an
+    organizer, anyone else is seen through their account-wide team."""
     if user is None:
         return Viewer()
-    if getattr(user, "is_organizer", False):
-        return Viewer(ORGANIZER, getattr(user, "team_id", None))
-    team_id = getattr(user, "team_id", None)
+    if s is None or task_id is None:
+        if people.is_admin(user):
+            return Viewer(ORGANIZER)
+        team = people.team_of(s, user, None) if s is not None else None
+        return Viewer(TEAM, team.id) if team is not None else Viewer()
+    team_id = people.team_id_for_task(s, user, task_id)
+    if people.organizes_task(s, user, task_id):
+        return Viewer(ORGANIZER, team_id)
     return Viewer(TEAM, team_id) if team_id is not None else Viewer()
 
 

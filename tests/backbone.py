@@ -28,10 +28,13 @@ def make_team(backend, name=None, *, organizer=False, baseline=False):
         u = User(
             email=f"{uuid.uuid4().hex[:8]}@example.org",
             password_hash="x",
-            is_organizer=organizer,
-            team_id=t.id,
+            is_admin=organizer,
         )
         s.add(u)
+        s.flush()
+        from server.models import TeamMember
+
+        s.add(TeamMember(team_id=t.id, user_id=u.id, role="captain"))
         s.commit()
         return t, u
 

@@ -22,7 +22,7 @@ def api_env(tmp_path, monkeypatch):
 
     from server import create_app
     from server.auth import create_token, create_user
-    from server.models import Team
+    from server.models import Team, TeamMember
     from server.submissions import ensure_phases
     from tasks.importers import import_task
 
@@ -50,14 +50,13 @@ def api_env(tmp_path, monkeypatch):
             s.add(team)
             s.commit()
             u = create_user(s, email=f"{name}@example.org", password="correct horse")
-            u.team_id = team.id
-            s.add(u)
+            s.add(TeamMember(team_id=team.id, user_id=u.id))
             s.commit()
             _, tokens[name] = create_token(s, user=u)
         loner = create_user(s, email="loner@example.org", password="correct horse")
         s.commit()
         _, tokens["loner"] = create_token(s, user=loner)
-        org = create_user(s, email="org@example.org", password="correct horse", is_organizer=True)
+        org = create_user(s, email="org@example.org", password="correct horse", is_admin=True)
         s.commit()
         _, tokens["org"] = create_token(s, user=org)
         s.commit()

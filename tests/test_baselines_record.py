@@ -211,21 +211,20 @@ def test_api_records_a_baseline_only_for_an_organizer(app, client, web_home):
     from sqlmodel import Session
 
     from server.auth import create_token, create_user
-    from server.models import Submission, Team
+    from server.models import Submission, Team, TeamMember
     from server.submissions import ensure_phases
 
     engine = app.extensions["palimpsest.engine"]
     with Session(engine) as s:
         ensure_phases(s)
-        org = create_user(s, email="org@example.org", password="correct horse", is_organizer=True)
+        org = create_user(s, email="org@example.org", password="correct horse", is_admin=True)
         s.commit()
         _, org_token = create_token(s, user=org)
         team = Team(name="alpha", invite_code="code-alpha")
         s.add(team)
         s.commit()
         u = create_user(s, email="alpha@example.org", password="correct horse")
-        u.team_id = team.id
-        s.add(u)
+        s.add(TeamMember(team_id=team.id, user_id=u.id))
         s.commit()
         _, team_token = create_token(s, user=u)
         s.commit()

@@ -88,7 +88,7 @@ def live(tmp_path_factory):
     # the participant joins a team (what the web page does)
     from sqlmodel import Session, create_engine, select
 
-    from server.models import Team, User
+    from server.models import Team, TeamMember, User
 
     eng = create_engine(f"sqlite:///{server_home / 'palimpsest.db'}")
     with Session(eng) as s:
@@ -96,8 +96,7 @@ def live(tmp_path_factory):
         s.add(team)
         s.commit()
         u = s.exec(select(User).where(User.email == "team@example.org")).one()
-        u.team_id = team.id
-        s.add(u)
+        s.add(TeamMember(team_id=team.id, user_id=u.id))
         s.commit()
     eng.dispose()
     participant = {

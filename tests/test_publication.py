@@ -52,7 +52,7 @@ def _organizer_token(app):
     from server.auth import create_token, create_user
 
     with Session(app.extensions["palimpsest.engine"], expire_on_commit=False) as s:
-        u = create_user(s, email="org@example.org", password="correct horse", is_organizer=True)
+        u = create_user(s, email="org@example.org", password="correct horse", is_admin=True)
         s.commit()
         _, token = create_token(s, user=u)
         s.commit()

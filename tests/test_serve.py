@@ -160,7 +160,7 @@ def test_users_tokens_and_phases_commands(tmp_path, monkeypatch):
     eng = get_engine(Settings.from_env().sqlalchemy_url())
     with Session(eng) as s:
         u = s.execute(select(User)).scalar_one()
-        assert u.is_organizer and u.password_hash.startswith("$argon2")
+        assert u.is_admin and u.password_hash.startswith("$argon2")
         tok = s.execute(select(ApiToken)).scalar_one()
         import hashlib
 

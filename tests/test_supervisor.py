@@ -102,14 +102,14 @@ def _submit_and_wait_scored(home: Path, port: int, timeout: float = 90) -> dict:
     from server.auth import create_token, create_user, new_invite_code
     from server.db import get_engine
     from server.demo import predictions
-    from server.models import Team
+    from server.models import Team, TeamMember
 
     with Session(get_engine(f"sqlite:///{home / 'palimpsest.db'}"), expire_on_commit=False) as s:
         team = Team(name="After the crash", invite_code=new_invite_code())
         s.add(team)
         s.flush()
         u = create_user(s, email="crash@x.org", password="correct horse battery")
-        u.team_id = team.id
+        s.add(TeamMember(team_id=team.id, user_id=u.id))
         _, token = create_token(s, user=u)
         s.commit()
     data, name = predictions("tric-binary", "dev", home, noise=0.2, seed=7)

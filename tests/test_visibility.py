@@ -14,7 +14,7 @@ from sqlalchemy import select
 from webkit import Browser, make_token, make_user
 
 from server import lifecycle, publication
-from server.models import Phase, Score, User
+from server.models import Phase, Score, TeamMember, User
 from server.visibility import ORGANIZER, TEAM, Viewer, may_see, shown_part
 from tasks import get_task
 
@@ -72,8 +72,7 @@ def _member(app, team_id: int, email: str) -> User:
 
     with Session(app.extensions["palimpsest.engine"], expire_on_commit=False) as s:
         u = create_user(s, email=email, password="correct horse battery")
-        u.team_id = team_id
-        s.add(u)
+        s.add(TeamMember(team_id=team_id, user_id=u.id))
         s.commit()
         return u
 

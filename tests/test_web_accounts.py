@@ -93,9 +93,9 @@ def test_team_create_join_leave(app, client):
     assert r.status_code == 302
     with Session(engine_of(app)) as s:
         ua = s.exec(select(User).where(User.email == "a@x.org")).one()
-        from server.models import Team
+        from server.people import team_of
 
-        team = s.get(Team, ua.team_id)
+        team = team_of(s, ua, None)
         assert team.name == "The Readers"
         code = team.invite_code
     assert code.encode() in a.get("/team/").data

@@ -10,7 +10,7 @@ from sqlalchemy import update
 from sqlmodel import Session, select
 
 from server.auth import create_user, hash_token, new_invite_code
-from server.models import ApiToken, Phase, Score, Submission, Team, User, utcnow
+from server.models import ApiToken, Phase, Score, Submission, Team, TeamMember, User, utcnow
 
 PASSWORD = "correct horse battery"
 _CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
@@ -25,14 +25,14 @@ def make_user(
 ) -> User:
     """A user, in a team of that name (created when new) when `team` is given."""
     with Session(engine_of(app), expire_on_commit=False) as s:
-        u = create_user(s, email=email, password=PASSWORD, is_organizer=organizer)
+        u = create_user(s, email=email, password=PASSWORD, is_admin=organizer)
         if team is not None:
             t = s.exec(select(Team).where(Team.name == team)).first()
             if t is None:
                 t = Team(name=team, invite_code=new_invite_code(), is_baseline=baseline)
                 s.add(t)
                 s.flush()
-            u.team_id = t.id
+            s.add(TeamMember(team_id=t.id, user_id=u.id))
         s.commit()
         s.refresh(u)
         return u

@@ -5,16 +5,46 @@ from __future__ import annotations
 from sqlmodel import Session, select
 
 from scorer.errors import TaskNotFound
+from server import people
 from server.exceptions import Forbidden, NotFound
 from server.models import Phase, Submission, User
 from server.submissions import phase_state
 from tasks import get_task
 
 
-def require_organizer(actor: User | None) -> None:
-    """Refuse an actor who is not an organizer (None, the server's own shell, always may)."""
-    if actor is not None and not actor.is_organizer:
-        raise Forbidden("this needs an organizer", "not_organizer")
+def require_organizer(
+    actor: User | None,
+    s: Session | None = None,
+    *,
+    task_id: str | None = None,
+    competition_id: int | None = None,
+) -> None:
+    """Refuse an actor who does not organize the task's (or the) competition; without either,
+    one who organizes nothing. None, the server's own shell, always may; a site administrator
+    organizes every competition."""
+    if actor is None or people.is_admin(actor):
+        return
+    if s is None:
+        raise Forbidden("this needs a site administrator", "not_organizer")
+    if task_id is not None:
+        ok = people.organizes_task(s, actor, task_id)
+    elif competition_id is not None:
+        ok = people.organizes(s, actor, competition_id)
+    else:
+        ok = people.organizes_anything(s, actor)
+    if not ok:
+        raise Forbidden("this needs an organizer of this competition", "not_organizer")
+
+
+def require_participant(s: Session, user: User, task_id: str) -> None:
+    """Refuse a person who does not take part in the task's competition (not registered, not
+    approved, banned, terms not accepted), naming why and what to do."""
+    c = people.competition_of_task(s, task_id)
+    if c is None:
+        return
+    p = people.participation(s, user, c)
+    if not p.ok:
+        raise Forbidden(p.message, p.code)
 
 
 def task(task_id: str):

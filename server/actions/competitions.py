@@ -1,6 +1,7 @@
-"""Competitions: create one, change its title or state, write its pages, and list or show what a
-viewer may see. Site administrators (for now `User.is_organizer`) create and change competitions;
-everyone sees the visible and archived ones, administrators the drafts too."""
+"""Competitions: create one, change its title, state or settings, write its pages, and list or show
+what a viewer may see. Site administrators create competitions (and become their owner); the
+owners and organizers of a competition change it; everyone sees the visible and archived ones, a
+draft is seen by its own people (and administrators) only."""
 
 from __future__ import annotations
 
@@ -11,11 +12,18 @@ from sqlalchemy import func
 from sqlmodel import Session, select
 
 from server import api_models as m
-from server import audit
+from server import audit, people
 from server.actions import common
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.inputs import CONTROL
-from server.models import Competition, CompetitionPage, CompetitionTask, User, utcnow
+from server.models import (
+    Competition,
+    CompetitionPage,
+    CompetitionRole,
+    CompetitionTask,
+    User,
+    utcnow,
+)
 from server.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
 
 SLUG = re.compile(m.SLUG)
@@ -28,12 +36,26 @@ RESERVED_PAGES = frozenset({"edit", "edit-page", "pages", "settings"})
 
 def is_admin(viewer: User | None, *, operator: bool = False) -> bool:
     """Whether `viewer` is a site administrator (the operator at the server's shell always is)."""
-    return operator or (viewer is not None and viewer.is_organizer)
+    return operator or people.is_admin(viewer)
 
 
 def _require_admin(actor: User | None) -> None:
-    if actor is not None and not actor.is_organizer:
+    if actor is not None and not people.is_admin(actor):
         raise Forbidden("this needs a site administrator", "not_admin")
+
+
+def require_organizer(s: Session, actor: User | None, c: Competition) -> None:
+    """An owner or organizer of `c` (or an administrator, or the shell). Anyone else is told the
+    competition does not exist when it is a draft they cannot see, else that they may not."""
+    if actor is None or people.organizes(s, actor, c.id):
+        return
+    if c.state == "draft" and people.role_of(s, actor, c.id) is None:
+        raise NotFound(f"no competition {c.slug!r}", "unknown_competition")
+    raise Forbidden(f"this needs an organizer of {c.slug!r}", "not_organizer")
+
+
+def may_see_draft(s: Session, viewer: User | None, c: Competition, operator: bool = False) -> bool:
+    return is_admin(viewer, operator=operator) or people.role_of(s, viewer, c.id) is not None
 
 
 def _invalid(field: str, message: str) -> UploadFieldsInvalid:
@@ -65,9 +87,10 @@ def find(s: Session, slug: str) -> Competition:
     return c
 
 
-def _visible(s: Session, slug: str, viewer: User | None, operator: bool) -> Competition:
+def visible(s: Session, slug: str, viewer: User | None, operator: bool = False) -> Competition:
+    """The competition with this short id if the viewer may see it, else NotFound."""
     c = find(s, slug)
-    if c.state == "draft" and not is_admin(viewer, operator=operator):
+    if c.state == "draft" and not may_see_draft(s, viewer, c, operator):
         # the same answer as for a competition that does not exist: a draft is not disclosed
         raise NotFound(f"no competition {slug!r}", "unknown_competition")
     return c
@@ -101,9 +124,28 @@ def _summary(s: Session, c: Competition) -> m.CompetitionSummary:
     )
 
 
-def _out(s: Session, c: Competition) -> m.CompetitionOut:
+def settings_out(c: Competition) -> m.CompetitionSettingsOut:
+    return m.CompetitionSettingsOut(
+        approval=c.approval,
+        allowed_domains=list(c.allowed_domains or []),
+        data_public=c.data_public,
+        team_size_cap=c.team_size_cap,
+        join_needs_captain=c.join_needs_captain,
+        anonymous_board=c.anonymous_board,
+        terms_version=c.terms_version,
+        fact_fields=[m.FactField.model_validate(f) for f in (c.fact_fields or [])],
+    )
+
+
+def _out(s: Session, c: Competition, viewer: User | None = None) -> m.CompetitionOut:
+    role = "admin" if people.is_admin(viewer) else people.role_of(s, viewer, c.id)
+    reg = people.registration(s, viewer, c.id)
     return m.CompetitionOut(
-        **_summary(s, c).model_dump(), pages=[page_out(p) for p in _pages(s, c)]
+        **_summary(s, c).model_dump(),
+        pages=[page_out(p) for p in _pages(s, c)],
+        settings=settings_out(c),
+        role=role,
+        registration=None if reg is None else reg.status,
     )
 
 
@@ -113,22 +155,26 @@ def list_competitions(
     """The competitions `viewer` may see (None: an anonymous visitor), newest first."""
     q = select(Competition)
     if not is_admin(viewer, operator=operator):
-        q = q.where(Competition.state != "draft")
+        mine = select(CompetitionRole.competition_id).where(
+            CompetitionRole.user_id == (viewer.id if viewer is not None else -1)
+        )
+        q = q.where((Competition.state != "draft") | Competition.id.in_(mine))
     return [_summary(s, c) for c in s.exec(q.order_by(Competition.id.desc()))]
 
 
 def get_competition(
     *, s: Session, viewer: User | None, competition: str, operator: bool = False
 ) -> m.CompetitionOut:
-    """A competition and its pages; NotFound for a draft to anyone but an administrator."""
-    return _out(s, _visible(s, competition, viewer, operator))
+    """A competition, its pages and settings, and the viewer's role and registration in it;
+    NotFound for a draft to anyone but its people and administrators."""
+    return _out(s, visible(s, competition, viewer, operator), viewer)
 
 
 def get_page(
     *, s: Session, viewer: User | None, competition: str, page: str, operator: bool = False
 ) -> m.CompetitionPageOut:
     """One page of a competition the viewer may see, or NotFound naming the pages it has."""
-    c = _visible(s, competition, viewer, operator)
+    c = visible(s, competition, viewer, operator)
     pages = _pages(s, c)
     for p in pages:
         if p.slug == page:
@@ -147,8 +193,8 @@ def create_competition(
     state: str = "draft",
     tasks: Iterable[str] = (),
 ) -> m.CompetitionOut:
-    """Create a competition (a site administrator), optionally with declared tasks as its
-    subtasks; a task already in another competition is refused, naming it."""
+    """Create a competition (a site administrator, who becomes its owner), optionally with declared
+    tasks as its subtasks; a task already in another competition is refused, naming it."""
     _require_admin(actor)
     _slug(competition, "id")
     title = _text(title, "title", 200)
@@ -170,9 +216,31 @@ def create_competition(
     s.flush()
     for i, tid in enumerate(task_ids):
         s.add(CompetitionTask(competition_id=c.id, task_id=tid, position=i))
-    audit.record(s, actor, "competition_create", competition, via=via, state=state, tasks=task_ids)
+    if actor is not None:
+        people.grant(s, c.id, actor, people.OWNER, by=actor)
+    audit.record(
+        s,
+        actor,
+        "competition_create",
+        competition,
+        competition_id=c.id,
+        via=via,
+        state=state,
+        tasks=task_ids,
+    )
     s.commit()
-    return _out(s, c)
+    return _out(s, c, actor)
+
+
+SETTINGS = (
+    "approval",
+    "allowed_domains",
+    "data_public",
+    "team_size_cap",
+    "join_needs_captain",
+    "anonymous_board",
+    "fact_fields",
+)
 
 
 def edit_competition(
@@ -183,10 +251,12 @@ def edit_competition(
     competition: str,
     title: str | None = None,
     state: str | None = None,
+    settings: m.CompetitionSettings | None = None,
 ) -> m.CompetitionOut:
-    """Change a competition's title or state (draft, visible, archived)."""
-    _require_admin(actor)
+    """Change a competition's title, state (draft, visible, archived) or settings (an owner or
+    organizer of it); only what is given changes, and every change is audited."""
     c = find(s, competition)
+    require_organizer(s, actor, c)
     changes: dict = {}
     if title is not None:
         title = _text(title, "title", 200)
@@ -199,11 +269,25 @@ def edit_competition(
         if state != c.state:
             changes["state"] = [c.state, state]
             c.state = state
+    if settings is not None:
+        for key in SETTINGS:
+            value = getattr(settings, key)
+            if value is None:
+                continue
+            if key == "fact_fields":
+                value = [f.model_dump() for f in value]
+            if key == "team_size_cap" and value == 0:
+                value = None
+                if c.team_size_cap is None:
+                    continue
+            if value != getattr(c, key):
+                changes[key] = [getattr(c, key), value]
+                setattr(c, key, value)
     if changes:
         s.add(c)
-        audit.record(s, actor, "competition_edit", c.slug, via=via, **changes)
+        audit.record(s, actor, "competition_edit", c.slug, competition_id=c.id, via=via, **changes)
         s.commit()
-    return _out(s, c)
+    return _out(s, c, actor)
 
 
 def set_page(
@@ -217,9 +301,11 @@ def set_page(
     body_markdown: str,
     position: int | None = None,
 ) -> m.CompetitionPageOut:
-    """Create or change a page of a competition; a new page goes last unless `position` says."""
-    _require_admin(actor)
+    """Create or change a page of a competition (an owner or organizer of it); a new page goes
+    last unless `position` says. A change of the terms page's text raises the terms' version, so
+    that every participant is asked to accept them again."""
     c = find(s, competition)
+    require_organizer(s, actor, c)
     _slug(page, "page")
     if page in RESERVED_PAGES:
         raise _invalid("page", f"{page!r} is reserved ({', '.join(sorted(RESERVED_PAGES))})")
@@ -239,6 +325,7 @@ def set_page(
         )
     ).first()
     created = p is None
+    terms_changed = page == "terms" and (created or p.body_markdown != (body_markdown or ""))
     if p is None:
         if position is None:
             last = s.exec(
@@ -255,13 +342,19 @@ def set_page(
         p.position = position
     p.updated_at = utcnow()
     s.add(p)
+    details: dict = {"chars": len(body_markdown)}
+    if terms_changed:
+        c.terms_version += 1
+        s.add(c)
+        details["terms_version"] = c.terms_version
     audit.record(
         s,
         actor,
         "competition_page_create" if created else "competition_page_edit",
         f"{c.slug}/{page}",
+        competition_id=c.id,
         via=via,
-        chars=len(body_markdown),
+        **details,
     )
     s.commit()
     return page_out(p)

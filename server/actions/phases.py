@@ -76,8 +76,8 @@ def _change(
     *, s: Session, task_id: str, phase: str, actor: User | None, do: Callable[[Phase], object]
 ) -> m.PhaseActionOut:
     """Resolve the phase, check the actor, apply one lifecycle change, answer the phase's state."""
-    common.require_organizer(actor)
-    p = common.phase(s, common.task(task_id).id, phase)
+    common.require_organizer(actor, s, task_id=common.task(task_id).id)
+    p = common.phase(s, task_id, phase)
     do(p)
     return _result(p)
 
@@ -160,8 +160,8 @@ def publish_ranking(
 ) -> m.PhaseActionOut:
     """Publish the final ranking of a closed phase (or a correction, with a reason); with
     `close_first`, an open phase is closed in the same step."""
-    common.require_organizer(actor)
     task = common.task(task_id)
+    common.require_organizer(actor, s, task_id=task.id)
     p = common.phase(s, task.id, phase)
     rv = publication.publish(
         s,

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from sqlmodel import Session, select
 
 from server import api_models as m
-from server import lifecycle
+from server import lifecycle, people
 from server.actions import common
 from server.auth import audit
 from server.baselines import baseline_team
@@ -35,8 +35,8 @@ def rescore_submission(
     reason: str = "",
 ) -> m.Rescored:
     """Queue one scored or failed run for scoring again; `enqueue(ids)` hands it to the queue."""
-    common.require_organizer(actor)
     sub = common.submission(s, submission_id)
+    common.require_organizer(actor, s, task_id=sub.task_id)
     if sub.removed_at is not None:
         raise LifecycleRefused(f"submission {sub.id} is removed; restore it first", "removed")
     ids = lifecycle.rescore(
@@ -65,8 +65,8 @@ def rescore_selection(
 ) -> m.Rescored:
     """Queue every final run of a task (or of one phase) for scoring again; a file that failed
     validation only when asked (it would fail again)."""
-    common.require_organizer(actor)
     task = common.task(task_id)
+    common.require_organizer(actor, s, task_id=task.id)
     p = common.phase(s, task.id, phase) if phase else None
     q = select(Submission).where(
         Submission.task_id == task.id,
@@ -100,8 +100,8 @@ def set_visibility(
     """Hide, unhide, remove or restore a run (nothing is deleted for real); hide and remove need
     a reason, which the team is shown. Returns the run, for the surface to show as it shows
     runs."""
-    common.require_organizer(actor)
     sub = common.submission(s, submission_id)
+    common.require_organizer(actor, s, task_id=sub.task_id)
     return lifecycle.set_visibility(s, sub, action, actor=actor, reason=reason)
 
 
@@ -134,20 +134,26 @@ def submit(
     by the team in the phase answers with that submission (counted once). Returns the submission
     and whether it was that earlier one."""
     task = common.task(task_id)
-    if fields.baseline and not user.is_organizer:
+    if fields.baseline and not people.organizes_task(s, user, task.id):
         raise Forbidden("only an organizer may record baseline entries", "not_organizer")
-    if user.team_id is None and not fields.baseline:
-        raise Forbidden(
-            "join or create a team before submitting (`palimpsest teams create NAME` "
-            "or `palimpsest teams join CODE`)",
-            "no_team",
-        )
+    team_id = None
+    if not fields.baseline:
+        common.require_participant(s, user, task.id)
+        team_id = people.team_id_for_task(s, user, task.id)
+        if team_id is None:
+            c = people.competition_of_task(s, task.id)
+            opt = f" --competition {c.slug}" if c is not None else ""
+            raise Forbidden(
+                f"join or create a team before submitting (`palimpsest teams create NAME{opt}` "
+                f"or `palimpsest teams join CODE{opt}`)",
+                "no_team",
+            )
     if not TaskStore(task.id, settings.home).exists():
         raise LifecycleRefused(f"task {task.id!r} has no data yet", "not_imported")
     phase = common.phase_or_default(s, task.id, fields.phase)
     if _empty_stream(stream):
         raise EmptyUpload()
-    team = baseline_team(s) if fields.baseline else s.get(Team, user.team_id)
+    team = baseline_team(s) if fields.baseline else s.get(Team, team_id)
     try:
         sub = create_submission(
             s,

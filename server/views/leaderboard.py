@@ -15,8 +15,9 @@ from flask import Blueprint, Response, abort, current_app, render_template, requ
 from sqlmodel import Session
 
 from server import leaderboard as lb
-from server import plots, stats
+from server import people, plots, stats
 from server.auth import current_user
+from server.db import db
 from server.models import Phase, utcnow
 from server.provenance import current_provenance
 from server.publication import latest_ranking, ranking_versions
@@ -37,16 +38,24 @@ def cache() -> lb.RenderCache:
     return current_app.extensions["palimpsest.lbcache"]
 
 
-def audience() -> str:
-    """Whose view: "public", "team:<id>" (its own not-public runs too) or "organizer"."""
+def audience(task_id: str | None = None) -> str:
+    """Whose view of the task's board: "public", "team:<id>" (its own not-public runs too) or
+    "organizer" (of the task's competition)."""
     if "uid" not in session:  # no cookie: no database look-up
         return "public"
     u = current_user()
     if u is None:
         return "public"
-    if u.is_organizer:
+    s = db()
+    if task_id is None:
+        if people.is_admin(u):
+            return "organizer"
+        team = people.team_of(s, u, None)
+        return f"team:{team.id}" if team else "public"
+    if people.organizes_task(s, u, task_id):
         return "organizer"
-    return f"team:{u.team_id}" if u.team_id else "public"
+    team_id = people.team_id_for_task(s, u, task_id)
+    return f"team:{team_id}" if team_id else "public"
 
 
 def choose_phase(states: list[lb.PhaseState], name: str | None, task=None) -> lb.PhaseState | None:
@@ -96,7 +105,7 @@ def _serve(task_id: str, fmt: str, who: str | None = None):
         if fmt == "html":
             return render_template("leaderboard/none.html", task=task, phase=want), 404
         abort(404)
-    who = who or audience()
+    who = who or audience(task.id)
     if not state.leaderboard_open and who != "organizer":
         if fmt == "html":
             return render_template(
@@ -281,7 +290,7 @@ def significance(task_id: str):
     engine = current_app.extensions["palimpsest.engine"]
     states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
     state = choose_phase(states, request.args.get("phase") or None, task)
-    who = audience()
+    who = audience(task.id)
     if state is None or (not state.leaderboard_open and who != "organizer"):
         abort(404)
     body, public = None, None

@@ -20,10 +20,10 @@ from sqlmodel import func, select
 
 from baselines.systems import SYSTEMS, Options
 from server import leaderboard as lb
-from server import lifecycle, provenance, publication
+from server import lifecycle, people, provenance, publication
 from server.actions import submissions as sub_actions
 from server.actions.phases import PHASE_ACTIONS
-from server.auth import current_user, organizer_required, safe_next
+from server.auth import admin_required, current_user, organizer_required, safe_next
 from server.db import db
 from server.exceptions import Forbidden, LifecycleRefused, NotFound
 from server.forms import HideForm, NewPhaseForm, PhaseForm, RescoreAllForm
@@ -63,14 +63,17 @@ def _back(default: str):
 @organizer_required
 def dashboard():
     s = db()
-    tasks = [(t, phases_of(t.id)) for t in all_tasks()]
-    counts = dict(s.exec(select(Submission.status, func.count()).group_by(Submission.status)).all())
-    log = s.exec(
-        select(AuditLog)
-        .where(AuditLog.action != "submission.status")
-        .order_by(AuditLog.id.desc())
-        .limit(30)
-    ).all()
+    mine = people.organized_tasks(s, current_user())  # None: every task (an administrator)
+    tasks = [(t, phases_of(t.id)) for t in all_tasks() if mine is None or t.id in mine]
+    cq = select(Submission.status, func.count())
+    lq = select(AuditLog).where(AuditLog.action != "submission.status")
+    if mine is not None:
+        cq = cq.where(Submission.task_id.in_(sorted(mine)))
+        lq = lq.where(
+            AuditLog.competition_id.in_(sorted(people.organized_competitions(s, current_user())))
+        )
+    counts = dict(s.exec(cq.group_by(Submission.status)).all())
+    log = s.exec(lq.order_by(AuditLog.id.desc()).limit(30)).all()
     # every account that acted (teams act too: joining, marking a primary run), not organizers only
     ids = {a.actor_id for a in log if a.actor_id is not None}
     actors = {u.id: u.email for u in s.exec(select(User).where(User.id.in_(ids))).all()}
@@ -368,6 +371,9 @@ def submissions():
     with its score and times."""
     s = db()
     q = select(Submission, Team).join(Team, Team.id == Submission.team_id)
+    mine = people.organized_tasks(s, current_user())  # None: every task (an administrator)
+    if mine is not None:
+        q = q.where(Submission.task_id.in_(sorted(mine)))
     task = request.args.get("task") or None
     status = request.args.get("status") or None
     before = request.args.get("before", type=int)
@@ -394,7 +400,7 @@ def submissions():
         task=task,
         status=status,
         statuses=STATUSES,
-        tasks=all_tasks(),
+        tasks=[t for t in all_tasks() if mine is None or t.id in mine],
         scores=_counted_scores(s, [r[0] for r in rows]),
         total=total,
         older=older,
@@ -555,7 +561,7 @@ def _baseline_runs(conn, settings) -> list[dict]:
 
 
 @bp.route("/queue")
-@organizer_required
+@admin_required
 def queue():
     """Waiting, running and failed jobs, from the database (the record of truth) and from RQ."""
     s = db()
@@ -597,6 +603,9 @@ def queue():
 def audit_log():
     s = db()
     q = select(AuditLog)
+    mine = people.organized_competitions(s, current_user())
+    if mine is not None:  # an organizer reads the log of their competitions only
+        q = q.where(AuditLog.competition_id.in_(sorted(mine)))
     everything = request.args.get("all") == "1"
     if not everything:  # the workers' status changes of every submission, on demand only
         q = q.where(AuditLog.action != "submission.status")

@@ -20,7 +20,7 @@ from flask import (
 from sqlmodel import select
 
 from scorer.errors import TaskNotFound
-from server import exposure
+from server import exposure, people
 from server.actions import competitions as comp_actions
 from server.actions import submissions as sub_actions
 from server.auth import can_see_submission, current_user, login_required
@@ -34,7 +34,7 @@ from server.provenance import public_result
 from server.settings import get_settings
 from server.submissions import ensure_phases, phase_state, visible_scores
 from server.submissions import quota as backbone_quota
-from server.visibility import Viewer, shown_part, viewer_of
+from server.visibility import shown_part, viewer_of
 from tasks import all_tasks, get_task
 from tasks.store import TaskStore
 
@@ -68,11 +68,14 @@ def quota(team: Team | None, phase: Phase) -> dict | None:
     return backbone_quota(db(), team=team, phase=phase)
 
 
-def user_team() -> Team | None:
+def user_team(task_id: str | None = None) -> Team | None:
+    """The signed-in person's team in the task's competition (or their account-wide team)."""
     u = current_user()
-    if u is None or u.team_id is None:
+    if u is None:
         return None
-    return db().get(Team, u.team_id)
+    s = db()
+    c = people.competition_of_task(s, task_id) if task_id else None
+    return people.team_of(s, u, None if c is None else c.id)
 
 
 # ----------------------------------------------------------------------------- tasks
@@ -87,7 +90,11 @@ def index():
         for c in comp_actions.list_competitions(s=db(), viewer=current_user())
         if c.state == "visible"
     ]
-    return render_template("tasks/index.html", tasks=rows, competitions=competitions)
+    u = current_user()
+    in_team = u is not None and bool(people.team_ids_of(db(), u))
+    return render_template(
+        "tasks/index.html", tasks=rows, competitions=competitions, in_team=in_team
+    )
 
 
 @bp.route("/tasks/<task_id>")
@@ -96,7 +103,7 @@ def task(task_id: str):
     store = TaskStore(t.id, get_settings().home)
     imported = store.exists()
     splits = [sp for sp in t.splits if store.public_files(sp)] if imported else []
-    team = user_team()
+    team = user_team(t.id)
     phases = [(p, phase_state(p), quota(team, p)) for p in phases_of(t.id)]
 
     return render_template(
@@ -120,6 +127,11 @@ def download(task_id: str, split: str):
     files = store.public_files(split) if store.exists() else []
     if not files:
         abort(404)
+    allowed = people.may_download(db(), current_user(), t.id)
+    if not allowed.ok:
+        db().commit()  # an implicit registration stays made
+        return Response(allowed.message + "\n", 403, mimetype="text/plain")
+    db().commit()
     try:
         exposure.check_download(t, get_settings().home, [split])
     except exposure.ExposureRefused as e:
@@ -146,7 +158,7 @@ def download(task_id: str, split: str):
 @login_required
 def submit(task_id: str):
     t = task_or_404(task_id)
-    team = user_team()
+    team = user_team(t.id)
     if team is None:
         flash("Create or join a team before submitting.", "error")
         return redirect(url_for("teams.mine"))
@@ -224,12 +236,14 @@ def submit(task_id: str):
 @bp.route("/submissions")
 @login_required
 def my_submissions():
-    team = user_team()
+    u = current_user()
+    team_ids = people.team_ids_of(db(), u)
+    team = db().get(Team, team_ids[0]) if len(team_ids) == 1 else None
     subs, older = [], None
     before = request.args.get("before", type=int)
-    if team is not None:
+    if team_ids:
         # removed runs stay listed (marked) so that the team can read the organizers' reason
-        q = select(Submission).where(Submission.team_id == team.id)
+        q = select(Submission).where(Submission.team_id.in_(team_ids))
         if before:
             q = q.where(Submission.id < before)
         subs = db().exec(q.order_by(Submission.id.desc()).limit(PAGE + 1)).all()
@@ -242,7 +256,8 @@ def my_submissions():
         subs=subs,
         phases=phases,
         team=team,
-        primary=primary_scores(subs, phases, viewer_of(current_user())),
+        in_teams=bool(team_ids),
+        primary=primary_scores(subs, phases, lambda task_id: viewer_of(u, db(), task_id)),
         older=older,
         newest=url_for("pages.my_submissions") if before else None,
     )
@@ -277,9 +292,9 @@ def submissions_status():
     )
 
 
-def primary_scores(subs, phases, viewer: Viewer) -> dict[int, tuple[float | None, str]]:
+def primary_scores(subs, phases, viewer) -> dict[int, tuple[float | None, str]]:
     """Each scored run's primary score as `viewer` may see it (server.visibility), in one
-    query."""
+    query; `viewer` is a Viewer, or a function of a task id giving one."""
     counted = {s.id: s.score_attempt for s in subs if s.score_attempt is not None}
     got: dict[int, dict[str, float | None]] = {}
     ids = list(counted)
@@ -294,7 +309,8 @@ def primary_scores(subs, phases, viewer: Viewer) -> dict[int, tuple[float | None
     out = {}
     for s in subs:
         parts = got.get(s.id, {})
-        part = shown_part(viewer, phases.get(s.phase_id), s.created_at, parts)
+        who = viewer(s.task_id) if callable(viewer) else viewer
+        part = shown_part(who, phases.get(s.phase_id), s.created_at, parts)
         if part is not None:
             out[s.id] = (parts[part], "" if part == "all" else f"{part} part")
     return out
@@ -329,7 +345,7 @@ def submission(submission_id: int):
     s = db()
     phase = s.get(Phase, sub.phase_id)
     # private-part scores stay unseen until publication, even by the submitting team
-    organizer = current_user().is_organizer
+    organizer = people.organizes_task(s, current_user(), sub.task_id)
     shown = visible_scores(s, sub, phase, organizer=organizer)
     if not organizer:  # the gold's sha256 is the organizers': participants see its keyed id
         secret = get_settings().secret_key
@@ -348,6 +364,7 @@ def submission(submission_id: int):
     return render_template(
         "submissions/show.html",
         sub=sub,
+        own_team=people.team_id_for_task(s, current_user(), sub.task_id) == sub.team_id,
         phase=phase,
         scores=shown,
         team=team,
@@ -362,10 +379,11 @@ def mark_primary(submission_id: int):
     """SemEval's convention: one primary run per team and phase; the others are contrastive."""
     sub = submission_or_404(submission_id)
     u = current_user()
-    if u.team_id != sub.team_id:  # an organizer may look, but only the team chooses its run
-        abort(403)
     s = db()
-    set_primary(s, sub, team_id=u.team_id, actor=u)
+    team_id = people.team_id_for_task(s, u, sub.task_id)
+    if team_id != sub.team_id:  # an organizer may look, but only the team chooses its run
+        abort(403)
+    set_primary(s, sub, team_id=team_id, actor=u)
     phase = s.get(Phase, sub.phase_id)
     flash(f"Submission #{sub.id} is now your primary run for the {phase.name} phase.", "ok")
     return redirect(url_for("pages.submission", submission_id=sub.id))

@@ -1,17 +1,35 @@
-"""Teams: create one, join one by its invite code, leave it; a team page for its members."""
+"""Teams: create one, join one by its invite code, leave it; a team page for its members. With
+`?competition=ID` the page and its forms act on the team of that competition; without, on the
+account-wide team (the team of every competition where the person has none of their own)."""
 
 from __future__ import annotations
 
-from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from sqlmodel import select
 
-from server import teams
+from server import people, teams
+from server.actions import competitions as comp_actions
 from server.auth import current_user, login_required
 from server.db import db
 from server.exceptions import TeamRefused
-from server.models import Phase, Submission, Team, User
+from server.models import Competition, Phase, Submission, TeamMember, User
 
 bp = Blueprint("teams", __name__, url_prefix="/team")
+
+
+def _scope() -> Competition | None:
+    slug = request.values.get("competition") or None
+    if slug is None:
+        return None
+    s = db()
+    c = s.exec(select(Competition).where(Competition.slug == slug)).first()
+    if c is None or (c.state == "draft" and not comp_actions.may_see_draft(s, current_user(), c)):
+        abort(404)
+    return c
+
+
+def _here(c: Competition | None):
+    return url_for("teams.mine", competition=c.slug) if c is not None else url_for("teams.mine")
 
 
 @bp.route("/")
@@ -19,34 +37,56 @@ bp = Blueprint("teams", __name__, url_prefix="/team")
 def mine():
     u = current_user()
     s = db()
-    team = s.get(Team, u.team_id) if u.team_id else None
-    members, subs, phases = [], [], {}
+    c = _scope()
+    team = teams.team_for(s, u, c)
+    own = people.membership(s, u, None if c is None else c.id)
+    pending = own is not None and own.status == "pending"
+    members, subs, phases, waiting = [], [], {}, []
+    captain = own is not None and own.role == "captain" and own.status == "active"
     if team is not None:
-        members = s.exec(select(User).where(User.team_id == team.id).order_by(User.id)).all()
+        rows = s.exec(
+            select(TeamMember, User)
+            .join(User, User.id == TeamMember.user_id)
+            .where(TeamMember.team_id == team.id)
+            .order_by(TeamMember.id)
+        ).all()
+        members = [(m, x) for m, x in rows if m.status == "active"]
+        waiting = [(m, x) for m, x in rows if m.status == "pending"]
         subs = s.exec(
             select(Submission).where(Submission.team_id == team.id).order_by(Submission.id.desc())
         ).all()
         phases = {p.id: p for p in s.exec(select(Phase)).all()}
-    return render_template("teams/mine.html", team=team, members=members, subs=subs, phases=phases)
+    return render_template(
+        "teams/mine.html",
+        team=team,
+        members=members,
+        waiting=waiting,
+        captain=captain,
+        pending=pending,
+        subs=subs,
+        phases=phases,
+        competition=c,
+    )
 
 
 def _do(fn, done):
     """Run a team action (server.teams); flash what happened or why not."""
+    c = _scope()
     try:
-        out = fn()
+        out = fn(c)
     except TeamRefused as e:
         db().rollback()
         flash(e.message, "error")
-        return redirect(url_for("teams.mine"))
+        return redirect(_here(c))
     flash(done(out), "ok")
-    return redirect(url_for("teams.mine"))
+    return redirect(_here(c))
 
 
 @bp.route("/create", methods=["POST"])
 @login_required
 def create():
     return _do(
-        lambda: teams.create_team(db(), current_user(), request.form.get("name", "")),
+        lambda c: teams.create_team(db(), current_user(), request.form.get("name", ""), c),
         lambda t: f"Team {t.name} created. Share its invite code with your teammates.",
     )
 
@@ -55,7 +95,7 @@ def create():
 @login_required
 def join():
     return _do(
-        lambda: teams.join_team(db(), current_user(), request.form.get("invite_code", "")),
+        lambda c: teams.join_team(db(), current_user(), request.form.get("invite_code", ""), c),
         lambda t: f"You joined {t.name}.",
     )
 
@@ -64,7 +104,7 @@ def join():
 @login_required
 def leave():
     return _do(
-        lambda: teams.leave_team(db(), current_user()),
+        lambda c: teams.leave_team(db(), current_user(), c),
         lambda _: "You left the team. Its submissions stay with it.",
     )
 
@@ -73,6 +113,19 @@ def leave():
 @login_required
 def rotate_invite():
     return _do(
-        lambda: teams.rotate_invite(db(), current_user()),
+        lambda c: teams.rotate_invite(db(), current_user(), c),
         lambda _: "A new invite code replaces the old one.",
     )
+
+
+@bp.route("/members/<int:user_id>", methods=["POST"])
+@login_required
+def decide(user_id: int):
+    approve = request.form.get("approve", "1") == "1"
+
+    def go(c):
+        if c is None:
+            abort(404)
+        return teams.decide_member(db(), current_user(), c, user_id, approve=approve)
+
+    return _do(go, lambda _: "Approved." if approve else "Turned away.")
