@@ -107,7 +107,7 @@ def main() -> None:
     from server.db import get_engine
     from server.embedded import EmbeddedRedis
     from server.migrate import upgrade
-    from server.models import Submission, Team, User
+    from server.models import Submission, Team, TeamMember, User
     from server.queue import connect
     from server.settings import Settings
     from server.submissions import create_submission, ensure_phases
@@ -124,10 +124,10 @@ def main() -> None:
         team = Team(name="bench", invite_code="bench")
         s.add(team)
         s.flush()
-        user = User(
-            email="bench@example.org", password_hash="x", team_id=team.id, is_organizer=True
-        )
+        user = User(email="bench@example.org", password_hash="x", is_admin=True)
         s.add(user)
+        s.flush()
+        s.add(TeamMember(team_id=team.id, user_id=user.id, role="captain"))
         s.commit()
     files = [predictions(home, i) for i in range(50)]
     n_items = files[0].count(b"\n")

@@ -83,7 +83,7 @@ def set_up(home: Path) -> dict:
     from server.auth import create_token, create_user
     from server.db import get_engine
     from server.demo import import_demo_tasks
-    from server.models import Team
+    from server.models import Team, TeamMember
     from server.settings import Settings
 
     import_demo_tasks(home, only_missing=False)
@@ -113,8 +113,7 @@ def set_up(home: Path) -> dict:
         s.add(team)
         s.commit()
         u = create_user(s, email="fuzz@example.org", password="correct horse battery")
-        u.team_id = team.id
-        s.add(u)
+        s.add(TeamMember(team_id=team.id, user_id=u.id))
         s.commit()
         _, token = create_token(s, user=u)
         s.commit()

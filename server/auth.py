@@ -86,7 +86,10 @@ def new_token() -> tuple[str, str]:
 
 
 def new_invite_code() -> str:
-    return secrets.token_urlsafe(12)
+    """A random code; never starting with "-", which a command line would read as an option."""
+    while (code := secrets.token_urlsafe(12)).startswith("-"):
+        pass
+    return code
 
 
 class EmailTaken(ValueError):

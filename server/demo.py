@@ -12,10 +12,20 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlmodel import Session
 
+from server import people
 from server.actions import competitions as comp_actions
 from server.auth import create_user, new_invite_code
 from server.baselines import BASELINE_TEAM
-from server.models import CompetitionTask, Phase, Team, TeamMember, User
+from server.models import (
+    Competition,
+    CompetitionTask,
+    Phase,
+    Registration,
+    Team,
+    TeamMember,
+    User,
+    utcnow,
+)
 from server.submissions import create_submission, ensure_phases, mark_primary
 from tasks import all_tasks, get_task
 from tasks.base import resolve
@@ -36,9 +46,11 @@ DEMO_PAGES = (
         "A demonstration of Palimpsest on **synthetic data**: every task below comes with a "
         "small made-up release, three demo teams and a baseline, so that each leaderboard is "
         "filled from the start.\n\n"
-        "1. Register and form a team (a team of one is fine).\n"
-        "2. Open a task, download its inputs and read its submission format.\n"
-        "3. Upload a prediction file and mark your primary run.\n",
+        "1. Sign up, then register for this competition by accepting its terms (approval is "
+        "automatic).\n"
+        "2. Form a team (a team of one is fine).\n"
+        "3. Open a task, download its inputs and read its submission format.\n"
+        "4. Upload a prediction file and mark your primary run.\n",
     ),
     (
         "terms",
@@ -85,8 +97,9 @@ def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
     Idempotent: a second call finds the demo teams and adds nothing."""
     imported = import_demo_tasks(settings.home)
     with Session(engine) as s:
-        phases = ensure_phases(s)
+        # the competition first: phases made for a task in none would give it one of its own
         seed_demo_competition(s, settings.home)
+        phases = ensure_phases(s)
         if s.execute(select(Team).where(Team.name == DEMO_TEAMS[0][0])).first():
             return {"imported": imported, "submissions": 0}
         if not s.execute(select(User).where(User.email == ORGANIZER_EMAIL)).first():
@@ -100,6 +113,7 @@ def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
                 s, email=f"team{i + 1}@demo.palimpsest.invalid", password=new_invite_code() + "x"
             )
             s.add(TeamMember(team_id=team.id, user_id=user.id, role="captain"))
+            register_demo_user(s, user)
             teams.append((team, user, noise))
         s.commit()
 
@@ -165,6 +179,24 @@ def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
                     )
                     made += 1
     return {"imported": imported, "submissions": made, "phases": len(phases)}
+
+
+def register_demo_user(s: Session, user: User) -> None:
+    """A demo team's account is registered in the demo competition, its terms accepted."""
+    c = s.execute(select(Competition).where(Competition.slug == DEMO_COMPETITION)).scalars().first()
+    if c is not None and people.registration(s, user, c.id) is None:
+        now = utcnow()
+        s.add(
+            Registration(
+                competition_id=c.id,
+                user_id=user.id,
+                status="approved",
+                terms_version=c.terms_version,
+                terms_accepted_at=now,
+                decided_at=now,
+                reason="a demo team",
+            )
+        )
 
 
 def seed_demo_competition(s: Session, home: Path) -> bool:

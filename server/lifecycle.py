@@ -33,7 +33,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from server import audit, exposure, partitions
+from server import audit, exposure, partitions, people
 from server.exceptions import LifecycleRefused, NotFound
 from server.models import (
     GoldPartition,
@@ -462,6 +462,8 @@ def create_phase(
         exposure.check_phase(task, home, split)
     except exposure.ExposureRefused as e:
         raise LifecycleRefused(str(e), "exposes_hidden_gold") from e
+    # a task's board belongs to a competition: one of its own unless it is in one already
+    people.ensure_competition(s, task.id)
     p = Phase(task_id=task.id, name=name, split=split, **fields)
     s.add(p)
     s.flush()

@@ -112,3 +112,23 @@ def tree_bytes(root: Path) -> dict[str, bytes]:
         for p in sorted(root.rglob("*"))
         if p.is_file()
     }
+
+
+def register_everywhere(s, user) -> None:
+    """Register `user` (approved, the current terms accepted) in every competition, as if they had
+    accepted each competition's terms on its page; flushes."""
+    from sqlmodel import select
+
+    from server.models import Competition, Registration, utcnow
+
+    for c in s.exec(select(Competition)).all():
+        s.add(
+            Registration(
+                competition_id=c.id,
+                user_id=user.id,
+                status="approved",
+                terms_version=c.terms_version,
+                terms_accepted_at=utcnow(),
+            )
+        )
+    s.flush()

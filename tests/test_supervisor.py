@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import register_everywhere
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -110,6 +111,7 @@ def _submit_and_wait_scored(home: Path, port: int, timeout: float = 90) -> dict:
         s.flush()
         u = create_user(s, email="crash@x.org", password="correct horse battery")
         s.add(TeamMember(team_id=team.id, user_id=u.id))
+        register_everywhere(s, u)
         _, token = create_token(s, user=u)
         s.commit()
     data, name = predictions("tric-binary", "dev", home, noise=0.2, seed=7)
