@@ -400,7 +400,7 @@ def submission_fields(
         "failure_kind": sub.failure_kind,
         "errors": (sub.errors or []) if sub.status == "failed" else [],
         "scores": _visible_scores(s, user, sub, phase) if phase else None,
-        "team": team,
+        "team": team if team is not None else getattr(s.get(Team, sub.team_id), "name", None),
     }
 
 
