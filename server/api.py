@@ -281,10 +281,15 @@ def _admin() -> User:
 
 
 def _task(task_id: str):
+    """The declared task, if the caller may see it (a draft competition's task is its people's
+    only: anyone else is told what they would be told of a task that does not exist)."""
     try:
-        return get_task(task_id)
+        t = get_task(task_id)
     except TaskNotFound as e:
         raise ApiError(404, "unknown_task", str(e)) from None
+    if not people.task_visible(db(), auth.current_user(), t.id):
+        raise ApiError(404, "unknown_task", f"no task {task_id!r}")
+    return t
 
 
 def _phases(s, task_id: str) -> list[Phase]:
@@ -710,7 +715,7 @@ def tasks_list():
     u = _user()
     page = _query(m.PageQuery)
     s = db()
-    ts = list(all_tasks())
+    ts = [t for t in all_tasks() if people.task_visible(s, u, t.id)]
     start = _cursor_id(page.cursor) or 0
     chunk = ts[start : start + page.limit]
     items = []

@@ -200,14 +200,22 @@ def register_demo_user(s: Session, user: User) -> None:
 
 
 def seed_demo_competition(s: Session, home: Path) -> bool:
-    """A visible demo competition whose tasks are the imported tasks not yet in a competition,
-    with short overview and terms pages; False when it exists already."""
+    """A visible demo competition whose tasks are the imported tasks in no competition (or in
+    the placeholder their phases made), with short overview and terms pages, its data behind
+    registration (automatic approval); False when it exists already."""
     if any(
         c.id == DEMO_COMPETITION
         for c in comp_actions.list_competitions(s=s, viewer=None, operator=True)
     ):
         return False
-    taken = set(s.execute(select(CompetitionTask.task_id)).scalars())
+    # tasks in a competition of their own making (a placeholder) are taken over
+    taken = set(
+        s.execute(
+            select(CompetitionTask.task_id)
+            .join(Competition, Competition.id == CompetitionTask.competition_id)
+            .where(Competition.placeholder.is_(False))
+        ).scalars()
+    )
     tasks = [t.id for t in all_tasks() if TaskStore(t.id, home).exists() and t.id not in taken]
     comp_actions.create_competition(
         s=s,

@@ -238,6 +238,9 @@ class Competition(SQLModel, table=True):
     anonymous_board: bool = False
     # the fact sheet a submission carries: [{key, label, kind, choices, required, help}]
     fact_fields: list = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    # made for a task that was in no competition (`server.people.ensure_competition`): a
+    # competition created with that task takes it over, and this one is archived
+    placeholder: bool = False
     created_at: NaiveDatetime = Field(default_factory=utcnow)
 
 

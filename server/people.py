@@ -70,7 +70,7 @@ def ensure_competition(s: Session, task_id: str) -> Competition:
     while s.exec(select(Competition).where(Competition.slug == slug)).first() is not None:
         n += 1
         slug = f"{task_id}-{n}"
-    c = Competition(slug=slug, title=task_id, state="visible", data_public=True)
+    c = Competition(slug=slug, title=task_id, state="visible", data_public=True, placeholder=True)
     s.add(c)
     s.flush()
     s.add(CompetitionTask(competition_id=c.id, task_id=task_id, position=0))
@@ -342,3 +342,12 @@ def may_download(s: Session, user: User | None, task_id: str) -> Participation:
     if c is None or c.data_public:
         return Participation(True)
     return participation(s, user, c)
+
+
+def task_visible(s: Session, user: User | None, task_id: str) -> bool:
+    """Whether the person may see the task at all: its competition is not a draft, or they have a
+    role in it (or administer the site). A task in no competition is visible."""
+    c = competition_of_task(s, task_id)
+    if c is None or c.state != "draft":
+        return True
+    return is_admin(user) or role_of(s, user, c.id) is not None

@@ -13,7 +13,7 @@ def _team(app, token, competition=None):
     return app.test_client().get(f"/api/v1/team{q}", headers=_h(token))
 
 
-def test_one_person_two_teams_in_two_competitions(served):
+def test_one_person_two_teams_in_two_competitions(served):  # noqa: F811
     url, tokens, home, app = served
     loner = tokens["loner"]
     owls = _one_json(
@@ -61,7 +61,7 @@ def test_one_person_two_teams_in_two_competitions(served):
     assert r.status_code == 404 and r.json["error"]["code"] == "bad_invite_code"
 
 
-def test_size_cap_and_the_captains_approval(served):
+def test_size_cap_and_the_captains_approval(served):  # noqa: F811
     url, tokens, home, app = served
     c = app.test_client()
     r = c.patch(

@@ -208,14 +208,26 @@ def create_competition(
         taken = s.exec(select(CompetitionTask).where(CompetitionTask.task_id == tid)).first()
         if taken is not None:
             other = s.get(Competition, taken.competition_id)
-            raise LifecycleRefused(
-                f"task {tid!r} is in competition {other.slug!r} already", "task_taken"
-            )
+            if not other.placeholder:
+                raise LifecycleRefused(
+                    f"task {tid!r} is in competition {other.slug!r} already", "task_taken"
+                )
     c = Competition(slug=competition, title=title, state=state)
     s.add(c)
     s.flush()
     for i, tid in enumerate(task_ids):
-        s.add(CompetitionTask(competition_id=c.id, task_id=tid, position=i))
+        link = s.exec(select(CompetitionTask).where(CompetitionTask.task_id == tid)).first()
+        if link is not None:  # taken over from the placeholder made for it, which is archived
+            old = s.get(Competition, link.competition_id)
+            old.state = "archived"
+            s.add(old)
+            link.competition_id, link.position = c.id, i
+            s.add(link)
+            audit.record(
+                s, actor, "competition_take_over", tid, competition_id=c.id, placeholder=old.slug
+            )
+        else:
+            s.add(CompetitionTask(competition_id=c.id, task_id=tid, position=i))
     if actor is not None:
         people.grant(s, c.id, actor, people.OWNER, by=actor)
     audit.record(

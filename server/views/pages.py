@@ -44,10 +44,15 @@ PHASE_ORDER = {"dev": 0, "test": 1}
 
 
 def task_or_404(task_id: str):
+    """The declared task, if the visitor may see it (a draft competition's task is its people's
+    only); 404 otherwise."""
     try:
-        return get_task(task_id)
+        t = get_task(task_id)
     except TaskNotFound:
         abort(404)
+    if not people.task_visible(db(), current_user(), t.id):
+        abort(404)
+    return t
 
 
 def phases_of(task_id: str) -> list[Phase]:
@@ -84,13 +89,20 @@ def user_team(task_id: str | None = None) -> Team | None:
 @bp.route("/")
 def index():
     home = get_settings().home
-    rows = [(t, TaskStore(t.id, home).exists()) for t in all_tasks()]
+    u = current_user()
+    s = db()
+    # a draft competition's tasks are its people's; a task with no data only the administrators'
+    rows = [
+        (t, imported)
+        for t in all_tasks()
+        if people.task_visible(s, u, t.id)
+        and ((imported := TaskStore(t.id, home).exists()) or people.is_admin(u))
+    ]
     competitions = [
         c
         for c in comp_actions.list_competitions(s=db(), viewer=current_user())
         if c.state == "visible"
     ]
-    u = current_user()
     in_team = u is not None and bool(people.team_ids_of(db(), u))
     return render_template(
         "tasks/index.html", tasks=rows, competitions=competitions, in_team=in_team

@@ -43,6 +43,7 @@ def upgrade() -> None:
         )
         b.add_column(sa.Column("anonymous_board", sa.Boolean(), nullable=False, server_default="0"))
         b.add_column(sa.Column("fact_fields", sa.JSON(), nullable=False, server_default="[]"))
+        b.add_column(sa.Column("placeholder", sa.Boolean(), nullable=False, server_default="0"))
 
     op.create_table(
         "competitionrole",
@@ -180,7 +181,10 @@ def upgrade() -> None:
     # every team member keeps their team, for every competition, and is registered in each
     user = sa.table("user", sa.column("id", sa.Integer), sa.column("team_id", sa.Integer))
     competition = sa.table(
-        "competition", sa.column("id", sa.Integer), sa.column("data_public", sa.Boolean)
+        "competition",
+        sa.column("id", sa.Integer),
+        sa.column("data_public", sa.Boolean),
+        sa.column("placeholder", sa.Boolean),
     )
     rows = bind.execute(
         sa.select(user.c.id, user.c.team_id).where(user.c.team_id.is_not(None)).order_by(user.c.id)
@@ -215,7 +219,9 @@ def upgrade() -> None:
                     mail_runs=False,
                 )
             )
-    bind.execute(competition.update().values(data_public=True))
+    # the competitions made for each task by the previous revision hold one task each: a
+    # competition created with that task takes it over
+    bind.execute(competition.update().values(data_public=True, placeholder=True))
 
     with op.batch_alter_table("user") as b:
         b.alter_column("is_organizer", new_column_name="is_admin")
@@ -257,6 +263,7 @@ def downgrade() -> None:
     op.drop_table("competitionrole")
     with op.batch_alter_table("competition") as b:
         for col in (
+            "placeholder",
             "fact_fields",
             "anonymous_board",
             "join_needs_captain",
