@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 from backbone import make_team
 from conftest import fresh_pg_database
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, func, text
 from sqlmodel import Session, select
 from test_api import _resolve
 from webkit import Browser, engine_of, make_token, make_user
@@ -156,6 +156,115 @@ def test_the_migration_makes_one_visible_competition_per_task_with_phases(empty_
     command.downgrade(cfg, "a4e2b6c8d0f1")
     with eng.connect() as c:
         assert c.execute(text("SELECT count(*) FROM submission")).scalar_one() == 1
+    eng.dispose()
+
+
+def test_the_people_migration_keeps_every_team_member_and_makes_them_registered(empty_url):
+    """Upgrading from competitions without people: each team member keeps their team in every
+    competition and is registered (approved) in each; the organizer flag becomes the site
+    administrator's; submissions, teams and phases are untouched; and down again."""
+    from alembic import command
+
+    from server import people
+    from server.migrate import alembic_config
+    from server.models import Registration, Team, User
+    from server.settings import Settings
+
+    cfg = alembic_config(Settings(database_url=empty_url))
+    command.upgrade(cfg, "c5d7e9f1a3b5")  # competitions, no people yet
+    eng = create_engine(empty_url)
+    with eng.begin() as c:
+        for name in ("t1", "t2"):
+            c.execute(
+                text(
+                    "INSERT INTO team (name, invite_code, is_baseline, created_at) "
+                    "VALUES (:n, :n, false, '2026-01-01')"
+                ),
+                {"n": name},
+            )
+        t1, t2 = c.execute(text("SELECT id FROM team ORDER BY id")).scalars().all()
+        for email, team, org in (
+            ("a@x.org", t1, False),
+            ("b@x.org", t1, False),
+            ("c@x.org", t2, False),
+            ("o@x.org", None, True),
+        ):
+            c.execute(
+                text(
+                    'INSERT INTO "user" (email, password_hash, is_organizer, team_id, created_at,'
+                    " session_epoch) VALUES (:e, 'x', :o, :t, '2026-01-01', 0)"
+                ),
+                {"e": email, "o": org, "t": team},
+            )
+        for task in ("tric-binary", "swissgov-rsd"):
+            c.execute(
+                text(
+                    "INSERT INTO competition (slug, title, state, created_at) "
+                    "VALUES (:t, :t, 'visible', '2026-01-01')"
+                ),
+                {"t": task},
+            )
+            cid = c.execute(
+                text("SELECT id FROM competition WHERE slug = :t"), {"t": task}
+            ).scalar_one()
+            c.execute(
+                text(
+                    "INSERT INTO competitiontask (competition_id, task_id, position) "
+                    "VALUES (:c, :t, 0)"
+                ),
+                {"c": cid, "t": task},
+            )
+            c.execute(
+                text(
+                    "INSERT INTO phase (task_id, name, split, public_fraction, frozen, "
+                    "leaderboard_open, revision) VALUES (:t, 'test', 'test', 1.0, false, true, 0)"
+                ),
+                {"t": task},
+            )
+        phase_id = c.execute(text("SELECT min(id) FROM phase")).scalar_one()
+        c.execute(
+            text(
+                "INSERT INTO submission (team_id, task_id, phase_id, status, created_at, attempts,"
+                " file_sha256, file_name, storage_key, size, method_name, description, url,"
+                " show_publicly, is_primary, is_baseline, hidden, hidden_reason, stale) VALUES"
+                " (:team, 'tric-binary', :phase, 'scored', '2026-01-02', 1, 'ab', 'p.jsonl', 'k',"
+                " 3, 'm', '', '', true, true, false, false, '', false)"
+            ),
+            {"team": t1, "phase": phase_id},
+        )
+    command.upgrade(cfg, "head")
+    with Session(eng) as s:
+        users = {u.email: u for u in s.exec(select(User))}
+        assert [e for e, u in users.items() if u.is_admin] == ["o@x.org"]
+        comps = {c.slug: c for c in s.exec(select(Competition))}
+        assert all(c.placeholder and c.data_public for c in comps.values())
+        for c in comps.values():
+            assert people.team_of(s, users["a@x.org"], c.id).name == "t1"
+            assert people.team_of(s, users["b@x.org"], c.id).name == "t1"
+            assert people.team_of(s, users["c@x.org"], c.id).name == "t2"
+            assert people.team_of(s, users["o@x.org"], c.id) is None
+            for email in ("a@x.org", "b@x.org", "c@x.org"):
+                assert people.participation(s, users[email], c).ok
+        assert s.exec(select(func.count()).select_from(Registration)).one() == 6
+        t1_members = people.team_members(s, s.get(Team, t1))
+        assert [u.email for u in t1_members] == ["a@x.org", "b@x.org"]
+    with eng.connect() as c:
+        assert c.execute(text("SELECT team_id, phase_id, status FROM submission")).one() == (
+            t1,
+            phase_id,
+            "scored",
+        )
+        assert c.execute(text("SELECT count(*) FROM team")).scalar_one() == 2
+        assert c.execute(text("SELECT count(*) FROM phase")).scalar_one() == 2
+    command.downgrade(cfg, "c5d7e9f1a3b5")
+    with eng.connect() as c:
+        rows = c.execute(text('SELECT email, team_id, is_organizer FROM "user" ORDER BY email'))
+        assert [tuple(r) for r in rows] == [
+            ("a@x.org", t1, False),
+            ("b@x.org", t1, False),
+            ("c@x.org", t2, False),
+            ("o@x.org", None, True),
+        ]
     eng.dispose()
 
 
