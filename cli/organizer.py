@@ -1,6 +1,6 @@
 """Organizer commands over the REST API, with an organizer's token (`palimpsest login`):
 `palimpsest organizer phases|close|freeze|unfreeze|publish|rankings|export|submissions|rescore|
-rescore-all|hide|unhide|audit|baselines`.
+rescore-all|hide|unhide|audit|baselines|participants|approve|reject|suspend|ban|reinstate`.
 
 They do over the network what the organizer pages do, through the same server code; the local
 set-up commands (`palimpsest users|tokens|phases|rankings|db`, on the server's own database) stay
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 import click
 
@@ -547,3 +548,83 @@ def register(main: click.Group) -> None:
                 ["id", "status", "enqueued", "ended", "recorded", "error"],
             ),
         )
+
+    # ------------------------------------------------------------------------- registrations
+
+    @organizer.command("participants")
+    @click.argument("competition", metavar="COMPETITION")
+    @click.option(
+        "--status",
+        type=click.Choice(["pending", "approved", "rejected", "suspended", "banned"]),
+        default=None,
+        help="Only registrations with this status.",
+    )
+    @click.option("--limit", type=int, default=None, help="At most this many, newest first.")
+    @JSON
+    def participants(competition, status, limit, as_json):
+        """The people registered for a competition: status, terms accepted, team."""
+        rows = _call(
+            as_json,
+            lambda c: c.get_all(
+                f"/competitions/{quote(competition, safe='')}/participants",
+                limit=limit,
+                status=status,
+            ),
+        )
+        _emit(
+            as_json,
+            rows,
+            lambda rows: _table(
+                rows,
+                ["user_id", "email", "status", "terms_version", "team", "registered_at", "reason"],
+            ),
+        )
+
+    def _decide(competition: str, who: str, action: str, reason: str | None, as_json: bool):
+        return _call(
+            as_json,
+            lambda c: c.send_json(
+                "POST",
+                f"/competitions/{quote(competition, safe='')}/participants/"
+                f"{quote(who, safe='')}/{action}",
+                {"reason": reason or ""},
+            ),
+        )
+
+    @organizer.command("approve")
+    @click.argument("competition", metavar="COMPETITION")
+    @click.argument("people_", metavar="EMAIL_OR_ID...", nargs=-1, required=True)
+    @click.option("--reason", default=None, help="Shown to the participant (optional).")
+    @JSON
+    def approve(competition, people_, reason, as_json):
+        """Approve registrations (pending or rejected ones)."""
+        done = [_decide(competition, who, "approve", reason, as_json) for who in people_]
+        if as_json:
+            click.echo(json.dumps(done))
+            return
+        for r in done:
+            click.echo(f"{r['email']}: {r['status']}")
+
+    def _decision(action: str, help_text: str, needs_reason: bool):
+        @organizer.command(action, help=help_text)
+        @click.argument("competition", metavar="COMPETITION")
+        @click.argument("who", metavar="EMAIL_OR_ID")
+        @click.option(
+            "--reason", required=needs_reason, help="Shown to the participant (and mailed)."
+        )
+        @JSON
+        def command(competition, who, reason, as_json):
+            r = _decide(competition, who, action, reason, as_json)
+            _emit(as_json, r, lambda r: click.echo(f"{r['email']}: {r['status']}"))
+
+        return command
+
+    _decision("reject", "Reject a registration (the person is shown the reason).", True)
+    _decision("suspend", "Suspend a participant: no downloads, no submissions.", True)
+    _decision(
+        "ban",
+        "Ban a participant: no downloads, no submissions, and their runs leave the live boards "
+        "(published rankings keep them).",
+        True,
+    )
+    _decision("reinstate", "Reinstate a rejected, suspended or banned participant.", False)

@@ -386,6 +386,46 @@ def register(main: click.Group) -> None:
         )
         _table(flat, ["rank", "team", "type", "method", *cols])
 
+    # ------------------------------------------------------------------------- registration
+
+    @main.command("register")
+    @click.argument("competition", metavar="COMPETITION")
+    @click.option("--accept-terms", is_flag=True, help="Accept the terms (their current version).")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    def register_cmd(competition, accept_terms, as_json):
+        """Register for a competition (or accept its changed terms). Without --accept-terms, a
+        competition with terms prints where to read them and exits 1."""
+        c = None
+        try:
+            c = _client()
+            mine = c.get_json(f"/competitions/{competition}/registration")
+            if mine.get("current_terms_version", 0) > 0 and not accept_terms:
+                where = c.server + (mine.get("terms_url") or f"/competitions/{competition}")
+                message = (
+                    f"read the terms of {competition} (version {mine['current_terms_version']}) "
+                    f"at {where}, then run `palimpsest register {competition} --accept-terms`"
+                )
+                if as_json:
+                    body = {"code": "terms_not_accepted", "message": message, "terms_url": where}
+                    click.echo(json.dumps({"error": {**body, "status": None}}))
+                else:
+                    click.echo(message, err=True)
+                sys.exit(1)
+            got = c.send_json(
+                "POST", f"/competitions/{competition}/registration", {"accept_terms": accept_terms}
+            )
+        except ClientError as e:
+            _die(e, as_json)
+        if as_json:
+            click.echo(json.dumps(got))
+            return
+        line = f"registered for {competition}: {got.get('status')}"
+        if got.get("terms_version"):
+            line += f" (terms version {got['terms_version']} accepted)"
+        click.echo(line)
+        if not got.get("participating") and got.get("message"):
+            click.echo(got["message"])
+
 
 def server_tasks(as_json: bool) -> bool:
     """List the server's tasks and phases with the caller's quota; False when no server is set."""

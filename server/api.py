@@ -28,6 +28,7 @@ from scorer.errors import TaskNotFound
 from server import api_models as m
 from server import auth, exposure, lifecycle, people, teams
 from server.actions import competitions as comp_actions
+from server.actions import registrations as reg_actions
 from server.actions import submissions as sub_actions
 from server.actions.common import phase_or_default
 from server.actions.phases import (
@@ -699,6 +700,95 @@ def competition_page_set(competition_id, page):
         position=body.position,
     )
     return _json_out(result)
+
+
+# ----------------------------------------------------------------------------- registrations
+
+
+@bp.post("/competitions/<competition_id>/registration")
+@op(
+    "Register for a competition, or accept its changed terms (`accept_terms: true`)",
+    body=m.RegistrationIn,
+    responses={200: m.RegistrationOut},
+    errors=(403, 404, 409),
+    tags=("competitions",),
+)
+def registration_create(competition_id):
+    u = _user()
+    body = _body(m.RegistrationIn)
+    return _json_out(
+        reg_actions.register(
+            s=db(), user=u, competition=competition_id, accept_terms=body.accept_terms, via="api"
+        )
+    )
+
+
+@bp.get("/competitions/<competition_id>/registration")
+@op(
+    "Your registration for a competition and whether you may download and submit (why not)",
+    responses={200: m.RegistrationOut},
+    tags=("competitions",),
+)
+def registration_show(competition_id):
+    u = _user()
+    return _json_out(reg_actions.my_registration(s=db(), user=u, competition=competition_id))
+
+
+@bp.get("/competitions/<competition_id>/participants")
+@op(
+    "The people registered for a competition, newest first (its owners and organizers)",
+    query=m.ParticipantsQuery,
+    responses={200: m.Page[m.ParticipantOut]},
+    errors=(403,),
+    tags=("competitions",),
+)
+def participants_list(competition_id):
+    u = _user()
+    q = _query(m.ParticipantsQuery)
+    got = reg_actions.list_participants(
+        s=db(),
+        actor=u,
+        competition=competition_id,
+        status=q.status,
+        after=_cursor_id(q.cursor),
+        limit=q.limit,
+    )
+    links = {"next_cursor": None, "next": None}
+    if got.next_after is not None:
+        cur = _cursor(got.next_after)
+        links = {
+            "next_cursor": cur,
+            "next": f"{request.base_url}?{urlencode({**request.args.to_dict(), 'cursor': cur})}",
+        }
+    return _page(m.Page[m.ParticipantOut], [i.model_dump() for i in got.items], links)
+
+
+@bp.post("/competitions/<competition_id>/participants/<user_id>/<action>")
+@op(
+    "Approve, reject, suspend, ban or reinstate a participant (by id or email; its organizers)",
+    body=m.ParticipantDecision,
+    responses={200: m.ParticipantOut},
+    errors=(403, 404, 409),
+    tags=("competitions",),
+    description="`action` is approve, reject, suspend, ban or reinstate; reject, suspend and ban "
+    "need a `reason` (the participant is shown it). A ban takes the person's runs off the live "
+    "boards of the competition's tasks (published rankings keep them); reinstating brings them "
+    "back.",
+)
+def participant_decide(competition_id, user_id, action):
+    u = _user()
+    body = _body(m.ParticipantDecision)
+    return _json_out(
+        reg_actions.decide(
+            s=db(),
+            actor=u,
+            competition=competition_id,
+            user=user_id,
+            action=action,
+            reason=body.reason,
+            via="api",
+        )
+    )
 
 
 # ----------------------------------------------------------------------------- tasks

@@ -712,3 +712,71 @@ class CompetitionPageSet(Model):
     position: Optional[int] = Field(None, ge=0, le=10_000)
 
     _title = field_validator("title")(_no_control)
+
+
+# ----------------------------------------------------------------------------- registrations
+
+RegistrationStatus = Literal["pending", "approved", "rejected", "suspended", "banned"]
+DecisionAction = Literal["approve", "reject", "suspend", "ban", "reinstate"]
+
+
+class RegistrationIn(Model):
+    """Register for a competition; a competition with terms needs `accept_terms: true` (of their
+    current version)."""
+
+    accept_terms: bool = Field(False, json_schema_extra={"examples": [True]})
+
+
+class RegistrationOut(Out):
+    """Your registration for a competition, and whether you may download and submit in it."""
+
+    competition: str = Field(description="The competition's short id.")
+    registered: bool = Field(description="Whether you have a registration at all.")
+    status: Optional[RegistrationStatus] = Field(
+        None, description="pending, approved, rejected, suspended or banned; null: none."
+    )
+    terms_version: int = Field(0, description="The version of the terms you accepted (0: none).")
+    current_terms_version: int = Field(description="The terms' current version (0: no terms).")
+    terms_url: Optional[str] = Field(None, description="The terms page's path, if there is one.")
+    terms_accepted_at: Stamp = None
+    registered_at: Stamp = None
+    decided_at: Stamp = None
+    reason: str = Field("", description="The organizers' reason for their decision.")
+    mail_announcements: bool = True
+    mail_runs: bool = False
+    participating: bool = Field(description="Whether you may download and submit now.")
+    code: str = Field("", description="Why not, as a stable name (e.g. terms_changed).")
+    message: str = Field("", description="Why not, and what to do, in one line.")
+
+
+class ParticipantOut(Out):
+    """A person registered for a competition, as its organizers see them."""
+
+    user_id: int
+    email: str
+    status: RegistrationStatus
+    terms_version: int
+    terms_accepted_at: Stamp
+    team: Optional[str] = Field(description="Their team in this competition, if any.")
+    registered_at: datetime
+    decided_at: Stamp
+    reason: str
+
+
+class ParticipantList(Out):
+    """A page of participants, newest registration first; `next_after` continues it."""
+
+    items: list[ParticipantOut]
+    next_after: Optional[int] = None
+
+
+class ParticipantsQuery(PageQuery):
+    status: Optional[RegistrationStatus] = None
+
+
+class ParticipantDecision(Model):
+    """An organizer's decision; reject, suspend and ban need a reason (the participant sees it)."""
+
+    reason: str = Field("", max_length=500, json_schema_extra={"examples": ["shared the gold"]})
+
+    _reason = field_validator("reason")(_no_control)

@@ -233,3 +233,35 @@ class CompetitionForm(FlaskForm):
         choices=["draft", "visible", "archived"],
         validate_choice=True,
     )
+
+
+# ----------------------------------------------------------------------------- registrations
+
+
+class CompetitionSettingsForm(FlaskForm):
+    """How a competition takes participants and teams (server.actions.competitions.SETTINGS, less
+    the fact sheet, which the API edits)."""
+
+    class Meta:
+        csrf = False  # checked app-wide
+
+    approval = SelectField(
+        "Registration (auto: approved at once; manual: an organizer approves each one)",
+        choices=["auto", "manual"],
+        validate_choice=True,
+    )
+    allowed_domains = TextAreaField(
+        "Email domains that may register, one per line (empty: any)",
+        validators=[Length(max=10_000)],
+        render_kw={"rows": 4},
+    )
+    data_public = BooleanField("Data public (downloads without an approved registration)")
+    team_size_cap = IntegerField(
+        "Team size cap (empty or 0: no cap)",
+        validators=[Optional(), NumberRange(min=0, max=1000)],
+    )
+    join_needs_captain = BooleanField("Joining a team needs its captain's approval")
+    anonymous_board = BooleanField("Anonymous board (names hidden until the ranking is published)")
+
+    def domains(self) -> list[str]:
+        return [d.strip() for d in (self.allowed_domains.data or "").splitlines() if d.strip()]

@@ -22,6 +22,7 @@ from sqlalchemy import and_, or_
 from sqlmodel import Session, select
 
 from scorer.metrics import COUNT_METRICS, fold_key
+from server import people
 from server.board_model import (  # noqa: F401 - the shapes, re-exported
     STATS_FIELDS,
     Board,
@@ -192,7 +193,15 @@ def build_board(
         )
     )
     candidates, extras = [], []
+    # the runs of people banned from the task's competition leave its live boards (organizers see
+    # them marked); a published snapshot is never rebuilt, so it keeps them
+    comp = people.competition_of_task(s, task.id)
+    banned = people.excluded_users(s, comp.id) if comp is not None else set()
     for sub, team in s.exec(q):
+        if sub.user_id is not None and sub.user_id in banned:
+            if organizer:
+                extras.append((sub, team, "banned"))
+            continue
         # a frozen board hides later runs from participants; the final ranking (show_private) has
         # them
         if (

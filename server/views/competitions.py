@@ -3,14 +3,18 @@ form; everything goes through server.actions.competitions."""
 
 from __future__ import annotations
 
-from flask import Blueprint, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
+from pydantic import ValidationError
 
+from server import api_models as m
+from server import people
 from server.actions import competitions as comp_actions
-from server.auth import current_user, organizer_required
+from server.actions import registrations as reg_actions
+from server.auth import current_user, login_required, organizer_required
 from server.db import db
-from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
-from server.forms import CompetitionForm, CompetitionPageForm
+from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
+from server.forms import CompetitionForm, CompetitionPageForm, CompetitionSettingsForm
 
 bp = Blueprint("competitions", __name__)
 
@@ -30,6 +34,7 @@ def _render(competition: str, page: str | None):
         # sanitized by server.sanitize (markdown, then nh3): safe to insert as HTML
         html=Markup(shown.html) if shown else None,
         admin=c.role in ("admin", "owner", "organizer"),
+        registration=_registration_of(competition, viewer),
     )
 
 
@@ -121,4 +126,122 @@ def _form_page(c, form, code: int = 200):
         form=form,
         field_errors=any(f.errors for f in form),
         standard=comp_actions.STANDARD_PAGES,
+    ), code
+
+
+# ----------------------------------------------------------------------------- registrations
+# the registration box of the competition page, the organizers' participants page and settings
+
+
+def _registration_of(competition: str, viewer):
+    """The signed-in viewer's registration box (None for an anonymous visitor)."""
+    if viewer is None:
+        return None
+    return reg_actions.my_registration(s=db(), user=viewer, competition=competition)
+
+
+@bp.route("/competitions/<competition>/register", methods=["POST"])
+@login_required
+def register(competition: str):
+    s = db()
+    try:
+        got = reg_actions.register(
+            s=s,
+            user=current_user(),
+            competition=competition,
+            accept_terms=request.form.get("accept_terms") in ("1", "y", "on", "true"),
+            via="web",
+        )
+    except (UploadFieldsInvalid, Forbidden, LifecycleRefused) as e:
+        s.rollback()
+        flash(f"Not registered: {e.message}.", "error")
+        return redirect(url_for("competitions.show", competition=competition))
+    if got.participating:
+        flash(f"You are registered for {competition}.", "ok")
+    else:
+        flash(f"Registered: {got.message}.", "ok")
+    return redirect(url_for("competitions.show", competition=competition))
+
+
+@bp.route("/competitions/<competition>/participants")
+@organizer_required
+def participants(competition: str):
+    s = db()
+    c = comp_actions.get_competition(s=s, viewer=current_user(), competition=competition)
+    status = request.args.get("status") or None
+    after = request.args.get("after", type=int)
+    try:
+        got = reg_actions.list_participants(
+            s=s, actor=current_user(), competition=competition, status=status, after=after
+        )
+    except UploadFieldsInvalid as e:
+        abort(400, e.message)
+    return render_template(
+        "competitions/participants.html",
+        c=c,
+        got=got,
+        status=status,
+        statuses=people.STATUSES,
+        actions=list(reg_actions.DECISIONS),
+    )
+
+
+@bp.route("/competitions/<competition>/participants/<int:user_id>", methods=["POST"])
+@organizer_required
+def decide(competition: str, user_id: int):
+    s = db()
+    action = request.form.get("action", "")
+    try:
+        got = reg_actions.decide(
+            s=s,
+            actor=current_user(),
+            competition=competition,
+            user=user_id,
+            action=action,
+            reason=request.form.get("reason", ""),
+            via="web",
+        )
+        flash(f"{got.email}: {got.status}.", "ok")
+    except (UploadFieldsInvalid, LifecycleRefused, NotFound) as e:
+        s.rollback()
+        flash(f"Not changed: {e.message}.", "error")
+    back = request.form.get("status") or None
+    return redirect(url_for("competitions.participants", competition=competition, status=back))
+
+
+@bp.route("/competitions/<competition>/settings", methods=["GET", "POST"])
+@organizer_required
+def settings(competition: str):
+    """Registration, data and team settings (`edit_competition` with `CompetitionSettings`)."""
+    s = db()
+    c = comp_actions.get_competition(s=s, viewer=current_user(), competition=competition)
+    if request.method != "POST":
+        data = c.settings.model_dump()
+        data["allowed_domains"] = "\n".join(c.settings.allowed_domains)
+        return _competition_settings_page(c, CompetitionSettingsForm(formdata=None, data=data))
+    form = CompetitionSettingsForm()
+    if not form.validate():
+        return _competition_settings_page(c, form, 400)
+    try:
+        wanted = m.CompetitionSettings(
+            approval=form.approval.data,
+            allowed_domains=form.domains(),
+            data_public=form.data_public.data,
+            team_size_cap=form.team_size_cap.data or 0,
+            join_needs_captain=form.join_needs_captain.data,
+            anonymous_board=form.anonymous_board.data,
+        )
+    except ValidationError as e:
+        form.allowed_domains.errors = [str(err["msg"]) for err in e.errors()]
+        return _competition_settings_page(c, form, 400)
+    comp_actions.edit_competition(
+        s=s, actor=current_user(), via="web", competition=competition, settings=wanted
+    )
+    flash("Settings saved.", "ok")
+    return redirect(url_for("competitions.show", competition=competition))
+
+
+def _competition_settings_page(c, form, code: int = 200):
+    return render_template(
+        "competitions/settings.html", c=c, form=form, field_errors=any(f.errors for f in form)
     ), code
