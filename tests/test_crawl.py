@@ -276,6 +276,11 @@ def _every_page(demo_server, driver, tmp_path) -> None:
     assert d.find_element(By.NAME, "email").get_attribute("value") == email
     d.find_element(By.NAME, "password").send_keys("correct horse battery")
     _go(d, d.find_element(By.CSS_SELECTOR, "main form button[type=submit]"))
+    # registers for the demo competition by accepting its terms (approved at once)
+    d.get(base + "/competitions/palimpsest-demo")
+    d.find_element(By.NAME, "accept_terms").click()
+    _go(d, d.find_element(By.XPATH, "//main//button[normalize-space()='Register']"))
+    assert "Your registration: approved" in d.find_element(By.TAG_NAME, "main").text
     d.get(base + "/team/")
     d.find_element(By.NAME, "name").send_keys("Crawlers")
     _go(d, d.find_element(By.XPATH, "//button[normalize-space()='Create']"))
