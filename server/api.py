@@ -602,6 +602,13 @@ def _viewer() -> User | None:
     return u
 
 
+def _competition_organizer(u: User, competition_id: str) -> None:
+    """Refuse someone who does not organize the competition (NotFound for a draft they cannot
+    see), before the request's body is read."""
+    s = db()
+    comp_actions.require_organizer(s, u, comp_actions.find(s, competition_id))
+
+
 @bp.get("/competitions")
 @op(
     "The competitions you may see (drafts: site administrators only)",
@@ -666,6 +673,7 @@ def competition_create():
 )
 def competition_edit(competition_id):
     u = _user()
+    _competition_organizer(u, competition_id)  # before the body: no hint to others
     body = _body(m.CompetitionEdit)
     result = comp_actions.edit_competition(
         s=db(),
@@ -689,6 +697,7 @@ def competition_edit(competition_id):
 )
 def competition_page_set(competition_id, page):
     u = _user()
+    _competition_organizer(u, competition_id)  # before the body: no hint to others
     body = _body(m.CompetitionPageSet)
     result = comp_actions.set_page(
         s=db(),
@@ -1447,6 +1456,7 @@ def competition_roles(competition_id):
 )
 def competition_invite(competition_id):
     u = _user()
+    role_actions.require_owner(s=db(), actor=u, competition=competition_id)
     body = _body(m.InviteCreate)
     result = role_actions.invite(
         s=db(), actor=u, competition=competition_id, email=body.email, role=body.role, via="api"

@@ -87,6 +87,11 @@ def _require_owner(s: Session, actor: User | None, c: Competition) -> None:
     raise Forbidden(f"this needs an owner of {c.slug!r}", "not_owner")
 
 
+def require_owner(*, s: Session, actor: User | None, competition: str) -> None:
+    """Refuse, before anything else is read, someone who may not invite or revoke in it."""
+    _require_owner(s, actor, find(s, competition))
+
+
 def _owners(s: Session, c: Competition) -> list[int]:
     q = select(CompetitionRole.user_id).where(
         CompetitionRole.competition_id == c.id, CompetitionRole.role == people.OWNER

@@ -32,6 +32,7 @@ def people(competition: str):
     """Who has which role, the pending invitations and (owners) the invitation form."""
     if request.method != "POST":
         return _people_page(competition, InviteForm(formdata=None))
+    role_actions.require_owner(s=db(), actor=current_user(), competition=competition)
     form = InviteForm()
     if not form.validate():
         return _people_page(competition, form, 400)
