@@ -38,6 +38,13 @@ MARK = "method-of-comp-a-7f3"  # the method name of A's submission: shown to A's
 # Routes of the walked prefixes that are not organizer routes, each with why:
 WEB_PUBLIC = {
     "competitions.show_page",  # /competitions/<competition>/<page>: a public page of it
+    "competitions.register",  # a participant's own registration
+}
+# Operations under /competitions/{competition_id} that are not organizer operations:
+API_NOT_ORGANIZER = {
+    ("/competitions/{competition_id}", "get"),  # anyone reads a visible competition
+    ("/competitions/{competition_id}/registration", "get"),  # a participant's own registration
+    ("/competitions/{competition_id}/registration", "post"),
 }
 # Operations of the walked ones that ask for more than organizing A, each with why:
 API_ADMIN_ONLY = {
@@ -136,8 +143,10 @@ def world(app):
         "competition_id": "comp-a",
         "fmt": "csv",
         "version": 1,
-        "action": "freeze",
-        "user_id": "nobody@x.org",  # a revocation that finds no one: changes nothing
+        # a phase's action; a decision on a participant (who is approved already)
+        "action": lambda url: "approve" if "/participants/" in url else "freeze",
+        # the participant: who has no role to revoke, and whom organizers may decide on
+        "user_id": users["participant"].id,
     }
     return {
         "app": app,
@@ -153,7 +162,8 @@ def _fill(template: str, ids: dict, pattern: str) -> str:
     def sub(mo):
         name = mo.group(1)
         assert name in ids, f"{template}: no value for <{name}> of competition A; add one to ids"
-        return str(ids[name])
+        value = ids[name]
+        return str(value(template) if callable(value) else value)
 
     return re.sub(pattern, sub, template)
 
@@ -256,12 +266,14 @@ def test_the_pages_that_name_no_competition_show_a_to_its_organizers(world):
 
 def _api_ops(spec) -> list[tuple[str, str, bool, set]]:
     """(path, method, names a competition, the statuses it declares) of every organizer
-    operation and every change of a competition, from the OpenAPI description."""
+    operation and every operation under /competitions/{competition_id} (but API_NOT_ORGANIZER),
+    from the OpenAPI description."""
     out = []
     for path, ops in spec["paths"].items():
         for method, o in ops.items():
-            changes = method != "get" and path.startswith("/competitions/{competition_id}")
-            if "organizers" in o.get("tags", []) or changes:
+            mine = path.startswith("/competitions/{competition_id}")
+            mine = mine and (path, method) not in API_NOT_ORGANIZER
+            if "organizers" in o.get("tags", []) or mine:
                 names = bool(re.search(r"\{(task_id|submission_id|competition_id)\}", path))
                 out.append((path, method, names, set(o["responses"])))
     return out
