@@ -628,3 +628,77 @@ def register(main: click.Group) -> None:
         True,
     )
     _decision("reinstate", "Reinstate a rejected, suspended or banned participant.", False)
+
+    # ------------------------------------------------------------------------ roles and invitations
+
+    @organizer.command("invite")
+    @click.argument("competition")
+    @click.argument("email")
+    @click.option(
+        "--role",
+        type=click.Choice(["organizer", "assessor", "owner"]),
+        default="organizer",
+        show_default=True,
+        help="The role offered.",
+    )
+    @JSON
+    def invite(competition, email, role, as_json):
+        """Invite a person by email to a role in a competition (its owners): the link is mailed,
+        or, where the server sends no mail, the role is granted at once to an existing account,
+        else the link is printed for you to hand over."""
+        r = _call(
+            as_json,
+            lambda c: c.send_json(
+                "POST", f"/competitions/{competition}/roles", {"email": email, "role": role}
+            ),
+        )
+
+        def text(r):
+            click.echo(r["message"])
+            if r.get("link"):
+                click.echo(r["link"])
+
+        _emit(as_json, r, text)
+
+    @organizer.command("roles")
+    @click.argument("competition")
+    @JSON
+    def roles(competition, as_json):
+        """Who has which role in a competition, and its pending invitations."""
+        r = _call(as_json, lambda c: c.get_json(f"/competitions/{competition}/roles"))
+
+        def text(r):
+            _table(r["people"], ["user_id", "email", "role", "since"])
+            if r["invites"]:
+                click.echo("pending invitations:")
+                _table(r["invites"], ["id", "email", "role", "created_at", "expires_at"])
+
+        _emit(as_json, r, text)
+
+    @organizer.command("revoke")
+    @click.argument("competition")
+    @click.argument("email")
+    @JSON
+    def revoke(competition, email, as_json):
+        """Take a person's role in a competition away and cancel their pending invitations (its
+        owners; never the last owner). EMAIL may also be an account's id."""
+        r = _call(
+            as_json,
+            lambda c: c.send_json(
+                "DELETE", f"/competitions/{competition}/roles/{quote(email, safe='')}"
+            ),
+        )
+        _emit(
+            as_json,
+            r,
+            lambda r: click.echo(
+                f"{r['email']}: "
+                + (f"no longer {r['role']} of {r['competition']}" if r.get("role") else "")
+                + (", " if r.get("role") and r["invites_cancelled"] else "")
+                + (
+                    f"{r['invites_cancelled']} invitation(s) cancelled"
+                    if r["invites_cancelled"]
+                    else ""
+                )
+            ),
+        )

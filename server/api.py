@@ -29,6 +29,7 @@ from server import api_models as m
 from server import auth, exposure, lifecycle, people, teams
 from server.actions import competitions as comp_actions
 from server.actions import registrations as reg_actions
+from server.actions import roles as role_actions
 from server.actions import submissions as sub_actions
 from server.actions.common import phase_or_default
 from server.actions.phases import (
@@ -601,6 +602,13 @@ def _viewer() -> User | None:
     return u
 
 
+def _competition_organizer(u: User, competition_id: str) -> None:
+    """Refuse someone who does not organize the competition (NotFound for a draft they cannot
+    see), before the request's body is read."""
+    s = db()
+    comp_actions.require_organizer(s, u, comp_actions.find(s, competition_id))
+
+
 @bp.get("/competitions")
 @op(
     "The competitions you may see (drafts: site administrators only)",
@@ -665,6 +673,7 @@ def competition_create():
 )
 def competition_edit(competition_id):
     u = _user()
+    _competition_organizer(u, competition_id)  # before the body: no hint to others
     body = _body(m.CompetitionEdit)
     result = comp_actions.edit_competition(
         s=db(),
@@ -688,6 +697,7 @@ def competition_edit(competition_id):
 )
 def competition_page_set(competition_id, page):
     u = _user()
+    _competition_organizer(u, competition_id)  # before the body: no hint to others
     body = _body(m.CompetitionPageSet)
     result = comp_actions.set_page(
         s=db(),
@@ -1420,6 +1430,68 @@ def baseline_runs():
             "next": f"{request.base_url}?{urlencode({**request.args.to_dict(), 'cursor': cur})}",
         }
     return _page(m.Page[m.BaselineRun], runs[start : start + page.limit], links)
+
+
+# ---------------------------------------------------------------------------- roles and invitations
+
+
+@bp.get("/competitions/<competition_id>/roles")
+@op(
+    "Who has which role in a competition, and its pending invitations (its organizers)",
+    responses={200: m.RolesOut},
+    errors=(403, 404),
+    tags=("organizers",),
+)
+def competition_roles(competition_id):
+    return _json_out(role_actions.list_roles(s=db(), actor=_user(), competition=competition_id))
+
+
+@bp.post("/competitions/<competition_id>/roles")
+@op(
+    "Invite a person by email to be an owner, organizer or assessor (its owners)",
+    body=m.InviteCreate,
+    responses={201: m.InviteOut},
+    errors=(403, 404, 409),
+    tags=("organizers",),
+)
+def competition_invite(competition_id):
+    u = _user()
+    role_actions.require_owner(s=db(), actor=u, competition=competition_id)
+    body = _body(m.InviteCreate)
+    result = role_actions.invite(
+        s=db(), actor=u, competition=competition_id, email=body.email, role=body.role, via="api"
+    )
+    return _json_out(result, 201)
+
+
+@bp.delete("/competitions/<competition_id>/roles/<user_id>")
+@op(
+    "Take a person's role away and cancel their pending invitations (its owners; never the last "
+    "owner). `user_id` is the account's id or an email address",
+    responses={200: m.RoleRevoked},
+    errors=(403, 404, 409),
+    tags=("organizers",),
+)
+def competition_revoke(competition_id, user_id):
+    u = _user()
+    result = role_actions.revoke(
+        s=db(), actor=u, competition=competition_id, user_or_email=user_id, via="api"
+    )
+    return _json_out(result)
+
+
+@bp.post("/invites/accept")
+@op(
+    "Accept an invitation to a role (the token of its link; for the invited address's account)",
+    body=m.InviteAccept,
+    responses={200: m.InviteAccepted},
+    errors=(403, 404, 409),
+    tags=("competitions",),
+)
+def invite_accept():
+    u = _user()
+    body = _body(m.InviteAccept)
+    return _json_out(role_actions.accept(s=db(), user=u, token=body.token, via="api"))
 
 
 # ----------------------------------------------------------------------------- the description

@@ -780,3 +780,89 @@ class ParticipantDecision(Model):
     reason: str = Field("", max_length=500, json_schema_extra={"examples": ["shared the gold"]})
 
     _reason = field_validator("reason")(_no_control)
+
+
+# ---------------------------------------------------------------------------- roles and invitations
+
+RoleName = Literal["owner", "organizer", "assessor"]
+
+
+class InviteCreate(Model):
+    """Invite a person by email to a role in the competition."""
+
+    email: str = Field(
+        min_length=3, max_length=320, json_schema_extra={"examples": ["ada@example.org"]}
+    )
+    role: RoleName = Field(json_schema_extra={"examples": ["organizer"]})
+
+    _email = field_validator("email")(_no_control)
+
+
+class InviteOut(Out):
+    """An invitation made: what happened to it (`status`) and, unless the role was granted at
+    once, its signed link."""
+
+    id: int
+    competition: str
+    email: str
+    role: RoleName
+    status: Literal["mailed", "granted", "link"] = Field(
+        description="mailed: the link was queued by mail; granted: an account with that address "
+        "has the role now (this server sends no mail); link: hand the link over yourself."
+    )
+    link: Optional[str] = Field(None, description="The signed link that accepts the invitation.")
+    expires_at: datetime
+    message: str
+
+
+class InviteAccept(Model):
+    token: str = Field(min_length=1, max_length=2000, description="The token of the link.")
+
+
+class InviteShown(Out):
+    """What an invitation link offers."""
+
+    competition: str
+    title: str
+    email: str
+    role: RoleName
+    expires_at: datetime
+    yours: bool = Field(description="Whether it is for the signed-in account's address.")
+
+
+class InviteAccepted(Out):
+    competition: str
+    title: str
+    role: RoleName
+    email: str
+
+
+class RoleOut(Out):
+    user_id: int
+    email: str
+    role: RoleName
+    since: datetime
+
+
+class PendingInvite(Out):
+    id: int
+    email: str
+    role: RoleName
+    created_at: datetime
+    expires_at: datetime
+
+
+class RolesOut(Out):
+    """Who has which role in a competition, and its pending invitations."""
+
+    competition: str
+    people: list[RoleOut]
+    invites: list[PendingInvite]
+    may_change: bool = Field(description="Whether you may invite and revoke (an owner).")
+
+
+class RoleRevoked(Out):
+    competition: str
+    email: str
+    role: Optional[RoleName] = Field(None, description="The role taken away, if there was one.")
+    invites_cancelled: int

@@ -518,7 +518,7 @@ def reset_request():
             )
         else:
             flash(
-                "This server sends no mail: ask an organizer for a reset link "
+                "This server sends no mail: ask a site administrator for a reset link "
                 "(palimpsest users reset-link EMAIL).",
                 "ok",
             )
@@ -611,7 +611,7 @@ def users():
 @bp.route("/users/<int:user_id>/sign-out", methods=["POST"])
 @admin_required
 def sign_out_user(user_id: int):
-    """An organizer ends every session of an account (e.g. a stolen cookie)."""
+    """A site administrator ends every session of an account (e.g. a stolen cookie)."""
     s = db()
     user = s.get(User, user_id)
     if user is None:

@@ -265,3 +265,25 @@ class CompetitionSettingsForm(FlaskForm):
 
     def domains(self) -> list[str]:
         return [d.strip() for d in (self.allowed_domains.data or "").splitlines() if d.strip()]
+
+
+# ---------------------------------------------------------------------------- roles and invitations
+
+
+class InviteForm(FlaskForm):
+    """An owner's invitation of a person by email to a role in the competition."""
+
+    class Meta:
+        csrf = False  # checked app-wide
+
+    email = StringField(
+        "Email address",
+        validators=[InputRequired("give the address to invite"), Length(max=320)],
+        render_kw={"maxlength": 320, "type": "email"},
+    )
+    role = SelectField(
+        "Role (owner: also invites and removes people; organizer: runs the competition; "
+        "assessor: assesses submissions)",
+        choices=["organizer", "assessor", "owner"],
+        validate_choice=True,
+    )

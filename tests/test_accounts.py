@@ -362,7 +362,7 @@ def test_without_mail_the_organizer_prints_a_reset_link(app, web_home, monkeypat
     make_user(app, "ann@x.org")
     b = Browser(app.test_client())
     b.post("/auth/reset", {"email": "ann@x.org"})
-    assert "ask an organizer" in b.get("/auth/login").get_data(as_text=True)
+    assert "ask a site administrator" in b.get("/auth/login").get_data(as_text=True)
     monkeypatch.setenv("PALIMPSEST_HOME", str(web_home))
     r = CliRunner().invoke(
         main, ["users", "reset-link", "ann@x.org", "--base-url", "https://p.example"]
