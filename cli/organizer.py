@@ -305,7 +305,12 @@ def register(main: click.Group) -> None:
         default=None,
         help="Write to this file (default: stdout).",
     )
-    def export(task_id, phase_name, fmt, version, output):
+    @click.option(
+        "--facts",
+        is_flag=True,
+        help="The fact sheets of the published version's rows instead (csv or json).",
+    )
+    def export(task_id, phase_name, fmt, version, output, facts):
         """The final ranking as CSV, JSON or a LaTeX table: the published snapshot byte for byte, or
         a preview before publication."""
         r = _call(
@@ -313,7 +318,7 @@ def register(main: click.Group) -> None:
             lambda c: c.request(
                 "GET",
                 f"/tasks/{task_id}/phases/{phase_name}/export",
-                {"format": fmt, "version": version},
+                {"format": fmt, "version": version, **({"facts": "true"} if facts else {})},
             ),
         )
         if output is None:

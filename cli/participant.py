@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 import time
 import zipfile
@@ -18,6 +19,7 @@ from cli.client import Client, ClientError, load_config, save_config
 from tasks.store import TaskStore
 
 FINAL = {"scored", "failed"}
+FACT_KEY = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
 def _client() -> Client:
@@ -133,12 +135,40 @@ def register(main: click.Group) -> None:
     @click.option(
         "--primary", is_flag=True, help="Make it your team's primary (ranked) run of the phase."
     )
+    @click.option(
+        "--fact",
+        "fact",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="An answer of the competition's fact sheet (repeatable; overrides --facts).",
+    )
+    @click.option(
+        "--facts",
+        "facts_file",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="The fact sheet's answers as a JSON object (key: value).",
+    )
     @click.option("--wait", is_flag=True, help="Wait until scored, then print the scores.")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
     def submit(
-        task_id, file, phase, method_name, description, url, private, primary, wait, as_json
+        task_id,
+        file,
+        phase,
+        method_name,
+        description,
+        url,
+        private,
+        primary,
+        fact,
+        facts_file,
+        wait,
+        as_json,
     ):
         """Upload a prediction file; with --wait, follow it until it is scored."""
+        try:
+            sheet = fact_sheet(facts_file, fact)
+        except ValueError as e:
+            _die(ClientError(str(e)), as_json)
         try:
             c = _client()
         except ClientError as e:  # no server configured
@@ -164,6 +194,7 @@ def register(main: click.Group) -> None:
                     "url": url,
                     "show_publicly": "false" if private else "true",
                     **({"primary": "true"} if primary else {}),
+                    **{f"fact.{k}": v for k, v in sheet.items()},
                 },
                 progress,
             )
@@ -506,3 +537,37 @@ def _print_submission(sub: dict) -> None:
             click.echo(
                 f"  {part}: {prim.get('name')} ({prim.get('subset')}) = {_cell(prim.get('value'))}"
             )
+
+
+# ----------------------------------------------------------------------------- fact sheets
+
+
+def fact_sheet(facts_file: Path | None, pairs: tuple[str, ...]) -> dict[str, str]:
+    """The fact sheet's answers of `submit`: the JSON object of `--facts FILE`, then each
+    `--fact KEY=VALUE` over it. A yes/no may be given as a JSON true or false. ValueError says
+    what is wrong."""
+    out: dict[str, str] = {}
+    if facts_file is not None:
+        try:
+            got = json.loads(facts_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise ValueError(f"--facts {facts_file}: not a JSON file ({e})") from None
+        if not isinstance(got, dict):
+            raise ValueError(f"--facts {facts_file}: a JSON object (key: value) is expected")
+        for k, v in got.items():
+            if isinstance(v, bool):
+                v = "yes" if v else "no"
+            elif v is None:
+                v = ""
+            elif not isinstance(v, (str, int, float)):
+                raise ValueError(f"--facts {facts_file}: {k}: a text value is expected")
+            out[str(k)] = str(v)
+    for pair in pairs:
+        k, sep, v = pair.partition("=")
+        if not sep or not k.strip():
+            raise ValueError(f"--fact {pair!r}: KEY=VALUE is expected")
+        out[k.strip()] = v
+    for k in out:
+        if not FACT_KEY.fullmatch(k):
+            raise ValueError(f"{k!r} is not a fact sheet key (lowercase letters, digits and _)")
+    return out

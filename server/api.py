@@ -1197,7 +1197,8 @@ def ranking_version(task_id, phase_name, version):
     tags=("organizers",),
     description="The published snapshot (`version`, default the latest) byte for byte, or a "
     "preview before publication; `format` csv (text/csv), json (application/json) or tex "
-    "(application/x-tex).",
+    "(application/x-tex). `facts=true`: the fact sheets of the published version's rows (csv or "
+    "json; 409 before publication).",
 )
 def export(task_id, phase_name):
     u = _organizer(task_id)
@@ -1205,7 +1206,9 @@ def export(task_id, phase_name):
     q = _query(m.ExportQuery)
     s = db()
     p = _phase(s, t.id, phase_name)
-    ex = export_ranking(s, t, p, q.format, q.version, actor=u, settings=get_settings(), via="api")
+    ex = export_ranking(
+        s, t, p, q.format, q.version, actor=u, settings=get_settings(), via="api", facts=q.facts
+    )
     return Response(
         ex.body,
         content_type=ex.mimetype,

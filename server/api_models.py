@@ -22,6 +22,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 
 from server.board_model import Leaderboard, Snapshot
 from server.inputs import CONTROL
@@ -330,6 +331,9 @@ class UploadFields(Model):
         False, description="Make this the team's primary (ranked) run of the phase."
     )
     baseline: bool = Field(False, description="Organizers: record a baseline entry.")
+    # fact sheets: the answers, sent as one form field `fact.<key>` each (server.facts.form_facts);
+    # checked against the competition's declared fields by the submit action
+    facts: SkipJsonSchema[dict[str, str]] = Field(default_factory=dict)
 
     @field_validator("phase", mode="before")
     @classmethod
@@ -359,7 +363,14 @@ class UploadFields(Model):
 
 
 class UploadForm(UploadFields):
-    """The multipart upload (`curl -F file=@predictions.jsonl -F phase=test`)."""
+    """The multipart upload (`curl -F file=@predictions.jsonl -F phase=test`). The fact sheet's
+    answers travel as fields `fact.<key>` (`-F fact.affiliation=...`), one per declared field."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "patternProperties": {r"^fact\.[a-z][a-z0-9_]{0,39}$": {"type": "string"}}
+        }
+    )
 
     file: bytes = Field(
         description="The prediction file (the task's format; .gz and .zip accepted)."
@@ -492,6 +503,11 @@ class ExportQuery(Model):
         None,
         ge=1,
         description="A published version (default: the latest; a preview before publication).",
+    )
+    # fact sheets
+    facts: bool = Field(
+        False,
+        description="The fact sheets of the published version's rows (csv or json) instead.",
     )
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Optional
 
-from sqlalchemy import and_, or_
+from sqlalchemy import and_, func, or_
 from sqlmodel import Session, select
 
 from scorer.metrics import COUNT_METRICS, fold_key
@@ -311,6 +311,12 @@ def build_board(
             row.parts = {p: scores[(sub.id, p)] for p in parts if (sub.id, p) in scores}
         rows.append(row)
 
+    labels = None if organizer or use_private else anonymous_labels(s, task.id, phase)
+    if labels is not None:  # an anonymous board: the team sees its own name, no one else's
+        for r in rows:
+            if r.row_type == "team" and r.team_id != own_team:
+                r.team, r.method_name, r.url = labels.get(r.team_id, "Team ?"), "", ""
+
     ranked = [r for r in rows if r.row_type == "team" and r.note in ("", "not public")]
     ranks = _rank([r.values[prim.key] for r in ranked], prim.greater_is_better)
     for r, rk in zip(ranked, ranks, strict=True):
@@ -347,6 +353,29 @@ def build_board(
         columns=cols,
         rows=rows,
     )
+
+
+# ----------------------------------------------------------------------------- anonymous boards
+
+
+def anonymous_labels(s: Session, task_id: str, phase: Phase) -> dict[int, str] | None:
+    """Where the task's competition keeps its boards anonymous and the phase is not published:
+    each team's label, "Team 1", "Team 2", ..., numbered in the order of the teams' first runs in
+    the phase (stable: a team that submits later gets a later number); else None. Baseline teams
+    keep their names."""
+    if phase.published_at is not None:
+        return None
+    c = people.competition_of_task(s, task_id)
+    if c is None or not c.anonymous_board:
+        return None
+    q = (
+        select(Submission.team_id, func.min(Submission.id))
+        .join(Team, Team.id == Submission.team_id)
+        .where(Submission.phase_id == phase.id, Team.is_baseline.is_(False))
+        .group_by(Submission.team_id)
+    )
+    firsts = sorted(s.exec(q).all(), key=lambda t: t[1])
+    return {team_id: f"Team {i}" for i, (team_id, _) in enumerate(firsts, 1)}
 
 
 def add_reference_rows(board: Board, task, home) -> None:

@@ -13,10 +13,10 @@ from rq.job import Job
 from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
 from sqlmodel import Session
 
+from server import fact_export, provenance, publication
 from server import leaderboard as lb
-from server import provenance, publication
 from server.auth import audit
-from server.exceptions import NotFound
+from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.models import Phase
 from server.queue import BASELINES, connect, enqueue_baseline_run, enqueue_submission, get_queue
 
@@ -46,16 +46,20 @@ def export_ranking(
     settings,
     via: str = "web",
     columns: list[str] | None = None,
+    facts: bool = False,
 ) -> Export:
     """The final ranking as CSV, JSON or LaTeX: the published snapshot (`version`, default the
     latest) byte for byte, or a live preview before publication; audited; commits. `columns`
     ("subset/metric") picks the LaTeX table's metric columns (the snapshot's stored table has the
-    default ones)."""
+    default ones). With `facts`, the fact sheets of the published version's rows instead (CSV or
+    JSON; server.fact_export)."""
     if fmt not in EXPORT_TYPES:
         raise NotFound(f"no export format {fmt!r} (csv, json, tex)")
     rv = publication.latest_ranking(s, phase.id, version)
     if rv is None and version is not None:
         raise NotFound(f"{task.id}/{phase.name} has no published version {version}")
+    if facts:
+        return _export_facts(s, task, phase, fmt, rv, actor=actor, via=via)
     audit(
         s,
         actor,
@@ -87,6 +91,34 @@ def export_ranking(
             "tex": lambda: lb.to_latex(board, columns=columns).encode("utf-8"),
         }[fmt]()
     return Export(body, EXPORT_TYPES[fmt], name, rv.version if rv else None)
+
+
+# ----------------------------------------------------------------------------- fact sheets
+
+
+def _export_facts(s: Session, task, phase: Phase, fmt: str, rv, *, actor, via: str) -> Export:
+    """The fact sheets of a published version (none before publication); audited; commits."""
+    if fmt not in fact_export.FORMATS:
+        raise UploadFieldsInvalid({"format": "the fact sheets are exported as csv or json"})
+    if rv is None:
+        raise LifecycleRefused(
+            f"the final ranking of {task.id}/{phase.name} is not published: its fact sheets are "
+            "exported once it is",
+            "not_published",
+        )
+    body = fact_export.export_facts(s, rv, fmt, actor=actor)
+    audit(
+        s,
+        actor,
+        "ranking.export",
+        f"phase:{phase.id}",
+        format=f"facts.{fmt}",
+        version=rv.version,
+        via=via,
+    )
+    s.commit()
+    name = f"{task.id}-{phase.name}-facts-v{rv.version}.{fmt}"
+    return Export(body, fact_export.FORMATS[fmt], name, rv.version)
 
 
 def enqueue_ids(app, ids: list[int], settings) -> None:

@@ -168,15 +168,16 @@ def snapshot_history(board) -> dict[str, list[tuple[datetime, float]]]:
 
 
 def history(
-    s, board, phase, until: datetime | None = None
+    s, board, phase, until: datetime | None = None, labels: dict[int, str] | None = None
 ) -> dict[str, list[tuple[datetime, float]]]:
     """Each team's scored runs on the board's part (not hidden, removed or private to the team),
-    as (time, primary score)."""
+    as (time, primary score); `labels` (an anonymous board: team id -> "Team N") names the teams
+    instead of their names."""
     part = {"private": "private", "public": "public"}.get(board.part, "all")
     if part == "public" and phase.public_fraction >= 1.0:
         part = "all"
     q = (
-        select(Team.name, Submission.created_at, Score.primary_value)
+        select(Team.name, Submission.created_at, Score.primary_value, Team.id)
         .join(Submission, Submission.team_id == Team.id)
         .join(
             Score,
@@ -196,7 +197,9 @@ def history(
     if until is not None:  # a published snapshot: the runs made before it
         q = q.where(Submission.created_at <= until)
     out: dict[str, list] = {}
-    for team, at, v in s.exec(q):
+    for team, at, v, team_id in s.exec(q):
+        if labels is not None:
+            team = labels.get(team_id, team)
         if v is not None:
             out.setdefault(team, []).append((at, float(v)))
     return out

@@ -224,6 +224,7 @@ def create_submission(
     enqueue: bool = True,
     enforce_limits: bool = True,
     dedupe: bool = False,
+    facts: dict | None = None,
 ) -> Submission:
     """Store the upload, commit the row if the team's limits allow it, then enqueue its scoring.
 
@@ -231,7 +232,8 @@ def create_submission(
     UploadTooLarge (all SubmissionRefused, with `next_allowed_at`) or NotFound. With `dedupe`,
     the same file already submitted by the team in the phase (and not failed for the server's
     reasons, nor removed) raises DuplicateSubmission naming it; checked under the team lock, so
-    parallel retries of one upload make one submission.
+    parallel retries of one upload make one submission. `facts`: the fact sheet's answers, checked
+    by the caller (server.facts.check_facts).
     """
     if upload_bytes_or_stream is None:
         upload_bytes_or_stream = upload
@@ -292,6 +294,7 @@ def create_submission(
             url=url,
             show_publicly=bool(show_publicly),
             is_baseline=is_baseline,
+            facts=facts,
         )
         session.add(sub)
         session.commit()

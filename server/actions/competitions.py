@@ -12,7 +12,7 @@ from sqlalchemy import func
 from sqlmodel import Session, select
 
 from server import api_models as m
-from server import audit, people
+from server import audit, lifecycle, people
 from server.actions import common
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.inputs import CONTROL
@@ -21,6 +21,7 @@ from server.models import (
     CompetitionPage,
     CompetitionRole,
     CompetitionTask,
+    Phase,
     User,
     utcnow,
 )
@@ -301,6 +302,12 @@ def edit_competition(
         s.add(c)
         audit.record(s, actor, "competition_edit", c.slug, competition_id=c.id, via=via, **changes)
         s.commit()
+    if "anonymous_board" in changes:  # anonymous boards: every cached board of its phases is stale
+        tasks = people.task_ids(s, c.id)
+        for p in s.exec(select(Phase).where(Phase.task_id.in_(tasks))).all() if tasks else []:
+            lifecycle.bump(
+                s, p, actor=actor, action="leaderboard.anonymity", anonymous=c.anonymous_board
+            )
     return _out(s, c, actor)
 
 

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from sqlmodel import Session, select
 
 from server import api_models as m
-from server import lifecycle, people
+from server import facts, lifecycle, people
 from server.actions import common
 from server.auth import audit
 from server.baselines import baseline_team
@@ -109,6 +109,7 @@ def read_upload_fields(form) -> m.UploadFields:
     """The upload's fields from a submitted form (web or API), validated against the one declared
     form; raises `UploadFieldsInvalid` naming every field that is wrong."""
     data = {k: form.get(k) for k in m.UploadFields.model_fields if form.get(k) is not None}
+    data["facts"] = facts.form_facts(form)  # the fact sheet: fields `fact.<key>`
     try:
         return m.UploadFields.model_validate(data)
     except ValidationError as e:
@@ -151,6 +152,14 @@ def submit(
     if not TaskStore(task.id, settings.home).exists():
         raise LifecycleRefused(f"task {task.id!r} has no data yet", "not_imported")
     phase = common.phase_or_default(s, task.id, fields.phase)
+    comp = people.competition_of_task(s, task.id)
+    # the fact sheet, checked before anything is stored: a refusal names every problem (422)
+    sheet = facts.check_facts(
+        [] if comp is None else list(comp.fact_fields or []),
+        phase.name,
+        fields.facts,
+        require=not fields.baseline,
+    )
     if _empty_stream(stream):
         raise EmptyUpload()
     team = baseline_team(s) if fields.baseline else s.get(Team, team_id)
@@ -172,6 +181,7 @@ def submit(
             redis=redis,
             enqueue=enqueue,
             dedupe=True,
+            facts=sheet or None,
         )
         duplicate = False
     except DuplicateSubmission as e:  # a retried upload: the same answer, counted once

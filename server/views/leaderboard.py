@@ -344,7 +344,7 @@ def plot(task_id: str, fmt: str):
                 s, task, phase, audience="public", provenance=provenance_of(task, phase.split)
             )
             attach_stats(board, state)
-            hist = plots.history(s, board, phase)
+            hist = plots.history(s, board, phase, labels=lb.anonymous_labels(s, task.id, phase))
         return plots.render(board, hist, fmt, kinds)
 
     body = cache().get(

@@ -25,7 +25,7 @@ from server.actions import submissions as sub_actions
 from server.actions.phases import PHASE_ACTIONS
 from server.auth import admin_required, current_user, organizer_required, safe_next
 from server.db import db
-from server.exceptions import Forbidden, LifecycleRefused, NotFound
+from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.forms import HideForm, NewPhaseForm, PhaseForm, RescoreAllForm
 from server.models import AuditLog, GoldPartition, Phase, Score, Submission, Team, User, utcnow
 from server.organize import QueueUnreachable, baseline_runs, enqueue_ids, export_ranking
@@ -330,9 +330,13 @@ def export(phase_id: int, fmt: str):
             actor=current_user(),
             settings=get_settings(),
             columns=request.args.getlist("column") or None,
+            facts=request.args.get("facts") in ("1", "true", "yes"),
         )
     except NotFound:
         abort(404)
+    except (LifecycleRefused, UploadFieldsInvalid) as e:  # fact sheets: csv or json, once published
+        flash(str(e), "error")
+        return redirect(url_for("organizer.ranking", phase_id=p.id))
     return Response(
         ex.body,
         content_type=ex.mimetype,

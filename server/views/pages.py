@@ -20,7 +20,7 @@ from flask import (
 from sqlmodel import select
 
 from scorer.errors import TaskNotFound
-from server import exposure, people
+from server import exposure, facts, people
 from server.actions import competitions as comp_actions
 from server.actions import submissions as sub_actions
 from server.auth import can_see_submission, current_user, login_required
@@ -194,8 +194,9 @@ def submit(task_id: str):
         )
         for p in phases
     ]
+    sheet = _fact_sheet(t.id)
     if request.method != "POST":
-        return render_template("tasks/submit.html", task=t, phases=phases, form=form)
+        return render_template("tasks/submit.html", task=t, phases=phases, form=form, **sheet)
 
     ok = form.validate()  # the phase and the file; the fields by the one declared form:
     try:
@@ -206,7 +207,7 @@ def submit(task_id: str):
             if name in form:
                 form[name].errors = [*form[name].errors, message]
     if not ok:
-        return render_template("tasks/submit.html", task=t, phases=phases, form=form), 400
+        return render_template("tasks/submit.html", task=t, phases=phases, form=form, **sheet), 400
     upload = form.file.data
     s = db()
     try:
@@ -221,6 +222,13 @@ def submit(task_id: str):
             enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
             redis=current_app.extensions.get("palimpsest.redis"),
         )
+    except UploadFieldsInvalid as e:  # the fact sheet: each problem beside its field
+        s.rollback()
+        sheet["fact_errors"] = {
+            k.removeprefix("facts."): v for k, v in e.fields.items() if k.startswith("facts.")
+        }
+        flash("Not submitted: " + e.message, "error")
+        return render_template("tasks/submit.html", task=t, phases=phases, form=form, **sheet), 422
     except (SubmissionRefused, Forbidden, LifecycleRefused) as e:
         s.rollback()
         when = getattr(e, "next_allowed_at", None)
@@ -229,7 +237,9 @@ def submit(task_id: str):
             msg += f" The next submission is allowed at {when:%Y-%m-%d %H:%M} UTC."
         flash(msg, "error")
         # the same status as the API's (server.errors)
-        return render_template("tasks/submit.html", task=t, phases=phases, form=form), status_of(e)
+        return render_template(
+            "tasks/submit.html", task=t, phases=phases, form=form, **sheet
+        ), status_of(e)
     if duplicate:
         flash(
             f"Your team submitted this very file in this phase before, as submission #{sub.id} "
@@ -243,6 +253,21 @@ def submit(task_id: str):
             "ok",
         )
     return redirect(url_for("pages.submission", submission_id=sub.id))
+
+
+# ----------------------------------------------------------------------------- fact sheets
+
+
+def _fact_sheet(task_id: str) -> dict:
+    """What the submit form shows of the competition's fact sheet: its declared fields, the
+    answers posted (kept after a refusal) and, once refused, the problem of each field."""
+    c = people.competition_of_task(db(), task_id)
+    posted = facts.form_facts(request.form) if request.method == "POST" else {}
+    return {
+        "fact_fields": [] if c is None else list(c.fact_fields or []),
+        "fact_values": posted,
+        "fact_errors": {},
+    }
 
 
 @bp.route("/submissions")
