@@ -31,7 +31,7 @@ STATES = ("draft", "visible", "archived")
 # the pages a new competition is offered, in this order; organizers add any others
 STANDARD_PAGES = ("overview", "data", "evaluation", "terms", "timeline")
 # page slugs that would shadow a route of the competition's web pages
-RESERVED_PAGES = frozenset({"edit", "edit-page", "pages", "settings"})
+RESERVED_PAGES = frozenset({"edit", "edit-page", "pages", "settings", "announce", "mail"})
 
 
 def is_admin(viewer: User | None, *, operator: bool = False) -> bool:
