@@ -86,7 +86,7 @@ def queue_many(s: Session, messages: list[dict]) -> int:
     for i in range(0, len(rows), 1000):  # a multi-row VALUES, within SQLite's bind limit
         stmt = insert(OutgoingMail).values(rows[i : i + 1000])
         stmt = stmt.on_conflict_do_nothing(index_elements=["dedup_key"])
-        total += max(0, s.execute(stmt).rowcount or 0)
+        total += len(s.connection().execute(stmt.returning(OutgoingMail.id)).all())
     return total
 
 
@@ -128,10 +128,12 @@ def release_stuck(engine, now=None) -> int:
 
 
 def claim(engine, limit: int = BATCH, now=None) -> list[tuple[int, str, str, str, int]]:
-    """Claim up to `limit` due queued rows for this sender: one conditional UPDATE (status queued
-    -> sending, RETURNING what it changed), so that two senders never claim the same row (on
-    PostgreSQL a row another sender is changing is re-read and skipped once it is no longer
-    queued; on SQLite writers take turns). Returns (id, to, subject, body, attempts) rows."""
+    """Claim up to `limit` due queued rows for this sender with ONE conditional statement,
+    `UPDATE ... SET status='sending' WHERE id IN (due ids) AND status='queued' RETURNING ...`, so
+    that two senders never claim the same row: on PostgreSQL the due rows are picked with
+    `FOR UPDATE SKIP LOCKED` (a row another sender is claiming is skipped, and the status is
+    checked again on the row itself); on SQLite writers take turns (one statement takes the write
+    lock at once, waiting out the busy timeout). Returns (id, to, subject, body, attempts)."""
     now = now or utcnow()
     due = (
         select(OutgoingMail.id)
@@ -142,13 +144,12 @@ def claim(engine, limit: int = BATCH, now=None) -> list[tuple[int, str, str, str
         .order_by(OutgoingMail.id)
         .limit(limit)
     )
+    if engine.dialect.name == "postgresql":
+        due = due.with_for_update(skip_locked=True)
     with engine.begin() as c:
-        ids = list(c.execute(due).scalars())
-        if not ids:
-            return []
         rows = c.execute(
             update(OutgoingMail)
-            .where(OutgoingMail.id.in_(ids), OutgoingMail.status == QUEUED)
+            .where(OutgoingMail.id.in_(due.scalar_subquery()), OutgoingMail.status == QUEUED)
             .values(status=SENDING, next_try_at=now + LEASE)
             .returning(
                 OutgoingMail.id,
@@ -157,6 +158,7 @@ def claim(engine, limit: int = BATCH, now=None) -> list[tuple[int, str, str, str
                 OutgoingMail.body,
                 OutgoingMail.attempts,
             )
+            .execution_options(synchronize_session=False)
         ).all()
     return sorted((tuple(r) for r in rows), key=lambda r: r[0])
 
@@ -246,11 +248,11 @@ def _close(smtp) -> None:
         smtp.close()
 
 
-def deliver_all(engine, settings: Settings, max_batches: int = 50) -> dict:
+def deliver_all(engine, settings: Settings, max_batches: int = 50, limit: int = BATCH) -> dict:
     """Batches until nothing is due (or `max_batches`); the counts summed."""
     total: dict = {"sent": 0, "retry": 0, "failed": 0, "released": 0, "claimed": 0}
     for _ in range(max_batches):
-        got = deliver_due(engine, settings)
+        got = deliver_due(engine, settings, limit)
         for k, v in got.items():
             if isinstance(v, int):
                 total[k] = total.get(k, 0) + v
