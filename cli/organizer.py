@@ -1,6 +1,7 @@
 """Organizer commands over the REST API, with an organizer's token (`palimpsest login`):
 `palimpsest organizer phases|close|freeze|unfreeze|publish|rankings|export|submissions|rescore|
-rescore-all|hide|unhide|audit|baselines|participants|approve|reject|suspend|ban|reinstate`.
+rescore-all|hide|unhide|audit|baselines|participants|approve|reject|suspend|ban|reinstate|
+announce`.
 
 They do over the network what the organizer pages do, through the same server code; the local
 set-up commands (`palimpsest users|tokens|phases|rankings|db`, on the server's own database) stay
@@ -691,6 +692,39 @@ def register(main: click.Group) -> None:
             as_json,
             lambda c: c.send_json(
                 "DELETE", f"/competitions/{competition}/roles/{quote(email, safe='')}"
+
+    # ------------------------------------------------------------------------- announcements
+
+    @organizer.command("announce")
+    @click.argument("competition", metavar="COMPETITION")
+    @click.option("--title", required=True, help="The announcement's title (one line).")
+    @click.option("--body", "body_text", help="Its text (Markdown).")
+    @click.option(
+        "--file",
+        "body_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="A Markdown file with its text (instead of --body).",
+    )
+    @JSON
+    def announce(competition, title, body_text, body_file, as_json):
+        """Post an announcement: shown on the competition page and mailed to its approved
+        participants (those who did not turn announcements off)."""
+        if (body_text is None) == (body_file is None):
+            _die(
+                ClientError("give the text with --body TEXT or --file FILE.md (one of them)"),
+                as_json,
+            )
+        if body_file is not None:
+            try:
+                body_text = body_file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                _die(ClientError(f"cannot read {body_file}: {e}"), as_json)
+        a = _call(
+            as_json,
+            lambda c: c.send_json(
+                "POST",
+                f"/competitions/{competition}/announcements",
+                {"title": title, "body_markdown": body_text},
             ),
         )
         _emit(
@@ -705,5 +739,10 @@ def register(main: click.Group) -> None:
                     if r["invites_cancelled"]
                     else ""
                 )
+
+            a,
+            lambda a: click.echo(
+                f"announcement {a['id']} posted in {a['competition']}: mailed to "
+                f"{a['recipients']} participant(s)"
             ),
         )

@@ -26,7 +26,8 @@ from werkzeug.exceptions import HTTPException
 from baselines.systems import SYSTEMS, Options
 from scorer.errors import TaskNotFound
 from server import api_models as m
-from server import auth, exposure, lifecycle, people, teams
+from server import auth, exposure, lifecycle, outbox, people, teams
+from server.actions import announcements as ann_actions
 from server.actions import competitions as comp_actions
 from server.actions import registrations as reg_actions
 from server.actions import roles as role_actions
@@ -799,6 +800,93 @@ def participant_decide(competition_id, user_id, action):
             via="api",
         )
     )
+
+
+# ----------------------------------------------------------------------------- announcements, mail
+
+
+def _deliver_mail() -> None:
+    """Ask a worker to deliver queued mail; never blocks the answer (Redis away: the reconciler's
+    sweep delivers later)."""
+    if current_app.config.get("PALIMPSEST_ENQUEUE", True):
+        settings = get_settings()
+        outbox.enqueue_delivery(settings, current_app.extensions.get("palimpsest.redis"))
+
+
+@bp.get("/competitions/<competition_id>/announcements")
+@op(
+    "The announcements of a competition, newest first",
+    responses={200: m.Page[m.AnnouncementOut]},
+    public=True,
+    errors=(401, 404),
+    tags=("competitions",),
+)
+def announcements_list(competition_id):
+    items = ann_actions.list_announcements(s=db(), viewer=_viewer(), competition=competition_id)
+    return _page(
+        m.Page[m.AnnouncementOut],
+        [a.model_dump() for a in items],
+        {"next_cursor": None, "next": None},
+    )
+
+
+@bp.post("/competitions/<competition_id>/announcements")
+@op(
+    "Post an announcement: shown on the competition page and mailed to its approved "
+    "participants (its owners and organizers)",
+    body=m.AnnouncementCreate,
+    responses={201: m.AnnouncementOut},
+    errors=(403, 404),
+    tags=("competitions",),
+)
+def announcement_create(competition_id):
+    u = _user()
+    body = _body(m.AnnouncementCreate)
+    result = ann_actions.announce(
+        s=db(),
+        actor=u,
+        competition=competition_id,
+        title=body.title,
+        body_markdown=body.body_markdown,
+        via="api",
+        enqueue=_deliver_mail,
+    )
+    return _json_out(result, 201)
+
+
+@bp.get("/competitions/<competition_id>/mail")
+@op(
+    "What you are mailed in a competition you registered for",
+    responses={200: m.MailPreferencesOut},
+    errors=(404,),
+    tags=("competitions",),
+)
+def mail_preferences_show(competition_id):
+    u = _user()
+    return _json_out(ann_actions.get_mail_preferences(s=db(), user=u, competition=competition_id))
+
+
+@bp.put("/competitions/<competition_id>/mail")
+@op(
+    "Choose what you are mailed in a competition: announcements (on unless turned off), a notice "
+    "of each run scored or failed (off unless turned on)",
+    body=m.MailPreferences,
+    responses={200: m.MailPreferencesOut},
+    errors=(404,),
+    tags=("competitions",),
+)
+def mail_preferences_set(competition_id):
+    u = _user()
+    body = _body(m.MailPreferences)
+    result = ann_actions.set_mail_preferences(
+        s=db(),
+        user=u,
+        competition=competition_id,
+        announcements=body.announcements,
+        runs=body.runs,
+        via="api",
+    )
+    return _json_out(result)
 
 
 # ----------------------------------------------------------------------------- tasks

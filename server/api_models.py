@@ -882,3 +882,51 @@ class RoleRevoked(Out):
     email: str
     role: Optional[RoleName] = Field(None, description="The role taken away, if there was one.")
     invites_cancelled: int
+
+
+# ----------------------------------------------------------------------------- announcements, mail
+
+
+class AnnouncementCreate(Model):
+    """An announcement: shown on the competition page and mailed to its approved participants
+    (those who did not opt out)."""
+
+    title: str = Field(
+        min_length=1, max_length=200, json_schema_extra={"examples": ["Test data released"]}
+    )
+    body_markdown: str = Field(
+        min_length=1,
+        max_length=MAX_MARKDOWN,
+        json_schema_extra={"examples": ["The test phase is open until **31 May**."]},
+    )
+
+    _title = field_validator("title")(_no_control)
+
+
+class AnnouncementOut(Out):
+    """An announcement, its Markdown and the sanitized HTML it renders to."""
+
+    id: int
+    competition: str
+    title: str
+    body_markdown: str
+    html: str
+    created_at: datetime
+    recipients: int = Field(description="The participants it was mailed to.")
+
+
+class MailPreferences(Model):
+    """What a registered person is mailed in a competition; a field left out stays as it is."""
+
+    announcements: Optional[bool] = Field(
+        None, description="The organizers' announcements (on unless turned off)."
+    )
+    runs: Optional[bool] = Field(
+        None, description="A notice when one of your runs is scored or fails (off unless on)."
+    )
+
+
+class MailPreferencesOut(Out):
+    competition: str
+    announcements: bool
+    runs: bool

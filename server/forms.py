@@ -287,3 +287,34 @@ class InviteForm(FlaskForm):
         choices=["organizer", "assessor", "owner"],
         validate_choice=True,
     )
+
+
+# ----------------------------------------------------------------------------- announcements, mail
+
+
+class AnnouncementForm(FlaskForm):
+    """An organizer's announcement: shown on the competition page, mailed to its participants."""
+
+    class Meta:
+        csrf = False  # checked app-wide
+
+    title = StringField(
+        "Title",
+        validators=[InputRequired("give the announcement a title"), Length(max=200)],
+        render_kw={"maxlength": 200},
+    )
+    body_markdown = TextAreaField(
+        "Text (Markdown; scripts, images and non-http(s) links are removed)",
+        validators=[InputRequired("write the announcement"), Length(max=MAX_MARKDOWN)],
+        render_kw={"rows": 12},
+    )
+
+
+class MailPreferencesForm(FlaskForm):
+    """What a registered person is mailed in a competition."""
+
+    class Meta:
+        csrf = False  # checked app-wide
+
+    announcements = BooleanField("Mail me the organizers' announcements")
+    runs = BooleanField("Mail me when one of my runs is scored or fails")

@@ -25,6 +25,7 @@ from server.lifecycle import (
 )
 from server.limits import TooCostly, bounded
 from server.models import Phase, Submission
+from server.notices import notify_run
 from server.partitions import gold_parts
 from server.queue import submission_id_of
 from server.settings import Settings, get_settings
@@ -66,11 +67,12 @@ def score_submission(submission_id: int) -> dict:
                     for part, units in parts.items()
                 }
         except SubmissionInvalid as e:
-            finish_invalid(engine, submission_id, e)
+            if finish_invalid(engine, submission_id, e):
+                notify_run(engine, settings, submission_id)
             return {"submission": submission_id, "status": "failed", "failure_kind": "invalid"}
         except TooCostly as e:
             what = "CPU time" if str(e) == "cpu" else "memory"
-            finish_invalid(
+            done = finish_invalid(
                 engine,
                 submission_id,
                 SubmissionInvalid(
@@ -84,11 +86,14 @@ def score_submission(submission_id: int) -> dict:
                     ]
                 ),
             )
+            if done:
+                notify_run(engine, settings, submission_id)
             return {"submission": submission_id, "status": "failed", "failure_kind": "invalid"}
         keep_units(settings, submission_id, attempt, v)
         won = lifecycle.record_scores(engine, submission_id, attempt, results)
         if won:
             board_statistics(settings, phase.id)
+            notify_run(engine, settings, submission_id)  # never raises
         return {
             "submission": submission_id,
             "status": "scored",
@@ -97,13 +102,15 @@ def score_submission(submission_id: int) -> dict:
         }
     except Exception as e:
         if is_last_attempt(attempt, round_ceiling, settings.max_attempts):
-            fail_infra(
+            failed = fail_infra(
                 engine,
                 submission_id,
                 f"scoring failed on its last attempt ({attempt} of "
                 f"{round_ceiling or settings.max_attempts}): "
                 f"{type(e).__name__}: {e}",
             )
+            if failed:
+                notify_run(engine, settings, submission_id)
             return {"submission": submission_id, "status": "failed", "failure_kind": "infra"}
         raise  # RQ retries: the server's own failure, not the team's
 
@@ -182,9 +189,10 @@ def on_job_failure(job, connection, exc_type=None, exc_value=None, tb=None) -> N
             or not is_last_attempt(sub.attempts, sub.attempt_ceiling, settings.max_attempts)
         ):
             return  # the reconciler re-enqueues what still has attempts left
-    fail_infra(
+    if fail_infra(
         engine,
         sid,
         f"scoring failed on its last attempt ({settings.max_attempts} of "
         f"{settings.max_attempts}): {exc_type.__name__ if exc_type else 'error'}: {exc_value}",
-    )
+    ):
+        notify_run(engine, settings, sid)

@@ -18,15 +18,21 @@ from server.settings import Settings
 log = logging.getLogger("palimpsest.mail")
 
 
-def send_mail(settings: Settings, to: str, subject: str, body: str, timeout: float = 20.0) -> None:
-    """Send one plain-text message; raises on a refusal or an unreachable server."""
-    if not settings.mail_configured():
-        raise RuntimeError("no SMTP host is configured (PALIMPSEST_SMTP_HOST)")
+def message(settings: Settings, to: str, subject: str, body: str) -> EmailMessage:
+    """One plain-text message from the settings' sender."""
     msg = EmailMessage()
     msg["From"] = settings.mail_from
     msg["To"] = to
     msg["Subject"] = subject
     msg.set_content(body)
+    return msg
+
+
+def connect_smtp(settings: Settings, timeout: float = 20.0) -> smtplib.SMTP:
+    """An open SMTP connection from the settings (TLS and login done); the caller closes it (it is
+    a context manager) and may send many messages over it."""
+    if not settings.mail_configured():
+        raise RuntimeError("no SMTP host is configured (PALIMPSEST_SMTP_HOST)")
     if settings.smtp_security == "ssl":
         smtp = smtplib.SMTP_SSL(
             settings.smtp_host,
@@ -36,12 +42,21 @@ def send_mail(settings: Settings, to: str, subject: str, body: str, timeout: flo
         )
     else:
         smtp = smtplib.SMTP(settings.smtp_host, settings.smtp_port, timeout=timeout)
-    with smtp:
+    try:
         if settings.smtp_security == "starttls":
             smtp.starttls(context=ssl.create_default_context())
         if settings.smtp_user:
             smtp.login(settings.smtp_user, settings.smtp_password or "")
-        smtp.send_message(msg)
+    except BaseException:
+        smtp.close()
+        raise
+    return smtp
+
+
+def send_mail(settings: Settings, to: str, subject: str, body: str, timeout: float = 20.0) -> None:
+    """Send one plain-text message; raises on a refusal or an unreachable server."""
+    with connect_smtp(settings, timeout) as smtp:
+        smtp.send_message(message(settings, to, subject, body))
 
 
 def send_in_background(settings: Settings, to: str, subject: str, body: str) -> threading.Thread:

@@ -4,7 +4,8 @@ Every few seconds it looks at what the database says is queued or running and as
 a live job holds it: a job waiting in its queue, or one started whose worker still sends
 heartbeats. Anything else (a worker killed mid-job, a job timed out, a Redis restart or FLUSHALL)
 is enqueued again, or failed with a reason once it has used its attempts. Each pass also queues
-for rescoring the scores that a gold re-import or a scorer upgrade made stale.
+for rescoring the scores that a gold re-import or a scorer upgrade made stale, and sweeps the mail
+queue (server.outbox.sweep).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from sqlalchemy import select
 from server.db import get_engine
 from server.lifecycle import PENDING, fail_infra, requeue
 from server.models import Submission, utcnow
+from server.notices import notify_run
+from server.outbox import sweep as mail_sweep
 from server.provenance import check_provenance
 from server.queue import SCORING, connect, enqueue_submission, fetch_job, get_queue
 from server.retention import purge_invalid_uploads
@@ -83,6 +86,7 @@ def reconcile(settings: Settings, engine, conn) -> dict:
                 "team nothing",
             ):
                 stats["failed"] += 1
+                notify_run(engine, settings, sid)  # never raises
             continue
         if requeue(engine, sid, attempts):  # back to queued, unless a run finished meanwhile
             enqueue_submission(conn, sid, settings, replace=True)
@@ -96,6 +100,12 @@ def reconcile(settings: Settings, engine, conn) -> dict:
         enqueue_submission(conn, sid, settings, replace=True)
     stats["stale"] = len(stale)
     stats["purged"] = purge_invalid_uploads(engine, settings)
+    # the mail queue: what a dead sender left is queued again, and a worker is asked to deliver
+    # what is due (the job enqueued when a message is queued may have been lost)
+    try:
+        stats["mail_due"] = mail_sweep(engine, settings, conn)
+    except Exception as e:  # noqa: BLE001 — the scoring side of the pass stands
+        log.warning("reconciler: mail sweep failed (%s: %s)", type(e).__name__, e)
     return stats
 
 

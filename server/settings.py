@@ -137,6 +137,12 @@ class Settings(BaseSettings):
         "starttls", description="`starttls`, `ssl` or `none`."
     )
     mail_from: str = Field("palimpsest@localhost", description="Sender address of mails.")
+    mail_max_attempts: int = Field(
+        6,
+        ge=1,
+        description="Delivery attempts of one queued mail (retried with a growing delay: 1, 2, "
+        "4, ... minutes) before it is marked failed.",
+    )
     bootstrap_samples: int = Field(
         1000, description="Bootstrap resamples behind each board's intervals and clusters."
     )

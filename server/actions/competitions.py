@@ -33,7 +33,17 @@ STATES = ("draft", "visible", "archived")
 STANDARD_PAGES = ("overview", "data", "evaluation", "terms", "timeline")
 # page slugs that would shadow a route of the competition's web pages
 RESERVED_PAGES = frozenset(
-    {"edit", "edit-page", "pages", "settings", "participants", "register", "people"}
+    {
+        "edit",
+        "edit-page",
+        "pages",
+        "settings",
+        "participants",
+        "register",
+        "people",
+        "announce",
+        "mail",
+    }
 )
 
 

@@ -3,18 +3,26 @@ form; everything goes through server.actions.competitions."""
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 from pydantic import ValidationError
 
 from server import api_models as m
-from server import people
+from server import outbox, people
+from server.actions import announcements as ann_actions
 from server.actions import competitions as comp_actions
 from server.actions import registrations as reg_actions
 from server.auth import current_user, login_required, organizer_required
 from server.db import db
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
-from server.forms import CompetitionForm, CompetitionPageForm, CompetitionSettingsForm
+from server.forms import (
+    AnnouncementForm,
+    CompetitionForm,
+    CompetitionPageForm,
+    CompetitionSettingsForm,
+    MailPreferencesForm,
+)
+from server.settings import get_settings
 
 bp = Blueprint("competitions", __name__)
 
@@ -35,6 +43,7 @@ def _render(competition: str, page: str | None):
         html=Markup(shown.html) if shown else None,
         admin=c.role in ("admin", "owner", "organizer"),
         registration=_registration_of(competition, viewer),
+        **_announcement_context(competition, viewer),
     )
 
 
@@ -245,3 +254,87 @@ def _competition_settings_page(c, form, code: int = 200):
     return render_template(
         "competitions/settings.html", c=c, form=form, field_errors=any(f.errors for f in form)
     ), code
+
+
+# ----------------------------------------------------------------------------- announcements, mail
+
+
+def _announcement_context(competition: str, viewer) -> dict:
+    """What the competition page shows of announcements (newest first, sanitized HTML) and, to a
+    registered person, their mail preferences."""
+    s = db()
+    items = ann_actions.list_announcements(s=s, viewer=viewer, competition=competition)
+    prefs = None
+    if viewer is not None:
+        try:
+            prefs = ann_actions.get_mail_preferences(s=s, user=viewer, competition=competition)
+        except NotFound:
+            s.rollback()
+    return {
+        # sanitized by server.sanitize when the announcement was saved: safe to insert as HTML
+        "announcements": [(a, Markup(a.html)) for a in items],
+        "mail_prefs": prefs,
+    }
+
+
+def _deliver_mail() -> None:
+    if current_app.config.get("PALIMPSEST_ENQUEUE", True):
+        outbox.enqueue_delivery(get_settings(), current_app.extensions.get("palimpsest.redis"))
+
+
+@bp.route("/competitions/<competition>/announce", methods=["GET", "POST"])
+@organizer_required
+def announce(competition: str):
+    """The organizers' announcement form."""
+    s = db()
+    c = comp_actions.get_competition(s=s, viewer=current_user(), competition=competition)
+    form = AnnouncementForm() if request.method == "POST" else AnnouncementForm(formdata=None)
+    if request.method != "POST":
+        return _announce_page(c, form)
+    if not form.validate():
+        return _announce_page(c, form, 400)
+    try:
+        a = ann_actions.announce(
+            s=s,
+            actor=current_user(),
+            competition=competition,
+            title=form.title.data,
+            body_markdown=form.body_markdown.data or "",
+            via="web",
+            enqueue=_deliver_mail,
+        )
+    except UploadFieldsInvalid as e:
+        s.rollback()
+        form.form_errors.append(f"{e.message[:1].upper()}{e.message[1:]}.")
+        return _announce_page(c, form, 400)
+    flash(f"Announcement posted; mailed to {a.recipients} participant(s).", "ok")
+    return redirect(url_for("competitions.show", competition=competition))
+
+
+def _announce_page(c, form, code: int = 200):
+    return render_template(
+        "competitions/announce.html", c=c, form=form, field_errors=any(f.errors for f in form)
+    ), code
+
+
+@bp.route("/competitions/<competition>/mail", methods=["POST"])
+@login_required
+def mail_preferences(competition: str):
+    """A registered person's mail preferences (the block on the competition page)."""
+    s = db()
+    form = MailPreferencesForm()
+    try:
+        ann_actions.set_mail_preferences(
+            s=s,
+            user=current_user(),
+            competition=competition,
+            announcements=bool(form.announcements.data),
+            runs=bool(form.runs.data),
+            via="web",
+        )
+    except NotFound as e:
+        s.rollback()
+        flash(f"{e.message[:1].upper()}{e.message[1:]}.", "error")
+        return redirect(url_for("competitions.show", competition=competition))
+    flash("Mail preferences saved.", "ok")
+    return redirect(url_for("competitions.show", competition=competition))

@@ -1,0 +1,216 @@
+"""Announcements and mail preferences: an organizer's announcement is shown on the competition page
+and mailed, through the mail queue (server.outbox), to every approved participant who did not turn
+announcements off; a registered person chooses what they are mailed (announcements: on unless
+turned off; a notice of each run scored or failed: off unless turned on)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlmodel import Session, select
+
+from server import api_models as m
+from server import audit, outbox, people
+from server.actions.competitions import _invalid, _text, find, require_organizer, visible
+from server.exceptions import NotFound
+from server.inputs import CONTROL
+from server.models import Announcement, Competition, Registration, User
+from server.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
+from server.settings import Settings, get_settings
+
+KIND = "announcement"
+
+
+def link_base(settings: Settings) -> str:
+    """The site's address that links in mails start with (never the request's Host header)."""
+    return (settings.base_url or "http://127.0.0.1:5000").rstrip("/")
+
+
+def competition_url(settings: Settings, c: Competition) -> str:
+    return f"{link_base(settings)}/competitions/{c.slug}"
+
+
+def opt_out_text(settings: Settings, c: Competition) -> str:
+    url = competition_url(settings, c)
+    return (
+        f"You receive this as a participant of {c.title}. To receive no more announcements, "
+        f'turn them off under "Mail" on {url} (signed in), or send '
+        f'PUT {link_base(settings)}/api/v1/competitions/{c.slug}/mail {{"announcements": false}}.'
+    )
+
+
+def mail_body(settings: Settings, c: Competition, title: str, body_markdown: str) -> str:
+    """The plain-text mail of an announcement: its title, its Markdown, the competition's address
+    and how to opt out."""
+    return (
+        f"{title}\n{'=' * min(len(title), 72)}\n\n{body_markdown.strip()}\n\n"
+        f"-- \n{c.title}: {competition_url(settings, c)}\n\n{opt_out_text(settings, c)}\n"
+    )
+
+
+def announcement_out(a: Announcement, c: Competition) -> m.AnnouncementOut:
+    return m.AnnouncementOut(
+        id=a.id,
+        competition=c.slug,
+        title=a.title,
+        body_markdown=a.body_markdown,
+        html=a.body_html,
+        created_at=a.created_at,
+        recipients=a.recipients,
+    )
+
+
+def _markdown(value: str) -> str:
+    value = (value or "").strip()
+    if not value or len(value) > MAX_MARKDOWN or CONTROL.search(value):
+        raise _invalid("body_markdown", f"1 to {MAX_MARKDOWN} characters, no control character")
+    try:
+        check_markdown(value)
+    except MarkdownTooDeep as e:
+        raise _invalid("body_markdown", str(e)) from None
+    return value
+
+
+def recipients(s: Session, c: Competition) -> list[tuple[int, str]]:
+    """(user id, email) of every approved participant who takes announcements, in one query."""
+    q = (
+        select(User.id, User.email)
+        .join(Registration, Registration.user_id == User.id)
+        .where(
+            Registration.competition_id == c.id,
+            Registration.status == people.APPROVED,
+            Registration.mail_announcements.is_(True),
+        )
+        .order_by(User.id)
+    )
+    return [(uid, email) for uid, email in s.exec(q)]
+
+
+def announce(
+    *,
+    s: Session,
+    actor: User | None,
+    competition: str,
+    title: str,
+    body_markdown: str,
+    via: str,
+    settings: Settings | None = None,
+    enqueue: Callable[[], object] | None = None,
+) -> m.AnnouncementOut:
+    """Post an announcement (an owner or organizer of the competition): it is shown on the
+    competition page (sanitized HTML) and one message per approved participant who takes
+    announcements is queued in the same transaction, with one INSERT; then a worker is asked to
+    deliver them (`enqueue`; a failure to ask is logged, the reconciler's sweep delivers later)."""
+    settings = settings or get_settings()
+    c = find(s, competition)
+    require_organizer(s, actor, c)
+    title = _text(title, "title", 200)
+    body_markdown = _markdown(body_markdown)
+    a = Announcement(
+        competition_id=c.id,
+        title=title,
+        body_markdown=body_markdown,
+        body_html=render_markdown(body_markdown),
+        created_by=None if actor is None else actor.id,
+    )
+    s.add(a)
+    s.flush()
+    to = recipients(s, c)
+    subject = f"[{c.title}] {title}"
+    body = mail_body(settings, c, title, body_markdown)
+    a.recipients = outbox.queue_many(
+        s,
+        [
+            {
+                "to": email,
+                "subject": subject,
+                "body": body,
+                "dedup_key": f"announcement:{a.id}:{uid}",
+                "kind": KIND,
+                "competition_id": c.id,
+            }
+            for uid, email in to
+        ],
+    )
+    s.add(a)
+    audit.record(
+        s,
+        actor,
+        "announcement_create",
+        c.slug,
+        competition_id=c.id,
+        via=via,
+        announcement=a.id,
+        title=title,
+        recipients=a.recipients,
+    )
+    s.commit()
+    if a.recipients:
+        (enqueue or (lambda: outbox.enqueue_delivery(settings)))()
+    return announcement_out(a, c)
+
+
+def list_announcements(
+    *, s: Session, viewer: User | None, competition: str, operator: bool = False
+) -> list[m.AnnouncementOut]:
+    """The announcements of a competition the viewer may see, newest first."""
+    c = visible(s, competition, viewer, operator)
+    q = (
+        select(Announcement)
+        .where(Announcement.competition_id == c.id)
+        .order_by(Announcement.created_at.desc(), Announcement.id.desc())
+    )
+    return [announcement_out(a, c) for a in s.exec(q)]
+
+
+# --- mail preferences ---------------------------------------------------------------------------
+
+
+def preferences_out(c: Competition, reg: Registration) -> m.MailPreferencesOut:
+    return m.MailPreferencesOut(
+        competition=c.slug, announcements=reg.mail_announcements, runs=reg.mail_runs
+    )
+
+
+def _registration(s: Session, user: User, c: Competition) -> Registration:
+    reg = people.ensure_registration(s, user, c)  # a competition without terms registers here
+    if reg is None:
+        raise NotFound(
+            f"you are not registered for {c.slug!r}: register first, then choose your mail",
+            "not_registered",
+        )
+    return reg
+
+
+def get_mail_preferences(*, s: Session, user: User, competition: str) -> m.MailPreferencesOut:
+    """What the person is mailed in the competition (NotFound when not registered)."""
+    c = visible(s, competition, user)
+    return preferences_out(c, _registration(s, user, c))
+
+
+def set_mail_preferences(
+    *,
+    s: Session,
+    user: User,
+    competition: str,
+    announcements: bool | None = None,
+    runs: bool | None = None,
+    via: str = "api",
+) -> m.MailPreferencesOut:
+    """Change what the person is mailed in the competition: announcements, notices of their runs
+    (None: unchanged). NotFound when they are not registered for it."""
+    c = visible(s, competition, user)
+    reg = _registration(s, user, c)
+    changes: dict = {}
+    for name, column, value in (
+        ("announcements", "mail_announcements", announcements),
+        ("runs", "mail_runs", runs),
+    ):
+        if value is not None and bool(value) != getattr(reg, column):
+            changes[name] = [getattr(reg, column), bool(value)]
+            setattr(reg, column, bool(value))
+    if changes:
+        s.add(reg)
+        audit.record(s, user, "mail_preferences", c.slug, competition_id=c.id, via=via, **changes)
+    s.commit()
+    return preferences_out(c, reg)
