@@ -692,6 +692,22 @@ def register(main: click.Group) -> None:
             as_json,
             lambda c: c.send_json(
                 "DELETE", f"/competitions/{competition}/roles/{quote(email, safe='')}"
+            ),
+        )
+        _emit(
+            as_json,
+            r,
+            lambda r: click.echo(
+                f"{r['email']}: "
+                + (f"no longer {r['role']} of {r['competition']}" if r.get("role") else "")
+                + (", " if r.get("role") and r["invites_cancelled"] else "")
+                + (
+                    f"{r['invites_cancelled']} invitation(s) cancelled"
+                    if r["invites_cancelled"]
+                    else ""
+                )
+            ),
+        )
 
     # ------------------------------------------------------------------------- announcements
 
@@ -729,17 +745,6 @@ def register(main: click.Group) -> None:
         )
         _emit(
             as_json,
-            r,
-            lambda r: click.echo(
-                f"{r['email']}: "
-                + (f"no longer {r['role']} of {r['competition']}" if r.get("role") else "")
-                + (", " if r.get("role") and r["invites_cancelled"] else "")
-                + (
-                    f"{r['invites_cancelled']} invitation(s) cancelled"
-                    if r["invites_cancelled"]
-                    else ""
-                )
-
             a,
             lambda a: click.echo(
                 f"announcement {a['id']} posted in {a['competition']}: mailed to "
