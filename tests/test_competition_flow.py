@@ -209,7 +209,11 @@ def test_a_competition_from_creation_to_an_announcement(mail_app, served, driver
     got = _cli(url, tokens["org@x.org"], "organizer", "approve", SLUG, "ann@x.org", "--json")
     assert "approved" in str(got)
     got = _cli(url, tokens["org@x.org"], "organizer", "participants", SLUG, "--json")
-    assert [(p["email"], p["status"]) for p in got["items"]] == [("ann@x.org", "approved")]
+    assert [(p["email"], p["status"]) for p in got] == [("ann@x.org", "approved")]
+    before = len(smtp.messages)
+    _deliver(app)  # the decision is mailed to the participant
+    (decided,) = smtp.wait(before + 1)[before:]
+    assert decided["to"] == ["ann@x.org"] and "approved" in decided["body"]
 
     # a team in the competition, the data, a submission without and then with the fact sheet
     _look(d, f"{url}/team/?competition={SLUG}", seen)
