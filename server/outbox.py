@@ -82,12 +82,14 @@ def queue_many(s: Session, messages: list[dict]) -> int:
     ]
     dialect = s.get_bind().dialect.name
     insert = pg_insert if dialect == "postgresql" else sqlite_insert
-    total = 0
-    for i in range(0, len(rows), 1000):  # a multi-row VALUES, within SQLite's bind limit
-        stmt = insert(OutgoingMail).values(rows[i : i + 1000])
-        stmt = stmt.on_conflict_do_nothing(index_elements=["dedup_key"])
-        total += len(s.connection().execute(stmt.returning(OutgoingMail.id)).all())
-    return total
+    # one statement sent as multi-row INSERTs by SQLAlchemy's "insertmanyvalues" (compiled once
+    # and cached, unlike a literal VALUES list of every row); RETURNING counts what was added
+    stmt = (
+        insert(OutgoingMail)
+        .on_conflict_do_nothing(index_elements=["dedup_key"])
+        .returning(OutgoingMail.id)
+    )
+    return len(s.connection().execute(stmt, rows).all())
 
 
 # ----------------------------------------------------------------------------- delivery

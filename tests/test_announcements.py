@@ -369,6 +369,36 @@ def test_concurrent_claims_never_share_a_row(request, kind):
     print(f"{kind}: claims per sender {[len(m) for m in claimed]}")
 
 
+@pytest.mark.redis
+def test_the_reconciler_sweep_enqueues_one_delivery_job_that_a_worker_runs(
+    mapp, box, redis_tcp_url, monkeypatch
+):
+    import redis
+    from rq import SimpleWorker
+    from rq.serializers import JSONSerializer
+
+    from server.queue import SCORING, get_queue
+
+    u = _people(mapp)
+    assert _post(mapp.test_client(), make_token(mapp, u["admin"])).status_code == 201
+    conn = redis.Redis.from_url(redis_tcp_url)
+    settings = _settings(mapp)
+    assert outbox.sweep(engine_of(mapp), settings, conn) == 3  # three due: a job is asked for
+    assert outbox.enqueue_delivery(settings, conn)  # asked again while it waits: nothing added
+    q = get_queue(SCORING, conn, settings)
+    assert q.job_ids == [outbox.DELIVERY_JOB_ID]
+    # the worker reads its settings from the environment, as `palimpsest worker` does
+    for k, v in _mail_settings(box.port).items():
+        monkeypatch.setenv(f"PALIMPSEST_{k.upper()}", str(v))
+    SimpleWorker([q], connection=conn, serializer=JSONSerializer).work(burst=True)
+    assert sorted(m["to"][0] for m in box.wait(3)) == [
+        "ann@example.org",
+        "bob@example.org",
+        "cyd@example.org",
+    ]
+    assert outbox.sweep(engine_of(mapp), settings, conn) == 0  # nothing left to deliver
+
+
 # ----------------------------------------------------------------------------- preferences
 
 

@@ -183,9 +183,19 @@ def _registration(s: Session, user: User, c: Competition) -> Registration:
 
 
 def get_mail_preferences(*, s: Session, user: User, competition: str) -> m.MailPreferencesOut:
-    """What the person is mailed in the competition (NotFound when not registered)."""
+    """What the person is mailed in the competition (NotFound when not registered). Reading
+    writes nothing: in a competition that registers people implicitly, one who has not acted
+    there yet is shown the defaults."""
     c = visible(s, competition, user)
-    return preferences_out(c, _registration(s, user, c))
+    reg = people.registration(s, user, c.id)
+    if reg is None and people.registers_implicitly(c):
+        reg = Registration(competition_id=c.id, user_id=user.id)  # not added: the defaults
+    if reg is None:
+        raise NotFound(
+            f"you are not registered for {c.slug!r}: register first, then choose your mail",
+            "not_registered",
+        )
+    return preferences_out(c, reg)
 
 
 def set_mail_preferences(
