@@ -2,8 +2,8 @@
 in 300 teams, then
 
 1. the competition page (`GET /competitions/<id>`) and `GET /api/v1/competitions/<id>`, median of
-   N requests each (and the participants list, `GET /api/v1/competitions/<id>/participants`, where
-   this branch has that route: see PARTICIPANTS below);
+   N requests each, and the participants list (`GET /api/v1/competitions/<id>/participants`, its
+   first page of 50 with their teams);
 2. the announcement request (`POST /api/v1/competitions/<id>/announcements`): the time until it
    returns, with one queued message per participant;
 3. delivery of the queue to a local SMTP server (aiosmtpd), checking that every participant got
@@ -32,8 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 SLUG = "bench"
-# The participants list's route, measured when the server has it (it answers 200); a branch
-# without it reports null. HOOK: when the route's address changes, change it here.
+# the participants list's route (its answer must be 200 to be measured)
 PARTICIPANTS = "/api/v1/competitions/{slug}/participants"
 
 
