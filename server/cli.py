@@ -24,7 +24,7 @@ from server.actions import submissions as actions
 from server.actions.phases import PHASE_ACTIONS
 from server.auth import audit, create_token, create_user, reset_link
 from server.db import get_engine
-from server.exceptions import LifecycleRefused
+from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.migrate import SchemaError, current, prepare, stamp, status, upgrade
 from server.models import Phase, User
 from server.queue import connect, enqueue_submission
@@ -363,6 +363,52 @@ def register(main: click.Group) -> None:
             return
         for c in rows:
             click.echo(f"{c.id:<24} {c.state:<8} {c.title}  [{', '.join(c.tasks) or 'no task'}]")
+
+    @competitions.command("create")
+    @click.argument("competition", metavar="ID")
+    @click.option("--title", required=True, help="The competition's title.")
+    @click.option(
+        "--task", "tasks", multiple=True, metavar="TASK", help="A task it takes (repeatable)."
+    )
+    @click.option(
+        "--state",
+        type=click.Choice(["draft", "visible", "archived"]),
+        default="draft",
+        show_default=True,
+    )
+    @click.option("--owner", "owner_email", default=None, help="The account made its owner.")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    @_home_option
+    def competitions_create(competition, title, tasks, state, owner_email, as_json):
+        """Create a competition (as the server's shell: a site administrator), optionally taking
+        tasks and giving an account its ownership."""
+
+        with _session(_settings()) as s:
+            owner = None
+            if owner_email:
+                owner = s.execute(
+                    select(User).where(User.email == owner_email.strip().lower())
+                ).scalar_one_or_none()
+                if owner is None:
+                    raise Refused(f"no user with email {owner_email!r}")
+            try:
+                made = comp_actions.create_competition(
+                    s=s,
+                    actor=None,
+                    via="cli",
+                    competition=competition,
+                    title=title,
+                    state=state,
+                    tasks=tasks,
+                )
+                if owner is not None:
+                    comp_actions.set_owner(s=s, competition=competition, user=owner, via="cli")
+            except (UploadFieldsInvalid, LifecycleRefused, NotFound) as e:
+                raise Refused(e.message) from None
+        if as_json:
+            click.echo(json.dumps(made.model_dump(mode="json")))
+            return
+        click.echo(f"created {made.id} ({made.state}): {', '.join(made.tasks) or 'no task'}")
 
     @main.group("phases")
     def phases():

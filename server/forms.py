@@ -19,6 +19,7 @@ from wtforms import (
     HiddenField,
     IntegerField,
     SelectField,
+    SelectMultipleField,
     StringField,
     TextAreaField,
 )
@@ -231,6 +232,30 @@ class CompetitionForm(FlaskForm):
         "State (draft: site administrators only; visible: on the home page; archived: readable, "
         "no longer listed)",
         choices=["draft", "visible", "archived"],
+        validate_choice=True,
+    )
+
+
+class NewCompetitionForm(FlaskForm):
+    """A site administrator's new competition: its short id, title and tasks (they become its
+    owner)."""
+
+    class Meta:
+        csrf = False  # checked app-wide
+
+    competition = StringField(
+        "Short id (lowercase letters, digits and '-'; in every address)",
+        validators=[InputRequired("give the competition a short id"), Length(max=64)],
+        render_kw={"maxlength": 64, "autocapitalize": "none", "spellcheck": "false"},
+    )
+    title = StringField(
+        "Title",
+        validators=[InputRequired("give the competition a title"), Length(max=200)],
+        render_kw={"maxlength": 200},
+    )
+    tasks = SelectMultipleField(
+        "Tasks (its subtasks; a task made a competition of its own is taken over)",
+        choices=[],
         validate_choice=True,
     )
 

@@ -18,7 +18,7 @@ from webkit import Browser, engine_of, make_token, make_user
 
 from server.actions import competitions as comp
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
-from server.models import AuditLog, Competition, CompetitionPage, CompetitionTask
+from server.models import AuditLog, Competition, CompetitionPage, CompetitionTask, User
 from server.sanitize import (
     MAX_BRACKETS,
     MAX_INDENT,
@@ -690,3 +690,72 @@ def test_the_demo_makes_a_visible_competition_with_overview_and_terms(embedded_b
         assert got.state == "visible" and got.tasks
         assert [p.slug for p in got.pages] == ["overview", "terms"]
         assert "<strong>synthetic data</strong>" in got.pages[0].html
+
+
+def test_an_administrator_creates_a_competition_on_the_web_and_becomes_its_owner(web):
+    app, _tokens = web
+    from server import people
+
+    participant = Browser(app.test_client())
+    participant.login("p@x.org")
+    assert participant.get("/competitions/new").status_code == 403
+    assert participant.post(
+        "/competitions/new", {"competition": "x", "title": "X"}
+    ).status_code == (403)
+    admin = Browser(app.test_client())
+    admin.login("admin@x.org")
+    page = admin.get("/competitions/new").get_data(as_text=True)
+    assert 'name="competition"' in page and 'value="tric-binary"' in page
+    r = admin.post("/competitions/new", {"competition": "new", "title": "N"})
+    assert r.status_code == 400 and "reserved" in r.get_data(as_text=True)
+    r = admin.post(
+        "/competitions/new",
+        {"competition": "reuse-2028", "title": "Reuse 2028", "tasks": "tric-binary"},
+    )
+    assert r.status_code == 302 and r.headers["Location"].endswith("/competitions/reuse-2028")
+    with Session(engine_of(app)) as s:
+        c = comp.find(s, "reuse-2028")
+        assert c.state == "draft"
+        admin_user = s.exec(select(User).where(User.email == "admin@x.org")).one()
+        assert people.role_of(s, admin_user, c.id) == "owner"
+        assert people.task_ids(s, c.id) == ["tric-binary"]
+    # the draft's task is its people's: a participant is told there is no such task
+    assert participant.get("/tasks/tric-binary").status_code == 404
+    assert admin.get("/tasks/tric-binary").status_code == 200
+    # a task in a competition of its own making is offered no more
+    page = admin.get("/competitions/new").get_data(as_text=True)
+    assert 'value="tric-binary"' not in page
+
+
+def test_the_servers_shell_creates_a_competition_with_an_owner(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from cli.main import main
+    from server.auth import create_user
+    from server.db import get_engine
+    from server.settings import Settings
+
+    monkeypatch.setenv("PALIMPSEST_HOME", str(tmp_path / "h"))
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    assert CliRunner().invoke(main, ["db", "upgrade"]).exit_code == 0
+    engine = get_engine(Settings(home=tmp_path / "h").sqlalchemy_url())
+    with Session(engine) as s:
+        create_user(s, email="own@x.org", password="correct horse battery")
+        s.commit()
+    args = ["competitions", "create", "c1", "--title", "C one", "--owner", "own@x.org", "--json"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    assert (got["id"], got["state"], got["tasks"]) == ("c1", "draft", [])
+    r = CliRunner().invoke(main, ["competitions", "create", "c1", "--title", "again"])
+    assert r.exit_code == 1 and "exists already" in r.output and "Traceback" not in r.output
+    r = CliRunner().invoke(
+        main, ["competitions", "create", "c2", "--title", "T", "--owner", "no@x"]
+    )
+    assert r.exit_code == 1 and "no user with email" in r.output
+    from server import people
+
+    with Session(engine) as s:
+        own = s.exec(select(User).where(User.email == "own@x.org")).one()
+        assert people.role_of(s, own, comp.find(s, "c1").id) == "owner"
+    engine.dispose()

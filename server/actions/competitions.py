@@ -26,11 +26,14 @@ from server.models import (
     utcnow,
 )
 from server.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
+from tasks import all_tasks
 
 SLUG = re.compile(m.SLUG)
 STATES = ("draft", "visible", "archived")
 # the pages a new competition is offered, in this order; organizers add any others
 STANDARD_PAGES = ("overview", "data", "evaluation", "terms", "timeline")
+# competition ids that would shadow a route (/competitions/new)
+RESERVED_IDS = frozenset({"new"})
 # page slugs that would shadow a route of the competition's web pages
 RESERVED_PAGES = frozenset(
     {
@@ -162,6 +165,21 @@ def _out(s: Session, c: Competition, viewer: User | None = None) -> m.Competitio
     )
 
 
+def tasks_offered(*, s: Session) -> list[tuple[str, str]]:
+    """The declared tasks a new competition may take: those in no competition or in the
+    placeholder their phases made, as (id, label) choices."""
+    q = select(CompetitionTask.task_id, Competition.slug, Competition.placeholder).join(
+        Competition, Competition.id == CompetitionTask.competition_id
+    )
+    taken = {tid: (slug, placeholder) for tid, slug, placeholder in s.exec(q)}
+    out = []
+    for t in all_tasks():
+        slug, placeholder = taken.get(t.id, (None, True))
+        if placeholder:
+            out.append((t.id, f"{t.id}: {t.title}"))
+    return out
+
+
 def list_competitions(
     *, s: Session, viewer: User | None, operator: bool = False
 ) -> list[m.CompetitionSummary]:
@@ -210,6 +228,8 @@ def create_competition(
     tasks as its subtasks; a task already in another competition is refused, naming it."""
     _require_admin(actor)
     _slug(competition, "id")
+    if competition in RESERVED_IDS:
+        raise _invalid("id", f"{competition!r} is reserved")
     title = _text(title, "title", 200)
     if state not in STATES:
         raise _invalid("state", f"{state!r}: one of {', '.join(STATES)}")
@@ -255,6 +275,24 @@ def create_competition(
     )
     s.commit()
     return _out(s, c, actor)
+
+
+def set_owner(*, s: Session, competition: str, user: User, via: str) -> None:
+    """Make an account an owner of a competition (the server's shell, which has no account of
+    its own to make one); audited; commits."""
+    c = find(s, competition)
+    people.grant(s, c.id, user, people.OWNER)
+    audit.record(
+        s,
+        None,
+        "competition_role_grant",
+        c.slug,
+        competition_id=c.id,
+        via=via,
+        user=user.email,
+        role=people.OWNER,
+    )
+    s.commit()
 
 
 SETTINGS = (

@@ -12,7 +12,7 @@ from server import outbox, people
 from server.actions import announcements as ann_actions
 from server.actions import competitions as comp_actions
 from server.actions import registrations as reg_actions
-from server.auth import current_user, login_required, organizer_required
+from server.auth import admin_required, current_user, login_required, organizer_required
 from server.db import db
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.forms import (
@@ -21,6 +21,7 @@ from server.forms import (
     CompetitionPageForm,
     CompetitionSettingsForm,
     MailPreferencesForm,
+    NewCompetitionForm,
 )
 from server.settings import get_settings
 
@@ -45,6 +46,40 @@ def _render(competition: str, page: str | None):
         registration=_registration_of(competition, viewer),
         **_announcement_context(competition, viewer),
     )
+
+
+@bp.route("/competitions/new", methods=["GET", "POST"])
+@admin_required
+def new():
+    """A site administrator creates a competition (and becomes its owner)."""
+    s = db()
+    form = NewCompetitionForm() if request.method == "POST" else NewCompetitionForm(formdata=None)
+    form.tasks.choices = comp_actions.tasks_offered(s=s)
+    if request.method != "POST":
+        return _new_page(form)
+    if not form.validate():
+        return _new_page(form, 400)
+    try:
+        made = comp_actions.create_competition(
+            s=s,
+            actor=current_user(),
+            via="web",
+            competition=(form.competition.data or "").strip(),
+            title=form.title.data,
+            tasks=form.tasks.data or [],
+        )
+    except (UploadFieldsInvalid, LifecycleRefused, NotFound) as e:
+        s.rollback()
+        form.form_errors.append(f"{e.message[:1].upper()}{e.message[1:]}.")
+        return _new_page(form, 400)
+    flash(f"Competition {made.id} created as a draft: write its pages, then make it visible.", "ok")
+    return redirect(url_for("competitions.show", competition=made.id))
+
+
+def _new_page(form, code: int = 200):
+    return render_template(
+        "competitions/new.html", form=form, field_errors=any(f.errors for f in form)
+    ), code
 
 
 @bp.route("/competitions/<competition>")
