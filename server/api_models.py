@@ -20,7 +20,6 @@ from pydantic import (
     RootModel,
     field_serializer,
     field_validator,
-    model_validator,
 )
 from pydantic.json_schema import SkipJsonSchema
 
@@ -28,6 +27,9 @@ from server.board_model import Leaderboard, Snapshot
 from server.inputs import CONTROL
 from server.sanitize import MAX_MARKDOWN
 from server.submissions import url_problem
+
+# bundle: the fact-sheet field is declared once, with the competition bundles (re-exported here)
+from tasks.bundle import FactField
 
 T = TypeVar("T")
 
@@ -594,36 +596,6 @@ class CompetitionSummary(Out):
 
 
 DOMAIN = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)+")
-FactKind = Literal["text", "long_text", "choice", "yes_no", "url"]
-FACT_KEY = r"^[a-z][a-z0-9_]{0,39}$"
-
-
-class FactField(Model):
-    """A field of the fact sheet a submission carries (an overview paper's questions)."""
-
-    key: str = Field(pattern=FACT_KEY, json_schema_extra={"examples": ["affiliation"]})
-    label: str = Field(min_length=1, max_length=200)
-    kind: FactKind = "text"
-    choices: list[str] = Field(
-        default_factory=list, max_length=50, description="The allowed values of a choice."
-    )
-    required: bool = False
-    phases: list[str] = Field(
-        default_factory=list,
-        max_length=20,
-        description="The phases where a required field is required (empty: every phase).",
-    )
-    help: str = Field("", max_length=500)
-
-    _label = field_validator("label", "help")(_no_control)
-
-    @model_validator(mode="after")
-    def _choices(self):
-        if self.kind == "choice" and not self.choices:
-            raise ValueError("a choice field lists its choices")
-        if self.kind != "choice" and self.choices:
-            raise ValueError("only a choice field has choices")
-        return self
 
 
 class CompetitionSettings(Model):

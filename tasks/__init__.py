@@ -5,13 +5,18 @@ from __future__ import annotations
 import difflib
 
 from tasks.base import Task
+from tasks.declared import declared_tasks
 from tasks.errors import TaskNotFound
 from tasks.loci import LOCI_SIMILES
 from tasks.semrel import STR
+from tasks.store import default_home
 from tasks.swissgov import SWISSGOV_RSD
 from tasks.trotr import TRAC, TRIC_BINARY, TRIC_RANKING
 
 _REGISTRY: dict[str, Task] = {}
+# tasks declared by competition bundles (tasks.bundle), by id: installed in this process, or found
+# in the default data directory when first asked for (a worker knows them from there)
+_DECLARED: dict[str, Task] = {}
 
 
 def register(task: Task) -> Task:
@@ -26,24 +31,58 @@ for _t in (TRIC_BINARY, TRIC_RANKING, TRAC, SWISSGOV_RSD, LOCI_SIMILES, STR):
     register(_t)
 
 
+def register_declared(task: Task) -> Task:
+    """Add (or replace) a bundle-declared task; a built-in task's id is refused."""
+    if task.id in _REGISTRY:
+        raise ValueError(f"task {task.id!r} is a built-in task")
+    _DECLARED[task.id] = task
+    return task
+
+
+def unregister_declared(task_id: str) -> None:
+    _DECLARED.pop(task_id, None)
+
+
+def builtin_ids() -> list[str]:
+    return list(_REGISTRY)
+
+
+def _known() -> dict[str, Task]:
+    for t in declared_tasks(default_home()):
+        if t.id not in _REGISTRY:
+            _DECLARED.setdefault(t.id, t)
+    return {**_REGISTRY, **_DECLARED}
+
+
 def all_tasks() -> list[Task]:
-    return list(_REGISTRY.values())
+    return list(_known().values())
 
 
 def task_ids() -> list[str]:
-    return list(_REGISTRY)
+    return list(_known())
 
 
 def get_task(task_id: str) -> Task:
     """The task with this id; an unknown id raises TaskNotFound suggesting the closest."""
+    found = _REGISTRY.get(task_id) or _DECLARED.get(task_id)
+    if found is not None:
+        return found
+    known = _known()
     try:
-        return _REGISTRY[task_id]
+        return known[task_id]
     except KeyError:
-        close = difflib.get_close_matches(task_id, list(_REGISTRY), n=1, cutoff=0.5)
+        close = difflib.get_close_matches(task_id, list(known), n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise TaskNotFound(
-            f"unknown task {task_id!r}{hint} (tasks: {', '.join(_REGISTRY)})"
-        ) from None
+        raise TaskNotFound(f"unknown task {task_id!r}{hint} (tasks: {', '.join(known)})") from None
 
 
-__all__ = ["Task", "all_tasks", "get_task", "register", "task_ids"]
+__all__ = [
+    "Task",
+    "all_tasks",
+    "builtin_ids",
+    "get_task",
+    "register",
+    "register_declared",
+    "task_ids",
+    "unregister_declared",
+]

@@ -1,0 +1,891 @@
+"""Competition bundles: a competition and its tasks as data (docs/bundles.md).
+
+A bundle is a directory (or a zip of one) holding `competition.yaml` (a `CompetitionSpec`) and the
+files it names: pages in Markdown, each task's public inputs and gold. `read_bundle` validates all
+of it and reports every problem at once, each located by its YAML path and line or by its file and
+line; `install_tasks` writes the tasks into the data directory in the layout their scorer family
+reads, through the exposure rule; `export_task` writes an installed task back out as bundle files.
+A bundle never carries code: no key names a function, and `.py` files are refused.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import os
+import posixpath
+import re
+import shutil
+import stat
+import tempfile
+import zipfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from tasks import builtin_ids, register_declared, unregister_declared
+from tasks.base import AGGREGATES, Task
+from tasks.bundle_models import (
+    GOLD_NAME,
+    KNOWN_METRICS,
+    REQUIRED_INPUTS,
+    CompetitionSpec,
+    FactField,
+    FormatSpec,
+    PageSpec,
+    PhaseSpec,
+    SplitSpec,
+    TaskSpec,
+    task_from_spec,
+)
+from tasks.declared import DECLARATION, declaration_path, declared_tasks, read_declaration
+from tasks.errors import PalimpsestError
+from tasks.exposure import check_tree, exposure_of_tree
+from tasks.store import StagedImport, TaskStore
+
+MANIFEST = "competition.yaml"
+MiB = 1024 * 1024
+MAX_ZIP_BYTES = 64 * MiB
+MAX_UNZIPPED_BYTES = 512 * MiB
+MAX_FILES = 2000
+MAX_RATIO = 100  # uncompressed / compressed, per member: above it, a bomb
+MAX_PAGE_CHARS = 50_000  # the server's MAX_MARKDOWN
+MAX_ROW_PROBLEMS = 20  # per file: then "and N more"
+SHOW_IDS = 5
+
+
+class BundleProblem(NamedTuple):
+    """One thing wrong with a bundle: `path` is a YAML path ("tasks[0].metrics[1]") or a file
+    path inside the bundle; `line` its line (in competition.yaml, or in that file)."""
+
+    path: str
+    line: int | None
+    message: str
+
+
+class BundleInvalid(PalimpsestError):
+    """A bundle with problems; carries every one of them."""
+
+    def __init__(self, problems: list[BundleProblem], files: frozenset[str] = frozenset()):
+        self.problems = list(problems)
+        self.files = frozenset(files)  # the problem paths that are files of the bundle
+        super().__init__(str(self))
+
+    def render(self, p: BundleProblem) -> str:
+        line = "" if p.line is None else f"{p.line}:"
+        if p.path in self.files:
+            return f"{p.path}:{line} {p.message}"
+        return f"{MANIFEST}:{line} {p.path}: {p.message}"
+
+    def __str__(self) -> str:
+        return "\n".join(self.render(p) for p in self.problems)
+
+    def to_list(self) -> list[dict]:
+        return [p._asdict() for p in self.problems]
+
+
+@dataclass
+class Bundle:
+    """A bundle that passed validation: its root directory, spec, pages and built tasks."""
+
+    root: Path
+    spec: CompetitionSpec
+    pages: dict[str, tuple[str, str]] = field(default_factory=dict)
+    tasks: list[Task] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- problems
+
+
+def yaml_path(loc) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top)"
+
+
+class _Found:
+    """The problems found so far, located by the YAML node map of competition.yaml."""
+
+    def __init__(self) -> None:
+        self.problems: list[BundleProblem] = []
+        self.files: set[str] = set()
+        self.lines: dict[tuple, int] = {}
+
+    def at(self, loc: tuple, message: str) -> None:
+        loc = tuple(loc)
+        probe = loc
+        while probe and probe not in self.lines:
+            probe = probe[:-1]
+        self.problems.append(BundleProblem(yaml_path(loc), self.lines.get(probe, 1), message))
+
+    def in_file(self, rel: str, line: int | None, message: str) -> None:
+        self.files.add(rel)
+        self.problems.append(BundleProblem(rel, line, message))
+
+    def raise_if_any(self) -> None:
+        if self.problems:
+            raise BundleInvalid(self.problems, frozenset(self.files))
+
+
+def _node_lines(node, loc: tuple, out: dict) -> None:
+    """Each YAML path's line (1-based): a mapping entry's is its key's line."""
+    out.setdefault(loc, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            key = k.value if isinstance(k, yaml.ScalarNode) else str(k.start_mark)
+            out[loc + (key,)] = k.start_mark.line + 1
+            _node_lines(v, loc + (key,), out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            _node_lines(v, loc + (i,), out)
+
+
+def _message(err: dict) -> str:
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return "unknown key (not part of the bundle format; a bundle names no code)"
+    if kind == "missing":
+        return "required key missing"
+    return err["msg"].removeprefix("Value error, ")
+
+
+def _schema_errors(e: ValidationError, prefix: tuple, found: _Found) -> None:
+    for err in e.errors():
+        found.at(prefix + tuple(err["loc"]), _message(err))
+
+
+def _drop(data, loc: list) -> bool:
+    """Remove what `loc` names from `data` (a key, or a list item), or, when it names nothing
+    there (a missing key), what holds it; False when only the whole would go."""
+    while loc:
+        parent = data
+        try:
+            for part in loc[:-1]:
+                parent = parent[part]
+        except (KeyError, IndexError, TypeError):
+            loc = loc[:-1]
+            continue
+        last = loc[-1]
+        if isinstance(parent, dict) and isinstance(last, str) and last in parent:
+            del parent[last]
+            return True
+        if isinstance(parent, list) and isinstance(last, int) and 0 <= last < len(parent):
+            del parent[last]
+            return True
+        loc = loc[:-1]
+    return False
+
+
+def _salvage(model: type[BaseModel], data, rounds: int = 8):
+    """The model validated from `data` without what it refuses (reported apart), for the checks
+    that need a typed spec; None when nothing can be kept. A list item dropped here shifts the
+    items after it: the checks that report list items by index read the raw lists."""
+    data = copy.deepcopy(data)
+    for _ in range(rounds):
+        try:
+            return model.model_validate(data)
+        except ValidationError as e:
+            # the last list items first, so that one round's drops leave the others' places
+            locs = sorted((list(err["loc"]) for err in e.errors()), key=repr, reverse=True)
+            dropped = [_drop(data, loc) for loc in locs]
+            if not any(dropped):
+                return None
+    return None
+
+
+# ----------------------------------------------------------------------------- zips
+
+
+def _zip_problems(source: Path) -> tuple[list[BundleProblem], list[zipfile.ZipInfo]]:
+    """Everything refused in a zip before anything is extracted (bombs, slips, links, code)."""
+    name = source.name
+    size = source.stat().st_size
+    if size > MAX_ZIP_BYTES:
+        return [BundleProblem(name, None, f"{size} bytes: over the limit of 64 MiB")], []
+    try:
+        with zipfile.ZipFile(source) as zf:
+            infos = zf.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        return [BundleProblem(name, None, f"not a readable zip archive ({e})")], []
+    out = []
+    members = [i for i in infos if not i.is_dir()]
+    if len(members) > MAX_FILES:
+        out.append(BundleProblem(name, None, f"{len(members)} files: over the limit of 2,000"))
+    total = sum(i.file_size for i in members)
+    if total > MAX_UNZIPPED_BYTES:
+        out.append(BundleProblem(name, None, f"{total} bytes uncompressed: over 512 MiB"))
+    for i in infos:
+        n = i.filename
+        norm = posixpath.normpath(n.replace("\\", "/"))
+        if (
+            n.startswith(("/", "\\"))
+            or re.match(r"^[A-Za-z]:", n)
+            or norm == ".."
+            or norm.startswith("../")
+            or "/../" in f"/{n.replace(chr(92), '/')}/"
+        ):
+            out.append(BundleProblem(n, None, "a path outside the bundle (refused)"))
+            continue
+        mode = i.external_attr >> 16
+        if stat.S_ISLNK(mode):
+            out.append(BundleProblem(n, None, "a symbolic link (refused)"))
+        if i.flag_bits & 0x1:
+            out.append(BundleProblem(n, None, "encrypted (refused)"))
+        if n.endswith(".py"):
+            out.append(BundleProblem(n, None, "a bundle carries no Python (.py files refused)"))
+        if i.file_size > MiB and i.file_size > MAX_RATIO * max(i.compress_size, 1):
+            out.append(
+                BundleProblem(
+                    n,
+                    None,
+                    f"compressed {i.file_size // max(i.compress_size, 1)} to 1: a zip bomb "
+                    f"(refused above {MAX_RATIO} to 1)",
+                )
+            )
+    return out, members
+
+
+def _extract(source: Path, work_dir: Path | None) -> Path:
+    """The zip's files in a new directory under `work_dir` (else a temporary one), after every
+    member was checked; the bundle's root there."""
+    problems, members = _zip_problems(source)
+    if problems:
+        raise BundleInvalid(problems, frozenset(p.path for p in problems))
+    if work_dir is not None:
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+    dest = Path(tempfile.mkdtemp(prefix="bundle-", dir=work_dir))
+    try:
+        _write_members(source, members, dest)
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
+    if not (dest / MANIFEST).is_file():  # a zip of the bundle's folder
+        tops = list(dest.iterdir())
+        if len(tops) == 1 and (tops[0] / MANIFEST).is_file():
+            return tops[0]
+    return dest
+
+
+def _write_members(source: Path, members: list[zipfile.ZipInfo], dest: Path) -> None:
+    written = 0
+    try:
+        with zipfile.ZipFile(source) as zf:
+            for info in members:
+                target = dest / posixpath.normpath(info.filename.replace("\\", "/"))
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(info) as src, target.open("wb") as out:
+                    while chunk := src.read(MiB):  # counted: a lying header stops here
+                        written += len(chunk)
+                        if written > MAX_UNZIPPED_BYTES:
+                            raise BundleInvalid(
+                                [BundleProblem(source.name, None, "over 512 MiB uncompressed")],
+                                frozenset({source.name}),
+                            )
+                        out.write(chunk)
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError) as e:
+        raise BundleInvalid(
+            [BundleProblem(source.name, None, f"cannot be extracted ({e})")],
+            frozenset({source.name}),
+        ) from None
+
+
+# ----------------------------------------------------------------------------- files
+
+
+class _Files:
+    """The bundle's files as competition.yaml names them: checked once, read once."""
+
+    def __init__(self, root: Path, found: _Found):
+        self.root = root
+        self.real = root.resolve()
+        self.found = found
+        self.texts: dict[str, str] = {}
+
+    def read(self, rel, loc: tuple) -> str | None:
+        """The relative path, normalized, when it names a readable UTF-8 file inside the bundle;
+        else None, with the problem reported at `loc`."""
+        if not isinstance(rel, str):
+            return None
+        if rel.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", rel):
+            self.found.at(loc, f"{rel!r}: an absolute path; name files relative to the bundle")
+            return None
+        parts = rel.replace("\\", "/").split("/")
+        if ".." in parts:
+            self.found.at(loc, f"{rel!r}: a path outside the bundle")
+            return None
+        norm = posixpath.normpath("/".join(parts))
+        if norm in self.texts:
+            return norm
+        p = self.root / norm
+        if not os.path.lexists(p):
+            self.found.at(loc, f"{rel!r}: no such file in the bundle")
+            return None
+        real = p.resolve()
+        if not real.is_relative_to(self.real):
+            self.found.at(loc, f"{rel!r}: a symbolic link to a file outside the bundle")
+            return None
+        if not real.is_file():
+            self.found.at(loc, f"{rel!r}: not a file")
+            return None
+        if norm.endswith(".py"):
+            self.found.at(loc, f"{rel!r}: a bundle carries no Python")
+            return None
+        try:
+            data = real.read_bytes()
+        except OSError as e:
+            self.found.at(loc, f"{rel!r}: unreadable ({e.strerror})")
+            return None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = data[: e.start].count(b"\n") + 1
+            self.found.at(loc, f"{rel!r}: not UTF-8 (line {line}, byte {e.start})")
+            return None
+        self.texts[norm] = text.removeprefix("\ufeff")
+        return norm
+
+
+def _tree_problems(root: Path, found: _Found) -> None:
+    """Files no bundle may hold, wherever they are: Python, and links leading out of it."""
+    real = root.resolve()
+    for d, dirs, files in os.walk(root):
+        for name in sorted(dirs + files):
+            p = Path(d) / name
+            rel = p.relative_to(root).as_posix()
+            if p.is_symlink() and not p.resolve().is_relative_to(real):
+                found.in_file(rel, None, "a symbolic link leading outside the bundle (refused)")
+            elif name.endswith(".py") and name in files:
+                found.in_file(rel, None, "a bundle carries no Python (.py files are refused)")
+
+
+def _rows(text: str, rel: str, found: _Found, required: tuple[str, ...], numeric: str | None):
+    """The JSON Lines rows of a task file, each checked to hold `required` (and a number in
+    `numeric`): [(line, row)] of the good ones; the rest are problems naming file, line, field."""
+    out, bad = [], 0
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as e:
+            msg = f"not JSON ({e.msg})"
+            row = None
+        else:
+            msg = None if isinstance(row, dict) else "a row must be a JSON object"
+        if msg is None:
+            missing = [f for f in required if f not in row]
+            if missing:
+                msg = f"missing field(s) {', '.join(missing)}"
+            elif numeric and (
+                isinstance(row[numeric], bool) or not isinstance(row[numeric], (int, float))
+            ):
+                msg = f"field {numeric}: a number expected, found {json.dumps(row[numeric])[:40]}"
+            else:
+                bad_key = [f for f in required if isinstance(row[f], (dict, list))]
+                if bad_key:
+                    msg = f"field {bad_key[0]}: a string or a number expected"
+        if msg is not None:
+            bad += 1
+            if bad <= MAX_ROW_PROBLEMS:
+                found.in_file(rel, n, msg)
+            continue
+        out.append((n, row))
+    if bad > MAX_ROW_PROBLEMS:
+        found.in_file(rel, None, f"and {bad - MAX_ROW_PROBLEMS} more bad row(s)")
+    return out
+
+
+def _ids(rows, key: list[str], rel: str, found: _Found) -> list[str]:
+    seen: dict[str, int] = {}
+    for n, row in rows:
+        k = "/".join(str(row[f]) for f in key)
+        if k in seen:
+            found.in_file(rel, n, f"{'/'.join(key)} {k!r} repeats line {seen[k]}")
+        else:
+            seen[k] = n
+    return list(seen)
+
+
+def _examples(ids) -> str:
+    ids = sorted(ids)
+    more = f" and {len(ids) - SHOW_IDS} more" if len(ids) > SHOW_IDS else ""
+    return ", ".join(repr(i) for i in ids[:SHOW_IDS]) + more
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def _closest(name: str, names) -> str:
+    close = difflib.get_close_matches(name, list(names), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _raw_list(raw: dict, key: str) -> list:
+    v = raw.get(key)
+    return v if isinstance(v, list) else []
+
+
+def _check_names(spec: TaskSpec, raw: dict, at: tuple, found: _Found) -> None:
+    """Metrics, subsets and splits named consistently (list items by their place in the file)."""
+    for j, m in enumerate(_raw_list(raw, "metrics")):
+        if isinstance(m, str) and m not in KNOWN_METRICS:
+            found.at(at + ("metrics", j), f"unknown metric {m!r}{_closest(m, KNOWN_METRICS)}")
+    if spec.primary.metric not in spec.metrics:
+        found.at(
+            at + ("primary", "metric"),
+            f"the primary metric {spec.primary.metric!r} is not among the metrics "
+            f"({', '.join(spec.metrics)})",
+        )
+    subsets = set(spec.subsets)
+    if spec.primary.subset not in subsets:
+        found.at(
+            at + ("primary", "subset"),
+            f"the primary subset {spec.primary.subset!r} is not among the subsets "
+            f"({', '.join(spec.subsets)})",
+        )
+    if "macro" in subsets and not [s for s in spec.subsets if s not in AGGREGATES]:
+        found.at(at + ("subsets",), "macro averages the groups: declare the groups beside it")
+    for j, s in enumerate(spec.secondary):
+        if s.metric not in spec.metrics:
+            found.at(at + ("secondary", j, "metric"), f"{s.metric!r} is not among the metrics")
+        if s.subset not in subsets:
+            found.at(at + ("secondary", j, "subset"), f"{s.subset!r} is not among the subsets")
+    for j, r in enumerate(spec.references):
+        if r.metric not in spec.metrics:
+            found.at(at + ("references", j, "metric"), f"{r.metric!r} is not among the metrics")
+        if r.subset not in subsets:
+            found.at(at + ("references", j, "subset"), f"{r.subset!r} is not among the subsets")
+    names = set()
+    for j, ph in enumerate(_raw_list(raw, "phases")):
+        name, split = (ph.get("name"), ph.get("split")) if isinstance(ph, dict) else (None, None)
+        if isinstance(name, str):
+            if name in names:
+                found.at(at + ("phases", j, "name"), f"phase {name!r} declared twice")
+            names.add(name)
+        if not isinstance(split, str):
+            continue
+        if split not in spec.splits:
+            found.at(
+                at + ("phases", j, "split"),
+                f"unknown split {split!r}{_closest(split, spec.splits)} "
+                f"(splits: {', '.join(spec.splits)})",
+            )
+        elif spec.splits[split].gold is None:
+            found.at(at + ("phases", j, "split"), f"the {split} split has no gold to score")
+    if spec.family in ("instances", "targets"):
+        value = next(f for f in spec.format.fields if f.name not in spec.format.key)
+        if value.kind not in ("float", "label01"):
+            found.at(
+                at + ("format", "fields"),
+                f"the predicted value {value.name} is a {value.kind}: float or label01 expected",
+            )
+
+
+def _gold_field(spec: TaskSpec) -> str:
+    return spec.gold_value or ("label" if spec.family == "instances" else "score")
+
+
+def _check_split(
+    spec: TaskSpec, name: str, split: SplitSpec, at: tuple, files: _Files, found: _Found
+) -> bool:
+    """A split's files: inside the bundle, readable, the names its family reads, rows with the
+    declared fields, the same ids in inputs and gold. True when its files could all be read."""
+    at = at + ("splits", name)
+    ok = True
+    inputs = []
+    for j, rel in enumerate(split.inputs):
+        norm = files.read(rel, at + ("inputs", j))
+        ok &= norm is not None
+        inputs.append(norm)
+    base = [posixpath.basename(r) for r in split.inputs]
+    for dup in sorted({b for b in base if base.count(b) > 1}):
+        found.at(at + ("inputs",), f"two inputs named {dup}: a split's files need distinct names")
+    needed = [n for n in REQUIRED_INPUTS[spec.family] if n not in base]
+    if needed:
+        found.at(
+            at + ("inputs",),
+            f"the {spec.family} family reads {', '.join(needed)}: name the file(s) so",
+        )
+        ok = False
+    gold_name = GOLD_NAME[spec.family]
+    if gold_name in base and split.gold is not None and not split.hidden:
+        found.at(at + ("inputs",), f"an input is named {gold_name}, the name of the public gold")
+    gold = files.read(split.gold, at + ("gold",)) if split.gold is not None else None
+    ok &= split.gold is None or gold is not None
+    if spec.family not in ("instances", "targets") or not ok:
+        return ok
+    key = list(spec.format.key)
+    groups = [s for s in spec.subsets if s not in AGGREGATES]
+    grouped = (spec.group_field,) if groups else ()
+    first = "targets.jsonl" if spec.family == "targets" else "inputs.jsonl"
+    rel = inputs[base.index(first)]
+    in_key = ["target"] if spec.family == "targets" else key
+    in_rows = _rows(files.texts[rel], rel, found, tuple(in_key) + grouped, None)
+    in_ids = _ids(in_rows, in_key, rel, found)
+    if gold is None:
+        return ok
+    g_rows = _rows(files.texts[gold], gold, found, tuple(key) + grouped, _gold_field(spec))
+    g_ids = _ids(g_rows, key, gold, found)
+    only_gold, only_inputs = set(g_ids) - set(in_ids), set(in_ids) - set(g_ids)
+    if spec.family == "instances" and (only_gold or only_inputs):
+        parts = []
+        if only_gold:
+            parts.append(f"{len(only_gold)} only in the gold ({_examples(only_gold)})")
+        if only_inputs:
+            parts.append(f"{len(only_inputs)} only in the inputs ({_examples(only_inputs)})")
+        found.at(
+            at + ("gold",),
+            f"the gold and the inputs of {name} name different {'/'.join(key)}s: "
+            + "; ".join(parts),
+        )
+    return ok
+
+
+def _stage(spec: TaskSpec, root: Path, put) -> None:
+    """Each file of a task where its family reads it: `put(area, split, name, source)`."""
+    for name, split in spec.splits.items():
+        for rel in split.inputs:
+            put("public", name, posixpath.basename(rel), root / rel)
+        if split.gold is not None:
+            put("gold", name, GOLD_NAME[spec.family], root / split.gold)
+            if not split.hidden:  # public gold: participants may download it
+                put("public", name, GOLD_NAME[spec.family], root / split.gold)
+
+
+def _copy_into(base: Path):
+    def put(area: str, split: str, name: str, source: Path) -> None:
+        p = base / area / split / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, p)
+
+    return put
+
+
+def _check_exposure(spec: TaskSpec, task: Task, root: Path, at: tuple, found: _Found) -> None:
+    """The exposure rule on the files the install would write (tasks.exposure)."""
+    with tempfile.TemporaryDirectory(prefix="bundle-stage-") as tmp:
+        _stage(spec, root, _copy_into(Path(tmp)))
+        ex = exposure_of_tree(task, Path(tmp))
+    for area in sorted(ex.labelled):
+        for hidden, n in ex.leaks(area).items():
+            found.at(
+                at + ("splits", area),
+                f"its public files label {n} instance(s) of the hidden {hidden} split "
+                "(they would publish hidden gold)",
+            )
+    for split in sorted(ex.gold):
+        if split in ex.hidden:
+            continue
+        for hidden, n in ex.scored_in_public(split).items():
+            found.at(
+                at + ("splits", split),
+                f"its gold scores {n} instance(s) of the hidden {hidden} split in public",
+            )
+
+
+def _installed(task_id: str, home: Path | None) -> bool:
+    return home is not None and (
+        TaskStore(task_id, home).exists() or declaration_path(task_id, home).is_file()
+    )
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def read_bundle(source: Path, *, work_dir: Path | None = None, home: Path | None = None) -> Bundle:
+    """Read and validate a bundle (a directory, or a .zip extracted under `work_dir`, else a new
+    temporary directory); every problem is reported at once in one BundleInvalid. Given `home`,
+    task ids already installed there are problems too."""
+    source = Path(source)
+    if source.is_dir():
+        root = source
+    elif source.is_file() and zipfile.is_zipfile(source):
+        root = _extract(source, work_dir)
+    else:
+        raise BundleInvalid(
+            [BundleProblem(str(source), None, "not a bundle: a directory or a .zip expected")],
+            frozenset({str(source)}),
+        )
+    found = _Found()
+    _tree_problems(root, found)
+    manifest = root / MANIFEST
+    if not manifest.is_file():
+        found.in_file(MANIFEST, None, "missing: a bundle's root holds competition.yaml")
+        found.raise_if_any()
+    try:
+        text = manifest.read_bytes().decode("utf-8")
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except UnicodeDecodeError as e:
+        found.in_file(MANIFEST, None, f"not UTF-8 (byte {e.start})")
+        found.raise_if_any()
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        found.in_file(MANIFEST, mark.line + 1 if mark else None, f"not YAML: {e}")
+        found.raise_if_any()
+    if not isinstance(data, dict):
+        found.in_file(MANIFEST, 1, "must be a mapping (id, title, pages, tasks, ...)")
+        found.raise_if_any()
+    _node_lines(node, (), found.lines)
+
+    try:
+        CompetitionSpec.model_validate(data)
+    except ValidationError as e:
+        _schema_errors(e, (), found)
+
+    files = _Files(root, found)
+    pages: dict[str, tuple[str, str]] = {}
+    raw_pages = data.get("pages") if isinstance(data.get("pages"), list) else []
+    for i, raw in enumerate(raw_pages):
+        page = _salvage(PageSpec, raw) if isinstance(raw, dict) else None
+        if page is None:
+            continue
+        if page.slug in pages:
+            found.at(("pages", i, "slug"), f"page {page.slug!r} declared twice")
+            continue
+        rel = files.read(page.file, ("pages", i, "file"))
+        if rel is None:
+            continue
+        body = files.texts[rel]
+        if len(body) > MAX_PAGE_CHARS:
+            found.at(("pages", i, "file"), f"{len(body)} characters: over {MAX_PAGE_CHARS}")
+            continue
+        pages[page.slug] = (page.title, body)
+
+    raw_tasks = data.get("tasks") if isinstance(data.get("tasks"), list) else []
+    built: list[Task] = []
+    ids: dict[str, int] = {}
+    phase_names: set[str] = set()
+    builtin = set(builtin_ids())
+    for i, raw in enumerate(raw_tasks):
+        at = ("tasks", i)
+        spec = _salvage(TaskSpec, raw) if isinstance(raw, dict) else None
+        if spec is None:
+            continue
+        phase_names |= {p.get("name") for p in _raw_list(raw, "phases") if isinstance(p, dict)}
+        if spec.id in ids:
+            found.at(at + ("id",), f"task {spec.id!r} declared twice (also tasks[{ids[spec.id]}])")
+        elif spec.id in builtin:
+            found.at(at + ("id",), f"{spec.id!r} is the id of a built-in task")
+        elif _installed(spec.id, home):
+            found.at(at + ("id",), f"a task {spec.id!r} is already installed in {home}")
+        ids.setdefault(spec.id, i)
+        _check_names(spec, raw, at, found)
+        readable = all(
+            [_check_split(spec, name, sp, at, files, found) for name, sp in spec.splits.items()]
+        )
+        task = task_from_spec(spec)
+        if readable:
+            _check_exposure(spec, task, root, at, found)
+        built.append(task)
+
+    raw_facts = data.get("fact_fields") if isinstance(data.get("fact_fields"), list) else []
+    keys: set[str] = set()
+    for i, raw in enumerate(raw_facts):
+        fact = _salvage(FactField, raw) if isinstance(raw, dict) else None
+        if fact is None:
+            continue
+        if fact.key in keys:
+            found.at(("fact_fields", i, "key"), f"fact field {fact.key!r} declared twice")
+        keys.add(fact.key)
+        for j, ph in enumerate(fact.phases):
+            if ph not in phase_names:
+                found.at(
+                    ("fact_fields", i, "phases", j),
+                    f"unknown phase {ph!r}{_closest(ph, phase_names)}",
+                )
+    found.raise_if_any()
+    spec = CompetitionSpec.model_validate(data)
+    return Bundle(root=root, spec=spec, pages=pages, tasks=built)
+
+
+# ----------------------------------------------------------------------------- installing
+
+
+def canonical(spec: TaskSpec) -> TaskSpec:
+    """The declaration as installed: each file named where `export_task` writes it
+    (`<task>/<split>/<name>`, the gold under the name its family reads)."""
+    splits = {
+        name: SplitSpec(
+            inputs=[f"{spec.id}/{name}/{posixpath.basename(r)}" for r in sp.inputs],
+            gold=f"{spec.id}/{name}/{GOLD_NAME[spec.family]}" if sp.gold is not None else None,
+            hidden=sp.hidden,
+        )
+        for name, sp in spec.splits.items()
+    }
+    return spec.model_copy(update={"splits": splits})
+
+
+def _declaration_text(spec: TaskSpec) -> str:
+    data = canonical(spec).model_dump(mode="json")
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _install_one(spec: TaskSpec, task: Task, root: Path, store: TaskStore, origin: str) -> dict:
+    store.before_commit = lambda staged: check_tree(task.id, staged, store.home)
+    with StagedImport(store) as st:
+
+        def put(area: str, split: str, name: str, src: Path) -> None:
+            shutil.copyfile(src, st.path(area, split, name))
+
+        _stage(spec, root, put)
+        (st.tmp / DECLARATION).write_text(_declaration_text(spec), encoding="utf-8")
+        scored = [s for s, sp in spec.splits.items() if sp.gold is not None]
+        manifest = {
+            "task": task.id,
+            "version": task.version,
+            "source": f"bundle:{task.id}",
+            "bundle": origin,
+            "splits": scored,
+            "counts": {
+                s: sum(1 for line in (root / sp.gold).open(encoding="utf-8") if line.strip())
+                for s, sp in spec.splits.items()
+                if sp.gold is not None
+            },
+            "notes": [],
+        }
+        st.commit(manifest)
+    return manifest
+
+
+def install_tasks(bundle: Bundle, home: Path) -> list[str]:
+    """Write each task of a validated bundle into `home` (through the exposure rule), keep its
+    declaration beside its files and register it; all or nothing. Returns the ids."""
+    done: list[str] = []
+    try:
+        for spec, task in zip(bundle.spec.tasks, bundle.tasks, strict=True):
+            register_declared(task)
+            done.append(task.id)
+            _install_one(spec, task, bundle.root, TaskStore(task.id, home), bundle.spec.id)
+    except BaseException:
+        uninstall_tasks(done, home)
+        raise
+    return done
+
+
+def uninstall_tasks(task_ids: list[str], home: Path) -> None:
+    """Undo `install_tasks`: remove the tasks' files and unregister them."""
+    for task_id in task_ids:
+        root = TaskStore(task_id, home).root
+        if root.exists():
+            shutil.rmtree(root)
+        unregister_declared(task_id)
+
+
+def import_declared(task: Task, *, store: TaskStore, **_) -> dict:
+    """A bundle task's importer: re-install it from its stored copy (its declaration and files
+    in the data directory)."""
+    with tempfile.TemporaryDirectory(prefix="bundle-export-") as tmp:
+        data = export_task(task.id, store.home, Path(tmp), include_gold=True)
+        spec = TaskSpec.model_validate(data)
+        return _install_one(spec, task_from_spec(spec), Path(tmp), store, "re-installed")
+
+
+def load_declared(home: Path) -> list[str]:
+    """Register every bundle-declared task installed in `home` (idempotent); their ids."""
+    out = []
+    for task in declared_tasks(home):
+        if task.id not in builtin_ids():
+            register_declared(task)
+            out.append(task.id)
+    return out
+
+
+# ----------------------------------------------------------------------------- exporting
+
+
+def export_task(task_id: str, home: Path, dest: Path, *, include_gold: bool) -> dict:
+    """Write an installed bundle task's files under `dest/<task_id>/` and return its declaration
+    (files relative to `dest`). A hidden split's gold only with `include_gold`; without, the
+    split has no gold (and stays hidden)."""
+    path = declaration_path(task_id, home)
+    if not path.is_file():
+        raise PalimpsestError(
+            f"{task_id}: no bundle declaration in {Path(home) / 'tasks' / task_id} "
+            "(only tasks installed from a bundle can be exported)"
+        )
+    spec = read_declaration(path)
+    store = TaskStore(task_id, home)
+    splits = {}
+    for name, sp in spec.splits.items():
+        for rel in sp.inputs:
+            out = Path(dest) / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(store.public(name, posixpath.basename(rel)), out)
+        gold = sp.gold
+        if gold is not None and (include_gold or not sp.hidden):
+            out = Path(dest) / gold
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(store.gold(name, GOLD_NAME[spec.family]), out)
+        else:
+            gold = None
+        splits[name] = SplitSpec(inputs=sp.inputs, gold=gold, hidden=sp.hidden)
+    return spec.model_copy(update={"splits": splits}).model_dump(mode="json", exclude_none=False)
+
+
+def write_bundle_zip(spec: dict, root: Path, out: Path) -> None:
+    """A bundle as one zip: `spec` as competition.yaml and every file under `root` (the same
+    bytes give the same zip)."""
+    text = yaml.safe_dump(spec, sort_keys=False, allow_unicode=True, width=100)
+    root = Path(root)
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        info = zipfile.ZipInfo(MANIFEST, date_time=(1980, 1, 1, 0, 0, 0))
+        info.compress_type = zipfile.ZIP_DEFLATED
+        zf.writestr(info, text.encode("utf-8"))
+        for p in sorted(root.rglob("*")):
+            rel = p.relative_to(root).as_posix()
+            if not p.is_file() or p.is_symlink() or rel == MANIFEST:
+                continue
+            info = zipfile.ZipInfo(rel, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, p.read_bytes())
+
+
+def bundle_schema() -> dict:
+    """The JSON Schema of competition.yaml."""
+    schema = CompetitionSpec.model_json_schema()
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "Palimpsest competition bundle (competition.yaml)",
+        **{k: v for k, v in schema.items() if k != "title"},
+    }
+
+
+__all__ = [
+    "Bundle",
+    "BundleInvalid",
+    "BundleProblem",
+    "CompetitionSpec",
+    "FactField",
+    "FormatSpec",
+    "PageSpec",
+    "PhaseSpec",
+    "SplitSpec",
+    "TaskSpec",
+    "bundle_schema",
+    "export_task",
+    "import_declared",
+    "install_tasks",
+    "load_declared",
+    "read_bundle",
+    "uninstall_tasks",
+    "write_bundle_zip",
+]
+
+
+if __name__ == "__main__":  # python -m tasks.bundle > docs/bundle.schema.json
+    print(json.dumps(bundle_schema(), indent=2, sort_keys=True))

@@ -1,0 +1,338 @@
+"""The declared shape of a competition bundle's `competition.yaml` (pydantic models), and how a
+bundle's task declaration becomes a `Task`.
+
+A bundle is data only: no key names code (an importer, an agreement hook), so a bundle task's
+`Task.importer` is always `tasks.bundle:import_declared`, which re-installs it from its files.
+The server's fact-sheet field (`FactField`) is declared here, once, for the bundle and the API.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tasks.base import Field as TaskField
+from tasks.base import Reference, SubmissionFormat, Task
+
+# C0 controls but tab, newline and carriage return, and DEL (server.inputs.CONTROL's set)
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+SLUG = r"^[a-z0-9][a-z0-9-]{0,63}$"
+TASK_ID = r"^[a-z][a-z0-9-]{1,39}$"
+NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$"
+EMAIL = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
+
+FAMILIES = ("instances", "targets", "tokens", "links")
+FIELD_KINDS = ("id", "label01", "float", "floats")
+
+# The names of scorer.metrics.REGISTRY (tasks/ sits below scorer/ and cannot import it; a test
+# checks that the two lists agree).
+IR_CUTOFFS = (10, 100, 1000)
+KNOWN_METRICS: tuple[str, ...] = (
+    "f1",
+    *(f"{what}_{c}" for c in (0, 1) for what in ("precision", "recall", "f1")),
+    "spearman",
+    "pearson",
+    "kendall",
+    "precision",
+    "recall",
+    "accuracy",
+    "precision_micro",
+    "recall_micro",
+    "f1_micro",
+    "smr",
+    "fpr",
+    "fnr",
+    *(f"{what}@{k}" for k in IR_CUTOFFS for what in ("recall", "map", "mrr", "ndcg")),
+    "tp",
+    "fp",
+    "fn",
+    "tn",
+    "n",
+)
+
+# The files each family reads: the inputs a split must hold under these names, and the name its
+# gold is installed under (gold/<split>/<name>; public/<split>/<name> too when it is not hidden).
+REQUIRED_INPUTS = {
+    "instances": ("inputs.jsonl",),
+    "targets": ("targets.jsonl",),
+    "tokens": ("inputs.jsonl",),
+    "links": ("queries.csv", "sources.csv"),
+}
+GOLD_NAME = {
+    "instances": "gold.jsonl",
+    "targets": "gold.jsonl",
+    "tokens": "gold.jsonl",
+    "links": "links.csv",
+}
+
+BUNDLE_IMPORTER = "tasks.bundle:import_declared"
+
+
+def _no_control(v: str | None) -> str | None:
+    if v is not None and CONTROL.search(v):
+        raise ValueError("control characters are not allowed")
+    return v
+
+
+class Spec(BaseModel):
+    """Every part of a bundle refuses keys it does not declare (a typo, or code)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# ----------------------------------------------------------------------------- fact sheets
+
+FactKind = Literal["text", "long_text", "choice", "yes_no", "url"]
+FACT_KEY = r"^[a-z][a-z0-9_]{0,39}$"
+
+
+class FactField(Spec):
+    """A field of the fact sheet a submission carries (an overview paper's questions)."""
+
+    key: str = Field(pattern=FACT_KEY, json_schema_extra={"examples": ["affiliation"]})
+    label: str = Field(min_length=1, max_length=200)
+    kind: FactKind = "text"
+    choices: list[str] = Field(
+        default_factory=list, max_length=50, description="The allowed values of a choice."
+    )
+    required: bool = False
+    phases: list[str] = Field(
+        default_factory=list,
+        max_length=20,
+        description="The phases where a required field is required (empty: every phase).",
+    )
+    help: str = Field("", max_length=500)
+
+    _label = field_validator("label", "help")(_no_control)
+
+    @model_validator(mode="after")
+    def _choices(self):
+        if self.kind == "choice" and not self.choices:
+            raise ValueError("a choice field lists its choices")
+        if self.kind != "choice" and self.choices:
+            raise ValueError("only a choice field has choices")
+        return self
+
+
+# ----------------------------------------------------------------------------- competition parts
+
+
+class PageSpec(Spec):
+    """A page of the competition: its Markdown is the bundle file `file`."""
+
+    slug: str = Field(pattern=SLUG)
+    title: str = Field(min_length=1, max_length=200)
+    file: str = Field(min_length=1, max_length=300)
+
+
+class RegistrationSpec(Spec):
+    approval: Literal["auto", "manual"] = "auto"
+    allowed_domains: list[str] = Field(default_factory=list, max_length=100)
+    data_public: bool = False
+
+
+class TeamsSpec(Spec):
+    size_cap: int = Field(0, ge=0, le=1000, description="0: no cap.")
+    join_needs_captain: bool = False
+
+
+class RoleSpec(Spec):
+    email: str = Field(pattern=EMAIL, max_length=254)
+    role: Literal["owner", "organizer", "assessor"]
+
+
+# ----------------------------------------------------------------------------- tasks
+
+
+class FieldSpec(Spec):
+    """One column of a submission file."""
+
+    name: str = Field(min_length=1, max_length=64)
+    kind: Literal["id", "label01", "float", "floats"]
+    description: str = Field("", max_length=500)
+    aliases: list[str] = Field(default_factory=list, max_length=10)
+
+
+class FormatSpec(Spec):
+    """What a submission looks like: its columns, native format, key and a small example."""
+
+    fields: list[FieldSpec] = Field(min_length=2, max_length=20)
+    native: Literal["jsonl", "csv"]
+    key: list[str] = Field(min_length=1, max_length=3)
+    optional: list[str] = Field(default_factory=list)
+    max_bytes: int = Field(64 * 1024 * 1024, gt=0, le=1024 * 1024 * 1024)
+    example: str = Field(min_length=1, max_length=2000)
+
+    @model_validator(mode="after")
+    def _names(self):
+        names = [f.name for f in self.fields]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"field(s) {', '.join(dup)} declared twice")
+        for what, cols in (("key", self.key), ("optional", self.optional)):
+            unknown = [c for c in cols if c not in names]
+            if unknown:
+                raise ValueError(
+                    f"{what} names {', '.join(unknown)}, not among the fields {', '.join(names)}"
+                )
+        if all(n in self.key for n in names):
+            raise ValueError("a submission needs a field beside its key (the predicted value)")
+        return self
+
+
+class PrimarySpec(Spec):
+    subset: str = "all"
+    metric: str
+
+
+class SecondarySpec(Spec):
+    subset: str
+    metric: str
+    greater_is_better: bool = True
+
+
+class ReferenceSpec(Spec):
+    """A declared reference value shown beside the systems (e.g. a human ceiling)."""
+
+    name: str = Field(min_length=1, max_length=200)
+    subset: str = "all"
+    metric: str
+    value: Optional[float] = None
+    source: str = Field(min_length=1, max_length=1000)
+    note: str = Field("", max_length=2000)
+    split: str = ""
+
+
+class SplitSpec(Spec):
+    """A split's files, relative to the bundle's root: the public inputs and the gold. A split's
+    gold is hidden (never downloadable, scored in public and private parts) unless `hidden` is
+    false."""
+
+    inputs: list[str] = Field(min_length=1, max_length=20)
+    gold: Optional[str] = None
+    hidden: bool = True
+
+
+class PhaseSpec(Spec):
+    name: str = Field(min_length=1, max_length=32)
+    split: str
+    opens: Optional[datetime] = None
+    closes: Optional[datetime] = None
+    daily_limit: Optional[int] = Field(None, ge=0)
+    total_limit: Optional[int] = Field(None, ge=0)
+    concurrent_limit: Optional[int] = Field(None, ge=0)
+    public_fraction: Optional[float] = Field(None, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _order(self):
+        if self.opens and self.closes and self.closes <= self.opens:
+            raise ValueError("closes must be after opens")
+        return self
+
+
+class TaskSpec(Spec):
+    """A task, as data: what the scorer's family `family` reads, from the files of `splits`."""
+
+    id: str = Field(pattern=TASK_ID)
+    version: int = Field(1, ge=1)
+    title: str = Field(min_length=1, max_length=300)
+    description: str = Field(min_length=1, max_length=20_000)
+    citation: str = Field("", max_length=20_000)
+    licence: str = Field(min_length=1, max_length=2000)
+    source: str = Field("", max_length=1000)
+    family: Literal["instances", "targets", "tokens", "links"]
+    format: FormatSpec
+    metrics: list[str] = Field(min_length=1, max_length=60)
+    primary: PrimarySpec
+    greater_is_better: bool = True
+    secondary: list[SecondarySpec] = Field(default_factory=list)
+    subsets: list[str] = Field(default_factory=lambda: ["all"], min_length=1, max_length=200)
+    group_field: str = "subset"
+    group_name: str = "subset"
+    partial_groups: bool = False
+    unit: str = ""
+    gold_value: str = Field(
+        "", description="The gold's value field (default: label for instances, else score)."
+    )
+    splits: dict[str, SplitSpec] = Field(min_length=1, max_length=10)
+    references: list[ReferenceSpec] = Field(default_factory=list)
+    phases: list[PhaseSpec] = Field(default_factory=list, max_length=20)
+
+    _text = field_validator("title", "description", "citation", "licence", "source")(_no_control)
+
+    @field_validator("splits")
+    @classmethod
+    def _split_names(cls, v):
+        bad = [s for s in v if not re.fullmatch(NAME, s)]
+        if bad:
+            raise ValueError(f"split name(s) {', '.join(map(repr, bad))}: letters, digits, _.-")
+        return v
+
+
+class CompetitionSpec(Spec):
+    """A whole competition: its pages, settings, people and tasks."""
+
+    id: str = Field(pattern=SLUG, json_schema_extra={"examples": ["sts-latin-2027"]})
+    title: str = Field(min_length=1, max_length=200)
+    state: Literal["draft", "visible"] = "draft"
+    pages: list[PageSpec] = Field(default_factory=list, max_length=30)
+    registration: RegistrationSpec = Field(default_factory=RegistrationSpec)
+    teams: TeamsSpec = Field(default_factory=TeamsSpec)
+    anonymous_board: bool = False
+    fact_fields: list[FactField] = Field(default_factory=list, max_length=50)
+    roles: list[RoleSpec] = Field(default_factory=list, max_length=100)
+    tasks: list[TaskSpec] = Field(min_length=1, max_length=20)
+
+    _title = field_validator("title")(_no_control)
+
+
+# ----------------------------------------------------------------------------- to a Task
+
+
+def task_from_spec(spec: TaskSpec) -> Task:
+    """The `Task` a bundle declares (its files are read by the family `spec.family`)."""
+    fmt = spec.format
+    return Task(
+        id=spec.id,
+        version=spec.version,
+        title=spec.title,
+        description=spec.description,
+        citation=spec.citation,
+        licence=spec.licence,
+        source=spec.source,
+        kind=spec.family,
+        format=SubmissionFormat(
+            fields=tuple(
+                TaskField(f.name, f.kind, f.description, tuple(f.aliases)) for f in fmt.fields
+            ),
+            native=fmt.native,
+            example=fmt.example,
+            key=tuple(fmt.key),
+            optional=tuple(fmt.optional),
+            max_bytes=fmt.max_bytes,
+        ),
+        metrics=tuple(spec.metrics),
+        subsets=tuple(spec.subsets),
+        primary=(spec.primary.subset, spec.primary.metric),
+        greater_is_better=spec.greater_is_better,
+        splits=tuple(spec.splits),
+        importer=BUNDLE_IMPORTER,
+        import_help=(
+            f"{spec.id} was installed from a competition bundle; re-installing it rewrites its "
+            "files from the stored copy (or install the bundle again)"
+        ),
+        secondary=tuple((s.subset, s.metric, s.greater_is_better) for s in spec.secondary),
+        group_field=spec.group_field,
+        group_name=spec.group_name,
+        partial_groups=spec.partial_groups,
+        unit=spec.unit,
+        gold_value=spec.gold_value,
+        references=tuple(
+            Reference(r.name, r.subset, r.metric, r.value, r.source, r.note, r.split)
+            for r in spec.references
+        ),
+        hidden_splits=tuple(s for s, sp in spec.splits.items() if sp.hidden),
+    )
