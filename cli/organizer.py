@@ -11,7 +11,9 @@ beside them. Each takes `--json` (exactly one JSON document on stdout); a failur
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
@@ -750,4 +752,63 @@ def register(main: click.Group) -> None:
                 f"announcement {a['id']} posted in {a['competition']}: mailed to "
                 f"{a['recipients']} participant(s)"
             ),
+        )
+
+    # ------------------------------------------------------------------------- bundles
+
+    @organizer.group("competitions")
+    def competitions():
+        """Competitions as bundles: create one from a bundle, export one, clone one."""
+
+    @competitions.command("create")
+    @click.argument("bundle", type=click.Path(exists=True, path_type=Path))
+    @JSON
+    def competitions_create(bundle, as_json):
+        """Create a competition from a bundle (a directory or a .zip holding competition.yaml)
+        on the server (a site administrator's token); every problem is printed and nothing is
+        created unless all of it is."""
+        with tempfile.TemporaryDirectory(prefix="palimpsest-bundle-") as d:
+            path = bundle
+            if bundle.is_dir():
+                path = Path(shutil.make_archive(str(Path(d) / "bundle"), "zip", root_dir=bundle))
+            made = _call(as_json, lambda c: c.upload("/competitions/bundle", path, {}))
+        _emit(
+            as_json,
+            made,
+            lambda r: click.echo(f"created {r['id']} ({r['state']}): {', '.join(r['tasks'])}"),
+        )
+
+    @competitions.command("export")
+    @click.argument("competition")
+    @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path))
+    @click.option("--with-gold", is_flag=True, help="Include the hidden gold.")
+    def competitions_export(competition, output, with_gold):
+        """Download a competition as a bundle zip that re-creates it (its organizers)."""
+        r = _call(
+            False,
+            lambda c: c.request(
+                "GET",
+                f"/competitions/{quote(competition, safe='')}/bundle",
+                {"gold": "1" if with_gold else "0"},
+            ),
+        )
+        output.write_bytes(r.body)
+        click.echo(f"wrote {len(r.body)} bytes to {output}", err=True)
+
+    @competitions.command("clone")
+    @click.argument("competition")
+    @click.argument("new_id")
+    @JSON
+    def competitions_clone(competition, new_id, as_json):
+        """A new draft competition made from this one (its tasks' ids suffixed with NEW_ID)."""
+        made = _call(
+            as_json,
+            lambda c: c.send_json(
+                "POST", f"/competitions/{quote(competition, safe='')}/clone", {"id": new_id}
+            ),
+        )
+        _emit(
+            as_json,
+            made,
+            lambda r: click.echo(f"created {r['id']} ({r['state']}): {', '.join(r['tasks'])}"),
         )

@@ -14,7 +14,9 @@ import base64
 import io
 import json
 import os
+import tempfile
 import zipfile
+from pathlib import Path
 from urllib.parse import urlencode
 
 import flask_swagger_ui
@@ -28,6 +30,7 @@ from scorer.errors import TaskNotFound
 from server import api_models as m
 from server import auth, exposure, lifecycle, outbox, people, teams
 from server.actions import announcements as ann_actions
+from server.actions import bundles as bundle_actions
 from server.actions import competitions as comp_actions
 from server.actions import registrations as reg_actions
 from server.actions import roles as role_actions
@@ -887,6 +890,89 @@ def mail_preferences_set(competition_id):
         via="api",
     )
     return _json_out(result)
+
+
+# ----------------------------------------------------------------------------- bundles
+
+
+@bp.post("/competitions/bundle")
+@op(
+    "Create a competition from a bundle (site administrators, who become its owner)",
+    form=m.BundleForm,
+    responses={201: m.CompetitionOut},
+    errors=(403, 413, 422),
+    tags=("competitions",),
+    description="The bundle is checked in full first: a 422 lists every problem (`problems`, each "
+    "with the YAML path or file as `id` and its `line`), and nothing is created.",
+)
+def competition_from_bundle():
+    u = _admin()
+    upload = request.files.get("bundle") or request.files.get("file")
+    if upload is None or not upload.filename:
+        raise ApiError(
+            422,
+            "invalid_request",
+            "send the bundle as the multipart field `bundle` (a .zip)",
+            problems=[{"line": None, "id": "bundle", "message": "required"}],
+            total=1,
+        )
+    with tempfile.TemporaryDirectory(prefix="palimpsest-upload-") as d:
+        path = Path(d) / "bundle.zip"
+        upload.save(path)  # bounded by MAX_CONTENT_LENGTH
+        result = bundle_actions.create_from_bundle(
+            s=db(), actor=u, source=path, via="api", settings=get_settings()
+        )
+    return _json_out(result, 201)
+
+
+@bp.get("/competitions/<competition_id>/bundle")
+@op(
+    "The competition as a bundle, a zip that re-creates it (its owners and organizers)",
+    query=m.BundleQuery,
+    responses={200: "application/zip"},
+    errors=(403, 404),
+    tags=("competitions",),
+)
+def competition_bundle(competition_id):
+    u = _user()
+    q = _query(m.BundleQuery)
+    with tempfile.TemporaryDirectory(prefix="palimpsest-export-") as d:
+        path = bundle_actions.export_competition(
+            s=db(),
+            actor=u,
+            competition=competition_id,
+            out=Path(d) / "bundle.zip",
+            include_gold=q.gold == "1",
+            settings=get_settings(),
+        )
+        data = path.read_bytes()
+    return Response(
+        data,
+        mimetype="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="{competition_id}.zip"'},
+    )
+
+
+@bp.post("/competitions/<competition_id>/clone")
+@op(
+    "A new draft competition made from this one, its gold included (site administrators)",
+    body=m.CloneIn,
+    responses={201: m.CompetitionOut},
+    errors=(403, 404, 422),
+    tags=("competitions",),
+)
+def competition_clone(competition_id):
+    u = _admin()
+    body = _body(m.CloneIn)
+    result = bundle_actions.clone_competition(
+        s=db(),
+        actor=u,
+        competition=competition_id,
+        new_id=body.id,
+        via="api",
+        settings=get_settings(),
+    )
+    return _json_out(result, 201)
 
 
 # ----------------------------------------------------------------------------- tasks

@@ -902,3 +902,25 @@ class MailPreferencesOut(Out):
     competition: str
     announcements: bool
     runs: bool
+
+
+# ----------------------------------------------------------------------------- bundles
+
+
+class BundleForm(Model):
+    """A competition bundle: a zip of `competition.yaml`, its pages and its tasks' files
+    (`curl -F bundle=@bundle.zip`)."""
+
+    bundle: bytes = Field(description="The bundle, a .zip (see the documentation's Bundles page).")
+
+
+class BundleQuery(Model):
+    gold: Literal["0", "1"] = Field(
+        "0", description="1: include the hidden gold (organizers; a clone needs it)."
+    )
+
+
+class CloneIn(Model):
+    """A clone's short id; its tasks' ids get it as a suffix."""
+
+    id: str = Field(pattern=SLUG, json_schema_extra={"examples": ["reuse-2028"]})

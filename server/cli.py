@@ -19,12 +19,13 @@ from sqlmodel import Session
 
 from scorer.errors import PalimpsestError
 from server import lifecycle, publication
+from server.actions import bundles as bundle_actions
 from server.actions import competitions as comp_actions
 from server.actions import submissions as actions
 from server.actions.phases import PHASE_ACTIONS
 from server.auth import audit, create_token, create_user, reset_link
 from server.db import get_engine
-from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
+from server.exceptions import BundleRefused, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.migrate import SchemaError, current, prepare, stamp, status, upgrade
 from server.models import Phase, User
 from server.queue import connect, enqueue_submission
@@ -365,8 +366,8 @@ def register(main: click.Group) -> None:
             click.echo(f"{c.id:<24} {c.state:<8} {c.title}  [{', '.join(c.tasks) or 'no task'}]")
 
     @competitions.command("create")
-    @click.argument("competition", metavar="ID")
-    @click.option("--title", required=True, help="The competition's title.")
+    @click.argument("source", metavar="BUNDLE|ID")
+    @click.option("--title", default=None, help="The title of an empty competition (ID).")
     @click.option(
         "--task", "tasks", multiple=True, metavar="TASK", help="A task it takes (repeatable)."
     )
@@ -379,11 +380,14 @@ def register(main: click.Group) -> None:
     @click.option("--owner", "owner_email", default=None, help="The account made its owner.")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
     @_home_option
-    def competitions_create(competition, title, tasks, state, owner_email, as_json):
-        """Create a competition (as the server's shell: a site administrator), optionally taking
-        tasks and giving an account its ownership."""
+    def competitions_create(source, title, tasks, state, owner_email, as_json):
+        """Create a competition from a bundle (a directory or a .zip holding competition.yaml),
+        or an empty one (ID --title T), as the server's shell (a site administrator). A bundle is
+        checked in full first: every problem is printed and nothing is created."""
 
-        with _session(_settings()) as s:
+        settings = _settings()
+        bundle = Path(source).exists() and title is None
+        with _session(settings) as s:
             owner = None
             if owner_email:
                 owner = s.execute(
@@ -392,23 +396,111 @@ def register(main: click.Group) -> None:
                 if owner is None:
                     raise Refused(f"no user with email {owner_email!r}")
             try:
-                made = comp_actions.create_competition(
-                    s=s,
-                    actor=None,
-                    via="cli",
-                    competition=competition,
-                    title=title,
-                    state=state,
-                    tasks=tasks,
-                )
+                if bundle:
+                    made = bundle_actions.create_from_bundle(
+                        s=s, actor=None, source=Path(source), via="cli", settings=settings
+                    )
+                else:
+                    if title is None:
+                        raise Refused(
+                            f"{source!r} is not a bundle (no such directory or file); an empty "
+                            "competition needs --title"
+                        )
+                    made = comp_actions.create_competition(
+                        s=s,
+                        actor=None,
+                        via="cli",
+                        competition=source,
+                        title=title,
+                        state=state,
+                        tasks=tasks,
+                    )
                 if owner is not None:
-                    comp_actions.set_owner(s=s, competition=competition, user=owner, via="cli")
+                    comp_actions.set_owner(s=s, competition=made.id, user=owner, via="cli")
+            except BundleRefused as e:
+                _bundle_problems(e, as_json)
             except (UploadFieldsInvalid, LifecycleRefused, NotFound) as e:
                 raise Refused(e.message) from None
         if as_json:
             click.echo(json.dumps(made.model_dump(mode="json")))
             return
         click.echo(f"created {made.id} ({made.state}): {', '.join(made.tasks) or 'no task'}")
+
+    def _bundle_problems(e: BundleRefused, as_json: bool):
+        if as_json:
+            click.echo(
+                json.dumps(
+                    {
+                        "error": {
+                            "code": "invalid_bundle",
+                            "message": e.message,
+                            "problems": e.problems,
+                            "total": len(e.problems),
+                        }
+                    }
+                )
+            )
+        else:
+            click.echo(f"error: {e.message}", err=True)
+            for p in e.problems:
+                where = p["id"] + (f" (line {p['line']})" if p.get("line") else "")
+                click.echo(f"  {where}: {p['message']}", err=True)
+        sys.exit(1)
+
+    @competitions.command("export")
+    @click.argument("competition", metavar="ID")
+    @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False))
+    @click.option(
+        "--with-gold", is_flag=True, help="Include the hidden gold (a clone on another server)."
+    )
+    @_home_option
+    def competitions_export(competition, output, with_gold):
+        """Write a competition as a bundle zip that re-creates it: pages, terms, settings, fact
+        sheet, tasks, their files and phases (the hidden gold with --with-gold)."""
+
+        settings = _settings()
+        with _session(settings) as s:
+            try:
+                bundle_actions.export_competition(
+                    s=s,
+                    actor=None,
+                    competition=competition,
+                    out=Path(output),
+                    include_gold=with_gold,
+                    settings=settings,
+                )
+            except NotFound as e:
+                raise Refused(e.message) from None
+        click.echo(f"wrote {output}", err=True)
+
+    @competitions.command("clone")
+    @click.argument("competition", metavar="ID")
+    @click.argument("new_id", metavar="NEW_ID")
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    @_home_option
+    def competitions_clone(competition, new_id, as_json):
+        """A new draft competition NEW_ID made from ID (next year's edition): its pages, settings,
+        tasks (their ids suffixed with NEW_ID), data and phases; no participant, run or role."""
+
+        settings = _settings()
+        with _session(settings) as s:
+            try:
+                made = bundle_actions.clone_competition(
+                    s=s,
+                    actor=None,
+                    competition=competition,
+                    new_id=new_id,
+                    via="cli",
+                    settings=settings,
+                )
+            except BundleRefused as e:
+                _bundle_problems(e, as_json)
+            except NotFound as e:
+                raise Refused(e.message) from None
+        if as_json:
+            click.echo(json.dumps(made.model_dump(mode="json")))
+            return
+        click.echo(f"created {made.id} ({made.state}): {', '.join(made.tasks)}")
 
     @main.group("phases")
     def phases():

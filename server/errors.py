@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from server.exceptions import (
+    BundleRefused,
     DuplicateSubmission,
     Forbidden,
     LifecycleRefused,
@@ -29,6 +30,7 @@ TABLE: list[tuple[type[Exception], int, str]] = [
     (UploadTooLarge, 413, "too_large"),
     (SubmissionRefused, 422, "refused"),
     (UploadFieldsInvalid, 422, "invalid_request"),
+    (BundleRefused, 422, "invalid_bundle"),
     (DuplicateSubmission, 200, "duplicate"),
     (LifecycleRefused, 409, "refused"),  # its own `code` (phase_open, reason_required, ...) is kept
     (TeamRefused, 409, "team_refused"),  # its own `code` and `status` are kept
@@ -57,6 +59,8 @@ def describe(exc: Exception) -> tuple[int, str, str, dict]:
                 extra["next_allowed_at"] = _iso(exc.next_allowed_at)
             if isinstance(exc, LimitReached):
                 extra["limit"] = exc.limit or None
+            if isinstance(exc, BundleRefused):
+                extra["problems"], extra["total"] = exc.problems[:500], len(exc.problems)
             return status, code, message, extra
     raise LookupError(type(exc).__name__)
 

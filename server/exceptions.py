@@ -58,6 +58,22 @@ class UploadFieldsInvalid(PalimpsestError):
         super().__init__(self.message)
 
 
+class BundleRefused(PalimpsestError):
+    """A competition bundle that cannot be created: every problem, each with where it is (a YAML
+    path or a file, and a line)."""
+
+    code = "invalid_bundle"
+
+    def __init__(self, problems: list[dict]):
+        self.problems = problems
+        n = len(problems)
+        first = problems[0]["message"] if problems else ""
+        self.message = f"the bundle has {n} problem{'s' if n != 1 else ''}" + (
+            f", the first: {first}" if first else ""
+        )
+        super().__init__(self.message)
+
+
 class Forbidden(PalimpsestError):
     """An action the actor's role does not allow; `code` names it for the API."""
 

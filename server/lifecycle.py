@@ -443,10 +443,12 @@ def create_phase(
     actor,
     via: str = "web",
     home=None,
+    commit: bool = True,
     **fields,
 ) -> Phase:
     """Create a phase on a split of a task (validated against the exposure rule and the split's
-    one partition); commits. `home`: the data directory (default: the environment's)."""
+    one partition); commits unless `commit` is False (a competition created from a bundle commits
+    its phases with everything else). `home`: the data directory (default: the environment's)."""
     if not name or len(name) > 32 or split not in task.splits:
         raise LifecycleRefused(
             f"a phase needs a name (at most 32 characters) and a split of the task "
@@ -468,7 +470,8 @@ def create_phase(
     s.add(p)
     s.flush()
     _audit(s, actor, "phase.create", f"phase:{p.id}", task=task.id, name=name, split=split, via=via)
-    s.commit()
+    if commit:
+        s.commit()
     return p
 
 

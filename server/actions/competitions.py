@@ -32,8 +32,8 @@ SLUG = re.compile(m.SLUG)
 STATES = ("draft", "visible", "archived")
 # the pages a new competition is offered, in this order; organizers add any others
 STANDARD_PAGES = ("overview", "data", "evaluation", "terms", "timeline")
-# competition ids that would shadow a route (/competitions/new)
-RESERVED_IDS = frozenset({"new"})
+# competition ids that would shadow a route (/competitions/new, /api/v1/competitions/bundle)
+RESERVED_IDS = frozenset({"new", "bundle"})
 # page slugs that would shadow a route of the competition's web pages
 RESERVED_PAGES = frozenset(
     {

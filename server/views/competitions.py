@@ -3,18 +3,38 @@ form; everything goes through server.actions.competitions."""
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
+import tempfile
+from pathlib import Path
+
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    current_app,
+    flash,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 from markupsafe import Markup
 from pydantic import ValidationError
 
 from server import api_models as m
 from server import outbox, people
 from server.actions import announcements as ann_actions
+from server.actions import bundles as bundle_actions
 from server.actions import competitions as comp_actions
 from server.actions import registrations as reg_actions
 from server.auth import admin_required, current_user, login_required, organizer_required
 from server.db import db
-from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
+from server.exceptions import (
+    BundleRefused,
+    Forbidden,
+    LifecycleRefused,
+    NotFound,
+    UploadFieldsInvalid,
+)
 from server.forms import (
     AnnouncementForm,
     CompetitionForm,
@@ -76,10 +96,59 @@ def new():
     return redirect(url_for("competitions.show", competition=made.id))
 
 
-def _new_page(form, code: int = 200):
+def _new_page(form, code: int = 200, problems=None, bundle_message=None):
     return render_template(
-        "competitions/new.html", form=form, field_errors=any(f.errors for f in form)
+        "competitions/new.html",
+        form=form,
+        field_errors=any(f.errors for f in form),
+        problems=problems or [],
+        bundle_message=bundle_message,
     ), code
+
+
+@bp.route("/competitions/new/bundle", methods=["POST"])
+@admin_required
+def new_from_bundle():
+    """A site administrator uploads a bundle (a zip); every problem is listed, or it is made."""
+    s = db()
+    form = NewCompetitionForm(formdata=None)
+    form.tasks.choices = comp_actions.tasks_offered(s=s)
+    upload = request.files.get("bundle")
+    if upload is None or not upload.filename:
+        return _new_page(form, 400, bundle_message="Choose a bundle (a .zip) to upload.")
+    with tempfile.TemporaryDirectory(prefix="palimpsest-upload-") as d:
+        path = Path(d) / "bundle.zip"
+        upload.save(path)  # bounded by MAX_CONTENT_LENGTH
+        try:
+            made = bundle_actions.create_from_bundle(
+                s=s, actor=current_user(), source=path, via="web", settings=get_settings()
+            )
+        except BundleRefused as e:
+            s.rollback()
+            return _new_page(form, 422, problems=e.problems, bundle_message=e.message)
+    flash(f"Competition {made.id} created from the bundle: {', '.join(made.tasks)}.", "ok")
+    return redirect(url_for("competitions.show", competition=made.id))
+
+
+@bp.route("/competitions/<competition>/bundle.zip")
+@organizer_required
+def bundle_zip(competition: str):
+    """The competition as a bundle (`?gold=1`: with the hidden gold), for its organizers."""
+    with tempfile.TemporaryDirectory(prefix="palimpsest-export-") as d:
+        path = bundle_actions.export_competition(
+            s=db(),
+            actor=current_user(),
+            competition=competition,
+            out=Path(d) / "bundle.zip",
+            include_gold=request.args.get("gold") == "1",
+            settings=get_settings(),
+        )
+        data = path.read_bytes()
+    return Response(
+        data,
+        mimetype="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="{competition}.zip"'},
+    )
 
 
 @bp.route("/competitions/<competition>")

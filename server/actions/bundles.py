@@ -1,0 +1,306 @@
+"""Competitions as data: create one from a bundle (a directory or a zip: `competition.yaml`, its
+pages and its tasks' files), export one as a bundle, and clone one under a new id.
+
+A bundle is checked in full before anything is made (`tasks.bundle.read_bundle` names every
+problem of the bundle itself; this module adds what only the database knows: a competition id or a
+task id that is taken). Then its tasks' files are installed and the competition, its pages,
+settings and phases are written in one transaction; if that fails, the installed files are removed
+again, so that a refused bundle leaves nothing behind. Nothing of a bundle is code: metrics come
+from the scorer's registry by name.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import ValidationError
+from sqlmodel import Session, select
+
+from server import api_models as m
+from server import audit, lifecycle, people
+from server.actions import competitions as comp_actions
+from server.exceptions import BundleRefused, LifecycleRefused
+from server.models import Competition, CompetitionPage, CompetitionTask, Phase, User
+from server.sanitize import MarkdownTooDeep, check_markdown, render_markdown
+from tasks import bundle as bundles
+from tasks import get_task
+from tasks.errors import TaskNotFound
+
+
+def _problem(path: str, message: str, line: int | None = None) -> dict:
+    return {"line": line, "id": path, "message": message}
+
+
+def _refusal(e: bundles.BundleInvalid) -> BundleRefused:
+    return BundleRefused([_problem(p.path, p.message, p.line) for p in e.problems])
+
+
+def _taken(s: Session, spec) -> list[dict]:
+    """What the database refuses of a valid bundle: a competition id or task ids in use."""
+    problems = []
+    if spec.id in comp_actions.RESERVED_IDS:
+        problems.append(_problem("id", f"{spec.id!r} is reserved"))
+    if s.exec(select(Competition).where(Competition.slug == spec.id)).first() is not None:
+        problems.append(_problem("id", f"a competition {spec.id!r} exists already"))
+    for i, t in enumerate(spec.tasks):
+        try:
+            get_task(t.id)
+        except TaskNotFound:
+            continue
+        problems.append(_problem(f"tasks[{i}].id", f"a task {t.id!r} exists already"))
+    for i, f in enumerate(spec.fact_fields):
+        try:
+            m.FactField.model_validate(f if isinstance(f, dict) else f.model_dump())
+        except ValidationError as e:
+            for err in e.errors():
+                where = ".".join(str(x) for x in err["loc"])
+                problems.append(_problem(f"fact_fields[{i}].{where}", err["msg"]))
+    return problems
+
+
+def _pages(bundle) -> list[tuple[str, str, str]]:
+    """(slug, title, markdown) of the bundle's pages, each checked as a page saved on the site."""
+    out, problems = [], []
+    for i, (slug, (title, text)) in enumerate(bundle.pages.items()):
+        if slug in comp_actions.RESERVED_PAGES:
+            problems.append(_problem(f"pages[{i}].slug", f"{slug!r} is reserved"))
+            continue
+        try:
+            check_markdown(text)
+        except MarkdownTooDeep as e:
+            problems.append(_problem(f"pages[{i}].file", str(e)))
+            continue
+        out.append((slug, title, text))
+    if problems:
+        raise BundleRefused(problems)
+    return out
+
+
+def _when(v) -> datetime | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        v = datetime.fromisoformat(v.replace("Z", "+00:00"))
+    if v.tzinfo is not None:
+        v = v.astimezone(timezone.utc).replace(tzinfo=None)
+    return v
+
+
+def create_from_bundle(
+    *, s: Session, actor: User | None, source: Path, via: str, settings
+) -> m.CompetitionOut:
+    """Create the competition a bundle declares (a site administrator, who becomes its owner):
+    every problem is named at once and nothing is created unless all of it is."""
+    comp_actions._require_admin(actor)
+    home = Path(settings.home)
+    with tempfile.TemporaryDirectory(prefix="palimpsest-bundle-") as work:
+        try:
+            b = bundles.read_bundle(Path(source), work_dir=Path(work), home=home)
+        except bundles.BundleInvalid as e:
+            raise _refusal(e) from None
+        spec = b.spec
+        problems = _taken(s, spec)
+        if problems:
+            raise BundleRefused(problems)
+        pages = _pages(b)
+        installed = bundles.install_tasks(b, home)
+        try:
+            out = _write(s, actor, b, pages, via=via, home=home)
+        except Exception:
+            s.rollback()
+            bundles.uninstall_tasks(installed, home)
+            raise
+    return out
+
+
+def _write(s: Session, actor: User | None, b, pages, *, via: str, home: Path) -> m.CompetitionOut:
+    spec = b.spec
+    reg, teams = spec.registration, spec.teams
+    c = Competition(
+        slug=spec.id,
+        title=spec.title,
+        state=spec.state,
+        approval=reg.approval,
+        allowed_domains=list(reg.allowed_domains),
+        data_public=reg.data_public,
+        team_size_cap=teams.size_cap or None,
+        join_needs_captain=teams.join_needs_captain,
+        anonymous_board=spec.anonymous_board,
+        fact_fields=[
+            m.FactField.model_validate(f if isinstance(f, dict) else f.model_dump()).model_dump()
+            for f in spec.fact_fields
+        ],
+    )
+    s.add(c)
+    s.flush()
+    for i, t in enumerate(spec.tasks):
+        s.add(CompetitionTask(competition_id=c.id, task_id=t.id, position=i))
+    for i, (slug, title, text) in enumerate(pages):
+        s.add(
+            CompetitionPage(
+                competition_id=c.id,
+                slug=slug,
+                title=title,
+                body_markdown=text,
+                body_html=render_markdown(text),
+                position=i,
+            )
+        )
+        if slug == "terms":
+            c.terms_version = 1
+    s.flush()
+    for t in spec.tasks:
+        task = get_task(t.id)
+        for p in t.phases:
+            try:
+                lifecycle.create_phase(
+                    s,
+                    task=task,
+                    name=p.name,
+                    split=p.split,
+                    actor=actor,
+                    via=via,
+                    home=home,
+                    commit=False,
+                    opens_at=_when(p.opens),
+                    closes_at=_when(p.closes),
+                    daily_limit=p.daily_limit,
+                    total_limit=p.total_limit,
+                    concurrent_limit=p.concurrent_limit,
+                    public_fraction=p.public_fraction,
+                )
+            except LifecycleRefused as e:
+                problem = _problem(f"tasks[{t.id}].phases[{p.name}]", e.message)
+                raise BundleRefused([problem]) from None
+    if actor is not None:
+        people.grant(s, c.id, actor, people.OWNER, by=actor)
+    audit.record(
+        s,
+        actor,
+        "competition_create",
+        c.slug,
+        competition_id=c.id,
+        via=via,
+        bundle=True,
+        tasks=[t.id for t in spec.tasks],
+    )
+    s.commit()
+    return comp_actions.get_competition(s=s, viewer=actor, competition=c.slug, operator=True)
+
+
+def export_competition(
+    *,
+    s: Session,
+    actor: User | None,
+    competition: str,
+    out: Path,
+    include_gold: bool,
+    settings,
+    new_id: str | None = None,
+) -> Path:
+    """Write the competition as a bundle zip to `out` (its owners and organizers): pages, terms,
+    settings, fact-sheet fields, tasks, their splits' files and phases; the hidden gold only when
+    asked. With `new_id`, the bundle declares a clone: that id, and each task's id suffixed with it
+    (a task id is unique on a server)."""
+    c = comp_actions.find(s, competition)
+    comp_actions.require_organizer(s, actor, c)
+    home = Path(settings.home)
+    spec = _spec_of(s, c)
+    with tempfile.TemporaryDirectory(prefix="palimpsest-export-") as work:
+        root = Path(work)
+        for p in spec["pages"]:
+            f = root / "pages" / f"{p['slug']}.md"
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(p.pop("markdown"), encoding="utf-8")
+            p["file"] = f"pages/{p['slug']}.md"
+        for task_id in people.task_ids(s, c.id):
+            t = bundles.export_task(task_id, home, root, include_gold=include_gold)
+            t["phases"] = _phases_of(s, task_id)
+            spec["tasks"].append(t)
+        if new_id is not None:
+            spec = _cloned(spec, new_id)
+        audit.record(
+            s,
+            actor,
+            "competition_export",
+            c.slug,
+            competition_id=c.id,
+            gold=include_gold,
+            clone=new_id,
+        )
+        s.commit()
+        bundles.write_bundle_zip(spec, root, Path(out))
+    return Path(out)
+
+
+def _spec_of(s: Session, c: Competition) -> dict:
+    pages = s.exec(
+        select(CompetitionPage)
+        .where(CompetitionPage.competition_id == c.id)
+        .order_by(CompetitionPage.position, CompetitionPage.id)
+    ).all()
+    return {
+        "id": c.slug,
+        "title": c.title,
+        "state": "draft" if c.state == "draft" else "visible",
+        "pages": [{"slug": p.slug, "title": p.title, "markdown": p.body_markdown} for p in pages],
+        "registration": {
+            "approval": c.approval,
+            "allowed_domains": list(c.allowed_domains or []),
+            "data_public": c.data_public,
+        },
+        "teams": {"size_cap": c.team_size_cap or 0, "join_needs_captain": c.join_needs_captain},
+        "anonymous_board": c.anonymous_board,
+        "fact_fields": list(c.fact_fields or []),
+        "tasks": [],
+    }
+
+
+def _iso(v: datetime | None) -> str | None:
+    return None if v is None else v.replace(tzinfo=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _phases_of(s: Session, task_id: str) -> list[dict]:
+    return [
+        {
+            "name": p.name,
+            "split": p.split,
+            "opens": _iso(p.opens_at),
+            "closes": _iso(p.closes_at),
+            "daily_limit": p.daily_limit,
+            "total_limit": p.total_limit,
+            "concurrent_limit": p.concurrent_limit,
+            "public_fraction": p.public_fraction,
+        }
+        for p in s.exec(select(Phase).where(Phase.task_id == task_id).order_by(Phase.id))
+    ]
+
+
+def _cloned(spec: dict, new_id: str) -> dict:
+    """The spec of a clone: the new id, and each task id suffixed with it (cut to 64)."""
+    spec = dict(spec, id=new_id, state="draft")
+    for t in spec["tasks"]:
+        t["id"] = f"{t['id']}-{new_id}"[:64].rstrip("-")
+    return spec
+
+
+def clone_competition(
+    *, s: Session, actor: User | None, competition: str, new_id: str, via: str, settings
+) -> m.CompetitionOut:
+    """A new draft competition made from this one's bundle, gold included (next year's edition):
+    its id `new_id`, its tasks' ids suffixed with it; no participant, run or role is copied."""
+    comp_actions._require_admin(actor)
+    with tempfile.TemporaryDirectory(prefix="palimpsest-clone-") as work:
+        out = Path(work) / "bundle.zip"
+        export_competition(
+            s=s,
+            actor=actor,
+            competition=competition,
+            out=out,
+            include_gold=True,
+            settings=settings,
+            new_id=new_id,
+        )
+        return create_from_bundle(s=s, actor=actor, source=out, via=via, settings=settings)
