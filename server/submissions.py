@@ -369,9 +369,9 @@ CROSS_VALIDATED_PHASE = dict(
 
 
 def ensure_phases(session: Session) -> list[Phase]:
-    """Create the default `dev` and `test` phases of every registered task that lacks them, and a
-    phase on a task's cross-validated split (named after it), through the lifecycle's one
-    `create_phase` (checked and audited like an organizer's)."""
+    """Create the default `dev` and `test` phases of every registered task whose split has no
+    phase yet, and a phase on a task's cross-validated split (named after it), through the
+    lifecycle's one `create_phase` (checked and audited like an organizer's)."""
     made = []
     for t in all_tasks():
         for split in t.splits:
@@ -380,8 +380,11 @@ def ensure_phases(session: Session) -> list[Phase]:
             )
             if defaults is None:
                 continue
+            # a split with a phase of any name has its phases (a bundle names its own)
             exists = session.execute(
-                select(Phase.id).where(Phase.task_id == t.id, Phase.name == split)
+                select(Phase.id).where(
+                    Phase.task_id == t.id, (Phase.name == split) | (Phase.split == split)
+                )
             ).first()
             if exists:
                 continue

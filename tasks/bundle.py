@@ -681,7 +681,7 @@ def read_bundle(source: Path, *, work_dir: Path | None = None, home: Path | None
         elif spec.id in builtin:
             found.at(at + ("id",), f"{spec.id!r} is the id of a built-in task")
         elif _installed(spec.id, home):
-            found.at(at + ("id",), f"a task {spec.id!r} is already installed in {home}")
+            found.at(at + ("id",), f"a task {spec.id!r} is already installed on this server")
         ids.setdefault(spec.id, i)
         _check_names(spec, raw, at, found)
         readable = all(
