@@ -326,3 +326,27 @@ def test_the_schema_validates_the_example_and_is_committed():
 
 def test_the_bundle_knows_every_metric_of_the_scorer():
     assert sorted(KNOWN_METRICS) == sorted(REGISTRY)
+
+
+def test_a_zip_of_too_many_files_is_refused(tmp_path):
+    out = tmp_path / "many.zip"
+    with zipfile.ZipFile(out, "w") as zf:
+        zf.writestr("competition.yaml", "id: x\n")
+        for i in range(2001):
+            zf.writestr(f"f/{i}.txt", "")
+    with pytest.raises(BundleInvalid) as e:
+        read_bundle(out, work_dir=tmp_path / "w")
+    assert "2002 files: over the limit of 2,000" in str(e.value)
+
+
+def test_the_default_data_directory_is_read_lazily_and_a_broken_declaration_hides_one_task(
+    installed, monkeypatch
+):
+    unregister_declared(TASK)  # as in a fresh process
+    broken = installed / "tasks" / "broken" / "declaration.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("{", encoding="utf-8")
+    monkeypatch.setenv("PALIMPSEST_HOME", str(installed))
+    ids = [t.id for t in all_tasks()]
+    assert TASK in ids and "str" in ids and "broken" not in ids
+    assert get_task(TASK).hidden_splits == ("test",)
