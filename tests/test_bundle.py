@@ -129,6 +129,13 @@ def test_an_installed_id_and_a_built_in_id_are_refused(installed, tmp_path):
     with pytest.raises(BundleInvalid) as e:
         read_bundle(copy)
     assert "built-in task" in str(e.value)
+    data = yaml.safe_load((EXAMPLE / "competition.yaml").read_text(encoding="utf-8"))
+    data["tasks"].append(data["tasks"][0])
+    out = tmp_path / "twice.zip"
+    write_bundle_zip(data, EXAMPLE, out)
+    with pytest.raises(BundleInvalid) as e:
+        read_bundle(out, work_dir=tmp_path)
+    assert "tasks[1].id: task 'sts-latin' declared twice (also tasks[0])" in str(e.value)
 
 
 # ----------------------------------------------------------------------------- a broken bundle
@@ -350,3 +357,16 @@ def test_the_default_data_directory_is_read_lazily_and_a_broken_declaration_hide
     ids = [t.id for t in all_tasks()]
     assert TASK in ids and "str" in ids and "broken" not in ids
     assert get_task(TASK).hidden_splits == ("test",)
+
+
+def test_the_generator_writes_the_committed_data(tmp_path):
+    out = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "make_bundle_sts.py"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    made = tree_bytes(tmp_path)
+    assert made == {k: v for k, v in tree_bytes(EXAMPLE).items() if k in made}
+    assert len(made) == 5
