@@ -817,7 +817,7 @@ def export_task(task_id: str, home: Path, dest: Path, *, include_gold: bool) -> 
             f"{task_id}: no bundle declaration in {Path(home) / 'tasks' / task_id} "
             "(only tasks installed from a bundle can be exported)"
         )
-    spec = read_declaration(path)
+    spec = TaskSpec.model_validate(read_declaration(path))
     store = TaskStore(task_id, home)
     splits = {}
     for name, sp in spec.splits.items():

@@ -14,8 +14,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tasks.base import Field as TaskField
-from tasks.base import Reference, SubmissionFormat, Task
+from tasks.base import Task
+from tasks.declared import task_from_declaration
 
 # C0 controls but tab, newline and carriage return, and DEL (server.inputs.CONTROL's set)
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -67,8 +67,6 @@ GOLD_NAME = {
     "tokens": "gold.jsonl",
     "links": "links.csv",
 }
-
-BUNDLE_IMPORTER = "tasks.bundle:import_declared"
 
 
 def _no_control(v: str | None) -> str | None:
@@ -294,45 +292,4 @@ class CompetitionSpec(Spec):
 
 def task_from_spec(spec: TaskSpec) -> Task:
     """The `Task` a bundle declares (its files are read by the family `spec.family`)."""
-    fmt = spec.format
-    return Task(
-        id=spec.id,
-        version=spec.version,
-        title=spec.title,
-        description=spec.description,
-        citation=spec.citation,
-        licence=spec.licence,
-        source=spec.source,
-        kind=spec.family,
-        format=SubmissionFormat(
-            fields=tuple(
-                TaskField(f.name, f.kind, f.description, tuple(f.aliases)) for f in fmt.fields
-            ),
-            native=fmt.native,
-            example=fmt.example,
-            key=tuple(fmt.key),
-            optional=tuple(fmt.optional),
-            max_bytes=fmt.max_bytes,
-        ),
-        metrics=tuple(spec.metrics),
-        subsets=tuple(spec.subsets),
-        primary=(spec.primary.subset, spec.primary.metric),
-        greater_is_better=spec.greater_is_better,
-        splits=tuple(spec.splits),
-        importer=BUNDLE_IMPORTER,
-        import_help=(
-            f"{spec.id} was installed from a competition bundle; re-installing it rewrites its "
-            "files from the stored copy (or install the bundle again)"
-        ),
-        secondary=tuple((s.subset, s.metric, s.greater_is_better) for s in spec.secondary),
-        group_field=spec.group_field,
-        group_name=spec.group_name,
-        partial_groups=spec.partial_groups,
-        unit=spec.unit,
-        gold_value=spec.gold_value,
-        references=tuple(
-            Reference(r.name, r.subset, r.metric, r.value, r.source, r.note, r.split)
-            for r in spec.references
-        ),
-        hidden_splits=tuple(s for s, sp in spec.splits.items() if sp.hidden),
-    )
+    return task_from_declaration(spec.model_dump(mode="json"))

@@ -129,6 +129,13 @@ def test_an_installed_id_and_a_built_in_id_are_refused(installed, tmp_path):
     with pytest.raises(BundleInvalid) as e:
         read_bundle(copy)
     assert "built-in task" in str(e.value)
+    data = yaml.safe_load((EXAMPLE / "competition.yaml").read_text(encoding="utf-8"))
+    data["tasks"].append(data["tasks"][0])
+    out = tmp_path / "twice.zip"
+    write_bundle_zip(data, EXAMPLE, out)
+    with pytest.raises(BundleInvalid) as e:
+        read_bundle(out, work_dir=tmp_path)
+    assert "tasks[1].id: task 'sts-latin' declared twice (also tasks[0])" in str(e.value)
 
 
 # ----------------------------------------------------------------------------- a broken bundle
@@ -326,3 +333,40 @@ def test_the_schema_validates_the_example_and_is_committed():
 
 def test_the_bundle_knows_every_metric_of_the_scorer():
     assert sorted(KNOWN_METRICS) == sorted(REGISTRY)
+
+
+def test_a_zip_of_too_many_files_is_refused(tmp_path):
+    out = tmp_path / "many.zip"
+    with zipfile.ZipFile(out, "w") as zf:
+        zf.writestr("competition.yaml", "id: x\n")
+        for i in range(2001):
+            zf.writestr(f"f/{i}.txt", "")
+    with pytest.raises(BundleInvalid) as e:
+        read_bundle(out, work_dir=tmp_path / "w")
+    assert "2002 files: over the limit of 2,000" in str(e.value)
+
+
+def test_the_default_data_directory_is_read_lazily_and_a_broken_declaration_hides_one_task(
+    installed, monkeypatch
+):
+    unregister_declared(TASK)  # as in a fresh process
+    broken = installed / "tasks" / "broken" / "declaration.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("{", encoding="utf-8")
+    monkeypatch.setenv("PALIMPSEST_HOME", str(installed))
+    ids = [t.id for t in all_tasks()]
+    assert TASK in ids and "str" in ids and "broken" not in ids
+    assert get_task(TASK).hidden_splits == ("test",)
+
+
+def test_the_generator_writes_the_committed_data(tmp_path):
+    out = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "make_bundle_sts.py"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    made = tree_bytes(tmp_path)
+    assert made == {k: v for k, v in tree_bytes(EXAMPLE).items() if k in made}
+    assert len(made) == 5
