@@ -844,6 +844,7 @@ def announcements_list(competition_id):
 )
 def announcement_create(competition_id):
     u = _user()
+    _competition_organizer(u, competition_id)  # before the body: no hint to others
     body = _body(m.AnnouncementCreate)
     result = ann_actions.announce(
         s=db(),

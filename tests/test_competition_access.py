@@ -39,16 +39,21 @@ MARK = "method-of-comp-a-7f3"  # the method name of A's submission: shown to A's
 WEB_PUBLIC = {
     "competitions.show_page",  # /competitions/<competition>/<page>: a public page of it
     "competitions.register",  # a participant's own registration
+    "competitions.mail_preferences",  # a registered person's own mail preferences
 }
 # Operations under /competitions/{competition_id} that are not organizer operations:
 API_NOT_ORGANIZER = {
     ("/competitions/{competition_id}", "get"),  # anyone reads a visible competition
     ("/competitions/{competition_id}/registration", "get"),  # a participant's own registration
     ("/competitions/{competition_id}/registration", "post"),
+    ("/competitions/{competition_id}/announcements", "get"),  # read as the competition is
+    ("/competitions/{competition_id}/mail", "get"),  # a registered person's own preferences
+    ("/competitions/{competition_id}/mail", "put"),
 }
 # Operations of the walked ones that ask for more than organizing A, each with why:
 API_ADMIN_ONLY = {
     ("/baselines/runs", "get"),  # the baselines queue of every task: site administrators
+    ("/competitions/{competition_id}/clone", "post"),  # a new competition: site administrators
 }
 API_OWNER_ONLY = {
     ("/competitions/{competition_id}/roles", "post"),  # invitations: A's owners

@@ -26,7 +26,7 @@ from server.models import Competition, CompetitionPage, CompetitionTask, Phase, 
 from server.sanitize import MarkdownTooDeep, check_markdown, render_markdown
 from tasks import bundle as bundles
 from tasks import get_task
-from tasks.errors import TaskNotFound
+from tasks.errors import PalimpsestError, TaskNotFound
 
 
 def _problem(path: str, message: str, line: int | None = None) -> dict:
@@ -216,7 +216,12 @@ def export_competition(
             f.write_text(p.pop("markdown"), encoding="utf-8")
             p["file"] = f"pages/{p['slug']}.md"
         for task_id in people.task_ids(s, c.id):
-            t = bundles.export_task(task_id, home, root, include_gold=include_gold)
+            try:
+                t = bundles.export_task(task_id, home, root, include_gold=include_gold)
+            except PalimpsestError as e:  # a built-in task: declared in Python, not a bundle
+                raise LifecycleRefused(
+                    f"{c.slug} cannot be exported as a bundle: {e}", "not_exportable"
+                ) from None
             t["phases"] = _phases_of(s, task_id)
             spec["tasks"].append(t)
         if new_id is not None:
