@@ -778,6 +778,25 @@ def register(main: click.Group) -> None:
             lambda r: click.echo(f"created {r['id']} ({r['state']}): {', '.join(r['tasks'])}"),
         )
 
+    @competitions.command("edit")
+    @click.argument("competition")
+    @click.option("--title", default=None, help="A new title.")
+    @click.option(
+        "--state",
+        type=click.Choice(["draft", "visible", "archived"]),
+        default=None,
+        help="draft: its people only; visible: everyone; archived: readable, not listed.",
+    )
+    @JSON
+    def competitions_edit(competition, title, state, as_json):
+        """Change a competition's title or state (its owners and organizers)."""
+        body = {k: v for k, v in (("title", title), ("state", state)) if v is not None}
+        made = _call(
+            as_json,
+            lambda c: c.send_json("PATCH", f"/competitions/{quote(competition, safe='')}", body),
+        )
+        _emit(as_json, made, lambda r: click.echo(f"{r['id']} ({r['state']}): {r['title']}"))
+
     @competitions.command("export")
     @click.argument("competition")
     @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=Path))
