@@ -24,8 +24,8 @@ from server.actions import competitions as comp_actions
 from server.exceptions import BundleRefused, LifecycleRefused
 from server.models import Competition, CompetitionPage, CompetitionTask, Phase, User
 from server.sanitize import MarkdownTooDeep, check_markdown, render_markdown
+from tasks import builtin_ids, get_task
 from tasks import bundle as bundles
-from tasks import get_task
 from tasks.errors import PalimpsestError, TaskNotFound
 
 
@@ -188,6 +188,14 @@ def _write(s: Session, actor: User | None, b, pages, *, via: str, home: Path) ->
     )
     s.commit()
     return comp_actions.get_competition(s=s, viewer=actor, competition=c.slug, operator=True)
+
+
+def exportable(*, s: Session, competition: str) -> bool:
+    """Whether every task of the competition was declared by a bundle (a built-in task is
+    declared in Python and is not exported)."""
+    builtin = set(builtin_ids())
+    c = comp_actions.find(s, competition)
+    return not (set(people.task_ids(s, c.id)) & builtin)
 
 
 def export_competition(

@@ -63,6 +63,8 @@ def _render(competition: str, page: str | None):
         # sanitized by server.sanitize (markdown, then nh3): safe to insert as HTML
         html=Markup(shown.html) if shown else None,
         admin=c.role in ("admin", "owner", "organizer"),
+        exportable=c.role in ("admin", "owner", "organizer")
+        and bundle_actions.exportable(s=db(), competition=c.id),
         registration=_registration_of(competition, viewer),
         **_announcement_context(competition, viewer),
     )
