@@ -236,6 +236,12 @@ def invite(
     )
 
 
+def masked(email: str) -> str:
+    """An address as a link's wrong holder is shown it: its first letter and its domain."""
+    local, _, domain = email.partition("@")
+    return f"{local[:1]}…@{domain}"
+
+
 def show_invite(
     *, s: Session, user: User, token: str, settings: Settings | None = None
 ) -> m.InviteShown:
@@ -244,13 +250,14 @@ def show_invite(
     settings = settings or get_settings()
     inv = _invite_of_token(s, settings, token)
     c = s.get(Competition, inv.competition_id)
+    yours = user.email.lower() == inv.email.lower()
     return m.InviteShown(
         competition=c.slug,
         title=c.title,
-        email=inv.email,
+        email=inv.email if yours else masked(inv.email),
         role=inv.role,
         expires_at=_expires(inv),
-        yours=user.email.lower() == inv.email.lower(),
+        yours=yours,
     )
 
 
@@ -264,8 +271,8 @@ def accept(
     c = s.get(Competition, inv.competition_id)
     if user.email.lower() != inv.email.lower():
         raise Forbidden(
-            f"this invitation is for {inv.email}, and you are signed in as {user.email}: sign "
-            "in with the invited address",
+            f"this invitation is for another address ({masked(inv.email)}), and you are signed "
+            f"in as {user.email}: sign in with the invited address",
             "wrong_account",
         )
     _refuse_last_owner(s, c, user, inv.role)
