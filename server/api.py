@@ -400,6 +400,7 @@ def submission_fields(
         "method_name": sub.method_name,
         "description": sub.description,
         "url": sub.url,
+        "facts": sub.facts or None,
         "show_publicly": sub.show_publicly,
         "is_primary": sub.is_primary,
         "is_baseline": sub.is_baseline,

@@ -422,6 +422,9 @@ class SubmissionOut(Out):
     errors: list[Problem]
     scores: Optional[Scores]
     team: Optional[str] = Field(None, description="The team's name (organizers' lists).")
+    facts: Optional[dict[str, Any]] = Field(
+        None, description="The fact sheet's answers (key: value), as the team gave them."
+    )
     duplicate: Optional[bool] = Field(
         None,
         description="At upload: true when this very file was "

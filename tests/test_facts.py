@@ -435,3 +435,20 @@ def test_a_published_snapshot_holds_no_email(api_env):
     ]
     for body in bodies:
         assert "@example.org" not in body and not re.search(r"[\w.+-]+@[\w-]+\.\w", body)
+
+
+def test_the_submissions_answer_carries_its_fact_sheet(api_env):
+    """The team (and its organizers) read back the answers a run carries; others see nothing."""
+    app, tokens, home = api_env
+    _declare(app)
+    c = app.test_client()
+    r = _submit(
+        c, tokens["alpha"], "tric-binary", _tric_file(home), phase="test", **_fact_form(GOOD)
+    )
+    assert r.status_code == 201, r.json
+    assert r.json["facts"]["approach"] == "hybrid"
+    got = c.get(f"/api/v1/submissions/{r.json['id']}", headers=_h(tokens["alpha"])).json
+    assert got["facts"]["affiliation"] == "Uni X" and got["facts"]["external_data"] is True
+    assert c.get(f"/api/v1/submissions/{r.json['id']}", headers=_h(tokens["beta"])).status_code == (
+        404
+    )
