@@ -6,6 +6,7 @@ Heavy libraries (scipy, flask, torch) are imported inside the commands that need
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import os
@@ -73,9 +74,36 @@ HOME_OPTION = click.option(
     type=click.Path(file_okay=False, path_type=Path),
     envvar="PALIMPSEST_HOME",
     default=None,
+    # read before TASK: a task declared by a bundle in that directory is then known
+    is_eager=True,
     help="Data directory (default: $PALIMPSEST_HOME or ~/.local/share/palimpsest).",
 )
-TASK_ARG = click.argument("task_id", metavar="TASK", type=click.Choice(task_ids()))
+
+
+class TaskId(click.ParamType):
+    """A task's id: a built-in task, or one a bundle declared in the data directory (`--home`,
+    else $PALIMPSEST_HOME or the default one)."""
+
+    name = "task"
+
+    def get_metavar(self, param, ctx=None) -> str:
+        return "[" + "|".join(task_ids()) + "]"
+
+    def convert(self, value, param, ctx):
+        home = ctx.params.get("home") if ctx is not None else None
+        if home is not None and value not in task_ids():
+            # the bundle module (pydantic) loads only for a task not known already
+            from tasks.bundle import load_declared
+
+            load_declared(Path(home))
+        if value in task_ids():
+            return value
+        close = difflib.get_close_matches(value, task_ids(), n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        self.fail(f"{value!r} is not a task{hint} (tasks: {', '.join(task_ids())})", param, ctx)
+
+
+TASK_ARG = click.argument("task_id", metavar="TASK", type=TaskId())
 
 
 def split_names() -> list[str]:

@@ -279,3 +279,21 @@ def test_export_then_create_gives_the_same_gold_and_the_same_board(app, tmp_path
     a = score_file(TASK, PREDICTIONS, split="dev", home=home)
     b = score_file(cloned.tasks[0], PREDICTIONS, split="dev", home=home)
     assert a["metrics"] == b["metrics"] and a["primary"]["value"] == b["primary"]["value"]
+
+
+def test_the_offline_scorer_knows_a_bundles_task_in_the_home_it_is_given(tmp_path, monkeypatch):
+    from cli.main import main
+    from tasks.bundle import install_tasks, read_bundle
+
+    home = tmp_path / "elsewhere"
+    install_tasks(read_bundle(EXAMPLE, home=home), home)
+    from tasks import unregister_declared
+
+    unregister_declared(TASK)  # a new process: it knows only the built-in tasks
+    monkeypatch.setenv("PALIMPSEST_HOME", str(tmp_path / "default"))
+    args = ["score", TASK, str(PREDICTIONS), "--split", "dev", "--home", str(home), "--json"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["primary"]["name"] == "spearman"
+    r = CliRunner().invoke(main, ["score", "sts-latn", str(PREDICTIONS), "--home", str(home)])
+    assert r.exit_code == 2 and "did you mean 'sts-latin'?" in r.output
