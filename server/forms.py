@@ -287,6 +287,12 @@ class CompetitionSettingsForm(FlaskForm):
     )
     join_needs_captain = BooleanField("Joining a team needs its captain's approval")
     anonymous_board = BooleanField("Anonymous board (names hidden until the ranking is published)")
+    fact_fields = TextAreaField(
+        "Fact sheet: the fields a submission carries, in YAML (a list of key, label, kind (text, "
+        "long_text, choice, yes_no, url), choices, required, phases, help)",
+        validators=[Length(max=50_000)],
+        render_kw={"rows": 12, "spellcheck": "false"},
+    )
 
     def domains(self) -> list[str]:
         return [d.strip() for d in (self.allowed_domains.data or "").splitlines() if d.strip()]

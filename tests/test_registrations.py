@@ -461,3 +461,25 @@ def test_the_web_pages_register_list_decide_and_edit_settings(web):
             3,
         )
         assert (c.join_needs_captain, c.anonymous_board) == (False, False)
+
+    # the fact sheet, in YAML: saved, shown again as YAML; a YAML or field problem is named
+    sheet = (
+        "- key: affiliation\n  label: Affiliation\n  required: true\n"
+        "- key: approach\n  label: Approach\n  kind: choice\n  choices: [neural, rules]\n"
+    )
+    base = {"approval": "manual", "allowed_domains": "x.org", "team_size_cap": "3"}
+    r = admin.post("/competitions/c1/settings", {**base, "fact_fields": sheet})
+    assert r.status_code == 302, r.get_data(as_text=True)[:3000]
+    with Session(_engine(app)) as s:
+        c = s.exec(select(Competition).where(Competition.slug == "c1")).one()
+        assert [(f["key"], f["kind"], f["required"]) for f in c.fact_fields] == [
+            ("affiliation", "text", True),
+            ("approach", "choice", False),
+        ]
+    shown = admin.get("/competitions/c1/settings").get_data(as_text=True)
+    assert "key: approach" in shown and "- neural" in shown
+    r = admin.post("/competitions/c1/settings", {**base, "fact_fields": "- key: [unclosed\n"})
+    assert r.status_code == 400 and "line 2: not YAML" in r.get_data(as_text=True)
+    bad = "- key: approach\n  label: A\n  kind: essay\n"
+    r = admin.post("/competitions/c1/settings", {**base, "fact_fields": bad})
+    assert r.status_code == 400 and "fact_fields.0.kind" in r.get_data(as_text=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import yaml
 from flask import (
     Blueprint,
     Response,
@@ -333,9 +334,13 @@ def settings(competition: str):
     if request.method != "POST":
         data = c.settings.model_dump()
         data["allowed_domains"] = "\n".join(c.settings.allowed_domains)
+        data["fact_fields"] = _facts_yaml(data["fact_fields"])
         return _competition_settings_page(c, CompetitionSettingsForm(formdata=None, data=data))
     form = CompetitionSettingsForm()
     if not form.validate():
+        return _competition_settings_page(c, form, 400)
+    facts = _facts_of(form)
+    if form.fact_fields.errors:
         return _competition_settings_page(c, form, 400)
     try:
         wanted = m.CompetitionSettings(
@@ -345,15 +350,49 @@ def settings(competition: str):
             team_size_cap=form.team_size_cap.data or 0,
             join_needs_captain=form.join_needs_captain.data,
             anonymous_board=form.anonymous_board.data,
+            fact_fields=facts,
         )
     except ValidationError as e:
-        form.allowed_domains.errors = [str(err["msg"]) for err in e.errors()]
+        for err in e.errors():
+            where = ".".join(str(x) for x in err["loc"])
+            target = form.fact_fields if where.startswith("fact_fields") else form.allowed_domains
+            target.errors = [*target.errors, f"{where}: {err['msg']}"]
         return _competition_settings_page(c, form, 400)
     comp_actions.edit_competition(
         s=s, actor=current_user(), via="web", competition=competition, settings=wanted
     )
     flash("Settings saved.", "ok")
     return redirect(url_for("competitions.show", competition=competition))
+
+
+def _facts_yaml(fields: list[dict]) -> str:
+    """The fact sheet's fields as the settings form shows them (YAML, without empty keys)."""
+    if not fields:
+        return ""
+    slim = [{k: v for k, v in f.items() if v not in ("", [], None, False)} for f in fields]
+    return yaml.safe_dump(slim, sort_keys=False, allow_unicode=True)
+
+
+def _facts_of(form) -> list | None:
+    """The fact sheet's fields the form's YAML declares (a list; empty text: none); a YAML
+    problem is put on the field, naming its line."""
+    text = form.fact_fields.data or ""
+    if not text.strip():
+        return []
+    try:
+        got = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        form.fact_fields.errors = [
+            *form.fact_fields.errors,
+            f"{where}not YAML ({getattr(e, 'problem', None) or e})",
+        ]
+        return None
+    if not isinstance(got, list):
+        form.fact_fields.errors = [*form.fact_fields.errors, "a YAML list of fields (- key: ...)"]
+        return None
+    return got
 
 
 def _competition_settings_page(c, form, code: int = 200):
