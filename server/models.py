@@ -370,6 +370,8 @@ class AssessmentCampaign(SQLModel, table=True):
     labels: list = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     guideline: str = Field(default="", sa_column=Column(Text, nullable=False))
     seed: int  # of the assignment and of each assessor's order (and of a pair task's sample)
+    # the ranked runs (submission ids) the pool was drawn from
+    runs: list = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
     created_by: Optional[int] = Field(default=None, foreign_key="user.id")
     created_at: NaiveDatetime = Field(default_factory=utcnow)
 

@@ -34,6 +34,7 @@ def upgrade() -> None:
         sa.Column("labels", sa.JSON(), nullable=False),
         sa.Column("guideline", sa.Text(), nullable=False),
         sa.Column("seed", sa.Integer(), nullable=False),
+        sa.Column("runs", sa.JSON(), nullable=False),
         sa.Column("created_by", sa.Integer(), nullable=True),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.ForeignKeyConstraint(["competition_id"], ["competition.id"]),
