@@ -410,3 +410,38 @@ def test_assignment_is_balanced_distinct_and_shuffled():
     assert assign(keys, [1, 2, 3, 4, 5], 3, seed=11) == got  # the seed decides
     assert overlap_bucket("arma uirumque cano", "Arma cano") == "2-3"
     assert overlap_bucket("a b", "c d") == "0"
+
+
+def test_a_pair_task_campaign_samples_each_stratum_with_its_seed(world):
+    """tric-binary: `depth` instances per subset (iov, oov), drawn with the campaign's seed, for
+    re-judgment; the assessor sees the instance's public input fields."""
+    from server import people
+    from server.models import User
+
+    c, tokens, app = world["c"], world["tokens"], world["app"]
+    with Session(app.extensions["palimpsest.engine"]) as s:
+        comp = people.ensure_competition(s, "tric-binary")
+        u = s.exec(select(User).where(User.email == "a1@example.org")).one()
+        people.grant(s, comp.id, u, people.ASSESSOR)
+        s.commit()
+    body = {"depth": 2, "assessors": ["a1@example.org"], "per_item": 1, "seed": 5}
+    r = c.post(
+        "/api/v1/tasks/tric-binary/phases/test/campaigns", headers=_h(tokens["torg"]), json=body
+    )
+    assert r.status_code == 201, r.json
+    items = r.json["items"]
+    assert sorted(i["factors"]["stratum"] for i in items) == ["iov", "iov", "oov", "oov"]
+    # a second campaign on the task leaves out the items of the first
+    again = c.post(
+        "/api/v1/tasks/tric-binary/phases/test/campaigns", headers=_h(tokens["torg"]), json=body
+    ).json
+    assert not {i["key"] for i in items} & {i["key"] for i in again["items"]}
+    mine = c.get(f"/api/v1/campaigns/{r.json['id']}/items", headers=_h(tokens["a1"])).json
+    assert {i["query"] for i in mine["items"]} == {i["key"] for i in items}
+    assert all(i["fields"]["instanceID"] == i["query"] for i in mine["items"])
+    assert all("label" not in i["fields"] for i in mine["items"])  # no gold in the inputs
+    # the loci organizer does not organize tric-binary
+    r = c.post(
+        "/api/v1/tasks/tric-binary/phases/test/campaigns", headers=_h(tokens["lorg"]), json=body
+    )
+    assert r.status_code == 403
