@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from cli import baselines, organizer, participant
+from cli import baselines, campaigns, organizer, participant
 from cli.participant import server_tasks
 from tasks import all_tasks, get_task, task_ids
 from tasks.base import resolve
@@ -664,6 +664,7 @@ def _register_optional_commands():
     """The participants', organizers' and baselines' commands (the server's load lazily)."""
     participant.register(main)
     organizer.register(main)
+    campaigns.register(main)  # assessment campaigns: organizer campaign ..., assess
     baselines.register(main, home_option=HOME_OPTION, friendly=friendly)
     # the server's commands (SERVER_COMMANDS) load when one runs
 

@@ -31,6 +31,7 @@ from server import api_models as m
 from server import auth, exposure, lifecycle, outbox, people, teams
 from server.actions import announcements as ann_actions
 from server.actions import bundles as bundle_actions
+from server.actions import campaigns as campaign_actions
 from server.actions import competitions as comp_actions
 from server.actions import registrations as reg_actions
 from server.actions import roles as role_actions
@@ -1736,3 +1737,117 @@ def init_app(app) -> None:
     docs page."""
     app.register_blueprint(bp)
     app.register_blueprint(_docs_blueprint())
+
+
+# ----------------------------------------------------------------------------- assessment campaigns
+# (server/actions/campaigns.py: the pool, the assignment, the judgments, the agreement)
+
+
+@bp.post("/tasks/<task_id>/phases/<phase_name>/campaigns")
+@op(
+    "Open an assessment campaign: pool the phase's ranked runs and assign the items (organizers)",
+    body=m.CampaignOpenIn,
+    responses={201: m.CampaignOut},
+    errors=(403, 404, 409, 422),
+    tags=("assessment",),
+    description="Links tasks: the union of each ranked run's top-`depth` links per query, minus "
+    "the gold's links and earlier campaigns' items; pair tasks: `depth` instances per stratum. "
+    "Each item goes to `per_item` of the named assessors (balanced), in an order of its own per "
+    "assessor. The answer lists the pooled items.",
+)
+def campaign_open(task_id, phase_name):
+    u = _user()
+    body = _body(m.CampaignOpenIn)
+    got = campaign_actions.open_campaign(
+        s=db(),
+        actor=u,
+        task=task_id,
+        phase=phase_name,
+        depth=body.depth,
+        assessors=body.assessors,
+        per_item=body.per_item,
+        labels=body.labels,
+        guideline=body.guideline,
+        seed=body.seed,
+        via="api",
+    )
+    return _json_out(got, 201)
+
+
+@bp.get("/tasks/<task_id>/phases/<phase_name>/campaigns")
+@op(
+    "The assessment campaigns of a phase, newest first (organizers)",
+    responses={200: m.Page[m.CampaignOut]},
+    errors=(403, 404),
+    tags=("assessment",),
+)
+def campaign_list(task_id, phase_name):
+    u = _user()
+    got = campaign_actions.list_campaigns(s=db(), actor=u, task=task_id, phase=phase_name)
+    return _page(
+        m.Page[m.CampaignOut],
+        [c.model_dump(exclude_unset=True) for c in got],
+        {"next_cursor": None, "next": None},
+    )
+
+
+@bp.get("/campaigns/<int:campaign_id>")
+@op(
+    "A campaign with its pooled items and each assessor's progress (organizers)",
+    responses={200: m.CampaignOut},
+    errors=(403, 404),
+    tags=("assessment",),
+)
+def campaign_show(campaign_id):
+    u = _user()
+    return _json_out(campaign_actions.show_campaign(s=db(), actor=u, campaign=campaign_id))
+
+
+@bp.get("/campaigns/<int:campaign_id>/items")
+@op(
+    "Your items in a campaign, in your order, with their texts and your judgments (assessors)",
+    responses={200: m.AssessOut},
+    errors=(404,),
+    tags=("assessment",),
+)
+def campaign_items(campaign_id):
+    u = _user()
+    return _json_out(campaign_actions.my_items(s=db(), user=u, campaign=campaign_id))
+
+
+@bp.put("/campaigns/<int:campaign_id>/items/<int:item_id>/judgment")
+@op(
+    "Judge one of your items (again: the judgment is replaced; audited)",
+    body=m.JudgmentIn,
+    responses={200: m.JudgmentOut},
+    errors=(404, 409, 422),
+    tags=("assessment",),
+)
+def campaign_judge(campaign_id, item_id):
+    u = _user()
+    body = _body(m.JudgmentIn)
+    return _json_out(
+        campaign_actions.judge(
+            s=db(),
+            user=u,
+            campaign=campaign_id,
+            item=item_id,
+            label=body.label,
+            comment=body.comment,
+            via="api",
+        )
+    )
+
+
+@bp.get("/campaigns/<int:campaign_id>/agreement")
+@op(
+    "The assessors' agreement: multi-kappa with its interval, overall and by a factor (organizers)",
+    query=m.AgreementQuery,
+    responses={200: m.AgreementOut},
+    errors=(403, 404, 422),
+    tags=("assessment",),
+)
+def campaign_agreement(campaign_id):
+    u = _user()
+    q = _query(m.AgreementQuery)
+    return _json_out(campaign_actions.agreement(s=db(), actor=u, campaign=campaign_id, by=q.by))

@@ -927,3 +927,139 @@ class CloneIn(Model):
     """A clone's short id; its tasks' ids get it as a suffix."""
 
     id: str = Field(pattern=SLUG, json_schema_extra={"examples": ["reuse-2028"]})
+
+
+# ----------------------------------------------------------------------------- assessment campaigns
+
+FACTORS = ("run", "source_work", "overlap", "query_had_gold", "stratum")
+Factor = Literal["run", "source_work", "overlap", "query_had_gold", "stratum"]
+
+
+class CampaignOpenIn(Model):
+    """Open an assessment campaign on a task's phase (the organizers of its competition)."""
+
+    depth: int = Field(
+        ge=1,
+        le=10_000,
+        description="Links: the top-k links per query of each ranked run (by score); pair tasks: "
+        "items sampled per stratum.",
+    )
+    assessors: list[str] = Field(
+        min_length=1,
+        max_length=200,
+        description="The assessors' email addresses: each has the assessor role in the task's "
+        "competition (or organizes it).",
+    )
+    per_item: int = Field(3, ge=1, le=50, description="Assessors per item (3, as in the paper).")
+    labels: Optional[list[str]] = Field(
+        None,
+        min_length=2,
+        max_length=20,
+        description='The labels an assessor chooses from (default ["reference", "no reference"]).',
+    )
+    guideline: str = Field("", max_length=MAX_MARKDOWN, description="Markdown, for assessors.")
+    seed: Optional[int] = Field(
+        None, ge=0, le=2**31 - 1, description="Of the assignment and order (drawn when absent)."
+    )
+
+
+class CampaignItemOut(Out):
+    """A pooled item as the organizers see it (never shown to assessors)."""
+
+    id: int
+    key: str
+    factors: dict[str, Any]
+
+
+class CampaignAssessorOut(Out):
+    email: str
+    assigned: int
+    judged: int
+
+
+class CampaignCounts(Out):
+    items: int
+    assignments: int
+    judgments: int
+
+
+class CampaignOut(Out):
+    """A campaign as its organizers see it: its counts per assessor and (on opening or asked)
+    its pooled items."""
+
+    id: int
+    competition: str
+    task: str
+    phase: str
+    state: str
+    depth: int
+    per_item: int
+    labels: list[str]
+    guideline: str
+    seed: int
+    runs: list[int] = Field(description="The ranked runs (submission ids) the pool came from.")
+    created_at: Stamp = None
+    counts: CampaignCounts
+    assessors: list[CampaignAssessorOut]
+    items: Optional[list[CampaignItemOut]] = None
+
+
+class AssessItemOut(Out):
+    """An item as its assessor sees it: the query and the candidate with their texts, and the
+    assessor's own judgment; nothing of the runs, their scores or other judgments."""
+
+    item: int = Field(description="The item's id (`--item`).")
+    position: int
+    query: Optional[str] = None
+    candidate: Optional[str] = None
+    query_text: Optional[str] = None
+    candidate_text: Optional[str] = None
+    fields: Optional[dict[str, Any]] = Field(
+        None, description="Pair tasks: the instance's public input fields."
+    )
+    label: Optional[str] = None
+    comment: str = ""
+    judged_at: Stamp = None
+
+
+class AssessOut(Out):
+    """An assessor's items in their order, with the campaign's labels and guideline."""
+
+    campaign: int
+    task: str
+    state: str
+    labels: list[str]
+    guideline: str
+    judged: int
+    total: int
+    items: list[AssessItemOut]
+
+
+class JudgmentIn(Model):
+    label: str = Field(min_length=1, max_length=64)
+    comment: str = Field("", max_length=2000)
+
+
+class JudgmentOut(Out):
+    campaign: int
+    item: int
+    label: str
+    comment: str
+    created_at: Stamp = None
+    updated_at: Stamp = None
+
+
+class AgreementQuery(Model):
+    by: Optional[Factor] = Field(None, description=f"A factor: {', '.join(FACTORS)}.")
+
+
+class AgreementOut(Out):
+    """Multi-kappa (and the other measures of the agreement module) with percentile-bootstrap
+    intervals over the items every assigned assessor judged; overall and, with `by`, per level
+    of a factor."""
+
+    campaign: int
+    by: Optional[str] = None
+    counts: dict[str, int]
+    overall: dict[str, Any]
+    levels: Optional[list[dict[str, Any]]] = None

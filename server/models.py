@@ -351,3 +351,63 @@ class OutgoingMail(SQLModel, table=True):
     next_try_at: Optional[NaiveDatetime] = None
     created_at: NaiveDatetime = Field(default_factory=utcnow)
     sent_at: Optional[NaiveDatetime] = None
+
+
+# ----------------------------------------------------------------------------- assessment campaigns
+
+
+class AssessmentCampaign(SQLModel, table=True):
+    """Experts judge the candidates that the ranked runs of a task's phase proposed
+    (`server.actions.campaigns`): the pool, its assignment to assessors and their judgments."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    competition_id: int = Field(foreign_key="competition.id", index=True)
+    task_id: str = Field(index=True, max_length=64)
+    phase_id: int = Field(foreign_key="phase.id", index=True)
+    state: str = Field(default="open", max_length=16)  # "open" | "closed"
+    depth: int  # links: the top-k links per query of each run; pairs: items per stratum
+    assessors_per_item: int = 3
+    labels: list = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    guideline: str = Field(default="", sa_column=Column(Text, nullable=False))
+    seed: int  # of the assignment and of each assessor's order (and of a pair task's sample)
+    # the ranked runs (submission ids) the pool was drawn from
+    runs: list = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    created_by: Optional[int] = Field(default=None, foreign_key="user.id")
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
+
+
+class CampaignItem(SQLModel, table=True):
+    """A pooled candidate: "query_id<TAB>source_id" for links, the instance id for pair tasks.
+    `factors` (the proposing runs among them) are for the organizers' agreement by factor only;
+    an assessor never sees them."""
+
+    __table_args__ = (UniqueConstraint("campaign_id", "key"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    campaign_id: int = Field(foreign_key="assessmentcampaign.id", index=True)
+    key: str = Field(max_length=500)
+    factors: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    position: int = 0
+
+
+class CampaignAssignment(SQLModel, table=True):
+    """An item given to an assessor, at a place in that assessor's own (shuffled) order."""
+
+    __table_args__ = (UniqueConstraint("item_id", "user_id"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    campaign_id: int = Field(foreign_key="assessmentcampaign.id", index=True)
+    item_id: int = Field(foreign_key="campaignitem.id", index=True)
+    user_id: int = Field(foreign_key="user.id", index=True)
+    position: int = 0
+
+
+class Judgment(SQLModel, table=True):
+    """An assessor's label for an assigned item; judging again updates it (audited)."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    assignment_id: int = Field(foreign_key="campaignassignment.id", unique=True)
+    label: str = Field(max_length=64)
+    comment: str = Field(default="", sa_column=Column(Text, nullable=False))
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
+    updated_at: NaiveDatetime = Field(default_factory=utcnow)

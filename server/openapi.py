@@ -37,6 +37,10 @@ TAGS = [
         "Phases, publication, rescoring, hiding, exports, the audit log, baselines "
         "(an organizer's token)",
     ),
+    (
+        "assessment",
+        "Assessment campaigns: the pool, assessors' items and judgments, agreement",
+    ),
     ("api", "This description"),
 ]
 ERROR_TEXT = {

@@ -1,0 +1,170 @@
+"""Assessment campaigns over the REST API:
+`palimpsest organizer campaign open|show|agreement` (an organizer's token) and
+`palimpsest assess CAMPAIGN [--item ITEM --label LABEL [--comment ...]]` (an assessor's token).
+
+Each takes `--json` (exactly one JSON document on stdout); a failure is one line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+import click
+
+from cli.organizer import JSON, _call, _emit
+
+
+def _q(v: str) -> str:
+    return quote(str(v), safe="")
+
+
+def _campaign_lines(c: dict) -> None:
+    cnt = c["counts"]
+    click.echo(
+        f"campaign {c['id']} on {c['task']}/{c['phase']} ({c['state']}): {cnt['items']} items, "
+        f"{cnt['assignments']} assignments, {cnt['judgments']} judgments; depth {c['depth']}, "
+        f"{c['per_item']} assessors per item, seed {c['seed']}"
+    )
+    for a in c["assessors"]:
+        click.echo(f"  {a['email']}: {a['judged']}/{a['assigned']} judged")
+    for it in c.get("items") or []:
+        click.echo(f"  item {it['id']}: {it['key'].replace(chr(9), '  ->  ')}")
+
+
+def _measure(name: str, v: dict | None) -> str:
+    if not v or v.get("value") is None:
+        return f"{name} -"
+    lo, hi = v.get("low"), v.get("high")
+    ci = f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else ""
+    return f"{name} {v['value']:.3f}{ci}"
+
+
+def _agreement_lines(a: dict) -> None:
+    cnt = a["counts"]
+    click.echo(
+        f"campaign {a['campaign']}: {cnt['complete_items']} of {cnt['items']} items fully judged "
+        f"({cnt['judgments']}/{cnt['assignments']} judgments)"
+    )
+    rows = [("overall", a["overall"])] + [(lv["level"], lv) for lv in a.get("levels") or []]
+    for name, r in rows:
+        click.echo(
+            f"  {name:<24} items {r.get('items', 0):>5}  "
+            f"{_measure('multi-kappa', r.get('multi_kappa'))}  "
+            f"{_measure('observed', r.get('observed'))}"
+        )
+
+
+def _items_lines(a: dict) -> None:
+    click.echo(
+        f"campaign {a['campaign']} ({a['task']}, {a['state']}): {a['judged']}/{a['total']} "
+        f"judged; labels: {', '.join(a['labels'])}"
+    )
+    for it in a["items"]:
+        mark = it["label"] if it.get("label") else "-"
+        click.echo(f"[{it['item']}] {mark}")
+        if it.get("candidate") is not None:
+            click.echo(f"  query     {it['query']}: {it.get('query_text') or ''}")
+            click.echo(f"  candidate {it['candidate']}: {it.get('candidate_text') or ''}")
+        else:
+            click.echo(f"  {it['query']}: {it.get('fields')}")
+
+
+def register(main: click.Group) -> None:
+    """Add `organizer campaign ...` (under the organizer group) and `assess`."""
+    organizer = main.commands["organizer"]
+
+    @organizer.group("campaign")
+    def campaign():
+        """Assessment campaigns: open one on a phase, see it, measure the assessors' agreement."""
+
+    @campaign.command("open")
+    @click.argument("task_id", metavar="TASK")
+    @click.argument("phase")
+    @click.option("--depth", type=int, required=True, help="Top-k links per query of each run.")
+    @click.option(
+        "--assessors", "per_item", type=int, default=3, show_default=True, help="Per item."
+    )
+    @click.option("--assessor", "emails", multiple=True, required=True, help="An email; repeat.")
+    @click.option("--label", "labels", multiple=True, help="A label; repeat (default: 2).")
+    @click.option(
+        "--guideline",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        default=None,
+        help="A Markdown file shown to assessors.",
+    )
+    @click.option("--seed", type=int, default=None, help="Of the assignment (drawn if absent).")
+    @JSON
+    def campaign_open(task_id, phase, depth, per_item, emails, labels, guideline, seed, as_json):
+        """Pool the phase's ranked runs and assign the items to the assessors."""
+        body = {"depth": depth, "assessors": list(emails), "per_item": per_item}
+        if labels:
+            body["labels"] = list(labels)
+        if guideline is not None:
+            body["guideline"] = guideline.read_text(encoding="utf-8")
+        if seed is not None:
+            body["seed"] = seed
+        got = _call(
+            as_json,
+            lambda c: c.send_json(
+                "POST", f"/tasks/{_q(task_id)}/phases/{_q(phase)}/campaigns", body
+            ),
+        )
+        _emit(as_json, got, _campaign_lines)
+
+    @campaign.command("show")
+    @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
+    @JSON
+    def campaign_show(campaign_id, as_json):
+        """A campaign's items and each assessor's progress."""
+        got = _call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}"))
+        _emit(as_json, got, _campaign_lines)
+
+    @campaign.command("agreement")
+    @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
+    @click.option(
+        "--by",
+        type=click.Choice(["run", "source_work", "overlap", "query_had_gold", "stratum"]),
+        default=None,
+        help="A factor of the items.",
+    )
+    @JSON
+    def campaign_agreement(campaign_id, by, as_json):
+        """Multi-kappa with its interval over the fully judged items, overall and by a factor."""
+        params = {"by": by} if by else {}
+        got = _call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/agreement", **params))
+        _emit(as_json, got, _agreement_lines)
+
+    @main.command("assess")
+    @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
+    @click.option("--item", type=int, default=None, help="The item to judge.")
+    @click.option("--label", default=None, help="Its label (one the campaign declared).")
+    @click.option("--comment", default="", help="An optional comment.")
+    @JSON
+    def assess(campaign_id, item, label, comment, as_json):
+        """List your items in a campaign; with --item and --label, record a judgment."""
+        if (item is None) != (label is None):
+            message = "--item and --label go together"
+            if as_json:
+                click.echo(json.dumps({"error": {"message": message, "code": "usage"}}))
+                sys.exit(1)
+            raise click.UsageError(message)
+        if item is None:
+            got = _call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/items"))
+            _emit(as_json, got, _items_lines)
+            return
+        got = _call(
+            as_json,
+            lambda c: c.send_json(
+                "PUT",
+                f"/campaigns/{campaign_id}/items/{item}/judgment",
+                {"label": label, "comment": comment},
+            ),
+        )
+        _emit(
+            as_json,
+            got,
+            lambda j: click.echo(f"item {j['item']} of campaign {j['campaign']}: {j['label']}"),
+        )

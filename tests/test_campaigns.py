@@ -1,0 +1,447 @@
+"""Assessment campaigns, first slice: a campaign over three ranked runs of the Loci Similes sample
+pools exactly the expected links (computed here from the three files and the gold), three
+assessors judge them through the CLI and the API, the agreement equals a hand computation from
+the stored judgments, and an assessor sees neither runs, scores nor anyone else's judgments (a
+matrix over the campaign routes and the roles)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import random
+
+import pytest
+from click.testing import CliRunner
+from sqlmodel import Session, select
+
+from server.actions.campaigns import assign, overlap_bucket, source_work
+from tests.conftest import LOCI
+from tests.test_api import _h, _run_job, api_env  # noqa: F401 — the fixture
+from tests.test_cli_parity import served  # noqa: F401 — the fixture
+
+TASK, PHASE = "loci-similes", "test"
+ASSESSORS = ("a1@example.org", "a2@example.org", "a3@example.org")
+
+
+def _read(path) -> list[list[str]]:
+    with open(path, encoding="utf-8", newline="") as f:
+        return list(csv.reader(f))[1:]
+
+
+def _csv(rows) -> bytes:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(("query_id", "source_id", "score"))
+    w.writerows(rows)
+    return buf.getvalue().encode()
+
+
+def _runs() -> dict[str, list[tuple[str, str, float]]]:
+    """Three runs over every query x source pair, each with its own seeded scores: one boosts the
+    gold links, one scores in steps of 0.25 (ties, broken by descending source id), one with a
+    link left out per query; and a later run of beta's that is not its primary run."""
+    queries = [r[0] for r in _read(LOCI / "hieronymus_samples.csv")]
+    sources = [r[0] for r in _read(LOCI / "vergil_samples.csv")]
+    gold = {(r[0], r[1]) for r in _read(LOCI / "ground_truth.csv")}
+    out = {}
+    for name, seed in (("alpha", 1), ("beta", 2), ("gamma", 3), ("beta-late", 4)):
+        rng = random.Random(seed)
+        rows = []
+        for q in queries:
+            for s in sources:
+                x = rng.random()
+                if name == "alpha" and (q, s) in gold:
+                    x += 1.0
+                if name == "beta":
+                    x = round(x * 4) / 4
+                if name == "gamma" and s == sources[0]:
+                    continue
+                if name == "beta-late":
+                    x = 5.0 if s == sources[-1] else 0.0
+                rows.append((q, s, x))
+        out[name] = rows
+    return out
+
+
+def _naive_pool(runs, depth: int, exclude=frozenset()) -> set[str]:
+    gold = {(r[0], r[1]) for r in _read(LOCI / "ground_truth.csv")}
+    pool = set()
+    for rows in runs:
+        by_q: dict[str, list[tuple[float, str]]] = {}
+        for q, s, x in rows:
+            by_q.setdefault(q, []).append((x, s))
+        for q, cands in by_q.items():
+            # descending score, ties by descending source id
+            cands.sort(reverse=True)
+            pool |= {(q, s) for _, s in cands[:depth]}
+    return {f"{q}\t{s}" for q, s in pool - gold} - set(exclude)
+
+
+@pytest.fixture()
+def world(served):  # noqa: F811
+    """The served app with three scored runs on loci-similes/test (beta's primary run is its
+    earlier one), three assessors and an organizer of its competition, an organizer of another
+    competition (tric-binary's) and a participant (alpha)."""
+    from server import people
+    from server.auth import create_token, create_user
+    from server.models import Team, TeamMember
+
+    url, tokens, home, app = served
+    engine = app.extensions["palimpsest.engine"]
+    with Session(engine, expire_on_commit=False) as s:
+        loci = people.ensure_competition(s, TASK)
+        tric = people.ensure_competition(s, "tric-binary")
+        team = Team(name="gamma", invite_code="code-gamma")
+        s.add(team)
+        s.commit()
+        u = create_user(s, email="gamma@example.org", password="correct horse")
+        s.add(TeamMember(team_id=team.id, user_id=u.id))
+        s.commit()
+        _, tokens["gamma"] = create_token(s, user=u)
+        for email in ASSESSORS + ("a4@example.org",):
+            u = create_user(s, email=email, password="correct horse")
+            people.grant(s, loci.id, u, people.ASSESSOR)
+            s.commit()
+            _, tokens[email.split("@")[0]] = create_token(s, user=u)
+        for name, comp in (("lorg", loci), ("torg", tric)):
+            u = create_user(s, email=f"{name}@example.org", password="correct horse")
+            people.grant(s, comp.id, u, people.ORGANIZER)
+            s.commit()
+            _, tokens[name] = create_token(s, user=u)
+        s.commit()
+    c = app.test_client()
+    runs = _runs()
+    ids = {}
+    for name in ("alpha", "beta", "gamma", "beta-late"):
+        token = tokens[name.split("-")[0]]
+        r = c.post(
+            f"/api/v1/tasks/{TASK}/submissions",
+            headers=_h(token),
+            data={"file": (io.BytesIO(_csv(runs[name])), "run.csv"), "phase": PHASE},
+            content_type="multipart/form-data",
+        )
+        assert r.status_code == 201, r.json
+        ids[name] = r.json["id"]
+        assert _run_job(ids[name])["status"] == "scored"
+    r = c.post(f"/api/v1/submissions/{ids['beta']}/primary", headers=_h(tokens["beta"]))
+    assert r.status_code == 200, r.json
+    return {"url": url, "tokens": tokens, "app": app, "c": c, "runs": runs, "ids": ids}
+
+
+def _cli(url, token, *args, ok=True):
+    from cli.main import main
+
+    r = CliRunner().invoke(
+        main,
+        list(args),
+        env={"PALIMPSEST_SERVER": url, "PALIMPSEST_TOKEN": token, "XDG_CONFIG_HOME": "/nope"},
+        catch_exceptions=False,
+    )
+    if ok:
+        assert r.exit_code == 0, (args, r.output)
+    return r
+
+
+def _label_for(email: str, key: str) -> str:
+    """A deterministic, disagreeing judgment."""
+    h = sum(ord(ch) for ch in email + key)
+    return "reference" if h % 3 == 0 else "no reference"
+
+
+def _naive_kappa(judgments: dict[str, dict[str, str]], labels: list[str]) -> float:
+    """Multi-kappa by hand when every assessor judged every item: observed agreement is the mean
+    share of agreeing pairs per item; expected, the mean over assessor pairs of the chance that
+    both pick the same label, each from their own distribution."""
+    assessors = sorted(judgments)
+    items = sorted(judgments[assessors[0]])
+    pairs = list(itertools.combinations(assessors, 2))
+    a_o = sum(
+        sum(judgments[x][i] == judgments[y][i] for x, y in pairs) / len(pairs) for i in items
+    ) / len(items)
+
+    def p(a, lab):
+        return sum(judgments[a][i] == lab for i in items) / len(items)
+
+    a_e = sum(sum(p(x, lab) * p(y, lab) for lab in labels) for x, y in pairs) / len(pairs)
+    return (a_o - a_e) / (1 - a_e)
+
+
+def test_a_campaign_pools_assigns_is_judged_and_measured(world):
+    url, tokens, c, runs = world["url"], world["tokens"], world["c"], world["runs"]
+    # a person who is no assessor of the competition is named as missing, nothing is made
+    r = _cli(
+        url, tokens["lorg"], "organizer", "campaign", "open", TASK, PHASE, "--depth", "2",
+        "--assessor", "a1@example.org", "--assessor", "alpha@example.org", "--json", ok=False,
+    )  # fmt: skip
+    err = json.loads(r.stdout)["error"]
+    assert r.exit_code == 1 and err["status"] == 422 and "alpha@example.org" in err["message"]
+    assert "a1@example.org" not in err["message"]
+
+    args = ["--depth", "2", "--assessors", "3", "--seed", "7", "--json"]
+    for a in ASSESSORS:
+        args += ["--assessor", a]
+    opened = json.loads(
+        _cli(url, tokens["lorg"], "organizer", "campaign", "open", TASK, PHASE, *args).stdout
+    )
+    expected = _naive_pool([runs["alpha"], runs["beta"], runs["gamma"]], 2)
+    keys = {it["key"] for it in opened["items"]}
+    assert keys == expected and len(keys) > 10
+    # beta's later run is not its primary run: not pooled
+    assert sorted(opened["runs"]) == sorted(world["ids"][n] for n in ("alpha", "beta", "gamma"))
+    assert opened["counts"] == {"items": len(keys), "assignments": 3 * len(keys), "judgments": 0}
+    assert [a["assigned"] for a in opened["assessors"]] == [len(keys)] * 3
+    # the factors: proposing runs, source work, overlap, whether the query had a gold link
+    gold_q = {r[0] for r in _read(LOCI / "ground_truth.csv")}
+    for it in opened["items"]:
+        q, s = it["key"].split("\t")
+        f = it["factors"]
+        assert f["query_had_gold"] == ("yes" if q in gold_q else "no")
+        assert f["source_work"] == source_work(s) and f["overlap"] in ("0", "1", "2-3", "4+")
+        assert set(f["run"]) <= set(opened["runs"]) and f["run"]
+    cid = opened["id"]
+    item_of = {it["key"]: it["id"] for it in opened["items"]}
+
+    # each assessor sees their items in their own order, with texts, and nothing else
+    views = {}
+    for a in ASSESSORS:
+        who = a.split("@")[0]
+        v = json.loads(_cli(url, tokens[who], "assess", str(cid), "--json").stdout)
+        assert v["total"] == len(keys) and v["judged"] == 0
+        assert {f"{i['query']}\t{i['candidate']}" for i in v["items"]} == keys
+        for i in v["items"]:
+            assert set(i) <= {
+                "item", "position", "query", "candidate", "query_text", "candidate_text",
+                "label", "comment", "judged_at",
+            }  # fmt: skip
+            assert i["query_text"] and i["candidate_text"]
+        views[a] = [i["item"] for i in v["items"]]
+    # the orders differ from one another and from the pool's order
+    assert len({tuple(o) for o in views.values()}) == 3
+    assert all(o != sorted(o) for o in views.values())
+
+    # judging: a1 through the CLI, a2 and a3 through the API; a bad label names the field
+    r = _cli(url, tokens["a1"], "assess", str(cid), "--item", str(views[ASSESSORS[0]][0]),
+             "--label", "maybe", "--json", ok=False)  # fmt: skip
+    assert r.exit_code == 1 and json.loads(r.stdout)["error"]["status"] == 422
+    assert "label" in json.loads(r.stdout)["error"]["message"]
+    stored: dict[str, dict[str, str]] = {a: {} for a in ASSESSORS}
+    for a in ASSESSORS:
+        who = a.split("@")[0]
+        for key, iid in sorted(item_of.items()):
+            label = _label_for(a, key)
+            if who == "a1":
+                got = json.loads(
+                    _cli(
+                        url,
+                        tokens[who],
+                        "assess",
+                        str(cid),
+                        "--item",
+                        str(iid),
+                        "--label",
+                        label,
+                        "--comment",
+                        "seen",
+                        "--json",
+                    ).stdout  # fmt: skip
+                )
+            else:
+                # first the other label, then the right one: judging again replaces it
+                other = "reference" if label == "no reference" else "no reference"
+                c.put(
+                    f"/api/v1/campaigns/{cid}/items/{iid}/judgment",
+                    headers=_h(tokens[who]),
+                    json={"label": other},
+                )
+                got = c.put(
+                    f"/api/v1/campaigns/{cid}/items/{iid}/judgment",
+                    headers=_h(tokens[who]),
+                    json={"label": label},
+                ).json
+            assert got["label"] == label and got["item"] == iid
+            stored[a][key] = label
+        # another assessor's view still shows only their own labels
+        if who == "a1":
+            v = c.get(f"/api/v1/campaigns/{cid}/items", headers=_h(tokens["a2"])).json
+            assert all(i["label"] is None for i in v["items"])
+    v = c.get(f"/api/v1/campaigns/{cid}/items", headers=_h(tokens["a1"])).json
+    assert v["judged"] == len(keys) and {i["comment"] for i in v["items"]} == {"seen"}
+
+    # the agreement equals the hand computation from the stored judgments
+    from server.models import AssessmentCampaign, CampaignAssignment, CampaignItem, Judgment, User
+
+    with Session(world["app"].extensions["palimpsest.engine"]) as s:
+        rows = s.exec(
+            select(User.email, CampaignItem.key, Judgment.label)
+            .join(CampaignAssignment, CampaignAssignment.user_id == User.id)
+            .join(CampaignItem, CampaignItem.id == CampaignAssignment.item_id)
+            .join(Judgment, Judgment.assignment_id == CampaignAssignment.id)
+            .where(CampaignAssignment.campaign_id == cid)
+        ).all()
+        labels = s.get(AssessmentCampaign, cid).labels
+    from_db: dict[str, dict[str, str]] = {a: {} for a in ASSESSORS}
+    for email, key, label in rows:
+        from_db[email][key] = label
+    assert from_db == stored
+    ag = json.loads(
+        _cli(url, tokens["lorg"], "organizer", "campaign", "agreement", str(cid), "--json").stdout
+    )
+    assert ag["counts"] == {
+        "items": len(keys),
+        "complete_items": len(keys),
+        "assignments": 3 * len(keys),
+        "judgments": 3 * len(keys),
+    }
+    mk = ag["overall"]["multi_kappa"]
+    assert mk["value"] == pytest.approx(_naive_kappa(from_db, labels), abs=1e-12)
+    assert mk["low"] <= mk["value"] <= mk["high"]
+    # by a factor: each level equals the hand computation on its items
+    ag = c.get(
+        f"/api/v1/campaigns/{cid}/agreement?by=query_had_gold", headers=_h(tokens["lorg"])
+    ).json
+    factor = {it["key"]: it["factors"]["query_had_gold"] for it in opened["items"]}
+    for lv in ag["levels"]:
+        level = lv["level"]
+        sub = {a: {k: v for k, v in d.items() if factor[k] == level} for a, d in from_db.items()}
+        n = len(next(iter(sub.values())))
+        assert lv["items"] == n
+        if lv["multi_kappa"]["value"] is not None:
+            assert lv["multi_kappa"]["value"] == pytest.approx(_naive_kappa(sub, labels), abs=1e-12)
+    by_run = c.get(f"/api/v1/campaigns/{cid}/agreement?by=run", headers=_h(tokens["lorg"])).json
+    assert {lv["level"] for lv in by_run["levels"]} <= {f"run {i}" for i in opened["runs"]}
+    r = c.get(f"/api/v1/campaigns/{cid}/agreement?by=colour", headers=_h(tokens["lorg"]))
+    assert r.status_code == 422 and "by" in r.json["error"]["message"]
+    # the text output
+    out = _cli(url, tokens["lorg"], "organizer", "campaign", "agreement", str(cid)).stdout
+    assert f"{len(keys)} of {len(keys)} items fully judged" in out and "multi-kappa" in out
+
+    # a second campaign on the same task leaves out the first one's items; loads are balanced
+    opened2 = c.post(
+        f"/api/v1/tasks/{TASK}/phases/{PHASE}/campaigns",
+        headers=_h(tokens["org"]),
+        json={"depth": 3, "assessors": list(ASSESSORS[:2]) + ["a4@example.org"], "per_item": 2},
+    ).json
+    expected2 = _naive_pool([runs["alpha"], runs["beta"], runs["gamma"]], 3, exclude=keys)
+    assert {it["key"] for it in opened2["items"]} == expected2
+    loads = [a["assigned"] for a in opened2["assessors"]]
+    assert sum(loads) == 2 * len(expected2) and max(loads) - min(loads) <= 1
+
+
+def test_who_sees_what_in_a_campaign(world):
+    """The matrix: each campaign route as each role. Assessors, a participant and another
+    competition's organizer get 403 or 404 on every organizer route; only the assigned assessor
+    judges an item; nobody's items show runs, scores or others' judgments."""
+    c, tokens = world["c"], world["tokens"]
+    opened = c.post(
+        f"/api/v1/tasks/{TASK}/phases/{PHASE}/campaigns",
+        headers=_h(tokens["lorg"]),
+        json={"depth": 1, "assessors": ["a1@example.org", "a2@example.org"], "per_item": 1},
+    )
+    assert opened.status_code == 201, opened.json
+    cid = opened.json["id"]
+    mine = c.get(f"/api/v1/campaigns/{cid}/items", headers=_h(tokens["a1"])).json["items"]
+    theirs = c.get(f"/api/v1/campaigns/{cid}/items", headers=_h(tokens["a2"])).json["items"]
+    assert mine and theirs and not {i["item"] for i in mine} & {i["item"] for i in theirs}
+    item = mine[0]["item"]
+    r = c.put(
+        f"/api/v1/campaigns/{cid}/items/{item}/judgment",
+        headers=_h(tokens["a1"]),
+        json={"label": "reference", "comment": "a1's secret"},
+    )
+    assert r.status_code == 200
+
+    organizer_routes = [
+        (
+            "post",
+            f"/tasks/{TASK}/phases/{PHASE}/campaigns",
+            {"depth": 1, "assessors": ["a1@example.org"], "per_item": 1},
+        ),  # noqa: E501
+        ("get", f"/tasks/{TASK}/phases/{PHASE}/campaigns", None),
+        ("get", f"/campaigns/{cid}", None),
+        ("get", f"/campaigns/{cid}/agreement", None),
+        ("get", f"/campaigns/{cid}/agreement?by=run", None),
+    ]
+    for who in ("a1", "a2", "a4", "alpha", "torg"):
+        for method, path, body in organizer_routes:
+            r = getattr(c, method)(f"/api/v1{path}", headers=_h(tokens[who]), json=body)
+            assert r.status_code in (403, 404), (who, method, path, r.status_code, r.json)
+            assert "secret" not in r.get_data(as_text=True)
+    for who in ("lorg", "org"):
+        for method, path, body in organizer_routes[1:]:
+            r = getattr(c, method)(f"/api/v1{path}", headers=_h(tokens[who]), json=body)
+            assert r.status_code == 200, (who, path, r.json)
+    for method, path, _ in organizer_routes:
+        assert getattr(c, method)(f"/api/v1{path}").status_code == 401
+
+    # the assessor's routes: people with no role in the competition are told there is none
+    for who in ("alpha", "torg"):
+        r = c.get(f"/api/v1/campaigns/{cid}/items", headers=_h(tokens[who]))
+        assert r.status_code == 404, who
+    judge = f"/api/v1/campaigns/{cid}/items/{item}/judgment"
+    for who in ("a2", "a4", "alpha", "torg", "lorg"):
+        r = c.put(judge, headers=_h(tokens[who]), json={"label": "no reference"})
+        assert r.status_code == 404, (who, r.status_code)
+    assert c.put(f"/api/v1/campaigns/{cid + 99}/items/{item}/judgment", headers=_h(tokens["a1"]),
+                 json={"label": "reference"}).status_code == 404  # fmt: skip
+    # what an assessor's view holds: texts and their own judgment only
+    for who in ("a1", "a2", "a4", "lorg"):
+        body = c.get(f"/api/v1/campaigns/{cid}/items", headers=_h(tokens[who])).get_data(
+            as_text=True
+        )
+        for word in ('"run"', '"factors"', '"score', '"overlap"', "alpha", "gamma"):
+            assert word not in body, (who, word)
+        assert ("a1's secret" in body) == (who == "a1")
+    # the organizers see the judgments counted, the proposing runs, never through an assessor
+    shown = c.get(f"/api/v1/campaigns/{cid}", headers=_h(tokens["lorg"])).json
+    assert shown["counts"]["judgments"] == 1 and all("run" in i["factors"] for i in shown["items"])
+
+
+def test_assignment_is_balanced_distinct_and_shuffled():
+    keys = [f"k{i:02d}" for i in range(17)]
+    got = assign(keys, [1, 2, 3, 4, 5], 3, seed=11)
+    loads = [len(v) for v in got.values()]
+    assert sum(loads) == 51 and max(loads) - min(loads) <= 1
+    per_key = {k: sum(k in v for v in got.values()) for k in keys}
+    assert set(per_key.values()) == {3}
+    assert all(len(set(v)) == len(v) for v in got.values())
+    assert any(v != sorted(v) for v in got.values())
+    assert assign(keys, [1, 2, 3, 4, 5], 3, seed=11) == got  # the seed decides
+    assert overlap_bucket("arma uirumque cano", "Arma cano") == "2-3"
+    assert overlap_bucket("a b", "c d") == "0"
+
+
+def test_a_pair_task_campaign_samples_each_stratum_with_its_seed(world):
+    """tric-binary: `depth` instances per subset (iov, oov), drawn with the campaign's seed, for
+    re-judgment; the assessor sees the instance's public input fields."""
+    from server import people
+    from server.models import User
+
+    c, tokens, app = world["c"], world["tokens"], world["app"]
+    with Session(app.extensions["palimpsest.engine"]) as s:
+        comp = people.ensure_competition(s, "tric-binary")
+        u = s.exec(select(User).where(User.email == "a1@example.org")).one()
+        people.grant(s, comp.id, u, people.ASSESSOR)
+        s.commit()
+    body = {"depth": 2, "assessors": ["a1@example.org"], "per_item": 1, "seed": 5}
+    r = c.post(
+        "/api/v1/tasks/tric-binary/phases/test/campaigns", headers=_h(tokens["torg"]), json=body
+    )
+    assert r.status_code == 201, r.json
+    items = r.json["items"]
+    assert sorted(i["factors"]["stratum"] for i in items) == ["iov", "iov", "oov", "oov"]
+    # a second campaign on the task leaves out the items of the first
+    again = c.post(
+        "/api/v1/tasks/tric-binary/phases/test/campaigns", headers=_h(tokens["torg"]), json=body
+    ).json
+    assert not {i["key"] for i in items} & {i["key"] for i in again["items"]}
+    mine = c.get(f"/api/v1/campaigns/{r.json['id']}/items", headers=_h(tokens["a1"])).json
+    assert {i["query"] for i in mine["items"]} == {i["key"] for i in items}
+    assert all(i["fields"]["instanceID"] == i["query"] for i in mine["items"])
+    assert all("label" not in i["fields"] for i in mine["items"])  # no gold in the inputs
+    # the loci organizer does not organize tric-binary
+    r = c.post(
+        "/api/v1/tasks/tric-binary/phases/test/campaigns", headers=_h(tokens["lorg"]), json=body
+    )
+    assert r.status_code == 403
