@@ -260,16 +260,30 @@ def admin_required(view):
     return wrapped
 
 
+def submission_filter(user: User | None, s: Session | None = None):
+    """`can_see_submission` for many submissions: who the user is in each task (organizer, or the
+    team's id) is looked up once per task, not once per submission."""
+    s = s if s is not None else db()
+    per_task: dict[str, tuple[bool, int | None]] = {}
+
+    def sees(sub: Submission) -> bool:
+        if user is None:
+            return False
+        if sub.task_id not in per_task:
+            per_task[sub.task_id] = (
+                people.organizes_task(s, user, sub.task_id),
+                people.team_id_for_task(s, user, sub.task_id),
+            )
+        organizer, team_id = per_task[sub.task_id]
+        return organizer or (team_id is not None and team_id == sub.team_id)
+
+    return sees
+
+
 def can_see_submission(user: User | None, sub: Submission, s: Session | None = None) -> bool:
     """A team sees its own submissions' details; the task's organizers see everything; others
     nothing."""
-    if user is None:
-        return False
-    s = s if s is not None else db()
-    if people.organizes_task(s, user, sub.task_id):
-        return True
-    team_id = people.team_id_for_task(s, user, sub.task_id)
-    return team_id is not None and team_id == sub.team_id
+    return submission_filter(user, s)(sub)
 
 
 def safe_next(target: str | None, default: str = "/") -> str:

@@ -23,7 +23,7 @@ from scorer.errors import TaskNotFound
 from server import exposure, facts, people
 from server.actions import competitions as comp_actions
 from server.actions import submissions as sub_actions
-from server.auth import can_see_submission, current_user, login_required
+from server.auth import can_see_submission, current_user, login_required, submission_filter
 from server.db import db
 from server.errors import status_of
 from server.exceptions import Forbidden, LifecycleRefused, SubmissionRefused, UploadFieldsInvalid
@@ -318,7 +318,8 @@ def submissions_status():
         return {"error": f"at most {PAGE} ids at once, not {len(ids)}"}, 400
     u = current_user()
     rows = db().exec(select(Submission).where(Submission.id.in_(ids))).all() if ids else []
-    statuses = {str(s.id): s.status for s in rows if can_see_submission(u, s)}
+    sees = submission_filter(u)
+    statuses = {str(s.id): s.status for s in rows if sees(s)}
     return (
         {
             "statuses": statuses,
