@@ -335,6 +335,9 @@ def test_administrators_create_and_everyone_else_is_refused(backend):
             assert s.exec(
                 select(Competition).where(Competition.slug == placeholder)
             ).one().state == ("archived")
+            # an emptied placeholder is not listed, to anyone
+            listed = [c.id for c in comp.list_competitions(s=s, viewer=admin)]
+            assert placeholder not in listed and "reuse" in listed
 
 
 def _ids(items) -> list[str]:

@@ -183,8 +183,10 @@ def tasks_offered(*, s: Session) -> list[tuple[str, str]]:
 def list_competitions(
     *, s: Session, viewer: User | None, operator: bool = False
 ) -> list[m.CompetitionSummary]:
-    """The competitions `viewer` may see (None: an anonymous visitor), newest first."""
-    q = select(Competition)
+    """The competitions `viewer` may see (None: an anonymous visitor), newest first; a
+    placeholder whose task another competition took over is an empty shell and is not listed."""
+    holding = select(CompetitionTask.competition_id)
+    q = select(Competition).where(~Competition.placeholder | Competition.id.in_(holding))
     if not is_admin(viewer, operator=operator):
         mine = select(CompetitionRole.competition_id).where(
             CompetitionRole.user_id == (viewer.id if viewer is not None else -1)
