@@ -30,15 +30,17 @@ import csv
 import functools
 import json
 import random
-import re
 import secrets
 from collections import defaultdict
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from pathlib import Path
 
 import numpy as np
+from sqlalchemy import insert
 from sqlmodel import Session, select
 
-from scorer import validate_file
+from scorer import pooling, validate_file
 from scorer.errors import SubmissionInvalid
 from scorer.families import family
 from server import api_models as m
@@ -70,7 +72,7 @@ DEFAULT_LABELS = ["reference", "no reference"]
 SEP = "\t"  # between the query and the source id of a link item's key
 KINDS = ("links", "instances")
 N_BOOT = 1000
-WORD = re.compile(r"\w+", re.UNICODE)
+WORD = pooling.WORD
 
 
 # ----------------------------------------------------------------------------- finding
@@ -131,7 +133,8 @@ def _inputs(store: TaskStore, split: str) -> list[dict]:
 
 
 def overlap_bucket(a: str, b: str) -> str:
-    """The number of word types two texts share, bucketed: 0, 1, 2-3, 4+."""
+    """The number of word types two texts share, bucketed: 0, 1, 2-3, 4+ (one pair; a pool counts
+    them all at once with `scorer.pooling.shared_words`)."""
     n = len(set(WORD.findall(a.lower())) & set(WORD.findall(b.lower())))
     return "0" if n == 0 else "1" if n == 1 else "2-3" if n <= 3 else "4+"
 
@@ -160,29 +163,53 @@ def ranked_runs(s: Session, task, phase: Phase) -> list[Submission]:
     return [s.get(Submission, i) for i in sorted(set(ids))]
 
 
+@dataclass
+class Pool:
+    """Pooled items in the pool's order: their keys and, column by column, their factors (a
+    column per factor, so that millions of items cost a list per factor, not a dict each)."""
+
+    keys: list[str]
+    columns: dict[str, list] = dc_field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def factors(self, i: int) -> dict:
+        return {name: col[i] for name, col in self.columns.items()}
+
+
 def top_links(links, depth: int, qnames: list[str], snames: list[str]) -> set[tuple[str, str]]:
-    """A run's top-`depth` links per query: by descending score, ties by descending source id."""
-    q = np.asarray(links.q)
-    src = np.asarray(links.s)
-    score = np.zeros(len(q)) if links.score is None else np.asarray(links.score, dtype=float)
-    by_q: dict[int, list[tuple[float, str]]] = defaultdict(list)
-    for qi, si, sc in zip(q.tolist(), src.tolist(), score.tolist(), strict=True):
-        by_q[qi].append((sc, snames[si]))
-    out = set()
-    for qi, cands in by_q.items():
-        cands.sort(reverse=True)  # score descending, then source id descending
-        out.update((qnames[qi], sid) for _, sid in cands[:depth])
-    return out
+    """A run's top-`depth` links per query (by descending score, ties by descending source id)
+    as (query id, source id) pairs."""
+    keep = pooling.top_k(links.q, links.s, links.score, depth, _byte_rank(snames))
+    q, s = np.asarray(links.q)[keep].tolist(), np.asarray(links.s)[keep].tolist()
+    return {(qnames[a], snames[b]) for a, b in zip(q, s, strict=True)}
 
 
-def _gold_links(store: TaskStore, split: str) -> set[tuple[str, str]]:
+def _byte_rank(names: list[str]) -> np.ndarray:
+    """Each name's rank in byte order (UTF-8 orders as code points do)."""
+    order = sorted(range(len(names)), key=names.__getitem__)
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[order] = np.arange(len(names))
+    return rank
+
+
+def _gold_codes(store: TaskStore, split: str, qidx, sidx) -> np.ndarray:
     p = store.gold(split, "links.csv")
     if not p.is_file():
-        return set()
+        return np.zeros(0, dtype=np.int64)
+    n = len(sidx)
     with open(p, encoding="utf-8", newline="") as f:
         rows = csv.reader(f)
         next(rows, None)
-        return {(r[0], r[1]) for r in rows if len(r) >= 2}
+        return np.asarray(
+            [
+                qidx[r[0]] * n + sidx[r[1]]
+                for r in rows
+                if len(r) >= 2 and r[0] in qidx and r[1] in sidx
+            ],
+            dtype=np.int64,
+        )
 
 
 def _earlier_keys(s: Session, task_id: str) -> set[str]:
@@ -194,11 +221,16 @@ def _earlier_keys(s: Session, task_id: str) -> set[str]:
     return set(s.exec(q))
 
 
-def _pool_links(s, task, phase, depth, home, runs) -> dict[str, dict]:
+def _pool_links(s, task, phase, depth, home, runs) -> Pool:
+    """The links pool (see the module's docstring), vectorised (`scorer.pooling`): each run's
+    top-`depth` codes, their union with a mask of the proposing runs, minus the gold and the
+    earlier campaigns' items, in (query id, source id) order."""
     store = TaskStore(task.id, home)
     qidx, sidx = family(task, store, phase.split).ids()
     qnames, snames = list(qidx), list(sidx)
-    proposed: dict[tuple[str, str], list[int]] = defaultdict(list)
+    n_s = len(snames)
+    srank = _byte_rank(snames)
+    codes = []
     for sub in runs:
         try:
             v = validate_file(task.id, path_for(home, sub.storage_key), phase.split, home)
@@ -207,28 +239,57 @@ def _pool_links(s, task, phase, depth, home, runs) -> dict[str, dict]:
                 f"run {sub.id} cannot be read for the pool ({e}); hide it or rescore it first",
                 "run_unreadable",
             ) from None
-        for link in top_links(v.parsed, depth, qnames, snames):
-            proposed[link].append(sub.id)
-    gold = _gold_links(store, phase.split)
-    gold_queries = {q for q, _ in gold}
+        links = v.parsed
+        keep = pooling.top_k(links.q, links.s, links.score, depth, srank)
+        codes.append(np.asarray(links.q)[keep] * n_s + np.asarray(links.s)[keep])
+        del v, links
+    pooled, mask = pooling.union(codes)
+    del codes
+    gold = _gold_codes(store, phase.split, qidx, sidx)
+    drop = np.isin(pooled, gold)
+    earlier = _earlier_keys(s, task.id)
+    if earlier:
+        known = []
+        for key in earlier:
+            q, _, src = key.partition(SEP)
+            if q in qidx and src in sidx:
+                known.append(qidx[q] * n_s + sidx[src])
+        drop |= np.isin(pooled, np.asarray(known, dtype=np.int64))
+    pooled, mask = pooled[~drop], mask[~drop]
+    qi, si = pooled // n_s, pooled % n_s
+    order = np.lexsort((srank[si], _byte_rank(qnames)[qi]))  # by query id, then source id
+    qi, si, mask = qi[order], si[order], mask[order]
     qtext = segments(store, phase.split, "queries.csv")
     stext = segments(store, phase.split, "sources.csv")
-    earlier = _earlier_keys(s, task.id)
-    items = {}
-    for (q, src), by in sorted(proposed.items()):
-        key = f"{q}{SEP}{src}"
-        if (q, src) in gold or key in earlier:
-            continue
-        items[key] = {
-            "run": sorted(by),
-            "source_work": source_work(src),
-            "overlap": overlap_bucket(qtext.get(q, ""), stext.get(src, "")),
-            "query_had_gold": "yes" if q in gold_queries else "no",
-        }
-    return items
+    shared = pooling.shared_words(
+        [qtext.get(x, "") for x in qnames], [stext.get(x, "") for x in snames], qi, si
+    )
+    gold_queries = np.zeros(len(qnames), dtype=bool)
+    gold_queries[gold // n_s] = True
+    run_ids = [sub.id for sub in runs]
+    works = {}
+    qi_l, si_l = qi.tolist(), si.tolist()
+    return Pool(
+        keys=[f"{qnames[a]}{SEP}{snames[b]}" for a, b in zip(qi_l, si_l, strict=True)],
+        columns={
+            "run": _run_lists(mask, run_ids),
+            "source_work": [
+                works.get(b) or works.setdefault(b, source_work(snames[b])) for b in si_l
+            ],
+            "overlap": pooling.overlap_buckets(shared).tolist(),
+            "query_had_gold": np.where(gold_queries[qi], "yes", "no").tolist(),
+        },
+    )
 
 
-def _pool_instances(s, task, phase, depth, home, seed) -> dict[str, dict]:
+def _run_lists(mask: np.ndarray, run_ids: list[int]) -> list[list[int]]:
+    """The proposing runs' ids of each item, one shared list per distinct mask."""
+    members = pooling.mask_members(mask)
+    cache: dict[int, list[int]] = {}
+    return [cache.setdefault(id(m), [run_ids[k] for k in m]) for m in members]
+
+
+def _pool_instances(s, task, phase, depth, home, seed) -> Pool:
     store = TaskStore(task.id, home)
     earlier = _earlier_keys(s, task.id)
     strata: dict[str, list[str]] = defaultdict(list)
@@ -237,33 +298,25 @@ def _pool_instances(s, task, phase, depth, home, seed) -> dict[str, dict]:
         if key not in earlier:
             strata[str(row.get(task.group_field, "all"))].append(key)
     rng = random.Random(seed)
-    items = {}
+    pool = Pool(keys=[], columns={"stratum": []})
     for stratum in sorted(strata):
         keys = sorted(strata[stratum])
         for key in sorted(rng.sample(keys, min(depth, len(keys)))):
-            items[key] = {"stratum": stratum}
-    return items
+            pool.keys.append(key)
+            pool.columns["stratum"].append(stratum)
+    return pool
 
 
 def assign(keys: list[str], assessors: list[int], per_item: int, seed: int) -> dict[int, list[str]]:
-    """Each key to `per_item` distinct assessors, the least loaded first (ties in a seeded
-    order), so that loads differ by at most one; each assessor's keys then shuffled with the same
-    seeded generator."""
-    rng = random.Random(seed)
-    order = list(keys)
-    rng.shuffle(order)
-    load = {a: 0 for a in assessors}
-    tiebreak = {a: rng.random() for a in assessors}
-    got: dict[int, list[str]] = {a: [] for a in assessors}
-    for key in order:
-        chosen = sorted(assessors, key=lambda a: (load[a], tiebreak[a]))[:per_item]
-        for a in chosen:
-            load[a] += 1
-            got[a].append(key)
-        for a in chosen:  # the next ties fall elsewhere
-            tiebreak[a] = rng.random()
+    """Each key to `per_item` distinct assessors, loads differing by at most one, each
+    assessor's keys in a seeded shuffled order (`scorer.pooling.balanced_assignment`)."""
+    item, who, pos = pooling.balanced_assignment(len(keys), len(assessors), per_item, seed)
+    got: dict[int, list[str]] = {a: [None] * 0 for a in assessors}
+    slots: dict[int, dict[int, str]] = {a: {} for a in assessors}
+    for i, w, p in zip(item.tolist(), who.tolist(), pos.tolist(), strict=True):
+        slots[assessors[w]][p] = keys[i]
     for a in assessors:
-        rng.shuffle(got[a])
+        got[a] = [slots[a][p] for p in range(len(slots[a]))]
     return got
 
 
@@ -352,6 +405,45 @@ def _out(s: Session, c: AssessmentCampaign, comp: Competition, with_items: bool)
     )
 
 
+BATCH = 50_000  # rows per bulk INSERT
+
+
+def write_items(
+    s: Session, campaign_id: int, pool: Pool, assessors: list[int], per_item: int, seed: int
+) -> None:
+    """Insert a campaign's items (in the pool's order) and their assignments in bulk: the items
+    with `INSERT ... RETURNING id` in batches, the assignments (`scorer.pooling
+    .balanced_assignment`) as executemany batches; nothing per row in Python but the values."""
+    ids = np.zeros(len(pool), dtype=np.int64)
+    stmt = insert(CampaignItem).returning(CampaignItem.id, sort_by_parameter_order=True)
+    for lo in range(0, len(pool), BATCH):
+        hi = min(lo + BATCH, len(pool))
+        rows = [
+            {
+                "campaign_id": campaign_id,
+                "key": pool.keys[i],
+                "factors": pool.factors(i),
+                "position": i,
+            }
+            for i in range(lo, hi)
+        ]
+        ids[lo:hi] = [r[0] for r in s.execute(stmt, rows)]
+    item, who, pos = pooling.balanced_assignment(len(pool), len(assessors), per_item, seed)
+    item_id = ids[item]
+    users = np.asarray(assessors, dtype=np.int64)[who]
+    for lo in range(0, len(item), BATCH):
+        hi = min(lo + BATCH, len(item))
+        s.execute(
+            insert(CampaignAssignment),
+            [
+                {"campaign_id": campaign_id, "item_id": i, "user_id": u, "position": p}
+                for i, u, p in zip(
+                    item_id[lo:hi].tolist(), users[lo:hi].tolist(), pos[lo:hi].tolist(), strict=True
+                )
+            ],
+        )
+
+
 def open_campaign(
     *,
     s: Session,
@@ -418,19 +510,7 @@ def open_campaign(
     )
     s.add(c)
     s.flush()
-    item_of = {}
-    for pos, (key, factors) in enumerate(pooled.items()):
-        it = CampaignItem(campaign_id=c.id, key=key, factors=factors, position=pos)
-        s.add(it)
-        item_of[key] = it
-    s.flush()
-    for uid, keys in assign(list(pooled), [u.id for u in users], per_item, seed).items():
-        for pos, key in enumerate(keys):
-            s.add(
-                CampaignAssignment(
-                    campaign_id=c.id, item_id=item_of[key].id, user_id=uid, position=pos
-                )
-            )
+    write_items(s, c.id, pooled, [u.id for u in users], per_item, seed)
     audit.record(
         s,
         actor,

@@ -1,0 +1,104 @@
+"""The vectorised pooling of assessment campaigns (`scorer.pooling`) equals a naive computation."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter, defaultdict
+
+import numpy as np
+
+from scorer import pooling
+
+WORDS = "arma virum cano troiae qui primus ab oris Italiam fato profugus".split()
+
+
+def _naive_top(q, s, score, depth, snames):
+    by_q = defaultdict(list)
+    for i, (a, b) in enumerate(zip(q, s, strict=True)):
+        by_q[a].append((0.0 if score is None else score[i], snames[b], b))
+    out = set()
+    for a, cands in by_q.items():
+        cands.sort(reverse=True)  # score descending, then source id descending
+        out.update((a, b) for _, _, b in cands[:depth])
+    return out
+
+
+def _run(rng, n_q, n_s, n, with_score=True, ties=False):
+    pairs = set()
+    while len(pairs) < n:
+        pairs.add((rng.randrange(n_q), rng.randrange(n_s)))
+    pairs = sorted(pairs, key=lambda _: rng.random())
+    q = [a for a, _ in pairs]
+    s = [b for _, b in pairs]
+    score = None
+    if with_score:
+        score = [float(rng.randrange(3)) if ties else rng.random() for _ in pairs]
+    return q, s, score
+
+
+def test_top_k_equals_a_sort_per_query_with_trec_eval_ties():
+    rng = random.Random(5)
+    # names whose byte order differs from their index order, one with a non-ASCII letter
+    snames = [f"src {rng.randrange(10**6):06d}" for _ in range(39)] + ["src æ"]
+    rank = np.empty(len(snames), dtype=np.int64)
+    rank[sorted(range(len(snames)), key=snames.__getitem__)] = np.arange(len(snames))
+    for with_score, ties in ((True, False), (True, True), (False, False)):
+        for depth in (1, 3, 50):
+            q, s, score = _run(rng, 12, len(snames), 200, with_score, ties)
+            keep = pooling.top_k(q, s, score, depth, rank)
+            got = {(q[i], s[i]) for i in keep.tolist()}
+            assert got == _naive_top(q, s, score, depth, snames)
+            assert len(keep) == len(set(keep.tolist()))
+    assert pooling.top_k([], [], None, 5, rank).size == 0
+
+
+def test_union_keeps_each_link_once_with_the_runs_that_proposed_it():
+    rng = np.random.default_rng(3)
+    runs = [np.unique(rng.integers(0, 60, 40)) for _ in range(4)]
+    codes, mask = pooling.union(runs)
+    want = defaultdict(set)
+    for i, r in enumerate(runs):
+        for c in r.tolist():
+            want[c].add(i)
+    assert codes.tolist() == sorted(want)
+    members = pooling.mask_members(mask)
+    assert [set(m) for m in members] == [want[c] for c in codes.tolist()]
+    assert pooling.union([])[0].size == 0
+
+
+def test_shared_words_counts_word_types_as_sets_do():
+    rng = random.Random(9)
+    qtexts = [" ".join(rng.choices(WORDS, k=rng.randint(0, 8))) for _ in range(30)]
+    stexts = [" ".join(rng.choices(WORDS, k=rng.randint(0, 8))).upper() for _ in range(25)]
+    qi = [rng.randrange(30) for _ in range(300)]
+    si = [rng.randrange(25) for _ in range(300)]
+    word = re.compile(r"\w+")
+    naive = [
+        len(set(word.findall(qtexts[a].lower())) & set(word.findall(stexts[b].lower())))
+        for a, b in zip(qi, si, strict=True)
+    ]
+    got = pooling.shared_words(qtexts, stexts, qi, si)
+    assert got.tolist() == naive and max(naive) >= 4
+    assert pooling.overlap_buckets(np.array([0, 1, 2, 3, 4, 9])).tolist() == [
+        "0", "1", "2-3", "2-3", "4+", "4+",
+    ]  # fmt: skip
+
+
+def test_balanced_assignment_is_balanced_distinct_shuffled_and_seeded():
+    for n_items, n_a, per in ((17, 5, 3), (40, 3, 3), (7, 4, 1), (0, 3, 2)):
+        item, who, pos = pooling.balanced_assignment(n_items, n_a, per, seed=11)
+        assert len(item) == n_items * per
+        per_item = Counter(item.tolist())
+        assert set(per_item.values()) <= {per} and len(per_item) == n_items
+        assert len(set(zip(item.tolist(), who.tolist(), strict=True))) == len(item)
+        loads = Counter(who.tolist())
+        if n_items:
+            assert max(loads.values()) - min(loads.values()) <= 1
+        for a in loads:  # each assessor's positions are 0..n-1
+            assert sorted(pos[who == a].tolist()) == list(range(loads[a]))
+        again = pooling.balanced_assignment(n_items, n_a, per, seed=11)
+        assert all((x == y).all() for x, y in zip(again, (item, who, pos), strict=True))
+    item, who, pos = pooling.balanced_assignment(200, 3, 3, seed=1)
+    orders = [item[who == a][np.argsort(pos[who == a])].tolist() for a in range(3)]
+    assert len({tuple(o) for o in orders}) == 3 and all(o != sorted(o) for o in orders)
