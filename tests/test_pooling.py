@@ -7,6 +7,7 @@ import re
 from collections import Counter, defaultdict
 
 import numpy as np
+import pytest
 
 from scorer import pooling
 
@@ -102,3 +103,73 @@ def test_balanced_assignment_is_balanced_distinct_shuffled_and_seeded():
     item, who, pos = pooling.balanced_assignment(200, 3, 3, seed=1)
     orders = [item[who == a][np.argsort(pos[who == a])].tolist() for a in range(3)]
     assert len({tuple(o) for o in orders}) == 3 and all(o != sorted(o) for o in orders)
+
+
+@pytest.mark.parametrize("db", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def test_items_and_assignments_are_written_in_bulk_as_drawn(db, tmp_path, request):
+    """`write_items` stores every item with its factors in the pool's order under consecutive
+    ids, and exactly the assignment `balanced_assignment` draws (SQLite and PostgreSQL)."""
+    from sqlmodel import Session, SQLModel, create_engine, select
+
+    from server.actions.campaigns import Pool, write_items
+    from server.models import (
+        AssessmentCampaign,
+        CampaignAssignment,
+        CampaignItem,
+        Competition,
+        Phase,
+        User,
+    )
+
+    url = (
+        f"sqlite:///{tmp_path / 'db.sqlite'}"
+        if db == "sqlite"
+        else request.getfixturevalue("pg_server_url")
+    )
+    engine = create_engine(url)
+    SQLModel.metadata.create_all(engine)
+    keys = [f"q {i % 7}\tsrc ü{i}" for i in range(250)]
+    pool = Pool(
+        keys, {"run": [[1, 2] if i % 3 else [3] for i in range(250)], "n": list(range(250))}
+    )
+    with Session(engine) as s:
+        users = [User(email=f"p{i}-{db}@example.org", password_hash="x") for i in range(4)]
+        comp = Competition(slug=f"pool-{db}", title="t")
+        s.add_all([*users, comp])
+        s.flush()
+        phase = Phase(task_id="t", name="test", split="test")
+        s.add(phase)
+        s.flush()
+        for n in (1, 2):  # two campaigns: the second's ids follow the first's
+            c = AssessmentCampaign(
+                competition_id=comp.id, task_id="t", phase_id=phase.id, depth=1, seed=n
+            )
+            s.add(c)
+            s.flush()
+            write_items(s, c.id, pool, [u.id for u in users], 3, seed=n)
+            s.commit()
+            items = list(
+                s.exec(
+                    select(CampaignItem)
+                    .where(CampaignItem.campaign_id == c.id)
+                    .order_by(CampaignItem.id)
+                )
+            )
+            assert [i.key for i in items] == keys and [i.position for i in items] == list(
+                range(250)
+            )
+            assert [i.factors for i in items] == [pool.factors(k) for k in range(250)]
+            assert [i.id for i in items] == list(range(items[0].id, items[0].id + 250))
+            got = {
+                (a.item_id - items[0].id, a.user_id, a.position)
+                for a in s.exec(
+                    select(CampaignAssignment).where(CampaignAssignment.campaign_id == c.id)
+                )
+            }
+            item, who, pos = pooling.balanced_assignment(250, 4, 3, seed=n)
+            ids = [u.id for u in users]
+            assert got == {
+                (i, ids[w], p)
+                for i, w, p in zip(item.tolist(), who.tolist(), pos.tolist(), strict=True)
+            }
+    engine.dispose()
