@@ -127,7 +127,15 @@ def world(served):  # noqa: F811
         assert _run_job(ids[name])["status"] == "scored"
     r = c.post(f"/api/v1/submissions/{ids['beta']}/primary", headers=_h(tokens["beta"]))
     assert r.status_code == 200, r.json
-    return {"url": url, "tokens": tokens, "app": app, "c": c, "runs": runs, "ids": ids}
+    return {
+        "url": url,
+        "tokens": tokens,
+        "app": app,
+        "c": c,
+        "runs": runs,
+        "ids": ids,
+        "home": home,
+    }
 
 
 def _cli(url, token, *args, ok=True):
