@@ -21,12 +21,12 @@ from pathlib import Path
 
 from sqlmodel import Session, select
 
+from scorer.families import JUDGED
 from server.models import GoldVersion
 from tasks.base import unit_id
 from tasks.store import TaskStore, _tree_sha256
 
 LINK_HEADER = ("query_id", "source_id")
-JUDGED = "judged.csv"
 
 
 def versions(s: Session, task_id: str, split: str | None = None) -> list[GoldVersion]:

@@ -10,6 +10,8 @@ import csv
 import json
 from urllib.parse import unquote
 
+import numpy as np
+import pytest
 from sqlmodel import Session, select
 
 from tests.test_api import _h, _run_job, api_env  # noqa: F401 — the fixture
@@ -18,6 +20,7 @@ from tests.test_campaigns import (  # noqa: F401 — the fixtures
     PHASE,
     TASK,
     _cli,
+    _csv,
     _naive_pool,
     world,
 )
@@ -36,6 +39,30 @@ def _vote(email: str, key: str) -> str:
     if h % 4 < 2:
         return ("reference", "no reference")[h % 4]
     return ("reference", "no reference")[(h + ASSESSORS.index(email)) % 2]
+
+
+def _naive_map(run, gold: set, judged: set | None, k: int) -> float:
+    """MAP@k by hand over the queries with a gold link: each query's predictions ranked by score
+    (as float32, trec_eval's precision) descending, ties by source id descending; with `judged`,
+    the condensed list (predictions neither gold nor judged dropped first)."""
+    n_gold: dict[str, int] = {}
+    for q, _s in gold:
+        n_gold[q] = n_gold.get(q, 0) + 1
+    aps = []
+    for q, n in n_gold.items():
+        cands = [
+            (float(np.float32(x)), s.encode())
+            for qq, s, x in run
+            if qq == q and (judged is None or (q, s) in gold or (q, s) in judged)
+        ]
+        cands.sort(reverse=True)
+        hits, ap = 0, 0.0
+        for rank, (_x, s) in enumerate(cands[:k], start=1):
+            if (q, s.decode()) in gold:
+                hits += 1
+                ap += hits / rank
+        aps.append(ap / n)
+    return sum(aps) / len(aps)
 
 
 def _open_and_judge(world, depth=1):  # noqa: F811
@@ -212,6 +239,40 @@ def test_adjudicate_close_rescore_publish_and_export(world, tmp_path):  # noqa: 
                 select(Score).where(Score.submission_id == sid, Score.attempt == sub.score_attempt)
             ).first()
             assert score.gold_sha256 == g["sha256"]
+    # beside the ordinary metrics, the condensed ones (judged items only) equal a naive
+    # computation from the run's file, the new gold and the judged pairs
+    gold_now = set(_rows(store.gold(PHASE, "links.csv")))
+    judged_now = set(_rows(store.gold(PHASE, "judged.csv")))
+    from scorer import score_file
+
+    for name in ("alpha", "beta", "gamma"):
+        run = world["runs"][name]
+        path = tmp_path / f"{name}.csv"
+        path.write_bytes(_csv(run))
+        result = score_file(TASK, path, PHASE, home)
+        cond = result["condensed"]
+        unjudged = [r for r in run if (r[0], r[1]) not in gold_now | judged_now]
+        assert cond["unjudged"] == len(unjudged) and cond["judged"] == len(run) - len(unjudged)
+        for k in (10, 100):
+            assert cond["metrics"]["all"][f"map@{k}"] == pytest.approx(
+                _naive_map(run, gold_now, judged_now, k), abs=1e-12
+            )
+            assert result["metrics"]["all"][f"map@{k}"] == pytest.approx(
+                _naive_map(run, gold_now, None, k), abs=1e-12
+            )
+        assert cond["metrics"]["all"]["map@100"] != result["metrics"]["all"]["map@100"]
+    with Session(engine) as s:  # the worker's results carry them too, by part
+        for sid in closed["rescoring"]:
+            sub = s.get(Submission, sid)
+            for res in s.exec(
+                select(Score.result).where(
+                    Score.submission_id == sid, Score.attempt == sub.score_attempt
+                )
+            ):
+                assert (
+                    res["condensed"]["unjudged"] >= 0
+                    and "map@10" in res["condensed"]["metrics"]["all"]
+                )
     # the published ranking stays byte for byte until an organizer publishes a new version
     again = c.get(f"/api/v1/tasks/{TASK}/phases/{PHASE}/rankings/1", headers=_h(tokens["lorg"]))
     assert again.get_data() == published
