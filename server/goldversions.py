@@ -42,6 +42,16 @@ def current(s: Session, task_id: str, split: str) -> GoldVersion | None:
     return got[-1] if got else None
 
 
+def label(s: Session, task_id: str, split: str) -> str | None:
+    """What a board says of the gold it ranks on: "gold v2 — extended by campaign 3" once the
+    split has a version after the imported one; None before."""
+    v = current(s, task_id, split)
+    if v is None or v.version == 1:
+        return None
+    how = f"extended by campaign {v.campaign_id}" if v.campaign_id is not None else v.reason
+    return f"gold v{v.version} — {how}"
+
+
 def _write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.new")
     tmp.write_text(text, encoding="utf-8", newline="\n")

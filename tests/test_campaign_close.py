@@ -136,6 +136,8 @@ def test_adjudicate_close_rescore_publish_and_export(world, tmp_path):  # noqa: 
         f"/api/v1/tasks/{TASK}/phases/{PHASE}/rankings/1", headers=_h(tokens["lorg"])
     ).get_data()
 
+    board = c.get(f"/api/v1/tasks/{TASK}/leaderboard?phase={PHASE}", headers=_h(tokens["lorg"]))
+    assert board.status_code == 200 and "gold" not in board.json  # the imported gold: unsaid
     # the majority rule in one step (three assessors, two labels: never a tie)
     a = json.loads(
         _cli(
@@ -286,6 +288,12 @@ def test_adjudicate_close_rescore_publish_and_export(world, tmp_path):  # noqa: 
     assert r.status_code == 201 and r.json["ranking"]["version"] == 2
     v2 = c.get(f"/api/v1/tasks/{TASK}/phases/{PHASE}/rankings/2", headers=_h(tokens["lorg"]))
     assert v2.get_data() != published
+    # the new version says which gold version it ranks on, in the JSON and on the page
+    assert v2.json["gold"] == f"gold v2 — extended by campaign {cid}"
+    board = c.get(f"/api/v1/tasks/{TASK}/leaderboard?phase={PHASE}", headers=_h(tokens["lorg"]))
+    assert board.json["gold"] == v2.json["gold"] and "gold" not in json.loads(published)
+    page = c.get(f"/tasks/{TASK}/leaderboard?phase={PHASE}").get_data(as_text=True)
+    assert f"Ranked on gold v2 — extended by campaign {cid}." in page
 
     # the export: pseudonymised judgments, decisions, the gold, qrels, the agreement
     dest = tmp_path / "export"
