@@ -136,8 +136,13 @@ def register(main: click.Group) -> None:
         help="A Markdown file shown to assessors.",
     )
     @click.option("--seed", type=int, default=None, help="Of the assignment (drawn if absent).")
+    @click.option(
+        "--positive", multiple=True, help="A label that makes a link; repeat (default: the first)."
+    )
     @JSON
-    def campaign_open(task_id, phase, depth, per_item, emails, labels, guideline, seed, as_json):
+    def campaign_open(
+        task_id, phase, depth, per_item, emails, labels, guideline, seed, positive, as_json
+    ):
         """Pool the phase's ranked runs and assign the items to the assessors."""
         body = {"depth": depth, "assessors": list(emails), "per_item": per_item}
         if labels:
@@ -146,6 +151,8 @@ def register(main: click.Group) -> None:
             body["guideline"] = guideline.read_text(encoding="utf-8")
         if seed is not None:
             body["seed"] = seed
+        if positive:
+            body["positive"] = list(positive)
         got = _call(
             as_json,
             lambda c: c.send_json(

@@ -1769,6 +1769,7 @@ def campaign_open(task_id, phase_name):
         labels=body.labels,
         guideline=body.guideline,
         seed=body.seed,
+        positive=body.positive,
         via="api",
     )
     return _json_out(got, 201)

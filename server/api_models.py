@@ -961,6 +961,13 @@ class CampaignOpenIn(Model):
     seed: Optional[int] = Field(
         None, ge=0, le=2**31 - 1, description="Of the assignment and order (drawn when absent)."
     )
+    positive: Optional[list[str]] = Field(
+        None,
+        min_length=1,
+        max_length=19,
+        description="Links tasks: the labels that make an item a link when the campaign closes "
+        "(default: the first label).",
+    )
 
 
 class CampaignItemOut(Out):
@@ -995,6 +1002,7 @@ class CampaignOut(Out):
     depth: int
     per_item: int
     labels: list[str]
+    positive: list[str] = Field(description="The labels that count as a link.")
     guideline: str
     seed: int
     runs: list[int] = Field(description="The ranked runs (submission ids) the pool came from.")

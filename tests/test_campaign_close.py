@@ -68,11 +68,19 @@ def _naive_map(run, gold: set, judged: set | None, k: int) -> float:
 def _open_and_judge(world, depth=1):  # noqa: F811
     c, tokens = world["c"], world["tokens"]
     body = {"depth": depth, "assessors": list(ASSESSORS), "per_item": 3, "seed": 7}
+    for bad in (["maybe"], ["reference", "no reference"]):  # not a label; every label
+        r = c.post(
+            f"/api/v1/tasks/{TASK}/phases/{PHASE}/campaigns",
+            headers=_h(tokens["lorg"]),
+            json={**body, "positive": bad},
+        )
+        assert r.status_code == 422 and "positive" in r.json["error"]["message"], r.json
     r = c.post(
         f"/api/v1/tasks/{TASK}/phases/{PHASE}/campaigns", headers=_h(tokens["lorg"]), json=body
     )
     assert r.status_code == 201, r.json
     opened = r.json
+    assert opened["positive"] == ["reference"]  # the first label, by default
     runs = world["runs"]
     keys = {it["key"] for it in opened["items"]}
     assert keys == _naive_pool([runs["alpha"], runs["beta"], runs["gamma"]], depth)

@@ -336,6 +336,7 @@ def _out(s: Session, c: AssessmentCampaign, comp: Competition, with_items: bool)
         depth=c.depth,
         per_item=c.assessors_per_item,
         labels=list(c.labels),
+        positive=sorted(_positive(c), key=list(c.labels).index),
         guideline=c.guideline,
         seed=c.seed,
         runs=list(c.runs),
@@ -367,6 +368,7 @@ def open_campaign(
     labels: list[str] | None = None,
     guideline: str = "",
     seed: int | None = None,
+    positive: list[str] | None = None,
     via: str,
 ) -> m.CampaignOut:
     """Pool the phase's ranked runs, assign the items to the assessors and record it all (the
@@ -383,6 +385,12 @@ def open_campaign(
     if depth < 1:
         raise UploadFieldsInvalid({"depth": "at least 1"})
     labels = _labels(labels)
+    if positive is not None:
+        positive = list(dict.fromkeys(x.strip() for x in positive))
+        if not positive or not set(positive) < set(labels):
+            raise UploadFieldsInvalid(
+                {"positive": f"some but not all of the labels ({', '.join(labels)})"}
+            )
     if CONTROL.search(guideline or ""):
         raise UploadFieldsInvalid({"guideline": "control characters are not allowed"})
     users = _assessor_users(s, comp, assessors)
@@ -417,6 +425,7 @@ def open_campaign(
         guideline=guideline or "",
         seed=seed,
         runs=[r.id for r in runs] if t.kind == "links" else [],
+        positive=positive,
         created_by=None if actor is None else actor.id,
     )
     s.add(c)
