@@ -19,9 +19,10 @@ judgment. The organizers (`agreement`) read multi-kappa with its bootstrap inter
 (`tasks.agreement_measures`) over the items every assigned assessor judged, overall and by a
 factor of the items.
 
-Not built yet (a later slice): adjudication, closing a campaign into a new gold version,
-rescoring under it, condensed metrics, exports and the browser's assessment page; `state` is
-"open" until then (`judge` already refuses a closed campaign).
+The organizers then decide where the assessors disagree (`disagreements`, `adjudicate`: the
+majority rule in one step, or one item with a reason), close the campaign (`close_campaign`: a
+new gold version of the split, `server.goldversions`, and every run of the task rescored under
+it) and export it (`export_files`, `export_campaign`). Not built yet: the browser's pages.
 """
 
 from __future__ import annotations
