@@ -16,6 +16,7 @@ import io
 import json
 import os
 import shutil
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -132,9 +133,10 @@ def write_version(
     added: int,
     judged_negative: int,
     actor_id: int | None,
-) -> GoldVersion:
+) -> tuple[GoldVersion, Callable[[], None]]:
     """Keep the split's current gold files under gold-history, write `files` in their place,
-    record the new checksum in the manifest and add the `GoldVersion` row (the caller commits)."""
+    record the new checksum in the manifest and add the `GoldVersion` row; returns it and a
+    function that undoes the files if the caller's commit fails."""
     gold_dir = store.root / "gold" / split
     parent_sha = store.gold_checksum(split)
     prev = current(s, store.task_id, split)
@@ -153,6 +155,7 @@ def write_version(
         shutil.rmtree(kept)
     kept.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(gold_dir, kept)
+    manifest_before = store.manifest_path.read_text(encoding="utf-8")
     for name, text in files.items():
         _write(gold_dir / name, text)
     sha = _tree_sha256(gold_dir)
@@ -175,7 +178,14 @@ def write_version(
         created_by=actor_id,
     )
     s.add(v)
-    return v
+
+    def undo() -> None:
+        """Put the previous files and checksum back (the caller's transaction failed)."""
+        shutil.rmtree(gold_dir)
+        shutil.copytree(kept, gold_dir)
+        _write(store.manifest_path, manifest_before)
+
+    return v, undo
 
 
 def _imported_at(store: TaskStore) -> datetime:

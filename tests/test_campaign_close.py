@@ -205,6 +205,9 @@ def test_adjudicate_close_rescore_publish_and_export(world, tmp_path):  # noqa: 
     assert _rows(store.gold(PHASE, "links.csv")) == gold_before + accepted
     assert _rows(store.gold(PHASE, "judged.csv")) == rejected
     assert not (store.root / "public" / PHASE / "judged.csv").exists()
+    # the public download still passes the exposure rule and holds no judged pair
+    r = c.get(f"/api/v1/tasks/{TASK}/download", headers=_h(tokens["alpha"]))
+    assert r.status_code == 200 and b"judged" not in r.get_data()
     g = closed["gold"]
     assert g["version"] == 2 and g["parent_sha256"] == sha_before
     assert g["sha256"] == store.gold_checksum(PHASE) != sha_before

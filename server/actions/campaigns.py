@@ -923,7 +923,7 @@ def close_campaign(
                 ) from None
         files, added, negative = goldversions.instances_gold(store, phase.split, t, values)
     reason = f"gold extended by campaign {c.id}"
-    v = goldversions.write_version(
+    v, undo = goldversions.write_version(
         s,
         store,
         phase.split,
@@ -953,7 +953,12 @@ def close_campaign(
         judged_negative=negative,
         decisions=dict(rules),
     )
-    s.commit()
+    try:
+        s.commit()
+    except Exception:
+        s.rollback()
+        undo()  # the files go back with the transaction (e.g. another close took the version)
+        raise
     ids = check_provenance(s.get_bind(), get_settings(), task_id=t.id)
     if enqueue is not None and ids:
         enqueue(ids)
