@@ -886,11 +886,16 @@ def condensed_links(gold_q, gold_s, judged_q, judged_s, parsed, n_q, n_s, index,
     prediction that is neither a gold link nor a pair judged not to be one dropped, then the same
     metrics; and how many predictions (of the queries scored) were unjudged."""
     n = np.int64(n_s)
-    pred = np.asarray(parsed.q, dtype=np.int64) * n + np.asarray(parsed.s, dtype=np.int64)
+    pq = np.asarray(parsed.q, dtype=np.int64)
     judged = np.concatenate(
         [gold_q.astype(np.int64) * n + gold_s, judged_q.astype(np.int64) * n + judged_s]
     )
-    mask = np.isin(pred, judged)
+    # only a query with a judged pair can have a judged prediction: look those up alone
+    judged_query = np.zeros(n_q, dtype=bool)
+    judged_query[judged // n] = True
+    mask = judged_query[pq]
+    near = np.flatnonzero(mask)
+    mask[near] = np.isin(pq[near] * n + np.asarray(parsed.s, dtype=np.int64)[near], judged)
     scored_q = np.ones(len(mask), dtype=bool) if keep is None else keep[np.asarray(parsed.q)]
     out: dict = {"unjudged": int((~mask & scored_q).sum()), "judged": int((mask & scored_q).sum())}
     if parsed.score is None:
