@@ -96,7 +96,7 @@ def _open_and_judge(world, depth=1):  # noqa: F811
     return opened, item_of
 
 
-def test_adjudicate_close_rescore_publish_and_export(world, tmp_path):  # noqa: F811
+def test_adjudicate_close_rescore_publish_and_export(world, tmp_path, capsys):  # noqa: F811
     from server.models import GoldVersion, Score, Submission
     from tasks.store import TaskStore, _tree_sha256
 
@@ -236,6 +236,17 @@ def test_adjudicate_close_rescore_publish_and_export(world, tmp_path):  # noqa: 
     ]
     out = _cli(url, tokens["lorg"], "organizer", "campaign", "show", str(cid)).stdout
     assert "(closed)" in out
+    # the text forms
+    from cli.campaigns import _close_lines
+
+    capsys.readouterr()
+    _close_lines(closed)
+    text = capsys.readouterr().out
+    assert f"campaign {cid} closed: gold v2 of {TASK}/{PHASE}" in text
+    assert "stays as published" in text and f'campaign {cid}"' in text
+    out = _cli(url, tokens["lorg"], "organizer", "campaign", "disagreements", str(cid)).stdout
+    assert "0 still need a decision" in out and f"item {item_of[overruled]}:" in out
+    assert "-> reference (organizer)" in out
     # a closed campaign takes no judgment and no decision
     r = c.post(f"/api/v1/campaigns/{cid}/adjudicate", headers=_h(tokens["lorg"]),
                json={"majority": True})  # fmt: skip
@@ -322,6 +333,9 @@ def test_adjudicate_close_rescore_publish_and_export(world, tmp_path):  # noqa: 
         ).stdout  # fmt: skip
     )
     assert len(got["written"]) == len(list(p for p in dest.rglob("*") if p.is_file()))
+    out = _cli(url, tokens["lorg"], "organizer", "campaign", "export", str(cid), "-o",
+               str(tmp_path / "again")).stdout  # fmt: skip
+    assert out.split() == [p.replace(str(dest), str(tmp_path / "again")) for p in got["written"]]
     judgments = _rows(dest / "judgments.csv")
     assert len(judgments) == 3 * len(votes)
     assert {r[1] for r in judgments} == {"A1", "A2", "A3"}
