@@ -1756,7 +1756,7 @@ def init_app(app) -> None:
     "assessor. The answer lists the pooled items.",
 )
 def campaign_open(task_id, phase_name):
-    u = _user()
+    u = _organizer(task_id)  # before the body: nobody else learns what a valid one is
     body = _body(m.CampaignOpenIn)
     got = campaign_actions.open_campaign(
         s=db(),
@@ -1880,6 +1880,7 @@ def campaign_disagreements(campaign_id):
 )
 def campaign_adjudicate(campaign_id):
     u = _user()
+    campaign_actions.check_organizer(s=db(), actor=u, campaign=campaign_id)  # before the body
     body = _body(m.AdjudicateIn)
     return _json_out(
         campaign_actions.adjudicate(

@@ -97,6 +97,12 @@ def _for_organizer(s: Session, actor: User | None, campaign_id: int):
     return c, comp
 
 
+def check_organizer(*, s: Session, actor: User | None, campaign: int) -> None:
+    """Refuse (404, or 403 to someone with another role in its competition) anyone who does not
+    organize the campaign's competition: a route checks it before it reads a body."""
+    _for_organizer(s, actor, campaign)
+
+
 def _for_assessor(s: Session, user: User, campaign_id: int):
     """The campaign, for a person with a role in its competition (assessors judge; organizers
     may look at their own items); anyone else is told there is no such campaign."""
