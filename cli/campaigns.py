@@ -1,5 +1,6 @@
 """Assessment campaigns over the REST API:
-`palimpsest organizer campaign open|show|agreement` (an organizer's token) and
+`palimpsest organizer campaign open|show|agreement|disagreements|adjudicate|close|export` (an
+organizer's token) and
 `palimpsest assess CAMPAIGN [--item ITEM --label LABEL [--comment ...]]` (an assessor's token).
 
 Each takes `--json` (exactly one JSON document on stdout); a failure is one line.
@@ -72,6 +73,45 @@ def _items_lines(a: dict) -> None:
             click.echo(f"  {it['query']}: {it.get('fields')}")
 
 
+def _disagreement_lines(d: dict) -> None:
+    cnt = d["counts"]
+    click.echo(
+        f"campaign {d['campaign']} ({d['state']}): {cnt['items']} items, {cnt['unanimous']} "
+        f"unanimous, {cnt['disagreeing']} disagreeing, {cnt['decided']} decided, "
+        f"{cnt['undecided']} still need a decision"
+    )
+    for it in d["items"]:
+        votes = ", ".join(f"{k} {v}" for k, v in it["counts"].items())
+        dec = f" -> {it['decision']} ({it['rule']})" if it.get("decision") else ""
+        more = "" if it["complete"] else " (not all judged)"
+        click.echo(
+            f"  item {it['item']}: {it['key'].replace(chr(9), '  ->  ')}: {votes}{more}{dec}"
+        )
+
+
+def _adjudicate_lines(a: dict) -> None:
+    for d in a["decided"]:
+        click.echo(f"item {d['item']}: {d['label']} ({d['rule']})")
+    if a["ties"]:
+        click.echo(f"ties left for a person: {', '.join(str(i) for i in a['ties'])}")
+    click.echo(f"campaign {a['campaign']}: {a['undecided']} item(s) still need a decision")
+
+
+def _close_lines(c: dict) -> None:
+    g = c["gold"]
+    click.echo(
+        f"campaign {c['campaign']} closed: gold v{g['version']} of {g['task']}/{g['split']} "
+        f"({g['reason']}): {g['added']} added, {g['judged_negative']} judged negative; "
+        f"sha256 {g['sha256'][:16]}"
+    )
+    click.echo(f"{len(c['rescoring'])} run(s) marked stale and queued for rescoring")
+    for p in c["published"]:
+        click.echo(
+            f"the published ranking of {p['phase']} (version {p['version']}) stays as published; "
+            f"to publish it under the new gold: {p['command']}"
+        )
+
+
 def register(main: click.Group) -> None:
     """Add `organizer campaign ...` (under the organizer group) and `assess`."""
     organizer = main.commands["organizer"]
@@ -96,8 +136,13 @@ def register(main: click.Group) -> None:
         help="A Markdown file shown to assessors.",
     )
     @click.option("--seed", type=int, default=None, help="Of the assignment (drawn if absent).")
+    @click.option(
+        "--positive", multiple=True, help="A label that makes a link; repeat (default: the first)."
+    )
     @JSON
-    def campaign_open(task_id, phase, depth, per_item, emails, labels, guideline, seed, as_json):
+    def campaign_open(
+        task_id, phase, depth, per_item, emails, labels, guideline, seed, positive, as_json
+    ):
         """Pool the phase's ranked runs and assign the items to the assessors."""
         body = {"depth": depth, "assessors": list(emails), "per_item": per_item}
         if labels:
@@ -106,6 +151,8 @@ def register(main: click.Group) -> None:
             body["guideline"] = guideline.read_text(encoding="utf-8")
         if seed is not None:
             body["seed"] = seed
+        if positive:
+            body["positive"] = list(positive)
         got = _call(
             as_json,
             lambda c: c.send_json(
@@ -136,6 +183,72 @@ def register(main: click.Group) -> None:
         params = {"by": by} if by else {}
         got = _call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/agreement", **params))
         _emit(as_json, got, _agreement_lines)
+
+    @campaign.command("disagreements")
+    @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
+    @JSON
+    def campaign_disagreements(campaign_id, as_json):
+        """The items whose judgments disagree, with each label's count and their decisions."""
+        got = _call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/disagreements"))
+        _emit(as_json, got, _disagreement_lines)
+
+    @campaign.command("adjudicate")
+    @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
+    @click.option("--majority", is_flag=True, help="Apply the strict majority to every item.")
+    @click.option("--item", type=int, default=None, help="Decide this item.")
+    @click.option("--label", default=None, help="Its label (with --item).")
+    @click.option("--reason", default="", help="Why (required with --item).")
+    @JSON
+    def campaign_adjudicate(campaign_id, majority, item, label, reason, as_json):
+        """Decide disagreeing items: --majority, or --item ITEM --label LABEL --reason ..."""
+        if majority == (item is not None) or (item is not None) != (label is not None):
+            message = "give either --majority, or --item with --label (and --reason)"
+            if as_json:
+                click.echo(json.dumps({"error": {"message": message, "code": "usage"}}))
+                sys.exit(1)
+            raise click.UsageError(message)
+        body = {"majority": True} if majority else {"item": item, "label": label}
+        body["reason"] = reason
+        got = _call(
+            as_json, lambda c: c.send_json("POST", f"/campaigns/{campaign_id}/adjudicate", body)
+        )
+        _emit(as_json, got, _adjudicate_lines)
+
+    @campaign.command("close")
+    @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
+    @JSON
+    def campaign_close(campaign_id, as_json):
+        """Close a decided campaign: a new gold version, every run rescored under it."""
+        got = _call(as_json, lambda c: c.send_json("POST", f"/campaigns/{campaign_id}/close", {}))
+        _emit(as_json, got, _close_lines)
+
+    @campaign.command("export")
+    @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
+    @click.option(
+        "-o",
+        "--output",
+        "dest",
+        type=click.Path(file_okay=False, path_type=Path),
+        required=True,
+        help="The directory to write into.",
+    )
+    @JSON
+    def campaign_export(campaign_id, dest, as_json):
+        """Write the judgments, decisions, gold, qrels and agreement of a campaign to a folder."""
+        got = _call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/export"))
+        written = []
+        for name, text in sorted(got["files"].items()):
+            p = dest / name
+            if ".." in Path(name).parts or Path(name).is_absolute():
+                continue  # never outside the folder asked for
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(text.encode("utf-8"))
+            written.append(str(p))
+        _emit(
+            as_json,
+            {"campaign": got["campaign"], "written": written},
+            lambda r: click.echo("\n".join(r["written"])),
+        )
 
     @main.command("assess")
     @click.argument("campaign_id", metavar="CAMPAIGN", type=int)

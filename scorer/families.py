@@ -867,7 +867,58 @@ def score_links(fam: LinkFamily, parsed: Links, only: frozenset | None = None) -
         ranking = dict.fromkeys(metrics.ir_names())
         why = ["recall@k, map@k, mrr@k and ndcg@k need a score column"]
     vals.update(ranking)
-    return Scored({"all": vals}, [f"all: {w}" for w in notes + why])
+    extra = {}
+    judged_path = fam.store.gold(fam.split, JUDGED)
+    if judged_path.is_file():  # a campaign judged some pairs: the condensed-list variants too
+        judged_q, judged_s = _link_gold(
+            _cache_key(judged_path),
+            _cache_key(index / "query_ids.txt"),
+            _cache_key(index / "source_ids.txt"),
+        )
+        extra["condensed"] = condensed_links(
+            gold_q, gold_s, judged_q, judged_s, parsed, n_q, n_s, index, keep
+        )
+    return Scored({"all": vals}, [f"all: {w}" for w in notes + why], extra)
+
+
+def condensed_links(gold_q, gold_s, judged_q, judged_s, parsed, n_q, n_s, index, keep) -> dict:
+    """The ranking metrics on condensed lists (Sakai 2007): each query's ranked list with every
+    prediction that is neither a gold link nor a pair judged not to be one dropped, then the same
+    metrics; and how many predictions (of the queries scored) were unjudged."""
+    n = np.int64(n_s)
+    pq = np.asarray(parsed.q, dtype=np.int64)
+    judged = np.concatenate(
+        [gold_q.astype(np.int64) * n + gold_s, judged_q.astype(np.int64) * n + judged_s]
+    )
+    # only a query with a judged pair can have a judged prediction: look those up alone
+    judged_query = np.zeros(n_q, dtype=bool)
+    judged_query[judged // n] = True
+    mask = judged_query[pq]
+    near = np.flatnonzero(mask)
+    mask[near] = np.isin(pq[near] * n + np.asarray(parsed.s, dtype=np.int64)[near], judged)
+    scored_q = np.ones(len(mask), dtype=bool) if keep is None else keep[np.asarray(parsed.q)]
+    out: dict = {"unjudged": int((~mask & scored_q).sum()), "judged": int((mask & scored_q).sum())}
+    if parsed.score is None:
+        out["metrics"] = {"all": dict.fromkeys(metrics.ir_names())}
+        out["notes"] = ["condensed ranking metrics need a score column"]
+        return out
+    ranking, why = metrics.link_ranking_ir(
+        gold_q,
+        gold_s,
+        np.asarray(parsed.q)[mask],
+        np.asarray(parsed.s)[mask],
+        np.asarray(parsed.score)[mask],
+        n_q,
+        n_s,
+        _source_order(_cache_key(index / "source_ids.txt")),
+        keep,
+    )
+    out["metrics"] = {"all": ranking}
+    out["notes"] = why
+    return out
+
+
+JUDGED = "judged.csv"  # beside a links gold: the pairs an assessment campaign judged not links
 
 
 def _id_arrays(store: TaskStore, split: str):

@@ -1756,7 +1756,7 @@ def init_app(app) -> None:
     "assessor. The answer lists the pooled items.",
 )
 def campaign_open(task_id, phase_name):
-    u = _user()
+    u = _organizer(task_id)  # before the body: nobody else learns what a valid one is
     body = _body(m.CampaignOpenIn)
     got = campaign_actions.open_campaign(
         s=db(),
@@ -1769,6 +1769,7 @@ def campaign_open(task_id, phase_name):
         labels=body.labels,
         guideline=body.guideline,
         seed=body.seed,
+        positive=body.positive,
         via="api",
     )
     return _json_out(got, 201)
@@ -1851,3 +1852,80 @@ def campaign_agreement(campaign_id):
     u = _user()
     q = _query(m.AgreementQuery)
     return _json_out(campaign_actions.agreement(s=db(), actor=u, campaign=campaign_id, by=q.by))
+
+
+@bp.get("/campaigns/<int:campaign_id>/disagreements")
+@op(
+    "The items whose judgments disagree or are not all in, with each label's count (organizers)",
+    responses={200: m.DisagreementsOut},
+    errors=(403, 404),
+    tags=("assessment",),
+)
+def campaign_disagreements(campaign_id):
+    u = _user()
+    return _json_out(campaign_actions.disagreements(s=db(), actor=u, campaign=campaign_id))
+
+
+@bp.post("/campaigns/<int:campaign_id>/adjudicate")
+@op(
+    "Decide disagreeing items: the majority rule in one step, or one item with a reason "
+    "(organizers; audited)",
+    body=m.AdjudicateIn,
+    responses={200: m.AdjudicateOut},
+    errors=(403, 404, 409, 422),
+    tags=("assessment",),
+    description="`majority`: every fully judged item with a strict majority label that no "
+    "organizer decided gets it; ties are listed, left for a person. `item` + `label` + `reason`: "
+    "an organizer's decision, which may overrule anything.",
+)
+def campaign_adjudicate(campaign_id):
+    u = _user()
+    campaign_actions.check_organizer(s=db(), actor=u, campaign=campaign_id)  # before the body
+    body = _body(m.AdjudicateIn)
+    return _json_out(
+        campaign_actions.adjudicate(
+            s=db(),
+            actor=u,
+            campaign=campaign_id,
+            majority=body.majority,
+            item=body.item,
+            label=body.label,
+            reason=body.reason,
+            via="api",
+        )
+    )
+
+
+@bp.post("/campaigns/<int:campaign_id>/close")
+@op(
+    "Close a campaign: write a new gold version of its split and rescore every run under it "
+    "(organizers)",
+    responses={200: m.CloseOut},
+    errors=(403, 404, 409),
+    tags=("assessment",),
+    description="Refused while an item has no decision. A published ranking stays as published; "
+    "the answer names the command that publishes a new version under the new gold.",
+)
+def campaign_close(campaign_id):
+    u = _user()
+    return _json_out(
+        campaign_actions.close_campaign(
+            s=db(), actor=u, campaign=campaign_id, enqueue=_enqueue, via="api"
+        )
+    )
+
+
+@bp.get("/campaigns/<int:campaign_id>/export")
+@op(
+    "A campaign's export: pseudonymised judgments, decisions, the gold, TREC qrels, the agreement "
+    "(organizers)",
+    responses={200: m.ExportOut},
+    errors=(403, 404),
+    tags=("assessment",),
+)
+def campaign_export(campaign_id):
+    u = _user()
+    files = campaign_actions.export_files(s=db(), actor=u, campaign=campaign_id)
+    return _json_out(
+        m.ExportOut(campaign=campaign_id, files={k: v.decode("utf-8") for k, v in files.items()})
+    )

@@ -961,6 +961,13 @@ class CampaignOpenIn(Model):
     seed: Optional[int] = Field(
         None, ge=0, le=2**31 - 1, description="Of the assignment and order (drawn when absent)."
     )
+    positive: Optional[list[str]] = Field(
+        None,
+        min_length=1,
+        max_length=19,
+        description="Links tasks: the labels that make an item a link when the campaign closes "
+        "(default: the first label).",
+    )
 
 
 class CampaignItemOut(Out):
@@ -995,6 +1002,7 @@ class CampaignOut(Out):
     depth: int
     per_item: int
     labels: list[str]
+    positive: list[str] = Field(description="The labels that count as a link.")
     guideline: str
     seed: int
     runs: list[int] = Field(description="The ranked runs (submission ids) the pool came from.")
@@ -1063,3 +1071,92 @@ class AgreementOut(Out):
     counts: dict[str, int]
     overall: dict[str, Any]
     levels: Optional[list[dict[str, Any]]] = None
+
+
+class DisagreementOut(Out):
+    """An item of a campaign whose judgments are not unanimous (or are not all in), with each
+    label's count and its decision, if any."""
+
+    item: int
+    key: str
+    complete: bool = Field(description="Every assigned assessor judged it.")
+    counts: dict[str, int]
+    majority: Optional[str] = Field(None, description="The label a strict majority gave.")
+    decision: Optional[str] = None
+    rule: Optional[str] = Field(None, description='"majority" | "organizer" | "unanimous"')
+    reason: str = ""
+
+
+class DisagreementsOut(Out):
+    campaign: int
+    state: str
+    counts: dict[str, int] = Field(
+        description="items, complete, unanimous, disagreeing, decided, undecided (the items a "
+        "close still needs a decision for)"
+    )
+    items: list[DisagreementOut]
+
+
+class AdjudicateIn(Model):
+    """Either `majority` (every item with a strict majority label gets it), or an `item` with its
+    `label` and a `reason` (an organizer's decision; it may overrule anything)."""
+
+    majority: bool = False
+    item: Optional[int] = None
+    label: Optional[str] = Field(None, max_length=64)
+    reason: str = Field("", max_length=2000)
+
+
+class DecisionOut(Out):
+    item: int
+    key: str
+    label: str
+    rule: str
+    reason: str = ""
+    decided_at: Stamp = None
+
+
+class AdjudicateOut(Out):
+    campaign: int
+    decided: list[DecisionOut] = Field(description="The decisions this step made.")
+    ties: list[int] = Field(description="Items left for a person: no strict majority.")
+    undecided: int = Field(description="Items a close still needs a decision for.")
+
+
+class GoldVersionOut(Out):
+    task: str
+    split: str
+    version: int
+    sha256: str
+    parent_sha256: Optional[str] = None
+    reason: str
+    campaign: Optional[int] = None
+    added: int
+    judged_negative: int
+    created_at: Stamp = None
+
+
+class PublishedOut(Out):
+    phase: str
+    version: int
+    command: str = Field(description="Publishes a new version ranked under the new gold.")
+
+
+class CloseOut(Out):
+    """A closed campaign: the new gold version, the runs queued for rescoring, and the published
+    rankings that stay as published until an organizer publishes a new version."""
+
+    campaign: int
+    state: str
+    gold: GoldVersionOut
+    decisions: dict[str, int] = Field(description="Decisions by rule.")
+    rescoring: list[int] = Field(description="Submissions marked stale and queued.")
+    published: list[PublishedOut]
+
+
+class ExportOut(Out):
+    """A campaign's export: file name -> its text (judgments.csv, decisions.csv, gold/...,
+    qrels.txt, agreement.json, agreement.svg)."""
+
+    campaign: int
+    files: dict[str, str]

@@ -257,6 +257,12 @@ class Leaderboard(_Shape):
     )
     published: bool
     frozen: bool
+    gold: Optional[str] = Field(
+        None,
+        exclude_if=_none,
+        description="The gold version ranked on, once the split's gold has more than one (e.g. "
+        '"gold v2 — extended by campaign 3"; absent: the imported gold).',
+    )
     closed: bool = Field(
         False, exclude_if=_empty, description="A board shown to organizers only (true, or absent)."
     )

@@ -22,7 +22,7 @@ from sqlalchemy import and_, func, or_
 from sqlmodel import Session, select
 
 from scorer.metrics import COUNT_METRICS, fold_key
-from server import people
+from server import goldversions, people
 from server.board_model import (  # noqa: F401 - the shapes, re-exported
     STATS_FIELDS,
     Board,
@@ -350,6 +350,7 @@ def build_board(
         part=part,
         published=published,
         frozen=bool(phase.frozen),
+        gold=goldversions.label(s, task.id, phase.split),
         columns=cols,
         rows=rows,
     )

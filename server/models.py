@@ -372,6 +372,8 @@ class AssessmentCampaign(SQLModel, table=True):
     seed: int  # of the assignment and of each assessor's order (and of a pair task's sample)
     # the ranked runs (submission ids) the pool was drawn from
     runs: list = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
+    # the labels that count as a link (links tasks): None = the first label
+    positive: Optional[list] = Field(default=None, sa_column=Column(JSON, nullable=True))
     created_by: Optional[int] = Field(default=None, foreign_key="user.id")
     created_at: NaiveDatetime = Field(default_factory=utcnow)
 
@@ -411,3 +413,39 @@ class Judgment(SQLModel, table=True):
     comment: str = Field(default="", sa_column=Column(Text, nullable=False))
     created_at: NaiveDatetime = Field(default_factory=utcnow)
     updated_at: NaiveDatetime = Field(default_factory=utcnow)
+
+
+class CampaignDecision(SQLModel, table=True):
+    """What an item of a campaign is, as decided: "unanimous" (every assigned assessor gave the
+    label), "majority" (a strict majority, applied by an organizer in one step) or "organizer"
+    (an organizer's decision with a reason, which may overrule anything). Deciding again replaces
+    the row (audited)."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    campaign_id: int = Field(foreign_key="assessmentcampaign.id", index=True)
+    item_id: int = Field(foreign_key="campaignitem.id", unique=True)
+    label: str = Field(max_length=64)
+    rule: str = Field(max_length=16)  # "unanimous" | "majority" | "organizer"
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False))
+    decided_by: Optional[int] = Field(default=None, foreign_key="user.id")
+    decided_at: NaiveDatetime = Field(default_factory=utcnow)
+
+
+class GoldVersion(SQLModel, table=True):
+    """A version of a split's gold (`server.actions.campaigns.close_campaign`): version 1 is the
+    imported gold (recorded when a first campaign closes); each later one extends its parent."""
+
+    __table_args__ = (UniqueConstraint("task_id", "split", "version"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    task_id: str = Field(index=True, max_length=64)
+    split: str = Field(max_length=32)
+    version: int
+    sha256: str = Field(max_length=64)
+    parent_sha256: Optional[str] = Field(default=None, max_length=64)
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False))
+    campaign_id: Optional[int] = Field(default=None, foreign_key="assessmentcampaign.id")
+    added: int = 0  # links added (links tasks) or gold values changed (pair tasks)
+    judged_negative: int = 0
+    created_by: Optional[int] = Field(default=None, foreign_key="user.id")
+    created_at: NaiveDatetime = Field(default_factory=utcnow)

@@ -37,13 +37,15 @@ def is_current(result: dict | None, prov: dict | None) -> bool:
     return all(got.get(k) == v for k, v in prov.items())
 
 
-def check_provenance(engine, settings) -> list[int]:
+def check_provenance(engine, settings, task_id: str | None = None) -> list[int]:
     """Mark stale every scored submission whose counted scores were computed against another gold,
     task or scorer version than the current one, and queue it for rescoring; returns the ids to
-    enqueue (the caller enqueues them after this commits)."""
+    enqueue (the caller enqueues them after this commits). With `task_id`, that task's phases
+    only (a campaign's close after it wrote a new gold version)."""
     out: list[int] = []
     with Session(engine, expire_on_commit=False) as s:
-        phases = list(s.execute(select(Phase)).scalars())
+        q = select(Phase) if task_id is None else select(Phase).where(Phase.task_id == task_id)
+        phases = list(s.execute(q).scalars())
         tasks = {t.id: t for t in all_tasks()}
         for phase in phases:
             task = tasks.get(phase.task_id)

@@ -127,7 +127,15 @@ def world(served):  # noqa: F811
         assert _run_job(ids[name])["status"] == "scored"
     r = c.post(f"/api/v1/submissions/{ids['beta']}/primary", headers=_h(tokens["beta"]))
     assert r.status_code == 200, r.json
-    return {"url": url, "tokens": tokens, "app": app, "c": c, "runs": runs, "ids": ids}
+    return {
+        "url": url,
+        "tokens": tokens,
+        "app": app,
+        "c": c,
+        "runs": runs,
+        "ids": ids,
+        "home": home,
+    }
 
 
 def _cli(url, token, *args, ok=True):
@@ -368,6 +376,22 @@ def test_who_sees_what_in_a_campaign(world):
             r = getattr(c, method)(f"/api/v1{path}", headers=_h(tokens[who]), json=body)
             assert r.status_code in (403, 404), (who, method, path, r.status_code, r.json)
             assert "secret" not in r.get_data(as_text=True)
+    # the second slice's organizer routes: refused alike, before anything is decided or written
+    organizer_writes = [
+        ("get", f"/campaigns/{cid}/disagreements", None),
+        ("post", f"/campaigns/{cid}/adjudicate", {"majority": True}),
+        ("post", f"/campaigns/{cid}/close", {}),
+        ("get", f"/campaigns/{cid}/export", None),
+    ]
+    for who in ("a1", "a2", "a4", "alpha", "torg"):
+        for method, path, body in organizer_writes:
+            r = getattr(c, method)(f"/api/v1{path}", headers=_h(tokens[who]), json=body)
+            assert r.status_code in (403, 404), (who, method, path, r.status_code, r.json)
+            assert "secret" not in r.get_data(as_text=True)
+    for method, path, body in organizer_writes:
+        assert getattr(c, method)(f"/api/v1{path}", json=body).status_code == 401
+    shown = c.get(f"/api/v1/campaigns/{cid}/disagreements", headers=_h(tokens["lorg"]))
+    assert shown.status_code == 200 and shown.json["counts"]["decided"] == 0
     for who in ("lorg", "org"):
         for method, path, body in organizer_routes[1:]:
             r = getattr(c, method)(f"/api/v1{path}", headers=_h(tokens[who]), json=body)

@@ -50,6 +50,22 @@ API_NOT_ORGANIZER = {
     ("/competitions/{competition_id}/mail", "get"),  # a registered person's own preferences
     ("/competitions/{competition_id}/mail", "put"),
 }
+# The assessment campaigns' operations (tag "assessment"): each is either an organizer
+# operation (walked like the others, on a campaign of A) or an assessor's own, with why:
+API_CAMPAIGN_ORGANIZER = {
+    ("/tasks/{task_id}/phases/{phase_name}/campaigns", "post"),
+    ("/tasks/{task_id}/phases/{phase_name}/campaigns", "get"),
+    ("/campaigns/{campaign_id}", "get"),
+    ("/campaigns/{campaign_id}/agreement", "get"),
+    ("/campaigns/{campaign_id}/disagreements", "get"),
+    ("/campaigns/{campaign_id}/adjudicate", "post"),
+    ("/campaigns/{campaign_id}/close", "post"),
+    ("/campaigns/{campaign_id}/export", "get"),
+}
+API_CAMPAIGN_ASSESSOR = {
+    ("/campaigns/{campaign_id}/items", "get"),  # an assessor's own items (tests/test_campaigns.py)
+    ("/campaigns/{campaign_id}/items/{item_id}/judgment", "put"),  # the item's assessor's
+}
 # Operations of the walked ones that ask for more than organizing A, each with why:
 API_ADMIN_ONLY = {
     ("/baselines/runs", "get"),  # the baselines queue of every task: site administrators
@@ -133,6 +149,20 @@ def world(app):
             title="Overview",
             body_markdown="A",
         )
+    with Session(engine_of(app)) as s:  # a campaign of A (a pair task: no run to pool)
+        from server.actions import campaigns
+
+        campaign = campaigns.open_campaign(
+            s=s,
+            actor=s.get(User, users["owner_a"].id),
+            task="tric-binary",
+            phase="dev",
+            depth=1,
+            assessors=["assessor@x.org"],
+            per_item=1,
+            seed=1,
+            via="cli",
+        )
     browsers = {"anonymous": Browser(app.test_client())}
     tokens = {"anonymous": None}
     for who, u in users.items():
@@ -148,6 +178,7 @@ def world(app):
         "competition_id": "comp-a",
         "fmt": "csv",
         "version": 1,
+        "campaign_id": campaign.id,
         # a phase's action; a decision on a participant (who is approved already)
         "action": lambda url: "approve" if "/participants/" in url else "freeze",
         # the participant: who has no role to revoke, and whom organizers may decide on
@@ -278,8 +309,16 @@ def _api_ops(spec) -> list[tuple[str, str, bool, set]]:
         for method, o in ops.items():
             mine = path.startswith("/competitions/{competition_id}")
             mine = mine and (path, method) not in API_NOT_ORGANIZER
+            if "assessment" in o.get("tags", []):
+                assert (path, method) in API_CAMPAIGN_ORGANIZER | API_CAMPAIGN_ASSESSOR, (
+                    f"{method} {path}: classify it in API_CAMPAIGN_ORGANIZER or "
+                    "API_CAMPAIGN_ASSESSOR"
+                )
+                mine = (path, method) in API_CAMPAIGN_ORGANIZER
             if "organizers" in o.get("tags", []) or mine:
-                names = bool(re.search(r"\{(task_id|submission_id|competition_id)\}", path))
+                names = bool(
+                    re.search(r"\{(task_id|submission_id|competition_id|campaign_id)\}", path)
+                )
                 out.append((path, method, names, set(o["responses"])))
     return out
 
