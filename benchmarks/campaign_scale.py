@@ -185,7 +185,9 @@ def child(fn, *args) -> dict:
             break
         except queue.Empty:
             if not p.is_alive():
-                raise SystemExit(f"the stage {fn.__name__} failed (exit code {p.exitcode})")
+                raise SystemExit(
+                    f"the stage {fn.__name__} failed (exit code {p.exitcode})"
+                ) from None
     p.join()
     got["wall_s"] = time.perf_counter() - t0
     return got
