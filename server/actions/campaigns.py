@@ -654,3 +654,42 @@ def agreement(
         overall=overall,
         levels=levels,
     )
+
+
+# ----------------------------------------------------------------------------- the way in
+
+
+def my_campaigns(*, s: Session, user: User | None) -> list[m.MyCampaignOut]:
+    """The campaigns that give the signed-in person items to judge, newest first, with how many
+    of their own items they have judged (nothing of anyone else's)."""
+    if user is None:
+        return []
+    q = (
+        select(AssessmentCampaign, Competition.slug, CampaignAssignment.id, Judgment.id)
+        .join(CampaignAssignment, CampaignAssignment.campaign_id == AssessmentCampaign.id)
+        .join(Competition, Competition.id == AssessmentCampaign.competition_id)
+        .join(Judgment, Judgment.assignment_id == CampaignAssignment.id, isouter=True)
+        .where(CampaignAssignment.user_id == user.id)
+    )
+    got: dict[int, list] = {}
+    for c, slug, _aid, jid in s.exec(q):
+        row = got.setdefault(c.id, [c, slug, 0, 0])
+        row[2] += 1
+        row[3] += jid is not None
+    out = []
+    for c, slug, total, judged in sorted(got.values(), key=lambda r: -r[0].id):
+        if not people.has_role(s, user, c.competition_id, *people.ROLES):
+            continue  # a role taken away takes the campaign's items with it
+        phase = s.get(Phase, c.phase_id)
+        out.append(
+            m.MyCampaignOut(
+                campaign=c.id,
+                competition=slug,
+                task=c.task_id,
+                phase=phase.name if phase else "",
+                state=c.state,
+                judged=judged,
+                total=total,
+            )
+        )
+    return out
