@@ -1756,7 +1756,7 @@ def init_app(app) -> None:
     "assessor. The answer lists the pooled items.",
 )
 def campaign_open(task_id, phase_name):
-    u = _user()
+    u = _organizer(task_id)  # before the body: a body's schema is no business of the others
     body = _body(m.CampaignOpenIn)
     got = campaign_actions.open_campaign(
         s=db(),
