@@ -341,3 +341,103 @@ def test_a_pair_tasks_two_texts():
     assert (a[0], b[0]) == ("text_a", "text_b")
     a, b, rest = pair_texts({"id": "x", "left": "a long text", "right": "longer text here"})
     assert (a[0], b[0]) == ("left", "right")
+
+
+def test_a_links_campaign_shows_the_query_and_the_candidate_and_no_run(app):
+    """A links campaign (Loci Similes), its rows written here as the pool writes them: the
+    assessor reads the query and the candidate source with their texts and shared words
+    marked, never the runs that proposed them; the organizer reads the agreement by run."""
+    from server.actions.campaigns import overlap_bucket, segments, source_work
+    from server.models import AssessmentCampaign, CampaignItem
+    from server.settings import get_settings
+    from tasks.store import TaskStore
+
+    admin = make_user(app, "admin@x.org", organizer=True)
+    a1, a2 = make_user(app, "a1@x.org"), make_user(app, "a2@x.org")
+    org = make_user(app, "org@x.org", team="lorg-team")
+    with Session(engine_of(app), expire_on_commit=False) as s:
+        comp.create_competition(
+            s=s,
+            actor=s.get(User, admin.id),
+            via="cli",
+            competition="loci",
+            title="Loci",
+            state="visible",
+            tasks=["loci-similes"],
+        )
+        cid = comp.find(s, "loci").id
+        for u, role in ((a1, people.ASSESSOR), (a2, people.ASSESSOR), (org, people.ORGANIZER)):
+            people.grant(s, cid, s.get(User, u.id), role)
+        s.commit()
+    phase = make_phase(app, "loci-similes", "test")
+    with Session(engine_of(app), expire_on_commit=False) as s:
+        team = s.exec(select(Team).where(Team.name == "lorg-team")).one()
+    runs = [
+        make_submission(app, team=team, phase=phase, scores={"all": SCORE}, method=MARK).id
+        for _ in range(2)
+    ]
+    store = TaskStore("loci-similes", get_settings().home)
+    qtext = segments(store, "test", "queries.csv")
+    stext = segments(store, "test", "sources.csv")
+    pairs = [(q, src) for q in sorted(qtext)[:2] for src in sorted(stext)[:2]]
+    with Session(engine_of(app), expire_on_commit=False) as s:
+        c = AssessmentCampaign(
+            competition_id=cid,
+            task_id="loci-similes",
+            phase_id=phase.id,
+            depth=1,
+            assessors_per_item=2,
+            labels=["reference", "no reference"],
+            seed=5,
+            runs=runs,
+        )
+        s.add(c)
+        s.flush()
+        for pos, (q, src) in enumerate(pairs):
+            it = CampaignItem(
+                campaign_id=c.id,
+                key=f"{q}\t{src}",
+                position=pos,
+                factors={
+                    "run": runs[: 1 + pos % 2],
+                    "source_work": source_work(src),
+                    "overlap": overlap_bucket(qtext[q], stext[src]),
+                    "query_had_gold": "no",
+                },
+            )
+            s.add(it)
+            s.flush()
+            for u in (a1, a2):
+                s.add(
+                    CampaignAssignment(campaign_id=c.id, item_id=it.id, user_id=u.id, position=pos)
+                )
+        s.commit()
+        camp = c.id
+        for it in campaign_actions.my_items(s=s, user=a2, campaign=camp).items:
+            campaign_actions.judge(
+                s=s,
+                user=a2,
+                campaign=camp,
+                item=it.item,
+                label="reference",
+                via="cli",
+                comment=SECRET["a2"],
+            )
+    b1, bo = Browser(app.test_client()), Browser(app.test_client())
+    b1.login("a1@x.org")
+    bo.login("org@x.org")
+    marked = 0
+    for it in campaign_actions.my_items(s=Session(engine_of(app)), user=a1, campaign=camp).items:
+        page = b1.get(f"/campaigns/{camp}/assess?item={it.item}").get_data(as_text=True)
+        assert "Query" in page and "Candidate source" in page and it.query_text
+        marked += "<mark>" in page.split("<main>", 1)[1].split("are <mark>marked")[0]
+        assert str(highlight(it.query_text, it.candidate_text)) in page
+        assert str(highlight(it.candidate_text, it.query_text)) in page
+        for bad in (MARK, str(SCORE), SECRET["a2"], *(f"/submissions/{r}" for r in runs)):
+            assert bad not in page, bad
+        r = b1.post(f"/campaigns/{camp}/assess/{it.item}", {"label": "reference"})
+        assert r.status_code == 302
+    assert marked, "no shared word marked on any item"
+    page = bo.get(f"/organizer/campaigns/{camp}?by=run").get_data(as_text=True)
+    for r in runs:
+        assert f"run {r}" in page and f"/submissions/{r}" in page
