@@ -264,6 +264,22 @@ def test_an_assessor_judges_on_the_page_without_javascript(world):
     assert [tuple(x) for x in got] == [(items[0], "related", "close")]
 
 
+def test_a_closed_campaign_takes_no_judgment_on_the_page(world):
+    from server.models import AssessmentCampaign
+
+    app, cid = world["app"], world["campaign"]
+    with Session(engine_of(app)) as s:
+        c = s.get(AssessmentCampaign, cid)
+        c.state = "closed"
+        s.add(c)
+        s.commit()
+    b = world["browsers"]["a1"]
+    page = b.get(f"/campaigns/{cid}/assess").get_data(as_text=True)
+    assert "This campaign is closed" in page
+    r = b.post(f"/campaigns/{cid}/assess/{world['a1_items'][0]}", {"label": "related"})
+    assert r.status_code == 409 and "takes no judgments" in r.get_data(as_text=True)
+
+
 def test_the_organizer_opens_a_campaign_and_reads_its_agreement(world):
     app = world["app"]
     b = world["browsers"]["org"]
