@@ -208,7 +208,7 @@ def test_every_campaign_route_as_every_role(world):
     c = app.test_client()
     for path, method in api:
         url = re.sub(r"\{(\w+)\}", lambda mo: str(ids[mo.group(1)]), path)
-        organizer_op = not re.search(r"/items", path)
+        organizer_op = not re.search(r"/items", path) and path != "/campaigns"
         for who in WHO:
             token = world["tokens"][who]
             h = {"Authorization": f"Bearer {token}"} if token else {}
@@ -332,6 +332,18 @@ def test_the_assessor_finds_the_campaign_on_the_home_page(world):
     assert f"/campaigns/{cid}/assess" in page
     assert f"0 of {len(world['a1_items'])} judged" in page
     assert f"/campaigns/{cid}/assess" not in world["browsers"]["a3"].get("/").get_data(as_text=True)
+    # the same through the API
+    c = world["app"].test_client()
+    for who, want in (
+        ("a1", [(cid, 0, len(world["a1_items"]))]),
+        ("a2", [(cid, len(world["a1_items"]), len(world["a1_items"]))]),
+        ("a3", []),
+        ("participant", []),
+        ("org_b", []),
+    ):
+        r = c.get("/api/v1/campaigns", headers={"Authorization": f"Bearer {world['tokens'][who]}"})
+        assert r.status_code == 200, (who, r.json)
+        assert [(x["campaign"], x["judged"], x["total"]) for x in r.json["items"]] == want, who
 
 
 @pytest.mark.parametrize(

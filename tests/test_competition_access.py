@@ -78,6 +78,7 @@ API_ASSESSMENT_ORGANIZER = {
     ("/campaigns/{campaign_id}/agreement", "get"),
 }
 API_ASSESSOR = {
+    ("/campaigns", "get"),  # the campaigns that give the signed-in person items
     ("/campaigns/{campaign_id}/items", "get"),  # an assessor's own items
     ("/campaigns/{campaign_id}/items/{item_id}/judgment", "put"),  # their own judgment
 }
