@@ -1792,6 +1792,22 @@ def campaign_list(task_id, phase_name):
     )
 
 
+@bp.get("/campaigns")
+@op(
+    "The campaigns that give you items to judge, newest first, with your own progress (assessors)",
+    responses={200: m.Page[m.MyCampaignOut]},
+    tags=("assessment",),
+)
+def campaign_mine():
+    u = _user()
+    got = campaign_actions.my_campaigns(s=db(), user=u)
+    return _page(
+        m.Page[m.MyCampaignOut],
+        [c.model_dump(exclude_unset=True) for c in got],
+        {"next_cursor": None, "next": None},
+    )
+
+
 @bp.get("/campaigns/<int:campaign_id>")
 @op(
     "A campaign with its pooled items and each assessor's progress (organizers)",

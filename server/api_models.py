@@ -1043,6 +1043,18 @@ class AssessOut(Out):
     items: list[AssessItemOut]
 
 
+class MyCampaignOut(Out):
+    """A campaign that gives the signed-in person items to judge, and their own progress."""
+
+    campaign: int
+    competition: str
+    task: str
+    phase: str
+    state: str
+    judged: int
+    total: int
+
+
 class JudgmentIn(Model):
     label: str = Field(min_length=1, max_length=64)
     comment: str = Field("", max_length=2000)

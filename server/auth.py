@@ -35,7 +35,7 @@ from server import audit as audit_log
 from server import people
 from server.db import db
 from server.mail import send_in_background
-from server.models import ApiToken, Competition, Phase, Submission, User, utcnow
+from server.models import ApiToken, AssessmentCampaign, Competition, Phase, Submission, User, utcnow
 from server.settings import get_settings
 
 bp = Blueprint("auth", __name__, url_prefix="/auth")
@@ -197,8 +197,8 @@ def login_required(view):
 
 
 def _competition_of_view(s: Session, kwargs: dict) -> tuple[bool, int | None]:
-    """The competition a view's URL arguments name (a task, a phase, a submission, a competition),
-    as (named, id): a view that names none is checked against "organizes anything"."""
+    """The competition a view's URL arguments name (a task, a phase, a submission, a campaign, a
+    competition), as (named, id): a view that names none is checked against "organizes anything"."""
     task_id = kwargs.get("task_id")
     if "phase_id" in kwargs:
         p = s.get(Phase, kwargs["phase_id"])
@@ -210,6 +210,11 @@ def _competition_of_view(s: Session, kwargs: dict) -> tuple[bool, int | None]:
         if sub is None:
             abort(404)
         task_id = sub.task_id
+    if "campaign_id" in kwargs:
+        camp = s.get(AssessmentCampaign, kwargs["campaign_id"])
+        if camp is None:
+            abort(404)
+        return True, camp.competition_id
     if task_id is not None:
         c = people.competition_of_task(s, task_id)
         return True, None if c is None else c.id
@@ -237,6 +242,10 @@ def organizer_required(view):
         s = db()
         named, cid = _competition_of_view(s, kwargs)
         if not (people.organizes(s, u, cid) if named else people.organizes_anything(s, u)):
+            # a campaign is not shown to exist to anyone without a role in its competition (the
+            # API answers them the same)
+            if "campaign_id" in kwargs and people.role_of(s, u, cid) is None:
+                abort(404)
             abort(403)
         return view(*args, **kwargs)
 

@@ -8,6 +8,7 @@ forms themselves do not check it a second time.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 
 from flask_wtf import FlaskForm
@@ -27,7 +28,7 @@ from wtforms.validators import InputRequired, Length, NumberRange, Optional, Val
 from wtforms.widgets import TextInput
 
 from server.inputs import INT_MAX
-from server.sanitize import MAX_MARKDOWN
+from server.sanitize import MAX_MARKDOWN, nesting_problem
 
 TZ = "UTC"
 FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
@@ -349,3 +350,65 @@ class MailPreferencesForm(FlaskForm):
 
     announcements = BooleanField("Mail me the organizers' announcements")
     runs = BooleanField("Mail me when one of my runs is scored or fails")
+
+
+# ----------------------------------------------------------------------------- assessment campaigns
+
+
+class CampaignForm(FlaskForm):
+    """An organizer's new assessment campaign on a phase (server.actions.campaigns.open_campaign
+    checks the rest: the assessors' roles, the labels, the pool)."""
+
+    class Meta:
+        csrf = False  # checked app-wide
+
+    depth = IntegerField(
+        "Depth (links: the top K links per query of each ranked run; pair tasks: items per "
+        "stratum)",
+        validators=[
+            InputRequired("give the depth, e.g. 10"),
+            NumberRange(min=1, max=INT_MAX, message="a whole number, at least 1"),
+        ],
+        render_kw={"min": 1, "inputmode": "numeric"},
+    )
+    per_item = IntegerField(
+        "Assessors per item",
+        default=3,
+        validators=[
+            InputRequired("give the number of assessors per item"),
+            NumberRange(min=1, max=1000, message="a whole number, at least 1"),
+        ],
+        render_kw={"min": 1, "inputmode": "numeric"},
+    )
+    assessors = TextAreaField(
+        "Assessors' email addresses (one a line or comma-separated; each has the assessor role)",
+        validators=[InputRequired("name at least one assessor"), Length(max=20_000)],
+        render_kw={"rows": 4, "autocapitalize": "none", "spellcheck": "false"},
+    )
+    labels = TextAreaField(
+        "Labels, one a line; the first nine get the keys 1 to 9 (empty: reference, no reference)",
+        validators=[Length(max=5_000)],
+        render_kw={"rows": 3},
+    )
+    guideline = TextAreaField(
+        "Guideline for the assessors (Markdown; scripts, images and non-http(s) links are removed)",
+        validators=[Length(max=MAX_MARKDOWN)],
+        render_kw={"rows": 8},
+    )
+    seed = IntegerField(
+        "Seed (empty: drawn and recorded)",
+        validators=[Optional(), NumberRange(min=0, max=INT_MAX, message="0 or more")],
+        render_kw={"min": 0, "inputmode": "numeric"},
+    )
+
+    def emails(self) -> list[str]:
+        return [x for x in re.split(r"[\s,;]+", self.assessors.data or "") if x]
+
+    def label_list(self) -> list[str] | None:
+        got = [x.strip() for x in (self.labels.data or "").splitlines() if x.strip()]
+        return got or None
+
+    def validate_guideline(self, field):
+        problem = nesting_problem(field.data or "")
+        if problem:
+            raise ValidationError(problem)

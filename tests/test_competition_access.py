@@ -28,6 +28,7 @@ from sqlmodel import Session, select
 from webkit import Browser, engine_of, make_phase, make_submission, make_token, make_user
 
 from server import auth, people
+from server.actions import campaigns as campaign_actions
 from server.actions import competitions as comp
 from server.models import AuditLog, Registration, Team, TeamMember, User, utcnow
 
@@ -52,20 +53,6 @@ API_NOT_ORGANIZER = {
 }
 # The assessment campaigns' operations (tag "assessment"): each is either an organizer
 # operation (walked like the others, on a campaign of A) or an assessor's own, with why:
-API_CAMPAIGN_ORGANIZER = {
-    ("/tasks/{task_id}/phases/{phase_name}/campaigns", "post"),
-    ("/tasks/{task_id}/phases/{phase_name}/campaigns", "get"),
-    ("/campaigns/{campaign_id}", "get"),
-    ("/campaigns/{campaign_id}/agreement", "get"),
-    ("/campaigns/{campaign_id}/disagreements", "get"),
-    ("/campaigns/{campaign_id}/adjudicate", "post"),
-    ("/campaigns/{campaign_id}/close", "post"),
-    ("/campaigns/{campaign_id}/export", "get"),
-}
-API_CAMPAIGN_ASSESSOR = {
-    ("/campaigns/{campaign_id}/items", "get"),  # an assessor's own items (tests/test_campaigns.py)
-    ("/campaigns/{campaign_id}/items/{item_id}/judgment", "put"),  # the item's assessor's
-}
 # Operations of the walked ones that ask for more than organizing A, each with why:
 API_ADMIN_ONLY = {
     ("/baselines/runs", "get"),  # the baselines queue of every task: site administrators
@@ -78,6 +65,28 @@ API_OWNER_ONLY = {
 WEB_OWNER_ONLY = {
     ("roles.people", "POST"),  # the invitation form: A's owners
     ("roles.revoke", "POST"),
+}
+# Assessment campaigns: the organizers' operations are walked with the others (a campaign names
+# its competition); an assessor's own pages and operations are not organizer routes (who sees
+# what there: tests/test_campaign_pages.py, a matrix over the roles).
+WEB_ASSESSOR = {
+    "campaigns.assess",  # /campaigns/<campaign_id>/assess: the signed-in assessor's own items
+    "campaigns.judge",  # their judgment of one of them
+}
+API_ASSESSMENT_ORGANIZER = {
+    ("/tasks/{task_id}/phases/{phase_name}/campaigns", "post"),
+    ("/tasks/{task_id}/phases/{phase_name}/campaigns", "get"),
+    ("/campaigns/{campaign_id}", "get"),
+    ("/campaigns/{campaign_id}/agreement", "get"),
+    ("/campaigns/{campaign_id}/disagreements", "get"),
+    ("/campaigns/{campaign_id}/adjudicate", "post"),
+    ("/campaigns/{campaign_id}/close", "post"),
+    ("/campaigns/{campaign_id}/export", "get"),
+}
+API_ASSESSOR = {
+    ("/campaigns", "get"),  # the campaigns that give the signed-in person items
+    ("/campaigns/{campaign_id}/items", "get"),  # an assessor's own items
+    ("/campaigns/{campaign_id}/items/{item_id}/judgment", "put"),  # their own judgment
 }
 
 
@@ -138,6 +147,18 @@ def world(app):
         a_id = a.id
     phase = make_phase(app, "tric-binary", "dev")
     make_phase(app, "swissgov-rsd", "dev")
+    with Session(engine_of(app)) as s:  # an assessment campaign of A, its assessor A's
+        campaign = campaign_actions.open_campaign(
+            s=s,
+            actor=None,
+            task="tric-binary",
+            phase="dev",
+            depth=2,
+            assessors=["assessor@x.org"],
+            per_item=1,
+            seed=1,
+            via="cli",
+        )
     sub = make_submission(app, team=team, phase=phase, scores={"all": 0.5}, method=MARK)
     with Session(engine_of(app)) as s:  # an audit row of A, which B's organizer must not read
         comp.set_page(
@@ -148,20 +169,6 @@ def world(app):
             page="overview",
             title="Overview",
             body_markdown="A",
-        )
-    with Session(engine_of(app)) as s:  # a campaign of A (a pair task: no run to pool)
-        from server.actions import campaigns
-
-        campaign = campaigns.open_campaign(
-            s=s,
-            actor=s.get(User, users["owner_a"].id),
-            task="tric-binary",
-            phase="dev",
-            depth=1,
-            assessors=["assessor@x.org"],
-            per_item=1,
-            seed=1,
-            via="cli",
         )
     browsers = {"anonymous": Browser(app.test_client())}
     tokens = {"anonymous": None}
@@ -222,6 +229,9 @@ def _web_routes(app) -> list[tuple[str, str, str, str]]:
     out = []
     for rule in app.url_map.iter_rules():
         r = rule.rule
+        if rule.endpoint.startswith("campaigns.") and not r.startswith("/organizer/"):
+            assert rule.endpoint in WEB_ASSESSOR, f"{r} ({rule.endpoint}): classify it"
+            continue
         if not (r.startswith("/organizer/") or r.startswith("/competitions/<competition>/")):
             continue
         if rule.endpoint in WEB_PUBLIC:
@@ -252,6 +262,7 @@ def test_every_organizer_page_of_a_refuses_everyone_who_does_not_organize_it(wor
     # the walk found the organizer pages of every kind (a sanity check on the walk itself)
     assert {"organizer.edit_phase", "organizer.hide", "competitions.edit", "roles.people"} <= names
     assert {"organizer.dashboard", "organizer.queue"} <= names
+    assert {"campaigns.campaign", "campaigns.phase_campaigns"} <= names
     checked = 0
     for endpoint, method, template, kind in routes:
         url = _fill(template, ids, r"<(?:\w+:)?(\w+)>")
@@ -310,11 +321,10 @@ def _api_ops(spec) -> list[tuple[str, str, bool, set]]:
             mine = path.startswith("/competitions/{competition_id}")
             mine = mine and (path, method) not in API_NOT_ORGANIZER
             if "assessment" in o.get("tags", []):
-                assert (path, method) in API_CAMPAIGN_ORGANIZER | API_CAMPAIGN_ASSESSOR, (
-                    f"{method} {path}: classify it in API_CAMPAIGN_ORGANIZER or "
-                    "API_CAMPAIGN_ASSESSOR"
+                assert (path, method) in API_ASSESSMENT_ORGANIZER | API_ASSESSOR, (
+                    f"{method} {path}: classify it in API_ASSESSMENT_ORGANIZER or API_ASSESSOR"
                 )
-                mine = (path, method) in API_CAMPAIGN_ORGANIZER
+                mine = (path, method) in API_ASSESSMENT_ORGANIZER
             if "organizers" in o.get("tags", []) or mine:
                 names = bool(
                     re.search(r"\{(task_id|submission_id|competition_id|campaign_id)\}", path)
@@ -340,6 +350,7 @@ def test_every_organizer_operation_on_a_refuses_everyone_who_does_not_organize_i
         "/competitions/{competition_id}/pages/{page}",
         "/competitions/{competition_id}/roles",
         "/audit",
+        "/campaigns/{campaign_id}/agreement",
     } <= paths
     ids = {**ids, "page": "overview"}
     for path, method, names, _declared in ops:

@@ -232,6 +232,8 @@ def test_every_form_needs_csrf(app, world):
                 "phase_id": world["test"].id,
                 "token_id": 1,
                 "user_id": 1,
+                "campaign_id": 1,  # CSRF is refused before a campaign is looked for
+                "item_id": 1,
             }.get(a, "x")
             for a in rule.arguments
         }

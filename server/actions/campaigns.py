@@ -22,7 +22,8 @@ factor of the items.
 The organizers then decide where the assessors disagree (`disagreements`, `adjudicate`: the
 majority rule in one step, or one item with a reason), close the campaign (`close_campaign`: a
 new gold version of the split, `server.goldversions`, and every run of the task rescored under
-it) and export it (`export_files`, `export_campaign`). Not built yet: the browser's pages.
+it) and export it (`export_files`, `export_campaign`). The pages (`server/views/campaigns.py`)
+translate to and from these actions.
 """
 
 from __future__ import annotations
@@ -1210,3 +1211,42 @@ def export_campaign(*, s: Session, actor: User | None, campaign: int, dest: Path
         p.write_bytes(body)
         written.append(p)
     return written
+
+
+# ----------------------------------------------------------------------------- the way in
+
+
+def my_campaigns(*, s: Session, user: User | None) -> list[m.MyCampaignOut]:
+    """The campaigns that give the signed-in person items to judge, newest first, with how many
+    of their own items they have judged (nothing of anyone else's)."""
+    if user is None:
+        return []
+    q = (
+        select(AssessmentCampaign, Competition.slug, CampaignAssignment.id, Judgment.id)
+        .join(CampaignAssignment, CampaignAssignment.campaign_id == AssessmentCampaign.id)
+        .join(Competition, Competition.id == AssessmentCampaign.competition_id)
+        .join(Judgment, Judgment.assignment_id == CampaignAssignment.id, isouter=True)
+        .where(CampaignAssignment.user_id == user.id)
+    )
+    got: dict[int, list] = {}
+    for c, slug, _aid, jid in s.exec(q):
+        row = got.setdefault(c.id, [c, slug, 0, 0])
+        row[2] += 1
+        row[3] += jid is not None
+    out = []
+    for c, slug, total, judged in sorted(got.values(), key=lambda r: -r[0].id):
+        if not people.has_role(s, user, c.competition_id, *people.ROLES):
+            continue  # a role taken away takes the campaign's items with it
+        phase = s.get(Phase, c.phase_id)
+        out.append(
+            m.MyCampaignOut(
+                campaign=c.id,
+                competition=slug,
+                task=c.task_id,
+                phase=phase.name if phase else "",
+                state=c.state,
+                judged=judged,
+                total=total,
+            )
+        )
+    return out

@@ -8,7 +8,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from server import auth, inputs, throttle
 from server.errors import HANDLED, describe
 from server.leaderboard import RenderCache
-from server.views import competitions, leaderboard, organizer, pages, roles, teams
+from server.views import campaigns, competitions, leaderboard, organizer, pages, roles, teams
 
 csrf = CSRFProtect()
 
@@ -69,6 +69,7 @@ def init_web(app: Flask) -> None:
     app.register_blueprint(leaderboard.bp)
     app.register_blueprint(organizer.bp)
     app.register_blueprint(roles.bp)  # roles and invitations
+    app.register_blueprint(campaigns.bp)  # assessment campaigns
 
     @app.route("/favicon.ico")
     def _favicon():

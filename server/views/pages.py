@@ -21,6 +21,7 @@ from sqlmodel import select
 
 from scorer.errors import TaskNotFound
 from server import exposure, facts, people
+from server.actions import campaigns as campaign_actions
 from server.actions import competitions as comp_actions
 from server.actions import submissions as sub_actions
 from server.auth import can_see_submission, current_user, login_required, submission_filter
@@ -105,7 +106,11 @@ def index():
     ]
     in_team = u is not None and bool(people.team_ids_of(db(), u))
     return render_template(
-        "tasks/index.html", tasks=rows, competitions=competitions, in_team=in_team
+        "tasks/index.html",
+        tasks=rows,
+        competitions=competitions,
+        in_team=in_team,
+        assessments=campaign_actions.my_campaigns(s=s, user=u),
     )
 
 
