@@ -33,6 +33,7 @@ from tasks.base import AGGREGATES, Task
 from tasks.bundle_models import (
     GOLD_NAME,
     KNOWN_METRICS,
+    NAME,
     REQUIRED_INPUTS,
     CompetitionSpec,
     FactField,
@@ -517,13 +518,16 @@ def _check_split(
         )
         ok = False
     gold_name = GOLD_NAME[spec.family]
-    if gold_name in base and split.gold is not None and not split.hidden:
+    if gold_name in base and split.gold is not None and published(split):
         found.at(at + ("inputs",), f"an input is named {gold_name}, the name of the public gold")
     gold = files.read(split.gold, at + ("gold",)) if split.gold is not None else None
     ok &= split.gold is None or gold is not None
     if spec.family not in ("instances", "targets") or not ok:
         return ok
     key = list(spec.format.key)
+    cv = spec.cross_validation
+    if cv is not None and name == cv.split:  # a unit is a fold's instance: both name it
+        key = [cv.field, *key]
     groups = [s for s in spec.subsets if s not in AGGREGATES]
     grouped = (spec.group_field,) if groups else ()
     first = "targets.jsonl" if spec.family == "targets" else "inputs.jsonl"
@@ -550,6 +554,28 @@ def _check_split(
     return ok
 
 
+def published(split: SplitSpec) -> bool:
+    """Whether a split's gold is published beside its inputs: by default when it is not hidden;
+    never when it is."""
+    return not split.hidden and (split.publish_gold is None or split.publish_gold)
+
+
+def _check_public_files(spec: TaskSpec, at: tuple, files: _Files, found: _Found) -> bool:
+    """The files published beside the splits: readable, in folders that are not splits."""
+    ok = True
+    for folder, rels in spec.public_files.items():
+        where = at + ("public_files", folder)
+        if not re.fullmatch(NAME, folder) or folder in spec.splits:
+            found.at(where, f"folder {folder!r}: letters, digits, _.- and not a split's name")
+            ok = False
+        base = [posixpath.basename(r) for r in rels]
+        for dup in sorted({b for b in base if base.count(b) > 1}):
+            found.at(where, f"two files named {dup}: a folder's files need distinct names")
+        for j, rel in enumerate(rels):
+            ok &= files.read(rel, where + (j,)) is not None
+    return ok
+
+
 def _stage(spec: TaskSpec, root: Path, put) -> None:
     """Each file of a task where its family reads it: `put(area, split, name, source)`."""
     for name, split in spec.splits.items():
@@ -557,8 +583,11 @@ def _stage(spec: TaskSpec, root: Path, put) -> None:
             put("public", name, posixpath.basename(rel), root / rel)
         if split.gold is not None:
             put("gold", name, GOLD_NAME[spec.family], root / split.gold)
-            if not split.hidden:  # public gold: participants may download it
+            if published(split):  # public gold: participants may download it
                 put("public", name, GOLD_NAME[spec.family], root / split.gold)
+    for folder, rels in spec.public_files.items():
+        for rel in rels:
+            put("public", folder, posixpath.basename(rel), root / rel)
 
 
 def _copy_into(base: Path):
@@ -686,6 +715,7 @@ def read_bundle(source: Path, *, work_dir: Path | None = None, home: Path | None
         _check_names(spec, raw, at, found)
         readable = all(
             [_check_split(spec, name, sp, at, files, found) for name, sp in spec.splits.items()]
+            + [_check_public_files(spec, at, files, found)]
         )
         task = task_from_spec(spec)
         if readable:
@@ -723,10 +753,15 @@ def canonical(spec: TaskSpec) -> TaskSpec:
             inputs=[f"{spec.id}/{name}/{posixpath.basename(r)}" for r in sp.inputs],
             gold=f"{spec.id}/{name}/{GOLD_NAME[spec.family]}" if sp.gold is not None else None,
             hidden=sp.hidden,
+            publish_gold=sp.publish_gold,
         )
         for name, sp in spec.splits.items()
     }
-    return spec.model_copy(update={"splits": splits})
+    public_files = {
+        folder: [f"{spec.id}/{folder}/{posixpath.basename(r)}" for r in rels]
+        for folder, rels in spec.public_files.items()
+    }
+    return spec.model_copy(update={"splits": splits, "public_files": public_files})
 
 
 def _declaration_text(spec: TaskSpec) -> str:
@@ -832,8 +867,19 @@ def export_task(task_id: str, home: Path, dest: Path, *, include_gold: bool) -> 
             shutil.copyfile(store.gold(name, GOLD_NAME[spec.family]), out)
         else:
             gold = None
-        splits[name] = SplitSpec(inputs=sp.inputs, gold=gold, hidden=sp.hidden)
-    return spec.model_copy(update={"splits": splits}).model_dump(mode="json", exclude_none=False)
+        splits[name] = SplitSpec(
+            inputs=sp.inputs, gold=gold, hidden=sp.hidden, publish_gold=sp.publish_gold
+        )
+    for folder, rels in spec.public_files.items():
+        for rel in rels:
+            out = Path(dest) / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(store.public(folder, posixpath.basename(rel)), out)
+    data = spec.model_copy(update={"splits": splits}).model_dump(mode="json", exclude_none=False)
+    for sp in data["splits"].values():  # the default says it (and older bundles lack the key)
+        if sp["publish_gold"] is None:
+            del sp["publish_gold"]
+    return data
 
 
 def write_bundle_zip(spec: dict, root: Path, out: Path) -> None:
