@@ -1,29 +1,15 @@
-"""TRiC (binary and ranking) and TRaC, from the TRoTR benchmark (Periti et al., EMNLP 2024)."""
+"""TRiC (binary and ranking) and TRaC, from the TRoTR benchmark (Periti et al., EMNLP 2024): the
+importer that turns a TRoTR checkout into each task's bundle, and its options. What the tasks are
+lives in their specs (tasks/specs/tric-binary.yaml, tric-ranking.yaml, trac.yaml)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.base import CrossValidation, Demo, Field, ImportOption, Reference, SubmissionFormat, Task
+from tasks.base import Demo, ImportOption, Task
 from tasks.errors import ReleaseError
 from tasks.release import as_float, locate, read_jsonl, read_table
 from tasks.store import StagedImport, TaskStore
-from tasks.trotr_paper import authors_rows
-
-CITATION = """@inproceedings{periti-etal-2024-trotr,
-  title = {{TRoTR}: A Framework for Evaluating the Re-contextualization of Text Reuse},
-  author = {Periti, Francesco and Cassotti, Pierluigi and Montanelli, Stefano and
-            Tahmasebi, Nina and Schlechtweg, Dominik},
-  booktitle = {Proceedings of the 2024 Conference on Empirical Methods in Natural Language Processing},
-  year = {2024},
-  publisher = {Association for Computational Linguistics}
-}"""  # noqa: E501 — the BibTeX entry kept byte for byte
-
-LICENCE = (
-    "TRoTR release (github.com/FrancescoPeriti/TRoTR); it ships no licence file, so Palimpsest "
-    "does not redistribute it: organizers import it from their own copy. Tweets remain their "
-    "authors'."
-)
 
 IMPORT_HELP = "palimpsest tasks import {id} --from path/to/TRoTR [--fold 1]"
 
@@ -51,26 +37,6 @@ PROTOCOL = ImportOption(
 )
 DEMO = Demo(release="tasks.demo:trotr_release", predictions="tasks.demo:keyed_predictions")
 
-TABLE6 = "Periti et al. (EMNLP 2024), Table 6: bi-encoder, mean over the ten folds' test sets"
-STATS = (
-    "the authors' TRiC-stats.tsv (github.com/FrancescoPeriti/TRoTR, commit 1b7e632): the mean of "
-    "its ten per-fold test rows"
-)
-NOTE_F1 = (
-    "the authors tune the plain model's threshold on the +MASK distances; ours tunes each system "
-    "on its own dev scores (benchmarks/reproduce_trotr.py has both)"
-)
-
-
-def _table6(metric: str, figures) -> tuple[Reference, ...]:
-    return tuple(
-        Reference(
-            name=name, subset="all", metric=metric, value=v, source=src, note=note, split="cv"
-        )
-        for name, v, src, note in figures
-    )
-
-
 _INPUT_FIELDS = (
     "instanceID",
     "dataID1",
@@ -82,145 +48,6 @@ _INPUT_FIELDS = (
     "indices_target_token2",
     "indices_target_sentence1",
     "indices_target_sentence2",
-)
-
-TRIC_BINARY = Task(
-    id="tric-binary",
-    version=1,
-    title="TRiC subtask 1: is the topic of two reuses of a Bible passage related?",
-    description=(
-        "Text Reuse in Context, binary. Each instance pairs two tweets that quote the same Bible "
-        "passage; predict 1 if the tweets' topics are related (mean human judgment >= 2.5 on the "
-        "1-4 scale), 0 otherwise. Scored by weighted F1 and per-label precision, recall and F1, "
-        "on the whole test set (all) and its out-of-vocabulary (oov: quotes unseen in training) "
-        "and in-vocabulary (iov) subsets."
-    ),
-    citation=CITATION,
-    licence=LICENCE,
-    source="https://github.com/FrancescoPeriti/TRoTR",
-    kind="instances",
-    format=SubmissionFormat(
-        fields=(
-            Field("instanceID", "id", "the instance id from the test inputs"),
-            Field("label", "label01", "1 if the two contexts' topics are related, else 0"),
-        ),
-        native="jsonl",
-        example='{"instanceID": "pair_0_(Book 1:1)", "label": 0}\n'
-        '{"instanceID": "pair_1_(Book 1:1)", "label": 1}\n',
-        key=("instanceID",),
-    ),
-    metrics=("f1", "precision_0", "recall_0", "f1_0", "precision_1", "recall_1", "f1_1", "n"),
-    subsets=("all", "oov", "iov"),
-    primary=("all", "f1"),
-    key_columns=("oov/f1", "iov/f1"),
-    paper_rows=authors_rows("f1"),
-    references=_table6(
-        "f1",
-        (
-            ("all-MiniLM-L6-v2", 0.56, TABLE6, NOTE_F1),
-            ("all-MiniLM-L6-v2 +MASK", 0.83, TABLE6, ""),
-            ("all-mpnet-base-v2", 0.612, STATS, NOTE_F1),
-            ("all-mpnet-base-v2 +MASK", 0.805, STATS, ""),
-        ),
-    ),
-    agreement="tasks.agreement:trotr_release",
-    agreement_bayes="tasks.agreement:trotr_bayes_release",
-    greater_is_better=True,
-    splits=("dev", "test", "cv"),
-    cross_validation=CrossValidation(),
-    importer="tasks.trotr:import_trotr",
-    import_help=IMPORT_HELP.format(id="tric-binary"),
-    import_options=(FROM, FOLD, PROTOCOL),
-    unit="instance",
-    demo=DEMO,
-)
-
-TRIC_RANKING = Task(
-    id="tric-ranking",
-    version=1,
-    title="TRiC subtask 2: how related are the topics of two reuses of a Bible passage?",
-    description=(
-        "Text Reuse in Context, ranking. For each pair of tweets quoting the same Bible passage, "
-        "predict a relatedness score; it is compared with the mean human judgment (1-4) by "
-        "Spearman's rank correlation (Pearson beside it), on all, oov and iov."
-    ),
-    citation=CITATION,
-    licence=LICENCE,
-    source="https://github.com/FrancescoPeriti/TRoTR",
-    kind="instances",
-    format=SubmissionFormat(
-        fields=(
-            Field("instanceID", "id", "the instance id from the test inputs"),
-            Field("score", "float", "predicted topic relatedness (any scale; only ranks count)"),
-        ),
-        native="jsonl",
-        example='{"instanceID": "pair_0_(Book 1:1)", "score": 1.75}\n'
-        '{"instanceID": "pair_1_(Book 1:1)", "score": 3.2}\n',
-        key=("instanceID",),
-    ),
-    metrics=("spearman", "pearson", "n"),
-    subsets=("all", "oov", "iov"),
-    primary=("all", "spearman"),
-    key_columns=("oov/spearman", "iov/spearman"),
-    paper_rows=authors_rows("spearman"),
-    references=_table6(
-        "spearman",
-        (
-            ("all-MiniLM-L6-v2", 0.53, TABLE6, ""),
-            ("all-MiniLM-L6-v2 +MASK", 0.67, TABLE6, ""),
-            ("all-mpnet-base-v2", 0.532, STATS, ""),
-            ("all-mpnet-base-v2 +MASK", 0.655, STATS, ""),
-        ),
-    ),
-    agreement="tasks.agreement:trotr_release",
-    agreement_bayes="tasks.agreement:trotr_bayes_release",
-    agreement_rows="tasks.agreement:trotr_rows",
-    greater_is_better=True,
-    splits=("dev", "test", "cv"),
-    cross_validation=CrossValidation(),
-    importer="tasks.trotr:import_trotr",
-    import_help=IMPORT_HELP.format(id="tric-ranking"),
-    import_options=(FROM, FOLD, PROTOCOL),
-    unit="instance",
-    demo=DEMO,
-)
-
-TRAC = Task(
-    id="trac",
-    version=1,
-    title="TRaC: rank the quoted passages by their topic variation",
-    description=(
-        "Text Reuse across Contexts. For each of the 40 Bible passages (targets), estimate how "
-        "much the topics of the tweets that reuse it vary; the inputs are each target's annotated "
-        "context pairs. Scored by Spearman's rank correlation with the gold topic variation."
-    ),
-    citation=CITATION,
-    licence=LICENCE,
-    source="https://github.com/FrancescoPeriti/TRoTR",
-    kind="targets",
-    format=SubmissionFormat(
-        fields=(
-            Field(
-                "target", "id", "the quoted passage exactly as the inputs' `target` (TRoTR `lemma`)"
-            ),
-            Field("score", "float", "predicted topic variation (only ranks count)"),
-        ),
-        native="jsonl",
-        example='{"target": "Seek and you will find", "score": 0.31}\n'
-        '{"target": "For everything there is a season", "score": 0.12}\n',
-        key=("target",),
-    ),
-    metrics=("spearman", "pearson", "n"),
-    subsets=("all",),
-    primary=("all", "spearman"),
-    key_columns=("all/pearson",),
-    greater_is_better=True,
-    splits=("test",),
-    importer="tasks.trotr:import_trotr",
-    import_help="palimpsest tasks import trac --from path/to/TRoTR",
-    import_options=(FROM,),
-    unit="target",
-    demo=DEMO,
 )
 
 
