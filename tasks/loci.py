@@ -6,35 +6,10 @@ import csv
 import io
 from pathlib import Path
 
-from tasks.base import Demo, ImportOption, Task
+from tasks.base import Task
 from tasks.errors import ReleaseError
 from tasks.release import read_table
 from tasks.store import StagedImport, TaskStore
-
-IMPORT_HELP = (
-    "palimpsest tasks import loci-similes --query queries.csv --source sources.csv "
-    "--gold ground_truth.csv"
-)
-IMPORT_OPTIONS = (
-    ImportOption(
-        "--query", "query", "file", "Loci Similes query segments (seg_id,text).", required=True
-    ),
-    ImportOption(
-        "--source",
-        "source",
-        "file",
-        "Loci Similes source segments (seg_id,text).",
-        required=True,
-    ),
-    ImportOption(
-        "--gold",
-        "gold",
-        "file",
-        "Loci Similes gold links (query_id,source_id,label).",
-        required=True,
-    ),
-)
-DEMO = Demo(release="tasks.demo:loci_release", predictions="tasks.demo:link_predictions")
 
 
 def _segments(path: Path, role: str) -> list[tuple[str, str]]:

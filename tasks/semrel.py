@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from tasks.base import Demo, ImportOption, Task
+from tasks.base import Task
 from tasks.errors import ReleaseError
 from tasks.store import StagedImport, TaskStore
 from tasks.str_release import LANGUAGES, _base, _folders, read_pairs
@@ -27,27 +27,6 @@ ORGANISERS_LEXICAL = {
 repository's semrel_baselines/results/results_lexical/<lang>/<lang>_lexical_overlap.json held them
 at commit 6c38f37 (2024-02-04; later commits removed the results). Their procedure, Dice over
 whitespace-separated tokens with case kept, is rerun by `benchmarks/reproduce_str.py`."""
-
-IMPORT_HELP = (
-    "palimpsest tasks import str --from path/to/Semantic_Relatedness_SemEval2024 "
-    "[--languages eng,esp,...]"
-)
-IMPORT_OPTIONS = (
-    ImportOption(
-        "--from",
-        "source",
-        "path",
-        "An official release checkout (TRoTR, SwissGov-RSD, ...).",
-        required=True,
-    ),
-    ImportOption(
-        "--languages",
-        "languages",
-        "list",
-        "STR: the languages to import, comma separated (default: every one found).",
-    ),
-)
-DEMO = Demo(release="tasks.semrel:demo_release", predictions="tasks.demo:keyed_predictions")
 
 
 def _split_of(base: Path, lang: str, split: str, notes: list[str]) -> list[dict] | None:

@@ -5,36 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tasks.base import Demo, ImportOption, Task
+from tasks.base import Task
 from tasks.errors import ReleaseError
 from tasks.release import locate, read_jsonl
 from tasks.store import StagedImport, TaskStore
 
 LANGS = {"de": "en-de", "fr": "en-fr", "it": "en-it"}
 PAIRS = tuple(LANGS.values())
-
-IMPORT_HELP = (
-    "palimpsest tasks import swissgov-rsd --from path/to/SwissGov-RSD [--test-split test|full]"
-)
-IMPORT_OPTIONS = (
-    ImportOption(
-        "--from",
-        "source",
-        "path",
-        "An official release checkout (TRoTR, SwissGov-RSD, ...).",
-        required=True,
-    ),
-    ImportOption(
-        "--test-split",
-        "test_split",
-        "choice",
-        "SwissGov-RSD: the 56-document test split per language pair, or all 224 "
-        "as the hidden test (the paper's Table 3; no dev split then).",
-        default="test",
-        choices=("test", "full"),
-    ),
-)
-DEMO = Demo(release="tasks.demo:swissgov_release", predictions="tasks.demo:token_predictions")
 
 
 def _labels(path: Path, line: int, r: dict, side: str) -> list[float]:

@@ -6,36 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.base import Demo, ImportOption, Task
+from tasks.base import Task
+from tasks.builtin import CROSS_VALIDATED, HELD_OUT
 from tasks.errors import ReleaseError
 from tasks.release import as_float, locate, read_jsonl, read_table
 from tasks.store import StagedImport, TaskStore
-
-IMPORT_HELP = "palimpsest tasks import {id} --from path/to/TRoTR [--fold 1]"
-
-FROM = ImportOption(
-    "--from",
-    "source",
-    "path",
-    "An official release checkout (TRoTR, SwissGov-RSD, ...).",
-    required=True,
-)
-FOLD = ImportOption("--fold", "fold", "int", "TRoTR fold.", default=1, range=(1, 10))
-# The two evaluation protocols of TRoTR cannot share a site: every fold's train and dev labels
-# together label every instance, so a site scoring the held-out test of one fold with a hidden
-# part cannot also publish the other folds' labels (docs/hidden-gold.md).
-HELD_OUT, CROSS_VALIDATED = "held-out", "cross-validated"
-PROTOCOL = ImportOption(
-    "--protocol",
-    "protocol",
-    "choice",
-    "held-out: one fold's dev (public), train (public) and test (hidden); cross-validated: every "
-    "fold's test sets scored fold by fold, with their train and dev labels public, and no hidden "
-    "test split.",
-    default=HELD_OUT,
-    choices=(HELD_OUT, CROSS_VALIDATED),
-)
-DEMO = Demo(release="tasks.demo:trotr_release", predictions="tasks.demo:keyed_predictions")
 
 _INPUT_FIELDS = (
     "instanceID",
