@@ -23,13 +23,14 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from tasks import builtin_ids, register_declared, unregister_declared
 from tasks.base import AGGREGATES, Task
+from tasks.builtin import builtin_spec
 from tasks.bundle_models import (
     GOLD_NAME,
     KNOWN_METRICS,
@@ -47,7 +48,7 @@ from tasks.bundle_models import (
 from tasks.declared import DECLARATION, declaration_path, declared_tasks, read_declaration
 from tasks.errors import PalimpsestError
 from tasks.exposure import check_tree, exposure_of_tree
-from tasks.store import StagedImport, TaskStore
+from tasks.store import StagedImport, TaskStore, write_jsonl
 
 MANIFEST = "competition.yaml"
 MiB = 1024 * 1024
@@ -769,7 +770,18 @@ def _declaration_text(spec: TaskSpec) -> str:
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def _install_one(spec: TaskSpec, task: Task, root: Path, store: TaskStore, origin: str) -> dict:
+def _install_one(
+    spec: TaskSpec,
+    task: Task,
+    root: Path,
+    store: TaskStore,
+    origin: str,
+    manifest: dict | None = None,
+    derived: Callable[[StagedImport], None] | None = None,
+) -> dict:
+    """Install one task of a bundle: its files where its family reads them, its declaration, a
+    manifest (a built-in importer's, else one recording the bundle), the files an importer
+    derives (`derived`: an index, the human agreement); then the exposure rule, then the swap."""
     store.before_commit = lambda staged: check_tree(task.id, staged, store.home)
     with StagedImport(store) as st:
 
@@ -778,6 +790,11 @@ def _install_one(spec: TaskSpec, task: Task, root: Path, store: TaskStore, origi
 
         _stage(spec, root, put)
         (st.tmp / DECLARATION).write_text(_declaration_text(spec), encoding="utf-8")
+        if derived is not None:
+            derived(st)
+        if manifest is not None:
+            st.commit(manifest)
+            return manifest
         scored = [s for s, sp in spec.splits.items() if sp.gold is not None]
         manifest = {
             "task": task.id,
@@ -837,6 +854,76 @@ def load_declared(home: Path) -> list[str]:
             register_declared(task)
             out.append(task.id)
     return out
+
+
+class ReleaseBundle:
+    """What a built-in task's importer writes: the task's bundle, its spec (tasks/specs/<id>.yaml)
+    and the files it names in the layout an export writes (`<task>/<split>/<name>`), staged beside
+    the data directory, then installed by `install` through the path every bundle task takes (the
+    declaration kept beside the files, the exposure rule, all or nothing).
+
+    The importer writes the splits it imports (a protocol or an option may leave some out); the
+    spec keeps those, each with the inputs written."""
+
+    def __init__(self, task: Task, store: TaskStore):
+        self.task, self.store = task, store
+        store.root.parent.mkdir(parents=True, exist_ok=True)
+        self.root = Path(tempfile.mkdtemp(prefix=f".{task.id}-bundle-", dir=store.root.parent))
+
+    def path(self, folder: str, name: str) -> Path:
+        p = self.root / self.task.id / folder / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def write_jsonl(self, folder: str, name: str, rows) -> Path:
+        return write_jsonl(self.path(folder, name), rows)
+
+    def write_text(self, folder: str, name: str, text: str) -> Path:
+        p = self.path(folder, name)
+        p.write_text(text, encoding="utf-8", newline="\n")
+        return p
+
+    def spec(self) -> TaskSpec:
+        """The task's spec, with the splits and files written; a file the spec does not name is
+        an importer's mistake, refused."""
+        data = copy.deepcopy(builtin_spec(self.task.id))
+        written = {p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file()}
+        splits = {
+            name: dict(sp, inputs=[r for r in sp["inputs"] if r in written])
+            for name, sp in data["splits"].items()
+            if sp["gold"] in written
+        }
+        files = {
+            folder: [r for r in rels if r in written]
+            for folder, rels in data["public_files"].items()
+        }
+        data.update(splits=splits, public_files={f: rels for f, rels in files.items() if rels})
+        named = {
+            r for sp in splits.values() for r in (*sp["inputs"], sp["gold"]) if r is not None
+        } | {r for rels in files.values() for r in rels}
+        if written - named:
+            raise PalimpsestError(
+                f"{self.task.id}: the importer wrote {', '.join(sorted(written - named))}, "
+                f"which tasks/specs/{self.task.id}.yaml does not name"
+            )
+        return TaskSpec.model_validate(data)
+
+    def install(
+        self, manifest: dict, derived: Callable[[StagedImport], None] | None = None
+    ) -> dict:
+        """Install the bundle into the task's store with the importer's `manifest`."""
+        return _install_one(
+            self.spec(), self.task, self.root, self.store, "release", manifest, derived
+        )
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> "ReleaseBundle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 # ----------------------------------------------------------------------------- exporting
@@ -920,6 +1007,7 @@ __all__ = [
     "FormatSpec",
     "PageSpec",
     "PhaseSpec",
+    "ReleaseBundle",
     "SplitSpec",
     "TaskSpec",
     "bundle_schema",

@@ -7,9 +7,10 @@ import io
 from pathlib import Path
 
 from tasks.base import Task
+from tasks.bundle import ReleaseBundle
 from tasks.errors import ReleaseError
 from tasks.release import read_table
-from tasks.store import StagedImport, TaskStore
+from tasks.store import TaskStore
 
 
 def _segments(path: Path, role: str) -> list[tuple[str, str]]:
@@ -55,12 +56,15 @@ def import_loci(task: Task, *, query, source, gold, store: TaskStore, **_) -> di
             raise ReleaseError(gold, f"link ({q!r}, {s!r}) appears twice", line)
         seen.add((q, s))
         links.append((q, s))
-    with StagedImport(store) as st:
-        st.write_text("public", "test", "queries.csv", _csv(queries, ("seg_id", "text")))
-        st.write_text("public", "test", "sources.csv", _csv(sources, ("seg_id", "text")))
-        st.write_text("index", "test", "query_ids.txt", "".join(q + "\n" for q, _ in queries))
-        st.write_text("index", "test", "source_ids.txt", "".join(s + "\n" for s, _ in sources))
-        st.write_text("gold", "test", "links.csv", _csv(links, ("query_id", "source_id")))
+    with ReleaseBundle(task, store) as b:
+        b.write_text("test", "queries.csv", _csv(queries, ("seg_id", "text")))
+        b.write_text("test", "sources.csv", _csv(sources, ("seg_id", "text")))
+        b.write_text("test", "links.csv", _csv(links, ("query_id", "source_id")))
+
+        def index(st) -> None:  # the scorer's id index (else it reads the segment files)
+            st.write_text("index", "test", "query_ids.txt", "".join(q + "\n" for q, _ in queries))
+            st.write_text("index", "test", "source_ids.txt", "".join(s + "\n" for s, _ in sources))
+
         manifest = {
             "task": task.id,
             "version": task.version,
@@ -70,5 +74,4 @@ def import_loci(task: Task, *, query, source, gold, store: TaskStore, **_) -> di
                 "test": {"queries": len(queries), "sources": len(sources), "links": len(links)}
             },
         }
-        st.commit(manifest)
-    return manifest
+        return b.install(manifest, index)

@@ -6,8 +6,9 @@ import random
 from pathlib import Path
 
 from tasks.base import Task
+from tasks.bundle import ReleaseBundle
 from tasks.errors import ReleaseError
-from tasks.store import StagedImport, TaskStore
+from tasks.store import TaskStore
 from tasks.str_release import LANGUAGES, _base, _folders, read_pairs
 
 SPLITS = ("dev", "test")
@@ -124,7 +125,7 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
     splits = [s for s in SPLITS if per_split[s]]
     if not splits:
         raise ReleaseError(source, "no language has dev or test gold: nothing to score")
-    with StagedImport(store) as st:
+    with ReleaseBundle(task, store) as b:
         for split in splits:
             rows = per_split[split]
             inputs = [
@@ -134,12 +135,10 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
                 {"PairID": r["PairID"], "language": r["language"], "score": r["score"]}
                 for r in rows
             ]
-            st.write_jsonl("public", split, "inputs.jsonl", inputs)
-            st.write_jsonl("gold", split, "gold.jsonl", gold)
-            if split == "dev":  # dev labels are public
-                st.write_jsonl("public", split, "gold.jsonl", gold)
+            b.write_jsonl(split, "inputs.jsonl", inputs)
+            b.write_jsonl(split, "gold.jsonl", gold)  # dev's is public: the spec says so
         if train:
-            st.write_jsonl("public", "train", "train.jsonl", train)
+            b.write_jsonl("train", "train.jsonl", train)
         manifest = {
             "task": task.id,
             "version": task.version,
@@ -169,8 +168,7 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
                 notes.append(f"human agreement (split-half reliability) not computed: {e}")
             if agreement is not None and agreement["languages"]:
                 manifest["agreement"] = agreement
-        st.commit(manifest)
-    return manifest
+        return b.install(manifest)
 
 
 # ---------------------------------------------------------------- demo data and test fixtures

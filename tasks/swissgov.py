@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 from tasks.base import Task
+from tasks.bundle import ReleaseBundle
 from tasks.errors import ReleaseError
 from tasks.release import locate, read_jsonl
-from tasks.store import StagedImport, TaskStore
+from tasks.store import TaskStore
 
 LANGS = {"de": "en-de", "fr": "en-fr", "it": "en-it"}
 PAIRS = tuple(LANGS.values())
@@ -49,7 +50,7 @@ def import_swissgov(task: Task, *, source, store: TaskStore, test_split: str = "
     root = locate(Path(source), "data/evaluation/gold_labels", "SwissGov-RSD")
     base = root / "data" / "evaluation" / "gold_labels"
     counts: dict = {}
-    with StagedImport(store) as st:
+    with ReleaseBundle(task, store) as b:
         splits = (("test", "full"),) if test_split == "full" else (("dev", "dev"), ("test", "test"))
         for split, folder in splits:
             inputs, gold, seen = [], [], {}
@@ -71,10 +72,8 @@ def import_swissgov(task: Task, *, source, store: TaskStore, test_split: str = "
                     gold.append({"id": rid, "pair": pair, "labels_a": la, "labels_b": lb})
                     n += 1
                 counts[split][pair] = n
-            st.write_jsonl("public", split, "inputs.jsonl", inputs)
-            st.write_jsonl("gold", split, "gold.jsonl", gold)
-            if split == "dev":
-                st.write_jsonl("public", split, "gold.jsonl", gold)
+            b.write_jsonl(split, "inputs.jsonl", inputs)
+            b.write_jsonl(split, "gold.jsonl", gold)  # dev's is public: the spec says so
         manifest = {
             "task": task.id,
             "version": task.version,
@@ -96,5 +95,4 @@ def import_swissgov(task: Task, *, source, store: TaskStore, test_split: str = "
                 TypeError,
             ) as e:  # the task itself imported fine
                 manifest["notes"] = [f"human agreement not computed: {e}"]
-        st.commit(manifest)
-    return manifest
+        return b.install(manifest)

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from tasks.base import Task
 from tasks.builtin import CROSS_VALIDATED, HELD_OUT
+from tasks.bundle import ReleaseBundle
 from tasks.errors import ReleaseError
 from tasks.release import as_float, locate, read_jsonl, read_table
-from tasks.store import StagedImport, TaskStore
+from tasks.store import TaskStore
 
 _INPUT_FIELDS = (
     "instanceID",
@@ -115,7 +116,7 @@ def _import_tric(
         else set()
     )
     notes = []
-    with StagedImport(store) as st:
+    with ReleaseBundle(task, store) as b:
         for split in list(splits):
             rows, subset_of = _split_rows(fold_dir, split, kind)
             if split != "test" and hidden & {r["instanceID"] for r in rows}:
@@ -134,17 +135,14 @@ def _import_tric(
                 }
                 for r in rows
             ]
-            st.write_jsonl("public", split, "inputs.jsonl", inputs)
-            st.write_jsonl("gold", split, "gold.jsonl", gold)
-            if split == "dev":  # dev labels are public
-                st.write_jsonl("public", split, "gold.jsonl", gold)
+            b.write_jsonl(split, "inputs.jsonl", inputs)
+            b.write_jsonl(split, "gold.jsonl", gold)  # dev's is public: the spec says so
             counts[split] = _counts(rows, subset_of)
         train = [r for _, r in _pairs(fold_dir / f"train.{kind}.jsonl", kind)]
         if hidden & {r["instanceID"] for r in train}:
             notes.append(_dropped_note("train", sorted(hidden & {r["instanceID"] for r in train})))
             train = [r for r in train if r["instanceID"] not in hidden]
-        st.write_jsonl(
-            "public",
+        b.write_jsonl(
             "train",
             "train.jsonl",
             [{**{k: r[k] for k in _INPUT_FIELDS}, "label": r["label"]} for r in train],
@@ -154,7 +152,7 @@ def _import_tric(
         cv = task.cross_validation
         per_fold = {}
         if cv is not None and len(folds) >= 2 and protocol == CROSS_VALIDATED:
-            per_fold = _import_folds(st, root, kind, folds, cv)
+            per_fold = _import_folds(b, root, kind, folds, cv)
             counts[cv.split] = {
                 "all": sum(c["test"]["all"] for c in per_fold.values()),
                 "folds": len(folds),
@@ -185,13 +183,17 @@ def _import_tric(
                 ),
             }
         judgments = root / "judgments" / "TRoTR.tsv"
+        derived = None
         if judgments.is_file():  # the human ceiling (tric-ranking's board shows it)
             # numpy, scipy and krippendorff load only when an import computes human rows
             from tasks.agreement import save_agreement, trotr_agreement
 
-            manifest["agreement"] = save_agreement(st.tmp, trotr_agreement(judgments))
-        st.commit(manifest)
-    return manifest
+            got = trotr_agreement(judgments)
+
+            def derived(st) -> None:
+                manifest["agreement"] = save_agreement(st.tmp, got)
+
+        return b.install(manifest, derived)
 
 
 def _dropped_note(split: str, ids: list[str]) -> str:
@@ -201,7 +203,7 @@ def _dropped_note(split: str, ids: list[str]) -> str:
     )
 
 
-def _import_folds(st: StagedImport, root: Path, kind: str, folds: list[int], cv) -> dict:
+def _import_folds(b: ReleaseBundle, root: Path, kind: str, folds: list[int], cv) -> dict:
     """The cross-validated split: every fold's test pairs, each with its fold (what a submission
     answers), and each fold's labelled train and dev pairs (public: TRoTR's protocol trains and
     tunes on them). An instance is in the test sets of several folds, and in the training data of
@@ -246,10 +248,10 @@ def _import_folds(st: StagedImport, root: Path, kind: str, folds: list[int], cv)
             "dev": len(d_rows),
             "train": len(t_rows),
         }
-    st.write_jsonl("public", cv.split, "inputs.jsonl", inputs)
-    st.write_jsonl("public", cv.split, "dev.jsonl", dev)
-    st.write_jsonl("public", cv.split, "train.jsonl", train)
-    st.write_jsonl("gold", cv.split, "gold.jsonl", gold)
+    b.write_jsonl(cv.split, "inputs.jsonl", inputs)
+    b.write_jsonl(cv.split, "dev.jsonl", dev)
+    b.write_jsonl(cv.split, "train.jsonl", train)
+    b.write_jsonl(cv.split, "gold.jsonl", gold)  # not published: the spec says so
     return per_fold
 
 
@@ -302,12 +304,10 @@ def _import_trac(task: Task, source: Path, store: TaskStore) -> dict:
             inst_path, f"{len(lacking)} gold target(s) have no annotated pairs, e.g. {lacking[0]!r}"
         )
     pairs.sort(key=lambda p: (p["target"], p["instanceID"]))
-    with StagedImport(store) as st:
-        st.write_jsonl("public", "test", "inputs.jsonl", pairs)
-        st.write_jsonl("public", "test", "targets.jsonl", [{"target": t} for t in sorted(gold)])
-        st.write_jsonl(
-            "gold", "test", "gold.jsonl", [{"target": t, "score": gold[t]} for t in sorted(gold)]
-        )
+    with ReleaseBundle(task, store) as b:
+        b.write_jsonl("test", "inputs.jsonl", pairs)
+        b.write_jsonl("test", "targets.jsonl", [{"target": t} for t in sorted(gold)])
+        b.write_jsonl("test", "gold.jsonl", [{"target": t, "score": gold[t]} for t in sorted(gold)])
         manifest = {
             "task": task.id,
             "version": task.version,
@@ -315,8 +315,7 @@ def _import_trac(task: Task, source: Path, store: TaskStore) -> dict:
             "splits": ["test"],
             "counts": {"test": {"targets": len(gold), "pairs": len(pairs)}},
         }
-        st.commit(manifest)
-    return manifest
+        return b.install(manifest)
 
 
 def import_trotr(
