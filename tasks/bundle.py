@@ -11,6 +11,7 @@ A bundle never carries code: no key names a function, and `.py` files are refuse
 from __future__ import annotations
 
 import copy
+import csv
 import difflib
 import json
 import os
@@ -770,6 +771,16 @@ def _declaration_text(spec: TaskSpec) -> str:
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+def _links_index(st: StagedImport, spec: TaskSpec) -> None:
+    """The links family's id index, `index/<split>/query_ids.txt` and `source_ids.txt`: the
+    segment files' `seg_id`s in file order, one a line (the scorer numbers links by them)."""
+    for name in spec.splits:
+        for segments, ids in (("queries.csv", "query_ids.txt"), ("sources.csv", "source_ids.txt")):
+            with (st.tmp / "public" / name / segments).open(encoding="utf-8", newline="") as f:
+                rows = csv.DictReader(f)
+                st.write_text("index", name, ids, "".join(r["seg_id"] + "\n" for r in rows))
+
+
 def _install_one(
     spec: TaskSpec,
     task: Task,
@@ -789,6 +800,8 @@ def _install_one(
             shutil.copyfile(src, st.path(area, split, name))
 
         _stage(spec, root, put)
+        if spec.family == "links":
+            _links_index(st, spec)
         (st.tmp / DECLARATION).write_text(_declaration_text(spec), encoding="utf-8")
         if derived is not None:
             derived(st)

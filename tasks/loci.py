@@ -59,11 +59,8 @@ def import_loci(task: Task, *, query, source, gold, store: TaskStore, **_) -> di
     with ReleaseBundle(task, store) as b:
         b.write_text("test", "queries.csv", _csv(queries, ("seg_id", "text")))
         b.write_text("test", "sources.csv", _csv(sources, ("seg_id", "text")))
+        # the scorer's id index (index/test/*.txt) is the install's: every links task has one
         b.write_text("test", "links.csv", _csv(links, ("query_id", "source_id")))
-
-        def index(st) -> None:  # the scorer's id index (else it reads the segment files)
-            st.write_text("index", "test", "query_ids.txt", "".join(q + "\n" for q, _ in queries))
-            st.write_text("index", "test", "source_ids.txt", "".join(s + "\n" for s, _ in sources))
 
         manifest = {
             "task": task.id,
@@ -74,4 +71,4 @@ def import_loci(task: Task, *, query, source, gold, store: TaskStore, **_) -> di
                 "test": {"queries": len(queries), "sources": len(sources), "links": len(links)}
             },
         }
-        return b.install(manifest, index)
+        return b.install(manifest)
