@@ -1,6 +1,7 @@
 """TRiC (binary and ranking) and TRaC, from the TRoTR benchmark (Periti et al., EMNLP 2024): the
-importer that turns a TRoTR checkout into each task's bundle, and its options. What the tasks are
-lives in their specs (tasks/specs/tric-binary.yaml, tric-ranking.yaml, trac.yaml)."""
+importer that turns a TRoTR checkout into each task's bundle. What the tasks are lives in their
+specs (tasks/specs/tric-binary.yaml, tric-ranking.yaml, trac.yaml), the importer's options in
+tasks/builtin.py."""
 
 from __future__ import annotations
 
