@@ -5,6 +5,7 @@ its clone is a declared task with the same gold, the same public files and the s
 from __future__ import annotations
 
 import random
+import shutil
 import zipfile
 from pathlib import Path
 
@@ -17,10 +18,20 @@ from scorer import score_file
 from tasks import get_task, unregister_declared
 from tasks.base import resolve
 from tasks.builtin import CROSS_VALIDATED, builtin_spec
-from tasks.bundle import export_task, install_tasks, read_bundle, write_bundle_zip
+from tasks.bundle import (
+    BundleInvalid,
+    ReleaseBundle,
+    export_task,
+    install_tasks,
+    read_bundle,
+    write_bundle_zip,
+)
+from tasks.errors import PalimpsestError
 from tasks.importers import import_task
 from tasks.store import TaskStore
+from tests.conftest import REPO
 
+EXAMPLE = REPO / "examples" / "bundle-sts-latin"
 SLUG, CLONE = "reuse-2027", "reuse-2028"
 TASKS = ("tric-ranking", "loci-similes")
 
@@ -141,3 +152,32 @@ def test_a_cross_validated_import_is_a_bundle_that_reinstalls_under_another_id(t
     r1 = score_file("tric-ranking", f, split="cv", home=a)
     r2 = score_file("tric-ranking-cv-copy", f, split="cv", home=b)
     assert r1["metrics"] == r2["metrics"] and r1["primary"] == r2["primary"]
+
+
+def test_an_importer_writing_a_file_its_spec_does_not_name_is_refused(tmp_path):
+    store = TaskStore("trac", tmp_path / "h")
+    with ReleaseBundle(get_task("trac"), store) as b:
+        b.write_jsonl("test", "inputs.jsonl", [{"target": "a"}])
+        b.write_jsonl("test", "targets.jsonl", [{"target": "a"}])
+        b.write_jsonl("test", "gold.jsonl", [{"target": "a", "score": 1.0}])
+        assert sorted(b.spec().splits) == ["test"]
+        b.write_jsonl("test", "answers.jsonl", [{"target": "a", "score": 1.0}])
+        with pytest.raises(PalimpsestError, match=r"trac/test/answers\.jsonl, which tasks/specs"):
+            b.spec()
+    assert not store.exists() and not [p for p in store.root.parent.iterdir()]
+
+
+def test_files_beside_the_splits_and_published_gold_are_checked(tmp_path):
+    root = tmp_path / "b"
+    shutil.copytree(EXAMPLE, root)
+    spec = yaml.safe_load((root / "competition.yaml").read_text(encoding="utf-8"))
+    task = spec["tasks"][0]
+    task["public_files"] = {"dev": ["sts-latin/dev/inputs.jsonl"], "extra": ["missing.jsonl"]}
+    task["splits"]["test"]["publish_gold"] = True
+    (root / "competition.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    with pytest.raises(BundleInvalid) as e:
+        read_bundle(root)
+    text = str(e.value)
+    assert "tasks[0].public_files.dev: folder 'dev'" in text
+    assert "tasks[0].public_files.extra[0]" in text and "missing.jsonl" in text
+    assert "tasks[0].splits.test: a hidden split's gold is never published" in text
