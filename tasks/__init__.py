@@ -5,13 +5,10 @@ from __future__ import annotations
 import difflib
 
 from tasks.base import Task
+from tasks.builtin import builtin_tasks
 from tasks.declared import declared_tasks
 from tasks.errors import TaskNotFound
-from tasks.loci import LOCI_SIMILES
-from tasks.semrel import STR
 from tasks.store import default_home
-from tasks.swissgov import SWISSGOV_RSD
-from tasks.trotr import TRAC, TRIC_BINARY, TRIC_RANKING
 
 _REGISTRY: dict[str, Task] = {}
 # tasks declared by competition bundles (tasks.bundle), by id: installed in this process, or found
@@ -27,7 +24,7 @@ def register(task: Task) -> Task:
     return task
 
 
-for _t in (TRIC_BINARY, TRIC_RANKING, TRAC, SWISSGOV_RSD, LOCI_SIMILES, STR):
+for _t in builtin_tasks():  # each spec (tasks/specs/<id>.yaml) joined to its family's Python
     register(_t)
 
 

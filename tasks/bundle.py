@@ -11,6 +11,7 @@ A bundle never carries code: no key names a function, and `.py` files are refuse
 from __future__ import annotations
 
 import copy
+import csv
 import difflib
 import json
 import os
@@ -23,16 +24,18 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from tasks import builtin_ids, register_declared, unregister_declared
 from tasks.base import AGGREGATES, Task
+from tasks.builtin import builtin_spec
 from tasks.bundle_models import (
     GOLD_NAME,
     KNOWN_METRICS,
+    NAME,
     REQUIRED_INPUTS,
     CompetitionSpec,
     FactField,
@@ -46,7 +49,7 @@ from tasks.bundle_models import (
 from tasks.declared import DECLARATION, declaration_path, declared_tasks, read_declaration
 from tasks.errors import PalimpsestError
 from tasks.exposure import check_tree, exposure_of_tree
-from tasks.store import StagedImport, TaskStore
+from tasks.store import StagedImport, TaskStore, write_jsonl
 
 MANIFEST = "competition.yaml"
 MiB = 1024 * 1024
@@ -517,13 +520,16 @@ def _check_split(
         )
         ok = False
     gold_name = GOLD_NAME[spec.family]
-    if gold_name in base and split.gold is not None and not split.hidden:
+    if gold_name in base and split.gold is not None and published(split):
         found.at(at + ("inputs",), f"an input is named {gold_name}, the name of the public gold")
     gold = files.read(split.gold, at + ("gold",)) if split.gold is not None else None
     ok &= split.gold is None or gold is not None
     if spec.family not in ("instances", "targets") or not ok:
         return ok
     key = list(spec.format.key)
+    cv = spec.cross_validation
+    if cv is not None and name == cv.split:  # a unit is a fold's instance: both name it
+        key = [cv.field, *key]
     groups = [s for s in spec.subsets if s not in AGGREGATES]
     grouped = (spec.group_field,) if groups else ()
     first = "targets.jsonl" if spec.family == "targets" else "inputs.jsonl"
@@ -550,6 +556,28 @@ def _check_split(
     return ok
 
 
+def published(split: SplitSpec) -> bool:
+    """Whether a split's gold is published beside its inputs: by default when it is not hidden;
+    never when it is."""
+    return not split.hidden and (split.publish_gold is None or split.publish_gold)
+
+
+def _check_public_files(spec: TaskSpec, at: tuple, files: _Files, found: _Found) -> bool:
+    """The files published beside the splits: readable, in folders that are not splits."""
+    ok = True
+    for folder, rels in spec.public_files.items():
+        where = at + ("public_files", folder)
+        if not re.fullmatch(NAME, folder) or folder in spec.splits:
+            found.at(where, f"folder {folder!r}: letters, digits, _.- and not a split's name")
+            ok = False
+        base = [posixpath.basename(r) for r in rels]
+        for dup in sorted({b for b in base if base.count(b) > 1}):
+            found.at(where, f"two files named {dup}: a folder's files need distinct names")
+        for j, rel in enumerate(rels):
+            ok &= files.read(rel, where + (j,)) is not None
+    return ok
+
+
 def _stage(spec: TaskSpec, root: Path, put) -> None:
     """Each file of a task where its family reads it: `put(area, split, name, source)`."""
     for name, split in spec.splits.items():
@@ -557,8 +585,11 @@ def _stage(spec: TaskSpec, root: Path, put) -> None:
             put("public", name, posixpath.basename(rel), root / rel)
         if split.gold is not None:
             put("gold", name, GOLD_NAME[spec.family], root / split.gold)
-            if not split.hidden:  # public gold: participants may download it
+            if published(split):  # public gold: participants may download it
                 put("public", name, GOLD_NAME[spec.family], root / split.gold)
+    for folder, rels in spec.public_files.items():
+        for rel in rels:
+            put("public", folder, posixpath.basename(rel), root / rel)
 
 
 def _copy_into(base: Path):
@@ -686,6 +717,7 @@ def read_bundle(source: Path, *, work_dir: Path | None = None, home: Path | None
         _check_names(spec, raw, at, found)
         readable = all(
             [_check_split(spec, name, sp, at, files, found) for name, sp in spec.splits.items()]
+            + [_check_public_files(spec, at, files, found)]
         )
         task = task_from_spec(spec)
         if readable:
@@ -723,10 +755,15 @@ def canonical(spec: TaskSpec) -> TaskSpec:
             inputs=[f"{spec.id}/{name}/{posixpath.basename(r)}" for r in sp.inputs],
             gold=f"{spec.id}/{name}/{GOLD_NAME[spec.family]}" if sp.gold is not None else None,
             hidden=sp.hidden,
+            publish_gold=sp.publish_gold,
         )
         for name, sp in spec.splits.items()
     }
-    return spec.model_copy(update={"splits": splits})
+    public_files = {
+        folder: [f"{spec.id}/{folder}/{posixpath.basename(r)}" for r in rels]
+        for folder, rels in spec.public_files.items()
+    }
+    return spec.model_copy(update={"splits": splits, "public_files": public_files})
 
 
 def _declaration_text(spec: TaskSpec) -> str:
@@ -734,7 +771,28 @@ def _declaration_text(spec: TaskSpec) -> str:
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def _install_one(spec: TaskSpec, task: Task, root: Path, store: TaskStore, origin: str) -> dict:
+def _links_index(st: StagedImport, spec: TaskSpec) -> None:
+    """The links family's id index, `index/<split>/query_ids.txt` and `source_ids.txt`: the
+    segment files' `seg_id`s in file order, one a line (the scorer numbers links by them)."""
+    for name in spec.splits:
+        for segments, ids in (("queries.csv", "query_ids.txt"), ("sources.csv", "source_ids.txt")):
+            with (st.tmp / "public" / name / segments).open(encoding="utf-8", newline="") as f:
+                rows = csv.DictReader(f)
+                st.write_text("index", name, ids, "".join(r["seg_id"] + "\n" for r in rows))
+
+
+def _install_one(
+    spec: TaskSpec,
+    task: Task,
+    root: Path,
+    store: TaskStore,
+    origin: str,
+    manifest: dict | None = None,
+    derived: Callable[[StagedImport], None] | None = None,
+) -> dict:
+    """Install one task of a bundle: its files where its family reads them, its declaration, a
+    manifest (a built-in importer's, else one recording the bundle), the files an importer
+    derives (`derived`: an index, the human agreement); then the exposure rule, then the swap."""
     store.before_commit = lambda staged: check_tree(task.id, staged, store.home)
     with StagedImport(store) as st:
 
@@ -742,7 +800,14 @@ def _install_one(spec: TaskSpec, task: Task, root: Path, store: TaskStore, origi
             shutil.copyfile(src, st.path(area, split, name))
 
         _stage(spec, root, put)
+        if spec.family == "links":
+            _links_index(st, spec)
         (st.tmp / DECLARATION).write_text(_declaration_text(spec), encoding="utf-8")
+        if derived is not None:
+            derived(st)
+        if manifest is not None:
+            st.commit(manifest)
+            return manifest
         scored = [s for s, sp in spec.splits.items() if sp.gold is not None]
         manifest = {
             "task": task.id,
@@ -804,6 +869,76 @@ def load_declared(home: Path) -> list[str]:
     return out
 
 
+class ReleaseBundle:
+    """What a built-in task's importer writes: the task's bundle, its spec (tasks/specs/<id>.yaml)
+    and the files it names in the layout an export writes (`<task>/<split>/<name>`), staged beside
+    the data directory, then installed by `install` through the path every bundle task takes (the
+    declaration kept beside the files, the exposure rule, all or nothing).
+
+    The importer writes the splits it imports (a protocol or an option may leave some out); the
+    spec keeps those, each with the inputs written."""
+
+    def __init__(self, task: Task, store: TaskStore):
+        self.task, self.store = task, store
+        store.root.parent.mkdir(parents=True, exist_ok=True)
+        self.root = Path(tempfile.mkdtemp(prefix=f".{task.id}-bundle-", dir=store.root.parent))
+
+    def path(self, folder: str, name: str) -> Path:
+        p = self.root / self.task.id / folder / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def write_jsonl(self, folder: str, name: str, rows) -> Path:
+        return write_jsonl(self.path(folder, name), rows)
+
+    def write_text(self, folder: str, name: str, text: str) -> Path:
+        p = self.path(folder, name)
+        p.write_text(text, encoding="utf-8", newline="\n")
+        return p
+
+    def spec(self) -> TaskSpec:
+        """The task's spec, with the splits and files written; a file the spec does not name is
+        an importer's mistake, refused."""
+        data = copy.deepcopy(builtin_spec(self.task.id))
+        written = {p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file()}
+        splits = {
+            name: dict(sp, inputs=[r for r in sp["inputs"] if r in written])
+            for name, sp in data["splits"].items()
+            if sp["gold"] in written
+        }
+        files = {
+            folder: [r for r in rels if r in written]
+            for folder, rels in data["public_files"].items()
+        }
+        data.update(splits=splits, public_files={f: rels for f, rels in files.items() if rels})
+        named = {
+            r for sp in splits.values() for r in (*sp["inputs"], sp["gold"]) if r is not None
+        } | {r for rels in files.values() for r in rels}
+        if written - named:
+            raise PalimpsestError(
+                f"{self.task.id}: the importer wrote {', '.join(sorted(written - named))}, "
+                f"which tasks/specs/{self.task.id}.yaml does not name"
+            )
+        return TaskSpec.model_validate(data)
+
+    def install(
+        self, manifest: dict, derived: Callable[[StagedImport], None] | None = None
+    ) -> dict:
+        """Install the bundle into the task's store with the importer's `manifest`."""
+        return _install_one(
+            self.spec(), self.task, self.root, self.store, "release", manifest, derived
+        )
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> "ReleaseBundle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 # ----------------------------------------------------------------------------- exporting
 
 
@@ -832,8 +967,19 @@ def export_task(task_id: str, home: Path, dest: Path, *, include_gold: bool) -> 
             shutil.copyfile(store.gold(name, GOLD_NAME[spec.family]), out)
         else:
             gold = None
-        splits[name] = SplitSpec(inputs=sp.inputs, gold=gold, hidden=sp.hidden)
-    return spec.model_copy(update={"splits": splits}).model_dump(mode="json", exclude_none=False)
+        splits[name] = SplitSpec(
+            inputs=sp.inputs, gold=gold, hidden=sp.hidden, publish_gold=sp.publish_gold
+        )
+    for folder, rels in spec.public_files.items():
+        for rel in rels:
+            out = Path(dest) / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(store.public(folder, posixpath.basename(rel)), out)
+    data = spec.model_copy(update={"splits": splits}).model_dump(mode="json", exclude_none=False)
+    for sp in data["splits"].values():  # the default says it (and older bundles lack the key)
+        if sp["publish_gold"] is None:
+            del sp["publish_gold"]
+    return data
 
 
 def write_bundle_zip(spec: dict, root: Path, out: Path) -> None:
@@ -874,6 +1020,7 @@ __all__ = [
     "FormatSpec",
     "PageSpec",
     "PhaseSpec",
+    "ReleaseBundle",
     "SplitSpec",
     "TaskSpec",
     "bundle_schema",

@@ -212,6 +212,39 @@ class SplitSpec(Spec):
     inputs: list[str] = Field(min_length=1, max_length=20)
     gold: Optional[str] = None
     hidden: bool = True
+    publish_gold: Optional[bool] = Field(
+        None,
+        description="Whether the gold is published beside the inputs (default: when not hidden); "
+        "false keeps the gold of a split that is not hidden on the server (a cross-validated "
+        "split's answers).",
+    )
+
+    @model_validator(mode="after")
+    def _published(self):
+        if self.hidden and self.publish_gold:
+            raise ValueError("a hidden split's gold is never published")
+        return self
+
+
+class CrossValidationSpec(Spec):
+    """A split holding every fold's test units, scored fold by fold (a submission names each
+    unit's fold in `field`); the result is the mean over the folds."""
+
+    split: str = "cv"
+    field: str = "fold"
+    folds: int = Field(10, ge=2, le=100)
+
+
+class PaperRowSpec(Spec):
+    """A published system's results, shown unranked on the boards of `split`: `values` maps board
+    column keys ("all/spearman", "all/spearman@fold3") to the published figures."""
+
+    team: str = Field(min_length=1, max_length=200)
+    method: str = Field(min_length=1, max_length=200)
+    split: str
+    values: dict[str, float] = Field(min_length=1, max_length=200)
+    source: str = Field(min_length=1, max_length=1000)
+    note: str = Field("", max_length=2000)
 
 
 class PhaseSpec(Spec):
@@ -258,6 +291,19 @@ class TaskSpec(Spec):
     splits: dict[str, SplitSpec] = Field(min_length=1, max_length=10)
     references: list[ReferenceSpec] = Field(default_factory=list)
     phases: list[PhaseSpec] = Field(default_factory=list, max_length=20)
+    key_columns: list[str] = Field(
+        default_factory=list,
+        max_length=10,
+        description="The few columns (subset/metric) a board shows beside the primary one.",
+    )
+    cross_validation: Optional[CrossValidationSpec] = None
+    paper_rows: list[PaperRowSpec] = Field(default_factory=list, max_length=50)
+    public_files: dict[str, list[str]] = Field(
+        default_factory=dict,
+        max_length=10,
+        description="Files published beside the splits, by folder (e.g. training data): "
+        "participants download them; nothing scores them.",
+    )
 
     _text = field_validator("title", "description", "citation", "licence", "source")(_no_control)
 

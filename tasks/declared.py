@@ -12,7 +12,7 @@ import json
 import logging
 from pathlib import Path
 
-from tasks.base import Field, Reference, SubmissionFormat, Task
+from tasks.base import CrossValidation, Field, PaperRow, Reference, SubmissionFormat, Task
 
 DECLARATION = "declaration.json"
 BUNDLE_IMPORTER = "tasks.bundle:import_declared"
@@ -66,6 +66,20 @@ def task_from_declaration(d: dict) -> Task:
             for r in d["references"]
         ),
         hidden_splits=tuple(s for s, sp in splits.items() if sp["hidden"]),
+        # what declarations written before these keys existed leave out
+        key_columns=tuple(d.get("key_columns") or ()),
+        cross_validation=CrossValidation(**cv) if (cv := d.get("cross_validation")) else None,
+        paper_rows=tuple(
+            PaperRow(
+                r["team"],
+                r["method"],
+                r["split"],
+                tuple(r["values"].items()),
+                r["source"],
+                r["note"],
+            )
+            for r in d.get("paper_rows") or ()
+        ),
     )
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from tasks.base import Demo, Field, ImportOption, Reference, SubmissionFormat, Task
+from tasks.base import Task
+from tasks.bundle import ReleaseBundle
 from tasks.errors import ReleaseError
-from tasks.store import StagedImport, TaskStore
+from tasks.store import TaskStore
 from tasks.str_release import LANGUAGES, _base, _folders, read_pairs
 
 SPLITS = ("dev", "test")
@@ -27,139 +28,6 @@ ORGANISERS_LEXICAL = {
 repository's semrel_baselines/results/results_lexical/<lang>/<lang>_lexical_overlap.json held them
 at commit 6c38f37 (2024-02-04; later commits removed the results). Their procedure, Dice over
 whitespace-separated tokens with case kept, is rerun by `benchmarks/reproduce_str.py`."""
-
-CITATION = """@inproceedings{ousidhoum-etal-2024-semeval,
-  title = {{SemEval}-2024 Task 1: Semantic Textual Relatedness for African and Asian Languages},
-  author = {Ousidhoum, Nedjma and Muhammad, Shamsuddeen Hassan and Abdalla, Mohamed and others},
-  booktitle = {Proceedings of the 18th International Workshop on Semantic Evaluation
-               (SemEval-2024)},
-  year = {2024},
-  publisher = {Association for Computational Linguistics}
-}
-@inproceedings{abdalla-etal-2023-makes,
-  title = {What Makes Sentences Semantically Related? A Textual Relatedness Dataset and
-           Empirical Study},
-  author = {Abdalla, Mohamed and Vishnubhotla, Krishnapriya and Mohammad, Saif M.},
-  booktitle = {Proceedings of the 17th Conference of the European Chapter of the Association for
-               Computational Linguistics},
-  year = {2023},
-  publisher = {Association for Computational Linguistics}
-}"""
-
-STR = Task(
-    id="str",
-    version=1,
-    title="STR: how semantically related are two sentences? (SemEval-2024 Task 1, Track A)",
-    description=(
-        "Semantic Textual Relatedness. Each item pairs two sentences of one language; predict how "
-        "related they are in meaning (any scale; only ranks count). The gold is the "
-        "Best-Worst-Scaling relatedness in [0, 1]. Scored per language (upstream codes: amh, arq, "
-        "ary, eng, esp, hau, kin, mar, tel) by Spearman's rank correlation, matched on PairID as "
-        "the official evaluation script does, with Pearson beside it; the primary metric is the "
-        "macro average over the languages the gold holds. A submission may cover some languages "
-        "only (then its macro is empty, and the result's notes say why)."
-    ),
-    citation=CITATION,
-    licence=(
-        "SemEval-2024 Task 1 and STR-2022 data: their licences are not clear enough for Palimpsest "
-        "to redistribute them; organizers import them from their own checkout of the release."
-    ),
-    source="https://github.com/semantic-textual-relatedness/Semantic_Relatedness_SemEval2024",
-    kind="instances",
-    format=SubmissionFormat(
-        fields=(
-            Field("PairID", "id", "the pair id from the inputs, e.g. ENG-test-0000"),
-            Field(
-                "Pred_Score",
-                "float",
-                "predicted relatedness (any scale; only ranks count); `score` in JSON Lines",
-                aliases=("score",),
-            ),
-        ),
-        native="csv",
-        example="PairID,Pred_Score\nENG-test-0000,0.71\nENG-test-0001,0.18\n",
-        key=("PairID",),
-    ),
-    metrics=("spearman", "pearson", "n"),
-    subsets=LANGUAGES + ("macro",),
-    primary=("macro", "spearman"),
-    greater_is_better=True,
-    splits=SPLITS,
-    importer="tasks.semrel:import_str",
-    agreement="tasks.agreement_str:str_release",
-    agreement_rows="tasks.agreement:str_rows",
-    import_help=(
-        "palimpsest tasks import str --from path/to/Semantic_Relatedness_SemEval2024 "
-        "[--languages eng,esp,...]"
-    ),
-    import_options=(
-        ImportOption(
-            "--from",
-            "source",
-            "path",
-            "An official release checkout (TRoTR, SwissGov-RSD, ...).",
-            required=True,
-        ),
-        ImportOption(
-            "--languages",
-            "languages",
-            "list",
-            "STR: the languages to import, comma separated (default: every one found).",
-        ),
-    ),
-    group_field="language",
-    group_name="language",
-    partial_groups=True,
-    unit="pair",
-    gold_value="score",
-    demo=Demo(release="tasks.semrel:demo_release", predictions="tasks.demo:keyed_predictions"),
-    references=(
-        Reference(
-            name="human (split-half reliability of the BWS annotations, STR-2022)",
-            subset="eng",
-            metric="spearman",
-            value=0.84,
-            source="Abdalla, Vishnubhotla and Mohammad (EACL 2023), section 4 and Table 3: split-"
-            "half reliability measured by Spearman correlation, 1,000 repetitions averaged "
-            "(arXiv:2110.04845)",
-            note="On STR-2022's 5,500 English pairs, which are SemEval-2024's eng training split "
-            "(the same texts), not its test set. The coefficient is split-half reliability: each "
-            "4-tuple's annotations split into two halves, a Best-Worst-Scaling score of every pair "
-            "from each half, the Spearman correlation of the two score lists, repeated 1,000 times "
-            "and averaged (STR-2022, section 4, Table 3). No per-language reliability of the "
-            "SemEval-2024 sets could be sourced; where a checkout holds the raw annotations "
-            "(BWS_annotations/, arq at commit 3c5941d), the board adds our split-half reliability "
-            "for that language (a different language and dataset).",
-        ),
-        Reference(
-            name="lexical overlap (Dice), STR-2022's figure",
-            subset="eng",
-            metric="spearman",
-            value=0.57,
-            source="Abdalla, Vishnubhotla and Mohammad (EACL 2023), Table 4 row Q1 and Table 5 "
-            "row 1: the Dice coefficient of the two sentences' unique unigrams against the gold, "
-            "Spearman (arXiv:2110.04845)",
-            note="On STR-2022's 5,500 English pairs (SemEval-2024's eng training texts), not the "
-            "eng test split the board scores: a reference for the `lexical` baseline here, not a "
-            "score on the same pairs.",
-        ),
-        *(
-            Reference(
-                name="lexical overlap (Dice), the organisers' figure",
-                subset=lang,
-                metric="spearman",
-                value=value,
-                source="SemEval-2024 Task 1 organisers: semrel_baselines/results/results_lexical/"
-                f"{lang}/{lang}_lexical_overlap.json, github.com/semantic-textual-relatedness/"
-                "Semantic_Relatedness_SemEval2024 at commit 6c38f37 (2024-02-04)",
-                note="Their Dice is over whitespace-separated tokens with case kept; the `lexical` "
-                "baseline here lowercases \\w+ words (README: reproduction)."
-                + (" esp's test gold was not released: not scored here." if lang == "esp" else ""),
-            )
-            for lang, value in ORGANISERS_LEXICAL.items()
-        ),
-    ),
-)
 
 
 def _split_of(base: Path, lang: str, split: str, notes: list[str]) -> list[dict] | None:
@@ -257,7 +125,7 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
     splits = [s for s in SPLITS if per_split[s]]
     if not splits:
         raise ReleaseError(source, "no language has dev or test gold: nothing to score")
-    with StagedImport(store) as st:
+    with ReleaseBundle(task, store) as b:
         for split in splits:
             rows = per_split[split]
             inputs = [
@@ -267,12 +135,10 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
                 {"PairID": r["PairID"], "language": r["language"], "score": r["score"]}
                 for r in rows
             ]
-            st.write_jsonl("public", split, "inputs.jsonl", inputs)
-            st.write_jsonl("gold", split, "gold.jsonl", gold)
-            if split == "dev":  # dev labels are public
-                st.write_jsonl("public", split, "gold.jsonl", gold)
+            b.write_jsonl(split, "inputs.jsonl", inputs)
+            b.write_jsonl(split, "gold.jsonl", gold)  # dev's is public: the spec says so
         if train:
-            st.write_jsonl("public", "train", "train.jsonl", train)
+            b.write_jsonl("train", "train.jsonl", train)
         manifest = {
             "task": task.id,
             "version": task.version,
@@ -302,8 +168,7 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
                 notes.append(f"human agreement (split-half reliability) not computed: {e}")
             if agreement is not None and agreement["languages"]:
                 manifest["agreement"] = agreement
-        st.commit(manifest)
-    return manifest
+        return b.install(manifest)
 
 
 # ---------------------------------------------------------------- demo data and test fixtures

@@ -78,6 +78,15 @@ def _tree_sha256(base: Path) -> str:
     return h.hexdigest()
 
 
+def write_jsonl(p: Path, rows) -> Path:
+    """Rows as JSON Lines, as every import writes them (the same rows give the same bytes)."""
+    with p.open("w", encoding="utf-8", newline="\n") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False, separators=(", ", ": ")))
+            f.write("\n")
+    return p
+
+
 class StagedImport:
     """Writes a task into a temporary directory, then swaps it in at once.
 
@@ -95,12 +104,7 @@ class StagedImport:
         return p
 
     def write_jsonl(self, area: str, split: str, name: str, rows) -> Path:
-        p = self.path(area, split, name)
-        with p.open("w", encoding="utf-8", newline="\n") as f:
-            for row in rows:
-                f.write(json.dumps(row, ensure_ascii=False, separators=(", ", ": ")))
-                f.write("\n")
-        return p
+        return write_jsonl(self.path(area, split, name), rows)
 
     def write_text(self, area: str, split: str, name: str, text: str) -> Path:
         p = self.path(area, split, name)

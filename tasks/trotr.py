@@ -1,75 +1,18 @@
-"""TRiC (binary and ranking) and TRaC, from the TRoTR benchmark (Periti et al., EMNLP 2024)."""
+"""TRiC (binary and ranking) and TRaC, from the TRoTR benchmark (Periti et al., EMNLP 2024): the
+importer that turns a TRoTR checkout into each task's bundle. What the tasks are lives in their
+specs (tasks/specs/tric-binary.yaml, tric-ranking.yaml, trac.yaml), the importer's options in
+tasks/builtin.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tasks.base import CrossValidation, Demo, Field, ImportOption, Reference, SubmissionFormat, Task
+from tasks.base import Task
+from tasks.builtin import CROSS_VALIDATED, HELD_OUT
+from tasks.bundle import ReleaseBundle
 from tasks.errors import ReleaseError
 from tasks.release import as_float, locate, read_jsonl, read_table
-from tasks.store import StagedImport, TaskStore
-from tasks.trotr_paper import authors_rows
-
-CITATION = """@inproceedings{periti-etal-2024-trotr,
-  title = {{TRoTR}: A Framework for Evaluating the Re-contextualization of Text Reuse},
-  author = {Periti, Francesco and Cassotti, Pierluigi and Montanelli, Stefano and
-            Tahmasebi, Nina and Schlechtweg, Dominik},
-  booktitle = {Proceedings of the 2024 Conference on Empirical Methods in Natural Language Processing},
-  year = {2024},
-  publisher = {Association for Computational Linguistics}
-}"""  # noqa: E501 — the BibTeX entry kept byte for byte
-
-LICENCE = (
-    "TRoTR release (github.com/FrancescoPeriti/TRoTR); it ships no licence file, so Palimpsest "
-    "does not redistribute it: organizers import it from their own copy. Tweets remain their "
-    "authors'."
-)
-
-IMPORT_HELP = "palimpsest tasks import {id} --from path/to/TRoTR [--fold 1]"
-
-FROM = ImportOption(
-    "--from",
-    "source",
-    "path",
-    "An official release checkout (TRoTR, SwissGov-RSD, ...).",
-    required=True,
-)
-FOLD = ImportOption("--fold", "fold", "int", "TRoTR fold.", default=1, range=(1, 10))
-# The two evaluation protocols of TRoTR cannot share a site: every fold's train and dev labels
-# together label every instance, so a site scoring the held-out test of one fold with a hidden
-# part cannot also publish the other folds' labels (docs/hidden-gold.md).
-HELD_OUT, CROSS_VALIDATED = "held-out", "cross-validated"
-PROTOCOL = ImportOption(
-    "--protocol",
-    "protocol",
-    "choice",
-    "held-out: one fold's dev (public), train (public) and test (hidden); cross-validated: every "
-    "fold's test sets scored fold by fold, with their train and dev labels public, and no hidden "
-    "test split.",
-    default=HELD_OUT,
-    choices=(HELD_OUT, CROSS_VALIDATED),
-)
-DEMO = Demo(release="tasks.demo:trotr_release", predictions="tasks.demo:keyed_predictions")
-
-TABLE6 = "Periti et al. (EMNLP 2024), Table 6: bi-encoder, mean over the ten folds' test sets"
-STATS = (
-    "the authors' TRiC-stats.tsv (github.com/FrancescoPeriti/TRoTR, commit 1b7e632): the mean of "
-    "its ten per-fold test rows"
-)
-NOTE_F1 = (
-    "the authors tune the plain model's threshold on the +MASK distances; ours tunes each system "
-    "on its own dev scores (benchmarks/reproduce_trotr.py has both)"
-)
-
-
-def _table6(metric: str, figures) -> tuple[Reference, ...]:
-    return tuple(
-        Reference(
-            name=name, subset="all", metric=metric, value=v, source=src, note=note, split="cv"
-        )
-        for name, v, src, note in figures
-    )
-
+from tasks.store import TaskStore
 
 _INPUT_FIELDS = (
     "instanceID",
@@ -82,145 +25,6 @@ _INPUT_FIELDS = (
     "indices_target_token2",
     "indices_target_sentence1",
     "indices_target_sentence2",
-)
-
-TRIC_BINARY = Task(
-    id="tric-binary",
-    version=1,
-    title="TRiC subtask 1: is the topic of two reuses of a Bible passage related?",
-    description=(
-        "Text Reuse in Context, binary. Each instance pairs two tweets that quote the same Bible "
-        "passage; predict 1 if the tweets' topics are related (mean human judgment >= 2.5 on the "
-        "1-4 scale), 0 otherwise. Scored by weighted F1 and per-label precision, recall and F1, "
-        "on the whole test set (all) and its out-of-vocabulary (oov: quotes unseen in training) "
-        "and in-vocabulary (iov) subsets."
-    ),
-    citation=CITATION,
-    licence=LICENCE,
-    source="https://github.com/FrancescoPeriti/TRoTR",
-    kind="instances",
-    format=SubmissionFormat(
-        fields=(
-            Field("instanceID", "id", "the instance id from the test inputs"),
-            Field("label", "label01", "1 if the two contexts' topics are related, else 0"),
-        ),
-        native="jsonl",
-        example='{"instanceID": "pair_0_(Book 1:1)", "label": 0}\n'
-        '{"instanceID": "pair_1_(Book 1:1)", "label": 1}\n',
-        key=("instanceID",),
-    ),
-    metrics=("f1", "precision_0", "recall_0", "f1_0", "precision_1", "recall_1", "f1_1", "n"),
-    subsets=("all", "oov", "iov"),
-    primary=("all", "f1"),
-    key_columns=("oov/f1", "iov/f1"),
-    paper_rows=authors_rows("f1"),
-    references=_table6(
-        "f1",
-        (
-            ("all-MiniLM-L6-v2", 0.56, TABLE6, NOTE_F1),
-            ("all-MiniLM-L6-v2 +MASK", 0.83, TABLE6, ""),
-            ("all-mpnet-base-v2", 0.612, STATS, NOTE_F1),
-            ("all-mpnet-base-v2 +MASK", 0.805, STATS, ""),
-        ),
-    ),
-    agreement="tasks.agreement:trotr_release",
-    agreement_bayes="tasks.agreement:trotr_bayes_release",
-    greater_is_better=True,
-    splits=("dev", "test", "cv"),
-    cross_validation=CrossValidation(),
-    importer="tasks.trotr:import_trotr",
-    import_help=IMPORT_HELP.format(id="tric-binary"),
-    import_options=(FROM, FOLD, PROTOCOL),
-    unit="instance",
-    demo=DEMO,
-)
-
-TRIC_RANKING = Task(
-    id="tric-ranking",
-    version=1,
-    title="TRiC subtask 2: how related are the topics of two reuses of a Bible passage?",
-    description=(
-        "Text Reuse in Context, ranking. For each pair of tweets quoting the same Bible passage, "
-        "predict a relatedness score; it is compared with the mean human judgment (1-4) by "
-        "Spearman's rank correlation (Pearson beside it), on all, oov and iov."
-    ),
-    citation=CITATION,
-    licence=LICENCE,
-    source="https://github.com/FrancescoPeriti/TRoTR",
-    kind="instances",
-    format=SubmissionFormat(
-        fields=(
-            Field("instanceID", "id", "the instance id from the test inputs"),
-            Field("score", "float", "predicted topic relatedness (any scale; only ranks count)"),
-        ),
-        native="jsonl",
-        example='{"instanceID": "pair_0_(Book 1:1)", "score": 1.75}\n'
-        '{"instanceID": "pair_1_(Book 1:1)", "score": 3.2}\n',
-        key=("instanceID",),
-    ),
-    metrics=("spearman", "pearson", "n"),
-    subsets=("all", "oov", "iov"),
-    primary=("all", "spearman"),
-    key_columns=("oov/spearman", "iov/spearman"),
-    paper_rows=authors_rows("spearman"),
-    references=_table6(
-        "spearman",
-        (
-            ("all-MiniLM-L6-v2", 0.53, TABLE6, ""),
-            ("all-MiniLM-L6-v2 +MASK", 0.67, TABLE6, ""),
-            ("all-mpnet-base-v2", 0.532, STATS, ""),
-            ("all-mpnet-base-v2 +MASK", 0.655, STATS, ""),
-        ),
-    ),
-    agreement="tasks.agreement:trotr_release",
-    agreement_bayes="tasks.agreement:trotr_bayes_release",
-    agreement_rows="tasks.agreement:trotr_rows",
-    greater_is_better=True,
-    splits=("dev", "test", "cv"),
-    cross_validation=CrossValidation(),
-    importer="tasks.trotr:import_trotr",
-    import_help=IMPORT_HELP.format(id="tric-ranking"),
-    import_options=(FROM, FOLD, PROTOCOL),
-    unit="instance",
-    demo=DEMO,
-)
-
-TRAC = Task(
-    id="trac",
-    version=1,
-    title="TRaC: rank the quoted passages by their topic variation",
-    description=(
-        "Text Reuse across Contexts. For each of the 40 Bible passages (targets), estimate how "
-        "much the topics of the tweets that reuse it vary; the inputs are each target's annotated "
-        "context pairs. Scored by Spearman's rank correlation with the gold topic variation."
-    ),
-    citation=CITATION,
-    licence=LICENCE,
-    source="https://github.com/FrancescoPeriti/TRoTR",
-    kind="targets",
-    format=SubmissionFormat(
-        fields=(
-            Field(
-                "target", "id", "the quoted passage exactly as the inputs' `target` (TRoTR `lemma`)"
-            ),
-            Field("score", "float", "predicted topic variation (only ranks count)"),
-        ),
-        native="jsonl",
-        example='{"target": "Seek and you will find", "score": 0.31}\n'
-        '{"target": "For everything there is a season", "score": 0.12}\n',
-        key=("target",),
-    ),
-    metrics=("spearman", "pearson", "n"),
-    subsets=("all",),
-    primary=("all", "spearman"),
-    key_columns=("all/pearson",),
-    greater_is_better=True,
-    splits=("test",),
-    importer="tasks.trotr:import_trotr",
-    import_help="palimpsest tasks import trac --from path/to/TRoTR",
-    import_options=(FROM,),
-    unit="target",
-    demo=DEMO,
 )
 
 
@@ -313,7 +117,7 @@ def _import_tric(
         else set()
     )
     notes = []
-    with StagedImport(store) as st:
+    with ReleaseBundle(task, store) as b:
         for split in list(splits):
             rows, subset_of = _split_rows(fold_dir, split, kind)
             if split != "test" and hidden & {r["instanceID"] for r in rows}:
@@ -332,17 +136,14 @@ def _import_tric(
                 }
                 for r in rows
             ]
-            st.write_jsonl("public", split, "inputs.jsonl", inputs)
-            st.write_jsonl("gold", split, "gold.jsonl", gold)
-            if split == "dev":  # dev labels are public
-                st.write_jsonl("public", split, "gold.jsonl", gold)
+            b.write_jsonl(split, "inputs.jsonl", inputs)
+            b.write_jsonl(split, "gold.jsonl", gold)  # dev's is public: the spec says so
             counts[split] = _counts(rows, subset_of)
         train = [r for _, r in _pairs(fold_dir / f"train.{kind}.jsonl", kind)]
         if hidden & {r["instanceID"] for r in train}:
             notes.append(_dropped_note("train", sorted(hidden & {r["instanceID"] for r in train})))
             train = [r for r in train if r["instanceID"] not in hidden]
-        st.write_jsonl(
-            "public",
+        b.write_jsonl(
             "train",
             "train.jsonl",
             [{**{k: r[k] for k in _INPUT_FIELDS}, "label": r["label"]} for r in train],
@@ -352,7 +153,7 @@ def _import_tric(
         cv = task.cross_validation
         per_fold = {}
         if cv is not None and len(folds) >= 2 and protocol == CROSS_VALIDATED:
-            per_fold = _import_folds(st, root, kind, folds, cv)
+            per_fold = _import_folds(b, root, kind, folds, cv)
             counts[cv.split] = {
                 "all": sum(c["test"]["all"] for c in per_fold.values()),
                 "folds": len(folds),
@@ -383,13 +184,17 @@ def _import_tric(
                 ),
             }
         judgments = root / "judgments" / "TRoTR.tsv"
+        derived = None
         if judgments.is_file():  # the human ceiling (tric-ranking's board shows it)
             # numpy, scipy and krippendorff load only when an import computes human rows
             from tasks.agreement import save_agreement, trotr_agreement
 
-            manifest["agreement"] = save_agreement(st.tmp, trotr_agreement(judgments))
-        st.commit(manifest)
-    return manifest
+            got = trotr_agreement(judgments)
+
+            def derived(st) -> None:
+                manifest["agreement"] = save_agreement(st.tmp, got)
+
+        return b.install(manifest, derived)
 
 
 def _dropped_note(split: str, ids: list[str]) -> str:
@@ -399,7 +204,7 @@ def _dropped_note(split: str, ids: list[str]) -> str:
     )
 
 
-def _import_folds(st: StagedImport, root: Path, kind: str, folds: list[int], cv) -> dict:
+def _import_folds(b: ReleaseBundle, root: Path, kind: str, folds: list[int], cv) -> dict:
     """The cross-validated split: every fold's test pairs, each with its fold (what a submission
     answers), and each fold's labelled train and dev pairs (public: TRoTR's protocol trains and
     tunes on them). An instance is in the test sets of several folds, and in the training data of
@@ -444,10 +249,10 @@ def _import_folds(st: StagedImport, root: Path, kind: str, folds: list[int], cv)
             "dev": len(d_rows),
             "train": len(t_rows),
         }
-    st.write_jsonl("public", cv.split, "inputs.jsonl", inputs)
-    st.write_jsonl("public", cv.split, "dev.jsonl", dev)
-    st.write_jsonl("public", cv.split, "train.jsonl", train)
-    st.write_jsonl("gold", cv.split, "gold.jsonl", gold)
+    b.write_jsonl(cv.split, "inputs.jsonl", inputs)
+    b.write_jsonl(cv.split, "dev.jsonl", dev)
+    b.write_jsonl(cv.split, "train.jsonl", train)
+    b.write_jsonl(cv.split, "gold.jsonl", gold)  # not published: the spec says so
     return per_fold
 
 
@@ -500,12 +305,10 @@ def _import_trac(task: Task, source: Path, store: TaskStore) -> dict:
             inst_path, f"{len(lacking)} gold target(s) have no annotated pairs, e.g. {lacking[0]!r}"
         )
     pairs.sort(key=lambda p: (p["target"], p["instanceID"]))
-    with StagedImport(store) as st:
-        st.write_jsonl("public", "test", "inputs.jsonl", pairs)
-        st.write_jsonl("public", "test", "targets.jsonl", [{"target": t} for t in sorted(gold)])
-        st.write_jsonl(
-            "gold", "test", "gold.jsonl", [{"target": t, "score": gold[t]} for t in sorted(gold)]
-        )
+    with ReleaseBundle(task, store) as b:
+        b.write_jsonl("test", "inputs.jsonl", pairs)
+        b.write_jsonl("test", "targets.jsonl", [{"target": t} for t in sorted(gold)])
+        b.write_jsonl("test", "gold.jsonl", [{"target": t, "score": gold[t]} for t in sorted(gold)])
         manifest = {
             "task": task.id,
             "version": task.version,
@@ -513,8 +316,7 @@ def _import_trac(task: Task, source: Path, store: TaskStore) -> dict:
             "splits": ["test"],
             "counts": {"test": {"targets": len(gold), "pairs": len(pairs)}},
         }
-        st.commit(manifest)
-    return manifest
+        return b.install(manifest)
 
 
 def import_trotr(

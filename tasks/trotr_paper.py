@@ -5,7 +5,9 @@ and <model>_mask), whose all-MiniLM-L6-v2 means are the paper's Table 6. Their F
 the threshold tuned on the +MASK distances (their script passes mask_distances to set_threshold for
 both), so it is not comparable with a system tuned on its own scores.
 
-Shown on the cross-validated boards (`paper_rows`) and read by benchmarks/reproduce_trotr.py.
+The cross-validated boards show the rows `authors_rows` makes of them (`paper_rows` of
+tasks/specs/tric-*.yaml; tests/test_task_specs.py checks the two agree);
+benchmarks/reproduce_trotr.py reads them.
 """
 
 from __future__ import annotations

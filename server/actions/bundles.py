@@ -24,8 +24,9 @@ from server.actions import competitions as comp_actions
 from server.exceptions import BundleRefused, LifecycleRefused
 from server.models import Competition, CompetitionPage, CompetitionTask, Phase, User
 from server.sanitize import MarkdownTooDeep, check_markdown, render_markdown
-from tasks import builtin_ids, get_task
 from tasks import bundle as bundles
+from tasks import get_task
+from tasks.declared import declaration_path
 from tasks.errors import PalimpsestError, TaskNotFound
 
 
@@ -190,12 +191,11 @@ def _write(s: Session, actor: User | None, b, pages, *, via: str, home: Path) ->
     return comp_actions.get_competition(s=s, viewer=actor, competition=c.slug, operator=True)
 
 
-def exportable(*, s: Session, competition: str) -> bool:
-    """Whether every task of the competition was declared by a bundle (a built-in task is
-    declared in Python and is not exported)."""
-    builtin = set(builtin_ids())
+def exportable(*, s: Session, competition: str, home: Path) -> bool:
+    """Whether every task of the competition is installed as a bundle, its declaration beside its
+    files (a bundle's task, or a built-in one imported since its importer writes a bundle)."""
     c = comp_actions.find(s, competition)
-    return not (set(people.task_ids(s, c.id)) & builtin)
+    return all(declaration_path(t, Path(home)).is_file() for t in people.task_ids(s, c.id))
 
 
 def export_competition(
@@ -226,9 +226,12 @@ def export_competition(
         for task_id in people.task_ids(s, c.id):
             try:
                 t = bundles.export_task(task_id, home, root, include_gold=include_gold)
-            except PalimpsestError as e:  # a built-in task: declared in Python, not a bundle
+            except PalimpsestError as e:  # installed without a declaration: imported before
+                # the built-in importers wrote bundles; importing the task again writes one
                 raise LifecycleRefused(
-                    f"{c.slug} cannot be exported as a bundle: {e}", "not_exportable"
+                    f"{c.slug} cannot be exported as a bundle: {e}; import {task_id} again "
+                    "to export it",
+                    "not_exportable",
                 ) from None
             t["phases"] = _phases_of(s, task_id)
             spec["tasks"].append(t)

@@ -65,7 +65,7 @@ def _render(competition: str, page: str | None):
         html=Markup(shown.html) if shown else None,
         admin=c.role in ("admin", "owner", "organizer"),
         exportable=c.role in ("admin", "owner", "organizer")
-        and bundle_actions.exportable(s=db(), competition=c.id),
+        and bundle_actions.exportable(s=db(), competition=c.id, home=get_settings().home),
         registration=_registration_of(competition, viewer),
         **_announcement_context(competition, viewer),
     )
