@@ -131,6 +131,7 @@ def stage_pool_and_write(home: str, url: str, runs: list[str], depth: int, q) ->
         pool = campaigns._pool_links(s, task, phase, depth, Path(home), subs)
         t_pool = time.perf_counter() - t0
         rss_pool = peak_mib()
+        print(f"pool: {len(pool):,} items in {t_pool:.1f} s", file=sys.stderr, flush=True)
         c = AssessmentCampaign(
             competition_id=comp.id, task_id=TASK, phase_id=phase.id, depth=depth, seed=SEED,
             labels=["reference", "no reference"], runs=[x.id for x in subs],

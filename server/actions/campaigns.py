@@ -485,8 +485,12 @@ def write_items(
             ],
         )
     item, who, pos = pooling.balanced_assignment(len(pool), len(assessors), per_item, seed)
-    item_id = item + first
-    users = np.asarray(assessors, dtype=np.int64)[who]
+    # written in item order: the indexes on (item, user) then grow at their end, where a random
+    # order would touch pages all over a table of millions of rows
+    order = np.lexsort((who, item))
+    item_id = item[order] + first
+    users = np.asarray(assessors, dtype=np.int64)[who[order]]
+    pos = pos[order]
     for lo in range(0, len(item), BATCH):
         hi = min(lo + BATCH, len(item))
         _bulk(
