@@ -640,3 +640,53 @@ def test_the_organizer_adjudicates_closes_and_exports_on_the_page(world, own_tri
     z = zipfile.ZipFile(io.BytesIO(r.data))
     assert {n: z.read(n) for n in z.namelist()} == files
     assert "decisions.csv" in files and "@x.org" not in files["judgments.csv"].decode()
+
+
+def test_condensed_metrics_on_the_submission_page_and_not_on_the_board(world):
+    """A result's `condensed` block (the scorer writes it once a campaign judged pairs): its
+    values beside the ordinary ones with the unjudged count, where the page shows the run's
+    scores (the organizers, the run's own team); never on the public board."""
+    from server.models import Score
+
+    app = world["app"]
+    phase = make_phase(app, "loci-similes", "test", public_fraction=1.0)
+    make_user(app, "lp@x.org", team="loci-team")  # a team of the task (no competition of it)
+    with Session(engine_of(app), expire_on_commit=False) as s:
+        team = s.exec(select(Team).where(Team.name == "loci-team")).one()
+    sub = make_submission(app, team=team, phase=phase, scores={"all": 0.4321}, method="cond-run")
+    with Session(engine_of(app)) as s:
+        sc = s.exec(select(Score).where(Score.submission_id == sub.id)).one()
+        ordinary = sc.result["metrics"]["all"]
+        # the condensed values of this run: each ordinary ranking value, a little higher
+        cond = {m: round(v + 0.1234, 6) for m, v in ordinary.items() if "@" in m}
+        sc.result = {
+            **sc.result,
+            "condensed": {"metrics": {"all": cond}, "unjudged": 37, "judged": 5, "notes": []},
+        }
+        s.add(sc)
+        s.commit()
+    admin, own = Browser(app.test_client()), Browser(app.test_client())
+    admin.login("admin@x.org")
+    own.login("lp@x.org")
+    for who, b in (("admin", admin), ("the run's team", own)):
+        page = b.get(f"/submissions/{sub.id}").get_data(as_text=True)
+        assert 'id="condensed-all"' in page, who
+        assert 'data-unjudged="37">37 predictions unjudged</strong>, 5 judged' in page, who
+        for m, v in cond.items():
+            row = page.split(f'data-condensed="{m}">', 1)
+            assert len(row) == 2 and row[1].startswith(f"{v:.4f}<"), (who, m)
+            assert (
+                row[0]
+                .rsplit("<tr>", 1)[1]
+                .endswith(
+                    f'<td data-label="Metric">{m}</td><td data-label="Ordinary" class="num">'
+                    f'{ordinary[m]:.4f}</td><td data-label="Condensed" class="num" '
+                )
+            ), (who, m)
+    for who in ("a3", "participant"):
+        r = world["browsers"][who].get(f"/submissions/{sub.id}")
+        assert r.status_code in (403, 404) and "condensed" not in r.get_data(as_text=True), who
+    for b in (Browser(app.test_client()), admin):
+        board = b.get("/tasks/loci-similes/leaderboard").get_data(as_text=True)
+        assert "cond-run" in board
+        assert "condensed" not in board.lower() and f"{cond['map@10']:.4f}" not in board
