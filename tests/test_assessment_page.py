@@ -234,3 +234,78 @@ def test_an_assessor_judges_with_keys_and_clicks_and_resumes(app, live, driver, 
         d.get(d.current_url)
         _check(d, name)
         assert f"campaign {cid}" in _body(d) and "Open the campaign" in _body(d)
+
+
+def test_the_organizer_adjudicates_on_the_page(app, live, driver, campaign):  # noqa: F811
+    """A second campaign judged by three (one item not all in): the organizer's page lists the
+    items needing a decision with each label's count; one click applies the majority rule, a
+    label and a reason decide the item left; at both widths, the console clean."""
+    from selenium.webdriver.common.by import By
+
+    d = driver
+    users = campaign["users"]
+    who = ("a1@x.org", "a2@x.org", "org@x.org")
+    plan = (("related", "related", "unrelated"), ("unrelated", "related", "unrelated"))
+    with Session(engine_of(app), expire_on_commit=False) as s:
+        org = s.get(User, users["org@x.org"].id)
+        got = campaign_actions.open_campaign(
+            s=s,
+            actor=org,
+            task="tric-binary",
+            phase="dev",
+            depth=2,
+            assessors=list(who),
+            per_item=3,
+            labels=LABELS,
+            seed=5,
+            via="cli",
+        )
+        cid, items = got.id, [it.id for it in got.items]
+        for k, iid in enumerate(items):
+            for email, label in zip(who, plan[k % 2], strict=True):
+                if k == len(items) - 1 and email == "org@x.org":
+                    continue  # the last item: not all in
+                campaign_actions.judge(
+                    s=s,
+                    user=s.get(User, users[email].id),
+                    campaign=cid,
+                    item=iid,
+                    label=label,
+                    via="cli",
+                )
+        before = campaign_actions.disagreements(s=s, actor=org, campaign=cid)
+    assert [x.item for x in before.items] == items
+    _sign_in(d, live, "org@x.org")
+    for name in ("phone", "wide"):
+        _width(d, name)
+        d.get(live + f"/organizer/campaigns/{cid}")
+        _check(d, name)
+        rows = d.find_elements(By.CSS_SELECTOR, "#disagreements tbody tr[data-item]")
+        assert [int(r.get_attribute("data-item")) for r in rows] == items
+        assert f"{len(items)} still need a decision" in _body(d)
+        assert d.find_element(By.ID, "close-form").is_displayed()
+        assert d.find_element(By.LINK_TEXT, "Download the export").is_displayed()
+    # one click: the majority rule
+    _width(d, "phone")
+    _go(d, d.find_element(By.XPATH, "//button[text()='Apply the majority rule']"))
+    _check(d, "phone")
+    assert f"The majority rule decided {len(items) - 1} items" in _body(d)
+    for k, iid in enumerate(items[:-1]):
+        cell = d.find_element(By.CSS_SELECTOR, f"#item-{iid} td.decision").text
+        win = max(set(plan[k % 2]), key=plan[k % 2].count)
+        assert cell == f"{win} (majority): majority rule", cell
+    # the item left: a label and a reason
+    _width(d, "wide")
+    last = items[-1]
+    d.find_element(By.ID, f"reason-{last}").send_keys("the guideline's second rule")
+    d.find_element(By.CSS_SELECTOR, f"#label-{last} option[value='unsure']").click()
+    _go(d, d.find_element(By.CSS_SELECTOR, f"#item-{last} form.decide button"))
+    _check(d, "wide")
+    cell = d.find_element(By.CSS_SELECTOR, f"#item-{last} td.decision").text
+    assert cell == "unsure (organizer): the guideline's second rule", cell
+    assert "0 still need a decision" in _body(d)
+    with Session(engine_of(app)) as s:
+        after = campaign_actions.disagreements(
+            s=s, actor=s.get(User, users["org@x.org"].id), campaign=cid
+        )
+    assert after.counts["undecided"] == 0 and after.counts["decided"] == len(items)

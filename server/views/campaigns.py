@@ -351,7 +351,7 @@ def adjudicate(campaign_id: int):
     else:
         d = got.decided[0]
         flash(f"Item {d.item} decided {d.label!r}. {got.undecided} still undecided.", "ok")
-    return redirect(url_for("campaigns.campaign", campaign_id=campaign_id) + "#adjudication")
+    return redirect(url_for("campaigns.campaign", campaign_id=campaign_id))
 
 
 def _enqueue(ids: list[int]) -> None:
@@ -384,7 +384,7 @@ def close(campaign_id: int):
             f"to rank under the new gold, publish a new version: {p.command}",
             "ok",
         )
-    return redirect(url_for("campaigns.campaign", campaign_id=campaign_id) + "#closing")
+    return redirect(url_for("campaigns.campaign", campaign_id=campaign_id))
 
 
 @bp.route("/organizer/campaigns/<int:campaign_id>/export.zip")
