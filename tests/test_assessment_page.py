@@ -294,6 +294,14 @@ def test_the_organizer_adjudicates_on_the_page(app, live, driver, campaign):  # 
         cell = d.find_element(By.CSS_SELECTOR, f"#item-{iid} td.decision").text
         win = max(set(plan[k % 2]), key=plan[k % 2].count)
         assert cell == f"{win} (majority): majority rule", cell
+    # closing is refused while the item left has no decision: the page says which
+    _go(d, d.find_element(By.XPATH, "//button[text()='Close the campaign']"))
+    # the console's one line: the refusal's own status (409), no script error
+    errors = _errors(d)
+    assert len(errors) == 1 and "/close - " in errors[0] and "status of 409" in errors[0], errors
+    _check(d, "phone")
+    refused = d.find_element(By.ID, "close-refused").text
+    assert f"1 item(s) have no decision yet: {items[-1]} (" in refused, refused
     # the item left: a label and a reason
     _width(d, "wide")
     last = items[-1]
@@ -309,3 +317,44 @@ def test_the_organizer_adjudicates_on_the_page(app, live, driver, campaign):  # 
             s=s, actor=s.get(User, users["org@x.org"].id), campaign=cid
         )
     assert after.counts["undecided"] == 0 and after.counts["decided"] == len(items)
+
+
+def test_the_condensed_metrics_on_a_submission_page(app, live, driver):  # noqa: F811
+    """A links run's page with a `condensed` block in its result: the table fits a phone's
+    width and the console stays clean."""
+    from selenium.webdriver.common.by import By
+    from webkit import make_submission
+
+    from server.models import Score, Team
+
+    make_user(app, "admin@x.org", organizer=True)
+    make_user(app, "lp@x.org", team="loci-team")
+    phase = make_phase(app, "loci-similes", "test", public_fraction=1.0)
+    with Session(engine_of(app), expire_on_commit=False) as s:
+        team = s.exec(select(Team).where(Team.name == "loci-team")).one()
+    sub = make_submission(app, team=team, phase=phase, scores={"all": 0.4321})
+    with Session(engine_of(app)) as s:
+        sc = s.exec(select(Score).where(Score.submission_id == sub.id)).one()
+        cond = {m: v + 0.05 for m, v in sc.result["metrics"]["all"].items() if "@" in m}
+        sc.result = {**sc.result, "condensed": {"metrics": {"all": cond}, "unjudged": 12}}
+        s.add(sc)
+        s.commit()
+    for email in ("admin@x.org", "lp@x.org"):
+        _sign_in(d := driver, live, email)
+        for name in ("phone", "wide"):
+            _width(d, name)
+            d.get(live + f"/submissions/{sub.id}")
+            assert _errors(d) == [], (email, name)
+            # the condensed table fits the window (the ordinary scores table of a task with 27
+            # metrics is wider than a laptop's: it is not this check's)
+            right = d.execute_script(
+                "return document.getElementById('condensed-all').getBoundingClientRect().right"
+                " - document.documentElement.clientWidth"
+            )
+            assert right <= 1, (email, name, right)
+            if os.environ.get("PALIMPSEST_SCREENSHOTS_ALL"):
+                d.find_element(By.ID, "condensed-all").location_once_scrolled_into_view  # noqa: B018
+                SHOTS.mkdir(parents=True, exist_ok=True)
+                d.save_screenshot(str(SHOTS / f"condensed-{name}-{email.split('@')[0]}.png"))
+            cells = d.find_elements(By.CSS_SELECTOR, "#condensed-all td[data-condensed]")
+            assert len(cells) == len(cond) and "12 predictions unjudged" in _body(d)

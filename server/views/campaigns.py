@@ -284,7 +284,14 @@ def _campaign_page(campaign_id: int, code: int = 200, **adjudication):
         guideline=Markup(render_markdown(c.guideline)) if c.guideline else "",
         disagreements=disagreements,
         written=written,
-        adj={"message": None, "errors": {}, "item": None, "typed": {}, **adjudication},
+        adj={
+            "message": None,
+            "errors": {},
+            "item": None,
+            "typed": {},
+            "top": False,
+            **adjudication,
+        },
     ), code
 
 
@@ -297,16 +304,17 @@ def campaign(campaign_id: int):
     return _campaign_page(campaign_id)
 
 
-def _refused(campaign_id: int, e: Exception, item: int | None = None, typed=None):
+def _refused(campaign_id: int, e: Exception, item: int | None = None, typed=None, top=False):
     """The campaign page again with an action's refusal: 400 for fields, 409 for a state, 404
-    for an item the campaign does not have."""
+    for an item the campaign does not have; beside the item's form, under Adjudication, or (a
+    refused close: the page opens at its top) above the page's title."""
     db().rollback()
     typed = typed or {}
     if isinstance(e, UploadFieldsInvalid):
         return _campaign_page(campaign_id, 400, errors=e.fields, item=item, typed=typed)
     code = 409 if isinstance(e, LifecycleRefused) else 404
     message = f"{e.message[:1].upper()}{e.message[1:]}."
-    return _campaign_page(campaign_id, code, message=message, item=item, typed=typed)
+    return _campaign_page(campaign_id, code, message=message, item=item, typed=typed, top=top)
 
 
 @bp.route("/organizer/campaigns/<int:campaign_id>/adjudicate", methods=["POST"])
@@ -370,7 +378,7 @@ def close(campaign_id: int):
             s=s, actor=current_user(), campaign=campaign_id, enqueue=_enqueue, via="web"
         )
     except (LifecycleRefused, NotFound) as e:
-        return _refused(campaign_id, e)
+        return _refused(campaign_id, e, top=True)
     g = got.gold
     flash(
         f"Campaign {got.campaign} closed: gold v{g.version} of {g.task}/{g.split} written "
