@@ -234,3 +234,127 @@ def test_an_assessor_judges_with_keys_and_clicks_and_resumes(app, live, driver, 
         d.get(d.current_url)
         _check(d, name)
         assert f"campaign {cid}" in _body(d) and "Open the campaign" in _body(d)
+
+
+def test_the_organizer_adjudicates_on_the_page(app, live, driver, campaign):  # noqa: F811
+    """A second campaign judged by three (one item not all in): the organizer's page lists the
+    items needing a decision with each label's count; one click applies the majority rule, a
+    label and a reason decide the item left; at both widths, the console clean."""
+    from selenium.webdriver.common.by import By
+
+    d = driver
+    users = campaign["users"]
+    who = ("a1@x.org", "a2@x.org", "org@x.org")
+    plan = (("related", "related", "unrelated"), ("unrelated", "related", "unrelated"))
+    with Session(engine_of(app), expire_on_commit=False) as s:
+        org = s.get(User, users["org@x.org"].id)
+        got = campaign_actions.open_campaign(
+            s=s,
+            actor=org,
+            task="tric-binary",
+            phase="dev",
+            depth=2,
+            assessors=list(who),
+            per_item=3,
+            labels=LABELS,
+            seed=5,
+            via="cli",
+        )
+        cid, items = got.id, [it.id for it in got.items]
+        for k, iid in enumerate(items):
+            for email, label in zip(who, plan[k % 2], strict=True):
+                if k == len(items) - 1 and email == "org@x.org":
+                    continue  # the last item: not all in
+                campaign_actions.judge(
+                    s=s,
+                    user=s.get(User, users[email].id),
+                    campaign=cid,
+                    item=iid,
+                    label=label,
+                    via="cli",
+                )
+        before = campaign_actions.disagreements(s=s, actor=org, campaign=cid)
+    assert [x.item for x in before.items] == items
+    _sign_in(d, live, "org@x.org")
+    for name in ("phone", "wide"):
+        _width(d, name)
+        d.get(live + f"/organizer/campaigns/{cid}")
+        _check(d, name)
+        rows = d.find_elements(By.CSS_SELECTOR, "#disagreements tbody tr[data-item]")
+        assert [int(r.get_attribute("data-item")) for r in rows] == items
+        assert f"{len(items)} still need a decision" in _body(d)
+        assert d.find_element(By.ID, "close-form").is_displayed()
+        assert d.find_element(By.LINK_TEXT, "Download the export").is_displayed()
+    # one click: the majority rule
+    _width(d, "phone")
+    _go(d, d.find_element(By.XPATH, "//button[text()='Apply the majority rule']"))
+    _check(d, "phone")
+    assert f"The majority rule decided {len(items) - 1} items" in _body(d)
+    for k, iid in enumerate(items[:-1]):
+        cell = d.find_element(By.CSS_SELECTOR, f"#item-{iid} td.decision").text
+        win = max(set(plan[k % 2]), key=plan[k % 2].count)
+        assert cell == f"{win} (majority): majority rule", cell
+    # closing is refused while the item left has no decision: the page says which
+    _go(d, d.find_element(By.XPATH, "//button[text()='Close the campaign']"))
+    # the console's one line: the refusal's own status (409), no script error
+    errors = _errors(d)
+    assert len(errors) == 1 and "/close - " in errors[0] and "status of 409" in errors[0], errors
+    _check(d, "phone")
+    refused = d.find_element(By.ID, "close-refused").text
+    assert f"1 item(s) have no decision yet: {items[-1]} (" in refused, refused
+    # the item left: a label and a reason
+    _width(d, "wide")
+    last = items[-1]
+    d.find_element(By.ID, f"reason-{last}").send_keys("the guideline's second rule")
+    d.find_element(By.CSS_SELECTOR, f"#label-{last} option[value='unsure']").click()
+    _go(d, d.find_element(By.CSS_SELECTOR, f"#item-{last} form.decide button"))
+    _check(d, "wide")
+    cell = d.find_element(By.CSS_SELECTOR, f"#item-{last} td.decision").text
+    assert cell == "unsure (organizer): the guideline's second rule", cell
+    assert "0 still need a decision" in _body(d)
+    with Session(engine_of(app)) as s:
+        after = campaign_actions.disagreements(
+            s=s, actor=s.get(User, users["org@x.org"].id), campaign=cid
+        )
+    assert after.counts["undecided"] == 0 and after.counts["decided"] == len(items)
+
+
+def test_the_condensed_metrics_on_a_submission_page(app, live, driver):  # noqa: F811
+    """A links run's page with a `condensed` block in its result: the table fits a phone's
+    width and the console stays clean."""
+    from selenium.webdriver.common.by import By
+    from webkit import make_submission
+
+    from server.models import Score, Team
+
+    make_user(app, "admin@x.org", organizer=True)
+    make_user(app, "lp@x.org", team="loci-team")
+    phase = make_phase(app, "loci-similes", "test", public_fraction=1.0)
+    with Session(engine_of(app), expire_on_commit=False) as s:
+        team = s.exec(select(Team).where(Team.name == "loci-team")).one()
+    sub = make_submission(app, team=team, phase=phase, scores={"all": 0.4321})
+    with Session(engine_of(app)) as s:
+        sc = s.exec(select(Score).where(Score.submission_id == sub.id)).one()
+        cond = {m: v + 0.05 for m, v in sc.result["metrics"]["all"].items() if "@" in m}
+        sc.result = {**sc.result, "condensed": {"metrics": {"all": cond}, "unjudged": 12}}
+        s.add(sc)
+        s.commit()
+    for email in ("admin@x.org", "lp@x.org"):
+        _sign_in(d := driver, live, email)
+        for name in ("phone", "wide"):
+            _width(d, name)
+            d.get(live + f"/submissions/{sub.id}")
+            assert _errors(d) == [], (email, name)
+            # the condensed table fits the window (the ordinary scores table of a task with 27
+            # metrics is wider than a laptop's: it is not this check's)
+            right = d.execute_script(
+                "return document.getElementById('condensed-all').getBoundingClientRect().right"
+                " - document.documentElement.clientWidth"
+            )
+            assert right <= 1, (email, name, right)
+            if os.environ.get("PALIMPSEST_SCREENSHOTS_ALL"):
+                d.find_element(By.ID, "condensed-all").location_once_scrolled_into_view  # noqa: B018
+                SHOTS.mkdir(parents=True, exist_ok=True)
+                d.save_screenshot(str(SHOTS / f"condensed-{name}-{email.split('@')[0]}.png"))
+            cells = d.find_elements(By.CSS_SELECTOR, "#condensed-all td[data-condensed]")
+            assert len(cells) == len(cond) and "12 predictions unjudged" in _body(d)

@@ -7,6 +7,7 @@ other assessors' labels and comments), the forms' refusals, and the shared-word 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from sqlmodel import Session, select
@@ -167,9 +168,18 @@ def test_every_campaign_route_as_every_role(world):
         "campaigns.judge",
         "campaigns.phase_campaigns",
         "campaigns.campaign",
+        "campaigns.adjudicate",
+        "campaigns.close",
+        "campaigns.export",
     }
     # what each role gets from each page: (GET, POST) status classes
-    organizer_pages = {"campaigns.phase_campaigns", "campaigns.campaign"}
+    organizer_pages = {
+        "campaigns.phase_campaigns",
+        "campaigns.campaign",
+        "campaigns.adjudicate",
+        "campaigns.close",
+        "campaigns.export",
+    }
     seen = 0
     for endpoint, method, rule in web:
         url = re.sub(r"<(?:\w+:)?(\w+)>", lambda mo: str(ids[mo.group(1)]), rule)
@@ -177,12 +187,12 @@ def test_every_campaign_route_as_every_role(world):
             b = world["browsers"][who]
             data = {"label": "related", "comment": "by the matrix"} if method == "POST" else None
             r = b.get(url) if method == "GET" else b.post(url, data)
-            body = r.get_data(as_text=True)
+            body = r.get_data().decode("utf-8", "replace")  # the export is a zip
             assert r.status_code < 500, (endpoint, method, who, r.status_code)
             if who == "anonymous":
                 assert r.status_code == 302 and "/auth/login" in r.headers["Location"]
-            elif who == "org":
-                assert r.status_code in (200, 302, 400, 404), (endpoint, method, who, r.status_code)
+            elif who == "org":  # a close is refused (409): a1 has not judged
+                assert r.status_code in (200, 302, 400, 404, 409), (endpoint, method, who)
             elif who in ("participant", "org_b") and "campaign_id" in rule:
                 # no role in A: the campaign does not exist for them
                 assert r.status_code == 404, (endpoint, method, who, r.status_code)
@@ -469,3 +479,211 @@ def test_a_links_campaign_shows_the_query_and_the_candidate_and_no_run(app):
     page = bo.get(f"/organizer/campaigns/{camp}?by=run").get_data(as_text=True)
     for r in runs:
         assert f"run {r}" in page and f"/submissions/{r}" in page
+
+
+@pytest.fixture
+def own_tric(world):
+    """tric-binary's files copied into this test's data directory (a close writes a new gold
+    version there, never into the session's import), the other tasks linked."""
+    import shutil
+
+    from server.settings import get_settings
+
+    home = Path(get_settings().home)
+    shared = (home / "tasks").resolve()
+    (home / "tasks").unlink()
+    (home / "tasks").mkdir()
+    for t in shared.iterdir():
+        if t.name == "tric-binary":
+            shutil.copytree(t, home / "tasks" / t.name, symlinks=True)
+        else:
+            (home / "tasks" / t.name).symlink_to(t, target_is_directory=True)
+    return home
+
+
+def _plan(k: int) -> tuple[str, ...]:
+    """The three assessors' labels of the k-th item: unanimous, two majorities either way, and
+    the last item left incomplete (one judgment missing)."""
+    return (("1", "1", "1"), ("1", "1", "0"), ("0", "1", "0"), ("1", "0", "0"))[k % 4]
+
+
+def test_the_organizer_adjudicates_closes_and_exports_on_the_page(world, own_tric):
+    import io
+    import zipfile
+
+    from markupsafe import escape
+
+    from server.exceptions import LifecycleRefused
+
+    app = world["app"]
+    users = world["users"]
+    b = world["browsers"]["org"]
+    who = ("a1", "a2", "org")
+    with Session(engine_of(app), expire_on_commit=False) as s:
+        org = s.get(User, users["org"].id)
+        got = campaign_actions.open_campaign(
+            s=s,
+            actor=org,
+            task="tric-binary",
+            phase="dev",
+            depth=2,
+            assessors=[f"{w}@x.org" for w in who],
+            per_item=3,
+            labels=["1", "0"],
+            seed=11,
+            via="cli",
+        )
+        cid = got.id
+        items = [it.id for it in got.items]
+        assert len(items) >= 3
+        for k, iid in enumerate(items):
+            for w, label in zip(who, _plan(k), strict=True):
+                if k == len(items) - 1 and w == "org":
+                    continue  # the last item: not all in
+                campaign_actions.judge(
+                    s=s,
+                    user=s.get(User, users[w].id),
+                    campaign=cid,
+                    item=iid,
+                    label=label,
+                    comment="",
+                    via="cli",
+                )
+        expect = campaign_actions.disagreements(s=s, actor=org, campaign=cid)
+    url = f"/organizer/campaigns/{cid}"
+    page = b.get(url).get_data(as_text=True)
+    assert 'id="adjudication"' in page and "Apply the majority rule" in page
+    listed = re.findall(r'<tr id="item-(\d+)" data-item', page)
+    assert [int(x) for x in listed] == [x.item for x in expect.items]
+    assert {x.item for x in expect.items} == {
+        iid for k, iid in enumerate(items) if len(set(_plan(k))) > 1 or k == len(items) - 1
+    }
+    row = page.split(f'<tr id="item-{expect.items[0].item}"', 1)[1].split("</tr>", 1)[0]
+    for label, n in expect.items[0].counts.items():
+        assert f'data-count="{label}">{n}<' in row
+    assert f"<strong>{expect.counts['undecided']} still need a decision</strong>" in page
+
+    # closing is refused while an item is undecided: the page again, the items named as the
+    # action names them
+    with Session(engine_of(app)) as s:
+        with pytest.raises(LifecycleRefused) as refused:
+            campaign_actions.close_campaign(
+                s=s, actor=s.get(User, users["org"].id), campaign=cid, via="cli"
+            )
+        s.rollback()
+    r = b.post(f"{url}/close", {})
+    assert r.status_code == 409
+    said = refused.value.message
+    assert str(escape(said[:1].upper() + said[1:])) in r.get_data(as_text=True)
+
+    # the majority rule in one click: every complete item gets its strict majority label
+    r = b.post(f"{url}/adjudicate", {"majority": "1"})
+    assert r.status_code == 302 and r.headers["Location"].endswith(url)
+    with Session(engine_of(app)) as s:
+        after = campaign_actions.disagreements(
+            s=s, actor=s.get(User, users["org"].id), campaign=cid
+        )
+    by_item = {x.item: x for x in after.items}
+    for k, iid in enumerate(items[:-1]):
+        labels = _plan(k)
+        if len(set(labels)) > 1:
+            win = max(set(labels), key=labels.count)
+            assert (by_item[iid].decision, by_item[iid].rule) == (win, "majority"), k
+    assert by_item[items[-1]].decision is None  # not all in: left for a person
+
+    # an overrule without a reason: the page again, the field named, the label kept
+    target = next(x for x in after.items if x.rule == "majority")
+    other = "0" if target.decision == "1" else "1"
+    r = b.post(f"{url}/adjudicate", {"item": str(target.item), "label": other, "reason": " "})
+    body = r.get_data(as_text=True)
+    assert r.status_code == 400 and "an organizer&#39;s decision needs a reason" in body
+    assert f'<option value="{other}" selected>' in body.split(f'id="item-{target.item}"')[1]
+    for bad, code in (
+        ({"item": "x", "label": "1", "reason": "r"}, 400),
+        ({"item": str(target.item), "label": "maybe", "reason": "r"}, 400),
+        ({"item": "999999", "label": "1", "reason": "r"}, 404),
+    ):
+        r = b.post(f"{url}/adjudicate", bad)
+        assert r.status_code == code, (bad, r.status_code)
+        assert 'id="adjudication"' in r.get_data(as_text=True)
+    reason = "the guideline counts a shared lemma as related"
+    r = b.post(f"{url}/adjudicate", {"item": str(target.item), "label": other, "reason": reason})
+    assert r.status_code == 302
+    r = b.post(f"{url}/adjudicate", {"item": str(items[-1]), "label": "1", "reason": "decided"})
+    assert r.status_code == 302
+    page = b.get(url).get_data(as_text=True)
+    row = page.split(f'<tr id="item-{target.item}"', 1)[1].split("</tr>", 1)[0]
+    assert f"<strong>{other}</strong> (organizer): {reason}" in row
+
+    # now the close is accepted: the new gold version on the page, as the action recorded it
+    r = b.post(f"{url}/close", {})
+    assert r.status_code == 302, r.get_data(as_text=True)[:500]
+    page = b.get(url).get_data(as_text=True)
+    with Session(engine_of(app)) as s:
+        versions = campaign_actions.gold_versions(
+            s=s, actor=s.get(User, users["org"].id), task="tric-binary"
+        )
+    mine = [v for v in versions if v.campaign == cid]
+    assert len(mine) == 1
+    assert f"gold <strong>v{mine[0].version}</strong>" in page and mine[0].sha256[:16] in page
+    assert f"Campaign {cid} closed: gold v{mine[0].version}" in page  # the flash
+    assert "Close the campaign</button>" not in page and "Apply the majority" not in page
+    r = b.post(f"{url}/adjudicate", {"majority": "1"})
+    assert r.status_code == 409 and "its decisions are final" in r.get_data(as_text=True)
+
+    # the export: a zip of exactly the action's files
+    r = b.get(f"{url}/export.zip")
+    assert r.status_code == 200 and r.mimetype == "application/zip"
+    assert f"campaign-{cid}-tric-binary.zip" in r.headers["Content-Disposition"]
+    with Session(engine_of(app)) as s:
+        files = campaign_actions.export_files(s=s, actor=s.get(User, users["org"].id), campaign=cid)
+    z = zipfile.ZipFile(io.BytesIO(r.data))
+    assert {n: z.read(n) for n in z.namelist()} == files
+    assert "decisions.csv" in files and "@x.org" not in files["judgments.csv"].decode()
+
+
+def test_condensed_metrics_on_the_submission_page_and_not_on_the_board(world):
+    """A result's `condensed` block (the scorer writes it once a campaign judged pairs): its
+    values beside the ordinary ones with the unjudged count, where the page shows the run's
+    scores (the organizers, the run's own team); never on the public board."""
+    from server.models import Score
+
+    app = world["app"]
+    phase = make_phase(app, "loci-similes", "test", public_fraction=1.0)
+    make_user(app, "lp@x.org", team="loci-team")  # a team of the task (no competition of it)
+    with Session(engine_of(app), expire_on_commit=False) as s:
+        team = s.exec(select(Team).where(Team.name == "loci-team")).one()
+    sub = make_submission(app, team=team, phase=phase, scores={"all": 0.4321}, method="cond-run")
+    with Session(engine_of(app)) as s:
+        sc = s.exec(select(Score).where(Score.submission_id == sub.id)).one()
+        ordinary = sc.result["metrics"]["all"]
+        # the condensed values of this run: each ordinary ranking value, a little higher
+        cond = {m: round(v + 0.1234, 6) for m, v in ordinary.items() if "@" in m}
+        sc.result = {
+            **sc.result,
+            "condensed": {"metrics": {"all": cond}, "unjudged": 37, "judged": 5, "notes": []},
+        }
+        s.add(sc)
+        s.commit()
+    admin, own = Browser(app.test_client()), Browser(app.test_client())
+    admin.login("admin@x.org")
+    own.login("lp@x.org")
+    for who, b in (("admin", admin), ("the run's team", own)):
+        page = b.get(f"/submissions/{sub.id}").get_data(as_text=True)
+        assert 'id="condensed-all"' in page, who
+        assert 'data-unjudged="37">37 predictions unjudged</strong>, 5 judged' in page, who
+        for m, v in cond.items():
+            row = page.split(f'data-condensed="{m}">', 1)
+            assert len(row) == 2 and row[1].startswith(f"{v:.4f}<"), (who, m)
+            assert (
+                row[0]
+                .rsplit("<tr>", 1)[1]
+                .endswith(f'<td>{m}</td><td class="num">{ordinary[m]:.4f}</td><td class="num" ')
+            ), (who, m)
+    for who in ("a3", "participant"):
+        r = world["browsers"][who].get(f"/submissions/{sub.id}")
+        assert r.status_code in (403, 404) and "condensed" not in r.get_data(as_text=True), who
+    for b in (Browser(app.test_client()), admin):
+        board = b.get("/tasks/loci-similes/leaderboard").get_data(as_text=True)
+        assert "cond-run" in board
+        assert "condensed" not in board.lower() and f"{cond['map@10']:.4f}" not in board

@@ -263,6 +263,7 @@ def test_every_organizer_page_of_a_refuses_everyone_who_does_not_organize_it(wor
     assert {"organizer.edit_phase", "organizer.hide", "competitions.edit", "roles.people"} <= names
     assert {"organizer.dashboard", "organizer.queue"} <= names
     assert {"campaigns.campaign", "campaigns.phase_campaigns"} <= names
+    assert {"campaigns.adjudicate", "campaigns.close", "campaigns.export"} <= names
     checked = 0
     for endpoint, method, template, kind in routes:
         url = _fill(template, ids, r"<(?:\w+:)?(\w+)>")

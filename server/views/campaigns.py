@@ -4,9 +4,21 @@ progress and agreement). Everything goes through server.actions.campaigns."""
 
 from __future__ import annotations
 
+import io
 import re
+import zipfile
 
-from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    flash,
+    redirect,
+    render_template,
+    request,
+    send_file,
+    url_for,
+)
 from markupsafe import Markup, escape
 
 from server.actions import campaigns as campaign_actions
@@ -16,7 +28,9 @@ from server.db import db
 from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.forms import CampaignForm
 from server.models import AssessmentCampaign, Phase
+from server.organize import enqueue_ids
 from server.sanitize import render_markdown
+from server.settings import get_settings
 from tasks import get_task
 
 bp = Blueprint("campaigns", __name__)
@@ -236,18 +250,16 @@ def phase_campaigns(phase_id: int):
     return redirect(url_for("campaigns.campaign", campaign_id=got.id))
 
 
-@bp.route("/organizer/campaigns/<int:campaign_id>")
-@organizer_required
-def campaign(campaign_id: int):
-    """A campaign: its state, labels, guideline, counts, each assessor's progress and the
-    agreement so far, overall and by a chosen factor (computed on each visit)."""
+def _campaign_page(campaign_id: int, code: int = 200, **adjudication):
+    """The organizer's campaign page; `adjudication` carries a refused form's message, its
+    field errors, the item it was about and what was typed."""
     s = db()
     u = current_user()
     c = campaign_actions.show_campaign(s=s, actor=u, campaign=campaign_id)
     kind = get_task(c.task).kind
     factors = FACTORS_OF.get(kind, FACTORS)
     by = request.args.get("by") or None
-    code, by_error = 200, None
+    by_error = None
     if by is not None and by not in factors:
         code, by_error = (
             400,
@@ -255,6 +267,12 @@ def campaign(campaign_id: int):
         )
         by = None
     agreement = campaign_actions.agreement(s=s, actor=u, campaign=campaign_id, by=by)
+    disagreements = campaign_actions.disagreements(s=s, actor=u, campaign=campaign_id)
+    written = [
+        v
+        for v in campaign_actions.gold_versions(s=s, actor=u, task=c.task)
+        if v.campaign == campaign_id
+    ]
     return render_template(
         "campaigns/campaign.html",
         c=c,
@@ -264,4 +282,137 @@ def campaign(campaign_id: int):
         by=by,
         by_error=by_error,
         guideline=Markup(render_markdown(c.guideline)) if c.guideline else "",
+        disagreements=disagreements,
+        written=written,
+        adj={
+            "message": None,
+            "errors": {},
+            "item": None,
+            "typed": {},
+            "top": False,
+            **adjudication,
+        },
     ), code
+
+
+@bp.route("/organizer/campaigns/<int:campaign_id>")
+@organizer_required
+def campaign(campaign_id: int):
+    """A campaign: its state, labels, guideline, counts, each assessor's progress and the
+    agreement so far, overall and by a chosen factor (computed on each visit); then the items
+    that need a decision, the decisions made, closing and the export."""
+    return _campaign_page(campaign_id)
+
+
+def _refused(campaign_id: int, e: Exception, item: int | None = None, typed=None, top=False):
+    """The campaign page again with an action's refusal: 400 for fields, 409 for a state, 404
+    for an item the campaign does not have; beside the item's form, under Adjudication, or (a
+    refused close: the page opens at its top) above the page's title."""
+    db().rollback()
+    typed = typed or {}
+    if isinstance(e, UploadFieldsInvalid):
+        return _campaign_page(campaign_id, 400, errors=e.fields, item=item, typed=typed)
+    code = 409 if isinstance(e, LifecycleRefused) else 404
+    message = f"{e.message[:1].upper()}{e.message[1:]}."
+    return _campaign_page(campaign_id, code, message=message, item=item, typed=typed, top=top)
+
+
+@bp.route("/organizer/campaigns/<int:campaign_id>/adjudicate", methods=["POST"])
+@organizer_required
+def adjudicate(campaign_id: int):
+    """The majority rule in one step (`majority`), or one item decided with a label and a
+    reason (`item`, `label`, `reason`)."""
+    s = db()
+    campaign_actions.check_organizer(s=s, actor=current_user(), campaign=campaign_id)
+    majority = request.form.get("majority") == "1"
+    raw_item = (request.form.get("item") or "").strip()
+    label = (request.form.get("label") or "")[:64] or None
+    reason = (request.form.get("reason") or "")[:4000]
+    typed = {"label": label or "", "reason": reason}
+    item = None
+    if not majority:
+        if not raw_item.isdigit():
+            e = UploadFieldsInvalid({"item": "an item of this campaign (its number)"})
+            return _refused(campaign_id, e, typed=typed)
+        item = int(raw_item)
+    try:
+        got = campaign_actions.adjudicate(
+            s=s,
+            actor=current_user(),
+            campaign=campaign_id,
+            majority=majority,
+            item=item,
+            label=None if majority else label,
+            reason=reason,
+            via="web",
+        )
+    except (UploadFieldsInvalid, LifecycleRefused, NotFound) as e:
+        return _refused(campaign_id, e, item, typed)
+    if majority:
+        ties = ", ".join(map(str, got.ties))
+        ties = f"; ties left for a person: items {ties}" if ties else ""
+        flash(
+            f"The majority rule decided {len(got.decided)} item"
+            f"{'s' if len(got.decided) != 1 else ''}{ties}. {got.undecided} still undecided.",
+            "ok",
+        )
+    else:
+        d = got.decided[0]
+        flash(f"Item {d.item} decided {d.label!r}. {got.undecided} still undecided.", "ok")
+    return redirect(url_for("campaigns.campaign", campaign_id=campaign_id))
+
+
+def _enqueue(ids: list[int]) -> None:
+    enqueue_ids(current_app, ids, get_settings())
+
+
+@bp.route("/organizer/campaigns/<int:campaign_id>/close", methods=["POST"])
+@organizer_required
+def close(campaign_id: int):
+    """Close the campaign into a new gold version of its split; its runs are queued for
+    rescoring. Refused (the page again, the undecided items named) while an item needs a
+    decision."""
+    s = db()
+    try:
+        got = campaign_actions.close_campaign(
+            s=s, actor=current_user(), campaign=campaign_id, enqueue=_enqueue, via="web"
+        )
+    except (LifecycleRefused, NotFound) as e:
+        return _refused(campaign_id, e, top=True)
+    g = got.gold
+    flash(
+        f"Campaign {got.campaign} closed: gold v{g.version} of {g.task}/{g.split} written "
+        f"({g.added} added, {g.judged_negative} judged negative); {len(got.rescoring)} run"
+        f"{'s' if len(got.rescoring) != 1 else ''} queued for rescoring.",
+        "ok",
+    )
+    for p in got.published:
+        flash(
+            f"The published ranking of phase {p.phase} (version {p.version}) stays as published; "
+            f"to rank under the new gold, publish a new version: {p.command}",
+            "ok",
+        )
+    return redirect(url_for("campaigns.campaign", campaign_id=campaign_id))
+
+
+@bp.route("/organizer/campaigns/<int:campaign_id>/export.zip")
+@organizer_required
+def export(campaign_id: int):
+    """The campaign's export (`export_files`) as one zip file."""
+    s = db()
+    files = campaign_actions.export_files(s=s, actor=current_user(), campaign=campaign_id)
+    c = s.get(AssessmentCampaign, campaign_id)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in sorted(files):
+            # a fixed time stamp: the same export gives the same bytes
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, files[name])
+    return send_file(
+        io.BytesIO(buf.getvalue()),
+        mimetype="application/zip",
+        as_attachment=True,
+        download_name=f"campaign-{campaign_id}-{c.task_id}.zip",
+        max_age=0,
+    )
