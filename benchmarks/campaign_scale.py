@@ -167,7 +167,7 @@ def stage_rescore(home: str, runs: list[str], q) -> None:
     for key in runs:
         t0 = time.perf_counter()
         res = scorer.score_file(TASK, path_for(Path(home), key), "test", home)
-        out.append({"s": time.perf_counter() - t0, "map@100": res["scores"]["all"].get("map@100")})
+        out.append({"s": time.perf_counter() - t0, "map@100": res["metrics"]["all"].get("map@100")})
     q.put({"runs": out, "peak_mib": peak_mib()})
 
 
@@ -220,6 +220,9 @@ def main(argv=None) -> None:
     ap.add_argument("--accepted", type=int, default=1000)
     ap.add_argument("--database-url", default=None, help="default: a SQLite file in --out")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--reuse-pool", action="store_true", help="take the pool stage's figures from a former run"
+    )
     args = ap.parse_args(argv)
     from bench_scorer import make_loci
 
@@ -246,7 +249,12 @@ def main(argv=None) -> None:
         runs.append(key)
     url = args.database_url or f"sqlite:///{out / 'campaign.sqlite'}"
     sizes = [sum(1 for _ in open(f, "rb")) - 1 for f in files]
-    pool = child(stage_pool_and_write, str(home), url, runs, args.depth)
+    saved = out / f"pool-{args.runs}x{args.k}-d{args.depth}-{url.split(':', 1)[0]}.json"
+    if args.reuse_pool and saved.exists():  # the figures of an earlier run of the same stage
+        pool = json.loads(saved.read_text())
+    else:
+        pool = child(stage_pool_and_write, str(home), url, runs, args.depth)
+        saved.write_text(json.dumps(pool))
     grow_gold(home, args.accepted)
     rescore = child(stage_rescore, str(home), runs)
     fig = {
