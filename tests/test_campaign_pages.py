@@ -167,9 +167,10 @@ def test_every_campaign_route_as_every_role(world):
         "campaigns.judge",
         "campaigns.phase_campaigns",
         "campaigns.campaign",
+        "campaigns.bayes",
     }
     # what each role gets from each page: (GET, POST) status classes
-    organizer_pages = {"campaigns.phase_campaigns", "campaigns.campaign"}
+    organizer_pages = {"campaigns.phase_campaigns", "campaigns.campaign", "campaigns.bayes"}
     seen = 0
     for endpoint, method, rule in web:
         url = re.sub(r"<(?:\w+:)?(\w+)>", lambda mo: str(ids[mo.group(1)]), rule)

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import re
 
-from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
 from markupsafe import Markup, escape
 
+from server.actions import campaign_models as model_actions
 from server.actions import campaigns as campaign_actions
 from server.api_models import FACTORS
 from server.auth import current_user, login_required, organizer_required
 from server.db import db
-from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
+from server.exceptions import LifecycleRefused, NotFound, QueueUnreachable, UploadFieldsInvalid
 from server.forms import CampaignForm
 from server.models import AssessmentCampaign, Phase
+from server.organize import fit_enqueuer
 from server.sanitize import render_markdown
+from server.settings import get_settings
 from tasks import get_task
 
 bp = Blueprint("campaigns", __name__)
@@ -239,8 +242,9 @@ def phase_campaigns(phase_id: int):
 @bp.route("/organizer/campaigns/<int:campaign_id>")
 @organizer_required
 def campaign(campaign_id: int):
-    """A campaign: its state, labels, guideline, counts, each assessor's progress and the
-    agreement so far, overall and by a chosen factor (computed on each visit)."""
+    """A campaign: its state, labels, guideline, counts, each assessor's progress, the
+    agreement so far, overall and by a chosen factor (computed on each visit), and the latest fit
+    of the Bayesian agreement model with its button."""
     s = db()
     u = current_user()
     c = campaign_actions.show_campaign(s=s, actor=u, campaign=campaign_id)
@@ -255,6 +259,7 @@ def campaign(campaign_id: int):
         )
         by = None
     agreement = campaign_actions.agreement(s=s, actor=u, campaign=campaign_id, by=by)
+    fits = model_actions.show_bayes(s=s, actor=u, campaign=campaign_id).fits
     return render_template(
         "campaigns/campaign.html",
         c=c,
@@ -263,5 +268,28 @@ def campaign(campaign_id: int):
         factors=factors,
         by=by,
         by_error=by_error,
+        fit=fits[0] if fits else None,
         guideline=Markup(render_markdown(c.guideline)) if c.guideline else "",
     ), code
+
+
+@bp.route("/organizer/campaigns/<int:campaign_id>/bayes", methods=["POST"])
+@organizer_required
+def bayes(campaign_id: int):
+    """Ask a worker for the Bayesian agreement model (the campaign page's button), with the
+    campaign's seed and the default settings; back to the page, which shows the latest fit."""
+    s = db()
+    try:
+        got = model_actions.request_bayes(
+            s=s,
+            actor=current_user(),
+            campaign=campaign_id,
+            enqueue=fit_enqueuer(current_app, get_settings()),
+            via="web",
+        )
+    except (LifecycleRefused, UploadFieldsInvalid, QueueUnreachable) as e:
+        s.rollback()
+        flash(f"Not requested: {e.message}.", "error")
+    else:
+        flash(f"Fit {got.id} of the Bayesian model is queued: a worker fits it.", "ok")
+    return redirect(url_for("campaigns.campaign", campaign_id=campaign_id) + "#bayes")
