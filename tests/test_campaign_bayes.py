@@ -8,11 +8,15 @@ installs): those parts are skipped without it."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import random
+import threading
 
 import numpy as np
 import pytest
 import redis
+from click.testing import CliRunner
 from sqlmodel import Session, select
 from webkit import engine_of
 
@@ -76,6 +80,33 @@ def _burst(settings, conn):
     build_worker(settings, ("agreement",), conn, simple=True).work(burst=True)
 
 
+@contextlib.contextmanager
+def _served(app):
+    """The app over real HTTP on a local port, for the command line's API client."""
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    class Quiet(WSGIRequestHandler):
+        def log(self, *args, **kwargs):
+            pass
+
+    srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Quiet)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_port}"
+    finally:
+        srv.shutdown()
+
+
+def _cli(url, token, *args):
+    from cli.main import main
+
+    env = {"PALIMPSEST_SERVER": url, "PALIMPSEST_TOKEN": token, "XDG_CONFIG_HOME": "/nope"}
+    return CliRunner().invoke(
+        main, ["organizer", "campaign", "bayes", *map(str, args)], env=env, catch_exceptions=False
+    )
+
+
 def _api(app, token, method, path, body=None):
     c = app.test_client()
     return c.open(
@@ -119,6 +150,14 @@ def test_requests_are_bounded_refused_while_one_waits_and_fail_plainly_without_a
         (first.id - 1, "failed"),
     ]
     assert "not reachable" in got["fits"][1]["error"]
+    # the command line: the list as one JSON document, the refusal as one too, in one line of text
+    with _served(app) as url:
+        r = _cli(url, tokens["org"], cid, "--show", "--json")
+        assert r.exit_code == 0 and json.loads(r.stdout) == got
+        r = _cli(url, tokens["org"], cid, "--json")
+        assert r.exit_code == 1 and json.loads(r.stdout)["error"]["code"] == "fit_running"
+        r = _cli(url, tokens["org"], cid, "--show")
+        assert f"fit {first.id} of campaign {cid}: queued (seed" in r.stdout
     # an assessor of the competition is refused; the requests were audited
     assert _api(app, tokens["a1"], "GET", f"/campaigns/{cid}/bayes").status_code in (403, 404)
     with Session(engine_of(app)) as s:
@@ -159,6 +198,11 @@ def test_the_worker_fits_what_a_direct_fit_gives_and_refuses_a_fit_that_did_not_
         k: v for k, v in direct["diagnostics"].items() if k not in timing
     }
     assert r["diagnostics"]["max_rhat"] < 1.01 and r["diagnostics"]["divergences"] == 0
+    with _served(app) as url:  # the command line waits for nothing: the newest fit is done
+        out = _cli(url, tokens["org"], cid, "--show", "--wait", "--json")
+        assert out.exit_code == 0 and json.loads(out.stdout)["result"] == r
+        out = _cli(url, tokens["org"], cid, "--show")
+        assert f"multi-kappa {r['kappa']['median']:.3f}" in out.stdout, out.stdout
     # the posterior median lies near the empirical multi-kappa of the same table
     emp = measured.overall["multi_kappa"]
     assert abs(r["kappa"]["median"] - emp["value"]) < 0.25, (r["kappa"], emp)
