@@ -229,8 +229,11 @@ def test_the_worker_fits_what_a_direct_fit_gives_and_refuses_a_fit_that_did_not_
         assert "did not converge (largest R-hat" in row.error
         assert not {"kappa", "marginal", "diagnostics"} & set(row.result)
     page = world["browsers"]["org"].get(f"/organizer/campaigns/{cid}").get_data(as_text=True)
-    assert "Not converged, so no figure of it is shown" in page
-    assert f"{r['kappa']['median']:.3f}" not in page.split('id="bayes"')[1]
+    block = page.split('id="bayes"')[1]
+    assert (
+        "<strong>not converged</strong>" in block and "The fit did not converge (largest" in block
+    )
+    assert f"{r['kappa']['median']:.3f}" not in block
     # the button asks for another fit (the worker is idle again)
     b = world["browsers"]["org"]
     resp = b.post(f"/organizer/campaigns/{cid}/bayes", {})
