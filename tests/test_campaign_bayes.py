@@ -1,5 +1,5 @@
 """The Bayesian agreement model of an assessment campaign, on demand, in the worker: an organizer's
-request is recorded and put on the agreement queue of a real Redis; an RQ worker fits it and the
+request is recorded and put on the agreement queue of a real Redis; a worker process fits it and the
 stored posterior multi-kappa and diagnostics equal a direct `tasks.agreement_bayes.fit` on the table
 that `agreement` measures, with the same seed; one fit at a time per campaign; a fit far too short
 to converge is stored as not_converged with what failed and no figure; a queue that cannot be
@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,10 +29,10 @@ from server.actions import campaigns as campaign_actions
 from server.exceptions import LifecycleRefused, QueueUnreachable, UploadFieldsInvalid
 from server.models import AssessmentCampaign, AuditLog, CampaignModelFit, User
 from server.queue import enqueue_campaign_fit
-from server.worker import build_worker
 from tasks.agreement_bayes import fit
 from tests.test_campaign_pages import world  # noqa: F401 — the fixture
 
+REPO = Path(__file__).resolve().parent.parent
 ASSESSORS = ("a1", "a2", "org")
 SETTINGS = {"chains": 2, "warmup": 400, "samples": 400}
 
@@ -76,8 +80,25 @@ def _queue(app, url):
     return conn, settings, lambda fit_id: enqueue_campaign_fit(conn, fit_id, settings)
 
 
-def _burst(settings, conn):
-    build_worker(settings, ("agreement",), conn, simple=True).work(burst=True)
+def _burst(settings, url):
+    """A real worker process on the agreement queue until it is empty (its jobs run in forked
+    work horses, as in production)."""
+    env = {
+        **os.environ,
+        "REDIS_URL": url,
+        "PALIMPSEST_HOME": str(settings.home),
+        "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    env.pop("DATABASE_URL", None)
+    p = subprocess.run(
+        [sys.executable, "-m", "server.worker", "--burst", "--queue", "agreement"],
+        env=env,
+        cwd=REPO,
+        timeout=600,
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
 
 
 @contextlib.contextmanager
@@ -179,7 +200,7 @@ def test_the_worker_fits_what_a_direct_fit_gives_and_refuses_a_fit_that_did_not_
     cid = _judged_campaign(world)
     conn, settings, enqueue = _queue(app, redis_tcp_url)
     requested = _request(app, org, cid, enqueue=enqueue, seed=11, **SETTINGS)
-    _burst(settings, conn)
+    _burst(settings, redis_tcp_url)
     got = _api(app, tokens["org"], "GET", f"/campaigns/{cid}/bayes").json["fits"][0]
     assert got["id"] == requested.id and got["state"] == "done", (got["error"], got["result"])
     assert got["current"] is True and got["error"] == ""
@@ -222,7 +243,7 @@ def test_the_worker_fits_what_a_direct_fit_gives_and_refuses_a_fit_that_did_not_
 
     # far too short to converge: stored as not_converged, what failed said, no figure kept
     short = _request(app, org, cid, enqueue=enqueue, seed=0, chains=2, warmup=10, samples=10)
-    _burst(settings, conn)
+    _burst(settings, redis_tcp_url)
     with Session(engine_of(app)) as s:
         row = s.get(CampaignModelFit, short.id)
         assert row.state == "not_converged", (row.state, row.error)
