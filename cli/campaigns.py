@@ -1,5 +1,5 @@
 """Assessment campaigns over the REST API:
-`palimpsest organizer campaign open|show|agreement|disagreements|adjudicate|close|export` (an
+`palimpsest organizer campaign open|show|agreement|bayes|disagreements|adjudicate|close|export` (an
 organizer's token) and
 `palimpsest assess CAMPAIGN [--item ITEM --label LABEL [--comment ...]]` (an assessor's token).
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -112,6 +113,34 @@ def _close_lines(c: dict) -> None:
         )
 
 
+def _fit_line(f: dict) -> str:
+    cfg = f["settings"]
+    head = (
+        f"fit {f['id']} of campaign {f['campaign']}: {f['state']} (seed {f['seed']}, "
+        f"{cfg.get('chains')} chains of {cfg.get('warmup')} + {cfg.get('samples')} draws)"
+    )
+    r = f.get("result") or {}
+    if f["state"] == "done":
+        k, d = r["kappa"], r["diagnostics"]
+        lo, hi = k["95%"]
+        stale = "" if f.get("current") in (None, True) else "; judgments changed since"
+        return (
+            f"{head}\n  multi-kappa {k['median']:.3f} [{lo:.3f}, {hi:.3f}] (posterior median, 95%; "
+            f"{r['items']} items){stale}\n  R-hat max {d['max_rhat']:.4f}, divergences "
+            f"{d['divergences']}, ESS min {d['min_ess']:.0f}, {d['seconds']} s"
+        )
+    if f["state"] in ("not_converged", "failed"):
+        return f"{head}\n  {f['error']}"
+    return head
+
+
+def _fits_lines(got: dict) -> None:
+    if not got["fits"]:
+        click.echo(f"campaign {got['campaign']}: no fit of the Bayesian model yet")
+    for f in got["fits"]:
+        click.echo(_fit_line(f))
+
+
 def register(main: click.Group) -> None:
     """Add `organizer campaign ...` (under the organizer group) and `assess`."""
     organizer = main.commands["organizer"]
@@ -183,6 +212,58 @@ def register(main: click.Group) -> None:
         params = {"by": by} if by else {}
         got = _call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/agreement", **params))
         _emit(as_json, got, _agreement_lines)
+
+    @campaign.command("bayes")
+    @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
+    @click.option("--show", is_flag=True, help="List the fits, newest first; request none.")
+    @click.option(
+        "--seed", type=int, default=None, help="Of the sampler (default: the campaign's)."
+    )
+    @click.option("--chains", type=int, default=None, help="NUTS chains (default 2, at most 4).")
+    @click.option("--warmup", type=int, default=None, help="Warmup draws a chain (default 500).")
+    @click.option("--samples", type=int, default=None, help="Kept draws a chain (default 500).")
+    @click.option("--wait", is_flag=True, help="Wait for the fit to finish, then print it.")
+    @click.option(
+        "--timeout", type=int, default=3600, show_default=True, help="Seconds --wait waits."
+    )
+    @JSON
+    def campaign_bayes(campaign_id, show, seed, chains, warmup, samples, wait, timeout, as_json):
+        """Ask a worker for the Bayesian agreement model of a campaign (or, with --show, list its
+        fits); a fit that did not converge shows what failed, never its figures."""
+        path = f"/campaigns/{campaign_id}/bayes"
+        if show and not wait:
+            _emit(as_json, _call(as_json, lambda c: c.get_json(path)), _fits_lines)
+            return
+        if show:
+            fits = _call(as_json, lambda c: c.get_json(path))["fits"]
+            if not fits:
+                _emit(as_json, {"campaign": campaign_id, "fits": []}, _fits_lines)
+                return
+            got = fits[0]
+        else:
+            body = {
+                k: v
+                for k, v in (
+                    ("seed", seed),
+                    ("chains", chains),
+                    ("warmup", warmup),
+                    ("samples", samples),
+                )
+                if v is not None
+            }
+            got = _call(as_json, lambda c: c.send_json("POST", path, body))
+        deadline = time.monotonic() + timeout
+        while wait and got["state"] in ("queued", "running"):
+            if time.monotonic() > deadline:
+                message = f"fit {got['id']} is still {got['state']} after {timeout} s"
+                if as_json:
+                    click.echo(json.dumps({"error": {"message": message, "code": "timeout"}}))
+                    sys.exit(1)
+                raise click.ClickException(message)
+            time.sleep(2)
+            fits = _call(as_json, lambda c: c.get_json(path))["fits"]
+            got = next((f for f in fits if f["id"] == got["id"]), got)
+        _emit(as_json, got, lambda f: click.echo(_fit_line(f)))
 
     @campaign.command("disagreements")
     @click.argument("campaign_id", metavar="CAMPAIGN", type=int)

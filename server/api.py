@@ -31,6 +31,7 @@ from server import api_models as m
 from server import auth, exposure, lifecycle, outbox, people, teams
 from server.actions import announcements as ann_actions
 from server.actions import bundles as bundle_actions
+from server.actions import campaign_models as model_actions
 from server.actions import campaigns as campaign_actions
 from server.actions import competitions as comp_actions
 from server.actions import registrations as reg_actions
@@ -63,6 +64,7 @@ from server.organize import (
     QueueUnreachable,
     enqueue_ids,
     export_ranking,
+    fit_enqueuer,
     queue_baselines,
 )
 from server.organize import baseline_runs as runs_of
@@ -1945,3 +1947,45 @@ def campaign_export(campaign_id):
     return _json_out(
         m.ExportOut(campaign=campaign_id, files={k: v.decode("utf-8") for k, v in files.items()})
     )
+
+
+@bp.post("/campaigns/<int:campaign_id>/bayes")
+@op(
+    "Ask a worker for the Bayesian agreement model of a campaign (organizers; audited)",
+    body=m.BayesIn,
+    responses={202: m.BayesFitOut},
+    errors=(403, 404, 409, 422, 503),
+    tags=("assessment",),
+    description="Manjavacas et al.'s multilevel model (random intercepts for the assessor pair and "
+    "the items' source work or stratum; a link's lexical overlap as a fixed effect) fitted by NUTS "
+    "on the items every assigned assessor judged. One fit at a time per campaign; a fit that did "
+    "not converge is stored as `not_converged`, without its figures.",
+)
+def campaign_bayes_request(campaign_id):
+    u = _user()
+    campaign_actions.check_organizer(s=db(), actor=u, campaign=campaign_id)  # before the body
+    body = _body(m.BayesIn)
+    got = model_actions.request_bayes(
+        s=db(),
+        actor=u,
+        campaign=campaign_id,
+        seed=body.seed,
+        chains=body.chains,
+        warmup=body.warmup,
+        samples=body.samples,
+        enqueue=fit_enqueuer(current_app, get_settings()),
+        via="api",
+    )
+    return _json_out(got, 202)
+
+
+@bp.get("/campaigns/<int:campaign_id>/bayes")
+@op(
+    "The fits of a campaign's Bayesian agreement model, the newest first (organizers)",
+    responses={200: m.BayesFitsOut},
+    errors=(403, 404),
+    tags=("assessment",),
+)
+def campaign_bayes_fits(campaign_id):
+    u = _user()
+    return _json_out(model_actions.show_bayes(s=db(), actor=u, campaign=campaign_id))

@@ -1172,3 +1172,48 @@ class ExportOut(Out):
 
     campaign: int
     files: dict[str, str]
+
+
+class BayesIn(Model):
+    """Ask a worker for the Bayesian agreement model of a campaign; each setting has a default
+    and a bound (the work a request may cost)."""
+
+    seed: Optional[int] = Field(
+        None, ge=0, le=2**31 - 1, description="The sampler's seed; the campaign's seed if left out."
+    )
+    chains: Optional[int] = Field(None, ge=1, le=4, description="NUTS chains (default 2).")
+    warmup: Optional[int] = Field(
+        None, ge=10, le=1000, description="Warmup draws per chain (default 500)."
+    )
+    samples: Optional[int] = Field(
+        None, ge=10, le=1000, description="Kept draws per chain (default 500)."
+    )
+
+
+class BayesFitOut(Out):
+    """One requested fit of the Bayesian agreement model: its state (queued, running, done,
+    not_converged, failed), what it read (how many judgments, a digest of the table), its
+    posterior multi-kappa and diagnostics when it converged, else why not."""
+
+    id: int
+    campaign: int
+    state: str
+    seed: int
+    settings: dict[str, int]
+    judgments: Optional[int] = None
+    digest: Optional[str] = None
+    current: Optional[bool] = Field(
+        None, description="Whether the judgments stored now give the same table (done fits)."
+    )
+    result: Optional[dict[str, Any]] = None
+    error: str = ""
+    created_at: datetime
+    started_at: Optional[datetime] = None
+    finished_at: Optional[datetime] = None
+
+
+class BayesFitsOut(Out):
+    """A campaign's fits of the Bayesian agreement model, the newest first."""
+
+    campaign: int
+    fits: list[BayesFitOut]

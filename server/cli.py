@@ -36,7 +36,7 @@ from server.supervisor import Supervisor
 from server.worker import run
 from tasks import get_task
 
-QUEUE_CHOICES = ("scoring", "baselines")
+QUEUE_CHOICES = ("scoring", "baselines", "agreement")
 
 
 def _home_option(f):
@@ -213,7 +213,7 @@ def register(main: click.Group) -> None:
         "queues",
         multiple=True,
         type=click.Choice(QUEUE_CHOICES),
-        help="Queue(s) to work on (default: both, scoring first).",
+        help="Queue(s) to work on (default: all, scoring first).",
     )
     @click.option("--burst", is_flag=True, help="Exit once the queues are empty.")
     @_home_option

@@ -17,6 +17,7 @@ from server.exceptions import (
     LimitReached,
     NotFound,
     PhaseClosed,
+    QueueUnreachable,
     SubmissionRefused,
     TeamRefused,
     UploadFieldsInvalid,
@@ -36,6 +37,7 @@ TABLE: list[tuple[type[Exception], int, str]] = [
     (TeamRefused, 409, "team_refused"),  # its own `code` and `status` are kept
     (NotFound, 404, "not_found"),
     (Forbidden, 403, "forbidden"),
+    (QueueUnreachable, 503, "queue_unreachable"),
 ]
 
 

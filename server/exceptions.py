@@ -109,3 +109,13 @@ class TeamRefused(PalimpsestError):
         self.message = message
         self.code = code
         self.status = status
+
+
+class QueueUnreachable(PalimpsestError):
+    """Work that a worker must do could not be put on the queue (Redis away): nothing will run
+    it; the message says what was recorded and what to do."""
+
+    def __init__(self, message: str, code: str = "queue_unreachable"):
+        super().__init__(message)
+        self.message = message
+        self.code = code

@@ -431,6 +431,28 @@ class CampaignDecision(SQLModel, table=True):
     decided_at: NaiveDatetime = Field(default_factory=utcnow)
 
 
+class CampaignModelFit(SQLModel, table=True):
+    """An organizer's request for the Bayesian agreement model of a campaign
+    (`server.actions.campaign_models`), fitted by a worker on the judgments stored when it ran:
+    "queued" | "running" | "done" | "not_converged" | "failed". A fit that did not converge keeps
+    its diagnostics and what failed, never its figures."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    campaign_id: int = Field(foreign_key="assessmentcampaign.id", index=True)
+    state: str = Field(default="queued", max_length=16)
+    seed: int
+    # chains, warmup, samples
+    settings: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    judgments: Optional[int] = None  # the stored judgments the fit read
+    digest: Optional[str] = Field(default=None, max_length=64)  # sha256 of the table it fitted
+    result: Optional[dict] = Field(default=None, sa_column=Column(JSON, nullable=True))
+    error: str = Field(default="", sa_column=Column(Text, nullable=False))
+    requested_by: Optional[int] = Field(default=None, foreign_key="user.id")
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
+    started_at: Optional[NaiveDatetime] = None
+    finished_at: Optional[NaiveDatetime] = None
+
+
 class GoldVersion(SQLModel, table=True):
     """A version of a split's gold (`server.actions.campaigns.close_campaign`): version 1 is the
     imported gold (recorded when a first campaign closes); each later one extends its parent."""

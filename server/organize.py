@@ -18,7 +18,14 @@ from server import leaderboard as lb
 from server.auth import audit
 from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.models import Phase
-from server.queue import BASELINES, connect, enqueue_baseline_run, enqueue_submission, get_queue
+from server.queue import (
+    BASELINES,
+    connect,
+    enqueue_baseline_run,
+    enqueue_campaign_fit,
+    enqueue_submission,
+    get_queue,
+)
 
 EXPORT_TYPES = {
     "csv": "text/csv; charset=utf-8",
@@ -132,6 +139,20 @@ def enqueue_ids(app, ids: list[int], settings) -> None:
             enqueue_submission(conn, sid, settings, replace=True)
     except Exception as e:  # noqa: BLE001 — the rows say queued; the reconciler will pick them up
         app.logger.warning("rescore of %s submission(s) left to the reconciler: %s", len(ids), e)
+
+
+def fit_enqueuer(app, settings):
+    """The `enqueue(fit_id)` that `request_bayes` calls after its commit: the agreement queue
+    (nothing where the app enqueues nothing, e.g. tests that run the job themselves); raises when
+    Redis cannot be reached, which the action records."""
+
+    def enqueue(fit_id: int) -> None:
+        if not app.config.get("PALIMPSEST_ENQUEUE", True):
+            return
+        conn = app.extensions.get("palimpsest.redis") or connect(settings)
+        enqueue_campaign_fit(conn, fit_id, settings)
+
+    return enqueue
 
 
 class QueueUnreachable(Exception):

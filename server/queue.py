@@ -3,9 +3,11 @@
 One job per submission: its id is `submission-<id>`, so enqueuing twice cannot run two
 different jobs, and the reconciler can ask Redis about a submission by its id alone.
 
-Two queues: `scoring` scores every submission (a team's or a baseline entry's: cheap CPU work any
+Three queues: `scoring` scores every submission (a team's or a baseline entry's: cheap CPU work any
 worker does); `baselines` holds baseline runs (`baselines run --enqueue`), which need the models and
-want the GPU machine: `palimpsest worker --queue baselines` there, `--queue scoring` elsewhere.
+want the GPU machine: `palimpsest worker --queue baselines` there, `--queue scoring` elsewhere;
+`agreement` holds the fits of a campaign's Bayesian agreement model (minutes of CPU each, on a
+worker with the `[agreement]` extra). A worker takes its queues in that order.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from server.settings import Settings
 
 SCORING = "scoring"
 BASELINES = "baselines"  # baseline runs (server.baseline_jobs), not the scoring of their files
-QUEUES = (SCORING, BASELINES)
+AGREEMENT = "agreement"  # the Bayesian agreement model of a campaign (server.campaign_fit_jobs)
+QUEUES = (SCORING, BASELINES, AGREEMENT)
 JOB_FUNC = "server.jobs.score_submission"
 FAILURE_CALLBACK = "server.jobs.on_job_failure"
 
@@ -157,6 +160,29 @@ def enqueue_baseline_run(
         result_ttl=7 * 24 * 3600,
         failure_ttl=7 * 24 * 3600,
         description=f"baseline {system} on {task_id}",
+    )
+
+
+FIT_JOB_FUNC = "server.campaign_fit_jobs.fit_campaign_model"
+FIT_FAILURE_CALLBACK = "server.campaign_fit_jobs.on_fit_failure"
+
+
+def enqueue_campaign_fit(conn: redis.Redis, fit_id: int, settings: Settings) -> Job:
+    """Put one requested fit of a campaign's Bayesian agreement model on the agreement queue
+    (one job per fit row: asking twice adds nothing while it waits or runs)."""
+    jid = f"campaign-fit-{int(fit_id)}"
+    live = _live_or_cleared(conn, jid)
+    if live is not None:
+        return live
+    return get_queue(AGREEMENT, conn, settings).enqueue_call(
+        FIT_JOB_FUNC,
+        args=(int(fit_id),),
+        job_id=jid,
+        timeout=settings.baseline_timeout,
+        result_ttl=24 * 3600,
+        failure_ttl=7 * 24 * 3600,
+        on_failure=Callback(FIT_FAILURE_CALLBACK, timeout=30),
+        description=f"Bayesian agreement model, fit {fit_id}",
     )
 
 

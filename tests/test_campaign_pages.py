@@ -171,6 +171,7 @@ def test_every_campaign_route_as_every_role(world):
         "campaigns.adjudicate",
         "campaigns.close",
         "campaigns.export",
+        "campaigns.bayes",
     }
     # what each role gets from each page: (GET, POST) status classes
     organizer_pages = {
@@ -179,6 +180,7 @@ def test_every_campaign_route_as_every_role(world):
         "campaigns.adjudicate",
         "campaigns.close",
         "campaigns.export",
+        "campaigns.bayes",
     }
     seen = 0
     for endpoint, method, rule in web:

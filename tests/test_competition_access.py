@@ -78,6 +78,8 @@ API_ASSESSMENT_ORGANIZER = {
     ("/tasks/{task_id}/phases/{phase_name}/campaigns", "get"),
     ("/campaigns/{campaign_id}", "get"),
     ("/campaigns/{campaign_id}/agreement", "get"),
+    ("/campaigns/{campaign_id}/bayes", "post"),
+    ("/campaigns/{campaign_id}/bayes", "get"),
     ("/campaigns/{campaign_id}/disagreements", "get"),
     ("/campaigns/{campaign_id}/adjudicate", "post"),
     ("/campaigns/{campaign_id}/close", "post"),

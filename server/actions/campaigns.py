@@ -756,16 +756,23 @@ def judgment_rows(s: Session, c: AssessmentCampaign) -> tuple[list, dict[int, di
     return rows, factors, assigned
 
 
-def agreement(
-    *, s: Session, actor: User | None, campaign: int, by: str | None = None
-) -> m.AgreementOut:
-    """Multi-kappa (and the agreement module's other measures) with percentile-bootstrap
-    intervals (the campaign's seed) over the items every assigned assessor judged; with `by`,
-    per level of that factor (an item proposed by several runs counts in each run's level). Its
-    competition's organizers."""
-    c, _comp = _for_organizer(s, actor, campaign)
-    if by is not None and by not in m.FACTORS:
-        raise UploadFieldsInvalid({"by": f"one of {', '.join(m.FACTORS)}"})
+@dataclass
+class Judged:
+    """The campaign's judgments as the agreement measures read them: the table over the items
+    every assigned assessor judged (labels coded by their declared order), its item ids in the
+    table's row order, every item's factors, the stored rows and the assignments per item."""
+
+    table: am.Table
+    kept: list[int]
+    factors: dict[int, dict]
+    rows: list
+    assigned: dict[int, int]
+    complete: set[int]
+
+
+def judged_table(s: Session, c: AssessmentCampaign) -> Judged:
+    """The table `agreement` measures (and the Bayesian model fits): the items every assigned
+    assessor judged, one column per assessor."""
     rows, factors, assigned = judgment_rows(s, c)
     done: dict[int, int] = defaultdict(int)
     for _u, iid, _label in rows:
@@ -776,13 +783,29 @@ def agreement(
         [(str(u), str(iid), code[label]) for u, iid, label in rows if iid in complete],
         labels=[float(k) for k in range(len(c.labels))],
     )
+    return Judged(table, [int(x) for x in kept], factors, rows, assigned, complete)
+
+
+def agreement(
+    *, s: Session, actor: User | None, campaign: int, by: str | None = None
+) -> m.AgreementOut:
+    """Multi-kappa (and the agreement module's other measures) with percentile-bootstrap
+    intervals (the campaign's seed) over the items every assigned assessor judged; with `by`,
+    per level of that factor (an item proposed by several runs counts in each run's level). Its
+    competition's organizers."""
+    c, _comp = _for_organizer(s, actor, campaign)
+    if by is not None and by not in m.FACTORS:
+        raise UploadFieldsInvalid({"by": f"one of {', '.join(m.FACTORS)}"})
+    judged = judged_table(s, c)
+    table, kept, factors = judged.table, judged.kept, judged.factors
+    rows, assigned, complete = judged.rows, judged.assigned, judged.complete
     overall = am.agreement(table, n_boot=N_BOOT, seed=c.seed)
     overall["labels"] = list(c.labels)
     overall.pop("cohen", None)  # pairs of assessors: a later slice (pseudonymised)
     levels = None
     if by is not None:
         values: dict[str, list[bool]] = {}
-        kept_ids = [int(x) for x in kept]
+        kept_ids = kept
         for pos, iid in enumerate(kept_ids):
             v = (factors.get(iid) or {}).get(by)
             for level in v if isinstance(v, list) else [v]:

@@ -21,14 +21,15 @@ from flask import (
 )
 from markupsafe import Markup, escape
 
+from server.actions import campaign_models as model_actions
 from server.actions import campaigns as campaign_actions
 from server.api_models import FACTORS
 from server.auth import current_user, login_required, organizer_required
 from server.db import db
-from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
+from server.exceptions import LifecycleRefused, NotFound, QueueUnreachable, UploadFieldsInvalid
 from server.forms import CampaignForm
 from server.models import AssessmentCampaign, Phase
-from server.organize import enqueue_ids
+from server.organize import enqueue_ids, fit_enqueuer
 from server.sanitize import render_markdown
 from server.settings import get_settings
 from tasks import get_task
@@ -273,6 +274,7 @@ def _campaign_page(campaign_id: int, code: int = 200, **adjudication):
         for v in campaign_actions.gold_versions(s=s, actor=u, task=c.task)
         if v.campaign == campaign_id
     ]
+    fits = model_actions.show_bayes(s=s, actor=u, campaign=campaign_id).fits
     return render_template(
         "campaigns/campaign.html",
         c=c,
@@ -281,6 +283,7 @@ def _campaign_page(campaign_id: int, code: int = 200, **adjudication):
         factors=factors,
         by=by,
         by_error=by_error,
+        fit=fits[0] if fits else None,
         guideline=Markup(render_markdown(c.guideline)) if c.guideline else "",
         disagreements=disagreements,
         written=written,
@@ -416,3 +419,25 @@ def export(campaign_id: int):
         download_name=f"campaign-{campaign_id}-{c.task_id}.zip",
         max_age=0,
     )
+
+
+@bp.route("/organizer/campaigns/<int:campaign_id>/bayes", methods=["POST"])
+@organizer_required
+def bayes(campaign_id: int):
+    """Ask a worker for the Bayesian agreement model (the campaign page's button), with the
+    campaign's seed and the default settings; back to the page, which shows the latest fit."""
+    s = db()
+    try:
+        got = model_actions.request_bayes(
+            s=s,
+            actor=current_user(),
+            campaign=campaign_id,
+            enqueue=fit_enqueuer(current_app, get_settings()),
+            via="web",
+        )
+    except (LifecycleRefused, UploadFieldsInvalid, QueueUnreachable) as e:
+        s.rollback()
+        flash(f"Not requested: {e.message}.", "error")
+    else:
+        flash(f"Fit {got.id} of the Bayesian model is queued: a worker fits it.", "ok")
+    return redirect(url_for("campaigns.campaign", campaign_id=campaign_id) + "#bayes")
