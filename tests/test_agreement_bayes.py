@@ -64,7 +64,7 @@ def test_pair_outcomes_equal_a_naive_loop():
 
 def test_a_short_fit_converges_and_agrees_with_the_empirical_multi_kappa():
     t, book, overlap = generated()
-    kw = dict(seed=3, chains=4, warmup=300, samples=400, curve="overlap")
+    kw = dict(seed=3, chains=4, warmup=500, samples=1000, curve="overlap")
     got = fit(t, {"book": book}, {"overlap": overlap}, **kw)
     d = got["diagnostics"]
     assert d["max_rhat"] < 1.01 and d["divergences"] == 0 and d["min_ess"] > 50
