@@ -16,7 +16,8 @@ import pytest
 from click.testing import CliRunner
 from sqlmodel import Session, select
 
-from server.actions.campaigns import assign, overlap_bucket, source_work
+from scorer.pooling import balanced_assignment
+from server.actions.campaigns import overlap_bucket, source_work
 from tests.conftest import LOCI
 from tests.test_api import _h, _run_job, api_env  # noqa: F401 — the fixture
 from tests.test_cli_parity import served  # noqa: F401 — the fixture
@@ -420,6 +421,15 @@ def test_who_sees_what_in_a_campaign(world):
     # the organizers see the judgments counted, the proposing runs, never through an assessor
     shown = c.get(f"/api/v1/campaigns/{cid}", headers=_h(tokens["lorg"])).json
     assert shown["counts"]["judgments"] == 1 and all("run" in i["factors"] for i in shown["items"])
+
+
+def assign(keys: list[str], assessors: list[int], per_item: int, seed: int) -> dict:
+    """Each assessor's keys in their own order, as `balanced_assignment` deals them."""
+    item, who, pos = balanced_assignment(len(keys), len(assessors), per_item, seed)
+    got: dict[int, dict[int, str]] = {a: {} for a in assessors}
+    for i, w, p in zip(item.tolist(), who.tolist(), pos.tolist(), strict=True):
+        got[assessors[w]][p] = keys[i]
+    return {a: [v[p] for p in sorted(v)] for a, v in got.items()}
 
 
 def test_assignment_is_balanced_distinct_and_shuffled():

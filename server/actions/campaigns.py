@@ -189,14 +189,6 @@ class Pool:
         return {name: col[i] for name, col in self.columns.items()}
 
 
-def top_links(links, depth: int, qnames: list[str], snames: list[str]) -> set[tuple[str, str]]:
-    """A run's top-`depth` links per query (by descending score, ties by descending source id)
-    as (query id, source id) pairs."""
-    keep = pooling.top_k(links.q, links.s, links.score, depth, _byte_rank(snames))
-    q, s = np.asarray(links.q)[keep].tolist(), np.asarray(links.s)[keep].tolist()
-    return {(qnames[a], snames[b]) for a, b in zip(q, s, strict=True)}
-
-
 def _byte_rank(names: list[str]) -> np.ndarray:
     """Each name's rank in byte order (UTF-8 orders as code points do)."""
     order = sorted(range(len(names)), key=names.__getitem__)
@@ -316,19 +308,6 @@ def _pool_instances(s, task, phase, depth, home, seed) -> Pool:
             pool.keys.append(key)
             pool.columns["stratum"].append(stratum)
     return pool
-
-
-def assign(keys: list[str], assessors: list[int], per_item: int, seed: int) -> dict[int, list[str]]:
-    """Each key to `per_item` distinct assessors, loads differing by at most one, each
-    assessor's keys in a seeded shuffled order (`scorer.pooling.balanced_assignment`)."""
-    item, who, pos = pooling.balanced_assignment(len(keys), len(assessors), per_item, seed)
-    got: dict[int, list[str]] = {a: [None] * 0 for a in assessors}
-    slots: dict[int, dict[int, str]] = {a: {} for a in assessors}
-    for i, w, p in zip(item.tolist(), who.tolist(), pos.tolist(), strict=True):
-        slots[assessors[w]][p] = keys[i]
-    for a in assessors:
-        got[a] = [slots[a][p] for p in range(len(slots[a]))]
-    return got
 
 
 # ----------------------------------------------------------------------------- organizers
