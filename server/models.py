@@ -351,6 +351,18 @@ class OutgoingMail(SQLModel, table=True):
     next_try_at: Optional[NaiveDatetime] = None
     created_at: NaiveDatetime = Field(default_factory=utcnow)
     sent_at: Optional[NaiveDatetime] = None
+    # the sender that claimed the row ("host|pid|start time", server.outbox.sender_id): a dead one
+    # on the same machine is recognised at once, its rows queued again
+    claimed_by: str = Field(default="", max_length=200)
+
+
+class ThrottleCount(SQLModel, table=True):
+    """A fixed-window counter of the sign-in throttle, kept in the database while its Redis is away
+    (server.throttle): one row per limit, key and window, shared by every process."""
+
+    key: str = Field(primary_key=True, max_length=255)
+    count: int = 0
+    expires_at: NaiveDatetime = Field(index=True)
 
 
 # ----------------------------------------------------------------------------- assessment campaigns

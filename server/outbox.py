@@ -9,7 +9,9 @@ twice) is one message, sent once.
 from __future__ import annotations
 
 import logging
+import os
 import smtplib
+import socket
 from datetime import timedelta
 
 from rq.job import JobStatus
@@ -95,8 +97,11 @@ def queue_many(s: Session, messages: list[dict]) -> int:
 # ----------------------------------------------------------------------------- delivery
 
 BATCH = 200  # rows claimed at once, sent over one SMTP connection
-LEASE = timedelta(minutes=10)  # a row "sending" longer than this lost its worker: queued again
-FLUSH_EVERY = 50  # sent rows are marked in groups of this many
+# A claimed row names its sender (`claimed_by`: host, process id and the process's start time). A
+# sender on this machine that is gone is recognised at once and its rows are queued again on the
+# next run; one on another machine when its lease runs out: the lease is renewed (the heartbeat)
+# each time the sender marks a message sent, so it only runs out on a sender that stopped.
+LEASE = timedelta(minutes=2)
 BACKOFF = timedelta(minutes=1)  # the delay after a first failure; doubled after each next one
 MAX_BACKOFF = timedelta(hours=6)
 DELIVERY_JOB = "server.outbox.deliver_mail"
@@ -111,31 +116,83 @@ def backoff(attempts: int) -> timedelta:
     return min(BACKOFF * (2 ** max(0, min(attempts - 1, 20))), MAX_BACKOFF)
 
 
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (/proc), None where it is gone or
+    unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # the command name (field 2) may hold spaces and parentheses: count from its closing one
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def sender_id() -> str:
+    """This process as a claimer: `host|pid|start time`."""
+    pid = os.getpid()
+    return f"{socket.gethostname()[:64]}|{pid}|{_start_time(pid) or '?'}"
+
+
+def sender_alive(claimer: str) -> bool | None:
+    """Whether the sender that claimed rows still runs: True or False when it ran on this machine,
+    None when it ran on another one (only its lease tells)."""
+    host, _, rest = (claimer or "").partition("|")
+    pid, _, started = rest.partition("|")
+    if host != socket.gethostname()[:64] or not pid.isdigit():
+        return None
+    if started and started != "?":
+        return _start_time(int(pid)) == started  # a pid used again is another process
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def release_stuck(engine, now=None) -> int:
-    """Queue again the rows whose sender died mid-batch (still "sending" past their lease); each
-    counts as an attempt. Returns how many."""
+    """Queue again the rows whose sender died mid-batch: at once when it ran on this machine and
+    is gone, else when its lease ran out (still "sending" past it); each counts as an attempt. Of
+    such rows at most the one in flight when the sender died was accepted by the SMTP server (the
+    others are marked sent one by one), so at most that one is sent twice. Returns how many."""
     now = now or utcnow()
+    with engine.connect() as c:
+        claimers = c.execute(
+            select(OutgoingMail.claimed_by).where(OutgoingMail.status == SENDING).distinct()
+        ).scalars()
+        dead = [x for x in claimers if sender_alive(x) is False]
     with engine.begin() as c:
         r = c.execute(
             update(OutgoingMail)
-            .where(OutgoingMail.status == SENDING, OutgoingMail.next_try_at <= now)
+            .where(
+                OutgoingMail.status == SENDING,
+                or_(OutgoingMail.next_try_at <= now, OutgoingMail.claimed_by.in_(dead)),
+            )
             .values(
                 status=QUEUED,
                 attempts=OutgoingMail.attempts + 1,
                 next_try_at=now,
+                claimed_by="",
                 last_error="delivery interrupted (the sending worker stopped); retried",
             )
+            .execution_options(synchronize_session=False)
         )
         return r.rowcount or 0
 
 
-def claim(engine, limit: int = BATCH, now=None) -> list[tuple[int, str, str, str, int]]:
+def claim(
+    engine, limit: int = BATCH, now=None, claimer: str | None = None
+) -> list[tuple[int, str, str, str, int]]:
     """Claim up to `limit` due queued rows for this sender with ONE conditional statement,
     `UPDATE ... SET status='sending' WHERE id IN (due ids) AND status='queued' RETURNING ...`, so
     that two senders never claim the same row: on PostgreSQL the due rows are picked with
     `FOR UPDATE SKIP LOCKED` (a row another sender is claiming is skipped, and the status is
     checked again on the row itself); on SQLite writers take turns (one statement takes the write
-    lock at once, waiting out the busy timeout). Returns (id, to, subject, body, attempts)."""
+    lock at once, waiting out the busy timeout). The rows name their claimer (`sender_id`).
+    Returns (id, to, subject, body, attempts)."""
     now = now or utcnow()
     due = (
         select(OutgoingMail.id)
@@ -152,7 +209,7 @@ def claim(engine, limit: int = BATCH, now=None) -> list[tuple[int, str, str, str
         rows = c.execute(
             update(OutgoingMail)
             .where(OutgoingMail.id.in_(due.scalar_subquery()), OutgoingMail.status == QUEUED)
-            .values(status=SENDING, next_try_at=now + LEASE)
+            .values(status=SENDING, next_try_at=now + LEASE, claimed_by=claimer or sender_id())
             .returning(
                 OutgoingMail.id,
                 OutgoingMail.to_addr,
@@ -165,16 +222,23 @@ def claim(engine, limit: int = BATCH, now=None) -> list[tuple[int, str, str, str
     return sorted((tuple(r) for r in rows), key=lambda r: r[0])
 
 
-def _mark_sent(engine, ids: list[int]) -> None:
-    if not ids:
-        return
+def _mark_sent(engine, row_id: int, claimer: str) -> None:
+    """One message the SMTP server accepted is marked sent at once (its own short transaction),
+    and the lease of the sender's other rows is renewed: the heartbeat."""
+    now = utcnow()
     with engine.begin() as c:
         c.execute(
             update(OutgoingMail)
-            .where(OutgoingMail.id.in_(ids), OutgoingMail.status == SENDING)
-            .values(status=SENT, sent_at=utcnow(), next_try_at=None, last_error="")
+            .where(OutgoingMail.id == row_id, OutgoingMail.status == SENDING)
+            .values(status=SENT, sent_at=now, next_try_at=None, last_error="")
+            .execution_options(synchronize_session=False)
         )
-    ids.clear()
+        c.execute(
+            update(OutgoingMail)
+            .where(OutgoingMail.status == SENDING, OutgoingMail.claimed_by == claimer)
+            .values(next_try_at=now + LEASE)
+            .execution_options(synchronize_session=False)
+        )
 
 
 def _mark_failed(engine, row_id: int, attempts: int, error: str, max_attempts: int) -> str:
@@ -212,10 +276,10 @@ def deliver_due(engine, settings: Settings, limit: int = BATCH) -> dict:
     if not settings.mail_configured():
         stats["skipped"] = "mail is not configured"
         return stats
-    rows = claim(engine, limit)
+    me = sender_id()
+    rows = claim(engine, limit, claimer=me)
     stats["claimed"] = len(rows)
     smtp = None
-    sent: list[int] = []
     try:
         for row_id, to, subject, body, attempts in rows:
             try:
@@ -232,12 +296,9 @@ def deliver_due(engine, settings: Settings, limit: int = BATCH) -> dict:
                 stats["failed" if status == FAILED else "retry"] += 1
                 log.warning("mail %s to %s not sent (%s): %s", row_id, to, status, _describe(e))
                 continue
-            sent.append(row_id)
+            _mark_sent(engine, row_id, me)  # accepted: never sent again, whatever comes next
             stats["sent"] += 1
-            if len(sent) >= FLUSH_EVERY:
-                _mark_sent(engine, sent)
     finally:
-        _mark_sent(engine, sent)
         if smtp is not None:
             _close(smtp)
     return stats
