@@ -203,9 +203,9 @@ def test_the_address_behind_a_proxy(web_home, monkeypatch, hops):
         assert got.index(429) == 10, got  # one address, whatever the header says
 
 
-def test_throttling_goes_on_in_memory_when_its_redis_is_away(web_home, monkeypatch):
-    """A Redis that does not answer (a closed port here) costs no 500: the counts fall back to
-    memory."""
+def test_throttling_goes_on_in_the_database_when_its_redis_is_away(web_home, monkeypatch):
+    """A Redis that does not answer (a closed port here) costs no 500: the counts go on in the
+    database (tests/test_throttle_live.py: shared by gunicorn's workers)."""
     app = _app(web_home, monkeypatch, redis_url=f"redis://127.0.0.1:{_free_port()}/0")
     assert app.config["RATELIMIT_STORAGE_URI"].startswith("redis://")
     make_user(app, "ann@x.org")
