@@ -6,7 +6,7 @@ import os
 from contextlib import contextmanager
 
 from flask import current_app, g
-from sqlalchemy import event
+from sqlalchemy import event, select, text
 from sqlmodel import Session, create_engine
 
 from server import models  # noqa: F401  (registers the tables)
@@ -40,6 +40,21 @@ def get_engine(url: str):
         _engines[url] = eng
         _engine_pid[url] = os.getpid()
     return eng
+
+
+def lock_row(session: Session, model, row_id) -> None:
+    """Serialize the actions that check and change what hangs on one row (a team's members, a
+    competition's owners) until the session's transaction ends: `SELECT ... FOR UPDATE` of the row
+    on PostgreSQL; on SQLite the database's write lock, taken with `BEGIN IMMEDIATE` before the
+    action reads what it checks (a transaction that wrote already holds it). Take it before the
+    reads the action's rule depends on."""
+    if session.get_bind().dialect.name == "sqlite":
+        session.flush()
+        dbapi = session.connection().connection.dbapi_connection
+        if not dbapi.in_transaction:  # pysqlite began none: no write yet, only reads
+            session.execute(text("BEGIN IMMEDIATE"))
+        return
+    session.execute(select(model.id).where(model.id == row_id).with_for_update())
 
 
 @contextmanager

@@ -20,6 +20,7 @@ from sqlmodel import Session, select
 from server import people
 from server.auth import audit, new_invite_code
 from server.baselines import reads_as_baselines
+from server.db import lock_row
 from server.exceptions import TeamRefused
 from server.models import Competition, Team, TeamMember, User
 
@@ -87,8 +88,8 @@ def join_team(
     s: Session, user: User, invite_code: str, competition: Competition | None = None
 ) -> Team:
     """Join the team whose invite code this is; in a competition that asks for it the membership
-    waits for the captain's approval; commits."""
-    _check_can_join(s, user, competition)
+    waits for the captain's approval. The team's row is locked before its members are counted, so
+    parallel joins never pass its size cap; commits."""
     code = (invite_code or "").strip()
     team = s.exec(select(Team).where(Team.invite_code == code)).first() if code else None
     if (
@@ -100,6 +101,8 @@ def join_team(
         raise TeamRefused(
             f"No team{_where(competition)} has that invite code.", "bad_invite_code", 404
         )
+    lock_row(s, Team, team.id)
+    _check_can_join(s, user, competition)
     status = "active"
     if competition is not None:
         cap = competition.team_size_cap
@@ -115,7 +118,13 @@ def join_team(
         )
     )
     audit(s, user, "team.join", f"team:{team.id}", competition_id=_cid(competition), status=status)
-    s.commit()
+    try:
+        s.commit()
+    except IntegrityError:  # the same person joined another team at the same moment
+        s.rollback()
+        raise TeamRefused(
+            f"You are in a team{_where(competition)} already; leave it first.", "in_a_team"
+        ) from None
     return team
 
 
@@ -129,6 +138,10 @@ def _membership(s: Session, user: User, c: Competition | None) -> TeamMember:
 def leave_team(s: Session, user: User, competition: Competition | None = None) -> int:
     """Leave the team (its submissions stay with it); commits; returns the team's id. A captain
     who leaves hands the captaincy to the longest-standing active member."""
+    m = _membership(s, user, competition)
+    tid = m.team_id
+    lock_row(s, Team, tid)
+    s.expire_all()  # read again under the lock
     m = _membership(s, user, competition)
     tid = m.team_id
     s.delete(m)
@@ -161,7 +174,11 @@ def rotate_invite(s: Session, user: User, competition: Competition | None = None
 def decide_member(
     s: Session, captain: User, competition: Competition, member_id: int, *, approve: bool
 ) -> TeamMember | None:
-    """The captain approves (or turns away) a pending member of their team; commits."""
+    """The captain approves (or turns away) a pending member of their team; the team's row is
+    locked before its members are counted (parallel approvals never pass the cap); commits."""
+    mine = _membership(s, captain, competition)
+    lock_row(s, Team, mine.team_id)
+    s.expire_all()  # read again under the lock
     mine = _membership(s, captain, competition)
     if mine.role != "captain" or mine.status != "active":
         raise TeamRefused("Only the team's captain approves members.", "not_captain", 403)

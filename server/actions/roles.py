@@ -23,6 +23,7 @@ from sqlmodel import Session, select
 from server import api_models as m
 from server import audit, outbox, people
 from server.actions.competitions import find, require_organizer
+from server.db import lock_row
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.models import Competition, CompetitionInvite, CompetitionRole, User, utcnow
 from server.settings import Settings, get_settings
@@ -161,6 +162,7 @@ def invite(
     is returned for the owner to hand over. A pending invitation of the same address is replaced."""
     settings = settings or get_settings()
     c = find(s, competition)
+    lock_row(s, Competition, c.id)  # the owners are read and changed under the lock
     _require_owner(s, actor, c)
     email = (email or "").strip().lower()
     if not EMAIL_RE.match(email) or len(email) > 320:
@@ -250,6 +252,9 @@ def show_invite(
     settings = settings or get_settings()
     inv = _invite_of_token(s, settings, token)
     c = s.get(Competition, inv.competition_id)
+    lock_row(s, Competition, c.id)  # the owners are read and changed under the lock
+    s.expire_all()
+    inv = _invite_of_token(s, settings, token)  # used or cancelled meanwhile?
     yours = user.email.lower() == inv.email.lower()
     return m.InviteShown(
         competition=c.slug,
@@ -269,6 +274,9 @@ def accept(
     settings = settings or get_settings()
     inv = _invite_of_token(s, settings, token)
     c = s.get(Competition, inv.competition_id)
+    lock_row(s, Competition, c.id)  # the owners are read and changed under the lock
+    s.expire_all()
+    inv = _invite_of_token(s, settings, token)  # used or cancelled meanwhile?
     if user.email.lower() != inv.email.lower():
         raise Forbidden(
             f"this invitation is for another address ({masked(inv.email)}), and you are signed "
@@ -332,8 +340,10 @@ def revoke(
 ) -> m.RoleRevoked:
     """Take a person's role in a competition away and cancel the pending invitations of their
     address (its owners and site administrators). `user_or_email` is an account's id or an email.
-    The last owner cannot be removed."""
+    The last owner cannot be removed: the competition's row is locked before its owners are
+    read, so two owners removing each other at once leave one."""
     c = find(s, competition)
+    lock_row(s, Competition, c.id)
     _require_owner(s, actor, c)
     key = str(user_or_email).strip()
     if key.isdigit() and len(key) < 12:
