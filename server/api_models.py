@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic.json_schema import SkipJsonSchema
 
 from server.board_model import Leaderboard, Snapshot
+from server.emails import normalize_domain
 from server.inputs import CONTROL
 from server.sanitize import MAX_MARKDOWN
 from server.submissions import url_problem
@@ -628,7 +629,7 @@ class CompetitionSettings(Model):
             return v
         out = []
         for d in v:
-            d = d.strip().lower().lstrip("@")
+            d = normalize_domain(d)  # BadEmail, a ValueError, says why
             if not DOMAIN.fullmatch(d):
                 raise ValueError(f"{d!r} is not an email domain")
             out.append(d)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
-import re
 import secrets
 from datetime import datetime, timedelta
 from urllib.parse import unquote, urlsplit
@@ -34,6 +33,7 @@ from sqlmodel import Session, select
 from server import audit as audit_log
 from server import people
 from server.db import db
+from server.emails import BadEmail, is_email, lookup_form, normalize_email
 from server.mail import send_in_background
 from server.models import ApiToken, AssessmentCampaign, Competition, Phase, Submission, User, utcnow
 from server.settings import get_settings
@@ -42,7 +42,6 @@ bp = Blueprint("auth", __name__, url_prefix="/auth")
 
 _hasher = PasswordHasher()
 TOKEN_PREFIX = "pal_"
-EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 MIN_PASSWORD = 8
 
 
@@ -99,9 +98,7 @@ class EmailTaken(ValueError):
 def create_user(s: Session, *, email: str, password: str, is_admin: bool = False) -> User:
     """A new account; raises ValueError with a message for a bad email, a short password or a
     taken email."""
-    email = email.strip().lower()
-    if not EMAIL_RE.match(email):
-        raise ValueError("that is not an email address")
+    email = normalize_email(email)  # BadEmail (a ValueError) says why
     if len(password) < MIN_PASSWORD:
         raise ValueError(f"the password must have at least {MIN_PASSWORD} characters")
     password_hash = hash_password(password)  # before the look-up: a taken email answers as slowly
@@ -389,12 +386,14 @@ def _mail(to: str, subject: str, body: str) -> None:
 def register():
     mail = get_settings().mail_configured()
     if request.method == "POST":
-        email = request.form.get("email", "").strip().lower()
+        email = lookup_form(request.form.get("email", ""))
         password = request.form.get("password", "")
         problem = None
-        if not EMAIL_RE.match(email) or len(email) > 320:
-            problem = "that is not an email address"
-        elif not mail and len(password) < MIN_PASSWORD:
+        try:
+            email = normalize_email(email)
+        except BadEmail as e:
+            problem = str(e)
+        if problem is None and not mail and len(password) < MIN_PASSWORD:
             problem = f"the password must have at least {MIN_PASSWORD} characters"
         if problem:
             flash(problem, "error")
@@ -485,7 +484,7 @@ def register_finish(token: str):
 @bp.route("/login", methods=["GET", "POST"])
 def login():
     if request.method == "POST":
-        email = request.form.get("email", "").strip().lower()
+        email = lookup_form(request.form.get("email", ""))
         password = request.form.get("password", "")
         user = db().exec(select(User).where(User.email == email)).first()
         # an unknown email costs one argon2 verification too, so the time tells nothing
@@ -517,11 +516,9 @@ def logout():
 def reset_request():
     mail = get_settings().mail_configured()
     if request.method == "POST":
-        email = request.form.get("email", "").strip().lower()
+        email = lookup_form(request.form.get("email", ""))
         user = (
-            db().exec(select(User).where(User.email == email)).first()
-            if EMAIL_RE.match(email)
-            else None
+            db().exec(select(User).where(User.email == email)).first() if is_email(email) else None
         )
         minutes = get_settings().reset_minutes
         if user is not None and mail:

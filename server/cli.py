@@ -25,6 +25,7 @@ from server.actions import submissions as actions
 from server.actions.phases import PHASE_ACTIONS
 from server.auth import audit, create_token, create_user, reset_link
 from server.db import get_engine
+from server.emails import lookup_form
 from server.exceptions import BundleRefused, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.migrate import SchemaError, current, prepare, stamp, status, upgrade
 from server.models import Phase, User
@@ -278,7 +279,7 @@ def register(main: click.Group) -> None:
 
     def _user_by_email(s, email):
 
-        u = s.execute(select(User).where(User.email == email.strip().lower())).scalar_one_or_none()
+        u = s.execute(select(User).where(User.email == lookup_form(email))).scalar_one_or_none()
         if u is None:
             raise Refused(f"no user with email {email!r}")
         return u
@@ -337,9 +338,7 @@ def register(main: click.Group) -> None:
         """Print a new API token for a user, once; only its sha256 is stored."""
 
         with _session(_settings()) as s:
-            u = s.execute(
-                select(User).where(User.email == email.strip().lower())
-            ).scalar_one_or_none()
+            u = s.execute(select(User).where(User.email == lookup_form(email))).scalar_one_or_none()
             if u is None:
                 raise Refused(f"no user with email {email!r}")
             _, plaintext = create_token(s, user=u, name=name)
@@ -391,7 +390,7 @@ def register(main: click.Group) -> None:
             owner = None
             if owner_email:
                 owner = s.execute(
-                    select(User).where(User.email == owner_email.strip().lower())
+                    select(User).where(User.email == lookup_form(owner_email))
                 ).scalar_one_or_none()
                 if owner is None:
                     raise Refused(f"no user with email {owner_email!r}")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
+from server.emails import BadEmail, domain_of, normalize_domain
 from server.models import (
     Competition,
     CompetitionRole,
@@ -187,10 +188,19 @@ def registers_implicitly(c: Competition) -> bool:
 
 
 def domain_allowed(c: Competition, email: str) -> bool:
-    domains = [d.lower().lstrip("@") for d in (c.allowed_domains or [])]
-    if not domains:
+    """Whether the address is at one of the competition's allowed domains (or a subdomain of
+    one); both in their one form (`server.emails`): an address with an empty label is at none."""
+    if not c.allowed_domains:
         return True
-    host = email.rsplit("@", 1)[-1].lower()
+    host = domain_of(email)
+    if host is None:
+        return False
+    domains = []
+    for d in c.allowed_domains:
+        try:
+            domains.append(normalize_domain(d))
+        except BadEmail:
+            continue  # an entry no address is at
     return any(host == d or host.endswith("." + d) for d in domains)
 
 

@@ -55,6 +55,45 @@ def _check_can_join(s: Session, user: User, c: Competition | None) -> None:
             raise TeamRefused(p.message, p.code, 403)
 
 
+def _require_taking_part(s: Session, user: User, c: Competition | None) -> None:
+    """A person who does not take part in the competition (banned, suspended, rejected, pending)
+    acts for no team there: approves nobody, hands out no invite code."""
+    if c is None:
+        return
+    p = people.participation(s, user, c)
+    if not p.ok:
+        raise TeamRefused(p.message, p.code, 403)
+
+
+def hand_over_captaincy(s: Session, team_id: int, competition: Competition | None) -> User | None:
+    """Make the longest-standing active member who is not banned, suspended or rejected in the
+    competition the team's captain (the caller removed or barred the one before); flushes; the new
+    captain, or None (nobody left)."""
+    rows = s.exec(
+        select(TeamMember)
+        .where(TeamMember.team_id == team_id, TeamMember.status == "active")
+        .order_by(TeamMember.id)
+    ).all()
+    barred = (people.BANNED, people.SUSPENDED, people.REJECTED)
+    chosen = None
+    for m in rows:
+        reg = (
+            None
+            if competition is None
+            else people.registration(s, s.get(User, m.user_id), competition.id)
+        )
+        if chosen is None and (reg is None or reg.status not in barred):
+            chosen = m
+        elif m.role == "captain":
+            m.role = "member"
+            s.add(m)
+    if chosen is not None:
+        chosen.role = "captain"
+        s.add(chosen)
+    s.flush()
+    return None if chosen is None else s.get(User, chosen.user_id)
+
+
 def create_team(s: Session, user: User, name: str, competition: Competition | None = None) -> Team:
     """A new team with the user as its captain; commits."""
     _check_can_join(s, user, competition)
@@ -147,22 +186,18 @@ def leave_team(s: Session, user: User, competition: Competition | None = None) -
     s.delete(m)
     s.flush()
     if m.role == "captain":
-        nxt = s.exec(
-            select(TeamMember)
-            .where(TeamMember.team_id == tid, TeamMember.status == "active")
-            .order_by(TeamMember.id)
-        ).first()
-        if nxt is not None:
-            nxt.role = "captain"
-            s.add(nxt)
+        team = s.get(Team, tid)
+        hand_over_captaincy(s, tid, competition or _team_competition(s, team))
     audit(s, user, "team.leave", f"team:{tid}", competition_id=_cid(competition))
     s.commit()
     return tid
 
 
 def rotate_invite(s: Session, user: User, competition: Competition | None = None) -> Team:
-    """A new invite code replaces the old one; commits."""
+    """A new invite code replaces the old one (a member who takes part in the competition);
+    commits."""
     m = _membership(s, user, competition)
+    _require_taking_part(s, user, competition)
     team = s.get(Team, m.team_id)
     team.invite_code = new_invite_code()
     s.add(team)
@@ -182,6 +217,7 @@ def decide_member(
     mine = _membership(s, captain, competition)
     if mine.role != "captain" or mine.status != "active":
         raise TeamRefused("Only the team's captain approves members.", "not_captain", 403)
+    _require_taking_part(s, captain, competition)  # a banned captain approves nobody
     m = s.exec(
         select(TeamMember).where(
             TeamMember.team_id == mine.team_id,
@@ -192,6 +228,12 @@ def decide_member(
     if m is None or m.status != "pending":
         raise TeamRefused("Nobody with that id waits to join your team.", "no_such_member", 404)
     if approve:
+        p = people.participation(s, s.get(User, member_id), competition)
+        if not p.ok:
+            raise TeamRefused(
+                f"That person cannot take part in {competition.slug} ({p.code}).",
+                "member_not_participating",
+            )
         cap = competition.team_size_cap
         active = len(people.team_members(s, s.get(Team, mine.team_id)))
         if cap is not None and active >= cap:
@@ -210,6 +252,12 @@ def decide_member(
     )
     s.commit()
     return m if approve else None
+
+
+def _team_competition(s: Session, team: Team | None) -> Competition | None:
+    if team is None or team.competition_id is None:
+        return None
+    return s.get(Competition, team.competition_id)
 
 
 def team_for(s: Session, user: User, competition: Competition | None = None) -> Team | None:

@@ -25,6 +25,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from server.auth import current_user
 from server.db import get_engine
+from server.emails import lookup_form
 from server.embedded import EmbeddedRedis
 from server.models import ThrottleCount, utcnow
 
@@ -132,7 +133,8 @@ def address() -> str:
 
 
 def _digest(text: str) -> str:  # the counters' keys name no email in clear
-    return hashlib.sha256(text.strip().lower().encode("utf-8")).hexdigest()[:32]
+    # the address's one form: `ann@x.org.` and `ANN@x.org` count against ann@x.org's limit
+    return hashlib.sha256(lookup_form(text).encode("utf-8")).hexdigest()[:32]
 
 
 def account() -> str:

@@ -52,6 +52,7 @@ from server.actions.common import phase as find_phase
 from server.actions.common import require_organizer as require_task_organizer
 from server.actions.common import task as find_task
 from server.actions.competitions import require_organizer
+from server.emails import lookup_form
 from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.inputs import CONTROL
 from server.models import (
@@ -328,7 +329,7 @@ def _labels(labels: list[str] | None) -> list[str]:
 
 def _assessor_users(s: Session, comp: Competition, emails: list[str]) -> list[User]:
     users, missing = [], []
-    for e in dict.fromkeys(x.strip().lower() for x in emails if x.strip()):
+    for e in dict.fromkeys(lookup_form(x) for x in emails if x.strip()):
         u = s.exec(select(User).where(User.email == e)).first()
         if u is None or not (people.role_of(s, u, comp.id) in people.ROLES or people.is_admin(u)):
             missing.append(e)

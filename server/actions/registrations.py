@@ -16,8 +16,9 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Session, select
 
 from server import api_models as m
-from server import audit, lifecycle, outbox, people
+from server import audit, lifecycle, outbox, people, teams
 from server.actions.competitions import find, require_organizer, visible
+from server.emails import lookup_form
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.inputs import CONTROL
 from server.models import (
@@ -241,7 +242,7 @@ def _person(s: Session, user: int | str) -> User:
     if isinstance(user, int) or (isinstance(user, str) and user.isdigit() and len(user) < 12):
         u = s.get(User, int(user))
     else:
-        email = str(user).strip().lower()
+        email = lookup_form(str(user))
         u = s.exec(select(User).where(func.lower(User.email) == email)).first()
     if u is None:
         raise NotFound(f"no person {user!r}", "unknown_user")
@@ -323,6 +324,8 @@ def decide(
         kind="registration",
         competition_id=c.id,
     )
+    if new in (people.BANNED, people.SUSPENDED, people.REJECTED):
+        _no_longer_captain(s, person, c)
     if people.BANNED in (before, new):
         phases = _task_phases(s, c)
         for p in phases:  # the first bump commits the decision with it
@@ -332,6 +335,21 @@ def decide(
     else:
         s.commit()
     return _participant(reg, person, _team(s, person, c))
+
+
+def _no_longer_captain(s: Session, person: User, c: Competition) -> None:
+    """A person barred from a competition captains none of its teams: the captaincy passes to the
+    longest-standing member who takes part (`server.teams.hand_over_captaincy`)."""
+    own = s.exec(
+        select(TeamMember).where(
+            TeamMember.user_id == person.id,
+            TeamMember.competition_id == c.id,
+            TeamMember.role == "captain",
+        )
+    ).first()
+    if own is not None:
+        s.flush()
+        teams.hand_over_captaincy(s, own.team_id, c)
 
 
 def _team(s: Session, person: User, c: Competition) -> str | None:

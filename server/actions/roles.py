@@ -14,7 +14,6 @@ with the competition.
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 
 from itsdangerous import BadData, SignatureExpired, URLSafeTimedSerializer
@@ -24,6 +23,7 @@ from server import api_models as m
 from server import audit, outbox, people
 from server.actions.competitions import find, require_organizer
 from server.db import lock_row
+from server.emails import BadEmail, lookup_form, normalize_email
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.models import Competition, CompetitionInvite, CompetitionRole, User, utcnow
 from server.settings import Settings, get_settings
@@ -31,7 +31,6 @@ from server.settings import Settings, get_settings
 PURPOSE = "competition-invite"
 VALID_DAYS = 14
 MAX_AGE = VALID_DAYS * 24 * 3600
-EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")  # the same test as server.auth's
 
 
 # ----------------------------------------------------------------------------- the signed link
@@ -164,9 +163,10 @@ def invite(
     c = find(s, competition)
     lock_row(s, Competition, c.id)  # the owners are read and changed under the lock
     _require_owner(s, actor, c)
-    email = (email or "").strip().lower()
-    if not EMAIL_RE.match(email) or len(email) > 320:
-        raise UploadFieldsInvalid({"email": f"{email!r} is not an email address"})
+    try:
+        email = normalize_email(email)
+    except BadEmail as e:
+        raise UploadFieldsInvalid({"email": f"{(email or '')[:320]!r}: {e}"}) from None
     if role not in people.ROLES:
         raise UploadFieldsInvalid({"role": f"{role!r}: one of {', '.join(people.ROLES)}"})
     existing = _user_by_email(s, email)
@@ -255,7 +255,7 @@ def show_invite(
     lock_row(s, Competition, c.id)  # the owners are read and changed under the lock
     s.expire_all()
     inv = _invite_of_token(s, settings, token)  # used or cancelled meanwhile?
-    yours = user.email.lower() == inv.email.lower()
+    yours = lookup_form(user.email) == lookup_form(inv.email)
     return m.InviteShown(
         competition=c.slug,
         title=c.title,
@@ -277,7 +277,7 @@ def accept(
     lock_row(s, Competition, c.id)  # the owners are read and changed under the lock
     s.expire_all()
     inv = _invite_of_token(s, settings, token)  # used or cancelled meanwhile?
-    if user.email.lower() != inv.email.lower():
+    if lookup_form(user.email) != lookup_form(inv.email):
         raise Forbidden(
             f"this invitation is for another address ({masked(inv.email)}), and you are signed "
             f"in as {user.email}: sign in with the invited address",
@@ -350,7 +350,7 @@ def revoke(
         user = s.get(User, int(key))
         email = user.email if user is not None else None
     else:
-        email = key.lower()
+        email = lookup_form(key)
         user = _user_by_email(s, email)
     if email is None:
         raise NotFound(f"no account {key} has a role in {c.slug!r}", "no_role")
