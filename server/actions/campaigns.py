@@ -52,6 +52,7 @@ from server.actions.common import phase as find_phase
 from server.actions.common import require_organizer as require_task_organizer
 from server.actions.common import task as find_task
 from server.actions.competitions import require_organizer
+from server.db import lock_row
 from server.emails import lookup_form
 from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.inputs import CONTROL
@@ -1023,6 +1024,11 @@ def close_campaign(
     after the commit). A published ranking stays as published: the answer names the command
     that publishes a new version. Audited; commits."""
     c, comp = _for_organizer(s, actor, campaign)
+    # one close at a time in a competition: the gold files are written before the commit, so two
+    # closes of one split (or of one campaign) must not interleave; the state is read again
+    # under the lock
+    lock_row(s, Competition, comp.id)
+    s.refresh(c)
     if c.state != "open":
         raise LifecycleRefused(f"campaign {c.id} is already {c.state}", "closed")
     t = find_task(c.task_id)
