@@ -65,7 +65,7 @@ def cli(url, token, *args):
     return json.loads(r.stdout)
 
 
-def upload(url, token, data: bytes, **fields) -> tuple[int, dict]:
+def upload(base, token, data: bytes, /, filename="pred.jsonl", **fields) -> tuple[int, dict]:
     """A multipart upload to the API, as curl -F sends it."""
     boundary = "----palimpsest-test"
     parts = []
@@ -74,13 +74,13 @@ def upload(url, token, data: bytes, **fields) -> tuple[int, dict]:
             f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
         )
     parts.append(
-        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="pred.jsonl"\r\n'
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'
         "Content-Type: application/octet-stream\r\n\r\n".encode()
         + data
         + f"\r\n--{boundary}--\r\n".encode()
     )
     req = urllib.request.Request(
-        url + "/api/v1/tasks/tric-binary/submissions",
+        base + "/api/v1/tasks/tric-binary/submissions",
         method="POST",
         data=b"".join(parts),
         headers={
