@@ -1197,8 +1197,8 @@ def primary(submission_id):
     responses={200: m.SubmissionOut},
     errors=(403, 404),
     tags=("submissions",),
-    description="A run kept to the team is ranked on the board the team and the organizers see, "
-    "and at publication, but has no row on the public board.",
+    description="A ranked run kept to the team is ranked on the board the team and the "
+    "organizers see, but has no row on the public board nor in a published final ranking.",
 )
 def shown_publicly(submission_id):
     u = _user()
