@@ -275,6 +275,49 @@ def register(main: click.Group) -> None:
                 f"phase of {sub['task']}"
             )
 
+    def _own_run_cmd(name, help_text, method, path, body, said):
+        @click.argument("submission_id", type=int)
+        @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+        def command(submission_id, as_json):
+            try:
+                sub = _client().send_json(method, path.format(id=submission_id), body)
+            except ClientError as e:
+                _die(e, as_json)
+            if as_json:
+                click.echo(json.dumps(sub))
+            else:
+                click.echo(f"submission {sub['id']} of {sub['task']} ({sub['phase']}) {said}")
+
+        command.__doc__ = help_text
+        main.command(name)(command)
+
+    _own_run_cmd(
+        "public",
+        "Show one of your team's runs on the public board.",
+        "POST",
+        "/submissions/{id}/public",
+        {"show_publicly": True},
+        "is shown on the public board",
+    )
+    _own_run_cmd(
+        "private",
+        "Keep one of your team's runs off the public board (your team and the organizers still "
+        "see it ranked).",
+        "POST",
+        "/submissions/{id}/public",
+        {"show_publicly": False},
+        "is kept off the public board",
+    )
+    _own_run_cmd(
+        "delete",
+        "Delete one of your team's runs: it leaves every board; the organizers keep it and may "
+        "restore it; it still counts against your quota.",
+        "DELETE",
+        "/submissions/{id}",
+        None,
+        "is deleted (the organizers can restore it)",
+    )
+
     @main.group("teams")
     def teams():
         """Your team: create one, join one with its invite code, show it, leave it. With

@@ -48,7 +48,6 @@ from server.db import db
 from server.errors import HANDLED, describe
 from server.exceptions import EmptyUpload
 from server.inputs import INT_MAX
-from server.lifecycle import set_primary
 from server.models import (
     AuditLog,
     Competition,
@@ -1187,14 +1186,44 @@ def submission(submission_id):
 def primary(submission_id):
     u = _user()
     s = db()
-    sub = _own_submission(s, u, submission_id)
-    team_id = people.team_id_for_task(s, u, sub.task_id)
-    if team_id != sub.team_id:
-        raise ApiError(
-            403, "not_your_team", "only the team that made a submission chooses its primary run"
-        )
-    set_primary(s, sub, team_id=team_id, actor=u)
+    sub = sub_actions.choose_primary(s=s, submission_id=submission_id, actor=u)
     return _sub_out(s, u, sub)
+
+
+@bp.post("/submissions/<int:submission_id>/public")
+@op(
+    "Show your team's run on the public board, or keep it to your team",
+    body=m.ShowPublicly,
+    responses={200: m.SubmissionOut},
+    errors=(403, 404),
+    tags=("submissions",),
+    description="A ranked run kept to the team is ranked on the board the team and the "
+    "organizers see, but has no row on the public board nor in a published final ranking.",
+)
+def shown_publicly(submission_id):
+    u = _user()
+    body = _body(m.ShowPublicly)
+    s = db()
+    sub = sub_actions.set_shown_publicly(
+        s=s, submission_id=submission_id, actor=u, show=body.show_publicly
+    )
+    return _sub_out(s, u, sub)
+
+
+@bp.delete("/submissions/<int:submission_id>")
+@op(
+    "Delete your team's run (kept for the organizers, who may restore it)",
+    responses={200: m.SubmissionOut},
+    errors=(403, 404),
+    tags=("submissions",),
+    description="The run leaves every board and your lists at once; it still counts against "
+    "the phase's quota. An organizer may restore it (`POST .../visibility`, `restore`).",
+)
+def delete_submission(submission_id):
+    u = _user()
+    s = db()
+    sub = sub_actions.delete_run(s=s, submission_id=submission_id, actor=u)
+    return _sub_out(s, u, sub, removed=True)
 
 
 @bp.get("/tasks/<task_id>/leaderboard")

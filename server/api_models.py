@@ -312,10 +312,22 @@ class DownloadQuery(Model):
 # ----------------------------------------------------------------------------- submissions
 
 
+YES = ("1", "true", "yes", "on", "y")  # "y": what a WTForms checkbox posts when ticked
+NO = ("0", "false", "no", "off", "n", "")
+
+
 def _flagged(v):
-    """A form's yes/no field: 1, true, yes, on (any case) are yes."""
+    """A form's yes/no field: 1, true, yes, on, y (any case) are yes; 0, false, no, off, n and
+    the empty string are no; anything else is refused, naming what is accepted."""
     if isinstance(v, str):
-        return v.strip().lower() in ("1", "true", "yes", "on")
+        w = v.strip().lower()
+        if w in YES:
+            return True
+        if w in NO:
+            return False
+        raise ValueError(
+            f"{v[:20]!r} is not a yes/no value (yes: 1, true, yes, on, y; no: 0, false, no, off, n)"
+        )
     return bool(v)
 
 
@@ -426,6 +438,9 @@ class SubmissionOut(Out):
     facts: Optional[dict[str, Any]] = Field(
         None, description="The fact sheet's answers (key: value), as the team gave them."
     )
+    removed: Optional[bool] = Field(
+        None, description="After a deletion: true (the run is kept for the organizers)."
+    )
     duplicate: Optional[bool] = Field(
         None,
         description="At upload: true when this very file was "
@@ -460,6 +475,15 @@ class Rescored(Out):
     skipped: int = Field(
         0, description="Selected but not final (queued or running), so left alone."
     )
+
+
+class ShowPublicly(Model):
+    show_publicly: bool = Field(description="true: a row on the public board; false: none.")
+
+    @field_validator("show_publicly", mode="before")
+    @classmethod
+    def _flag(cls, v):
+        return _flagged(v)
 
 
 class Visibility(Model):

@@ -339,7 +339,7 @@ def set_visibility(
         "hide": dict(hidden=True, hidden_reason=reason),
         "unhide": dict(hidden=False),  # the reason stays, for the record
         "remove": dict(removed_at=utcnow(), hidden_reason=reason),
-        "restore": dict(removed_at=None),
+        "restore": dict(removed_at=None, removed_by_team=False),
     }[action]
     s.execute(
         update(Submission)
@@ -349,6 +349,40 @@ def set_visibility(
     )
     _bump_phase(s, sub.phase_id)
     _audit(s, actor, f"submission.{action}", f"submission:{sub.id}", reason=reason)
+    s.commit()
+    s.refresh(sub)
+    return sub
+
+
+def set_shown_publicly(s: Session, sub: Submission, show: bool, *, actor) -> Submission:
+    """Show a team's run on the public board, or keep it to the team and the organizers."""
+    s.execute(
+        update(Submission)
+        .where(Submission.id == sub.id)
+        .values(show_publicly=bool(show))
+        .execution_options(synchronize_session=False)
+    )
+    _bump_phase(s, sub.phase_id)
+    _audit(s, actor, "submission.public" if show else "submission.private", f"submission:{sub.id}")
+    s.commit()
+    s.refresh(sub)
+    return sub
+
+
+TEAM_DELETED = "deleted by its team"
+
+
+def delete_by_team(s: Session, sub: Submission, *, actor) -> Submission:
+    """A team deletes its own run: removed from every board and list but kept (organizers see it
+    and may restore it); it still counts against the team's quota."""
+    s.execute(
+        update(Submission)
+        .where(Submission.id == sub.id)
+        .values(removed_at=utcnow(), removed_by_team=True, hidden_reason=TEAM_DELETED)
+        .execution_options(synchronize_session=False)
+    )
+    _bump_phase(s, sub.phase_id)
+    _audit(s, actor, "submission.delete", f"submission:{sub.id}", team=sub.team_id)
     s.commit()
     s.refresh(sub)
     return sub

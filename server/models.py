@@ -135,6 +135,8 @@ class Submission(SQLModel, table=True):
     hidden: bool = False
     hidden_reason: str = Field(default="", max_length=500)
     removed_at: Optional[NaiveDatetime] = None
+    # removed by its own team (deleted on its pages): it still counts against the quota
+    removed_by_team: bool = False
     # the counted scores were computed against another gold, task or scorer version than the
     # current one: not ranked, queued for rescoring (server.provenance.check_provenance)
     stale: bool = False

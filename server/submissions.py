@@ -12,7 +12,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import BinaryIO
 
-from sqlalchemy import func, select, text
+from sqlalchemy import func, or_, select, text
 from sqlmodel import Session
 
 from server import people
@@ -110,6 +110,11 @@ def lock_team(session: Session, team_id: int) -> None:
         session.execute(select(Team.id).where(Team.id == team_id).with_for_update())
 
 
+# a run removed by an organizer gives its slot back; one its team deleted keeps it (deleting and
+# uploading again would otherwise score the hidden gold without end)
+COUNTS_AGAINST_QUOTA = or_(Submission.removed_at.is_(None), Submission.removed_by_team.is_(True))
+
+
 def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) -> None:
     """Raise PhaseClosed or LimitReached, saying why and when the next submission is allowed."""
     if phase.opens_at and now < phase.opens_at:
@@ -129,7 +134,7 @@ def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) ->
             select(func.count(Submission.id)).where(
                 Submission.team_id == team_id,
                 Submission.phase_id == phase.id,
-                Submission.removed_at.is_(None),
+                COUNTS_AGAINST_QUOTA,
                 *conds,
             )
         ).scalar_one()
@@ -317,7 +322,7 @@ def quota(
         select(Submission.status, Submission.created_at).where(
             Submission.team_id == team.id,
             Submission.phase_id == phase.id,
-            Submission.removed_at.is_(None),
+            COUNTS_AGAINST_QUOTA,
         )
     ).all()
     counted = [c for st, c in rows if st in COUNTED]

@@ -341,6 +341,11 @@ def test_the_published_rankings_fact_sheets_go_to_its_organizers(served, tmp_pat
         ).one()
     r = b.get(f"/organizer/phases/{pid}/export.csv?facts=1")
     assert r.status_code == 200 and "Uni B (renamed)" in r.get_data(as_text=True)
+    # a refused LaTeX export with fact sheets: the API's refusal, in the site's layout, a way back
+    r = b.get(f"/organizer/phases/{pid}/export.tex?facts=1")
+    page = r.get_data(as_text=True)
+    assert r.status_code == 422 and r.mimetype == "text/html", r.status_code
+    assert "csv or json" in page and f'href="/organizer/phases/{pid}/ranking"' in page
 
 
 # ----------------------------------------------------------------------------- anonymous boards

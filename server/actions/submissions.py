@@ -11,13 +11,14 @@ from sqlmodel import Session, select
 from server import api_models as m
 from server import facts, lifecycle, people
 from server.actions import common
-from server.auth import audit
+from server.auth import audit, can_see_submission
 from server.baselines import baseline_team
 from server.exceptions import (
     DuplicateSubmission,
     EmptyUpload,
     Forbidden,
     LifecycleRefused,
+    NotFound,
     UploadFieldsInvalid,
 )
 from server.models import Submission, Team, User
@@ -105,10 +106,54 @@ def set_visibility(
     return lifecycle.set_visibility(s, sub, action, actor=actor, reason=reason)
 
 
-def read_upload_fields(form) -> m.UploadFields:
+def _own_run(s: Session, submission_id: int, actor: User | None, verb: str) -> Submission:
+    """A run of the actor's own team, not deleted; NotFound alike for what does not exist, what
+    is another team's to see, and what was removed (ids are not an oracle); Forbidden for an
+    organizer who may see it but is not of the team."""
+    sub = s.get(Submission, submission_id)
+    if (
+        actor is None
+        or sub is None
+        or sub.removed_at is not None
+        or not can_see_submission(actor, sub, s)
+    ):
+        raise NotFound(f"no submission {submission_id} visible to you")
+    if people.team_id_for_task(s, actor, sub.task_id) != sub.team_id:
+        raise Forbidden(f"only the team that made a submission {verb}", "not_your_team")
+    return sub
+
+
+def choose_primary(*, s: Session, submission_id: int, actor: User | None) -> Submission:
+    """A team makes one of its runs its primary (ranked) run of the phase; the others become
+    contrastive."""
+    sub = _own_run(s, submission_id, actor, "chooses its primary run")
+    return lifecycle.set_primary(s, sub, team_id=sub.team_id, actor=actor)
+
+
+def set_shown_publicly(
+    *, s: Session, submission_id: int, actor: User | None, show: bool
+) -> Submission:
+    """A team shows one of its runs on the public board, or keeps it to itself (and the
+    organizers)."""
+    sub = _own_run(s, submission_id, actor, "decides whether it is shown publicly")
+    return lifecycle.set_shown_publicly(s, sub, show, actor=actor)
+
+
+def delete_run(*, s: Session, submission_id: int, actor: User | None) -> Submission:
+    """A team deletes one of its runs: it leaves every board and the team's lists at once, is
+    kept for the organizers (who may restore it) and still counts against the quota."""
+    sub = _own_run(s, submission_id, actor, "deletes it")
+    return lifecycle.delete_by_team(s, sub, actor=actor)
+
+
+def read_upload_fields(form, *, checkboxes: tuple[str, ...] = ()) -> m.UploadFields:
     """The upload's fields from a submitted form (web or API), validated against the one declared
-    form; raises `UploadFieldsInvalid` naming every field that is wrong."""
+    form; raises `UploadFieldsInvalid` naming every field that is wrong. `checkboxes` names the
+    yes/no fields the form shows as checkboxes: a browser posts a checkbox only when it is ticked
+    (WTForms' `y`), so there an absent one means no, not the declared default."""
     data = {k: form.get(k) for k in m.UploadFields.model_fields if form.get(k) is not None}
+    for k in checkboxes:
+        data.setdefault(k, "no")
     data["facts"] = facts.form_facts(form)  # the fact sheet: fields `fact.<key>`
     try:
         return m.UploadFields.model_validate(data)

@@ -9,6 +9,7 @@ from server import auth, inputs, throttle
 from server.errors import HANDLED, describe
 from server.leaderboard import RenderCache
 from server.views import campaigns, competitions, leaderboard, organizer, pages, roles, teams
+from server.views.refusals import refusal
 
 csrf = CSRFProtect()
 
@@ -111,9 +112,13 @@ def init_web(app: Flask) -> None:
     ):
 
         def handler(e, code=code, message=message):
+            # a view's own words (abort(403, "...")) win over the generic ones
+            said = getattr(e, "description", None)
+            if said and said != type(e).description:
+                message = said
             if auth.is_api_request():
                 return {"error": {"code": code, "message": message}}, code
-            return render_template("error.html", code=code, message=message), code
+            return refusal(code, message)
 
         app.register_error_handler(code, handler)
 
@@ -123,7 +128,7 @@ def init_web(app: Flask) -> None:
         status, code, message, _ = describe(e)
         if auth.is_api_request():
             return {"error": {"code": code, "message": message}}, status
-        return render_template("error.html", code=status, message=message), status
+        return refusal(status, message)
 
     for cls in HANDLED:
         app.register_error_handler(cls, _named_error)

@@ -25,6 +25,7 @@ from server.actions import submissions as sub_actions
 from server.actions.phases import PHASE_ACTIONS
 from server.auth import admin_required, current_user, organizer_required, safe_next
 from server.db import db
+from server.errors import status_of
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.forms import HideForm, NewPhaseForm, PhaseForm, RescoreAllForm
 from server.models import AuditLog, GoldPartition, Phase, Score, Submission, Team, User, utcnow
@@ -34,6 +35,7 @@ from server.queue import QUEUES, connect, get_queue
 from server.settings import get_settings
 from server.submissions import phase_state
 from server.views.pages import PHASE_ORDER, phases_of, task_or_404
+from server.views.refusals import refusal
 from tasks import all_tasks
 
 bp = Blueprint("organizer", __name__, url_prefix="/organizer")
@@ -335,8 +337,8 @@ def export(phase_id: int, fmt: str):
     except NotFound:
         abort(404)
     except (LifecycleRefused, UploadFieldsInvalid) as e:  # fact sheets: csv or json, once published
-        flash(str(e), "error")
-        return redirect(url_for("organizer.ranking", phase_id=p.id))
+        # a refusal answers a refusal's status, never the ranking page's 200
+        return refusal(status_of(e), str(e), url_for("organizer.ranking", phase_id=p.id))
     return Response(
         ex.body,
         content_type=ex.mimetype,

@@ -12,6 +12,7 @@ from flask import (
     abort,
     current_app,
     flash,
+    make_response,
     redirect,
     render_template,
     request,
@@ -24,17 +25,26 @@ from server import exposure, facts, people
 from server.actions import campaigns as campaign_actions
 from server.actions import competitions as comp_actions
 from server.actions import submissions as sub_actions
+from server.actions.common import phase_or_default
+from server.api_models import YES
 from server.auth import can_see_submission, current_user, login_required, submission_filter
 from server.db import db
 from server.errors import status_of
-from server.exceptions import Forbidden, LifecycleRefused, SubmissionRefused, UploadFieldsInvalid
+from server.exceptions import (
+    Forbidden,
+    LifecycleRefused,
+    NotFound,
+    SubmissionRefused,
+    UploadFieldsInvalid,
+)
 from server.forms import SubmitForm
-from server.lifecycle import RANKED_RUN_RULE, set_primary
+from server.lifecycle import RANKED_RUN_RULE
 from server.models import Phase, Score, Submission, Team
 from server.provenance import public_result
 from server.settings import get_settings
 from server.submissions import ensure_phases, phase_state, visible_scores
 from server.submissions import quota as backbone_quota
+from server.views.refusals import refusal
 from server.visibility import shown_part, viewer_of
 from tasks import all_tasks, get_task
 from tasks.store import TaskStore
@@ -147,12 +157,12 @@ def download(task_id: str, split: str):
     allowed = people.may_download(db(), current_user(), t.id)
     if not allowed.ok:
         db().commit()  # an implicit registration stays made
-        return Response(allowed.message + "\n", 403, mimetype="text/plain")
+        return refusal(403, allowed.message, url_for("pages.task", task_id=t.id))
     db().commit()
     try:
         exposure.check_download(t, get_settings().home, [split])
     except exposure.ExposureRefused as e:
-        return Response(str(e) + "\n", 409, mimetype="text/plain")
+        return refusal(409, str(e), url_for("pages.task", task_id=t.id))
     base = (store.root / "public" / split).resolve()
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
@@ -171,6 +181,10 @@ def download(task_id: str, split: str):
 # ----------------------------------------------------------------------------- submitting
 
 
+# the form's yes/no fields, shown as checkboxes: posted only when ticked
+WEB_CHECKBOXES = ("show_publicly", "primary")
+
+
 @bp.route("/tasks/<task_id>/submit", methods=["GET", "POST"])
 @login_required
 def submit(task_id: str):
@@ -185,8 +199,9 @@ def submit(task_id: str):
 
     if request.method == "POST":
         form = SubmitForm()
-    else:
-        form = SubmitForm(formdata=None, phase=request.args.get("phase", ""))
+    else:  # the phase the API takes when none is named: the open test phase, else dev, ...
+        default = request.args.get("phase") or phase_or_default(db(), t.id, None).name
+        form = SubmitForm(formdata=None, phase=default)
     form.phase.choices = [
         (
             p.name,
@@ -200,12 +215,14 @@ def submit(task_id: str):
         for p in phases
     ]
     sheet = _fact_sheet(t.id)
+    # each phase's window and what is left of the team's quota, beside the form
+    sheet["windows"] = [(p, phase_state(p), quota(team, p)) for p in phases]
     if request.method != "POST":
         return render_template("tasks/submit.html", task=t, phases=phases, form=form, **sheet)
 
     ok = form.validate()  # the phase and the file; the fields by the one declared form:
     try:
-        fields = sub_actions.read_upload_fields(request.form)
+        fields = sub_actions.read_upload_fields(request.form, checkboxes=WEB_CHECKBOXES)
     except UploadFieldsInvalid as e:
         ok = False
         for name, message in e.fields.items():
@@ -416,17 +433,54 @@ def submission(submission_id: int):
     )
 
 
+def _run_action(submission_id: int, fn, **kw):
+    """One of the team's own-run actions, its refusal flashed on the run's page."""
+    s = db()
+    try:
+        return fn(s=s, submission_id=submission_id, actor=current_user(), **kw)
+    except (Forbidden, LifecycleRefused) as e:
+        s.rollback()
+        back = url_for("pages.submission", submission_id=submission_id)
+        abort(make_response(refusal(status_of(e), str(e), back)))
+    except NotFound:
+        s.rollback()
+        abort(404)
+
+
 @bp.route("/submissions/<int:submission_id>/primary", methods=["POST"])
 @login_required
 def mark_primary(submission_id: int):
     """SemEval's convention: one primary run per team and phase; the others are contrastive."""
-    sub = submission_or_404(submission_id)
-    u = current_user()
-    s = db()
-    team_id = people.team_id_for_task(s, u, sub.task_id)
-    if team_id != sub.team_id:  # an organizer may look, but only the team chooses its run
-        abort(403)
-    set_primary(s, sub, team_id=team_id, actor=u)
-    phase = s.get(Phase, sub.phase_id)
+    sub = _run_action(submission_id, sub_actions.choose_primary)
+    phase = db().get(Phase, sub.phase_id)
     flash(f"Submission #{sub.id} is now your primary run for the {phase.name} phase.", "ok")
     return redirect(url_for("pages.submission", submission_id=sub.id))
+
+
+@bp.route("/submissions/<int:submission_id>/public", methods=["POST"])
+@login_required
+def set_public(submission_id: int):
+    """Show a run on the public board, or keep it to the team."""
+    show = request.form.get("show_publicly", "").strip().lower() in YES
+    sub = _run_action(submission_id, sub_actions.set_shown_publicly, show=show)
+    flash(
+        f"Submission #{sub.id} is "
+        + ("shown on the public board." if show else "kept off the public board."),
+        "ok",
+    )
+    return redirect(url_for("pages.submission", submission_id=sub.id))
+
+
+@bp.route("/submissions/<int:submission_id>/delete", methods=["POST"])
+@login_required
+def delete_run(submission_id: int):
+    """Delete a run of the team's (kept for the organizers, who may restore it)."""
+    if request.form.get("confirm", "").strip().lower() not in YES:
+        flash("Not deleted: tick the box to confirm.", "error")
+        return redirect(url_for("pages.submission", submission_id=submission_id))
+    sub = _run_action(submission_id, sub_actions.delete_run)
+    flash(
+        f"Submission #{sub.id} is deleted: it is on no board. The organizers can restore it.",
+        "ok",
+    )
+    return redirect(url_for("pages.my_submissions"))

@@ -1,0 +1,252 @@
+"""A team manages its own runs on the web, the CLI and the API (one action each in
+server.actions.submissions): it chooses the primary run, shows a run on the public board or keeps
+it off, deletes a run (kept for the organizers, who restore it on their pages, CLI or API). A
+deleted run leaves the boards at once, comes back when restored, and keeps counting against the
+quota; published rankings never change. On SQLite and PostgreSQL, against a served app."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+from click.testing import CliRunner
+from sqlmodel import Session, select
+from webkit import Browser, engine_of, make_phase, make_token, make_user
+
+from tests.test_api import _tric_file
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def site(request):
+    """The app on SQLite or PostgreSQL, served on a free port (the CLI talks to it over HTTP)."""
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    app = request.getfixturevalue("app" if request.param == "sqlite" else "pg_app")
+
+    class Quiet(WSGIRequestHandler):
+        def log(self, *args, **kwargs):
+            pass
+
+    srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Quiet)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield app, f"http://127.0.0.1:{srv.server_port}"
+    srv.shutdown()
+
+
+def api(url, token, method, path, body=None, *, raw=False):
+    req = urllib.request.Request(
+        url + "/api/v1" + path,
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            data = r.read()
+            return r.status, data if raw else json.loads(data or b"{}")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def cli(url, token, *args):
+    from cli.main import main
+
+    r = CliRunner().invoke(
+        main,
+        [*args, "--json"],
+        env={"PALIMPSEST_SERVER": url, "PALIMPSEST_TOKEN": token, "XDG_CONFIG_HOME": "/none"},
+        catch_exceptions=False,
+    )
+    assert r.exit_code == 0, (args, r.output)
+    return json.loads(r.stdout)
+
+
+def upload(base, token, data: bytes, /, filename="pred.jsonl", **fields) -> tuple[int, dict]:
+    """A multipart upload to the API, as curl -F sends it."""
+    boundary = "----palimpsest-test"
+    parts = []
+    for k, v in fields.items():
+        parts.append(
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+        )
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n".encode()
+        + data
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    req = urllib.request.Request(
+        base + "/api/v1/tasks/tric-binary/submissions",
+        method="POST",
+        data=b"".join(parts),
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+        },
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def public_rows(app) -> dict[str, int]:
+    """The anonymous board of the test phase: team -> the run in its row."""
+    board = app.test_client().get("/tasks/tric-binary/leaderboard.json?phase=test").get_json()
+    return {r["team"]: r["submission_id"] for r in board["rows"] if r["row_type"] == "team"}
+
+
+def used(app, team: str) -> int:
+    from server.models import Phase, Team
+    from server.submissions import quota
+
+    with Session(engine_of(app)) as s:
+        t = s.exec(select(Team).where(Team.name == team)).one()
+        p = s.exec(select(Phase).where(Phase.task_id == "tric-binary", Phase.name == "test")).one()
+        return quota(s, phase=p, team=t)["total_used"]
+
+
+def test_a_team_manages_its_runs_on_every_surface(site, web_home):
+    from server.jobs import score_submission
+
+    app, url = site
+    make_phase(app, "tric-binary", "test", public_fraction=1.0, total_limit=4)
+    alpha = make_user(app, "alpha@x.org", team="alpha")
+    make_user(app, "beta@x.org", team="beta")
+    org = make_user(app, "org@x.org", organizer=True)
+    tok = {u.email: make_token(app, u) for u in (alpha, org)}
+    a_tok = tok["alpha@x.org"]
+
+    ids = []
+    for flip in (3, 4, 6):
+        status, sub = upload(
+            url, a_tok, _tric_file(web_home, flip), phase="test", method_name=f"m{flip}"
+        )
+        assert status == 201, sub
+        assert score_submission(sub["id"])["status"] == "scored"
+        ids.append(sub["id"])
+    a, b, c = ids
+    assert public_rows(app) == {"alpha": c}  # no primary: the latest scored run
+
+    # the primary run: API, then CLI, then the web page
+    status, got = api(url, a_tok, "POST", f"/submissions/{a}/primary")
+    assert status == 200 and got["is_primary"] is True
+    assert public_rows(app) == {"alpha": a}
+    assert cli(url, a_tok, "primary", str(b))["is_primary"] is True
+    web = Browser(app.test_client())
+    web.login("alpha@x.org")
+    r = web.post(f"/submissions/{a}/primary")
+    assert r.status_code == 302
+    assert public_rows(app) == {"alpha": a}
+
+    # off the public board and back: web, CLI, API
+    r = web.post(f"/submissions/{a}/public", {"show_publicly": "no"})
+    assert r.status_code == 302 and public_rows(app) == {}
+    assert cli(url, a_tok, "public", str(a))["show_publicly"] is True
+    assert public_rows(app) == {"alpha": a}
+    assert cli(url, a_tok, "private", str(a))["show_publicly"] is False
+    assert public_rows(app) == {}
+    status, got = api(url, a_tok, "POST", f"/submissions/{a}/public", {"show_publicly": True})
+    assert status == 200 and got["show_publicly"] is True and public_rows(app) == {"alpha": a}
+
+    # another team, an organizer, an unknown id: refused, nothing changed
+    beta_web = Browser(app.test_client())
+    beta_web.login("beta@x.org")
+    assert beta_web.post(f"/submissions/{a}/delete", {"confirm": "y"}).status_code == 404
+    status, got = api(url, tok["org@x.org"], "DELETE", f"/submissions/{a}")
+    assert status == 403 and got["error"]["code"] == "not_your_team"
+    status, _ = api(url, a_tok, "DELETE", "/submissions/999999")
+    assert status == 404
+    # the web asks to confirm
+    assert web.post(f"/submissions/{a}/delete").status_code == 302
+    assert public_rows(app) == {"alpha": a}
+
+    # deleting: the web (the primary run), the CLI, the API; each leaves the board at once
+    assert used(app, "alpha") == 3
+    r = web.post(f"/submissions/{a}/delete", {"confirm": "y"})
+    assert r.status_code == 302 and public_rows(app) == {"alpha": c}
+    got = cli(url, a_tok, "delete", str(c))
+    assert got["id"] == c and got["removed"] is True
+    assert public_rows(app) == {"alpha": b}
+    status, got = api(url, a_tok, "DELETE", f"/submissions/{b}")
+    assert status == 200 and got["removed"] is True and public_rows(app) == {}
+    # gone from the team's API; deleting again finds nothing
+    assert api(url, a_tok, "GET", f"/submissions/{b}")[0] == 404
+    assert api(url, a_tok, "DELETE", f"/submissions/{b}")[0] == 404
+    listed = api(url, a_tok, "GET", "/submissions")[1]["items"]
+    assert {x["id"] for x in listed} & {a, b, c} == set()
+    # the page says the team deleted it and that it still counts
+    page = web.get(f"/submissions/{a}").get_data(as_text=True)
+    assert "Your team deleted this submission" in page
+    assert "counts against your team's quota" in page
+    # the quota is not given back: 3 used of 4, one more upload, then refused
+    assert used(app, "alpha") == 3
+    status, d = upload(url, a_tok, _tric_file(web_home, 7), phase="test")
+    assert status == 201
+    status, refused = upload(url, a_tok, _tric_file(web_home, 8), phase="test")
+    assert status == 429 and "all 4 submissions" in refused["error"]["message"], refused
+    assert score_submission(d["id"])["status"] == "scored"
+    assert public_rows(app) == {"alpha": d["id"]}
+
+    # the organizers restore: their page, their CLI, the API; each run comes back
+    orgweb = Browser(app.test_client())
+    orgweb.login("org@x.org")
+    r = orgweb.post(f"/organizer/submissions/{a}/hide", {"action": "restore"})
+    assert r.status_code == 302
+    assert public_rows(app) == {"alpha": a}  # the primary run again
+    assert cli(url, tok["org@x.org"], "organizer", "restore", str(c))["id"] == c
+    status, got = api(
+        url, tok["org@x.org"], "POST", f"/submissions/{b}/visibility", {"action": "restore"}
+    )
+    assert status == 200
+    from server.models import Submission
+
+    with Session(engine_of(app)) as s:
+        for sub in s.exec(select(Submission).where(Submission.id.in_(ids))):
+            assert sub.removed_at is None and sub.removed_by_team is False
+    # restored, it counts as before (an organizer's removal, by contrast, gives its slot back)
+    assert used(app, "alpha") == 4
+
+    # publication: the published ranking stays byte for byte whatever the team does afterwards
+    status, got = api(
+        url, tok["org@x.org"], "POST", "/tasks/tric-binary/phases/test/publish", {"close": True}
+    )
+    assert status == 201, got
+
+    def published() -> bytes:
+        status, body = api(
+            url,
+            tok["org@x.org"],
+            "GET",
+            "/tasks/tric-binary/phases/test/export?format=json",
+            raw=True,
+        )
+        assert status == 200
+        return body
+
+    before = published()
+    assert json.loads(before)["rows"][0]["submission_id"] == a
+    assert api(url, a_tok, "DELETE", f"/submissions/{a}")[0] == 200
+    assert (
+        api(url, a_tok, "POST", f"/submissions/{d['id']}/public", {"show_publicly": False})[0]
+        == 200
+    )
+    assert published() == before
+    snap = app.test_client().get("/tasks/tric-binary/leaderboard.json?phase=test").get_data()
+    assert json.loads(snap)["rows"][0]["submission_id"] == a  # the board shows the snapshot
+
+
+def test_upload_flags_refuse_what_is_not_yes_or_no(site, web_home):
+    app, url = site
+    make_phase(app, "tric-binary", "test", public_fraction=1.0)
+    u = make_user(app, "gamma@x.org", team="gamma")
+    token = make_token(app, u)
+    status, got = upload(url, token, _tric_file(web_home, 3), phase="test", show_publicly="maybe")
+    assert status == 422 and "show_publicly" in json.dumps(got), got
+    status, got = upload(url, token, _tric_file(web_home, 3), phase="test", primary="y")
+    assert status == 201 and got["is_primary"] is True and got["show_publicly"] is True
