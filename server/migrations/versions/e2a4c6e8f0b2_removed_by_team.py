@@ -1,14 +1,14 @@
 """a team deletes its own run (soft, an organizer may restore it): Submission.removed_by_team
 
 Revision ID: e2a4c6e8f0b2
-Revises: c9d1e3f5a7b9
+Revises: e2d4f6a8c0b2
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "e2a4c6e8f0b2"
-down_revision = "c9d1e3f5a7b9"
+down_revision = "e2d4f6a8c0b2"
 branch_labels = None
 depends_on = None
 
