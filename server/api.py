@@ -1053,8 +1053,12 @@ def download(task_id):
     if split is not None and split not in ("train", *t.splits):
         raise ApiError(404, "unknown_split", f"task {t.id!r} has no split {split!r}")
     public = store.root / "public"
+    blind = exposure.blind_splits(s, t.id)
     areas = [split] if split is not None else sorted(d.name for d in public.iterdir() if d.is_dir())
+    areas = [a for a in areas if a not in blind or split is not None]
     try:
+        if split is not None:
+            exposure.check_not_blind(s, t.id, split)
         exposure.check_download(t, get_settings().home, areas)
     except exposure.ExposureRefused as e:
         raise ApiError(409, "exposes_hidden_gold", str(e)) from e
@@ -1065,8 +1069,9 @@ def download(task_id):
     }
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("task.json", json.dumps(public_manifest, indent=2))
-        for p in store.public_files(split):
-            zf.write(p, p.relative_to(store.root).as_posix())
+        for area in areas:
+            for p in store.public_files(area):
+                zf.write(p, p.relative_to(store.root).as_posix())
     return Response(
         buf.getvalue(),
         mimetype="application/zip",
@@ -1989,3 +1994,7 @@ def campaign_bayes_request(campaign_id):
 def campaign_bayes_fits(campaign_id):
     u = _user()
     return _json_out(model_actions.show_bayes(s=db(), actor=u, campaign=campaign_id))
+
+
+# the routes of blind runs join this blueprint (server/api_runs.py)
+from server import api_runs  # noqa: E402, F401

@@ -150,6 +150,7 @@ def download(task_id: str, split: str):
         return Response(allowed.message + "\n", 403, mimetype="text/plain")
     db().commit()
     try:
+        exposure.check_not_blind(db(), t.id, split)
         exposure.check_download(t, get_settings().home, [split])
     except exposure.ExposureRefused as e:
         return Response(str(e) + "\n", 409, mimetype="text/plain")

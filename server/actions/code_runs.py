@@ -1,0 +1,221 @@
+"""Actions on code runs: a team submits its system to run blind, anyone allowed reads a run, an
+organizer reviews one (unblinding its log on a blind phase) and lists those waiting."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import BinaryIO
+
+from sqlalchemy import func
+from sqlmodel import Session, select
+
+from server import api_models as m
+from server import code_runs, facts, people
+from server.actions import common
+from server.actions.submissions import uploader_team
+from server.auth import audit
+from server.exceptions import (
+    EmptyUpload,
+    LifecycleRefused,
+    LimitReached,
+    NotFound,
+    SystemRefused,
+)
+from server.models import CodeRun, Phase, User, utcnow
+from server.queue import connect, enqueue_code_run
+from server.storage import path_for, store_upload
+from server.submissions import check_limits, lock_team
+from server.system_archive import LIMITS, SystemInvalid, unpack
+from tasks.store import TaskStore
+
+
+def _budget_left(s: Session, team_id: int, phase: Phase) -> float | None:
+    if phase.compute_budget_seconds is None:
+        return None
+    used = s.exec(
+        select(func.coalesce(func.sum(CodeRun.cpu_seconds), 0.0)).where(
+            CodeRun.team_id == team_id,
+            CodeRun.phase_id == phase.id,
+            (CodeRun.failure_kind.is_(None)) | (CodeRun.failure_kind != "infra"),
+        )
+    ).one()
+    return phase.compute_budget_seconds - float(used)
+
+
+def submit_code(
+    *,
+    s: Session,
+    user: User,
+    task_id: str,
+    fields: m.UploadFields,
+    stream: BinaryIO,
+    filename: str,
+    settings,
+    redis=None,
+    enqueue: bool = True,
+) -> CodeRun:
+    """Take a team's system (a zip with system.yaml, streamed to the store), check it can be run,
+    count it against the phase's limits and compute budget, and queue it on the runs queue."""
+    task = common.task(task_id)
+    team = uploader_team(s, user, task.id, baseline=fields.baseline)
+    if not TaskStore(task.id, settings.home).exists():
+        raise LifecycleRefused(f"task {task.id!r} has no data yet", "not_imported")
+    phase = common.phase_or_default(s, task.id, fields.phase)
+    if phase.accepts == "predictions":
+        raise LifecycleRefused(
+            f"the {phase.name} phase of {task.id} takes prediction files, not systems",
+            "no_code",
+        )
+    comp = people.competition_of_task(s, task.id)
+    sheet = facts.check_facts(
+        [] if comp is None else list(comp.fact_fields or []),
+        phase.name,
+        fields.facts,
+        require=not fields.baseline,
+    )
+    exempt = fields.baseline or people.organizes_task(s, user, task.id)
+    if not exempt:
+        left = _budget_left(s, team.id, phase)
+        if left is not None and left <= 0:
+            raise LimitReached(
+                f"your team has used its compute budget of {phase.compute_budget_seconds} CPU "
+                f"seconds in the {phase.name} phase",
+                None,
+                "compute",
+            )
+    key, sha, size = store_upload(settings.home, stream, filename, LIMITS.max_zip_bytes)
+    if size == 0:
+        raise EmptyUpload()
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            manifest = unpack(path_for(settings.home, key), Path(tmp) / "code")
+        except SystemInvalid as e:
+            raise SystemRefused(
+                [{"line": None, "id": w, "message": msg} for w, msg in e.problems]
+            ) from None
+    phase_id, team_id = phase.id, team.id
+    try:
+        lock_team(s, team_id)
+        phase = s.get(Phase, phase_id, populate_existing=True)
+        if not exempt:
+            check_limits(s, team_id, phase, utcnow())
+        run = CodeRun(
+            team_id=team_id,
+            user_id=user.id if user is not None else None,
+            task_id=task.id,
+            phase_id=phase_id,
+            archive_sha256=sha,
+            storage_key=key,
+            file_name=(filename or "")[:255],
+            size=size,
+            manifest=manifest.model_dump(),
+            fields={
+                "method_name": fields.method_name,
+                "description": fields.description,
+                "url": fields.url,
+                "show_publicly": fields.show_publicly,
+                "primary": fields.primary,
+                "facts": sheet or None,
+            },
+            is_baseline=bool(fields.baseline),
+        )
+        s.add(run)
+        audit(s, user, "run.submit", f"run:{task.id}/{phase.name}", sha256=sha, size=size)
+        s.commit()
+    except BaseException:
+        s.rollback()
+        raise
+    if enqueue:
+        try:
+            enqueue_code_run(redis or connect(settings), run.id, settings)
+        except Exception:  # noqa: BLE001 - Redis away: the reconciler enqueues it
+            pass
+    return run
+
+
+def _run(s: Session, run_id: int) -> CodeRun:
+    r = s.get(CodeRun, run_id)
+    if r is None:
+        raise NotFound(f"no code run {run_id}")
+    return r
+
+
+def run_out(s: Session, r: CodeRun, *, organizer: bool) -> m.CodeRunOut:
+    """What a viewer of the run is shown (the log only when `code_runs.may_see_log`)."""
+    phase = s.get(Phase, r.phase_id)
+    see = code_runs.may_see_log(r, phase, organizer=organizer)
+    return m.CodeRunOut(
+        id=r.id,
+        task=r.task_id,
+        phase=phase.name,
+        team=r.team_id,
+        stage=r.stage,
+        failure_kind=r.failure_kind,
+        reason=r.reason if see or r.failure_kind != "code" else _outline(r.reason),
+        attempts=r.attempts,
+        created=r.created_at,
+        started=r.started_at,
+        finished=r.finished_at,
+        command=list((r.manifest or {}).get("command", [])),
+        resources=dict(r.outcome or {}),
+        cpu_seconds=r.cpu_seconds,
+        submission=r.submission_id,
+        blind=phase.blind,
+        reviewed=r.reviewed_at is not None,
+        log=r.log if see else None,
+        log_hidden=not see and bool(r.log),
+    )
+
+
+def _outline(reason: str) -> str:
+    # a blind run's failure names the limit it broke, never what it printed
+    return reason.split(":", 1)[0]
+
+
+def get_run(*, s: Session, run_id: int, viewer: User | None) -> m.CodeRunOut:
+    """A run, to its team and the organizers (NotFound to anyone else)."""
+    r = _run(s, run_id)
+    organizer = viewer is None or people.organizes_task(s, viewer, r.task_id)
+    if viewer is not None and people.is_admin(viewer):
+        organizer = True
+    if not organizer and (
+        viewer is None or people.team_id_for_task(s, viewer, r.task_id) != r.team_id
+    ):
+        raise NotFound(f"no code run {run_id}")
+    return run_out(s, r, organizer=organizer)
+
+
+def review_run(*, s: Session, run_id: int, actor: User | None) -> m.CodeRunOut:
+    """An organizer has read the run's log (on a blind phase its team may then read it)."""
+    r = _run(s, run_id)
+    common.require_organizer(actor, s, task_id=r.task_id)
+    if r.stage not in ("ran", "failed"):
+        raise LifecycleRefused(
+            f"code run {run_id} is {r.stage}: review it when it ended", "running"
+        )
+    if r.reviewed_at is None:
+        r.reviewed_at = utcnow()
+        r.reviewed_by = actor.id if actor is not None else None
+        s.add(r)
+        audit(s, actor, "run.review", f"run:{r.id}")
+        s.commit()
+    return run_out(s, r, organizer=True)
+
+
+def list_runs(
+    *, s: Session, task_id: str, actor: User | None, awaiting_review: bool = False
+) -> m.CodeRunsOut:
+    """A task's code runs for its organizers, newest first (only the ended, unreviewed ones of
+    blind phases with `awaiting_review`)."""
+    common.task(task_id)
+    common.require_organizer(actor, s, task_id=task_id)
+    q = select(CodeRun).where(CodeRun.task_id == task_id).order_by(CodeRun.id.desc())
+    if awaiting_review:
+        blind = select(Phase.id).where(Phase.task_id == task_id, Phase.blind.is_(True))
+        q = q.where(
+            CodeRun.reviewed_at.is_(None),
+            CodeRun.stage.in_(("ran", "failed")),
+            CodeRun.phase_id.in_(blind),
+        )
+    return m.CodeRunsOut(runs=[run_out(s, r, organizer=True) for r in s.exec(q).all()])

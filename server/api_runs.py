@@ -1,0 +1,84 @@
+"""REST routes of blind runs (server/actions/code_runs.py): submit a system, read a run, review
+one, list a task's runs. Registered on the API's blueprint by server.api."""
+
+from __future__ import annotations
+
+from flask import current_app, request
+
+from server import api_models as m
+from server.actions import code_runs as run_actions
+from server.actions import submissions as sub_actions
+from server.api import ApiError, _json_out, _query, _task, _user, bp
+from server.db import db
+from server.openapi import op
+from server.settings import get_settings
+
+
+@bp.post("/tasks/<task_id>/runs")
+@op(
+    "Submit a system to run blind on the phase's inputs (phases that take code)",
+    form=m.CodeUploadForm,
+    responses={201: m.CodeRunOut},
+    errors=(400, 403, 404, 409, 413, 422, 429),
+    tags=("runs",),
+    description="The zip is checked (its members, system.yaml) and queued on the runs queue; its "
+    "output becomes an ordinary submission, validated and scored like an uploaded file. Counts "
+    "against the phase's limits and the team's compute budget.",
+)
+def run_create(task_id):
+    u = _user()
+    t = _task(task_id)
+    fields = sub_actions.read_upload_fields(request.form)
+    f = request.files.get("code")
+    if f is None:
+        raise ApiError(400, "no_file", "send the system's zip as the multipart field 'code'")
+    run = run_actions.submit_code(
+        s=db(),
+        user=u,
+        task_id=t.id,
+        fields=fields,
+        stream=f.stream,
+        filename=f.filename or "",
+        settings=get_settings(),
+        redis=current_app.extensions.get("palimpsest.redis"),
+        enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
+    )
+    return _json_out(run_actions.get_run(s=db(), run_id=run.id, viewer=u), 201)
+
+
+@bp.get("/runs/<int:run_id>")
+@op(
+    "A code run: its stage, what it used, its submission and (when allowed) its log",
+    responses={200: m.CodeRunOut},
+    errors=(404,),
+    tags=("runs",),
+)
+def run_show(run_id):
+    return _json_out(run_actions.get_run(s=db(), run_id=run_id, viewer=_user()))
+
+
+@bp.post("/runs/<int:run_id>/review")
+@op(
+    "Mark a run reviewed: on a blind phase its team may then read its log (organizers)",
+    responses={200: m.CodeRunOut},
+    errors=(403, 404, 409),
+    tags=("runs",),
+)
+def run_review(run_id):
+    return _json_out(run_actions.review_run(s=db(), run_id=run_id, actor=_user()))
+
+
+@bp.get("/tasks/<task_id>/runs")
+@op(
+    "A task's code runs, newest first (organizers)",
+    query=m.CodeRunsQuery,
+    responses={200: m.CodeRunsOut},
+    errors=(403, 404),
+    tags=("runs",),
+)
+def run_list(task_id):
+    q = _query(m.CodeRunsQuery)
+    got = run_actions.list_runs(
+        s=db(), task_id=task_id, actor=_user(), awaiting_review=q.awaiting_review == "1"
+    )
+    return _json_out(got)
