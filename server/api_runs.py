@@ -18,12 +18,13 @@ from server.settings import get_settings
 @op(
     "Submit a system to run blind on the phase's inputs (phases that take code)",
     form=m.CodeUploadForm,
-    responses={201: m.CodeRunOut},
+    responses={201: m.CodeRunOut, 200: m.CodeRunOut},
     errors=(400, 403, 404, 409, 413, 422, 429),
     tags=("runs",),
-    description="The zip is checked (its members, system.yaml) and queued on the runs queue; its "
-    "output becomes an ordinary submission, validated and scored like an uploaded file. Counts "
-    "against the phase's limits and the team's compute budget.",
+    description="201: the zip is checked (its members, system.yaml) and queued on the runs "
+    "queue; its output becomes an ordinary submission, validated and scored like an uploaded "
+    "file. Counts against the phase's limits and the team's compute budget. 200: this very "
+    "archive was submitted before by your team in this phase: that run, counted once.",
 )
 def run_create(task_id):
     u = _user()
@@ -32,7 +33,7 @@ def run_create(task_id):
     f = request.files.get("code")
     if f is None:
         raise ApiError(400, "no_file", "send the system's zip as the multipart field 'code'")
-    run = run_actions.submit_code(
+    run, duplicate = run_actions.submit_code(
         s=db(),
         user=u,
         task_id=t.id,
@@ -43,7 +44,9 @@ def run_create(task_id):
         redis=current_app.extensions.get("palimpsest.redis"),
         enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
     )
-    return _json_out(run_actions.get_run(s=db(), run_id=run.id, viewer=u), 201)
+    return _json_out(
+        run_actions.get_run(s=db(), run_id=run.id, viewer=u), 200 if duplicate else 201
+    )
 
 
 @bp.get("/runs/<int:run_id>")

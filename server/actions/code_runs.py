@@ -54,9 +54,11 @@ def submit_code(
     settings,
     redis=None,
     enqueue: bool = True,
-) -> CodeRun:
+) -> tuple[CodeRun, bool]:
     """Take a team's system (a zip with system.yaml, streamed to the store), check it can be run,
-    count it against the phase's limits and compute budget, and queue it on the runs queue."""
+        count it against the phase's limits and compute budget, and queue it on the runs queue. The
+    same archive already submitted by the team in the phase answers with that run (counted once).
+    Returns the run and whether it was that earlier one."""
     task = common.task(task_id)
     team = uploader_team(s, user, task.id, baseline=fields.baseline)
     if not TaskStore(task.id, settings.home).exists():
@@ -98,6 +100,19 @@ def submit_code(
     try:
         lock_team(s, team_id)
         phase = s.get(Phase, phase_id, populate_existing=True)
+        same = s.exec(
+            select(CodeRun)
+            .where(
+                CodeRun.team_id == team_id,
+                CodeRun.phase_id == phase_id,
+                CodeRun.archive_sha256 == sha,
+                (CodeRun.failure_kind.is_(None)) | (CodeRun.failure_kind != "infra"),
+            )
+            .order_by(CodeRun.id)
+        ).first()
+        if same is not None:  # a retried upload: the same run, counted once
+            s.rollback()
+            return same, True
         if not exempt:
             check_limits(s, team_id, phase, utcnow())
         run = CodeRun(
@@ -131,7 +146,7 @@ def submit_code(
             enqueue_code_run(redis or connect(settings), run.id, settings)
         except Exception:  # noqa: BLE001 - Redis away: the reconciler enqueues it
             pass
-    return run
+    return run, False
 
 
 def _run(s: Session, run_id: int) -> CodeRun:
