@@ -345,3 +345,87 @@ def test_the_cli_submits_a_folder_and_waits_for_its_scores(app, tmp_path):
         assert r.exit_code == 1 and "--code" in r.stderr
     finally:
         srv.shutdown()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["embedded", pytest.param("services", marks=pytest.mark.postgres)])
+def test_a_killed_code_worker_is_retried_once_and_scored_once(kind, request, tmp_path, monkeypatch):
+    """kill -9 of the worker running a system: the reconciler queues the run again (attempt 2),
+    a fresh worker runs it, its output becomes one submission, scored once."""
+    import time
+
+    from backbone import burst, kill_group, make_team, wait_for, worker_process
+    from conftest import _make_backend
+
+    from server import lifecycle
+    from server.actions import bundles
+    from server.queue import enqueue_code_run
+    from server.reconciler import reconcile
+    from server.storage import path_for, store_upload
+    from server.system_archive import unpack
+    from tasks import get_task
+
+    src = tmp_path / "src"
+    (src / "tasks").mkdir(parents=True)
+    b = _make_backend(kind, request, tmp_path, src, monkeypatch)
+    with b.session() as s:
+        bundles.create_from_bundle(s=s, actor=None, source=EXAMPLE, via="test", settings=b.settings)
+        p = s.exec(select(Phase).where(Phase.task_id == TASK, Phase.name == "systems")).one()
+        lifecycle.edit_phase(s, p, {"opens_at": None, "closes_at": None}, actor=None)
+        phase_id = p.id
+    assert get_task(TASK).id == TASK
+    team, user = make_team(b)
+    slow = (
+        (SYSTEM / "predict.py")
+        .read_text()
+        .replace(
+            "def main(inputs: str, out: str) -> None:",
+            "def main(inputs: str, out: str) -> None:\n    import time\n    time.sleep(4)",
+        )
+    )
+    archive = _zip(SYSTEM, tmp_path / "slow.zip", {"predict.py": slow})
+    key, sha, size = store_upload(b.settings.home, archive, "slow.zip")
+    manifest = unpack(path_for(b.settings.home, key), tmp_path / "check")
+    with b.session() as s:
+        run = CodeRun(
+            team_id=team.id,
+            user_id=user.id,
+            task_id=TASK,
+            phase_id=phase_id,
+            archive_sha256=sha,
+            storage_key=key,
+            size=size,
+            manifest=manifest.model_dump(),
+            fields={"method_name": "slow overlap"},
+        )
+        s.add(run)
+        s.commit()
+        rid = run.id
+    enqueue_code_run(b.conn, rid, b.settings)
+    w = worker_process(b, "--queue", "runs")
+
+    def stage():
+        with b.session() as s:
+            return s.get(CodeRun, rid)
+
+    try:
+        assert wait_for(lambda: stage().stage == "running", timeout=60), stage()
+        time.sleep(1.0)
+        kill_group(w)
+    finally:
+        if w.poll() is None:
+            kill_group(w)
+    assert stage().stage == "running" and stage().attempts == 1
+    time.sleep(b.settings.stale_after + 1)  # the dead worker's heartbeat goes stale
+    got = reconcile(b.settings, b.engine, b.conn)
+    assert got["runs_requeued"] == 1, got
+    burst(b, ("runs",))
+    r = stage()
+    assert (r.stage, r.attempts) == ("ran", 2), (r.stage, r.attempts, r.reason, r.log[-500:])
+    burst(b, ("scoring",))
+    with b.session() as s:
+        subs = s.exec(select(Submission).where(Submission.phase_id == phase_id)).all()
+        assert [x.id for x in subs] == [r.submission_id]
+        assert subs[0].status == "scored" and subs[0].attempts == 1
+    # another pass finds nothing to do
+    assert reconcile(b.settings, b.engine, b.conn)["runs_requeued"] == 0
