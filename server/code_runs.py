@@ -72,9 +72,14 @@ def input_names(task_id: str) -> tuple[str, ...]:
     return REQUIRED_INPUTS.get(get_task(task_id).kind, ("inputs.jsonl",))
 
 
-def stage_inputs(home: Path, task_id: str, split: str, dest: Path) -> list[str]:
-    """Copy the split's input files (and nothing else of the task) into `dest`, readable by the
-    sandbox's user. The gold is never copied: a code worker needs the inputs only."""
+def stage_inputs(
+    home: Path, task_id: str, split: str, dest: Path, blind: set[str] = frozenset()
+) -> list[str]:
+    """Lay out what a system reads, readable by the sandbox's user: the split's input files at the
+    top of `dest` (`/input/inputs.jsonl`), and under `dest/public/<area>/` every public file a
+    participant may download (the training data, the dev gold) plus the run's own split; never a
+    blind split's but its own, never a gold file of the server. A code worker needs nothing
+    else."""
     store = TaskStore(task_id, home)
     dest.mkdir(parents=True, exist_ok=True)
     copied = []
@@ -82,9 +87,19 @@ def stage_inputs(home: Path, task_id: str, split: str, dest: Path) -> list[str]:
         src = store.public(split, name)
         if src.is_file() and not src.is_symlink():
             shutil.copyfile(src, dest / name)
-            os.chmod(dest / name, 0o644)
             copied.append(name)
-    os.chmod(dest, 0o755)
+    public = store.root / "public"
+    for p in store.public_files():
+        rel = p.relative_to(public)
+        if p.is_symlink() or (rel.parts[0] in blind and rel.parts[0] != split):
+            continue
+        target = dest / "public" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p, target)
+    for d, _dirs, files in os.walk(dest):
+        os.chmod(d, 0o755)
+        for f in files:
+            os.chmod(os.path.join(d, f), 0o644)
     return copied
 
 

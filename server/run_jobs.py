@@ -23,6 +23,7 @@ from sqlmodel import Session
 from server import code_runs
 from server.db import get_engine
 from server.exceptions import DuplicateSubmission
+from server.exposure import blind_splits
 from server.models import CodeRun, Phase, Submission, Team, User
 from server.sandbox import Limits, SandboxUnavailable, run
 from server.settings import get_settings
@@ -80,7 +81,9 @@ def run_system(run_id: int) -> dict:
         except SystemInvalid as e:  # checked at upload; a changed archive is the server's fault
             code_runs.fail_infra(engine, run_id, f"the stored archive cannot be read: {e}")
             return {"run": run_id, "stage": "failed"}
-        code_runs.stage_inputs(settings.home, task_id, split, work / "input")
+        with Session(engine) as s:
+            blind = blind_splits(s, task_id)
+        code_runs.stage_inputs(settings.home, task_id, split, work / "input", blind)
         try:
             outcome = run(
                 m.command,

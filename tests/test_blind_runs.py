@@ -429,3 +429,47 @@ def test_a_killed_code_worker_is_retried_once_and_scored_once(kind, request, tmp
         assert subs[0].status == "scored" and subs[0].attempts == 1
     # another pass finds nothing to do
     assert reconcile(b.settings, b.engine, b.conn)["runs_requeued"] == 0
+
+
+def test_the_lexical_baselines_run_through_the_same_path_with_todays_files(
+    embedded_backend, tmp_path
+):
+    """Each task's lexical baseline as a code run of the baselines team: its output is byte for
+    byte the file `baselines run` writes today, so recording today's file answers with the code
+    run's submission (the same run, the same scores)."""
+    from backbone import burst
+
+    from baselines.run import run_baselines
+    from baselines.systems import SYSTEMS, Options
+    from server.baselines import record_baseline, record_baseline_runs
+
+    b = embedded_backend
+    tasks = [t for t in SYSTEMS if "lexical" in SYSTEMS[t]]
+    queued = {}
+    with b.session() as s:
+        for t in tasks:
+            (rec,) = record_baseline_runs(
+                s,
+                task_id=t,
+                system="lexical",
+                options=Options(),
+                phases=["test"],
+                settings=b.settings,
+                redis=b.conn,
+            )
+            queued[t] = rec["run"]
+    burst(b, ("runs",))
+    burst(b, ("scoring",))
+    today = run_baselines(
+        tasks, ["lexical"], Options(progress=False), tmp_path / "out", b.settings.home
+    )
+    for r in today:
+        with b.session() as s:
+            run = s.get(CodeRun, queued[r["task"]])
+            assert run.stage == "ran", (r["task"], run.reason, run.log[-800:])
+            sub = s.get(Submission, run.submission_id)
+            assert sub.is_baseline and sub.status == "scored", (r["task"], sub.errors)
+        digest = __import__("hashlib").sha256(Path(r["file"]).read_bytes()).hexdigest()
+        assert sub.file_sha256 == digest, r["task"]
+        (again,) = record_baseline(r, phases=["test"], settings=b.settings)
+        assert again == {"phase": "test", "submission_id": sub.id, "duplicate": True}

