@@ -171,7 +171,8 @@ class CodeRun(SQLModel, table=True):
     outcome: Optional[dict] = Field(default=None, sa_column=Column(JSON))
     log: str = Field(default="", sa_column=Column(Text))
     cpu_seconds: float = 0.0
-    submission_id: Optional[int] = Field(default=None, foreign_key="submission.id", unique=True)
+    # the submission its output became (two systems writing the same file share one, counted once)
+    submission_id: Optional[int] = Field(default=None, foreign_key="submission.id", index=True)
     is_baseline: bool = False
     created_at: NaiveDatetime = Field(default_factory=utcnow, index=True)
     started_at: Optional[NaiveDatetime] = None

@@ -21,6 +21,8 @@ from webkit import engine_of, make_token, make_user, update_phase
 from server import sandbox
 from server.models import CodeRun, Phase, Score, Submission
 from tests.conftest import REPO
+from tests.test_browser import live  # noqa: F401  (live: the app served on a port)
+from tests.test_crawl import driver  # noqa: F401  (driver: Chromium, console read)
 
 EXAMPLE = REPO / "examples" / "bundle-sts-latin"
 SYSTEM = REPO / "examples" / "system-sts-latin"
@@ -473,3 +475,58 @@ def test_the_lexical_baselines_run_through_the_same_path_with_todays_files(
         assert sub.file_sha256 == digest, r["task"]
         (again,) = record_baseline(r, phases=["test"], settings=b.settings)
         assert again == {"phase": "test", "submission_id": sub.id, "duplicate": True}
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_the_web_form_runs_a_system_to_its_board_row(app, live, driver, tmp_path):  # noqa: F811
+    """In Chromium at 1366 and 390 px: a participant submits the example system on the web form,
+    follows the run page from queued to ran, and its output's submission is on the board; the
+    organizer's list of runs shows it. The console stays clean; no page is wider than the window."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from server.jobs import score_submission
+    from server.run_jobs import run_system
+    from tests.test_assessment_page import _sign_in
+    from tests.test_browser import SHOTS, _body, _fill, _go
+    from tests.test_crawl import _errors, _width
+
+    _competition(app)
+    archive = tmp_path / "system.zip"
+    _zip(SYSTEM, archive)
+    for width in ("wide", "phone"):
+        _width(driver, width)
+        _sign_in(driver, live, "ann@x.org")
+        driver.get(f"{live}/tasks/{TASK}")
+        assert "submit a system" in _body(driver)
+        driver.get(f"{live}/tasks/{TASK}/system")
+        Select(driver.find_element(By.NAME, "phase")).select_by_value("systems")
+        driver.find_element(By.NAME, "code").send_keys(str(archive))
+        _fill(driver, "method_name", f"overlap {width}")
+        _fill(driver, "fact.system_description", "Jaccard overlap of the words")
+        if width == "phone":  # a second, different archive: the first one is the same run
+            _zip(SYSTEM, archive, {"README": "phone"})
+            driver.find_element(By.NAME, "code").send_keys(str(archive))
+        _go(driver, driver.find_element(By.CSS_SELECTOR, "main form button[type=submit]"))
+        assert "/runs/" in driver.current_url, _body(driver)[:500]
+        run_id = int(driver.current_url.rsplit("/", 1)[1])
+        assert "queued" in _body(driver)
+        assert driver.execute_script("return document.documentElement.scrollWidth") <= (
+            driver.execute_script("return window.innerWidth")
+        )
+        got = run_system(run_id)
+        assert got["stage"] == "ran", got
+        score_submission(got["submission"])
+        driver.get(f"{live}/runs/{run_id}")
+        body = _body(driver)
+        assert "ran" in body and f"submission #{got['submission']}" in body and "Log" in body
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(SHOTS / f"blind-run-{width}.png"))
+        _go(driver, driver.find_element(By.LINK_TEXT, f"submission #{got['submission']}"))
+        assert "scored" in _body(driver)
+        assert _errors(driver) == []
+    _sign_in(driver, live, "admin@x.org")
+    driver.get(f"{live}/tasks/{TASK}/runs")
+    assert driver.find_elements(By.CSS_SELECTOR, "table tbody tr"), _body(driver)[:500]
+    assert _errors(driver) == []

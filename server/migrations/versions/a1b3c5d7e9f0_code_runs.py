@@ -59,13 +59,13 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["submission_id"], ["submission.id"]),
         sa.ForeignKeyConstraint(["reviewed_by"], ["user.id"]),
         sa.PrimaryKeyConstraint("id"),
-        sa.UniqueConstraint("submission_id"),
     )
     op.create_index(op.f("ix_coderun_team_id"), "coderun", ["team_id"])
     op.create_index(op.f("ix_coderun_task_id"), "coderun", ["task_id"])
     op.create_index(op.f("ix_coderun_phase_id"), "coderun", ["phase_id"])
     op.create_index(op.f("ix_coderun_stage"), "coderun", ["stage"])
     op.create_index(op.f("ix_coderun_created_at"), "coderun", ["created_at"])
+    op.create_index(op.f("ix_coderun_submission_id"), "coderun", ["submission_id"])
 
 
 def downgrade() -> None:
