@@ -21,6 +21,7 @@ anonymous public participants on machines that hold nothing else (docs/blind-run
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
@@ -143,8 +144,10 @@ def bwrap_path() -> str | None:
     return shutil.which("bwrap")
 
 
+@functools.cache
 def available() -> str | None:
-    """None where runs can be sandboxed here; else why not (for a refusal or a skipped test)."""
+    """None where runs can be sandboxed here; else why not (for a refusal or a skipped test).
+    Probed once per process."""
     if bwrap_path() is None:
         return "bubblewrap (bwrap) is not installed (Debian: apt-get install bubblewrap)"
     probe = subprocess.run(
