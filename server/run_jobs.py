@@ -93,6 +93,7 @@ def run_system(run_id: int) -> dict:
                 limits=limits_for(manifest, settings),
                 models=models,
                 gpu=m.resources.gpu,
+                image=m.image if m.runtime == "image" else None,
             )
         except SandboxUnavailable as e:
             raise RuntimeError(f"this worker cannot run systems: {e}") from None

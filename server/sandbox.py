@@ -327,11 +327,19 @@ def run(
     limits: Limits = Limits(),
     models: list[Path] = (),
     gpu: bool = False,
+    image: str | None = None,
 ) -> Outcome:
-    """Run `command` in the sandbox and say how it ended; never raises for what the run did."""
-    why = available()
-    if why:
-        raise SandboxUnavailable(why)
+    """Run `command` in the sandbox (or, with `image`, in that container image under the host's
+    engine) and say how it ended; never raises for what the run did."""
+    engine = None
+    if image is not None:
+        engine = container_engine()
+        if engine is None:
+            raise SandboxUnavailable("no container engine (podman or docker) answers here")
+    else:
+        why = available()
+        if why:
+            raise SandboxUnavailable(why)
     as_root = os.geteuid() == 0
     code, inputs, output = Path(code).resolve(), Path(inputs).resolve(), Path(output).resolve()
     output.mkdir(parents=True, exist_ok=True)
@@ -339,16 +347,21 @@ def run(
         # the run's user writes /output and reads the code and inputs it is given
         os.chown(output, NOBODY, NOBODY)
     acc_r, acc_w = os.pipe()
-    argv = command_line(
-        command,
-        account_fd=acc_w,
-        code=code,
-        inputs=inputs,
-        output=output,
-        limits=limits,
-        models=models,
-        gpu=gpu,
-    )
+    if engine is not None:
+        argv = image_command_line(
+            engine, image, command, code=code, inputs=inputs, output=output, limits=limits, gpu=gpu
+        )
+    else:
+        argv = command_line(
+            command,
+            account_fd=acc_w,
+            code=code,
+            inputs=inputs,
+            output=output,
+            limits=limits,
+            models=models,
+            gpu=gpu,
+        )
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -356,9 +369,10 @@ def run(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            preexec_fn=_limit(limits),
+            # the engine enforces an image's limits; its client keeps the session only
+            preexec_fn=_limit(limits) if engine is None else os.setsid,
             pass_fds=(acc_w,),
-            env={},
+            env={} if engine is None else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
         )
     finally:
         os.close(acc_w)
@@ -434,3 +448,69 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+# ----------------------------------------------------------------------------- container images
+# A second runtime where the host has a container engine: the system's own image, named by digest,
+# run with the network off, a read-only root, no capabilities and the same three folders and
+# limits. The engine is then the sandbox (its own namespaces and cgroups).
+
+
+@functools.cache
+def container_engine() -> str | None:
+    """`podman` or `docker` when one answers here (its engine running), else None."""
+    for name in ("podman", "docker"):
+        exe = shutil.which(name)
+        if exe is None:
+            continue
+        try:
+            r = subprocess.run(
+                [exe, "info", "--format", "{{.ServerVersion}}"]
+                if name == "docker"
+                else [exe, "info", "--format", "{{.Version.Version}}"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if r.returncode == 0 and r.stdout.strip():
+            return exe
+    return None
+
+
+def image_command_line(
+    engine: str,
+    image: str,
+    command: list[str],
+    *,
+    code: Path,
+    inputs: Path,
+    output: Path,
+    limits: Limits,
+    gpu: bool = False,
+) -> list[str]:
+    """The engine's command that runs `command` in `image` as the bubblewrap sandbox would."""
+    args = [
+        engine,
+        "run",
+        "--rm",
+        "--network=none",
+        "--read-only",
+        "--cap-drop=ALL",
+        "--security-opt=no-new-privileges",
+        f"--pids-limit={limits.processes}",
+        f"--memory={limits.memory_mb}m",
+        f"--ulimit=cpu={limits.cpu_seconds}",
+        f"--ulimit=fsize={limits.output_mb * MiB}",
+        f"--tmpfs=/tmp:rw,size={limits.tmp_mb}m",
+        f"--volume={code}:/system:ro",
+        f"--volume={inputs}:/input:ro",
+        f"--volume={output}:/output:rw",
+        "--workdir=/system",
+        f"--user={NOBODY}:{NOBODY}",
+        "--env=HOME=/tmp",
+    ]
+    if gpu:
+        args.append("--gpus=all" if engine.endswith("docker") else "--device=nvidia.com/gpu=all")
+    return [*args, image, *command]

@@ -87,6 +87,11 @@ class Settings(BaseSettings):
     )
     run_processes: int = Field(64, description="Processes and threads a system's run may have.")
     run_output_mb: int = Field(256, description="The most a system's run may write, in MB.")
+    run_images: bool = Field(
+        False,
+        description="Accept systems in container images (`runtime: image`, by digest); code "
+        "workers then need podman or docker.",
+    )
     run_models: str = Field(
         "",
         description="Folders of models the site provides to systems, read-only "

@@ -5,7 +5,7 @@ every problem is named with its YAML path or member.
 
 ```yaml
 command: [python3, predict.py, /input, /output/predictions.jsonl]
-runtime: python          # the one runtime the site declares (docs/blind-runs.md)
+runtime: python          # the site's Python; or `image` with `image: name@sha256:...`
 output: predictions.jsonl
 resources: {wall_seconds: 600, cpu_seconds: 600, memory_mb: 2048, gpu: false}
 ```
@@ -14,13 +14,21 @@ resources: {wall_seconds: 600, cpu_seconds: 600, memory_mb: 2048, gpu: false}
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import zipfile
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tasks.errors import PalimpsestError
 from tasks.safezip import ZipLimits, ZipRefused, extract
@@ -29,6 +37,7 @@ MANIFEST = "system.yaml"
 MiB = 1024 * 1024
 MAX_MANIFEST_BYTES = 64 * 1024
 MAX_DEPTH = 8
+IMAGE = re.compile(r"[a-z0-9][a-z0-9._/:-]{0,250}@sha256:[0-9a-f]{64}")
 LIMITS = ZipLimits(max_zip_bytes=256 * MiB, max_unzipped_bytes=1024 * MiB, max_files=10_000)
 
 
@@ -58,7 +67,10 @@ class SystemManifest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     command: list[str] = Field(min_length=1, max_length=64)
-    runtime: Literal["python"] = "python"
+    runtime: Literal["python", "image"] = "python"
+    image: Optional[str] = Field(
+        None, description="runtime image: the container image, by digest (name@sha256:...)"
+    )
     output: str = "predictions.jsonl"
     resources: Resources = Resources()
 
@@ -69,6 +81,17 @@ class SystemManifest(BaseModel):
             if not a or len(a) > 4096 or "\x00" in a:
                 raise ValueError("each word is a non-empty string of at most 4,096 characters")
         return v
+
+    @model_validator(mode="after")
+    def _image(self):
+        if self.runtime == "image":
+            if not self.image or not IMAGE.fullmatch(self.image):
+                raise ValueError(
+                    "runtime image needs `image`, named by its digest: name@sha256:<64 hex digits>"
+                )
+        elif self.image is not None:
+            raise ValueError("`image` goes with `runtime: image`")
+        return self
 
     @field_validator("output")
     @classmethod

@@ -418,6 +418,17 @@ def test_a_killed_code_worker_is_retried_once_and_scored_once(kind, request, tmp
         if w.poll() is None:
             kill_group(w)
     assert stage().stage == "running" and stage().attempts == 1
+    # nothing of the killed run lives on: bwrap and the sandbox die with the worker
+    import psutil
+
+    def orphans():
+        return [
+            p.pid
+            for p in psutil.process_iter(["cmdline"])
+            if "predict.py" in " ".join(p.info["cmdline"] or []) and "bwrap" not in p.name()
+        ]
+
+    assert wait_for(lambda: not orphans(), timeout=10), orphans()
     time.sleep(b.settings.stale_after + 1)  # the dead worker's heartbeat goes stale
     got = reconcile(b.settings, b.engine, b.conn)
     assert got["runs_requeued"] == 1, got

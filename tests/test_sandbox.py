@@ -289,3 +289,52 @@ def test_an_archive_of_the_example_unpacks_to_its_manifest(tmp_path):
     assert m.command[0] == "python3" and m.output == "predictions.jsonl"
     assert (tmp_path / "code" / "predict.py").is_file()
     assert os.stat(tmp_path / "code" / "predict.py").st_mode & 0o444 == 0o444
+
+
+def test_a_container_image_is_named_by_its_digest(tmp_path):
+    from server.system_archive import read_manifest
+
+    d = tmp_path / "s"
+    d.mkdir()
+    for text, ok in (
+        ("command: [python3, p.py]\nruntime: image\n", False),
+        ("command: [python3, p.py]\nruntime: image\nimage: python:3.12\n", False),
+        ("command: [python3, p.py]\nimage: python@sha256:" + "a" * 64 + "\n", False),
+        ("command: [python3, p.py]\nruntime: image\nimage: python@sha256:" + "a" * 64 + "\n", True),
+    ):
+        (d / "system.yaml").write_text(text)
+        if ok:
+            assert read_manifest(d).image.endswith("a" * 64)
+        else:
+            with pytest.raises(SystemInvalid) as e:
+                read_manifest(d)
+            assert "image" in str(e.value)
+
+
+def test_a_system_in_a_container_image_runs_without_network(tmp_path):
+    """The second runtime, where the host has a container engine; skipped, saying why, where not
+    (no podman or docker engine runs on this machine kind)."""
+    engine = sandbox.container_engine()
+    if engine is None:
+        pytest.skip("no container engine (podman or docker) answers here")
+    image = os.environ.get("PALIMPSEST_TEST_IMAGE")
+    if not image:
+        pytest.skip(
+            "set PALIMPSEST_TEST_IMAGE to a local python image by digest (nothing is pulled)"
+        )
+    code = _system(
+        tmp_path,
+        "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
+        "    print('REACHED')\nexcept OSError:\n    print('no network')\n"
+        "open('/output/predictions.jsonl', 'w').write('ok')\n",
+    )
+    out = sandbox.run(
+        ["python3", "main.py"],
+        code=code,
+        inputs=_inputs(tmp_path),
+        output=tmp_path / "out",
+        limits=sandbox.Limits(wall_seconds=120),
+        image=image,
+    )
+    assert out.ok, out.stderr
+    assert "no network" in out.stdout and out.files == ["predictions.jsonl"]

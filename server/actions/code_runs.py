@@ -96,6 +96,17 @@ def submit_code(
             raise SystemRefused(
                 [{"line": None, "id": w, "message": msg} for w, msg in e.problems]
             ) from None
+    if manifest.runtime == "image" and not settings.run_images:
+        raise SystemRefused(
+            [
+                {
+                    "line": None,
+                    "id": "system.yaml: runtime",
+                    "message": "this site runs systems in its Python runtime only "
+                    "(`runtime: python`); container images are not accepted",
+                }
+            ]
+        )
     phase_id, team_id = phase.id, team.id
     try:
         lock_team(s, team_id)
