@@ -194,6 +194,11 @@ class Quota(Out):
     concurrent_limit: Optional[int]
     resets_at: Stamp
     next_allowed_at: Stamp = None
+    compute_used_seconds: Optional[float] = Field(
+        None,
+        description="CPU seconds your team's systems used in the phase (phases that take code).",
+    )
+    compute_budget_seconds: Optional[int] = None
 
 
 class PhaseOut(Out):
@@ -493,6 +498,9 @@ class CodeRunOut(Out):
     )
     cpu_seconds: float = 0.0
     submission: Optional[int] = Field(None, description="The submission its output became.")
+    submission_status: Optional[Literal["queued", "running", "scored", "failed"]] = Field(
+        None, description="That submission's status: its output validated and scored, or not."
+    )
     blind: bool
     reviewed: bool
     log: Optional[str] = Field(None, description="stdout and stderr (their ends), when allowed.")

@@ -364,7 +364,28 @@ def quota(
         "running": running,
         "concurrent_limit": None if unlimited else phase.concurrent_limit,
         "resets_at": start + timedelta(days=1),
+        **(
+            {
+                "compute_used_seconds": round(compute_used(session, team.id, phase.id), 3),
+                "compute_budget_seconds": None if unlimited else phase.compute_budget_seconds,
+            }
+            if phase.accepts != "predictions"
+            else {}
+        ),
     }
+
+
+def compute_used(session: Session, team_id: int, phase_id: int) -> float:
+    """CPU seconds a team's systems used in a phase (runs the server failed not counted)."""
+    return float(
+        session.execute(
+            select(func.coalesce(func.sum(CodeRun.cpu_seconds), 0.0)).where(
+                CodeRun.team_id == team_id,
+                CodeRun.phase_id == phase_id,
+                CodeRun.failure_kind.is_(None) | (CodeRun.failure_kind != "infra"),
+            )
+        ).scalar_one()
+    )
 
 
 def enqueue_or_leave(submission_id: int, settings: Settings, redis=None) -> bool:

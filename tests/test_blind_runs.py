@@ -180,6 +180,7 @@ def test_a_system_runs_blind_and_scores_as_its_predictions_do(app, tmp_path):
     assert score_submission(sid)["status"] == "scored"
     shown = c.get(f"/api/v1/runs/{run['id']}", headers=_h(tok["ann"])).json
     assert shown["stage"] == "ran" and shown["submission"] == sid
+    assert shown["submission_status"] == "scored"
     assert shown["resources"]["status"] == "ok" and shown["cpu_seconds"] > 0
     assert shown["log"] is not None  # not a blind phase: the team reads its log at once
 
@@ -270,6 +271,7 @@ def test_a_blind_phase_hides_its_inputs_and_its_logs_until_review(app, tmp_path)
 
         q = quota(s, phase=s.get(Phase, systems.id), team_id=s.get(CodeRun, rid).team_id)
     assert q["total_used"] == 1 and q["daily_used"] == 1
+    assert q["compute_budget_seconds"] == 600 and 0 < q["compute_used_seconds"] < 600
 
 
 def test_archives_that_cannot_run_are_refused_naming_the_problem(app, tmp_path):
@@ -532,6 +534,7 @@ def test_the_web_form_runs_a_system_to_its_board_row(app, live, driver, tmp_path
         driver.get(f"{live}/runs/{run_id}")
         body = _body(driver)
         assert "ran" in body and f"submission #{got['submission']}" in body and "Log" in body
+        assert "validated and scored" in body
         SHOTS.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(SHOTS / f"blind-run-{width}.png"))
         _go(driver, driver.find_element(By.LINK_TEXT, f"submission #{got['submission']}"))

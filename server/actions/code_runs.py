@@ -7,7 +7,6 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
-from sqlalchemy import func
 from sqlmodel import Session, select
 
 from server import api_models as m
@@ -22,25 +21,12 @@ from server.exceptions import (
     NotFound,
     SystemRefused,
 )
-from server.models import CodeRun, Phase, User, utcnow
+from server.models import CodeRun, Phase, Submission, User, utcnow
 from server.queue import connect, enqueue_code_run
 from server.storage import path_for, store_upload
-from server.submissions import check_limits, lock_team
+from server.submissions import check_limits, compute_used, lock_team
 from server.system_archive import LIMITS, SystemInvalid, unpack
 from tasks.store import TaskStore
-
-
-def _budget_left(s: Session, team_id: int, phase: Phase) -> float | None:
-    if phase.compute_budget_seconds is None:
-        return None
-    used = s.exec(
-        select(func.coalesce(func.sum(CodeRun.cpu_seconds), 0.0)).where(
-            CodeRun.team_id == team_id,
-            CodeRun.phase_id == phase.id,
-            (CodeRun.failure_kind.is_(None)) | (CodeRun.failure_kind != "infra"),
-        )
-    ).one()
-    return phase.compute_budget_seconds - float(used)
 
 
 def submit_code(
@@ -78,8 +64,8 @@ def submit_code(
     )
     exempt = fields.baseline or people.organizes_task(s, user, task.id)
     if not exempt:
-        left = _budget_left(s, team.id, phase)
-        if left is not None and left <= 0:
+        budget = phase.compute_budget_seconds
+        if budget is not None and compute_used(s, team.id, phase.id) >= budget:
             raise LimitReached(
                 f"your team has used its compute budget of {phase.compute_budget_seconds} CPU "
                 f"seconds in the {phase.name} phase",
@@ -187,6 +173,9 @@ def run_out(s: Session, r: CodeRun, *, organizer: bool) -> m.CodeRunOut:
         resources=dict(r.outcome or {}),
         cpu_seconds=r.cpu_seconds,
         submission=r.submission_id,
+        submission_status=(
+            s.get(Submission, r.submission_id).status if r.submission_id is not None else None
+        ),
         blind=phase.blind,
         reviewed=r.reviewed_at is not None,
         log=r.log if see else None,
