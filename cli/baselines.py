@@ -236,15 +236,13 @@ def register(group: click.Group, *, home_option, friendly) -> None:
                     "--enqueue records by itself (on the worker): leave out --record/--server"
                 )
             # the server (Redis, RQ) loads only here: `palimpsest --help` stays light
-            from server.baselines import enqueue_baselines
+            if sandbox:  # code runs of the baselines team, on the runs queue
+                from server.actions.code_runs import enqueue_baseline_systems as enqueue
+            else:  # the baselines queue
+                from server.baselines import enqueue_baselines as enqueue
 
-            jobs = enqueue_baselines(
-                list(tasks) or None,
-                list(systems) or None,
-                opts,
-                home,
-                list(phases) or None,
-                sandbox=sandbox,
+            jobs = enqueue(
+                list(tasks) or None, list(systems) or None, opts, home, list(phases) or None
             )
             if as_json:
                 click.echo(json.dumps(jobs, indent=2))

@@ -8,17 +8,21 @@ a deterministic baseline adds no row. The leaderboard shows the newest scored en
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from sqlalchemy import select
 from sqlmodel import Session
 
+import baselines as baselines_package
 from baselines.errors import BaselineError
-from baselines.run import describe_run, method_label, plan, recorded_method
-from baselines.systems import EXTENSIONS, Models, Options
+from baselines.run import describe_run, plan, recorded_method
+from baselines.systems import EXTENSIONS, Options
 from server.auth import new_invite_code
 from server.exceptions import DuplicateSubmission, NotFound
 from server.migrate import SchemaError, prepare
@@ -190,11 +194,10 @@ def enqueue_baselines(
     options: Options | None = None,
     home=None,
     phases: list[str] | None = None,
-    sandbox: bool = False,
 ) -> list[dict]:
     """Put each asked-for (task, system) run on the baselines queue of the server at `home` (or
-    REDIS_URL), for `palimpsest worker --queue baselines` on a machine with the models; with
-    `sandbox`, as code runs of the baselines team on the runs queue (one per phase)."""
+    REDIS_URL), for `palimpsest worker --queue baselines` on a machine with the models (as code
+    runs of the baselines team instead: server.actions.code_runs.enqueue_baseline_systems)."""
     options = options or Options()
     settings = server_settings(home)
     runs, _notes = plan(
@@ -211,28 +214,6 @@ def enqueue_baselines(
         )
         raise BaselineError(f"cannot reach the queue at {where}: {e}") from None
     jobs = []
-    if sandbox:
-        with Session(server_database(settings)) as s:
-            for task_id, system in runs:
-                for rec in record_baseline_runs(
-                    s,
-                    task_id=task_id,
-                    system=system,
-                    options=options,
-                    phases=phases,
-                    settings=settings,
-                    redis=conn,
-                ):
-                    jobs.append(
-                        {
-                            "task": task_id,
-                            "system": system,
-                            "job": f"code-run-{rec['run']}",
-                            "status": "duplicate" if rec["duplicate"] else "queued",
-                            **rec,
-                        }
-                    )
-        return jobs
     for task_id, system in runs:
         job = enqueue_baseline_run(conn, task_id, system, opts, settings, phases)
         status = job.get_status(refresh=False)
@@ -258,14 +239,7 @@ def baseline_archive(task_id: str, system: str, options: Options, out: Path) -> 
     project's pure-Python packages the reference systems import and a system.yaml running
     `baselines.sandboxed`. Fixed member times and order: the same code and options give the same
     bytes, so asking twice records one run."""
-    import json
-    import zipfile
-
-    import yaml
-
-    import baselines as pkg
-
-    base = Path(pkg.__file__).resolve().parent.parent
+    base = Path(baselines_package.__file__).resolve().parent.parent
     opts = json.dumps(options.job_args(), sort_keys=True)
     output = f"predictions.{EXTENSIONS.get(task_id, 'jsonl')}"  # the reader goes by the ending
     manifest = {
@@ -289,48 +263,4 @@ def baseline_archive(task_id: str, system: str, options: Options, out: Path) -> 
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             zf.writestr(info, data)
-    return out
-
-
-def record_baseline_runs(
-    session: Session,
-    *,
-    task_id: str,
-    system: str,
-    options: Options,
-    phases: list[str] | None = None,
-    settings: Settings,
-    redis=None,
-    user: User | None = None,
-) -> list[dict]:
-    """Queue (task, system) as a code run of the baselines team in each of the task's phases on
-    its test split (or `phases`): the same path, sandbox and accounting as a team's system. One
-    {phase, run, duplicate} per phase."""
-    import tempfile
-
-    from server import api_models as m
-    from server.actions.code_runs import submit_code
-
-    out = []
-    with tempfile.TemporaryDirectory() as tmp:
-        archive = baseline_archive(task_id, system, options, Path(tmp) / f"{system}.zip")
-        for ph in baseline_phases(session, task_id, phases, options.split):
-            fields = m.UploadFields(
-                phase=ph.name,
-                method_name=method_label(system, Models(options).model_name(system)),
-                description=f"reference system {system}, run in the sandbox",
-                baseline=True,
-            )
-            with archive.open("rb") as f:
-                run, duplicate = submit_code(
-                    s=session,
-                    user=user,
-                    task_id=task_id,
-                    fields=fields,
-                    stream=f,
-                    filename=archive.name,
-                    settings=settings,
-                    redis=redis,
-                )
-            out.append({"phase": ph.name, "run": run.id, "duplicate": duplicate})
     return out

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from sqlmodel import Session
 
-from server import code_runs
+from server import code_runs, lifecycle
 from server.db import get_engine
 from server.exceptions import DuplicateSubmission
 from server.exposure import blind_splits
@@ -145,8 +145,6 @@ def run_system(run_id: int) -> dict:
             except DuplicateSubmission as e:  # a second run of this job: the first's submission
                 sid = e.submission_id
             if fields.get("primary") and not r.is_baseline:
-                from server import lifecycle
-
                 sub = s.get(Submission, sid)
                 lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
         code_runs.finish(engine, run_id, stage="ran", submission_id=sid, **common)

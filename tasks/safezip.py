@@ -25,6 +25,7 @@ class ZipLimits:
     max_unzipped_bytes: int = 512 * MiB
     max_files: int = 2000
     max_ratio: int = 100  # uncompressed / compressed, per member over 1 MiB
+    noun: str = "archive"  # what the messages call it: "a path outside the bundle"
 
 
 class ZipRefused(ValueError):
@@ -33,6 +34,10 @@ class ZipRefused(ValueError):
     def __init__(self, problems: list[tuple[str, str]]):
         self.problems = problems
         super().__init__("; ".join(f"{n}: {m}" for n, m in problems))
+
+
+def _mib(n: int) -> str:
+    return f"{n / MiB:g} MiB"
 
 
 def _outside(n: str) -> bool:
@@ -53,7 +58,7 @@ def check(
     name = source.name
     size = source.stat().st_size
     if size > limits.max_zip_bytes:
-        return [(name, f"{size} bytes: over the limit of {limits.max_zip_bytes} bytes")], []
+        return [(name, f"{size} bytes: over the limit of {_mib(limits.max_zip_bytes)}")], []
     try:
         with zipfile.ZipFile(source) as zf:
             infos = zf.infolist()
@@ -62,14 +67,14 @@ def check(
     out: list[tuple[str, str]] = []
     members = [i for i in infos if not i.is_dir()]
     if len(members) > limits.max_files:
-        out.append((name, f"{len(members)} files: over the limit of {limits.max_files}"))
+        out.append((name, f"{len(members)} files: over the limit of {limits.max_files:,}"))
     total = sum(i.file_size for i in members)
     if total > limits.max_unzipped_bytes:
-        out.append((name, f"{total} bytes uncompressed: over {limits.max_unzipped_bytes}"))
+        out.append((name, f"{total} bytes uncompressed: over {_mib(limits.max_unzipped_bytes)}"))
     for i in infos:
         n = i.filename
         if _outside(n):
-            out.append((n, "a path outside the archive (refused)"))
+            out.append((n, f"a path outside the {limits.noun} (refused)"))
             continue
         if stat.S_ISLNK(i.external_attr >> 16):
             out.append((n, "a symbolic link (refused)"))
@@ -91,6 +96,12 @@ def extract(source: Path, dest: Path, limits: ZipLimits, refuse=None) -> None:
     problems, members = check(source, limits, refuse)
     if problems:
         raise ZipRefused(problems)
+    write(source, members, dest, limits)
+
+
+def write(source: Path, members: list[zipfile.ZipInfo], dest: Path, limits: ZipLimits) -> None:
+    """Write checked `members` under `dest`, counting the bytes inflated (a lying header stops at
+    the limit)."""
     written = 0
     try:
         with zipfile.ZipFile(source) as zf:
@@ -98,11 +109,16 @@ def extract(source: Path, dest: Path, limits: ZipLimits, refuse=None) -> None:
                 target = dest / posixpath.normpath(info.filename.replace("\\", "/"))
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(info) as src, target.open("wb") as out:
-                    while chunk := src.read(MiB):  # counted: a lying header stops here
+                    while chunk := src.read(MiB):
                         written += len(chunk)
                         if written > limits.max_unzipped_bytes:
                             raise ZipRefused(
-                                [(source.name, f"over {limits.max_unzipped_bytes} bytes inflated")]
+                                [
+                                    (
+                                        source.name,
+                                        f"over {_mib(limits.max_unzipped_bytes)} uncompressed",
+                                    )
+                                ]
                             )
                         out.write(chunk)
     except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError) as e:

@@ -456,7 +456,8 @@ def test_the_lexical_baselines_run_through_the_same_path_with_todays_files(
 
     from baselines.run import run_baselines
     from baselines.systems import SYSTEMS, Options
-    from server.baselines import record_baseline, record_baseline_runs
+    from server.actions.code_runs import record_baseline_runs
+    from server.baselines import record_baseline
 
     b = embedded_backend
     tasks = [t for t in SYSTEMS if "lexical" in SYSTEMS[t]]
@@ -544,3 +545,16 @@ def test_the_web_form_runs_a_system_to_its_board_row(app, live, driver, tmp_path
     driver.get(f"{live}/tasks/{TASK}/runs")
     assert driver.find_elements(By.CSS_SELECTOR, "table tbody tr"), _body(driver)[:500]
     assert _errors(driver) == []
+    # the command line queues the same: asked again, the same archive answers with the same run
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    r = CliRunner().invoke(
+        main,
+        ["baselines", "run", "--task", "tric-binary", "--system", "lexical"]
+        + ["--phase", "test", "--enqueue", "--sandbox", "--json"],
+    )
+    assert r.exit_code == 0, r.output
+    (job,) = json.loads(r.stdout)
+    assert job["run"] == queued["tric-binary"] and job["status"] == "duplicate"

@@ -9,11 +9,19 @@ from typing import BinaryIO
 
 from sqlmodel import Session, select
 
+from baselines.run import method_label, plan
+from baselines.systems import Models, Options
 from server import api_models as m
 from server import code_runs, facts, people
 from server.actions import common
 from server.actions.submissions import uploader_team
 from server.auth import audit
+from server.baselines import (
+    baseline_archive,
+    baseline_phases,
+    server_database,
+    server_settings,
+)
 from server.exceptions import (
     EmptyUpload,
     LifecycleRefused,
@@ -22,7 +30,8 @@ from server.exceptions import (
     SystemRefused,
 )
 from server.models import CodeRun, Phase, Submission, User, utcnow
-from server.queue import connect, enqueue_code_run
+from server.queue import connect, enqueue_code_run, run_job_id
+from server.settings import Settings
 from server.storage import path_for, store_upload
 from server.submissions import check_limits, compute_used, lock_team
 from server.system_archive import LIMITS, SystemInvalid, unpack
@@ -234,3 +243,75 @@ def list_runs(
             CodeRun.phase_id.in_(blind),
         )
     return m.CodeRunsOut(runs=[run_out(s, r, organizer=True) for r in s.exec(q).all()])
+
+
+def record_baseline_runs(
+    session: Session,
+    *,
+    task_id: str,
+    system: str,
+    options: Options,
+    phases: list[str] | None = None,
+    settings: Settings,
+    redis=None,
+    user: User | None = None,
+) -> list[dict]:
+    """Queue (task, system) as a code run of the baselines team in each of the task's phases on
+    its test split (or `phases`): the same path, sandbox and accounting as a team's system. One
+    {phase, run, duplicate} per phase."""
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = baseline_archive(task_id, system, options, Path(tmp) / f"{system}.zip")
+        for ph in baseline_phases(session, task_id, phases, options.split):
+            fields = m.UploadFields(
+                phase=ph.name,
+                method_name=method_label(system, Models(options).model_name(system)),
+                description=f"reference system {system}, run in the sandbox",
+                baseline=True,
+            )
+            with archive.open("rb") as f:
+                run, duplicate = submit_code(
+                    s=session,
+                    user=user,
+                    task_id=task_id,
+                    fields=fields,
+                    stream=f,
+                    filename=archive.name,
+                    settings=settings,
+                    redis=redis,
+                )
+            out.append({"phase": ph.name, "run": run.id, "duplicate": duplicate})
+    return out
+
+
+def enqueue_baseline_systems(
+    task_ids: list[str] | None,
+    systems: list[str] | None,
+    options: Options,
+    home=None,
+    phases: list[str] | None = None,
+) -> list[dict]:
+    """`baselines run --enqueue --sandbox`: each asked-for (task, system) as code runs of the
+    baselines team in the local server's database and queue (one {task, system, job, status,
+    phase, run, duplicate} per phase)."""
+    settings = server_settings(home)
+    runs, _notes = plan(task_ids, systems, options, settings.home, here=False)
+    conn = connect(settings)
+    out = []
+    with Session(server_database(settings)) as s:
+        for task_id, system in runs:
+            for rec in record_baseline_runs(
+                s,
+                task_id=task_id,
+                system=system,
+                options=options,
+                phases=phases,
+                settings=settings,
+                redis=conn,
+            ):
+                status = "duplicate" if rec["duplicate"] else "queued"
+                out.append(
+                    {"task": task_id, "system": system, "job": run_job_id(rec["run"])}
+                    | {"status": status, **rec}
+                )
+    return out
