@@ -272,6 +272,34 @@ def test_a_blind_phase_hides_its_inputs_and_its_logs_until_review(app, tmp_path)
         q = quota(s, phase=s.get(Phase, systems.id), team_id=s.get(CodeRun, rid).team_id)
     assert q["total_used"] == 1 and q["daily_used"] == 1
     assert q["compute_budget_seconds"] == 600 and 0 < q["compute_used_seconds"] < 600
+    r = c.patch(
+        f"/api/v1/tasks/{TASK}/phases/systems",
+        json={"daily_limit": None, "total_limit": None, "compute_budget_seconds": None},
+        headers=_h(tok["admin"]),
+    )
+    assert r.status_code == 200, r.json
+    # hostile systems are stopped, their reason named, and the site keeps serving
+    for name, script, needle in (
+        ("bomb", "import os\nwhile True:\n    os.fork()\n", "limit"),
+        ("hog", "x = bytearray(64 * 1024**3)\n", "memory"),
+        (
+            "net",
+            "import socket\nsocket.create_connection(('127.0.0.1', 5432), timeout=2)\n",
+            "exit",
+        ),
+    ):
+        code = _zip(SYSTEM, tmp_path / f"{name}.zip", {"predict.py": script})
+        r = c.post(
+            f"/api/v1/tasks/{TASK}/runs",
+            data={"phase": "systems", "code": (io.BytesIO(code), f"{name}.zip"), **_facts()},
+            headers=_h(tok["ann"]),
+            content_type="multipart/form-data",
+        )
+        assert r.status_code == 201, r.json
+        assert run_system(r.json["id"])["stage"] == "failed", name
+        got = c.get(f"/api/v1/runs/{r.json['id']}", headers=_h(tok["admin"])).json
+        assert got["failure_kind"] == "code" and needle in (got["reason"] + got["log"]), got
+        assert c.get("/").status_code == 200 and c.get(f"/tasks/{TASK}").status_code == 200
 
 
 def test_archives_that_cannot_run_are_refused_naming_the_problem(app, tmp_path):
