@@ -182,6 +182,12 @@ def register(group: click.Group, *, home_option, friendly) -> None:
         help="Do not run here: put each run on the baselines queue of the server at --home "
         "(or REDIS_URL), for `palimpsest worker --queue baselines` on a GPU machine.",
     )
+    @click.option(
+        "--sandbox",
+        is_flag=True,
+        help="With --enqueue: run each system as a code run of the baselines team on the runs "
+        "queue, in the sandbox participants' systems run in (`palimpsest worker --queue runs`).",
+    )
     @friendly
     def run_cmd(
         tasks,
@@ -203,6 +209,7 @@ def register(group: click.Group, *, home_option, friendly) -> None:
         token,
         phases,
         enqueue,
+        sandbox,
     ):
         """Write each baseline's submission file, score it on the test split, and optionally record
         it on a leaderboard (--record locally, --server URL remotely) or queue it (--enqueue)."""
@@ -229,15 +236,21 @@ def register(group: click.Group, *, home_option, friendly) -> None:
                     "--enqueue records by itself (on the worker): leave out --record/--server"
                 )
             # the server (Redis, RQ) loads only here: `palimpsest --help` stays light
-            from server.baselines import enqueue_baselines
+            if sandbox:  # code runs of the baselines team, on the runs queue
+                from server.actions.code_runs import enqueue_baseline_systems as enqueue
+            else:  # the baselines queue
+                from server.baselines import enqueue_baselines as enqueue
 
-            jobs = enqueue_baselines(
+            jobs = enqueue(
                 list(tasks) or None, list(systems) or None, opts, home, list(phases) or None
             )
             if as_json:
                 click.echo(json.dumps(jobs, indent=2))
             for j in [] if as_json else jobs:
-                click.echo(f"{j['task']:<13} {j['system']:<19} {j['status']:<8} {j['job']}")
+                click.echo(
+                    f"{j['task']:<13} {j['system']:<19} {j['status']:<8} {j['job']}"
+                    + (f"  code run {j['run']} in phase {j['phase']}" if j.get("run") else "")
+                )
             return
         if record and not server:
             # the server (SQLAlchemy, its models) loads only here: `palimpsest --help` stays light

@@ -218,6 +218,7 @@ class Client:
         file: Path,
         fields: dict,
         progress: Callable[[int, int], None] | None = None,
+        field: str = "file",
     ):
         """POST a multipart form with one file, streamed, reporting bytes sent. It carries its
         dedup key (the file's sha256), so it is retried like an idempotent request."""
@@ -232,7 +233,8 @@ class Client:
             ).encode()
         fname = file.name.replace('"', "_")
         head += (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{fname}"\r\n'
+            f"--{boundary}\r\nContent-Disposition: form-data; "
+            f'name="{field}"; filename="{fname}"\r\n'
             "Content-Type: application/octet-stream\r\n\r\n"
         ).encode()
         tail = f"\r\n--{boundary}--\r\n".encode()

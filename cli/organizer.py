@@ -371,6 +371,46 @@ def register(main: click.Group) -> None:
             ),
         )
 
+    @organizer.command("runs")
+    @click.argument("task_id", metavar="TASK")
+    @click.option(
+        "--awaiting-review", is_flag=True, help="Only ended runs of blind phases not reviewed."
+    )
+    @JSON
+    def runs(task_id, awaiting_review, as_json):
+        """A task's code runs (systems run blind), newest first."""
+        got = _call(
+            as_json,
+            lambda c: c.get_json(
+                f"/tasks/{task_id}/runs", awaiting_review="1" if awaiting_review else None
+            ),
+        )
+        _emit(
+            as_json,
+            got,
+            lambda got: _table(
+                [
+                    {
+                        **r,
+                        "cpu": f"{r['cpu_seconds']:.2f}",
+                        "reviewed": "yes" if r["reviewed"] else "",
+                    }
+                    for r in got["runs"]
+                ],
+                ["id", "team", "phase", "stage", "failure_kind", "cpu", "submission", "reviewed"],
+            ),
+        )
+
+    @organizer.command("review")
+    @click.argument("run_id", type=int)
+    @JSON
+    def review(run_id, as_json):
+        """Mark a code run reviewed (on a blind phase its team may then read its log)."""
+        r = _call(as_json, lambda c: c.send_json("POST", f"/runs/{run_id}/review"))
+        _emit(
+            as_json, r, lambda r: click.echo(f"code run {r['id']} reviewed\n{r.get('log') or ''}")
+        )
+
     @organizer.command("rescore")
     @click.argument("submission_id", type=int)
     @click.option("--reason", default="", help="Recorded in the audit log.")

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -124,7 +126,18 @@ def register(main: click.Group) -> None:
 
     @main.command("submit")
     @click.argument("task_id", metavar="TASK")
-    @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+    @click.argument(
+        "file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+    )
+    @click.option(
+        "--code",
+        "code",
+        type=click.Path(exists=True, path_type=Path),
+        default=None,
+        metavar="DIR|ZIP",
+        help="Submit your system (a folder or zip with system.yaml) to run blind on the server, "
+        "instead of a prediction file.",
+    )
     @click.option(
         "--phase", default=None, help="Phase name (default: the open test phase, else dev)."
     )
@@ -153,6 +166,7 @@ def register(main: click.Group) -> None:
     def submit(
         task_id,
         file,
+        code,
         phase,
         method_name,
         description,
@@ -164,7 +178,10 @@ def register(main: click.Group) -> None:
         wait,
         as_json,
     ):
-        """Upload a prediction file; with --wait, follow it until it is scored."""
+        """Upload a prediction file (or, with --code, your system to run blind); with --wait,
+        follow it until it is scored."""
+        if (file is None) == (code is None):
+            _die(ClientError("give a prediction FILE or --code DIR|ZIP (one of them)"), as_json)
         try:
             sheet = fact_sheet(facts_file, fact)
         except ValueError as e:
@@ -173,6 +190,18 @@ def register(main: click.Group) -> None:
             c = _client()
         except ClientError as e:  # no server configured
             _die(e, as_json)
+        if code is not None:
+            fields = {
+                "phase": phase,
+                "method_name": method_name,
+                "description": description,
+                "url": url,
+                "show_publicly": "false" if private else "true",
+                **({"primary": "true"} if primary else {}),
+                **{f"fact.{k}": v for k, v in sheet.items()},
+            }
+            _submit_code(c, task_id, code, fields, wait, as_json)
+            return
         bar = None
         if not as_json and sys.stderr.isatty():
             bar = click.progressbar(length=file.stat().st_size, label="uploading", file=sys.stderr)
@@ -232,6 +261,20 @@ def register(main: click.Group) -> None:
             _print_submission(sub)
         if sub["status"] == "failed" or closed:
             sys.exit(1)
+
+    @main.command("run")
+    @click.argument("run_id", type=int)
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    def run_show(run_id, as_json):
+        """Show a code run of your team's: its stage, what it used and (when allowed) its log."""
+        try:
+            run = _client().get_json(f"/runs/{run_id}")
+        except ClientError as e:
+            _die(e, as_json)
+        if as_json:
+            click.echo(json.dumps(run))
+        else:
+            _print_run(run)
 
     @main.command("submissions")
     @click.option("--task", "task_id", default=None, help="Only this task.")
@@ -530,6 +573,75 @@ def server_tasks(as_json: bool) -> bool:
             )
     _table(flat, ["task", "phase", "open", "closes", "left today", "left in all", "next allowed"])
     return True
+
+
+def zip_system(folder: Path, out: Path) -> Path:
+    """A folder as a zip with fixed times and sorted names (the same files: the same bytes, so a
+    retried upload is recognised); caches and version control are left out."""
+    skip = {"__pycache__", ".git", ".venv"}
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        for p in sorted(folder.rglob("*")):
+            rel = p.relative_to(folder)
+            if any(part in skip for part in rel.parts) or not p.is_file() or p.is_symlink():
+                continue
+            info = zipfile.ZipInfo(rel.as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = (0o755 if os.access(p, os.X_OK) else 0o644) << 16
+            zf.writestr(info, p.read_bytes())
+    return out
+
+
+RUN_FINAL = ("ran", "failed")
+
+
+def _submit_code(c: Client, task_id: str, code: Path, fields: dict, wait: bool, as_json: bool):
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = zip_system(code, Path(tmp) / f"{code.name}.zip") if code.is_dir() else code
+        try:
+            run = c.upload(f"/tasks/{task_id}/runs", archive, fields, field="code")
+        except ClientError as e:
+            _die(e, as_json)
+    sub = None
+    if wait:
+        delay = 0.3
+        while run["stage"] not in RUN_FINAL:
+            time.sleep(delay)
+            delay = min(delay * 1.5, 3.0)
+            try:
+                run = c.get_json(f"/runs/{run['id']}")
+            except ClientError as e:
+                _die(e, as_json)
+        if run["stage"] == "ran" and run.get("submission"):
+            try:
+                sub = _wait(c, c.get_json(f"/submissions/{run['submission']}"), as_json)
+            except ClientError as e:
+                _die(e, as_json)
+    if as_json:
+        click.echo(json.dumps({"run": run, "submission": sub}))
+    else:
+        _print_run(run)
+        if sub is not None:
+            _print_submission(sub)
+    if run["stage"] == "failed" or (sub is not None and sub["status"] == "failed"):
+        sys.exit(1)
+
+
+def _print_run(run: dict) -> None:
+    used = run.get("resources") or {}
+    click.echo(f"code run {run['id']} ({run['task']}, {run['phase']}): {run['stage']}")
+    if used:
+        click.echo(
+            f"  used {used.get('cpu_seconds', 0):.2f} s of CPU, "
+            f"{used.get('wall_seconds', 0):.2f} s wall, {used.get('peak_rss_mb', 0):.0f} MB"
+        )
+    if run.get("reason"):
+        click.echo(f"  {run['failure_kind'] or ''} failure: {run['reason']}")
+    if run.get("submission"):
+        click.echo(f"  its output is submission {run['submission']}")
+    if run.get("log_hidden"):
+        click.echo("  its log waits for an organizer's review (a blind phase)")
+    elif run.get("log"):
+        click.echo(run["log"].rstrip())
 
 
 def _wait(c: Client, sub: dict, as_json: bool) -> dict:

@@ -33,6 +33,7 @@ from server.actions import announcements as ann_actions
 from server.actions import bundles as bundle_actions
 from server.actions import campaign_models as model_actions
 from server.actions import campaigns as campaign_actions
+from server.actions import code_runs as run_actions
 from server.actions import competitions as comp_actions
 from server.actions import registrations as reg_actions
 from server.actions import roles as role_actions
@@ -1052,8 +1053,12 @@ def download(task_id):
     if split is not None and split not in ("train", *t.splits):
         raise ApiError(404, "unknown_split", f"task {t.id!r} has no split {split!r}")
     public = store.root / "public"
+    blind = exposure.blind_splits(s, t.id)
     areas = [split] if split is not None else sorted(d.name for d in public.iterdir() if d.is_dir())
+    areas = [a for a in areas if a not in blind or split is not None]
     try:
+        if split is not None:
+            exposure.check_not_blind(s, t.id, split)
         exposure.check_download(t, get_settings().home, areas)
     except exposure.ExposureRefused as e:
         raise ApiError(409, "exposes_hidden_gold", str(e)) from e
@@ -1064,8 +1069,9 @@ def download(task_id):
     }
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("task.json", json.dumps(public_manifest, indent=2))
-        for p in store.public_files(split):
-            zf.write(p, p.relative_to(store.root).as_posix())
+        for area in areas:
+            for p in store.public_files(area):
+                zf.write(p, p.relative_to(store.root).as_posix())
     return Response(
         buf.getvalue(),
         mimetype="application/zip",
@@ -2018,3 +2024,80 @@ def campaign_bayes_request(campaign_id):
 def campaign_bayes_fits(campaign_id):
     u = _user()
     return _json_out(model_actions.show_bayes(s=db(), actor=u, campaign=campaign_id))
+
+
+# ----------------------------------------------------------------------------- blind runs
+# (server/actions/code_runs.py: a team's system run in the sandbox, its stages and log)
+
+
+@bp.post("/tasks/<task_id>/runs")
+@op(
+    "Submit a system to run blind on the phase's inputs (phases that take code)",
+    form=m.CodeUploadForm,
+    responses={201: m.CodeRunOut, 200: m.CodeRunOut},
+    errors=(400, 403, 404, 409, 413, 422, 429),
+    tags=("runs",),
+    description="201: the zip is checked (its members, system.yaml) and queued on the runs "
+    "queue; its output becomes an ordinary submission, validated and scored like an uploaded "
+    "file. Counts against the phase's limits and the team's compute budget. 200: this very "
+    "archive was submitted before by your team in this phase: that run, counted once.",
+)
+def run_create(task_id):
+    u = _user()
+    t = _task(task_id)
+    fields = sub_actions.read_upload_fields(request.form)
+    f = request.files.get("code")
+    if f is None:
+        raise ApiError(400, "no_file", "send the system's zip as the multipart field 'code'")
+    run, duplicate = run_actions.submit_code(
+        s=db(),
+        user=u,
+        task_id=t.id,
+        fields=fields,
+        stream=f.stream,
+        filename=f.filename or "",
+        settings=get_settings(),
+        redis=current_app.extensions.get("palimpsest.redis"),
+        enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
+    )
+    return _json_out(
+        run_actions.get_run(s=db(), run_id=run.id, viewer=u), 200 if duplicate else 201
+    )
+
+
+@bp.get("/runs/<int:run_id>")
+@op(
+    "A code run: its stage, what it used, its submission and (when allowed) its log",
+    responses={200: m.CodeRunOut},
+    errors=(404,),
+    tags=("runs",),
+)
+def run_show(run_id):
+    return _json_out(run_actions.get_run(s=db(), run_id=run_id, viewer=_user()))
+
+
+@bp.post("/runs/<int:run_id>/review")
+@op(
+    "Mark a run reviewed: on a blind phase its team may then read its log (organizers)",
+    responses={200: m.CodeRunOut},
+    errors=(403, 404, 409),
+    tags=("runs",),
+)
+def run_review(run_id):
+    return _json_out(run_actions.review_run(s=db(), run_id=run_id, actor=_user()))
+
+
+@bp.get("/tasks/<task_id>/runs")
+@op(
+    "A task's code runs, newest first (organizers)",
+    query=m.CodeRunsQuery,
+    responses={200: m.CodeRunsOut},
+    errors=(403, 404),
+    tags=("runs",),
+)
+def run_list(task_id):
+    q = _query(m.CodeRunsQuery)
+    got = run_actions.list_runs(
+        s=db(), task_id=task_id, actor=_user(), awaiting_review=q.awaiting_review == "1"
+    )
+    return _json_out(got)

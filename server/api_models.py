@@ -195,6 +195,11 @@ class Quota(Out):
     concurrent_limit: Optional[int]
     resets_at: Stamp
     next_allowed_at: Stamp = None
+    compute_used_seconds: Optional[float] = Field(
+        None,
+        description="CPU seconds your team's systems used in the phase (phases that take code).",
+    )
+    compute_budget_seconds: Optional[int] = None
 
 
 class PhaseOut(Out):
@@ -210,6 +215,12 @@ class PhaseOut(Out):
     published: bool
     limits: Limits
     quota: Optional[Quota] = Field(None, description="What is left of your team's allowance.")
+    accepts: Literal["predictions", "code", "both"] = Field(
+        "predictions", description="What the phase takes: prediction files, systems, or both."
+    )
+    blind: bool = Field(
+        False, description="Its split's inputs are never downloadable; systems run on them."
+    )
 
 
 class PhaseState(PhaseOut):
@@ -223,6 +234,7 @@ class PhaseState(PhaseOut):
     leaderboard_open: bool
     published_at: Stamp
     public_fraction: float
+    compute_budget_seconds: Optional[int] = None
 
 
 class PhaseCreate(Model):
@@ -234,6 +246,15 @@ class PhaseCreate(Model):
     total_limit: Optional[int] = Field(None, ge=0)
     concurrent_limit: Optional[int] = Field(None, ge=0)
     public_fraction: Optional[float] = Field(None, gt=0, le=1)
+    accepts: Optional[Literal["predictions", "code", "both"]] = Field(
+        None, description="What the phase takes (default: prediction files)."
+    )
+    blind: Optional[bool] = Field(
+        None, description="Never serve the split's inputs: systems run on them blind."
+    )
+    compute_budget_seconds: Optional[int] = Field(
+        None, ge=0, description="CPU seconds of system runs per team (null: no budget)."
+    )
 
 
 class PhaseEdit(Model):
@@ -249,6 +270,15 @@ class PhaseEdit(Model):
     total_limit: Optional[int] = Field(None, ge=0)
     concurrent_limit: Optional[int] = Field(None, ge=0)
     public_fraction: Optional[float] = Field(None, gt=0, le=1)
+    accepts: Optional[Literal["predictions", "code", "both"]] = Field(
+        None, description="What the phase takes (default: prediction files)."
+    )
+    blind: Optional[bool] = Field(
+        None, description="Never serve the split's inputs: systems run on them blind."
+    )
+    compute_budget_seconds: Optional[int] = Field(
+        None, ge=0, description="CPU seconds of system runs per team (null: no budget)."
+    )
 
     @field_validator("opens_at", "closes_at")
     @classmethod
@@ -392,6 +422,19 @@ class UploadForm(UploadFields):
     )
 
 
+class CodeUploadForm(UploadFields):
+    """A system to run blind (`curl -F code=@system.zip -F phase=evaluation`): a zip with
+    system.yaml at its top (docs/blind-runs.md), and the same fields as a prediction file."""
+
+    code: bytes = Field(description="The system: a zip archive holding system.yaml and its files.")
+
+
+class CodeRunsQuery(Model):
+    awaiting_review: Optional[Literal["0", "1"]] = Field(
+        None, description="`1`: only ended runs of blind phases no organizer reviewed yet."
+    )
+
+
 class LeaderboardQuery(Model):
     phase: str | None = Field(
         None, description="Default: the test phase when it is open or published."
@@ -446,6 +489,42 @@ class SubmissionOut(Out):
         description="At upload: true when this very file was "
         "submitted before (the earlier submission, counted once).",
     )
+
+
+class CodeRunOut(Out):
+    """A team's system run blind: its stage, what it used and, when its team may read it, its
+    log (organizers at once; the team on a blind phase once an organizer reviewed the run)."""
+
+    id: int
+    task: str
+    phase: str
+    team: int
+    stage: Literal["queued", "running", "ran", "failed"]
+    failure_kind: Optional[Literal["code", "infra"]] = None
+    reason: str = ""
+    attempts: int
+    created: Stamp
+    started: Stamp = None
+    finished: Stamp = None
+    command: list[str]
+    resources: dict = Field(
+        default_factory=dict,
+        description="What the run used: status, exit_code, wall_seconds, cpu_seconds, "
+        "peak_rss_mb, output_bytes.",
+    )
+    cpu_seconds: float = 0.0
+    submission: Optional[int] = Field(None, description="The submission its output became.")
+    submission_status: Optional[Literal["queued", "running", "scored", "failed"]] = Field(
+        None, description="That submission's status: its output validated and scored, or not."
+    )
+    blind: bool
+    reviewed: bool
+    log: Optional[str] = Field(None, description="stdout and stderr (their ends), when allowed.")
+    log_hidden: bool = Field(False, description="The log waits for an organizer's review.")
+
+
+class CodeRunsOut(Out):
+    runs: list[CodeRunOut]
 
 
 class SubmissionsQuery(PageQuery):

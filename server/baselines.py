@@ -8,17 +8,21 @@ a deterministic baseline adds no row. The leaderboard shows the newest scored en
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from sqlalchemy import select
 from sqlmodel import Session
 
+import baselines as baselines_package
 from baselines.errors import BaselineError
 from baselines.run import describe_run, plan, recorded_method
-from baselines.systems import Options
+from baselines.systems import EXTENSIONS, Options
 from server.auth import new_invite_code
 from server.exceptions import DuplicateSubmission, NotFound
 from server.migrate import SchemaError, prepare
@@ -192,7 +196,8 @@ def enqueue_baselines(
     phases: list[str] | None = None,
 ) -> list[dict]:
     """Put each asked-for (task, system) run on the baselines queue of the server at `home` (or
-    REDIS_URL), for `palimpsest worker --queue baselines` on a machine with the models."""
+    REDIS_URL), for `palimpsest worker --queue baselines` on a machine with the models (as code
+    runs of the baselines team instead: server.actions.code_runs.enqueue_baseline_systems)."""
     options = options or Options()
     settings = server_settings(home)
     runs, _notes = plan(
@@ -221,3 +226,41 @@ def enqueue_baselines(
             }
         )
     return jobs
+
+
+# ------------------------------------------------------------------- baselines as code runs
+
+# what a baseline's archive carries: the reference systems and what they import of the project
+PACKAGES = ("baselines", "scorer", "tasks")
+
+
+def baseline_archive(task_id: str, system: str, options: Options, out: Path) -> Path:
+    """The baselines team's system for (task, system) as a participant's would be: a zip of the
+    project's pure-Python packages the reference systems import and a system.yaml running
+    `baselines.sandboxed`. Fixed member times and order: the same code and options give the same
+    bytes, so asking twice records one run."""
+    base = Path(baselines_package.__file__).resolve().parent.parent
+    opts = json.dumps(options.job_args(), sort_keys=True)
+    output = f"predictions.{EXTENSIONS.get(task_id, 'jsonl')}"  # the reader goes by the ending
+    manifest = {
+        "command": [
+            *("python3", "-m", "baselines.sandboxed", task_id, system),
+            *("--options", opts, "--output", f"/output/{output}"),
+        ],
+        "runtime": "python",
+        "output": output,
+        "resources": {"gpu": options.device == "cuda"},
+    }
+    members = {"system.yaml": yaml.safe_dump(manifest, sort_keys=False).encode()}
+    for name in PACKAGES:
+        for p in sorted((base / name).rglob("*")):
+            rel = p.relative_to(base)
+            if p.is_file() and "__pycache__" not in rel.parts and p.suffix != ".pyc":
+                members[rel.as_posix()] = p.read_bytes()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, data)
+    return out

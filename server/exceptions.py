@@ -74,6 +74,17 @@ class BundleRefused(PalimpsestError):
         super().__init__(self.message)
 
 
+class SystemRefused(BundleRefused):
+    """A code submission that cannot be run: every problem of its archive or system.yaml."""
+
+    code = "invalid_system"
+
+    def __init__(self, problems: list[dict]):
+        super().__init__(problems)
+        self.message = self.message.replace("the bundle", "the system", 1)
+        self.args = (self.message,)
+
+
 class Forbidden(PalimpsestError):
     """An action the actor's role does not allow; `code` names it for the API."""
 

@@ -4,6 +4,9 @@ every phase and every download with it, and a data directory as a whole."""
 
 from __future__ import annotations
 
+from sqlmodel import Session, select
+
+from server.models import Phase
 from tasks.exposure import (  # noqa: F401 - the server's names for the rule
     Exposure,
     ExposureRefused,
@@ -14,3 +17,19 @@ from tasks.exposure import (  # noqa: F401 - the server's names for the rule
     exposure,
     exposure_of_tree,
 )
+
+
+def blind_splits(s: Session, task_id: str) -> set[str]:
+    """The splits of a task that a blind phase runs systems on: their inputs are never served."""
+    return set(
+        s.exec(select(Phase.split).where(Phase.task_id == task_id, Phase.blind.is_(True))).all()
+    )
+
+
+def check_not_blind(s: Session, task_id: str, split: str) -> None:
+    """Refuse the download of a blind split's inputs, saying how systems see them."""
+    if split in blind_splits(s, task_id):
+        raise ExposureRefused(
+            f"the {split} inputs of {task_id} are blind: they are never downloaded; submit your "
+            f"system (`palimpsest submit {task_id} --code DIR`) and it runs on them on the server"
+        )

@@ -428,7 +428,11 @@ PHASE_FIELDS = (
     "total_limit",
     "concurrent_limit",
     "public_fraction",
+    "accepts",
+    "blind",
+    "compute_budget_seconds",
 )
+ACCEPTS = ("predictions", "code", "both")
 
 
 def edit_phase(s: Session, phase: Phase, changes: dict, *, actor, via: str = "web") -> Phase:
@@ -447,6 +451,12 @@ def edit_phase(s: Session, phase: Phase, changes: dict, *, actor, via: str = "we
     for k in ("daily_limit", "total_limit", "concurrent_limit"):
         if new[k] is not None and new[k] < 0:
             raise LifecycleRefused("a limit is 0 or more (empty: no limit)", "bad_limit")
+    if new["accepts"] not in ACCEPTS:
+        raise LifecycleRefused(f"a phase accepts one of {', '.join(ACCEPTS)}", "bad_accepts")
+    if new["compute_budget_seconds"] is not None and new["compute_budget_seconds"] < 0:
+        raise LifecycleRefused("a compute budget is 0 or more (empty: none)", "bad_limit")
+    if "blind" in changes:
+        changes["blind"] = bool(changes["blind"])
     frac = new["public_fraction"]
     if not (0.0 < float(frac) <= 1.0):
         raise LifecycleRefused("the public fraction is in (0, 1]", "bad_fraction")

@@ -100,6 +100,12 @@ class Phase(SQLModel, table=True):
     leaderboard_open: bool = True
     frozen_at: Optional[NaiveDatetime] = None
     revision: int = 0
+    # what the phase takes: prediction files, participants' systems run on the server, or both;
+    # a blind phase never serves its split's inputs (a system sees them only inside its run)
+    accepts: str = Field(default="predictions", max_length=16)
+    blind: bool = False
+    # CPU seconds of system runs each team may use in the phase (None: no budget)
+    compute_budget_seconds: Optional[int] = None
 
 
 class Submission(SQLModel, table=True):
@@ -142,6 +148,39 @@ class Submission(SQLModel, table=True):
     stale: bool = False
     # the file of an invalid submission is deleted after the retention period (settings)
     file_purged_at: Optional[NaiveDatetime] = None
+
+
+class CodeRun(SQLModel, table=True):
+    """A team's system (an archive with system.yaml) run blind on a phase's inputs in the sandbox
+    (server.sandbox); its output becomes an ordinary submission, scored like an uploaded file."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    team_id: int = Field(foreign_key="team.id", index=True)
+    user_id: Optional[int] = Field(default=None, foreign_key="user.id")
+    task_id: str = Field(index=True, max_length=64)
+    phase_id: int = Field(foreign_key="phase.id", index=True)
+    stage: str = Field(default="queued", index=True, max_length=16)  # queued running ran failed
+    failure_kind: Optional[str] = Field(default=None, max_length=16)  # "code" | "infra"
+    reason: str = Field(default="", max_length=500)
+    attempts: int = 0
+    archive_sha256: str = Field(max_length=64)
+    storage_key: str = Field(default="", max_length=120)
+    file_name: str = Field(default="", max_length=255)
+    size: int = 0
+    manifest: dict = Field(default_factory=dict, sa_column=Column(JSON))
+    # the upload's fields (method, description, url, public, primary, facts), for the submission
+    fields: dict = Field(default_factory=dict, sa_column=Column(JSON))
+    outcome: Optional[dict] = Field(default=None, sa_column=Column(JSON))
+    log: str = Field(default="", sa_column=Column(Text))
+    cpu_seconds: float = 0.0
+    # the submission its output became (two systems writing the same file share one, counted once)
+    submission_id: Optional[int] = Field(default=None, foreign_key="submission.id", index=True)
+    is_baseline: bool = False
+    created_at: NaiveDatetime = Field(default_factory=utcnow, index=True)
+    started_at: Optional[NaiveDatetime] = None
+    finished_at: Optional[NaiveDatetime] = None
+    reviewed_at: Optional[NaiveDatetime] = None
+    reviewed_by: Optional[int] = Field(default=None, foreign_key="user.id")
 
 
 class Score(SQLModel, table=True):

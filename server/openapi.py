@@ -41,6 +41,7 @@ TAGS = [
         "assessment",
         "Assessment campaigns: the pool, assessors' items and judgments, agreement",
     ),
+    ("runs", "Systems run blind on a phase's inputs in the sandbox, their stages and logs"),
     ("api", "This description"),
 ]
 ERROR_TEXT = {

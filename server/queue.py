@@ -7,7 +7,9 @@ Three queues: `scoring` scores every submission (a team's or a baseline entry's:
 worker does); `baselines` holds baseline runs (`baselines run --enqueue`), which need the models and
 want the GPU machine: `palimpsest worker --queue baselines` there, `--queue scoring` elsewhere;
 `agreement` holds the fits of a campaign's Bayesian agreement model (minutes of CPU each, on a
-worker with the `[agreement]` extra). A worker takes its queues in that order.
+worker with the `[agreement]` extra); `runs` holds participants' systems, run in the sandbox by a
+worker that needs the inputs only (`palimpsest worker --queue runs` on a machine that holds no
+gold). A worker takes its queues in that order.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from server.settings import Settings
 SCORING = "scoring"
 BASELINES = "baselines"  # baseline runs (server.baseline_jobs), not the scoring of their files
 AGREEMENT = "agreement"  # the Bayesian agreement model of a campaign (server.campaign_fit_jobs)
-QUEUES = (SCORING, BASELINES, AGREEMENT)
+RUNS = "runs"  # participants' systems run blind in the sandbox (server.run_jobs)
+QUEUES = (SCORING, BASELINES, AGREEMENT, RUNS)
 JOB_FUNC = "server.jobs.score_submission"
 FAILURE_CALLBACK = "server.jobs.on_job_failure"
 
@@ -183,6 +186,38 @@ def enqueue_campaign_fit(conn: redis.Redis, fit_id: int, settings: Settings) -> 
         failure_ttl=7 * 24 * 3600,
         on_failure=Callback(FIT_FAILURE_CALLBACK, timeout=30),
         description=f"Bayesian agreement model, fit {fit_id}",
+    )
+
+
+RUN_JOB_FUNC = "server.run_jobs.run_system"
+RUN_FAILURE_CALLBACK = "server.run_jobs.on_run_failure"
+
+
+def run_job_id(run_id: int) -> str:
+    return f"code-run-{int(run_id)}"
+
+
+def fetch_run_job(conn: redis.Redis, run_id: int) -> Job | None:
+    return _fetch(conn, run_job_id(run_id))
+
+
+def enqueue_code_run(
+    conn: redis.Redis, run_id: int, settings: Settings, *, replace: bool = False
+) -> Job:
+    """Put one code run on the runs queue (one job per run; `replace` after a dead worker)."""
+    live = _live_or_cleared(conn, run_job_id(run_id), replace)
+    if live is not None:
+        return live
+    return get_queue(RUNS, conn, settings).enqueue_call(
+        RUN_JOB_FUNC,
+        args=(int(run_id),),
+        job_id=run_job_id(run_id),
+        # the sandbox's own wall clock comes first; this is the second layer
+        timeout=int(settings.run_wall_seconds) + 120,
+        result_ttl=24 * 3600,
+        failure_ttl=7 * 24 * 3600,
+        on_failure=Callback(RUN_FAILURE_CALLBACK, timeout=30),
+        description=f"run the system of code run {run_id}",
     )
 
 

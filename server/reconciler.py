@@ -18,13 +18,22 @@ from datetime import datetime, timedelta, timezone
 from rq.job import JobStatus
 from sqlalchemy import select
 
+from server import code_runs
 from server.db import get_engine
 from server.lifecycle import PENDING, fail_infra, requeue
-from server.models import Submission, utcnow
+from server.models import CodeRun, Submission, utcnow
 from server.notices import notify_run
 from server.outbox import sweep as mail_sweep
 from server.provenance import check_provenance
-from server.queue import SCORING, connect, enqueue_submission, fetch_job, get_queue
+from server.queue import (
+    SCORING,
+    connect,
+    enqueue_code_run,
+    enqueue_submission,
+    fetch_job,
+    fetch_run_job,
+    get_queue,
+)
 from server.retention import purge_invalid_uploads
 from server.settings import Settings
 
@@ -36,7 +45,10 @@ GRACE = 3.0  # seconds: a submission just committed is about to be enqueued by i
 
 def job_is_live(conn, submission_id: int, settings: Settings) -> bool:
     """True when a job in Redis waits for this submission or runs it on a live worker."""
-    job = fetch_job(conn, submission_id)
+    return _live(conn, fetch_job(conn, submission_id), settings)
+
+
+def _live(conn, job, settings: Settings) -> bool:
     if job is None:
         return False
     status = job.get_status(refresh=False)
@@ -94,6 +106,7 @@ def reconcile(settings: Settings, engine, conn) -> dict:
             log.info(
                 "reconciler: re-enqueued submission %s (was %s, %s attempts)", sid, status, attempts
             )
+    stats.update(_reconcile_code_runs(settings, engine, conn, cutoff))
     # scores computed against another gold or scorer version are marked stale and rescored
     stale = check_provenance(engine, settings)
     for sid in stale:
@@ -107,6 +120,31 @@ def reconcile(settings: Settings, engine, conn) -> dict:
     except Exception as e:  # noqa: BLE001 — the scoring side of the pass stands
         log.warning("reconciler: mail sweep failed (%s: %s)", type(e).__name__, e)
     return stats
+
+
+def _reconcile_code_runs(settings: Settings, engine, conn, cutoff) -> dict:
+    """Code runs the database says wait or run with no live job: enqueued again while they have an
+    attempt left (a dead code worker's run is tried once more), else failed for the server's
+    reasons (not counted against the team)."""
+    with engine.connect() as c:
+        rows = c.execute(
+            select(CodeRun.id, CodeRun.attempts)
+            .where(CodeRun.stage.in_(("queued", "running")), CodeRun.created_at < cutoff)
+            .order_by(CodeRun.id)
+        ).all()
+    out = {"runs_requeued": 0, "runs_failed": 0}
+    for rid, attempts in rows:
+        if _live(conn, fetch_run_job(conn, rid), settings):
+            continue
+        if attempts >= code_runs.MAX_ATTEMPTS:
+            if code_runs.fail_infra(
+                engine, rid, f"gave up after {attempts} attempts (the code worker died each time)"
+            ):
+                out["runs_failed"] += 1
+            continue
+        enqueue_code_run(conn, rid, settings, replace=True)
+        out["runs_requeued"] += 1
+    return out
 
 
 def run_forever(settings: Settings, engine=None, stop: threading.Event | None = None) -> None:

@@ -76,6 +76,27 @@ class Settings(BaseSettings):
     baseline_timeout: int = Field(
         3600, description="Seconds a queued baseline run may take, model loading included."
     )
+    run_wall_seconds: float = Field(
+        1800, description="The most wall-clock seconds a participant's system may run (blind runs)."
+    )
+    run_cpu_seconds: int = Field(
+        3600, description="The most CPU seconds a participant's system may use in one run."
+    )
+    run_memory_mb: int = Field(
+        8192, description="The most memory (address space, MB) of each process of a system's run."
+    )
+    run_processes: int = Field(64, description="Processes and threads a system's run may have.")
+    run_output_mb: int = Field(256, description="The most a system's run may write, in MB.")
+    run_images: bool = Field(
+        False,
+        description="Accept systems in container images (`runtime: image`, by digest); code "
+        "workers then need podman or docker.",
+    )
+    run_models: str = Field(
+        "",
+        description="Folders of models the site provides to systems, read-only "
+        "(separated by `:`); the runtime's own packages are always there.",
+    )
     reconcile_every: float = Field(5.0, description="Seconds between reconciler passes.")
     max_attempts: int = Field(
         3, description="Scoring attempts before a submission fails for the server's reasons."

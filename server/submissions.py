@@ -33,7 +33,7 @@ from server.lifecycle import (  # noqa: F401
     phase_state,
     set_primary,
 )
-from server.models import Phase, Score, Submission, Team, User, utcnow
+from server.models import CodeRun, Phase, Score, Submission, Team, User, utcnow
 from server.queue import connect, enqueue_submission
 from server.settings import Settings, get_settings
 from server.storage import store_upload
@@ -115,6 +115,26 @@ def lock_team(session: Session, team_id: int) -> None:
 COUNTS_AGAINST_QUOTA = or_(Submission.removed_at.is_(None), Submission.removed_by_team.is_(True))
 
 
+def code_runs_counted(
+    session: Session, team_id: int, phase_id: int, *, pending_only: bool = False, since=None
+) -> int:
+    """Code runs that count against a phase's limits and have no submission (yet): those waiting
+    or running, and (unless `pending_only`) those that failed because of their code; a run that
+    failed because of the server never counts, and one that ran counts as its submission."""
+    stage = CodeRun.stage.in_(("queued", "running"))
+    if not pending_only:
+        stage = stage | ((CodeRun.stage == "failed") & (CodeRun.failure_kind == "code"))
+    q = select(func.count(CodeRun.id)).where(
+        CodeRun.team_id == team_id,
+        CodeRun.phase_id == phase_id,
+        CodeRun.submission_id.is_(None),
+        stage,
+    )
+    if since is not None:
+        q = q.where(CodeRun.created_at >= since)
+    return session.execute(q).scalar_one()
+
+
 def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) -> None:
     """Raise PhaseClosed or LimitReached, saying why and when the next submission is allowed."""
     if phase.opens_at and now < phase.opens_at:
@@ -129,7 +149,7 @@ def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) ->
             None,
         )
 
-    def count(*conds) -> int:
+    def count(*conds, pending_only: bool = False, since=None) -> int:
         return session.execute(
             select(func.count(Submission.id)).where(
                 Submission.team_id == team_id,
@@ -137,10 +157,12 @@ def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) ->
                 COUNTS_AGAINST_QUOTA,
                 *conds,
             )
-        ).scalar_one()
+        ).scalar_one() + code_runs_counted(
+            session, team_id, phase.id, pending_only=pending_only, since=since
+        )
 
     if phase.concurrent_limit is not None:
-        n = count(Submission.status.in_(PENDING))
+        n = count(Submission.status.in_(PENDING), pending_only=True)
         if n >= phase.concurrent_limit:
             raise LimitReached(
                 f"your team has {n} submission(s) waiting or running in the {phase.name} phase "
@@ -160,7 +182,7 @@ def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) ->
             )
     if phase.daily_limit is not None:
         start = day_start(now)
-        n = count(Submission.status.in_(COUNTED), Submission.created_at >= start)
+        n = count(Submission.status.in_(COUNTED), Submission.created_at >= start, since=start)
         if n >= phase.daily_limit:
             nxt = start + timedelta(days=1)
             if phase.closes_at and nxt >= phase.closes_at:
@@ -328,6 +350,10 @@ def quota(
     counted = [c for st, c in rows if st in COUNTED]
     today = sum(1 for c in counted if c >= start)
     running = sum(1 for st, _ in rows if st in PENDING)
+    runs = code_runs_counted(session, team.id, phase.id)
+    today += code_runs_counted(session, team.id, phase.id, since=start)
+    running += code_runs_counted(session, team.id, phase.id, pending_only=True)
+    counted += [start] * runs
     unlimited = bool(team.is_baseline)
 
     def left(limit, used):
@@ -343,7 +369,28 @@ def quota(
         "running": running,
         "concurrent_limit": None if unlimited else phase.concurrent_limit,
         "resets_at": start + timedelta(days=1),
+        **(
+            {
+                "compute_used_seconds": round(compute_used(session, team.id, phase.id), 3),
+                "compute_budget_seconds": None if unlimited else phase.compute_budget_seconds,
+            }
+            if phase.accepts != "predictions"
+            else {}
+        ),
     }
+
+
+def compute_used(session: Session, team_id: int, phase_id: int) -> float:
+    """CPU seconds a team's systems used in a phase (runs the server failed not counted)."""
+    return float(
+        session.execute(
+            select(func.coalesce(func.sum(CodeRun.cpu_seconds), 0.0)).where(
+                CodeRun.team_id == team_id,
+                CodeRun.phase_id == phase_id,
+                CodeRun.failure_kind.is_(None) | (CodeRun.failure_kind != "infra"),
+            )
+        ).scalar_one()
+    )
 
 
 def enqueue_or_leave(submission_id: int, settings: Settings, redis=None) -> bool:

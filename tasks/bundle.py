@@ -18,10 +18,8 @@ import os
 import posixpath
 import re
 import shutil
-import stat
 import tempfile
 import zipfile
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -29,7 +27,7 @@ from typing import Callable, NamedTuple
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from tasks import builtin_ids, register_declared, unregister_declared
+from tasks import builtin_ids, register_declared, safezip, unregister_declared
 from tasks.base import AGGREGATES, Task
 from tasks.builtin import builtin_spec
 from tasks.bundle_models import (
@@ -49,6 +47,7 @@ from tasks.bundle_models import (
 from tasks.declared import DECLARATION, declaration_path, declared_tasks, read_declaration
 from tasks.errors import PalimpsestError
 from tasks.exposure import check_tree, exposure_of_tree
+from tasks.safezip import ZipLimits
 from tasks.store import StagedImport, TaskStore, write_jsonl
 
 MANIFEST = "competition.yaml"
@@ -208,53 +207,17 @@ def _salvage(model: type[BaseModel], data, rounds: int = 8):
 # ----------------------------------------------------------------------------- zips
 
 
+ZIP_LIMITS = ZipLimits(MAX_ZIP_BYTES, MAX_UNZIPPED_BYTES, MAX_FILES, MAX_RATIO, noun="bundle")
+
+
+def _no_code(name: str) -> str | None:
+    return "a bundle carries no Python (.py files refused)" if name.endswith(".py") else None
+
+
 def _zip_problems(source: Path) -> tuple[list[BundleProblem], list[zipfile.ZipInfo]]:
     """Everything refused in a zip before anything is extracted (bombs, slips, links, code)."""
-    name = source.name
-    size = source.stat().st_size
-    if size > MAX_ZIP_BYTES:
-        return [BundleProblem(name, None, f"{size} bytes: over the limit of 64 MiB")], []
-    try:
-        with zipfile.ZipFile(source) as zf:
-            infos = zf.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError) as e:
-        return [BundleProblem(name, None, f"not a readable zip archive ({e})")], []
-    out = []
-    members = [i for i in infos if not i.is_dir()]
-    if len(members) > MAX_FILES:
-        out.append(BundleProblem(name, None, f"{len(members)} files: over the limit of 2,000"))
-    total = sum(i.file_size for i in members)
-    if total > MAX_UNZIPPED_BYTES:
-        out.append(BundleProblem(name, None, f"{total} bytes uncompressed: over 512 MiB"))
-    for i in infos:
-        n = i.filename
-        norm = posixpath.normpath(n.replace("\\", "/"))
-        if (
-            n.startswith(("/", "\\"))
-            or re.match(r"^[A-Za-z]:", n)
-            or norm == ".."
-            or norm.startswith("../")
-            or "/../" in f"/{n.replace(chr(92), '/')}/"
-        ):
-            out.append(BundleProblem(n, None, "a path outside the bundle (refused)"))
-            continue
-        mode = i.external_attr >> 16
-        if stat.S_ISLNK(mode):
-            out.append(BundleProblem(n, None, "a symbolic link (refused)"))
-        if i.flag_bits & 0x1:
-            out.append(BundleProblem(n, None, "encrypted (refused)"))
-        if n.endswith(".py"):
-            out.append(BundleProblem(n, None, "a bundle carries no Python (.py files refused)"))
-        if i.file_size > MiB and i.file_size > MAX_RATIO * max(i.compress_size, 1):
-            out.append(
-                BundleProblem(
-                    n,
-                    None,
-                    f"compressed {i.file_size // max(i.compress_size, 1)} to 1: a zip bomb "
-                    f"(refused above {MAX_RATIO} to 1)",
-                )
-            )
-    return out, members
+    problems, members = safezip.check(source, ZIP_LIMITS, _no_code)
+    return [BundleProblem(n, None, m) for n, m in problems], members
 
 
 def _extract(source: Path, work_dir: Path | None) -> Path:
@@ -279,26 +242,11 @@ def _extract(source: Path, work_dir: Path | None) -> Path:
 
 
 def _write_members(source: Path, members: list[zipfile.ZipInfo], dest: Path) -> None:
-    written = 0
     try:
-        with zipfile.ZipFile(source) as zf:
-            for info in members:
-                target = dest / posixpath.normpath(info.filename.replace("\\", "/"))
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(info) as src, target.open("wb") as out:
-                    while chunk := src.read(MiB):  # counted: a lying header stops here
-                        written += len(chunk)
-                        if written > MAX_UNZIPPED_BYTES:
-                            raise BundleInvalid(
-                                [BundleProblem(source.name, None, "over 512 MiB uncompressed")],
-                                frozenset({source.name}),
-                            )
-                        out.write(chunk)
-    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError) as e:
-        raise BundleInvalid(
-            [BundleProblem(source.name, None, f"cannot be extracted ({e})")],
-            frozenset({source.name}),
-        ) from None
+        safezip.write(source, members, dest, ZIP_LIMITS)
+    except safezip.ZipRefused as e:
+        problems = [BundleProblem(n, None, m) for n, m in e.problems]
+        raise BundleInvalid(problems, frozenset({source.name})) from None
 
 
 # ----------------------------------------------------------------------------- files

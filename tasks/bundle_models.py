@@ -256,6 +256,18 @@ class PhaseSpec(Spec):
     total_limit: Optional[int] = Field(None, ge=0)
     concurrent_limit: Optional[int] = Field(None, ge=0)
     public_fraction: Optional[float] = Field(None, gt=0, le=1)
+    accepts: Literal["predictions", "code", "both"] = Field(
+        "predictions",
+        description="What the phase takes: prediction files, participants' systems run on the "
+        "server (docs/blind-runs.md), or both.",
+    )
+    blind: bool = Field(
+        False,
+        description="The split's inputs are never downloadable: systems run on them on the server.",
+    )
+    compute_budget_seconds: Optional[int] = Field(
+        None, ge=0, description="CPU seconds of system runs each team may use in the phase."
+    )
 
     @model_validator(mode="after")
     def _order(self):

@@ -67,7 +67,7 @@ def test_the_example_reads_with_its_pages_tasks_and_phases():
     assert task.id == TASK and task.kind == "instances" and task.primary == ("all", "spearman")
     assert task.hidden_splits == ("test",) and task.splits == ("dev", "test")
     assert task.importer == "tasks.bundle:import_declared" and "bundle" in task.import_help
-    assert [p.split for p in b.spec.tasks[0].phases] == ["dev", "test"]
+    assert [p.split for p in b.spec.tasks[0].phases] == ["dev", "test", "test"]
 
 
 def test_the_example_installs_registers_and_scores(installed, tmp_path):

@@ -114,7 +114,11 @@ def test_the_shell_creates_the_example_and_refuses_a_broken_one_naming_every_pro
     ]
     r = CliRunner().invoke(main, ["phases", "list", TASK, "--json"])
     assert r.exit_code == 0, r.output
-    assert sorted(p["name"] for p in json.loads(r.stdout)) == ["development", "evaluation"]
+    assert sorted(p["name"] for p in json.loads(r.stdout)) == [
+        "development",
+        "evaluation",
+        "systems",
+    ]
     # a second time: the id and the task are taken, and said so
     r = CliRunner().invoke(main, ["competitions", "create", str(EXAMPLE)])
     assert r.exit_code == 1 and "already installed on this server" in r.stderr

@@ -171,6 +171,9 @@ def _write(s: Session, actor: User | None, b, pages, *, via: str, home: Path) ->
                     total_limit=p.total_limit,
                     concurrent_limit=p.concurrent_limit,
                     public_fraction=p.public_fraction,
+                    accepts=p.accepts,
+                    blind=p.blind,
+                    compute_budget_seconds=p.compute_budget_seconds,
                 )
             except LifecycleRefused as e:
                 problem = _problem(f"tasks[{t.id}].phases[{p.name}]", e.message)
@@ -289,6 +292,15 @@ def _phases_of(s: Session, task_id: str) -> list[dict]:
             "total_limit": p.total_limit,
             "concurrent_limit": p.concurrent_limit,
             "public_fraction": p.public_fraction,
+            **(
+                {
+                    "accepts": p.accepts,
+                    "blind": bool(p.blind),
+                    "compute_budget_seconds": p.compute_budget_seconds,
+                }
+                if p.accepts != "predictions" or p.blind
+                else {}
+            ),
         }
         for p in s.exec(select(Phase).where(Phase.task_id == task_id).order_by(Phase.id))
     ]

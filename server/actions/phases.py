@@ -40,6 +40,8 @@ def phase_fields(p: Phase, quota: dict | None = None) -> dict:
             "concurrent": p.concurrent_limit,
         },
         "quota": quota,
+        "accepts": p.accepts,
+        "blind": bool(p.blind),
     }
 
 
@@ -52,6 +54,7 @@ def phase_state_fields(p: Phase) -> dict:
         "leaderboard_open": bool(p.leaderboard_open),
         "published_at": p.published_at,
         "public_fraction": p.public_fraction,
+        "compute_budget_seconds": p.compute_budget_seconds,
     }
 
 

@@ -180,23 +180,16 @@ def submit(
     by the team in the phase answers with that submission (counted once). Returns the submission
     and whether it was that earlier one."""
     task = common.task(task_id)
-    if fields.baseline and not people.organizes_task(s, user, task.id):
-        raise Forbidden("only an organizer may record baseline entries", "not_organizer")
-    team_id = None
-    if not fields.baseline:
-        common.require_participant(s, user, task.id)
-        team_id = people.team_id_for_task(s, user, task.id)
-        if team_id is None:
-            c = people.competition_of_task(s, task.id)
-            opt = f" --competition {c.slug}" if c is not None else ""
-            raise Forbidden(
-                f"join or create a team before submitting (`palimpsest teams create NAME{opt}` "
-                f"or `palimpsest teams join CODE{opt}`)",
-                "no_team",
-            )
+    team = uploader_team(s, user, task.id, baseline=fields.baseline)
     if not TaskStore(task.id, settings.home).exists():
         raise LifecycleRefused(f"task {task.id!r} has no data yet", "not_imported")
     phase = common.phase_or_default(s, task.id, fields.phase)
+    if phase.accepts == "code" and not fields.baseline:
+        raise LifecycleRefused(
+            f"the {phase.name} phase of {task.id} takes systems, run on the server, not "
+            f"prediction files: `palimpsest submit {task.id} --code DIR`",
+            "code_only",
+        )
     comp = people.competition_of_task(s, task.id)
     # the fact sheet, checked before anything is stored: a refusal names every problem (422)
     sheet = facts.check_facts(
@@ -207,7 +200,6 @@ def submit(
     )
     if _empty_stream(stream):
         raise EmptyUpload()
-    team = baseline_team(s) if fields.baseline else s.get(Team, team_id)
     try:
         sub = create_submission(
             s,
@@ -234,6 +226,26 @@ def submit(
     if fields.primary and not fields.baseline and not duplicate:
         lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
     return sub, duplicate
+
+
+def uploader_team(s: Session, user: User, task_id: str, *, baseline: bool) -> Team:
+    """The team an upload (a file or a system) is for: the baselines team for an organizer's
+    baseline entry, else the uploader's team in the task's competition, who must take part."""
+    if baseline:
+        if user is not None and not people.organizes_task(s, user, task_id):
+            raise Forbidden("only an organizer may record baseline entries", "not_organizer")
+        return baseline_team(s)
+    common.require_participant(s, user, task_id)
+    team_id = people.team_id_for_task(s, user, task_id)
+    if team_id is None:
+        c = people.competition_of_task(s, task_id)
+        opt = f" --competition {c.slug}" if c is not None else ""
+        raise Forbidden(
+            f"join or create a team before submitting (`palimpsest teams create NAME{opt}` "
+            f"or `palimpsest teams join CODE{opt}`)",
+            "no_team",
+        )
+    return s.get(Team, team_id)
 
 
 def _empty_stream(stream: BinaryIO) -> bool:

@@ -8,7 +8,16 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from server import auth, inputs, throttle
 from server.errors import HANDLED, describe
 from server.leaderboard import RenderCache
-from server.views import campaigns, competitions, leaderboard, organizer, pages, roles, teams
+from server.views import (
+    campaigns,
+    competitions,
+    leaderboard,
+    organizer,
+    pages,
+    roles,
+    runs,
+    teams,
+)
 from server.views.refusals import refusal
 
 csrf = CSRFProtect()
@@ -71,6 +80,7 @@ def init_web(app: Flask) -> None:
     app.register_blueprint(organizer.bp)
     app.register_blueprint(roles.bp)  # roles and invitations
     app.register_blueprint(campaigns.bp)  # assessment campaigns
+    app.register_blueprint(runs.bp)  # systems run blind
 
     @app.route("/favicon.ico")
     def _favicon():

@@ -160,6 +160,7 @@ def download(task_id: str, split: str):
         return refusal(403, allowed.message, url_for("pages.task", task_id=t.id))
     db().commit()
     try:
+        exposure.check_not_blind(db(), t.id, split)
         exposure.check_download(t, get_settings().home, [split])
     except exposure.ExposureRefused as e:
         return refusal(409, str(e), url_for("pages.task", task_id=t.id))

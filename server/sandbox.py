@@ -1,0 +1,516 @@
+"""Run a participant's system with bubblewrap: no network, a read-only root, no secrets, limits.
+
+What a run sees: the runtime's files read-only (the system's `/usr`, `/bin`, `/lib*`, a few files of
+`/etc`, the worker's Python prefix and any model folders the site names), the system's code at
+`/system` and the split's inputs at `/input` (both read-only), one writable `/output`, a `/tmp` of
+capped size, `/proc` of its own PID namespace and a minimal `/dev`. What it does not see: the
+network (a fresh network namespace has only a loopback of its own), the server's data directory and
+its gold, other processes, the server's environment (`--clearenv`: no secret, token or URL is
+passed in), any other file of the machine.
+
+Limits, in three layers: inside the sandbox (rlimits on CPU seconds, address space, processes and
+file size, inherited by every process of the run; a tmpfs of fixed size), around it (the wall
+clock: the whole process group, bwrap and the PID namespace's init, is killed, and with that init
+every process of the namespace), and the job's own timeout in the queue. When the server runs as
+root, the run is started as `nobody` so that the process limit counts that user's processes only
+and no capability is left.
+
+Namespaces are not a virtual machine: a kernel bug can still be an escape. Run code workers for
+anonymous public participants on machines that hold nothing else (docs/blind-runs.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+MiB = 1024 * 1024
+NOBODY = 65534
+
+# the few files of /etc a runtime reads (the loader's cache, alternatives' links, the time zone)
+ETC = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/mime.types",
+)
+ROOT_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# NVIDIA's device nodes: bound in on a GPU host when a run asks for the GPU, and nothing else
+GPU_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
+
+UNSHARE = [
+    "--unshare-ipc",
+    "--unshare-pid",
+    "--unshare-net",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+]
+
+ENV = {
+    "PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONUNBUFFERED": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+# The run's first process inside the sandbox: it becomes the subreaper of everything the system
+# starts, waits for all of it, and writes the CPU time and peak memory of the whole tree on a pipe
+# the system itself never holds (closed before the exec).
+ACCOUNT = r"""
+import ctypes, json, os, resource, sys
+fd = int(sys.argv[1])
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+pid = os.fork()
+if pid == 0:
+    os.close(fd)
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    except OSError as e:
+        print(f"cannot start {sys.argv[2]!r}: {e.strerror}", file=sys.stderr)
+        os._exit(127)
+code = None
+while True:
+    try:
+        p, status = os.wait()
+    except ChildProcessError:
+        break
+    if p == pid:
+        code = os.waitstatus_to_exitcode(status)
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+os.write(fd, json.dumps({"cpu": ru.ru_utime + ru.ru_stime, "rss_kb": ru.ru_maxrss}).encode())
+sys.exit(code if code is None or code >= 0 else 128 - code)
+"""
+
+
+class SandboxUnavailable(RuntimeError):
+    """This machine cannot run sandboxed systems (no bubblewrap, or no user namespaces)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one run may use; each is enforced by the kernel or by the supervisor of the run."""
+
+    wall_seconds: float = 600.0
+    cpu_seconds: int = 600
+    memory_mb: int = 4096  # address space of each process
+    processes: int = 64  # processes and threads of the run's user
+    output_mb: int = 64  # each file the run writes, and all of /output together
+    tmp_mb: int = 256
+    log_kb: int = 64  # stdout and stderr kept, each (the end of them)
+
+
+@dataclass
+class Outcome:
+    """How a run ended: `ok` or the limit or failure that stopped it, with what it used."""
+
+    status: str  # ok | exit | timeout | cpu | memory | output | processes | signal
+    exit_code: int | None
+    wall_seconds: float
+    cpu_seconds: float
+    peak_rss_mb: float
+    output_bytes: int
+    stdout: str = ""
+    stderr: str = ""
+    reason: str = ""
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+@functools.cache
+def available() -> str | None:
+    """None where runs can be sandboxed here; else why not (for a refusal or a skipped test).
+    Probed once per process."""
+    if bwrap_path() is None:
+        return "bubblewrap (bwrap) is not installed (Debian: apt-get install bubblewrap)"
+    probe = subprocess.run(
+        [bwrap_path(), *(UNSHARE if os.geteuid() == 0 else ["--unshare-all"])]
+        + ["--ro-bind", "/", "/", "true"],
+        capture_output=True,
+        text=True,
+    )
+    if probe.returncode != 0:
+        return f"bubblewrap cannot create namespaces here: {probe.stderr.strip()[:300]}"
+    return None
+
+
+def _dirs_for(path: str, made: set[str]) -> list[str]:
+    """`--dir` for each missing ancestor of `path`, world-readable (bwrap makes them 0700)."""
+    args: list[str] = []
+    parts = Path(path).parts
+    for i in range(2, len(parts)):
+        d = str(Path(*parts[:i]))
+        if d not in made:
+            made.add(d)
+            args += ["--perms", "0755", "--dir", d]
+    return args
+
+
+def _runtime_binds(extra_ro: list[Path]) -> list[str]:
+    args: list[str] = []
+    for d in ROOT_DIRS:
+        p = Path(d)
+        if p.is_symlink():
+            args += ["--symlink", os.readlink(p), d]
+        elif p.is_dir():
+            args += ["--ro-bind", d, d]
+    made: set[str] = {"/etc"}
+    args += ["--perms", "0755", "--dir", "/etc"]
+    for f in ETC:
+        if os.path.exists(f):
+            args += ["--ro-bind", f, f]
+    # the worker's Python: its prefix (a virtual environment) and the interpreter it points to;
+    # the models the site provides
+    seen: set[str] = set()
+    for p in (sys.prefix, sys.base_prefix, *map(str, extra_ro)):
+        for q in (os.path.abspath(p), os.path.realpath(p)):
+            if q in seen or q.startswith(ROOT_DIRS) or not os.path.exists(q):
+                continue
+            seen.add(q)
+            args += [*_dirs_for(q, made), "--ro-bind", q, q]
+    return args
+
+
+def command_line(
+    command: list[str],
+    *,
+    account_fd: int | None = None,
+    code: Path,
+    inputs: Path,
+    output: Path,
+    limits: Limits,
+    models: list[Path] = (),
+    gpu: bool = False,
+) -> list[str]:
+    """The bwrap command that runs `command` (an argv) in the sandbox described above."""
+    as_root = os.geteuid() == 0
+    args = [
+        bwrap_path() or "bwrap",
+        # IPC, PID, network, UTS and cgroup namespaces; a user namespace too when not root (as
+        # root the run drops to `nobody` below, which a user namespace would leave unmapped)
+        *(UNSHARE if as_root else ["--unshare-all"]),
+        "--die-with-parent",
+        "--new-session",  # no terminal to inject keystrokes into
+        "--clearenv",
+        *_runtime_binds(list(models)),
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--perms",
+        "1777",
+        "--size",
+        str(limits.tmp_mb * MiB),
+        "--tmpfs",
+        "/tmp",
+        "--ro-bind",
+        str(code),
+        "/system",
+        "--ro-bind",
+        str(inputs),
+        "/input",
+        "--bind",
+        str(output),
+        "/output",
+        "--chdir",
+        "/system",
+    ]
+    if gpu:
+        for dev in (*GPU_DEVICES, *(str(p) for p in sorted(Path("/dev").glob("nvidia[0-9]*")))):
+            if os.path.exists(dev):
+                args += ["--dev-bind", dev, dev]
+    for k, v in ENV.items():
+        args += ["--setenv", k, v]
+    threads = str(max(1, min(os.cpu_count() or 1, limits.processes // 4)))
+    for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        args += ["--setenv", k, threads]
+    if account_fd is not None:
+        interp = os.path.join(sys.prefix, "bin", "python3")
+        command = [interp, "-I", "-S", "-c", ACCOUNT, str(account_fd), *command]
+    if as_root:
+        # bwrap keeps two capabilities for setpriv alone, which drops them with every other
+        # one and becomes `nobody`: the process limit then counts the runs' user, not root's
+        args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        drop = [
+            "setpriv",
+            f"--reuid={NOBODY}",
+            f"--regid={NOBODY}",
+            "--clear-groups",
+            "--bounding-set=-all",
+            "--inh-caps=-all",
+            "--no-new-privs",
+        ]
+        return [*args, "--", *drop, *command]
+    return [*args, "--", *command]
+
+
+def _limit(limits: Limits):
+    def apply() -> None:
+        os.setsid()
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
+        mem = limits.memory_mb * MiB
+        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        size = limits.output_mb * MiB
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+        resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+
+    return apply
+
+
+def _output_size(output: Path) -> tuple[int, list[str]]:
+    total, names = 0, []
+    for p in sorted(output.rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            total += p.stat().st_size
+            names.append(str(p.relative_to(output)))
+    return total, names
+
+
+def _classify(rc: int, stderr: str, timed_out: bool, cpu: float, limits: Limits) -> tuple[str, str]:
+    if timed_out:
+        return "timeout", f"stopped after the wall-clock limit of {limits.wall_seconds:g} s"
+    if rc < 0 or rc > 128:
+        sig = -rc if rc < 0 else rc - 128
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= limits.cpu_seconds - 1):
+            return "cpu", f"stopped after the CPU-time limit of {limits.cpu_seconds} s"
+        if sig == signal.SIGXFSZ:
+            return "output", f"a file grew past the output limit of {limits.output_mb} MB"
+    low = stderr.lower()
+    if "memoryerror" in low or "cannot allocate memory" in low or "std::bad_alloc" in low:
+        return "memory", f"ran out of its memory limit of {limits.memory_mb} MB"
+    if "file too large" in low:
+        return "output", f"a file grew past the output limit of {limits.output_mb} MB"
+    if "resource temporarily unavailable" in low and ("fork" in low or "thread" in low):
+        return "processes", f"hit the limit of {limits.processes} processes"
+    if rc == 0:
+        return "ok", ""
+    if rc < 0 or rc > 128:
+        sig = -rc if rc < 0 else rc - 128
+        return "signal", f"killed by signal {signal.Signals(sig).name}"
+    return "exit", f"exited with status {rc}"
+
+
+def run(
+    command: list[str],
+    *,
+    code: Path,
+    inputs: Path,
+    output: Path,
+    limits: Limits = Limits(),
+    models: list[Path] = (),
+    gpu: bool = False,
+    image: str | None = None,
+) -> Outcome:
+    """Run `command` in the sandbox (or, with `image`, in that container image under the host's
+    engine) and say how it ended; never raises for what the run did."""
+    engine = None
+    if image is not None:
+        engine = container_engine()
+        if engine is None:
+            raise SandboxUnavailable("no container engine (podman or docker) answers here")
+    else:
+        why = available()
+        if why:
+            raise SandboxUnavailable(why)
+    as_root = os.geteuid() == 0
+    code, inputs, output = Path(code).resolve(), Path(inputs).resolve(), Path(output).resolve()
+    output.mkdir(parents=True, exist_ok=True)
+    if as_root:
+        # the run's user writes /output and reads the code and inputs it is given
+        os.chown(output, NOBODY, NOBODY)
+    acc_r, acc_w = os.pipe()
+    if engine is not None:
+        argv = image_command_line(
+            engine, image, command, code=code, inputs=inputs, output=output, limits=limits, gpu=gpu
+        )
+    else:
+        argv = command_line(
+            command,
+            account_fd=acc_w,
+            code=code,
+            inputs=inputs,
+            output=output,
+            limits=limits,
+            models=models,
+            gpu=gpu,
+        )
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            # the engine enforces an image's limits; its client keeps the session only
+            preexec_fn=_limit(limits) if engine is None else os.setsid,
+            pass_fds=(acc_w,),
+            env={} if engine is None else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        )
+    finally:
+        os.close(acc_w)
+    account = _Tail(os.fdopen(acc_r, "rb"), 4096)
+    keep = limits.log_kb * 1024
+    out, err = _Tail(proc.stdout, keep), _Tail(proc.stderr, keep)
+    killer = threading.Timer(limits.wall_seconds, _kill_group, (proc.pid,))
+    killer.start()
+    try:
+        # wait4: the rusage of this run alone (bwrap and every process its namespace reaped)
+        _, wstatus, ru = os.wait4(proc.pid, 0)
+    finally:
+        killer.cancel()
+    timed_out = time.monotonic() - t0 >= limits.wall_seconds
+    proc.returncode = os.waitstatus_to_exitcode(wstatus)
+    wall = time.monotonic() - t0
+    account.join(timeout=5)
+    try:
+        used = json.loads(bytes(account.buf))
+    except ValueError:  # killed before it could say: what the supervisor saw
+        used = {"cpu": ru.ru_utime + ru.ru_stime, "rss_kb": ru.ru_maxrss}
+    cpu = used["cpu"]
+    _kill_group(proc.pid)  # nothing of the run outlives it
+    size, files = _output_size(output)
+    out.join()
+    err.join()
+    stderr = err.text()
+    status, reason = _classify(proc.returncode, stderr, timed_out, cpu, limits)
+    if status == "ok" and size > limits.output_mb * MiB:
+        status, reason = "output", f"wrote {size} bytes, over the output limit"
+    return Outcome(
+        status=status,
+        exit_code=proc.returncode,
+        wall_seconds=round(wall, 3),
+        cpu_seconds=round(max(cpu, 0.0), 3),
+        peak_rss_mb=round(used["rss_kb"] / 1024, 1),
+        output_bytes=size,
+        stdout=out.text(),
+        stderr=stderr,
+        reason=reason,
+        files=files,
+    )
+
+
+class _Tail(threading.Thread):
+    """Reads a pipe to its end, keeping its last `keep` bytes (a run may print without end)."""
+
+    def __init__(self, pipe, keep: int):
+        super().__init__(daemon=True)
+        self.pipe, self.keep, self.total, self.buf = pipe, keep, 0, bytearray()
+        self.start()
+
+    def run(self) -> None:
+        for chunk in iter(lambda: self.pipe.read1(65536), b""):
+            self.total += len(chunk)
+            self.buf += chunk
+            if len(self.buf) > 2 * self.keep:
+                del self.buf[: len(self.buf) - self.keep]
+        self.pipe.close()
+
+    def text(self) -> str:
+        cut = bytes(self.buf[-self.keep :])
+        body = cut.decode("utf-8", "replace")
+        return (
+            f"[... {self.total - len(cut)} earlier bytes cut]\n{body}"
+            if self.total > len(cut)
+            else body
+        )
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+# ----------------------------------------------------------------------------- container images
+# A second runtime where the host has a container engine: the system's own image, named by digest,
+# run with the network off, a read-only root, no capabilities and the same three folders and
+# limits. The engine is then the sandbox (its own namespaces and cgroups).
+
+
+@functools.cache
+def container_engine() -> str | None:
+    """`podman` or `docker` when one answers here (its engine running), else None."""
+    for name in ("podman", "docker"):
+        exe = shutil.which(name)
+        if exe is None:
+            continue
+        try:
+            r = subprocess.run(
+                [exe, "info", "--format", "{{.ServerVersion}}"]
+                if name == "docker"
+                else [exe, "info", "--format", "{{.Version.Version}}"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if r.returncode == 0 and r.stdout.strip():
+            return exe
+    return None
+
+
+def image_command_line(
+    engine: str,
+    image: str,
+    command: list[str],
+    *,
+    code: Path,
+    inputs: Path,
+    output: Path,
+    limits: Limits,
+    gpu: bool = False,
+) -> list[str]:
+    """The engine's command that runs `command` in `image` as the bubblewrap sandbox would."""
+    args = [
+        engine,
+        "run",
+        "--rm",
+        "--network=none",
+        "--read-only",
+        "--cap-drop=ALL",
+        "--security-opt=no-new-privileges",
+        f"--pids-limit={limits.processes}",
+        f"--memory={limits.memory_mb}m",
+        f"--ulimit=cpu={limits.cpu_seconds}",
+        f"--ulimit=fsize={limits.output_mb * MiB}",
+        f"--tmpfs=/tmp:rw,size={limits.tmp_mb}m",
+        f"--volume={code}:/system:ro",
+        f"--volume={inputs}:/input:ro",
+        f"--volume={output}:/output:rw",
+        "--workdir=/system",
+        f"--user={NOBODY}:{NOBODY}",
+        "--env=HOME=/tmp",
+    ]
+    if gpu:
+        args.append("--gpus=all" if engine.endswith("docker") else "--device=nvidia.com/gpu=all")
+    return [*args, image, *command]

@@ -1,0 +1,340 @@
+"""The sandbox of blind runs (server/sandbox.py) and the reading of a system's archive: a real
+bubblewrap, real processes, real sockets. Each hostile system is stopped or refused, its outcome
+says which, and nothing of it outlives the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import psutil
+import pytest
+
+from server import sandbox
+from server.system_archive import SystemInvalid, unpack
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "system-sts-latin"
+DEV = REPO / "examples" / "bundle-sts-latin" / "sts-latin" / "dev"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _bwrap():
+    why = sandbox.available()
+    if why:
+        from conftest import service_missing
+
+        service_missing(why)
+
+
+def _system(tmp_path: Path, script: str, name: str = "sys") -> Path:
+    code = tmp_path / name
+    code.mkdir()
+    (code / "main.py").write_text(script)
+    (code / "system.yaml").write_text("command: [python3, main.py]\n")
+    code.chmod(0o755)
+    (code / "main.py").chmod(0o644)
+    return code
+
+
+def _inputs(tmp_path: Path) -> Path:
+    d = tmp_path / "inputs"
+    d.mkdir()
+    (d / "inputs.jsonl").write_text('{"pair_id": "x"}\n')
+    d.chmod(0o755)
+    (d / "inputs.jsonl").chmod(0o644)
+    return d
+
+
+def _run(tmp_path: Path, script: str, **limits) -> sandbox.Outcome:
+    code = _system(tmp_path, script)
+    return sandbox.run(
+        ["python3", "main.py"],
+        code=code,
+        inputs=_inputs(tmp_path),
+        output=tmp_path / "out",
+        limits=sandbox.Limits(**{"wall_seconds": 30, **limits}),
+    )
+
+
+def test_the_example_system_writes_what_it_writes_outside(tmp_path):
+    code = tmp_path / "code"
+    manifest = unpack(EXAMPLE, code)
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "inputs.jsonl").write_bytes((DEV / "inputs.jsonl").read_bytes())
+    inputs.chmod(0o755)
+    (inputs / "inputs.jsonl").chmod(0o644)
+    out = sandbox.run(
+        manifest.command,
+        code=code,
+        inputs=inputs,
+        output=tmp_path / "out",
+        limits=sandbox.Limits(wall_seconds=60),
+    )
+    assert out.ok, (out.reason, out.stderr)
+    assert out.files == ["predictions.jsonl"]
+    direct = tmp_path / "direct.jsonl"
+    subprocess.run(
+        [sys.executable, str(EXAMPLE / "predict.py"), str(DEV / "inputs.jsonl"), str(direct)],
+        check=True,
+    )
+    assert (tmp_path / "out" / "predictions.jsonl").read_bytes() == direct.read_bytes()
+    assert out.cpu_seconds > 0 and out.peak_rss_mb > 0
+
+
+def test_no_network(tmp_path):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    accepted = []
+
+    def watch():
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            try:
+                accepted.append(listener.accept())
+            except OSError:
+                pass
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    out = _run(
+        tmp_path,
+        f"""
+import socket
+for host in ("127.0.0.1", "10.0.0.1", "pypi.org"):
+    try:
+        socket.create_connection((host, {port}), timeout=2)
+        print("REACHED", host)
+    except OSError as e:
+        print("refused", host, type(e).__name__)
+""",
+    )
+    t.join()
+    assert out.ok, out.stderr
+    assert "REACHED" not in out.stdout
+    assert out.stdout.count("refused") == 3
+    assert accepted == []
+
+
+def test_reads_nothing_of_the_server(tmp_path, monkeypatch):
+    secret_dir = tmp_path / "server-home"
+    (secret_dir / "gold").mkdir(parents=True)
+    gold = secret_dir / "gold" / "gold.jsonl"
+    gold.write_text("HIDDEN-GOLD")
+    gold.chmod(0o644)
+    monkeypatch.setenv("PALIMPSEST_SECRET_KEY", "s3cret-value")
+    out = _run(
+        tmp_path,
+        f"""
+import os
+print("env", sorted(os.environ))
+print("secret" if "s3cret-value" in repr(dict(os.environ)) else "no secret")
+for p in [{str(gold)!r}, {str(REPO)!r}, "/etc/passwd", "/etc/shadow", "/root", "/home",
+          "/proc/1/environ", "/var/lib/postgresql"]:
+    try:
+        with open(p) as f:
+            print("OPENED", p, f.read(20))
+    except OSError as e:
+        print("no", p, type(e).__name__)
+print("pids", sorted(int(x) for x in os.listdir("/proc") if x.isdigit()))
+""",
+    )
+    assert out.ok, out.stderr
+    assert "HIDDEN-GOLD" not in out.stdout and "no secret" in out.stdout
+    assert "PALIMPSEST" not in out.stdout
+    # /proc/1 is the namespace's own init (bwrap), never the host's; its environ is not readable
+    assert "OPENED" not in out.stdout, out.stdout
+    pids = json.loads(out.stdout.split("pids ", 1)[1].strip().replace("(", "[").replace(")", "]"))
+    assert max(pids) < 10  # a PID namespace of its own
+
+
+def test_writes_only_its_output(tmp_path):
+    out = _run(
+        tmp_path,
+        """
+for p in ["/system/x", "/input/x", "/x", "/usr/x", "/etc/x"]:
+    try:
+        open(p, "w").write("x")
+        print("WROTE", p)
+    except OSError as e:
+        print("no", p, type(e).__name__)
+open("/tmp/scratch", "w").write("ok")
+open("/output/predictions.jsonl", "w").write("ok")
+""",
+    )
+    assert out.ok, out.stderr
+    assert "WROTE" not in out.stdout
+    assert out.files == ["predictions.jsonl"]
+    assert not (tmp_path / "sys" / "x").exists() and not (tmp_path / "inputs" / "x").exists()
+
+
+def test_a_fork_bomb_is_bounded(tmp_path):
+    t0 = time.monotonic()
+    out = _run(
+        tmp_path,
+        """
+import os, time
+n = 0
+while True:
+    try:
+        os.fork()
+        n += 1
+    except OSError as e:
+        print("fork refused", e)
+        break
+time.sleep(60)
+""",
+        processes=32,
+        wall_seconds=8,
+    )
+    assert time.monotonic() - t0 < 30
+    assert out.status == "timeout"
+    assert "fork refused" in out.stdout
+    time.sleep(0.5)
+    left = [
+        p
+        for p in psutil.process_iter(["username", "cmdline"])
+        if p.info["username"] in ("nobody",) and "main.py" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert left == []  # the namespace's processes died with it
+
+
+def test_memory_exhaustion_is_stopped(tmp_path):
+    out = _run(tmp_path, "x = bytearray(2 * 1024**3)\nprint('GOT IT')", memory_mb=512)
+    assert out.status == "memory", (out.status, out.stderr)
+    assert "GOT IT" not in out.stdout
+    assert "memory limit of 512 MB" in out.reason
+
+
+def test_wall_clock_and_cpu_limits(tmp_path):
+    t0 = time.monotonic()
+    out = _run(tmp_path, "import time\ntime.sleep(60)", wall_seconds=2)
+    assert out.status == "timeout" and time.monotonic() - t0 < 15
+    (tmp_path / "cpu").mkdir()
+    out = _run(tmp_path / "cpu", "while True: pass", cpu_seconds=2)
+    assert out.status == "cpu", (out.status, out.reason)
+    assert out.cpu_seconds >= 1.5
+
+
+def test_output_and_log_are_capped(tmp_path):
+    out = _run(
+        tmp_path,
+        """
+import sys
+sys.stdout.write("x" * (5 * 1024 * 1024))
+sys.stdout.flush()
+with open("/output/big", "wb") as f:
+    f.write(b"y" * (3 * 1024 * 1024))
+""",
+        output_mb=1,
+        log_kb=4,
+    )
+    assert out.status == "output", (out.status, out.reason, out.stderr[-300:])
+    assert len(out.stdout) < 6 * 1024 and "earlier bytes cut" in out.stdout
+    assert (tmp_path / "out" / "big").stat().st_size <= 1024 * 1024
+
+
+# ----------------------------------------------------------------------------- the archive
+
+
+def _zip(path: Path, members: dict[str, bytes], links: dict[str, str] | None = None) -> Path:
+    with zipfile.ZipFile(path, "w") as zf:
+        for n, b in members.items():
+            zf.writestr(n, b)
+        for n, target in (links or {}).items():
+            info = zipfile.ZipInfo(n)
+            info.external_attr = 0o120777 << 16
+            zf.writestr(info, target)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("members", "links", "expected"),
+    [
+        ({"main.py": b""}, {}, "missing"),
+        ({"system.yaml": b"command: python3\n"}, {}, "command"),
+        ({"system.yaml": b"command: [python3]\nnetwork: true\n"}, {}, "network"),
+        ({"system.yaml": b"command: [python3]\noutput: ../x\n"}, {}, "output"),
+        ({"system.yaml": b"a: &a [1]\nb: [*a, *a]\n"}, {}, "anchors and aliases"),
+        ({"system.yaml": b"command: " + b"[" * 50 + b"]" * 50 + b"\n"}, {}, "nested deeper"),
+        ({"system.yaml": b"command: [python3]\n", "../evil.py": b""}, {}, "outside the archive"),
+        ({"system.yaml": b"command: [python3]\n"}, {"gold": "/etc/passwd"}, "symbolic link"),
+        ({"system.yaml": b"command: [python3\n"}, {}, "line 2: not valid YAML"),
+    ],
+)
+def test_archives_refused_with_a_named_problem(tmp_path, members, links, expected):
+    src = _zip(tmp_path / "sys.zip", members, links)
+    with pytest.raises(SystemInvalid) as e:
+        unpack(src, tmp_path / "code")
+    assert expected in str(e.value)
+
+
+def test_an_archive_of_the_example_unpacks_to_its_manifest(tmp_path):
+    src = _zip(
+        tmp_path / "sys.zip",
+        {f"system-sts-latin/{p.name}": p.read_bytes() for p in EXAMPLE.iterdir() if p.is_file()},
+    )
+    m = unpack(src, tmp_path / "code")
+    assert m.command[0] == "python3" and m.output == "predictions.jsonl"
+    assert (tmp_path / "code" / "predict.py").is_file()
+    assert os.stat(tmp_path / "code" / "predict.py").st_mode & 0o444 == 0o444
+
+
+def test_a_container_image_is_named_by_its_digest(tmp_path):
+    from server.system_archive import read_manifest
+
+    d = tmp_path / "s"
+    d.mkdir()
+    for text, ok in (
+        ("command: [python3, p.py]\nruntime: image\n", False),
+        ("command: [python3, p.py]\nruntime: image\nimage: python:3.12\n", False),
+        ("command: [python3, p.py]\nimage: python@sha256:" + "a" * 64 + "\n", False),
+        ("command: [python3, p.py]\nruntime: image\nimage: python@sha256:" + "a" * 64 + "\n", True),
+    ):
+        (d / "system.yaml").write_text(text)
+        if ok:
+            assert read_manifest(d).image.endswith("a" * 64)
+        else:
+            with pytest.raises(SystemInvalid) as e:
+                read_manifest(d)
+            assert "image" in str(e.value)
+
+
+def test_a_system_in_a_container_image_runs_without_network(tmp_path):
+    """The second runtime, where the host has a container engine; skipped, saying why, where not
+    (no podman or docker engine runs on this machine kind)."""
+    engine = sandbox.container_engine()
+    if engine is None:
+        pytest.skip("no container engine (podman or docker) answers here")
+    image = os.environ.get("PALIMPSEST_TEST_IMAGE")
+    if not image:
+        pytest.skip(
+            "set PALIMPSEST_TEST_IMAGE to a local python image by digest (nothing is pulled)"
+        )
+    code = _system(
+        tmp_path,
+        "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
+        "    print('REACHED')\nexcept OSError:\n    print('no network')\n"
+        "open('/output/predictions.jsonl', 'w').write('ok')\n",
+    )
+    out = sandbox.run(
+        ["python3", "main.py"],
+        code=code,
+        inputs=_inputs(tmp_path),
+        output=tmp_path / "out",
+        limits=sandbox.Limits(wall_seconds=120),
+        image=image,
+    )
+    assert out.ok, out.stderr
+    assert "no network" in out.stdout and out.files == ["predictions.jsonl"]
