@@ -517,6 +517,19 @@ def test_the_lexical_baselines_run_through_the_same_path_with_todays_files(
         assert sub.file_sha256 == digest, r["task"]
         (again,) = record_baseline(r, phases=["test"], settings=b.settings)
         assert again == {"phase": "test", "submission_id": sub.id, "duplicate": True}
+    # the command line queues the same: asked again, the same archive answers with the same run
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    r = CliRunner().invoke(
+        main,
+        ["baselines", "run", "--task", "tric-binary", "--system", "lexical"]
+        + ["--phase", "test", "--enqueue", "--sandbox", "--json"],
+    )
+    assert r.exit_code == 0, r.output
+    (job,) = json.loads(r.stdout)
+    assert job["run"] == queued["tric-binary"] and job["status"] == "duplicate"
 
 
 @pytest.mark.browser
@@ -573,16 +586,3 @@ def test_the_web_form_runs_a_system_to_its_board_row(app, live, driver, tmp_path
     driver.get(f"{live}/tasks/{TASK}/runs")
     assert driver.find_elements(By.CSS_SELECTOR, "table tbody tr"), _body(driver)[:500]
     assert _errors(driver) == []
-    # the command line queues the same: asked again, the same archive answers with the same run
-    from click.testing import CliRunner
-
-    from cli.main import main
-
-    r = CliRunner().invoke(
-        main,
-        ["baselines", "run", "--task", "tric-binary", "--system", "lexical"]
-        + ["--phase", "test", "--enqueue", "--sandbox", "--json"],
-    )
-    assert r.exit_code == 0, r.output
-    (job,) = json.loads(r.stdout)
-    assert job["run"] == queued["tric-binary"] and job["status"] == "duplicate"

@@ -1,7 +1,7 @@
 """blind runs: a phase may take code and be blind; code runs
 
 Revision ID: a1b3c5d7e9f0
-Revises: c9d1e3f5a7b9
+Revises: e2a4c6e8f0b2
 """
 
 import sqlalchemy as sa
@@ -9,7 +9,7 @@ import sqlmodel
 from alembic import op
 
 revision = "a1b3c5d7e9f0"
-down_revision = "c9d1e3f5a7b9"
+down_revision = "e2a4c6e8f0b2"
 branch_labels = None
 depends_on = None
 
