@@ -807,7 +807,7 @@ class _LinkUnits(_Units):
             return (newq,) + tuple(np.repeat(x, k) for x in cols)
 
         nq_g, ns_g = expand(gq, gs)
-        if catalogue.METRICS[boot.metric].statistics == "link counts":
+        if catalogue.METRICS[boot.metric].statistics_on("links") == "link counts":
             nq_p, ns_p = expand(pq, ps)
             vals, _ = metrics.loci_links(nq_g, ns_g, nq_p, ns_p, n_q, n_s)
         else:
@@ -843,7 +843,7 @@ def unit_arrays(task, store, split: str, parsed) -> dict[str, np.ndarray]:
 LINK_COUNT_METRICS = tuple(
     m.name
     for m in catalogue.METRIC_LIST
-    if "links" in m.families and m.statistics == "link counts" and m.resample == "sums"
+    if "links" in m.families and m.statistics_on("links") == "link counts" and m.resample == "sums"
 )
 """The Loci metrics resampled from per-query counts (from the declarations)."""
 

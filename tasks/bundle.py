@@ -29,7 +29,7 @@ from typing import Callable, NamedTuple
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from tasks import builtin_ids, register_declared, unregister_declared
+from tasks import builtin_ids, catalogue, register_declared, unregister_declared
 from tasks.base import AGGREGATES, Task
 from tasks.builtin import builtin_spec
 from tasks.bundle_models import (
@@ -150,6 +150,29 @@ def _node_lines(node, loc: tuple, out: dict) -> None:
     elif isinstance(node, yaml.SequenceNode):
         for i, v in enumerate(node.value):
             _node_lines(v, loc + (i,), out)
+
+
+def _duplicate_keys(node, loc: tuple, found: _Found) -> None:
+    """A key given twice in one mapping (YAML keeps the last silently): a problem on its line."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict = {}
+        for k, v in node.value:
+            key = k.value if isinstance(k, yaml.ScalarNode) else None
+            if key is not None and key in seen:
+                found.problems.append(
+                    BundleProblem(
+                        yaml_path(loc + (key,)),
+                        k.start_mark.line + 1,
+                        f"{key!r} given twice (first on line {seen[key]}): YAML would keep the "
+                        "last one silently",
+                    )
+                )
+            elif key is not None:
+                seen[key] = k.start_mark.line + 1
+            _duplicate_keys(v, loc + (key if key is not None else str(k.start_mark),), found)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            _duplicate_keys(v, loc + (i,), found)
 
 
 def _message(err: dict) -> str:
@@ -439,9 +462,19 @@ def _raw_list(raw: dict, key: str) -> list:
 
 def _check_names(spec: TaskSpec, raw: dict, at: tuple, found: _Found) -> None:
     """Metrics, subsets and splits named consistently (list items by their place in the file)."""
+    value = [f for f in spec.format.fields if f.name not in spec.format.key]
+    value_kind = value[0].kind if value else None
     for j, m in enumerate(_raw_list(raw, "metrics")):
         if isinstance(m, str) and m not in KNOWN_METRICS:
             found.at(at + ("metrics", j), f"unknown metric {m!r}{_closest(m, KNOWN_METRICS)}")
+        elif isinstance(m, str) and (bad := catalogue.metric_problem(spec.family, m, value_kind)):
+            found.at(at + ("metrics", j), bad)
+    if spec.primary.metric in spec.metrics and not catalogue.metric_problem(
+        spec.family, spec.primary.metric
+    ):
+        bad = catalogue.primary_problem(spec.family, spec.primary.metric)
+        if bad:
+            found.at(at + ("primary", "metric"), bad)
     if spec.primary.metric not in spec.metrics:
         found.at(
             at + ("primary", "metric"),
@@ -671,6 +704,7 @@ def read_bundle(source: Path, *, work_dir: Path | None = None, home: Path | None
         found.in_file(MANIFEST, 1, "must be a mapping (id, title, pages, tasks, ...)")
         found.raise_if_any()
     _node_lines(node, (), found.lines)
+    _duplicate_keys(node, (), found)
 
     try:
         CompetitionSpec.model_validate(data)

@@ -49,6 +49,13 @@ class MetricDecl:
     description: str = ""
     # families among `families` it does not resample on (an exact form too costly there)
     no_resample_on: tuple[str, ...] = ()
+    # (family, statistics) where a family computes it from other statistics than `statistics`
+    statistics_by_family: tuple[tuple[str, str], ...] = ()
+    # the kind of predicted value it needs (a submission field's kind), if any
+    needs_value: str | None = None
+
+    def statistics_on(self, family: str) -> str:
+        return dict(self.statistics_by_family).get(family, self.statistics)
 
     def resamples_on(self, family: str) -> bool:
         return (
@@ -58,7 +65,7 @@ class MetricDecl:
         )
 
 
-_PAIRS = ("instances", "targets")
+_PAIRS = ("instances",)  # labels 0/1 per item; a target's value is a graded score
 _VALUES = ("instances", "targets", "tokens")
 
 FAMILY_LIST: tuple[FamilyDecl, ...] = (
@@ -116,7 +123,9 @@ METRIC_LIST: tuple[MetricDecl, ...] = (
         "f1",
         families=(*_PAIRS, "links"),
         statistics="confusion",
+        statistics_by_family=(("links", "link counts"),),
         resample="sums",
+        needs_value="label01",
         description="weighted F1: each label's F1 weighted by its gold support "
         "(links: mean F1 of the queries with a gold link)",
     ),
@@ -126,6 +135,7 @@ METRIC_LIST: tuple[MetricDecl, ...] = (
             families=_PAIRS,
             statistics="confusion",
             resample="sums",
+            needs_value="label01",
             description=f"{what} of label {c}",
         )
         for c in (0, 1)
@@ -269,8 +279,9 @@ def primary_metrics(family: str) -> list[str]:
     return [m.name for m in METRIC_LIST if m.primary and m.resamples_on(family)]
 
 
-def metric_problem(family: str, metric: str) -> str | None:
-    """Why `metric` cannot be declared by a task of `family` (None: it can)."""
+def metric_problem(family: str, metric: str, value_kind: str | None = None) -> str | None:
+    """Why `metric` cannot be declared by a task of `family` whose predicted value is of
+    `value_kind` (None: it can)."""
     if family not in FAMILIES:
         return f"unknown family {family!r} (families: {', '.join(FAMILIES)})"
     if metric not in METRICS:
@@ -279,6 +290,13 @@ def metric_problem(family: str, metric: str) -> str | None:
         return (
             f"the {family} family does not compute {metric} "
             f"(its metrics: {', '.join(family_metrics(family))})"
+        )
+    need = METRICS[metric].needs_value
+    if need and family != "links" and value_kind is not None and value_kind != need:
+        fit = [m for m in family_metrics(family) if METRICS[m].needs_value in (None, value_kind)]
+        return (
+            f"{metric} needs {need} predictions, these are {value_kind} "
+            f"(metrics that fit: {', '.join(fit)})"
         )
     return None
 
@@ -296,6 +314,18 @@ def primary_problem(family: str, metric: str) -> str | None:
     else:
         return None
     return f"{metric} {why}: the primary metric is one of {', '.join(primary_metrics(family))}"
+
+
+def declaration_problems(
+    family: str, metrics, primary_metric: str, value_kind: str | None = None
+) -> list[str]:
+    """What is wrong with a task of `family` declaring `metrics` with `primary_metric` first."""
+    out = [p for m in metrics if (p := metric_problem(family, m, value_kind))]
+    if primary_metric in metrics and not metric_problem(family, primary_metric):
+        p = primary_problem(family, primary_metric)
+        if p:
+            out.append(p)
+    return out
 
 
 def markdown_table() -> str:
