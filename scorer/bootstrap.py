@@ -187,13 +187,16 @@ class TokenPair:
 
     def gold_side(self, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """What the gold contributes on the resamples W (B x D), the same for every prediction:
-        the centred gold rank of each value (B x K), the resampled token counts and the gold's
+        each (document, gold value) label's weight in the covariance (the document's multiplicity
+        times the value's centred gold rank, B x D*K), the resampled token counts and the gold's
         rank variance."""
         Rg = W @ self.Ag.T  # B x K: centred gold rank of each value
         N = W @ self.n_d
         Gg = W @ self.cnt_dk  # B x K: weight of each gold tie group
         vg = (N**3 - N - (Gg**3 - Gg).sum(axis=1)) / 12.0
-        return Rg, N, vg
+        # each (document, gold value) label's weight in the covariance: w_d * Rg_k
+        WR = (W[:, :, None] * Rg[:, None, :]).reshape(W.shape[0], -1)
+        return WR, N, vg
 
     def spearman(
         self, pred: np.ndarray, W: np.ndarray, block: int = 32, gold: tuple | None = None
@@ -206,9 +209,9 @@ class TokenPair:
             return np.full(W.shape[0], np.nan)
         S, ties = _dominance(pred, self.doc, self.doc * K + self.gk, D, D * K, block)  # (D*K) x D
         S -= (self.cnt_dk.reshape(-1)[:, None] * self.n_d[None, :]) / 2.0  # centre: L - n_d''/2
-        Rg, N, vg = self.gold_side(W) if gold is None else gold
+        WR, N, vg = self.gold_side(W) if gold is None else gold
         Q = W @ S.T  # B x (D*K): sum_d'' w_d'' S[(d,k), d'']
-        cov = np.einsum("bd,bk,bdk->b", W, Rg, Q.reshape(-1, D, K))
+        cov = np.einsum("bg,bg->b", WR, Q)
         vp = (N**3 - N - _tie_cubes(ties, W)) / 12.0
         with np.errstate(invalid="ignore", divide="ignore"):
             rho = cov / np.sqrt(vg * vp)

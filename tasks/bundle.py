@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import csv
 import difflib
+import io
 import json
 import os
 import posixpath
@@ -552,6 +553,10 @@ def _check_split(
             f"the {spec.family} family reads {', '.join(needed)}: name the file(s) so",
         )
         ok = False
+    if split.hidden:
+        for rel in inputs:
+            if rel is not None:
+                _check_hidden_inputs(spec, name, rel, files.texts[rel], found)
     gold_name = GOLD_NAME[spec.family]
     if gold_name in base and split.gold is not None and published(split):
         found.at(at + ("inputs",), f"an input is named {gold_name}, the name of the public gold")
@@ -587,6 +592,61 @@ def _check_split(
             + "; ".join(parts),
         )
     return ok
+
+
+def _is_text(v) -> bool:
+    """A value that is text and could not be a score: a string that does not read as a number."""
+    if not isinstance(v, str):
+        return False
+    try:
+        float(v.strip())
+    except ValueError:
+        return True
+    return False
+
+
+def _check_hidden_inputs(spec: TaskSpec, split: str, rel: str, text: str, found: _Found) -> None:
+    """The public inputs of a split whose gold is hidden carry only what the family declares as
+    inputs (tasks.catalogue): a CSV family's columns; otherwise, besides the key, the group and
+    the fold, text. Anything else could carry the gold under any name, and is refused."""
+    fam = catalogue.FAMILIES[spec.family]
+    bad: list[tuple[int, str]] = []
+    if rel.endswith(".csv"):
+        header = next(csv.reader(io.StringIO(text)), [])
+        extra = [c for c in header if c not in fam.input_columns]
+        if extra and fam.input_columns:
+            found.in_file(
+                rel,
+                1,
+                f"column(s) {', '.join(map(repr, extra))}: the public inputs of the hidden {split} "
+                f"split carry only {', '.join(fam.input_columns)}",
+            )
+        return
+    if not rel.endswith(".jsonl"):
+        return
+    free = {*spec.format.key, spec.group_field, "target" if spec.family == "targets" else ""}
+    if spec.cross_validation is not None:
+        free.add(spec.cross_validation.field)
+    for n, line in enumerate(text.splitlines(), 1):
+        try:
+            row = json.loads(line) if line.strip() else None
+        except ValueError:
+            continue  # reported by the rows' own check
+        if not isinstance(row, dict):
+            continue
+        for k, v in row.items():
+            if k in free or (fam.input_columns and k in fam.input_columns) or _is_text(v):
+                continue
+            bad.append((n, f"field {k!r} holds {json.dumps(v)[:40]}"))
+    for n, what in bad[:3]:
+        found.in_file(
+            rel,
+            n,
+            f"{what}: the public inputs of the hidden {split} split carry only text besides "
+            f"{', '.join(sorted(f for f in free if f))} (a value here could be the gold)",
+        )
+    if len(bad) > 3:
+        found.in_file(rel, None, f"{len(bad) - 3} more such field(s) in the hidden {split} split")
 
 
 def published(split: SplitSpec) -> bool:

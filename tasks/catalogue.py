@@ -31,7 +31,10 @@ class FamilyDecl:
     statistics: tuple[str, ...]  # the per-unit statistics the family's resampler offers
     inputs: tuple[str, ...]  # the files of a split's inputs the family reads
     gold: str  # the name its gold is installed under
-    input_fields: tuple[str, ...]  # the fields a public input row may carry besides the key
+    # what the public inputs of a split whose gold is hidden may carry: the columns named here
+    # (a CSV family's closed set), or, where none are named, besides the key, the group and the
+    # fold, fields of text only (a number, a list or a number written as text could be gold)
+    input_columns: tuple[str, ...]
     poolable: bool  # runs can be pooled for assessment (a campaign)
     description: str
     resampled: str = ""  # what a board's intervals say they resample ("queries")
@@ -75,7 +78,7 @@ FAMILY_LIST: tuple[FamilyDecl, ...] = (
         statistics=("confusion", "moments", "values"),
         inputs=("inputs.jsonl",),
         gold="gold.jsonl",
-        input_fields=("id", "subset", "text", "text_a", "text_b", "target", "context", "fold"),
+        input_columns=(),
         poolable=True,
         description="one value (a label or a score) per instance, keyed by its id",
         resampled="instances",
@@ -86,7 +89,7 @@ FAMILY_LIST: tuple[FamilyDecl, ...] = (
         statistics=("confusion", "moments", "values"),
         inputs=("targets.jsonl",),
         gold="gold.jsonl",
-        input_fields=("id", "target", "subset", "text", "fold"),
+        input_columns=(),
         poolable=True,
         description="one score per target (a word or phrase), aggregated over its uses",
         resampled="targets",
@@ -97,7 +100,7 @@ FAMILY_LIST: tuple[FamilyDecl, ...] = (
         statistics=("moments", "values"),
         inputs=("inputs.jsonl",),
         gold="gold.jsonl",
-        input_fields=("id", "subset", "tokens_a", "tokens_b", "text_a", "text_b"),
+        input_columns=(),
         poolable=False,
         description="one score per token of each document pair, compared over a group's tokens",
         resampled="documents (within each language pair)",
@@ -108,7 +111,7 @@ FAMILY_LIST: tuple[FamilyDecl, ...] = (
         statistics=("link counts", "ranked links"),
         inputs=("queries.csv", "sources.csv"),
         gold="links.csv",
-        input_fields=("seg_id", "text"),
+        input_columns=("seg_id", "text"),
         poolable=True,
         description="predicted (query, source) links, optionally scored to rank them",
         resampled="queries",

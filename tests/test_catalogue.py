@@ -8,6 +8,7 @@ declarations'."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from pathlib import Path
 
@@ -246,3 +247,33 @@ def test_duplicate_keys_are_problems_on_their_lines(tmp_path):
         read_bundle(root)
     (p,) = [p for p in e.value.problems if "given twice" in p.message]
     assert p.line == i + 2 and p.path == "id" and f"first on line {i + 1}" in p.message
+
+
+# ----------------------------------------------------------------------------- exposure by instance
+
+
+@pytest.mark.parametrize("hint", [0.566, "0.566", [0.5], True])
+def test_a_hidden_splits_inputs_carrying_anything_but_text_are_refused(tmp_path, hint):
+    """The gold under another name (`hint`) in the public inputs of the hidden test split: refused
+    whatever the field is called, on its line."""
+    root = tmp_path / "b"
+    shutil.copytree(EXAMPLE, root)
+    path = root / "sts-latin" / "test" / "inputs.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    rows[1]["hint"] = hint
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with pytest.raises(BundleInvalid) as e:
+        read_bundle(root)
+    (p,) = [p for p in e.value.problems if "hint" in p.message]
+    assert p.path == "sts-latin/test/inputs.jsonl" and p.line == 2
+    assert "hidden test split" in p.message
+
+
+def test_the_dev_splits_inputs_may_carry_values_and_the_example_is_accepted(tmp_path):
+    root = tmp_path / "b"
+    shutil.copytree(EXAMPLE, root)
+    path = root / "sts-latin" / "dev" / "inputs.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    rows[0]["hint"] = 0.5
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert read_bundle(root).tasks[0].id == "sts-latin"
