@@ -277,3 +277,22 @@ def test_the_dev_splits_inputs_may_carry_values_and_the_example_is_accepted(tmp_
     rows[0]["hint"] = 0.5
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     assert read_bundle(root).tasks[0].id == "sts-latin"
+
+
+def test_a_builtin_spec_with_a_primary_its_family_cannot_resample_is_refused(monkeypatch):
+    from tasks import builtin
+
+    real = builtin.builtin_spec
+
+    def spec(task_id):
+        d = real(task_id)
+        if task_id == "swissgov-rsd":
+            d["primary"] = {"subset": "macro", "metric": "kendall"}
+        return d
+
+    monkeypatch.setattr(builtin, "builtin_spec", spec)
+    with pytest.raises(ValueError) as e:
+        builtin.builtin_tasks()
+    assert "swissgov-rsd.yaml" in str(e.value)
+    assert "kendall has no bootstrap on the tokens family" in str(e.value)
+    assert "spearman, pearson" in str(e.value)
