@@ -26,7 +26,9 @@ No Flask, no database: the server stores `unit_arrays(...)` per scored submissio
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -659,7 +661,7 @@ class _TokenUnits(_Units):
     @staticmethod
     def samples(boot, decl, arrays, W):
         B = W.shape[0]
-        per, held = {}, {}
+        per, held, jobs = {}, {}, {}
         for pair, (cols, tok, tp) in boot.pairs.items():
             if boot.subset not in ("macro", pair):
                 continue
@@ -671,11 +673,20 @@ class _TokenUnits(_Units):
             p = np.asarray(p, dtype=np.float64)[tok]
             w = W[:, cols]
             if decl.statistics == "moments":
-                per[pair] = weighted_pearson(tp.gold, p, w, tp.doc)
+                jobs[pair] = (weighted_pearson, (tp.gold, p, w, tp.doc), {})
             else:  # spearman, the one exact form over clusters
-                per[pair] = tp.spearman(
-                    p, w, gold=boot._held(("pair", pair), lambda tp=tp, w=w: tp.gold_side(w))
-                )
+                gold = boot._held(("pair", pair), lambda tp=tp, w=w: tp.gold_side(w))
+                jobs[pair] = (tp.spearman, (p, w), {"gold": gold})
+        # the pairs are independent and numpy's sorts, products and sums release the GIL: on
+        # several cores they run side by side (the same operations, so the same values)
+        workers = min(len(jobs), os.cpu_count() or 1)
+        if workers > 1:
+            with ThreadPoolExecutor(workers) as pool:
+                done = {k: pool.submit(f, *a, **kw) for k, (f, a, kw) in jobs.items()}
+                per.update({k: d.result() for k, d in done.items()})
+        else:
+            per.update({k: f(*a, **kw) for k, (f, a, kw) in jobs.items()})
+        per = {pair: per[pair] for pair in held}  # the pairs' order, as the mean takes them
         if boot.subset != "macro":
             return per.get(boot.subset, np.full(B, np.nan))
         return _group_mean(per, held, B)
