@@ -269,29 +269,39 @@ def _dominance(
         .reshape(nb, D)
         .astype(np.float64)
     )
-    cblock = np.cumsum(hist, axis=0) - hist
+    cnext = np.cumsum(hist, axis=0)  # counts before the next block's start
+    cblock = cnext - hist
     beta = x // m
-    # points are in position order: one column of H per block, no sort needed
-    H = sparse.csc_matrix((wt, g, np.searchsorted(beta, np.arange(nb + 1))), shape=(G, nb))
-    S = np.asarray(H @ cblock)
-    # within the block: positions beta*m .. x-1; points sorted by their offset, longest first,
-    # so that the points still reaching offset o are a prefix
     off = x - beta * m
-    srt = np.argsort((m - 1 - off).astype(np.int16), kind="stable")  # a radix sort
-    off_s, base_s, gD_s, wt_s = off[srt], beta[srt] * m, g[srt] * D, wt[srt]
-    reach = np.searchsorted(-off_s, -np.arange(m), side="left")  # points with off > o
-    idx, wts = [], []
-    for o in range(m - 1):
-        k = int(reach[o])
-        if k == 0:
-            break
-        idx.append(gD_s[:k] + dsort[base_s[:k] + o])
-        if not unit:
-            wts.append(wt_s[:k])
-    if idx:
-        S += np.bincount(
-            np.concatenate(idx), weights=None if unit else np.concatenate(wts), minlength=G * D
-        ).reshape(G, D)
+    # a point in the second half of a complete block counts back from the next block's start
+    # (the positions x .. end of its block), one in the first half on from its block's start
+    # (positions beta*m .. x-1): at most m/2 positions a point either way
+    late = (2 * off > m) & ((beta + 1) * m <= n)
+    S = np.zeros((G, D))
+    for sel, base, sign in ((~late, cblock, 1.0), (late, cnext, -1.0)):
+        xs, gs, ws, bs = x[sel], g[sel], wt[sel], beta[sel]
+        # points are in position order: one column of H per block, no sort needed
+        H = sparse.csc_matrix((ws, gs, np.searchsorted(bs, np.arange(nb + 1))), shape=(G, nb))
+        S += np.asarray(H @ base)
+        # the positions each point walks, sorted by their number, longest first, so that the
+        # points still walking at step j are a prefix
+        steps = xs - bs * m if sign > 0 else (bs + 1) * m - xs
+        srt = np.argsort((m - steps).astype(np.int16), kind="stable")  # a radix sort
+        st_s, gD_s, wt_s = steps[srt], gs[srt] * D, ws[srt]
+        start = (bs * m)[srt] if sign > 0 else xs[srt]
+        reach = np.searchsorted(-st_s, -np.arange(m), side="left")  # points with steps > j
+        idx, wts = [], []
+        for j in range(m):
+            k = int(reach[j])
+            if k == 0:
+                break
+            idx.append(gD_s[:k] + dsort[start[:k] + j])
+            if not unit:
+                wts.append(wt_s[:k])
+        if idx:
+            S += sign * np.bincount(
+                np.concatenate(idx), weights=None if unit else np.concatenate(wts), minlength=G * D
+            ).reshape(G, D)
     # the tie groups: half of each group's documents, once per member (a token alone in its
     # group: half of itself)
     size = np.diff(np.r_[starts, n])[grp]
