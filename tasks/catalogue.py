@@ -90,7 +90,7 @@ FAMILY_LIST: tuple[FamilyDecl, ...] = (
         inputs=("targets.jsonl",),
         gold="gold.jsonl",
         input_columns=(),
-        poolable=True,
+        poolable=False,
         description="one score per target (a word or phrase), aggregated over its uses",
         resampled="targets",
     ),
