@@ -26,7 +26,9 @@ No Flask, no database: the server stores `unit_arrays(...)` per scored submissio
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,39 +37,8 @@ from scipy.special import ndtr
 
 from scorer import metrics
 from scorer.families import _cache_key, _link_gold, _source_order, _token_gold, family, read_jsonl
+from tasks import catalogue
 from tasks.base import unit_id
-
-# -------------------------------------------------------------------------- what a submission keeps
-
-
-def unit_arrays(task, store, split: str, parsed) -> dict[str, np.ndarray]:
-    """What the bootstrap needs of a validated submission, as plain arrays (saved by the server as
-    .npz): Keyed tasks a prediction per gold unit in the gold's order; SwissGov-RSD the scored
-    (gold != -1) token predictions of each language pair in the gold's document order; Loci Similes
-    the predicted links as query/source indices (and scores)."""
-    if task.kind in ("instances", "targets"):
-        keys = task.for_split(split).format.key
-        gold = read_jsonl(store.gold(split, "gold.jsonl"))
-        # a group left out (partial_groups) is NaN: the scorer has no value for it
-        return {
-            "pred": np.array([parsed.get(unit_id(r, keys), np.nan) for r in gold], dtype=np.float64)
-        }
-    if task.kind == "tokens":
-        gold = _token_gold(
-            _cache_key(store.gold(split, "gold.jsonl")), None, task.groups, task.group_field
-        )
-        out = {}
-        for pair, (ids, _g, mask) in gold.items():
-            if all(i in parsed for i in ids):
-                out[f"pred:{pair}"] = np.concatenate([np.concatenate(parsed[i]) for i in ids])[mask]
-        return out
-    if task.kind == "links":
-        out = {"q": parsed.q, "s": parsed.s}
-        if parsed.score is not None:
-            out["score"] = parsed.score
-        return out
-    raise ValueError(f"no bootstrap for task kind {task.kind!r}")
-
 
 # ----------------------------------------------------------------------------- resamples
 
@@ -105,24 +76,6 @@ def draw_weights(
 
 
 # ----------------------------------------------------------------------------- weighted statistics
-
-
-def weighted_f1(gold: np.ndarray, pred: np.ndarray, W: np.ndarray) -> np.ndarray:
-    """Support-weighted F1 over labels {0, 1} (as `metrics.classification`) per resample."""
-    code = gold.astype(np.int64) * 2 + pred.astype(np.int64)
-    onehot = np.zeros((code.size, 4))
-    onehot[np.arange(code.size), code] = 1.0
-    c = W @ onehot  # B x 4: (g0p0, g0p1, g1p0, g1p1)
-    n = c.sum(axis=1)
-    out = np.zeros(W.shape[0])
-    for _lab, tp, fp, fn in ((0, c[:, 0], c[:, 2], c[:, 1]), (1, c[:, 3], c[:, 1], c[:, 2])):
-        with np.errstate(invalid="ignore", divide="ignore"):
-            prec = np.where(tp + fp > 0, tp / (tp + fp), 0.0)
-            rec = np.where(tp + fn > 0, tp / (tp + fn), 0.0)
-            f1 = np.where(prec + rec > 0, 2 * prec * rec / (prec + rec), 0.0)
-        out += f1 * (tp + fn)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n > 0, out / n, 0.0)
 
 
 def _midranks(values: np.ndarray, W: np.ndarray) -> np.ndarray:
@@ -233,21 +186,44 @@ class TokenPair:
         )  # tokens of d' with a smaller gold value
         # centred gold midrank of value k: sum_d' w_d' * Ag[k, d']
         self.Ag = (below + 0.5 * self.cnt_dk - 0.5 * self.n_d[:, None]).T  # K x D
+        # the (document, gold value) labels some token has, numbered compactly: the others add
+        # nothing to the covariance, and leaving them out spares a third of its products
+        flat = self.cnt_dk.reshape(-1)
+        held = np.flatnonzero(flat > 0)
+        compact = np.full(flat.size, -1, dtype=np.int64)
+        compact[held] = np.arange(held.size)
+        self.label = compact[self.doc * self.K + gk]  # token -> its label
+        self.label_doc, self.label_value = held // self.K, held % self.K
+        self.label_count = flat[held]
 
-    def spearman(self, pred: np.ndarray, W: np.ndarray, block: int = 32) -> np.ndarray:
-        """Spearman's rho of the pair's tokens on each resample of its documents (W: B x D)."""
+    def gold_side(self, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What the gold contributes on the resamples W (B x D), the same for every prediction:
+        each (document, gold value) label's weight in the covariance (the document's multiplicity
+        times the value's centred gold rank, B x D*K), the resampled token counts and the gold's
+        rank variance."""
+        Rg = W @ self.Ag.T  # B x K: centred gold rank of each value
+        N = W @ self.n_d
+        Gg = W @ self.cnt_dk  # B x K: weight of each gold tie group
+        vg = (N**3 - N - (Gg**3 - Gg).sum(axis=1)) / 12.0
+        # each (document, gold value) label's weight in the covariance: w_d * Rg_k
+        WR = W[:, self.label_doc] * Rg[:, self.label_value]
+        return WR, N, vg
+
+    def spearman(
+        self, pred: np.ndarray, W: np.ndarray, block: int = 32, gold: tuple | None = None
+    ) -> np.ndarray:
+        """Spearman's rho of the pair's tokens on each resample of its documents (W: B x D);
+        `gold` (`gold_side(W)`) spares recomputing the gold's side for every row of a board."""
         D, K = self.D, self.K
         n = pred.size
         if n == 0 or np.ptp(pred) == 0 or K < 2:
             return np.full(W.shape[0], np.nan)
-        S, ties = _dominance(pred, self.doc, self.doc * K + self.gk, D, D * K, block)  # (D*K) x D
-        S -= (self.cnt_dk.reshape(-1)[:, None] * self.n_d[None, :]) / 2.0  # centre: L - n_d''/2
-        Rg = W @ self.Ag.T  # B x K: centred gold rank of each value
-        Q = W @ S.T  # B x (D*K): sum_d'' w_d'' S[(d,k), d'']
-        cov = np.einsum("bd,bk,bdk->b", W, Rg, Q.reshape(-1, D, K))
-        N = W @ self.n_d
-        Gg = W @ self.cnt_dk  # B x K: weight of each gold tie group
-        vg = (N**3 - N - (Gg**3 - Gg).sum(axis=1)) / 12.0
+        G = self.label_count.size
+        S, ties = _dominance(pred, self.doc, self.label, D, G, block)  # labels x D
+        S -= (self.label_count[:, None] * self.n_d[None, :]) / 2.0  # centre: L - n_d''/2
+        WR, N, vg = self.gold_side(W) if gold is None else gold
+        Q = W @ S.T  # B x labels: sum_d'' w_d'' S[(d,k), d'']
+        cov = np.einsum("bg,bg->b", WR, Q)
         vp = (N**3 - N - _tie_cubes(ties, W)) / 12.0
         with np.errstate(invalid="ignore", divide="ignore"):
             rho = cov / np.sqrt(vg * vp)
@@ -269,7 +245,9 @@ def _dominance(
     product with the block histograms, the rest from at most m positions per point; the tie
     term is a sparse product of the tie groups' label and document counts."""
     n = pred.size
-    order = np.argsort(pred, kind="stable")
+    # any order of the values will do: a tie group is counted from its start, whatever the
+    # order of its members (and a SIMD quicksort is several times a stable sort's speed)
+    order = np.argsort(pred)
     v = pred[order]
     dsort = doc[order]
     lab = label[order]
@@ -291,29 +269,39 @@ def _dominance(
         .reshape(nb, D)
         .astype(np.float64)
     )
-    cblock = np.cumsum(hist, axis=0) - hist
+    cnext = np.cumsum(hist, axis=0)  # counts before the next block's start
+    cblock = cnext - hist
     beta = x // m
-    # points are in position order: one column of H per block, no sort needed
-    H = sparse.csc_matrix((wt, g, np.searchsorted(beta, np.arange(nb + 1))), shape=(G, nb))
-    S = np.asarray(H @ cblock)
-    # within the block: positions beta*m .. x-1; points sorted by their offset, longest first,
-    # so that the points still reaching offset o are a prefix
     off = x - beta * m
-    srt = np.argsort((m - 1 - off).astype(np.int16), kind="stable")  # a radix sort
-    off_s, base_s, gD_s, wt_s = off[srt], beta[srt] * m, g[srt] * D, wt[srt]
-    reach = np.searchsorted(-off_s, -np.arange(m), side="left")  # points with off > o
-    idx, wts = [], []
-    for o in range(m - 1):
-        k = int(reach[o])
-        if k == 0:
-            break
-        idx.append(gD_s[:k] + dsort[base_s[:k] + o])
-        if not unit:
-            wts.append(wt_s[:k])
-    if idx:
-        S += np.bincount(
-            np.concatenate(idx), weights=None if unit else np.concatenate(wts), minlength=G * D
-        ).reshape(G, D)
+    # a point in the second half of a complete block counts back from the next block's start
+    # (the positions x .. end of its block), one in the first half on from its block's start
+    # (positions beta*m .. x-1): at most m/2 positions a point either way
+    late = (2 * off > m) & ((beta + 1) * m <= n)
+    S = np.zeros((G, D))
+    for sel, base, sign in ((~late, cblock, 1.0), (late, cnext, -1.0)):
+        xs, gs, ws, bs = x[sel], g[sel], wt[sel], beta[sel]
+        # points are in position order: one column of H per block, no sort needed
+        H = sparse.csc_matrix((ws, gs, np.searchsorted(bs, np.arange(nb + 1))), shape=(G, nb))
+        S += np.asarray(H @ base)
+        # the positions each point walks, sorted by their number, longest first, so that the
+        # points still walking at step j are a prefix
+        steps = xs - bs * m if sign > 0 else (bs + 1) * m - xs
+        srt = np.argsort((m - steps).astype(np.int16), kind="stable")  # a radix sort
+        st_s, gD_s, wt_s = steps[srt], gs[srt] * D, ws[srt]
+        start = (bs * m)[srt] if sign > 0 else xs[srt]
+        reach = np.searchsorted(-st_s, -np.arange(m), side="left")  # points with steps > j
+        idx, wts = [], []
+        for j in range(m):
+            k = int(reach[j])
+            if k == 0:
+                break
+            idx.append(gD_s[:k] + dsort[start[:k] + j])
+            if not unit:
+                wts.append(wt_s[:k])
+        if idx:
+            S += sign * np.bincount(
+                np.concatenate(idx), weights=None if unit else np.concatenate(wts), minlength=G * D
+            ).reshape(G, D)
     # the tie groups: half of each group's documents, once per member (a token alone in its
     # group: half of itself)
     size = np.diff(np.r_[starts, n])[grp]
@@ -353,6 +341,11 @@ def _tie_cubes(Dm, W: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- a task's primary score
+# One resampler: the task's family (its declaration in `tasks.catalogue`) names the unit drawn and
+# the per-unit statistics offered; the primary metric's declaration names the statistics it is
+# computed from and the form (sums, exact, rerun). The implementations are attached here: one
+# `_Units` per family (what a submission keeps, the units and their strata), and per statistics the
+# functions from resampled statistics to each metric's score.
 
 
 class Bootstrap:
@@ -362,98 +355,13 @@ class Bootstrap:
     def __init__(self, task, store, split: str, only: frozenset | None = None):
         self.task, self.store, self.split = task, store, split
         self.subset, self.metric = task.primary
-        kind = task.kind
+        self.family = catalogue.FAMILIES[task.kind]
         # the units' clusters (drawn whole) where a unit is not drawn on its own, and the name of
         # that scheme (a part of the key of the resamples kept by the server)
         self.clusters: list[str] | None = None
         self.resampling = "units"
-        if kind in ("instances", "targets"):
-            keys, gf = task.for_split(split).format.key, task.group_field
-            gold = read_jsonl(store.gold(split, "gold.jsonl"))
-            ids = [unit_id(r, keys) for r in gold]
-            keep = [i for i, u in enumerate(ids) if only is None or u in only]
-            self.rows = np.array(keep, dtype=np.int64)
-            self.units = [ids[i] for i in keep]
-            group = [gold[i].get(gf) for i in keep]
-            self.gold = np.array([gold[i][task.gold_field] for i in keep], dtype=np.float64)
-            # the subsets the primary value is taken over: `all`, one group, or (macro) every
-            # declared group, each resampled within itself so that a resample holds the same groups
-            if self.subset == "all":
-                self.masks = {"all": np.ones(len(keep), dtype=bool)}
-            elif self.subset == "macro":
-                self.masks = {g: np.array([x == g for x in group], dtype=bool) for g in task.groups}
-            else:
-                self.masks = {self.subset: np.array([x == self.subset for x in group], dtype=bool)}
-            self.strata = [str(x) for x in group] if self.subset == "macro" else ["all"] * len(keep)
-            self.folds = None
-            if task.is_cross_validated(split):
-                # the mean over folds as the scorer takes it (`Keyed._score_folds`), each fold
-                # scored on the resample: the folds play the part of macro's groups. The unit
-                # drawn is the instance: one instance is in the test sets of several folds, and
-                # its copies move together (drawn apart, they would pass for independent units
-                # and narrow the intervals)
-                if self.subset == "macro":
-                    raise ValueError("no bootstrap for a macro over folds")
-                fold = [str(gold[i][task.cross_validation.field]) for i in keep]
-                sub = self.masks[self.subset]
-                self.masks = {
-                    f: sub & np.array([x == f for x in fold], dtype=bool)
-                    for f in dict.fromkeys(fold)
-                }
-                self.strata = ["all"] * len(keep)
-                self.clusters = [unit_id(gold[i], task.format.key) for i in keep]
-                self.resampling = "instances across folds"
-                self.folds = list(self.masks)
-        elif kind == "tokens":
-            full = _token_gold(
-                _cache_key(store.gold(split, "gold.jsonl")), None, task.groups, task.group_field
-            )
-            rows = read_jsonl(store.gold(split, "gold.jsonl"))
-            self.pairs = {}
-            self.units, self.strata = [], []
-            for pair in task.groups:
-                if pair not in full:
-                    continue
-                ids, gvec, mask = full[pair]
-                by_id = {r["id"]: r for r in rows if r[task.group_field] == pair}
-                lens = np.array(
-                    [len(by_id[i]["labels_a"]) + len(by_id[i]["labels_b"]) for i in ids]
-                )
-                doc_all = np.repeat(np.arange(len(ids)), lens)[
-                    mask
-                ]  # document of each scored token
-                keep_doc = np.array([only is None or i in only for i in ids])
-                tok = keep_doc[doc_all]
-                newidx = np.cumsum(keep_doc) - 1
-                kept = [i for i, k in zip(ids, keep_doc, strict=True) if k]
-                if not kept:
-                    continue
-                col0 = len(self.units)
-                self.units += kept
-                self.strata += [pair] * len(kept)
-                self.pairs[pair] = (
-                    np.arange(col0, col0 + len(kept)),
-                    tok,
-                    TokenPair(newidx[doc_all[tok]], gvec[tok], len(kept)),
-                )
-        elif kind == "links":
-            fam = family(task, store, split)
-            qidx, sidx = fam.ids()
-            self.n_sources = len(sidx)
-            root = store.root / "index" / split
-            gq, gs = _link_gold(
-                _cache_key(store.gold(split, "links.csv")),
-                _cache_key(root / "query_ids.txt"),
-                _cache_key(root / "source_ids.txt"),
-            )
-            self.units = [q for q in qidx if only is None or q in only]
-            self.strata = ["all"] * len(self.units)
-            self.qcols = np.full(len(qidx), -1, dtype=np.int64)
-            self.qcols[[qidx[q] for q in self.units]] = np.arange(len(self.units))
-            self.gold_links = (gq, gs)
-            self._source_order = None
-        else:
-            raise ValueError(f"no bootstrap for task kind {kind!r}")
+        self._impl = UNITS[self.family.name]
+        self._impl.setup(self, task, store, split, only)
 
     # -------------------------------------------------------------------------------------------
 
@@ -461,16 +369,22 @@ class Bootstrap:
         """The B x units multiplicities drawn from `seed` (by cluster where units have one)."""
         return draw_weights(self.strata, B, seed, self.clusters)
 
-    def _gold_ranks(self, name: str, w: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The gold's centred ranks on the columns `w` of `W` for the subset (or fold) `name`,
-        computed once per matrix: every row of a board is resampled by the same `W` (the cache
-        holds `W` itself, so it is never mistaken for another matrix)."""
+    def _held(self, key, make):
+        """A value that depends on the matrix only (the gold's side), computed once per matrix:
+        every row of a board is resampled by the same `W` (the cache holds `W` itself, so it is
+        never mistaken for another matrix)."""
+        W = self._W_current
         held = getattr(self, "_ranks", None)
         if held is None or held[0] is not W:
             held = self._ranks = (W, {})
-        if name not in held[1]:
-            held[1][name] = centred_ranks(self.gold[self.masks[name]], w)
-        return held[1][name]
+        if key not in held[1]:
+            held[1][key] = make()
+        return held[1][key]
+
+    def _gold_ranks(self, name: str, w: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The gold's centred ranks on the columns `w` of `W` for the subset (or fold) `name`."""
+        self._W_current = W
+        return self._held(("ranks", name), lambda: centred_ranks(self.gold[self.masks[name]], w))
 
     def point(self, arrays: dict) -> float:
         """The primary score on the part itself (every unit once): the scorer's value."""
@@ -478,113 +392,15 @@ class Bootstrap:
 
     def samples(self, arrays: dict, W: np.ndarray) -> np.ndarray:
         """The primary score of one submission on each resample (NaN where undefined)."""
-        kind = self.task.kind
-        B = W.shape[0]
-        if kind in ("instances", "targets"):
-            pred = np.asarray(arrays["pred"], dtype=np.float64)[self.rows]
-            stat = {
-                "f1": weighted_f1,
-                "spearman": weighted_spearman,
-                "kendall": weighted_kendall,
-            }.get(self.metric)
-            if stat is None:
-                raise ValueError(f"no bootstrap for {self.metric}")
-            per = {}
-            for name, mask in self.masks.items():
-                w = W[:, mask]
-                # no unit of the subset in this part of the gold, or a group the submission
-                # leaves out
-                if not mask.any() or not np.isfinite(pred[mask]).all():
-                    v = np.full(B, np.nan)
-                elif stat is weighted_spearman:
-                    v = stat(
-                        self.gold[mask], pred[mask], w, gold_ranks=self._gold_ranks(name, w, W)
-                    )
-                else:
-                    v = stat(self.gold[mask], pred[mask], w)
-                # a resample without a unit of the subset: the scorer has no value for it
-                per[name] = np.where(w.sum(axis=1) > 0, v, np.nan)
-            if self.subset != "macro" and self.folds is None:
-                return per[self.subset]
-            return _group_mean(per, {g: W[:, m].sum(axis=1) for g, m in self.masks.items()}, B)
-        if kind == "tokens":
-            if self.metric != "spearman":
-                raise ValueError(f"no bootstrap for {self.metric}")
-            per, held = {}, {}
-            for pair, (cols, tok, tp) in self.pairs.items():
-                if self.subset not in ("macro", pair):
-                    continue
-                held[pair] = W[:, cols].sum(axis=1)
-                p = arrays.get(f"pred:{pair}")
-                if p is None:  # a pair the submission leaves out
-                    per[pair] = np.full(B, np.nan)
-                    continue
-                per[pair] = tp.spearman(np.asarray(p, dtype=np.float64)[tok], W[:, cols])
-            if self.subset != "macro":
-                return per.get(self.subset, np.full(B, np.nan))
-            return _group_mean(per, held, B)
-        if kind == "links":
-            if self.metric in LINK_COUNT_METRICS:
-                return self._links_counts(arrays, W)
-            return np.array([self._links_once(arrays, w) for w in W])
-        raise ValueError(kind)
+        decl = catalogue.METRICS.get(self.metric)
+        if decl is None or not decl.resamples_on(self.family.name):
+            raise ValueError(f"no bootstrap for {self.metric} on the {self.family.name} family")
+        self._W_current = W
+        return self._impl.samples(self, decl, arrays, W)
 
+    # the Loci Similes paths, kept as methods (tests compare them)
     def _links_counts(self, arrays: dict, W: np.ndarray) -> np.ndarray:
-        """The metrics of `metrics.loci_links` on every resample at once, from each query's own
-        TP, FP and FN (the same formulas and operation order; `_links_once` is the reference): a
-        drawn copy of a query is a query of its own, so the per-query values of a gold query
-        (one with a gold link) are averaged with its multiplicity as weight, and the counts are
-        pooled with it."""
-        gq, gs = self.gold_links
-        pq, ps = np.asarray(arrays["q"]), np.asarray(arrays["s"])
-        n_s = self.n_sources
-        U = len(self.units)
-        cg = self.qcols[gq]
-        g_u = np.bincount(cg[cg >= 0], minlength=U)
-        hit = np.isin(pq * np.int64(n_s) + ps, gq * np.int64(n_s) + gs)
-        cp = self.qcols[pq]
-        t_u = np.bincount(cp[(cp >= 0) & hit], minlength=U)
-        p_u = np.bincount(cp[cp >= 0], minlength=U)
-        isgold = (g_u > 0).astype(np.float64)
-        # per query, as `metrics.loci_links` computes it for a gold query
-        f_p, f_n = p_u - t_u, g_u - t_u
-        t_n = n_s - t_u - f_p - f_n
-        precision, recall = metrics._div(t_u, t_u + f_p), metrics._div(t_u, t_u + f_n)
-        s = precision + recall
-        f1 = np.divide(2 * precision * recall, s, out=np.zeros(s.shape), where=s != 0)
-        accuracy = (t_u + t_n) / n_s
-        ng = W @ isgold  # gold queries in each resample
-        undefined = ng <= 0
-        m = self.metric
-        with np.errstate(invalid="ignore", divide="ignore"):
-            if m in ("precision", "recall", "f1", "accuracy"):
-                per = {"precision": precision, "recall": recall, "f1": f1, "accuracy": accuracy}[m]
-                out = (W @ (per * isgold)) / ng
-            elif m in ("precision_micro", "recall_micro", "f1_micro"):
-                tp_m, fp_m, fn_m = W @ (t_u * isgold), W @ (f_p * isgold), W @ (f_n * isgold)
-                pm = np.where(tp_m + fp_m > 0, tp_m / (tp_m + fp_m), 0.0)
-                rm = np.where(tp_m + fn_m > 0, tp_m / (tp_m + fn_m), 0.0)
-                out = {
-                    "precision_micro": pm,
-                    "recall_micro": rm,
-                    "f1_micro": np.where(pm + rm > 0, 2 * pm * rm / (pm + rm), 0.0),
-                }[m]
-            else:  # over every query and every query x source pair
-                undefined = np.zeros(W.shape[0], dtype=bool)
-                tp = W @ t_u.astype(np.float64)
-                fp = W @ p_u.astype(np.float64) - tp
-                fn = W @ g_u.astype(np.float64) - tp
-                n = W.sum(axis=1) * n_s
-                out = {
-                    "smr": np.where(n > 0, (fp + fn) / n, 0.0),
-                    "fpr": np.where(n > 0, fp / n, 0.0),
-                    "fnr": np.where(n > 0, fn / n, 0.0),
-                    "tp": tp,
-                    "fp": fp,
-                    "fn": fn,
-                    "tn": n - tp - fp - fn,
-                }[m]
-        return np.where(undefined, np.nan, out)
+        return _LinkUnits.counts(self, arrays, W)
 
     def source_order(self) -> np.ndarray:
         """Each source's position in trec_eval's tie order, as the scorer reads it."""
@@ -595,19 +411,429 @@ class Bootstrap:
         return self._source_order
 
     def _links_once(self, arrays: dict, w: np.ndarray) -> float:
-        """The primary metric on one resample of queries, through the scorer's own metric functions
-        (`metrics.loci_links`, `metrics.link_ranking_ir`): each drawn copy of a query becomes a
-        query of its own (its links copied with it)."""
-        gq, gs = self.gold_links
+        return _LinkUnits.once(self, arrays, w)
+
+
+class _Units:
+    """A family's resampler: what a submission keeps (`arrays`), the units and strata of a split
+    (`setup`) and the primary score on a matrix of multiplicities (`samples`)."""
+
+    @staticmethod
+    def arrays(task, store, split: str, parsed) -> dict[str, np.ndarray]:  # pragma: no cover
+        raise NotImplementedError
+
+    @staticmethod
+    def setup(boot: Bootstrap, task, store, split: str, only) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    @staticmethod
+    def samples(
+        boot: Bootstrap, decl, arrays: dict, W: np.ndarray
+    ) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+
+# ----------------------------------------------------------------- one value per item (keyed)
+
+
+def _confusion_sums(gold: np.ndarray, pred: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """B x 4: the resampled confusion counts (g0p0, g0p1, g1p0, g1p1), per unit a one-hot row."""
+    code = gold.astype(np.int64) * 2 + pred.astype(np.int64)
+    onehot = np.zeros((code.size, 4))
+    onehot[np.arange(code.size), code] = 1.0
+    return W @ onehot
+
+
+def _per_label(c: np.ndarray, label: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Precision, recall and F1 of `label` from the confusion sums (0 where undefined)."""
+    tp, fp, fn = (c[:, 0], c[:, 2], c[:, 1]) if label == 0 else (c[:, 3], c[:, 1], c[:, 2])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        prec = np.where(tp + fp > 0, tp / (tp + fp), 0.0)
+        rec = np.where(tp + fn > 0, tp / (tp + fn), 0.0)
+        f1 = np.where(prec + rec > 0, 2 * prec * rec / (prec + rec), 0.0)
+    return prec, rec, f1
+
+
+def _weighted_f1_of(c: np.ndarray) -> np.ndarray:
+    n = c.sum(axis=1)
+    out = np.zeros(c.shape[0])
+    for lab in (0, 1):
+        tp, fn = (c[:, 0], c[:, 1]) if lab == 0 else (c[:, 3], c[:, 2])
+        out += _per_label(c, lab)[2] * (tp + fn)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, out / n, 0.0)
+
+
+def _label_metric(what: int, label: int):
+    return lambda c: _per_label(c, label)[what]
+
+
+FROM_CONFUSION = {
+    "f1": _weighted_f1_of,
+    **{
+        f"{name}_{lab}": _label_metric(i, lab)
+        for lab in (0, 1)
+        for i, name in enumerate(("precision", "recall", "f1"))
+    },
+}
+"""The metrics computed from the resampled confusion counts (B x 4)."""
+
+
+def _moment_sums(gold: np.ndarray, pred: np.ndarray, unit: np.ndarray | None, W: np.ndarray):
+    """B x 6: the resampled sums of 1, x, y, x^2, y^2, xy (x the gold, y the prediction, each
+    centred on its plain mean so that the sums lose no precision), per unit (`unit` maps items to
+    units; None: one item per unit)."""
+    x = gold - gold.mean() if gold.size else gold
+    y = pred - pred.mean() if pred.size else pred
+    M = np.stack([np.ones_like(x), x, y, x * x, y * y, x * y], axis=1)
+    if unit is not None:
+        U = W.shape[1]
+        M = np.stack([np.bincount(unit, weights=M[:, j], minlength=U) for j in range(6)], axis=1)
+    return W @ M
+
+
+def _spread(values: np.ndarray, unit: np.ndarray | None, W: np.ndarray) -> np.ndarray:
+    """Per resample, whether the drawn items' values are not all equal (scipy's constant test)."""
+    if unit is None:
+        lo_u = hi_u = values
+    else:
+        U = W.shape[1]
+        lo_u = np.full(U, np.inf)
+        hi_u = np.full(U, -np.inf)
+        np.minimum.at(lo_u, unit, values)
+        np.maximum.at(hi_u, unit, values)
+    drawn = W > 0
+    lo = np.where(drawn, lo_u, np.inf).min(axis=1)
+    hi = np.where(drawn, hi_u, -np.inf).max(axis=1)
+    return hi > lo
+
+
+def _pearson_of(s: np.ndarray) -> np.ndarray:
+    n, sx, sy, sxx, syy, sxy = s.T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mx, my = sx / n, sy / n
+        cxx, cyy, cxy = sxx - n * mx * mx, syy - n * my * my, sxy - n * mx * my
+        r = cxy / np.sqrt(cxx * cyy)
+    r[(n < 2) | ~(cxx > 0) | ~(cyy > 0)] = np.nan
+    return np.clip(r, -1.0, 1.0)
+
+
+def weighted_pearson(
+    gold: np.ndarray, pred: np.ndarray, W: np.ndarray, unit: np.ndarray | None = None
+) -> np.ndarray:
+    """Pearson's r per resample from the weighted sums of each unit's moments (items of unit u
+    repeated W[b, u] times); NaN where a resample's values are constant or fewer than 2."""
+    r = _pearson_of(_moment_sums(gold, pred, unit, W))
+    r[~(_spread(gold, unit, W) & _spread(pred, unit, W))] = np.nan
+    return r
+
+
+def weighted_f1(gold: np.ndarray, pred: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """Support-weighted F1 over labels {0, 1} (as `metrics.classification`) per resample."""
+    return _weighted_f1_of(_confusion_sums(gold, pred, W))
+
+
+def _keyed_stat(boot: Bootstrap, decl, name: str, gold, pred, w, W) -> np.ndarray:
+    """One subset's (or fold's) value of the metric `decl` on the resamples `w`."""
+    if decl.statistics == "confusion":
+        return FROM_CONFUSION[decl.name](_confusion_sums(gold, pred, w))
+    if decl.statistics == "moments":
+        return weighted_pearson(gold, pred, w)
+    if decl.name == "spearman":
+        return weighted_spearman(gold, pred, w, gold_ranks=boot._gold_ranks(name, w, W))
+    return EXACT[decl.name](gold, pred, w)
+
+
+EXACT = {"spearman": weighted_spearman, "kendall": weighted_kendall}
+"""The metrics with an exact weighted form over one value per item."""
+
+
+class _KeyedUnits(_Units):
+    """Instances and targets: the unit is the item (its gold value and prediction); `macro` over
+    the groups (each resampled within itself), a cross-validated split's mean over the folds."""
+
+    @staticmethod
+    def arrays(task, store, split, parsed):
+        keys = task.for_split(split).format.key
+        gold = read_jsonl(store.gold(split, catalogue.FAMILIES[task.kind].gold))
+        # a group left out (partial_groups) is NaN: the scorer has no value for it
+        return {
+            "pred": np.array([parsed.get(unit_id(r, keys), np.nan) for r in gold], dtype=np.float64)
+        }
+
+    @staticmethod
+    def setup(boot, task, store, split, only):
+        keys, gf = task.for_split(split).format.key, task.group_field
+        gold = read_jsonl(store.gold(split, boot.family.gold))
+        ids = [unit_id(r, keys) for r in gold]
+        keep = [i for i, u in enumerate(ids) if only is None or u in only]
+        boot.rows = np.array(keep, dtype=np.int64)
+        boot.units = [ids[i] for i in keep]
+        group = [gold[i].get(gf) for i in keep]
+        boot.gold = np.array([gold[i][task.gold_field] for i in keep], dtype=np.float64)
+        # the subsets the primary value is taken over: `all`, one group, or (macro) every
+        # declared group, each resampled within itself so that a resample holds the same groups
+        if boot.subset == "all":
+            boot.masks = {"all": np.ones(len(keep), dtype=bool)}
+        elif boot.subset == "macro":
+            boot.masks = {g: np.array([x == g for x in group], dtype=bool) for g in task.groups}
+        else:
+            boot.masks = {boot.subset: np.array([x == boot.subset for x in group], dtype=bool)}
+        boot.strata = [str(x) for x in group] if boot.subset == "macro" else ["all"] * len(keep)
+        boot.folds = None
+        if task.is_cross_validated(split):
+            # the mean over folds as the scorer takes it (`Keyed._score_folds`), each fold
+            # scored on the resample: the folds play the part of macro's groups. The unit
+            # drawn is the instance: one instance is in the test sets of several folds, and
+            # its copies move together (drawn apart, they would pass for independent units
+            # and narrow the intervals)
+            if boot.subset == "macro":
+                raise ValueError("no bootstrap for a macro over folds")
+            fold = [str(gold[i][task.cross_validation.field]) for i in keep]
+            sub = boot.masks[boot.subset]
+            boot.masks = {
+                f: sub & np.array([x == f for x in fold], dtype=bool) for f in dict.fromkeys(fold)
+            }
+            boot.strata = ["all"] * len(keep)
+            boot.clusters = [unit_id(gold[i], task.format.key) for i in keep]
+            boot.resampling = "instances across folds"
+            boot.folds = list(boot.masks)
+
+    @staticmethod
+    def samples(boot, decl, arrays, W):
+        B = W.shape[0]
+        pred = np.asarray(arrays["pred"], dtype=np.float64)[boot.rows]
+        per = {}
+        for name, mask in boot.masks.items():
+            w = W[:, mask]
+            # no unit of the subset in this part of the gold, or a group the submission leaves out
+            if not mask.any() or not np.isfinite(pred[mask]).all():
+                v = np.full(B, np.nan)
+            else:
+                v = _keyed_stat(boot, decl, name, boot.gold[mask], pred[mask], w, W)
+            # a resample without a unit of the subset: the scorer has no value for it
+            per[name] = np.where(w.sum(axis=1) > 0, v, np.nan)
+        if boot.subset != "macro" and boot.folds is None:
+            return per[boot.subset]
+        return _group_mean(per, {g: W[:, m].sum(axis=1) for g, m in boot.masks.items()}, B)
+
+
+# ----------------------------------------------------------------- tokens, clustered by document
+
+
+class _TokenUnits(_Units):
+    """SwissGov-RSD: the unit is the document (its tokens move together), resampled within each
+    language pair; the metric is taken over each pair's tokens, `macro` over the pairs."""
+
+    @staticmethod
+    def arrays(task, store, split, parsed):
+        gold = _token_gold(
+            _cache_key(store.gold(split, catalogue.FAMILIES[task.kind].gold)),
+            None,
+            task.groups,
+            task.group_field,
+        )
+        out = {}
+        for pair, (ids, _g, mask) in gold.items():
+            if all(i in parsed for i in ids):
+                out[f"pred:{pair}"] = np.concatenate([np.concatenate(parsed[i]) for i in ids])[mask]
+        return out
+
+    @staticmethod
+    def setup(boot, task, store, split, only):
+        path = store.gold(split, boot.family.gold)
+        full = _token_gold(_cache_key(path), None, task.groups, task.group_field)
+        rows = read_jsonl(path)
+        boot.pairs = {}
+        boot.units, boot.strata = [], []
+        for pair in task.groups:
+            if pair not in full:
+                continue
+            ids, gvec, mask = full[pair]
+            by_id = {r["id"]: r for r in rows if r[task.group_field] == pair}
+            lens = np.array([len(by_id[i]["labels_a"]) + len(by_id[i]["labels_b"]) for i in ids])
+            doc_all = np.repeat(np.arange(len(ids)), lens)[mask]  # document of each scored token
+            keep_doc = np.array([only is None or i in only for i in ids])
+            tok = keep_doc[doc_all]
+            newidx = np.cumsum(keep_doc) - 1
+            kept = [i for i, k in zip(ids, keep_doc, strict=True) if k]
+            if not kept:
+                continue
+            col0 = len(boot.units)
+            boot.units += kept
+            boot.strata += [pair] * len(kept)
+            boot.pairs[pair] = (
+                np.arange(col0, col0 + len(kept)),
+                tok,
+                TokenPair(newidx[doc_all[tok]], gvec[tok], len(kept)),
+            )
+
+    @staticmethod
+    def samples(boot, decl, arrays, W):
+        B = W.shape[0]
+        per, held, jobs = {}, {}, {}
+        for pair, (cols, tok, tp) in boot.pairs.items():
+            if boot.subset not in ("macro", pair):
+                continue
+            held[pair] = W[:, cols].sum(axis=1)
+            p = arrays.get(f"pred:{pair}")
+            if p is None:  # a pair the submission leaves out
+                per[pair] = np.full(B, np.nan)
+                continue
+            p = np.asarray(p, dtype=np.float64)[tok]
+            w = W[:, cols]
+            if decl.statistics == "moments":
+                jobs[pair] = (weighted_pearson, (tp.gold, p, w, tp.doc), {})
+            else:  # spearman, the one exact form over clusters
+                gold = boot._held(("pair", pair), lambda tp=tp, w=w: tp.gold_side(w))
+                jobs[pair] = (tp.spearman, (p, w), {"gold": gold})
+        # the pairs are independent and numpy's sorts, products and sums release the GIL: on
+        # several cores they run side by side (the same operations, so the same values)
+        workers = min(len(jobs), os.cpu_count() or 1)
+        if workers > 1:
+            with ThreadPoolExecutor(workers) as pool:
+                done = {k: pool.submit(f, *a, **kw) for k, (f, a, kw) in jobs.items()}
+                per.update({k: d.result() for k, d in done.items()})
+        else:
+            per.update({k: f(*a, **kw) for k, (f, a, kw) in jobs.items()})
+        per = {pair: per[pair] for pair in held}  # the pairs' order, as the mean takes them
+        if boot.subset != "macro":
+            return per.get(boot.subset, np.full(B, np.nan))
+        return _group_mean(per, held, B)
+
+
+# ----------------------------------------------------------------- links, by query
+
+
+def _links_from_counts(name: str, q: dict, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A Loci metric from the per-query counts `q` weighted by `W`, and where it is undefined."""
+    isgold, n_s = q["isgold"], q["n_s"]
+    ng = W @ isgold  # gold queries in each resample
+    undefined = ng <= 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if name in ("precision", "recall", "f1", "accuracy"):
+            return (W @ (q[name] * isgold)) / ng, undefined
+        if name in ("precision_micro", "recall_micro", "f1_micro"):
+            tp_m, fp_m, fn_m = W @ (q["t"] * isgold), W @ (q["fp"] * isgold), W @ (q["fn"] * isgold)
+            pm = np.where(tp_m + fp_m > 0, tp_m / (tp_m + fp_m), 0.0)
+            rm = np.where(tp_m + fn_m > 0, tp_m / (tp_m + fn_m), 0.0)
+            out = {
+                "precision_micro": pm,
+                "recall_micro": rm,
+                "f1_micro": np.where(pm + rm > 0, 2 * pm * rm / (pm + rm), 0.0),
+            }[name]
+            return out, undefined
+        # over every query and every query x source pair
+        tp = W @ q["t"].astype(np.float64)
+        fp = W @ q["p"].astype(np.float64) - tp
+        fn = W @ q["g"].astype(np.float64) - tp
+        n = W.sum(axis=1) * n_s
+        out = {
+            "smr": lambda: np.where(n > 0, (fp + fn) / n, 0.0),
+            "fpr": lambda: np.where(n > 0, fp / n, 0.0),
+            "fnr": lambda: np.where(n > 0, fn / n, 0.0),
+            "tp": lambda: tp,
+            "fp": lambda: fp,
+            "fn": lambda: fn,
+            "tn": lambda: n - tp - fp - fn,
+        }[name]()
+    return out, np.zeros(W.shape[0], dtype=bool)
+
+
+FROM_LINK_COUNTS = frozenset(
+    ("precision", "recall", "f1", "accuracy", "precision_micro", "recall_micro", "f1_micro")
+    + ("smr", "fpr", "fnr", "tp", "fp", "fn", "tn")
+)
+"""The metrics `_links_from_counts` computes (a test checks they are the declared ones)."""
+
+
+class _LinkUnits(_Units):
+    """Loci Similes: the unit is the query (its links move with it)."""
+
+    @staticmethod
+    def arrays(task, store, split, parsed):
+        out = {"q": parsed.q, "s": parsed.s}
+        if parsed.score is not None:
+            out["score"] = parsed.score
+        return out
+
+    @staticmethod
+    def setup(boot, task, store, split, only):
+        fam = family(task, store, split)
+        qidx, sidx = fam.ids()
+        boot.n_sources = len(sidx)
+        root = store.root / "index" / split
+        gq, gs = _link_gold(
+            _cache_key(store.gold(split, boot.family.gold)),
+            _cache_key(root / "query_ids.txt"),
+            _cache_key(root / "source_ids.txt"),
+        )
+        boot.units = [q for q in qidx if only is None or q in only]
+        boot.strata = ["all"] * len(boot.units)
+        boot.qcols = np.full(len(qidx), -1, dtype=np.int64)
+        boot.qcols[[qidx[q] for q in boot.units]] = np.arange(len(boot.units))
+        boot.gold_links = (gq, gs)
+        boot._source_order = None
+
+    @staticmethod
+    def samples(boot, decl, arrays, W):
+        if decl.resample == "sums":
+            return _LinkUnits.counts(boot, arrays, W)
+        return np.array([_LinkUnits.once(boot, arrays, w) for w in W])
+
+    @staticmethod
+    def counts(boot, arrays: dict, W: np.ndarray) -> np.ndarray:
+        """The metrics of `metrics.loci_links` on every resample at once, from each query's own
+        TP, FP and FN (the same formulas and operation order; `once` is the reference): a drawn
+        copy of a query is a query of its own, so the per-query values of a gold query (one with a
+        gold link) are averaged with its multiplicity as weight, and the counts pooled with it."""
+        gq, gs = boot.gold_links
+        pq, ps = np.asarray(arrays["q"]), np.asarray(arrays["s"])
+        n_s = boot.n_sources
+        U = len(boot.units)
+        cg = boot.qcols[gq]
+        g_u = np.bincount(cg[cg >= 0], minlength=U)
+        hit = np.isin(pq * np.int64(n_s) + ps, gq * np.int64(n_s) + gs)
+        cp = boot.qcols[pq]
+        t_u = np.bincount(cp[(cp >= 0) & hit], minlength=U)
+        p_u = np.bincount(cp[cp >= 0], minlength=U)
+        # per query, as `metrics.loci_links` computes it for a gold query
+        f_p, f_n = p_u - t_u, g_u - t_u
+        t_n = n_s - t_u - f_p - f_n
+        precision, recall = metrics._div(t_u, t_u + f_p), metrics._div(t_u, t_u + f_n)
+        s = precision + recall
+        f1 = np.divide(2 * precision * recall, s, out=np.zeros(s.shape), where=s != 0)
+        q = {
+            "isgold": (g_u > 0).astype(np.float64),
+            "n_s": n_s,
+            "precision": precision,
+            "recall": recall,
+            "f1": f1,
+            "accuracy": (t_u + t_n) / n_s,
+            "t": t_u,
+            "p": p_u,
+            "g": g_u,
+            "fp": f_p,
+            "fn": f_n,
+        }
+        out, undefined = _links_from_counts(boot.metric, q, W)
+        return np.where(undefined, np.nan, out)
+
+    @staticmethod
+    def once(boot, arrays: dict, w: np.ndarray) -> float:
+        """The primary metric on one resample of queries, through the scorer's own metric
+        functions (`metrics.loci_links`, `metrics.link_ranking_ir`): each drawn copy of a query
+        becomes a query of its own (its links copied with it)."""
+        gq, gs = boot.gold_links
         pq, ps = np.asarray(arrays["q"]), np.asarray(arrays["s"])
         psc = arrays.get("score")
         reps = w.astype(np.int64)
         n_q = int(reps.sum())  # new query j is a copy of a drawn unit
-        n_s = self.n_sources
+        n_s = boot.n_sources
         start = np.r_[0, np.cumsum(reps)][:-1]
 
         def expand(q, *cols):
-            c = self.qcols[q]
+            c = boot.qcols[q]
             keep = c >= 0
             c = c[keep]
             cols = [x[keep] for x in cols]
@@ -617,7 +843,7 @@ class Bootstrap:
             return (newq,) + tuple(np.repeat(x, k) for x in cols)
 
         nq_g, ns_g = expand(gq, gs)
-        if self.metric in metrics.LOCI_COUNTS:
+        if catalogue.METRICS[boot.metric].statistics_on("links") == "link counts":
             nq_p, ns_p = expand(pq, ps)
             vals, _ = metrics.loci_links(nq_g, ns_g, nq_p, ns_p, n_q, n_s)
         else:
@@ -625,10 +851,37 @@ class Bootstrap:
                 return np.nan
             nq_p, ns_p, nsc = expand(pq, ps, np.asarray(psc, dtype=np.float64))
             vals, _ = metrics.link_ranking_ir(
-                nq_g, ns_g, nq_p, ns_p, nsc, n_q, n_s, self.source_order()
+                nq_g, ns_g, nq_p, ns_p, nsc, n_q, n_s, boot.source_order()
             )
-        v = vals.get(self.metric)
+        v = vals.get(boot.metric)
         return np.nan if v is None else float(v)
+
+
+UNITS: dict[str, type[_Units]] = {
+    "instances": _KeyedUnits,
+    "targets": _KeyedUnits,
+    "tokens": _TokenUnits,
+    "links": _LinkUnits,
+}
+"""Each declared family's resampler (a test checks every family has one and no other)."""
+
+
+def unit_arrays(task, store, split: str, parsed) -> dict[str, np.ndarray]:
+    """What the bootstrap needs of a validated submission, as plain arrays (saved by the server as
+    .npz): Keyed tasks a prediction per gold unit in the gold's order; SwissGov-RSD the scored
+    (gold != -1) token predictions of each language pair in the gold's document order; Loci Similes
+    the predicted links as query/source indices (and scores)."""
+    if task.kind not in UNITS:
+        raise ValueError(f"no bootstrap for task kind {task.kind!r}")
+    return UNITS[task.kind].arrays(task, store, split, parsed)
+
+
+LINK_COUNT_METRICS = tuple(
+    m.name
+    for m in catalogue.METRIC_LIST
+    if "links" in m.families and m.statistics_on("links") == "link counts" and m.resample == "sums"
+)
+"""The Loci metrics resampled from per-query counts (from the declarations)."""
 
 
 def _group_mean(per: dict, held: dict, B: int) -> np.ndarray:
@@ -645,24 +898,6 @@ def _group_mean(per: dict, held: dict, B: int) -> np.ndarray:
         out = tot / k
     bad = (H & ~np.isfinite(V)).any(axis=0) | (k == 0)
     return np.where(bad, np.nan, out)
-
-
-LINK_COUNT_METRICS = (
-    "f1",
-    "precision",
-    "recall",
-    "accuracy",
-    "precision_micro",
-    "recall_micro",
-    "f1_micro",
-    "smr",
-    "fpr",
-    "fnr",
-    "tp",
-    "fp",
-    "fn",
-    "tn",
-)
 
 
 def _ranges(k: np.ndarray) -> np.ndarray:

@@ -7,47 +7,11 @@ rows, API JSON and CLI arguments.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
-METRIC_NAMES = (
-    "f1",
-    "precision_0",
-    "recall_0",
-    "f1_0",
-    "precision_1",
-    "recall_1",
-    "f1_1",
-    "spearman",
-    "pearson",
-    "kendall",
-    "precision",
-    "recall",
-    "accuracy",
-    "precision_micro",
-    "recall_micro",
-    "f1_micro",
-    "smr",
-    "fpr",
-    "fnr",
-    "recall@10",
-    "map@10",
-    "mrr@10",
-    "ndcg@10",
-    "recall@100",
-    "map@100",
-    "mrr@100",
-    "ndcg@100",
-    "recall@1000",
-    "map@1000",
-    "mrr@1000",
-    "ndcg@1000",
-    "n",
-    "tp",
-    "fp",
-    "fn",
-    "tn",
-)
+from tasks.catalogue import COUNT_METRICS, IR_CUTOFFS, METRIC_LIST, METRICS
 
 
 def _ratio(a: float, b: float) -> float:
@@ -131,25 +95,7 @@ def correlations(gold, pred, which=("spearman", "pearson")) -> tuple[dict, list[
 
 # ---------------------------------------------------------------- Loci Similes (locisimiles 2.1.3)
 
-IR_CUTOFFS = (10, 100, 1000)
 IR_MEASURES = ("recall", "map", "mrr", "ndcg")
-LOCI_COUNTS = (
-    "precision",
-    "recall",
-    "f1",
-    "accuracy",
-    "precision_micro",
-    "recall_micro",
-    "f1_micro",
-    "smr",
-    "fpr",
-    "fnr",
-    "tp",
-    "fp",
-    "fn",
-    "tn",
-    "n",
-)
 
 
 def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -236,7 +182,7 @@ def loci_links(
             "n": n,
         }
     )
-    return {k: out[k] for k in LOCI_COUNTS}, notes
+    return out, notes
 
 
 def trec_scores(scores: np.ndarray) -> np.ndarray:
@@ -327,25 +273,29 @@ def link_ranking_ir(
     return out, notes
 
 
-# ---------------------------------------------------------------- the registry declarations name
-# A task declares its metrics by these names (`Task.metrics`); a family computes the ones a task
-# declares and nothing else. `kind` says how: "classification" and "correlation" over one value
-# per item (`per_item`), "links" over predicted links, "count" the number of items scored.
+# ---------------------------------------------------------------- the implementations
+# The names are declared once, in `tasks.catalogue`; the scorer attaches how it computes each:
+# "classification" and "correlation" over one value per item (`per_item`), "links" and "ranking"
+# over predicted links (`loci_links`, `link_ranking_ir`), "count" the number of units scored. A
+# metric's kind follows from the per-unit statistics it declares.
 
-
-from dataclasses import dataclass  # noqa: E402
+IMPLEMENTATION = {
+    "confusion": "classification",
+    "moments": "correlation",
+    "values": "correlation",
+    "link counts": "links",
+    "ranked links": "ranking",
+    "": "count",
+}
+"""The scorer's function family for each kind of per-unit statistics a metric declares."""
 
 
 @dataclass(frozen=True)
 class Metric:
     name: str
     kind: str
-    greater_is_better: bool = True
+    greater_is_better: bool | None = True
     description: str = ""
-
-
-COUNT_METRICS = frozenset({"n", "tp", "fp", "fn", "tn"})
-"""Metrics that count units: summed (not averaged) over folds, printed as integers, never bold."""
 
 
 def fold_key(fold: str) -> tuple:
@@ -354,57 +304,12 @@ def fold_key(fold: str) -> tuple:
 
 
 REGISTRY: dict[str, Metric] = {
-    m.name: m
-    for m in (
-        Metric(
-            "f1",
-            "classification",
-            description="F1 weighted by gold support (links: F1 of the links)",
-        ),
-        *(
-            Metric(f"{what}_{c}", "classification", description=f"{what} of label {c}")
-            for c in (0, 1)
-            for what in ("precision", "recall", "f1")
-        ),
-        Metric("spearman", "correlation", description="Spearman's rank correlation"),
-        Metric("pearson", "correlation", description="Pearson's correlation"),
-        Metric("kendall", "correlation", description="Kendall's tau-b"),
-        Metric("precision", "links", description="links: mean over the queries with a gold link"),
-        Metric("recall", "links", description="links: mean over the queries with a gold link"),
-        Metric(
-            "accuracy",
-            "links",
-            description="(TP + TN) / sources, mean over the queries with a gold link",
-        ),
-        *(
-            Metric(
-                f"{what}_micro",
-                "links",
-                description=f"{what} from the counts pooled over the queries with a gold link",
-            )
-            for what in ("precision", "recall", "f1")
-        ),
-        Metric("smr", "links", greater_is_better=False, description="(FP + FN) / N"),
-        Metric("fpr", "links", greater_is_better=False, description="FP / N"),
-        Metric("fnr", "links", greater_is_better=False, description="FN / N"),
-        *(
-            Metric(
-                f"{what}@{k}",
-                "links",
-                description=f"{desc} in the top {k}, mean over the queries with a gold link",
-            )
-            for k in IR_CUTOFFS
-            for what, desc in (
-                ("recall", "share of the gold links"),
-                ("map", "average precision"),
-                ("mrr", "reciprocal rank of the first gold link"),
-                ("ndcg", "nDCG (binary gain)"),
-            )
-        ),
-        *(Metric(c, "links", greater_is_better=None) for c in ("tp", "fp", "fn", "tn")),
-        Metric("n", "count", greater_is_better=None, description="items scored"),
-    )
+    m.name: Metric(m.name, IMPLEMENTATION[m.statistics], m.greater_is_better, m.description)
+    for m in METRIC_LIST
 }
+"""Every declared metric with the scorer's implementation (`tasks.catalogue` names them)."""
+
+__all__ = ["COUNT_METRICS", "IR_CUTOFFS", "METRICS", "REGISTRY", "Metric", "fold_key"]
 
 
 def unknown_metrics(names) -> list[str]:

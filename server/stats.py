@@ -48,7 +48,7 @@ from server.provenance import current_provenance
 from server.queue import SCORING, _fetch, _live_or_cleared, connect, get_queue
 from server.settings import get_settings
 from server.storage import path_for
-from tasks import get_task
+from tasks import catalogue, get_task
 from tasks.store import TaskStore
 
 log = logging.getLogger(__name__)
@@ -60,12 +60,7 @@ METHOD = (
     "bootstrap standard error, normal approximation) with Holm's correction; a cluster holds the "
     "systems not significantly different (alpha 0.05) from its best"
 )
-UNIT_NAMES = {
-    "instances": "instances",
-    "targets": "targets",
-    "tokens": "documents (within each language pair)",
-    "links": "queries",
-}
+UNIT_NAMES = {f.name: f.resampled for f in catalogue.FAMILY_LIST}
 
 
 def stats_dir(home) -> Path:

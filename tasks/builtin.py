@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from tasks.base import Demo, ImportOption, Task
+from tasks.catalogue import declaration_problems
 from tasks.declared import task_from_declaration
 
 SPECS = Path(__file__).with_name("specs")
@@ -152,4 +153,14 @@ PYTHON: dict[str, dict] = {
 
 def builtin_tasks() -> list[Task]:
     """The built-in tasks: each spec joined to its family's Python."""
-    return [replace(task_from_declaration(builtin_spec(i)), **py) for i, py in PYTHON.items()]
+    out = []
+    for i, py in PYTHON.items():
+        task = replace(task_from_declaration(builtin_spec(i)), **py)
+        value = [f.kind for f in task.format.fields if f.name not in task.format.key]
+        bad = declaration_problems(
+            task.kind, task.metrics, task.primary[1], value[0] if value else None
+        )
+        if bad:  # a spec is refused as a bundle would be
+            raise ValueError(f"{spec_path(i)}: {'; '.join(bad)}")
+        out.append(task)
+    return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import csv
 import difflib
+import io
 import json
 import os
 import posixpath
@@ -27,7 +28,7 @@ from typing import Callable, NamedTuple
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from tasks import builtin_ids, register_declared, safezip, unregister_declared
+from tasks import builtin_ids, catalogue, register_declared, safezip, unregister_declared
 from tasks.base import AGGREGATES, Task
 from tasks.builtin import builtin_spec
 from tasks.bundle_models import (
@@ -149,6 +150,29 @@ def _node_lines(node, loc: tuple, out: dict) -> None:
     elif isinstance(node, yaml.SequenceNode):
         for i, v in enumerate(node.value):
             _node_lines(v, loc + (i,), out)
+
+
+def _duplicate_keys(node, loc: tuple, found: _Found) -> None:
+    """A key given twice in one mapping (YAML keeps the last silently): a problem on its line."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict = {}
+        for k, v in node.value:
+            key = k.value if isinstance(k, yaml.ScalarNode) else None
+            if key is not None and key in seen:
+                found.problems.append(
+                    BundleProblem(
+                        yaml_path(loc + (key,)),
+                        k.start_mark.line + 1,
+                        f"{key!r} given twice (first on line {seen[key]}): YAML would keep the "
+                        "last one silently",
+                    )
+                )
+            elif key is not None:
+                seen[key] = k.start_mark.line + 1
+            _duplicate_keys(v, loc + (key if key is not None else str(k.start_mark),), found)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            _duplicate_keys(v, loc + (i,), found)
 
 
 def _message(err: dict) -> str:
@@ -387,9 +411,19 @@ def _raw_list(raw: dict, key: str) -> list:
 
 def _check_names(spec: TaskSpec, raw: dict, at: tuple, found: _Found) -> None:
     """Metrics, subsets and splits named consistently (list items by their place in the file)."""
+    value = [f for f in spec.format.fields if f.name not in spec.format.key]
+    value_kind = value[0].kind if value else None
     for j, m in enumerate(_raw_list(raw, "metrics")):
         if isinstance(m, str) and m not in KNOWN_METRICS:
             found.at(at + ("metrics", j), f"unknown metric {m!r}{_closest(m, KNOWN_METRICS)}")
+        elif isinstance(m, str) and (bad := catalogue.metric_problem(spec.family, m, value_kind)):
+            found.at(at + ("metrics", j), bad)
+    if spec.primary.metric in spec.metrics and not catalogue.metric_problem(
+        spec.family, spec.primary.metric
+    ):
+        bad = catalogue.primary_problem(spec.family, spec.primary.metric)
+        if bad:
+            found.at(at + ("primary", "metric"), bad)
     if spec.primary.metric not in spec.metrics:
         found.at(
             at + ("primary", "metric"),
@@ -467,6 +501,10 @@ def _check_split(
             f"the {spec.family} family reads {', '.join(needed)}: name the file(s) so",
         )
         ok = False
+    if split.hidden:
+        for rel in inputs:
+            if rel is not None:
+                _check_hidden_inputs(spec, name, rel, files.texts[rel], found)
     gold_name = GOLD_NAME[spec.family]
     if gold_name in base and split.gold is not None and published(split):
         found.at(at + ("inputs",), f"an input is named {gold_name}, the name of the public gold")
@@ -502,6 +540,61 @@ def _check_split(
             + "; ".join(parts),
         )
     return ok
+
+
+def _is_text(v) -> bool:
+    """A value that is text and could not be a score: a string that does not read as a number."""
+    if not isinstance(v, str):
+        return False
+    try:
+        float(v.strip())
+    except ValueError:
+        return True
+    return False
+
+
+def _check_hidden_inputs(spec: TaskSpec, split: str, rel: str, text: str, found: _Found) -> None:
+    """The public inputs of a split whose gold is hidden carry only what the family declares as
+    inputs (tasks.catalogue): a CSV family's columns; otherwise, besides the key, the group and
+    the fold, text. Anything else could carry the gold under any name, and is refused."""
+    fam = catalogue.FAMILIES[spec.family]
+    bad: list[tuple[int, str]] = []
+    if rel.endswith(".csv"):
+        header = next(csv.reader(io.StringIO(text)), [])
+        extra = [c for c in header if c not in fam.input_columns]
+        if extra and fam.input_columns:
+            found.in_file(
+                rel,
+                1,
+                f"column(s) {', '.join(map(repr, extra))}: the public inputs of the hidden {split} "
+                f"split carry only {', '.join(fam.input_columns)}",
+            )
+        return
+    if not rel.endswith(".jsonl"):
+        return
+    free = {*spec.format.key, spec.group_field, "target" if spec.family == "targets" else ""}
+    if spec.cross_validation is not None:
+        free.add(spec.cross_validation.field)
+    for n, line in enumerate(text.splitlines(), 1):
+        try:
+            row = json.loads(line) if line.strip() else None
+        except ValueError:
+            continue  # reported by the rows' own check
+        if not isinstance(row, dict):
+            continue
+        for k, v in row.items():
+            if k in free or (fam.input_columns and k in fam.input_columns) or _is_text(v):
+                continue
+            bad.append((n, f"field {k!r} holds {json.dumps(v)[:40]}"))
+    for n, what in bad[:3]:
+        found.in_file(
+            rel,
+            n,
+            f"{what}: the public inputs of the hidden {split} split carry only text besides "
+            f"{', '.join(sorted(f for f in free if f))} (a value here could be the gold)",
+        )
+    if len(bad) > 3:
+        found.in_file(rel, None, f"{len(bad) - 3} more such field(s) in the hidden {split} split")
 
 
 def published(split: SplitSpec) -> bool:
@@ -619,6 +712,7 @@ def read_bundle(source: Path, *, work_dir: Path | None = None, home: Path | None
         found.in_file(MANIFEST, 1, "must be a mapping (id, title, pages, tasks, ...)")
         found.raise_if_any()
     _node_lines(node, (), found.lines)
+    _duplicate_keys(node, (), found)
 
     try:
         CompetitionSpec.model_validate(data)

@@ -14,6 +14,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tasks import catalogue
 from tasks.base import Task
 from tasks.declared import task_from_declaration
 
@@ -24,49 +25,16 @@ TASK_ID = r"^[a-z][a-z0-9-]{1,39}$"
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$"
 EMAIL = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
 
-FAMILIES = ("instances", "targets", "tokens", "links")
 FIELD_KINDS = ("id", "label01", "float", "floats")
 
-# The names of scorer.metrics.REGISTRY (tasks/ sits below scorer/ and cannot import it; a test
-# checks that the two lists agree).
-IR_CUTOFFS = (10, 100, 1000)
-KNOWN_METRICS: tuple[str, ...] = (
-    "f1",
-    *(f"{what}_{c}" for c in (0, 1) for what in ("precision", "recall", "f1")),
-    "spearman",
-    "pearson",
-    "kendall",
-    "precision",
-    "recall",
-    "accuracy",
-    "precision_micro",
-    "recall_micro",
-    "f1_micro",
-    "smr",
-    "fpr",
-    "fnr",
-    *(f"{what}@{k}" for k in IR_CUTOFFS for what in ("recall", "map", "mrr", "ndcg")),
-    "tp",
-    "fp",
-    "fn",
-    "tn",
-    "n",
-)
-
+# Families and metrics are declared once, in tasks.catalogue; these are views of it.
+FAMILIES: tuple[str, ...] = tuple(catalogue.FAMILIES)
+KNOWN_METRICS: tuple[str, ...] = tuple(catalogue.METRICS)
+IR_CUTOFFS = catalogue.IR_CUTOFFS
 # The files each family reads: the inputs a split must hold under these names, and the name its
 # gold is installed under (gold/<split>/<name>; public/<split>/<name> too when it is not hidden).
-REQUIRED_INPUTS = {
-    "instances": ("inputs.jsonl",),
-    "targets": ("targets.jsonl",),
-    "tokens": ("inputs.jsonl",),
-    "links": ("queries.csv", "sources.csv"),
-}
-GOLD_NAME = {
-    "instances": "gold.jsonl",
-    "targets": "gold.jsonl",
-    "tokens": "gold.jsonl",
-    "links": "links.csv",
-}
+REQUIRED_INPUTS = {f.name: f.inputs for f in catalogue.FAMILY_LIST}
+GOLD_NAME = {f.name: f.gold for f in catalogue.FAMILY_LIST}
 
 
 def _no_control(v: str | None) -> str | None:
@@ -286,7 +254,7 @@ class TaskSpec(Spec):
     citation: str = Field("", max_length=20_000)
     licence: str = Field(min_length=1, max_length=2000)
     source: str = Field("", max_length=1000)
-    family: Literal["instances", "targets", "tokens", "links"]
+    family: Literal[FAMILIES]  # type: ignore[valid-type]
     format: FormatSpec
     metrics: list[str] = Field(min_length=1, max_length=60)
     primary: PrimarySpec

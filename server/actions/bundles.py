@@ -22,8 +22,16 @@ from server import api_models as m
 from server import audit, lifecycle, people
 from server.actions import competitions as comp_actions
 from server.exceptions import BundleRefused, LifecycleRefused
-from server.models import Competition, CompetitionPage, CompetitionTask, Phase, User
+from server.models import (
+    Competition,
+    CompetitionPage,
+    CompetitionRole,
+    CompetitionTask,
+    Phase,
+    User,
+)
 from server.sanitize import MarkdownTooDeep, check_markdown, render_markdown
+from server.settings import get_settings
 from tasks import bundle as bundles
 from tasks import get_task
 from tasks.declared import declaration_path
@@ -108,7 +116,7 @@ def create_from_bundle(
         pages = _pages(b)
         installed = bundles.install_tasks(b, home)
         try:
-            out = _write(s, actor, b, pages, via=via, home=home)
+            out = _write(s, actor, b, pages, via=via, home=home, settings=settings)
         except Exception:
             s.rollback()
             bundles.uninstall_tasks(installed, home)
@@ -116,7 +124,9 @@ def create_from_bundle(
     return out
 
 
-def _write(s: Session, actor: User | None, b, pages, *, via: str, home: Path) -> m.CompetitionOut:
+def _write(
+    s: Session, actor: User | None, b, pages, *, via: str, home: Path, settings=None
+) -> m.CompetitionOut:
     spec = b.spec
     reg, teams = spec.registration, spec.teams
     c = Competition(
@@ -180,6 +190,7 @@ def _write(s: Session, actor: User | None, b, pages, *, via: str, home: Path) ->
                 raise BundleRefused([problem]) from None
     if actor is not None:
         people.grant(s, c.id, actor, people.OWNER, by=actor)
+    _roles(s, actor, c, spec, via=via, settings=settings)
     audit.record(
         s,
         actor,
@@ -192,6 +203,26 @@ def _write(s: Session, actor: User | None, b, pages, *, via: str, home: Path) ->
     )
     s.commit()
     return comp_actions.get_competition(s=s, viewer=actor, competition=c.slug, operator=True)
+
+
+def _roles(
+    s: Session, actor: User | None, c: Competition, spec, *, via: str, settings=None
+) -> None:
+    """The bundle's `roles`, as its owner would invite them (server.actions.roles): with mail, an
+    invitation mailed; without, an existing account gets the role at once, anyone else a pending
+    invitation whose link its owners read on the roles page. The creator, owner already, is
+    skipped; an address listed twice keeps its last role."""
+    from server.actions import roles  # the roles actions import the competitions', as this does
+
+    settings = settings or get_settings()
+    wanted = {r.email.strip().lower(): r.role for r in spec.roles}
+    for email, role in wanted.items():
+        if actor is not None and (actor.email or "").lower() == email:
+            continue
+        try:
+            roles._invite(s, settings, c, actor, email, role, via=via)
+        except LifecycleRefused as e:
+            raise BundleRefused([_problem("roles", f"{email}: {e.message}")]) from None
 
 
 def exportable(*, s: Session, competition: str, home: Path) -> bool:
@@ -273,6 +304,15 @@ def _spec_of(s: Session, c: Competition) -> dict:
         "teams": {"size_cap": c.team_size_cap or 0, "join_needs_captain": c.join_needs_captain},
         "anonymous_board": c.anonymous_board,
         "fact_fields": list(c.fact_fields or []),
+        "roles": [
+            {"email": u.email, "role": r.role}
+            for r, u in s.exec(
+                select(CompetitionRole, User)
+                .where(CompetitionRole.competition_id == c.id, CompetitionRole.user_id == User.id)
+                .order_by(CompetitionRole.id)
+            )
+            if u.email
+        ],
         "tasks": [],
     }
 
@@ -308,7 +348,7 @@ def _phases_of(s: Session, task_id: str) -> list[dict]:
 
 def _cloned(spec: dict, new_id: str) -> dict:
     """The spec of a clone: the new id, and each task id suffixed with it (cut to 64)."""
-    spec = dict(spec, id=new_id, state="draft")
+    spec = dict(spec, id=new_id, state="draft", roles=[])
     for t in spec["tasks"]:
         t["id"] = f"{t['id']}-{new_id}"[:64].rstrip("-")
     return spec

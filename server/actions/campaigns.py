@@ -72,12 +72,13 @@ from server.provenance import check_provenance
 from server.settings import get_settings
 from server.storage import path_for
 from tasks import agreement_measures as am
+from tasks import catalogue
 from tasks.base import unit_id
 from tasks.store import TaskStore
 
 DEFAULT_LABELS = ["reference", "no reference"]
 SEP = "\t"  # between the query and the source id of a link item's key
-KINDS = ("links", "instances")
+KINDS = tuple(f.name for f in catalogue.FAMILY_LIST if f.poolable)  # ("instances", "links")
 N_BOOT = 1000
 WORD = pooling.WORD
 

@@ -169,6 +169,32 @@ def invite(
         raise UploadFieldsInvalid({"email": f"{(email or '')[:320]!r}: {e}"}) from None
     if role not in people.ROLES:
         raise UploadFieldsInvalid({"role": f"{role!r}: one of {', '.join(people.ROLES)}"})
+    inv, status, link, message = _invite(s, settings, c, actor, email, role, via=via)
+    s.commit()
+    return m.InviteOut(
+        id=inv.id,
+        competition=c.slug,
+        email=email,
+        role=role,
+        status=status,
+        link=link,
+        expires_at=_expires(inv),
+        message=message,
+    )
+
+
+def _invite(
+    s: Session,
+    settings: Settings,
+    c: Competition,
+    actor: User | None,
+    email: str,
+    role: str,
+    *,
+    via: str,
+) -> tuple[CompetitionInvite, str, str | None, str]:
+    """The invitation itself, uncommitted (`invite`, and a bundle's `roles` on create): mailed,
+    granted at once (no mail, an account with that address) or a link to hand over."""
     existing = _user_by_email(s, email)
     if existing is not None and people.role_of(s, existing, c.id) == role:
         raise LifecycleRefused(f"{email} is {role} of {c.slug!r} already", "has_role")
@@ -225,17 +251,7 @@ def invite(
         invite=inv.id,
         outcome=status,
     )
-    s.commit()
-    return m.InviteOut(
-        id=inv.id,
-        competition=c.slug,
-        email=email,
-        role=role,
-        status=status,
-        link=link,
-        expires_at=_expires(inv),
-        message=message,
-    )
+    return inv, status, link, message
 
 
 def masked(email: str) -> str:
