@@ -125,10 +125,14 @@ SPLIT_OPTION = click.option(
 # asked for: `palimpsest --help` lists them from this table and imports no server code. A test
 # checks that the table and server/cli.py agree.
 SERVER_COMMANDS = {
+    "backup": "Back up the site into one archive (`backup OUT`), or check one (`backup verify "
+    "OUT`).",
     "competitions": "Competitions: their state, tasks and pages.",
     "db": "Database schema (Alembic migrations).",
     "phases": "Phases of a task: windows, limits and the public part of the test gold.",
     "rankings": "Published final rankings (immutable snapshots, numbered versions).",
+    "restore": "Restore the site from an archive of `palimpsest backup` into an empty database "
+    "and data directory.",
     "reconcile": "Re-enqueue what the database says is pending but no live job holds (run one "
     "per site).",
     "runs": "Organizer actions on submitted runs, at the server's own shell: rescore, hide, "
