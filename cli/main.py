@@ -131,8 +131,7 @@ SERVER_COMMANDS = {
     "db": "Database schema (Alembic migrations).",
     "phases": "Phases of a task: windows, limits and the public part of the test gold.",
     "rankings": "Published final rankings (immutable snapshots, numbered versions).",
-    "restore": "Restore the site from an archive of `palimpsest backup` into an empty database "
-    "and data directory.",
+    "restore": "Restore the site from an archive of `palimpsest backup` (into an empty site).",
     "reconcile": "Re-enqueue what the database says is pending but no live job holds (run one "
     "per site).",
     "runs": "Organizer actions on submitted runs, at the server's own shell: rescore, hide, "

@@ -865,8 +865,10 @@ def register(main: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
     @_home_option
     def backup_(args, database_url, as_json):
-        """Back up the site (database, then every file of the data directory) into the archive
-        OUT (a directory: a dated archive inside it), while it serves; `backup verify OUT`
+        """Back up the site into one archive (`backup OUT`), or check one (`backup verify OUT`).
+
+        The database first, then every file of the data directory, into the archive OUT (a
+        directory: a dated archive inside it), while the site serves; `backup verify OUT`
         restores an archive into a scratch database and directory and checks every checksum,
         count and published ranking, exiting 1 on any mismatch."""
         from server import backup as bk
@@ -918,8 +920,10 @@ def register(main: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
     @_home_option
     def restore_(archive, force, as_json):
-        """Restore ARCHIVE (from `palimpsest backup`) into this site's database (DATABASE_URL,
-        or SQLite in the data directory) and data directory, then migrate it forward. Refuses a
+        """Restore the site from an archive of `palimpsest backup` (into an empty site).
+
+        ARCHIVE goes into this site's database (DATABASE_URL, or SQLite in the data directory)
+        and data directory, then the database is migrated forward. Refuses a
         non-empty target without --force and an archive newer than this version; exits 1 on any
         mismatch. The archive is only read."""
         from server import backup as bk
