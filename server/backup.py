@@ -46,7 +46,7 @@ from sqlalchemy import create_engine, inspect, select, text
 from sqlalchemy.engine import make_url
 from sqlmodel import Session
 
-from server import migrate
+from server import migrate, objectstore
 from server.settings import SECRET_FILE, Settings
 
 FORMAT = "palimpsest-backup"
@@ -221,6 +221,16 @@ def _add_file(tar: tarfile.TarFile, src: Path, arcname: str) -> dict:
     return {"sha256": hf.h.hexdigest(), "size": st.st_size}
 
 
+def _add_stream(tar: tarfile.TarFile, stream, size: int, arcname: str) -> dict:
+    info = tarfile.TarInfo(arcname)
+    info.size = size
+    info.mtime = int(time.time())
+    info.mode = 0o644
+    hf = _Hashing(stream)
+    tar.addfile(info, hf)
+    return {"sha256": hf.h.hexdigest(), "size": size}
+
+
 def _data_files(home: Path, skip: set[Path]) -> list[tuple[Path, str]]:
     """(path, path relative to home) of every file an archive holds: all but LEFT_OUT, hidden
     names (staging directories and temporary files) and uploads/tmp; symlinked directories are
@@ -348,7 +358,19 @@ def _backup_once(settings: Settings, out: Path) -> dict:
             sqlite = _sqlite_path(url)
             if sqlite is not None:
                 skip |= {Path(str(sqlite) + x).resolve() for x in ("", "-wal", "-shm", "-journal")}
+            store = objectstore.store_for(settings)
+            stored = set()
+            if store is not None:  # the store holds the truth; the data directory is its cache
+                for key, size in store.keys(""):
+                    if any(p.startswith(".") for p in key.split("/")) or "/" not in key:
+                        continue
+                    members["files/" + key] = _add_stream(
+                        tar, store.open(key), size, "files/" + key
+                    )
+                    stored.add(key)
             for path, rel in _data_files(settings.home, skip):
+                if rel in stored:
+                    continue
                 try:
                     members["files/" + rel] = _add_file(tar, path, "files/" + rel)
                 except FileNotFoundError:  # removed since the walk (a staging file): not the site's
@@ -359,7 +381,9 @@ def _backup_once(settings: Settings, out: Path) -> dict:
             else:
                 eng = create_engine(url)
             try:
-                bad = gold_problems(eng, settings.home) if "goldversion" in counts else []
+                # (with an object store, the files came from it: `backup verify` checks them)
+                check = "goldversion" in counts and store is None
+                bad = gold_problems(eng, settings.home) if check else []
             finally:
                 eng.dispose()
             if bad:
@@ -546,6 +570,11 @@ def target_contents(settings: Settings) -> list[str]:
         p = home / area
         if p.exists() and any(x.is_file() for x in p.rglob("*")):
             found.append(f"{p} holds files")
+    store = objectstore.store_for(settings)
+    if store is not None:
+        for area in ("uploads/", "tasks/", "baselines/"):
+            if next(iter(store.keys(area)), None) is not None:
+                found.append(f"the object store {store!r} holds {area}")
     return found
 
 
@@ -584,6 +613,12 @@ def restore(settings: Settings, archive: Path, *, force: bool = False) -> Report
         t1 = time.monotonic()
         rep.problems += _restore_database(tar, m, url, home)
         rep.timings["database"] = time.monotonic() - t1
+    if objectstore.store_for(settings) is not None:  # the site keeps its files in a store
+        t3 = time.monotonic()
+        rep.checks["stored"] = sum(
+            objectstore.push_tree(settings, area) for area in ("uploads", "tasks", "baselines")
+        )
+        rep.timings["store"] = time.monotonic() - t3
     # the counts as archived, before any migration
     eng = create_engine(url)
     try:
@@ -787,6 +822,7 @@ def scratch_site(settings: Settings, m: dict, database_url: str | None = None):
             database_url=url,
             secret_key=settings.secret_key,
             bootstrap_samples=settings.bootstrap_samples,
+            s3_bucket=None,  # the scratch site keeps its files in its own directory only
         )
         yield scratch
     finally:

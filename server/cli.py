@@ -185,7 +185,7 @@ def register(main: click.Group) -> None:
             click.echo(settings_markdown(), nl=False)
             return
         values = _settings().model_dump(mode="json")
-        for secret in ("secret_key", "smtp_password"):
+        for secret in ("secret_key", "smtp_password", "s3_secret_key"):
             if values.get(secret):
                 values[secret] = "***"
         if as_json:

@@ -28,6 +28,7 @@ translate to and from these actions.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import io
@@ -47,7 +48,7 @@ from scorer import pooling, validate_file
 from scorer.errors import SubmissionInvalid
 from scorer.families import family
 from server import api_models as m
-from server import audit, goldversions, leaderboard, people, plots, publication
+from server import audit, goldversions, leaderboard, objectstore, people, plots, publication
 from server.actions.common import phase as find_phase
 from server.actions.common import require_organizer as require_task_organizer
 from server.actions.common import task as find_task
@@ -1096,10 +1097,14 @@ def close_campaign(
         decisions=dict(rules),
     )
     try:
+        # the new gold into the object store (when the site has one) before its row commits
+        objectstore.push_tree(get_settings(), f"tasks/{t.id}")
         s.commit()
     except Exception:
         s.rollback()
         undo()  # the files go back with the transaction (e.g. another close took the version)
+        with contextlib.suppress(Exception):
+            objectstore.push_tree(get_settings(), f"tasks/{t.id}")
         raise
     ids = check_provenance(s.get_bind(), get_settings(), task_id=t.id)
     if enqueue is not None and ids:
