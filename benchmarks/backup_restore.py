@@ -34,8 +34,11 @@ def main() -> None:
     if site.exists():
         shutil.rmtree(site)
     for d in ("archives", "restored"):
+        if (out / d).is_file():
+            (out / d).unlink()
         shutil.rmtree(out / d, ignore_errors=True)
     site.mkdir(parents=True)
+    (out / "archives").mkdir()
     os.environ["PALIMPSEST_HOME"] = str(site)
     os.environ.pop("DATABASE_URL", None)
     os.environ.pop("REDIS_URL", None)
@@ -68,6 +71,7 @@ def main() -> None:
         ).scalar_one()
         dev.concurrent_limit = None
         dev.daily_limit = None
+        dev.total_limit = None
         s.commit()
         loci_phase = s.execute(
             select(Phase).where(Phase.task_id == "loci-similes", Phase.name == "test")

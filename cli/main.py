@@ -138,6 +138,7 @@ SERVER_COMMANDS = {
     "remove.",
     "serve": "Run the web app, an embedded Redis, workers and the reconciler on this machine.",
     "settings": "Print every setting: its value here (secrets masked), or the docs' table.",
+    "store": "The object store (PALIMPSEST_S3_*): push the data directory's files into it.",
     "tokens": "API tokens (shown once, stored as sha256).",
     "users": "Accounts: create one, print a password-reset link, sign one out everywhere.",
     "worker": "Run a scoring worker (RQ, JSON-serialized jobs) against DATABASE_URL and REDIS_URL.",

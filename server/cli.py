@@ -909,6 +909,31 @@ def register(main: click.Group) -> None:
         )
         click.echo("left out: " + ", ".join([*m["left_out"]["files"], *m["left_out"]["settings"]]))
 
+    @main.group("store")
+    def store_group():
+        """The object store (PALIMPSEST_S3_*): push the data directory's files into it."""
+
+    @store_group.command("push")
+    @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
+    @_home_option
+    def store_push(as_json):
+        """Put every file of uploads/, tasks/ and baselines/ that the store lacks (or holds
+        different) into it: after importing tasks into a site on a store."""
+        from server import objectstore
+        from server.exceptions import StoreUnreachable
+
+        settings = _settings()
+        if objectstore.store_for(settings) is None:
+            raise Refused("no object store configured (set PALIMPSEST_S3_BUCKET and its settings)")
+        try:
+            put = {a: objectstore.push_tree(settings, a) for a in ("uploads", "tasks", "baselines")}
+        except StoreUnreachable as e:
+            raise Refused(e.message) from None
+        if as_json:
+            click.echo(json.dumps({"put": put}))
+        else:
+            click.echo(", ".join(f"{a}: {n} file(s) put" for a, n in put.items()))
+
     @main.command("restore")
     @click.argument("archive", type=click.Path(dir_okay=False, path_type=Path))
     @click.option(

@@ -225,7 +225,7 @@ def push_tree(settings: Settings, rel: str) -> int:
         if any(part.startswith(".") for part in p.relative_to(settings.home).parts):
             continue
         key = p.relative_to(settings.home).as_posix()
-        if p.name == "task.json" or have.get(key) != p.stat().st_size or _changed(store, key, p):
+        if have.get(key) != p.stat().st_size or _changed(store, key, p):
             store.put_file(key, p)
             n += 1
     return n

@@ -56,9 +56,11 @@ def stored(request, tmp_path, demo_home, monkeypatch, seaweedfs):  # noqa: F811
     _own_tasks(b, demo_home)
     for name in ("dev", "test"):
         set_phase(b, TASK, name, concurrent_limit=None, daily_limit=None)
-    from server import objectstore
-
-    assert objectstore.push_tree(b.settings, "tasks") > 0
+    r = _cli("store", "push", "--json", env={"PALIMPSEST_HOME": str(b.settings.home)})
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["put"]["tasks"] > 0
+    r = _cli("store", "push", "--json", env={"PALIMPSEST_HOME": str(b.settings.home)})
+    assert json.loads(r.stdout)["put"]["tasks"] == 0  # nothing put twice
     b.env = env
     return b
 
