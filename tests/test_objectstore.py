@@ -19,6 +19,7 @@ from conftest import _make_backend, build_schema
 from seaweed import s3_env, seaweedfs  # noqa: F401 - the fixture
 from sqlalchemy import select
 from sqlmodel import Session
+from test_reconciler import _load, big_home, big_predictions  # noqa: F401 - the fixtures
 
 TASK = "tric-binary"
 
@@ -241,3 +242,68 @@ def test_the_drill_from_the_data_directory_to_the_store_and_back(
     served = _served(back, None, secret)
     source = _served(b.settings.home, None, secret)
     assert served == source and all(st == 200 for st, _ in served.values())
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_job_on_the_store_leaves_nothing_lost(
+    request,
+    tmp_path,
+    monkeypatch,
+    seaweedfs,  # noqa: F811
+):
+    """The kill -9 of tests/test_reconciler.py with the files in the store and each worker on a
+    data directory of its own, empty at its start: the second worker fetches what it needs and
+    every run ends scored."""
+    import time
+
+    from backbone import all_final, get, kill_group, statuses, wait_for
+
+    from server.reconciler import start_thread
+
+    home = request.getfixturevalue("big_home")  # noqa: F811
+    predictions = request.getfixturevalue("big_predictions")
+    env = _bucket(seaweedfs)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    b = _make_backend("embedded", request, tmp_path, home, monkeypatch)
+    r = _cli("store", "push", "--json", env={"PALIMPSEST_HOME": str(b.settings.home)})
+    assert r.exit_code == 0, r.output
+    team, user = make_team(b)
+    ids = _load(b, team, user, predictions)
+
+    def worker(name):
+        other = tmp_path / name
+        other.mkdir()
+        wenv = child_env(b)
+        wenv.update(env)
+        wenv.update(
+            PALIMPSEST_HOME=str(other),
+            DATABASE_URL=b.settings.sqlalchemy_url(),
+            REDIS_URL=b.embedded.url,
+            PALIMPSEST_SECRET_KEY=b.settings.secret_key,
+        )
+        return worker_process(b, env=wenv, log=tmp_path / f"{name}.log")
+
+    w = worker("w1")
+    try:
+        assert wait_for(lambda: get(b, ids[0]).status == "running", 90, every=0.05), (
+            tmp_path / "w1.log"
+        ).read_text()[-3000:]
+        time.sleep(0.3)
+    finally:
+        kill_group(w)
+    assert get(b, ids[0]).status == "running"
+    w2 = worker("w2")
+    t, stop = start_thread(b.settings, b.engine)
+    try:
+        assert wait_for(lambda: all_final(b, ids), 90), (
+            statuses(b, ids),
+            (tmp_path / "w2.log").read_text()[-3000:],
+        )
+    finally:
+        kill_group(w2)
+        stop.set()
+        t.join(10)
+    assert statuses(b, ids) == ["scored"] * len(ids)
+    assert get(b, ids[0]).attempts == 2
+    assert (tmp_path / "w2" / "tasks" / "swissgov-rsd" / "task.json").is_file()
