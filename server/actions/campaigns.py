@@ -69,7 +69,6 @@ from server.models import (
 )
 from server.provenance import check_provenance
 from server.settings import get_settings
-from server.storage import path_for
 from tasks import agreement_measures as am
 from tasks.base import unit_id
 from tasks.store import TaskStore
@@ -237,7 +236,8 @@ def _pool_links(s, task, phase, depth, home, runs) -> Pool:
     codes = []
     for sub in runs:
         try:
-            v = validate_file(task.id, path_for(home, sub.storage_key), phase.split, home)
+            local = objectstore.local_upload(get_settings(), sub.storage_key)  # or the store's
+            v = validate_file(task.id, local, phase.split, home)
         except (SubmissionInvalid, OSError) as e:
             raise LifecycleRefused(
                 f"run {sub.id} cannot be read for the pool ({e}); hide it or rescore it first",
