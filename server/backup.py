@@ -362,7 +362,10 @@ def _backup_once(settings: Settings, out: Path) -> dict:
             stored = set()
             if store is not None:  # the store holds the truth; the data directory is its cache
                 for key, size in store.keys(""):
-                    if any(p.startswith(".") for p in key.split("/")) or "/" not in key:
+                    parts = key.split("/")
+                    if any(p.startswith(".") for p in parts) or len(parts) < 2:
+                        continue
+                    if parts[0] == "incoming":  # large uploads not completed: no row names them
                         continue
                     members["files/" + key] = _add_stream(
                         tar, store.open(key), size, "files/" + key
@@ -606,6 +609,8 @@ def restore(settings: Settings, archive: Path, *, force: bool = False) -> Report
     home.mkdir(parents=True, exist_ok=True)
     if busy:
         _move_aside(home, url)
+    elif kind == "postgresql":
+        _drop_tables(url)  # an empty schema (tables without rows) would collide with the dump's
     with tarfile.open(archive, "r:") as tar:
         # the files first, checked against the manifest as they are written
         rep.problems += _extract_files(tar, m, home)
@@ -668,14 +673,20 @@ def _move_aside(home: Path, url: str) -> Path:
             if q.exists():
                 os.replace(q, aside / q.name)
     else:
-        eng = create_engine(url)
-        try:
-            with eng.begin() as c:
-                c.execute(text("DROP SCHEMA public CASCADE"))
-                c.execute(text("CREATE SCHEMA public"))
-        finally:
-            eng.dispose()
+        _drop_tables(url)
     return aside
+
+
+def _drop_tables(url: str) -> None:
+    """Drop every table of a PostgreSQL target (one refused as non-empty only holds what a fresh
+    `db upgrade` or `serve` writes, or --force was given), so that pg_restore starts clean."""
+    eng = create_engine(url)
+    try:
+        with eng.begin() as c:
+            for t in inspect(c).get_table_names():
+                c.execute(text(f'DROP TABLE IF EXISTS "{t}" CASCADE'))
+    finally:
+        eng.dispose()
 
 
 def _safe_rel(name: str) -> str | None:

@@ -18,7 +18,7 @@ import uuid
 import pytest
 from backbone import burst, make_team, set_phase, submit
 from click.testing import CliRunner
-from conftest import _make_backend, fresh_pg_database
+from conftest import _make_backend, build_schema, fresh_pg_database
 from sqlalchemy import func, select
 from sqlmodel import Session
 
@@ -269,6 +269,7 @@ def test_restore_drill(site, tmp_path, monkeypatch, request):
     else:
         with fresh_pg_database("palimpsest_restore_") as (_name, target_url):
             env["DATABASE_URL"] = target_url
+            build_schema(target_url)  # migrated but empty, as `palimpsest db upgrade` leaves it
             restored = _restore_and_check(b, archive, target, env, target_url, before, marker_run)
     assert marker_file.is_file() and not (target / "uploads" / marker_run.storage_key).exists()
     assert restored["rankings"] == before["rankings"]
