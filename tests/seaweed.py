@@ -121,8 +121,15 @@ def start_weed(workdir: Path) -> tuple[subprocess.Popen, dict]:
         f"-bucket={BUCKET}",
     ]
     log = open(workdir / "weed.log", "ab")
-    proc = subprocess.Popen(
-        cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir, start_new_session=True
+    from server.procs import preexec_die_with_parent
+
+    proc = subprocess.Popen(  # dies with the test session even on kill -9 (PR_SET_PDEATHSIG)
+        cmd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=workdir,
+        start_new_session=True,
+        preexec_fn=preexec_die_with_parent(),
     )
     info = {
         "endpoint": f"http://127.0.0.1:{s3}",
