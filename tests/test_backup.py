@@ -311,6 +311,35 @@ def test_restore_drill(site, tmp_path, monkeypatch, request):
     problems = json.loads(r.stdout)["problems"]
     assert any(f"run {victim.id}: its upload" in p for p in problems), problems
 
+    if b.kind == "embedded":
+        # a database changed with its checksum recomputed: only the rebuilt ranking can tell
+        hidden = tmp_path / "hidden-run.tar"
+
+        def hide(name, data, m):
+            if name != "database/palimpsest.sqlite3":
+                return data
+            import hashlib
+            import sqlite3
+
+            db = tmp_path / "tampered.sqlite3"
+            db.write_bytes(data)
+            con = sqlite3.connect(db)
+            con.execute("UPDATE submission SET hidden = 1 WHERE id = ?", (built["runs"][0],))
+            con.commit()
+            con.close()
+            data = db.read_bytes()
+            m["members"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+            return data
+
+        _rewrite(archive, hidden, hide)
+        r = _cli("backup", "verify", str(hidden), "--json")
+        assert r.exit_code == 1
+        problems = json.loads(r.stdout)["problems"]
+        assert any(
+            f"{TASK}/{PHASE} version 2: rebuilt from the restored data it differs" in p
+            for p in problems
+        ), problems
+
     # an archive newer than the code is refused; so is a missing manifest's archive
     newer = tmp_path / "newer.tar"
 
