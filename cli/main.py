@@ -125,16 +125,20 @@ SPLIT_OPTION = click.option(
 # asked for: `palimpsest --help` lists them from this table and imports no server code. A test
 # checks that the table and server/cli.py agree.
 SERVER_COMMANDS = {
+    "backup": "Back up the site into one archive (`backup OUT`), or check one (`backup verify "
+    "OUT`).",
     "competitions": "Competitions: their state, tasks and pages.",
     "db": "Database schema (Alembic migrations).",
     "phases": "Phases of a task: windows, limits and the public part of the test gold.",
     "rankings": "Published final rankings (immutable snapshots, numbered versions).",
+    "restore": "Restore the site from an archive of `palimpsest backup` (into an empty site).",
     "reconcile": "Re-enqueue what the database says is pending but no live job holds (run one "
     "per site).",
     "runs": "Organizer actions on submitted runs, at the server's own shell: rescore, hide, "
     "remove.",
     "serve": "Run the web app, an embedded Redis, workers and the reconciler on this machine.",
     "settings": "Print every setting: its value here (secrets masked), or the docs' table.",
+    "store": "The object store (PALIMPSEST_S3_*): push the data directory's files into it.",
     "tokens": "API tokens (shown once, stored as sha256).",
     "users": "Accounts: create one, print a password-reset link, sign one out everywhere.",
     "worker": "Run a scoring worker (RQ, JSON-serialized jobs) against DATABASE_URL and REDIS_URL.",

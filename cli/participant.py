@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from cli.client import Client, ClientError, load_config, save_config
+from cli.client import Client, ClientError, load_config, save_config, upload_large
 from tasks.store import TaskStore
 
 FINAL = {"scored", "failed"}
@@ -162,6 +162,15 @@ def register(main: click.Group) -> None:
         help="The fact sheet's answers as a JSON object (key: value).",
     )
     @click.option("--wait", is_flag=True, help="Wait until scored, then print the scores.")
+    @click.option(
+        "--large-above",
+        type=int,
+        default=64 * 1024 * 1024,
+        show_default=True,
+        envvar="PALIMPSEST_LARGE_ABOVE",
+        help="Bytes above which the file goes straight to the site's object store in parts "
+        "(resumable: run the command again after a dropped connection).",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
     def submit(
         task_id,
@@ -176,6 +185,7 @@ def register(main: click.Group) -> None:
         fact,
         facts_file,
         wait,
+        large_above,
         as_json,
     ):
         """Upload a prediction file (or, with --code, your system to run blind); with --wait,
@@ -212,21 +222,21 @@ def register(main: click.Group) -> None:
                 bar.update(max(0, min(sent, bar.length) - last[0]))
                 last[0] = min(sent, bar.length)
 
+        form = {
+            "phase": phase,
+            "method_name": method_name,
+            "description": description,
+            "url": url,
+            "show_publicly": "false" if private else "true",
+            **({"primary": "true"} if primary else {}),
+            **{f"fact.{k}": v for k, v in sheet.items()},
+        }
         try:
-            sub = c.upload(
-                f"/tasks/{task_id}/submissions",
-                file,
-                {
-                    "phase": phase,
-                    "method_name": method_name,
-                    "description": description,
-                    "url": url,
-                    "show_publicly": "false" if private else "true",
-                    **({"primary": "true"} if primary else {}),
-                    **{f"fact.{k}": v for k, v in sheet.items()},
-                },
-                progress,
-            )
+            sub = None
+            if file.stat().st_size > large_above:  # straight to the object store, in parts
+                sub = upload_large(c, task_id, file, form, progress)
+            if sub is None:
+                sub = c.upload(f"/tasks/{task_id}/submissions", file, form, progress)
         except ClientError as e:
             if bar is not None:
                 bar.render_finish()

@@ -35,6 +35,7 @@ from server.actions import campaign_models as model_actions
 from server.actions import campaigns as campaign_actions
 from server.actions import code_runs as run_actions
 from server.actions import competitions as comp_actions
+from server.actions import large_uploads
 from server.actions import registrations as reg_actions
 from server.actions import roles as role_actions
 from server.actions import submissions as sub_actions
@@ -1128,6 +1129,67 @@ def create(task_id):
             problems=[{"line": None, "id": None, "message": "the file is empty"}],
             total=1,
         ) from None
+    return _sub_out(s, u, sub, 200 if duplicate else 201, duplicate=duplicate)
+
+
+@bp.post("/tasks/<task_id>/uploads")
+@op(
+    "Start a large upload straight to the object store",
+    body=m.LargeUploadIn,
+    responses={201: m.LargeUploadOut},
+    errors=(403, 404, 409, 413, 503),
+    tags=("submissions",),
+    description="A site with an object store: one presigned PUT URL per part; send the parts, "
+    "then `POST /uploads/complete` (409 `no_store` on a site without one: use the plain upload).",
+)
+def large_upload_start(task_id):
+    body = _body(m.LargeUploadIn)
+    out = large_uploads.start(
+        s=db(),
+        user=_user(),
+        task_id=_task(task_id).id,
+        phase=body.phase,
+        filename=body.filename,
+        size=body.size,
+        settings=get_settings(),
+    )
+    return _json_out(out, 201)
+
+
+@bp.post("/uploads/parts")
+@op(
+    "The parts of a large upload the store holds, with fresh URLs for the others",
+    body=m.LargeUploadTicket,
+    responses={200: m.LargeUploadOut},
+    errors=(404, 409, 503),
+    tags=("submissions",),
+)
+def large_upload_parts():
+    body = _body(m.LargeUploadTicket)
+    return _json_out(large_uploads.parts(user=_user(), ticket=body.upload, settings=get_settings()))
+
+
+@bp.post("/uploads/complete")
+@op(
+    "Complete a large upload: it becomes a submission, as a plain upload does",
+    body=m.LargeUploadComplete,
+    responses={201: m.SubmissionOut, 200: m.SubmissionOut},
+    errors=(403, 404, 409, 413, 422, 429, 503),
+    tags=("submissions",),
+)
+def large_upload_complete():
+    body = _body(m.LargeUploadComplete)
+    u = _user()
+    s = db()
+    sub, duplicate = large_uploads.complete(
+        s=s,
+        user=u,
+        ticket=body.upload,
+        fields=m.UploadFields.model_validate(body.model_dump(exclude={"upload"})),
+        settings=get_settings(),
+        redis=current_app.extensions.get("palimpsest.redis"),
+        enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
+    )
     return _sub_out(s, u, sub, 200 if duplicate else 201, duplicate=duplicate)
 
 

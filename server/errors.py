@@ -18,6 +18,7 @@ from server.exceptions import (
     NotFound,
     PhaseClosed,
     QueueUnreachable,
+    StoreUnreachable,
     SubmissionRefused,
     TeamRefused,
     UploadFieldsInvalid,
@@ -38,6 +39,7 @@ TABLE: list[tuple[type[Exception], int, str]] = [
     (NotFound, 404, "not_found"),
     (Forbidden, 403, "forbidden"),
     (QueueUnreachable, 503, "queue_unreachable"),
+    (StoreUnreachable, 503, "store_unreachable"),
 ]
 
 

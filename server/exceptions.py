@@ -130,3 +130,13 @@ class QueueUnreachable(PalimpsestError):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+class StoreUnreachable(PalimpsestError):
+    """The object store (PALIMPSEST_S3_*) did not take or give a file: nothing was recorded; the
+    message says which store and what to do."""
+
+    def __init__(self, message: str, code: str = "store_unreachable"):
+        super().__init__(message)
+        self.message = message
+        self.code = code

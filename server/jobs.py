@@ -15,7 +15,7 @@ import logging
 from sqlmodel import Session
 
 from scorer import Problem, SubmissionInvalid, score_validated, validate_file
-from server import lifecycle
+from server import lifecycle, objectstore
 from server.db import get_engine
 from server.lifecycle import (
     PENDING,
@@ -30,7 +30,6 @@ from server.partitions import gold_parts
 from server.queue import submission_id_of
 from server.settings import Settings, get_settings
 from server.stats import compute_board_stats, enqueue, save_units
-from server.storage import path_for
 from tasks import get_task
 from tasks.store import TaskStore
 
@@ -57,7 +56,9 @@ def score_submission(submission_id: int) -> dict:
             phase = s.get(Phase, sub.phase_id)
             task_id, split, key = sub.task_id, phase.split, sub.storage_key
             round_ceiling = sub.attempt_ceiling
-        path = path_for(settings.home, key)
+        # the upload and the task's files, from the object store when this machine lacks them
+        path = objectstore.local_upload(settings, key)
+        objectstore.ensure_task(settings, task_id)
         parts = gold_parts(engine, phase.id, settings)
         try:
             with bounded(settings.file_cpu_seconds, settings.file_memory_bytes):

@@ -102,21 +102,6 @@ def publish(
     version = (prev.version if prev else 0) + 1
     # the snapshot is public: it names the role, never an address (the row keeps the account's id)
     who = "organizer" if isinstance(actor, User) else None
-    board = lb.build_board(
-        s,
-        task,
-        phase,
-        audience="public",
-        show_private=True,
-        include_closed=True,
-        provenance=current_provenance(task, phase.split, settings.home),
-        with_parts=True,
-    )
-    board.published = (
-        True  # as it will be served: the private ranking with the public part beside it
-    )
-    lb.add_reference_rows(board, task, settings.home)
-    _snapshot_statistics(s, task, phase, board, settings)
     meta = {
         "version": version,
         "published_at": now.replace(microsecond=0).isoformat() + "Z",
@@ -124,8 +109,8 @@ def publish(
         "reason": reason,
         "rule": RANKED_RUN_RULE,
     }
-    body = lb.snapshot_dict(board, meta, secret=settings.secret_key)
-    body_json = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    body = snapshot_body(s, task, phase, settings, meta)
+    body_json = snapshot_json(body)
     rv = RankingVersion(
         phase_id=phase.id,
         task_id=phase.task_id,
@@ -156,6 +141,33 @@ def publish(
     )
     s.commit()
     return rv
+
+
+def snapshot_body(s: Session, task, phase: Phase, settings, meta: dict) -> dict:
+    """The snapshot of a phase's final ranking as the data stand now, with the publication's
+    `meta` (version, time, organizer, reason, rule). `publish` stores it; `server.backup`
+    rebuilds it from a restored site to check a published version byte for byte."""
+    board = lb.build_board(
+        s,
+        task,
+        phase,
+        audience="public",
+        show_private=True,
+        include_closed=True,
+        provenance=current_provenance(task, phase.split, settings.home),
+        with_parts=True,
+    )
+    board.published = (
+        True  # as it will be served: the private ranking with the public part beside it
+    )
+    lb.add_reference_rows(board, task, settings.home)
+    _snapshot_statistics(s, task, phase, board, settings)
+    return lb.snapshot_dict(board, meta, secret=settings.secret_key)
+
+
+def snapshot_json(body: dict) -> str:
+    """The stored bytes of a snapshot (`RankingVersion.body_json`)."""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
 def _snapshot_statistics(s: Session, task, phase: Phase, board, settings) -> None:

@@ -20,14 +20,13 @@ from pathlib import Path
 
 from sqlmodel import Session
 
-from server import code_runs, lifecycle
+from server import code_runs, lifecycle, objectstore
 from server.db import get_engine
 from server.exceptions import DuplicateSubmission
 from server.exposure import blind_splits
 from server.models import CodeRun, Phase, Submission, Team, User
 from server.sandbox import Limits, SandboxUnavailable, run
 from server.settings import get_settings
-from server.storage import path_for
 from server.submissions import create_submission
 from server.system_archive import SystemInvalid, unpack
 
@@ -77,12 +76,13 @@ def run_system(run_id: int) -> dict:
         work = Path(work)
         os.chmod(work, 0o755)
         try:
-            m = unpack(path_for(settings.home, key), work / "code")
+            m = unpack(objectstore.local_upload(settings, key), work / "code")
         except SystemInvalid as e:  # checked at upload; a changed archive is the server's fault
             code_runs.fail_infra(engine, run_id, f"the stored archive cannot be read: {e}")
             return {"run": run_id, "stage": "failed"}
         with Session(engine) as s:
             blind = blind_splits(s, task_id)
+        objectstore.ensure_public(settings, task_id)  # inputs from the store, never the gold
         code_runs.stage_inputs(settings.home, task_id, split, work / "input", blind)
         try:
             outcome = run(

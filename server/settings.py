@@ -167,6 +167,24 @@ class Settings(BaseSettings):
     bootstrap_samples: int = Field(
         1000, description="Bootstrap resamples behind each board's intervals and clusters."
     )
+    s3_bucket: str | None = Field(
+        None,
+        description="Bucket of an S3-compatible object store (SeaweedFS, MinIO, AWS S3); set: "
+        "uploads and task files are kept there, and the data directory is a cache of it; unset: "
+        "the data directory only.",
+    )
+    s3_endpoint: str | None = Field(
+        None, description="Endpoint URL of the object store, e.g. `http://seaweedfs:8333`."
+    )
+    s3_region: str = Field("us-east-1", description="Region of the object store.")
+    s3_access_key: str | None = Field(None, description="Access key id of the object store.")
+    s3_secret_key: str | None = Field(
+        None, repr=False, description="Secret access key of the object store."
+    )
+    s3_path_style: bool = Field(
+        True,
+        description="Path-style addressing (`endpoint/bucket/key`), as SeaweedFS and MinIO use.",
+    )
 
     @field_validator(
         "database_url",
@@ -176,6 +194,10 @@ class Settings(BaseSettings):
         "smtp_host",
         "smtp_user",
         "smtp_password",
+        "s3_bucket",
+        "s3_endpoint",
+        "s3_access_key",
+        "s3_secret_key",
         mode="before",
     )
     @classmethod

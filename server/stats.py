@@ -40,6 +40,7 @@ from sqlmodel import Session
 from scorer import validate_file
 from scorer.bootstrap import Bootstrap, board_statistics, unit_arrays
 from server import leaderboard as lb
+from server import objectstore
 from server.db import get_engine
 from server.leaderboard import STALE_NOTE
 from server.models import GoldPartition, Phase, Submission
@@ -47,7 +48,6 @@ from server.partitions import bootstrap_seed, draw, phase_fingerprint
 from server.provenance import current_provenance
 from server.queue import SCORING, _fetch, _live_or_cleared, connect, get_queue
 from server.settings import get_settings
-from server.storage import path_for
 from tasks import catalogue, get_task
 from tasks.store import TaskStore
 
@@ -103,7 +103,11 @@ def load_units(settings, task, split: str, submission_id: int, attempt: int) -> 
         with Session(get_engine(settings.sqlalchemy_url())) as s:
             key = s.get(Submission, submission_id).storage_key
         v = validate_file(
-            task.id, path_for(settings.home, key), split, settings.home, settings.limits()
+            task.id,
+            objectstore.local_upload(settings, key),  # fetched from the store when not here
+            split,
+            settings.home,
+            settings.limits(),
         )
         save_units(
             settings.home,

@@ -15,12 +15,13 @@ from typing import BinaryIO
 from sqlalchemy import func, or_, select, text
 from sqlmodel import Session
 
-from server import people
+from server import objectstore, people
 from server.exceptions import (
     DuplicateSubmission,
     LimitReached,
     NotFound,
     PhaseClosed,
+    StoreUnreachable,
     SubmissionRefused,
 )
 
@@ -36,7 +37,7 @@ from server.lifecycle import (  # noqa: F401
 from server.models import CodeRun, Phase, Score, Submission, Team, User, utcnow
 from server.queue import connect, enqueue_submission
 from server.settings import Settings, get_settings
-from server.storage import store_upload
+from server.storage import path_for, store_upload
 from server.visibility import ORGANIZER, TEAM, Viewer, may_see
 from tasks import all_tasks
 
@@ -280,6 +281,14 @@ def create_submission(
     key, sha, size = store_upload(
         settings.home, upload_bytes_or_stream, filename, settings.max_upload_bytes
     )
+    try:  # into the object store, when the site has one, before any row names it
+        objectstore.push_upload(settings, key)
+    except StoreUnreachable:
+        if not session.execute(
+            select(Submission.id).where(Submission.storage_key == key).limit(1)
+        ).first():
+            path_for(settings.home, key).unlink(missing_ok=True)  # nothing left behind
+        raise
     try:
         lock_team(session, team_id)
         ph = session.get(Phase, phase_id, populate_existing=True)

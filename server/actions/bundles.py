@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from sqlmodel import Session, select
 
 from server import api_models as m
-from server import audit, lifecycle, people
+from server import audit, lifecycle, objectstore, people
 from server.actions import competitions as comp_actions
 from server.exceptions import BundleRefused, LifecycleRefused
 from server.models import (
@@ -116,6 +116,8 @@ def create_from_bundle(
         pages = _pages(b)
         installed = bundles.install_tasks(b, home)
         try:
+            for task_id in installed:  # into the object store (when the site has one) first
+                objectstore.push_tree(settings, f"tasks/{task_id}")
             out = _write(s, actor, b, pages, via=via, home=home, settings=settings)
         except Exception:
             s.rollback()

@@ -28,6 +28,7 @@ translate to and from these actions.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import io
@@ -47,7 +48,7 @@ from scorer import pooling, validate_file
 from scorer.errors import SubmissionInvalid
 from scorer.families import family
 from server import api_models as m
-from server import audit, goldversions, leaderboard, people, plots, publication
+from server import audit, goldversions, leaderboard, objectstore, people, plots, publication
 from server.actions.common import phase as find_phase
 from server.actions.common import require_organizer as require_task_organizer
 from server.actions.common import task as find_task
@@ -70,7 +71,6 @@ from server.models import (
 )
 from server.provenance import check_provenance
 from server.settings import get_settings
-from server.storage import path_for
 from tasks import agreement_measures as am
 from tasks import catalogue
 from tasks.base import unit_id
@@ -239,7 +239,8 @@ def _pool_links(s, task, phase, depth, home, runs) -> Pool:
     codes = []
     for sub in runs:
         try:
-            v = validate_file(task.id, path_for(home, sub.storage_key), phase.split, home)
+            local = objectstore.local_upload(get_settings(), sub.storage_key)  # or the store's
+            v = validate_file(task.id, local, phase.split, home)
         except (SubmissionInvalid, OSError) as e:
             raise LifecycleRefused(
                 f"run {sub.id} cannot be read for the pool ({e}); hide it or rescore it first",
@@ -1104,10 +1105,14 @@ def close_campaign(
         decisions=dict(rules),
     )
     try:
+        # the new gold into the object store (when the site has one) before its row commits
+        objectstore.push_tree(get_settings(), f"tasks/{t.id}")
         s.commit()
     except Exception:
         s.rollback()
         undo()  # the files go back with the transaction (e.g. another close took the version)
+        with contextlib.suppress(Exception):
+            objectstore.push_tree(get_settings(), f"tasks/{t.id}")
         raise
     ids = check_provenance(s.get_bind(), get_settings(), task_id=t.id)
     if enqueue is not None and ids:

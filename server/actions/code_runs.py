@@ -12,7 +12,7 @@ from sqlmodel import Session, select
 from baselines.run import method_label, plan
 from baselines.systems import Models, Options
 from server import api_models as m
-from server import code_runs, facts, people
+from server import code_runs, facts, objectstore, people
 from server.actions import common
 from server.actions.submissions import uploader_team
 from server.auth import audit
@@ -27,6 +27,7 @@ from server.exceptions import (
     LifecycleRefused,
     LimitReached,
     NotFound,
+    StoreUnreachable,
     SystemRefused,
 )
 from server.models import CodeRun, Phase, Submission, User, utcnow
@@ -84,6 +85,14 @@ def submit_code(
     key, sha, size = store_upload(settings.home, stream, filename, LIMITS.max_zip_bytes)
     if size == 0:
         raise EmptyUpload()
+    # into the object store, when the site has one, before any row names it (a code worker on
+    # another machine fetches it from there); unreachable: 503 with nothing left behind
+    try:
+        objectstore.push_upload(settings, key)
+    except StoreUnreachable:
+        if s.exec(select(CodeRun.id).where(CodeRun.storage_key == key).limit(1)).first() is None:
+            path_for(settings.home, key).unlink(missing_ok=True)
+        raise
     with tempfile.TemporaryDirectory() as tmp:
         try:
             manifest = unpack(path_for(settings.home, key), Path(tmp) / "code")

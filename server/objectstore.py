@@ -1,0 +1,313 @@
+"""Where a site's files live: the data directory alone (the embedded default), or an S3-compatible
+object store (SeaweedFS, MinIO, AWS S3) through boto3, with the data directory as its cache.
+
+With `PALIMPSEST_S3_BUCKET` set, the store holds the truth under the same paths as the data
+directory (`uploads/<sha256[:2]>/<sha256><suffix>`, `tasks/<id>/...`):
+
+- an upload is put into the store before its submission row is committed; a store that does not
+  take it refuses the upload (503, `store_unreachable`) and leaves nothing behind (no row, no
+  local file);
+- a task's files (public files, hidden gold, gold history, `task.json`) are pushed after an import
+  (`palimpsest store push`) and after an assessment campaign writes a new gold version;
+- a worker on another machine, with an empty data directory of its own, fetches a run's upload and
+  its task's files from the store before scoring (`local_upload`, `ensure_task`); it needs nothing
+  but the database, Redis and the store.
+
+Reads stream (`download_fileobj` into a temporary file renamed into place): no file is read whole
+into memory because it came from the store. Hidden gold is never handed out by URL: `presigned_get`
+refuses any key under a task's `gold/` or `gold-history/`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from server.exceptions import StoreUnreachable
+from server.settings import Settings
+
+PUBLIC_PREFIXES = ("tasks/",)  # and only their public/ files: see presigned_get
+
+
+class ObjectStore:
+    """One bucket of an S3-compatible store."""
+
+    def __init__(
+        self,
+        bucket: str,
+        endpoint: str | None,
+        region: str = "us-east-1",
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        path_style: bool = True,
+    ):
+        import boto3
+        from botocore.config import Config
+
+        self.bucket = bucket
+        self.endpoint = endpoint
+        self.client = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name=region,
+            aws_access_key_id=access_key,
+            aws_secret_access_key=secret_key,
+            config=Config(
+                s3={"addressing_style": "path" if path_style else "auto"},
+                connect_timeout=3,
+                read_timeout=60,
+                retries={"max_attempts": 2, "mode": "standard"},
+                signature_version="s3v4",
+            ),
+        )
+
+    def __repr__(self) -> str:
+        return f"ObjectStore({self.endpoint or 'aws'}/{self.bucket})"
+
+    def _unreachable(self, what: str, e: Exception) -> StoreUnreachable:
+        return StoreUnreachable(
+            f"the object store {self.endpoint or 'S3'} (bucket {self.bucket}) did not answer "
+            f"while {what} ({type(e).__name__}: {e}); nothing was recorded, try again later"
+        )
+
+    def _call(self, what: str, fn, *a, **kw):
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return fn(*a, **kw)
+        except ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "")
+            if code in ("404", "NoSuchKey", "NotFound"):
+                raise FileNotFoundError(what) from None
+            raise self._unreachable(what, e) from None
+        except (BotoCoreError, OSError) as e:
+            raise self._unreachable(what, e) from None
+
+    def put_file(self, key: str, path: Path) -> None:
+        """Put a file (multipart above 8 MiB, boto3's default): the object appears whole or not at
+        all."""
+        self._call(f"storing {key}", self.client.upload_file, str(path), self.bucket, key)
+
+    def exists(self, key: str) -> bool:
+        try:
+            self._call(f"looking up {key}", self.client.head_object, Bucket=self.bucket, Key=key)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def size(self, key: str) -> int | None:
+        try:
+            h = self._call(
+                f"looking up {key}", self.client.head_object, Bucket=self.bucket, Key=key
+            )
+        except FileNotFoundError:
+            return None
+        return int(h["ContentLength"])
+
+    def download(self, key: str, dest: Path) -> Path:
+        """Stream an object into `dest` (a temporary file renamed into place)."""
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".fetch-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                self._call(f"fetching {key}", self.client.download_fileobj, self.bucket, key, f)
+            os.replace(tmp, dest)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        return dest
+
+    def open(self, key: str):
+        """A stream of an object's bytes (read it in chunks)."""
+        r = self._call(f"reading {key}", self.client.get_object, Bucket=self.bucket, Key=key)
+        return r["Body"]
+
+    def keys(self, prefix: str) -> Iterator[tuple[str, int]]:
+        """(key, size) of every object under `prefix`."""
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=prefix
+        )
+        it = iter(pages)
+        while True:
+            try:
+                page = self._call(f"listing {prefix}", next, it)
+            except StopIteration:
+                return
+            except StoreUnreachable:
+                raise
+            for o in page.get("Contents", []):
+                yield o["Key"], int(o["Size"])
+
+    def presigned_get(self, key: str, expires: int = 3600) -> str:
+        """A URL that reads a public file for `expires` seconds; refused for anything but a task's
+        public files (hidden gold never leaves through a URL)."""
+        parts = key.split("/")
+        if len(parts) < 4 or parts[0] != "tasks" or parts[2] != "public" or ".." in parts:
+            raise PermissionError(f"{key}: only a task's public files are handed out by URL")
+        return self.client.generate_presigned_url(
+            "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires
+        )
+
+
+@functools.lru_cache(maxsize=8)
+def _store(bucket, endpoint, region, access_key, secret_key, path_style) -> ObjectStore:
+    return ObjectStore(bucket, endpoint, region, access_key, secret_key, path_style)
+
+
+def store_for(settings: Settings) -> ObjectStore | None:
+    """The site's object store, or None (the data directory only)."""
+    if not settings.s3_bucket:
+        return None
+    return _store(
+        settings.s3_bucket,
+        settings.s3_endpoint,
+        settings.s3_region,
+        settings.s3_access_key,
+        settings.s3_secret_key,
+        settings.s3_path_style,
+    )
+
+
+# ----------------------------------------------------------------------------- uploads
+
+
+def push_upload(settings: Settings, key: str) -> None:
+    """Put a stored upload into the store (content-addressed: one already there is the same)."""
+    store = store_for(settings)
+    if store is None:
+        return
+    from server.storage import path_for
+
+    name = f"uploads/{key}"
+    local = path_for(settings.home, key)
+    if store.size(name) == local.stat().st_size:
+        return
+    store.put_file(name, local)
+
+
+def local_upload(settings: Settings, key: str) -> Path:
+    """The file of a stored upload in this machine's data directory, fetched from the store when
+    it is not there yet."""
+    from server.storage import path_for
+
+    p = path_for(settings.home, key)
+    store = store_for(settings)
+    if store is not None and not p.is_file():
+        store.download(f"uploads/{key}", p)
+    return p
+
+
+# ----------------------------------------------------------------------------- task files
+
+
+def push_tree(settings: Settings, rel: str) -> int:
+    """Put every file under `<home>/<rel>` into the store under the same path whose size differs
+    or is missing there, `task.json` files last (a reader that sees a new manifest finds the files
+    it names); returns how many were put."""
+    store = store_for(settings)
+    if store is None:
+        return 0
+    base = settings.home / rel
+    if not base.exists():
+        return 0
+    have = dict(store.keys(rel.rstrip("/") + "/"))
+    files = sorted(
+        (p for p in base.rglob("*") if p.is_file() and not p.name.startswith(".")),
+        key=lambda p: (p.name == "task.json", str(p)),
+    )
+    n = 0
+    for p in files:
+        if any(part.startswith(".") for part in p.relative_to(settings.home).parts):
+            continue
+        key = p.relative_to(settings.home).as_posix()
+        if have.get(key) != p.stat().st_size or _changed(store, key, p):
+            store.put_file(key, p)
+            n += 1
+    return n
+
+
+def _changed(store: ObjectStore, key: str, p: Path) -> bool:
+    """Whether a same-sized object differs from the file (gold rewritten in place by a campaign):
+    compared by bytes, streamed."""
+    if p.stat().st_size > 64 * 1024 * 1024:
+        return True  # large files are put again rather than read twice
+    body = store.open(key)
+    with p.open("rb") as f:
+        while True:
+            a = body.read(1024 * 1024)
+            b = f.read(1024 * 1024)
+            if a != b:
+                return True
+            if not a:
+                return False
+
+
+def ensure_task(settings: Settings, task_id: str) -> bool:
+    """Bring a task's files from the store into this machine's data directory when they are
+    missing or older than the store's (its `task.json` differs): fetched into a staging directory,
+    checked against the manifest's gold checksums, then swapped in. Returns True when fetched."""
+    store = store_for(settings)
+    if store is None:
+        return False
+    import json
+
+    from tasks.store import TaskStore, _tree_sha256
+
+    local = TaskStore(task_id, settings.home)
+    prefix = f"tasks/{task_id}/"
+    try:
+        remote = store.open(prefix + "task.json").read()
+    except FileNotFoundError:
+        return False
+    if local.exists() and local.manifest_path.read_bytes() == remote:
+        return False
+    local.root.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{task_id}-fetch-", dir=local.root.parent))
+    try:
+        for key, _size in store.keys(prefix):
+            store.download(key, tmp / key[len(prefix) :])
+        manifest = json.loads((tmp / "task.json").read_bytes())
+        for split, sha in (manifest.get("gold_sha256") or {}).items():
+            if _tree_sha256(tmp / "gold" / split) != sha:
+                raise StoreUnreachable(
+                    f"the store's files of {task_id} are being replaced (gold of {split} does "
+                    "not match its manifest yet); try again"
+                )
+        old = None
+        if local.root.exists() or local.root.is_symlink():
+            old = local.root.with_name(tmp.name + ".old")
+            os.replace(local.root, old)
+        os.replace(tmp, local.root)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        return True
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def ensure_public(settings: Settings, task_id: str) -> bool:
+    """A task's manifest and public files from the store, never its gold: what a code worker on
+    another machine needs to stage a run's inputs. Returns True when fetched."""
+    store = store_for(settings)
+    if store is None:
+        return False
+    from tasks.store import TaskStore  # as ensure_task: the store loads without the tasks
+
+    local = TaskStore(task_id, settings.home)
+    prefix = f"tasks/{task_id}/"
+    try:
+        remote = store.open(prefix + "task.json").read()
+    except FileNotFoundError:
+        return False
+    if local.exists() and local.manifest_path.read_bytes() == remote:
+        return False
+    for key, _size in store.keys(prefix + "public/"):
+        store.download(key, local.root / key[len(prefix) :])
+    local.manifest_path.parent.mkdir(parents=True, exist_ok=True)
+    local.manifest_path.write_bytes(remote)  # last: a reader that sees it finds the files
+    return True

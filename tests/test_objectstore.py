@@ -1,0 +1,309 @@
+"""The object store, tested against a real one (SeaweedFS, started once per session): uploads are
+put into it before their row commits, a worker with a second, empty data directory fetches the
+run and its task's files from it and scores the run, a store that does not answer refuses uploads
+with 503 and leaves nothing behind, hidden gold is never handed out by URL, and the backup drill
+goes from the data directory to the store and back with every published output byte for byte."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import socket
+import uuid
+
+import pytest
+from backbone import child_env, make_team, set_phase, submit, worker_process
+from click.testing import CliRunner
+from conftest import _make_backend, build_schema
+from seaweed import s3_env, seaweedfs  # noqa: F401 - the fixture
+from sqlalchemy import select
+from sqlmodel import Session
+from test_reconciler import _load, big_home, big_predictions  # noqa: F401 - the fixtures
+
+TASK = "tric-binary"
+
+
+def _bucket(info) -> dict:
+    """A fresh bucket of the session's SeaweedFS, as the settings' environment."""
+    import boto3
+    from botocore.config import Config
+
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    boto3.client(
+        "s3",
+        endpoint_url=info["endpoint"],
+        aws_access_key_id=info["access_key"],
+        aws_secret_access_key=info["secret_key"],
+        region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}),
+    ).create_bucket(Bucket=name)
+    return {**s3_env(info), "PALIMPSEST_S3_BUCKET": name}
+
+
+def _own_tasks(b, demo_home):
+    tasks = b.settings.home / "tasks"
+    tasks.unlink()
+    shutil.copytree(demo_home / "tasks", tasks)
+
+
+@pytest.fixture
+def stored(request, tmp_path, demo_home, monkeypatch, seaweedfs):  # noqa: F811
+    """The embedded site with its files in a fresh bucket of the session's SeaweedFS."""
+    env = _bucket(seaweedfs)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    b = _make_backend("embedded", request, tmp_path, demo_home, monkeypatch)
+    _own_tasks(b, demo_home)
+    for name in ("dev", "test"):
+        set_phase(b, TASK, name, concurrent_limit=None, daily_limit=None)
+    r = _cli("store", "push", "--json", env={"PALIMPSEST_HOME": str(b.settings.home)})
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["put"]["tasks"] > 0
+    r = _cli("store", "push", "--json", env={"PALIMPSEST_HOME": str(b.settings.home)})
+    assert json.loads(r.stdout)["put"]["tasks"] == 0  # nothing put twice
+    b.env = env
+    return b
+
+
+def test_a_worker_with_an_empty_data_directory_scores_runs_from_the_store(stored, tmp_path):
+    from server import objectstore
+    from server.models import Submission
+
+    b = stored
+    store = objectstore.store_for(b.settings)
+    team, user = make_team(b)
+    sub = submit(b, team, user, TASK, "dev", noise=0.1)
+    assert store.exists(f"uploads/{sub.storage_key}")
+    # the worker's machine: the database, Redis and the store, and a data directory of its own
+    other = tmp_path / "worker-home"
+    other.mkdir()
+    env = child_env(b)
+    env.update(b.env)
+    env["PALIMPSEST_HOME"] = str(other)
+    env["DATABASE_URL"] = b.settings.sqlalchemy_url()
+    env["REDIS_URL"] = b.embedded.url
+    env["PALIMPSEST_SECRET_KEY"] = b.settings.secret_key
+    proc = worker_process(b, "--queue", "scoring", "--burst", env=env, log=tmp_path / "w.log")
+    proc.wait(120)
+    with Session(b.engine) as s:
+        got = s.get(Submission, sub.id)
+    assert got.status == "scored", (tmp_path / "w.log").read_text()[-3000:]
+    assert (other / "uploads" / sub.storage_key).is_file()
+    assert (other / "tasks" / TASK / "task.json").read_bytes() == (
+        b.settings.home / "tasks" / TASK / "task.json"
+    ).read_bytes()
+    # hidden gold never leaves through a URL; public files may
+    with pytest.raises(PermissionError):
+        store.presigned_get(f"tasks/{TASK}/gold/test/gold.jsonl")
+    public = next(k for k, _ in store.keys(f"tasks/{TASK}/public/"))
+    import urllib.request
+
+    url = store.presigned_get(public, expires=60)
+    with urllib.request.urlopen(url, timeout=10) as r:
+        assert r.read() == (b.settings.home / public).read_bytes()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_store_refuses_uploads_with_503_and_leaves_nothing(
+    tmp_path, demo_home, monkeypatch
+):
+    from argon2 import PasswordHasher
+
+    from server import auth, create_app
+    from server.auth import create_token, create_user
+    from server.models import Submission, Team, TeamMember
+    from server.submissions import ensure_phases
+
+    monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
+    home = tmp_path / "data"
+    home.mkdir()
+    (home / "tasks").symlink_to(demo_home / "tasks", target_is_directory=True)
+    monkeypatch.setenv("PALIMPSEST_HOME", str(home))
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    build_schema(home)
+    app = create_app(
+        {
+            "home": home,
+            "env": "testing",
+            "database_url": None,
+            "redis_url": "redis://127.0.0.1:1/0",
+            "s3_bucket": "nowhere",
+            "s3_endpoint": f"http://127.0.0.1:{_closed_port()}",
+            "s3_access_key": "k",
+            "s3_secret_key": "s",
+            "PALIMPSEST_ENQUEUE": False,
+        }
+    )
+    with Session(app.extensions["palimpsest.engine"], expire_on_commit=False) as s:
+        ensure_phases(s)
+        team = Team(name="alpha", invite_code="code-alpha")
+        s.add(team)
+        s.commit()
+        u = create_user(s, email="alpha@example.org", password="correct horse")
+        s.add(TeamMember(team_id=team.id, user_id=u.id))
+        s.commit()
+        _, token = create_token(s, user=u)
+        s.commit()
+    from server.demo import predictions
+
+    data, name = predictions(TASK, "dev", home, 0.1, seed=1)
+    r = app.test_client().post(
+        f"/api/v1/tasks/{TASK}/submissions",
+        headers={"Authorization": f"Bearer {token}"},
+        data={"file": (io.BytesIO(data), name), "phase": "dev"},
+        content_type="multipart/form-data",
+    )
+    assert r.status_code == 503, r.json
+    err = r.json["error"]
+    assert err["code"] == "store_unreachable" and "object store" in err["message"]
+    assert "nothing was recorded" in err["message"]
+    with Session(app.extensions["palimpsest.engine"]) as s:
+        assert s.execute(select(Submission)).first() is None
+    left = [p for p in (home / "uploads").rglob("*") if p.is_file()]
+    assert left == []
+
+
+def _cli(*args, env):
+    from cli.main import main
+
+    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+def test_the_drill_from_the_data_directory_to_the_store_and_back(
+    request,
+    tmp_path,
+    demo_home,
+    monkeypatch,
+    seaweedfs,  # noqa: F811
+):
+    from test_backup import _build, _served, _state
+
+    from server import objectstore
+    from server.settings import Settings
+
+    b = _make_backend("embedded", request, tmp_path, demo_home, monkeypatch)
+    _own_tasks(b, demo_home)
+    for name in ("dev", "test"):
+        set_phase(b, TASK, name, concurrent_limit=None, daily_limit=None)
+    _build(b)
+    before = _state(b.engine)
+    secret = b.settings.secret_key
+    r = _cli("backup", str(tmp_path / "local.tar"), "--json", env={"PALIMPSEST_SECRET_KEY": secret})
+    assert r.exit_code == 0, r.output
+
+    # into a site that keeps its files in the store
+    s3 = _bucket(seaweedfs)
+    on_store = tmp_path / "on-store"
+    env = {"PALIMPSEST_HOME": str(on_store), "DATABASE_URL": "", "PALIMPSEST_SECRET_KEY": secret}
+    r = _cli("restore", str(tmp_path / "local.tar"), "--json", env={**env, **s3})
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["checks"]["stored"] > 0
+    site = Settings(
+        home=on_store,
+        database_url=None,
+        s3_bucket=s3["PALIMPSEST_S3_BUCKET"],
+        s3_endpoint=s3["PALIMPSEST_S3_ENDPOINT"],
+        s3_access_key=s3["PALIMPSEST_S3_ACCESS_KEY"],
+        s3_secret_key=s3["PALIMPSEST_S3_SECRET_KEY"],
+    )
+    store = objectstore.store_for(site)
+    keys = {k for k, _ in store.keys("")}
+    assert any(k.startswith(f"tasks/{TASK}/gold-history/") for k in keys)
+    assert all(f"uploads/{run[3]}" in keys for run in before["runs"])
+    # the store is the truth: the data directory's cache of it may go
+    shutil.rmtree(on_store / "uploads")
+    shutil.rmtree(on_store / "tasks")
+    r = _cli("backup", str(tmp_path / "store.tar"), "--json", env={**env, **s3})
+    assert r.exit_code == 0, r.output
+    r = _cli("backup", "verify", str(tmp_path / "store.tar"), "--json", env={**env, **s3})
+    assert r.exit_code == 0, r.output
+
+    # and back into a site on the data directory alone
+    back = tmp_path / "back"
+    env2 = {"PALIMPSEST_HOME": str(back), "DATABASE_URL": "", "PALIMPSEST_SECRET_KEY": secret}
+    r = _cli("restore", str(tmp_path / "store.tar"), "--json", env=env2)
+    assert r.exit_code == 0, r.output
+    from sqlalchemy import create_engine
+
+    eng = create_engine(Settings(home=back, database_url=None).sqlalchemy_url())
+    try:
+        after = _state(eng)
+    finally:
+        eng.dispose()
+    for key in ("rankings", "judgments", "decisions", "campaigns", "gold", "runs"):
+        assert after[key] == before[key], key
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    served = _served(back, None, secret)
+    source = _served(b.settings.home, None, secret)
+    assert served == source and all(st == 200 for st, _ in served.values())
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_job_on_the_store_leaves_nothing_lost(
+    request,
+    tmp_path,
+    monkeypatch,
+    seaweedfs,  # noqa: F811
+):
+    """The kill -9 of tests/test_reconciler.py with the files in the store and each worker on a
+    data directory of its own, empty at its start: the second worker fetches what it needs and
+    every run ends scored."""
+    import time
+
+    from backbone import all_final, get, kill_group, statuses, wait_for
+
+    from server.reconciler import start_thread
+
+    home = request.getfixturevalue("big_home")  # noqa: F811
+    predictions = request.getfixturevalue("big_predictions")
+    env = _bucket(seaweedfs)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    b = _make_backend("embedded", request, tmp_path, home, monkeypatch)
+    r = _cli("store", "push", "--json", env={"PALIMPSEST_HOME": str(b.settings.home)})
+    assert r.exit_code == 0, r.output
+    team, user = make_team(b)
+    ids = _load(b, team, user, predictions)
+
+    def worker(name):
+        other = tmp_path / name
+        other.mkdir()
+        wenv = child_env(b)
+        wenv.update(env)
+        wenv.update(
+            PALIMPSEST_HOME=str(other),
+            DATABASE_URL=b.settings.sqlalchemy_url(),
+            REDIS_URL=b.embedded.url,
+            PALIMPSEST_SECRET_KEY=b.settings.secret_key,
+        )
+        return worker_process(b, env=wenv, log=tmp_path / f"{name}.log")
+
+    w = worker("w1")
+    try:
+        assert wait_for(lambda: get(b, ids[0]).status == "running", 90, every=0.05), (
+            tmp_path / "w1.log"
+        ).read_text()[-3000:]
+        time.sleep(0.3)
+    finally:
+        kill_group(w)
+    assert get(b, ids[0]).status == "running"
+    w2 = worker("w2")
+    t, stop = start_thread(b.settings, b.engine)
+    try:
+        assert wait_for(lambda: all_final(b, ids), 90), (
+            statuses(b, ids),
+            (tmp_path / "w2.log").read_text()[-3000:],
+        )
+    finally:
+        kill_group(w2)
+        stop.set()
+        t.join(10)
+    assert statuses(b, ids) == ["scored"] * len(ids)
+    assert get(b, ids[0]).attempts == 2
+    assert (tmp_path / "w2" / "tasks" / "swissgov-rsd" / "task.json").is_file()
