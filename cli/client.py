@@ -275,7 +275,7 @@ def upload_large(
     the same file sends only the parts the store does not hold. Returns the submission, or None
     when the site keeps no object store (send the file as a plain upload then). `stop_after`
     (tests) stops after sending that many parts, as a dropped connection would."""
-    import requests
+    import requests  # plain PUTs to the store's URLs, outside the API's retrying session
 
     sha = file_sha256(file)
     size = file.stat().st_size

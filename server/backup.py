@@ -28,6 +28,7 @@ verify and restore only read it.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -40,14 +41,20 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from importlib.metadata import version
 from pathlib import Path
 
 from sqlalchemy import create_engine, inspect, select, text
 from sqlalchemy.engine import make_url
 from sqlmodel import Session
 
-from server import migrate, objectstore
+from server import leaderboard as lb
+from server import migrate, objectstore, publication
+from server.models import GoldVersion, Phase, RankingVersion, Submission
 from server.settings import SECRET_FILE, Settings
+from server.storage import path_for
+from tasks import get_task
+from tasks.store import TaskStore, _tree_sha256
 
 FORMAT = "palimpsest-backup"
 FORMAT_VERSION = 1
@@ -117,8 +124,6 @@ def _now() -> str:
 
 def _version() -> str:
     try:
-        from importlib.metadata import version
-
         return version("palimpsest")
     except Exception:  # noqa: BLE001 - a checkout without the package installed
         return "0+unknown"
@@ -265,9 +270,6 @@ def gold_problems(engine, home: Path) -> list[str]:
     """Where the gold files disagree with the gold versions in the database: the newest version
     of each split must be the gold in place (the task's manifest checksum) and every older one
     must be kept under gold-history with its checksum."""
-    from server.models import GoldVersion
-    from tasks.store import TaskStore, _tree_sha256
-
     out = []
     with Session(engine) as s:
         rows = s.execute(
@@ -414,8 +416,6 @@ def _backup_once(settings: Settings, out: Path) -> dict:
             info = tarfile.TarInfo(MANIFEST)
             info.size = len(data)
             info.mtime = int(time.time())
-            import io
-
             tar.addfile(info, io.BytesIO(data))
         with open(partial, "rb") as f:
             os.fsync(f.fileno())
@@ -784,9 +784,6 @@ def _restore_database(tar: tarfile.TarFile, m: dict, url: str, home: Path) -> li
 def _reference_problems(engine, home: Path) -> list[str]:
     """Files the restored database names but the data directory lacks: every run's upload, the
     gold versions' files."""
-    from server.models import Submission
-    from server.storage import path_for
-
     out = []
     with Session(engine) as s:
         for sid, key in s.execute(
@@ -875,11 +872,6 @@ def check_rankings(engine, settings: Settings) -> tuple[int, list[str]]:
     """Each published ranking against the data: every version's stored bytes (sha256, CSV and
     LaTeX rendered from its JSON); the newest version of each phase rebuilt from the scores, the
     uploads and the gold, byte for byte."""
-    from server import leaderboard as lb
-    from server import publication
-    from server.models import Phase, RankingVersion
-    from tasks import get_task
-
     problems = []
     checked = 0
     with Session(engine, expire_on_commit=False) as s:

@@ -870,7 +870,7 @@ def register(main: click.Group) -> None:
         directory: a dated archive inside it), while the site serves; `backup verify OUT`
         restores an archive into a scratch database and directory and checks every checksum,
         count and published ranking, exiting 1 on any mismatch."""
-        from server import backup as bk
+        from server import backup as bk  # the archive's machinery loads when the command runs
 
         if len(args) == 2 and args[0] == "verify":
             try:
@@ -918,6 +918,7 @@ def register(main: click.Group) -> None:
     def store_push(as_json):
         """Put every file of uploads/, tasks/ and baselines/ that the store lacks (or holds
         different) into it: after importing tasks into a site on a store."""
+        # boto3 and the store load when the command runs
         from server import objectstore
         from server.exceptions import StoreUnreachable
 
@@ -950,7 +951,7 @@ def register(main: click.Group) -> None:
         and data directory, then the database is migrated forward. Refuses a
         non-empty target without --force and an archive newer than this version; exits 1 on any
         mismatch. The archive is only read."""
-        from server import backup as bk
+        from server import backup as bk  # the archive's machinery loads when the command runs
 
         try:
             rep = bk.restore(_settings(), archive, force=force)

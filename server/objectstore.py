@@ -21,6 +21,7 @@ refuses any key under a task's `gold/` or `gold-history/`.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import tempfile
@@ -29,6 +30,8 @@ from pathlib import Path
 
 from server.exceptions import StoreUnreachable
 from server.settings import Settings
+from server.storage import path_for
+from tasks.store import TaskStore, _tree_sha256
 
 PUBLIC_PREFIXES = ("tasks/",)  # and only their public/ files: see presigned_get
 
@@ -45,6 +48,7 @@ class ObjectStore:
         secret_key: str | None = None,
         path_style: bool = True,
     ):
+        # boto3 loads only on a site with a store
         import boto3
         from botocore.config import Config
 
@@ -75,7 +79,7 @@ class ObjectStore:
         )
 
     def _call(self, what: str, fn, *a, **kw):
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError, ClientError  # with boto3, above
 
         try:
             return fn(*a, **kw)
@@ -181,8 +185,6 @@ def push_upload(settings: Settings, key: str) -> None:
     store = store_for(settings)
     if store is None:
         return
-    from server.storage import path_for
-
     name = f"uploads/{key}"
     local = path_for(settings.home, key)
     if store.size(name) == local.stat().st_size:
@@ -193,8 +195,6 @@ def push_upload(settings: Settings, key: str) -> None:
 def local_upload(settings: Settings, key: str) -> Path:
     """The file of a stored upload in this machine's data directory, fetched from the store when
     it is not there yet."""
-    from server.storage import path_for
-
     p = path_for(settings.home, key)
     store = store_for(settings)
     if store is not None and not p.is_file():
@@ -254,10 +254,6 @@ def ensure_task(settings: Settings, task_id: str) -> bool:
     store = store_for(settings)
     if store is None:
         return False
-    import json
-
-    from tasks.store import TaskStore, _tree_sha256
-
     local = TaskStore(task_id, settings.home)
     prefix = f"tasks/{task_id}/"
     try:
@@ -296,8 +292,6 @@ def ensure_public(settings: Settings, task_id: str) -> bool:
     store = store_for(settings)
     if store is None:
         return False
-    from tasks.store import TaskStore  # as ensure_task: the store loads without the tasks
-
     local = TaskStore(task_id, settings.home)
     prefix = f"tasks/{task_id}/"
     try:
