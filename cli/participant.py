@@ -19,6 +19,9 @@ from cli.client import Client, ClientError, load_config, save_config
 from tasks.store import TaskStore
 
 FINAL = {"scored", "failed"}
+# where `download` writes unless told otherwise: a folder of its own in the current directory,
+# never the data directory a server on this machine reads ($PALIMPSEST_HOME)
+DOWNLOADS = "palimpsest-data"
 FACT_KEY = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
@@ -90,21 +93,35 @@ def register(main: click.Group) -> None:
 
     @main.command("download")
     @click.argument("task_id", metavar="TASK")
-    @click.option("--split", default=None, help="Only this split (default: every public split).")
+    @click.option(
+        "--split",
+        default=None,
+        help="Only this split or folder (default: every one released now).",
+    )
     @click.option(
         "--home",
         type=click.Path(file_okay=False, path_type=Path),
-        envvar="PALIMPSEST_HOME",
-        default=None,
-        help="Data directory where `validate` finds the inputs.",
+        envvar="PALIMPSEST_DOWNLOADS",
+        default=Path(DOWNLOADS),
+        show_default=True,
+        help="Where to write (its tasks/TASK/ folder); give it to `validate` and `score` as "
+        "--home. Never the server's data directory unless named here ($PALIMPSEST_DOWNLOADS).",
     )
     def download(task_id, split, home):
-        """Download a task's public inputs into the data directory (so `validate` works offline)."""
+        """Download a task's public files into a folder of their own (so `validate` and `score
+        --split dev` work offline there)."""
+        store = TaskStore(task_id, home)
+        if (store.root / "gold").exists():
+            _die(
+                ClientError(
+                    f"{store.root} holds a server's copy of {task_id} (its gold/ folder); "
+                    "download into another --home"
+                )
+            )
         try:
             r = _client().request("GET", f"/tasks/{task_id}/download", {"split": split})
         except ClientError as e:
             _die(e)
-        store = TaskStore(task_id, home)
         try:
             zf = zipfile.ZipFile(io.BytesIO(r.body))
         except zipfile.BadZipFile:
@@ -121,6 +138,12 @@ def register(main: click.Group) -> None:
             dest.write_bytes(zf.read(info))
             n += 1
         click.echo(f"downloaded {n} file(s) of {task_id} to {store.root}")
+        try:
+            withheld = json.loads(zf.read("task.json")).get("withheld") or {}
+        except (KeyError, ValueError):
+            withheld = {}
+        for area, at in sorted(withheld.items()):
+            click.echo(f"not released yet: {area} (from {at or 'its phase opening'})")
 
     @main.command("submit")
     @click.argument("task_id", metavar="TASK")

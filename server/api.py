@@ -28,7 +28,7 @@ from werkzeug.exceptions import HTTPException
 from baselines.systems import SYSTEMS, Options
 from scorer.errors import TaskNotFound
 from server import api_models as m
-from server import auth, exposure, lifecycle, outbox, people, teams
+from server import auth, lifecycle, outbox, people, releases, teams
 from server.actions import announcements as ann_actions
 from server.actions import bundles as bundle_actions
 from server.actions import campaign_models as model_actions
@@ -1038,35 +1038,26 @@ def download(task_id):
     u = _user()
     t = _task(task_id)
     s = db()
-    allowed = people.may_download(s, u, t.id)
-    s.commit()  # an implicit registration stays made
-    if not allowed.ok:
-        raise ApiError(403, allowed.code, allowed.message)
-    store = _store(t.id)
-    if not store.exists():
-        raise ApiError(
-            404,
-            "not_imported",
-            f"task {t.id!r} has no data yet; the organizer imports it with: {t.import_help}",
-        )
     split = _query(m.DownloadQuery).split
-    if split is not None and split not in ("train", *t.splits):
-        raise ApiError(404, "unknown_split", f"task {t.id!r} has no split {split!r}")
-    public = store.root / "public"
-    areas = [split] if split is not None else sorted(d.name for d in public.iterdir() if d.is_dir())
     try:
-        exposure.check_download(t, get_settings().home, areas)
-    except exposure.ExposureRefused as e:
-        raise ApiError(409, "exposes_hidden_gold", str(e)) from e
+        given, withheld = releases.downloadable(s, u, t, get_settings().home, split)
+    except releases.DownloadRefused as e:
+        raise ApiError(e.status, e.code, e.message) from e
+    store = _store(t.id)
     buf = io.BytesIO()
     manifest = store.manifest()
     public_manifest = {
         k: manifest[k] for k in ("task", "version", "splits", "counts") if k in manifest
     }
+    # what is not released yet, and when it is (the CLI says so)
+    public_manifest["withheld"] = {
+        a.name: a.release_at.isoformat() + "Z" if a.release_at else None for a in withheld
+    }
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("task.json", json.dumps(public_manifest, indent=2))
-        for p in store.public_files(split):
-            zf.write(p, p.relative_to(store.root).as_posix())
+        for a in given:
+            for p in a.files:
+                zf.write(p, p.relative_to(store.root).as_posix())
     return Response(
         buf.getvalue(),
         mimetype="application/zip",

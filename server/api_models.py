@@ -205,6 +205,9 @@ class PhaseOut(Out):
     )
     opens_at: Stamp
     closes_at: Stamp
+    inputs_at: Stamp = Field(
+        None, description="When its split's inputs are released (null: opens_at)."
+    )
     is_open: bool
     published: bool
     limits: Limits
@@ -229,6 +232,7 @@ class PhaseCreate(Model):
     split: str = Field(json_schema_extra={"examples": ["test"]})
     opens_at: Optional[datetime] = Field(None, description="ISO 8601; UTC when no offset is given.")
     closes_at: Optional[datetime] = None
+    inputs_at: Optional[datetime] = Field(None, description="Inputs released (default: opening).")
     daily_limit: Optional[int] = Field(None, ge=0)
     total_limit: Optional[int] = Field(None, ge=0)
     concurrent_limit: Optional[int] = Field(None, ge=0)
@@ -244,12 +248,15 @@ class PhaseEdit(Model):
         json_schema_extra={"examples": ["2026-01-10T00:00:00Z"]},
     )
     closes_at: Optional[datetime] = None
+    inputs_at: Optional[datetime] = Field(
+        None, description="When the split's inputs may be downloaded (null: when it opens)."
+    )
     daily_limit: Optional[int] = Field(None, ge=0)
     total_limit: Optional[int] = Field(None, ge=0)
     concurrent_limit: Optional[int] = Field(None, ge=0)
     public_fraction: Optional[float] = Field(None, gt=0, le=1)
 
-    @field_validator("opens_at", "closes_at")
+    @field_validator("opens_at", "closes_at", "inputs_at")
     @classmethod
     def _naive_utc(cls, v):
         if v is not None and v.tzinfo is not None:
@@ -305,7 +312,11 @@ class TaskOut(TaskSummary):
 
 
 class DownloadQuery(Model):
-    split: str | None = Field(None, description="Only this split (default: every public split).")
+    split: str | None = Field(
+        None,
+        description="Only this split or folder (default: every one released now; the zip's "
+        "task.json names those withheld and their release time).",
+    )
 
 
 # ----------------------------------------------------------------------------- submissions

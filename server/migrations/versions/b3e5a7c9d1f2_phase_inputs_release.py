@@ -1,0 +1,23 @@
+"""phases: the time their split's inputs are released for download (default: when they open)
+
+Revision ID: b3e5a7c9d1f2
+Revises: c9d1e3f5a7b9
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "b3e5a7c9d1f2"
+down_revision = "c9d1e3f5a7b9"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("phase") as batch:
+        batch.add_column(sa.Column("inputs_at", sa.DateTime(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("phase") as batch:
+        batch.drop_column("inputs_at")
