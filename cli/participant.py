@@ -551,6 +551,8 @@ def _duplicate_notes(c, sub: dict, task_id: str, method_name: str) -> tuple[list
 
 def _print_submission(sub: dict) -> None:
     click.echo(f"submission {sub['id']} ({sub.get('task')}, {sub.get('phase')}): {sub['status']}")
+    if sub.get("queue"):
+        click.echo(f"  {queue_line(sub['queue'])}")
     for p in sub.get("errors") or []:
         click.echo(f"  {_problem(p)}")
     scores = sub.get("scores")
@@ -560,6 +562,29 @@ def _print_submission(sub: dict) -> None:
             click.echo(
                 f"  {part}: {prim.get('name')} ({prim.get('subset')}) = {_cell(prim.get('value'))}"
             )
+
+
+def duration(seconds: float) -> str:
+    """Seconds for people: 40 s, 3 min, 1 h 20 min."""
+    s = int(round(seconds))
+    if s < 90:
+        return f"{s} s"
+    if s < 5400:
+        return f"{round(s / 60)} min"
+    return f"{s // 3600} h {round((s % 3600) / 60)} min"
+
+
+def queue_line(q: dict) -> str:
+    """A waiting run's place and estimate, in one line (the API's `queue`)."""
+    if q.get("position") == 0:
+        where = "being scored"
+    else:
+        where = f"position {q.get('position')} of {q.get('queued')} in the queue"
+    workers = q.get("workers")
+    crew = "workers unknown" if workers is None else f"{workers} worker(s) alive"
+    wait = q.get("estimated_wait_s")
+    est = "no estimate yet" if wait is None else f"scored in about {duration(wait)}"
+    return f"{where}; {est} ({crew}; {q.get('basis')})"
 
 
 # ----------------------------------------------------------------------------- fact sheets

@@ -28,7 +28,7 @@ from werkzeug.exceptions import HTTPException
 from baselines.systems import SYSTEMS, Options
 from scorer.errors import TaskNotFound
 from server import api_models as m
-from server import auth, lifecycle, outbox, people, releases, teams
+from server import auth, lifecycle, outbox, people, releases, teams, waits
 from server.actions import announcements as ann_actions
 from server.actions import bundles as bundle_actions
 from server.actions import campaign_models as model_actions
@@ -421,6 +421,9 @@ def submission_fields(
 
 def _sub_out(s, u, sub, status: int = 200, **extra):
     s.refresh(sub)
+    standing = waits.live_standing(s, sub, current_app.extensions.get("palimpsest.redis"))
+    if standing is not None:
+        extra["queue"] = standing
     return out(m.SubmissionOut, status, **submission_fields(s, u, sub), **extra)
 
 

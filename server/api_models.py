@@ -410,6 +410,19 @@ class Scores(BaseModel):
     parts: Optional[dict[str, dict[str, Any]]] = None
 
 
+class QueueStanding(Out):
+    """Where a waiting run stands (server.waits)."""
+
+    position: Optional[int] = Field(description="1: the next to start; 0: being scored now.")
+    queued: int = Field(description="Runs waiting in the scoring queue, all teams.")
+    running: int
+    workers: Optional[int] = Field(description="Scoring workers alive (null: not known).")
+    estimated_wait_s: Optional[float] = Field(
+        description="Seconds until scored, from recent scoring times (null: none yet)."
+    )
+    basis: str
+
+
 class SubmissionOut(Out):
     id: int
     task: str
@@ -440,6 +453,9 @@ class SubmissionOut(Out):
         None,
         description="At upload: true when this very file was "
         "submitted before (the earlier submission, counted once).",
+    )
+    queue: Optional[QueueStanding] = Field(
+        None, description="While queued or running: its place and an estimate (one run's view)."
     )
 
 

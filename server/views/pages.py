@@ -20,7 +20,7 @@ from flask import (
 from sqlmodel import select
 
 from scorer.errors import TaskNotFound
-from server import facts, people, releases
+from server import facts, people, releases, waits
 from server.actions import campaigns as campaign_actions
 from server.actions import competitions as comp_actions
 from server.actions import submissions as sub_actions
@@ -327,6 +327,25 @@ PAGE = 100
 FINAL = ("scored", "failed")
 
 
+@bp.route("/status")
+def status():
+    """The queues: each one's depth and the workers alive for everyone; each worker's name, host,
+    state and current job for administrators."""
+    s = db()
+    conn = waits.redis_or_none(current_app.extensions.get("palimpsest.redis"))
+    found = waits.workers(conn)
+    known = waits.durations(s)
+    return render_template(
+        "status.html",
+        depths=waits.queue_depths(s, conn),
+        workers=found,
+        n_scoring=waits.scoring_workers(found),
+        median=known.get("*"),
+        duration=waits.duration,
+        admin=people.is_admin(current_user()),
+    )
+
+
 @bp.route("/submissions/status.json")
 @login_required
 def submissions_status():
@@ -422,9 +441,11 @@ def submission(submission_id: int):
         .order_by(Submission.id.desc())
     ).all()
     task = task_or_404(sub.task_id)
+    standing = waits.live_standing(s, sub, current_app.extensions.get("palimpsest.redis"))
     return render_template(
         "submissions/show.html",
         sub=sub,
+        waiting=waits.words(standing) if standing else "",
         own_team=people.team_id_for_task(s, current_user(), sub.task_id) == sub.team_id,
         phase=phase,
         scores=shown,
