@@ -5,9 +5,10 @@ alive and recent scoring times. One computation for the submission page, the API
 
 The estimate: each run ahead, and this one, takes its task's median scoring time over the last
 `RECENT` scored runs (all tasks' median when the task has none, nothing when no run was ever
-scored); a running one keeps its worker for what is left of its median. The runs ahead go, in
-order, to the worker free first; this one starts when a worker is free after them and is scored
-its own median later.
+scored), times the workers' recent pace (`pace`: what else a worker does between two runs); a
+running one keeps its worker for what is left of its median. The runs ahead go, in order, to the
+worker free first; this one starts when a worker is free after them and is scored its own time
+later.
 """
 
 from __future__ import annotations
@@ -51,6 +52,33 @@ def durations(s: Session) -> dict[str, float]:
     if every:
         out["*"] = statistics.median(every)
     return out
+
+
+def pace(s: Session, n_workers: int) -> float:
+    """How much longer than their scoring times the runs held the workers lately (1 at least):
+    the workers also start each job, run the boards' statistics and send mail. Measured while the
+    queue was backed up (a run waited when another finished): there the runs finish one every
+    `interval` seconds, so each held its worker `n_workers * interval` against a median scoring
+    time `d`; the factor is their ratio over the last RECENT such finishes (1 with fewer than 5)."""
+    rows = s.exec(
+        select(Submission.created_at, Submission.started_at, Submission.finished_at)
+        .where(Submission.finished_at.is_not(None), Submission.status.in_(("scored", "failed")))
+        .order_by(Submission.finished_at.desc())
+        .limit(4 * RECENT)
+    ).all()
+    rows = sorted(rows, key=lambda r: r[2])
+    gaps, held = [], []
+    for a, b in zip(rows, rows[1:], strict=False):
+        f = a[2]
+        # a run waited at f (uploaded, not started): every worker was busy just before
+        if any(c <= f and (st is None or st > f) for c, st, _ in rows):
+            gaps.append((b[2] - f).total_seconds())
+            if a[1] is not None:
+                held.append((f - a[1]).total_seconds())
+    gaps, held = gaps[-RECENT:], held[-RECENT:]
+    if len(gaps) < 5 or not held or statistics.median(held) <= 0:
+        return 1.0
+    return min(10.0, max(1.0, n_workers * statistics.mean(gaps) / statistics.median(held)))
 
 
 def workers(conn) -> list[dict] | None:
@@ -199,6 +227,9 @@ def standing(
     out["position"] = len(ahead) + 1
     if mine is None:
         return out
+    f = pace(s, w)
+    if f > 1.0:
+        out["basis"] += f", times {f:.2f} for the workers' other work lately"
     # first come, first served on w workers: each run ahead goes to the worker free first
     free = [
         max(0.0, (d(t) or mine) - ((now - started).total_seconds() if started else 0.0))
@@ -207,6 +238,6 @@ def standing(
     free += [0.0] * (w - len(free))
     heapq.heapify(free)
     for t in ahead:
-        heapq.heappush(free, heapq.heappop(free) + (d(t) or mine))
-    out["estimated_wait_s"] = round(heapq.heappop(free) + mine, 1)
+        heapq.heappush(free, heapq.heappop(free) + f * (d(t) or mine))
+    out["estimated_wait_s"] = round(heapq.heappop(free) + f * mine, 1)
     return out

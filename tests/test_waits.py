@@ -165,3 +165,35 @@ def test_status_page_summary_for_all_details_for_administrators(app, redis_tcp_u
     # without Redis: said plainly, the database's depth still shown
     page = app.test_client().get("/status").get_data(as_text=True)
     assert "cannot be read" in page and "not known" in page
+
+
+def test_the_pace_counts_what_else_the_workers_did_while_the_queue_was_backed_up(app):
+    """Ten runs uploaded at once, each scored in 1 s, but finishing one every 1.5 s on 2 workers:
+    each held its worker 3 s, so estimates run 3 times the scoring time."""
+    make_user(app, "ann@x.org", team="Readers")
+    phase = make_phase(app, TASK, "test")
+    t0 = utcnow() - timedelta(hours=1)
+    with Session(engine_of(app)) as s:
+        for i in range(10):
+            finished = t0 + timedelta(seconds=3 + 1.5 * i)
+            s.add(
+                Submission(
+                    team_id=team_of(app, "Readers").id,
+                    task_id=TASK,
+                    phase_id=phase.id,
+                    status="scored",
+                    file_sha256=f"p{i}",
+                    created_at=t0,
+                    started_at=finished - timedelta(seconds=1),
+                    finished_at=finished,
+                )
+            )
+        s.commit()
+        # 9 gaps, each with a run waiting when it began
+        assert abs(waits.pace(s, 2) - 3.0) < 1e-9
+        assert waits.pace(s, 1) == 1.5
+        (sid,) = _runs(
+            app, team_of(app, "Readers").id, phase.id, utcnow(), scored=[], queued=1, running=[]
+        )
+        q = waits.standing(s, s.get(Submission, sid), 2)
+        assert q["estimated_wait_s"] == 3.0 and "times 3.00" in q["basis"]
