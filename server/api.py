@@ -895,6 +895,7 @@ def mail_preferences_set(competition_id):
         competition=competition_id,
         announcements=body.announcements,
         runs=body.runs,
+        pending_registrations=body.pending_registrations,
         via="api",
     )
     return _json_out(result)

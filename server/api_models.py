@@ -926,12 +926,20 @@ class MailPreferences(Model):
     runs: Optional[bool] = Field(
         None, description="A notice when one of your runs is scored or fails (off unless on)."
     )
+    pending_registrations: Optional[bool] = Field(
+        None,
+        description="Owners and organizers: an hourly digest of registrations waiting for a "
+        "decision (on unless turned off).",
+    )
 
 
 class MailPreferencesOut(Out):
     competition: str
     announcements: bool
     runs: bool
+    pending_registrations: Optional[bool] = Field(
+        None, description="Owners and organizers only (null for others)."
+    )
 
 
 # ----------------------------------------------------------------------------- bundles

@@ -285,6 +285,8 @@ class CompetitionRole(SQLModel, table=True):
     role: str = Field(max_length=16)
     granted_by: Optional[int] = Field(default=None, foreign_key="user.id")
     created_at: NaiveDatetime = Field(default_factory=utcnow)
+    # an owner's or organizer's hourly digest of registrations waiting for a decision (opt-out)
+    mail_pending: bool = True
 
 
 class CompetitionInvite(SQLModel, table=True):
