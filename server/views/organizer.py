@@ -72,12 +72,14 @@ def _back(default: str):
 
 def _by_competition(s, organized: set[int] | None) -> list[tuple]:
     """The dashboard's groups: each competition the person organizes (every one for an
-    administrator), newest first, with its tasks and their phases; then, for administrators, the
-    imported tasks in no competition (competition None). Only what exists: a placeholder made for a
-    task whose data was never imported is left out, and so is a task not imported there."""
+    administrator), newest first and placeholders last, with its tasks and their phases; then, for
+    administrators, the imported tasks in no competition (competition None). Only what exists: a
+    placeholder made for a task whose data was never imported is left out, and so is a task not
+    imported there."""
     home = get_settings().home
     declared = {t.id: t for t in all_tasks()}
-    q = select(Competition).order_by(Competition.id.desc())
+    # the competitions made by people first; the placeholders of lone tasks after them
+    q = select(Competition).order_by(Competition.placeholder, Competition.id.desc())
     if organized is not None:
         q = q.where(Competition.id.in_(sorted(organized)))
     out, placed = [], set()
