@@ -938,7 +938,7 @@ class MailPreferencesOut(Out):
     announcements: bool
     runs: bool
     pending_registrations: Optional[bool] = Field(
-        None, description="Owners and organizers only (null for others)."
+        None, description="Owners and organizers only (left out for others)."
     )
 
 

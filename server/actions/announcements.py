@@ -169,11 +169,9 @@ def list_announcements(
 def preferences_out(
     c: Competition, reg: Registration, role: CompetitionRole | None = None
 ) -> m.MailPreferencesOut:
+    extra = {} if role is None else {"pending_registrations": role.mail_pending}  # else left out
     return m.MailPreferencesOut(
-        competition=c.slug,
-        announcements=reg.mail_announcements,
-        runs=reg.mail_runs,
-        pending_registrations=None if role is None else role.mail_pending,
+        competition=c.slug, announcements=reg.mail_announcements, runs=reg.mail_runs, **extra
     )
 
 
