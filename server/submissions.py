@@ -39,6 +39,7 @@ from server.settings import Settings, get_settings
 from server.storage import store_upload
 from server.visibility import ORGANIZER, TEAM, Viewer, may_see
 from tasks import all_tasks
+from tasks.store import TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -369,11 +370,15 @@ CROSS_VALIDATED_PHASE = dict(
 
 
 def ensure_phases(session: Session) -> list[Phase]:
-    """Create the default `dev` and `test` phases of every registered task whose split has no
-    phase yet, and a phase on a task's cross-validated split (named after it), through the
-    lifecycle's one `create_phase` (checked and audited like an organizer's)."""
+    """Create the default `dev` and `test` phases of every registered task imported here whose
+    split has no phase yet, and a phase on a task's cross-validated split (named after it), through
+    the lifecycle's one `create_phase` (checked and audited like an organizer's). A task never
+    imported gets none, and so no placeholder competition: a fresh site shows what exists."""
     made = []
+    home = get_settings().home
     for t in all_tasks():
+        if not TaskStore(t.id, home).exists():
+            continue  # a task never imported here: no phase, so no placeholder competition
         for split in t.splits:
             defaults = (
                 CROSS_VALIDATED_PHASE if t.is_cross_validated(split) else DEFAULT_PHASES.get(split)

@@ -28,7 +28,6 @@ from server.models import (
 from server.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
 from server.settings import get_settings
 from tasks import all_tasks
-from tasks.store import TaskStore
 
 SLUG = re.compile(m.SLUG)
 STATES = ("draft", "visible", "archived")
@@ -186,8 +185,7 @@ def list_competitions(
     *, s: Session, viewer: User | None, operator: bool = False
 ) -> list[m.CompetitionSummary]:
     """The competitions `viewer` may see (None: an anonymous visitor), newest first; a
-    placeholder whose task another competition took over is an empty shell and is not listed, nor
-    one made for a task whose data was never imported here (a fresh site shows what exists)."""
+    placeholder whose task another competition took over is an empty shell and is not listed."""
     holding = select(CompetitionTask.competition_id)
     q = select(Competition).where(~Competition.placeholder | Competition.id.in_(holding))
     if not is_admin(viewer, operator=operator):
@@ -195,12 +193,7 @@ def list_competitions(
             CompetitionRole.user_id == (viewer.id if viewer is not None else -1)
         )
         q = q.where((Competition.state != "draft") | Competition.id.in_(mine))
-    home = get_settings().home
-    return [
-        _summary(s, c)
-        for c in s.exec(q.order_by(Competition.id.desc()))
-        if not c.placeholder or any(TaskStore(t, home).exists() for t in _tasks(s, c))
-    ]
+    return [_summary(s, c) for c in s.exec(q.order_by(Competition.id.desc()))]
 
 
 def get_competition(
