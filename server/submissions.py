@@ -369,13 +369,13 @@ CROSS_VALIDATED_PHASE = dict(
 )
 
 
-def ensure_phases(session: Session) -> list[Phase]:
+def ensure_phases(session: Session, home=None) -> list[Phase]:
     """Create the default `dev` and `test` phases of every registered task imported here whose
     split has no phase yet, and a phase on a task's cross-validated split (named after it), through
     the lifecycle's one `create_phase` (checked and audited like an organizer's). A task never
     imported gets none, and so no placeholder competition: a fresh site shows what exists."""
     made = []
-    home = get_settings().home
+    home = home if home is not None else get_settings().home
     for t in all_tasks():
         if not TaskStore(t.id, home).exists():
             continue  # a task never imported here: no phase, so no placeholder competition
