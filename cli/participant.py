@@ -21,6 +21,9 @@ from cli.client import Client, ClientError, load_config, save_config, upload_lar
 from tasks.store import TaskStore
 
 FINAL = {"scored", "failed"}
+# where `download` writes unless told otherwise: a folder of its own in the current directory,
+# never the data directory a server on this machine reads ($PALIMPSEST_HOME)
+DOWNLOADS = "palimpsest-data"
 FACT_KEY = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
@@ -92,21 +95,35 @@ def register(main: click.Group) -> None:
 
     @main.command("download")
     @click.argument("task_id", metavar="TASK")
-    @click.option("--split", default=None, help="Only this split (default: every public split).")
+    @click.option(
+        "--split",
+        default=None,
+        help="Only this split or folder (default: every one released now).",
+    )
     @click.option(
         "--home",
         type=click.Path(file_okay=False, path_type=Path),
-        envvar="PALIMPSEST_HOME",
-        default=None,
-        help="Data directory where `validate` finds the inputs.",
+        envvar="PALIMPSEST_DOWNLOADS",
+        default=Path(DOWNLOADS),
+        show_default=True,
+        help="Where to write (its tasks/TASK/ folder); give it to `validate` and `score` as "
+        "--home. Never the server's data directory unless named here ($PALIMPSEST_DOWNLOADS).",
     )
     def download(task_id, split, home):
-        """Download a task's public inputs into the data directory (so `validate` works offline)."""
+        """Download a task's public files into a folder of their own (so `validate` and `score
+        --split dev` work offline there)."""
+        store = TaskStore(task_id, home)
+        if (store.root / "gold").exists():
+            _die(
+                ClientError(
+                    f"{store.root} holds a server's copy of {task_id} (its gold/ folder); "
+                    "download into another --home"
+                )
+            )
         try:
             r = _client().request("GET", f"/tasks/{task_id}/download", {"split": split})
         except ClientError as e:
             _die(e)
-        store = TaskStore(task_id, home)
         try:
             zf = zipfile.ZipFile(io.BytesIO(r.body))
         except zipfile.BadZipFile:
@@ -123,6 +140,17 @@ def register(main: click.Group) -> None:
             dest.write_bytes(zf.read(info))
             n += 1
         click.echo(f"downloaded {n} file(s) of {task_id} to {store.root}")
+        try:
+            withheld = json.loads(zf.read("task.json")).get("withheld") or {}
+        except (KeyError, ValueError):
+            withheld = {}
+        for area, at in sorted(withheld.items()):
+            if at == "blind":
+                click.echo(
+                    f"never downloaded: {area} (blind: your system runs on it on the server)"
+                )
+            else:
+                click.echo(f"not released yet: {area} (from {at or 'its phase opening'})")
 
     @main.command("submit")
     @click.argument("task_id", metavar="TASK")
@@ -693,6 +721,8 @@ def _duplicate_notes(c, sub: dict, task_id: str, method_name: str) -> tuple[list
 
 def _print_submission(sub: dict) -> None:
     click.echo(f"submission {sub['id']} ({sub.get('task')}, {sub.get('phase')}): {sub['status']}")
+    if sub.get("queue"):
+        click.echo(f"  {queue_line(sub['queue'])}")
     for p in sub.get("errors") or []:
         click.echo(f"  {_problem(p)}")
     scores = sub.get("scores")
@@ -702,6 +732,29 @@ def _print_submission(sub: dict) -> None:
             click.echo(
                 f"  {part}: {prim.get('name')} ({prim.get('subset')}) = {_cell(prim.get('value'))}"
             )
+
+
+def duration(seconds: float) -> str:
+    """Seconds for people: 40 s, 3 min, 1 h 20 min."""
+    s = int(round(seconds))
+    if s < 90:
+        return f"{s} s"
+    if s < 5400:
+        return f"{round(s / 60)} min"
+    return f"{s // 3600} h {round((s % 3600) / 60)} min"
+
+
+def queue_line(q: dict) -> str:
+    """A waiting run's place and estimate, in one line (the API's `queue`)."""
+    if q.get("position") == 0:
+        where = "being scored"
+    else:
+        where = f"position {q.get('position')} of {q.get('queued')} in the queue"
+    workers = q.get("workers")
+    crew = "workers unknown" if workers is None else f"{workers} worker(s) alive"
+    wait = q.get("estimated_wait_s")
+    est = "no estimate yet" if wait is None else f"scored in about {duration(wait)}"
+    return f"{where}; {est} ({crew}; {q.get('basis')})"
 
 
 # ----------------------------------------------------------------------------- fact sheets

@@ -28,7 +28,7 @@ from werkzeug.exceptions import HTTPException
 from baselines.systems import SYSTEMS, Options
 from scorer.errors import TaskNotFound
 from server import api_models as m
-from server import auth, exposure, lifecycle, outbox, people, teams
+from server import auth, lifecycle, outbox, people, releases, teams, waits
 from server.actions import announcements as ann_actions
 from server.actions import bundles as bundle_actions
 from server.actions import campaign_models as model_actions
@@ -422,6 +422,9 @@ def submission_fields(
 
 def _sub_out(s, u, sub, status: int = 200, **extra):
     s.refresh(sub)
+    standing = waits.live_standing(s, sub, current_app.extensions.get("palimpsest.redis"))
+    if standing is not None:
+        extra["queue"] = standing
     return out(m.SubmissionOut, status, **submission_fields(s, u, sub), **extra)
 
 
@@ -893,6 +896,7 @@ def mail_preferences_set(competition_id):
         competition=competition_id,
         announcements=body.announcements,
         runs=body.runs,
+        pending_registrations=body.pending_registrations,
         via="api",
     )
     return _json_out(result)
@@ -1039,39 +1043,26 @@ def download(task_id):
     u = _user()
     t = _task(task_id)
     s = db()
-    allowed = people.may_download(s, u, t.id)
-    s.commit()  # an implicit registration stays made
-    if not allowed.ok:
-        raise ApiError(403, allowed.code, allowed.message)
-    store = _store(t.id)
-    if not store.exists():
-        raise ApiError(
-            404,
-            "not_imported",
-            f"task {t.id!r} has no data yet; the organizer imports it with: {t.import_help}",
-        )
     split = _query(m.DownloadQuery).split
-    if split is not None and split not in ("train", *t.splits):
-        raise ApiError(404, "unknown_split", f"task {t.id!r} has no split {split!r}")
-    public = store.root / "public"
-    blind = exposure.blind_splits(s, t.id)
-    areas = [split] if split is not None else sorted(d.name for d in public.iterdir() if d.is_dir())
-    areas = [a for a in areas if a not in blind or split is not None]
     try:
-        if split is not None:
-            exposure.check_not_blind(s, t.id, split)
-        exposure.check_download(t, get_settings().home, areas)
-    except exposure.ExposureRefused as e:
-        raise ApiError(409, "exposes_hidden_gold", str(e)) from e
+        given, withheld = releases.downloadable(s, u, t, get_settings().home, split)
+    except releases.DownloadRefused as e:
+        raise ApiError(e.status, e.code, e.message) from e
+    store = _store(t.id)
     buf = io.BytesIO()
     manifest = store.manifest()
     public_manifest = {
         k: manifest[k] for k in ("task", "version", "splits", "counts") if k in manifest
     }
+    # what is not released yet, and when it is (the CLI says so)
+    public_manifest["withheld"] = {
+        a.name: "blind" if a.blind else (a.release_at.isoformat() + "Z" if a.release_at else None)
+        for a in withheld
+    }
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("task.json", json.dumps(public_manifest, indent=2))
-        for area in areas:
-            for p in store.public_files(area):
+        for a in given:
+            for p in a.files:
                 zf.write(p, p.relative_to(store.root).as_posix())
     return Response(
         buf.getvalue(),

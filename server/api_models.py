@@ -211,6 +211,9 @@ class PhaseOut(Out):
     )
     opens_at: Stamp
     closes_at: Stamp
+    inputs_at: Stamp = Field(
+        None, description="When its split's inputs are released (null: opens_at)."
+    )
     is_open: bool
     published: bool
     limits: Limits
@@ -242,6 +245,7 @@ class PhaseCreate(Model):
     split: str = Field(json_schema_extra={"examples": ["test"]})
     opens_at: Optional[datetime] = Field(None, description="ISO 8601; UTC when no offset is given.")
     closes_at: Optional[datetime] = None
+    inputs_at: Optional[datetime] = Field(None, description="Inputs released (default: opening).")
     daily_limit: Optional[int] = Field(None, ge=0)
     total_limit: Optional[int] = Field(None, ge=0)
     concurrent_limit: Optional[int] = Field(None, ge=0)
@@ -266,6 +270,9 @@ class PhaseEdit(Model):
         json_schema_extra={"examples": ["2026-01-10T00:00:00Z"]},
     )
     closes_at: Optional[datetime] = None
+    inputs_at: Optional[datetime] = Field(
+        None, description="When the split's inputs may be downloaded (null: when it opens)."
+    )
     daily_limit: Optional[int] = Field(None, ge=0)
     total_limit: Optional[int] = Field(None, ge=0)
     concurrent_limit: Optional[int] = Field(None, ge=0)
@@ -280,7 +287,7 @@ class PhaseEdit(Model):
         None, ge=0, description="CPU seconds of system runs per team (null: no budget)."
     )
 
-    @field_validator("opens_at", "closes_at")
+    @field_validator("opens_at", "closes_at", "inputs_at")
     @classmethod
     def _naive_utc(cls, v):
         if v is not None and v.tzinfo is not None:
@@ -336,7 +343,11 @@ class TaskOut(TaskSummary):
 
 
 class DownloadQuery(Model):
-    split: str | None = Field(None, description="Only this split (default: every public split).")
+    split: str | None = Field(
+        None,
+        description="Only this split or folder (default: every one released now; the zip's "
+        "task.json names those withheld and their release time).",
+    )
 
 
 # ----------------------------------------------------------------------------- submissions
@@ -455,6 +466,19 @@ class Scores(BaseModel):
     parts: Optional[dict[str, dict[str, Any]]] = None
 
 
+class QueueStanding(Out):
+    """Where a waiting run stands (server.waits)."""
+
+    position: Optional[int] = Field(description="1: the next to start; 0: being scored now.")
+    queued: int = Field(description="Runs waiting in the scoring queue, all teams.")
+    running: int
+    workers: Optional[int] = Field(description="Scoring workers alive (null: not known).")
+    estimated_wait_s: Optional[float] = Field(
+        description="Seconds until scored, from recent scoring times (null: none yet)."
+    )
+    basis: str
+
+
 class SubmissionOut(Out):
     id: int
     task: str
@@ -488,6 +512,9 @@ class SubmissionOut(Out):
         None,
         description="At upload: true when this very file was "
         "submitted before (the earlier submission, counted once).",
+    )
+    queue: Optional[QueueStanding] = Field(
+        None, description="While queued or running: its place and an estimate (one run's view)."
     )
 
 
@@ -1003,12 +1030,20 @@ class MailPreferences(Model):
     runs: Optional[bool] = Field(
         None, description="A notice when one of your runs is scored or fails (off unless on)."
     )
+    pending_registrations: Optional[bool] = Field(
+        None,
+        description="Owners and organizers: an hourly digest of registrations waiting for a "
+        "decision (on unless turned off).",
+    )
 
 
 class MailPreferencesOut(Out):
     competition: str
     announcements: bool
     runs: bool
+    pending_registrations: Optional[bool] = Field(
+        None, description="Owners and organizers only (left out for others)."
+    )
 
 
 # ----------------------------------------------------------------------------- bundles

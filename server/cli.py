@@ -534,8 +534,8 @@ def register(main: click.Group) -> None:
         q = select(Phase).order_by(Phase.task_id, Phase.name)
         if task_id is not None:
             q = q.where(Phase.task_id == _task(task_id).id)
-        with _session(_settings()) as s:
-            ensure_phases(s)
+        with _session(settings := _settings()) as s:
+            ensure_phases(s, settings.home)
             rows = list(s.execute(q).scalars())
             if as_json:
                 click.echo(
@@ -611,8 +611,8 @@ def register(main: click.Group) -> None:
         """Create or change a phase of a task."""
 
         task = _task(task_id)
-        with _session(_settings()) as s:
-            ensure_phases(s)
+        with _session(settings := _settings()) as s:
+            ensure_phases(s, settings.home)
             p = s.execute(
                 select(Phase).where(Phase.task_id == task.id, Phase.name == phase_name)
             ).scalar_one_or_none()

@@ -24,12 +24,3 @@ def blind_splits(s: Session, task_id: str) -> set[str]:
     return set(
         s.exec(select(Phase.split).where(Phase.task_id == task_id, Phase.blind.is_(True))).all()
     )
-
-
-def check_not_blind(s: Session, task_id: str, split: str) -> None:
-    """Refuse the download of a blind split's inputs, saying how systems see them."""
-    if split in blind_splits(s, task_id):
-        raise ExposureRefused(
-            f"the {split} inputs of {task_id} are blind: they are never downloaded; submit your "
-            f"system (`palimpsest submit {task_id} --code DIR`) and it runs on them on the server"
-        )

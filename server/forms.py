@@ -114,6 +114,7 @@ class PhaseForm(FlaskForm):
 
     opens_at = UtcDateTimeField(f"Opens ({TZ}; empty: open now)")
     closes_at = UtcDateTimeField(f"Closes ({TZ}; empty: no end)")
+    inputs_at = UtcDateTimeField(f"Inputs released ({TZ}; empty: when it opens)")
     daily_limit = _limit("Daily limit per team (empty: none)")
     total_limit = _limit("Total limit per team (empty: none)")
     concurrent_limit = _limit("Submissions running at once per team (empty: no limit)")
@@ -133,7 +134,14 @@ class PhaseForm(FlaskForm):
     def changes(self, phase) -> dict:
         out = {
             k: getattr(self, k).data
-            for k in ("opens_at", "closes_at", "daily_limit", "total_limit", "concurrent_limit")
+            for k in (
+                "opens_at",
+                "closes_at",
+                "inputs_at",
+                "daily_limit",
+                "total_limit",
+                "concurrent_limit",
+            )
         }
         if float(self.public_fraction.data) != float(phase.public_fraction):
             out["public_fraction"] = float(self.public_fraction.data)

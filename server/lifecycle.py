@@ -424,6 +424,7 @@ def _jsonable(v):
 PHASE_FIELDS = (
     "opens_at",
     "closes_at",
+    "inputs_at",
     "daily_limit",
     "total_limit",
     "concurrent_limit",

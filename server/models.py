@@ -82,6 +82,8 @@ class Phase(SQLModel, table=True):
     split: str = Field(max_length=16)
     opens_at: Optional[NaiveDatetime] = None
     closes_at: Optional[NaiveDatetime] = None
+    # when the inputs of the phase's split may be downloaded (server.releases); None: when it opens
+    inputs_at: Optional[NaiveDatetime] = None
     daily_limit: Optional[int] = 5
     total_limit: Optional[int] = 100
     concurrent_limit: Optional[int] = 2
@@ -324,6 +326,8 @@ class CompetitionRole(SQLModel, table=True):
     role: str = Field(max_length=16)
     granted_by: Optional[int] = Field(default=None, foreign_key="user.id")
     created_at: NaiveDatetime = Field(default_factory=utcnow)
+    # an owner's or organizer's hourly digest of registrations waiting for a decision (opt-out)
+    mail_pending: bool = True
 
 
 class CompetitionInvite(SQLModel, table=True):

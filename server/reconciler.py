@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from rq.job import JobStatus
 from sqlalchemy import select
 
-from server import code_runs
+from server import code_runs, reminders
 from server.db import get_engine
 from server.lifecycle import PENDING, fail_infra, requeue
 from server.models import CodeRun, Submission, utcnow
@@ -115,6 +115,10 @@ def reconcile(settings: Settings, engine, conn) -> dict:
     stats["purged"] = purge_invalid_uploads(engine, settings)
     # the mail queue: what a dead sender left is queued again, and a worker is asked to deliver
     # what is due (the job enqueued when a message is queued may have been lost)
+    try:  # the digests of pending registrations, the reminders of closing phases
+        stats["reminders"] = reminders.queue_due(engine, settings)
+    except Exception as e:  # noqa: BLE001 — the scoring side of the pass stands
+        log.warning("reconciler: reminders failed (%s: %s)", type(e).__name__, e)
     try:
         stats["mail_due"] = mail_sweep(engine, settings, conn)
     except Exception as e:  # noqa: BLE001 — the scoring side of the pass stands

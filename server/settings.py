@@ -98,6 +98,12 @@ class Settings(BaseSettings):
         "(separated by `:`); the runtime's own packages are always there.",
     )
     reconcile_every: float = Field(5.0, description="Seconds between reconciler passes.")
+    closing_reminder_hours: float = Field(
+        48.0,
+        ge=0,
+        description="Hours before a phase closes when its competition's participants are mailed "
+        "a reminder (0: none).",
+    )
     max_attempts: int = Field(
         3, description="Scoring attempts before a submission fails for the server's reasons."
     )

@@ -40,6 +40,7 @@ from server.settings import Settings, get_settings
 from server.storage import path_for, store_upload
 from server.visibility import ORGANIZER, TEAM, Viewer, may_see
 from tasks import all_tasks
+from tasks.store import TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -429,12 +430,16 @@ CROSS_VALIDATED_PHASE = dict(
 )
 
 
-def ensure_phases(session: Session) -> list[Phase]:
-    """Create the default `dev` and `test` phases of every registered task whose split has no
-    phase yet, and a phase on a task's cross-validated split (named after it), through the
-    lifecycle's one `create_phase` (checked and audited like an organizer's)."""
+def ensure_phases(session: Session, home=None) -> list[Phase]:
+    """Create the default `dev` and `test` phases of every registered task imported here whose
+    split has no phase yet, and a phase on a task's cross-validated split (named after it), through
+    the lifecycle's one `create_phase` (checked and audited like an organizer's). A task never
+    imported gets none, and so no placeholder competition: a fresh site shows what exists."""
     made = []
+    home = home if home is not None else get_settings().home
     for t in all_tasks():
+        if not TaskStore(t.id, home).exists():
+            continue  # a task never imported here: no phase, so no placeholder competition
         for split in t.splits:
             defaults = (
                 CROSS_VALIDATED_PHASE if t.is_cross_validated(split) else DEFAULT_PHASES.get(split)

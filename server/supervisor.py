@@ -188,7 +188,7 @@ class Supervisor:
             engine = app.extensions["palimpsest.engine"]
 
             with Session(engine) as s:
-                ensure_phases(s)
+                ensure_phases(s, self.settings.home)
             self.workers = [self.start_worker() for _ in range(self.n_workers)]
             self.record()
             if self.demo:

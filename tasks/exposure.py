@@ -126,9 +126,15 @@ def _ids(rows, key: tuple[str, ...], value_fields: frozenset[str] | None) -> fro
 
 
 def _tables(base: Path) -> list[Path]:
-    if not base.is_dir():
+    """The tables of a folder, as a download serves them: regular files inside it, no link."""
+    if not base.is_dir() or base.is_symlink():
         return []
-    return sorted(p for p in base.rglob("*") if p.is_file() and p.suffix in TABLES)
+    real = base.resolve()
+    return sorted(
+        p
+        for p in base.rglob("*")
+        if p.is_file() and p.suffix in TABLES and not p.is_symlink() and real in p.resolve().parents
+    )
 
 
 def exposure_of_tree(task: Task, root: Path) -> Exposure:

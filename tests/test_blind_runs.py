@@ -235,11 +235,15 @@ def test_a_blind_phase_hides_its_inputs_and_its_logs_until_review(app, tmp_path)
     assert r.json["blind"] is True and r.json["accepts"] == "code"
     # the test inputs are never downloaded, by the API or the web
     r = c.get(f"/api/v1/tasks/{TASK}/download?split=test", headers=_h(tok["ann"]))
-    assert r.status_code == 409 and "blind" in r.json["error"]["message"]
+    assert r.status_code == 403 and r.json["error"]["code"] == "blind"
+    assert "never downloaded" in r.json["error"]["message"]
     r = c.get(f"/api/v1/tasks/{TASK}/download", headers=_h(tok["ann"]))
     assert r.status_code == 200
     names = zipfile.ZipFile(io.BytesIO(r.data)).namelist()
     assert not any("/test/" in n for n in names) and any("/dev/" in n for n in names)
+    assert json.loads(zipfile.ZipFile(io.BytesIO(r.data)).read("task.json"))["withheld"] == {
+        "test": "blind"
+    }
     # a system that prints the hidden inputs, then fails
     leak = (
         "import sys\nprint(open('/input/inputs.jsonl').read())\nsys.exit('the inputs are above')\n"

