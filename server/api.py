@@ -1752,8 +1752,10 @@ def init_app(app) -> None:
     responses={201: m.CampaignOut},
     errors=(403, 404, 409, 422),
     tags=("assessment",),
-    description="Links tasks: the union of each ranked run's top-`depth` links per query, minus "
-    "the gold's links and earlier campaigns' items; pair tasks: `depth` instances per stratum. "
+    description="Links tasks: the union of each ranked run's top-`depth` links per query, the "
+    "gold's links and earlier campaigns' items among them (judged blind); pair tasks: `depth` "
+    "instances per stratum. An assessor who takes part in the competition is refused (409) "
+    "unless `allow_participants`. "
     "Each item goes to `per_item` of the named assessors (balanced), in an order of its own per "
     "assessor. The answer lists the pooled items.",
 )
@@ -1772,6 +1774,7 @@ def campaign_open(task_id, phase_name):
         guideline=body.guideline,
         seed=body.seed,
         positive=body.positive,
+        allow_participants=body.allow_participants,
         via="api",
     )
     return _json_out(got, 201)

@@ -931,8 +931,8 @@ class CloneIn(Model):
 
 # ----------------------------------------------------------------------------- assessment campaigns
 
-FACTORS = ("run", "source_work", "overlap", "query_had_gold", "stratum")
-Factor = Literal["run", "source_work", "overlap", "query_had_gold", "stratum"]
+FACTORS = ("run", "source_work", "overlap", "query_had_gold", "gold", "stratum")
+Factor = Literal["run", "source_work", "overlap", "query_had_gold", "gold", "stratum"]
 
 
 class CampaignOpenIn(Model):
@@ -968,6 +968,11 @@ class CampaignOpenIn(Model):
         description="Links tasks: the labels that make an item a link when the campaign closes "
         "(default: the first label).",
     )
+    allow_participants: bool = Field(
+        False,
+        description="Open it although an assessor takes part in the competition (a team or runs "
+        "of their own): refused otherwise.",
+    )
 
 
 class CampaignItemOut(Out):
@@ -982,6 +987,12 @@ class CampaignAssessorOut(Out):
     email: str
     assigned: int
     judged: int
+    gold_judged: Optional[int] = Field(
+        None, description="Links: the gold links among their judged items (blind to them)."
+    )
+    gold_agreed: Optional[int] = Field(
+        None, description="Links: how many of those they judged a link (a positive label)."
+    )
 
 
 class CampaignCounts(Out):
@@ -1009,6 +1020,11 @@ class CampaignOut(Out):
     created_at: Stamp = None
     counts: CampaignCounts
     assessors: list[CampaignAssessorOut]
+    participants: list[str] = Field(
+        [],
+        description="Assessors who take part in the competition (a team or runs of their own): "
+        "they know their runs, and so what the pool holds of them.",
+    )
     items: Optional[list[CampaignItemOut]] = None
 
 
