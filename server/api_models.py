@@ -24,7 +24,7 @@ from pydantic import (
 from pydantic.json_schema import SkipJsonSchema
 
 from server.board_model import Leaderboard, Snapshot
-from server.inputs import CONTROL
+from server.inputs import CONTROL, one_line_problem
 from server.sanitize import MAX_MARKDOWN
 from server.submissions import url_problem
 
@@ -161,6 +161,13 @@ class TeamCreate(Model):
         min_length=1, max_length=120, json_schema_extra={"examples": ["Team Lexical"]}
     )
     competition: Optional[str] = _COMPETITION
+
+    @field_validator("name")
+    @classmethod
+    def _one_line(cls, v: str) -> str:
+        if one_line_problem(v):
+            raise ValueError(one_line_problem(v))
+        return v
 
 
 class TeamJoin(Model):
@@ -348,6 +355,8 @@ class UploadFields(Model):
         v = (v or "").strip()
         if CONTROL.search(v):
             raise ValueError("a control character is not allowed in this field")
+        if info.field_name == "method_name" and one_line_problem(v):
+            raise ValueError(one_line_problem(v))
         return v
 
     @field_validator("url")
@@ -577,6 +586,13 @@ def _no_control(v: str | None) -> str | None:
     return v
 
 
+def _one_line(v: str | None) -> str | None:
+    """A title: one line (it becomes a mail subject and a heading)."""
+    if v is not None and one_line_problem(v):
+        raise ValueError(one_line_problem(v))
+    return v
+
+
 class CompetitionPageOut(Out):
     """A page of a competition: its Markdown and the sanitized HTML it renders to."""
 
@@ -681,7 +697,7 @@ class CompetitionCreate(Model):
         description="Declared tasks that become its subtasks (each in one competition at most).",
     )
 
-    _title = field_validator("title")(_no_control)
+    _title = field_validator("title")(_one_line)
 
 
 class CompetitionEdit(CompetitionSettings):
@@ -690,7 +706,7 @@ class CompetitionEdit(CompetitionSettings):
     title: Optional[str] = Field(None, min_length=1, max_length=200)
     state: Optional[CompetitionState] = Field(None, json_schema_extra={"examples": ["visible"]})
 
-    _title = field_validator("title")(_no_control)
+    _title = field_validator("title")(_one_line)
 
 
 class CompetitionPageSet(Model):
@@ -702,7 +718,7 @@ class CompetitionPageSet(Model):
     )
     position: Optional[int] = Field(None, ge=0, le=10_000)
 
-    _title = field_validator("title")(_no_control)
+    _title = field_validator("title")(_one_line)
 
 
 # ----------------------------------------------------------------------------- registrations
@@ -875,7 +891,7 @@ class AnnouncementCreate(Model):
         json_schema_extra={"examples": ["The test phase is open until **31 May**."]},
     )
 
-    _title = field_validator("title")(_no_control)
+    _title = field_validator("title")(_one_line)
 
 
 class AnnouncementOut(Out):

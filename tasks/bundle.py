@@ -248,6 +248,13 @@ class BoundedLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """SafeDumper that writes a value used twice out twice (no anchors, no aliases)."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
+
+
 def load_yaml(text: str):
     """One YAML document read in bounded work (`BoundedLoader`): YamlRefused (a YAMLError) for an
     alias, an anchor or nesting too deep, YAMLError for anything else that is not YAML."""
@@ -1107,7 +1114,8 @@ def export_task(task_id: str, home: Path, dest: Path, *, include_gold: bool) -> 
 def write_bundle_zip(spec: dict, root: Path, out: Path) -> None:
     """A bundle as one zip: `spec` as competition.yaml and every file under `root` (the same
     bytes give the same zip)."""
-    text = yaml.safe_dump(spec, sort_keys=False, allow_unicode=True, width=100)
+    # a value used twice is written out twice: a bundle holds no anchors or aliases
+    text = yaml.dump(spec, Dumper=_PlainDumper, sort_keys=False, allow_unicode=True, width=100)
     root = Path(root)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
         info = zipfile.ZipInfo(MANIFEST, date_time=(1980, 1, 1, 0, 0, 0))
