@@ -77,6 +77,7 @@ class ErrorBody(Model):
     total: Optional[int] = None
     next_allowed_at: Optional[str] = None
     limit: Optional[str] = None
+    field: Optional[str] = Field(None, description="The input field a 400 or 404 is about.")
 
 
 class Error(Model):

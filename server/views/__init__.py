@@ -104,15 +104,15 @@ def init_web(app: Flask) -> None:
             "and try again.",
         ), 400
 
-    for code, message in (
-        (403, "You may not do that."),
-        (404, "Nothing here (or nothing you may see)."),
-        (405, "Method not allowed."),
+    for code, name, message in (
+        (403, "forbidden", "You may not do that."),
+        (404, "not_found", "Nothing here (or nothing you may see)."),
+        (405, "method_not_allowed", "Method not allowed."),
     ):
 
-        def handler(e, code=code, message=message):
+        def handler(e, code=code, name=name, message=message):
             if auth.is_api_request():
-                return {"error": {"code": code, "message": message}}, code
+                return {"error": {"code": name, "message": message}}, code
             return render_template("error.html", code=code, message=message), code
 
         app.register_error_handler(code, handler)
