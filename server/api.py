@@ -736,7 +736,12 @@ def registration_create(competition_id):
     body = _body(m.RegistrationIn)
     return _json_out(
         reg_actions.register(
-            s=db(), user=u, competition=competition_id, accept_terms=body.accept_terms, via="api"
+            s=db(),
+            user=u,
+            competition=competition_id,
+            accept_terms=body.accept_terms,
+            terms_version=body.terms_version,
+            via="api",
         )
     )
 
@@ -1060,9 +1065,13 @@ def download(task_id):
         raise ApiError(409, "exposes_hidden_gold", str(e)) from e
     buf = io.BytesIO()
     manifest = store.manifest()
-    public_manifest = {
-        k: manifest[k] for k in ("task", "version", "splits", "counts") if k in manifest
+    public_manifest = {k: manifest[k] for k in ("task", "version", "splits") if k in manifest}
+    # a hidden split's counts would say how many gold rows it has (a links split's `links`)
+    counts = {
+        sp: v for sp, v in (manifest.get("counts") or {}).items() if not t.has_private_part(sp)
     }
+    if counts:
+        public_manifest["counts"] = counts
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("task.json", json.dumps(public_manifest, indent=2))
         for p in store.public_files(split):

@@ -732,7 +732,16 @@ class RegistrationIn(Model):
     """Register for a competition; a competition with terms needs `accept_terms: true` (of their
     current version)."""
 
-    accept_terms: bool = Field(False, json_schema_extra={"examples": [True]})
+    accept_terms: bool = Field(
+        False, strict=True, json_schema_extra={"examples": [True]}, description="JSON true only."
+    )
+    terms_version: Optional[int] = Field(
+        None,
+        ge=0,
+        le=2**31 - 1,
+        description="The version of the terms you read (`current_terms_version`): accepting is "
+        "refused (409 `terms_changed`) if they changed since.",
+    )
 
 
 class RegistrationOut(Out):
@@ -818,7 +827,11 @@ class InviteOut(Out):
         description="mailed: the link was queued by mail; granted: an account with that address "
         "has the role now (this server sends no mail); link: hand the link over yourself."
     )
-    link: Optional[str] = Field(None, description="The signed link that accepts the invitation.")
+    link: Optional[str] = Field(
+        None,
+        description="The signed link that accepts the invitation: only where you hand it over "
+        "yourself (`link`); a mailed link goes to the address alone.",
+    )
     expires_at: datetime
     message: str
 
