@@ -78,7 +78,8 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(served):  # 
             except BaseException as e:  # a check's failure: kept, the run goes on
                 if isinstance(e, KeyboardInterrupt):
                     raise
-                failures.append(f"{operation.method.upper()} {operation.path}: {e}"[:1500])
+                op = case.operation
+                failures.append(f"{op.method.upper()} {op.path}: {e}"[:1500])
 
         run()
     assert seen > 100
