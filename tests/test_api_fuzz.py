@@ -31,6 +31,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(served):  # 
     url, tokens, home, app = served
     spec = requests.get(f"{url}/api/v1/openapi.json", timeout=30).json()
     schema = schemathesis.openapi.from_dict(spec)
+
     def no_server_error(ctx, response, case):
         """Any 5xx but a declared 503 (this app runs without Redis: a queue the action needs is
         unreachable, and said so)."""
