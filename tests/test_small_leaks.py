@@ -141,3 +141,22 @@ def test_a_clone_keeps_judged_pairs_and_the_gold_history(app, tmp_path):
         assert [v.version for v in versions] == [1, 2]
         assert versions[-1].sha256 == new.gold_checksum("test")
         assert goldversions.current(s, new.task_id, "test").version == 2
+
+
+def test_a_pair_judged_again_a_link_leaves_judged_csv(tmp_path):
+    """Earlier campaigns' items are pooled again: a pair rejected once and accepted now moves
+    from judged.csv to links.csv; a gold link rejected stays gold."""
+    from server import goldversions
+    from tasks.store import TaskStore
+
+    store = TaskStore("t", tmp_path)
+    gold = store.root / "gold" / "test"
+    gold.mkdir(parents=True)
+    (gold / "links.csv").write_text("query_id,source_id\nq1,s1\n", encoding="utf-8")
+    (gold / "judged.csv").write_text("query_id,source_id\nq2,s2\nq3,s3\n", encoding="utf-8")
+    files, added, neg = goldversions.links_gold(
+        store, "test", accepted=[("q2", "s2")], rejected=[("q1", "s1"), ("q4", "s4")]
+    )
+    assert files["links.csv"] == "query_id,source_id\nq1,s1\nq2,s2\n"
+    assert files["judged.csv"] == "query_id,source_id\nq3,s3\nq4,s4\n"
+    assert (added, neg) == (1, 1)
