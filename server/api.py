@@ -517,7 +517,7 @@ def team_show():
     "Create a team (you become its captain); with `competition`, a team of that competition",
     body=m.TeamCreate,
     responses={201: m.TeamOut},
-    errors=(403, 409),
+    errors=(403, 404, 409),
     tags=("team",),
 )
 def team_create():
@@ -653,7 +653,7 @@ def competition_detail(competition_id):
     "Create a competition (site administrators)",
     body=m.CompetitionCreate,
     responses={201: m.CompetitionOut},
-    errors=(403, 409),
+    errors=(403, 404, 409),
     tags=("competitions",),
 )
 def competition_create():
