@@ -1380,8 +1380,8 @@ def ranking_version(task_id, phase_name, version):
 @op(
     "The final ranking as CSV, JSON or a LaTeX table (organizers)",
     query=m.ExportQuery,
-    responses={200: "text/csv"},
-    errors=(403,),
+    responses={200: ("text/csv", "application/json", "application/x-tex")},
+    errors=(403, 409),
     tags=("organizers",),
     description="The published snapshot (`version`, default the latest) byte for byte, or a "
     "preview before publication; `format` csv (text/csv), json (application/json) or tex "

@@ -197,7 +197,19 @@ def spec(app) -> dict:
             }
         responses: dict[str, dict] = {}
         for status, r in meta["responses"].items():
-            if isinstance(r, str):
+            if isinstance(r, tuple):  # one of several media types (a `format` parameter's)
+                responses[str(status)] = {
+                    "description": "OK",
+                    "content": {
+                        t: {
+                            "schema": {"type": "object"}
+                            if t.endswith("json")
+                            else {"type": "string", "contentMediaType": t}
+                        }
+                        for t in r
+                    },
+                }
+            elif isinstance(r, str):
                 schema = (
                     {"type": "object"}
                     if r.endswith("json")

@@ -51,13 +51,14 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(served):  # 
     ]
     headers = {"Authorization": f"Bearer {tokens['org']}"}
     failures: list[str] = []
-    seen = 0
+    seen = ops = 0
     session = requests.Session()
     for result in schema.get_all_operations():
         operation = result.ok()
         if operation is None:
             failures.append(f"unreadable operation: {result}")
             continue
+        ops += 1
 
         @settings(
             max_examples=EXAMPLES,
@@ -86,6 +87,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(served):  # 
                 failures.append(f"{op.method.upper()} {op.path}: {e}"[:1500])
 
         run()
+    print(f"schemathesis: {seen} cases over {ops} operations, {len(failures)} failing")
     assert seen > 100
     assert not failures, "\n\n".join(failures[:30]) + f"\n\n{len(failures)} failing"
 
