@@ -31,7 +31,12 @@ def _campaign_lines(c: dict) -> None:
         f"{c['per_item']} assessors per item, seed {c['seed']}"
     )
     for a in c["assessors"]:
-        click.echo(f"  {a['email']}: {a['judged']}/{a['assigned']} judged")
+        gold = ""
+        if a.get("gold_judged") is not None:
+            gold = f"; {a['gold_agreed']}/{a['gold_judged']} gold links judged a link"
+        click.echo(f"  {a['email']}: {a['judged']}/{a['assigned']} judged{gold}")
+    if c.get("participants"):
+        click.echo(f"  warning: assessors who take part: {', '.join(c['participants'])}")
     for it in c.get("items") or []:
         click.echo(f"  item {it['id']}: {it['key'].replace(chr(9), '  ->  ')}")
 
@@ -168,9 +173,24 @@ def register(main: click.Group) -> None:
     @click.option(
         "--positive", multiple=True, help="A label that makes a link; repeat (default: the first)."
     )
+    @click.option(
+        "--allow-participants",
+        is_flag=True,
+        help="Open it although an assessor takes part in the competition (refused otherwise).",
+    )
     @JSON
     def campaign_open(
-        task_id, phase, depth, per_item, emails, labels, guideline, seed, positive, as_json
+        task_id,
+        phase,
+        depth,
+        per_item,
+        emails,
+        labels,
+        guideline,
+        seed,
+        positive,
+        allow_participants,
+        as_json,
     ):
         """Pool the phase's ranked runs and assign the items to the assessors."""
         body = {"depth": depth, "assessors": list(emails), "per_item": per_item}
@@ -182,6 +202,8 @@ def register(main: click.Group) -> None:
             body["seed"] = seed
         if positive:
             body["positive"] = list(positive)
+        if allow_participants:
+            body["allow_participants"] = True
         got = _call(
             as_json,
             lambda c: c.send_json(

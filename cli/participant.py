@@ -566,9 +566,10 @@ def register(main: click.Group) -> None:
                 else:
                     click.echo(message, err=True)
                 sys.exit(1)
-            got = c.send_json(
-                "POST", f"/competitions/{competition}/registration", {"accept_terms": accept_terms}
-            )
+            body = {"accept_terms": accept_terms}
+            if accept_terms:  # the version it told of: changed since, the server refuses
+                body["terms_version"] = mine.get("current_terms_version", 0)
+            got = c.send_json("POST", f"/competitions/{competition}/registration", body)
         except ClientError as e:
             _die(e, as_json)
         if as_json:

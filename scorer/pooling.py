@@ -14,19 +14,22 @@ import re
 
 import numpy as np
 
+from scorer.metrics import trec_scores
+
 WORD = re.compile(r"\w+", re.UNICODE)
 CHUNK = 1 << 19  # pairs per sparse product when counting shared words
 
 
 def top_k(q, s, score, depth: int, source_rank: np.ndarray) -> np.ndarray:
-    """Positions of a run's top-`depth` links per query: by descending score, ties by descending
-    source id (`source_rank` is each source's rank in byte order: trec_eval's rule, as the scorer
-    ranks them); a run without scores ties everywhere."""
+    """Positions of a run's top-`depth` links per query, ranked exactly as the scorer ranks them
+    (`scorer.metrics.link_ranking_ir`, trec_eval's `comp_sim_docno`): by descending score compared
+    in single precision (`trec_scores`: scores equal as float32 tie), ties by descending source id
+    (`source_rank` is each source's rank in byte order); a run without scores ties everywhere."""
     q = np.asarray(q, dtype=np.int64)
     if q.size == 0:
         return np.zeros(0, dtype=np.int64)
     s = np.asarray(s, dtype=np.int64)
-    sc = np.zeros(q.size) if score is None else np.asarray(score, dtype=np.float64)
+    sc = np.zeros(q.size, dtype=np.float32) if score is None else trec_scores(score)
     order = np.lexsort((-source_rank[s], -sc, q))  # the last key sorts first
     qs = q[order]
     starts = np.flatnonzero(np.r_[True, qs[1:] != qs[:-1]])

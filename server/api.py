@@ -521,7 +521,7 @@ def team_show():
     "Create a team (you become its captain); with `competition`, a team of that competition",
     body=m.TeamCreate,
     responses={201: m.TeamOut},
-    errors=(403, 409),
+    errors=(403, 404, 409),
     tags=("team",),
 )
 def team_create():
@@ -657,7 +657,7 @@ def competition_detail(competition_id):
     "Create a competition (site administrators)",
     body=m.CompetitionCreate,
     responses={201: m.CompetitionOut},
-    errors=(403, 409),
+    errors=(403, 404, 409),
     tags=("competitions",),
 )
 def competition_create():
@@ -740,7 +740,12 @@ def registration_create(competition_id):
     body = _body(m.RegistrationIn)
     return _json_out(
         reg_actions.register(
-            s=db(), user=u, competition=competition_id, accept_terms=body.accept_terms, via="api"
+            s=db(),
+            user=u,
+            competition=competition_id,
+            accept_terms=body.accept_terms,
+            terms_version=body.terms_version,
+            via="api",
         )
     )
 
@@ -1051,9 +1056,13 @@ def download(task_id):
     store = _store(t.id)
     buf = io.BytesIO()
     manifest = store.manifest()
-    public_manifest = {
-        k: manifest[k] for k in ("task", "version", "splits", "counts") if k in manifest
+    public_manifest = {k: manifest[k] for k in ("task", "version", "splits") if k in manifest}
+    # a hidden split's counts would say how many gold rows it has (a links split's `links`)
+    counts = {
+        sp: v for sp, v in (manifest.get("counts") or {}).items() if not t.has_private_part(sp)
     }
+    if counts:
+        public_manifest["counts"] = counts
     # what is not released yet, and when it is (the CLI says so)
     public_manifest["withheld"] = {
         a.name: "blind" if a.blind else (a.release_at.isoformat() + "Z" if a.release_at else None)
@@ -1459,8 +1468,8 @@ def ranking_version(task_id, phase_name, version):
 @op(
     "The final ranking as CSV, JSON or a LaTeX table (organizers)",
     query=m.ExportQuery,
-    responses={200: "text/csv"},
-    errors=(403,),
+    responses={200: ("text/csv", "application/json", "application/x-tex")},
+    errors=(403, 409),
     tags=("organizers",),
     description="The published snapshot (`version`, default the latest) byte for byte, or a "
     "preview before publication; `format` csv (text/csv), json (application/json) or tex "
@@ -1840,8 +1849,10 @@ def init_app(app) -> None:
     responses={201: m.CampaignOut},
     errors=(403, 404, 409, 422),
     tags=("assessment",),
-    description="Links tasks: the union of each ranked run's top-`depth` links per query, minus "
-    "the gold's links and earlier campaigns' items; pair tasks: `depth` instances per stratum. "
+    description="Links tasks: the union of each ranked run's top-`depth` links per query, the "
+    "gold's links and earlier campaigns' items among them (judged blind); pair tasks: `depth` "
+    "instances per stratum. An assessor who takes part in the competition is refused (409) "
+    "unless `allow_participants`. "
     "Each item goes to `per_item` of the named assessors (balanced), in an order of its own per "
     "assessor. The answer lists the pooled items.",
 )
@@ -1860,6 +1871,7 @@ def campaign_open(task_id, phase_name):
         guideline=body.guideline,
         seed=body.seed,
         positive=body.positive,
+        allow_participants=body.allow_participants,
         via="api",
     )
     return _json_out(got, 201)

@@ -25,7 +25,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from server.board_model import Leaderboard, Snapshot
 from server.emails import normalize_domain
-from server.inputs import CONTROL
+from server.inputs import CONTROL, one_line_problem
 from server.sanitize import MAX_MARKDOWN
 from server.submissions import url_problem
 
@@ -78,6 +78,7 @@ class ErrorBody(Model):
     total: Optional[int] = None
     next_allowed_at: Optional[str] = None
     limit: Optional[str] = None
+    field: Optional[str] = Field(None, description="The input field a 400 or 404 is about.")
 
 
 class Error(Model):
@@ -162,6 +163,13 @@ class TeamCreate(Model):
         min_length=1, max_length=120, json_schema_extra={"examples": ["Team Lexical"]}
     )
     competition: Optional[str] = _COMPETITION
+
+    @field_validator("name")
+    @classmethod
+    def _one_line(cls, v: str) -> str:
+        if one_line_problem(v):
+            raise ValueError(one_line_problem(v))
+        return v
 
 
 class TeamJoin(Model):
@@ -402,6 +410,8 @@ class UploadFields(Model):
         v = (v or "").strip()
         if CONTROL.search(v):
             raise ValueError("a control character is not allowed in this field")
+        if info.field_name == "method_name" and one_line_problem(v):
+            raise ValueError(one_line_problem(v))
         return v
 
     @field_validator("url")
@@ -708,6 +718,13 @@ def _no_control(v: str | None) -> str | None:
     return v
 
 
+def _one_line(v: str | None) -> str | None:
+    """A title: one line (it becomes a mail subject and a heading)."""
+    if v is not None and one_line_problem(v):
+        raise ValueError(one_line_problem(v))
+    return v
+
+
 class CompetitionPageOut(Out):
     """A page of a competition: its Markdown and the sanitized HTML it renders to."""
 
@@ -812,7 +829,7 @@ class CompetitionCreate(Model):
         description="Declared tasks that become its subtasks (each in one competition at most).",
     )
 
-    _title = field_validator("title")(_no_control)
+    _title = field_validator("title")(_one_line)
 
 
 class CompetitionEdit(CompetitionSettings):
@@ -821,7 +838,7 @@ class CompetitionEdit(CompetitionSettings):
     title: Optional[str] = Field(None, min_length=1, max_length=200)
     state: Optional[CompetitionState] = Field(None, json_schema_extra={"examples": ["visible"]})
 
-    _title = field_validator("title")(_no_control)
+    _title = field_validator("title")(_one_line)
 
 
 class CompetitionPageSet(Model):
@@ -833,7 +850,7 @@ class CompetitionPageSet(Model):
     )
     position: Optional[int] = Field(None, ge=0, le=10_000)
 
-    _title = field_validator("title")(_no_control)
+    _title = field_validator("title")(_one_line)
 
 
 # ----------------------------------------------------------------------------- registrations
@@ -846,7 +863,16 @@ class RegistrationIn(Model):
     """Register for a competition; a competition with terms needs `accept_terms: true` (of their
     current version)."""
 
-    accept_terms: bool = Field(False, json_schema_extra={"examples": [True]})
+    accept_terms: bool = Field(
+        False, strict=True, json_schema_extra={"examples": [True]}, description="JSON true only."
+    )
+    terms_version: Optional[int] = Field(
+        None,
+        ge=0,
+        le=2**31 - 1,
+        description="The version of the terms you read (`current_terms_version`): accepting is "
+        "refused (409 `terms_changed`) if they changed since.",
+    )
 
 
 class RegistrationOut(Out):
@@ -932,7 +958,11 @@ class InviteOut(Out):
         description="mailed: the link was queued by mail; granted: an account with that address "
         "has the role now (this server sends no mail); link: hand the link over yourself."
     )
-    link: Optional[str] = Field(None, description="The signed link that accepts the invitation.")
+    link: Optional[str] = Field(
+        None,
+        description="The signed link that accepts the invitation: only where you hand it over "
+        "yourself (`link`); a mailed link goes to the address alone.",
+    )
     expires_at: datetime
     message: str
 
@@ -1006,7 +1036,7 @@ class AnnouncementCreate(Model):
         json_schema_extra={"examples": ["The test phase is open until **31 May**."]},
     )
 
-    _title = field_validator("title")(_no_control)
+    _title = field_validator("title")(_one_line)
 
 
 class AnnouncementOut(Out):
@@ -1070,8 +1100,8 @@ class CloneIn(Model):
 
 # ----------------------------------------------------------------------------- assessment campaigns
 
-FACTORS = ("run", "source_work", "overlap", "query_had_gold", "stratum")
-Factor = Literal["run", "source_work", "overlap", "query_had_gold", "stratum"]
+FACTORS = ("run", "source_work", "overlap", "query_had_gold", "gold", "stratum")
+Factor = Literal["run", "source_work", "overlap", "query_had_gold", "gold", "stratum"]
 
 
 class CampaignOpenIn(Model):
@@ -1107,6 +1137,11 @@ class CampaignOpenIn(Model):
         description="Links tasks: the labels that make an item a link when the campaign closes "
         "(default: the first label).",
     )
+    allow_participants: bool = Field(
+        False,
+        description="Open it although an assessor takes part in the competition (a team or runs "
+        "of their own): refused otherwise.",
+    )
 
 
 class CampaignItemOut(Out):
@@ -1121,6 +1156,12 @@ class CampaignAssessorOut(Out):
     email: str
     assigned: int
     judged: int
+    gold_judged: Optional[int] = Field(
+        None, description="Links: the gold links among their judged items (blind to them)."
+    )
+    gold_agreed: Optional[int] = Field(
+        None, description="Links: how many of those they judged a link (a positive label)."
+    )
 
 
 class CampaignCounts(Out):
@@ -1148,6 +1189,11 @@ class CampaignOut(Out):
     created_at: Stamp = None
     counts: CampaignCounts
     assessors: list[CampaignAssessorOut]
+    participants: list[str] = Field(
+        [],
+        description="Assessors who take part in the competition (a team or runs of their own): "
+        "they know their runs, and so what the pool holds of them.",
+    )
     items: Optional[list[CampaignItemOut]] = None
 
 

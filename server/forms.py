@@ -408,6 +408,10 @@ class CampaignForm(FlaskForm):
         validators=[Optional(), NumberRange(min=0, max=INT_MAX, message="0 or more")],
         render_kw={"min": 0, "inputmode": "numeric"},
     )
+    allow_participants = BooleanField(
+        "Open it although an assessor takes part in the competition (a team or runs of their own: "
+        "they know what the pool holds of their runs)"
+    )
 
     def emails(self) -> list[str]:
         return [x for x in re.split(r"[\s,;]+", self.assessors.data or "") if x]

@@ -78,7 +78,8 @@ def _csv_text(header, rows) -> str:
 
 def links_gold(store: TaskStore, split: str, accepted, rejected) -> tuple[dict[str, str], int, int]:
     """The new gold files of a links split: `links.csv` with the accepted links appended in the
-    same row format (its other columns left empty), `judged.csv` with the rejected pairs added;
+    same row format (its other columns left empty), `judged.csv` with the rejected pairs added
+    (and the newly accepted ones taken out);
     returns (name -> text, links added, pairs judged negative added)."""
     path = store.gold(split, "links.csv")
     text = path.read_text(encoding="utf-8")
@@ -91,7 +92,9 @@ def links_gold(store: TaskStore, split: str, accepted, rejected) -> tuple[dict[s
             text += "\n"
         pad = [""] * max(0, len(header) - 2)
         text += _csv_text(header, [(q, src, *pad) for q, src in new]).split("\n", 1)[1]
-    judged = link_rows(store.gold(split, JUDGED))
+    # a pair judged not a link before and a link now (earlier campaigns' items are pooled again)
+    # leaves judged.csv as it enters links.csv
+    judged = [x for x in link_rows(store.gold(split, JUDGED)) if x not in set(new)]
     known = set(judged)
     neg = [x for x in sorted(set(rejected)) if x not in known and x not in have]
     return (

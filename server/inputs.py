@@ -13,6 +13,23 @@ INT_MAX = 2**31 - 1
 # C0 controls but tab, newline and carriage return (which a description may hold), and DEL
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 DIGITS = re.compile(r"[+-]?[0-9]+")
+# what a single-line text (a title, a team or method name: each may become a mail header or a line
+# of a table) may not hold: every C0 and C1 control (tab, CR, LF and NEL among them), DEL, and the
+# Unicode line and paragraph separators
+NOT_ONE_LINE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line_problem(value: str | None) -> str | None:
+    """Why `value` is no single line of text (None: it is one)."""
+    m = NOT_ONE_LINE.search(value or "")
+    if m is None:
+        return None
+    return f"a line break or control character (U+{ord(m.group()):04X}) is not allowed here"
+
+
+def one_line(value: str) -> str:
+    """`value` made one line: each run of line breaks, controls and spaces becomes one space."""
+    return " ".join(NOT_ONE_LINE.sub(" ", value or "").split())
 
 
 class BadInput(Exception):
@@ -56,6 +73,13 @@ def _walk_json(path: str, v) -> None:
             _walk_json(f"{path}[{i}]", x)
 
 
+def _check_part_name(name) -> None:
+    if not name:
+        raise BadInput(
+            400, "form", "form: a part without a name (Content-Disposition: form-data; name=...)"
+        )
+
+
 def check_request() -> None:
     """Check the path's integers, the query string, the form (file names included) and a JSON body
     of the current request; raises BadInput."""
@@ -71,9 +95,11 @@ def check_request() -> None:
             check_int(name, int(v))
     if request.method in ("POST", "PUT", "PATCH", "DELETE"):
         for name, v in request.form.items(multi=True):
+            _check_part_name(name)
             check_text(name, name)
             check_text(name, v)
         for name, f in request.files.items(multi=True):
+            _check_part_name(name)
             check_text(f"{name} (file name)", f.filename or "")
         if request.is_json:
             _walk_json("", request.get_json(silent=True))

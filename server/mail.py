@@ -13,6 +13,7 @@ import ssl
 import threading
 from email.message import EmailMessage
 
+from server.inputs import one_line
 from server.settings import Settings
 
 log = logging.getLogger("palimpsest.mail")
@@ -23,7 +24,8 @@ def message(settings: Settings, to: str, subject: str, body: str) -> EmailMessag
     msg = EmailMessage()
     msg["From"] = settings.mail_from
     msg["To"] = to
-    msg["Subject"] = subject
+    # a subject stored before titles were checked (or cut mid-character) never fails for good
+    msg["Subject"] = one_line(subject)
     msg.set_content(body)
     return msg
 

@@ -45,7 +45,7 @@ TAGS = [
     ("api", "This description"),
 ]
 ERROR_TEXT = {
-    400: "Bad request",
+    400: "Bad input: a value out of range or holding a control character (`error.field` names it)",
     401: "No valid token",
     403: "Not allowed (organizers only, or not your team's)",
     404: "Not found",
@@ -198,7 +198,19 @@ def spec(app) -> dict:
             }
         responses: dict[str, dict] = {}
         for status, r in meta["responses"].items():
-            if isinstance(r, str):
+            if isinstance(r, tuple):  # one of several media types (a `format` parameter's)
+                responses[str(status)] = {
+                    "description": "OK",
+                    "content": {
+                        t: {
+                            "schema": {"type": "object"}
+                            if t.endswith("json")
+                            else {"type": "string", "contentMediaType": t}
+                        }
+                        for t in r
+                    },
+                }
+            elif isinstance(r, str):
                 schema = (
                     {"type": "object"}
                     if r.endswith("json")
@@ -212,7 +224,10 @@ def spec(app) -> dict:
                     "description": (r.__doc__ or "OK").strip().splitlines()[0],
                     "content": {"application/json": {"schema": ref(r, "serialization")}},
                 }
-        errs = set(meta["errors"])
+        # the input guard (server.inputs) checks every request's query string, form and body
+        errs = set(meta["errors"]) | {400}
+        if meta["form"] is not None:
+            errs.add(413)
         if not meta["public"]:
             errs.add(401)
             o["security"] = [{"bearer": []}]

@@ -22,6 +22,7 @@ from server.auth import audit, new_invite_code
 from server.baselines import reads_as_baselines
 from server.db import lock_row
 from server.exceptions import TeamRefused
+from server.inputs import one_line_problem
 from server.models import Competition, Team, TeamMember, User
 
 MAX_NAME = 120
@@ -97,6 +98,9 @@ def hand_over_captaincy(s: Session, team_id: int, competition: Competition | Non
 def create_team(s: Session, user: User, name: str, competition: Competition | None = None) -> Team:
     """A new team with the user as its captain; commits."""
     _check_can_join(s, user, competition)
+    problem = one_line_problem(name)
+    if problem:
+        raise TeamRefused(f"name: {problem}.", "bad_name", 422)
     name = clean_name(name)
     if not name or len(name) > MAX_NAME:
         raise TeamRefused(f"A team name has 1 to {MAX_NAME} characters.", "bad_name", 422)

@@ -139,6 +139,132 @@ class _Found:
             raise BundleInvalid(self.problems, frozenset(self.files))
 
 
+MAX_YAML_DEPTH = 64  # nested mappings and lists: a competition.yaml needs about 8
+
+
+class YamlRefused(yaml.MarkedYAMLError):
+    """A YAML document read in bounded work refuses what would make it unbounded: an alias or an
+    anchor (a bundle has no need of them, and aliases expand), nesting deeper than
+    MAX_YAML_DEPTH. `problem` names it, `problem_mark` where it is."""
+
+
+def _refusal(event, depth: int) -> YamlRefused | None:
+    """What is wrong with one parser event at a nesting depth (None: nothing)."""
+    if isinstance(event, yaml.AliasEvent):
+        return YamlRefused(
+            None,
+            None,
+            f"an alias (*{event.anchor}): aliases and anchors are not allowed here; write the "
+            "value out",
+            event.start_mark,
+        )
+    if getattr(event, "anchor", None) is not None:
+        return YamlRefused(
+            None,
+            None,
+            f"an anchor (&{event.anchor}): aliases and anchors are not allowed here; write the "
+            "value out",
+            event.start_mark,
+        )
+    if depth > MAX_YAML_DEPTH:
+        return YamlRefused(
+            None, None, f"nested more than {MAX_YAML_DEPTH} levels deep", event.start_mark
+        )
+    return None
+
+
+def _check_events(text: str) -> None:
+    """The document's parser events through libyaml (when PyYAML has it), refused at the first
+    alias, anchor or level too deep: in C, because PyYAML's own scanner spends a moment per token
+    on a line of hundreds of open brackets before its composer could stop it."""
+    loader_class = getattr(yaml, "CSafeLoader", None)
+    if loader_class is None:
+        return
+    loader = loader_class(text)
+    depth = 0
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+            problem = _refusal(event, depth)
+            if problem is not None:
+                raise problem
+    except yaml.MarkedYAMLError as e:
+        if isinstance(e, YamlRefused) or "nesting depth" not in str(e.problem):
+            raise
+        # libyaml's own bound (1,000 levels) met while it scans ahead
+        raise YamlRefused(
+            None, None, f"nested more than {MAX_YAML_DEPTH} levels deep", e.problem_mark
+        ) from None
+    finally:
+        loader.dispose()
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """SafeLoader without aliases or anchors and with bounded nesting: the text's events are
+    checked first (`_check_events`), and the composer refuses them again before anything is built,
+    so that every document costs work linear in its size."""
+
+    def __init__(self, stream):
+        if isinstance(stream, str):
+            _check_events(stream)
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            raise YamlRefused(
+                None,
+                None,
+                f"an alias (*{event.anchor}): aliases and anchors are not allowed here; write the "
+                "value out",
+                event.start_mark,
+            )
+        if getattr(event, "anchor", None) is not None:
+            raise YamlRefused(
+                None,
+                None,
+                f"an anchor (&{event.anchor}): aliases and anchors are not allowed here; write "
+                "the value out",
+                event.start_mark,
+            )
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            self._depth += 1
+            if self._depth > MAX_YAML_DEPTH:
+                raise YamlRefused(
+                    None,
+                    None,
+                    f"nested more than {MAX_YAML_DEPTH} levels deep",
+                    event.start_mark,
+                )
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+        return super().compose_node(parent, index)
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """SafeDumper that writes a value used twice out twice (no anchors, no aliases)."""
+
+    def ignore_aliases(self, data) -> bool:
+        return True
+
+
+def load_yaml(text: str):
+    """One YAML document read in bounded work (`BoundedLoader`): YamlRefused (a YAMLError) for an
+    alias, an anchor or nesting too deep, YAMLError for anything else that is not YAML."""
+    loader = BoundedLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def _node_lines(node, loc: tuple, out: dict) -> None:
     """Each YAML path's line (1-based): a mapping entry's is its key's line."""
     out.setdefault(loc, node.start_mark.line + 1)
@@ -695,7 +821,7 @@ def read_bundle(source: Path, *, work_dir: Path | None = None, home: Path | None
         found.raise_if_any()
     try:
         text = manifest.read_bytes().decode("utf-8")
-        loader = yaml.SafeLoader(text)
+        loader = BoundedLoader(text)
         try:
             node = loader.get_single_node()
             data = loader.construct_document(node) if node is not None else None
@@ -703,6 +829,9 @@ def read_bundle(source: Path, *, work_dir: Path | None = None, home: Path | None
             loader.dispose()
     except UnicodeDecodeError as e:
         found.in_file(MANIFEST, None, f"not UTF-8 (byte {e.start})")
+        found.raise_if_any()
+    except YamlRefused as e:
+        found.in_file(MANIFEST, e.problem_mark.line + 1, e.problem)
         found.raise_if_any()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
@@ -1027,7 +1156,8 @@ def export_task(task_id: str, home: Path, dest: Path, *, include_gold: bool) -> 
 def write_bundle_zip(spec: dict, root: Path, out: Path) -> None:
     """A bundle as one zip: `spec` as competition.yaml and every file under `root` (the same
     bytes give the same zip)."""
-    text = yaml.safe_dump(spec, sort_keys=False, allow_unicode=True, width=100)
+    # a value used twice is written out twice: a bundle holds no anchors or aliases
+    text = yaml.dump(spec, Dumper=_PlainDumper, sort_keys=False, allow_unicode=True, width=100)
     root = Path(root)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
         info = zipfile.ZipInfo(MANIFEST, date_time=(1980, 1, 1, 0, 0, 0))

@@ -200,8 +200,20 @@ def test_adjudicate_close_rescore_publish_and_export(world, tmp_path, capsys):  
     closed = json.loads(
         _cli(url, tokens["lorg"], "organizer", "campaign", "close", str(cid), "--json").stdout
     )
-    accepted = sorted(tuple(k.split("\t")) for k, lab in final.items() if lab == "reference")
-    rejected = sorted(tuple(k.split("\t")) for k, lab in final.items() if lab != "reference")
+    # the gold links in the pool were judged blind too: a gold link stays gold whatever its
+    # decision, and only new links are added or recorded as judged
+    old = {tuple(x[:2]) for x in gold_before}
+    assert any(tuple(k.split("\t")) in old for k in final)
+    accepted = sorted(
+        tuple(k.split("\t"))
+        for k, lab in final.items()
+        if lab == "reference" and tuple(k.split("\t")) not in old
+    )
+    rejected = sorted(
+        tuple(k.split("\t"))
+        for k, lab in final.items()
+        if lab != "reference" and tuple(k.split("\t")) not in old
+    )
     assert _rows(store.gold(PHASE, "links.csv")) == gold_before + accepted
     assert _rows(store.gold(PHASE, "judged.csv")) == rejected
     assert not (store.root / "public" / PHASE / "judged.csv").exists()

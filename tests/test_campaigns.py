@@ -66,8 +66,8 @@ def _runs() -> dict[str, list[tuple[str, str, float]]]:
     return out
 
 
-def _naive_pool(runs, depth: int, exclude=frozenset()) -> set[str]:
-    gold = {(r[0], r[1]) for r in _read(LOCI / "ground_truth.csv")}
+def _naive_pool(runs, depth: int) -> set[str]:
+    """Each run's top-`depth` per query, the gold links among them included."""
     pool = set()
     for rows in runs:
         by_q: dict[str, list[tuple[float, str]]] = {}
@@ -77,7 +77,7 @@ def _naive_pool(runs, depth: int, exclude=frozenset()) -> set[str]:
             # descending score, ties by descending source id
             cands.sort(reverse=True)
             pool |= {(q, s) for _, s in cands[:depth]}
-    return {f"{q}\t{s}" for q, s in pool - gold} - set(exclude)
+    return {f"{q}\t{s}" for q, s in pool}
 
 
 @pytest.fixture()
@@ -202,11 +202,15 @@ def test_a_campaign_pools_assigns_is_judged_and_measured(world):
     assert opened["counts"] == {"items": len(keys), "assignments": 3 * len(keys), "judgments": 0}
     assert [a["assigned"] for a in opened["assessors"]] == [len(keys)] * 3
     # the factors: proposing runs, source work, overlap, whether the query had a gold link
-    gold_q = {r[0] for r in _read(LOCI / "ground_truth.csv")}
+    gold = {(r[0], r[1]) for r in _read(LOCI / "ground_truth.csv")}
+    gold_q = {q for q, _ in gold}
+    # the gold links the runs proposed are in the pool (alpha boosts every gold link)
+    assert {f"{q}\t{s}" for q, s in gold} & keys
     for it in opened["items"]:
         q, s = it["key"].split("\t")
         f = it["factors"]
         assert f["query_had_gold"] == ("yes" if q in gold_q else "no")
+        assert f["gold"] == ("yes" if (q, s) in gold else "no")
         assert f["source_work"] == source_work(s) and f["overlap"] in ("0", "1", "2-3", "4+")
         assert set(f["run"]) <= set(opened["runs"]) and f["run"]
     cid = opened["id"]
@@ -326,13 +330,15 @@ def test_a_campaign_pools_assigns_is_judged_and_measured(world):
     out = _cli(url, tokens["lorg"], "organizer", "campaign", "agreement", str(cid)).stdout
     assert f"{len(keys)} of {len(keys)} items fully judged" in out and "multi-kappa" in out
 
-    # a second campaign on the same task leaves out the first one's items; loads are balanced
+    # a second campaign on the same task keeps the first one's items (judged blind again); loads
+    # are balanced
     opened2 = c.post(
         f"/api/v1/tasks/{TASK}/phases/{PHASE}/campaigns",
         headers=_h(tokens["org"]),
         json={"depth": 3, "assessors": list(ASSESSORS[:2]) + ["a4@example.org"], "per_item": 2},
     ).json
-    expected2 = _naive_pool([runs["alpha"], runs["beta"], runs["gamma"]], 3, exclude=keys)
+    expected2 = _naive_pool([runs["alpha"], runs["beta"], runs["gamma"]], 3)
+    assert keys < expected2
     assert {it["key"] for it in opened2["items"]} == expected2
     loads = [a["assigned"] for a in opened2["assessors"]]
     assert sum(loads) == 2 * len(expected2) and max(loads) - min(loads) <= 1
@@ -479,3 +485,114 @@ def test_a_pair_task_campaign_samples_each_stratum_with_its_seed(world):
         "/api/v1/tasks/tric-binary/phases/test/campaigns", headers=_h(tokens["lorg"]), json=body
     )
     assert r.status_code == 403
+
+
+def _top(rows, depth: int) -> set[tuple[str, str]]:
+    by_q: dict[str, list[tuple[float, str]]] = {}
+    for q, s, x in rows:
+        by_q.setdefault(q, []).append((x, s))
+    return {(q, s) for q, cands in by_q.items() for _, s in sorted(cands, reverse=True)[:depth]}
+
+
+def test_an_assessor_who_takes_part_learns_no_gold_from_the_pool(world):
+    """alpha's run ranks every gold link first. alpha, made an assessor too, is refused (API,
+    CLI, web) unless the organizer overrides; once let in, alpha's own top-K minus the items
+    alpha is shown holds no gold link (the gold links stay in the pool, judged blind); the
+    organizers see alpha named and every assessor measured against the gold links. A suspended
+    participant's run is not pooled."""
+    from server import people
+    from server.models import Registration, User
+
+    url, tokens, c, runs, app = (
+        world["url"],
+        world["tokens"],
+        world["c"],
+        world["runs"],
+        world["app"],
+    )
+    engine = app.extensions["palimpsest.engine"]
+    with Session(engine) as s:
+        comp = people.ensure_competition(s, TASK)
+        alpha = s.exec(select(User).where(User.email == "alpha@example.org")).one()
+        people.grant(s, comp.id, alpha, people.ASSESSOR)
+        gamma = s.exec(select(User).where(User.email == "gamma@example.org")).one()
+        reg = s.exec(
+            select(Registration).where(
+                Registration.competition_id == comp.id, Registration.user_id == gamma.id
+            )
+        ).first() or Registration(competition_id=comp.id, user_id=gamma.id)
+        reg.status = "suspended"
+        s.add(reg)
+        s.commit()
+    body = {"depth": 3, "assessors": ["alpha@example.org", "a1@example.org"], "per_item": 1}
+    path = f"/api/v1/tasks/{TASK}/phases/{PHASE}/campaigns"
+    r = c.post(path, headers=_h(tokens["lorg"]), json=body)
+    assert r.status_code == 409 and r.json["error"]["code"] == "assessor_participates"
+    assert "alpha@example.org" in r.json["error"]["message"]
+    r = _cli(url, tokens["lorg"], "organizer", "campaign", "open", TASK, PHASE, "--depth", "3",
+             "--assessor", "alpha@example.org", "--assessors", "1", "--json", ok=False)  # fmt: skip
+    assert r.exit_code == 1 and json.loads(r.stdout)["error"]["status"] == 409
+    with app.test_client() as client:
+        from webkit import Browser
+
+        from server.models import Phase
+
+        web = Browser(client)
+        web.login("lorg@example.org", "correct horse")
+        with Session(engine) as s:
+            pid = s.exec(select(Phase).where(Phase.task_id == TASK, Phase.name == PHASE)).one().id
+        form = {"depth": "3", "per_item": "1", "assessors": "alpha@example.org"}
+        page = web.post(f"/organizer/phases/{pid}/campaigns", data=form)
+        assert page.status_code == 409 and b"alpha@example.org" in page.data
+        page = web.post(
+            f"/organizer/phases/{pid}/campaigns", data=form | {"allow_participants": "y"}
+        )
+        assert page.status_code == 302
+        shown = web.get(page.headers["Location"])
+        assert b'id="participants"' in shown.data and b"alpha@example.org" in shown.data
+
+    # every assessor judges every item: alpha is shown the whole pool
+    r = c.post(
+        path,
+        headers=_h(tokens["lorg"]),
+        json=body | {"allow_participants": True, "per_item": 2},
+    )
+    assert r.status_code == 201, r.json
+    opened = r.json
+    assert opened["participants"] == ["alpha@example.org"]
+    # gamma is suspended: its run is not pooled
+    assert world["ids"]["gamma"] not in opened["runs"] and world["ids"]["alpha"] in opened["runs"]
+    assert {it["key"] for it in opened["items"]} == _naive_pool([runs["alpha"], runs["beta"]], 3)
+
+    gold = {(r_[0], r_[1]) for r_ in _read(LOCI / "ground_truth.csv")}
+    own = _top(runs["alpha"], 3)
+    assert own & gold  # alpha's top links hold gold links: the attack had something to find
+    mine = c.get(f"/api/v1/campaigns/{opened['id']}/items", headers=_h(tokens["alpha"])).json
+    theirs = c.get(f"/api/v1/campaigns/{opened['id']}/items", headers=_h(tokens["a1"])).json
+    shown_pairs = {(i["query"], i["candidate"]) for i in mine["items"]}
+    assert (own - shown_pairs) & gold == set()
+    assert own <= shown_pairs
+
+    # the organizers measure each assessor against the gold links they judged
+    n_gold = 0
+    for who, got in (("alpha", mine), ("a1", theirs)):
+        for i in got["items"]:
+            label = (
+                "reference"
+                if (i["query"], i["candidate"]) in gold and who == "a1"
+                else ("no reference")
+            )
+            n_gold += who == "a1" and (i["query"], i["candidate"]) in gold
+            r = c.put(
+                f"/api/v1/campaigns/{opened['id']}/items/{i['item']}/judgment",
+                headers=_h(tokens[who]),
+                json={"label": label},
+            )
+            assert r.status_code in (200, 201), r.json
+    got = c.get(f"/api/v1/campaigns/{opened['id']}", headers=_h(tokens["lorg"])).json
+    per = {a["email"]: a for a in got["assessors"]}
+    assert per["a1@example.org"]["gold_judged"] == per["a1@example.org"]["gold_agreed"] == n_gold
+    assert per["alpha@example.org"]["gold_agreed"] == 0
+    assert per["alpha@example.org"]["gold_judged"] == len(shown_pairs & gold) == n_gold
+    # an assessor sees nothing of it
+    assert "gold" not in json.dumps(mine)

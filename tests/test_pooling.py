@@ -173,3 +173,51 @@ def test_items_and_assignments_are_written_in_bulk_as_drawn(db, tmp_path, reques
                 for i, w, p in zip(item.tolist(), who.tolist(), pos.tolist(), strict=True)
             }
     engine.dispose()
+
+
+def _trec_eval_ranks(q, s, score, snames) -> dict[tuple[int, int], int]:
+    """Each link's rank in its query as trec_eval orders it (through pytrec_eval): one
+    pseudo-query per link, with that link the only relevant one, so that its reciprocal rank
+    says where trec_eval put it."""
+    pytrec_eval = pytest.importorskip("pytrec_eval", reason="pytrec_eval is not installed")
+    by_q = defaultdict(dict)
+    for i, (a, b) in enumerate(zip(q, s, strict=True)):
+        by_q[a][snames[b]] = float(score[i])
+    qrels, run = {}, {}
+    for a, docs in by_q.items():
+        for name in docs:
+            key = f"{a}|{name}"
+            qrels[key] = {name: 1}
+            run[key] = dict(docs)
+    got = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(run)
+    index = {n: k for k, n in enumerate(snames)}
+    return {
+        (int(key.split("|", 1)[0]), index[key.split("|", 1)[1]]): round(1 / v["recip_rank"])
+        for key, v in got.items()
+    }
+
+
+def test_top_k_takes_the_links_trec_eval_ranks_first_near_float32_ties():
+    """Scores closer than float32's resolution tie in trec_eval (and the scorer) and are broken
+    by descending source id: the pool takes the same top-k, not the one float64 would."""
+    snames = ["a", "b"]
+    rank = np.arange(2)
+    # trec_eval: 0.91 and 0.9099999999999999 are one float32; the tie goes to source "b"
+    keep = pooling.top_k([0, 0], [0, 1], [0.91, 0.9099999999999999], 1, rank)
+    assert keep.tolist() == [1]
+    assert _trec_eval_ranks([0, 0], [0, 1], [0.91, 0.9099999999999999], snames)[(0, 1)] == 1
+
+    rng = random.Random(11)
+    snames = [f"s{rng.randrange(10**6):06d}" for _ in range(30)]
+    rank = np.empty(len(snames), dtype=np.int64)
+    rank[sorted(range(len(snames)), key=snames.__getitem__)] = np.arange(len(snames))
+    q, s, score = _run(rng, 6, len(snames), 150)
+    # near-ties: many scores a few float64 ulps apart, within one float32
+    base = [0.5, 0.25, 0.7]
+    score = [base[k % 3] + rng.randrange(4) * 2e-17 * (k % 2) for k in range(len(q))]
+    score = [x + rng.choice((0.0, 1e-9, -1e-9)) for x in score]
+    ranks = _trec_eval_ranks(q, s, score, snames)
+    for depth in (1, 2, 5, 13):
+        keep = pooling.top_k(q, s, score, depth, rank)
+        got = {(q[i], s[i]) for i in keep.tolist()}
+        assert got == {link for link, r in ranks.items() if r <= depth}, depth

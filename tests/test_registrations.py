@@ -408,7 +408,9 @@ def test_the_web_pages_register_list_decide_and_edit_settings(web):
     r = p.post("/competitions/c1/register", {})
     assert r.status_code == 302
     assert "accept_terms" in p.get("/competitions/c1").get_data(as_text=True)  # flashed
-    r = p.post("/competitions/c1/register", {"accept_terms": "1"})
+    # the form carries the version it showed
+    assert 'name="terms_version" value="1"' in page
+    r = p.post("/competitions/c1/register", {"accept_terms": "1", "terms_version": "1"})
     assert r.status_code == 302
     page = p.get("/competitions/c1").get_data(as_text=True)
     assert "<strong>approved</strong>" in page and "I accept the terms" not in page

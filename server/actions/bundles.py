@@ -11,6 +11,8 @@ from the scorer's registry by name.
 
 from __future__ import annotations
 
+import json
+import shutil
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,6 +29,7 @@ from server.models import (
     CompetitionPage,
     CompetitionRole,
     CompetitionTask,
+    GoldVersion,
     Phase,
     User,
 )
@@ -36,6 +39,7 @@ from tasks import bundle as bundles
 from tasks import get_task
 from tasks.declared import declaration_path
 from tasks.errors import PalimpsestError, TaskNotFound
+from tasks.store import TaskStore, _tree_sha256
 
 
 def _problem(path: str, message: str, line: int | None = None) -> dict:
@@ -360,8 +364,11 @@ def clone_competition(
     *, s: Session, actor: User | None, competition: str, new_id: str, via: str, settings
 ) -> m.CompetitionOut:
     """A new draft competition made from this one's bundle, gold included (next year's edition):
-    its id `new_id`, its tasks' ids suffixed with it; no participant, run or role is copied."""
+    its id `new_id`, its tasks' ids suffixed with it; no participant, run or role is copied. The
+    gold is the source's as it stands, the pairs judged not to be links (`judged.csv`) and its
+    history (earlier versions and their records) with it (`_carry_gold`)."""
     comp_actions._require_admin(actor)
+    source_tasks = people.task_ids(s, comp_actions.find(s, competition).id)
     with tempfile.TemporaryDirectory(prefix="palimpsest-clone-") as work:
         out = Path(work) / "bundle.zip"
         export_competition(
@@ -373,4 +380,65 @@ def clone_competition(
             settings=settings,
             new_id=new_id,
         )
-        return create_from_bundle(s=s, actor=actor, source=out, via=via, settings=settings)
+        got = create_from_bundle(s=s, actor=actor, source=out, via=via, settings=settings)
+    home = Path(settings.home)
+    for task_id in source_tasks:
+        _carry_gold(s, home, task_id, f"{task_id}-{new_id}"[:64].rstrip("-"))
+    s.commit()
+    return got
+
+
+def _carry_gold(s: Session, home: Path, source: str, clone: str) -> None:
+    """The gold files a bundle does not carry (`judged.csv`), the kept earlier versions
+    (`gold-history/`) and their `GoldVersion` rows, from a task to its clone; each split's
+    checksum recorded again over its files."""
+    src, dst = TaskStore(source, home), TaskStore(clone, home)
+    if not (src.exists() and dst.exists()):
+        return
+    changed = False
+    for gold in sorted((src.root / "gold").glob("*")) if (src.root / "gold").is_dir() else []:
+        here = dst.root / "gold" / gold.name
+        if not here.is_dir():
+            continue
+        for f in sorted(gold.rglob("*")):
+            target = here / f.relative_to(gold)
+            if f.is_file() and not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(f, target)
+                changed = True
+    history = src.root / "gold-history"
+    if history.is_dir():
+        shutil.copytree(history, dst.root / "gold-history", dirs_exist_ok=True)
+    if changed:
+        manifest = dst.manifest()
+        for here in sorted((dst.root / "gold").glob("*")):
+            if here.is_dir():
+                manifest.setdefault("gold_sha256", {})[here.name] = _tree_sha256(here)
+        dst.manifest_path.write_text(
+            json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
+            encoding="utf-8",
+        )
+    rows = s.exec(
+        select(GoldVersion).where(GoldVersion.task_id == source).order_by(GoldVersion.id)
+    ).all()
+    newest = {}
+    for v in rows:
+        newest[v.split] = max(newest.get(v.split, 0), v.version)
+    for v in rows:
+        sha = v.sha256
+        if v.version == newest[v.split]:
+            sha = dst.gold_checksum(v.split)  # the newest: the clone's files as they are
+        s.add(
+            GoldVersion(
+                task_id=clone,
+                split=v.split,
+                version=v.version,
+                sha256=sha,
+                parent_sha256=v.parent_sha256,
+                reason=f"{v.reason} (in {source})" if v.reason else f"in {source}",
+                added=v.added,
+                judged_negative=v.judged_negative,
+                created_by=v.created_by,
+                created_at=v.created_at,
+            )
+        )

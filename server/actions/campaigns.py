@@ -5,8 +5,12 @@ An organizer opens a campaign on a task's phase (`open_campaign`). Its pool:
   board chooses it, `server.leaderboard.build_board`, and each baseline method's newest entry) of
   each run's top-`depth` predicted links per query, ranked by descending score, ties by
   descending source id (trec_eval's rule, as the scorer ranks them; a run without scores ties
-  everywhere), minus the links the gold already has and the items of an earlier campaign on the
-  task;
+  everywhere). The gold links the runs proposed and the items of earlier campaigns stay in the
+  pool, judged blind like every other item: a pool without them would tell an assessor who knows
+  a run (their own) which of its top links are gold. The gold items (factor `gold`) also measure
+  each assessor against the gold, for the organizers only (`CampaignOut.assessors`). An assessor
+  with a team or runs in the competition is refused unless the organizer says so
+  (`allow_participants`), and named on the campaign's page;
 - an `instances` (pair) task: `depth` instances per stratum (the task's group field), sampled
   with the campaign's seed, minus the items of an earlier campaign, for re-judgment.
 Each item goes to `per_item` assessors, balanced (every assessor's load differs by at most one),
@@ -65,7 +69,9 @@ from server.models import (
     Competition,
     Judgment,
     Phase,
+    Registration,
     Submission,
+    Team,
     User,
     utcnow,
 )
@@ -166,7 +172,7 @@ def source_work(source_id: str) -> str:
 def ranked_runs(s: Session, task, phase: Phase) -> list[Submission]:
     """Each team's ranked run of the phase and each baseline method's newest entry, as the board
     (organizers' preview of the final ranking) picks them; hidden, removed and banned runs are
-    not among them."""
+    not among them, nor the runs of suspended participants."""
     board = leaderboard.build_board(s, task, phase, audience="organizer", show_private=True)
     ids = [
         r.submission_id
@@ -174,7 +180,19 @@ def ranked_runs(s: Session, task, phase: Phase) -> list[Submission]:
         if r.submission_id is not None
         and (r.row_type == "baseline" or (r.row_type == "team" and r.chosen_by))
     ]
-    return [s.get(Submission, i) for i in sorted(set(ids))]
+    comp = people.competition_of_task(s, task.id)
+    suspended = set()
+    if comp is not None:
+        suspended = set(
+            s.exec(
+                select(Registration.user_id).where(
+                    Registration.competition_id == comp.id,
+                    Registration.status.in_(("suspended", "banned")),
+                )
+            )
+        )
+    runs = [s.get(Submission, i) for i in sorted(set(ids))]
+    return [r for r in runs if r.user_id is None or r.user_id not in suspended]
 
 
 @dataclass
@@ -229,8 +247,9 @@ def _earlier_keys(s: Session, task_id: str) -> set[str]:
 
 def _pool_links(s, task, phase, depth, home, runs) -> Pool:
     """The links pool (see the module's docstring), vectorised (`scorer.pooling`): each run's
-    top-`depth` codes, their union with a mask of the proposing runs, minus the gold and the
-    earlier campaigns' items, in (query id, source id) order."""
+    top-`depth` codes and their union with a mask of the proposing runs, in (query id, source
+    id) order; the gold links and earlier campaigns' items among them stay (marked `gold` for the
+    organizers), so that nothing of the gold shows in what is left out."""
     store = TaskStore(task.id, home)
     qidx, sidx = family(task, store, phase.split).ids()
     qnames, snames = list(qidx), list(sidx)
@@ -253,19 +272,10 @@ def _pool_links(s, task, phase, depth, home, runs) -> Pool:
     pooled, mask = pooling.union(codes)
     del codes
     gold = _gold_codes(store, phase.split, qidx, sidx)
-    drop = np.isin(pooled, gold)
-    earlier = _earlier_keys(s, task.id)
-    if earlier:
-        known = []
-        for key in earlier:
-            q, _, src = key.partition(SEP)
-            if q in qidx and src in sidx:
-                known.append(qidx[q] * n_s + sidx[src])
-        drop |= np.isin(pooled, np.asarray(known, dtype=np.int64))
-    pooled, mask = pooled[~drop], mask[~drop]
+    in_gold = np.isin(pooled, gold)
     qi, si = pooled // n_s, pooled % n_s
     order = np.lexsort((srank[si], _byte_rank(qnames)[qi]))  # by query id, then source id
-    qi, si, mask = qi[order], si[order], mask[order]
+    qi, si, mask, in_gold = qi[order], si[order], mask[order], in_gold[order]
     qtext = segments(store, phase.split, "queries.csv")
     stext = segments(store, phase.split, "sources.csv")
     shared = pooling.shared_words(
@@ -285,6 +295,7 @@ def _pool_links(s, task, phase, depth, home, runs) -> Pool:
             ],
             "overlap": pooling.overlap_buckets(shared).tolist(),
             "query_had_gold": np.where(gold_queries[qi], "yes", "no").tolist(),
+            "gold": np.where(in_gold, "yes", "no").tolist(),
         },
     )
 
@@ -350,6 +361,31 @@ def _assessor_users(s: Session, comp: Competition, emails: list[str]) -> list[Us
     return users
 
 
+def participating(s: Session, comp: Competition, users: list[User]) -> list[str]:
+    """The emails of those among `users` who take part in the competition: a team there (or one
+    of every competition), or a run of their own on one of its tasks (baselines aside). Such an
+    assessor knows a run, and so what a pool holds of it."""
+    tasks = people.task_ids(s, comp.id)
+    out = []
+    for u in users:
+        if people.membership(s, u, comp.id) is not None:
+            out.append(u.email)
+            continue
+        run = s.exec(
+            select(Submission.id)
+            .join(Team, Team.id == Submission.team_id)
+            .where(
+                Submission.user_id == u.id,
+                Submission.task_id.in_(tasks),
+                Team.is_baseline.is_(False),
+            )
+            .limit(1)
+        ).first()
+        if run is not None:
+            out.append(u.email)
+    return sorted(out)
+
+
 def _out(s: Session, c: AssessmentCampaign, comp: Competition, with_items: bool):
     phase = s.get(Phase, c.phase_id)
     items = list(
@@ -361,16 +397,31 @@ def _out(s: Session, c: AssessmentCampaign, comp: Competition, with_items: bool)
     )
     rows = list(
         s.exec(
-            select(CampaignAssignment, User.email, Judgment.id)
+            select(CampaignAssignment, User.email, Judgment.id, Judgment.label)
             .join(User, User.id == CampaignAssignment.user_id)
             .join(Judgment, Judgment.assignment_id == CampaignAssignment.id, isouter=True)
             .where(CampaignAssignment.campaign_id == c.id)
         )
     )
-    per: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for _a, email, jid in rows:
+    in_gold = {i.id for i in items if (i.factors or {}).get("gold") == "yes"}
+    pos = _positive(c)
+    # assigned, judged, gold items judged, gold items judged as a link
+    per: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for a, email, jid, label in rows:
         per[email][0] += 1
         per[email][1] += jid is not None
+        if jid is not None and a.item_id in in_gold:
+            per[email][2] += 1
+            per[email][3] += label in pos
+    users = list(
+        s.exec(
+            select(User).where(
+                User.id.in_(
+                    select(CampaignAssignment.user_id).where(CampaignAssignment.campaign_id == c.id)
+                )
+            )
+        )
+    )
     return m.CampaignOut(
         id=c.id,
         competition=comp.slug,
@@ -391,9 +442,16 @@ def _out(s: Session, c: AssessmentCampaign, comp: Competition, with_items: bool)
             judgments=sum(1 for r in rows if r[2] is not None),
         ),
         assessors=[
-            m.CampaignAssessorOut(email=e, assigned=v[0], judged=v[1])
+            m.CampaignAssessorOut(
+                email=e,
+                assigned=v[0],
+                judged=v[1],
+                gold_judged=v[2] if c.runs else None,
+                gold_agreed=v[3] if c.runs else None,
+            )
             for e, v in sorted(per.items())
         ],
+        participants=participating(s, comp, users),
         items=[m.CampaignItemOut(id=i.id, key=i.key, factors=i.factors) for i in items]
         if with_items
         else None,
@@ -505,10 +563,12 @@ def open_campaign(
     guideline: str = "",
     seed: int | None = None,
     positive: list[str] | None = None,
+    allow_participants: bool = False,
     via: str,
 ) -> m.CampaignOut:
     """Pool the phase's ranked runs, assign the items to the assessors and record it all (the
-    organizers of the task's competition). Audited; commits."""
+    organizers of the task's competition). An assessor who takes part in the competition
+    (`participating`) is refused unless `allow_participants`. Audited; commits."""
     t = find_task(task)
     require_task_organizer(actor, s, task_id=t.id)
     p = find_phase(s, t.id, phase)
@@ -534,6 +594,15 @@ def open_campaign(
         raise UploadFieldsInvalid(
             {"per_item": f"between 1 and the number of assessors named ({len(users)})"}
         )
+    taking_part = participating(s, comp, users)
+    if taking_part and not allow_participants:
+        raise LifecycleRefused(
+            f"assessors who take part in {comp.slug!r} (a team or runs of their own): "
+            f"{', '.join(taking_part)}; they know their runs, and so what the pool holds of them. "
+            "Name other assessors, or open it anyway (allow_participants, --allow-participants, "
+            "the form's box)",
+            "assessor_participates",
+        )
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
     home = Path(get_settings().home)
     runs = ranked_runs(s, t, p)
@@ -547,8 +616,12 @@ def open_campaign(
         pooled = _pool_instances(s, t, p, depth, home, seed)
     if not pooled:
         raise LifecycleRefused(
-            f"the pool of {t.id}/{p.name} at depth {depth} is empty: every candidate is in the "
-            "gold or in an earlier campaign",
+            f"the pool of {t.id}/{p.name} at depth {depth} is empty: "
+            + (
+                "the runs propose no link"
+                if t.kind == "links"
+                else "every instance is in an earlier campaign"
+            ),
             "nothing_to_pool",
         )
     c = AssessmentCampaign(
@@ -579,6 +652,7 @@ def open_campaign(
         items=len(pooled),
         runs=c.runs,
         assessors=[u.email for u in users],
+        participants=taking_part,
         seed=seed,
     )
     s.commit()

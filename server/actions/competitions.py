@@ -15,7 +15,7 @@ from server import api_models as m
 from server import audit, lifecycle, people, reminders
 from server.actions import common
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
-from server.inputs import CONTROL
+from server.inputs import CONTROL, one_line_problem
 from server.models import (
     Competition,
     CompetitionPage,
@@ -91,7 +91,10 @@ def _slug(value: str, field: str) -> str:
 
 def _text(value: str, what: str, limit: int) -> str:
     value = (value or "").strip()
-    if not value or len(value) > limit or CONTROL.search(value):
+    problem = one_line_problem(value)
+    if problem:
+        raise _invalid(what, f"one line: {problem}")
+    if not value or len(value) > limit:
         raise _invalid(what, f"1 to {limit} characters, no control character")
     return value
 

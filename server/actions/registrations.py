@@ -93,12 +93,21 @@ def _open_for(s: Session, user: User, competition: str) -> Competition:
 
 
 def register(
-    *, s: Session, user: User, competition: str, accept_terms: bool, via: str
+    *,
+    s: Session,
+    user: User,
+    competition: str,
+    accept_terms: bool,
+    via: str,
+    terms_version: int | None = None,
 ) -> m.RegistrationOut:
     """Register for a competition, or accept its changed terms. A competition with terms needs
     `accept_terms`; an allow-list of email domains refuses other addresses; a new registration is
     approved at once where approval is automatic, else it waits for an organizer. A rejected,
-    suspended or banned person cannot register again by themselves. Audited; commits."""
+    suspended or banned person cannot register again by themselves. `terms_version` is the
+    version the person read (the form's, the client's): accepting other terms than those is
+    refused, so that nobody is recorded as accepting a version they never saw. Audited;
+    commits."""
     c = _open_for(s, user, competition)
     if not people.domain_allowed(c, user.email):
         raise Forbidden(
@@ -112,6 +121,12 @@ def register(
                 "accept_terms": f"accept the terms of {c.slug!r} (version {c.terms_version}) "
                 "to register"
             }
+        )
+    if accept_terms and terms_version is not None and terms_version != c.terms_version:
+        raise LifecycleRefused(
+            f"the terms of {c.slug!r} changed since you read them (version {terms_version}; now "
+            f"version {c.terms_version}): read them again, then accept",
+            "terms_changed",
         )
     now = utcnow()
     reg = people.registration(s, user, c.id)

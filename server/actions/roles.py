@@ -225,6 +225,7 @@ def _invite(
             competition_id=c.id,
         )
         status, message = "mailed", f"an invitation link was mailed to {email}"
+        link = None  # the mail proves the address: the link goes to it alone
     elif existing is not None:
         people.grant(s, c.id, existing, role, by=actor)
         inv.accepted_at, inv.accepted_by = now, existing.id

@@ -115,19 +115,19 @@ def init_web(app: Flask) -> None:
             "and try again.",
         ), 400
 
-    for code, message in (
-        (403, "You may not do that."),
-        (404, "Nothing here (or nothing you may see)."),
-        (405, "Method not allowed."),
+    for code, name, message in (
+        (403, "forbidden", "You may not do that."),
+        (404, "not_found", "Nothing here (or nothing you may see)."),
+        (405, "method_not_allowed", "Method not allowed."),
     ):
 
-        def handler(e, code=code, message=message):
+        def handler(e, code=code, name=name, message=message):
             # a view's own words (abort(403, "...")) win over the generic ones
             said = getattr(e, "description", None)
             if said and said != type(e).description:
                 message = said
             if auth.is_api_request():
-                return {"error": {"code": code, "message": message}}, code
+                return {"error": {"code": name, "message": message}}, code
             return refusal(code, message)
 
         app.register_error_handler(code, handler)

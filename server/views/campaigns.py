@@ -39,7 +39,7 @@ bp = Blueprint("campaigns", __name__)
 WORD = re.compile(r"\w+", re.UNICODE)
 # the factors of each kind of task's items (server.actions.campaigns: _pool_links, _pool_instances)
 FACTORS_OF = {
-    "links": ("run", "source_work", "overlap", "query_had_gold"),
+    "links": ("run", "source_work", "overlap", "query_had_gold", "gold"),
     "instances": ("stratum",),
 }
 # a pair task's two texts: fields named alike but for a last 1/2 or a/b (context1, context2)
@@ -229,6 +229,7 @@ def phase_campaigns(phase_id: int):
             labels=form.label_list(),
             guideline=form.guideline.data or "",
             seed=form.seed.data,
+            allow_participants=bool(form.allow_participants.data),
             via="web",
         )
     except UploadFieldsInvalid as e:

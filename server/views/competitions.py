@@ -45,6 +45,7 @@ from server.forms import (
     NewCompetitionForm,
 )
 from server.settings import get_settings
+from tasks.bundle import load_yaml
 
 bp = Blueprint("competitions", __name__)
 
@@ -256,6 +257,13 @@ def _registration_of(competition: str, viewer):
     return reg_actions.my_registration(s=db(), user=viewer, competition=competition)
 
 
+def _form_int(value: str | None, default: int) -> int:
+    try:
+        return int(value or "")
+    except ValueError:
+        return default
+
+
 @bp.route("/competitions/<competition>/register", methods=["POST"])
 @login_required
 def register(competition: str):
@@ -266,6 +274,8 @@ def register(competition: str):
             user=current_user(),
             competition=competition,
             accept_terms=request.form.get("accept_terms") in ("1", "y", "on", "true"),
+            # the version the page showed: a page loaded before the terms changed accepts nothing
+            terms_version=_form_int(request.form.get("terms_version"), -1),
             via="web",
         )
     except (UploadFieldsInvalid, Forbidden, LifecycleRefused) as e:
@@ -380,7 +390,7 @@ def _facts_of(form) -> list | None:
     if not text.strip():
         return []
     try:
-        got = yaml.safe_load(text)
+        got = load_yaml(text)  # no aliases, bounded nesting: bounded work
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
