@@ -2,7 +2,9 @@
 system, from the child's own rusage), the median of N runs, with `palimpsest --help` and a remote
 command's start-up for reference.
 
-    python3 benchmarks/bench_cli.py [--runs 5] [--json out.json]
+    python3 benchmarks/bench_cli.py [--runs 5] [--json out.json] [--repo CHECKOUT]
+
+`--repo` runs another checkout's `palimpsest` (an earlier commit, for a before and after).
 
 On a fresh data directory with the synthetic demo tasks, one organizer, a competition and a token;
 each command runs once unmeasured first (Python writes its bytecode caches then), then N times.
@@ -56,14 +58,14 @@ COMMANDS = [
 ]
 
 
-def env_for(home: Path) -> dict:
+def env_for(home: Path, repo: Path = REPO) -> dict:
     env = {
         k: v
         for k, v in os.environ.items()
         if k not in ("DATABASE_URL", "REDIS_URL", "PYTHONDONTWRITEBYTECODE")
     }
     env.update(
-        PALIMPSEST_HOME=str(home), PYTHONPATH=str(REPO), PALIMPSEST_SERVER="http://127.0.0.1:9"
+        PALIMPSEST_HOME=str(home), PYTHONPATH=str(repo), PALIMPSEST_SERVER="http://127.0.0.1:9"
     )
     return env
 
@@ -74,7 +76,7 @@ def one(args: list[str], stdin: str | None, env: dict) -> tuple[float, float, in
     p = subprocess.Popen(
         [sys.executable, "-m", "cli.main", *args],
         env=env,
-        cwd=REPO,
+        cwd=env["PYTHONPATH"],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -104,7 +106,7 @@ def set_up(home: Path, env: dict) -> None:
         r = subprocess.run(
             [sys.executable, "-m", "cli.main", *args],
             env=env,
-            cwd=REPO,
+            cwd=env["PYTHONPATH"],
             input=stdin,
             capture_output=True,
             text=True,
@@ -117,10 +119,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--repo", type=Path, default=REPO, help="the checkout whose commands run")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="palimpsest-bench-cli-"))
     home = tmp / "home"
-    env = env_for(home)
+    env = env_for(home, a.repo.resolve())
     set_up(home, env)
     rows, n = [], 0
     for label, args, stdin in COMMANDS:
@@ -143,6 +146,7 @@ def main() -> None:
     out = {
         "runs": a.runs,
         "python": sys.version.split()[0],
+        "repo": env["PYTHONPATH"],
         "cpus": os.cpu_count(),
         "load_average": os.getloadavg(),
         "commands": rows,
