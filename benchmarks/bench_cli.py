@@ -120,6 +120,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--repo", type=Path, default=REPO, help="the checkout whose commands run")
+    ap.add_argument("--only", action="append", help="commands whose label starts so (repeatable)")
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="palimpsest-bench-cli-"))
     home = tmp / "home"
@@ -127,6 +128,8 @@ def main() -> None:
     set_up(home, env)
     rows, n = [], 0
     for label, args, stdin in COMMANDS:
+        if a.only and not any(label.startswith(o) for o in a.only):
+            continue
         samples = []
         for _ in range(a.runs + 1):  # the first run writes the bytecode caches: not counted
             n += 1
