@@ -33,7 +33,7 @@ _LAZY = {"Limits": "scorer.reader", "DEFAULT_LIMITS": "scorer.reader", "load": "
 
 def __getattr__(name: str):
     if name in _LAZY:
-        import importlib
+        import importlib  # the lazy names above: the readers (numpy) load on first use
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'scorer' has no attribute {name!r}")
@@ -41,7 +41,7 @@ def __getattr__(name: str):
 
 def family(task, store, split):
     """The task's family (its reader, validator and metrics) on a split's data."""
-    from scorer.families import family as make
+    from scorer.families import family as make  # the families (numpy) load to validate
 
     return make(task, store, split)
 
@@ -94,7 +94,7 @@ def validate_file(
 ) -> Validated:
     """Check a submission against the task's inputs; raises SubmissionInvalid listing every
     problem. `limits`: what the file may weigh (default: the reader's DEFAULT_LIMITS)."""
-    from scorer.reader import DEFAULT_LIMITS, load
+    from scorer.reader import DEFAULT_LIMITS, load  # the readers (numpy) load to validate
 
     limits = DEFAULT_LIMITS if limits is None else limits
     t0 = time.perf_counter()

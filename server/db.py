@@ -64,7 +64,7 @@ def db() -> Session:
 
 def close_db(_exc: BaseException | None = None) -> None:
     """Close the request's session, if it opened one (registered on the app's teardown)."""
-    from flask import g
+    from flask import g  # here: the local commands open the database without Flask
 
     s = g.pop("db", None)
     if s is not None:

@@ -36,7 +36,7 @@ class SchemaError(RuntimeError):
 
 
 def alembic_config(settings: Settings):
-    from alembic.config import Config
+    from alembic.config import Config  # Alembic loads to migrate, not to check (see the top)
 
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
@@ -46,7 +46,7 @@ def alembic_config(settings: Settings):
 
 @functools.lru_cache(maxsize=1)
 def script():
-    from alembic.script import ScriptDirectory
+    from alembic.script import ScriptDirectory  # Alembic loads to migrate, not to check
 
     return ScriptDirectory(str(MIGRATIONS))
 
@@ -169,14 +169,14 @@ def upgrade(settings: Settings, revision: str = "head") -> None:
         raise SchemaError(why)
     if state == "head" and revision == "head":
         return  # nothing to migrate: Alembic would load every script to find so
-    from alembic import command
+    from alembic import command  # Alembic loads to migrate, not to check
 
     command.upgrade(alembic_config(settings), revision)
 
 
 def stamp(settings: Settings, revision: str) -> None:
     """Record `revision` as the database's without running any migration."""
-    from alembic import command
+    from alembic import command  # Alembic loads to migrate, not to check
 
     command.stamp(alembic_config(settings), revision)
 
@@ -205,6 +205,6 @@ def prepare(settings: Settings, engine=None):
 
 def revision(settings: Settings, message: str) -> None:
     """Write a new revision from the difference between the models and the database."""
-    from alembic import command
+    from alembic import command  # Alembic loads to migrate, not to check
 
     command.revision(alembic_config(settings), message=message, autogenerate=True)

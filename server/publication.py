@@ -162,7 +162,7 @@ def publish(
 def _snapshot_statistics(s: Session, task, phase: Phase, board, settings) -> None:
     """Freeze the board's statistics into the snapshot: intervals, rank ranges, p-values and
     clusters of the ranked part, and the public part's intervals beside them."""
-    from server import stats
+    from server import stats  # the statistics (scipy) load to publish, not to show a ranking
 
     try:
         snap = stats.for_snapshot(settings, s.get_bind(), task, phase, board)

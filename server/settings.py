@@ -222,7 +222,7 @@ class Settings(BaseSettings):
 
     def limits(self) -> Limits:
         """What a submission file may weigh, for the scorer."""
-        from scorer.reader import Limits
+        from scorer.reader import Limits  # the scorer (numpy) loads when a file is read
 
         return Limits(
             max_bytes=self.max_upload_bytes, max_uncompressed_bytes=self.max_uncompressed_bytes
