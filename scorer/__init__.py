@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from scorer.errors import (
     PalimpsestError,
@@ -19,10 +20,31 @@ from scorer.errors import (
     TaskNotFound,
     TaskNotImported,
 )
-from scorer.families import family
-from scorer.reader import DEFAULT_LIMITS, Limits, load
 from tasks import get_task
 from tasks.store import TaskStore
+
+if TYPE_CHECKING:
+    from scorer.reader import Limits
+
+# The readers and the families (numpy) load when a file is validated or scored, not when a module
+# only needs the errors (`from scorer.errors import ...` runs this file first).
+_LAZY = {"Limits": "scorer.reader", "DEFAULT_LIMITS": "scorer.reader", "load": "scorer.reader"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib  # the lazy names above: the readers (numpy) load on first use
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'scorer' has no attribute {name!r}")
+
+
+def family(task, store, split):
+    """The task's family (its reader, validator and metrics) on a split's data."""
+    from scorer.families import family as make  # the families (numpy) load to validate
+
+    return make(task, store, split)
+
 
 __version__ = "0.1.0"
 
@@ -68,10 +90,13 @@ def for_task(limits: Limits, task) -> Limits:
 
 
 def validate_file(
-    task_id: str, path: str | Path, split: str = "test", home=None, limits: Limits = DEFAULT_LIMITS
+    task_id: str, path: str | Path, split: str = "test", home=None, limits: Limits | None = None
 ) -> Validated:
     """Check a submission against the task's inputs; raises SubmissionInvalid listing every
-    problem."""
+    problem. `limits`: what the file may weigh (default: the reader's DEFAULT_LIMITS)."""
+    from scorer.reader import DEFAULT_LIMITS, load  # the readers (numpy) load to validate
+
+    limits = DEFAULT_LIMITS if limits is None else limits
     t0 = time.perf_counter()
     task, store = _resolve(task_id, split, home)
     limits = for_task(limits, task)
@@ -132,7 +157,7 @@ def score_validated(v: Validated, home=None, only=None) -> dict:
 
 
 def score_file(
-    task_id: str, path: str | Path, split: str = "test", home=None, limits: Limits = DEFAULT_LIMITS
+    task_id: str, path: str | Path, split: str = "test", home=None, limits: Limits | None = None
 ) -> dict:
     """Validate, then score; the result is the scoring contract (see the module docstring)."""
     return score_validated(validate_file(task_id, path, split, home, limits), home)

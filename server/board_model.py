@@ -22,8 +22,6 @@ from pydantic import (
     field_validator,
 )
 
-from scorer.metrics import COUNT_METRICS
-
 STATS_FIELDS = (
     "part",
     "method",
@@ -56,6 +54,8 @@ def clean_name(s: str | None) -> str:
 
 def json_value(metric: str, v):
     """A metric's value in the JSON: a count as an integer, else as it is."""
+    from scorer.metrics import COUNT_METRICS  # here: the scorer (numpy) loads when a board is made
+
     if v is not None and metric in COUNT_METRICS and float(v).is_integer():
         return int(v)
     return v

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
-from flask import current_app, g
 from sqlalchemy import event, select, text
 from sqlmodel import Session, create_engine
 
@@ -71,6 +70,8 @@ def session_scope(engine):
 
 def db() -> Session:
     """The request's database session, opened on first use and closed at teardown."""
+    from flask import current_app, g  # here: the local commands open the database without Flask
+
     if "db" not in g:
         g.db = Session(current_app.extensions["palimpsest.engine"], expire_on_commit=False)
     return g.db
@@ -78,6 +79,8 @@ def db() -> Session:
 
 def close_db(_exc: BaseException | None = None) -> None:
     """Close the request's session, if it opened one (registered on the app's teardown)."""
+    from flask import g  # here: the local commands open the database without Flask
+
     s = g.pop("db", None)
     if s is not None:
         s.close()

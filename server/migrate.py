@@ -6,18 +6,20 @@ The web app and the workers only check that the database is at the migrations' h
 (`serve`, `users`, `tokens`, `phases`, `reconcile`, `baselines --record`) call `prepare`: on the
 embedded default (SQLite in the data directory, no DATABASE_URL) they upgrade it themselves; on a
 DATABASE_URL they check, as the app does, and leave migrating to `palimpsest db upgrade`.
+
+Checking is light: the revisions recorded in alembic_version are read with one query and compared
+with the heads the scripts declare (their `revision` and `down_revision` read as text, not
+imported); Alembic itself loads only when a database is not at head or is migrated.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
+import re
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
-from alembic.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 from sqlmodel import SQLModel
 
@@ -34,6 +36,8 @@ class SchemaError(RuntimeError):
 
 
 def alembic_config(settings: Settings):
+    from alembic.config import Config  # Alembic loads to migrate, not to check (see the top)
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.set_main_option("sqlalchemy.url", settings.sqlalchemy_url().replace("%", "%%"))
@@ -42,12 +46,44 @@ def alembic_config(settings: Settings):
 
 @functools.lru_cache(maxsize=1)
 def script():
+    from alembic.script import ScriptDirectory  # Alembic loads to migrate, not to check
+
     return ScriptDirectory(str(MIGRATIONS))
 
 
 def heads() -> tuple[str, ...]:
     """The newest revision(s) of the migration scripts."""
     return tuple(sorted(script().get_heads()))
+
+
+_ASSIGNED = re.compile(r"^(revision|down_revision)\s*(?::[^=]+)?=\s*(.+?)\s*$", re.M)
+
+
+@functools.lru_cache(maxsize=1)
+def declared_heads() -> tuple[str, ...]:
+    """`heads()` without loading Alembic or the scripts: each script's module-level `revision`
+    and `down_revision` assignments read as literals; a head is a revision no script names as
+    its down revision (tests/test_migrations.py checks it equals Alembic's)."""
+    revisions, downs = set(), set()
+    for path in sorted((MIGRATIONS / "versions").glob("*.py")):
+        values = {
+            k: ast.literal_eval(v) for k, v in _ASSIGNED.findall(path.read_text(encoding="utf-8"))
+        }
+        if "revision" not in values:
+            continue
+        revisions.add(values["revision"])
+        down = values.get("down_revision")
+        downs.update([down] if isinstance(down, str) else (down or ()))
+    return tuple(sorted(revisions - downs))
+
+
+def _recorded(conn) -> tuple[str, ...]:
+    """The revisions in the database's alembic_version table (empty: none, or no table), read
+    as Alembic's MigrationContext reads them."""
+    if not inspect(conn).has_table("alembic_version"):
+        return ()
+    rows = conn.execute(text("SELECT version_num FROM alembic_version"))
+    return tuple(sorted(r[0] for r in rows))
 
 
 def shown(url: str) -> str:
@@ -58,7 +94,7 @@ def shown(url: str) -> str:
 def _state(engine) -> tuple[tuple[str, ...], bool]:
     """(the revisions recorded in alembic_version, whether any of the models' tables exist)."""
     with engine.connect() as conn:
-        current = tuple(sorted(MigrationContext.configure(conn).get_current_heads()))
+        current = _recorded(conn)
         tables = (
             bool(set(inspect(conn).get_table_names()) & set(SQLModel.metadata.tables))
             if not current
@@ -82,6 +118,8 @@ def status(engine) -> tuple[str, str | None]:
     ("head", None), ("empty", ...), ("behind", ...), ("unversioned", ...) or ("unknown", ...)."""
     url = engine.url.render_as_string(hide_password=False)
     current, tables = _state(engine)
+    if current and current == declared_heads():
+        return "head", None
     want = heads()
     if current == want:
         return "head", None
@@ -129,11 +167,17 @@ def upgrade(settings: Settings, revision: str = "head") -> None:
         engine.dispose()
     if state in ("unversioned", "unknown"):
         raise SchemaError(why)
+    if state == "head" and revision == "head":
+        return  # nothing to migrate: Alembic would load every script to find so
+    from alembic import command  # Alembic loads to migrate, not to check
+
     command.upgrade(alembic_config(settings), revision)
 
 
 def stamp(settings: Settings, revision: str) -> None:
     """Record `revision` as the database's without running any migration."""
+    from alembic import command  # Alembic loads to migrate, not to check
+
     command.stamp(alembic_config(settings), revision)
 
 
@@ -161,4 +205,6 @@ def prepare(settings: Settings, engine=None):
 
 def revision(settings: Settings, message: str) -> None:
     """Write a new revision from the difference between the models and the database."""
+    from alembic import command  # Alembic loads to migrate, not to check
+
     command.revision(alembic_config(settings), message=message, autogenerate=True)

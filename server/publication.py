@@ -14,8 +14,7 @@ import logging
 from sqlalchemy import func, select
 from sqlmodel import Session
 
-from server import leaderboard as lb
-from server import partitions, stats
+from server import partitions
 from server.exceptions import LifecycleRefused
 from server.lifecycle import PENDING, RANKED_RUN_RULE, _phase_changed, close, phase_state
 from server.models import Phase, RankingVersion, Submission, User, utcnow
@@ -55,6 +54,8 @@ def publish(
     """Publish the final ranking of a closed phase as an immutable snapshot (version 1), or a
     correction of it (version n + 1, with a reason). With `close_first`, an open phase is closed
     in the same transaction. Commits."""
+    from server import leaderboard as lb  # the boards and statistics (scipy) load to publish
+
     reason = " ".join((reason or "").split())[:2000]
     if phase.stats_seed is None:
         # the seed of the statistics (normally recorded by the worker already), recorded before
@@ -147,6 +148,8 @@ def snapshot_body(s: Session, task, phase: Phase, settings, meta: dict) -> dict:
     """The snapshot of a phase's final ranking as the data stand now, with the publication's
     `meta` (version, time, organizer, reason, rule). `publish` stores it; `server.backup`
     rebuilds it from a restored site to check a published version byte for byte."""
+    from server import leaderboard as lb  # the boards and statistics (scipy) load to publish
+
     board = lb.build_board(
         s,
         task,
@@ -173,6 +176,8 @@ def snapshot_json(body: dict) -> str:
 def _snapshot_statistics(s: Session, task, phase: Phase, board, settings) -> None:
     """Freeze the board's statistics into the snapshot: intervals, rank ranges, p-values and
     clusters of the ranked part, and the public part's intervals beside them."""
+    from server import stats  # the statistics (scipy) load to publish, not to show a ranking
+
     try:
         snap = stats.for_snapshot(settings, s.get_bind(), task, phase, board)
     except Exception as e:  # noqa: BLE001 — publication never fails for its statistics

@@ -13,13 +13,15 @@ import os
 import secrets
 import sys
 from pathlib import Path
-from typing import Literal, get_args, get_origin
+from typing import TYPE_CHECKING, Literal, get_args, get_origin
 
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from scorer.reader import Limits
 from tasks.store import default_home
+
+if TYPE_CHECKING:  # the scorer (numpy) loads when a file is read, not with the settings
+    from scorer.reader import Limits
 
 GiB = 1024**3
 SECRET_FILE = "secret_key"
@@ -269,6 +271,8 @@ class Settings(BaseSettings):
 
     def limits(self) -> Limits:
         """What a submission file may weigh, for the scorer."""
+        from scorer.reader import Limits  # the scorer (numpy) loads when a file is read
+
         return Limits(
             max_bytes=self.max_upload_bytes, max_uncompressed_bytes=self.max_uncompressed_bytes
         )

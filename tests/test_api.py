@@ -11,57 +11,6 @@ import jsonschema
 import pytest
 from openapi_spec_validator import validate as validate_spec
 
-from tests.conftest import LOCI, TROTR, build_schema, need
-
-
-@pytest.fixture()
-def api_env(tmp_path, monkeypatch):
-    """An app on a fresh data directory with tric-binary and loci-similes imported; Redis is
-    unreachable on purpose, so submissions stay queued until a test runs the job itself."""
-    from sqlmodel import Session
-
-    from server import create_app
-    from server.auth import create_token, create_user
-    from server.models import Team, TeamMember
-    from server.submissions import ensure_phases
-    from tasks.importers import import_task
-
-    need(TROTR)
-    need(LOCI)
-    home = tmp_path / "home"
-    monkeypatch.setenv("PALIMPSEST_HOME", str(home))
-    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
-    import_task("tric-binary", home, source=TROTR, fold=1)
-    import_task(
-        "loci-similes",
-        home,
-        query=LOCI / "hieronymus_samples.csv",
-        source=LOCI / "vergil_samples.csv",
-        gold=LOCI / "ground_truth.csv",
-    )
-    build_schema(home)
-    app = create_app({"home": home, "env": "testing", "redis_url": "redis://127.0.0.1:1/0"})
-    engine = app.extensions["palimpsest.engine"]
-    tokens = {}
-    with Session(engine, expire_on_commit=False) as s:
-        ensure_phases(s)
-        for name in ("alpha", "beta"):
-            team = Team(name=name, invite_code=f"code-{name}")
-            s.add(team)
-            s.commit()
-            u = create_user(s, email=f"{name}@example.org", password="correct horse")
-            s.add(TeamMember(team_id=team.id, user_id=u.id))
-            s.commit()
-            _, tokens[name] = create_token(s, user=u)
-        loner = create_user(s, email="loner@example.org", password="correct horse")
-        s.commit()
-        _, tokens["loner"] = create_token(s, user=loner)
-        org = create_user(s, email="org@example.org", password="correct horse", is_admin=True)
-        s.commit()
-        _, tokens["org"] = create_token(s, user=org)
-        s.commit()
-    return app, tokens, home
-
 
 def _h(token):
     return {"Authorization": f"Bearer {token}"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_api import _h, _run_job, _submit, _tric_file, api_env  # noqa: F401 — the fixture
+from tests.test_api import _h, _run_job, _submit, _tric_file
 
 
 def test_team_create_join_show_rotate_leave(api_env):  # noqa: F811

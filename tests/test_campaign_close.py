@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from sqlmodel import Session, select
 
-from tests.test_api import _h, _run_job, api_env  # noqa: F401 — the fixture
+from tests.test_api import _h, _run_job
 from tests.test_campaigns import (  # noqa: F401 — the fixtures
     ASSESSORS,
     PHASE,
@@ -24,7 +24,6 @@ from tests.test_campaigns import (  # noqa: F401 — the fixtures
     _naive_pool,
     world,
 )
-from tests.test_cli_parity import served  # noqa: F401 — the fixture
 
 
 def _rows(path) -> list[tuple[str, ...]]:

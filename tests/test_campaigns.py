@@ -19,8 +19,7 @@ from sqlmodel import Session, select
 from scorer.pooling import balanced_assignment
 from server.actions.campaigns import overlap_bucket, source_work
 from tests.conftest import LOCI
-from tests.test_api import _h, _run_job, api_env  # noqa: F401 — the fixture
-from tests.test_cli_parity import served  # noqa: F401 — the fixture
+from tests.test_api import _h, _run_job
 
 TASK, PHASE = "loci-similes", "test"
 ASSESSORS = ("a1@example.org", "a2@example.org", "a3@example.org")

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 from sqlmodel import Session, select
-from test_api import _tric_file, api_env  # noqa: F401  (api_env: the fixture)
+from test_api import _tric_file
 from werkzeug.serving import make_server
 
 from cli.client import Client, ClientError

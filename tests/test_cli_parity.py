@@ -4,28 +4,10 @@ port in a thread): each with `--json` printing exactly one JSON document, each f
 from __future__ import annotations
 
 import json
-import threading
 
-import pytest
 from click.testing import CliRunner
 
-from tests.test_api import _run_job, _tric_file, api_env  # noqa: F401 — the fixture
-
-
-@pytest.fixture()
-def served(api_env):  # noqa: F811
-    from werkzeug.serving import WSGIRequestHandler, make_server
-
-    class Quiet(WSGIRequestHandler):  # the server's request log would land in the CLI's stderr
-        def log(self, *args, **kwargs):
-            pass
-
-    app, tokens, home = api_env
-    srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Quiet)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{srv.server_port}", tokens, home, app
-    srv.shutdown()
+from tests.test_api import _run_job, _tric_file
 
 
 def _cli(url, token, *args, ok=True):

@@ -16,7 +16,6 @@ from backbone import burst, make_team, phase, submit
 from conftest import TROTR, need
 from helpers import read_jsonl, trotr_pairs
 from scipy.stats import spearmanr
-from sklearn.metrics import f1_score
 
 from scorer import SubmissionInvalid, partition_strata, score_file, validate_file
 from tasks import get_task
@@ -79,6 +78,8 @@ def _write(tmp_path, rows, name="pred.jsonl") -> Path:
 
 def _naive(gold_rows, by, task_id, subset):
     """Per fold, the metric by scipy / scikit-learn on that fold's units; then np.mean / np.std."""
+    from sklearn.metrics import f1_score
+
     per = []
     for f in sorted({str(g["fold"]) for g in gold_rows}, key=int):
         rows = [g for g in gold_rows if str(g["fold"]) == f and subset in ("all", g["subset"])]
@@ -188,6 +189,8 @@ def test_the_bootstrap_draws_instances_across_folds_and_equals_a_naive_loop(
     fold's score and their mean recomputed on the resample equal a loop that draws the same
     instances from the same seed, writes the resampled rows out and scores each fold with scipy or
     scikit-learn."""
+    from sklearn.metrics import f1_score
+
     from scorer.bootstrap import Bootstrap, draw_weights, unit_arrays
     from scorer.families import family
 

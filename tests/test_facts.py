@@ -20,8 +20,8 @@ from server.actions import competitions as comp
 from server.exceptions import UploadFieldsInvalid
 from server.facts import check_facts
 from server.models import Phase, RankingVersion, Submission
-from tests.test_api import _h, _run_job, _submit, _tric_file, api_env  # noqa: F401 — the fixture
-from tests.test_cli_parity import _cli, _one_json, served  # noqa: F401 — the fixture
+from tests.test_api import _h, _run_job, _submit, _tric_file
+from tests.test_cli_parity import _cli, _one_json
 from tests.webkit import Browser
 
 FIELDS = [

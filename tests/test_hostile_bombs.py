@@ -61,7 +61,9 @@ def test_a_row_task_refuses_a_file_over_its_declared_size(home, tmp_path):
 def test_hostile_uploads_through_the_api_short_run():
     from hostile_uploads import run
 
-    r = run(per_task=6, seed=3, workers=1, bombs_too=True)
+    # every bomb, a few files per task; the child-process figures of each bomb (`alone`) are the
+    # benchmark's, not checked here (`python3 benchmarks/hostile_uploads.py` runs the full sweep)
+    r = run(per_task=6, seed=3, workers=1, bombs_too=True, alone=False)
     assert not r["http_500"] and 500 not in r["http"]
     assert not r["infra"], r["infra"]
     assert r["longest_report_bytes"] <= 64 * 1024

@@ -28,12 +28,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 # Function-level imports allowed in the product, each with a comment saying why: a heavy optional
 # package (torch, transformers, matplotlib, pyarrow, scipy), or a module that `palimpsest --help`
-# (or `validate`) must not load.
-MAX_FUNCTION_IMPORTS = 60
+# (or `validate`, or a local server command such as `tokens create`) must not load.
+MAX_FUNCTION_IMPORTS = 75
 # server/cli.py holds the server's commands on `palimpsest`; cli/main.py loads it only when one of
-# them runs (`--help` lists them from cli.main.SERVER_COMMANDS), so it imports at the top like any
-# module. No module is counted apart.
-COMMAND_MODULES: dict[str, int] = {}
+# them runs, and each command imports what it uses in its own body (a local command is a process
+# of its own: what it imports is its start-up time), as the module says once at its top. Its
+# imports are counted apart, under their own ceiling, and need no comment each.
+COMMAND_MODULES: dict[str, int] = {"server/cli.py": 60}
 
 
 @dataclass(frozen=True)
@@ -240,7 +241,8 @@ def test_function_imports_few_and_commented() -> None:
     silent = [
         f"{imp.path.relative_to(REPO)}:{imp.line}: {imp.target}"
         for imp in found
-        if not _commented(imp.path, imp.line, cache)
+        if str(imp.path.relative_to(REPO)) not in COMMAND_MODULES
+        and not _commented(imp.path, imp.line, cache)
     ]
     assert not silent, "function-level imports without a comment saying why:\n" + "\n".join(silent)
     per_file: dict[str, int] = {}

@@ -13,7 +13,6 @@ import pytest
 from conftest import SWISSGOV, TROTR, need
 from helpers import LANGS, swissgov_docs, trac_gold, trotr_pairs, write_submission
 from scipy import stats
-from sklearn.metrics import f1_score, precision_recall_fscore_support
 
 from scorer import partition_units, score_file, score_validated, validate_file
 from scorer.metrics import classification, correlations
@@ -38,6 +37,11 @@ def check_subset(got: dict, expected: dict):
 
 
 def sk_classification(gold, pred) -> dict:
+    from sklearn.metrics import (
+        f1_score,
+        precision_recall_fscore_support,
+    )
+
     p, r, f, _ = precision_recall_fscore_support(gold, pred, labels=[0, 1], zero_division=0)
     out = {
         "f1": f1_score(gold, pred, labels=[0, 1], average="weighted", zero_division=0),

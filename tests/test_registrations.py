@@ -18,8 +18,8 @@ from server.actions import competitions as comp
 from server.actions import registrations as regs
 from server.auth import create_token, create_user
 from server.models import AuditLog, Competition, OutgoingMail, Registration, Submission, User
-from tests.test_api import _h, _run_job, _submit, _tric_file, api_env  # noqa: F401 — the fixture
-from tests.test_cli_parity import _cli, _one_json, served  # noqa: F401 — the fixture
+from tests.test_api import _h, _run_job, _submit, _tric_file
+from tests.test_cli_parity import _cli, _one_json
 
 TASK = "tric-binary"
 

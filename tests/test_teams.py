@@ -4,8 +4,8 @@ size cap and captain's approval hold, and a run counts for the team of its task'
 
 from __future__ import annotations
 
-from tests.test_api import _h, _submit, _tric_file, api_env  # noqa: F401 — the fixture
-from tests.test_cli_parity import _cli, _one_json, served  # noqa: F401 — the fixture
+from tests.test_api import _h, _submit, _tric_file
+from tests.test_cli_parity import _cli, _one_json
 
 
 def _team(app, token, competition=None):

@@ -1,0 +1,80 @@
+"""The server's local commands load what they use: a real `palimpsest` process that makes a token,
+lists competitions or phases, or runs `db upgrade` on a database at head loads neither the scorer
+(numpy), nor Alembic, nor Redis, nor the statistics; what it prints and writes is all there after
+its quick exit. How long they take is measured in benchmarks/bench_cli.py, not here."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+from conftest import REPO
+
+HEAVY = ("numpy", "scipy", "alembic", "redis", "rq", "torch", "sklearn", "pandas")
+
+# runs the command as the console script does, and prints the heavy modules it loaded from an
+# exit handler (the quick exit runs them: the report comes after the command's own output)
+PROBE = """
+import atexit, json, sys
+heavy = {heavy!r}
+def report():
+    loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set(heavy))
+    sys.stdout.write("\\nLOADED " + json.dumps(loaded) + "\\n")
+atexit.register(report)
+sys.argv = ["palimpsest", *{args!r}]
+from cli.main import main
+main()
+"""
+
+
+def _run(home, *args, stdin=""):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(PALIMPSEST_HOME=str(home), PYTHONPATH=str(REPO))
+    r = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY, args=list(args))],
+        input=stdin,
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    out, _, loaded = r.stdout.rpartition("\nLOADED ")
+    return out, json.loads(loaded)
+
+
+def test_local_commands_load_only_the_database_and_print_everything(tmp_path):
+    home = tmp_path / "h"
+    out, loaded = _run(home, "db", "upgrade")  # a new database: Alembic migrates it
+    assert out.startswith("database at ") and "alembic" in loaded
+    out, loaded = _run(home, "db", "upgrade")  # at head: checked without Alembic
+    assert out.startswith("database at ") and loaded == [], loaded
+    password = "correct horse battery\n"
+    out, loaded = _run(
+        home, "users", "create", "--email", "o@x.org", "--password-stdin", stdin=password
+    )
+    assert "created user o@x.org" in out and loaded == [], loaded
+    out, loaded = _run(home, "tokens", "create", "--email", "o@x.org")
+    token = out.strip()
+    assert token.startswith("pal_") and loaded == [], loaded
+    out, loaded = _run(home, "competitions", "list", "--json")
+    assert json.loads(out) == [] and loaded == [], loaded
+    out, loaded = _run(home, "db", "current")
+    assert "(head)" in out and loaded == [], loaded
+    # what the commands wrote is in the database file after their quick exit
+    con = sqlite3.connect(home / "palimpsest.db")
+    try:
+        assert con.execute("SELECT email FROM user").fetchall() == [("o@x.org",)]
+        assert con.execute("SELECT count(*) FROM apitoken").fetchone() == (1,)
+    finally:
+        con.close()
+
+
+def test_the_heads_read_from_the_scripts_are_alembics():
+    from server.migrate import declared_heads, heads
+
+    assert declared_heads() == heads() and len(heads()) == 1
