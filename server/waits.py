@@ -87,7 +87,7 @@ def workers(conn) -> list[dict] | None:
     if conn is None:
         return None
     try:
-        from rq import Worker
+        from rq import Worker  # RQ loads when a page asks for the workers
 
         out = []
         for w in Worker.all(connection=conn):

@@ -12,7 +12,7 @@ from sqlalchemy import func
 from sqlmodel import Session, select
 
 from server import api_models as m
-from server import audit, lifecycle, people, reminders
+from server import audit, lifecycle, people
 from server.actions import common
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.inputs import CONTROL, one_line_problem
@@ -424,6 +424,8 @@ def set_page(
         details["terms_version"] = c.terms_version
         s.flush()
         # every registered participant is told, in this transaction (server.reminders)
+        from server import reminders  # here: the mail queue (RQ) loads when the terms change
+
         details["notified"] = reminders.terms_changed(s, get_settings(), c)
     audit.record(
         s,

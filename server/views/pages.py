@@ -158,7 +158,7 @@ def task(task_id: str):
 
 def _systems(task_id: str) -> tuple[str, ...]:
     """The reference systems that apply to a task (loaded when a kit is asked for)."""
-    from baselines.systems import SYSTEMS
+    from baselines.systems import SYSTEMS  # the baselines' module loads when a kit is asked for
 
     return SYSTEMS.get(task_id, ())
 
