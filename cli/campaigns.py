@@ -52,11 +52,19 @@ def _agreement_lines(a: dict) -> None:
     )
     rows = [("overall", a["overall"])] + [(lv["level"], lv) for lv in a.get("levels") or []]
     for name, r in rows:
+        by_dataset = (
+            f"  {_measure('with the A_e of all items', r.get('multi_kappa_dataset_expected'))}"
+            if "multi_kappa_dataset_expected" in r
+            else ""
+        )
         click.echo(
             f"  {name:<24} items {r.get('items', 0):>5}  "
             f"{_measure('multi-kappa', r.get('multi_kappa'))}  "
+            f"{_measure('pair-weighted', r.get('multi_kappa_weighted'))}{by_dataset}  "
             f"{_measure('observed', r.get('observed'))}"
         )
+    if a["overall"].get("note"):
+        click.echo(f"  ({a['overall']['note']}; by level: multi-kappa with the level's own A_e)")
 
 
 def _items_lines(a: dict) -> None:
