@@ -227,9 +227,9 @@ def register(main: click.Group) -> None:
     @click.option(
         "--seed", type=int, default=None, help="Of the sampler (default: the campaign's)."
     )
-    @click.option("--chains", type=int, default=None, help="NUTS chains (default 2, at most 4).")
-    @click.option("--warmup", type=int, default=None, help="Warmup draws a chain (default 500).")
-    @click.option("--samples", type=int, default=None, help="Kept draws a chain (default 500).")
+    @click.option("--chains", type=int, default=None, help="NUTS chains (default 4, at most 4).")
+    @click.option("--warmup", type=int, default=None, help="Warmup draws a chain (default 1000).")
+    @click.option("--samples", type=int, default=None, help="Kept draws a chain (default 1000).")
     @click.option("--wait", is_flag=True, help="Wait for the fit to finish, then print it.")
     @click.option(
         "--timeout", type=int, default=3600, show_default=True, help="Seconds --wait waits."

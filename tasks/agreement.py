@@ -228,6 +228,7 @@ def trotr_bayes(
     target_accept: float | None = None,
     correlated: bool = True,
     bins: int | None = BINS,
+    **options,
 ) -> dict:
     """The Bayesian multilevel model (tasks/agreement_bayes.py, its defaults unless given) on
     TRoTR's binarised judgments: random intercepts for the annotator pair and the biblical book,
@@ -253,6 +254,7 @@ def trotr_bayes(
         correlated=correlated,
         bins=bins,
         **{key: v for key, v in given.items() if v is not None},
+        **options,
     )
     measured = agreement(table, "nominal", BOOT, seed)
     return got | {

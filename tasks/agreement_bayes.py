@@ -9,8 +9,10 @@ intercepts for the annotator pair and for each other grouping factor (the source
 
 The random intercepts of one factor are, by default, the paper's (eq. 5 and note 6): jointly
 multivariate normal across the k^2 - 1 outcomes, the covariance decomposed into scales (half-normal
-prior) and a correlation matrix (LKJ(2) prior on its Cholesky factor), non-centred. With
-`correlated=False` each outcome has its own independent normal (brms' `(1 | pair) + (1 | book)`).
+prior) and a correlation matrix (LKJ(2) prior on its Cholesky factor). With `correlated=False`
+each outcome has its own independent normal (brms' `(1 | pair) + (1 | book)`). The annotator
+pair's intercepts are sampled centred (each pair judged many items: the data pin them down), the
+other factors' non-centred (a level may hold few items).
 
 The likelihood is aggregated over cells: observations with the same annotator pair, the same level
 of every grouping factor and the same bin of every covariate share one linear predictor, so a cell
@@ -47,6 +49,9 @@ RHAT_MAX = 1.01
 ESS_MIN = 400  # the bulk ESS every parameter of a fit with the defaults is expected to reach
 BINS = 10  # quantile bins of a continuous covariate
 LKJ_ETA = 2.0
+# the annotator pair's intercepts are sampled centred: every pair judges many items, so the data
+# pin each pair's intercepts down and the non-centred form would make a funnel of its own
+CENTRED = ("pair",)
 DEFAULTS = {"chains": 4, "warmup": 1000, "samples": 1000, "target_accept": 0.95}
 
 
@@ -155,8 +160,19 @@ def _model(counts, pair, n_pairs, groups, X, K, centred=(), correlated=True):
         if correlated and m > 1:
             # eq. 5: nu_q ~ MVN(0, diag(sigma) R diag(sigma)), R = L L^T, L ~ LKJ(2) (note 6)
             L = numpyro.sample(f"L_{name}", dist.LKJCholesky(m, concentration=LKJ_ETA))
-            z = numpyro.sample(f"z_{name}", dist.Normal(0.0, 1.0).expand([n_levels, m]).to_event(2))
-            nu = numpyro.deterministic(f"nu_{name}", (z @ L.T) * sigma)
+            if name in centred:
+                tril = sigma[:, None] * L
+                nu = numpyro.sample(
+                    f"nu_{name}",
+                    dist.MultivariateNormal(jnp.zeros(m), scale_tril=tril)
+                    .expand([n_levels])
+                    .to_event(1),
+                )
+            else:
+                z = numpyro.sample(
+                    f"z_{name}", dist.Normal(0.0, 1.0).expand([n_levels, m]).to_event(2)
+                )
+                nu = numpyro.deterministic(f"nu_{name}", (z @ L.T) * sigma)
         elif name not in centred:
             # non-centred: no funnel where a level holds little data or the levels differ little
             z = numpyro.sample(f"z_{name}", dist.Normal(0.0, 1.0).expand([n_levels, m]).to_event(2))
@@ -257,11 +273,12 @@ def fit(
     samples: int = DEFAULTS["samples"],
     curve: str | None = None,
     curve_grid: np.ndarray | None = None,
-    centred: tuple[str, ...] = (),
+    centred: tuple[str, ...] = CENTRED,
     target_accept: float = DEFAULTS["target_accept"],
     correlated: bool = True,
     bins: int | None = BINS,
     max_tree_depth: int = 10,
+    dense_mass: bool = False,
 ) -> dict:
     """Fit the model by NUTS and return the posterior multi-kappa by eq. 7-8 for an average level
     of the first grouping factor (its intercepts at zero) and marginalised over it (a new level's
@@ -272,7 +289,7 @@ def fit(
     `correlated`: the paper's jointly normal intercepts with an LKJ prior on their correlations
     (default), else independent per outcome; `bins`: quantile bins of each covariate in the
     aggregated likelihood (None: one cell per pair of judgments); `centred`: factors whose
-    independent intercepts are sampled centred (only with `correlated=False`)."""
+    intercepts are sampled centred (default: the annotator pair's), the others non-centred."""
     # imported here: numpyro/jax are the optional [agreement] extra (CPU unless a GPU is present)
     import numpyro
 
@@ -292,7 +309,12 @@ def fit(
     }
     started, cpu = time.monotonic(), time.process_time()
     mcmc = MCMC(
-        NUTS(_model, target_accept_prob=target_accept, max_tree_depth=max_tree_depth),
+        NUTS(
+            _model,
+            target_accept_prob=target_accept,
+            max_tree_depth=max_tree_depth,
+            dense_mass=dense_mass,
+        ),
         num_warmup=warmup,
         num_samples=samples,
         num_chains=chains,
@@ -334,6 +356,7 @@ def fit(
         "seed": seed,
         "target_accept": target_accept,
         "max_tree_depth": max_tree_depth,
+        "dense_mass": dense_mass,
         "correlated": correlated,
         "bins": bins,
         "seconds": round(seconds, 1),  # wall clock, compilation included
