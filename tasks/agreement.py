@@ -355,13 +355,19 @@ def trotr_rows(agreement: dict) -> list[dict]:
         if f
         else "the paper's filtered figures were not recomputed (an import before they were)"
     )
-    k = (agreement.get("kappa") or {}).get("binary", {}).get("multi_kappa")
+    binary = (agreement.get("kappa") or {}).get("binary", {})
+    k, w = binary.get("multi_kappa"), binary.get("multi_kappa_weighted")
     kappa = (
         f"; multi-kappa of the binarised judgments {k['value']:.3f} [{k['low']:.3f}, "
         f"{k['high']:.3f}]"
         if k and k.get("value") is not None and k.get("low") is not None
         else ""
     )
+    if kappa and w and w.get("value") is not None:
+        kappa += (
+            f" (Manjavacas et al.'s eq. 7-8, annotator pairs counted alike; pair-weighted "
+            f"{w['value']:.3f} [{w['low']:.3f}, {w['high']:.3f}])"
+        )
     note = (
         f"annotators against each other, not against the gold mean: weighted mean pairwise "
         f"Spearman {s:.3f}, Krippendorff's alpha (ordinal) {a:.3f} over {agreement.get('pairs')} "
