@@ -254,7 +254,7 @@ def trotr_bayes(
         correlated=correlated,
         bins=bins,
         **{key: v for key, v in given.items() if v is not None},
-        **options,
+        **({"centred": ("pair",)} | options),
     )
     measured = agreement(table, "nominal", BOOT, seed)
     return got | {

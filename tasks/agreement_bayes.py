@@ -10,9 +10,11 @@ intercepts for the annotator pair and for each other grouping factor (the source
 The random intercepts of one factor are, by default, the paper's (eq. 5 and note 6): jointly
 multivariate normal across the k^2 - 1 outcomes, the covariance decomposed into scales (half-normal
 prior) and a correlation matrix (LKJ(2) prior on its Cholesky factor). With `correlated=False`
-each outcome has its own independent normal (brms' `(1 | pair) + (1 | book)`). The annotator
-pair's intercepts are sampled centred where every pair judged many items (the data pin them down),
-else non-centred, as every other factor's (a level may hold few items).
+each outcome has its own independent normal (brms' `(1 | pair) + (1 | book)`). The random
+intercepts are non-centred unless the caller names the factor in `centred` (TRoTR's fit names the
+annotator pair: each pair judged hundreds of items and the pairs differ, and there the
+non-centred form made divergent transitions; on a generated table whose pairs do not differ, the
+centred form did).
 
 The likelihood is aggregated over cells: observations with the same annotator pair, the same level
 of every grouping factor and the same bin of every covariate share one linear predictor, so a cell
@@ -49,11 +51,11 @@ RHAT_MAX = 1.01
 ESS_MIN = 400  # the bulk ESS every parameter of a fit with the defaults is expected to reach
 BINS = 10  # quantile bins of a continuous covariate
 LKJ_ETA = 2.0
-# the annotator pair's intercepts are sampled centred where every pair made at least this many
-# pairs of judgments (the data then pin each pair's intercepts down, and the non-centred form
-# makes a funnel of its own: TRoTR, 250 to 6,298); non-centred below it (a small campaign's)
-CENTRED_MIN = 200
-CENTRED = "auto"
+# factors whose intercepts are sampled centred by default: none (a level may hold few items, or
+# the levels may differ little: the non-centred form has no funnel there); TRoTR's fit names the
+# annotator pair (every pair judged hundreds of items and the pairs differ: there the
+# non-centred form made divergent transitions)
+CENTRED: tuple[str, ...] = ()
 DEFAULTS = {"chains": 4, "warmup": 1000, "samples": 1000, "target_accept": 0.95}
 
 
@@ -275,7 +277,7 @@ def fit(
     samples: int = DEFAULTS["samples"],
     curve: str | None = None,
     curve_grid: np.ndarray | None = None,
-    centred: tuple[str, ...] | str = CENTRED,
+    centred: tuple[str, ...] = CENTRED,
     target_accept: float = DEFAULTS["target_accept"],
     correlated: bool = True,
     bins: int | None = BINS,
@@ -291,8 +293,7 @@ def fit(
     `correlated`: the paper's jointly normal intercepts with an LKJ prior on their correlations
     (default), else independent per outcome; `bins`: quantile bins of each covariate in the
     aggregated likelihood (None: one cell per pair of judgments); `centred`: factors whose
-    intercepts are sampled centred; "auto" (the default): the annotator pair's where every pair
-    made at least CENTRED_MIN pairs of judgments, no other factor's."""
+    intercepts are sampled centred (default none: all non-centred)."""
     # imported here: numpyro/jax are the optional [agreement] extra (CPU unless a GPU is present)
     import numpyro
 
@@ -304,10 +305,6 @@ def fit(
     from numpyro.infer import MCMC, NUTS
 
     data = pair_outcomes(table, groups, covariates)
-    if centred == "auto":
-        per_pair = np.bincount(data["pair"], minlength=len(data["pairs"]))
-        made = per_pair[per_pair > 0]
-        centred = ("pair",) if made.size and made.min() >= CENTRED_MIN else ()
     agg = cells(data, bins)
     K = data["k"] ** 2
     names = list(data["covariates"])
@@ -465,7 +462,6 @@ def fit(
 __all__ = [
     "BINS",
     "DEFAULTS",
-    "CENTRED_MIN",
     "ESS_MIN",
     "RHAT_MAX",
     "NotConverged",
