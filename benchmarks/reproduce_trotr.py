@@ -2,9 +2,11 @@
 server's cross-validated split: all-MiniLM-L6-v2 and all-mpnet-base-v2, with and without MASK.
 
     python benchmarks/reproduce_trotr.py [--trotr ../shared/data/trotr/TRoTR]
-        [--model all-MiniLM-L6-v2 --model all-mpnet-base-v2] [--json out.json]
+        [--model all-MiniLM-L6-v2 --model all-mpnet-base-v2] [--fold 1 ...] [--json out.json]
 
-The release is imported once; its `cv` split holds every fold's test pairs. The `bi-encoder` and
+The release is imported once for the cross-validated protocol; its `cv` split holds every fold's
+test pairs (`--fold`, repeatable: report only those folds; the texts are shared by all folds, so
+the encoding costs the same). The `bi-encoder` and
 `bi-encoder-mask` baselines answer it (the binary threshold tuned on each fold's own dev pairs)
 and the scorer scores each fold, exactly as a cross-validated phase does. all-mpnet-base-v2 must be
 assembled first (`palimpsest baselines assemble all-mpnet-base-v2`). The authors' per-fold figures
@@ -35,10 +37,19 @@ from tasks.trotr_paper import AUTHORS, KEYS  # noqa: E402
 MODELS = ("all-MiniLM-L6-v2", "all-mpnet-base-v2")
 
 
-def run(trotr: Path, models_: list[str], device: str, batch_size: int) -> list[dict]:
-    """One row per (model, fold): ours on the cross-validated split, scored fold by fold."""
+def run(
+    trotr: Path,
+    models_: list[str],
+    device: str,
+    batch_size: int,
+    folds: list[int] | None = None,
+    quiet: bool = False,
+) -> list[dict]:
+    """One row per (model, fold): ours on the cross-validated split, scored fold by fold (only
+    `folds` where given)."""
     from baselines.systems import Models, Options, write_submission
     from scorer import score_file
+    from tasks.builtin import CROSS_VALIDATED
     from tasks.importers import import_task
     from tasks.store import TaskStore
 
@@ -46,7 +57,8 @@ def run(trotr: Path, models_: list[str], device: str, batch_size: int) -> list[d
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         for task in ("tric-ranking", "tric-binary"):
-            import_task(task, home, source=trotr, fold=1)
+            # the cv split is built only for the cross-validated protocol
+            import_task(task, home, source=trotr, fold=1, protocol=CROSS_VALIDATED)
         for model in models_:
             models = Models(
                 Options(
@@ -66,12 +78,17 @@ def run(trotr: Path, models_: list[str], device: str, batch_size: int) -> list[d
                         row = per.setdefault(int(f), {"model": model, "fold": int(f)})
                         row[name + key] = m["all"][name]
                         row[name + key + "_oov"] = m["oov"][name]
-            for f, extra in _their_f1s(home, models).items():
+            if folds:
+                per = {f: r for f, r in per.items() if f in folds}
+            for f, extra in _their_f1s(home, models, folds).items():
                 per[f].update(extra)
             enc = models.loaded[("bi", model)]
             for f in sorted(per):
                 rows.append(per[f])
-                print(json.dumps(per[f]), flush=True)
+                if not quiet:
+                    print(json.dumps(per[f]), flush=True)
+            if quiet:
+                continue
             print(
                 f"{model}: {time.perf_counter() - t0:.1f} s; encoded {enc.sentences_encoded} "
                 f"distinct texts in {enc.seconds_encoding:.1f} s "
@@ -82,7 +99,7 @@ def run(trotr: Path, models_: list[str], device: str, batch_size: int) -> list[d
     return rows
 
 
-def _their_f1s(home: Path, models) -> dict[int, dict[str, float]]:
+def _their_f1s(home: Path, models, folds: list[int] | None = None) -> dict[int, dict[str, float]]:
     """Per fold, weighted test F1 by the authors' own procedure (TRiC-sBERT-BiEncoder.py,
     set_threshold): candidate thresholds from sklearn's roc_curve over the fold's dev cosine
     distances (which drops the thresholds that are not ROC corners), the first that maximises dev
@@ -107,6 +124,8 @@ def _their_f1s(home: Path, models) -> dict[int, dict[str, float]]:
     }
     out = {}
     for f in sorted({p["fold"] for p in test}):
+        if folds and f not in folds:
+            continue
         di = np.array([p["fold"] == f for p in dev])
         ti = np.array([p["fold"] == f for p in test])
         y_dev = [p["label"] for p in dev if p["fold"] == f]
@@ -198,11 +217,14 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--json", type=Path, help="Also write the per-fold rows here.")
+    ap.add_argument(
+        "--fold", type=int, action="append", help="Report only this fold (repeatable; default all)."
+    )
     a = ap.parse_args()
     if a.table_from:
         print(table(json.loads(a.table_from.read_text(encoding="utf-8"))))
         return
-    rows = run(a.trotr, a.model or list(MODELS), a.device, a.batch_size)
+    rows = run(a.trotr, a.model or list(MODELS), a.device, a.batch_size, a.fold)
     if a.json:
         a.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     print(table(rows))

@@ -57,11 +57,19 @@ def _agreement_lines(a: dict) -> None:
     )
     rows = [("overall", a["overall"])] + [(lv["level"], lv) for lv in a.get("levels") or []]
     for name, r in rows:
+        by_dataset = (
+            f"  {_measure('with the A_e of all items', r.get('multi_kappa_dataset_expected'))}"
+            if "multi_kappa_dataset_expected" in r
+            else ""
+        )
         click.echo(
             f"  {name:<24} items {r.get('items', 0):>5}  "
             f"{_measure('multi-kappa', r.get('multi_kappa'))}  "
+            f"{_measure('pair-weighted', r.get('multi_kappa_weighted'))}{by_dataset}  "
             f"{_measure('observed', r.get('observed'))}"
         )
+    if a["overall"].get("note"):
+        click.echo(f"  ({a['overall']['note']}; by level: multi-kappa with the level's own A_e)")
 
 
 def _items_lines(a: dict) -> None:
@@ -241,9 +249,9 @@ def register(main: click.Group) -> None:
     @click.option(
         "--seed", type=int, default=None, help="Of the sampler (default: the campaign's)."
     )
-    @click.option("--chains", type=int, default=None, help="NUTS chains (default 2, at most 4).")
-    @click.option("--warmup", type=int, default=None, help="Warmup draws a chain (default 500).")
-    @click.option("--samples", type=int, default=None, help="Kept draws a chain (default 500).")
+    @click.option("--chains", type=int, default=None, help="NUTS chains (default 4, at most 4).")
+    @click.option("--warmup", type=int, default=None, help="Warmup draws a chain (default 1000).")
+    @click.option("--samples", type=int, default=None, help="Kept draws a chain (default 1000).")
     @click.option("--wait", is_flag=True, help="Wait for the fit to finish, then print it.")
     @click.option(
         "--timeout", type=int, default=3600, show_default=True, help="Seconds --wait waits."

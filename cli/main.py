@@ -361,10 +361,18 @@ def tasks_import(task_id, home, **given):
     "minutes on a CPU); the fit is cached for the task's agreement page when the task is imported.",
 )
 @click.option("--seed", type=int, default=None, help="The Bayesian fit's seed (default: recorded).")
+@click.option(
+    "--expected",
+    type=click.Choice(["level", "dataset"]),
+    default="level",
+    show_default=True,
+    help="With --by: the expected agreement A_e of the multi-kappa shown for each level, the "
+    "level's own or the whole dataset's (the paper's Table 3); --json carries both.",
+)
 @HOME_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly
-def agreement_cmd(task_id, source, factor, bayes, seed, home, as_json):
+def agreement_cmd(task_id, source, factor, bayes, seed, expected, home, as_json):
     """Human agreement in a task's release: the ceiling its board shows as a reference row."""
     # numpy loads only when this command runs: `palimpsest --help` stays light
     from tasks.agreement import BAYES_FILE, load_agreement
@@ -429,6 +437,7 @@ def agreement_cmd(task_id, source, factor, bayes, seed, home, as_json):
                 "binarisation": got.get("kappa", {}).get("binarisation"),
                 "labels": got["factors"]["labels"][factor],
                 "binary": got["factors"]["binary"][factor],
+                "expected": got["factors"].get("expected"),
             }
         if fitted is not None:
             doc = doc | {"bayes": fitted}
@@ -495,7 +504,7 @@ def agreement_cmd(task_id, source, factor, bayes, seed, home, as_json):
             "  (beside the declared 0.84: STR-2022's English, a different language and dataset)"
         )
         return
-    _print_trotr_agreement(t.id, got, factor, fitted)
+    _print_trotr_agreement(t.id, got, factor, fitted, expected)
 
 
 def _interval(m: dict | None) -> str:
@@ -506,7 +515,9 @@ def _interval(m: dict | None) -> str:
     return f"{m['value']:.3f} [{m['low']:.3f}, {m['high']:.3f}]"
 
 
-def _print_trotr_agreement(task_id: str, got: dict, factor: str | None, fitted: dict | None):
+def _print_trotr_agreement(
+    task_id: str, got: dict, factor: str | None, fitted: dict | None, expected: str = "level"
+):
     """TRoTR's agreement as text: the paper's figures, the kappa family, a factor, a fit."""
     p = got.get("paper", {})
     pf = p.get("filtered", {})
@@ -546,25 +557,46 @@ def _print_trotr_agreement(task_id: str, got: dict, factor: str | None, fitted: 
         click.echo(f"  {'':20} {'labels 1-4':>25} {'binary':>25}")
         for m, name in (
             ("multi_kappa", "multi-kappa"),
+            ("multi_kappa_weighted", "pair-weighted"),
             ("fleiss_pi", "Fleiss' pi"),
             ("alpha", "Krippendorff alpha"),
             ("observed", "observed agreement"),
         ):
+            if m not in k["labels"]:
+                continue  # figures cached by an import before they were computed
             click.echo(
                 f"  {name:20} {_interval(k['labels'][m]):>25} {_interval(k['binary'][m]):>25}"
             )
+        click.echo(
+            "  multi-kappa: Manjavacas et al. (2021)'s eq. 7-8, each annotator pair counted once; "
+            "pair-weighted: each pair weighted by the items it judged together (equal when every "
+            "annotator judged every item; they differ when some pairs share far fewer items)"
+        )
         click.echo("  Cohen's kappa per annotator pair (items both judged):")
         for pair, c in k["binary"]["cohen"].items():
             lab = k["labels"]["cohen"].get(pair)
             click.echo(f"  {pair:28} {c['items']:>5}  {_interval(lab):>25} {_interval(c):>25}")
     if factor:
-        click.echo(f"  by {factor} (multi-kappa with its interval; labels 1-4, then binary):")
+        key = "multi_kappa" if expected == "level" else "multi_kappa_dataset_expected"
+        which = (
+            "A_e within each level"
+            if expected == "level"
+            else "A_e of the whole dataset, as the paper's Table 3"
+        )
+        click.echo(
+            f"  by {factor} (multi-kappa with its interval, {which}; labels 1-4, then binary):"
+        )
         for lab, b in zip(
             got["factors"]["labels"][factor], got["factors"]["binary"][factor], strict=True
         ):
+            if key not in lab:
+                raise PalimpsestError(
+                    f"{task_id}'s cached agreement has no multi-kappa with the dataset's A_e: "
+                    "re-import the task"
+                )
             click.echo(
-                f"  {lab['level'][:34]:34} {lab['items']:>5}  {_interval(lab['multi_kappa']):>25} "
-                f"{_interval(b['multi_kappa']):>25}"
+                f"  {lab['level'][:34]:34} {lab['items']:>5}  {_interval(lab[key]):>25} "
+                f"{_interval(b[key]):>25}"
             )
     if fitted:
         d = fitted["diagnostics"]
@@ -583,9 +615,18 @@ def _print_trotr_agreement(task_id: str, got: dict, factor: str | None, fitted: 
                     f"(95% {s['95%'][0]:.3f}-{s['95%'][1]:.3f}, "
                     f"89% {s['89%'][0]:.3f}-{s['89%'][1]:.3f})"
                 )
+        s = fitted.get("average_pair_weighted")
+        if s:
+            click.echo(
+                f"  posterior pair-weighted, an average book   {s['median']:.3f} "
+                f"(95% {s['95%'][0]:.3f}-{s['95%'][1]:.3f})"
+            )
         e = fitted.get("empirical")
         if e:
             click.echo(f"  empirical multi-kappa (binary)          {_interval(e)}")
+        e = fitted.get("empirical_pair_weighted")
+        if e:
+            click.echo(f"  empirical pair-weighted (binary)        {_interval(e)}")
 
 
 def _print_problems(e, as_json: bool, task_id: str, cap: int = 50):

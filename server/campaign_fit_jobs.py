@@ -84,6 +84,7 @@ def fit_campaign_model(fit_id: int) -> dict:
         "model": out["model"],
         "expected_agreement": out["expected_agreement"],
         "kappa": out["average"],
+        "kappa_pair_weighted": out["average_pair_weighted"],
         "marginal": out["marginal"],
         "marginal_over": out["marginal_over"],
         "levels": out["levels"],

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import csv
+import hashlib
 import itertools
 import json
 import re
@@ -25,8 +26,10 @@ import krippendorff
 import numpy as np
 from scipy import stats
 
-from tasks.agreement_bayes import fit
+from tasks.agreement_bayes import BINS, fit
 from tasks.agreement_measures import (
+    EXPECTED_NOTE,
+    KAPPA_NOTE,
     Table,
     agreement,
     by_annotator_pair,
@@ -201,11 +204,16 @@ def trotr_agreement(path: Path, n_boot: int = BOOT, seed: int = SEED) -> dict:
             "labels": agreement(labelled, "ordinal", n_boot, seed),
             "binary": agreement(binary, "nominal", n_boot, seed),
             "binarisation": TROTR_BINARY_TEXT,
+            "note": KAPPA_NOTE,
         },
         "factors": {
             "labels": trotr_factors(labelled, ids, overlap, "ordinal", n_boot, seed),
             "binary": trotr_factors(binary, bin_ids, overlap, "nominal", n_boot, seed),
             "overlap": "weighted Jaccard of the two contexts' lower-cased word counts",
+            "expected": {
+                "multi_kappa": EXPECTED_NOTE["level"],
+                "multi_kappa_dataset_expected": EXPECTED_NOTE["dataset"],
+            },
         },
         "paper": PAPER["trotr"],
     }
@@ -214,37 +222,46 @@ def trotr_agreement(path: Path, n_boot: int = BOOT, seed: int = SEED) -> dict:
 def trotr_bayes(
     path: Path,
     seed: int = SEED,
-    chains: int = 2,
-    warmup: int = 600,
-    samples: int = 600,
-    centred: tuple[str, ...] = (),
-    target_accept: float = 0.9,
+    chains: int | None = None,
+    warmup: int | None = None,
+    samples: int | None = None,
+    target_accept: float | None = None,
+    correlated: bool = True,
+    bins: int | None = BINS,
+    **options,
 ) -> dict:
-    """The Bayesian multilevel model (tasks/agreement_bayes.py) on TRoTR's binarised judgments:
-    random intercepts for the annotator pair and the biblical book, lexical overlap as the fixed
-    effect (the release has no known-passage flag nor retrieval method); the empirical multi-kappa
-    beside it."""
+    """The Bayesian multilevel model (tasks/agreement_bayes.py, its defaults unless given) on
+    TRoTR's binarised judgments: random intercepts for the annotator pair and the biblical book,
+    lexical overlap as the fixed effect (the release has no known-passage flag nor retrieval
+    method); the empirical multi-kappa (eq. 7-8) and its pair-weighted generalisation beside it."""
     path = Path(path)
     rows = [(a, i, TROTR_BINARY[v]) for a, i, v in trotr_judgments(path)]
     table, ids = table_from_rows(rows, labels=[0.0, 1.0])
     overlap = trotr_overlap(path.parent.parent)
     covariates = {"overlap": np.array([overlap[i] for i in ids])} if overlap else {}
+    given = {
+        "chains": chains,
+        "warmup": warmup,
+        "samples": samples,
+        "target_accept": target_accept,
+    }
     got = fit(
         table,
         groups={"book": np.array([passage_of(i)[1] for i in ids])},
         covariates=covariates,
         seed=seed,
-        chains=chains,
-        warmup=warmup,
-        samples=samples,
         curve="overlap" if overlap else None,
-        centred=centred,
-        target_accept=target_accept,
+        correlated=correlated,
+        bins=bins,
+        **{key: v for key, v in given.items() if v is not None},
+        **({"centred": ("pair",)} | options),
     )
+    measured = agreement(table, "nominal", BOOT, seed)
     return got | {
         "source": "judgments/TRoTR.tsv",
         "binarisation": TROTR_BINARY_TEXT,
-        "empirical": agreement(table, "nominal", BOOT, seed)["multi_kappa"],
+        "empirical": measured["multi_kappa"],
+        "empirical_pair_weighted": measured["multi_kappa_weighted"],
     }
 
 
@@ -255,6 +272,47 @@ def trotr_bayes_release(source: Path, seed: int = SEED) -> dict:
 
 
 AGREEMENT_FILE = "agreement.json"  # the full figures, factors included, beside task.json
+# what the figures of a TRoTR release are computed from: the cache key hashes these files and the
+# code that computes them, so a re-import of the same release by the same code reuses them
+_TROTR_INPUTS = ("judgments/TRoTR.tsv", "data/instances.tsv", "data/uses.tsv")
+_AGREEMENT_CODE = ("agreement.py", "agreement_measures.py")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def trotr_agreement_key(judgments: Path, n_boot: int = BOOT, seed: int = SEED) -> str:
+    """The cache key of a release's agreement: the checksums of the files it is computed from,
+    the computing code's and the bootstrap's settings."""
+    root = Path(judgments).parent.parent
+    here = Path(__file__).parent
+    parts = [f"boot={n_boot} seed={seed}"]
+    for rel in _TROTR_INPUTS:
+        p = Path(judgments) if rel.startswith("judgments/") else root / rel
+        parts.append(f"{rel}={_sha256(p) if p.is_file() else '-'}")
+    parts += [f"code:{name}={_sha256(here / name)}" for name in _AGREEMENT_CODE]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def trotr_agreement_cached(judgments: Path, task_root: Path | None) -> dict:
+    """`trotr_agreement`, reused from the task's cached figures (`agreement.json`) when their key
+    (`trotr_agreement_key`) is this release's and this code's; else computed and keyed."""
+    key = trotr_agreement_key(judgments)
+    if task_root is not None:
+        try:
+            before = load_agreement(task_root)
+        except (OSError, ValueError):
+            before = None  # unreadable: computed again
+        if before and before.get("cache_key") == key:
+            return before
+    return trotr_agreement(judgments) | {"cache_key": key}
+
+
 BAYES_FILE = "agreement-bayes.json"  # the last converged Bayesian fit, when one was run
 
 
@@ -297,13 +355,19 @@ def trotr_rows(agreement: dict) -> list[dict]:
         if f
         else "the paper's filtered figures were not recomputed (an import before they were)"
     )
-    k = (agreement.get("kappa") or {}).get("binary", {}).get("multi_kappa")
+    binary = (agreement.get("kappa") or {}).get("binary", {})
+    k, w = binary.get("multi_kappa"), binary.get("multi_kappa_weighted")
     kappa = (
         f"; multi-kappa of the binarised judgments {k['value']:.3f} [{k['low']:.3f}, "
         f"{k['high']:.3f}]"
         if k and k.get("value") is not None and k.get("low") is not None
         else ""
     )
+    if kappa and w and w.get("value") is not None:
+        kappa += (
+            f" (Manjavacas et al.'s eq. 7-8, annotator pairs counted alike; pair-weighted "
+            f"{w['value']:.3f} [{w['low']:.3f}, {w['high']:.3f}])"
+        )
     note = (
         f"annotators against each other, not against the gold mean: weighted mean pairwise "
         f"Spearman {s:.3f}, Krippendorff's alpha (ordinal) {a:.3f} over {agreement.get('pairs')} "
@@ -395,6 +459,8 @@ __all__ = [
     "str_rows",
     "swissgov_rows",
     "trotr_agreement",
+    "trotr_agreement_cached",
+    "trotr_agreement_key",
     "trotr_bayes",
     "trotr_bayes_release",
     "trotr_filter",

@@ -3,21 +3,37 @@
 Each pair of judgments of one item by two annotators (x before y in the table's order) is one
 observation whose outcome is the pair of labels (k labels: k^2 outcomes, the first, "both gave
 the first label", the pivot). A multinomial logit gives the log-odds of the other k^2 - 1
-outcomes against the pivot: fixed intercepts, fixed slopes for the covariates (standardised
-lexical overlap; a known-passage flag where the data has one), and random intercepts for the
-annotator pair and for each other grouping factor (the source book): one zero-mean normal per
-outcome and factor with its own scale (half-normal prior), independent across outcomes, as
-`(1 | pair) + (1 | book)` gives in brms' categorical family; non-centred unless the caller names
-the factor in `centred`. The chains run in parallel, one per core where the machine has them
-(jax's host devices), else one after the other.
+outcomes against the pivot (eq. 3-6): fixed intercepts, fixed slopes for the covariates
+(standardised lexical overlap; a known-passage flag where the data has one), and random
+intercepts for the annotator pair and for each other grouping factor (the source book).
 
-Agreement follows the paper's eq. 7-8: A_o the probability of the diagonal outcomes averaged over
-annotator pairs (each pair weighted as in tasks/agreement_measures.py's multi-kappa), A_e from each
-annotator's own label distribution (the data's, a constant), kappa = (A_o - A_e) / (1 - A_e).
-"For an average book" sets the book intercepts to zero; "marginalised over books" draws a new
-book's intercepts from the fitted multivariate normal on every posterior draw (the paper's Figure 2
-right). A fit is reported only when it converged: every R-hat below 1.01 and no divergent
-transition; otherwise `NotConverged` says which.
+The random intercepts of one factor are, by default, the paper's (eq. 5 and note 6): jointly
+multivariate normal across the k^2 - 1 outcomes, the covariance decomposed into scales (half-normal
+prior) and a correlation matrix (LKJ(2) prior on its Cholesky factor). With `correlated=False`
+each outcome has its own independent normal (brms' `(1 | pair) + (1 | book)`). The random
+intercepts are non-centred unless the caller names the factor in `centred` (TRoTR's fit names the
+annotator pair: each pair judged hundreds of items and the pairs differ, and there the
+non-centred form made divergent transitions; on a generated table whose pairs do not differ, the
+centred form did).
+
+The likelihood is aggregated over cells: observations with the same annotator pair, the same level
+of every grouping factor and the same bin of every covariate share one linear predictor, so a cell
+contributes its outcome counts times their log-probabilities (the multinomial's kernel). A
+covariate is cut into `bins` quantile bins over the pairs of judgments (one bin per value where it
+has no more values than that, which is exact) and enters as a cell-level covariate: the mean of
+its standardised values over the cell's observations. `bins=None` keeps every observation its own
+cell (the row-level model), against which the binning is checked (docs/agreement.md).
+
+Agreement follows the paper's eq. 7-8: A_o the probability of the diagonal outcomes averaged
+uniformly over the annotator pairs, A_e the data's own (eq. 8, a constant: tasks/agreement_
+measures.py's `expected_kappa`), kappa = (A_o - A_e) / (1 - A_e); beside it the pair-weighted
+generalisation (each pair weighted by its share of the item pairs, A_e likewise). "For an average
+book" sets the book intercepts to zero; "marginalised over books" draws a new book's intercepts
+from the fitted (multivariate) normal on every posterior draw (the paper's Figure 2 right).
+
+A fit is reported only when it converged: every parameter's rank-normalised split R-hat (bulk and
+tail, Vehtari et al. 2021) below 1.01 and no divergent transition; otherwise `NotConverged` says
+which. Its bulk effective sample sizes are reported beside it.
 
 numpyro and jax are an optional extra (`pip install .[agreement]`): they are imported inside the
 functions that need them, so the rest of the project runs without them.
@@ -25,7 +41,6 @@ functions that need them, so the rest of the project runs without them.
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -33,6 +48,15 @@ import numpy as np
 from tasks.agreement_measures import Table, weighted
 
 RHAT_MAX = 1.01
+ESS_MIN = 400  # the bulk ESS every parameter of a fit with the defaults is expected to reach
+BINS = 10  # quantile bins of a continuous covariate
+LKJ_ETA = 2.0
+# factors whose intercepts are sampled centred by default: none (a level may hold few items, or
+# the levels may differ little: the non-centred form has no funnel there); TRoTR's fit names the
+# annotator pair (every pair judged hundreds of items and the pairs differ: there the
+# non-centred form made divergent transitions)
+CENTRED: tuple[str, ...] = ()
+DEFAULTS = {"chains": 4, "warmup": 1000, "samples": 1000, "target_accept": 0.95}
 
 
 class NotConverged(RuntimeError):
@@ -67,6 +91,7 @@ def pair_outcomes(
     return {
         "outcome": np.concatenate(outcome),
         "pair": np.concatenate(rows_pair),
+        "item": item,
         "pairs": [f"{table.annotators[x]} | {table.annotators[y]}" for x, y in table.pairs],
         "groups": {g: (inv[item], [str(u) for u in uniq]) for g, (uniq, inv) in level_of.items()},
         "covariates": {name: (z[item], mean, sd) for name, (z, mean, sd) in cov.items()},
@@ -74,21 +99,85 @@ def pair_outcomes(
     }
 
 
-def _model(outcome, pair, n_pairs, groups, X, K, centred=()):
+def covariate_bins(values: np.ndarray, bins: int | None) -> np.ndarray:
+    """Each value's bin: quantile bins of the values (ties kept in one bin), or one bin per
+    distinct value where there are no more than `bins` of them; None: each its own bin."""
+    v = np.asarray(values, dtype=float)
+    if bins is None:
+        return np.arange(v.size)
+    uniq = np.unique(v)
+    if uniq.size <= bins:
+        return np.searchsorted(uniq, v)
+    edges = np.unique(np.quantile(v, np.linspace(0, 1, bins + 1))[1:-1])
+    return np.searchsorted(edges, v, side="right")
+
+
+def cells(data: dict, bins: int | None = BINS) -> dict:
+    """Aggregate pair_outcomes' rows into cells (annotator pair x every factor's level x every
+    covariate's bin): outcome counts (cells x k^2), the cell's pair and levels, and the mean of
+    each standardised covariate over the cell's rows. `bins=None`: every row its own cell."""
+    names = list(data["covariates"])
+    n = data["outcome"].size
+    K = data["k"] ** 2
+    if bins is None:
+        cell = np.arange(n)
+    else:
+        keys = [data["pair"]] + [ix for ix, _ in data["groups"].values()]
+        # the bins of an item's covariate, over the items (rows of one item share it)
+        for c in names:
+            keys.append(covariate_bins(data["covariates"][c][0], bins))
+        _, cell = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
+        cell = cell.ravel()
+    C = int(cell.max()) + 1 if n else 0
+    counts = np.zeros((C, K))
+    np.add.at(counts, (cell, data["outcome"]), 1.0)
+    size = np.bincount(cell, minlength=C).astype(float)
+    first = np.full(C, -1)
+    first[cell[::-1]] = np.arange(n)[::-1]  # any row of each cell gives its pair and levels
+    X = np.zeros((C, len(names)))
+    for j, c in enumerate(names):
+        X[:, j] = np.bincount(cell, weights=data["covariates"][c][0], minlength=C) / size
+    return {
+        "counts": counts,
+        "pair": data["pair"][first],
+        "groups": {g: ix[first] for g, (ix, _) in data["groups"].items()},
+        "X": X,
+        "cells": C,
+    }
+
+
+def _model(counts, pair, n_pairs, groups, X, K, centred=(), correlated=True):
     # imported here: numpyro/jax are the optional [agreement] extra
+    import jax
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
 
     m = K - 1
     alpha = numpyro.sample("alpha", dist.Normal(0.0, 2.5).expand([m]).to_event(1))
-    eta = jnp.broadcast_to(alpha, (outcome.shape[0], m))
+    eta = jnp.broadcast_to(alpha, (counts.shape[0], m))
     if X.shape[1]:
         beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([X.shape[1], m]).to_event(2))
         eta = eta + X @ beta
     for name, (index, n_levels) in {"pair": (pair, n_pairs), **groups}.items():
         sigma = numpyro.sample(f"sigma_{name}", dist.HalfNormal(1.0).expand([m]).to_event(1))
-        if name not in centred:
+        if correlated and m > 1:
+            # eq. 5: nu_q ~ MVN(0, diag(sigma) R diag(sigma)), R = L L^T, L ~ LKJ(2) (note 6)
+            L = numpyro.sample(f"L_{name}", dist.LKJCholesky(m, concentration=LKJ_ETA))
+            if name in centred:
+                tril = sigma[:, None] * L
+                nu = numpyro.sample(
+                    f"nu_{name}",
+                    dist.MultivariateNormal(jnp.zeros(m), scale_tril=tril)
+                    .expand([n_levels])
+                    .to_event(1),
+                )
+            else:
+                z = numpyro.sample(
+                    f"z_{name}", dist.Normal(0.0, 1.0).expand([n_levels, m]).to_event(2)
+                )
+                nu = numpyro.deterministic(f"nu_{name}", (z @ L.T) * sigma)
+        elif name not in centred:
             # non-centred: no funnel where a level holds little data or the levels differ little
             z = numpyro.sample(f"z_{name}", dist.Normal(0.0, 1.0).expand([n_levels, m]).to_event(2))
             nu = numpyro.deterministic(f"nu_{name}", z * sigma)
@@ -97,8 +186,9 @@ def _model(outcome, pair, n_pairs, groups, X, K, centred=()):
                 f"nu_{name}", dist.Normal(0.0, sigma).expand([n_levels, m]).to_event(2)
             )
         eta = eta + nu[index]
-    logits = jnp.concatenate([jnp.zeros((outcome.shape[0], 1)), eta], axis=1)
-    numpyro.sample("y", dist.Categorical(logits=logits), obs=outcome)
+    logits = jnp.concatenate([jnp.zeros((counts.shape[0], 1)), eta], axis=1)
+    # the multinomial's kernel: each cell's counts times its outcomes' log-probabilities
+    numpyro.factor("y", jnp.sum(counts * jax.nn.log_softmax(logits, axis=1)))
 
 
 def _softmax_diag(eta: np.ndarray, k: int) -> np.ndarray:
@@ -118,10 +208,63 @@ def _summary(draws: np.ndarray) -> dict:
     return {
         "median": float(np.median(draws)),
         "mean": float(np.mean(draws)),
+        "sd": float(np.std(draws)),
         "50%": _interval(draws, 0.5),
         "89%": _interval(draws, 0.89),
         "95%": _interval(draws, 0.95),
     }
+
+
+def _rank_normal(x: np.ndarray) -> np.ndarray:
+    """Rank-normalise draws (chains x draws) pooled over chains (Vehtari et al. 2021)."""
+    from scipy.stats import norm, rankdata
+
+    r = rankdata(x, method="average").reshape(x.shape)
+    return norm.ppf((r - 0.375) / (x.size + 0.25))
+
+
+def convergence(x: np.ndarray) -> tuple[float, float]:
+    """(R-hat, bulk ESS) of one scalar's draws (chains x draws): the rank-normalised split R-hat,
+    the larger of bulk and tail (folded), and the bulk ESS (Vehtari et al. 2021). NaN for a
+    constant (a Cholesky factor's fixed entries)."""
+    from numpyro.diagnostics import effective_sample_size
+
+    x = np.asarray(x, dtype=float)
+    if np.ptp(x) == 0:
+        return float("nan"), float("nan")
+    c, n = x.shape
+    half = n // 2
+    split = np.concatenate([x[:, :half], x[:, n - half :]], axis=0)
+    bulk = _rank_normal(split)
+    fold = _rank_normal(np.abs(split - np.median(split)))
+    rhat = max(_rhat(bulk), _rhat(fold))
+    ess = float(effective_sample_size(bulk))
+    return rhat, ess
+
+
+def _rhat(x: np.ndarray) -> float:
+    """Gelman-Rubin's potential scale reduction of (already split) chains x draws."""
+    n = x.shape[1]
+    w = float(np.mean(np.var(x, axis=1, ddof=1)))
+    b = n * float(np.var(np.mean(x, axis=1), ddof=1))
+    return float(np.sqrt(((n - 1) / n * w + b / n) / w))
+
+
+def diagnose(by_chain: dict) -> dict[str, tuple[float, float, str]]:
+    """Every parameter's worst R-hat and smallest bulk ESS over its entries."""
+    out = {}
+    for name, v in by_chain.items():
+        v = np.asarray(v)
+        flat = v.reshape(v.shape[0], v.shape[1], -1)
+        worst_r, least_e = float("nan"), float("nan")
+        for j in range(flat.shape[2]):
+            r, e = convergence(flat[:, :, j])
+            if np.isfinite(r) and not worst_r >= r:
+                worst_r = r
+            if np.isfinite(e) and not least_e <= e:
+                least_e = e
+        out[name] = (worst_r, least_e)
+    return out
 
 
 def fit(
@@ -129,42 +272,53 @@ def fit(
     groups: dict[str, np.ndarray] | None = None,
     covariates: dict[str, np.ndarray] | None = None,
     seed: int = 0,
-    chains: int = 4,
-    warmup: int = 300,
-    samples: int = 300,
+    chains: int = DEFAULTS["chains"],
+    warmup: int = DEFAULTS["warmup"],
+    samples: int = DEFAULTS["samples"],
     curve: str | None = None,
     curve_grid: np.ndarray | None = None,
-    centred: tuple[str, ...] = (),
-    target_accept: float = 0.9,
+    centred: tuple[str, ...] = CENTRED,
+    target_accept: float = DEFAULTS["target_accept"],
+    correlated: bool = True,
+    bins: int | None = BINS,
+    max_tree_depth: int = 10,
+    dense_mass: bool = False,
 ) -> dict:
-    """Fit the model by NUTS and return the posterior multi-kappa (average group level and
-    marginalised over the first grouping factor), the counterfactual curve over the covariate
-    `curve`, and the diagnostics; raises NotConverged when R-hat >= 1.01 or a transition
-    diverged."""
+    """Fit the model by NUTS and return the posterior multi-kappa by eq. 7-8 for an average level
+    of the first grouping factor (its intercepts at zero) and marginalised over it (a new level's
+    intercepts drawn from the fitted normal on every posterior draw), the pair-weighted
+    generalisation beside them, the counterfactual curve over the covariate `curve`, and the
+    diagnostics; raises NotConverged when an R-hat is 1.01 or more or a transition diverged.
+
+    `correlated`: the paper's jointly normal intercepts with an LKJ prior on their correlations
+    (default), else independent per outcome; `bins`: quantile bins of each covariate in the
+    aggregated likelihood (None: one cell per pair of judgments); `centred`: factors whose
+    intercepts are sampled centred (default none: all non-centred)."""
     # imported here: numpyro/jax are the optional [agreement] extra (CPU unless a GPU is present)
     import numpyro
 
-    # one host device per chain where the cores allow: effective only before jax first starts
-    numpyro.set_host_device_count(max(1, min(chains, os.cpu_count() or 1)))
+    # one host device per chain: effective only before jax first starts (else sequential)
+    numpyro.set_host_device_count(max(1, chains))
     # imported here too: the optional [agreement] extra, after the device count is set
     import jax
     import jax.numpy as jnp
-    from numpyro.diagnostics import summary
     from numpyro.infer import MCMC, NUTS
 
     data = pair_outcomes(table, groups, covariates)
+    agg = cells(data, bins)
     K = data["k"] ** 2
     names = list(data["covariates"])
-    X = (
-        np.stack([data["covariates"][c][0] for c in names], axis=1)
-        if names
-        else np.zeros((data["outcome"].size, 0))
-    )
-    gidx = {g: (jnp.asarray(ix), len(levels)) for g, (ix, levels) in data["groups"].items()}
+    gidx = {
+        g: (jnp.asarray(agg["groups"][g]), len(levels)) for g, (_, levels) in data["groups"].items()
+    }
     started, cpu = time.monotonic(), time.process_time()
     mcmc = MCMC(
-        # depth 8 (at most 255 leapfrog steps a draw) bounds the early warmup's cost
-        NUTS(_model, target_accept_prob=target_accept, max_tree_depth=8),
+        NUTS(
+            _model,
+            target_accept_prob=target_accept,
+            max_tree_depth=max_tree_depth,
+            dense_mass=dense_mass,
+        ),
         num_warmup=warmup,
         num_samples=samples,
         num_chains=chains,
@@ -173,38 +327,50 @@ def fit(
     )
     mcmc.run(
         jax.random.PRNGKey(seed),
-        jnp.asarray(data["outcome"]),
-        jnp.asarray(data["pair"]),
+        jnp.asarray(agg["counts"]),
+        jnp.asarray(agg["pair"]),
         len(data["pairs"]),
         gidx,
-        jnp.asarray(X),
+        jnp.asarray(agg["X"]),
         K,
         tuple(centred),
-        extra_fields=("diverging",),
+        correlated,
+        extra_fields=("diverging", "num_steps"),
     )
     # jax computes asynchronously: the clock stops once the draws are really there
     by_chain = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
     seconds, cpu = time.monotonic() - started, time.process_time() - cpu
-    params = {s: v for s, v in by_chain.items() if not s.startswith("z_")}
-    diag = summary({s: np.asarray(v) for s, v in params.items()}, prob=0.89)
-    rhat = max(float(np.nanmax(d["r_hat"])) for d in diag.values())
-    ess = min(float(np.nanmin(d["n_eff"])) for d in diag.values())
-    divergent = int(np.asarray(mcmc.get_extra_fields()["diverging"]).sum())
+    diag = diagnose(by_chain)
+    finite_r = {s: r for s, (r, _) in diag.items() if np.isfinite(r)}
+    rhat = max(finite_r.values()) if finite_r else float("nan")
+    ess = min((e for _, e in diag.values() if np.isfinite(e)), default=float("nan"))
+    extra = mcmc.get_extra_fields()
+    divergent = int(np.asarray(extra["diverging"]).sum())
     diagnostics = {
         "max_rhat": rhat,
         "min_ess": ess,
+        "min_ess_at": min(
+            (s for s in diag if np.isfinite(diag[s][1])), key=lambda s: diag[s][1], default=None
+        ),
         "divergences": divergent,
+        "mean_leapfrog_steps": float(np.mean(np.asarray(extra["num_steps"]))),
         "chains": chains,
         "warmup": warmup,
         "samples": samples,
         "seed": seed,
         "target_accept": target_accept,
+        "max_tree_depth": max_tree_depth,
+        "dense_mass": dense_mass,
+        "correlated": correlated,
+        "centred": list(centred),
+        "bins": bins,
         "seconds": round(seconds, 1),  # wall clock, compilation included
         "cpu_seconds": round(cpu, 1),  # this process's CPU time (a shared machine's wall is longer)
         "observations": int(data["outcome"].size),
+        "cells": int(agg["cells"]),
     }
     if not rhat < RHAT_MAX or divergent:
-        worst = max(diag, key=lambda s: float(np.nanmax(diag[s]["r_hat"])))
+        worst = max(finite_r, key=finite_r.get) if finite_r else "?"
         raise NotConverged(
             f"the fit did not converge (largest R-hat {rhat:.3f} at {worst}, must be below "
             f"{RHAT_MAX}; {divergent} divergent transitions, must be 0; {chains} chains of "
@@ -214,41 +380,59 @@ def fit(
     post = {s: np.asarray(v).reshape((-1,) + v.shape[2:]) for s, v in by_chain.items()}
     D = post["alpha"].shape[0]
     k = data["k"]
-    # the data's own expected agreement and pair weights (tasks/agreement_measures.py's multi-kappa)
+    # the data's own expected agreement (eq. 8) and pair weights (tasks/agreement_measures.py)
     point = weighted(table, np.ones((1, table.n_items)))
     a_e = float(point["expected_kappa"][0])
+    a_e_w = float(point["expected_kappa_weighted"][0])
     share = (np.ones((1, table.n_items)) @ table.features)[0]
     a = len(table.annotators)
     off = 1 + a * k
     w = np.array([share[off + x * a + y] for x, y in table.pairs])
+    present = np.bincount(data["pair"], minlength=len(table.pairs)) > 0
+    uniform = present / present.sum()  # eq. 7: each pair that judged an item together once
     w = w / w.sum()
     rng = np.random.default_rng(seed)
     first = next(iter(data["groups"]), None)
 
     def new_level(name: str) -> np.ndarray:
-        """One draw of a new level's intercepts per posterior draw: nu = sigma * z."""
-        return post[f"sigma_{name}"] * rng.standard_normal((D, K - 1))
+        """One draw of a new level's intercepts per posterior draw: nu = sigma * (L z)."""
+        z = rng.standard_normal((D, K - 1))
+        if f"L_{name}" in post:
+            z = np.einsum("dij,dj->di", post[f"L_{name}"], z)
+        return post[f"sigma_{name}"] * z
 
-    def kappa(x: np.ndarray, marginal: bool) -> np.ndarray:
+    def kappa(x: np.ndarray, marginal: bool, weights: np.ndarray, ae: float) -> np.ndarray:
         eta = post["alpha"].copy()
         if names:
             eta = eta + np.einsum("dp,dpk->dk", x, post["beta"])  # D x (K-1)
         if marginal and first is not None:
             eta = eta + new_level(first)
         # D x pairs x (K-1): each annotator pair's own intercepts
-        a_o = (_softmax_diag(eta[:, None, :] + post["nu_pair"], k) * w).sum(axis=1)
-        return (a_o - a_e) / (1 - a_e)
+        a_o = (_softmax_diag(eta[:, None, :] + post["nu_pair"], k) * weights).sum(axis=1)
+        return (a_o - ae) / (1 - ae)
 
     zero = np.zeros((D, len(names)))
     out = {
         "model": (
-            "multinomial logit over the outcomes of pairs of judgments; random intercepts: "
+            "multinomial logit over the outcomes of pairs of judgments, aggregated over cells; "
+            + ("correlated (LKJ) " if correlated else "independent ")
+            + "random intercepts: "
             + ", ".join(["annotator pair", *data["groups"]])
-            + ("; fixed effects: " + ", ".join(names) + " (standardised)" if names else "")
+            + ("; fixed effects: " + ", ".join(names) + " (standardised" if names else "")
+            + (
+                f", {bins} quantile bins as a cell-level covariate)"
+                if names and bins is not None
+                else ")"
+                if names
+                else ""
+            )
         ),
+        "kappa": "eq. 7-8: annotator pairs weighted uniformly",
         "expected_agreement": a_e,
-        "average": _summary(kappa(zero, False)),
-        "marginal": _summary(kappa(zero, True)) if first is not None else None,
+        "average": _summary(kappa(zero, False, uniform, a_e)),
+        "marginal": _summary(kappa(zero, True, uniform, a_e)) if first is not None else None,
+        "average_pair_weighted": _summary(kappa(zero, False, w, a_e_w)),
+        "expected_agreement_pair_weighted": a_e_w,
         "marginal_over": first,
         "diagnostics": diagnostics,
         "levels": {g: len(levels) for g, (_, levels) in data["groups"].items()},
@@ -265,12 +449,25 @@ def fit(
                 {
                     "z": float(g),
                     "value": mean + g * sd,
-                    "average": _summary(kappa(x, False)),
-                    "marginal": _summary(kappa(x, True)) if first is not None else None,
+                    "average": _summary(kappa(x, False, uniform, a_e)),
+                    "marginal": _summary(kappa(x, True, uniform, a_e))
+                    if first is not None
+                    else None,
                 }
             )
         out["curve"] = {"covariate": curve, "points": pts}
     return out
 
 
-__all__ = ["RHAT_MAX", "NotConverged", "fit", "pair_outcomes"]
+__all__ = [
+    "BINS",
+    "DEFAULTS",
+    "ESS_MIN",
+    "RHAT_MAX",
+    "NotConverged",
+    "cells",
+    "convergence",
+    "covariate_bins",
+    "fit",
+    "pair_outcomes",
+]

@@ -7,10 +7,18 @@ a multinomial draw of item counts gives one percentile-bootstrap replicate (resa
 
 - observed agreement A_o: the mean over items of the share of an item's pairs of judgments that
   agree (Manjavacas et al. 2021, eq. 2, with c the item's own number of judgments);
-- multi-kappa (Davies & Fleiss 1982; Artstein & Poesio 2008): A_e the chance that two annotators
-  agree when each draws from their own label distribution, averaged over annotator pairs, each
-  pair weighted by the share of the item pairs it makes (uniform when every annotator judged every
-  item, as in the paper's eq. 8);
+- multi-kappa exactly as Manjavacas et al. 2021 print it (eq. 7 and 8, the headline
+  `multi_kappa`): A_o the mean over annotator pairs, each pair counted once, of the share of the
+  items both judged on which the two agree (`observed_pairs`); A_e the mean over the same pairs of
+  the chance that the two agree when each draws from their own label distribution (P(i|x): the
+  share of x's judgments that are i; `expected_kappa`). Pairs that judged no item together are
+  left out of both means;
+- its pair-weighted generalisation (Davies & Fleiss 1982; Artstein & Poesio 2008;
+  `multi_kappa_weighted`): A_o eq. 2's item mean (`observed`), A_e the same chance of agreement
+  averaged over annotator pairs each weighted by its share of the item pairs
+  (`expected_kappa_weighted`). It is exactly 0 at chance; the two are equal when every annotator
+  judged every item and differ when some pairs share far fewer items than others (the paper's
+  form then gives a sparsely crossed pair as much weight as a densely crossed one);
 - Fleiss' kappa / Scott's multi-pi: A_e from the pooled label distribution;
 - Cohen's kappa of each annotator pair on the items both judged;
 - Krippendorff's alpha (nominal, ordinal or interval) from the coincidence matrix.
@@ -127,14 +135,23 @@ def weighted(table: Table, W: np.ndarray, level: str = "nominal") -> dict[str, n
     cut = np.cumsum([1, a * k, a * a, k * k])
     with np.errstate(invalid="ignore", divide="ignore"):
         a_o = S[:, 0] / total
-        # multi-kappa: each annotator's own distribution, pairs weighted by the item pairs they make
+        # each annotator's own label distribution P(i|x)
         per = S[:, cut[0] : cut[1]].reshape(-1, a, k)
         own = np.nan_to_num(per / per.sum(axis=2, keepdims=True))
         share = S[:, cut[1] : cut[2]].reshape(-1, a, a)
         iu = np.triu_indices(a, 1)
-        s = np.einsum("bxk,byk->bxy", own, own)
+        s = np.einsum("bxk,byk->bxy", own, own)[:, iu[0], iu[1]]  # B x pairs: sum_i P(i|x)P(i|y)
+        # the generalisation: pairs weighted by the item pairs they make
         w = share[:, iu[0], iu[1]]
-        a_e_kappa = (w * s[:, iu[0], iu[1]]).sum(axis=1) / w.sum(axis=1)
+        a_e_weighted = (w * s).sum(axis=1) / w.sum(axis=1)
+        # eq. 7-8: each annotator pair that judged an item together counts once
+        conf = S[:, cut[3] :].reshape(-1, len(table.pairs), k, k)
+        both = conf.sum(axis=(2, 3))  # B x pairs: items both judged
+        present = both > 0
+        n_present = present.sum(axis=1)
+        pair_ao = np.trace(conf, axis1=2, axis2=3) / np.where(present, both, 1)
+        a_o_pairs = (pair_ao * present).sum(axis=1) / n_present
+        a_e_kappa = (s * present).sum(axis=1) / n_present
         pooled = per.sum(axis=1)
         pooled = pooled / pooled.sum(axis=1, keepdims=True)
         a_e_pi = (pooled**2).sum(axis=1)
@@ -146,8 +163,11 @@ def weighted(table: Table, W: np.ndarray, level: str = "nominal") -> dict[str, n
         d_e = (nc[:, :, None] * nc[:, None, :] * d).sum(axis=(1, 2)) / (nn - 1)
         out = {
             "observed": a_o,
+            "observed_pairs": a_o_pairs,
             "expected_kappa": a_e_kappa,
-            "multi_kappa": (a_o - a_e_kappa) / (1 - a_e_kappa),
+            "multi_kappa": (a_o_pairs - a_e_kappa) / (1 - a_e_kappa),
+            "expected_kappa_weighted": a_e_weighted,
+            "multi_kappa_weighted": (a_o - a_e_weighted) / (1 - a_e_weighted),
             "expected_pi": a_e_pi,
             "fleiss_pi": (a_o - a_e_pi) / (1 - a_e_pi),
             "alpha": 1 - d_o / d_e,
@@ -171,7 +191,27 @@ def resample(rng: np.random.Generator, n: int, b: int) -> np.ndarray:
     return np.bincount(flat, minlength=b * n).reshape(b, n).astype(float)
 
 
-MEASURES = ("multi_kappa", "fleiss_pi", "alpha", "observed", "expected_kappa")
+MEASURES = (
+    "multi_kappa",
+    "multi_kappa_weighted",
+    "fleiss_pi",
+    "alpha",
+    "observed",
+    "observed_pairs",
+    "expected_kappa",
+    "expected_kappa_weighted",
+)
+# one sentence beside every figure that shows both (pages, commands, exports)
+KAPPA_NOTE = (
+    "multi-kappa is Manjavacas et al. (2021)'s eq. 7-8, each annotator pair counted once; the "
+    "pair-weighted one weights each pair by the items it judged together: the two are equal "
+    "when every annotator judged every item and differ when some pairs share far fewer items "
+    "than others"
+)
+EXPECTED_NOTE = {
+    "level": "A_e within the level (each level's own label distributions)",
+    "dataset": "A_e of the whole dataset (the paper's Table 3: A_o within the level, A_e constant)",
+}
 
 
 def agreement(
@@ -180,8 +220,13 @@ def agreement(
     n_boot: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
+    dataset_expected: float | None = None,
 ) -> dict:
-    """Point estimates with percentile-bootstrap intervals over items (seeded and recorded)."""
+    """Point estimates with percentile-bootstrap intervals over items (seeded and recorded).
+
+    `dataset_expected`: a whole dataset's eq. 8 A_e; given, `multi_kappa_dataset_expected` is this
+    table's eq. 7 A_o against that constant (the kappa of a level of a factor as the paper's
+    Table 3 computes it), its interval from the same replicates."""
     n = table.n_items
     out: dict = {
         "items": n,
@@ -192,7 +237,11 @@ def agreement(
         "bootstrap": {"replicates": n_boot, "seed": seed, "confidence": confidence},
     }
     if n == 0:
-        return out | {m: None for m in MEASURES} | {"cohen": {}}
+        empty = {m: None for m in MEASURES} | {"cohen": {}}
+        if dataset_expected is not None:
+            empty["multi_kappa_dataset_expected"] = None
+            empty["dataset_expected_kappa"] = float(dataset_expected)
+        return out | empty
     point = weighted(table, np.ones((1, n)), level)
     boots: dict[str, list[np.ndarray]] = {key: [] for key in point}
     rng = np.random.default_rng(seed)
@@ -219,8 +268,15 @@ def agreement(
             "high": float(np.quantile(draws, hi_q)),
         }
 
+    if dataset_expected is not None:
+        c = float(dataset_expected)
+        point["multi_kappa_dataset_expected"] = (point["observed_pairs"] - c) / (1 - c)
+        boots["multi_kappa_dataset_expected"] = [(v - c) / (1 - c) for v in boots["observed_pairs"]]
     for m in MEASURES:
         out[m] = summary(m)
+    if dataset_expected is not None:
+        out["multi_kappa_dataset_expected"] = summary("multi_kappa_dataset_expected")
+        out["dataset_expected_kappa"] = float(dataset_expected)
     out["cohen"] = {}
     for key in point:
         if key.startswith("cohen:") and not key.endswith(":items"):
@@ -246,6 +302,13 @@ def table_from_rows(
     return Table(M, annotators, labels), kept
 
 
+def dataset_expected_of(table: Table) -> float | None:
+    """A whole table's eq. 8 A_e (None when it has no item)."""
+    if not table.n_items:
+        return None
+    return _finite(weighted(table, np.ones((1, table.n_items)))["expected_kappa"][0])
+
+
 def by_factor(
     table: Table,
     levels: dict[str, np.ndarray],
@@ -255,11 +318,18 @@ def by_factor(
     confidence: float = 0.95,
 ) -> list[dict]:
     """The measures within each level of a factor of the items (level name -> boolean mask over
-    the table's items), each with its interval; the same seed for every level."""
+    the table's items), each with its interval; the same seed for every level. `multi_kappa` takes
+    A_e within the level; `multi_kappa_dataset_expected` the whole table's (`EXPECTED_NOTE`)."""
     out = []
+    a_e = dataset_expected_of(table)
     for name, mask in levels.items():
         got = agreement(
-            table.subset(items=np.asarray(mask, dtype=bool)), level, n_boot, seed, confidence
+            table.subset(items=np.asarray(mask, dtype=bool)),
+            level,
+            n_boot,
+            seed,
+            confidence,
+            dataset_expected=a_e,
         )
         got.pop("cohen", None)
         out.append({"level": name} | got)
@@ -276,11 +346,12 @@ def by_annotator_pair(
     """The measures of each annotator pair on the items both judged (multi-kappa of two annotators
     is Cohen's kappa)."""
     out = []
+    a_e = dataset_expected_of(table)
     for x, y in itertools.combinations(range(len(table.annotators)), 2):
         sub = table.subset(annotators=[x, y])
         if not sub.n_items:
             continue
-        got = agreement(sub, level, n_boot, seed, confidence)
+        got = agreement(sub, level, n_boot, seed, confidence, dataset_expected=a_e)
         got.pop("cohen", None)
         out.append({"level": f"{table.annotators[x]} | {table.annotators[y]}"} | got)
     return out
@@ -301,12 +372,15 @@ def quantile_levels(values: np.ndarray, q: int = 4) -> dict[str, np.ndarray]:
 
 
 __all__ = [
+    "EXPECTED_NOTE",
+    "KAPPA_NOTE",
     "LEVELS",
     "MEASURES",
     "Table",
     "agreement",
     "by_annotator_pair",
     "by_factor",
+    "dataset_expected_of",
     "quantile_levels",
     "resample",
     "table_from_rows",

@@ -187,9 +187,10 @@ def _import_tric(
         derived = None
         if judgments.is_file():  # the human ceiling (tric-ranking's board shows it)
             # numpy, scipy and krippendorff load only when an import computes human rows
-            from tasks.agreement import save_agreement, trotr_agreement
+            from tasks.agreement import save_agreement, trotr_agreement_cached
 
-            got = trotr_agreement(judgments)
+            # computed once per release and code: a re-import reuses the task's cached figures
+            got = trotr_agreement_cached(judgments, b.store.root if b.store.root.is_dir() else None)
 
             def derived(st) -> None:
                 manifest["agreement"] = save_agreement(st.tmp, got)

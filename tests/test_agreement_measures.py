@@ -46,6 +46,15 @@ def naive(values: list[list[float]]) -> dict:
     a_e = sum(
         w * sum(own[x][lab] * own[y][lab] for lab in labels) for (x, y), w in pair_weight.items()
     ) / sum(pair_weight.values())
+    # eq. 7-8 as printed: every annotator pair that judged an item together counts once
+    ao_pairs, ae_pairs = [], []
+    for x, y in itertools.combinations(range(a), 2):
+        both = [(r[x], r[y]) for r in rows if not math.isnan(r[x]) and not math.isnan(r[y])]
+        if both:
+            ao_pairs.append(sum(1 for u, v in both if u == v) / len(both))
+            ae_pairs.append(sum(own[x][lab] * own[y][lab] for lab in labels))
+    a_o_eq7 = sum(ao_pairs) / len(ao_pairs)
+    a_e_eq8 = sum(ae_pairs) / len(ae_pairs)
     every = [v for r in rows for _, v in _judged(r)]
     a_e_pi = sum((every.count(lab) / len(every)) ** 2 for lab in labels)
     cohen = {}
@@ -62,7 +71,11 @@ def naive(values: list[list[float]]) -> dict:
         cohen[(x, y)] = (po - pe) / (1 - pe) if pe < 1 else NAN
     return {
         "observed": a_o,
-        "multi_kappa": (a_o - a_e) / (1 - a_e) if a_e < 1 else NAN,
+        "observed_pairs": a_o_eq7,
+        "expected_kappa": a_e_eq8,
+        "multi_kappa": (a_o_eq7 - a_e_eq8) / (1 - a_e_eq8) if a_e_eq8 < 1 else NAN,
+        "expected_kappa_weighted": a_e,
+        "multi_kappa_weighted": (a_o - a_e) / (1 - a_e) if a_e < 1 else NAN,
         "fleiss_pi": (a_o - a_e_pi) / (1 - a_e_pi) if a_e_pi < 1 else NAN,
         "cohen": cohen,
     }
@@ -88,7 +101,12 @@ def test_a_hand_checked_table():
     p = {0: 0.5, 1: 0.5, 2: 1 / 3}
     s = {(x, y): p[x] * p[y] + (1 - p[x]) * (1 - p[y]) for x, y in [(0, 1), (0, 2), (1, 2)]}
     a_e = (2 * s[(0, 1)] + s[(0, 2)] + s[(1, 2)]) / 4
-    assert got["multi_kappa"] == pytest.approx((7 / 12 - a_e) / (1 - a_e))
+    assert got["multi_kappa_weighted"] == pytest.approx((7 / 12 - a_e) / (1 - a_e))
+    # eq. 7-8: pair (0,1) agrees on 2 of 4 items, (0,2) on 2 of 3, (1,2) on 3 of 3; uniform
+    a_o7 = (2 / 4 + 2 / 3 + 3 / 3) / 3
+    a_e8 = (s[(0, 1)] + s[(0, 2)] + s[(1, 2)]) / 3
+    assert got["observed_pairs"] == pytest.approx(a_o7)
+    assert got["multi_kappa"] == pytest.approx((a_o7 - a_e8) / (1 - a_e8))
     # pooled: 5 zeros of 11 judgments
     a_e_pi = (5 / 11) ** 2 + (6 / 11) ** 2
     assert got["fleiss_pi"] == pytest.approx((7 / 12 - a_e_pi) / (1 - a_e_pi))
@@ -105,6 +123,9 @@ def test_complete_data_gives_the_papers_uniform_average_over_pairs():
     own = [np.bincount(values[:, x].astype(int), minlength=3) / 40 for x in range(3)]
     a_e = np.mean([own[x] @ own[y] for x, y in itertools.combinations(range(3), 2)])
     assert got["expected_kappa"] == pytest.approx(a_e)
+    # on a complete table the generalisation reduces to eq. 7-8
+    assert got["expected_kappa_weighted"] == pytest.approx(a_e)
+    assert got["multi_kappa_weighted"] == pytest.approx(got["multi_kappa"], abs=1e-12)
 
 
 tables = st.integers(2, 5).flatmap(
@@ -127,7 +148,15 @@ def test_equal_to_naive_loops_and_libraries(values):
         return
     t, got = point(values)
     want = naive(values)
-    for key in ("observed", "multi_kappa", "fleiss_pi"):
+    for key in (
+        "observed",
+        "observed_pairs",
+        "expected_kappa",
+        "multi_kappa",
+        "expected_kappa_weighted",
+        "multi_kappa_weighted",
+        "fleiss_pi",
+    ):
         assert close(got[key], want[key]), key
     for (x, y), k in want["cohen"].items():
         assert close(got[f"cohen:{x}|{y}"], k)
@@ -193,3 +222,27 @@ def test_rows_with_missing_judgments_and_single_judgments():
     assert t.n_items == 2
     with pytest.raises(ValueError, match="label 5.0 is not among"):
         Table(np.array([[5.0, 5.0]]), labels=[1.0, 2.0])
+
+
+def test_a_factor_level_with_the_datasets_expected_agreement():
+    """Table 3's form: a level's eq. 7 A_o against the whole table's eq. 8 A_e, beside the level's
+    own A_e; the interval from the same replicates as the level's A_o."""
+    from tasks.agreement_measures import by_factor
+
+    rng = np.random.default_rng(4)
+    values = rng.integers(0, 2, size=(40, 3)).astype(float)
+    values[rng.random(values.shape) < 0.25] = NAN
+    t = Table(values)
+    mask = np.arange(t.n_items) % 2 == 0
+    whole = naive(t.values.tolist())
+    part = naive(t.values[mask].tolist())
+    got = by_factor(t, {"even": mask, "odd": ~mask}, n_boot=100, seed=3)[0]
+    assert got["level"] == "even"
+    assert got["multi_kappa"]["value"] == pytest.approx(part["multi_kappa"], abs=1e-12)
+    a_e = whole["expected_kappa"]
+    assert got["dataset_expected_kappa"] == pytest.approx(a_e, abs=1e-12)
+    want = (part["observed_pairs"] - a_e) / (1 - a_e)
+    assert got["multi_kappa_dataset_expected"]["value"] == pytest.approx(want, abs=1e-12)
+    lo, hi = got["observed_pairs"]["low"], got["observed_pairs"]["high"]
+    assert got["multi_kappa_dataset_expected"]["low"] == pytest.approx((lo - a_e) / (1 - a_e))
+    assert got["multi_kappa_dataset_expected"]["high"] == pytest.approx((hi - a_e) / (1 - a_e))

@@ -34,7 +34,7 @@ from tests.test_campaign_pages import world  # noqa: F401 — the fixture
 
 REPO = Path(__file__).resolve().parent.parent
 ASSESSORS = ("a1", "a2", "org")
-SETTINGS = {"chains": 2, "warmup": 400, "samples": 400}
+SETTINGS = {"chains": 4, "warmup": 1000, "samples": 1000}  # the model's defaults
 
 
 def _judged_campaign(world, seed: int = 5) -> int:  # noqa: F811

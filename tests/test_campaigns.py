@@ -308,6 +308,9 @@ def test_a_campaign_pools_assigns_is_judged_and_measured(world):
     }
     mk = ag["overall"]["multi_kappa"]
     assert mk["value"] == pytest.approx(_naive_kappa(from_db, labels), abs=1e-12)
+    # every assessor judged every item: the pair-weighted generalisation equals eq. 7-8
+    weighted = ag["overall"]["multi_kappa_weighted"]["value"]
+    assert weighted == pytest.approx(_naive_kappa(from_db, labels), abs=1e-12)
     assert mk["low"] <= mk["value"] <= mk["high"]
     # by a factor: each level equals the hand computation on its items
     ag = c.get(

@@ -29,7 +29,8 @@ from server.models import AssessmentCampaign, CampaignModelFit, User, utcnow
 
 STATES = ("queued", "running", "done", "not_converged", "failed")
 LIVE = ("queued", "running")
-DEFAULTS = {"chains": 2, "warmup": 500, "samples": 500}
+# the model's own defaults (tasks/agreement_bayes.py): 4 chains, so that R-hat can see a stuck one
+DEFAULTS = {"chains": 4, "warmup": 1000, "samples": 1000}
 BOUNDS = {"chains": (1, 4), "warmup": (10, 1000), "samples": (10, 1000)}
 MIN_ITEMS = 5
 MAX_ITEMS = 5000

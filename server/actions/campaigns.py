@@ -858,6 +858,7 @@ def agreement(
     rows, assigned, complete = judged.rows, judged.assigned, judged.complete
     overall = am.agreement(table, n_boot=N_BOOT, seed=c.seed)
     overall["labels"] = list(c.labels)
+    overall["note"] = am.KAPPA_NOTE
     overall.pop("cohen", None)  # pairs of assessors: a later slice (pseudonymised)
     levels = None
     if by is not None:
@@ -875,6 +876,10 @@ def agreement(
         )
         for lv in levels:
             lv["labels"] = list(c.labels)
+        overall["expected_by_level"] = {
+            "multi_kappa": am.EXPECTED_NOTE["level"],
+            "multi_kappa_dataset_expected": am.EXPECTED_NOTE["dataset"],
+        }
     return m.AgreementOut(
         campaign=c.id,
         by=by,

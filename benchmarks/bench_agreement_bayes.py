@@ -1,0 +1,165 @@
+"""The Bayesian agreement model on TRoTR's binarised judgments, fitted with several seeds: does it
+converge for every seed, in what time, CPU and memory, and how far apart are the seeds' figures?
+
+    python benchmarks/bench_agreement_bayes.py [--trotr ../shared/data/trotr/TRoTR]
+        [--seeds 1-10] [--parallel 1] [--option correlated=false ...] [--json out.json]
+
+Each fit runs in its own process (`palimpsest agreement`'s path: tasks.agreement.trotr_bayes with
+the model's defaults unless `--option` says otherwise), so its whole-process CPU time and peak
+memory (the child's ru_maxrss) are its own. Printed per seed: wall seconds, the process's CPU
+seconds, peak MB, the largest R-hat, the smallest bulk ESS, divergent transitions, the mean number
+of leapfrog steps a draw, and the posterior median multi-kappa for an average book; then the
+summary against the goals (every seed converges; under 60 s of CPU and 1 GB each; the average-book
+kappa's spread over seeds within 0.01). A refused fit is reported as such, with its message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+GOALS = {"cpu_seconds": 60.0, "peak_mb": 1024.0, "kappa_spread": 0.01}
+
+CHILD = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+from tasks.agreement import trotr_bayes
+from tasks.agreement_bayes import NotConverged
+opts = json.loads(sys.argv[4])
+try:
+    g = trotr_bayes(sys.argv[2], seed=int(sys.argv[3]), **opts)
+except NotConverged as e:
+    print(json.dumps({"converged": False, "error": str(e)}))
+else:
+    print(json.dumps({"converged": True, "diagnostics": g["diagnostics"],
+                      "average": g["average"], "marginal": g["marginal"],
+                      "average_pair_weighted": g["average_pair_weighted"],
+                      "empirical": g["empirical"], "model": g["model"]}))
+"""
+
+
+def _value(text: str):
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def start(trotr: Path, seed: int, options: dict) -> tuple[subprocess.Popen, float]:
+    judgments = trotr / "judgments" / "TRoTR.tsv"
+    cmd = [sys.executable, "-c", CHILD, str(REPO), str(judgments), str(seed), json.dumps(options)]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True), time.monotonic()
+
+
+def finish(p: subprocess.Popen, t0: float, seed: int) -> dict:
+    # os.wait4: this child's own CPU time and peak memory
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.monotonic() - t0
+    out = p.stdout.read()
+    p.stdout.close()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    row = {
+        "seed": seed,
+        "wall_seconds": round(wall, 1),
+        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
+        "peak_mb": round(usage.ru_maxrss / 1024, 0),
+    }
+    try:
+        got = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return row | {
+            "converged": False,
+            "error": f"the fit's process failed (exit {p.returncode})",
+        }
+    if not got["converged"]:
+        return row | got
+    d = got["diagnostics"]
+    return row | {
+        "converged": True,
+        "max_rhat": round(d["max_rhat"], 4),
+        "min_ess": round(d["min_ess"], 0),
+        "min_ess_at": d.get("min_ess_at"),
+        "divergences": d["divergences"],
+        "mean_leapfrog_steps": round(d["mean_leapfrog_steps"], 1),
+        "fit_cpu_seconds": d["cpu_seconds"],
+        "cells": d["cells"],
+        "kappa": round(got["average"]["median"], 4),
+        "kappa_sd": round(got["average"]["sd"], 4),
+        "kappa_95": [round(x, 4) for x in got["average"]["95%"]],
+        "marginal": round(got["marginal"]["median"], 4),
+        "kappa_pair_weighted": round(got["average_pair_weighted"]["median"], 4),
+        "empirical": round(got["empirical"]["value"], 4),
+        "settings": {
+            k: d[k]
+            for k in ("chains", "warmup", "samples", "target_accept", "correlated", "bins")
+            if k in d
+        },
+    }
+
+
+def summary(rows: list[dict]) -> dict:
+    ok = [r for r in rows if r.get("converged")]
+    kappas = [r["kappa"] for r in ok]
+    return {
+        "fits": len(rows),
+        "converged": len(ok),
+        "max_cpu_seconds": max(r["cpu_seconds"] for r in rows),
+        "max_peak_mb": max(r["peak_mb"] for r in rows),
+        "kappa_spread": round(max(kappas) - min(kappas), 4) if kappas else None,
+        "min_ess": min((r["min_ess"] for r in ok), default=None),
+        "max_rhat": max((r["max_rhat"] for r in ok), default=None),
+        "goals": GOALS,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--trotr", type=Path, default=REPO.parent / "shared" / "data" / "trotr" / "TRoTR"
+    )
+    ap.add_argument("--seeds", default="1-10", help="A range a-b or a comma list.")
+    ap.add_argument("--parallel", type=int, default=1, help="Fits at once (default 1).")
+    ap.add_argument("--option", action="append", default=[], help="A fit setting, key=value.")
+    ap.add_argument("--json", type=Path, help="Also write the rows and the summary here.")
+    a = ap.parse_args()
+    if "-" in a.seeds:
+        lo, hi = (int(x) for x in a.seeds.split("-"))
+        seeds = list(range(lo, hi + 1))
+    else:
+        seeds = [int(x) for x in a.seeds.split(",")]
+    options = {k: _value(v) for k, v in (o.split("=", 1) for o in a.option)}
+    print(f"load before: {os.getloadavg()}", flush=True)
+    rows, running, todo = [], [], list(seeds)
+    while todo or running:
+        while todo and len(running) < a.parallel:
+            s = todo.pop(0)
+            running.append((s, *start(a.trotr, s, options)))
+        s, p, t0 = running.pop(0)
+        row = finish(p, t0, s)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    rows.sort(key=lambda r: r["seed"])
+    got = summary(rows)
+    got["load_after"] = os.getloadavg()
+    got["own_children_cpu_seconds"] = round(
+        resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime, 1
+    )
+    print(json.dumps(got, indent=1))
+    if a.json:
+        a.json.write_text(json.dumps({"rows": rows, "summary": got}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
