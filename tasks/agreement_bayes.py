@@ -217,7 +217,7 @@ def _summary(draws: np.ndarray) -> dict:
 
 def _rank_normal(x: np.ndarray) -> np.ndarray:
     """Rank-normalise draws (chains x draws) pooled over chains (Vehtari et al. 2021)."""
-    from scipy.stats import norm, rankdata
+    from scipy.stats import norm, rankdata  # scipy loads with a fit, not with the module
 
     r = rankdata(x, method="average").reshape(x.shape)
     return norm.ppf((r - 0.375) / (x.size + 0.25))
@@ -227,7 +227,7 @@ def convergence(x: np.ndarray) -> tuple[float, float]:
     """(R-hat, bulk ESS) of one scalar's draws (chains x draws): the rank-normalised split R-hat,
     the larger of bulk and tail (folded), and the bulk ESS (Vehtari et al. 2021). NaN for a
     constant (a Cholesky factor's fixed entries)."""
-    from numpyro.diagnostics import effective_sample_size
+    from numpyro.diagnostics import effective_sample_size  # numpyro is an optional extra
 
     x = np.asarray(x, dtype=float)
     if np.ptp(x) == 0:
