@@ -248,7 +248,7 @@ def _build_api_template(d: Path) -> None:
     engine = get_engine(url)
     tokens = {}
     with Session(engine, expire_on_commit=False) as s:
-        ensure_phases(s)
+        ensure_phases(s, home)
         for name in ("alpha", "beta"):
             team = Team(name=name, invite_code=f"code-{name}")
             s.add(team)
@@ -501,7 +501,7 @@ def _make_backend(kind, request, tmp_path, demo_home, monkeypatch) -> Backend:
     conn = connect(settings)
     conn.flushdb()
     with Session(engine) as s:
-        ensure_phases(s)
+        ensure_phases(s, settings.home)
     return Backend(kind, settings, engine, conn, embedded)
 
 

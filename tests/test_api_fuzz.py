@@ -14,9 +14,6 @@ import pytest
 import requests
 from hypothesis import HealthCheck, Phase, given, settings
 
-from tests.test_api import api_env  # noqa: F401 — the fixture
-from tests.test_cli_parity import served  # noqa: F401 — the fixture
-
 EXAMPLES = int(os.environ.get("PALIMPSEST_FUZZ_EXAMPLES", "4"))
 # the same cases every run, unless asked for fresh ones
 RANDOM = os.environ.get("PALIMPSEST_FUZZ_RANDOM") == "1"

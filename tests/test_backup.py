@@ -89,6 +89,7 @@ def _build(b) -> dict:
             positive=["1"],
             seed=3,
             via="cli",
+            allow_participants=True,  # the drill's assessors are its teams' members
         )
         for k, u in enumerate(assessors):
             mine = campaigns.my_items(s=s, user=s.merge(u), campaign=opened.id)

@@ -19,6 +19,15 @@ from tests.conftest import REPO
 EXAMPLE = REPO / "examples" / "bundle-sts-latin"
 
 
+@pytest.fixture
+def web_home(tmp_path, home) -> Path:
+    """A data directory of its own: the bundle installs its task here, never among the session's
+    imported tasks (which other tests' data directories link to)."""
+    d = tmp_path / "data"
+    (d / "tasks").mkdir(parents=True)
+    return d
+
+
 @pytest.fixture(autouse=True)
 def _forget():
     yield

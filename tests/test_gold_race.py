@@ -11,10 +11,9 @@ import urllib.request
 
 from sqlmodel import Session, select
 
-from tests.test_api import _h, api_env  # noqa: F401 — the fixture
+from tests.test_api import _h
 from tests.test_campaign_close import _open_and_judge
 from tests.test_campaigns import PHASE, TASK, world  # noqa: F401 — the fixture
-from tests.test_cli_parity import served  # noqa: F401 — the fixture
 
 N = 20
 

@@ -10,7 +10,7 @@ import io
 import pytest
 
 from server.inputs import one_line, one_line_problem
-from tests.test_api import _h, _submit, _tric_file, api_env  # noqa: F401 — the fixture
+from tests.test_api import _h, _submit, _tric_file
 
 BREAKS = ["\n", "\r", "\u2028", "\u2029", "\x85", "\x0b", "\t", "\x9f"]
 

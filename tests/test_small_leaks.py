@@ -18,7 +18,7 @@ from webkit import Browser
 
 from server import people
 from server.models import Registration, User
-from tests.test_api import _h, api_env  # noqa: F401 — the fixture
+from tests.test_api import _h
 from tests.test_registrations import _setup, _terms
 
 
