@@ -181,7 +181,7 @@ def _runtime_binds(extra_ro: list[Path]) -> list[str]:
             args += ["--symlink", os.readlink(p), d]
         elif p.is_dir():
             args += ["--ro-bind", d, d]
-    made: set[str] = {"/etc"}
+    made: set[str] = {"/etc", "/tmp"}  # /tmp is the run's tmpfs, mounted before
     args += ["--perms", "0755", "--dir", "/etc"]
     for f in ETC:
         if os.path.exists(f):
@@ -219,17 +219,19 @@ def command_line(
         "--die-with-parent",
         "--new-session",  # no terminal to inject keystrokes into
         "--clearenv",
-        *_runtime_binds(list(models)),
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
+        # /tmp first: a runtime that lives under /tmp (a virtual environment there) is bound on
+        # top of it, not hidden by it
         "--perms",
         "1777",
         "--size",
         str(limits.tmp_mb * MiB),
         "--tmpfs",
         "/tmp",
+        *_runtime_binds(list(models)),
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
         "--ro-bind",
         str(code),
         "/system",

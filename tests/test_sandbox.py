@@ -340,3 +340,25 @@ def test_a_system_in_a_container_image_runs_without_network(tmp_path):
     )
     assert out.ok, out.stderr
     assert "no network" in out.stdout and out.files == ["predictions.jsonl"]
+
+
+def test_a_runtime_folder_under_tmp_stays_visible(tmp_path):
+    """A model folder (or a virtual environment) that lives under /tmp is bound on top of the run's
+    own /tmp, not hidden by it."""
+    models = tmp_path / "models"
+    models.mkdir()
+    (models / "weights.txt").write_text("w")
+    for p in (tmp_path, models):
+        p.chmod(0o755)
+    (models / "weights.txt").chmod(0o644)
+    code = _system(tmp_path, f"print(open({str(models / 'weights.txt')!r}).read())\n")
+    out = sandbox.run(
+        ["python3", "main.py"],
+        code=code,
+        inputs=_inputs(tmp_path),
+        output=tmp_path / "out",
+        limits=sandbox.Limits(wall_seconds=30),
+        models=[models],
+    )
+    assert out.ok, out.stderr
+    assert out.stdout.strip() == "w"
