@@ -12,9 +12,9 @@ from sqlmodel import Session, select
 from baselines.run import method_label, plan
 from baselines.systems import Models, Options
 from server import api_models as m
-from server import code_runs, facts, objectstore, people
+from server import code_runs, objectstore, people
 from server.actions import common
-from server.actions.submissions import uploader_team
+from server.actions.submissions import fact_sheet, uploader_team
 from server.auth import audit
 from server.baselines import (
     baseline_archive,
@@ -52,7 +52,7 @@ def submit_code(
     enqueue: bool = True,
 ) -> tuple[CodeRun, bool]:
     """Take a team's system (a zip with system.yaml, streamed to the store), check it can be run,
-        count it against the phase's limits and compute budget, and queue it on the runs queue. The
+    count it against the phase's limits and compute budget, and queue it on the runs queue. The
     same archive already submitted by the team in the phase answers with that run (counted once).
     Returns the run and whether it was that earlier one."""
     task = common.task(task_id)
@@ -65,13 +65,7 @@ def submit_code(
             f"the {phase.name} phase of {task.id} takes prediction files, not systems",
             "no_code",
         )
-    comp = people.competition_of_task(s, task.id)
-    sheet = facts.check_facts(
-        [] if comp is None else list(comp.fact_fields or []),
-        phase.name,
-        fields.facts,
-        require=not fields.baseline,
-    )
+    sheet = fact_sheet(s, task.id, phase, fields)
     exempt = fields.baseline or people.organizes_task(s, user, task.id)
     if not exempt:
         budget = phase.compute_budget_seconds

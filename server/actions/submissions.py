@@ -190,14 +190,8 @@ def submit(
             f"prediction files: `palimpsest submit {task.id} --code DIR`",
             "code_only",
         )
-    comp = people.competition_of_task(s, task.id)
     # the fact sheet, checked before anything is stored: a refusal names every problem (422)
-    sheet = facts.check_facts(
-        [] if comp is None else list(comp.fact_fields or []),
-        phase.name,
-        fields.facts,
-        require=not fields.baseline,
-    )
+    sheet = fact_sheet(s, task.id, phase, fields)
     if _empty_stream(stream):
         raise EmptyUpload()
     try:
@@ -226,6 +220,18 @@ def submit(
     if fields.primary and not fields.baseline and not duplicate:
         lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
     return sub, duplicate
+
+
+def fact_sheet(s: Session, task_id: str, phase, fields: m.UploadFields) -> dict:
+    """An upload's fact sheet (a file's or a system's) checked against the competition's declared
+    fields for its phase; raises UploadFieldsInvalid naming every problem."""
+    comp = people.competition_of_task(s, task_id)
+    return facts.check_facts(
+        [] if comp is None else list(comp.fact_fields or []),
+        phase.name,
+        fields.facts,
+        require=not fields.baseline,
+    )
 
 
 def uploader_team(s: Session, user: User, task_id: str, *, baseline: bool) -> Team:
