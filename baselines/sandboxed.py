@@ -5,7 +5,7 @@ reads the task's public files from `/input/public/<area>/` (the run's split and 
 a participant may download: the dev gold that tunes a threshold, the training data), writes the
 submission file, and nothing else: no gold, no server, no network. The server packs this package
 with `scorer` and `tasks` into the archive of the baselines team's code run
-(server.baselines.baseline_archive), so a baseline is measured exactly as a team's system is.
+(server.domain.baselines.baseline_archive), so a baseline is measured exactly as a team's system is.
 """
 
 from __future__ import annotations

@@ -46,11 +46,11 @@ def main() -> None:
     from benchmarks.bench_scorer import make_loci, make_loci_topk
     from server import backup as bk
     from server.demo import import_demo_tasks, predictions
+    from server.domain.submissions import create_submission, ensure_phases
     from server.migrate import prepare
     from server.models import Phase, Submission, Team, TeamMember, User
     from server.settings import Settings
     from server.storage import store_upload
-    from server.submissions import create_submission, ensure_phases
 
     t = time.monotonic()
     import_demo_tasks(site, only_missing=False)

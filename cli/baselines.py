@@ -239,7 +239,7 @@ def register(group: click.Group, *, home_option, friendly) -> None:
             if sandbox:  # code runs of the baselines team, on the runs queue
                 from server.actions.code_runs import enqueue_baseline_systems as enqueue
             else:  # the baselines queue
-                from server.baselines import enqueue_baselines as enqueue
+                from server.domain.baselines import enqueue_baselines as enqueue
 
             jobs = enqueue(
                 list(tasks) or None, list(systems) or None, opts, home, list(phases) or None
@@ -254,7 +254,7 @@ def register(group: click.Group, *, home_option, friendly) -> None:
             return
         if record and not server:
             # the server (SQLAlchemy, its models) loads only here: `palimpsest --help` stays light
-            from server.baselines import record_baseline, server_database, server_settings
+            from server.domain.baselines import record_baseline, server_database, server_settings
 
             # the local database at head (or refused) before any run, not after
             server_database(server_settings(home))
@@ -296,7 +296,8 @@ def record_remote(
     result: dict, server: str, token: str | None, phases: list[str] | None
 ) -> list[dict]:
     """Record one run of `run_baselines` on `server` with an organizer's `token` (REST API), as
-    `server.baselines.record_baseline` does locally; one {phase, submission_id, duplicate} each."""
+    `server.domain.baselines.record_baseline` does locally; one {phase, submission_id, duplicate}
+    each."""
     # the baselines (and the scorer they use) load when a command runs: `--help` stays light
     from baselines.errors import BaselineError
     from baselines.run import describe_run, recorded_method

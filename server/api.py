@@ -5,7 +5,8 @@ Every operation is declared with `@op` (server/openapi.py): its request and answ
 Every error is `{"error": {"code": ..., "message": ..., ...}}` with the status server.errors gives
 the failure (the web pages use the same table); validation failures add `problems` (each with
 `line`, `id`, `message`) and `total`. Every list is a page: `items`, `next_cursor`, `next`.
-State changes go through server.lifecycle (submissions, phases, boards) and server.teams.
+State changes go through server.domain.lifecycle (submissions, phases, boards) and
+server.domain.teams.
 """
 
 from __future__ import annotations
@@ -28,14 +29,13 @@ from werkzeug.exceptions import HTTPException
 from baselines.systems import SYSTEMS, Options
 from scorer.errors import TaskNotFound
 from server import api_models as m
-from server import auth, lifecycle, outbox, people, releases, teams, waits
+from server.actions import adjudication, campaign_exports, large_uploads
 from server.actions import announcements as ann_actions
 from server.actions import bundles as bundle_actions
 from server.actions import campaign_models as model_actions
 from server.actions import campaigns as campaign_actions
 from server.actions import code_runs as run_actions
 from server.actions import competitions as comp_actions
-from server.actions import large_uploads
 from server.actions import registrations as reg_actions
 from server.actions import roles as role_actions
 from server.actions import submissions as sub_actions
@@ -46,10 +46,25 @@ from server.actions.phases import (
     phase_state_fields,
     version_fields,
 )
+from server.boards.organize import (
+    QueueUnreachable,
+    enqueue_ids,
+    export_ranking,
+    fit_enqueuer,
+    queue_baselines,
+)
+from server.boards.organize import baseline_runs as runs_of
 from server.db import db
+from server.domain import accounts, lifecycle, people, releases, teams
+from server.domain.inputs import INT_MAX
+from server.domain.provenance import public_result
+from server.domain.publication import latest_ranking
+from server.domain.submissions import quota, visible_scores
+from server.domain.visibility import shown_part, viewer_of
 from server.errors import HANDLED, describe
 from server.exceptions import EmptyUpload
-from server.inputs import INT_MAX
+from server.jobs import outbox, waits
+from server.jobs.queue import connect
 from server.models import (
     AuditLog,
     Competition,
@@ -61,21 +76,9 @@ from server.models import (
     User,
 )
 from server.openapi import op, spec
-from server.organize import (
-    QueueUnreachable,
-    enqueue_ids,
-    export_ranking,
-    fit_enqueuer,
-    queue_baselines,
-)
-from server.organize import baseline_runs as runs_of
-from server.provenance import public_result
-from server.publication import latest_ranking
-from server.queue import connect
 from server.settings import get_settings
-from server.submissions import quota, visible_scores
-from server.views.leaderboard import _serve
-from server.visibility import shown_part, viewer_of
+from server.web import auth
+from server.web.leaderboard import _serve
 from tasks import all_tasks, get_task
 from tasks.store import TaskStore
 
@@ -431,7 +434,7 @@ def _sub_out(s, u, sub, status: int = 200, **extra):
 def _own_submission(s, user, submission_id: int) -> Submission:
     sub = s.get(Submission, submission_id)
     # the same answer for "not yours" and "does not exist": ids are not an oracle
-    if sub is None or sub.removed_at is not None or not auth.can_see_submission(user, sub, s):
+    if sub is None or sub.removed_at is not None or not accounts.can_see_submission(user, sub, s):
         raise ApiError(404, "not_found", f"no submission {submission_id} visible to you")
     return sub
 
@@ -1360,7 +1363,7 @@ def phase_create(task_id):
         actor=u,
         via="api",
         home=get_settings().home,
-        public_fraction=body.public_fraction,  # None: the split's (server.partitions)
+        public_fraction=body.public_fraction,  # None: the split's (server.domain.partitions)
     )
     changes = {k: getattr(body, k) for k in body.model_fields_set if k not in ("name", "split")}
     if changes:
@@ -1981,7 +1984,7 @@ def campaign_agreement(campaign_id):
 )
 def campaign_disagreements(campaign_id):
     u = _user()
-    return _json_out(campaign_actions.disagreements(s=db(), actor=u, campaign=campaign_id))
+    return _json_out(adjudication.disagreements(s=db(), actor=u, campaign=campaign_id))
 
 
 @bp.post("/campaigns/<int:campaign_id>/adjudicate")
@@ -2001,7 +2004,7 @@ def campaign_adjudicate(campaign_id):
     campaign_actions.check_organizer(s=db(), actor=u, campaign=campaign_id)  # before the body
     body = _body(m.AdjudicateIn)
     return _json_out(
-        campaign_actions.adjudicate(
+        adjudication.adjudicate(
             s=db(),
             actor=u,
             campaign=campaign_id,
@@ -2027,7 +2030,7 @@ def campaign_adjudicate(campaign_id):
 def campaign_close(campaign_id):
     u = _user()
     return _json_out(
-        campaign_actions.close_campaign(
+        adjudication.close_campaign(
             s=db(), actor=u, campaign=campaign_id, enqueue=_enqueue, via="api"
         )
     )
@@ -2043,7 +2046,7 @@ def campaign_close(campaign_id):
 )
 def campaign_export(campaign_id):
     u = _user()
-    files = campaign_actions.export_files(s=db(), actor=u, campaign=campaign_id)
+    files = campaign_exports.export_files(s=db(), actor=u, campaign=campaign_id)
     return _json_out(
         m.ExportOut(campaign=campaign_id, files={k: v.decode("utf-8") for k, v in files.items()})
     )

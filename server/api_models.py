@@ -4,7 +4,7 @@ models, and the OpenAPI 3.1 description (server/openapi.py) is generated from th
 Answers are built by validating into these models (`out(Model, ...)`), so an answer that strays
 from its declaration fails in the server, not in a client. Leaderboards and published snapshots are
 served byte for byte from their render cache and snapshot rows; their models are the board's own
-(server.board_model), and the tests check every served board against them.
+(server.boards.board_model), and the tests check every served board against them.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from pydantic import (
 )
 from pydantic.json_schema import SkipJsonSchema
 
-from server.board_model import Leaderboard, Snapshot
-from server.emails import normalize_domain
-from server.inputs import CONTROL, one_line_problem
-from server.sanitize import MAX_MARKDOWN
-from server.submissions import url_problem
+from server.boards.board_model import Leaderboard, Snapshot
+from server.domain.inputs import CONTROL, one_line_problem
+from server.domain.sanitize import MAX_MARKDOWN
+from server.domain.submissions import url_problem
+from server.jobs.emails import normalize_domain
 
 # bundle: the fact-sheet field is declared once, with the competition bundles (re-exported here)
 from tasks.bundle import FactField
@@ -395,7 +395,8 @@ class UploadFields(Model):
         False, description="Make this the team's primary (ranked) run of the phase."
     )
     baseline: bool = Field(False, description="Organizers: record a baseline entry.")
-    # fact sheets: the answers, sent as one form field `fact.<key>` each (server.facts.form_facts);
+    # fact sheets: the answers, sent as one form field `fact.<key>` each
+    # (server.domain.facts.form_facts);
     # checked against the competition's declared fields by the submit action
     facts: SkipJsonSchema[dict[str, str]] = Field(default_factory=dict)
 
@@ -477,7 +478,7 @@ class Scores(BaseModel):
 
 
 class QueueStanding(Out):
-    """Where a waiting run stands (server.waits)."""
+    """Where a waiting run stands (server.jobs.waits)."""
 
     position: Optional[int] = Field(description="1: the next to start; 0: being scored now.")
     queued: int = Field(description="Runs waiting in the scoring queue, all teams.")
@@ -617,7 +618,7 @@ class Visibility(Model):
 # ----------------------------------------------------------------------------- leaderboards
 
 
-# the board's shapes are declared once, in server.board_model
+# the board's shapes are declared once, in server.boards.board_model
 
 
 class Board(RootModel[Snapshot | Leaderboard]):

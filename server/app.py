@@ -8,11 +8,11 @@ from server import api
 from server.db import close_db, get_engine
 from server.migrate import check_at_head
 from server.settings import Settings
-from server.views import init_web
+from server.web.setup import init_web
 
 
 def build_app(test_config: dict | None = None) -> Flask:
-    app = Flask(__name__)
+    app = Flask(__name__, template_folder="web/templates", static_folder="web/static")
     overrides = dict(test_config or {})
     names = set(Settings.model_fields)
     settings = Settings.from_env(**{k: v for k, v in overrides.items() if k in names})

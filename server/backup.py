@@ -48,8 +48,9 @@ from sqlalchemy import create_engine, inspect, select, text
 from sqlalchemy.engine import make_url
 from sqlmodel import Session
 
-from server import leaderboard as lb
-from server import migrate, objectstore, publication
+from server import migrate, objectstore
+from server.boards import leaderboard as lb
+from server.domain import publication
 from server.models import GoldVersion, Phase, RankingVersion, Submission
 from server.settings import SECRET_FILE, Settings
 from server.storage import path_for

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+import server  # the package alone: `create_app` builds the app when `serve` runs it
+
 if TYPE_CHECKING:
     from server.exceptions import BundleRefused
 
@@ -131,8 +133,8 @@ def _task(task_id: str):
 def _phase(s, task, name: str):
     from sqlalchemy import select
 
+    from server.domain.submissions import ensure_phases
     from server.models import Phase
-    from server.submissions import ensure_phases
 
     ensure_phases(s)
     p = s.execute(
@@ -239,9 +241,9 @@ def register(main: click.Group) -> None:
     @_home_option
     def serve(host, port, demo, workers):
         """Run the web app, an embedded Redis, workers and the reconciler on this machine."""
+        from server.jobs.supervisor import Supervisor
         from server.migrate import SchemaError
         from server.settings import SettingsError
-        from server.supervisor import Supervisor
 
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
         try:
@@ -249,13 +251,26 @@ def register(main: click.Group) -> None:
                 _settings(),
                 host=host,
                 port=port,
-                demo=demo,
+                app_factory=server.create_app,
+                seed=_seed_demo if demo else None,
                 workers=workers,
                 echo=lambda m: click.echo(m, err=True),
             ).run()
         except (SchemaError, SettingsError) as e:
             raise Refused(str(e)) from None
         sys.exit(code)
+
+    def _seed_demo(settings, engine) -> str:
+        """The demo's data, once the site serves; the line `serve --demo` prints."""
+        # the demo's importers load only for `serve --demo`
+        from server.demo import ORGANIZER_EMAIL, ORGANIZER_PASSWORD, seed_demo
+
+        r = seed_demo(settings, engine)
+        return (
+            f"demo data: {r['submissions']} submissions queued; imported synthetic tasks "
+            f"{', '.join(r['imported']) or '(none: already imported)'}; organizer login "
+            f"{ORGANIZER_EMAIL} / {ORGANIZER_PASSWORD}"
+        )
 
     @main.command("worker")
     @click.option(
@@ -269,8 +284,8 @@ def register(main: click.Group) -> None:
     @_home_option
     def worker(queues, burst):
         """Run a scoring worker (RQ, JSON-serialized jobs) against DATABASE_URL and REDIS_URL."""
+        from server.jobs.worker import run
         from server.migrate import SchemaError
-        from server.worker import run
 
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker %(message)s")
         try:
@@ -284,8 +299,8 @@ def register(main: click.Group) -> None:
     @_home_option
     def reconcile_cmd(once):
         """Re-enqueue what the database says is pending but no live job holds (run one per site)."""
-        from server.queue import connect
-        from server.reconciler import reconcile, run_forever
+        from server.jobs.queue import connect
+        from server.jobs.reconciler import reconcile, run_forever
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s reconciler %(message)s")
         settings = _settings()
@@ -317,7 +332,7 @@ def register(main: click.Group) -> None:
     @_done_quickly
     def users_create(email, password_stdin, organizer):
         """Create an account; the password is read from standard input."""
-        from server.auth import audit, create_user
+        from server.domain.accounts import audit, create_user
 
         password = sys.stdin.readline().rstrip("\r\n")
         with _session(_settings()) as s:
@@ -334,7 +349,7 @@ def register(main: click.Group) -> None:
     def _user_by_email(s, email):
         from sqlalchemy import select
 
-        from server.emails import lookup_form
+        from server.jobs.emails import lookup_form
         from server.models import User
 
         u = s.execute(select(User).where(User.email == lookup_form(email))).scalar_one_or_none()
@@ -356,7 +371,7 @@ def register(main: click.Group) -> None:
 
         It expires after PALIMPSEST_RESET_MINUTES; it is signed with PALIMPSEST_SECRET_KEY, which
         must be the server's."""
-        from server.auth import audit, reset_link
+        from server.domain.accounts import audit, reset_link
 
         settings = _settings()
         with _session(settings) as s:
@@ -376,7 +391,7 @@ def register(main: click.Group) -> None:
     @_done_quickly
     def users_sign_out(email):
         """End every session of an account (its API tokens stay: revoke those apart)."""
-        from server.auth import audit
+        from server.domain.accounts import audit
 
         with _session(_settings()) as s:
             u = _user_by_email(s, email)
@@ -399,8 +414,8 @@ def register(main: click.Group) -> None:
         """Print a new API token for a user, once; only its sha256 is stored."""
         from sqlalchemy import select
 
-        from server.auth import create_token
-        from server.emails import lookup_form
+        from server.domain.accounts import create_token
+        from server.jobs.emails import lookup_form
         from server.models import User
 
         with _session(_settings()) as s:
@@ -455,8 +470,8 @@ def register(main: click.Group) -> None:
 
         from server.actions import bundles as bundle_actions
         from server.actions import competitions as comp_actions
-        from server.emails import lookup_form
         from server.exceptions import BundleRefused, LifecycleRefused, NotFound, UploadFieldsInvalid
+        from server.jobs.emails import lookup_form
         from server.models import User
 
         settings = _settings()
@@ -594,8 +609,8 @@ def register(main: click.Group) -> None:
         `palimpsest organizer phases list TASK` does over the API."""
         from sqlalchemy import select
 
+        from server.domain.submissions import ensure_phases, phase_state
         from server.models import Phase
-        from server.submissions import ensure_phases, phase_state
 
         q = select(Phase).order_by(Phase.task_id, Phase.name)
         if task_id is not None:
@@ -678,10 +693,10 @@ def register(main: click.Group) -> None:
         """Create or change a phase of a task."""
         from sqlalchemy import select
 
-        from server import lifecycle
+        from server.domain import lifecycle
+        from server.domain.submissions import ensure_phases
         from server.exceptions import LifecycleRefused
         from server.models import Phase
-        from server.submissions import ensure_phases
 
         task = _task(task_id)
         with _session(settings := _settings()) as s:
@@ -804,7 +819,7 @@ def register(main: click.Group) -> None:
         reconciler enqueues them."""
 
         def enqueue(ids: list[int]) -> None:
-            from server.queue import connect, enqueue_submission
+            from server.jobs.queue import connect, enqueue_submission
 
             try:
                 conn = connect(settings)
@@ -904,7 +919,7 @@ def register(main: click.Group) -> None:
     @_done_quickly
     def rankings_show(task_id, phase_name, version, as_json):
         """Print a published final ranking, or list its versions."""
-        from server import publication
+        from server.domain import publication
 
         task = _task(task_id)
         with _session(_settings()) as s:

@@ -12,10 +12,11 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlmodel import Session
 
-from server import people
 from server.actions import competitions as comp_actions
-from server.auth import create_user, new_invite_code
-from server.baselines import BASELINE_TEAM
+from server.domain import people
+from server.domain.accounts import create_user, new_invite_code
+from server.domain.baselines import BASELINE_TEAM
+from server.domain.submissions import create_submission, ensure_phases, mark_primary
 from server.models import (
     Competition,
     CompetitionTask,
@@ -26,7 +27,6 @@ from server.models import (
     User,
     utcnow,
 )
-from server.submissions import create_submission, ensure_phases, mark_primary
 from tasks import all_tasks, get_task
 from tasks.base import resolve
 

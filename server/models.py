@@ -45,7 +45,7 @@ class Team(SQLModel, table=True):
 class TeamMember(SQLModel, table=True):
     """A person in a team for one competition, or for every competition (`competition_id` None)
     where they have no membership of their own. One membership per person per competition (and one
-    for every competition), checked in `server.teams`."""
+    for every competition), checked in `server.domain.teams`."""
 
     __table_args__ = (UniqueConstraint("competition_id", "user_id"),)
 
@@ -82,13 +82,15 @@ class Phase(SQLModel, table=True):
     split: str = Field(max_length=16)
     opens_at: Optional[NaiveDatetime] = None
     closes_at: Optional[NaiveDatetime] = None
-    # when the inputs of the phase's split may be downloaded (server.releases); None: when it opens
+    # when the inputs of the phase's split may be downloaded (server.domain.releases); None: when
+    # it opens
     inputs_at: Optional[NaiveDatetime] = None
     daily_limit: Optional[int] = 5
     total_limit: Optional[int] = 100
     concurrent_limit: Optional[int] = 2
     public_fraction: float = 1.0
-    # the gold partition the phase scores with (server.lifecycle.partition_for): the one shared by
+    # the gold partition the phase scores with (server.domain.lifecycle.partition_for): the one
+    # shared by
     # every phase on the task's split, or a phase's own from before partitions were shared
     partition_id: Optional[int] = Field(default=None, foreign_key="goldpartition.id")
     partition_seed: Optional[int] = None  # legacy: a phase's own seed, kept for its own partition
@@ -146,7 +148,7 @@ class Submission(SQLModel, table=True):
     # removed by its own team (deleted on its pages): it still counts against the quota
     removed_by_team: bool = False
     # the counted scores were computed against another gold, task or scorer version than the
-    # current one: not ranked, queued for rescoring (server.provenance.check_provenance)
+    # current one: not ranked, queued for rescoring (server.domain.provenance.check_provenance)
     stale: bool = False
     # the file of an invalid submission is deleted after the retention period (settings)
     file_purged_at: Optional[NaiveDatetime] = None
@@ -154,7 +156,8 @@ class Submission(SQLModel, table=True):
 
 class CodeRun(SQLModel, table=True):
     """A team's system (an archive with system.yaml) run blind on a phase's inputs in the sandbox
-    (server.sandbox); its output becomes an ordinary submission, scored like an uploaded file."""
+    (server.jobs.sandbox); its output becomes an ordinary submission, scored like an uploaded
+    file."""
 
     id: Optional[int] = Field(default=None, primary_key=True)
     team_id: int = Field(foreign_key="team.id", index=True)
@@ -281,7 +284,7 @@ class Competition(SQLModel, table=True):
     anonymous_board: bool = False
     # the fact sheet a submission carries: [{key, label, kind, choices, required, help}]
     fact_fields: list = Field(default_factory=list, sa_column=Column(JSON, nullable=False))
-    # made for a task that was in no competition (`server.people.ensure_competition`): a
+    # made for a task that was in no competition (`server.domain.people.ensure_competition`): a
     # competition created with that task takes it over, and this one is archived
     placeholder: bool = False
     created_at: NaiveDatetime = Field(default_factory=utcnow)
@@ -308,7 +311,7 @@ class CompetitionPage(SQLModel, table=True):
     slug: str = Field(max_length=64)
     title: str = Field(max_length=200)
     body_markdown: str = Field(default="", sa_column=Column(Text, nullable=False))
-    # the Markdown rendered and sanitized when the page is saved (server.sanitize), so that a
+    # the Markdown rendered and sanitized when the page is saved (server.domain.sanitize), so that a
     # visit never renders
     body_html: str = Field(default="", sa_column=Column(Text, nullable=False))
     position: int = 0
@@ -396,14 +399,15 @@ class OutgoingMail(SQLModel, table=True):
     next_try_at: Optional[NaiveDatetime] = None
     created_at: NaiveDatetime = Field(default_factory=utcnow)
     sent_at: Optional[NaiveDatetime] = None
-    # the sender that claimed the row ("host|pid|start time", server.outbox.sender_id): a dead one
+    # the sender that claimed the row ("host|pid|start time", server.jobs.outbox.sender_id): a dead
+    # one
     # on the same machine is recognised at once, its rows queued again
     claimed_by: str = Field(default="", max_length=200)
 
 
 class ThrottleCount(SQLModel, table=True):
     """A fixed-window counter of the sign-in throttle, kept in the database while its Redis is away
-    (server.throttle): one row per limit, key and window, shared by every process."""
+    (server.web.throttle): one row per limit, key and window, shared by every process."""
 
     key: str = Field(primary_key=True, max_length=255)
     count: int = 0

@@ -236,7 +236,7 @@ def check_phase(task: Task, home, split: str) -> None:
     """Refuse a phase that would score a hidden split's private instances in public: a phase on a
     split without a private part whose gold holds instances of a hidden split."""
     if task.has_private_part(split):
-        return  # its own public fraction is the partition's rule (server.partitions)
+        return  # its own public fraction is the partition's rule (server.domain.partitions)
     if not TaskStore(task.id, home).exists():
         return
     ex = exposure(task, home)

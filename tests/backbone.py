@@ -77,7 +77,7 @@ def submit(
     **kw,
 ):
     from server.demo import predictions
-    from server.submissions import create_submission
+    from server.domain.submissions import create_submission
 
     if data is None:
         data, filename = predictions(
@@ -123,13 +123,13 @@ def scores(backend, submission_id):
 
 def burst(backend, queues=("scoring", "baselines")):
     """Run every queued job in-process (RQ's SimpleWorker in burst mode)."""
-    from server.worker import build_worker
+    from server.jobs.worker import build_worker
 
     build_worker(backend.settings, queues, backend.conn, simple=True).work(burst=True)
 
 
 def child_env(backend) -> dict:
-    from server.supervisor import child_env as worker_env
+    from server.jobs.supervisor import child_env as worker_env
 
     env = worker_env(backend.settings)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
@@ -137,11 +137,11 @@ def child_env(backend) -> dict:
 
 
 def worker_process(backend, *args, env=None, log=None) -> subprocess.Popen:
-    """A real `python -m server.worker` process in its own process group (output to `log` or a
+    """A real `python -m server.jobs.worker` process in its own process group (output to `log` or a
     pipe)."""
     out = open(log, "ab") if log else subprocess.PIPE
     return subprocess.Popen(
-        [sys.executable, "-m", "server.worker", *args],
+        [sys.executable, "-m", "server.jobs.worker", *args],
         env=env or child_env(backend),
         cwd=REPO,
         start_new_session=True,

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from server.domain import accounts
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("PALIMPSEST_SHARED_DATA", REPO.parent / "shared" / "data"))
 TROTR = SHARED / "trotr" / "TRoTR"
@@ -122,10 +124,12 @@ def app(web_home, monkeypatch):
     them)."""
     from argon2 import PasswordHasher
 
-    from server import auth, create_app
+    from server import create_app
 
     # argon2's production cost is ~0.3 s a hash here; tests make dozens of accounts
-    monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
+    monkeypatch.setattr(
+        accounts, "hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
+    )
     monkeypatch.setenv("PALIMPSEST_HOME", str(web_home))
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.delenv("REDIS_URL", raising=False)
@@ -185,10 +189,12 @@ def pg_app(web_home, monkeypatch, pg_server_url):
     from argon2 import PasswordHasher
     from sqlmodel import SQLModel
 
-    from server import auth, create_app
+    from server import create_app
     from server.db import get_engine
 
-    monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
+    monkeypatch.setattr(
+        accounts, "hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
+    )
     monkeypatch.setenv("PALIMPSEST_HOME", str(web_home))
     monkeypatch.setenv("DATABASE_URL", pg_server_url)
     eng = get_engine(pg_server_url)
@@ -227,11 +233,11 @@ def _build_api_template(d: Path) -> None:
 
     from sqlmodel import Session
 
-    from server.auth import create_token, create_user
     from server.db import _engines, get_engine
+    from server.domain.accounts import create_token, create_user
+    from server.domain.submissions import ensure_phases
     from server.models import Team, TeamMember
     from server.settings import Settings
-    from server.submissions import ensure_phases
     from tasks.importers import import_task
 
     home = d / "home"
@@ -470,10 +476,10 @@ def _make_backend(kind, request, tmp_path, demo_home, monkeypatch) -> Backend:
     from sqlmodel import Session, SQLModel
 
     from server.db import get_engine
-    from server.embedded import EmbeddedRedis
-    from server.queue import connect
+    from server.domain.submissions import ensure_phases
+    from server.jobs.embedded import EmbeddedRedis
+    from server.jobs.queue import connect
     from server.settings import Settings
-    from server.submissions import ensure_phases
 
     home = tmp_path / "data"
     home.mkdir()

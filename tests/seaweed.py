@@ -121,7 +121,7 @@ def start_weed(workdir: Path) -> tuple[subprocess.Popen, dict]:
         f"-bucket={BUCKET}",
     ]
     log = open(workdir / "weed.log", "ab")
-    from server.procs import preexec_die_with_parent
+    from server.jobs.procs import preexec_die_with_parent
 
     proc = subprocess.Popen(  # dies with the test session even on kill -9 (PR_SET_PDEATHSIG)
         cmd,

@@ -17,6 +17,7 @@ import pytest
 from sqlmodel import Session, select
 from webkit import PASSWORD, Browser, engine_of, make_user
 
+from server.domain import accounts
 from server.models import AuditLog, User
 
 FLASH = re.compile(r'<p class="flash[^"]*">(.*?)</p>', re.S)
@@ -75,9 +76,11 @@ def smtp():
 def _app(web_home, monkeypatch, **settings):
     from argon2 import PasswordHasher
 
-    from server import auth, create_app
+    from server import create_app
 
-    monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
+    monkeypatch.setattr(
+        accounts, "hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
+    )
     monkeypatch.setenv("PALIMPSEST_HOME", str(web_home))
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.delenv("REDIS_URL", raising=False)
@@ -161,7 +164,7 @@ def test_throttle_counts_in_redis_shared_by_every_process(web_home, monkeypatch,
         a2 = _app(web_home, monkeypatch, redis_url=url)
         conn = redis.Redis.from_url(url)
     else:
-        from server.embedded import EmbeddedRedis
+        from server.jobs.embedded import EmbeddedRedis
 
         emb = EmbeddedRedis(web_home)
         emb.start()
@@ -220,15 +223,13 @@ def test_throttling_goes_on_in_the_database_when_its_redis_is_away(web_home, mon
 def test_an_unknown_email_fails_as_slowly_as_a_known_one(web_home, monkeypatch):
     from argon2 import PasswordHasher
 
-    from server import auth
-
     app = _app(
         web_home,
         monkeypatch,
         login_limit_account="1000 per minute",
         login_limit_address="1000 per minute",
     )
-    monkeypatch.setattr(auth, "_hasher", PasswordHasher())  # the production cost
+    monkeypatch.setattr(accounts, "hasher", PasswordHasher())  # the production cost
     make_user(app, "known@x.org")
     c = app.test_client()
     known, unknown = [], []
@@ -342,7 +343,7 @@ def test_password_reset_by_mail_is_single_use_and_ends_old_sessions(mail_app, sm
 def test_a_reset_link_expires(mail_app, monkeypatch):
     from itsdangerous.timed import TimestampSigner
 
-    from server.auth import reset_token
+    from server.domain.accounts import reset_token
 
     u = make_user(mail_app, "ann@x.org")
     real = TimestampSigner.get_timestamp

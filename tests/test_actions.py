@@ -23,7 +23,7 @@ SERVICES = pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.red
 
 # The lifecycle's state-changing functions that organizer actions wrap.
 WRAPPED = {"close", "set_frozen", "set_board_open", "publish", "rescore", "set_visibility"}
-SURFACES = ["server/views/organizer.py", "server/api.py", "server/cli.py", "cli/organizer.py"]
+SURFACES = ["server/web/organizer.py", "server/api.py", "server/cli.py", "cli/organizer.py"]
 
 
 @pytest.mark.parametrize("path", SURFACES)
@@ -41,8 +41,8 @@ def test_no_surface_calls_the_lifecycle_itself(path):
             ):
                 offenders.append(f"{path}:{node.lineno} lifecycle.{node.func.attr}")
         if isinstance(node, ast.ImportFrom) and node.module in (
-            "server.lifecycle",
-            "server.publication",
+            "server.domain.lifecycle",
+            "server.domain.publication",
         ):
             offenders += [
                 f"{path}:{node.lineno} imports {a.name}" for a in node.names if a.name in WRAPPED
@@ -108,7 +108,7 @@ def test_close_from_the_api_and_the_local_cli_audits_alike(b):
 
     from cli.main import main
     from server import create_app
-    from server.auth import create_token
+    from server.domain.accounts import create_token
 
     app = create_app({"env": "testing", "PALIMPSEST_ENQUEUE": False})
     _, org = make_team(b, organizer=True)

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from scipy import stats
 
 from cli.main import main
+from server.domain import accounts
 from tasks import get_task
 from tasks.agreement import reference_rows
 from tasks.agreement_str import (
@@ -321,7 +322,7 @@ def test_the_board_shows_a_human_row_per_language(checkout, tmp_path, monkeypatc
     from conftest import build_schema
     from webkit import make_phase, make_submission, make_user, team_of
 
-    from server import auth, create_app
+    from server import create_app
 
     root, _ = checkout
     home = tmp_path / "data"
@@ -331,7 +332,9 @@ def test_the_board_shows_a_human_row_per_language(checkout, tmp_path, monkeypatc
         "Human agreement ESP (split-half)",
         "Human agreement KIN (split-half)",
     ]
-    monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
+    monkeypatch.setattr(
+        accounts, "hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
+    )
     monkeypatch.setenv("PALIMPSEST_HOME", str(home))
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.delenv("REDIS_URL", raising=False)

@@ -21,8 +21,9 @@ from test_api import _tric_file
 from test_competitions import _check
 from webkit import Browser, engine_of, make_phase, make_token, make_user
 
-from server import outbox, people
 from server.actions import competitions as comp
+from server.domain import people
+from server.jobs import outbox
 from server.models import AuditLog, OutgoingMail, Registration, User, utcnow
 
 BASE = "http://palimpsest.test"
@@ -377,7 +378,7 @@ def test_the_reconciler_sweep_enqueues_one_delivery_job_that_a_worker_runs(
     from rq import SimpleWorker
     from rq.serializers import JSONSerializer
 
-    from server.queue import SCORING, get_queue
+    from server.jobs.queue import SCORING, get_queue
 
     u = _people(mapp)
     assert _post(mapp.test_client(), make_token(mapp, u["admin"])).status_code == 201
@@ -432,7 +433,7 @@ def test_mail_preferences_by_api(mapp, box):
 
 
 def test_a_run_notice_reaches_an_opted_in_submitter_only(mapp, box, web_home):
-    from server.jobs import score_submission
+    from server.jobs.scoring import score_submission
 
     u = _people(mapp)
     make_phase(mapp, "tric-binary", "test")

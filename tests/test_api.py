@@ -41,7 +41,7 @@ def _submit(client, token, task, data: bytes, **form):
 
 
 def _run_job(sub_id):
-    from server.jobs import score_submission
+    from server.jobs.scoring import score_submission
 
     return score_submission(sub_id)
 

@@ -16,9 +16,10 @@ import pytest
 from sqlmodel import Session, select
 from webkit import PASSWORD, engine_of, make_phase, make_user
 
-from server import people
+from server.actions import adjudication
 from server.actions import campaigns as campaign_actions
 from server.actions import competitions as comp
+from server.domain import people
 from server.models import CampaignAssignment, Judgment, User
 from tests.test_browser import SHOTS, _body, _fill, _go, live  # noqa: F401  (live: the server)
 from tests.test_crawl import _errors, _width, driver  # noqa: F401  (driver: Chromium, console read)
@@ -273,7 +274,7 @@ def test_the_organizer_adjudicates_on_the_page(app, live, driver, campaign):  # 
                     label=label,
                     via="cli",
                 )
-        before = campaign_actions.disagreements(s=s, actor=org, campaign=cid)
+        before = adjudication.disagreements(s=s, actor=org, campaign=cid)
     assert [x.item for x in before.items] == items
     _sign_in(d, live, "org@x.org")
     for name in ("phone", "wide"):
@@ -313,7 +314,7 @@ def test_the_organizer_adjudicates_on_the_page(app, live, driver, campaign):  # 
     assert cell == "unsure (organizer): the guideline's second rule", cell
     assert "0 still need a decision" in _body(d)
     with Session(engine_of(app)) as s:
-        after = campaign_actions.disagreements(
+        after = adjudication.disagreements(
             s=s, actor=s.get(User, users["org@x.org"].id), campaign=cid
         )
     assert after.counts["undecided"] == 0 and after.counts["decided"] == len(items)

@@ -22,6 +22,8 @@ from conftest import _make_backend, build_schema, fresh_pg_database
 from sqlalchemy import func, select
 from sqlmodel import Session
 
+from server.actions import adjudication
+
 SERVICES = pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.redis])
 TASK, PHASE = "tric-binary", "test"
 
@@ -53,9 +55,9 @@ def _phase(s, name=PHASE):
 def _build(b) -> dict:
     """Teams and runs, a closed and published phase, a campaign closed into gold version 2, the
     runs rescored under it and a second published version."""
-    from server import lifecycle, people, publication
     from server.actions import campaigns
-    from server.queue import enqueue_submission
+    from server.domain import lifecycle, people, publication
+    from server.jobs.queue import enqueue_submission
     from tasks import get_task
 
     runs = []
@@ -103,8 +105,8 @@ def _build(b) -> dict:
                     label=label,
                     via="cli",
                 )
-        campaigns.adjudicate(s=s, actor=None, campaign=opened.id, majority=True, via="cli")
-        campaigns.close_campaign(
+        adjudication.adjudicate(s=s, actor=None, campaign=opened.id, majority=True, via="cli")
+        adjudication.close_campaign(
             s=s,
             actor=None,
             campaign=opened.id,

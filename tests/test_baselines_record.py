@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from baselines.run import run_baselines
 from baselines.systems import Options
-from server.baselines import enqueue_baselines, record_baseline
+from server.domain.baselines import enqueue_baselines, record_baseline
 
 
 def _run(backend, task_id="tric-ranking", system="lexical", out=None):
@@ -31,7 +31,7 @@ def _run(backend, task_id="tric-ranking", system="lexical", out=None):
 
 
 def _board(backend, task_id, phase_name="test"):
-    from server.leaderboard import build_board
+    from server.boards.leaderboard import build_board
     from tasks import get_task
 
     ph = phase(backend, task_id, phase_name)
@@ -53,7 +53,7 @@ def test_a_recorded_baseline_is_scored_by_the_queue_like_any_upload(backend):
     # queued, not scored: nothing but the worker writes a score, and no limit applies to baselines
     assert (sub.status, sub.is_baseline, sub.method_name) == ("queued", True, "lexical")
     assert scores(backend, sid) == []
-    from server.queue import fetch_job
+    from server.jobs.queue import fetch_job
 
     assert fetch_job(backend.conn, sid).origin == "scoring"
     burst(backend)
@@ -124,7 +124,7 @@ def test_the_baselines_queue_runs_the_baseline_and_scores_what_it_recorded(backe
     from rq.job import Job
     from rq.serializers import JSONSerializer
 
-    from server.queue import get_queue
+    from server.jobs.queue import get_queue
 
     assert (
         Job.fetch(job["job"], connection=backend.conn, serializer=JSONSerializer).origin
@@ -210,9 +210,9 @@ def test_cli_run_record_json_lists_what_was_recorded(embedded_backend, tmp_path)
 def test_api_records_a_baseline_only_for_an_organizer(app, client, web_home):
     from sqlmodel import Session
 
-    from server.auth import create_token, create_user
+    from server.domain.accounts import create_token, create_user
+    from server.domain.submissions import ensure_phases
     from server.models import Submission, Team, TeamMember
-    from server.submissions import ensure_phases
 
     engine = app.extensions["palimpsest.engine"]
     with Session(engine) as s:
@@ -322,6 +322,6 @@ def test_organizer_page_queues_baseline_runs_and_the_queue_page_shows_what_they_
 
 
 def get_queue_count(backend) -> int:
-    from server.queue import BASELINES, get_queue
+    from server.jobs.queue import BASELINES, get_queue
 
     return get_queue(BASELINES, backend.conn).count

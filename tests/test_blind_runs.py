@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from sqlmodel import Session, select
 from webkit import engine_of, make_token, make_user, update_phase
 
-from server import sandbox
+from server.jobs import sandbox
 from server.models import CodeRun, Phase, Score, Submission
 from tests.conftest import REPO
 from tests.test_browser import live  # noqa: F401  (live: the app served on a port)
@@ -90,8 +90,8 @@ def _competition(app):
         f"/api/v1/competitions/{SLUG}", json={"state": "visible"}, headers=_h(tok["admin"])
     ).status_code in (200, 403)
     with Session(engine_of(app)) as s:
-        from server import people
         from server.actions import competitions as comp
+        from server.domain import people
         from server.models import Competition
 
         cid = comp.find(s, SLUG).id
@@ -134,8 +134,8 @@ def _primary(app, sid) -> float:
 
 
 def test_a_system_runs_blind_and_scores_as_its_predictions_do(app, tmp_path):
-    from server.jobs import score_submission
-    from server.run_jobs import run_system
+    from server.jobs.run_jobs import run_system
+    from server.jobs.scoring import score_submission
 
     tok = _competition(app)
     c = app.test_client()
@@ -221,7 +221,7 @@ def test_a_system_runs_blind_and_scores_as_its_predictions_do(app, tmp_path):
 
 
 def test_a_blind_phase_hides_its_inputs_and_its_logs_until_review(app, tmp_path):
-    from server.run_jobs import run_system
+    from server.jobs.run_jobs import run_system
 
     tok = _competition(app)
     c = app.test_client()
@@ -271,7 +271,7 @@ def test_a_blind_phase_hides_its_inputs_and_its_logs_until_review(app, tmp_path)
     assert "LAT-test" in c.get(f"/api/v1/runs/{rid}", headers=_h(tok["ann"])).json["log"]
     # a failure of the code counts against the phase's limits; the quota shows it
     with Session(engine_of(app)) as s:
-        from server.submissions import quota
+        from server.domain.submissions import quota
 
         q = quota(s, phase=s.get(Phase, systems.id), team_id=s.get(CodeRun, rid).team_id)
     assert q["total_used"] == 1 and q["daily_used"] == 1
@@ -351,8 +351,8 @@ def test_the_cli_submits_a_folder_and_waits_for_its_scores(app, tmp_path):
     def work():  # what a worker does: run the system, then score its output
         import time
 
-        from server.jobs import score_submission
-        from server.run_jobs import run_system
+        from server.jobs.run_jobs import run_system
+        from server.jobs.scoring import score_submission
 
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -393,12 +393,12 @@ def test_a_killed_code_worker_is_retried_once_and_scored_once(kind, request, tmp
     from backbone import burst, kill_group, make_team, wait_for, worker_process
     from conftest import _make_backend
 
-    from server import lifecycle
     from server.actions import bundles
-    from server.queue import enqueue_code_run
-    from server.reconciler import reconcile
+    from server.domain import lifecycle
+    from server.domain.system_archive import unpack
+    from server.jobs.queue import enqueue_code_run
+    from server.jobs.reconciler import reconcile
     from server.storage import path_for, store_upload
-    from server.system_archive import unpack
     from tasks import get_task
 
     src = tmp_path / "src"
@@ -489,7 +489,7 @@ def test_the_lexical_baselines_run_through_the_same_path_with_todays_files(
     from baselines.run import run_baselines
     from baselines.systems import SYSTEMS, Options
     from server.actions.code_runs import record_baseline_runs
-    from server.baselines import record_baseline
+    from server.domain.baselines import record_baseline
 
     b = embedded_backend
     tasks = [t for t in SYSTEMS if "lexical" in SYSTEMS[t]]
@@ -545,8 +545,8 @@ def test_the_web_form_runs_a_system_to_its_board_row(app, live, driver, tmp_path
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
-    from server.jobs import score_submission
-    from server.run_jobs import run_system
+    from server.jobs.run_jobs import run_system
+    from server.jobs.scoring import score_submission
     from tests.test_assessment_page import _sign_in
     from tests.test_browser import SHOTS, _body, _fill, _go
     from tests.test_crawl import _errors, _width

@@ -13,7 +13,7 @@ from server.models import Submission
 
 
 def _run_jobs(app):
-    from server.jobs import score_submission
+    from server.jobs.scoring import score_submission
 
     with Session(engine_of(app)) as s:
         ids = [x.id for x in s.exec(select(Submission).where(Submission.status == "queued")).all()]

@@ -218,7 +218,7 @@ def test_participant_path(app, live, chrome, tmp_path, web_home):
     from selenium.webdriver.support.ui import Select
     from webkit import make_phase
 
-    from server.jobs import score_submission
+    from server.jobs.scoring import score_submission
 
     make_phase(app, "tric-binary", "dev")
     make_phase(app, "tric-binary", "test", public_fraction=0.5)

@@ -125,7 +125,7 @@ def test_the_shell_creates_the_example_and_refuses_a_broken_one_naming_every_pro
 
 
 def test_the_api_and_the_upload_form_create_it_and_a_participant_scores(app, tmp_path):
-    from server.jobs import score_submission
+    from server.jobs.scoring import score_submission
 
     admin = make_user(app, "admin@x.org", organizer=True)
     ann = make_user(app, "ann@x.org")
@@ -174,8 +174,8 @@ def test_the_api_and_the_upload_form_create_it_and_a_participant_scores(app, tmp
     assert r.status_code == 201, r.json
     assert r.json["id"] == SLUG and r.json["role"] == "admin"  # and its owner:
     with Session(engine_of(app)) as s:
-        from server import people
         from server.actions import competitions as comp
+        from server.domain import people
 
         assert people.role_of(s, admin, comp.find(s, SLUG).id) == "owner"
 

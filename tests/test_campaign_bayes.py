@@ -26,9 +26,10 @@ from webkit import engine_of
 
 from server.actions import campaign_models as model_actions
 from server.actions import campaigns as campaign_actions
+from server.domain import judgments
 from server.exceptions import LifecycleRefused, QueueUnreachable, UploadFieldsInvalid
+from server.jobs.queue import enqueue_campaign_fit
 from server.models import AssessmentCampaign, AuditLog, CampaignModelFit, User
-from server.queue import enqueue_campaign_fit
 from tasks.agreement_bayes import fit
 from tests.test_campaign_pages import world  # noqa: F401 — the fixture
 
@@ -91,7 +92,7 @@ def _burst(settings, url):
     }
     env.pop("DATABASE_URL", None)
     p = subprocess.run(
-        [sys.executable, "-m", "server.worker", "--burst", "--queue", "agreement"],
+        [sys.executable, "-m", "server.jobs.worker", "--burst", "--queue", "agreement"],
         env=env,
         cwd=REPO,
         timeout=600,
@@ -206,7 +207,7 @@ def test_the_worker_fits_what_a_direct_fit_gives_and_refuses_a_fit_that_did_not_
     assert got["current"] is True and got["error"] == ""
     # the same table as the agreement measures, fitted directly with the same seed and settings
     with Session(engine_of(app)) as s:
-        inputs = model_actions.fit_inputs(s, s.get(AssessmentCampaign, cid))
+        inputs = judgments.fit_inputs(s, s.get(AssessmentCampaign, cid))
         measured = campaign_actions.agreement(s=s, actor=None, campaign=cid)
     assert got["digest"] == inputs["digest"] and got["judgments"] == inputs["judgments"]
     assert got["result"]["items"] == measured.counts["complete_items"] == inputs["items"]

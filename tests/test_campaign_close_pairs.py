@@ -52,9 +52,9 @@ def _jsonl(path: Path) -> list[dict]:
 
 
 def test_a_pair_task_campaign_closes_into_new_gold_values(app, tmp_path):
-    from server import people
     from server.actions import competitions as comp
-    from server.jobs import score_submission
+    from server.domain import people
+    from server.jobs.scoring import score_submission
     from server.models import Phase, Score, Submission
     from tasks import unregister_declared
     from tasks.bundle import install_tasks, read_bundle, write_bundle_zip

@@ -13,11 +13,12 @@ import pytest
 from sqlmodel import Session, select
 from webkit import Browser, engine_of, make_phase, make_submission, make_token, make_user
 
-from server import people
+from server.actions import adjudication, campaign_exports
 from server.actions import campaigns as campaign_actions
 from server.actions import competitions as comp
+from server.domain import people
 from server.models import CampaignAssignment, Judgment, Registration, Team, TeamMember, User, utcnow
-from server.views.campaigns import highlight, pair_texts
+from server.web.campaigns import highlight, pair_texts
 
 MARK = "method-of-the-pooled-run-5e1"  # the participant's run: an assessor never reads it
 SCORE = 0.8765
@@ -387,7 +388,7 @@ def test_a_links_campaign_shows_the_query_and_the_candidate_and_no_run(app):
     """A links campaign (Loci Similes), its rows written here as the pool writes them: the
     assessor reads the query and the candidate source with their texts and shared words
     marked, never the runs that proposed them; the organizer reads the agreement by run."""
-    from server.actions.campaigns import overlap_bucket, segments, source_work
+    from server.domain.campaign_pool import overlap_bucket, segments, source_work
     from server.models import AssessmentCampaign, CampaignItem
     from server.settings import get_settings
     from tasks.store import TaskStore
@@ -551,7 +552,7 @@ def test_the_organizer_adjudicates_closes_and_exports_on_the_page(world, own_tri
                     comment="",
                     via="cli",
                 )
-        expect = campaign_actions.disagreements(s=s, actor=org, campaign=cid)
+        expect = adjudication.disagreements(s=s, actor=org, campaign=cid)
     url = f"/organizer/campaigns/{cid}"
     page = b.get(url).get_data(as_text=True)
     assert 'id="adjudication"' in page and "Apply the majority rule" in page
@@ -569,7 +570,7 @@ def test_the_organizer_adjudicates_closes_and_exports_on_the_page(world, own_tri
     # action names them
     with Session(engine_of(app)) as s:
         with pytest.raises(LifecycleRefused) as refused:
-            campaign_actions.close_campaign(
+            adjudication.close_campaign(
                 s=s, actor=s.get(User, users["org"].id), campaign=cid, via="cli"
             )
         s.rollback()
@@ -582,9 +583,7 @@ def test_the_organizer_adjudicates_closes_and_exports_on_the_page(world, own_tri
     r = b.post(f"{url}/adjudicate", {"majority": "1"})
     assert r.status_code == 302 and r.headers["Location"].endswith(url)
     with Session(engine_of(app)) as s:
-        after = campaign_actions.disagreements(
-            s=s, actor=s.get(User, users["org"].id), campaign=cid
-        )
+        after = adjudication.disagreements(s=s, actor=s.get(User, users["org"].id), campaign=cid)
     by_item = {x.item: x for x in after.items}
     for k, iid in enumerate(items[:-1]):
         labels = _plan(k)
@@ -622,7 +621,7 @@ def test_the_organizer_adjudicates_closes_and_exports_on_the_page(world, own_tri
     assert r.status_code == 302, r.get_data(as_text=True)[:500]
     page = b.get(url).get_data(as_text=True)
     with Session(engine_of(app)) as s:
-        versions = campaign_actions.gold_versions(
+        versions = adjudication.gold_versions(
             s=s, actor=s.get(User, users["org"].id), task="tric-binary"
         )
     mine = [v for v in versions if v.campaign == cid]
@@ -638,7 +637,7 @@ def test_the_organizer_adjudicates_closes_and_exports_on_the_page(world, own_tri
     assert r.status_code == 200 and r.mimetype == "application/zip"
     assert f"campaign-{cid}-tric-binary.zip" in r.headers["Content-Disposition"]
     with Session(engine_of(app)) as s:
-        files = campaign_actions.export_files(s=s, actor=s.get(User, users["org"].id), campaign=cid)
+        files = campaign_exports.export_files(s=s, actor=s.get(User, users["org"].id), campaign=cid)
     z = zipfile.ZipFile(io.BytesIO(r.data))
     assert {n: z.read(n) for n in z.namelist()} == files
     assert "decisions.csv" in files and "@x.org" not in files["judgments.csv"].decode()

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from sqlmodel import Session, select
 
 from scorer.pooling import balanced_assignment
-from server.actions.campaigns import overlap_bucket, source_work
+from server.domain.campaign_pool import overlap_bucket, source_work
 from tests.conftest import LOCI
 from tests.test_api import _h, _run_job
 
@@ -84,8 +84,8 @@ def world(served):  # noqa: F811
     """The served app with three scored runs on loci-similes/test (beta's primary run is its
     earlier one), three assessors and an organizer of its competition, an organizer of another
     competition (tric-binary's) and a participant (alpha)."""
-    from server import people
-    from server.auth import create_token, create_user
+    from server.domain import people
+    from server.domain.accounts import create_token, create_user
     from server.models import Team, TeamMember
 
     url, tokens, home, app = served
@@ -457,7 +457,7 @@ def test_assignment_is_balanced_distinct_and_shuffled():
 def test_a_pair_task_campaign_samples_each_stratum_with_its_seed(world):
     """tric-binary: `depth` instances per subset (iov, oov), drawn with the campaign's seed, for
     re-judgment; the assessor sees the instance's public input fields."""
-    from server import people
+    from server.domain import people
     from server.models import User
 
     c, tokens, app = world["c"], world["tokens"], world["app"]
@@ -502,7 +502,7 @@ def test_an_assessor_who_takes_part_learns_no_gold_from_the_pool(world):
     alpha is shown holds no gold link (the gold links stay in the pool, judged blind); the
     organizers see alpha named and every assessor measured against the gold links. A suspended
     participant's run is not pooled."""
-    from server import people
+    from server.domain import people
     from server.models import Registration, User
 
     url, tokens, c, runs, app = (

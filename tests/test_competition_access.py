@@ -27,10 +27,11 @@ import pytest
 from sqlmodel import Session, select
 from webkit import Browser, engine_of, make_phase, make_submission, make_token, make_user
 
-from server import auth, people
 from server.actions import campaigns as campaign_actions
 from server.actions import competitions as comp
+from server.domain import people
 from server.models import AuditLog, Registration, Team, TeamMember, User, utcnow
+from server.web import auth
 
 DENIED = ("participant", "assessor", "org_b")
 ALLOWED = ("org_a", "owner_a", "admin")

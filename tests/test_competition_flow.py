@@ -97,7 +97,7 @@ def _cli(url, token, *args):
 
 
 def _deliver(app) -> dict:
-    from server.outbox import deliver_all
+    from server.jobs.outbox import deliver_all
 
     return deliver_all(engine_of(app), app.extensions["palimpsest.settings"])
 

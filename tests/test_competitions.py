@@ -17,9 +17,7 @@ from test_api import _resolve
 from webkit import Browser, engine_of, make_token, make_user
 
 from server.actions import competitions as comp
-from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
-from server.models import AuditLog, Competition, CompetitionPage, CompetitionTask, User
-from server.sanitize import (
+from server.domain.sanitize import (
     MAX_BRACKETS,
     MAX_INDENT,
     MAX_MARKDOWN,
@@ -27,6 +25,8 @@ from server.sanitize import (
     nesting_problem,
     render_markdown,
 )
+from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
+from server.models import AuditLog, Competition, CompetitionPage, CompetitionTask, User
 
 HOSTILE = """\
 # Title
@@ -165,7 +165,7 @@ def test_the_people_migration_keeps_every_team_member_and_makes_them_registered(
     administrator's; submissions, teams and phases are untouched; and down again."""
     from alembic import command
 
-    from server import people
+    from server.domain import people
     from server.migrate import alembic_config
     from server.models import Registration, Team, User
     from server.settings import Settings
@@ -697,7 +697,7 @@ def test_the_demo_makes_a_visible_competition_with_overview_and_terms(embedded_b
 
 def test_an_administrator_creates_a_competition_on_the_web_and_becomes_its_owner(web):
     app, _tokens = web
-    from server import people
+    from server.domain import people
 
     participant = Browser(app.test_client())
     participant.login("p@x.org")
@@ -734,8 +734,8 @@ def test_the_servers_shell_creates_a_competition_with_an_owner(tmp_path, monkeyp
     from click.testing import CliRunner
 
     from cli.main import main
-    from server.auth import create_user
     from server.db import get_engine
+    from server.domain.accounts import create_user
     from server.settings import Settings
 
     monkeypatch.setenv("PALIMPSEST_HOME", str(tmp_path / "h"))
@@ -756,7 +756,7 @@ def test_the_servers_shell_creates_a_competition_with_an_owner(tmp_path, monkeyp
         main, ["competitions", "create", "c2", "--title", "T", "--owner", "no@x"]
     )
     assert r.exit_code == 1 and "no user with email" in r.output
-    from server import people
+    from server.domain import people
 
     with Session(engine) as s:
         own = s.exec(select(User).where(User.email == "own@x.org")).one()

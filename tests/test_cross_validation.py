@@ -313,9 +313,9 @@ def test_the_release_cv_split_scores_each_fold_as_that_folds_own_test_split(tmp_
 
 
 def test_a_cross_validated_phase_shows_mean_std_and_every_fold(embedded_backend):
-    from server.leaderboard import build_board, to_dict
-    from server.provenance import current_provenance
-    from server.stats import compute_board_stats
+    from server.boards.leaderboard import build_board, to_dict
+    from server.boards.stats import compute_board_stats
+    from server.domain.provenance import current_provenance
 
     b = embedded_backend
     _cross_validated(
@@ -347,13 +347,13 @@ def test_a_cross_validated_phase_shows_mean_std_and_every_fold(embedded_backend)
         "stat": "std",
     } in d["columns"]
     # the authors' ten-fold results are not put beside runs on a three-fold synthetic release
-    from server.leaderboard import add_reference_rows
+    from server.boards.leaderboard import add_reference_rows
 
     add_reference_rows(board, t, b.settings.home)
     assert not [r for r in board.rows if r.row_type == "paper"]
     # the row's interval is the bootstrap of the mean over folds (distinct instances drawn, with
     # their copies in every fold), and holds the point score
-    from server.stats import phase_version, read_board_stats
+    from server.boards.stats import phase_version, read_board_stats
 
     stats = read_board_stats(b.settings.home, ph.id, phase_version(b.settings, b.engine, t, ph.id))
     lo, hi = stats["rows"][str(sub.id)]["ci"]
@@ -368,7 +368,7 @@ def test_the_pages_and_the_api_of_a_cross_validated_phase(app):
 
     from webkit import Browser, make_phase, make_token, make_user
 
-    from server.jobs import score_submission
+    from server.jobs.scoring import score_submission
 
     need(TROTR)
     import os
@@ -563,10 +563,10 @@ def test_a_published_cross_validated_ranking_keeps_its_folds(embedded_backend):
     nothing in it."""
     from sqlalchemy import select
 
-    from server import publication
-    from server.leaderboard import board_from_dict
+    from server.boards.leaderboard import board_from_dict
+    from server.boards.stats import compute_board_stats
+    from server.domain import publication
     from server.models import Phase
-    from server.stats import compute_board_stats
 
     b = embedded_backend
     _cross_validated(

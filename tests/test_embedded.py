@@ -1,9 +1,9 @@
-"""The embedded Redis of a data directory (server/embedded.py), with a real redis-server."""
+"""The embedded Redis of a data directory (server/jobs/embedded.py), with a real redis-server."""
 
 from __future__ import annotations
 
-from server.embedded import EmbeddedRedis
-from server.procs import pid_alive
+from server.jobs.embedded import EmbeddedRedis
+from server.jobs.procs import pid_alive
 
 
 def test_stop_a_redis_found_by_its_pid_file(tmp_path):

@@ -1,4 +1,5 @@
-"""Hidden gold is hidden by construction (server.exposure): no public download of any imported task
+"""Hidden gold is hidden by construction (server.domain.exposure): no public download of any
+imported task
 labels an instance whose gold is hidden (checked over every split of every task, TRoTR included,
 on the official releases and the project's synthetic ones), an import or a phase that would break
 the rule is refused naming the splits and the count, and a phase cannot raise the public fraction
@@ -18,9 +19,9 @@ from backbone import phase
 from conftest import TROTR, _make_backend, need
 from webkit import make_token, make_user
 
-from server import lifecycle, partitions
+from server.domain import lifecycle, partitions
+from server.domain.exposure import ExposureRefused, check_home, check_tree
 from server.exceptions import LifecycleRefused
-from server.exposure import ExposureRefused, check_home, check_tree
 from server.models import Phase
 from tasks import all_tasks, get_task
 from tasks.importers import import_task

@@ -15,10 +15,10 @@ import pytest
 from sqlmodel import Session, select
 
 from server import api_models as m
-from server import people
 from server.actions import competitions as comp
+from server.domain import people
+from server.domain.facts import check_facts
 from server.exceptions import UploadFieldsInvalid
-from server.facts import check_facts
 from server.models import Phase, RankingVersion, Submission
 from tests.test_api import _h, _run_job, _submit, _tric_file
 from tests.test_cli_parity import _cli, _one_json

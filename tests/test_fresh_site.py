@@ -8,6 +8,7 @@ from sqlmodel import Session
 from webkit import Browser, engine_of, make_user
 
 from server.actions import competitions as comp
+from server.domain import accounts
 from server.models import User
 
 
@@ -15,9 +16,11 @@ def test_a_fresh_site_lists_no_placeholder_competition(tmp_path, monkeypatch):
     from argon2 import PasswordHasher
     from conftest import build_schema
 
-    from server import auth, create_app
+    from server import create_app
 
-    monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
+    monkeypatch.setattr(
+        accounts, "hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
+    )
     empty = tmp_path / "empty"
     monkeypatch.setenv("PALIMPSEST_HOME", str(empty))
     build_schema(empty)

@@ -26,7 +26,7 @@ def test_a_problem_never_echoes_a_value_without_bound():
 
 
 def test_a_stored_report_is_capped_in_problems_and_bytes():
-    from server.jobs import REPORT_BYTES, report
+    from server.jobs.scoring import REPORT_BYTES, report
 
     e = SubmissionInvalid(
         [Problem("bad label " + "é" * 300, line=i, id="x" * 70) for i in range(200)], total=5000
@@ -99,8 +99,8 @@ def test_invalid_uploads_are_limited_per_day(backend, monkeypatch):
 def test_invalid_uploads_are_deleted_after_the_retention_period(backend):
     from sqlalchemy import update
 
+    from server.jobs.retention import purge_invalid_uploads
     from server.models import Submission, utcnow
-    from server.retention import purge_invalid_uploads
     from server.storage import path_for
 
     b = backend
@@ -129,7 +129,7 @@ def test_invalid_uploads_are_deleted_after_the_retention_period(backend):
 def test_my_submissions_is_a_page_at_a_time(app):
     from webkit import Browser, make_phase, make_submission, make_user, team_of
 
-    from server.views.pages import PAGE
+    from server.web.pages import PAGE
 
     make_user(app, "many@x.org", team="many")
     team = team_of(app, "many")

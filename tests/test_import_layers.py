@@ -49,7 +49,7 @@ class Import:
 
 
 def module_name(path: Path) -> str:
-    """`server/views/pages.py` -> `server.views.pages`; a package's `__init__` is the package."""
+    """`server/web/pages.py` -> `server.web.pages`; a package's `__init__` is the package."""
     parts = list(path.relative_to(REPO).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()

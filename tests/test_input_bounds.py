@@ -12,7 +12,8 @@ import pytest
 from conftest import _make_backend
 from webkit import Browser, make_token, make_user
 
-from server.inputs import INT_MAX
+from server.domain import accounts
+from server.domain.inputs import INT_MAX
 
 SERVICES = pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.redis])
 BIG = (2**31, 2**63)
@@ -50,9 +51,11 @@ SKIP = ("logout", "sessions_end", "end_sessions", "static")
 def app(request, tmp_path, demo_home, monkeypatch):
     from argon2 import PasswordHasher
 
-    from server import auth, create_app
+    from server import create_app
 
-    monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
+    monkeypatch.setattr(
+        accounts, "hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
+    )
     _make_backend(request.param, request, tmp_path, demo_home, monkeypatch)
     return create_app({"env": "testing", "PALIMPSEST_ENQUEUE": False})
 
@@ -237,7 +240,7 @@ def test_a_duplicated_key_is_a_problem_on_its_line(tmp_path, demo_home):
 def test_exports_strip_names_guard_formulas_and_write_counts_as_integers(app):
     from datetime import datetime
 
-    from server.leaderboard import Board, Column, Row, to_csv, to_dict
+    from server.boards.leaderboard import Board, Column, Row, to_csv, to_dict
 
     cols = [
         Column(subset="all", metric="f1", greater_is_better=True, primary=True),

@@ -17,6 +17,8 @@ from sqlalchemy import select
 from sqlmodel import Session
 from test_objectstore import _bucket
 
+from server.domain import accounts
+
 TASK = "tric-binary"
 PART = 5 * 1024 * 1024
 
@@ -25,12 +27,14 @@ def _site(tmp_path, demo_home, monkeypatch, extra: dict):
     from argon2 import PasswordHasher
     from werkzeug.serving import WSGIRequestHandler, make_server
 
-    from server import auth, create_app
-    from server.auth import create_token, create_user
+    from server import create_app
+    from server.domain.accounts import create_token, create_user
+    from server.domain.submissions import ensure_phases
     from server.models import Team, TeamMember
-    from server.submissions import ensure_phases
 
-    monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
+    monkeypatch.setattr(
+        accounts, "hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
+    )
     home = tmp_path / "data"
     home.mkdir()
     (home / "tasks").symlink_to(demo_home / "tasks", target_is_directory=True)

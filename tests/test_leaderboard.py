@@ -12,7 +12,7 @@ import pytest
 from sqlmodel import Session
 from webkit import Browser, engine_of, make_phase, make_submission, make_user, team_of, update_phase
 
-from server import leaderboard as lb
+from server.boards import leaderboard as lb
 from server.models import Phase, utcnow
 from tasks import get_task
 
@@ -201,7 +201,7 @@ def test_render_once_per_change(app, client, teams):
     assert cache.renders == before + 1
     # so does a visibility change made elsewhere (the API, the CLI): the lifecycle bumps the
     # revision
-    from server import lifecycle
+    from server.domain import lifecycle
     from server.models import Submission
 
     with Session(engine_of(app), expire_on_commit=False) as s:
@@ -252,7 +252,7 @@ def test_default_phase_is_the_latest_opened(app, client, teams):
 def test_a_rescore_keeps_the_standing_scores_on_the_board(app, client, teams):
     dev = make_phase(app, "tric-binary", "dev")
     sub = make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.5})
-    from server import lifecycle
+    from server.domain import lifecycle
 
     with Session(engine_of(app), expire_on_commit=False) as s:
         from server.models import Submission

@@ -19,8 +19,8 @@ import pytest
 from sqlmodel import Session, SQLModel, select
 from test_accounts import Mailbox, _free_port
 
-from server import outbox
 from server.db import get_engine
+from server.jobs import outbox
 from server.models import OutgoingMail
 from server.settings import Settings
 
@@ -30,7 +30,7 @@ KILL_AFTER = 5
 
 SENDER = """
 import json, sys
-from server import outbox
+from server.jobs import outbox
 from server.db import get_engine
 from server.settings import Settings
 cfg = json.loads(sys.argv[1])

@@ -140,9 +140,9 @@ def test_the_app_and_the_worker_refuse_a_database_not_at_head(tmp_path, monkeypa
 
     from cli.main import main
     from server import create_app
+    from server.jobs.worker import run
     from server.migrate import INITIAL, SchemaError, alembic_config
     from server.settings import Settings
-    from server.worker import run
 
     home = tmp_path / "h"
     monkeypatch.setenv("PALIMPSEST_HOME", str(home))

@@ -21,6 +21,8 @@ from sqlalchemy import select
 from sqlmodel import Session
 from test_reconciler import _load, big_home, big_predictions  # noqa: F401 - the fixtures
 
+from server.domain import accounts
+
 TASK = "tric-binary"
 
 
@@ -115,12 +117,14 @@ def test_an_unreachable_store_refuses_uploads_with_503_and_leaves_nothing(
 ):
     from argon2 import PasswordHasher
 
-    from server import auth, create_app
-    from server.auth import create_token, create_user
+    from server import create_app
+    from server.domain.accounts import create_token, create_user
+    from server.domain.submissions import ensure_phases
     from server.models import Submission, Team, TeamMember
-    from server.submissions import ensure_phases
 
-    monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
+    monkeypatch.setattr(
+        accounts, "hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
+    )
     home = tmp_path / "data"
     home.mkdir()
     (home / "tasks").symlink_to(demo_home / "tasks", target_is_directory=True)
@@ -258,7 +262,7 @@ def test_a_worker_killed_mid_job_on_the_store_leaves_nothing_lost(
 
     from backbone import all_final, get, kill_group, statuses, wait_for
 
-    from server.reconciler import start_thread
+    from server.jobs.reconciler import start_thread
 
     home = request.getfixturevalue("big_home")  # noqa: F811
     predictions = request.getfixturevalue("big_predictions")

@@ -9,7 +9,7 @@ import io
 
 import pytest
 
-from server.inputs import one_line, one_line_problem
+from server.domain.inputs import one_line, one_line_problem
 from tests.test_api import _h, _submit, _tric_file
 
 BREAKS = ["\n", "\r", "\u2028", "\u2029", "\x85", "\x0b", "\t", "\x9f"]
@@ -58,8 +58,8 @@ def test_the_action_refuses_too(api_env):  # noqa: F811
     """The rule lives in the actions: the web forms and the CLI meet it as the API does."""
     from sqlmodel import Session, select
 
-    from server import teams
     from server.actions import competitions as comp
+    from server.domain import teams
     from server.exceptions import TeamRefused, UploadFieldsInvalid
     from server.models import User
 
@@ -78,7 +78,7 @@ def test_the_action_refuses_too(api_env):  # noqa: F811
 
 
 def test_a_subject_with_a_line_break_is_sent_as_one_line():
-    from server.mail import message
+    from server.jobs.mail import message
     from server.settings import Settings
 
     msg = message(Settings(mail_from="org@x.org"), "a@x.org", "[A\nB] C\r\nBcc: e@x.org", "body")

@@ -102,8 +102,8 @@ def public_rows(app) -> dict[str, int]:
 
 
 def used(app, team: str) -> int:
+    from server.domain.submissions import quota
     from server.models import Phase, Team
-    from server.submissions import quota
 
     with Session(engine_of(app)) as s:
         t = s.exec(select(Team).where(Team.name == team)).one()
@@ -112,7 +112,7 @@ def used(app, team: str) -> int:
 
 
 def test_a_team_manages_its_runs_on_every_surface(site, web_home):
-    from server.jobs import score_submission
+    from server.jobs.scoring import score_submission
 
     app, url = site
     make_phase(app, "tric-binary", "test", public_fraction=1.0, total_limit=4)

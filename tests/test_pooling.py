@@ -111,7 +111,7 @@ def test_items_and_assignments_are_written_in_bulk_as_drawn(db, tmp_path, reques
     ids, and exactly the assignment `balanced_assignment` draws (SQLite and PostgreSQL)."""
     from sqlmodel import Session, SQLModel, create_engine, select
 
-    from server.actions.campaigns import Pool, write_items
+    from server.domain.campaign_pool import Pool, write_items
     from server.models import (
         AssessmentCampaign,
         CampaignAssignment,

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from conftest import _make_backend
 from sqlalchemy import select
 
-from server import lifecycle, partitions, provenance, publication
+from server.domain import lifecycle, partitions, provenance, publication
 from server.exceptions import LifecycleRefused
 from server.models import GoldPartition, Phase, Score, Submission
 from tasks import get_task
@@ -49,7 +49,7 @@ def _app(b):
 def _organizer_token(app):
     from sqlmodel import Session
 
-    from server.auth import create_token, create_user
+    from server.domain.accounts import create_token, create_user
 
     with Session(app.extensions["palimpsest.engine"], expire_on_commit=False) as s:
         u = create_user(s, email="org@example.org", password="correct horse", is_admin=True)
@@ -112,7 +112,7 @@ def test_publishing_an_open_phase_is_refused_everywhere(b):
     _, participant = make_team(b)
     from sqlmodel import Session
 
-    from server.auth import create_token
+    from server.domain.accounts import create_token
 
     with Session(b.engine) as s:
         _, ptoken = create_token(s, user=s.get(type(participant), participant.id))
@@ -189,7 +189,7 @@ def test_a_published_snapshot_never_moves(b):
             s, s.get(Submission, subs[1]), "hide", actor=None, reason="checked by hand"
         )
         ids = lifecycle.rescore(s, [s.get(Submission, subs[2])], actor=None, max_attempts=3)
-    from server.queue import enqueue_submission
+    from server.jobs.queue import enqueue_submission
 
     for sid in ids:
         enqueue_submission(b.conn, sid, b.settings, replace=True)
@@ -201,7 +201,7 @@ def test_a_published_snapshot_never_moves(b):
         rv1 = publication.latest_ranking(s, int(before["pid"]), 1)
         assert rv1.body_json.encode() == before["json"]
     # while the live ranking did move: the hidden run is gone from it, the new runs are in it
-    from server import leaderboard as lb
+    from server.boards import leaderboard as lb
 
     with b.session() as s:
         live = lb.build_board(
@@ -224,7 +224,7 @@ def test_the_final_ranking_has_the_runs_made_while_the_board_was_frozen(b):
         lifecycle.set_frozen(s, s.get(Phase, phase(b, "tric-binary", "test").id), True, actor=None)
     late = submit(b, t2, u2, "tric-binary", "test", noise=0.1).id
     burst(b)
-    from server import leaderboard as lb
+    from server.boards import leaderboard as lb
 
     with b.session() as s:
         shown = lb.build_board(
@@ -302,7 +302,7 @@ def test_a_hidden_primary_run_never_brings_in_the_best_private_run(b):
             if r.row_type == "team" and r.rank
         }
 
-    from server import leaderboard as lb
+    from server.boards import leaderboard as lb
 
     assert chosen()[team.id] == (primary, "primary run")
     assert chosen(show_private=True)[team.id] == (primary, "primary run")
@@ -375,7 +375,7 @@ def test_two_phases_on_one_split_share_one_stratified_partition(b):
 
 def test_a_gold_reimport_marks_old_scores_stale_and_the_board_never_mixes_them(b, tmp_path):
     from server.demo import write_trotr
-    from server.queue import enqueue_submission
+    from server.jobs.queue import enqueue_submission
     from tasks.importers import import_task
 
     # this test re-imports: its own copy of the tasks, not the session's shared one
@@ -401,7 +401,7 @@ def test_a_gold_reimport_marks_old_scores_stale_and_the_board_never_mixes_them(b
     now = provenance.current_provenance(task, "dev", b.settings.home)
     assert now["gold_sha256"] != before["gold_sha256"]
 
-    from server import leaderboard as lb
+    from server.boards import leaderboard as lb
 
     def rows():
         with b.session() as s:
@@ -450,7 +450,7 @@ def test_participants_see_a_keyed_gold_id_never_the_sha256(b):
     app = _app(b)
     from sqlmodel import Session
 
-    from server.auth import create_token
+    from server.domain.accounts import create_token
 
     with Session(b.engine) as s:
         _, token = create_token(s, user=s.get(type(user), user.id))
@@ -503,7 +503,7 @@ def test_swissgov_test_phase_ranks_with_every_pair_defined_on_both_parts(release
         assert (
             sum(strata[u] == pair for u in public) == sum(strata[u] == pair for u in private) == 28
         )
-    from server import leaderboard as lb
+    from server.boards import leaderboard as lb
 
     with b.session() as s:
         board = lb.build_board(
@@ -541,7 +541,7 @@ def test_a_refused_json_command_prints_one_json_document(b):
 def test_a_published_figure_stays_byte_identical_after_a_hide_and_a_gold_reimport(b, tmp_path):
     """plot.svg and plot.pdf of a published phase are drawn from its snapshot alone."""
     from server.demo import write_trotr
-    from server.queue import enqueue_submission
+    from server.jobs.queue import enqueue_submission
     from tasks.importers import import_task
 
     tasks = b.settings.home / "tasks"  # this test re-imports: its own copy of the tasks

@@ -48,7 +48,7 @@ def test_upload_too_large_is_refused_before_anything_is_kept(tmp_path):
 def test_dev_submission_is_scored_by_a_simple_worker(backend):
     from rq.serializers import JSONSerializer
 
-    from server.queue import fetch_job
+    from server.jobs.queue import fetch_job
 
     team, user = make_team(backend)
     sub = submit(backend, team, user, "tric-binary", "dev", noise=0.0)
@@ -125,7 +125,7 @@ def test_invalid_file_fails_with_every_problem_and_costs_nothing(backend):
 
 
 def test_a_job_run_twice_scores_once(backend):
-    from server.jobs import score_submission
+    from server.jobs.scoring import score_submission
 
     team, user = make_team(backend)
     sub = submit(backend, team, user, enqueue=False)
@@ -138,7 +138,7 @@ def test_a_job_run_twice_scores_once(backend):
 def test_two_overlapping_runs_keep_one_result_per_attempt(backend):
     """The reconciler re-enqueued a job whose first run was still going: both finish."""
     from scorer import score_validated, validate_file
-    from server.jobs import start_attempt, write_scores
+    from server.jobs.scoring import start_attempt, write_scores
     from server.storage import path_for
 
     team, user = make_team(backend)
@@ -166,7 +166,7 @@ def test_two_overlapping_runs_keep_one_result_per_attempt(backend):
 def test_jobs_are_stored_as_json_not_pickle(backend):
     import zlib
 
-    from server.queue import fetch_job
+    from server.jobs.queue import fetch_job
 
     team, user = make_team(backend)
     sub = submit(backend, team, user)
@@ -175,11 +175,11 @@ def test_jobs_are_stored_as_json_not_pickle(backend):
         raw = zlib.decompress(raw)
     except zlib.error:
         pass
-    assert json.loads(raw)[0] == "server.jobs.score_submission"
+    assert json.loads(raw)[0] == "server.jobs.scoring.score_submission"
 
 
 def test_enqueue_twice_keeps_one_job(backend):
-    from server.queue import enqueue_submission, get_queue
+    from server.jobs.queue import enqueue_submission, get_queue
 
     team, user = make_team(backend)
     sub = submit(backend, team, user)
@@ -190,7 +190,7 @@ def test_enqueue_twice_keeps_one_job(backend):
 def test_a_baseline_entry_is_scored_on_the_scoring_queue_not_by_the_model_workers(backend):
     # the baselines queue holds baseline runs for the GPU machine; any scoring worker scores the
     # files
-    from server.queue import get_queue
+    from server.jobs.queue import get_queue
 
     team, user = make_team(backend, baseline=True)
     sub = submit(backend, team, user)

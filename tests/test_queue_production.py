@@ -56,7 +56,7 @@ def test_compose_file_names_web_worker_redis_and_postgres_with_health_checks():
 
 
 def test_embedded_redis_config_persists_and_never_listens_on_tcp(tmp_path):
-    from server.embedded import EmbeddedRedis
+    from server.jobs.embedded import EmbeddedRedis
 
     conf = EmbeddedRedis(tmp_path).config_text()
     assert "port 0" in conf and "appendonly yes" in conf and "maxmemory-policy noeviction" in conf

@@ -27,6 +27,7 @@ from sqlmodel import Session, SQLModel, select
 from test_supervisor import _free_port
 
 from server.db import get_engine
+from server.domain import accounts
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -40,8 +41,6 @@ def served(request, home, tmp_path_factory, private_redis_url):
     """A gunicorn serving the app on a fresh database of the kind; yields (url, engine, home)."""
     from argon2 import PasswordHasher
     from conftest import build_schema
-
-    from server import auth
 
     kind = request.param
     base = tmp_path_factory.mktemp(f"races-{kind}")
@@ -57,11 +56,11 @@ def served(request, home, tmp_path_factory, private_redis_url):
         env["DATABASE_URL"] = url
     eng = get_engine(url)
     build_schema(eng)
-    old_hasher, auth._hasher = (
-        auth._hasher,
+    old_hasher, accounts.hasher = (
+        accounts.hasher,
         PasswordHasher(time_cost=1, memory_cost=64, parallelism=1),
     )
-    request.addfinalizer(lambda: setattr(auth, "_hasher", old_hasher))
+    request.addfinalizer(lambda: setattr(accounts, "hasher", old_hasher))
     port = _free_port()
     env.update(
         PALIMPSEST_HOME=str(data),
@@ -105,7 +104,7 @@ _seq = iter(range(10**6))
 
 def _people(eng, n: int, tag: str) -> list[tuple[int, str]]:
     """`n` new accounts with API tokens: (user id, token)."""
-    from server.auth import create_token, create_user
+    from server.domain.accounts import create_token, create_user
 
     out = []
     with Session(eng, expire_on_commit=False) as s:
@@ -283,8 +282,8 @@ def test_two_owners_removing_each_other_at_once_leave_one(served):
 
 def test_twenty_uploads_at_once_keep_the_phase_quota(served):
     from server.demo import predictions
+    from server.domain.submissions import ensure_phases
     from server.models import Phase, Submission
-    from server.submissions import ensure_phases
 
     eng, web, home = served["engine"], served["url"], served["home"]
     os.environ["PALIMPSEST_HOME"] = str(home)
@@ -295,8 +294,8 @@ def test_twenty_uploads_at_once_keep_the_phase_quota(served):
         s.add(p)
         s.commit()
     ((captain, tok),) = _people(eng, 1, "quota")
+    from server.domain.people import ensure_competition
     from server.models import Competition
-    from server.people import ensure_competition
 
     with Session(eng) as s:
         c = ensure_competition(s, "tric-binary")

@@ -76,7 +76,7 @@ def big_backend(request, tmp_path, big_home, monkeypatch):
 
 @pytest.fixture
 def reconciler(big_backend):
-    from server.reconciler import start_thread
+    from server.jobs.reconciler import start_thread
 
     threads = []
 
@@ -225,7 +225,7 @@ def test_redis_restart_keeps_queued_jobs_and_recovers_a_running_one(
 def test_the_reconciler_enqueues_what_was_committed_while_redis_was_down(embedded_backend):
     from backbone import burst
 
-    from server.reconciler import reconcile
+    from server.jobs.reconciler import reconcile
 
     b = embedded_backend
     team, user = make_team(b)
@@ -235,7 +235,7 @@ def test_the_reconciler_enqueues_what_was_committed_while_redis_was_down(embedde
     b.embedded.start()
     b.conn.connection_pool.disconnect()
     assert b.conn.llen("rq:queue:scoring") == 0
-    import server.reconciler as r
+    import server.jobs.reconciler as r
 
     r.GRACE, old = 0.0, r.GRACE
     try:

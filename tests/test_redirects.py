@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from webkit import PASSWORD, make_user
 
-from server.auth import safe_next
 from server.models import Phase
+from server.web.auth import safe_next
 
 HOSTILE = [
     "//evil.example/x",

@@ -13,10 +13,10 @@ from sqlmodel import Session, select
 from test_competitions import _check
 from webkit import Browser
 
-from server import people
 from server.actions import competitions as comp
 from server.actions import registrations as regs
-from server.auth import create_token, create_user
+from server.domain import people
+from server.domain.accounts import create_token, create_user
 from server.models import AuditLog, Competition, OutgoingMail, Registration, Submission, User
 from tests.test_api import _h, _run_job, _submit, _tric_file
 from tests.test_cli_parity import _cli, _one_json

@@ -1,4 +1,5 @@
-"""Mail the site sends on its own (server.reminders), through the mail queue to a real SMTP server:
+"""Mail the site sends on its own (server.jobs.reminders), through the mail queue to a real SMTP
+server:
 the organizers' hourly digest of pending registrations (opt-out), the participants' notice of new
 terms, the reminder before a phase closes."""
 
@@ -11,8 +12,8 @@ from test_accounts import smtp  # noqa: F401  (the fixture test_announcements' u
 from test_announcements import _deliver, _h, _people, _rows, _settings, box, mapp  # noqa: F401
 from webkit import engine_of, make_phase, make_token, make_user
 
-from server import reminders
 from server.actions import competitions as comp
+from server.jobs import reminders
 from server.models import Registration, User, utcnow
 
 

@@ -21,9 +21,9 @@ from test_accounts import _app, smtp  # noqa: F401  (smtp: the aiosmtpd fixture)
 from test_competitions import _bearer, _check
 from webkit import Browser, engine_of, make_phase, make_token, make_user
 
-from server import people
 from server.actions import competitions as comp
 from server.actions import roles
+from server.domain import people
 from server.models import (
     AuditLog,
     CompetitionInvite,

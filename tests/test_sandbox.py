@@ -1,4 +1,4 @@
-"""The sandbox of blind runs (server/sandbox.py) and the reading of a system's archive: a real
+"""The sandbox of blind runs (server/jobs/sandbox.py) and the reading of a system's archive: a real
 bubblewrap, real processes, real sockets. Each hostile system is stopped or refused, its outcome
 says which, and nothing of it outlives the run."""
 
@@ -17,8 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from server import sandbox
-from server.system_archive import SystemInvalid, unpack
+from server.domain.system_archive import SystemInvalid, unpack
+from server.jobs import sandbox
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "system-sts-latin"
@@ -294,7 +294,7 @@ def test_an_archive_of_the_example_unpacks_to_its_manifest(tmp_path):
 
 
 def test_a_container_image_is_named_by_its_digest(tmp_path):
-    from server.system_archive import read_manifest
+    from server.domain.system_archive import read_manifest
 
     d = tmp_path / "s"
     d.mkdir()

@@ -30,7 +30,7 @@ def _workers(pid):
     out = []
     for c in psutil.Process(pid).children():
         try:
-            if c.status() != psutil.STATUS_ZOMBIE and "server.worker" in " ".join(c.cmdline()):
+            if c.status() != psutil.STATUS_ZOMBIE and "server.jobs.worker" in " ".join(c.cmdline()):
                 out.append(c)
         except psutil.Error:
             pass
@@ -46,7 +46,7 @@ def _get(url):
 def test_serve_demo_on_a_fresh_machine(tmp_path):
     import psutil
 
-    from server.embedded import EmbeddedRedis
+    from server.jobs.embedded import EmbeddedRedis
 
     home = tmp_path / "h"
     port = _free_port()

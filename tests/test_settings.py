@@ -123,7 +123,7 @@ def test_production_without_a_secret_key_refuses_to_start(tmp_path, monkeypatch)
 def test_a_token_signed_with_the_old_public_constant_is_refused(web_home, monkeypatch):
     from flask.sessions import SecureCookieSessionInterface
 
-    from server.auth import reset_token
+    from server.domain.accounts import reset_token
 
     monkeypatch.delenv("PALIMPSEST_SECRET_KEY", raising=False)
     app = _app(web_home, monkeypatch)

@@ -16,7 +16,7 @@ import pytest
 from sqlmodel import Session, select
 from webkit import Browser
 
-from server import people
+from server.domain import people
 from server.models import Registration, User
 from tests.test_api import _h
 from tests.test_registrations import _setup, _terms
@@ -102,9 +102,9 @@ def _tree(root: Path) -> dict[str, bytes]:
 def test_a_clone_keeps_judged_pairs_and_the_gold_history(app, tmp_path):
     from webkit import engine_of, make_user
 
-    from server import goldversions
     from server.actions import bundles as bundle_actions
     from server.actions import competitions as comp_actions
+    from server.domain import goldversions
     from server.models import GoldVersion
     from tasks.store import TaskStore
 
@@ -146,7 +146,7 @@ def test_a_clone_keeps_judged_pairs_and_the_gold_history(app, tmp_path):
 def test_a_pair_judged_again_a_link_leaves_judged_csv(tmp_path):
     """Earlier campaigns' items are pooled again: a pair rejected once and accepted now moves
     from judged.csv to links.csv; a gold link rejected stays gold."""
-    from server import goldversions
+    from server.domain import goldversions
     from tasks.store import TaskStore
 
     store = TaskStore("t", tmp_path)

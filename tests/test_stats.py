@@ -14,7 +14,7 @@ from backbone import burst, make_team, phase, set_phase, submit
 from conftest import _make_backend
 from sqlalchemy import select
 
-from server import lifecycle, publication
+from server.domain import lifecycle, publication
 from server.models import AuditLog, GoldPartition, Phase
 from tasks import get_task
 
@@ -65,7 +65,7 @@ def test_the_worker_computes_intervals_rank_ranges_and_clusters(b):
     )
     # the seed is the phase's own recorded seed, never the partition's; the partition is named by
     # its keyed fingerprint, and its seed appears in no public form of the board
-    from server.partitions import fingerprint
+    from server.domain.partitions import fingerprint
 
     with b.session() as s:
         p = s.get(Phase, phase(b, "tric-binary", "test").id)
@@ -105,7 +105,7 @@ def test_the_worker_computes_intervals_rank_ranges_and_clusters(b):
 
 
 def test_a_recomputation_is_identical_and_equals_the_scorer_bootstrap(b):
-    from server import stats
+    from server.boards import stats
 
     _three(b, "tric-binary", "dev")
     app = _app()
@@ -146,7 +146,7 @@ def test_a_recomputation_is_identical_and_equals_the_scorer_bootstrap(b):
 def test_pages_never_compute_statistics(b):
     """A board version without statistics says they are being computed (a request never computes
     them), and shows them once the worker has written them."""
-    from server import stats
+    from server.boards import stats
 
     _three(b, "tric-binary", "dev")
     shutil.rmtree(stats.stats_dir(b.settings.home) / "boards")
@@ -210,7 +210,7 @@ def test_swissgov_resamples_documents_within_each_pair(b):
 def test_latex_bolds_the_best_score_never_a_count():
     from datetime import datetime
 
-    from server import leaderboard as lb
+    from server.boards import leaderboard as lb
 
     cols = [
         lb.Column(subset="all", metric="f1", greater_is_better=True, primary=True),
@@ -250,8 +250,8 @@ def test_latex_bolds_the_best_score_never_a_count():
 
 
 def test_requests_for_statistics_coalesce(b):
-    from server import stats
-    from server.queue import get_queue
+    from server.boards import stats
+    from server.jobs.queue import get_queue
 
     pid = phase(b, "tric-binary", "dev").id
     q = get_queue("scoring", b.conn)
@@ -296,7 +296,7 @@ def test_latex_export_keeps_the_columns_picked(b):
             s, p, task=get_task("tric-binary"), actor=None, settings=b.settings
         )
     body = json.loads(rv.body_json)
-    from server import leaderboard as lb
+    from server.boards import leaderboard as lb
 
     picked = ["iov/f1_1", "oov/precision_0", "all/n"]
     tex = lb.snapshot_latex(body, columns=picked)

@@ -337,8 +337,8 @@ def test_within_a_language_every_pair_is_needed(str_home, tmp_path):
 def test_the_board_says_why_a_partial_file_has_no_macro(embedded_backend):
     from backbone import burst, make_team, phase, set_phase, submit
 
-    from server.leaderboard import build_board, to_dict
-    from server.provenance import current_provenance
+    from server.boards.leaderboard import build_board, to_dict
+    from server.domain.provenance import current_provenance
     from tasks import get_task
 
     b = embedded_backend

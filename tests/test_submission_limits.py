@@ -19,7 +19,7 @@ def _race(backend, team, user, n=20):
     accepted, refused, other = [], [], []
 
     def one(i):
-        from server.submissions import create_submission
+        from server.domain.submissions import create_submission
 
         barrier.wait()
         try:
@@ -126,8 +126,8 @@ def test_organizers_and_baselines_are_not_limited(backend):
 
 
 def test_quota_counts_like_the_limits(backend):
+    from server.domain.submissions import quota
     from server.models import Phase, Team
-    from server.submissions import quota
 
     set_phase(backend, "tric-binary", "dev", daily_limit=5, total_limit=10, concurrent_limit=3)
     team, user = make_team(backend)
@@ -149,8 +149,8 @@ def test_parallel_retries_of_one_upload_make_one_submission(backend):
     """Deduplication is checked under the team lock: ten parallel uploads of the same file
     (a client retrying) give one submission; the others name it."""
     from server.demo import predictions
+    from server.domain.submissions import create_submission
     from server.exceptions import DuplicateSubmission
-    from server.submissions import create_submission
 
     set_phase(
         backend, "tric-binary", "dev", daily_limit=None, total_limit=None, concurrent_limit=None

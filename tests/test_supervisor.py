@@ -80,7 +80,9 @@ def _children(pid: int, recursive: bool = True):
 
 def _kind(p) -> str:
     cmd = " ".join(p.cmdline())
-    return "worker" if "server.worker" in cmd else "redis" if "redis-server" in cmd else "other"
+    return (
+        "worker" if "server.jobs.worker" in cmd else "redis" if "redis-server" in cmd else "other"
+    )
 
 
 def _cleanup(home: Path):
@@ -100,9 +102,9 @@ def _submit_and_wait_scored(home: Path, port: int, timeout: float = 90) -> dict:
     """A new team's submission through the API, scored by the worker of the running serve."""
     from sqlmodel import Session
 
-    from server.auth import create_token, create_user, new_invite_code
     from server.db import get_engine
     from server.demo import predictions
+    from server.domain.accounts import create_token, create_user, new_invite_code
     from server.models import Team, TeamMember
 
     with Session(get_engine(f"sqlite:///{home / 'palimpsest.db'}"), expire_on_commit=False) as s:
@@ -178,7 +180,7 @@ def _login_flood(port: int, email: str, n: int) -> list[int]:
 def test_kill_9_serve_then_the_next_serve_owns_fresh_children_and_scores(tmp_path):
     import psutil
 
-    from server.embedded import EmbeddedRedis
+    from server.jobs.embedded import EmbeddedRedis
 
     home = tmp_path / "h"
     log = tmp_path / "serve.log"
@@ -210,7 +212,7 @@ def test_kill_9_serve_then_the_next_serve_owns_fresh_children_and_scores(tmp_pat
         stray_redis.start()
         stray_redis_pid = stray_redis.proc.pid
         stray_worker = subprocess.Popen(
-            [sys.executable, "-m", "server.worker"],
+            [sys.executable, "-m", "server.jobs.worker"],
             env={**_env(home), "REDIS_URL": stray_redis.url},
             cwd=REPO,
             stdout=subprocess.DEVNULL,
@@ -295,7 +297,7 @@ def test_kill_9_serve_then_the_next_serve_owns_fresh_children_and_scores(tmp_pat
 def test_a_worker_stops_on_sigterm_while_its_redis_is_away(tmp_path):
     from conftest import build_schema
 
-    from server.embedded import EmbeddedRedis
+    from server.jobs.embedded import EmbeddedRedis
 
     home = tmp_path / "h"
     home.mkdir()
@@ -303,7 +305,7 @@ def test_a_worker_stops_on_sigterm_while_its_redis_is_away(tmp_path):
     redis = EmbeddedRedis(home)
     redis.start()
     w = subprocess.Popen(
-        [sys.executable, "-m", "server.worker"],
+        [sys.executable, "-m", "server.jobs.worker"],
         env={**_env(home), "REDIS_URL": redis.url},
         cwd=REPO,
         stdout=subprocess.DEVNULL,
@@ -340,7 +342,7 @@ def test_die_with_parent_on_linux(tmp_path):
         pytest.skip("PR_SET_PDEATHSIG is Linux's")
     pidfile = tmp_path / "grandchild.pid"
     code = (
-        "import os, subprocess, sys, time; from server.procs import preexec_die_with_parent; "
+        "import os, subprocess, sys, time; from server.jobs.procs import preexec_die_with_parent; "
         "p = subprocess.Popen(['sleep', '300'], preexec_fn=preexec_die_with_parent()); "
         f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(300)"
     )
@@ -353,7 +355,7 @@ def test_die_with_parent_on_linux(tmp_path):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         child = int(pidfile.read_text())
-        from server.procs import pid_alive
+        from server.jobs.procs import pid_alive
 
         assert pid_alive(child)
         parent.kill()
@@ -376,14 +378,14 @@ def _busy_worker(home: Path, job_timeout: int):
     from rq import Queue
     from rq.serializers import JSONSerializer
 
-    from server.embedded import EmbeddedRedis
+    from server.jobs.embedded import EmbeddedRedis
 
     home.mkdir(parents=True, exist_ok=True)
     build_schema(home)  # a worker refuses a database not at the migrations' head
     emb = EmbeddedRedis(home)
     emb.start()
     w = subprocess.Popen(
-        [sys.executable, "-m", "server.worker", "--queue", "scoring"],
+        [sys.executable, "-m", "server.jobs.worker", "--queue", "scoring"],
         env={**_env(home), "REDIS_URL": emb.url},
         cwd=REPO,
         stdout=subprocess.DEVNULL,

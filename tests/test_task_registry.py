@@ -72,7 +72,7 @@ def test_the_declaration_is_complete(task_id):
     flags = [o.flag for o in t.import_options]
     assert len(flags) == len(set(flags)) and any(o.required for o in t.import_options)
     for p in t.paper_rows:  # every figure lands in a column of the boards on its split
-        from server.leaderboard import columns_for
+        from server.boards.leaderboard import columns_for
 
         folds = [
             str(f) for f in range(1, (t.cross_validation.folds if t.cross_validation else 0) + 1)
@@ -160,8 +160,8 @@ def test_strata_cover_every_unit_and_both_parts_are_scored(contract_home, tmp_pa
 
 @pytest.mark.parametrize("task_id", TASKS)
 def test_a_scored_run_appears_on_the_board(embedded_backend, task_id):
-    from server.leaderboard import build_board
-    from server.provenance import current_provenance
+    from server.boards.leaderboard import build_board
+    from server.domain.provenance import current_provenance
 
     b = embedded_backend
     t = get_task(task_id)

@@ -50,7 +50,7 @@ def _redis(tmp_path: Path) -> tuple[subprocess.Popen, str]:
 def test_fourteen_wrong_passwords_under_gunicorn_with_redis_stopped(request, kind, tmp_path):
     from conftest import build_schema
 
-    from server.auth import create_user
+    from server.domain.accounts import create_user
 
     home = tmp_path / "home"
     home.mkdir()

@@ -1,4 +1,5 @@
-"""One rule decides who sees which score (server.visibility): its table, and every surface that
+"""One rule decides who sees which score (server.domain.visibility): its table, and every surface
+that
 shows a run's score held to it, on SQLite + embedded Redis and PostgreSQL + Redis. The case that
 once differed between surfaces: a published phase reopened, a run made after publication."""
 
@@ -13,9 +14,9 @@ from conftest import _make_backend
 from sqlalchemy import select
 from webkit import Browser, make_token, make_user
 
-from server import lifecycle, publication
+from server.domain import lifecycle, publication
+from server.domain.visibility import ORGANIZER, TEAM, Viewer, may_see, shown_part
 from server.models import Phase, Score, TeamMember, User
-from server.visibility import ORGANIZER, TEAM, Viewer, may_see, shown_part
 from tasks import get_task
 
 SERVICES = pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.redis])
@@ -68,7 +69,7 @@ def b(request, tmp_path, demo_home, monkeypatch):
 def _member(app, team_id: int, email: str) -> User:
     from sqlmodel import Session
 
-    from server.auth import create_user
+    from server.domain.accounts import create_user
 
     with Session(app.extensions["palimpsest.engine"], expire_on_commit=False) as s:
         u = create_user(s, email=email, password="correct horse battery")
@@ -88,7 +89,7 @@ def test_a_run_made_after_publication_shows_no_private_score_anywhere(b):
     """Runs: `before` (made before publication), `after` (made in the reopened phase). Every
     surface a team member reads shows `before`'s private score and never `after`'s."""
     from server import create_app
-    from server.auth import create_token
+    from server.domain.accounts import create_token
 
     team, user = make_team(b)
     before = submit(b, team, user, "tric-binary", "test", noise=0.3).id
@@ -166,7 +167,7 @@ def test_a_run_made_after_publication_shows_no_private_score_anywhere(b):
         body = api.get(url, headers=h).get_data(as_text=True)
         assert f'"submission_id":{after}' not in body.replace(" ", "") or priv not in body, url
     # the live board built for the team (not the snapshot) never ranks `after` on its private part
-    from server import leaderboard as lb
+    from server.boards import leaderboard as lb
 
     with b.session() as s:
         p = s.get(Phase, phase(b, "tric-binary", "test").id)

@@ -1,4 +1,5 @@
-"""A waiting run's place in the queue and its estimate (server.waits) on the submission page, the
+"""A waiting run's place in the queue and its estimate (server.jobs.waits) on the submission page,
+the
 API and the CLI's `status`; the status page (depths and workers for everyone, details for
 administrators)."""
 
@@ -12,7 +13,7 @@ from sqlmodel import Session
 from webkit import Browser, engine_of, make_phase, make_token, make_user, team_of
 
 from cli.participant import queue_line
-from server import waits
+from server.jobs import waits
 from server.models import Submission, utcnow
 
 TASK = "tric-binary"
@@ -139,7 +140,7 @@ def test_page_api_and_cli_show_the_same_standing(app):
 
 
 def test_status_page_summary_for_all_details_for_administrators(app, redis_tcp_url):
-    from server.worker import build_worker
+    from server.jobs.worker import build_worker
 
     conn = redis.Redis.from_url(redis_tcp_url)
     app.extensions["palimpsest.redis"] = conn

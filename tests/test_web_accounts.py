@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlmodel import Session, select
 from webkit import PASSWORD, Browser, engine_of, make_token, make_user
 
-from server.auth import hash_password, new_token, verify_password
+from server.domain.accounts import hash_password, new_token, verify_password
 from server.models import ApiToken, AuditLog, User
 
 
@@ -93,7 +93,7 @@ def test_team_create_join_leave(app, client):
     assert r.status_code == 302
     with Session(engine_of(app)) as s:
         ua = s.exec(select(User).where(User.email == "a@x.org")).one()
-        from server.people import team_of
+        from server.domain.people import team_of
 
         team = team_of(s, ua, None)
         assert team.name == "The Readers"
@@ -153,7 +153,7 @@ def test_another_users_token_cannot_be_revoked(app, browser):
 def test_current_user_token_on_api_only_and_no_cookie_there(app):
     from flask import Flask  # noqa: F401
 
-    from server.auth import current_user
+    from server.web.auth import current_user
 
     u = make_user(app, "a@x.org")
     plain = make_token(app, u)

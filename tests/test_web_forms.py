@@ -96,7 +96,7 @@ def test_hide_asks_first_and_shows_the_reason(app, world, org):  # noqa: F811
 
 
 def test_submission_list_pages_with_score_and_times(app, world, org):  # noqa: F811
-    import server.views.organizer as views
+    import server.web.organizer as views
 
     a = team_of(app, "alpha")
     for _ in range(5):

@@ -8,14 +8,18 @@ import io
 from backbone import burst, get
 from webkit import Browser, make_user
 
+from server.domain import accounts
+
 
 def test_web_upload_to_leaderboard(backend, monkeypatch):
     from argon2 import PasswordHasher
 
-    from server import auth, create_app
+    from server import create_app
     from server.demo import predictions
 
-    monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
+    monkeypatch.setattr(
+        accounts, "hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
+    )
     s = backend.settings
     app = create_app(
         {"home": s.home, "env": "testing", "database_url": s.database_url, "redis_url": s.redis_url}

@@ -252,7 +252,7 @@ class FakeRedisDown(Exception):
 
 
 def test_rescore_one_and_all_requeue_and_log(app, world, org, monkeypatch):
-    import server.organize as q  # where the rescore calls the queue
+    import server.boards.organize as q  # where the rescore calls the queue
 
     app.config["PALIMPSEST_ENQUEUE"] = True
     calls = []
@@ -276,7 +276,7 @@ def test_rescore_one_and_all_requeue_and_log(app, world, org, monkeypatch):
 
 
 def test_rescore_with_redis_down_leaves_it_queued(app, world, org, monkeypatch):
-    import server.organize as q  # where the rescore calls the queue
+    import server.boards.organize as q  # where the rescore calls the queue
 
     def down(*a, **k):
         raise FakeRedisDown("connection refused")
@@ -290,7 +290,7 @@ def test_rescore_with_redis_down_leaves_it_queued(app, world, org, monkeypatch):
 
 
 def test_queue_page_without_redis_shows_the_database(app, world, org, monkeypatch):
-    import server.views.organizer as q  # where the queue page calls the queue
+    import server.web.organizer as q  # where the queue page calls the queue
 
     monkeypatch.setattr(q, "connect", lambda *a, **k: (_ for _ in ()).throw(FakeRedisDown("down")))
     make_submission(
@@ -313,7 +313,7 @@ def test_queue_page_without_redis_shows_the_database(app, world, org, monkeypatc
 def test_rescore_opens_a_new_round_of_attempts(app, world, org):
     """A submission that used every attempt can still be rescored (after a gold fix, say): the
     rescore opens a new round and attempt numbers keep growing, so old Score rows stay apart."""
-    from server.jobs import start_attempt
+    from server.jobs.scoring import start_attempt
 
     sub = make_submission(
         app, team=team_of(app, "alpha"), phase=world["dev"], scores={"all": 0.4}, method="x"

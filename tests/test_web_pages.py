@@ -47,7 +47,7 @@ def submit(b: Browser, data: bytes, *, phase="dev", method="my method", name="pr
 
 def run_jobs(app):
     """Score every queued submission in-process, as a worker would."""
-    from server.jobs import score_submission
+    from server.jobs.scoring import score_submission
 
     with Session(engine_of(app)) as s:
         ids = [x.id for x in s.exec(select(Submission).where(Submission.status == "queued")).all()]

@@ -21,6 +21,7 @@ import pytest
 from backbone import kill_group, worker_process
 from webkit import make_phase, make_token, make_user
 
+from server.domain import accounts
 from tests.test_browser import _body, _fill, _go
 from tests.test_competition_flow import _look, _sign_in, _status_of
 from tests.test_crawl import _errors, _width, driver  # noqa: F401  (driver: Chromium, console read)
@@ -36,9 +37,11 @@ def served(backend, monkeypatch):
     from argon2 import PasswordHasher
     from werkzeug.serving import WSGIRequestHandler, make_server
 
-    from server import auth, create_app
+    from server import create_app
 
-    monkeypatch.setattr(auth, "_hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1))
+    monkeypatch.setattr(
+        accounts, "hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
+    )
     s = backend.settings
     app = create_app(
         {"home": s.home, "env": "testing", "database_url": s.database_url, "redis_url": s.redis_url}
@@ -88,8 +91,8 @@ def test_a_web_only_participant_reaches_the_final_ranking(backend, served, drive
     from selenium.webdriver.support.ui import Select
 
     from server.demo import predictions
+    from server.domain.submissions import ensure_phases
     from server.models import Phase
-    from server.submissions import ensure_phases
 
     app, url = served
     d, seen = driver, []

@@ -37,7 +37,7 @@ def test_leaderboard_parts_publication_and_cache_on_postgres(pg_app):
     renders = app.extensions["palimpsest.lbcache"].renders
     c.get("/tasks/tric-binary/leaderboard.json?phase=test")
     assert app.extensions["palimpsest.lbcache"].renders == renders
-    from server import lifecycle
+    from server.domain import lifecycle
 
     with Session(engine_of(app), expire_on_commit=False) as s:
         sub = s.exec(select(Submission).where(Submission.team_id == a.id)).one()

@@ -9,7 +9,7 @@ import pytest
 from sqlmodel import Session, select
 from webkit import Browser, engine_of, make_phase, make_submission, make_token, make_user, team_of
 
-from server.baselines import reads_as_baselines
+from server.domain.baselines import reads_as_baselines
 from server.models import Team
 
 RESERVED = [

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import update
 from sqlmodel import Session, select
 
-from server.auth import create_user, hash_token, new_invite_code
+from server.domain.accounts import create_user, hash_token, new_invite_code
 from server.models import ApiToken, Phase, Score, Submission, Team, TeamMember, User, utcnow
 
 PASSWORD = "correct horse battery"
@@ -77,7 +77,7 @@ def provenance_for(task, split: str = "test") -> dict:
     directory)."""
     import os
 
-    from server.provenance import current_provenance
+    from server.domain.provenance import current_provenance
 
     prov = current_provenance(task, split, os.environ.get("PALIMPSEST_HOME"))
     return prov or {
@@ -167,7 +167,7 @@ def make_submission(
 
 
 def make_token(app, user: User) -> str:
-    from server.auth import new_token
+    from server.domain.accounts import new_token
 
     plain, digest = new_token()
     with Session(engine_of(app)) as s:

@@ -1,7 +1,8 @@
 """The action layer: every participant and organizer action, written once.
 
 Each action is a keyword-only function that resolves what it acts on, checks that the actor may
-do it, changes state through `server.lifecycle` (which audits each change), enqueues what needs a
+do it, changes state through `server.domain.lifecycle` (which audits each change), enqueues what
+needs a
 worker, and returns a declared pydantic model. The web views, the REST API, the remote CLI (over
 the API) and the local CLI (`palimpsest phases ...` on the server machine, against the local
 database) only translate to and from these functions.

@@ -1,5 +1,6 @@
 """Announcements and mail preferences: an organizer's announcement is shown on the competition page
-and mailed, through the mail queue (server.outbox), to every approved participant who did not turn
+and mailed, through the mail queue (server.jobs.outbox), to every approved participant who did not
+turn
 announcements off; a registered person chooses what they are mailed (announcements: on unless
 turned off; a notice of each run scored or failed: off unless turned on)."""
 
@@ -10,12 +11,13 @@ from collections.abc import Callable
 from sqlmodel import Session, select
 
 from server import api_models as m
-from server import audit, outbox, people
 from server.actions.competitions import _invalid, _text, find, require_organizer, visible
+from server.domain import audit, people
+from server.domain.inputs import CONTROL
+from server.domain.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
 from server.exceptions import Forbidden, NotFound
-from server.inputs import CONTROL
+from server.jobs import outbox
 from server.models import Announcement, Competition, CompetitionRole, Registration, User
-from server.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
 from server.settings import Settings, get_settings
 
 KIND = "announcement"

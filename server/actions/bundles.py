@@ -21,8 +21,10 @@ from pydantic import ValidationError
 from sqlmodel import Session, select
 
 from server import api_models as m
-from server import audit, lifecycle, objectstore, people
+from server import objectstore
 from server.actions import competitions as comp_actions
+from server.domain import audit, lifecycle, people
+from server.domain.sanitize import MarkdownTooDeep, check_markdown, render_markdown
 from server.exceptions import BundleRefused, LifecycleRefused
 from server.models import (
     Competition,
@@ -33,7 +35,6 @@ from server.models import (
     Phase,
     User,
 )
-from server.sanitize import MarkdownTooDeep, check_markdown, render_markdown
 from server.settings import get_settings
 from tasks import bundle as bundles
 from tasks import get_task

@@ -2,7 +2,8 @@
 
 An organizer asks for a fit (`request_bayes`): a `CampaignModelFit` row is recorded (queued, with
 its seed and settings) and, after the commit, a job is put on the queue
-(`server.campaign_fit_jobs.fit_campaign_model`). The job reads the judgments stored when it runs,
+(`server.jobs.campaign_fit_jobs.fit_campaign_model`). The job reads the judgments stored when it
+runs,
 builds the table that `server.actions.campaigns.agreement` measures (`fit_inputs`: the items every
 assigned assessor judged), fits Manjavacas et al.'s multilevel model (`tasks.agreement_bayes.fit`)
 and stores its posterior multi-kappa with the diagnostics, or `not_converged` with what failed
@@ -14,18 +15,16 @@ Bounded work: one fit at a time per campaign, at most MAX_ITEMS items, at most 4
 
 from __future__ import annotations
 
-import hashlib
-import json
 from datetime import timedelta
 
-import numpy as np
 from sqlmodel import Session, select
 
 from server import api_models as m
-from server import audit
-from server.actions.campaigns import _for_organizer, judged_table
+from server.actions.campaigns import for_organizer
+from server.domain import audit
+from server.domain.judgments import fit_inputs
 from server.exceptions import LifecycleRefused, QueueUnreachable, UploadFieldsInvalid
-from server.models import AssessmentCampaign, CampaignModelFit, User, utcnow
+from server.models import CampaignModelFit, User, utcnow
 
 STATES = ("queued", "running", "done", "not_converged", "failed")
 LIVE = ("queued", "running")
@@ -37,46 +36,7 @@ MAX_ITEMS = 5000
 # a fit queued or running this long is taken as lost (its worker died): a new request may go on
 ABANDONED = timedelta(hours=6)
 # the links pool's lexical overlap bucket (server.actions.campaigns: overlap_bucket), as a number
-OVERLAP_ORDINAL = {"0": 0.0, "1": 1.0, "2-3": 2.0, "4+": 3.0}
 # the grouping factor of each kind of item: a link's source work, a pair's stratum
-GROUP_FACTORS = ("source_work", "stratum")
-
-
-def fit_inputs(s: Session, c: AssessmentCampaign) -> dict:
-    """What the model fits: the agreement table (items every assigned assessor judged), the items'
-    grouping factor (a link's source work, a pair's stratum) and covariate (a link's lexical
-    overlap bucket as an ordinal 0-3; pairs have none), how many judgments are stored and a
-    sha256 digest of exactly that (the table's values, assessors, items, groups and covariate)."""
-    judged = judged_table(s, c)
-    table, kept, factors = judged.table, judged.kept, judged.factors
-    groups: dict[str, np.ndarray] = {}
-    covariates: dict[str, np.ndarray] = {}
-    of = [factors.get(iid) or {} for iid in kept]
-    for name in GROUP_FACTORS:
-        if of and all(name in f for f in of):
-            groups[name] = np.asarray([str(f[name]) for f in of])
-            break
-    if of and all(f.get("overlap") in OVERLAP_ORDINAL for f in of):
-        v = np.asarray([OVERLAP_ORDINAL[f["overlap"]] for f in of])
-        if np.unique(v).size > 1:  # a constant covariate has no slope to fit
-            covariates["overlap"] = v
-    payload = {
-        "assessors": list(table.annotators),
-        "items": kept,
-        "values": [[None if np.isnan(x) else int(x) for x in row] for row in table.values],
-        "groups": {k: v.tolist() for k, v in groups.items()},
-        "covariates": {k: v.tolist() for k, v in covariates.items()},
-    }
-    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-    return {
-        "table": table,
-        "groups": groups,
-        "covariates": covariates,
-        "items": len(kept),
-        "assessors": len(table.annotators),
-        "judgments": len(judged.rows),
-        "digest": digest,
-    }
 
 
 def _settings(chains, warmup, samples) -> dict[str, int]:
@@ -133,7 +93,7 @@ def request_bayes(
     another fit of the campaign is queued or running, with fewer than MIN_ITEMS or more than
     MAX_ITEMS fully judged items. Audited; commits. A queue that cannot be reached fails the
     request (recorded as failed) with QueueUnreachable."""
-    c, comp = _for_organizer(s, actor, campaign)
+    c, comp = for_organizer(s, actor, campaign)
     cfg = _settings(chains, warmup, samples)
     if seed is None:
         seed = c.seed
@@ -207,7 +167,7 @@ def request_bayes(
 def show_bayes(*, s: Session, actor: User | None, campaign: int) -> m.BayesFitsOut:
     """A campaign's fits of the Bayesian agreement model, the newest first, each done fit saying
     whether the judgments stored now still give the table it fitted (its organizers)."""
-    c, _comp = _for_organizer(s, actor, campaign)
+    c, _comp = for_organizer(s, actor, campaign)
     fits = _fits(s, c.id)
     now = fit_inputs(s, c)["digest"] if any(f.state == "done" for f in fits) else None
     return m.BayesFitsOut(campaign=c.id, fits=[_fit_out(f, now) for f in fits])

@@ -12,16 +12,19 @@ from sqlmodel import Session, select
 from baselines.run import method_label, plan
 from baselines.systems import Models, Options
 from server import api_models as m
-from server import code_runs, objectstore, people
+from server import objectstore
 from server.actions import common
 from server.actions.submissions import fact_sheet, uploader_team
-from server.auth import audit
-from server.baselines import (
+from server.domain import code_runs, people
+from server.domain.accounts import audit
+from server.domain.baselines import (
     baseline_archive,
     baseline_phases,
     server_database,
     server_settings,
 )
+from server.domain.submissions import check_limits, compute_used, lock_team
+from server.domain.system_archive import LIMITS, SystemInvalid, unpack
 from server.exceptions import (
     EmptyUpload,
     LifecycleRefused,
@@ -30,12 +33,10 @@ from server.exceptions import (
     StoreUnreachable,
     SystemRefused,
 )
+from server.jobs.queue import connect, enqueue_code_run, run_job_id
 from server.models import CodeRun, Phase, Submission, User, utcnow
-from server.queue import connect, enqueue_code_run, run_job_id
 from server.settings import Settings
 from server.storage import path_for, store_upload
-from server.submissions import check_limits, compute_used, lock_team
-from server.system_archive import LIMITS, SystemInvalid, unpack
 from tasks.store import TaskStore
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from sqlmodel import Session, select
 
 from scorer.errors import TaskNotFound
-from server import people
+from server.domain import people
+from server.domain.submissions import phase_state
 from server.exceptions import Forbidden, NotFound
 from server.models import Phase, Submission, User
-from server.submissions import phase_state
 from tasks import get_task
 
 

@@ -12,10 +12,11 @@ from sqlalchemy import func
 from sqlmodel import Session, select
 
 from server import api_models as m
-from server import audit, lifecycle, people
 from server.actions import common
+from server.domain import audit, lifecycle, people
+from server.domain.inputs import CONTROL, one_line_problem
+from server.domain.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
-from server.inputs import CONTROL, one_line_problem
 from server.models import (
     Competition,
     CompetitionPage,
@@ -25,7 +26,6 @@ from server.models import (
     User,
     utcnow,
 )
-from server.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
 from server.settings import get_settings
 from tasks import all_tasks
 
@@ -423,8 +423,10 @@ def set_page(
         s.add(c)
         details["terms_version"] = c.terms_version
         s.flush()
-        # every registered participant is told, in this transaction (server.reminders)
-        from server import reminders  # here: the mail queue (RQ) loads when the terms change
+        # every registered participant is told, in this transaction (server.jobs.reminders)
+        from server.jobs import (
+            reminders,  # here: the mail queue (RQ) loads when the terms change
+        )
 
         details["notified"] = reminders.terms_changed(s, get_settings(), c)
     audit.record(

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from sqlmodel import Session
 
 from server import api_models as m
-from server import lifecycle
 from server.actions import common
+from server.domain import lifecycle
+from server.domain.submissions import phase_state
 from server.models import Phase, RankingVersion, User
-from server.submissions import phase_state
 from tasks import get_task
 
 
@@ -164,7 +164,7 @@ def publish_ranking(
 ) -> m.PhaseActionOut:
     """Publish the final ranking of a closed phase (or a correction, with a reason); with
     `close_first`, an open phase is closed in the same step."""
-    from server import publication  # the boards and their statistics (scipy) load here alone
+    from server.domain import publication  # the boards and their statistics (scipy) load here alone
 
     task = common.task(task_id)
     common.require_organizer(actor, s, task_id=task.id)

@@ -2,10 +2,12 @@
 registration, and its organizers list the participants and decide on them (approve, reject,
 suspend, ban, reinstate).
 
-Who takes part is `server.people.participation` (downloads and submissions ask it); a ban also
-takes the person's runs off the live boards of the competition's tasks (`server.leaderboard` leaves
+Who takes part is `server.domain.people.participation` (downloads and submissions ask it); a ban
+also
+takes the person's runs off the live boards of the competition's tasks (`server.boards.leaderboard`
+leaves
 out `people.excluded_users`), so every phase of those tasks is marked changed through
-`server.lifecycle.bump` and its cached board is rendered again. Published snapshots are never
+`server.domain.lifecycle.bump` and its cached board is rendered again. Published snapshots are never
 touched.
 """
 
@@ -16,11 +18,12 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Session, select
 
 from server import api_models as m
-from server import audit, lifecycle, outbox, people, teams
 from server.actions.competitions import find, require_organizer, visible
-from server.emails import lookup_form
+from server.domain import audit, lifecycle, people, teams
+from server.domain.inputs import CONTROL
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
-from server.inputs import CONTROL
+from server.jobs import outbox
+from server.jobs.emails import lookup_form
 from server.models import (
     Competition,
     CompetitionPage,
@@ -354,7 +357,7 @@ def decide(
 
 def _no_longer_captain(s: Session, person: User, c: Competition) -> None:
     """A person barred from a competition captains none of its teams: the captaincy passes to the
-    longest-standing member who takes part (`server.teams.hand_over_captaincy`)."""
+    longest-standing member who takes part (`server.domain.teams.hand_over_captaincy`)."""
     own = s.exec(
         select(TeamMember).where(
             TeamMember.user_id == person.id,

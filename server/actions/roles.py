@@ -3,7 +3,7 @@
 The owners of a competition (and site administrators) invite people by email to be owners,
 organizers or assessors of it. An invitation is a row (`CompetitionInvite`) and a signed link
 (purpose "competition-invite", carrying the invitation's id, valid 14 days): with mail configured
-the link is queued to the address (`server.outbox`); without mail, a person who has an account
+the link is queued to the address (`server.jobs.outbox`); without mail, a person who has an account
 with that address gets the role at once, and for anyone else the link is handed back to the owner
 to pass on. The signed-in person whose email matches the invitation accepts it and gets the role.
 
@@ -20,11 +20,12 @@ from itsdangerous import BadData, SignatureExpired, URLSafeTimedSerializer
 from sqlmodel import Session, select
 
 from server import api_models as m
-from server import audit, outbox, people
 from server.actions.competitions import find, require_organizer
 from server.db import lock_row
-from server.emails import BadEmail, lookup_form, normalize_email
+from server.domain import audit, people
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
+from server.jobs import outbox
+from server.jobs.emails import BadEmail, lookup_form, normalize_email
 from server.models import Competition, CompetitionInvite, CompetitionRole, User, utcnow
 from server.settings import Settings, get_settings
 
@@ -37,7 +38,7 @@ MAX_AGE = VALID_DAYS * 24 * 3600
 
 
 def serializer(secret_key: str) -> URLSafeTimedSerializer:
-    """The signer of invitation links (the same scheme as server.auth's reset links)."""
+    """The signer of invitation links (the same scheme as server.web.auth's reset links)."""
     return URLSafeTimedSerializer(secret_key, salt=f"palimpsest.{PURPOSE}")
 
 

@@ -9,10 +9,11 @@ from pydantic import ValidationError
 from sqlmodel import Session, select
 
 from server import api_models as m
-from server import facts, lifecycle, people
 from server.actions import common
-from server.auth import audit, can_see_submission
-from server.baselines import baseline_team
+from server.domain import facts, lifecycle, people
+from server.domain.accounts import audit, can_see_submission
+from server.domain.baselines import baseline_team
+from server.domain.submissions import create_submission
 from server.exceptions import (
     DuplicateSubmission,
     EmptyUpload,
@@ -22,7 +23,6 @@ from server.exceptions import (
     UploadFieldsInvalid,
 )
 from server.models import Submission, Team, User
-from server.submissions import create_submission
 from tasks.store import TaskStore
 
 

@@ -1,0 +1,1 @@
+"""Boards: build a board, its statistics, plots and exports, from declared models."""

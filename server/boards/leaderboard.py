@@ -1,0 +1,791 @@
+"""Leaderboards: one row per team, ranked by the task's primary metric, rendered once per change;
+and the published final rankings, served from their immutable snapshots.
+
+Ranking code reads only `task.primary` and `task.greater_is_better` (no per-task cases).
+Before a phase's final ranking is published only public-part scores are read at all;
+after publication the private ranking is shown with the public one beside it.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Optional
+
+from sqlalchemy import and_, func, or_
+from sqlmodel import Session, select
+
+from scorer.metrics import COUNT_METRICS, fold_key
+from server.boards.board_model import (  # noqa: F401 - the shapes, re-exported
+    STATS_FIELDS,
+    Board,
+    Column,
+    Row,
+    clean_name,
+    json_value,
+    stats_summary,
+)
+from server.domain import goldversions, people
+from server.domain.lifecycle import PENDING, Status
+from server.domain.provenance import is_current, public_result
+from server.domain.visibility import ORGANIZER, TEAM, Viewer, may_see
+from server.models import Phase, Score, Submission, Team
+from tasks.agreement import reference_rows
+from tasks.store import TaskStore
+
+# ----------------------------------------------------------------------------- building
+
+
+def columns_for(
+    task, split: str | None = None, folds: list[str] | tuple[str, ...] = ()
+) -> list[Column]:
+    """The primary metric first, then every metric of every subset in the task's order. On a
+    cross-validated split (values: means over folds) the standard deviation over the folds of the
+    primary and key columns follows, then the primary metric on each of `folds`."""
+    psub, pmet = task.primary
+    cols = [
+        Column(subset=psub, metric=pmet, greater_is_better=task.greater_is_better, primary=True)
+    ]
+    for sub in task.subsets:
+        for m in task.metrics:
+            if (sub, m) != (psub, pmet):
+                cols.append(
+                    Column(subset=sub, metric=m, greater_is_better=task.metric_direction(m))
+                )
+    if split is not None and task.is_cross_validated(split):
+        for key in (f"{psub}/{pmet}", *task.key_columns):
+            sub, _, m = key.partition("/")
+            cols.append(Column(subset=sub, metric=m, greater_is_better=False, stat="std"))
+        cols += [
+            Column(
+                subset=psub,
+                metric=pmet,
+                greater_is_better=task.greater_is_better,
+                stat="fold",
+                fold=f,
+            )
+            for f in folds
+        ]
+    return cols
+
+
+def result_folds(results) -> list[str]:
+    """The folds the cross-validated results name, in fold order."""
+    seen = {f for r in results if r for f in ((r.get("cross_validation") or {}).get("folds") or {})}
+    return sorted(seen, key=fold_key)
+
+
+def _value(
+    result: dict | None, subset: str, metric: str, col: Optional[Column] = None
+) -> Optional[float]:
+    if not result:
+        return None
+    if col is not None and col.stat:
+        cv = result.get("cross_validation") or {}
+        where = cv.get("std") if col.stat == "std" else (cv.get("folds") or {}).get(col.fold)
+        v = (where or {}).get(subset, {}).get(metric)
+    else:
+        v = (result.get("metrics") or {}).get(subset, {}).get(metric)
+    if v is None or not isinstance(v, (int, float)) or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return float(v)
+
+
+def _latest_scores(
+    s: Session, subs: list[Submission], parts: tuple[str, ...]
+) -> dict[tuple[int, str], dict]:
+    """The result per (submission, part) of the attempt that counts: the submission's
+    `score_attempt` when the backbone recorded one, else its latest."""
+    out: dict[tuple[int, str], tuple[int, dict]] = {}
+    counted = {sub.id: getattr(sub, "score_attempt", None) for sub in subs}
+    sub_ids = list(counted)
+    for i in range(0, len(sub_ids), 900):  # stay under SQLite's parameter limit
+        chunk = sub_ids[i : i + 900]
+        q = select(Score.submission_id, Score.part, Score.attempt, Score.result).where(
+            Score.submission_id.in_(chunk), Score.part.in_(parts)
+        )
+        for sid, part, attempt, result in s.exec(q):
+            want = counted.get(sid)
+            if want is not None and attempt != want:
+                continue
+            prev = out.get((sid, part))
+            if prev is None or attempt > prev[0]:
+                out[(sid, part)] = (attempt, result)
+    return {k: v[1] for k, v in out.items()}
+
+
+def _rank(values: list[Optional[float]], greater_is_better: bool) -> list[Optional[int]]:
+    """Competition ranking (1, 2, 2, 4): equal values share a rank; a missing value has none."""
+    order = sorted((v for v in values if v is not None), reverse=greater_is_better)
+    first: dict[float, int] = {}
+    for i, v in enumerate(order):
+        first.setdefault(v, i + 1)
+    return [first[v] if v is not None else None for v in values]
+
+
+def why_empty(result: dict | None, subset: str) -> str:
+    """The result's notes that say why `subset` has no value (e.g. a macro over languages some of
+    which the submission leaves out): the subset's own notes, then what the file lacks."""
+    notes = (result or {}).get("notes") or []
+    own = [n for n in notes if n.startswith(f"{subset}:")]
+    lacking = [n for n in notes if n.endswith(": not in the submission") and n not in own]
+    return "; ".join(own + lacking)
+
+
+STALE_NOTE = "stale: scored against an earlier gold or scorer version; being rescored"
+
+
+def build_board(
+    s: Session,
+    task,
+    phase: Phase,
+    *,
+    audience: str = "public",
+    show_private: bool = False,
+    include_closed: bool = False,
+    provenance: dict | None = None,
+    with_parts: bool = False,
+) -> Board:
+    """The leaderboard of a phase as `audience` ("public", "team:<id>" or "organizer") may see it.
+
+    Each team has one row: its ranked run, chosen by `lifecycle.RANKED_RUN_RULE` (the marked
+    primary run, else the latest scored one) among its runs that are neither hidden nor removed;
+    the choice never reads a score. Each baseline method has one unranked row (its newest entry).
+    `show_private` (organizers only: a preview of the final ranking) ranks on the private part
+    before publication; otherwise private scores are read only once the phase is published.
+    `include_closed` (organizers' exports) shows the public view of a closed board. Scores whose
+    provenance differs from `provenance` (the current gold, task and scorer versions) are never
+    ranked: their row says they are stale. `with_parts` keeps every part's result on each row.
+    """
+    published = phase.published_at is not None
+    use_private = published or show_private
+    own_team = int(audience.split(":", 1)[1]) if audience.startswith("team:") else None
+    organizer = audience == "organizer"
+    if not phase.leaderboard_open and not organizer and not include_closed:
+        # every caller (pages, API, exports) gets nothing from a closed board
+        return Board(
+            task_id=task.id,
+            phase=phase.name,
+            split=phase.split,
+            part="public",
+            published=False,
+            frozen=bool(phase.frozen),
+            columns=columns_for(task, phase.split),
+            closed=True,
+        )
+
+    # scored, or being rescored with the scores of an earlier attempt still standing
+    q = (
+        select(Submission, Team)
+        .join(Team, Team.id == Submission.team_id)
+        .where(
+            Submission.phase_id == phase.id,
+            or_(
+                Submission.status == Status.SCORED,
+                and_(Submission.status.in_(PENDING), Submission.score_attempt.is_not(None)),
+            ),
+        )
+    )
+    candidates, extras = [], []
+    # the runs of people banned from the task's competition leave its live boards (organizers see
+    # them marked); a published snapshot is never rebuilt, so it keeps them
+    comp = people.competition_of_task(s, task.id)
+    banned = people.excluded_users(s, comp.id) if comp is not None else set()
+    for sub, team in s.exec(q):
+        if sub.user_id is not None and sub.user_id in banned:
+            if organizer:
+                extras.append((sub, team, "banned"))
+            continue
+        # a frozen board hides later runs from participants; the final ranking (show_private) has
+        # them
+        if (
+            phase.frozen
+            and phase.frozen_at
+            and sub.created_at > phase.frozen_at
+            and not (organizer or show_private)
+        ):
+            continue
+        if sub.removed_at is not None or sub.hidden:
+            if organizer:  # shown to organizers, marked and unranked; never chosen for a team
+                extras.append((sub, team, "removed" if sub.removed_at is not None else "hidden"))
+            continue
+        candidates.append((sub, team))
+
+    # ranked part and, after publication, the public part beside it
+    if use_private:
+        rank_parts = ("private", "all")
+    elif phase.public_fraction >= 1.0:
+        rank_parts = ("public", "all")
+    else:
+        # a hidden test gold split into parts: never read anything but its public part
+        rank_parts = ("public",)
+    parts = tuple(dict.fromkeys(rank_parts + (("public",) if use_private else ())))
+    scores = _latest_scores(s, [c[0] for c in candidates] + [e[0] for e in extras], parts)
+
+    cols = columns_for(task, phase.split, result_folds(scores.values()))
+    prim = cols[0]
+
+    made = {c[0].id: c[0].created_at for c in candidates} | {
+        e[0].id: e[0].created_at for e in extras
+    }
+    # an organizer's preview sees every private score; anyone else only those publication released
+    viewer = Viewer(ORGANIZER) if (organizer or show_private) else Viewer(TEAM, own_team)
+
+    def pick(sid: int) -> tuple[str, dict] | None:
+        for p in rank_parts:
+            r = scores.get((sid, p))
+            if r is not None and may_see(viewer, phase, made.get(sid), p):
+                return p, r
+        return None
+
+    # the ranked run of each team: its primary run, else its latest scored one (no score is read)
+    chosen: dict[int, tuple] = {}
+    baselines: dict[tuple, tuple] = {}  # (team_id, method_name) -> newest scored baseline entry
+    for sub, team in candidates:
+        if pick(sub.id) is None:
+            continue
+        if sub.is_baseline or team.is_baseline:
+            key = (team.id, sub.method_name)
+            cur = baselines.get(key)
+            if cur is None or (sub.created_at, sub.id) > (cur[0].created_at, cur[0].id):
+                baselines[key] = (sub, team)
+            continue
+        cur = chosen.get(team.id)
+        if cur is None or (sub.is_primary, sub.created_at, sub.id) > (
+            cur[0].is_primary,
+            cur[0].created_at,
+            cur[0].id,
+        ):
+            chosen[team.id] = (sub, team)
+
+    rows_src: list[tuple] = [
+        (sub, team, "", "baseline", "baseline method") for sub, team in baselines.values()
+    ]
+    for sub, team in chosen.values():
+        if not sub.show_publicly:
+            if not (organizer or sub.team_id == own_team):
+                continue  # the team's ranked run is not public: no row for others
+            rows_src.append((sub, team, "not public", "team", _rule(sub)))
+        else:
+            rows_src.append((sub, team, "", "team", _rule(sub)))
+    rows_src.extend((sub, team, note, "team", "") for sub, team, note in extras if pick(sub.id))
+
+    rows = []
+    for sub, team, note, kind, rule in rows_src:
+        part, result = pick(sub.id)
+        values = {c.key: _value(result, c.subset, c.metric, c) for c in cols}
+        pub = (
+            _value(scores.get((sub.id, "public")), prim.subset, prim.metric)
+            if use_private
+            else None
+        )
+        if not is_current(result, provenance):
+            values = {c.key: None for c in cols}
+            pub, note = None, STALE_NOTE
+        row = Row(
+            rank=None,
+            row_type=kind,
+            team=team.name,
+            team_id=team.id,
+            submission_id=sub.id,
+            method_name=sub.method_name,
+            url=sub.url,
+            submitted_at=sub.created_at,
+            is_primary=sub.is_primary,
+            values=values,
+            public_value=pub,
+            note=note,
+            chosen_by=rule,
+            attempt=sub.score_attempt,
+            notes=list((result or {}).get("notes") or []),
+        )
+        if values[prim.key] is None and note != STALE_NOTE:
+            row.why_empty = why_empty(result, prim.subset)
+        if with_parts and note != STALE_NOTE:
+            row.parts = {p: scores[(sub.id, p)] for p in parts if (sub.id, p) in scores}
+        rows.append(row)
+
+    labels = None if organizer or use_private else anonymous_labels(s, task.id, phase)
+    if labels is not None:  # an anonymous board: the team sees its own name, no one else's
+        for r in rows:
+            if r.row_type == "team" and r.team_id != own_team:
+                r.team, r.method_name, r.url = labels.get(r.team_id, "Team ?"), "", ""
+
+    ranked = [r for r in rows if r.row_type == "team" and r.note in ("", "not public")]
+    ranks = _rank([r.values[prim.key] for r in ranked], prim.greater_is_better)
+    for r, rk in zip(ranked, ranks, strict=True):
+        r.rank = rk
+    if use_private:
+        public_ranks = _rank([r.public_value for r in ranked], prim.greater_is_better)
+        for r, rk in zip(ranked, public_ranks, strict=True):
+            r.public_rank = rk
+
+    gib = prim.greater_is_better
+
+    def sort_key(r: Row):
+        v = r.values[prim.key]
+        missing = v is None
+        return (
+            missing,
+            -(v or 0.0) if gib else (v or 0.0),
+            r.row_type != "team",
+            r.submitted_at,
+            r.submission_id,
+        )
+
+    rows.sort(key=sort_key)
+    # the part ranked on, as named in the JSON: a phase without a hidden part ranks on all of its
+    # gold
+    part = "all" if phase.public_fraction >= 1.0 else ("private" if use_private else "public")
+    return Board(
+        task_id=task.id,
+        phase=phase.name,
+        split=phase.split,
+        part=part,
+        published=published,
+        frozen=bool(phase.frozen),
+        gold=goldversions.label(s, task.id, phase.split),
+        columns=cols,
+        rows=rows,
+    )
+
+
+# ----------------------------------------------------------------------------- anonymous boards
+
+
+def anonymous_labels(s: Session, task_id: str, phase: Phase) -> dict[int, str] | None:
+    """Where the task's competition keeps its boards anonymous and the phase is not published:
+    each team's label, "Team 1", "Team 2", ..., numbered in the order of the teams' first runs in
+    the phase (stable: a team that submits later gets a later number); else None. Baseline teams
+    keep their names."""
+    if phase.published_at is not None:
+        return None
+    c = people.competition_of_task(s, task_id)
+    if c is None or not c.anonymous_board:
+        return None
+    q = (
+        select(Submission.team_id, func.min(Submission.id))
+        .join(Team, Team.id == Submission.team_id)
+        .where(Submission.phase_id == phase.id, Team.is_baseline.is_(False))
+        .group_by(Submission.team_id)
+    )
+    firsts = sorted(s.exec(q).all(), key=lambda t: t[1])
+    return {team_id: f"Team {i}" for i, (team_id, _) in enumerate(firsts, 1)}
+
+
+def add_reference_rows(board: Board, task, home) -> None:
+    """The human-agreement rows the task's import recorded (`tasks/agreement.py`), unranked, in
+    their place by the primary score."""
+    store = TaskStore(task.id, home)
+    try:
+        manifest = store.manifest()
+        at = datetime.utcfromtimestamp(store.manifest_path.stat().st_mtime).replace(microsecond=0)
+    except (OSError, ValueError):
+        return
+    refs = reference_rows(task, manifest.get("agreement"))
+    # published results stand beside runs on the same data: every fold a row names must be a fold of
+    # the imported split (the synthetic demo release has three, the paper's ten)
+    folds = {str(f) for f in (manifest.get("cross_validation") or {}).get("folds") or ()}
+    papers = [
+        p
+        for p in getattr(task, "paper_rows", ())
+        if p.split == board.split
+        and {k.rsplit("@fold", 1)[1] for k, _ in p.values if "@fold" in k} <= folds
+    ]
+    if not (refs or papers) or board.closed:
+        return
+    for ref in refs:
+        values = {c.key: ref["values"].get(c.key) for c in board.columns}
+        board.rows.append(
+            Row(
+                rank=None,
+                row_type="human",
+                team=ref["team"],
+                team_id=0,
+                submission_id=None,
+                method_name=ref["method_name"],
+                url="",
+                submitted_at=at,
+                is_primary=False,
+                values=values,
+                note=ref["note"],
+            )
+        )
+    for p in papers:  # published results, as declared by the task
+        given = dict(p.values)
+        board.rows.append(
+            Row(
+                rank=None,
+                row_type="paper",
+                team=p.team,
+                team_id=0,
+                submission_id=None,
+                method_name=p.method,
+                url="",
+                submitted_at=at,
+                is_primary=False,
+                values={c.key: given.get(c.key) for c in board.columns},
+                note=f"{p.source}{'; ' + p.note if p.note else ''}; not ranked",
+            )
+        )
+    key, gib = board.primary.key, board.primary.greater_is_better
+    board.rows.sort(
+        key=lambda r: (
+            r.values[key] is None,
+            -(r.values[key] or 0.0) if gib else (r.values[key] or 0.0),
+            r.row_type != "team",
+        )
+    )
+
+
+def _rule(sub: Submission) -> str:
+    return "primary run" if sub.is_primary else "latest scored run"
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def empty_reason(row: Row, col: Column) -> str:
+    """Why a cell of a board is empty, in a few words."""
+    if row.row_type == "human":
+        return "no such figure of the annotations"
+    if row.row_type == "paper":
+        return "not among the published figures"
+    if row.note == STALE_NOTE:
+        return "stale: being rescored"
+    if row.note:
+        return row.note
+    if (
+        col.primary and row.why_empty
+    ):  # e.g. "macro: undefined unless every pair ...; en-it: not in the submission"
+        return row.why_empty
+    for n in row.notes:
+        head, _, rest = n.partition(": ")
+        if head == col.subset and (
+            col.metric in rest or "no " in rest or "not in" in rest or "needs" in rest
+        ):
+            return rest
+        if head == col.subset and rest.startswith("undefined"):
+            return rest
+    for n in row.notes:  # a reason without a subset
+        if col.metric in n:
+            return n
+    return "not computed for this run"
+
+
+def to_dict(board: Board) -> dict[str, Any]:
+    """The declared JSON shape of a leaderboard."""
+    return board.to_dict()
+
+
+def to_json(board: Board) -> bytes:
+    return json.dumps(to_dict(board), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def to_csv(board: Board) -> bytes:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    head = ["rank", "row_type", "team", "method_name", "submitted_at", "submission_id"]
+    head += [c.key for c in board.columns]
+    if board.published:
+        head += ["public_primary", "public_rank"]
+    head += ["ci_lo", "ci_hi", "rank_best", "rank_worst", "cluster"]
+    w.writerow(head)
+    for r in board.rows:
+        line = [
+            "" if r.rank is None else r.rank,
+            r.row_type,
+            _csv_safe(r.team),
+            _csv_safe(clean_name(r.method_name)),
+            r.submitted_at.replace(microsecond=0).isoformat() + "Z",
+            "" if r.submission_id is None else r.submission_id,
+        ]
+        line += [_csv_value(c.metric, r.values[c.key]) for c in board.columns]
+        if board.published:
+            line += [
+                "" if r.public_value is None else repr(r.public_value),
+                "" if r.public_rank is None else r.public_rank,
+            ]
+        line += list(map(repr, r.ci)) if r.ci and None not in r.ci else ["", ""]
+        line += (r.rank_range if r.rank_range else ["", ""]) + [
+            "" if r.cluster is None else r.cluster
+        ]
+        w.writerow(line)
+    return buf.getvalue().encode("utf-8")
+
+
+def _csv_safe(s: str) -> str:
+    # a cell starting with = + - @ runs as a formula in spreadsheets (CSV injection); leading
+    # blanks are stripped first, since spreadsheets skip them too
+    s = (s or "").strip()
+    return "'" + s if s[:1] in ("=", "+", "-", "@", "\t", "\r") else s
+
+
+def _csv_value(metric: str, v) -> str:
+    """A metric's value in the CSV: a count as an integer (`206`, not `206.0`), else repr."""
+    if v is None:
+        return ""
+    if metric in COUNT_METRICS and float(v).is_integer():
+        return str(int(v))
+    return repr(v)
+
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+}
+
+
+def latex_escape(s: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in s)
+
+
+def _fmt_value(metric: str, v: float) -> str:
+    return f"{int(v)}" if metric in COUNT_METRICS else f"{v:.4f}"
+
+
+def to_latex(
+    board: Board,
+    *,
+    max_metric_columns: int = 6,
+    caption: str | None = None,
+    columns: list[str] | None = None,
+) -> str:
+    """A booktabs table for a task-overview paper: rank (with its 95 % range when computed), team,
+    method, the primary metric with its interval, then the metrics picked (`columns`: keys, every
+    one kept; else the first few); the best score of each column in bold, never a count."""
+    if columns:
+        by_key = {c.key: c for c in board.columns}
+        cols = [board.primary] + [
+            by_key[k] for k in columns if k in by_key and k != board.primary.key
+        ]
+    else:
+        cols = board.columns[:max_metric_columns]
+    with_ci = any(r.ci for r in board.rows)
+    with_range = any(r.rank_range for r in board.rows)
+    best = {}
+    for c in cols:
+        if c.metric in COUNT_METRICS or c.stat == "std":  # a count or a spread is no score
+            continue
+        vals = [
+            r.values[c.key]
+            for r in board.rows
+            if r.row_type == "team" and r.values[c.key] is not None
+        ]
+        if vals:
+            best[c.key] = max(vals) if c.greater_is_better else min(vals)
+    spec = (
+        "r "
+        + ("c " if with_range else "")
+        + "l l "
+        + " ".join("r c" if c.primary and with_ci else "r" for c in cols)
+    )
+    spec += " r" if board.published else ""
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        rf"\begin{{tabular}}{{{spec}}}",
+        r"\toprule",
+    ]
+    head = ["\\#"] + (["range"] if with_range else []) + ["Team", "Method"]
+    for c in cols:
+        arrow = (
+            "" if c.stat == "std" else (r" $\uparrow$" if c.greater_is_better else r" $\downarrow$")
+        )
+        head.append(latex_escape(f"{c.label} ({c.subset})") + arrow)
+        if c.primary and with_ci:
+            head.append("95\\% CI")
+    if board.published:
+        head.append("public")
+    lines.append(" & ".join(head) + r" \\")
+    lines.append(r"\midrule")
+    for r in board.rows:
+        cells = ["" if r.rank is None else str(r.rank)]
+        if with_range:
+            cells.append(f"{r.rank_range[0]}--{r.rank_range[1]}" if r.rank_range else "")
+        cells += [
+            latex_escape(r.team) + (r" \textit{(baseline)}" if r.row_type == "baseline" else ""),
+            latex_escape(clean_name(r.method_name)),
+        ]
+        for c in cols:
+            v = r.values[c.key]
+            if v is None:
+                cells.append("--")
+            else:
+                t = _fmt_value(c.metric, v)
+                cells.append(
+                    rf"\textbf{{{t}}}" if best.get(c.key) == v and r.row_type == "team" else t
+                )
+            if c.primary and with_ci:
+                cells.append(
+                    f"[{r.ci[0]:.4f}, {r.ci[1]:.4f}]" if r.ci and None not in r.ci else "--"
+                )
+        if board.published:
+            cells.append("--" if r.public_value is None else f"{r.public_value:.4f}")
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    cap = caption or (
+        f"Results of {board.task_id} ({board.phase} phase, ranked on the "
+        f"{board.part} part of the gold by {board.primary.metric} on {board.primary.subset})."
+    )
+    if with_ci and board.stats:
+        cap += (
+            f" Intervals: 95% paired bootstrap over {board.stats.get('unit')}, "
+            f"B={board.stats.get('B')}, seed {board.stats.get('seed')}; range: 95% rank interval."
+        )
+    lines += [
+        rf"\caption{{{latex_escape(cap)}}}",
+        rf"\label{{tab:{latex_escape(board.task_id)}-{latex_escape(board.phase)}}}",
+        r"\end{table}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- published snapshots
+
+
+def snapshot_dict(board: Board, meta: dict, *, secret: str) -> dict[str, Any]:
+    """The published final ranking: the board's declared shape, plus the publication (`ranking`:
+    version, time, organizer, reason, the rule that chose each run) and, per row, the rule that
+    chose it and every score of every part with its signature (gold named by its keyed id)."""
+    d = to_dict(board)
+    d["ranking"] = dict(meta)
+    for out, r in zip(d["rows"], board.rows, strict=True):
+        out["chosen_by"] = r.chosen_by
+        out["parts"] = {}
+        for part, result in sorted(r.parts.items()):
+            pr = public_result(result, secret)
+            out["parts"][part] = {
+                "primary": pr.get("primary", {}).get("value"),
+                "metrics": pr.get("metrics"),
+                "notes": pr.get("notes", []),
+                "signature": pr.get("signature", ""),
+                "provenance": pr.get("provenance", {}),
+            }
+    return d
+
+
+def board_from_dict(d: dict) -> Board:
+    """A Board back from its JSON shape (a published snapshot), for the page and the exports."""
+    return Board.model_validate(d)
+
+
+def snapshot_csv(body: dict) -> str:
+    return to_csv(board_from_dict(body)).decode("utf-8")
+
+
+def snapshot_latex(body: dict, columns: list[str] | None = None) -> str:
+    r = body.get("ranking") or {}
+    cap = (
+        f"Final ranking of {body['task']} ({body['phase']} phase, version {r.get('version')}, "
+        f"published {r.get('published_at')}), ranked on the {body['ranked_on']} part of the "
+        f"gold by {body['primary']['metric']} on {body['primary']['subset']}."
+    )
+    return to_latex(board_from_dict(body), caption=cap, columns=columns)
+
+
+# ----------------------------------------------------------------------------- the cache
+# A board's version is its phase's row: every change a board shows goes through
+# server.domain.lifecycle,
+# which bumps the phase's revision in the same transaction. One small statement per request.
+_VERSION_SQL = """SELECT p.id, p.name, p.split, p.revision, p.frozen, p.frozen_at, p.published_at,
+       p.leaderboard_open, p.public_fraction, p.opens_at
+FROM phase p WHERE p.task_id = :task"""
+
+
+@dataclass
+class PhaseState:
+    id: int
+    name: str
+    split: str
+    leaderboard_open: bool
+    opens_at: Optional[datetime]
+    version: str
+    published: bool = False
+
+
+def _raw_rows(engine, sql, task_id: str) -> list[tuple]:
+    # the DBAPI directly: this runs on every leaderboard request, and SQLAlchemy's statement
+    # machinery would cost more than the query itself
+    stmt = sql if engine.dialect.paramstyle != "pyformat" else sql.replace(":task", "%(task)s")
+    conn = engine.raw_connection()
+    try:
+        cur = conn.cursor()
+        cur.execute(stmt, {"task": task_id})
+        rows = cur.fetchall()
+        cur.close()
+        return rows
+    finally:
+        conn.close()
+
+
+def phase_states(engine, task_id: str, provenance=None) -> list[PhaseState]:
+    """Every phase of a task with the version of its leaderboard, in one query; `provenance(split)`
+    gives the current gold and scorer versions of a split, which the version includes (a gold
+    re-import makes earlier scores stale)."""
+    out = []
+    for row in _raw_rows(engine, _VERSION_SQL, task_id):
+        (pid, name, split, rev, frozen, frozen_at, published_at, lb_open, frac, opens_at) = row
+        prov = provenance(split) if provenance else None
+        v = (
+            f"{pid}:{rev}:{int(bool(frozen))}:{frozen_at}:{published_at}:{int(bool(lb_open))}:"
+            f"{frac}:{prov}"
+        )
+        if isinstance(opens_at, str):  # SQLite through a raw connection
+            opens_at = datetime.fromisoformat(opens_at)
+        out.append(
+            PhaseState(
+                pid,
+                name,
+                split,
+                bool(lb_open),
+                opens_at,
+                hashlib.sha1(v.encode()).hexdigest()[:16],
+                published_at is not None,
+            )
+        )
+    return out
+
+
+class RenderCache:
+    """Rendered leaderboards per (task, phase, audience, format), reused while the version holds."""
+
+    def __init__(self, max_entries: int = 512):
+        self._d: dict[tuple, tuple[str, Any]] = {}
+        self._lock = threading.Lock()
+        self.max_entries = max_entries
+        self.renders = 0
+
+    def get(self, key: tuple, version: str, render):
+        hit = self._d.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        value = render()
+        with self._lock:
+            self.renders += 1
+            if len(self._d) >= self.max_entries:
+                self._d.clear()
+            self._d[key] = (version, value)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()

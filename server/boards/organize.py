@@ -1,0 +1,223 @@
+"""Organizer actions shared by the organizer pages (server/web/organizer.py) and the API
+(server/api.py): exports of the final ranking, queueing baseline runs (rescoring is in
+server.actions). Every change of state still goes through server.domain.lifecycle; this module only
+chooses
+and hands over."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from rq.job import Job
+from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
+from sqlmodel import Session
+
+from server.boards import fact_export
+from server.boards import leaderboard as lb
+from server.domain import provenance, publication
+from server.domain.accounts import audit
+from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
+from server.jobs.queue import (
+    BASELINES,
+    connect,
+    enqueue_baseline_run,
+    enqueue_campaign_fit,
+    enqueue_submission,
+    get_queue,
+)
+from server.models import Phase
+
+EXPORT_TYPES = {
+    "csv": "text/csv; charset=utf-8",
+    "json": "application/json",
+    "tex": "application/x-tex; charset=utf-8",
+}
+
+
+@dataclass
+class Export:
+    body: bytes
+    mimetype: str
+    filename: str
+    version: int | None
+
+
+def export_ranking(
+    s: Session,
+    task,
+    phase: Phase,
+    fmt: str,
+    version: int | None,
+    *,
+    actor,
+    settings,
+    via: str = "web",
+    columns: list[str] | None = None,
+    facts: bool = False,
+) -> Export:
+    """The final ranking as CSV, JSON or LaTeX: the published snapshot (`version`, default the
+    latest) byte for byte, or a live preview before publication; audited; commits. `columns`
+    ("subset/metric") picks the LaTeX table's metric columns (the snapshot's stored table has the
+    default ones). With `facts`, the fact sheets of the published version's rows instead (CSV or
+    JSON; server.boards.fact_export)."""
+    if fmt not in EXPORT_TYPES:
+        raise NotFound(f"no export format {fmt!r} (csv, json, tex)")
+    rv = publication.latest_ranking(s, phase.id, version)
+    if rv is None and version is not None:
+        raise NotFound(f"{task.id}/{phase.name} has no published version {version}")
+    if facts:
+        return _export_facts(s, task, phase, fmt, rv, actor=actor, via=via)
+    audit(
+        s,
+        actor,
+        "ranking.export",
+        f"phase:{phase.id}",
+        format=fmt,
+        version=rv.version if rv else None,
+        via=via,
+    )
+    s.commit()
+    name = f"{task.id}-{phase.name}-ranking{f'-v{rv.version}' if rv else '-preview'}.{fmt}"
+    if rv is not None and fmt == "tex" and columns:
+        body = lb.snapshot_latex(json.loads(rv.body_json), columns=columns).encode("utf-8")
+    elif rv is not None:
+        body = {"csv": rv.body_csv, "json": rv.body_json, "tex": rv.body_latex}[fmt].encode("utf-8")
+    else:
+        board = lb.build_board(
+            s,
+            task,
+            phase,
+            audience="public",
+            show_private=True,
+            include_closed=True,
+            provenance=provenance.current_provenance(task, phase.split, settings.home),
+        )
+        body = {
+            "csv": lambda: lb.to_csv(board),
+            "json": lambda: lb.to_json(board),
+            "tex": lambda: lb.to_latex(board, columns=columns).encode("utf-8"),
+        }[fmt]()
+    return Export(body, EXPORT_TYPES[fmt], name, rv.version if rv else None)
+
+
+# ----------------------------------------------------------------------------- fact sheets
+
+
+def _export_facts(s: Session, task, phase: Phase, fmt: str, rv, *, actor, via: str) -> Export:
+    """The fact sheets of a published version (none before publication); audited; commits."""
+    if fmt not in fact_export.FORMATS:
+        raise UploadFieldsInvalid({"format": "the fact sheets are exported as csv or json"})
+    if rv is None:
+        raise LifecycleRefused(
+            f"the final ranking of {task.id}/{phase.name} is not published: its fact sheets are "
+            "exported once it is",
+            "not_published",
+        )
+    body = fact_export.export_facts(s, rv, fmt, actor=actor)
+    audit(
+        s,
+        actor,
+        "ranking.export",
+        f"phase:{phase.id}",
+        format=f"facts.{fmt}",
+        version=rv.version,
+        via=via,
+    )
+    s.commit()
+    name = f"{task.id}-{phase.name}-facts-v{rv.version}.{fmt}"
+    return Export(body, fact_export.FORMATS[fmt], name, rv.version)
+
+
+def enqueue_ids(app, ids: list[int], settings) -> None:
+    """Put rescored submissions on the queue (the database already says queued: if Redis is down,
+    the reconciler enqueues them later)."""
+    if not ids or not app.config.get("PALIMPSEST_ENQUEUE", True):
+        return
+    try:
+        conn = app.extensions.get("palimpsest.redis") or connect(settings)
+        for sid in ids:
+            enqueue_submission(conn, sid, settings, replace=True)
+    except Exception as e:  # noqa: BLE001 — the rows say queued; the reconciler will pick them up
+        app.logger.warning("rescore of %s submission(s) left to the reconciler: %s", len(ids), e)
+
+
+def fit_enqueuer(app, settings):
+    """The `enqueue(fit_id)` that `request_bayes` calls after its commit: the agreement queue
+    (nothing where the app enqueues nothing, e.g. tests that run the job themselves); raises when
+    Redis cannot be reached, which the action records."""
+
+    def enqueue(fit_id: int) -> None:
+        if not app.config.get("PALIMPSEST_ENQUEUE", True):
+            return
+        conn = app.extensions.get("palimpsest.redis") or connect(settings)
+        enqueue_campaign_fit(conn, fit_id, settings)
+
+    return enqueue
+
+
+class QueueUnreachable(Exception):
+    pass
+
+
+def queue_baselines(
+    app, s: Session, task, systems: list[str], options: dict, *, actor, settings, via: str = "web"
+) -> list[str]:
+    """Put baseline runs of a task on the baselines queue; returns the job ids. Raises
+    QueueUnreachable (nothing was queued) when Redis cannot be reached."""
+    try:
+        conn = app.extensions.get("palimpsest.redis") or connect(settings)
+        jobs = [
+            enqueue_baseline_run(conn, task.id, system, options, settings).id for system in systems
+        ]
+    except Exception as e:  # noqa: BLE001 — nothing was recorded: say so, plainly
+        raise QueueUnreachable(
+            f"the baselines queue is not reachable ({type(e).__name__}: {e}); nothing was queued"
+        ) from None
+    audit(
+        s,
+        actor,
+        "baselines.enqueue",
+        f"task:{task.id}",
+        systems=systems,
+        options=options,
+        jobs=jobs,
+        via=via,
+    )
+    s.commit()
+    return jobs
+
+
+def baseline_runs(conn, settings) -> list[dict]:
+    """The baseline runs RQ still knows of: waiting, running, finished (what they recorded),
+    failed."""
+    q = get_queue(BASELINES, conn, settings)
+    ids = (
+        q.get_job_ids()[:50]
+        + StartedJobRegistry(queue=q).get_job_ids()[:50]
+        + FinishedJobRegistry(queue=q).get_job_ids()[-50:]
+        + FailedJobRegistry(queue=q).get_job_ids()[-50:]
+    )
+    runs = []
+    for job in Job.fetch_many(list(dict.fromkeys(ids)), connection=conn, serializer=q.serializer):
+        if job is None:
+            continue
+        status = job.get_status(refresh=False)
+        info = {
+            "id": job.id,
+            "what": job.description,
+            "status": getattr(status, "value", status),
+            "enqueued": job.enqueued_at,
+            "ended": job.ended_at,
+            "recorded": [],
+            "error": "",
+        }
+        if info["status"] == "finished":
+            info["recorded"] = (job.return_value() or {}).get("recorded", [])
+        elif info["status"] == "failed":
+            exc = (job.exc_info or "").strip().splitlines()
+            info["error"] = exc[-1] if exc else "failed"
+        runs.append(info)
+    runs.sort(key=lambda r: r["enqueued"] or datetime.min, reverse=True)
+    return runs

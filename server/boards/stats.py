@@ -1,0 +1,463 @@
+"""A board's statistics: bootstrap intervals, rank ranges, significance and clusters, computed in
+the worker and read by the pages.
+
+What is kept where, under the data directory's `stats/`:
+
+- `units/<submission>-<attempt>.npz`: the per-unit predictions the bootstrap resamples
+  (`scorer.bootstrap.unit_arrays`), written by the scoring job from the file it has just parsed.
+  Re-parsing the upload instead would cost about a second per SwissGov-RSD file on every board
+  change (a 50-row board: most of the 30 s budget); the arrays load in milliseconds. A submission
+  scored before they existed is re-parsed once, in the worker, and its arrays written then.
+- `samples/<part key>/<submission>-<attempt>.npy`: that run's B resampled primary scores on a part
+  of the gold. The part key holds everything the values depend on (task, split, the part's units,
+  the seed, B, the gold and scorer versions), so a new submission costs only its own row.
+- `boards/<phase>-<version>.json`: the statistics of the public board at one version of the phase
+  (its revision, freeze, publication and provenance: the key of the page cache), written once.
+
+`compute_board_stats(phase_id)` runs as a queued job: each scoring job asks for one after recording
+its scores, and so do the pages when a board version has no statistics yet; requests coalesce (a
+burst of scores costs one or two jobs), and a request never computes any.
+A published snapshot carries its statistics frozen with it (`for_snapshot`, from
+`publication.publish`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+from rq.job import JobStatus
+from sqlmodel import Session
+
+from scorer import validate_file
+from scorer.bootstrap import Bootstrap, board_statistics, unit_arrays
+from server import objectstore
+from server.boards import leaderboard as lb
+from server.boards.leaderboard import STALE_NOTE
+from server.db import get_engine
+from server.domain.partitions import bootstrap_seed, draw, phase_fingerprint
+from server.domain.provenance import current_provenance
+from server.jobs.queue import SCORING, _fetch, _live_or_cleared, connect, get_queue
+from server.models import GoldPartition, Phase, Submission
+from server.settings import get_settings
+from tasks import catalogue, get_task
+from tasks.store import TaskStore
+
+log = logging.getLogger(__name__)
+
+ALPHA = 0.05
+METHOD = (
+    "95 % percentile intervals from B paired bootstrap resamples of the task's unit; rank "
+    "ranges from the same resamples; pairwise two-sided p-values of the paired difference (its "
+    "bootstrap standard error, normal approximation) with Holm's correction; a cluster holds the "
+    "systems not significantly different (alpha 0.05) from its best"
+)
+UNIT_NAMES = {f.name: f.resampled for f in catalogue.FAMILY_LIST}
+
+
+def stats_dir(home) -> Path:
+    return Path(home) / "stats"
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# ----------------------------------------------------------------------------- per-unit predictions
+
+
+def units_path(home, submission_id: int, attempt: int) -> Path:
+    return stats_dir(home) / "units" / f"{int(submission_id)}-{int(attempt)}.npz"
+
+
+def save_units(home, submission_id: int, attempt: int, task, store, split: str, parsed) -> None:
+    """Keep what the bootstrap needs of a scored file (the scoring job calls this)."""
+    buf = io.BytesIO()
+    np.savez(buf, **unit_arrays(task, store, split, parsed))
+    _atomic_write(units_path(home, submission_id, attempt), buf.getvalue())
+
+
+def load_units(settings, task, split: str, submission_id: int, attempt: int) -> dict:
+    """The per-unit arrays of a scored run, re-parsed from its upload (and kept) if absent."""
+    p = units_path(settings.home, submission_id, attempt)
+    if not p.is_file():
+        with Session(get_engine(settings.sqlalchemy_url())) as s:
+            key = s.get(Submission, submission_id).storage_key
+        v = validate_file(
+            task.id,
+            objectstore.local_upload(settings, key),  # fetched from the store when not here
+            split,
+            settings.home,
+            settings.limits(),
+        )
+        save_units(
+            settings.home,
+            submission_id,
+            attempt,
+            task,
+            TaskStore(task.id, settings.home),
+            split,
+            v.parsed,
+        )
+    with np.load(p) as z:
+        return {k: z[k] for k in z.files}
+
+
+# ----------------------------------------------------------------------------- a part of the gold
+
+
+class Part:
+    """One part of a phase's gold with its resamples: the units, the seed, B and the matrix of
+    multiplicities shared by every row."""
+
+    _cache: ClassVar[dict[str, Part]] = {}
+
+    def __init__(
+        self,
+        settings,
+        task,
+        split: str,
+        part: str,
+        units: frozenset | None,
+        seed: int,
+        B: int,
+        provenance: dict | None,
+    ):
+        self.task, self.split, self.part, self.seed, self.B = task, split, part, int(seed), int(B)
+        self.boot = Bootstrap(task, TaskStore(task.id, settings.home), split, units)
+        digest = hashlib.sha256("\n".join(self.boot.units).encode("utf-8")).hexdigest()
+        key = [task.id, task.version, split, part, digest, self.seed, self.B, provenance]
+        if self.boot.resampling != "units":
+            # another scheme draws other resamples from the same seed; the ordinary one stays out
+            # of the key, so that the samples kept before the schemes had names stay valid
+            key.append(self.boot.resampling)
+        ident = json.dumps(key, sort_keys=True)
+        self.key = hashlib.sha256(ident.encode("utf-8")).hexdigest()[:20]
+        self.W = self.boot.weights(self.B, self.seed)
+
+    @classmethod
+    def get(cls, settings, engine, task, phase, part: str) -> Part:
+        units = _gold_part(engine, phase, settings, part)
+        seed = bootstrap_seed(engine, phase.id)
+        fp = phase_fingerprint(engine, phase.id, settings.secret_key) if part != "all" else None
+        prov = current_provenance(task, phase.split, settings.home)
+        ck = json.dumps(
+            [
+                str(settings.home),
+                task.id,
+                phase.split,
+                part,
+                seed,
+                settings.bootstrap_samples,
+                prov,
+                hashlib.sha256("\n".join(sorted(units or ())).encode()).hexdigest(),
+            ]
+        )
+        hit = cls._cache.get(ck)
+        if hit is None:
+            if len(cls._cache) > 16:
+                cls._cache.clear()
+            hit = cls._cache[ck] = cls(
+                settings, task, phase.split, part, units, seed, settings.bootstrap_samples, prov
+            )
+        hit.fingerprint = fp
+        return hit
+
+    def samples_path(self, home, submission_id: int, attempt: int) -> Path:
+        return stats_dir(home) / "samples" / self.key / f"{int(submission_id)}-{int(attempt)}.npy"
+
+    def samples(
+        self, settings, submission_id: int, attempt: int, *, compute: bool = True
+    ) -> np.ndarray | None:
+        """The run's B resampled primary scores on this part (computed once, then read)."""
+        p = self.samples_path(settings.home, submission_id, attempt)
+        if p.is_file():
+            return np.load(p)
+        if not compute:
+            return None
+        arrays = load_units(settings, self.task, self.split, submission_id, attempt)
+        x = self.boot.samples(arrays, self.W)
+        buf = io.BytesIO()
+        np.save(buf, x)
+        _atomic_write(p, buf.getvalue())
+        return x
+
+
+# ----------------------------------------------------------------------------- a board
+
+
+class NoPartition(LookupError):
+    """A phase with a hidden part whose partition was never drawn: nothing was scored on it."""
+
+
+def _gold_part(engine, phase, settings, part: str) -> frozenset | None:
+    """The units of a part of the phase's gold, reading (never drawing) its partition: this runs
+    inside publication's transaction too."""
+    if part == "all":
+        return None
+    with Session(engine) as s:
+        pid = s.get(Phase, phase.id).partition_id
+        gp = s.get(GoldPartition, pid) if pid is not None else None
+    if gp is None:
+        raise NoPartition(f"phase {phase.id} has no gold partition yet")
+    public, private = draw(gp, settings.home)
+    return frozenset(public if part == "public" else private)
+
+
+def _stat_rows(board):
+    """The rows that get an interval (scored, current) and, among them, the ranked ones."""
+    prim = board.primary.key
+    rows = [
+        r
+        for r in board.rows
+        if r.attempt is not None
+        and r.values.get(prim) is not None
+        and r.note != STALE_NOTE
+        and r.row_type in ("team", "baseline")
+    ]
+    return rows, [r for r in rows if r.rank is not None]
+
+
+def statistics(settings, part: Part, board, *, value_of=None) -> dict:
+    """Intervals for every current row, rank ranges, p-values and clusters for the ranked ones."""
+    t0 = time.perf_counter()
+    prim = board.primary
+    value_of = value_of or (lambda r: r.values[prim.key])
+    rows, ranked = _stat_rows(board)
+    samples = {r.submission_id: part.samples(settings, r.submission_id, r.attempt) for r in rows}
+    out_rows: dict[str, dict] = {}
+    if rows:
+        allst = board_statistics(
+            np.vstack([samples[r.submission_id] for r in rows]),
+            np.array([value_of(r) for r in rows], dtype=np.float64),
+            prim.greater_is_better,
+            ALPHA,
+        )
+        for r, ci in zip(rows, allst["ci"], strict=True):
+            out_rows[str(r.submission_id)] = {"ci": ci}
+    order, teams, p, p_holm = [], [], [], []
+    if ranked:
+        st = board_statistics(
+            np.vstack([samples[r.submission_id] for r in ranked]),
+            np.array([value_of(r) for r in ranked], dtype=np.float64),
+            prim.greater_is_better,
+            ALPHA,
+        )
+        for i, r in enumerate(ranked):
+            out_rows[str(r.submission_id)].update(
+                rank_range=st["rank_range"][i], cluster=st["cluster"][i]
+            )
+        order = [r.submission_id for r in ranked]
+        teams = [r.team for r in ranked]
+        p = _round(st["p"])
+        p_holm = _round(st["p_holm"])
+    return {
+        "part": part.part,
+        "method": METHOD,
+        "unit": (
+            "instances (each drawn with its copies in every fold)"
+            if part.boot.clusters is not None
+            else UNIT_NAMES.get(part.task.kind, "units")
+        ),
+        "B": part.B,
+        "seed": part.seed,
+        "partition": getattr(part, "fingerprint", None),
+        "alpha": ALPHA,
+        "metric": prim.key,
+        "rows": out_rows,
+        "order": order,
+        "teams": teams,
+        "p": p,
+        "p_holm": p_holm,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+
+
+def _round(m) -> list:
+    return [[round(float(x), 6) for x in row] for row in m]
+
+
+def board_path(home, phase_id: int, version: str) -> Path:
+    return stats_dir(home) / "boards" / f"{int(phase_id)}-{version}.json"
+
+
+def read_board_stats(home, phase_id: int, version: str) -> dict | None:
+    try:
+        return json.loads(board_path(home, phase_id, version).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def ready(home, phase_id: int, version: str) -> bool:
+    return board_path(home, phase_id, version).is_file()
+
+
+def phase_version(settings, engine, task, phase_id: int) -> str | None:
+    """The phase's board version as the pages compute it (the key of their cache)."""
+    for st in lb.phase_states(
+        engine, task.id, provenance=lambda split: current_provenance(task, split, settings.home)
+    ):
+        if st.id == phase_id:
+            return st.version
+    return None
+
+
+def compute_board_stats(phase_id: int, settings=None) -> dict:
+    """Compute and keep the statistics of a phase's public board at its current version, and the
+    samples of every part its runs were scored on (so that publication finds them ready)."""
+    settings = settings or get_settings()
+    engine = get_engine(settings.sqlalchemy_url())
+    t0 = time.perf_counter()
+    with Session(engine, expire_on_commit=False) as s:
+        phase = s.get(Phase, phase_id)
+        task = get_task(phase.task_id)
+    version = phase_version(settings, engine, task, phase_id)
+    if version is not None and ready(settings.home, phase_id, version):
+        return {"phase": phase_id, "version": version, "cached": True}
+    prov = current_provenance(task, phase.split, settings.home)
+    with Session(engine, expire_on_commit=False) as s:
+        phase = s.get(Phase, phase_id)
+        board = lb.build_board(
+            s, task, phase, audience="public", include_closed=True, provenance=prov
+        )
+    part_name = (
+        "private"
+        if board.part == "private"
+        else ("public" if phase.public_fraction < 1.0 else "all")
+    )
+    part = Part.get(settings, engine, task, phase, part_name)
+    body = statistics(settings, part, board)
+    if phase.public_fraction < 1.0 and part_name == "public":
+        # the private samples too, computed now in the worker, for the published snapshot
+        private = Part.get(settings, engine, task, phase, "private")
+        for r in _stat_rows(board)[0]:
+            private.samples(settings, r.submission_id, r.attempt)
+    body["version"] = version
+    if version is not None and phase_version(settings, engine, task, phase_id) != version:
+        # the board moved while this ran: these figures are not that version's; the change that
+        # moved it asks for new ones (a score, or the page of the new version)
+        return {"phase": phase_id, "version": version, "moved": True}
+    if version is not None:
+        _atomic_write(
+            board_path(settings.home, phase_id, version),
+            json.dumps(body, separators=(",", ":")).encode("utf-8"),
+        )
+    log.info(
+        "board statistics of phase %s (%s rows) in %.2f s",
+        phase_id,
+        len(body["rows"]),
+        time.perf_counter() - t0,
+    )
+    return {
+        "phase": phase_id,
+        "version": version,
+        "rows": len(body["rows"]),
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+
+
+def enqueue(settings, phase_id: int, conn=None) -> bool:
+    """Ask a worker for a phase's board statistics. Requests coalesce: while a job for the phase
+    waits in the queue it will read the latest version anyway, so nothing is added; while one runs
+    (it may have read an earlier version) one follow-up is queued. False when Redis is away."""
+    waiting = (JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED)
+    try:
+        conn = conn or connect(settings)
+        for jid in (f"stats-{int(phase_id)}", f"stats-{int(phase_id)}-again"):
+            job = _fetch(conn, jid)
+            status = job.get_status(refresh=False) if job is not None else None
+            if status in waiting:
+                return True
+            if status == JobStatus.STARTED:
+                continue
+            _live_or_cleared(conn, jid)  # a finished or failed one: its id is free again
+            get_queue(SCORING, conn, settings).enqueue_call(
+                "server.boards.stats.board_stats_job",
+                args=(int(phase_id),),
+                job_id=jid,
+                timeout=settings.job_timeout,
+                result_ttl=60,
+                failure_ttl=24 * 3600,
+                description=f"board statistics of phase {phase_id}",
+            )
+            return True
+        return True
+    except Exception as e:  # noqa: BLE001 — the page says "being computed" and asks again
+        log.warning(
+            "board statistics of phase %s not enqueued (%s: %s)", phase_id, type(e).__name__, e
+        )
+        return False
+
+
+def board_stats_job(phase_id: int) -> dict:
+    """The queued job."""
+    return compute_board_stats(phase_id)
+
+
+# ----------------------------------------------------------------------------- onto a board
+
+
+PENDING_NOTE = "being computed"
+
+
+def attach(board, body: dict | None, *, reason: str = "") -> None:
+    """Put a statistics body onto a board's rows (by submission id); rows it does not cover get
+    none, with the reason."""
+    board.stats = body
+    rows = (body or {}).get("rows", {})
+    for r in board.rows:
+        got = rows.get(str(r.submission_id))
+        if got:
+            r.ci, r.rank_range, r.cluster = got.get("ci"), got.get("rank_range"), got.get("cluster")
+        elif r.row_type == "human":
+            r.ci_note = "a reference figure: no interval"
+        elif r.row_type == "paper":
+            r.ci_note = "a published figure: no interval"
+        elif body is not None:
+            r.ci_note = (
+                "no interval: not on the public board"
+                if r.values.get(board.primary.key) is not None
+                else "no score"
+            )
+        else:
+            r.ci_note = reason
+
+
+def for_snapshot(settings, engine, task, phase, board) -> dict:
+    """The statistics frozen into a published snapshot: the private ranking's (or the whole
+    gold's) and the public part's intervals beside them; samples the worker has not computed yet
+    are computed here."""
+    name = board.part if board.part == "private" else "all"
+    gold_has_parts = phase.public_fraction < 1.0
+    main = statistics(
+        settings, Part.get(settings, engine, task, phase, name if gold_has_parts else "all"), board
+    )
+    out = {"ranked": main}
+    if gold_has_parts:
+        pub = Part.get(settings, engine, task, phase, "public")
+        out["public"] = statistics(
+            settings,
+            pub,
+            board,
+            value_of=lambda r: r.public_value if r.public_value is not None else np.nan,
+        )
+    return out

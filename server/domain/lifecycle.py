@@ -1,0 +1,598 @@
+"""The lifecycle: the only code that changes a submission's status, a phase's state (open,
+closed, frozen, published) or a leaderboard's revision.
+
+Every change is one transaction holding three things: the conditional UPDATE that makes it (so
+that two workers, the reconciler and an organizer racing on one row cannot both win), the bump of
+the phase's board revision (from which every rendered leaderboard knows it is out of date), and
+its audit record. Views, the API, the CLI, the scoring jobs, the reconciler and the baselines call
+the functions here; nothing else writes `Submission.status`, the phase's state or its revision.
+
+A submission moves along `EVENTS`:
+
+    queued --start--> running --score--> scored --rescore--> queued
+       |                 |  \\--invalid/fail--> failed --rescore--> queued
+       \\--give_up--------+--requeue--> queued
+
+A phase's window says whether it is open; organizers close it (now), freeze and unfreeze its
+board, show or hide the board, and publish its final ranking, which only a closed phase may be.
+
+What the state machine does not own lives apart, each in one module: the gold partition
+(`server.domain.partitions`), publication and its snapshots (`server.domain.publication`),
+provenance and stale
+scores (`server.domain.provenance`), the retention of invalid uploads (`server.jobs.retention`) and
+the audit
+row itself (`server.domain.audit`).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from enum import StrEnum
+from typing import Iterable
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session
+
+from server.domain import audit, exposure, partitions, people
+from server.exceptions import LifecycleRefused, NotFound
+from server.models import (
+    GoldPartition,
+    Phase,
+    Score,
+    Submission,
+    utcnow,
+)
+
+log = logging.getLogger(__name__)
+
+
+class Status(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SCORED = "scored"
+    FAILED = "failed"
+
+
+PENDING = (Status.QUEUED.value, Status.RUNNING.value)
+COUNTED = (Status.QUEUED.value, Status.RUNNING.value, Status.SCORED.value)  # count against limits
+FINAL = (Status.SCORED.value, Status.FAILED.value)
+STATUSES = tuple(s.value for s in Status)
+
+# event -> (the statuses it may start from, the status it leads to)
+EVENTS: dict[str, tuple[frozenset[str], str]] = {
+    "start": (frozenset(PENDING), Status.RUNNING),  # a worker begins an attempt
+    "give_up": (frozenset(PENDING), Status.FAILED),  # every attempt of the round is used
+    "invalid": (frozenset(PENDING), Status.FAILED),  # the file failed validation
+    "fail": (frozenset(PENDING), Status.FAILED),  # the server's own failure, last attempt
+    "score": (frozenset(PENDING), Status.SCORED),  # scores recorded
+    "requeue": (frozenset(PENDING), Status.QUEUED),  # the reconciler found no live job
+    "rescore": (frozenset(FINAL), Status.QUEUED),  # an organizer, or stale provenance
+}
+
+RANKED_RUN_RULE = (
+    "the team's marked primary run; without one, its latest scored run. The choice "
+    "never looks at scores, and hidden or removed runs are never chosen."
+)
+
+
+def allowed(event: str, status: str) -> bool:
+    return status in EVENTS[event][0]
+
+
+# ----------------------------------------------------------------------------- primitives
+
+
+def _problem(message: str) -> dict:
+    return {"line": None, "id": None, "message": message}
+
+
+def _bump_phase(s: Session, phase_id: int) -> None:
+    s.execute(update(Phase).where(Phase.id == phase_id).values(revision=Phase.revision + 1))
+
+
+def _bump_phase_of(s: Session, submission_id: int) -> None:
+    sub_phase = select(Submission.phase_id).where(Submission.id == submission_id).scalar_subquery()
+    s.execute(update(Phase).where(Phase.id == sub_phase).values(revision=Phase.revision + 1))
+
+
+_audit = audit.record
+
+
+def _move(
+    s: Session, submission_id: int, event: str, *, where=(), actor=None, details=None, **values
+) -> bool:
+    """Make one transition of one submission if its status allows it (conditional UPDATE), bump
+    its phase's revision and audit it, in the session's transaction; True when it happened."""
+    sources, target = EVENTS[event]
+    n = s.execute(
+        update(Submission)
+        .where(Submission.id == submission_id, Submission.status.in_(tuple(sources)), *where)
+        .values(status=str(target), **values)
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    if not n:
+        return False
+    _bump_phase_of(s, submission_id)
+    # a rescore is somebody's decision; every other transition is the workers' bookkeeping
+    _audit(
+        s,
+        actor,
+        "submission.rescore" if event == "rescore" else "submission.status",
+        f"submission:{submission_id}",
+        event=event,
+        to=str(target),
+        **(details or {}),
+    )
+    return True
+
+
+def _one(engine, fn):
+    """Run fn(session) in a transaction of its own; returns what it returns."""
+    with Session(engine, expire_on_commit=False) as s:
+        try:
+            out = fn(s)
+            s.commit()
+            return out
+        except BaseException:
+            s.rollback()
+            raise
+
+
+# ----------------------------------------------------------------------------- scoring jobs
+
+
+def ceiling(max_attempts: int):
+    """The SQL expression for the attempt number a submission may reach in its current round."""
+    return func.coalesce(Submission.attempt_ceiling, max_attempts)
+
+
+def start_attempt(engine, submission_id: int, max_attempts: int) -> int | None:
+    """Mark a pending submission running and count the attempt; None when there is nothing to do
+    (already final, or every attempt of its round used: then it fails, costing the team nothing)."""
+    now = utcnow()
+
+    def go(s: Session):
+        if _move(
+            s,
+            submission_id,
+            "give_up",
+            where=(Submission.attempts >= ceiling(max_attempts),),
+            finished_at=now,
+            failure_kind="infra",
+            errors=[
+                _problem(
+                    f"gave up after {max_attempts} attempts (the worker died or the job "
+                    "timed out each time); this costs the team nothing"
+                )
+            ],
+        ):
+            return None
+        if not _move(
+            s,
+            submission_id,
+            "start",
+            where=(Submission.attempts < ceiling(max_attempts),),
+            attempts=Submission.attempts + 1,
+            started_at=now,
+        ):
+            return None
+        return int(
+            s.execute(
+                select(Submission.attempts).where(Submission.id == submission_id)
+            ).scalar_one()
+        )
+
+    return _one(engine, go)
+
+
+def finish_invalid(engine, submission_id: int, errors: list[dict]) -> bool:
+    """The file failed validation: the submission fails as "invalid" (no cost to the team)."""
+    return _one(
+        engine,
+        lambda s: _move(
+            s, submission_id, "invalid", failure_kind="invalid", errors=errors, finished_at=utcnow()
+        ),
+    )
+
+
+def fail_infra(engine, submission_id: int, reason: str) -> bool:
+    """Fail a pending submission for the server's own reasons (no cost to the team)."""
+    return _one(
+        engine,
+        lambda s: _move(
+            s,
+            submission_id,
+            "fail",
+            failure_kind="infra",
+            errors=[_problem(reason)],
+            finished_at=utcnow(),
+        ),
+    )
+
+
+def requeue(engine, submission_id: int, attempts: int) -> bool:
+    """Back to queued (the reconciler found no live job), unless a run moved it meanwhile."""
+    return _one(
+        engine,
+        lambda s: _move(s, submission_id, "requeue", where=(Submission.attempts == attempts,)),
+    )
+
+
+def record_scores(engine, submission_id: int, attempt: int, results: dict[str, dict]) -> bool:
+    """Write one Score row per part for this attempt (idempotently), then mark the submission
+    scored if no other run did first; True when this run's scores are the ones that count."""
+    with Session(engine) as s:
+        have = set(
+            s.execute(
+                select(Score.part).where(
+                    Score.submission_id == submission_id, Score.attempt == attempt
+                )
+            ).scalars()
+        )
+        for part, r in results.items():
+            if part in have:
+                continue
+            prov = r["provenance"]
+            s.add(
+                Score(
+                    submission_id=submission_id,
+                    attempt=attempt,
+                    part=part,
+                    result=r,
+                    primary_value=r["primary"]["value"],
+                    task_version=prov["task_version"],
+                    gold_sha256=prov["gold_sha256"],
+                    scorer_version=prov["scorer_version"],
+                )
+            )
+        try:
+            s.flush()
+        except IntegrityError:  # another run wrote the same attempt's rows first
+            s.rollback()
+        won = _move(
+            s,
+            submission_id,
+            "score",
+            score_attempt=attempt,
+            finished_at=utcnow(),
+            errors=None,
+            failure_kind=None,
+            stale=False,
+        )
+        s.commit()
+    return won
+
+
+# ----------------------------------------------------------------------------- organizers and teams
+
+
+def rescore(
+    s: Session, subs: Iterable[Submission], *, actor, max_attempts: int, reason: str = ""
+) -> list[int]:
+    """Queue final submissions for scoring again, each in a new round of `max_attempts` attempts
+    (attempt numbers keep growing, keeping each scoring's Score rows apart; the standing scores stay
+    on the board until the new ones count). Commits; returns the ids to enqueue."""
+    moved = []
+    for sub in subs:
+        if sub.removed_at is not None:
+            continue
+        if _move(
+            s,
+            sub.id,
+            "rescore",
+            actor=actor,
+            details={"reason": reason} if reason else None,
+            attempt_ceiling=(sub.attempts or 0) + max_attempts,
+            failure_kind=None,
+            errors=None,
+            finished_at=None,
+        ):
+            moved.append(sub.id)
+    s.commit()
+    return moved
+
+
+def set_primary(s: Session, sub: Submission, *, team_id: int, actor=None) -> Submission:
+    """Make a team's submission its primary (ranked) run in its phase; the others become
+    contrastive."""
+    if sub is None or sub.team_id != team_id or sub.removed_at is not None:
+        raise NotFound(f"your team has no submission {getattr(sub, 'id', '?')}")
+    s.execute(
+        update(Submission)
+        .where(
+            Submission.team_id == team_id,
+            Submission.phase_id == sub.phase_id,
+            Submission.id != sub.id,
+        )
+        .values(is_primary=False)
+        .execution_options(synchronize_session=False)
+    )
+    s.execute(
+        update(Submission)
+        .where(Submission.id == sub.id)
+        .values(is_primary=True)
+        .execution_options(synchronize_session=False)
+    )
+    _bump_phase(s, sub.phase_id)
+    _audit(s, actor, "submission.primary", f"submission:{sub.id}", team=team_id)
+    s.commit()
+    s.refresh(sub)
+    return sub
+
+
+VISIBILITY = ("hide", "unhide", "remove", "restore")
+
+
+def set_visibility(
+    s: Session, sub: Submission, action: str, *, actor, reason: str = ""
+) -> Submission:
+    """Hide, unhide, remove or restore a run (nothing is deleted for real); hide and remove need a
+    reason, which the team is shown."""
+    if action not in VISIBILITY:
+        raise LifecycleRefused(
+            f"unknown action {action!r} (one of {', '.join(VISIBILITY)})", "bad_action"
+        )
+    reason = " ".join((reason or "").split())[:500]
+    if action in ("hide", "remove") and not reason:
+        raise LifecycleRefused("Say why: the reason is shown to the team", "reason_required")
+    values = {
+        "hide": dict(hidden=True, hidden_reason=reason),
+        "unhide": dict(hidden=False),  # the reason stays, for the record
+        "remove": dict(removed_at=utcnow(), hidden_reason=reason),
+        "restore": dict(removed_at=None, removed_by_team=False),
+    }[action]
+    s.execute(
+        update(Submission)
+        .where(Submission.id == sub.id)
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    _bump_phase(s, sub.phase_id)
+    _audit(s, actor, f"submission.{action}", f"submission:{sub.id}", reason=reason)
+    s.commit()
+    s.refresh(sub)
+    return sub
+
+
+def set_shown_publicly(s: Session, sub: Submission, show: bool, *, actor) -> Submission:
+    """Show a team's run on the public board, or keep it to the team and the organizers."""
+    s.execute(
+        update(Submission)
+        .where(Submission.id == sub.id)
+        .values(show_publicly=bool(show))
+        .execution_options(synchronize_session=False)
+    )
+    _bump_phase(s, sub.phase_id)
+    _audit(s, actor, "submission.public" if show else "submission.private", f"submission:{sub.id}")
+    s.commit()
+    s.refresh(sub)
+    return sub
+
+
+TEAM_DELETED = "deleted by its team"
+
+
+def delete_by_team(s: Session, sub: Submission, *, actor) -> Submission:
+    """A team deletes its own run: removed from every board and list but kept (organizers see it
+    and may restore it); it still counts against the team's quota."""
+    s.execute(
+        update(Submission)
+        .where(Submission.id == sub.id)
+        .values(removed_at=utcnow(), removed_by_team=True, hidden_reason=TEAM_DELETED)
+        .execution_options(synchronize_session=False)
+    )
+    _bump_phase(s, sub.phase_id)
+    _audit(s, actor, "submission.delete", f"submission:{sub.id}", team=sub.team_id)
+    s.commit()
+    s.refresh(sub)
+    return sub
+
+
+# ----------------------------------------------------------------------------- phases
+
+
+def phase_state(phase: Phase, now: datetime | None = None) -> str:
+    """ "not open yet", "open" or "closed", by the phase's window."""
+    now = now or utcnow()
+    if phase.opens_at and now < phase.opens_at:
+        return "not open yet"
+    if phase.closes_at and now >= phase.closes_at:
+        return "closed"
+    return "open"
+
+
+def phase_labels(phase: Phase, now: datetime | None = None) -> list[str]:
+    """The phase's state as words: its window, then frozen and published when they hold."""
+    out = [phase_state(phase, now)]
+    if phase.frozen:
+        out.append("frozen")
+    if phase.published_at is not None:
+        out.append("published")
+    return out
+
+
+def _phase_changed(s: Session, phase: Phase, actor, action: str, **details) -> None:
+    phase.revision = (phase.revision or 0) + 1
+    s.add(phase)
+    _audit(s, actor, action, f"phase:{phase.id}", task=phase.task_id, phase=phase.name, **details)
+
+
+def _jsonable(v):
+    return v.isoformat() if isinstance(v, datetime) else v
+
+
+PHASE_FIELDS = (
+    "opens_at",
+    "closes_at",
+    "inputs_at",
+    "daily_limit",
+    "total_limit",
+    "concurrent_limit",
+    "public_fraction",
+    "accepts",
+    "blind",
+    "compute_budget_seconds",
+)
+ACCEPTS = ("predictions", "code", "both")
+
+
+def edit_phase(s: Session, phase: Phase, changes: dict, *, actor, via: str = "web") -> Phase:
+    """Change a phase's window, limits or public fraction (validated); commits.
+
+    The public fraction of a phase decides whether it scores with a hidden part; while any
+    submission of the task's split is scored under the shared partition, a different fraction is
+    refused (the partition is drawn once)."""
+    unknown = set(changes) - set(PHASE_FIELDS)
+    if unknown:
+        raise LifecycleRefused(f"unknown phase field(s): {', '.join(sorted(unknown))}", "bad_field")
+    new = {k: getattr(phase, k) for k in PHASE_FIELDS}
+    new.update(changes)
+    if new["opens_at"] and new["closes_at"] and new["closes_at"] <= new["opens_at"]:
+        raise LifecycleRefused("a phase must close after it opens", "bad_window")
+    for k in ("daily_limit", "total_limit", "concurrent_limit"):
+        if new[k] is not None and new[k] < 0:
+            raise LifecycleRefused("a limit is 0 or more (empty: no limit)", "bad_limit")
+    if new["accepts"] not in ACCEPTS:
+        raise LifecycleRefused(f"a phase accepts one of {', '.join(ACCEPTS)}", "bad_accepts")
+    if new["compute_budget_seconds"] is not None and new["compute_budget_seconds"] < 0:
+        raise LifecycleRefused("a compute budget is 0 or more (empty: none)", "bad_limit")
+    if "blind" in changes:
+        changes["blind"] = bool(changes["blind"])
+    frac = new["public_fraction"]
+    if not (0.0 < float(frac) <= 1.0):
+        raise LifecycleRefused("the public fraction is in (0, 1]", "bad_fraction")
+    if "public_fraction" in changes and float(frac) != float(phase.public_fraction):
+        partitions.check_fraction_change(s, phase, float(frac))
+    before = {k: _jsonable(getattr(phase, k)) for k in changes}
+    for k, v in changes.items():
+        setattr(phase, k, v)
+    _phase_changed(
+        s,
+        phase,
+        actor,
+        "phase.edit",
+        before=before,
+        after={k: _jsonable(v) for k, v in changes.items()},
+        via=via,
+    )
+    s.commit()
+    return phase
+
+
+def create_phase(
+    s: Session,
+    *,
+    task,
+    name: str,
+    split: str,
+    actor,
+    via: str = "web",
+    home=None,
+    commit: bool = True,
+    **fields,
+) -> Phase:
+    """Create a phase on a split of a task (validated against the exposure rule and the split's
+    one partition); commits unless `commit` is False (a competition created from a bundle commits
+    its phases with everything else). `home`: the data directory (default: the environment's)."""
+    if not name or len(name) > 32 or split not in task.splits:
+        raise LifecycleRefused(
+            f"a phase needs a name (at most 32 characters) and a split of the task "
+            f"({', '.join(task.splits)})",
+            "bad_phase",
+        )
+    if s.execute(select(Phase.id).where(Phase.task_id == task.id, Phase.name == name)).first():
+        raise LifecycleRefused(f"{task.id} has a phase {name} already", "exists")
+    fields["public_fraction"] = partitions.check_new_phase(
+        s, task.id, split, fields.get("public_fraction")
+    )
+    try:
+        exposure.check_phase(task, home, split)
+    except exposure.ExposureRefused as e:
+        raise LifecycleRefused(str(e), "exposes_hidden_gold") from e
+    # a task's board belongs to a competition: one of its own unless it is in one already
+    people.ensure_competition(s, task.id)
+    p = Phase(task_id=task.id, name=name, split=split, **fields)
+    s.add(p)
+    s.flush()
+    _audit(s, actor, "phase.create", f"phase:{p.id}", task=task.id, name=name, split=split, via=via)
+    if commit:
+        s.commit()
+    return p
+
+
+def close(s: Session, phase: Phase, *, actor, via: str = "web", commit: bool = True) -> Phase:
+    """Close an open phase now: no further submissions are accepted."""
+    state = phase_state(phase)
+    if state == "closed":
+        raise LifecycleRefused(
+            f"the {phase.name} phase of {phase.task_id} is closed already", "closed"
+        )
+    if state == "not open yet":
+        raise LifecycleRefused(
+            f"the {phase.name} phase of {phase.task_id} has not opened yet; change its "
+            "window instead",
+            "not_open",
+        )
+    phase.closes_at = utcnow()
+    _phase_changed(s, phase, actor, "phase.close", via=via)
+    if commit:
+        s.commit()
+    return phase
+
+
+def set_frozen(s: Session, phase: Phase, frozen: bool, *, actor, via: str = "web") -> Phase:
+    """Freeze the board (later submissions are not shown to participants) or unfreeze it."""
+    if bool(phase.frozen) == frozen:
+        raise LifecycleRefused(
+            f"the board of {phase.task_id}/{phase.name} is "
+            f"{'frozen' if frozen else 'not frozen'} already",
+            "unchanged",
+        )
+    phase.frozen, phase.frozen_at = frozen, (utcnow() if frozen else None)
+    _phase_changed(
+        s, phase, actor, "leaderboard.freeze" if frozen else "leaderboard.unfreeze", via=via
+    )
+    s.commit()
+    return phase
+
+
+def set_board_open(s: Session, phase: Phase, is_open: bool, *, actor, via: str = "web") -> Phase:
+    """Show the board to everyone, or to organizers only."""
+    phase.leaderboard_open = is_open
+    _phase_changed(s, phase, actor, "leaderboard.open" if is_open else "leaderboard.close", via=via)
+    s.commit()
+    return phase
+
+
+def bump(
+    s: Session, phase: Phase, *, actor=None, action: str = "leaderboard.refresh", **details
+) -> None:
+    """Mark a phase's board as changed for a reason outside the submission and phase rows (e.g. a
+    new partition); commits."""
+    _phase_changed(s, phase, actor, action, **details)
+    s.commit()
+
+
+# ----------------------------------------------------------------------------- the gold partition
+
+
+def redraw_partition(s: Session, phase: Phase, *, actor, via: str = "web") -> GoldPartition:
+    """Move a phase that kept its own partition (from before partitions were shared) onto its
+    split's shared, stratified one; only before its first scored submission. Commits."""
+    if s.execute(
+        select(Submission.id).where(
+            Submission.phase_id == phase.id, Submission.score_attempt.is_not(None)
+        )
+    ).first():
+        raise LifecycleRefused(
+            "the partition cannot be re-drawn once a submission of the phase is scored",
+            "partition_fixed",
+        )
+    engine = s.get_bind()
+    part = partitions.shared_partition(engine, phase.task_id, phase.split, phase.public_fraction)
+    phase.partition_id = part.id
+    _phase_changed(s, phase, actor, "partition.attach", partition=part.key, via=via)
+    s.commit()
+    return part

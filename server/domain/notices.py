@@ -1,0 +1,120 @@
+"""A run's notice: when a run is scored or fails, its submitter is mailed if they asked for it
+(`Registration.mail_runs` in the task's competition), through the mail queue (server.jobs.outbox).
+
+Called by the scoring job after the lifecycle transition; it never breaks scoring: every failure
+is logged and swallowed. One notice per (submission, attempt, status): a job run twice queues it
+once (the queue's dedup key)."""
+
+from __future__ import annotations
+
+import logging
+
+from sqlmodel import Session, select
+
+from server.domain import people
+from server.domain.submissions import visible_scores
+from server.jobs import outbox
+from server.models import Phase, Registration, Submission, User
+from server.settings import Settings
+
+log = logging.getLogger(__name__)
+
+KIND = "run"
+PROBLEMS = 5  # the first problems of a failed run the notice quotes
+
+
+def _link_base(settings: Settings) -> str:
+    return (settings.base_url or "http://127.0.0.1:5000").rstrip("/")
+
+
+def _problem_line(p) -> str:
+    if isinstance(p, dict):
+        where = f"line {p['line']}: " if p.get("line") not in (None, "") else ""
+        return f"- {where}{p.get('message', '')}"[:500]
+    return f"- {p}"[:500]
+
+
+def compose(s: Session, settings: Settings, sub: Submission) -> tuple[str, str]:
+    """The notice's subject and body: the status, the primary score the team may see (a scored
+    run) or the first problems (a failed one), and the submission's address."""
+    phase = s.get(Phase, sub.phase_id)
+    url = f"{_link_base(settings)}/submissions/{sub.id}"
+    where = f"{sub.task_id}, phase {phase.name if phase else sub.phase_id}"
+    lines = [f"Your run {sub.id} ({where}) is {sub.status}."]
+    if sub.status == "scored":
+        scores = [sc for sc in visible_scores(s, sub, phase, organizer=False)]
+        shown = [sc for sc in scores if sc.primary_value is not None]
+        if shown:
+            for sc in shown:
+                lines.append(f"Primary score ({sc.part}): {sc.primary_value:.4f}")
+        else:
+            lines.append("Its scores are shown once the organizers publish them.")
+    else:
+        problems = list(sub.errors or [])
+        if sub.failure_kind == "infra":
+            lines.append("The server could not score it (this costs your team nothing).")
+        if problems:
+            lines.append("")
+            lines.append("The first problems:" if len(problems) > 1 else "The problem:")
+            lines += [_problem_line(p) for p in problems[:PROBLEMS]]
+            if len(problems) > PROBLEMS:
+                lines.append(f"... and {len(problems) - PROBLEMS} more on its page.")
+    lines += [
+        "",
+        f"Details: {url}",
+        "",
+        "You receive this because you asked for a notice of each run; turn it off under "
+        f'"Mail" on the competition\'s page, or send PUT {_link_base(settings)}/api/v1/'
+        'competitions/<id>/mail {"runs": false}.',
+    ]
+    subject = f"Run {sub.id} {sub.status} ({sub.task_id})"
+    return subject, "\n".join(lines) + "\n"
+
+
+def queue_run_notice(s: Session, settings: Settings, submission_id: int) -> bool:
+    """Queue the notice of a finished run in `s` (not committed) if its submitter asked for one;
+    True when a message was queued."""
+    sub = s.get(Submission, submission_id)
+    if sub is None or sub.status not in ("scored", "failed") or sub.user_id is None:
+        return False
+    if sub.is_baseline:
+        return False
+    c = people.competition_of_task(s, sub.task_id)
+    if c is None:
+        return False
+    reg = s.exec(
+        select(Registration).where(
+            Registration.competition_id == c.id, Registration.user_id == sub.user_id
+        )
+    ).first()
+    if reg is None or not reg.mail_runs or reg.status != people.APPROVED:
+        return False
+    user = s.get(User, sub.user_id)
+    if user is None:
+        return False
+    subject, body = compose(s, settings, sub)
+    row = outbox.queue(
+        s,
+        to=user.email,
+        subject=subject,
+        body=body,
+        dedup_key=f"run:{sub.id}:{sub.attempts}:{sub.status}",
+        kind=KIND,
+        competition_id=c.id,
+    )
+    return row is not None
+
+
+def notify_run(engine, settings: Settings, submission_id: int) -> bool:
+    """Queue a finished run's notice and ask a worker to deliver it; never raises."""
+    try:
+        with Session(engine) as s:
+            queued = queue_run_notice(s, settings, submission_id)
+            if queued:
+                s.commit()
+        if queued:
+            outbox.enqueue_delivery(settings)
+        return queued
+    except Exception:  # noqa: BLE001 — a notice must never break scoring
+        log.exception("submission %s: run notice not queued", submission_id)
+        return False

@@ -1,0 +1,364 @@
+"""Who is who in a competition: its roles, its registrations and its teams.
+
+One module answers, for every surface and action:
+- which competition a task belongs to (`competition_of_task`; a task with phases but no
+  competition gets one of its own, `ensure_competition`);
+- whether a person organizes a competition (`organizes`): a site administrator organizes every
+  one; an owner or organizer their own; an assessor none (the assessment pages ask for
+  `has_role(..., ASSESSOR)`);
+- whether a person takes part (`participation`): an approved registration that accepted the
+  current terms. A competition with automatic approval and no terms registers a person the first
+  time they act in it (`ensure_registration`), so that a task that was never set up as a
+  competition behaves as it always did;
+- which team a person is in there (`team_of`): their membership in that competition, else their
+  membership of every competition.
+
+Nothing here knows of Flask; the callers translate the answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, select
+
+from server.jobs.emails import BadEmail, domain_of, normalize_domain
+from server.models import (
+    Competition,
+    CompetitionRole,
+    CompetitionTask,
+    Registration,
+    Team,
+    TeamMember,
+    User,
+    utcnow,
+)
+
+OWNER, ORGANIZER, ASSESSOR = "owner", "organizer", "assessor"
+ROLES = (OWNER, ORGANIZER, ASSESSOR)
+ORGANIZING = frozenset({OWNER, ORGANIZER})
+# registration statuses; only "approved" takes part
+PENDING, APPROVED, REJECTED, SUSPENDED, BANNED = (
+    "pending",
+    "approved",
+    "rejected",
+    "suspended",
+    "banned",
+)
+STATUSES = (PENDING, APPROVED, REJECTED, SUSPENDED, BANNED)
+
+
+def is_admin(user: User | None) -> bool:
+    """A site administrator (the global flag)."""
+    return user is not None and bool(user.is_admin)
+
+
+def competition_of_task(s: Session, task_id: str) -> Competition | None:
+    """The competition the task is a subtask of, or None."""
+    link = s.exec(select(CompetitionTask).where(CompetitionTask.task_id == task_id)).first()
+    return None if link is None else s.get(Competition, link.competition_id)
+
+
+def ensure_competition(s: Session, task_id: str) -> Competition:
+    """The task's competition; a task without one gets its own (short id and title the task's,
+    visible, public data, automatic approval, no terms): how a task set up by phases alone, or
+    imported on a fresh installation, keeps behaving as before competitions. Flushes."""
+    c = competition_of_task(s, task_id)
+    if c is not None:
+        return c
+    slug, n = task_id, 1
+    while s.exec(select(Competition).where(Competition.slug == slug)).first() is not None:
+        n += 1
+        slug = f"{task_id}-{n}"
+    c = Competition(slug=slug, title=task_id, state="visible", data_public=True, placeholder=True)
+    s.add(c)
+    s.flush()
+    s.add(CompetitionTask(competition_id=c.id, task_id=task_id, position=0))
+    try:
+        s.flush()
+    except IntegrityError:  # another request linked the task first: use that one
+        s.rollback()
+        return competition_of_task(s, task_id)
+    return c
+
+
+def task_ids(s: Session, competition_id: int) -> list[str]:
+    q = select(CompetitionTask.task_id).where(CompetitionTask.competition_id == competition_id)
+    return list(s.exec(q.order_by(CompetitionTask.position, CompetitionTask.id)))
+
+
+def role_of(s: Session, user: User | None, competition_id: int | None) -> str | None:
+    """The person's role in the competition (owner, organizer, assessor), or None."""
+    if user is None or user.id is None or competition_id is None:
+        return None
+    r = s.exec(
+        select(CompetitionRole).where(
+            CompetitionRole.competition_id == competition_id, CompetitionRole.user_id == user.id
+        )
+    ).first()
+    return None if r is None else r.role
+
+
+def organizes(s: Session, user: User | None, competition_id: int | None) -> bool:
+    """Whether the person may act as an organizer of the competition."""
+    if is_admin(user):
+        return True
+    return role_of(s, user, competition_id) in ORGANIZING
+
+
+def organizes_task(s: Session, user: User | None, task_id: str) -> bool:
+    """Whether the person organizes the competition of the task (administrators: every task; a
+    task in no competition: administrators only)."""
+    if is_admin(user):
+        return True
+    c = competition_of_task(s, task_id)
+    return c is not None and organizes(s, user, c.id)
+
+
+def has_role(s: Session, user: User | None, competition_id: int | None, *roles: str) -> bool:
+    return is_admin(user) or role_of(s, user, competition_id) in roles
+
+
+def organized_competitions(s: Session, user: User | None) -> set[int] | None:
+    """The ids of the competitions the person organizes; None for an administrator (every one)."""
+    if is_admin(user):
+        return None
+    if user is None or user.id is None:
+        return set()
+    q = select(CompetitionRole.competition_id).where(
+        CompetitionRole.user_id == user.id, CompetitionRole.role.in_(tuple(ORGANIZING))
+    )
+    return set(s.exec(q))
+
+
+def organizes_anything(s: Session, user: User | None) -> bool:
+    got = organized_competitions(s, user)
+    return got is None or bool(got)
+
+
+def organized_tasks(s: Session, user: User | None) -> set[str] | None:
+    """The tasks the person organizes; None for an administrator (every task)."""
+    cids = organized_competitions(s, user)
+    if cids is None:
+        return None
+    if not cids:
+        return set()
+    q = select(CompetitionTask.task_id).where(CompetitionTask.competition_id.in_(tuple(cids)))
+    return set(s.exec(q))
+
+
+def grant(
+    s: Session, competition_id: int, user: User, role: str, *, by: User | None = None
+) -> CompetitionRole:
+    """Give the person a role in the competition (replacing the one they had); flushes."""
+    if role not in ROLES:
+        raise ValueError(f"{role!r}: one of {', '.join(ROLES)}")
+    r = s.exec(
+        select(CompetitionRole).where(
+            CompetitionRole.competition_id == competition_id, CompetitionRole.user_id == user.id
+        )
+    ).first()
+    if r is None:
+        r = CompetitionRole(competition_id=competition_id, user_id=user.id, role=role)
+    r.role = role
+    r.granted_by = None if by is None else by.id
+    s.add(r)
+    s.flush()
+    return r
+
+
+# --- registration -------------------------------------------------------------------------------
+
+
+def registration(s: Session, user: User | None, competition_id: int) -> Registration | None:
+    if user is None or user.id is None:
+        return None
+    return s.exec(
+        select(Registration).where(
+            Registration.competition_id == competition_id, Registration.user_id == user.id
+        )
+    ).first()
+
+
+def registers_implicitly(c: Competition) -> bool:
+    """A competition with automatic approval, no terms and no allow-list registers a person the
+    first time they act in it."""
+    return c.approval == "auto" and c.terms_version == 0 and not c.allowed_domains
+
+
+def domain_allowed(c: Competition, email: str) -> bool:
+    """Whether the address is at one of the competition's allowed domains (or a subdomain of
+    one); both in their one form (`server.jobs.emails`): an address with an empty label is at
+    none."""
+    if not c.allowed_domains:
+        return True
+    host = domain_of(email)
+    if host is None:
+        return False
+    domains = []
+    for d in c.allowed_domains:
+        try:
+            domains.append(normalize_domain(d))
+        except BadEmail:
+            continue  # an entry no address is at
+    return any(host == d or host.endswith("." + d) for d in domains)
+
+
+def ensure_registration(s: Session, user: User, c: Competition) -> Registration | None:
+    """The person's registration; one is made (approved) when the competition registers
+    implicitly. Flushes."""
+    reg = registration(s, user, c.id)
+    if reg is None and registers_implicitly(c):
+        now = utcnow()
+        reg = Registration(
+            competition_id=c.id,
+            user_id=user.id,
+            status=APPROVED,
+            terms_version=0,
+            decided_at=now,
+            reason="automatic: the competition has no terms",
+        )
+        s.add(reg)
+        try:
+            s.flush()
+        except IntegrityError:
+            s.rollback()
+            reg = registration(s, user, c.id)
+    return reg
+
+
+@dataclass(frozen=True)
+class Participation:
+    """Whether a person takes part in a competition, and if not, why (a code and a sentence)."""
+
+    ok: bool
+    code: str = ""
+    message: str = ""
+
+
+def participation(s: Session, user: User | None, c: Competition) -> Participation:
+    """Whether the person may download and submit in the competition: organizers always; else an
+    approved registration that accepted the current terms."""
+    if user is None:
+        return Participation(False, "not_signed_in", "sign in and register for the competition")
+    if organizes(s, user, c.id):
+        return Participation(True)
+    reg = ensure_registration(s, user, c)
+    if reg is None:
+        return Participation(
+            False,
+            "not_registered",
+            f"register for competition {c.slug!r} first: accept its terms on its page or run "
+            f"`palimpsest register {c.slug} --accept-terms`",
+        )
+    if reg.status == PENDING:
+        return Participation(
+            False,
+            "registration_pending",
+            f"your registration for {c.slug!r} waits for the organizers' approval",
+        )
+    if reg.status != APPROVED:
+        return Participation(
+            False,
+            f"registration_{reg.status}",
+            f"your registration for {c.slug!r} is {reg.status}"
+            + (f": {reg.reason}" if reg.reason else ""),
+        )
+    if reg.terms_version < c.terms_version:
+        return Participation(
+            False,
+            "terms_changed",
+            f"the terms of {c.slug!r} changed (version {c.terms_version}); accept them again "
+            f"on its page or with `palimpsest register {c.slug} --accept-terms`",
+        )
+    return Participation(True)
+
+
+def excluded_users(s: Session, competition_id: int) -> set[int]:
+    """The people whose runs leave the competition's live boards: banned ones."""
+    q = select(Registration.user_id).where(
+        Registration.competition_id == competition_id, Registration.status == BANNED
+    )
+    return set(s.exec(q))
+
+
+# --- teams --------------------------------------------------------------------------------------
+
+
+def membership(s: Session, user: User | None, competition_id: int | None) -> TeamMember | None:
+    """The person's membership for the competition: their own there, else the one of every
+    competition (`competition_id` None asks for that one only)."""
+    if user is None or user.id is None:
+        return None
+    rows = s.exec(
+        select(TeamMember).where(
+            TeamMember.user_id == user.id,
+            (TeamMember.competition_id == competition_id)
+            if competition_id is not None
+            else TeamMember.competition_id.is_(None),
+        )
+    ).all()
+    if rows:
+        return rows[0]
+    if competition_id is None:
+        return None
+    return s.exec(
+        select(TeamMember).where(TeamMember.user_id == user.id, TeamMember.competition_id.is_(None))
+    ).first()
+
+
+def team_of(s: Session, user: User | None, competition_id: int | None) -> Team | None:
+    """The team the person acts for in the competition (an active membership), or None."""
+    m = membership(s, user, competition_id)
+    if m is None or m.status != "active":
+        return None
+    return s.get(Team, m.team_id)
+
+
+def team_id_for_task(s: Session, user: User | None, task_id: str) -> int | None:
+    """The id of the person's team in the task's competition, or None."""
+    if user is None:
+        return None
+    c = competition_of_task(s, task_id)
+    t = team_of(s, user, None if c is None else c.id)
+    return None if t is None else t.id
+
+
+def team_members(s: Session, team: Team, *, status: str | None = "active") -> list[User]:
+    q = (
+        select(User)
+        .join(TeamMember, TeamMember.user_id == User.id)
+        .where(TeamMember.team_id == team.id)
+    )
+    if status is not None:
+        q = q.where(TeamMember.status == status)
+    return list(s.exec(q.order_by(User.id)).unique())
+
+
+def team_ids_of(s: Session, user: User | None) -> list[int]:
+    """Every team the person is an active member of, in any competition."""
+    if user is None or user.id is None:
+        return []
+    q = select(TeamMember.team_id).where(
+        TeamMember.user_id == user.id, TeamMember.status == "active"
+    )
+    return sorted(set(s.exec(q)))
+
+
+def may_download(s: Session, user: User | None, task_id: str) -> Participation:
+    """Whether the person may download the task's data: anyone when its competition's data is
+    public (or the task is in none), else a participant (`participation`)."""
+    c = competition_of_task(s, task_id)
+    if c is None or c.data_public:
+        return Participation(True)
+    return participation(s, user, c)
+
+
+def task_visible(s: Session, user: User | None, task_id: str) -> bool:
+    """Whether the person may see the task at all: its competition is not a draft, or they have a
+    role in it (or administer the site). A task in no competition is visible."""
+    c = competition_of_task(s, task_id)
+    if c is None or c.state != "draft":
+        return True
+    return is_admin(user) or role_of(s, user, c.id) is not None

@@ -1,0 +1,236 @@
+"""Publication: a closed phase's final ranking written once as an immutable snapshot
+(`RankingVersion`), with its statistics frozen in it; a correction is a new version with a reason.
+
+The phase's state changes (closing, the revision bump, the audit record) are the lifecycle's; this
+module builds the snapshot and writes it in the same transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+
+from sqlalchemy import func, select
+from sqlmodel import Session
+
+from server.domain import partitions
+from server.domain.lifecycle import PENDING, RANKED_RUN_RULE, _phase_changed, close, phase_state
+from server.domain.provenance import current_provenance
+from server.exceptions import LifecycleRefused
+from server.models import Phase, RankingVersion, Submission, User, utcnow
+
+log = logging.getLogger(__name__)
+
+
+def ranking_versions(s: Session, phase_id: int) -> list[RankingVersion]:
+    return list(
+        s.execute(
+            select(RankingVersion)
+            .where(RankingVersion.phase_id == phase_id)
+            .order_by(RankingVersion.version)
+        ).scalars()
+    )
+
+
+def latest_ranking(s: Session, phase_id: int, version: int | None = None) -> RankingVersion | None:
+    q = select(RankingVersion).where(RankingVersion.phase_id == phase_id)
+    if version is not None:
+        q = q.where(RankingVersion.version == version)
+    return s.execute(q.order_by(RankingVersion.version.desc()).limit(1)).scalar_one_or_none()
+
+
+def publish(
+    s: Session,
+    phase: Phase,
+    *,
+    task,
+    actor,
+    settings,
+    reason: str = "",
+    via: str = "web",
+    close_first: bool = False,
+) -> RankingVersion:
+    """Publish the final ranking of a closed phase as an immutable snapshot (version 1), or a
+    correction of it (version n + 1, with a reason). With `close_first`, an open phase is closed
+    in the same transaction. Commits."""
+    from server.boards import leaderboard as lb  # the boards and statistics (scipy) load to publish
+
+    reason = " ".join((reason or "").split())[:2000]
+    if phase.stats_seed is None:
+        # the seed of the statistics (normally recorded by the worker already), recorded before
+        # this transaction writes anything
+        partitions.bootstrap_seed(s.get_bind(), phase.id)
+    if phase.partition_id is None and partitions.phase_has_private_part(phase):
+        # published before any scoring: its partition is drawn now, in a transaction of its own and
+        # before this one writes anything (the snapshot's statistics need it)
+        s.commit()
+        partitions.partition_of(s.get_bind(), phase.id)
+        s.refresh(phase)
+    if close_first and phase_state(phase) == "open":
+        close(s, phase, actor=actor, via=via, commit=False)
+    state = phase_state(phase)
+    if state != "closed":
+        s.rollback()
+        raise LifecycleRefused(
+            f"only a closed phase can be published: the {phase.name} phase of "
+            f"{phase.task_id} is {state} (close it first, or close and publish)",
+            "phase_open",
+        )
+    pending = s.execute(
+        select(func.count(Submission.id)).where(
+            Submission.phase_id == phase.id,
+            Submission.status.in_(PENDING),
+            Submission.removed_at.is_(None),
+        )
+    ).scalar_one()
+    if pending:
+        s.rollback()
+        raise LifecycleRefused(
+            f"{pending} submission(s) of the phase are still being scored; publish when "
+            "every one is final",
+            "pending",
+        )
+    prev = latest_ranking(s, phase.id)
+    if prev is not None and not reason:
+        s.rollback()
+        raise LifecycleRefused(
+            f"the final ranking of {phase.task_id}/{phase.name} was published as "
+            f"version {prev.version}; a correction needs a reason",
+            "reason_required",
+        )
+    now = utcnow()
+    version = (prev.version if prev else 0) + 1
+    # the snapshot is public: it names the role, never an address (the row keeps the account's id)
+    who = "organizer" if isinstance(actor, User) else None
+    meta = {
+        "version": version,
+        "published_at": now.replace(microsecond=0).isoformat() + "Z",
+        "published_by": who,
+        "reason": reason,
+        "rule": RANKED_RUN_RULE,
+    }
+    body = snapshot_body(s, task, phase, settings, meta)
+    body_json = snapshot_json(body)
+    rv = RankingVersion(
+        phase_id=phase.id,
+        task_id=phase.task_id,
+        phase_name=phase.name,
+        version=version,
+        reason=reason,
+        published_by=actor.id if isinstance(actor, User) else None,
+        published_at=now,
+        sha256=hashlib.sha256(body_json.encode("utf-8")).hexdigest(),
+        body_json=body_json,
+        body_csv=lb.snapshot_csv(body),
+        body_latex=lb.snapshot_latex(body),
+    )
+    s.add(rv)
+    if phase.published_at is None:
+        phase.published_at = now
+    changes = ranking_diff(json.loads(prev.body_json), body) if prev else None
+    _phase_changed(
+        s,
+        phase,
+        actor,
+        "ranking.publish" if version == 1 else "ranking.correct",
+        via=via,
+        version=version,
+        reason=reason,
+        sha256=rv.sha256,
+        changes=changes,
+    )
+    s.commit()
+    return rv
+
+
+def snapshot_body(s: Session, task, phase: Phase, settings, meta: dict) -> dict:
+    """The snapshot of a phase's final ranking as the data stand now, with the publication's
+    `meta` (version, time, organizer, reason, rule). `publish` stores it; `server.backup`
+    rebuilds it from a restored site to check a published version byte for byte."""
+    from server.boards import leaderboard as lb  # the boards and statistics (scipy) load to publish
+
+    board = lb.build_board(
+        s,
+        task,
+        phase,
+        audience="public",
+        show_private=True,
+        include_closed=True,
+        provenance=current_provenance(task, phase.split, settings.home),
+        with_parts=True,
+    )
+    board.published = (
+        True  # as it will be served: the private ranking with the public part beside it
+    )
+    lb.add_reference_rows(board, task, settings.home)
+    _snapshot_statistics(s, task, phase, board, settings)
+    return lb.snapshot_dict(board, meta, secret=settings.secret_key)
+
+
+def snapshot_json(body: dict) -> str:
+    """The stored bytes of a snapshot (`RankingVersion.body_json`)."""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+
+
+def _snapshot_statistics(s: Session, task, phase: Phase, board, settings) -> None:
+    """Freeze the board's statistics into the snapshot: intervals, rank ranges, p-values and
+    clusters of the ranked part, and the public part's intervals beside them."""
+    from server.boards import stats  # the statistics (scipy) load to publish, not to show a ranking
+
+    try:
+        snap = stats.for_snapshot(settings, s.get_bind(), task, phase, board)
+    except Exception as e:  # noqa: BLE001 — publication never fails for its statistics
+        log.warning(
+            "statistics of the snapshot of phase %s not computed (%s: %s)",
+            phase.id,
+            type(e).__name__,
+            e,
+        )
+        stats.attach(board, None, reason="no interval: its computation failed at publication")
+        return
+    stats.attach(board, snap["ranked"])
+    if "public" in snap:
+        board.public_stats = snap["public"]
+        for r in board.rows:
+            r.public_ci = snap["public"]["rows"].get(str(r.submission_id), {}).get("ci")
+
+
+def ranking_diff(old: dict, new: dict) -> dict:
+    """What changed between two published versions: rows added, removed, re-ranked or re-scored."""
+
+    def key(r):
+        return (
+            (r["row_type"], r["team"], r.get("method_name", ""))
+            if r["row_type"] != "team"
+            else ("team", r["team"])
+        )
+
+    a = {key(r): r for r in old.get("rows", [])}
+    b = {key(r): r for r in new.get("rows", [])}
+    out = {"added": [], "removed": [], "changed": []}
+    for k in b.keys() - a.keys():
+        out["added"].append(
+            {"team": b[k]["team"], "submission_id": b[k]["submission_id"], "rank": b[k]["rank"]}
+        )
+    for k in a.keys() - b.keys():
+        out["removed"].append(
+            {"team": a[k]["team"], "submission_id": a[k]["submission_id"], "rank": a[k]["rank"]}
+        )
+    for k in a.keys() & b.keys():
+        ra, rb = a[k], b[k]
+        diff = {
+            f: [ra.get(f), rb.get(f)] for f in ("rank", "submission_id") if ra.get(f) != rb.get(f)
+        }
+        vals = {
+            m: [ra["metrics"].get(m), rb["metrics"].get(m)]
+            for m in rb["metrics"]
+            if ra["metrics"].get(m) != rb["metrics"].get(m)
+        }
+        if vals:
+            diff["metrics"] = vals
+        if diff:
+            out["changed"].append({"team": rb["team"], **diff})
+    for v in out.values():
+        v.sort(key=lambda r: r.get("team") or "")
+    return out

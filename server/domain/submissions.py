@@ -1,0 +1,473 @@
+"""Creating submissions: store the file, check the limits in one transaction, commit, enqueue.
+
+Limits are counted per team and phase under a lock on the team's row (SELECT ... FOR UPDATE on
+PostgreSQL, BEGIN IMMEDIATE on SQLite), so parallel uploads cannot overrun them. Only
+submissions that are scored, or still may be (queued, running), count: a file that fails
+validation or a job that fails for the server's reasons costs the team nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import BinaryIO
+
+from sqlalchemy import func, or_, select, text
+from sqlmodel import Session
+
+from server import objectstore
+from server.domain import people
+
+# the statuses and the phase window are the lifecycle's; importable from here as before
+from server.domain.lifecycle import (  # noqa: F401
+    COUNTED,
+    PENDING,
+    Status,
+    create_phase,
+    phase_state,
+    set_primary,
+)
+from server.domain.visibility import ORGANIZER, TEAM, Viewer, may_see
+from server.exceptions import (
+    DuplicateSubmission,
+    LimitReached,
+    NotFound,
+    PhaseClosed,
+    StoreUnreachable,
+    SubmissionRefused,
+)
+from server.models import CodeRun, Phase, Score, Submission, Team, User, utcnow
+from server.settings import Settings, get_settings
+from server.storage import path_for, store_upload
+from tasks import all_tasks
+from tasks.store import TaskStore
+
+log = logging.getLogger(__name__)
+
+
+def _fmt(t: datetime) -> str:
+    return t.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def visible_scores(
+    session: Session, sub: Submission, phase: Phase | None, *, organizer: bool
+) -> list[Score]:
+    """The Score rows of a submission's counted scoring that a viewer entitled to its details may
+    see: the private part only after publication (organizers always)."""
+    scores = (
+        session.execute(
+            select(Score).where(Score.submission_id == sub.id).order_by(Score.attempt, Score.part)
+        )
+        .scalars()
+        .all()
+    )
+    viewer = Viewer(ORGANIZER) if organizer else Viewer(TEAM, sub.team_id)
+    counted = sub.score_attempt or max((sc.attempt for sc in scores), default=None)
+    return [
+        sc
+        for sc in scores
+        if sc.attempt == counted and may_see(viewer, phase, sub.created_at, sc.part)
+    ]
+
+
+def url_problem(url: str) -> str | None:
+    """Why a run's paper/code URL is refused (the web form and the API ask this alike), or None:
+    it is an http(s) address of at most 500 characters, or empty."""
+    if not url:
+        return None
+    if not url.lower().startswith(("https://", "http://")) or len(url) <= len("https://"):
+        return "the paper/code URL must start with https:// or http://"
+    if len(url) > 500:
+        return "the paper/code URL is at most 500 characters"
+    if any(c.isspace() for c in url):
+        return "the paper/code URL holds no spaces"
+    return None
+
+
+def day_start(now: datetime) -> datetime:
+    """The start of the UTC day the daily limit counts in (it resets at 00:00 UTC)."""
+    return now.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def resolve_phase(session: Session, task_id: str, phase: Phase | str | int) -> Phase:
+    if isinstance(phase, Phase):
+        found = session.get(Phase, phase.id)
+    elif isinstance(phase, int):
+        found = session.get(Phase, phase)
+    else:
+        found = session.execute(
+            select(Phase).where(Phase.task_id == task_id, Phase.name == phase)
+        ).scalar_one_or_none()
+    if found is None or found.task_id != task_id:
+        raise NotFound(f"task {task_id!r} has no phase {getattr(phase, 'name', phase)!r}")
+    return found
+
+
+def lock_team(session: Session, team_id: int) -> None:
+    """Serialize submissions of one team: a row lock on PostgreSQL, a write lock on SQLite."""
+    if session.get_bind().dialect.name == "sqlite":
+        session.commit()  # BEGIN IMMEDIATE must open the transaction itself
+        session.execute(text("BEGIN IMMEDIATE"))
+    else:
+        session.execute(select(Team.id).where(Team.id == team_id).with_for_update())
+
+
+# a run removed by an organizer gives its slot back; one its team deleted keeps it (deleting and
+# uploading again would otherwise score the hidden gold without end)
+COUNTS_AGAINST_QUOTA = or_(Submission.removed_at.is_(None), Submission.removed_by_team.is_(True))
+
+
+def code_runs_counted(
+    session: Session, team_id: int, phase_id: int, *, pending_only: bool = False, since=None
+) -> int:
+    """Code runs that count against a phase's limits and have no submission (yet): those waiting
+    or running, and (unless `pending_only`) those that failed because of their code; a run that
+    failed because of the server never counts, and one that ran counts as its submission."""
+    stage = CodeRun.stage.in_(("queued", "running"))
+    if not pending_only:
+        stage = stage | ((CodeRun.stage == "failed") & (CodeRun.failure_kind == "code"))
+    q = select(func.count(CodeRun.id)).where(
+        CodeRun.team_id == team_id,
+        CodeRun.phase_id == phase_id,
+        CodeRun.submission_id.is_(None),
+        stage,
+    )
+    if since is not None:
+        q = q.where(CodeRun.created_at >= since)
+    return session.execute(q).scalar_one()
+
+
+def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) -> None:
+    """Raise PhaseClosed or LimitReached, saying why and when the next submission is allowed."""
+    if phase.opens_at and now < phase.opens_at:
+        raise PhaseClosed(
+            f"the {phase.name} phase of {phase.task_id} opens at {_fmt(phase.opens_at)}",
+            phase.opens_at,
+        )
+    if phase.closes_at and now >= phase.closes_at:
+        raise PhaseClosed(
+            f"the {phase.name} phase of {phase.task_id} closed at {_fmt(phase.closes_at)}; "
+            "no further submissions are accepted",
+            None,
+        )
+
+    def count(*conds, pending_only: bool = False, since=None) -> int:
+        return session.execute(
+            select(func.count(Submission.id)).where(
+                Submission.team_id == team_id,
+                Submission.phase_id == phase.id,
+                COUNTS_AGAINST_QUOTA,
+                *conds,
+            )
+        ).scalar_one() + code_runs_counted(
+            session, team_id, phase.id, pending_only=pending_only, since=since
+        )
+
+    if phase.concurrent_limit is not None:
+        n = count(Submission.status.in_(PENDING), pending_only=True)
+        if n >= phase.concurrent_limit:
+            raise LimitReached(
+                f"your team has {n} submission(s) waiting or running in the {phase.name} phase "
+                f"(limit {phase.concurrent_limit} at once); submit again when one of them has "
+                "finished",
+                None,
+                "concurrent",
+            )
+    if phase.total_limit is not None:
+        n = count(Submission.status.in_(COUNTED))
+        if n >= phase.total_limit:
+            raise LimitReached(
+                f"your team has used all {phase.total_limit} submissions of the {phase.name} phase "
+                f"({n} scored or pending); only a failed pending one would free a slot",
+                None,
+                "total",
+            )
+    if phase.daily_limit is not None:
+        start = day_start(now)
+        n = count(Submission.status.in_(COUNTED), Submission.created_at >= start, since=start)
+        if n >= phase.daily_limit:
+            nxt = start + timedelta(days=1)
+            if phase.closes_at and nxt >= phase.closes_at:
+                raise LimitReached(
+                    f"your team has used today's {phase.daily_limit} submissions of the "
+                    f"{phase.name} phase and the phase closes at {_fmt(phase.closes_at)} before "
+                    "the daily reset",
+                    None,
+                    "daily",
+                )
+            raise LimitReached(
+                f"your team has used today's {phase.daily_limit} submissions of the {phase.name} "
+                f"phase ({n} scored or pending); the next is allowed at {_fmt(nxt)} (the daily "
+                "limit resets at 00:00 UTC), or sooner if a pending one fails",
+                nxt,
+                "daily",
+            )
+
+
+def check_invalid_limit(
+    session: Session, team_id: int, phase: Phase, now: datetime, settings: Settings
+) -> None:
+    """Invalid files cost no quota, but not without end: after `invalid_daily_limit` of them in a
+    UTC day the team is asked to validate offline first."""
+    limit = settings.invalid_daily_limit
+    if limit is None:
+        return
+    start = day_start(now)
+    n = session.execute(
+        select(func.count(Submission.id)).where(
+            Submission.team_id == team_id,
+            Submission.phase_id == phase.id,
+            Submission.created_at >= start,
+            Submission.status == Status.FAILED.value,
+            Submission.failure_kind == "invalid",
+        )
+    ).scalar_one()
+    if n >= limit:
+        nxt = start + timedelta(days=1)
+        raise LimitReached(
+            f"your team has uploaded {n} invalid files in the {phase.name} phase today (limit "
+            f"{limit}); check your file offline with `palimpsest validate {phase.task_id} FILE` "
+            f"first; the count resets at {_fmt(nxt)}",
+            nxt,
+            "invalid",
+        )
+
+
+def create_submission(
+    session: Session,
+    *,
+    user: User | None,
+    team: Team,
+    task_id: str,
+    phase: Phase | str | int,
+    upload_bytes_or_stream: bytes | BinaryIO | None = None,
+    filename: str = "",
+    upload: bytes | BinaryIO | None = None,
+    method_name: str = "",
+    description: str = "",
+    url: str = "",
+    show_publicly: bool = True,
+    is_baseline: bool = False,
+    settings: Settings | None = None,
+    redis=None,
+    enqueue: bool = True,
+    enforce_limits: bool = True,
+    dedupe: bool = False,
+    facts: dict | None = None,
+) -> Submission:
+    """Store the upload, commit the row if the team's limits allow it, then enqueue its scoring.
+
+    Commits whatever the session had pending first. Raises PhaseClosed, LimitReached or
+    UploadTooLarge (all SubmissionRefused, with `next_allowed_at`) or NotFound. With `dedupe`,
+    the same file already submitted by the team in the phase (and not failed for the server's
+    reasons, nor removed) raises DuplicateSubmission naming it; checked under the team lock, so
+    parallel retries of one upload make one submission. `facts`: the fact sheet's answers, checked
+    by the caller (server.domain.facts.check_facts).
+    """
+    if upload_bytes_or_stream is None:
+        upload_bytes_or_stream = upload
+    if upload_bytes_or_stream is None:
+        raise TypeError("create_submission needs the upload (bytes or a binary stream)")
+    url = (url or "").strip()
+    problem = url_problem(url)
+    if problem:
+        raise SubmissionRefused(f"url: {problem}")
+    settings = settings or get_settings()
+    team_id = team.id
+    is_baseline = bool(is_baseline or team.is_baseline)
+    exempt = is_baseline or people.organizes_task(session, user, task_id) or not enforce_limits
+    user_id = user.id if user is not None else None
+    ph = resolve_phase(session, task_id, phase)
+    phase_id = ph.id
+    key, sha, size = store_upload(
+        settings.home, upload_bytes_or_stream, filename, settings.max_upload_bytes
+    )
+    try:  # into the object store, when the site has one, before any row names it
+        objectstore.push_upload(settings, key)
+    except StoreUnreachable:
+        if not session.execute(
+            select(Submission.id).where(Submission.storage_key == key).limit(1)
+        ).first():
+            path_for(settings.home, key).unlink(missing_ok=True)  # nothing left behind
+        raise
+    try:
+        lock_team(session, team_id)
+        ph = session.get(Phase, phase_id, populate_existing=True)
+        now = utcnow()
+        if dedupe:
+            same = (
+                session.execute(
+                    select(Submission.id)
+                    .where(
+                        Submission.team_id == team_id,
+                        Submission.phase_id == phase_id,
+                        Submission.file_sha256 == sha,
+                        Submission.removed_at.is_(None),
+                        Submission.failure_kind.is_(None) | (Submission.failure_kind != "infra"),
+                    )
+                    .order_by(Submission.id)
+                )
+                .scalars()
+                .first()
+            )
+            if same is not None:
+                raise DuplicateSubmission(same)
+        if not exempt:
+            check_limits(session, team_id, ph, now)
+            check_invalid_limit(session, team_id, ph, now, settings)
+        sub = Submission(
+            team_id=team_id,
+            user_id=user_id,
+            task_id=task_id,
+            phase_id=phase_id,
+            status=Status.QUEUED.value,
+            created_at=now,
+            file_sha256=sha,
+            file_name=(filename or "")[:255],
+            storage_key=key,
+            size=size,
+            method_name=" ".join((method_name or "").split())[:200],
+            description=description or "",
+            url=url,
+            show_publicly=bool(show_publicly),
+            is_baseline=is_baseline,
+            facts=facts,
+        )
+        session.add(sub)
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    if enqueue:
+        enqueue_or_leave(sub.id, settings, redis)
+    return sub
+
+
+def quota(
+    session: Session, *, phase: Phase, team: Team | None = None, team_id: int | None = None
+) -> dict:
+    """What remains of a team's allowance in a phase, counted as `check_limits` counts it."""
+    team = team if team is not None else session.get(Team, team_id)
+    now = utcnow()
+    start = day_start(now)
+    rows = session.execute(
+        select(Submission.status, Submission.created_at).where(
+            Submission.team_id == team.id,
+            Submission.phase_id == phase.id,
+            COUNTS_AGAINST_QUOTA,
+        )
+    ).all()
+    counted = [c for st, c in rows if st in COUNTED]
+    today = sum(1 for c in counted if c >= start)
+    running = sum(1 for st, _ in rows if st in PENDING)
+    runs = code_runs_counted(session, team.id, phase.id)
+    today += code_runs_counted(session, team.id, phase.id, since=start)
+    running += code_runs_counted(session, team.id, phase.id, pending_only=True)
+    counted += [start] * runs
+    unlimited = bool(team.is_baseline)
+
+    def left(limit, used):
+        return None if unlimited or limit is None else max(0, limit - used)
+
+    return {
+        "daily_used": today,
+        "daily_limit": None if unlimited else phase.daily_limit,
+        "daily_left": left(phase.daily_limit, today),
+        "total_used": len(counted),
+        "total_limit": None if unlimited else phase.total_limit,
+        "total_left": left(phase.total_limit, len(counted)),
+        "running": running,
+        "concurrent_limit": None if unlimited else phase.concurrent_limit,
+        "resets_at": start + timedelta(days=1),
+        **(
+            {
+                "compute_used_seconds": round(compute_used(session, team.id, phase.id), 3),
+                "compute_budget_seconds": None if unlimited else phase.compute_budget_seconds,
+            }
+            if phase.accepts != "predictions"
+            else {}
+        ),
+    }
+
+
+def compute_used(session: Session, team_id: int, phase_id: int) -> float:
+    """CPU seconds a team's systems used in a phase (runs the server failed not counted)."""
+    return float(
+        session.execute(
+            select(func.coalesce(func.sum(CodeRun.cpu_seconds), 0.0)).where(
+                CodeRun.team_id == team_id,
+                CodeRun.phase_id == phase_id,
+                CodeRun.failure_kind.is_(None) | (CodeRun.failure_kind != "infra"),
+            )
+        ).scalar_one()
+    )
+
+
+def enqueue_or_leave(submission_id: int, settings: Settings, redis=None) -> bool:
+    """Enqueue the job; if Redis is away the row stays queued and the reconciler enqueues it
+    later."""
+    from server.jobs.queue import connect, enqueue_submission  # here: Redis and RQ load when used
+
+    try:
+        enqueue_submission(redis or connect(settings), submission_id, settings)
+        return True
+    except Exception as e:
+        log.warning(
+            "submission %s committed but not enqueued (%s: %s); the reconciler will enqueue it",
+            submission_id,
+            type(e).__name__,
+            e,
+        )
+        return False
+
+
+DEFAULT_PHASES = {
+    "dev": dict(daily_limit=20, total_limit=500, concurrent_limit=2, public_fraction=1.0),
+    "test": dict(daily_limit=5, total_limit=100, concurrent_limit=2, public_fraction=0.5),
+}
+# a task's cross-validated split (TRoTR's ten folds): its gold is in the folds' training data, so
+# its board ranks on all of it
+CROSS_VALIDATED_PHASE = dict(
+    daily_limit=20, total_limit=500, concurrent_limit=2, public_fraction=1.0
+)
+
+
+def ensure_phases(session: Session, home=None) -> list[Phase]:
+    """Create the default `dev` and `test` phases of every registered task imported here whose
+    split has no phase yet, and a phase on a task's cross-validated split (named after it), through
+    the lifecycle's one `create_phase` (checked and audited like an organizer's). A task never
+    imported gets none, and so no placeholder competition: a fresh site shows what exists."""
+    made = []
+    home = home if home is not None else get_settings().home
+    for t in all_tasks():
+        if not TaskStore(t.id, home).exists():
+            continue  # a task never imported here: no phase, so no placeholder competition
+        for split in t.splits:
+            defaults = (
+                CROSS_VALIDATED_PHASE if t.is_cross_validated(split) else DEFAULT_PHASES.get(split)
+            )
+            if defaults is None:
+                continue
+            # a split with a phase of any name has its phases (a bundle names its own)
+            exists = session.execute(
+                select(Phase.id).where(
+                    Phase.task_id == t.id, (Phase.name == split) | (Phase.split == split)
+                )
+            ).first()
+            if exists:
+                continue
+            made.append(
+                create_phase(
+                    session, task=t, name=split, split=split, actor=None, via="system", **defaults
+                )
+            )
+    session.commit()
+    return made
+
+
+def mark_primary(session: Session, *, submission_id: int, team_id: int, actor=None) -> Submission:
+    """Make a team's submission its primary (ranked) run in its phase; the others become
+    contrastive."""
+    return set_primary(
+        session, session.get(Submission, submission_id), team_id=team_id, actor=actor
+    )

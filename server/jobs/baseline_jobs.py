@@ -1,0 +1,48 @@
+"""The baselines queue's run job: a worker with the models (a GPU machine: `palimpsest worker
+--queue baselines`) writes one baseline's submission file and records it like any team's upload.
+
+The job never writes a score: `record_baseline` goes through `create_submission`, which stores the
+file, commits the row and enqueues its scoring job on the scoring queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+
+from baselines.run import run_baselines
+from baselines.systems import Options
+from server.domain.baselines import record_baseline
+from server.settings import get_settings
+
+log = logging.getLogger(__name__)
+
+
+def run_baseline(task_id: str, system: str, options: dict, phases: list[str] | None = None) -> dict:
+    """Run `system` on `task_id` with `options` (baselines.systems.Options fields) and record it."""
+    settings = get_settings()
+    opts = Options(**{**options, "progress": False})
+    runs = settings.home / "baselines" / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    # a directory of its own: two runs of one system with other options never share a file; once
+    # recorded, the file lives on in the content-addressed uploads
+    with tempfile.TemporaryDirectory(dir=runs) as out_dir:
+        (result,) = run_baselines(
+            [task_id],
+            [system],
+            opts,
+            out_dir,
+            settings.home,
+            log=lambda m: log.warning("baseline job: %s", m),
+        )
+        recorded = record_baseline(result, phases=phases, settings=settings)
+    primary = result["scores"]["primary"]
+    return {
+        "task": task_id,
+        "system": system,
+        "model": result["model"],
+        "seconds": result["seconds"],
+        "device": result["device"],
+        "test_primary": {k: primary.get(k) for k in ("name", "subset", "value")},
+        "recorded": recorded,
+    }

@@ -1,0 +1,107 @@
+"""The agreement queue's job: fit the Bayesian agreement model of an assessment campaign
+(`server.actions.campaign_models`) on the judgments stored when it runs, and record the outcome on
+its `CampaignModelFit` row: done (the posterior multi-kappa and the diagnostics), not_converged
+(what failed, never a figure of that fit) or failed (why, e.g. the optional extra missing).
+
+The job takes the row's id and acts only on a queued row, so RQ running it twice fits once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from sqlmodel import Session
+
+from server.db import get_engine
+from server.domain.judgments import fit_inputs
+from server.models import AssessmentCampaign, CampaignModelFit, utcnow
+from server.settings import get_settings
+from tasks.agreement_bayes import NotConverged, fit
+
+log = logging.getLogger(__name__)
+EXTRA = "pip install 'palimpsest[agreement]'"
+
+
+def _finish(engine, fit_id: int, state: str, *, result=None, error: str = "") -> None:
+    with Session(engine) as s:
+        f = s.get(CampaignModelFit, fit_id)
+        f.state, f.result, f.error, f.finished_at = state, result, error, utcnow()
+        s.add(f)
+        s.commit()
+
+
+def fit_campaign_model(fit_id: int) -> dict:
+    """Fit the model for one requested fit and record the outcome; returns its state."""
+    engine = get_engine(get_settings().sqlalchemy_url())
+    with Session(engine) as s:
+        f = s.get(CampaignModelFit, fit_id)
+        if f is None or f.state != "queued":
+            return {"fit": fit_id, "skipped": True}
+        f.state, f.started_at = "running", utcnow()
+        s.add(f)
+        s.commit()
+        seed, cfg = f.seed, dict(f.settings)
+        c = s.get(AssessmentCampaign, f.campaign_id)
+        got = fit_inputs(s, c)
+        f.judgments, f.digest = got["judgments"], got["digest"]
+        s.add(f)
+        s.commit()
+    read = {
+        "items": got["items"],
+        "assessors": got["assessors"],
+        "groups": sorted(got["groups"]),
+        "covariates": sorted(got["covariates"]),
+    }
+    started = time.monotonic()
+    try:
+        out = fit(
+            got["table"],
+            got["groups"],
+            got["covariates"],
+            seed=seed,
+            chains=cfg["chains"],
+            warmup=cfg["warmup"],
+            samples=cfg["samples"],
+        )
+    except ImportError as e:
+        _finish(
+            engine,
+            fit_id,
+            "failed",
+            error=f"numpyro and jax are not installed on this worker: {EXTRA} ({e})",
+        )
+        return {"fit": fit_id, "state": "failed"}
+    except NotConverged as e:
+        seconds = round(time.monotonic() - started, 1)
+        _finish(engine, fit_id, "not_converged", result=read | {"seconds": seconds}, error=str(e))
+        return {"fit": fit_id, "state": "not_converged"}
+    except Exception as e:  # noqa: BLE001 — recorded on the row, said plainly
+        log.exception("fit %s of the Bayesian agreement model failed", fit_id)
+        _finish(engine, fit_id, "failed", error=f"the fit failed: {type(e).__name__}: {e}")
+        return {"fit": fit_id, "state": "failed"}
+    result = read | {
+        "model": out["model"],
+        "expected_agreement": out["expected_agreement"],
+        "kappa": out["average"],
+        "kappa_pair_weighted": out["average_pair_weighted"],
+        "marginal": out["marginal"],
+        "marginal_over": out["marginal_over"],
+        "levels": out["levels"],
+        "diagnostics": out["diagnostics"],
+    }
+    _finish(engine, fit_id, "done", result=result)
+    return {"fit": fit_id, "state": "done"}
+
+
+def on_fit_failure(job, connection, exc_type=None, exc_value=None, tb=None) -> None:
+    """RQ calls this when the job itself died (a timeout, a killed work horse): the row says so
+    instead of staying "running"."""
+    engine = get_engine(get_settings().sqlalchemy_url())
+    fit_id = int(job.args[0])
+    with Session(engine) as s:
+        f = s.get(CampaignModelFit, fit_id)
+        if f is None or f.state not in ("queued", "running"):
+            return
+    name = exc_type.__name__ if exc_type else "error"
+    _finish(engine, fit_id, "failed", error=f"the worker's job ended: {name}: {exc_value}")

@@ -1,0 +1,227 @@
+"""The Redis connection and the RQ queues; every job is JSON-serialized (never pickle).
+
+One job per submission: its id is `submission-<id>`, so enqueuing twice cannot run two
+different jobs, and the reconciler can ask Redis about a submission by its id alone.
+
+Three queues: `scoring` scores every submission (a team's or a baseline entry's: cheap CPU work any
+worker does); `baselines` holds baseline runs (`baselines run --enqueue`), which need the models and
+want the GPU machine: `palimpsest worker --queue baselines` there, `--queue scoring` elsewhere;
+`agreement` holds the fits of a campaign's Bayesian agreement model (minutes of CPU each, on a
+worker with the `[agreement]` extra); `runs` holds participants' systems, run in the sandbox by a
+worker that needs the inputs only (`palimpsest worker --queue runs` on a machine that holds no
+gold). A worker takes its queues in that order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+
+import redis
+from rq import Callback, Queue, Retry
+from rq.exceptions import NoSuchJobError
+from rq.job import Job, JobStatus
+from rq.serializers import JSONSerializer
+
+from server.jobs.embedded import EmbeddedRedis
+from server.settings import Settings
+
+SCORING = "scoring"
+BASELINES = "baselines"  # baseline runs (server.jobs.baseline_jobs), not the scoring of their files
+AGREEMENT = (
+    "agreement"  # the Bayesian agreement model of a campaign (server.jobs.campaign_fit_jobs)
+)
+RUNS = "runs"  # participants' systems run blind in the sandbox (server.jobs.run_jobs)
+QUEUES = (SCORING, BASELINES, AGREEMENT, RUNS)
+JOB_FUNC = "server.jobs.scoring.score_submission"
+FAILURE_CALLBACK = "server.jobs.scoring.on_job_failure"
+
+log = logging.getLogger(__name__)
+_connections: dict[str, redis.Redis] = {}
+
+
+def redis_url(settings: Settings) -> str:
+    """REDIS_URL, else the embedded server's unix socket in the data directory."""
+    if settings.redis_url:
+        return settings.redis_url
+
+    return EmbeddedRedis(settings.home).url
+
+
+def connect(settings: Settings, *, start_embedded: bool = False) -> redis.Redis:
+    """A Redis client (one per URL per process); `start_embedded` starts the embedded server when it
+    is the default and not running (workers do; the web app never spawns one)."""
+    url = redis_url(settings)
+    if settings.embedded_redis() and start_embedded:
+        EmbeddedRedis(settings.home).ensure()
+    conn = _connections.get(url)
+    if conn is None:
+        conn = redis.Redis.from_url(
+            url, socket_timeout=30, socket_connect_timeout=5, health_check_interval=15
+        )
+        _connections[url] = conn
+    return conn
+
+
+def job_id(submission_id: int) -> str:
+    return f"submission-{int(submission_id)}"
+
+
+def submission_id_of(job_id_: str) -> int:
+    return int(job_id_.rsplit("-", 1)[1])
+
+
+def get_queue(name: str, conn: redis.Redis, settings: Settings | None = None) -> Queue:
+    timeout = settings.job_timeout if settings else 600
+    return Queue(name, connection=conn, serializer=JSONSerializer, default_timeout=timeout)
+
+
+def _fetch(conn: redis.Redis, jid: str) -> Job | None:
+    try:
+        return Job.fetch(jid, connection=conn, serializer=JSONSerializer)
+    except NoSuchJobError:
+        return None
+
+
+def fetch_job(conn: redis.Redis, submission_id: int) -> Job | None:
+    return _fetch(conn, job_id(submission_id))
+
+
+LIVE = (JobStatus.QUEUED, JobStatus.STARTED, JobStatus.SCHEDULED, JobStatus.DEFERRED)
+
+
+def _live_or_cleared(conn: redis.Redis, jid: str, replace: bool = False) -> Job | None:
+    """The job holding `jid` if it still waits or runs (and `replace` is off); otherwise that job,
+    finished, failed or stale, is deleted so the id can be enqueued afresh, and None is returned."""
+    old = _fetch(conn, jid)
+    if old is None:
+        return None
+    if not replace and old.get_status(refresh=False) in LIVE:
+        return old
+    try:
+        old.delete(remove_from_queue=True)
+    except Exception:  # a half-written job hash: drop the key itself
+        conn.delete(old.key)
+    return None
+
+
+def enqueue_submission(
+    conn: redis.Redis, submission_id: int, settings: Settings, *, replace: bool = False
+) -> Job:
+    """Enqueue the scoring job of a submission, unless a job for it already waits or runs.
+
+    `replace=True` (the reconciler) first deletes whatever job holds the id, e.g. one left
+    "started" by a dead worker. RQ retries only what the job lets through: validation failures
+    never raise, so only the server's own errors are retried.
+    """
+    q = get_queue(SCORING, conn, settings)  # every submission, a baseline entry's too
+    live = _live_or_cleared(conn, job_id(submission_id), replace)
+    if live is not None:
+        return live
+    retries = max(0, settings.max_attempts - 1)
+    return q.enqueue_call(
+        JOB_FUNC,
+        args=(int(submission_id),),
+        job_id=job_id(submission_id),
+        timeout=settings.job_timeout,
+        result_ttl=3600,
+        failure_ttl=7 * 24 * 3600,
+        retry=Retry(max=retries) if retries else None,
+        on_failure=_failure_callback(),
+        description=f"score submission {submission_id}",
+    )
+
+
+BASELINE_JOB_FUNC = "server.jobs.baseline_jobs.run_baseline"
+
+
+def baseline_job_id(task_id: str, system: str, options: dict, phases: list[str] | None) -> str:
+    """One job per (task, system, options, phases): asking twice while it waits adds nothing."""
+    digest = hashlib.sha256(json.dumps([options, phases], sort_keys=True).encode()).hexdigest()[:12]
+    return f"baseline-{task_id}-{system}-{digest}"
+
+
+def enqueue_baseline_run(
+    conn: redis.Redis,
+    task_id: str,
+    system: str,
+    options: dict,
+    settings: Settings,
+    phases: list[str] | None = None,
+) -> Job:
+    """Put one baseline run on the baselines queue, for a worker with the models (and the GPU):
+    `palimpsest worker --queue baselines`. The job writes the file and records it as a baseline
+    entry through `create_submission`, which enqueues its scoring on the scoring queue."""
+    jid = baseline_job_id(task_id, system, options, phases)
+    live = _live_or_cleared(conn, jid)
+    if live is not None:
+        return live
+    return get_queue(BASELINES, conn, settings).enqueue_call(
+        BASELINE_JOB_FUNC,
+        args=(task_id, system, options, phases),
+        job_id=jid,
+        timeout=settings.baseline_timeout,
+        result_ttl=7 * 24 * 3600,
+        failure_ttl=7 * 24 * 3600,
+        description=f"baseline {system} on {task_id}",
+    )
+
+
+FIT_JOB_FUNC = "server.jobs.campaign_fit_jobs.fit_campaign_model"
+FIT_FAILURE_CALLBACK = "server.jobs.campaign_fit_jobs.on_fit_failure"
+
+
+def enqueue_campaign_fit(conn: redis.Redis, fit_id: int, settings: Settings) -> Job:
+    """Put one requested fit of a campaign's Bayesian agreement model on the agreement queue
+    (one job per fit row: asking twice adds nothing while it waits or runs)."""
+    jid = f"campaign-fit-{int(fit_id)}"
+    live = _live_or_cleared(conn, jid)
+    if live is not None:
+        return live
+    return get_queue(AGREEMENT, conn, settings).enqueue_call(
+        FIT_JOB_FUNC,
+        args=(int(fit_id),),
+        job_id=jid,
+        timeout=settings.baseline_timeout,
+        result_ttl=24 * 3600,
+        failure_ttl=7 * 24 * 3600,
+        on_failure=Callback(FIT_FAILURE_CALLBACK, timeout=30),
+        description=f"Bayesian agreement model, fit {fit_id}",
+    )
+
+
+RUN_JOB_FUNC = "server.jobs.run_jobs.run_system"
+RUN_FAILURE_CALLBACK = "server.jobs.run_jobs.on_run_failure"
+
+
+def run_job_id(run_id: int) -> str:
+    return f"code-run-{int(run_id)}"
+
+
+def fetch_run_job(conn: redis.Redis, run_id: int) -> Job | None:
+    return _fetch(conn, run_job_id(run_id))
+
+
+def enqueue_code_run(
+    conn: redis.Redis, run_id: int, settings: Settings, *, replace: bool = False
+) -> Job:
+    """Put one code run on the runs queue (one job per run; `replace` after a dead worker)."""
+    live = _live_or_cleared(conn, run_job_id(run_id), replace)
+    if live is not None:
+        return live
+    return get_queue(RUNS, conn, settings).enqueue_call(
+        RUN_JOB_FUNC,
+        args=(int(run_id),),
+        job_id=run_job_id(run_id),
+        # the sandbox's own wall clock comes first; this is the second layer
+        timeout=int(settings.run_wall_seconds) + 120,
+        result_ttl=24 * 3600,
+        failure_ttl=7 * 24 * 3600,
+        on_failure=Callback(RUN_FAILURE_CALLBACK, timeout=30),
+        description=f"run the system of code run {run_id}",
+    )
+
+
+def _failure_callback():
+    return Callback(FAILURE_CALLBACK, timeout=30)

@@ -1,0 +1,175 @@
+"""The reconciler: the database is the record of truth, Redis only a means.
+
+Every few seconds it looks at what the database says is queued or running and asks Redis whether
+a live job holds it: a job waiting in its queue, or one started whose worker still sends
+heartbeats. Anything else (a worker killed mid-job, a job timed out, a Redis restart or FLUSHALL)
+is enqueued again, or failed with a reason once it has used its attempts. Each pass also queues
+for rescoring the scores that a gold re-import or a scorer upgrade made stale, and sweeps the mail
+queue (server.jobs.outbox.sweep).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+from rq.job import JobStatus
+from sqlalchemy import select
+
+from server.db import get_engine
+from server.domain import code_runs
+from server.domain.lifecycle import PENDING, fail_infra, requeue
+from server.domain.notices import notify_run
+from server.domain.provenance import check_provenance
+from server.jobs import reminders
+from server.jobs.outbox import sweep as mail_sweep
+from server.jobs.queue import (
+    SCORING,
+    connect,
+    enqueue_code_run,
+    enqueue_submission,
+    fetch_job,
+    fetch_run_job,
+    get_queue,
+)
+from server.jobs.retention import purge_invalid_uploads
+from server.models import CodeRun, Submission, utcnow
+from server.settings import Settings
+
+log = logging.getLogger(__name__)
+
+_in_transit: dict[str, float] = {}
+GRACE = 3.0  # seconds: a submission just committed is about to be enqueued by its creator
+
+
+def job_is_live(conn, submission_id: int, settings: Settings) -> bool:
+    """True when a job in Redis waits for this submission or runs it on a live worker."""
+    return _live(conn, fetch_job(conn, submission_id), settings)
+
+
+def _live(conn, job, settings: Settings) -> bool:
+    if job is None:
+        return False
+    status = job.get_status(refresh=False)
+    if status == JobStatus.QUEUED:
+        q = get_queue(job.origin or SCORING, conn, settings)
+        if conn.lpos(q.key, job.id) is not None:
+            return True
+        # Popped by a worker that has not started it yet: live for a while, not forever.
+        if conn.lpos(q.intermediate_queue_key, job.id) is not None:
+            first = _in_transit.setdefault(job.id, time.monotonic())
+            return time.monotonic() - first < settings.stale_after
+        return False
+    if status in (JobStatus.SCHEDULED, JobStatus.DEFERRED):
+        return True
+    if status == JobStatus.STARTED:
+        beat = job.last_heartbeat or job.started_at
+        if beat is None:
+            return False
+        if beat.tzinfo is None:
+            beat = beat.replace(tzinfo=timezone.utc)
+        return datetime.now(timezone.utc) - beat < timedelta(seconds=settings.stale_after)
+    return False  # finished, failed, stopped or canceled while the database still waits
+
+
+def reconcile(settings: Settings, engine, conn) -> dict:
+    """One pass; returns counts of what it found and did."""
+    cutoff = utcnow() - timedelta(seconds=GRACE)
+    with engine.connect() as c:
+        rows = c.execute(
+            select(
+                Submission.id, Submission.status, Submission.attempts, Submission.attempt_ceiling
+            )
+            .where(Submission.status.in_(PENDING), Submission.created_at < cutoff)
+            .order_by(Submission.id)
+        ).all()
+    stats = {"pending": len(rows), "live": 0, "requeued": 0, "failed": 0}
+    for sid, status, attempts, attempt_ceiling in rows:
+        if job_is_live(conn, sid, settings):
+            stats["live"] += 1
+            continue
+        if attempts >= (attempt_ceiling if attempt_ceiling is not None else settings.max_attempts):
+            if fail_infra(
+                engine,
+                sid,
+                f"gave up after {attempts} attempts (the worker died, the job "
+                "timed out or the queue lost it each time); this costs the "
+                "team nothing",
+            ):
+                stats["failed"] += 1
+                notify_run(engine, settings, sid)  # never raises
+            continue
+        if requeue(engine, sid, attempts):  # back to queued, unless a run finished meanwhile
+            enqueue_submission(conn, sid, settings, replace=True)
+            stats["requeued"] += 1
+            log.info(
+                "reconciler: re-enqueued submission %s (was %s, %s attempts)", sid, status, attempts
+            )
+    stats.update(_reconcile_code_runs(settings, engine, conn, cutoff))
+    # scores computed against another gold or scorer version are marked stale and rescored
+    stale = check_provenance(engine, settings)
+    for sid in stale:
+        enqueue_submission(conn, sid, settings, replace=True)
+    stats["stale"] = len(stale)
+    stats["purged"] = purge_invalid_uploads(engine, settings)
+    # the mail queue: what a dead sender left is queued again, and a worker is asked to deliver
+    # what is due (the job enqueued when a message is queued may have been lost)
+    try:  # the digests of pending registrations, the reminders of closing phases
+        stats["reminders"] = reminders.queue_due(engine, settings)
+    except Exception as e:  # noqa: BLE001 — the scoring side of the pass stands
+        log.warning("reconciler: reminders failed (%s: %s)", type(e).__name__, e)
+    try:
+        stats["mail_due"] = mail_sweep(engine, settings, conn)
+    except Exception as e:  # noqa: BLE001 — the scoring side of the pass stands
+        log.warning("reconciler: mail sweep failed (%s: %s)", type(e).__name__, e)
+    return stats
+
+
+def _reconcile_code_runs(settings: Settings, engine, conn, cutoff) -> dict:
+    """Code runs the database says wait or run with no live job: enqueued again while they have an
+    attempt left (a dead code worker's run is tried once more), else failed for the server's
+    reasons (not counted against the team)."""
+    with engine.connect() as c:
+        rows = c.execute(
+            select(CodeRun.id, CodeRun.attempts)
+            .where(CodeRun.stage.in_(("queued", "running")), CodeRun.created_at < cutoff)
+            .order_by(CodeRun.id)
+        ).all()
+    out = {"runs_requeued": 0, "runs_failed": 0}
+    for rid, attempts in rows:
+        if _live(conn, fetch_run_job(conn, rid), settings):
+            continue
+        if attempts >= code_runs.MAX_ATTEMPTS:
+            if code_runs.fail_infra(
+                engine, rid, f"gave up after {attempts} attempts (the code worker died each time)"
+            ):
+                out["runs_failed"] += 1
+            continue
+        enqueue_code_run(conn, rid, settings, replace=True)
+        out["runs_requeued"] += 1
+    return out
+
+
+def run_forever(settings: Settings, engine=None, stop: threading.Event | None = None) -> None:
+    """Reconcile every `settings.reconcile_every` seconds until `stop` is set; survives outages."""
+    engine = engine or get_engine(settings.sqlalchemy_url())
+    stop = stop or threading.Event()
+    while not stop.is_set():
+        try:
+            stats = reconcile(settings, engine, connect(settings, start_embedded=False))
+            if stats["requeued"] or stats["failed"] or stats.get("stale"):
+                log.warning("reconciler: %s", stats)
+        except Exception as e:  # Redis or the database away: try again next tick
+            log.warning("reconciler: pass failed (%s: %s)", type(e).__name__, e)
+        stop.wait(settings.reconcile_every)
+
+
+def start_thread(settings: Settings, engine=None) -> tuple[threading.Thread, threading.Event]:
+    stop = threading.Event()
+    t = threading.Thread(
+        target=run_forever, args=(settings, engine, stop), name="reconciler", daemon=True
+    )
+    t.start()
+    return t, stop

@@ -1,0 +1,72 @@
+"""Retention of invalid uploads: the files of submissions that failed validation are deleted after
+the retention period (settings); their rows and problem reports stay."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from sqlalchemy import select, update
+from sqlmodel import Session
+
+from server.domain.audit import record as _audit
+from server.domain.lifecycle import Status
+from server.models import Submission, utcnow
+from server.storage import path_for
+
+log = logging.getLogger(__name__)
+
+
+def purge_invalid_uploads(engine, settings, *, batch: int = 200) -> int:
+    """Delete the stored files of submissions that failed validation longer ago than the retention
+    period (a file another live submission also uses is kept); returns how many were purged. The
+    rows and their problem reports stay."""
+    cutoff = utcnow() - timedelta(days=settings.invalid_retention_days)
+    done = 0
+    with Session(engine, expire_on_commit=False) as s:
+        rows = s.execute(
+            select(Submission.id, Submission.storage_key)
+            .where(
+                Submission.status == Status.FAILED,
+                Submission.failure_kind == "invalid",
+                Submission.finished_at < cutoff,
+                Submission.file_purged_at.is_(None),
+            )
+            .limit(batch)
+        ).all()
+        for sid, key in rows:
+            in_use = s.execute(
+                select(Submission.id).where(
+                    Submission.storage_key == key,
+                    Submission.id != sid,
+                    ~(
+                        (Submission.status == Status.FAILED)
+                        & (Submission.failure_kind == "invalid")
+                        & (Submission.finished_at < cutoff)
+                    ),
+                )
+            ).first()
+            if not in_use and key:
+                try:
+                    path_for(settings.home, key).unlink(missing_ok=True)
+                except (OSError, ValueError) as e:
+                    log.warning("could not delete the upload of submission %s: %s", sid, e)
+                    continue
+            s.execute(
+                update(Submission)
+                .where(Submission.id == sid)
+                .values(file_purged_at=utcnow())
+                .execution_options(synchronize_session=False)
+            )
+            done += 1
+        if done:
+            _audit(
+                s,
+                None,
+                "uploads.purge",
+                "uploads",
+                count=done,
+                older_than_days=settings.invalid_retention_days,
+            )
+        s.commit()
+    return done

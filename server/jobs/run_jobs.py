@@ -1,0 +1,175 @@
+"""The runs queue's job: run one participant's system blind, then hand its output to scoring.
+
+`run_system(run_id)` unpacks the stored archive, copies the split's inputs (never the gold) into a
+folder of the run, and runs the manifest's command in the sandbox (server.jobs.sandbox) under the
+smaller of what the system asks for and what the site allows. Its output file is then submitted
+exactly as an uploaded prediction file is (`create_submission`: stored, validated and scored on the
+scoring queue), so that the same predictions score the same whichever way they came. A system that
+breaks a limit, exits non-zero or writes no output fails "code" with its log; a worker that dies
+mid-run leaves the run `running`, and the job (retried once by the reconciler or RQ) starts it
+again; the submission is made once (deduplicated under the team lock).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from sqlmodel import Session
+
+from server import objectstore
+from server.db import get_engine
+from server.domain import code_runs, lifecycle
+from server.domain.exposure import blind_splits
+from server.domain.submissions import create_submission
+from server.domain.system_archive import SystemInvalid, unpack
+from server.exceptions import DuplicateSubmission
+from server.jobs.sandbox import Limits, SandboxUnavailable, run
+from server.models import CodeRun, Phase, Submission, Team, User
+from server.settings import get_settings
+
+log = logging.getLogger(__name__)
+
+
+def limits_for(manifest: dict, settings) -> Limits:
+    """The manifest's resources, each capped by the site's setting."""
+    res = manifest.get("resources") or {}
+    return Limits(
+        wall_seconds=min(float(res.get("wall_seconds", 600)), settings.run_wall_seconds),
+        cpu_seconds=min(int(res.get("cpu_seconds", 600)), settings.run_cpu_seconds),
+        memory_mb=min(int(res.get("memory_mb", 2048)), settings.run_memory_mb),
+        processes=settings.run_processes,
+        output_mb=settings.run_output_mb,
+    )
+
+
+def _read_output(out_dir: Path, name: str) -> tuple[Path | None, str]:
+    """The run's output file, if it is a regular file (never a link the system planted)."""
+    p = out_dir / name
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return None, f"the system wrote no /output/{name}"
+    if not stat.S_ISREG(st.st_mode):
+        return None, f"/output/{name} is not a regular file"
+    if st.st_size == 0:
+        return None, f"/output/{name} is empty"
+    return p, ""
+
+
+def run_system(run_id: int) -> dict:
+    """Run code run `run_id` in the sandbox and submit its output (see the module)."""
+    settings = get_settings()
+    engine = get_engine(settings.sqlalchemy_url())
+    attempt = code_runs.start(engine, run_id)
+    if attempt is None:
+        return {"run": run_id, "skipped": True}
+    with Session(engine) as s:
+        r = s.get(CodeRun, run_id)
+        phase = s.get(Phase, r.phase_id)
+        task_id, split, key = r.task_id, phase.split, r.storage_key
+        manifest, fields = dict(r.manifest), dict(r.fields)
+    models = [Path(p) for p in settings.run_models.split(":") if p]
+    with tempfile.TemporaryDirectory(prefix=f"run-{run_id}-") as work:
+        work = Path(work)
+        os.chmod(work, 0o755)
+        try:
+            m = unpack(objectstore.local_upload(settings, key), work / "code")
+        except SystemInvalid as e:  # checked at upload; a changed archive is the server's fault
+            code_runs.fail_infra(engine, run_id, f"the stored archive cannot be read: {e}")
+            return {"run": run_id, "stage": "failed"}
+        with Session(engine) as s:
+            blind = blind_splits(s, task_id)
+        objectstore.ensure_public(settings, task_id)  # inputs from the store, never the gold
+        code_runs.stage_inputs(settings.home, task_id, split, work / "input", blind)
+        try:
+            outcome = run(
+                m.command,
+                code=work / "code",
+                inputs=work / "input",
+                output=work / "output",
+                limits=limits_for(manifest, settings),
+                models=models,
+                gpu=m.resources.gpu,
+                image=m.image if m.runtime == "image" else None,
+            )
+        except SandboxUnavailable as e:
+            raise RuntimeError(f"this worker cannot run systems: {e}") from None
+        logtext = (
+            f"--- stdout ---\n{outcome.stdout}\n--- stderr ---\n{outcome.stderr}"
+            f"\n--- {outcome.status}: {outcome.reason or 'finished'} ---\n"
+        )
+        used = {
+            k: getattr(outcome, k)
+            for k in ("status", "exit_code", "wall_seconds", "cpu_seconds", "peak_rss_mb")
+        } | {"output_bytes": outcome.output_bytes, "attempt": attempt}
+        common = dict(log=logtext, outcome=used, cpu_seconds=outcome.cpu_seconds)
+        if not outcome.ok:
+            code_runs.finish(
+                engine, run_id, stage="failed", failure_kind="code", reason=outcome.reason, **common
+            )
+            return {"run": run_id, "stage": "failed", "status": outcome.status}
+        path, problem = _read_output(work / "output", m.output)
+        if path is None:
+            code_runs.finish(
+                engine, run_id, stage="failed", failure_kind="code", reason=problem, **common
+            )
+            return {"run": run_id, "stage": "failed", "status": "no_output"}
+        with Session(engine) as s:
+            r = s.get(CodeRun, run_id)
+            team = s.get(Team, r.team_id)
+            user = s.get(User, r.user_id) if r.user_id else None
+            try:
+                with path.open("rb") as f:
+                    sub = create_submission(
+                        s,
+                        user=user,
+                        team=team,
+                        task_id=task_id,
+                        phase=phase.id,
+                        upload_bytes_or_stream=f,
+                        filename=m.output,
+                        method_name=fields.get("method_name", ""),
+                        description=fields.get("description", ""),
+                        url=fields.get("url", ""),
+                        show_publicly=fields.get("show_publicly", True),
+                        is_baseline=r.is_baseline,
+                        settings=settings,
+                        enforce_limits=False,  # the run was counted when it was uploaded
+                        dedupe=True,
+                        facts=fields.get("facts") or None,
+                    )
+                sid = sub.id
+            except DuplicateSubmission as e:  # a second run of this job: the first's submission
+                sid = e.submission_id
+            if fields.get("primary") and not r.is_baseline:
+                sub = s.get(Submission, sid)
+                lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
+        code_runs.finish(engine, run_id, stage="ran", submission_id=sid, **common)
+        return {"run": run_id, "stage": "ran", "submission": sid}
+
+
+def on_run_failure(job, connection, exc_type=None, exc_value=None, tb=None) -> None:
+    """RQ calls this when the job raised (the server's failure, never the system's): the run goes
+    back to queued while it has an attempt left, for the reconciler to enqueue again; else it
+    fails "infra", which does not count against the team."""
+    settings = get_settings()
+    engine = get_engine(settings.sqlalchemy_url())
+    run_id = int(job.id.rsplit("-", 1)[1])
+    reason = f"{exc_type.__name__ if exc_type else 'error'}: {exc_value}"
+    with Session(engine) as s:
+        r = s.get(CodeRun, run_id)
+        if r is None or r.stage not in ("queued", "running"):
+            return
+        if r.attempts < code_runs.MAX_ATTEMPTS:
+            r.stage = "queued"
+            s.add(r)
+            s.commit()
+            log.warning(
+                "code run %s failed on attempt %s (%s): queued again", run_id, r.attempts, reason
+            )
+            return
+    code_runs.fail_infra(engine, run_id, f"the server failed this run twice ({reason})")

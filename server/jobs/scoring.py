@@ -1,0 +1,200 @@
+"""The scoring job: a plain importable function that takes a submission id.
+
+Every change of the submission's status goes through server.domain.lifecycle. RQ 3.0 may run a job
+twice (its parent worker died while the work horse went on) and calls `on_failure` after every
+failed attempt, so every step here is idempotent and conditional on the database row: a run starts
+only while the submission is queued or running, Score rows are keyed by (submission, attempt, part),
+and only the first run to finish marks the submission scored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from sqlmodel import Session
+
+from scorer import Problem, SubmissionInvalid, score_validated, validate_file
+from server import objectstore
+from server.boards.stats import compute_board_stats, enqueue, save_units
+from server.db import get_engine
+from server.domain import lifecycle
+from server.domain.lifecycle import (
+    PENDING,
+    _problem,  # noqa: F401  (one wording of a problem)
+    fail_infra,
+    start_attempt,
+)
+from server.domain.limits import TooCostly, bounded
+from server.domain.notices import notify_run
+from server.domain.partitions import gold_parts
+from server.jobs.queue import submission_id_of
+from server.models import Phase, Submission
+from server.settings import Settings, get_settings
+from tasks import get_task
+from tasks.store import TaskStore
+
+log = logging.getLogger(__name__)
+
+# the transitions live in server.domain.lifecycle; these names stay importable from here
+write_scores = lifecycle.record_scores
+
+
+def _engine(settings: Settings):
+    return get_engine(settings.sqlalchemy_url())
+
+
+def score_submission(submission_id: int) -> dict:
+    """Validate and score one submission against its phase's split, recording the outcome."""
+    settings = get_settings()
+    engine = _engine(settings)
+    attempt = start_attempt(engine, submission_id, settings.max_attempts)
+    if attempt is None:
+        return {"submission": submission_id, "skipped": True}
+    try:
+        with Session(engine) as s:
+            sub = s.get(Submission, submission_id)
+            phase = s.get(Phase, sub.phase_id)
+            task_id, split, key = sub.task_id, phase.split, sub.storage_key
+            round_ceiling = sub.attempt_ceiling
+        # the upload and the task's files, from the object store when this machine lacks them
+        path = objectstore.local_upload(settings, key)
+        objectstore.ensure_task(settings, task_id)
+        parts = gold_parts(engine, phase.id, settings)
+        try:
+            with bounded(settings.file_cpu_seconds, settings.file_memory_bytes):
+                v = validate_file(task_id, path, split, settings.home, settings.limits())
+                results = {
+                    part: score_validated(v, settings.home, only=units)
+                    for part, units in parts.items()
+                }
+        except SubmissionInvalid as e:
+            if finish_invalid(engine, submission_id, e):
+                notify_run(engine, settings, submission_id)
+            return {"submission": submission_id, "status": "failed", "failure_kind": "invalid"}
+        except TooCostly as e:
+            what = "CPU time" if str(e) == "cpu" else "memory"
+            done = finish_invalid(
+                engine,
+                submission_id,
+                SubmissionInvalid(
+                    [
+                        Problem(
+                            f"this file is too costly to validate: it needed more {what} than one "
+                            f"file may use ({settings.file_cpu_seconds} s of CPU, "
+                            f"{settings.file_memory_bytes // 2**20} MiB of memory); check it "
+                            "offline with `palimpsest validate`"
+                        )
+                    ]
+                ),
+            )
+            if done:
+                notify_run(engine, settings, submission_id)
+            return {"submission": submission_id, "status": "failed", "failure_kind": "invalid"}
+        keep_units(settings, submission_id, attempt, v)
+        won = lifecycle.record_scores(engine, submission_id, attempt, results)
+        if won:
+            board_statistics(settings, phase.id)
+            notify_run(engine, settings, submission_id)  # never raises
+        return {
+            "submission": submission_id,
+            "status": "scored",
+            "attempt": attempt,
+            "recorded": won,
+        }
+    except Exception as e:
+        if is_last_attempt(attempt, round_ceiling, settings.max_attempts):
+            failed = fail_infra(
+                engine,
+                submission_id,
+                f"scoring failed on its last attempt ({attempt} of "
+                f"{round_ceiling or settings.max_attempts}): "
+                f"{type(e).__name__}: {e}",
+            )
+            if failed:
+                notify_run(engine, settings, submission_id)
+            return {"submission": submission_id, "status": "failed", "failure_kind": "infra"}
+        raise  # RQ retries: the server's own failure, not the team's
+
+
+def keep_units(settings: Settings, submission_id: int, attempt: int, v) -> None:
+    """Keep the per-unit predictions the board's bootstrap resamples (server.boards.stats)."""
+    try:
+        save_units(
+            settings.home,
+            submission_id,
+            attempt,
+            get_task(v.task_id),
+            TaskStore(v.task_id, settings.home),
+            v.split,
+            v.parsed,
+        )
+    except Exception:  # the board's statistics re-parse the upload when they need it
+        log.exception("submission %s: per-unit predictions not kept", submission_id)
+
+
+def board_statistics(settings: Settings, phase_id: int) -> None:
+    """The phase's board changed: ask a worker for its statistics (a burst of scores coalesces
+    into one or two jobs); without Redis, compute them here. A failure never touches the score."""
+    try:
+        if not enqueue(settings, phase_id):
+            compute_board_stats(phase_id, settings)
+    except Exception:
+        log.exception("board statistics of phase %s failed", phase_id)
+
+
+def is_last_attempt(attempt: int, attempt_ceiling: int | None, max_attempts: int) -> bool:
+    return attempt >= (attempt_ceiling if attempt_ceiling is not None else max_attempts)
+
+
+REPORT_PROBLEMS = 200
+REPORT_BYTES = 64 * 1024
+
+
+def report(e) -> list[dict]:
+    """The problems of an invalid file as stored and shown: at most REPORT_PROBLEMS of them and
+    REPORT_BYTES of JSON, then one line counting the rest."""
+    errors, size = [], 2
+    for p in e.to_list()[:REPORT_PROBLEMS]:
+        n = len(json.dumps(p, ensure_ascii=False).encode("utf-8")) + 1
+        if size + n > REPORT_BYTES - 200:
+            break
+        errors.append(p)
+        size += n
+    if e.total > len(errors):
+        errors.append(_problem(f"... and {e.total - len(errors)} more problems"))
+    return errors
+
+
+def finish_invalid(engine, submission_id: int, e) -> bool:
+    """Record the validation problems (bounded); the submission fails as "invalid" (no cost to
+    the team)."""
+    return lifecycle.finish_invalid(engine, submission_id, report(e))
+
+
+# ------------------------------------------------------------------ RQ callback
+
+
+def on_job_failure(job, connection, exc_type=None, exc_value=None, tb=None) -> None:
+    """RQ calls this after every failed attempt: fail the submission only after the last one."""
+    if job.retries_left:
+        return
+
+    settings = get_settings()
+    engine = _engine(settings)
+    sid = submission_id_of(job.id)
+    with Session(engine) as s:
+        sub = s.get(Submission, sid)
+        if (
+            sub is None
+            or sub.status not in PENDING
+            or not is_last_attempt(sub.attempts, sub.attempt_ceiling, settings.max_attempts)
+        ):
+            return  # the reconciler re-enqueues what still has attempts left
+    if fail_infra(
+        engine,
+        sid,
+        f"scoring failed on its last attempt ({settings.max_attempts} of "
+        f"{settings.max_attempts}): {exc_type.__name__ if exc_type else 'error'}: {exc_value}",
+    ):
+        notify_run(engine, settings, sid)

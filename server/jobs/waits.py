@@ -1,0 +1,243 @@
+"""Where a waiting run stands: its place in the scoring queue and an estimate of when it is
+scored, from the queue's depth (the database's queued runs, first come first served), the workers
+alive and recent scoring times. One computation for the submission page, the API (so the CLI's
+`status`) and the status page (`/status`).
+
+The estimate: each run ahead, and this one, takes its task's median scoring time over the last
+`RECENT` scored runs (all tasks' median when the task has none, nothing when no run was ever
+scored), times the workers' recent pace (`pace`: what else a worker does between two runs); a
+running one keeps its worker for what is left of its median. The runs ahead go, in order, to the
+worker free first; this one starts when a worker is free after them and is scored its own time
+later.
+"""
+
+from __future__ import annotations
+
+import heapq
+import statistics
+from datetime import datetime
+
+from sqlalchemy import func
+from sqlmodel import Session, select
+
+from server.jobs.queue import QUEUES, SCORING, connect, get_queue
+from server.models import Submission, utcnow
+from server.settings import get_settings
+
+RECENT = 50
+
+
+def durations(s: Session) -> dict[str, float]:
+    """Median scoring seconds by task over the last RECENT scored runs of each, and "*" over the
+    last RECENT of all."""
+    rows = s.exec(
+        select(Submission.task_id, Submission.started_at, Submission.finished_at)
+        .where(
+            Submission.status == "scored",
+            Submission.started_at.is_not(None),
+            Submission.finished_at.is_not(None),
+        )
+        .order_by(Submission.finished_at.desc())
+        .limit(20 * RECENT)
+    ).all()
+    by: dict[str, list[float]] = {}
+    every: list[float] = []
+    for task_id, started, finished in rows:
+        d = max(0.0, (finished - started).total_seconds())
+        if len(every) < RECENT:
+            every.append(d)
+        if len(by.setdefault(task_id, [])) < RECENT:
+            by[task_id].append(d)
+    out = {t: statistics.median(v) for t, v in by.items() if v}
+    if every:
+        out["*"] = statistics.median(every)
+    return out
+
+
+def pace(s: Session, n_workers: int) -> float:
+    """How much longer than their scoring times the runs held the workers lately (1 at least):
+    the workers also start each job, run the boards' statistics and send mail. Measured while the
+    queue was backed up (a run waited when another finished): there the runs finish one every
+    `interval` seconds, so each held its worker `n_workers * interval` against a median scoring
+    time `d`; the factor is their ratio over the last RECENT such finishes (1 with fewer than 5)."""
+    rows = s.exec(
+        select(Submission.created_at, Submission.started_at, Submission.finished_at)
+        .where(Submission.finished_at.is_not(None), Submission.status.in_(("scored", "failed")))
+        .order_by(Submission.finished_at.desc())
+        .limit(4 * RECENT)
+    ).all()
+    rows = sorted(rows, key=lambda r: r[2])
+    gaps, held = [], []
+    for a, b in zip(rows, rows[1:], strict=False):
+        f = a[2]
+        # a run waited at f (uploaded, not started): every worker was busy just before
+        if any(c <= f and (st is None or st > f) for c, st, _ in rows):
+            gaps.append((b[2] - f).total_seconds())
+            if a[1] is not None:
+                held.append((f - a[1]).total_seconds())
+    gaps, held = gaps[-RECENT:], held[-RECENT:]
+    if len(gaps) < 5 or not held or statistics.median(held) <= 0:
+        return 1.0
+    return min(10.0, max(1.0, n_workers * statistics.mean(gaps) / statistics.median(held)))
+
+
+def workers(conn) -> list[dict] | None:
+    """The RQ workers alive (their heartbeat within its TTL) and what they do; None when Redis
+    cannot be read."""
+    if conn is None:
+        return None
+    try:
+        from rq import Worker  # RQ loads when a page asks for the workers
+
+        out = []
+        for w in Worker.all(connection=conn):
+            job = w.get_current_job_id()
+            out.append(
+                {
+                    "name": w.name,
+                    "hostname": w.hostname or "",
+                    "pid": w.pid,
+                    "queues": w.queue_names(),
+                    "state": w.get_state(),
+                    "current_job": job,
+                    "last_heartbeat": w.last_heartbeat,
+                }
+            )
+        return sorted(out, key=lambda w: w["name"])
+    except Exception:  # noqa: BLE001 — the page says the queue cannot be read
+        return None
+
+
+def scoring_workers(found: list[dict] | None) -> int | None:
+    if found is None:
+        return None
+    return sum(1 for w in found if SCORING in w["queues"])
+
+
+def queue_depths(s: Session, conn) -> dict[str, int | None]:
+    """Each queue's waiting jobs: the scoring queue's runs from the database (what participants
+    wait for), the other queues from Redis (None when it cannot be read)."""
+    out: dict[str, int | None] = {
+        SCORING: s.exec(
+            select(func.count()).select_from(Submission).where(Submission.status == "queued")
+        ).one()
+    }
+    for name in QUEUES:
+        if name == SCORING:
+            continue
+        try:
+            out[name] = None if conn is None else get_queue(name, conn).count
+        except Exception:  # noqa: BLE001
+            out[name] = None
+    return out
+
+
+def duration(seconds: float) -> str:
+    """Seconds for people: 40 s, 3 min, 1 h 20 min."""
+    s = int(round(seconds))
+    if s < 90:
+        return f"{s} s"
+    if s < 5400:
+        return f"{round(s / 60)} min"
+    return f"{s // 3600} h {round((s % 3600) / 60)} min"
+
+
+def words(q: dict) -> str:
+    """A waiting run's place and estimate in a sentence (the page's; the CLI words it alike)."""
+    where = (
+        "Being scored now"
+        if q["position"] == 0
+        else f"Position {q['position']} of {q['queued']} in the scoring queue"
+    )
+    crew = "workers unknown" if q["workers"] is None else f"{q['workers']} worker(s) alive"
+    wait = q["estimated_wait_s"]
+    est = "no estimate yet" if wait is None else f"scored in about {duration(wait)}"
+    return f"{where}; {est} ({crew}; {q['basis']})."
+
+
+def redis_or_none(conn=None):
+    """The app's Redis when it answers (never starting the embedded one), else None."""
+    try:
+        conn = conn or connect(get_settings(), start_embedded=False)
+        conn.ping()
+        return conn
+    except Exception:  # noqa: BLE001 — no Redis: workers unknown
+        return None
+
+
+def live_standing(s: Session, sub: Submission, conn=None) -> dict | None:
+    """`standing` with the workers alive now (one run's page or answer)."""
+    if sub.status not in ("queued", "running"):
+        return None
+    return standing(s, sub, scoring_workers(workers(redis_or_none(conn))))
+
+
+def standing(
+    s: Session,
+    sub: Submission,
+    n_workers: int | None,
+    now: datetime | None = None,
+    known: dict[str, float] | None = None,
+) -> dict | None:
+    """A queued or running run's place: {position (1: next to start), queued (all waiting),
+    running, workers, estimated_wait_s (until scored; None without a scoring time), basis}.
+    None for a run that waits no more."""
+    if sub.status not in ("queued", "running"):
+        return None
+    now = now or utcnow()
+    known = durations(s) if known is None else known
+    fallback = known.get("*")
+
+    def d(task_id: str) -> float | None:
+        return known.get(task_id, fallback)
+
+    queued = s.exec(
+        select(Submission.id, Submission.task_id).where(Submission.status == "queued")
+    ).all()
+    running = s.exec(
+        select(Submission.id, Submission.task_id, Submission.started_at).where(
+            Submission.status == "running"
+        )
+    ).all()
+    # runs being scored each hold a worker: at least that many are at work
+    w = max(1, n_workers or 1, len(running))
+    mine = d(sub.task_id)
+    out = {
+        "position": None,
+        "queued": len(queued),
+        "running": len(running),
+        "workers": n_workers,
+        "estimated_wait_s": None,
+        "basis": (
+            f"median scoring time of recent {sub.task_id} runs"
+            if sub.task_id in known
+            else "median scoring time of recent runs"
+            if fallback is not None
+            else "no run scored yet"
+        ),
+    }
+    if sub.status == "running":
+        out["position"] = 0
+        if mine is not None and sub.started_at is not None:
+            out["estimated_wait_s"] = round(
+                max(0.0, mine - (now - sub.started_at).total_seconds()), 1
+            )
+        return out
+    ahead = [t for i, t in queued if i < sub.id]
+    out["position"] = len(ahead) + 1
+    if mine is None:
+        return out
+    f = pace(s, w)
+    if f > 1.0:
+        out["basis"] += f", times {f:.2f} for the workers' other work lately"
+    # first come, first served on w workers: each run ahead goes to the worker free first
+    free = [
+        max(0.0, (d(t) or mine) - ((now - started).total_seconds() if started else 0.0))
+        for _, t, started in running
+    ]
+    free += [0.0] * (w - len(free))
+    heapq.heapify(free)
+    for t in ahead:
+        heapq.heappush(free, heapq.heappop(free) + f * (d(t) or mine))
+    out["estimated_wait_s"] = round(heapq.heappop(free) + f * mine, 1)
+    return out

@@ -1,0 +1,177 @@
+"""`palimpsest worker`: an RQ worker on the scoring queues, JSON-serialized, with short heartbeats.
+
+Each job runs in a forked work horse, so a crash or a timeout kills the horse, not the worker.
+RQ's worker exits when Redis goes away; outside burst mode this loop starts a new one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import time
+
+import numpy  # noqa: F401 - preloaded in the parent: each forked horse starts warm
+import redis
+import scipy.stats  # noqa: F401 - preloaded in the parent: each forked horse starts warm
+from rq import SimpleWorker, Worker
+from rq.serializers import JSONSerializer
+from sqlalchemy import select
+from sqlmodel import Session
+
+import scorer.bootstrap  # noqa: F401 - preloaded in the parent: each forked horse starts warm
+import scorer.families  # noqa: F401 - preloaded in the parent: each forked horse starts warm
+import server.boards.stats  # noqa: F401 - preloaded in the parent: each forked horse starts warm
+import server.jobs.scoring  # noqa: F401 - preloaded in the parent: each forked horse starts warm
+import server.storage  # noqa: F401 - preloaded in the parent: each forked horse starts warm
+from scorer import partition_strata, partition_units
+from scorer.families import read_jsonl
+from server.db import get_engine
+from server.jobs.procs import die_with_parent
+from server.jobs.queue import QUEUES, connect, get_queue
+from server.jobs.scoring import fail_infra, start_attempt
+from server.migrate import SchemaError, check_at_head
+from server.models import Phase, Score, Submission
+from server.settings import Settings, get_settings
+from tasks import all_tasks
+from tasks.store import TaskStore
+
+log = logging.getLogger(__name__)
+
+
+def warm_statements(engine) -> None:
+    """Compile the job's SQL once in the parent (no row has id 0), so horses find it cached."""
+    start_attempt(engine, 0, 1)
+    start_attempt(engine, 0, 10**6)
+    fail_infra(engine, 0, "")
+    with Session(engine) as s:
+        s.get(Submission, 0)
+        s.get(Phase, 0)
+        s.execute(select(Score.part).where(Score.submission_id == 0, Score.attempt == 0)).all()
+
+
+def warm_caches(settings: Settings) -> None:
+    """Read every imported task's inputs and gold once in the parent: each forked horse inherits
+    the parsed files (the scorer's caches are keyed by file version, so a re-import is seen)."""
+    for t in all_tasks():
+        store = TaskStore(t.id, settings.home)
+        if not store.exists():
+            continue
+        for split in t.splits:
+            try:
+                partition_units(t.id, split, settings.home)
+                if t.has_private_part(split):
+                    partition_strata(t.id, split, settings.home)
+                gold = store.gold(split, "gold.jsonl")
+                if gold.is_file():
+                    read_jsonl(gold)
+            except Exception as e:  # a broken import must not stop the worker; the job reports it
+                log.warning("worker: could not preload %s/%s (%s)", t.id, split, e)
+
+
+def _worker_class():
+    class SupervisedWorker(Worker):
+        """RQ's Worker whose work horse dies with it (SIGKILL through PR_SET_PDEATHSIG): a worker
+        killed outright leaves no horse behind; its job is re-enqueued by the reconciler."""
+
+        def main_work_horse(self, job, queue):
+            die_with_parent(signal.SIGKILL, parent_pid=self.pid)
+            return super().main_work_horse(job, queue)
+
+    return SupervisedWorker
+
+
+class _Stop(BaseException):
+    """Raised by our SIGTERM/SIGINT handler outside RQ's work loop."""
+
+
+def _own_signals() -> None:
+    """SIGTERM and SIGINT stop this process whenever RQ's own handlers are not in place: while Redis
+    is away and the loop below waits to start a worker again. (Before, a SIGTERM there reached the
+    handler of a stale RQ worker, which tried to tell Redis, failed, and was swallowed: the worker
+    lived on as an orphan that ignored SIGTERM.)"""
+
+    def stop(signum, _frame):
+        raise _Stop(signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+
+def build_worker(settings: Settings, queues=QUEUES, conn=None, *, simple: bool = False, name=None):
+    """An RQ Worker (or SimpleWorker, which runs jobs in-process) over the given queues."""
+    conn = conn or connect(settings, start_embedded=True)
+    cls = SimpleWorker if simple else _worker_class()
+    return cls(
+        [get_queue(q, conn, settings) for q in queues],
+        connection=conn,
+        serializer=JSONSerializer,
+        job_monitoring_interval=settings.heartbeat_every,
+        worker_ttl=60,
+        name=name,
+    )
+
+
+def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
+    """Work until stopped (or, with burst, until the queues are empty); 0 on a clean exit."""
+    _own_signals()
+    try:
+        engine = get_engine(settings.sqlalchemy_url())
+        check_at_head(engine)  # SchemaError, saying to run `palimpsest db upgrade`
+        warm_caches(settings)
+        warm_statements(engine)
+        engine.dispose()
+        while True:
+            w, error = None, None
+            try:
+                w = build_worker(settings, queues)
+                try:
+                    w.work(burst=burst, logging_level="WARNING", with_scheduler=False)
+                finally:
+                    _own_signals()  # RQ's handlers belong to that worker only
+            except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+                error = e
+            # A SIGTERM taken by RQ while Redis is away ends work() with a ConnectionError (its
+            # teardown cannot tell Redis): the stop request is honoured all the same.
+            if w is not None and getattr(w, "_shutdown_requested_date", None) is not None:
+                return 0
+            if error is None:
+                if burst:
+                    return 0
+                log.warning(
+                    "worker: stopped without being asked (Redis away?); starting again in 2 s"
+                )
+            elif burst:
+                log.error("worker: Redis unavailable (%s)", error)
+                return 1
+            else:
+                log.warning("worker: Redis unavailable (%s); starting again in 2 s", error)
+            time.sleep(2)
+    except _Stop:
+        log.warning("worker: stopped by a signal")
+        return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m server.jobs.worker")
+    p.add_argument("--queue", action="append", choices=QUEUES)
+    p.add_argument("--burst", action="store_true")
+    a = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s worker %(message)s")
+    parent = os.environ.get("PALIMPSEST_SUPERVISOR_PID")
+    if (
+        parent and parent.isdigit()
+    ):  # started by `palimpsest serve`: die with it, even on its kill -9
+        die_with_parent(signal.SIGTERM, parent_pid=int(parent))
+
+    try:
+        return run(get_settings(), tuple(a.queue or QUEUES), burst=a.burst)
+    except SchemaError as e:
+        print(f"worker: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

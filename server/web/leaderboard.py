@@ -1,0 +1,428 @@
+"""`/tasks/<id>/leaderboard` (.json, .csv) with `?phase=`; rendered once per change of the scores.
+
+A request costs one small SQL statement (the version of every phase of the task) and, unless
+something changed since the last render in this process, no rendering at all. A phase whose final
+ranking is published is served from its snapshot, byte for byte (`?version=N` for an earlier one).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+from flask import Blueprint, Response, abort, current_app, render_template, request, session
+from sqlmodel import Session
+
+from server.boards import leaderboard as lb
+from server.boards import plots, stats
+from server.db import db
+from server.domain import people
+from server.domain.provenance import current_provenance
+from server.domain.publication import latest_ranking, ranking_versions
+from server.models import Phase, utcnow
+from server.web.auth import current_user
+from server.web.pages import PHASE_ORDER, task_or_404
+from tasks.agreement import BAYES_FILE, load_agreement, reference_rows
+from tasks.store import TaskStore
+
+bp = Blueprint("leaderboard", __name__)
+
+MIMETYPES = {
+    "html": "text/html; charset=utf-8",
+    "json": "application/json",
+    "csv": "text/csv; charset=utf-8",
+}
+
+
+def cache() -> lb.RenderCache:
+    return current_app.extensions["palimpsest.lbcache"]
+
+
+def audience(task_id: str | None = None) -> str:
+    """Whose view of the task's board: "public", "team:<id>" (its own not-public runs too) or
+    "organizer" (of the task's competition)."""
+    if "uid" not in session:  # no cookie: no database look-up
+        return "public"
+    u = current_user()
+    if u is None:
+        return "public"
+    s = db()
+    if task_id is None:
+        if people.is_admin(u):
+            return "organizer"
+        team = people.team_of(s, u, None)
+        return f"team:{team.id}" if team else "public"
+    if people.organizes_task(s, u, task_id):
+        return "organizer"
+    team_id = people.team_id_for_task(s, u, task_id)
+    return f"team:{team_id}" if team_id else "public"
+
+
+def choose_phase(states: list[lb.PhaseState], name: str | None, task=None) -> lb.PhaseState | None:
+    """The named phase, or the board a visitor means by the task's leaderboard: its main phase
+    (test once it opens, dev before), never a cross-validated one while another exists."""
+    if name:
+        return next((p for p in states if p.name == name), None)
+    if task is not None:
+        main = [p for p in states if not task.is_cross_validated(p.split)]
+        states = main or states
+    if not states:
+        return None
+    now = utcnow()
+    ordered = sorted(states, key=lambda p: (PHASE_ORDER.get(p.name, 9), p.name))
+    opened = [p for p in ordered if p.opens_at is None or p.opens_at <= now]
+    return (opened or ordered)[-1]
+
+
+_PROV: dict[tuple, tuple] = {}
+
+
+def provenance_of(task, split: str):
+    """The current gold/task/scorer versions of a split, re-read only when its manifest changes."""
+    home = current_app.extensions["palimpsest.settings"].home
+    try:
+        st = os.stat(TaskStore(task.id, home).manifest_path)
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    except OSError:
+        stamp = None
+    key = (str(home), task.id, split)
+    hit = _PROV.get(key)
+    if hit is None or hit[0] != stamp:
+        hit = (stamp, current_provenance(task, split, home))
+        _PROV[key] = hit
+    return hit[1]
+
+
+def _serve(task_id: str, fmt: str, who: str | None = None):
+    """The board as HTML, JSON or CSV from the render cache; `who` overrides the cookie's audience
+    (the API passes the token holder's)."""
+    task = task_or_404(task_id)
+    engine = current_app.extensions["palimpsest.engine"]
+    states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
+    want = request.args.get("phase") or None
+    state = choose_phase(states, want, task)
+    if state is None:
+        if fmt == "html":
+            return render_template("leaderboard/none.html", task=task, phase=want), 404
+        abort(404)
+    who = who or audience(task.id)
+    if not state.leaderboard_open and who != "organizer":
+        if fmt == "html":
+            return render_template(
+                "leaderboard/none.html", task=task, phase=state.name, closed=True
+            ), 404
+        abort(404)
+    version = request.args.get("version", type=int) if state.published else None
+    gzipped = "gzip" in request.headers.get("Accept-Encoding", "")
+    home = current_app.extensions["palimpsest.settings"].home
+    # the board's statistics arrive from a worker: a render without them is replaced once they do
+    stats_ready = stats.ready(home, state.id, state.version)
+    board_version = f"{state.version}{'s' if stats_ready else 'p'}"
+    etag = (
+        f'"{board_version}-{who}-{fmt}'
+        f'{f"-v{version}" if version else ""}{"-gz" if gzipped else ""}"'
+    )
+    # a page for a signed-in visitor (or one with messages waiting) gets its own navigation
+    personal = fmt == "html" and ("uid" in session or "_flashes" in session)
+    if not personal and request.if_none_match and etag.strip('"') in request.if_none_match:
+        return Response(status=304, headers={"ETag": etag})
+
+    names = [
+        p.name
+        for p in sorted(states, key=lambda p: (PHASE_ORDER.get(p.name, 9), p.name))
+        if p.leaderboard_open or who == "organizer"
+    ]
+
+    def render() -> bytes:
+        if state.published:
+            out = render_published(task, state.id, fmt, version, names, who)
+            if out is not None:
+                return out
+        with Session(engine, expire_on_commit=False) as s:
+            phase = s.get(Phase, state.id)
+            board = lb.build_board(
+                s, task, phase, audience=who, provenance=provenance_of(task, phase.split)
+            )
+        board.version = state.version
+        lb.add_reference_rows(board, task, current_app.extensions["palimpsest.settings"].home)
+        attach_stats(board, state)
+        if fmt == "json":
+            return lb.to_json(board)
+        if fmt == "csv":
+            return lb.to_csv(board)
+        return render_template(
+            "leaderboard/board.html",
+            task=task,
+            board=board,
+            phases=names,
+            audience=who,
+            current_user=None,
+            deferred_nav=True,
+        ).encode("utf-8")
+
+    def render_both() -> tuple[bytes, bytes, bytes]:
+        template = render()
+        raw = splice(template, anonymous=True) if fmt == "html" else template
+        return template, raw, gzip.compress(raw, compresslevel=6, mtime=0)
+
+    try:
+        template, raw, gz = cache().get(
+            (task.id, state.name, who, fmt, version), board_version, render_both
+        )
+    except LookupError:
+        abort(404)
+    headers = {
+        "ETag": etag,
+        "Vary": "Accept-Encoding, Cookie",
+        "Cache-Control": "no-cache" if who == "public" else "private, no-cache",
+    }
+    if personal:
+        raw = splice(template, anonymous=False)
+        gz = gzip.compress(raw, compresslevel=6, mtime=0) if gzipped else b""
+        del headers["ETag"]
+    body = raw
+    if gzipped:
+        body = gz
+        headers["Content-Encoding"] = "gzip"
+    if fmt == "csv":
+        headers["Content-Disposition"] = (
+            f'inline; filename="{task.id}-{state.name}-leaderboard.csv"'
+        )
+    return Response(body, content_type=MIMETYPES[fmt], headers=headers)
+
+
+NAV, FLASH = b"<!--pal:nav-->", b"<!--pal:flash-->"
+
+
+def splice(page: bytes, *, anonymous: bool) -> bytes:
+    """A cached page with the visitor's navigation and messages put in: rendered per request for a
+    signed-in visitor, once for everyone else (the cached part never holds anyone's)."""
+    if NAV not in page:
+        return page
+    if anonymous:
+        nav = current_app.extensions.get("palimpsest.anonymous_nav")
+        if nav is None:
+            nav = render_template("_nav.html", current_user=None).encode("utf-8")
+            current_app.extensions["palimpsest.anonymous_nav"] = nav
+        return page.replace(NAV, nav).replace(FLASH, b"")
+    return page.replace(NAV, render_template("_nav.html").encode("utf-8")).replace(
+        FLASH, render_template("_flash.html").encode("utf-8")
+    )
+
+
+def attach_stats(board: lb.Board, state: lb.PhaseState) -> None:
+    """The statistics of the board's version, computed by a worker; while there are none, ask for
+    them (a request never computes them)."""
+    settings = current_app.extensions["palimpsest.settings"]
+    body = stats.read_board_stats(settings.home, state.id, state.version)
+    if body is None:
+        if current_app.config.get("PALIMPSEST_ENQUEUE", True) and any(
+            r.rank is not None for r in board.rows
+        ):
+            stats.enqueue(settings, state.id)
+        stats.attach(board, None, reason="interval being computed")
+        return
+    stats.attach(board, body)
+
+
+def render_published(
+    task, phase_id: int, fmt: str, version: int | None, names: list[str], who: str
+) -> bytes | None:
+    """A published final ranking from its snapshot: JSON and CSV byte for byte as published. None
+    for a phase published before snapshots existed (its board is built live)."""
+    engine = current_app.extensions["palimpsest.engine"]
+    with Session(engine, expire_on_commit=False) as s:
+        rv = latest_ranking(s, phase_id, version)
+        if rv is None:
+            if version is None:
+                return None
+            raise LookupError(f"no published version {version}")
+        versions = [(v.version, v.published_at, v.reason) for v in ranking_versions(s, phase_id)]
+    if fmt == "json":
+        return rv.body_json.encode("utf-8")
+    if fmt == "csv":
+        return rv.body_csv.encode("utf-8")
+    body = json.loads(rv.body_json)
+    board = lb.board_from_dict(body)
+    return render_template(
+        "leaderboard/board.html",
+        task=task,
+        board=board,
+        phases=names,
+        audience=who,
+        current_user=None,
+        deferred_nav=True,
+        ranking=body.get("ranking") or {},
+        versions=versions,
+    ).encode("utf-8")
+
+
+@bp.app_template_global()
+def fmt_value(metric: str, v: float) -> str:
+    return lb._fmt_value(metric, v)
+
+
+@bp.app_template_global()
+def empty_reason(row, col) -> str:
+    return lb.empty_reason(row, col)
+
+
+@bp.route("/tasks/<task_id>/leaderboard")
+def board(task_id: str):
+    return _serve(task_id, "html")
+
+
+@bp.route("/tasks/<task_id>/leaderboard.json")
+def board_json(task_id: str):
+    return _serve(task_id, "json")
+
+
+@bp.route("/tasks/<task_id>/leaderboard.csv")
+def board_csv(task_id: str):
+    return _serve(task_id, "csv")
+
+
+@bp.route("/tasks/<task_id>/leaderboard/significance")
+def significance(task_id: str):
+    """The pairwise paired-bootstrap p-values (Holm-corrected) behind a board's clusters: from the
+    published snapshot, or from the statistics of the board's current version."""
+    task = task_or_404(task_id)
+    engine = current_app.extensions["palimpsest.engine"]
+    states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
+    state = choose_phase(states, request.args.get("phase") or None, task)
+    who = audience(task.id)
+    if state is None or (not state.leaderboard_open and who != "organizer"):
+        abort(404)
+    body, public = None, None
+    if state.published:
+        with Session(engine) as s:
+            rv = latest_ranking(s, state.id, request.args.get("version", type=int))
+        if rv is not None:
+            snap = json.loads(rv.body_json)
+            body, public = snap.get("statistics"), snap.get("public_statistics")
+    if body is None:
+        raw = stats.read_board_stats(
+            current_app.extensions["palimpsest.settings"].home, state.id, state.version
+        )
+        body = lb.stats_summary(raw)
+    return render_template(
+        "leaderboard/significance.html", task=task, phase=state.name, st=body, public=public
+    )
+
+
+PLOT_TYPES = {"svg": "image/svg+xml", "pdf": "application/pdf"}
+
+
+@bp.route("/tasks/<task_id>/leaderboard/plot.<fmt>")
+def plot(task_id: str, fmt: str):
+    """The board as figures (`?phase=`, `?kind=ci,time,subsets,folds`): rendered once per board
+    version; a published phase's from its snapshot."""
+    if fmt not in PLOT_TYPES:
+        abort(404)
+    task = task_or_404(task_id)
+    engine = current_app.extensions["palimpsest.engine"]
+    states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
+    state = choose_phase(states, request.args.get("phase") or None, task)
+    if state is None or not state.leaderboard_open:
+        abort(404)
+    kinds = (
+        tuple(k for k in (request.args.get("kind") or "").split(",") if k in plots.KINDS)
+        or plots.KINDS
+    )
+    home = current_app.extensions["palimpsest.settings"].home
+    board_version = f"{state.version}{'s' if stats.ready(home, state.id, state.version) else 'p'}"
+
+    def render() -> bytes:
+        with Session(engine, expire_on_commit=False) as s:
+            phase = s.get(Phase, state.id)
+            if state.published:
+                rv = latest_ranking(s, state.id)
+                if rv is not None:  # the snapshot alone: a published figure never moves
+                    board = lb.board_from_dict(json.loads(rv.body_json))
+                    return plots.render(board, plots.snapshot_history(board), fmt, kinds)
+            board = lb.build_board(
+                s, task, phase, audience="public", provenance=provenance_of(task, phase.split)
+            )
+            attach_stats(board, state)
+            hist = plots.history(s, board, phase, labels=lb.anonymous_labels(s, task.id, phase))
+        return plots.render(board, hist, fmt, kinds)
+
+    body = cache().get(
+        (task.id, state.name, "public", f"plot.{fmt}", ",".join(kinds)), board_version, render
+    )
+    headers = {
+        "ETag": f'"{board_version}-plot-{fmt}-{",".join(kinds)}"',
+        "Cache-Control": "no-cache",
+        # matplotlib's SVG styles its elements inline; it runs no script and loads nothing
+        "Content-Security-Policy": (
+            "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
+        ),
+    }
+    if fmt == "pdf":
+        headers["Content-Disposition"] = (
+            f'inline; filename="{task.id}-{state.name}-leaderboard.pdf"'
+        )
+    return Response(body, mimetype=PLOT_TYPES[fmt], headers=headers)
+
+
+def _agreement_of(task) -> tuple[dict | None, dict | None, float]:
+    """The agreement an import cached for a task (factors included where it has them), the last
+    converged Bayesian fit `palimpsest agreement --bayes` cached, and their files' mtime."""
+    store = TaskStore(task.id, current_app.extensions["palimpsest.settings"].home)
+    try:
+        got = load_agreement(store.root) or store.manifest().get("agreement")
+        fitted = store.root / BAYES_FILE
+        bayes = json.loads(fitted.read_text(encoding="utf-8")) if fitted.is_file() else None
+        stamp = max(
+            (p.stat().st_mtime for p in (store.manifest_path, fitted) if p.is_file()), default=0.0
+        )
+    except (OSError, ValueError):
+        return None, None, 0.0
+    return got, bayes, stamp
+
+
+@bp.route("/tasks/<task_id>/agreement")
+def agreement(task_id: str):
+    """How far the annotators of a task's release agree: the figures its import computed (never
+    computed in a request), by contextual factor with forest plots, and a cached Bayesian fit."""
+    task = task_or_404(task_id)
+    got, bayes, _ = _agreement_of(task)
+    if not got or got.get("nothing_to_measure"):
+        abort(404)
+    factors = got.get("factors") or {}
+    return render_template(
+        "leaderboard/agreement.html",
+        task=task,
+        got=got,
+        rows=reference_rows(task, got),
+        factors=sorted(factors.get("binary", {})),
+        bayes=bayes,
+    )
+
+
+_SVG: dict[tuple, bytes] = {}  # (task, figure, file stamp) -> rendered SVG, per process
+
+
+@bp.route("/tasks/<task_id>/agreement/<figure>.svg")
+def agreement_plot(task_id: str, figure: str):
+    """A forest plot of the multi-kappa by one factor (`?scale=binary|labels`), or the Bayesian
+    fit's curve over lexical overlap (`curve`), rendered once per cached result."""
+    task = task_or_404(task_id)
+    got, bayes, stamp = _agreement_of(task)
+    if not got:
+        abort(404)
+    scale = "labels" if request.args.get("scale") == "labels" else "binary"
+    key = (task.id, figure, scale, stamp)
+    if key not in _SVG:
+        if figure == "curve":
+            if not bayes or not bayes.get("curve"):
+                abort(404)
+            body = plots.kappa_curve(bayes["curve"], f"{task.id}: posterior multi-kappa")
+        else:
+            rows = (got.get("factors") or {}).get(scale, {}).get(figure)
+            if not rows:
+                abort(404)
+            body = plots.forest(rows, f"{task.id}: multi-kappa by {figure} ({scale})")
+        _SVG[key] = body
+    return Response(_SVG[key], mimetype="image/svg+xml")

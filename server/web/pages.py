@@ -1,0 +1,527 @@
+"""What participants see: tasks, their data, phases and quotas, the submit form and their
+submissions."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    current_app,
+    flash,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from sqlmodel import select
+
+from scorer.errors import TaskNotFound
+from server.actions import campaigns as campaign_actions
+from server.actions import competitions as comp_actions
+from server.actions import submissions as sub_actions
+from server.actions.common import phase_or_default
+from server.api_models import YES
+from server.db import db
+from server.domain import facts, people, releases
+from server.domain.accounts import can_see_submission, submission_filter
+from server.domain.lifecycle import RANKED_RUN_RULE
+from server.domain.provenance import public_result
+from server.domain.sanitize import render_markdown
+from server.domain.submissions import ensure_phases, phase_state, visible_scores
+from server.domain.submissions import quota as backbone_quota
+from server.domain.visibility import shown_part, viewer_of
+from server.errors import status_of
+from server.exceptions import (
+    Forbidden,
+    LifecycleRefused,
+    NotFound,
+    SubmissionRefused,
+    UploadFieldsInvalid,
+)
+from server.jobs import waits
+from server.models import Phase, Score, Submission, Team
+from server.settings import get_settings
+from server.web.auth import current_user, login_required
+from server.web.forms import SubmitForm
+from server.web.refusals import refusal
+from tasks import all_tasks, get_task, starting_kit
+from tasks.store import TaskStore
+
+bp = Blueprint("pages", __name__)
+
+PHASE_ORDER = {"dev": 0, "test": 1}
+
+
+def task_or_404(task_id: str):
+    """The declared task, if the visitor may see it (a draft competition's task is its people's
+    only); 404 otherwise."""
+    try:
+        t = get_task(task_id)
+    except TaskNotFound:
+        abort(404)
+    if not people.task_visible(db(), current_user(), t.id):
+        abort(404)
+    return t
+
+
+def phases_of(task_id: str) -> list[Phase]:
+    """The task's phases, created from the task's splits the first time they are asked for."""
+    s = db()
+    rows = s.exec(select(Phase).where(Phase.task_id == task_id)).all()
+    if not rows:
+        ensure_phases(s)
+        rows = s.exec(select(Phase).where(Phase.task_id == task_id)).all()
+    return sorted(rows, key=lambda p: (PHASE_ORDER.get(p.name, 9), p.name))
+
+
+def quota(team: Team | None, phase: Phase) -> dict | None:
+    """What remains of a team's allowance in a phase, as the backbone counts it."""
+    if team is None:
+        return None
+
+    return backbone_quota(db(), team=team, phase=phase)
+
+
+def user_team(task_id: str | None = None) -> Team | None:
+    """The signed-in person's team in the task's competition (or their account-wide team)."""
+    u = current_user()
+    if u is None:
+        return None
+    s = db()
+    c = people.competition_of_task(s, task_id) if task_id else None
+    return people.team_of(s, u, None if c is None else c.id)
+
+
+# ----------------------------------------------------------------------------- tasks
+
+
+@bp.route("/")
+def index():
+    home = get_settings().home
+    u = current_user()
+    s = db()
+    # a draft competition's tasks are its people's; a task with no data only the administrators'
+    rows = [
+        (t, imported)
+        for t in all_tasks()
+        if people.task_visible(s, u, t.id)
+        and ((imported := TaskStore(t.id, home).exists()) or people.is_admin(u))
+    ]
+    competitions = [
+        c
+        for c in comp_actions.list_competitions(s=db(), viewer=current_user())
+        if c.state == "visible"
+    ]
+    in_team = u is not None and bool(people.team_ids_of(db(), u))
+    return render_template(
+        "tasks/index.html",
+        tasks=rows,
+        competitions=competitions,
+        in_team=in_team,
+        assessments=campaign_actions.my_campaigns(s=s, user=u),
+    )
+
+
+@bp.route("/tasks/<task_id>")
+def task(task_id: str):
+    t = task_or_404(task_id)
+    store = TaskStore(t.id, get_settings().home)
+    imported = store.exists()
+    team = user_team(t.id)
+    phases = [(p, phase_state(p), quota(team, p)) for p in phases_of(t.id)]
+    # every public folder of the task (splits, training data), released now or with its date
+    areas = [a for a in releases.areas(db(), t, get_settings().home) if a.files]
+    kit = next((a for a in areas if a.name == releases.KIT), None)
+    if kit is not None:  # the bundle's own kit: its README, sanitized like every organizer text
+        readme = next((p for p in kit.files if p.name.lower() == "readme.md"), None)
+        kit_text = readme.read_text(encoding="utf-8", errors="replace") if readme else ""
+        kit_url = url_for("pages.download", task_id=t.id, split=releases.KIT)
+    else:
+        kit_text = starting_kit.readme(t, _systems(t.id))
+        kit_url = url_for("pages.kit", task_id=t.id)
+
+    return render_template(
+        "tasks/task.html",
+        task=t,
+        imported=imported,
+        areas=[a for a in areas if a is not kit],
+        kit_html=render_markdown(kit_text) if kit_text else "",
+        kit_url=kit_url,
+        phases=phases,
+        team=team,
+        ranked_run_rule=RANKED_RUN_RULE,
+    )
+
+
+def _systems(task_id: str) -> tuple[str, ...]:
+    """The reference systems that apply to a task (loaded when a kit is asked for)."""
+    from baselines.systems import SYSTEMS  # the baselines' module loads when a kit is asked for
+
+    return SYSTEMS.get(task_id, ())
+
+
+@bp.route("/tasks/<task_id>/starting-kit.zip")
+def kit(task_id: str):
+    """The starting kit generated from the task's declaration (no data in it)."""
+    t = task_or_404(task_id)
+    files = starting_kit.kit_files(t, _systems(t.id))
+    return Response(
+        starting_kit.kit_zip(t, files),
+        mimetype="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="{t.id}-starting-kit.zip"'},
+    )
+
+
+@bp.route("/tasks/<task_id>/data/<split>.zip")
+def download(task_id: str, split: str):
+    """A zip of one public area of a task (a split's inputs, training data, a starting kit) when
+    server.domain.releases allows it; never anything under gold/."""
+    t = task_or_404(task_id)
+    try:
+        given, _ = releases.downloadable(db(), current_user(), t, get_settings().home, split)
+    except releases.DownloadRefused as e:
+        return refusal(e.status, e.message, url_for("pages.task", task_id=t.id))
+    base = TaskStore(t.id, get_settings().home).root / "public" / split
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for p in given[0].files:
+            z.write(p, f"{t.id}-{split}/{p.relative_to(base).as_posix()}")
+    return Response(
+        buf.getvalue(),
+        mimetype="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="{t.id}-{split}.zip"'},
+    )
+
+
+# ----------------------------------------------------------------------------- submitting
+
+
+# the form's yes/no fields, shown as checkboxes: posted only when ticked
+WEB_CHECKBOXES = ("show_publicly", "primary")
+
+
+@bp.route("/tasks/<task_id>/submit", methods=["GET", "POST"])
+@login_required
+def submit(task_id: str):
+    t = task_or_404(task_id)
+    team = user_team(t.id)
+    if team is None:
+        flash("Create or join a team before submitting.", "error")
+        return redirect(url_for("teams.mine"))
+    phases = phases_of(t.id)
+    if not phases:
+        abort(404)
+
+    if request.method == "POST":
+        form = SubmitForm()
+    else:  # the phase the API takes when none is named: the open test phase, else dev, ...
+        default = request.args.get("phase") or phase_or_default(db(), t.id, None).name
+        form = SubmitForm(formdata=None, phase=default)
+    form.phase.choices = [
+        (
+            p.name,
+            f"{p.name} ({p.split}"
+            + (
+                f", cross-validated: a row per fold and {' and '.join(t.format.key)})"
+                if t.is_cross_validated(p.split)
+                else ")"
+            ),
+        )
+        for p in phases
+    ]
+    sheet = _fact_sheet(t.id)
+    # each phase's window and what is left of the team's quota, beside the form
+    sheet["windows"] = [(p, phase_state(p), quota(team, p)) for p in phases]
+    if request.method != "POST":
+        return render_template("tasks/submit.html", task=t, phases=phases, form=form, **sheet)
+
+    ok = form.validate()  # the phase and the file; the fields by the one declared form:
+    try:
+        fields = sub_actions.read_upload_fields(request.form, checkboxes=WEB_CHECKBOXES)
+    except UploadFieldsInvalid as e:
+        ok = False
+        for name, message in e.fields.items():
+            if name in form:
+                form[name].errors = [*form[name].errors, message]
+    if not ok:
+        return render_template("tasks/submit.html", task=t, phases=phases, form=form, **sheet), 400
+    upload = form.file.data
+    s = db()
+    try:
+        sub, duplicate = sub_actions.submit(
+            s=s,
+            user=current_user(),
+            task_id=t.id,
+            fields=fields,
+            stream=upload.stream,
+            filename=upload.filename,
+            settings=get_settings(),
+            enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
+            redis=current_app.extensions.get("palimpsest.redis"),
+        )
+    except UploadFieldsInvalid as e:  # the fact sheet: each problem beside its field
+        s.rollback()
+        sheet["fact_errors"] = {
+            k.removeprefix("facts."): v for k, v in e.fields.items() if k.startswith("facts.")
+        }
+        flash("Not submitted: " + e.message, "error")
+        return render_template("tasks/submit.html", task=t, phases=phases, form=form, **sheet), 422
+    except (SubmissionRefused, Forbidden, LifecycleRefused) as e:
+        s.rollback()
+        when = getattr(e, "next_allowed_at", None)
+        msg = str(e)
+        if when and "UTC" not in msg:
+            msg += f" The next submission is allowed at {when:%Y-%m-%d %H:%M} UTC."
+        flash(msg, "error")
+        # the same status as the API's (server.errors)
+        return render_template(
+            "tasks/submit.html", task=t, phases=phases, form=form, **sheet
+        ), status_of(e)
+    if duplicate:
+        flash(
+            f"Your team submitted this very file in this phase before, as submission #{sub.id} "
+            f"({sub.status}); it was not submitted again.",
+            "error",
+        )
+    else:
+        flash(
+            "Submitted. It is queued for scoring."
+            + (" It is your team's primary run of the phase." if fields.primary else ""),
+            "ok",
+        )
+    return redirect(url_for("pages.submission", submission_id=sub.id))
+
+
+# ----------------------------------------------------------------------------- fact sheets
+
+
+def _fact_sheet(task_id: str) -> dict:
+    """What the submit form shows of the competition's fact sheet: its declared fields, the
+    answers posted (kept after a refusal) and, once refused, the problem of each field."""
+    c = people.competition_of_task(db(), task_id)
+    posted = facts.form_facts(request.form) if request.method == "POST" else {}
+    return {
+        "fact_fields": [] if c is None else list(c.fact_fields or []),
+        "fact_values": posted,
+        "fact_errors": {},
+    }
+
+
+@bp.route("/submissions")
+@login_required
+def my_submissions():
+    u = current_user()
+    team_ids = people.team_ids_of(db(), u)
+    team = db().get(Team, team_ids[0]) if len(team_ids) == 1 else None
+    subs, older = [], None
+    before = request.args.get("before", type=int)
+    if team_ids:
+        # removed runs stay listed (marked) so that the team can read the organizers' reason
+        q = select(Submission).where(Submission.team_id.in_(team_ids))
+        if before:
+            q = q.where(Submission.id < before)
+        subs = db().exec(q.order_by(Submission.id.desc()).limit(PAGE + 1)).all()
+        if len(subs) > PAGE:  # a page at a time, newest first
+            subs = subs[:PAGE]
+            older = url_for("pages.my_submissions", before=subs[-1].id)
+    phases = {p.id: p for p in db().exec(select(Phase)).all()} if subs else {}
+    return render_template(
+        "submissions/list.html",
+        subs=subs,
+        phases=phases,
+        team=team,
+        in_teams=bool(team_ids),
+        primary=primary_scores(subs, phases, lambda task_id: viewer_of(u, db(), task_id)),
+        older=older,
+        newest=url_for("pages.my_submissions") if before else None,
+    )
+
+
+PAGE = 100
+FINAL = ("scored", "failed")
+
+
+@bp.route("/status")
+def status():
+    """The queues: each one's depth and the workers alive for everyone; each worker's name, host,
+    state and current job for administrators."""
+    s = db()
+    conn = waits.redis_or_none(current_app.extensions.get("palimpsest.redis"))
+    found = waits.workers(conn)
+    known = waits.durations(s)
+    return render_template(
+        "status.html",
+        depths=waits.queue_depths(s, conn),
+        workers=found,
+        n_scoring=waits.scoring_workers(found),
+        median=known.get("*"),
+        duration=waits.duration,
+        admin=people.is_admin(current_user()),
+    )
+
+
+@bp.route("/submissions/status.json")
+@login_required
+def submissions_status():
+    """The status of the asked submissions (`?ids=1,2`, at most PAGE) that the visitor may see,
+    for the pages' live status: no scores, nothing the submission page does not show."""
+    raw = request.args.get("ids", "")
+    try:
+        ids = sorted({int(x) for x in raw.split(",") if x.strip()})
+    except ValueError:
+        return {"error": f"ids must be submission numbers separated by commas, not {raw!r}"}, 400
+    if len(ids) > PAGE:
+        return {"error": f"at most {PAGE} ids at once, not {len(ids)}"}, 400
+    u = current_user()
+    rows = db().exec(select(Submission).where(Submission.id.in_(ids))).all() if ids else []
+    sees = submission_filter(u)
+    statuses = {str(s.id): s.status for s in rows if sees(s)}
+    return (
+        {
+            "statuses": statuses,
+            "final": all(st in FINAL for st in statuses.values()),
+        },
+        200,
+        {"Cache-Control": "no-store"},
+    )
+
+
+def primary_scores(subs, phases, viewer) -> dict[int, tuple[float | None, str]]:
+    """Each scored run's primary score as `viewer` may see it (server.domain.visibility), in one
+    query; `viewer` is a Viewer, or a function of a task id giving one."""
+    counted = {s.id: s.score_attempt for s in subs if s.score_attempt is not None}
+    got: dict[int, dict[str, float | None]] = {}
+    ids = list(counted)
+    for i in range(0, len(ids), 900):
+        for sid, attempt, part, value in db().exec(
+            select(Score.submission_id, Score.attempt, Score.part, Score.primary_value).where(
+                Score.submission_id.in_(ids[i : i + 900])
+            )
+        ):
+            if attempt == counted[sid]:
+                got.setdefault(sid, {})[part] = value
+    out = {}
+    for s in subs:
+        parts = got.get(s.id, {})
+        who = viewer(s.task_id) if callable(viewer) else viewer
+        part = shown_part(who, phases.get(s.phase_id), s.created_at, parts)
+        if part is not None:
+            out[s.id] = (parts[part], "" if part == "all" else f"{part} part")
+    return out
+
+
+class _Shown:
+    """A Score row whose result is the participant's view of it."""
+
+    def __init__(self, score, result):
+        self.part, self.attempt, self.result, self.created_at = (
+            score.part,
+            score.attempt,
+            result,
+            score.created_at,
+        )
+        self.primary_value = score.primary_value
+
+
+def submission_or_404(submission_id: int) -> Submission:
+    """The submission if who asks may see it; 404 otherwise (not 403: its existence is no one's
+    business)."""
+    sub = db().get(Submission, submission_id)
+    if sub is None or not can_see_submission(current_user(), sub):
+        abort(404)
+    return sub
+
+
+@bp.route("/submissions/<int:submission_id>")
+@login_required
+def submission(submission_id: int):
+    sub = submission_or_404(submission_id)
+    s = db()
+    phase = s.get(Phase, sub.phase_id)
+    # private-part scores stay unseen until publication, even by the submitting team
+    organizer = people.organizes_task(s, current_user(), sub.task_id)
+    shown = visible_scores(s, sub, phase, organizer=organizer)
+    if not organizer:  # the gold's sha256 is the organizers': participants see its keyed id
+        secret = get_settings().secret_key
+        shown = [_Shown(sc, public_result(sc.result, secret)) for sc in shown]
+    team = s.get(Team, sub.team_id)
+    others = s.exec(
+        select(Submission)
+        .where(
+            Submission.team_id == sub.team_id,
+            Submission.phase_id == sub.phase_id,
+            Submission.removed_at.is_(None),
+        )
+        .order_by(Submission.id.desc())
+    ).all()
+    task = task_or_404(sub.task_id)
+    standing = waits.live_standing(s, sub, current_app.extensions.get("palimpsest.redis"))
+    return render_template(
+        "submissions/show.html",
+        sub=sub,
+        waiting=waits.words(standing) if standing else "",
+        own_team=people.team_id_for_task(s, current_user(), sub.task_id) == sub.team_id,
+        phase=phase,
+        scores=shown,
+        team=team,
+        task=task,
+        others=others,
+    )
+
+
+def _run_action(submission_id: int, fn, **kw):
+    """One of the team's own-run actions, its refusal flashed on the run's page."""
+    s = db()
+    try:
+        return fn(s=s, submission_id=submission_id, actor=current_user(), **kw)
+    except (Forbidden, LifecycleRefused) as e:
+        s.rollback()
+        back = url_for("pages.submission", submission_id=submission_id)
+        abort(make_response(refusal(status_of(e), str(e), back)))
+    except NotFound:
+        s.rollback()
+        abort(404)
+
+
+@bp.route("/submissions/<int:submission_id>/primary", methods=["POST"])
+@login_required
+def mark_primary(submission_id: int):
+    """SemEval's convention: one primary run per team and phase; the others are contrastive."""
+    sub = _run_action(submission_id, sub_actions.choose_primary)
+    phase = db().get(Phase, sub.phase_id)
+    flash(f"Submission #{sub.id} is now your primary run for the {phase.name} phase.", "ok")
+    return redirect(url_for("pages.submission", submission_id=sub.id))
+
+
+@bp.route("/submissions/<int:submission_id>/public", methods=["POST"])
+@login_required
+def set_public(submission_id: int):
+    """Show a run on the public board, or keep it to the team."""
+    show = request.form.get("show_publicly", "").strip().lower() in YES
+    sub = _run_action(submission_id, sub_actions.set_shown_publicly, show=show)
+    flash(
+        f"Submission #{sub.id} is "
+        + ("shown on the public board." if show else "kept off the public board."),
+        "ok",
+    )
+    return redirect(url_for("pages.submission", submission_id=sub.id))
+
+
+@bp.route("/submissions/<int:submission_id>/delete", methods=["POST"])
+@login_required
+def delete_run(submission_id: int):
+    """Delete a run of the team's (kept for the organizers, who may restore it)."""
+    if request.form.get("confirm", "").strip().lower() not in YES:
+        flash("Not deleted: tick the box to confirm.", "error")
+        return redirect(url_for("pages.submission", submission_id=submission_id))
+    sub = _run_action(submission_id, sub_actions.delete_run)
+    flash(
+        f"Submission #{sub.id} is deleted: it is on no board. The organizers can restore it.",
+        "ok",
+    )
+    return redirect(url_for("pages.my_submissions"))

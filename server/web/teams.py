@@ -1,0 +1,131 @@
+"""Teams: create one, join one by its invite code, leave it; a team page for its members. With
+`?competition=ID` the page and its forms act on the team of that competition; without, on the
+account-wide team (the team of every competition where the person has none of their own)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from sqlmodel import select
+
+from server.actions import competitions as comp_actions
+from server.db import db
+from server.domain import people, teams
+from server.exceptions import TeamRefused
+from server.models import Competition, Phase, Submission, TeamMember, User
+from server.web.auth import current_user, login_required
+
+bp = Blueprint("teams", __name__, url_prefix="/team")
+
+
+def _scope() -> Competition | None:
+    slug = request.values.get("competition") or None
+    if slug is None:
+        return None
+    s = db()
+    c = s.exec(select(Competition).where(Competition.slug == slug)).first()
+    if c is None or (c.state == "draft" and not comp_actions.may_see_draft(s, current_user(), c)):
+        abort(404)
+    return c
+
+
+def _here(c: Competition | None):
+    return url_for("teams.mine", competition=c.slug) if c is not None else url_for("teams.mine")
+
+
+@bp.route("/")
+@login_required
+def mine():
+    u = current_user()
+    s = db()
+    c = _scope()
+    team = teams.team_for(s, u, c)
+    own = people.membership(s, u, None if c is None else c.id)
+    pending = own is not None and own.status == "pending"
+    members, subs, phases, waiting = [], [], {}, []
+    captain = own is not None and own.role == "captain" and own.status == "active"
+    if team is not None:
+        rows = s.exec(
+            select(TeamMember, User)
+            .join(User, User.id == TeamMember.user_id)
+            .where(TeamMember.team_id == team.id)
+            .order_by(TeamMember.id)
+        ).all()
+        members = [(m, x) for m, x in rows if m.status == "active"]
+        waiting = [(m, x) for m, x in rows if m.status == "pending"]
+        subs = s.exec(
+            select(Submission).where(Submission.team_id == team.id).order_by(Submission.id.desc())
+        ).all()
+        phases = {p.id: p for p in s.exec(select(Phase)).all()}
+    return render_template(
+        "teams/mine.html",
+        team=team,
+        members=members,
+        waiting=waiting,
+        captain=captain,
+        pending=pending,
+        subs=subs,
+        phases=phases,
+        competition=c,
+    )
+
+
+def _do(fn, done):
+    """Run a team action (server.domain.teams); flash what happened or why not."""
+    c = _scope()
+    try:
+        out = fn(c)
+    except TeamRefused as e:
+        db().rollback()
+        flash(e.message, "error")
+        return redirect(_here(c))
+    flash(done(out), "ok")
+    return redirect(_here(c))
+
+
+@bp.route("/create", methods=["POST"])
+@login_required
+def create():
+    return _do(
+        lambda c: teams.create_team(db(), current_user(), request.form.get("name", ""), c),
+        lambda t: f"Team {t.name} created. Share its invite code with your teammates.",
+    )
+
+
+@bp.route("/join", methods=["POST"])
+@login_required
+def join():
+    return _do(
+        lambda c: teams.join_team(db(), current_user(), request.form.get("invite_code", ""), c),
+        lambda t: f"You joined {t.name}.",
+    )
+
+
+@bp.route("/leave", methods=["POST"])
+@login_required
+def leave():
+    return _do(
+        lambda c: teams.leave_team(db(), current_user(), c),
+        lambda _: "You left the team. Its submissions stay with it.",
+    )
+
+
+@bp.route("/invite/rotate", methods=["POST"])
+@login_required
+def rotate_invite():
+    return _do(
+        lambda c: teams.rotate_invite(db(), current_user(), c),
+        lambda _: "A new invite code replaces the old one.",
+    )
+
+
+@bp.route("/members/<int:user_id>", methods=["POST"])
+@login_required
+def decide(user_id: int):
+    approve = request.form.get("approve", "1") == "1"
+
+    def go(c):
+        if c is None:
+            abort(404)
+        return teams.decide_member(db(), current_user(), c, user_id, approve=approve)
+
+    return _do(go, lambda _: "Approved." if approve else "Turned away.")
