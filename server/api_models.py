@@ -1,5 +1,5 @@
 """The declared shapes of `/api/v1`: every request body and every answer is one of these pydantic
-models, and the OpenAPI 3.1 description (server/openapi.py) is generated from them.
+models, and the OpenAPI 3.1 description (server/api/openapi.py) is generated from them.
 
 Answers are built by validating into these models (`out(Model, ...)`), so an answer that strays
 from its declaration fails in the server, not in a client. Leaderboards and published snapshots are

@@ -94,7 +94,7 @@ def provenance_of(task, split: str):
     return hit[1]
 
 
-def _serve(task_id: str, fmt: str, who: str | None = None):
+def serve_board(task_id: str, fmt: str, who: str | None = None):
     """The board as HTML, JSON or CSV from the render cache; `who` overrides the cookie's audience
     (the API passes the token holder's)."""
     task = task_or_404(task_id)
@@ -270,17 +270,17 @@ def empty_reason(row, col) -> str:
 
 @bp.route("/tasks/<task_id>/leaderboard")
 def board(task_id: str):
-    return _serve(task_id, "html")
+    return serve_board(task_id, "html")
 
 
 @bp.route("/tasks/<task_id>/leaderboard.json")
 def board_json(task_id: str):
-    return _serve(task_id, "json")
+    return serve_board(task_id, "json")
 
 
 @bp.route("/tasks/<task_id>/leaderboard.csv")
 def board_csv(task_id: str):
-    return _serve(task_id, "csv")
+    return serve_board(task_id, "csv")
 
 
 @bp.route("/tasks/<task_id>/leaderboard/significance")

@@ -1,0 +1,75 @@
+"""The token's owner, and the site's audit log (administrators)."""
+
+from __future__ import annotations
+
+from sqlmodel import select
+
+from server import api_models as m
+from server.api.common import bp, need_organizer, need_user, out, page_out, paginate, query_model
+from server.api.openapi import op
+from server.db import db
+from server.domain import people
+from server.models import (
+    AuditLog,
+    User,
+)
+
+# ----------------------------------------------------------------------------- you and your team
+
+
+@bp.get("/me")
+@op("Who the token belongs to", responses={200: m.Me}, tags=("team",))
+def me():
+    u = need_user()
+    s = db()
+    team = people.team_of(s, u, None)
+    return out(
+        m.Me,
+        id=u.id,
+        email=u.email,
+        is_admin=people.is_admin(u),
+        is_organizer=people.organizes_anything(s, u),
+        team={"id": team.id, "name": team.name} if team else None,
+    )
+
+
+# --------------------------------------------------------------------- organizers: audit, baselines
+
+
+@bp.get("/audit")
+@op(
+    "The audit log, newest first (organizers)",
+    query=m.AuditQuery,
+    responses={200: m.Page[m.AuditEntry]},
+    errors=(403,),
+    tags=("organizers",),
+)
+def audit_log():
+    u = need_organizer()
+    page = query_model(m.AuditQuery)
+    s = db()
+    q = select(AuditLog)
+    mine = people.organized_competitions(s, u)
+    if mine is not None:  # an organizer reads the log of their competitions only
+        q = q.where(AuditLog.competition_id.in_(sorted(mine)))
+    if page.action:
+        q = q.where(AuditLog.action == page.action)
+    elif page.all != "1":  # the workers' status changes of every submission, on demand only
+        q = q.where(AuditLog.action != "submission.status")
+    actors: dict[int, str] = {}
+
+    def render(a: AuditLog) -> dict:
+        if a.actor_id is not None and a.actor_id not in actors:
+            who = s.get(User, a.actor_id)
+            actors[a.actor_id] = who.email if who else f"user:{a.actor_id}"
+        return {
+            "id": a.id,
+            "actor": actors.get(a.actor_id),
+            "action": a.action,
+            "target": a.target,
+            "details": a.details,
+            "created": a.created_at,
+        }
+
+    items, links = paginate(s, q, AuditLog.id, page, render)
+    return page_out(m.Page[m.AuditEntry], items, links)

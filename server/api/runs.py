@@ -1,0 +1,87 @@
+"""Blind runs: submit a system, show a run, review its log (organizers), list a task's runs."""
+
+from __future__ import annotations
+
+from flask import current_app, request
+
+from server import api_models as m
+from server.actions import code_runs as run_actions
+from server.actions import submissions as sub_actions
+from server.api.common import ApiError, bp, find_task, json_out, need_user, query_model
+from server.api.openapi import op
+from server.db import db
+from server.settings import get_settings
+
+# ----------------------------------------------------------------------------- blind runs
+# (server/actions/code_runs.py: a team's system run in the sandbox, its stages and log)
+
+
+@bp.post("/tasks/<task_id>/runs")
+@op(
+    "Submit a system to run blind on the phase's inputs (phases that take code)",
+    form=m.CodeUploadForm,
+    responses={201: m.CodeRunOut, 200: m.CodeRunOut},
+    errors=(400, 403, 404, 409, 413, 422, 429),
+    tags=("runs",),
+    description="201: the zip is checked (its members, system.yaml) and queued on the runs "
+    "queue; its output becomes an ordinary submission, validated and scored like an uploaded "
+    "file. Counts against the phase's limits and the team's compute budget. 200: this very "
+    "archive was submitted before by your team in this phase: that run, counted once.",
+)
+def run_create(task_id):
+    u = need_user()
+    t = find_task(task_id)
+    fields = sub_actions.read_upload_fields(request.form)
+    f = request.files.get("code")
+    if f is None:
+        raise ApiError(400, "no_file", "send the system's zip as the multipart field 'code'")
+    run, duplicate = run_actions.submit_code(
+        s=db(),
+        user=u,
+        task_id=t.id,
+        fields=fields,
+        stream=f.stream,
+        filename=f.filename or "",
+        settings=get_settings(),
+        redis=current_app.extensions.get("palimpsest.redis"),
+        enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
+    )
+    return json_out(run_actions.get_run(s=db(), run_id=run.id, viewer=u), 200 if duplicate else 201)
+
+
+@bp.get("/runs/<int:run_id>")
+@op(
+    "A code run: its stage, what it used, its submission and (when allowed) its log",
+    responses={200: m.CodeRunOut},
+    errors=(404,),
+    tags=("runs",),
+)
+def run_show(run_id):
+    return json_out(run_actions.get_run(s=db(), run_id=run_id, viewer=need_user()))
+
+
+@bp.post("/runs/<int:run_id>/review")
+@op(
+    "Mark a run reviewed: on a blind phase its team may then read its log (organizers)",
+    responses={200: m.CodeRunOut},
+    errors=(403, 404, 409),
+    tags=("runs",),
+)
+def run_review(run_id):
+    return json_out(run_actions.review_run(s=db(), run_id=run_id, actor=need_user()))
+
+
+@bp.get("/tasks/<task_id>/runs")
+@op(
+    "A task's code runs, newest first (organizers)",
+    query=m.CodeRunsQuery,
+    responses={200: m.CodeRunsOut},
+    errors=(403, 404),
+    tags=("runs",),
+)
+def run_list(task_id):
+    q = query_model(m.CodeRunsQuery)
+    got = run_actions.list_runs(
+        s=db(), task_id=task_id, actor=need_user(), awaiting_review=q.awaiting_review == "1"
+    )
+    return json_out(got)

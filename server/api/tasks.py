@@ -1,0 +1,152 @@
+"""Tasks: the list, one task, the public download, the live board."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from urllib.parse import urlencode
+
+from flask import Response, request
+
+from server import api_models as m
+from server.actions.phases import (
+    phase_fields,
+)
+from server.api.common import (
+    ApiError,
+    bp,
+    cursor_id,
+    cursor_of,
+    find_task,
+    need_user,
+    out,
+    page_out,
+    query_model,
+    quota_of,
+    task_fields,
+    task_phases,
+    task_store,
+)
+from server.api.openapi import op
+from server.db import db
+from server.domain import people, releases
+from server.settings import get_settings
+from server.web.leaderboard import serve_board
+from tasks import all_tasks
+
+# ----------------------------------------------------------------------------- tasks
+
+
+@bp.get("/tasks")
+@op(
+    "Tasks and their phases, with what is left of your quota",
+    query=m.PageQuery,
+    responses={200: m.Page[m.TaskSummary]},
+    tags=("tasks",),
+)
+def tasks_list():
+    u = need_user()
+    page = query_model(m.PageQuery)
+    s = db()
+    ts = [t for t in all_tasks() if people.task_visible(s, u, t.id)]
+    start = cursor_id(page.cursor) or 0
+    chunk = ts[start : start + page.limit]
+    items = []
+    for t in chunk:
+        d = task_fields(
+            t,
+            task_store(t.id).exists(),
+            [phase_fields(p, quota_of(s, u, p)) for p in task_phases(s, t.id)],
+        )
+        items.append({k: d[k] for k in ("id", "title", "primary", "imported", "phases")})
+    links = {"next_cursor": None, "next": None}
+    if start + page.limit < len(ts):
+        cur = cursor_of(start + page.limit)
+        links = {
+            "next_cursor": cur,
+            "next": f"{request.base_url}?{urlencode({**request.args.to_dict(), 'cursor': cur})}",
+        }
+    return page_out(m.Page[m.TaskSummary], items, links)
+
+
+@bp.get("/tasks/<task_id>")
+@op("A task: its format, metrics, splits and phases", responses={200: m.TaskOut}, tags=("tasks",))
+def task_detail(task_id):
+    u = need_user()
+    t = find_task(task_id)
+    s = db()
+    return out(
+        m.TaskOut,
+        **task_fields(
+            t,
+            task_store(t.id).exists(),
+            [phase_fields(p, quota_of(s, u, p)) for p in task_phases(s, t.id)],
+        ),
+    )
+
+
+@bp.get("/tasks/<task_id>/download")
+@op(
+    "A zip of the task's public inputs",
+    query=m.DownloadQuery,
+    responses={200: "application/zip"},
+    tags=("tasks",),
+)
+def download(task_id):
+    u = need_user()
+    t = find_task(task_id)
+    s = db()
+    split = query_model(m.DownloadQuery).split
+    try:
+        given, withheld = releases.downloadable(s, u, t, get_settings().home, split)
+    except releases.DownloadRefused as e:
+        raise ApiError(e.status, e.code, e.message) from e
+    store = task_store(t.id)
+    buf = io.BytesIO()
+    manifest = store.manifest()
+    public_manifest = {k: manifest[k] for k in ("task", "version", "splits") if k in manifest}
+    # a hidden split's counts would say how many gold rows it has (a links split's `links`)
+    counts = {
+        sp: v for sp, v in (manifest.get("counts") or {}).items() if not t.has_private_part(sp)
+    }
+    if counts:
+        public_manifest["counts"] = counts
+    # what is not released yet, and when it is (the CLI says so)
+    public_manifest["withheld"] = {
+        a.name: "blind" if a.blind else (a.release_at.isoformat() + "Z" if a.release_at else None)
+        for a in withheld
+    }
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("task.json", json.dumps(public_manifest, indent=2))
+        for a in given:
+            for p in a.files:
+                zf.write(p, p.relative_to(store.root).as_posix())
+    return Response(
+        buf.getvalue(),
+        mimetype="application/zip",
+        headers={"Content-Disposition": f'attachment; filename="{t.id}-public.zip"'},
+    )
+
+
+@bp.get("/tasks/<task_id>/leaderboard")
+@op(
+    "A task's leaderboard as your token may see it",
+    query=m.LeaderboardQuery,
+    responses={200: m.Board, 304: None},
+    tags=("leaderboards",),
+    description="The same board as /tasks/<id>/leaderboard.json, from the same render cache. "
+    "A published phase answers with its final ranking as published (a `Snapshot`).",
+)
+def leaderboard(task_id):
+    u = need_user()
+    t = find_task(task_id)
+    query_model(m.LeaderboardQuery)
+    s = db()
+    team_id = people.team_id_for_task(s, u, t.id)
+    who = (
+        "organizer"
+        if people.organizes_task(s, u, t.id)
+        else (f"team:{team_id}" if team_id else "public")
+    )
+    return serve_board(t.id, "json", who=who)
