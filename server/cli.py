@@ -691,48 +691,40 @@ def register(main: click.Group) -> None:
         public_fraction,
     ):
         """Create or change a phase of a task."""
-        from sqlalchemy import select
-
-        from server.domain import lifecycle
+        from server.actions.phases import set_phase
         from server.domain.submissions import ensure_phases
         from server.exceptions import LifecycleRefused
-        from server.models import Phase
 
         task = _task(task_id)
+        changes = {}
+        for field, value in (
+            ("opens_at", opens),
+            ("closes_at", closes),
+            ("daily_limit", daily_limit),
+            ("total_limit", total_limit),
+            ("concurrent_limit", concurrent_limit),
+            ("public_fraction", public_fraction),
+        ):
+            if value is not None:
+                changes[field] = None if value == "none" else value
         with _session(settings := _settings()) as s:
             ensure_phases(s, settings.home)
-            p = s.execute(
-                select(Phase).where(Phase.task_id == task.id, Phase.name == phase_name)
-            ).scalar_one_or_none()
             try:
-                if p is None:
-                    split = (
-                        phase_name
-                        if phase_name in task.splits
-                        else ("test" if "test" in task.splits else task.splits[0])
-                    )
-                    p = lifecycle.create_phase(
-                        s, task=task, name=phase_name, split=split, actor=None, via="cli"
-                    )
-                changes = {}
-                for field, value in (
-                    ("opens_at", opens),
-                    ("closes_at", closes),
-                    ("daily_limit", daily_limit),
-                    ("total_limit", total_limit),
-                    ("concurrent_limit", concurrent_limit),
-                    ("public_fraction", public_fraction),
-                ):
-                    if value is not None:
-                        changes[field] = None if value == "none" else value
-                if changes:
-                    lifecycle.edit_phase(s, p, changes, actor=None, via="cli")
+                p = set_phase(
+                    s=s,
+                    task_id=task.id,
+                    phase=phase_name,
+                    changes=changes,
+                    actor=None,
+                    home=settings.home,
+                    via="cli",
+                )
             except LifecycleRefused as e:
                 raise Refused(e.message) from None
             click.echo(
                 f"{task.id} {phase_name}: opens {p.opens_at or '-'}, closes {p.closes_at or '-'}, "
-                f"daily {p.daily_limit}, total {p.total_limit}, concurrent {p.concurrent_limit}, "
-                f"public fraction {p.public_fraction}"
+                f"daily {p.limits.daily}, total {p.limits.total}, concurrent "
+                f"{p.limits.concurrent}, public fraction {p.public_fraction}"
             )
 
     def _phase_command(name: str, help_text: str):

@@ -1,14 +1,28 @@
-"""Engine and sessions; SQLite gets WAL and a busy timeout so web and worker can share it."""
+"""Engine and sessions; SQLite gets WAL and a busy timeout so web and worker can share it.
+
+Transactions: an action opens the one transaction of its change (`transaction`) and commits it;
+nothing below the actions commits. What must follow a commit (enqueueing a job, mail, removing a
+file) is registered on the session with `after_commit` and runs only once the commit succeeded;
+what must undo a change outside the database (a file written for the action) is registered with
+`on_rollback` and runs when the transaction rolls back instead. So a refused or failed action
+leaves nothing behind, in the database or on disk.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Callable
 from contextlib import contextmanager
 
 from sqlalchemy import event, select, text
 from sqlmodel import Session, create_engine
 
 from server import models  # noqa: F401  (registers the tables)
+
+log = logging.getLogger(__name__)
+_AFTER = "palimpsest.after_commit"
+_UNDO = "palimpsest.on_rollback"
 
 _engines: dict[str, object] = {}
 _engine_pid: dict[str, int] = {}
@@ -54,6 +68,54 @@ def lock_row(session: Session, model, row_id) -> None:
             session.execute(text("BEGIN IMMEDIATE"))
         return
     session.execute(select(model.id).where(model.id == row_id).with_for_update())
+
+
+def after_commit(s: Session, fn: Callable[[], object]) -> None:
+    """Run `fn()` once the session's transaction has committed (in the order registered); dropped
+    if it rolls back. `fn` must not use the session: it runs between transactions."""
+    s.info.setdefault(_AFTER, []).append(fn)
+
+
+def on_rollback(s: Session, fn: Callable[[], object]) -> None:
+    """Run `fn()` if the session's transaction rolls back (in reverse order): the undo of what the
+    action did outside the database, such as a file it wrote. Dropped once it commits."""
+    s.info.setdefault(_UNDO, []).append(fn)
+
+
+def _run(fns, what: str) -> None:
+    for fn in fns:
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 — the commit (or the rollback) stands; the rest still runs
+            log.exception("%s hook %r failed", what, fn)
+
+
+@event.listens_for(Session, "after_commit")
+def _after_commit(s: Session) -> None:
+    s.info.pop(_UNDO, None)
+    _run(s.info.pop(_AFTER, []), "after-commit")
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _after_transaction_end(s: Session, trans) -> None:
+    """The session's outermost transaction ended without a commit (a rollback, or a close with the
+    transaction open): nothing of it happens, so its after-commit hooks go and its undo runs."""
+    if trans.parent is not None or trans.nested:
+        return
+    s.info.pop(_AFTER, None)
+    _run(reversed(s.info.pop(_UNDO, [])), "rollback")
+
+
+@contextmanager
+def transaction(s: Session):
+    """The one transaction of an action on the session `s`: committed when the block ends, rolled
+    back (with its rollback hooks) on any error, the refusals included."""
+    try:
+        yield s
+        s.commit()
+    except BaseException:
+        s.rollback()
+        raise
 
 
 @contextmanager

@@ -161,6 +161,7 @@ def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
                         made += 1
                     if first is not None and not team.is_baseline:
                         mark_primary(s, submission_id=first.id, team_id=team.id)
+                        s.commit()
                 if phase.name == "dev":  # one broken file, to show every validation message
                     team, user, _ = teams[-2]
                     create_submission(

@@ -467,9 +467,11 @@ class Backend:
         )
 
     def session(self):
-        from sqlmodel import Session
+        """A unit of work as an action's: committed when the block ends, rolled back on error
+        (the domain functions a test calls directly never commit)."""
+        from server.db import session_scope
 
-        return Session(self.engine, expire_on_commit=False)
+        return session_scope(self.engine)
 
 
 def _make_backend(kind, request, tmp_path, demo_home, monkeypatch) -> Backend:

@@ -23,7 +23,12 @@ SERVICES = pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.red
 
 # The lifecycle's state-changing functions that organizer actions wrap.
 WRAPPED = {"close", "set_frozen", "set_board_open", "publish", "rescore", "set_visibility"}
-SURFACES = ["server/web/organizer.py", "server/api.py", "server/cli.py", "cli/organizer.py"]
+SURFACES = [
+    "server/web/organizer.py",
+    *sorted(str(p.relative_to(REPO)) for p in (REPO / "server/api").glob("*.py")),
+    "server/cli.py",
+    "cli/organizer.py",
+]
 
 
 @pytest.mark.parametrize("path", SURFACES)

@@ -130,14 +130,16 @@ def test_a_recomputation_is_identical_and_equals_the_scorer_bootstrap(b):
     boot = Bootstrap(task, TaskStore(task.id, b.settings.home), "dev", None)
     W = boot.weights(300, seed)
     r0 = before["rows"][0]
+    with b.session() as s:
+        attempt = s.get(
+            __import__("server.models", fromlist=["Submission"]).Submission, r0["submission_id"]
+        ).score_attempt
     arrays = stats.load_units(
         b.settings,
         task,
         "dev",
         r0["submission_id"],
-        b.session()
-        .get(__import__("server.models", fromlist=["Submission"]).Submission, r0["submission_id"])
-        .score_attempt,
+        attempt,
     )
     x = boot.samples(arrays, W)
     assert r0["ci"] == [float(np.percentile(x, 2.5)), float(np.percentile(x, 97.5))]

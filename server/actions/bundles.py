@@ -181,7 +181,6 @@ def _write(
                     actor=actor,
                     via=via,
                     home=home,
-                    commit=False,
                     opens_at=_when(p.opens),
                     closes_at=_when(p.closes),
                     daily_limit=p.daily_limit,

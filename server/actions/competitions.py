@@ -355,13 +355,13 @@ def edit_competition(
     if changes:
         s.add(c)
         audit.record(s, actor, "competition_edit", c.slug, competition_id=c.id, via=via, **changes)
-        s.commit()
     if "anonymous_board" in changes:  # anonymous boards: every cached board of its phases is stale
         tasks = people.task_ids(s, c.id)
         for p in s.exec(select(Phase).where(Phase.task_id.in_(tasks))).all() if tasks else []:
             lifecycle.bump(
                 s, p, actor=actor, action="leaderboard.anonymity", anonymous=c.anonymous_board
             )
+    s.commit()
     return _out(s, c, actor)
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sqlalchemy import select
 from sqlmodel import Session
 
 from server import api_models as m
 from server.actions import common
+from server.db import transaction
 from server.domain import lifecycle
 from server.domain.submissions import phase_state
 from server.models import Phase, RankingVersion, User
@@ -80,9 +82,10 @@ def _change(
     *, s: Session, task_id: str, phase: str, actor: User | None, do: Callable[[Phase], object]
 ) -> m.PhaseActionOut:
     """Resolve the phase, check the actor, apply one lifecycle change, answer the phase's state."""
-    common.require_organizer(actor, s, task_id=common.task(task_id).id)
-    p = common.phase(s, task_id, phase)
-    do(p)
+    with transaction(s):
+        common.require_organizer(actor, s, task_id=common.task(task_id).id)
+        p = common.phase(s, task_id, phase)
+        do(p)
     return _result(p)
 
 
@@ -166,20 +169,102 @@ def publish_ranking(
     `close_first`, an open phase is closed in the same step."""
     from server.domain import publication  # the boards and their statistics (scipy) load here alone
 
-    task = common.task(task_id)
-    common.require_organizer(actor, s, task_id=task.id)
-    p = common.phase(s, task.id, phase)
-    rv = publication.publish(
-        s,
-        p,
-        task=task,
-        actor=actor,
-        settings=settings,
-        reason=reason,
-        via=via,
-        close_first=close_first,
-    )
+    with transaction(s):
+        task = common.task(task_id)
+        common.require_organizer(actor, s, task_id=task.id)
+        p = common.phase(s, task.id, phase)
+        rv = publication.publish(
+            s,
+            p,
+            task=task,
+            actor=actor,
+            settings=settings,
+            reason=reason,
+            via=via,
+            close_first=close_first,
+        )
     return _result(p, rv)
+
+
+def default_split(task, name: str) -> str:
+    """The split a new phase is on when none is named: the split it is named after, else the
+    task's test split, else its first. One rule for every surface."""
+    if name in task.splits:
+        return name
+    return "test" if "test" in task.splits else task.splits[0]
+
+
+def create_phase(
+    *,
+    s: Session,
+    task_id: str,
+    name: str,
+    actor: User | None,
+    home,
+    via: str,
+    split: str | None = None,
+    changes: dict | None = None,
+) -> m.PhaseState:
+    """Create a phase on a split of a task (`default_split` when none is named) with the given
+    fields (window, limits, public fraction, ...), in one transaction: a phase refused for any of
+    its fields is not created."""
+    changes = dict(changes or {})
+    with transaction(s):
+        task = common.task(task_id)
+        common.require_organizer(actor, s, task_id=task.id)
+        p = lifecycle.create_phase(
+            s,
+            task=task,
+            name=name,
+            split=split or default_split(task, name),
+            actor=actor,
+            via=via,
+            home=home,
+            public_fraction=changes.get("public_fraction"),  # None: the split's
+        )
+        if changes:
+            lifecycle.edit_phase(s, p, changes, actor=actor, via=via)
+    return m.PhaseState(**phase_state_fields(p))
+
+
+def edit_phase(
+    *, s: Session, task_id: str, phase: str, changes: dict, actor: User | None, via: str
+) -> m.PhaseState:
+    """Change a phase's window, limits or public fraction (validated by the lifecycle)."""
+    with transaction(s):
+        common.require_organizer(actor, s, task_id=common.task(task_id).id)
+        p = common.phase(s, task_id, phase)
+        lifecycle.edit_phase(s, p, changes, actor=actor, via=via)
+    return m.PhaseState(**phase_state_fields(p))
+
+
+def set_phase(
+    *, s: Session, task_id: str, phase: str, changes: dict, actor: User | None, home, via: str
+) -> m.PhaseState:
+    """Create the phase if the task has none of that name (on `default_split`), else edit it: the
+    local command line's `phases set`."""
+    task = common.task(task_id)
+    exists = s.execute(
+        select(Phase.id).where(Phase.task_id == task.id, Phase.name == phase)
+    ).first()
+    s.rollback()  # the read above ends here: the action's one transaction follows
+    if exists is None:
+        return create_phase(
+            s=s, task_id=task.id, name=phase, actor=actor, home=home, via=via, changes=changes
+        )
+    return edit_phase(s=s, task_id=task.id, phase=phase, changes=changes, actor=actor, via=via)
+
+
+def redraw_partition(
+    *, s: Session, task_id: str, phase: str, actor: User | None, via: str
+) -> m.PhaseState:
+    """Move a phase that kept its own partition onto its split's shared, stratified one (only
+    before its first scored submission)."""
+    with transaction(s):
+        common.require_organizer(actor, s, task_id=common.task(task_id).id)
+        p = common.phase(s, task_id, phase)
+        lifecycle.redraw_partition(s, p, actor=actor, via=via)
+    return m.PhaseState(**phase_state_fields(p))
 
 
 # The phase actions by the name every surface uses (web form `action=`, API path, CLI command).

@@ -345,13 +345,9 @@ def decide(
     if new in (people.BANNED, people.SUSPENDED, people.REJECTED):
         _no_longer_captain(s, person, c)
     if people.BANNED in (before, new):
-        phases = _task_phases(s, c)
-        for p in phases:  # the first bump commits the decision with it
+        for p in _task_phases(s, c):  # the boards change with the decision, in its transaction
             lifecycle.bump(s, p, actor=actor, action="leaderboard.refresh", why=f"{action}")
-        if not phases:
-            s.commit()
-    else:
-        s.commit()
+    s.commit()
     return _participant(reg, person, _team(s, person, c))
 
 

@@ -10,6 +10,7 @@ from sqlmodel import Session, select
 
 from server import api_models as m
 from server.actions import common
+from server.db import after_commit, transaction
 from server.domain import facts, lifecycle, people
 from server.domain.accounts import audit, can_see_submission
 from server.domain.baselines import baseline_team
@@ -35,20 +36,23 @@ def rescore_submission(
     enqueue,
     reason: str = "",
 ) -> m.Rescored:
-    """Queue one scored or failed run for scoring again; `enqueue(ids)` hands it to the queue."""
-    sub = common.submission(s, submission_id)
-    common.require_organizer(actor, s, task_id=sub.task_id)
-    if sub.removed_at is not None:
-        raise LifecycleRefused(f"submission {sub.id} is removed; restore it first", "removed")
-    ids = lifecycle.rescore(
-        s, [sub], actor=actor, max_attempts=settings.max_attempts, reason=reason
-    )
-    if not ids:
-        raise LifecycleRefused(
-            f"submission {sub.id} is {sub.status}: only a scored or failed submission is rescored",
-            "not_final",
+    """Queue one scored or failed run for scoring again; `enqueue(ids)` hands it to the queue
+    once the change is committed."""
+    with transaction(s):
+        sub = common.submission(s, submission_id)
+        common.require_organizer(actor, s, task_id=sub.task_id)
+        if sub.removed_at is not None:
+            raise LifecycleRefused(f"submission {sub.id} is removed; restore it first", "removed")
+        ids = lifecycle.rescore(
+            s, [sub], actor=actor, max_attempts=settings.max_attempts, reason=reason
         )
-    enqueue(ids)
+        if not ids:
+            raise LifecycleRefused(
+                f"submission {sub.id} is {sub.status}: only a scored or failed submission is "
+                "rescored",
+                "not_final",
+            )
+        after_commit(s, lambda: enqueue(ids))
     return m.Rescored(queued=ids, skipped=0)
 
 
@@ -66,32 +70,35 @@ def rescore_selection(
 ) -> m.Rescored:
     """Queue every final run of a task (or of one phase) for scoring again; a file that failed
     validation only when asked (it would fail again)."""
-    task = common.task(task_id)
-    common.require_organizer(actor, s, task_id=task.id)
-    p = common.phase(s, task.id, phase) if phase else None
-    q = select(Submission).where(
-        Submission.task_id == task.id,
-        Submission.status.in_(lifecycle.FINAL),
-        Submission.removed_at.is_(None),
-    )
-    if p is not None:
-        q = q.where(Submission.phase_id == p.id)
-    subs = [
-        x
-        for x in s.exec(q).all()
-        if x.status == "scored" or x.failure_kind != "invalid" or include_invalid
-    ]
-    audit(
-        s,
-        actor,
-        "task.rescore",
-        f"task:{task.id}",
-        phase=p.name if p else None,
-        count=len(subs),
-        via=via,
-    )
-    ids = lifecycle.rescore(s, subs, actor=actor, max_attempts=settings.max_attempts, reason=reason)
-    enqueue(ids)
+    with transaction(s):
+        task = common.task(task_id)
+        common.require_organizer(actor, s, task_id=task.id)
+        p = common.phase(s, task.id, phase) if phase else None
+        q = select(Submission).where(
+            Submission.task_id == task.id,
+            Submission.status.in_(lifecycle.FINAL),
+            Submission.removed_at.is_(None),
+        )
+        if p is not None:
+            q = q.where(Submission.phase_id == p.id)
+        subs = [
+            x
+            for x in s.exec(q).all()
+            if x.status == "scored" or x.failure_kind != "invalid" or include_invalid
+        ]
+        audit(
+            s,
+            actor,
+            "task.rescore",
+            f"task:{task.id}",
+            phase=p.name if p else None,
+            count=len(subs),
+            via=via,
+        )
+        ids = lifecycle.rescore(
+            s, subs, actor=actor, max_attempts=settings.max_attempts, reason=reason
+        )
+        after_commit(s, lambda: enqueue(ids))
     return m.Rescored(queued=ids, skipped=0)
 
 
@@ -101,9 +108,10 @@ def set_visibility(
     """Hide, unhide, remove or restore a run (nothing is deleted for real); hide and remove need
     a reason, which the team is shown. Returns the run, for the surface to show as it shows
     runs."""
-    sub = common.submission(s, submission_id)
-    common.require_organizer(actor, s, task_id=sub.task_id)
-    return lifecycle.set_visibility(s, sub, action, actor=actor, reason=reason)
+    with transaction(s):
+        sub = common.submission(s, submission_id)
+        common.require_organizer(actor, s, task_id=sub.task_id)
+        return lifecycle.set_visibility(s, sub, action, actor=actor, reason=reason)
 
 
 def _own_run(s: Session, submission_id: int, actor: User | None, verb: str) -> Submission:
@@ -126,8 +134,9 @@ def _own_run(s: Session, submission_id: int, actor: User | None, verb: str) -> S
 def choose_primary(*, s: Session, submission_id: int, actor: User | None) -> Submission:
     """A team makes one of its runs its primary (ranked) run of the phase; the others become
     contrastive."""
-    sub = _own_run(s, submission_id, actor, "chooses its primary run")
-    return lifecycle.set_primary(s, sub, team_id=sub.team_id, actor=actor)
+    with transaction(s):
+        sub = _own_run(s, submission_id, actor, "chooses its primary run")
+        return lifecycle.set_primary(s, sub, team_id=sub.team_id, actor=actor)
 
 
 def set_shown_publicly(
@@ -135,15 +144,17 @@ def set_shown_publicly(
 ) -> Submission:
     """A team shows one of its runs on the public board, or keeps it to itself (and the
     organizers)."""
-    sub = _own_run(s, submission_id, actor, "decides whether it is shown publicly")
-    return lifecycle.set_shown_publicly(s, sub, show, actor=actor)
+    with transaction(s):
+        sub = _own_run(s, submission_id, actor, "decides whether it is shown publicly")
+        return lifecycle.set_shown_publicly(s, sub, show, actor=actor)
 
 
 def delete_run(*, s: Session, submission_id: int, actor: User | None) -> Submission:
     """A team deletes one of its runs: it leaves every board and the team's lists at once, is
     kept for the organizers (who may restore it) and still counts against the quota."""
-    sub = _own_run(s, submission_id, actor, "deletes it")
-    return lifecycle.delete_by_team(s, sub, actor=actor)
+    with transaction(s):
+        sub = _own_run(s, submission_id, actor, "deletes it")
+        return lifecycle.delete_by_team(s, sub, actor=actor)
 
 
 def read_upload_fields(form, *, checkboxes: tuple[str, ...] = ()) -> m.UploadFields:
@@ -218,7 +229,8 @@ def submit(
     except DuplicateSubmission as e:  # a retried upload: the same answer, counted once
         sub, duplicate = s.get(Submission, e.submission_id), True
     if fields.primary and not fields.baseline and not duplicate:
-        lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
+        with transaction(s):  # the upload committed (with its team's lock) in create_submission
+            lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
     return sub, duplicate
 
 

@@ -6,6 +6,7 @@ from flask import Response, request
 from sqlmodel import select
 
 from server import api_models as m
+from server.actions import phases as phase_actions
 from server.actions.phases import (
     PHASE_ACTIONS,
     phase_state_fields,
@@ -20,7 +21,6 @@ from server.api.common import (
     json_out,
     need_organizer,
     need_user,
-    out,
     page_out,
     paginate,
     query_model,
@@ -30,7 +30,6 @@ from server.boards.organize import (
     export_ranking,
 )
 from server.db import db
-from server.domain import lifecycle
 from server.domain.publication import latest_ranking
 from server.models import (
     Phase,
@@ -72,22 +71,20 @@ def phase_create(task_id):
     u = need_organizer(task_id)
     t = find_task(task_id)
     body = body_model(m.PhaseCreate)
-    s = db()
-    p = lifecycle.create_phase(
-        s,
-        task=t,
-        name=body.name,
-        split=body.split,
-        actor=u,
-        via="api",
-        home=get_settings().home,
-        public_fraction=body.public_fraction,  # None: the split's (server.domain.partitions)
-    )
     changes = {k: getattr(body, k) for k in body.model_fields_set if k not in ("name", "split")}
     if changes:
         changes = m.PhaseEdit.model_validate(changes).model_dump(include=set(changes))
-        lifecycle.edit_phase(s, p, changes, actor=u, via="api")
-    return out(m.PhaseState, 201, **phase_state_fields(p))
+    got = phase_actions.create_phase(
+        s=db(),
+        task_id=t.id,
+        name=body.name,
+        split=body.split,
+        actor=u,
+        home=get_settings().home,
+        via="api",
+        changes=changes,
+    )
+    return json_out(got, 201)
 
 
 @bp.patch("/tasks/<task_id>/phases/<phase_name>")
@@ -102,13 +99,14 @@ def phase_edit(task_id, phase_name):
     u = need_organizer(task_id)
     t = find_task(task_id)
     body = body_model(m.PhaseEdit)
-    s = db()
-    p = find_phase(s, t.id, phase_name)
     changes = body.model_dump(include=set(body.model_fields_set))
     if "public_fraction" in changes and changes["public_fraction"] is None:
         raise ApiError(422, "invalid_request", "public_fraction: a number in (0, 1]")
-    lifecycle.edit_phase(s, p, changes, actor=u, via="api")
-    return out(m.PhaseState, **phase_state_fields(p))
+    return json_out(
+        phase_actions.edit_phase(
+            s=db(), task_id=t.id, phase=phase_name, changes=changes, actor=u, via="api"
+        )
+    )
 
 
 @bp.post("/tasks/<task_id>/phases/<phase_name>/<action>")

@@ -7,6 +7,7 @@ from sqlmodel import select
 
 from server import api_models as m
 from server.actions import competitions as comp_actions
+from server.actions import teams as team_actions
 from server.api.common import ApiError, body_model, bp, current_viewer, need_user, out, query_model
 from server.api.openapi import op
 from server.db import db
@@ -86,7 +87,9 @@ def team_create():
     body = body_model(m.TeamCreate)
     c = _team_scope(body.competition)
     s = db()
-    return _team_out(s, teams.create_team(s, u, body.name, c), 201, c)
+    return _team_out(
+        s, team_actions.create_team(s=s, user=u, name=body.name, competition=c), 201, c
+    )
 
 
 @bp.post("/team/join")
@@ -102,7 +105,11 @@ def team_join():
     body = body_model(m.TeamJoin)
     c = _team_scope(body.competition)
     s = db()
-    return _team_out(s, teams.join_team(s, u, body.invite_code, c), competition=c)
+    return _team_out(
+        s,
+        team_actions.join_team(s=s, user=u, invite_code=body.invite_code, competition=c),
+        competition=c,
+    )
 
 
 @bp.post("/team/leave")
@@ -116,7 +123,7 @@ def team_join():
 def team_leave():
     u = need_user()
     c = _team_scope(query_model(m.TeamQuery).competition)
-    return out(m.Left, left_team=teams.leave_team(db(), u, c))
+    return out(m.Left, left_team=team_actions.leave_team(s=db(), user=u, competition=c))
 
 
 @bp.post("/team/invite")
@@ -131,7 +138,7 @@ def team_rotate():
     u = need_user()
     c = _team_scope(query_model(m.TeamQuery).competition)
     s = db()
-    return _team_out(s, teams.rotate_invite(s, u, c), competition=c)
+    return _team_out(s, team_actions.rotate_invite(s=s, user=u, competition=c), competition=c)
 
 
 @bp.post("/team/members/<int:user_id>")
@@ -155,5 +162,7 @@ def team_member_decide(user_id):
             total=1,
         )
     s = db()
-    teams.decide_member(s, u, c, user_id, approve=q.approve == "1")
+    team_actions.decide_member(
+        s=s, captain=u, competition=c, user_id=user_id, approve=q.approve == "1"
+    )
     return _team_out(s, teams.team_for(s, u, c), competition=c)

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-from rq.job import JobStatus
 from sqlmodel import Session
 
 from scorer import validate_file
@@ -45,7 +44,7 @@ from server.boards.leaderboard import STALE_NOTE
 from server.db import get_engine
 from server.domain.partitions import bootstrap_seed, draw, phase_fingerprint
 from server.domain.provenance import current_provenance
-from server.jobs.queue import SCORING, _fetch, _live_or_cleared, connect, get_queue
+from server.jobs.queue import connect, enqueue_once
 from server.models import GoldPartition, Phase, Submission
 from server.settings import get_settings
 from tasks import catalogue, get_task
@@ -379,27 +378,15 @@ def enqueue(settings, phase_id: int, conn=None) -> bool:
     """Ask a worker for a phase's board statistics. Requests coalesce: while a job for the phase
     waits in the queue it will read the latest version anyway, so nothing is added; while one runs
     (it may have read an earlier version) one follow-up is queued. False when Redis is away."""
-    waiting = (JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED)
     try:
-        conn = conn or connect(settings)
-        for jid in (f"stats-{int(phase_id)}", f"stats-{int(phase_id)}-again"):
-            job = _fetch(conn, jid)
-            status = job.get_status(refresh=False) if job is not None else None
-            if status in waiting:
-                return True
-            if status == JobStatus.STARTED:
-                continue
-            _live_or_cleared(conn, jid)  # a finished or failed one: its id is free again
-            get_queue(SCORING, conn, settings).enqueue_call(
-                "server.boards.stats.board_stats_job",
-                args=(int(phase_id),),
-                job_id=jid,
-                timeout=settings.job_timeout,
-                result_ttl=60,
-                failure_ttl=24 * 3600,
-                description=f"board statistics of phase {phase_id}",
-            )
-            return True
+        enqueue_once(
+            conn or connect(settings),
+            settings,
+            "server.boards.stats.board_stats_job",
+            f"stats-{int(phase_id)}",
+            args=(int(phase_id),),
+            description=f"board statistics of phase {phase_id}",
+        )
         return True
     except Exception as e:  # noqa: BLE001 — the page says "being computed" and asks again
         log.warning(

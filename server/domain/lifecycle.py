@@ -35,6 +35,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
+from server.db import session_scope
 from server.domain import audit, exposure, partitions, people
 from server.exceptions import LifecycleRefused, NotFound
 from server.models import (
@@ -129,15 +130,10 @@ def _move(
 
 
 def _one(engine, fn):
-    """Run fn(session) in a transaction of its own; returns what it returns."""
-    with Session(engine, expire_on_commit=False) as s:
-        try:
-            out = fn(s)
-            s.commit()
-            return out
-        except BaseException:
-            s.rollback()
-            raise
+    """Run fn(session) in a transaction of its own (a worker's or the reconciler's step, not an
+    action's); returns what it returns."""
+    with session_scope(engine) as s:
+        return fn(s)
 
 
 # ----------------------------------------------------------------------------- scoring jobs
@@ -223,7 +219,7 @@ def requeue(engine, submission_id: int, attempts: int) -> bool:
 def record_scores(engine, submission_id: int, attempt: int, results: dict[str, dict]) -> bool:
     """Write one Score row per part for this attempt (idempotently), then mark the submission
     scored if no other run did first; True when this run's scores are the ones that count."""
-    with Session(engine) as s:
+    with session_scope(engine) as s:
         have = set(
             s.execute(
                 select(Score.part).where(
@@ -261,7 +257,6 @@ def record_scores(engine, submission_id: int, attempt: int, results: dict[str, d
             failure_kind=None,
             stale=False,
         )
-        s.commit()
     return won
 
 
@@ -273,7 +268,7 @@ def rescore(
 ) -> list[int]:
     """Queue final submissions for scoring again, each in a new round of `max_attempts` attempts
     (attempt numbers keep growing, keeping each scoring's Score rows apart; the standing scores stay
-    on the board until the new ones count). Commits; returns the ids to enqueue."""
+    on the board until the new ones count). The caller commits; returns the ids to enqueue."""
     moved = []
     for sub in subs:
         if sub.removed_at is not None:
@@ -290,7 +285,7 @@ def rescore(
             finished_at=None,
         ):
             moved.append(sub.id)
-    s.commit()
+    s.flush()
     return moved
 
 
@@ -317,7 +312,7 @@ def set_primary(s: Session, sub: Submission, *, team_id: int, actor=None) -> Sub
     )
     _bump_phase(s, sub.phase_id)
     _audit(s, actor, "submission.primary", f"submission:{sub.id}", team=team_id)
-    s.commit()
+    s.flush()
     s.refresh(sub)
     return sub
 
@@ -351,7 +346,7 @@ def set_visibility(
     )
     _bump_phase(s, sub.phase_id)
     _audit(s, actor, f"submission.{action}", f"submission:{sub.id}", reason=reason)
-    s.commit()
+    s.flush()
     s.refresh(sub)
     return sub
 
@@ -366,7 +361,7 @@ def set_shown_publicly(s: Session, sub: Submission, show: bool, *, actor) -> Sub
     )
     _bump_phase(s, sub.phase_id)
     _audit(s, actor, "submission.public" if show else "submission.private", f"submission:{sub.id}")
-    s.commit()
+    s.flush()
     s.refresh(sub)
     return sub
 
@@ -385,7 +380,7 @@ def delete_by_team(s: Session, sub: Submission, *, actor) -> Submission:
     )
     _bump_phase(s, sub.phase_id)
     _audit(s, actor, "submission.delete", f"submission:{sub.id}", team=sub.team_id)
-    s.commit()
+    s.flush()
     s.refresh(sub)
     return sub
 
@@ -439,7 +434,7 @@ ACCEPTS = ("predictions", "code", "both")
 
 
 def edit_phase(s: Session, phase: Phase, changes: dict, *, actor, via: str = "web") -> Phase:
-    """Change a phase's window, limits or public fraction (validated); commits.
+    """Change a phase's window, limits or public fraction (validated), in the caller's transaction.
 
     The public fraction of a phase decides whether it scores with a hidden part; while any
     submission of the task's split is scored under the shared partition, a different fraction is
@@ -477,7 +472,7 @@ def edit_phase(s: Session, phase: Phase, changes: dict, *, actor, via: str = "we
         after={k: _jsonable(v) for k, v in changes.items()},
         via=via,
     )
-    s.commit()
+    s.flush()
     return phase
 
 
@@ -490,12 +485,11 @@ def create_phase(
     actor,
     via: str = "web",
     home=None,
-    commit: bool = True,
     **fields,
 ) -> Phase:
     """Create a phase on a split of a task (validated against the exposure rule and the split's
-    one partition); commits unless `commit` is False (a competition created from a bundle commits
-    its phases with everything else). `home`: the data directory (default: the environment's)."""
+    one partition), in the caller's transaction. `home`: the data directory (default: the
+    environment's)."""
     if not name or len(name) > 32 or split not in task.splits:
         raise LifecycleRefused(
             f"a phase needs a name (at most 32 characters) and a split of the task "
@@ -517,12 +511,11 @@ def create_phase(
     s.add(p)
     s.flush()
     _audit(s, actor, "phase.create", f"phase:{p.id}", task=task.id, name=name, split=split, via=via)
-    if commit:
-        s.commit()
+    s.flush()
     return p
 
 
-def close(s: Session, phase: Phase, *, actor, via: str = "web", commit: bool = True) -> Phase:
+def close(s: Session, phase: Phase, *, actor, via: str = "web") -> Phase:
     """Close an open phase now: no further submissions are accepted."""
     state = phase_state(phase)
     if state == "closed":
@@ -537,8 +530,7 @@ def close(s: Session, phase: Phase, *, actor, via: str = "web", commit: bool = T
         )
     phase.closes_at = utcnow()
     _phase_changed(s, phase, actor, "phase.close", via=via)
-    if commit:
-        s.commit()
+    s.flush()
     return phase
 
 
@@ -554,7 +546,7 @@ def set_frozen(s: Session, phase: Phase, frozen: bool, *, actor, via: str = "web
     _phase_changed(
         s, phase, actor, "leaderboard.freeze" if frozen else "leaderboard.unfreeze", via=via
     )
-    s.commit()
+    s.flush()
     return phase
 
 
@@ -562,7 +554,7 @@ def set_board_open(s: Session, phase: Phase, is_open: bool, *, actor, via: str =
     """Show the board to everyone, or to organizers only."""
     phase.leaderboard_open = is_open
     _phase_changed(s, phase, actor, "leaderboard.open" if is_open else "leaderboard.close", via=via)
-    s.commit()
+    s.flush()
     return phase
 
 
@@ -570,9 +562,9 @@ def bump(
     s: Session, phase: Phase, *, actor=None, action: str = "leaderboard.refresh", **details
 ) -> None:
     """Mark a phase's board as changed for a reason outside the submission and phase rows (e.g. a
-    new partition); commits."""
+    new partition), in the caller's transaction."""
     _phase_changed(s, phase, actor, action, **details)
-    s.commit()
+    s.flush()
 
 
 # ----------------------------------------------------------------------------- the gold partition
@@ -580,7 +572,7 @@ def bump(
 
 def redraw_partition(s: Session, phase: Phase, *, actor, via: str = "web") -> GoldPartition:
     """Move a phase that kept its own partition (from before partitions were shared) onto its
-    split's shared, stratified one; only before its first scored submission. Commits."""
+    split's shared, stratified one; only before its first scored submission."""
     if s.execute(
         select(Submission.id).where(
             Submission.phase_id == phase.id, Submission.score_attempt.is_not(None)
@@ -594,5 +586,5 @@ def redraw_partition(s: Session, phase: Phase, *, actor, via: str = "web") -> Go
     part = partitions.shared_partition(engine, phase.task_id, phase.split, phase.public_fraction)
     phase.partition_id = part.id
     _phase_changed(s, phase, actor, "partition.attach", partition=part.key, via=via)
-    s.commit()
+    s.flush()
     return part

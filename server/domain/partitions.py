@@ -17,6 +17,7 @@ from sqlmodel import Session
 
 from scorer import partition_strata, partition_units
 from scorer.partition import legacy_partition, stratified_partition
+from server.db import session_scope
 from server.domain.audit import record as _audit
 from server.exceptions import LifecycleRefused
 from server.models import GoldPartition, Phase, Submission
@@ -64,23 +65,24 @@ def shared_partition(engine, task_id: str, split: str, public_fraction: float) -
     key = shared_key(task_id, split)
     with Session(engine, expire_on_commit=False) as s:
         got = s.execute(select(GoldPartition).where(GoldPartition.key == key)).scalar_one_or_none()
-        if got is not None:
-            return got
-        s.add(
-            GoldPartition(
-                key=key,
-                task_id=task_id,
-                split=split,
-                seed=new_seed(),
-                public_fraction=public_fraction,
-                method="stratified",
+    if got is not None:
+        return got
+    try:  # a transaction of its own: drawn once, by whoever comes first
+        with session_scope(engine) as s:
+            s.add(
+                GoldPartition(
+                    key=key,
+                    task_id=task_id,
+                    split=split,
+                    seed=new_seed(),
+                    public_fraction=public_fraction,
+                    method="stratified",
+                )
             )
-        )
-        _audit(s, None, "partition.draw", f"partition:{key}", public_fraction=public_fraction)
-        try:
-            s.commit()
-        except IntegrityError:
-            s.rollback()
+            _audit(s, None, "partition.draw", f"partition:{key}", public_fraction=public_fraction)
+    except IntegrityError:  # another process drew it first: theirs stands
+        pass
+    with Session(engine, expire_on_commit=False) as s:
         return s.execute(select(GoldPartition).where(GoldPartition.key == key)).scalar_one()
 
 
@@ -97,7 +99,7 @@ def partition_of(engine, phase_id: int) -> GoldPartition | None:
     part = shared_partition(engine, task_id, split, frac)
     if part.public_fraction != frac:
         # drawn at another fraction: redraw it only while nothing is scored under it
-        with Session(engine, expire_on_commit=False) as s:
+        with session_scope(engine) as s:
             if not partition_in_use(s, part.id):
                 s.execute(
                     update(GoldPartition)
@@ -105,15 +107,15 @@ def partition_of(engine, phase_id: int) -> GoldPartition | None:
                     .values(public_fraction=frac, seed=new_seed())
                 )
                 _audit(s, None, "partition.redraw", f"partition:{part.key}", public_fraction=frac)
-                s.commit()
-                part = s.get(GoldPartition, part.id, populate_existing=True)
-    with Session(engine) as s:
+        with Session(engine, expire_on_commit=False) as s:
+            part = s.get(GoldPartition, part.id)
+    with session_scope(engine) as s:
         s.execute(
             update(Phase)
             .where(Phase.id == phase_id, Phase.partition_id.is_(None))
             .values(partition_id=part.id, revision=Phase.revision + 1)
         )
-        s.commit()
+    with Session(engine) as s:
         pid = s.execute(select(Phase.partition_id).where(Phase.id == phase_id)).scalar_one()
     with Session(engine, expire_on_commit=False) as s:
         return s.get(GoldPartition, pid)
@@ -143,7 +145,7 @@ def bootstrap_seed(engine, phase_id: int) -> int:
     """The seed of a board's bootstrap resamples: drawn once for the phase and recorded (audited),
     never the partition's (the board publishes it; the partition's would let anyone redraw the
     public/private split)."""
-    with Session(engine) as s:
+    with session_scope(engine) as s:  # a transaction of its own: drawn once, first writer wins
         got = s.execute(select(Phase.stats_seed).where(Phase.id == phase_id)).scalar_one()
         if got is not None:
             return int(got)
@@ -155,7 +157,7 @@ def bootstrap_seed(engine, phase_id: int) -> int:
         ).rowcount
         if n:
             _audit(s, None, "stats.seed", f"phase:{phase_id}", seed=seed)
-        s.commit()
+    with Session(engine) as s:
         return int(s.execute(select(Phase.stats_seed).where(Phase.id == phase_id)).scalar_one())
 
 

@@ -53,7 +53,7 @@ def publish(
 ) -> RankingVersion:
     """Publish the final ranking of a closed phase as an immutable snapshot (version 1), or a
     correction of it (version n + 1, with a reason). With `close_first`, an open phase is closed
-    in the same transaction. Commits."""
+    in the same transaction (the caller's)."""
     from server.boards import leaderboard as lb  # the boards and statistics (scipy) load to publish
 
     reason = " ".join((reason or "").split())[:2000]
@@ -64,14 +64,12 @@ def publish(
     if phase.partition_id is None and partitions.phase_has_private_part(phase):
         # published before any scoring: its partition is drawn now, in a transaction of its own and
         # before this one writes anything (the snapshot's statistics need it)
-        s.commit()
         partitions.partition_of(s.get_bind(), phase.id)
         s.refresh(phase)
     if close_first and phase_state(phase) == "open":
-        close(s, phase, actor=actor, via=via, commit=False)
+        close(s, phase, actor=actor, via=via)
     state = phase_state(phase)
     if state != "closed":
-        s.rollback()
         raise LifecycleRefused(
             f"only a closed phase can be published: the {phase.name} phase of "
             f"{phase.task_id} is {state} (close it first, or close and publish)",
@@ -85,7 +83,6 @@ def publish(
         )
     ).scalar_one()
     if pending:
-        s.rollback()
         raise LifecycleRefused(
             f"{pending} submission(s) of the phase are still being scored; publish when "
             "every one is final",
@@ -93,7 +90,6 @@ def publish(
         )
     prev = latest_ranking(s, phase.id)
     if prev is not None and not reason:
-        s.rollback()
         raise LifecycleRefused(
             f"the final ranking of {phase.task_id}/{phase.name} was published as "
             f"version {prev.version}; a correction needs a reason",
@@ -140,7 +136,7 @@ def publish(
         sha256=rv.sha256,
         changes=changes,
     )
-    s.commit()
+    s.flush()
     return rv
 
 

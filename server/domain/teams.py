@@ -96,7 +96,7 @@ def hand_over_captaincy(s: Session, team_id: int, competition: Competition | Non
 
 
 def create_team(s: Session, user: User, name: str, competition: Competition | None = None) -> Team:
-    """A new team with the user as its captain; commits."""
+    """A new team with the user as its captain."""
     _check_can_join(s, user, competition)
     problem = one_line_problem(name)
     if problem:
@@ -114,8 +114,7 @@ def create_team(s: Session, user: User, name: str, competition: Competition | No
     s.add(team)
     try:
         s.flush()
-    except IntegrityError:
-        s.rollback()
+    except IntegrityError:  # the caller's transaction rolls back with the refusal
         raise TeamRefused("That team name is taken.", "name_taken") from None
     s.add(
         TeamMember(
@@ -123,7 +122,7 @@ def create_team(s: Session, user: User, name: str, competition: Competition | No
         )
     )
     audit(s, user, "team.create", f"team:{team.id}", competition_id=_cid(competition))
-    s.commit()
+    s.flush()
     return team
 
 
@@ -132,7 +131,7 @@ def join_team(
 ) -> Team:
     """Join the team whose invite code this is; in a competition that asks for it the membership
     waits for the captain's approval. The team's row is locked before its members are counted, so
-    parallel joins never pass its size cap; commits."""
+    parallel joins never pass its size cap."""
     code = (invite_code or "").strip()
     team = s.exec(select(Team).where(Team.invite_code == code)).first() if code else None
     if (
@@ -162,9 +161,8 @@ def join_team(
     )
     audit(s, user, "team.join", f"team:{team.id}", competition_id=_cid(competition), status=status)
     try:
-        s.commit()
+        s.flush()
     except IntegrityError:  # the same person joined another team at the same moment
-        s.rollback()
         raise TeamRefused(
             f"You are in a team{_where(competition)} already; leave it first.", "in_a_team"
         ) from None
@@ -179,7 +177,7 @@ def _membership(s: Session, user: User, c: Competition | None) -> TeamMember:
 
 
 def leave_team(s: Session, user: User, competition: Competition | None = None) -> int:
-    """Leave the team (its submissions stay with it); commits; returns the team's id. A captain
+    """Leave the team (its submissions stay with it); returns the team's id. A captain
     who leaves hands the captaincy to the longest-standing active member."""
     m = _membership(s, user, competition)
     tid = m.team_id
@@ -193,7 +191,7 @@ def leave_team(s: Session, user: User, competition: Competition | None = None) -
         team = s.get(Team, tid)
         hand_over_captaincy(s, tid, competition or _team_competition(s, team))
     audit(s, user, "team.leave", f"team:{tid}", competition_id=_cid(competition))
-    s.commit()
+    s.flush()
     return tid
 
 
@@ -206,7 +204,7 @@ def rotate_invite(s: Session, user: User, competition: Competition | None = None
     team.invite_code = new_invite_code()
     s.add(team)
     audit(s, user, "team.invite_rotate", f"team:{team.id}", competition_id=_cid(competition))
-    s.commit()
+    s.flush()
     return team
 
 
@@ -214,7 +212,7 @@ def decide_member(
     s: Session, captain: User, competition: Competition, member_id: int, *, approve: bool
 ) -> TeamMember | None:
     """The captain approves (or turns away) a pending member of their team; the team's row is
-    locked before its members are counted (parallel approvals never pass the cap); commits."""
+    locked before its members are counted (parallel approvals never pass the cap)."""
     mine = _membership(s, captain, competition)
     lock_row(s, Team, mine.team_id)
     s.expire_all()  # read again under the lock
@@ -254,7 +252,7 @@ def decide_member(
         competition_id=competition.id,
         member=member_id,
     )
-    s.commit()
+    s.flush()
     return m if approve else None
 
 

@@ -14,7 +14,6 @@ import smtplib
 import socket
 from datetime import timedelta
 
-from rq.job import JobStatus
 from sqlalchemy import func, or_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -23,7 +22,7 @@ from sqlmodel import Session, select
 
 from server.db import get_engine
 from server.jobs.mail import connect_smtp, message
-from server.jobs.queue import SCORING, _fetch, _live_or_cleared, connect, get_queue
+from server.jobs.queue import connect, enqueue_once
 from server.models import OutgoingMail, utcnow
 from server.settings import Settings, get_settings
 
@@ -336,26 +335,14 @@ def enqueue_delivery(settings: Settings, conn=None) -> bool:
     """Ask a worker to deliver the queue. Requests coalesce like the board statistics' do: while
     a delivery job waits, nothing is added; while one runs, one follow-up is queued. Never raises:
     False when Redis is away (the reconciler's sweep delivers later)."""
-    waiting = (JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED)
     try:
-        conn = conn or connect(settings)
-        for jid in (DELIVERY_JOB_ID, f"{DELIVERY_JOB_ID}-again"):
-            job = _fetch(conn, jid)
-            status = job.get_status(refresh=False) if job is not None else None
-            if status in waiting:
-                return True
-            if status == JobStatus.STARTED:
-                continue
-            _live_or_cleared(conn, jid)
-            get_queue(SCORING, conn, settings).enqueue_call(
-                DELIVERY_JOB,
-                job_id=jid,
-                timeout=settings.job_timeout,
-                result_ttl=60,
-                failure_ttl=24 * 3600,
-                description="deliver queued mail",
-            )
-            return True
+        enqueue_once(
+            conn or connect(settings),
+            settings,
+            DELIVERY_JOB,
+            DELIVERY_JOB_ID,
+            description="deliver queued mail",
+        )
         return True
     except Exception as e:  # noqa: BLE001 — the rows stay queued; the reconciler sweeps them
         log.warning("mail delivery not enqueued (%s: %s)", type(e).__name__, e)

@@ -106,6 +106,44 @@ def _live_or_cleared(conn: redis.Redis, jid: str, replace: bool = False) -> Job 
     return None
 
 
+WAITING = (JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED)
+
+
+def enqueue_once(
+    conn: redis.Redis,
+    settings: Settings,
+    func: str,
+    job_id_: str,
+    *,
+    args: tuple = (),
+    description: str = "",
+    queue: str = SCORING,
+) -> None:
+    """Enqueue `func(*args)` unless one is waiting: a job that waits will read the latest state
+    anyway, so nothing is added; while one runs (it may have read an earlier state) one follow-up,
+    `<job_id>-again`, is queued. For jobs that recompute from what the database holds (a board's
+    statistics, the mail queue's delivery). Raises what Redis raises; callers that may go on
+    without it catch."""
+    for jid in (job_id_, f"{job_id_}-again"):
+        job = _fetch(conn, jid)
+        status = job.get_status(refresh=False) if job is not None else None
+        if status in WAITING:
+            return
+        if status == JobStatus.STARTED:
+            continue
+        _live_or_cleared(conn, jid)  # a finished or failed one: its id is free again
+        get_queue(queue, conn, settings).enqueue_call(
+            func,
+            args=args,
+            job_id=jid,
+            timeout=settings.job_timeout,
+            result_ttl=60,
+            failure_ttl=24 * 3600,
+            description=description,
+        )
+        return
+
+
 def enqueue_submission(
     conn: redis.Redis, submission_id: int, settings: Settings, *, replace: bool = False
 ) -> Job:

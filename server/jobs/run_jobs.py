@@ -148,6 +148,7 @@ def run_system(run_id: int) -> dict:
             if fields.get("primary") and not r.is_baseline:
                 sub = s.get(Submission, sid)
                 lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
+                s.commit()  # the job's own step: the run's output is its team's primary run
         code_runs.finish(engine, run_id, stage="ran", submission_id=sid, **common)
         return {"run": run_id, "stage": "ran", "submission": sid}
 

@@ -19,6 +19,8 @@ from rq.registry import FailedJobRegistry, StartedJobRegistry
 from sqlmodel import func, select
 
 from baselines.systems import SYSTEMS, Options
+from server.actions import common as action_common
+from server.actions import phases as phase_actions
 from server.actions import submissions as sub_actions
 from server.actions.phases import PHASE_ACTIONS
 from server.boards import leaderboard as lb
@@ -157,19 +159,21 @@ def create_phase(task_id: str):
         )
         return redirect(url_for("organizer.dashboard"))
     try:
-        p = lifecycle.create_phase(
-            db(),
-            task=t,
+        got = phase_actions.create_phase(
+            s=db(),
+            task_id=t.id,
             name=form.name.data.strip(),
             split=form.split.data.strip(),
             actor=current_user(),
             home=get_settings().home,
+            via="web",
         )
     except LifecycleRefused as e:
-        db().rollback()
         flash(f"Not added: {e.message}.", "error")
         return redirect(url_for("organizer.dashboard"))
-    return redirect(url_for("organizer.edit_phase", phase_id=p.id))
+    return redirect(
+        url_for("organizer.edit_phase", phase_id=action_common.phase(db(), t.id, got.name).id)
+    )
 
 
 def _phase_page(p: Phase, form, code: int = 200):
@@ -202,9 +206,15 @@ def edit_phase(phase_id: int):
     if not form.validate():
         return _phase_page(p, form, 400)
     try:
-        lifecycle.edit_phase(s, p, form.changes(p), actor=current_user())
+        phase_actions.edit_phase(
+            s=s,
+            task_id=p.task_id,
+            phase=p.name,
+            changes=form.changes(p),
+            actor=current_user(),
+            via="web",
+        )
     except LifecycleRefused as e:
-        s.rollback()
         form.form_errors.append(f"{e.message[:1].upper()}{e.message[1:]}.")
         return _phase_page(_phase_or_404(phase_id), form, 400)
     flash("Phase saved.", "ok")
@@ -217,10 +227,11 @@ def redraw_partition(phase_id: int):
     """Move a phase onto its split's shared, stratified partition (before its first scoring)."""
     p = _phase_or_404(phase_id)
     try:
-        part = lifecycle.redraw_partition(db(), p, actor=current_user())
-        flash(f"The phase now scores with the shared partition of {part.key}.", "ok")
+        phase_actions.redraw_partition(
+            s=db(), task_id=p.task_id, phase=p.name, actor=current_user(), via="web"
+        )
+        flash("The phase now scores with its split's shared partition.", "ok")
     except LifecycleRefused as e:
-        db().rollback()
         flash(f"Not re-drawn: {e.message}.", "error")
     return redirect(url_for("organizer.edit_phase", phase_id=p.id))
 

@@ -8,6 +8,7 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 from sqlmodel import select
 
 from server.actions import competitions as comp_actions
+from server.actions import teams as team_actions
 from server.db import db
 from server.domain import people, teams
 from server.exceptions import TeamRefused
@@ -75,7 +76,6 @@ def _do(fn, done):
     try:
         out = fn(c)
     except TeamRefused as e:
-        db().rollback()
         flash(e.message, "error")
         return redirect(_here(c))
     flash(done(out), "ok")
@@ -86,7 +86,9 @@ def _do(fn, done):
 @login_required
 def create():
     return _do(
-        lambda c: teams.create_team(db(), current_user(), request.form.get("name", ""), c),
+        lambda c: team_actions.create_team(
+            s=db(), user=current_user(), name=request.form.get("name", ""), competition=c
+        ),
         lambda t: f"Team {t.name} created. Share its invite code with your teammates.",
     )
 
@@ -95,7 +97,12 @@ def create():
 @login_required
 def join():
     return _do(
-        lambda c: teams.join_team(db(), current_user(), request.form.get("invite_code", ""), c),
+        lambda c: team_actions.join_team(
+            s=db(),
+            user=current_user(),
+            invite_code=request.form.get("invite_code", ""),
+            competition=c,
+        ),
         lambda t: f"You joined {t.name}.",
     )
 
@@ -104,7 +111,7 @@ def join():
 @login_required
 def leave():
     return _do(
-        lambda c: teams.leave_team(db(), current_user(), c),
+        lambda c: team_actions.leave_team(s=db(), user=current_user(), competition=c),
         lambda _: "You left the team. Its submissions stay with it.",
     )
 
@@ -113,7 +120,7 @@ def leave():
 @login_required
 def rotate_invite():
     return _do(
-        lambda c: teams.rotate_invite(db(), current_user(), c),
+        lambda c: team_actions.rotate_invite(s=db(), user=current_user(), competition=c),
         lambda _: "A new invite code replaces the old one.",
     )
 
@@ -126,6 +133,8 @@ def decide(user_id: int):
     def go(c):
         if c is None:
             abort(404)
-        return teams.decide_member(db(), current_user(), c, user_id, approve=approve)
+        return team_actions.decide_member(
+            s=db(), captain=current_user(), competition=c, user_id=user_id, approve=approve
+        )
 
     return _do(go, lambda _: "Approved." if approve else "Turned away.")

@@ -1,0 +1,44 @@
+"""Team actions: create a team, join one by its invite code, leave it, give it a new invite code,
+approve or turn away a member who asked to join. Each is one transaction over the rules of
+`server.domain.teams` (caps, captains, bans, one team per person and competition); a refusal
+(`TeamRefused`) leaves nothing behind. The web's team page and the API call these."""
+
+from __future__ import annotations
+
+from sqlmodel import Session
+
+from server.db import transaction
+from server.domain import teams
+from server.models import Competition, Team, User
+
+
+def create_team(*, s: Session, user: User, name: str, competition: Competition | None) -> Team:
+    """A new team with `user` as its captain."""
+    with transaction(s):
+        return teams.create_team(s, user, name, competition)
+
+
+def join_team(*, s: Session, user: User, invite_code: str, competition: Competition | None) -> Team:
+    """Join the team whose invite code this is (pending where its captain approves members)."""
+    with transaction(s):
+        return teams.join_team(s, user, invite_code, competition)
+
+
+def leave_team(*, s: Session, user: User, competition: Competition | None) -> int:
+    """Leave one's team; its submissions stay with it. Returns the team's id."""
+    with transaction(s):
+        return teams.leave_team(s, user, competition)
+
+
+def rotate_invite(*, s: Session, user: User, competition: Competition | None) -> Team:
+    """A new invite code for the captain's team; the old one stops working."""
+    with transaction(s):
+        return teams.rotate_invite(s, user, competition)
+
+
+def decide_member(
+    *, s: Session, captain: User, competition: Competition, user_id: int, approve: bool
+):
+    """The captain approves or turns away a member who asked to join."""
+    with transaction(s):
+        return teams.decide_member(s, captain, competition, user_id, approve=approve)
