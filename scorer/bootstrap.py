@@ -248,6 +248,9 @@ def _dominance(
     # any order of the values will do: a tie group is counted from its start, whatever the
     # order of its members (and a SIMD quicksort is several times a stable sort's speed)
     order = np.argsort(pred)
+    few = _few_values(pred[order], doc[order], label[order], D, G)
+    if few is not None:
+        return few
     v = pred[order]
     dsort = doc[order]
     lab = label[order]
@@ -316,6 +319,31 @@ def _dominance(
     L = sparse.csr_matrix((ones[tied], (grp[tied], lab[tied])), shape=(ng, G))
     S += 0.5 * (L.T @ Dm).toarray()
     return S, Dm
+
+
+_FEW_VALUES_BUDGET = 2e8
+"""The most multiply-adds (values x labels x documents) `_few_values` spends: beyond it the
+blocks of `_dominance` cost less."""
+
+
+def _few_values(v: np.ndarray, dsort: np.ndarray, lab: np.ndarray, D: int, G: int):
+    """`_dominance` for a prediction with few distinct values (a rounded one): with V values,
+    S = A @ C, A (G x V) each label's token count per value and C (V x D) each document's count
+    of tokens below each value plus half those at it: one dense product, exact (integers and
+    halves far below 2^53, in any order of summation). None where the values are too many (or
+    none ties: then `_dominance`'s own path)."""
+    n = v.size
+    new = np.r_[True, v[1:] != v[:-1]]
+    V = int(np.count_nonzero(new))
+    if V == n or V * G * D > _FEW_VALUES_BUDGET:
+        return None
+    grp = np.cumsum(new) - 1
+    A = np.bincount(lab * V + grp, minlength=G * V).reshape(G, V).astype(np.float64)
+    Bm = np.bincount(grp * D + dsort, minlength=V * D).reshape(V, D).astype(np.float64)
+    C = np.cumsum(Bm, axis=0)
+    C -= 0.5 * Bm
+    # the tie groups' counts per document, as `_dominance` gives them to `_tie_cubes`
+    return A @ C, sparse.csr_matrix(Bm)
 
 
 def _tie_cubes(Dm, W: np.ndarray) -> np.ndarray:

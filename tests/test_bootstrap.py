@@ -322,3 +322,25 @@ def test_the_gold_ranks_a_board_shares_follow_the_matrix(home):
             assert np.array_equal(shared.samples(arrays, W), fresh, equal_nan=True)
     want = np.array([bs.naive_spearman(shared.gold, runs[0]["pred"][shared.rows], w) for w in W2])
     assert np.allclose(shared.samples(runs[0], W2), want, rtol=0, atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("decimals", [1, 2])
+def test_dominance_of_few_values_equals_the_blocks_and_pairwise_counts(monkeypatch, decimals):
+    """A rounded prediction (few distinct values) takes one dense product; the blocks' path gives
+    the same counts and the same tie groups, and both the pairwise counts."""
+    rng = np.random.default_rng(11 + decimals)
+    D, K, n = 6, 3, 400
+    doc, gk = rng.integers(0, D, n), rng.integers(0, K, n)
+    pred = np.round(rng.random(n), decimals)
+    S, ties = bs._dominance(pred, doc, doc * K + gk, D, D * K, 8)
+    monkeypatch.setattr(bs, "_FEW_VALUES_BUDGET", 0)
+    S0, ties0 = bs._dominance(pred, doc, doc * K + gk, D, D * K, 8)
+    assert np.array_equal(S, S0)
+    assert np.array_equal(ties.toarray(), ties0.toarray())
+    W = bs.draw_weights(["p"] * D, 30, 4)
+    assert np.array_equal(bs._tie_cubes(ties, W), bs._tie_cubes(ties0, W))
+    want = np.zeros((D * K, D))
+    less = pred[None, :] < pred[:, None]
+    equal = pred[None, :] == pred[:, None]
+    np.add.at(want, (np.repeat(doc * K + gk, n), np.tile(doc, n)), (less + 0.5 * equal).ravel())
+    assert np.array_equal(S, want)
