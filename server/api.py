@@ -17,6 +17,7 @@ import os
 import tempfile
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import urlencode
 
 import flask_swagger_ui
@@ -28,7 +29,7 @@ from werkzeug.exceptions import HTTPException
 from baselines.systems import SYSTEMS, Options
 from scorer.errors import TaskNotFound
 from server import api_models as m
-from server import auth, lifecycle, outbox, people, releases, teams, waits
+from server import api_tasks, auth, lifecycle, outbox, people, releases, teams, waits
 from server.actions import announcements as ann_actions
 from server.actions import bundles as bundle_actions
 from server.actions import campaign_models as model_actions
@@ -914,13 +915,16 @@ def mail_preferences_set(competition_id):
 @op(
     "Create a competition from a bundle (site administrators, who become its owner)",
     form=m.BundleForm,
-    responses={201: m.CompetitionOut},
+    responses={201: m.CompetitionOut, 200: api_tasks.tm.BundleUpdateOut},
     errors=(403, 413, 422),
     tags=("competitions",),
     description="The bundle is checked in full first: a 422 lists every problem (`problems`, each "
-    "with the YAML path or file as `id` and its `line`), and nothing is created.",
+    "with the YAML path or file as `id` and its `line`), and nothing is created. With `update=1`, "
+    "an edited bundle of an existing competition changes its tasks (200).",
 )
 def competition_from_bundle():
+    if request.form.get("update", "").lower() in ("1", "true"):  # an edited bundle: its changes
+        return _json_out(api_tasks.update_competition(_user()))
     u = _admin()
     upload = request.files.get("bundle") or request.files.get("file")
     if upload is None or not upload.filename:
@@ -1829,6 +1833,9 @@ deepLinking: true,
         return send_from_directory(dist, name, max_age=3600)
 
     return docs
+
+
+api_tasks.register(bp, SimpleNamespace(user=_user, body=_body, json_out=_json_out))
 
 
 def init_app(app) -> None:

@@ -101,3 +101,18 @@ class TaskStateOut(Out):
         default_factory=list, description="The phases the archiving closed (none the second time)."
     )
     versions: list[TaskVersionOut] = Field(default_factory=list)
+
+
+def change_line(t: dict) -> str:
+    """One task's change (a `TaskChangeOut` as JSON) in words, for the command lines."""
+    if t["versioned"]:
+        what = [f"{k}: {', '.join(t[k])}" for k in ("declared", "files", "gold") if t[k]]
+        runs = sum(len(p["rescoring"]) for p in t["phases"])
+        stale = sum(p["stale"] for p in t["phases"])
+        return (
+            f"{t['task']}: version {t['previous_version']} -> {t['version']} ({'; '.join(what)})"
+            f"; {stale} run(s) stale, {runs} queued for rescoring; published rankings unchanged"
+        )
+    if t["texts"]:
+        return f"{t['task']}: texts changed in place ({', '.join(t['texts'])}); nothing rescored"
+    return f"{t['task']}: unchanged (version {t['version']})"
