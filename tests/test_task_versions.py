@@ -267,9 +267,12 @@ def test_an_invalid_update_is_refused_with_its_yaml_paths_and_changes_nothing(wo
     assert "did you mean 'spearman'" in where["tasks[0].metrics[0]"]["message"]
     assert where["tasks[0].metrics[0]"]["line"]  # its line in competition.yaml
     # the valid part refused too, with what only the database knows, when the rest is right
-    r = _cli("competitions", "create",
-             str(_bundle(tmp_path, "bad2", lambda s, r: (broken(s, r), s["tasks"][0].update(
-                 metrics=["spearman", "pearson", "n"])))), "--update", "--json", ok=False)  # fmt: skip
+    def only_the_split(spec, root):
+        broken(spec, root)
+        spec["tasks"][0]["metrics"] = ["spearman", "pearson", "n"]
+
+    r = _cli("competitions", "create", str(_bundle(tmp_path, "bad2", only_the_split)),
+             "--update", "--json", ok=False)  # fmt: skip
     err = json.loads(r.stdout)["error"]
     assert [p["id"] for p in err["problems"]] == ["tasks[0].splits"]
     assert "the development phase scores on the dev split" in err["problems"][0]["message"]

@@ -22,6 +22,7 @@ from baselines.systems import SYSTEMS, Options
 from server import leaderboard as lb
 from server import lifecycle, people, provenance, publication
 from server.actions import submissions as sub_actions
+from server.actions import tasks as task_actions
 from server.actions.phases import PHASE_ACTIONS
 from server.auth import admin_required, current_user, organizer_required, safe_next
 from server.db import db
@@ -182,6 +183,7 @@ def _phase_page(p: Phase, form, code: int = 200):
         partition=partition,
         labels=lifecycle.phase_labels(p),
         versions=publication.ranking_versions(s, p.id),
+        change=task_actions.phase_change(s, p, get_settings()),
         form=form,
         field_errors=any(f.errors for f in form),
         now_utc=utcnow().strftime("%Y-%m-%d %H:%M"),
