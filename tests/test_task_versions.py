@@ -266,6 +266,7 @@ def test_an_invalid_update_is_refused_with_its_yaml_paths_and_changes_nothing(wo
     assert err["code"] == "invalid_bundle"
     assert "did you mean 'spearman'" in where["tasks[0].metrics[0]"]["message"]
     assert where["tasks[0].metrics[0]"]["line"]  # its line in competition.yaml
+
     # the valid part refused too, with what only the database knows, when the rest is right
     def only_the_split(spec, root):
         broken(spec, root)
@@ -307,14 +308,14 @@ def test_an_invalid_update_is_refused_with_its_yaml_paths_and_changes_nothing(wo
     assert get_task(TASK).version == 1
 
 
-def test_texts_change_in_place_and_nothing_is_stale(world, tmp_path):
+def test_texts_change_in_place_and_nothing_is_stale(world, served, tmp_path):
     app, c, home, org = world["app"], world["c"], world["home"], _h(world["tokens"]["org"])
+    url, token = served[0], world["tokens"]["org"]
     r = c.patch(f"/api/v1/tasks/{TASK}", headers=org, json={"title": "x" * 301})
     assert r.status_code == 422 and r.json["error"]["problems"][0]["id"] == "title"
-    r = c.patch(
-        f"/api/v1/tasks/{TASK}", headers=org, json={"title": "STS-Latin (renamed)", "unit": "pair"}
-    )
-    assert r.status_code == 200 and r.json["version"] == 1, r.json
+    r = _remote(url, token, "organizer", "task", "edit", TASK, "--title", "STS-Latin (renamed)",
+                "--unit", "pair", "--json")  # fmt: skip
+    assert json.loads(r.stdout)["version"] == 1
     assert c.get(f"/api/v1/tasks/{TASK}", headers=org).json["title"] == "STS-Latin (renamed)"
     r = c.patch(f"/api/v1/tasks/{TASK}", headers=_h(world["tokens"]["alpha"]), json={"title": "a"})
     assert r.status_code == 403
@@ -322,8 +323,8 @@ def test_texts_change_in_place_and_nothing_is_stale(world, tmp_path):
     def described(spec, root):
         spec["tasks"][0]["description"] = "Each item pairs two sentences; a new description."
 
-    r = _cli("competitions", "create", str(_bundle(tmp_path, "d", described)), "--update",
-             "--json")  # fmt: skip
+    r = _remote(url, token, "organizer", "competitions", "create",
+                str(_bundle(tmp_path, "d", described)), "--update", "--json")  # fmt: skip
     (t,) = json.loads(r.stdout)["tasks"]
     # the bundle's title is the old one: texts from the bundle, in place
     assert t["versioned"] is False and set(t["texts"]) == {"title", "description"}
@@ -336,24 +337,34 @@ def test_texts_change_in_place_and_nothing_is_stale(world, tmp_path):
     assert sorted(r["rank"] for r in board["rows"] if r["row_type"] == "team") == [1, 2]
 
 
-def test_an_archived_task_takes_no_run_and_keeps_its_own(world, tmp_path):
+def _remote(url, token, *args, ok=True):
+    from cli.main import main
+
+    env = {"PALIMPSEST_SERVER": url, "PALIMPSEST_TOKEN": token, "XDG_CONFIG_HOME": "/nope"}
+    r = CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+    assert (r.exit_code == 0) == ok, (args, r.output)
+    return r
+
+
+def test_an_archived_task_takes_no_run_and_keeps_its_own(world, served, tmp_path):
     app, c, home, tokens = world["app"], world["c"], world["home"], world["tokens"]
-    org = _h(tokens["org"])
+    url, org = served[0], _h(tokens["org"])
     r = c.post(f"/api/v1/tasks/{TASK}/archive", headers=_h(tokens["alpha"]), json={})
     assert r.status_code == 403
-    r = _cli("organizer", "task", "archive", TASK, "--json", ok=False)  # no login: refused
-    r = c.post(f"/api/v1/tasks/{TASK}/archive", headers=org, json={"reason": "ended"})
-    assert r.status_code == 200 and r.json["archived"] is True, r.json
-    assert sorted(r.json["phases_closed"]) == ["development", "evaluation", "systems"]
+    r = _remote(url, tokens["org"], "organizer", "task", "archive", TASK, "--reason", "ended",
+                "--json")  # fmt: skip
+    first = json.loads(r.stdout)
+    assert first["archived"] is True, first
+    assert sorted(first["phases_closed"]) == ["development", "evaluation", "systems"]
     again = c.post(f"/api/v1/tasks/{TASK}/archive", headers=org, json={})
     assert again.status_code == 200 and again.json["phases_closed"] == []
-    assert again.json["archived_at"] == r.json["archived_at"]
+    assert again.json["archived_at"] == first["archived_at"]
+    shown = _remote(url, tokens["org"], "organizer", "task", "show", TASK).stdout
+    assert f"{TASK} version 1, archived" in shown
     # no new run; no phase opens again or is added
     r = _submit(c, tokens["alpha"], TASK, _predictions(home, "dev", 9), phase="development")
     assert r.status_code == 409 and r.json["error"]["code"] == "phase_closed"
-    r = c.patch(
-        f"/api/v1/tasks/{TASK}/phases/development", headers=org, json={"closes_at": None}
-    )
+    r = c.patch(f"/api/v1/tasks/{TASK}/phases/development", headers=org, json={"closes_at": None})
     assert r.status_code == 409 and "archived" in r.json["error"]["message"]
     r = c.post(f"/api/v1/tasks/{TASK}/phases", headers=org, json={"name": "late", "split": "dev"})
     assert r.status_code == 409 and "archived" in r.json["error"]["message"]
