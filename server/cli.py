@@ -512,8 +512,6 @@ def register(main: click.Group) -> None:
 
     def _update_from_bundle(source: Path, reason: str, as_json: bool):
         from server.actions import tasks as task_actions
-        from server.exceptions import BundleRefused, LifecycleRefused, NotFound
-        from server.task_models import change_line
 
         settings = _settings()
         with _session(settings) as s:
@@ -527,15 +525,15 @@ def register(main: click.Group) -> None:
                     reason=reason,
                     enqueue=_local_enqueue(settings),
                 )
-            except BundleRefused as e:
+            except task_actions.BundleRefused as e:
                 _bundle_problems(e, as_json)
-            except (LifecycleRefused, NotFound) as e:
+            except (task_actions.LifecycleRefused, task_actions.NotFound) as e:
                 raise Refused(e.message) from None
         if as_json:
             click.echo(json.dumps(got.model_dump(mode="json")))
             return
         for t in got.tasks:
-            click.echo(change_line(t.model_dump(mode="json")))
+            click.echo(task_actions.tm.change_line(t.model_dump(mode="json")))
         for n in got.notes:
             click.echo(f"note: {n}")
 

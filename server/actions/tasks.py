@@ -35,7 +35,7 @@ from server.actions import competitions as comp_actions
 from server.actions.bundles import _problem, _refusal
 from server.actions.common import require_organizer
 from server.actions.common import task as find_task
-from server.exceptions import BundleRefused, LifecycleRefused
+from server.exceptions import BundleRefused, LifecycleRefused, NotFound
 from server.lifecycle import PENDING
 from server.models import (
     Competition,
@@ -574,6 +574,9 @@ def archive_task(
 
 
 __all__ = [
+    "BundleRefused",
+    "LifecycleRefused",
+    "NotFound",
     "archive_task",
     "archived",
     "edit_texts",
