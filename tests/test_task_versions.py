@@ -335,6 +335,19 @@ def test_texts_change_in_place_and_nothing_is_stale(world, served, tmp_path):
     assert decl["version"] == 1 and decl["description"].endswith("a new description.")
     board = c.get(f"/api/v1/tasks/{TASK}/leaderboard?phase=development", headers=org).json
     assert sorted(r["rank"] for r in board["rows"] if r["row_type"] == "team") == [1, 2]
+    # the phase page's form: a title too long is refused naming it, a description is saved
+    web = Browser(app.test_client())
+    web.login("org@example.org", "correct horse")
+    back = f"/organizer/phases/{world['phases']['development']}"
+    r = web.post(f"/organizer/tasks/{TASK}/texts", {"title": "t" * 301, "next": back})
+    assert r.status_code == 302 and r.headers["Location"].endswith(back)
+    page = web.get(back).get_data(as_text=True)
+    assert "Refused" in page and "title:" in page
+    r = web.post(f"/organizer/tasks/{TASK}/texts", {"description": "From the form.", "next": back})
+    page = web.get(back).get_data(as_text=True)
+    assert "nothing is rescored" in page and "From the form." in page
+    with Session(engine_of(app)) as s:
+        assert not [x for x in s.exec(select(Submission)) if x.stale]
 
 
 def _remote(url, token, *args, ok=True):
