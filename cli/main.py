@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from cli import baselines, campaigns, organizer, participant
+from cli import baselines, campaigns, organizer, participant, task_changes
 from cli.participant import server_tasks
 from tasks import all_tasks, get_task, task_ids
 from tasks.base import resolve
@@ -710,6 +710,7 @@ def _register_optional_commands():
     participant.register(main)
     organizer.register(main)
     campaigns.register(main)  # assessment campaigns: organizer campaign ..., assess
+    task_changes.register(main)  # tasks that change: organizer task show|edit|version|archive
     baselines.register(main, home_option=HOME_OPTION, friendly=friendly)
     # the server's commands (SERVER_COMMANDS) load when one runs
 

@@ -109,6 +109,27 @@ def _phase_options(fn):
     return fn
 
 
+def change_lines(got: dict) -> None:
+    """What an edited bundle changed (a BundleUpdateOut), a line per task, then the notes."""
+    for t in got["tasks"]:
+        if t["versioned"]:
+            what = "; ".join(
+                f"{k}: {', '.join(t[k])}" for k in ("declared", "files", "gold") if t[k]
+            )
+            stale = sum(p["stale"] for p in t["phases"])
+            queued = sum(len(p["rescoring"]) for p in t["phases"])
+            click.echo(
+                f"{t['task']}: version {t['previous_version']} -> {t['version']} ({what}); "
+                f"{stale} run(s) stale, {queued} queued for rescoring; published rankings unchanged"
+            )
+        elif t["texts"]:
+            click.echo(f"{t['task']}: texts changed in place ({', '.join(t['texts'])})")
+        else:
+            click.echo(f"{t['task']}: unchanged (version {t['version']})")
+    for n in got.get("notes") or []:
+        click.echo(f"note: {n}")
+
+
 def register(main: click.Group) -> None:
     @main.group("organizer")
     def organizer():
@@ -802,16 +823,27 @@ def register(main: click.Group) -> None:
 
     @competitions.command("create")
     @click.argument("bundle", type=click.Path(exists=True, path_type=Path))
+    @click.option(
+        "--update",
+        is_flag=True,
+        help="Apply an edited bundle to its existing competition (its owners and organizers): "
+        "a task whose metrics, primary, files or gold changed gets a new version.",
+    )
+    @click.option("--reason", default="", help="With --update: why.")
     @JSON
-    def competitions_create(bundle, as_json):
+    def competitions_create(bundle, update, reason, as_json):
         """Create a competition from a bundle (a directory or a .zip holding competition.yaml)
         on the server (a site administrator's token); every problem is printed and nothing is
-        created unless all of it is."""
+        created unless all of it is. With --update, change an existing one's tasks."""
         with tempfile.TemporaryDirectory(prefix="palimpsest-bundle-") as d:
             path = bundle
             if bundle.is_dir():
                 path = Path(shutil.make_archive(str(Path(d) / "bundle"), "zip", root_dir=bundle))
-            made = _call(as_json, lambda c: c.upload("/competitions/bundle", path, {}))
+            fields = {"update": "1", "reason": reason} if update else {}
+            made = _call(as_json, lambda c: c.upload("/competitions/bundle", path, fields))
+        if update:
+            _emit(as_json, made, change_lines)
+            return
         _emit(
             as_json,
             made,

@@ -1085,6 +1085,12 @@ class BundleForm(Model):
     (`curl -F bundle=@bundle.zip`)."""
 
     bundle: bytes = Field(description="The bundle, a .zip (see the documentation's Bundles page).")
+    update: Literal["0", "1"] = Field(
+        "0",
+        description="1: an edited bundle of an existing competition (its owners and organizers): "
+        "each changed task gets a new version or its texts changed (docs/bundles.md).",
+    )
+    reason: str = Field("", max_length=2000, description="With update: why.")
 
 
 class BundleQuery(Model):

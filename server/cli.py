@@ -470,12 +470,22 @@ def register(main: click.Group) -> None:
         show_default=True,
     )
     @click.option("--owner", "owner_email", default=None, help="The account made its owner.")
+    @click.option(
+        "--update",
+        is_flag=True,
+        help="Apply an edited bundle to its existing competition: a task whose metrics, primary, "
+        "files or gold changed gets a new version (its runs rescored), its texts change in place.",
+    )
+    @click.option("--reason", default="", help="With --update: why (kept with each new version).")
     @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
     @_home_option
-    def competitions_create(source, title, tasks, state, owner_email, as_json):
+    def competitions_create(source, title, tasks, state, owner_email, update, reason, as_json):
         """Create a competition from a bundle (a directory or a .zip holding competition.yaml),
         or an empty one (ID --title T), as the server's shell (a site administrator). A bundle is
-        checked in full first: every problem is printed and nothing is created."""
+        checked in full first: every problem is printed and nothing is created. With --update,
+        an edited bundle of an existing competition changes its tasks (docs/bundles.md)."""
+        if update:
+            return _update_from_bundle(Path(source), reason, as_json)
         from sqlalchemy import select
 
         from server.actions import bundles as bundle_actions
@@ -524,6 +534,33 @@ def register(main: click.Group) -> None:
             click.echo(json.dumps(made.model_dump(mode="json")))
             return
         click.echo(f"created {made.id} ({made.state}): {', '.join(made.tasks) or 'no task'}")
+
+    def _update_from_bundle(source: Path, reason: str, as_json: bool):
+        from server.actions import tasks as task_actions
+
+        settings = _settings()
+        with _session(settings) as s:
+            try:
+                got = task_actions.update_from_bundle(
+                    s=s,
+                    actor=None,
+                    source=source,
+                    via="cli",
+                    settings=settings,
+                    reason=reason,
+                    enqueue=_local_enqueue(settings),
+                )
+            except task_actions.BundleRefused as e:
+                _bundle_problems(e, as_json)
+            except (task_actions.LifecycleRefused, task_actions.NotFound) as e:
+                raise Refused(e.message) from None
+        if as_json:
+            click.echo(json.dumps(got.model_dump(mode="json")))
+            return
+        for t in got.tasks:
+            click.echo(task_actions.tm.change_line(t.model_dump(mode="json")))
+        for n in got.notes:
+            click.echo(f"note: {n}")
 
     def _bundle_problems(e: BundleRefused, as_json: bool):
         if as_json:

@@ -532,3 +532,35 @@ class GoldVersion(SQLModel, table=True):
     judged_negative: int = 0
     created_by: Optional[int] = Field(default=None, foreign_key="user.id")
     created_at: NaiveDatetime = Field(default_factory=utcnow)
+
+
+class TaskVersion(SQLModel, table=True):
+    """A version of a bundle task's declaration (`server.actions.tasks`): its metrics, primary,
+    files or gold changed; every run scored under an earlier version is stale and rescored.
+    The version a task was created with is recorded when a second one comes. `changes` says what
+    changed; `effect` what the change did to each phase's live board (the ranks before, the runs
+    marked stale and queued)."""
+
+    __table_args__ = (UniqueConstraint("task_id", "version"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    task_id: str = Field(index=True, max_length=64)
+    version: int
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False))
+    changes: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    effect: dict = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
+    created_by: Optional[int] = Field(default=None, foreign_key="user.id")
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
+
+
+class TaskArchive(SQLModel, table=True):
+    """An archived task: its files and runs kept, its phases closed for good (no phase of it
+    opens again, none is added)."""
+
+    __table_args__ = (UniqueConstraint("task_id"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    task_id: str = Field(max_length=64)
+    reason: str = Field(default="", sa_column=Column(Text, nullable=False))
+    archived_by: Optional[int] = Field(default=None, foreign_key="user.id")
+    archived_at: NaiveDatetime = Field(default_factory=utcnow)

@@ -44,10 +44,16 @@ def builtin_ids() -> list[str]:
     return list(_REGISTRY)
 
 
+def _on_disk() -> dict[str, Task]:
+    """The declared tasks of the default data directory, as their declarations now read (read
+    again when a task comes, goes or changes: `tasks.declared.touch`)."""
+    return {t.id: t for t in declared_tasks(default_home()) if t.id not in _REGISTRY}
+
+
 def _known() -> dict[str, Task]:
-    for t in declared_tasks(default_home()):
-        if t.id not in _REGISTRY:
-            _DECLARED.setdefault(t.id, t)
+    # the data directory's declaration wins over one this process holds: a task changed by
+    # another process (a new version, its texts) is seen here (a worker scores under it)
+    _DECLARED.update(_on_disk())
     return {**_REGISTRY, **_DECLARED}
 
 
@@ -61,8 +67,14 @@ def task_ids() -> list[str]:
 
 def get_task(task_id: str) -> Task:
     """The task with this id; an unknown id raises TaskNotFound suggesting the closest."""
-    found = _REGISTRY.get(task_id) or _DECLARED.get(task_id)
+    found = _REGISTRY.get(task_id)
     if found is not None:
+        return found
+    found = _DECLARED.get(task_id)
+    if found is not None:
+        fresh = _on_disk().get(task_id)  # a stat of the tasks folder when nothing changed
+        if fresh is not None and fresh is not found:
+            _DECLARED[task_id] = found = fresh
         return found
     known = _known()
     try:

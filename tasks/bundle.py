@@ -799,10 +799,13 @@ def _installed(task_id: str, home: Path | None) -> bool:
 # ----------------------------------------------------------------------------- reading
 
 
-def read_bundle(source: Path, *, work_dir: Path | None = None, home: Path | None = None) -> Bundle:
+def read_bundle(
+    source: Path, *, work_dir: Path | None = None, home: Path | None = None, updating: bool = False
+) -> Bundle:
     """Read and validate a bundle (a directory, or a .zip extracted under `work_dir`, else a new
     temporary directory); every problem is reported at once in one BundleInvalid. Given `home`,
-    task ids already installed there are problems too."""
+    task ids already installed there are problems too, unless `updating` (an edited bundle of
+    installed tasks: `tasks.taskversions`)."""
     source = Path(source)
     if source.is_dir():
         root = source
@@ -882,7 +885,7 @@ def read_bundle(source: Path, *, work_dir: Path | None = None, home: Path | None
             found.at(at + ("id",), f"task {spec.id!r} declared twice (also tasks[{ids[spec.id]}])")
         elif spec.id in builtin:
             found.at(at + ("id",), f"{spec.id!r} is the id of a built-in task")
-        elif _installed(spec.id, home):
+        elif not updating and _installed(spec.id, home):
             found.at(at + ("id",), f"a task {spec.id!r} is already installed on this server")
         ids.setdefault(spec.id, i)
         _check_names(spec, raw, at, found)

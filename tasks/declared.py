@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 from pathlib import Path
 
 from tasks.base import CrossValidation, Field, PaperRow, Reference, SubmissionFormat, Task
@@ -109,6 +110,15 @@ def _declared(home: str, stamp: int) -> tuple[Task, ...]:
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             log.warning("%s: not a task declaration (%s)", p, e)
     return tuple(out)
+
+
+def touch(home: Path) -> None:
+    """Say that a declaration in `home` changed in place (a task's texts, a new version): every
+    process reads the declarations again at its next look (`declared_tasks`)."""
+    base = Path(home) / "tasks"
+    if base.is_dir():
+        os.utime(base)
+        _declared.cache_clear()
 
 
 def declared_tasks(home: Path) -> tuple[Task, ...]:

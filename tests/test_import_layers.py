@@ -34,7 +34,7 @@ MAX_FUNCTION_IMPORTS = 85  # 81 on merging the object store, blind runs, release
 # them runs, and each command imports what it uses in its own body (a local command is a process
 # of its own: what it imports is its start-up time), as the module says once at its top. Its
 # imports are counted apart, under their own ceiling, and need no comment each.
-COMMAND_MODULES: dict[str, int] = {"server/cli.py": 60}
+COMMAND_MODULES: dict[str, int] = {"server/cli.py": 61}  # 61: competitions create --update
 
 
 @dataclass(frozen=True)

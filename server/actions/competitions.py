@@ -424,7 +424,7 @@ def set_page(
         details["terms_version"] = c.terms_version
         s.flush()
         # every registered participant is told, in this transaction (server.jobs.reminders)
-        from server.jobs import (
+        from server.jobs.scoring import (
             reminders,  # here: the mail queue (RQ) loads when the terms change
         )
 

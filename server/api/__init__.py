@@ -28,6 +28,7 @@ from server.api import (  # noqa: F401
     roles,
     runs,
     submissions,
+    task_changes,
     tasks,
     teams,
 )

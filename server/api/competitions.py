@@ -8,8 +8,10 @@ from pathlib import Path
 from flask import Response, request
 
 from server import api_models as m
+from server import task_models as tm
 from server.actions import bundles as bundle_actions
 from server.actions import competitions as comp_actions
+from server.api import task_changes
 from server.api.common import (
     ApiError,
     body_model,
@@ -137,13 +139,16 @@ def competition_page_set(competition_id, page):
 @op(
     "Create a competition from a bundle (site administrators, who become its owner)",
     form=m.BundleForm,
-    responses={201: m.CompetitionOut},
+    responses={201: m.CompetitionOut, 200: tm.BundleUpdateOut},
     errors=(403, 413, 422),
     tags=("competitions",),
     description="The bundle is checked in full first: a 422 lists every problem (`problems`, each "
-    "with the YAML path or file as `id` and its `line`), and nothing is created.",
+    "with the YAML path or file as `id` and its `line`), and nothing is created. With `update=1`, "
+    "an edited bundle of an existing competition changes its tasks (200).",
 )
 def competition_from_bundle():
+    if request.form.get("update", "").lower() in ("1", "true"):  # an edited bundle: its changes
+        return json_out(task_changes.update_competition(need_user()))
     u = need_admin()
     upload = request.files.get("bundle") or request.files.get("file")
     if upload is None or not upload.filename:

@@ -43,6 +43,7 @@ from server.models import (
     Phase,
     Score,
     Submission,
+    TaskArchive,
     utcnow,
 )
 
@@ -433,6 +434,12 @@ PHASE_FIELDS = (
 ACCEPTS = ("predictions", "code", "both")
 
 
+def _archived(s: Session, task_id: str) -> bool:
+    """Whether the task is archived (server.actions.tasks.archive_task): its phases stay closed."""
+    q = select(TaskArchive.id).where(TaskArchive.task_id == task_id)
+    return s.execute(q).first() is not None
+
+
 def edit_phase(s: Session, phase: Phase, changes: dict, *, actor, via: str = "web") -> Phase:
     """Change a phase's window, limits or public fraction (validated), in the caller's transaction.
 
@@ -442,6 +449,10 @@ def edit_phase(s: Session, phase: Phase, changes: dict, *, actor, via: str = "we
     unknown = set(changes) - set(PHASE_FIELDS)
     if unknown:
         raise LifecycleRefused(f"unknown phase field(s): {', '.join(sorted(unknown))}", "bad_field")
+    if {"opens_at", "closes_at"} & set(changes) and _archived(s, phase.task_id):
+        raise LifecycleRefused(
+            f"{phase.task_id} is archived: its phases stay closed", "task_archived"
+        )
     new = {k: getattr(phase, k) for k in PHASE_FIELDS}
     new.update(changes)
     if new["opens_at"] and new["closes_at"] and new["closes_at"] <= new["opens_at"]:
@@ -496,6 +507,8 @@ def create_phase(
             f"({', '.join(task.splits)})",
             "bad_phase",
         )
+    if _archived(s, task.id):
+        raise LifecycleRefused(f"{task.id} is archived: no phase is added", "task_archived")
     if s.execute(select(Phase.id).where(Phase.task_id == task.id, Phase.name == name)).first():
         raise LifecycleRefused(f"{task.id} has a phase {name} already", "exists")
     fields["public_fraction"] = partitions.check_new_phase(

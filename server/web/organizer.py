@@ -22,6 +22,7 @@ from baselines.systems import SYSTEMS, Options
 from server.actions import common as action_common
 from server.actions import phases as phase_actions
 from server.actions import submissions as sub_actions
+from server.actions import tasks as task_actions
 from server.actions.phases import PHASE_ACTIONS
 from server.boards import leaderboard as lb
 from server.boards.organize import QueueUnreachable, baseline_runs, enqueue_ids, export_ranking
@@ -186,6 +187,7 @@ def _phase_page(p: Phase, form, code: int = 200):
         partition=partition,
         labels=lifecycle.phase_labels(p),
         versions=publication.ranking_versions(s, p.id),
+        change=task_actions.phase_change(s, p, get_settings()),
         form=form,
         field_errors=any(f.errors for f in form),
         now_utc=utcnow().strftime("%Y-%m-%d %H:%M"),

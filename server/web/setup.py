@@ -17,6 +17,7 @@ from server.web import (
     pages,
     roles,
     runs,
+    task_changes,
     teams,
     throttle,
 )
@@ -83,6 +84,7 @@ def init_web(app: Flask) -> None:
     app.register_blueprint(roles.bp)  # roles and invitations
     app.register_blueprint(campaigns.bp)  # assessment campaigns
     app.register_blueprint(runs.bp)  # systems run blind
+    app.register_blueprint(task_changes.bp)  # tasks that change: texts, versions, archiving
 
     @app.route("/favicon.ico")
     def _favicon():

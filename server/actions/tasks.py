@@ -1,0 +1,588 @@
+"""Tasks that change after they are created (docs/bundles.md, "Changing a task").
+
+- `edit_texts`: a task's title, description, citation, ... changed in place; nothing is rescored.
+- `update_from_bundle`: an edited bundle of an existing competition (`competitions create
+  --update`, the API's bundle upload with `update`, the phase page's upload) checked in full as a
+  new bundle is, then applied: a task whose metrics, primary, format, splits, files or gold
+  changed gets a new version (`tasks.taskversions`); one whose texts alone changed is edited in
+  place. After the commit, as a campaign's close does, every run scored under the earlier version
+  is marked stale and queued for rescoring (`server.domain.provenance.check_provenance`): boards
+  never
+  rank two versions together, and published rankings stay as they were published, byte for byte.
+  What the change did to each phase's live board (its ranks before, the runs marked stale and
+  queued) is kept with the version (`TaskVersion.effect`) and shown on the phase page.
+- `archive_task`: its phases closed for good, its files and runs kept; idempotent.
+
+Each is one transaction; a refused change leaves nothing behind, on disk or in the database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import ValidationError
+from sqlalchemy import func
+from sqlalchemy.exc import IntegrityError
+from sqlmodel import Session, select
+
+from server import objectstore
+from server import task_models as tm
+from server.actions import competitions as comp_actions
+from server.actions.bundles import _problem, _refusal
+from server.actions.common import require_organizer
+from server.actions.common import task as find_task
+from server.boards import leaderboard as lb
+from server.domain import audit, goldversions, lifecycle, people, publication
+from server.domain.lifecycle import PENDING
+from server.domain.provenance import check_provenance, current_provenance
+from server.exceptions import BundleRefused, LifecycleRefused, NotFound
+from server.models import (
+    Competition,
+    GoldVersion,
+    Phase,
+    Submission,
+    TaskArchive,
+    TaskVersion,
+    User,
+    utcnow,
+)
+from tasks import builtin_ids, get_task
+from tasks import bundle as bundles
+from tasks import taskversions as tv
+from tasks.declared import declaration_path
+
+
+def _phases(s: Session, task_id: str) -> list[Phase]:
+    return list(s.exec(select(Phase).where(Phase.task_id == task_id).order_by(Phase.id)))
+
+
+def archived(s: Session, task_id: str) -> TaskArchive | None:
+    return s.exec(select(TaskArchive).where(TaskArchive.task_id == task_id)).first()
+
+
+def _editable(task_id: str, home: Path) -> None:
+    """Refuse a task that is not a bundle's (a built-in task changes with its spec file)."""
+    if task_id in builtin_ids() or not declaration_path(task_id, home).is_file():
+        raise LifecycleRefused(
+            f"{task_id} is a built-in task: its declaration is tasks/specs/{task_id}.yaml, "
+            "changed with the code (only a task created from a bundle changes here)",
+            "builtin_task",
+        )
+
+
+def _ranks(s: Session, task, phase: Phase, home) -> list[dict]:
+    """The phase's live board as its organizers see it (the private part ranked): each team's
+    row, its rank and primary value."""
+    board = lb.build_board(
+        s,
+        task,
+        phase,
+        audience="organizer",
+        show_private=True,
+        include_closed=True,
+        provenance=current_provenance(task, phase.split, home),
+    )
+    key = board.primary.key
+    return [
+        {
+            "team": r.team,
+            "submission_id": r.submission_id,
+            "rank": r.rank,
+            "value": r.values.get(key),
+        }  # fmt: skip
+        for r in board.rows
+        if r.row_type == "team"
+    ]
+
+
+def _bump(s: Session, task_id: str) -> None:
+    """Every phase of the task renders again (its title, its board)."""
+    for p in _phases(s, task_id):
+        p.revision = (p.revision or 0) + 1
+        s.add(p)
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def _version_out(v: TaskVersion) -> tm.TaskVersionOut:
+    return tm.TaskVersionOut(
+        version=v.version,
+        reason=v.reason,
+        changes=v.changes or {},
+        effect=v.effect or {},
+        created_at=v.created_at,
+    )
+
+
+def _state(s: Session, task_id: str, closed: list[str] | None = None) -> tm.TaskStateOut:
+    t = get_task(task_id)
+    a = archived(s, task_id)
+    versions = s.exec(
+        select(TaskVersion).where(TaskVersion.task_id == task_id).order_by(TaskVersion.version)
+    ).all()
+    return tm.TaskStateOut(
+        task=t.id,
+        title=t.title,
+        version=t.version,
+        archived=a is not None,
+        archived_at=a.archived_at if a else None,
+        phases_closed=closed or [],
+        versions=[_version_out(v) for v in versions],
+    )
+
+
+def task_state(*, s: Session, actor: User | None, task: str) -> tm.TaskStateOut:
+    """A task's version, the versions recorded and whether it is archived (its organizers)."""
+    t = find_task(task)
+    require_organizer(actor, s, task_id=t.id)
+    return _state(s, t.id)
+
+
+def phase_change(s: Session, phase: Phase, settings) -> dict:
+    """What the phase page says of its task's changes: the version, whether it is archived, and,
+    after a new version, its effect on this phase's board (ranks before and now, the runs still
+    stale or being rescored)."""
+    t = get_task(phase.task_id)
+    home = Path(settings.home)
+    out = {
+        "version": t.version,
+        "archived": archived(s, t.id) is not None,
+        "editable": t.id not in builtin_ids() and declaration_path(t.id, home).is_file(),
+        "texts": {k: getattr(t, k, "") or "" for k in tv.EDITABLE_TEXTS},
+        "last": None,
+    }
+    v = s.exec(
+        select(TaskVersion)
+        .where(TaskVersion.task_id == t.id)
+        .order_by(TaskVersion.version.desc())
+        .limit(1)
+    ).first()
+    if v is None or not (v.changes or {}):
+        return out
+    effect = (v.effect or {}).get("phases", {}).get(phase.name, {})
+    now = {r["team"]: r for r in _ranks(s, t, phase, home)}
+    before = {r["team"]: r for r in effect.get("before", [])}
+    stale, pending = s.exec(
+        select(
+            func.count(Submission.id).filter(Submission.stale.is_(True)),
+            func.count(Submission.id).filter(Submission.status.in_(PENDING)),
+        ).where(Submission.phase_id == phase.id, Submission.removed_at.is_(None))
+    ).one()
+    out["last"] = {
+        "version": v.version,
+        "reason": v.reason,
+        "created_at": v.created_at,
+        "changes": v.changes,
+        "marked_stale": effect.get("stale", 0),
+        "rescoring": len(effect.get("rescoring", [])),
+        "still_stale": stale,
+        "pending": pending,
+        "published": effect.get("published", []),
+        "rows": [
+            {"team": team, "before": before.get(team), "now": now.get(team)}
+            for team in sorted(set(before) | set(now))
+        ],
+    }
+    return out
+
+
+# ----------------------------------------------------------------------------- texts
+
+
+def edit_texts(
+    *, s: Session, actor: User | None, task: str, texts: dict, via: str, settings
+) -> tm.TaskStateOut:
+    """Change a task's texts in place (its organizers): no new version, nothing rescored. Each
+    text is checked as a bundle's is; a refusal names the key."""
+    t = find_task(task)
+    require_organizer(actor, s, task_id=t.id)
+    home = Path(settings.home)
+    _editable(t.id, home)
+    texts = {k: v for k, v in texts.items() if v is not None}
+    unknown = sorted(set(texts) - set(tv.EDITABLE_TEXTS))
+    if unknown or not texts:
+        raise BundleRefused(
+            [_problem(k, "not a text of a task (a new version changes it)") for k in unknown]
+            or [_problem("(top)", f"nothing to change: give one of {', '.join(tv.EDITABLE_TEXTS)}")]
+        )
+    try:
+        spec = tv.with_texts(t.id, home, texts)
+    except ValidationError as e:
+        raise BundleRefused(
+            [_problem(bundles.yaml_path(err["loc"]), bundles._message(err)) for err in e.errors()]
+        ) from None
+    before = tv.installed_spec(t.id, home)
+    changed = [k for k in texts if getattr(before, k) != getattr(spec, k)]
+    if not changed:
+        return _state(s, t.id)
+    undo = tv.write_texts(spec, home)
+    try:
+        _bump(s, t.id)
+        audit.record(s, actor, "task.edit", f"task:{t.id}", via=via, texts=changed)
+        objectstore.push_tree(settings, f"tasks/{t.id}")
+        s.commit()
+    except Exception:
+        s.rollback()
+        undo()
+        raise
+    return _state(s, t.id)
+
+
+# ----------------------------------------------------------------------------- new versions
+
+
+def _changes(
+    s: Session, c: Competition, b: bundles.Bundle, home: Path, only: str | None
+) -> list[tv.Change]:
+    """Each task's change, or every problem the database knows of (a task the competition does
+    not have, a split its phases need left out or without gold, an archived task's new
+    version)."""
+    problems, out = [], []
+    ours = people.task_ids(s, c.id)
+    for i, spec in enumerate(b.spec.tasks):
+        if only is not None and spec.id != only:
+            continue
+        at = f"tasks[{i}]"
+        if spec.id not in ours:
+            problems.append(
+                _problem(
+                    f"{at}.id",
+                    f"{spec.id!r} is not a task of {c.slug} (its tasks: {', '.join(ours)}); an "
+                    "update changes the tasks it has",
+                )
+            )
+            continue
+        if not declaration_path(spec.id, home).is_file():
+            problems.append(_problem(f"{at}.id", f"{spec.id} was not installed from a bundle"))
+            continue
+        for p in _phases(s, spec.id):
+            sp = spec.splits.get(p.split)
+            if sp is None or sp.gold is None:
+                problems.append(
+                    _problem(
+                        f"{at}.splits",
+                        f"the {p.name} phase scores on the {p.split} split: a new version keeps "
+                        "it, with its gold",
+                    )
+                )
+        change = tv.diff(spec, b.root, home)
+        if change.versioned and archived(s, spec.id) is not None:
+            problems.append(
+                _problem(at, f"{spec.id} is archived: its runs stay as they were scored")
+            )
+        out.append(change)
+    if only is not None and not out and not problems:
+        problems.append(_problem("tasks", f"the bundle does not declare the task {only!r}"))
+    if problems:
+        raise BundleRefused(problems)
+    return out
+
+
+def _record(
+    s: Session,
+    actor: User | None,
+    change: tv.Change,
+    inst: tv.Installed,
+    kept_as: dict[str, int],
+    reason: str,
+    before: dict[str, list[dict]],
+    created: datetime,
+) -> None:
+    """The version's rows: the first version (recorded when a second comes), the new one, and a
+    new gold version for each split whose gold changed."""
+    uid = actor.id if isinstance(actor, User) else None
+    first = s.exec(select(TaskVersion.id).where(TaskVersion.task_id == change.task_id)).first()
+    if first is None:
+        s.add(
+            TaskVersion(
+                task_id=change.task_id,
+                version=change.old_version,
+                reason="as created",
+                created_at=created,
+            )
+        )
+    s.add(
+        TaskVersion(
+            task_id=change.task_id,
+            version=change.new_version,
+            reason=reason,
+            changes=change.summary(),
+            effect={"phases": {name: {"before": rows} for name, rows in before.items()}},
+            created_by=uid,
+        )
+    )
+    why = f"task version {change.new_version}" + (f": {reason}" if reason else "")
+    for split in change.gold:
+        if split not in inst.gold_before:
+            continue  # a split that had no gold before
+        if goldversions.current(s, change.task_id, split) is None:
+            s.add(
+                GoldVersion(
+                    task_id=change.task_id,
+                    split=split,
+                    version=1,
+                    sha256=inst.gold_before[split],
+                    reason="imported",
+                    created_at=created,
+                )
+            )
+        s.add(
+            GoldVersion(
+                task_id=change.task_id,
+                split=split,
+                version=kept_as[split] + 1,
+                sha256=inst.gold_after[split],
+                parent_sha256=inst.gold_before[split],
+                reason=why,
+                created_by=uid,
+            )
+        )
+
+
+def _effect(s: Session, change: tv.Change, ids: list[int]) -> list[tm.PhaseEffect]:
+    """After the stale runs were marked and queued: each phase's effect, kept with the version."""
+    v = s.exec(
+        select(TaskVersion).where(
+            TaskVersion.task_id == change.task_id, TaskVersion.version == change.new_version
+        )
+    ).one()
+    phases = dict((v.effect or {}).get("phases", {}))
+    out = []
+    for p in _phases(s, change.task_id):
+        subs = s.exec(
+            select(Submission.id, Submission.stale).where(
+                Submission.phase_id == p.id, Submission.removed_at.is_(None)
+            )
+        ).all()
+        mine = {sid for sid, _ in subs}
+        e = dict(phases.get(p.name, {}))
+        e["stale"] = sum(1 for _, stale in subs if stale)
+        e["rescoring"] = sorted(i for i in ids if i in mine)
+        e["published"] = [rv.version for rv in publication.ranking_versions(s, p.id)]
+        phases[p.name] = e
+        out.append(tm.PhaseEffect(phase=p.name, **e))
+    v.effect = {"phases": phases}
+    s.add(v)
+    s.commit()
+    return out
+
+
+def _change_out(change: tv.Change, phases: list[tm.PhaseEffect]) -> tm.TaskChangeOut:
+    return tm.TaskChangeOut(
+        task=change.task_id,
+        version=change.new_version,
+        previous_version=change.old_version,
+        versioned=change.versioned,
+        **change.summary(),
+        phases=phases,
+    )
+
+
+def _apply(
+    s: Session,
+    actor: User | None,
+    changes: list[tv.Change],
+    root: Path,
+    *,
+    origin: str,
+    via: str,
+    settings,
+    reason: str,
+    enqueue: Callable[[list[int]], None] | None,
+) -> list[tm.TaskChangeOut]:
+    """Write every change (files first, then their rows, in one transaction: if it fails, every
+    task's files go back as they were), then mark and queue the stale runs."""
+    home = Path(settings.home)
+    undo: list[Callable[[], None]] = []
+    done: list[Callable[[], None]] = []
+    try:
+        for ch in changes:
+            if ch.empty:
+                continue
+            if not ch.versioned:
+                undo.append(tv.write_texts(ch.spec, home))
+                _bump(s, ch.task_id)
+                audit.record(s, actor, "task.edit", f"task:{ch.task_id}", via=via, texts=ch.texts)
+                continue
+            old = get_task(ch.task_id)
+            created = datetime.fromtimestamp(
+                declaration_path(ch.task_id, home).stat().st_mtime, timezone.utc
+            ).replace(tzinfo=None)
+            before = {p.name: _ranks(s, old, p, home) for p in _phases(s, ch.task_id)}
+            kept_as = {}
+            for split in ch.gold:
+                cur = goldversions.current(s, ch.task_id, split)
+                kept_as[split] = cur.version if cur is not None else 1
+            inst = tv.install_version(ch, root, home, origin, kept_as)
+            undo.append(inst.undo)
+            done.append(inst.done)
+            _record(s, actor, ch, inst, kept_as, reason, before, created)
+            audit.record(
+                s,
+                actor,
+                "task.version",
+                f"task:{ch.task_id}",
+                via=via,
+                version=ch.new_version,
+                previous=ch.old_version,
+                reason=reason,
+                **ch.summary(),
+            )
+        for ch in changes:
+            if not ch.empty:  # into the object store (when the site has one) before the commit
+                objectstore.push_tree(settings, f"tasks/{ch.task_id}")
+        s.commit()
+    except Exception:
+        s.rollback()
+        for u in reversed(undo):
+            u()
+        for ch in changes:
+            if not ch.empty:
+                with contextlib.suppress(Exception):
+                    objectstore.push_tree(settings, f"tasks/{ch.task_id}")
+        raise
+    for d in done:
+        d()
+    out = []
+    for ch in changes:
+        phases: list[tm.PhaseEffect] = []
+        if ch.versioned:
+            ids = check_provenance(s.get_bind(), settings, task_id=ch.task_id)
+            if enqueue is not None and ids:
+                enqueue(ids)
+            phases = _effect(s, ch, ids)
+        out.append(_change_out(ch, phases))
+    return out
+
+
+def _notes(s: Session, c: Competition, b: bundles.Bundle) -> list[str]:
+    """What an update leaves to other commands: the competition's own settings and pages, and
+    phases the bundle declares that the task does not have (or the other way round)."""
+    notes = []
+    if b.spec.title != c.title:
+        notes.append("the competition's title differs: change it with `competitions edit`")
+    for t in b.spec.tasks:
+        have = {p.name for p in _phases(s, t.id)}
+        want = {p.name for p in t.phases}
+        if have != want:
+            notes.append(
+                f"{t.id}: the phases differ from the bundle's ({', '.join(sorted(want ^ have))})"
+                "; phases change with `organizer phases`"
+            )
+    return notes
+
+
+def update_from_bundle(
+    *,
+    s: Session,
+    actor: User | None,
+    source: Path,
+    via: str,
+    settings,
+    only: str | None = None,
+    reason: str = "",
+    enqueue: Callable[[list[int]], None] | None = None,
+) -> tm.BundleUpdateOut:
+    """Apply an edited bundle to its competition (its owners and organizers; `only`: one task of
+    it). The bundle is checked in full as a new one is (every problem named with its YAML path
+    and line), then each task's change is written: a new version where its metrics, primary,
+    format, splits, files or gold changed, its texts in place otherwise. Runs scored under an
+    earlier version are marked stale and queued (`enqueue(ids)` after the commit)."""
+    home = Path(settings.home)
+    reason = " ".join((reason or "").split())[:2000]
+    with _work_dir() as work:
+        try:
+            b = bundles.read_bundle(Path(source), work_dir=work, home=home, updating=True)
+        except bundles.BundleInvalid as e:
+            raise _refusal(e) from None
+        c = s.exec(select(Competition).where(Competition.slug == b.spec.id)).first()
+        if c is None:
+            raise BundleRefused(
+                [
+                    _problem(
+                        "id",
+                        f"no competition {b.spec.id!r} to update: create it from the bundle "
+                        "first (without --update)",
+                    )
+                ]
+            )
+        comp_actions.require_organizer(s, actor, c)
+        changes = _changes(s, c, b, home, only)
+        out = _apply(
+            s,
+            actor,
+            changes,
+            b.root,
+            origin=c.slug,
+            via=via,
+            settings=settings,
+            reason=reason,
+            enqueue=enqueue,
+        )
+        notes = _notes(s, c, b) if only is None else []
+    return tm.BundleUpdateOut(competition=c.slug, tasks=out, notes=notes)
+
+
+@contextlib.contextmanager
+def _work_dir():
+    with tempfile.TemporaryDirectory(prefix="palimpsest-update-") as d:
+        yield Path(d)
+
+
+# ----------------------------------------------------------------------------- archive
+
+
+def archive_task(
+    *, s: Session, actor: User | None, task: str, via: str, reason: str = ""
+) -> tm.TaskStateOut:
+    """Archive a task (its organizers): each of its phases closed now (one not open yet closes
+    without opening), no phase of it opens again or is added; its files, runs, scores and
+    published rankings are kept. Archiving it again changes nothing."""
+    t = find_task(task)
+    require_organizer(actor, s, task_id=t.id)
+    if archived(s, t.id) is not None:
+        return _state(s, t.id)
+    now = utcnow()
+    closed = []
+    for p in _phases(s, t.id):
+        state = lifecycle.phase_state(p, now)
+        if state == "closed":
+            continue
+        if state == "not open yet":
+            p.opens_at = now
+        p.closes_at = now
+        lifecycle._phase_changed(s, p, actor, "phase.close", via=via, archived=True)
+        closed.append(p.name)
+    s.add(
+        TaskArchive(
+            task_id=t.id,
+            reason=" ".join((reason or "").split())[:2000],
+            archived_by=actor.id if isinstance(actor, User) else None,
+            archived_at=now,
+        )
+    )
+    audit.record(s, actor, "task.archive", f"task:{t.id}", via=via, phases_closed=closed)
+    try:
+        s.commit()
+    except IntegrityError:  # archived at the same moment by another request: it is archived
+        s.rollback()
+        return _state(s, t.id)
+    return _state(s, t.id, closed)
+
+
+__all__ = [
+    "BundleRefused",
+    "LifecycleRefused",
+    "NotFound",
+    "archive_task",
+    "archived",
+    "edit_texts",
+    "phase_change",
+    "task_state",
+    "update_from_bundle",
+]

@@ -1,0 +1,392 @@
+"""Tasks that change after they are created (issue 33, item 4): the example bundle's competition
+is created, two teams score on it and the development phase's ranking is published; then an edited
+bundle (another primary metric, a changed dev gold) applied with `competitions create --update`
+makes version 2 of the task: every run is marked stale and rescored under version 2 by the
+scoring job, the two versions are never ranked together, version 1's published ranking stays
+byte for byte, and the phase page says what the change did. An invalid update is refused with
+its YAML paths and changes nothing; a change of texts alone rescoring nothing; an archived task
+takes no run and keeps its own."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from sqlmodel import Session, func, select
+from webkit import Browser, engine_of, update_phase
+
+from server.models import (
+    AuditLog,
+    GoldVersion,
+    Phase,
+    RankingVersion,
+    Score,
+    Submission,
+    TaskVersion,
+)
+from tests.conftest import REPO
+from tests.test_api import _h, _run_job, _submit
+
+EXAMPLE = REPO / "examples" / "bundle-sts-latin"
+SLUG, TASK = "sts-latin-2027", "sts-latin"
+
+
+@pytest.fixture(autouse=True)
+def _forget_declared_task():
+    yield
+    from tasks import unregister_declared
+
+    unregister_declared(TASK)
+
+
+def _bundle(tmp_path: Path, name: str = "bundle", edit=None) -> Path:
+    """A copy of the example (registration automatic), edited by `edit(spec, root)`."""
+    root = tmp_path / name
+    shutil.copytree(EXAMPLE, root)
+    spec = yaml.safe_load((root / "competition.yaml").read_text(encoding="utf-8"))
+    spec["registration"]["approval"] = "auto"
+    spec["state"] = "visible"
+    spec["fact_fields"] = []  # runs without a fact sheet
+    if edit is not None:
+        edit(spec, root)
+    (root / "competition.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return root
+
+
+def _cli(*args, ok=True):
+    from cli.main import main
+
+    r = CliRunner().invoke(main, list(args))
+    assert (r.exit_code == 0) == ok, r.output
+    return r
+
+
+def _predictions(home: Path, split: str, seed: int) -> bytes:
+    """A prediction for every pair of the split: the word overlap's stand-in, a hash."""
+    rows = []
+    for line in (home / "tasks" / TASK / "public" / split / "inputs.jsonl").open():
+        pid = json.loads(line)["pair_id"]
+        h = hashlib.sha256(f"{seed}:{pid}".encode()).digest()
+        rows.append(json.dumps({"pair_id": pid, "score": h[0] / 255}))
+    return ("\n".join(rows) + "\n").encode()
+
+
+def _tree(root: Path) -> dict[str, str]:
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture
+def world(api_env, tmp_path):
+    """The competition made from the example by the server's shell, both of its first phases
+    open, alpha and beta registered, each with a scored run on the development phase (alpha with
+    the example's predictions, beta with hashed ones) and one on the evaluation phase."""
+    app, tokens, home = api_env
+    r = _cli("competitions", "create", str(_bundle(tmp_path, "v1")), "--json")
+    assert json.loads(r.stdout)["tasks"] == [TASK]
+    c = app.test_client()
+    with Session(engine_of(app)) as s:
+        phases = {p.name: p.id for p in s.exec(select(Phase).where(Phase.task_id == TASK))}
+    for name in ("development", "evaluation"):
+        update_phase(app, phases[name], opens_at=None, closes_at=None)
+    runs = {}
+    for team in ("alpha", "beta"):
+        r = c.post(
+            f"/api/v1/competitions/{SLUG}/registration",
+            json={"accept_terms": True},
+            headers=_h(tokens[team]),
+        )
+        assert r.status_code == 200 and r.json["status"] == "approved", r.json
+        dev = (EXAMPLE / "predictions-dev.jsonl").read_bytes() if team == "alpha" else None
+        for phase, split in (("development", "dev"), ("evaluation", "test")):
+            data = dev if (dev and split == "dev") else _predictions(home, split, len(team))
+            r = _submit(c, tokens[team], TASK, data, phase=phase, method_name=f"{team}-m")
+            assert r.status_code == 201, r.json
+            assert _run_job(r.json["id"])["status"] == "scored"
+            runs[(team, phase)] = r.json["id"]
+    return {"app": app, "tokens": tokens, "home": home, "c": c, "phases": phases, "runs": runs}
+
+
+def _publish_development(w) -> bytes:
+    c, org = w["c"], _h(w["tokens"]["org"])
+    r = c.post(
+        f"/api/v1/tasks/{TASK}/phases/development/publish", headers=org, json={"close": True}
+    )
+    assert r.status_code == 201, r.json
+    got = c.get(f"/api/v1/tasks/{TASK}/phases/development/rankings/1", headers=org)
+    assert got.status_code == 200
+    return got.get_data()
+
+
+def _version_2(spec, root):
+    """Another primary metric (pearson), and one pair of the dev gold scored otherwise."""
+    t = spec["tasks"][0]
+    t["primary"] = {"subset": "all", "metric": "pearson"}
+    t["title"] = "STS-Latin, version 2"
+    gold = root / "sts-latin" / "dev" / "dev-gold.jsonl"
+    lines = gold.read_text().splitlines()
+    row = json.loads(lines[0])
+    row["score"] = 0.0 if row["score"] > 0.5 else 1.0
+    lines[0] = json.dumps(row)
+    gold.write_text("\n".join(lines) + "\n")
+
+
+def test_an_edited_bundle_makes_version_2_rescored_with_version_1s_ranking_byte_identical(
+    world, tmp_path
+):
+    from server.models import Submission as Sub
+    from tasks import _DECLARED, get_task
+    from tasks.store import TaskStore
+
+    app, c, home, org = world["app"], world["c"], world["home"], _h(world["tokens"]["org"])
+    engine = engine_of(app)
+    published = _publish_development(world)
+    with Session(engine) as s:
+        rv1 = s.exec(select(RankingVersion)).one()
+        frozen = (rv1.body_json, rv1.body_csv, rv1.body_latex, rv1.sha256)
+    store = TaskStore(TASK, home)
+    gold_v1 = store.gold_checksum("dev")
+    held = get_task(TASK)  # what a worker that loaded the task before holds
+    assert held.version == 1 and held.primary == ("all", "spearman")
+
+    r = _cli(
+        "competitions", "create", str(_bundle(tmp_path, "v2", _version_2)), "--update",
+        "--reason", "pearson, as the paper", "--json",
+    )  # fmt: skip
+    got = json.loads(r.stdout)
+    (t,) = got["tasks"]
+    assert (t["task"], t["previous_version"], t["version"], t["versioned"]) == (TASK, 1, 2, True)
+    assert t["declared"] == ["primary"] and t["gold"] == ["dev"] and "title" in t["texts"]
+    assert t["files"] == ["public/dev/gold.jsonl"]  # the dev gold's published copy
+    effects = {p["phase"]: p for p in t["phases"]}
+    runs = world["runs"]
+    dev_runs = sorted(runs[(team, "development")] for team in ("alpha", "beta"))
+    assert effects["development"]["rescoring"] == dev_runs
+    assert effects["development"]["stale"] == 2 and effects["development"]["published"] == [1]
+    assert [r["rank"] for r in effects["development"]["before"]] == [1, 2]
+    assert effects["evaluation"]["stale"] == 2  # every run under version 1, whatever its gold
+    # the task is version 2 here and in a process that held version 1 (a worker)
+    assert get_task(TASK).version == 2 and get_task(TASK).primary == ("all", "pearson")
+    _DECLARED[TASK] = held
+    assert get_task(TASK).version == 2
+    decl = json.loads((home / "tasks" / TASK / "declaration.json").read_text())
+    assert decl["version"] == 2 and store.manifest()["version"] == 2
+    # the dev gold is version 2, the first kept outside public/
+    with Session(engine) as s:
+        gv = s.exec(select(GoldVersion).where(GoldVersion.task_id == TASK)).all()
+        assert [(v.split, v.version, v.sha256) for v in gv] == [
+            ("dev", 1, gold_v1),
+            ("dev", 2, store.gold_checksum("dev")),
+        ]
+        assert [(v.version, v.reason) for v in s.exec(select(TaskVersion))] == [
+            (1, "as created"),
+            (2, "pearson, as the paper"),
+        ]
+    kept = store.root / "gold-history" / "dev" / "v1" / "gold.jsonl"
+    assert kept.read_bytes() == (EXAMPLE / "sts-latin" / "dev" / "dev-gold.jsonl").read_bytes()
+    assert store.gold_checksum("dev") != gold_v1
+
+    # before rescoring, the live board ranks nobody: version 1's scores are never ranked with 2's
+    board = c.get(f"/api/v1/tasks/{TASK}/leaderboard?phase=evaluation", headers=org).json
+    assert [r["rank"] for r in board["rows"] if r["row_type"] == "team"] == [None, None]
+    # the scoring job rescores every run under version 2
+    queued = sorted(i for p in t["phases"] for i in p["rescoring"])
+    assert queued == sorted(runs.values())
+    for sid in queued:
+        assert _run_job(sid)["status"] == "scored"
+    with Session(engine) as s:
+        for sid in queued:
+            sub = s.get(Sub, sid)
+            assert not sub.stale
+            scores = s.exec(
+                select(Score).where(Score.submission_id == sid, Score.attempt == sub.score_attempt)
+            ).all()
+            assert scores and {x.task_version for x in scores} == {2}
+            assert {x.result["primary"]["name"] for x in scores} == {"pearson"}
+    board = c.get(f"/api/v1/tasks/{TASK}/leaderboard?phase=evaluation", headers=org).json
+    assert sorted(r["rank"] for r in board["rows"] if r["row_type"] == "team") == [1, 2]
+    assert board["primary"]["metric"] == "pearson"
+
+    # version 1's published ranking: byte for byte, on the API and in the database
+    again = c.get(f"/api/v1/tasks/{TASK}/phases/development/rankings/1", headers=org)
+    assert again.get_data() == published
+    assert json.loads(published)["primary"]["metric"] == "spearman"
+    with Session(engine) as s:
+        rv = s.exec(select(RankingVersion)).one()
+        assert (rv.body_json, rv.body_csv, rv.body_latex, rv.sha256) == frozen
+
+    # the API says the task's versions; the phase page what the change did to its board
+    state = c.get(f"/api/v1/tasks/{TASK}/versions", headers=org).json
+    assert state["version"] == 2 and [v["version"] for v in state["versions"]] == [1, 2]
+    assert state["versions"][1]["changes"]["declared"] == ["primary"]
+    web = Browser(app.test_client())
+    web.login("org@example.org", "correct horse")
+    page = web.get(f"/organizer/phases/{world['phases']['development']}").get_data(as_text=True)
+    assert "Version 2 of the task" in page and "pearson, as the paper" in page
+    assert "2 run(s) marked stale" in page and "published ranking stays" in page
+
+    # the same bundle again changes nothing
+    r = _cli("competitions", "create", str(tmp_path / "v2"), "--update", "--json")
+    assert json.loads(r.stdout)["tasks"][0]["versioned"] is False
+    assert json.loads(r.stdout)["tasks"][0]["texts"] == []
+
+
+def test_an_invalid_update_is_refused_with_its_yaml_paths_and_changes_nothing(world, tmp_path):
+    app, home = world["app"], world["home"]
+    engine = engine_of(app)
+
+    def broken(spec, root):
+        t = spec["tasks"][0]
+        t["metrics"] = ["spearmann", "pearson", "n"]
+        t["primary"] = {"subset": "all", "metric": "pearson"}
+        del t["splits"]["dev"]  # the development phase scores on it
+        t["phases"] = [p for p in t["phases"] if p["split"] != "dev"]
+
+    def counts():
+        with Session(engine) as s:
+            return tuple(
+                s.exec(select(func.count()).select_from(model)).one()
+                for model in (TaskVersion, GoldVersion, AuditLog, Score)
+            ) + tuple(sorted((x.id, x.stale, x.status) for x in s.exec(select(Submission))))
+
+    files, before = _tree(home / "tasks" / TASK), counts()
+    r = _cli("competitions", "create", str(_bundle(tmp_path, "bad", broken)), "--update",
+             "--json", ok=False)  # fmt: skip
+    err = json.loads(r.stdout)["error"]
+    where = {p["id"]: p for p in err["problems"]}
+    assert err["code"] == "invalid_bundle"
+    assert "did you mean 'spearman'" in where["tasks[0].metrics[0]"]["message"]
+    assert where["tasks[0].metrics[0]"]["line"]  # its line in competition.yaml
+
+    # the valid part refused too, with what only the database knows, when the rest is right
+    def only_the_split(spec, root):
+        broken(spec, root)
+        spec["tasks"][0]["metrics"] = ["spearman", "pearson", "n"]
+
+    r = _cli("competitions", "create", str(_bundle(tmp_path, "bad2", only_the_split)),
+             "--update", "--json", ok=False)  # fmt: skip
+    err = json.loads(r.stdout)["error"]
+    assert [p["id"] for p in err["problems"]] == ["tasks[0].splits"]
+    assert "the development phase scores on the dev split" in err["problems"][0]["message"]
+    # a competition that is not there, through the API
+    c, org = world["c"], _h(world["tokens"]["org"])
+    other = _bundle(tmp_path, "other", lambda s, r: s.update(id="sts-latin-2099"))
+    from tasks.bundle import write_bundle_zip
+
+    z = tmp_path / "other.zip"
+    write_bundle_zip(yaml.safe_load((other / "competition.yaml").read_text()), other, z)
+    r = c.post(
+        "/api/v1/competitions/bundle",
+        data={"bundle": (io.BytesIO(z.read_bytes()), "b.zip"), "update": "1"},
+        headers=org,
+        content_type="multipart/form-data",
+    )
+    assert r.status_code == 422 and "create it from the bundle first" in r.json["error"]["message"]
+    # a participant may not
+    z2 = tmp_path / "same.zip"
+    same = _bundle(tmp_path, "same", _version_2)
+    write_bundle_zip(yaml.safe_load((same / "competition.yaml").read_text()), same, z2)
+    r = c.post(
+        f"/api/v1/tasks/{TASK}/versions",
+        data={"bundle": (io.BytesIO(z2.read_bytes()), "b.zip")},
+        headers=_h(world["tokens"]["alpha"]),
+        content_type="multipart/form-data",
+    )
+    assert r.status_code == 403
+    assert _tree(home / "tasks" / TASK) == files and counts() == before
+    from tasks import get_task
+
+    assert get_task(TASK).version == 1
+
+
+def test_texts_change_in_place_and_nothing_is_stale(world, served, tmp_path):
+    app, c, home, org = world["app"], world["c"], world["home"], _h(world["tokens"]["org"])
+    url, token = served[0], world["tokens"]["org"]
+    r = c.patch(f"/api/v1/tasks/{TASK}", headers=org, json={"title": "x" * 301})
+    assert r.status_code == 422 and r.json["error"]["problems"][0]["id"] == "title"
+    r = _remote(url, token, "organizer", "task", "edit", TASK, "--title", "STS-Latin (renamed)",
+                "--unit", "pair", "--json")  # fmt: skip
+    assert json.loads(r.stdout)["version"] == 1
+    assert c.get(f"/api/v1/tasks/{TASK}", headers=org).json["title"] == "STS-Latin (renamed)"
+    r = c.patch(f"/api/v1/tasks/{TASK}", headers=_h(world["tokens"]["alpha"]), json={"title": "a"})
+    assert r.status_code == 403
+
+    def described(spec, root):
+        spec["tasks"][0]["description"] = "Each item pairs two sentences; a new description."
+
+    r = _remote(url, token, "organizer", "competitions", "create",
+                str(_bundle(tmp_path, "d", described)), "--update", "--json")  # fmt: skip
+    (t,) = json.loads(r.stdout)["tasks"]
+    # the bundle's title is the old one: texts from the bundle, in place
+    assert t["versioned"] is False and set(t["texts"]) == {"title", "description"}
+    with Session(engine_of(app)) as s:
+        assert not [x for x in s.exec(select(Submission)) if x.stale or x.status != "scored"]
+        assert s.exec(select(func.count()).select_from(TaskVersion)).one() == 0
+    decl = json.loads((home / "tasks" / TASK / "declaration.json").read_text())
+    assert decl["version"] == 1 and decl["description"].endswith("a new description.")
+    board = c.get(f"/api/v1/tasks/{TASK}/leaderboard?phase=development", headers=org).json
+    assert sorted(r["rank"] for r in board["rows"] if r["row_type"] == "team") == [1, 2]
+    # the phase page's form: a title too long is refused naming it, a description is saved
+    web = Browser(app.test_client())
+    web.login("org@example.org", "correct horse")
+    back = f"/organizer/phases/{world['phases']['development']}"
+    r = web.post(f"/organizer/tasks/{TASK}/texts", {"title": "t" * 301, "next": back})
+    assert r.status_code == 302 and r.headers["Location"].endswith(back)
+    page = web.get(back).get_data(as_text=True)
+    assert "Refused" in page and "title:" in page
+    r = web.post(f"/organizer/tasks/{TASK}/texts", {"description": "From the form.", "next": back})
+    page = web.get(back).get_data(as_text=True)
+    assert "nothing is rescored" in page and "From the form." in page
+    with Session(engine_of(app)) as s:
+        assert not [x for x in s.exec(select(Submission)) if x.stale]
+
+
+def _remote(url, token, *args, ok=True):
+    from cli.main import main
+
+    env = {"PALIMPSEST_SERVER": url, "PALIMPSEST_TOKEN": token, "XDG_CONFIG_HOME": "/nope"}
+    r = CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+    assert (r.exit_code == 0) == ok, (args, r.output)
+    return r
+
+
+def test_an_archived_task_takes_no_run_and_keeps_its_own(world, served, tmp_path):
+    app, c, home, tokens = world["app"], world["c"], world["home"], world["tokens"]
+    url, org = served[0], _h(tokens["org"])
+    r = c.post(f"/api/v1/tasks/{TASK}/archive", headers=_h(tokens["alpha"]), json={})
+    assert r.status_code == 403
+    r = _remote(url, tokens["org"], "organizer", "task", "archive", TASK, "--reason", "ended",
+                "--json")  # fmt: skip
+    first = json.loads(r.stdout)
+    assert first["archived"] is True, first
+    assert sorted(first["phases_closed"]) == ["development", "evaluation", "systems"]
+    again = c.post(f"/api/v1/tasks/{TASK}/archive", headers=org, json={})
+    assert again.status_code == 200 and again.json["phases_closed"] == []
+    assert again.json["archived_at"] == first["archived_at"]
+    shown = _remote(url, tokens["org"], "organizer", "task", "show", TASK).stdout
+    assert f"{TASK} version 1, archived" in shown
+    # no new run; no phase opens again or is added
+    r = _submit(c, tokens["alpha"], TASK, _predictions(home, "dev", 9), phase="development")
+    assert r.status_code == 409 and r.json["error"]["code"] == "phase_closed"
+    r = c.patch(f"/api/v1/tasks/{TASK}/phases/development", headers=org, json={"closes_at": None})
+    assert r.status_code == 409 and "archived" in r.json["error"]["message"]
+    r = c.post(f"/api/v1/tasks/{TASK}/phases", headers=org, json={"name": "late", "split": "dev"})
+    assert r.status_code == 409 and "archived" in r.json["error"]["message"]
+    # its runs and files are kept; a new version is refused
+    with Session(engine_of(app)) as s:
+        assert sorted(x.id for x in s.exec(select(Submission)) if x.status == "scored") == sorted(
+            world["runs"].values()
+        )
+    assert (home / "tasks" / TASK / "gold" / "test").is_dir()
+    r = _cli("competitions", "create", str(_bundle(tmp_path, "v2", _version_2)), "--update",
+             "--json", ok=False)  # fmt: skip
+    assert "is archived" in r.stdout
