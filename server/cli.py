@@ -342,16 +342,16 @@ def register(main: click.Group) -> None:
     @_done_quickly
     def users_create(email, password_stdin, organizer):
         """Create an account; the password is read from standard input."""
-        from server.domain.accounts import audit, create_user
+        from server.actions.accounts import create_account
 
         password = sys.stdin.readline().rstrip("\r\n")
         with _session(_settings()) as s:
             try:
-                u = create_user(s, email=email, password=password, is_admin=organizer)
+                u = create_account(
+                    s=s, email=email, password=password, is_admin=organizer, actor=None, via="cli"
+                )
             except ValueError as e:
                 raise Refused(str(e)) from None
-            audit(s, None, "user.create", u.email, organizer=organizer, via="cli")
-            s.commit()
             click.echo(
                 f"created {'site administrator' if organizer else 'user'} {u.email} (id {u.id})"
             )
@@ -381,14 +381,12 @@ def register(main: click.Group) -> None:
 
         It expires after PALIMPSEST_RESET_MINUTES; it is signed with PALIMPSEST_SECRET_KEY, which
         must be the server's."""
-        from server.domain.accounts import audit, reset_link
+        from server.actions.accounts import reset_link_for
 
         settings = _settings()
         with _session(settings) as s:
             u = _user_by_email(s, email)
-            link = reset_link(settings, u, base_url)
-            audit(s, None, "user.reset_link", u.email, via="cli")
-            s.commit()
+            link = reset_link_for(s=s, settings=settings, user=u, base_url=base_url, via="cli")
         click.echo(link)
         click.echo(
             f"valid {settings.reset_minutes} minutes, once; hand it to {u.email} in private",
@@ -401,14 +399,11 @@ def register(main: click.Group) -> None:
     @_done_quickly
     def users_sign_out(email):
         """End every session of an account (its API tokens stay: revoke those apart)."""
-        from server.domain.accounts import audit
+        from server.actions.accounts import sign_out_everywhere
 
         with _session(_settings()) as s:
             u = _user_by_email(s, email)
-            u.session_epoch = (u.session_epoch or 0) + 1
-            s.add(u)
-            audit(s, None, "user.sign_out_everywhere", u.email, via="cli")
-            s.commit()
+            sign_out_everywhere(s=s, user=u, via="cli")
         click.echo(f"every session of {u.email} is signed out")
 
     @main.group("tokens")
@@ -424,7 +419,7 @@ def register(main: click.Group) -> None:
         """Print a new API token for a user, once; only its sha256 is stored."""
         from sqlalchemy import select
 
-        from server.domain.accounts import create_token
+        from server.actions.accounts import new_token
         from server.jobs.emails import lookup_form
         from server.models import User
 
@@ -432,8 +427,7 @@ def register(main: click.Group) -> None:
             u = s.execute(select(User).where(User.email == lookup_form(email))).scalar_one_or_none()
             if u is None:
                 raise Refused(f"no user with email {email!r}")
-            _, plaintext = create_token(s, user=u, name=name)
-            s.commit()
+            _, plaintext = new_token(s=s, user=u, name=name)
         click.echo(plaintext)
 
     @main.group("competitions")

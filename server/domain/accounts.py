@@ -11,9 +11,10 @@ import secrets
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 from itsdangerous import BadData, URLSafeTimedSerializer
+from sqlalchemy import update
 from sqlmodel import Session, select
 
-from server.db import db
+from server.db import db, session_scope
 from server.domain import audit as audit_log
 from server.domain import people
 from server.jobs.emails import normalize_email
@@ -107,9 +108,10 @@ def user_for_token(s: Session, plaintext: str) -> User | None:
         or not hmac.compare_digest(tok.token_sha256, digest)
     ):
         return None
-    tok.last_used_at = utcnow()
-    s.add(tok)
-    s.commit()
+    # when it was last used: a step of its own (it is not part of what the request does), so a
+    # request that changes nothing commits nothing, and one refused keeps the mark
+    with session_scope(s.get_bind()) as own:
+        own.execute(update(ApiToken).where(ApiToken.id == tok.id).values(last_used_at=utcnow()))
     return s.get(User, tok.user_id)
 
 
@@ -149,16 +151,16 @@ def can_see_submission(user: User | None, sub: Submission, s: Session | None = N
     return submission_filter(user, s)(sub)
 
 
-def end_sessions(user: User) -> None:
+def end_sessions(s: Session, user: User) -> None:
     """End every session of this user (the caller commits): cookies carry the old epoch."""
     user.session_epoch = (user.session_epoch or 0) + 1
-    db().add(user)
+    s.add(user)
 
 
-def set_password(user: User, password: str) -> None:
+def set_password(s: Session, user: User, password: str) -> None:
     """A new password (checked for length by the caller); ends every earlier session."""
     user.password_hash = hash_password(password)
-    end_sessions(user)
+    end_sessions(s, user)
 
 
 def signer(secret_key: str, purpose: str):

@@ -25,26 +25,23 @@ from flask import (
 from itsdangerous import BadData
 from sqlmodel import Session, select
 
+from server.actions import accounts as account_actions
 from server.db import db
 from server.domain import people
 from server.domain.accounts import (
     MIN_PASSWORD,
-    audit,
-    create_token,
-    create_user,
     dummy_hash,
-    end_sessions,
     pw_stamp,
     reset_link,
-    set_password,
     signer,
     user_for_reset_token,
     user_for_token,
     verify_password,
 )
+from server.exceptions import Forbidden, NotFound, UploadFieldsInvalid
 from server.jobs.emails import BadEmail, is_email, lookup_form, normalize_email
 from server.jobs.mail import send_in_background
-from server.models import ApiToken, AssessmentCampaign, Competition, Phase, Submission, User, utcnow
+from server.models import ApiToken, AssessmentCampaign, Competition, Phase, Submission, User
 from server.settings import get_settings
 
 bp = Blueprint("auth", __name__, url_prefix="/auth")
@@ -275,12 +272,8 @@ def register():
                 "ok",
             )
             return redirect(url_for("auth.login"))
-        try:
-            user = create_user(s, email=email, password=password)
-            audit(s, user, "user.register", user.email)
-            s.commit()
-        except ValueError:  # taken: the same answer as for a new account, and no session
-            s.rollback()
+        # taken: the same answer as for a new account, and no session
+        account_actions.register(s=s, email=email, password=password)
         # the same words whether or not the address had an account (an address that had one
         # keeps its password): the page tells no one which addresses are registered
         flash(
@@ -312,13 +305,9 @@ def register_finish(token: str):
                 f"Choose a password of at least {MIN_PASSWORD} characters, the same twice.", "error"
             )
             return render_template("auth/set_password.html", email=email, finish=True), 400
-        try:
-            user = create_user(s, email=email, password=password)
-        except ValueError:
-            s.rollback()
+        user = account_actions.register(s=s, email=email, password=password, via="mail")
+        if user is None:  # registered meanwhile
             return redirect(url_for("auth.login"))
-        audit(s, user, "user.register", user.email, via="mail")
-        s.commit()
         _login(user)
         flash("Welcome! Create a team or join one with its invite code.", "ok")
         return redirect(url_for("teams.mine"))
@@ -350,8 +339,7 @@ def logout():
     """Sign out: ends this account's sessions everywhere (a copied cookie stops working too)."""
     user = current_user()
     if user is not None:
-        end_sessions(user)
-        db().commit()
+        account_actions.sign_out(s=db(), user=user)
     session.clear()
     return redirect(url_for("pages.index"))
 
@@ -410,9 +398,7 @@ def reset(token: str):
                 f"Choose a password of at least {MIN_PASSWORD} characters, the same twice.", "error"
             )
             return render_template("auth/set_password.html", email=user.email, finish=False), 400
-        set_password(user, password)
-        audit(s, user, "user.password_reset", user.email)
-        s.commit()
+        account_actions.reset_password(s=s, user=user, password=password)
         _login(user)
         flash("Your password is changed; every other session of this account is signed out.", "ok")
         return redirect(url_for("teams.mine"))
@@ -433,17 +419,22 @@ def password():
     s = db()
     user = current_user()
     new = request.form.get("new_password", "")
-    if not verify_password(user.password_hash, request.form.get("current_password", "")):
+    try:
+        account_actions.change_password(
+            s=s,
+            user=user,
+            current=request.form.get("current_password", ""),
+            new=new,
+            again=request.form.get("again", new),
+        )
+    except Forbidden:
         flash("The current password is wrong.", "error")
         return render_template("auth/account.html", lifetime=get_settings().session_hours), 400
-    if len(new) < MIN_PASSWORD or new != request.form.get("again", new):
+    except UploadFieldsInvalid:
         flash(
             f"Choose a new password of at least {MIN_PASSWORD} characters, the same twice.", "error"
         )
         return render_template("auth/account.html", lifetime=get_settings().session_hours), 400
-    set_password(user, new)
-    audit(s, user, "user.password_change", user.email)
-    s.commit()
     _login(user)
     flash("Password changed; every other session of this account is signed out.", "ok")
     return redirect(url_for("auth.account"))
@@ -454,10 +445,7 @@ def password():
 def end_my_sessions():
     """Sign out everywhere: every session of this account ends, this one too."""
     s = db()
-    user = current_user()
-    end_sessions(user)
-    audit(s, user, "user.sign_out_everywhere", user.email)
-    s.commit()
+    account_actions.sign_out_everywhere(s=s, user=current_user())
     session.clear()
     flash("Every session of your account is signed out.", "ok")
     return redirect(url_for("auth.login"))
@@ -480,9 +468,7 @@ def sign_out_user(user_id: int):
     user = s.get(User, user_id)
     if user is None:
         abort(404)
-    end_sessions(user)
-    audit(s, current_user(), "user.sign_out_everywhere", user.email, by="organizer")
-    s.commit()
+    account_actions.sign_out_everywhere(s=s, user=user, actor=current_user())
     flash(f"Every session of {user.email} is signed out.", "ok")
     return redirect(url_for("auth.users"))
 
@@ -503,8 +489,7 @@ def tokens():
     user = current_user()
     plaintext = None
     if request.method == "POST":
-        _, plaintext = create_token(s, user=user, name=request.form.get("name", ""))
-        s.commit()
+        _, plaintext = account_actions.new_token(s=s, user=user, name=request.form.get("name", ""))
     rows = s.exec(
         select(ApiToken).where(ApiToken.user_id == user.id).order_by(ApiToken.id.desc())
     ).all()
@@ -514,14 +499,10 @@ def tokens():
 @bp.route("/tokens/<int:token_id>/revoke", methods=["POST"])
 @login_required
 def revoke_token(token_id: int):
-    s = db()
-    tok = s.get(ApiToken, token_id)
-    if tok is None or tok.user_id != current_user().id:
+    try:
+        tok = account_actions.revoke_token(s=db(), user=current_user(), token_id=token_id)
+    except NotFound:
         abort(404)
-    if tok.revoked_at is None:
-        tok.revoked_at = utcnow()
-        s.add(tok)
-        s.commit()
     flash(f"Token {tok.prefix}… revoked.", "ok")
     return redirect(url_for("auth.tokens"))
 
