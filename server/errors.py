@@ -21,6 +21,7 @@ from server.exceptions import (
     StoreUnreachable,
     SubmissionRefused,
     TeamRefused,
+    UnknownSystem,
     UploadFieldsInvalid,
     UploadTooLarge,
 )
@@ -32,6 +33,7 @@ TABLE: list[tuple[type[Exception], int, str]] = [
     (UploadTooLarge, 413, "too_large"),
     (SubmissionRefused, 422, "refused"),
     (UploadFieldsInvalid, 422, "invalid_request"),
+    (UnknownSystem, 422, "unknown_system"),
     (BundleRefused, 422, "invalid_bundle"),
     (DuplicateSubmission, 200, "duplicate"),
     (LifecycleRefused, 409, "refused"),  # its own `code` (phase_open, reason_required, ...) is kept

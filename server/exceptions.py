@@ -102,6 +102,14 @@ class DuplicateSubmission(PalimpsestError):
         self.submission_id = submission_id
 
 
+class UnknownSystem(PalimpsestError):
+    """Baseline systems a task does not have, named with the ones it has."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
 class LifecycleRefused(PalimpsestError):
     """A change of a submission's or a phase's state that its current state does not allow."""
 

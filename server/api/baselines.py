@@ -7,8 +7,13 @@ from urllib.parse import urlencode
 from flask import current_app, request
 from sqlmodel import select
 
-from baselines.systems import SYSTEMS, Options
+from baselines.systems import Options
 from server import api_models as m
+from server.actions.exports import (
+    QueueUnreachable,
+    queue_baselines,
+)
+from server.actions.exports import baseline_runs as runs_of
 from server.api.common import (
     ApiError,
     body_model,
@@ -27,11 +32,6 @@ from server.api.common import (
     task_phases,
 )
 from server.api.openapi import op
-from server.boards.organize import (
-    QueueUnreachable,
-    queue_baselines,
-)
-from server.boards.organize import baseline_runs as runs_of
 from server.db import db
 from server.jobs.queue import connect
 from server.models import (
@@ -86,14 +86,6 @@ def baselines_queue(task_id):
     u = need_organizer(task_id)
     t = find_task(task_id)
     body = body_model(m.BaselineRuns)
-    known = SYSTEMS.get(t.id, ())
-    unknown = [x for x in body.systems if x not in known]
-    if unknown:
-        raise ApiError(
-            422,
-            "unknown_system",
-            f"{t.id} has no baseline system {', '.join(unknown)} (systems: {', '.join(known)})",
-        )
     opts = Options(model=body.model, cross_model=body.cross_model, device=body.device).job_args()
     try:
         jobs = queue_baselines(

@@ -10,6 +10,9 @@ from server import api_models as m
 from server.actions import adjudication, campaign_exports
 from server.actions import campaign_models as model_actions
 from server.actions import campaigns as campaign_actions
+from server.actions.exports import (
+    fit_enqueuer,
+)
 from server.api.common import (
     body_model,
     bp,
@@ -21,9 +24,6 @@ from server.api.common import (
     query_model,
 )
 from server.api.openapi import op
-from server.boards.organize import (
-    fit_enqueuer,
-)
 from server.db import db
 from server.settings import get_settings
 

@@ -18,7 +18,7 @@ from scorer.errors import TaskNotFound
 from server import api_models as m
 from server.actions import competitions as comp_actions
 from server.actions.common import phase_or_default
-from server.boards.organize import (
+from server.actions.exports import (
     enqueue_ids,
 )
 from server.db import db

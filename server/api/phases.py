@@ -7,6 +7,9 @@ from sqlmodel import select
 
 from server import api_models as m
 from server.actions import phases as phase_actions
+from server.actions.exports import (
+    export_ranking,
+)
 from server.actions.phases import (
     PHASE_ACTIONS,
     phase_state_fields,
@@ -26,9 +29,6 @@ from server.api.common import (
     query_model,
 )
 from server.api.openapi import op
-from server.boards.organize import (
-    export_ranking,
-)
 from server.db import db
 from server.domain.publication import latest_ranking
 from server.models import (

@@ -11,9 +11,9 @@ from flask import current_app, request
 
 from server import task_models as tm
 from server.actions import tasks as task_actions
+from server.actions.exports import enqueue_ids
 from server.api.common import body_model, bp, json_out, need_user
 from server.api.openapi import op
-from server.boards.organize import enqueue_ids
 from server.db import db
 from server.exceptions import BundleRefused
 from server.settings import get_settings

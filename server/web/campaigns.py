@@ -24,8 +24,8 @@ from markupsafe import Markup, escape
 from server.actions import adjudication, campaign_exports
 from server.actions import campaign_models as model_actions
 from server.actions import campaigns as campaign_actions
+from server.actions.exports import enqueue_ids, fit_enqueuer
 from server.api_models import FACTORS
-from server.boards.organize import enqueue_ids, fit_enqueuer
 from server.db import db
 from server.domain.sanitize import render_markdown
 from server.exceptions import LifecycleRefused, NotFound, QueueUnreachable, UploadFieldsInvalid

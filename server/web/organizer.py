@@ -23,15 +23,21 @@ from server.actions import common as action_common
 from server.actions import phases as phase_actions
 from server.actions import submissions as sub_actions
 from server.actions import tasks as task_actions
+from server.actions.exports import QueueUnreachable, baseline_runs, enqueue_ids, export_ranking
+from server.actions.exports import queue_baselines as enqueue_runs
 from server.actions.phases import PHASE_ACTIONS
 from server.boards import leaderboard as lb
-from server.boards.organize import QueueUnreachable, baseline_runs, enqueue_ids, export_ranking
-from server.boards.organize import queue_baselines as enqueue_runs
 from server.db import db
 from server.domain import lifecycle, people, provenance, publication
 from server.domain.submissions import phase_state
 from server.errors import status_of
-from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
+from server.exceptions import (
+    Forbidden,
+    LifecycleRefused,
+    NotFound,
+    UnknownSystem,
+    UploadFieldsInvalid,
+)
 from server.jobs.queue import QUEUES, connect, get_queue
 from server.models import (
     AuditLog,
@@ -586,12 +592,7 @@ def queue_baselines(task_id: str):
     """Put baseline runs of a task on the baselines queue (a GPU worker's, or serve's own
     worker)."""
     t = task_or_404(task_id)
-    systems = [x for x in request.form.getlist("system") if x in SYSTEMS.get(t.id, ())]
-    if not systems:
-        flash(
-            f"Choose at least one system of {t.id} ({', '.join(SYSTEMS.get(t.id, ()))}).", "error"
-        )
-        return _back(url_for("organizer.dashboard"))
+    systems = request.form.getlist("system")
     device = request.form.get("device", "auto")
     opts = Options(
         model=(request.form.get("model") or "").strip() or None,
@@ -609,8 +610,8 @@ def queue_baselines(task_id: str):
             actor=current_user(),
             settings=get_settings(),
         )
-    except QueueUnreachable as e:
-        flash(f"{str(e)[:1].upper()}{str(e)[1:]}.", "error")
+    except (QueueUnreachable, UnknownSystem) as e:
+        flash(f"Not queued: {e}.", "error")
         return _back(url_for("organizer.dashboard"))
     flash(
         f"Queued {len(jobs)} baseline run(s) of {t.id}: {', '.join(systems)}. A worker of the "

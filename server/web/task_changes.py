@@ -9,7 +9,7 @@ from pathlib import Path
 from flask import Blueprint, current_app, flash, redirect, request, url_for
 
 from server.actions import tasks as task_actions
-from server.boards.organize import enqueue_ids
+from server.actions.exports import enqueue_ids
 from server.db import db
 from server.exceptions import BundleRefused, Forbidden, LifecycleRefused, NotFound
 from server.settings import get_settings

@@ -14,11 +14,14 @@ from rq.job import Job
 from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
 from sqlmodel import Session
 
+from baselines.systems import SYSTEMS
+from server.actions import common
 from server.boards import fact_export
 from server.boards import leaderboard as lb
+from server.db import transaction
 from server.domain import provenance, publication
 from server.domain.accounts import audit
-from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
+from server.exceptions import LifecycleRefused, NotFound, UnknownSystem, UploadFieldsInvalid
 from server.jobs.queue import (
     BASELINES,
     connect,
@@ -58,10 +61,11 @@ def export_ranking(
     facts: bool = False,
 ) -> Export:
     """The final ranking as CSV, JSON or LaTeX: the published snapshot (`version`, default the
-    latest) byte for byte, or a live preview before publication; audited; commits. `columns`
+    latest) byte for byte, or a live preview before publication; audited. `columns`
     ("subset/metric") picks the LaTeX table's metric columns (the snapshot's stored table has the
     default ones). With `facts`, the fact sheets of the published version's rows instead (CSV or
     JSON; server.boards.fact_export)."""
+    common.require_organizer(actor, s, task_id=task.id)
     if fmt not in EXPORT_TYPES:
         raise NotFound(f"no export format {fmt!r} (csv, json, tex)")
     rv = publication.latest_ranking(s, phase.id, version)
@@ -69,16 +73,16 @@ def export_ranking(
         raise NotFound(f"{task.id}/{phase.name} has no published version {version}")
     if facts:
         return _export_facts(s, task, phase, fmt, rv, actor=actor, via=via)
-    audit(
-        s,
-        actor,
-        "ranking.export",
-        f"phase:{phase.id}",
-        format=fmt,
-        version=rv.version if rv else None,
-        via=via,
-    )
-    s.commit()
+    with transaction(s):  # the export is audited, in a transaction of its own
+        audit(
+            s,
+            actor,
+            "ranking.export",
+            f"phase:{phase.id}",
+            format=fmt,
+            version=rv.version if rv else None,
+            via=via,
+        )
     name = f"{task.id}-{phase.name}-ranking{f'-v{rv.version}' if rv else '-preview'}.{fmt}"
     if rv is not None and fmt == "tex" and columns:
         body = lb.snapshot_latex(json.loads(rv.body_json), columns=columns).encode("utf-8")
@@ -106,7 +110,7 @@ def export_ranking(
 
 
 def _export_facts(s: Session, task, phase: Phase, fmt: str, rv, *, actor, via: str) -> Export:
-    """The fact sheets of a published version (none before publication); audited; commits."""
+    """The fact sheets of a published version (none before publication); audited."""
     if fmt not in fact_export.FORMATS:
         raise UploadFieldsInvalid({"format": "the fact sheets are exported as csv or json"})
     if rv is None:
@@ -116,16 +120,16 @@ def _export_facts(s: Session, task, phase: Phase, fmt: str, rv, *, actor, via: s
             "not_published",
         )
     body = fact_export.export_facts(s, rv, fmt, actor=actor)
-    audit(
-        s,
-        actor,
-        "ranking.export",
-        f"phase:{phase.id}",
-        format=f"facts.{fmt}",
-        version=rv.version,
-        via=via,
-    )
-    s.commit()
+    with transaction(s):
+        audit(
+            s,
+            actor,
+            "ranking.export",
+            f"phase:{phase.id}",
+            format=f"facts.{fmt}",
+            version=rv.version,
+            via=via,
+        )
     name = f"{task.id}-{phase.name}-facts-v{rv.version}.{fmt}"
     return Export(body, fact_export.FORMATS[fmt], name, rv.version)
 
@@ -165,7 +169,16 @@ def queue_baselines(
     app, s: Session, task, systems: list[str], options: dict, *, actor, settings, via: str = "web"
 ) -> list[str]:
     """Put baseline runs of a task on the baselines queue; returns the job ids. Raises
-    QueueUnreachable (nothing was queued) when Redis cannot be reached."""
+    QueueUnreachable (nothing was queued) when Redis cannot be reached, UnknownSystem for a
+    system the task does not have (nothing queued either)."""
+    common.require_organizer(actor, s, task_id=task.id)
+    known = SYSTEMS.get(task.id, ())
+    unknown = [x for x in systems if x not in known]
+    if unknown or not systems:
+        raise UnknownSystem(
+            f"{task.id} has no baseline system {', '.join(unknown) or '(none chosen)'} "
+            f"(systems: {', '.join(known) or 'none'})"
+        )
     try:
         conn = app.extensions.get("palimpsest.redis") or connect(settings)
         jobs = [
@@ -175,17 +188,17 @@ def queue_baselines(
         raise QueueUnreachable(
             f"the baselines queue is not reachable ({type(e).__name__}: {e}); nothing was queued"
         ) from None
-    audit(
-        s,
-        actor,
-        "baselines.enqueue",
-        f"task:{task.id}",
-        systems=systems,
-        options=options,
-        jobs=jobs,
-        via=via,
-    )
-    s.commit()
+    with transaction(s):
+        audit(
+            s,
+            actor,
+            "baselines.enqueue",
+            f"task:{task.id}",
+            systems=systems,
+            options=options,
+            jobs=jobs,
+            via=via,
+        )
     return jobs
 
 
