@@ -106,16 +106,26 @@ def _after_transaction_end(s: Session, trans) -> None:
     _run(reversed(s.info.pop(_UNDO, [])), "rollback")
 
 
+_ACTIVE = "palimpsest.transaction"
+
+
 @contextmanager
 def transaction(s: Session):
     """The one transaction of an action on the session `s`: committed when the block ends, rolled
-    back (with its rollback hooks) on any error, the refusals included."""
+    back (with its rollback hooks) on any error, the refusals included. Inside another (an action
+    that calls another) it joins the outer one, which alone commits."""
+    if s.info.get(_ACTIVE):
+        yield s
+        return
+    s.info[_ACTIVE] = True
     try:
         yield s
         s.commit()
     except BaseException:
         s.rollback()
         raise
+    finally:
+        s.info.pop(_ACTIVE, None)
 
 
 @contextmanager

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from sqlmodel import Session, select
 
+from server.actions.common import action
 from server.db import transaction
 from server.domain.accounts import (
     MIN_PASSWORD,
@@ -30,6 +31,7 @@ def _check_new(password: str, again: str | None = None, field: str = "password")
         )
 
 
+@action
 def register(
     *, s: Session, email: str, password: str, via: str = "web", is_admin: bool = False
 ) -> User | None:
@@ -45,6 +47,7 @@ def register(
     return user
 
 
+@action
 def create_account(
     *, s: Session, email: str, password: str, is_admin: bool, actor: User | None, via: str
 ) -> User:
@@ -56,6 +59,7 @@ def create_account(
     return user
 
 
+@action
 def reset_link_for(*, s: Session, settings, user: User, base_url: str | None, via: str) -> str:
     """A single-use password-reset link for an account, audited (for a site that sends no
     mail)."""
@@ -70,6 +74,7 @@ def account_of(s: Session, email: str) -> User | None:
     return s.exec(select(User).where(User.email == email)).first()
 
 
+@action
 def change_password(
     *, s: Session, user: User, current: str, new: str, again: str | None = None
 ) -> User:
@@ -83,6 +88,7 @@ def change_password(
     return user
 
 
+@action
 def reset_password(*, s: Session, user: User, password: str, again: str | None = None) -> User:
     """A new password through a reset link (the caller checked the link); every session ends."""
     _check_new(password, again)
@@ -92,6 +98,7 @@ def reset_password(*, s: Session, user: User, password: str, again: str | None =
     return user
 
 
+@action
 def sign_out_everywhere(
     *, s: Session, user: User, actor: User | None = None, via: str = "web"
 ) -> None:
@@ -107,18 +114,21 @@ def sign_out_everywhere(
             audit(s, actor, "user.sign_out_everywhere", user.email, by="organizer")
 
 
+@action
 def sign_out(*, s: Session, user: User) -> None:
     """Sign out: like everywhere, since a copied cookie must stop working too (not audited)."""
     with transaction(s):
         end_sessions(s, user)
 
 
+@action
 def new_token(*, s: Session, user: User, name: str = "") -> tuple[ApiToken, str]:
     """An API token for `user`: the row, and its plaintext (shown once, stored as sha256)."""
     with transaction(s):
         return create_token(s, user=user, name=name)
 
 
+@action
 def revoke_token(*, s: Session, user: User, token_id: int) -> ApiToken:
     """Revoke one of `user`'s tokens (revoking a revoked one changes nothing)."""
     with transaction(s):

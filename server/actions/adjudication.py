@@ -12,6 +12,7 @@ from sqlmodel import Session, select
 from server import api_models as m
 from server import objectstore
 from server.actions.campaigns import for_organizer
+from server.actions.common import action
 from server.actions.common import require_organizer as require_task_organizer
 from server.actions.common import task as find_task
 from server.db import lock_row
@@ -80,6 +81,7 @@ def _undecided(votes, decided) -> list:
     ]
 
 
+@action
 def disagreements(*, s: Session, actor: User | None, campaign: int) -> m.DisagreementsOut:
     """The items whose judgments disagree or are not all in, with each label's count, the strict
     majority and the decision so far; unanimous complete items need none (its organizers)."""
@@ -151,6 +153,7 @@ def _decision_out(it: CampaignItem, d: CampaignDecision) -> m.DecisionOut:
     )
 
 
+@action
 def adjudicate(
     *,
     s: Session,
@@ -225,6 +228,7 @@ def _gold_version_out(v) -> m.GoldVersionOut:
     )
 
 
+@action
 def close_campaign(
     *, s: Session, actor: User | None, campaign: int, enqueue=None, via: str
 ) -> m.CloseOut:
@@ -347,6 +351,7 @@ def close_campaign(
     )
 
 
+@action
 def gold_versions(*, s: Session, actor: User | None, task: str) -> list[m.GoldVersionOut]:
     """The recorded versions of a task's gold, by split (its organizers)."""
     t = find_task(task)

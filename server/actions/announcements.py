@@ -11,6 +11,7 @@ from collections.abc import Callable
 from sqlmodel import Session, select
 
 from server import api_models as m
+from server.actions.common import action
 from server.actions.competitions import _invalid, _text, find, require_organizer, visible
 from server.domain import audit, people
 from server.domain.inputs import CONTROL
@@ -88,6 +89,7 @@ def recipients(s: Session, c: Competition) -> list[tuple[int, str]]:
     return [(uid, email) for uid, email in s.exec(q)]
 
 
+@action
 def announce(
     *,
     s: Session,
@@ -152,6 +154,7 @@ def announce(
     return announcement_out(a, c)
 
 
+@action
 def list_announcements(
     *, s: Session, viewer: User | None, competition: str, operator: bool = False
 ) -> list[m.AnnouncementOut]:
@@ -198,6 +201,7 @@ def _registration(s: Session, user: User, c: Competition) -> Registration:
     return reg
 
 
+@action
 def get_mail_preferences(*, s: Session, user: User, competition: str) -> m.MailPreferencesOut:
     """What the person is mailed in the competition (NotFound when not registered). Reading
     writes nothing: in a competition that registers people implicitly, one who has not acted
@@ -215,6 +219,7 @@ def get_mail_preferences(*, s: Session, user: User, competition: str) -> m.MailP
     return preferences_out(c, reg, role)
 
 
+@action
 def set_mail_preferences(
     *,
     s: Session,

@@ -23,6 +23,7 @@ from sqlmodel import Session, select
 from server import api_models as m
 from server import objectstore
 from server.actions import competitions as comp_actions
+from server.actions.common import action
 from server.domain import audit, lifecycle, people
 from server.domain.sanitize import MarkdownTooDeep, check_markdown, render_markdown
 from server.exceptions import BundleRefused, LifecycleRefused
@@ -102,6 +103,7 @@ def _when(v) -> datetime | None:
     return v
 
 
+@action
 def create_from_bundle(
     *, s: Session, actor: User | None, source: Path, via: str, settings
 ) -> m.CompetitionOut:
@@ -231,6 +233,7 @@ def _roles(
             raise BundleRefused([_problem("roles", f"{email}: {e.message}")]) from None
 
 
+@action
 def exportable(*, s: Session, competition: str, home: Path) -> bool:
     """Whether every task of the competition is installed as a bundle, its declaration beside its
     files (a bundle's task, or a built-in one imported since its importer writes a bundle)."""
@@ -238,6 +241,7 @@ def exportable(*, s: Session, competition: str, home: Path) -> bool:
     return all(declaration_path(t, Path(home)).is_file() for t in people.task_ids(s, c.id))
 
 
+@action
 def export_competition(
     *,
     s: Session,
@@ -360,6 +364,7 @@ def _cloned(spec: dict, new_id: str) -> dict:
     return spec
 
 
+@action
 def clone_competition(
     *, s: Session, actor: User | None, competition: str, new_id: str, via: str, settings
 ) -> m.CompetitionOut:

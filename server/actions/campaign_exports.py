@@ -13,6 +13,7 @@ from sqlmodel import Session, select
 
 from server.actions.adjudication import decisions
 from server.actions.campaigns import agreement, for_organizer
+from server.actions.common import action
 from server.actions.common import task as find_task
 from server.boards import plots
 from server.domain import goldversions
@@ -39,6 +40,7 @@ def _pseudonyms(rows) -> dict[int, str]:
     return {uid: f"A{k}" for k, uid in enumerate(sorted({r[0] for r in rows}), start=1)}
 
 
+@action
 def export_files(*, s: Session, actor: User | None, campaign: int) -> dict[str, bytes]:
     """A campaign's export as file name -> bytes: `judgments.csv` (assessors pseudonymised A1..An,
     no emails), `decisions.csv`, `gold/` (the split's gold as the store holds it, after a close
@@ -100,6 +102,7 @@ def export_files(*, s: Session, actor: User | None, campaign: int) -> dict[str, 
     return out
 
 
+@action
 def export_campaign(*, s: Session, actor: User | None, campaign: int, dest: Path) -> list[Path]:
     """Write the campaign's export (`export_files`) under `dest`; returns the paths written."""
     written = []

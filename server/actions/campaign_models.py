@@ -21,6 +21,7 @@ from sqlmodel import Session, select
 
 from server import api_models as m
 from server.actions.campaigns import for_organizer
+from server.actions.common import action
 from server.domain import audit
 from server.domain.judgments import fit_inputs
 from server.exceptions import LifecycleRefused, QueueUnreachable, UploadFieldsInvalid
@@ -76,6 +77,7 @@ def _fits(s: Session, campaign_id: int) -> list[CampaignModelFit]:
     return list(s.exec(q.order_by(CampaignModelFit.id.desc())))
 
 
+@action
 def request_bayes(
     *,
     s: Session,
@@ -164,6 +166,7 @@ def request_bayes(
     return _fit_out(f)
 
 
+@action
 def show_bayes(*, s: Session, actor: User | None, campaign: int) -> m.BayesFitsOut:
     """A campaign's fits of the Bayesian agreement model, the newest first, each done fit saying
     whether the judgments stored now still give the table it fitted (its organizers)."""

@@ -42,6 +42,7 @@ import numpy as np
 from sqlmodel import Session, select
 
 from server import api_models as m
+from server.actions.common import action
 from server.actions.common import phase as find_phase
 from server.actions.common import require_organizer as require_task_organizer
 from server.actions.common import task as find_task
@@ -102,6 +103,7 @@ def for_organizer(s: Session, actor: User | None, campaign_id: int):
     return c, comp
 
 
+@action
 def check_organizer(*, s: Session, actor: User | None, campaign: int) -> None:
     """Refuse (404, or 403 to someone with another role in its competition) anyone who does not
     organize the campaign's competition: a route checks it before it reads a body."""
@@ -256,6 +258,7 @@ def _out(s: Session, c: AssessmentCampaign, comp: Competition, with_items: bool)
     )
 
 
+@action
 def open_campaign(
     *,
     s: Session,
@@ -365,12 +368,14 @@ def open_campaign(
     return _out(s, c, comp, with_items=True)
 
 
+@action
 def show_campaign(*, s: Session, actor: User | None, campaign: int) -> m.CampaignOut:
     """A campaign with its items and its counts per assessor (its competition's organizers)."""
     c, comp = for_organizer(s, actor, campaign)
     return _out(s, c, comp, with_items=True)
 
 
+@action
 def list_campaigns(*, s: Session, actor: User | None, task: str, phase: str) -> list[m.CampaignOut]:
     """The campaigns of a task's phase, newest first (its competition's organizers)."""
     t = find_task(task)
@@ -406,6 +411,7 @@ def _item_view(c, store, split, item, a, j, qtext, stext, inputs) -> m.AssessIte
     return m.AssessItemOut(**fields)
 
 
+@action
 def my_items(*, s: Session, user: User, campaign: int) -> m.AssessOut:
     """The signed-in assessor's items in their own order, with the texts and their own
     judgments; nothing of the runs, the scores or the other assessors."""
@@ -442,6 +448,7 @@ def my_items(*, s: Session, user: User, campaign: int) -> m.AssessOut:
     )
 
 
+@action
 def judge(
     *, s: Session, user: User, campaign: int, item: int, label: str, comment: str = "", via: str
 ) -> m.JudgmentOut:
@@ -498,6 +505,7 @@ def judge(
 # ----------------------------------------------------------------------------- agreement
 
 
+@action
 def agreement(
     *, s: Session, actor: User | None, campaign: int, by: str | None = None
 ) -> m.AgreementOut:
@@ -561,6 +569,7 @@ def agreement(
 # ----------------------------------------------------------------------------- the way in
 
 
+@action
 def my_campaigns(*, s: Session, user: User | None) -> list[m.MyCampaignOut]:
     """The campaigns that give the signed-in person items to judge, newest first, with how many
     of their own items they have judged (nothing of anyone else's)."""

@@ -14,6 +14,7 @@ from baselines.systems import Models, Options
 from server import api_models as m
 from server import objectstore
 from server.actions import common
+from server.actions.common import action
 from server.actions.submissions import fact_sheet, uploader_team
 from server.domain import code_runs, people
 from server.domain.accounts import audit
@@ -40,6 +41,7 @@ from server.storage import path_for, store_upload
 from tasks.store import TaskStore
 
 
+@action
 def submit_code(
     *,
     s: Session,
@@ -201,6 +203,7 @@ def _outline(reason: str) -> str:
     return reason.split(":", 1)[0]
 
 
+@action
 def get_run(*, s: Session, run_id: int, viewer: User | None) -> m.CodeRunOut:
     """A run, to its team and the organizers (NotFound to anyone else)."""
     r = _run(s, run_id)
@@ -214,6 +217,7 @@ def get_run(*, s: Session, run_id: int, viewer: User | None) -> m.CodeRunOut:
     return run_out(s, r, organizer=organizer)
 
 
+@action
 def review_run(*, s: Session, run_id: int, actor: User | None) -> m.CodeRunOut:
     """An organizer has read the run's log (on a blind phase its team may then read it)."""
     r = _run(s, run_id)
@@ -231,6 +235,7 @@ def review_run(*, s: Session, run_id: int, actor: User | None) -> m.CodeRunOut:
     return run_out(s, r, organizer=True)
 
 
+@action
 def list_runs(
     *, s: Session, task_id: str, actor: User | None, awaiting_review: bool = False
 ) -> m.CodeRunsOut:

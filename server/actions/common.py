@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 from sqlmodel import Session, select
 
 from scorer.errors import TaskNotFound
+from server.db import transaction
 from server.domain import people
 from server.domain.submissions import phase_state
 from server.exceptions import Forbidden, NotFound
@@ -95,3 +98,16 @@ def phase_or_default(s: Session, task_id: str, name: str | None) -> Phase:
             if p.name == want:
                 return p
     return open_[0] if open_ else phases[-1]
+
+
+def action(fn):
+    """An action is one transaction: what `fn` changes on its session `s` is committed when it
+    returns and rolled back, with its rollback hooks, when it raises (a refusal included), so a
+    refused action leaves nothing behind. An action called from another joins its transaction."""
+
+    @functools.wraps(fn)
+    def run(*args, s: Session, **kwargs):
+        with transaction(s):
+            return fn(*args, s=s, **kwargs)
+
+    return run

@@ -13,6 +13,7 @@ from sqlmodel import Session, select
 
 from server import api_models as m
 from server.actions import common
+from server.actions.common import action
 from server.domain import audit, lifecycle, people
 from server.domain.inputs import CONTROL, one_line_problem
 from server.domain.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
@@ -169,6 +170,7 @@ def _out(s: Session, c: Competition, viewer: User | None = None) -> m.Competitio
     )
 
 
+@action
 def tasks_offered(*, s: Session) -> list[tuple[str, str]]:
     """The declared tasks a new competition may take: those in no competition or in the
     placeholder their phases made, as (id, label) choices."""
@@ -184,6 +186,7 @@ def tasks_offered(*, s: Session) -> list[tuple[str, str]]:
     return out
 
 
+@action
 def list_competitions(
     *, s: Session, viewer: User | None, operator: bool = False
 ) -> list[m.CompetitionSummary]:
@@ -199,6 +202,7 @@ def list_competitions(
     return [_summary(s, c) for c in s.exec(q.order_by(Competition.id.desc()))]
 
 
+@action
 def get_competition(
     *, s: Session, viewer: User | None, competition: str, operator: bool = False
 ) -> m.CompetitionOut:
@@ -207,6 +211,7 @@ def get_competition(
     return _out(s, visible(s, competition, viewer, operator), viewer)
 
 
+@action
 def get_page(
     *, s: Session, viewer: User | None, competition: str, page: str, operator: bool = False
 ) -> m.CompetitionPageOut:
@@ -220,6 +225,7 @@ def get_page(
     raise NotFound(f"{competition} has no page {page!r} (it has: {names})", "unknown_page")
 
 
+@action
 def create_competition(
     *,
     s: Session,
@@ -283,6 +289,7 @@ def create_competition(
     return _out(s, c, actor)
 
 
+@action
 def set_owner(*, s: Session, competition: str, user: User, via: str) -> None:
     """Make an account an owner of a competition (the server's shell, which has no account of
     its own to make one); audited; commits."""
@@ -312,6 +319,7 @@ SETTINGS = (
 )
 
 
+@action
 def edit_competition(
     *,
     s: Session,
@@ -365,6 +373,7 @@ def edit_competition(
     return _out(s, c, actor)
 
 
+@action
 def set_page(
     *,
     s: Session,

@@ -21,6 +21,7 @@ from sqlmodel import Session
 from server import api_models as m
 from server import objectstore
 from server.actions import common
+from server.actions.common import action
 from server.actions.submissions import submit
 from server.exceptions import LifecycleRefused, NotFound, UploadTooLarge
 from server.models import User
@@ -87,6 +88,7 @@ def _done(store, t: dict) -> dict[int, dict]:
         kw["PartNumberMarker"] = r["NextPartNumberMarker"]
 
 
+@action
 def start(
     *, s: Session, user: User, task_id: str, phase: str | None, filename: str, size: int, settings
 ) -> m.LargeUploadOut:
@@ -146,6 +148,7 @@ def parts(*, user: User, ticket: str, settings) -> m.LargeUploadOut:
     )
 
 
+@action
 def complete(
     *, s: Session, user: User, ticket: str, fields: m.UploadFields, settings, redis, enqueue
 ):

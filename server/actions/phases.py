@@ -11,6 +11,7 @@ from sqlmodel import Session
 
 from server import api_models as m
 from server.actions import common
+from server.actions.common import action
 from server.db import transaction
 from server.domain import lifecycle
 from server.domain.submissions import phase_state
@@ -89,6 +90,7 @@ def _change(
     return _result(p)
 
 
+@action
 def close_phase(
     *, s: Session, task_id: str, phase: str, actor: User | None, via: str
 ) -> m.PhaseActionOut:
@@ -102,6 +104,7 @@ def close_phase(
     )
 
 
+@action
 def freeze_board(
     *, s: Session, task_id: str, phase: str, actor: User | None, via: str
 ) -> m.PhaseActionOut:
@@ -115,6 +118,7 @@ def freeze_board(
     )
 
 
+@action
 def unfreeze_board(
     *, s: Session, task_id: str, phase: str, actor: User | None, via: str
 ) -> m.PhaseActionOut:
@@ -128,6 +132,7 @@ def unfreeze_board(
     )
 
 
+@action
 def show_board(
     *, s: Session, task_id: str, phase: str, actor: User | None, via: str
 ) -> m.PhaseActionOut:
@@ -141,6 +146,7 @@ def show_board(
     )
 
 
+@action
 def hide_board(
     *, s: Session, task_id: str, phase: str, actor: User | None, via: str
 ) -> m.PhaseActionOut:
@@ -154,6 +160,7 @@ def hide_board(
     )
 
 
+@action
 def publish_ranking(
     *,
     s: Session,
@@ -194,6 +201,7 @@ def default_split(task, name: str) -> str:
     return "test" if "test" in task.splits else task.splits[0]
 
 
+@action
 def create_phase(
     *,
     s: Session,
@@ -227,6 +235,7 @@ def create_phase(
     return m.PhaseState(**phase_state_fields(p))
 
 
+@action
 def edit_phase(
     *, s: Session, task_id: str, phase: str, changes: dict, actor: User | None, via: str
 ) -> m.PhaseState:
@@ -238,6 +247,7 @@ def edit_phase(
     return m.PhaseState(**phase_state_fields(p))
 
 
+@action
 def set_phase(
     *, s: Session, task_id: str, phase: str, changes: dict, actor: User | None, home, via: str
 ) -> m.PhaseState:
@@ -255,6 +265,7 @@ def set_phase(
     return edit_phase(s=s, task_id=task.id, phase=phase, changes=changes, actor=actor, via=via)
 
 
+@action
 def redraw_partition(
     *, s: Session, task_id: str, phase: str, actor: User | None, via: str
 ) -> m.PhaseState:

@@ -18,6 +18,7 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Session, select
 
 from server import api_models as m
+from server.actions.common import action
 from server.actions.competitions import find, require_organizer, visible
 from server.domain import audit, lifecycle, people, teams
 from server.domain.inputs import CONTROL
@@ -95,6 +96,7 @@ def _open_for(s: Session, user: User, competition: str) -> Competition:
     return c
 
 
+@action
 def register(
     *,
     s: Session,
@@ -185,6 +187,7 @@ def register(
     return _out(s, c, user, reg)
 
 
+@action
 def my_registration(*, s: Session, user: User, competition: str) -> m.RegistrationOut:
     """The person's registration for a competition they may see (`registered` false: none) and
     whether they may download and submit, with why not."""
@@ -216,6 +219,7 @@ def _team_name(own: TeamMember | None, own_team, every: TeamMember | None, every
     return None
 
 
+@action
 def list_participants(
     *,
     s: Session,
@@ -274,6 +278,7 @@ def _task_phases(s: Session, c: Competition) -> list[Phase]:
     return list(s.exec(select(Phase).where(Phase.task_id.in_(tids)).order_by(Phase.id)))
 
 
+@action
 def decide(
     *,
     s: Session,

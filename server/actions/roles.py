@@ -20,6 +20,7 @@ from itsdangerous import BadData, SignatureExpired, URLSafeTimedSerializer
 from sqlmodel import Session, select
 
 from server import api_models as m
+from server.actions.common import action
 from server.actions.competitions import find, require_organizer
 from server.db import lock_row
 from server.domain import audit, people
@@ -88,6 +89,7 @@ def _require_owner(s: Session, actor: User | None, c: Competition) -> None:
     raise Forbidden(f"this needs an owner of {c.slug!r}", "not_owner")
 
 
+@action
 def require_owner(*, s: Session, actor: User | None, competition: str) -> None:
     """Refuse, before anything else is read, someone who may not invite or revoke in it."""
     _require_owner(s, actor, find(s, competition))
@@ -146,6 +148,7 @@ def _mail_body(c: Competition, role: str, inviter: User | None, link: str) -> st
 # ----------------------------------------------------------------------------- actions
 
 
+@action
 def invite(
     *,
     s: Session,
@@ -262,6 +265,7 @@ def masked(email: str) -> str:
     return f"{local[:1]}…@{domain}"
 
 
+@action
 def show_invite(
     *, s: Session, user: User, token: str, settings: Settings | None = None
 ) -> m.InviteShown:
@@ -284,6 +288,7 @@ def show_invite(
     )
 
 
+@action
 def accept(
     *, s: Session, user: User, token: str, via: str = "web", settings: Settings | None = None
 ) -> m.InviteAccepted:
@@ -321,6 +326,7 @@ def accept(
     return m.InviteAccepted(competition=c.slug, title=c.title, role=inv.role, email=user.email)
 
 
+@action
 def list_roles(*, s: Session, actor: User | None, competition: str) -> m.RolesOut:
     """Who has which role in a competition, and its pending invitations (its organizers read)."""
     c = find(s, competition)
@@ -353,6 +359,7 @@ def list_roles(*, s: Session, actor: User | None, competition: str) -> m.RolesOu
     )
 
 
+@action
 def revoke(
     *, s: Session, actor: User | None, competition: str, user_or_email: str | int, via: str
 ) -> m.RoleRevoked:

@@ -10,6 +10,7 @@ from sqlmodel import Session, select
 
 from server import api_models as m
 from server.actions import common
+from server.actions.common import action
 from server.db import after_commit, transaction
 from server.domain import facts, lifecycle, people
 from server.domain.accounts import audit, can_see_submission
@@ -27,6 +28,7 @@ from server.models import Submission, Team, User
 from tasks.store import TaskStore
 
 
+@action
 def rescore_submission(
     *,
     s: Session,
@@ -56,6 +58,7 @@ def rescore_submission(
     return m.Rescored(queued=ids, skipped=0)
 
 
+@action
 def rescore_selection(
     *,
     s: Session,
@@ -102,6 +105,7 @@ def rescore_selection(
     return m.Rescored(queued=ids, skipped=0)
 
 
+@action
 def set_visibility(
     *, s: Session, submission_id: int, action: str, actor: User | None, reason: str = ""
 ) -> Submission:
@@ -131,6 +135,7 @@ def _own_run(s: Session, submission_id: int, actor: User | None, verb: str) -> S
     return sub
 
 
+@action
 def choose_primary(*, s: Session, submission_id: int, actor: User | None) -> Submission:
     """A team makes one of its runs its primary (ranked) run of the phase; the others become
     contrastive."""
@@ -139,6 +144,7 @@ def choose_primary(*, s: Session, submission_id: int, actor: User | None) -> Sub
         return lifecycle.set_primary(s, sub, team_id=sub.team_id, actor=actor)
 
 
+@action
 def set_shown_publicly(
     *, s: Session, submission_id: int, actor: User | None, show: bool
 ) -> Submission:
@@ -149,6 +155,7 @@ def set_shown_publicly(
         return lifecycle.set_shown_publicly(s, sub, show, actor=actor)
 
 
+@action
 def delete_run(*, s: Session, submission_id: int, actor: User | None) -> Submission:
     """A team deletes one of its runs: it leaves every board and the team's lists at once, is
     kept for the organizers (who may restore it) and still counts against the quota."""
@@ -174,6 +181,7 @@ def read_upload_fields(form, *, checkboxes: tuple[str, ...] = ()) -> m.UploadFie
         ) from None
 
 
+@action
 def submit(
     *,
     s: Session,

@@ -33,7 +33,7 @@ from server import objectstore
 from server import task_models as tm
 from server.actions import competitions as comp_actions
 from server.actions.bundles import _problem, _refusal
-from server.actions.common import require_organizer
+from server.actions.common import action, require_organizer
 from server.actions.common import task as find_task
 from server.boards import leaderboard as lb
 from server.domain import audit, goldversions, lifecycle, people, publication
@@ -136,6 +136,7 @@ def _state(s: Session, task_id: str, closed: list[str] | None = None) -> tm.Task
     )
 
 
+@action
 def task_state(*, s: Session, actor: User | None, task: str) -> tm.TaskStateOut:
     """A task's version, the versions recorded and whether it is archived (its organizers)."""
     t = find_task(task)
@@ -194,6 +195,7 @@ def phase_change(s: Session, phase: Phase, settings) -> dict:
 # ----------------------------------------------------------------------------- texts
 
 
+@action
 def edit_texts(
     *, s: Session, actor: User | None, task: str, texts: dict, via: str, settings
 ) -> tm.TaskStateOut:
@@ -477,6 +479,7 @@ def _notes(s: Session, c: Competition, b: bundles.Bundle) -> list[str]:
     return notes
 
 
+@action
 def update_from_bundle(
     *,
     s: Session,
@@ -537,6 +540,7 @@ def _work_dir():
 # ----------------------------------------------------------------------------- archive
 
 
+@action
 def archive_task(
     *, s: Session, actor: User | None, task: str, via: str, reason: str = ""
 ) -> tm.TaskStateOut:

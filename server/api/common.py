@@ -64,7 +64,6 @@ def _api_error(e: ApiError):
 
 def named_error(e: Exception):
     """A named failure of the server (server.errors.TABLE): its status and code, as on the web."""
-    db().rollback()
     status, code, message, extra = describe(e)
     return error_response(status, code, message, **extra)
 

@@ -169,10 +169,8 @@ def judge(campaign_id: int, item_id: int):
             via="web",
         )
     except UploadFieldsInvalid as e:
-        s.rollback()
         return _assess_page(campaign_id, item_id, 400, e.fields, {"comment": comment})
     except LifecycleRefused as e:
-        s.rollback()
         return _assess_page(campaign_id, item_id, 409, {"": e.message}, {"comment": comment})
     items = campaign_actions.my_items(s=s, user=current_user(), campaign=campaign_id).items
     here = next((k for k, it in enumerate(items) if it.item == item_id), 0)
@@ -234,7 +232,6 @@ def phase_campaigns(phase_id: int):
             via="web",
         )
     except UploadFieldsInvalid as e:
-        s.rollback()
         for k, msg in e.fields.items():
             if k in form and k != "csrf_token":
                 form[k].errors = [*form[k].errors, msg]
@@ -242,7 +239,6 @@ def phase_campaigns(phase_id: int):
                 form.form_errors.append(f"{k}: {msg}")
         return _phase_campaigns_page(p, form, 400)
     except (LifecycleRefused, NotFound) as e:
-        s.rollback()
         form.form_errors.append(f"{e.message[:1].upper()}{e.message[1:]}.")
         return _phase_campaigns_page(p, form, 409 if isinstance(e, LifecycleRefused) else 404)
     flash(
@@ -313,7 +309,6 @@ def _refused(campaign_id: int, e: Exception, item: int | None = None, typed=None
     """The campaign page again with an action's refusal: 400 for fields, 409 for a state, 404
     for an item the campaign does not have; beside the item's form, under Adjudication, or (a
     refused close: the page opens at its top) above the page's title."""
-    db().rollback()
     typed = typed or {}
     if isinstance(e, UploadFieldsInvalid):
         return _campaign_page(campaign_id, 400, errors=e.fields, item=item, typed=typed)
@@ -438,7 +433,6 @@ def bayes(campaign_id: int):
             via="web",
         )
     except (LifecycleRefused, UploadFieldsInvalid, QueueUnreachable) as e:
-        s.rollback()
         flash(f"Not requested: {e.message}.", "error")
     else:
         flash(f"Fit {got.id} of the Bayesian model is queued: a worker fits it.", "ok")

@@ -94,7 +94,6 @@ def new():
             tasks=form.tasks.data or [],
         )
     except (UploadFieldsInvalid, LifecycleRefused, NotFound) as e:
-        s.rollback()
         form.form_errors.append(f"{e.message[:1].upper()}{e.message[1:]}.")
         return _new_page(form, 400)
     flash(f"Competition {made.id} created as a draft: write its pages, then make it visible.", "ok")
@@ -129,7 +128,6 @@ def new_from_bundle():
                 s=s, actor=current_user(), source=path, via="web", settings=get_settings()
             )
         except BundleRefused as e:
-            s.rollback()
             return _new_page(form, 422, problems=e.problems, bundle_message=e.message)
     flash(f"Competition {made.id} created from the bundle: {', '.join(made.tasks)}.", "ok")
     return redirect(url_for("competitions.show", competition=made.id))
@@ -187,7 +185,6 @@ def edit(competition: str):
             state=form.state.data,
         )
     except UploadFieldsInvalid as e:
-        s.rollback()
         form.form_errors.append(f"{e.message[:1].upper()}{e.message[1:]}.")
         return _settings_page(c, form, 400)
     flash("Competition saved.", "ok")
@@ -231,7 +228,6 @@ def edit_page(competition: str):
             position=form.position.data,
         )
     except (UploadFieldsInvalid, LifecycleRefused, NotFound) as e:
-        s.rollback()
         form.form_errors.append(f"{e.message[:1].upper()}{e.message[1:]}.")
         return _form_page(c, form, 400)
     return redirect(url_for("competitions.show_page", competition=c.id, page=saved.slug))
@@ -280,7 +276,6 @@ def register(competition: str):
             via="web",
         )
     except (UploadFieldsInvalid, Forbidden, LifecycleRefused) as e:
-        s.rollback()
         flash(f"Not registered: {e.message}.", "error")
         return redirect(url_for("competitions.show", competition=competition))
     if got.participating:
@@ -330,7 +325,6 @@ def decide(competition: str, user_id: int):
         )
         flash(f"{got.email}: {got.status}.", "ok")
     except (UploadFieldsInvalid, LifecycleRefused, NotFound) as e:
-        s.rollback()
         flash(f"Not changed: {e.message}.", "error")
     back = request.form.get("status") or None
     return redirect(url_for("competitions.participants", competition=competition, status=back))
@@ -424,8 +418,8 @@ def _announcement_context(competition: str, viewer) -> dict:
     if viewer is not None:
         try:
             prefs = ann_actions.get_mail_preferences(s=s, user=viewer, competition=competition)
-        except NotFound:
-            s.rollback()
+        except NotFound:  # not registered: no preferences to show
+            pass
     return {
         # sanitized by server.domain.sanitize when the announcement was saved: safe to insert as
         # HTML
@@ -461,7 +455,6 @@ def announce(competition: str):
             enqueue=_deliver_mail,
         )
     except UploadFieldsInvalid as e:
-        s.rollback()
         form.form_errors.append(f"{e.message[:1].upper()}{e.message[1:]}.")
         return _announce_page(c, form, 400)
     flash(f"Announcement posted; mailed to {a.recipients} participant(s).", "ok")
@@ -490,7 +483,6 @@ def mail_preferences(competition: str):
             via="web",
         )
     except NotFound as e:
-        s.rollback()
         flash(f"{e.message[:1].upper()}{e.message[1:]}.", "error")
         return redirect(url_for("competitions.show", competition=competition))
     flash("Mail preferences saved.", "ok")

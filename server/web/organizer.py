@@ -251,7 +251,6 @@ def _act(fn, done: str):
         flash(done, "ok")
         return True
     except (LifecycleRefused, NotFound, Forbidden) as e:
-        db().rollback()
         msg = getattr(e, "message", None) or str(e)
         flash(f"Refused. {msg[:1].upper()}{msg[1:]}.", "error")
         return False

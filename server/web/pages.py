@@ -265,14 +265,12 @@ def submit(task_id: str):
             redis=current_app.extensions.get("palimpsest.redis"),
         )
     except UploadFieldsInvalid as e:  # the fact sheet: each problem beside its field
-        s.rollback()
         sheet["fact_errors"] = {
             k.removeprefix("facts."): v for k, v in e.fields.items() if k.startswith("facts.")
         }
         flash("Not submitted: " + e.message, "error")
         return render_template("tasks/submit.html", task=t, phases=phases, form=form, **sheet), 422
     except (SubmissionRefused, Forbidden, LifecycleRefused) as e:
-        s.rollback()
         when = getattr(e, "next_allowed_at", None)
         msg = str(e)
         if when and "UTC" not in msg:
@@ -480,11 +478,9 @@ def _run_action(submission_id: int, fn, **kw):
     try:
         return fn(s=s, submission_id=submission_id, actor=current_user(), **kw)
     except (Forbidden, LifecycleRefused) as e:
-        s.rollback()
         back = url_for("pages.submission", submission_id=submission_id)
         abort(make_response(refusal(status_of(e), str(e), back)))
     except NotFound:
-        s.rollback()
         abort(404)
 
 

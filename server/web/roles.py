@@ -47,7 +47,6 @@ def people(competition: str):
             via="web",
         )
     except (UploadFieldsInvalid, LifecycleRefused) as e:
-        s.rollback()
         form.form_errors.append(f"{e.message[:1].upper()}{e.message[1:]}.")
         return _people_page(competition, form, 400)
     flash(f"{made.message[:1].upper()}{made.message[1:]}.", "ok")
@@ -70,7 +69,6 @@ def revoke(competition: str):
             via="web",
         )
     except (LifecycleRefused, NotFound) as e:
-        s.rollback()
         flash(f"Refused. {e.message[:1].upper()}{e.message[1:]}.", "error")
         return redirect(url_for("roles.people", competition=competition))
     said = f"{done.email} is no longer {done.role}" if done.role else f"{done.email}: "
@@ -94,7 +92,6 @@ def invite(token: str):
             flash(f"You are now {done.role} of {done.title}.", "ok")
             return redirect(url_for("competitions.show", competition=done.competition))
     except (NotFound, LifecycleRefused, Forbidden) as e:
-        s.rollback()
         code = 404 if isinstance(e, NotFound) else 403 if isinstance(e, Forbidden) else 409
         return render_template(
             "error.html", code=code, message=f"{e.message[:1].upper()}{e.message[1:]}."

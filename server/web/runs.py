@@ -90,19 +90,16 @@ def submit(task_id: str):
             enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
         )
     except UploadFieldsInvalid as e:
-        s.rollback()
         sheet["fact_errors"] = {
             k.removeprefix("facts."): v for k, v in e.fields.items() if k.startswith("facts.")
         }
         flash("Not submitted: " + e.message, "error")
         return page(422)
     except BundleRefused as e:  # the archive or its system.yaml: every problem
-        s.rollback()
         sheet["problems"] = e.problems
         flash("Not submitted: " + e.message, "error")
         return page(422)
     except (SubmissionRefused, Forbidden, LifecycleRefused) as e:
-        s.rollback()
         flash(str(e), "error")
         return page(status_of(e))
     if duplicate:

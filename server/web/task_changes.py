@@ -26,7 +26,6 @@ def _back():
 
 
 def _refused(e: Exception) -> None:
-    db().rollback()
     flash(f"Refused: {getattr(e, 'message', None) or e}.", "error")
     for p in getattr(e, "problems", [])[:SHOWN_PROBLEMS]:
         line = f" (line {p['line']})" if p.get("line") else ""
