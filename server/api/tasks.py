@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 from flask import Response, request
 
 from server import api_models as m
+from server.actions import downloads as download_actions
 from server.actions.phases import (
     phase_fields,
 )
@@ -99,7 +100,9 @@ def download(task_id):
     s = db()
     split = query_model(m.DownloadQuery).split
     try:
-        given, withheld = releases.downloadable(s, u, t, get_settings().home, split)
+        given, withheld = download_actions.released(
+            s=s, user=u, task=t, home=get_settings().home, area=split
+        )
     except releases.DownloadRefused as e:
         raise ApiError(e.status, e.code, e.message) from e
     store = task_store(t.id)

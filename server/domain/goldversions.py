@@ -23,6 +23,7 @@ from pathlib import Path
 from sqlmodel import Session, select
 
 from scorer.families import JUDGED
+from server.db import after_commit, on_rollback
 from server.models import GoldVersion
 from tasks.base import unit_id
 from tasks.store import TaskStore, _tree_sha256
@@ -154,8 +155,12 @@ def write_version(
         )
         s.add(prev)
     kept = store.root / "gold-history" / split / f"v{prev.version}"
+    previous = None  # a copy kept by an earlier close that did not commit: set aside, not lost
     if kept.exists():
-        shutil.rmtree(kept)
+        previous = kept.with_name(kept.name + ".before")
+        if previous.exists():
+            shutil.rmtree(previous)
+        kept.rename(previous)
     kept.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(gold_dir, kept)
     manifest_before = store.manifest_path.read_text(encoding="utf-8")
@@ -182,12 +187,27 @@ def write_version(
     )
     s.add(v)
 
+    done = []
+
     def undo() -> None:
-        """Put the previous files and checksum back (the caller's transaction failed)."""
+        """Put the previous files, checksum and history back (the caller's transaction failed);
+        once, however often it is called."""
+        if done:
+            return
+        done.append(True)
         shutil.rmtree(gold_dir)
         shutil.copytree(kept, gold_dir)
         _write(store.manifest_path, manifest_before)
+        shutil.rmtree(kept)
+        if previous is not None:
+            previous.rename(kept)
 
+    def forget_previous() -> None:
+        if previous is not None:
+            shutil.rmtree(previous, ignore_errors=True)
+
+    on_rollback(s, undo)  # the files go back with the transaction, whoever rolls it back
+    after_commit(s, forget_previous)
     return v, undo
 
 

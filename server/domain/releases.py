@@ -132,10 +132,9 @@ def downloadable(
 ) -> tuple[list[Area], list[Area]]:
     """The areas the person may download now (one, or every released one when `area` is None),
     and those withheld until their date; raises DownloadRefused (404 not imported or no such
-    area, 403 not allowed or not released yet, 409 it would expose hidden gold). Commits (an
-    implicit registration stays made)."""
+    area, 403 not allowed or not released yet, 409 it would expose hidden gold). The caller's
+    transaction keeps an implicit registration."""
     allowed = people.may_download(s, user, task.id)
-    s.commit()
     if not allowed.ok:
         raise DownloadRefused(403, allowed.code, allowed.message)
     store = TaskStore(task.id, home)

@@ -23,6 +23,7 @@ from sqlmodel import select
 from scorer.errors import TaskNotFound
 from server.actions import campaigns as campaign_actions
 from server.actions import competitions as comp_actions
+from server.actions import downloads as download_actions
 from server.actions import submissions as sub_actions
 from server.actions.common import phase_or_default
 from server.api_models import YES
@@ -183,7 +184,9 @@ def download(task_id: str, split: str):
     server.domain.releases allows it; never anything under gold/."""
     t = task_or_404(task_id)
     try:
-        given, _ = releases.downloadable(db(), current_user(), t, get_settings().home, split)
+        given, _ = download_actions.released(
+            s=db(), user=current_user(), task=t, home=get_settings().home, area=split
+        )
     except releases.DownloadRefused as e:
         return refusal(e.status, e.message, url_for("pages.task", task_id=t.id))
     base = TaskStore(t.id, get_settings().home).root / "public" / split
