@@ -15,6 +15,7 @@ from pathlib import Path
 from sqlalchemy import update
 from sqlmodel import Session
 
+from server.db import session_scope
 from server.models import CodeRun, Phase, utcnow
 from tasks import get_task
 from tasks.bundle_models import REQUIRED_INPUTS
@@ -27,7 +28,7 @@ STAGES = ("queued", "running", "ran", "failed")
 def start(engine, run_id: int) -> int | None:
     """Move a queued run (or one left running by a dead worker) to running; its attempt number,
     or None when it is final or out of attempts."""
-    with Session(engine) as s:
+    with session_scope(engine) as s:  # the worker's own step
         n = s.execute(
             update(CodeRun)
             .where(
@@ -37,34 +38,32 @@ def start(engine, run_id: int) -> int | None:
             )
             .values(stage="running", attempts=CodeRun.attempts + 1, started_at=utcnow())
         ).rowcount
-        s.commit()
-        if not n:
-            return None
+    if not n:
+        return None
+    with Session(engine) as s:
         return s.get(CodeRun, run_id).attempts
 
 
 def finish(engine, run_id: int, *, stage: str, **values) -> bool:
     """Record a running run's end (ran or failed) once; False when another run of the job did."""
-    with Session(engine) as s:
+    with session_scope(engine) as s:  # the worker's own step
         n = s.execute(
             update(CodeRun)
             .where(CodeRun.id == run_id, CodeRun.stage == "running")
             .values(stage=stage, finished_at=utcnow(), **values)
         ).rowcount
-        s.commit()
-        return bool(n)
+    return bool(n)
 
 
 def fail_infra(engine, run_id: int, reason: str) -> bool:
     """Fail a run for the server's reasons (not counted against the team)."""
-    with Session(engine) as s:
+    with session_scope(engine) as s:  # the worker's (or the reconciler's) own step
         n = s.execute(
             update(CodeRun)
             .where(CodeRun.id == run_id, CodeRun.stage.in_(("queued", "running")))
             .values(stage="failed", failure_kind="infra", reason=reason[:500], finished_at=utcnow())
         ).rowcount
-        s.commit()
-        return bool(n)
+    return bool(n)
 
 
 def input_names(task_id: str) -> tuple[str, ...]:

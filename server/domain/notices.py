@@ -11,6 +11,7 @@ import logging
 
 from sqlmodel import Session, select
 
+from server.db import session_scope
 from server.domain import people
 from server.domain.submissions import visible_scores
 from server.jobs import outbox
@@ -108,10 +109,8 @@ def queue_run_notice(s: Session, settings: Settings, submission_id: int) -> bool
 def notify_run(engine, settings: Settings, submission_id: int) -> bool:
     """Queue a finished run's notice and ask a worker to deliver it; never raises."""
     try:
-        with Session(engine) as s:
+        with session_scope(engine) as s:  # the scoring job's own step, after the score's
             queued = queue_run_notice(s, settings, submission_id)
-            if queued:
-                s.commit()
         if queued:
             outbox.enqueue_delivery(settings)
         return queued

@@ -8,9 +8,9 @@ import hashlib
 import hmac
 
 from sqlalchemy import select, update
-from sqlmodel import Session
 
 import scorer
+from server.db import session_scope
 from server.domain.lifecycle import FINAL, _audit, _bump_phase, _move
 from server.models import Phase, Score, Submission
 from tasks import all_tasks
@@ -43,7 +43,7 @@ def check_provenance(engine, settings, task_id: str | None = None) -> list[int]:
     enqueue (the caller enqueues them after this commits). With `task_id`, that task's phases
     only (a campaign's close after it wrote a new gold version)."""
     out: list[int] = []
-    with Session(engine, expire_on_commit=False) as s:
+    with session_scope(engine) as s:  # the reconciler's (or an action's follow-up) own step
         q = select(Phase) if task_id is None else select(Phase).where(Phase.task_id == task_id)
         phases = list(s.execute(q).scalars())
         tasks = {t.id: t for t in all_tasks()}
@@ -94,7 +94,6 @@ def check_provenance(engine, settings, task_id: str | None = None) -> list[int]:
                     out.append(sub.id)
             if rows:
                 _bump_phase(s, phase.id)
-        s.commit()
     return out
 
 
