@@ -212,6 +212,12 @@ def test_openapi_is_valid_and_describes_every_api_route(api_env):
             for m in rule.methods - {"HEAD", "OPTIONS"}:
                 routed.add((path, m))
     assert routed == described
+    # the phase actions' names are declared, as the one table every surface dispatches by
+    from server.actions.phases import PHASE_ACTIONS
+
+    action = spec["paths"]["/tasks/{task_id}/phases/{phase_name}/{action}"]["post"]
+    (param,) = [p for p in action["parameters"] if p["name"] == "action"]
+    assert param["schema"]["enum"] == list(PHASE_ACTIONS)
 
 
 def _example(spec, schema):

@@ -68,13 +68,16 @@ def op(
     errors: tuple[int, ...] = (),
     public: bool = False,
     description: str | None = None,
+    path_enums: dict[str, list[str]] | None = None,
 ) -> Callable:
     """Declare an API operation: `responses` maps a status to a model, to a media type string for
-    a non-JSON body (e.g. "application/zip"), or to None (no body)."""
+    a non-JSON body (e.g. "application/zip"), or to None (no body); `path_enums` names the values
+    a path parameter takes (an enum in the description)."""
 
     def deco(fn):
         fn._api = dict(
             summary=summary,
+            path_enums=path_enums or {},
             responses=responses,
             query=query,
             body=body,
@@ -166,8 +169,11 @@ def spec(app) -> dict:
                 "name": n,
                 "in": "path",
                 "required": True,
-                "schema": {"type": t},
-                "example": EXAMPLES.get(n, 1 if t == "integer" else "x"),
+                "schema": {"type": t}
+                | ({"enum": meta["path_enums"][n]} if n in meta["path_enums"] else {}),
+                "example": meta["path_enums"][n][0]
+                if n in meta["path_enums"]
+                else EXAMPLES.get(n, 1 if t == "integer" else "x"),
             }
             for n, t in path_params
         ]

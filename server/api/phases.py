@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 from flask import Response, request
 from sqlmodel import select
 
@@ -113,6 +115,7 @@ def phase_edit(task_id, phase_name):
 @op(
     "Close, freeze, unfreeze or publish a phase",
     body=m.PhaseAction,
+    path_enums={"action": list(PHASE_ACTIONS)},
     responses={200: m.PhaseActionOut, 201: m.PhaseActionOut},
     errors=(403, 409),
     tags=("organizers",),
@@ -133,11 +136,11 @@ def phase_action(task_id, phase_name, action):
         if (request.get_json(silent=True) or request.form)
         else m.PhaseAction()
     )
-    extra = (
-        {"settings": get_settings(), "reason": body.reason, "close_first": body.close}
-        if action == "publish"
-        else {}
-    )
+    # the body's fields that this action declares (publish: reason, close_first), and the settings
+    # where it takes them: read from the action's own parameters, not named here
+    takes = inspect.signature(PHASE_ACTIONS[action]).parameters
+    given = {"settings": get_settings(), "reason": body.reason, "close_first": body.close}
+    extra = {k: v for k, v in given.items() if k in takes}
     result = PHASE_ACTIONS[action](
         s=db(), task_id=find_task(task_id).id, phase=phase_name, actor=u, via="api", **extra
     )
