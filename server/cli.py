@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import functools
 import gc
+import inspect
 import json
 import logging
 import os
@@ -773,13 +774,15 @@ def register(main: click.Group) -> None:
         @click.argument("task_id", metavar="TASK")
         @click.argument("phase_name", metavar="PHASE")
         @click.option(
-            "--reason", default="", help="publish: why this correction (needed from version 2 on)."
+            "--reason",
+            default="",
+            help="publish: why this correction (needed from version 2 on); refused elsewhere.",
         )
         @click.option(
             "--close",
             "close_first",
             is_flag=True,
-            help="publish: close an open phase in the same step.",
+            help="publish: close an open phase in the same step; refused elsewhere.",
         )
         @click.option(
             "--json", "as_json", is_flag=True, help="Print the phase's new state as JSON."
@@ -792,11 +795,16 @@ def register(main: click.Group) -> None:
 
             task = _task(task_id)
             settings = _settings()
-            extra = (
-                {"settings": settings, "reason": reason, "close_first": close_first}
-                if name == "publish"
-                else {}
-            )
+            # what the action declares it takes: an option it does not take is refused, never
+            # ignored (`phases freeze T P --close`)
+            takes = inspect.signature(PHASE_ACTIONS[name]).parameters
+            given = {"reason": reason, "close_first": close_first}
+            for key, flag in (("reason", "--reason"), ("close_first", "--close")):
+                if given[key] and key not in takes:
+                    raise Refused(f"phases {name} takes no {flag}")
+            extra = {k: v for k, v in given.items() if k in takes}
+            if "settings" in takes:
+                extra["settings"] = settings
             with _session(settings) as s:
                 p = _phase(s, task, phase_name)
                 try:

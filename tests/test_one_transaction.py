@@ -243,3 +243,18 @@ def test_a_campaign_close_failing_at_its_commit_leaves_the_gold_as_it_was(site, 
             s=s, actor=None, campaign=opened.id, enqueue=queued.extend, via="cli"
         )
     assert got.gold.version == 2 and queued == got.rescoring
+
+
+def test_a_phase_command_refuses_an_option_its_action_does_not_take(site):
+    """`phases freeze T P --close` was accepted and ignored; the options are the action's own."""
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    r = CliRunner().invoke(main, ["phases", "freeze", TASK, "test", "--close"])
+    assert r.exit_code == 1 and "phases freeze takes no --close" in r.output
+    with Session(site.engine) as s:  # and nothing happened
+        p = s.execute(select(Phase).where(Phase.task_id == TASK, Phase.name == "test")).scalar_one()
+        assert not p.frozen
+    r = CliRunner().invoke(main, ["phases", "freeze", TASK, "test", "--json"])
+    assert r.exit_code == 0, r.output
