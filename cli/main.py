@@ -121,9 +121,9 @@ SPLIT_OPTION = click.option(
 )
 
 
-# The server's own commands (server/cli.py), loaded only when one of them runs or its own help is
+# The server's own commands (server/cli/), loaded only when one of them runs or its own help is
 # asked for: `palimpsest --help` lists them from this table and imports no server code. A test
-# checks that the table and server/cli.py agree.
+# checks that the table and server/cli/ agree.
 SERVER_COMMANDS = {
     "backup": "Back up the site into one archive (`backup OUT`), or check one (`backup verify "
     "OUT`).",

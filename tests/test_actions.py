@@ -26,7 +26,7 @@ WRAPPED = {"close", "set_frozen", "set_board_open", "publish", "rescore", "set_v
 SURFACES = [
     "server/web/organizer.py",
     *sorted(str(p.relative_to(REPO)) for p in (REPO / "server/api").glob("*.py")),
-    "server/cli.py",
+    *sorted(str(p.relative_to(REPO)) for p in (REPO / "server/cli").glob("*.py")),
     "cli/organizer.py",
 ]
 

@@ -34,7 +34,7 @@ MAX_FUNCTION_IMPORTS = 85  # 81 on merging the object store, blind runs, release
 # them runs, and each command imports what it uses in its own body (a local command is a process
 # of its own: what it imports is its start-up time), as the module says once at its top. Its
 # imports are counted apart, under their own ceiling, and need no comment each.
-COMMAND_MODULES: dict[str, int] = {"server/cli.py": 61}  # 61: competitions create --update
+COMMAND_MODULES: dict[str, int] = {"server/cli/": 62}  # the package, together; 61 -> 62: its split
 
 
 @dataclass(frozen=True)
@@ -234,6 +234,13 @@ def _commented(path: Path, line: int, lines_cache: dict[Path, list[str]]) -> boo
     return k >= 0 and "#" in lines[k]
 
 
+def _command_module(rel: str) -> str | None:
+    """The entry of COMMAND_MODULES a file counts under (a file, or a package's folder)."""
+    return next(
+        (k for k in COMMAND_MODULES if rel == k or (k.endswith("/") and rel.startswith(k))), None
+    )
+
+
 def test_function_imports_few_and_commented() -> None:
     """Imports inside functions are rare, and each says why (a heavy package, a circle)."""
     found = function_imports()
@@ -241,13 +248,13 @@ def test_function_imports_few_and_commented() -> None:
     silent = [
         f"{imp.path.relative_to(REPO)}:{imp.line}: {imp.target}"
         for imp in found
-        if str(imp.path.relative_to(REPO)) not in COMMAND_MODULES
+        if not _command_module(str(imp.path.relative_to(REPO)))
         and not _commented(imp.path, imp.line, cache)
     ]
     assert not silent, "function-level imports without a comment saying why:\n" + "\n".join(silent)
     per_file: dict[str, int] = {}
     for imp in found:
-        rel = str(imp.path.relative_to(REPO))
+        rel = _command_module(str(imp.path.relative_to(REPO))) or str(imp.path.relative_to(REPO))
         per_file[rel] = per_file.get(rel, 0) + 1
     for rel, ceiling in COMMAND_MODULES.items():
         assert per_file.get(rel, 0) <= ceiling, f"{rel}: {per_file.get(rel, 0)} > {ceiling}"

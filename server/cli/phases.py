@@ -1,0 +1,238 @@
+"""Phases at the server's shell: list, set (create or change), and the phase actions by name."""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+import click
+
+from server.cli.common import (
+    OptionalInt,
+    Refused,
+    When,
+    done_quickly,
+    home_option,
+    local_session,
+    local_settings,
+    phase_or_refuse,
+    task_or_refuse,
+)
+
+
+def register(main: click.Group) -> None:
+    """Add these commands to the `palimpsest` group."""
+
+    @main.group("phases")
+    def phases():
+        """Phases of a task: windows, limits and the public part of the test gold."""
+
+    @phases.command("list")
+    @click.argument("task_id", metavar="[TASK]", required=False)
+    @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+    @home_option
+    @done_quickly
+    def phases_list(task_id, as_json):
+        """List a task's phases (every task's without TASK) with their window and limits, as
+        `palimpsest organizer phases list TASK` does over the API."""
+        from sqlalchemy import select
+
+        from server.domain.submissions import ensure_phases, phase_state
+        from server.models import Phase
+
+        q = select(Phase).order_by(Phase.task_id, Phase.name)
+        if task_id is not None:
+            q = q.where(Phase.task_id == task_or_refuse(task_id).id)
+        with local_session(settings := local_settings()) as s:
+            ensure_phases(s, settings.home)
+            rows = list(s.execute(q).scalars())
+            if as_json:
+                click.echo(
+                    json.dumps(
+                        [
+                            {
+                                "task": p.task_id,
+                                "name": p.name,
+                                "split": p.split,
+                                "state": phase_state(p),
+                                "opens_at": p.opens_at.isoformat() if p.opens_at else None,
+                                "closes_at": p.closes_at.isoformat() if p.closes_at else None,
+                                "limits": {
+                                    "daily": p.daily_limit,
+                                    "total": p.total_limit,
+                                    "concurrent": p.concurrent_limit,
+                                },
+                                "public_fraction": p.public_fraction,
+                            }
+                            for p in rows
+                        ]
+                    )
+                )
+                return
+            for p in rows:
+                click.echo(
+                    f"{p.task_id:<14} {p.name:<5} {phase_state(p):<7} "
+                    f"opens {p.opens_at or '-'} closes {p.closes_at or '-'} "
+                    f"daily {p.daily_limit} total {p.total_limit} concurrent {p.concurrent_limit} "
+                    f"public {p.public_fraction}"
+                )
+
+    @phases.command("set")
+    @click.argument("task_id", metavar="TASK")
+    @click.argument("phase_name", metavar="PHASE")
+    @click.option(
+        "--opens", type=When(), help="Opening time (ISO 8601, UTC if no offset) or 'none'."
+    )
+    @click.option(
+        "--closes", type=When(), help="Closing time (ISO 8601, UTC if no offset) or 'none'."
+    )
+    @click.option(
+        "--daily-limit",
+        type=OptionalInt(),
+        help="Scored submissions per team per UTC day, or 'none'.",
+    )
+    @click.option(
+        "--total-limit",
+        type=OptionalInt(),
+        help="Scored submissions per team in the phase, or 'none'.",
+    )
+    @click.option(
+        "--concurrent-limit",
+        type=OptionalInt(),
+        help="Submissions waiting or running at once, or 'none'.",
+    )
+    @click.option(
+        "--public-fraction",
+        type=click.FloatRange(0, 1, min_open=True),
+        help="Share of the test gold scored publicly while the phase runs (1 = no private part).",
+    )
+    @home_option
+    @done_quickly
+    def phases_set(
+        task_id,
+        phase_name,
+        opens,
+        closes,
+        daily_limit,
+        total_limit,
+        concurrent_limit,
+        public_fraction,
+    ):
+        """Create or change a phase of a task."""
+        from server.actions.phases import set_phase
+        from server.domain.submissions import ensure_phases
+        from server.exceptions import LifecycleRefused
+
+        task = task_or_refuse(task_id)
+        changes = {}
+        for field, value in (
+            ("opens_at", opens),
+            ("closes_at", closes),
+            ("daily_limit", daily_limit),
+            ("total_limit", total_limit),
+            ("concurrent_limit", concurrent_limit),
+            ("public_fraction", public_fraction),
+        ):
+            if value is not None:
+                changes[field] = None if value == "none" else value
+        with local_session(settings := local_settings()) as s:
+            ensure_phases(s, settings.home)
+            try:
+                p = set_phase(
+                    s=s,
+                    task_id=task.id,
+                    phase=phase_name,
+                    changes=changes,
+                    actor=None,
+                    home=settings.home,
+                    via="cli",
+                )
+            except LifecycleRefused as e:
+                raise Refused(e.message) from None
+            click.echo(
+                f"{task.id} {phase_name}: opens {p.opens_at or '-'}, closes {p.closes_at or '-'}, "
+                f"daily {p.limits.daily}, total {p.limits.total}, concurrent "
+                f"{p.limits.concurrent}, public fraction {p.public_fraction}"
+            )
+
+    def _phase_command(name: str, help_text: str):
+        @phases.command(name, help=help_text)
+        @click.argument("task_id", metavar="TASK")
+        @click.argument("phase_name", metavar="PHASE")
+        @click.option(
+            "--reason",
+            default="",
+            help="publish: why this correction (needed from version 2 on); refused elsewhere.",
+        )
+        @click.option(
+            "--close",
+            "close_first",
+            is_flag=True,
+            help="publish: close an open phase in the same step; refused elsewhere.",
+        )
+        @click.option(
+            "--json", "as_json", is_flag=True, help="Print the phase's new state as JSON."
+        )
+        @home_option
+        @done_quickly
+        def command(task_id, phase_name, reason, close_first, as_json):
+            from server.actions.phases import PHASE_ACTIONS
+            from server.exceptions import LifecycleRefused
+
+            task = task_or_refuse(task_id)
+            settings = local_settings()
+            # what the action declares it takes: an option it does not take is refused, never
+            # ignored (`phases freeze T P --close`)
+            takes = inspect.signature(PHASE_ACTIONS[name]).parameters
+            given = {"reason": reason, "close_first": close_first}
+            for key, flag in (("reason", "--reason"), ("close_first", "--close")):
+                if given[key] and key not in takes:
+                    raise Refused(f"phases {name} takes no {flag}")
+            extra = {k: v for k, v in given.items() if k in takes}
+            if "settings" in takes:
+                extra["settings"] = settings
+            with local_session(settings) as s:
+                p = phase_or_refuse(s, task, phase_name)
+                try:
+                    result = PHASE_ACTIONS[name](
+                        s=s, task_id=task.id, phase=p.name, actor=None, via="cli", **extra
+                    )
+                except LifecycleRefused as e:
+                    raise Refused(e.message) from None
+                out = {
+                    "phase": {
+                        "task": task.id,
+                        "name": p.name,
+                        "state": result.phase.state,
+                        "closes_at": p.closes_at.isoformat() + "Z" if p.closes_at else None,
+                    }
+                }
+                if result.ranking is not None:
+                    out["ranking"] = {
+                        "version": result.ranking.version,
+                        "sha256": result.ranking.sha256,
+                        "published_at": result.ranking.published_at.isoformat() + "Z",
+                        "reason": result.ranking.reason,
+                    }
+            if as_json:
+                click.echo(json.dumps(out))
+            else:
+                extra = (
+                    f"; final ranking version {out['ranking']['version']}"
+                    if "ranking" in out
+                    else ""
+                )
+                click.echo(f"{task.id} {p.name}: {', '.join(out['phase']['state'])}{extra}")
+
+        return command
+
+    _phase_command("close", "Close a phase now: no further submissions are accepted.")
+    _phase_command(
+        "freeze", "Freeze a phase's leaderboard: later submissions are not shown to participants."
+    )
+    _phase_command("unfreeze", "Unfreeze a phase's leaderboard.")
+    _phase_command(
+        "publish",
+        "Publish the final ranking of a closed phase (an immutable snapshot); again, "
+        "with --reason, to publish a correction as a new version.",
+    )
