@@ -295,10 +295,16 @@ def test_organizer_page_queues_baseline_runs_and_the_queue_page_shows_what_they_
         403,
     )
     assert get_queue_count(b) == 0  # a team member queues nothing
+    # an unknown system is refused as the API refuses it (422 unknown_system): nothing queued,
+    # and the page says which systems the task has (it used to drop it silently)
     r = org.post(
         "/organizer/tasks/trac/baselines",
         {"system": ["lexical", "no-such-system"], "device": "cpu"},
+        follow_redirects=True,
     )
+    said = r.get_data(as_text=True)
+    assert "Not queued" in said and "no-such-system" in said and get_queue_count(b) == 0
+    r = org.post("/organizer/tasks/trac/baselines", {"system": ["lexical"], "device": "cpu"})
     assert r.status_code == 302 and get_queue_count(b) == 1
     burst(b, queues=("baselines", "scoring"))
     html = org.get("/organizer/queue").get_data(as_text=True)

@@ -201,11 +201,12 @@ def test_render_once_per_change(app, client, teams):
     assert cache.renders == before + 1
     # so does a visibility change made elsewhere (the API, the CLI): the lifecycle bumps the
     # revision
-    from server.domain import lifecycle
-    from server.models import Submission
+    from server.actions import submissions as sub_actions
 
-    with Session(engine_of(app), expire_on_commit=False) as s:
-        lifecycle.set_visibility(s, s.get(Submission, 2), "hide", actor=None, reason="duplicate")
+    with Session(engine_of(app), expire_on_commit=False) as s:  # the action the API and CLI call
+        sub_actions.set_visibility(
+            s=s, submission_id=2, action="hide", actor=None, reason="duplicate"
+        )
     assert [r["team"] for r in board_json(client)["rows"]] == ["alpha"]
     # and nothing else: a rendered board is reused until the lifecycle changes the phase
     before = cache.renders

@@ -433,7 +433,7 @@ def set_page(
         details["terms_version"] = c.terms_version
         s.flush()
         # every registered participant is told, in this transaction (server.jobs.reminders)
-        from server.jobs.scoring import (
+        from server.jobs import (
             reminders,  # here: the mail queue (RQ) loads when the terms change
         )
 

@@ -12,7 +12,7 @@ from flask import current_app, request
 from server import task_models as tm
 from server.actions import tasks as task_actions
 from server.actions.exports import enqueue_ids
-from server.api.common import body_model, bp, json_out, need_user
+from server.api.common import body_model, bp, json_out, need_organizer, need_user
 from server.api.openapi import op
 from server.db import db
 from server.exceptions import BundleRefused
@@ -99,7 +99,7 @@ def task_edit(task_id):
     "published.",
 )
 def task_new_version(task_id):
-    u = need_user()
+    u = need_organizer(task_id)  # who asks, before the upload is read: a participant gets 403
     with tempfile.TemporaryDirectory(prefix="palimpsest-upload-") as d:
         got = task_actions.update_from_bundle(
             s=db(),
