@@ -2,10 +2,12 @@
 put into it before their row commits, a worker with a second, empty data directory fetches the
 run and its task's files from it and scores the run, a store that does not answer refuses uploads
 with 503 and leaves nothing behind, hidden gold is never handed out by URL, and the backup drill
-goes from the data directory to the store and back with every published output byte for byte."""
+goes from the data directory to the store and back, on SQLite and on PostgreSQL, with every
+published output byte for byte."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import shutil
@@ -15,7 +17,7 @@ import uuid
 import pytest
 from backbone import child_env, make_team, set_phase, submit, worker_process
 from click.testing import CliRunner
-from conftest import _make_backend, build_schema
+from conftest import _make_backend, build_schema, fresh_pg_database
 from seaweed import s3_env, seaweedfs  # noqa: F401 - the fixture
 from sqlalchemy import select
 from sqlmodel import Session
@@ -175,19 +177,28 @@ def _cli(*args, env):
     return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
 
 
+SERVICES = pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.redis])
+
+
+@pytest.mark.parametrize("kind", ["embedded", SERVICES])
 def test_the_drill_from_the_data_directory_to_the_store_and_back(
+    kind,
     request,
     tmp_path,
     demo_home,
     monkeypatch,
     seaweedfs,  # noqa: F811
 ):
+    """On SQLite and on PostgreSQL: a site on its data directory is backed up and restored into a
+    fresh database and a site on the store; that site, its data directory's cache removed, is
+    backed up from the store, verified, and restored into a fresh database and a site on its data
+    directory alone; every run, judgment, gold version and published output is there."""
     from test_backup import _build, _served, _state
 
     from server import objectstore
     from server.settings import Settings
 
-    b = _make_backend("embedded", request, tmp_path, demo_home, monkeypatch)
+    b = _make_backend(kind, request, tmp_path, demo_home, monkeypatch)
     _own_tasks(b, demo_home)
     for name in ("dev", "test"):
         set_phase(b, TASK, name, concurrent_limit=None, daily_limit=None)
@@ -197,51 +208,77 @@ def test_the_drill_from_the_data_directory_to_the_store_and_back(
     r = _cli("backup", str(tmp_path / "local.tar"), "--json", env={"PALIMPSEST_SECRET_KEY": secret})
     assert r.exit_code == 0, r.output
 
-    # into a site that keeps its files in the store
-    s3 = _bucket(seaweedfs)
-    on_store = tmp_path / "on-store"
-    env = {"PALIMPSEST_HOME": str(on_store), "DATABASE_URL": "", "PALIMPSEST_SECRET_KEY": secret}
-    r = _cli("restore", str(tmp_path / "local.tar"), "--json", env={**env, **s3})
-    assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["checks"]["stored"] > 0
-    site = Settings(
-        home=on_store,
-        database_url=None,
-        s3_bucket=s3["PALIMPSEST_S3_BUCKET"],
-        s3_endpoint=s3["PALIMPSEST_S3_ENDPOINT"],
-        s3_access_key=s3["PALIMPSEST_S3_ACCESS_KEY"],
-        s3_secret_key=s3["PALIMPSEST_S3_SECRET_KEY"],
-    )
-    store = objectstore.store_for(site)
-    keys = {k for k, _ in store.keys("")}
-    assert any(k.startswith(f"tasks/{TASK}/gold-history/") for k in keys)
-    assert all(f"uploads/{run[3]}" in keys for run in before["runs"])
-    # the store is the truth: the data directory's cache of it may go
-    shutil.rmtree(on_store / "uploads")
-    shutil.rmtree(on_store / "tasks")
-    r = _cli("backup", str(tmp_path / "store.tar"), "--json", env={**env, **s3})
-    assert r.exit_code == 0, r.output
-    r = _cli("backup", "verify", str(tmp_path / "store.tar"), "--json", env={**env, **s3})
-    assert r.exit_code == 0, r.output
+    with contextlib.ExitStack() as dbs:
 
-    # and back into a site on the data directory alone
-    back = tmp_path / "back"
-    env2 = {"PALIMPSEST_HOME": str(back), "DATABASE_URL": "", "PALIMPSEST_SECRET_KEY": secret}
-    r = _cli("restore", str(tmp_path / "store.tar"), "--json", env=env2)
-    assert r.exit_code == 0, r.output
-    from sqlalchemy import create_engine
+        def fresh_database(prefix, migrated) -> str | None:
+            """A new, empty database of the drill's kind: None (SQLite in the data directory) or
+            the URL of a new PostgreSQL database, dropped after the test."""
+            if kind == "embedded":
+                return None
+            _name, url = dbs.enter_context(fresh_pg_database(prefix))
+            if migrated:  # as `palimpsest db upgrade` leaves it: tables without rows
+                build_schema(url)
+            return url
 
-    eng = create_engine(Settings(home=back, database_url=None).sqlalchemy_url())
-    try:
-        after = _state(eng)
-    finally:
-        eng.dispose()
-    for key in ("rankings", "judgments", "decisions", "campaigns", "gold", "runs"):
-        assert after[key] == before[key], key
-    monkeypatch.delenv("DATABASE_URL", raising=False)
-    served = _served(back, None, secret)
-    source = _served(b.settings.home, None, secret)
-    assert served == source and all(st == 200 for st, _ in served.values())
+        # into a site that keeps its files in the store
+        s3 = _bucket(seaweedfs)
+        on_store = tmp_path / "on-store"
+        url1 = fresh_database("palimpsest_on_store_", migrated=True)
+        env = {
+            "PALIMPSEST_HOME": str(on_store),
+            "DATABASE_URL": url1 or "",
+            "PALIMPSEST_SECRET_KEY": secret,
+        }
+        r = _cli("restore", str(tmp_path / "local.tar"), "--json", env={**env, **s3})
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["checks"]["stored"] > 0
+        site = Settings(
+            home=on_store,
+            database_url=url1,
+            s3_bucket=s3["PALIMPSEST_S3_BUCKET"],
+            s3_endpoint=s3["PALIMPSEST_S3_ENDPOINT"],
+            s3_access_key=s3["PALIMPSEST_S3_ACCESS_KEY"],
+            s3_secret_key=s3["PALIMPSEST_S3_SECRET_KEY"],
+        )
+        store = objectstore.store_for(site)
+        keys = {k for k, _ in store.keys("")}
+        assert any(k.startswith(f"tasks/{TASK}/gold-history/") for k in keys)
+        assert all(f"uploads/{run[3]}" in keys for run in before["runs"])
+        # the store is the truth: the data directory's cache of it may go
+        shutil.rmtree(on_store / "uploads")
+        shutil.rmtree(on_store / "tasks")
+        r = _cli("backup", str(tmp_path / "store.tar"), "--json", env={**env, **s3})
+        assert r.exit_code == 0, r.output
+        r = _cli("backup", "verify", str(tmp_path / "store.tar"), "--json", env={**env, **s3})
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["checks"]["published_rankings"] == 2
+
+        # and back into a site on the data directory alone
+        back = tmp_path / "back"
+        url2 = fresh_database("palimpsest_back_", migrated=False)
+        env2 = {
+            "PALIMPSEST_HOME": str(back),
+            "DATABASE_URL": url2 or "",
+            "PALIMPSEST_SECRET_KEY": secret,
+        }
+        r = _cli("restore", str(tmp_path / "store.tar"), "--json", env=env2)
+        assert r.exit_code == 0, r.output
+        from sqlalchemy import create_engine
+
+        eng = create_engine(Settings(home=back, database_url=url2).sqlalchemy_url())
+        try:
+            after = _state(eng)
+        finally:
+            eng.dispose()
+        for key in ("rankings", "judgments", "decisions", "campaigns", "gold", "runs"):
+            assert after[key] == before[key], key
+        for *_rest, key in after["runs"]:  # each run's upload is in the data directory
+            assert (back / "uploads" / key).is_file(), key
+        if kind == "embedded":
+            monkeypatch.delenv("DATABASE_URL", raising=False)
+        served = _served(back, url2, secret)
+        source = _served(b.settings.home, b.settings.database_url, secret)
+        assert served == source and all(st == 200 for st, _ in served.values())
 
 
 @pytest.mark.slow
