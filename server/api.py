@@ -11,11 +11,9 @@ State changes go through server.lifecycle (submissions, phases, boards) and serv
 from __future__ import annotations
 
 import base64
-import io
 import json
 import os
 import tempfile
-import zipfile
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -28,7 +26,7 @@ from werkzeug.exceptions import HTTPException
 from baselines.systems import SYSTEMS, Options
 from scorer.errors import TaskNotFound
 from server import api_models as m
-from server import auth, lifecycle, outbox, people, releases, teams, waits
+from server import auth, downloads, lifecycle, outbox, people, releases, teams, waits
 from server.actions import announcements as ann_actions
 from server.actions import bundles as bundle_actions
 from server.actions import campaign_models as model_actions
@@ -1041,8 +1039,10 @@ def task_detail(task_id):
 @op(
     "A zip of the task's public inputs",
     query=m.DownloadQuery,
-    responses={200: "application/zip"},
+    responses={200: "application/zip", 302: None},
     tags=("tasks",),
+    description="200: the zip. 302: on a site with an object store, a redirect to a short-lived "
+    "presigned GET of the zip in the store (no authorization header needed there).",
 )
 def download(task_id):
     u = _user()
@@ -1054,7 +1054,6 @@ def download(task_id):
     except releases.DownloadRefused as e:
         raise ApiError(e.status, e.code, e.message) from e
     store = _store(t.id)
-    buf = io.BytesIO()
     manifest = store.manifest()
     public_manifest = {k: manifest[k] for k in ("task", "version", "splits") if k in manifest}
     # a hidden split's counts would say how many gold rows it has (a links split's `links`)
@@ -1068,16 +1067,10 @@ def download(task_id):
         a.name: "blind" if a.blind else (a.release_at.isoformat() + "Z" if a.release_at else None)
         for a in withheld
     }
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("task.json", json.dumps(public_manifest, indent=2))
-        for a in given:
-            for p in a.files:
-                zf.write(p, p.relative_to(store.root).as_posix())
-    return Response(
-        buf.getvalue(),
-        mimetype="application/zip",
-        headers={"Content-Disposition": f'attachment; filename="{t.id}-public.zip"'},
-    )
+    members = [("task.json", json.dumps(public_manifest, indent=2).encode())]
+    members += [(p.relative_to(store.root).as_posix(), p) for a in given for p in a.files]
+    # on a site with an object store: a redirect to a presigned GET of the zip (server.downloads)
+    return downloads.zip_response(get_settings(), t.id, f"{t.id}-public.zip", members)
 
 
 # ----------------------------------------------------------------------------- submissions

@@ -15,7 +15,8 @@ directory (`uploads/<sha256[:2]>/<sha256><suffix>`, `tasks/<id>/...`):
 
 Reads stream (`download_fileobj` into a temporary file renamed into place): no file is read whole
 into memory because it came from the store. Hidden gold is never handed out by URL: `presigned_get`
-refuses any key under a task's `gold/` or `gold-history/`.
+signs only a task's `public/` files and the zips of them under `downloads/` (server.downloads: a
+released download answers with a 302 to one).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from server.settings import Settings
 from server.storage import path_for
 from tasks.store import TaskStore, _tree_sha256
 
-PUBLIC_PREFIXES = ("tasks/",)  # and only their public/ files: see presigned_get
+PUBLIC_PREFIXES = ("tasks/", "downloads/")  # and only their public files: see is_public_key
 
 
 class ObjectStore:
@@ -147,15 +148,34 @@ class ObjectStore:
             for o in page.get("Contents", []):
                 yield o["Key"], int(o["Size"])
 
-    def presigned_get(self, key: str, expires: int = 3600) -> str:
-        """A URL that reads a public file for `expires` seconds; refused for anything but a task's
-        public files (hidden gold never leaves through a URL)."""
-        parts = key.split("/")
-        if len(parts) < 4 or parts[0] != "tasks" or parts[2] != "public" or ".." in parts:
+    def presigned_get(self, key: str, expires: int = 3600, attachment: str | None = None) -> str:
+        """A URL that reads a public file for `expires` seconds (saved as `attachment` when
+        given); refused for anything but a task's public files and the zips of them that
+        server.downloads puts under `downloads/` (hidden gold never leaves through a URL)."""
+        if not is_public_key(key):
             raise PermissionError(f"{key}: only a task's public files are handed out by URL")
-        return self.client.generate_presigned_url(
-            "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires
-        )
+        params = {"Bucket": self.bucket, "Key": key}
+        if attachment:
+            params["ResponseContentDisposition"] = f'attachment; filename="{attachment}"'
+        return self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires)
+
+
+def is_public_key(key: str) -> bool:
+    """Whether a key may be handed out by URL: `tasks/<task>/public/...`, or a zip of public
+    files `downloads/<task>/<sha256>/<name>.zip` (written only by server.downloads, which checks
+    that every file of it is under the task's public/)."""
+    parts = key.split("/")
+    if ".." in parts or "" in parts or "." in parts:
+        return False
+    if len(parts) >= 4 and parts[0] == "tasks" and parts[2] == "public":
+        return True
+    return (
+        len(parts) == 4
+        and parts[0] == "downloads"
+        and len(parts[2]) == 64
+        and all(c in "0123456789abcdef" for c in parts[2])
+        and parts[3].endswith(".zip")
+    )
 
 
 @functools.lru_cache(maxsize=8)

@@ -193,6 +193,13 @@ class Settings(BaseSettings):
         True,
         description="Path-style addressing (`endpoint/bucket/key`), as SeaweedFS and MinIO use.",
     )
+    s3_url_seconds: int = Field(
+        300,
+        ge=1,
+        le=7 * 24 * 3600,
+        description="Seconds a download's presigned URL stays valid (a released public download "
+        "on a site with an object store answers with a redirect to one).",
+    )
 
     @field_validator(
         "database_url",

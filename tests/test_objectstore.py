@@ -344,3 +344,160 @@ def test_a_worker_killed_mid_job_on_the_store_leaves_nothing_lost(
     assert statuses(b, ids) == ["scored"] * len(ids)
     assert get(b, ids[0]).attempts == 2
     assert (tmp_path / "w2" / "tasks" / "swissgov-rsd" / "task.json").is_file()
+
+
+def _token_user(app, email="reader@example.org"):
+    from argon2 import PasswordHasher
+
+    from server import auth
+    from server.auth import create_token, create_user
+
+    auth._hasher = PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
+    with Session(app.extensions["palimpsest.engine"], expire_on_commit=False) as s:
+        u = create_user(s, email=email, password="correct horse")
+        s.commit()
+        _, token = create_token(s, user=u)
+        s.commit()
+    return token
+
+
+def _fetch(url) -> tuple[int, dict, bytes]:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.status, dict(r.headers), r.read()
+
+
+def _members(data: bytes) -> dict[str, bytes]:
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        return {i.filename: z.read(i) for i in z.infolist()}
+
+
+def test_released_public_downloads_redirect_to_a_presigned_get_and_gold_never_does(
+    stored, tmp_path, monkeypatch
+):
+    """On a site with a store, a released download (the web's zip of one area, the API's zip of
+    every released one, so the CLI's `download`) is a 302 to a short-lived presigned GET of a zip
+    in the store, with the same files the web app would have sent; a download that would expose
+    hidden gold is refused before any zip is made, and gold never gets a URL. Without a store
+    the same requests answer 200 with the zip, as before."""
+    import threading
+    from urllib.parse import urlsplit
+
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    from server import create_app, downloads, objectstore
+
+    b = stored
+    home = b.settings.home
+    public = home / "tasks" / TASK / "public"
+    monkeypatch.setenv("PALIMPSEST_S3_URL_SECONDS", "60")
+    app = create_app({"home": home, "env": "testing", "PALIMPSEST_ENQUEUE": False})
+    token = _token_user(app)
+    auth = {"Authorization": f"Bearer {token}"}
+    store = objectstore.store_for(app.extensions["palimpsest.settings"])
+    c = app.test_client()
+
+    # the web's zip of one area
+    r = c.get(f"/tasks/{TASK}/data/dev.zip")
+    assert r.status_code == 302, r.data[:300]
+    assert r.headers["Cache-Control"] == "no-store"
+    url = r.headers["Location"]
+    parts = urlsplit(url)
+    assert parts.path.startswith(f"/{store.bucket}/downloads/{TASK}/") and "X-Amz-Expires=60" in (
+        parts.query
+    )
+    status, headers, data = _fetch(url)
+    assert status == 200 and f'filename="{TASK}-dev.zip"' in headers["Content-Disposition"]
+    files = {
+        f"{TASK}-dev/{p.relative_to(public / 'dev').as_posix()}": p.read_bytes()
+        for p in (public / "dev").rglob("*")
+        if p.is_file()
+    }
+    assert _members(data) == files and files
+    # asked again: the same object, not put twice
+    again = c.get(f"/tasks/{TASK}/data/dev.zip").headers["Location"]
+    assert urlsplit(again).path == parts.path
+    assert len(list(store.keys(f"downloads/{TASK}/"))) == 1
+
+    # the API's zip of every released area, through the CLI (requests follows the redirect)
+    r = c.get(f"/api/v1/tasks/{TASK}/download", headers=auth)
+    assert r.status_code == 302
+    _, _, api_zip = _fetch(r.headers["Location"])
+
+    class Quiet(WSGIRequestHandler):
+        def log(self, *args, **kwargs):
+            pass
+
+    srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Quiet)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        got = tmp_path / "downloaded"
+        r = _cli(
+            "download",
+            TASK,
+            "--home",
+            str(got),
+            env={
+                "PALIMPSEST_SERVER": f"http://127.0.0.1:{srv.server_port}",
+                "PALIMPSEST_TOKEN": token,
+            },
+        )
+    finally:
+        srv.shutdown()
+    assert r.exit_code == 0, r.output
+    for name, body in _members(api_zip).items():
+        if name != "task.json":
+            assert (got / "tasks" / TASK / name).read_bytes() == body, name
+            assert (public.parent / name).read_bytes() == body
+
+    # the same requests on the data directory alone: the zip itself, the same files
+    local = create_app(
+        {"home": home, "env": "testing", "s3_bucket": None, "PALIMPSEST_ENQUEUE": False}
+    )
+    lc = local.test_client()
+    r = lc.get(f"/tasks/{TASK}/data/dev.zip")
+    assert r.status_code == 200 and r.mimetype == "application/zip"
+    assert _members(r.data) == files
+    r = lc.get(f"/api/v1/tasks/{TASK}/download", headers=auth)
+    assert r.status_code == 200 and _members(r.data) == _members(api_zip)
+
+    # the release rule comes first: an area not released yet gets no URL
+    from datetime import datetime, timedelta
+
+    later = datetime.now() + timedelta(days=3)
+    set_phase(b, TASK, "test", inputs_at=later, opens_at=later)
+    r = c.get(f"/tasks/{TASK}/data/test.zip")
+    assert r.status_code == 403 and "Location" not in r.headers
+    r = c.get(f"/api/v1/tasks/{TASK}/download", headers=auth, query_string={"split": "test"})
+    assert r.status_code == 403 and r.json["error"]["code"] == "not_released"
+    set_phase(b, TASK, "test", inputs_at=None, opens_at=None)
+
+    # gold never gets a URL: not signed, not zipped, not served when an area would expose it
+    for key in (
+        f"tasks/{TASK}/gold/test/gold.jsonl",
+        f"tasks/{TASK}/gold-history/test/v1/gold.jsonl",
+        f"tasks/{TASK}/task.json",
+        f"uploads/{'0' * 2}/{'0' * 64}.csv",
+        f"downloads/{TASK}/{'0' * 64}/../../tasks/{TASK}/gold/test/gold.jsonl",
+    ):
+        with pytest.raises(PermissionError):
+            store.presigned_get(key)
+    gold = home / "tasks" / TASK / "gold" / "test" / "gold.jsonl"
+    with app.app_context(), pytest.raises(PermissionError):
+        downloads.stored_zip_url(
+            app.extensions["palimpsest.settings"], TASK, "x.zip", [("gold.jsonl", gold)]
+        )
+    shutil.copy(gold, public / "test" / "gold.jsonl")  # an organizer's mistake
+    import os
+
+    manifest = home / "tasks" / TASK / "task.json"  # the exposure is cached until an import
+    st = manifest.stat()
+    os.utime(manifest, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    r = c.get(f"/tasks/{TASK}/data/test.zip")
+    assert r.status_code == 409 and "Location" not in r.headers and b"hidden test" in r.data
+    r = c.get(f"/api/v1/tasks/{TASK}/download", headers=auth)
+    assert r.status_code == 409 and r.json["error"]["code"] == "exposes_hidden_gold"
+    assert len(list(store.keys(f"downloads/{TASK}/"))) == 2  # the dev zip and the API's

@@ -3,9 +3,6 @@ submissions."""
 
 from __future__ import annotations
 
-import io
-import zipfile
-
 from flask import (
     Blueprint,
     Response,
@@ -21,7 +18,7 @@ from flask import (
 from sqlmodel import select
 
 from scorer.errors import TaskNotFound
-from server import facts, people, releases, waits
+from server import downloads, facts, people, releases, waits
 from server.actions import campaigns as campaign_actions
 from server.actions import competitions as comp_actions
 from server.actions import submissions as sub_actions
@@ -185,15 +182,9 @@ def download(task_id: str, split: str):
     except releases.DownloadRefused as e:
         return refusal(e.status, e.message, url_for("pages.task", task_id=t.id))
     base = TaskStore(t.id, get_settings().home).root / "public" / split
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for p in given[0].files:
-            z.write(p, f"{t.id}-{split}/{p.relative_to(base).as_posix()}")
-    return Response(
-        buf.getvalue(),
-        mimetype="application/zip",
-        headers={"Content-Disposition": f'attachment; filename="{t.id}-{split}.zip"'},
-    )
+    members = [(f"{t.id}-{split}/{p.relative_to(base).as_posix()}", p) for p in given[0].files]
+    # on a site with an object store: a redirect to a presigned GET of the zip (server.downloads)
+    return downloads.zip_response(get_settings(), t.id, f"{t.id}-{split}.zip", members)
 
 
 # ----------------------------------------------------------------------------- submitting
