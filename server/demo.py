@@ -12,7 +12,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlmodel import Session
 
-from server import people
+from server import objectstore, people
 from server.actions import competitions as comp_actions
 from server.auth import create_user, new_invite_code
 from server.baselines import BASELINE_TEAM
@@ -96,6 +96,7 @@ def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
     """Import synthetic tasks, create demo teams, an organizer and baselines, and submit their runs.
     Idempotent: a second call finds the demo teams and adds nothing."""
     imported = import_demo_tasks(settings.home)
+    objectstore.push_tasks(settings, imported)  # a site on a store: its workers find them there
     with Session(engine) as s:
         # the competition first: phases made for a task in none would give it one of its own
         seed_demo_competition(s, settings.home)

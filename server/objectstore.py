@@ -7,8 +7,10 @@ directory (`uploads/<sha256[:2]>/<sha256><suffix>`, `tasks/<id>/...`):
 - an upload is put into the store before its submission row is committed; a store that does not
   take it refuses the upload (503, `store_unreachable`) and leaves nothing behind (no row, no
   local file);
-- a task's files (public files, hidden gold, gold history, `task.json`) are pushed after an import
-  (`palimpsest store push`) and after an assessment campaign writes a new gold version;
+- a task's files (public files, hidden gold, gold history, `task.json`) are pushed by every import
+  (a bundle's before its competition's rows are written; `palimpsest tasks import` and the demo's
+  tasks right after their files are in place: `push_tasks`) and after an assessment campaign
+  writes a new gold version; `palimpsest store push` puts whatever is still missing;
 - a worker on another machine, with an empty data directory of its own, fetches a run's upload and
   its task's files from the store before scoring (`local_upload`, `ensure_task`); it needs nothing
   but the database, Redis and the store.
@@ -249,6 +251,32 @@ def push_tree(settings: Settings, rel: str) -> int:
             store.put_file(key, p)
             n += 1
     return n
+
+
+def push_tasks(settings: Settings, task_ids) -> int:
+    """After tasks were imported into the data directory outside a bundle (`palimpsest tasks
+    import`, the demo's synthetic tasks): put their files into the site's store, when it has one,
+    so that a worker on another machine finds them; returns how many files were put (0 without a
+    store). Raises StoreUnreachable: the import stands in the data directory, and `palimpsest
+    store push` puts it later."""
+    return sum(push_tree(settings, f"tasks/{t}") for t in task_ids)
+
+
+def push_imported(task_id: str, home: Path | None = None) -> tuple[str, int] | None:
+    """`palimpsest tasks import` on a site with a store (the settings of the environment, `home`
+    as its data directory): the task's files go into the store too, so that a worker on another
+    machine finds them. Returns (bucket, files put), or None without a store; a store that does
+    not answer raises StoreUnreachable saying the import stands and what to run later."""
+    settings = Settings(**({"home": home} if home is not None else {}))
+    if store_for(settings) is None:
+        return None
+    try:
+        return settings.s3_bucket, push_tasks(settings, [task_id])
+    except StoreUnreachable as e:
+        raise StoreUnreachable(
+            f"{task_id} is imported into {settings.home}, but not into the object store: "
+            f"{e.message} (run `palimpsest store push` when it answers)"
+        ) from None
 
 
 def _changed(store: ObjectStore, key: str, p: Path) -> bool:

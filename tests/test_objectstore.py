@@ -501,3 +501,79 @@ def test_released_public_downloads_redirect_to_a_presigned_get_and_gold_never_do
     r = c.get(f"/api/v1/tasks/{TASK}/download", headers=auth)
     assert r.status_code == 409 and r.json["error"]["code"] == "exposes_hidden_gold"
     assert len(list(store.keys(f"downloads/{TASK}/"))) == 2  # the dev zip and the API's
+
+
+def test_a_task_import_puts_its_files_into_the_store(tmp_path, monkeypatch, seaweedfs):  # noqa: F811
+    """`palimpsest tasks import` on a site with a store puts the task's files into it (no
+    `store push`): a worker's empty data directory gets the task from the store alone and scores
+    a file there as the importing machine does. A store that does not answer leaves the import
+    standing in the data directory and says to push later."""
+    from scorer import score_validated, validate_file
+    from server import objectstore
+    from server.demo import predictions
+    from server.settings import Settings
+    from tasks import get_task
+    from tasks.base import resolve
+
+    s3 = _bucket(seaweedfs)
+    for k in s3:
+        monkeypatch.delenv(k, raising=False)
+    release = resolve(get_task(TASK).demo.release)(tmp_path / "release", 40)
+    home = tmp_path / "site"
+    r = _cli(
+        "tasks",
+        "import",
+        TASK,
+        "--from",
+        str(release["source"]),
+        "--fold",
+        "1",
+        env={**s3, "PALIMPSEST_HOME": str(home)},
+    )
+    assert r.exit_code == 0, r.output
+    assert f"file(s) of {TASK} into the object store {s3['PALIMPSEST_S3_BUCKET']}" in r.output
+
+    def site(h):
+        return Settings(
+            home=h,
+            s3_bucket=s3["PALIMPSEST_S3_BUCKET"],
+            s3_endpoint=s3["PALIMPSEST_S3_ENDPOINT"],
+            s3_access_key=s3["PALIMPSEST_S3_ACCESS_KEY"],
+            s3_secret_key=s3["PALIMPSEST_S3_SECRET_KEY"],
+        )
+
+    store = objectstore.store_for(site(home))
+    local = {
+        p.relative_to(home).as_posix(): p.stat().st_size
+        for p in (home / "tasks" / TASK).rglob("*")
+        if p.is_file() and not any(x.startswith(".") for x in p.relative_to(home).parts)
+    }
+    assert dict(store.keys(f"tasks/{TASK}/")) == local
+    assert any(k.startswith(f"tasks/{TASK}/gold/") for k in local)
+
+    # a worker's machine: an empty data directory and the store
+    worker = tmp_path / "worker"
+    assert objectstore.ensure_task(site(worker), TASK)
+    data, name = predictions(TASK, "dev", home, 0.2, seed=4)
+    f = tmp_path / name
+    f.write_bytes(data)
+    scores = [
+        score_validated(validate_file(TASK, f, "dev", h, site(h).limits()), h)
+        for h in (home, worker)
+    ]
+    assert scores[0] == scores[1] and scores[0]
+
+    # the store down: the import stands, the message says what to run later
+    down = {**s3, "PALIMPSEST_S3_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}
+    other = tmp_path / "site-2"
+    r = _cli(
+        "tasks",
+        "import",
+        TASK,
+        "--from",
+        str(release["source"]),
+        env={**down, "PALIMPSEST_HOME": str(other)},
+    )
+    assert r.exit_code != 0
+    assert "not into the object store" in r.output and "palimpsest store push" in r.output
+    assert (other / "tasks" / TASK / "task.json").is_file()
