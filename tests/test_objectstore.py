@@ -95,6 +95,22 @@ def test_a_worker_with_an_empty_data_directory_scores_runs_from_the_store(stored
     assert (other / "tasks" / TASK / "task.json").read_bytes() == (
         b.settings.home / "tasks" / TASK / "task.json"
     ).read_bytes()
+    # the board's statistics job on a worker that never scored the task: its files from the store
+    from server import stats
+    from server.settings import Settings
+
+    third = tmp_path / "stats-home"
+    with Session(b.engine) as s:
+        phase_id = s.get(Submission, sub.id).phase_id
+    done = stats.compute_board_stats(
+        phase_id,
+        settings=Settings(
+            home=third,
+            database_url=b.settings.sqlalchemy_url(),
+            **{k: getattr(b.settings, k) for k in Settings.model_fields if k.startswith("s3_")},
+        ),
+    )
+    assert done["phase"] == phase_id and (third / "tasks" / TASK / "task.json").is_file()
     # hidden gold never leaves through a URL; public files may
     with pytest.raises(PermissionError):
         store.presigned_get(f"tasks/{TASK}/gold/test/gold.jsonl")
