@@ -122,6 +122,35 @@ def test_a_worker_with_an_empty_data_directory_scores_runs_from_the_store(stored
         assert r.read() == (b.settings.home / public).read_bytes()
 
 
+def test_publication_and_a_campaigns_new_gold_version_on_the_store(stored, tmp_path):
+    """The drill's site built on the store: runs scored, a phase closed and published, an
+    assessment campaign closed into gold version 2 (put into the store before its row commits),
+    the runs rescored and a second version published; a worker's empty data directory then gets
+    from the store exactly the gold the database names, with the first version kept."""
+    from test_backup import _build
+
+    from server import backup, objectstore
+    from server.models import GoldVersion, RankingVersion
+    from server.settings import Settings
+
+    b = stored
+    _build(b)
+    store = objectstore.store_for(b.settings)
+    keys = {k for k, _ in store.keys(f"tasks/{TASK}/")}
+    assert any(k.startswith(f"tasks/{TASK}/gold-history/test/v1/") for k in keys), keys
+    with Session(b.engine) as s:
+        assert [g.version for g in s.exec(select(GoldVersion)).scalars()] == [1, 2]
+        assert len(s.exec(select(RankingVersion)).scalars().all()) == 2
+    other = tmp_path / "fresh-worker"
+    settings = Settings(
+        home=other,
+        **{k: getattr(b.settings, k) for k in Settings.model_fields if k.startswith("s3_")},
+    )
+    assert objectstore.ensure_task(settings, TASK)
+    assert backup.gold_problems(b.engine, other) == []
+    assert (other / "tasks" / TASK / "gold" / "test").is_dir()
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
