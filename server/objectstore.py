@@ -50,6 +50,7 @@ class ObjectStore:
         access_key: str | None = None,
         secret_key: str | None = None,
         path_style: bool = True,
+        public_endpoint: str | None = None,
     ):
         # boto3 loads only on a site with a store
         import boto3
@@ -57,20 +58,26 @@ class ObjectStore:
 
         self.bucket = bucket
         self.endpoint = endpoint
-        self.client = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name=region,
-            aws_access_key_id=access_key,
-            aws_secret_access_key=secret_key,
-            config=Config(
-                s3={"addressing_style": "path" if path_style else "auto"},
-                connect_timeout=3,
-                read_timeout=60,
-                retries={"max_attempts": 2, "mode": "standard"},
-                signature_version="s3v4",
-            ),
-        )
+
+        def client(url):
+            return boto3.client(
+                "s3",
+                endpoint_url=url,
+                region_name=region,
+                aws_access_key_id=access_key,
+                aws_secret_access_key=secret_key,
+                config=Config(
+                    s3={"addressing_style": "path" if path_style else "auto"},
+                    connect_timeout=3,
+                    read_timeout=60,
+                    retries={"max_attempts": 2, "mode": "standard"},
+                    signature_version="s3v4",
+                ),
+            )
+
+        self.client = client(endpoint)
+        # presigned URLs are signed for the address participants reach (it never connects)
+        self.signer = client(public_endpoint) if public_endpoint else self.client
 
     def __repr__(self) -> str:
         return f"ObjectStore({self.endpoint or 'aws'}/{self.bucket})"
@@ -159,7 +166,7 @@ class ObjectStore:
         params = {"Bucket": self.bucket, "Key": key}
         if attachment:
             params["ResponseContentDisposition"] = f'attachment; filename="{attachment}"'
-        return self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires)
+        return self.signer.generate_presigned_url("get_object", Params=params, ExpiresIn=expires)
 
 
 def is_public_key(key: str) -> bool:
@@ -181,8 +188,8 @@ def is_public_key(key: str) -> bool:
 
 
 @functools.lru_cache(maxsize=8)
-def _store(bucket, endpoint, region, access_key, secret_key, path_style) -> ObjectStore:
-    return ObjectStore(bucket, endpoint, region, access_key, secret_key, path_style)
+def _store(bucket, endpoint, region, access_key, secret_key, path_style, public) -> ObjectStore:
+    return ObjectStore(bucket, endpoint, region, access_key, secret_key, path_style, public)
 
 
 def store_for(settings: Settings) -> ObjectStore | None:
@@ -196,6 +203,7 @@ def store_for(settings: Settings) -> ObjectStore | None:
         settings.s3_access_key,
         settings.s3_secret_key,
         settings.s3_path_style,
+        settings.s3_public_endpoint,
     )
 
 

@@ -509,6 +509,15 @@ def test_released_public_downloads_redirect_to_a_presigned_get_and_gold_never_do
     r = lc.get(f"/api/v1/tasks/{TASK}/download", headers=auth)
     assert r.status_code == 200 and _members(r.data) == _members(api_zip)
 
+    # a store participants reach by another name: the URL is signed for that one
+    public_endpoint = store.endpoint.replace("127.0.0.1", "localhost")
+    monkeypatch.setenv("PALIMPSEST_S3_PUBLIC_ENDPOINT", public_endpoint)
+    outside = create_app({"home": home, "env": "testing", "PALIMPSEST_ENQUEUE": False})
+    r = outside.test_client().get(f"/tasks/{TASK}/data/dev.zip")
+    assert r.status_code == 302 and r.headers["Location"].startswith(public_endpoint + "/")
+    assert _members(_fetch(r.headers["Location"])[2]) == files
+    monkeypatch.delenv("PALIMPSEST_S3_PUBLIC_ENDPOINT")
+
     # the release rule comes first: an area not released yet gets no URL
     from datetime import datetime, timedelta
 
