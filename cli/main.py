@@ -337,6 +337,17 @@ def tasks_import(task_id, home, **given):
     click.echo(f"imported {task_id}: {counts}")
     for note in manifest.get("notes", []):
         click.echo(f"note: {note}")
+    _push_imported(task_id, home)
+
+
+def _push_imported(task_id: str, home: Path | None) -> None:
+    """A site on an object store (PALIMPSEST_S3_BUCKET): the imported files go into it too."""
+    # the server's settings and store load only when a task was imported
+    from server.objectstore import push_imported
+
+    done = push_imported(task_id, home)
+    if done is not None:
+        click.echo(f"put {done[1]} file(s) of {task_id} into the object store {done[0]}")
 
 
 @main.command("agreement")

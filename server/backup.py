@@ -370,6 +370,8 @@ def _backup_once(settings: Settings, out: Path) -> dict:
                         continue
                     if parts[0] == "incoming":  # large uploads not completed: no row names them
                         continue
+                    if parts[0] == "downloads":  # zips of public files, made again when asked for
+                        continue
                     members["files/" + key] = _add_stream(
                         tar, store.open(key), size, "files/" + key
                     )

@@ -12,6 +12,7 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlmodel import Session
 
+from server import objectstore
 from server.actions import competitions as comp_actions
 from server.domain import people
 from server.domain.accounts import create_user, new_invite_code
@@ -96,6 +97,7 @@ def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
     """Import synthetic tasks, create demo teams, an organizer and baselines, and submit their runs.
     Idempotent: a second call finds the demo teams and adds nothing."""
     imported = import_demo_tasks(settings.home)
+    objectstore.push_tasks(settings, imported)  # a site on a store: its workers find them there
     with Session(engine) as s:
         # the competition first: phases made for a task in none would give it one of its own
         seed_demo_competition(s, settings.home)

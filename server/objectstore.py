@@ -7,15 +7,18 @@ directory (`uploads/<sha256[:2]>/<sha256><suffix>`, `tasks/<id>/...`):
 - an upload is put into the store before its submission row is committed; a store that does not
   take it refuses the upload (503, `store_unreachable`) and leaves nothing behind (no row, no
   local file);
-- a task's files (public files, hidden gold, gold history, `task.json`) are pushed after an import
-  (`palimpsest store push`) and after an assessment campaign writes a new gold version;
+- a task's files (public files, hidden gold, gold history, `task.json`) are pushed by every import
+  (a bundle's before its competition's rows are written; `palimpsest tasks import` and the demo's
+  tasks right after their files are in place: `push_tasks`) and after an assessment campaign
+  writes a new gold version; `palimpsest store push` puts whatever is still missing;
 - a worker on another machine, with an empty data directory of its own, fetches a run's upload and
   its task's files from the store before scoring (`local_upload`, `ensure_task`); it needs nothing
   but the database, Redis and the store.
 
 Reads stream (`download_fileobj` into a temporary file renamed into place): no file is read whole
 into memory because it came from the store. Hidden gold is never handed out by URL: `presigned_get`
-refuses any key under a task's `gold/` or `gold-history/`.
+signs only a task's `public/` files and the zips of them under `downloads/` (server.web.downloads: a
+released download answers with a 302 to one).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from server.settings import Settings
 from server.storage import path_for
 from tasks.store import TaskStore, _tree_sha256
 
-PUBLIC_PREFIXES = ("tasks/",)  # and only their public/ files: see presigned_get
+PUBLIC_PREFIXES = ("tasks/", "downloads/")  # and only their public files: see is_public_key
 
 
 class ObjectStore:
@@ -47,6 +50,7 @@ class ObjectStore:
         access_key: str | None = None,
         secret_key: str | None = None,
         path_style: bool = True,
+        public_endpoint: str | None = None,
     ):
         # boto3 loads only on a site with a store
         import boto3
@@ -54,20 +58,26 @@ class ObjectStore:
 
         self.bucket = bucket
         self.endpoint = endpoint
-        self.client = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name=region,
-            aws_access_key_id=access_key,
-            aws_secret_access_key=secret_key,
-            config=Config(
-                s3={"addressing_style": "path" if path_style else "auto"},
-                connect_timeout=3,
-                read_timeout=60,
-                retries={"max_attempts": 2, "mode": "standard"},
-                signature_version="s3v4",
-            ),
-        )
+
+        def client(url):
+            return boto3.client(
+                "s3",
+                endpoint_url=url,
+                region_name=region,
+                aws_access_key_id=access_key,
+                aws_secret_access_key=secret_key,
+                config=Config(
+                    s3={"addressing_style": "path" if path_style else "auto"},
+                    connect_timeout=3,
+                    read_timeout=60,
+                    retries={"max_attempts": 2, "mode": "standard"},
+                    signature_version="s3v4",
+                ),
+            )
+
+        self.client = client(endpoint)
+        # presigned URLs are signed for the address participants reach (it never connects)
+        self.signer = client(public_endpoint) if public_endpoint else self.client
 
     def __repr__(self) -> str:
         return f"ObjectStore({self.endpoint or 'aws'}/{self.bucket})"
@@ -147,20 +157,39 @@ class ObjectStore:
             for o in page.get("Contents", []):
                 yield o["Key"], int(o["Size"])
 
-    def presigned_get(self, key: str, expires: int = 3600) -> str:
-        """A URL that reads a public file for `expires` seconds; refused for anything but a task's
-        public files (hidden gold never leaves through a URL)."""
-        parts = key.split("/")
-        if len(parts) < 4 or parts[0] != "tasks" or parts[2] != "public" or ".." in parts:
+    def presigned_get(self, key: str, expires: int = 3600, attachment: str | None = None) -> str:
+        """A URL that reads a public file for `expires` seconds (saved as `attachment` when
+        given); refused for anything but a task's public files and the zips of them that
+        server.web.downloads puts under `downloads/` (hidden gold never leaves through a URL)."""
+        if not is_public_key(key):
             raise PermissionError(f"{key}: only a task's public files are handed out by URL")
-        return self.client.generate_presigned_url(
-            "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=expires
-        )
+        params = {"Bucket": self.bucket, "Key": key}
+        if attachment:
+            params["ResponseContentDisposition"] = f'attachment; filename="{attachment}"'
+        return self.signer.generate_presigned_url("get_object", Params=params, ExpiresIn=expires)
+
+
+def is_public_key(key: str) -> bool:
+    """Whether a key may be handed out by URL: `tasks/<task>/public/...`, or a zip of public
+    files `downloads/<task>/<sha256>/<name>.zip` (written only by server.web.downloads, which checks
+    that every file of it is under the task's public/)."""
+    parts = key.split("/")
+    if ".." in parts or "" in parts or "." in parts:
+        return False
+    if len(parts) >= 4 and parts[0] == "tasks" and parts[2] == "public":
+        return True
+    return (
+        len(parts) == 4
+        and parts[0] == "downloads"
+        and len(parts[2]) == 64
+        and all(c in "0123456789abcdef" for c in parts[2])
+        and parts[3].endswith(".zip")
+    )
 
 
 @functools.lru_cache(maxsize=8)
-def _store(bucket, endpoint, region, access_key, secret_key, path_style) -> ObjectStore:
-    return ObjectStore(bucket, endpoint, region, access_key, secret_key, path_style)
+def _store(bucket, endpoint, region, access_key, secret_key, path_style, public) -> ObjectStore:
+    return ObjectStore(bucket, endpoint, region, access_key, secret_key, path_style, public)
 
 
 def store_for(settings: Settings) -> ObjectStore | None:
@@ -174,6 +203,7 @@ def store_for(settings: Settings) -> ObjectStore | None:
         settings.s3_access_key,
         settings.s3_secret_key,
         settings.s3_path_style,
+        settings.s3_public_endpoint,
     )
 
 
@@ -229,6 +259,32 @@ def push_tree(settings: Settings, rel: str) -> int:
             store.put_file(key, p)
             n += 1
     return n
+
+
+def push_tasks(settings: Settings, task_ids) -> int:
+    """After tasks were imported into the data directory outside a bundle (`palimpsest tasks
+    import`, the demo's synthetic tasks): put their files into the site's store, when it has one,
+    so that a worker on another machine finds them; returns how many files were put (0 without a
+    store). Raises StoreUnreachable: the import stands in the data directory, and `palimpsest
+    store push` puts it later."""
+    return sum(push_tree(settings, f"tasks/{t}") for t in task_ids)
+
+
+def push_imported(task_id: str, home: Path | None = None) -> tuple[str, int] | None:
+    """`palimpsest tasks import` on a site with a store (the settings of the environment, `home`
+    as its data directory): the task's files go into the store too, so that a worker on another
+    machine finds them. Returns (bucket, files put), or None without a store; a store that does
+    not answer raises StoreUnreachable saying the import stands and what to run later."""
+    settings = Settings(**({"home": home} if home is not None else {}))
+    if store_for(settings) is None:
+        return None
+    try:
+        return settings.s3_bucket, push_tasks(settings, [task_id])
+    except StoreUnreachable as e:
+        raise StoreUnreachable(
+            f"{task_id} is imported into {settings.home}, but not into the object store: "
+            f"{e.message} (run `palimpsest store push` when it answers)"
+        ) from None
 
 
 def _changed(store: ObjectStore, key: str, p: Path) -> bool:

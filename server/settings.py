@@ -193,6 +193,19 @@ class Settings(BaseSettings):
         True,
         description="Path-style addressing (`endpoint/bucket/key`), as SeaweedFS and MinIO use.",
     )
+    s3_public_endpoint: str | None = Field(
+        None,
+        description="Endpoint URL that participants reach the object store at, when it differs "
+        "from `PALIMPSEST_S3_ENDPOINT` (a store known inside the site's network by another name): "
+        "presigned URLs (downloads, large uploads) are signed for it; unset: the endpoint.",
+    )
+    s3_url_seconds: int = Field(
+        300,
+        ge=1,
+        le=7 * 24 * 3600,
+        description="Seconds a download's presigned URL stays valid (a released public download "
+        "on a site with an object store answers with a redirect to one).",
+    )
 
     @field_validator(
         "database_url",
@@ -204,6 +217,7 @@ class Settings(BaseSettings):
         "smtp_password",
         "s3_bucket",
         "s3_endpoint",
+        "s3_public_endpoint",
         "s3_access_key",
         "s3_secret_key",
         mode="before",

@@ -2,10 +2,12 @@
 put into it before their row commits, a worker with a second, empty data directory fetches the
 run and its task's files from it and scores the run, a store that does not answer refuses uploads
 with 503 and leaves nothing behind, hidden gold is never handed out by URL, and the backup drill
-goes from the data directory to the store and back with every published output byte for byte."""
+goes from the data directory to the store and back, on SQLite and on PostgreSQL, with every
+published output byte for byte."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import shutil
@@ -15,7 +17,7 @@ import uuid
 import pytest
 from backbone import child_env, make_team, set_phase, submit, worker_process
 from click.testing import CliRunner
-from conftest import _make_backend, build_schema
+from conftest import _make_backend, build_schema, fresh_pg_database
 from seaweed import s3_env, seaweedfs  # noqa: F401 - the fixture
 from sqlalchemy import select
 from sqlmodel import Session
@@ -95,6 +97,22 @@ def test_a_worker_with_an_empty_data_directory_scores_runs_from_the_store(stored
     assert (other / "tasks" / TASK / "task.json").read_bytes() == (
         b.settings.home / "tasks" / TASK / "task.json"
     ).read_bytes()
+    # the board's statistics job on a worker that never scored the task: its files from the store
+    from server.boards import stats
+    from server.settings import Settings
+
+    third = tmp_path / "stats-home"
+    with Session(b.engine) as s:
+        phase_id = s.get(Submission, sub.id).phase_id
+    done = stats.compute_board_stats(
+        phase_id,
+        settings=Settings(
+            home=third,
+            database_url=b.settings.sqlalchemy_url(),
+            **{k: getattr(b.settings, k) for k in Settings.model_fields if k.startswith("s3_")},
+        ),
+    )
+    assert done["phase"] == phase_id and (third / "tasks" / TASK / "task.json").is_file()
     # hidden gold never leaves through a URL; public files may
     with pytest.raises(PermissionError):
         store.presigned_get(f"tasks/{TASK}/gold/test/gold.jsonl")
@@ -104,6 +122,35 @@ def test_a_worker_with_an_empty_data_directory_scores_runs_from_the_store(stored
     url = store.presigned_get(public, expires=60)
     with urllib.request.urlopen(url, timeout=10) as r:
         assert r.read() == (b.settings.home / public).read_bytes()
+
+
+def test_publication_and_a_campaigns_new_gold_version_on_the_store(stored, tmp_path):
+    """The drill's site built on the store: runs scored, a phase closed and published, an
+    assessment campaign closed into gold version 2 (put into the store before its row commits),
+    the runs rescored and a second version published; a worker's empty data directory then gets
+    from the store exactly the gold the database names, with the first version kept."""
+    from test_backup import _build
+
+    from server import backup, objectstore
+    from server.models import GoldVersion, RankingVersion
+    from server.settings import Settings
+
+    b = stored
+    _build(b)
+    store = objectstore.store_for(b.settings)
+    keys = {k for k, _ in store.keys(f"tasks/{TASK}/")}
+    assert any(k.startswith(f"tasks/{TASK}/gold-history/test/v1/") for k in keys), keys
+    with Session(b.engine) as s:
+        assert [g.version for g in s.exec(select(GoldVersion)).scalars()] == [1, 2]
+        assert len(s.exec(select(RankingVersion)).scalars().all()) == 2
+    other = tmp_path / "fresh-worker"
+    settings = Settings(
+        home=other,
+        **{k: getattr(b.settings, k) for k in Settings.model_fields if k.startswith("s3_")},
+    )
+    assert objectstore.ensure_task(settings, TASK)
+    assert backup.gold_problems(b.engine, other) == []
+    assert (other / "tasks" / TASK / "gold" / "test").is_dir()
 
 
 def _closed_port() -> int:
@@ -179,19 +226,28 @@ def _cli(*args, env):
     return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
 
 
+SERVICES = pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.redis])
+
+
+@pytest.mark.parametrize("kind", ["embedded", SERVICES])
 def test_the_drill_from_the_data_directory_to_the_store_and_back(
+    kind,
     request,
     tmp_path,
     demo_home,
     monkeypatch,
     seaweedfs,  # noqa: F811
 ):
+    """On SQLite and on PostgreSQL: a site on its data directory is backed up and restored into a
+    fresh database and a site on the store; that site, its data directory's cache removed, is
+    backed up from the store, verified, and restored into a fresh database and a site on its data
+    directory alone; every run, judgment, gold version and published output is there."""
     from test_backup import _build, _served, _state
 
     from server import objectstore
     from server.settings import Settings
 
-    b = _make_backend("embedded", request, tmp_path, demo_home, monkeypatch)
+    b = _make_backend(kind, request, tmp_path, demo_home, monkeypatch)
     _own_tasks(b, demo_home)
     for name in ("dev", "test"):
         set_phase(b, TASK, name, concurrent_limit=None, daily_limit=None)
@@ -201,51 +257,77 @@ def test_the_drill_from_the_data_directory_to_the_store_and_back(
     r = _cli("backup", str(tmp_path / "local.tar"), "--json", env={"PALIMPSEST_SECRET_KEY": secret})
     assert r.exit_code == 0, r.output
 
-    # into a site that keeps its files in the store
-    s3 = _bucket(seaweedfs)
-    on_store = tmp_path / "on-store"
-    env = {"PALIMPSEST_HOME": str(on_store), "DATABASE_URL": "", "PALIMPSEST_SECRET_KEY": secret}
-    r = _cli("restore", str(tmp_path / "local.tar"), "--json", env={**env, **s3})
-    assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["checks"]["stored"] > 0
-    site = Settings(
-        home=on_store,
-        database_url=None,
-        s3_bucket=s3["PALIMPSEST_S3_BUCKET"],
-        s3_endpoint=s3["PALIMPSEST_S3_ENDPOINT"],
-        s3_access_key=s3["PALIMPSEST_S3_ACCESS_KEY"],
-        s3_secret_key=s3["PALIMPSEST_S3_SECRET_KEY"],
-    )
-    store = objectstore.store_for(site)
-    keys = {k for k, _ in store.keys("")}
-    assert any(k.startswith(f"tasks/{TASK}/gold-history/") for k in keys)
-    assert all(f"uploads/{run[3]}" in keys for run in before["runs"])
-    # the store is the truth: the data directory's cache of it may go
-    shutil.rmtree(on_store / "uploads")
-    shutil.rmtree(on_store / "tasks")
-    r = _cli("backup", str(tmp_path / "store.tar"), "--json", env={**env, **s3})
-    assert r.exit_code == 0, r.output
-    r = _cli("backup", "verify", str(tmp_path / "store.tar"), "--json", env={**env, **s3})
-    assert r.exit_code == 0, r.output
+    with contextlib.ExitStack() as dbs:
 
-    # and back into a site on the data directory alone
-    back = tmp_path / "back"
-    env2 = {"PALIMPSEST_HOME": str(back), "DATABASE_URL": "", "PALIMPSEST_SECRET_KEY": secret}
-    r = _cli("restore", str(tmp_path / "store.tar"), "--json", env=env2)
-    assert r.exit_code == 0, r.output
-    from sqlalchemy import create_engine
+        def fresh_database(prefix, migrated) -> str | None:
+            """A new, empty database of the drill's kind: None (SQLite in the data directory) or
+            the URL of a new PostgreSQL database, dropped after the test."""
+            if kind == "embedded":
+                return None
+            _name, url = dbs.enter_context(fresh_pg_database(prefix))
+            if migrated:  # as `palimpsest db upgrade` leaves it: tables without rows
+                build_schema(url)
+            return url
 
-    eng = create_engine(Settings(home=back, database_url=None).sqlalchemy_url())
-    try:
-        after = _state(eng)
-    finally:
-        eng.dispose()
-    for key in ("rankings", "judgments", "decisions", "campaigns", "gold", "runs"):
-        assert after[key] == before[key], key
-    monkeypatch.delenv("DATABASE_URL", raising=False)
-    served = _served(back, None, secret)
-    source = _served(b.settings.home, None, secret)
-    assert served == source and all(st == 200 for st, _ in served.values())
+        # into a site that keeps its files in the store
+        s3 = _bucket(seaweedfs)
+        on_store = tmp_path / "on-store"
+        url1 = fresh_database("palimpsest_on_store_", migrated=True)
+        env = {
+            "PALIMPSEST_HOME": str(on_store),
+            "DATABASE_URL": url1 or "",
+            "PALIMPSEST_SECRET_KEY": secret,
+        }
+        r = _cli("restore", str(tmp_path / "local.tar"), "--json", env={**env, **s3})
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["checks"]["stored"] > 0
+        site = Settings(
+            home=on_store,
+            database_url=url1,
+            s3_bucket=s3["PALIMPSEST_S3_BUCKET"],
+            s3_endpoint=s3["PALIMPSEST_S3_ENDPOINT"],
+            s3_access_key=s3["PALIMPSEST_S3_ACCESS_KEY"],
+            s3_secret_key=s3["PALIMPSEST_S3_SECRET_KEY"],
+        )
+        store = objectstore.store_for(site)
+        keys = {k for k, _ in store.keys("")}
+        assert any(k.startswith(f"tasks/{TASK}/gold-history/") for k in keys)
+        assert all(f"uploads/{run[3]}" in keys for run in before["runs"])
+        # the store is the truth: the data directory's cache of it may go
+        shutil.rmtree(on_store / "uploads")
+        shutil.rmtree(on_store / "tasks")
+        r = _cli("backup", str(tmp_path / "store.tar"), "--json", env={**env, **s3})
+        assert r.exit_code == 0, r.output
+        r = _cli("backup", "verify", str(tmp_path / "store.tar"), "--json", env={**env, **s3})
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["checks"]["published_rankings"] == 2
+
+        # and back into a site on the data directory alone
+        back = tmp_path / "back"
+        url2 = fresh_database("palimpsest_back_", migrated=False)
+        env2 = {
+            "PALIMPSEST_HOME": str(back),
+            "DATABASE_URL": url2 or "",
+            "PALIMPSEST_SECRET_KEY": secret,
+        }
+        r = _cli("restore", str(tmp_path / "store.tar"), "--json", env=env2)
+        assert r.exit_code == 0, r.output
+        from sqlalchemy import create_engine
+
+        eng = create_engine(Settings(home=back, database_url=url2).sqlalchemy_url())
+        try:
+            after = _state(eng)
+        finally:
+            eng.dispose()
+        for key in ("rankings", "judgments", "decisions", "campaigns", "gold", "runs"):
+            assert after[key] == before[key], key
+        for *_rest, key in after["runs"]:  # each run's upload is in the data directory
+            assert (back / "uploads" / key).is_file(), key
+        if kind == "embedded":
+            monkeypatch.delenv("DATABASE_URL", raising=False)
+        served = _served(back, url2, secret)
+        source = _served(b.settings.home, b.settings.database_url, secret)
+        assert served == source and all(st == 200 for st, _ in served.values())
 
 
 @pytest.mark.slow
@@ -311,3 +393,245 @@ def test_a_worker_killed_mid_job_on_the_store_leaves_nothing_lost(
     assert statuses(b, ids) == ["scored"] * len(ids)
     assert get(b, ids[0]).attempts == 2
     assert (tmp_path / "w2" / "tasks" / "swissgov-rsd" / "task.json").is_file()
+
+
+def _token_user(app, email="reader@example.org"):
+    from argon2 import PasswordHasher
+
+    from server.web import auth
+    from server.web.auth import create_token, create_user
+
+    auth._hasher = PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
+    with Session(app.extensions["palimpsest.engine"], expire_on_commit=False) as s:
+        u = create_user(s, email=email, password="correct horse")
+        s.commit()
+        _, token = create_token(s, user=u)
+        s.commit()
+    return token
+
+
+def _fetch(url) -> tuple[int, dict, bytes]:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.status, dict(r.headers), r.read()
+
+
+def _members(data: bytes) -> dict[str, bytes]:
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        return {i.filename: z.read(i) for i in z.infolist()}
+
+
+def test_released_public_downloads_redirect_to_a_presigned_get_and_gold_never_does(
+    stored, tmp_path, monkeypatch
+):
+    """On a site with a store, a released download (the web's zip of one area, the API's zip of
+    every released one, so the CLI's `download`) is a 302 to a short-lived presigned GET of a zip
+    in the store, with the same files the web app would have sent; a download that would expose
+    hidden gold is refused before any zip is made, and gold never gets a URL. Without a store
+    the same requests answer 200 with the zip, as before."""
+    import threading
+    from urllib.parse import urlsplit
+
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    from server import create_app, downloads, objectstore
+
+    b = stored
+    home = b.settings.home
+    public = home / "tasks" / TASK / "public"
+    monkeypatch.setenv("PALIMPSEST_S3_URL_SECONDS", "60")
+    app = create_app({"home": home, "env": "testing", "PALIMPSEST_ENQUEUE": False})
+    token = _token_user(app)
+    auth = {"Authorization": f"Bearer {token}"}
+    store = objectstore.store_for(app.extensions["palimpsest.settings"])
+    c = app.test_client()
+
+    # the web's zip of one area
+    r = c.get(f"/tasks/{TASK}/data/dev.zip")
+    assert r.status_code == 302, r.data[:300]
+    assert r.headers["Cache-Control"] == "no-store"
+    url = r.headers["Location"]
+    parts = urlsplit(url)
+    assert parts.path.startswith(f"/{store.bucket}/downloads/{TASK}/") and "X-Amz-Expires=60" in (
+        parts.query
+    )
+    status, headers, data = _fetch(url)
+    assert status == 200 and f'filename="{TASK}-dev.zip"' in headers["Content-Disposition"]
+    files = {
+        f"{TASK}-dev/{p.relative_to(public / 'dev').as_posix()}": p.read_bytes()
+        for p in (public / "dev").rglob("*")
+        if p.is_file()
+    }
+    assert _members(data) == files and files
+    # asked again: the same object, not put twice
+    again = c.get(f"/tasks/{TASK}/data/dev.zip").headers["Location"]
+    assert urlsplit(again).path == parts.path
+    assert len(list(store.keys(f"downloads/{TASK}/"))) == 1
+
+    # the API's zip of every released area, through the CLI (requests follows the redirect)
+    r = c.get(f"/api/v1/tasks/{TASK}/download", headers=auth)
+    assert r.status_code == 302
+    _, _, api_zip = _fetch(r.headers["Location"])
+
+    class Quiet(WSGIRequestHandler):
+        def log(self, *args, **kwargs):
+            pass
+
+    srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Quiet)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        got = tmp_path / "downloaded"
+        r = _cli(
+            "download",
+            TASK,
+            "--home",
+            str(got),
+            env={
+                "PALIMPSEST_SERVER": f"http://127.0.0.1:{srv.server_port}",
+                "PALIMPSEST_TOKEN": token,
+            },
+        )
+    finally:
+        srv.shutdown()
+    assert r.exit_code == 0, r.output
+    for name, body in _members(api_zip).items():
+        if name != "task.json":
+            assert (got / "tasks" / TASK / name).read_bytes() == body, name
+            assert (public.parent / name).read_bytes() == body
+
+    # the same requests on the data directory alone: the zip itself, the same files
+    local = create_app(
+        {"home": home, "env": "testing", "s3_bucket": None, "PALIMPSEST_ENQUEUE": False}
+    )
+    lc = local.test_client()
+    r = lc.get(f"/tasks/{TASK}/data/dev.zip")
+    assert r.status_code == 200 and r.mimetype == "application/zip"
+    assert _members(r.data) == files
+    r = lc.get(f"/api/v1/tasks/{TASK}/download", headers=auth)
+    assert r.status_code == 200 and _members(r.data) == _members(api_zip)
+
+    # a store participants reach by another name: the URL is signed for that one
+    public_endpoint = store.endpoint.replace("127.0.0.1", "localhost")
+    monkeypatch.setenv("PALIMPSEST_S3_PUBLIC_ENDPOINT", public_endpoint)
+    outside = create_app({"home": home, "env": "testing", "PALIMPSEST_ENQUEUE": False})
+    r = outside.test_client().get(f"/tasks/{TASK}/data/dev.zip")
+    assert r.status_code == 302 and r.headers["Location"].startswith(public_endpoint + "/")
+    assert _members(_fetch(r.headers["Location"])[2]) == files
+    monkeypatch.delenv("PALIMPSEST_S3_PUBLIC_ENDPOINT")
+
+    # the release rule comes first: an area not released yet gets no URL
+    from datetime import datetime, timedelta
+
+    later = datetime.now() + timedelta(days=3)
+    set_phase(b, TASK, "test", inputs_at=later, opens_at=later)
+    r = c.get(f"/tasks/{TASK}/data/test.zip")
+    assert r.status_code == 403 and "Location" not in r.headers
+    r = c.get(f"/api/v1/tasks/{TASK}/download", headers=auth, query_string={"split": "test"})
+    assert r.status_code == 403 and r.json["error"]["code"] == "not_released"
+    set_phase(b, TASK, "test", inputs_at=None, opens_at=None)
+
+    # gold never gets a URL: not signed, not zipped, not served when an area would expose it
+    for key in (
+        f"tasks/{TASK}/gold/test/gold.jsonl",
+        f"tasks/{TASK}/gold-history/test/v1/gold.jsonl",
+        f"tasks/{TASK}/task.json",
+        f"uploads/{'0' * 2}/{'0' * 64}.csv",
+        f"downloads/{TASK}/{'0' * 64}/../../tasks/{TASK}/gold/test/gold.jsonl",
+    ):
+        with pytest.raises(PermissionError):
+            store.presigned_get(key)
+    gold = home / "tasks" / TASK / "gold" / "test" / "gold.jsonl"
+    with app.app_context(), pytest.raises(PermissionError):
+        downloads.stored_zip_url(
+            app.extensions["palimpsest.settings"], TASK, "x.zip", [("gold.jsonl", gold)]
+        )
+    shutil.copy(gold, public / "test" / "gold.jsonl")  # an organizer's mistake
+    import os
+
+    manifest = home / "tasks" / TASK / "task.json"  # the exposure is cached until an import
+    st = manifest.stat()
+    os.utime(manifest, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    r = c.get(f"/tasks/{TASK}/data/test.zip")
+    assert r.status_code == 409 and "Location" not in r.headers and b"hidden test" in r.data
+    r = c.get(f"/api/v1/tasks/{TASK}/download", headers=auth)
+    assert r.status_code == 409 and r.json["error"]["code"] == "exposes_hidden_gold"
+    assert len(list(store.keys(f"downloads/{TASK}/"))) == 2  # the dev zip and the API's
+
+
+def test_a_task_import_puts_its_files_into_the_store(tmp_path, monkeypatch, seaweedfs):  # noqa: F811
+    """`palimpsest tasks import` on a site with a store puts the task's files into it (no
+    `store push`): a worker's empty data directory gets the task from the store alone and scores
+    a file there as the importing machine does. A store that does not answer leaves the import
+    standing in the data directory and says to push later."""
+    from scorer import score_validated, validate_file
+    from server import objectstore
+    from server.demo import predictions
+    from server.settings import Settings
+    from tasks import get_task
+    from tasks.base import resolve
+
+    s3 = _bucket(seaweedfs)
+    for k in s3:
+        monkeypatch.delenv(k, raising=False)
+    release = resolve(get_task(TASK).demo.release)(tmp_path / "release", 40)
+    home = tmp_path / "site"
+    r = _cli(
+        "tasks",
+        "import",
+        TASK,
+        "--from",
+        str(release["source"]),
+        "--fold",
+        "1",
+        env={**s3, "PALIMPSEST_HOME": str(home)},
+    )
+    assert r.exit_code == 0, r.output
+    assert f"file(s) of {TASK} into the object store {s3['PALIMPSEST_S3_BUCKET']}" in r.output
+
+    def site(h):
+        return Settings(
+            home=h,
+            s3_bucket=s3["PALIMPSEST_S3_BUCKET"],
+            s3_endpoint=s3["PALIMPSEST_S3_ENDPOINT"],
+            s3_access_key=s3["PALIMPSEST_S3_ACCESS_KEY"],
+            s3_secret_key=s3["PALIMPSEST_S3_SECRET_KEY"],
+        )
+
+    store = objectstore.store_for(site(home))
+    local = {
+        p.relative_to(home).as_posix(): p.stat().st_size
+        for p in (home / "tasks" / TASK).rglob("*")
+        if p.is_file() and not any(x.startswith(".") for x in p.relative_to(home).parts)
+    }
+    assert dict(store.keys(f"tasks/{TASK}/")) == local
+    assert any(k.startswith(f"tasks/{TASK}/gold/") for k in local)
+
+    # a worker's machine: an empty data directory and the store
+    worker = tmp_path / "worker"
+    assert objectstore.ensure_task(site(worker), TASK)
+    data, name = predictions(TASK, "dev", home, 0.2, seed=4)
+    f = tmp_path / name
+    f.write_bytes(data)
+    scores = [
+        score_validated(validate_file(TASK, f, "dev", h, site(h).limits()), h)
+        for h in (home, worker)
+    ]
+    assert scores[0] == scores[1] and scores[0]
+
+    # the store down: the import stands, the message says what to run later
+    down = {**s3, "PALIMPSEST_S3_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}
+    other = tmp_path / "site-2"
+    r = _cli(
+        "tasks",
+        "import",
+        TASK,
+        "--from",
+        str(release["source"]),
+        env={**down, "PALIMPSEST_HOME": str(other)},
+    )
+    assert r.exit_code != 0
+    assert "not into the object store" in r.output and "palimpsest store push" in r.output
+    assert (other / "tasks" / TASK / "task.json").is_file()

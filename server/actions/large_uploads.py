@@ -61,7 +61,7 @@ def _urls(store, t: dict, numbers) -> list[dict]:
     return [
         {
             "number": n,
-            "url": store.client.generate_presigned_url(
+            "url": store.signer.generate_presigned_url(
                 "upload_part",
                 Params={
                     "Bucket": store.bucket,

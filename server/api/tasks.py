@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import io
 import json
-import zipfile
 from urllib.parse import urlencode
 
-from flask import Response, request
+from flask import request
 
 from server import api_models as m
 from server.actions import downloads as download_actions
@@ -33,6 +31,7 @@ from server.api.openapi import op
 from server.db import db
 from server.domain import people, releases
 from server.settings import get_settings
+from server.web import downloads
 from server.web.leaderboard import serve_board
 from tasks import all_tasks
 
@@ -91,8 +90,10 @@ def task_detail(task_id):
 @op(
     "A zip of the task's public inputs",
     query=m.DownloadQuery,
-    responses={200: "application/zip"},
+    responses={200: "application/zip", 302: None},
     tags=("tasks",),
+    description="200: the zip. 302: on a site with an object store, a redirect to a short-lived "
+    "presigned GET of the zip in the store (no authorization header needed there).",
 )
 def download(task_id):
     u = need_user()
@@ -106,7 +107,6 @@ def download(task_id):
     except releases.DownloadRefused as e:
         raise ApiError(e.status, e.code, e.message) from e
     store = task_store(t.id)
-    buf = io.BytesIO()
     manifest = store.manifest()
     public_manifest = {k: manifest[k] for k in ("task", "version", "splits") if k in manifest}
     # a hidden split's counts would say how many gold rows it has (a links split's `links`)
@@ -120,16 +120,10 @@ def download(task_id):
         a.name: "blind" if a.blind else (a.release_at.isoformat() + "Z" if a.release_at else None)
         for a in withheld
     }
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("task.json", json.dumps(public_manifest, indent=2))
-        for a in given:
-            for p in a.files:
-                zf.write(p, p.relative_to(store.root).as_posix())
-    return Response(
-        buf.getvalue(),
-        mimetype="application/zip",
-        headers={"Content-Disposition": f'attachment; filename="{t.id}-public.zip"'},
-    )
+    members = [("task.json", json.dumps(public_manifest, indent=2).encode())]
+    members += [(p.relative_to(store.root).as_posix(), p) for a in given for p in a.files]
+    # with an object store: a redirect to a presigned GET of the zip (server.web.downloads)
+    return downloads.zip_response(get_settings(), t.id, f"{t.id}-public.zip", members)
 
 
 @bp.get("/tasks/<task_id>/leaderboard")

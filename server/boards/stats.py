@@ -332,6 +332,7 @@ def compute_board_stats(phase_id: int, settings=None) -> dict:
     version = phase_version(settings, engine, task, phase_id)
     if version is not None and ready(settings.home, phase_id, version):
         return {"phase": phase_id, "version": version, "cached": True}
+    objectstore.ensure_task(settings, task.id)  # a worker that never scored the task: the store's
     prov = current_provenance(task, phase.split, settings.home)
     with Session(engine, expire_on_commit=False) as s:
         phase = s.get(Phase, phase_id)

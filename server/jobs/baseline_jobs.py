@@ -12,6 +12,7 @@ import tempfile
 
 from baselines.run import run_baselines
 from baselines.systems import Options
+from server import objectstore
 from server.domain.baselines import record_baseline
 from server.settings import get_settings
 
@@ -24,6 +25,7 @@ def run_baseline(task_id: str, system: str, options: dict, phases: list[str] | N
     opts = Options(**{**options, "progress": False})
     runs = settings.home / "baselines" / "runs"
     runs.mkdir(parents=True, exist_ok=True)
+    objectstore.ensure_task(settings, task_id)  # a worker on another machine: from the store
     # a directory of its own: two runs of one system with other options never share a file; once
     # recorded, the file lives on in the content-addressed uploads
     with tempfile.TemporaryDirectory(dir=runs) as out_dir:

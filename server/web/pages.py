@@ -3,9 +3,6 @@ submissions."""
 
 from __future__ import annotations
 
-import io
-import zipfile
-
 from flask import (
     Blueprint,
     Response,
@@ -47,6 +44,7 @@ from server.exceptions import (
 from server.jobs import waits
 from server.models import Phase, Score, Submission, Team
 from server.settings import get_settings
+from server.web import downloads
 from server.web.auth import current_user, login_required
 from server.web.forms import SubmitForm
 from server.web.refusals import refusal
@@ -190,15 +188,9 @@ def download(task_id: str, split: str):
     except releases.DownloadRefused as e:
         return refusal(e.status, e.message, url_for("pages.task", task_id=t.id))
     base = TaskStore(t.id, get_settings().home).root / "public" / split
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for p in given[0].files:
-            z.write(p, f"{t.id}-{split}/{p.relative_to(base).as_posix()}")
-    return Response(
-        buf.getvalue(),
-        mimetype="application/zip",
-        headers={"Content-Disposition": f'attachment; filename="{t.id}-{split}.zip"'},
-    )
+    members = [(f"{t.id}-{split}/{p.relative_to(base).as_posix()}", p) for p in given[0].files]
+    # with an object store: a redirect to a presigned GET of the zip (server.web.downloads)
+    return downloads.zip_response(get_settings(), t.id, f"{t.id}-{split}.zip", members)
 
 
 # ----------------------------------------------------------------------------- submitting
