@@ -437,7 +437,8 @@ def test_released_public_downloads_redirect_to_a_presigned_get_and_gold_never_do
 
     from werkzeug.serving import WSGIRequestHandler, make_server
 
-    from server import create_app, downloads, objectstore
+    from server import create_app, objectstore
+    from server.web import downloads
 
     b = stored
     home = b.settings.home
