@@ -399,7 +399,7 @@ def _token_user(app, email="reader@example.org"):
     from argon2 import PasswordHasher
 
     from server.web import auth
-    from server.web.auth import create_token, create_user
+    from server.domain.accounts import create_token, create_user
 
     auth._hasher = PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
     with Session(app.extensions["palimpsest.engine"], expire_on_commit=False) as s:
