@@ -1,0 +1,273 @@
+"""Submissions: the upload's fields, a submission, its scores, quotas."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+)
+from pydantic.json_schema import SkipJsonSchema
+
+from server.api_models.base import Model, Out, PageQuery, Problem, Stamp
+from server.domain.inputs import CONTROL, one_line_problem
+from server.domain.submissions import url_problem
+
+# ----------------------------------------------------------------------------- submissions
+
+
+YES = ("1", "true", "yes", "on", "y")  # "y": what a WTForms checkbox posts when ticked
+NO = ("0", "false", "no", "off", "n", "")
+
+
+def _flagged(v):
+    """A form's yes/no field: 1, true, yes, on, y (any case) are yes; 0, false, no, off, n and
+    the empty string are no; anything else is refused, naming what is accepted."""
+    if isinstance(v, str):
+        w = v.strip().lower()
+        if w in YES:
+            return True
+        if w in NO:
+            return False
+        raise ValueError(
+            f"{v[:20]!r} is not a yes/no value (yes: 1, true, yes, on, y; no: 0, false, no, off, n)"
+        )
+    return bool(v)
+
+
+class UploadFields(Model):
+    """The fields of an upload, on the web form and the API alike (the file travels beside them,
+    streamed). Text is stripped; the URL, when given, is http(s)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    phase: str | None = Field(None, description="Default: the open test phase, else dev.")
+    method_name: str = Field("", max_length=200)
+    description: str = Field("", max_length=5000)
+    url: str = Field("", max_length=500)
+    show_publicly: bool = True
+    primary: bool = Field(
+        False, description="Make this the team's primary (ranked) run of the phase."
+    )
+    baseline: bool = Field(False, description="Organizers: record a baseline entry.")
+    # fact sheets: the answers, sent as one form field `fact.<key>` each
+    # (server.domain.facts.form_facts);
+    # checked against the competition's declared fields by the submit action
+    facts: SkipJsonSchema[dict[str, str]] = Field(default_factory=dict)
+
+    @field_validator("phase", mode="before")
+    @classmethod
+    def _phase(cls, v):
+        return (v or "").strip() or None
+
+    @field_validator("method_name", "description", "url", mode="before")
+    @classmethod
+    def _strip(cls, v, info):
+        v = (v or "").strip()
+        if CONTROL.search(v):
+            raise ValueError("a control character is not allowed in this field")
+        if info.field_name == "method_name" and one_line_problem(v):
+            raise ValueError(one_line_problem(v))
+        return v
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        problem = url_problem(v)  # the one URL rule of every surface
+        if problem:
+            raise ValueError(problem)
+        return v
+
+    @field_validator("show_publicly", "primary", "baseline", mode="before")
+    @classmethod
+    def _flags(cls, v):
+        return _flagged(v)
+
+
+class UploadForm(UploadFields):
+    """The multipart upload (`curl -F file=@predictions.jsonl -F phase=test`). The fact sheet's
+    answers travel as fields `fact.<key>` (`-F fact.affiliation=...`), one per declared field."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "patternProperties": {r"^fact\.[a-z][a-z0-9_]{0,39}$": {"type": "string"}}
+        }
+    )
+
+    file: bytes = Field(
+        description="The prediction file (the task's format; .gz and .zip accepted)."
+    )
+
+
+class CodeUploadForm(UploadFields):
+    """A system to run blind (`curl -F code=@system.zip -F phase=evaluation`): a zip with
+    system.yaml at its top (docs/blind-runs.md), and the same fields as a prediction file."""
+
+    code: bytes = Field(description="The system: a zip archive holding system.yaml and its files.")
+
+
+class CodeRunsQuery(Model):
+    awaiting_review: Optional[Literal["0", "1"]] = Field(
+        None, description="`1`: only ended runs of blind phases no organizer reviewed yet."
+    )
+
+
+class LeaderboardQuery(Model):
+    phase: str | None = Field(
+        None, description="Default: the test phase when it is open or published."
+    )
+    version: int | None = Field(
+        None, ge=1, description="A published phase: that version of the final ranking."
+    )
+
+
+class Scores(BaseModel):
+    """The scorer's JSON contract for the part of the gold the caller may see (`part`: public,
+    private or all); `parts` holds each visible part when several are."""
+
+    model_config = ConfigDict(extra="allow")
+    part: str
+    primary: dict[str, Any]
+    metrics: Optional[dict[str, Any]] = None
+    parts: Optional[dict[str, dict[str, Any]]] = None
+
+
+class QueueStanding(Out):
+    """Where a waiting run stands (server.jobs.waits)."""
+
+    position: Optional[int] = Field(description="1: the next to start; 0: being scored now.")
+    queued: int = Field(description="Runs waiting in the scoring queue, all teams.")
+    running: int
+    workers: Optional[int] = Field(description="Scoring workers alive (null: not known).")
+    estimated_wait_s: Optional[float] = Field(
+        description="Seconds until scored, from recent scoring times (null: none yet)."
+    )
+    basis: str
+
+
+class SubmissionOut(Out):
+    id: int
+    task: str
+    phase: Optional[str]
+    status: Literal["queued", "running", "scored", "failed"]
+    created: Stamp
+    started: Stamp
+    finished: Stamp
+    method_name: str
+    description: str
+    url: str
+    show_publicly: bool
+    is_primary: bool
+    is_baseline: bool
+    file_name: str
+    size: int
+    sha256: str
+    hidden: bool
+    hidden_reason: Optional[str]
+    failure_kind: Optional[str]
+    errors: list[Problem]
+    scores: Optional[Scores]
+    team: Optional[str] = Field(None, description="The team's name (organizers' lists).")
+    facts: Optional[dict[str, Any]] = Field(
+        None, description="The fact sheet's answers (key: value), as the team gave them."
+    )
+    removed: Optional[bool] = Field(
+        None, description="After a deletion: true (the run is kept for the organizers)."
+    )
+    duplicate: Optional[bool] = Field(
+        None,
+        description="At upload: true when this very file was "
+        "submitted before (the earlier submission, counted once).",
+    )
+    queue: Optional[QueueStanding] = Field(
+        None, description="While queued or running: its place and an estimate (one run's view)."
+    )
+
+
+class CodeRunOut(Out):
+    """A team's system run blind: its stage, what it used and, when its team may read it, its
+    log (organizers at once; the team on a blind phase once an organizer reviewed the run)."""
+
+    id: int
+    task: str
+    phase: str
+    team: int
+    stage: Literal["queued", "running", "ran", "failed"]
+    failure_kind: Optional[Literal["code", "infra"]] = None
+    reason: str = ""
+    attempts: int
+    created: Stamp
+    started: Stamp = None
+    finished: Stamp = None
+    command: list[str]
+    resources: dict = Field(
+        default_factory=dict,
+        description="What the run used: status, exit_code, wall_seconds, cpu_seconds, "
+        "peak_rss_mb, output_bytes.",
+    )
+    cpu_seconds: float = 0.0
+    submission: Optional[int] = Field(None, description="The submission its output became.")
+    submission_status: Optional[Literal["queued", "running", "scored", "failed"]] = Field(
+        None, description="That submission's status: its output validated and scored, or not."
+    )
+    blind: bool
+    reviewed: bool
+    log: Optional[str] = Field(None, description="stdout and stderr (their ends), when allowed.")
+    log_hidden: bool = Field(False, description="The log waits for an organizer's review.")
+
+
+class CodeRunsOut(Out):
+    runs: list[CodeRunOut]
+
+
+class SubmissionsQuery(PageQuery):
+    task: Optional[str] = None
+    mine: Optional[Literal["0", "1"]] = Field(
+        None, description="Organizers: `0` lists every team's."
+    )
+    status: Optional[Literal["queued", "running", "scored", "failed"]] = None
+
+
+class Rescore(Model):
+    reason: str = Field("", max_length=500)
+
+
+class TaskRescore(Model):
+    phase: Optional[str] = Field(
+        None, description="Only this phase (default: every phase of the task)."
+    )
+    include_invalid: bool = Field(
+        False, description="Also files that failed validation (they fail again)."
+    )
+    reason: str = Field("", max_length=500)
+
+
+class Rescored(Out):
+    queued: list[int] = Field(description="The submissions queued for scoring again.")
+    skipped: int = Field(
+        0, description="Selected but not final (queued or running), so left alone."
+    )
+
+
+class ShowPublicly(Model):
+    show_publicly: bool = Field(description="true: a row on the public board; false: none.")
+
+    @field_validator("show_publicly", mode="before")
+    @classmethod
+    def _flag(cls, v):
+        return _flagged(v)
+
+
+class Visibility(Model):
+    action: Literal["hide", "unhide", "remove", "restore"] = Field(
+        json_schema_extra={"examples": ["hide"]}
+    )
+    reason: str = Field(
+        "",
+        max_length=500,
+        description="hide and remove: shown to the team.",
+        json_schema_extra={"examples": ["a duplicate of an earlier run"]},
+    )
