@@ -398,10 +398,10 @@ def test_a_worker_killed_mid_job_on_the_store_leaves_nothing_lost(
 def _token_user(app, email="reader@example.org"):
     from argon2 import PasswordHasher
 
-    from server.web import auth
+    from server.domain import accounts
     from server.domain.accounts import create_token, create_user
 
-    auth._hasher = PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
+    accounts.hasher = PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
     with Session(app.extensions["palimpsest.engine"], expire_on_commit=False) as s:
         u = create_user(s, email=email, password="correct horse")
         s.commit()

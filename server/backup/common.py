@@ -1,0 +1,279 @@
+"""What backup, restore and verify share: the archive's format and what it leaves out, the
+report, database and file helpers, and the check of gold files against their versions."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import tarfile
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib.metadata import version
+from pathlib import Path
+
+from sqlalchemy import inspect, select, text
+from sqlalchemy.engine import make_url
+from sqlmodel import Session
+
+from server.models import GoldVersion
+from server.settings import SECRET_FILE
+from tasks.store import TaskStore, _tree_sha256
+
+FORMAT = "palimpsest-backup"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+CHUNK = 1024 * 1024
+
+# What of the data directory an archive leaves out, and why (the manifest lists them).
+LEFT_OUT = {
+    SECRET_FILE: "a secret (the key that signs sessions and names gold by keyed id): keep it in "
+    "your secrets store and put it back, or set PALIMPSEST_SECRET_KEY, on the restored site",
+    "palimpsest.db": "the SQLite database itself: the archive holds its copy from the online "
+    "backup API under database/",
+    "palimpsest.db-wal": "the SQLite database's write-ahead log (in the copy under database/)",
+    "palimpsest.db-shm": "the SQLite database's shared memory (in the copy under database/)",
+    "palimpsest.db-journal": "the SQLite database's journal (in the copy under database/)",
+    "redis": "the embedded Redis (the queue): the restored site's reconciler enqueues again every "
+    "run left unscored",
+    "run": "process ids of the running site",
+    "stats": "derived caches (units, bootstrap samples, board statistics), recomputed on demand "
+    "from the uploads and the gold",
+}
+SECRET_SETTINGS = (
+    "PALIMPSEST_SECRET_KEY",
+    "DATABASE_URL (its password)",
+    "REDIS_URL (its password)",
+    "PALIMPSEST_SMTP_PASSWORD",
+)
+
+
+class BackupError(RuntimeError):
+    """A backup, verification or restore that cannot go on; the message says what and where."""
+
+
+class TargetNotEmpty(BackupError):
+    pass
+
+
+@dataclass
+class Report:
+    """What a verify or a restore found: `problems` empty means every check passed."""
+
+    archive: str
+    checks: dict = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def as_dict(self) -> dict:
+        return {
+            "archive": self.archive,
+            "ok": self.ok,
+            "checks": self.checks,
+            "problems": self.problems,
+            "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
+        }
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def now_text() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def code_version() -> str:
+    try:
+        return version("palimpsest")
+    except Exception:  # noqa: BLE001 - a checkout without the package installed
+        return "0+unknown"
+
+
+def sqlite_path(url: str) -> Path | None:
+    u = make_url(url)
+    if not u.drivername.startswith("sqlite"):
+        return None
+    return Path(u.database or "")
+
+
+def pg_args(url: str) -> tuple[list[str], dict]:
+    """libpq options for pg_dump / pg_restore / psql, and the environment carrying the password
+    (never on a command line others can read)."""
+    u = make_url(url)
+    args = []
+    if u.host:
+        args += ["-h", u.host]
+    if u.port:
+        args += ["-p", str(u.port)]
+    if u.username:
+        args += ["-U", u.username]
+    env = dict(os.environ)
+    if u.password is not None:
+        env["PGPASSWORD"] = str(u.password)
+    return args, env
+
+
+def tool_path(name: str) -> str:
+    exe = shutil.which(name)
+    if exe is None:
+        raise BackupError(f"{name} is not installed (PostgreSQL's client programs are needed)")
+    return exe
+
+
+def run_tool(cmd: list[str], env: dict, what: str) -> None:
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        err = (r.stderr or r.stdout).strip().splitlines()
+        raise BackupError(f"{what} failed (exit {r.returncode}): {' / '.join(err[-3:])}")
+
+
+def sqlite_counts(path: Path) -> tuple[dict[str, int], tuple[str, ...]]:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        names = [
+            r[0]
+            for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' "
+                "ORDER BY name"
+            )
+        ]
+        counts = {n: con.execute(f'SELECT count(*) FROM "{n}"').fetchone()[0] for n in names}
+        revs = ()
+        if "alembic_version" in names:
+            revs = tuple(
+                sorted(r[0] for r in con.execute("SELECT version_num FROM alembic_version"))
+            )
+        return counts, revs
+    finally:
+        con.close()
+
+
+def engine_counts(conn) -> tuple[dict[str, int], tuple[str, ...]]:
+    names = sorted(inspect(conn).get_table_names())
+    counts = {n: conn.execute(text(f'SELECT count(*) FROM "{n}"')).scalar_one() for n in names}
+    revs = ()
+    if "alembic_version" in names:
+        revs = tuple(
+            sorted(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
+        )
+    return counts, revs
+
+
+class _Hashing:
+    """A read-only stream that hashes what is read through it."""
+
+    def __init__(self, f):
+        self.f = f
+        self.h = hashlib.sha256()
+        self.n = 0
+
+    def read(self, size=-1):
+        b = self.f.read(size)
+        self.h.update(b)
+        self.n += len(b)
+        return b
+
+
+def add_file(tar: tarfile.TarFile, src: Path, arcname: str) -> dict:
+    with open(src, "rb") as f:
+        st = os.fstat(f.fileno())
+        info = tarfile.TarInfo(arcname)
+        info.size = st.st_size
+        info.mtime = int(st.st_mtime)
+        info.mode = 0o644
+        hf = _Hashing(f)
+        tar.addfile(info, hf)
+    return {"sha256": hf.h.hexdigest(), "size": st.st_size}
+
+
+def add_stream(tar: tarfile.TarFile, stream, size: int, arcname: str) -> dict:
+    info = tarfile.TarInfo(arcname)
+    info.size = size
+    info.mtime = int(time.time())
+    info.mode = 0o644
+    hf = _Hashing(stream)
+    tar.addfile(info, hf)
+    return {"sha256": hf.h.hexdigest(), "size": size}
+
+
+def data_files(home: Path, skip: set[Path]) -> list[tuple[Path, str]]:
+    """(path, path relative to home) of every file an archive holds: all but LEFT_OUT, hidden
+    names (staging directories and temporary files) and uploads/tmp; symlinked directories are
+    followed (their files are the site's)."""
+    out = []
+    for root, dirs, files in os.walk(home, followlinks=True):
+        rel_root = Path(root).relative_to(home)
+        keep = []
+        for d in sorted(dirs):
+            rel = rel_root / d
+            if d.startswith(".") or (rel_root == Path(".") and d in LEFT_OUT):
+                continue
+            if rel.as_posix() == "uploads/tmp" or (Path(root) / d).resolve() in skip:
+                continue
+            keep.append(d)
+        dirs[:] = keep
+        for name in sorted(files):
+            rel = rel_root / name
+            p = Path(root) / name
+            if name.startswith(".") or (rel_root == Path(".") and name in LEFT_OUT):
+                continue
+            if p.resolve() in skip or ".partial-" in name:
+                continue
+            out.append((p, rel.as_posix()))
+    return out
+
+
+# ----------------------------------------------------------------------------- the gold check
+
+
+def gold_problems(engine, home: Path) -> list[str]:
+    """Where the gold files disagree with the gold versions in the database: the newest version
+    of each split must be the gold in place (the task's manifest checksum) and every older one
+    must be kept under gold-history with its checksum."""
+    out = []
+    with Session(engine) as s:
+        rows = s.execute(
+            select(GoldVersion).order_by(
+                GoldVersion.task_id, GoldVersion.split, GoldVersion.version
+            )
+        ).scalars()
+        newest: dict[tuple[str, str], object] = {}
+        for v in rows:
+            newest[(v.task_id, v.split)] = v
+            store = TaskStore(v.task_id, home)
+            kept = store.root / "gold-history" / v.split / f"v{v.version}"
+            if kept.is_dir() and _tree_sha256(kept) != v.sha256:
+                out.append(
+                    f"gold version {v.version} of {v.task_id}/{v.split}: the files kept under "
+                    f"{kept.relative_to(home)} do not have its checksum"
+                )
+        for (task_id, split), v in newest.items():
+            store = TaskStore(task_id, home)
+            if not store.exists():
+                out.append(f"gold of {task_id}/{split}: the task's files are missing")
+                continue
+            if store.gold_checksum(split) != v.sha256:
+                out.append(
+                    f"gold of {task_id}/{split}: the files are not gold version {v.version} "
+                    "(the database's newest)"
+                )
+            elif _tree_sha256(store.root / "gold" / split) != v.sha256:
+                out.append(
+                    f"gold of {task_id}/{split}: the files' bytes do not match gold version "
+                    f"{v.version}"
+                )
+            for older in range(1, v.version):
+                kept = store.root / "gold-history" / split / f"v{older}"
+                if not kept.is_dir():
+                    out.append(
+                        f"gold version {older} of {task_id}/{split}: "
+                        f"{kept.relative_to(home)} is missing"
+                    )
+    return out

@@ -1,0 +1,163 @@
+"""`palimpsest backup verify OUT`: restore into a scratch site, check the revision, the counts and
+every checksum, and rebuild each published ranking byte for byte."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import create_engine, select, text
+from sqlalchemy.engine import make_url
+from sqlmodel import Session
+
+from server.backup.archive import check_revision, read_manifest
+from server.backup.common import BackupError, Report
+from server.backup.restore import restore
+from server.boards import leaderboard as lb
+from server.domain import publication
+from server.models import Phase, RankingVersion
+from server.settings import Settings
+from tasks import get_task
+
+# ----------------------------------------------------------------------------- verify
+
+
+@contextmanager
+def scratch_site(settings: Settings, m: dict, database_url: str | None = None):
+    """A scratch data directory and database for the archive's kind of database, removed after:
+    SQLite in the directory; PostgreSQL a new database on the site's server (or
+    `database_url`'s), dropped after."""
+    tmp = Path(tempfile.mkdtemp(prefix="palimpsest-verify-"))
+    created = None
+    admin_url = None
+    try:
+        if m["database"]["kind"] == "sqlite":
+            url = None
+        else:
+            base = database_url or settings.database_url or os.environ.get("DATABASE_URL")
+            if not base or not make_url(base).drivername.startswith("postgresql"):
+                raise BackupError(
+                    "the archive holds a PostgreSQL database: verifying it needs a PostgreSQL "
+                    "server to restore into (set DATABASE_URL or pass --database-url; a scratch "
+                    "database is created there and dropped after)"
+                )
+            admin_url = base
+            created = f"palimpsest_verify_{uuid.uuid4().hex[:12]}"
+            eng = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+            try:
+                with eng.connect() as c:
+                    c.execute(text(f'CREATE DATABASE "{created}"'))
+            finally:
+                eng.dispose()
+            url = make_url(admin_url).set(database=created).render_as_string(hide_password=False)
+        scratch = Settings(
+            home=tmp / "home",
+            database_url=url,
+            secret_key=settings.secret_key,
+            bootstrap_samples=settings.bootstrap_samples,
+            s3_bucket=None,  # the scratch site keeps its files in its own directory only
+        )
+        yield scratch
+    finally:
+        if created:
+            eng = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+            try:
+                with eng.connect() as c:
+                    c.execute(text(f'DROP DATABASE IF EXISTS "{created}" WITH (FORCE)'))
+            finally:
+                eng.dispose()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def verify(settings: Settings, archive: Path, *, database_url: str | None = None) -> Report:
+    """Restore `archive` into a scratch database and directory and check it: the revision, the
+    row counts, every checksum, every file the database names, and each published ranking
+    rebuilt from the restored data byte for byte against its stored snapshot."""
+    archive = Path(archive)
+    t0 = time.monotonic()
+    m = read_manifest(archive)
+    check_revision(m)
+    with scratch_site(settings, m, database_url) as scratch:
+        rep = restore(scratch, archive)
+        rep.timings = {"restore": time.monotonic() - t0}
+        t1 = time.monotonic()
+        eng = create_engine(scratch.sqlalchemy_url())
+        try:
+            checked, problems = check_rankings(eng, scratch)
+        finally:
+            eng.dispose()
+        rep.problems += problems
+        rep.checks["published_rankings"] = checked
+        rep.timings["rankings"] = time.monotonic() - t1
+    rep.timings["total"] = time.monotonic() - t0
+    return rep
+
+
+def check_rankings(engine, settings: Settings) -> tuple[int, list[str]]:
+    """Each published ranking against the data: every version's stored bytes (sha256, CSV and
+    LaTeX rendered from its JSON); the newest version of each phase rebuilt from the scores, the
+    uploads and the gold, byte for byte."""
+    problems = []
+    checked = 0
+    with Session(engine, expire_on_commit=False) as s:
+        rvs = list(
+            s.execute(
+                select(RankingVersion).order_by(RankingVersion.phase_id, RankingVersion.version)
+            ).scalars()
+        )
+        newest = {}
+        for rv in rvs:
+            checked += 1
+            name = f"{rv.task_id}/{rv.phase_name} version {rv.version}"
+            if hashlib.sha256(rv.body_json.encode("utf-8")).hexdigest() != rv.sha256:
+                problems.append(f"{name}: its JSON does not have its recorded sha256")
+                continue
+            body = json.loads(rv.body_json)
+            if lb.snapshot_csv(body) != rv.body_csv:
+                problems.append(f"{name}: its CSV is not the one its JSON renders")
+            if lb.snapshot_latex(body) != rv.body_latex:
+                problems.append(f"{name}: its LaTeX is not the one its JSON renders")
+            newest[rv.phase_id] = rv
+        for phase_id, rv in sorted(newest.items()):
+            name = f"{rv.task_id}/{rv.phase_name} version {rv.version}"
+            phase = s.get(Phase, phase_id)
+            try:
+                task = get_task(rv.task_id)
+            except Exception as e:  # noqa: BLE001 - a task this code no longer has
+                problems.append(f"{name}: its task cannot be loaded ({e})")
+                continue
+            meta = json.loads(rv.body_json).get("ranking", {})
+            body = publication.snapshot_body(s, task, phase, settings, meta)
+            again = publication.snapshot_json(body)
+            s.rollback()
+            if again != rv.body_json:
+                problems.append(
+                    f"{name}: rebuilt from the restored data it differs from the published "
+                    f"snapshot ({_first_difference(json.loads(rv.body_json), body)})"
+                )
+    return checked, problems
+
+
+def _first_difference(a, b, path="") -> str:
+    if type(a) is not type(b):
+        return f"at {path or '/'}: {a!r:.60} vs {b!r:.60}"
+    if isinstance(a, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            if k not in a or k not in b:
+                return f"at {path}/{k}: only in {'the snapshot' if k in a else 'the rebuild'}"
+            if a[k] != b[k]:
+                return _first_difference(a[k], b[k], f"{path}/{k}")
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return f"at {path}: {len(a)} items vs {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if x != y:
+                return _first_difference(x, y, f"{path}/{i}")
+    return f"at {path or '/'}: {a!r:.60} vs {b!r:.60}"
