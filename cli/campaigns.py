@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import click
 
-from cli.organizer import JSON, _call, _emit
+from cli.organizer import JSON, call, emit
 
 
 def _q(v: str) -> str:
@@ -212,21 +212,21 @@ def register(main: click.Group) -> None:
             body["positive"] = list(positive)
         if allow_participants:
             body["allow_participants"] = True
-        got = _call(
+        got = call(
             as_json,
             lambda c: c.send_json(
                 "POST", f"/tasks/{_q(task_id)}/phases/{_q(phase)}/campaigns", body
             ),
         )
-        _emit(as_json, got, _campaign_lines)
+        emit(as_json, got, _campaign_lines)
 
     @campaign.command("show")
     @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
     @JSON
     def campaign_show(campaign_id, as_json):
         """A campaign's items and each assessor's progress."""
-        got = _call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}"))
-        _emit(as_json, got, _campaign_lines)
+        got = call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}"))
+        emit(as_json, got, _campaign_lines)
 
     @campaign.command("agreement")
     @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
@@ -240,8 +240,8 @@ def register(main: click.Group) -> None:
     def campaign_agreement(campaign_id, by, as_json):
         """Multi-kappa with its interval over the fully judged items, overall and by a factor."""
         params = {"by": by} if by else {}
-        got = _call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/agreement", **params))
-        _emit(as_json, got, _agreement_lines)
+        got = call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/agreement", **params))
+        emit(as_json, got, _agreement_lines)
 
     @campaign.command("bayes")
     @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
@@ -262,12 +262,12 @@ def register(main: click.Group) -> None:
         fits); a fit that did not converge shows what failed, never its figures."""
         path = f"/campaigns/{campaign_id}/bayes"
         if show and not wait:
-            _emit(as_json, _call(as_json, lambda c: c.get_json(path)), _fits_lines)
+            emit(as_json, call(as_json, lambda c: c.get_json(path)), _fits_lines)
             return
         if show:
-            fits = _call(as_json, lambda c: c.get_json(path))["fits"]
+            fits = call(as_json, lambda c: c.get_json(path))["fits"]
             if not fits:
-                _emit(as_json, {"campaign": campaign_id, "fits": []}, _fits_lines)
+                emit(as_json, {"campaign": campaign_id, "fits": []}, _fits_lines)
                 return
             got = fits[0]
         else:
@@ -281,7 +281,7 @@ def register(main: click.Group) -> None:
                 )
                 if v is not None
             }
-            got = _call(as_json, lambda c: c.send_json("POST", path, body))
+            got = call(as_json, lambda c: c.send_json("POST", path, body))
         deadline = time.monotonic() + timeout
         while wait and got["state"] in ("queued", "running"):
             if time.monotonic() > deadline:
@@ -291,17 +291,17 @@ def register(main: click.Group) -> None:
                     sys.exit(1)
                 raise click.ClickException(message)
             time.sleep(2)
-            fits = _call(as_json, lambda c: c.get_json(path))["fits"]
+            fits = call(as_json, lambda c: c.get_json(path))["fits"]
             got = next((f for f in fits if f["id"] == got["id"]), got)
-        _emit(as_json, got, lambda f: click.echo(_fit_line(f)))
+        emit(as_json, got, lambda f: click.echo(_fit_line(f)))
 
     @campaign.command("disagreements")
     @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
     @JSON
     def campaign_disagreements(campaign_id, as_json):
         """The items whose judgments disagree, with each label's count and their decisions."""
-        got = _call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/disagreements"))
-        _emit(as_json, got, _disagreement_lines)
+        got = call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/disagreements"))
+        emit(as_json, got, _disagreement_lines)
 
     @campaign.command("adjudicate")
     @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
@@ -320,18 +320,18 @@ def register(main: click.Group) -> None:
             raise click.UsageError(message)
         body = {"majority": True} if majority else {"item": item, "label": label}
         body["reason"] = reason
-        got = _call(
+        got = call(
             as_json, lambda c: c.send_json("POST", f"/campaigns/{campaign_id}/adjudicate", body)
         )
-        _emit(as_json, got, _adjudicate_lines)
+        emit(as_json, got, _adjudicate_lines)
 
     @campaign.command("close")
     @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
     @JSON
     def campaign_close(campaign_id, as_json):
         """Close a decided campaign: a new gold version, every run rescored under it."""
-        got = _call(as_json, lambda c: c.send_json("POST", f"/campaigns/{campaign_id}/close", {}))
-        _emit(as_json, got, _close_lines)
+        got = call(as_json, lambda c: c.send_json("POST", f"/campaigns/{campaign_id}/close", {}))
+        emit(as_json, got, _close_lines)
 
     @campaign.command("export")
     @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
@@ -346,7 +346,7 @@ def register(main: click.Group) -> None:
     @JSON
     def campaign_export(campaign_id, dest, as_json):
         """Write the judgments, decisions, gold, qrels and agreement of a campaign to a folder."""
-        got = _call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/export"))
+        got = call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/export"))
         written = []
         for name, text in sorted(got["files"].items()):
             p = dest / name
@@ -355,7 +355,7 @@ def register(main: click.Group) -> None:
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_bytes(text.encode("utf-8"))
             written.append(str(p))
-        _emit(
+        emit(
             as_json,
             {"campaign": got["campaign"], "written": written},
             lambda r: click.echo("\n".join(r["written"])),
@@ -376,10 +376,10 @@ def register(main: click.Group) -> None:
                 sys.exit(1)
             raise click.UsageError(message)
         if item is None:
-            got = _call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/items"))
-            _emit(as_json, got, _items_lines)
+            got = call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/items"))
+            emit(as_json, got, _items_lines)
             return
-        got = _call(
+        got = call(
             as_json,
             lambda c: c.send_json(
                 "PUT",
@@ -387,7 +387,7 @@ def register(main: click.Group) -> None:
                 {"label": label, "comment": comment},
             ),
         )
-        _emit(
+        emit(
             as_json,
             got,
             lambda j: click.echo(f"item {j['item']} of campaign {j['campaign']}: {j['label']}"),

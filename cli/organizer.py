@@ -20,19 +20,19 @@ from urllib.parse import quote
 import click
 
 from cli.client import ClientError
-from cli.participant import _cell, _client, _die, _table
+from cli.participant import api_client, cell, die, print_table
 
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
-def _call(as_json: bool, fn):
+def call(as_json: bool, fn):
     try:
-        return fn(_client())
+        return fn(api_client())
     except ClientError as e:
-        _die(e, as_json)
+        die(e, as_json)
 
 
-def _emit(as_json: bool, data, text) -> None:
+def emit(as_json: bool, data, text) -> None:
     if as_json:
         click.echo(json.dumps(data))
     else:
@@ -44,8 +44,8 @@ def _phase_line(p: dict) -> str:
     return (
         f"{p['name']:<8} {p['split']:<5} {', '.join(p.get('state') or []):<22} "
         f"opens {p.get('opens_at') or '-'}  closes {p.get('closes_at') or '-'}  "
-        f"daily {_cell(lim.get('daily'))} total {_cell(lim.get('total'))} "
-        f"concurrent {_cell(lim.get('concurrent'))} public {p.get('public_fraction')}"
+        f"daily {cell(lim.get('daily'))} total {cell(lim.get('total'))} "
+        f"concurrent {cell(lim.get('concurrent'))} public {p.get('public_fraction')}"
     )
 
 
@@ -147,8 +147,8 @@ def register(main: click.Group) -> None:
     @JSON
     def phases_list(task_id, as_json):
         """List a task's phases with their state."""
-        items = _call(as_json, lambda c: c.get_all(f"/tasks/{task_id}/phases"))
-        _emit(as_json, items, lambda rows: [click.echo(_phase_line(p)) for p in rows] or None)
+        items = call(as_json, lambda c: c.get_all(f"/tasks/{task_id}/phases"))
+        emit(as_json, items, lambda rows: [click.echo(_phase_line(p)) for p in rows] or None)
 
     @phases.command("create")
     @click.argument("task_id", metavar="TASK")
@@ -178,8 +178,8 @@ def register(main: click.Group) -> None:
                 opens, closes, daily_limit, total_limit, concurrent_limit, public_fraction
             ),
         }
-        p = _call(as_json, lambda c: c.send_json("POST", f"/tasks/{task_id}/phases", body))
-        _emit(as_json, p, lambda p: click.echo(_phase_line(p)))
+        p = call(as_json, lambda c: c.send_json("POST", f"/tasks/{task_id}/phases", body))
+        emit(as_json, p, lambda p: click.echo(_phase_line(p)))
 
     @phases.command("edit")
     @click.argument("task_id", metavar="TASK")
@@ -205,10 +205,10 @@ def register(main: click.Group) -> None:
             raise click.UsageError(
                 "nothing to change: give --opens, --closes, a limit or --public-fraction"
             )
-        p = _call(
+        p = call(
             as_json, lambda c: c.send_json("PATCH", f"/tasks/{task_id}/phases/{phase_name}", body)
         )
-        _emit(as_json, p, lambda p: click.echo(_phase_line(p)))
+        emit(as_json, p, lambda p: click.echo(_phase_line(p)))
 
     def _action(name: str, help_text: str):
         @organizer.command(name, help=help_text)
@@ -216,11 +216,11 @@ def register(main: click.Group) -> None:
         @click.argument("phase_name", metavar="PHASE")
         @JSON
         def command(task_id, phase_name, as_json):
-            r = _call(
+            r = call(
                 as_json,
                 lambda c: c.send_json("POST", f"/tasks/{task_id}/phases/{phase_name}/{name}"),
             )
-            _emit(as_json, r, lambda r: click.echo(_phase_line(r["phase"])))
+            emit(as_json, r, lambda r: click.echo(_phase_line(r["phase"])))
 
         return command
 
@@ -248,7 +248,7 @@ def register(main: click.Group) -> None:
                 "corrected",
                 abort=True,
             )
-        r = _call(
+        r = call(
             as_json,
             lambda c: c.send_json(
                 "POST",
@@ -256,7 +256,7 @@ def register(main: click.Group) -> None:
                 {"close": close_first, "reason": reason},
             ),
         )
-        _emit(
+        emit(
             as_json,
             r,
             lambda r: click.echo(
@@ -275,7 +275,7 @@ def register(main: click.Group) -> None:
     def rankings(task_id, phase_name, version, as_json):
         """List the published versions of a phase's final ranking, or print one."""
         if version is not None:
-            r = _call(
+            r = call(
                 as_json,
                 lambda c: c.request(
                     "GET", f"/tasks/{task_id}/phases/{phase_name}/rankings/{version}"
@@ -286,7 +286,7 @@ def register(main: click.Group) -> None:
                 return
             body = r.json()
             key = body["columns"][0]["key"]
-            _table(
+            print_table(
                 [
                     {
                         "rank": x["rank"],
@@ -300,13 +300,11 @@ def register(main: click.Group) -> None:
                 ["rank", "team", "method", key, "public"],
             )
             return
-        items = _call(
-            as_json, lambda c: c.get_all(f"/tasks/{task_id}/phases/{phase_name}/rankings")
-        )
-        _emit(
+        items = call(as_json, lambda c: c.get_all(f"/tasks/{task_id}/phases/{phase_name}/rankings"))
+        emit(
             as_json,
             items,
-            lambda rows: _table(rows, ["version", "published_at", "reason", "sha256"]),
+            lambda rows: print_table(rows, ["version", "published_at", "reason", "sha256"]),
         )
 
     @organizer.command("export")
@@ -337,7 +335,7 @@ def register(main: click.Group) -> None:
     def export(task_id, phase_name, fmt, version, output, facts):
         """The final ranking as CSV, JSON or a LaTeX table: the published snapshot byte for byte, or
         a preview before publication."""
-        r = _call(
+        r = call(
             False,
             lambda c: c.request(
                 "GET",
@@ -364,14 +362,14 @@ def register(main: click.Group) -> None:
     @JSON
     def submissions(task_id, status, limit, as_json):
         """Every team's submissions, newest first."""
-        rows = _call(
+        rows = call(
             as_json,
             lambda c: c.get_all("/submissions", limit=limit, mine="0", task=task_id, status=status),
         )
-        _emit(
+        emit(
             as_json,
             rows,
-            lambda rows: _table(
+            lambda rows: print_table(
                 [
                     {
                         **r,
@@ -400,16 +398,16 @@ def register(main: click.Group) -> None:
     @JSON
     def runs(task_id, awaiting_review, as_json):
         """A task's code runs (systems run blind), newest first."""
-        got = _call(
+        got = call(
             as_json,
             lambda c: c.get_json(
                 f"/tasks/{task_id}/runs", awaiting_review="1" if awaiting_review else None
             ),
         )
-        _emit(
+        emit(
             as_json,
             got,
-            lambda got: _table(
+            lambda got: print_table(
                 [
                     {
                         **r,
@@ -427,10 +425,8 @@ def register(main: click.Group) -> None:
     @JSON
     def review(run_id, as_json):
         """Mark a code run reviewed (on a blind phase its team may then read its log)."""
-        r = _call(as_json, lambda c: c.send_json("POST", f"/runs/{run_id}/review"))
-        _emit(
-            as_json, r, lambda r: click.echo(f"code run {r['id']} reviewed\n{r.get('log') or ''}")
-        )
+        r = call(as_json, lambda c: c.send_json("POST", f"/runs/{run_id}/review"))
+        emit(as_json, r, lambda r: click.echo(f"code run {r['id']} reviewed\n{r.get('log') or ''}"))
 
     @organizer.command("rescore")
     @click.argument("submission_id", type=int)
@@ -438,13 +434,13 @@ def register(main: click.Group) -> None:
     @JSON
     def rescore(submission_id, reason, as_json):
         """Score one submission again."""
-        r = _call(
+        r = call(
             as_json,
             lambda c: c.send_json(
                 "POST", f"/submissions/{submission_id}/rescore", {"reason": reason}
             ),
         )
-        _emit(
+        emit(
             as_json,
             r,
             lambda r: click.echo(f"queued for rescoring: {', '.join(map(str, r['queued']))}"),
@@ -464,7 +460,7 @@ def register(main: click.Group) -> None:
                 f"Rescore every scored submission of {task_id}{f'/{phase}' if phase else ''}?",
                 abort=True,
             )
-        r = _call(
+        r = call(
             as_json,
             lambda c: c.send_json(
                 "POST",
@@ -472,7 +468,7 @@ def register(main: click.Group) -> None:
                 {"phase": phase, "include_invalid": include_invalid, "reason": reason},
             ),
         )
-        _emit(
+        emit(
             as_json,
             r,
             lambda r: click.echo(
@@ -486,7 +482,7 @@ def register(main: click.Group) -> None:
         @click.option("--reason", required=needs_reason, help="Shown to the team.")
         @JSON
         def command(submission_id, reason, as_json):
-            r = _call(
+            r = call(
                 as_json,
                 lambda c: c.send_json(
                     "POST",
@@ -494,7 +490,7 @@ def register(main: click.Group) -> None:
                     {"action": name, "reason": reason or ""},
                 ),
             )
-            _emit(as_json, r, lambda r: click.echo(f"submission {r['id']}: {name}"))
+            emit(as_json, r, lambda r: click.echo(f"submission {r['id']}: {name}"))
 
         return command
 
@@ -520,16 +516,16 @@ def register(main: click.Group) -> None:
     @JSON
     def audit(action, everything, limit, as_json):
         """The audit log, newest first."""
-        rows = _call(
+        rows = call(
             as_json,
             lambda c: c.get_all(
                 "/audit", limit=limit, action=action, all="1" if everything else None
             ),
         )
-        _emit(
+        emit(
             as_json,
             rows,
-            lambda rows: _table(
+            lambda rows: print_table(
                 [
                     {**r, "details": json.dumps(r.get("details") or {}, ensure_ascii=False)[:80]}
                     for r in rows
@@ -547,11 +543,11 @@ def register(main: click.Group) -> None:
     @JSON
     def baselines_list(task_id, as_json):
         """List a task's baseline entries, newest first."""
-        rows = _call(as_json, lambda c: c.get_all(f"/tasks/{task_id}/baselines"))
-        _emit(
+        rows = call(as_json, lambda c: c.get_all(f"/tasks/{task_id}/baselines"))
+        emit(
             as_json,
             rows,
-            lambda rows: _table(
+            lambda rows: print_table(
                 [
                     {**r, "score": ((r.get("scores") or {}).get("primary") or {}).get("value")}
                     for r in rows
@@ -574,7 +570,7 @@ def register(main: click.Group) -> None:
     def baselines_queue(task_id, systems, device, model, cross_model, as_json):
         """Queue baseline runs for a worker of the baselines queue
         (`palimpsest worker --queue baselines`)."""
-        r = _call(
+        r = call(
             as_json,
             lambda c: c.send_json(
                 "POST",
@@ -587,7 +583,7 @@ def register(main: click.Group) -> None:
                 },
             ),
         )
-        _emit(
+        emit(
             as_json,
             r,
             lambda r: click.echo(
@@ -600,11 +596,11 @@ def register(main: click.Group) -> None:
     @JSON
     def baselines_runs(limit, as_json):
         """Baseline runs on the queue: waiting, running, finished (what they recorded), failed."""
-        rows = _call(as_json, lambda c: c.get_all("/baselines/runs", limit=limit))
-        _emit(
+        rows = call(as_json, lambda c: c.get_all("/baselines/runs", limit=limit))
+        emit(
             as_json,
             rows,
-            lambda rows: _table(
+            lambda rows: print_table(
                 [
                     {
                         **r,
@@ -632,7 +628,7 @@ def register(main: click.Group) -> None:
     @JSON
     def participants(competition, status, limit, as_json):
         """The people registered for a competition: status, terms accepted, team."""
-        rows = _call(
+        rows = call(
             as_json,
             lambda c: c.get_all(
                 f"/competitions/{quote(competition, safe='')}/participants",
@@ -640,17 +636,17 @@ def register(main: click.Group) -> None:
                 status=status,
             ),
         )
-        _emit(
+        emit(
             as_json,
             rows,
-            lambda rows: _table(
+            lambda rows: print_table(
                 rows,
                 ["user_id", "email", "status", "terms_version", "team", "registered_at", "reason"],
             ),
         )
 
     def _decide(competition: str, who: str, action: str, reason: str | None, as_json: bool):
-        return _call(
+        return call(
             as_json,
             lambda c: c.send_json(
                 "POST",
@@ -684,7 +680,7 @@ def register(main: click.Group) -> None:
         @JSON
         def command(competition, who, reason, as_json):
             r = _decide(competition, who, action, reason, as_json)
-            _emit(as_json, r, lambda r: click.echo(f"{r['email']}: {r['status']}"))
+            emit(as_json, r, lambda r: click.echo(f"{r['email']}: {r['status']}"))
 
         return command
 
@@ -715,7 +711,7 @@ def register(main: click.Group) -> None:
         """Invite a person by email to a role in a competition (its owners): the link is mailed,
         or, where the server sends no mail, the role is granted at once to an existing account,
         else the link is printed for you to hand over."""
-        r = _call(
+        r = call(
             as_json,
             lambda c: c.send_json(
                 "POST", f"/competitions/{competition}/roles", {"email": email, "role": role}
@@ -727,22 +723,22 @@ def register(main: click.Group) -> None:
             if r.get("link"):
                 click.echo(r["link"])
 
-        _emit(as_json, r, text)
+        emit(as_json, r, text)
 
     @organizer.command("roles")
     @click.argument("competition")
     @JSON
     def roles(competition, as_json):
         """Who has which role in a competition, and its pending invitations."""
-        r = _call(as_json, lambda c: c.get_json(f"/competitions/{competition}/roles"))
+        r = call(as_json, lambda c: c.get_json(f"/competitions/{competition}/roles"))
 
         def text(r):
-            _table(r["people"], ["user_id", "email", "role", "since"])
+            print_table(r["people"], ["user_id", "email", "role", "since"])
             if r["invites"]:
                 click.echo("pending invitations:")
-                _table(r["invites"], ["id", "email", "role", "created_at", "expires_at"])
+                print_table(r["invites"], ["id", "email", "role", "created_at", "expires_at"])
 
-        _emit(as_json, r, text)
+        emit(as_json, r, text)
 
     @organizer.command("revoke")
     @click.argument("competition")
@@ -751,13 +747,13 @@ def register(main: click.Group) -> None:
     def revoke(competition, email, as_json):
         """Take a person's role in a competition away and cancel their pending invitations (its
         owners; never the last owner). EMAIL may also be an account's id."""
-        r = _call(
+        r = call(
             as_json,
             lambda c: c.send_json(
                 "DELETE", f"/competitions/{competition}/roles/{quote(email, safe='')}"
             ),
         )
-        _emit(
+        emit(
             as_json,
             r,
             lambda r: click.echo(
@@ -789,7 +785,7 @@ def register(main: click.Group) -> None:
         """Post an announcement: shown on the competition page and mailed to its approved
         participants (those who did not turn announcements off)."""
         if (body_text is None) == (body_file is None):
-            _die(
+            die(
                 ClientError("give the text with --body TEXT or --file FILE.md (one of them)"),
                 as_json,
             )
@@ -797,8 +793,8 @@ def register(main: click.Group) -> None:
             try:
                 body_text = body_file.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as e:
-                _die(ClientError(f"cannot read {body_file}: {e}"), as_json)
-        a = _call(
+                die(ClientError(f"cannot read {body_file}: {e}"), as_json)
+        a = call(
             as_json,
             lambda c: c.send_json(
                 "POST",
@@ -806,7 +802,7 @@ def register(main: click.Group) -> None:
                 {"title": title, "body_markdown": body_text},
             ),
         )
-        _emit(
+        emit(
             as_json,
             a,
             lambda a: click.echo(
@@ -840,11 +836,11 @@ def register(main: click.Group) -> None:
             if bundle.is_dir():
                 path = Path(shutil.make_archive(str(Path(d) / "bundle"), "zip", root_dir=bundle))
             fields = {"update": "1", "reason": reason} if update else {}
-            made = _call(as_json, lambda c: c.upload("/competitions/bundle", path, fields))
+            made = call(as_json, lambda c: c.upload("/competitions/bundle", path, fields))
         if update:
-            _emit(as_json, made, change_lines)
+            emit(as_json, made, change_lines)
             return
-        _emit(
+        emit(
             as_json,
             made,
             lambda r: click.echo(f"created {r['id']} ({r['state']}): {', '.join(r['tasks'])}"),
@@ -863,11 +859,11 @@ def register(main: click.Group) -> None:
     def competitions_edit(competition, title, state, as_json):
         """Change a competition's title or state (its owners and organizers)."""
         body = {k: v for k, v in (("title", title), ("state", state)) if v is not None}
-        made = _call(
+        made = call(
             as_json,
             lambda c: c.send_json("PATCH", f"/competitions/{quote(competition, safe='')}", body),
         )
-        _emit(as_json, made, lambda r: click.echo(f"{r['id']} ({r['state']}): {r['title']}"))
+        emit(as_json, made, lambda r: click.echo(f"{r['id']} ({r['state']}): {r['title']}"))
 
     @competitions.command("export")
     @click.argument("competition")
@@ -875,7 +871,7 @@ def register(main: click.Group) -> None:
     @click.option("--with-gold", is_flag=True, help="Include the hidden gold.")
     def competitions_export(competition, output, with_gold):
         """Download a competition as a bundle zip that re-creates it (its organizers)."""
-        r = _call(
+        r = call(
             False,
             lambda c: c.request(
                 "GET",
@@ -892,13 +888,13 @@ def register(main: click.Group) -> None:
     @JSON
     def competitions_clone(competition, new_id, as_json):
         """A new draft competition made from this one (its tasks' ids suffixed with NEW_ID)."""
-        made = _call(
+        made = call(
             as_json,
             lambda c: c.send_json(
                 "POST", f"/competitions/{quote(competition, safe='')}/clone", {"id": new_id}
             ),
         )
-        _emit(
+        emit(
             as_json,
             made,
             lambda r: click.echo(f"created {r['id']} ({r['state']}): {', '.join(r['tasks'])}"),

@@ -27,11 +27,11 @@ DOWNLOADS = "palimpsest-data"
 FACT_KEY = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
-def _client() -> Client:
+def api_client() -> Client:
     return Client.from_config()
 
 
-def _die(e: ClientError, as_json: bool = False):
+def die(e: ClientError, as_json: bool = False):
     if as_json:
         click.echo(json.dumps({"error": {"message": str(e), "status": e.status, **e.body}}))
     else:
@@ -54,17 +54,17 @@ def _problem(p: dict) -> str:
     return str(Problem(str(p.get("message", "")), p.get("line"), p.get("id")))
 
 
-def _table(rows: list[dict], cols: list[str]) -> None:
+def print_table(rows: list[dict], cols: list[str]) -> None:
     if not rows:
         click.echo("(none)")
         return
-    width = {c: max(len(c), *(len(_cell(r.get(c))) for r in rows)) for c in cols}
+    width = {c: max(len(c), *(len(cell(r.get(c))) for r in rows)) for c in cols}
     click.echo("  ".join(c.ljust(width[c]) for c in cols))
     for r in rows:
-        click.echo("  ".join(_cell(r.get(c)).ljust(width[c]) for c in cols))
+        click.echo("  ".join(cell(r.get(c)).ljust(width[c]) for c in cols))
 
 
-def _cell(v) -> str:
+def cell(v) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
@@ -88,7 +88,7 @@ def register(main: click.Group) -> None:
         try:
             me = c.get_json("/me")
         except ClientError as e:
-            _die(e)
+            die(e)
         p = save_config(server, token)
         team = (me.get("team") or {}).get("name") or "no team yet"
         click.echo(f"logged in to {server} as {me.get('email')} ({team}); saved to {p}")
@@ -114,20 +114,20 @@ def register(main: click.Group) -> None:
         --split dev` work offline there)."""
         store = TaskStore(task_id, home)
         if (store.root / "gold").exists():
-            _die(
+            die(
                 ClientError(
                     f"{store.root} holds a server's copy of {task_id} (its gold/ folder); "
                     "download into another --home"
                 )
             )
         try:
-            r = _client().request("GET", f"/tasks/{task_id}/download", {"split": split})
+            r = api_client().request("GET", f"/tasks/{task_id}/download", {"split": split})
         except ClientError as e:
-            _die(e)
+            die(e)
         try:
             zf = zipfile.ZipFile(io.BytesIO(r.body))
         except zipfile.BadZipFile:
-            _die(ClientError("the server sent something that is not a zip archive"))
+            die(ClientError("the server sent something that is not a zip archive"))
         n = 0
         for info in zf.infolist():
             name = info.filename
@@ -219,15 +219,15 @@ def register(main: click.Group) -> None:
         """Upload a prediction file (or, with --code, your system to run blind); with --wait,
         follow it until it is scored."""
         if (file is None) == (code is None):
-            _die(ClientError("give a prediction FILE or --code DIR|ZIP (one of them)"), as_json)
+            die(ClientError("give a prediction FILE or --code DIR|ZIP (one of them)"), as_json)
         try:
             sheet = fact_sheet(facts_file, fact)
         except ValueError as e:
-            _die(ClientError(str(e)), as_json)
+            die(ClientError(str(e)), as_json)
         try:
-            c = _client()
+            c = api_client()
         except ClientError as e:  # no server configured
-            _die(e, as_json)
+            die(e, as_json)
         if code is not None:
             fields = {
                 "phase": phase,
@@ -268,7 +268,7 @@ def register(main: click.Group) -> None:
         except ClientError as e:
             if bar is not None:
                 bar.render_finish()
-            _die(e, as_json)
+            die(e, as_json)
         if bar is not None:
             bar.render_finish()
         if wait:
@@ -306,9 +306,9 @@ def register(main: click.Group) -> None:
     def run_show(run_id, as_json):
         """Show a code run of your team's: its stage, what it used and (when allowed) its log."""
         try:
-            run = _client().get_json(f"/runs/{run_id}")
+            run = api_client().get_json(f"/runs/{run_id}")
         except ClientError as e:
-            _die(e, as_json)
+            die(e, as_json)
         if as_json:
             click.echo(json.dumps(run))
         else:
@@ -320,13 +320,13 @@ def register(main: click.Group) -> None:
     def submissions(task_id, as_json):
         """List your team's submissions."""
         try:
-            rows = _client().get_all("/submissions", task=task_id)
+            rows = api_client().get_all("/submissions", task=task_id)
         except ClientError as e:
-            _die(e, as_json)
+            die(e, as_json)
         if as_json:
             click.echo(json.dumps(rows))
             return
-        _table(
+        print_table(
             [
                 {
                     **r,
@@ -345,9 +345,9 @@ def register(main: click.Group) -> None:
         """Make a submission your team's primary (ranked) run of its phase; the others become
         contrastive."""
         try:
-            sub = _client().send_json("POST", f"/submissions/{submission_id}/primary")
+            sub = api_client().send_json("POST", f"/submissions/{submission_id}/primary")
         except ClientError as e:
-            _die(e, as_json)
+            die(e, as_json)
         if as_json:
             click.echo(json.dumps(sub))
         else:
@@ -361,9 +361,9 @@ def register(main: click.Group) -> None:
         @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
         def command(submission_id, as_json):
             try:
-                sub = _client().send_json(method, path.format(id=submission_id), body)
+                sub = api_client().send_json(method, path.format(id=submission_id), body)
             except ClientError as e:
-                _die(e, as_json)
+                die(e, as_json)
             if as_json:
                 click.echo(json.dumps(sub))
             else:
@@ -409,7 +409,7 @@ def register(main: click.Group) -> None:
         def command(as_json, competition, **kw):
             scope = {"competition": competition} if competition else {}
             try:
-                c = _client()
+                c = api_client()
                 if method == "GET":
                     team = c.get_json(path, **scope)
                 elif body_of is not None:
@@ -417,7 +417,7 @@ def register(main: click.Group) -> None:
                 else:
                     team = c.send_json(method, path, None, **scope)
             except ClientError as e:
-                _die(e, as_json)
+                die(e, as_json)
             if as_json:
                 click.echo(json.dumps(team))
             elif "left_team" in team:
@@ -483,7 +483,7 @@ def register(main: click.Group) -> None:
     def teams_approve(user_id, competition, turn_away, as_json):
         """As the captain, approve a person waiting to join your team in a competition."""
         try:
-            team = _client().send_json(
+            team = api_client().send_json(
                 "POST",
                 f"/team/members/{user_id}",
                 None,
@@ -491,7 +491,7 @@ def register(main: click.Group) -> None:
                 approve="0" if turn_away else "1",
             )
         except ClientError as e:
-            _die(e, as_json)
+            die(e, as_json)
         if as_json:
             click.echo(json.dumps(team))
         else:
@@ -503,9 +503,9 @@ def register(main: click.Group) -> None:
     def status(submission_id, as_json):
         """Show a submission's status, problems and scores."""
         try:
-            sub = _client().get_json(f"/submissions/{submission_id}")
+            sub = api_client().get_json(f"/submissions/{submission_id}")
         except ClientError as e:
-            _die(e, as_json)
+            die(e, as_json)
         if as_json:
             click.echo(json.dumps(sub))
         else:
@@ -518,9 +518,9 @@ def register(main: click.Group) -> None:
     def leaderboard(task_id, phase, as_json):
         """Show a task's leaderboard."""
         try:
-            board = _client().get_json(f"/tasks/{task_id}/leaderboard", phase=phase)
+            board = api_client().get_json(f"/tasks/{task_id}/leaderboard", phase=phase)
         except ClientError as e:
-            _die(e, as_json)
+            die(e, as_json)
         if as_json:
             click.echo(json.dumps(board))
             return
@@ -539,7 +539,7 @@ def register(main: click.Group) -> None:
             f"{task_id} leaderboard ({board.get('phase')} phase, ranked on the "
             f"{board.get('ranked_on')} part)"
         )
-        _table(flat, ["rank", "team", "type", "method", *cols])
+        print_table(flat, ["rank", "team", "type", "method", *cols])
 
     # ------------------------------------------------------------------------- registration
 
@@ -552,7 +552,7 @@ def register(main: click.Group) -> None:
         competition with terms prints where to read them and exits 1."""
         c = None
         try:
-            c = _client()
+            c = api_client()
             mine = c.get_json(f"/competitions/{competition}/registration")
             if mine.get("current_terms_version", 0) > 0 and not accept_terms:
                 where = c.server + (mine.get("terms_url") or f"/competitions/{competition}")
@@ -571,7 +571,7 @@ def register(main: click.Group) -> None:
                 body["terms_version"] = mine.get("current_terms_version", 0)
             got = c.send_json("POST", f"/competitions/{competition}/registration", body)
         except ClientError as e:
-            _die(e, as_json)
+            die(e, as_json)
         if as_json:
             click.echo(json.dumps(got))
             return
@@ -589,9 +589,9 @@ def server_tasks(as_json: bool) -> bool:
     if not cfg.get("server"):
         return False
     try:
-        rows = _client().get_all("/tasks")
+        rows = api_client().get_all("/tasks")
     except ClientError as e:
-        _die(e, as_json)
+        die(e, as_json)
     if as_json:
         click.echo(json.dumps(rows))
         return True
@@ -610,7 +610,9 @@ def server_tasks(as_json: bool) -> bool:
                     "next allowed": q.get("next_allowed_at"),
                 }
             )
-    _table(flat, ["task", "phase", "open", "closes", "left today", "left in all", "next allowed"])
+    print_table(
+        flat, ["task", "phase", "open", "closes", "left today", "left in all", "next allowed"]
+    )
     return True
 
 
@@ -639,7 +641,7 @@ def _submit_code(c: Client, task_id: str, code: Path, fields: dict, wait: bool, 
         try:
             run = c.upload(f"/tasks/{task_id}/runs", archive, fields, field="code")
         except ClientError as e:
-            _die(e, as_json)
+            die(e, as_json)
     sub = None
     if wait:
         delay = 0.3
@@ -649,12 +651,12 @@ def _submit_code(c: Client, task_id: str, code: Path, fields: dict, wait: bool, 
             try:
                 run = c.get_json(f"/runs/{run['id']}")
             except ClientError as e:
-                _die(e, as_json)
+                die(e, as_json)
         if run["stage"] == "ran" and run.get("submission"):
             try:
                 sub = _wait(c, c.get_json(f"/submissions/{run['submission']}"), as_json)
             except ClientError as e:
-                _die(e, as_json)
+                die(e, as_json)
     if as_json:
         click.echo(json.dumps({"run": run, "submission": sub}))
     else:
@@ -694,7 +696,7 @@ def _wait(c: Client, sub: dict, as_json: bool) -> dict:
         try:
             sub = c.get_json(f"/submissions/{sub['id']}")
         except ClientError as e:
-            _die(e, as_json)
+            die(e, as_json)
     return sub
 
 
@@ -731,7 +733,7 @@ def _print_submission(sub: dict) -> None:
         for part, res in (scores.get("parts") or {scores.get("part", "all"): scores}).items():
             prim = res.get("primary", {})
             click.echo(
-                f"  {part}: {prim.get('name')} ({prim.get('subset')}) = {_cell(prim.get('value'))}"
+                f"  {part}: {prim.get('name')} ({prim.get('subset')}) = {cell(prim.get('value'))}"
             )
 
 

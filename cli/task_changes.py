@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import click
 
-from cli.organizer import JSON, _call, _emit, change_lines
+from cli.organizer import JSON, call, change_lines, emit
 
 TEXTS = ("title", "description", "citation", "licence", "source", "unit", "group_name")
 
@@ -41,8 +41,8 @@ def register(main: click.Group) -> None:
     @JSON
     def show(task_id, as_json):
         """The task's version, its recorded versions and whether it is archived."""
-        got = _call(as_json, lambda c: c.request("GET", f"/tasks/{_q(task_id)}/versions").json())
-        _emit(as_json, got, _state_lines)
+        got = call(as_json, lambda c: c.request("GET", f"/tasks/{_q(task_id)}/versions").json())
+        emit(as_json, got, _state_lines)
 
     @task.command("edit")
     @click.argument("task_id", metavar="TASK")
@@ -57,8 +57,8 @@ def register(main: click.Group) -> None:
     def edit(task_id, as_json, **texts):
         """Change the task's texts in place: no new version, nothing rescored."""
         body = {k: v for k, v in texts.items() if v is not None}
-        got = _call(as_json, lambda c: c.send_json("PATCH", f"/tasks/{_q(task_id)}", body))
-        _emit(as_json, got, _state_lines)
+        got = call(as_json, lambda c: c.send_json("PATCH", f"/tasks/{_q(task_id)}", body))
+        emit(as_json, got, _state_lines)
 
     @task.command("version")
     @click.argument("task_id", metavar="TASK")
@@ -68,13 +68,13 @@ def register(main: click.Group) -> None:
     def version(task_id, bundle, reason, as_json):
         """A new version of TASK from its competition's edited bundle (a .zip): its runs are
         rescored under it, published rankings stay as published."""
-        got = _call(
+        got = call(
             as_json,
             lambda c: c.upload(
                 f"/tasks/{_q(task_id)}/versions", bundle, {"reason": reason}, field="bundle"
             ),
         )
-        _emit(as_json, got, change_lines)
+        emit(as_json, got, change_lines)
 
     @task.command("archive")
     @click.argument("task_id", metavar="TASK")
@@ -82,8 +82,8 @@ def register(main: click.Group) -> None:
     @JSON
     def archive(task_id, reason, as_json):
         """Archive the task: its phases closed for good, its files and runs kept."""
-        got = _call(
+        got = call(
             as_json,
             lambda c: c.send_json("POST", f"/tasks/{_q(task_id)}/archive", {"reason": reason}),
         )
-        _emit(as_json, got, _state_lines)
+        emit(as_json, got, _state_lines)

@@ -36,7 +36,7 @@ from scipy import sparse, stats
 from scipy.special import ndtr
 
 from scorer import metrics
-from scorer.families import _cache_key, _link_gold, _source_order, _token_gold, family, read_jsonl
+from scorer.families import cache_key, family, link_gold, read_jsonl, source_order_of, token_gold
 from tasks import catalogue
 from tasks.base import unit_id
 
@@ -433,8 +433,8 @@ class Bootstrap:
     def source_order(self) -> np.ndarray:
         """Each source's position in trec_eval's tie order, as the scorer reads it."""
         if self._source_order is None:
-            self._source_order = _source_order(
-                _cache_key(self.store.root / "index" / self.split / "source_ids.txt")
+            self._source_order = source_order_of(
+                cache_key(self.store.root / "index" / self.split / "source_ids.txt")
             )
         return self._source_order
 
@@ -655,8 +655,8 @@ class _TokenUnits(_Units):
 
     @staticmethod
     def arrays(task, store, split, parsed):
-        gold = _token_gold(
-            _cache_key(store.gold(split, catalogue.FAMILIES[task.kind].gold)),
+        gold = token_gold(
+            cache_key(store.gold(split, catalogue.FAMILIES[task.kind].gold)),
             None,
             task.groups,
             task.group_field,
@@ -670,7 +670,7 @@ class _TokenUnits(_Units):
     @staticmethod
     def setup(boot, task, store, split, only):
         path = store.gold(split, boot.family.gold)
-        full = _token_gold(_cache_key(path), None, task.groups, task.group_field)
+        full = token_gold(cache_key(path), None, task.groups, task.group_field)
         rows = read_jsonl(path)
         boot.pairs = {}
         boot.units, boot.strata = [], []
@@ -791,10 +791,10 @@ class _LinkUnits(_Units):
         qidx, sidx = fam.ids()
         boot.n_sources = len(sidx)
         root = store.root / "index" / split
-        gq, gs = _link_gold(
-            _cache_key(store.gold(split, boot.family.gold)),
-            _cache_key(root / "query_ids.txt"),
-            _cache_key(root / "source_ids.txt"),
+        gq, gs = link_gold(
+            cache_key(store.gold(split, boot.family.gold)),
+            cache_key(root / "query_ids.txt"),
+            cache_key(root / "source_ids.txt"),
         )
         boot.units = [q for q in qidx if only is None or q in only]
         boot.strata = ["all"] * len(boot.units)
@@ -828,7 +828,7 @@ class _LinkUnits(_Units):
         # per query, as `metrics.loci_links` computes it for a gold query
         f_p, f_n = p_u - t_u, g_u - t_u
         t_n = n_s - t_u - f_p - f_n
-        precision, recall = metrics._div(t_u, t_u + f_p), metrics._div(t_u, t_u + f_n)
+        precision, recall = metrics.div(t_u, t_u + f_p), metrics.div(t_u, t_u + f_n)
         s = precision + recall
         f1 = np.divide(2 * precision * recall, s, out=np.zeros(s.shape), where=s != 0)
         q = {

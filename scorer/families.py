@@ -33,7 +33,7 @@ from tasks.store import TaskStore
 SHOW_MISSING = 5
 
 
-def _cache_key(path: Path) -> tuple:
+def cache_key(path: Path) -> tuple:
     st = path.stat()
     return (str(path), st.st_mtime_ns, st.st_size)
 
@@ -46,7 +46,7 @@ def _read_jsonl_cached(key: tuple) -> list[dict]:
 
 def read_jsonl(path: Path) -> list[dict]:
     """A task file's rows, parsed once per version of the file."""
-    return _read_jsonl_cached(_cache_key(path))
+    return _read_jsonl_cached(cache_key(path))
 
 
 def _fmt_value(v) -> str:
@@ -570,8 +570,8 @@ class Tokens(Family):
 
     def score(self, parsed, only: frozenset | None = None) -> Scored:
         task = self.task
-        gold = _token_gold(
-            _cache_key(self.store.gold(self.split, "gold.jsonl")),
+        gold = token_gold(
+            cache_key(self.store.gold(self.split, "gold.jsonl")),
             only,
             task.groups,
             task.group_field,
@@ -603,7 +603,7 @@ def _n_tokens(text: str) -> int:
 
 
 @functools.lru_cache(maxsize=8)
-def _token_gold(
+def token_gold(
     key: tuple, only: frozenset | None, groups: tuple[str, ...], group_field: str
 ) -> dict:
     """Per group: document order, the gold vector without -1 tokens, and its mask."""
@@ -812,10 +812,10 @@ class LinkFamily(Family):
 
     def strata(self) -> list[tuple[str, str]]:
         """`linked` for a query with at least one gold link, else `unlinked` (reads the gold)."""
-        gold_q, _ = _link_gold(
-            _cache_key(self.store.gold(self.split, "links.csv")),
-            _cache_key(self.store.root / "index" / self.split / "query_ids.txt"),
-            _cache_key(self.store.root / "index" / self.split / "source_ids.txt"),
+        gold_q, _ = link_gold(
+            cache_key(self.store.gold(self.split, "links.csv")),
+            cache_key(self.store.root / "index" / self.split / "query_ids.txt"),
+            cache_key(self.store.root / "index" / self.split / "source_ids.txt"),
         )
         linked = set(gold_q.tolist())
         return [(q, "linked" if i in linked else "unlinked") for q, i in self.ids()[0].items()]
@@ -836,15 +836,15 @@ def score_links(fam: LinkFamily, parsed: Links, only: frozenset | None = None) -
     index = fam.store.root / "index" / fam.split
     if known is not None:
         gold_q, gold_s = _link_gold_arrow(
-            _cache_key(fam.store.gold(fam.split, "links.csv")),
-            _cache_key(index / "query_ids.txt"),
-            _cache_key(index / "source_ids.txt"),
+            cache_key(fam.store.gold(fam.split, "links.csv")),
+            cache_key(index / "query_ids.txt"),
+            cache_key(index / "source_ids.txt"),
         )
     else:
-        gold_q, gold_s = _link_gold(
-            _cache_key(fam.store.gold(fam.split, "links.csv")),
-            _cache_key(index / "query_ids.txt"),
-            _cache_key(index / "source_ids.txt"),
+        gold_q, gold_s = link_gold(
+            cache_key(fam.store.gold(fam.split, "links.csv")),
+            cache_key(index / "query_ids.txt"),
+            cache_key(index / "source_ids.txt"),
         )
     keep = None
     if only is not None:
@@ -860,7 +860,7 @@ def score_links(fam: LinkFamily, parsed: Links, only: frozenset | None = None) -
             parsed.score,
             n_q,
             n_s,
-            _source_order(_cache_key(index / "source_ids.txt")),
+            source_order_of(cache_key(index / "source_ids.txt")),
             keep,
         )
     else:
@@ -870,10 +870,10 @@ def score_links(fam: LinkFamily, parsed: Links, only: frozenset | None = None) -
     extra = {}
     judged_path = fam.store.gold(fam.split, JUDGED)
     if judged_path.is_file():  # a campaign judged some pairs: the condensed-list variants too
-        judged_q, judged_s = _link_gold(
-            _cache_key(judged_path),
-            _cache_key(index / "query_ids.txt"),
-            _cache_key(index / "source_ids.txt"),
+        judged_q, judged_s = link_gold(
+            cache_key(judged_path),
+            cache_key(index / "query_ids.txt"),
+            cache_key(index / "source_ids.txt"),
         )
         extra["condensed"] = condensed_links(
             gold_q, gold_s, judged_q, judged_s, parsed, n_q, n_s, index, keep
@@ -910,7 +910,7 @@ def condensed_links(gold_q, gold_s, judged_q, judged_s, parsed, n_q, n_s, index,
         np.asarray(parsed.score)[mask],
         n_q,
         n_s,
-        _source_order(_cache_key(index / "source_ids.txt")),
+        source_order_of(cache_key(index / "source_ids.txt")),
         keep,
     )
     out["metrics"] = {"all": ranking}
@@ -928,10 +928,10 @@ def _id_arrays(store: TaskStore, split: str):
     q, s = index / "query_ids.txt", index / "source_ids.txt"
     try:
         if q.is_file() and s.is_file():
-            return _id_array_cached(_cache_key(q)), _id_array_cached(_cache_key(s))
+            return _id_array_cached(cache_key(q)), _id_array_cached(cache_key(s))
         q, s = store.public(split, "queries.csv"), store.public(split, "sources.csv")
         if q.is_file() and s.is_file():  # a participant's download: the public segment files
-            return _public_id_array(_cache_key(q)), _public_id_array(_cache_key(s))
+            return _public_id_array(cache_key(q)), _public_id_array(cache_key(s))
     except ImportError:
         pass
     return None
@@ -965,7 +965,7 @@ def _id_array_cached(key: tuple):
 
 
 @functools.lru_cache(maxsize=8)
-def _source_order(key: tuple) -> np.ndarray:
+def source_order_of(key: tuple) -> np.ndarray:
     """Each source's position among the source ids sorted by byte order (trec_eval's tie rule)."""
     try:
         # heavy: pyarrow loads only when a link table is read
@@ -986,7 +986,7 @@ def _link_gold_arrow(key: tuple, qkey: tuple, skey: tuple) -> tuple[np.ndarray, 
     """The gold links as index arrays, read like a submission (the gold is a link table too)."""
     got = arrow_links(key[0], _id_array_cached(qkey), _id_array_cached(skey))
     if got is None:  # pragma: no cover - a gold file the importer wrote is always well-formed
-        return _link_gold(key, qkey, skey)
+        return link_gold(key, qkey, skey)
     return got[0], got[1]
 
 
@@ -999,9 +999,9 @@ def _id_index(key: tuple) -> dict[str, int]:
 def _segment_ids(store: TaskStore, split: str, role: str) -> dict[str, int]:
     index = store.root / "index" / split / f"{role}_ids.txt"
     if index.is_file():
-        return _id_index(_cache_key(index))
+        return _id_index(cache_key(index))
     return _public_ids(
-        _cache_key(store.public(split, {"query": "queries.csv", "source": "sources.csv"}[role]))
+        cache_key(store.public(split, {"query": "queries.csv", "source": "sources.csv"}[role]))
     )
 
 
@@ -1018,7 +1018,7 @@ def _names(store: TaskStore, split: str) -> tuple[list[str], list[str]]:
 
 
 @functools.lru_cache(maxsize=8)
-def _link_gold(key: tuple, qkey: tuple, skey: tuple) -> tuple[np.ndarray, np.ndarray]:
+def link_gold(key: tuple, qkey: tuple, skey: tuple) -> tuple[np.ndarray, np.ndarray]:
     qidx, sidx = _id_index(qkey), _id_index(skey)
     with open(key[0], encoding="utf-8", newline="") as f:
         reader = csv_reader(f.read(), "csv")

@@ -98,7 +98,7 @@ def correlations(gold, pred, which=("spearman", "pearson")) -> tuple[dict, list[
 IR_MEASURES = ("recall", "map", "mrr", "ndcg")
 
 
-def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a / b elementwise, 0 where b is 0 (the package's `x / y if y else 0.0`)."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return np.divide(a, b, out=np.zeros(np.broadcast(a, b).shape), where=b != 0)
@@ -146,7 +146,7 @@ def loci_links(
         t, p_, g = tp_q[gq], n_pred[gq], n_gold[gq]
         f_p, f_n = p_ - t, g - t
         t_n = n_sources - t - f_p - f_n
-        precision, recall = _div(t, t + f_p), _div(t, t + f_n)
+        precision, recall = div(t, t + f_p), div(t, t + f_n)
         s = precision + recall
         f1 = np.divide(2 * precision * recall, s, out=np.zeros(s.shape), where=s != 0)
         accuracy = (t + t_n) / n_sources

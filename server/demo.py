@@ -32,7 +32,7 @@ from tasks import all_tasks, get_task
 from tasks.base import resolve
 
 # the makers moved to the tasks' declarations; these names stay for the tests and benchmarks
-from tasks.demo import WORDS, _jsonl, _sentence, _table, write_loci, write_swissgov, write_trotr  # noqa: F401
+from tasks.demo import WORDS, sentence, table, write_jsonl, write_loci, write_swissgov, write_trotr  # noqa: F401
 from tasks.importers import import_task
 from tasks.store import TaskStore
 

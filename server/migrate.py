@@ -127,7 +127,7 @@ def status(engine) -> tuple[str, str | None]:
         if tables:
             return "unversioned", _unversioned(url)
         return "empty", f"the database {shown(url)} has no tables yet: run `palimpsest db upgrade`"
-    if any(_known(r) is None for r in current):
+    if any(known(r) is None for r in current):
         return "unknown", (
             f"the database {shown(url)} is at revision {', '.join(current)}, which this "
             f"version of Palimpsest does not know (its newest is {', '.join(want)}): a "
@@ -139,7 +139,7 @@ def status(engine) -> tuple[str, str | None]:
     )
 
 
-def _known(rev: str):
+def known(rev: str):
     try:
         return script().get_revision(rev)
     except Exception:  # noqa: BLE001 - alembic raises several kinds for an unknown id

@@ -34,7 +34,7 @@ from pathlib import Path
 from server.exceptions import StoreUnreachable
 from server.settings import Settings
 from server.storage import path_for
-from tasks.store import TaskStore, _tree_sha256
+from tasks.store import TaskStore, tree_sha256
 
 PUBLIC_PREFIXES = ("tasks/", "downloads/")  # and only their public files: see is_public_key
 
@@ -325,7 +325,7 @@ def ensure_task(settings: Settings, task_id: str) -> bool:
             store.download(key, tmp / key[len(prefix) :])
         manifest = json.loads((tmp / "task.json").read_bytes())
         for split, sha in (manifest.get("gold_sha256") or {}).items():
-            if _tree_sha256(tmp / "gold" / split) != sha:
+            if tree_sha256(tmp / "gold" / split) != sha:
                 raise StoreUnreachable(
                     f"the store's files of {task_id} are being replaced (gold of {split} does "
                     "not match its manifest yet); try again"

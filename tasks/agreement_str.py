@@ -33,7 +33,7 @@ import numpy as np
 from scipy import sparse, stats
 from scipy.stats import rankdata
 
-from tasks.str_release import LANGUAGES, _base, read_pairs
+from tasks.str_release import LANGUAGES, read_pairs, str_base
 
 SEED = 1234  # SHR-BWS.pl's seed
 SPLITS = 1000
@@ -340,7 +340,7 @@ def str_agreement(
     langs = list(languages) if languages else list(LANGUAGES)
     by_lang, other = annotation_files(folder, langs)
     try:
-        base = _base(source)
+        base = str_base(source)
     except Exception:  # noqa: BLE001 - the annotations can be measured without the release's gold
         base = None
     out = {

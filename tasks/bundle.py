@@ -301,7 +301,7 @@ def _duplicate_keys(node, loc: tuple, found: _Found) -> None:
             _duplicate_keys(v, loc + (i,), found)
 
 
-def _message(err: dict) -> str:
+def problem_message(err: dict) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
         return "unknown key (not part of the bundle format; a bundle names no code)"
@@ -312,7 +312,7 @@ def _message(err: dict) -> str:
 
 def _schema_errors(e: ValidationError, prefix: tuple, found: _Found) -> None:
     for err in e.errors():
-        found.at(prefix + tuple(err["loc"]), _message(err))
+        found.at(prefix + tuple(err["loc"]), problem_message(err))
 
 
 def _drop(data, loc: list) -> bool:
@@ -745,7 +745,7 @@ def _check_public_files(spec: TaskSpec, at: tuple, files: _Files, found: _Found)
     return ok
 
 
-def _stage(spec: TaskSpec, root: Path, put) -> None:
+def stage_bundle(spec: TaskSpec, root: Path, put) -> None:
     """Each file of a task where its family reads it: `put(area, split, name, source)`."""
     for name, split in spec.splits.items():
         for rel in split.inputs:
@@ -759,7 +759,7 @@ def _stage(spec: TaskSpec, root: Path, put) -> None:
             put("public", folder, posixpath.basename(rel), root / rel)
 
 
-def _copy_into(base: Path):
+def copy_into(base: Path):
     def put(area: str, split: str, name: str, source: Path) -> None:
         p = base / area / split / name
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -771,7 +771,7 @@ def _copy_into(base: Path):
 def _check_exposure(spec: TaskSpec, task: Task, root: Path, at: tuple, found: _Found) -> None:
     """The exposure rule on the files the install would write (tasks.exposure)."""
     with tempfile.TemporaryDirectory(prefix="bundle-stage-") as tmp:
-        _stage(spec, root, _copy_into(Path(tmp)))
+        stage_bundle(spec, root, copy_into(Path(tmp)))
         ex = exposure_of_tree(task, Path(tmp))
     for area in sorted(ex.labelled):
         for hidden, n in ex.leaks(area).items():
@@ -940,7 +940,7 @@ def canonical(spec: TaskSpec) -> TaskSpec:
     return spec.model_copy(update={"splits": splits, "public_files": public_files})
 
 
-def _declaration_text(spec: TaskSpec) -> str:
+def declaration_text(spec: TaskSpec) -> str:
     data = canonical(spec).model_dump(mode="json")
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
@@ -955,7 +955,7 @@ def _links_index(st: StagedImport, spec: TaskSpec) -> None:
                 st.write_text("index", name, ids, "".join(r["seg_id"] + "\n" for r in rows))
 
 
-def _install_one(
+def install_one(
     spec: TaskSpec,
     task: Task,
     root: Path,
@@ -973,10 +973,10 @@ def _install_one(
         def put(area: str, split: str, name: str, src: Path) -> None:
             shutil.copyfile(src, st.path(area, split, name))
 
-        _stage(spec, root, put)
+        stage_bundle(spec, root, put)
         if spec.family == "links":
             _links_index(st, spec)
-        (st.tmp / DECLARATION).write_text(_declaration_text(spec), encoding="utf-8")
+        (st.tmp / DECLARATION).write_text(declaration_text(spec), encoding="utf-8")
         if derived is not None:
             derived(st)
         if manifest is not None:
@@ -1008,7 +1008,7 @@ def install_tasks(bundle: Bundle, home: Path) -> list[str]:
         for spec, task in zip(bundle.spec.tasks, bundle.tasks, strict=True):
             register_declared(task)
             done.append(task.id)
-            _install_one(spec, task, bundle.root, TaskStore(task.id, home), bundle.spec.id)
+            install_one(spec, task, bundle.root, TaskStore(task.id, home), bundle.spec.id)
     except BaseException:
         uninstall_tasks(done, home)
         raise
@@ -1030,7 +1030,7 @@ def import_declared(task: Task, *, store: TaskStore, **_) -> dict:
     with tempfile.TemporaryDirectory(prefix="bundle-export-") as tmp:
         data = export_task(task.id, store.home, Path(tmp), include_gold=True)
         spec = TaskSpec.model_validate(data)
-        return _install_one(spec, task_from_spec(spec), Path(tmp), store, "re-installed")
+        return install_one(spec, task_from_spec(spec), Path(tmp), store, "re-installed")
 
 
 def load_declared(home: Path) -> list[str]:
@@ -1099,7 +1099,7 @@ class ReleaseBundle:
         self, manifest: dict, derived: Callable[[StagedImport], None] | None = None
     ) -> dict:
         """Install the bundle into the task's store with the importer's `manifest`."""
-        return _install_one(
+        return install_one(
             self.spec(), self.task, self.root, self.store, "release", manifest, derived
         )
 

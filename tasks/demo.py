@@ -15,18 +15,18 @@ WORDS = (
 ).split()
 
 
-def _sentence(rng: random.Random, n: int) -> str:
+def sentence(rng: random.Random, n: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
-def _jsonl(path: Path, rows) -> None:
+def write_jsonl(path: Path, rows) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as f:
         for r in rows:
             f.write(json.dumps(r) + "\n")
 
 
-def _table(path: Path, header, rows, delimiter=",") -> None:
+def table(path: Path, header, rows, delimiter=",") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8", newline="") as f:
         w = csv.writer(f, delimiter=delimiter, lineterminator="\n")
@@ -54,11 +54,11 @@ def write_trotr(root: Path, n_pairs: int = 120, seed: int = 1, folds: int = 3) -
     later fold re-splits the same pairs, as the release's folds do), TRaC gold, uses and
     instances."""
     rng = random.Random(seed)
-    targets = [f"Demo passage {i}: {_sentence(rng, 3)}" for i in range(8)]
+    targets = [f"Demo passage {i}: {sentence(rng, 3)}" for i in range(8)]
     uses = []
     for t_i, t in enumerate(targets):
         for u in range(5):
-            uses.append((f"u{t_i}_{u}", f"{_sentence(rng, 6)} {t} {_sentence(rng, 4)}", "7:20", t))
+            uses.append((f"u{t_i}_{u}", f"{sentence(rng, 6)} {t} {sentence(rng, 4)}", "7:20", t))
     by_target = {t: [u for u in uses if u[3] == t] for t in targets}
     counter = 0
     drawn = {}
@@ -105,26 +105,26 @@ def _write_trotr_fold(pl: Path, drawn: dict) -> None:
                 | {"label": int(r["score"] >= 2.5) if kind == "binary" else r["score"]}
                 for r in rows
             ]
-            _jsonl(pl / f"{split}.{kind}.jsonl", clean)
+            write_jsonl(pl / f"{split}.{kind}.jsonl", clean)
             if split != "train":
-                _jsonl(
+                write_jsonl(
                     pl / f"{split}.oov.{kind}.jsonl",
                     [c for c, r in zip(clean, rows, strict=True) if r["oov"]],
                 )
-                _jsonl(
+                write_jsonl(
                     pl / f"{split}.iov.{kind}.jsonl",
                     [c for c, r in zip(clean, rows, strict=True) if not r["oov"]],
                 )
 
 
 def _write_trotr_rest(root: Path, rng: random.Random, targets, uses, by_target) -> None:
-    _table(
+    table(
         root / "datasets" / "trac_gold_scores.tsv",
         ("lemma", "topic_variation"),
         [(t, round(rng.uniform(0, 1), 4)) for t in targets],
         "\t",
     )
-    _table(
+    table(
         root / "data" / "uses.tsv",
         ("dataID", "context", "indices_target_token", "lemma"),
         uses,
@@ -135,7 +135,7 @@ def _write_trotr_rest(root: Path, rng: random.Random, targets, uses, by_target) 
         us = by_target[t]
         for i in range(len(us) - 1):
             inst.append((f"inst_{us[i][0]}_{us[i + 1][0]}", f"{us[i][0]},{us[i + 1][0]}"))
-    _table(root / "data" / "instances.tsv", ("instanceID", "dataIDs"), inst, "\t")
+    table(root / "data" / "instances.tsv", ("instanceID", "dataIDs"), inst, "\t")
 
 
 def trotr_release(root: Path, size: int = 120) -> dict:
@@ -174,7 +174,7 @@ def write_swissgov(root: Path, docs: int = 3, seed: int = 2) -> Path:
         for lang in ("de", "fr", "it"):
             rows = []
             for i in range(n):
-                ta, tb = _sentence(rng, rng.randint(20, 40)), _sentence(rng, rng.randint(20, 40))
+                ta, tb = sentence(rng, rng.randint(20, 40)), sentence(rng, rng.randint(20, 40))
                 rows.append(
                     {
                         "id": f"admin_{lang}_{split}_{i}",
@@ -184,7 +184,7 @@ def write_swissgov(root: Path, docs: int = 3, seed: int = 2) -> Path:
                         "labels_b": [round(rng.random(), 3) for _ in tb.split()],
                     }
                 )
-            _jsonl(base / split / f"gold_admin_{lang}.jsonl", rows)
+            write_jsonl(base / split / f"gold_admin_{lang}.jsonl", rows)
     return root
 
 
@@ -211,8 +211,8 @@ def token_predictions(
 
 def write_loci(root: Path, seed: int = 3) -> dict:
     rng = random.Random(seed)
-    queries = [(f"hier. demo {i}", _sentence(rng, 12)) for i in range(15)]
-    sources = [(f"verg. demo {j}", _sentence(rng, 12)) for j in range(30)]
+    queries = [(f"hier. demo {i}", sentence(rng, 12)) for i in range(15)]
+    sources = [(f"verg. demo {j}", sentence(rng, 12)) for j in range(30)]
     links = [(q, s, 1) for q, _ in queries for s, _ in rng.sample(sources, rng.randint(0, 2))]
     links += [(queries[0][0], s, 0) for s, _ in sources[:3] if (queries[0][0], s, 1) not in links]
     paths = {
@@ -220,9 +220,9 @@ def write_loci(root: Path, seed: int = 3) -> dict:
         "source": root / "sources.csv",
         "gold": root / "gold.csv",
     }
-    _table(paths["query"], ("seg_id", "text"), queries)
-    _table(paths["source"], ("seg_id", "text"), sources)
-    _table(paths["gold"], ("query_id", "source_id", "label"), links)
+    table(paths["query"], ("seg_id", "text"), queries)
+    table(paths["source"], ("seg_id", "text"), sources)
+    table(paths["gold"], ("query_id", "source_id", "label"), links)
     return paths
 
 

@@ -9,7 +9,7 @@ from tasks.base import Task
 from tasks.bundle import ReleaseBundle
 from tasks.errors import ReleaseError
 from tasks.store import TaskStore
-from tasks.str_release import LANGUAGES, _base, _folders, read_pairs
+from tasks.str_release import LANGUAGES, read_pairs, str_base, str_folders
 
 SPLITS = ("dev", "test")
 
@@ -72,8 +72,8 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
         )
         origin = "STR-2022"
     else:
-        base = _base(source)
-        found = [f for f in _folders(base) if any((base / f).glob(f"{f}_*.csv"))]
+        base = str_base(source)
+        found = [f for f in str_folders(base) if any((base / f).glob(f"{f}_*.csv"))]
         unknown = [f for f in found if f not in LANGUAGES]
         if languages:
             chosen = list(dict.fromkeys(languages))

@@ -72,10 +72,10 @@ class TaskStore:
     def gold_checksum(self, split: str) -> str:
         """sha256 over every gold file of a split (names and bytes), for score signatures."""
         recorded = self.manifest().get("gold_sha256", {}).get(split)
-        return recorded or _tree_sha256(self.root / "gold" / split)
+        return recorded or tree_sha256(self.root / "gold" / split)
 
 
-def _tree_sha256(base: Path) -> str:
+def tree_sha256(base: Path) -> str:
     h = hashlib.sha256()
     for p in sorted(base.rglob("*")) if base.exists() else []:
         if p.is_file():
@@ -122,7 +122,7 @@ class StagedImport:
         gold = self.tmp / "gold"
         manifest = dict(manifest)
         manifest["gold_sha256"] = (
-            {d.name: _tree_sha256(d) for d in sorted(gold.iterdir()) if d.is_dir()}
+            {d.name: tree_sha256(d) for d in sorted(gold.iterdir()) if d.is_dir()}
             if gold.is_dir()
             else {}
         )

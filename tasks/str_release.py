@@ -17,11 +17,11 @@ LANGUAGES = ("amh", "arq", "ary", "eng", "esp", "hau", "kin", "mar", "tel")
 COLUMNS = ("PairID", "Text")
 
 
-def _base(source: Path) -> Path:
+def str_base(source: Path) -> Path:
     """The folder of one folder per language: `Track A` of a checkout, or that folder itself."""
     for d in (source / "Track A", source):
         if d.is_dir() and any(
-            (d / lang).is_dir() and any((d / lang).glob(f"{lang}_*.csv")) for lang in _folders(d)
+            (d / lang).is_dir() and any((d / lang).glob(f"{lang}_*.csv")) for lang in str_folders(d)
         ):
             return d
     raise ReleaseError(
@@ -31,7 +31,7 @@ def _base(source: Path) -> Path:
     )
 
 
-def _folders(d: Path) -> list[str]:
+def str_folders(d: Path) -> list[str]:
     return sorted(p.name for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
 
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tasks import register_declared
-from tasks.bundle import _copy_into, _declaration_text, _install_one, _stage, canonical
+from tasks.bundle import canonical, copy_into, declaration_text, install_one, stage_bundle
 from tasks.bundle_models import TaskSpec, task_from_spec
 from tasks.declared import declaration_path, read_declaration, task_from_declaration, touch
-from tasks.store import TaskStore, _tree_sha256
+from tasks.store import TaskStore, tree_sha256
 
 # What a task says of itself, changed in place: no score depends on it.
 TEXT_KEYS = (
@@ -128,7 +128,7 @@ def diff(spec: TaskSpec, root: Path, home: Path) -> Change:
     va, vb = _versioned_of(a), _versioned_of(b)
     store = TaskStore(spec.id, home)
     with tempfile.TemporaryDirectory(prefix="task-version-") as tmp:
-        _stage(spec, root, _copy_into(Path(tmp)))
+        stage_bundle(spec, root, copy_into(Path(tmp)))
         new_public, old_public = _digest(Path(tmp) / "public"), _digest(store.root / "public")
         splits = sorted(set(old.splits) | set(spec.splits))
         gold = [
@@ -171,7 +171,7 @@ def write_texts(spec: TaskSpec, home: Path) -> Callable[[], None]:
     path = declaration_path(spec.id, home)
     before = path.read_text(encoding="utf-8")
     old_task = task_from_declaration(json.loads(before))
-    _replace(path, _declaration_text(spec))
+    _replace(path, declaration_text(spec))
     register_declared(task_from_spec(spec))
     touch(home)
 
@@ -234,13 +234,13 @@ def install_version(
                 shutil.copytree(old_gold, here)
 
     try:
-        _install_one(change.spec, task, root, store, origin, derived=carry)
+        install_one(change.spec, task, root, store, origin, derived=carry)
     except BaseException:
         shutil.rmtree(backup, ignore_errors=True)
         raise
     register_declared(task)
     touch(home)
-    after = {s: _tree_sha256(store.root / "gold" / s) for s in change.gold}
+    after = {s: tree_sha256(store.root / "gold" / s) for s in change.gold}
 
     def undo() -> None:
         if store.root.exists():

@@ -97,7 +97,7 @@ def _open_and_judge(world, depth=1):  # noqa: F811
 
 def test_adjudicate_close_rescore_publish_and_export(world, tmp_path, capsys):  # noqa: F811
     from server.models import GoldVersion, Score, Submission
-    from tasks.store import TaskStore, _tree_sha256
+    from tasks.store import TaskStore, tree_sha256
 
     url, tokens, c, app, home = (world[k] for k in ("url", "tokens", "c", "app", "home"))
     engine = app.extensions["palimpsest.engine"]
@@ -231,7 +231,7 @@ def test_adjudicate_close_rescore_publish_and_export(world, tmp_path, capsys):  
     }
     # the previous gold is kept, outside public/
     kept = store.root / "gold-history" / PHASE / "v1"
-    assert _rows(kept / "links.csv") == gold_before and _tree_sha256(kept) == sha_before
+    assert _rows(kept / "links.csv") == gold_before and tree_sha256(kept) == sha_before
     with Session(engine) as s:
         versions = s.exec(select(GoldVersion).order_by(GoldVersion.version)).all()
         assert [(v.version, v.sha256) for v in versions] == [(1, sha_before), (2, g["sha256"])]
@@ -364,7 +364,7 @@ def test_adjudicate_close_rescore_publish_and_export(world, tmp_path, capsys):  
     # the exported gold re-imports as the same gold: same bytes, same checksum
     for name in ("links.csv", "judged.csv"):
         assert (dest / "gold" / name).read_bytes() == store.gold(PHASE, name).read_bytes()
-    assert _tree_sha256(dest / "gold") == g["sha256"]
+    assert tree_sha256(dest / "gold") == g["sha256"]
     qrels = [
         [unquote(x) for x in line.split()] for line in (dest / "qrels.txt").read_text().splitlines()
     ]

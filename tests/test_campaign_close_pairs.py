@@ -58,7 +58,7 @@ def test_a_pair_task_campaign_closes_into_new_gold_values(app, tmp_path):
     from server.models import Phase, Score, Submission
     from tasks import unregister_declared
     from tasks.bundle import install_tasks, read_bundle, write_bundle_zip
-    from tasks.store import TaskStore, _tree_sha256
+    from tasks.store import TaskStore, tree_sha256
 
     c = app.test_client()
     home = Path(app.extensions["palimpsest.settings"].home)
@@ -211,4 +211,4 @@ def test_a_pair_task_campaign_closes_into_new_gold_values(app, tmp_path):
     assert (
         again.gold(SPLIT, "gold.jsonl").read_bytes() == store.gold(SPLIT, "gold.jsonl").read_bytes()
     )
-    assert again.gold_checksum(SPLIT) == _tree_sha256(store.root / "gold" / SPLIT) == g["sha256"]
+    assert again.gold_checksum(SPLIT) == tree_sha256(store.root / "gold" / SPLIT) == g["sha256"]

@@ -20,7 +20,7 @@ N = 20
 
 def test_twenty_closes_at_once_write_one_gold_version(world):  # noqa: F811
     from server.models import GoldVersion
-    from tasks.store import TaskStore, _tree_sha256
+    from tasks.store import TaskStore, tree_sha256
 
     url, tokens, c, app, home = (world[k] for k in ("url", "tokens", "c", "app", "home"))
     opened, _items = _open_and_judge(world)
@@ -65,7 +65,7 @@ def test_twenty_closes_at_once_write_one_gold_version(world):  # noqa: F811
             )
         )
     store = TaskStore(TASK, home)
-    on_disk = _tree_sha256(store.root / "gold" / PHASE)
+    on_disk = tree_sha256(store.root / "gold" / PHASE)
     print(f"{N} closes at once: {codes}; versions {[v.version for v in versions]}")
     assert codes.get("200") == 1 and codes.get("409 closed") == N - 1, codes
     assert [v.version for v in versions] == [1, 2]

@@ -12,7 +12,7 @@ from sqlmodel import Session, select
 
 from server import api_models as m
 from server.actions.common import action
-from server.actions.competitions import _invalid, _text, find, require_organizer, visible
+from server.actions.competitions import checked_text, find, invalid, require_organizer, visible
 from server.domain import audit, people
 from server.domain.inputs import CONTROL
 from server.domain.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
@@ -66,11 +66,11 @@ def announcement_out(a: Announcement, c: Competition) -> m.AnnouncementOut:
 def _markdown(value: str) -> str:
     value = (value or "").strip()
     if not value or len(value) > MAX_MARKDOWN or CONTROL.search(value):
-        raise _invalid("body_markdown", f"1 to {MAX_MARKDOWN} characters, no control character")
+        raise invalid("body_markdown", f"1 to {MAX_MARKDOWN} characters, no control character")
     try:
         check_markdown(value)
     except MarkdownTooDeep as e:
-        raise _invalid("body_markdown", str(e)) from None
+        raise invalid("body_markdown", str(e)) from None
     return value
 
 
@@ -108,7 +108,7 @@ def announce(
     settings = settings or get_settings()
     c = find(s, competition)
     require_organizer(s, actor, c)
-    title = _text(title, "title", 200)
+    title = checked_text(title, "title", 200)
     body_markdown = _markdown(body_markdown)
     a = Announcement(
         competition_id=c.id,

@@ -41,37 +41,37 @@ from tasks import bundle as bundles
 from tasks import get_task
 from tasks.declared import declaration_path
 from tasks.errors import PalimpsestError, TaskNotFound
-from tasks.store import TaskStore, _tree_sha256
+from tasks.store import TaskStore, tree_sha256
 
 
-def _problem(path: str, message: str, line: int | None = None) -> dict:
+def bundle_problem(path: str, message: str, line: int | None = None) -> dict:
     return {"line": line, "id": path, "message": message}
 
 
-def _refusal(e: bundles.BundleInvalid) -> BundleRefused:
-    return BundleRefused([_problem(p.path, p.message, p.line) for p in e.problems])
+def bundle_refusal(e: bundles.BundleInvalid) -> BundleRefused:
+    return BundleRefused([bundle_problem(p.path, p.message, p.line) for p in e.problems])
 
 
 def _taken(s: Session, spec) -> list[dict]:
     """What the database refuses of a valid bundle: a competition id or task ids in use."""
     problems = []
     if spec.id in comp_actions.RESERVED_IDS:
-        problems.append(_problem("id", f"{spec.id!r} is reserved"))
+        problems.append(bundle_problem("id", f"{spec.id!r} is reserved"))
     if s.exec(select(Competition).where(Competition.slug == spec.id)).first() is not None:
-        problems.append(_problem("id", f"a competition {spec.id!r} exists already"))
+        problems.append(bundle_problem("id", f"a competition {spec.id!r} exists already"))
     for i, t in enumerate(spec.tasks):
         try:
             get_task(t.id)
         except TaskNotFound:
             continue
-        problems.append(_problem(f"tasks[{i}].id", f"a task {t.id!r} exists already"))
+        problems.append(bundle_problem(f"tasks[{i}].id", f"a task {t.id!r} exists already"))
     for i, f in enumerate(spec.fact_fields):
         try:
             m.FactField.model_validate(f if isinstance(f, dict) else f.model_dump())
         except ValidationError as e:
             for err in e.errors():
                 where = ".".join(str(x) for x in err["loc"])
-                problems.append(_problem(f"fact_fields[{i}].{where}", err["msg"]))
+                problems.append(bundle_problem(f"fact_fields[{i}].{where}", err["msg"]))
     return problems
 
 
@@ -80,12 +80,12 @@ def _pages(bundle) -> list[tuple[str, str, str]]:
     out, problems = [], []
     for i, (slug, (title, text)) in enumerate(bundle.pages.items()):
         if slug in comp_actions.RESERVED_PAGES:
-            problems.append(_problem(f"pages[{i}].slug", f"{slug!r} is reserved"))
+            problems.append(bundle_problem(f"pages[{i}].slug", f"{slug!r} is reserved"))
             continue
         try:
             check_markdown(text)
         except MarkdownTooDeep as e:
-            problems.append(_problem(f"pages[{i}].file", str(e)))
+            problems.append(bundle_problem(f"pages[{i}].file", str(e)))
             continue
         out.append((slug, title, text))
     if problems:
@@ -109,13 +109,13 @@ def create_from_bundle(
 ) -> m.CompetitionOut:
     """Create the competition a bundle declares (a site administrator, who becomes its owner):
     every problem is named at once and nothing is created unless all of it is."""
-    comp_actions._require_admin(actor)
+    comp_actions.require_admin(actor)
     home = Path(settings.home)
     with tempfile.TemporaryDirectory(prefix="palimpsest-bundle-") as work:
         try:
             b = bundles.read_bundle(Path(source), work_dir=Path(work), home=home)
         except bundles.BundleInvalid as e:
-            raise _refusal(e) from None
+            raise bundle_refusal(e) from None
         spec = b.spec
         problems = _taken(s, spec)
         if problems:
@@ -194,7 +194,7 @@ def _write(
                     compute_budget_seconds=p.compute_budget_seconds,
                 )
             except LifecycleRefused as e:
-                problem = _problem(f"tasks[{t.id}].phases[{p.name}]", e.message)
+                problem = bundle_problem(f"tasks[{t.id}].phases[{p.name}]", e.message)
                 raise BundleRefused([problem]) from None
     if actor is not None:
         people.grant(s, c.id, actor, people.OWNER, by=actor)
@@ -228,9 +228,9 @@ def _roles(
         if actor is not None and (actor.email or "").lower() == email:
             continue
         try:
-            roles._invite(s, settings, c, actor, email, role, via=via)
+            roles.invite_person(s, settings, c, actor, email, role, via=via)
         except LifecycleRefused as e:
-            raise BundleRefused([_problem("roles", f"{email}: {e.message}")]) from None
+            raise BundleRefused([bundle_problem("roles", f"{email}: {e.message}")]) from None
 
 
 @action
@@ -372,7 +372,7 @@ def clone_competition(
     its id `new_id`, its tasks' ids suffixed with it; no participant, run or role is copied. The
     gold is the source's as it stands, the pairs judged not to be links (`judged.csv`) and its
     history (earlier versions and their records) with it (`_carry_gold`)."""
-    comp_actions._require_admin(actor)
+    comp_actions.require_admin(actor)
     source_tasks = people.task_ids(s, comp_actions.find(s, competition).id)
     with tempfile.TemporaryDirectory(prefix="palimpsest-clone-") as work:
         out = Path(work) / "bundle.zip"
@@ -418,7 +418,7 @@ def _carry_gold(s: Session, home: Path, source: str, clone: str) -> None:
         manifest = dst.manifest()
         for here in sorted((dst.root / "gold").glob("*")):
             if here.is_dir():
-                manifest.setdefault("gold_sha256", {})[here.name] = _tree_sha256(here)
+                manifest.setdefault("gold_sha256", {})[here.name] = tree_sha256(here)
         dst.manifest_path.write_text(
             json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
             encoding="utf-8",

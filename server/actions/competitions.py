@@ -57,7 +57,7 @@ def is_admin(viewer: User | None, *, operator: bool = False) -> bool:
     return operator or people.is_admin(viewer)
 
 
-def _require_admin(actor: User | None) -> None:
+def require_admin(actor: User | None) -> None:
     if actor is not None and not people.is_admin(actor):
         raise Forbidden("this needs a site administrator", "not_admin")
 
@@ -76,13 +76,13 @@ def may_see_draft(s: Session, viewer: User | None, c: Competition, operator: boo
     return is_admin(viewer, operator=operator) or people.role_of(s, viewer, c.id) is not None
 
 
-def _invalid(field: str, message: str) -> UploadFieldsInvalid:
+def invalid(field: str, message: str) -> UploadFieldsInvalid:
     return UploadFieldsInvalid({field: message})
 
 
 def _slug(value: str, field: str) -> str:
     if not SLUG.match(value or ""):
-        raise _invalid(
+        raise invalid(
             field,
             f"{value!r}: lowercase letters, digits and '-', at most 64, starting with a letter "
             "or digit",
@@ -90,13 +90,13 @@ def _slug(value: str, field: str) -> str:
     return value
 
 
-def _text(value: str, what: str, limit: int) -> str:
+def checked_text(value: str, what: str, limit: int) -> str:
     value = (value or "").strip()
     problem = one_line_problem(value)
     if problem:
-        raise _invalid(what, f"one line: {problem}")
+        raise invalid(what, f"one line: {problem}")
     if not value or len(value) > limit:
-        raise _invalid(what, f"1 to {limit} characters, no control character")
+        raise invalid(what, f"1 to {limit} characters, no control character")
     return value
 
 
@@ -238,13 +238,13 @@ def create_competition(
 ) -> m.CompetitionOut:
     """Create a competition (a site administrator, who becomes its owner), optionally with declared
     tasks as its subtasks; a task already in another competition is refused, naming it."""
-    _require_admin(actor)
+    require_admin(actor)
     _slug(competition, "id")
     if competition in RESERVED_IDS:
-        raise _invalid("id", f"{competition!r} is reserved")
-    title = _text(title, "title", 200)
+        raise invalid("id", f"{competition!r} is reserved")
+    title = checked_text(title, "title", 200)
     if state not in STATES:
-        raise _invalid("state", f"{state!r}: one of {', '.join(STATES)}")
+        raise invalid("state", f"{state!r}: one of {', '.join(STATES)}")
     if s.exec(select(Competition).where(Competition.slug == competition)).first() is not None:
         raise LifecycleRefused(f"a competition {competition!r} exists already", "exists")
     task_ids = list(dict.fromkeys(tasks))
@@ -336,13 +336,13 @@ def edit_competition(
     require_organizer(s, actor, c)
     changes: dict = {}
     if title is not None:
-        title = _text(title, "title", 200)
+        title = checked_text(title, "title", 200)
         if title != c.title:
             changes["title"] = [c.title, title]
             c.title = title
     if state is not None:
         if state not in STATES:
-            raise _invalid("state", f"{state!r}: one of {', '.join(STATES)}")
+            raise invalid("state", f"{state!r}: one of {', '.join(STATES)}")
         if state != c.state:
             changes["state"] = [c.state, state]
             c.state = state
@@ -392,17 +392,17 @@ def set_page(
     require_organizer(s, actor, c)
     _slug(page, "page")
     if page in RESERVED_PAGES:
-        raise _invalid("page", f"{page!r} is reserved ({', '.join(sorted(RESERVED_PAGES))})")
-    title = _text(title, "title", 200)
+        raise invalid("page", f"{page!r} is reserved ({', '.join(sorted(RESERVED_PAGES))})")
+    title = checked_text(title, "title", 200)
     body_markdown = body_markdown or ""
     if len(body_markdown) > MAX_MARKDOWN or CONTROL.search(body_markdown):
-        raise _invalid("body_markdown", f"at most {MAX_MARKDOWN} characters, no control character")
+        raise invalid("body_markdown", f"at most {MAX_MARKDOWN} characters, no control character")
     try:
         check_markdown(body_markdown)
     except MarkdownTooDeep as e:
-        raise _invalid("body_markdown", str(e)) from None
+        raise invalid("body_markdown", str(e)) from None
     if position is not None and not 0 <= position <= 10_000:
-        raise _invalid("position", "0 to 10000")
+        raise invalid("position", "0 to 10000")
     p = s.exec(
         select(CompetitionPage).where(
             CompetitionPage.competition_id == c.id, CompetitionPage.slug == page

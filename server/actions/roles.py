@@ -173,7 +173,7 @@ def invite(
         raise UploadFieldsInvalid({"email": f"{(email or '')[:320]!r}: {e}"}) from None
     if role not in people.ROLES:
         raise UploadFieldsInvalid({"role": f"{role!r}: one of {', '.join(people.ROLES)}"})
-    inv, status, link, message = _invite(s, settings, c, actor, email, role, via=via)
+    inv, status, link, message = invite_person(s, settings, c, actor, email, role, via=via)
     s.commit()
     return m.InviteOut(
         id=inv.id,
@@ -187,7 +187,7 @@ def invite(
     )
 
 
-def _invite(
+def invite_person(
     s: Session,
     settings: Settings,
     c: Competition,

@@ -32,7 +32,7 @@ from sqlmodel import Session, select
 from server import objectstore
 from server import task_models as tm
 from server.actions import competitions as comp_actions
-from server.actions.bundles import _problem, _refusal
+from server.actions.bundles import bundle_problem, bundle_refusal
 from server.actions.common import action, require_organizer
 from server.actions.common import task as find_task
 from server.boards import leaderboard as lb
@@ -209,14 +209,21 @@ def edit_texts(
     unknown = sorted(set(texts) - set(tv.EDITABLE_TEXTS))
     if unknown or not texts:
         raise BundleRefused(
-            [_problem(k, "not a text of a task (a new version changes it)") for k in unknown]
-            or [_problem("(top)", f"nothing to change: give one of {', '.join(tv.EDITABLE_TEXTS)}")]
+            [bundle_problem(k, "not a text of a task (a new version changes it)") for k in unknown]
+            or [
+                bundle_problem(
+                    "(top)", f"nothing to change: give one of {', '.join(tv.EDITABLE_TEXTS)}"
+                )
+            ]
         )
     try:
         spec = tv.with_texts(t.id, home, texts)
     except ValidationError as e:
         raise BundleRefused(
-            [_problem(bundles.yaml_path(err["loc"]), bundles._message(err)) for err in e.errors()]
+            [
+                bundle_problem(bundles.yaml_path(err["loc"]), bundles.problem_message(err))
+                for err in e.errors()
+            ]
         ) from None
     before = tv.installed_spec(t.id, home)
     changed = [k for k in texts if getattr(before, k) != getattr(spec, k)]
@@ -252,7 +259,7 @@ def _changes(
         at = f"tasks[{i}]"
         if spec.id not in ours:
             problems.append(
-                _problem(
+                bundle_problem(
                     f"{at}.id",
                     f"{spec.id!r} is not a task of {c.slug} (its tasks: {', '.join(ours)}); an "
                     "update changes the tasks it has",
@@ -260,13 +267,15 @@ def _changes(
             )
             continue
         if not declaration_path(spec.id, home).is_file():
-            problems.append(_problem(f"{at}.id", f"{spec.id} was not installed from a bundle"))
+            problems.append(
+                bundle_problem(f"{at}.id", f"{spec.id} was not installed from a bundle")
+            )
             continue
         for p in _phases(s, spec.id):
             sp = spec.splits.get(p.split)
             if sp is None or sp.gold is None:
                 problems.append(
-                    _problem(
+                    bundle_problem(
                         f"{at}.splits",
                         f"the {p.name} phase scores on the {p.split} split: a new version keeps "
                         "it, with its gold",
@@ -275,11 +284,11 @@ def _changes(
         change = tv.diff(spec, b.root, home)
         if change.versioned and archived(s, spec.id) is not None:
             problems.append(
-                _problem(at, f"{spec.id} is archived: its runs stay as they were scored")
+                bundle_problem(at, f"{spec.id} is archived: its runs stay as they were scored")
             )
         out.append(change)
     if only is not None and not out and not problems:
-        problems.append(_problem("tasks", f"the bundle does not declare the task {only!r}"))
+        problems.append(bundle_problem("tasks", f"the bundle does not declare the task {only!r}"))
     if problems:
         raise BundleRefused(problems)
     return out
@@ -502,12 +511,12 @@ def update_from_bundle(
         try:
             b = bundles.read_bundle(Path(source), work_dir=work, home=home, updating=True)
         except bundles.BundleInvalid as e:
-            raise _refusal(e) from None
+            raise bundle_refusal(e) from None
         c = s.exec(select(Competition).where(Competition.slug == b.spec.id)).first()
         if c is None:
             raise BundleRefused(
                 [
-                    _problem(
+                    bundle_problem(
                         "id",
                         f"no competition {b.spec.id!r} to update: create it from the bundle "
                         "first (without --update)",
@@ -560,7 +569,7 @@ def archive_task(
         if state == "not open yet":
             p.opens_at = now
         p.closes_at = now
-        lifecycle._phase_changed(s, p, actor, "phase.close", via=via, archived=True)
+        lifecycle.phase_changed(s, p, actor, "phase.close", via=via, archived=True)
         closed.append(p.name)
     s.add(
         TaskArchive(

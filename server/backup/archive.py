@@ -269,7 +269,7 @@ def read_manifest(archive: Path) -> dict:
 
 
 def check_revision(m: dict) -> None:
-    unknown = [r for r in m.get("alembic_revision", []) if migrate._known(r) is None]
+    unknown = [r for r in m.get("alembic_revision", []) if migrate.known(r) is None]
     if unknown:
         raise BackupError(
             f"the archive's database is at revision {', '.join(unknown)}, which this version of "

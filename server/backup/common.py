@@ -21,7 +21,7 @@ from sqlmodel import Session
 
 from server.models import GoldVersion
 from server.settings import SECRET_FILE
-from tasks.store import TaskStore, _tree_sha256
+from tasks.store import TaskStore, tree_sha256
 
 FORMAT = "palimpsest-backup"
 FORMAT_VERSION = 1
@@ -249,7 +249,7 @@ def gold_problems(engine, home: Path) -> list[str]:
             newest[(v.task_id, v.split)] = v
             store = TaskStore(v.task_id, home)
             kept = store.root / "gold-history" / v.split / f"v{v.version}"
-            if kept.is_dir() and _tree_sha256(kept) != v.sha256:
+            if kept.is_dir() and tree_sha256(kept) != v.sha256:
                 out.append(
                     f"gold version {v.version} of {v.task_id}/{v.split}: the files kept under "
                     f"{kept.relative_to(home)} do not have its checksum"
@@ -264,7 +264,7 @@ def gold_problems(engine, home: Path) -> list[str]:
                     f"gold of {task_id}/{split}: the files are not gold version {v.version} "
                     "(the database's newest)"
                 )
-            elif _tree_sha256(store.root / "gold" / split) != v.sha256:
+            elif tree_sha256(store.root / "gold" / split) != v.sha256:
                 out.append(
                     f"gold of {task_id}/{split}: the files' bytes do not match gold version "
                     f"{v.version}"

@@ -556,7 +556,7 @@ def latex_escape(s: str) -> str:
     return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in s)
 
 
-def _fmt_value(metric: str, v: float) -> str:
+def format_value(metric: str, v: float) -> str:
     return f"{int(v)}" if metric in COUNT_METRICS else f"{v:.4f}"
 
 
@@ -629,7 +629,7 @@ def to_latex(
             if v is None:
                 cells.append("--")
             else:
-                t = _fmt_value(c.metric, v)
+                t = format_value(c.metric, v)
                 cells.append(
                     rf"\textbf{{{t}}}" if best.get(c.key) == v and r.row_type == "team" else t
                 )

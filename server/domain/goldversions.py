@@ -26,7 +26,7 @@ from scorer.families import JUDGED
 from server.db import after_commit, on_rollback
 from server.models import GoldVersion
 from tasks.base import unit_id
-from tasks.store import TaskStore, _tree_sha256
+from tasks.store import TaskStore, tree_sha256
 
 LINK_HEADER = ("query_id", "source_id")
 
@@ -166,7 +166,7 @@ def write_version(
     manifest_before = store.manifest_path.read_text(encoding="utf-8")
     for name, text in files.items():
         _write(gold_dir / name, text)
-    sha = _tree_sha256(gold_dir)
+    sha = tree_sha256(gold_dir)
     manifest = store.manifest()
     manifest.setdefault("gold_sha256", {})[split] = sha
     _write(

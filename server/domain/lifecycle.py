@@ -86,11 +86,11 @@ def allowed(event: str, status: str) -> bool:
 # ----------------------------------------------------------------------------- primitives
 
 
-def _problem(message: str) -> dict:
+def problem_text(message: str) -> dict:
     return {"line": None, "id": None, "message": message}
 
 
-def _bump_phase(s: Session, phase_id: int) -> None:
+def bump_phase(s: Session, phase_id: int) -> None:
     s.execute(update(Phase).where(Phase.id == phase_id).values(revision=Phase.revision + 1))
 
 
@@ -99,10 +99,10 @@ def _bump_phase_of(s: Session, submission_id: int) -> None:
     s.execute(update(Phase).where(Phase.id == sub_phase).values(revision=Phase.revision + 1))
 
 
-_audit = audit.record
+audit_change = audit.record
 
 
-def _move(
+def move(
     s: Session, submission_id: int, event: str, *, where=(), actor=None, details=None, **values
 ) -> bool:
     """Make one transition of one submission if its status allows it (conditional UPDATE), bump
@@ -118,7 +118,7 @@ def _move(
         return False
     _bump_phase_of(s, submission_id)
     # a rescore is somebody's decision; every other transition is the workers' bookkeeping
-    _audit(
+    audit_change(
         s,
         actor,
         "submission.rescore" if event == "rescore" else "submission.status",
@@ -151,7 +151,7 @@ def start_attempt(engine, submission_id: int, max_attempts: int) -> int | None:
     now = utcnow()
 
     def go(s: Session):
-        if _move(
+        if move(
             s,
             submission_id,
             "give_up",
@@ -159,14 +159,14 @@ def start_attempt(engine, submission_id: int, max_attempts: int) -> int | None:
             finished_at=now,
             failure_kind="infra",
             errors=[
-                _problem(
+                problem_text(
                     f"gave up after {max_attempts} attempts (the worker died or the job "
                     "timed out each time); this costs the team nothing"
                 )
             ],
         ):
             return None
-        if not _move(
+        if not move(
             s,
             submission_id,
             "start",
@@ -188,7 +188,7 @@ def finish_invalid(engine, submission_id: int, errors: list[dict]) -> bool:
     """The file failed validation: the submission fails as "invalid" (no cost to the team)."""
     return _one(
         engine,
-        lambda s: _move(
+        lambda s: move(
             s, submission_id, "invalid", failure_kind="invalid", errors=errors, finished_at=utcnow()
         ),
     )
@@ -198,12 +198,12 @@ def fail_infra(engine, submission_id: int, reason: str) -> bool:
     """Fail a pending submission for the server's own reasons (no cost to the team)."""
     return _one(
         engine,
-        lambda s: _move(
+        lambda s: move(
             s,
             submission_id,
             "fail",
             failure_kind="infra",
-            errors=[_problem(reason)],
+            errors=[problem_text(reason)],
             finished_at=utcnow(),
         ),
     )
@@ -213,7 +213,7 @@ def requeue(engine, submission_id: int, attempts: int) -> bool:
     """Back to queued (the reconciler found no live job), unless a run moved it meanwhile."""
     return _one(
         engine,
-        lambda s: _move(s, submission_id, "requeue", where=(Submission.attempts == attempts,)),
+        lambda s: move(s, submission_id, "requeue", where=(Submission.attempts == attempts,)),
     )
 
 
@@ -248,7 +248,7 @@ def record_scores(engine, submission_id: int, attempt: int, results: dict[str, d
             s.flush()
         except IntegrityError:  # another run wrote the same attempt's rows first
             s.rollback()
-        won = _move(
+        won = move(
             s,
             submission_id,
             "score",
@@ -274,7 +274,7 @@ def rescore(
     for sub in subs:
         if sub.removed_at is not None:
             continue
-        if _move(
+        if move(
             s,
             sub.id,
             "rescore",
@@ -311,8 +311,8 @@ def set_primary(s: Session, sub: Submission, *, team_id: int, actor=None) -> Sub
         .values(is_primary=True)
         .execution_options(synchronize_session=False)
     )
-    _bump_phase(s, sub.phase_id)
-    _audit(s, actor, "submission.primary", f"submission:{sub.id}", team=team_id)
+    bump_phase(s, sub.phase_id)
+    audit_change(s, actor, "submission.primary", f"submission:{sub.id}", team=team_id)
     s.flush()
     s.refresh(sub)
     return sub
@@ -345,8 +345,8 @@ def set_visibility(
         .values(**values)
         .execution_options(synchronize_session=False)
     )
-    _bump_phase(s, sub.phase_id)
-    _audit(s, actor, f"submission.{action}", f"submission:{sub.id}", reason=reason)
+    bump_phase(s, sub.phase_id)
+    audit_change(s, actor, f"submission.{action}", f"submission:{sub.id}", reason=reason)
     s.flush()
     s.refresh(sub)
     return sub
@@ -360,8 +360,10 @@ def set_shown_publicly(s: Session, sub: Submission, show: bool, *, actor) -> Sub
         .values(show_publicly=bool(show))
         .execution_options(synchronize_session=False)
     )
-    _bump_phase(s, sub.phase_id)
-    _audit(s, actor, "submission.public" if show else "submission.private", f"submission:{sub.id}")
+    bump_phase(s, sub.phase_id)
+    audit_change(
+        s, actor, "submission.public" if show else "submission.private", f"submission:{sub.id}"
+    )
     s.flush()
     s.refresh(sub)
     return sub
@@ -379,8 +381,8 @@ def delete_by_team(s: Session, sub: Submission, *, actor) -> Submission:
         .values(removed_at=utcnow(), removed_by_team=True, hidden_reason=TEAM_DELETED)
         .execution_options(synchronize_session=False)
     )
-    _bump_phase(s, sub.phase_id)
-    _audit(s, actor, "submission.delete", f"submission:{sub.id}", team=sub.team_id)
+    bump_phase(s, sub.phase_id)
+    audit_change(s, actor, "submission.delete", f"submission:{sub.id}", team=sub.team_id)
     s.flush()
     s.refresh(sub)
     return sub
@@ -409,10 +411,12 @@ def phase_labels(phase: Phase, now: datetime | None = None) -> list[str]:
     return out
 
 
-def _phase_changed(s: Session, phase: Phase, actor, action: str, **details) -> None:
+def phase_changed(s: Session, phase: Phase, actor, action: str, **details) -> None:
     phase.revision = (phase.revision or 0) + 1
     s.add(phase)
-    _audit(s, actor, action, f"phase:{phase.id}", task=phase.task_id, phase=phase.name, **details)
+    audit_change(
+        s, actor, action, f"phase:{phase.id}", task=phase.task_id, phase=phase.name, **details
+    )
 
 
 def _jsonable(v):
@@ -474,7 +478,7 @@ def edit_phase(s: Session, phase: Phase, changes: dict, *, actor, via: str = "we
     before = {k: _jsonable(getattr(phase, k)) for k in changes}
     for k, v in changes.items():
         setattr(phase, k, v)
-    _phase_changed(
+    phase_changed(
         s,
         phase,
         actor,
@@ -523,7 +527,9 @@ def create_phase(
     p = Phase(task_id=task.id, name=name, split=split, **fields)
     s.add(p)
     s.flush()
-    _audit(s, actor, "phase.create", f"phase:{p.id}", task=task.id, name=name, split=split, via=via)
+    audit_change(
+        s, actor, "phase.create", f"phase:{p.id}", task=task.id, name=name, split=split, via=via
+    )
     s.flush()
     return p
 
@@ -542,7 +548,7 @@ def close(s: Session, phase: Phase, *, actor, via: str = "web") -> Phase:
             "not_open",
         )
     phase.closes_at = utcnow()
-    _phase_changed(s, phase, actor, "phase.close", via=via)
+    phase_changed(s, phase, actor, "phase.close", via=via)
     s.flush()
     return phase
 
@@ -556,7 +562,7 @@ def set_frozen(s: Session, phase: Phase, frozen: bool, *, actor, via: str = "web
             "unchanged",
         )
     phase.frozen, phase.frozen_at = frozen, (utcnow() if frozen else None)
-    _phase_changed(
+    phase_changed(
         s, phase, actor, "leaderboard.freeze" if frozen else "leaderboard.unfreeze", via=via
     )
     s.flush()
@@ -566,7 +572,7 @@ def set_frozen(s: Session, phase: Phase, frozen: bool, *, actor, via: str = "web
 def set_board_open(s: Session, phase: Phase, is_open: bool, *, actor, via: str = "web") -> Phase:
     """Show the board to everyone, or to organizers only."""
     phase.leaderboard_open = is_open
-    _phase_changed(s, phase, actor, "leaderboard.open" if is_open else "leaderboard.close", via=via)
+    phase_changed(s, phase, actor, "leaderboard.open" if is_open else "leaderboard.close", via=via)
     s.flush()
     return phase
 
@@ -576,7 +582,7 @@ def bump(
 ) -> None:
     """Mark a phase's board as changed for a reason outside the submission and phase rows (e.g. a
     new partition), in the caller's transaction."""
-    _phase_changed(s, phase, actor, action, **details)
+    phase_changed(s, phase, actor, action, **details)
     s.flush()
 
 
@@ -598,6 +604,6 @@ def redraw_partition(s: Session, phase: Phase, *, actor, via: str = "web") -> Go
     engine = s.get_bind()
     part = partitions.shared_partition(engine, phase.task_id, phase.split, phase.public_fraction)
     phase.partition_id = part.id
-    _phase_changed(s, phase, actor, "partition.attach", partition=part.key, via=via)
+    phase_changed(s, phase, actor, "partition.attach", partition=part.key, via=via)
     s.flush()
     return part

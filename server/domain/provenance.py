@@ -11,7 +11,7 @@ from sqlalchemy import select, update
 
 import scorer
 from server.db import session_scope
-from server.domain.lifecycle import FINAL, _audit, _bump_phase, _move
+from server.domain.lifecycle import FINAL, audit_change, bump_phase, move
 from server.models import Phase, Score, Submission
 from tasks import all_tasks
 from tasks.store import TaskStore
@@ -80,8 +80,8 @@ def check_provenance(engine, settings, task_id: str | None = None) -> list[int]:
                     .values(stale=True)
                     .execution_options(synchronize_session=False)
                 )
-                _audit(s, None, "submission.stale", f"submission:{sub.id}", current=prov)
-                if sub.status in FINAL and _move(
+                audit_change(s, None, "submission.stale", f"submission:{sub.id}", current=prov)
+                if sub.status in FINAL and move(
                     s,
                     sub.id,
                     "rescore",
@@ -93,7 +93,7 @@ def check_provenance(engine, settings, task_id: str | None = None) -> list[int]:
                 ):
                     out.append(sub.id)
             if rows:
-                _bump_phase(s, phase.id)
+                bump_phase(s, phase.id)
     return out
 
 

@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from sqlmodel import Session
 
 from server.domain import partitions
-from server.domain.lifecycle import PENDING, RANKED_RUN_RULE, _phase_changed, close, phase_state
+from server.domain.lifecycle import PENDING, RANKED_RUN_RULE, close, phase_changed, phase_state
 from server.domain.provenance import current_provenance
 from server.exceptions import LifecycleRefused
 from server.models import Phase, RankingVersion, Submission, User, utcnow
@@ -125,7 +125,7 @@ def publish(
     if phase.published_at is None:
         phase.published_at = now
     changes = ranking_diff(json.loads(prev.body_json), body) if prev else None
-    _phase_changed(
+    phase_changed(
         s,
         phase,
         actor,

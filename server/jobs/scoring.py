@@ -21,8 +21,8 @@ from server.db import get_engine
 from server.domain import lifecycle
 from server.domain.lifecycle import (
     PENDING,
-    _problem,  # noqa: F401  (one wording of a problem)
     fail_infra,
+    problem_text,  # noqa: F401  (one wording of a problem)
     start_attempt,
 )
 from server.domain.limits import TooCostly, bounded
@@ -162,7 +162,7 @@ def report(e) -> list[dict]:
         errors.append(p)
         size += n
     if e.total > len(errors):
-        errors.append(_problem(f"... and {e.total - len(errors)} more problems"))
+        errors.append(problem_text(f"... and {e.total - len(errors)} more problems"))
     return errors
 
 

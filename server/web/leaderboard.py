@@ -260,7 +260,7 @@ def render_published(
 
 @bp.app_template_global()
 def fmt_value(metric: str, v: float) -> str:
-    return lb._fmt_value(metric, v)
+    return lb.format_value(metric, v)
 
 
 @bp.app_template_global()

@@ -229,7 +229,7 @@ def submit(task_id: str):
         )
         for p in phases
     ]
-    sheet = _fact_sheet(t.id)
+    sheet = fact_sheet(t.id)
     # each phase's window and what is left of the team's quota, beside the form
     sheet["windows"] = [(p, phase_state(p), quota(team, p)) for p in phases]
     if request.method != "POST":
@@ -293,7 +293,7 @@ def submit(task_id: str):
 # ----------------------------------------------------------------------------- fact sheets
 
 
-def _fact_sheet(task_id: str) -> dict:
+def fact_sheet(task_id: str) -> dict:
     """What the submit form shows of the competition's fact sheet: its declared fields, the
     answers posted (kept after a refusal) and, once refused, the problem of each field."""
     c = people.competition_of_task(db(), task_id)

@@ -23,7 +23,7 @@ from server.exceptions import (
 )
 from server.settings import get_settings
 from server.web.auth import current_user, login_required
-from server.web.pages import WEB_CHECKBOXES, _fact_sheet, phases_of, task_or_404, user_team
+from server.web.pages import WEB_CHECKBOXES, fact_sheet, phases_of, task_or_404, user_team
 
 bp = Blueprint("runs", __name__)
 
@@ -57,7 +57,7 @@ def submit(task_id: str):
     form.phase.choices = [
         (p.name, f"{p.name} ({p.split}{', blind' if p.blind else ''})") for p in phases
     ]
-    sheet = _fact_sheet(t.id)
+    sheet = fact_sheet(t.id)
 
     def page(status=200):
         return render_template(
