@@ -58,6 +58,23 @@ def task(task_id: str):
         raise NotFound(str(e)) from None
 
 
+def visible_task(s: Session, viewer: User | None, task_id: str):
+    """The declared task `task_id` if `viewer` may see it (a draft competition's task is its
+    people's only: anyone else is told what they would be told of a task that does not exist)."""
+    t = task(task_id)
+    if not people.task_visible(s, viewer, t.id):
+        raise NotFound(f"no task {task_id!r}")
+    return t
+
+
+def phase_by_id(s: Session, phase_id: int) -> Phase:
+    """The phase with this id, or NotFound."""
+    p = s.get(Phase, phase_id)
+    if p is None:
+        raise NotFound(f"no phase {phase_id}")
+    return p
+
+
 def phase(s: Session, task_id: str, name: str) -> Phase:
     """The phase `name` of a task, or NotFound listing the phases it has."""
     p = s.exec(select(Phase).where(Phase.task_id == task_id, Phase.name == name)).first()

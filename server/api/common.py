@@ -14,8 +14,8 @@ from pydantic import BaseModel, ValidationError
 from sqlmodel import SQLModel, select
 from werkzeug.exceptions import HTTPException
 
-from scorer.errors import TaskNotFound
 from server import api_models as m
+from server.actions import common as action_common
 from server.actions import competitions as comp_actions
 from server.actions.common import phase_or_default
 from server.actions.exports import (
@@ -28,6 +28,7 @@ from server.domain.provenance import public_result
 from server.domain.submissions import quota, visible_scores
 from server.domain.visibility import shown_part, viewer_of
 from server.errors import HANDLED, describe
+from server.exceptions import NotFound
 from server.jobs import waits
 from server.models import (
     Phase,
@@ -37,7 +38,6 @@ from server.models import (
 )
 from server.settings import get_settings
 from server.web import auth
-from tasks import get_task
 from tasks.store import TaskStore
 
 bp = Blueprint("api", __name__, url_prefix="/api/v1")
@@ -254,12 +254,9 @@ def find_task(task_id: str):
     """The declared task, if the caller may see it (a draft competition's task is its people's
     only: anyone else is told what they would be told of a task that does not exist)."""
     try:
-        t = get_task(task_id)
-    except TaskNotFound as e:
-        raise ApiError(404, "unknown_task", str(e)) from None
-    if not people.task_visible(db(), auth.current_user(), t.id):
-        raise ApiError(404, "unknown_task", f"no task {task_id!r}")
-    return t
+        return action_common.visible_task(db(), auth.current_user(), task_id)
+    except NotFound as e:
+        raise ApiError(404, "unknown_task", e.message) from None
 
 
 def task_phases(s, task_id: str) -> list[Phase]:

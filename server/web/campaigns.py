@@ -24,6 +24,7 @@ from markupsafe import Markup, escape
 from server.actions import adjudication, campaign_exports
 from server.actions import campaign_models as model_actions
 from server.actions import campaigns as campaign_actions
+from server.actions import common as action_common
 from server.actions.exports import enqueue_ids, fit_enqueuer
 from server.api_models import FACTORS
 from server.db import db
@@ -185,10 +186,10 @@ def judge(campaign_id: int, item_id: int):
 
 
 def _phase_or_404(phase_id: int) -> Phase:
-    p = db().get(Phase, phase_id)
-    if p is None:
+    try:
+        return action_common.phase_by_id(db(), phase_id)
+    except NotFound:
         abort(404)
-    return p
 
 
 def _phase_campaigns_page(p: Phase, form: CampaignForm, code: int = 200):

@@ -64,17 +64,17 @@ STATUSES = lifecycle.STATUSES
 
 
 def _phase_or_404(phase_id: int) -> Phase:
-    p = db().get(Phase, phase_id)
-    if p is None:
+    try:
+        return action_common.phase_by_id(db(), phase_id)
+    except NotFound:
         abort(404)
-    return p
 
 
 def _sub_or_404(submission_id: int) -> Submission:
-    sub = db().get(Submission, submission_id)
-    if sub is None:
+    try:
+        return action_common.submission(db(), submission_id)
+    except NotFound:
         abort(404)
-    return sub
 
 
 def _back(default: str):

@@ -17,8 +17,8 @@ from flask import (
 )
 from sqlmodel import select
 
-from scorer.errors import TaskNotFound
 from server.actions import campaigns as campaign_actions
+from server.actions import common as action_common
 from server.actions import competitions as comp_actions
 from server.actions import downloads as download_actions
 from server.actions import submissions as sub_actions
@@ -48,7 +48,7 @@ from server.web import downloads
 from server.web.auth import current_user, login_required
 from server.web.forms import SubmitForm
 from server.web.refusals import refusal
-from tasks import all_tasks, get_task, starting_kit
+from tasks import all_tasks, starting_kit
 from tasks.store import TaskStore
 
 bp = Blueprint("pages", __name__)
@@ -60,12 +60,9 @@ def task_or_404(task_id: str):
     """The declared task, if the visitor may see it (a draft competition's task is its people's
     only); 404 otherwise."""
     try:
-        t = get_task(task_id)
-    except TaskNotFound:
+        return action_common.visible_task(db(), current_user(), task_id)
+    except NotFound:
         abort(404)
-    if not people.task_visible(db(), current_user(), t.id):
-        abort(404)
-    return t
 
 
 def phases_of(task_id: str) -> list[Phase]:
