@@ -258,3 +258,31 @@ def test_a_phase_command_refuses_an_option_its_action_does_not_take(site):
         assert not p.frozen
     r = CliRunner().invoke(main, ["phases", "freeze", TASK, "test", "--json"])
     assert r.exit_code == 0, r.output
+
+
+def test_the_web_dispatches_a_phase_action_by_its_name(site, monkeypatch):
+    """`/organizer/phases/<id>/actions/<name>`: any of PHASE_ACTIONS, the form's fields its own
+    signature takes; an unknown name is a 404 and changes nothing."""
+    from argon2 import PasswordHasher
+    from webkit import Browser
+
+    from server import create_app
+    from server.domain import accounts
+
+    monkeypatch.setattr(
+        accounts, "hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
+    )
+    app = create_app({"env": "testing", "PALIMPSEST_ENQUEUE": False})
+    with Session(site.engine) as s:
+        accounts.create_user(s, email="org@example.org", password="organizer-pw", is_admin=True)
+        s.commit()
+        pid = s.execute(
+            select(Phase.id).where(Phase.task_id == TASK, Phase.name == "test")
+        ).scalar_one()
+    org = Browser(app.test_client())
+    org.login("org@example.org", "organizer-pw")
+    assert org.post(f"/organizer/phases/{pid}/actions/no-such").status_code == 404
+    r = org.post(f"/organizer/phases/{pid}/actions/freeze", {"close": "1"})
+    assert r.status_code == 302
+    with Session(site.engine) as s:
+        assert s.get(Phase, pid).frozen

@@ -4,6 +4,8 @@ nothing is deleted for real."""
 
 from __future__ import annotations
 
+import inspect
+
 from flask import (
     Blueprint,
     Response,
@@ -254,6 +256,30 @@ def _act(fn, done: str):
         msg = getattr(e, "message", None) or str(e)
         flash(f"Refused. {msg[:1].upper()}{msg[1:]}.", "error")
         return False
+
+
+@bp.route("/phases/<int:phase_id>/actions/<name>", methods=["POST"])
+@organizer_required
+def phase_action(phase_id: int, name: str):
+    """Any phase action by the name every surface uses (`PHASE_ACTIONS`), with the form's fields
+    its own signature declares: a new phase action needs no route of its own here."""
+    p = _phase_or_404(phase_id)
+    if name not in PHASE_ACTIONS:
+        abort(404)
+    takes = inspect.signature(PHASE_ACTIONS[name]).parameters
+    given = {
+        "settings": get_settings(),
+        "reason": request.form.get("reason", ""),
+        "close_first": request.form.get("close") in ("1", "y", "on", "true"),
+    }
+    extra = {k: v for k, v in given.items() if k in takes}
+    _act(
+        lambda: PHASE_ACTIONS[name](
+            s=db(), task_id=p.task_id, phase=p.name, actor=current_user(), via="web", **extra
+        ),
+        f"{name.capitalize().replace('-', ' ')}: done on {p.task_id}/{p.name}.",
+    )
+    return _back(url_for("organizer.dashboard"))
 
 
 # The web form's `action` names for the board controls, and the action each one runs.
