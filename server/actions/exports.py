@@ -1,5 +1,5 @@
 """Organizer actions shared by the organizer pages (server/web/organizer.py) and the API
-(server/api.py): exports of the final ranking, queueing baseline runs (rescoring is in
+(server/api/): exports of the final ranking, queueing baseline runs (rescoring is in
 server.actions). Every change of state still goes through server.domain.lifecycle; this module only
 chooses
 and hands over."""

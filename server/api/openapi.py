@@ -1,5 +1,5 @@
 """The OpenAPI 3.1 description of `/api/v1`, generated: from the routes of the API blueprint, each
-declared with `@op(...)` (its request and answer models, server/api_models.py), by apispec.
+declared with `@op(...)` (its request and answer models, server/api_models/), by apispec.
 
 Nothing here describes a shape by hand: the schemas are the pydantic models' own JSON Schema
 (OpenAPI 3.1 is JSON Schema 2020-12), registered as components. The tests check that every API

@@ -1,6 +1,6 @@
 """Teams: create one, join one by its invite code, leave it, rotate its code, and (for a
 competition whose organizers ask for it) let its captain approve who joins. The web pages
-(`server/web/teams.py`), the API (`server/api.py`) and the CLI call these, so all of them refuse
+(`server/web/teams.py`), the API (`server/api/`) and the CLI call these, so all of them refuse
 the same things with the same words and the same status (server.errors).
 
 A team is made in one competition (`competition`: its `Competition` row), or for every competition
