@@ -191,6 +191,7 @@ def world(app):
         "campaign_id": campaign.id,
         # a phase's action; a decision on a participant (who is approved already)
         "action": lambda url: "approve" if "/participants/" in url else "freeze",
+        "name": "freeze",  # the web's phase action by name
         # the participant: who has no role to revoke, and whom organizers may decide on
         "user_id": users["participant"].id,
     }

@@ -28,7 +28,8 @@ DOCS, TOKENS = 45, 8000
 @pytest.fixture(scope="session")
 def big_home(tmp_path_factory) -> Path:
     """swissgov-rsd at a size whose scoring takes seconds, and the demo tasks beside it."""
-    from server.demo import _jsonl, _sentence, import_demo_tasks
+    from server.demo import import_demo_tasks
+    from tasks.demo import sentence, write_jsonl
     from tasks.importers import import_task
 
     h = tmp_path_factory.mktemp("big-home")
@@ -39,7 +40,7 @@ def big_home(tmp_path_factory) -> Path:
         for lang in ("de", "fr", "it"):
             rows = []
             for i in range(n):
-                ta, tb = _sentence(rng, TOKENS), _sentence(rng, TOKENS)
+                ta, tb = sentence(rng, TOKENS), sentence(rng, TOKENS)
                 rows.append(
                     {
                         "id": f"admin_{lang}_{split}_{i}",
@@ -49,7 +50,7 @@ def big_home(tmp_path_factory) -> Path:
                         "labels_b": [round(rng.random(), 3) for _ in range(TOKENS)],
                     }
                 )
-            _jsonl(
+            write_jsonl(
                 src / "data" / "evaluation" / "gold_labels" / split / f"gold_admin_{lang}.jsonl",
                 rows,
             )
