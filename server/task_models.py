@@ -1,5 +1,5 @@
-"""The API's shapes of tasks that change (server/actions/tasks.py, server/api_tasks.py): a task's
-texts edited, a new version from an edited bundle, an archived task, a task's versions."""
+"""The API's shapes of tasks that change (server/actions/tasks.py, server/api/task_changes.py): a
+task's texts edited, a new version from an edited bundle, an archived task, a task's versions."""
 
 from __future__ import annotations
 
