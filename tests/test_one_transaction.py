@@ -262,7 +262,7 @@ def test_a_phase_command_refuses_an_option_its_action_does_not_take(site):
 
 def test_the_web_dispatches_a_phase_action_by_its_name(site, monkeypatch):
     """`/organizer/phases/<id>/actions/<name>`: any of PHASE_ACTIONS, the form's fields its own
-    signature takes; an unknown name is a 404 and changes nothing."""
+    signature takes (one it does not take is refused); an unknown name is a 404."""
     from argon2 import PasswordHasher
     from webkit import Browser
 
@@ -282,7 +282,11 @@ def test_the_web_dispatches_a_phase_action_by_its_name(site, monkeypatch):
     org = Browser(app.test_client())
     org.login("org@example.org", "organizer-pw")
     assert org.post(f"/organizer/phases/{pid}/actions/no-such").status_code == 404
-    r = org.post(f"/organizer/phases/{pid}/actions/freeze", {"close": "1"})
-    assert r.status_code == 302
+    # an option the action does not take is refused, as the CLI and the API refuse it
+    r = org.post(f"/organizer/phases/{pid}/actions/freeze", {"close": "1"}, follow_redirects=True)
+    assert "takes no close_first" in r.get_data(as_text=True)
+    with Session(site.engine) as s:
+        assert not s.get(Phase, pid).frozen
+    assert org.post(f"/organizer/phases/{pid}/actions/freeze").status_code == 302
     with Session(site.engine) as s:
         assert s.get(Phase, pid).frozen

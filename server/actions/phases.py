@@ -4,6 +4,7 @@ publish its final ranking. Each one is written here once; the surfaces name it b
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 from sqlalchemy import select
@@ -15,6 +16,7 @@ from server.actions.common import action
 from server.db import transaction
 from server.domain import lifecycle
 from server.domain.submissions import phase_state
+from server.exceptions import UploadFieldsInvalid
 from server.models import Phase, RankingVersion, User
 from tasks import get_task
 
@@ -287,3 +289,20 @@ PHASE_ACTIONS: dict[str, Callable[..., m.PhaseActionOut]] = {
     "hide-board": hide_board,
     "publish": publish_ranking,
 }
+
+
+def phase_action_options(name: str, options: dict, settings=None) -> dict:
+    """The keyword arguments of phase action `name` from a surface's `options` (its form fields,
+    body or flags: `reason`, `close_first`): those its own signature declares, and `settings`
+    where it takes them. An option given (a true value) that the action does not take is refused
+    (UploadFieldsInvalid naming it), never ignored. One reading for the web, the API and the CLI."""
+    takes = inspect.signature(PHASE_ACTIONS[name]).parameters
+    stray = {
+        k: f"the {name} action takes no {k}" for k, v in options.items() if v and k not in takes
+    }
+    if stray:
+        raise UploadFieldsInvalid(stray)
+    out = {k: v for k, v in options.items() if k in takes}
+    if "settings" in takes:
+        out["settings"] = settings
+    return out

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
-
 from flask import Response, request
 from sqlmodel import select
 
@@ -14,6 +12,7 @@ from server.actions.exports import (
 )
 from server.actions.phases import (
     PHASE_ACTIONS,
+    phase_action_options,
     phase_state_fields,
     version_fields,
 )
@@ -136,11 +135,9 @@ def phase_action(task_id, phase_name, action):
         if (request.get_json(silent=True) or request.form)
         else m.PhaseAction()
     )
-    # the body's fields that this action declares (publish: reason, close_first), and the settings
-    # where it takes them: read from the action's own parameters, not named here
-    takes = inspect.signature(PHASE_ACTIONS[action]).parameters
-    given = {"settings": get_settings(), "reason": body.reason, "close_first": body.close}
-    extra = {k: v for k, v in given.items() if k in takes}
+    extra = phase_action_options(
+        action, {"reason": body.reason, "close_first": body.close}, get_settings()
+    )
     result = PHASE_ACTIONS[action](
         s=db(), task_id=find_task(task_id).id, phase=phase_name, actor=u, via="api", **extra
     )

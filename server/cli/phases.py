@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 
 import click
@@ -176,21 +175,19 @@ def register(main: click.Group) -> None:
         @home_option
         @done_quickly
         def command(task_id, phase_name, reason, close_first, as_json):
-            from server.actions.phases import PHASE_ACTIONS
-            from server.exceptions import LifecycleRefused
+            from server.actions.phases import PHASE_ACTIONS, phase_action_options
+            from server.exceptions import LifecycleRefused, UploadFieldsInvalid
 
             task = task_or_refuse(task_id)
             settings = local_settings()
-            # what the action declares it takes: an option it does not take is refused, never
-            # ignored (`phases freeze T P --close`)
-            takes = inspect.signature(PHASE_ACTIONS[name]).parameters
-            given = {"reason": reason, "close_first": close_first}
-            for key, flag in (("reason", "--reason"), ("close_first", "--close")):
-                if given[key] and key not in takes:
-                    raise Refused(f"phases {name} takes no {flag}")
-            extra = {k: v for k, v in given.items() if k in takes}
-            if "settings" in takes:
-                extra["settings"] = settings
+            # the options the action declares; one it does not take is refused, never ignored
+            try:
+                extra = phase_action_options(
+                    name, {"reason": reason, "close_first": close_first}, settings
+                )
+            except UploadFieldsInvalid as e:
+                flags = {"reason": "--reason", "close_first": "--close"}
+                raise Refused(f"phases {name} takes no {flags[next(iter(e.fields))]}") from None
             with local_session(settings) as s:
                 p = phase_or_refuse(s, task, phase_name)
                 try:

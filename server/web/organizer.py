@@ -4,8 +4,6 @@ nothing is deleted for real."""
 
 from __future__ import annotations
 
-import inspect
-
 from flask import (
     Blueprint,
     Response,
@@ -27,7 +25,7 @@ from server.actions import submissions as sub_actions
 from server.actions import tasks as task_actions
 from server.actions.exports import QueueUnreachable, baseline_runs, enqueue_ids, export_ranking
 from server.actions.exports import queue_baselines as enqueue_runs
-from server.actions.phases import PHASE_ACTIONS
+from server.actions.phases import PHASE_ACTIONS, phase_action_options
 from server.boards import leaderboard as lb
 from server.db import db
 from server.domain import lifecycle, people, provenance, publication
@@ -252,7 +250,7 @@ def _act(fn, done: str):
         fn()
         flash(done, "ok")
         return True
-    except (LifecycleRefused, NotFound, Forbidden) as e:
+    except (LifecycleRefused, NotFound, Forbidden, UploadFieldsInvalid) as e:
         msg = getattr(e, "message", None) or str(e)
         flash(f"Refused. {msg[:1].upper()}{msg[1:]}.", "error")
         return False
@@ -266,16 +264,18 @@ def phase_action(phase_id: int, name: str):
     p = _phase_or_404(phase_id)
     if name not in PHASE_ACTIONS:
         abort(404)
-    takes = inspect.signature(PHASE_ACTIONS[name]).parameters
-    given = {
-        "settings": get_settings(),
+    options = {
         "reason": request.form.get("reason", ""),
         "close_first": request.form.get("close") in ("1", "y", "on", "true"),
     }
-    extra = {k: v for k, v in given.items() if k in takes}
     _act(
         lambda: PHASE_ACTIONS[name](
-            s=db(), task_id=p.task_id, phase=p.name, actor=current_user(), via="web", **extra
+            s=db(),
+            task_id=p.task_id,
+            phase=p.name,
+            actor=current_user(),
+            via="web",
+            **phase_action_options(name, options, get_settings()),
         ),
         f"{name.capitalize().replace('-', ' ')}: done on {p.task_id}/{p.name}.",
     )
