@@ -123,9 +123,9 @@ def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
         for t in all_tasks():
             store = TaskStore(t.id, settings.home)
             # a split the import left out (TRoTR's cv under the held-out protocol) gets no runs
-            imported = set(store.manifest().get("splits", ())) if store.exists() else set()
+            splits = set(store.manifest().get("splits", ())) if store.exists() else set()
             for phase in s.execute(select(Phase).where(Phase.task_id == t.id)).scalars().all():
-                if phase.split not in imported:
+                if phase.split not in splits:
                     continue
                 for k, (team, user, noise) in enumerate(teams):
                     runs = (
