@@ -174,9 +174,13 @@ def queue_baselines(
     common.require_organizer(actor, s, task_id=task.id)
     known = SYSTEMS.get(task.id, ())
     unknown = [x for x in systems if x not in known]
-    if unknown or not systems:
+    if not systems:
         raise UnknownSystem(
-            f"{task.id} has no baseline system {', '.join(unknown) or '(none chosen)'} "
+            f"choose at least one baseline system of {task.id} ({', '.join(known) or 'none'})"
+        )
+    if unknown:
+        raise UnknownSystem(
+            f"{task.id} has no baseline system {', '.join(unknown)} "
             f"(systems: {', '.join(known) or 'none'})"
         )
     try:
