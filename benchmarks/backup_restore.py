@@ -138,7 +138,6 @@ def main() -> None:
                     url="",
                     show_publicly=True,
                     settings=settings,
-                    redis=None,
                     enqueue=False,
                 )
             lat.append(time.monotonic() - t0)

@@ -47,6 +47,7 @@ def main() -> None:
     from server.db import get_engine
     from server.domain.submissions import create_submission, ensure_phases
     from server.jobs import waits
+    from server.jobs.dispatch import KEY, Jobs
     from server.jobs.embedded import EmbeddedRedis
     from server.jobs.queue import connect
     from server.migrate import upgrade
@@ -76,7 +77,7 @@ def main() -> None:
     files = [bs.predictions(home, i) for i in range(50)]
 
     def submit(i):
-        with Session(engine, expire_on_commit=False) as s:
+        with Session(engine, expire_on_commit=False, info={KEY: Jobs(settings, redis=conn)}) as s:
             sub = create_submission(
                 s,
                 user=user,
@@ -87,7 +88,6 @@ def main() -> None:
                 filename="p.jsonl",
                 method_name="bench",
                 settings=settings,
-                redis=conn,
             )
             return sub.id, waits.live_standing(s, sub, conn)
 

@@ -106,6 +106,7 @@ def main() -> None:
 
     from server.db import get_engine
     from server.domain.submissions import create_submission, ensure_phases
+    from server.jobs.dispatch import KEY, Jobs
     from server.jobs.embedded import EmbeddedRedis
     from server.jobs.queue import connect
     from server.migrate import upgrade
@@ -133,7 +134,7 @@ def main() -> None:
     n_items = files[0].count(b"\n")
 
     def submit(i):
-        with Session(engine, expire_on_commit=False) as s:
+        with Session(engine, expire_on_commit=False, info={KEY: Jobs(settings, redis=conn)}) as s:
             return create_submission(
                 s,
                 user=user,
@@ -144,7 +145,6 @@ def main() -> None:
                 filename="p.jsonl",
                 method_name="bench",
                 settings=settings,
-                redis=conn,
             ).id
 
     def status(sid):

@@ -104,7 +104,6 @@ def main() -> None:
                         url="",
                         show_publicly=True,
                         settings=web,
-                        redis=None,
                         enqueue=False,
                     )
                 # the worker's settings come from the environment, as in a worker process

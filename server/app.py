@@ -6,6 +6,7 @@ from flask import Flask
 
 from server import api
 from server.db import close_db, get_engine
+from server.jobs import dispatch
 from server.migrate import check_at_head
 from server.settings import Settings
 from server.web.setup import init_web
@@ -31,6 +32,14 @@ def build_app(test_config: dict | None = None) -> Flask:
     check_at_head(engine)  # the schema is Alembic's: `palimpsest db upgrade` (serve runs it itself)
     app.extensions["palimpsest.engine"] = engine
     app.teardown_appcontext(close_db)
+    # every request's actions enqueue through the app's queues, after their commit (the embedded
+    # Redis, or a test's, when one is set; none where PALIMPSEST_ENQUEUE is off)
+    jobs = dispatch.Jobs(
+        settings,
+        redis=lambda: app.extensions.get("palimpsest.redis"),
+        enabled=lambda: app.config.get("PALIMPSEST_ENQUEUE", True),
+    )
+    app.extensions["palimpsest.session_info"] = {dispatch.KEY: jobs}
 
     init_web(app)
 

@@ -129,9 +129,10 @@ def transaction(s: Session):
 
 
 @contextmanager
-def session_scope(engine):
-    """A session that commits on success and rolls back on error."""
-    with Session(engine, expire_on_commit=False) as s:
+def session_scope(engine, info: dict | None = None):
+    """A session that commits on success and rolls back on error (`info`: what it carries, such
+    as its queues: server.jobs.dispatch)."""
+    with Session(engine, expire_on_commit=False, info=dict(info or {})) as s:
         try:
             yield s
             s.commit()
@@ -145,7 +146,12 @@ def db() -> Session:
     from flask import current_app, g  # here: the local commands open the database without Flask
 
     if "db" not in g:
-        g.db = Session(current_app.extensions["palimpsest.engine"], expire_on_commit=False)
+        g.db = Session(
+            current_app.extensions["palimpsest.engine"],
+            expire_on_commit=False,
+            # what the app binds to every session: its queues (server.jobs.dispatch)
+            info=dict(current_app.extensions.get("palimpsest.session_info", {})),
+        )
     return g.db
 
 

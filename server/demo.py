@@ -18,6 +18,7 @@ from server.domain import people
 from server.domain.accounts import create_user, new_invite_code
 from server.domain.baselines import BASELINE_TEAM
 from server.domain.submissions import create_submission, ensure_phases, mark_primary
+from server.jobs.dispatch import KEY, Jobs
 from server.models import (
     Competition,
     CompetitionTask,
@@ -93,12 +94,12 @@ def predictions(task_id: str, split: str, home: Path, noise: float, seed: int) -
     )
 
 
-def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
+def seed_demo(settings, engine) -> dict:
     """Import synthetic tasks, create demo teams, an organizer and baselines, and submit their runs.
     Idempotent: a second call finds the demo teams and adds nothing."""
     imported = import_demo_tasks(settings.home)
     objectstore.push_tasks(settings, imported)  # a site on a store: its workers find them there
-    with Session(engine) as s:
+    with Session(engine, info={KEY: Jobs(settings)}) as s:
         # the competition first: phases made for a task in none would give it one of its own
         seed_demo_competition(s, settings.home)
         phases = ensure_phases(s)
@@ -155,8 +156,6 @@ def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
                             show_publicly=True,
                             is_baseline=team.is_baseline,
                             settings=settings,
-                            redis=redis,
-                            enqueue=enqueue,
                             enforce_limits=False,
                         )
                         first = first or sub
@@ -176,8 +175,6 @@ def seed_demo(settings, engine, *, enqueue: bool = True, redis=None) -> dict:
                         filename="broken.jsonl",
                         method_name="a broken file",
                         settings=settings,
-                        redis=redis,
-                        enqueue=enqueue,
                         enforce_limits=False,
                     )
                     made += 1

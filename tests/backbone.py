@@ -101,7 +101,6 @@ def submit(
             url="",
             show_publicly=True,
             settings=backend.settings,
-            redis=backend.conn,
             enqueue=enqueue,
             **kw,
         )

@@ -470,8 +470,10 @@ class Backend:
         """A unit of work as an action's: committed when the block ends, rolled back on error
         (the domain functions a test calls directly never commit)."""
         from server.db import session_scope
+        from server.jobs.dispatch import KEY, Jobs
 
-        return session_scope(self.engine)
+        # what the actions queue goes to this test's Redis
+        return session_scope(self.engine, {KEY: Jobs(self.settings, redis=self.conn)})
 
 
 def _make_backend(kind, request, tmp_path, demo_home, monkeypatch) -> Backend:

@@ -57,7 +57,6 @@ def _build(b) -> dict:
     runs rescored under it and a second published version."""
     from server.actions import campaigns
     from server.domain import lifecycle, people, publication
-    from server.jobs.queue import enqueue_submission
     from tasks import get_task
 
     runs = []
@@ -110,7 +109,6 @@ def _build(b) -> dict:
             s=s,
             actor=None,
             campaign=opened.id,
-            enqueue=lambda ids: [enqueue_submission(b.conn, i, b.settings) for i in ids],
             via="cli",
         )
     burst(b)  # the rescoring under the new gold

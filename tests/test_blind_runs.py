@@ -503,7 +503,6 @@ def test_the_lexical_baselines_run_through_the_same_path_with_todays_files(
                 options=Options(),
                 phases=["test"],
                 settings=b.settings,
-                redis=b.conn,
             )
             queued[t] = rec["run"]
     burst(b, ("runs",))

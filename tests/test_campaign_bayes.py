@@ -28,7 +28,7 @@ from server.actions import campaign_models as model_actions
 from server.actions import campaigns as campaign_actions
 from server.domain import judgments
 from server.exceptions import LifecycleRefused, QueueUnreachable, UploadFieldsInvalid
-from server.jobs.queue import enqueue_campaign_fit
+from server.jobs.dispatch import KEY, Jobs
 from server.models import AssessmentCampaign, AuditLog, CampaignModelFit, User
 from tasks.agreement_bayes import fit
 from tests.test_campaign_pages import world  # noqa: F401 — the fixture
@@ -68,17 +68,19 @@ def _judged_campaign(world, seed: int = 5) -> int:  # noqa: F811
     return got.id
 
 
-def _request(app, org, cid, enqueue=None, **kw):
-    with Session(engine_of(app), expire_on_commit=False) as s:
+def _request(app, org, cid, redis=None, **kw):
+    """The action on a session whose queues are `redis` (none: nothing is enqueued)."""
+    jobs = Jobs(app.extensions["palimpsest.settings"], redis=redis, enabled=redis is not None)
+    with Session(engine_of(app), expire_on_commit=False, info={KEY: jobs}) as s:
         return model_actions.request_bayes(
-            s=s, actor=s.get(User, org.id), campaign=cid, enqueue=enqueue, via="cli", **kw
+            s=s, actor=s.get(User, org.id), campaign=cid, via="cli", **kw
         )
 
 
 def _queue(app, url):
     conn = redis.Redis.from_url(url)
     settings = app.extensions["palimpsest.settings"]
-    return conn, settings, lambda fit_id: enqueue_campaign_fit(conn, fit_id, settings)
+    return conn, settings
 
 
 def _burst(settings, url):
@@ -155,14 +157,14 @@ def test_requests_are_bounded_refused_while_one_waits_and_fail_plainly_without_a
     # a queue that cannot be reached: the request is recorded as failed and said to be so
     unreachable = redis.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=1)
     with pytest.raises(QueueUnreachable, match="the queue was not reachable") as e:
-        _request(app, org, cid, enqueue=lambda fit_id: unreachable.ping())
-    conn, settings, enqueue = _queue(app, redis_tcp_url)
-    first = _request(app, org, cid, enqueue=enqueue, **SETTINGS)
+        _request(app, org, cid, redis=unreachable)
+    conn, settings = _queue(app, redis_tcp_url)
+    first = _request(app, org, cid, redis=conn, **SETTINGS)
     assert first.state == "queued" and first.seed == _campaign_seed(app, cid)
     assert conn.llen("rq:queue:agreement") == 1
     # one at a time: refused while it waits, through the action and through the API
     with pytest.raises(LifecycleRefused, match=f"fit {first.id} .* is still queued"):
-        _request(app, org, cid, enqueue=enqueue)
+        _request(app, org, cid, redis=conn)
     r = _api(app, tokens["org"], "POST", f"/campaigns/{cid}/bayes", {})
     assert r.status_code == 409 and r.json["error"]["code"] == "fit_running", r.json
     assert conn.llen("rq:queue:agreement") == 1
@@ -199,8 +201,8 @@ def test_the_worker_fits_what_a_direct_fit_gives_and_refuses_a_fit_that_did_not_
     pytest.importorskip("numpyro", reason="numpyro is the optional [agreement] extra")
     app, org, tokens = world["app"], world["users"]["org"], world["tokens"]
     cid = _judged_campaign(world)
-    conn, settings, enqueue = _queue(app, redis_tcp_url)
-    requested = _request(app, org, cid, enqueue=enqueue, seed=11, **SETTINGS)
+    conn, settings = _queue(app, redis_tcp_url)
+    requested = _request(app, org, cid, redis=conn, seed=11, **SETTINGS)
     _burst(settings, redis_tcp_url)
     got = _api(app, tokens["org"], "GET", f"/campaigns/{cid}/bayes").json["fits"][0]
     assert got["id"] == requested.id and got["state"] == "done", (got["error"], got["result"])
@@ -243,7 +245,7 @@ def test_the_worker_fits_what_a_direct_fit_gives_and_refuses_a_fit_that_did_not_
     assert got["current"] is False
 
     # far too short to converge: stored as not_converged, what failed said, no figure kept
-    short = _request(app, org, cid, enqueue=enqueue, seed=0, chains=2, warmup=10, samples=10)
+    short = _request(app, org, cid, redis=conn, seed=0, chains=2, warmup=10, samples=10)
     _burst(settings, redis_tcp_url)
     with Session(engine_of(app)) as s:
         row = s.get(CampaignModelFit, short.id)

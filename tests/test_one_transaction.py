@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session, SQLModel
 
 from server.exceptions import LifecycleRefused
+from server.jobs.dispatch import KEY, Jobs, bind
 from server.models import Phase
 
 SERVICES = pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.redis])
@@ -231,17 +232,18 @@ def test_a_campaign_close_failing_at_its_commit_leaves_the_gold_as_it_was(site, 
 
     queued = []
 
+    class Recorder(Jobs):  # the session's queues, recording what the action hands them
+        def rescore_now(self, ids):
+            queued.extend(ids)
+
     def act(s):
-        adjudication.close_campaign(
-            s=s, actor=None, campaign=opened.id, enqueue=queued.extend, via="cli"
-        )
+        bind(s, Recorder(enabled=False))
+        adjudication.close_campaign(s=s, actor=None, campaign=opened.id, via="cli")
 
     _unchanged(site, act, monkeypatch=monkeypatch)
     assert queued == []  # nothing is enqueued for a change that did not happen
-    with Session(site.engine) as s:
-        got = adjudication.close_campaign(
-            s=s, actor=None, campaign=opened.id, enqueue=queued.extend, via="cli"
-        )
+    with Session(site.engine, info={KEY: Recorder(enabled=False)}) as s:
+        got = adjudication.close_campaign(s=s, actor=None, campaign=opened.id, via="cli")
     assert got.gold.version == 2 and queued == got.rescoring
 
 

@@ -37,7 +37,6 @@ def _race(backend, team, user, n=20):
                     url="",
                     show_publicly=True,
                     settings=backend.settings,
-                    redis=backend.conn,
                 )
             accepted.append(sub.id)
         except LimitReached as e:
@@ -175,7 +174,6 @@ def test_parallel_retries_of_one_upload_make_one_submission(backend):
                         upload=data,
                         filename=name,
                         settings=backend.settings,
-                        redis=backend.conn,
                         dedupe=True,
                     ).id
                 )

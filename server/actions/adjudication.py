@@ -22,6 +22,7 @@ from server.domain.inputs import CONTROL
 from server.domain.judgments import judgment_rows, positive_keys
 from server.domain.provenance import check_provenance
 from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
+from server.jobs.dispatch import jobs
 from server.models import (
     AssessmentCampaign,
     CampaignDecision,
@@ -229,14 +230,12 @@ def _gold_version_out(v) -> m.GoldVersionOut:
 
 
 @action
-def close_campaign(
-    *, s: Session, actor: User | None, campaign: int, enqueue=None, via: str
-) -> m.CloseOut:
+def close_campaign(*, s: Session, actor: User | None, campaign: int, via: str) -> m.CloseOut:
     """Close a campaign whose every item is decided (unanimous complete items decide
     themselves): write a new gold version of the phase's split (links: the accepted links added,
     the rejected pairs in `judged.csv`; pair tasks: the decided values, which must be numbers),
-    mark every score under the old gold stale and queue the runs for rescoring (`enqueue(ids)`
-    after the commit). A published ranking stays as published: the answer names the command
+    mark every score under the old gold stale and queue the runs for rescoring (after the
+    commit). A published ranking stays as published: the answer names the command
     that publishes a new version. Audited; commits."""
     c, comp = for_organizer(s, actor, campaign)
     # one close at a time in a competition: the gold files are written before the commit, so two
@@ -328,8 +327,7 @@ def close_campaign(
             objectstore.push_tree(get_settings(), f"tasks/{t.id}")
         raise
     ids = check_provenance(s.get_bind(), get_settings(), task_id=t.id)
-    if enqueue is not None and ids:
-        enqueue(ids)
+    jobs(s).rescore_now(ids)
     published = []
     for p in s.exec(select(Phase).where(Phase.task_id == t.id, Phase.split == phase.split)):
         rv = publication.latest_ranking(s, p.id)

@@ -6,8 +6,6 @@ turned off; a notice of each run scored or failed: off unless turned on)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from sqlmodel import Session, select
 
 from server import api_models as m
@@ -18,6 +16,7 @@ from server.domain.inputs import CONTROL
 from server.domain.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
 from server.exceptions import Forbidden, NotFound
 from server.jobs import outbox
+from server.jobs.dispatch import jobs
 from server.models import Announcement, Competition, CompetitionRole, Registration, User
 from server.settings import Settings, get_settings
 
@@ -99,12 +98,11 @@ def announce(
     body_markdown: str,
     via: str,
     settings: Settings | None = None,
-    enqueue: Callable[[], object] | None = None,
 ) -> m.AnnouncementOut:
     """Post an announcement (an owner or organizer of the competition): it is shown on the
     competition page (sanitized HTML) and one message per approved participant who takes
-    announcements is queued in the same transaction, with one INSERT; then a worker is asked to
-    deliver them (`enqueue`; a failure to ask is logged, the reconciler's sweep delivers later)."""
+    announcements is queued in the same transaction, with one INSERT; then, once committed, a worker
+    is asked to deliver them (a failure to ask is logged; the reconciler's sweep delivers later)."""
     settings = settings or get_settings()
     c = find(s, competition)
     require_organizer(s, actor, c)
@@ -148,9 +146,8 @@ def announce(
         title=title,
         recipients=a.recipients,
     )
-    s.commit()
     if a.recipients:
-        (enqueue or (lambda: outbox.enqueue_delivery(settings)))()
+        jobs(s, settings).deliver_mail(s)
     return announcement_out(a, c)
 
 

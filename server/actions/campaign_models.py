@@ -25,6 +25,7 @@ from server.actions.common import action
 from server.domain import audit
 from server.domain.judgments import fit_inputs
 from server.exceptions import LifecycleRefused, QueueUnreachable, UploadFieldsInvalid
+from server.jobs.dispatch import jobs
 from server.models import CampaignModelFit, User, utcnow
 
 STATES = ("queued", "running", "done", "not_converged", "failed")
@@ -87,11 +88,10 @@ def request_bayes(
     chains: int | None = None,
     warmup: int | None = None,
     samples: int | None = None,
-    enqueue=None,
     via: str,
 ) -> m.BayesFitOut:
     """Record a request for the Bayesian agreement model of a campaign (its competition's
-    organizers) and, after the commit, hand it to a worker (`enqueue(fit_id)`); refused while
+    organizers) and, after the commit, hand it to a worker; refused while
     another fit of the campaign is queued or running, with fewer than MIN_ITEMS or more than
     MAX_ITEMS fully judged items. Audited; commits. A queue that cannot be reached fails the
     request (recorded as failed) with QueueUnreachable."""
@@ -151,18 +151,17 @@ def request_bayes(
         **cfg,
     )
     s.commit()
-    if enqueue is not None:
-        try:
-            enqueue(f.id)
-        except Exception as e:  # noqa: BLE001 — recorded as failed and said plainly
-            f.state, f.finished_at = "failed", utcnow()
-            f.error = f"the queue was not reachable ({type(e).__name__}: {e}): nothing fits it"
-            s.add(f)
-            s.commit()
-            raise QueueUnreachable(
-                f"campaign {c.id}: {f.error}; fit {f.id} is recorded as failed: request it again "
-                "once the queue is back"
-            ) from None
+    try:
+        jobs(s).fit_now(f.id)
+    except Exception as e:  # noqa: BLE001 — recorded as failed and said plainly
+        f.state, f.finished_at = "failed", utcnow()
+        f.error = f"the queue was not reachable ({type(e).__name__}: {e}): nothing fits it"
+        s.add(f)
+        s.commit()
+        raise QueueUnreachable(
+            f"campaign {c.id}: {f.error}; fit {f.id} is recorded as failed: request it again "
+            "once the queue is back"
+        ) from None
     return _fit_out(f)
 
 

@@ -34,7 +34,8 @@ from server.exceptions import (
     StoreUnreachable,
     SystemRefused,
 )
-from server.jobs.queue import connect, enqueue_code_run, run_job_id
+from server.jobs.dispatch import KEY, Jobs, jobs
+from server.jobs.queue import connect, run_job_id
 from server.models import CodeRun, Phase, Submission, User, utcnow
 from server.settings import Settings
 from server.storage import path_for, store_upload
@@ -51,8 +52,6 @@ def submit_code(
     stream: BinaryIO,
     filename: str,
     settings,
-    redis=None,
-    enqueue: bool = True,
 ) -> tuple[CodeRun, bool]:
     """Take a team's system (a zip with system.yaml, streamed to the store), check it can be run,
     count it against the phase's limits and compute budget, and queue it on the runs queue. The
@@ -149,15 +148,12 @@ def submit_code(
         )
         s.add(run)
         audit(s, user, "run.submit", f"run:{task.id}/{phase.name}", sha256=sha, size=size)
+        s.flush()
+        jobs(s, settings).run_code(s, run.id)  # once committed; the reconciler if Redis is away
         s.commit()
     except BaseException:
         s.rollback()
         raise
-    if enqueue:
-        try:
-            enqueue_code_run(redis or connect(settings), run.id, settings)
-        except Exception:  # noqa: BLE001 - Redis away: the reconciler enqueues it
-            pass
     return run, False
 
 
@@ -262,7 +258,6 @@ def record_baseline_runs(
     options: Options,
     phases: list[str] | None = None,
     settings: Settings,
-    redis=None,
     user: User | None = None,
 ) -> list[dict]:
     """Queue (task, system) as a code run of the baselines team in each of the task's phases on
@@ -287,7 +282,6 @@ def record_baseline_runs(
                     stream=f,
                     filename=archive.name,
                     settings=settings,
-                    redis=redis,
                 )
             out.append({"phase": ph.name, "run": run.id, "duplicate": duplicate})
     return out
@@ -307,7 +301,7 @@ def enqueue_baseline_systems(
     runs, _notes = plan(task_ids, systems, options, settings.home, here=False)
     conn = connect(settings)
     out = []
-    with Session(server_database(settings)) as s:
+    with Session(server_database(settings), info={KEY: Jobs(settings, redis=conn)}) as s:
         for task_id, system in runs:
             for rec in record_baseline_runs(
                 s,
@@ -316,7 +310,6 @@ def enqueue_baseline_systems(
                 options=options,
                 phases=phases,
                 settings=settings,
-                redis=conn,
             ):
                 status = "duplicate" if rec["duplicate"] else "queued"
                 out.append(

@@ -22,14 +22,8 @@ from server.db import transaction
 from server.domain import provenance, publication
 from server.domain.accounts import audit
 from server.exceptions import LifecycleRefused, NotFound, UnknownSystem, UploadFieldsInvalid
-from server.jobs.queue import (
-    BASELINES,
-    connect,
-    enqueue_baseline_run,
-    enqueue_campaign_fit,
-    enqueue_submission,
-    get_queue,
-)
+from server.jobs.dispatch import jobs
+from server.jobs.queue import BASELINES, get_queue
 from server.models import Phase
 
 EXPORT_TYPES = {
@@ -134,39 +128,12 @@ def _export_facts(s: Session, task, phase: Phase, fmt: str, rv, *, actor, via: s
     return Export(body, fact_export.FORMATS[fmt], name, rv.version)
 
 
-def enqueue_ids(app, ids: list[int], settings) -> None:
-    """Put rescored submissions on the queue (the database already says queued: if Redis is down,
-    the reconciler enqueues them later)."""
-    if not ids or not app.config.get("PALIMPSEST_ENQUEUE", True):
-        return
-    try:
-        conn = app.extensions.get("palimpsest.redis") or connect(settings)
-        for sid in ids:
-            enqueue_submission(conn, sid, settings, replace=True)
-    except Exception as e:  # noqa: BLE001 — the rows say queued; the reconciler will pick them up
-        app.logger.warning("rescore of %s submission(s) left to the reconciler: %s", len(ids), e)
-
-
-def fit_enqueuer(app, settings):
-    """The `enqueue(fit_id)` that `request_bayes` calls after its commit: the agreement queue
-    (nothing where the app enqueues nothing, e.g. tests that run the job themselves); raises when
-    Redis cannot be reached, which the action records."""
-
-    def enqueue(fit_id: int) -> None:
-        if not app.config.get("PALIMPSEST_ENQUEUE", True):
-            return
-        conn = app.extensions.get("palimpsest.redis") or connect(settings)
-        enqueue_campaign_fit(conn, fit_id, settings)
-
-    return enqueue
-
-
 class QueueUnreachable(Exception):
     pass
 
 
 def queue_baselines(
-    app, s: Session, task, systems: list[str], options: dict, *, actor, settings, via: str = "web"
+    s: Session, task, systems: list[str], options: dict, *, actor, settings, via: str = "web"
 ) -> list[str]:
     """Put baseline runs of a task on the baselines queue; returns the job ids. Raises
     QueueUnreachable (nothing was queued) when Redis cannot be reached, UnknownSystem for a
@@ -184,10 +151,7 @@ def queue_baselines(
             f"(systems: {', '.join(known) or 'none'})"
         )
     try:
-        conn = app.extensions.get("palimpsest.redis") or connect(settings)
-        jobs = [
-            enqueue_baseline_run(conn, task.id, system, options, settings).id for system in systems
-        ]
+        queued = jobs(s, settings).baselines_now(task.id, systems, options)
     except Exception as e:  # noqa: BLE001 — nothing was recorded: say so, plainly
         raise QueueUnreachable(
             f"the baselines queue is not reachable ({type(e).__name__}: {e}); nothing was queued"
@@ -200,10 +164,10 @@ def queue_baselines(
             f"task:{task.id}",
             systems=systems,
             options=options,
-            jobs=jobs,
+            jobs=queued,
             via=via,
         )
-    return jobs
+    return queued
 
 
 def baseline_runs(conn, settings) -> list[dict]:

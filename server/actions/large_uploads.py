@@ -149,9 +149,7 @@ def parts(*, user: User, ticket: str, settings) -> m.LargeUploadOut:
 
 
 @action
-def complete(
-    *, s: Session, user: User, ticket: str, fields: m.UploadFields, settings, redis, enqueue
-):
+def complete(*, s: Session, user: User, ticket: str, fields: m.UploadFields, settings):
     """Complete the multipart upload and take it as a submission (see the module docstring);
     returns what `submit` returns."""
     t = _read(settings, user, ticket)
@@ -196,8 +194,6 @@ def complete(
                     stream=body,
                     filename=t["filename"],
                     settings=settings,
-                    redis=redis,
-                    enqueue=enqueue,
                 )
         finally:
             local.unlink(missing_ok=True)

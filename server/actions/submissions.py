@@ -11,7 +11,7 @@ from sqlmodel import Session, select
 from server import api_models as m
 from server.actions import common
 from server.actions.common import action
-from server.db import after_commit, transaction
+from server.db import transaction
 from server.domain import facts, lifecycle, people
 from server.domain.accounts import audit, can_see_submission
 from server.domain.baselines import baseline_team
@@ -24,6 +24,7 @@ from server.exceptions import (
     NotFound,
     UploadFieldsInvalid,
 )
+from server.jobs.dispatch import jobs
 from server.models import Submission, Team, User
 from tasks.store import TaskStore
 
@@ -35,11 +36,10 @@ def rescore_submission(
     submission_id: int,
     actor: User | None,
     settings,
-    enqueue,
     reason: str = "",
 ) -> m.Rescored:
-    """Queue one scored or failed run for scoring again; `enqueue(ids)` hands it to the queue
-    once the change is committed."""
+    """Queue one scored or failed run for scoring again (handed to the queue once the change is
+    committed)."""
     with transaction(s):
         sub = common.submission(s, submission_id)
         common.require_organizer(actor, s, task_id=sub.task_id)
@@ -54,7 +54,7 @@ def rescore_submission(
                 "rescored",
                 "not_final",
             )
-        after_commit(s, lambda: enqueue(ids))
+        jobs(s).rescore(s, ids)
     return m.Rescored(queued=ids, skipped=0)
 
 
@@ -65,7 +65,6 @@ def rescore_selection(
     task_id: str,
     actor: User | None,
     settings,
-    enqueue,
     phase: str | None = None,
     include_invalid: bool = False,
     reason: str = "",
@@ -101,7 +100,7 @@ def rescore_selection(
         ids = lifecycle.rescore(
             s, subs, actor=actor, max_attempts=settings.max_attempts, reason=reason
         )
-        after_commit(s, lambda: enqueue(ids))
+        jobs(s).rescore(s, ids)
     return m.Rescored(queued=ids, skipped=0)
 
 
@@ -191,8 +190,6 @@ def submit(
     stream: BinaryIO,
     filename: str,
     settings,
-    redis=None,
-    enqueue: bool = True,
 ) -> tuple[Submission, bool]:
     """Take a team's upload (streamed, never read whole here): check who may submit, store it,
     queue its scoring, and make it the primary run if asked. An identical file already submitted
@@ -228,8 +225,6 @@ def submit(
             show_publicly=fields.show_publicly,
             is_baseline=fields.baseline,
             settings=settings,
-            redis=redis,
-            enqueue=enqueue,
             dedupe=True,
             facts=sheet or None,
         )

@@ -40,6 +40,7 @@ from server.domain import audit, goldversions, lifecycle, people, publication
 from server.domain.lifecycle import PENDING
 from server.domain.provenance import check_provenance, current_provenance
 from server.exceptions import BundleRefused, LifecycleRefused, NotFound
+from server.jobs.dispatch import jobs
 from server.models import (
     Competition,
     GoldVersion,
@@ -404,7 +405,6 @@ def _apply(
     via: str,
     settings,
     reason: str,
-    enqueue: Callable[[list[int]], None] | None,
 ) -> list[tm.TaskChangeOut]:
     """Write every change (files first, then their rows, in one transaction: if it fails, every
     task's files go back as they were), then mark and queue the stale runs."""
@@ -464,8 +464,7 @@ def _apply(
         phases: list[tm.PhaseEffect] = []
         if ch.versioned:
             ids = check_provenance(s.get_bind(), settings, task_id=ch.task_id)
-            if enqueue is not None and ids:
-                enqueue(ids)
+            jobs(s, settings).rescore_now(ids)
             phases = _effect(s, ch, ids)
         out.append(_change_out(ch, phases))
     return out
@@ -498,13 +497,12 @@ def update_from_bundle(
     settings,
     only: str | None = None,
     reason: str = "",
-    enqueue: Callable[[list[int]], None] | None = None,
 ) -> tm.BundleUpdateOut:
     """Apply an edited bundle to its competition (its owners and organizers; `only`: one task of
     it). The bundle is checked in full as a new one is (every problem named with its YAML path
     and line), then each task's change is written: a new version where its metrics, primary,
     format, splits, files or gold changed, its texts in place otherwise. Runs scored under an
-    earlier version are marked stale and queued (`enqueue(ids)` after the commit)."""
+    earlier version are marked stale and queued after the commit."""
     home = Path(settings.home)
     reason = " ".join((reason or "").split())[:2000]
     with _work_dir() as work:
@@ -534,7 +532,6 @@ def update_from_bundle(
             via=via,
             settings=settings,
             reason=reason,
-            enqueue=enqueue,
         )
         notes = _notes(s, c, b) if only is None else []
     return tm.BundleUpdateOut(competition=c.slug, tasks=out, notes=notes)

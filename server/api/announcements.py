@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from flask import current_app
-
 from server import api_models as m
 from server.actions import announcements as ann_actions
 from server.api.common import (
@@ -17,18 +15,8 @@ from server.api.common import (
 )
 from server.api.openapi import op
 from server.db import db
-from server.jobs import outbox
-from server.settings import get_settings
 
 # ----------------------------------------------------------------------------- announcements, mail
-
-
-def _deliver_mail() -> None:
-    """Ask a worker to deliver queued mail; never blocks the answer (Redis away: the reconciler's
-    sweep delivers later)."""
-    if current_app.config.get("PALIMPSEST_ENQUEUE", True):
-        settings = get_settings()
-        outbox.enqueue_delivery(settings, current_app.extensions.get("palimpsest.redis"))
 
 
 @bp.get("/competitions/<competition_id>/announcements")
@@ -70,7 +58,6 @@ def announcement_create(competition_id):
         title=body.title,
         body_markdown=body.body_markdown,
         via="api",
-        enqueue=_deliver_mail,
     )
     return json_out(result, 201)
 

@@ -89,7 +89,6 @@ def baselines_queue(task_id):
     opts = Options(model=body.model, cross_model=body.cross_model, device=body.device).job_args()
     try:
         jobs = queue_baselines(
-            current_app,
             db(),
             t,
             body.systems,

@@ -4,19 +4,13 @@ adjudication, closing, export, the Bayesian model's fits.
 
 from __future__ import annotations
 
-from flask import current_app
-
 from server import api_models as m
 from server.actions import adjudication, campaign_exports
 from server.actions import campaign_models as model_actions
 from server.actions import campaigns as campaign_actions
-from server.actions.exports import (
-    fit_enqueuer,
-)
 from server.api.common import (
     body_model,
     bp,
-    enqueue_runs,
     json_out,
     need_organizer,
     need_user,
@@ -25,7 +19,6 @@ from server.api.common import (
 )
 from server.api.openapi import op
 from server.db import db
-from server.settings import get_settings
 
 # ----------------------------------------------------------------------------- assessment campaigns
 # (server/actions/campaigns.py: the pool, the assignment, the judgments, the agreement)
@@ -215,11 +208,7 @@ def campaign_adjudicate(campaign_id):
 )
 def campaign_close(campaign_id):
     u = need_user()
-    return json_out(
-        adjudication.close_campaign(
-            s=db(), actor=u, campaign=campaign_id, enqueue=enqueue_runs, via="api"
-        )
-    )
+    return json_out(adjudication.close_campaign(s=db(), actor=u, campaign=campaign_id, via="api"))
 
 
 @bp.get("/campaigns/<int:campaign_id>/export")
@@ -262,7 +251,6 @@ def campaign_bayes_request(campaign_id):
         chains=body.chains,
         warmup=body.warmup,
         samples=body.samples,
-        enqueue=fit_enqueuer(current_app, get_settings()),
         via="api",
     )
     return json_out(got, 202)

@@ -18,9 +18,6 @@ from server import api_models as m
 from server.actions import common as action_common
 from server.actions import competitions as comp_actions
 from server.actions.common import phase_or_default
-from server.actions.exports import (
-    enqueue_ids,
-)
 from server.db import db
 from server.domain import accounts, people
 from server.domain.inputs import INT_MAX
@@ -106,11 +103,6 @@ def json_out(result: BaseModel, _status: int = 200):
     r = jsonify(result.model_dump(mode="json", exclude_unset=True))
     r.status_code = _status
     return r
-
-
-def enqueue_runs(ids: list[int]) -> None:
-    """Hand rescored runs to the queue (the reconciler does it if Redis is down)."""
-    enqueue_ids(current_app, ids, get_settings())
 
 
 def problems_of(e: ValidationError) -> dict:

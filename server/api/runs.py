@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import current_app, request
+from flask import request
 
 from server import api_models as m
 from server.actions import code_runs as run_actions
@@ -43,8 +43,6 @@ def run_create(task_id):
         stream=f.stream,
         filename=f.filename or "",
         settings=get_settings(),
-        redis=current_app.extensions.get("palimpsest.redis"),
-        enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
     )
     return json_out(run_actions.get_run(s=db(), run_id=run.id, viewer=u), 200 if duplicate else 201)
 

@@ -4,7 +4,7 @@ primary run, show or hide, delete; organizers rescore and set visibility.
 
 from __future__ import annotations
 
-from flask import current_app, request
+from flask import request
 from sqlmodel import select
 
 from server import api_models as m
@@ -14,7 +14,6 @@ from server.api.common import (
     ApiError,
     body_model,
     bp,
-    enqueue_runs,
     find_task,
     json_out,
     need_organizer,
@@ -75,8 +74,6 @@ def create(task_id):
             stream=f.stream,
             filename=f.filename or "",
             settings=get_settings(),
-            redis=current_app.extensions.get("palimpsest.redis"),
-            enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
         )
     except EmptyUpload:
         raise ApiError(
@@ -146,8 +143,6 @@ def large_upload_complete():
         ticket=body.upload,
         fields=m.UploadFields.model_validate(body.model_dump(exclude={"upload"})),
         settings=get_settings(),
-        redis=current_app.extensions.get("palimpsest.redis"),
-        enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
     )
     return submission_out(s, u, sub, 200 if duplicate else 201, duplicate=duplicate)
 
@@ -272,7 +267,6 @@ def rescore_one(submission_id):
         submission_id=submission_id,
         actor=u,
         settings=get_settings(),
-        enqueue=enqueue_runs,
         reason=body.reason,
     )
     return json_out(result)
@@ -298,7 +292,6 @@ def rescore_all(task_id):
         task_id=find_task(task_id).id,
         actor=u,
         settings=get_settings(),
-        enqueue=enqueue_runs,
         phase=body.phase,
         include_invalid=body.include_invalid,
         reason=body.reason,

@@ -7,20 +7,15 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from flask import current_app, request
+from flask import request
 
 from server import task_models as tm
 from server.actions import tasks as task_actions
-from server.actions.exports import enqueue_ids
 from server.api.common import body_model, bp, json_out, need_organizer, need_user
 from server.api.openapi import op
 from server.db import db
 from server.exceptions import BundleRefused
 from server.settings import get_settings
-
-
-def _enqueue(ids: list[int]) -> None:
-    enqueue_ids(current_app, ids, get_settings())
 
 
 def saved_bundle(d: str) -> Path:
@@ -45,7 +40,6 @@ def update_competition(u) -> object:
             via="api",
             settings=get_settings(),
             reason=request.form.get("reason", ""),
-            enqueue=_enqueue,
         )
 
 
@@ -109,7 +103,6 @@ def task_new_version(task_id):
             settings=get_settings(),
             only=task_id,
             reason=request.form.get("reason", ""),
-            enqueue=_enqueue,
         )
     return json_out(got)
 

@@ -98,7 +98,12 @@ def local_session(settings):
     """A session on the local database (the operator's shell acts as an organizer there)."""
     from sqlmodel import Session
 
-    return Session(local_engine(settings), expire_on_commit=False)
+    from server.jobs.dispatch import KEY, Jobs
+
+    # what an action queues goes to the local server's Redis after its commit; if that cannot be
+    # reached, the command says so and the reconciler enqueues it later
+    jobs = Jobs(settings, warn=lambda m: click.echo(m, err=True))
+    return Session(local_engine(settings), expire_on_commit=False, info={KEY: jobs})
 
 
 class Refused(click.ClickException):
@@ -199,20 +204,3 @@ def report(rep, done: str, as_json: bool) -> None:
         )
     if not rep.ok:
         sys.exit(1)
-
-
-def local_enqueue(settings):
-    """Hand rescored runs to the queue; if Redis is down the rows say queued and the
-    reconciler enqueues them."""
-
-    def enqueue(ids: list[int]) -> None:
-        from server.jobs.queue import connect, enqueue_submission
-
-        try:
-            conn = connect(settings)
-            for sid in ids:
-                enqueue_submission(conn, sid, settings, replace=True)
-        except Exception as e:  # noqa: BLE001 - the reconciler picks them up
-            click.echo(f"queued in the database; the reconciler will enqueue them ({e})", err=True)
-
-    return enqueue

@@ -14,7 +14,6 @@ from server.cli.common import (
     Refused,
     done_quickly,
     home_option,
-    local_enqueue,
     local_session,
     local_settings,
 )
@@ -138,7 +137,6 @@ def register(main: click.Group) -> None:
                     via="cli",
                     settings=settings,
                     reason=reason,
-                    enqueue=local_enqueue(settings),
                 )
             except task_actions.BundleRefused as e:
                 _bundle_problems(e, as_json)

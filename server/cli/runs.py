@@ -11,7 +11,6 @@ from server.cli.common import (
     Refused,
     done_quickly,
     home_option,
-    local_enqueue,
     local_session,
     local_settings,
     phase_or_refuse,
@@ -45,7 +44,6 @@ def register(main: click.Group) -> None:
                     submission_id=submission_id,
                     actor=None,
                     settings=settings,
-                    enqueue=local_enqueue(settings),
                     reason=reason,
                 )
             except PalimpsestError as e:  # refused, or no such run

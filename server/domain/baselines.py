@@ -108,7 +108,6 @@ def record_file(
     description: str = "",
     phases: list[str] | None = None,
     settings: Settings | None = None,
-    redis=None,
     user: User | None = None,
     split: str = "test",
 ) -> list[Recorded]:
@@ -133,7 +132,6 @@ def record_file(
                     description=description,
                     is_baseline=True,
                     settings=settings,
-                    redis=redis,
                     dedupe=True,
                 )
             out.append(Recorded(ph.name, sub.id, False))

@@ -8,7 +8,6 @@ validation or a job that fails for the server's reasons costs the team nothing.
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime, timedelta
 from typing import BinaryIO
 
@@ -36,13 +35,12 @@ from server.exceptions import (
     StoreUnreachable,
     SubmissionRefused,
 )
+from server.jobs.dispatch import jobs
 from server.models import CodeRun, Phase, Score, Submission, Team, User, utcnow
 from server.settings import Settings, get_settings
 from server.storage import path_for, store_upload
 from tasks import all_tasks
 from tasks.store import TaskStore
-
-log = logging.getLogger(__name__)
 
 
 def _fmt(t: datetime) -> str:
@@ -249,7 +247,6 @@ def create_submission(
     show_publicly: bool = True,
     is_baseline: bool = False,
     settings: Settings | None = None,
-    redis=None,
     enqueue: bool = True,
     enforce_limits: bool = True,
     dedupe: bool = False,
@@ -338,8 +335,8 @@ def create_submission(
     except BaseException:
         session.rollback()
         raise
-    if enqueue:
-        enqueue_or_leave(sub.id, settings, redis)
+    if enqueue:  # the session's queues (server.jobs.dispatch); the reconciler if Redis is away
+        jobs(session, settings).score_now(sub.id)
     return sub
 
 
@@ -401,24 +398,6 @@ def compute_used(session: Session, team_id: int, phase_id: int) -> float:
             )
         ).scalar_one()
     )
-
-
-def enqueue_or_leave(submission_id: int, settings: Settings, redis=None) -> bool:
-    """Enqueue the job; if Redis is away the row stays queued and the reconciler enqueues it
-    later."""
-    from server.jobs.queue import connect, enqueue_submission  # here: Redis and RQ load when used
-
-    try:
-        enqueue_submission(redis or connect(settings), submission_id, settings)
-        return True
-    except Exception as e:
-        log.warning(
-            "submission %s committed but not enqueued (%s: %s); the reconciler will enqueue it",
-            submission_id,
-            type(e).__name__,
-            e,
-        )
-        return False
 
 
 DEFAULT_PHASES = {

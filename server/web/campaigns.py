@@ -11,7 +11,6 @@ import zipfile
 from flask import (
     Blueprint,
     abort,
-    current_app,
     flash,
     redirect,
     render_template,
@@ -25,13 +24,11 @@ from server.actions import adjudication, campaign_exports
 from server.actions import campaign_models as model_actions
 from server.actions import campaigns as campaign_actions
 from server.actions import common as action_common
-from server.actions.exports import enqueue_ids, fit_enqueuer
 from server.api_models import FACTORS
 from server.db import db
 from server.domain.sanitize import render_markdown
 from server.exceptions import LifecycleRefused, NotFound, QueueUnreachable, UploadFieldsInvalid
 from server.models import AssessmentCampaign, Phase
-from server.settings import get_settings
 from server.web.auth import current_user, login_required, organizer_required
 from server.web.forms import CampaignForm
 from tasks import get_task
@@ -363,10 +360,6 @@ def adjudicate(campaign_id: int):
     return redirect(url_for("campaigns.campaign", campaign_id=campaign_id))
 
 
-def _enqueue(ids: list[int]) -> None:
-    enqueue_ids(current_app, ids, get_settings())
-
-
 @bp.route("/organizer/campaigns/<int:campaign_id>/close", methods=["POST"])
 @organizer_required
 def close(campaign_id: int):
@@ -376,7 +369,7 @@ def close(campaign_id: int):
     s = db()
     try:
         got = adjudication.close_campaign(
-            s=s, actor=current_user(), campaign=campaign_id, enqueue=_enqueue, via="web"
+            s=s, actor=current_user(), campaign=campaign_id, via="web"
         )
     except (LifecycleRefused, NotFound) as e:
         return _refused(campaign_id, e, top=True)
@@ -430,7 +423,6 @@ def bayes(campaign_id: int):
             s=s,
             actor=current_user(),
             campaign=campaign_id,
-            enqueue=fit_enqueuer(current_app, get_settings()),
             via="web",
         )
     except (LifecycleRefused, UploadFieldsInvalid, QueueUnreachable) as e:

@@ -11,7 +11,6 @@ from flask import (
     Blueprint,
     Response,
     abort,
-    current_app,
     flash,
     redirect,
     render_template,
@@ -35,7 +34,6 @@ from server.exceptions import (
     NotFound,
     UploadFieldsInvalid,
 )
-from server.jobs import outbox
 from server.settings import get_settings
 from server.web.auth import admin_required, current_user, login_required, organizer_required
 from server.web.forms import (
@@ -428,11 +426,6 @@ def _announcement_context(competition: str, viewer) -> dict:
     }
 
 
-def _deliver_mail() -> None:
-    if current_app.config.get("PALIMPSEST_ENQUEUE", True):
-        outbox.enqueue_delivery(get_settings(), current_app.extensions.get("palimpsest.redis"))
-
-
 @bp.route("/competitions/<competition>/announce", methods=["GET", "POST"])
 @organizer_required
 def announce(competition: str):
@@ -452,7 +445,6 @@ def announce(competition: str):
             title=form.title.data,
             body_markdown=form.body_markdown.data or "",
             via="web",
-            enqueue=_deliver_mail,
         )
     except UploadFieldsInvalid as e:
         form.form_errors.append(f"{e.message[:1].upper()}{e.message[1:]}.")

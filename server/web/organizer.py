@@ -23,7 +23,7 @@ from server.actions import common as action_common
 from server.actions import phases as phase_actions
 from server.actions import submissions as sub_actions
 from server.actions import tasks as task_actions
-from server.actions.exports import QueueUnreachable, baseline_runs, enqueue_ids, export_ranking
+from server.actions.exports import QueueUnreachable, baseline_runs, export_ranking
 from server.actions.exports import queue_baselines as enqueue_runs
 from server.actions.phases import PHASE_ACTIONS, phase_action_options
 from server.boards import leaderboard as lb
@@ -540,10 +540,6 @@ def hide(submission_id: int):
     return _back(url_for("organizer.submissions"))
 
 
-def _enqueue_ids(ids: list[int]) -> None:
-    enqueue_ids(current_app, ids, get_settings())
-
-
 @bp.route("/submissions/<int:submission_id>/rescore", methods=["POST"])
 @organizer_required
 def rescore(submission_id: int):
@@ -554,7 +550,6 @@ def rescore(submission_id: int):
             submission_id=sub.id,
             actor=current_user(),
             settings=get_settings(),
-            enqueue=_enqueue_ids,
         ),
         f"Submission #{sub.id} queued for rescoring.",
     )
@@ -599,7 +594,6 @@ def rescore_task(task_id: str):
         task_id=t.id,
         actor=current_user(),
         settings=get_settings(),
-        enqueue=_enqueue_ids,
         phase=p.name if p is not None else None,
         include_invalid=bool(form.include_invalid.data),
         via="web",
@@ -627,7 +621,6 @@ def queue_baselines(task_id: str):
 
     try:
         jobs = enqueue_runs(
-            current_app,
             db(),
             t,
             systems,

@@ -253,8 +253,6 @@ def submit(task_id: str):
             stream=upload.stream,
             filename=upload.filename,
             settings=get_settings(),
-            enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
-            redis=current_app.extensions.get("palimpsest.redis"),
         )
     except UploadFieldsInvalid as e:  # the fact sheet: each problem beside its field
         sheet["fact_errors"] = {

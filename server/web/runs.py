@@ -3,7 +3,7 @@ runs. Each page translates to one action of server/actions/code_runs.py."""
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, current_app, flash, redirect, render_template, request, url_for
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask_wtf import FlaskForm
 from flask_wtf.file import FileField, FileRequired
 from wtforms import BooleanField, SelectField, StringField, TextAreaField
@@ -86,8 +86,6 @@ def submit(task_id: str):
             stream=form.code.data.stream,
             filename=form.code.data.filename,
             settings=get_settings(),
-            redis=current_app.extensions.get("palimpsest.redis"),
-            enqueue=current_app.config.get("PALIMPSEST_ENQUEUE", True),
         )
     except UploadFieldsInvalid as e:
         sheet["fact_errors"] = {

@@ -6,10 +6,9 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from flask import Blueprint, current_app, flash, redirect, request, url_for
+from flask import Blueprint, flash, redirect, request, url_for
 
 from server.actions import tasks as task_actions
-from server.actions.exports import enqueue_ids
 from server.db import db
 from server.exceptions import BundleRefused, Forbidden, LifecycleRefused, NotFound
 from server.settings import get_settings
@@ -71,7 +70,6 @@ def version(task_id: str):
                 settings=get_settings(),
                 only=task_id,
                 reason=request.form.get("reason", ""),
-                enqueue=lambda ids: enqueue_ids(current_app, ids, get_settings()),
             )
         except REFUSALS as e:
             _refused(e)
