@@ -130,3 +130,41 @@ def test_close_from_the_api_and_the_local_cli_audits_alike(b):
     assert r.exit_code == 0, r.output
     vias = sorted(v for _, v in _audits(b, "phase.close"))
     assert vias == ["api", "cli"]
+
+
+def test_a_phase_action_answers_the_same_model_from_the_api_and_the_local_cli(b):
+    """The local command prints the action's declared model as the API answers it: a freeze
+    from the CLI, undone, then done again over the API gives the same document, field for field;
+    `phases set --json` likewise prints the phase as the API's edit answers it."""
+    from sqlmodel import Session
+
+    from cli.main import main
+    from server import create_app
+    from server.domain.accounts import create_token
+
+    app = create_app({"env": "testing", "PALIMPSEST_ENQUEUE": False})
+    _, org = make_team(b, organizer=True)
+    with Session(b.engine) as s:
+        _, token = create_token(s, user=s.get(type(org), org.id))
+        s.commit()
+    api = app.test_client()
+    auth = {"Authorization": f"Bearer {token}"}
+    r = CliRunner().invoke(main, ["phases", "freeze", "tric-binary", "test", "--json"], env={})
+    assert r.exit_code == 0, r.output
+    from_cli = json.loads(r.output)
+    assert "frozen" in from_cli["phase"]["state"] and from_cli["phase"]["frozen"] is True
+    assert (
+        api.post("/api/v1/tasks/tric-binary/phases/test/unfreeze", headers=auth).status_code == 200
+    )
+    r = api.post("/api/v1/tasks/tric-binary/phases/test/freeze", headers=auth)
+    assert r.status_code == 200, r.json
+    assert from_cli == r.json
+    r = CliRunner().invoke(
+        main, ["phases", "set", "tric-binary", "test", "--daily-limit", "7", "--json"], env={}
+    )
+    assert r.exit_code == 0, r.output
+    from_cli = json.loads(r.output)
+    assert from_cli["limits"]["daily"] == 7
+    r = api.patch("/api/v1/tasks/tric-binary/phases/test", json={"daily_limit": 7}, headers=auth)
+    assert r.status_code == 200, r.json
+    assert from_cli == r.json

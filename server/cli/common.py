@@ -137,21 +137,20 @@ def task_or_refuse(task_id: str):
 
 
 def phase_or_refuse(s, task, name: str):
-    from sqlalchemy import select
-
+    from server.actions import common
     from server.domain.submissions import ensure_phases
-    from server.models import Phase
+    from server.exceptions import NotFound
 
     ensure_phases(s)
-    p = s.execute(
-        select(Phase).where(Phase.task_id == task.id, Phase.name == name)
-    ).scalar_one_or_none()
-    if p is None:
-        names = s.execute(select(Phase.name).where(Phase.task_id == task.id)).scalars().all()
-        raise Refused(
-            f"task {task.id!r} has no phase {name!r} (phases: {', '.join(names) or 'none'})"
-        )
-    return p
+    try:
+        return common.phase(s, task.id, name)
+    except NotFound as e:  # names the phases the task has
+        raise Refused(e.message) from None
+
+
+def echo_model(result) -> None:
+    """An action's declared result as one JSON document, as the API answers it."""
+    click.echo(json.dumps(result.model_dump(mode="json", exclude_unset=True)))
 
 
 class OptionalInt(click.ParamType):

@@ -11,6 +11,7 @@ from server.cli.common import (
     Refused,
     When,
     done_quickly,
+    echo_model,
     home_option,
     local_session,
     local_settings,
@@ -105,6 +106,7 @@ def register(main: click.Group) -> None:
         type=click.FloatRange(0, 1, min_open=True),
         help="Share of the test gold scored publicly while the phase runs (1 = no private part).",
     )
+    @click.option("--json", "as_json", is_flag=True, help="Print the phase as JSON.")
     @home_option
     @done_quickly
     def phases_set(
@@ -116,6 +118,7 @@ def register(main: click.Group) -> None:
         total_limit,
         concurrent_limit,
         public_fraction,
+        as_json,
     ):
         """Create or change a phase of a task."""
         from server.actions.phases import set_phase
@@ -148,6 +151,9 @@ def register(main: click.Group) -> None:
                 )
             except LifecycleRefused as e:
                 raise Refused(e.message) from None
+            if as_json:  # the action's declared model, as the API answers it
+                echo_model(p)
+                return
             click.echo(
                 f"{task.id} {phase_name}: opens {p.opens_at or '-'}, closes {p.closes_at or '-'}, "
                 f"daily {p.limits.daily}, total {p.limits.total}, concurrent "
@@ -196,30 +202,15 @@ def register(main: click.Group) -> None:
                     )
                 except LifecycleRefused as e:
                     raise Refused(e.message) from None
-                out = {
-                    "phase": {
-                        "task": task.id,
-                        "name": p.name,
-                        "state": result.phase.state,
-                        "closes_at": p.closes_at.isoformat() + "Z" if p.closes_at else None,
-                    }
-                }
-                if result.ranking is not None:
-                    out["ranking"] = {
-                        "version": result.ranking.version,
-                        "sha256": result.ranking.sha256,
-                        "published_at": result.ranking.published_at.isoformat() + "Z",
-                        "reason": result.ranking.reason,
-                    }
-            if as_json:
-                click.echo(json.dumps(out))
+            if as_json:  # the action's declared model, as the API answers it
+                echo_model(result)
             else:
                 extra = (
-                    f"; final ranking version {out['ranking']['version']}"
-                    if "ranking" in out
+                    f"; final ranking version {result.ranking.version}"
+                    if result.ranking is not None
                     else ""
                 )
-                click.echo(f"{task.id} {p.name}: {', '.join(out['phase']['state'])}{extra}")
+                click.echo(f"{task.id} {p.name}: {', '.join(result.phase.state)}{extra}")
 
         return command
 
