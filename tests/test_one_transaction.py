@@ -286,7 +286,7 @@ def test_the_web_dispatches_a_phase_action_by_its_name(site, monkeypatch):
     assert org.post(f"/organizer/phases/{pid}/actions/no-such").status_code == 404
     # an option the action does not take is refused, as the CLI and the API refuse it
     r = org.post(f"/organizer/phases/{pid}/actions/freeze", {"close": "1"}, follow_redirects=True)
-    assert "takes no close_first" in r.get_data(as_text=True)
+    assert "the freeze action takes no close" in r.get_data(as_text=True)
     with Session(site.engine) as s:
         assert not s.get(Phase, pid).frozen
     assert org.post(f"/organizer/phases/{pid}/actions/freeze").status_code == 302

@@ -293,12 +293,15 @@ PHASE_ACTIONS: dict[str, Callable[..., m.PhaseActionOut]] = {
 
 def phase_action_options(name: str, options: dict, settings=None) -> dict:
     """The keyword arguments of phase action `name` from a surface's `options` (its form fields,
-    body or flags: `reason`, `close_first`): those its own signature declares, and `settings`
+    body or flags, as m.PhaseAction declares them): those its own signature declares, and `settings`
     where it takes them. An option given (a true value) that the action does not take is refused
     (UploadFieldsInvalid naming it), never ignored. One reading for the web, the API and the CLI."""
     takes = inspect.signature(PHASE_ACTIONS[name]).parameters
-    stray = {
-        k: f"the {name} action takes no {k}" for k, v in options.items() if v and k not in takes
+    declared = m.PhaseAction.model_fields
+    stray = {  # named as the surfaces name it (the declaration's alias: `close`)
+        k: f"the {name} action takes no {getattr(declared.get(k), 'alias', None) or k}"
+        for k, v in options.items()
+        if v and k not in takes
     }
     if stray:
         raise UploadFieldsInvalid(stray)

@@ -135,9 +135,7 @@ def phase_action(task_id, phase_name, action):
         if (request.get_json(silent=True) or request.form)
         else m.PhaseAction()
     )
-    extra = phase_action_options(
-        action, {"reason": body.reason, "close_first": body.close}, get_settings()
-    )
+    extra = phase_action_options(action, body.model_dump(), get_settings())
     result = PHASE_ACTIONS[action](
         s=db(), task_id=find_task(task_id).id, phase=phase_name, actor=u, via="api", **extra
     )

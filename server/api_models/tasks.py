@@ -133,10 +133,17 @@ class PhaseEdit(Model):
 
 
 class PhaseAction(Model):
+    """The options of the phase actions (server.actions.phases.PHASE_ACTIONS), declared once:
+    each field is named as the actions' parameter, and the API's body (by its alias), the web
+    form's fields and the local command's flags (`--close`) are read from these declarations.
+    An action takes those its own signature names; one given that it does not take is refused."""
+
     reason: str = Field(
         "", max_length=2000, description="publish: why this correction (from version 2 on)."
     )
-    close: bool = Field(False, description="publish: close an open phase in the same step.")
+    close_first: bool = Field(
+        False, alias="close", description="publish: close an open phase in the same step."
+    )
 
 
 class PrimaryRule(Out):

@@ -160,67 +160,89 @@ def register(main: click.Group) -> None:
                 f"{p.limits.concurrent}, public fraction {p.public_fraction}"
             )
 
-    def _phase_command(name: str, help_text: str):
-        @phases.command(name, help=help_text)
-        @click.argument("task_id", metavar="TASK")
-        @click.argument("phase_name", metavar="PHASE")
-        @click.option(
-            "--reason",
-            default="",
-            help="publish: why this correction (needed from version 2 on); refused elsewhere.",
-        )
-        @click.option(
-            "--close",
-            "close_first",
-            is_flag=True,
-            help="publish: close an open phase in the same step; refused elsewhere.",
-        )
-        @click.option(
-            "--json", "as_json", is_flag=True, help="Print the phase's new state as JSON."
-        )
-        @home_option
-        @done_quickly
-        def command(task_id, phase_name, reason, close_first, as_json):
-            from server.actions.phases import PHASE_ACTIONS, phase_action_options
-            from server.exceptions import LifecycleRefused, UploadFieldsInvalid
+    for name, help_text in PHASE_COMMANDS.items():
+        phases.add_command(phase_command(name, help_text))
 
-            task = task_or_refuse(task_id)
-            settings = local_settings()
-            # the options the action declares; one it does not take is refused, never ignored
+
+# The phase actions of server.actions.phases.PHASE_ACTIONS that `palimpsest phases` runs, with their
+# help: a new action is one line here. Their options (`--reason`, `--close`) are not written here:
+# they are read from the actions' one declaration (server.api_models.PhaseAction) when one of these
+# commands runs, so that the other commands start without the API's models.
+PHASE_COMMANDS = {
+    "close": "Close a phase now: no further submissions are accepted.",
+    "freeze": "Freeze a phase's leaderboard: later submissions are not shown to participants.",
+    "unfreeze": "Unfreeze a phase's leaderboard.",
+    "publish": "Publish the final ranking of a closed phase (an immutable snapshot); again, with "
+    "--reason, to publish a correction as a new version.",
+}
+
+
+def _flag(name: str, field) -> str:
+    return "--" + (field.alias or name).replace("_", "-")
+
+
+def _options() -> list[click.Option]:
+    """The declared options of the phase actions as flags (a yes-or-no one as a bare flag)."""
+    from server import api_models as m  # here: the API's models load when a phase action runs
+
+    out = []
+    for name, f in m.PhaseAction.model_fields.items():
+        if f.annotation is bool:
+            out.append(click.Option([_flag(name, f), name], is_flag=True, help=f.description))
+        else:
+            out.append(click.Option([_flag(name, f), name], default=f.default, help=f.description))
+    return out
+
+
+class LazyPhaseCommand(click.Command):
+    """A phase action's command: its declared options are added when it is parsed (or its help
+    printed), not when `palimpsest` starts."""
+
+    loaded = False
+
+    def get_params(self, ctx):
+        if not self.loaded:
+            self.params[2:2] = _options()  # after TASK and PHASE
+            self.loaded = True
+        return super().get_params(ctx)
+
+
+def phase_command(name: str, help_text: str) -> click.Command:
+    """`palimpsest phases NAME TASK PHASE`: the phase action NAME, with the options every phase
+    action declares; one the action does not take is refused, never ignored."""
+
+    @click.command(name, help=help_text, cls=LazyPhaseCommand)
+    @click.argument("task_id", metavar="TASK")
+    @click.argument("phase_name", metavar="PHASE")
+    @click.option("--json", "as_json", is_flag=True, help="Print the action's answer as JSON.")
+    @home_option
+    @done_quickly
+    def command(task_id, phase_name, as_json, **options):
+        from server import api_models as m  # here: loaded when a phase action runs
+        from server.actions.phases import PHASE_ACTIONS, phase_action_options
+        from server.exceptions import LifecycleRefused, UploadFieldsInvalid
+
+        task = task_or_refuse(task_id)
+        settings = local_settings()
+        try:
+            extra = phase_action_options(name, options, settings)
+        except UploadFieldsInvalid as e:
+            stray = next(iter(e.fields))
+            flag = _flag(stray, m.PhaseAction.model_fields[stray])
+            raise Refused(f"phases {name} takes no {flag}") from None
+        with local_session(settings) as s:
+            p = phase_or_refuse(s, task, phase_name)
             try:
-                extra = phase_action_options(
-                    name, {"reason": reason, "close_first": close_first}, settings
+                result = PHASE_ACTIONS[name](
+                    s=s, task_id=task.id, phase=p.name, actor=None, via="cli", **extra
                 )
-            except UploadFieldsInvalid as e:
-                flags = {"reason": "--reason", "close_first": "--close"}
-                raise Refused(f"phases {name} takes no {flags[next(iter(e.fields))]}") from None
-            with local_session(settings) as s:
-                p = phase_or_refuse(s, task, phase_name)
-                try:
-                    result = PHASE_ACTIONS[name](
-                        s=s, task_id=task.id, phase=p.name, actor=None, via="cli", **extra
-                    )
-                except LifecycleRefused as e:
-                    raise Refused(e.message) from None
+            except LifecycleRefused as e:
+                raise Refused(e.message) from None
             if as_json:  # the action's declared model, as the API answers it
                 echo_model(result)
             else:
-                extra = (
-                    f"; final ranking version {result.ranking.version}"
-                    if result.ranking is not None
-                    else ""
-                )
-                click.echo(f"{task.id} {p.name}: {', '.join(result.phase.state)}{extra}")
+                ranking = result.ranking
+                more = f"; final ranking version {ranking.version}" if ranking is not None else ""
+                click.echo(f"{task.id} {p.name}: {', '.join(result.phase.state)}{more}")
 
-        return command
-
-    _phase_command("close", "Close a phase now: no further submissions are accepted.")
-    _phase_command(
-        "freeze", "Freeze a phase's leaderboard: later submissions are not shown to participants."
-    )
-    _phase_command("unfreeze", "Unfreeze a phase's leaderboard.")
-    _phase_command(
-        "publish",
-        "Publish the final ranking of a closed phase (an immutable snapshot); again, "
-        "with --reason, to publish a correction as a new version.",
-    )
+    return command

@@ -15,10 +15,12 @@ from flask import (
     request,
     url_for,
 )
+from pydantic import ValidationError
 from rq.registry import FailedJobRegistry, StartedJobRegistry
 from sqlmodel import func, select
 
 from baselines.systems import SYSTEMS, Options
+from server import api_models as m
 from server.actions import common as action_common
 from server.actions import phases as phase_actions
 from server.actions import submissions as sub_actions
@@ -264,10 +266,16 @@ def phase_action(phase_id: int, name: str):
     p = _phase_or_404(phase_id)
     if name not in PHASE_ACTIONS:
         abort(404)
-    options = {
-        "reason": request.form.get("reason", ""),
-        "close_first": request.form.get("close") in ("1", "y", "on", "true"),
-    }
+    # the form's fields named as the declared options' public names (m.PhaseAction's aliases)
+    fields = {f.alias or k: k for k, f in m.PhaseAction.model_fields.items()}
+    try:
+        options = m.PhaseAction.model_validate(
+            {k: v for k, v in request.form.items() if k in fields}
+        ).model_dump()
+    except ValidationError as e:  # a field too long, a flag not a yes or no
+        return refusal(
+            400, "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
+        )
     _act(
         lambda: PHASE_ACTIONS[name](
             s=db(),
