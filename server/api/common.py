@@ -21,8 +21,7 @@ from server.actions.common import phase_or_default
 from server.db import db
 from server.domain import accounts, people
 from server.domain.inputs import INT_MAX
-from server.domain.provenance import public_result
-from server.domain.submissions import quota, visible_scores
+from server.domain.submissions import quota, shown_scores
 from server.domain.visibility import shown_part, viewer_of
 from server.errors import HANDLED, describe
 from server.exceptions import NotFound
@@ -321,11 +320,8 @@ def visible_scores_of(s, user, sub: Submission, phase: Phase) -> dict | None:
     sha256."""
     if sub.score_attempt is None:  # never scored (a rescore keeps the standing scores)
         return None
-    secret = get_settings().secret_key
-    organizer = people.organizes_task(s, user, sub.task_id)
     parts = {
-        sc.part: (sc.result if organizer else public_result(sc.result, secret))
-        for sc in visible_scores(s, sub, phase, organizer=organizer)
+        sc.part: sc.result for sc in shown_scores(s, user, sub, phase, get_settings().secret_key)
     }
     if not parts:
         return None

@@ -30,6 +30,7 @@ from server.api.common import (
 from server.api.openapi import op
 from server.db import db
 from server.domain import people, releases
+from server.domain.visibility import viewer_of
 from server.settings import get_settings
 from server.web import downloads
 from server.web.leaderboard import serve_board
@@ -139,11 +140,4 @@ def leaderboard(task_id):
     u = need_user()
     t = find_task(task_id)
     query_model(m.LeaderboardQuery)
-    s = db()
-    team_id = people.team_id_for_task(s, u, t.id)
-    who = (
-        "organizer"
-        if people.organizes_task(s, u, t.id)
-        else (f"team:{team_id}" if team_id else "public")
-    )
-    return serve_board(t.id, "json", who=who)
+    return serve_board(t.id, "json", who=viewer_of(u, db(), t.id).audience)

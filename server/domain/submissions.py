@@ -8,6 +8,7 @@ validation or a job that fails for the server's reasons costs the team nothing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import BinaryIO
 
@@ -26,6 +27,7 @@ from server.domain.lifecycle import (  # noqa: F401
     phase_state,
     set_primary,
 )
+from server.domain.provenance import public_result
 from server.domain.visibility import ORGANIZER, TEAM, Viewer, may_see
 from server.exceptions import (
     DuplicateSubmission,
@@ -65,6 +67,37 @@ def visible_scores(
         sc
         for sc in scores
         if sc.attempt == counted and may_see(viewer, phase, sub.created_at, sc.part)
+    ]
+
+
+@dataclass(frozen=True)
+class ShownScore:
+    """A Score row as one viewer may see it (`result`: the participant's view of it, or the
+    organizers' whole one)."""
+
+    part: str
+    attempt: int
+    result: dict
+    created_at: datetime
+    primary_value: float | None
+
+
+def shown_scores(
+    session: Session, user: User | None, sub: Submission, phase: Phase | None, secret: str
+) -> list[ShownScore]:
+    """What `user` may see of a submission's counted scores, for the web page and the API alike:
+    the private part only after publication (its organizers always), and for anyone but its
+    organizers the gold named by its keyed id, never by its sha256."""
+    organizer = people.organizes_task(session, user, sub.task_id)
+    return [
+        ShownScore(
+            sc.part,
+            sc.attempt,
+            sc.result if organizer else public_result(sc.result, secret),
+            sc.created_at,
+            sc.primary_value,
+        )
+        for sc in visible_scores(session, sub, phase, organizer=organizer)
     ]
 
 

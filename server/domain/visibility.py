@@ -39,6 +39,14 @@ class Viewer:
     def is_organizer(self) -> bool:
         return self.kind == ORGANIZER
 
+    @property
+    def audience(self) -> str:
+        """Whose view of a board this is, as the render cache keys it: "organizer", "team:<id>"
+        (its own runs not shown publicly too) or "public"."""
+        if self.kind == ORGANIZER:
+            return "organizer"
+        return f"team:{self.team_id}" if self.team_id is not None else "public"
+
 
 def viewer_of(user, s=None, task_id: str | None = None) -> Viewer:
     """The viewer a signed-in user (or None) is for a task: an organizer of its competition, a

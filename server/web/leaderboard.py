@@ -17,9 +17,9 @@ from sqlmodel import Session
 from server.boards import leaderboard as lb
 from server.boards import plots, stats
 from server.db import db
-from server.domain import people
 from server.domain.provenance import current_provenance
 from server.domain.publication import latest_ranking, ranking_versions
+from server.domain.visibility import viewer_of
 from server.models import Phase, utcnow
 from server.web.auth import current_user
 from server.web.pages import PHASE_ORDER, task_or_404
@@ -44,19 +44,7 @@ def audience(task_id: str | None = None) -> str:
     "organizer" (of the task's competition)."""
     if "uid" not in session:  # no cookie: no database look-up
         return "public"
-    u = current_user()
-    if u is None:
-        return "public"
-    s = db()
-    if task_id is None:
-        if people.is_admin(u):
-            return "organizer"
-        team = people.team_of(s, u, None)
-        return f"team:{team.id}" if team else "public"
-    if people.organizes_task(s, u, task_id):
-        return "organizer"
-    team_id = people.team_id_for_task(s, u, task_id)
-    return f"team:{team_id}" if team_id else "public"
+    return viewer_of(current_user(), db(), task_id).audience
 
 
 def choose_phase(states: list[lb.PhaseState], name: str | None, task=None) -> lb.PhaseState | None:

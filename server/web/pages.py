@@ -28,9 +28,8 @@ from server.db import db
 from server.domain import facts, people, releases
 from server.domain.accounts import can_see_submission, submission_filter
 from server.domain.lifecycle import RANKED_RUN_RULE
-from server.domain.provenance import public_result
 from server.domain.sanitize import render_markdown
-from server.domain.submissions import ensure_phases, phase_state, visible_scores
+from server.domain.submissions import ensure_phases, phase_state, shown_scores
 from server.domain.submissions import quota as backbone_quota
 from server.domain.visibility import shown_part, viewer_of
 from server.errors import status_of
@@ -403,19 +402,6 @@ def primary_scores(subs, phases, viewer) -> dict[int, tuple[float | None, str]]:
     return out
 
 
-class _Shown:
-    """A Score row whose result is the participant's view of it."""
-
-    def __init__(self, score, result):
-        self.part, self.attempt, self.result, self.created_at = (
-            score.part,
-            score.attempt,
-            result,
-            score.created_at,
-        )
-        self.primary_value = score.primary_value
-
-
 def submission_or_404(submission_id: int) -> Submission:
     """The submission if who asks may see it; 404 otherwise (not 403: its existence is no one's
     business)."""
@@ -431,12 +417,9 @@ def submission(submission_id: int):
     sub = submission_or_404(submission_id)
     s = db()
     phase = s.get(Phase, sub.phase_id)
-    # private-part scores stay unseen until publication, even by the submitting team
-    organizer = people.organizes_task(s, current_user(), sub.task_id)
-    shown = visible_scores(s, sub, phase, organizer=organizer)
-    if not organizer:  # the gold's sha256 is the organizers': participants see its keyed id
-        secret = get_settings().secret_key
-        shown = [_Shown(sc, public_result(sc.result, secret)) for sc in shown]
+    # private-part scores stay unseen until publication, even by the submitting team; the gold's
+    # sha256 is the organizers': participants see its keyed id
+    shown = shown_scores(s, current_user(), sub, phase, get_settings().secret_key)
     team = s.get(Team, sub.team_id)
     others = s.exec(
         select(Submission)
