@@ -255,6 +255,9 @@ def test_a_phase_command_refuses_an_option_its_action_does_not_take(site):
 
     r = CliRunner().invoke(main, ["phases", "freeze", TASK, "test", "--close"])
     assert r.exit_code == 1 and "phases freeze takes no --close" in r.output
+    # and a value is read as the declaration reads the API's body: at most 2,000 characters
+    r = CliRunner().invoke(main, ["phases", "publish", TASK, "test", "--reason", "x" * 2001])
+    assert r.exit_code == 1 and "--reason: String should have at most 2000" in r.output, r.output
     with Session(site.engine) as s:  # and nothing happened
         p = s.execute(select(Phase).where(Phase.task_id == TASK, Phase.name == "test")).scalar_one()
         assert not p.frozen

@@ -177,12 +177,14 @@ PHASE_COMMANDS = {
 }
 
 
-def _flag(name: str, field) -> str:
-    return "--" + (field.alias or name).replace("_", "-")
+def _flag(name: str, field=None) -> str:
+    """The flag of a declared option: its public name (`close_first` is `--close`)."""
+    return "--" + (getattr(field, "alias", None) or name).replace("_", "-")
 
 
 def _options() -> list[click.Option]:
-    """The declared options of the phase actions as flags (a yes-or-no one as a bare flag)."""
+    """The declared options of the phase actions as flags (a yes-or-no one as a bare flag); their
+    values are checked against the declaration when the command runs."""
     from server import api_models as m  # here: the API's models load when a phase action runs
 
     out = []
@@ -190,7 +192,11 @@ def _options() -> list[click.Option]:
         if f.annotation is bool:
             out.append(click.Option([_flag(name, f), name], is_flag=True, help=f.description))
         else:
-            out.append(click.Option([_flag(name, f), name], default=f.default, help=f.description))
+            ann, args = f.annotation, getattr(f.annotation, "__args__", ())
+            kind = ann if ann in (int, float) else next((k for k in (int, float) if k in args), str)
+            out.append(
+                click.Option([_flag(name, f), name], type=kind, default=None, help=f.description)
+            )
     return out
 
 
@@ -224,6 +230,17 @@ def phase_command(name: str, help_text: str) -> click.Command:
 
         task = task_or_refuse(task_id)
         settings = local_settings()
+        fields = m.PhaseAction.model_fields
+        try:  # the values as the declaration reads them (the API's body, the web form's)
+            given = {fields[k].alias or k: v for k, v in options.items() if v is not None}
+            options = m.PhaseAction.model_validate(given).model_dump()
+        except ValueError as e:  # pydantic's ValidationError, naming each field
+            raise Refused(
+                "; ".join(
+                    f"{_flag(str(x['loc'][0]), fields.get(str(x['loc'][0])))}: {x['msg']}"
+                    for x in e.errors()
+                )
+            ) from None
         try:
             extra = phase_action_options(name, options, settings)
         except UploadFieldsInvalid as e:
