@@ -9,6 +9,7 @@ from sqlmodel import Session, select
 from scorer.errors import TaskNotFound
 from server.db import transaction
 from server.domain import people
+from server.domain.accounts import can_see_submission
 from server.domain.submissions import phase_state
 from server.exceptions import Forbidden, NotFound
 from server.models import Phase, Submission, User
@@ -92,6 +93,22 @@ def submission(s: Session, submission_id: int) -> Submission:
     sub = s.get(Submission, submission_id)
     if sub is None:
         raise NotFound(f"no submission {submission_id}")
+    return sub
+
+
+def visible_submission(
+    s: Session, viewer: User | None, submission_id: int, *, removed: bool = False
+) -> Submission:
+    """The submission if `viewer` may see its details (its team, the task's organizers); NotFound
+    otherwise, the same answer for "not yours" and "does not exist" (ids are no oracle). A removed
+    one only with `removed` (the web's page says it was deleted)."""
+    sub = s.get(Submission, submission_id)
+    if (
+        sub is None
+        or (sub.removed_at is not None and not removed)
+        or not can_see_submission(viewer, sub, s)
+    ):
+        raise NotFound(f"no submission {submission_id} visible to you")
     return sub
 
 

@@ -19,7 +19,7 @@ from server.actions import common as action_common
 from server.actions import competitions as comp_actions
 from server.actions.common import phase_or_default
 from server.db import db
-from server.domain import accounts, people
+from server.domain import people
 from server.domain.inputs import INT_MAX
 from server.domain.submissions import quota, shown_scores
 from server.domain.visibility import shown_part, viewer_of
@@ -374,18 +374,17 @@ def submission_out(s, u, sub, status: int = 200, **extra):
 
 
 def own_submission(s, user, submission_id: int) -> Submission:
-    sub = s.get(Submission, submission_id)
-    # the same answer for "not yours" and "does not exist": ids are not an oracle
-    if sub is None or sub.removed_at is not None or not accounts.can_see_submission(user, sub, s):
-        raise ApiError(404, "not_found", f"no submission {submission_id} visible to you")
-    return sub
+    try:
+        return action_common.visible_submission(s, user, submission_id)
+    except NotFound as e:
+        raise ApiError(404, "not_found", e.message) from None
 
 
 def any_submission(s, submission_id: int) -> Submission:
-    sub = s.get(Submission, submission_id)
-    if sub is None:
-        raise ApiError(404, "not_found", f"no submission {submission_id}")
-    return sub
+    try:
+        return action_common.submission(s, submission_id)
+    except NotFound as e:
+        raise ApiError(404, "not_found", e.message) from None
 
 
 # ----------------------------------------------------------------------------- competitions

@@ -26,7 +26,7 @@ from server.actions.common import phase_or_default
 from server.api_models import YES
 from server.db import db
 from server.domain import facts, people, releases
-from server.domain.accounts import can_see_submission, submission_filter
+from server.domain.accounts import submission_filter
 from server.domain.lifecycle import RANKED_RUN_RULE
 from server.domain.sanitize import render_markdown
 from server.domain.submissions import ensure_phases, phase_state, shown_scores
@@ -405,10 +405,10 @@ def primary_scores(subs, phases, viewer) -> dict[int, tuple[float | None, str]]:
 def submission_or_404(submission_id: int) -> Submission:
     """The submission if who asks may see it; 404 otherwise (not 403: its existence is no one's
     business)."""
-    sub = db().get(Submission, submission_id)
-    if sub is None or not can_see_submission(current_user(), sub):
+    try:
+        return action_common.visible_submission(db(), current_user(), submission_id, removed=True)
+    except NotFound:
         abort(404)
-    return sub
 
 
 @bp.route("/submissions/<int:submission_id>")
