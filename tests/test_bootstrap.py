@@ -375,3 +375,15 @@ def test_compiled_dominance_equals_pairwise_counts(monkeypatch, seed, case, wide
         assert np.array_equal(ties.toarray(), groups)
     assert np.allclose(bs._tie_cubes(ties, W), cubes, rtol=1e-12, atol=0)
     assert np.array_equal(bs._tie_cubes(ties, W, W**3), bs._tie_cubes(ties, W))
+
+
+def test_a_worker_warms_the_sweep_its_horses_use():
+    """`warm()` (a worker, before it forks its work horses) loads the machine code a board's
+    counts take: 32-bit counts over float64 predictions."""
+    from scorer import sweep
+
+    sweep.warm()
+    assert any(
+        sig[0].dtype.name == "float64" and sig[3].dtype.name == "int32"
+        for sig in sweep._sweep.signatures
+    )
