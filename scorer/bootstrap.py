@@ -619,13 +619,14 @@ class _TokenUnits(_Units):
         for pair, (cols, tok, tp) in boot.pairs.items():
             if boot.subset not in ("macro", pair):
                 continue
-            held[pair] = W[:, cols].sum(axis=1)
+            # the pair's columns of the matrix and their sums, copied once per matrix
+            w = boot._held(("columns", pair), lambda cols=cols: W[:, cols])
+            held[pair] = boot._held(("held", pair), lambda w=w: w.sum(axis=1))
             p = arrays.get(f"pred:{pair}")
             if p is None:  # a pair the submission leaves out
                 per[pair] = np.full(B, np.nan)
                 continue
             p = np.asarray(p, dtype=np.float64)[tok]
-            w = W[:, cols]
             if decl.statistics == "moments":
                 jobs[pair] = (weighted_pearson, (tp.gold, p, w, tp.doc), {})
             else:  # spearman, the one exact form over clusters
