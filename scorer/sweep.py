@@ -6,13 +6,14 @@ with label g of the number of tokens of document d with a smaller prediction tha
 those with an equal one (t itself included). In the sorted order, with t's tie group at
 positions [a, b), that is C(a) + c/2, C(a) being the count of d's tokens before a and c the count
 of d's tokens in the group: the sweep keeps twice that per document (an integer) and adds it to
-the row of every member's label. n x D additions of 64-bit integers (vectorised; float64 additions
-would not be, without fastmath), halved at the end, exact; what numpy could only do in blocks and
-walks, several times slower.
+the row of every member's label. n x D additions of 32-bit integers (64-bit where those could
+overflow), vectorised (float64 additions would not be, without fastmath), halved at the end, exact;
+what numpy could only do in blocks and walks, about five times slower.
 
-Compiled on the first call in a process that has no cache of it (about 1 s), then loaded from the
-disk cache numba keeps beside this file (or, where that is not writable, in the user's cache
-directory); `nogil`: the language pairs' threads run it side by side.
+Compiled on the first call in a process where no cache of it exists (about 0.4 s of CPU), else
+loaded from the disk cache numba keeps beside this file (about 0.2 s; where that is not writable,
+in the user's cache directory, or in `NUMBA_CACHE_DIR`); `nogil`: the language pairs' threads run
+it side by side.
 """
 
 from __future__ import annotations
@@ -70,6 +71,6 @@ def dominance(
 def warm() -> None:
     """Load the sweep's machine code now (from numba's cache; compiled where there is none): a
     worker does so before it forks its work horses, which then start with it loaded (each would
-    spend about 0.3 s of CPU loading it, and the first ever about 0.8 s compiling it)."""
+    spend about 0.2 s of CPU loading it, and the first ever about 0.4 s compiling it)."""
     one = np.zeros(2, dtype=np.int64)
     dominance(np.arange(2), np.array([0.0, 1.0]), one, one, 1, 1)
