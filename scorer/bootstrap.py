@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse, stats
 from scipy.special import ndtr
+from threadpoolctl import threadpool_limits
 
 from scorer import metrics
 from scorer.families import cache_key, family, link_gold, read_jsonl, source_order_of, token_gold
@@ -196,22 +197,20 @@ class TokenPair:
         self.label_doc, self.label_value = held // self.K, held % self.K
         self.label_count = flat[held]
 
-    def gold_side(self, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def gold_side(self, W: np.ndarray) -> tuple[np.ndarray, ...]:
         """What the gold contributes on the resamples W (B x D), the same for every prediction:
         each (document, gold value) label's weight in the covariance (the document's multiplicity
-        times the value's centred gold rank, B x D*K), the resampled token counts and the gold's
-        rank variance."""
+        times the value's centred gold rank, B x D*K), the resampled token counts, the gold's
+        rank variance, and the cubes of the multiplicities (for the prediction's ties)."""
         Rg = W @ self.Ag.T  # B x K: centred gold rank of each value
         N = W @ self.n_d
         Gg = W @ self.cnt_dk  # B x K: weight of each gold tie group
         vg = (N**3 - N - (Gg**3 - Gg).sum(axis=1)) / 12.0
         # each (document, gold value) label's weight in the covariance: w_d * Rg_k
         WR = W[:, self.label_doc] * Rg[:, self.label_value]
-        return WR, N, vg
+        return WR, N, vg, W**3
 
-    def spearman(
-        self, pred: np.ndarray, W: np.ndarray, block: int = 32, gold: tuple | None = None
-    ) -> np.ndarray:
+    def spearman(self, pred: np.ndarray, W: np.ndarray, gold: tuple | None = None) -> np.ndarray:
         """Spearman's rho of the pair's tokens on each resample of its documents (W: B x D);
         `gold` (`gold_side(W)`) spares recomputing the gold's side for every row of a board."""
         D, K = self.D, self.K
@@ -219,12 +218,12 @@ class TokenPair:
         if n == 0 or np.ptp(pred) == 0 or K < 2:
             return np.full(W.shape[0], np.nan)
         G = self.label_count.size
-        S, ties = _dominance(pred, self.doc, self.label, D, G, block)  # labels x D
+        S, ties = _dominance(pred, self.doc, self.label, D, G)  # labels x D
         S -= (self.label_count[:, None] * self.n_d[None, :]) / 2.0  # centre: L - n_d''/2
-        WR, N, vg = self.gold_side(W) if gold is None else gold
+        WR, N, vg, W3 = self.gold_side(W) if gold is None else gold
         Q = W @ S.T  # B x labels: sum_d'' w_d'' S[(d,k), d'']
         cov = np.einsum("bg,bg->b", WR, Q)
-        vp = (N**3 - N - _tie_cubes(ties, W)) / 12.0
+        vp = (N**3 - N - _tie_cubes(ties, W, W3)) / 12.0
         with np.errstate(invalid="ignore", divide="ignore"):
             rho = cov / np.sqrt(vg * vp)
         tiny = 1e-9 * N**3
@@ -232,133 +231,50 @@ class TokenPair:
         return np.clip(rho, -1.0, 1.0)
 
 
-def _dominance(
-    pred: np.ndarray, doc: np.ndarray, label: np.ndarray, D: int, G: int, m: int
-) -> np.ndarray:
+def _dominance(pred: np.ndarray, doc: np.ndarray, label: np.ndarray, D: int, G: int):
     """S[g, d''] = sum over tokens t with label g of L_t(d''), where L_t(d'') counts the tokens of
     document d'' with a smaller prediction than t's plus half those with an equal one (t itself
-    included): G x D, exact (integers and halves).
+    included): G x D, exact (integers and halves), from one compiled sweep in the sorted order
+    (`scorer.sweep`); and the prediction's tie groups for `_tie_cubes`: each group's count per
+    document (sparse), or, where no two tokens tie, each document's token count."""
+    from scorer.sweep import dominance  # numba loads with the first token statistics, not before
 
-    In the sorted order, with t's tie group at positions [a, b), L_t(d'') = C(a) + c/2, C(x)
-    being the number of d'' tokens before position x and c the number of d'' tokens in the tie
-    group. C(a) comes in blocks of m positions: the counts up to each block from one sparse
-    product with the block histograms, the rest from at most m positions per point; the tie
-    term is a sparse product of the tie groups' label and document counts."""
     n = pred.size
     # any order of the values will do: a tie group is counted from its start, whatever the
     # order of its members (and a SIMD quicksort is several times a stable sort's speed)
     order = np.argsort(pred)
-    few = _few_values(pred[order], doc[order], label[order], D, G)
-    if few is not None:
-        return few
+    S = dominance(order, pred, doc, label, D, G)
     v = pred[order]
-    dsort = doc[order]
-    lab = label[order]
     new = np.r_[True, v[1:] != v[:-1]]
-    starts = np.flatnonzero(new)
+    if new.all():  # every tie group: one token
+        return S, np.bincount(doc, minlength=D).astype(np.float64)
+    # each group's count per document, as a canonical CSR matrix (rows by group, columns sorted):
+    # one sort of the (group, document) keys
     grp = np.cumsum(new) - 1
-    x = starts[grp]  # a: the start of each token's tie group
-    ones = np.ones(n)
-    if starts.size < n:  # ties: one point per (group start, label), weighted by its count
-        key, wt = np.unique(x.astype(np.int64) * G + lab, return_counts=True)
-        x, g, wt = key // G, key % G, wt.astype(np.float64)
-    else:
-        g, wt = lab, ones
-    unit = starts.size == n
-    nb = n // m + 1
-    # counts of each document before each block start: nb x D
-    hist = (
-        np.bincount((np.arange(n) // m) * D + dsort, minlength=nb * D)
-        .reshape(nb, D)
-        .astype(np.float64)
-    )
-    cnext = np.cumsum(hist, axis=0)  # counts before the next block's start
-    cblock = cnext - hist
-    beta = x // m
-    off = x - beta * m
-    # a point in the second half of a complete block counts back from the next block's start
-    # (the positions x .. end of its block), one in the first half on from its block's start
-    # (positions beta*m .. x-1): at most m/2 positions a point either way
-    late = (2 * off > m) & ((beta + 1) * m <= n)
-    S = np.zeros((G, D))
-    for sel, base, sign in ((~late, cblock, 1.0), (late, cnext, -1.0)):
-        xs, gs, ws, bs = x[sel], g[sel], wt[sel], beta[sel]
-        # points are in position order: one column of H per block, no sort needed
-        H = sparse.csc_matrix((ws, gs, np.searchsorted(bs, np.arange(nb + 1))), shape=(G, nb))
-        S += np.asarray(H @ base)
-        # the positions each point walks, sorted by their number, longest first, so that the
-        # points still walking at step j are a prefix
-        steps = xs - bs * m if sign > 0 else (bs + 1) * m - xs
-        srt = np.argsort((m - steps).astype(np.int16), kind="stable")  # a radix sort
-        st_s, gD_s, wt_s = steps[srt], gs[srt] * D, ws[srt]
-        start = (bs * m)[srt] if sign > 0 else xs[srt]
-        reach = np.searchsorted(-st_s, -np.arange(m), side="left")  # points with steps > j
-        idx, wts = [], []
-        for j in range(m):
-            k = int(reach[j])
-            if k == 0:
-                break
-            idx.append(gD_s[:k] + dsort[start[:k] + j])
-            if not unit:
-                wts.append(wt_s[:k])
-        if idx:
-            S += sign * np.bincount(
-                np.concatenate(idx), weights=None if unit else np.concatenate(wts), minlength=G * D
-            ).reshape(G, D)
-    # the tie groups: half of each group's documents, once per member (a token alone in its
-    # group: half of itself)
-    size = np.diff(np.r_[starts, n])[grp]
-    alone = size == 1
-    S += 0.5 * np.bincount(lab[alone] * D + dsort[alone], minlength=G * D).reshape(G, D)
-    if alone.all():
-        return S, np.bincount(dsort, minlength=D).astype(np.float64)  # every tie group: one token
-    ng = starts.size
-    tied = ~alone
-    Dm = sparse.csr_matrix((ones, (grp, dsort)), shape=(ng, D))
-    Dm.sum_duplicates()
-    L = sparse.csr_matrix((ones[tied], (grp[tied], lab[tied])), shape=(ng, G))
-    S += 0.5 * (L.T @ Dm).toarray()
-    return S, Dm
+    ng = int(grp[-1]) + 1
+    key = np.sort(grp * D + doc[order])
+    first = np.r_[True, key[1:] != key[:-1]]
+    at = np.flatnonzero(first)
+    count = np.diff(np.r_[at, n]).astype(np.float64)
+    key = key[at]
+    indptr = np.searchsorted(key, np.arange(ng + 1) * D)
+    return S, sparse.csr_matrix((count, key % D, indptr), shape=(ng, D))
 
 
-_FEW_VALUES_BUDGET = 2e8
-"""The most multiply-adds (values x labels x documents) `_few_values` spends: beyond it the
-blocks of `_dominance` cost less."""
-
-
-def _few_values(v: np.ndarray, dsort: np.ndarray, lab: np.ndarray, D: int, G: int):
-    """`_dominance` for a prediction with few distinct values (a rounded one): with V values,
-    S = A @ C, A (G x V) each label's token count per value and C (V x D) each document's count
-    of tokens below each value plus half those at it: one dense product, exact (integers and
-    halves far below 2^53, in any order of summation). None where the values are too many (or
-    none ties: then `_dominance`'s own path)."""
-    n = v.size
-    new = np.r_[True, v[1:] != v[:-1]]
-    V = int(np.count_nonzero(new))
-    if V == n or V * G * D > _FEW_VALUES_BUDGET:
-        return None
-    grp = np.cumsum(new) - 1
-    A = np.bincount(lab * V + grp, minlength=G * V).reshape(G, V).astype(np.float64)
-    Bm = np.bincount(grp * D + dsort, minlength=V * D).reshape(V, D).astype(np.float64)
-    C = np.cumsum(Bm, axis=0)
-    C -= 0.5 * Bm
-    # the tie groups' counts per document, as `_dominance` gives them to `_tie_cubes`
-    return A @ C, sparse.csr_matrix(Bm)
-
-
-def _tie_cubes(Dm, W: np.ndarray) -> np.ndarray:
+def _tie_cubes(Dm, W: np.ndarray, W3: np.ndarray | None = None) -> np.ndarray:
     """Per resample, the sum over the tie groups of the resampled predictions of G^3 - G, from
     each group's count per document (Dm: groups x D, sparse; or, when no two tokens tie, each
-    document's token count)."""
+    document's token count); `W3` (`W**3`) spares recomputing the cubes for every row."""
+    W3 = W**3 if W3 is None else W3
     if isinstance(Dm, np.ndarray):  # a group of one token from document d weighs w_d
-        return (W**3 - W) @ Dm
+        return (W3 - W) @ Dm
     per_row = np.diff(Dm.indptr)
     single = per_row == 1
     D = Dm.shape[1]
     first = Dm.indptr[:-1][single]
     docs, cnt = Dm.indices[first], Dm.data[first]
     # a group within one document: G = w_d * c
-    out = (W**3) @ np.bincount(docs, weights=cnt**3, minlength=D) - W @ np.bincount(
+    out = W3 @ np.bincount(docs, weights=cnt**3, minlength=D) - W @ np.bincount(
         docs, weights=cnt, minlength=D
     )
     rows = np.flatnonzero(~single)
@@ -703,23 +619,28 @@ class _TokenUnits(_Units):
         for pair, (cols, tok, tp) in boot.pairs.items():
             if boot.subset not in ("macro", pair):
                 continue
-            held[pair] = W[:, cols].sum(axis=1)
+            # the pair's columns of the matrix and their sums, copied once per matrix
+            w = boot._held(("columns", pair), lambda cols=cols: W[:, cols])
+            held[pair] = boot._held(("held", pair), lambda w=w: w.sum(axis=1))
             p = arrays.get(f"pred:{pair}")
             if p is None:  # a pair the submission leaves out
                 per[pair] = np.full(B, np.nan)
                 continue
             p = np.asarray(p, dtype=np.float64)[tok]
-            w = W[:, cols]
             if decl.statistics == "moments":
                 jobs[pair] = (weighted_pearson, (tp.gold, p, w, tp.doc), {})
             else:  # spearman, the one exact form over clusters
                 gold = boot._held(("pair", pair), lambda tp=tp, w=w: tp.gold_side(w))
                 jobs[pair] = (tp.spearman, (p, w), {"gold": gold})
-        # the pairs are independent and numpy's sorts, products and sums release the GIL: on
-        # several cores they run side by side (the same operations, so the same values)
-        workers = min(len(jobs), os.cpu_count() or 1)
+        # the pairs are independent, and numpy's sorts, products and sums and the compiled sweep
+        # release the GIL: on several cores they run side by side (the same operations, so the
+        # same values), each with one BLAS thread; BLAS's own threads on top of the pairs' would
+        # compete with them for the cores (twice the CPU time for the same products on two). A
+        # thread for every pair even where they outnumber the cores: SwissGov-RSD's three pairs
+        # of about the same size share two cores in 1.5 pairs' time, not 2 (one after two)
+        workers = len(jobs) if (os.cpu_count() or 1) > 1 else 1
         if workers > 1:
-            with ThreadPoolExecutor(workers) as pool:
+            with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(workers) as pool:
                 done = {k: pool.submit(f, *a, **kw) for k, (f, a, kw) in jobs.items()}
                 per.update({k: d.result() for k, d in done.items()})
         else:

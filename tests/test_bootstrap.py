@@ -49,10 +49,9 @@ def test_token_cluster_spearman_equals_scipy_on_each_resample(seed):
         pred = rng.random(doc.size)
     tp = bs.TokenPair(doc, gold, D)
     W = bs.draw_weights(["p"] * D, 80, seed)
-    for m in (1, 3, 64):  # the block size changes nothing
-        got = tp.spearman(pred, W, block=m)
-        want = np.array([bs.naive_spearman(gold, pred, w, doc) for w in W])
-        assert np.allclose(got, want, rtol=0, atol=1e-12, equal_nan=True)
+    got = tp.spearman(pred, W)
+    want = np.array([bs.naive_spearman(gold, pred, w, doc) for w in W])
+    assert np.allclose(got, want, rtol=0, atol=1e-12, equal_nan=True)
 
 
 def test_dominance_equals_pairwise_counts():
@@ -61,7 +60,7 @@ def test_dominance_equals_pairwise_counts():
     doc = rng.integers(0, D, 50)
     gk = rng.integers(0, K, 50)
     pred = np.round(rng.random(50), 1)
-    S, _ = bs._dominance(pred, doc, doc * K + gk, D, D * K, 4)
+    S, _ = bs._dominance(pred, doc, doc * K + gk, D, D * K)
     want = np.zeros((D * K, D))
     for t in range(50):
         for u in range(50):
@@ -324,23 +323,67 @@ def test_the_gold_ranks_a_board_shares_follow_the_matrix(home):
     assert np.allclose(shared.samples(runs[0], W2), want, rtol=0, atol=1e-12, equal_nan=True)
 
 
-@pytest.mark.parametrize("decimals", [1, 2])
-def test_dominance_of_few_values_equals_the_blocks_and_pairwise_counts(monkeypatch, decimals):
-    """A rounded prediction (few distinct values) takes one dense product; the blocks' path gives
-    the same counts and the same tie groups, and both the pairwise counts."""
-    rng = np.random.default_rng(11 + decimals)
-    D, K, n = 6, 3, 400
-    doc, gk = rng.integers(0, D, n), rng.integers(0, K, n)
-    pred = np.round(rng.random(n), decimals)
-    S, ties = bs._dominance(pred, doc, doc * K + gk, D, D * K, 8)
-    monkeypatch.setattr(bs, "_FEW_VALUES_BUDGET", 0)
-    S0, ties0 = bs._dominance(pred, doc, doc * K + gk, D, D * K, 8)
-    assert np.array_equal(S, S0)
-    assert np.array_equal(ties.toarray(), ties0.toarray())
-    W = bs.draw_weights(["p"] * D, 30, 4)
-    assert np.array_equal(bs._tie_cubes(ties, W), bs._tie_cubes(ties0, W))
-    want = np.zeros((D * K, D))
-    less = pred[None, :] < pred[:, None]
-    equal = pred[None, :] == pred[:, None]
-    np.add.at(want, (np.repeat(doc * K + gk, n), np.tile(doc, n)), (less + 0.5 * equal).ravel())
+def _pairwise(pred, doc, label, D, G):
+    """The dominance counts one pair of tokens at a time (O(n^2)), and each tie group's count per
+    document (the groups in ascending order of value)."""
+    want = np.zeros((G, D))
+    for t in range(pred.size):
+        for u in range(pred.size):
+            want[label[t], doc[u]] += (pred[u] < pred[t]) + 0.5 * (pred[u] == pred[t])
+    values = np.unique(pred)
+    groups = np.zeros((values.size, D))
+    for t in range(pred.size):
+        groups[np.searchsorted(values, pred[t]), doc[t]] += 1
+    return want, groups
+
+
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize("case", ["distinct", "decimals1", "decimals2", "one value", "one token"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_compiled_dominance_equals_pairwise_counts(monkeypatch, seed, case, wide):
+    """The compiled sweep's counts equal the pairwise ones, with ties and without, labels and
+    documents without a token included, in 32-bit counts and in 64-bit ones (`wide`); the tie
+    groups equal a naive count, and their cubes the sum over the groups on each resample."""
+    from scorer import sweep
+
+    if wide:  # the 64-bit counts a board with very long documents would take
+        monkeypatch.setattr(sweep, "_INT32_BELOW", 0)
+    rng = np.random.default_rng(seed)
+    D, K = 7, 3
+    n = 1 if case == "one token" else int(rng.integers(40, 160))
+    doc = rng.integers(0, D - 1, n)  # document D-1 has no token
+    label = doc * K + rng.integers(0, K - 1, n)  # nor has any label of gold value K-1
+    pred = {
+        "distinct": rng.normal(size=n),
+        "decimals1": np.round(rng.random(n), 1),
+        "decimals2": np.round(rng.random(n), 2),
+        "one value": np.full(n, 0.25),
+        "one token": rng.random(n),
+    }[case]
+    S, ties = bs._dominance(pred, doc, label, D, D * K)
+    want, groups = _pairwise(pred, doc, label, D, D * K)
+    assert S.dtype == np.float64 and S.flags.c_contiguous
     assert np.array_equal(S, want)
+    W = bs.draw_weights(["p"] * D, 40, seed)
+    G = W @ groups.T  # each group's size on each resample
+    cubes = (G**3 - G).sum(axis=1)
+    if isinstance(ties, np.ndarray):  # no two tokens tie: each document's token count
+        assert np.unique(pred).size == n
+        assert np.array_equal(ties, np.bincount(doc, minlength=D))
+    else:
+        assert ties.has_canonical_format
+        assert np.array_equal(ties.toarray(), groups)
+    assert np.allclose(bs._tie_cubes(ties, W), cubes, rtol=1e-12, atol=0)
+    assert np.array_equal(bs._tie_cubes(ties, W, W**3), bs._tie_cubes(ties, W))
+
+
+def test_a_worker_warms_the_sweep_its_horses_use():
+    """`warm()` (a worker, before it forks its work horses) loads the machine code a board's
+    counts take: 32-bit counts over float64 predictions."""
+    from scorer import sweep
+
+    sweep.warm()
+    assert any(
+        sig[0].dtype.name == "float64" and sig[3].dtype.name == "int32"
+        for sig in sweep._sweep.signatures
+    )

@@ -23,6 +23,7 @@ from sqlmodel import Session
 
 import scorer.bootstrap  # noqa: F401 - preloaded in the parent: each forked horse starts warm
 import scorer.families  # noqa: F401 - preloaded in the parent: each forked horse starts warm
+import scorer.sweep
 import server.boards.stats  # noqa: F401 - preloaded in the parent: each forked horse starts warm
 import server.jobs.scoring  # noqa: F401 - preloaded in the parent: each forked horse starts warm
 import server.storage  # noqa: F401 - preloaded in the parent: each forked horse starts warm
@@ -122,6 +123,7 @@ def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
         check_at_head(engine)  # SchemaError, saying to run `palimpsest db upgrade`
         warm_caches(settings)
         warm_statements(engine)
+        scorer.sweep.warm()  # the board statistics' compiled sweep, loaded once for every horse
         engine.dispose()
         while True:
             w, error = None, None
