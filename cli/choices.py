@@ -14,8 +14,9 @@ class LazyChoice(click.Choice):
     """`click.Choice(values())`, with `values` called on first use (parsing, help, completion)."""
 
     def __init__(self, values: Callable[[], Iterable[str]], case_sensitive: bool = True) -> None:
+        super().__init__((), case_sensitive)
+        del self.choices  # read by the property below when first asked for
         self._values = values
-        self.case_sensitive = case_sensitive
 
     @functools.cached_property
     def choices(self) -> tuple[str, ...]:  # type: ignore[override]
