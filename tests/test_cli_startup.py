@@ -107,3 +107,24 @@ def test_the_heads_read_from_the_scripts_are_alembics():
     from server.migrate import declared_heads, heads
 
     assert declared_heads() == heads() and len(heads()) == 1
+
+
+def test_the_declared_models_namespace_names_every_module():
+    """`server.api_models` fills its namespace from the modules SUBJECTS names: every module of the
+    package is there, and `m.X` finds every model any of them declares."""
+    from pydantic import BaseModel
+
+    from server import api_models as m
+
+    files = sorted(p.stem for p in (REPO / "server" / "api_models").glob("*.py"))
+    assert sorted(m.SUBJECTS) == [f for f in files if f != "__init__"]
+    for subject in m.SUBJECTS:
+        module = getattr(m, subject)
+        models = {
+            k: v
+            for k, v in vars(module).items()
+            if isinstance(v, type) and issubclass(v, BaseModel) and v.__module__ == module.__name__
+        }
+        assert models, subject
+        for name, model in models.items():
+            assert getattr(m, name) is model, name
