@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from cli.choices import LazyChoice
 from cli.client import Client, ClientError, load_config
 from tasks import task_ids
 
@@ -72,7 +73,7 @@ def register(group: click.Group, *, home_option, friendly) -> None:
         "--task",
         "tasks",
         multiple=True,
-        type=click.Choice(task_ids()),
+        type=LazyChoice(task_ids),
         help="Task to run (repeatable; default: every imported task).",
     )
     @click.option(

@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from cli import baselines, campaigns, organizer, participant, task_changes
+from cli.choices import LazyChoice
 from cli.participant import server_tasks
 from tasks import all_tasks, get_task, task_ids
 from tasks.base import resolve
@@ -113,7 +114,7 @@ def split_names() -> list[str]:
 
 SPLIT_OPTION = click.option(
     "--split",
-    type=click.Choice(split_names()),
+    type=LazyChoice(split_names),
     default="test",
     show_default=True,
     help="Which split's inputs and gold to use (cv: every fold of a cross-validated "
@@ -266,13 +267,17 @@ def tasks_show(task_id, as_json):
     click.echo(f"Import: {t.import_help}\nLicence: {t.licence}\n\n{t.citation}")
 
 
-def _import_options(command):
+def _import_option_list() -> list[click.Option]:
     """The options every registered task declares for its importer (`Task.import_options`), once
     each; `tasks import` passes a task only the ones it declares."""
     seen: dict[str, object] = {}
     for t in all_tasks():
         for o in t.import_options:
             seen.setdefault(o.flag, o)
+
+    def command():
+        pass
+
     for o in reversed(list(seen.values())):
         if o.choices:
             kind = click.Choice(list(o.choices))
@@ -293,16 +298,33 @@ def _import_options(command):
             default=None,
             help=f"{o.help}{default} ({', '.join(users)})",
         )(command)
-    return command
+    return list(reversed(command.__click_params__))
+
+
+class ImportCommand(click.Command):
+    """`tasks import`, its importer options (`_import_option_list`) put after TASK when the command
+    is first parsed or its help shown: the task specs are read then, not when the command table is
+    built (`palimpsest tokens create` never reads them)."""
+
+    @property
+    def params(self) -> list[click.Parameter]:
+        if not self._options_added:
+            self._options_added = True
+            self._params[1:1] = _import_option_list()
+        return self._params
+
+    @params.setter
+    def params(self, value: list[click.Parameter]) -> None:
+        self._params = value
+        self._options_added = False
 
 
 def _param(flag: str) -> str:
     return "opt_" + flag.lstrip("-").replace("-", "_")
 
 
-@tasks_group.command("import")
+@tasks_group.command("import", cls=ImportCommand)
 @TASK_ARG
-@_import_options
 @HOME_OPTION
 @friendly
 def tasks_import(task_id, home, **given):

@@ -3,12 +3,12 @@
 Nothing is deleted for real: rows are hidden or marked removed, and organizer actions are logged.
 """
 
-from __future__ import annotations
-
+# (no `from __future__ import annotations` here: pydantic would evaluate every column's annotation
+# from its text, a tenth of the time the tables take to load)
 from datetime import datetime, timezone
 from typing import Optional
 
-from pydantic import NaiveDatetime
+from pydantic import ConfigDict, NaiveDatetime
 from sqlalchemy import JSON, Column, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
@@ -18,7 +18,15 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
-class User(SQLModel, table=True):
+class TableModel(SQLModel):
+    """The base of every table. Pydantic builds a table's validator and serializer when a row is
+    first validated or dumped, not when the tables load: SQLModel makes and loads rows without
+    them, so a local command (`palimpsest tokens create`) never builds the 29 schemas."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class User(TableModel, table=True):
     id: Optional[int] = Field(default=None, primary_key=True)
     email: str = Field(index=True, unique=True, max_length=320)
     password_hash: str
@@ -31,7 +39,7 @@ class User(SQLModel, table=True):
     session_epoch: int = Field(default=0, sa_column_kwargs={"server_default": "0"})
 
 
-class Team(SQLModel, table=True):
+class Team(TableModel, table=True):
     id: Optional[int] = Field(default=None, primary_key=True)
     name: str = Field(index=True, unique=True, max_length=120)
     invite_code: str = Field(index=True, unique=True, max_length=64)
@@ -42,7 +50,7 @@ class Team(SQLModel, table=True):
     created_at: NaiveDatetime = Field(default_factory=utcnow)
 
 
-class TeamMember(SQLModel, table=True):
+class TeamMember(TableModel, table=True):
     """A person in a team for one competition, or for every competition (`competition_id` None)
     where they have no membership of their own. One membership per person per competition (and one
     for every competition), checked in `server.domain.teams`."""
@@ -58,7 +66,7 @@ class TeamMember(SQLModel, table=True):
     created_at: NaiveDatetime = Field(default_factory=utcnow)
 
 
-class ApiToken(SQLModel, table=True):
+class ApiToken(TableModel, table=True):
     """An API token: shown once, stored as its sha256, revocable."""
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -71,7 +79,7 @@ class ApiToken(SQLModel, table=True):
     revoked_at: Optional[NaiveDatetime] = None
 
 
-class Phase(SQLModel, table=True):
+class Phase(TableModel, table=True):
     """A phase of a task (dev, test): its window, limits and the public/private gold split."""
 
     __table_args__ = (UniqueConstraint("task_id", "name"),)
@@ -112,7 +120,7 @@ class Phase(SQLModel, table=True):
     compute_budget_seconds: Optional[int] = None
 
 
-class Submission(SQLModel, table=True):
+class Submission(TableModel, table=True):
     """A prediction file and its fate: queued, running, scored or failed (with every message)."""
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -154,7 +162,7 @@ class Submission(SQLModel, table=True):
     file_purged_at: Optional[NaiveDatetime] = None
 
 
-class CodeRun(SQLModel, table=True):
+class CodeRun(TableModel, table=True):
     """A team's system (an archive with system.yaml) run blind on a phase's inputs in the sandbox
     (server.jobs.sandbox); its output becomes an ordinary submission, scored like an uploaded
     file."""
@@ -188,7 +196,7 @@ class CodeRun(SQLModel, table=True):
     reviewed_by: Optional[int] = Field(default=None, foreign_key="user.id")
 
 
-class Score(SQLModel, table=True):
+class Score(TableModel, table=True):
     """One scoring of one submission, per attempt and gold part; written idempotently."""
 
     __table_args__ = (UniqueConstraint("submission_id", "attempt", "part"),)
@@ -205,7 +213,7 @@ class Score(SQLModel, table=True):
     created_at: NaiveDatetime = Field(default_factory=utcnow)
 
 
-class AuditLog(SQLModel, table=True):
+class AuditLog(TableModel, table=True):
     id: Optional[int] = Field(default=None, primary_key=True)
     actor_id: Optional[int] = Field(default=None, foreign_key="user.id")
     action: str = Field(max_length=64, index=True)
@@ -216,7 +224,7 @@ class AuditLog(SQLModel, table=True):
     created_at: NaiveDatetime = Field(default_factory=utcnow, index=True)
 
 
-class GoldPartition(SQLModel, table=True):
+class GoldPartition(TableModel, table=True):
     """A public/private partition of a split's gold, drawn once from a recorded seed.
 
     `key` is "<task>/<split>" for the partition every phase on that split shares, or
@@ -234,7 +242,7 @@ class GoldPartition(SQLModel, table=True):
     created_at: NaiveDatetime = Field(default_factory=utcnow)
 
 
-class RankingVersion(SQLModel, table=True):
+class RankingVersion(TableModel, table=True):
     """A published final ranking: an immutable snapshot, served byte for byte.
 
     Version 1 is the publication; every later version is a correction with a reason. Rows are
@@ -257,7 +265,7 @@ class RankingVersion(SQLModel, table=True):
     body_latex: str = Field(sa_column=Column(Text, nullable=False))
 
 
-class Competition(SQLModel, table=True):
+class Competition(TableModel, table=True):
     """A shared task as its organizers run it: a short id, a title, a state and its pages.
 
     Its tasks (subtasks) are linked by `CompetitionTask`; the phases, teams and submissions stay
@@ -290,7 +298,7 @@ class Competition(SQLModel, table=True):
     created_at: NaiveDatetime = Field(default_factory=utcnow)
 
 
-class CompetitionTask(SQLModel, table=True):
+class CompetitionTask(TableModel, table=True):
     """A task (subtask) of a competition; a task belongs to one competition at most."""
 
     __table_args__ = (UniqueConstraint("task_id"),)
@@ -301,7 +309,7 @@ class CompetitionTask(SQLModel, table=True):
     position: int = 0
 
 
-class CompetitionPage(SQLModel, table=True):
+class CompetitionPage(TableModel, table=True):
     """A page of a competition (overview, data, evaluation, terms, timeline, ...), in Markdown."""
 
     __table_args__ = (UniqueConstraint("competition_id", "slug"),)
@@ -318,7 +326,7 @@ class CompetitionPage(SQLModel, table=True):
     updated_at: NaiveDatetime = Field(default_factory=utcnow)
 
 
-class CompetitionRole(SQLModel, table=True):
+class CompetitionRole(TableModel, table=True):
     """A person's role in a competition: "owner", "organizer" or "assessor"."""
 
     __table_args__ = (UniqueConstraint("competition_id", "user_id"),)
@@ -333,7 +341,7 @@ class CompetitionRole(SQLModel, table=True):
     mail_pending: bool = True
 
 
-class CompetitionInvite(SQLModel, table=True):
+class CompetitionInvite(TableModel, table=True):
     """An invitation by email to a role in a competition; accepted through a signed link."""
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -347,7 +355,7 @@ class CompetitionInvite(SQLModel, table=True):
     revoked_at: Optional[NaiveDatetime] = None
 
 
-class Registration(SQLModel, table=True):
+class Registration(TableModel, table=True):
     """A participant's registration for a competition: the terms accepted (their version and
     when) and the organizers' decision."""
 
@@ -369,7 +377,7 @@ class Registration(SQLModel, table=True):
     mail_runs: bool = False
 
 
-class Announcement(SQLModel, table=True):
+class Announcement(TableModel, table=True):
     """An organizers' announcement, shown on the competition page and mailed to its participants."""
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -382,7 +390,7 @@ class Announcement(SQLModel, table=True):
     recipients: int = 0
 
 
-class OutgoingMail(SQLModel, table=True):
+class OutgoingMail(TableModel, table=True):
     """A message waiting for the mail queue, or sent. `dedup_key` is unique, so that a message is
     queued once (an announcement to a person, a run's notice) and sent once."""
 
@@ -405,7 +413,7 @@ class OutgoingMail(SQLModel, table=True):
     claimed_by: str = Field(default="", max_length=200)
 
 
-class ThrottleCount(SQLModel, table=True):
+class ThrottleCount(TableModel, table=True):
     """A fixed-window counter of the sign-in throttle, kept in the database while its Redis is away
     (server.web.throttle): one row per limit, key and window, shared by every process."""
 
@@ -417,7 +425,7 @@ class ThrottleCount(SQLModel, table=True):
 # ----------------------------------------------------------------------------- assessment campaigns
 
 
-class AssessmentCampaign(SQLModel, table=True):
+class AssessmentCampaign(TableModel, table=True):
     """Experts judge the candidates that the ranked runs of a task's phase proposed
     (`server.actions.campaigns`): the pool, its assignment to assessors and their judgments."""
 
@@ -439,7 +447,7 @@ class AssessmentCampaign(SQLModel, table=True):
     created_at: NaiveDatetime = Field(default_factory=utcnow)
 
 
-class CampaignItem(SQLModel, table=True):
+class CampaignItem(TableModel, table=True):
     """A pooled candidate: "query_id<TAB>source_id" for links, the instance id for pair tasks.
     `factors` (the proposing runs among them) are for the organizers' agreement by factor only;
     an assessor never sees them."""
@@ -453,7 +461,7 @@ class CampaignItem(SQLModel, table=True):
     position: int = 0
 
 
-class CampaignAssignment(SQLModel, table=True):
+class CampaignAssignment(TableModel, table=True):
     """An item given to an assessor, at a place in that assessor's own (shuffled) order."""
 
     __table_args__ = (UniqueConstraint("item_id", "user_id"),)
@@ -465,7 +473,7 @@ class CampaignAssignment(SQLModel, table=True):
     position: int = 0
 
 
-class Judgment(SQLModel, table=True):
+class Judgment(TableModel, table=True):
     """An assessor's label for an assigned item; judging again updates it (audited)."""
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -476,7 +484,7 @@ class Judgment(SQLModel, table=True):
     updated_at: NaiveDatetime = Field(default_factory=utcnow)
 
 
-class CampaignDecision(SQLModel, table=True):
+class CampaignDecision(TableModel, table=True):
     """What an item of a campaign is, as decided: "unanimous" (every assigned assessor gave the
     label), "majority" (a strict majority, applied by an organizer in one step) or "organizer"
     (an organizer's decision with a reason, which may overrule anything). Deciding again replaces
@@ -492,7 +500,7 @@ class CampaignDecision(SQLModel, table=True):
     decided_at: NaiveDatetime = Field(default_factory=utcnow)
 
 
-class CampaignModelFit(SQLModel, table=True):
+class CampaignModelFit(TableModel, table=True):
     """An organizer's request for the Bayesian agreement model of a campaign
     (`server.actions.campaign_models`), fitted by a worker on the judgments stored when it ran:
     "queued" | "running" | "done" | "not_converged" | "failed". A fit that did not converge keeps
@@ -514,7 +522,7 @@ class CampaignModelFit(SQLModel, table=True):
     finished_at: Optional[NaiveDatetime] = None
 
 
-class GoldVersion(SQLModel, table=True):
+class GoldVersion(TableModel, table=True):
     """A version of a split's gold (`server.actions.campaigns.close_campaign`): version 1 is the
     imported gold (recorded when a first campaign closes); each later one extends its parent."""
 
@@ -534,7 +542,7 @@ class GoldVersion(SQLModel, table=True):
     created_at: NaiveDatetime = Field(default_factory=utcnow)
 
 
-class TaskVersion(SQLModel, table=True):
+class TaskVersion(TableModel, table=True):
     """A version of a bundle task's declaration (`server.actions.tasks`): its metrics, primary,
     files or gold changed; every run scored under an earlier version is stale and rescored.
     The version a task was created with is recorded when a second one comes. `changes` says what
@@ -553,7 +561,7 @@ class TaskVersion(SQLModel, table=True):
     created_at: NaiveDatetime = Field(default_factory=utcnow)
 
 
-class TaskArchive(SQLModel, table=True):
+class TaskArchive(TableModel, table=True):
     """An archived task: its files and runs kept, its phases closed for good (no phase of it
     opens again, none is added)."""
 

@@ -3,34 +3,54 @@
 from __future__ import annotations
 
 import difflib
+import threading
 
 from tasks.base import Task
-from tasks.builtin import builtin_tasks
 from tasks.declared import declared_tasks
 from tasks.errors import TaskNotFound
 from tasks.store import default_home
 
+# the built-in tasks, by id: read from their specs when first asked for, not on import (a local
+# server command that looks up no task, `palimpsest tokens create`, never parses them)
 _REGISTRY: dict[str, Task] = {}
+_BUILTINS_READ = False
+_READING = threading.Lock()
 # tasks declared by competition bundles (tasks.bundle), by id: installed in this process, or found
 # in the default data directory when first asked for (a worker knows them from there)
 _DECLARED: dict[str, Task] = {}
 
 
+def _builtins() -> dict[str, Task]:
+    """The registry, the built-in tasks read into it first (once per process)."""
+    global _BUILTINS_READ
+    if not _BUILTINS_READ:
+        with _READING:
+            if not _BUILTINS_READ:
+                # the specs' reader (YAML) loads with the first lookup, not with the package
+                from tasks.builtin import builtin_tasks
+
+                read: dict[str, Task] = {}
+                for t in builtin_tasks():  # each spec (tasks/specs/<id>.yaml) and its Python
+                    if t.id in read:
+                        raise ValueError(f"task {t.id!r} is already registered")
+                    read[t.id] = t
+                _REGISTRY.update(read)
+                _BUILTINS_READ = True
+    return _REGISTRY
+
+
 def register(task: Task) -> Task:
     """Add a task; a duplicate id is refused."""
-    if task.id in _REGISTRY:
+    registry = _builtins()
+    if task.id in registry:
         raise ValueError(f"task {task.id!r} is already registered")
-    _REGISTRY[task.id] = task
+    registry[task.id] = task
     return task
-
-
-for _t in builtin_tasks():  # each spec (tasks/specs/<id>.yaml) joined to its family's Python
-    register(_t)
 
 
 def register_declared(task: Task) -> Task:
     """Add (or replace) a bundle-declared task; a built-in task's id is refused."""
-    if task.id in _REGISTRY:
+    if task.id in _builtins():
         raise ValueError(f"task {task.id!r} is a built-in task")
     _DECLARED[task.id] = task
     return task
@@ -41,20 +61,21 @@ def unregister_declared(task_id: str) -> None:
 
 
 def builtin_ids() -> list[str]:
-    return list(_REGISTRY)
+    return list(_builtins())
 
 
 def _on_disk() -> dict[str, Task]:
     """The declared tasks of the default data directory, as their declarations now read (read
     again when a task comes, goes or changes: `tasks.declared.touch`)."""
-    return {t.id: t for t in declared_tasks(default_home()) if t.id not in _REGISTRY}
+    builtins = _builtins()
+    return {t.id: t for t in declared_tasks(default_home()) if t.id not in builtins}
 
 
 def _known() -> dict[str, Task]:
     # the data directory's declaration wins over one this process holds: a task changed by
     # another process (a new version, its texts) is seen here (a worker scores under it)
     _DECLARED.update(_on_disk())
-    return {**_REGISTRY, **_DECLARED}
+    return {**_builtins(), **_DECLARED}
 
 
 def all_tasks() -> list[Task]:
@@ -67,7 +88,7 @@ def task_ids() -> list[str]:
 
 def get_task(task_id: str) -> Task:
     """The task with this id; an unknown id raises TaskNotFound suggesting the closest."""
-    found = _REGISTRY.get(task_id)
+    found = _builtins().get(task_id)
     if found is not None:
         return found
     found = _DECLARED.get(task_id)

@@ -46,7 +46,9 @@ def _no_control(v: str | None) -> str | None:
 class Spec(BaseModel):
     """Every part of a bundle refuses keys it does not declare (a typo, or code)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # built when first used (a bundle read), not when the module loads: the server's answers
+    # name one of these models (FactField), and a command that lists competitions reads no bundle
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 # ----------------------------------------------------------------------------- fact sheets

@@ -1,6 +1,7 @@
-"""The server's local commands load what they use: a real `palimpsest` process that makes a token,
-lists competitions or phases, or runs `db upgrade` on a database at head loads neither the scorer
-(numpy), nor Alembic, nor Redis, nor the statistics; what it prints and writes is all there after
+"""The server's local commands load what they use: a real `palimpsest` process that makes an account
+or a token, lists competitions, or runs `db upgrade` on a database at head loads neither the scorer
+(numpy), nor Alembic, nor Redis, nor the statistics, nor the web framework, nor the task specs'
+reader, nor the declared models it does not print; what it prints and writes is all there after
 its quick exit. How long they take is measured in benchmarks/bench_cli.py, not here."""
 
 from __future__ import annotations
@@ -14,6 +15,28 @@ import sys
 from conftest import REPO
 
 HEAVY = ("numpy", "scipy", "alembic", "redis", "rq", "torch", "sklearn", "pandas")
+# what none of these commands uses (each a module and everything under it): the web framework
+# (server.domain.inputs holds the input checks without it), Markdown (a page rendered), the task
+# specs' reader (the registry reads them on the first task lookup), the bundles' reader, the boards
+# and the web and API surfaces
+UNUSED = (
+    "flask",
+    "werkzeug",
+    "jinja2",
+    "markdown",
+    "nh3",
+    "yaml",
+    "tasks.builtin",
+    "tasks.bundle",
+    "server.boards",
+    "server.web",
+    "server.api",
+)
+# the declared models: `competitions list` builds its own subject's (competitions) and no other
+OTHER_MODELS = tuple(
+    f"server.api_models.{s}"
+    for s in ("boards", "campaigns", "people", "submissions", "tasks", "uploads")
+)
 
 # runs the command as the console script does, and prints the heavy modules it loaded from an
 # exit handler (the quick exit runs them: the report comes after the command's own output)
@@ -22,7 +45,8 @@ import atexit, json, sys
 heavy = {heavy!r}
 def report():
     loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set(heavy))
-    sys.stdout.write("\\nLOADED " + json.dumps(loaded) + "\\n")
+    loaded += sorted(m for m in heavy if m in sys.modules)
+    sys.stdout.write("\\nLOADED " + json.dumps(sorted(set(loaded))) + "\\n")
 atexit.register(report)
 sys.argv = ["palimpsest", *{args!r}]
 from cli.main import main
@@ -34,7 +58,7 @@ def _run(home, *args, stdin=""):
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update(PALIMPSEST_HOME=str(home), PYTHONPATH=str(REPO))
     r = subprocess.run(
-        [sys.executable, "-c", PROBE.format(heavy=HEAVY, args=list(args))],
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY + UNUSED + OTHER_MODELS, args=list(args))],
         input=stdin,
         env=env,
         cwd=REPO,
@@ -63,6 +87,11 @@ def test_local_commands_load_only_the_database_and_print_everything(tmp_path):
     assert token.startswith("pal_") and loaded == [], loaded
     out, loaded = _run(home, "competitions", "list", "--json")
     assert json.loads(out) == [] and loaded == [], loaded
+    _run(home, "competitions", "create", "c1", "--title", "C 1")  # what it loads is not checked
+    out, loaded = _run(home, "competitions", "list", "--json")
+    assert [c["id"] for c in json.loads(out)] == ["c1"] and loaded == [], loaded
+    out, loaded = _run(home, "competitions", "list")
+    assert out.split() == ["c1", "draft", "C", "1", "[no", "task]"] and loaded == [], loaded
     out, loaded = _run(home, "db", "current")
     assert "(head)" in out and loaded == [], loaded
     # what the commands wrote is in the database file after their quick exit
@@ -78,3 +107,24 @@ def test_the_heads_read_from_the_scripts_are_alembics():
     from server.migrate import declared_heads, heads
 
     assert declared_heads() == heads() and len(heads()) == 1
+
+
+def test_the_declared_models_namespace_names_every_module():
+    """`server.api_models` fills its namespace from the modules SUBJECTS names: every module of the
+    package is there, and `m.X` finds every model any of them declares."""
+    from pydantic import BaseModel
+
+    from server import api_models as m
+
+    files = sorted(p.stem for p in (REPO / "server" / "api_models").glob("*.py"))
+    assert sorted(m.SUBJECTS) == [f for f in files if f != "__init__"]
+    for subject in m.SUBJECTS:
+        module = getattr(m, subject)
+        models = {
+            k: v
+            for k, v in vars(module).items()
+            if isinstance(v, type) and issubclass(v, BaseModel) and v.__module__ == module.__name__
+        }
+        assert models, subject
+        for name, model in models.items():
+            assert getattr(m, name) is model, name

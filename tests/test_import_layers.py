@@ -29,9 +29,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # Function-level imports allowed in the product, each with a comment saying why: a heavy optional
 # package (torch, transformers, matplotlib, pyarrow, scipy), or a module that `palimpsest --help`
 # (or `validate`, or a local server command such as `tokens create`) must not load.
-# 81 on merging the object store, blind runs, releases and lazy commands; 86: the queue and the
-# outbox of server.jobs.dispatch, loaded when a job is first enqueued
-MAX_FUNCTION_IMPORTS = 86
+# 81 on merging the object store, blind runs, releases and lazy commands; 85 -> 88: the task specs'
+# reader loads with the first task lookup (tasks/__init__.py), and Markdown's renderer and sanitizer
+# with the first page rendered (server/domain/sanitize.py); 89: the queue and the outbox of
+# server.jobs.dispatch, loaded when a job is first enqueued
+MAX_FUNCTION_IMPORTS = 89
 # server/cli.py holds the server's commands on `palimpsest`; cli/main.py loads it only when one of
 # them runs, and each command imports what it uses in its own body (a local command is a process
 # of its own: what it imports is its start-up time), as the module says once at its top. Its

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from server import api_models as m
 from server.actions import common
 from server.actions.common import action
+from server.api_models import competitions as m
 from server.domain import audit, lifecycle, people
 from server.domain.inputs import CONTROL, one_line_problem
 from server.domain.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown

@@ -16,7 +16,9 @@ T = TypeVar("T")
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # a model's validator and serializer are built when it is first used, not when its module
+    # loads: a command uses a few of the hundred (`palimpsest competitions list` one)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 def _utc_iso(dt: datetime | None) -> str | None:

@@ -10,9 +10,6 @@ from __future__ import annotations
 import html
 import re
 
-import markdown
-import nh3
-
 # The most Markdown a page may hold, and the most '[' in it: Python-Markdown's link pattern takes
 # time that grows with (number of '[') x (length) on unclosed links ('[x](' x 10,000: 13.5 s),
 # so both are bounded; a page is rendered once, when it is saved (under 2 s at these limits).
@@ -112,6 +109,11 @@ def render_markdown(text: str) -> str:
 
 
 def _render(text: str) -> str:
+    # the renderer and the sanitizer load with the first page rendered: a local command that
+    # only lists competitions (`palimpsest competitions list`) does not load them
+    import markdown
+    import nh3
+
     rendered = markdown.markdown(text, extensions=EXTENSIONS, output_format="html")
     return nh3.clean(
         rendered,

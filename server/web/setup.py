@@ -6,12 +6,12 @@ from flask import Flask, current_app, render_template, request
 from flask_wtf.csrf import CSRFError, CSRFProtect
 
 from server.boards.leaderboard import RenderCache
-from server.domain import inputs
 from server.errors import HANDLED, describe
 from server.web import (
     auth,
     campaigns,
     competitions,
+    input_guard,
     leaderboard,
     organizer,
     pages,
@@ -59,7 +59,7 @@ def init_web(app: Flask) -> None:
     caches."""
     # CSRF is checked here for everything but /api: the API accepts only bearer tokens, never
     # cookies, so a cross-site page cannot borrow a session there.
-    inputs.init_app(app, auth.is_api_request)
+    input_guard.init_app(app, auth.is_api_request)
     app.config.setdefault("WTF_CSRF_CHECK_DEFAULT", False)
     app.config.setdefault("WTF_CSRF_TIME_LIMIT", None)  # the token lives as long as the session
     csrf.init_app(app)
