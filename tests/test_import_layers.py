@@ -31,9 +31,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # (or `validate`, or a local server command such as `tokens create`) must not load.
 # 81 on merging the object store, blind runs, releases and lazy commands; 85 -> 88: the task specs'
 # reader loads with the first task lookup (tasks/__init__.py), and Markdown's renderer and sanitizer
-# with the first page rendered (server/domain/sanitize.py); 89: the queue and the outbox of
-# server.jobs.dispatch, loaded when a job is first enqueued
-MAX_FUNCTION_IMPORTS = 89
+# with the first page rendered (server/domain/sanitize.py); 90: the queue and the outbox of
+# server.jobs.dispatch, loaded when a job is first enqueued, and numba's compiled sweep
+# (scorer/bootstrap.py), with the first token statistics
+MAX_FUNCTION_IMPORTS = 90
 # server/cli.py holds the server's commands on `palimpsest`; cli/main.py loads it only when one of
 # them runs, and each command imports what it uses in its own body (a local command is a process
 # of its own: what it imports is its start-up time), as the module says once at its top. Its
