@@ -252,7 +252,7 @@ class FakeRedisDown(Exception):
 
 
 def test_rescore_one_and_all_requeue_and_log(app, world, org, monkeypatch):
-    import server.actions.exports as q  # where the rescore calls the queue
+    import server.jobs.queue as q  # where the session's queues (server.jobs.dispatch) enqueue
 
     app.config["PALIMPSEST_ENQUEUE"] = True
     calls = []
@@ -276,7 +276,7 @@ def test_rescore_one_and_all_requeue_and_log(app, world, org, monkeypatch):
 
 
 def test_rescore_with_redis_down_leaves_it_queued(app, world, org, monkeypatch):
-    import server.actions.exports as q  # where the rescore calls the queue
+    import server.jobs.queue as q  # where the session's queues (server.jobs.dispatch) enqueue
 
     def down(*a, **k):
         raise FakeRedisDown("connection refused")
