@@ -48,6 +48,45 @@ def built_once(tmp_path_factory, name: str, build) -> Path:
     return d
 
 
+@pytest.fixture(scope="session", autouse=True)
+def agreement_once_per_run(tmp_path_factory):
+    """TRoTR's human agreement (`tasks.agreement.trotr_agreement`: a bootstrap, several seconds of
+    CPU) computed once per run for each release and code, not at every TRoTR import: an import
+    into a fresh data directory (most tests') misses the task's own cache, so the figures are kept
+    under the run's key (`trotr_agreement_key`: the release's files, the computing code and the
+    bootstrap's settings) in the run's shared temporary directory, pickled (exact), under a lock
+    (the xdist workers compute each once between them). The task's own cache
+    (`trotr_agreement_cached`, agreement.json) is untouched and tested as before."""
+    import fcntl
+    import pickle
+
+    import tasks.agreement as ag
+
+    real = ag.trotr_agreement
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by the run's workers
+    root = root / "trotr-agreement"
+    root.mkdir(exist_ok=True)
+
+    def once(path, *args, **kwargs):
+        key = ag.trotr_agreement_key(path, *args, **kwargs)
+        out = root / f"{key}.pickle"
+        with open(root / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if out.exists():
+                return pickle.loads(out.read_bytes())
+            got = real(path, *args, **kwargs)
+            tmp = out.with_suffix(".part")
+            tmp.write_bytes(pickle.dumps(got))
+            tmp.rename(out)
+            return got
+
+    ag.trotr_agreement = once
+    yield
+    ag.trotr_agreement = real
+
+
 @pytest.fixture(scope="session")
 def home(tmp_path_factory) -> Path:
     """A data directory with every task imported from the official releases (built once per
