@@ -16,6 +16,7 @@ The goals: 0 HTTP 500, 0 infra outcomes caused by a file, every bomb within 10 s
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import io
 import json
@@ -297,11 +298,7 @@ def mutate(data: bytes, name: str, rng: random.Random) -> tuple[bytes, str]:
 def bombs(task_id: str, valid: bytes, name: str) -> dict[str, tuple[bytes, str]]:
     """The hostile files, sized to the task's limits."""
     out = {}
-    gz = io.BytesIO()
-    with gzip.GzipFile(fileobj=gz, mode="wb", compresslevel=9) as f:
-        for _ in range(8):  # 1 GiB of '{}' lines uncompressed, about 1 MB compressed
-            f.write(b"{}\n" * (128 * MiB // 3))
-    out["gzip of 1 GiB '{}' lines"] = (gz.getvalue(), "p.jsonl.gz")
+    out["gzip of 1 GiB '{}' lines"] = (gzip_bomb(), "p.jsonl.gz")
     out["one 60 MB line"] = (
         json.dumps({"instanceID": "A" * (60 * MiB), "label": 1}).encode() + b"\n",
         "p.jsonl",
@@ -323,10 +320,27 @@ def bombs(task_id: str, valid: bytes, name: str) -> dict[str, tuple[bytes, str]]
     return out
 
 
+@functools.cache
+def gzip_bomb() -> bytes:
+    """1 GiB of '{}' lines, gzipped at level 9 (about 1 MB): made once per process, its
+    compression being most of a bomb's making."""
+    gz = io.BytesIO()
+    with gzip.GzipFile(fileobj=gz, mode="wb", compresslevel=9, mtime=0) as f:
+        for _ in range(8):
+            f.write(b"{}\n" * (128 * MiB // 3))
+    return gz.getvalue()
+
+
+@functools.cache
+def _deflated_zeros() -> bytes:
+    """200 MB of zeros, raw deflate at level 9: made once per process."""
+    payload = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return b"".join([payload.compress(b"0" * MiB) for _ in range(200)]) + payload.flush()
+
+
 def _lying_zip(name: str, data: bytes) -> bytes:
     """A zip whose member says it holds 1 KB while 200 MB of zeros deflate inside."""
-    payload = zlib.compressobj(9, zlib.DEFLATED, -15)
-    comp = b"".join([payload.compress(b"0" * MiB) for _ in range(200)]) + payload.flush()
+    comp = _deflated_zeros()
     crc = zlib.crc32(b"0" * 1024)
     fname = name.encode()
     local = struct.pack(

@@ -18,6 +18,50 @@ SWISSGOV = SHARED / "swissgov-rsd"
 LOCI = SHARED / "loci-similes"
 
 
+# ----------------------------------------------------------------------------- the order of a run
+# Under pytest-xdist (`--dist loadfile --no-loadscope-reorder`) the modules are handed to the
+# workers in collection order, one module to the first worker free. A long module handed out last
+# runs alone while the other worker idles (the crawl, 170 s, ran alone at the end of the run when
+# xdist's own reorder put the modules of few tests last), so the longest modules go first, in
+# this order (measured by `--durations`, the longest first; revise it when a module's cost
+# changes), then every other module by its weight (a `slow` test counts as 20 tests), and the
+# short modules fill the end on both workers. Tests keep their order within a module.
+LONGEST_FIRST = (
+    "test_crawl.py",
+    "test_agreement_bayes.py",
+    "test_reproduce_trotr.py",
+    "test_campaign_bayes.py",
+    "test_hostile_bombs.py",
+    "test_json_output.py",
+    "test_baselines.py",
+    "test_objectstore.py",
+    "test_reconciler.py",
+    "test_supervisor.py",
+    "test_cli_live.py",
+    "test_throttle_live.py",
+    "test_blind_runs.py",
+    "test_races_live.py",
+    "test_cross_validation.py",
+    "test_tutorial.py",
+    "test_browser.py",
+    "test_web_participant_path.py",
+    "test_cli.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    weight: dict[Path, float] = {}
+    for it in items:
+        weight[it.path] = weight.get(it.path, 0) + (20 if it.get_closest_marker("slow") else 1)
+    first = {p: i for i, p in enumerate(dict.fromkeys(it.path for it in items))}
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def key(it):
+        return (rank.get(it.path.name, len(rank)), -weight[it.path], first[it.path])
+
+    items.sort(key=key)  # stable: a module's tests stay together and in their order
+
+
 def need(path: Path) -> Path:
     """Skip the test, saying why, when an official release is absent."""
     if not path.exists():
@@ -46,6 +90,45 @@ def built_once(tmp_path_factory, name: str, build) -> Path:
             build(d)
             done.touch()
     return d
+
+
+@pytest.fixture(scope="session", autouse=True)
+def agreement_once_per_run(tmp_path_factory):
+    """TRoTR's human agreement (`tasks.agreement.trotr_agreement`: a bootstrap, several seconds of
+    CPU) computed once per run for each release and code, not at every TRoTR import: an import
+    into a fresh data directory (most tests') misses the task's own cache, so the figures are kept
+    under the run's key (`trotr_agreement_key`: the release's files, the computing code and the
+    bootstrap's settings) in the run's shared temporary directory, pickled (exact), under a lock
+    (the xdist workers compute each once between them). The task's own cache
+    (`trotr_agreement_cached`, agreement.json) is untouched and tested as before."""
+    import fcntl
+    import pickle
+
+    import tasks.agreement as ag
+
+    real = ag.trotr_agreement
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by the run's workers
+    root = root / "trotr-agreement"
+    root.mkdir(exist_ok=True)
+
+    def once(path, *args, **kwargs):
+        key = ag.trotr_agreement_key(path, *args, **kwargs)
+        out = root / f"{key}.pickle"
+        with open(root / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if out.exists():
+                return pickle.loads(out.read_bytes())
+            got = real(path, *args, **kwargs)
+            tmp = out.with_suffix(".part")
+            tmp.write_bytes(pickle.dumps(got))
+            tmp.rename(out)
+            return got
+
+    ag.trotr_agreement = once
+    yield
+    ag.trotr_agreement = real
 
 
 @pytest.fixture(scope="session")
@@ -82,17 +165,17 @@ def home(tmp_path_factory) -> Path:
 # Outside the tests the schema is Alembic's alone (`palimpsest db upgrade`; tests/test_migrations.py
 # checks that the migrations build exactly the models). A test's database is built from the models
 # by create_all, which is quicker, and recorded as the migrations' head so that the app, the workers
-# and the commands, which refuse a database not at head, accept it.
+# and the commands, which refuse a database not at head, accept it. A new SQLite database is a copy
+# of one built so once per process (create_all's many statements, each waiting on the disk, cost
+# about 0.3 s a test).
 
 
 def build_schema(engine_or_url) -> None:
     """The models' tables on a test's database (an engine, or a URL, or a data directory for its
     embedded SQLite), stamped at the migrations' head."""
-    from alembic.migration import MigrationContext
-    from sqlmodel import SQLModel
+    import shutil
 
     from server.db import get_engine
-    from server.migrate import script
     from server.settings import Settings
 
     engine = engine_or_url
@@ -100,9 +183,44 @@ def build_schema(engine_or_url) -> None:
         engine = Settings(home=engine).sqlalchemy_url()
     if isinstance(engine, str):
         engine = get_engine(engine)
+    db = engine.url.database if engine.url.get_backend_name() == "sqlite" else None
+    if db and db != ":memory:" and not Path(db).exists():  # never opened: nothing to overwrite
+        shutil.copyfile(_sqlite_template(), db)
+        return
+    _create_and_stamp(engine)
+
+
+def _create_and_stamp(engine) -> None:
+    from alembic.migration import MigrationContext
+    from sqlmodel import SQLModel
+
+    from server.migrate import script
+
     SQLModel.metadata.create_all(engine)
     with engine.begin() as conn:
         MigrationContext.configure(conn).stamp(script(), "head")
+
+
+_SQLITE_TEMPLATE: list[Path] = []  # this process's SQLite database built by _create_and_stamp
+
+
+def _sqlite_template() -> Path:
+    if not _SQLITE_TEMPLATE:
+        import atexit
+        import shutil
+        import tempfile
+
+        from sqlalchemy import create_engine
+
+        d = Path(tempfile.mkdtemp(prefix="palimpsest-schema-"))
+        atexit.register(shutil.rmtree, d, True)
+        # a plain engine (a rollback journal, no log beside the file): the copy is the whole
+        # database; the app's engine turns on its write-ahead log when it first connects
+        engine = create_engine(f"sqlite:///{d / 'palimpsest.db'}")
+        _create_and_stamp(engine)
+        engine.dispose()
+        _SQLITE_TEMPLATE.append(d / "palimpsest.db")
+    return _SQLITE_TEMPLATE[0]
 
 
 # ----------------------------------------------------------------------------- the web app

@@ -31,14 +31,12 @@ def test_every_bomb_is_refused_as_invalid(home, tmp_path, task_id):
 def test_a_link_file_the_columnar_reader_refuses_is_streamed_and_stops_early(home, tmp_path):
     """1 GiB of '{}' lines, gzipped: read row by row as a stream, stopped after the problem cap,
     never decompressed whole."""
-    import gzip
+    from hostile_uploads import gzip_bomb
 
     from scorer import SubmissionInvalid, validate_file
 
     p = tmp_path / "p.jsonl.gz"
-    with gzip.open(p, "wb", compresslevel=9) as f:
-        for _ in range(8):
-            f.write(b"{}\n" * (128 * 1024 * 1024 // 3))
+    p.write_bytes(gzip_bomb())  # the benchmark's bomb, compressed once for the module's tests
     with pytest.raises(SubmissionInvalid) as e:
         validate_file("loci-similes", p, "test", home)
     assert "validation stopped at line 1000" in e.value.problems[0].message
