@@ -23,7 +23,6 @@ from markupsafe import Markup, escape
 from server.actions import adjudication, campaign_exports
 from server.actions import campaign_models as model_actions
 from server.actions import campaigns as campaign_actions
-from server.actions import common as action_common
 from server.api_models import FACTORS
 from server.db import db
 from server.domain.sanitize import render_markdown
@@ -31,6 +30,7 @@ from server.exceptions import LifecycleRefused, NotFound, QueueUnreachable, Uplo
 from server.models import AssessmentCampaign, Phase
 from server.web.auth import current_user, login_required, organizer_required
 from server.web.forms import CampaignForm
+from server.web.pages import phase_or_404
 from tasks import get_task
 
 bp = Blueprint("campaigns", __name__)
@@ -182,13 +182,6 @@ def judge(campaign_id: int, item_id: int):
 # ----------------------------------------------------------------------------- organizers
 
 
-def _phase_or_404(phase_id: int) -> Phase:
-    try:
-        return action_common.phase_by_id(db(), phase_id)
-    except NotFound:
-        abort(404)
-
-
 def _phase_campaigns_page(p: Phase, form: CampaignForm, code: int = 200):
     got = campaign_actions.list_campaigns(
         s=db(), actor=current_user(), task=p.task_id, phase=p.name
@@ -207,7 +200,7 @@ def _phase_campaigns_page(p: Phase, form: CampaignForm, code: int = 200):
 @organizer_required
 def phase_campaigns(phase_id: int):
     """A phase's campaigns and the form that opens one."""
-    p = _phase_or_404(phase_id)
+    p = phase_or_404(phase_id)
     if request.method != "POST":
         return _phase_campaigns_page(p, CampaignForm(formdata=None))
     form = CampaignForm()

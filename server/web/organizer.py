@@ -55,7 +55,7 @@ from server.models import (
 from server.settings import get_settings
 from server.web.auth import admin_required, current_user, organizer_required, safe_next
 from server.web.forms import HideForm, NewPhaseForm, PhaseForm, RescoreAllForm
-from server.web.pages import PHASE_ORDER, phases_of, task_or_404
+from server.web.pages import PHASE_ORDER, phase_or_404, phases_of, task_or_404
 from server.web.refusals import refusal
 from tasks import all_tasks
 from tasks.store import TaskStore
@@ -63,13 +63,6 @@ from tasks.store import TaskStore
 bp = Blueprint("organizer", __name__, url_prefix="/organizer")
 
 STATUSES = lifecycle.STATUSES
-
-
-def _phase_or_404(phase_id: int) -> Phase:
-    try:
-        return action_common.phase_by_id(db(), phase_id)
-    except NotFound:
-        abort(404)
 
 
 def _sub_or_404(submission_id: int) -> Submission:
@@ -208,7 +201,7 @@ def edit_phase(phase_id: int):
     """The phase form (server.web.forms.PhaseForm): what was typed stays, and each field says what
     is
     wrong with it; the lifecycle's refusals are shown on the form."""
-    p = _phase_or_404(phase_id)
+    p = phase_or_404(phase_id)
     s = db()
     if request.method != "POST":
         return _phase_page(p, PhaseForm(formdata=None, obj=p))
@@ -226,7 +219,7 @@ def edit_phase(phase_id: int):
         )
     except LifecycleRefused as e:
         form.form_errors.append(f"{e.message[:1].upper()}{e.message[1:]}.")
-        return _phase_page(_phase_or_404(phase_id), form, 400)
+        return _phase_page(phase_or_404(phase_id), form, 400)
     flash("Phase saved.", "ok")
     return redirect(url_for("organizer.edit_phase", phase_id=p.id))
 
@@ -235,7 +228,7 @@ def edit_phase(phase_id: int):
 @organizer_required
 def redraw_partition(phase_id: int):
     """Move a phase onto its split's shared, stratified partition (before its first scoring)."""
-    p = _phase_or_404(phase_id)
+    p = phase_or_404(phase_id)
     try:
         phase_actions.redraw_partition(
             s=db(), task_id=p.task_id, phase=p.name, actor=current_user(), via="web"
@@ -263,7 +256,7 @@ def _act(fn, done: str):
 def phase_action(phase_id: int, name: str):
     """Any phase action by the name every surface uses (`PHASE_ACTIONS`), with the form's fields
     its own signature declares: a new phase action needs no route of its own here."""
-    p = _phase_or_404(phase_id)
+    p = phase_or_404(phase_id)
     if name not in PHASE_ACTIONS:
         abort(404)
     # the form's fields named as the declared options' public names (m.PhaseAction's aliases)
@@ -303,7 +296,7 @@ BOARD_ACTIONS = {
 @organizer_required
 def leaderboard_state(phase_id: int):
     """Show or hide a phase's leaderboard, freeze or unfreeze it."""
-    p = _phase_or_404(phase_id)
+    p = phase_or_404(phase_id)
     action = request.form.get("action", "")
     if action not in BOARD_ACTIONS:
         abort(400)
@@ -322,7 +315,7 @@ def leaderboard_state(phase_id: int):
 @organizer_required
 def close_phase(phase_id: int):
     """Close a phase now: no further submissions are accepted."""
-    p = _phase_or_404(phase_id)
+    p = phase_or_404(phase_id)
     _act(
         lambda: PHASE_ACTIONS["close"](
             s=db(), task_id=p.task_id, phase=p.name, actor=current_user(), via="web"
@@ -337,7 +330,7 @@ def close_phase(phase_id: int):
 def publish(phase_id: int):
     """Publish the final ranking (or a correction, with a reason): a confirmed action that writes
     an immutable snapshot. `action=close_and_publish` closes an open phase in the same step."""
-    p = _phase_or_404(phase_id)
+    p = phase_or_404(phase_id)
     t = task_or_404(p.task_id)
     s = db()
     action = request.values.get("action", "publish")
@@ -386,7 +379,7 @@ def publish(phase_id: int):
 def ranking(phase_id: int):
     """The final ranking as it is or will be published (a live preview on the private part), with
     every published version."""
-    p = _phase_or_404(phase_id)
+    p = phase_or_404(phase_id)
     t = task_or_404(p.task_id)
     s = db()
     board = lb.build_board(
@@ -417,7 +410,7 @@ def ranking(phase_id: int):
 def export(phase_id: int, fmt: str):
     """The final ranking as CSV, JSON or a LaTeX table for the task-overview paper: the published
     snapshot (`?version=N`, default the latest) byte for byte, or a preview before publication."""
-    p = _phase_or_404(phase_id)
+    p = phase_or_404(phase_id)
     t = task_or_404(p.task_id)
     if fmt not in ("csv", "json", "tex"):
         abort(404)

@@ -64,6 +64,14 @@ def task_or_404(task_id: str):
         abort(404)
 
 
+def phase_or_404(phase_id: int) -> Phase:
+    """The phase with this id; 404 otherwise."""
+    try:
+        return action_common.phase_by_id(db(), phase_id)
+    except NotFound:
+        abort(404)
+
+
 def phases_of(task_id: str) -> list[Phase]:
     """The task's phases, created from the task's splits the first time they are asked for."""
     s = db()
