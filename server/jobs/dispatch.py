@@ -64,10 +64,6 @@ class Jobs:
 
     # --- after the commit: never raise (the reconciler enqueues what Redis missed) ---
 
-    def score(self, s: Session, submission_id: int) -> None:
-        """Score a new submission once the session commits."""
-        self._later(s, lambda: self.score_now(submission_id))
-
     def rescore(self, s: Session, ids: list[int]) -> None:
         """Score these submissions again once the session commits (a job left by a dead worker
         for one of them is replaced)."""
