@@ -17,6 +17,18 @@ def test_password_hashing_is_argon2_and_verifies():
     assert not verify_password("not-a-hash", "x")
 
 
+def test_new_hashes_use_owasps_minimum_and_earlier_hashes_still_verify():
+    from argon2 import PasswordHasher
+
+    # OWASP's minimum for argon2id: 19 MiB, two passes, one lane, in the hash's own header
+    assert "$v=19$m=19456,t=2,p=1$" in hash_password("s3cret-pass")
+    # a hash made with argon2-cffi's default parameters (those used before) still signs in
+    earlier = PasswordHasher().hash("s3cret-pass")
+    assert "$m=65536,t=3,p=4$" in earlier
+    assert verify_password(earlier, "s3cret-pass")
+    assert not verify_password(earlier, "wrong")
+
+
 def test_new_token_is_random_and_stored_as_sha256():
     import hashlib
 
