@@ -167,13 +167,18 @@ def _links(d, base: str) -> list[str]:
 
 
 def _look(d, url: str, role: str, problems: list[str]) -> None:
-    """One page at both widths: its console, its width and a screenshot each."""
+    """One page, loaded once at 1366 px and then laid out at 390 px (the window narrowed as a phone
+    has it, which fires the page's resize and loads what a narrower media query asks for): its
+    console, its width and a screenshot at each."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     for width in WIDTHS:
         _width(d, width)
-        d.get(url)
-        _settle(d)
-        time.sleep(0.2)  # a script's first request, a late stylesheet
+        if width == "wide":
+            d.get(url)
+            _settle(d)
+            time.sleep(0.2)  # a script's first request, a late stylesheet
+        else:
+            time.sleep(0.1)  # the new layout, and what it loads
         for e in _errors(d):
             problems.append(f"{role} {width} {url}: console: {e}")
         wide, inner = d.execute_script(
