@@ -267,6 +267,20 @@ def diagnose(by_chain: dict) -> dict[str, tuple[float, float, str]]:
     return out
 
 
+def keep_compiled(directory: str) -> str:
+    """Keep jax's compiled programs in `directory` (jax's persistent compilation cache, for this
+    process), unless a directory is set already (JAX_COMPILATION_CACHE_DIR, or an earlier call):
+    a fit whose program was compiled before, by this process or another sharing the directory
+    (the same data, chains, warmup and draws: the data are constants of the program), skips the
+    compilation, about half of a short fit's time (docs/benchmarks.md). The draws are the same
+    either way: the same program runs. Returns the directory in use."""
+    import jax
+
+    if not jax.config.jax_compilation_cache_dir:
+        jax.config.update("jax_compilation_cache_dir", str(directory))
+    return jax.config.jax_compilation_cache_dir
+
+
 def fit(
     table: Table,
     groups: dict[str, np.ndarray] | None = None,
@@ -283,6 +297,7 @@ def fit(
     bins: int | None = BINS,
     max_tree_depth: int = 10,
     dense_mass: bool = False,
+    compile_cache: str | None = None,
 ) -> dict:
     """Fit the model by NUTS and return the posterior multi-kappa by eq. 7-8 for an average level
     of the first grouping factor (its intercepts at zero) and marginalised over it (a new level's
@@ -293,7 +308,8 @@ def fit(
     `correlated`: the paper's jointly normal intercepts with an LKJ prior on their correlations
     (default), else independent per outcome; `bins`: quantile bins of each covariate in the
     aggregated likelihood (None: one cell per pair of judgments); `centred`: factors whose
-    intercepts are sampled centred (default none: all non-centred)."""
+    intercepts are sampled centred (default none: all non-centred); `compile_cache`: a directory
+    where jax keeps the compiled sampler (see `keep_compiled`)."""
     # imported here: numpyro/jax are the optional [agreement] extra (CPU unless a GPU is present)
     import numpyro
 
@@ -304,6 +320,8 @@ def fit(
     import jax.numpy as jnp
     from numpyro.infer import MCMC, NUTS
 
+    if compile_cache is not None:
+        keep_compiled(compile_cache)
     data = pair_outcomes(table, groups, covariates)
     agg = cells(data, bins)
     K = data["k"] ** 2

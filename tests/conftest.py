@@ -93,6 +93,26 @@ def built_once(tmp_path_factory, name: str, build) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def compiled_once_per_run(tmp_path_factory):
+    """jax's compiled programs (the Bayesian agreement model's sampler) kept for the run in its
+    shared temporary directory (`tasks.agreement_bayes.keep_compiled`, set through
+    JAX_COMPILATION_CACHE_DIR so the workers' children read it too): a test that fits what another
+    fitted (a determinism check's second fit, a worker's fit beside a direct one) skips the
+    compilation. The draws are the same: the same program runs."""
+    import sys
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by the run's workers
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(root / "jax-cache"))
+    if "jax" in sys.modules:  # read by jax when it loads: loaded already, it is told
+        from tasks.agreement_bayes import keep_compiled
+
+        keep_compiled(os.environ["JAX_COMPILATION_CACHE_DIR"])
+    yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def agreement_once_per_run(tmp_path_factory):
     """TRoTR's human agreement (`tasks.agreement.trotr_agreement`: a bootstrap, several seconds of
     CPU) computed once per run for each release and code, not at every TRoTR import: an import

@@ -75,8 +75,38 @@ def test_a_short_fit_converges_and_agrees_with_the_empirical_multi_kappa():
     width = {v: got[v]["89%"][1] - got[v]["89%"][0] for v in ("average", "marginal")}
     assert width["marginal"] > width["average"]
     assert len(got["curve"]["points"]) == 21
+    # the run keeps compiled programs (tests/conftest.py): the second fit runs the program the
+    # first compiled, read back from the cache, and draws the same
+    import os
+    from pathlib import Path
+
+    cache = Path(os.environ["JAX_COMPILATION_CACHE_DIR"])
+    assert any(cache.iterdir()), "the first fit left no compiled program in the cache"
     again = fit(t, {"book": book}, {"overlap": overlap}, **kw)
     assert again["average"] == got["average"]  # seeded
+    assert again["curve"] == got["curve"] and again["marginal"] == got["marginal"]
+
+
+def test_keep_compiled_sets_the_cache_once_and_an_earlier_setting_wins(tmp_path):
+    """In a fresh process: the first directory given is jax's cache; a later one changes nothing,
+    nor does one given where JAX_COMPILATION_CACHE_DIR is set."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys; from tasks.agreement_bayes import keep_compiled as k; "
+        "print(k(sys.argv[1])); print(k(sys.argv[2]))"
+    )
+    env = {x: v for x, v in os.environ.items() if x != "JAX_COMPILATION_CACHE_DIR"}
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    run = dict(env=env, capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    out = subprocess.run([sys.executable, "-c", code, a, b], **run)
+    assert out.stdout.split() == [a, a], out.stderr[-2000:]
+    env["JAX_COMPILATION_CACHE_DIR"] = str(tmp_path / "env")
+    out = subprocess.run([sys.executable, "-c", code, a, b], **run)
+    assert out.stdout.split() == [env["JAX_COMPILATION_CACHE_DIR"]] * 2, out.stderr[-2000:]
 
 
 def test_a_fit_that_did_not_converge_is_refused():

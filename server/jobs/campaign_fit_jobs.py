@@ -63,6 +63,9 @@ def fit_campaign_model(fit_id: int) -> dict:
             chains=cfg["chains"],
             warmup=cfg["warmup"],
             samples=cfg["samples"],
+            # the compiled sampler kept beside the site's other caches: a fit of the same
+            # judgments with the same settings (a reseeded one, a rerun) skips the compilation
+            compile_cache=str(get_settings().home / "cache" / "jax"),
         )
     except ImportError as e:
         _finish(
