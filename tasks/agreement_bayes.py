@@ -274,6 +274,7 @@ def keep_compiled(directory: str) -> str:
     (the same data, chains, warmup and draws: the data are constants of the program), skips the
     compilation, about half of a short fit's time (docs/benchmarks.md). The draws are the same
     either way: the same program runs. Returns the directory in use."""
+    # imported here: jax is the optional [agreement] extra
     import jax
 
     if not jax.config.jax_compilation_cache_dir:
