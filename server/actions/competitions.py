@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from sqlalchemy import func
 from sqlmodel import Session, select
 
+from server import models
 from server.actions import common
 from server.actions.common import action
 from server.api_models import competitions as m
@@ -23,7 +24,6 @@ from server.models import (
     CompetitionPage,
     CompetitionRole,
     CompetitionTask,
-    Phase,
     User,
     utcnow,
 )
@@ -365,7 +365,11 @@ def edit_competition(
         audit.record(s, actor, "competition_edit", c.slug, competition_id=c.id, via=via, **changes)
     if "anonymous_board" in changes:  # anonymous boards: every cached board of its phases is stale
         tasks = people.task_ids(s, c.id)
-        for p in s.exec(select(Phase).where(Phase.task_id.in_(tasks))).all() if tasks else []:
+        for p in (
+            s.exec(select(models.Phase).where(models.Phase.task_id.in_(tasks))).all()
+            if tasks
+            else []
+        ):
             lifecycle.bump(
                 s, p, actor=actor, action="leaderboard.anonymity", anonymous=c.anonymous_board
             )
