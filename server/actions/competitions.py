@@ -22,7 +22,6 @@ from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadField
 from server.models import (
     Competition,
     CompetitionPage,
-    CompetitionRole,
     CompetitionTask,
     User,
     utcnow,
@@ -195,8 +194,8 @@ def list_competitions(
     holding = select(CompetitionTask.competition_id)
     q = select(Competition).where(~Competition.placeholder | Competition.id.in_(holding))
     if not is_admin(viewer, operator=operator):
-        mine = select(CompetitionRole.competition_id).where(
-            CompetitionRole.user_id == (viewer.id if viewer is not None else -1)
+        mine = select(models.CompetitionRole.competition_id).where(
+            models.CompetitionRole.user_id == (viewer.id if viewer is not None else -1)
         )
         q = q.where((Competition.state != "draft") | Competition.id.in_(mine))
     return [_summary(s, c) for c in s.exec(q.order_by(Competition.id.desc()))]

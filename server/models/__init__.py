@@ -23,18 +23,10 @@ from server.models.base import TableModel, utcnow
 # each table's subject module (tests/test_models_lazy.py checks this names every table once)
 SUBJECTS: dict[str, tuple[str, ...]] = {
     "accounts": ("User", "ApiToken", "ThrottleCount"),
-    "competitions": (
-        "Competition",
-        "CompetitionTask",
-        "CompetitionPage",
-        "CompetitionRole",
-        "CompetitionInvite",
-        "Registration",
-        "Announcement",
-    ),
+    "competitions": ("Competition", "CompetitionTask", "CompetitionPage", "Announcement"),
+    "people": ("CompetitionRole", "CompetitionInvite", "Registration", "Team", "TeamMember"),
     "audit": ("AuditLog",),
     "mail": ("OutgoingMail",),
-    "teams": ("Team", "TeamMember"),
     "phases": ("GoldPartition", "Phase", "RankingVersion"),
     "submissions": ("Submission", "CodeRun", "Score"),
     "campaigns": (

@@ -1,4 +1,4 @@
-"""Competitions: their tasks, pages, roles, invitations, registrations and announcements."""
+"""Competitions: what each one is, its tasks, its pages and its announcements."""
 
 # (no `from __future__ import annotations`: pydantic would evaluate every column's annotation
 # from its text, a tenth of the time the tables take to load)
@@ -72,57 +72,6 @@ class CompetitionPage(TableModel, table=True):
     body_html: str = Field(default="", sa_column=Column(Text, nullable=False))
     position: int = 0
     updated_at: NaiveDatetime = Field(default_factory=utcnow)
-
-
-class CompetitionRole(TableModel, table=True):
-    """A person's role in a competition: "owner", "organizer" or "assessor"."""
-
-    __table_args__ = (UniqueConstraint("competition_id", "user_id"),)
-
-    id: Optional[int] = Field(default=None, primary_key=True)
-    competition_id: int = Field(foreign_key="competition.id", index=True)
-    user_id: int = Field(foreign_key="user.id", index=True)
-    role: str = Field(max_length=16)
-    granted_by: Optional[int] = Field(default=None, foreign_key="user.id")
-    created_at: NaiveDatetime = Field(default_factory=utcnow)
-    # an owner's or organizer's hourly digest of registrations waiting for a decision (opt-out)
-    mail_pending: bool = True
-
-
-class CompetitionInvite(TableModel, table=True):
-    """An invitation by email to a role in a competition; accepted through a signed link."""
-
-    id: Optional[int] = Field(default=None, primary_key=True)
-    competition_id: int = Field(foreign_key="competition.id", index=True)
-    email: str = Field(max_length=320, index=True)
-    role: str = Field(max_length=16)
-    invited_by: Optional[int] = Field(default=None, foreign_key="user.id")
-    created_at: NaiveDatetime = Field(default_factory=utcnow)
-    accepted_at: Optional[NaiveDatetime] = None
-    accepted_by: Optional[int] = Field(default=None, foreign_key="user.id")
-    revoked_at: Optional[NaiveDatetime] = None
-
-
-class Registration(TableModel, table=True):
-    """A participant's registration for a competition: the terms accepted (their version and
-    when) and the organizers' decision."""
-
-    __table_args__ = (UniqueConstraint("competition_id", "user_id"),)
-
-    id: Optional[int] = Field(default=None, primary_key=True)
-    competition_id: int = Field(foreign_key="competition.id", index=True)
-    user_id: int = Field(foreign_key="user.id", index=True)
-    # "pending" | "approved" | "rejected" | "suspended" | "banned"
-    status: str = Field(default="pending", max_length=16, index=True)
-    terms_version: int = 0
-    terms_accepted_at: Optional[NaiveDatetime] = None
-    created_at: NaiveDatetime = Field(default_factory=utcnow)
-    decided_at: Optional[NaiveDatetime] = None
-    decided_by: Optional[int] = Field(default=None, foreign_key="user.id")
-    reason: str = Field(default="", max_length=500)
-    # mail: announcements (opt-out) and a notice when a run is scored or fails (opt-in)
-    mail_announcements: bool = True
-    mail_runs: bool = False
 
 
 class Announcement(TableModel, table=True):

@@ -10,8 +10,8 @@ from sqlmodel import Field
 
 # the tables its foreign keys name: SQLAlchemy resolves them when it sorts a flush
 import server.models.accounts  # noqa: F401
+import server.models.people  # noqa: F401
 import server.models.phases  # noqa: F401
-import server.models.teams  # noqa: F401
 from server.models.base import TableModel, utcnow
 
 
