@@ -7,7 +7,7 @@ import functools
 from sqlmodel import Session, select
 
 from scorer.errors import TaskNotFound
-from server import models
+from server import models  # other subjects' tables: models.X, loaded when first used
 from server.db import transaction
 from server.domain import people
 from server.domain.accounts import can_see_submission

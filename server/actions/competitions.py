@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from server import models
+from server import models  # other subjects' tables: models.X, loaded when first used
 from server.actions import common
 from server.actions.common import action
 from server.api_models import competitions as m

@@ -14,7 +14,7 @@ from itsdangerous import BadData, URLSafeTimedSerializer
 from sqlalchemy import update
 from sqlmodel import Session, select
 
-from server import models
+from server import models  # other subjects' tables: models.X, loaded when first used
 from server.db import db, session_scope
 from server.domain import audit as audit_log
 from server.domain import people

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlmodel import Session, select
 
-from server import models
+from server import models  # other subjects' tables: models.X, loaded when first used
 from tasks.exposure import (  # noqa: F401 - the server's names for the rule
     Exposure,
     ExposureRefused,

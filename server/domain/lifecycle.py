@@ -35,7 +35,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
-from server import models
+from server import models  # other subjects' tables: models.X, loaded when first used
 from server.db import session_scope
 from server.domain import audit, exposure, partitions, people
 from server.exceptions import LifecycleRefused, NotFound

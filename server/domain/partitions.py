@@ -17,7 +17,7 @@ from sqlmodel import Session
 
 from scorer import partition_strata, partition_units
 from scorer.partition import legacy_partition, stratified_partition
-from server import models
+from server import models  # other subjects' tables: models.X, loaded when first used
 from server.db import session_scope
 from server.domain.audit import record as _audit
 from server.exceptions import LifecycleRefused

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
-from server import models
+from server import models  # other subjects' tables: models.X, loaded when first used
 from server.jobs.emails import BadEmail, domain_of, normalize_domain
 from server.models import User, utcnow
 

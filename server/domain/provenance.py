@@ -10,7 +10,7 @@ import hmac
 from sqlalchemy import select, update
 
 import scorer
-from server import models
+from server import models  # other subjects' tables: models.X, loaded when first used
 from server.db import session_scope
 from server.domain.lifecycle import FINAL, audit_change, bump_phase, move
 from tasks import all_tasks

@@ -15,7 +15,7 @@ from typing import BinaryIO
 from sqlalchemy import func, or_, select, text
 from sqlmodel import Session
 
-from server import models, objectstore
+from server import models, objectstore  # models.X: other subjects' tables, loaded when first used
 from server.domain import people
 
 # the statuses and the phase window are the lifecycle's; importable from here as before

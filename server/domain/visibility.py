@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from server import models
+from server import models  # other subjects' tables: models.X, loaded when first used
 from server.domain import people
 
 ANONYMOUS, TEAM, ORGANIZER = "anonymous", "team", "organizer"
