@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from server import api
+from server import api, models
 from server.db import close_db, get_engine
 from server.jobs import dispatch
 from server.migrate import check_at_head
@@ -28,6 +28,7 @@ def build_app(test_config: dict | None = None) -> Flask:
     )
     app.config.update({k: v for k, v in overrides.items() if k.isupper()})
     app.extensions["palimpsest.settings"] = settings
+    models.load_all()  # the app serves every table: each loads now, not in a first request
     engine = get_engine(settings.sqlalchemy_url())
     check_at_head(engine)  # the schema is Alembic's: `palimpsest db upgrade` (serve runs it itself)
     app.extensions["palimpsest.engine"] = engine

@@ -18,8 +18,6 @@ from contextlib import contextmanager
 from sqlalchemy import event, select, text
 from sqlmodel import Session, create_engine
 
-from server import models  # noqa: F401  (registers the tables)
-
 log = logging.getLogger(__name__)
 _AFTER = "palimpsest.after_commit"
 _UNDO = "palimpsest.on_rollback"

@@ -21,9 +21,8 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
-from sqlmodel import SQLModel
 
-from server import models  # noqa: F401 - registers the tables
+from server import models
 from server.db import get_engine
 from server.settings import Settings
 
@@ -96,7 +95,7 @@ def _state(engine) -> tuple[tuple[str, ...], bool]:
     with engine.connect() as conn:
         current = _recorded(conn)
         tables = (
-            bool(set(inspect(conn).get_table_names()) & set(SQLModel.metadata.tables))
+            bool(set(inspect(conn).get_table_names()) & set(models.load_all()))
             if not current
             else True
         )

@@ -69,6 +69,23 @@ def test_every_setting_is_read_from_its_variable(monkeypatch, tmp_path):
     assert Settings.from_env(max_attempts=7).max_attempts == 7  # keyword overrides win
 
 
+def test_the_variables_are_read_as_pydantic_settings_read_them(monkeypatch, tmp_path):
+    """Names in any case; an aliased setting from its aliases only (not PALIMPSEST_DATABASE_URL);
+    keyword overrides win over the environment; unknown variables are ignored."""
+    monkeypatch.setenv("palimpsest_home", str(tmp_path))
+    monkeypatch.setenv("Palimpsest_Job_Timeout", "7")
+    monkeypatch.setenv("PALIMPSEST_DATABASE_URL", "sqlite:///ignored.db")
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("PALIMPSEST_NO_SUCH_SETTING", "x")
+    monkeypatch.setenv("PALIMPSEST_RUN_IMAGES", "true")
+    s = Settings.from_env()
+    assert s.home == tmp_path and s.job_timeout == 7 and s.database_url is None
+    assert s.run_images is True
+    assert Settings.from_env(job_timeout=9, database_url="sqlite:///x.db").job_timeout == 9
+    monkeypatch.setenv("database_url", "sqlite:///lower.db")
+    assert Settings.from_env().database_url == "sqlite:///lower.db"
+
+
 def test_a_wrong_value_is_refused_naming_the_variable(monkeypatch):
     from pydantic import ValidationError
 

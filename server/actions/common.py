@@ -7,12 +7,13 @@ import functools
 from sqlmodel import Session, select
 
 from scorer.errors import TaskNotFound
+from server import models  # other subjects' tables: models.X, loaded when first used
 from server.db import transaction
 from server.domain import people
 from server.domain.accounts import can_see_submission
 from server.domain.submissions import phase_state
 from server.exceptions import Forbidden, NotFound
-from server.models import Phase, Submission, User
+from server.models import User
 from tasks import get_task
 
 
@@ -68,19 +69,21 @@ def visible_task(s: Session, viewer: User | None, task_id: str):
     return t
 
 
-def phase_by_id(s: Session, phase_id: int) -> Phase:
+def phase_by_id(s: Session, phase_id: int) -> models.Phase:
     """The phase with this id, or NotFound."""
-    p = s.get(Phase, phase_id)
+    p = s.get(models.Phase, phase_id)
     if p is None:
         raise NotFound(f"no phase {phase_id}")
     return p
 
 
-def phase(s: Session, task_id: str, name: str) -> Phase:
+def phase(s: Session, task_id: str, name: str) -> models.Phase:
     """The phase `name` of a task, or NotFound listing the phases it has."""
-    p = s.exec(select(Phase).where(Phase.task_id == task_id, Phase.name == name)).first()
+    p = s.exec(
+        select(models.Phase).where(models.Phase.task_id == task_id, models.Phase.name == name)
+    ).first()
     if p is None:
-        names = s.exec(select(Phase.name).where(Phase.task_id == task_id)).all()
+        names = s.exec(select(models.Phase.name).where(models.Phase.task_id == task_id)).all()
         raise NotFound(
             f"{task_id} has no phase {name!r}"
             + (f" (it has: {', '.join(sorted(names))})" if names else " (it has none yet)")
@@ -88,9 +91,9 @@ def phase(s: Session, task_id: str, name: str) -> Phase:
     return p
 
 
-def submission(s: Session, submission_id: int) -> Submission:
+def submission(s: Session, submission_id: int) -> models.Submission:
     """The submission with this id, or NotFound."""
-    sub = s.get(Submission, submission_id)
+    sub = s.get(models.Submission, submission_id)
     if sub is None:
         raise NotFound(f"no submission {submission_id}")
     return sub
@@ -98,11 +101,11 @@ def submission(s: Session, submission_id: int) -> Submission:
 
 def visible_submission(
     s: Session, viewer: User | None, submission_id: int, *, removed: bool = False
-) -> Submission:
+) -> models.Submission:
     """The submission if `viewer` may see its details (its team, the task's organizers); NotFound
     otherwise, the same answer for "not yours" and "does not exist" (ids are no oracle). A removed
     one only with `removed` (the web's page says it was deleted)."""
-    sub = s.get(Submission, submission_id)
+    sub = s.get(models.Submission, submission_id)
     if (
         sub is None
         or (sub.removed_at is not None and not removed)
@@ -112,10 +115,14 @@ def visible_submission(
     return sub
 
 
-def phase_or_default(s: Session, task_id: str, name: str | None) -> Phase:
+def phase_or_default(s: Session, task_id: str, name: str | None) -> models.Phase:
     """The phase `name` of a task; without a name, the open test phase, else the open dev phase,
     else any open one, else the last. NotFound names the phases there are."""
-    phases = list(s.exec(select(Phase).where(Phase.task_id == task_id).order_by(Phase.id)))
+    phases = list(
+        s.exec(
+            select(models.Phase).where(models.Phase.task_id == task_id).order_by(models.Phase.id)
+        )
+    )
     if not phases:
         raise NotFound(f"task {task_id!r} has no phases", "no_phase")
     if name:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from sqlalchemy import func
 from sqlmodel import Session, select
 
+from server import models  # other subjects' tables: models.X, loaded when first used
 from server.actions import common
 from server.actions.common import action
 from server.api_models import competitions as m
@@ -21,9 +22,7 @@ from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadField
 from server.models import (
     Competition,
     CompetitionPage,
-    CompetitionRole,
     CompetitionTask,
-    Phase,
     User,
     utcnow,
 )
@@ -195,8 +194,8 @@ def list_competitions(
     holding = select(CompetitionTask.competition_id)
     q = select(Competition).where(~Competition.placeholder | Competition.id.in_(holding))
     if not is_admin(viewer, operator=operator):
-        mine = select(CompetitionRole.competition_id).where(
-            CompetitionRole.user_id == (viewer.id if viewer is not None else -1)
+        mine = select(models.CompetitionRole.competition_id).where(
+            models.CompetitionRole.user_id == (viewer.id if viewer is not None else -1)
         )
         q = q.where((Competition.state != "draft") | Competition.id.in_(mine))
     return [_summary(s, c) for c in s.exec(q.order_by(Competition.id.desc()))]
@@ -365,7 +364,11 @@ def edit_competition(
         audit.record(s, actor, "competition_edit", c.slug, competition_id=c.id, via=via, **changes)
     if "anonymous_board" in changes:  # anonymous boards: every cached board of its phases is stale
         tasks = people.task_ids(s, c.id)
-        for p in s.exec(select(Phase).where(Phase.task_id.in_(tasks))).all() if tasks else []:
+        for p in (
+            s.exec(select(models.Phase).where(models.Phase.task_id.in_(tasks))).all()
+            if tasks
+            else []
+        ):
             lifecycle.bump(
                 s, p, actor=actor, action="leaderboard.anonymity", anonymous=c.anonymous_board
             )

@@ -14,11 +14,12 @@ from itsdangerous import BadData, URLSafeTimedSerializer
 from sqlalchemy import update
 from sqlmodel import Session, select
 
+from server import models  # other subjects' tables: models.X, loaded when first used
 from server.db import db, session_scope
 from server.domain import audit as audit_log
 from server.domain import people
 from server.jobs.emails import normalize_email
-from server.models import ApiToken, Submission, User, utcnow
+from server.models import ApiToken, User, utcnow
 
 # argon2id at OWASP's recommended minimum (Password Storage Cheat Sheet: 19 MiB, two passes, one
 # lane): 22 ms of CPU per hash on the 2-core machine of docs/benchmarks.md, against 166 ms for
@@ -137,7 +138,7 @@ def submission_filter(user: User | None, s: Session | None = None):
     s = s if s is not None else db()
     per_task: dict[str, tuple[bool, int | None]] = {}
 
-    def sees(sub: Submission) -> bool:
+    def sees(sub: models.Submission) -> bool:
         if user is None:
             return False
         if sub.task_id not in per_task:
@@ -151,7 +152,7 @@ def submission_filter(user: User | None, s: Session | None = None):
     return sees
 
 
-def can_see_submission(user: User | None, sub: Submission, s: Session | None = None) -> bool:
+def can_see_submission(user: User | None, sub: models.Submission, s: Session | None = None) -> bool:
     """A team sees its own submissions' details; the task's organizers see everything; others
     nothing."""
     return submission_filter(user, s)(sub)

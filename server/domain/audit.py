@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from sqlmodel import Session, select
 
-from server.models import AuditLog, CompetitionTask, Phase, Submission, Team, User
+from server import models  # other subjects' tables: models.X, loaded when first used
+from server.models import User
 
 
 def competition_of_target(s: Session, target: str) -> int | None:
@@ -15,16 +16,20 @@ def competition_of_target(s: Session, target: str) -> int | None:
     kind, _, rest = target.partition(":")
     task_id = None
     if rest and rest.isdigit() and len(rest) < 18:
-        row = {"phase": Phase, "submission": Submission, "team": Team}.get(kind)
+        row = {"phase": models.Phase, "submission": models.Submission, "team": models.Team}.get(
+            kind
+        )
         obj = s.get(row, int(rest)) if row is not None else None
-        if isinstance(obj, Team):
+        if isinstance(obj, models.Team):
             return obj.competition_id
         task_id = getattr(obj, "task_id", None)
     elif not rest:
         task_id = target.split("/", 1)[0]
     if not task_id:
         return None
-    link = s.exec(select(CompetitionTask).where(CompetitionTask.task_id == task_id)).first()
+    link = s.exec(
+        select(models.CompetitionTask).where(models.CompetitionTask.task_id == task_id)
+    ).first()
     return None if link is None else link.competition_id
 
 
@@ -44,7 +49,7 @@ def record(
         with s.no_autoflush:
             competition_id = competition_of_target(s, target)
     s.add(
-        AuditLog(
+        models.AuditLog(
             actor_id=actor_id,
             action=action,
             target=target[:200],

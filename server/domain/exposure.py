@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlmodel import Session, select
 
-from server.models import Phase
+from server import models  # other subjects' tables: models.X, loaded when first used
 from tasks.exposure import (  # noqa: F401 - the server's names for the rule
     Exposure,
     ExposureRefused,
@@ -22,5 +22,9 @@ from tasks.exposure import (  # noqa: F401 - the server's names for the rule
 def blind_splits(s: Session, task_id: str) -> set[str]:
     """The splits of a task that a blind phase runs systems on: their inputs are never served."""
     return set(
-        s.exec(select(Phase.split).where(Phase.task_id == task_id, Phase.blind.is_(True))).all()
+        s.exec(
+            select(models.Phase.split).where(
+                models.Phase.task_id == task_id, models.Phase.blind.is_(True)
+            )
+        ).all()
     )

@@ -35,17 +35,11 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
+from server import models  # other subjects' tables: models.X, loaded when first used
 from server.db import session_scope
 from server.domain import audit, exposure, partitions, people
 from server.exceptions import LifecycleRefused, NotFound
-from server.models import (
-    GoldPartition,
-    Phase,
-    Score,
-    Submission,
-    TaskArchive,
-    utcnow,
-)
+from server.models import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -91,12 +85,24 @@ def problem_text(message: str) -> dict:
 
 
 def bump_phase(s: Session, phase_id: int) -> None:
-    s.execute(update(Phase).where(Phase.id == phase_id).values(revision=Phase.revision + 1))
+    s.execute(
+        update(models.Phase)
+        .where(models.Phase.id == phase_id)
+        .values(revision=models.Phase.revision + 1)
+    )
 
 
 def _bump_phase_of(s: Session, submission_id: int) -> None:
-    sub_phase = select(Submission.phase_id).where(Submission.id == submission_id).scalar_subquery()
-    s.execute(update(Phase).where(Phase.id == sub_phase).values(revision=Phase.revision + 1))
+    sub_phase = (
+        select(models.Submission.phase_id)
+        .where(models.Submission.id == submission_id)
+        .scalar_subquery()
+    )
+    s.execute(
+        update(models.Phase)
+        .where(models.Phase.id == sub_phase)
+        .values(revision=models.Phase.revision + 1)
+    )
 
 
 audit_change = audit.record
@@ -109,8 +115,12 @@ def move(
     its phase's revision and audit it, in the session's transaction; True when it happened."""
     sources, target = EVENTS[event]
     n = s.execute(
-        update(Submission)
-        .where(Submission.id == submission_id, Submission.status.in_(tuple(sources)), *where)
+        update(models.Submission)
+        .where(
+            models.Submission.id == submission_id,
+            models.Submission.status.in_(tuple(sources)),
+            *where,
+        )
         .values(status=str(target), **values)
         .execution_options(synchronize_session=False)
     ).rowcount
@@ -142,7 +152,7 @@ def _one(engine, fn):
 
 def ceiling(max_attempts: int):
     """The SQL expression for the attempt number a submission may reach in its current round."""
-    return func.coalesce(Submission.attempt_ceiling, max_attempts)
+    return func.coalesce(models.Submission.attempt_ceiling, max_attempts)
 
 
 def start_attempt(engine, submission_id: int, max_attempts: int) -> int | None:
@@ -155,7 +165,7 @@ def start_attempt(engine, submission_id: int, max_attempts: int) -> int | None:
             s,
             submission_id,
             "give_up",
-            where=(Submission.attempts >= ceiling(max_attempts),),
+            where=(models.Submission.attempts >= ceiling(max_attempts),),
             finished_at=now,
             failure_kind="infra",
             errors=[
@@ -170,14 +180,14 @@ def start_attempt(engine, submission_id: int, max_attempts: int) -> int | None:
             s,
             submission_id,
             "start",
-            where=(Submission.attempts < ceiling(max_attempts),),
-            attempts=Submission.attempts + 1,
+            where=(models.Submission.attempts < ceiling(max_attempts),),
+            attempts=models.Submission.attempts + 1,
             started_at=now,
         ):
             return None
         return int(
             s.execute(
-                select(Submission.attempts).where(Submission.id == submission_id)
+                select(models.Submission.attempts).where(models.Submission.id == submission_id)
             ).scalar_one()
         )
 
@@ -213,7 +223,9 @@ def requeue(engine, submission_id: int, attempts: int) -> bool:
     """Back to queued (the reconciler found no live job), unless a run moved it meanwhile."""
     return _one(
         engine,
-        lambda s: move(s, submission_id, "requeue", where=(Submission.attempts == attempts,)),
+        lambda s: move(
+            s, submission_id, "requeue", where=(models.Submission.attempts == attempts,)
+        ),
     )
 
 
@@ -223,8 +235,8 @@ def record_scores(engine, submission_id: int, attempt: int, results: dict[str, d
     with session_scope(engine) as s:
         have = set(
             s.execute(
-                select(Score.part).where(
-                    Score.submission_id == submission_id, Score.attempt == attempt
+                select(models.Score.part).where(
+                    models.Score.submission_id == submission_id, models.Score.attempt == attempt
                 )
             ).scalars()
         )
@@ -233,7 +245,7 @@ def record_scores(engine, submission_id: int, attempt: int, results: dict[str, d
                 continue
             prov = r["provenance"]
             s.add(
-                Score(
+                models.Score(
                     submission_id=submission_id,
                     attempt=attempt,
                     part=part,
@@ -265,7 +277,7 @@ def record_scores(engine, submission_id: int, attempt: int, results: dict[str, d
 
 
 def rescore(
-    s: Session, subs: Iterable[Submission], *, actor, max_attempts: int, reason: str = ""
+    s: Session, subs: Iterable[models.Submission], *, actor, max_attempts: int, reason: str = ""
 ) -> list[int]:
     """Queue final submissions for scoring again, each in a new round of `max_attempts` attempts
     (attempt numbers keep growing, keeping each scoring's Score rows apart; the standing scores stay
@@ -290,24 +302,26 @@ def rescore(
     return moved
 
 
-def set_primary(s: Session, sub: Submission, *, team_id: int, actor=None) -> Submission:
+def set_primary(
+    s: Session, sub: models.Submission, *, team_id: int, actor=None
+) -> models.Submission:
     """Make a team's submission its primary (ranked) run in its phase; the others become
     contrastive."""
     if sub is None or sub.team_id != team_id or sub.removed_at is not None:
         raise NotFound(f"your team has no submission {getattr(sub, 'id', '?')}")
     s.execute(
-        update(Submission)
+        update(models.Submission)
         .where(
-            Submission.team_id == team_id,
-            Submission.phase_id == sub.phase_id,
-            Submission.id != sub.id,
+            models.Submission.team_id == team_id,
+            models.Submission.phase_id == sub.phase_id,
+            models.Submission.id != sub.id,
         )
         .values(is_primary=False)
         .execution_options(synchronize_session=False)
     )
     s.execute(
-        update(Submission)
-        .where(Submission.id == sub.id)
+        update(models.Submission)
+        .where(models.Submission.id == sub.id)
         .values(is_primary=True)
         .execution_options(synchronize_session=False)
     )
@@ -322,8 +336,8 @@ VISIBILITY = ("hide", "unhide", "remove", "restore")
 
 
 def set_visibility(
-    s: Session, sub: Submission, action: str, *, actor, reason: str = ""
-) -> Submission:
+    s: Session, sub: models.Submission, action: str, *, actor, reason: str = ""
+) -> models.Submission:
     """Hide, unhide, remove or restore a run (nothing is deleted for real); hide and remove need a
     reason, which the team is shown."""
     if action not in VISIBILITY:
@@ -340,8 +354,8 @@ def set_visibility(
         "restore": dict(removed_at=None, removed_by_team=False),
     }[action]
     s.execute(
-        update(Submission)
-        .where(Submission.id == sub.id)
+        update(models.Submission)
+        .where(models.Submission.id == sub.id)
         .values(**values)
         .execution_options(synchronize_session=False)
     )
@@ -352,11 +366,13 @@ def set_visibility(
     return sub
 
 
-def set_shown_publicly(s: Session, sub: Submission, show: bool, *, actor) -> Submission:
+def set_shown_publicly(
+    s: Session, sub: models.Submission, show: bool, *, actor
+) -> models.Submission:
     """Show a team's run on the public board, or keep it to the team and the organizers."""
     s.execute(
-        update(Submission)
-        .where(Submission.id == sub.id)
+        update(models.Submission)
+        .where(models.Submission.id == sub.id)
         .values(show_publicly=bool(show))
         .execution_options(synchronize_session=False)
     )
@@ -372,12 +388,12 @@ def set_shown_publicly(s: Session, sub: Submission, show: bool, *, actor) -> Sub
 TEAM_DELETED = "deleted by its team"
 
 
-def delete_by_team(s: Session, sub: Submission, *, actor) -> Submission:
+def delete_by_team(s: Session, sub: models.Submission, *, actor) -> models.Submission:
     """A team deletes its own run: removed from every board and list but kept (organizers see it
     and may restore it); it still counts against the team's quota."""
     s.execute(
-        update(Submission)
-        .where(Submission.id == sub.id)
+        update(models.Submission)
+        .where(models.Submission.id == sub.id)
         .values(removed_at=utcnow(), removed_by_team=True, hidden_reason=TEAM_DELETED)
         .execution_options(synchronize_session=False)
     )
@@ -391,7 +407,7 @@ def delete_by_team(s: Session, sub: Submission, *, actor) -> Submission:
 # ----------------------------------------------------------------------------- phases
 
 
-def phase_state(phase: Phase, now: datetime | None = None) -> str:
+def phase_state(phase: models.Phase, now: datetime | None = None) -> str:
     """ "not open yet", "open" or "closed", by the phase's window."""
     now = now or utcnow()
     if phase.opens_at and now < phase.opens_at:
@@ -401,7 +417,7 @@ def phase_state(phase: Phase, now: datetime | None = None) -> str:
     return "open"
 
 
-def phase_labels(phase: Phase, now: datetime | None = None) -> list[str]:
+def phase_labels(phase: models.Phase, now: datetime | None = None) -> list[str]:
     """The phase's state as words: its window, then frozen and published when they hold."""
     out = [phase_state(phase, now)]
     if phase.frozen:
@@ -411,7 +427,7 @@ def phase_labels(phase: Phase, now: datetime | None = None) -> list[str]:
     return out
 
 
-def phase_changed(s: Session, phase: Phase, actor, action: str, **details) -> None:
+def phase_changed(s: Session, phase: models.Phase, actor, action: str, **details) -> None:
     phase.revision = (phase.revision or 0) + 1
     s.add(phase)
     audit_change(
@@ -440,11 +456,13 @@ ACCEPTS = ("predictions", "code", "both")
 
 def _archived(s: Session, task_id: str) -> bool:
     """Whether the task is archived (server.actions.tasks.archive_task): its phases stay closed."""
-    q = select(TaskArchive.id).where(TaskArchive.task_id == task_id)
+    q = select(models.TaskArchive.id).where(models.TaskArchive.task_id == task_id)
     return s.execute(q).first() is not None
 
 
-def edit_phase(s: Session, phase: Phase, changes: dict, *, actor, via: str = "web") -> Phase:
+def edit_phase(
+    s: Session, phase: models.Phase, changes: dict, *, actor, via: str = "web"
+) -> models.Phase:
     """Change a phase's window, limits or public fraction (validated), in the caller's transaction.
 
     The public fraction of a phase decides whether it scores with a hidden part; while any
@@ -501,7 +519,7 @@ def create_phase(
     via: str = "web",
     home=None,
     **fields,
-) -> Phase:
+) -> models.Phase:
     """Create a phase on a split of a task (validated against the exposure rule and the split's
     one partition), in the caller's transaction. `home`: the data directory (default: the
     environment's)."""
@@ -513,7 +531,9 @@ def create_phase(
         )
     if _archived(s, task.id):
         raise LifecycleRefused(f"{task.id} is archived: no phase is added", "task_archived")
-    if s.execute(select(Phase.id).where(Phase.task_id == task.id, Phase.name == name)).first():
+    if s.execute(
+        select(models.Phase.id).where(models.Phase.task_id == task.id, models.Phase.name == name)
+    ).first():
         raise LifecycleRefused(f"{task.id} has a phase {name} already", "exists")
     fields["public_fraction"] = partitions.check_new_phase(
         s, task.id, split, fields.get("public_fraction")
@@ -524,7 +544,7 @@ def create_phase(
         raise LifecycleRefused(str(e), "exposes_hidden_gold") from e
     # a task's board belongs to a competition: one of its own unless it is in one already
     people.ensure_competition(s, task.id)
-    p = Phase(task_id=task.id, name=name, split=split, **fields)
+    p = models.Phase(task_id=task.id, name=name, split=split, **fields)
     s.add(p)
     s.flush()
     audit_change(
@@ -534,7 +554,7 @@ def create_phase(
     return p
 
 
-def close(s: Session, phase: Phase, *, actor, via: str = "web") -> Phase:
+def close(s: Session, phase: models.Phase, *, actor, via: str = "web") -> models.Phase:
     """Close an open phase now: no further submissions are accepted."""
     state = phase_state(phase)
     if state == "closed":
@@ -553,7 +573,9 @@ def close(s: Session, phase: Phase, *, actor, via: str = "web") -> Phase:
     return phase
 
 
-def set_frozen(s: Session, phase: Phase, frozen: bool, *, actor, via: str = "web") -> Phase:
+def set_frozen(
+    s: Session, phase: models.Phase, frozen: bool, *, actor, via: str = "web"
+) -> models.Phase:
     """Freeze the board (later submissions are not shown to participants) or unfreeze it."""
     if bool(phase.frozen) == frozen:
         raise LifecycleRefused(
@@ -569,7 +591,9 @@ def set_frozen(s: Session, phase: Phase, frozen: bool, *, actor, via: str = "web
     return phase
 
 
-def set_board_open(s: Session, phase: Phase, is_open: bool, *, actor, via: str = "web") -> Phase:
+def set_board_open(
+    s: Session, phase: models.Phase, is_open: bool, *, actor, via: str = "web"
+) -> models.Phase:
     """Show the board to everyone, or to organizers only."""
     phase.leaderboard_open = is_open
     phase_changed(s, phase, actor, "leaderboard.open" if is_open else "leaderboard.close", via=via)
@@ -578,7 +602,7 @@ def set_board_open(s: Session, phase: Phase, is_open: bool, *, actor, via: str =
 
 
 def bump(
-    s: Session, phase: Phase, *, actor=None, action: str = "leaderboard.refresh", **details
+    s: Session, phase: models.Phase, *, actor=None, action: str = "leaderboard.refresh", **details
 ) -> None:
     """Mark a phase's board as changed for a reason outside the submission and phase rows (e.g. a
     new partition), in the caller's transaction."""
@@ -589,12 +613,14 @@ def bump(
 # ----------------------------------------------------------------------------- the gold partition
 
 
-def redraw_partition(s: Session, phase: Phase, *, actor, via: str = "web") -> GoldPartition:
+def redraw_partition(
+    s: Session, phase: models.Phase, *, actor, via: str = "web"
+) -> models.GoldPartition:
     """Move a phase that kept its own partition (from before partitions were shared) onto its
     split's shared, stratified one; only before its first scored submission."""
     if s.execute(
-        select(Submission.id).where(
-            Submission.phase_id == phase.id, Submission.score_attempt.is_not(None)
+        select(models.Submission.id).where(
+            models.Submission.phase_id == phase.id, models.Submission.score_attempt.is_not(None)
         )
     ).first():
         raise LifecycleRefused(

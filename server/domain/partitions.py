@@ -17,10 +17,10 @@ from sqlmodel import Session
 
 from scorer import partition_strata, partition_units
 from scorer.partition import legacy_partition, stratified_partition
+from server import models  # other subjects' tables: models.X, loaded when first used
 from server.db import session_scope
 from server.domain.audit import record as _audit
 from server.exceptions import LifecycleRefused
-from server.models import GoldPartition, Phase, Submission
 from tasks import get_task
 from tasks.base import HIDDEN_SPLITS
 from tasks.errors import TaskNotFound
@@ -34,7 +34,7 @@ def has_private_part(task_id: str, split: str) -> bool:
         return split in HIDDEN_SPLITS
 
 
-def phase_has_private_part(phase: Phase) -> bool:
+def phase_has_private_part(phase: models.Phase) -> bool:
     """Whether this phase scores with a private part (its split has one, and it hides some)."""
     return has_private_part(phase.task_id, phase.split) and phase.public_fraction < 1
 
@@ -51,26 +51,33 @@ def new_seed() -> int:
 def partition_in_use(s: Session, partition_id: int) -> bool:
     return (
         s.execute(
-            select(Submission.id)
-            .join(Phase, Phase.id == Submission.phase_id)
-            .where(Phase.partition_id == partition_id, Submission.score_attempt.is_not(None))
+            select(models.Submission.id)
+            .join(models.Phase, models.Phase.id == models.Submission.phase_id)
+            .where(
+                models.Phase.partition_id == partition_id,
+                models.Submission.score_attempt.is_not(None),
+            )
         ).first()
         is not None
     )
 
 
-def shared_partition(engine, task_id: str, split: str, public_fraction: float) -> GoldPartition:
+def shared_partition(
+    engine, task_id: str, split: str, public_fraction: float
+) -> models.GoldPartition:
     """The partition of a task's split that every phase on it shares, drawn once (first writer
     wins)."""
     key = shared_key(task_id, split)
     with Session(engine, expire_on_commit=False) as s:
-        got = s.execute(select(GoldPartition).where(GoldPartition.key == key)).scalar_one_or_none()
+        got = s.execute(
+            select(models.GoldPartition).where(models.GoldPartition.key == key)
+        ).scalar_one_or_none()
     if got is not None:
         return got
     try:  # a transaction of its own: drawn once, by whoever comes first
         with session_scope(engine) as s:
             s.add(
-                GoldPartition(
+                models.GoldPartition(
                     key=key,
                     task_id=task_id,
                     split=split,
@@ -83,18 +90,20 @@ def shared_partition(engine, task_id: str, split: str, public_fraction: float) -
     except IntegrityError:  # another process drew it first: theirs stands
         pass
     with Session(engine, expire_on_commit=False) as s:
-        return s.execute(select(GoldPartition).where(GoldPartition.key == key)).scalar_one()
+        return s.execute(
+            select(models.GoldPartition).where(models.GoldPartition.key == key)
+        ).scalar_one()
 
 
-def partition_of(engine, phase_id: int) -> GoldPartition | None:
+def partition_of(engine, phase_id: int) -> models.GoldPartition | None:
     """The partition a phase scores with, attaching it to its split's shared one on first use;
     None when the phase has no private part."""
     with Session(engine, expire_on_commit=False) as s:
-        phase = s.get(Phase, phase_id)
+        phase = s.get(models.Phase, phase_id)
         if not phase_has_private_part(phase):
             return None
         if phase.partition_id is not None:
-            return s.get(GoldPartition, phase.partition_id)
+            return s.get(models.GoldPartition, phase.partition_id)
         task_id, split, frac = phase.task_id, phase.split, phase.public_fraction
     part = shared_partition(engine, task_id, split, frac)
     if part.public_fraction != frac:
@@ -102,26 +111,28 @@ def partition_of(engine, phase_id: int) -> GoldPartition | None:
         with session_scope(engine) as s:
             if not partition_in_use(s, part.id):
                 s.execute(
-                    update(GoldPartition)
-                    .where(GoldPartition.id == part.id)
+                    update(models.GoldPartition)
+                    .where(models.GoldPartition.id == part.id)
                     .values(public_fraction=frac, seed=new_seed())
                 )
                 _audit(s, None, "partition.redraw", f"partition:{part.key}", public_fraction=frac)
         with Session(engine, expire_on_commit=False) as s:
-            part = s.get(GoldPartition, part.id)
+            part = s.get(models.GoldPartition, part.id)
     with session_scope(engine) as s:
         s.execute(
-            update(Phase)
-            .where(Phase.id == phase_id, Phase.partition_id.is_(None))
-            .values(partition_id=part.id, revision=Phase.revision + 1)
+            update(models.Phase)
+            .where(models.Phase.id == phase_id, models.Phase.partition_id.is_(None))
+            .values(partition_id=part.id, revision=models.Phase.revision + 1)
         )
     with Session(engine) as s:
-        pid = s.execute(select(Phase.partition_id).where(Phase.id == phase_id)).scalar_one()
+        pid = s.execute(
+            select(models.Phase.partition_id).where(models.Phase.id == phase_id)
+        ).scalar_one()
     with Session(engine, expire_on_commit=False) as s:
-        return s.get(GoldPartition, pid)
+        return s.get(models.GoldPartition, pid)
 
 
-def draw(part: GoldPartition, home) -> tuple[list[str], list[str]]:
+def draw(part: models.GoldPartition, home) -> tuple[list[str], list[str]]:
     """(public, private) unit ids of a partition."""
     if part.method == "legacy":
         return legacy_partition(
@@ -146,22 +157,28 @@ def bootstrap_seed(engine, phase_id: int) -> int:
     never the partition's (the board publishes it; the partition's would let anyone redraw the
     public/private split)."""
     with session_scope(engine) as s:  # a transaction of its own: drawn once, first writer wins
-        got = s.execute(select(Phase.stats_seed).where(Phase.id == phase_id)).scalar_one()
+        got = s.execute(
+            select(models.Phase.stats_seed).where(models.Phase.id == phase_id)
+        ).scalar_one()
         if got is not None:
             return int(got)
         seed = new_seed()
         n = s.execute(
-            update(Phase)
-            .where(Phase.id == phase_id, Phase.stats_seed.is_(None))
+            update(models.Phase)
+            .where(models.Phase.id == phase_id, models.Phase.stats_seed.is_(None))
             .values(stats_seed=seed)
         ).rowcount
         if n:
             _audit(s, None, "stats.seed", f"phase:{phase_id}", seed=seed)
     with Session(engine) as s:
-        return int(s.execute(select(Phase.stats_seed).where(Phase.id == phase_id)).scalar_one())
+        return int(
+            s.execute(
+                select(models.Phase.stats_seed).where(models.Phase.id == phase_id)
+            ).scalar_one()
+        )
 
 
-def fingerprint(part: GoldPartition | None, secret: str) -> str | None:
+def fingerprint(part: models.GoldPartition | None, secret: str) -> str | None:
     """A public name of a partition: equal for every phase that shares it, changed by a redraw,
     and of no use to redraw it (a keyed hash of its seed with the server's secret)."""
     if part is None:
@@ -175,8 +192,10 @@ def fingerprint(part: GoldPartition | None, secret: str) -> str | None:
 def phase_fingerprint(engine, phase_id: int, secret: str) -> str | None:
     """The fingerprint of the partition a phase scores with; None when it has none (yet)."""
     with Session(engine) as s:
-        pid = s.execute(select(Phase.partition_id).where(Phase.id == phase_id)).scalar_one()
-        return fingerprint(s.get(GoldPartition, pid) if pid is not None else None, secret)
+        pid = s.execute(
+            select(models.Phase.partition_id).where(models.Phase.id == phase_id)
+        ).scalar_one()
+        return fingerprint(s.get(models.GoldPartition, pid) if pid is not None else None, secret)
 
 
 def split_fraction(
@@ -185,11 +204,13 @@ def split_fraction(
     """The public fraction every phase on a hidden split takes: that of its drawn partition, else
     that of the phases already on it; None when the split has neither."""
     part = s.execute(
-        select(GoldPartition).where(GoldPartition.key == shared_key(task_id, split))
+        select(models.GoldPartition).where(models.GoldPartition.key == shared_key(task_id, split))
     ).scalar_one_or_none()
-    q = select(Phase.public_fraction).where(Phase.task_id == task_id, Phase.split == split)
+    q = select(models.Phase.public_fraction).where(
+        models.Phase.task_id == task_id, models.Phase.split == split
+    )
     if other_than is not None:
-        q = q.where(Phase.id != other_than)
+        q = q.where(models.Phase.id != other_than)
     others = set(s.execute(q).scalars())
     if others:
         # phases on the split exist: they share one partition (at the lowest fraction, if an
@@ -216,7 +237,7 @@ def check_new_phase(s: Session, task_id: str, split: str, frac: float | None) ->
     return fixed
 
 
-def check_fraction_change(s: Session, phase: Phase, frac: float) -> None:
+def check_fraction_change(s: Session, phase: models.Phase, frac: float) -> None:
     """Refuse a new public fraction for a phase: once it has scored runs, when other phases share
     its split's partition, or when the partition is in use at another fraction."""
     fixed = (
@@ -231,8 +252,8 @@ def check_fraction_change(s: Session, phase: Phase, frac: float) -> None:
             "partition_fixed",
         )
     scored_here = s.execute(
-        select(Submission.id).where(
-            Submission.phase_id == phase.id, Submission.score_attempt.is_not(None)
+        select(models.Submission.id).where(
+            models.Submission.phase_id == phase.id, models.Submission.score_attempt.is_not(None)
         )
     ).first()
     if scored_here:
@@ -244,7 +265,9 @@ def check_fraction_change(s: Session, phase: Phase, frac: float) -> None:
     if frac >= 1.0:
         return
     part = s.execute(
-        select(GoldPartition).where(GoldPartition.key == shared_key(phase.task_id, phase.split))
+        select(models.GoldPartition).where(
+            models.GoldPartition.key == shared_key(phase.task_id, phase.split)
+        )
     ).scalar_one_or_none()
     if part is not None and part.public_fraction != frac and partition_in_use(s, part.id):
         raise LifecycleRefused(

@@ -23,17 +23,9 @@ from dataclasses import dataclass
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
+from server import models  # other subjects' tables: models.X, loaded when first used
 from server.jobs.emails import BadEmail, domain_of, normalize_domain
-from server.models import (
-    Competition,
-    CompetitionRole,
-    CompetitionTask,
-    Registration,
-    Team,
-    TeamMember,
-    User,
-    utcnow,
-)
+from server.models import User, utcnow
 
 OWNER, ORGANIZER, ASSESSOR = "owner", "organizer", "assessor"
 ROLES = (OWNER, ORGANIZER, ASSESSOR)
@@ -54,13 +46,15 @@ def is_admin(user: User | None) -> bool:
     return user is not None and bool(user.is_admin)
 
 
-def competition_of_task(s: Session, task_id: str) -> Competition | None:
+def competition_of_task(s: Session, task_id: str) -> models.Competition | None:
     """The competition the task is a subtask of, or None."""
-    link = s.exec(select(CompetitionTask).where(CompetitionTask.task_id == task_id)).first()
-    return None if link is None else s.get(Competition, link.competition_id)
+    link = s.exec(
+        select(models.CompetitionTask).where(models.CompetitionTask.task_id == task_id)
+    ).first()
+    return None if link is None else s.get(models.Competition, link.competition_id)
 
 
-def ensure_competition(s: Session, task_id: str) -> Competition:
+def ensure_competition(s: Session, task_id: str) -> models.Competition:
     """The task's competition; a task without one gets its own (short id and title the task's,
     visible, public data, automatic approval, no terms): how a task set up by phases alone, or
     imported on a fresh installation, keeps behaving as before competitions. Flushes."""
@@ -68,13 +62,18 @@ def ensure_competition(s: Session, task_id: str) -> Competition:
     if c is not None:
         return c
     slug, n = task_id, 1
-    while s.exec(select(Competition).where(Competition.slug == slug)).first() is not None:
+    while (
+        s.exec(select(models.Competition).where(models.Competition.slug == slug)).first()
+        is not None
+    ):
         n += 1
         slug = f"{task_id}-{n}"
-    c = Competition(slug=slug, title=task_id, state="visible", data_public=True, placeholder=True)
+    c = models.Competition(
+        slug=slug, title=task_id, state="visible", data_public=True, placeholder=True
+    )
     s.add(c)
     s.flush()
-    s.add(CompetitionTask(competition_id=c.id, task_id=task_id, position=0))
+    s.add(models.CompetitionTask(competition_id=c.id, task_id=task_id, position=0))
     try:
         s.flush()
     except IntegrityError:  # another request linked the task first: use that one
@@ -84,8 +83,10 @@ def ensure_competition(s: Session, task_id: str) -> Competition:
 
 
 def task_ids(s: Session, competition_id: int) -> list[str]:
-    q = select(CompetitionTask.task_id).where(CompetitionTask.competition_id == competition_id)
-    return list(s.exec(q.order_by(CompetitionTask.position, CompetitionTask.id)))
+    q = select(models.CompetitionTask.task_id).where(
+        models.CompetitionTask.competition_id == competition_id
+    )
+    return list(s.exec(q.order_by(models.CompetitionTask.position, models.CompetitionTask.id)))
 
 
 def role_of(s: Session, user: User | None, competition_id: int | None) -> str | None:
@@ -93,8 +94,9 @@ def role_of(s: Session, user: User | None, competition_id: int | None) -> str | 
     if user is None or user.id is None or competition_id is None:
         return None
     r = s.exec(
-        select(CompetitionRole).where(
-            CompetitionRole.competition_id == competition_id, CompetitionRole.user_id == user.id
+        select(models.CompetitionRole).where(
+            models.CompetitionRole.competition_id == competition_id,
+            models.CompetitionRole.user_id == user.id,
         )
     ).first()
     return None if r is None else r.role
@@ -126,8 +128,9 @@ def organized_competitions(s: Session, user: User | None) -> set[int] | None:
         return None
     if user is None or user.id is None:
         return set()
-    q = select(CompetitionRole.competition_id).where(
-        CompetitionRole.user_id == user.id, CompetitionRole.role.in_(tuple(ORGANIZING))
+    q = select(models.CompetitionRole.competition_id).where(
+        models.CompetitionRole.user_id == user.id,
+        models.CompetitionRole.role.in_(tuple(ORGANIZING)),
     )
     return set(s.exec(q))
 
@@ -144,23 +147,26 @@ def organized_tasks(s: Session, user: User | None) -> set[str] | None:
         return None
     if not cids:
         return set()
-    q = select(CompetitionTask.task_id).where(CompetitionTask.competition_id.in_(tuple(cids)))
+    q = select(models.CompetitionTask.task_id).where(
+        models.CompetitionTask.competition_id.in_(tuple(cids))
+    )
     return set(s.exec(q))
 
 
 def grant(
     s: Session, competition_id: int, user: User, role: str, *, by: User | None = None
-) -> CompetitionRole:
+) -> models.CompetitionRole:
     """Give the person a role in the competition (replacing the one they had); flushes."""
     if role not in ROLES:
         raise ValueError(f"{role!r}: one of {', '.join(ROLES)}")
     r = s.exec(
-        select(CompetitionRole).where(
-            CompetitionRole.competition_id == competition_id, CompetitionRole.user_id == user.id
+        select(models.CompetitionRole).where(
+            models.CompetitionRole.competition_id == competition_id,
+            models.CompetitionRole.user_id == user.id,
         )
     ).first()
     if r is None:
-        r = CompetitionRole(competition_id=competition_id, user_id=user.id, role=role)
+        r = models.CompetitionRole(competition_id=competition_id, user_id=user.id, role=role)
     r.role = role
     r.granted_by = None if by is None else by.id
     s.add(r)
@@ -171,23 +177,24 @@ def grant(
 # --- registration -------------------------------------------------------------------------------
 
 
-def registration(s: Session, user: User | None, competition_id: int) -> Registration | None:
+def registration(s: Session, user: User | None, competition_id: int) -> models.Registration | None:
     if user is None or user.id is None:
         return None
     return s.exec(
-        select(Registration).where(
-            Registration.competition_id == competition_id, Registration.user_id == user.id
+        select(models.Registration).where(
+            models.Registration.competition_id == competition_id,
+            models.Registration.user_id == user.id,
         )
     ).first()
 
 
-def registers_implicitly(c: Competition) -> bool:
+def registers_implicitly(c: models.Competition) -> bool:
     """A competition with automatic approval, no terms and no allow-list registers a person the
     first time they act in it."""
     return c.approval == "auto" and c.terms_version == 0 and not c.allowed_domains
 
 
-def domain_allowed(c: Competition, email: str) -> bool:
+def domain_allowed(c: models.Competition, email: str) -> bool:
     """Whether the address is at one of the competition's allowed domains (or a subdomain of
     one); both in their one form (`server.jobs.emails`): an address with an empty label is at
     none."""
@@ -205,13 +212,15 @@ def domain_allowed(c: Competition, email: str) -> bool:
     return any(host == d or host.endswith("." + d) for d in domains)
 
 
-def ensure_registration(s: Session, user: User, c: Competition) -> Registration | None:
+def ensure_registration(
+    s: Session, user: User, c: models.Competition
+) -> models.Registration | None:
     """The person's registration; one is made (approved) when the competition registers
     implicitly. Flushes."""
     reg = registration(s, user, c.id)
     if reg is None and registers_implicitly(c):
         now = utcnow()
-        reg = Registration(
+        reg = models.Registration(
             competition_id=c.id,
             user_id=user.id,
             status=APPROVED,
@@ -237,7 +246,7 @@ class Participation:
     message: str = ""
 
 
-def participation(s: Session, user: User | None, c: Competition) -> Participation:
+def participation(s: Session, user: User | None, c: models.Competition) -> Participation:
     """Whether the person may download and submit in the competition: organizers always; else an
     approved registration that accepted the current terms."""
     if user is None:
@@ -277,8 +286,8 @@ def participation(s: Session, user: User | None, c: Competition) -> Participatio
 
 def excluded_users(s: Session, competition_id: int) -> set[int]:
     """The people whose runs leave the competition's live boards: banned ones."""
-    q = select(Registration.user_id).where(
-        Registration.competition_id == competition_id, Registration.status == BANNED
+    q = select(models.Registration.user_id).where(
+        models.Registration.competition_id == competition_id, models.Registration.status == BANNED
     )
     return set(s.exec(q))
 
@@ -286,17 +295,19 @@ def excluded_users(s: Session, competition_id: int) -> set[int]:
 # --- teams --------------------------------------------------------------------------------------
 
 
-def membership(s: Session, user: User | None, competition_id: int | None) -> TeamMember | None:
+def membership(
+    s: Session, user: User | None, competition_id: int | None
+) -> models.TeamMember | None:
     """The person's membership for the competition: their own there, else the one of every
     competition (`competition_id` None asks for that one only)."""
     if user is None or user.id is None:
         return None
     rows = s.exec(
-        select(TeamMember).where(
-            TeamMember.user_id == user.id,
-            (TeamMember.competition_id == competition_id)
+        select(models.TeamMember).where(
+            models.TeamMember.user_id == user.id,
+            (models.TeamMember.competition_id == competition_id)
             if competition_id is not None
-            else TeamMember.competition_id.is_(None),
+            else models.TeamMember.competition_id.is_(None),
         )
     ).all()
     if rows:
@@ -304,16 +315,18 @@ def membership(s: Session, user: User | None, competition_id: int | None) -> Tea
     if competition_id is None:
         return None
     return s.exec(
-        select(TeamMember).where(TeamMember.user_id == user.id, TeamMember.competition_id.is_(None))
+        select(models.TeamMember).where(
+            models.TeamMember.user_id == user.id, models.TeamMember.competition_id.is_(None)
+        )
     ).first()
 
 
-def team_of(s: Session, user: User | None, competition_id: int | None) -> Team | None:
+def team_of(s: Session, user: User | None, competition_id: int | None) -> models.Team | None:
     """The team the person acts for in the competition (an active membership), or None."""
     m = membership(s, user, competition_id)
     if m is None or m.status != "active":
         return None
-    return s.get(Team, m.team_id)
+    return s.get(models.Team, m.team_id)
 
 
 def team_id_for_task(s: Session, user: User | None, task_id: str) -> int | None:
@@ -325,14 +338,14 @@ def team_id_for_task(s: Session, user: User | None, task_id: str) -> int | None:
     return None if t is None else t.id
 
 
-def team_members(s: Session, team: Team, *, status: str | None = "active") -> list[User]:
+def team_members(s: Session, team: models.Team, *, status: str | None = "active") -> list[User]:
     q = (
         select(User)
-        .join(TeamMember, TeamMember.user_id == User.id)
-        .where(TeamMember.team_id == team.id)
+        .join(models.TeamMember, models.TeamMember.user_id == User.id)
+        .where(models.TeamMember.team_id == team.id)
     )
     if status is not None:
-        q = q.where(TeamMember.status == status)
+        q = q.where(models.TeamMember.status == status)
     return list(s.exec(q.order_by(User.id)).unique())
 
 
@@ -340,8 +353,8 @@ def team_ids_of(s: Session, user: User | None) -> list[int]:
     """Every team the person is an active member of, in any competition."""
     if user is None or user.id is None:
         return []
-    q = select(TeamMember.team_id).where(
-        TeamMember.user_id == user.id, TeamMember.status == "active"
+    q = select(models.TeamMember.team_id).where(
+        models.TeamMember.user_id == user.id, models.TeamMember.status == "active"
     )
     return sorted(set(s.exec(q)))
 

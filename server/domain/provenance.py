@@ -10,9 +10,9 @@ import hmac
 from sqlalchemy import select, update
 
 import scorer
+from server import models  # other subjects' tables: models.X, loaded when first used
 from server.db import session_scope
 from server.domain.lifecycle import FINAL, audit_change, bump_phase, move
-from server.models import Phase, Score, Submission
 from tasks import all_tasks
 from tasks.store import TaskStore
 
@@ -44,7 +44,11 @@ def check_provenance(engine, settings, task_id: str | None = None) -> list[int]:
     only (a campaign's close after it wrote a new gold version)."""
     out: list[int] = []
     with session_scope(engine) as s:  # the reconciler's (or an action's follow-up) own step
-        q = select(Phase) if task_id is None else select(Phase).where(Phase.task_id == task_id)
+        q = (
+            select(models.Phase)
+            if task_id is None
+            else select(models.Phase).where(models.Phase.task_id == task_id)
+        )
         phases = list(s.execute(q).scalars())
         tasks = {t.id: t for t in all_tasks()}
         for phase in phases:
@@ -54,19 +58,19 @@ def check_provenance(engine, settings, task_id: str | None = None) -> list[int]:
                 continue
             rows = (
                 s.execute(
-                    select(Submission)
+                    select(models.Submission)
                     .join(
-                        Score,
-                        (Score.submission_id == Submission.id)
-                        & (Score.attempt == Submission.score_attempt),
+                        models.Score,
+                        (models.Score.submission_id == models.Submission.id)
+                        & (models.Score.attempt == models.Submission.score_attempt),
                     )
                     .where(
-                        Submission.phase_id == phase.id,
-                        Submission.stale.is_(False),
-                        Submission.removed_at.is_(None),
-                        (Score.gold_sha256 != prov["gold_sha256"])
-                        | (Score.task_version != prov["task_version"])
-                        | (Score.scorer_version != prov["scorer_version"]),
+                        models.Submission.phase_id == phase.id,
+                        models.Submission.stale.is_(False),
+                        models.Submission.removed_at.is_(None),
+                        (models.Score.gold_sha256 != prov["gold_sha256"])
+                        | (models.Score.task_version != prov["task_version"])
+                        | (models.Score.scorer_version != prov["scorer_version"]),
                     )
                 )
                 .scalars()
@@ -75,8 +79,8 @@ def check_provenance(engine, settings, task_id: str | None = None) -> list[int]:
             )
             for sub in rows:
                 s.execute(
-                    update(Submission)
-                    .where(Submission.id == sub.id)
+                    update(models.Submission)
+                    .where(models.Submission.id == sub.id)
                     .values(stale=True)
                     .execution_options(synchronize_session=False)
                 )

@@ -15,7 +15,7 @@ from typing import BinaryIO
 from sqlalchemy import func, or_, select, text
 from sqlmodel import Session
 
-from server import objectstore
+from server import models, objectstore  # models.X: other subjects' tables, loaded when first used
 from server.domain import people
 
 # the statuses and the phase window are the lifecycle's; importable from here as before
@@ -38,7 +38,7 @@ from server.exceptions import (
     SubmissionRefused,
 )
 from server.jobs.dispatch import jobs
-from server.models import CodeRun, Phase, Score, Submission, Team, User, utcnow
+from server.models import User, utcnow
 from server.settings import Settings, get_settings
 from server.storage import path_for, store_upload
 from tasks import all_tasks
@@ -50,13 +50,15 @@ def _fmt(t: datetime) -> str:
 
 
 def visible_scores(
-    session: Session, sub: Submission, phase: Phase | None, *, organizer: bool
-) -> list[Score]:
+    session: Session, sub: models.Submission, phase: models.Phase | None, *, organizer: bool
+) -> list[models.Score]:
     """The Score rows of a submission's counted scoring that a viewer entitled to its details may
     see: the private part only after publication (organizers always)."""
     scores = (
         session.execute(
-            select(Score).where(Score.submission_id == sub.id).order_by(Score.attempt, Score.part)
+            select(models.Score)
+            .where(models.Score.submission_id == sub.id)
+            .order_by(models.Score.attempt, models.Score.part)
         )
         .scalars()
         .all()
@@ -83,7 +85,11 @@ class ShownScore:
 
 
 def shown_scores(
-    session: Session, user: User | None, sub: Submission, phase: Phase | None, secret: str
+    session: Session,
+    user: User | None,
+    sub: models.Submission,
+    phase: models.Phase | None,
+    secret: str,
 ) -> list[ShownScore]:
     """What `user` may see of a submission's counted scores, for the web page and the API alike:
     the private part only after publication (its organizers always), and for anyone but its
@@ -120,14 +126,14 @@ def day_start(now: datetime) -> datetime:
     return now.replace(hour=0, minute=0, second=0, microsecond=0)
 
 
-def resolve_phase(session: Session, task_id: str, phase: Phase | str | int) -> Phase:
-    if isinstance(phase, Phase):
-        found = session.get(Phase, phase.id)
+def resolve_phase(session: Session, task_id: str, phase: models.Phase | str | int) -> models.Phase:
+    if isinstance(phase, models.Phase):
+        found = session.get(models.Phase, phase.id)
     elif isinstance(phase, int):
-        found = session.get(Phase, phase)
+        found = session.get(models.Phase, phase)
     else:
         found = session.execute(
-            select(Phase).where(Phase.task_id == task_id, Phase.name == phase)
+            select(models.Phase).where(models.Phase.task_id == task_id, models.Phase.name == phase)
         ).scalar_one_or_none()
     if found is None or found.task_id != task_id:
         raise NotFound(f"task {task_id!r} has no phase {getattr(phase, 'name', phase)!r}")
@@ -140,12 +146,13 @@ def lock_team(session: Session, team_id: int) -> None:
         session.commit()  # BEGIN IMMEDIATE must open the transaction itself
         session.execute(text("BEGIN IMMEDIATE"))
     else:
-        session.execute(select(Team.id).where(Team.id == team_id).with_for_update())
+        session.execute(select(models.Team.id).where(models.Team.id == team_id).with_for_update())
 
 
 # a run removed by an organizer gives its slot back; one its team deleted keeps it (deleting and
 # uploading again would otherwise score the hidden gold without end)
-COUNTS_AGAINST_QUOTA = or_(Submission.removed_at.is_(None), Submission.removed_by_team.is_(True))
+def counts_against_quota():
+    return or_(models.Submission.removed_at.is_(None), models.Submission.removed_by_team.is_(True))
 
 
 def code_runs_counted(
@@ -154,21 +161,23 @@ def code_runs_counted(
     """Code runs that count against a phase's limits and have no submission (yet): those waiting
     or running, and (unless `pending_only`) those that failed because of their code; a run that
     failed because of the server never counts, and one that ran counts as its submission."""
-    stage = CodeRun.stage.in_(("queued", "running"))
+    stage = models.CodeRun.stage.in_(("queued", "running"))
     if not pending_only:
-        stage = stage | ((CodeRun.stage == "failed") & (CodeRun.failure_kind == "code"))
-    q = select(func.count(CodeRun.id)).where(
-        CodeRun.team_id == team_id,
-        CodeRun.phase_id == phase_id,
-        CodeRun.submission_id.is_(None),
+        stage = stage | (
+            (models.CodeRun.stage == "failed") & (models.CodeRun.failure_kind == "code")
+        )
+    q = select(func.count(models.CodeRun.id)).where(
+        models.CodeRun.team_id == team_id,
+        models.CodeRun.phase_id == phase_id,
+        models.CodeRun.submission_id.is_(None),
         stage,
     )
     if since is not None:
-        q = q.where(CodeRun.created_at >= since)
+        q = q.where(models.CodeRun.created_at >= since)
     return session.execute(q).scalar_one()
 
 
-def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) -> None:
+def check_limits(session: Session, team_id: int, phase: models.Phase, now: datetime) -> None:
     """Raise PhaseClosed or LimitReached, saying why and when the next submission is allowed."""
     if phase.opens_at and now < phase.opens_at:
         raise PhaseClosed(
@@ -184,10 +193,10 @@ def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) ->
 
     def count(*conds, pending_only: bool = False, since=None) -> int:
         return session.execute(
-            select(func.count(Submission.id)).where(
-                Submission.team_id == team_id,
-                Submission.phase_id == phase.id,
-                COUNTS_AGAINST_QUOTA,
+            select(func.count(models.Submission.id)).where(
+                models.Submission.team_id == team_id,
+                models.Submission.phase_id == phase.id,
+                counts_against_quota(),
                 *conds,
             )
         ).scalar_one() + code_runs_counted(
@@ -195,7 +204,7 @@ def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) ->
         )
 
     if phase.concurrent_limit is not None:
-        n = count(Submission.status.in_(PENDING), pending_only=True)
+        n = count(models.Submission.status.in_(PENDING), pending_only=True)
         if n >= phase.concurrent_limit:
             raise LimitReached(
                 f"your team has {n} submission(s) waiting or running in the {phase.name} phase "
@@ -205,7 +214,7 @@ def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) ->
                 "concurrent",
             )
     if phase.total_limit is not None:
-        n = count(Submission.status.in_(COUNTED))
+        n = count(models.Submission.status.in_(COUNTED))
         if n >= phase.total_limit:
             raise LimitReached(
                 f"your team has used all {phase.total_limit} submissions of the {phase.name} phase "
@@ -215,7 +224,11 @@ def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) ->
             )
     if phase.daily_limit is not None:
         start = day_start(now)
-        n = count(Submission.status.in_(COUNTED), Submission.created_at >= start, since=start)
+        n = count(
+            models.Submission.status.in_(COUNTED),
+            models.Submission.created_at >= start,
+            since=start,
+        )
         if n >= phase.daily_limit:
             nxt = start + timedelta(days=1)
             if phase.closes_at and nxt >= phase.closes_at:
@@ -236,7 +249,7 @@ def check_limits(session: Session, team_id: int, phase: Phase, now: datetime) ->
 
 
 def check_invalid_limit(
-    session: Session, team_id: int, phase: Phase, now: datetime, settings: Settings
+    session: Session, team_id: int, phase: models.Phase, now: datetime, settings: Settings
 ) -> None:
     """Invalid files cost no quota, but not without end: after `invalid_daily_limit` of them in a
     UTC day the team is asked to validate offline first."""
@@ -245,12 +258,12 @@ def check_invalid_limit(
         return
     start = day_start(now)
     n = session.execute(
-        select(func.count(Submission.id)).where(
-            Submission.team_id == team_id,
-            Submission.phase_id == phase.id,
-            Submission.created_at >= start,
-            Submission.status == Status.FAILED.value,
-            Submission.failure_kind == "invalid",
+        select(func.count(models.Submission.id)).where(
+            models.Submission.team_id == team_id,
+            models.Submission.phase_id == phase.id,
+            models.Submission.created_at >= start,
+            models.Submission.status == Status.FAILED.value,
+            models.Submission.failure_kind == "invalid",
         )
     ).scalar_one()
     if n >= limit:
@@ -268,9 +281,9 @@ def create_submission(
     session: Session,
     *,
     user: User | None,
-    team: Team,
+    team: models.Team,
     task_id: str,
-    phase: Phase | str | int,
+    phase: models.Phase | str | int,
     upload_bytes_or_stream: bytes | BinaryIO | None = None,
     filename: str = "",
     upload: bytes | BinaryIO | None = None,
@@ -284,7 +297,7 @@ def create_submission(
     enforce_limits: bool = True,
     dedupe: bool = False,
     facts: dict | None = None,
-) -> Submission:
+) -> models.Submission:
     """Store the upload, commit the row if the team's limits allow it, then enqueue its scoring.
 
     Commits whatever the session had pending first. Raises PhaseClosed, LimitReached or
@@ -316,26 +329,27 @@ def create_submission(
         objectstore.push_upload(settings, key)
     except StoreUnreachable:
         if not session.execute(
-            select(Submission.id).where(Submission.storage_key == key).limit(1)
+            select(models.Submission.id).where(models.Submission.storage_key == key).limit(1)
         ).first():
             path_for(settings.home, key).unlink(missing_ok=True)  # nothing left behind
         raise
     try:
         lock_team(session, team_id)
-        ph = session.get(Phase, phase_id, populate_existing=True)
+        ph = session.get(models.Phase, phase_id, populate_existing=True)
         now = utcnow()
         if dedupe:
             same = (
                 session.execute(
-                    select(Submission.id)
+                    select(models.Submission.id)
                     .where(
-                        Submission.team_id == team_id,
-                        Submission.phase_id == phase_id,
-                        Submission.file_sha256 == sha,
-                        Submission.removed_at.is_(None),
-                        Submission.failure_kind.is_(None) | (Submission.failure_kind != "infra"),
+                        models.Submission.team_id == team_id,
+                        models.Submission.phase_id == phase_id,
+                        models.Submission.file_sha256 == sha,
+                        models.Submission.removed_at.is_(None),
+                        models.Submission.failure_kind.is_(None)
+                        | (models.Submission.failure_kind != "infra"),
                     )
-                    .order_by(Submission.id)
+                    .order_by(models.Submission.id)
                 )
                 .scalars()
                 .first()
@@ -345,7 +359,7 @@ def create_submission(
         if not exempt:
             check_limits(session, team_id, ph, now)
             check_invalid_limit(session, team_id, ph, now, settings)
-        sub = Submission(
+        sub = models.Submission(
             team_id=team_id,
             user_id=user_id,
             task_id=task_id,
@@ -374,17 +388,21 @@ def create_submission(
 
 
 def quota(
-    session: Session, *, phase: Phase, team: Team | None = None, team_id: int | None = None
+    session: Session,
+    *,
+    phase: models.Phase,
+    team: models.Team | None = None,
+    team_id: int | None = None,
 ) -> dict:
     """What remains of a team's allowance in a phase, counted as `check_limits` counts it."""
-    team = team if team is not None else session.get(Team, team_id)
+    team = team if team is not None else session.get(models.Team, team_id)
     now = utcnow()
     start = day_start(now)
     rows = session.execute(
-        select(Submission.status, Submission.created_at).where(
-            Submission.team_id == team.id,
-            Submission.phase_id == phase.id,
-            COUNTS_AGAINST_QUOTA,
+        select(models.Submission.status, models.Submission.created_at).where(
+            models.Submission.team_id == team.id,
+            models.Submission.phase_id == phase.id,
+            counts_against_quota(),
         )
     ).all()
     counted = [c for st, c in rows if st in COUNTED]
@@ -424,10 +442,10 @@ def compute_used(session: Session, team_id: int, phase_id: int) -> float:
     """CPU seconds a team's systems used in a phase (runs the server failed not counted)."""
     return float(
         session.execute(
-            select(func.coalesce(func.sum(CodeRun.cpu_seconds), 0.0)).where(
-                CodeRun.team_id == team_id,
-                CodeRun.phase_id == phase_id,
-                CodeRun.failure_kind.is_(None) | (CodeRun.failure_kind != "infra"),
+            select(func.coalesce(func.sum(models.CodeRun.cpu_seconds), 0.0)).where(
+                models.CodeRun.team_id == team_id,
+                models.CodeRun.phase_id == phase_id,
+                models.CodeRun.failure_kind.is_(None) | (models.CodeRun.failure_kind != "infra"),
             )
         ).scalar_one()
     )
@@ -444,7 +462,7 @@ CROSS_VALIDATED_PHASE = dict(
 )
 
 
-def ensure_phases(session: Session, home=None) -> list[Phase]:
+def ensure_phases(session: Session, home=None) -> list[models.Phase]:
     """Create the default `dev` and `test` phases of every registered task imported here whose
     split has no phase yet, and a phase on a task's cross-validated split (named after it), through
     the lifecycle's one `create_phase` (checked and audited like an organizer's). A task never
@@ -462,8 +480,9 @@ def ensure_phases(session: Session, home=None) -> list[Phase]:
                 continue
             # a split with a phase of any name has its phases (a bundle names its own)
             exists = session.execute(
-                select(Phase.id).where(
-                    Phase.task_id == t.id, (Phase.name == split) | (Phase.split == split)
+                select(models.Phase.id).where(
+                    models.Phase.task_id == t.id,
+                    (models.Phase.name == split) | (models.Phase.split == split),
                 )
             ).first()
             if exists:
@@ -477,9 +496,11 @@ def ensure_phases(session: Session, home=None) -> list[Phase]:
     return made
 
 
-def mark_primary(session: Session, *, submission_id: int, team_id: int, actor=None) -> Submission:
+def mark_primary(
+    session: Session, *, submission_id: int, team_id: int, actor=None
+) -> models.Submission:
     """Make a team's submission its primary (ranked) run in its phase; the others become
     contrastive."""
     return set_primary(
-        session, session.get(Submission, submission_id), team_id=team_id, actor=actor
+        session, session.get(models.Submission, submission_id), team_id=team_id, actor=actor
     )

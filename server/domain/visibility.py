@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from server import models  # other subjects' tables: models.X, loaded when first used
 from server.domain import people
-from server.models import Phase
 
 ANONYMOUS, TEAM, ORGANIZER = "anonymous", "team", "organizer"
 # the part a score is shown on, best first: the private part ranks once it may be shown
@@ -65,7 +65,7 @@ def viewer_of(user, s=None, task_id: str | None = None) -> Viewer:
     return Viewer(TEAM, team_id) if team_id is not None else Viewer()
 
 
-def private_released(phase: Phase | None, created_at: datetime | None) -> bool:
+def private_released(phase: models.Phase | None, created_at: datetime | None) -> bool:
     """Whether the private part of a run made at `created_at` is public: its phase's ranking is
     published and the run was made before publication."""
     return (
@@ -76,7 +76,9 @@ def private_released(phase: Phase | None, created_at: datetime | None) -> bool:
     )
 
 
-def may_see(viewer: Viewer, phase: Phase | None, created_at: datetime | None, part: str) -> bool:
+def may_see(
+    viewer: Viewer, phase: models.Phase | None, created_at: datetime | None, part: str
+) -> bool:
     """Whether `viewer` may see the `part` score of a run of `phase` made at `created_at`."""
     if part != "private":
         return True
@@ -84,7 +86,7 @@ def may_see(viewer: Viewer, phase: Phase | None, created_at: datetime | None, pa
 
 
 def shown_part(
-    viewer: Viewer, phase: Phase | None, created_at: datetime | None, parts
+    viewer: Viewer, phase: models.Phase | None, created_at: datetime | None, parts
 ) -> str | None:
     """The part a run's headline score is shown on for this viewer, among the `parts` it has:
     the private part once it may be seen and the phase is published (or for an organizer's

@@ -4,8 +4,9 @@ from alembic import context
 from sqlalchemy import engine_from_config, pool
 from sqlmodel import SQLModel
 
-from server import models  # noqa: F401  (registers the tables)
+from server import models
 
+models.load_all()  # every table (the tables load when first named): autogenerate compares them all
 config = context.config
 target_metadata = SQLModel.metadata
 

@@ -1,0 +1,108 @@
+"""Submissions (uploaded files and systems run on the server) and their scores."""
+
+# (no `from __future__ import annotations`: pydantic would evaluate every column's annotation
+# from its text, a tenth of the time the tables take to load)
+from typing import Optional
+
+from pydantic import NaiveDatetime
+from sqlalchemy import JSON, Column, Text, UniqueConstraint
+from sqlmodel import Field
+
+# the tables its foreign keys name: SQLAlchemy resolves them when it sorts a flush
+import server.models.accounts  # noqa: F401
+import server.models.people  # noqa: F401
+import server.models.phases  # noqa: F401
+from server.models.base import TableModel, utcnow
+
+
+class Submission(TableModel, table=True):
+    """A prediction file and its fate: queued, running, scored or failed (with every message)."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    team_id: int = Field(foreign_key="team.id", index=True)
+    user_id: Optional[int] = Field(default=None, foreign_key="user.id", index=True)
+    task_id: str = Field(index=True, max_length=64)
+    phase_id: int = Field(foreign_key="phase.id", index=True)
+    status: str = Field(default="queued", index=True, max_length=16)
+    failure_kind: Optional[str] = Field(default=None, max_length=16)  # "invalid" | "infra"
+    errors: Optional[list] = Field(default=None, sa_column=Column(JSON))
+    created_at: NaiveDatetime = Field(default_factory=utcnow, index=True)
+    started_at: Optional[NaiveDatetime] = None
+    finished_at: Optional[NaiveDatetime] = None
+    attempts: int = 0
+    # attempts may run up to this number; a rescore starts a new round of max_attempts
+    attempt_ceiling: Optional[int] = None
+    file_sha256: str = Field(index=True, max_length=64)
+    file_name: str = Field(default="", max_length=255)  # the client's name, for display only
+    storage_key: str = Field(default="", max_length=120)  # where server.storage keeps the file
+    score_attempt: Optional[int] = None  # the attempt whose Score rows count (set when scored)
+    size: int = 0
+    method_name: str = Field(default="", max_length=200)
+    description: str = Field(default="", sa_column=Column(Text))
+    url: str = Field(default="", max_length=500)
+    # the fact sheet: the competition's declared fields (Competition.fact_fields), key -> value
+    facts: Optional[dict] = Field(default=None, sa_column=Column(JSON))
+    show_publicly: bool = True
+    is_primary: bool = False
+    is_baseline: bool = False
+    hidden: bool = False
+    hidden_reason: str = Field(default="", max_length=500)
+    removed_at: Optional[NaiveDatetime] = None
+    # removed by its own team (deleted on its pages): it still counts against the quota
+    removed_by_team: bool = False
+    # the counted scores were computed against another gold, task or scorer version than the
+    # current one: not ranked, queued for rescoring (server.domain.provenance.check_provenance)
+    stale: bool = False
+    # the file of an invalid submission is deleted after the retention period (settings)
+    file_purged_at: Optional[NaiveDatetime] = None
+
+
+class CodeRun(TableModel, table=True):
+    """A team's system (an archive with system.yaml) run blind on a phase's inputs in the sandbox
+    (server.jobs.sandbox); its output becomes an ordinary submission, scored like an uploaded
+    file."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    team_id: int = Field(foreign_key="team.id", index=True)
+    user_id: Optional[int] = Field(default=None, foreign_key="user.id")
+    task_id: str = Field(index=True, max_length=64)
+    phase_id: int = Field(foreign_key="phase.id", index=True)
+    stage: str = Field(default="queued", index=True, max_length=16)  # queued running ran failed
+    failure_kind: Optional[str] = Field(default=None, max_length=16)  # "code" | "infra"
+    reason: str = Field(default="", max_length=500)
+    attempts: int = 0
+    archive_sha256: str = Field(max_length=64)
+    storage_key: str = Field(default="", max_length=120)
+    file_name: str = Field(default="", max_length=255)
+    size: int = 0
+    manifest: dict = Field(default_factory=dict, sa_column=Column(JSON))
+    # the upload's fields (method, description, url, public, primary, facts), for the submission
+    fields: dict = Field(default_factory=dict, sa_column=Column(JSON))
+    outcome: Optional[dict] = Field(default=None, sa_column=Column(JSON))
+    log: str = Field(default="", sa_column=Column(Text))
+    cpu_seconds: float = 0.0
+    # the submission its output became (two systems writing the same file share one, counted once)
+    submission_id: Optional[int] = Field(default=None, foreign_key="submission.id", index=True)
+    is_baseline: bool = False
+    created_at: NaiveDatetime = Field(default_factory=utcnow, index=True)
+    started_at: Optional[NaiveDatetime] = None
+    finished_at: Optional[NaiveDatetime] = None
+    reviewed_at: Optional[NaiveDatetime] = None
+    reviewed_by: Optional[int] = Field(default=None, foreign_key="user.id")
+
+
+class Score(TableModel, table=True):
+    """One scoring of one submission, per attempt and gold part; written idempotently."""
+
+    __table_args__ = (UniqueConstraint("submission_id", "attempt", "part"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    submission_id: int = Field(foreign_key="submission.id", index=True)
+    attempt: int
+    part: str = Field(max_length=16)  # "public", "private" or "all"
+    result: dict = Field(sa_column=Column(JSON))
+    primary_value: Optional[float] = None
+    task_version: int
+    gold_sha256: str = Field(max_length=64)
+    scorer_version: str = Field(max_length=32)
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
