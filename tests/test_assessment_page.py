@@ -92,18 +92,29 @@ def _sign_in(d, url, email):
 
 def _key(d, key: str, loads: bool = True) -> None:
     """Press a key on the page (not in a field); wait for the page it opens."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
 
-    old = d.find_element(By.TAG_NAME, "html")
-    d.find_element(By.TAG_NAME, "h1").click()  # the focus on the page, out of any field
+    def ready(d) -> bool:
+        return d.execute_script("return document.readyState") == "complete"
+
+    for attempt in range(3):
+        WebDriverWait(d, 20).until(ready)
+        try:
+            old = d.find_element(By.TAG_NAME, "html")
+            d.find_element(By.TAG_NAME, "h1").click()  # the focus on the page, out of any field
+            break
+        except (StaleElementReferenceException, WebDriverException):
+            # the document was replaced between finding the heading and clicking it (a page
+            # still settling on a loaded machine): find it again in the new one
+            if attempt == 2:
+                raise
     d.switch_to.active_element.send_keys(key)
     if loads:
         WebDriverWait(d, 20).until(EC.staleness_of(old))
-        WebDriverWait(d, 20).until(
-            lambda d: d.execute_script("return document.readyState") == "complete"
-        )
+        WebDriverWait(d, 20).until(ready)
 
 
 def _shown_item(d) -> int:
