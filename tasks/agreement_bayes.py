@@ -48,6 +48,7 @@ import numpy as np
 from tasks.agreement_measures import Table, weighted
 
 RHAT_MAX = 1.01
+COMPILE_CACHE_BYTES = 256 * 2**20  # keep_compiled's directory holds at most this much
 ESS_MIN = 400  # the bulk ESS every parameter of a fit with the defaults is expected to reach
 BINS = 10  # quantile bins of a continuous covariate
 LKJ_ETA = 2.0
@@ -279,6 +280,9 @@ def keep_compiled(directory: str) -> str:
 
     if not jax.config.jax_compilation_cache_dir:
         jax.config.update("jax_compilation_cache_dir", str(directory))
+        if jax.config.jax_compilation_cache_max_size < 0:  # unbounded by default
+            # the least recently used programs go first past this size (a program is about 1 MB)
+            jax.config.update("jax_compilation_cache_max_size", COMPILE_CACHE_BYTES)
     return jax.config.jax_compilation_cache_dir
 
 

@@ -97,16 +97,18 @@ def test_keep_compiled_sets_the_cache_once_and_an_earlier_setting_wins(tmp_path)
 
     code = (
         "import sys; from tasks.agreement_bayes import keep_compiled as k; "
-        "print(k(sys.argv[1])); print(k(sys.argv[2]))"
+        "print(k(sys.argv[1])); print(k(sys.argv[2])); "
+        "import jax; print(jax.config.jax_compilation_cache_max_size)"
     )
     env = {x: v for x, v in os.environ.items() if x != "JAX_COMPILATION_CACHE_DIR"}
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     run = dict(env=env, capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
     out = subprocess.run([sys.executable, "-c", code, a, b], **run)
-    assert out.stdout.split() == [a, a], out.stderr[-2000:]
+    # the directory is bounded (least recently used programs go first)
+    assert out.stdout.split() == [a, a, str(256 * 2**20)], out.stderr[-2000:]
     env["JAX_COMPILATION_CACHE_DIR"] = str(tmp_path / "env")
     out = subprocess.run([sys.executable, "-c", code, a, b], **run)
-    assert out.stdout.split() == [env["JAX_COMPILATION_CACHE_DIR"]] * 2, out.stderr[-2000:]
+    assert out.stdout.split()[:2] == [env["JAX_COMPILATION_CACHE_DIR"]] * 2, out.stderr[-2000:]
 
 
 def test_a_fit_that_did_not_converge_is_refused():
