@@ -92,29 +92,28 @@ def _sign_in(d, url, email):
 
 def _key(d, key: str, loads: bool = True) -> None:
     """Press a key on the page (not in a field); wait for the page it opens."""
-    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
 
-    def ready(d) -> bool:
-        return d.execute_script("return document.readyState") == "complete"
-
-    for attempt in range(3):
-        WebDriverWait(d, 20).until(ready)
+    def gone(_):
+        # the old page's root is stale once the new page is there; chromedriver sometimes says so
+        # with an inspector error ("Node ... does not belong to the document") instead (as in
+        # tests/test_browser.py's _go)
         try:
-            old = d.find_element(By.TAG_NAME, "html")
-            d.find_element(By.TAG_NAME, "h1").click()  # the focus on the page, out of any field
-            break
-        except (StaleElementReferenceException, WebDriverException):
-            # the document was replaced between finding the heading and clicking it (a page
-            # still settling on a loaded machine): find it again in the new one
-            if attempt == 2:
-                raise
+            return EC.staleness_of(old)(_)
+        except WebDriverException:
+            return True
+
+    old = d.find_element(By.TAG_NAME, "html")
+    d.find_element(By.TAG_NAME, "h1").click()  # the focus on the page, out of any field
     d.switch_to.active_element.send_keys(key)
     if loads:
-        WebDriverWait(d, 20).until(EC.staleness_of(old))
-        WebDriverWait(d, 20).until(ready)
+        WebDriverWait(d, 20).until(gone)
+        WebDriverWait(d, 20).until(
+            lambda d: d.execute_script("return document.readyState") == "complete"
+        )
 
 
 def _shown_item(d) -> int:
