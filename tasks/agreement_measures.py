@@ -270,8 +270,11 @@ def agreement(
 
     if dataset_expected is not None:
         c = float(dataset_expected)
-        point["multi_kappa_dataset_expected"] = (point["observed_pairs"] - c) / (1 - c)
-        boots["multi_kappa_dataset_expected"] = [(v - c) / (1 - c) for v in boots["observed_pairs"]]
+        with np.errstate(divide="ignore", invalid="ignore"):  # c = 1: undefined, reported as None
+            point["multi_kappa_dataset_expected"] = (point["observed_pairs"] - c) / (1 - c)
+            boots["multi_kappa_dataset_expected"] = [
+                (v - c) / (1 - c) for v in boots["observed_pairs"]
+            ]
     for m in MEASURES:
         out[m] = summary(m)
     if dataset_expected is not None:

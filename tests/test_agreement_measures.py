@@ -246,3 +246,20 @@ def test_a_factor_level_with_the_datasets_expected_agreement():
     lo, hi = got["observed_pairs"]["low"], got["observed_pairs"]["high"]
     assert got["multi_kappa_dataset_expected"]["low"] == pytest.approx((lo - a_e) / (1 - a_e))
     assert got["multi_kappa_dataset_expected"]["high"] == pytest.approx((hi - a_e) / (1 - a_e))
+
+
+def test_a_dataset_of_one_label_leaves_the_levels_kappa_undefined_without_a_warning():
+    """Every judgment the same label: the dataset's A_e is 1, eq. 7's kappa against it 0/0; the
+    level reports no value and no interval (and numpy no division warning)."""
+    import warnings
+
+    from tasks.agreement_measures import by_factor
+
+    t = Table(np.ones((12, 3)))
+    mask = np.arange(t.n_items) < 6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = by_factor(t, {"first": mask, "last": ~mask}, n_boot=50, seed=1)
+    for level in got:
+        assert level["dataset_expected_kappa"] == 1.0
+        assert level["multi_kappa_dataset_expected"] == {"value": None, "low": None, "high": None}
