@@ -215,7 +215,7 @@ class TokenPair:
         `gold` (`gold_side(W)`) spares recomputing the gold's side for every row of a board."""
         D, K = self.D, self.K
         n = pred.size
-        if n == 0 or np.ptp(pred) == 0 or K < 2:
+        if n == 0 or pred.min() == pred.max() or K < 2:
             return np.full(W.shape[0], np.nan)
         G = self.label_count.size
         S, ties = _dominance(pred, self.doc, self.label, D, G)  # labels x D

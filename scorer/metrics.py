@@ -48,9 +48,9 @@ def _undefined_reason(gold: np.ndarray, pred: np.ndarray) -> str | None:
         return f"undefined for {gold.size} item{'s' if gold.size != 1 else ''}"
     if not np.isfinite(pred).all():
         return "the predictions hold non-finite values"
-    if np.ptp(pred) == 0:
+    if pred.min() == pred.max():  # np.ptp overflows on ±1e308
         return "undefined because the predictions are constant"
-    if np.ptp(gold) == 0:
+    if gold.min() == gold.max():
         return "undefined because the gold labels are constant"
     return None
 

@@ -173,6 +173,20 @@ def test_undefined_correlations(gold, pred, reason):
     assert len(notes) == 3 and all(reason in n for n in notes)
 
 
+def test_predictions_at_the_ends_of_float64_are_ranked_without_a_warning():
+    """The constant check compares the extremes: their difference (np.ptp) overflows at +-1e308."""
+    import warnings
+
+    gold = np.array([0.0, 1.0, 2.0, 3.0])
+    pred = np.array([0.0, 1.7976931348623157e308, -9.98e291, 5.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        values, notes = correlations(gold, pred, ("spearman", "kendall"))
+    assert not notes
+    assert close(values["spearman"], stats.spearmanr(gold, pred).statistic)
+    assert close(values["kendall"], stats.kendalltau(gold, pred).statistic)
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_ties_as_scipy_ranks_them(seed):
     rng = np.random.default_rng(seed)
