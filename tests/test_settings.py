@@ -4,6 +4,7 @@ that never come from the request's Host header), through real `palimpsest serve`
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import stat
@@ -123,7 +124,8 @@ def test_ensure_secret_writes_a_random_key_with_mode_600_once(tmp_path):
 
 
 def test_processes_starting_at_once_agree_on_one_key(tmp_path):
-    with ProcessPoolExecutor(4) as pool:
+    # spawned, not forked: this test process may hold jax's threads (a fork could deadlock)
+    with ProcessPoolExecutor(4, mp_context=multiprocessing.get_context("spawn")) as pool:
         keys = set(pool.map(ensure_secret, [tmp_path] * 16))
     assert len(keys) == 1 and [p.name for p in tmp_path.iterdir()] == [SECRET_FILE]
 
