@@ -8,10 +8,12 @@ import gzip
 import io
 import json
 import os
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
-from conftest import LOCI, SWISSGOV, TROTR, need
+from conftest import LOCI, REPO, SWISSGOV, TROTR, need
 
 LANGS = {"de": "en-de", "fr": "en-fr", "it": "en-it"}
 
@@ -132,3 +134,21 @@ def register_everywhere(s, user) -> None:
             )
         )
     s.flush()
+
+
+def fresh_python(code: str, home: Path, *, stdin: str = "", **env: str) -> str:
+    """Run `code` in a new interpreter on the embedded default (no DATABASE_URL or REDIS_URL from
+    this process) with `home` as its data directory; its stdout, once it exited 0."""
+    e = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    e.update(PALIMPSEST_HOME=str(home), PYTHONPATH=str(REPO), **env)
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        input=stdin,
+        env=e,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout

@@ -7,12 +7,10 @@ its quick exit. How long they take is measured in benchmarks/bench_cli.py, not h
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 
 from conftest import REPO
+from helpers import fresh_python
 
 HEAVY = ("numpy", "scipy", "alembic", "redis", "rq", "torch", "sklearn", "pandas")
 # what none of these commands uses (each a module and everything under it): the web framework
@@ -61,19 +59,9 @@ TABLES: dict[tuple[str, ...], list[str]] = {}
 
 
 def _run(home, *args, stdin=""):
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    env.update(PALIMPSEST_HOME=str(home), PYTHONPATH=str(REPO))
-    r = subprocess.run(
-        [sys.executable, "-c", PROBE.format(heavy=HEAVY + UNUSED + OTHER_MODELS, args=list(args))],
-        input=stdin,
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert r.returncode == 0, r.stderr
-    out, _, loaded = r.stdout.rpartition("\nLOADED ")
+    code = PROBE.format(heavy=HEAVY + UNUSED + OTHER_MODELS, args=list(args))
+    stdout = fresh_python(code, home, stdin=stdin)
+    out, _, loaded = stdout.rpartition("\nLOADED ")
     loaded, tables = json.loads(loaded)
     TABLES[args[:2]] = [t for t in tables if t != "base"]  # the subjects whose tables it built
     return out, loaded

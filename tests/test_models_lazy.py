@@ -7,13 +7,11 @@ its own that has named no table yet (this one has loaded them all)."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 from conftest import REPO
+from helpers import fresh_python
 
 from server.models import SUBJECTS
 
@@ -22,18 +20,7 @@ ALL = 29
 
 def _fresh(code: str, home, **env) -> dict:
     """Run `code` in a new interpreter (no table loaded); it prints one JSON document."""
-    e = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    e.update(PALIMPSEST_HOME=str(home), PYTHONPATH=str(REPO), **env)
-    r = subprocess.run(
-        [sys.executable, "-c", code],
-        env=e,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return json.loads(fresh_python(code, home, **env).strip().splitlines()[-1])
 
 
 # the package alone, as a module that builds the schema imports it (no table named)
