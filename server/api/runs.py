@@ -35,7 +35,7 @@ def run_create(task_id):
     f = request.files.get("code")
     if f is None:
         raise ApiError(400, "no_file", "send the system's zip as the multipart field 'code'")
-    run, duplicate = run_actions.submit_code(
+    run, duplicate = sub_actions.submit(
         s=db(),
         user=u,
         task_id=t.id,
@@ -43,6 +43,7 @@ def run_create(task_id):
         stream=f.stream,
         filename=f.filename or "",
         settings=get_settings(),
+        system=True,
     )
     return json_out(run_actions.get_run(s=db(), run_id=run.id, viewer=u), 200 if duplicate else 201)
 

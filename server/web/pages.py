@@ -21,6 +21,7 @@ from server.actions import campaigns as campaign_actions
 from server.actions import common as action_common
 from server.actions import competitions as comp_actions
 from server.actions import downloads as download_actions
+from server.actions import phases as phase_actions
 from server.actions import submissions as sub_actions
 from server.actions.common import phase_or_default
 from server.api_models import YES
@@ -29,7 +30,7 @@ from server.domain import facts, people, releases
 from server.domain.accounts import submission_filter
 from server.domain.lifecycle import RANKED_RUN_RULE
 from server.domain.sanitize import render_markdown
-from server.domain.submissions import ensure_phases, phase_state, shown_scores
+from server.domain.submissions import phase_state, shown_scores
 from server.domain.submissions import quota as backbone_quota
 from server.domain.visibility import shown_part, viewer_of
 from server.errors import status_of
@@ -77,7 +78,7 @@ def phases_of(task_id: str) -> list[Phase]:
     s = db()
     rows = s.exec(select(Phase).where(Phase.task_id == task_id)).all()
     if not rows:
-        ensure_phases(s)
+        phase_actions.ensure_phases(s=s)
         rows = s.exec(select(Phase).where(Phase.task_id == task_id)).all()
     return sorted(rows, key=lambda p: (PHASE_ORDER.get(p.name, 9), p.name))
 

@@ -78,7 +78,7 @@ def submit(task_id: str):
         return page(400)
     s = db()
     try:
-        run, duplicate = run_actions.submit_code(
+        run, duplicate = sub_actions.submit(
             s=s,
             user=current_user(),
             task_id=t.id,
@@ -86,6 +86,7 @@ def submit(task_id: str):
             stream=form.code.data.stream,
             filename=form.code.data.filename,
             settings=get_settings(),
+            system=True,
         )
     except UploadFieldsInvalid as e:
         sheet["fact_errors"] = {
