@@ -71,14 +71,34 @@ def input_names(task_id: str) -> tuple[str, ...]:
     return REQUIRED_INPUTS.get(get_task(task_id).kind, ("inputs.jsonl",))
 
 
-def stage_inputs(
-    home: Path, task_id: str, split: str, dest: Path, blind: set[str] = frozenset()
-) -> list[str]:
+def released_areas(s: Session, task_id: str, home) -> set[str]:
+    """The public areas a run may read: those the download rule releases to a
+    participant now (`server.domain.releases`: never a blind split, never one before its date,
+    never one that would expose hidden gold). The run's own split's inputs come beside them
+    (`stage_inputs`)."""
+    from server.domain import exposure, releases
+
+    task = get_task(task_id)
+    out = set()
+    for a in releases.areas(s, task, home):
+        if not a.released or not a.files:
+            continue
+        try:
+            exposure.check_download(task, home, [a.name])
+        except exposure.ExposureRefused:
+            continue
+        out.add(a.name)
+    return out
+
+
+def stage_inputs(home: Path, task_id: str, split: str, dest: Path, areas: set[str]) -> list[str]:
     """Lay out what a system reads, readable by the sandbox's user: the split's input files at the
-    top of `dest` (`/input/inputs.jsonl`), and under `dest/public/<area>/` every public file a
-    participant may download (the training data, the dev gold) plus the run's own split; never a
-    blind split's but its own, never a gold file of the server. A code worker needs nothing
+    top of `dest` (`/input/inputs.jsonl`), and under `dest/public/<area>/` the files of each of
+    `areas` (`released_areas`: what a participant may download now, and the run's own split's
+    inputs); never another file, never a gold file of the server. A code worker needs nothing
     else."""
+    from server.domain.releases import area_files
+
     store = TaskStore(task_id, home)
     dest.mkdir(parents=True, exist_ok=True)
     copied = []
@@ -88,13 +108,14 @@ def stage_inputs(
             shutil.copyfile(src, dest / name)
             copied.append(name)
     public = store.root / "public"
-    for p in store.public_files():
-        rel = p.relative_to(public)
-        if p.is_symlink() or (rel.parts[0] in blind and rel.parts[0] != split):
-            continue
-        target = dest / "public" / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(p, target)
+    for area in sorted(set(areas) | {split}):
+        files = area_files(store, area)
+        if area not in areas:  # its own split unreleased: the inputs, nothing beside them
+            files = [p for p in files if p.name in copied]
+        for p in files:
+            target = dest / "public" / p.relative_to(public)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p, target)
     for d, _dirs, files in os.walk(dest):
         os.chmod(d, 0o755)
         for f in files:

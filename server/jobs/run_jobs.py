@@ -23,7 +23,6 @@ from sqlmodel import Session
 from server import objectstore
 from server.db import get_engine
 from server.domain import code_runs, lifecycle
-from server.domain.exposure import blind_splits
 from server.domain.submissions import create_submission
 from server.domain.system_archive import SystemInvalid, unpack
 from server.exceptions import DuplicateSubmission
@@ -81,10 +80,10 @@ def run_system(run_id: int) -> dict:
         except SystemInvalid as e:  # checked at upload; a changed archive is the server's fault
             code_runs.fail_infra(engine, run_id, f"the stored archive cannot be read: {e}")
             return {"run": run_id, "stage": "failed"}
-        with Session(engine) as s:
-            blind = blind_splits(s, task_id)
         objectstore.ensure_public(settings, task_id)  # inputs from the store, never the gold
-        code_runs.stage_inputs(settings.home, task_id, split, work / "input", blind)
+        with Session(engine) as s:  # what the download rule releases now, and its own split
+            areas = code_runs.released_areas(s, task_id, settings.home)
+        code_runs.stage_inputs(settings.home, task_id, split, work / "input", areas)
         try:
             outcome = run(
                 m.command,
