@@ -98,7 +98,6 @@ class SystemManifest(BaseModel):
             raise ValueError("`image` goes with `runtime: image`")
         return self
 
-
     @field_validator("output")
     @classmethod
     def _name(cls, v: str) -> str:
