@@ -20,6 +20,7 @@ from datetime import timedelta
 
 import pytest
 from click.testing import CliRunner
+from seaweed import seaweedfs  # noqa: F401 - the fixture
 from sqlmodel import Session, select
 from webkit import Browser, engine_of, update_phase
 
@@ -452,3 +453,87 @@ def test_the_compute_budget_is_reserved_when_runs_are_queued(site, tmp_path):
         s.commit()
     code, body = _submit(base, tok["ann"], _zip(SYSTEM, tmp_path / "x2.zip", {"README": "x"}))
     assert code == 409 and "failed_twice" in body, body
+
+
+@pytest.fixture
+def bundle_on_store(request, tmp_path, monkeypatch, seaweedfs):  # noqa: F811
+    """The embedded site with the example bundle installed, its files in a fresh bucket of the
+    session's SeaweedFS."""
+    from conftest import _make_backend
+    from test_objectstore import _bucket
+
+    from server.actions import bundles
+    from server.domain import lifecycle
+
+    env = _bucket(seaweedfs)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    src = tmp_path / "src"
+    (src / "tasks").mkdir(parents=True)
+    b = _make_backend("embedded", request, tmp_path, src, monkeypatch)
+    with b.session() as s:
+        bundles.create_from_bundle(s=s, actor=None, source=EXAMPLE, via="test", settings=b.settings)
+        p = s.exec(select(Phase).where(Phase.task_id == TASK, Phase.name == "systems")).one()
+        lifecycle.edit_phase(s, p, {"opens_at": None, "closes_at": None}, actor=None)
+    b.env = env
+    return b
+
+
+def test_a_runs_worker_on_an_empty_data_directory_runs_a_bundle_tasks_system(
+    bundle_on_store, tmp_path
+):
+    """`palimpsest worker --queue runs` on a machine of its own (the database, Redis, the store
+    and an empty data directory): it fetches the run's archive, the task's public files and its
+    declaration, runs the system and its output is scored."""
+    from backbone import burst, child_env, make_team, worker_process
+
+    from server import objectstore
+    from server.domain.system_archive import unpack
+    from server.jobs.queue import enqueue_code_run
+    from server.models import Submission
+    from server.storage import path_for, store_upload
+
+    b = bundle_on_store
+    store = objectstore.store_for(b.settings)
+    assert store.exists(f"tasks/{TASK}/declaration.json")
+    team, user = make_team(b)
+    archive = _zip(SYSTEM, tmp_path / "system.zip")
+    key, sha, size = store_upload(b.settings.home, archive, "system.zip")
+    objectstore.push_upload(b.settings, key)
+    manifest = unpack(path_for(b.settings.home, key), tmp_path / "check")
+    with b.session() as s:
+        phase = s.exec(select(Phase).where(Phase.task_id == TASK, Phase.name == "systems")).one()
+        run = CodeRun(
+            team_id=team.id,
+            user_id=user.id,
+            task_id=TASK,
+            phase_id=phase.id,
+            archive_sha256=sha,
+            storage_key=key,
+            size=size,
+            manifest=manifest.model_dump(),
+            fields={"method_name": "overlap"},
+        )
+        s.add(run)
+        s.commit()
+        rid = run.id
+    enqueue_code_run(b.conn, rid, b.settings)
+    other = tmp_path / "worker-home"
+    other.mkdir()
+    env = child_env(b)
+    env.update(b.env)
+    env["PALIMPSEST_HOME"] = str(other)
+    env["DATABASE_URL"] = b.settings.sqlalchemy_url()
+    env["REDIS_URL"] = b.embedded.url
+    env["PALIMPSEST_SECRET_KEY"] = b.settings.secret_key
+    log = tmp_path / "w.log"
+    worker_process(b, "--queue", "runs", "--burst", env=env, log=log).wait(180)
+    with b.session() as s:
+        r = s.get(CodeRun, rid)
+    assert r.stage == "ran", (r.stage, r.reason, log.read_text()[-3000:])
+    # what the worker holds: the task's declaration and public files, never its gold
+    assert (other / "tasks" / TASK / "declaration.json").is_file()
+    assert not list((other / "tasks" / TASK).glob("gold*"))
+    burst(b, ("scoring",))
+    with b.session() as s:
+        assert s.get(Submission, r.submission_id).status == "scored"
