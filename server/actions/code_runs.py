@@ -188,6 +188,7 @@ def run_out(s: Session, r: CodeRun, *, organizer: bool) -> m.CodeRunOut:
         command=list((r.manifest or {}).get("command", [])),
         resources=dict(r.outcome or {}) if shown else {},
         cpu_seconds=r.cpu_seconds if shown else None,
+        kernel_limits=(r.outcome or {}).get("cgroup"),
         submission=r.submission_id,
         submission_status=sub_status,
         blind=phase.blind,

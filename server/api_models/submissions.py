@@ -231,6 +231,11 @@ class CodeRunOut(Out):
     cpu_seconds: Optional[float] = Field(
         None, description="CPU seconds used (not shown to the team of an unreleased blind run)."
     )
+    kernel_limits: Optional[bool] = Field(
+        None,
+        description="True: the run's limits and accounting were the kernel's (a cgroup per run); "
+        "false: the weaker limits of a worker without cgroups (docs/blind-runs.md); none: not run.",
+    )
     submission: Optional[int] = Field(None, description="The submission its output became.")
     submission_status: Optional[Literal["queued", "running", "scored", "failed"]] = Field(
         None, description="That submission's status: its output validated and scored, or not."

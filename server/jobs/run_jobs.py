@@ -104,7 +104,7 @@ def run_system(run_id: int) -> dict:
         used = {
             k: getattr(outcome, k)
             for k in ("status", "exit_code", "wall_seconds", "cpu_seconds", "peak_rss_mb")
-        } | {"output_bytes": outcome.output_bytes, "attempt": attempt}
+        } | {"output_bytes": outcome.output_bytes, "attempt": attempt, "cgroup": outcome.cgroup}
         common = dict(log=logtext, outcome=used, cpu_seconds=outcome.cpu_seconds)
         if not outcome.ok:
             code_runs.finish(

@@ -137,6 +137,7 @@ class Outcome:
     stderr: str = ""
     reason: str = ""
     files: list[str] = field(default_factory=list)
+    cgroup: bool = False  # limits and accounting per run by the kernel (server.jobs.cgroups)
 
     @property
     def ok(self) -> bool:
@@ -457,6 +458,7 @@ def _run(command, engine, image, code, inputs, output, limits, models, gpu, uid,
         stderr=stderr,
         reason=reason,
         files=files,
+        cgroup=cgroup is not None,
     )
 
 
