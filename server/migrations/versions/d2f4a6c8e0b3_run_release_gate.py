@@ -19,7 +19,7 @@ S = sqlmodel.sql.sqltypes.AutoString
 def upgrade() -> None:
     with op.batch_alter_table("coderun") as b:
         b.add_column(sa.Column("release", S(length=16), nullable=True))
-        b.add_column(sa.Column("released_log", sa.Text(), nullable=False, server_default=""))
+        b.add_column(sa.Column("released_log", sa.Text(), nullable=True))
         b.add_column(sa.Column("review_note", S(length=2000), nullable=False, server_default=""))
         b.add_column(sa.Column("reserved_cpu", sa.Float(), nullable=False, server_default="0"))
     # a run reviewed before the decision existed had its log released as it is
