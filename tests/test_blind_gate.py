@@ -27,6 +27,8 @@ from webkit import Browser, engine_of, update_phase
 from server.jobs import sandbox
 from server.models import CodeRun, Phase, utcnow
 from tests.test_blind_runs import EXAMPLE, SYSTEM, TASK, _competition, _facts, _h, _phase, _zip
+from tests.test_browser import live  # noqa: F401  (live: the app served on a port)
+from tests.test_crawl import driver  # noqa: F401  (driver: Chromium, console read)
 
 INPUTS = EXAMPLE / TASK / "test" / "inputs.jsonl"
 
@@ -537,3 +539,68 @@ def test_a_runs_worker_on_an_empty_data_directory_runs_a_bundle_tasks_system(
     burst(b, ("scoring",))
     with b.session() as s:
         assert s.get(Submission, r.submission_id).status == "scored"
+
+
+@pytest.mark.browser
+def test_the_gated_run_page_and_the_review_form_in_chromium(app, live, driver, tmp_path):  # noqa: F811
+    """At 1366 and 390 px: the team's page of a blind run before review (its category, no log,
+    no figures), the organizer's review form withholding it with a note, and the team's page after;
+    the console stays clean and no page is wider than the window."""
+    from selenium.webdriver.common.by import By
+
+    from server.jobs.run_jobs import run_system
+    from tests.test_assessment_page import _sign_in
+    from tests.test_browser import SHOTS, _body, _go
+    from tests.test_crawl import _errors, _width
+
+    tok = _competition(app)
+    c = app.test_client()
+    r = c.patch(
+        f"/api/v1/tasks/{TASK}/phases/systems", json={"blind": True}, headers=_h(tok["admin"])
+    )
+    assert r.status_code == 200, r.json
+    code = _zip(SYSTEM, tmp_path / "p.zip", {"predict.py": PRINTER.replace("shutil", "os")})
+    r = c.post(
+        f"/api/v1/tasks/{TASK}/runs",
+        data={"phase": "systems", "code": (io.BytesIO(code), "p.zip"), **_facts()},
+        headers=_h(tok["ann"]),
+        content_type="multipart/form-data",
+    )
+    rid = r.json["id"]
+    assert run_system(rid)["stage"] == "ran"
+
+    def fits():
+        return driver.execute_script("return document.documentElement.scrollWidth") <= (
+            driver.execute_script("return window.innerWidth")
+        )
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for width in ("wide", "phone"):
+        _width(driver, width)
+        _sign_in(driver, live, "ann@x.org")
+        driver.get(f"{live}/runs/{rid}")
+        body = _body(driver)
+        assert "This phase is blind" in body and "ran" in body
+        _free_of_inputs(body)
+        assert fits() and _errors(driver) == []
+        driver.save_screenshot(str(SHOTS / f"blind-gate-team-{width}.png"))
+        _sign_in(driver, live, "admin@x.org")
+        driver.get(f"{live}/runs/{rid}")
+        assert "LAT-test" in _body(driver)  # the organizers read it all
+        summary = driver.find_element(By.CSS_SELECTOR, "main details summary")
+        if not driver.execute_script("return arguments[0].parentElement.open", summary):
+            summary.click()  # reviewed once: the form is folded under "Review again"
+        radio = driver.find_element(By.CSS_SELECTOR, "input[name=decision][value=withhold]")
+        driver.execute_script("arguments[0].scrollIntoView(); arguments[0].click()", radio)
+        assert radio.is_selected()
+        driver.find_element(By.NAME, "note").send_keys(f"withheld at {width}")
+        assert fits()
+        driver.save_screenshot(str(SHOTS / f"blind-gate-review-{width}.png"))
+        _go(driver, driver.find_element(By.CSS_SELECTOR, "main form.form button[type=submit]"))
+        assert _errors(driver) == []
+        _sign_in(driver, live, "ann@x.org")
+        driver.get(f"{live}/runs/{rid}")
+        body = _body(driver)
+        assert f"withheld at {width}" in body and "withheld the log" in body
+        _free_of_inputs(body)
+        assert fits() and _errors(driver) == []
