@@ -22,11 +22,13 @@ from server.domain.baselines import (
     server_database,
     server_settings,
 )
-from server.exceptions import LifecycleRefused, NotFound
+from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.jobs.dispatch import KEY, Jobs
 from server.jobs.queue import connect, run_job_id
 from server.models import CodeRun, Phase, Submission, User, utcnow
 from server.settings import Settings
+
+MAX_RELEASED_LOG = 256 * 1024  # the redacted log an organizer releases
 
 
 def _run(s: Session, run_id: int) -> CodeRun:
@@ -37,38 +39,45 @@ def _run(s: Session, run_id: int) -> CodeRun:
 
 
 def run_out(s: Session, r: CodeRun, *, organizer: bool) -> m.CodeRunOut:
-    """What a viewer of the run is shown (the log only when `code_runs.may_see_log`)."""
+    """What a viewer of the run is shown: to the organizers everything; to its team on a blind
+    phase what the release gate lets through (`code_runs.disclosed`, `team_log`)."""
     phase = s.get(Phase, r.phase_id)
-    see = code_runs.may_see_log(r, phase, organizer=organizer)
+    sub_status = s.get(Submission, r.submission_id).status if r.submission_id is not None else None
+    category = code_runs.category(r, sub_status)
+    shown = organizer or code_runs.disclosed(r, phase)
+    log = r.log if organizer else code_runs.team_log(r, phase)
     return m.CodeRunOut(
         id=r.id,
         task=r.task_id,
         phase=phase.name,
         team=r.team_id,
         stage=r.stage,
+        category=category,
         failure_kind=r.failure_kind,
-        reason=r.reason if see or r.failure_kind != "code" else _outline(r.reason),
+        reason=r.reason if shown else _outline(r, category),
         attempts=r.attempts,
         created=r.created_at,
-        started=r.started_at,
-        finished=r.finished_at,
+        started=r.started_at if shown else None,
+        finished=r.finished_at if shown else None,
         command=list((r.manifest or {}).get("command", [])),
-        resources=dict(r.outcome or {}),
-        cpu_seconds=r.cpu_seconds,
+        resources=dict(r.outcome or {}) if shown else {},
+        cpu_seconds=r.cpu_seconds if shown else None,
+        kernel_limits=(r.outcome or {}).get("cgroup"),
         submission=r.submission_id,
-        submission_status=(
-            s.get(Submission, r.submission_id).status if r.submission_id is not None else None
-        ),
+        submission_status=sub_status,
         blind=phase.blind,
         reviewed=r.reviewed_at is not None,
-        log=r.log if see else None,
-        log_hidden=not see and bool(r.log),
+        release=r.release,
+        review_note=r.review_note or "",
+        log=log,
+        log_hidden=log is None and bool(r.log),
+        redacted=not organizer and r.release == "redact",
     )
 
 
-def _outline(reason: str) -> str:
-    # a blind run's failure names the limit it broke, never what it printed
-    return reason.split(":", 1)[0]
+def _outline(r: CodeRun, category: str) -> str:
+    # a gated run's failure is its category, never a figure or anything it printed
+    return category if r.stage == "failed" else ""
 
 
 @action
@@ -86,19 +95,40 @@ def get_run(*, s: Session, run_id: int, viewer: User | None) -> m.CodeRunOut:
 
 
 @action
-def review_run(*, s: Session, run_id: int, actor: User | None) -> m.CodeRunOut:
-    """An organizer has read the run's log (on a blind phase its team may then read it)."""
+def review_run(
+    *,
+    s: Session,
+    run_id: int,
+    actor: User | None,
+    decision: str = "release",
+    log: str | None = None,
+    note: str = "",
+) -> m.CodeRunOut:
+    """An organizer's review of an ended run: on a blind phase it releases the log to its team as
+    it is (`release`), releases the organizer's redacted copy (`redact`, with `log`), or withholds
+    it (`withhold`, with a `note` the team reads). A later review replaces the decision."""
     r = _run(s, run_id)
     common.require_organizer(actor, s, task_id=r.task_id)
     if r.stage not in ("ran", "failed"):
         raise LifecycleRefused(
             f"code run {run_id} is {r.stage}: review it when it ended", "running"
         )
-    if r.reviewed_at is None:
-        r.reviewed_at = utcnow()
-        r.reviewed_by = actor.id if actor is not None else None
-        s.add(r)
-        audit(s, actor, "run.review", f"run:{r.id}")
+    note = (note or "").strip()
+    if decision not in code_runs.DECISIONS:
+        raise UploadFieldsInvalid({"decision": f"one of {', '.join(code_runs.DECISIONS)}"})
+    if decision == "redact" and log is None:
+        raise UploadFieldsInvalid({"log": "the redacted log the team may read"})
+    if log is not None and len(log) > MAX_RELEASED_LOG:
+        raise UploadFieldsInvalid({"log": f"at most {MAX_RELEASED_LOG:,} characters"})
+    if len(note) > 2000:
+        raise UploadFieldsInvalid({"note": "at most 2,000 characters"})
+    r.reviewed_at = utcnow()
+    r.reviewed_by = actor.id if actor is not None else None
+    r.release = decision
+    r.released_log = log if decision == "redact" else ""
+    r.review_note = note
+    s.add(r)
+    audit(s, actor, "run.review", f"run:{r.id}", decision=decision)
     return run_out(s, r, organizer=True)
 
 

@@ -218,6 +218,12 @@ def submit(
         return s.get(CodeRun if system else Submission, same), True
     user_id = user.id if user is not None else None
     if system:
+        if code_runs.failed_twice(s, team.id, phase.id, stored[1]) is not None:
+            raise LifecycleRefused(
+                "the server failed to finish this very system twice in this phase: it is not "
+                "run again (change it, or ask the organizers)",
+                "failed_twice",
+            )
         run = code_runs.add_run(
             s,
             team_id=team.id,
@@ -230,6 +236,7 @@ def submit(
             | {"facts": sheet or None},
             is_baseline=bool(fields.baseline),
         )
+        code_runs.reserve_budget(run, settings)
         audit(s, user, "run.submit", f"run:{task.id}/{phase.name}", sha256=run.archive_sha256,
               size=run.size)  # fmt: skip
         jobs(s, settings).run_code(s, run.id)

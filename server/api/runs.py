@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from flask import request
+
 from server import api_models as m
 from server.actions import code_runs as run_actions
-from server.api.common import bp, json_out, need_user, query_model
+from server.api.common import body_model, bp, json_out, need_user, query_model
 from server.api.openapi import op
 from server.api.submissions import take_upload
 from server.db import db
@@ -43,13 +45,22 @@ def run_show(run_id):
 
 @bp.post("/runs/<int:run_id>/review")
 @op(
-    "Mark a run reviewed: on a blind phase its team may then read its log (organizers)",
+    "Review an ended run: release its log as it is, redacted, or withhold it (organizers)",
+    body=m.CodeRunReviewIn,
     responses={200: m.CodeRunOut},
-    errors=(403, 404, 409),
+    errors=(403, 404, 409, 422),
     tags=("runs",),
+    description="On a blind phase its team reads nothing computed from the hidden inputs until "
+    "this review: `release` shows the log and the run's figures as they are, `redact` shows the "
+    "organizer's copy of the log (`log`), `withhold` shows the note alone.",
 )
 def run_review(run_id):
-    return json_out(run_actions.review_run(s=db(), run_id=run_id, actor=need_user()))
+    u = need_user()
+    body = body_model(m.CodeRunReviewIn) if request.content_length else m.CodeRunReviewIn()
+    got = run_actions.review_run(
+        s=db(), run_id=run_id, actor=u, decision=body.decision, log=body.log, note=body.note
+    )
+    return json_out(got)
 
 
 @bp.get("/tasks/<task_id>/runs")

@@ -351,7 +351,8 @@ def admit(
 
 
 def check_compute(session: Session, team_id: int, phase: models.Phase) -> None:
-    """Raise LimitReached once a team's systems used the phase's compute budget."""
+    """Raise LimitReached once what a team's systems used, with the CPU limit each run still
+    waiting or running holds reserved, reaches the phase's compute budget."""
     budget = phase.compute_budget_seconds
     if budget is not None and compute_used(session, team_id, phase.id) >= budget:
         raise LimitReached(
@@ -529,10 +530,12 @@ def quota(
 
 
 def compute_used(session: Session, team_id: int, phase_id: int) -> float:
-    """CPU seconds a team's systems used in a phase (runs the server failed not counted)."""
+    """CPU seconds a team's systems used in a phase, with the CPU limit of each run still
+    waiting or running (reserved when it was queued); runs the server failed not counted."""
+    used = models.CodeRun.cpu_seconds + models.CodeRun.reserved_cpu
     return float(
         session.execute(
-            select(func.coalesce(func.sum(models.CodeRun.cpu_seconds), 0.0)).where(
+            select(func.coalesce(func.sum(used), 0.0)).where(
                 models.CodeRun.team_id == team_id,
                 models.CodeRun.phase_id == phase_id,
                 models.CodeRun.failure_kind.is_(None) | (models.CodeRun.failure_kind != "infra"),

@@ -23,7 +23,6 @@ from sqlmodel import Session
 from server import objectstore
 from server.db import get_engine, session_scope
 from server.domain import code_runs, lifecycle
-from server.domain.exposure import blind_splits
 from server.domain.submissions import create_submission
 from server.domain.system_archive import SystemInvalid, unpack
 from server.exceptions import DuplicateSubmission
@@ -82,10 +81,10 @@ def run_system(run_id: int) -> dict:
         except SystemInvalid as e:  # checked at upload; a changed archive is the server's fault
             code_runs.fail_infra(engine, run_id, f"the stored archive cannot be read: {e}")
             return {"run": run_id, "stage": "failed"}
-        with Session(engine) as s:
-            blind = blind_splits(s, task_id)
         objectstore.ensure_public(settings, task_id)  # inputs from the store, never the gold
-        code_runs.stage_inputs(settings.home, task_id, split, work / "input", blind)
+        with Session(engine) as s:  # what the download rule releases now, and its own split
+            areas = code_runs.released_areas(s, task_id, settings.home)
+        code_runs.stage_inputs(settings.home, task_id, split, work / "input", areas)
         try:
             outcome = run(
                 m.command,
@@ -106,7 +105,7 @@ def run_system(run_id: int) -> dict:
         used = {
             k: getattr(outcome, k)
             for k in ("status", "exit_code", "wall_seconds", "cpu_seconds", "peak_rss_mb")
-        } | {"output_bytes": outcome.output_bytes, "attempt": attempt}
+        } | {"output_bytes": outcome.output_bytes, "attempt": attempt, "cgroup": outcome.cgroup}
         common = dict(log=logtext, outcome=used, cpu_seconds=outcome.cpu_seconds)
         if not outcome.ok:
             code_runs.finish(

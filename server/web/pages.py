@@ -26,7 +26,7 @@ from server.actions import submissions as sub_actions
 from server.actions.common import phase_or_default
 from server.api_models import YES
 from server.db import db
-from server.domain import facts, people, releases
+from server.domain import code_runs, facts, people, releases
 from server.domain.accounts import submission_filter
 from server.domain.lifecycle import RANKED_RUN_RULE
 from server.domain.sanitize import render_markdown
@@ -463,9 +463,12 @@ def submission(submission_id: int):
     ).all()
     task = task_or_404(sub.task_id)
     standing = waits.live_standing(s, sub, current_app.extensions.get("palimpsest.redis"))
+    gated = code_runs.gated_for(s, current_user(), sub)  # a blind run's output: counts only
     return render_template(
         "submissions/show.html",
         sub=sub,
+        gated=gated,
+        problems=code_runs.gated_problems(sub.errors) if gated else (sub.errors or []),
         waiting=waits.words(standing) if standing else "",
         own_team=people.team_id_for_task(s, current_user(), sub.task_id) == sub.team_id,
         phase=phase,

@@ -12,6 +12,7 @@ from server.exceptions import (
     Forbidden,
     LifecycleRefused,
     NotFound,
+    UploadFieldsInvalid,
 )
 from server.web.auth import current_user, login_required
 from server.web.pages import task_or_404, upload_page
@@ -46,13 +47,21 @@ def show(run_id: int):
 @bp.post("/runs/<int:run_id>/review")
 @login_required
 def review(run_id: int):
+    f = request.form
     try:
-        run_actions.review_run(s=db(), run_id=run_id, actor=current_user())
+        run_actions.review_run(
+            s=db(),
+            run_id=run_id,
+            actor=current_user(),
+            decision=f.get("decision", "release"),
+            log=f.get("log") if f.get("decision") == "redact" else None,
+            note=f.get("note", ""),
+        )
     except NotFound:
         abort(404)
     except Forbidden:
         abort(403)
-    except LifecycleRefused as e:
+    except (LifecycleRefused, UploadFieldsInvalid) as e:
         flash(str(e), "error")
     return redirect(request.form.get("next") or url_for("runs.show", run_id=run_id))
 
