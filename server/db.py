@@ -47,7 +47,12 @@ def get_engine(url: str):
                 cur.execute("PRAGMA foreign_keys=ON")
                 cur.close()
         else:
-            eng = create_engine(url, pool_pre_ping=True)
+            # a threaded server's requests that queue on one row lock (a team's uploads, one
+            # phase's publication) each hold a connection while they wait: SQLAlchemy's default
+            # of 5 + 10 made the 16th wait for a connection and fail after 30 s (a 500) under 20
+            # parallel uploads of one team; the extra connections are opened only when needed
+            # and closed when returned
+            eng = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=45)
         _engines[url] = eng
         _engine_pid[url] = os.getpid()
     return eng
