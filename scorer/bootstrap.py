@@ -863,7 +863,8 @@ def _ranges(k: np.ndarray) -> np.ndarray:
 # number of rankings: `rank_statistics` takes the rows of one ranking and returns its order, the
 # rows' intervals, rank ranges, clusters and the p-values between neighbours and against each
 # cluster's head; the full pairwise matrix only when asked (`full=True`). Cost: one sort per
-# resample for the ranks (O(R B log R)), one R x R Gram product for the p-values, no R x R x B array.
+# resample for the ranks (O(R B log R)), one R x R Gram product for the p-values, no R x R x B
+# array.
 
 FULL_MATRIX_ROWS = 60  # up to this many ranked rows a board keeps the full pairwise matrix
 

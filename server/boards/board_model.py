@@ -35,6 +35,7 @@ STATS_FIELDS = (
     "teams",
     "p",
     "p_holm",
+    "neighbours",
 )
 
 
@@ -110,10 +111,18 @@ class BoardStatistics(BaseModel):
     )
     teams: Optional[list[Any]] = None
     p: Optional[list[list[Optional[float]]]] = Field(
-        None, description="Pairwise paired-bootstrap p-values."
+        None,
+        description="Pairwise paired-bootstrap p-values (null on a board of more than 60 ranked "
+        "rows: see `neighbours`).",
     )
     p_holm: Optional[list[list[Optional[float]]]] = Field(
         None, description="The same, Holm-corrected."
+    )
+    neighbours: Optional[dict[str, list[Optional[float]]]] = Field(
+        None,
+        description="In the order of `order`: the p-values (`p_next`, `p_holm_next`) of each row "
+        "against the next one and (`p_head`, `p_holm_head`) against the best row of its cluster "
+        "(null for the last row, and for a cluster's best); Holm's correction is over every pair.",
     )
 
 

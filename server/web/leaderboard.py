@@ -103,9 +103,9 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
         abort(404)
     version = request.args.get("version", type=int) if state.published else None
     gzipped = "gzip" in request.headers.get("Accept-Encoding", "")
-    home = current_app.extensions["palimpsest.settings"].home
+    settings = current_app.extensions["palimpsest.settings"]
     # the board's statistics arrive from a worker: a render without them is replaced once they do
-    stats_ready = stats.ready(home, state.id, state.version)
+    stats_ready = stats.ready(settings, state.id, state.version)
     board_version = f"{state.version}{'s' if stats_ready else 'p'}"
     etag = (
         f'"{board_version}-{who}-{fmt}'
@@ -203,7 +203,7 @@ def attach_stats(board: lb.Board, state: lb.PhaseState) -> None:
     """The statistics of the board's version, computed by a worker; while there are none, ask for
     them (a request never computes them)."""
     settings = current_app.extensions["palimpsest.settings"]
-    body = stats.read_board_stats(settings.home, state.id, state.version)
+    body = stats.read_board_stats(settings, state.id, state.version)
     if body is None:
         if current_app.config.get("PALIMPSEST_ENQUEUE", True) and any(
             r.rank is not None for r in board.rows
@@ -291,7 +291,7 @@ def significance(task_id: str):
             body, public = snap.get("statistics"), snap.get("public_statistics")
     if body is None:
         raw = stats.read_board_stats(
-            current_app.extensions["palimpsest.settings"].home, state.id, state.version
+            current_app.extensions["palimpsest.settings"], state.id, state.version
         )
         body = lb.stats_summary(raw)
     return render_template(
@@ -318,8 +318,9 @@ def plot(task_id: str, fmt: str):
         tuple(k for k in (request.args.get("kind") or "").split(",") if k in plots.KINDS)
         or plots.KINDS
     )
-    home = current_app.extensions["palimpsest.settings"].home
-    board_version = f"{state.version}{'s' if stats.ready(home, state.id, state.version) else 'p'}"
+    settings = current_app.extensions["palimpsest.settings"]
+    ready = stats.ready(settings, state.id, state.version)
+    board_version = f"{state.version}{'s' if ready else 'p'}"
 
     def render() -> bytes:
         with Session(engine, expire_on_commit=False) as s:
