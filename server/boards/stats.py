@@ -383,10 +383,12 @@ def compute_board_stats(phase_id: int, settings=None) -> dict:
     with Session(engine, expire_on_commit=False) as s:
         phase = s.get(Phase, phase_id)
         task = get_task(phase.task_id)
+    # a worker that never scored the task: the store's files first (the board's version names
+    # their provenance)
+    objectstore.ensure_task(settings, task.id)
     version = phase_version(settings, engine, task, phase_id)
     if version is not None and ready(settings, phase_id, version):
         return {"phase": phase_id, "version": version, "cached": True}
-    objectstore.ensure_task(settings, task.id)  # a worker that never scored the task: the store's
     prov = current_provenance(task, phase.split, settings.home)
     with Session(engine, expire_on_commit=False) as s:
         phase = s.get(Phase, phase_id)
