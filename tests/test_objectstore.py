@@ -645,17 +645,15 @@ def test_a_task_import_puts_its_files_into_the_store(tmp_path, monkeypatch, seaw
     assert (other / "tasks" / TASK / "task.json").is_file()
 
 
-def test_a_web_and_two_workers_on_their_own_data_directories_share_the_statistics(
-    stored, tmp_path
-):
+def test_a_web_and_two_workers_on_their_own_data_directories_share_the_statistics(stored, tmp_path):
     """The layout beyond one machine: the web on its data directory, a scoring worker and a
     statistics worker each on an empty one of their own, sharing only the database, Redis and the
     store. The board's statistics the statistics worker computes reach the web's pages (board,
     JSON, CSV and the significance page), and the statistics worker reads the units the scoring
     worker kept from the store rather than re-parsing the uploads."""
+    from server import create_app
     from server.boards import stats
     from server.models import Submission
-    from server import create_app
 
     b = stored
     subs = []
