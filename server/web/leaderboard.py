@@ -122,15 +122,23 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
         if p.leaderboard_open or who == "organizer"
     ]
 
+    # a team whose view is the public board's shares its render (the overlay is the team's own
+    # row, where it differs)
+    view = who
+    if who.startswith("team:"):
+        with Session(engine) as s:
+            if lb.team_sees_the_public_board(s, task, s.get(Phase, state.id), int(who[5:])):
+                view = "public"
+
     def render() -> bytes:
         if state.published:
-            out = render_published(task, state.id, fmt, version, names, who)
+            out = render_published(task, state.id, fmt, version, names, view)
             if out is not None:
                 return out
         with Session(engine, expire_on_commit=False) as s:
             phase = s.get(Phase, state.id)
             board = lb.build_board(
-                s, task, phase, audience=who, provenance=provenance_of(task, phase.split)
+                s, task, phase, audience=view, provenance=provenance_of(task, phase.split)
             )
         board.version = state.version
         lb.add_reference_rows(board, task, current_app.extensions["palimpsest.settings"].home)
@@ -144,7 +152,7 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
             task=task,
             board=board,
             phases=names,
-            audience=who,
+            audience=view,
             current_user=None,
             deferred_nav=True,
         ).encode("utf-8")
@@ -156,7 +164,7 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
 
     try:
         template, raw, gz = cache().get(
-            (task.id, state.name, who, fmt, version), board_version, render_both
+            (task.id, state.name, view, fmt, version), board_version, render_both
         )
     except LookupError:
         abort(404)
