@@ -290,21 +290,38 @@ def significance(task_id: str):
     who = audience(task.id)
     if state is None or (not state.leaderboard_open and who != "organizer"):
         abort(404)
-    body, public = None, None
-    if state.published:
-        with Session(engine) as s:
-            rv = latest_ranking(s, state.id, request.args.get("version", type=int))
-        if rv is not None:
-            snap = json.loads(rv.body_json)
-            body, public = snap.get("statistics"), snap.get("public_statistics")
-    if body is None:
-        raw = stats.read_board_stats(
-            current_app.extensions["palimpsest.settings"], state.id, state.version
-        )
-        body = lb.stats_summary(raw)
-    return render_template(
-        "leaderboard/significance.html", task=task, phase=state.name, st=body, public=public
+    settings = current_app.extensions["palimpsest.settings"]
+    version = request.args.get("version", type=int) if state.published else None
+    ready = stats.ready(settings, state.id, state.version)
+    board_version = f"{state.version}{'s' if ready else 'p'}"
+
+    def render() -> bytes:
+        body, public = None, None
+        if state.published:
+            with Session(engine) as s:
+                rv = latest_ranking(s, state.id, version)
+            if rv is not None:
+                snap = json.loads(rv.body_json)
+                body, public = snap.get("statistics"), snap.get("public_statistics")
+        if body is None:
+            body = lb.stats_summary(stats.read_board_stats(settings, state.id, state.version))
+        return render_template(
+            "leaderboard/significance.html",
+            task=task,
+            phase=state.name,
+            st=body,
+            public=public,
+            current_user=None,
+            deferred_nav=True,
+        ).encode("utf-8")
+
+    # the same for every visitor: cached per board version like the board (its navigation put in
+    # per request)
+    page = cache().get(
+        (task.id, state.name, "public", "significance", version), board_version, render
     )
+    personal = "uid" in session or "_flashes" in session
+    return Response(splice(page, anonymous=not personal), content_type="text/html; charset=utf-8")
 
 
 PLOT_TYPES = {"svg": "image/svg+xml", "pdf": "application/pdf"}
