@@ -150,3 +150,55 @@ def test_the_ranked_run_chosen_in_sql_is_the_rules_choice(app, teams):
         assert sorted(sub.id for sub, _ in got) == want
         board = lb.build_board(s, get_task("tric-binary"), phase)
         assert sorted(r.submission_id for r in board.rows) == want
+
+
+def test_a_large_boards_statistics_keep_the_neighbours_not_the_matrix(app, client, teams):
+    """Beyond 60 ranked rows the board's statistics hold, per row, the p-values against the next
+    row and against its cluster's best (not the R x R matrix), and the significance page lists
+    them; the JSON stays proportional to the rows."""
+    import json
+
+    import numpy as np
+
+    from scorer.bootstrap import FULL_MATRIX_ROWS
+    from server.boards import stats
+
+    dev = make_phase(app, "tric-binary", "dev")
+    n = FULL_MATRIX_ROWS + 5
+    for i in range(n):
+        make_user(app, f"t{i}@x.org", team=f"t{i}")
+        make_submission(app, team=team_of(app, f"t{i}"), phase=dev, scores={"all": i / n})
+    task = get_task("tric-binary")
+    with Session(engine_of(app)) as s:
+        board = lb.build_board(s, task, s.get(Phase, dev.id))
+    rng = np.random.default_rng(0)
+    by_id = {r.submission_id: r.values["all/f1"] for r in board.rows}
+
+    class Part:  # the resamples of a phase: each row's score plus paired noise
+        part, B, seed, task = "all", 200, 1, get_task("tric-binary")
+        boot = type("Boot", (), {"clusters": None})()
+        shared = rng.normal(0, 0.02, 200)
+
+        def samples(self, settings, sid, attempt):
+            return by_id[sid] + self.shared + rng.normal(0, 0.004, 200)
+
+    settings = app.extensions["palimpsest.settings"]
+    body = stats.statistics(settings, Part(), board)
+    assert body["p"] is None and body["p_holm"] is None
+    nb = body["neighbours"]
+    assert all(len(nb[k]) == n for k in ("p_next", "p_holm_next", "p_head", "p_holm_head"))
+    assert nb["p_next"][-1] is None and sum(x is None for x in nb["p_head"]) == max(
+        r["cluster"] for r in body["rows"].values()
+    )
+    eng = engine_of(app)
+    version = stats.phase_version(settings, eng, task, dev.id)
+    path = stats.board_path(settings.home, dev.id, version)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(body))
+    data = board_json(client)
+    assert data["statistics"]["status"] == "ready" and data["statistics"]["p_holm"] is None
+    assert len(data["statistics"]["neighbours"]["p_holm_next"]) == n
+    page = client.get("/tasks/tric-binary/leaderboard/significance?phase=dev")
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200 and "against its cluster" in html
+    assert html.count("<tr>") == n + 1  # one row per ranked run, no R x R matrix
