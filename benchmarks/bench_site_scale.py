@@ -267,6 +267,83 @@ def measure_pages(site: Site, phase_id: int) -> dict:
     return out
 
 
+def measure_publication(site: Site, phase_id: int) -> dict:
+    """Close and publish the phase in a child process (its own CPU time and peak memory), with
+    every ranked run's resamples in place as the statistics worker leaves them (synthetic: the
+    seeded runs have no uploads), then the sizes of the published pages and JSON."""
+    code = f"""
+import json, resource, sys, time
+sys.path.insert(0, {str(REPO)!r})
+import numpy as np
+from sqlmodel import Session
+from server.boards import stats, leaderboard as lb
+from server.db import get_engine
+from server.domain import lifecycle, publication
+from server.domain.provenance import current_provenance
+from server.models import Phase
+from server.settings import Settings
+from tasks import get_task
+settings = Settings.from_env(home={str(site.home)!r}, database_url={site.url!r}, redis_url=None)
+eng = get_engine(settings.sqlalchemy_url())
+task = get_task({TASK!r})
+prov = current_provenance(task, "dev", settings.home)
+with Session(eng) as s:
+    phase = s.get(Phase, {phase_id})
+    board = lb.build_board(s, task, phase, audience="public", show_private=True,
+                           include_closed=True, provenance=prov)
+    part = stats.Part.get(settings, eng, task, phase, "all")
+rng = np.random.default_rng(0)
+shared = rng.normal(0, 0.02, part.B)
+for r in board.rows:
+    if r.attempt is None or r.values.get("all/f1") is None:
+        continue
+    x = r.values["all/f1"] + shared + rng.normal(0, 0.01, part.B)
+    p = part.samples_path(settings.home, r.submission_id, r.attempt)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    np.save(p, x)
+t0 = time.process_time()
+with Session(eng) as s:
+    phase = s.get(Phase, {phase_id})
+    rv = publication.publish(s, phase, task=task, actor=None, settings=settings, close_first=True)
+    s.commit()
+    out = {{"publish_cpu_s": round(time.process_time() - t0, 2),
+           "snapshot_json_bytes": len(rv.body_json), "snapshot_csv_bytes": len(rv.body_csv),
+           "statistics": json.loads(rv.body_json)["statistics"].get("status")}}
+out["publish_peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(json.dumps(out))
+"""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+    )
+    if r.returncode != 0:
+        return {"publish_error": r.stderr[-2000:]}
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    from server import create_app
+
+    a = create_app(
+        {
+            "home": site.home,
+            "env": "testing",
+            "database_url": site.url,
+            "redis_url": None,
+            "PALIMPSEST_ENQUEUE": False,
+            "PALIMPSEST_SHARED_RENDERS": False,
+        }
+    )
+    for name, path in (
+        ("published_page", f"/tasks/{TASK}/leaderboard?phase=dev"),
+        ("published_json", f"/tasks/{TASK}/leaderboard.json?phase=dev"),
+        ("published_csv", f"/tasks/{TASK}/leaderboard.csv?phase=dev"),
+        ("published_significance", f"/tasks/{TASK}/leaderboard/significance?phase=dev"),
+    ):
+        resp, t = cpu(a.test_client().get, path)
+        out[f"{name}_bytes"] = len(resp.data)
+        out[f"{name}_s"] = t
+        out[f"{name}_status"] = resp.status_code
+    return out
+
+
 def measure_stats(rows: int, B: int) -> dict:
     """The statistics of a board of `rows` ranked rows on B resamples, in a child process (its own
     peak memory)."""
@@ -325,6 +402,7 @@ def main() -> None:
             got = {"runs": m, "seed_wall_s": seconds}
             got.update(measure_pages(site, pid))
             report["sizes"].append(got)
+        report["publication"] = measure_publication(site, pid)
         report["statistics"] = measure_stats(a.teams, a.B)
         report["statistics"]["rows"] = a.teams
     finally:
