@@ -77,7 +77,13 @@ def _share(settings, path: Path, data: bytes) -> None:
     _atomic_write(path, data)
     store = objectstore.store_for(settings)
     if store is not None:
-        store.put_file(_rel(path, settings.home), path)
+        try:
+            store.put_file(_rel(path, settings.home), path)
+        except BaseException:
+            # not here either, then: a file only this machine has would pass for shared (a board
+            # version "ready" here that the web never sees); the job is retried
+            path.unlink(missing_ok=True)
+            raise
 
 
 def _shared(settings, path: Path, *, fetch: bool = True) -> Path | None:
