@@ -123,7 +123,7 @@ def scores(backend, submission_id):
         return s.execute(select(Score).where(Score.submission_id == submission_id)).scalars().all()
 
 
-def burst(backend, queues=("scoring", "baselines")):
+def burst(backend, queues=("scoring", "stats", "baselines")):
     """Run every queued job in-process (RQ's SimpleWorker in burst mode)."""
     from server.jobs.worker import build_worker
 
