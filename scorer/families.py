@@ -868,6 +868,20 @@ def score_links(fam: LinkFamily, parsed: Links, only: frozenset | None = None) -
         why = ["recall@k, map@k, mrr@k and ndcg@k need a score column"]
     vals.update(ranking)
     extra = {}
+    cut_at = fam.task.cut_at
+    if cut_at and parsed.score is not None:  # the top k of each query's ranking, as a set
+        extra["cuts"] = metrics.ranking_cuts(
+            gold_q,
+            gold_s,
+            parsed.q,
+            parsed.s,
+            parsed.score,
+            n_q,
+            n_s,
+            source_order_of(cache_key(index / "source_ids.txt")),
+            cut_at,
+            keep,
+        )
     judged_path = fam.store.gold(fam.split, JUDGED)
     if judged_path.is_file():  # a campaign judged some pairs: the condensed-list variants too
         judged_q, judged_s = link_gold(

@@ -164,6 +164,8 @@ class Task:
     cross_validation: CrossValidation | None = None
     # published systems' results, shown unranked beside the baselines on their split's boards
     paper_rows: tuple[PaperRow, ...] = ()
+    # links: the depths k at which a scored run is also cut and scored as a set of links
+    cut_at: tuple[int, ...] = ()
     # the splits whose gold has a private part: never downloadable, scored on a public part only
     # until publication
     hidden_splits: tuple[str, ...] = HIDDEN_SPLITS

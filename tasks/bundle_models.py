@@ -280,6 +280,13 @@ class TaskSpec(Spec):
     )
     cross_validation: Optional[CrossValidationSpec] = None
     paper_rows: list[PaperRowSpec] = Field(default_factory=list, max_length=50)
+    cut_at: list[int] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Links family: the depths k at which a scored run's ranking is also cut, its "
+        "top k sources per query taken as predicted links and scored as a set (TP, FP, FN, F1, "
+        "FPR and SMR x 10^4).",
+    )
     public_files: dict[str, list[str]] = Field(
         default_factory=dict,
         max_length=10,
@@ -288,6 +295,22 @@ class TaskSpec(Spec):
     )
 
     _text = field_validator("title", "description", "citation", "licence", "source")(_no_control)
+
+    @field_validator("cut_at")
+    @classmethod
+    def _cuts(cls, v):
+        bad = [k for k in v if not 1 <= k <= 1_000_000]
+        if bad:
+            raise ValueError(f"cut_at: {', '.join(map(str, bad))} not in 1..1000000")
+        if len(set(v)) != len(v):
+            raise ValueError("cut_at: a depth repeats")
+        return v
+
+    @model_validator(mode="after")
+    def _cuts_of_links(self):
+        if self.cut_at and self.family != "links":
+            raise ValueError("cut_at applies to the links family only")
+        return self
 
     @field_validator("splits")
     @classmethod
