@@ -531,17 +531,30 @@ class _KeyedUnits(_Units):
             # drawn is the instance: one instance is in the test sets of several folds, and
             # its copies move together (drawn apart, they would pass for independent units
             # and narrow the intervals)
-            if boot.subset == "macro":
-                raise ValueError("no bootstrap for a macro over folds")
             fold = [str(gold[i][task.cross_validation.field]) for i in keep]
-            sub = boot.masks[boot.subset]
-            boot.masks = {
-                f: sub & np.array([x == f for x in fold], dtype=bool) for f in dict.fromkeys(fold)
-            }
+            boot.fold_groups = None
+            if boot.subset == "macro":
+                # each fold's macro over the groups it holds, then the mean over the folds
+                # (STR-2022's folds of one language: the fold's value is that language's)
+                boot.fold_groups = {}
+                masks = {}
+                for f in dict.fromkeys(fold):
+                    in_f = np.array([x == f for x in fold], dtype=bool)
+                    names = [f"{f}/{g}" for g in boot.masks]
+                    for g, name in zip(boot.masks, names, strict=True):
+                        masks[name] = boot.masks[g] & in_f
+                    boot.fold_groups[f] = names
+                boot.masks = masks
+            else:
+                sub = boot.masks[boot.subset]
+                boot.masks = {
+                    f: sub & np.array([x == f for x in fold], dtype=bool)
+                    for f in dict.fromkeys(fold)
+                }
             boot.strata = ["all"] * len(keep)
             boot.clusters = [unit_id(gold[i], task.format.key) for i in keep]
             boot.resampling = "instances across folds"
-            boot.folds = list(boot.masks)
+            boot.folds = list(boot.fold_groups or boot.masks)
 
     @staticmethod
     def samples(boot, decl, arrays, W):
@@ -559,7 +572,15 @@ class _KeyedUnits(_Units):
             per[name] = np.where(w.sum(axis=1) > 0, v, np.nan)
         if boot.subset != "macro" and boot.folds is None:
             return per[boot.subset]
-        return _group_mean(per, {g: W[:, m].sum(axis=1) for g, m in boot.masks.items()}, B)
+        held = {g: W[:, m].sum(axis=1) for g, m in boot.masks.items()}
+        if boot.folds is not None and getattr(boot, "fold_groups", None):
+            fold_values = {
+                f: _group_mean({n: per[n] for n in names}, {n: held[n] for n in names}, B)
+                for f, names in boot.fold_groups.items()
+            }
+            fold_held = {f: sum(held[n] for n in names) for f, names in boot.fold_groups.items()}
+            return _group_mean(fold_values, fold_held, B)
+        return _group_mean(per, held, B)
 
 
 # ----------------------------------------------------------------- tokens, clustered by document

@@ -220,7 +220,10 @@ def _for_split(task: Task, split: str) -> Task:
             for f, line in zip((1, 2), fmt.example.splitlines(), strict=False)
         )
         if fmt.native == "jsonl"
-        else fmt.example
+        else "".join(
+            f"{cv.field if i == 0 else (i - 1) % 2 + 1},{line}\n"
+            for i, line in enumerate(fmt.example.splitlines())
+        )
     )
     return replace(
         task,

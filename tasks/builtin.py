@@ -134,7 +134,7 @@ PYTHON: dict[str, dict] = {
     "str": dict(
         importer="tasks.semrel:import_str",
         import_help="palimpsest tasks import str --from path/to/Semantic_Relatedness_SemEval2024 "
-        "[--languages eng,esp,...]",
+        "[--languages eng,esp,...] [--protocol cross-validated]",
         import_options=(
             FROM,
             ImportOption(
@@ -142,6 +142,15 @@ PYTHON: dict[str, dict] = {
                 "languages",
                 "list",
                 "STR: the languages to import, comma separated (default: every one found).",
+            ),
+            ImportOption(
+                "--protocol",
+                "protocol",
+                "choice",
+                "held-out: SemEval-2024's dev and test splits; cross-validated: also STR-2022's "
+                "five folds of the English labelled pairs (from one STR-2022 file: those alone).",
+                default=HELD_OUT,
+                choices=(HELD_OUT, CROSS_VALIDATED),
             ),
         ),
         demo=Demo(release="tasks.semrel:demo_release", predictions="tasks.demo:keyed_predictions"),
