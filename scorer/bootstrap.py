@@ -26,6 +26,7 @@ No Flask, no database: the server stores `unit_arrays(...)` per scored submissio
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -744,12 +745,46 @@ class _LinkUnits(_Units):
         boot.qcols[[qidx[q] for q in boot.units]] = np.arange(len(boot.units))
         boot.gold_links = (gq, gs)
         boot._source_order = None
+        boot.fold_cols = None
+        if task.is_cross_validated(split):
+            # folds of the queries: each resampled within itself (a fold keeps its size), scored
+            # on its own, and the mean over the folds taken as the scorer takes it
+            fold_of = fam.folds()
+            boot.strata = [fold_of[q] for q in boot.units]
+            boot.fold_cols = {}
+            for i, f in enumerate(boot.strata):
+                boot.fold_cols.setdefault(f, []).append(i)
+            boot.fold_cols = {
+                f: np.asarray(boot.fold_cols[f], dtype=np.int64)
+                for f in sorted(boot.fold_cols, key=metrics.fold_key)
+            }
+            boot.folds = list(boot.fold_cols)
+            boot.resampling = "queries within each fold"
 
     @staticmethod
     def samples(boot, decl, arrays, W):
+        if getattr(boot, "fold_cols", None):
+            return _LinkUnits.fold_mean(boot, decl, arrays, W)
         if decl.resample == "sums":
             return _LinkUnits.counts(boot, arrays, W)
         return np.array([_LinkUnits.once(boot, arrays, w) for w in W])
+
+    @staticmethod
+    def fold_mean(boot, decl, arrays, W):
+        """The mean over the folds of each fold's value, each on its own queries' columns."""
+        per, held = {}, {}
+        mapped = boot.qcols >= 0
+        for f, cols in boot.fold_cols.items():
+            sub = copy.copy(boot)
+            sub.fold_cols = None
+            sub.units = [boot.units[i] for i in cols]
+            pos = np.full(len(boot.units), -1, dtype=np.int64)
+            pos[cols] = np.arange(len(cols))
+            sub.qcols = np.full(len(boot.qcols), -1, dtype=np.int64)
+            sub.qcols[mapped] = pos[boot.qcols[mapped]]
+            per[f] = _LinkUnits.samples(sub, decl, arrays, W[:, cols])
+            held[f] = W[:, cols].sum(axis=1)
+        return _group_mean(per, held, W.shape[0])
 
     @staticmethod
     def counts(boot, arrays: dict, W: np.ndarray) -> np.ndarray:

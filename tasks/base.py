@@ -89,6 +89,8 @@ class CrossValidation:
     authors' `aggregate_TRiC_statistics.py` takes it), each fold's scores kept beside them."""
 
     split: str = "cv"
+    # the submission's fold column; "" where the folds partition the units (Loci Similes' queries:
+    # each in one fold's test set, its fold among the split's inputs) and the file has none
     field: str = "fold"
     folds: int = 10  # the protocol's folds; an import records the folds its release holds
 
@@ -202,7 +204,9 @@ class Task:
     def for_split(self, split: str) -> "Task":
         """The task as a submission on `split` sees it: on the cross-validated split, the fold
         field comes first and is part of the key (`fold` + `instanceID` name a unit)."""
-        return _for_split(self, split) if self.is_cross_validated(split) else self
+        if self.is_cross_validated(split) and self.cross_validation.field:
+            return _for_split(self, split)
+        return self  # folds that partition the units (`field` ""): the file is the same
 
     def metric_direction(self, metric: str) -> bool:
         """True when a larger value of `metric` is better."""

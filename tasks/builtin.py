@@ -105,7 +105,7 @@ PYTHON: dict[str, dict] = {
     "loci-similes": dict(
         importer="tasks.loci:import_loci",
         import_help="palimpsest tasks import loci-similes --query queries.csv --source "
-        "sources.csv --gold ground_truth.csv",
+        "sources.csv --gold ground_truth.csv [--protocol cross-validated]",
         import_options=(
             ImportOption(
                 "--query",
@@ -127,6 +127,16 @@ PYTHON: dict[str, dict] = {
                 "file",
                 "Loci Similes gold links (query_id,source_id,label).",
                 required=True,
+            ),
+            ImportOption(
+                "--protocol",
+                "protocol",
+                "choice",
+                "held-out: every query in the hidden test split; cross-validated: the paper's "
+                "five folds of the positives (drawn by query), every fold's links public as the "
+                "others' training data, and no hidden test split.",
+                default=HELD_OUT,
+                choices=(HELD_OUT, CROSS_VALIDATED),
             ),
         ),
         demo=Demo(release="tasks.demo:loci_release", predictions="tasks.demo:link_predictions"),

@@ -198,7 +198,8 @@ class SplitSpec(Spec):
 
 class CrossValidationSpec(Spec):
     """A split holding every fold's test units, scored fold by fold (a submission names each
-    unit's fold in `field`); the result is the mean over the folds."""
+    unit's fold in `field`; `field` "" where the folds partition the units, a links split's
+    queries, their folds in the split's `folds.csv`); the result is the mean over the folds."""
 
     split: str = "cv"
     field: str = "fold"

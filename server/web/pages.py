@@ -226,7 +226,11 @@ def submit(task_id: str):
             p.name,
             f"{p.name} ({p.split}"
             + (
-                f", cross-validated: a row per fold and {' and '.join(t.format.key)})"
+                (
+                    f", cross-validated: a row per fold and {' and '.join(t.format.key)})"
+                    if t.cross_validation.field
+                    else ", cross-validated: folds of the units, one file for all)"
+                )
                 if t.is_cross_validated(p.split)
                 else ")"
             ),
