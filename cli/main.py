@@ -728,12 +728,11 @@ def score_cmd(task_id, file, split, home, as_json):
         )
     cuts = result.get("cuts") or {}
     if cuts:  # a ranking cut at each declared k, its top k taken as the predicted links
-        from scorer.metrics import CUT_COLUMNS
-
+        columns = list(next(iter(cuts.values())))
         click.echo("ranking cut at k (the top k sources of each query as its links):")
-        click.echo(f"{'k':>8}" + "".join(f"{c:>12}" for c in CUT_COLUMNS))
+        click.echo(f"{'k':>8}" + "".join(f"{c:>12}" for c in columns))
         for k, row in cuts.items():
-            click.echo(f"{k:>8}" + "".join(f"{_num(row[c]):>12}" for c in CUT_COLUMNS))
+            click.echo(f"{k:>8}" + "".join(f"{_num(row[c]):>12}" for c in columns))
     for n in result["notes"]:
         click.echo(f"note: {n}")
 

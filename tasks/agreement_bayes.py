@@ -45,6 +45,7 @@ import time
 
 import numpy as np
 
+from tasks.agreement_loo import pointwise, summarise
 from tasks.agreement_measures import Table, weighted
 
 RHAT_MAX = 1.01
@@ -559,8 +560,6 @@ def model_loo(post: dict, data: dict, agg: dict) -> tuple[dict, np.ndarray]:
     """PSIS-LOO of a fit over its pairs of judgments (tasks/agreement_loo.py): each distinct
     (cell, outcome) once with its count (the pairs in it share their log-likelihood); and each
     pair of judgments' elpd_loo, in `pair_outcomes`' order (what `agreement_loo.compare` takes)."""
-    from tasks.agreement_loo import pointwise, summarise
-
     counts = agg["counts"]
     elpd_cells = np.zeros(counts.shape)
     cols_e, cols_lp, cols_k, cols_c = [], [], [], []

@@ -17,7 +17,15 @@ The observations of the agreement model share their log-likelihood within a cell
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import logsumexp
+
+
+def logsumexp(x: np.ndarray, axis: int | None = None) -> np.ndarray | float:
+    """log(sum(exp(x))) along `axis`, computed from the largest value (numpy only: the module
+    loads with the agreement model, without scipy)."""
+    x = np.asarray(x, dtype=float)
+    m = np.max(x, axis=axis, keepdims=True)
+    out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return out.item() if axis is None else np.squeeze(out, axis=axis)
 
 
 def _gpdfit(ary: np.ndarray) -> tuple[float, float]:

@@ -313,6 +313,25 @@ class TaskSpec(Spec):
             raise ValueError("cut_at applies to the links family only")
         return self
 
+    @model_validator(mode="after")
+    def _folds_of_queries(self):
+        cv = self.cross_validation
+        if cv is None:
+            return self
+        if (self.family == "links") != (cv.field == ""):
+            raise ValueError(
+                "cross_validation.field is empty for the links family (its folds partition the "
+                "queries) and names a column for any other"
+            )
+        split = self.splits.get(cv.split)
+        if self.family == "links" and split is not None:
+            if not any(r.rsplit("/", 1)[-1] == "folds.csv" for r in split.inputs):
+                raise ValueError(
+                    f"the cross-validated links split {cv.split!r} needs a folds.csv "
+                    "(query_id,fold) among its inputs"
+                )
+        return self
+
     @field_validator("splits")
     @classmethod
     def _split_names(cls, v):

@@ -163,3 +163,29 @@ def test_the_shared_sample_imports_for_both_protocols(tmp_path):
     assert sum(c["links"] for c in m["cross_validation"]["counts"].values()) == 10
     held = import_task("loci-similes", tmp_path / "h2", **files)
     assert held["splits"] == ["test"]
+
+
+def test_a_links_split_declares_its_folds_file():
+    from pydantic import ValidationError
+
+    from tasks.builtin import builtin_spec
+    from tasks.bundle_models import TaskSpec
+
+    spec = builtin_spec("loci-similes")
+    TaskSpec.model_validate(spec)
+    no_file = {
+        **spec,
+        "splits": {
+            **spec["splits"],
+            "cv": {
+                **spec["splits"]["cv"],
+                "inputs": [i for i in spec["splits"]["cv"]["inputs"] if "folds" not in i],
+            },
+        },
+    }
+    with pytest.raises(ValidationError, match="folds.csv"):
+        TaskSpec.model_validate(no_file)
+    with pytest.raises(ValidationError, match="cross_validation.field"):
+        TaskSpec.model_validate(
+            {**spec, "cross_validation": {**spec["cross_validation"], "field": "fold"}}
+        )
