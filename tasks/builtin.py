@@ -45,22 +45,24 @@ FROM = ImportOption(
 # together label every instance, so a site scoring the held-out test of one fold with a hidden
 # part cannot also publish the other folds' labels (docs/hidden-gold.md).
 HELD_OUT, CROSS_VALIDATED = "held-out", "cross-validated"
+PROTOCOL = ImportOption(
+    "--protocol",
+    "protocol",
+    "choice",
+    "held-out: the release's splits, the test split's gold hidden; cross-validated: the paper's "
+    "folds, scored fold by fold, each fold's training labels public (TRoTR: its ten folds, and "
+    "no hidden test split; Loci Similes: five folds of the positives, no hidden test split; STR: "
+    "STR-2022's five folds of the English pairs beside SemEval's splits).",
+    default=HELD_OUT,
+    choices=(HELD_OUT, CROSS_VALIDATED),
+)
 TRIC_HELP = "palimpsest tasks import {id} --from path/to/TRoTR [--fold 1]"
 TRIC = dict(
     importer="tasks.trotr:import_trotr",
     import_options=(
         FROM,
         ImportOption("--fold", "fold", "int", "TRoTR fold.", default=1, range=(1, 10)),
-        ImportOption(
-            "--protocol",
-            "protocol",
-            "choice",
-            "held-out: one fold's dev (public), train (public) and test (hidden); "
-            "cross-validated: every fold's test sets scored fold by fold, with their train and dev "
-            "labels public, and no hidden test split.",
-            default=HELD_OUT,
-            choices=(HELD_OUT, CROSS_VALIDATED),
-        ),
+        PROTOCOL,
     ),
     demo=Demo(release="tasks.demo:trotr_release", predictions="tasks.demo:keyed_predictions"),
     agreement="tasks.agreement:trotr_release",
@@ -128,16 +130,7 @@ PYTHON: dict[str, dict] = {
                 "Loci Similes gold links (query_id,source_id,label).",
                 required=True,
             ),
-            ImportOption(
-                "--protocol",
-                "protocol",
-                "choice",
-                "held-out: every query in the hidden test split; cross-validated: the paper's "
-                "five folds of the positives (drawn by query), every fold's links public as the "
-                "others' training data, and no hidden test split.",
-                default=HELD_OUT,
-                choices=(HELD_OUT, CROSS_VALIDATED),
-            ),
+            PROTOCOL,
         ),
         demo=Demo(release="tasks.demo:loci_release", predictions="tasks.demo:link_predictions"),
     ),
@@ -153,15 +146,7 @@ PYTHON: dict[str, dict] = {
                 "list",
                 "STR: the languages to import, comma separated (default: every one found).",
             ),
-            ImportOption(
-                "--protocol",
-                "protocol",
-                "choice",
-                "held-out: SemEval-2024's dev and test splits; cross-validated: also STR-2022's "
-                "five folds of the English labelled pairs (from one STR-2022 file: those alone).",
-                default=HELD_OUT,
-                choices=(HELD_OUT, CROSS_VALIDATED),
-            ),
+            PROTOCOL,
         ),
         demo=Demo(release="tasks.semrel:demo_release", predictions="tasks.demo:keyed_predictions"),
         agreement="tasks.agreement_str:str_release",
