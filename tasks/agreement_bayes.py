@@ -438,7 +438,8 @@ def fit(
         raise NotConverged(
             f"the fit did not converge (largest R-hat {rhat:.3f} at {worst}, must be below "
             f"{RHAT_MAX}; {divergent} divergent transitions, must be 0; {chains} chains of "
-            f"{warmup} + {samples} draws, seed {seed}); no figure of it is reported: fit again "
+            f"{warmup} + {samples} draws, seed {seed}, target acceptance {target_accept}); no "
+            "figure of it is reported: fit again "
             "with more warmup and draws, or another seed"
         )
     # in double precision: every figure below is computed from the draws as numpy doubles
