@@ -26,6 +26,7 @@ No Flask, no database: the server stores `unit_arrays(...)` per scored submissio
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -531,17 +532,30 @@ class _KeyedUnits(_Units):
             # drawn is the instance: one instance is in the test sets of several folds, and
             # its copies move together (drawn apart, they would pass for independent units
             # and narrow the intervals)
-            if boot.subset == "macro":
-                raise ValueError("no bootstrap for a macro over folds")
             fold = [str(gold[i][task.cross_validation.field]) for i in keep]
-            sub = boot.masks[boot.subset]
-            boot.masks = {
-                f: sub & np.array([x == f for x in fold], dtype=bool) for f in dict.fromkeys(fold)
-            }
+            boot.fold_groups = None
+            if boot.subset == "macro":
+                # each fold's macro over the groups it holds, then the mean over the folds
+                # (STR-2022's folds of one language: the fold's value is that language's)
+                boot.fold_groups = {}
+                masks = {}
+                for f in dict.fromkeys(fold):
+                    in_f = np.array([x == f for x in fold], dtype=bool)
+                    names = [f"{f}/{g}" for g in boot.masks]
+                    for g, name in zip(boot.masks, names, strict=True):
+                        masks[name] = boot.masks[g] & in_f
+                    boot.fold_groups[f] = names
+                boot.masks = masks
+            else:
+                sub = boot.masks[boot.subset]
+                boot.masks = {
+                    f: sub & np.array([x == f for x in fold], dtype=bool)
+                    for f in dict.fromkeys(fold)
+                }
             boot.strata = ["all"] * len(keep)
             boot.clusters = [unit_id(gold[i], task.format.key) for i in keep]
             boot.resampling = "instances across folds"
-            boot.folds = list(boot.masks)
+            boot.folds = list(boot.fold_groups or boot.masks)
 
     @staticmethod
     def samples(boot, decl, arrays, W):
@@ -559,7 +573,15 @@ class _KeyedUnits(_Units):
             per[name] = np.where(w.sum(axis=1) > 0, v, np.nan)
         if boot.subset != "macro" and boot.folds is None:
             return per[boot.subset]
-        return _group_mean(per, {g: W[:, m].sum(axis=1) for g, m in boot.masks.items()}, B)
+        held = {g: W[:, m].sum(axis=1) for g, m in boot.masks.items()}
+        if boot.folds is not None and getattr(boot, "fold_groups", None):
+            fold_values = {
+                f: _group_mean({n: per[n] for n in names}, {n: held[n] for n in names}, B)
+                for f, names in boot.fold_groups.items()
+            }
+            fold_held = {f: sum(held[n] for n in names) for f, names in boot.fold_groups.items()}
+            return _group_mean(fold_values, fold_held, B)
+        return _group_mean(per, held, B)
 
 
 # ----------------------------------------------------------------- tokens, clustered by document
@@ -723,12 +745,46 @@ class _LinkUnits(_Units):
         boot.qcols[[qidx[q] for q in boot.units]] = np.arange(len(boot.units))
         boot.gold_links = (gq, gs)
         boot._source_order = None
+        boot.fold_cols = None
+        if task.is_cross_validated(split):
+            # folds of the queries: each resampled within itself (a fold keeps its size), scored
+            # on its own, and the mean over the folds taken as the scorer takes it
+            fold_of = fam.folds()
+            boot.strata = [fold_of[q] for q in boot.units]
+            boot.fold_cols = {}
+            for i, f in enumerate(boot.strata):
+                boot.fold_cols.setdefault(f, []).append(i)
+            boot.fold_cols = {
+                f: np.asarray(boot.fold_cols[f], dtype=np.int64)
+                for f in sorted(boot.fold_cols, key=metrics.fold_key)
+            }
+            boot.folds = list(boot.fold_cols)
+            boot.resampling = "queries within each fold"
 
     @staticmethod
     def samples(boot, decl, arrays, W):
+        if getattr(boot, "fold_cols", None):
+            return _LinkUnits.fold_mean(boot, decl, arrays, W)
         if decl.resample == "sums":
             return _LinkUnits.counts(boot, arrays, W)
         return np.array([_LinkUnits.once(boot, arrays, w) for w in W])
+
+    @staticmethod
+    def fold_mean(boot, decl, arrays, W):
+        """The mean over the folds of each fold's value, each on its own queries' columns."""
+        per, held = {}, {}
+        mapped = boot.qcols >= 0
+        for f, cols in boot.fold_cols.items():
+            sub = copy.copy(boot)
+            sub.fold_cols = None
+            sub.units = [boot.units[i] for i in cols]
+            pos = np.full(len(boot.units), -1, dtype=np.int64)
+            pos[cols] = np.arange(len(cols))
+            sub.qcols = np.full(len(boot.qcols), -1, dtype=np.int64)
+            sub.qcols[mapped] = pos[boot.qcols[mapped]]
+            per[f] = _LinkUnits.samples(sub, decl, arrays, W[:, cols])
+            held[f] = W[:, cols].sum(axis=1)
+        return _group_mean(per, held, W.shape[0])
 
     @staticmethod
     def counts(boot, arrays: dict, W: np.ndarray) -> np.ndarray:

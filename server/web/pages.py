@@ -310,6 +310,8 @@ def _phase_label(t, p: Phase, system: bool) -> str:
     if system:
         return f"{p.name} ({p.split}{', blind' if p.blind else ''})"
     if t.is_cross_validated(p.split):
+        if not t.cross_validation.field:  # folds of the queries: one ordinary file
+            return f"{p.name} ({p.split}, cross-validated: folds of the units, one file for all)"
         key = " and ".join(t.format.key)
         return f"{p.name} ({p.split}, cross-validated: a row per fold and {key})"
     return f"{p.name} ({p.split})"
