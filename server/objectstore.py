@@ -106,6 +106,21 @@ class ObjectStore:
         all."""
         self._call(f"storing {key}", self.client.upload_file, str(path), self.bucket, key)
 
+    def bucket_exists(self) -> bool:
+        """Whether the bucket is there (False when the store answers that it is not)."""
+        from botocore.exceptions import ClientError  # with boto3, above
+
+        try:
+            self._call("looking up the bucket", self.client.head_bucket, Bucket=self.bucket)
+            return True
+        except FileNotFoundError:
+            return False
+        except StoreUnreachable as e:
+            cause = e.__cause__ or e.__context__
+            if isinstance(cause, ClientError) and "NoSuchBucket" in str(cause):
+                return False
+            raise
+
     def exists(self, key: str) -> bool:
         try:
             self._call(f"looking up {key}", self.client.head_object, Bucket=self.bucket, Key=key)

@@ -194,8 +194,11 @@ def _served(home, url, secret) -> dict[str, bytes]:
     return out
 
 
-def _rewrite(src, dst, change):
-    """A copy of an archive with `change(name, data, manifest) -> data or None (dropped)`."""
+def _rewrite(src, dst, change, key=None):
+    """A copy of an archive with `change(name, data, manifest) -> data or None (dropped)`; its
+    manifest signed again with `key` when given (as one who holds the key could)."""
+    from server.backup.common import sign
+
     with tarfile.open(src) as tin:
         m = json.loads(tin.extractfile("manifest.json").read())
         members = [(i, tin.extractfile(i).read()) for i in tin.getmembers() if i.isfile()]
@@ -208,6 +211,8 @@ def _rewrite(src, dst, change):
                 continue
             info.size = len(data)
             tout.addfile(info, io.BytesIO(data))
+        if key is not None:
+            m = sign({k: v for k, v in m.items() if k != "signature"}, key)
         data = json.dumps(m).encode()
         info = tarfile.TarInfo("manifest.json")
         info.size = len(data)
@@ -307,7 +312,11 @@ def test_restore_drill(site, tmp_path, monkeypatch, request):
             return None
         return data
 
-    _rewrite(archive, missing, drop)
+    _rewrite(archive, missing, drop)  # the manifest changed, its signature not: refused
+    r = _cli("backup", "verify", str(missing), "--json")
+    assert r.exit_code == 1
+    assert "does not match its signature" in json.loads(r.stdout)["error"]["message"]
+    _rewrite(archive, missing, drop, key=secret)  # signed again by one who holds the key
     r = _cli("backup", "verify", str(missing), "--json")
     assert r.exit_code == 1
     problems = json.loads(r.stdout)["problems"]
@@ -333,7 +342,7 @@ def test_restore_drill(site, tmp_path, monkeypatch, request):
             m["members"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
             return data
 
-        _rewrite(archive, hidden, hide)
+        _rewrite(archive, hidden, hide, key=secret)
         r = _cli("backup", "verify", str(hidden), "--json")
         assert r.exit_code == 1
         problems = json.loads(r.stdout)["problems"]
@@ -349,7 +358,7 @@ def test_restore_drill(site, tmp_path, monkeypatch, request):
         m["alembic_revision"] = ["ffffffffffff"]
         return data
 
-    _rewrite(archive, newer, bump)
+    _rewrite(archive, newer, bump, key=secret)
     r = _cli("restore", str(newer), "--json", env={**env, "PALIMPSEST_HOME": str(tmp_path / "n")})
     assert r.exit_code == 1 and "newer than the code" in json.loads(r.stdout)["error"]["message"]
     with Session(b.engine) as s:  # the source site is untouched by all of it

@@ -18,7 +18,7 @@ from sqlalchemy.engine import make_url
 from sqlmodel import Session
 
 from server.backup.archive import check_revision, read_manifest
-from server.backup.common import BackupError, Report
+from server.backup.common import BackupError, Report, backup_key, check_signature
 from server.backup.restore import restore
 from server.boards import leaderboard as lb
 from server.domain import publication
@@ -76,17 +76,30 @@ def scratch_site(settings: Settings, m: dict, database_url: str | None = None):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def verify(settings: Settings, archive: Path, *, database_url: str | None = None) -> Report:
+def verify(
+    settings: Settings,
+    archive: Path,
+    *,
+    database_url: str | None = None,
+    key: str | None = None,
+    trust_unsigned: bool = False,
+) -> Report:
     """Restore `archive` into a scratch database and directory and check it: the revision, the
     row counts, every checksum, every file the database names, and each published ranking
     rebuilt from the restored data byte for byte against its stored snapshot."""
     archive = Path(archive)
     t0 = time.monotonic()
     m = read_manifest(archive)
+    key = backup_key(settings, key)
+    check_signature(m, key, trust_unsigned=trust_unsigned)  # refused before any scratch is made
     check_revision(m)
     with scratch_site(settings, m, database_url) as scratch:
-        rep = restore(scratch, archive)
+        rep = restore(scratch, archive, key=key, trust_unsigned=trust_unsigned)
         rep.timings = {"restore": time.monotonic() - t0}
+        if not rep.checks.get("restored"):
+            rep.problems = [p for p in rep.problems if not p.startswith("nothing restored")]
+            rep.timings["total"] = time.monotonic() - t0
+            return rep
         t1 = time.monotonic()
         eng = create_engine(scratch.sqlalchemy_url())
         try:
