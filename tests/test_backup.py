@@ -404,3 +404,207 @@ def _restore_and_check(b, archive, target, env, target_url, before, marker_run) 
     assert r.exit_code == 1 and "not empty" in json.loads(r.stdout)["error"]["message"]
     assert uuid  # (names for scratch databases come from the module under test)
     return after
+
+
+# ----------------------------------------------------------------------------- hostile archives
+
+
+def _census(b) -> dict:
+    """The live site as counted: every table's rows and every file of its data directory (but
+    the queue's, the process ids' and the database's own) with its sha256."""
+    import hashlib
+
+    from sqlalchemy import create_engine
+
+    from server.backup.common import engine_counts
+
+    eng = create_engine(b.settings.sqlalchemy_url())
+    try:
+        with eng.connect() as c:
+            counts, revs = engine_counts(c)
+    finally:
+        eng.dispose()
+    files = {}
+    home = b.settings.home
+    for p in sorted(home.rglob("*")):
+        rel = p.relative_to(home)
+        if rel.parts[0] in ("redis", "run", "stats") or rel.name.startswith("palimpsest.db"):
+            continue
+        if p.is_file():
+            files[rel.as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return {"tables": len(counts), "rows": counts, "revision": revs, "files": files}
+
+
+def _make_admin_dump(b, data: bytes, tmp_path) -> bytes:
+    """The archive's database with every user made a site administrator."""
+    import sqlite3
+    import subprocess
+
+    if b.kind == "embedded":
+        db = tmp_path / "admin.sqlite3"
+        db.write_bytes(data)
+        con = sqlite3.connect(db)
+        con.execute("UPDATE user SET is_admin = 1")
+        con.commit()
+        con.close()
+        return db.read_bytes()
+    from sqlalchemy.engine import make_url
+
+    from server.backup.common import pg_args
+
+    dump = tmp_path / "in.pgdump"
+    dump.write_bytes(data)
+    with fresh_pg_database("palimpsest_edit_") as (name, url):
+        args, env = pg_args(url)
+        db = make_url(url).database
+        subprocess.run(["pg_restore", "--no-owner", *args, "-d", db, str(dump)], env=env, check=True)
+        subprocess.run(
+            ["psql", *args, "-d", db, "-c", 'UPDATE "user" SET is_admin = true'], env=env, check=True
+        )
+        out = tmp_path / "out.pgdump"
+        subprocess.run(["pg_dump", "-Fc", *args, "-f", str(out), db], env=env, check=True)
+        return out.read_bytes()
+
+
+def test_hostile_archives_leave_the_site_as_it_was(site, tmp_path, monkeypatch):
+    """`restore --force` of a damaged or hostile archive over the live site refuses, naming what,
+    and leaves its tables, rows and files as they were; an archive edited to make a participant
+    an administrator, its checksums recomputed, is refused by verify and restore (its manifest
+    no longer matches its signature); one signed with another key is refused unless that key is
+    given; the genuine archive restores over the site."""
+    import hashlib
+
+    b = site
+    secret = b.settings.secret_key
+    monkeypatch.setenv("PALIMPSEST_SECRET_KEY", secret)
+    for i, noise in enumerate((0.1, 0.3)):
+        team, user = make_team(b, f"team-{i}")
+        submit(b, team, user, TASK, PHASE, noise=noise)
+    burst(b)
+    out = tmp_path / "backups"
+    out.mkdir()
+    r = _cli("backup", str(out), "--json")
+    assert r.exit_code == 0, r.output
+    archive = json.loads(r.stdout)["archive"]
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    dbm = next(n for n in names if n.startswith("database/"))
+    upload = next(n for n in names if n.startswith("files/uploads/"))
+    before = _census(b)
+    assert before["tables"] > 20 and before["rows"]["submission"] == 2
+
+    def refused(path, *words, command="restore"):
+        args = ["restore", str(path), "--force"] if command == "restore" else ["backup", "verify"]
+        if command != "restore":
+            args.append(str(path))
+        r = _cli(*args, "--json")
+        assert r.exit_code == 1, r.output
+        doc = json.loads(r.stdout)
+        said = doc["error"]["message"] if "error" in doc else " / ".join(doc["problems"])
+        assert "Traceback" not in r.output
+        for w in words:
+            assert w in said, said
+        assert _census(b) == before, f"{path.name} changed the live site"
+        return said
+
+    def flip_db(name, data, m):
+        return bytes([data[0], data[1] ^ 0xFF, *data[2:]]) if name == dbm else data
+
+    flipped = tmp_path / "flipped.tar"
+    _rewrite(archive, flipped, flip_db)
+    said = refused(flipped, dbm, "sha256", "nothing restored")
+    assert "as they were" in said
+
+    def damage_db(name, data, m):  # a damaged dump with its checksum made to match, and signed
+        if name != dbm:
+            return data
+        data = data[: len(data) // 2] + bytes(1000) + data[len(data) // 2 + 1000 :]
+        m["members"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+        return data
+
+    damaged = tmp_path / "damaged.tar"
+    _rewrite(archive, damaged, damage_db, key=secret)
+    refused(damaged, "as they were")
+
+    def miscount(name, data, m):  # PostgreSQL: caught inside the swap's transaction, rolled back
+        m["row_counts"]["team"] += 1
+        return data
+
+    miscounted = tmp_path / "miscounted.tar"
+    _rewrite(archive, miscounted, miscount, key=secret)
+    refused(miscounted, "table team", "as they were")
+
+    def clash(name, data, m):  # a file and a folder of the same name
+        if name == upload:
+            m["members"][upload + "/inner"] = {
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "size": len(data),
+            }
+        return data
+
+    clashing = tmp_path / "clash.tar"
+    _rewrite(archive, clashing, clash, key=secret)
+    with tarfile.open(archive) as tar:
+        payload = tar.extractfile(upload).read()
+    with tarfile.open(clashing, "a") as tar:
+        info = tarfile.TarInfo(upload + "/inner")
+        info.size = len(payload)
+        tar.addfile(info, io.BytesIO(payload))
+    refused(clashing, upload, "both a file and a folder")
+
+    for evil, words in (("files/../../escape", "outside the data directory"),):
+
+        def add(name, data, m, evil=evil):
+            m["members"][evil] = {"sha256": hashlib.sha256(b"x").hexdigest(), "size": 1}
+            return data
+
+        hostile = tmp_path / "escape.tar"
+        _rewrite(archive, hostile, add, key=secret)
+        with tarfile.open(hostile, "a") as tar:
+            info = tarfile.TarInfo(evil)
+            info.size = 1
+            tar.addfile(info, io.BytesIO(b"x"))
+        refused(hostile, words)
+        assert not (tmp_path / "escape").exists()
+
+    truncated = tmp_path / "truncated.tar"
+    data = open(archive, "rb").read()
+    truncated.write_bytes(data[: len(data) * 2 // 3])
+    refused(truncated, "truncated.tar")
+
+    def make_admin(name, data, m):
+        if name != dbm:
+            return data
+        data = _make_admin_dump(b, data, tmp_path)
+        m["members"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+        return data
+
+    admin = tmp_path / "admin.tar"
+    _rewrite(archive, admin, make_admin)
+    refused(admin, "does not match its signature")
+    refused(admin, "does not match its signature", command="verify")
+
+    # another site's archive: refused under this site's key, accepted with that site's key
+    other = tmp_path / "other-key.tar"
+    _rewrite(archive, other, lambda n, d, m: d, key="another site's key")
+    refused(other, "signed with another key", command="verify")
+    keyfile = tmp_path / "key"
+    keyfile.write_text("another site's key\n")
+    r = _cli("backup", "verify", str(other), "--key-file", str(keyfile), "--json")
+    assert r.exit_code == 0, r.output
+    unsigned = tmp_path / "unsigned.tar"  # the same archive, its signature removed
+    _rewrite(archive, unsigned, lambda n, d, m: (m.pop("signature", None), d)[1])
+    refused(unsigned, "not signed", command="verify")
+    r = _cli("backup", "verify", str(unsigned), "--trust-unsigned", "--json")
+    assert r.exit_code == 0, r.output
+
+    # the genuine archive restores over the live site; its old files are kept aside
+    team, user = make_team(b, "after-backup")
+    r = _cli("restore", str(archive), "--force", "--json")
+    assert r.exit_code == 0, r.output
+    after = _census(b)
+    assert after["rows"] == before["rows"]
+    assert {k: v for k, v in after["files"].items() if not k.startswith(".before-restore-")} == (
+        before["files"]
+    )
+    assert any(k.startswith(".before-restore-") for k in after["files"])

@@ -128,11 +128,16 @@ def restore(
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     stage = home / f".restore-stage-{stamp}-{os.getpid()}"
     stage.mkdir()
-    staged_db = None
+    sqlite = sqlite_path(url)
+    if sqlite is not None:  # beside the live one: the same file system, for the rename
+        sqlite.parent.mkdir(parents=True, exist_ok=True)
+        staged_db = sqlite.parent / f".{sqlite.name}.restore-{os.getpid()}"
+    else:
+        staged_db = stage / Path(m["database"]["member"]).name
     try:
         # 1. stage: every member read once, named, typed and checked against the manifest
         with tarfile.open(archive, "r:") as tar:
-            problems, staged_db = _stage(tar, m, stage, url)
+            problems = _stage(tar, m, stage, staged_db)
         rep.timings["files"] = time.monotonic() - t0
         t1 = time.monotonic()
         # 2. check the staged database
@@ -140,7 +145,10 @@ def restore(
             if kind == "sqlite":
                 problems += _check_sqlite(staged_db, m, stage / "files")
             else:
-                sql = _pg_script(staged_db, stage, m, url)
+                try:
+                    sql = _pg_script(staged_db, stage, m, url)
+                except BackupError as e:
+                    problems.append(f"{m['database']['member']}: {e}")
         rep.timings["database"] = time.monotonic() - t1
         rep.checks["files"] = sum(1 for k in m["members"] if k.startswith("files/"))
         rep.checks["row_counts"] = sum(m.get("row_counts", {}).values())
@@ -159,8 +167,9 @@ def restore(
         rep.timings["swap"] = time.monotonic() - t2
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-        if staged_db is not None and kind == "sqlite":
-            staged_db.unlink(missing_ok=True)
+        if kind == "sqlite":
+            for x in ("", "-wal", "-shm", "-journal"):
+                Path(str(staged_db) + x).unlink(missing_ok=True)
     if store is not None:  # the site keeps its files in a store
         t3 = time.monotonic()
         try:
@@ -202,9 +211,9 @@ def _check_bucket(store) -> None:
     )
 
 
-def _stage(tar: tarfile.TarFile, m: dict, stage: Path, url: str) -> tuple[list[str], Path]:
+def _stage(tar: tarfile.TarFile, m: dict, stage: Path, staged_db: Path) -> list[str]:
     """Read every member once into the staging area: files under `stage/files`, the database
-    copy beside the live one (SQLite: the same file system, for the rename) or under `stage`.
+    copy to `staged_db`.
     Refused, naming the member: a path outside the data directory, a member that is not a plain
     file, a name twice, a file that is also a folder, a member the manifest does not list. The
     problems listed: checksums and sizes that differ, members missing."""
@@ -216,7 +225,7 @@ def _stage(tar: tarfile.TarFile, m: dict, stage: Path, url: str) -> tuple[list[s
     seen: set[str] = set()
     file_paths: set[str] = set()
     dir_paths: set[str] = set()
-    staged_db = None
+    found_db = False
     for info in tar:
         name = info.name
         if name == MANIFEST:
@@ -233,13 +242,8 @@ def _stage(tar: tarfile.TarFile, m: dict, stage: Path, url: str) -> tuple[list[s
         if want is None:
             raise BackupError(f"{name}: in the archive but not in its manifest; nothing restored")
         if name == db_member:
-            sqlite = sqlite_path(url)
-            if sqlite is not None:
-                sqlite.parent.mkdir(parents=True, exist_ok=True)
-                dest = sqlite.parent / f".{sqlite.name}.restore-{os.getpid()}"
-            else:
-                dest = stage / Path(name).name
-            staged_db = dest
+            dest = staged_db
+            found_db = True
         elif name.startswith("files/"):
             rel = _safe_rel(name)
             if rel is None:
@@ -274,9 +278,9 @@ def _stage(tar: tarfile.TarFile, m: dict, stage: Path, url: str) -> tuple[list[s
             )
     for name in sorted(set(listed) - seen):
         problems.append(f"{name}: in the manifest but missing from the archive")
-    if staged_db is None and not any(p.startswith(db_member) for p in problems):
+    if not found_db and not any(p.startswith(db_member) for p in problems):
         problems.append(f"{db_member}: the archive has no database")
-    return problems, staged_db
+    return problems
 
 
 def _kind(info: tarfile.TarInfo) -> str:
