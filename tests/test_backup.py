@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from conftest import _make_backend, build_schema, fresh_pg_database
 from sqlalchemy import func, select
 from sqlmodel import Session
+from test_task_versions import _forget_declared_task, world  # noqa: F401  (fixtures)
 
 from server.actions import adjudication
 
@@ -457,10 +458,10 @@ def _make_admin_dump(b, data: bytes, tmp_path) -> bytes:
     with fresh_pg_database("palimpsest_edit_") as (name, url):
         args, env = pg_args(url)
         db = make_url(url).database
-        subprocess.run(["pg_restore", "--no-owner", *args, "-d", db, str(dump)], env=env, check=True)
-        subprocess.run(
-            ["psql", *args, "-d", db, "-c", 'UPDATE "user" SET is_admin = true'], env=env, check=True
-        )
+        run = ["pg_restore", "--no-owner", *args, "-d", db, str(dump)]
+        subprocess.run(run, env=env, check=True)
+        edit = ["psql", *args, "-d", db, "-c", 'UPDATE "user" SET is_admin = true']
+        subprocess.run(edit, env=env, check=True)
         out = tmp_path / "out.pgdump"
         subprocess.run(["pg_dump", "-Fc", *args, "-f", str(out), db], env=env, check=True)
         return out.read_bytes()
@@ -608,3 +609,31 @@ def test_hostile_archives_leave_the_site_as_it_was(site, tmp_path, monkeypatch):
         before["files"]
     )
     assert any(k.startswith(".before-restore-") for k in after["files"])
+
+
+# ----------------------------------------------------------------------------- after a change
+
+
+def test_verify_passes_on_an_archive_taken_after_a_task_update(world, tmp_path):  # noqa: F811
+    """A ranking published under task version 1, then a version 2 with another primary metric:
+    the archive verifies (exit 0); the ranking's stored bytes are checked, and the report says
+    it is not rebuilt from the version 2 data, and why."""
+    from test_task_versions import TASK as STS
+    from test_task_versions import _bundle, _publish_development, _version_2
+    from test_task_versions import _cli as task_cli
+
+    _publish_development(world)
+    task_cli(
+        "competitions", "create", str(_bundle(tmp_path, "v2", _version_2)), "--update",
+        "--reason", "pearson", "--json",
+    )  # fmt: skip
+    out = tmp_path / "backups"
+    out.mkdir()
+    r = _cli("backup", str(out), "--json")
+    assert r.exit_code == 0, r.output
+    r = _cli("backup", "verify", json.loads(r.stdout)["archive"], "--json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert rep["ok"] and rep["checks"]["published_rankings"] == 1
+    (note,) = rep["checks"]["not_rebuilt"]
+    assert f"{STS}/development version 1: published before task version 2" in note
