@@ -92,36 +92,14 @@ def _http_error(e: HTTPException):
 def out(model: type[BaseModel], _status: int = 200, _headers: dict | None = None, /, **fields):
     """An answer validated into its declared model."""
     got = model.model_validate(fields)
-    _built(got)
     r = jsonify(got.model_dump(mode="json", exclude_unset=True))
     r.status_code = _status
     r.headers.update(_headers or {})
     return r
 
 
-def _built(obj, seen=None) -> None:
-    """Build the serializer of every model class in `obj` (the declared models build theirs when
-    first used; one made without validation, `model_construct`, nested in an answer, has not)."""
-    seen = seen if seen is not None else set()
-    if isinstance(obj, BaseModel):
-        cls = type(obj)
-        if cls not in seen:
-            seen.add(cls)
-            if type(cls.__pydantic_serializer__).__name__ == "MockValSer":
-                cls.model_rebuild(force=True)
-        for v in obj.__dict__.values():
-            _built(v, seen)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            _built(v, seen)
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            _built(v, seen)
-
-
 def json_out(result: BaseModel, _status: int = 200):
     """An action's declared result as the answer."""
-    _built(result)
     r = jsonify(result.model_dump(mode="json", exclude_unset=True))
     r.status_code = _status
     return r
