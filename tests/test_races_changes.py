@@ -290,3 +290,30 @@ def test_twenty_publications_at_once_make_one_ranking_version(served, competitio
     print(f"{served['kind']}: 20 publications at once: {_codes(got)}; versions {versions}")
     assert versions == [1], versions
     assert all(st in (200, 201) for st, _ in got), _codes(got)
+
+
+def test_an_update_the_exposure_rule_refuses_answers_422_and_changes_nothing(served, competition):
+    """An edited bundle whose public dev gold names the hidden test pairs with their labels."""
+
+    def leak(spec, root):
+        test_gold = (root / "sts-latin" / "test" / "test-gold.jsonl").read_text()
+        dev = root / "sts-latin" / "dev"
+        (dev / "dev-gold.jsonl").write_text((dev / "dev-gold.jsonl").read_text() + test_gold)
+        inputs = [
+            json.dumps({**json.loads(line), "sentence1": "a", "sentence2": "b"})
+            for line in test_gold.splitlines()
+        ]
+        (dev / "inputs.jsonl").write_text(
+            (dev / "inputs.jsonl").read_text() + "\n".join(inputs) + "\n"
+        )
+
+    web, tok, tmp = served["url"], competition["token"], competition["tmp"]
+    before = _versions(served, tok)
+    st, body = _post_bundle(
+        web, tok, f"/api/v1/tasks/{TASK}/versions", _bundle_zip(tmp, "leak", leak), reason="x"
+    )
+    print(f"{served['kind']}: a leaking update: {st} {body['error']['code']}")
+    assert st == 422, body
+    assert body["error"]["code"] in ("exposure_refused", "invalid_bundle"), body
+    assert "LAT-test-0000" not in json.dumps(body)  # the refusal names no hidden pair
+    assert _versions(served, tok) == before and _staging(served["home"]) == []
