@@ -83,13 +83,22 @@ class ObjectStore:
         return f"ObjectStore({self.endpoint or 'aws'}/{self.bucket})"
 
     def _unreachable(self, what: str, e: Exception) -> StoreUnreachable:
+        if "NoSuchBucket" in str(e) or "bucket does not exist" in str(e):
+            return StoreUnreachable(
+                f"the object store {self.endpoint or 'S3'} has no bucket {self.bucket!r} (while "
+                f"{what}): create it (`aws --endpoint-url {self.endpoint} s3 mb "
+                f"s3://{self.bucket}`, or `s3.bucket.create -name {self.bucket}` in `weed shell`)"
+                "; nothing was recorded",
+                code="store_no_bucket",
+            )
         return StoreUnreachable(
             f"the object store {self.endpoint or 'S3'} (bucket {self.bucket}) did not answer "
             f"while {what} ({type(e).__name__}: {e}); nothing was recorded, try again later"
         )
 
     def _call(self, what: str, fn, *a, **kw):
-        from botocore.exceptions import BotoCoreError, ClientError  # with boto3, above
+        from boto3.exceptions import Boto3Error  # with boto3, above (an upload's failure)
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             return fn(*a, **kw)
@@ -98,7 +107,7 @@ class ObjectStore:
             if code in ("404", "NoSuchKey", "NotFound"):
                 raise FileNotFoundError(what) from None
             raise self._unreachable(what, e) from None
-        except (BotoCoreError, OSError) as e:
+        except (BotoCoreError, Boto3Error, OSError) as e:
             raise self._unreachable(what, e) from None
 
     def put_file(self, key: str, path: Path) -> None:

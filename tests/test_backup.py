@@ -19,6 +19,7 @@ import pytest
 from backbone import burst, make_team, set_phase, submit
 from click.testing import CliRunner
 from conftest import _make_backend, build_schema, fresh_pg_database
+from seaweed import seaweedfs  # noqa: F401  (the fixture)
 from sqlalchemy import func, select
 from sqlmodel import Session
 from test_task_versions import _forget_declared_task, world  # noqa: F401  (fixtures)
@@ -637,3 +638,48 @@ def test_verify_passes_on_an_archive_taken_after_a_task_update(world, tmp_path):
     assert rep["ok"] and rep["checks"]["published_rankings"] == 1
     (note,) = rep["checks"]["not_rebuilt"]
     assert f"{STS}/development version 1: published before task version 2" in note
+
+
+# ----------------------------------------------------------------------------- a missing bucket
+
+
+def test_a_missing_bucket_is_named_with_how_to_create_it(
+    embedded_backend,
+    seaweedfs,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
+    """`restore` into a site whose bucket does not exist is refused before anything is written,
+    naming the bucket and how to create it; `competitions create` on such a site says the same,
+    never a traceback."""
+    from seaweed import s3_env
+
+    b = embedded_backend
+    monkeypatch.setenv("PALIMPSEST_SECRET_KEY", b.settings.secret_key)
+    team, user = make_team(b, "team-0")
+    submit(b, team, user, TASK, "dev", noise=0.2, enqueue=False)
+    out = tmp_path / "backups"
+    out.mkdir()
+    r = _cli("backup", str(out), "--json")
+    assert r.exit_code == 0, r.output
+    archive = json.loads(r.stdout)["archive"]
+    target = tmp_path / "target"
+    env = {
+        **s3_env(seaweedfs),
+        "PALIMPSEST_S3_BUCKET": "no-such-bucket",
+        "PALIMPSEST_HOME": str(target),
+        "DATABASE_URL": "",
+    }
+    r = _cli("restore", archive, "--json", env=env)
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    said = json.loads(r.stdout)["error"]["message"]
+    assert "no-such-bucket" in said and "does not exist" in said and "create it" in said, said
+    assert "nothing restored" in said
+    assert not (target / "uploads").exists() and not (target / "palimpsest.db").exists()
+
+    from test_task_versions import _bundle
+
+    r = _cli("competitions", "create", str(_bundle(tmp_path, "v1")), "--json", env=env)
+    assert r.exit_code != 0 and "Traceback" not in r.output, r.output
+    said = json.loads(r.stdout)["error"]["message"]
+    assert "no bucket 'no-such-bucket'" in said and "create it" in said, said
