@@ -121,7 +121,16 @@ def reconcile(settings: Settings, engine, conn) -> dict:
     # the mail queue: what a dead sender left is queued again, and a worker is asked to deliver
     # what is due (the job enqueued when a message is queued may have been lost)
     _step(stats, conn, "mail_due", lambda: mail_sweep(engine, settings, conn))
+    # large uploads nobody can finish any more (their part URLs expired): aborted in the store
+    if settings.s3_bucket:
+        _step(stats, conn, "stale_uploads", lambda: _abort_stale_uploads(settings))
     return stats
+
+
+def _abort_stale_uploads(settings: Settings) -> int:
+    from server.actions.large_uploads import abort_stale  # boto3 loads on a site with a store
+
+    return abort_stale(settings)
 
 
 # ----------------------------------------------------------------------------- failing steps

@@ -252,6 +252,7 @@ RECONCILER_STEPS = {
     "purged": "purging invalid uploads",
     "reminders": "queueing the pending-registration digests and closing reminders",
     "mail_due": "sweeping the mail queue",
+    "stale_uploads": "aborting the large uploads not completed in time",
 }
 
 
