@@ -105,8 +105,7 @@ def _http_error(e: HTTPException):
 
 def out(model: type[BaseModel], _status: int = 200, _headers: dict | None = None, /, **fields):
     """An answer validated into its declared model."""
-    got = model.model_validate(fields)
-    r = jsonify(got.model_dump(mode="json", exclude_unset=True))
+    r = jsonify(model.model_validate(fields).model_dump(mode="json", exclude_unset=True))
     r.status_code = _status
     r.headers.update(_headers or {})
     return r

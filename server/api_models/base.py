@@ -20,35 +20,6 @@ class Model(BaseModel):
     # loads: a command uses a few of the hundred (`palimpsest competitions list` one)
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
-    def model_dump(self, *args, **kwargs):
-        built(self)
-        return super().model_dump(*args, **kwargs)
-
-    def model_dump_json(self, *args, **kwargs):
-        built(self)
-        return super().model_dump_json(*args, **kwargs)
-
-
-def built(obj, seen: set | None = None) -> None:
-    """Build the serializer of every model class in `obj` that has not built it yet: a nested
-    model made by its parent's validator, or without validation (`model_construct`), never asked
-    its class to build, and a dump would meet the class's placeholder."""
-    seen = seen if seen is not None else set()
-    if isinstance(obj, BaseModel):
-        cls = type(obj)
-        if cls not in seen:
-            seen.add(cls)
-            if type(cls.__pydantic_serializer__).__name__ == "MockValSer":
-                cls.model_rebuild(force=True)
-        for v in obj.__dict__.values():
-            built(v, seen)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            built(v, seen)
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            built(v, seen)
-
 
 def _utc_iso(dt: datetime | None) -> str | None:
     if dt is None:
