@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import BinaryIO
 
 from sqlmodel import Session, select
 
 from baselines.run import method_label, plan
 from baselines.systems import Models, Options
 from server import api_models as m
-from server import objectstore
 from server.actions import common
 from server.actions.common import action
-from server.actions.submissions import fact_sheet, uploader_team
+from server.actions.submissions import submit
 from server.domain import code_runs, people
 from server.domain.accounts import audit
 from server.domain.baselines import (
@@ -24,137 +22,11 @@ from server.domain.baselines import (
     server_database,
     server_settings,
 )
-from server.domain.submissions import check_limits, compute_used, lock_team
-from server.domain.system_archive import LIMITS, SystemInvalid, unpack
-from server.exceptions import (
-    EmptyUpload,
-    LifecycleRefused,
-    LimitReached,
-    NotFound,
-    StoreUnreachable,
-    SystemRefused,
-)
-from server.jobs.dispatch import KEY, Jobs, jobs
+from server.exceptions import LifecycleRefused, NotFound
+from server.jobs.dispatch import KEY, Jobs
 from server.jobs.queue import connect, run_job_id
 from server.models import CodeRun, Phase, Submission, User, utcnow
 from server.settings import Settings
-from server.storage import path_for, store_upload
-from tasks.store import TaskStore
-
-
-@action
-def submit_code(
-    *,
-    s: Session,
-    user: User,
-    task_id: str,
-    fields: m.UploadFields,
-    stream: BinaryIO,
-    filename: str,
-    settings,
-) -> tuple[CodeRun, bool]:
-    """Take a team's system (a zip with system.yaml, streamed to the store), check it can be run,
-    count it against the phase's limits and compute budget, and queue it on the runs queue. The
-    same archive already submitted by the team in the phase answers with that run (counted once).
-    Returns the run and whether it was that earlier one."""
-    task = common.task(task_id)
-    team = uploader_team(s, user, task.id, baseline=fields.baseline)
-    if not TaskStore(task.id, settings.home).exists():
-        raise LifecycleRefused(f"task {task.id!r} has no data yet", "not_imported")
-    phase = common.phase_or_default(s, task.id, fields.phase)
-    if phase.accepts == "predictions" and not fields.baseline:  # baselines run anywhere
-        raise LifecycleRefused(
-            f"the {phase.name} phase of {task.id} takes prediction files, not systems",
-            "no_code",
-        )
-    sheet = fact_sheet(s, task.id, phase, fields)
-    exempt = fields.baseline or people.organizes_task(s, user, task.id)
-    if not exempt:
-        budget = phase.compute_budget_seconds
-        if budget is not None and compute_used(s, team.id, phase.id) >= budget:
-            raise LimitReached(
-                f"your team has used its compute budget of {phase.compute_budget_seconds} CPU "
-                f"seconds in the {phase.name} phase",
-                None,
-                "compute",
-            )
-    key, sha, size = store_upload(settings.home, stream, filename, LIMITS.max_zip_bytes)
-    if size == 0:
-        raise EmptyUpload()
-    # into the object store, when the site has one, before any row names it (a code worker on
-    # another machine fetches it from there); unreachable: 503 with nothing left behind
-    try:
-        objectstore.push_upload(settings, key)
-    except StoreUnreachable:
-        if s.exec(select(CodeRun.id).where(CodeRun.storage_key == key).limit(1)).first() is None:
-            path_for(settings.home, key).unlink(missing_ok=True)
-        raise
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            manifest = unpack(path_for(settings.home, key), Path(tmp) / "code")
-        except SystemInvalid as e:
-            raise SystemRefused(
-                [{"line": None, "id": w, "message": msg} for w, msg in e.problems]
-            ) from None
-    if manifest.runtime == "image" and not settings.run_images:
-        raise SystemRefused(
-            [
-                {
-                    "line": None,
-                    "id": "system.yaml: runtime",
-                    "message": "this site runs systems in its Python runtime only "
-                    "(`runtime: python`); container images are not accepted",
-                }
-            ]
-        )
-    phase_id, team_id = phase.id, team.id
-    try:
-        lock_team(s, team_id)
-        phase = s.get(Phase, phase_id, populate_existing=True)
-        same = s.exec(
-            select(CodeRun)
-            .where(
-                CodeRun.team_id == team_id,
-                CodeRun.phase_id == phase_id,
-                CodeRun.archive_sha256 == sha,
-                (CodeRun.failure_kind.is_(None)) | (CodeRun.failure_kind != "infra"),
-            )
-            .order_by(CodeRun.id)
-        ).first()
-        if same is not None:  # a retried upload: the same run, counted once
-            s.rollback()
-            return same, True
-        if not exempt:
-            check_limits(s, team_id, phase, utcnow())
-        run = CodeRun(
-            team_id=team_id,
-            user_id=user.id if user is not None else None,
-            task_id=task.id,
-            phase_id=phase_id,
-            archive_sha256=sha,
-            storage_key=key,
-            file_name=(filename or "")[:255],
-            size=size,
-            manifest=manifest.model_dump(),
-            fields={
-                "method_name": fields.method_name,
-                "description": fields.description,
-                "url": fields.url,
-                "show_publicly": fields.show_publicly,
-                "primary": fields.primary,
-                "facts": sheet or None,
-            },
-            is_baseline=bool(fields.baseline),
-        )
-        s.add(run)
-        audit(s, user, "run.submit", f"run:{task.id}/{phase.name}", sha256=sha, size=size)
-        s.flush()
-        jobs(s, settings).run_code(s, run.id)  # once committed; the reconciler if Redis is away
-        s.commit()
-    except BaseException:
-        s.rollback()
-        raise
-    return run, False
 
 
 def _run(s: Session, run_id: int) -> CodeRun:
@@ -227,7 +99,6 @@ def review_run(*, s: Session, run_id: int, actor: User | None) -> m.CodeRunOut:
         r.reviewed_by = actor.id if actor is not None else None
         s.add(r)
         audit(s, actor, "run.review", f"run:{r.id}")
-        s.commit()
     return run_out(s, r, organizer=True)
 
 
@@ -274,7 +145,7 @@ def record_baseline_runs(
                 baseline=True,
             )
             with archive.open("rb") as f:
-                run, duplicate = submit_code(
+                run, duplicate = submit(
                     s=session,
                     user=user,
                     task_id=task_id,
@@ -282,6 +153,7 @@ def record_baseline_runs(
                     stream=f,
                     filename=archive.name,
                     settings=settings,
+                    system=True,
                 )
             out.append({"phase": ph.name, "run": run.id, "duplicate": duplicate})
     return out

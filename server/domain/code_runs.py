@@ -106,3 +106,36 @@ def may_see_log(run: CodeRun, phase: Phase, *, organizer: bool) -> bool:
     """The organizers see a run's log at once; its team on an open phase at once, on a blind
     phase once an organizer reviewed the run (nothing of the hidden inputs leaks through it)."""
     return organizer or not phase.blind or run.reviewed_at is not None
+
+
+def add_run(
+    s: Session,
+    *,
+    team_id: int,
+    user_id: int | None,
+    phase: Phase,
+    stored: tuple[str, str, int],
+    filename: str,
+    manifest: dict,
+    fields: dict,
+    is_baseline: bool,
+) -> CodeRun:
+    """The row of an admitted system (`stored`: what `submissions.store` returned), queued,
+    flushed; `fields` are the upload's, given to the submission its output becomes."""
+    key, sha, size = stored
+    run = CodeRun(
+        team_id=team_id,
+        user_id=user_id,
+        task_id=phase.task_id,
+        phase_id=phase.id,
+        archive_sha256=sha,
+        storage_key=key,
+        file_name=(filename or "")[:255],
+        size=size,
+        manifest=manifest,
+        fields=fields,
+        is_baseline=is_baseline,
+    )
+    s.add(run)
+    s.flush()
+    return run

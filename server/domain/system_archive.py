@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Literal, Optional
@@ -30,6 +31,7 @@ from pydantic import (
     model_validator,
 )
 
+from server.exceptions import SystemRefused
 from tasks.errors import PalimpsestError
 from tasks.safezip import ZipLimits, ZipRefused, extract
 
@@ -190,4 +192,29 @@ def unpack(source: Path, dest: Path) -> SystemManifest:
         raise SystemInvalid([(source.name, "a zip archive or a folder holding system.yaml")])
     manifest = read_manifest(dest)
     _open_up(dest)
+    return manifest
+
+
+def runnable(archive: Path, *, run_images: bool) -> SystemManifest:
+    """The manifest of an uploaded system this site can run, unpacked once into a scratch folder;
+    raises SystemRefused naming every problem (of the archive, of system.yaml, or a container
+    image where the site runs its Python runtime only)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            manifest = unpack(archive, Path(tmp) / "code")
+        except SystemInvalid as e:
+            raise SystemRefused(
+                [{"line": None, "id": w, "message": msg} for w, msg in e.problems]
+            ) from None
+    if manifest.runtime == "image" and not run_images:
+        raise SystemRefused(
+            [
+                {
+                    "line": None,
+                    "id": "system.yaml: runtime",
+                    "message": "this site runs systems in its Python runtime only "
+                    "(`runtime: python`); container images are not accepted",
+                }
+            ]
+        )
     return manifest
