@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 from server.exceptions import (
     BundleRefused,
+    DiskFull,
     DuplicateSubmission,
     Forbidden,
     LifecycleRefused,
@@ -25,6 +26,7 @@ from server.exceptions import (
     UploadFieldsInvalid,
     UploadTooLarge,
 )
+from tasks.errors import ExposureRefused  # a task's files that would reveal hidden gold
 
 # the most specific class first: the first match wins
 TABLE: list[tuple[type[Exception], int, str]] = [
@@ -42,6 +44,8 @@ TABLE: list[tuple[type[Exception], int, str]] = [
     (Forbidden, 403, "forbidden"),
     (QueueUnreachable, 503, "queue_unreachable"),
     (StoreUnreachable, 503, "store_unreachable"),
+    (ExposureRefused, 422, "exposure_refused"),
+    (DiskFull, 507, "disk_full"),
 ]
 
 
@@ -76,3 +80,14 @@ def status_of(exc: Exception) -> int:
 
 
 HANDLED = tuple(cls for cls, _, _ in TABLE)
+
+
+def as_disk_full(exc: Exception) -> DiskFull | None:
+    """A failure that is the disk being full, as the named refusal (507); None otherwise."""
+    from server.exceptions import disk_full
+
+    return DiskFull() if disk_full(exc) else None
+
+
+# failures that may be a full disk (checked by their errno or message; re-raised otherwise)
+MAYBE_DISK_FULL: tuple[type[Exception], ...] = (OSError,)

@@ -151,3 +151,36 @@ class StoreUnreachable(PalimpsestError):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+class DiskFull(PalimpsestError):
+    """The server's disk (the data directory, or the database's) is full: nothing was recorded;
+    the message says so, for the operator to free space."""
+
+    def __init__(self, message: str = "", code: str = "disk_full"):
+        message = message or (
+            "the server's disk is full (no space left for the data directory or the database): "
+            "nothing was recorded; try again once an operator has freed space"
+        )
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether `exc` (or what caused it) is the disk being full: ENOSPC or EDQUOT, SQLite's
+    "database or disk is full", PostgreSQL's disk_full (53100)."""
+    import errno
+
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        text = str(exc)
+        if "database or disk is full" in text or "No space left on device" in text:
+            return True
+        if getattr(exc, "sqlstate", None) == "53100" or getattr(exc, "pgcode", None) == "53100":
+            return True
+        exc = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__
+        seen += 1
+    return False

@@ -84,13 +84,22 @@ class ObjectStore:
         return f"ObjectStore({self.endpoint or 'aws'}/{self.bucket})"
 
     def _unreachable(self, what: str, e: Exception) -> StoreUnreachable:
+        if "NoSuchBucket" in str(e) or "bucket does not exist" in str(e):
+            return StoreUnreachable(
+                f"the object store {self.endpoint or 'S3'} has no bucket {self.bucket!r} (while "
+                f"{what}): create it (`aws --endpoint-url {self.endpoint} s3 mb "
+                f"s3://{self.bucket}`, or `s3.bucket.create -name {self.bucket}` in `weed shell`)"
+                "; nothing was recorded",
+                code="store_no_bucket",
+            )
         return StoreUnreachable(
             f"the object store {self.endpoint or 'S3'} (bucket {self.bucket}) did not answer "
             f"while {what} ({type(e).__name__}: {e}); nothing was recorded, try again later"
         )
 
     def _call(self, what: str, fn, *a, **kw):
-        from botocore.exceptions import BotoCoreError, ClientError  # with boto3, above
+        from boto3.exceptions import Boto3Error  # with boto3, above (an upload's failure)
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             return fn(*a, **kw)
@@ -99,13 +108,28 @@ class ObjectStore:
             if code in ("404", "NoSuchKey", "NotFound"):
                 raise FileNotFoundError(what) from None
             raise self._unreachable(what, e) from None
-        except (BotoCoreError, OSError) as e:
+        except (BotoCoreError, Boto3Error, OSError) as e:
             raise self._unreachable(what, e) from None
 
     def put_file(self, key: str, path: Path) -> None:
         """Put a file (multipart above 8 MiB, boto3's default): the object appears whole or not at
         all."""
         self._call(f"storing {key}", self.client.upload_file, str(path), self.bucket, key)
+
+    def bucket_exists(self) -> bool:
+        """Whether the bucket is there (False when the store answers that it is not)."""
+        from botocore.exceptions import ClientError  # with boto3, above
+
+        try:
+            self._call("looking up the bucket", self.client.head_bucket, Bucket=self.bucket)
+            return True
+        except FileNotFoundError:
+            return False
+        except StoreUnreachable as e:
+            cause = e.__cause__ or e.__context__
+            if isinstance(cause, ClientError) and "NoSuchBucket" in str(cause):
+                return False
+            raise
 
     def exists(self, key: str) -> bool:
         try:

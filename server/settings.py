@@ -82,6 +82,13 @@ class Settings(BaseModel):
         description="Signs sessions, mail links and keyed gold ids; unset: the data directory's "
         "`secret_key` file, written with mode 600 on first start; required in production.",
     )
+    backup_key: str | None = Field(
+        None,
+        repr=False,
+        description="Signs backup archives (an HMAC over the manifest) and is needed to verify "
+        "or restore them; unset: a key derived from the secret key. Keep it apart from the "
+        "archives.",
+    )
     env: Literal["development", "testing", "production"] = Field(
         "development",
         description="What the installation is: `production` requires a secret key and sends "
@@ -232,6 +239,7 @@ class Settings(BaseModel):
         "database_url",
         "redis_url",
         "secret_key",
+        "backup_key",
         "ratelimit_storage",
         "smtp_host",
         "smtp_user",

@@ -40,3 +40,7 @@ __all__ = [
     "TaskNotFound",
     "TaskNotImported",
 ]
+
+
+class ExposureRefused(PalimpsestError):
+    """An import, phase or download that would reveal hidden gold."""

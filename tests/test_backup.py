@@ -19,8 +19,10 @@ import pytest
 from backbone import burst, make_team, set_phase, submit
 from click.testing import CliRunner
 from conftest import _make_backend, build_schema, fresh_pg_database
+from seaweed import seaweedfs  # noqa: F401  (the fixture)
 from sqlalchemy import func, select
 from sqlmodel import Session
+from test_task_versions import _forget_declared_task, world  # noqa: F401  (fixtures)
 
 from server.actions import adjudication
 
@@ -194,8 +196,11 @@ def _served(home, url, secret) -> dict[str, bytes]:
     return out
 
 
-def _rewrite(src, dst, change):
-    """A copy of an archive with `change(name, data, manifest) -> data or None (dropped)`."""
+def _rewrite(src, dst, change, key=None):
+    """A copy of an archive with `change(name, data, manifest) -> data or None (dropped)`; its
+    manifest signed again with `key` when given (as one who holds the key could)."""
+    from server.backup.common import sign
+
     with tarfile.open(src) as tin:
         m = json.loads(tin.extractfile("manifest.json").read())
         members = [(i, tin.extractfile(i).read()) for i in tin.getmembers() if i.isfile()]
@@ -208,6 +213,8 @@ def _rewrite(src, dst, change):
                 continue
             info.size = len(data)
             tout.addfile(info, io.BytesIO(data))
+        if key is not None:
+            m = sign({k: v for k, v in m.items() if k != "signature"}, key)
         data = json.dumps(m).encode()
         info = tarfile.TarInfo("manifest.json")
         info.size = len(data)
@@ -307,7 +314,11 @@ def test_restore_drill(site, tmp_path, monkeypatch, request):
             return None
         return data
 
-    _rewrite(archive, missing, drop)
+    _rewrite(archive, missing, drop)  # the manifest changed, its signature not: refused
+    r = _cli("backup", "verify", str(missing), "--json")
+    assert r.exit_code == 1
+    assert "does not match its signature" in json.loads(r.stdout)["error"]["message"]
+    _rewrite(archive, missing, drop, key=secret)  # signed again by one who holds the key
     r = _cli("backup", "verify", str(missing), "--json")
     assert r.exit_code == 1
     problems = json.loads(r.stdout)["problems"]
@@ -333,7 +344,7 @@ def test_restore_drill(site, tmp_path, monkeypatch, request):
             m["members"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
             return data
 
-        _rewrite(archive, hidden, hide)
+        _rewrite(archive, hidden, hide, key=secret)
         r = _cli("backup", "verify", str(hidden), "--json")
         assert r.exit_code == 1
         problems = json.loads(r.stdout)["problems"]
@@ -349,7 +360,7 @@ def test_restore_drill(site, tmp_path, monkeypatch, request):
         m["alembic_revision"] = ["ffffffffffff"]
         return data
 
-    _rewrite(archive, newer, bump)
+    _rewrite(archive, newer, bump, key=secret)
     r = _cli("restore", str(newer), "--json", env={**env, "PALIMPSEST_HOME": str(tmp_path / "n")})
     assert r.exit_code == 1 and "newer than the code" in json.loads(r.stdout)["error"]["message"]
     with Session(b.engine) as s:  # the source site is untouched by all of it
@@ -395,3 +406,280 @@ def _restore_and_check(b, archive, target, env, target_url, before, marker_run) 
     assert r.exit_code == 1 and "not empty" in json.loads(r.stdout)["error"]["message"]
     assert uuid  # (names for scratch databases come from the module under test)
     return after
+
+
+# ----------------------------------------------------------------------------- hostile archives
+
+
+def _census(b) -> dict:
+    """The live site as counted: every table's rows and every file of its data directory (but
+    the queue's, the process ids' and the database's own) with its sha256."""
+    import hashlib
+
+    from sqlalchemy import create_engine
+
+    from server.backup.common import engine_counts
+
+    eng = create_engine(b.settings.sqlalchemy_url())
+    try:
+        with eng.connect() as c:
+            counts, revs = engine_counts(c)
+    finally:
+        eng.dispose()
+    files = {}
+    home = b.settings.home
+    for p in sorted(home.rglob("*")):
+        rel = p.relative_to(home)
+        if rel.parts[0] in ("redis", "run", "stats") or rel.name.startswith("palimpsest.db"):
+            continue
+        if p.is_file():
+            files[rel.as_posix()] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return {"tables": len(counts), "rows": counts, "revision": revs, "files": files}
+
+
+def _make_admin_dump(b, data: bytes, tmp_path) -> bytes:
+    """The archive's database with every user made a site administrator."""
+    import sqlite3
+    import subprocess
+
+    if b.kind == "embedded":
+        db = tmp_path / "admin.sqlite3"
+        db.write_bytes(data)
+        con = sqlite3.connect(db)
+        con.execute("UPDATE user SET is_admin = 1")
+        con.commit()
+        con.close()
+        return db.read_bytes()
+    from sqlalchemy.engine import make_url
+
+    from server.backup.common import pg_args
+
+    dump = tmp_path / "in.pgdump"
+    dump.write_bytes(data)
+    with fresh_pg_database("palimpsest_edit_") as (name, url):
+        args, env = pg_args(url)
+        db = make_url(url).database
+        run = ["pg_restore", "--no-owner", *args, "-d", db, str(dump)]
+        subprocess.run(run, env=env, check=True)
+        edit = ["psql", *args, "-d", db, "-c", 'UPDATE "user" SET is_admin = true']
+        subprocess.run(edit, env=env, check=True)
+        out = tmp_path / "out.pgdump"
+        subprocess.run(["pg_dump", "-Fc", *args, "-f", str(out), db], env=env, check=True)
+        return out.read_bytes()
+
+
+def test_hostile_archives_leave_the_site_as_it_was(site, tmp_path, monkeypatch):
+    """`restore --force` of a damaged or hostile archive over the live site refuses, naming what,
+    and leaves its tables, rows and files as they were; an archive edited to make a participant
+    an administrator, its checksums recomputed, is refused by verify and restore (its manifest
+    no longer matches its signature); one signed with another key is refused unless that key is
+    given; the genuine archive restores over the site."""
+    import hashlib
+
+    b = site
+    secret = b.settings.secret_key
+    monkeypatch.setenv("PALIMPSEST_SECRET_KEY", secret)
+    for i, noise in enumerate((0.1, 0.3)):
+        team, user = make_team(b, f"team-{i}")
+        submit(b, team, user, TASK, PHASE, noise=noise)
+    burst(b)
+    out = tmp_path / "backups"
+    out.mkdir()
+    r = _cli("backup", str(out), "--json")
+    assert r.exit_code == 0, r.output
+    archive = json.loads(r.stdout)["archive"]
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    dbm = next(n for n in names if n.startswith("database/"))
+    upload = next(n for n in names if n.startswith("files/uploads/"))
+    before = _census(b)
+    assert before["tables"] > 20 and before["rows"]["submission"] == 2
+
+    def refused(path, *words, command="restore"):
+        args = ["restore", str(path), "--force"] if command == "restore" else ["backup", "verify"]
+        if command != "restore":
+            args.append(str(path))
+        r = _cli(*args, "--json")
+        assert r.exit_code == 1, r.output
+        doc = json.loads(r.stdout)
+        said = doc["error"]["message"] if "error" in doc else " / ".join(doc["problems"])
+        assert "Traceback" not in r.output
+        for w in words:
+            assert w in said, said
+        assert _census(b) == before, f"{path.name} changed the live site"
+        return said
+
+    def flip_db(name, data, m):
+        return bytes([data[0], data[1] ^ 0xFF, *data[2:]]) if name == dbm else data
+
+    flipped = tmp_path / "flipped.tar"
+    _rewrite(archive, flipped, flip_db)
+    said = refused(flipped, dbm, "sha256", "nothing restored")
+    assert "as they were" in said
+
+    def damage_db(name, data, m):  # a damaged dump with its checksum made to match, and signed
+        if name != dbm:
+            return data
+        data = data[: len(data) // 2] + bytes(1000) + data[len(data) // 2 + 1000 :]
+        m["members"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+        return data
+
+    damaged = tmp_path / "damaged.tar"
+    _rewrite(archive, damaged, damage_db, key=secret)
+    refused(damaged, "as they were")
+
+    def miscount(name, data, m):  # PostgreSQL: caught inside the swap's transaction, rolled back
+        m["row_counts"]["team"] += 1
+        return data
+
+    miscounted = tmp_path / "miscounted.tar"
+    _rewrite(archive, miscounted, miscount, key=secret)
+    refused(miscounted, "table team", "as they were")
+
+    def clash(name, data, m):  # a file and a folder of the same name
+        if name == upload:
+            m["members"][upload + "/inner"] = {
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "size": len(data),
+            }
+        return data
+
+    clashing = tmp_path / "clash.tar"
+    _rewrite(archive, clashing, clash, key=secret)
+    with tarfile.open(archive) as tar:
+        payload = tar.extractfile(upload).read()
+    with tarfile.open(clashing, "a") as tar:
+        info = tarfile.TarInfo(upload + "/inner")
+        info.size = len(payload)
+        tar.addfile(info, io.BytesIO(payload))
+    refused(clashing, upload, "both a file and a folder")
+
+    for evil, words in (("files/../../escape", "outside the data directory"),):
+
+        def add(name, data, m, evil=evil):
+            m["members"][evil] = {"sha256": hashlib.sha256(b"x").hexdigest(), "size": 1}
+            return data
+
+        hostile = tmp_path / "escape.tar"
+        _rewrite(archive, hostile, add, key=secret)
+        with tarfile.open(hostile, "a") as tar:
+            info = tarfile.TarInfo(evil)
+            info.size = 1
+            tar.addfile(info, io.BytesIO(b"x"))
+        refused(hostile, words)
+        assert not (tmp_path / "escape").exists()
+
+    truncated = tmp_path / "truncated.tar"
+    data = open(archive, "rb").read()
+    truncated.write_bytes(data[: len(data) * 2 // 3])
+    refused(truncated, "truncated.tar")
+
+    def make_admin(name, data, m):
+        if name != dbm:
+            return data
+        data = _make_admin_dump(b, data, tmp_path)
+        m["members"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+        return data
+
+    admin = tmp_path / "admin.tar"
+    _rewrite(archive, admin, make_admin)
+    refused(admin, "does not match its signature")
+    refused(admin, "does not match its signature", command="verify")
+
+    # another site's archive: refused under this site's key, accepted with that site's key
+    other = tmp_path / "other-key.tar"
+    _rewrite(archive, other, lambda n, d, m: d, key="another site's key")
+    refused(other, "signed with another key", command="verify")
+    keyfile = tmp_path / "key"
+    keyfile.write_text("another site's key\n")
+    r = _cli("backup", "verify", str(other), "--key-file", str(keyfile), "--json")
+    assert r.exit_code == 0, r.output
+    unsigned = tmp_path / "unsigned.tar"  # the same archive, its signature removed
+    _rewrite(archive, unsigned, lambda n, d, m: (m.pop("signature", None), d)[1])
+    refused(unsigned, "not signed", command="verify")
+    r = _cli("backup", "verify", str(unsigned), "--trust-unsigned", "--json")
+    assert r.exit_code == 0, r.output
+
+    # the genuine archive restores over the live site; its old files are kept aside
+    team, user = make_team(b, "after-backup")
+    r = _cli("restore", str(archive), "--force", "--json")
+    assert r.exit_code == 0, r.output
+    after = _census(b)
+    assert after["rows"] == before["rows"]
+    assert {k: v for k, v in after["files"].items() if not k.startswith(".before-restore-")} == (
+        before["files"]
+    )
+    assert any(k.startswith(".before-restore-") for k in after["files"])
+
+
+# ----------------------------------------------------------------------------- after a change
+
+
+def test_verify_passes_on_an_archive_taken_after_a_task_update(world, tmp_path):  # noqa: F811
+    """A ranking published under task version 1, then a version 2 with another primary metric:
+    the archive verifies (exit 0); the ranking's stored bytes are checked, and the report says
+    it is not rebuilt from the version 2 data, and why."""
+    from test_task_versions import TASK as STS
+    from test_task_versions import _bundle, _publish_development, _version_2
+    from test_task_versions import _cli as task_cli
+
+    _publish_development(world)
+    task_cli(
+        "competitions", "create", str(_bundle(tmp_path, "v2", _version_2)), "--update",
+        "--reason", "pearson", "--json",
+    )  # fmt: skip
+    out = tmp_path / "backups"
+    out.mkdir()
+    r = _cli("backup", str(out), "--json")
+    assert r.exit_code == 0, r.output
+    r = _cli("backup", "verify", json.loads(r.stdout)["archive"], "--json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert rep["ok"] and rep["checks"]["published_rankings"] == 1
+    (note,) = rep["checks"]["not_rebuilt"]
+    assert f"{STS}/development version 1: published before task version 2" in note
+
+
+# ----------------------------------------------------------------------------- a missing bucket
+
+
+def test_a_missing_bucket_is_named_with_how_to_create_it(
+    embedded_backend,
+    seaweedfs,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
+    """`restore` into a site whose bucket does not exist is refused before anything is written,
+    naming the bucket and how to create it; `competitions create` on such a site says the same,
+    never a traceback."""
+    from seaweed import s3_env
+
+    b = embedded_backend
+    monkeypatch.setenv("PALIMPSEST_SECRET_KEY", b.settings.secret_key)
+    team, user = make_team(b, "team-0")
+    submit(b, team, user, TASK, "dev", noise=0.2, enqueue=False)
+    out = tmp_path / "backups"
+    out.mkdir()
+    r = _cli("backup", str(out), "--json")
+    assert r.exit_code == 0, r.output
+    archive = json.loads(r.stdout)["archive"]
+    target = tmp_path / "target"
+    env = {
+        **s3_env(seaweedfs),
+        "PALIMPSEST_S3_BUCKET": "no-such-bucket",
+        "PALIMPSEST_HOME": str(target),
+        "DATABASE_URL": "",
+    }
+    r = _cli("restore", archive, "--json", env=env)
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    said = json.loads(r.stdout)["error"]["message"]
+    assert "no-such-bucket" in said and "does not exist" in said and "create it" in said, said
+    assert "nothing restored" in said
+    assert not (target / "uploads").exists() and not (target / "palimpsest.db").exists()
+
+    from test_task_versions import _bundle
+
+    r = _cli("competitions", "create", str(_bundle(tmp_path, "v1")), "--json", env=env)
+    assert r.exit_code != 0 and "Traceback" not in r.output, r.output
+    said = json.loads(r.stdout)["error"]["message"]
+    assert "no bucket 'no-such-bucket'" in said and "create it" in said, said

@@ -189,3 +189,61 @@ def test_the_size_limit_holds_before_any_part_and_a_site_without_a_store_says_so
         assert json.loads(r.stdout)["status"] == "queued"
     finally:
         srv.shutdown()
+
+
+def test_parts_are_bounded_starts_follow_the_phase_and_stale_uploads_are_aborted(big_site):
+    """A part PUT larger than announced (6 MiB into a 1-byte upload) is refused at completion and
+    the upload aborted (its parts gone); an upload cannot start for a closed phase; one never
+    completed is aborted by the cleanup step once its URLs expired."""
+    import urllib.request
+    from datetime import datetime
+
+    from server import objectstore
+    from server.actions import large_uploads
+    from server.models import Phase
+
+    app, url, token, home = big_site
+    c = app.test_client()
+    h = {"Authorization": f"Bearer {token}"}
+    settings = app.extensions["palimpsest.settings"]
+    store = objectstore.store_for(settings)
+
+    def uploads() -> set[str]:
+        r = store.client.list_multipart_uploads(Bucket=store.bucket, Prefix="incoming/")
+        return {u["UploadId"] for u in r.get("Uploads", [])}
+
+    r = c.post(f"/api/v1/tasks/{TASK}/uploads", headers=h,
+               json={"phase": "dev", "filename": "run.jsonl", "size": 1})  # fmt: skip
+    assert r.status_code in (200, 201), r.json
+    ticket, (part,) = r.json["upload"], r.json["parts"]
+    put = urllib.request.Request(part["url"], data=b"x" * (6 * 1024 * 1024), method="PUT")
+    with urllib.request.urlopen(put, timeout=60) as got:
+        assert got.status == 200  # the store took it: the completion must not
+    assert len(uploads()) == 1
+    r = c.post("/api/v1/uploads/complete", headers=h, json={"upload": ticket, "phase": "dev"})
+    assert r.status_code == 413, r.json
+    assert (
+        "part 1 of the upload holds 6291456 bytes, not the 1 announced"
+        in r.json["error"]["message"]
+    )
+    assert uploads() == set()  # aborted: its parts freed
+
+    # never completed: aborted by the cleanup once its URLs have expired
+    r = c.post(f"/api/v1/tasks/{TASK}/uploads", headers=h,
+               json={"phase": "dev", "filename": "run.jsonl", "size": 10})  # fmt: skip
+    assert r.status_code in (200, 201) and len(uploads()) == 1
+    assert large_uploads.abort_stale(settings) == 0  # still within its URLs' lifetime
+    assert large_uploads.abort_stale(settings, older_than=0) == 1
+    assert uploads() == set()
+
+    # a closed phase takes no upload: refused before anything reaches the store
+    with Session(app.extensions["palimpsest.engine"]) as s:
+        q = select(Phase).where(Phase.task_id == TASK, Phase.name == "dev")
+        p = s.execute(q).scalar_one()
+        p.opens_at, p.closes_at = None, datetime(2000, 1, 1)
+        s.add(p)
+        s.commit()
+    r = c.post(f"/api/v1/tasks/{TASK}/uploads", headers=h,
+               json={"phase": "dev", "filename": "run.jsonl", "size": 10})  # fmt: skip
+    assert r.status_code == 409 and r.json["error"]["code"] == "phase_closed", r.json
+    assert uploads() == set()

@@ -7,9 +7,19 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
 from sqlmodel import Session
 from test_accounts import smtp  # noqa: F401  (the fixture test_announcements' uses)
-from test_announcements import _deliver, _h, _people, _rows, _settings, box, mapp  # noqa: F401
+from test_announcements import (  # noqa: F401
+    _deliver,
+    _h,
+    _people,
+    _rows,
+    _settings,
+    box,
+    mapp,  # noqa: F811
+    pg_mapp,  # noqa: F811
+)
 from webkit import engine_of, make_phase, make_token, make_user
 
 from server.actions import competitions as comp
@@ -128,3 +138,120 @@ def test_a_reminder_before_a_phase_closes_once_per_deadline(mapp, box):  # noqa:
     closing = [m for m in box.messages if "closes" in m["subject"]]
     assert len(closing) == 6 and p.id  # (and the pending registration's digest)
     assert [m["to"] for m in box.messages if m not in closing] == [["admin@example.org"]]
+
+
+# ----------------------------------------------------------------------------- the reconciler
+
+
+def _reconcile_once(app, box, redis_url):  # noqa: F811
+    """`palimpsest reconcile --once` on the app's database and home, mailing to `box`."""
+    import json
+
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    st = _settings(app)
+    env = {
+        "PALIMPSEST_HOME": str(st.home),
+        "DATABASE_URL": st.database_url or "",
+        "REDIS_URL": redis_url,
+        "PALIMPSEST_SECRET_KEY": st.secret_key,
+        "PALIMPSEST_SMTP_HOST": "127.0.0.1",
+        "PALIMPSEST_SMTP_PORT": str(box.port),
+        "PALIMPSEST_SMTP_SECURITY": "none",
+        "PALIMPSEST_BASE_URL": st.base_url,
+        "PALIMPSEST_MAIL_FROM": st.mail_from,
+    }
+    r = CliRunner().invoke(main, ["reconcile", "--once"], env=env, catch_exceptions=False)
+    return r.exit_code, json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_reconcile_once_on_postgresql_mails_the_digest_the_reminder_and_retries(
+    pg_mapp,  # noqa: F811
+    box,  # noqa: F811
+    redis_tcp_url,
+):
+    """On PostgreSQL (where a DISTINCT over the competitions' json columns failed every pass):
+    one `reconcile --once` with a pending registration and a phase closing within 48 hours
+    queues the organizers' digest and the participants' reminders; they reach the SMTP server,
+    a refused one is retried and delivered after a later pass."""
+    from sqlalchemy import update
+
+    from server.models import OutgoingMail
+
+    _people(pg_mapp)
+    make_phase(pg_mapp, "tric-binary", "test", closes_at=utcnow() + timedelta(hours=24))
+    box.refuse["bob@example.org"] = 1
+    code, stats = _reconcile_once(pg_mapp, box, redis_tcp_url)
+    assert code == 0 and "errors" not in stats, stats
+    assert stats["reminders"] == {"pending": 1, "closing": 3}
+    got = _deliver(pg_mapp)
+    assert got["sent"] == 3 and got["retry"] == 1, got
+    with Session(engine_of(pg_mapp)) as s:  # the retry is due now
+        s.exec(update(OutgoingMail).values(next_try_at=utcnow() - timedelta(seconds=1)))
+        s.commit()
+    code, stats = _reconcile_once(pg_mapp, box, redis_tcp_url)
+    assert (
+        code == 0
+        and stats["mail_due"] == 1
+        and stats["reminders"]
+        == {
+            "pending": 0,
+            "closing": 0,
+        }
+    )
+    assert _deliver(pg_mapp)["sent"] == 1
+    to = sorted(m["to"][0] for m in box.messages)
+    assert to == [f"{n}@example.org" for n in ("admin", "ann", "bob", "cyd")]
+    digest = next(m for m in box.messages if m["to"] == ["admin@example.org"])
+    assert "pen@example.org" in digest["body"]
+
+
+def test_a_failing_step_of_the_reconciler_is_an_error_an_operator_sees(
+    mapp,  # noqa: F811
+    box,  # noqa: F811
+    redis_tcp_url,
+):
+    """A step that fails (here the reminders, their table gone) makes `reconcile --once` exit 1
+    naming it and shows on the status page for administrators until a pass succeeds."""
+    from sqlalchemy import text
+
+    from server import create_app
+
+    _people(mapp)
+    eng = engine_of(mapp)
+    with eng.begin() as c:
+        c.execute(text("ALTER TABLE registration RENAME TO registration_away"))
+    code, stats = _reconcile_once(mapp, box, redis_tcp_url)
+    assert code == 1 and "registration" in stats["errors"]["reminders"], stats
+    assert "mail_due" in stats  # the other steps ran
+    st = _settings(mapp)
+    app = create_app(
+        {
+            "home": st.home,
+            "env": "testing",
+            "database_url": st.database_url,
+            "redis_url": redis_tcp_url,
+            "PALIMPSEST_ENQUEUE": False,
+        }
+    )
+    from webkit import Browser
+
+    admin = Browser(app.test_client())
+    with eng.begin() as c:  # (signing in reads registrations too)
+        c.execute(text("ALTER TABLE registration_away RENAME TO registration"))
+    admin.login("admin@example.org")
+    with eng.begin() as c:
+        c.execute(text("ALTER TABLE registration RENAME TO registration_away"))
+    page = admin.get("/status").get_data(as_text=True)
+    assert "Queueing the pending-registration digests" in page and "registration" in page
+    anon = app.test_client().get("/status").get_data(as_text=True)
+    assert "pending-registration digests" not in anon
+    with eng.begin() as c:
+        c.execute(text("ALTER TABLE registration_away RENAME TO registration"))
+    code, stats = _reconcile_once(mapp, box, redis_tcp_url)
+    assert code == 0 and "errors" not in stats
+    assert "pending-registration digests" not in admin.get("/status").get_data(as_text=True)

@@ -152,3 +152,29 @@ def action(fn):
             return fn(*args, s=s, **kwargs)
 
     return run
+
+
+def lock_for_change(s: Session, model, row_id, what: str, seconds: int = 60) -> None:
+    """Serialize the changes of a whole task or phase (`what` names it): a second one waits for
+    the first to commit, then reads what it left; after `seconds` of waiting it is refused with
+    409 naming the change in progress. Take it before reading what the change depends on."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import OperationalError
+
+    from server.db import lock_row
+    from server.exceptions import LifecycleRefused
+
+    busy = LifecycleRefused(
+        f"another change of {what} is in progress (an update or a publication by an organizer); "
+        "it was not finished after waiting for it: try again once it is done",
+        "change_in_progress",
+    )
+    try:
+        if s.get_bind().dialect.name == "postgresql":
+            with s.begin_nested():  # the timeout, for this transaction only
+                s.execute(text(f"SET LOCAL lock_timeout = '{int(seconds)}s'"))
+        lock_row(s, model, row_id)
+    except OperationalError as e:  # SQLite: "database is locked"; PostgreSQL: lock_timeout
+        if "locked" in str(e) or "lock timeout" in str(e) or "LockNotAvailable" in repr(e.orig):
+            raise busy from None
+        raise

@@ -23,8 +23,8 @@ from server import objectstore
 from server.actions import common
 from server.actions.common import action
 from server.actions.submissions import submit
-from server.exceptions import LifecycleRefused, NotFound, UploadTooLarge
-from server.models import User
+from server.exceptions import LifecycleRefused, NotFound, PhaseClosed, UploadTooLarge
+from server.models import User, utcnow
 from server.storage import safe_suffix
 
 MIN_PART = 8 * 1024 * 1024  # S3's floor is 5 MiB; EvalAI's CLI sends 20 MB parts
@@ -97,6 +97,21 @@ def start(
     task = common.task(task_id)
     common.require_participant(s, user, task.id)
     ph = common.phase_or_default(s, task.id, phase)
+    # a phase that would refuse the run refuses its upload before a byte reaches the store
+    now = utcnow()
+    if (ph.opens_at and now < ph.opens_at) or (ph.closes_at and now >= ph.closes_at):
+        raise PhaseClosed(
+            f"the {ph.name} phase of {task.id} takes no runs now (it "
+            + (f"opens at {ph.opens_at:%Y-%m-%d %H:%M} UTC)" if ph.opens_at and now < ph.opens_at
+               else f"closed at {ph.closes_at:%Y-%m-%d %H:%M} UTC)"),
+            None,
+        )  # fmt: skip
+    if ph.accepts == "code":
+        raise LifecycleRefused(
+            f"the {ph.name} phase of {task.id} takes systems, run on the server, not prediction "
+            f"files: `palimpsest submit {task.id} --code DIR`",
+            "code_only",
+        )
     if size < 1:
         raise UploadTooLarge("the file is empty")
     if size > settings.max_upload_bytes:
@@ -162,6 +177,15 @@ def complete(*, s: Session, user: User, ticket: str, fields: m.UploadFields, set
             f"{missing[0]}); send them, then complete",
             "parts_missing",
         )
+    # each part the size announced: a larger one is refused, and its space freed
+    for n in sorted(done):
+        want = t["part_size"] if n < t["parts"] else t["size"] - t["part_size"] * (t["parts"] - 1)
+        if n > t["parts"] or done[n]["size"] != want:
+            abort(store, t["key"], t["upload_id"])
+            raise UploadTooLarge(
+                f"part {n} of the upload holds {done[n]['size']} bytes, not the "
+                f"{want if n <= t['parts'] else 0} announced: the upload is aborted; start again"
+            )
     store._call(
         "completing the multipart upload",
         store.client.complete_multipart_upload,
@@ -203,3 +227,43 @@ def complete(*, s: Session, user: User, ticket: str, fields: m.UploadFields, set
                         Bucket=store.bucket, Key=t["key"])  # fmt: skip
         except Exception:  # noqa: BLE001 - a leftover incoming object is only space
             pass
+
+
+def abort(store, key: str, upload_id: str) -> None:
+    """Abort a multipart upload: the store drops its parts."""
+    try:
+        store._call(
+            "aborting a multipart upload",
+            store.client.abort_multipart_upload,
+            Bucket=store.bucket,
+            Key=key,
+            UploadId=upload_id,
+        )
+    except FileNotFoundError:  # gone already
+        pass
+
+
+def abort_stale(settings, older_than: float = URL_SECONDS) -> int:
+    """Abort the multipart uploads under `incoming/` started more than `older_than` seconds ago
+    (their part URLs have expired: nobody can finish them); how many. The reconciler's step."""
+    from datetime import datetime, timedelta, timezone
+
+    store = objectstore.store_for(settings)
+    if store is None:
+        return 0
+    cutoff = datetime.now(timezone.utc) - timedelta(seconds=older_than)
+    n = 0
+    kw = {"Bucket": store.bucket, "Prefix": "incoming/"}
+    while True:
+        r = store._call("listing multipart uploads", store.client.list_multipart_uploads, **kw)
+        for u in r.get("Uploads", []):
+            started = u.get("Initiated")
+            if started is not None and started.tzinfo is None:
+                started = started.replace(tzinfo=timezone.utc)
+            if started is not None and started < cutoff:
+                abort(store, u["Key"], u["UploadId"])
+                n += 1
+        if not r.get("IsTruncated"):
+            return n
+        kw["KeyMarker"] = r.get("NextKeyMarker", "")
+        kw["UploadIdMarker"] = r.get("NextUploadIdMarker", "")

@@ -179,6 +179,15 @@ def publish_ranking(
     task = common.task(task_id)
     common.require_organizer(actor, s, task_id=task.id)
     p = common.phase(s, task.id, phase)
+    # what publishing records in transactions of its own, before the lock (they would wait for
+    # it); then one publication of a phase at a time: a second click waits, then finds the
+    # version the first made
+    publication.prepare(s, p)
+    common.lock_for_change(s, Phase, p.id, f"the {p.name} phase of {task.id}")
+    s.refresh(p)
+    same = publication.repeated(s, p, task=task, settings=settings, reason=reason)
+    if same is not None:
+        return _result(p, same)
     rv = publication.publish(
         s,
         p,

@@ -32,7 +32,7 @@ from server import objectstore
 from server import task_models as tm
 from server.actions import competitions as comp_actions
 from server.actions.bundles import bundle_problem, bundle_refusal
-from server.actions.common import action, require_organizer
+from server.actions.common import action, lock_for_change, require_organizer
 from server.actions.common import task as find_task
 from server.boards import leaderboard as lb
 from server.db import after_commit, on_rollback, savepoint
@@ -511,6 +511,9 @@ def update_from_bundle(
                 ]
             )
         comp_actions.require_organizer(s, actor, c)
+        # one change of a competition's tasks at a time: a second waits, then reads what the
+        # first left (an identical update changes nothing more)
+        lock_for_change(s, Competition, c.id, f"the competition {c.slug}'s tasks")
         changes = _changes(s, c, b, home, only)
         out = _apply(
             s,

@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 
 from flask import Blueprint, current_app, jsonify, request
 from pydantic import BaseModel, ValidationError
+from sqlalchemy.exc import DBAPIError
 from sqlmodel import SQLModel, select
 from werkzeug.exceptions import HTTPException
 
@@ -23,7 +24,7 @@ from server.domain import code_runs, people
 from server.domain.inputs import INT_MAX
 from server.domain.submissions import quota, shown_scores
 from server.domain.visibility import shown_part, viewer_of
-from server.errors import HANDLED, describe
+from server.errors import HANDLED, MAYBE_DISK_FULL, as_disk_full, describe
 from server.exceptions import NotFound
 from server.jobs import waits
 from server.models import (
@@ -66,6 +67,19 @@ def named_error(e: Exception):
 
 for _cls in HANDLED:
     bp.register_error_handler(_cls, named_error)
+
+
+def _maybe_disk_full(e: Exception):
+    """An OSError or a database error that is the disk being full: 507 naming it; any other
+    is the server's failure (500, logged)."""
+    full = as_disk_full(e)
+    if full is None:
+        raise e
+    return named_error(full)
+
+
+for _cls in (*MAYBE_DISK_FULL, DBAPIError):
+    bp.register_error_handler(_cls, _maybe_disk_full)
 
 
 @bp.errorhandler(HTTPException)

@@ -27,6 +27,7 @@ from server.backup.common import (
     BackupError,
     add_file,
     add_stream,
+    backup_key,
     code_version,
     data_files,
     engine_counts,
@@ -34,6 +35,7 @@ from server.backup.common import (
     now_text,
     pg_args,
     run_tool,
+    sign,
     sqlite_counts,
     sqlite_path,
     tool_path,
@@ -55,11 +57,12 @@ def backup(settings: Settings, out: Path, *, attempts: int = 3) -> dict:
         out = out / default_name()
     if out.exists():
         raise BackupError(f"{out} exists already: an archive is never overwritten")
+    signing_key = backup_key(settings)  # refused before anything is written when there is none
     out.parent.mkdir(parents=True, exist_ok=True)
     last = None
     for _ in range(attempts):
         try:
-            manifest = _backup_once(settings, out)
+            manifest = _backup_once(settings, out, signing_key)
             manifest["archive"] = str(out)
             return manifest
         except _Inconsistent as e:  # a campaign closed while the files were copied: again
@@ -71,7 +74,7 @@ class _Inconsistent(Exception):
     pass
 
 
-def _backup_once(settings: Settings, out: Path) -> dict:
+def _backup_once(settings: Settings, out: Path, signing_key: str) -> dict:
     url = settings.sqlalchemy_url()
     partial = out.with_name(f"{out.name}.partial-{os.getpid()}")
     started = time.monotonic()
@@ -140,6 +143,7 @@ def _backup_once(settings: Settings, out: Path) -> dict:
                     "files": round(time.monotonic() - db_done, 3),
                 },
             }
+            manifest = sign(manifest, signing_key)  # the checksums of every member, authenticated
             data = json.dumps(manifest, indent=2, sort_keys=True).encode()
             info = tarfile.TarInfo(MANIFEST)
             info.size = len(data)

@@ -4,6 +4,8 @@ report, database and file helpers, and the check of gold files against their ver
 from __future__ import annotations
 
 import hashlib
+import hmac
+import json
 import os
 import shutil
 import sqlite3
@@ -24,8 +26,9 @@ from server.settings import SECRET_FILE
 from tasks.store import TaskStore, tree_sha256
 
 FORMAT = "palimpsest-backup"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the manifest carries a signature (an HMAC under the backup key)
 MANIFEST = "manifest.json"
+SIGNATURE = "signature"
 CHUNK = 1024 * 1024
 
 # What of the data directory an archive leaves out, and why (the manifest lists them).
@@ -45,6 +48,7 @@ LEFT_OUT = {
 }
 SECRET_SETTINGS = (
     "PALIMPSEST_SECRET_KEY",
+    "PALIMPSEST_BACKUP_KEY",
     "DATABASE_URL (its password)",
     "REDIS_URL (its password)",
     "PALIMPSEST_SMTP_PASSWORD",
@@ -57,6 +61,81 @@ class BackupError(RuntimeError):
 
 class TargetNotEmpty(BackupError):
     pass
+
+
+class BadSignature(BackupError):
+    """An archive whose manifest is not signed by the key it is checked under."""
+
+
+# ----------------------------------------------------------------------------- the signature
+#
+# The manifest holds the sha256 of every member, so a MAC over the manifest authenticates the
+# whole archive: an HMAC-SHA256 under a key the archive never holds (PALIMPSEST_BACKUP_KEY, else
+# one derived from the site's secret key). Whoever can write where archives are kept cannot
+# change a member, recompute its checksum and have the archive restored.
+
+
+def backup_key(settings, key: str | None = None) -> str:
+    """The key archives are signed and checked with: `key` (an operator's --key-file), else the
+    backup key setting, else the site's secret key."""
+    k = key or settings.backup_key or settings.secret_key
+    if not k:
+        raise BackupError(
+            "no key to sign or check archives with: set PALIMPSEST_BACKUP_KEY or the site's "
+            "secret key (PALIMPSEST_SECRET_KEY), or pass --key-file"
+        )
+    return k
+
+
+def _mac_key(key: str) -> bytes:
+    # a key of its own, derived: the secret key also signs sessions
+    return hmac.new(key.encode(), b"palimpsest-backup-manifest", hashlib.sha256).digest()
+
+
+def key_id(key: str) -> str:
+    """A short name of a key that reveals nothing of it: which key signed an archive."""
+    return hmac.new(_mac_key(key), b"key-id", hashlib.sha256).hexdigest()[:16]
+
+
+def _canonical(m: dict) -> bytes:
+    body = {k: v for k, v in m.items() if k not in (SIGNATURE, "archive")}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def sign(m: dict, key: str) -> dict:
+    """`m` with its signature: an HMAC-SHA256 of its canonical JSON (all but the signature)."""
+    mac = hmac.new(_mac_key(key), _canonical(m), hashlib.sha256).hexdigest()
+    return {**m, SIGNATURE: {"alg": "HMAC-SHA256", "key_id": key_id(key), "mac": mac}}
+
+
+def check_signature(m: dict, key: str, *, trust_unsigned: bool = False) -> str:
+    """Refuse a manifest not signed by `key`, saying why; returns what was found ("signed",
+    "unsigned")."""
+    sig = m.get(SIGNATURE)
+    if not isinstance(sig, dict):
+        if trust_unsigned:
+            return "unsigned"
+        raise BadSignature(
+            "the archive is not signed (made by a Palimpsest older than signed archives, or its "
+            "signature was removed): nothing proves it was not changed; pass --trust-unsigned to "
+            "use it anyway"
+        )
+    if sig.get("alg") != "HMAC-SHA256" or not isinstance(sig.get("mac"), str):
+        raise BadSignature(f"the archive's signature is of an unknown kind ({sig.get('alg')!r})")
+    want = hmac.new(_mac_key(key), _canonical(m), hashlib.sha256).hexdigest()
+    if hmac.compare_digest(want, sig["mac"]):
+        return "signed"
+    if sig.get("key_id") != key_id(key):
+        raise BadSignature(
+            f"the archive is signed with another key (key id {sig.get('key_id')}; this site's is "
+            f"{key_id(key)}): an archive of another site, or made before the key changed; pass "
+            "the key it was made with (--key-file, holding that site's PALIMPSEST_BACKUP_KEY or "
+            "secret key)"
+        )
+    raise BadSignature(
+        "the archive's manifest does not match its signature: the manifest (and with it the "
+        "checksums of the database or the files) was changed after the backup; nothing restored"
+    )
 
 
 @dataclass

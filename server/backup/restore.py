@@ -6,11 +6,11 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sqlite3
 import tarfile
-import tempfile
 import time
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from sqlalchemy import create_engine, inspect, select, text
 from sqlalchemy.engine import make_url
@@ -20,16 +20,22 @@ from server import migrate, objectstore
 from server.backup.archive import check_revision, read_manifest
 from server.backup.common import (
     CHUNK,
+    LEFT_OUT,
+    MANIFEST,
     BackupError,
     Report,
     TargetNotEmpty,
+    backup_key,
+    check_signature,
     engine_counts,
     gold_problems,
     pg_args,
     run_tool,
+    sqlite_counts,
     sqlite_path,
     tool_path,
 )
+from server.exceptions import StoreUnreachable
 from server.models import Submission
 from server.settings import SECRET_FILE, Settings
 from server.storage import path_for
@@ -73,14 +79,31 @@ def target_contents(settings: Settings) -> list[str]:
     return found
 
 
-def restore(settings: Settings, archive: Path, *, force: bool = False) -> Report:
-    """Restore `archive` into the site `settings` name (its database and data directory):
-    refused when the target is not empty (unless `force`) or the archive is newer than the code;
-    the database brought to the migrations' head after. The report lists every mismatch."""
+def restore(
+    settings: Settings,
+    archive: Path,
+    *,
+    force: bool = False,
+    key: str | None = None,
+    trust_unsigned: bool = False,
+) -> Report:
+    """Restore `archive` into the site `settings` name (its database and data directory).
+
+    Stage, check, then swap: the archive's signature, every member's name and checksum, the
+    database (a checked SQLite copy, or the dump turned into SQL by pg_restore) and, on SQLite,
+    the row counts, the revision and every file the database names are checked in a staging
+    area before the live site is touched. Then the swap: a PostgreSQL database replaced in one
+    transaction (which checks the row counts before it commits), the old files moved aside and
+    the staged ones renamed in. Any failure before the swap leaves the site as it was (the report
+    says so); refused when the target is not empty (unless `force`) or the archive is newer than
+    the code; the database brought to the migrations' head after."""
     archive = Path(archive)
     rep = Report(str(archive))
     t0 = time.monotonic()
     m = read_manifest(archive)
+    rep.checks["signature"] = check_signature(
+        m, backup_key(settings, key), trust_unsigned=trust_unsigned
+    )
     check_revision(m)
     url = settings.sqlalchemy_url()
     kind = "sqlite" if sqlite_path(url) is not None else "postgresql"
@@ -89,6 +112,9 @@ def restore(settings: Settings, archive: Path, *, force: bool = False) -> Report
             f"the archive holds a {m['database']['kind']} database; this site's is {kind} "
             f"({migrate.shown(url)}): restore into a site of the same kind"
         )
+    store = objectstore.store_for(settings)
+    if store is not None:
+        _check_bucket(store)
     busy = target_contents(settings)
     if busy and not force:
         raise TargetNotEmpty(
@@ -99,178 +125,361 @@ def restore(settings: Settings, archive: Path, *, force: bool = False) -> Report
         )
     home = settings.home
     home.mkdir(parents=True, exist_ok=True)
-    if busy:
-        _move_aside(home, url)
-    elif kind == "postgresql":
-        _drop_tables(url)  # an empty schema (tables without rows) would collide with the dump's
-    with tarfile.open(archive, "r:") as tar:
-        # the files first, checked against the manifest as they are written
-        rep.problems += _extract_files(tar, m, home)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stage = home / f".restore-stage-{stamp}-{os.getpid()}"
+    stage.mkdir()
+    sqlite = sqlite_path(url)
+    if sqlite is not None:  # beside the live one: the same file system, for the rename
+        sqlite.parent.mkdir(parents=True, exist_ok=True)
+        staged_db = sqlite.parent / f".{sqlite.name}.restore-{os.getpid()}"
+    else:
+        staged_db = stage / Path(m["database"]["member"]).name
+    try:
+        # 1. stage: every member read once, named, typed and checked against the manifest
+        with tarfile.open(archive, "r:") as tar:
+            problems = _stage(tar, m, stage, staged_db)
         rep.timings["files"] = time.monotonic() - t0
         t1 = time.monotonic()
-        rep.problems += _restore_database(tar, m, url, home)
+        # 2. check the staged database
+        if not problems:
+            if kind == "sqlite":
+                problems += _check_sqlite(staged_db, m, stage / "files")
+            else:
+                try:
+                    sql = _pg_script(staged_db, stage, m, url)
+                except BackupError as e:
+                    problems.append(f"{m['database']['member']}: {e}")
         rep.timings["database"] = time.monotonic() - t1
-    if objectstore.store_for(settings) is not None:  # the site keeps its files in a store
+        rep.checks["files"] = sum(1 for k in m["members"] if k.startswith("files/"))
+        rep.checks["row_counts"] = sum(m.get("row_counts", {}).values())
+        rep.checks["tables"] = len(m.get("row_counts", {}))
+        if problems:
+            rep.problems += problems
+            rep.problems.append("nothing restored: the site's database and files are as they were")
+            rep.checks["restored"] = False
+            return rep
+        # 3. the swap: the database in one step, then the files by renames
+        t2 = time.monotonic()
+        if kind == "postgresql":
+            _pg_apply(sql, url)  # one transaction: on failure the database is as it was
+        _swap_files(home, stage / "files", url, staged_db if kind == "sqlite" else None, busy)
+        rep.checks["restored"] = True
+        rep.timings["swap"] = time.monotonic() - t2
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        if kind == "sqlite":
+            for x in ("", "-wal", "-shm", "-journal"):
+                Path(str(staged_db) + x).unlink(missing_ok=True)
+    if store is not None:  # the site keeps its files in a store
         t3 = time.monotonic()
-        rep.checks["stored"] = sum(
-            objectstore.push_tree(settings, area) for area in ("uploads", "tasks", "baselines")
-        )
+        try:
+            rep.checks["stored"] = sum(
+                objectstore.push_tree(settings, area) for area in ("uploads", "tasks", "baselines")
+            )
+        except StoreUnreachable as e:
+            rep.problems.append(
+                f"the files were restored into the data directory but not into the store: "
+                f"{e.message} (run `palimpsest store push` when it answers)"
+            )
         rep.timings["store"] = time.monotonic() - t3
-    # the counts as archived, before any migration
-    eng = create_engine(url)
-    try:
-        with eng.connect() as c:
-            counts, revs = engine_counts(c)
-    finally:
-        eng.dispose()
-    want = m.get("row_counts", {})
-    for t, n in sorted(want.items()):
-        if counts.get(t) != n:
-            rep.problems.append(f"table {t}: {counts.get(t)} rows restored, {n} in the manifest")
-    if list(revs) != list(m.get("alembic_revision", [])):
-        rep.problems.append(
-            f"revision {', '.join(revs)} restored, {', '.join(m.get('alembic_revision', []))} "
-            "in the manifest"
-        )
-    rep.checks["row_counts"] = sum(want.values())
-    rep.checks["tables"] = len(want)
-    rep.checks["files"] = sum(1 for k in m["members"] if k.startswith("files/"))
+    if kind == "postgresql":  # (on SQLite these were checked on the staged copy)
+        eng = create_engine(url)
+        try:
+            rep.problems += _reference_problems(eng, home)
+        finally:
+            eng.dispose()
     # forward to the code's revision
-    t2 = time.monotonic()
+    t4 = time.monotonic()
     migrate.upgrade(settings)
-    rep.timings["migrate"] = time.monotonic() - t2
+    rep.timings["migrate"] = time.monotonic() - t4
     rep.checks["revision"] = list(migrate.current(settings))
-    eng = create_engine(url)
-    try:
-        rep.problems += _reference_problems(eng, home)
-    finally:
-        eng.dispose()
     rep.timings["total"] = time.monotonic() - t0
     return rep
 
 
-def _move_aside(home: Path, url: str) -> Path:
-    """--force: the target's files go to `<home>/.before-restore-<time>/` (never deleted); its
-    SQLite database too; a PostgreSQL database's tables are dropped."""
-    aside = home / f".before-restore-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
-    aside.mkdir()
-    for p in list(home.iterdir()):
-        if p.name.startswith(".") or p.name in (SECRET_FILE, "redis", "run"):
-            continue
-        os.replace(p, aside / p.name)
-    sqlite = sqlite_path(url)
-    if sqlite is not None:
-        for x in ("", "-wal", "-shm", "-journal"):
-            q = Path(str(sqlite) + x)
-            if q.exists():
-                os.replace(q, aside / q.name)
-    else:
-        _drop_tables(url)
-    return aside
-
-
-def _drop_tables(url: str) -> None:
-    """Drop every table of a PostgreSQL target (one refused as non-empty only holds what a fresh
-    `db upgrade` or `serve` writes, or --force was given), so that pg_restore starts clean."""
-    eng = create_engine(url)
+def _check_bucket(store) -> None:
+    """A missing bucket is named, with how to create it, before anything is touched."""
     try:
-        with eng.begin() as c:
-            for t in inspect(c).get_table_names():
-                c.execute(text(f'DROP TABLE IF EXISTS "{t}" CASCADE'))
-    finally:
-        eng.dispose()
+        if store.bucket_exists():
+            return
+    except StoreUnreachable as e:
+        raise BackupError(f"{e.message}; nothing restored") from None
+    raise BackupError(
+        f"the object store's bucket {store.bucket!r} does not exist at {store.endpoint}: create "
+        f"it (`aws --endpoint-url {store.endpoint} s3 mb s3://{store.bucket}`, or `s3.bucket."
+        f"create -name {store.bucket}` in `weed shell`), then restore again; nothing restored"
+    )
+
+
+def _stage(tar: tarfile.TarFile, m: dict, stage: Path, staged_db: Path) -> list[str]:
+    """Read every member once into the staging area: files under `stage/files`, the database
+    copy to `staged_db`.
+    Refused, naming the member: a path outside the data directory, a member that is not a plain
+    file, a name twice, a file that is also a folder, a member the manifest does not list. The
+    problems listed: checksums and sizes that differ, members missing."""
+    problems = []
+    listed = m["members"]
+    db_member = m["database"]["member"]
+    files_root = stage / "files"
+    files_root.mkdir()
+    seen: set[str] = set()
+    file_paths: set[str] = set()
+    dir_paths: set[str] = set()
+    found_db = False
+    for info in tar:
+        name = info.name
+        if name == MANIFEST:
+            continue
+        if name in seen:
+            raise BackupError(f"{name}: twice in the archive (a hostile archive); nothing restored")
+        seen.add(name)
+        if not info.isfile():
+            raise BackupError(
+                f"{name}: not a plain file (a {_kind(info)}); an archive holds only files; "
+                "nothing restored"
+            )
+        want = listed.get(name)
+        if want is None:
+            raise BackupError(f"{name}: in the archive but not in its manifest; nothing restored")
+        if name == db_member:
+            dest = staged_db
+            found_db = True
+        elif name.startswith("files/"):
+            rel = _safe_rel(name)
+            if rel is None:
+                raise BackupError(f"{name}: a path outside the data directory; nothing restored")
+            parts = rel.split("/")
+            prefixes = {"/".join(parts[:i]) for i in range(1, len(parts))}
+            clash = (rel in dir_paths and rel) or next(
+                (p for p in sorted(prefixes) if p in file_paths), None
+            )
+            if clash:
+                raise BackupError(
+                    f"files/{clash}: both a file and a folder in the archive; nothing restored"
+                )
+            file_paths.add(rel)
+            dir_paths |= prefixes
+            dest = files_root / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            raise BackupError(f"{name}: not a member an archive holds; nothing restored")
+        h = hashlib.sha256()
+        n = 0
+        src = tar.extractfile(info)
+        with open(dest, "wb") as f:
+            while chunk := src.read(CHUNK):
+                h.update(chunk)
+                n += len(chunk)
+                f.write(chunk)
+        if h.hexdigest() != want.get("sha256") or n != want.get("size", n):
+            problems.append(
+                f"{name}: its sha256 is {h.hexdigest()[:12]}..., the manifest says "
+                f"{str(want.get('sha256'))[:12]}... (changed after the backup)"
+            )
+    for name in sorted(set(listed) - seen):
+        problems.append(f"{name}: in the manifest but missing from the archive")
+    if not found_db and not any(p.startswith(db_member) for p in problems):
+        problems.append(f"{db_member}: the archive has no database")
+    return problems
+
+
+def _kind(info: tarfile.TarInfo) -> str:
+    if info.isdir():
+        return "folder"
+    if info.issym() or info.islnk():
+        return "link"
+    return "device or special file"
 
 
 def _safe_rel(name: str) -> str | None:
     rel = name[len("files/") :]
-    p = Path(rel)
-    if not rel or p.is_absolute() or ".." in p.parts:
+    p = PurePosixPath(rel)
+    if not rel or p.is_absolute() or ".." in p.parts or "" in rel.split("/") or "\\" in rel:
         return None
-    return rel
+    if p.parts[0] in LEFT_OUT or any(x.startswith(".") for x in p.parts):
+        return None  # the site's secret, database, queue or a staging name: never from an archive
+    return p.as_posix()
 
 
-def _extract_files(tar: tarfile.TarFile, m: dict, home: Path) -> list[str]:
-    problems = []
-    listed = {k: v for k, v in m["members"].items() if k.startswith("files/")}
-    seen = set()
-    for info in tar:
-        if not info.name.startswith("files/"):
-            continue
-        rel = _safe_rel(info.name)
-        if rel is None or not info.isfile():
-            problems.append(f"{info.name}: not a plain file inside the data directory (skipped)")
-            continue
-        want = listed.get(info.name)
-        if want is None:
-            problems.append(f"{info.name}: in the archive but not in its manifest (skipped)")
-            continue
-        seen.add(info.name)
-        dest = home / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".restore-")
-        h = hashlib.sha256()
-        src = tar.extractfile(info)
-        with os.fdopen(fd, "wb") as f:
-            while chunk := src.read(CHUNK):
-                h.update(chunk)
-                f.write(chunk)
-        os.replace(tmp, dest)
-        if h.hexdigest() != want["sha256"]:
-            problems.append(
-                f"{info.name}: its sha256 is {h.hexdigest()[:12]}..., the manifest says "
-                f"{want['sha256'][:12]}... (the file was changed after the backup)"
-            )
-    for name in sorted(set(listed) - seen):
-        problems.append(f"{name}: in the manifest but missing from the archive")
-    return problems
-
-
-def _restore_database(tar: tarfile.TarFile, m: dict, url: str, home: Path) -> list[str]:
-    db = m["database"]
+def _check_sqlite(db: Path, m: dict, files: Path) -> list[str]:
+    """The staged SQLite copy: intact, the manifest's row counts and revision, every file it
+    names present among the staged files."""
     try:
-        info = tar.getmember(db["member"])
-    except KeyError:
-        raise BackupError(f"the archive has no {db['member']} (the database)") from None
-    want = m["members"][db["member"]]["sha256"]
-    scratch = Path(tempfile.mkdtemp(prefix=".restore-db-", dir=home))
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            ok = con.execute("PRAGMA integrity_check").fetchone()[0]
+        finally:
+            con.close()
+        if ok != "ok":
+            return [f"{m['database']['member']}: not an intact SQLite database ({ok})"]
+        counts, revs = sqlite_counts(db)
+    except sqlite3.DatabaseError as e:
+        return [f"{m['database']['member']}: not a readable SQLite database ({e})"]
+    out = _count_problems(counts, revs, m)
+    if out:
+        return out
+    eng = create_engine(f"sqlite:///{db}")
     try:
-        dump = scratch / Path(db["member"]).name
-        h = hashlib.sha256()
-        with tar.extractfile(info) as src, open(dump, "wb") as f:
-            while chunk := src.read(CHUNK):
-                h.update(chunk)
-                f.write(chunk)
-        if h.hexdigest() != want:
-            raise BackupError(
-                f"{db['member']}: its sha256 does not match the manifest (the database copy was "
-                "changed after the backup); nothing restored into the database"
+        return _reference_problems(eng, files)
+    finally:
+        eng.dispose()
+
+
+def _count_problems(counts: dict, revs, m: dict) -> list[str]:
+    out = []
+    for t, n in sorted(m.get("row_counts", {}).items()):
+        if counts.get(t) != n:
+            out.append(f"table {t}: {counts.get(t)} rows in the archive, {n} in the manifest")
+    if list(revs) != list(m.get("alembic_revision", [])):
+        out.append(
+            f"revision {', '.join(revs)} in the archive, "
+            f"{', '.join(m.get('alembic_revision', []))} in the manifest"
+        )
+    return out
+
+
+def _pg_script(dump: Path, stage: Path, m: dict, url: str) -> Path:
+    """The dump as one SQL script that replaces the live database's tables and checks the row
+    counts and the revision before its transaction commits: pg_restore reads the whole dump
+    here (a damaged one fails now, before anything is touched)."""
+    args, env = pg_args(url)
+    body = stage / "restore.sql"
+    run_tool(
+        [tool_path("pg_restore"), "--no-owner", "--no-privileges", "-f", str(body), str(dump)],
+        env,
+        "pg_restore (reading the dump)",
+    )
+    eng = create_engine(url)
+    try:
+        with eng.connect() as c:
+            tables = inspect(c).get_table_names()
+            seqs = (
+                c.execute(
+                    text(
+                        "SELECT c.relname FROM pg_class c "
+                        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                        "WHERE n.nspname = 'public' AND c.relkind = 'S'"
+                    )
+                )
+                .scalars()
+                .all()
             )
-        if db["kind"] == "sqlite":
-            dest = sqlite_path(url)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            for x in ("-wal", "-shm", "-journal"):
-                Path(str(dest) + x).unlink(missing_ok=True)
-            os.replace(dump, dest)
-        else:
-            args, env = pg_args(url)
-            run_tool(
-                [
-                    tool_path("pg_restore"),
-                    "--no-owner",
-                    "--no-privileges",
-                    "--exit-on-error",
-                    "--single-transaction",
-                    *args,
-                    "-d",
-                    make_url(url).database,
-                    str(dump),
-                ],
-                env,
-                "pg_restore",
+            types = (
+                c.execute(
+                    text(
+                        "SELECT t.typname FROM pg_type t "
+                        "JOIN pg_namespace n ON n.oid = t.typnamespace "
+                        "WHERE n.nspname = 'public' AND t.typtype = 'e'"
+                    )
+                )
+                .scalars()
+                .all()
             )
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return []
+        eng.dispose()
+    lines = ["\\set ON_ERROR_STOP on"]
+    lines += [f'DROP TABLE IF EXISTS public."{t}" CASCADE;' for t in tables]
+    lines += [f'DROP SEQUENCE IF EXISTS public."{q}" CASCADE;' for q in seqs]
+    lines += [f'DROP TYPE IF EXISTS public."{t}" CASCADE;' for t in types]
+    lines.append(f"\\i {_psql_quote(body)}")
+    checks = []
+    for t, n in sorted(m.get("row_counts", {}).items()):
+        checks.append(
+            f'  IF (SELECT count(*) FROM public."{t}") <> {int(n)} THEN RAISE EXCEPTION '
+            f"'table {t}: % rows in the dump, {int(n)} in the manifest', "
+            f'(SELECT count(*) FROM public."{t}"); END IF;'
+        )
+    revs = ",".join(sorted(str(r) for r in m.get("alembic_revision", [])))
+    if "alembic_version" in m.get("row_counts", {}):
+        checks.append(
+            "  IF (SELECT coalesce(string_agg(version_num, ',' ORDER BY version_num), '') FROM "
+            f"public.alembic_version) <> '{_sql_literal(revs)}' THEN RAISE EXCEPTION "
+            f"'the dump''s revision is not the manifest''s ({_sql_literal(revs)})'; END IF;"
+        )
+    if checks:
+        lines += ["DO $check$", "BEGIN", *checks, "END", "$check$;"]
+    script = stage / "swap.sql"
+    script.write_text("\n".join(lines) + "\n")
+    return script
+
+
+def _psql_quote(p: Path) -> str:
+    return "'" + str(p).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _sql_literal(s: str) -> str:
+    return s.replace("'", "''")
+
+
+def _pg_apply(script: Path, url: str) -> None:
+    """The swap of a PostgreSQL database: the old tables dropped, the dump's created and filled
+    and their counts checked, in one transaction (psql --single-transaction): any error rolls
+    all of it back."""
+    args, env = pg_args(url)
+    try:
+        run_tool(
+            [
+                tool_path("psql"),
+                "--no-psqlrc",
+                "--quiet",
+                "--single-transaction",
+                "-v",
+                "ON_ERROR_STOP=1",
+                *args,
+                "-d",
+                make_url(url).database,
+                "-f",
+                str(script),
+            ],
+            env,
+            "restoring the database",
+        )
+    except BackupError as e:
+        raise BackupError(
+            f"{e}; rolled back: the site's database and files are as they were"
+        ) from None
+
+
+def _swap_files(home: Path, staged: Path, url: str, staged_db: Path | None, busy) -> Path | None:
+    """The staged files renamed into the data directory, the staged SQLite copy into the
+    database's place; what was there moved aside to `<home>/.before-restore-<time>/` (never
+    deleted; folders that hold no file are removed). Undone when a rename fails."""
+    aside = home / f".before-restore-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    done: list[tuple[Path, Path]] = []
+
+    def move(a: Path, b: Path) -> None:
+        b.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(a, b)
+        done.append((a, b))
+
+    try:
+        for p in sorted(home.iterdir()):
+            if p.name.startswith(".") or p.name in (SECRET_FILE, "redis", "run"):
+                continue
+            if busy or p.name in {q.name for q in staged.iterdir()}:
+                if p.is_dir() and not p.is_symlink() and not any(x.is_file() for x in p.rglob("*")):
+                    if not busy:
+                        shutil.rmtree(p)  # an empty tree (a fresh site's): nothing to keep
+                        continue
+                move(p, aside / p.name)
+        sqlite = sqlite_path(url)
+        if staged_db is not None and sqlite is not None:
+            for x in ("", "-wal", "-shm", "-journal"):
+                q = Path(str(sqlite) + x)
+                if q.exists():
+                    move(q, aside / q.name)
+        for p in sorted(staged.iterdir()):
+            move(p, home / p.name)
+        if staged_db is not None and sqlite is not None:
+            move(staged_db, sqlite)
+    except OSError as e:
+        for a, b in reversed(done):
+            os.replace(b, a)
+        raise BackupError(
+            f"moving the restored files into place failed ({e}); undone: the data directory is "
+            "as it was"
+        ) from None
+    return aside if aside.exists() else None
 
 
 def _reference_problems(engine, home: Path) -> list[str]:

@@ -18,11 +18,11 @@ from sqlalchemy.engine import make_url
 from sqlmodel import Session
 
 from server.backup.archive import check_revision, read_manifest
-from server.backup.common import BackupError, Report
+from server.backup.common import BackupError, Report, backup_key, check_signature
 from server.backup.restore import restore
 from server.boards import leaderboard as lb
 from server.domain import publication
-from server.models import Phase, RankingVersion
+from server.models import GoldVersion, Phase, RankingVersion, TaskVersion
 from server.settings import Settings
 from tasks import get_task
 
@@ -76,35 +76,54 @@ def scratch_site(settings: Settings, m: dict, database_url: str | None = None):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def verify(settings: Settings, archive: Path, *, database_url: str | None = None) -> Report:
+def verify(
+    settings: Settings,
+    archive: Path,
+    *,
+    database_url: str | None = None,
+    key: str | None = None,
+    trust_unsigned: bool = False,
+) -> Report:
     """Restore `archive` into a scratch database and directory and check it: the revision, the
     row counts, every checksum, every file the database names, and each published ranking
     rebuilt from the restored data byte for byte against its stored snapshot."""
     archive = Path(archive)
     t0 = time.monotonic()
     m = read_manifest(archive)
+    key = backup_key(settings, key)
+    check_signature(m, key, trust_unsigned=trust_unsigned)  # refused before any scratch is made
     check_revision(m)
     with scratch_site(settings, m, database_url) as scratch:
-        rep = restore(scratch, archive)
+        rep = restore(scratch, archive, key=key, trust_unsigned=trust_unsigned)
         rep.timings = {"restore": time.monotonic() - t0}
+        if not rep.checks.get("restored"):
+            rep.problems = [p for p in rep.problems if not p.startswith("nothing restored")]
+            rep.timings["total"] = time.monotonic() - t0
+            return rep
         t1 = time.monotonic()
         eng = create_engine(scratch.sqlalchemy_url())
         try:
-            checked, problems = check_rankings(eng, scratch)
+            checked, problems, kept = check_rankings(eng, scratch, notes=True)
         finally:
             eng.dispose()
         rep.problems += problems
         rep.checks["published_rankings"] = checked
+        if kept:
+            rep.checks["not_rebuilt"] = kept
         rep.timings["rankings"] = time.monotonic() - t1
     rep.timings["total"] = time.monotonic() - t0
     return rep
 
 
-def check_rankings(engine, settings: Settings) -> tuple[int, list[str]]:
+def check_rankings(engine, settings: Settings, *, notes: bool = False):
     """Each published ranking against the data: every version's stored bytes (sha256, CSV and
     LaTeX rendered from its JSON); the newest version of each phase rebuilt from the scores, the
-    uploads and the gold, byte for byte."""
+    uploads and the gold, byte for byte, unless the task or the phase's gold got a new version
+    after it was published (the task's files and gold are now the newer version's: the ranking
+    stands as published, and its bytes are checked). Returns (checked, problems), and with
+    `notes` the rankings not rebuilt, each with why."""
     problems = []
+    kept = []
     checked = 0
     with Session(engine, expire_on_commit=False) as s:
         rvs = list(
@@ -133,6 +152,10 @@ def check_rankings(engine, settings: Settings) -> tuple[int, list[str]]:
             except Exception as e:  # noqa: BLE001 - a task this code no longer has
                 problems.append(f"{name}: its task cannot be loaded ({e})")
                 continue
+            why = _changed_since(s, rv, phase)
+            if why:
+                kept.append(f"{name}: {why}; its stored bytes are checked, it is not rebuilt")
+                continue
             meta = json.loads(rv.body_json).get("ranking", {})
             body = publication.snapshot_body(s, task, phase, settings, meta)
             again = publication.snapshot_json(body)
@@ -142,7 +165,31 @@ def check_rankings(engine, settings: Settings) -> tuple[int, list[str]]:
                     f"{name}: rebuilt from the restored data it differs from the published "
                     f"snapshot ({_first_difference(json.loads(rv.body_json), body)})"
                 )
-    return checked, problems
+    return (checked, problems, kept) if notes else (checked, problems)
+
+
+def _changed_since(s, rv: RankingVersion, phase: Phase) -> str | None:
+    """Why a published ranking cannot be rebuilt from the data as they stand: a task version or
+    a gold version of its split made after it was published."""
+    tv = s.execute(
+        select(TaskVersion.version)
+        .where(TaskVersion.task_id == rv.task_id, TaskVersion.created_at > rv.published_at)
+        .order_by(TaskVersion.version.desc())
+    ).first()
+    if tv is not None:
+        return f"published before task version {tv[0]} of {rv.task_id}"
+    gv = s.execute(
+        select(GoldVersion.version)
+        .where(
+            GoldVersion.task_id == rv.task_id,
+            GoldVersion.split == phase.split,
+            GoldVersion.created_at > rv.published_at,
+        )
+        .order_by(GoldVersion.version.desc())
+    ).first()
+    if gv is not None:
+        return f"published before gold version {gv[0]} of {rv.task_id}/{phase.split}"
+    return None
 
 
 def _first_difference(a, b, path="") -> str:

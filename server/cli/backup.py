@@ -12,6 +12,31 @@ import click
 from server.cli.common import Refused, home_option, local_settings, report
 
 
+def key_options(f):
+    """--key-file and --trust-unsigned: the key an archive is checked with."""
+    f = click.option(
+        "--trust-unsigned",
+        is_flag=True,
+        help="Accept an archive without a signature (made before archives were signed).",
+    )(f)
+    return click.option(
+        "--key-file",
+        type=click.Path(dir_okay=False, exists=True, path_type=Path),
+        default=None,
+        help="A file holding the key the archive was signed with (the PALIMPSEST_BACKUP_KEY, or "
+        "else the secret key, of the site that made it); default: this site's.",
+    )(f)
+
+
+def _read_key(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    key = path.read_text().strip()
+    if not key:
+        raise Refused(f"{path} is empty: it should hold the key the archive was signed with")
+    return key
+
+
 def register(main: click.Group) -> None:
     """Add these commands to the `palimpsest` group."""
 
@@ -23,9 +48,10 @@ def register(main: click.Group) -> None:
         help="verify: the PostgreSQL server to restore a PostgreSQL archive into (a scratch "
         "database, dropped after; default: DATABASE_URL).",
     )
+    @key_options
     @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
     @home_option
-    def backup_(args, database_url, as_json):
+    def backup_(args, database_url, key_file, trust_unsigned, as_json):
         """Back up the site into one archive (`backup OUT`), or check one (`backup verify OUT`).
 
         The database first, then every file of the data directory, into the archive OUT (a
@@ -36,7 +62,13 @@ def register(main: click.Group) -> None:
 
         if len(args) == 2 and args[0] == "verify":
             try:
-                rep = bk.verify(local_settings(), Path(args[1]), database_url=database_url)
+                rep = bk.verify(
+                    local_settings(),
+                    Path(args[1]),
+                    database_url=database_url,
+                    key=_read_key(key_file),
+                    trust_unsigned=trust_unsigned,
+                )
             except bk.BackupError as e:
                 raise Refused(str(e)) from None
             report(rep, "verified", as_json)
@@ -104,9 +136,10 @@ def register(main: click.Group) -> None:
         help="Restore over a non-empty site (its files are moved aside under the data "
         "directory's .before-restore-<time>/, its database replaced).",
     )
+    @key_options
     @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
     @home_option
-    def restore_(archive, force, as_json):
+    def restore_(archive, force, key_file, trust_unsigned, as_json):
         """Restore the site from an archive of `palimpsest backup` (into an empty site).
 
         ARCHIVE goes into this site's database (DATABASE_URL, or SQLite in the data directory)
@@ -116,7 +149,13 @@ def register(main: click.Group) -> None:
         from server import backup as bk  # the archive's machinery loads when the command runs
 
         try:
-            rep = bk.restore(local_settings(), archive, force=force)
+            rep = bk.restore(
+                local_settings(),
+                archive,
+                force=force,
+                key=_read_key(key_file),
+                trust_unsigned=trust_unsigned,
+            )
         except bk.BackupError as e:
             raise Refused(str(e)) from None
         report(rep, "restored", as_json)

@@ -79,7 +79,13 @@ def register(main: click.Group) -> None:
 
         from server.actions import bundles as bundle_actions
         from server.actions import competitions as comp_actions
-        from server.exceptions import BundleRefused, LifecycleRefused, NotFound, UploadFieldsInvalid
+        from server.exceptions import (
+            BundleRefused,
+            LifecycleRefused,
+            NotFound,
+            StoreUnreachable,
+            UploadFieldsInvalid,
+        )
         from server.jobs.emails import lookup_form
         from server.models import User
 
@@ -117,7 +123,7 @@ def register(main: click.Group) -> None:
                     comp_actions.set_owner(s=s, competition=made.id, user=owner, via="cli")
             except BundleRefused as e:
                 _bundle_problems(e, as_json)
-            except (UploadFieldsInvalid, LifecycleRefused, NotFound) as e:
+            except (UploadFieldsInvalid, LifecycleRefused, NotFound, StoreUnreachable) as e:
                 raise Refused(e.message) from None
         if as_json:
             click.echo(json.dumps(made.model_dump(mode="json")))

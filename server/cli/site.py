@@ -124,6 +124,9 @@ def register(main: click.Group) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s reconciler %(message)s")
         settings = local_settings()
         if once:
-            click.echo(json.dumps(reconcile(settings, local_engine(settings), connect(settings))))
+            stats = reconcile(settings, local_engine(settings), connect(settings))
+            click.echo(json.dumps(stats))
+            if stats.get("errors"):  # a step failed: the exit says so
+                sys.exit(1)
             return
         run_forever(settings, local_engine(settings))

@@ -57,15 +57,7 @@ def publish(
     from server.boards import leaderboard as lb  # the boards and statistics (scipy) load to publish
 
     reason = " ".join((reason or "").split())[:2000]
-    if phase.stats_seed is None:
-        # the seed of the statistics (normally recorded by the worker already), recorded before
-        # this transaction writes anything
-        partitions.bootstrap_seed(s.get_bind(), phase.id)
-    if phase.partition_id is None and partitions.phase_has_private_part(phase):
-        # published before any scoring: its partition is drawn now, in a transaction of its own and
-        # before this one writes anything (the snapshot's statistics need it)
-        partitions.partition_of(s.get_bind(), phase.id)
-        s.refresh(phase)
+    prepare(s, phase)
     if close_first and phase_state(phase) == "open":
         close(s, phase, actor=actor, via=via)
     state = phase_state(phase)
@@ -138,6 +130,36 @@ def publish(
     )
     s.flush()
     return rv
+
+
+def prepare(s: Session, phase: Phase) -> None:
+    """What a publication needs recorded first, each in a transaction of its own and before the
+    caller's writes anything (or locks the phase): the statistics' seed and, for a phase with a
+    private part published before any scoring, its partition."""
+    if phase.stats_seed is None:
+        # the seed of the statistics (normally recorded by the worker already)
+        partitions.bootstrap_seed(s.get_bind(), phase.id)
+        s.refresh(phase)
+    if phase.partition_id is None and partitions.phase_has_private_part(phase):
+        # published before any scoring: its partition is drawn now (the snapshot's statistics
+        # need it)
+        partitions.partition_of(s.get_bind(), phase.id)
+        s.refresh(phase)
+
+
+def repeated(
+    s: Session, phase: Phase, *, task, settings, reason: str = ""
+) -> RankingVersion | None:
+    """The newest published version when publishing again now would repeat it: the same reason
+    and the same ranking (rebuilt with that version's time and organizer, byte for byte). A
+    second click, or a request sent twice, then gets the version the first made."""
+    prev = latest_ranking(s, phase.id)
+    reason = " ".join((reason or "").split())[:2000]
+    if prev is None or (prev.reason or "") != reason or phase_state(phase) != "closed":
+        return None
+    meta = json.loads(prev.body_json).get("ranking", {})
+    again = snapshot_json(snapshot_body(s, task, phase, settings, meta))
+    return prev if again == prev.body_json else None
 
 
 def snapshot_body(s: Session, task, phase: Phase, settings, meta: dict) -> dict:

@@ -10,6 +10,7 @@ queue (server.jobs.outbox.sweep).
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -35,6 +36,7 @@ from server.jobs.queue import (
     get_queue,
 )
 from server.jobs.retention import purge_invalid_uploads
+from server.jobs.waits import RECONCILER_PROBLEMS, RECONCILER_STEPS
 from server.models import CodeRun, Submission, utcnow
 from server.settings import Settings
 
@@ -114,18 +116,64 @@ def reconcile(settings: Settings, engine, conn) -> dict:
     for sid in stale:
         enqueue_submission(conn, sid, settings, replace=True)
     stats["stale"] = len(stale)
-    stats["purged"] = purge_invalid_uploads(engine, settings)
+    _step(stats, conn, "purged", lambda: purge_invalid_uploads(engine, settings))
+    # the digests of pending registrations, the reminders of closing phases
+    _step(stats, conn, "reminders", lambda: reminders.queue_due(engine, settings))
     # the mail queue: what a dead sender left is queued again, and a worker is asked to deliver
     # what is due (the job enqueued when a message is queued may have been lost)
-    try:  # the digests of pending registrations, the reminders of closing phases
-        stats["reminders"] = reminders.queue_due(engine, settings)
-    except Exception as e:  # noqa: BLE001 — the scoring side of the pass stands
-        log.warning("reconciler: reminders failed (%s: %s)", type(e).__name__, e)
-    try:
-        stats["mail_due"] = mail_sweep(engine, settings, conn)
-    except Exception as e:  # noqa: BLE001 — the scoring side of the pass stands
-        log.warning("reconciler: mail sweep failed (%s: %s)", type(e).__name__, e)
+    _step(stats, conn, "mail_due", lambda: mail_sweep(engine, settings, conn))
+    # large uploads nobody can finish any more (their part URLs expired): aborted in the store
+    if settings.s3_bucket:
+        _step(stats, conn, "stale_uploads", lambda: _abort_stale_uploads(settings))
     return stats
+
+
+def _abort_stale_uploads(settings: Settings) -> int:
+    from server.actions.large_uploads import abort_stale  # boto3 loads on a site with a store
+
+    return abort_stale(settings)
+
+
+# ----------------------------------------------------------------------------- failing steps
+#
+# A step of the pass that fails does not stop the others (the scoring side stands), but it is an
+# error an operator sees: logged once when it starts failing (and when it recovers), kept in Redis
+# for the status page, and `reconcile --once` exits 1 naming it.
+
+
+def _step(stats: dict, conn, name: str, fn) -> None:
+    try:
+        stats[name] = fn()
+    except Exception as e:  # noqa: BLE001 - the other steps stand; the failure is recorded
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        msg = f"{type(e).__name__}: {first}"[:300]
+        stats.setdefault("errors", {})[name] = msg
+        _record(conn, name, msg)
+        return
+    _recovered(conn, name)
+
+
+def _record(conn, name: str, msg: str) -> None:
+    now = utcnow().replace(microsecond=0).isoformat() + "Z"
+    old = None
+    try:
+        raw = conn.hget(RECONCILER_PROBLEMS, name)
+        old = json.loads(raw) if raw else None
+        since = old["since"] if old and old.get("error") == msg else now
+        doc = {"since": since, "last": now, "error": msg}
+        conn.hset(RECONCILER_PROBLEMS, name, json.dumps(doc))
+    except Exception:  # noqa: BLE001 - Redis away: the log below still says it
+        pass
+    if not old or old.get("error") != msg:
+        log.error("reconciler: %s fails: %s", RECONCILER_STEPS.get(name, name), msg)
+
+
+def _recovered(conn, name: str) -> None:
+    try:
+        if conn.hdel(RECONCILER_PROBLEMS, name):
+            log.warning("reconciler: %s works again", RECONCILER_STEPS.get(name, name))
+    except Exception:  # noqa: BLE001 - Redis away: nothing was recorded either
+        pass
 
 
 def _reconcile_code_runs(settings: Settings, engine, conn, cutoff) -> dict:

@@ -53,13 +53,17 @@ def _stamp(t: datetime) -> str:
 def pending_digests(s: Session, settings: Settings, now: datetime) -> int:
     """Queue the due digests of pending registrations (not committed); how many."""
     n = 0
-    comps = s.exec(
-        select(Competition)
-        .join(Registration, Registration.competition_id == Competition.id)
+    # the ids, distinct (PostgreSQL has no equality for the json columns of a whole row)
+    ids = s.exec(
+        select(Registration.competition_id)
         .where(Registration.status == people.PENDING)
         .distinct()
+        .order_by(Registration.competition_id)
     ).all()
-    for c in comps:
+    for cid in ids:
+        c = s.get(Competition, cid)
+        if c is None:
+            continue
         waiting = s.exec(
             select(Registration, User)
             .join(User, User.id == Registration.user_id)

@@ -14,6 +14,7 @@ later.
 from __future__ import annotations
 
 import heapq
+import json
 import statistics
 from datetime import datetime
 
@@ -240,4 +241,31 @@ def standing(
     for t in ahead:
         heapq.heappush(free, heapq.heappop(free) + f * (d(t) or mine))
     out["estimated_wait_s"] = round(heapq.heappop(free) + f * mine, 1)
+    return out
+
+
+# ----------------------------------------------------------------------------- the reconciler's
+# steps that fail (server.jobs.reconciler records them; the status page shows administrators)
+
+RECONCILER_PROBLEMS = "palimpsest:reconciler:problems"
+RECONCILER_STEPS = {
+    "purged": "purging invalid uploads",
+    "reminders": "queueing the pending-registration digests and closing reminders",
+    "mail_due": "sweeping the mail queue",
+    "stale_uploads": "aborting the large uploads not completed in time",
+}
+
+
+def reconciler_problems(conn) -> list[dict]:
+    """The reconciler's steps failing now: what, since when, the error."""
+    if conn is None:
+        return []
+    try:
+        raw = conn.hgetall(RECONCILER_PROBLEMS)
+    except Exception:  # noqa: BLE001 - Redis away: the page says so elsewhere
+        return []
+    out = []
+    for k, v in sorted(raw.items()):
+        k = k.decode() if isinstance(k, bytes) else k
+        out.append({"step": RECONCILER_STEPS.get(k, k), **json.loads(v)})
     return out

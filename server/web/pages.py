@@ -382,6 +382,7 @@ def status():
         median=known.get("*"),
         duration=waits.duration,
         admin=people.is_admin(current_user()),
+        reconciler=waits.reconciler_problems(conn),
     )
 
 

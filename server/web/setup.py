@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from flask import Flask, current_app, render_template, request
 from flask_wtf.csrf import CSRFError, CSRFProtect
+from sqlalchemy.exc import DBAPIError
 
 from server.boards.leaderboard import RenderCache, SharedRenders
-from server.errors import HANDLED, describe
+from server.errors import HANDLED, MAYBE_DISK_FULL, as_disk_full, describe
 from server.web import (
     auth,
     campaigns,
@@ -161,6 +162,17 @@ def init_web(app: Flask) -> None:
 
     for cls in HANDLED:
         app.register_error_handler(cls, _named_error)
+
+    def _maybe_disk_full(e: Exception):
+        """A full disk (an OSError or a database error saying so): 507 naming it; any other is
+        the server's failure (500, logged)."""
+        full = as_disk_full(e)
+        if full is None:
+            raise e
+        return _named_error(full)
+
+    for cls in (*MAYBE_DISK_FULL, DBAPIError):
+        app.register_error_handler(cls, _maybe_disk_full)
 
     security_headers = [
         ("X-Content-Type-Options", "nosniff"),
