@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from conftest import _make_backend
 from sqlalchemy import select
 
+from server.db import session_scope
 from server.domain import lifecycle, partitions, provenance, publication
 from server.exceptions import LifecycleRefused
 from server.models import GoldPartition, Phase, Score, Submission
@@ -416,9 +417,9 @@ def test_a_gold_reimport_marks_old_scores_stale_and_the_board_never_mixes_them(b
     burst(b)
     assert rows() == [(fresh, 1, ""), (old, None, lb.STALE_NOTE)]
     # the reconciler's check marks it stale and queues its rescoring; then it is ranked again
-    ids = provenance.check_provenance(b.engine, b.settings)
+    ids = stale_ids(b)
     assert ids == [old] and get(b, old).stale and get(b, old).status == "queued"
-    assert provenance.check_provenance(b.engine, b.settings) == []  # once
+    assert stale_ids(b) == []  # once
     for sid in ids:
         enqueue_submission(b.conn, sid, b.settings, replace=True)
     burst(b)
@@ -580,9 +581,16 @@ def test_a_published_figure_stays_byte_identical_after_a_hide_and_a_gold_reimpor
             r["label"] = 1 - r["label"]
     dev.write_text("".join(json.dumps(r) + "\n" for r in rows))
     import_task("tric-binary", b.settings.home, source=src, fold=1)
-    for sid in provenance.check_provenance(b.engine, b.settings):
+    for sid in stale_ids(b):
         enqueue_submission(b.conn, sid, b.settings, replace=True)
     burst(b)
     with b.session() as s:
         assert s.get(Submission, subs[0]).score_attempt == 2  # rescored against the new gold
     assert figures() == before
+
+
+def stale_ids(b):
+    """The reconciler's step: scores against another gold or task version marked stale, in its
+    own transaction; returns the ids to enqueue."""
+    with session_scope(b.engine) as s:
+        return provenance.mark_stale(s, b.settings)

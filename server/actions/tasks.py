@@ -6,7 +6,7 @@
   new bundle is, then applied: a task whose metrics, primary, format, splits, files or gold
   changed gets a new version (`tasks.taskversions`); one whose texts alone changed is edited in
   place. After the commit, as a campaign's close does, every run scored under the earlier version
-  is marked stale and queued for rescoring (`server.domain.provenance.check_provenance`): boards
+  is marked stale and queued for rescoring (`server.domain.provenance.mark_stale`): boards
   never
   rank two versions together, and published rankings stay as they were published, byte for byte.
   What the change did to each phase's live board (its ranks before, the runs marked stale and

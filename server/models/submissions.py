@@ -51,7 +51,7 @@ class Submission(TableModel, table=True):
     # removed by its own team (deleted on its pages): it still counts against the quota
     removed_by_team: bool = False
     # the counted scores were computed against another gold, task or scorer version than the
-    # current one: not ranked, queued for rescoring (server.domain.provenance.check_provenance)
+    # current one: not ranked, queued for rescoring (server.domain.provenance.mark_stale)
     stale: bool = False
     # the file of an invalid submission is deleted after the retention period (settings)
     file_purged_at: Optional[NaiveDatetime] = None
