@@ -79,8 +79,8 @@ def register(main: click.Group) -> None:
 
         from server.actions import bundles as bundle_actions
         from server.actions import competitions as comp_actions
+        from server.domain.emails import lookup_form
         from server.exceptions import BundleRefused, LifecycleRefused, NotFound, UploadFieldsInvalid
-        from server.jobs.emails import lookup_form
         from server.models import User
 
         settings = local_settings()
