@@ -240,7 +240,7 @@ def register(group: click.Group, *, home_option, friendly) -> None:
             if sandbox:  # code runs of the baselines team, on the runs queue
                 from server.actions.code_runs import enqueue_baseline_systems as enqueue
             else:  # the baselines queue
-                from server.domain.baselines import enqueue_baselines as enqueue
+                from server.jobs.baseline_jobs import enqueue_baselines as enqueue
 
             jobs = enqueue(
                 list(tasks) or None, list(systems) or None, opts, home, list(phases) or None

@@ -1,6 +1,6 @@
 """A banned person can do nothing in that competition's team (approve a join, hand out an invite
 code, stay its captain, submit), and email addresses have one form, checked in one function
-(`server.jobs.emails`), for accounts, sign-in, invitations and a competition's allow-list of
+(`server.domain.emails`), for accounts, sign-in, invitations and a competition's allow-list of
 domains."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from webkit import Browser, engine_of, make_token, make_user
 
 from server.domain import people
 from server.domain.accounts import EmailTaken, create_user
-from server.jobs.emails import BadEmail, normalize_domain, normalize_email
+from server.domain.emails import BadEmail, normalize_domain, normalize_email
 from server.models import Competition, Registration, Team, TeamMember, User
 
 

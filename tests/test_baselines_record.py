@@ -16,7 +16,7 @@ from sqlalchemy import select
 from baselines.run import run_baselines
 from baselines.systems import Options
 from server.actions.baselines import record_baseline
-from server.domain.baselines import enqueue_baselines
+from server.jobs.baseline_jobs import enqueue_baselines
 
 
 def _run(backend, task_id="tric-ranking", system="lexical", out=None):

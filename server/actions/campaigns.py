@@ -47,6 +47,7 @@ from server.actions.common import phase as find_phase
 from server.actions.common import require_organizer as require_task_organizer
 from server.actions.common import task as find_task
 from server.actions.competitions import require_organizer
+from server.boards import leaderboard
 from server.domain import audit, people
 from server.domain.campaign_pool import (
     KINDS,
@@ -58,10 +59,10 @@ from server.domain.campaign_pool import (
     split_inputs,
     write_items,
 )
+from server.domain.emails import lookup_form
 from server.domain.inputs import CONTROL
 from server.domain.judgments import judged_table, positive_keys
 from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
-from server.jobs.emails import lookup_form
 from server.models import (
     AssessmentCampaign,
     CampaignAssignment,
@@ -314,7 +315,8 @@ def open_campaign(
         )
     seed = secrets.randbelow(2**31) if seed is None else int(seed)
     home = Path(get_settings().home)
-    runs = ranked_runs(s, t, p)
+    board = leaderboard.build_board(s, t, p, audience="organizer", show_private=True)
+    runs = ranked_runs(s, t, board)
     if t.kind == "links":
         if not runs:
             raise LifecycleRefused(

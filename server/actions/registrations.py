@@ -21,10 +21,10 @@ from server import api_models as m
 from server.actions.common import action
 from server.actions.competitions import find, require_organizer, visible
 from server.domain import audit, lifecycle, people, teams
+from server.domain.emails import lookup_form
 from server.domain.inputs import CONTROL
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.jobs import outbox
-from server.jobs.emails import lookup_form
 from server.models import (
     Competition,
     CompetitionPage,

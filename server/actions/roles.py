@@ -24,9 +24,9 @@ from server.actions.common import action
 from server.actions.competitions import find, require_organizer
 from server.db import lock_row
 from server.domain import audit, people
+from server.domain.emails import BadEmail, lookup_form, normalize_email
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.jobs import outbox
-from server.jobs.emails import BadEmail, lookup_form, normalize_email
 from server.models import Competition, CompetitionInvite, CompetitionRole, User, utcnow
 from server.settings import Settings, get_settings
 

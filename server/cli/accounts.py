@@ -52,7 +52,7 @@ def register(main: click.Group) -> None:
     def _user_by_email(s, email):
         from sqlalchemy import select
 
-        from server.jobs.emails import lookup_form
+        from server.domain.emails import lookup_form
         from server.models import User
 
         u = s.execute(select(User).where(User.email == lookup_form(email))).scalar_one_or_none()
@@ -113,7 +113,7 @@ def register(main: click.Group) -> None:
         from sqlalchemy import select
 
         from server.actions.accounts import new_token
-        from server.jobs.emails import lookup_form
+        from server.domain.emails import lookup_form
         from server.models import User
 
         with local_session(local_settings()) as s:

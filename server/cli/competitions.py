@@ -79,6 +79,7 @@ def register(main: click.Group) -> None:
 
         from server.actions import bundles as bundle_actions
         from server.actions import competitions as comp_actions
+        from server.domain.emails import lookup_form
         from server.exceptions import (
             BundleRefused,
             LifecycleRefused,
@@ -86,7 +87,6 @@ def register(main: click.Group) -> None:
             StoreUnreachable,
             UploadFieldsInvalid,
         )
-        from server.jobs.emails import lookup_form
         from server.models import User
 
         settings = local_settings()

@@ -19,7 +19,7 @@ from server import models  # other subjects' tables: models.X, loaded when first
 from server.db import db, session_scope
 from server.domain import audit as audit_log
 from server.domain import people
-from server.jobs.emails import normalize_email
+from server.domain.emails import normalize_email
 from server.models import ApiToken, User, utcnow
 
 # argon2id at OWASP's recommended minimum (Password Storage Cheat Sheet: 19 MiB, two passes, one

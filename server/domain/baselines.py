@@ -20,13 +20,11 @@ from sqlmodel import Session
 
 import baselines as baselines_package
 from baselines.errors import BaselineError
-from baselines.run import plan
 from baselines.systems import EXTENSIONS, Options
 from server.db import savepoint
 from server.domain.accounts import new_invite_code
 from server.domain.submissions import ensure_phases, resolve_phase
 from server.exceptions import NotFound
-from server.jobs.queue import connect, enqueue_baseline_run
 from server.migrate import SchemaError, prepare
 from server.models import Phase, Team
 from server.settings import Settings
@@ -99,46 +97,6 @@ def server_database(settings: Settings):
         return prepare(settings)
     except SchemaError as e:
         raise BaselineError(str(e)) from None
-
-
-def enqueue_baselines(
-    task_ids: list[str] | None = None,
-    systems: list[str] | None = None,
-    options: Options | None = None,
-    home=None,
-    phases: list[str] | None = None,
-) -> list[dict]:
-    """Put each asked-for (task, system) run on the baselines queue of the server at `home` (or
-    REDIS_URL), for `palimpsest worker --queue baselines` on a machine with the models (as code
-    runs of the baselines team instead: server.actions.code_runs.enqueue_baseline_systems)."""
-    options = options or Options()
-    settings = server_settings(home)
-    runs, _notes = plan(
-        task_ids, systems, options, settings.home, here=False
-    )  # models: the worker's
-    opts = options.job_args()
-    try:
-        conn = connect(settings)
-        conn.ping()
-    except Exception as e:  # noqa: BLE001 - any failure to reach Redis
-        where = (
-            settings.redis_url
-            or f"the embedded Redis of {settings.home} (is `palimpsest serve` running?)"
-        )
-        raise BaselineError(f"cannot reach the queue at {where}: {e}") from None
-    jobs = []
-    for task_id, system in runs:
-        job = enqueue_baseline_run(conn, task_id, system, opts, settings, phases)
-        status = job.get_status(refresh=False)
-        jobs.append(
-            {
-                "task": task_id,
-                "system": system,
-                "job": job.id,
-                "status": getattr(status, "value", status) or "queued",
-            }
-        )
-    return jobs
 
 
 # ------------------------------------------------------------------- baselines as code runs

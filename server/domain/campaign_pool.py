@@ -21,13 +21,11 @@ from scorer import pooling, validate_file
 from scorer.errors import SubmissionInvalid
 from scorer.families import family
 from server import objectstore
-from server.boards import leaderboard
 from server.domain import people
 from server.exceptions import LifecycleRefused
 from server.models import (
     AssessmentCampaign,
     CampaignItem,
-    Phase,
     Registration,
     Submission,
 )
@@ -84,11 +82,11 @@ def source_work(source_id: str) -> str:
     return head if head and tail else source_id
 
 
-def ranked_runs(s: Session, task, phase: Phase) -> list[Submission]:
-    """Each team's ranked run of the phase and each baseline method's newest entry, as the board
-    (organizers' preview of the final ranking) picks them; hidden, removed and banned runs are
-    not among them, nor the runs of suspended participants."""
-    board = leaderboard.build_board(s, task, phase, audience="organizer", show_private=True)
+def ranked_runs(s: Session, task, board) -> list[Submission]:
+    """Each team's ranked run of the phase and each baseline method's newest entry, as `board`
+    (the organizers' preview of the phase's final ranking, built by the caller) picks them;
+    hidden, removed and banned runs are not among them, nor the runs of suspended
+    participants."""
     ids = [
         r.submission_id
         for r in board.rows

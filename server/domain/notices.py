@@ -11,10 +11,8 @@ import logging
 
 from sqlmodel import Session, select
 
-from server.db import session_scope
-from server.domain import code_runs, people
+from server.domain import code_runs, mail, people
 from server.domain.submissions import visible_scores
-from server.jobs import outbox
 from server.models import Phase, Registration, Submission, User
 from server.settings import Settings
 
@@ -96,7 +94,7 @@ def queue_run_notice(s: Session, settings: Settings, submission_id: int) -> bool
     if user is None:
         return False
     subject, body = compose(s, settings, sub)
-    row = outbox.queue(
+    row = mail.queue(
         s,
         to=user.email,
         subject=subject,
@@ -106,16 +104,3 @@ def queue_run_notice(s: Session, settings: Settings, submission_id: int) -> bool
         competition_id=c.id,
     )
     return row is not None
-
-
-def notify_run(engine, settings: Settings, submission_id: int) -> bool:
-    """Queue a finished run's notice and ask a worker to deliver it; never raises."""
-    try:
-        with session_scope(engine) as s:  # the scoring job's own step, after the score's
-            queued = queue_run_notice(s, settings, submission_id)
-        if queued:
-            outbox.enqueue_delivery(settings)
-        return queued
-    except Exception:  # noqa: BLE001 — a notice must never break scoring
-        log.exception("submission %s: run notice not queued", submission_id)
-        return False

@@ -25,7 +25,7 @@ from sqlmodel import Session, select
 
 from server import models  # other subjects' tables: models.X, loaded when first used
 from server.db import savepoint
-from server.jobs.emails import BadEmail, domain_of, normalize_domain
+from server.domain.emails import BadEmail, domain_of, normalize_domain
 from server.models import User, utcnow
 
 OWNER, ORGANIZER, ASSESSOR = "owner", "organizer", "assessor"
@@ -196,7 +196,7 @@ def registers_implicitly(c: models.Competition) -> bool:
 
 def domain_allowed(c: models.Competition, email: str) -> bool:
     """Whether the address is at one of the competition's allowed domains (or a subdomain of
-    one); both in their one form (`server.jobs.emails`): an address with an empty label is at
+    one); both in their one form (`server.domain.emails`): an address with an empty label is at
     none."""
     if not c.allowed_domains:
         return True

@@ -10,10 +10,13 @@ from __future__ import annotations
 import logging
 import tempfile
 
-from baselines.run import run_baselines
+from baselines.errors import BaselineError
+from baselines.run import plan, run_baselines
 from baselines.systems import Options
 from server import objectstore
 from server.actions.baselines import record_baseline
+from server.domain.baselines import server_settings
+from server.jobs.queue import connect, enqueue_baseline_run
 from server.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -48,3 +51,43 @@ def run_baseline(task_id: str, system: str, options: dict, phases: list[str] | N
         "test_primary": {k: primary.get(k) for k in ("name", "subset", "value")},
         "recorded": recorded,
     }
+
+
+def enqueue_baselines(
+    task_ids: list[str] | None = None,
+    systems: list[str] | None = None,
+    options: Options | None = None,
+    home=None,
+    phases: list[str] | None = None,
+) -> list[dict]:
+    """Put each asked-for (task, system) run on the baselines queue of the server at `home` (or
+    REDIS_URL), for `palimpsest worker --queue baselines` on a machine with the models (as code
+    runs of the baselines team instead: server.actions.code_runs.enqueue_baseline_systems)."""
+    options = options or Options()
+    settings = server_settings(home)
+    runs, _notes = plan(
+        task_ids, systems, options, settings.home, here=False
+    )  # models: the worker's
+    opts = options.job_args()
+    try:
+        conn = connect(settings)
+        conn.ping()
+    except Exception as e:  # noqa: BLE001 - any failure to reach Redis
+        where = (
+            settings.redis_url
+            or f"the embedded Redis of {settings.home} (is `palimpsest serve` running?)"
+        )
+        raise BaselineError(f"cannot reach the queue at {where}: {e}") from None
+    jobs = []
+    for task_id, system in runs:
+        job = enqueue_baseline_run(conn, task_id, system, opts, settings, phases)
+        status = job.get_status(refresh=False)
+        jobs.append(
+            {
+                "task": task_id,
+                "system": system,
+                "job": job.id,
+                "status": getattr(status, "value", status) or "queued",
+            }
+        )
+    return jobs

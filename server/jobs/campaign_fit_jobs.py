@@ -13,7 +13,7 @@ import time
 
 from sqlmodel import Session
 
-from server.db import get_engine
+from server.db import get_engine, session_scope
 from server.domain.judgments import fit_inputs
 from server.models import AssessmentCampaign, CampaignModelFit, utcnow
 from server.settings import get_settings
@@ -24,29 +24,28 @@ EXTRA = "pip install 'palimpsest[agreement]'"
 
 
 def _finish(engine, fit_id: int, state: str, *, result=None, error: str = "") -> None:
-    with Session(engine) as s:
+    with session_scope(engine) as s:  # the job's own step
         f = s.get(CampaignModelFit, fit_id)
         f.state, f.result, f.error, f.finished_at = state, result, error, utcnow()
         s.add(f)
-        s.commit()
 
 
 def fit_campaign_model(fit_id: int) -> dict:
     """Fit the model for one requested fit and record the outcome; returns its state."""
     engine = get_engine(get_settings().sqlalchemy_url())
-    with Session(engine) as s:
+    with session_scope(engine) as s:  # the job's own step: the fit is running
         f = s.get(CampaignModelFit, fit_id)
         if f is None or f.state != "queued":
             return {"fit": fit_id, "skipped": True}
         f.state, f.started_at = "running", utcnow()
         s.add(f)
-        s.commit()
         seed, cfg = f.seed, dict(f.settings)
+    with session_scope(engine) as s:  # and what it reads, recorded with it
+        f = s.get(CampaignModelFit, fit_id)
         c = s.get(AssessmentCampaign, f.campaign_id)
         got = fit_inputs(s, c)
         f.judgments, f.digest = got["judgments"], got["digest"]
         s.add(f)
-        s.commit()
     read = {
         "items": got["items"],
         "assessors": got["assessors"],

@@ -3,7 +3,8 @@
 request. `dedup_key` is unique, so that what is queued twice (a retried request, a run finished
 twice) is one message, sent once.
 
-`queue` is the one way to queue a message; delivery is `deliver_due`.
+`queue` (server.domain.mail, where the actions and the domain write it) is the one way to queue a
+message; delivery is `deliver_due`.
 """
 
 from __future__ import annotations
@@ -15,82 +16,17 @@ import socket
 from datetime import timedelta
 
 from sqlalchemy import func, or_, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, select
+from sqlmodel import select
 
-from server.db import get_engine
+from server.db import get_engine, session_scope
+from server.domain import notices
+from server.domain.mail import QUEUED, queue, queue_many  # noqa: F401 — the outbox's own names
 from server.jobs.mail import connect_smtp, message
 from server.jobs.queue import connect, enqueue_once
 from server.models import OutgoingMail, utcnow
 from server.settings import Settings, get_settings
 
-QUEUED, SENDING, SENT, FAILED = "queued", "sending", "sent", "failed"
-
-
-def queue(
-    s: Session,
-    *,
-    to: str,
-    subject: str,
-    body: str,
-    dedup_key: str,
-    kind: str = "",
-    competition_id: int | None = None,
-) -> OutgoingMail | None:
-    """Queue one message in the caller's transaction (flushed in a savepoint); None when a
-    message with this `dedup_key` is queued or sent already."""
-    if s.exec(select(OutgoingMail.id).where(OutgoingMail.dedup_key == dedup_key)).first():
-        return None
-    row = OutgoingMail(
-        dedup_key=dedup_key[:200],
-        to_addr=to,
-        subject=subject[:300],
-        body=body,
-        kind=kind[:32],
-        competition_id=competition_id,
-    )
-    try:
-        with s.begin_nested():
-            s.add(row)
-    except IntegrityError:  # queued by a concurrent request between the look-up and the insert
-        return None
-    return row
-
-
-def queue_many(s: Session, messages: list[dict]) -> int:
-    """Queue many messages in the caller's transaction with one INSERT (each a dict of `to`,
-    `subject`, `body`, `dedup_key`, `kind`, `competition_id`); a `dedup_key` queued already is
-    skipped (ON CONFLICT DO NOTHING). Returns how many rows the INSERT added."""
-    if not messages:
-        return 0
-    now = utcnow()
-    rows = [
-        {
-            "dedup_key": m["dedup_key"][:200],
-            "to_addr": m["to"],
-            "subject": m["subject"][:300],
-            "body": m["body"],
-            "kind": m.get("kind", "")[:32],
-            "competition_id": m.get("competition_id"),
-            "status": QUEUED,
-            "attempts": 0,
-            "last_error": "",
-            "created_at": now,
-        }
-        for m in messages
-    ]
-    dialect = s.get_bind().dialect.name
-    insert = pg_insert if dialect == "postgresql" else sqlite_insert
-    # one statement sent as multi-row INSERTs by SQLAlchemy's "insertmanyvalues" (compiled once
-    # and cached, unlike a literal VALUES list of every row); RETURNING counts what was added
-    stmt = (
-        insert(OutgoingMail)
-        .on_conflict_do_nothing(index_elements=["dedup_key"])
-        .returning(OutgoingMail.id)
-    )
-    return len(s.connection().execute(stmt, rows).all())
+SENDING, SENT, FAILED = "sending", "sent", "failed"
 
 
 # ----------------------------------------------------------------------------- delivery
@@ -371,3 +307,16 @@ def sweep(engine, settings: Settings, conn) -> int:
     if n:
         enqueue_delivery(settings, conn)
     return n
+
+
+def notify_run(engine, settings: Settings, submission_id: int) -> bool:
+    """Queue a finished run's notice and ask a worker to deliver it; never raises."""
+    try:
+        with session_scope(engine) as s:  # the scoring job's own step, after the score's
+            queued = notices.queue_run_notice(s, settings, submission_id)
+        if queued:
+            enqueue_delivery(settings)
+        return queued
+    except Exception:  # noqa: BLE001 — a notice must never break scoring
+        log.exception("submission %s: run notice not queued", submission_id)
+        return False

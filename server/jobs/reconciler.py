@@ -22,9 +22,9 @@ from sqlalchemy import select
 from server.db import get_engine, session_scope
 from server.domain import code_runs
 from server.domain.lifecycle import PENDING, fail_infra, requeue
-from server.domain.notices import notify_run
 from server.domain.provenance import mark_stale
 from server.jobs import reminders
+from server.jobs.outbox import notify_run
 from server.jobs.outbox import sweep as mail_sweep
 from server.jobs.queue import (
     SCORING,

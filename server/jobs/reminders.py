@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from sqlmodel import Session, select
 
+from server.db import session_scope
 from server.domain import people
 from server.jobs import outbox
 from server.models import (
@@ -178,12 +179,11 @@ def closing_reminders(s: Session, settings: Settings, now: datetime) -> int:
 def queue_due(engine, settings: Settings, now: datetime | None = None) -> dict:
     """One pass: the due digests and reminders, committed; {"pending": n, "closing": n}."""
     now = now or utcnow()
-    with Session(engine) as s:
+    with session_scope(engine) as s:  # the reconciler's own step
         out = {
             "pending": pending_digests(s, settings, now),
             "closing": closing_reminders(s, settings, now),
         }
-        s.commit()
     if any(out.values()):
         outbox.enqueue_delivery(settings)
     return out

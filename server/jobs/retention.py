@@ -7,8 +7,8 @@ import logging
 from datetime import timedelta
 
 from sqlalchemy import select, update
-from sqlmodel import Session
 
+from server.db import session_scope
 from server.domain.audit import record as _audit
 from server.domain.lifecycle import Status
 from server.models import Submission, utcnow
@@ -23,7 +23,7 @@ def purge_invalid_uploads(engine, settings, *, batch: int = 200) -> int:
     rows and their problem reports stay."""
     cutoff = utcnow() - timedelta(days=settings.invalid_retention_days)
     done = 0
-    with Session(engine, expire_on_commit=False) as s:
+    with session_scope(engine) as s:  # the reconciler's own step
         rows = s.execute(
             select(Submission.id, Submission.storage_key)
             .where(
@@ -68,5 +68,4 @@ def purge_invalid_uploads(engine, settings, *, batch: int = 200) -> int:
                 count=done,
                 older_than_days=settings.invalid_retention_days,
             )
-        s.commit()
     return done

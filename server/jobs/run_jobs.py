@@ -162,14 +162,13 @@ def on_run_failure(job, connection, exc_type=None, exc_value=None, tb=None) -> N
     engine = get_engine(settings.sqlalchemy_url())
     run_id = int(job.id.rsplit("-", 1)[1])
     reason = f"{exc_type.__name__ if exc_type else 'error'}: {exc_value}"
-    with Session(engine) as s:
+    with session_scope(engine) as s:  # the job's own step
         r = s.get(CodeRun, run_id)
         if r is None or r.stage not in ("queued", "running"):
             return
         if r.attempts < code_runs.MAX_ATTEMPTS:
             r.stage = "queued"
             s.add(r)
-            s.commit()
             log.warning(
                 "code run %s failed on attempt %s (%s): queued again", run_id, r.attempts, reason
             )

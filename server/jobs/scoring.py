@@ -26,8 +26,8 @@ from server.domain.lifecycle import (
     start_attempt,
 )
 from server.domain.limits import TooCostly, bounded
-from server.domain.notices import notify_run
 from server.domain.partitions import gold_parts
+from server.jobs.outbox import notify_run
 from server.jobs.queue import submission_id_of
 from server.models import Phase, Submission
 from server.settings import Settings, get_settings

@@ -38,8 +38,8 @@ from server.domain.accounts import (
     user_for_token,
     verify_password,
 )
+from server.domain.emails import BadEmail, is_email, lookup_form, normalize_email
 from server.exceptions import Forbidden, NotFound, UploadFieldsInvalid
-from server.jobs.emails import BadEmail, is_email, lookup_form, normalize_email
 from server.jobs.mail import send_in_background
 from server.models import ApiToken, AssessmentCampaign, Competition, Phase, Submission, User
 from server.settings import get_settings

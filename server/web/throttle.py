@@ -24,7 +24,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from server.db import get_engine
-from server.jobs.emails import lookup_form
+from server.domain.emails import lookup_form
 from server.jobs.embedded import EmbeddedRedis
 from server.models import ThrottleCount, utcnow
 from server.web.auth import current_user
