@@ -25,6 +25,7 @@ from server.exceptions import (
     UnknownSystem,
     UploadFieldsInvalid,
     UploadTooLarge,
+    disk_full,
 )
 from tasks.errors import ExposureRefused  # a task's files that would reveal hidden gold
 
@@ -84,8 +85,6 @@ HANDLED = tuple(cls for cls, _, _ in TABLE)
 
 def as_disk_full(exc: Exception) -> DiskFull | None:
     """A failure that is the disk being full, as the named refusal (507); None otherwise."""
-    from server.exceptions import disk_full
-
     return DiskFull() if disk_full(exc) else None
 
 

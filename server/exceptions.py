@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from datetime import datetime
 
 from scorer.errors import PalimpsestError
@@ -170,8 +171,6 @@ class DiskFull(PalimpsestError):
 def disk_full(exc: BaseException) -> bool:
     """Whether `exc` (or what caused it) is the disk being full: ENOSPC or EDQUOT, SQLite's
     "database or disk is full", PostgreSQL's disk_full (53100)."""
-    import errno
-
     seen = 0
     while exc is not None and seen < 5:
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):

@@ -99,7 +99,7 @@ class ObjectStore:
 
     def _call(self, what: str, fn, *a, **kw):
         from boto3.exceptions import Boto3Error  # with boto3, above (an upload's failure)
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError, ClientError  # with boto3, likewise
 
         try:
             return fn(*a, **kw)

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import functools
 
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, select
 
 from scorer.errors import TaskNotFound
 from server import models  # other subjects' tables: models.X, loaded when first used
-from server.db import transaction
+from server.db import lock_row, transaction
 from server.domain import people
 from server.domain.accounts import can_see_submission
 from server.domain.submissions import phase_state
-from server.exceptions import Forbidden, NotFound
+from server.exceptions import Forbidden, LifecycleRefused, NotFound
 from server.models import User
 from tasks import get_task
 
@@ -158,12 +160,6 @@ def lock_for_change(s: Session, model, row_id, what: str, seconds: int = 60) -> 
     """Serialize the changes of a whole task or phase (`what` names it): a second one waits for
     the first to commit, then reads what it left; after `seconds` of waiting it is refused with
     409 naming the change in progress. Take it before reading what the change depends on."""
-    from sqlalchemy import text
-    from sqlalchemy.exc import OperationalError
-
-    from server.db import lock_row
-    from server.exceptions import LifecycleRefused
-
     busy = LifecycleRefused(
         f"another change of {what} is in progress (an update or a publication by an organizer); "
         "it was not finished after waiting for it: try again once it is done",

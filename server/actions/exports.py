@@ -23,7 +23,7 @@ from server.domain import provenance, publication
 from server.domain.accounts import audit
 from server.exceptions import LifecycleRefused, NotFound, UnknownSystem, UploadFieldsInvalid
 from server.jobs.dispatch import jobs
-from server.jobs.queue import BASELINES, get_queue
+from server.jobs.queue import BASELINES, connect, get_queue
 from server.models import Phase
 
 _PREVIEW_CACHES: dict[str, lb.RenderCache] = {}
@@ -35,8 +35,6 @@ def _previews(settings) -> lb.RenderCache:
     site = f"{settings.sqlalchemy_url()}|{settings.secret_key}"
     hit = _PREVIEW_CACHES.get(site)
     if hit is None:
-        from server.jobs.queue import connect
-
         hit = _PREVIEW_CACHES[site] = lb.RenderCache(
             max_entries=64, shared=lb.SharedRenders(lambda: connect(settings), site)
         )

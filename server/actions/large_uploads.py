@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from datetime import datetime, timedelta, timezone
 
 from itsdangerous import BadSignature, URLSafeSerializer
 from sqlmodel import Session
@@ -246,8 +247,6 @@ def abort(store, key: str, upload_id: str) -> None:
 def abort_stale(settings, older_than: float = URL_SECONDS) -> int:
     """Abort the multipart uploads under `incoming/` started more than `older_than` seconds ago
     (their part URLs have expired: nobody can finish them); how many. The reconciler's step."""
-    from datetime import datetime, timedelta, timezone
-
     store = objectstore.store_for(settings)
     if store is None:
         return 0

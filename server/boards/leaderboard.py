@@ -14,6 +14,7 @@ import io
 import json
 import math
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Optional
@@ -887,8 +888,6 @@ class SharedRenders:
         return f"palimpsest:render:{self._site}:{hashlib.sha256(ident.encode()).hexdigest()}"
 
     def _conn(self):
-        import time
-
         if time.monotonic() < self._down_until:
             return None
         try:
@@ -898,8 +897,6 @@ class SharedRenders:
             return None
 
     def _failed(self) -> None:
-        import time
-
         self._down_until = time.monotonic() + self.RETRY
 
     def get(self, key: tuple, version: str):

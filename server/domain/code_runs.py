@@ -13,9 +13,12 @@ import shutil
 from pathlib import Path
 
 from sqlalchemy import update
-from sqlmodel import Session
+from sqlmodel import Session, select
 
 from server.db import session_scope
+from server.domain import exposure, releases
+from server.domain.releases import area_files
+from server.domain.visibility import viewer_of
 from server.models import CodeRun, Phase, utcnow
 from tasks import get_task
 from tasks.bundle_models import REQUIRED_INPUTS
@@ -90,8 +93,6 @@ def reserve_budget(run: CodeRun, settings) -> None:
 def failed_twice(s: Session, team_id: int, phase_id: int, sha256: str) -> CodeRun | None:
     """A run of this archive that the server failed to finish twice (its system may be what
     kills the worker): the same archive is refused afterwards, not run again for free."""
-    from sqlmodel import select
-
     return s.exec(
         select(CodeRun).where(
             CodeRun.team_id == team_id,
@@ -113,8 +114,6 @@ def released_areas(s: Session, task_id: str, home) -> set[str]:
     participant now (`server.domain.releases`: never a blind split, never one before its date,
     never one that would expose hidden gold). The run's own split's inputs come beside them
     (`stage_inputs`)."""
-    from server.domain import exposure, releases
-
     task = get_task(task_id)
     out = set()
     for a in releases.areas(s, task, home):
@@ -134,8 +133,6 @@ def stage_inputs(home: Path, task_id: str, split: str, dest: Path, areas: set[st
     `areas` (`released_areas`: what a participant may download now, and the run's own split's
     inputs); never another file, never a gold file of the server. A code worker needs nothing
     else."""
-    from server.domain.releases import area_files
-
     store = TaskStore(task_id, home)
     dest.mkdir(parents=True, exist_ok=True)
     copied = []
@@ -305,8 +302,6 @@ def gated_problems(errors: list | None) -> list[dict]:
 def gating_run(s: Session, submission_id: int) -> CodeRun | None:
     """The run of a blind phase, not released as it is, whose output is this submission (its
     team then reads the submission through the gate); None when there is none."""
-    from sqlmodel import select
-
     rows = s.exec(
         select(CodeRun, Phase)
         .join(Phase, Phase.id == CodeRun.phase_id)
@@ -321,8 +316,6 @@ def gating_run(s: Session, submission_id: int) -> CodeRun | None:
 def gated_for(s: Session, user, sub) -> bool:
     """Whether `user` reads submission `sub` through the release gate: anyone but its task's
     organizers, when it is the output of a blind run not released as it is."""
-    from server.domain.visibility import viewer_of
-
     if viewer_of(user, s, sub.task_id).is_organizer:
         return False
     return gating_run(s, sub.id) is not None

@@ -29,6 +29,7 @@ import server.jobs.scoring  # noqa: F401 - preloaded in the parent: each forked 
 import server.storage  # noqa: F401 - preloaded in the parent: each forked horse starts warm
 from scorer import partition_strata, partition_units
 from scorer.families import read_jsonl
+from server import objectstore
 from server.db import get_engine
 from server.jobs.procs import die_with_parent
 from server.jobs.queue import QUEUES, connect, get_queue
@@ -76,8 +77,6 @@ def warm_store(settings: Settings) -> None:
     """Import boto3 and build the object store's client once in the parent (a site with a store):
     made in each forked horse, they cost 0.4-0.6 s of CPU per job, ten times a scoring job. The
     client opens no connection until a job uses it, so every horse gets its own."""
-    from server import objectstore
-
     try:
         objectstore.store_for(settings)
     except Exception as e:  # noqa: BLE001 — a job that needs the store reports the problem

@@ -8,6 +8,7 @@ from sqlalchemy.exc import DBAPIError
 
 from server.boards.leaderboard import RenderCache, SharedRenders
 from server.errors import HANDLED, MAYBE_DISK_FULL, as_disk_full, describe
+from server.jobs.queue import connect as redis_connect
 from server.web import (
     auth,
     campaigns,
@@ -63,8 +64,6 @@ def _shared_renders(app: Flask) -> SharedRenders | None:
     settings = app.extensions["palimpsest.settings"]
 
     def connect():
-        from server.jobs.queue import connect as redis_connect
-
         return redis_connect(settings)
 
     return SharedRenders(connect, f"{settings.sqlalchemy_url()}|{settings.secret_key}")
