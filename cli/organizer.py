@@ -20,7 +20,7 @@ from urllib.parse import quote
 import click
 
 from cli.client import ClientError
-from cli.participant import api_client, cell, die, print_table
+from cli.common import api_client, cell, die, print_table
 
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 

@@ -59,7 +59,7 @@ def _h(token):
 
 
 def _zip(folder: Path, out: Path, replace: dict[str, str] | None = None) -> bytes:
-    from cli.participant import zip_system
+    from cli.participant.submit import zip_system
 
     src = folder
     if replace:
