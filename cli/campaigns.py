@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import click
 
-from cli.organizer import JSON, call, emit
+from cli.common import JSON, call, emit
 
 
 def _q(v: str) -> str:

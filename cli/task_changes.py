@@ -9,7 +9,8 @@ from urllib.parse import quote
 
 import click
 
-from cli.organizer import JSON, call, change_lines, emit
+from cli.common import JSON, call, emit
+from cli.organizer.competitions import change_lines
 
 TEXTS = ("title", "description", "citation", "licence", "source", "unit", "group_name")
 
