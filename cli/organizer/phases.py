@@ -148,15 +148,44 @@ def phase_edit(
     emit(as_json, p, lambda p: click.echo(_phase_line(p)))
 
 
+class DeclaredPhaseCommand(click.Command):
+    """A phase action's command: the options every phase action declares
+    (server.api_models.PhaseAction), read as the local `palimpsest phases ACTION` reads them, are
+    added when it is parsed or its help printed; one the action does not take is refused by the
+    server, as on every surface."""
+
+    loaded = False
+
+    def get_params(self, ctx):
+        if not self.loaded:
+            # the declarations (pydantic) load when a phase action runs: `palimpsest --help` and the
+            # other remote commands stay light
+            from server.cli.phases import action_options
+
+            self.params[2:2] = action_options()  # after TASK and PHASE
+            self.loaded = True
+        return super().get_params(ctx)
+
+
+def _declared_body(options: dict) -> dict | None:
+    """The declared options given, named as the API's body names them (each flag's name:
+    `--close` is `close`); None when none is given."""
+    ctx = click.get_current_context()
+    names = {p.name: p.opts[0].lstrip("-").replace("-", "_") for p in ctx.command.params}
+    body = {names[k]: v for k, v in options.items() if v is not None and v is not False}
+    return body or None
+
+
 def _action(name: str, help_text: str):
-    @click.command(name, help=help_text)
+    @click.command(name, help=help_text, cls=DeclaredPhaseCommand)
     @click.argument("task_id", metavar="TASK")
     @click.argument("phase_name", metavar="PHASE")
     @JSON
-    def command(task_id, phase_name, as_json):
+    def command(task_id, phase_name, as_json, **options):
+        body = _declared_body(options)
         r = call(
             as_json,
-            lambda c: c.send_json("POST", f"/tasks/{task_id}/phases/{phase_name}/{name}"),
+            lambda c: c.send_json("POST", f"/tasks/{task_id}/phases/{phase_name}/{name}", body),
         )
         emit(as_json, r, lambda r: click.echo(_phase_line(r["phase"])))
 
@@ -170,14 +199,12 @@ freeze = _action(
 unfreeze = _action("unfreeze", "Unfreeze a phase's leaderboard.")
 
 
-@click.command("publish")
+@click.command("publish", cls=DeclaredPhaseCommand)
 @click.argument("task_id", metavar="TASK")
 @click.argument("phase_name", metavar="PHASE")
-@click.option("--close", "close_first", is_flag=True, help="Close an open phase in the same step.")
-@click.option("--reason", default="", help="Why this correction (needed from version 2 on).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @JSON
-def publish(task_id, phase_name, close_first, reason, yes, as_json):
+def publish(task_id, phase_name, yes, as_json, **options):
     """Publish the final ranking of a closed phase (an immutable snapshot); again, with
     --reason, to publish a correction as a new version."""
     if not yes and not as_json and sys.stdin.isatty():
@@ -186,13 +213,10 @@ def publish(task_id, phase_name, close_first, reason, yes, as_json):
             "corrected",
             abort=True,
         )
+    body = _declared_body(options)
     r = call(
         as_json,
-        lambda c: c.send_json(
-            "POST",
-            f"/tasks/{task_id}/phases/{phase_name}/publish",
-            {"close": close_first, "reason": reason},
-        ),
+        lambda c: c.send_json("POST", f"/tasks/{task_id}/phases/{phase_name}/publish", body),
     )
     emit(
         as_json,
