@@ -14,6 +14,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from browserkit import (
+    driver,  # noqa: F401  (driver: Chromium, console read)
+    live,  # noqa: F401  (live: the app served on a port)
+)
 from click.testing import CliRunner
 from sqlmodel import Session, select
 from webkit import engine_of, make_token, make_user, update_phase
@@ -21,8 +25,6 @@ from webkit import engine_of, make_token, make_user, update_phase
 from server.jobs import sandbox
 from server.models import CodeRun, Phase, Score, Submission
 from tests.conftest import REPO
-from tests.test_browser import live  # noqa: F401  (live: the app served on a port)
-from tests.test_crawl import driver  # noqa: F401  (driver: Chromium, console read)
 
 EXAMPLE = REPO / "examples" / "bundle-sts-latin"
 SYSTEM = REPO / "examples" / "system-sts-latin"
@@ -541,14 +543,12 @@ def test_the_web_form_runs_a_system_to_its_board_row(app, live, driver, tmp_path
     """In Chromium at 1366 and 390 px: a participant submits the example system on the web form,
     follows the run page from queued to ran, and its output's submission is on the board; the
     organizer's list of runs shows it. The console stays clean; no page is wider than the window."""
+    from browserkit import SHOTS, _body, _errors, _fill, _go, _sign_in, _width
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
     from server.jobs.run_jobs import run_system
     from server.jobs.scoring import score_submission
-    from tests.test_assessment_page import _sign_in
-    from tests.test_browser import SHOTS, _body, _fill, _go
-    from tests.test_crawl import _errors, _width
 
     _competition(app)
     archive = tmp_path / "system.zip"

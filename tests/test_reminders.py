@@ -7,9 +7,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from mailkit import (  # noqa: F401
+    _deliver,
+    _h,
+    _people,
+    _rows,
+    _settings,
+    box,
+    mapp,
+    smtp,  # noqa: F401  (the fixture test_announcements' uses)
+)
 from sqlmodel import Session
-from test_accounts import smtp  # noqa: F401  (the fixture test_announcements' uses)
-from test_announcements import _deliver, _h, _people, _rows, _settings, box, mapp  # noqa: F401
 from webkit import engine_of, make_phase, make_token, make_user
 
 from server.actions import competitions as comp

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from apikit import _h, _run_job, _submit
 from click.testing import CliRunner
 from sqlmodel import Session, func, select
 from webkit import Browser, engine_of, update_phase
@@ -31,7 +32,6 @@ from server.models import (
     TaskVersion,
 )
 from tests.conftest import REPO
-from tests.test_api import _h, _run_job, _submit
 
 EXAMPLE = REPO / "examples" / "bundle-sts-latin"
 SLUG, TASK = "sts-latin-2027", "sts-latin"
