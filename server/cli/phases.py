@@ -185,10 +185,12 @@ def action_flag(name: str, field=None) -> str:
 def action_options() -> list[click.Option]:
     """The declared options of the phase actions as flags (a yes-or-no one as a bare flag); their
     values are checked against the declaration when the command runs."""
-    from server import api_models as m  # here: the API's models load when a phase action runs
+    # here, and their own subject only: the remote `organizer close|freeze|unfreeze|publish` read
+    # them too, and load no other declared model (nor the database) for it
+    from server.api_models.tasks import PhaseAction
 
     out = []
-    for name, f in m.PhaseAction.model_fields.items():
+    for name, f in PhaseAction.model_fields.items():
         if f.annotation is bool:
             out.append(click.Option([action_flag(name, f), name], is_flag=True, help=f.description))
         else:
