@@ -20,15 +20,6 @@ class Model(BaseModel):
     # loads: a command uses a few of the hundred (`palimpsest competitions list` one)
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
-    def model_post_init(self, context, /) -> None:
-        # a model validated inside another is built into its parent's schema only: its own
-        # serializer stays pydantic's placeholder, which pydantic-core (2.12 on) reads as is when
-        # it serializes the instance by its type (a field serializer's value). Built at its first
-        # instance, as a model first used by itself is.
-        cls = type(self)
-        if not cls.__pydantic_complete__:
-            cls.model_rebuild(_parent_namespace_depth=0)
-
 
 def _utc_iso(dt: datetime | None) -> str | None:
     if dt is None:
