@@ -22,11 +22,13 @@ LOCI = SHARED / "loci-similes"
 pytest.register_assert_rewrite(
     "apikit",
     "backbone",
+    "blindkit",
     "browserkit",
     "campaign_world",
     "campaignkit",
     "helpers",
     "livekit",
+    "locikit",
     "mailkit",
     "organizer_world",
     "storekit",

@@ -175,3 +175,9 @@ def _parsed(task, store, split, rng):
     qidx, sidx = fam.ids()
     keys = np.unique(rng.integers(0, len(qidx), 300) * len(sidx) + rng.integers(0, len(sidx), 300))
     return Links(keys // len(sidx), keys % len(sidx), rng.random(keys.size))
+
+
+def board_json(client, task="tric-binary", phase="dev"):
+    r = client.get(f"/tasks/{task}/leaderboard.json?phase={phase}")
+    assert r.status_code == 200, r.get_data(as_text=True)[:300]
+    return r.get_json()
