@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import click
 
-from cli.organizer import JSON, call, emit
+from cli.common import JSON, call, emit
 
 
 def _q(v: str) -> str:
@@ -154,241 +154,242 @@ def _fits_lines(got: dict) -> None:
         click.echo(_fit_line(f))
 
 
+@click.group("campaign")
+def campaign():
+    """Assessment campaigns: open one on a phase, see it, measure the assessors' agreement."""
+
+
+@campaign.command("open")
+@click.argument("task_id", metavar="TASK")
+@click.argument("phase")
+@click.option("--depth", type=int, required=True, help="Top-k links per query of each run.")
+@click.option("--assessors", "per_item", type=int, default=3, show_default=True, help="Per item.")
+@click.option("--assessor", "emails", multiple=True, required=True, help="An email; repeat.")
+@click.option("--label", "labels", multiple=True, help="A label; repeat (default: 2).")
+@click.option(
+    "--guideline",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A Markdown file shown to assessors.",
+)
+@click.option("--seed", type=int, default=None, help="Of the assignment (drawn if absent).")
+@click.option(
+    "--positive", multiple=True, help="A label that makes a link; repeat (default: the first)."
+)
+@click.option(
+    "--allow-participants",
+    is_flag=True,
+    help="Open it although an assessor takes part in the competition (refused otherwise).",
+)
+@JSON
+def campaign_open(
+    task_id,
+    phase,
+    depth,
+    per_item,
+    emails,
+    labels,
+    guideline,
+    seed,
+    positive,
+    allow_participants,
+    as_json,
+):
+    """Pool the phase's ranked runs and assign the items to the assessors."""
+    body = {"depth": depth, "assessors": list(emails), "per_item": per_item}
+    if labels:
+        body["labels"] = list(labels)
+    if guideline is not None:
+        body["guideline"] = guideline.read_text(encoding="utf-8")
+    if seed is not None:
+        body["seed"] = seed
+    if positive:
+        body["positive"] = list(positive)
+    if allow_participants:
+        body["allow_participants"] = True
+    got = call(
+        as_json,
+        lambda c: c.send_json("POST", f"/tasks/{_q(task_id)}/phases/{_q(phase)}/campaigns", body),
+    )
+    emit(as_json, got, _campaign_lines)
+
+
+@campaign.command("show")
+@click.argument("campaign_id", metavar="CAMPAIGN", type=int)
+@JSON
+def campaign_show(campaign_id, as_json):
+    """A campaign's items and each assessor's progress."""
+    got = call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}"))
+    emit(as_json, got, _campaign_lines)
+
+
+@campaign.command("agreement")
+@click.argument("campaign_id", metavar="CAMPAIGN", type=int)
+@click.option(
+    "--by",
+    type=click.Choice(["run", "source_work", "overlap", "query_had_gold", "stratum"]),
+    default=None,
+    help="A factor of the items.",
+)
+@JSON
+def campaign_agreement(campaign_id, by, as_json):
+    """Multi-kappa with its interval over the fully judged items, overall and by a factor."""
+    params = {"by": by} if by else {}
+    got = call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/agreement", **params))
+    emit(as_json, got, _agreement_lines)
+
+
+@campaign.command("bayes")
+@click.argument("campaign_id", metavar="CAMPAIGN", type=int)
+@click.option("--show", is_flag=True, help="List the fits, newest first; request none.")
+@click.option("--seed", type=int, default=None, help="Of the sampler (default: the campaign's).")
+@click.option("--chains", type=int, default=None, help="NUTS chains (default 4, at most 4).")
+@click.option("--warmup", type=int, default=None, help="Warmup draws a chain (default 1000).")
+@click.option("--samples", type=int, default=None, help="Kept draws a chain (default 1000).")
+@click.option("--wait", is_flag=True, help="Wait for the fit to finish, then print it.")
+@click.option("--timeout", type=int, default=3600, show_default=True, help="Seconds --wait waits.")
+@JSON
+def campaign_bayes(campaign_id, show, seed, chains, warmup, samples, wait, timeout, as_json):
+    """Ask a worker for the Bayesian agreement model of a campaign (or, with --show, list its
+    fits); a fit that did not converge shows what failed, never its figures."""
+    path = f"/campaigns/{campaign_id}/bayes"
+    if show and not wait:
+        emit(as_json, call(as_json, lambda c: c.get_json(path)), _fits_lines)
+        return
+    if show:
+        fits = call(as_json, lambda c: c.get_json(path))["fits"]
+        if not fits:
+            emit(as_json, {"campaign": campaign_id, "fits": []}, _fits_lines)
+            return
+        got = fits[0]
+    else:
+        body = {
+            k: v
+            for k, v in (
+                ("seed", seed),
+                ("chains", chains),
+                ("warmup", warmup),
+                ("samples", samples),
+            )
+            if v is not None
+        }
+        got = call(as_json, lambda c: c.send_json("POST", path, body))
+    deadline = time.monotonic() + timeout
+    while wait and got["state"] in ("queued", "running"):
+        if time.monotonic() > deadline:
+            message = f"fit {got['id']} is still {got['state']} after {timeout} s"
+            if as_json:
+                click.echo(json.dumps({"error": {"message": message, "code": "timeout"}}))
+                sys.exit(1)
+            raise click.ClickException(message)
+        time.sleep(2)
+        fits = call(as_json, lambda c: c.get_json(path))["fits"]
+        got = next((f for f in fits if f["id"] == got["id"]), got)
+    emit(as_json, got, lambda f: click.echo(_fit_line(f)))
+
+
+@campaign.command("disagreements")
+@click.argument("campaign_id", metavar="CAMPAIGN", type=int)
+@JSON
+def campaign_disagreements(campaign_id, as_json):
+    """The items whose judgments disagree, with each label's count and their decisions."""
+    got = call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/disagreements"))
+    emit(as_json, got, _disagreement_lines)
+
+
+@campaign.command("adjudicate")
+@click.argument("campaign_id", metavar="CAMPAIGN", type=int)
+@click.option("--majority", is_flag=True, help="Apply the strict majority to every item.")
+@click.option("--item", type=int, default=None, help="Decide this item.")
+@click.option("--label", default=None, help="Its label (with --item).")
+@click.option("--reason", default="", help="Why (required with --item).")
+@JSON
+def campaign_adjudicate(campaign_id, majority, item, label, reason, as_json):
+    """Decide disagreeing items: --majority, or --item ITEM --label LABEL --reason ..."""
+    if majority == (item is not None) or (item is not None) != (label is not None):
+        message = "give either --majority, or --item with --label (and --reason)"
+        if as_json:
+            click.echo(json.dumps({"error": {"message": message, "code": "usage"}}))
+            sys.exit(1)
+        raise click.UsageError(message)
+    body = {"majority": True} if majority else {"item": item, "label": label}
+    body["reason"] = reason
+    got = call(as_json, lambda c: c.send_json("POST", f"/campaigns/{campaign_id}/adjudicate", body))
+    emit(as_json, got, _adjudicate_lines)
+
+
+@campaign.command("close")
+@click.argument("campaign_id", metavar="CAMPAIGN", type=int)
+@JSON
+def campaign_close(campaign_id, as_json):
+    """Close a decided campaign: a new gold version, every run rescored under it."""
+    got = call(as_json, lambda c: c.send_json("POST", f"/campaigns/{campaign_id}/close", {}))
+    emit(as_json, got, _close_lines)
+
+
+@campaign.command("export")
+@click.argument("campaign_id", metavar="CAMPAIGN", type=int)
+@click.option(
+    "-o",
+    "--output",
+    "dest",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="The directory to write into.",
+)
+@JSON
+def campaign_export(campaign_id, dest, as_json):
+    """Write the judgments, decisions, gold, qrels and agreement of a campaign to a folder."""
+    got = call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/export"))
+    written = []
+    for name, text in sorted(got["files"].items()):
+        p = dest / name
+        if ".." in Path(name).parts or Path(name).is_absolute():
+            continue  # never outside the folder asked for
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(text.encode("utf-8"))
+        written.append(str(p))
+    emit(
+        as_json,
+        {"campaign": got["campaign"], "written": written},
+        lambda r: click.echo("\n".join(r["written"])),
+    )
+
+
+@click.command("assess")
+@click.argument("campaign_id", metavar="CAMPAIGN", type=int)
+@click.option("--item", type=int, default=None, help="The item to judge.")
+@click.option("--label", default=None, help="Its label (one the campaign declared).")
+@click.option("--comment", default="", help="An optional comment.")
+@JSON
+def assess(campaign_id, item, label, comment, as_json):
+    """List your items in a campaign; with --item and --label, record a judgment."""
+    if (item is None) != (label is None):
+        message = "--item and --label go together"
+        if as_json:
+            click.echo(json.dumps({"error": {"message": message, "code": "usage"}}))
+            sys.exit(1)
+        raise click.UsageError(message)
+    if item is None:
+        got = call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/items"))
+        emit(as_json, got, _items_lines)
+        return
+    got = call(
+        as_json,
+        lambda c: c.send_json(
+            "PUT",
+            f"/campaigns/{campaign_id}/items/{item}/judgment",
+            {"label": label, "comment": comment},
+        ),
+    )
+    emit(
+        as_json,
+        got,
+        lambda j: click.echo(f"item {j['item']} of campaign {j['campaign']}: {j['label']}"),
+    )
+
+
 def register(main: click.Group) -> None:
     """Add `organizer campaign ...` (under the organizer group) and `assess`."""
-    organizer = main.commands["organizer"]
-
-    @organizer.group("campaign")
-    def campaign():
-        """Assessment campaigns: open one on a phase, see it, measure the assessors' agreement."""
-
-    @campaign.command("open")
-    @click.argument("task_id", metavar="TASK")
-    @click.argument("phase")
-    @click.option("--depth", type=int, required=True, help="Top-k links per query of each run.")
-    @click.option(
-        "--assessors", "per_item", type=int, default=3, show_default=True, help="Per item."
-    )
-    @click.option("--assessor", "emails", multiple=True, required=True, help="An email; repeat.")
-    @click.option("--label", "labels", multiple=True, help="A label; repeat (default: 2).")
-    @click.option(
-        "--guideline",
-        type=click.Path(exists=True, dir_okay=False, path_type=Path),
-        default=None,
-        help="A Markdown file shown to assessors.",
-    )
-    @click.option("--seed", type=int, default=None, help="Of the assignment (drawn if absent).")
-    @click.option(
-        "--positive", multiple=True, help="A label that makes a link; repeat (default: the first)."
-    )
-    @click.option(
-        "--allow-participants",
-        is_flag=True,
-        help="Open it although an assessor takes part in the competition (refused otherwise).",
-    )
-    @JSON
-    def campaign_open(
-        task_id,
-        phase,
-        depth,
-        per_item,
-        emails,
-        labels,
-        guideline,
-        seed,
-        positive,
-        allow_participants,
-        as_json,
-    ):
-        """Pool the phase's ranked runs and assign the items to the assessors."""
-        body = {"depth": depth, "assessors": list(emails), "per_item": per_item}
-        if labels:
-            body["labels"] = list(labels)
-        if guideline is not None:
-            body["guideline"] = guideline.read_text(encoding="utf-8")
-        if seed is not None:
-            body["seed"] = seed
-        if positive:
-            body["positive"] = list(positive)
-        if allow_participants:
-            body["allow_participants"] = True
-        got = call(
-            as_json,
-            lambda c: c.send_json(
-                "POST", f"/tasks/{_q(task_id)}/phases/{_q(phase)}/campaigns", body
-            ),
-        )
-        emit(as_json, got, _campaign_lines)
-
-    @campaign.command("show")
-    @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
-    @JSON
-    def campaign_show(campaign_id, as_json):
-        """A campaign's items and each assessor's progress."""
-        got = call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}"))
-        emit(as_json, got, _campaign_lines)
-
-    @campaign.command("agreement")
-    @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
-    @click.option(
-        "--by",
-        type=click.Choice(["run", "source_work", "overlap", "query_had_gold", "stratum"]),
-        default=None,
-        help="A factor of the items.",
-    )
-    @JSON
-    def campaign_agreement(campaign_id, by, as_json):
-        """Multi-kappa with its interval over the fully judged items, overall and by a factor."""
-        params = {"by": by} if by else {}
-        got = call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/agreement", **params))
-        emit(as_json, got, _agreement_lines)
-
-    @campaign.command("bayes")
-    @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
-    @click.option("--show", is_flag=True, help="List the fits, newest first; request none.")
-    @click.option(
-        "--seed", type=int, default=None, help="Of the sampler (default: the campaign's)."
-    )
-    @click.option("--chains", type=int, default=None, help="NUTS chains (default 4, at most 4).")
-    @click.option("--warmup", type=int, default=None, help="Warmup draws a chain (default 1000).")
-    @click.option("--samples", type=int, default=None, help="Kept draws a chain (default 1000).")
-    @click.option("--wait", is_flag=True, help="Wait for the fit to finish, then print it.")
-    @click.option(
-        "--timeout", type=int, default=3600, show_default=True, help="Seconds --wait waits."
-    )
-    @JSON
-    def campaign_bayes(campaign_id, show, seed, chains, warmup, samples, wait, timeout, as_json):
-        """Ask a worker for the Bayesian agreement model of a campaign (or, with --show, list its
-        fits); a fit that did not converge shows what failed, never its figures."""
-        path = f"/campaigns/{campaign_id}/bayes"
-        if show and not wait:
-            emit(as_json, call(as_json, lambda c: c.get_json(path)), _fits_lines)
-            return
-        if show:
-            fits = call(as_json, lambda c: c.get_json(path))["fits"]
-            if not fits:
-                emit(as_json, {"campaign": campaign_id, "fits": []}, _fits_lines)
-                return
-            got = fits[0]
-        else:
-            body = {
-                k: v
-                for k, v in (
-                    ("seed", seed),
-                    ("chains", chains),
-                    ("warmup", warmup),
-                    ("samples", samples),
-                )
-                if v is not None
-            }
-            got = call(as_json, lambda c: c.send_json("POST", path, body))
-        deadline = time.monotonic() + timeout
-        while wait and got["state"] in ("queued", "running"):
-            if time.monotonic() > deadline:
-                message = f"fit {got['id']} is still {got['state']} after {timeout} s"
-                if as_json:
-                    click.echo(json.dumps({"error": {"message": message, "code": "timeout"}}))
-                    sys.exit(1)
-                raise click.ClickException(message)
-            time.sleep(2)
-            fits = call(as_json, lambda c: c.get_json(path))["fits"]
-            got = next((f for f in fits if f["id"] == got["id"]), got)
-        emit(as_json, got, lambda f: click.echo(_fit_line(f)))
-
-    @campaign.command("disagreements")
-    @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
-    @JSON
-    def campaign_disagreements(campaign_id, as_json):
-        """The items whose judgments disagree, with each label's count and their decisions."""
-        got = call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/disagreements"))
-        emit(as_json, got, _disagreement_lines)
-
-    @campaign.command("adjudicate")
-    @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
-    @click.option("--majority", is_flag=True, help="Apply the strict majority to every item.")
-    @click.option("--item", type=int, default=None, help="Decide this item.")
-    @click.option("--label", default=None, help="Its label (with --item).")
-    @click.option("--reason", default="", help="Why (required with --item).")
-    @JSON
-    def campaign_adjudicate(campaign_id, majority, item, label, reason, as_json):
-        """Decide disagreeing items: --majority, or --item ITEM --label LABEL --reason ..."""
-        if majority == (item is not None) or (item is not None) != (label is not None):
-            message = "give either --majority, or --item with --label (and --reason)"
-            if as_json:
-                click.echo(json.dumps({"error": {"message": message, "code": "usage"}}))
-                sys.exit(1)
-            raise click.UsageError(message)
-        body = {"majority": True} if majority else {"item": item, "label": label}
-        body["reason"] = reason
-        got = call(
-            as_json, lambda c: c.send_json("POST", f"/campaigns/{campaign_id}/adjudicate", body)
-        )
-        emit(as_json, got, _adjudicate_lines)
-
-    @campaign.command("close")
-    @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
-    @JSON
-    def campaign_close(campaign_id, as_json):
-        """Close a decided campaign: a new gold version, every run rescored under it."""
-        got = call(as_json, lambda c: c.send_json("POST", f"/campaigns/{campaign_id}/close", {}))
-        emit(as_json, got, _close_lines)
-
-    @campaign.command("export")
-    @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
-    @click.option(
-        "-o",
-        "--output",
-        "dest",
-        type=click.Path(file_okay=False, path_type=Path),
-        required=True,
-        help="The directory to write into.",
-    )
-    @JSON
-    def campaign_export(campaign_id, dest, as_json):
-        """Write the judgments, decisions, gold, qrels and agreement of a campaign to a folder."""
-        got = call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/export"))
-        written = []
-        for name, text in sorted(got["files"].items()):
-            p = dest / name
-            if ".." in Path(name).parts or Path(name).is_absolute():
-                continue  # never outside the folder asked for
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(text.encode("utf-8"))
-            written.append(str(p))
-        emit(
-            as_json,
-            {"campaign": got["campaign"], "written": written},
-            lambda r: click.echo("\n".join(r["written"])),
-        )
-
-    @main.command("assess")
-    @click.argument("campaign_id", metavar="CAMPAIGN", type=int)
-    @click.option("--item", type=int, default=None, help="The item to judge.")
-    @click.option("--label", default=None, help="Its label (one the campaign declared).")
-    @click.option("--comment", default="", help="An optional comment.")
-    @JSON
-    def assess(campaign_id, item, label, comment, as_json):
-        """List your items in a campaign; with --item and --label, record a judgment."""
-        if (item is None) != (label is None):
-            message = "--item and --label go together"
-            if as_json:
-                click.echo(json.dumps({"error": {"message": message, "code": "usage"}}))
-                sys.exit(1)
-            raise click.UsageError(message)
-        if item is None:
-            got = call(as_json, lambda c: c.get_json(f"/campaigns/{campaign_id}/items"))
-            emit(as_json, got, _items_lines)
-            return
-        got = call(
-            as_json,
-            lambda c: c.send_json(
-                "PUT",
-                f"/campaigns/{campaign_id}/items/{item}/judgment",
-                {"label": label, "comment": comment},
-            ),
-        )
-        emit(
-            as_json,
-            got,
-            lambda j: click.echo(f"item {j['item']} of campaign {j['campaign']}: {j['label']}"),
-        )
+    main.commands["organizer"].add_command(campaign)
+    main.add_command(assess)

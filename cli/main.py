@@ -18,7 +18,7 @@ import click
 
 from cli import baselines, campaigns, organizer, participant, task_changes
 from cli.choices import LazyChoice
-from cli.participant import server_tasks
+from cli.participant.data import server_tasks
 from tasks import all_tasks, get_task, task_ids
 from tasks.base import resolve
 from tasks.errors import PalimpsestError

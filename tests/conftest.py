@@ -17,6 +17,24 @@ TROTR = SHARED / "trotr" / "TRoTR"
 SWISSGOV = SHARED / "swissgov-rsd"
 LOCI = SHARED / "loci-similes"
 
+# what the test modules share lives here and in plain helper modules, never in a test module another
+# imports (tests/test_suite_layout.py); the helpers' asserts explain themselves as a test's do
+pytest.register_assert_rewrite(
+    "apikit",
+    "backbone",
+    "blindkit",
+    "browserkit",
+    "campaign_world",
+    "campaignkit",
+    "helpers",
+    "livekit",
+    "locikit",
+    "mailkit",
+    "organizer_world",
+    "storekit",
+    "webkit",
+)
+
 
 # ----------------------------------------------------------------------------- the order of a run
 # Under pytest-xdist (`--dist loadfile --no-loadscope-reorder`) the modules are handed to the

@@ -13,6 +13,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import numpy as np
 from conftest import LOCI, REPO, SWISSGOV, TROTR, need
 
 LANGS = {"de": "en-de", "fr": "en-fr", "it": "en-it"}
@@ -152,3 +153,31 @@ def fresh_python(code: str, home: Path, *, stdin: str = "", **env: str) -> str:
     )
     assert r.returncode == 0, r.stderr
     return r.stdout
+
+
+def _parsed(task, store, split, rng):
+    from scorer.families import Links, family, read_jsonl
+
+    fam = family(task, store, split)
+    if task.kind in ("instances", "targets"):
+        ids = fam.reference_ids()
+        if task.format.fields[1].kind == "label01":
+            return {i: int(rng.integers(0, 2)) for i in ids}
+        return {i: float(rng.integers(0, 5)) for i in ids}
+    if task.kind == "tokens":
+        return {
+            r["id"]: (
+                np.round(rng.random(len(r["text_a"].split())), 1),
+                rng.random(len(r["text_b"].split())),
+            )
+            for r in read_jsonl(store.public(split, "inputs.jsonl"))
+        }
+    qidx, sidx = fam.ids()
+    keys = np.unique(rng.integers(0, len(qidx), 300) * len(sidx) + rng.integers(0, len(sidx), 300))
+    return Links(keys // len(sidx), keys % len(sidx), rng.random(keys.size))
+
+
+def board_json(client, task="tric-binary", phase="dev"):
+    r = client.get(f"/tasks/{task}/leaderboard.json?phase={phase}")
+    assert r.status_code == 200, r.get_data(as_text=True)[:300]
+    return r.get_json()

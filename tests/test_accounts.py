@@ -7,96 +7,22 @@ epoch that ends every earlier session, a copied cookie too."""
 from __future__ import annotations
 
 import re
-import socket
 import statistics
-import threading
 import time
-from pathlib import Path
 
+import mailkit
 import pytest
+from mailkit import LINK, _app, _free_port
 from sqlmodel import Session, select
 from webkit import PASSWORD, Browser, engine_of, make_user
 
 from server.domain import accounts
 from server.models import AuditLog, User
 
+# the fixtures the tests below request, from the helper module that holds them
+smtp = mailkit.smtp
+
 FLASH = re.compile(r'<p class="flash[^"]*">(.*?)</p>', re.S)
-LINK = re.compile(r"https?://[^\s/]+(/auth/(?:reset|register)/[A-Za-z0-9._-]+)")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Mailbox:
-    """What a real SMTP server (aiosmtpd on a local port) received."""
-
-    def __init__(self):
-        self.messages: list[dict] = []
-        self.cond = threading.Condition()
-
-    async def handle_DATA(self, server, session, envelope):
-        from email import message_from_bytes, policy
-
-        msg = message_from_bytes(envelope.content, policy=policy.default)
-        with self.cond:
-            self.messages.append(
-                {
-                    "to": envelope.rcpt_tos,
-                    "subject": msg["subject"],
-                    "body": msg.get_body(("plain",)).get_content(),
-                }
-            )
-            self.cond.notify_all()
-        return "250 OK"
-
-    def wait(self, n: int, timeout: float = 15.0) -> list[dict]:
-        with self.cond:
-            self.cond.wait_for(lambda: len(self.messages) >= n, timeout)
-            return list(self.messages)
-
-    def link(self, i: int = -1) -> str:
-        return LINK.search(self.messages[i]["body"]).group(1)
-
-
-@pytest.fixture
-def smtp():
-    from aiosmtpd.controller import Controller
-
-    box = Mailbox()
-    ctl = Controller(box, hostname="127.0.0.1", port=_free_port())
-    ctl.start()
-    box.port = ctl.port
-    yield box
-    ctl.stop()
-
-
-def _app(web_home, monkeypatch, **settings):
-    from argon2 import PasswordHasher
-
-    from server import create_app
-
-    monkeypatch.setattr(
-        accounts, "hasher", PasswordHasher(time_cost=1, memory_cost=64, parallelism=1)
-    )
-    monkeypatch.setenv("PALIMPSEST_HOME", str(web_home))
-    monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.delenv("REDIS_URL", raising=False)
-    from conftest import build_schema
-
-    build_schema(Path(web_home))
-    return create_app(
-        {
-            "home": web_home,
-            "env": "testing",
-            "database_url": None,
-            "redis_url": None,
-            "PALIMPSEST_ENQUEUE": False,
-            **settings,
-        }
-    )
 
 
 @pytest.fixture

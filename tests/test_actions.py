@@ -27,7 +27,7 @@ SURFACES = [
     "server/web/organizer.py",
     *sorted(str(p.relative_to(REPO)) for p in (REPO / "server/api").glob("*.py")),
     *sorted(str(p.relative_to(REPO)) for p in (REPO / "server/cli").glob("*.py")),
-    "cli/organizer.py",
+    *sorted(str(p.relative_to(REPO)) for p in (REPO / "cli/organizer").glob("*.py")),
 ]
 
 

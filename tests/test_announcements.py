@@ -13,145 +13,32 @@ import threading
 import time
 from datetime import timedelta
 
+import mailkit
 import pytest
+from apikit import _check, _tric_file
+from mailkit import (  # noqa: F401  (smtp: the fixture)
+    BASE,
+    Mailbox,
+    _app,
+    _deliver,
+    _free_port,
+    _h,
+    _mail_settings,
+    _people,
+    _rows,
+    _settings,
+    smtp,
+)
 from sqlalchemy import insert, update
 from sqlmodel import Session, select
-from test_accounts import Mailbox, _app, _free_port, smtp  # noqa: F401  (smtp: the fixture)
-from test_api import _tric_file
-from test_competitions import _check
-from webkit import Browser, engine_of, make_phase, make_token, make_user
+from webkit import Browser, engine_of, make_phase, make_token
 
 from server.actions import competitions as comp
-from server.domain import people
 from server.jobs import outbox
 from server.models import AuditLog, OutgoingMail, Registration, User, utcnow
 
-BASE = "http://palimpsest.test"
-
-
-def _h(token):
-    return {"Authorization": f"Bearer {token}"}
-
-
-class RefusingMailbox(Mailbox):
-    """Refuses, with a temporary failure at DATA, the first `refuse[address]` messages to it."""
-
-    def __init__(self):
-        super().__init__()
-        self.refuse: dict[str, int] = {}
-
-    async def handle_DATA(self, server, session, envelope):
-        for rcpt in envelope.rcpt_tos:
-            if self.refuse.get(rcpt, 0) > 0:
-                self.refuse[rcpt] -= 1
-                return "451 4.3.0 try again later"
-        return await super().handle_DATA(server, session, envelope)
-
-
-@pytest.fixture
-def box():
-    from aiosmtpd.controller import Controller
-
-    b = RefusingMailbox()
-    ctl = Controller(b, hostname="127.0.0.1", port=_free_port())
-    ctl.start()
-    b.port = ctl.port
-    yield b
-    ctl.stop()
-
-
-def _mail_settings(port: int) -> dict:
-    return dict(
-        smtp_host="127.0.0.1",
-        smtp_port=port,
-        smtp_security="none",
-        base_url=BASE,
-        mail_from="org@palimpsest.test",
-        mail_max_attempts=3,
-    )
-
-
-@pytest.fixture
-def mapp(web_home, monkeypatch, box):
-    return _app(web_home, monkeypatch, **_mail_settings(box.port))
-
-
-@pytest.fixture
-def pg_mapp(pg_app, box):
-    """The app on PostgreSQL (pg_app's fresh tables), with mail to the local SMTP server."""
-    from server import create_app
-
-    return create_app(
-        {
-            "home": pg_app.extensions["palimpsest.settings"].home,
-            "env": "testing",
-            "database_url": pg_app.extensions["palimpsest.settings"].database_url,
-            "redis_url": None,
-            "PALIMPSEST_ENQUEUE": False,
-            **_mail_settings(box.port),
-        }
-    )
-
-
-def _settings(app):
-    return app.extensions["palimpsest.settings"]
-
-
-def _people(app, state: str = "visible") -> dict:
-    """A competition `shared` (tric-binary) with an owner, approved participants (one opted out),
-    a pending and a banned one; a competition `other` with its own organizer. Returns users."""
-    admin = make_user(app, "admin@example.org", organizer=True)
-    u = {"admin": admin}
-    for name in ("ann", "bob", "cyd", "dee", "pen", "ban", "org2", "out"):
-        u[name] = make_user(app, f"{name}@example.org")
-    with Session(engine_of(app), expire_on_commit=False) as s:
-        comp.create_competition(
-            s=s,
-            actor=s.get(User, admin.id),
-            via="test",
-            competition="shared",
-            title="Shared Task",
-            state=state,
-            tasks=["tric-binary"],
-        )
-        comp.create_competition(
-            s=s,
-            actor=s.get(User, admin.id),
-            via="test",
-            competition="other",
-            title="Other",
-            state="visible",
-        )
-        shared = comp.find(s, "shared")
-        other = comp.find(s, "other")
-        for name, status in (
-            ("ann", "approved"),
-            ("bob", "approved"),
-            ("cyd", "approved"),
-            ("dee", "approved"),
-            ("pen", "pending"),
-            ("ban", "banned"),
-        ):
-            s.add(
-                Registration(
-                    competition_id=shared.id,
-                    user_id=u[name].id,
-                    status=status,
-                    mail_announcements=name != "dee",  # dee opted out
-                )
-            )
-        people.grant(s, other.id, s.get(User, u["org2"].id), people.ORGANIZER)
-        s.commit()
-    return u
-
-
-def _rows(app) -> list[OutgoingMail]:
-    with Session(engine_of(app)) as s:
-        return list(s.exec(select(OutgoingMail).order_by(OutgoingMail.id)))
-
-
-def _deliver(app, **kw) -> dict:
-    return outbox.deliver_all(engine_of(app), _settings(app), **kw)
+# the fixtures the tests below request, from the helper module that holds them
+box, mapp, pg_mapp = mailkit.box, mailkit.mapp, mailkit.pg_mapp
 
 
 def _post(client, token, slug="shared", **body):

@@ -9,41 +9,8 @@ import zipfile
 
 import jsonschema
 import pytest
+from apikit import _h, _resolve, _run_job, _submit, _tric_file
 from openapi_spec_validator import validate as validate_spec
-
-
-def _h(token):
-    return {"Authorization": f"Bearer {token}"}
-
-
-def _tric_file(home, flip_every=5) -> bytes:
-    gold = [
-        json.loads(x)
-        for x in (home / "tasks/tric-binary/gold/test/gold.jsonl").read_text().splitlines()
-    ]
-    rows = [
-        {
-            "instanceID": g["instanceID"],
-            "label": (1 - g["label"]) if i % flip_every == 0 else g["label"],
-        }
-        for i, g in enumerate(gold)
-    ]
-    return "".join(json.dumps(r) + "\n" for r in rows).encode()
-
-
-def _submit(client, token, task, data: bytes, **form):
-    return client.post(
-        f"/api/v1/tasks/{task}/submissions",
-        headers=_h(token),
-        data={"file": (io.BytesIO(data), "pred.jsonl"), **form},
-        content_type="multipart/form-data",
-    )
-
-
-def _run_job(sub_id):
-    from server.jobs.scoring import score_submission
-
-    return score_submission(sub_id)
 
 
 def test_auth_is_by_token_only(api_env):
@@ -183,18 +150,6 @@ def test_download_has_public_files_only(api_env):
 
 
 # ----------------------------------------------------------------------------- OpenAPI
-
-
-def _resolve(spec, schema):
-    """Inline $refs so jsonschema can check a response body."""
-    if isinstance(schema, dict):
-        if "$ref" in schema:
-            name = schema["$ref"].rsplit("/", 1)[1]
-            return _resolve(spec, spec["components"]["schemas"][name])
-        return {k: _resolve(spec, v) for k, v in schema.items()}
-    if isinstance(schema, list):
-        return [_resolve(spec, v) for v in schema]
-    return schema
 
 
 def test_openapi_is_valid_and_describes_every_api_route(api_env):

@@ -4,8 +4,7 @@ hiding, exports, the audit log and baseline entries; every list a page; one erro
 from __future__ import annotations
 
 import pytest
-
-from tests.test_api import _h, _run_job, _submit, _tric_file
+from apikit import _h, _run_job, _submit, _tric_file
 
 
 def test_team_create_join_show_rotate_leave(api_env):  # noqa: F811

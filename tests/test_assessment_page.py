@@ -13,16 +13,15 @@ import os
 import re
 
 import pytest
+from browserkit import SHOTS, _body, _errors, _fill, _go, _sign_in, _width, driver, live  # noqa: F401  (live: the server)  # noqa: F401  (driver: Chromium, console read)
 from sqlmodel import Session, select
-from webkit import PASSWORD, engine_of, make_phase, make_user
+from webkit import engine_of, make_phase, make_user
 
 from server.actions import adjudication
 from server.actions import campaigns as campaign_actions
 from server.actions import competitions as comp
 from server.domain import people
 from server.models import CampaignAssignment, Judgment, User
-from tests.test_browser import SHOTS, _body, _fill, _go, live  # noqa: F401  (live: the server)
-from tests.test_crawl import _errors, _width, driver  # noqa: F401  (driver: Chromium, console read)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 LABELS = ["related", "unrelated", "unsure"]
@@ -78,16 +77,6 @@ def campaign(app):
         a1 = s.get(User, users["a1@x.org"].id)
         order = [i.item for i in campaign_actions.my_items(s=s, user=a1, campaign=got.id).items]
     return {"id": got.id, "order": order, "users": users}
-
-
-def _sign_in(d, url, email):
-    from selenium.webdriver.common.by import By
-
-    d.delete_all_cookies()
-    d.get(url + "/auth/login")
-    _fill(d, "email", email)
-    _fill(d, "password", PASSWORD)
-    _go(d, d.find_element(By.CSS_SELECTOR, "main form button[type=submit]"))
 
 
 def _key(d, key: str, loads: bool = True) -> None:

@@ -22,12 +22,9 @@ from conftest import _make_backend, build_schema, fresh_pg_database
 from seaweed import seaweedfs  # noqa: F401  (the fixture)
 from sqlalchemy import func, select
 from sqlmodel import Session
-from test_task_versions import _forget_declared_task, world  # noqa: F401  (fixtures)
-
-from server.actions import adjudication
+from storekit import PHASE, TASK, _build, _served, _state
 
 SERVICES = pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.redis])
-TASK, PHASE = "tric-binary", "test"
 
 
 def _cli(*args, env=None):
@@ -46,154 +43,6 @@ def site(request, tmp_path, demo_home, monkeypatch):
     for name in ("dev", "test"):
         set_phase(b, TASK, name, concurrent_limit=None, daily_limit=None)
     return b
-
-
-def _phase(s, name=PHASE):
-    from server.models import Phase
-
-    return s.execute(select(Phase).where(Phase.task_id == TASK, Phase.name == name)).scalar_one()
-
-
-def _build(b) -> dict:
-    """Teams and runs, a closed and published phase, a campaign closed into gold version 2, the
-    runs rescored under it and a second published version."""
-    from server.actions import campaigns
-    from server.domain import lifecycle, people, publication
-    from tasks import get_task
-
-    runs = []
-    for i, noise in enumerate((0.05, 0.2, 0.35)):
-        team, user = make_team(b, f"team-{i}")
-        runs.append(submit(b, team, user, TASK, PHASE, noise=noise).id)
-        submit(b, team, user, TASK, "dev", noise=noise)
-    burst(b)
-    assessors = []
-    with b.session() as s:
-        comp = people.ensure_competition(s, TASK)
-        for k in range(3):
-            _, u = make_team(b, f"assessor-{k}")
-            u = s.merge(u)
-            people.grant(s, comp.id, u, people.ASSESSOR)
-            s.commit()
-            assessors.append(u)
-        lifecycle.close(s, _phase(s), actor=None)
-    with b.session() as s:
-        publication.publish(s, _phase(s), task=get_task(TASK), actor=None, settings=b.settings)
-    with b.session() as s:
-        opened = campaigns.open_campaign(
-            s=s,
-            actor=None,
-            task=TASK,
-            phase=PHASE,
-            depth=2,
-            assessors=[u.email for u in assessors],
-            per_item=3,
-            labels=["0", "1"],
-            positive=["1"],
-            seed=3,
-            via="cli",
-            allow_participants=True,  # the drill's assessors are its teams' members
-        )
-        for k, u in enumerate(assessors):
-            mine = campaigns.my_items(s=s, user=s.merge(u), campaign=opened.id)
-            for j, it in enumerate(mine.items):
-                label = opened.labels[(j + k) % 2 if k < 2 else 0]
-                campaigns.judge(
-                    s=s,
-                    user=s.merge(u),
-                    campaign=opened.id,
-                    item=it.item,
-                    label=label,
-                    via="cli",
-                )
-        adjudication.adjudicate(s=s, actor=None, campaign=opened.id, majority=True, via="cli")
-        adjudication.close_campaign(
-            s=s,
-            actor=None,
-            campaign=opened.id,
-            via="cli",
-        )
-    burst(b)  # the rescoring under the new gold
-    with b.session() as s:
-        rv = publication.publish(
-            s, _phase(s), task=get_task(TASK), actor=None, settings=b.settings, reason="new gold"
-        )
-        assert rv.version == 2
-    return {"runs": runs}
-
-
-def _state(engine) -> dict:
-    """What the drill compares: every published output, run, judgment and gold version."""
-    from server.models import (
-        AssessmentCampaign,
-        CampaignDecision,
-        GoldVersion,
-        Judgment,
-        RankingVersion,
-        Submission,
-        Team,
-    )
-
-    with Session(engine) as s:
-        return {
-            "rankings": [
-                (
-                    r.task_id,
-                    r.phase_name,
-                    r.version,
-                    r.sha256,
-                    r.body_json,
-                    r.body_csv,
-                    r.body_latex,
-                )
-                for r in s.execute(select(RankingVersion).order_by(RankingVersion.id)).scalars()
-            ],
-            "runs": [
-                (r.id, r.team_id, r.status, r.storage_key)
-                for r in s.execute(select(Submission).order_by(Submission.id)).scalars()
-            ],
-            "judgments": [
-                (j.id, j.assignment_id, j.label)
-                for j in s.execute(select(Judgment).order_by(Judgment.id)).scalars()
-            ],
-            "decisions": [
-                (d.id, d.item_id, d.label, d.rule)
-                for d in s.execute(select(CampaignDecision).order_by(CampaignDecision.id)).scalars()
-            ],
-            "campaigns": [
-                (c.id, c.state)
-                for c in s.execute(
-                    select(AssessmentCampaign).order_by(AssessmentCampaign.id)
-                ).scalars()
-            ],
-            "gold": [
-                (g.task_id, g.split, g.version, g.sha256)
-                for g in s.execute(select(GoldVersion).order_by(GoldVersion.id)).scalars()
-            ],
-            "teams": sorted(s.execute(select(Team.name)).scalars()),
-        }
-
-
-def _served(home, url, secret) -> dict[str, bytes]:
-    """The published ranking as the restored site serves it (pages and API)."""
-    from server import create_app
-
-    app = create_app(
-        {
-            "home": home,
-            "env": "testing",
-            "database_url": url,
-            "redis_url": None,
-            "secret_key": secret,
-            "PALIMPSEST_ENQUEUE": False,
-        }
-    )
-    c = app.test_client()
-    out = {}
-    for form in ("json", "csv"):
-        r = c.get(f"/tasks/{TASK}/leaderboard.{form}?phase={PHASE}")
-        out[form] = (r.status_code, r.data)
-    return out
 
 
 def _rewrite(src, dst, change, key=None):
@@ -610,34 +459,6 @@ def test_hostile_archives_leave_the_site_as_it_was(site, tmp_path, monkeypatch):
         before["files"]
     )
     assert any(k.startswith(".before-restore-") for k in after["files"])
-
-
-# ----------------------------------------------------------------------------- after a change
-
-
-def test_verify_passes_on_an_archive_taken_after_a_task_update(world, tmp_path):  # noqa: F811
-    """A ranking published under task version 1, then a version 2 with another primary metric:
-    the archive verifies (exit 0); the ranking's stored bytes are checked, and the report says
-    it is not rebuilt from the version 2 data, and why."""
-    from test_task_versions import TASK as STS
-    from test_task_versions import _bundle, _publish_development, _version_2
-    from test_task_versions import _cli as task_cli
-
-    _publish_development(world)
-    task_cli(
-        "competitions", "create", str(_bundle(tmp_path, "v2", _version_2)), "--update",
-        "--reason", "pearson", "--json",
-    )  # fmt: skip
-    out = tmp_path / "backups"
-    out.mkdir()
-    r = _cli("backup", str(out), "--json")
-    assert r.exit_code == 0, r.output
-    r = _cli("backup", "verify", json.loads(r.stdout)["archive"], "--json")
-    assert r.exit_code == 0, r.output
-    rep = json.loads(r.stdout)
-    assert rep["ok"] and rep["checks"]["published_rankings"] == 1
-    (note,) = rep["checks"]["not_rebuilt"]
-    assert f"{STS}/development version 1: published before task version 2" in note
 
 
 # ----------------------------------------------------------------------------- a missing bucket

@@ -6,8 +6,8 @@ domains."""
 from __future__ import annotations
 
 import pytest
+from apikit import _submit, _tric_file
 from sqlmodel import Session, select
-from test_api import _submit, _tric_file
 from webkit import Browser, engine_of, make_token, make_user
 
 from server.domain import people

@@ -19,6 +19,11 @@ import zipfile
 from datetime import timedelta
 
 import pytest
+from blindkit import EXAMPLE, SYSTEM, TASK, _competition, _facts, _h, _phase, _zip
+from browserkit import (
+    driver,  # noqa: F401  (driver: Chromium, console read)
+    live,  # noqa: F401  (live: the app served on a port)
+)
 from click.testing import CliRunner
 from seaweed import seaweedfs  # noqa: F401 - the fixture
 from sqlmodel import Session, select
@@ -26,9 +31,6 @@ from webkit import Browser, engine_of, update_phase
 
 from server.jobs import sandbox
 from server.models import CodeRun, Phase, utcnow
-from tests.test_blind_runs import EXAMPLE, SYSTEM, TASK, _competition, _facts, _h, _phase, _zip
-from tests.test_browser import live  # noqa: F401  (live: the app served on a port)
-from tests.test_crawl import driver  # noqa: F401  (driver: Chromium, console read)
 
 INPUTS = EXAMPLE / TASK / "test" / "inputs.jsonl"
 
@@ -462,7 +464,7 @@ def bundle_on_store(request, tmp_path, monkeypatch, seaweedfs):  # noqa: F811
     """The embedded site with the example bundle installed, its files in a fresh bucket of the
     session's SeaweedFS."""
     from conftest import _make_backend
-    from test_objectstore import _bucket
+    from storekit import _bucket
 
     from server.actions import bundles
     from server.domain import lifecycle
@@ -546,12 +548,10 @@ def test_the_gated_run_page_and_the_review_form_in_chromium(app, live, driver, t
     """At 1366 and 390 px: the team's page of a blind run before review (its category, no log,
     no figures), the organizer's review form withholding it with a note, and the team's page after;
     the console stays clean and no page is wider than the window."""
+    from browserkit import SHOTS, _body, _errors, _go, _sign_in, _width
     from selenium.webdriver.common.by import By
 
     from server.jobs.run_jobs import run_system
-    from tests.test_assessment_page import _sign_in
-    from tests.test_browser import SHOTS, _body, _go
-    from tests.test_crawl import _errors, _width
 
     tok = _competition(app)
     c = app.test_client()

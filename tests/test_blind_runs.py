@@ -14,19 +14,17 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from blindkit import EXAMPLE, SYSTEM, TASK, _competition, _facts, _h, _phase, _zip
+from browserkit import (
+    driver,  # noqa: F401  (driver: Chromium, console read)
+    live,  # noqa: F401  (live: the app served on a port)
+)
 from click.testing import CliRunner
 from sqlmodel import Session, select
-from webkit import engine_of, make_token, make_user, update_phase
+from webkit import engine_of
 
 from server.jobs import sandbox
 from server.models import CodeRun, Phase, Score, Submission
-from tests.conftest import REPO
-from tests.test_browser import live  # noqa: F401  (live: the app served on a port)
-from tests.test_crawl import driver  # noqa: F401  (driver: Chromium, console read)
-
-EXAMPLE = REPO / "examples" / "bundle-sts-latin"
-SYSTEM = REPO / "examples" / "system-sts-latin"
-SLUG, TASK = "sts-latin-2027", "sts-latin"
 
 
 @pytest.fixture(autouse=True)
@@ -52,79 +50,6 @@ def _forget_declared_tasks():
     from tasks import unregister_declared
 
     unregister_declared(TASK)
-
-
-def _h(token):
-    return {"Authorization": f"Bearer {token}"}
-
-
-def _zip(folder: Path, out: Path, replace: dict[str, str] | None = None) -> bytes:
-    from cli.participant import zip_system
-
-    src = folder
-    if replace:
-        src = out.parent / f"{out.stem}-src"
-        src.mkdir()
-        for p in folder.iterdir():
-            (src / p.name).write_bytes(p.read_bytes())
-        for name, text in replace.items():
-            (src / name).write_text(text)
-    return zip_system(src, out).read_bytes()
-
-
-def _competition(app):
-    """The example competition, visible, with ann approved in team Lexica and the systems phase
-    open now; returns the tokens."""
-    from server.actions import bundles
-    from server.settings import get_settings
-
-    with Session(engine_of(app)) as s:
-        bundles.create_from_bundle(
-            s=s, actor=None, source=EXAMPLE, via="test", settings=get_settings()
-        )
-    admin = make_user(app, "admin@x.org", organizer=True)
-    ann = make_user(app, "ann@x.org")
-    tok = {"admin": make_token(app, admin), "ann": make_token(app, ann)}
-    c = app.test_client()
-    assert c.patch(
-        f"/api/v1/competitions/{SLUG}", json={"state": "visible"}, headers=_h(tok["admin"])
-    ).status_code in (200, 403)
-    with Session(engine_of(app)) as s:
-        from server.actions import competitions as comp
-        from server.domain import people
-        from server.models import Competition
-
-        cid = comp.find(s, SLUG).id
-        people.grant(s, cid, admin, people.OWNER, by=None)
-        s.get(Competition, cid).state = "visible"
-        s.commit()
-    r = c.post(
-        f"/api/v1/competitions/{SLUG}/registration",
-        json={"accept_terms": True},
-        headers=_h(tok["ann"]),
-    )
-    assert r.status_code == 200, r.json
-    r = c.post(
-        f"/api/v1/competitions/{SLUG}/participants/ann@x.org/approve",
-        json={},
-        headers=_h(tok["admin"]),
-    )
-    assert r.status_code == 200, r.json
-    r = c.post("/api/v1/team", json={"name": "Lexica", "competition": SLUG}, headers=_h(tok["ann"]))
-    assert r.status_code == 201, r.json
-    with Session(engine_of(app)) as s:
-        for p in s.exec(select(Phase).where(Phase.task_id == TASK)).all():
-            update_phase(app, p.id, opens_at=None, closes_at=None)
-    return tok
-
-
-def _phase(app, name) -> Phase:
-    with Session(engine_of(app)) as s:
-        return s.exec(select(Phase).where(Phase.task_id == TASK, Phase.name == name)).one()
-
-
-def _facts():
-    return {"fact.system_description": "word overlap"}
 
 
 def _primary(app, sid) -> float:
@@ -541,14 +466,12 @@ def test_the_web_form_runs_a_system_to_its_board_row(app, live, driver, tmp_path
     """In Chromium at 1366 and 390 px: a participant submits the example system on the web form,
     follows the run page from queued to ran, and its output's submission is on the board; the
     organizer's list of runs shows it. The console stays clean; no page is wider than the window."""
+    from browserkit import SHOTS, _body, _errors, _fill, _go, _sign_in, _width
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
     from server.jobs.run_jobs import run_system
     from server.jobs.scoring import score_submission
-    from tests.test_assessment_page import _sign_in
-    from tests.test_browser import SHOTS, _body, _fill, _go
-    from tests.test_crawl import _errors, _width
 
     _competition(app)
     archive = tmp_path / "system.zip"

@@ -6,8 +6,8 @@ each team chosen in the database exactly as the rule in Python chooses it."""
 from __future__ import annotations
 
 import pytest
+from helpers import board_json
 from sqlmodel import Session, select
-from test_leaderboard import board_json
 from webkit import Browser, engine_of, make_phase, make_submission, make_user, team_of
 
 from server.boards import leaderboard as lb

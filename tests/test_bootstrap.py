@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import _parsed
 
 from scorer import bootstrap as bs
 from scorer import metrics
@@ -145,28 +146,6 @@ def test_board_statistics_clusters_and_rank_ranges():
 
 
 # ----------------------------------------------------------------------------- on the releases
-
-
-def _parsed(task, store, split, rng):
-    from scorer.families import Links, family, read_jsonl
-
-    fam = family(task, store, split)
-    if task.kind in ("instances", "targets"):
-        ids = fam.reference_ids()
-        if task.format.fields[1].kind == "label01":
-            return {i: int(rng.integers(0, 2)) for i in ids}
-        return {i: float(rng.integers(0, 5)) for i in ids}
-    if task.kind == "tokens":
-        return {
-            r["id"]: (
-                np.round(rng.random(len(r["text_a"].split())), 1),
-                rng.random(len(r["text_b"].split())),
-            )
-            for r in read_jsonl(store.public(split, "inputs.jsonl"))
-        }
-    qidx, sidx = fam.ids()
-    keys = np.unique(rng.integers(0, len(qidx), 300) * len(sidx) + rng.integers(0, len(sidx), 300))
-    return Links(keys // len(sidx), keys % len(sidx), rng.random(keys.size))
 
 
 @pytest.mark.parametrize(

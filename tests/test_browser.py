@@ -14,92 +14,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
-import threading
 import time
 import zipfile
 from pathlib import Path
 
+import browserkit
 import pytest
+from browserkit import SHOTS, _body, _fill, _go, _tric_predictions
 
-from tests.conftest import REPO
+# the fixtures the tests below request, from the helper module that holds them
+chrome, live = browserkit.chrome, browserkit.live
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-SHOTS = Path(os.environ.get("PALIMPSEST_SCREENSHOTS", REPO / "screenshots"))
-
-
-def _binaries() -> tuple[str, str]:
-    chrome = (
-        shutil.which("chromium")
-        or shutil.which("chromium-browser")
-        or shutil.which("google-chrome")
-    )
-    driver = shutil.which("chromedriver") or (
-        "/usr/lib/chromium/chromedriver"
-        if os.path.exists("/usr/lib/chromium/chromedriver")
-        else None
-    )
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        chrome = None
-    if not chrome or not driver:
-        why = (
-            "selenium, chromium and chromedriver are needed (apt-get install chromium "
-            "chromium-driver; pip install -e '.[test]')"
-        )
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"browser tests must run under CI: {why}")
-        pytest.skip(why)
-    return chrome, driver
-
-
-@pytest.fixture()
-def live(app):
-    """The app on a local port (a thread), as a browser reaches it."""
-    from werkzeug.serving import make_server
-
-    app.config["WTF_CSRF_ENABLED"] = True
-    srv = make_server("127.0.0.1", 0, app, threaded=True)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{srv.server_port}"
-    srv.shutdown()
-
-
-@pytest.fixture()
-def chrome(tmp_path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    binary, driver = _binaries()
-    downloads = tmp_path / "downloads"
-    downloads.mkdir()
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = binary
-    for a in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--window-size=1280,1100",
-        "--lang=en-GB",
-    ):
-        opts.add_argument(a)
-    opts.add_experimental_option(
-        "prefs",
-        {
-            "download.default_directory": str(downloads),
-            "download.prompt_for_download": False,
-            "safebrowsing.enabled": False,
-        },
-    )
-    d = webdriver.Chrome(service=Service(executable_path=driver), options=opts)
-    d.set_page_load_timeout(30)
-    d.downloads = downloads
-    yield d
-    d.quit()
 
 
 class Steps:
@@ -134,39 +60,6 @@ class Steps:
             self.save(label)
 
 
-def _fill(d, name: str, value: str, clear: bool = True):
-    from selenium.webdriver.common.by import By
-
-    el = d.find_element(By.NAME, name)
-    if clear:
-        el.clear()
-    el.send_keys(value)
-    return el
-
-
-def _go(d, el) -> None:
-    """Click something that loads a page, and wait until the new one is there."""
-    from selenium.common.exceptions import WebDriverException
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as EC
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    def gone(_):
-        # the old page's root is stale once the new page is there; chromedriver sometimes says so
-        # with an inspector error ("Node ... does not belong to the document") instead
-        try:
-            return EC.staleness_of(old)(_)
-        except WebDriverException:
-            return True
-
-    old = d.find_element(By.TAG_NAME, "html")
-    el.click()
-    WebDriverWait(d, 20).until(gone)
-    WebDriverWait(d, 20).until(
-        lambda d: d.execute_script("return document.readyState") == "complete"
-    )
-
-
 def _click(d, text: str):
     from selenium.webdriver.common.by import By
 
@@ -177,12 +70,6 @@ def _click(d, text: str):
     _go(d, found[0] if found else d.find_element(By.XPATH, f"//a[normalize-space()={q}]"))
 
 
-def _body(d) -> str:
-    from selenium.webdriver.common.by import By
-
-    return d.find_element(By.TAG_NAME, "body").text
-
-
 def _wait_for(fn, timeout=20.0, what="the condition"):
     end = time.time() + timeout
     while time.time() < end:
@@ -191,26 +78,6 @@ def _wait_for(fn, timeout=20.0, what="the condition"):
             return got
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def _tric_predictions(home: Path, path: Path, flip_every: int = 5) -> Path:
-    gold = [
-        json.loads(x)
-        for x in (home / "tasks/tric-binary/gold/test/gold.jsonl").read_text().splitlines()
-    ]
-    path.write_text(
-        "".join(
-            json.dumps(
-                {
-                    "instanceID": g["instanceID"],
-                    "label": (1 - g["label"]) if i % flip_every == 0 else g["label"],
-                }
-            )
-            + "\n"
-            for i, g in enumerate(gold)
-        )
-    )
-    return path
 
 
 def test_participant_path(app, live, chrome, tmp_path, web_home):

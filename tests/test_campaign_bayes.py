@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import redis
+from campaign_world import world  # noqa: F401 — the fixture
 from click.testing import CliRunner
 from sqlmodel import Session, select
 from webkit import engine_of
@@ -31,7 +32,6 @@ from server.exceptions import LifecycleRefused, QueueUnreachable, UploadFieldsIn
 from server.jobs.dispatch import KEY, Jobs
 from server.models import AssessmentCampaign, AuditLog, CampaignModelFit, User
 from tasks.agreement_bayes import fit
-from tests.test_campaign_pages import world  # noqa: F401 — the fixture
 
 REPO = Path(__file__).resolve().parent.parent
 ASSESSORS = ("a1", "a2", "org")

@@ -12,32 +12,24 @@ from urllib.parse import unquote
 
 import numpy as np
 import pytest
-from sqlmodel import Session, select
-
-from tests.test_api import _h, _run_job
-from tests.test_campaigns import (  # noqa: F401 — the fixtures
+from apikit import _h, _run_job
+from campaignkit import (  # noqa: F401 — the fixtures
     ASSESSORS,
     PHASE,
     TASK,
     _cli,
     _csv,
     _naive_pool,
+    _open_and_judge,
+    _vote,
     world,
 )
+from sqlmodel import Session, select
 
 
 def _rows(path) -> list[tuple[str, ...]]:
     with open(path, encoding="utf-8", newline="") as f:
         return [tuple(r) for r in list(csv.reader(f))[1:]]
-
-
-def _vote(email: str, key: str) -> str:
-    """A deterministic judgment: a quarter of the items unanimously links, a quarter unanimously
-    not, the rest split two to one (either way)."""
-    h = sum(ord(ch) for ch in key)
-    if h % 4 < 2:
-        return ("reference", "no reference")[h % 4]
-    return ("reference", "no reference")[(h + ASSESSORS.index(email)) % 2]
 
 
 def _naive_map(run, gold: set, judged: set | None, k: int) -> float:
@@ -62,37 +54,6 @@ def _naive_map(run, gold: set, judged: set | None, k: int) -> float:
                 ap += hits / rank
         aps.append(ap / n)
     return sum(aps) / len(aps)
-
-
-def _open_and_judge(world, depth=1):  # noqa: F811
-    c, tokens = world["c"], world["tokens"]
-    body = {"depth": depth, "assessors": list(ASSESSORS), "per_item": 3, "seed": 7}
-    for bad in (["maybe"], ["reference", "no reference"]):  # not a label; every label
-        r = c.post(
-            f"/api/v1/tasks/{TASK}/phases/{PHASE}/campaigns",
-            headers=_h(tokens["lorg"]),
-            json={**body, "positive": bad},
-        )
-        assert r.status_code == 422 and "positive" in r.json["error"]["message"], r.json
-    r = c.post(
-        f"/api/v1/tasks/{TASK}/phases/{PHASE}/campaigns", headers=_h(tokens["lorg"]), json=body
-    )
-    assert r.status_code == 201, r.json
-    opened = r.json
-    assert opened["positive"] == ["reference"]  # the first label, by default
-    runs = world["runs"]
-    keys = {it["key"] for it in opened["items"]}
-    assert keys == _naive_pool([runs["alpha"], runs["beta"], runs["gamma"]], depth)
-    item_of = {it["key"]: it["id"] for it in opened["items"]}
-    for a in ASSESSORS:
-        for key, iid in item_of.items():
-            r = c.put(
-                f"/api/v1/campaigns/{opened['id']}/items/{iid}/judgment",
-                headers=_h(tokens[a.split("@")[0]]),
-                json={"label": _vote(a, key)},
-            )
-            assert r.status_code == 200, r.json
-    return opened, item_of
 
 
 def test_adjudicate_close_rescore_publish_and_export(world, tmp_path, capsys):  # noqa: F811

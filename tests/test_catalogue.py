@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from helpers import _parsed
 from scipy import stats
-from test_bootstrap import _parsed
 
 from scorer import bootstrap as bs
 from scorer import metrics

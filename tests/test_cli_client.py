@@ -8,8 +8,8 @@ import socket
 import threading
 
 import pytest
+from apikit import _tric_file
 from sqlmodel import Session, select
-from test_api import _tric_file
 from werkzeug.serving import make_server
 
 from cli.client import Client, ClientError

@@ -3,33 +3,7 @@ port in a thread): each with `--json` printing exactly one JSON document, each f
 
 from __future__ import annotations
 
-import json
-
-from click.testing import CliRunner
-
-from tests.test_api import _run_job, _tric_file
-
-
-def _cli(url, token, *args, ok=True):
-    from cli.main import main
-
-    r = CliRunner().invoke(
-        main,
-        list(args),
-        env={
-            "PALIMPSEST_SERVER": url,
-            "PALIMPSEST_TOKEN": token,
-            "XDG_CONFIG_HOME": "/nonexistent",
-        },
-        catch_exceptions=False,
-    )
-    if ok:
-        assert r.exit_code == 0, (args, r.output)
-    return r
-
-
-def _one_json(r):
-    return json.loads(r.stdout)  # exactly one document: json.loads refuses trailing text
+from apikit import _cli, _one_json, _run_job, _tric_file
 
 
 def test_teams_commands(served):

@@ -19,13 +19,22 @@ import urllib.error
 import urllib.request
 
 import pytest
+from browserkit import (  # noqa: F401  (driver: Chromium, console read)
+    _body,
+    _errors,
+    _fill,
+    _go,
+    _look,
+    _sign_in,
+    _status_of,
+    _tric_predictions,
+    _width,
+    driver,
+)
 from click.testing import CliRunner
+from mailkit import _app, smtp  # noqa: F401  (smtp: the aiosmtpd fixture)
 from sqlmodel import Session, select
-from test_accounts import _app, smtp  # noqa: F401  (smtp: the aiosmtpd fixture)
-from webkit import PASSWORD, engine_of, make_phase, make_token, make_user
-
-from tests.test_browser import _body, _fill, _go, _tric_predictions
-from tests.test_crawl import _errors, _width, driver  # noqa: F401  (driver: Chromium, console read)
+from webkit import engine_of, make_phase, make_token, make_user
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SLUG = "reuse-2027"
@@ -100,41 +109,6 @@ def _deliver(app) -> dict:
     from server.jobs.outbox import deliver_all
 
     return deliver_all(engine_of(app), app.extensions["palimpsest.settings"])
-
-
-def _look(d, url: str, seen: list[str]) -> None:
-    """Open `url` at 390 px and at 1366 px (the width the flow goes on at): the console must stay
-    clean and nothing may be wider than the window."""
-    for name in ("phone", "wide"):
-        _width(d, name)
-        d.get(url)
-        assert _errors(d) == [], (url, name)
-        overflow = d.execute_script(
-            "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
-        )
-        assert overflow <= 1, f"{url} is {overflow}px wider than the {name} window"
-    seen.append(url)
-
-
-def _sign_in(d, url, email):
-    from selenium.webdriver.common.by import By
-
-    d.delete_all_cookies()
-    d.get(url + "/auth/login")
-    _fill(d, "email", email)
-    _fill(d, "password", PASSWORD)
-    _go(d, d.find_element(By.CSS_SELECTOR, "main form button[type=submit]"))
-
-
-def _status_of(d, url: str) -> tuple[int, bytes]:
-    """GET `url` with the browser's session cookie (a zip download is not a page)."""
-    cookie = "; ".join(f"{c['name']}={c['value']}" for c in d.get_cookies())
-    req = urllib.request.Request(url, headers={"Cookie": cookie})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
 
 
 def test_a_competition_from_creation_to_an_announcement(mail_app, served, driver, smtp, tmp_path):  # noqa: F811

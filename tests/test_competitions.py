@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import re
 
-import jsonschema
 import pytest
+from apikit import _bearer, _check
 from backbone import make_team
 from conftest import fresh_pg_database
 from sqlalchemy import create_engine, func, text
 from sqlmodel import Session, select
-from test_api import _resolve
 from webkit import Browser, engine_of, make_token, make_user
 
 from server.actions import competitions as comp
@@ -484,27 +483,6 @@ def web(request):
     admin = make_user(app, "admin@x.org", organizer=True)
     participant = make_user(app, "p@x.org", team="pteam")
     return app, {"admin": make_token(app, admin), "participant": make_token(app, participant)}
-
-
-def _bearer(token):
-    return {"Authorization": f"Bearer {token}"} if token else {}
-
-
-def _check(spec, r, status):
-    """The answer has the status expected, and it is declared with this body's schema."""
-    assert r.status_code == status, r.get_data(as_text=True)[:500]
-    rule = r.request.path[len("/api/v1") :]
-    for path, ops in spec["paths"].items():
-        if (
-            re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", path), rule)
-            and r.request.method.lower() in ops
-        ):
-            declared = ops[r.request.method.lower()]["responses"]
-            assert str(status) in declared, (rule, status)
-            schema = declared[str(status)]["content"]["application/json"]["schema"]
-            jsonschema.validate(r.json, _resolve(spec, schema))
-            return r.json
-    raise AssertionError(f"{r.request.method} {rule} is not in the OpenAPI description")
 
 
 def test_the_api_answers_as_described_and_checks_who_asks(web):

@@ -23,15 +23,18 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
+import browserkit
 import pytest
+from browserkit import WIDTHS, _errors, _go, _width
 
 from tests.conftest import REPO
-from tests.test_browser import _binaries, _go
+
+# the fixtures the tests below request, from the helper module that holds them
+driver = browserkit.driver
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 SHOTS = Path(os.environ.get("PALIMPSEST_SCREENSHOTS", REPO / "screenshots")) / "crawl"
-WIDTHS = {"wide": (1366, 900), "phone": (390, 844)}
 # the screenshots are for a person to look at: taken where one is asked for
 # (PALIMPSEST_SCREENSHOTS) and outside CI, whose clone nobody opens; a failure's always
 SHOOT = "PALIMPSEST_SCREENSHOTS" in os.environ or os.environ.get("CI") != "true"
@@ -92,46 +95,6 @@ def demo_server(tmp_path_factory):
                     p.kill()
                 except psutil.Error:
                     pass
-
-
-@pytest.fixture()
-def driver(tmp_path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    binary, chromedriver = _binaries()
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = binary
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
-        opts.add_argument(a)
-    opts.add_argument("--window-size=1366,900")
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    opts.add_experimental_option(
-        "prefs",
-        {"download.default_directory": str(tmp_path), "download.prompt_for_download": False},
-    )
-    d = webdriver.Chrome(service=Service(executable_path=chromedriver), options=opts)
-    d.set_page_load_timeout(30)
-    yield d
-    d.quit()
-
-
-def _width(d, name: str) -> None:
-    """The viewport of a laptop or of a phone (a mobile viewport, as a phone's browser lays out)."""
-    w, h = WIDTHS[name]
-    if name == "phone":
-        d.execute_cdp_cmd(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": w, "height": h, "deviceScaleFactor": 1, "mobile": False},
-        )
-    else:
-        d.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-        d.set_window_size(w, h)
-
-
-def _errors(d) -> list[str]:
-    """The console's errors since the last call (reading the log empties it)."""
-    return [e["message"] for e in d.get_log("browser") if e["level"] == "SEVERE"]
 
 
 def _settle(d) -> None:

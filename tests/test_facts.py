@@ -12,6 +12,7 @@ import json
 import re
 
 import pytest
+from apikit import _cli, _h, _one_json, _run_job, _submit, _tric_file
 from sqlmodel import Session, select
 
 from server import api_models as m
@@ -20,8 +21,6 @@ from server.domain import people
 from server.domain.facts import check_facts
 from server.exceptions import UploadFieldsInvalid
 from server.models import Phase, RankingVersion, Submission
-from tests.test_api import _h, _run_job, _submit, _tric_file
-from tests.test_cli_parity import _cli, _one_json
 from tests.webkit import Browser
 
 FIELDS = [

@@ -9,11 +9,9 @@ import threading
 import urllib.error
 import urllib.request
 
+from apikit import _h
+from campaignkit import PHASE, TASK, _open_and_judge, world  # noqa: F401 — the fixture
 from sqlmodel import Session, select
-
-from tests.test_api import _h
-from tests.test_campaign_close import _open_and_judge
-from tests.test_campaigns import PHASE, TASK, world  # noqa: F401 — the fixture
 
 N = 20
 

@@ -34,7 +34,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # with the first page rendered (server/domain/sanitize.py); 90: the queue and the outbox of
 # server.jobs.dispatch, loaded when a job is first enqueued, and numba's compiled sweep
 # (scorer/bootstrap.py), with the first token statistics; 91: jax in agreement_bayes.keep_compiled
-MAX_FUNCTION_IMPORTS = 91
+# 92: the remote phase actions read their declared options when one runs (cli/organizer/phases.py)
+MAX_FUNCTION_IMPORTS = 92
 # server/cli.py holds the server's commands on `palimpsest`; cli/main.py loads it only when one of
 # them runs, and each command imports what it uses in its own body (a local command is a process
 # of its own: what it imports is its start-up time), as the module says once at its top. Its

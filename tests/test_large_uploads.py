@@ -15,7 +15,7 @@ from conftest import build_schema
 from seaweed import seaweedfs  # noqa: F401 - the fixture
 from sqlalchemy import select
 from sqlmodel import Session
-from test_objectstore import _bucket
+from storekit import _bucket
 
 from server.domain import accounts
 

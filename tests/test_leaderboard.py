@@ -9,18 +9,13 @@ import json
 from datetime import timedelta
 
 import pytest
+from helpers import board_json
 from sqlmodel import Session
 from webkit import Browser, engine_of, make_phase, make_submission, make_user, team_of, update_phase
 
 from server.boards import leaderboard as lb
 from server.models import Phase, utcnow
 from tasks import get_task
-
-
-def board_json(client, task="tric-binary", phase="dev"):
-    r = client.get(f"/tasks/{task}/leaderboard.json?phase={phase}")
-    assert r.status_code == 200, r.get_data(as_text=True)[:300]
-    return r.get_json()
 
 
 @pytest.fixture

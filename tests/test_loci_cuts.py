@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from helpers import loci_files
+from locikit import brute_force, generated_release, ours, read_csv, write_csv
 from pydantic import ValidationError
-from test_loci_reference import generated_release, ours, read_csv, write_csv
 
 from cli.main import main
 from tasks import get_task
@@ -21,42 +21,6 @@ from tasks.bundle_models import TaskSpec
 from tasks.importers import import_task
 
 TABLE3 = (5, 10, 20, 50, 100, 500, 1000)
-
-
-def brute_force(run: dict, gold: set, queries: list[str], n_sources: int, k: int) -> dict:
-    """Every query's sources sorted one by one as trec_eval ranks them (descending float32 score,
-    ties by descending source id in byte order), the first k kept, the pairs counted."""
-    tp = fp = fn = 0
-    f1s, pooled = [], [0, 0, 0]  # F1 per gold query; TP, FP, FN of the gold queries
-    for q in queries:
-        ranked = sorted(
-            run.get(q, {}).items(),
-            key=lambda item: (float(np.float32(item[1])), item[0].encode("utf-8")),
-            reverse=True,
-        )
-        top = {s for s, _ in ranked[:k]}
-        g = {s for (gq, s) in gold if gq == q}
-        t = len(top & g)
-        tp, fp, fn = tp + t, fp + len(top) - t, fn + len(g) - t
-        if g:
-            pooled = [pooled[0] + t, pooled[1] + len(top) - t, pooled[2] + len(g) - t]
-            p = t / len(top) if top else 0.0
-            r = t / len(g)
-            f1s.append(2 * p * r / (p + r) if p + r else 0.0)
-    n = len(queries) * n_sources
-    t, f_p, f_n = pooled
-    pm = t / (t + f_p) if t + f_p else 0.0
-    rm = t / (t + f_n) if t + f_n else 0.0
-    return {
-        "predictions": tp + fp,
-        "tp": tp,
-        "fp": fp,
-        "fn": fn,
-        "f1": sum(f1s) / len(f1s) if f1s else None,
-        "f1_micro": 2 * pm * rm / (pm + rm) if pm + rm else 0.0,
-        "fpr_e4": fp / n * 1e4,
-        "smr_e4": (fp + fn) / n * 1e4,
-    }
 
 
 def check(got: dict, want: dict) -> None:

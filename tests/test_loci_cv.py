@@ -11,8 +11,7 @@ import random
 import numpy as np
 import pytest
 from helpers import loci_files
-from test_loci_cuts import brute_force
-from test_loci_reference import generated_release, read_csv, write_csv
+from locikit import brute_force, generated_release, read_csv, write_csv
 
 from scorer import score_file, validate_file
 from tasks import get_task

@@ -6,7 +6,6 @@ is not installed."""
 from __future__ import annotations
 
 import contextlib
-import csv
 import functools
 import importlib.util
 import io
@@ -19,8 +18,9 @@ import pytest
 from helpers import loci_files
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from locikit import generated_release, ours, read_csv, write_csv
 
-from scorer import metrics, score_file, score_validated, validate_file
+from scorer import metrics, score_file
 from tasks.importers import import_task
 
 REPO = Path(__file__).resolve().parent.parent
@@ -96,25 +96,6 @@ def check_against_package(got: dict, ref: dict[str, dict]) -> None:
         assert got[k] == macro[k] == micro[k], (k, got[k], macro[k], micro[k])
 
 
-def write_csv(path: Path, header, rows) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(header)
-        w.writerows(rows)
-    return path
-
-
-def read_csv(path) -> list[list[str]]:
-    with open(path, encoding="utf-8", newline="") as f:
-        return list(csv.reader(f))[1:]
-
-
-def ours(home: Path, sub: Path, only=None) -> dict:
-    v = validate_file("loci-similes", sub, home=home)
-    return score_validated(v, home=home, only=only)
-
-
 # ---------------------------------------------------------------- locisimiles
 
 
@@ -144,25 +125,6 @@ def test_shared_sample_equals_locisimiles(tmp_path):
         result = ours(home, sub)
         check_against_package(result["metrics"]["all"], reference(files, links))
         assert result["primary"]["value"] == result["metrics"]["all"]["f1"]
-
-
-def generated_release(
-    dir: Path, seed: int, n_q: int, n_s: int, n_gold: int
-) -> tuple[dict, list, list, list]:
-    rng = np.random.default_rng(seed)
-    qids = [f"hier. epist. {i // 7 + 1}.{i % 7}" for i in range(n_q)]
-    sids = [f"verg. aen. {j // 11 + 1}.{j % 11}" for j in range(n_s)]
-    gold = sorted(
-        {(qids[int(rng.integers(n_q // 2))], sids[int(rng.integers(n_s))]) for _ in range(n_gold)}
-    )
-    files = {
-        "query": write_csv(dir / "q.csv", ("seg_id", "text"), [(q, "arma virumque") for q in qids]),
-        "source": write_csv(dir / "s.csv", ("seg_id", "text"), [(s, "cano troiae") for s in sids]),
-        "gold": write_csv(
-            dir / "g.csv", ("query_id", "source_id", "label"), [(q, s, 1) for q, s in gold]
-        ),
-    }
-    return files, qids, sids, gold
 
 
 @pytest.mark.parametrize("seed", range(4))

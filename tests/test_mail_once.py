@@ -16,8 +16,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from mailkit import Mailbox, _free_port
 from sqlmodel import Session, SQLModel, select
-from test_accounts import Mailbox, _free_port
 
 from server.db import get_engine
 from server.jobs import outbox

@@ -12,7 +12,6 @@ import io
 import json
 import shutil
 import socket
-import uuid
 
 import pytest
 from backbone import child_env, make_team, set_phase, submit, worker_process
@@ -21,28 +20,11 @@ from conftest import _make_backend, build_schema, fresh_pg_database
 from seaweed import s3_env, seaweedfs  # noqa: F401 - the fixture
 from sqlalchemy import select
 from sqlmodel import Session
-from test_reconciler import _load, big_home, big_predictions  # noqa: F401 - the fixtures
+from storekit import _bucket, _load, big_home, big_predictions  # noqa: F401 - the fixtures
 
 from server.domain import accounts
 
 TASK = "tric-binary"
-
-
-def _bucket(info) -> dict:
-    """A fresh bucket of the session's SeaweedFS, as the settings' environment."""
-    import boto3
-    from botocore.config import Config
-
-    name = f"t-{uuid.uuid4().hex[:12]}"
-    boto3.client(
-        "s3",
-        endpoint_url=info["endpoint"],
-        aws_access_key_id=info["access_key"],
-        aws_secret_access_key=info["secret_key"],
-        region_name="us-east-1",
-        config=Config(s3={"addressing_style": "path"}),
-    ).create_bucket(Bucket=name)
-    return {**s3_env(info), "PALIMPSEST_S3_BUCKET": name}
 
 
 def _own_tasks(b, demo_home):
@@ -129,7 +111,7 @@ def test_publication_and_a_campaigns_new_gold_version_on_the_store(stored, tmp_p
     assessment campaign closed into gold version 2 (put into the store before its row commits),
     the runs rescored and a second version published; a worker's empty data directory then gets
     from the store exactly the gold the database names, with the first version kept."""
-    from test_backup import _build
+    from storekit import _build
 
     from server import backup, objectstore
     from server.models import GoldVersion, RankingVersion
@@ -242,7 +224,7 @@ def test_the_drill_from_the_data_directory_to_the_store_and_back(
     fresh database and a site on the store; that site, its data directory's cache removed, is
     backed up from the store, verified, and restored into a fresh database and a site on its data
     directory alone; every run, judgment, gold version and published output is there."""
-    from test_backup import _build, _served, _state
+    from storekit import _build, _served, _state
 
     from server import objectstore
     from server.settings import Settings

@@ -8,9 +8,9 @@ from __future__ import annotations
 import io
 
 import pytest
+from apikit import _h, _submit, _tric_file
 
 from server.domain.inputs import one_line, one_line_problem
-from tests.test_api import _h, _submit, _tric_file
 
 BREAKS = ["\n", "\r", "\u2028", "\u2029", "\x85", "\x0b", "\t", "\x9f"]
 

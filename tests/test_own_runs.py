@@ -7,92 +7,14 @@ quota; published rankings never change. On SQLite and PostgreSQL, against a serv
 from __future__ import annotations
 
 import json
-import threading
-import urllib.error
-import urllib.request
 
-import pytest
-from click.testing import CliRunner
+import apikit
+from apikit import _tric_file, api, cli, upload
 from sqlmodel import Session, select
 from webkit import Browser, engine_of, make_phase, make_token, make_user
 
-from tests.test_api import _tric_file
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def site(request):
-    """The app on SQLite or PostgreSQL, served on a free port (the CLI talks to it over HTTP)."""
-    from werkzeug.serving import WSGIRequestHandler, make_server
-
-    app = request.getfixturevalue("app" if request.param == "sqlite" else "pg_app")
-
-    class Quiet(WSGIRequestHandler):
-        def log(self, *args, **kwargs):
-            pass
-
-    srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Quiet)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield app, f"http://127.0.0.1:{srv.server_port}"
-    srv.shutdown()
-
-
-def api(url, token, method, path, body=None, *, raw=False):
-    req = urllib.request.Request(
-        url + "/api/v1" + path,
-        method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            data = r.read()
-            return r.status, data if raw else json.loads(data or b"{}")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
-
-
-def cli(url, token, *args):
-    from cli.main import main
-
-    r = CliRunner().invoke(
-        main,
-        [*args, "--json"],
-        env={"PALIMPSEST_SERVER": url, "PALIMPSEST_TOKEN": token, "XDG_CONFIG_HOME": "/none"},
-        catch_exceptions=False,
-    )
-    assert r.exit_code == 0, (args, r.output)
-    return json.loads(r.stdout)
-
-
-def upload(base, token, data: bytes, /, filename="pred.jsonl", **fields) -> tuple[int, dict]:
-    """A multipart upload to the API, as curl -F sends it."""
-    boundary = "----palimpsest-test"
-    parts = []
-    for k, v in fields.items():
-        parts.append(
-            f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
-        )
-    parts.append(
-        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'
-        "Content-Type: application/octet-stream\r\n\r\n".encode()
-        + data
-        + f"\r\n--{boundary}--\r\n".encode()
-    )
-    req = urllib.request.Request(
-        base + "/api/v1/tasks/tric-binary/submissions",
-        method="POST",
-        data=b"".join(parts),
-        headers={
-            "Authorization": f"Bearer {token}",
-            "Content-Type": f"multipart/form-data; boundary={boundary}",
-        },
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"{}")
+# the fixtures the tests below request, from the helper module that holds them
+site = apikit.site
 
 
 def public_rows(app) -> dict[str, int]:

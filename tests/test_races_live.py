@@ -23,8 +23,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from livekit import _free_port
 from sqlmodel import Session, SQLModel, select
-from test_supervisor import _free_port
 
 from server.db import get_engine
 from server.domain import accounts

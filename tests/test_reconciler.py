@@ -4,11 +4,10 @@ running again. Jobs are made long by a large synthetic SwissGov-RSD task (the sc
 
 from __future__ import annotations
 
-import random
 import time
-from pathlib import Path
 
 import pytest
+import storekit
 from backbone import (
     all_final,
     get,
@@ -19,50 +18,12 @@ from backbone import (
     wait_for,
     worker_process,
 )
+from storekit import _load
+
+# the fixtures the tests below request, from the helper module that holds them
+big_home, big_predictions = storekit.big_home, storekit.big_predictions
 
 pytestmark = pytest.mark.slow
-
-DOCS, TOKENS = 45, 8000
-
-
-@pytest.fixture(scope="session")
-def big_home(tmp_path_factory) -> Path:
-    """swissgov-rsd at a size whose scoring takes seconds, and the demo tasks beside it."""
-    from server.demo import import_demo_tasks
-    from tasks.demo import sentence, write_jsonl
-    from tasks.importers import import_task
-
-    h = tmp_path_factory.mktemp("big-home")
-    import_demo_tasks(h, only_missing=False)
-    src = tmp_path_factory.mktemp("big-release") / "SwissGov-RSD"
-    rng = random.Random(0)
-    for split, n in (("dev", 1), ("test", DOCS)):
-        for lang in ("de", "fr", "it"):
-            rows = []
-            for i in range(n):
-                ta, tb = sentence(rng, TOKENS), sentence(rng, TOKENS)
-                rows.append(
-                    {
-                        "id": f"admin_{lang}_{split}_{i}",
-                        "text_a": ta,
-                        "text_b": tb,
-                        "labels_a": [round(rng.random(), 3) for _ in range(TOKENS)],
-                        "labels_b": [round(rng.random(), 3) for _ in range(TOKENS)],
-                    }
-                )
-            write_jsonl(
-                src / "data" / "evaluation" / "gold_labels" / split / f"gold_admin_{lang}.jsonl",
-                rows,
-            )
-    import_task("swissgov-rsd", h, source=src)
-    return h
-
-
-@pytest.fixture(scope="session")
-def big_predictions(big_home) -> bytes:
-    from server.demo import predictions
-
-    return predictions("swissgov-rsd", "test", big_home, 0.2, seed=5)[0]
 
 
 @pytest.fixture(
@@ -90,24 +51,6 @@ def reconciler(big_backend):
     for t, stop in threads:
         stop.set()
         t.join(10)
-
-
-def _load(b, team, user, big_predictions, n_small=3):
-    big = submit(
-        b,
-        team,
-        user,
-        "swissgov-rsd",
-        "test",
-        data=big_predictions,
-        filename="big.jsonl",
-        enforce_limits=False,
-    )
-    small = [
-        submit(b, team, user, "tric-binary", "dev", noise=0.1 * i, enforce_limits=False)
-        for i in range(n_small)
-    ]
-    return [big.id] + [s.id for s in small]
 
 
 def _running(b, sid):

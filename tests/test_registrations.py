@@ -9,8 +9,20 @@ from __future__ import annotations
 import json
 
 import pytest
+from apikit import (
+    TASK,
+    _check,
+    _cli,
+    _engine,
+    _h,
+    _one_json,
+    _run_job,
+    _setup,
+    _submit,
+    _terms,
+    _tric_file,
+)
 from sqlmodel import Session, select
-from test_competitions import _check
 from webkit import Browser
 
 from server.actions import competitions as comp
@@ -18,39 +30,11 @@ from server.actions import registrations as regs
 from server.domain import people
 from server.domain.accounts import create_token, create_user
 from server.models import AuditLog, Competition, OutgoingMail, Registration, Submission, User
-from tests.test_api import _h, _run_job, _submit, _tric_file
-from tests.test_cli_parity import _cli, _one_json
-
-TASK = "tric-binary"
-
-
-def _engine(app):
-    return app.extensions["palimpsest.engine"]
 
 
 def _slug(app) -> str:
     with Session(_engine(app)) as s:
         return people.competition_of_task(s, TASK).slug
-
-
-def _setup(app, **settings):
-    """The task's competition with these settings; its short id."""
-    with Session(_engine(app)) as s:
-        c = people.competition_of_task(s, TASK)
-        for k, v in settings.items():
-            setattr(c, k, v)
-        s.add(c)
-        s.commit()
-        return c.slug
-
-
-def _terms(client, token, slug, text):
-    r = client.put(
-        f"/api/v1/competitions/{slug}/pages/terms",
-        json={"title": "Terms", "body_markdown": text},
-        headers=_h(token),
-    )
-    assert r.status_code == 200, r.json
 
 
 def _user(app, email, **kw):

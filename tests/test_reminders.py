@@ -8,18 +8,18 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlmodel import Session
-from test_accounts import smtp  # noqa: F401  (the fixture test_announcements' uses)
-from test_announcements import (  # noqa: F401
+from mailkit import (  # noqa: F401
     _deliver,
     _h,
     _people,
     _rows,
     _settings,
     box,
-    mapp,  # noqa: F811
-    pg_mapp,  # noqa: F811
+    mapp,
+    pg_mapp,
+    smtp,  # noqa: F401  (the fixture test_announcements' uses)
 )
+from sqlmodel import Session
 from webkit import engine_of, make_phase, make_token, make_user
 
 from server.actions import competitions as comp

@@ -14,11 +14,11 @@ import threading
 import time
 
 import pytest
+from apikit import _bearer, _check
 from click.testing import CliRunner
 from itsdangerous import TimestampSigner, URLSafeTimedSerializer
+from mailkit import _app, smtp  # noqa: F401  (smtp: the aiosmtpd fixture)
 from sqlmodel import Session, select
-from test_accounts import _app, smtp  # noqa: F401  (smtp: the aiosmtpd fixture)
-from test_competitions import _bearer, _check
 from webkit import Browser, engine_of, make_phase, make_token, make_user
 
 from server.actions import competitions as comp

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from blindkit import _inputs, _system
 
 from server.domain.system_archive import SystemInvalid, unpack
 from server.jobs import sandbox
@@ -32,25 +33,6 @@ def _bwrap():
         from conftest import service_missing
 
         service_missing(why)
-
-
-def _system(tmp_path: Path, script: str, name: str = "sys") -> Path:
-    code = tmp_path / name
-    code.mkdir()
-    (code / "main.py").write_text(script)
-    (code / "system.yaml").write_text("command: [python3, main.py]\n")
-    code.chmod(0o755)
-    (code / "main.py").chmod(0o644)
-    return code
-
-
-def _inputs(tmp_path: Path) -> Path:
-    d = tmp_path / "inputs"
-    d.mkdir()
-    (d / "inputs.jsonl").write_text('{"pair_id": "x"}\n')
-    d.chmod(0o755)
-    (d / "inputs.jsonl").chmod(0o644)
-    return d
 
 
 def _run(tmp_path: Path, script: str, **limits) -> sandbox.Outcome:

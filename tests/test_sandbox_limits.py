@@ -10,9 +10,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from blindkit import _inputs, _system
 
 from server.jobs import cgroups, sandbox
-from tests.test_sandbox import _inputs, _system
 
 MiB = 1024 * 1024
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from test_accounts import LINK, _app, smtp  # noqa: F401  (smtp: the aiosmtpd fixture)
+from mailkit import LINK, _app, smtp  # noqa: F401  (smtp: the aiosmtpd fixture)
 from webkit import Browser, make_user
 
 from scorer import validate_file

@@ -13,13 +13,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from apikit import _h, _setup, _terms
 from sqlmodel import Session, select
 from webkit import Browser
 
 from server.domain import people
 from server.models import Registration, User
-from tests.test_api import _h
-from tests.test_registrations import _setup, _terms
 
 
 def test_the_download_says_nothing_of_a_hidden_splits_gold(api_env):  # noqa: F811

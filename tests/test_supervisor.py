@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,14 +17,9 @@ from pathlib import Path
 
 import pytest
 from helpers import register_everywhere
+from livekit import _free_port, _login_flood
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _env(home: Path) -> dict:
@@ -150,30 +144,6 @@ def _submit_and_wait_scored(home: Path, port: int, timeout: float = 90) -> dict:
             return sub
         time.sleep(0.5)
     raise AssertionError(f"submission {sid} still {sub['status']} after {timeout} s")
-
-
-def _login_flood(port: int, email: str, n: int) -> list[int]:
-    import http.cookiejar
-    import re
-    import urllib.error
-    import urllib.parse
-
-    opener = urllib.request.build_opener(
-        urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
-    )
-    with opener.open(f"http://127.0.0.1:{port}/auth/login", timeout=10) as r:
-        token = re.search(r'name="csrf_token" value="([^"]+)"', r.read().decode()).group(1)
-    out = []
-    for _ in range(n):
-        data = urllib.parse.urlencode(
-            {"email": email, "password": "not the password", "csrf_token": token}
-        ).encode()
-        try:
-            with opener.open(f"http://127.0.0.1:{port}/auth/login", data=data, timeout=10) as r:
-                out.append(r.status)
-        except urllib.error.HTTPError as e:
-            out.append(e.code)
-    return out
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from apikit import _h, _run_job, _submit
 from click.testing import CliRunner
 from sqlmodel import Session, func, select
 from webkit import Browser, engine_of, update_phase
@@ -31,7 +32,6 @@ from server.models import (
     TaskVersion,
 )
 from tests.conftest import REPO
-from tests.test_api import _h, _run_job, _submit
 
 EXAMPLE = REPO / "examples" / "bundle-sts-latin"
 SLUG, TASK = "sts-latin-2027", "sts-latin"
@@ -390,3 +390,25 @@ def test_an_archived_task_takes_no_run_and_keeps_its_own(world, served, tmp_path
     r = _cli("competitions", "create", str(_bundle(tmp_path, "v2", _version_2)), "--update",
              "--json", ok=False)  # fmt: skip
     assert "is archived" in r.stdout
+
+
+# ----------------------------------------------------------------------------- after a change
+
+
+def test_verify_passes_on_an_archive_taken_after_a_task_update(world, tmp_path):
+    """A ranking published under task version 1, then a version 2 with another primary metric:
+    the archive verifies (exit 0); the ranking's stored bytes are checked, and the report says
+    it is not rebuilt from the version 2 data, and why."""
+    _publish_development(world)
+    _cli(
+        "competitions", "create", str(_bundle(tmp_path, "v2", _version_2)), "--update",
+        "--reason", "pearson", "--json",
+    )  # fmt: skip
+    out = tmp_path / "backups"
+    out.mkdir()
+    r = _cli("backup", str(out), "--json")
+    r = _cli("backup", "verify", json.loads(r.stdout)["archive"], "--json")
+    rep = json.loads(r.stdout)
+    assert rep["ok"] and rep["checks"]["published_rankings"] == 1
+    (note,) = rep["checks"]["not_rebuilt"]
+    assert f"{TASK}/development version 1: published before task version 2" in note

@@ -4,8 +4,7 @@ size cap and captain's approval hold, and a run counts for the team of its task'
 
 from __future__ import annotations
 
-from tests.test_api import _h, _submit, _tric_file
-from tests.test_cli_parity import _cli, _one_json
+from apikit import _cli, _h, _one_json, _submit, _tric_file
 
 
 def _team(app, token, competition=None):

@@ -14,8 +14,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from livekit import _free_port, _login_flood
 from sqlmodel import Session, SQLModel
-from test_supervisor import _free_port, _login_flood
 
 from server.db import get_engine
 

@@ -12,12 +12,10 @@ import itertools
 from datetime import timedelta
 
 import pytest
+from apikit import cli, site, upload  # noqa: F401  (site: the served app)
+from browserkit import _body, _errors, _fill, _go, _tric_predictions, chrome  # noqa: F401
 from sqlmodel import Session, select
 from webkit import PASSWORD, engine_of, make_phase, make_token, make_user
-
-from tests.test_browser import _body, _fill, _go, _tric_predictions, chrome  # noqa: F401
-from tests.test_crawl import _errors
-from tests.test_own_runs import cli, site, upload  # noqa: F401  (site: the served app)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

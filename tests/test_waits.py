@@ -12,7 +12,7 @@ import redis
 from sqlmodel import Session
 from webkit import Browser, engine_of, make_phase, make_token, make_user, team_of
 
-from cli.participant import queue_line
+from cli.participant.runs import queue_line
 from server.jobs import waits
 from server.models import Submission, utcnow
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import html
 
+from organizer_world import org, world  # noqa: F401 — the fixtures
 from sqlmodel import Session, select
-from test_web_organizer import org, world  # noqa: F401 — the fixtures
 from webkit import engine_of, make_submission, team_of
 
 from server.models import AuditLog, Phase, Submission

@@ -18,14 +18,12 @@ import threading
 import time
 
 import pytest
+from apikit import api
 from backbone import kill_group, worker_process
+from browserkit import _body, _errors, _fill, _go, _look, _sign_in, _status_of, _width, driver  # noqa: F401  (driver: Chromium, console read)
 from webkit import make_phase, make_token, make_user
 
 from server.domain import accounts
-from tests.test_browser import _body, _fill, _go
-from tests.test_competition_flow import _look, _sign_in, _status_of
-from tests.test_crawl import _errors, _width, driver  # noqa: F401  (driver: Chromium, console read)
-from tests.test_own_runs import api
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 SLUG = "paraphrase-2027"

@@ -177,25 +177,29 @@ PHASE_COMMANDS = {
 }
 
 
-def _flag(name: str, field=None) -> str:
+def action_flag(name: str, field=None) -> str:
     """The flag of a declared option: its public name (`close_first` is `--close`)."""
     return "--" + (getattr(field, "alias", None) or name).replace("_", "-")
 
 
-def _options() -> list[click.Option]:
+def action_options() -> list[click.Option]:
     """The declared options of the phase actions as flags (a yes-or-no one as a bare flag); their
     values are checked against the declaration when the command runs."""
-    from server import api_models as m  # here: the API's models load when a phase action runs
+    # here, and their own subject only: the remote `organizer close|freeze|unfreeze|publish` read
+    # them too, and load no other declared model (nor the database) for it
+    from server.api_models.tasks import PhaseAction
 
     out = []
-    for name, f in m.PhaseAction.model_fields.items():
+    for name, f in PhaseAction.model_fields.items():
         if f.annotation is bool:
-            out.append(click.Option([_flag(name, f), name], is_flag=True, help=f.description))
+            out.append(click.Option([action_flag(name, f), name], is_flag=True, help=f.description))
         else:
             ann, args = f.annotation, getattr(f.annotation, "__args__", ())
             kind = ann if ann in (int, float) else next((k for k in (int, float) if k in args), str)
             out.append(
-                click.Option([_flag(name, f), name], type=kind, default=None, help=f.description)
+                click.Option(
+                    [action_flag(name, f), name], type=kind, default=None, help=f.description
+                )
             )
     return out
 
@@ -208,7 +212,7 @@ class LazyPhaseCommand(click.Command):
 
     def get_params(self, ctx):
         if not self.loaded:
-            self.params[2:2] = _options()  # after TASK and PHASE
+            self.params[2:2] = action_options()  # after TASK and PHASE
             self.loaded = True
         return super().get_params(ctx)
 
@@ -237,7 +241,7 @@ def phase_command(name: str, help_text: str) -> click.Command:
         except ValueError as e:  # pydantic's ValidationError, naming each field
             raise Refused(
                 "; ".join(
-                    f"{_flag(str(x['loc'][0]), fields.get(str(x['loc'][0])))}: {x['msg']}"
+                    f"{action_flag(str(x['loc'][0]), fields.get(str(x['loc'][0])))}: {x['msg']}"
                     for x in e.errors()
                 )
             ) from None
@@ -245,7 +249,7 @@ def phase_command(name: str, help_text: str) -> click.Command:
             extra = phase_action_options(name, options, settings)
         except UploadFieldsInvalid as e:
             stray = next(iter(e.fields))
-            flag = _flag(stray, m.PhaseAction.model_fields[stray])
+            flag = action_flag(stray, m.PhaseAction.model_fields[stray])
             raise Refused(f"phases {name} takes no {flag}") from None
         with local_session(settings) as s:
             p = phase_or_refuse(s, task, phase_name)
