@@ -24,6 +24,7 @@ pytest.register_assert_rewrite(
     "backbone",
     "blindkit",
     "browserkit",
+    "bundlekit",
     "campaign_world",
     "campaignkit",
     "helpers",

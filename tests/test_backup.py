@@ -498,7 +498,7 @@ def test_a_missing_bucket_is_named_with_how_to_create_it(
     assert "nothing restored" in said
     assert not (target / "uploads").exists() and not (target / "palimpsest.db").exists()
 
-    from test_task_versions import _bundle
+    from bundlekit import _bundle
 
     r = _cli("competitions", "create", str(_bundle(tmp_path, "v1")), "--json", env=env)
     assert r.exit_code != 0 and "Traceback" not in r.output, r.output

@@ -11,7 +11,7 @@ import subprocess
 import uuid
 
 import pytest
-from test_api import _h, _submit, _tric_file
+from apikit import _h, _submit, _tric_file
 
 
 @pytest.fixture

@@ -26,9 +26,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from livekit import _at_once, _codes, _free_port, _people
 from sqlmodel import Session, SQLModel, select
-from test_races_live import _at_once, _codes, _people
-from test_supervisor import _free_port
 
 from server.db import get_engine
 from server.domain import accounts

@@ -16,14 +16,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
-from livekit import _free_port
+from livekit import _at_once, _code, _codes, _free_port, _people, _seq
 from sqlmodel import Session, SQLModel, select
 
 from server.db import get_engine
@@ -99,23 +98,6 @@ def served(request, home, tmp_path_factory, private_redis_url):
     )
 
 
-_seq = iter(range(10**6))
-
-
-def _people(eng, n: int, tag: str) -> list[tuple[int, str]]:
-    """`n` new accounts with API tokens: (user id, token)."""
-    from server.domain.accounts import create_token, create_user
-
-    out = []
-    with Session(eng, expire_on_commit=False) as s:
-        for i in range(n):
-            u = create_user(s, email=f"{tag}-{i}-{next(_seq)}@x.org", password="correct horse 1")
-            _, tok = create_token(s, user=u)
-            out.append((u.id, tok))
-        s.commit()
-    return out
-
-
 def _competition(eng, slug: str, **fields) -> int:
     from server.models import Competition
 
@@ -140,23 +122,6 @@ def _call(url: str, token: str, method: str = "POST", body: dict | None = None):
         return e.code, json.loads(e.read() or b"null")
 
 
-def _at_once(calls) -> list[tuple[int, dict]]:
-    """Run the calls (functions of no argument) in parallel threads released by one barrier."""
-    go = threading.Barrier(len(calls))
-    got: list = [None] * len(calls)
-
-    def run(i, f):
-        go.wait()
-        got[i] = f()
-
-    ts = [threading.Thread(target=run, args=(i, f)) for i, f in enumerate(calls)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(180)
-    return got
-
-
 def _team(eng, cid: int, captain: int, name: str) -> tuple[int, str]:
     from server.models import Team, TeamMember
 
@@ -174,18 +139,6 @@ def _members(eng, team_id: int) -> list:
 
     with Session(eng) as s:
         return list(s.exec(select(TeamMember).where(TeamMember.team_id == team_id)))
-
-
-def _code(body) -> str:
-    return ((body or {}).get("error") or {}).get("code", "") if isinstance(body, dict) else ""
-
-
-def _codes(got) -> dict:
-    out: dict = {}
-    for status, body in got:
-        key = f"{status} {_code(body)}".strip()
-        out[key] = out.get(key, 0) + 1
-    return out
 
 
 def test_twenty_joins_at_once_keep_the_team_size_cap(served):

@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 from apikit import _h, _run_job, _submit
+from bundlekit import _bundle
 from click.testing import CliRunner
 from sqlmodel import Session, func, select
 from webkit import Browser, engine_of, update_phase
@@ -43,20 +43,6 @@ def _forget_declared_task():
     from tasks import unregister_declared
 
     unregister_declared(TASK)
-
-
-def _bundle(tmp_path: Path, name: str = "bundle", edit=None) -> Path:
-    """A copy of the example (registration automatic), edited by `edit(spec, root)`."""
-    root = tmp_path / name
-    shutil.copytree(EXAMPLE, root)
-    spec = yaml.safe_load((root / "competition.yaml").read_text(encoding="utf-8"))
-    spec["registration"]["approval"] = "auto"
-    spec["state"] = "visible"
-    spec["fact_fields"] = []  # runs without a fact sheet
-    if edit is not None:
-        edit(spec, root)
-    (root / "competition.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    return root
 
 
 def _cli(*args, ok=True):
