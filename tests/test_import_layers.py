@@ -34,13 +34,20 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # with the first page rendered (server/domain/sanitize.py); 90: the queue and the outbox of
 # server.jobs.dispatch, loaded when a job is first enqueued, and numba's compiled sweep
 # (scorer/bootstrap.py), with the first token statistics; 91: jax in agreement_bayes.keep_compiled
-# 92: the remote phase actions read their declared options when one runs (cli/organizer/phases.py)
-MAX_FUNCTION_IMPORTS = 92
+# 92: the remote phase actions read their declared options when one runs (cli/organizer/phases.py).
+# From here on the command line (cli/) counts apart like server/cli/ (below): 70 elsewhere after
+# the blind runs' gate, the statistics' queue, the signed backups and the papers' protocols were
+# merged with 16 imports moved to their modules' tops; the goal is under 60 (the lazy loads of
+# jax, torch and boto3 each behind one loader)
+MAX_FUNCTION_IMPORTS = 71
 # server/cli.py holds the server's commands on `palimpsest`; cli/main.py loads it only when one of
 # them runs, and each command imports what it uses in its own body (a local command is a process
 # of its own: what it imports is its start-up time), as the module says once at its top. Its
 # imports are counted apart, under their own ceiling, and need no comment each.
-COMMAND_MODULES: dict[str, int] = {"server/cli/": 62}  # the package, together; 61 -> 62: its split
+COMMAND_MODULES: dict[str, int] = {
+    "server/cli/": 62,  # the package, together; 61 -> 62: its split
+    "cli/": 24,  # the remote and offline commands, as command modules
+}
 
 
 @dataclass(frozen=True)
