@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 
 from cli.client import Client, ClientError, load_config, save_config, upload_large
+from tasks.declared import DECLARATION
 from tasks.store import TaskStore
 
 FINAL = {"scored", "failed"}
@@ -133,7 +134,7 @@ def register(main: click.Group) -> None:
             name = info.filename
             if info.is_dir() or name.startswith("/") or ".." in Path(name).parts:
                 continue
-            if name != "task.json" and not name.startswith("public/"):
+            if name not in ("task.json", DECLARATION) and not name.startswith("public/"):
                 continue
             dest = store.root / name
             dest.parent.mkdir(parents=True, exist_ok=True)

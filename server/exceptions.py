@@ -148,3 +148,12 @@ class StoreUnreachable(PalimpsestError):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+class WrongSplit(SubmissionRefused):
+    """A file whose ids are those of another split than its phase's: it names that split and the
+    phase to choose."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.code = "wrong_split"

@@ -61,7 +61,7 @@ def submit_code(
     team = uploader_team(s, user, task.id, baseline=fields.baseline)
     if not TaskStore(task.id, settings.home).exists():
         raise LifecycleRefused(f"task {task.id!r} has no data yet", "not_imported")
-    phase = common.phase_or_default(s, task.id, fields.phase)
+    phase = common.phase_or_default(s, task.id, fields.phase, accepts="code")
     if phase.accepts == "predictions" and not fields.baseline:  # baselines run anywhere
         raise LifecycleRefused(
             f"the {phase.name} phase of {task.id} takes prediction files, not systems",

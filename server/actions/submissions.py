@@ -12,7 +12,7 @@ from server import api_models as m
 from server.actions import common
 from server.actions.common import action
 from server.db import transaction
-from server.domain import facts, lifecycle, people
+from server.domain import facts, lifecycle, people, phase_choice
 from server.domain.accounts import audit, can_see_submission
 from server.domain.baselines import baseline_team
 from server.domain.submissions import create_submission
@@ -210,6 +210,10 @@ def submit(
     sheet = fact_sheet(s, task.id, phase, fields)
     if _empty_stream(stream):
         raise EmptyUpload()
+    # a file of another split's ids: refused now, naming the phase to choose
+    phase_choice.refuse_other_split(
+        task, settings.home, phase, common.phases_of(s, task.id), stream, filename or ""
+    )
     try:
         sub = create_submission(
             s,

@@ -145,7 +145,7 @@ def task(task_id: str):
         kit_text = readme.read_text(encoding="utf-8", errors="replace") if readme else ""
         kit_url = url_for("pages.download", task_id=t.id, split=releases.KIT)
     else:
-        kit_text = starting_kit.readme(t, _systems(t.id))
+        kit_text = starting_kit.readme(t, _systems(t.id), _site())
         kit_url = url_for("pages.kit", task_id=t.id)
 
     return render_template(
@@ -161,6 +161,11 @@ def task(task_id: str):
     )
 
 
+def _site() -> str:
+    """The site's address for a kit's login line: its base URL, else the address asked."""
+    return (get_settings().base_url or request.host_url).rstrip("/")
+
+
 def _systems(task_id: str) -> tuple[str, ...]:
     """The reference systems that apply to a task (loaded when a kit is asked for)."""
     from baselines.systems import SYSTEMS  # the baselines' module loads when a kit is asked for
@@ -172,7 +177,7 @@ def _systems(task_id: str) -> tuple[str, ...]:
 def kit(task_id: str):
     """The starting kit generated from the task's declaration (no data in it)."""
     t = task_or_404(task_id)
-    files = starting_kit.kit_files(t, _systems(t.id))
+    files = starting_kit.kit_files(t, _systems(t.id), _site())
     return Response(
         starting_kit.kit_zip(t, files),
         mimetype="application/zip",
