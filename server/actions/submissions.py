@@ -206,14 +206,14 @@ def submit(
             f"prediction files: `palimpsest submit {task.id} --code DIR`",
             "code_only",
         )
-    # the fact sheet, checked before anything is stored: a refusal names every problem (422)
-    sheet = fact_sheet(s, task.id, phase, fields)
     if _empty_stream(stream):
         raise EmptyUpload()
     # a file of another split's ids: refused now, naming the phase to choose
     phase_choice.refuse_other_split(
         task, settings.home, phase, common.phases_of(s, task.id), stream, filename or ""
     )
+    # the fact sheet, checked before anything is stored: a refusal names every problem (422)
+    sheet = fact_sheet(s, task.id, phase, fields)
     try:
         sub = create_submission(
             s,
