@@ -116,3 +116,18 @@ def test_the_competition_is_created_and_its_kit_downloads_with_the_code(app, tmp
     assert "public/starting_kit/baseline.py" in names, names
     assert z.read("public/starting_kit/baseline.py").decode() == BASELINE
     assert "public/starting_kit/explore.ipynb" in names
+
+
+def test_the_loci_importers_help_names_the_releases_three_files():
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    r = CliRunner().invoke(main, ["tasks", "import", "--help"])
+    text = " ".join(r.output.split())
+    for name in ("hieronymus_samples.csv", "vergil_samples.csv", "ground_truth.csv"):
+        assert name in text, text
+    docs = " ".join((REPO / "docs" / "tasks.md").read_text(encoding="utf-8").split())
+    assert (
+        "--query hieronymus_samples.csv --source vergil_samples.csv --gold ground_truth.csv" in docs
+    )
