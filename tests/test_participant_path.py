@@ -2,7 +2,9 @@
 HTTP, a worker beside it): the task's generated starting kit's steps run verbatim (only the token
 filled in and the kit's file name given its content), so the downloaded folder validates and
 scores a dev file offline with the site's numbers; a test file sent without a phase goes to the
-phase on the test split (`evaluation`), and a dev file sent there is refused naming the split."""
+phase on the test split (`evaluation`), and a dev file sent there is refused naming the split; a
+new person signs up, registers and uploads with the command line only, the address confirmed by
+a token mailed through a real SMTP server (aiosmtpd)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import zipfile
@@ -26,6 +29,30 @@ pytestmark = pytest.mark.slow
 
 EXAMPLE = REPO / "examples" / "bundle-sts-latin"
 SLUG, TASK = "sts-latin-2027", "sts-latin"
+
+
+class Mailbox:
+    """What a real SMTP server (aiosmtpd on a local port) received."""
+
+    def __init__(self):
+        self.messages: list[dict] = []
+        self.cond = threading.Condition()
+
+    async def handle_DATA(self, server, session, envelope):
+        from email import message_from_bytes, policy
+
+        msg = message_from_bytes(envelope.content, policy=policy.default)
+        with self.cond:
+            self.messages.append(
+                {"to": envelope.rcpt_tos, "body": msg.get_body(("plain",)).get_content()}
+            )
+            self.cond.notify_all()
+        return "250 OK"
+
+    def wait_for(self, to: str, timeout: float = 30.0) -> dict:
+        with self.cond:
+            self.cond.wait_for(lambda: any(to in m["to"] for m in self.messages), timeout)
+            return next(m for m in self.messages if to in m["to"])
 
 
 def _free_port() -> int:
@@ -55,11 +82,19 @@ def _ok(r):
 def site(tmp_path_factory):
     """The example competition served with one worker; its development phase open, Ann approved
     in team Lexica."""
+    from aiosmtpd.controller import Controller
+
     base = tmp_path_factory.mktemp("path")
+    box = Mailbox()
+    smtp = Controller(box, hostname="127.0.0.1", port=_free_port())
+    smtp.start()
     server = {
         **os.environ,
         "PALIMPSEST_HOME": str(base / "server"),
         "PYTHONPATH": str(REPO),
+        "PALIMPSEST_SMTP_HOST": "127.0.0.1",
+        "PALIMPSEST_SMTP_PORT": str(smtp.port),
+        "PALIMPSEST_SMTP_SECURITY": "none",
     }
     for k in ("REDIS_URL", "DATABASE_URL", "PALIMPSEST_SERVER", "PALIMPSEST_TOKEN"):
         server.pop(k, None)
@@ -123,12 +158,13 @@ def site(tmp_path_factory):
     _ok(_cli(["register", SLUG, "--accept-terms"], ann, base))
     _ok(_cli(["organizer", "approve", SLUG, "ann@example.org"], org, base))
     _ok(_cli(["teams", "create", "Lexica", "--competition", SLUG], ann, base))
-    yield {"url": url, "tokens": tokens, "base": base, "ann": ann}
+    yield {"url": url, "tokens": tokens, "base": base, "ann": ann, "mail": box}
     os.killpg(proc.pid, 15)
     try:
         proc.wait(30)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, 9)
+    smtp.stop()
 
 
 def _kit_steps(url: str) -> tuple[str, list[str]]:
@@ -241,3 +277,64 @@ def test_the_cli_sends_a_test_file_to_evaluation_and_refuses_a_dev_file_there(si
     sub = json.loads(r.stdout)
     status = json.loads(_ok(_cli(["status", str(sub["id"]), "--json"], site["ann"], work)).stdout)
     assert status["phase"] == "evaluation", status
+
+
+def test_a_person_signs_up_registers_and_uploads_with_the_command_line_only(site):
+    work = site["base"] / "newcomer"
+    work.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_CONFIG_HOME": str(work / "cfg")}
+    for k in ("PALIMPSEST_HOME", "PALIMPSEST_SERVER", "PALIMPSEST_TOKEN"):
+        env.pop(k, None)
+    url = site["url"]
+    r = _ok(_cli(["signup", "bo@example.org", "--server", url, "--competition", SLUG], env, work))
+    assert "we sent a message to bo@example.org" in r.stdout
+    body = site["mail"].wait_for("bo@example.org")["body"]
+    (token,) = re.findall(r"--finish (\S+)", body)
+    assert f"{url}/auth/register/{token}" in body  # the web's link finishes it too
+    r = _cli(
+        ["signup", "--server", url, "--finish", token + "x", "--password-stdin"],
+        env,
+        work,
+        "a long passphrase\n",
+    )
+    assert r.returncode == 1 and "invalid or expired" in r.stderr
+    r = _ok(
+        _cli(
+            ["signup", "--server", url, "--finish", token, "--password-stdin"],
+            env,
+            work,
+            "a long passphrase\n",
+        )
+    )
+    assert f"palimpsest register {SLUG}" in r.stdout
+    assert oct((work / "cfg" / "palimpsest" / "config.json").stat().st_mode & 0o777) == "0o600"
+    r = _cli(
+        ["signup", "--server", url, "--finish", token, "--password-stdin"],
+        env,
+        work,
+        "another one!\n",
+    )
+    assert r.returncode == 1 and "has an account already" in r.stderr  # the token makes one
+    # the config the sign-up wrote is this command line's login from now on
+    _ok(_cli(["register", SLUG, "--accept-terms"], env, work))
+    org = {**site["ann"], "PALIMPSEST_TOKEN": site["tokens"]["admin"]}
+    _ok(_cli(["organizer", "approve", SLUG, "bo@example.org"], org, work))
+    _ok(_cli(["teams", "create", "Newcomers", "--competition", SLUG], env, work))
+    r = _ok(
+        _cli(
+            [
+                "submit",
+                TASK,
+                str(EXAMPLE / "predictions-dev.jsonl"),
+                "--phase",
+                "development",
+                "--fact",
+                "external_data=no",
+                "--wait",
+                "--json",
+            ],
+            env,
+            work,
+        )
+    )
+    assert json.loads(r.stdout)["status"] == "scored"
