@@ -100,5 +100,6 @@ def init_app(app) -> None:
     app.register_blueprint(bp)
     app.register_blueprint(_docs_blueprint())
     # signing up mails an address: throttled as the web's registration, on the same counters
-    for endpoint in ("api.signup", "api.signup_finish"):
-        throttle.limit_account_mail(app, endpoint)
+    throttle.limit_account_mail(app, "api.signup")
+    # finishing mails nothing: counted per client (its token is the address's proof)
+    throttle.limit_account_mail(app, "api.signup_finish", per_mailbox=False)

@@ -205,19 +205,20 @@ def init_app(app: Flask) -> None:
         limit_account_mail(app, endpoint)
 
 
-def limit_account_mail(app: Flask, endpoint: str) -> None:
+def limit_account_mail(app: Flask, endpoint: str, per_mailbox: bool = True) -> None:
     """Throttle a view that mails an account's address (register, reset, the API's sign-up) per
-    address mailed and per client, sharing the web's counters: a sign-up over the API counts as
-    one on the web does."""
+    address mailed (`per_mailbox`) and per client, sharing the web's counters: a sign-up over the
+    API counts as one on the web does."""
     limiter = app.extensions["palimpsest.limiter"]
     views = app.view_functions
-    views[endpoint] = limiter.limit(
-        _setting("account_limit_email"), key_func=mailbox, methods=["POST"], scope="mailbox"
-    )(
-        limiter.limit(
-            _setting("account_limit_address"),
-            key_func=address,
-            methods=["POST"],
-            scope="account-address",
-        )(views[endpoint])
-    )
+    view = limiter.limit(
+        _setting("account_limit_address"),
+        key_func=address,
+        methods=["POST"],
+        scope="account-address",
+    )(views[endpoint])
+    if per_mailbox:  # one counter per address over every view that mails it
+        view = limiter.shared_limit(
+            _setting("account_limit_email"), "mailbox", key_func=mailbox, methods=["POST"]
+        )(view)
+    views[endpoint] = view
