@@ -19,6 +19,7 @@ from scorer import SubmissionInvalid, validate_file
 from server import models
 from server.domain.lifecycle import phase_state
 from server.exceptions import WrongSplit
+from tasks.errors import PalimpsestError
 
 # the order splits are preferred in when no phase is named
 SPLIT_ORDER = ("test", "dev")
@@ -74,10 +75,12 @@ def refuse_other_split(
             return
         except SubmissionInvalid:
             pass
+        except PalimpsestError:  # the split not imported: the intake and the scorer say so
+            return
         for split in others:
             try:
                 validate_file(task.id, tmp.name, split, home)
-            except SubmissionInvalid:
+            except PalimpsestError:  # invalid there too, or a split not imported
                 continue
             fits = [p for p in phases if p.split == split and p.accepts == "predictions"]
             choose = default_phase(fits)
