@@ -55,7 +55,11 @@ def submit(task_id: str):
         abort(404)
     form = SystemForm() if request.method == "POST" else SystemForm(formdata=None)
     form.phase.choices = [
-        (p.name, f"{p.name} ({p.split}{', blind' if p.blind else ''})") for p in phases
+        (
+            p.name,
+            f"{p.name} (split {p.split}{'; its inputs stay on the server' if p.blind else ''})",
+        )
+        for p in phases
     ]
     sheet = fact_sheet(t.id)
 
