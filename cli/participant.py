@@ -530,7 +530,8 @@ def register(main: click.Group) -> None:
             {
                 "rank": r.get("rank"),
                 "team": r.get("team"),
-                "type": r.get("row_type"),
+                # an organizer's board keeps removed and hidden runs, unranked: say so
+                "type": f"{r.get('row_type')}: {r['note']}" if r.get("note") else r.get("row_type"),
                 "method": r.get("method_name"),
                 **{k: (r.get("metrics") or {}).get(k) for k in cols},
             }

@@ -337,4 +337,10 @@ def test_a_person_signs_up_registers_and_uploads_with_the_command_line_only(site
             work,
         )
     )
-    assert json.loads(r.stdout)["status"] == "scored"
+    run = json.loads(r.stdout)
+    assert run["status"] == "scored"
+    # the team deletes it: the organizer's board from the command line marks it, unranked
+    _ok(_cli(["delete", str(run["id"])], env, work))
+    r = _ok(_cli(["leaderboard", TASK, "--phase", "development"], org, work))
+    marked = [x for x in r.stdout.splitlines() if "team: removed" in x]
+    assert len(marked) == 1, r.stdout  # the one run deleted, marked and unranked
