@@ -291,7 +291,9 @@ def register():
             "registered before keeps its old password).",
             "ok",
         )
-        return redirect(url_for("auth.login", email=email, next=_landing(competition)))
+        # signed in, the person lands on the competition they came from (if any)
+        landing = _landing(competition) if competition else None
+        return redirect(url_for("auth.login", email=email, next=landing))
     return render_template("auth/register.html", email="", mail=mail, competition=competition)
 
 
