@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 from datetime import datetime, timezone
-from typing import Generic, Optional, TypeVar, get_args
+from typing import Generic, Optional, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -20,36 +19,6 @@ class Model(BaseModel):
     # a model's validator and serializer are built when it is first used, not when its module
     # loads: a command uses a few of the hundred (`palimpsest competitions list` one)
     model_config = ConfigDict(extra="forbid", defer_build=True)
-
-    def model_dump(self, **kw):
-        _nested_built(type(self))
-        return super().model_dump(**kw)
-
-    def model_dump_json(self, **kw):
-        _nested_built(type(self))
-        return super().model_dump_json(**kw)
-
-
-def _models_in(annotation) -> list[type[BaseModel]]:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    return [m for a in get_args(annotation) for m in _models_in(a)]
-
-
-@functools.cache
-def _nested_built(cls: type[BaseModel]) -> None:
-    """Build the serializers of the models nested in `cls` (deferred ones included): pydantic
-    leaves a nested deferred model's serializer a placeholder when the outer one is built first,
-    and dumping the outer one then fails (`MockValSer`)."""
-    seen, todo = {cls}, [cls]
-    while todo:
-        for f in todo.pop().model_fields.values():
-            for sub in _models_in(f.annotation):
-                if sub not in seen:
-                    seen.add(sub)
-                    todo.append(sub)
-                    if not sub.__pydantic_complete__:
-                        sub.model_rebuild(force=True)
 
 
 def _utc_iso(dt: datetime | None) -> str | None:
