@@ -138,8 +138,8 @@ def main() -> None:
                     url="",
                     show_publicly=True,
                     settings=settings,
-                    enqueue=False,
                 )
+                s2.commit()
             lat.append(time.monotonic() - t0)
             k += 1
             time.sleep(0.05)

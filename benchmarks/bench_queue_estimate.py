@@ -47,7 +47,7 @@ def main() -> None:
     from server.db import get_engine
     from server.domain.submissions import create_submission, ensure_phases
     from server.jobs import waits
-    from server.jobs.dispatch import KEY, Jobs
+    from server.jobs.dispatch import KEY, Jobs, jobs
     from server.jobs.embedded import EmbeddedRedis
     from server.jobs.queue import connect
     from server.migrate import upgrade
@@ -89,6 +89,8 @@ def main() -> None:
                 method_name="bench",
                 settings=settings,
             )
+            jobs(s).score(s, sub.id)  # queued once committed
+            s.commit()
             return sub.id, waits.live_standing(s, sub, conn)
 
     def pending(after: int) -> int:

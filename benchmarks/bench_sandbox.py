@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from server.domain.system_archive import unpack  # noqa: E402
-from server.jobs.scoring import sandbox  # noqa: E402
+from server.jobs import sandbox  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "system-sts-latin"
 INPUTS = REPO / "examples" / "bundle-sts-latin" / "sts-latin" / "test" / "inputs.jsonl"
@@ -113,7 +113,7 @@ def tric(release: Path, work: Path) -> dict:
     t0 = time.perf_counter()
     archive = baseline_archive("tric-binary", "bi-encoder", opts, work / "bi.zip")
     m = unpack(archive, work / "code")
-    stage_inputs(home, "tric-binary", "test", _readable_dir(work / "input"))
+    stage_inputs(home, "tric-binary", "test", _readable_dir(work / "input"), set())
     r = sandbox.run(
         m.command,
         code=work / "code",

@@ -106,7 +106,7 @@ def main() -> None:
 
     from server.db import get_engine
     from server.domain.submissions import create_submission, ensure_phases
-    from server.jobs.dispatch import KEY, Jobs
+    from server.jobs.dispatch import KEY, Jobs, jobs
     from server.jobs.embedded import EmbeddedRedis
     from server.jobs.queue import connect
     from server.migrate import upgrade
@@ -135,7 +135,7 @@ def main() -> None:
 
     def submit(i):
         with Session(engine, expire_on_commit=False, info={KEY: Jobs(settings, redis=conn)}) as s:
-            return create_submission(
+            sub = create_submission(
                 s,
                 user=user,
                 team=team,
@@ -145,7 +145,10 @@ def main() -> None:
                 filename="p.jsonl",
                 method_name="bench",
                 settings=settings,
-            ).id
+            )
+            jobs(s).score(s, sub.id)  # queued once committed
+            s.commit()
+            return sub.id
 
     def status(sid):
         with engine.connect() as c:

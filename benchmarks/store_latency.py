@@ -104,8 +104,8 @@ def main() -> None:
                         url="",
                         show_publicly=True,
                         settings=web,
-                        enqueue=False,
                     )
+                    s.commit()
                 # the worker's settings come from the environment, as in a worker process
                 os.environ["PALIMPSEST_HOME"] = str(worker_home)
                 os.environ["DATABASE_URL"] = web.sqlalchemy_url()

@@ -255,7 +255,7 @@ def register(group: click.Group, *, home_option, friendly) -> None:
             return
         if record and not server:
             # the server (SQLAlchemy, its models) loads only here: `palimpsest --help` stays light
-            from server.domain.baselines import record_baseline, server_database, server_settings
+            from server.actions.baselines import record_baseline, server_database, server_settings
 
             # the local database at head (or refused) before any run, not after
             server_database(server_settings(home))

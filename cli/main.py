@@ -726,6 +726,13 @@ def score_cmd(task_id, file, split, home, as_json):
         click.echo(
             f"{m:<10}" + "".join(f"{_num(result['metrics'][s].get(m)):>10}" for s in subsets)
         )
+    cuts = result.get("cuts") or {}
+    if cuts:  # a ranking cut at each declared k, its top k taken as the predicted links
+        columns = list(next(iter(cuts.values())))
+        click.echo("ranking cut at k (the top k sources of each query as its links):")
+        click.echo(f"{'k':>8}" + "".join(f"{c:>12}" for c in columns))
+        for k, row in cuts.items():
+            click.echo(f"{k:>8}" + "".join(f"{_num(row[c]):>12}" for c in columns))
     for n in result["notes"]:
         click.echo(f"note: {n}")
 

@@ -422,11 +422,34 @@ def register(main: click.Group) -> None:
 
     @organizer.command("review")
     @click.argument("run_id", type=int)
+    @click.option(
+        "--redact",
+        "redacted",
+        type=click.File("r", encoding="utf-8"),
+        help="Release this file (the log with lines removed or redacted) instead of the log.",
+    )
+    @click.option("--withhold", is_flag=True, help="Withhold the log from the team.")
+    @click.option("--note", default="", help="A note the team reads (why a log is withheld).")
     @JSON
-    def review(run_id, as_json):
-        """Mark a code run reviewed (on a blind phase its team may then read its log)."""
-        r = call(as_json, lambda c: c.send_json("POST", f"/runs/{run_id}/review"))
-        emit(as_json, r, lambda r: click.echo(f"code run {r['id']} reviewed\n{r.get('log') or ''}"))
+    def review(run_id, redacted, withhold, note, as_json):
+        """Review an ended code run: on a blind phase its team then reads its log as it is (the
+        default), the redacted copy `--redact FILE`, or nothing but `--note` (`--withhold`)."""
+        if redacted is not None and withhold:
+            raise click.UsageError("--redact or --withhold, not both")
+        body = {"decision": "withhold" if withhold else "redact" if redacted else "release"}
+        if redacted is not None:
+            body["log"] = redacted.read()
+        if note:
+            body["note"] = note
+        r = call(as_json, lambda c: c.send_json("POST", f"/runs/{run_id}/review", body))
+        emit(
+            as_json,
+            r,
+            lambda r: click.echo(
+                f"code run {r['id']} reviewed: {r.get('release') or 'release'}\n"
+                + (r.get("log") or "")
+            ),
+        )
 
     @organizer.command("rescore")
     @click.argument("submission_id", type=int)

@@ -671,18 +671,26 @@ def _submit_code(c: Client, task_id: str, code: Path, fields: dict, wait: bool, 
 
 def _print_run(run: dict) -> None:
     used = run.get("resources") or {}
-    click.echo(f"code run {run['id']} ({run['task']}, {run['phase']}): {run['stage']}")
+    category = run.get("category") or run["stage"]
+    click.echo(f"code run {run['id']} ({run['task']}, {run['phase']}): {category}")
     if used:
         click.echo(
             f"  used {used.get('cpu_seconds', 0):.2f} s of CPU, "
             f"{used.get('wall_seconds', 0):.2f} s wall, {used.get('peak_rss_mb', 0):.0f} MB"
         )
-    if run.get("reason"):
+    if run.get("reason") and run["reason"] != category:
         click.echo(f"  {run['failure_kind'] or ''} failure: {run['reason']}")
     if run.get("submission"):
         click.echo(f"  its output is submission {run['submission']}")
+    if run.get("review_note"):
+        click.echo(f"  the organizers' note: {run['review_note']}")
     if run.get("log_hidden"):
-        click.echo("  its log waits for an organizer's review (a blind phase)")
+        withheld = run.get("release") == "withhold"
+        click.echo(
+            "  its log is withheld by the organizers"
+            if withheld
+            else "  its log waits for an organizer's review (a blind phase)"
+        )
     elif run.get("log"):
         click.echo(run["log"].rstrip())
 

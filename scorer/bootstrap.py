@@ -26,6 +26,7 @@ No Flask, no database: the server stores `unit_arrays(...)` per scored submissio
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -531,17 +532,30 @@ class _KeyedUnits(_Units):
             # drawn is the instance: one instance is in the test sets of several folds, and
             # its copies move together (drawn apart, they would pass for independent units
             # and narrow the intervals)
-            if boot.subset == "macro":
-                raise ValueError("no bootstrap for a macro over folds")
             fold = [str(gold[i][task.cross_validation.field]) for i in keep]
-            sub = boot.masks[boot.subset]
-            boot.masks = {
-                f: sub & np.array([x == f for x in fold], dtype=bool) for f in dict.fromkeys(fold)
-            }
+            boot.fold_groups = None
+            if boot.subset == "macro":
+                # each fold's macro over the groups it holds, then the mean over the folds
+                # (STR-2022's folds of one language: the fold's value is that language's)
+                boot.fold_groups = {}
+                masks = {}
+                for f in dict.fromkeys(fold):
+                    in_f = np.array([x == f for x in fold], dtype=bool)
+                    names = [f"{f}/{g}" for g in boot.masks]
+                    for g, name in zip(boot.masks, names, strict=True):
+                        masks[name] = boot.masks[g] & in_f
+                    boot.fold_groups[f] = names
+                boot.masks = masks
+            else:
+                sub = boot.masks[boot.subset]
+                boot.masks = {
+                    f: sub & np.array([x == f for x in fold], dtype=bool)
+                    for f in dict.fromkeys(fold)
+                }
             boot.strata = ["all"] * len(keep)
             boot.clusters = [unit_id(gold[i], task.format.key) for i in keep]
             boot.resampling = "instances across folds"
-            boot.folds = list(boot.masks)
+            boot.folds = list(boot.fold_groups or boot.masks)
 
     @staticmethod
     def samples(boot, decl, arrays, W):
@@ -559,7 +573,15 @@ class _KeyedUnits(_Units):
             per[name] = np.where(w.sum(axis=1) > 0, v, np.nan)
         if boot.subset != "macro" and boot.folds is None:
             return per[boot.subset]
-        return _group_mean(per, {g: W[:, m].sum(axis=1) for g, m in boot.masks.items()}, B)
+        held = {g: W[:, m].sum(axis=1) for g, m in boot.masks.items()}
+        if boot.folds is not None and getattr(boot, "fold_groups", None):
+            fold_values = {
+                f: _group_mean({n: per[n] for n in names}, {n: held[n] for n in names}, B)
+                for f, names in boot.fold_groups.items()
+            }
+            fold_held = {f: sum(held[n] for n in names) for f, names in boot.fold_groups.items()}
+            return _group_mean(fold_values, fold_held, B)
+        return _group_mean(per, held, B)
 
 
 # ----------------------------------------------------------------- tokens, clustered by document
@@ -723,12 +745,46 @@ class _LinkUnits(_Units):
         boot.qcols[[qidx[q] for q in boot.units]] = np.arange(len(boot.units))
         boot.gold_links = (gq, gs)
         boot._source_order = None
+        boot.fold_cols = None
+        if task.is_cross_validated(split):
+            # folds of the queries: each resampled within itself (a fold keeps its size), scored
+            # on its own, and the mean over the folds taken as the scorer takes it
+            fold_of = fam.folds()
+            boot.strata = [fold_of[q] for q in boot.units]
+            boot.fold_cols = {}
+            for i, f in enumerate(boot.strata):
+                boot.fold_cols.setdefault(f, []).append(i)
+            boot.fold_cols = {
+                f: np.asarray(boot.fold_cols[f], dtype=np.int64)
+                for f in sorted(boot.fold_cols, key=metrics.fold_key)
+            }
+            boot.folds = list(boot.fold_cols)
+            boot.resampling = "queries within each fold"
 
     @staticmethod
     def samples(boot, decl, arrays, W):
+        if getattr(boot, "fold_cols", None):
+            return _LinkUnits.fold_mean(boot, decl, arrays, W)
         if decl.resample == "sums":
             return _LinkUnits.counts(boot, arrays, W)
         return np.array([_LinkUnits.once(boot, arrays, w) for w in W])
+
+    @staticmethod
+    def fold_mean(boot, decl, arrays, W):
+        """The mean over the folds of each fold's value, each on its own queries' columns."""
+        per, held = {}, {}
+        mapped = boot.qcols >= 0
+        for f, cols in boot.fold_cols.items():
+            sub = copy.copy(boot)
+            sub.fold_cols = None
+            sub.units = [boot.units[i] for i in cols]
+            pos = np.full(len(boot.units), -1, dtype=np.int64)
+            pos[cols] = np.arange(len(cols))
+            sub.qcols = np.full(len(boot.qcols), -1, dtype=np.int64)
+            sub.qcols[mapped] = pos[boot.qcols[mapped]]
+            per[f] = _LinkUnits.samples(sub, decl, arrays, W[:, cols])
+            held[f] = W[:, cols].sum(axis=1)
+        return _group_mean(per, held, W.shape[0])
 
     @staticmethod
     def counts(boot, arrays: dict, W: np.ndarray) -> np.ndarray:
@@ -859,74 +915,186 @@ def _ranges(k: np.ndarray) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- board statistics
+# One resampling per phase (an R x B matrix of paired resampled scores, one row per run) feeds any
+# number of rankings: `rank_statistics` takes the rows of one ranking and returns its order, the
+# rows' intervals, rank ranges, clusters and the p-values between neighbours and against each
+# cluster's head; the full pairwise matrix only when asked (`full=True`). Cost: one sort per
+# resample for the ranks (O(R B log R)), one R x R Gram product for the p-values, no R x R x B
+# array.
+
+FULL_MATRIX_ROWS = 60  # up to this many ranked rows a board keeps the full pairwise matrix
 
 
-def board_statistics(
-    samples: np.ndarray, points: np.ndarray, greater_is_better: bool, alpha: float = 0.05
-) -> dict:
-    """From an R x B matrix of paired resampled scores (one row per ranked system) and the R point
-    scores: each row's percentile interval, 95 % rank interval, the pairwise two-sided paired
-    bootstrap p-values with Holm's correction, and clusters of systems not significantly
-    different from the best of their cluster (walking down the ranking)."""
-    R = samples.shape[0]
+def intervals(samples: np.ndarray, alpha: float = 0.05) -> list:
+    """Each row's percentile interval over its finite resampled scores ([None, None] if none)."""
     lo_q, hi_q = 100 * alpha / 2, 100 * (1 - alpha / 2)
-    ci = []
-    for r in range(R):
-        x = samples[r][np.isfinite(samples[r])]
-        ci.append(
+    out = []
+    for x in samples:
+        x = x[np.isfinite(x)]
+        out.append(
             [float(np.percentile(x, lo_q)), float(np.percentile(x, hi_q))]
             if x.size
             else [None, None]
         )
-    # ranks on each resample: competition ranking, an undefined score ranks last
+    return out
+
+
+def resample_ranks(samples: np.ndarray, greater_is_better: bool) -> np.ndarray:
+    """R x B competition ranks on each resample (1 + the rows strictly better; an undefined score
+    ranks last), from one sort per resample."""
+    R, B = samples.shape
     sgn = 1.0 if greater_is_better else -1.0
     s = np.where(np.isfinite(samples), sgn * samples, -np.inf)
-    ranks = 1 + (s[None, :, :] > s[:, None, :]).sum(axis=1)  # R x B
-    rank_range = [
-        [int(np.floor(np.percentile(ranks[r], lo_q))), int(np.ceil(np.percentile(ranks[r], hi_q)))]
-        for r in range(R)
-    ]
-    p = paired_pvalues(samples, points)
-    adj = holm(p)
-    # clusters, walking down the point ranking
-    order = sorted(range(R), key=lambda r: (-sgn * points[r]) if np.isfinite(points[r]) else np.inf)
-    cluster = [0] * R
-    c, head = 0, None
-    for r in order:
-        if head is None or adj[head, r] < alpha:
-            c += 1
-            head = r
-        cluster[r] = c
-    return {
-        "ci": ci,
-        "rank_range": rank_range,
-        "p": p.tolist(),
-        "p_holm": adj.tolist(),
-        "cluster": cluster,
-    }
+    srt = np.sort(s, axis=0)
+    ranks = np.empty((R, B), dtype=np.int64)
+    for b in range(B):
+        ranks[:, b] = R + 1 - np.searchsorted(srt[:, b], s[:, b], side="right")
+    return ranks
+
+
+def rank_ranges(ranks: np.ndarray, alpha: float = 0.05) -> list:
+    lo_q, hi_q = 100 * alpha / 2, 100 * (1 - alpha / 2)
+    if ranks.shape[0] == 0:
+        return []
+    lo = np.floor(np.percentile(ranks, lo_q, axis=1))
+    hi = np.ceil(np.percentile(ranks, hi_q, axis=1))
+    return [[int(a), int(b)] for a, b in zip(lo, hi, strict=True)]
+
+
+def _pair_p(d: np.ndarray, obs: float) -> float:
+    """The two-sided p-value of one pair from its paired differences (finite ones only)."""
+    d = d[np.isfinite(d)]
+    if d.size < 2 or not np.isfinite(obs):
+        return 1.0
+    se = float(np.std(d, ddof=1))
+    if se == 0.0:
+        return 1.0 if obs == 0 else 0.0
+    return min(1.0, float(2.0 * ndtr(-abs(obs) / se)))
 
 
 def paired_pvalues(samples: np.ndarray, points: np.ndarray) -> np.ndarray:
     """Two-sided p-values of the paired differences: the observed difference of two systems over
     the standard error of their difference across the same resamples (the bootstrap's normal
     approximation). Counting the resamples on the wrong side of zero instead cannot go below
-    2/(B+1), which Holm's correction over a 50-row board's 1,225 pairs multiplies past 1."""
-    R = samples.shape[0]
+    2/(B+1), which Holm's correction over a 50-row board's 1,225 pairs multiplies past 1.
+
+    Vectorised: the variance of a difference is var_i + var_j - 2 cov_ij, from one Gram product of
+    the centred rows; a pair whose difference is small beside its rows' spread (where that
+    cancellation loses digits) and every pair of a row with an undefined resample are computed
+    directly, as the pairwise loop does."""
+    samples = np.asarray(samples, dtype=np.float64)
+    points = np.asarray(points, dtype=np.float64)
+    R, B = samples.shape
     p = np.ones((R, R))
-    for i in range(R):
-        for j in range(i + 1, R):
-            d = samples[i] - samples[j]
-            d = d[np.isfinite(d)]
-            obs = points[i] - points[j]
-            if d.size < 2 or not np.isfinite(obs):
-                continue
-            se = float(np.std(d, ddof=1))
-            if se == 0.0:
-                v = 1.0 if obs == 0 else 0.0
-            else:
-                v = float(2.0 * ndtr(-abs(obs) / se))
-            p[i, j] = p[j, i] = min(1.0, v)
+    if R < 2 or B < 2:
+        return p
+    finite = np.isfinite(samples).all(axis=1)
+    good = np.flatnonzero(finite)
+    if good.size >= 2:
+        X = samples[good]
+        C = X - X.mean(axis=1, keepdims=True)
+        G = C @ C.T
+        sq = np.diag(G).copy()
+        ss = np.maximum(sq[:, None] + sq[None, :] - 2.0 * G, 0.0)  # sum of squared deviations
+        se = np.sqrt(ss / (B - 1))
+        obs = points[good][:, None] - points[good][None, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pv = np.minimum(1.0, 2.0 * ndtr(-np.abs(obs) / se))
+        pv = np.where(se == 0.0, np.where(obs == 0, 1.0, 0.0), pv)
+        pv = np.where(np.isfinite(obs), pv, 1.0)
+        # where the difference's spread is small beside the rows' own, recompute exactly
+        shaky = ss < 1e-6 * (sq[:, None] + sq[None, :])
+        np.fill_diagonal(shaky, False)
+        for i, j in zip(*np.nonzero(np.triu(shaky, 1)), strict=True):
+            gi, gj = good[i], good[j]
+            pv[i, j] = pv[j, i] = _pair_p(samples[gi] - samples[gj], points[gi] - points[gj])
+        lower = np.tril_indices(good.size, -1)
+        pv[lower] = pv.T[lower]  # symmetric, whatever the rounding of the product
+        np.fill_diagonal(pv, 1.0)
+        p[np.ix_(good, good)] = pv
+    for i in np.flatnonzero(~finite):
+        for j in range(R):
+            if j != i:
+                p[i, j] = p[j, i] = _pair_p(samples[i] - samples[j], points[i] - points[j])
     return p
+
+
+def point_order(points: np.ndarray, greater_is_better: bool) -> list[int]:
+    """The rows by point score, best first (undefined last; ties in row order)."""
+    sgn = 1.0 if greater_is_better else -1.0
+    return sorted(
+        range(len(points)),
+        key=lambda r: (-sgn * points[r]) if np.isfinite(points[r]) else np.inf,
+    )
+
+
+def clusters(adj: np.ndarray, order: list[int], alpha: float = 0.05) -> list[int]:
+    """Walking down the ranking: a row joins its predecessor's cluster unless it differs
+    significantly (corrected p < alpha) from that cluster's best."""
+    cluster = [0] * len(order)
+    c, head = 0, None
+    for r in order:
+        if head is None or adj[head, r] < alpha:
+            c += 1
+            head = r
+        cluster[r] = c
+    return cluster
+
+
+def rank_statistics(
+    samples: np.ndarray,
+    points: np.ndarray,
+    greater_is_better: bool,
+    alpha: float = 0.05,
+    *,
+    full: bool | None = None,
+) -> dict:
+    """One ranking's statistics from the rows of a phase's resampling (R x B) and the R point
+    scores: `order` (rows best first), per row (in the rows' order) `ci`, `rank_range`, `cluster`,
+    and the p-values (raw and Holm-corrected over every pair) with the next row in `order`
+    (`p_next`, `p_holm_next`; None for the last) and with the head of the row's cluster
+    (`p_head`, `p_holm_head`; None for a head). `p` and `p_holm`, the full R x R matrices, are
+    there with `full=True`, or by default while R <= FULL_MATRIX_ROWS."""
+    samples = np.asarray(samples, dtype=np.float64)
+    points = np.asarray(points, dtype=np.float64)
+    R = samples.shape[0]
+    ranks = resample_ranks(samples, greater_is_better)
+    p = paired_pvalues(samples, points)
+    adj = holm(p)
+    order = point_order(points, greater_is_better)
+    cluster = clusters(adj, order, alpha)
+    head_of: dict[int, int] = {}
+    for r in order:
+        head_of.setdefault(cluster[r], r)
+    p_next, ph_next = [None] * R, [None] * R
+    for a, b in zip(order, order[1:], strict=False):
+        p_next[a], ph_next[a] = float(p[a, b]), float(adj[a, b])
+    p_head, ph_head = [None] * R, [None] * R
+    for r in range(R):
+        h = head_of[cluster[r]]
+        if h != r:
+            p_head[r], ph_head[r] = float(p[h, r]), float(adj[h, r])
+    out = {
+        "order": order,
+        "ci": intervals(samples, alpha),
+        "rank_range": rank_ranges(ranks, alpha),
+        "cluster": cluster,
+        "p_next": p_next,
+        "p_holm_next": ph_next,
+        "p_head": p_head,
+        "p_holm_head": ph_head,
+    }
+    if full or (full is None and R <= FULL_MATRIX_ROWS):
+        out["p"], out["p_holm"] = p.tolist(), adj.tolist()
+    return out
+
+
+def board_statistics(
+    samples: np.ndarray, points: np.ndarray, greater_is_better: bool, alpha: float = 0.05
+) -> dict:
+    """`rank_statistics` with the full pairwise matrices: each row's percentile interval, 95 % rank
+    interval, the pairwise p-values with Holm's correction, and the clusters."""
+    return rank_statistics(samples, points, greater_is_better, alpha, full=True)
 
 
 def holm(p: np.ndarray) -> np.ndarray:
@@ -967,6 +1135,8 @@ __all__ = [
     "draw_weights",
     "holm",
     "naive_spearman",
+    "paired_pvalues",
+    "rank_statistics",
     "unit_arrays",
     "weighted_f1",
     "weighted_kendall",

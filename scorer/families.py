@@ -485,34 +485,39 @@ class Keyed(Family):
             f: self._score_rows(rows, parsed, only)
             for f, rows in sorted(by_fold.items(), key=lambda kv: metrics.fold_key(kv[0]))
         }
-        mean, std, notes = {}, {}, []
-        for f, sc in folds.items():
-            notes += [f"fold {f}: {n}" for n in sc.notes]
-        for sub in self.task.subsets:
-            mean[sub], std[sub] = {}, {}
-            for m in self.task.metrics:
-                vals = [sc.metrics.get(sub, {}).get(m) for sc in folds.values()]
-                if not vals or any(v is None for v in vals):
-                    mean[sub][m] = std[sub][m] = None
-                    if vals and m != "n" and (sub, m) == self.task.primary:
-                        notes.append(f"{sub}: {m} undefined unless every fold has a value")
-                    continue
-                a = np.asarray(vals, dtype=np.float64)
-                mean[sub][m] = int(a.sum()) if m in metrics.COUNT_METRICS else float(a.mean())
-                std[sub][m] = None if m in metrics.COUNT_METRICS else float(a.std())
-        return Scored(
-            mean,
-            notes,
-            extra={
-                "cross_validation": {
-                    "field": field_,
-                    "folds": {f: sc.metrics for f, sc in folds.items()},
-                    "std": std,
-                    "aggregate": "mean over folds; std is the population standard deviation "
-                    "(np.std)",
-                }
-            },
-        )
+        return fold_summary(self.task, folds, field_)
+
+
+def fold_summary(task: Task, folds: dict[str, Scored], field_: str) -> Scored:
+    """The folds' scores as one result: each metric's mean over the folds (a count, their sum),
+    with each fold's metrics and the population standard deviations (`np.std`) beside them."""
+    mean, std, notes = {}, {}, []
+    for f, sc in folds.items():
+        notes += [f"fold {f}: {n}" for n in sc.notes]
+    for sub in task.subsets:
+        mean[sub], std[sub] = {}, {}
+        for m in task.metrics:
+            vals = [sc.metrics.get(sub, {}).get(m) for sc in folds.values()]
+            if not vals or any(v is None for v in vals):
+                mean[sub][m] = std[sub][m] = None
+                if vals and m != "n" and (sub, m) == task.primary:
+                    notes.append(f"{sub}: {m} undefined unless every fold has a value")
+                continue
+            a = np.asarray(vals, dtype=np.float64)
+            mean[sub][m] = int(a.sum()) if m in metrics.COUNT_METRICS else float(a.mean())
+            std[sub][m] = None if m in metrics.COUNT_METRICS else float(a.std())
+    return Scored(
+        mean,
+        notes,
+        extra={
+            "cross_validation": {
+                "field": field_,
+                "folds": {f: sc.metrics for f, sc in folds.items()},
+                "std": std,
+                "aggregate": "mean over folds; std is the population standard deviation (np.std)",
+            }
+        },
+    )
 
 
 class Tokens(Family):
@@ -820,8 +825,43 @@ class LinkFamily(Family):
         linked = set(gold_q.tolist())
         return [(q, "linked" if i in linked else "unlinked") for q, i in self.ids()[0].items()]
 
+    def folds(self) -> dict[str, str]:
+        """On the cross-validated split, each query's fold (the split's `folds.csv`)."""
+        with open(self.store.public(self.split, "folds.csv"), encoding="utf-8", newline="") as f:
+            return {r["query_id"]: str(r["fold"]) for r in csv.DictReader(f)}
+
     def score(self, parsed: Links, only: frozenset | None = None) -> Scored:
+        if self.task.is_cross_validated(self.split):
+            return self._score_folds(parsed, only)
         return score_links(self, parsed, only)
+
+    def _score_folds(self, parsed: Links, only) -> Scored:
+        """Each fold's queries scored as their own test set (`score_links` restricted to them);
+        the mean and std over the folds as `fold_summary` takes them, and a ranking cut's figures
+        averaged over the folds, as the paper's Table 3 reports them (each fold's beside)."""
+        by: dict[str, set] = {}
+        for q, f in self.folds().items():
+            if only is None or q in only:
+                by.setdefault(f, set()).add(q)
+        folds = {
+            f: score_links(self, parsed, frozenset(by[f])) for f in sorted(by, key=metrics.fold_key)
+        }
+        out = fold_summary(self.task, folds, "query")
+        cuts = [sc.extra.get("cuts") for sc in folds.values()]
+        if cuts and all(cuts):
+            out.extra["cuts"] = {
+                k: {
+                    c: (
+                        None
+                        if any(cut[k][c] is None for cut in cuts)
+                        else float(np.mean([cut[k][c] for cut in cuts]))
+                    )
+                    for c in metrics.CUT_COLUMNS
+                }
+                for k in cuts[0]
+            }
+            out.extra["cross_validation"]["cuts"] = dict(zip(folds, cuts, strict=True))
+        return out
 
 
 def score_links(fam: LinkFamily, parsed: Links, only: frozenset | None = None) -> Scored:
@@ -868,6 +908,20 @@ def score_links(fam: LinkFamily, parsed: Links, only: frozenset | None = None) -
         why = ["recall@k, map@k, mrr@k and ndcg@k need a score column"]
     vals.update(ranking)
     extra = {}
+    cut_at = fam.task.cut_at
+    if cut_at and parsed.score is not None:  # the top k of each query's ranking, as a set
+        extra["cuts"] = metrics.ranking_cuts(
+            gold_q,
+            gold_s,
+            parsed.q,
+            parsed.s,
+            parsed.score,
+            n_q,
+            n_s,
+            source_order_of(cache_key(index / "source_ids.txt")),
+            cut_at,
+            keep,
+        )
     judged_path = fam.store.gold(fam.split, JUDGED)
     if judged_path.is_file():  # a campaign judged some pairs: the condensed-list variants too
         judged_q, judged_s = link_gold(

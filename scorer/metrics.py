@@ -273,6 +273,65 @@ def link_ranking_ir(
     return out, notes
 
 
+CUT_COLUMNS = ("predictions", "tp", "fp", "fn", "f1", "f1_micro", "fpr_e4", "smr_e4")
+"""The columns of a ranking cut at k (Loci Similes, Table 3's retrieval-only setting)."""
+
+
+def ranked_positions(
+    pred_q: np.ndarray, pred_s: np.ndarray, pred_score: np.ndarray, source_order: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(order, rank): the predictions in ranked order (query by query, by descending score as
+    trec_eval compares it, ties by descending source id in byte order) and each one's 0-based
+    rank within its query, in that order."""
+    pred_q = np.asarray(pred_q, dtype=np.int64)
+    if not pred_q.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.lexsort((-source_order[pred_s], -trec_scores(pred_score), pred_q))
+    cq = pred_q[order]
+    rank = np.arange(cq.size) - np.searchsorted(cq, cq, side="left")
+    return order, rank
+
+
+def ranking_cuts(
+    gold_q: np.ndarray,
+    gold_s: np.ndarray,
+    pred_q: np.ndarray,
+    pred_s: np.ndarray,
+    pred_score: np.ndarray,
+    n_queries: int,
+    n_sources: int,
+    source_order: np.ndarray,
+    cut_at,
+    keep: np.ndarray | None = None,
+) -> dict[str, dict]:
+    """Set metrics of a ranking cut at each k of `cut_at`: every query's top k sources (ranked as
+    `ranked_positions` ranks them; all of them where it ranks fewer) taken as its predicted links,
+    then scored as any link file is (`loci_links`): `predictions` (TP + FP), `tp`, `fp`, `fn`
+    over every query x source pair, `f1` the mean F1 of the gold queries (the package's macro),
+    `f1_micro` from the counts pooled over the gold queries, and FPR and SMR times 10^4 (FP / N
+    and (FP + FN) / N, N = queries x sources), as Loci Similes' Table 3 scales them. Keys are the
+    k as text."""
+    pred_q = np.asarray(pred_q, dtype=np.int64)
+    pred_s = np.asarray(pred_s, dtype=np.int64)
+    order, rank = ranked_positions(pred_q, pred_s, pred_score, source_order)
+    rq, rs = pred_q[order], pred_s[order]
+    out: dict[str, dict] = {}
+    for k in sorted({int(k) for k in cut_at}):
+        top = rank < k
+        vals, _ = loci_links(gold_q, gold_s, rq[top], rs[top], n_queries, n_sources, keep)
+        out[str(k)] = {
+            "predictions": vals["tp"] + vals["fp"],
+            "tp": vals["tp"],
+            "fp": vals["fp"],
+            "fn": vals["fn"],
+            "f1": vals["f1"],
+            "f1_micro": vals["f1_micro"],
+            "fpr_e4": vals["fpr"] * 1e4,
+            "smr_e4": vals["smr"] * 1e4,
+        }
+    return out
+
+
 # ---------------------------------------------------------------- the implementations
 # The names are declared once, in `tasks.catalogue`; the scorer attaches how it computes each:
 # "classification" and "correlation" over one value per item (`per_item`), "links" and "ranking"

@@ -47,7 +47,12 @@ def get_engine(url: str):
                 cur.execute("PRAGMA foreign_keys=ON")
                 cur.close()
         else:
-            eng = create_engine(url, pool_pre_ping=True)
+            # a threaded server's requests that queue on one row lock (a team's uploads, one
+            # phase's publication) each hold a connection while they wait: SQLAlchemy's default
+            # of 5 + 10 made the 16th wait for a connection and fail after 30 s (a 500) under 20
+            # parallel uploads of one team; the extra connections are opened only when needed
+            # and closed when returned
+            eng = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=45)
         _engines[url] = eng
         _engine_pid[url] = os.getpid()
     return eng
@@ -58,14 +63,34 @@ def lock_row(session: Session, model, row_id) -> None:
     competition's owners) until the session's transaction ends: `SELECT ... FOR UPDATE` of the row
     on PostgreSQL; on SQLite the database's write lock, taken with `BEGIN IMMEDIATE` before the
     action reads what it checks (a transaction that wrote already holds it). Take it before the
-    reads the action's rule depends on."""
+    reads the action's rule depends on. Nothing is committed."""
     if session.get_bind().dialect.name == "sqlite":
-        session.flush()
-        dbapi = session.connection().connection.dbapi_connection
-        if not dbapi.in_transaction:  # pysqlite began none: no write yet, only reads
-            session.execute(text("BEGIN IMMEDIATE"))
+        _sqlite_begin(session)
         return
     session.execute(select(model.id).where(model.id == row_id).with_for_update())
+
+
+def _sqlite_begin(session: Session) -> None:
+    """On SQLite, open the session's transaction with the write lock unless one is open: pysqlite
+    opens one only before a write, so a lock (or a savepoint) taken after reads alone would
+    otherwise stand outside any transaction."""
+    session.flush()
+    dbapi = session.connection().connection.dbapi_connection
+    if not dbapi.in_transaction:  # pysqlite began none: no write yet, only reads
+        session.execute(text("BEGIN IMMEDIATE"))
+
+
+@contextmanager
+def savepoint(session: Session):
+    """A part of the action's transaction that may fail alone: a race's loser (first writer wins)
+    catches the error outside this block and reads the winner's row, and the action keeps what it
+    did before, its row locks and its hooks (`Session.begin_nested()`). On SQLite the action's
+    transaction is opened first (`_sqlite_begin`): pysqlite's outermost SAVEPOINT would otherwise
+    begin a transaction of its own, and its release commit it."""
+    if session.get_bind().dialect.name == "sqlite":
+        _sqlite_begin(session)
+    with session.begin_nested():
+        yield session
 
 
 def after_commit(s: Session, fn: Callable[[], object]) -> None:
@@ -105,22 +130,80 @@ def _after_transaction_end(s: Session, trans) -> None:
 
 
 _ACTIVE = "palimpsest.transaction"
+_ISSUING = "palimpsest.transaction.issuing"
+
+
+class ForeignTransactionControl(RuntimeError):
+    """Code inside an action committed or rolled back the action's transaction itself: only the
+    action (`transaction`) ends it; a race's loser undoes its own part with a savepoint
+    (`s.begin_nested()`), a worker's own step runs in a session of its own (`session_scope`)."""
+
+
+def _refuse(s: Session, what: str) -> None:
+    """A commit or rollback inside an action that the action did not issue: raised in tests and
+    development, logged in production (`PALIMPSEST_ENV=production`), where the request goes on."""
+    msg = (
+        f"{what} inside an action's transaction, not issued by it: only the action ends its "
+        "transaction (use a savepoint, s.begin_nested(), to undo a part of it)"
+    )
+    if os.environ.get("PALIMPSEST_ENV", "").strip().lower() == "production":
+        log.error("%s", msg, stack_info=True)
+        return
+    raise ForeignTransactionControl(msg)
+
+
+@event.listens_for(Session, "before_commit")
+def _guard_commit(s: Session) -> None:
+    if s.in_nested_transaction():  # a savepoint's release: the action's own
+        return
+    if s.info.get(_ACTIVE) and not s.info.get(_ISSUING):
+        _refuse(s, "a commit")
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _guard_rollback(s: Session, previous) -> None:
+    # a savepoint's rollback (the race loser's) and a failed flush's inner one are the action's own
+    if previous.nested or previous.parent is not None:
+        return
+    if s.info.get(_ACTIVE) and not s.info.get(_ISSUING):
+        _refuse(s, "a rollback")
+
+
+@contextmanager
+def _issuing(s: Session):
+    s.info[_ISSUING] = True
+    try:
+        yield
+    finally:
+        s.info.pop(_ISSUING, None)
 
 
 @contextmanager
 def transaction(s: Session):
     """The one transaction of an action on the session `s`: committed when the block ends, rolled
     back (with its rollback hooks) on any error, the refusals included. Inside another (an action
-    that calls another) it joins the outer one, which alone commits."""
+    that calls another) it joins the outer one, which alone commits. An error that says it
+    `keeps_record` (a queue found unreachable, recorded as such) commits what the action wrote,
+    then goes up. While it is open, a commit or rollback on `s` that it did not issue is refused
+    (`ForeignTransactionControl`)."""
     if s.info.get(_ACTIVE):
         yield s
         return
     s.info[_ACTIVE] = True
     try:
         yield s
-        s.commit()
-    except BaseException:
-        s.rollback()
+        with _issuing(s):
+            s.commit()
+    except BaseException as e:
+        with _issuing(s):
+            if getattr(e, "keeps_record", False):  # a failure the action recorded: kept
+                try:
+                    s.commit()
+                except BaseException:
+                    s.rollback()
+                    raise
+            else:
+                s.rollback()
         raise
     finally:
         s.info.pop(_ACTIVE, None)

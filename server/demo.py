@@ -18,7 +18,7 @@ from server.domain import people
 from server.domain.accounts import create_user, new_invite_code
 from server.domain.baselines import BASELINE_TEAM
 from server.domain.submissions import create_submission, ensure_phases, mark_primary
-from server.jobs.dispatch import KEY, Jobs
+from server.jobs.dispatch import KEY, Jobs, jobs
 from server.models import (
     Competition,
     CompetitionTask,
@@ -158,14 +158,14 @@ def seed_demo(settings, engine) -> dict:
                             settings=settings,
                             enforce_limits=False,
                         )
+                        jobs(s, settings).score(s, sub.id)  # queued once committed
                         first = first or sub
                         made += 1
                     if first is not None and not team.is_baseline:
                         mark_primary(s, submission_id=first.id, team_id=team.id)
-                        s.commit()
                 if phase.name == "dev":  # one broken file, to show every validation message
                     team, user, _ = teams[-2]
-                    create_submission(
+                    broken = create_submission(
                         s,
                         user=user,
                         team=team,
@@ -177,7 +177,9 @@ def seed_demo(settings, engine) -> dict:
                         settings=settings,
                         enforce_limits=False,
                     )
+                    jobs(s, settings).score(s, broken.id)
                     made += 1
+                s.commit()  # the phase's runs, queued for scoring once committed
     return {"imported": imported, "submissions": made, "phases": len(phases)}
 
 

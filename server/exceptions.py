@@ -132,12 +132,15 @@ class TeamRefused(PalimpsestError):
 
 class QueueUnreachable(PalimpsestError):
     """Work that a worker must do could not be put on the queue (Redis away): nothing will run
-    it; the message says what was recorded and what to do."""
+    it; the message says what was recorded and what to do. With `keeps_record`, the action's
+    transaction commits what it recorded of the failure before the error goes up
+    (`server.db.transaction`)."""
 
-    def __init__(self, message: str, code: str = "queue_unreachable"):
+    def __init__(self, message: str, code: str = "queue_unreachable", *, keeps_record=False):
         super().__init__(message)
         self.message = message
         self.code = code
+        self.keeps_record = keeps_record
 
 
 class StoreUnreachable(PalimpsestError):

@@ -34,6 +34,7 @@ from pathlib import Path
 from server.exceptions import StoreUnreachable
 from server.settings import Settings
 from server.storage import path_for
+from tasks.declared import DECLARATION, touch
 from tasks.store import TaskStore, tree_sha256
 
 PUBLIC_PREFIXES = ("tasks/", "downloads/")  # and only their public files: see is_public_key
@@ -358,6 +359,15 @@ def ensure_public(settings: Settings, task_id: str) -> bool:
         return False
     for key, _size in store.keys(prefix + "public/"):
         store.download(key, local.root / key[len(prefix) :])
+    # a bundle's task travels with its declaration (its format, splits and metrics; no gold):
+    # a code worker on an empty data directory then knows the task
+    declared = False
+    for key, _size in store.keys(prefix + DECLARATION):
+        if key == prefix + DECLARATION:
+            store.download(key, local.root / DECLARATION)
+            declared = True
     local.manifest_path.parent.mkdir(parents=True, exist_ok=True)
     local.manifest_path.write_bytes(remote)  # last: a reader that sees it finds the files
+    if declared:
+        touch(settings.home)
     return True

@@ -112,6 +112,35 @@ def alpha_and_spearman(rows: list[tuple[str, str, float]]) -> tuple[float, float
     return alpha, (num / den if den else None)
 
 
+def trotr_targets(rows: list[tuple[str, str, float]]) -> list[dict]:
+    """TRoTR's Appendix H (Table 5) per quoted passage: Krippendorff's alpha (ordinal), the
+    weighted mean pairwise Spearman and the number of pairs, on all of the passage's pairs and on
+    those the paper's filter keeps (`trotr_filter`, applied over the whole release as the paper
+    applies it), in the order of the passages' first judgment."""
+    kept = trotr_filter(rows)
+    by: dict[str, list] = {}
+    for r in rows:
+        by.setdefault(passage_of(r[1])[0], []).append(r)
+    out = []
+    for passage, rs in by.items():
+        alpha, rho = alpha_and_spearman(rs)
+        fr = [r for r in rs if r[1] in kept]
+        f_alpha, f_rho = alpha_and_spearman(fr) if fr else (None, None)
+        out.append(
+            {
+                "passage": passage,
+                "book": passage_of(rs[0][1])[1],
+                "pairs": len({r[1] for r in rs}),
+                "alpha": alpha,
+                "spearman": rho,
+                "pairs_filtered": len({r[1] for r in fr}),
+                "alpha_filtered": f_alpha,
+                "spearman_filtered": f_rho,
+            }
+        )
+    return out
+
+
 def weighted_jaccard(a: str, b: str) -> float:
     """Lexical overlap of two texts: the weighted Jaccard of their lower-cased word counts (the sum
     of the smaller counts over the sum of the larger, Manjavacas et al. 2021, note 8)."""
@@ -216,6 +245,8 @@ def trotr_agreement(path: Path, n_boot: int = BOOT, seed: int = SEED) -> dict:
             },
         },
         "paper": PAPER["trotr"],
+        # Appendix H's per-passage table (`trotr_targets`; the paper's in tasks/trotr_paper.py)
+        "targets": trotr_targets(rows),
     }
 
 

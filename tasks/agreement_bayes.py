@@ -45,6 +45,7 @@ import time
 
 import numpy as np
 
+from tasks.agreement_loo import pointwise, summarise
 from tasks.agreement_measures import Table, weighted
 
 RHAT_MAX = 1.01
@@ -58,6 +59,9 @@ LKJ_ETA = 2.0
 # non-centred form made divergent transitions)
 CENTRED: tuple[str, ...] = ()
 DEFAULTS = {"chains": 4, "warmup": 1000, "samples": 1000, "target_accept": 0.95}
+# the target acceptance a fit with divergent transitions (and R-hat below the bound) is run again
+# with, once, before it is refused; None never retries
+RETRY_ACCEPT = 0.99
 
 
 class NotConverged(RuntimeError):
@@ -139,6 +143,7 @@ def cells(data: dict, bins: int | None = BINS) -> dict:
     for j, c in enumerate(names):
         X[:, j] = np.bincount(cell, weights=data["covariates"][c][0], minlength=C) / size
     return {
+        "cell": cell,  # each pair of judgments' cell
         "counts": counts,
         "pair": data["pair"][first],
         "groups": {g: ix[first] for g, (ix, _) in data["groups"].items()},
@@ -303,6 +308,9 @@ def fit(
     max_tree_depth: int = 10,
     dense_mass: bool = False,
     compile_cache: str | None = None,
+    loo_report: bool = True,
+    keep_draws: bool = False,
+    retry_accept: float | None = RETRY_ACCEPT,
 ) -> dict:
     """Fit the model by NUTS and return the posterior multi-kappa by eq. 7-8 for an average level
     of the first grouping factor (its intercepts at zero) and marginalised over it (a new level's
@@ -314,7 +322,10 @@ def fit(
     (default), else independent per outcome; `bins`: quantile bins of each covariate in the
     aggregated likelihood (None: one cell per pair of judgments); `centred`: factors whose
     intercepts are sampled centred (default none: all non-centred); `compile_cache`: a directory
-    where jax keeps the compiled sampler (see `keep_compiled`)."""
+    where jax keeps the compiled sampler (see `keep_compiled`); `retry_accept`: a fit whose only
+    fault is divergent transitions is run again once with this target acceptance (the
+    diagnostics' `retried` says so) before it is refused; `loo_report`: compute PSIS-LOO;
+    `keep_draws`: keep the posterior draws and the pointwise LOO in the result (not for JSON)."""
     # imported here: numpyro/jax are the optional [agreement] extra (CPU unless a GPU is present)
     import numpyro
 
@@ -392,15 +403,49 @@ def fit(
         "observations": int(data["outcome"].size),
         "cells": int(agg["cells"]),
     }
+    if divergent and rhat < RHAT_MAX and retry_accept is not None and target_accept < retry_accept:
+        # a few divergent transitions in an otherwise converged fit: the step size adapted to the
+        # target acceptance was too large somewhere; a higher target (smaller steps) is tried
+        # once, automatically, before the fit is refused (the same seed: reproducible)
+        again = fit(
+            table,
+            groups,
+            covariates,
+            seed=seed,
+            chains=chains,
+            warmup=warmup,
+            samples=samples,
+            curve=curve,
+            curve_grid=curve_grid,
+            centred=centred,
+            target_accept=retry_accept,
+            correlated=correlated,
+            bins=bins,
+            max_tree_depth=max_tree_depth,
+            dense_mass=dense_mass,
+            compile_cache=compile_cache,
+            loo_report=loo_report,
+            keep_draws=keep_draws,
+            retry_accept=None,
+        )
+        d = again["diagnostics"]
+        d["retried"] = {"target_accept": target_accept, "divergences": divergent, "max_rhat": rhat}
+        d["seconds"] = round(d["seconds"] + seconds, 1)
+        d["cpu_seconds"] = round(d["cpu_seconds"] + cpu, 1)
+        return again
     if not rhat < RHAT_MAX or divergent:
         worst = max(finite_r, key=finite_r.get) if finite_r else "?"
         raise NotConverged(
             f"the fit did not converge (largest R-hat {rhat:.3f} at {worst}, must be below "
             f"{RHAT_MAX}; {divergent} divergent transitions, must be 0; {chains} chains of "
-            f"{warmup} + {samples} draws, seed {seed}); no figure of it is reported: fit again "
+            f"{warmup} + {samples} draws, seed {seed}, target acceptance {target_accept}); no "
+            "figure of it is reported: fit again "
             "with more warmup and draws, or another seed"
         )
-    post = {s: np.asarray(v).reshape((-1,) + v.shape[2:]) for s, v in by_chain.items()}
+    # in double precision: every figure below is computed from the draws as numpy doubles
+    post = {
+        s: np.asarray(v, dtype=np.float64).reshape((-1,) + v.shape[2:]) for s, v in by_chain.items()
+    }
     D = post["alpha"].shape[0]
     k = data["k"]
     # the data's own expected agreement (eq. 8) and pair weights (tasks/agreement_measures.py)
@@ -424,12 +469,16 @@ def fit(
             z = np.einsum("dij,dj->di", post[f"L_{name}"], z)
         return post[f"sigma_{name}"] * z
 
-    def kappa(x: np.ndarray, marginal: bool, weights: np.ndarray, ae: float) -> np.ndarray:
+    def kappa(
+        x: np.ndarray, marginal: bool, weights: np.ndarray, ae: float, offset=None
+    ) -> np.ndarray:
         eta = post["alpha"].copy()
         if names:
             eta = eta + np.einsum("dp,dpk->dk", x, post["beta"])  # D x (K-1)
         if marginal and first is not None:
             eta = eta + new_level(first)
+        if offset is not None:  # a level's own intercepts (one per draw)
+            eta = eta + offset
         # D x pairs x (K-1): each annotator pair's own intercepts
         a_o = (_softmax_diag(eta[:, None, :] + post["nu_pair"], k) * weights).sum(axis=1)
         return (a_o - ae) / (1 - ae)
@@ -460,6 +509,11 @@ def fit(
         "diagnostics": diagnostics,
         "levels": {g: len(levels) for g, (_, levels) in data["groups"].items()},
     }
+    out.update(reports(post, data, agg, zero, uniform, a_e, kappa, first, log_lik=loo_report))
+    pointwise_loo = out.pop("loo_pointwise", None)
+    if keep_draws:  # for a caller that checks or compares them (never serialised)
+        out["draws"] = post
+        out["loo_pointwise"] = pointwise_loo
     if curve is not None and curve in names:
         grid = np.linspace(-2.0, 3.0, 21) if curve_grid is None else np.asarray(curve_grid)
         _, mean, sd = data["covariates"][curve]
@@ -479,6 +533,116 @@ def fit(
                 }
             )
         out["curve"] = {"covariate": curve, "points": pts}
+    return out
+
+
+def _outcome_names(k: int) -> list[str]:
+    """The non-pivot outcomes (label index of x, label index of y), as "x,y"."""
+    return [f"{o // k},{o % k}" for o in range(1, k * k)]
+
+
+def cell_log_lik(post: dict, agg: dict, groups, names, chunk: int = 64):
+    """Yield (cells, log-probabilities draws x cells x K) of the cells' outcomes, a chunk of cells
+    at a time (all draws of all cells at once would not fit in memory for TRoTR's four labels)."""
+    C = agg["cells"]
+    for lo in range(0, C, chunk):
+        cs = np.arange(lo, min(C, lo + chunk))
+        eta = post["alpha"][:, None, :] + post["nu_pair"][:, agg["pair"][cs], :]
+        if names:
+            eta = eta + np.einsum("cp,dpk->dck", agg["X"][cs], post["beta"])
+        for g in groups:
+            eta = eta + post[f"nu_{g}"][:, agg["groups"][g][cs], :]
+        logits = np.concatenate([np.zeros(eta.shape[:2] + (1,)), eta], axis=2)
+        logits -= logits.max(axis=2, keepdims=True)
+        yield cs, logits - np.log(np.exp(logits).sum(axis=2, keepdims=True))
+
+
+def model_loo(post: dict, data: dict, agg: dict) -> tuple[dict, np.ndarray]:
+    """PSIS-LOO of a fit over its pairs of judgments (tasks/agreement_loo.py): each distinct
+    (cell, outcome) once with its count (the pairs in it share their log-likelihood); and each
+    pair of judgments' elpd_loo, in `pair_outcomes`' order (what `agreement_loo.compare` takes)."""
+    counts = agg["counts"]
+    elpd_cells = np.zeros(counts.shape)
+    cols_e, cols_lp, cols_k, cols_c = [], [], [], []
+    names = list(data["covariates"])
+    for cs, ll in cell_log_lik(post, agg, list(data["groups"]), names):
+        ci, oi = np.nonzero(counts[cs] > 0)
+        pts = pointwise(ll[:, ci, oi])
+        elpd_cells[cs[ci], oi] = pts["elpd"]
+        cols_e.append(pts["elpd"])
+        cols_lp.append(pts["lppd"])
+        cols_k.append(pts["k"])
+        cols_c.append(counts[cs[ci], oi])
+    pts = {
+        "elpd": np.concatenate(cols_e),
+        "lppd": np.concatenate(cols_lp),
+        "k": np.concatenate(cols_k),
+    }
+    summary = summarise(pts, np.concatenate(cols_c), post["alpha"].shape[0])
+    summary["reff"] = 1.0
+    return summary, elpd_cells[agg["cell"], data["outcome"]]
+
+
+def reports(post, data, agg, zero, uniform, a_e, kappa, first, log_lik: bool = True) -> dict:
+    """What a converged fit reports beside its kappa: the fixed effects (intercepts and slopes
+    per outcome) and the scales of the random intercepts, the posterior correlations of each
+    factor's correlated intercepts (R = L L^T per draw), a posterior kappa per level of each
+    grouping factor (that level's fitted intercepts added, the annotator pairs' own), per level
+    of a covariate with two values (a flag), for an average level of the first factor and
+    marginalised over it, and PSIS-LOO (`model_loo`)."""
+    k = data["k"]
+    outcomes = _outcome_names(k)
+    names = list(data["covariates"])
+    groups = list(data["groups"])
+    effects = {"intercept": {o: _summary(post["alpha"][:, j]) for j, o in enumerate(outcomes)}}
+    for i, c in enumerate(names):
+        effects[c] = {o: _summary(post["beta"][:, i, j]) for j, o in enumerate(outcomes)}
+    scales = {
+        g: {o: _summary(post[f"sigma_{g}"][:, j]) for j, o in enumerate(outcomes)}
+        for g in ("pair", *groups)
+    }
+    correlations = {}
+    for g in ("pair", *groups):
+        if f"L_{g}" in post:
+            L = post[f"L_{g}"]
+            R = np.einsum("dij,dkj->dik", L, L)
+            correlations[g] = {
+                f"{outcomes[i]} ~ {outcomes[j]}": _summary(R[:, i, j])
+                for i in range(len(outcomes))
+                for j in range(i + 1, len(outcomes))
+            }
+    by_level = {
+        g: {
+            level: _summary(kappa(zero, False, uniform, a_e, offset=post[f"nu_{g}"][:, li, :]))
+            for li, level in enumerate(levels)
+        }
+        for g, (_, levels) in data["groups"].items()
+    }
+    by_covariate = {}
+    for j, c in enumerate(names):
+        z, mean, sd = data["covariates"][c]
+        values = np.unique(z)
+        if values.size != 2:
+            continue
+        rows = {}
+        for v in values:
+            x = zero.copy()
+            x[:, j] = v
+            rows[f"{mean + v * sd:g}"] = {
+                "average": _summary(kappa(x, False, uniform, a_e)),
+                "marginal": _summary(kappa(x, True, uniform, a_e)) if first is not None else None,
+            }
+        by_covariate[c] = rows
+    out = {
+        "outcomes": outcomes,
+        "fixed_effects": effects,
+        "scales": scales,
+        "correlations": correlations,
+        "by_level": by_level,
+        "by_covariate_level": by_covariate,
+    }
+    if log_lik:
+        out["loo"], out["loo_pointwise"] = model_loo(post, data, agg)
     return out
 
 

@@ -254,8 +254,10 @@ def swissgov_agreement(root: Path) -> dict:
         ys: list[int] = []
         missed = total = same = n_tok = 0
         docs_by = {"pages": 0, "aligned": 0}
+        span_docs: list[dict] = []
         for f in kept:
             g = gold[f]
+            span_docs.append({})
             spans = {"1": _jsonl(d1 / f), "2": _jsonl(d2 / f)}
             for side, key, tkey, lang_of, page in (
                 ("a", "text2_positions", "text2", "en", g["page_en"]),
@@ -277,6 +279,11 @@ def swissgov_agreement(root: Path) -> dict:
                     labels, m, t = align_side(text, spans, key, tkey)
                     missed, total = missed + m, total + t
                     docs_by["aligned"] += 1
+                scored = [k for k, gv in enumerate(gl) if gv != -1]
+                span_docs[-1][side] = (
+                    [labels["1"][k] for k in scored],
+                    [labels["2"][k] for k in scored],
+                )
                 for k, gv in enumerate(gl):
                     n_tok += 1
                     same += (-1 if gv == -1 else round(gv * 5)) == labels["1"][k]
@@ -312,9 +319,86 @@ def swissgov_agreement(root: Path) -> dict:
             "annotator1_equals_gold": round(same / n_tok, 6) if n_tok else None,
             "paper": PAPER[pair],
             "authors_procedure": AUTHORS_PROCEDURE[pair],
+            # Table 2's span-level rows (`span_agreement`; the paper's in PAPER_SPANS)
+            "spans": span_agreement(span_docs),
         }
     out["procedure"] = procedures.pop() if len(procedures) == 1 else "mixed"
     return out
+
+
+THRESHOLDS = (0.5, 0.75, 0.9)
+"""The IoU thresholds of the paper's fuzzy span matches (Table 2: >= 50, 75, 90 %)."""
+
+
+def spans(labels) -> list[tuple[int, int, int]]:
+    """(start, end, label) of each difference span: a maximal run of consecutive tokens with the
+    same label above 0 (the paper's section 3); `end` is exclusive."""
+    x = np.asarray(labels, dtype=np.int64)
+    if not x.size:
+        return []
+    change = np.flatnonzero(np.diff(x)) + 1
+    starts = np.r_[0, change]
+    ends = np.r_[change, x.size]
+    return [(int(a), int(b), int(x[a])) for a, b in zip(starts, ends, strict=True) if x[a] > 0]
+
+
+def span_agreement(docs: list[dict[str, tuple]]) -> dict:
+    """Table 2's span-level rows for one language pair. `docs` holds, per document, for each side
+    ("a" English, "b" the other language) the two annotators' labels (0-5) on the gold's tokens
+    without those the gold marks -1 (punctuation).
+
+    * `spans_1`, `spans_2`: difference spans (`spans`) over both sides of every document;
+      `tokens_1`, `tokens_2`: tokens labelled above 0;
+    * `matched@50`, `@75`, `@90`: the pairs (a span of annotator 1, one of annotator 2, on the
+      same side of the same document) whose token IoU is at least the threshold; `matched@exact`:
+      those with the same tokens (IoU 1);
+    * `iou_a`, `iou_b`: per side, the mean over the documents of |D1 ∩ D2| / |D1 ∪ D2|, D the
+      tokens an annotator labelled above 0 (a document where neither did left out); `f1_a`,
+      `f1_b`: the same documents' mean of 2 |D1 ∩ D2| / (|D1| + |D2|);
+    * `spearman@50`, ...: Spearman's rho of the two annotators' labels over the matched pairs
+      (None where undefined)."""
+    out: dict = {"spans_1": 0, "spans_2": 0, "tokens_1": 0, "tokens_2": 0}
+    pairs: dict[str, list[tuple[int, int]]] = {k: [] for k in (*_THRESHOLD_KEYS, "exact")}
+    per_side: dict[str, list[tuple[float, float]]] = {"a": [], "b": []}
+    for doc in docs:
+        for side, (l1, l2) in doc.items():
+            l1, l2 = np.asarray(l1, dtype=np.int64), np.asarray(l2, dtype=np.int64)
+            s1, s2 = spans(l1), spans(l2)
+            out["spans_1"] += len(s1)
+            out["spans_2"] += len(s2)
+            d1, d2 = l1 > 0, l2 > 0
+            out["tokens_1"] += int(d1.sum())
+            out["tokens_2"] += int(d2.sum())
+            union, inter = int((d1 | d2).sum()), int((d1 & d2).sum())
+            if union:
+                per_side[side].append((inter / union, 2 * inter / (int(d1.sum()) + int(d2.sum()))))
+            for a0, a1, la in s1:
+                for b0, b1, lb in s2:
+                    inter_ab = min(a1, b1) - max(a0, b0)
+                    if inter_ab <= 0:
+                        continue
+                    iou = inter_ab / (max(a1, b1) - min(a0, b0))
+                    for key, t in zip(_THRESHOLD_KEYS, THRESHOLDS, strict=True):
+                        if iou >= t:
+                            pairs[key].append((la, lb))
+                    if (a0, a1) == (b0, b1):
+                        pairs["exact"].append((la, lb))
+    for key, got in pairs.items():
+        out[f"matched@{key}"] = len(got)
+        rho = None
+        if len(got) > 1:
+            x, y = zip(*got, strict=True)
+            if len(set(x)) > 1 and len(set(y)) > 1:
+                rho = float(stats.spearmanr(x, y).statistic)
+        out[f"spearman@{key}"] = rho
+    for side, vals in per_side.items():
+        out[f"iou_{side}"] = float(np.mean([v[0] for v in vals])) if vals else None
+        out[f"f1_{side}"] = float(np.mean([v[1] for v in vals])) if vals else None
+    out["documents"] = len(docs)
+    return out
+
+
+_THRESHOLD_KEYS = tuple(str(round(t * 100)) for t in THRESHOLDS)
 
 
 def swissgov_release(source: Path) -> dict:
@@ -352,6 +436,8 @@ __all__ = [
     "page_labels",
     "page_lines",
     "pieces",
+    "span_agreement",
+    "spans",
     "swissgov_agreement",
     "swissgov_release",
     "why",

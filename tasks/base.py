@@ -89,6 +89,8 @@ class CrossValidation:
     authors' `aggregate_TRiC_statistics.py` takes it), each fold's scores kept beside them."""
 
     split: str = "cv"
+    # the submission's fold column; "" where the folds partition the units (Loci Similes' queries:
+    # each in one fold's test set, its fold among the split's inputs) and the file has none
     field: str = "fold"
     folds: int = 10  # the protocol's folds; an import records the folds its release holds
 
@@ -164,6 +166,8 @@ class Task:
     cross_validation: CrossValidation | None = None
     # published systems' results, shown unranked beside the baselines on their split's boards
     paper_rows: tuple[PaperRow, ...] = ()
+    # links: the depths k at which a scored run is also cut and scored as a set of links
+    cut_at: tuple[int, ...] = ()
     # the splits whose gold has a private part: never downloadable, scored on a public part only
     # until publication
     hidden_splits: tuple[str, ...] = HIDDEN_SPLITS
@@ -200,7 +204,9 @@ class Task:
     def for_split(self, split: str) -> "Task":
         """The task as a submission on `split` sees it: on the cross-validated split, the fold
         field comes first and is part of the key (`fold` + `instanceID` name a unit)."""
-        return _for_split(self, split) if self.is_cross_validated(split) else self
+        if self.is_cross_validated(split) and self.cross_validation.field:
+            return _for_split(self, split)
+        return self  # folds that partition the units (`field` ""): the file is the same
 
     def metric_direction(self, metric: str) -> bool:
         """True when a larger value of `metric` is better."""
@@ -218,7 +224,10 @@ def _for_split(task: Task, split: str) -> Task:
             for f, line in zip((1, 2), fmt.example.splitlines(), strict=False)
         )
         if fmt.native == "jsonl"
-        else fmt.example
+        else "".join(
+            f"{cv.field if i == 0 else (i - 1) % 2 + 1},{line}\n"
+            for i, line in enumerate(fmt.example.splitlines())
+        )
     )
     return replace(
         task,

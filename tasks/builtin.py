@@ -45,22 +45,24 @@ FROM = ImportOption(
 # together label every instance, so a site scoring the held-out test of one fold with a hidden
 # part cannot also publish the other folds' labels (docs/hidden-gold.md).
 HELD_OUT, CROSS_VALIDATED = "held-out", "cross-validated"
+PROTOCOL = ImportOption(
+    "--protocol",
+    "protocol",
+    "choice",
+    "held-out: the release's splits, the test split's gold hidden; cross-validated: the paper's "
+    "folds, scored fold by fold, each fold's training labels public (TRoTR: its ten folds, and "
+    "no hidden test split; Loci Similes: five folds of the positives, no hidden test split; STR: "
+    "STR-2022's five folds of the English pairs beside SemEval's splits).",
+    default=HELD_OUT,
+    choices=(HELD_OUT, CROSS_VALIDATED),
+)
 TRIC_HELP = "palimpsest tasks import {id} --from path/to/TRoTR [--fold 1]"
 TRIC = dict(
     importer="tasks.trotr:import_trotr",
     import_options=(
         FROM,
         ImportOption("--fold", "fold", "int", "TRoTR fold.", default=1, range=(1, 10)),
-        ImportOption(
-            "--protocol",
-            "protocol",
-            "choice",
-            "held-out: one fold's dev (public), train (public) and test (hidden); "
-            "cross-validated: every fold's test sets scored fold by fold, with their train and dev "
-            "labels public, and no hidden test split.",
-            default=HELD_OUT,
-            choices=(HELD_OUT, CROSS_VALIDATED),
-        ),
+        PROTOCOL,
     ),
     demo=Demo(release="tasks.demo:trotr_release", predictions="tasks.demo:keyed_predictions"),
     agreement="tasks.agreement:trotr_release",
@@ -105,8 +107,8 @@ PYTHON: dict[str, dict] = {
     "loci-similes": dict(
         importer="tasks.loci:import_loci",
         import_help="palimpsest tasks import loci-similes --query hieronymus_samples.csv "
-        "--source vergil_samples.csv --gold ground_truth.csv (the release's three files: the "
-        "query document, the source document, the gold links)",
+        "--source vergil_samples.csv --gold ground_truth.csv [--protocol cross-validated] (the "
+        "release's three files: the query document, the source document, the gold links)",
         import_options=(
             ImportOption(
                 "--query",
@@ -131,13 +133,14 @@ PYTHON: dict[str, dict] = {
                 "The gold links: query_id,source_id,label (the release's ground_truth.csv).",
                 required=True,
             ),
+            PROTOCOL,
         ),
         demo=Demo(release="tasks.demo:loci_release", predictions="tasks.demo:link_predictions"),
     ),
     "str": dict(
         importer="tasks.semrel:import_str",
         import_help="palimpsest tasks import str --from path/to/Semantic_Relatedness_SemEval2024 "
-        "[--languages eng,esp,...]",
+        "[--languages eng,esp,...] [--protocol cross-validated]",
         import_options=(
             FROM,
             ImportOption(
@@ -146,6 +149,7 @@ PYTHON: dict[str, dict] = {
                 "list",
                 "STR: the languages to import, comma separated (default: every one found).",
             ),
+            PROTOCOL,
         ),
         demo=Demo(release="tasks.semrel:demo_release", predictions="tasks.demo:keyed_predictions"),
         agreement="tasks.agreement_str:str_release",

@@ -198,7 +198,8 @@ class SplitSpec(Spec):
 
 class CrossValidationSpec(Spec):
     """A split holding every fold's test units, scored fold by fold (a submission names each
-    unit's fold in `field`); the result is the mean over the folds."""
+    unit's fold in `field`; `field` "" where the folds partition the units, a links split's
+    queries, their folds in the split's `folds.csv`); the result is the mean over the folds."""
 
     split: str = "cv"
     field: str = "fold"
@@ -280,6 +281,13 @@ class TaskSpec(Spec):
     )
     cross_validation: Optional[CrossValidationSpec] = None
     paper_rows: list[PaperRowSpec] = Field(default_factory=list, max_length=50)
+    cut_at: list[int] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Links family: the depths k at which a scored run's ranking is also cut, its "
+        "top k sources per query taken as predicted links and scored as a set (TP, FP, FN, F1, "
+        "FPR and SMR x 10^4).",
+    )
     public_files: dict[str, list[str]] = Field(
         default_factory=dict,
         max_length=10,
@@ -288,6 +296,41 @@ class TaskSpec(Spec):
     )
 
     _text = field_validator("title", "description", "citation", "licence", "source")(_no_control)
+
+    @field_validator("cut_at")
+    @classmethod
+    def _cuts(cls, v):
+        bad = [k for k in v if not 1 <= k <= 1_000_000]
+        if bad:
+            raise ValueError(f"cut_at: {', '.join(map(str, bad))} not in 1..1000000")
+        if len(set(v)) != len(v):
+            raise ValueError("cut_at: a depth repeats")
+        return v
+
+    @model_validator(mode="after")
+    def _cuts_of_links(self):
+        if self.cut_at and self.family != "links":
+            raise ValueError("cut_at applies to the links family only")
+        return self
+
+    @model_validator(mode="after")
+    def _folds_of_queries(self):
+        cv = self.cross_validation
+        if cv is None:
+            return self
+        if (self.family == "links") != (cv.field == ""):
+            raise ValueError(
+                "cross_validation.field is empty for the links family (its folds partition the "
+                "queries) and names a column for any other"
+            )
+        split = self.splits.get(cv.split)
+        if self.family == "links" and split is not None:
+            if not any(r.rsplit("/", 1)[-1] == "folds.csv" for r in split.inputs):
+                raise ValueError(
+                    f"the cross-validated links split {cv.split!r} needs a folds.csv "
+                    "(query_id,fold) among its inputs"
+                )
+        return self
 
     @field_validator("splits")
     @classmethod

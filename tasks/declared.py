@@ -81,6 +81,7 @@ def task_from_declaration(d: dict) -> Task:
             )
             for r in d.get("paper_rows") or ()
         ),
+        cut_at=tuple(d.get("cut_at") or ()),
     )
 
 

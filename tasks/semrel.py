@@ -50,12 +50,84 @@ def _split_of(base: Path, lang: str, split: str, notes: list[str]) -> list[dict]
     return rows
 
 
-def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> dict:
+HELD_OUT, CROSS_VALIDATED = "held-out", "cross-validated"
+CV_SEED = "str-2022:5-fold"
+"""The seed of the cross-validated protocol's folds (STR-2022 publishes none): the English pairs'
+ids sorted, shuffled by `random.Random(CV_SEED)` and dealt to the folds in turn."""
+
+
+def cv_folds(ids, folds: int, seed: str = CV_SEED) -> dict[str, int]:
+    """Each id's fold (1..folds): the ids sorted, shuffled with a generator seeded by `seed`, dealt
+    in turn, so that fold sizes differ by one at most and the draw depends on the ids alone."""
+    order = sorted(ids)
+    random.Random(seed).shuffle(order)
+    return {pid: i % folds + 1 for i, pid in enumerate(order)}
+
+
+def _write_cv(b: ReleaseBundle, cv, pairs: list[dict]) -> dict:
+    """The cross-validated split: every English pair in the test set of one fold (what a submission
+    answers, with its fold), and each fold's training pairs with their scores (the other folds'
+    pairs, public: the protocol trains on them). Every pair is in the training data of the other
+    folds, so this gold is no secret: its board ranks on all of it."""
+    fold_of = cv_folds([r["PairID"] for r in pairs], cv.folds)
+    rows = sorted(pairs, key=lambda r: (fold_of[r["PairID"]], r["PairID"]))
+    keep = ("PairID", "language", "sentence1", "sentence2")
+    b.write_jsonl(
+        cv.split,
+        "inputs.jsonl",
+        [{cv.field: fold_of[r["PairID"]], **{k: r[k] for k in keep}} for r in rows],
+    )
+    b.write_jsonl(
+        cv.split,
+        "train.jsonl",
+        [
+            {cv.field: f, **{k: r[k] for k in keep}, "score": r["score"]}
+            for f in range(1, cv.folds + 1)
+            for r in rows
+            if fold_of[r["PairID"]] != f
+        ],
+    )
+    b.write_jsonl(
+        cv.split,
+        "gold.jsonl",
+        [
+            {
+                cv.field: fold_of[r["PairID"]],
+                "PairID": r["PairID"],
+                "language": r["language"],
+                "score": r["score"],
+            }
+            for r in rows
+        ],
+    )
+    sizes = {
+        str(f): sum(1 for r in rows if fold_of[r["PairID"]] == f) for f in range(1, cv.folds + 1)
+    }
+    return {
+        "split": cv.split,
+        "folds": list(range(1, cv.folds + 1)),
+        "counts": {f: {"test": {"all": n}, "train": len(rows) - n} for f, n in sizes.items()},
+        "seed": CV_SEED,
+        "note": "",
+    }
+
+
+def import_str(task: Task, *, source, store: TaskStore, languages=None, protocol=None, **_) -> dict:
     """Build `str` from a SemEval-2024 Task 1 checkout (`Track A/<lang>/<lang>_{train,dev,
     dev_with_labels,test,test_with_labels}.csv`) or from one STR-2022-style CSV file (English,
     imported as the test split). A language without dev or test gold is imported without that split,
-    and the manifest's notes say so."""
+    and the manifest's notes say so. With `protocol="cross-validated"`, the English labelled pairs
+    (the STR-2022 file, or the checkout's `eng_train.csv`, the same 5,500 texts) also make the
+    cross-validated split, STR-2022's five folds (`cv_folds`); from a file, they make it alone (no
+    hidden test split, its gold being every fold's training data)."""
     source = Path(source)
+    protocol = protocol or HELD_OUT
+    if protocol not in (HELD_OUT, CROSS_VALIDATED):
+        raise ReleaseError(
+            source, f"unknown protocol {protocol!r} ({HELD_OUT} or {CROSS_VALIDATED})"
+        )
+    cv = task.cross_validation if protocol == CROSS_VALIDATED else None
+    cv_pairs: list[dict] = []
     notes: list[str] = []
     per_split: dict[str, list[dict]] = {s: [] for s in SPLITS}
     train: list[dict] = []
@@ -63,13 +135,20 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
     if source.is_file():  # STR-2022: one English file, PairID,Score,Text
         if languages and list(languages) != ["eng"]:
             raise ReleaseError(source, "an STR-2022 file holds English (eng) pairs only")
-        per_split["test"] = read_pairs(source, True, "eng")
-        counts["test"]["eng"] = len(per_split["test"])
         chosen = ["eng"]
-        notes.append(
-            f"eng: one STR-2022 file ({source.name}), imported as the test split; "
-            "no train or dev split"
-        )
+        if cv is not None:
+            cv_pairs = read_pairs(source, True, "eng")
+            notes.append(
+                f"eng: one STR-2022 file ({source.name}), imported as the {cv.split} split's "
+                f"{cv.folds} folds; no train, dev or test split"
+            )
+        else:
+            per_split["test"] = read_pairs(source, True, "eng")
+            counts["test"]["eng"] = len(per_split["test"])
+            notes.append(
+                f"eng: one STR-2022 file ({source.name}), imported as the test split; "
+                "no train or dev split"
+            )
         origin = "STR-2022"
     else:
         base = str_base(source)
@@ -106,6 +185,8 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
                 rows = read_pairs(p, True, lang)
                 train += rows
                 counts["train"][lang] = len(rows)
+                if cv is not None and lang == "eng":
+                    cv_pairs = rows
             for split in SPLITS:
                 rows = _split_of(base, lang, split, notes)
                 if rows is not None:
@@ -123,7 +204,13 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
                 )
             seen[r["PairID"]] = r["language"]
     splits = [s for s in SPLITS if per_split[s]]
-    if not splits:
+    if cv is not None and not cv_pairs:
+        raise ReleaseError(
+            source,
+            "the cross-validated protocol needs the English labelled pairs (an STR-2022 file, or "
+            "eng/eng_train.csv in the checkout)",
+        )
+    if not splits and not cv_pairs:
         raise ReleaseError(source, "no language has dev or test gold: nothing to score")
     with ReleaseBundle(task, store) as b:
         for split in splits:
@@ -139,15 +226,23 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, **_) -> 
             b.write_jsonl(split, "gold.jsonl", gold)  # dev's is public: the spec says so
         if train:
             b.write_jsonl("train", "train.jsonl", train)
+        folds = None
+        if cv is not None:
+            folds = _write_cv(b, cv, cv_pairs)
+            splits.append(cv.split)
+            counts[cv.split] = {"eng": len(cv_pairs), "folds": cv.folds}
         manifest = {
             "task": task.id,
             "version": task.version,
             "source": origin,
+            "protocol": protocol,
             "languages": chosen,
             "splits": splits,
             "counts": {k: v for k, v in counts.items() if v},
             "notes": notes,
         }
+        if folds is not None:
+            manifest["cross_validation"] = folds
         if (
             not source.is_file()
         ):  # the raw BWS annotations, where the checkout has them: the human rows

@@ -78,6 +78,7 @@ def submit(
 ):
     from server.demo import predictions
     from server.domain.submissions import create_submission
+    from server.jobs.dispatch import jobs
 
     if data is None:
         data, filename = predictions(
@@ -88,7 +89,7 @@ def submit(
             seed=1,
         )
     with backend.session() as s:
-        return create_submission(
+        sub = create_submission(
             s,
             user=user,
             team=team,
@@ -101,9 +102,11 @@ def submit(
             url="",
             show_publicly=True,
             settings=backend.settings,
-            enqueue=enqueue,
             **kw,
         )
+        if enqueue:  # queued for scoring once the session commits
+            jobs(s).score(s, sub.id)
+        return sub
 
 
 def get(backend, submission_id):
@@ -120,7 +123,7 @@ def scores(backend, submission_id):
         return s.execute(select(Score).where(Score.submission_id == submission_id)).scalars().all()
 
 
-def burst(backend, queues=("scoring", "baselines")):
+def burst(backend, queues=("scoring", "stats", "baselines")):
     """Run every queued job in-process (RQ's SimpleWorker in burst mode)."""
     from server.jobs.worker import build_worker
 

@@ -650,6 +650,7 @@ def _make_backend(kind, request, tmp_path, demo_home, monkeypatch) -> Backend:
     conn.flushdb()
     with Session(engine) as s:
         ensure_phases(s, settings.home)
+        s.commit()
     return Backend(kind, settings, engine, conn, embedded)
 
 

@@ -218,3 +218,68 @@ def test_trotr_fit_converges_and_agrees_with_the_empirical_multi_kappa():
     width = {v: got[v]["95%"][1] - got[v]["95%"][0] for v in ("average", "marginal")}
     assert width["marginal"] > width["average"]
     assert len(got["curve"]["points"]) == 21
+
+
+def test_the_reports_equal_the_draws_transformed_by_hand():
+    """Per-level kappa, fixed effects, correlations and PSIS-LOO of one short fit, each recomputed
+    here from the fit's own posterior draws."""
+    from tasks.agreement_bayes import _softmax_diag
+    from tasks.agreement_loo import loo
+    from tasks.agreement_measures import weighted
+
+    t, book, overlap = generated(seed=2, items=200, books=4)
+    flag = (overlap > 0.5).astype(float)  # a flag: two values, reported per level
+    got = fit(
+        t,
+        {"book": book},
+        {"known": flag},
+        seed=3,
+        chains=4,
+        warmup=500,
+        samples=500,
+        keep_draws=True,
+    )
+    post = got["draws"]
+    k = 2
+    a_e = float(weighted(t, np.ones((1, t.n_items)))["expected_kappa"][0])
+    data = pair_outcomes(t, {"book": book}, {"known": flag})
+    present = np.bincount(data["pair"], minlength=len(t.pairs)) > 0
+    uniform = present / present.sum()
+
+    def by_hand(eta):
+        p = np.stack(
+            [_softmax_diag(eta + post["nu_pair"][:, j, :], k) for j in range(len(t.pairs))], 1
+        )
+        return ((p * uniform).sum(axis=1) - a_e) / (1 - a_e)
+
+    for li, level in enumerate(data["groups"]["book"][1]):
+        want = by_hand(post["alpha"] + post["nu_book"][:, li, :])
+        assert got["by_level"]["book"][level]["median"] == pytest.approx(np.median(want), abs=1e-12)
+        assert got["by_level"]["book"][level]["95%"][0] == pytest.approx(
+            np.quantile(want, 0.025), abs=1e-12
+        )
+    z = np.unique(data["covariates"]["known"][0])
+    for v, name in zip(z, ("0", "1"), strict=True):
+        want = by_hand(post["alpha"] + v * post["beta"][:, 0, :])
+        assert got["by_covariate_level"]["known"][name]["average"]["median"] == pytest.approx(
+            np.median(want), abs=1e-12
+        )
+    assert got["fixed_effects"]["known"]["0,1"]["mean"] == pytest.approx(
+        post["beta"][:, 0, 0].mean(), abs=1e-12
+    )
+    L = post["L_book"]
+    r = (L[:, 0, :] * L[:, 1, :]).sum(axis=1)  # R[0, 1] = row 0 of L . row 1 of L
+    assert got["correlations"]["book"]["0,1 ~ 1,0"]["median"] == pytest.approx(
+        np.median(r), abs=1e-12
+    )
+    # PSIS-LOO over the pairs of judgments, each its own column, from the draws by hand
+    eta = post["alpha"][:, None, :] + post["nu_pair"][:, data["pair"], :]
+    eta = eta + post["nu_book"][:, data["groups"]["book"][0], :]
+    eta = eta + data["covariates"]["known"][0][None, :, None] * post["beta"][:, 0, None, :]
+    logits = np.concatenate([np.zeros(eta.shape[:2] + (1,)), eta], axis=2)
+    ll = logits - np.log(np.exp(logits).sum(axis=2, keepdims=True))
+    per_obs = ll[:, np.arange(data["outcome"].size), data["outcome"]]
+    want = loo(per_obs)
+    assert got["loo"]["elpd_loo"] == pytest.approx(want["elpd_loo"], abs=1e-6)
+    assert got["loo"]["se"] == pytest.approx(want["se"], abs=1e-6)
+    assert np.allclose(got["loo_pointwise"], want["pointwise"]["elpd"], atol=1e-8)

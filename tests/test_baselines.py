@@ -28,7 +28,7 @@ from baselines.systems import (
     write_submission,
 )
 from scorer import score_file
-from server.domain.baselines import record_baseline
+from server.actions.baselines import record_baseline
 from tasks.store import TaskStore
 from tests.conftest import LOCI, SWISSGOV, TROTR, need
 

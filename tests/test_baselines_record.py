@@ -15,7 +15,8 @@ from sqlalchemy import select
 
 from baselines.run import run_baselines
 from baselines.systems import Options
-from server.domain.baselines import enqueue_baselines, record_baseline
+from server.actions.baselines import record_baseline
+from server.domain.baselines import enqueue_baselines
 
 
 def _run(backend, task_id="tric-ranking", system="lexical", out=None):

@@ -488,8 +488,8 @@ def test_the_lexical_baselines_run_through_the_same_path_with_todays_files(
 
     from baselines.run import run_baselines
     from baselines.systems import SYSTEMS, Options
+    from server.actions.baselines import record_baseline
     from server.actions.code_runs import record_baseline_runs
-    from server.domain.baselines import record_baseline
 
     b = embedded_backend
     tasks = [t for t in SYSTEMS if "lexical" in SYSTEMS[t]]

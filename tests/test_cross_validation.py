@@ -355,7 +355,7 @@ def test_a_cross_validated_phase_shows_mean_std_and_every_fold(embedded_backend)
     # their copies in every fold), and holds the point score
     from server.boards.stats import phase_version, read_board_stats
 
-    stats = read_board_stats(b.settings.home, ph.id, phase_version(b.settings, b.engine, t, ph.id))
+    stats = read_board_stats(b.settings, ph.id, phase_version(b.settings, b.engine, t, ph.id))
     lo, hi = stats["rows"][str(sub.id)]["ci"]
     assert lo <= row.values["all/spearman"] <= hi and stats["part"] == "all"
     assert stats["unit"] == "instances (each drawn with its copies in every fold)"

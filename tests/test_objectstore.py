@@ -643,3 +643,71 @@ def test_a_task_import_puts_its_files_into_the_store(tmp_path, monkeypatch, seaw
     assert r.exit_code != 0
     assert "not into the object store" in r.output and "palimpsest store push" in r.output
     assert (other / "tasks" / TASK / "task.json").is_file()
+
+
+def test_a_web_and_two_workers_on_their_own_data_directories_share_the_statistics(stored, tmp_path):
+    """The layout beyond one machine: the web on its data directory, a scoring worker and a
+    statistics worker each on an empty one of their own, sharing only the database, Redis and the
+    store. The board's statistics the statistics worker computes reach the web's pages (board,
+    JSON, CSV and the significance page), and the statistics worker reads the units the scoring
+    worker kept from the store rather than re-parsing the uploads."""
+    from server import create_app
+    from server.boards import stats
+    from server.models import Submission
+
+    b = stored
+    subs = []
+    for noise in (0.05, 0.2, 0.45):
+        team, user = make_team(b)
+        subs.append(submit(b, team, user, TASK, "dev", noise=noise))
+    homes = {}
+    for name, queue in (("scorer", "scoring"), ("statistician", "stats")):
+        home = homes[name] = tmp_path / f"{name}-home"
+        home.mkdir()
+        env = child_env(b)
+        env.update(b.env)
+        env["PALIMPSEST_HOME"] = str(home)
+        env["DATABASE_URL"] = b.settings.sqlalchemy_url()
+        env["REDIS_URL"] = b.embedded.url
+        env["PALIMPSEST_SECRET_KEY"] = b.settings.secret_key
+        log = tmp_path / f"{name}.log"
+        proc = worker_process(b, "--queue", queue, "--burst", env=env, log=log)
+        assert proc.wait(180) == 0, log.read_text()[-3000:]
+    with Session(b.engine) as s:
+        assert {s.get(Submission, x.id).status for x in subs} == {"scored"}
+        phase_id = s.get(Submission, subs[0].id).phase_id
+    # each machine wrote only into its own directory and the store
+    web_stats = stats.stats_dir(b.settings.home)
+    assert not (web_stats / "boards").exists()
+    assert any((stats.stats_dir(homes["scorer"]) / "units").iterdir())
+    assert not (stats.stats_dir(homes["scorer"]) / "boards").exists()
+    assert len(list((stats.stats_dir(homes["statistician"]) / "boards").iterdir())) == 1
+    store = objectstore_for(b)
+    assert any(k.startswith(f"stats/boards/{phase_id}-") for k, _ in store.keys("stats/boards/"))
+    with pytest.raises(PermissionError):  # a statistics file is never handed out by URL
+        store.presigned_get(next(k for k, _ in store.keys("stats/boards/")))
+    # the statistician fetched the scorer's per-unit arrays instead of re-parsing the uploads
+    assert not (homes["statistician"] / "uploads").exists()
+
+    app = create_app({"env": "testing", "PALIMPSEST_ENQUEUE": False})
+    c = app.test_client()
+    data = c.get(f"/tasks/{TASK}/leaderboard.json?phase=dev").get_json()
+    assert data["statistics"]["status"] == "ready", data["statistics"]
+    assert len(data["rows"]) == 3
+    for r in data["rows"]:
+        lo, hi = r["ci"]
+        assert lo <= r["metrics"]["all/f1"] <= hi and r["rank_range"] and r["cluster"]
+    assert (web_stats / "boards").is_dir()  # kept here: the store is asked once per version
+    html = c.get(f"/tasks/{TASK}/leaderboard?phase=dev").get_data(as_text=True)
+    assert "being computed" not in html and "95 % paired bootstrap" in html
+    csv = c.get(f"/tasks/{TASK}/leaderboard.csv?phase=dev").get_data(as_text=True)
+    assert csv.splitlines()[0].endswith("ci_lo,ci_hi,rank_best,rank_worst,cluster")
+    assert all(line.split(",")[-1].isdigit() for line in csv.splitlines()[1:])
+    sig = c.get(f"/tasks/{TASK}/leaderboard/significance?phase=dev").get_data(as_text=True)
+    assert "Holm-corrected" in sig and "being computed" not in sig
+
+
+def objectstore_for(b):
+    from server import objectstore
+
+    return objectstore.store_for(b.settings)

@@ -33,7 +33,14 @@ def test_compose_file_names_web_worker_redis_and_postgres_with_health_checks():
         assert (
             services[name]["environment"]["DATABASE_URL"] == migrate["environment"]["DATABASE_URL"]
         )
-    assert services["worker"]["command"] == ["palimpsest", "worker", "--queue", "scoring"]
+    assert services["worker"]["command"] == [
+        "palimpsest",
+        "worker",
+        "--queue",
+        "scoring",
+        "--queue",
+        "stats",
+    ]
     assert (REPO / "docker" / "Dockerfile").read_text().count("gunicorn") >= 1
     # the GPU machine's worker runs the baseline runs, from its own image, with the GPU reserved
     gpu = services["baselines-worker"]

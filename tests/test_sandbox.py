@@ -206,8 +206,12 @@ time.sleep(60)
     time.sleep(0.5)
     left = [
         p
-        for p in psutil.process_iter(["username", "cmdline"])
-        if p.info["username"] in ("nobody",) and "main.py" in " ".join(p.info["cmdline"] or [])
+        for p in psutil.process_iter(["uids", "cmdline"])
+        if (
+            p.info["uids"].real == sandbox.NOBODY
+            or sandbox.RUN_UIDS[0] <= p.info["uids"].real < sandbox.RUN_UIDS[1]
+        )
+        and "main.py" in " ".join(p.info["cmdline"] or [])
     ]
     assert left == []  # the namespace's processes died with it
 

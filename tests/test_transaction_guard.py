@@ -23,33 +23,14 @@ SURFACES = ("server/web", "server/api", "server/cli", "cli")
 WRITES = {"add", "add_all", "flush", "delete", "merge"}
 TX = {"commit", "rollback"}
 
-# what still commits below the actions, with why
-LOWER_ALLOWED = {
-    # create_submission takes its team's lock with BEGIN IMMEDIATE on SQLite, which must open its
-    # own transaction, and commits before it enqueues (the upload path's own transaction);
-    # ensure_phases is the start-up's idempotent setup of default phases
-    ("server/domain/submissions.py", "commit"): 3,
-    ("server/domain/submissions.py", "rollback"): 1,
-    # the baselines team is made once, first writer wins, in a step of its own
-    ("server/domain/baselines.py", "commit"): 1,
-    # a scorer that lost the race for an attempt's rows drops its own inserts (the worker's step)
-    ("server/domain/lifecycle.py", "rollback"): 1,
-    # first writer wins on a task's competition and an automatic registration: the loser rolls
-    # back and reads the winner's row (a savepoint would keep the rest of its transaction: left)
-    ("server/domain/people.py", "rollback"): 2,
-}
+# what still commits below the actions, with why (nothing)
+LOWER_ALLOWED: dict[tuple[str, str], int] = {}
 # surfaces that still control a transaction: the server's shell opens its session per command
 SURFACE_TX_ALLOWED: dict[tuple[str, str], int] = {}
 # surfaces that still call a writing domain function, with why
 SURFACE_CALLS_ALLOWED = {
     # the request's bearer token: its last use marked in a step of its own
     ("server/web/auth.py", "server.domain.accounts.user_for_token"): 1,
-    # the start-up's default phases (idempotent), before a page or a command reads them
-    ("server/web/pages.py", "server.domain.submissions.ensure_phases"): 1,
-    ("server/cli/common.py", "server.domain.submissions.ensure_phases"): 1,
-    ("server/cli/phases.py", "server.domain.submissions.ensure_phases"): 2,
-    # the local `baselines record` (not yet an action)
-    ("cli/baselines.py", "server.domain.baselines.record_baseline"): 1,
 }
 
 

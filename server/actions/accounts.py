@@ -8,7 +8,6 @@ from __future__ import annotations
 from sqlmodel import Session, select
 
 from server.actions.common import action
-from server.db import transaction
 from server.domain.accounts import (
     MIN_PASSWORD,
     EmailTaken,
@@ -39,9 +38,8 @@ def register(
     already (it keeps its password: the caller answers the same either way)."""
     _check_new(password)
     try:
-        with transaction(s):
-            user = create_user(s, email=email, password=password, is_admin=is_admin)
-            audit(s, user, "user.register", user.email, **({"via": via} if via != "web" else {}))
+        user = create_user(s, email=email, password=password, is_admin=is_admin)
+        audit(s, user, "user.register", user.email, **({"via": via} if via != "web" else {}))
     except EmailTaken:
         return None
     return user
@@ -53,9 +51,8 @@ def create_account(
 ) -> User:
     """An account made by someone else (the server's shell, a site administrator); raises
     ValueError naming what is wrong (a bad address, a short password, one taken)."""
-    with transaction(s):
-        user = create_user(s, email=email, password=password, is_admin=is_admin)
-        audit(s, actor, "user.create", user.email, organizer=is_admin, via=via)
+    user = create_user(s, email=email, password=password, is_admin=is_admin)
+    audit(s, actor, "user.create", user.email, organizer=is_admin, via=via)
     return user
 
 
@@ -63,9 +60,8 @@ def create_account(
 def reset_link_for(*, s: Session, settings, user: User, base_url: str | None, via: str) -> str:
     """A single-use password-reset link for an account, audited (for a site that sends no
     mail)."""
-    with transaction(s):
-        link = reset_link(settings, user, base_url)
-        audit(s, None, "user.reset_link", user.email, via=via)
+    link = reset_link(settings, user, base_url)
+    audit(s, None, "user.reset_link", user.email, via=via)
     return link
 
 
@@ -82,9 +78,8 @@ def change_password(
     if not verify_password(user.password_hash, current):
         raise Forbidden("the current password is wrong", "wrong_password")
     _check_new(new, again, "new_password")
-    with transaction(s):
-        set_password(s, user, new)
-        audit(s, user, "user.password_change", user.email)
+    set_password(s, user, new)
+    audit(s, user, "user.password_change", user.email)
     return user
 
 
@@ -92,9 +87,8 @@ def change_password(
 def reset_password(*, s: Session, user: User, password: str, again: str | None = None) -> User:
     """A new password through a reset link (the caller checked the link); every session ends."""
     _check_new(password, again)
-    with transaction(s):
-        set_password(s, user, password)
-        audit(s, user, "user.password_reset", user.email)
+    set_password(s, user, password)
+    audit(s, user, "user.password_reset", user.email)
     return user
 
 
@@ -104,38 +98,34 @@ def sign_out_everywhere(
 ) -> None:
     """End every session of `user`: by themselves, by a site administrator, or at the server's
     shell (`via` "cli")."""
-    with transaction(s):
-        end_sessions(s, user)
-        if via == "cli":
-            audit(s, None, "user.sign_out_everywhere", user.email, via=via)
-        elif actor is None or actor.id == user.id:
-            audit(s, user, "user.sign_out_everywhere", user.email)
-        else:
-            audit(s, actor, "user.sign_out_everywhere", user.email, by="organizer")
+    end_sessions(s, user)
+    if via == "cli":
+        audit(s, None, "user.sign_out_everywhere", user.email, via=via)
+    elif actor is None or actor.id == user.id:
+        audit(s, user, "user.sign_out_everywhere", user.email)
+    else:
+        audit(s, actor, "user.sign_out_everywhere", user.email, by="organizer")
 
 
 @action
 def sign_out(*, s: Session, user: User) -> None:
     """Sign out: like everywhere, since a copied cookie must stop working too (not audited)."""
-    with transaction(s):
-        end_sessions(s, user)
+    end_sessions(s, user)
 
 
 @action
 def new_token(*, s: Session, user: User, name: str = "") -> tuple[ApiToken, str]:
     """An API token for `user`: the row, and its plaintext (shown once, stored as sha256)."""
-    with transaction(s):
-        return create_token(s, user=user, name=name)
+    return create_token(s, user=user, name=name)
 
 
 @action
 def revoke_token(*, s: Session, user: User, token_id: int) -> ApiToken:
     """Revoke one of `user`'s tokens (revoking a revoked one changes nothing)."""
-    with transaction(s):
-        tok = s.get(ApiToken, token_id)
-        if tok is None or tok.user_id != user.id:
-            raise NotFound(f"no token {token_id} of yours")
-        if tok.revoked_at is None:
-            tok.revoked_at = utcnow()
-            s.add(tok)
-        return tok
+    tok = s.get(ApiToken, token_id)
+    if tok is None or tok.user_id != user.id:
+        raise NotFound(f"no token {token_id} of yours")
+    if tok.revoked_at is None:
+        tok.revoked_at = utcnow()
+        s.add(tok)
+    return tok

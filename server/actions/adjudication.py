@@ -15,12 +15,12 @@ from server.actions.campaigns import for_organizer
 from server.actions.common import action
 from server.actions.common import require_organizer as require_task_organizer
 from server.actions.common import task as find_task
-from server.db import lock_row
+from server.db import lock_row, on_rollback
 from server.domain import audit, goldversions, publication
 from server.domain.campaign_pool import SEP
 from server.domain.inputs import CONTROL
 from server.domain.judgments import judgment_rows, positive_keys
-from server.domain.provenance import check_provenance
+from server.domain.provenance import mark_stale
 from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.jobs.dispatch import jobs
 from server.models import (
@@ -208,7 +208,6 @@ def adjudicate(
         d = _decide(s, c, comp, actor, it, label, "organizer", reason, via)
         made.append(_decision_out(it, d))
         decided[it.id] = d
-    s.commit()
     return m.AdjudicateOut(
         campaign=c.id, decided=made, ties=ties, undecided=len(_undecided(votes, decided))
     )
@@ -286,7 +285,10 @@ def close_campaign(*, s: Session, actor: User | None, campaign: int, via: str) -
                 ) from None
         files, added, negative = goldversions.instances_gold(store, phase.split, t, values)
     reason = f"gold extended by campaign {c.id}"
-    v, undo = goldversions.write_version(
+    # should the transaction roll back, the files go back (write_version's undo) and then the
+    # object store is given them again (hooks run in reverse order)
+    on_rollback(s, lambda: _push_quietly(t.id))
+    v, _undo = goldversions.write_version(
         s,
         store,
         phase.split,
@@ -316,18 +318,10 @@ def close_campaign(*, s: Session, actor: User | None, campaign: int, via: str) -
         judged_negative=negative,
         decisions=dict(rules),
     )
-    try:
-        # the new gold into the object store (when the site has one) before its row commits
-        objectstore.push_tree(get_settings(), f"tasks/{t.id}")
-        s.commit()
-    except Exception:
-        s.rollback()
-        undo()  # the files go back with the transaction (e.g. another close took the version)
-        with contextlib.suppress(Exception):
-            objectstore.push_tree(get_settings(), f"tasks/{t.id}")
-        raise
-    ids = check_provenance(s.get_bind(), get_settings(), task_id=t.id)
-    jobs(s).rescore_now(ids)
+    # the new gold into the object store (when the site has one) before its row commits
+    objectstore.push_tree(get_settings(), f"tasks/{t.id}")
+    ids = mark_stale(s, get_settings(), task_id=t.id)  # the scores under the old gold
+    jobs(s).rescore(s, ids)
     published = []
     for p in s.exec(select(Phase).where(Phase.task_id == t.id, Phase.split == phase.split)):
         rv = publication.latest_ranking(s, p.id)
@@ -347,6 +341,11 @@ def close_campaign(*, s: Session, actor: User | None, campaign: int, via: str) -
         rescoring=sorted(ids),
         published=published,
     )
+
+
+def _push_quietly(task_id: str) -> None:
+    with contextlib.suppress(Exception):
+        objectstore.push_tree(get_settings(), f"tasks/{task_id}")
 
 
 @action

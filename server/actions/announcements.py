@@ -260,5 +260,4 @@ def set_mail_preferences(
             s.add(reg)
     if changes:
         audit.record(s, user, "mail_preferences", c.slug, competition_id=c.id, via=via, **changes)
-    s.commit()
     return preferences_out(c, reg, role)

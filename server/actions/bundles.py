@@ -24,6 +24,7 @@ from server import api_models as m
 from server import objectstore
 from server.actions import competitions as comp_actions
 from server.actions.common import action
+from server.db import on_rollback
 from server.domain import audit, lifecycle, people
 from server.domain.sanitize import MarkdownTooDeep, check_markdown, render_markdown
 from server.exceptions import BundleRefused, LifecycleRefused
@@ -122,15 +123,11 @@ def create_from_bundle(
             raise BundleRefused(problems)
         pages = _pages(b)
         installed = bundles.install_tasks(b, home)
-        try:
-            for task_id in installed:  # into the object store (when the site has one) first
-                objectstore.push_tree(settings, f"tasks/{task_id}")
-            out = _write(s, actor, b, pages, via=via, home=home, settings=settings)
-        except Exception:
-            s.rollback()
-            bundles.uninstall_tasks(installed, home)
-            raise
-    return out
+        # the tasks' files go with a rollback, whatever fails (the rows, the commit)
+        on_rollback(s, lambda: bundles.uninstall_tasks(installed, home))
+        for task_id in installed:  # into the object store (when the site has one) first
+            objectstore.push_tree(settings, f"tasks/{task_id}")
+        return _write(s, actor, b, pages, via=via, home=home, settings=settings)
 
 
 def _write(
@@ -209,7 +206,6 @@ def _write(
         bundle=True,
         tasks=[t.id for t in spec.tasks],
     )
-    s.commit()
     return comp_actions.get_competition(s=s, viewer=actor, competition=c.slug, operator=True)
 
 
@@ -290,7 +286,6 @@ def export_competition(
             gold=include_gold,
             clone=new_id,
         )
-        s.commit()
         bundles.write_bundle_zip(spec, root, Path(out))
     return Path(out)
 
@@ -389,7 +384,6 @@ def clone_competition(
     home = Path(settings.home)
     for task_id in source_tasks:
         _carry_gold(s, home, task_id, f"{task_id}-{new_id}"[:64].rstrip("-"))
-    s.commit()
     return got
 
 

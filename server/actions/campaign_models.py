@@ -22,6 +22,7 @@ from sqlmodel import Session, select
 from server import api_models as m
 from server.actions.campaigns import for_organizer
 from server.actions.common import action
+from server.db import after_commit
 from server.domain import audit
 from server.domain.judgments import fit_inputs
 from server.exceptions import LifecycleRefused, QueueUnreachable, UploadFieldsInvalid
@@ -150,18 +151,19 @@ def request_bayes(
         items=got["items"],
         **cfg,
     )
-    s.commit()
-    try:
-        jobs(s).fit_now(f.id)
+    queue = jobs(s)
+    try:  # the queue is asked before the commit; the fit is put on it once committed
+        queue.reachable()
     except Exception as e:  # noqa: BLE001 — recorded as failed and said plainly
         f.state, f.finished_at = "failed", utcnow()
         f.error = f"the queue was not reachable ({type(e).__name__}: {e}): nothing fits it"
         s.add(f)
-        s.commit()
         raise QueueUnreachable(
             f"campaign {c.id}: {f.error}; fit {f.id} is recorded as failed: request it again "
-            "once the queue is back"
+            "once the queue is back",
+            keeps_record=True,
         ) from None
+    after_commit(s, lambda: queue.fit_now(f.id))
     return _fit_out(f)
 
 

@@ -364,7 +364,6 @@ def open_campaign(
         participants=taking_part,
         seed=seed,
     )
-    s.commit()
     return _out(s, c, comp, with_items=True)
 
 
@@ -491,7 +490,6 @@ def judge(
         via=via,
         label=label if before is None else [before, label],
     )
-    s.commit()
     return m.JudgmentOut(
         campaign=c.id,
         item=item,

@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import BinaryIO
 
 from sqlmodel import Session, select
 
 from baselines.run import method_label, plan
 from baselines.systems import Models, Options
 from server import api_models as m
-from server import objectstore
 from server.actions import common
 from server.actions.common import action
-from server.actions.submissions import fact_sheet, uploader_team
+from server.actions.submissions import submit
 from server.domain import code_runs, people
 from server.domain.accounts import audit
 from server.domain.baselines import (
@@ -24,137 +22,13 @@ from server.domain.baselines import (
     server_database,
     server_settings,
 )
-from server.domain.submissions import check_limits, compute_used, lock_team
-from server.domain.system_archive import LIMITS, SystemInvalid, unpack
-from server.exceptions import (
-    EmptyUpload,
-    LifecycleRefused,
-    LimitReached,
-    NotFound,
-    StoreUnreachable,
-    SystemRefused,
-)
-from server.jobs.dispatch import KEY, Jobs, jobs
+from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
+from server.jobs.dispatch import KEY, Jobs
 from server.jobs.queue import connect, run_job_id
 from server.models import CodeRun, Phase, Submission, User, utcnow
 from server.settings import Settings
-from server.storage import path_for, store_upload
-from tasks.store import TaskStore
 
-
-@action
-def submit_code(
-    *,
-    s: Session,
-    user: User,
-    task_id: str,
-    fields: m.UploadFields,
-    stream: BinaryIO,
-    filename: str,
-    settings,
-) -> tuple[CodeRun, bool]:
-    """Take a team's system (a zip with system.yaml, streamed to the store), check it can be run,
-    count it against the phase's limits and compute budget, and queue it on the runs queue. The
-    same archive already submitted by the team in the phase answers with that run (counted once).
-    Returns the run and whether it was that earlier one."""
-    task = common.task(task_id)
-    team = uploader_team(s, user, task.id, baseline=fields.baseline)
-    if not TaskStore(task.id, settings.home).exists():
-        raise LifecycleRefused(f"task {task.id!r} has no data yet", "not_imported")
-    phase = common.phase_or_default(s, task.id, fields.phase, accepts="code")
-    if phase.accepts == "predictions" and not fields.baseline:  # baselines run anywhere
-        raise LifecycleRefused(
-            f"the {phase.name} phase of {task.id} takes prediction files, not systems",
-            "no_code",
-        )
-    sheet = fact_sheet(s, task.id, phase, fields)
-    exempt = fields.baseline or people.organizes_task(s, user, task.id)
-    if not exempt:
-        budget = phase.compute_budget_seconds
-        if budget is not None and compute_used(s, team.id, phase.id) >= budget:
-            raise LimitReached(
-                f"your team has used its compute budget of {phase.compute_budget_seconds} CPU "
-                f"seconds in the {phase.name} phase",
-                None,
-                "compute",
-            )
-    key, sha, size = store_upload(settings.home, stream, filename, LIMITS.max_zip_bytes)
-    if size == 0:
-        raise EmptyUpload()
-    # into the object store, when the site has one, before any row names it (a code worker on
-    # another machine fetches it from there); unreachable: 503 with nothing left behind
-    try:
-        objectstore.push_upload(settings, key)
-    except StoreUnreachable:
-        if s.exec(select(CodeRun.id).where(CodeRun.storage_key == key).limit(1)).first() is None:
-            path_for(settings.home, key).unlink(missing_ok=True)
-        raise
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            manifest = unpack(path_for(settings.home, key), Path(tmp) / "code")
-        except SystemInvalid as e:
-            raise SystemRefused(
-                [{"line": None, "id": w, "message": msg} for w, msg in e.problems]
-            ) from None
-    if manifest.runtime == "image" and not settings.run_images:
-        raise SystemRefused(
-            [
-                {
-                    "line": None,
-                    "id": "system.yaml: runtime",
-                    "message": "this site runs systems in its Python runtime only "
-                    "(`runtime: python`); container images are not accepted",
-                }
-            ]
-        )
-    phase_id, team_id = phase.id, team.id
-    try:
-        lock_team(s, team_id)
-        phase = s.get(Phase, phase_id, populate_existing=True)
-        same = s.exec(
-            select(CodeRun)
-            .where(
-                CodeRun.team_id == team_id,
-                CodeRun.phase_id == phase_id,
-                CodeRun.archive_sha256 == sha,
-                (CodeRun.failure_kind.is_(None)) | (CodeRun.failure_kind != "infra"),
-            )
-            .order_by(CodeRun.id)
-        ).first()
-        if same is not None:  # a retried upload: the same run, counted once
-            s.rollback()
-            return same, True
-        if not exempt:
-            check_limits(s, team_id, phase, utcnow())
-        run = CodeRun(
-            team_id=team_id,
-            user_id=user.id if user is not None else None,
-            task_id=task.id,
-            phase_id=phase_id,
-            archive_sha256=sha,
-            storage_key=key,
-            file_name=(filename or "")[:255],
-            size=size,
-            manifest=manifest.model_dump(),
-            fields={
-                "method_name": fields.method_name,
-                "description": fields.description,
-                "url": fields.url,
-                "show_publicly": fields.show_publicly,
-                "primary": fields.primary,
-                "facts": sheet or None,
-            },
-            is_baseline=bool(fields.baseline),
-        )
-        s.add(run)
-        audit(s, user, "run.submit", f"run:{task.id}/{phase.name}", sha256=sha, size=size)
-        s.flush()
-        jobs(s, settings).run_code(s, run.id)  # once committed; the reconciler if Redis is away
-        s.commit()
-    except BaseException:
-        s.rollback()
-        raise
-    return run, False
+MAX_RELEASED_LOG = 256 * 1024  # the redacted log an organizer releases
 
 
 def _run(s: Session, run_id: int) -> CodeRun:
@@ -165,38 +39,45 @@ def _run(s: Session, run_id: int) -> CodeRun:
 
 
 def run_out(s: Session, r: CodeRun, *, organizer: bool) -> m.CodeRunOut:
-    """What a viewer of the run is shown (the log only when `code_runs.may_see_log`)."""
+    """What a viewer of the run is shown: to the organizers everything; to its team on a blind
+    phase what the release gate lets through (`code_runs.disclosed`, `team_log`)."""
     phase = s.get(Phase, r.phase_id)
-    see = code_runs.may_see_log(r, phase, organizer=organizer)
+    sub_status = s.get(Submission, r.submission_id).status if r.submission_id is not None else None
+    category = code_runs.category(r, sub_status)
+    shown = organizer or code_runs.disclosed(r, phase)
+    log = r.log if organizer else code_runs.team_log(r, phase)
     return m.CodeRunOut(
         id=r.id,
         task=r.task_id,
         phase=phase.name,
         team=r.team_id,
         stage=r.stage,
+        category=category,
         failure_kind=r.failure_kind,
-        reason=r.reason if see or r.failure_kind != "code" else _outline(r.reason),
+        reason=r.reason if shown else _outline(r, category),
         attempts=r.attempts,
         created=r.created_at,
-        started=r.started_at,
-        finished=r.finished_at,
+        started=r.started_at if shown else None,
+        finished=r.finished_at if shown else None,
         command=list((r.manifest or {}).get("command", [])),
-        resources=dict(r.outcome or {}),
-        cpu_seconds=r.cpu_seconds,
+        resources=dict(r.outcome or {}) if shown else {},
+        cpu_seconds=r.cpu_seconds if shown else None,
+        kernel_limits=(r.outcome or {}).get("cgroup"),
         submission=r.submission_id,
-        submission_status=(
-            s.get(Submission, r.submission_id).status if r.submission_id is not None else None
-        ),
+        submission_status=sub_status,
         blind=phase.blind,
         reviewed=r.reviewed_at is not None,
-        log=r.log if see else None,
-        log_hidden=not see and bool(r.log),
+        release=r.release,
+        review_note=r.review_note or "",
+        log=log,
+        log_hidden=log is None and bool(r.log),
+        redacted=not organizer and r.release == "redact",
     )
 
 
-def _outline(reason: str) -> str:
-    # a blind run's failure names the limit it broke, never what it printed
-    return reason.split(":", 1)[0]
+def _outline(r: CodeRun, category: str) -> str:
+    # a gated run's failure is its category, never a figure or anything it printed
+    return category if r.stage == "failed" else ""
 
 
 @action
@@ -214,20 +95,40 @@ def get_run(*, s: Session, run_id: int, viewer: User | None) -> m.CodeRunOut:
 
 
 @action
-def review_run(*, s: Session, run_id: int, actor: User | None) -> m.CodeRunOut:
-    """An organizer has read the run's log (on a blind phase its team may then read it)."""
+def review_run(
+    *,
+    s: Session,
+    run_id: int,
+    actor: User | None,
+    decision: str = "release",
+    log: str | None = None,
+    note: str = "",
+) -> m.CodeRunOut:
+    """An organizer's review of an ended run: on a blind phase it releases the log to its team as
+    it is (`release`), releases the organizer's redacted copy (`redact`, with `log`), or withholds
+    it (`withhold`, with a `note` the team reads). A later review replaces the decision."""
     r = _run(s, run_id)
     common.require_organizer(actor, s, task_id=r.task_id)
     if r.stage not in ("ran", "failed"):
         raise LifecycleRefused(
             f"code run {run_id} is {r.stage}: review it when it ended", "running"
         )
-    if r.reviewed_at is None:
-        r.reviewed_at = utcnow()
-        r.reviewed_by = actor.id if actor is not None else None
-        s.add(r)
-        audit(s, actor, "run.review", f"run:{r.id}")
-        s.commit()
+    note = (note or "").strip()
+    if decision not in code_runs.DECISIONS:
+        raise UploadFieldsInvalid({"decision": f"one of {', '.join(code_runs.DECISIONS)}"})
+    if decision == "redact" and log is None:
+        raise UploadFieldsInvalid({"log": "the redacted log the team may read"})
+    if log is not None and len(log) > MAX_RELEASED_LOG:
+        raise UploadFieldsInvalid({"log": f"at most {MAX_RELEASED_LOG:,} characters"})
+    if len(note) > 2000:
+        raise UploadFieldsInvalid({"note": "at most 2,000 characters"})
+    r.reviewed_at = utcnow()
+    r.reviewed_by = actor.id if actor is not None else None
+    r.release = decision
+    r.released_log = log if decision == "redact" else ""
+    r.review_note = note
+    s.add(r)
+    audit(s, actor, "run.review", f"run:{r.id}", decision=decision)
     return run_out(s, r, organizer=True)
 
 
@@ -274,7 +175,7 @@ def record_baseline_runs(
                 baseline=True,
             )
             with archive.open("rb") as f:
-                run, duplicate = submit_code(
+                run, duplicate = submit(
                     s=session,
                     user=user,
                     task_id=task_id,
@@ -282,6 +183,7 @@ def record_baseline_runs(
                     stream=f,
                     filename=archive.name,
                     settings=settings,
+                    system=True,
                 )
             out.append({"phase": ph.name, "run": run.id, "duplicate": duplicate})
     return out

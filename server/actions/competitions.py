@@ -284,7 +284,6 @@ def create_competition(
         state=state,
         tasks=task_ids,
     )
-    s.commit()
     return _out(s, c, actor)
 
 
@@ -304,7 +303,6 @@ def set_owner(*, s: Session, competition: str, user: User, via: str) -> None:
         user=user.email,
         role=people.OWNER,
     )
-    s.commit()
 
 
 SETTINGS = (
@@ -372,7 +370,6 @@ def edit_competition(
             lifecycle.bump(
                 s, p, actor=actor, action="leaderboard.anonymity", anonymous=c.anonymous_board
             )
-    s.commit()
     return _out(s, c, actor)
 
 
@@ -450,5 +447,4 @@ def set_page(
         via=via,
         **details,
     )
-    s.commit()
     return page_out(p)

@@ -26,6 +26,23 @@ from server.jobs.dispatch import jobs
 from server.jobs.queue import BASELINES, get_queue
 from server.models import Phase
 
+_PREVIEW_CACHES: dict[str, lb.RenderCache] = {}
+
+
+def _previews(settings) -> lb.RenderCache:
+    """The organizers' preview exports, per board version: in this process and, through the
+    site's Redis, across its processes (server.boards.leaderboard.SharedRenders)."""
+    site = f"{settings.sqlalchemy_url()}|{settings.secret_key}"
+    hit = _PREVIEW_CACHES.get(site)
+    if hit is None:
+        from server.jobs.queue import connect
+
+        hit = _PREVIEW_CACHES[site] = lb.RenderCache(
+            max_entries=64, shared=lb.SharedRenders(lambda: connect(settings), site)
+        )
+    return hit
+
+
 EXPORT_TYPES = {
     "csv": "text/csv; charset=utf-8",
     "json": "application/json",
@@ -83,20 +100,39 @@ def export_ranking(
     elif rv is not None:
         body = {"csv": rv.body_csv, "json": rv.body_json, "tex": rv.body_latex}[fmt].encode("utf-8")
     else:
-        board = lb.build_board(
-            s,
-            task,
-            phase,
-            audience="public",
-            show_private=True,
-            include_closed=True,
-            provenance=provenance.current_provenance(task, phase.split, settings.home),
+        prov = provenance.current_provenance(task, phase.split, settings.home)
+
+        def render() -> bytes:
+            board = lb.build_board(
+                s,
+                task,
+                phase,
+                audience="public",
+                show_private=True,
+                include_closed=True,
+                provenance=prov,
+            )
+            return {
+                "csv": lambda: lb.to_csv(board),
+                "json": lambda: lb.to_json(board),
+                "tex": lambda: lb.to_latex(board, columns=columns).encode("utf-8"),
+            }[fmt]()
+
+        # cached per board version like the pages (the version names every change of the phase,
+        # its runs and the provenance of its scores)
+        version = next(
+            (
+                st.version
+                for st in lb.phase_states(s.get_bind(), task.id, provenance=lambda _split: prov)
+                if st.id == phase.id
+            ),
+            None,
         )
-        body = {
-            "csv": lambda: lb.to_csv(board),
-            "json": lambda: lb.to_json(board),
-            "tex": lambda: lb.to_latex(board, columns=columns).encode("utf-8"),
-        }[fmt]()
+        if version is None:
+            body = render()
+        else:
+            key = ("export-preview", task.id, phase.name, fmt, tuple(columns or ()))
+            body = _previews(settings).get(key, version, render)
     return Export(body, EXPORT_TYPES[fmt], name, rv.version if rv else None)
 
 

@@ -13,8 +13,7 @@ from sqlmodel import Session
 from server import api_models as m
 from server.actions import common
 from server.actions.common import action
-from server.db import transaction
-from server.domain import lifecycle
+from server.domain import lifecycle, submissions
 from server.domain.submissions import phase_state
 from server.exceptions import UploadFieldsInvalid
 from server.models import Phase, RankingVersion, User
@@ -85,10 +84,9 @@ def _change(
     *, s: Session, task_id: str, phase: str, actor: User | None, do: Callable[[Phase], object]
 ) -> m.PhaseActionOut:
     """Resolve the phase, check the actor, apply one lifecycle change, answer the phase's state."""
-    with transaction(s):
-        common.require_organizer(actor, s, task_id=common.task(task_id).id)
-        p = common.phase(s, task_id, phase)
-        do(p)
+    common.require_organizer(actor, s, task_id=common.task(task_id).id)
+    p = common.phase(s, task_id, phase)
+    do(p)
     return _result(p)
 
 
@@ -178,20 +176,19 @@ def publish_ranking(
     `close_first`, an open phase is closed in the same step."""
     from server.domain import publication  # the boards and their statistics (scipy) load here alone
 
-    with transaction(s):
-        task = common.task(task_id)
-        common.require_organizer(actor, s, task_id=task.id)
-        p = common.phase(s, task.id, phase)
-        rv = publication.publish(
-            s,
-            p,
-            task=task,
-            actor=actor,
-            settings=settings,
-            reason=reason,
-            via=via,
-            close_first=close_first,
-        )
+    task = common.task(task_id)
+    common.require_organizer(actor, s, task_id=task.id)
+    p = common.phase(s, task.id, phase)
+    rv = publication.publish(
+        s,
+        p,
+        task=task,
+        actor=actor,
+        settings=settings,
+        reason=reason,
+        via=via,
+        close_first=close_first,
+    )
     return _result(p, rv)
 
 
@@ -219,21 +216,20 @@ def create_phase(
     fields (window, limits, public fraction, ...), in one transaction: a phase refused for any of
     its fields is not created."""
     changes = dict(changes or {})
-    with transaction(s):
-        task = common.task(task_id)
-        common.require_organizer(actor, s, task_id=task.id)
-        p = lifecycle.create_phase(
-            s,
-            task=task,
-            name=name,
-            split=split or default_split(task, name),
-            actor=actor,
-            via=via,
-            home=home,
-            public_fraction=changes.get("public_fraction"),  # None: the split's
-        )
-        if changes:
-            lifecycle.edit_phase(s, p, changes, actor=actor, via=via)
+    task = common.task(task_id)
+    common.require_organizer(actor, s, task_id=task.id)
+    p = lifecycle.create_phase(
+        s,
+        task=task,
+        name=name,
+        split=split or default_split(task, name),
+        actor=actor,
+        via=via,
+        home=home,
+        public_fraction=changes.get("public_fraction"),  # None: the split's
+    )
+    if changes:
+        lifecycle.edit_phase(s, p, changes, actor=actor, via=via)
     return m.PhaseState(**phase_state_fields(p))
 
 
@@ -242,10 +238,9 @@ def edit_phase(
     *, s: Session, task_id: str, phase: str, changes: dict, actor: User | None, via: str
 ) -> m.PhaseState:
     """Change a phase's window, limits or public fraction (validated by the lifecycle)."""
-    with transaction(s):
-        common.require_organizer(actor, s, task_id=common.task(task_id).id)
-        p = common.phase(s, task_id, phase)
-        lifecycle.edit_phase(s, p, changes, actor=actor, via=via)
+    common.require_organizer(actor, s, task_id=common.task(task_id).id)
+    p = common.phase(s, task_id, phase)
+    lifecycle.edit_phase(s, p, changes, actor=actor, via=via)
     return m.PhaseState(**phase_state_fields(p))
 
 
@@ -259,7 +254,6 @@ def set_phase(
     exists = s.execute(
         select(Phase.id).where(Phase.task_id == task.id, Phase.name == phase)
     ).first()
-    s.rollback()  # the read above ends here: the action's one transaction follows
     if exists is None:
         return create_phase(
             s=s, task_id=task.id, name=phase, actor=actor, home=home, via=via, changes=changes
@@ -273,10 +267,9 @@ def redraw_partition(
 ) -> m.PhaseState:
     """Move a phase that kept its own partition onto its split's shared, stratified one (only
     before its first scored submission)."""
-    with transaction(s):
-        common.require_organizer(actor, s, task_id=common.task(task_id).id)
-        p = common.phase(s, task_id, phase)
-        lifecycle.redraw_partition(s, p, actor=actor, via=via)
+    common.require_organizer(actor, s, task_id=common.task(task_id).id)
+    p = common.phase(s, task_id, phase)
+    lifecycle.redraw_partition(s, p, actor=actor, via=via)
     return m.PhaseState(**phase_state_fields(p))
 
 
@@ -309,3 +302,10 @@ def phase_action_options(name: str, options: dict, settings=None) -> dict:
     if "settings" in takes:
         out["settings"] = settings
     return out
+
+
+@action
+def ensure_phases(*, s: Session, home=None) -> list[Phase]:
+    """The default phases of every imported task whose split has none yet (idempotent: the
+    start-up's, and a page's or a command's that finds a task without phases)."""
+    return submissions.ensure_phases(s, home)

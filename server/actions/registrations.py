@@ -158,7 +158,6 @@ def register(
                 via=via,
                 terms_version=[before, c.terms_version],
             )
-            s.commit()
         return _out(s, c, user, reg)
     auto = c.approval == "auto"
     reg = Registration(
@@ -183,7 +182,6 @@ def register(
         status=reg.status,
         terms_version=reg.terms_version,
     )
-    s.commit()
     return _out(s, c, user, reg)
 
 
@@ -352,7 +350,6 @@ def decide(
     if people.BANNED in (before, new):
         for p in _task_phases(s, c):  # the boards change with the decision, in its transaction
             lifecycle.bump(s, p, actor=actor, action="leaderboard.refresh", why=f"{action}")
-    s.commit()
     return _participant(reg, person, _team(s, person, c))
 
 

@@ -174,7 +174,6 @@ def invite(
     if role not in people.ROLES:
         raise UploadFieldsInvalid({"role": f"{role!r}: one of {', '.join(people.ROLES)}"})
     inv, status, link, message = invite_person(s, settings, c, actor, email, role, via=via)
-    s.commit()
     return m.InviteOut(
         id=inv.id,
         competition=c.slug,
@@ -322,7 +321,6 @@ def accept(
         role=inv.role,
         invite=inv.id,
     )
-    s.commit()
     return m.InviteAccepted(competition=c.slug, title=c.title, role=inv.role, email=user.email)
 
 
@@ -405,5 +403,4 @@ def revoke(
         role=role,
         invites=[i.id for i in invites],
     )
-    s.commit()
     return m.RoleRevoked(competition=c.slug, email=email, role=role, invites_cancelled=len(invites))

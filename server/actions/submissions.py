@@ -11,13 +11,11 @@ from sqlmodel import Session, select
 from server import api_models as m
 from server.actions import common
 from server.actions.common import action
-from server.db import transaction
-from server.domain import facts, lifecycle, people, phase_choice
+from server.domain import code_runs, facts, lifecycle, people, phase_choice, submissions
 from server.domain.accounts import audit, can_see_submission
 from server.domain.baselines import baseline_team
-from server.domain.submissions import create_submission
+from server.domain.system_archive import LIMITS, runnable
 from server.exceptions import (
-    DuplicateSubmission,
     EmptyUpload,
     Forbidden,
     LifecycleRefused,
@@ -25,7 +23,8 @@ from server.exceptions import (
     UploadFieldsInvalid,
 )
 from server.jobs.dispatch import jobs
-from server.models import Submission, Team, User
+from server.models import CodeRun, Submission, Team, User
+from server.storage import path_for
 from tasks.store import TaskStore
 
 
@@ -40,21 +39,19 @@ def rescore_submission(
 ) -> m.Rescored:
     """Queue one scored or failed run for scoring again (handed to the queue once the change is
     committed)."""
-    with transaction(s):
-        sub = common.submission(s, submission_id)
-        common.require_organizer(actor, s, task_id=sub.task_id)
-        if sub.removed_at is not None:
-            raise LifecycleRefused(f"submission {sub.id} is removed; restore it first", "removed")
-        ids = lifecycle.rescore(
-            s, [sub], actor=actor, max_attempts=settings.max_attempts, reason=reason
+    sub = common.submission(s, submission_id)
+    common.require_organizer(actor, s, task_id=sub.task_id)
+    if sub.removed_at is not None:
+        raise LifecycleRefused(f"submission {sub.id} is removed; restore it first", "removed")
+    ids = lifecycle.rescore(
+        s, [sub], actor=actor, max_attempts=settings.max_attempts, reason=reason
+    )
+    if not ids:
+        raise LifecycleRefused(
+            f"submission {sub.id} is {sub.status}: only a scored or failed submission is rescored",
+            "not_final",
         )
-        if not ids:
-            raise LifecycleRefused(
-                f"submission {sub.id} is {sub.status}: only a scored or failed submission is "
-                "rescored",
-                "not_final",
-            )
-        jobs(s).rescore(s, ids)
+    jobs(s).rescore(s, ids)
     return m.Rescored(queued=ids, skipped=0)
 
 
@@ -72,35 +69,32 @@ def rescore_selection(
 ) -> m.Rescored:
     """Queue every final run of a task (or of one phase) for scoring again; a file that failed
     validation only when asked (it would fail again)."""
-    with transaction(s):
-        task = common.task(task_id)
-        common.require_organizer(actor, s, task_id=task.id)
-        p = common.phase(s, task.id, phase) if phase else None
-        q = select(Submission).where(
-            Submission.task_id == task.id,
-            Submission.status.in_(lifecycle.FINAL),
-            Submission.removed_at.is_(None),
-        )
-        if p is not None:
-            q = q.where(Submission.phase_id == p.id)
-        subs = [
-            x
-            for x in s.exec(q).all()
-            if x.status == "scored" or x.failure_kind != "invalid" or include_invalid
-        ]
-        audit(
-            s,
-            actor,
-            "task.rescore",
-            f"task:{task.id}",
-            phase=p.name if p else None,
-            count=len(subs),
-            via=via,
-        )
-        ids = lifecycle.rescore(
-            s, subs, actor=actor, max_attempts=settings.max_attempts, reason=reason
-        )
-        jobs(s).rescore(s, ids)
+    task = common.task(task_id)
+    common.require_organizer(actor, s, task_id=task.id)
+    p = common.phase(s, task.id, phase) if phase else None
+    q = select(Submission).where(
+        Submission.task_id == task.id,
+        Submission.status.in_(lifecycle.FINAL),
+        Submission.removed_at.is_(None),
+    )
+    if p is not None:
+        q = q.where(Submission.phase_id == p.id)
+    subs = [
+        x
+        for x in s.exec(q).all()
+        if x.status == "scored" or x.failure_kind != "invalid" or include_invalid
+    ]
+    audit(
+        s,
+        actor,
+        "task.rescore",
+        f"task:{task.id}",
+        phase=p.name if p else None,
+        count=len(subs),
+        via=via,
+    )
+    ids = lifecycle.rescore(s, subs, actor=actor, max_attempts=settings.max_attempts, reason=reason)
+    jobs(s).rescore(s, ids)
     return m.Rescored(queued=ids, skipped=0)
 
 
@@ -111,10 +105,9 @@ def set_visibility(
     """Hide, unhide, remove or restore a run (nothing is deleted for real); hide and remove need
     a reason, which the team is shown. Returns the run, for the surface to show as it shows
     runs."""
-    with transaction(s):
-        sub = common.submission(s, submission_id)
-        common.require_organizer(actor, s, task_id=sub.task_id)
-        return lifecycle.set_visibility(s, sub, action, actor=actor, reason=reason)
+    sub = common.submission(s, submission_id)
+    common.require_organizer(actor, s, task_id=sub.task_id)
+    return lifecycle.set_visibility(s, sub, action, actor=actor, reason=reason)
 
 
 def _own_run(s: Session, submission_id: int, actor: User | None, verb: str) -> Submission:
@@ -138,9 +131,8 @@ def _own_run(s: Session, submission_id: int, actor: User | None, verb: str) -> S
 def choose_primary(*, s: Session, submission_id: int, actor: User | None) -> Submission:
     """A team makes one of its runs its primary (ranked) run of the phase; the others become
     contrastive."""
-    with transaction(s):
-        sub = _own_run(s, submission_id, actor, "chooses its primary run")
-        return lifecycle.set_primary(s, sub, team_id=sub.team_id, actor=actor)
+    sub = _own_run(s, submission_id, actor, "chooses its primary run")
+    return lifecycle.set_primary(s, sub, team_id=sub.team_id, actor=actor)
 
 
 @action
@@ -149,18 +141,16 @@ def set_shown_publicly(
 ) -> Submission:
     """A team shows one of its runs on the public board, or keeps it to itself (and the
     organizers)."""
-    with transaction(s):
-        sub = _own_run(s, submission_id, actor, "decides whether it is shown publicly")
-        return lifecycle.set_shown_publicly(s, sub, show, actor=actor)
+    sub = _own_run(s, submission_id, actor, "decides whether it is shown publicly")
+    return lifecycle.set_shown_publicly(s, sub, show, actor=actor)
 
 
 @action
 def delete_run(*, s: Session, submission_id: int, actor: User | None) -> Submission:
     """A team deletes one of its runs: it leaves every board and the team's lists at once, is
     kept for the organizers (who may restore it) and still counts against the quota."""
-    with transaction(s):
-        sub = _own_run(s, submission_id, actor, "deletes it")
-        return lifecycle.delete_by_team(s, sub, actor=actor)
+    sub = _own_run(s, submission_id, actor, "deletes it")
+    return lifecycle.delete_by_team(s, sub, actor=actor)
 
 
 def read_upload_fields(form, *, checkboxes: tuple[str, ...] = ()) -> m.UploadFields:
@@ -184,61 +174,114 @@ def read_upload_fields(form, *, checkboxes: tuple[str, ...] = ()) -> m.UploadFie
 def submit(
     *,
     s: Session,
-    user: User,
+    user: User | None,
     task_id: str,
     fields: m.UploadFields,
     stream: BinaryIO,
     filename: str,
     settings,
-) -> tuple[Submission, bool]:
-    """Take a team's upload (streamed, never read whole here): check who may submit, store it,
-    queue its scoring, and make it the primary run if asked. An identical file already submitted
-    by the team in the phase answers with that submission (counted once). Returns the submission
-    and whether it was that earlier one."""
+    system: bool = False,
+) -> tuple[Submission | CodeRun, bool]:
+    """The one intake of every upload: a prediction file, or with `system` a system to run blind
+    (a zip with system.yaml), from the web, the API, a large upload's completion or a baseline's
+    output. Streamed, never read whole here. In order: who may submit and for which team, the
+    phase and what it takes, the fact sheet, an empty upload (before anything is stored), the
+    store (undone by a rollback), a system's archive, then under the team's lock the same upload
+    already taken (that one answers, counted once) or the phase's limits, the row, the primary
+    run if asked, and the job, queued once the transaction has committed. Returns the submission
+    (a code run with `system`) and whether it was that earlier one."""
     task = common.task(task_id)
     team = uploader_team(s, user, task.id, baseline=fields.baseline)
     if not TaskStore(task.id, settings.home).exists():
         raise LifecycleRefused(f"task {task.id!r} has no data yet", "not_imported")
-    phase = common.phase_or_default(s, task.id, fields.phase)
-    if phase.accepts == "code" and not fields.baseline:
-        raise LifecycleRefused(
-            f"the {phase.name} phase of {task.id} takes systems, run on the server, not "
-            f"prediction files: `palimpsest submit {task.id} --code DIR`",
-            "code_only",
-        )
+    phase = common.phase_or_default(
+        s, task.id, fields.phase, accepts="code" if system else "predictions"
+    )
+    _phase_takes(phase, task.id, system=system, baseline=fields.baseline)
     if _empty_stream(stream):
         raise EmptyUpload()
-    # a file of another split's ids: refused now, naming the phase to choose
-    phase_choice.refuse_other_split(
-        task, settings.home, phase, common.phases_of(s, task.id), stream, filename or ""
-    )
-    # the fact sheet, checked before anything is stored: a refusal names every problem (422)
-    sheet = fact_sheet(s, task.id, phase, fields)
-    try:
-        sub = create_submission(
-            s,
-            user=user,
-            team=team,
-            task_id=task.id,
-            phase=phase,
-            upload_bytes_or_stream=stream,
-            filename=filename or "",
-            method_name=fields.method_name,
-            description=fields.description,
-            url=fields.url,
-            show_publicly=fields.show_publicly,
-            is_baseline=fields.baseline,
-            settings=settings,
-            dedupe=True,
-            facts=sheet or None,
+    if not system:  # a file of another split's ids: refused now, naming the phase to choose
+        phase_choice.refuse_other_split(
+            task, settings.home, phase, common.phases_of(s, task.id), stream, filename or ""
         )
-        duplicate = False
-    except DuplicateSubmission as e:  # a retried upload: the same answer, counted once
-        sub, duplicate = s.get(Submission, e.submission_id), True
-    if fields.primary and not fields.baseline and not duplicate:
-        with transaction(s):  # the upload committed (with its team's lock) in create_submission
-            lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
-    return sub, duplicate
+    sheet = fact_sheet(s, task.id, phase, fields)  # every problem named, before anything is stored
+    exempt = fields.baseline or people.organizes_task(s, user, task.id)
+    stored = submissions.store(
+        s, settings, stream, filename, LIMITS.max_zip_bytes if system else settings.max_upload_bytes
+    )
+    if system:  # a system that cannot run is refused before it is counted
+        manifest = runnable(path_for(settings.home, stored[0]), run_images=settings.run_images)
+    phase, same = submissions.admit(
+        s,
+        team_id=team.id,
+        phase_id=phase.id,
+        sha=stored[1],
+        exempt=exempt,
+        settings=settings,
+        system=system,
+    )
+    if same is not None:  # a retried upload: the same answer, counted once
+        return s.get(CodeRun if system else Submission, same), True
+    user_id = user.id if user is not None else None
+    if system:
+        if code_runs.failed_twice(s, team.id, phase.id, stored[1]) is not None:
+            raise LifecycleRefused(
+                "the server failed to finish this very system twice in this phase: it is not "
+                "run again (change it, or ask the organizers)",
+                "failed_twice",
+            )
+        run = code_runs.add_run(
+            s,
+            team_id=team.id,
+            user_id=user_id,
+            phase=phase,
+            stored=stored,
+            filename=filename,
+            manifest=manifest.model_dump(),
+            fields=fields.model_dump(exclude={"phase", "baseline", "facts"})
+            | {"facts": sheet or None},
+            is_baseline=bool(fields.baseline),
+        )
+        code_runs.reserve_budget(run, settings)
+        audit(s, user, "run.submit", f"run:{task.id}/{phase.name}", sha256=run.archive_sha256,
+              size=run.size)  # fmt: skip
+        jobs(s, settings).run_code(s, run.id)
+        return run, False
+    sub = submissions.add_submission(
+        s,
+        team_id=team.id,
+        user_id=user_id,
+        phase=phase,
+        stored=stored,
+        filename=filename,
+        method_name=fields.method_name,
+        description=fields.description,
+        url=fields.url,
+        show_publicly=fields.show_publicly,
+        is_baseline=bool(fields.baseline or team.is_baseline),
+        facts=sheet or None,
+    )
+    if fields.primary and not fields.baseline:
+        lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
+    jobs(s, settings).score(s, sub.id)
+    return sub, False
+
+
+def _phase_takes(phase, task_id: str, *, system: bool, baseline: bool) -> None:
+    """Refuse a prediction file where the phase takes systems, and a system where it takes files
+    (a baseline goes anywhere)."""
+    if baseline:
+        return
+    if not system and phase.accepts == "code":
+        raise LifecycleRefused(
+            f"the {phase.name} phase of {task_id} takes systems, run on the server, not "
+            f"prediction files: `palimpsest submit {task_id} --code DIR`",
+            "code_only",
+        )
+    if system and phase.accepts == "predictions":
+        raise LifecycleRefused(
+            f"the {phase.name} phase of {task_id} takes prediction files, not systems", "no_code"
+        )
 
 
 def fact_sheet(s: Session, task_id: str, phase, fields: m.UploadFields) -> dict:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -36,9 +35,10 @@ from server.actions.bundles import bundle_problem, bundle_refusal
 from server.actions.common import action, require_organizer
 from server.actions.common import task as find_task
 from server.boards import leaderboard as lb
+from server.db import after_commit, on_rollback, savepoint
 from server.domain import audit, goldversions, lifecycle, people, publication
 from server.domain.lifecycle import PENDING
-from server.domain.provenance import check_provenance, current_provenance
+from server.domain.provenance import current_provenance, mark_stale
 from server.exceptions import BundleRefused, LifecycleRefused, NotFound
 from server.jobs.dispatch import jobs
 from server.models import (
@@ -234,16 +234,11 @@ def edit_texts(
     changed = [k for k in texts if getattr(before, k) != getattr(spec, k)]
     if not changed:
         return _state(s, t.id)
-    undo = tv.write_texts(spec, home)
-    try:
-        _bump(s, t.id)
-        audit.record(s, actor, "task.edit", f"task:{t.id}", via=via, texts=changed)
-        objectstore.push_tree(settings, f"tasks/{t.id}")
-        s.commit()
-    except Exception:
-        s.rollback()
-        undo()
-        raise
+    on_rollback(s, lambda: _push_quietly(settings, [t.id]))  # runs after the files went back
+    on_rollback(s, tv.write_texts(spec, home))
+    _bump(s, t.id)
+    audit.record(s, actor, "task.edit", f"task:{t.id}", via=via, texts=changed)
+    objectstore.push_tree(settings, f"tasks/{t.id}")
     return _state(s, t.id)
 
 
@@ -384,7 +379,6 @@ def _effect(s: Session, change: tv.Change, ids: list[int]) -> list[tm.PhaseEffec
         out.append(tm.PhaseEffect(phase=p.name, **e))
     v.effect = {"phases": phases}
     s.add(v)
-    s.commit()
     return out
 
 
@@ -413,65 +407,60 @@ def _apply(
     """Write every change (files first, then their rows, in one transaction: if it fails, every
     task's files go back as they were), then mark and queue the stale runs."""
     home = Path(settings.home)
-    undo: list[Callable[[], None]] = []
-    done: list[Callable[[], None]] = []
-    try:
-        for ch in changes:
-            if ch.empty:
-                continue
-            if not ch.versioned:
-                undo.append(tv.write_texts(ch.spec, home))
-                _bump(s, ch.task_id)
-                audit.record(s, actor, "task.edit", f"task:{ch.task_id}", via=via, texts=ch.texts)
-                continue
-            old = get_task(ch.task_id)
-            created = datetime.fromtimestamp(
-                declaration_path(ch.task_id, home).stat().st_mtime, timezone.utc
-            ).replace(tzinfo=None)
-            before = {p.name: _ranks(s, old, p, home) for p in _phases(s, ch.task_id)}
-            kept_as = {}
-            for split in ch.gold:
-                cur = goldversions.current(s, ch.task_id, split)
-                kept_as[split] = cur.version if cur is not None else 1
-            inst = tv.install_version(ch, root, home, origin, kept_as)
-            undo.append(inst.undo)
-            done.append(inst.done)
-            _record(s, actor, ch, inst, kept_as, reason, before, created)
-            audit.record(
-                s,
-                actor,
-                "task.version",
-                f"task:{ch.task_id}",
-                via=via,
-                version=ch.new_version,
-                previous=ch.old_version,
-                reason=reason,
-                **ch.summary(),
-            )
-        for ch in changes:
-            if not ch.empty:  # into the object store (when the site has one) before the commit
-                objectstore.push_tree(settings, f"tasks/{ch.task_id}")
-        s.commit()
-    except Exception:
-        s.rollback()
-        for u in reversed(undo):
-            u()
-        for ch in changes:
-            if not ch.empty:
-                with contextlib.suppress(Exception):
-                    objectstore.push_tree(settings, f"tasks/{ch.task_id}")
-        raise
-    for d in done:
-        d()
+    # should the transaction roll back, every task's files go back (hooks in reverse order) and
+    # then the object store is given them again
+    on_rollback(s, lambda: _push_quietly(settings, [ch.task_id for ch in changes if not ch.empty]))
+    for ch in changes:
+        if ch.empty:
+            continue
+        if not ch.versioned:
+            on_rollback(s, tv.write_texts(ch.spec, home))
+            _bump(s, ch.task_id)
+            audit.record(s, actor, "task.edit", f"task:{ch.task_id}", via=via, texts=ch.texts)
+            continue
+        old = get_task(ch.task_id)
+        created = datetime.fromtimestamp(
+            declaration_path(ch.task_id, home).stat().st_mtime, timezone.utc
+        ).replace(tzinfo=None)
+        before = {p.name: _ranks(s, old, p, home) for p in _phases(s, ch.task_id)}
+        kept_as = {}
+        for split in ch.gold:
+            cur = goldversions.current(s, ch.task_id, split)
+            kept_as[split] = cur.version if cur is not None else 1
+        inst = tv.install_version(ch, root, home, origin, kept_as)
+        on_rollback(s, inst.undo)
+        after_commit(s, inst.done)
+        _record(s, actor, ch, inst, kept_as, reason, before, created)
+        audit.record(
+            s,
+            actor,
+            "task.version",
+            f"task:{ch.task_id}",
+            via=via,
+            version=ch.new_version,
+            previous=ch.old_version,
+            reason=reason,
+            **ch.summary(),
+        )
+    for ch in changes:
+        if not ch.empty:  # into the object store (when the site has one) before the commit
+            objectstore.push_tree(settings, f"tasks/{ch.task_id}")
     out = []
     for ch in changes:
         phases: list[tm.PhaseEffect] = []
         if ch.versioned:
-            ids = check_provenance(s.get_bind(), settings, task_id=ch.task_id)
-            jobs(s, settings).rescore_now(ids)
+            ids = mark_stale(s, settings, task_id=ch.task_id)
+            jobs(s, settings).rescore(s, ids)
             phases = _effect(s, ch, ids)
         out.append(_change_out(ch, phases))
     return out
+
+
+def _push_quietly(settings, task_ids: list[str]) -> None:
+    """Give the object store (when the site has one) the tasks' files as they are again."""
+    for task_id in task_ids:
+        with contextlib.suppress(Exception):
+            objectstore.push_tree(settings, f"tasks/{task_id}")
 
 
 def _notes(s: Session, c: Competition, b: bundles.Bundle) -> list[str]:
@@ -563,28 +552,27 @@ def archive_task(
         return _state(s, t.id)
     now = utcnow()
     closed = []
-    for p in _phases(s, t.id):
-        state = lifecycle.phase_state(p, now)
-        if state == "closed":
-            continue
-        if state == "not open yet":
-            p.opens_at = now
-        p.closes_at = now
-        lifecycle.phase_changed(s, p, actor, "phase.close", via=via, archived=True)
-        closed.append(p.name)
-    s.add(
-        TaskArchive(
-            task_id=t.id,
-            reason=" ".join((reason or "").split())[:2000],
-            archived_by=actor.id if isinstance(actor, User) else None,
-            archived_at=now,
-        )
-    )
-    audit.record(s, actor, "task.archive", f"task:{t.id}", via=via, phases_closed=closed)
-    try:
-        s.commit()
-    except IntegrityError:  # archived at the same moment by another request: it is archived
-        s.rollback()
+    try:  # archived at the same moment by another request: it is archived, nothing more
+        with savepoint(s):
+            for p in _phases(s, t.id):
+                state = lifecycle.phase_state(p, now)
+                if state == "closed":
+                    continue
+                if state == "not open yet":
+                    p.opens_at = now
+                p.closes_at = now
+                lifecycle.phase_changed(s, p, actor, "phase.close", via=via, archived=True)
+                closed.append(p.name)
+            s.add(
+                TaskArchive(
+                    task_id=t.id,
+                    reason=" ".join((reason or "").split())[:2000],
+                    archived_by=actor.id if isinstance(actor, User) else None,
+                    archived_at=now,
+                )
+            )
+            audit.record(s, actor, "task.archive", f"task:{t.id}", via=via, phases_closed=closed)
+    except IntegrityError:
         return _state(s, t.id)
     return _state(s, t.id, closed)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 from sqlmodel import Session
 
 from server.actions.common import action
-from server.db import transaction
 from server.domain import teams
 from server.models import Competition, Team, User
 
@@ -16,29 +15,25 @@ from server.models import Competition, Team, User
 @action
 def create_team(*, s: Session, user: User, name: str, competition: Competition | None) -> Team:
     """A new team with `user` as its captain."""
-    with transaction(s):
-        return teams.create_team(s, user, name, competition)
+    return teams.create_team(s, user, name, competition)
 
 
 @action
 def join_team(*, s: Session, user: User, invite_code: str, competition: Competition | None) -> Team:
     """Join the team whose invite code this is (pending where its captain approves members)."""
-    with transaction(s):
-        return teams.join_team(s, user, invite_code, competition)
+    return teams.join_team(s, user, invite_code, competition)
 
 
 @action
 def leave_team(*, s: Session, user: User, competition: Competition | None) -> int:
     """Leave one's team; its submissions stay with it. Returns the team's id."""
-    with transaction(s):
-        return teams.leave_team(s, user, competition)
+    return teams.leave_team(s, user, competition)
 
 
 @action
 def rotate_invite(*, s: Session, user: User, competition: Competition | None) -> Team:
     """A new invite code for the captain's team; the old one stops working."""
-    with transaction(s):
-        return teams.rotate_invite(s, user, competition)
+    return teams.rotate_invite(s, user, competition)
 
 
 @action
@@ -46,5 +41,4 @@ def decide_member(
     *, s: Session, captain: User, competition: Competition, user_id: int, approve: bool
 ):
     """The captain approves or turns away a member who asked to join."""
-    with transaction(s):
-        return teams.decide_member(s, captain, competition, user_id, approve=approve)
+    return teams.decide_member(s, captain, competition, user_id, approve=approve)

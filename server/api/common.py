@@ -19,7 +19,7 @@ from server.actions import common as action_common
 from server.actions import competitions as comp_actions
 from server.actions.common import phase_or_default
 from server.db import db
-from server.domain import people
+from server.domain import code_runs, people
 from server.domain.inputs import INT_MAX
 from server.domain.submissions import quota, shown_scores
 from server.domain.visibility import shown_part, viewer_of
@@ -338,6 +338,7 @@ def submission_fields(
     s, user, sub: Submission, phase: Phase | None = None, team: str | None = None
 ) -> dict:
     phase = phase or s.get(Phase, sub.phase_id)
+    gated = code_runs.gated_for(s, user, sub)  # a blind run's output: counts and kinds only
     return {
         "id": sub.id,
         "task": sub.task_id,
@@ -354,12 +355,18 @@ def submission_fields(
         "is_primary": sub.is_primary,
         "is_baseline": sub.is_baseline,
         "file_name": sub.file_name,
-        "size": sub.size,
-        "sha256": sub.file_sha256,
+        "size": None if gated else sub.size,
+        "sha256": None if gated else sub.file_sha256,
         "hidden": sub.hidden,
         "hidden_reason": sub.hidden_reason or None,
         "failure_kind": sub.failure_kind,
-        "errors": (sub.errors or []) if sub.status == "failed" else [],
+        "errors": (
+            []
+            if sub.status != "failed"
+            else code_runs.gated_problems(sub.errors)
+            if gated
+            else (sub.errors or [])
+        ),
         "scores": visible_scores_of(s, user, sub, phase) if phase else None,
         "team": team if team is not None else getattr(s.get(Team, sub.team_id), "name", None),
     }

@@ -6,11 +6,10 @@ from flask import request
 
 from server import api_models as m
 from server.actions import code_runs as run_actions
-from server.actions import submissions as sub_actions
-from server.api.common import ApiError, bp, find_task, json_out, need_user, query_model
+from server.api.common import body_model, bp, json_out, need_user, query_model
 from server.api.openapi import op
+from server.api.submissions import take_upload
 from server.db import db
-from server.settings import get_settings
 
 # ----------------------------------------------------------------------------- blind runs
 # (server/actions/code_runs.py: a team's system run in the sandbox, its stages and log)
@@ -29,22 +28,8 @@ from server.settings import get_settings
     "archive was submitted before by your team in this phase: that run, counted once.",
 )
 def run_create(task_id):
-    u = need_user()
-    t = find_task(task_id)
-    fields = sub_actions.read_upload_fields(request.form)
-    f = request.files.get("code")
-    if f is None:
-        raise ApiError(400, "no_file", "send the system's zip as the multipart field 'code'")
-    run, duplicate = run_actions.submit_code(
-        s=db(),
-        user=u,
-        task_id=t.id,
-        fields=fields,
-        stream=f.stream,
-        filename=f.filename or "",
-        settings=get_settings(),
-    )
-    return json_out(run_actions.get_run(s=db(), run_id=run.id, viewer=u), 200 if duplicate else 201)
+    run, duplicate, s, u = take_upload(task_id, system=True)
+    return json_out(run_actions.get_run(s=s, run_id=run.id, viewer=u), 200 if duplicate else 201)
 
 
 @bp.get("/runs/<int:run_id>")
@@ -60,13 +45,22 @@ def run_show(run_id):
 
 @bp.post("/runs/<int:run_id>/review")
 @op(
-    "Mark a run reviewed: on a blind phase its team may then read its log (organizers)",
+    "Review an ended run: release its log as it is, redacted, or withhold it (organizers)",
+    body=m.CodeRunReviewIn,
     responses={200: m.CodeRunOut},
-    errors=(403, 404, 409),
+    errors=(403, 404, 409, 422),
     tags=("runs",),
+    description="On a blind phase its team reads nothing computed from the hidden inputs until "
+    "this review: `release` shows the log and the run's figures as they are, `redact` shows the "
+    "organizer's copy of the log (`log`), `withhold` shows the note alone.",
 )
 def run_review(run_id):
-    return json_out(run_actions.review_run(s=db(), run_id=run_id, actor=need_user()))
+    u = need_user()
+    body = body_model(m.CodeRunReviewIn) if request.content_length else m.CodeRunReviewIn()
+    got = run_actions.review_run(
+        s=db(), run_id=run_id, actor=u, decision=body.decision, log=body.log, note=body.note
+    )
+    return json_out(got)
 
 
 @bp.get("/tasks/<task_id>/runs")

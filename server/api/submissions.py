@@ -58,23 +58,8 @@ def flag(name: str, default: bool = False) -> bool:
     "it your team's primary (ranked) run of the phase.",
 )
 def create(task_id):
-    u = need_user()
-    t = find_task(task_id)
-    fields = sub_actions.read_upload_fields(request.form)
-    f = request.files.get("file")
-    if f is None:
-        raise ApiError(400, "no_file", "send the prediction file as the multipart field 'file'")
-    s = db()
     try:
-        sub, duplicate = sub_actions.submit(
-            s=s,
-            user=u,
-            task_id=t.id,
-            fields=fields,
-            stream=f.stream,
-            filename=f.filename or "",
-            settings=get_settings(),
-        )
+        sub, duplicate, s, u = take_upload(task_id, system=False)
     except EmptyUpload:
         raise ApiError(
             422,
@@ -84,6 +69,32 @@ def create(task_id):
             total=1,
         ) from None
     return submission_out(s, u, sub, 200 if duplicate else 201, duplicate=duplicate)
+
+
+def take_upload(task_id: str, *, system: bool):
+    """The API's one upload: the multipart form (the file as `file`, a system as `code`) into one
+    call of the intake (`server.actions.submissions.submit`); returns what it returns, the
+    session and the user."""
+    u = need_user()
+    t = find_task(task_id)
+    fields = sub_actions.read_upload_fields(request.form)
+    name = "code" if system else "file"
+    f = request.files.get(name)
+    if f is None:
+        what = "the system's zip" if system else "the prediction file"
+        raise ApiError(400, "no_file", f"send {what} as the multipart field {name!r}")
+    s = db()
+    got, duplicate = sub_actions.submit(
+        s=s,
+        user=u,
+        task_id=t.id,
+        fields=fields,
+        stream=f.stream,
+        filename=f.filename or "",
+        settings=get_settings(),
+        system=system,
+    )
+    return got, duplicate, s, u
 
 
 @bp.post("/tasks/<task_id>/uploads")

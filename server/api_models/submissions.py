@@ -109,6 +109,18 @@ class CodeUploadForm(UploadFields):
     code: bytes = Field(description="The system: a zip archive holding system.yaml and its files.")
 
 
+class CodeRunReviewIn(Model):
+    """An organizer's review of an ended run (an empty body: release the log as it is)."""
+
+    decision: Literal["release", "redact", "withhold"] = Field(
+        "release",
+        description="`release`: the team reads the log as it is; `redact`: the team reads `log`, "
+        "the organizer's copy with lines removed or redacted; `withhold`: the team reads `note`.",
+    )
+    log: Optional[str] = Field(None, description="redact: the log the team may read.")
+    note: str = Field("", max_length=2000, description="A note the team reads with the decision.")
+
+
 class CodeRunsQuery(Model):
     awaiting_review: Optional[Literal["0", "1"]] = Field(
         None, description="`1`: only ended runs of blind phases no organizer reviewed yet."
@@ -163,8 +175,10 @@ class SubmissionOut(Out):
     is_primary: bool
     is_baseline: bool
     file_name: str
-    size: int
-    sha256: str
+    size: Optional[int] = Field(
+        description="Bytes (not shown to the team of a blind run's output until it is released)."
+    )
+    sha256: Optional[str] = Field(description="The file's sha256 (likewise).")
     hidden: bool
     hidden_reason: Optional[str]
     failure_kind: Optional[str]
@@ -196,6 +210,12 @@ class CodeRunOut(Out):
     phase: str
     team: int
     stage: Literal["queued", "running", "ran", "failed"]
+    category: str = Field(
+        "",
+        description="A fixed category: queued, running, ran, invalid output, failed: time / "
+        "memory / processes / output / exit, server failure (all a team reads of a blind run "
+        "until an organizer releases it).",
+    )
     failure_kind: Optional[Literal["code", "infra"]] = None
     reason: str = ""
     attempts: int
@@ -208,15 +228,29 @@ class CodeRunOut(Out):
         description="What the run used: status, exit_code, wall_seconds, cpu_seconds, "
         "peak_rss_mb, output_bytes.",
     )
-    cpu_seconds: float = 0.0
+    cpu_seconds: Optional[float] = Field(
+        None, description="CPU seconds used (not shown to the team of an unreleased blind run)."
+    )
+    kernel_limits: Optional[bool] = Field(
+        None,
+        description="True: the run's limits and accounting were the kernel's (a cgroup per run); "
+        "false: the weaker limits of a worker without cgroups (docs/blind-runs.md); none: not run.",
+    )
     submission: Optional[int] = Field(None, description="The submission its output became.")
     submission_status: Optional[Literal["queued", "running", "scored", "failed"]] = Field(
         None, description="That submission's status: its output validated and scored, or not."
     )
     blind: bool
     reviewed: bool
+    release: Optional[Literal["release", "redact", "withhold"]] = Field(
+        None, description="The review's decision on the log: as it is, redacted, or withheld."
+    )
+    review_note: str = Field("", description="The organizer's note (why a log is withheld).")
     log: Optional[str] = Field(None, description="stdout and stderr (their ends), when allowed.")
-    log_hidden: bool = Field(False, description="The log waits for an organizer's review.")
+    log_hidden: bool = Field(
+        False, description="The log waits for an organizer's review, or was withheld."
+    )
+    redacted: bool = Field(False, description="The log shown is the organizer's redacted copy.")
 
 
 class CodeRunsOut(Out):

@@ -9,6 +9,7 @@ mapping written by hand either way; a key the JSON leaves out when empty says so
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any, Literal, Optional
 
@@ -35,6 +36,7 @@ STATS_FIELDS = (
     "teams",
     "p",
     "p_holm",
+    "neighbours",
 )
 
 
@@ -52,11 +54,26 @@ def clean_name(s: str | None) -> str:
     return " ".join((s or "").split())
 
 
+_COUNT_METRICS: frozenset | None = None
+
+
+@functools.lru_cache(maxsize=4096)
+def _metric_of(key: str) -> str:
+    """The metric of a column key ("subset/metric", "subset/metric@fold")."""
+    return key.split("/", 1)[-1].split("@", 1)[0]
+
+
 def json_value(metric: str, v):
     """A metric's value in the JSON: a count as an integer, else as it is."""
-    from scorer.metrics import COUNT_METRICS  # here: the scorer (numpy) loads when a board is made
+    global _COUNT_METRICS
+    if v is None:
+        return v
+    if _COUNT_METRICS is None:
+        # here: the scorer (numpy) loads when a board is first exported, once
+        from scorer.metrics import COUNT_METRICS
 
-    if v is not None and metric in COUNT_METRICS and float(v).is_integer():
+        _COUNT_METRICS = frozenset(COUNT_METRICS)
+    if metric in _COUNT_METRICS and float(v).is_integer():
         return int(v)
     return v
 
@@ -110,10 +127,18 @@ class BoardStatistics(BaseModel):
     )
     teams: Optional[list[Any]] = None
     p: Optional[list[list[Optional[float]]]] = Field(
-        None, description="Pairwise paired-bootstrap p-values."
+        None,
+        description="Pairwise paired-bootstrap p-values (null on a board of more than 60 ranked "
+        "rows: see `neighbours`).",
     )
     p_holm: Optional[list[list[Optional[float]]]] = Field(
         None, description="The same, Holm-corrected."
+    )
+    neighbours: Optional[dict[str, list[Optional[float]]]] = Field(
+        None,
+        description="In the order of `order`: the p-values (`p_next`, `p_holm_next`) of each row "
+        "against the next one and (`p_head`, `p_holm_head`) against the best row of its cluster "
+        "(null for the last row, and for a cluster's best); Holm's correction is over every pair.",
     )
 
 
@@ -228,7 +253,7 @@ class LeaderboardRow(_Shape):
 
     @field_serializer("values")
     def _counts(self, v: dict[str, Optional[float]]) -> dict[str, int | float | None]:
-        return {k: json_value(k.split("/", 1)[-1].split("@", 1)[0], x) for k, x in v.items()}
+        return {k: json_value(_metric_of(k), x) for k, x in v.items()}
 
     @field_serializer("submitted_at")
     def _utc(self, v: datetime) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Optional
 
-from sqlalchemy import and_, func, or_
+from sqlalchemy import and_, case, false, func, or_
 from sqlmodel import Session, select
 
 from scorer.metrics import COUNT_METRICS, fold_key
@@ -141,6 +141,136 @@ def why_empty(result: dict | None, subset: str) -> str:
 STALE_NOTE = "stale: scored against an earlier gold or scorer version; being rescored"
 
 
+# scored, or being rescored with the scores of an earlier attempt still standing
+def _listed(phase: Phase) -> list:
+    return [
+        Submission.phase_id == phase.id,
+        or_(
+            Submission.status == Status.SCORED,
+            and_(Submission.status.in_(PENDING), Submission.score_attempt.is_not(None)),
+        ),
+    ]
+
+
+def _ranked_runs(
+    s: Session,
+    phase: Phase,
+    rank_parts: tuple[str, ...],
+    banned: set,
+    see_private: bool,
+    frozen_at: datetime | None,
+    team_id: int | None = None,
+) -> list[tuple[Submission, Team]]:
+    """The run each team ranks with and each baseline method's newest entry, chosen in the
+    database (`lifecycle.RANKED_RUN_RULE`: the marked primary run, else the latest; among the runs
+    neither hidden nor removed, of no banned user, with a score the viewer may see on a ranked
+    part): one row per team and method, so a board costs what its teams cost, not its runs."""
+    counted = [
+        Score.submission_id == Submission.id,
+        Score.part.in_(rank_parts),
+        or_(Submission.score_attempt.is_(None), Score.attempt == Submission.score_attempt),
+    ]
+    if not see_private:  # visibility.may_see: a private score only once publication released it
+        released = (
+            Submission.created_at <= phase.published_at
+            if phase.published_at is not None
+            else false()
+        )
+        counted.append(or_(Score.part != "private", released))
+    where = [
+        *_listed(phase),
+        Submission.removed_at.is_(None),
+        Submission.hidden.is_(False),
+        select(Score.id).where(*counted).exists(),
+    ]
+    if banned:
+        where.append(or_(Submission.user_id.is_(None), Submission.user_id.not_in(sorted(banned))))
+    if frozen_at is not None:
+        where.append(Submission.created_at <= frozen_at)
+    if team_id is not None:
+        where.append(Submission.team_id == team_id)
+    baseline = or_(Submission.is_baseline.is_(True), Team.is_baseline.is_(True))
+    nth = (
+        func.row_number()
+        .over(
+            partition_by=(
+                Submission.team_id,
+                case((baseline, 1), else_=0),
+                case((baseline, Submission.method_name), else_=None),
+            ),
+            order_by=(
+                case((baseline, 0), (Submission.is_primary.is_(True), 1), else_=0).desc(),
+                Submission.created_at.desc(),
+                Submission.id.desc(),
+            ),
+        )
+        .label("nth")
+    )
+    firsts = (
+        select(Submission.id.label("sid"), nth)
+        .join(Team, Team.id == Submission.team_id)
+        .where(*where)
+        .subquery()
+    )
+    q = (
+        select(Submission, Team)
+        .join(Team, Team.id == Submission.team_id)
+        .join(firsts, firsts.c.sid == Submission.id)
+        .where(firsts.c.nth == 1)
+        .order_by(Submission.id)
+    )
+    return list(s.exec(q))
+
+
+def _marked_runs(s: Session, phase: Phase, banned: set) -> list[tuple[Submission, Team, str]]:
+    """The runs an organizer's board shows marked and unranked: a banned user's, hidden, removed."""
+    marked = [Submission.removed_at.is_not(None), Submission.hidden.is_(True)]
+    if banned:
+        marked.append(Submission.user_id.in_(sorted(banned)))
+    q = (
+        select(Submission, Team)
+        .join(Team, Team.id == Submission.team_id)
+        .where(*_listed(phase), or_(*marked))
+        .order_by(Submission.id)
+    )
+    out = []
+    for sub, team in s.exec(q):
+        if sub.user_id is not None and sub.user_id in banned:
+            out.append((sub, team, "banned"))
+        else:
+            out.append((sub, team, "removed" if sub.removed_at is not None else "hidden"))
+    return out
+
+
+def team_sees_the_public_board(s: Session, task, phase: Phase, team_id: int) -> bool:
+    """Whether a team's view of a live board is the public one, so that one render serves every
+    team: it differs only where the team's ranked run is not shown publicly (the team sees it,
+    marked) or the board is anonymous and the team has a row (the team sees its own name). Two
+    small queries, whatever the board's size."""
+    if not phase.leaderboard_open:
+        return True
+    use_private = phase.published_at is not None
+    if use_private:
+        rank_parts = ("private", "all")
+    elif phase.public_fraction >= 1.0:
+        rank_parts = ("public", "all")
+    else:
+        rank_parts = ("public",)
+    comp = people.competition_of_task(s, task.id)
+    banned = people.excluded_users(s, comp.id) if comp is not None else set()
+    frozen_at = phase.frozen_at if phase.frozen else None
+    runs = [
+        sub
+        for sub, team in _ranked_runs(s, phase, rank_parts, banned, False, frozen_at, team_id)
+        if not (sub.is_baseline or team.is_baseline)
+    ]
+    if not runs:
+        return True
+    if not runs[0].show_publicly:
+        return False
+    return use_private or anonymous_labels(s, task.id, phase) is None
+
+
 def build_board(
     s: Session,
     task,
@@ -180,43 +310,6 @@ def build_board(
             closed=True,
         )
 
-    # scored, or being rescored with the scores of an earlier attempt still standing
-    q = (
-        select(Submission, Team)
-        .join(Team, Team.id == Submission.team_id)
-        .where(
-            Submission.phase_id == phase.id,
-            or_(
-                Submission.status == Status.SCORED,
-                and_(Submission.status.in_(PENDING), Submission.score_attempt.is_not(None)),
-            ),
-        )
-    )
-    candidates, extras = [], []
-    # the runs of people banned from the task's competition leave its live boards (organizers see
-    # them marked); a published snapshot is never rebuilt, so it keeps them
-    comp = people.competition_of_task(s, task.id)
-    banned = people.excluded_users(s, comp.id) if comp is not None else set()
-    for sub, team in s.exec(q):
-        if sub.user_id is not None and sub.user_id in banned:
-            if organizer:
-                extras.append((sub, team, "banned"))
-            continue
-        # a frozen board hides later runs from participants; the final ranking (show_private) has
-        # them
-        if (
-            phase.frozen
-            and phase.frozen_at
-            and sub.created_at > phase.frozen_at
-            and not (organizer or show_private)
-        ):
-            continue
-        if sub.removed_at is not None or sub.hidden:
-            if organizer:  # shown to organizers, marked and unranked; never chosen for a team
-                extras.append((sub, team, "removed" if sub.removed_at is not None else "hidden"))
-            continue
-        candidates.append((sub, team))
-
     # ranked part and, after publication, the public part beside it
     if use_private:
         rank_parts = ("private", "all")
@@ -226,6 +319,16 @@ def build_board(
         # a hidden test gold split into parts: never read anything but its public part
         rank_parts = ("public",)
     parts = tuple(dict.fromkeys(rank_parts + (("public",) if use_private else ())))
+    # the runs of people banned from the task's competition leave its live boards (organizers see
+    # them marked); a published snapshot is never rebuilt, so it keeps them
+    comp = people.competition_of_task(s, task.id)
+    banned = people.excluded_users(s, comp.id) if comp is not None else set()
+    # an organizer's preview sees every private score; anyone else only those publication released
+    see_private = organizer or show_private
+    # a frozen board hides later runs from participants; the final ranking (show_private) has them
+    frozen_at = phase.frozen_at if phase.frozen and not see_private else None
+    candidates = _ranked_runs(s, phase, rank_parts, banned, see_private, frozen_at)
+    extras = _marked_runs(s, phase, banned) if organizer else []
     scores = _latest_scores(s, [c[0] for c in candidates] + [e[0] for e in extras], parts)
 
     cols = columns_for(task, phase.split, result_folds(scores.values()))
@@ -768,22 +871,107 @@ def phase_states(engine, task_id: str, provenance=None) -> list[PhaseState]:
     return out
 
 
-class RenderCache:
-    """Rendered leaderboards per (task, phase, audience, format), reused while the version holds."""
+class SharedRenders:
+    """A second level of the render cache that every process and machine of a site shares (Redis):
+    a board rendered once is served by every gunicorn process and web machine until its version
+    moves. Only bytes (or tuples of bytes) are kept, framed, never pickled; a Redis that does not
+    answer is left alone for a while and each process renders on its own."""
 
-    def __init__(self, max_entries: int = 512):
+    TTL = 24 * 3600
+    RETRY = 30.0
+
+    def __init__(self, connect, site: str):
+        self._connect = connect  # () -> redis.Redis
+        self._site = hashlib.sha256(site.encode("utf-8")).hexdigest()[:12]
+        self._down_until = 0.0
+
+    def _key(self, key: tuple, version: str) -> str:
+        ident = json.dumps([list(map(str, key)), version])
+        return f"palimpsest:render:{self._site}:{hashlib.sha256(ident.encode()).hexdigest()}"
+
+    def _conn(self):
+        import time
+
+        if time.monotonic() < self._down_until:
+            return None
+        try:
+            return self._connect()
+        except Exception:  # noqa: BLE001 — no shared cache: render here
+            self._down_until = time.monotonic() + self.RETRY
+            return None
+
+    def _failed(self) -> None:
+        import time
+
+        self._down_until = time.monotonic() + self.RETRY
+
+    def get(self, key: tuple, version: str):
+        conn = self._conn()
+        if conn is None:
+            return None
+        try:
+            raw = conn.get(self._key(key, version))
+        except Exception:  # noqa: BLE001
+            self._failed()
+            return None
+        return None if raw is None else _unpack(raw)
+
+    def put(self, key: tuple, version: str, value) -> None:
+        packed = _pack(value)
+        conn = self._conn() if packed is not None else None
+        if conn is None:
+            return
+        try:
+            conn.set(self._key(key, version), packed, ex=self.TTL)
+        except Exception:  # noqa: BLE001
+            self._failed()
+
+
+def _pack(value) -> bytes | None:
+    if isinstance(value, bytes):
+        return b"b" + value
+    if isinstance(value, tuple) and all(isinstance(v, bytes) for v in value):
+        head = json.dumps([len(v) for v in value]).encode("ascii")
+        return b"t" + len(head).to_bytes(4, "big") + head + b"".join(value)
+    return None
+
+
+def _unpack(raw: bytes):
+    if raw[:1] == b"b":
+        return raw[1:]
+    if raw[:1] == b"t":
+        n = int.from_bytes(raw[1:5], "big")
+        sizes, at, out = json.loads(raw[5 : 5 + n]), 5 + n, []
+        for size in sizes:
+            out.append(raw[at : at + size])
+            at += size
+        return tuple(out)
+    return None
+
+
+class RenderCache:
+    """Rendered leaderboards per (task, phase, audience, format), reused while the version holds:
+    in this process, and through `shared` (SharedRenders) across the site's processes."""
+
+    def __init__(self, max_entries: int = 512, shared: SharedRenders | None = None):
         self._d: dict[tuple, tuple[str, Any]] = {}
         self._lock = threading.Lock()
         self.max_entries = max_entries
         self.renders = 0
+        self.shared = shared
 
     def get(self, key: tuple, version: str, render):
         hit = self._d.get(key)
         if hit is not None and hit[0] == version:
             return hit[1]
-        value = render()
+        value = self.shared.get(key, version) if self.shared is not None else None
+        if value is None:
+            value = render()
+            with self._lock:
+                self.renders += 1
+            if self.shared is not None:
+                self.shared.put(key, version, value)
         with self._lock:
-            self.renders += 1
             if len(self._d) >= self.max_entries:
                 self._d.clear()
             self._d[key] = (version, value)

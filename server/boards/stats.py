@@ -1,7 +1,9 @@
 """A board's statistics: bootstrap intervals, rank ranges, significance and clusters, computed in
 the worker and read by the pages.
 
-What is kept where, under the data directory's `stats/`:
+What is kept where, under the data directory's `stats/`, and, on a site with an object store, in
+the store under the same keys (the data directory then a cache of it: a web process or a worker on
+another machine, with an empty data directory of its own, reads what any worker wrote):
 
 - `units/<submission>-<attempt>.npz`: the per-unit predictions the bootstrap resamples
   (`scorer.bootstrap.unit_arrays`), written by the scoring job from the file it has just parsed.
@@ -14,9 +16,9 @@ What is kept where, under the data directory's `stats/`:
 - `boards/<phase>-<version>.json`: the statistics of the public board at one version of the phase
   (its revision, freeze, publication and provenance: the key of the page cache), written once.
 
-`compute_board_stats(phase_id)` runs as a queued job: each scoring job asks for one after recording
-its scores, and so do the pages when a board version has no statistics yet; requests coalesce (a
-burst of scores costs one or two jobs), and a request never computes any.
+`compute_board_stats(phase_id)` runs as a queued job on the `stats` queue: each scoring job asks
+for one after recording its scores, and so do the pages when a board version has no statistics
+yet; requests coalesce (a burst of scores costs one or two jobs), and a request never computes any.
 A published snapshot carries its statistics frozen with it (`for_snapshot`, from
 `publication.publish`).
 """
@@ -37,14 +39,14 @@ import numpy as np
 from sqlmodel import Session
 
 from scorer import validate_file
-from scorer.bootstrap import Bootstrap, board_statistics, unit_arrays
+from scorer.bootstrap import Bootstrap, intervals, rank_statistics, unit_arrays
 from server import objectstore
 from server.boards import leaderboard as lb
 from server.boards.leaderboard import STALE_NOTE
 from server.db import get_engine
 from server.domain.partitions import bootstrap_seed, draw, phase_fingerprint
 from server.domain.provenance import current_provenance
-from server.jobs.queue import connect, enqueue_once
+from server.jobs.queue import STATS, connect, enqueue_once
 from server.models import GoldPartition, Phase, Submission
 from server.settings import get_settings
 from tasks import catalogue, get_task
@@ -64,6 +66,41 @@ UNIT_NAMES = {f.name: f.resampled for f in catalogue.FAMILY_LIST}
 
 def stats_dir(home) -> Path:
     return Path(home) / "stats"
+
+
+def _rel(path: Path, home) -> str:
+    return Path(path).relative_to(Path(home)).as_posix()
+
+
+def _share(settings, path: Path, data: bytes) -> None:
+    """Write a file of `stats/` locally and, on a site with a store, into the store too."""
+    _atomic_write(path, data)
+    store = objectstore.store_for(settings)
+    if store is not None:
+        try:
+            store.put_file(_rel(path, settings.home), path)
+        except BaseException:
+            # not here either, then: a file only this machine has would pass for shared (a board
+            # version "ready" here that the web never sees); the job is retried
+            path.unlink(missing_ok=True)
+            raise
+
+
+def _shared(settings, path: Path, *, fetch: bool = True) -> Path | None:
+    """A file of `stats/` here, fetched from the store when another machine wrote it; None when
+    it is in neither (or the store does not answer: the caller computes, or waits)."""
+    if path.is_file():
+        return path
+    store = objectstore.store_for(settings) if fetch else None
+    if store is None:
+        return None
+    try:
+        return store.download(_rel(path, settings.home), path)
+    except FileNotFoundError:
+        return None
+    except Exception as e:  # noqa: BLE001 — a store that does not answer: "being computed"
+        log.warning("statistics file %s not fetched (%s)", path.name, e)
+        return None
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -88,17 +125,24 @@ def units_path(home, submission_id: int, attempt: int) -> Path:
     return stats_dir(home) / "units" / f"{int(submission_id)}-{int(attempt)}.npz"
 
 
-def save_units(home, submission_id: int, attempt: int, task, store, split: str, parsed) -> None:
-    """Keep what the bootstrap needs of a scored file (the scoring job calls this)."""
+def save_units(
+    home, submission_id: int, attempt: int, task, store, split: str, parsed, settings=None
+) -> None:
+    """Keep what the bootstrap needs of a scored file (the scoring job calls this); with
+    `settings` of a site with an object store, in the store too."""
     buf = io.BytesIO()
     np.savez(buf, **unit_arrays(task, store, split, parsed))
-    _atomic_write(units_path(home, submission_id, attempt), buf.getvalue())
+    p = units_path(home, submission_id, attempt)
+    if settings is None:
+        _atomic_write(p, buf.getvalue())
+    else:
+        _share(settings, p, buf.getvalue())
 
 
 def load_units(settings, task, split: str, submission_id: int, attempt: int) -> dict:
     """The per-unit arrays of a scored run, re-parsed from its upload (and kept) if absent."""
     p = units_path(settings.home, submission_id, attempt)
-    if not p.is_file():
+    if _shared(settings, p) is None:
         with Session(get_engine(settings.sqlalchemy_url())) as s:
             key = s.get(Submission, submission_id).storage_key
         v = validate_file(
@@ -116,6 +160,7 @@ def load_units(settings, task, split: str, submission_id: int, attempt: int) -> 
             TaskStore(task.id, settings.home),
             split,
             v.parsed,
+            settings=settings,
         )
     with np.load(p) as z:
         return {k: z[k] for k in z.files}
@@ -189,7 +234,7 @@ class Part:
     ) -> np.ndarray | None:
         """The run's B resampled primary scores on this part (computed once, then read)."""
         p = self.samples_path(settings.home, submission_id, attempt)
-        if p.is_file():
+        if _shared(settings, p) is not None:
             return np.load(p)
         if not compute:
             return None
@@ -197,7 +242,7 @@ class Part:
         x = self.boot.samples(arrays, self.W)
         buf = io.BytesIO()
         np.save(buf, x)
-        _atomic_write(p, buf.getvalue())
+        _share(settings, p, buf.getvalue())
         return x
 
 
@@ -236,39 +281,43 @@ def _stat_rows(board):
     return rows, [r for r in rows if r.rank is not None]
 
 
-def statistics(settings, part: Part, board, *, value_of=None) -> dict:
-    """Intervals for every current row, rank ranges, p-values and clusters for the ranked ones."""
+def statistics(settings, part: Part, board, *, value_of=None, full: bool | None = None) -> dict:
+    """Intervals for every current row, rank ranges, clusters and the p-values between neighbours
+    and against each cluster's head for the ranked ones, from one matrix of the rows' resampled
+    scores; the full pairwise matrices (`p`, `p_holm`, in the order of `order`) only on a small
+    board or when `full` asks (see `scorer.bootstrap.rank_statistics`)."""
     t0 = time.perf_counter()
     prim = board.primary
     value_of = value_of or (lambda r: r.values[prim.key])
     rows, ranked = _stat_rows(board)
-    samples = {r.submission_id: part.samples(settings, r.submission_id, r.attempt) for r in rows}
     out_rows: dict[str, dict] = {}
+    order, teams, p, p_holm, neighbours = [], [], None, None, None
     if rows:
-        allst = board_statistics(
-            np.vstack([samples[r.submission_id] for r in rows]),
-            np.array([value_of(r) for r in rows], dtype=np.float64),
-            prim.greater_is_better,
-            ALPHA,
-        )
-        for r, ci in zip(rows, allst["ci"], strict=True):
+        at = {r.submission_id: i for i, r in enumerate(rows)}
+        M = np.vstack([part.samples(settings, r.submission_id, r.attempt) for r in rows])
+        for r, ci in zip(rows, intervals(M, ALPHA), strict=True):
             out_rows[str(r.submission_id)] = {"ci": ci}
-    order, teams, p, p_holm = [], [], [], []
-    if ranked:
-        st = board_statistics(
-            np.vstack([samples[r.submission_id] for r in ranked]),
-            np.array([value_of(r) for r in ranked], dtype=np.float64),
-            prim.greater_is_better,
-            ALPHA,
-        )
-        for i, r in enumerate(ranked):
-            out_rows[str(r.submission_id)].update(
-                rank_range=st["rank_range"][i], cluster=st["cluster"][i]
+        if ranked:
+            idx = [at[r.submission_id] for r in ranked]
+            st = rank_statistics(
+                M[idx],
+                np.array([value_of(r) for r in ranked], dtype=np.float64),
+                prim.greater_is_better,
+                ALPHA,
+                full=full,
             )
-        order = [r.submission_id for r in ranked]
-        teams = [r.team for r in ranked]
-        p = _round(st["p"])
-        p_holm = _round(st["p_holm"])
+            for i, r in enumerate(ranked):
+                out_rows[str(r.submission_id)].update(
+                    rank_range=st["rank_range"][i], cluster=st["cluster"][i]
+                )
+            order = [r.submission_id for r in ranked]
+            teams = [r.team for r in ranked]
+            neighbours = {
+                k: [_round1(st[k][i]) for i in range(len(ranked))]
+                for k in ("p_next", "p_holm_next", "p_head", "p_holm_head")
+            }
+            if "p" in st:
+                p, p_holm = _round(st["p"]), _round(st["p_holm"])
     return {
         "part": part.part,
         "method": METHOD,
@@ -287,8 +336,13 @@ def statistics(settings, part: Part, board, *, value_of=None) -> dict:
         "teams": teams,
         "p": p,
         "p_holm": p_holm,
+        "neighbours": neighbours,
         "seconds": round(time.perf_counter() - t0, 3),
     }
+
+
+def _round1(x):
+    return None if x is None else round(float(x), 6)
 
 
 def _round(m) -> list:
@@ -299,15 +353,21 @@ def board_path(home, phase_id: int, version: str) -> Path:
     return stats_dir(home) / "boards" / f"{int(phase_id)}-{version}.json"
 
 
-def read_board_stats(home, phase_id: int, version: str) -> dict | None:
+def read_board_stats(settings, phase_id: int, version: str) -> dict | None:
+    """The statistics of a board version, from this machine's data directory or the store."""
+    p = _shared(settings, board_path(settings.home, phase_id, version))
+    if p is None:
+        return None
     try:
-        return json.loads(board_path(home, phase_id, version).read_text(encoding="utf-8"))
+        return json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 
 
-def ready(home, phase_id: int, version: str) -> bool:
-    return board_path(home, phase_id, version).is_file()
+def ready(settings, phase_id: int, version: str) -> bool:
+    """Whether a worker has written the statistics of a board version (here or in the store: one
+    found in the store is kept here, so it is asked once)."""
+    return _shared(settings, board_path(settings.home, phase_id, version)) is not None
 
 
 def phase_version(settings, engine, task, phase_id: int) -> str | None:
@@ -329,10 +389,12 @@ def compute_board_stats(phase_id: int, settings=None) -> dict:
     with Session(engine, expire_on_commit=False) as s:
         phase = s.get(Phase, phase_id)
         task = get_task(phase.task_id)
+    # a worker that never scored the task: the store's files first (the board's version names
+    # their provenance)
+    objectstore.ensure_task(settings, task.id)
     version = phase_version(settings, engine, task, phase_id)
-    if version is not None and ready(settings.home, phase_id, version):
+    if version is not None and ready(settings, phase_id, version):
         return {"phase": phase_id, "version": version, "cached": True}
-    objectstore.ensure_task(settings, task.id)  # a worker that never scored the task: the store's
     prov = current_provenance(task, phase.split, settings.home)
     with Session(engine, expire_on_commit=False) as s:
         phase = s.get(Phase, phase_id)
@@ -357,7 +419,8 @@ def compute_board_stats(phase_id: int, settings=None) -> dict:
         # moved it asks for new ones (a score, or the page of the new version)
         return {"phase": phase_id, "version": version, "moved": True}
     if version is not None:
-        _atomic_write(
+        _share(
+            settings,
             board_path(settings.home, phase_id, version),
             json.dumps(body, separators=(",", ":")).encode("utf-8"),
         )
@@ -387,6 +450,7 @@ def enqueue(settings, phase_id: int, conn=None) -> bool:
             f"stats-{int(phase_id)}",
             args=(int(phase_id),),
             description=f"board statistics of phase {phase_id}",
+            queue=STATS,
         )
         return True
     except Exception as e:  # noqa: BLE001 — the page says "being computed" and asks again

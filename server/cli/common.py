@@ -20,7 +20,7 @@ import click
 if TYPE_CHECKING:
     pass
 
-QUEUE_CHOICES = ("scoring", "baselines", "agreement", "runs")
+QUEUE_CHOICES = ("scoring", "stats", "baselines", "agreement", "runs")
 
 
 def home_option(f):
@@ -138,10 +138,10 @@ def task_or_refuse(task_id: str):
 
 def phase_or_refuse(s, task, name: str):
     from server.actions import common
-    from server.domain.submissions import ensure_phases
+    from server.actions.phases import ensure_phases
     from server.exceptions import NotFound
 
-    ensure_phases(s)
+    ensure_phases(s=s)
     try:
         return common.phase(s, task.id, name)
     except NotFound as e:  # names the phases the task has

@@ -37,14 +37,15 @@ def register(main: click.Group) -> None:
         `palimpsest organizer phases list TASK` does over the API."""
         from sqlalchemy import select
 
-        from server.domain.submissions import ensure_phases, phase_state
+        from server.actions.phases import ensure_phases
+        from server.domain.submissions import phase_state
         from server.models import Phase
 
         q = select(Phase).order_by(Phase.task_id, Phase.name)
         if task_id is not None:
             q = q.where(Phase.task_id == task_or_refuse(task_id).id)
         with local_session(settings := local_settings()) as s:
-            ensure_phases(s, settings.home)
+            ensure_phases(s=s, home=settings.home)
             rows = list(s.execute(q).scalars())
             if as_json:
                 click.echo(
@@ -121,8 +122,7 @@ def register(main: click.Group) -> None:
         as_json,
     ):
         """Create or change a phase of a task."""
-        from server.actions.phases import set_phase
-        from server.domain.submissions import ensure_phases
+        from server.actions.phases import ensure_phases, set_phase
         from server.exceptions import LifecycleRefused
 
         task = task_or_refuse(task_id)
@@ -138,7 +138,7 @@ def register(main: click.Group) -> None:
             if value is not None:
                 changes[field] = None if value == "none" else value
         with local_session(settings := local_settings()) as s:
-            ensure_phases(s, settings.home)
+            ensure_phases(s=s, home=settings.home)
             try:
                 p = set_phase(
                     s=s,

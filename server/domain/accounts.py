@@ -7,11 +7,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from datetime import timedelta
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 from itsdangerous import BadData, URLSafeTimedSerializer
-from sqlalchemy import update
+from sqlalchemy import or_, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
@@ -123,10 +124,26 @@ def user_for_token(s: Session, plaintext: str) -> User | None:
     ):
         return None
     # when it was last used: a step of its own (it is not part of what the request does), so a
-    # request that changes nothing commits nothing, and one refused keeps the mark
-    with session_scope(s.get_bind()) as own:
-        own.execute(update(ApiToken).where(ApiToken.id == tok.id).values(last_used_at=utcnow()))
+    # request that changes nothing commits nothing, and one refused keeps the mark; written at
+    # most once a minute (TOKEN_MARK_EVERY), so a stream of reads does not write a row each
+    now = utcnow()
+    if tok.last_used_at is None or now - tok.last_used_at >= TOKEN_MARK_EVERY:
+        with session_scope(s.get_bind()) as own:
+            own.execute(
+                update(ApiToken)
+                .where(
+                    ApiToken.id == tok.id,
+                    or_(
+                        ApiToken.last_used_at.is_(None),
+                        ApiToken.last_used_at <= now - TOKEN_MARK_EVERY,
+                    ),
+                )
+                .values(last_used_at=now)
+            )
     return s.get(User, tok.user_id)
+
+
+TOKEN_MARK_EVERY = timedelta(minutes=1)
 
 
 def audit(s: Session, actor: User | None, action: str, target: str = "", **details) -> None:

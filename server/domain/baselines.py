@@ -1,9 +1,8 @@
-"""Baseline entries: the reserved baselines team, and recording a baseline's submission file.
+"""Baseline entries: the reserved baselines team, the phases a baseline is recorded in, the
+server a local command records into, and a reference system as a participant's archive.
 
-A baseline is recorded exactly as a team's upload is: `create_submission` stores the file and
-enqueues its scoring (on the scoring queue); nothing here ever writes a score. Recording the same
-file twice in a phase returns the first submission (deduplicated under the team lock), so re-running
-a deterministic baseline adds no row. The leaderboard shows the newest scored entry per method.
+A baseline's file is recorded exactly as a team's upload is, through the one intake
+(`server.actions.baselines.record_baseline`); nothing here ever writes a score.
 """
 
 from __future__ import annotations
@@ -12,24 +11,25 @@ import json
 import re
 import unicodedata
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 import baselines as baselines_package
 from baselines.errors import BaselineError
-from baselines.run import describe_run, plan, recorded_method
+from baselines.run import plan
 from baselines.systems import EXTENSIONS, Options
+from server.db import savepoint
 from server.domain.accounts import new_invite_code
-from server.domain.submissions import create_submission, ensure_phases, resolve_phase
-from server.exceptions import DuplicateSubmission, NotFound
+from server.domain.submissions import ensure_phases, resolve_phase
+from server.exceptions import NotFound
 from server.jobs.queue import connect, enqueue_baseline_run
 from server.migrate import SchemaError, prepare
-from server.models import Phase, Team, User
-from server.settings import Settings, get_settings
+from server.models import Phase, Team
+from server.settings import Settings
 
 BASELINE_TEAM = "Baselines"
 
@@ -61,9 +61,11 @@ def baseline_team(session: Session) -> Team:
         if n not in taken
     )
     team = Team(name=name, invite_code=new_invite_code(), is_baseline=True)
-    session.add(team)
-    session.commit()
-    session.refresh(team)
+    try:  # made once, first writer wins: the loser uses the winner's
+        with savepoint(session):
+            session.add(team)
+    except IntegrityError:
+        return baseline_team(session)
     return team
 
 
@@ -85,61 +87,6 @@ def baseline_phases(
     return found
 
 
-@dataclass
-class Recorded:
-    phase: str
-    submission_id: int
-    duplicate: bool
-
-    def as_dict(self) -> dict:
-        return {
-            "phase": self.phase,
-            "submission_id": self.submission_id,
-            "duplicate": self.duplicate,
-        }
-
-
-def record_file(
-    session: Session,
-    *,
-    task_id: str,
-    path: str | Path,
-    method_name: str,
-    description: str = "",
-    phases: list[str] | None = None,
-    settings: Settings | None = None,
-    user: User | None = None,
-    split: str = "test",
-) -> list[Recorded]:
-    """Submit `path` as a baseline entry of `task_id` in each of its phases on `split` (or
-    `phases`)."""
-    settings = settings or get_settings()
-    team = baseline_team(session)
-    path = Path(path)
-    out = []
-    for ph in baseline_phases(session, task_id, phases, split):
-        try:
-            with path.open("rb") as f:
-                sub = create_submission(
-                    session,
-                    user=user,
-                    team=team,
-                    task_id=task_id,
-                    phase=ph,
-                    upload=f,
-                    filename=path.name,
-                    method_name=method_name,
-                    description=description,
-                    is_baseline=True,
-                    settings=settings,
-                    dedupe=True,
-                )
-            out.append(Recorded(ph.name, sub.id, False))
-        except DuplicateSubmission as e:
-            out.append(Recorded(ph.name, e.submission_id, True))
-    return out
-
-
 def server_settings(home=None) -> Settings:
     """The server's settings (database, queue) with `home` as its data directory when given."""
     return Settings.from_env(home=home) if home is not None else Settings.from_env()
@@ -152,38 +99,6 @@ def server_database(settings: Settings):
         return prepare(settings)
     except SchemaError as e:
         raise BaselineError(str(e)) from None
-
-
-def record_baseline(
-    result: dict,
-    *,
-    home=None,
-    phases: list[str] | None = None,
-    settings: Settings | None = None,
-) -> list[dict]:
-    """Record one run of `run_baselines` on the leaderboard as a baseline entry.
-
-    The file goes through the participants' path -- stored, validated and scored by the queue -- as
-    a submission of the reserved baselines team, in every phase of the task on its test split (or
-    in `phases`); the scores in `result` are never inserted. Into the server's database and queue
-    of `home` (or of `settings`). Recording the same file again returns the first submission
-    (`duplicate: true`). Returns one {phase, submission_id, duplicate} per phase.
-    """
-    method = recorded_method(result)
-    if settings is None:
-        settings = server_settings(home)
-    with Session(server_database(settings)) as s:
-        rec = record_file(
-            s,
-            task_id=result["task"],
-            path=result["file"],
-            method_name=method,
-            description=describe_run(result),
-            phases=phases,
-            settings=settings,
-            split=result.get("split", "test"),
-        )
-    return [r.as_dict() for r in rec]
 
 
 def enqueue_baselines(

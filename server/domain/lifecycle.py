@@ -36,7 +36,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from server import models  # other subjects' tables: models.X, loaded when first used
-from server.db import session_scope
+from server.db import savepoint, session_scope
 from server.domain import audit, exposure, partitions, people
 from server.exceptions import LifecycleRefused, NotFound
 from server.models import utcnow
@@ -240,26 +240,26 @@ def record_scores(engine, submission_id: int, attempt: int, results: dict[str, d
                 )
             ).scalars()
         )
-        for part, r in results.items():
-            if part in have:
-                continue
-            prov = r["provenance"]
-            s.add(
-                models.Score(
-                    submission_id=submission_id,
-                    attempt=attempt,
-                    part=part,
-                    result=r,
-                    primary_value=r["primary"]["value"],
-                    task_version=prov["task_version"],
-                    gold_sha256=prov["gold_sha256"],
-                    scorer_version=prov["scorer_version"],
-                )
-            )
-        try:
-            s.flush()
-        except IntegrityError:  # another run wrote the same attempt's rows first
-            s.rollback()
+        try:  # another run writing the same attempt's rows first wins; this one's go
+            with savepoint(s):
+                for part, r in results.items():
+                    if part in have:
+                        continue
+                    prov = r["provenance"]
+                    s.add(
+                        models.Score(
+                            submission_id=submission_id,
+                            attempt=attempt,
+                            part=part,
+                            result=r,
+                            primary_value=r["primary"]["value"],
+                            task_version=prov["task_version"],
+                            gold_sha256=prov["gold_sha256"],
+                            scorer_version=prov["scorer_version"],
+                        )
+                    )
+        except IntegrityError:
+            pass
         won = move(
             s,
             submission_id,

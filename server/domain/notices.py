@@ -12,7 +12,7 @@ import logging
 from sqlmodel import Session, select
 
 from server.db import session_scope
-from server.domain import people
+from server.domain import code_runs, people
 from server.domain.submissions import visible_scores
 from server.jobs import outbox
 from server.models import Phase, Registration, Submission, User
@@ -52,6 +52,8 @@ def compose(s: Session, settings: Settings, sub: Submission) -> tuple[str, str]:
             lines.append("Its scores are shown once the organizers publish them.")
     else:
         problems = list(sub.errors or [])
+        if code_runs.gating_run(s, sub.id) is not None:  # a blind run's output: counts only
+            problems = code_runs.gated_problems(problems)
         if sub.failure_kind == "infra":
             lines.append("The server could not score it (this costs your team nothing).")
         if problems:

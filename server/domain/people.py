@@ -24,6 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from server import models  # other subjects' tables: models.X, loaded when first used
+from server.db import savepoint
 from server.jobs.emails import BadEmail, domain_of, normalize_domain
 from server.models import User, utcnow
 
@@ -71,13 +72,12 @@ def ensure_competition(s: Session, task_id: str) -> models.Competition:
     c = models.Competition(
         slug=slug, title=task_id, state="visible", data_public=True, placeholder=True
     )
-    s.add(c)
-    s.flush()
-    s.add(models.CompetitionTask(competition_id=c.id, task_id=task_id, position=0))
-    try:
-        s.flush()
-    except IntegrityError:  # another request linked the task first: use that one
-        s.rollback()
+    try:  # another request linked the task first: use that one (this one's rows go)
+        with savepoint(s):
+            s.add(c)
+            s.flush()
+            s.add(models.CompetitionTask(competition_id=c.id, task_id=task_id, position=0))
+    except IntegrityError:
         return competition_of_task(s, task_id)
     return c
 
@@ -228,11 +228,10 @@ def ensure_registration(
             decided_at=now,
             reason="automatic: the competition has no terms",
         )
-        s.add(reg)
-        try:
-            s.flush()
+        try:  # another request registered the person first: theirs stands
+            with savepoint(s):
+                s.add(reg)
         except IntegrityError:
-            s.rollback()
             reg = registration(s, user, c.id)
     return reg
 

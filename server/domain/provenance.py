@@ -11,7 +11,6 @@ from sqlalchemy import select, update
 
 import scorer
 from server import models  # other subjects' tables: models.X, loaded when first used
-from server.db import session_scope
 from server.domain.lifecycle import FINAL, audit_change, bump_phase, move
 from tasks import all_tasks
 from tasks.store import TaskStore
@@ -37,67 +36,66 @@ def is_current(result: dict | None, prov: dict | None) -> bool:
     return all(got.get(k) == v for k, v in prov.items())
 
 
-def check_provenance(engine, settings, task_id: str | None = None) -> list[int]:
+def mark_stale(s, settings, task_id: str | None = None) -> list[int]:
     """Mark stale every scored submission whose counted scores were computed against another gold,
-    task or scorer version than the current one, and queue it for rescoring; returns the ids to
-    enqueue (the caller enqueues them after this commits). With `task_id`, that task's phases
-    only (a campaign's close after it wrote a new gold version)."""
+    task or scorer version than the current one (read from the task's files), and queue it for
+    rescoring; returns the ids to enqueue once the caller's transaction commits. With `task_id`,
+    that task's phases only (a campaign's close after it wrote a new gold version). Flushes."""
     out: list[int] = []
-    with session_scope(engine) as s:  # the reconciler's (or an action's follow-up) own step
-        q = (
-            select(models.Phase)
-            if task_id is None
-            else select(models.Phase).where(models.Phase.task_id == task_id)
-        )
-        phases = list(s.execute(q).scalars())
-        tasks = {t.id: t for t in all_tasks()}
-        for phase in phases:
-            task = tasks.get(phase.task_id)
-            prov = current_provenance(task, phase.split, settings.home) if task else None
-            if prov is None:
-                continue
-            rows = (
-                s.execute(
-                    select(models.Submission)
-                    .join(
-                        models.Score,
-                        (models.Score.submission_id == models.Submission.id)
-                        & (models.Score.attempt == models.Submission.score_attempt),
-                    )
-                    .where(
-                        models.Submission.phase_id == phase.id,
-                        models.Submission.stale.is_(False),
-                        models.Submission.removed_at.is_(None),
-                        (models.Score.gold_sha256 != prov["gold_sha256"])
-                        | (models.Score.task_version != prov["task_version"])
-                        | (models.Score.scorer_version != prov["scorer_version"]),
-                    )
+    q = (
+        select(models.Phase)
+        if task_id is None
+        else select(models.Phase).where(models.Phase.task_id == task_id)
+    )
+    phases = list(s.execute(q).scalars())
+    tasks = {t.id: t for t in all_tasks()}
+    for phase in phases:
+        task = tasks.get(phase.task_id)
+        prov = current_provenance(task, phase.split, settings.home) if task else None
+        if prov is None:
+            continue
+        rows = (
+            s.execute(
+                select(models.Submission)
+                .join(
+                    models.Score,
+                    (models.Score.submission_id == models.Submission.id)
+                    & (models.Score.attempt == models.Submission.score_attempt),
                 )
-                .scalars()
-                .unique()
-                .all()
+                .where(
+                    models.Submission.phase_id == phase.id,
+                    models.Submission.stale.is_(False),
+                    models.Submission.removed_at.is_(None),
+                    (models.Score.gold_sha256 != prov["gold_sha256"])
+                    | (models.Score.task_version != prov["task_version"])
+                    | (models.Score.scorer_version != prov["scorer_version"]),
+                )
             )
-            for sub in rows:
-                s.execute(
-                    update(models.Submission)
-                    .where(models.Submission.id == sub.id)
-                    .values(stale=True)
-                    .execution_options(synchronize_session=False)
-                )
-                audit_change(s, None, "submission.stale", f"submission:{sub.id}", current=prov)
-                if sub.status in FINAL and move(
-                    s,
-                    sub.id,
-                    "rescore",
-                    details={"reason": "stale provenance"},
-                    attempt_ceiling=(sub.attempts or 0) + settings.max_attempts,
-                    failure_kind=None,
-                    errors=None,
-                    finished_at=None,
-                ):
-                    out.append(sub.id)
-            if rows:
-                bump_phase(s, phase.id)
+            .scalars()
+            .unique()
+            .all()
+        )
+        for sub in rows:
+            s.execute(
+                update(models.Submission)
+                .where(models.Submission.id == sub.id)
+                .values(stale=True)
+                .execution_options(synchronize_session=False)
+            )
+            audit_change(s, None, "submission.stale", f"submission:{sub.id}", current=prov)
+            if sub.status in FINAL and move(
+                s,
+                sub.id,
+                "rescore",
+                details={"reason": "stale provenance"},
+                attempt_ceiling=(sub.attempts or 0) + settings.max_attempts,
+                failure_kind=None,
+                errors=None,
+                finished_at=None,
+            ):
+                out.append(sub.id)
+        if rows:
+            bump_phase(s, phase.id)
     return out
 
 

@@ -1,21 +1,25 @@
-"""Creating submissions: store the file, check the limits in one transaction, commit, enqueue.
+"""Creating submissions: store the file, lock the team, check the limits, insert the row; the
+caller's action commits (and queues its scoring once committed).
 
 Limits are counted per team and phase under a lock on the team's row (SELECT ... FOR UPDATE on
-PostgreSQL, BEGIN IMMEDIATE on SQLite), so parallel uploads cannot overrun them. Only
+PostgreSQL, BEGIN IMMEDIATE on SQLite: `server.db.lock_row`), held until the action's transaction
+ends, so parallel uploads cannot overrun them. Only
 submissions that are scored, or still may be (queued, running), count: a file that fails
 validation or a job that fails for the server's reasons costs the team nothing.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import BinaryIO
 
-from sqlalchemy import func, or_, select, text
+from sqlalchemy import func, or_, select
 from sqlmodel import Session
 
 from server import models, objectstore  # models.X: other subjects' tables, loaded when first used
+from server.db import lock_row, on_rollback
 from server.domain import people
 
 # the statuses and the phase window are the lifecycle's; importable from here as before
@@ -34,10 +38,8 @@ from server.exceptions import (
     LimitReached,
     NotFound,
     PhaseClosed,
-    StoreUnreachable,
     SubmissionRefused,
 )
-from server.jobs.dispatch import jobs
 from server.models import User, utcnow
 from server.settings import Settings, get_settings
 from server.storage import path_for, store_upload
@@ -141,12 +143,34 @@ def resolve_phase(session: Session, task_id: str, phase: models.Phase | str | in
 
 
 def lock_team(session: Session, team_id: int) -> None:
-    """Serialize submissions of one team: a row lock on PostgreSQL, a write lock on SQLite."""
-    if session.get_bind().dialect.name == "sqlite":
-        session.commit()  # BEGIN IMMEDIATE must open the transaction itself
-        session.execute(text("BEGIN IMMEDIATE"))
-    else:
-        session.execute(select(models.Team.id).where(models.Team.id == team_id).with_for_update())
+    """Serialize the uploads of one team until the action's transaction ends (a row lock on
+    PostgreSQL, the write lock on SQLite); nothing is committed."""
+    lock_row(session, models.Team, team_id)
+
+
+def store(
+    session: Session, settings: Settings, stream: bytes | BinaryIO, filename: str, max_bytes: int
+) -> tuple[str, str, int]:
+    """Store an upload (content-addressed) in the data directory and, when the site has one, the
+    object store, before any row names it; returns (storage_key, sha256, size). Should the
+    session's transaction roll back (a refusal, a failure, an unreachable store), the file goes
+    again unless a committed row names it. Raises UploadTooLarge, StoreUnreachable."""
+    session.connection()  # the transaction the undo hangs on is open
+    key, sha, size = store_upload(settings.home, stream, filename, max_bytes)
+    on_rollback(session, functools.partial(_drop_unnamed, session.get_bind(), settings.home, key))
+    objectstore.push_upload(settings, key)
+    return key, sha, size
+
+
+def _drop_unnamed(engine, home, key: str) -> None:
+    """After a rollback: remove a stored upload no committed submission or code run names."""
+    with Session(engine) as own:
+        named = any(
+            own.execute(select(t.id).where(t.storage_key == key).limit(1)).first()
+            for t in (models.Submission, models.CodeRun)
+        )
+    if not named:
+        path_for(home, key).unlink(missing_ok=True)
 
 
 # a run removed by an organizer gives its slot back; one its team deleted keeps it (deleting and
@@ -277,6 +301,68 @@ def check_invalid_limit(
         )
 
 
+def duplicate_of(
+    session: Session, team_id: int, phase_id: int, sha: str, *, system: bool = False
+) -> int | None:
+    """The id of the team's earlier upload of these bytes in the phase (a submission, or with
+    `system` a code run) that still stands: not removed, not failed for the server's reasons."""
+    t = models.CodeRun if system else models.Submission
+    sha_col = models.CodeRun.archive_sha256 if system else models.Submission.file_sha256
+    q = select(t.id).where(
+        t.team_id == team_id,
+        t.phase_id == phase_id,
+        sha_col == sha,
+        t.failure_kind.is_(None) | (t.failure_kind != "infra"),
+    )
+    if not system:
+        q = q.where(models.Submission.removed_at.is_(None))
+    return session.execute(q.order_by(t.id).limit(1)).scalars().first()
+
+
+def admit(
+    session: Session,
+    *,
+    team_id: int,
+    phase_id: int,
+    sha: str,
+    exempt: bool,
+    settings: Settings,
+    system: bool = False,
+    dedupe: bool = True,
+) -> tuple[models.Phase, int | None]:
+    """What every upload goes through once it is stored: the team's lock (held until the action's
+    transaction ends), then, read again under it, the same upload already taken (its id: counted
+    once, nothing added) or the phase's limits (window, at once, total, daily, invalid files;
+    a system's compute budget too) unless `exempt`. Returns the phase as read under the lock and
+    the earlier upload's id, or None."""
+    lock_team(session, team_id)
+    ph = session.get(models.Phase, phase_id, populate_existing=True)
+    if dedupe:
+        same = duplicate_of(session, team_id, phase_id, sha, system=system)
+        if same is not None:
+            return ph, same
+    if not exempt:
+        now = utcnow()
+        check_limits(session, team_id, ph, now)
+        check_invalid_limit(session, team_id, ph, now, settings)
+        if system:
+            check_compute(session, team_id, ph)
+    return ph, None
+
+
+def check_compute(session: Session, team_id: int, phase: models.Phase) -> None:
+    """Raise LimitReached once what a team's systems used, with the CPU limit each run still
+    waiting or running holds reserved, reaches the phase's compute budget."""
+    budget = phase.compute_budget_seconds
+    if budget is not None and compute_used(session, team_id, phase.id) >= budget:
+        raise LimitReached(
+            f"your team has used its compute budget of {budget} CPU seconds in the "
+            f"{phase.name} phase",
+            None,
+            "compute",
+        )
+
+
 def create_submission(
     session: Session,
     *,
@@ -293,19 +379,19 @@ def create_submission(
     show_publicly: bool = True,
     is_baseline: bool = False,
     settings: Settings | None = None,
-    enqueue: bool = True,
     enforce_limits: bool = True,
     dedupe: bool = False,
     facts: dict | None = None,
 ) -> models.Submission:
-    """Store the upload, commit the row if the team's limits allow it, then enqueue its scoring.
+    """Store the upload, take the team's lock, check its limits and add the row (flushed); the
+    caller's transaction commits it, and queues its scoring (`jobs(s).score`).
 
-    Commits whatever the session had pending first. Raises PhaseClosed, LimitReached or
-    UploadTooLarge (all SubmissionRefused, with `next_allowed_at`) or NotFound. With `dedupe`,
-    the same file already submitted by the team in the phase (and not failed for the server's
-    reasons, nor removed) raises DuplicateSubmission naming it; checked under the team lock, so
-    parallel retries of one upload make one submission. `facts`: the fact sheet's answers, checked
-    by the caller (server.domain.facts.check_facts).
+    Raises PhaseClosed, LimitReached or UploadTooLarge (all SubmissionRefused, with
+    `next_allowed_at`) or NotFound. With `dedupe`, the same file already submitted by the team in
+    the phase (and not failed for the server's reasons, nor removed) raises DuplicateSubmission
+    naming it; checked under the team lock, so parallel retries of one upload make one
+    submission. `facts`: the fact sheet's answers, checked by the caller
+    (server.domain.facts.check_facts).
     """
     if upload_bytes_or_stream is None:
         upload_bytes_or_stream = upload
@@ -319,71 +405,76 @@ def create_submission(
     team_id = team.id
     is_baseline = bool(is_baseline or team.is_baseline)
     exempt = is_baseline or people.organizes_task(session, user, task_id) or not enforce_limits
-    user_id = user.id if user is not None else None
     ph = resolve_phase(session, task_id, phase)
     phase_id = ph.id
-    key, sha, size = store_upload(
-        settings.home, upload_bytes_or_stream, filename, settings.max_upload_bytes
+    key, sha, size = store(
+        session, settings, upload_bytes_or_stream, filename, settings.max_upload_bytes
     )
-    try:  # into the object store, when the site has one, before any row names it
-        objectstore.push_upload(settings, key)
-    except StoreUnreachable:
-        if not session.execute(
-            select(models.Submission.id).where(models.Submission.storage_key == key).limit(1)
-        ).first():
-            path_for(settings.home, key).unlink(missing_ok=True)  # nothing left behind
-        raise
-    try:
-        lock_team(session, team_id)
-        ph = session.get(models.Phase, phase_id, populate_existing=True)
-        now = utcnow()
-        if dedupe:
-            same = (
-                session.execute(
-                    select(models.Submission.id)
-                    .where(
-                        models.Submission.team_id == team_id,
-                        models.Submission.phase_id == phase_id,
-                        models.Submission.file_sha256 == sha,
-                        models.Submission.removed_at.is_(None),
-                        models.Submission.failure_kind.is_(None)
-                        | (models.Submission.failure_kind != "infra"),
-                    )
-                    .order_by(models.Submission.id)
-                )
-                .scalars()
-                .first()
-            )
-            if same is not None:
-                raise DuplicateSubmission(same)
-        if not exempt:
-            check_limits(session, team_id, ph, now)
-            check_invalid_limit(session, team_id, ph, now, settings)
-        sub = models.Submission(
-            team_id=team_id,
-            user_id=user_id,
-            task_id=task_id,
-            phase_id=phase_id,
-            status=Status.QUEUED.value,
-            created_at=now,
-            file_sha256=sha,
-            file_name=(filename or "")[:255],
-            storage_key=key,
-            size=size,
-            method_name=" ".join((method_name or "").split())[:200],
-            description=description or "",
-            url=url,
-            show_publicly=bool(show_publicly),
-            is_baseline=is_baseline,
-            facts=facts,
-        )
-        session.add(sub)
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    if enqueue:  # the session's queues (server.jobs.dispatch); the reconciler if Redis is away
-        jobs(session, settings).score_now(sub.id)
+    ph, same = admit(
+        session,
+        team_id=team_id,
+        phase_id=phase_id,
+        sha=sha,
+        exempt=exempt,
+        settings=settings,
+        dedupe=dedupe,
+    )
+    if same is not None:
+        raise DuplicateSubmission(same)
+    sub = add_submission(
+        session,
+        team_id=team_id,
+        user_id=user.id if user is not None else None,
+        phase=ph,
+        stored=(key, sha, size),
+        filename=filename,
+        method_name=method_name,
+        description=description,
+        url=url,
+        show_publicly=show_publicly,
+        is_baseline=is_baseline,
+        facts=facts,
+    )
+    return sub
+
+
+def add_submission(
+    session: Session,
+    *,
+    team_id: int,
+    user_id: int | None,
+    phase: models.Phase,
+    stored: tuple[str, str, int],
+    filename: str,
+    method_name: str = "",
+    description: str = "",
+    url: str = "",
+    show_publicly: bool = True,
+    is_baseline: bool = False,
+    facts: dict | None = None,
+) -> models.Submission:
+    """The row of an admitted upload (`stored`: what `store` returned), queued, flushed."""
+    key, sha, size = stored
+    sub = models.Submission(
+        team_id=team_id,
+        user_id=user_id,
+        task_id=phase.task_id,
+        phase_id=phase.id,
+        status=Status.QUEUED.value,
+        created_at=utcnow(),
+        file_sha256=sha,
+        file_name=(filename or "")[:255],
+        storage_key=key,
+        size=size,
+        method_name=" ".join((method_name or "").split())[:200],
+        description=description or "",
+        url=(url or "").strip(),
+        show_publicly=bool(show_publicly),
+        is_baseline=is_baseline,
+        facts=facts,
+    )
+    session.add(sub)
+    session.flush()
     return sub
 
 
@@ -439,10 +530,12 @@ def quota(
 
 
 def compute_used(session: Session, team_id: int, phase_id: int) -> float:
-    """CPU seconds a team's systems used in a phase (runs the server failed not counted)."""
+    """CPU seconds a team's systems used in a phase, with the CPU limit of each run still
+    waiting or running (reserved when it was queued); runs the server failed not counted."""
+    used = models.CodeRun.cpu_seconds + models.CodeRun.reserved_cpu
     return float(
         session.execute(
-            select(func.coalesce(func.sum(models.CodeRun.cpu_seconds), 0.0)).where(
+            select(func.coalesce(func.sum(used), 0.0)).where(
                 models.CodeRun.team_id == team_id,
                 models.CodeRun.phase_id == phase_id,
                 models.CodeRun.failure_kind.is_(None) | (models.CodeRun.failure_kind != "infra"),
@@ -492,7 +585,7 @@ def ensure_phases(session: Session, home=None) -> list[models.Phase]:
                     session, task=t, name=split, split=split, actor=None, via="system", **defaults
                 )
             )
-    session.commit()
+    session.flush()
     return made
 
 

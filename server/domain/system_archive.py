@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Literal, Optional
@@ -30,6 +31,7 @@ from pydantic import (
     model_validator,
 )
 
+from server.exceptions import SystemRefused
 from tasks.errors import PalimpsestError
 from tasks.safezip import ZipLimits, ZipRefused, extract
 
@@ -38,6 +40,9 @@ MiB = 1024 * 1024
 MAX_MANIFEST_BYTES = 64 * 1024
 MAX_DEPTH = 8
 IMAGE = re.compile(r"[a-z0-9][a-z0-9._/:-]{0,250}@sha256:[0-9a-f]{64}")
+# NUL and the other control characters: refused in every string of the manifest and in member
+# names (a file name holding one cannot be written, and a word holding one cannot be exec'd)
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 LIMITS = ZipLimits(max_zip_bytes=256 * MiB, max_unzipped_bytes=1024 * MiB, max_files=10_000)
 
 
@@ -77,9 +82,11 @@ class SystemManifest(BaseModel):
     @field_validator("command")
     @classmethod
     def _plain(cls, v: list[str]) -> list[str]:
-        for a in v:
-            if not a or len(a) > 4096 or "\x00" in a:
+        for i, a in enumerate(v):
+            if not a or len(a) > 4096:
                 raise ValueError("each word is a non-empty string of at most 4,096 characters")
+            if CONTROL.search(a):
+                raise ValueError(f"word {i} holds a control character (NUL, a newline, ...)")
         return v
 
     @model_validator(mode="after")
@@ -98,7 +105,15 @@ class SystemManifest(BaseModel):
     def _name(cls, v: str) -> str:
         if not v or "/" in v or "\\" in v or v in (".", "..") or len(v) > 255:
             raise ValueError("a file name in /output, without a folder (e.g. predictions.jsonl)")
+        if CONTROL.search(v):
+            raise ValueError("a file name without control characters (NUL, a newline, ...)")
         return v
+
+
+def _control_in_member(name: str) -> str | None:
+    if CONTROL.search(name):
+        return "a member name with a control character (NUL, a newline, ...) (refused)"
+    return None
 
 
 def _yaml_shape(text: str) -> list[tuple[str, str]]:
@@ -177,17 +192,46 @@ def unpack(source: Path, dest: Path) -> SystemManifest:
     elif source.is_file() and zipfile.is_zipfile(source):
         dest.mkdir(parents=True)
         try:
-            extract(source, dest, LIMITS)
+            extract(source, dest, LIMITS, refuse=_control_in_member)
         except ZipRefused as e:
             raise SystemInvalid(e.problems) from None
         tops = list(dest.iterdir())
         if not (dest / MANIFEST).exists() and len(tops) == 1 and (tops[0] / MANIFEST).is_file():
-            inner = tops[0]
-            for p in inner.iterdir():
-                p.rename(dest / p.name)
-            inner.rmdir()
+            # one top folder holding the system: its files move up (the folder renamed first, so
+            # that a member named like the folder does not land on it)
+            inner = tops[0].rename(dest.with_name(dest.name + ".top"))
+            try:
+                for p in inner.iterdir():
+                    p.rename(dest / p.name)
+            finally:
+                shutil.rmtree(inner, ignore_errors=True)
     else:
         raise SystemInvalid([(source.name, "a zip archive or a folder holding system.yaml")])
     manifest = read_manifest(dest)
     _open_up(dest)
+    return manifest
+
+
+def runnable(archive: Path, *, run_images: bool) -> SystemManifest:
+    """The manifest of an uploaded system this site can run, unpacked once into a scratch folder;
+    raises SystemRefused naming every problem (of the archive, of system.yaml, or a container
+    image where the site runs its Python runtime only)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            manifest = unpack(archive, Path(tmp) / "code")
+        except SystemInvalid as e:
+            raise SystemRefused(
+                [{"line": None, "id": w, "message": msg} for w, msg in e.problems]
+            ) from None
+    if manifest.runtime == "image" and not run_images:
+        raise SystemRefused(
+            [
+                {
+                    "line": None,
+                    "id": "system.yaml: runtime",
+                    "message": "this site runs systems in its Python runtime only "
+                    "(`runtime: python`); container images are not accepted",
+                }
+            ]
+        )
     return manifest

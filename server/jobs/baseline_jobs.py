@@ -13,7 +13,7 @@ import tempfile
 from baselines.run import run_baselines
 from baselines.systems import Options
 from server import objectstore
-from server.domain.baselines import record_baseline
+from server.actions.baselines import record_baseline
 from server.settings import get_settings
 
 log = logging.getLogger(__name__)

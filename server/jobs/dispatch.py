@@ -62,7 +62,17 @@ class Jobs:
         conn = self._redis() if callable(self._redis) else self._redis
         return conn if conn is not None else _rq().connect(self.settings)
 
+    def reachable(self) -> None:
+        """Raise what Redis raises when the queue cannot be reached (nothing where enqueueing is
+        off)."""
+        if self.enabled:
+            self.connection().ping()
+
     # --- after the commit: never raise (the reconciler enqueues what Redis missed) ---
+
+    def score(self, s: Session, submission_id: int) -> None:
+        """Score a new submission once the session commits."""
+        self._later(s, lambda: self.score_now(submission_id))
 
     def rescore(self, s: Session, ids: list[int]) -> None:
         """Score these submissions again once the session commits (a job left by a dead worker
@@ -143,8 +153,7 @@ class Jobs:
             self._warn(f"code run {run_id} left to the reconciler ({type(e).__name__}: {e})")
 
     def _later(self, s: Session, fn: Callable[[], object]) -> None:
-        if self.enabled:
-            after_commit(s, fn)
+        after_commit(s, fn)  # each `*_now` says whether enqueueing is on
 
 
 def _rq(outbox: bool = False):

@@ -3,13 +3,15 @@
 One job per submission: its id is `submission-<id>`, so enqueuing twice cannot run two
 different jobs, and the reconciler can ask Redis about a submission by its id alone.
 
-Three queues: `scoring` scores every submission (a team's or a baseline entry's: cheap CPU work any
-worker does); `baselines` holds baseline runs (`baselines run --enqueue`), which need the models and
-want the GPU machine: `palimpsest worker --queue baselines` there, `--queue scoring` elsewhere;
-`agreement` holds the fits of a campaign's Bayesian agreement model (minutes of CPU each, on a
-worker with the `[agreement]` extra); `runs` holds participants' systems, run in the sandbox by a
-worker that needs the inputs only (`palimpsest worker --queue runs` on a machine that holds no
-gold). A worker takes its queues in that order.
+The queues: `scoring` scores every submission (a team's or a baseline entry's: cheap CPU work any
+worker does); `stats` computes the boards' statistics (server.boards.stats: a burst of scores
+coalesces into one or two jobs per phase, and scoring never waits behind them); `baselines` holds
+baseline runs (`baselines run --enqueue`), which need the models and want the GPU machine:
+`palimpsest worker --queue baselines` there, `--queue scoring` elsewhere; `agreement` holds the
+fits of a campaign's Bayesian agreement model (minutes of CPU each, on a worker with the
+`[agreement]` extra); `runs` holds participants' systems, run in the sandbox by a worker that needs
+the inputs only (`palimpsest worker --queue runs` on a machine that holds no gold). A worker takes
+its queues in that order.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ AGREEMENT = (
     "agreement"  # the Bayesian agreement model of a campaign (server.jobs.campaign_fit_jobs)
 )
 RUNS = "runs"  # participants' systems run blind in the sandbox (server.jobs.run_jobs)
-QUEUES = (SCORING, BASELINES, AGREEMENT, RUNS)
+STATS = "stats"  # the boards' statistics (server.boards.stats.board_stats_job)
+QUEUES = (SCORING, STATS, BASELINES, AGREEMENT, RUNS)
 JOB_FUNC = "server.jobs.scoring.score_submission"
 FAILURE_CALLBACK = "server.jobs.scoring.on_job_failure"
 

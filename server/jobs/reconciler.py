@@ -18,11 +18,11 @@ from datetime import datetime, timedelta, timezone
 from rq.job import JobStatus
 from sqlalchemy import select
 
-from server.db import get_engine
+from server.db import get_engine, session_scope
 from server.domain import code_runs
 from server.domain.lifecycle import PENDING, fail_infra, requeue
 from server.domain.notices import notify_run
-from server.domain.provenance import check_provenance
+from server.domain.provenance import mark_stale
 from server.jobs import reminders
 from server.jobs.outbox import sweep as mail_sweep
 from server.jobs.queue import (
@@ -109,7 +109,8 @@ def reconcile(settings: Settings, engine, conn) -> dict:
             )
     stats.update(_reconcile_code_runs(settings, engine, conn, cutoff))
     # scores computed against another gold or scorer version are marked stale and rescored
-    stale = check_provenance(engine, settings)
+    with session_scope(engine) as s:  # the reconciler's own step
+        stale = mark_stale(s, settings)
     for sid in stale:
         enqueue_submission(conn, sid, settings, replace=True)
     stats["stale"] = len(stale)

@@ -21,14 +21,14 @@ from pathlib import Path
 from sqlmodel import Session
 
 from server import objectstore
-from server.db import get_engine
+from server.db import get_engine, session_scope
 from server.domain import code_runs, lifecycle
-from server.domain.exposure import blind_splits
 from server.domain.submissions import create_submission
 from server.domain.system_archive import SystemInvalid, unpack
 from server.exceptions import DuplicateSubmission
+from server.jobs.dispatch import KEY, Jobs, jobs
 from server.jobs.sandbox import Limits, SandboxUnavailable, run
-from server.models import CodeRun, Phase, Submission, Team, User
+from server.models import CodeRun, Phase, Team, User
 from server.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -81,10 +81,10 @@ def run_system(run_id: int) -> dict:
         except SystemInvalid as e:  # checked at upload; a changed archive is the server's fault
             code_runs.fail_infra(engine, run_id, f"the stored archive cannot be read: {e}")
             return {"run": run_id, "stage": "failed"}
-        with Session(engine) as s:
-            blind = blind_splits(s, task_id)
         objectstore.ensure_public(settings, task_id)  # inputs from the store, never the gold
-        code_runs.stage_inputs(settings.home, task_id, split, work / "input", blind)
+        with Session(engine) as s:  # what the download rule releases now, and its own split
+            areas = code_runs.released_areas(s, task_id, settings.home)
+        code_runs.stage_inputs(settings.home, task_id, split, work / "input", areas)
         try:
             outcome = run(
                 m.command,
@@ -105,7 +105,7 @@ def run_system(run_id: int) -> dict:
         used = {
             k: getattr(outcome, k)
             for k in ("status", "exit_code", "wall_seconds", "cpu_seconds", "peak_rss_mb")
-        } | {"output_bytes": outcome.output_bytes, "attempt": attempt}
+        } | {"output_bytes": outcome.output_bytes, "attempt": attempt, "cgroup": outcome.cgroup}
         common = dict(log=logtext, outcome=used, cpu_seconds=outcome.cpu_seconds)
         if not outcome.ok:
             code_runs.finish(
@@ -118,7 +118,9 @@ def run_system(run_id: int) -> dict:
                 engine, run_id, stage="failed", failure_kind="code", reason=problem, **common
             )
             return {"run": run_id, "stage": "failed", "status": "no_output"}
-        with Session(engine) as s:
+        # the job's own step: the run's output becomes its submission (its team's primary run
+        # if asked), queued for scoring once committed
+        with session_scope(engine, {KEY: Jobs(settings)}) as s:
             r = s.get(CodeRun, run_id)
             team = s.get(Team, r.team_id)
             user = s.get(User, r.user_id) if r.user_id else None
@@ -143,12 +145,11 @@ def run_system(run_id: int) -> dict:
                         facts=fields.get("facts") or None,
                     )
                 sid = sub.id
+                if fields.get("primary") and not r.is_baseline:
+                    lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
+                jobs(s).score(s, sid)
             except DuplicateSubmission as e:  # a second run of this job: the first's submission
                 sid = e.submission_id
-            if fields.get("primary") and not r.is_baseline:
-                sub = s.get(Submission, sid)
-                lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
-                s.commit()  # the job's own step: the run's output is its team's primary run
         code_runs.finish(engine, run_id, stage="ran", submission_id=sid, **common)
         return {"run": run_id, "stage": "ran", "submission": sid}
 

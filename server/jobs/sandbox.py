@@ -27,6 +27,7 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -34,8 +35,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from server.jobs.cgroups import RunCgroup
+
 MiB = 1024 * 1024
 NOBODY = 65534
+# as root, each run is a user of its own from this range (no account needed): the process limit
+# counts that run's processes alone, and one run cannot signal or trace another's
+RUN_UIDS = (3_000_000, 3_900_000)
 
 # the few files of /etc a runtime reads (the loader's cache, alternatives' links, the time zone)
 ETC = (
@@ -131,6 +137,7 @@ class Outcome:
     stderr: str = ""
     reason: str = ""
     files: list[str] = field(default_factory=list)
+    cgroup: bool = False  # limits and accounting per run by the kernel (server.jobs.cgroups)
 
     @property
     def ok(self) -> bool:
@@ -208,8 +215,10 @@ def command_line(
     limits: Limits,
     models: list[Path] = (),
     gpu: bool = False,
+    uid: int = NOBODY,
 ) -> list[str]:
-    """The bwrap command that runs `command` (an argv) in the sandbox described above."""
+    """The bwrap command that runs `command` (an argv) in the sandbox described above, as `uid`
+    when the worker is root."""
     as_root = os.geteuid() == 0
     args = [
         bwrap_path() or "bwrap",
@@ -262,8 +271,8 @@ def command_line(
         args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
         drop = [
             "setpriv",
-            f"--reuid={NOBODY}",
-            f"--regid={NOBODY}",
+            f"--reuid={uid}",
+            f"--regid={uid}",
             "--clear-groups",
             "--bounding-set=-all",
             "--inh-caps=-all",
@@ -273,9 +282,11 @@ def command_line(
     return [*args, "--", *command]
 
 
-def _limit(limits: Limits):
+def _limit(limits: Limits, cgroup: RunCgroup | None = None):
     def apply() -> None:
         os.setsid()
+        if cgroup is not None:  # before bwrap starts: every process of the run is in it
+            cgroup.join()
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
         mem = limits.memory_mb * MiB
@@ -345,9 +356,25 @@ def run(
     as_root = os.geteuid() == 0
     code, inputs, output = Path(code).resolve(), Path(inputs).resolve(), Path(output).resolve()
     output.mkdir(parents=True, exist_ok=True)
+    uid = NOBODY
+    if as_root and engine is None:
+        uid = RUN_UIDS[0] + int.from_bytes(os.urandom(4), "big") % (RUN_UIDS[1] - RUN_UIDS[0])
     if as_root:
         # the run's user writes /output and reads the code and inputs it is given
-        os.chown(output, NOBODY, NOBODY)
+        os.chown(output, uid, uid)
+    cgroup = (
+        RunCgroup.create(memory_mb=limits.memory_mb, processes=limits.processes)
+        if engine is None
+        else None
+    )
+    try:
+        return _run(command, engine, image, code, inputs, output, limits, models, gpu, uid, cgroup)
+    finally:
+        if cgroup is not None:
+            cgroup.close()
+
+
+def _run(command, engine, image, code, inputs, output, limits, models, gpu, uid, cgroup):
     acc_r, acc_w = os.pipe()
     if engine is not None:
         argv = image_command_line(
@@ -363,6 +390,7 @@ def run(
             limits=limits,
             models=models,
             gpu=gpu,
+            uid=uid,
         )
     t0 = time.monotonic()
     try:
@@ -372,7 +400,7 @@ def run(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             # the engine enforces an image's limits; its client keeps the session only
-            preexec_fn=_limit(limits) if engine is None else os.setsid,
+            preexec_fn=_limit(limits, cgroup) if engine is None else os.setsid,
             pass_fds=(acc_w,),
             env={} if engine is None else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
         )
@@ -381,14 +409,13 @@ def run(
     account = _Tail(os.fdopen(acc_r, "rb"), 4096)
     keep = limits.log_kb * 1024
     out, err = _Tail(proc.stdout, keep), _Tail(proc.stderr, keep)
-    killer = threading.Timer(limits.wall_seconds, _kill_group, (proc.pid,))
-    killer.start()
+    watch = _Watch(proc.pid, cgroup, output, limits)
     try:
         # wait4: the rusage of this run alone (bwrap and every process its namespace reaped)
         _, wstatus, ru = os.wait4(proc.pid, 0)
     finally:
-        killer.cancel()
-    timed_out = time.monotonic() - t0 >= limits.wall_seconds
+        watch.stop()
+    timed_out = watch.hit == "timeout"
     proc.returncode = os.waitstatus_to_exitcode(wstatus)
     wall = time.monotonic() - t0
     account.join(timeout=5)
@@ -396,13 +423,28 @@ def run(
         used = json.loads(bytes(account.buf))
     except ValueError:  # killed before it could say: what the supervisor saw
         used = {"cpu": ru.ru_utime + ru.ru_stime, "rss_kb": ru.ru_maxrss}
-    cpu = used["cpu"]
     _kill_group(proc.pid)  # nothing of the run outlives it
+    kernel = None
+    if cgroup is not None:  # the kernel's counters, out of the run's reach
+        cgroup.kill_all()
+        kernel = cgroup.usage()
+        used = {"cpu": kernel["cpu"], "rss_kb": kernel["rss_mb"] * 1024}
+    cpu = used["cpu"]
     size, files = _output_size(output)
     out.join()
     err.join()
     stderr = err.text()
     status, reason = _classify(proc.returncode, stderr, timed_out, cpu, limits)
+    if watch.hit == "cpu" or (status in ("exit", "signal") and cpu >= limits.cpu_seconds):
+        status, reason = "cpu", f"stopped after the CPU-time limit of {limits.cpu_seconds} s"
+    elif watch.hit == "memory":
+        status, reason = "memory", f"ran out of its memory limit of {limits.memory_mb} MB"
+    elif watch.hit == "output":
+        status, reason = "output", f"/output grew past its limit of {limits.output_mb} MB"
+    elif kernel is not None and status in ("exit", "signal") and kernel["memory_hit"]:
+        status, reason = "memory", f"ran out of its memory limit of {limits.memory_mb} MB"
+    elif kernel is not None and status in ("exit", "signal") and kernel["processes_hit"]:
+        status, reason = "processes", f"hit the limit of {limits.processes} processes"
     if status == "ok" and size > limits.output_mb * MiB:
         status, reason = "output", f"wrote {size} bytes, over the output limit"
     return Outcome(
@@ -416,7 +458,63 @@ def run(
         stderr=stderr,
         reason=reason,
         files=files,
+        cgroup=cgroup is not None,
     )
+
+
+class _Watch(threading.Thread):
+    """Watches a run while it runs: the wall clock, and (with a cgroup) the CPU time of the whole
+    run and the size of /output as a whole; the first limit crossed kills the run and is kept in
+    `hit`."""
+
+    def __init__(self, pid: int, cgroup: RunCgroup | None, output: Path, limits: Limits):
+        super().__init__(daemon=True)
+        self.pid, self.cgroup, self.output, self.limits = pid, cgroup, output, limits
+        self.hit: str | None = None
+        self.done = threading.Event()
+        self.t0 = time.monotonic()
+        self.start()
+
+    def _kill(self, why: str) -> None:
+        if self.hit is None:
+            self.hit = why
+        _kill_group(self.pid)
+        if self.cgroup is not None:
+            self.cgroup.kill_all(timeout=2)
+
+    def run(self) -> None:
+        cap, ticks = self.limits.output_mb * MiB, 0
+        while not self.done.wait(0.05):
+            ticks += 1
+            if time.monotonic() - self.t0 >= self.limits.wall_seconds:
+                self._kill("timeout")
+                return
+            if self.cgroup is not None and self.cgroup.cpu_seconds() > self.limits.cpu_seconds:
+                self._kill("cpu")
+                return
+            if self.cgroup is not None and self.cgroup.oom_kills():  # the run at its memory
+                self._kill("memory")
+                return
+            if ticks % 4 == 0 and _du(self.output) > cap:
+                self._kill("output")
+                return
+
+    def stop(self) -> None:
+        self.done.set()
+
+
+def _du(root: Path) -> int:
+    """Bytes of the regular files under `root` (links not followed)."""
+    total = 0
+    for d, _dirs, files in os.walk(root):
+        for f in files:
+            try:
+                st = os.lstat(os.path.join(d, f))
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                total += st.st_size
+    return total
 
 
 class _Tail(threading.Thread):

@@ -128,6 +128,7 @@ def keep_units(settings: Settings, submission_id: int, attempt: int, v) -> None:
             TaskStore(v.task_id, settings.home),
             v.split,
             v.parsed,
+            settings=settings,
         )
     except Exception:  # the board's statistics re-parse the upload when they need it
         log.exception("submission %s: per-unit predictions not kept", submission_id)

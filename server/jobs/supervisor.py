@@ -19,9 +19,9 @@ import sys
 import threading
 import time
 
-from sqlmodel import Session
 from werkzeug.serving import make_server
 
+from server.db import session_scope
 from server.domain.submissions import ensure_phases
 from server.jobs.embedded import EmbeddedRedis
 from server.jobs.procs import RunDir, preexec_die_with_parent, stop_pid
@@ -190,7 +190,7 @@ class Supervisor:
             self.http.app = app
             engine = app.extensions["palimpsest.engine"]
 
-            with Session(engine) as s:
+            with session_scope(engine) as s:  # the start-up's own step
                 ensure_phases(s, self.settings.home)
             self.workers = [self.start_worker() for _ in range(self.n_workers)]
             self.record()

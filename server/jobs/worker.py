@@ -72,6 +72,18 @@ def warm_caches(settings: Settings) -> None:
                 log.warning("worker: could not preload %s/%s (%s)", t.id, split, e)
 
 
+def warm_store(settings: Settings) -> None:
+    """Import boto3 and build the object store's client once in the parent (a site with a store):
+    made in each forked horse, they cost 0.4-0.6 s of CPU per job, ten times a scoring job. The
+    client opens no connection until a job uses it, so every horse gets its own."""
+    from server import objectstore
+
+    try:
+        objectstore.store_for(settings)
+    except Exception as e:  # noqa: BLE001 — a job that needs the store reports the problem
+        log.warning("worker: could not build the object store's client (%s)", e)
+
+
 def _worker_class():
     class SupervisedWorker(Worker):
         """RQ's Worker whose work horse dies with it (SIGKILL through PR_SET_PDEATHSIG): a worker
@@ -122,6 +134,7 @@ def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
         engine = get_engine(settings.sqlalchemy_url())
         check_at_head(engine)  # SchemaError, saying to run `palimpsest db upgrade`
         warm_caches(settings)
+        warm_store(settings)
         warm_statements(engine)
         scorer.sweep.warm()  # the board statistics' compiled sweep, loaded once for every horse
         engine.dispose()

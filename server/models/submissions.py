@@ -89,6 +89,14 @@ class CodeRun(TableModel, table=True):
     finished_at: Optional[NaiveDatetime] = None
     reviewed_at: Optional[NaiveDatetime] = None
     reviewed_by: Optional[int] = Field(default=None, foreign_key="user.id")
+    # the review's decision on a blind phase (server.domain.code_runs): "release" (the log as it
+    # is), "redact" (`released_log`, the organizer's copy) or "withhold" (`review_note` says why)
+    release: Optional[str] = Field(default=None, max_length=16)
+    released_log: str = Field(default="", sa_column=Column(Text))
+    review_note: str = Field(default="", max_length=2000)
+    # CPU seconds reserved against the compute budget while the run waits or runs (its declared
+    # CPU limit), settled to `cpu_seconds` when it ends
+    reserved_cpu: float = 0.0
 
 
 class Score(TableModel, table=True):

@@ -180,15 +180,14 @@ class RescoreAllForm(ConfirmForm):
     include_invalid = BooleanField("Also files that failed validation (they would fail again)")
 
 
-class SubmitForm(FlaskForm):
-    """A participant's upload: what was typed stays when something is wrong (the file must be chosen
-    again: browsers never refill a file input)."""
+class UploadForm(FlaskForm):
+    """What every upload carries, a file's or a system's: what was typed stays when something is
+    wrong (the file must be chosen again: browsers never refill a file input)."""
 
     class Meta:
         csrf = False
 
     phase = SelectField("Phase", validate_choice=True)
-    file = FileField("Prediction file", validators=[FileRequired("choose a prediction file")])
     # the text fields are checked by the one declared upload form (server.api_models.UploadFields),
     # the API's too; the page only shows what it says
     method_name = StringField("Method name", render_kw={"maxlength": 200})
@@ -196,6 +195,19 @@ class SubmitForm(FlaskForm):
     url = StringField("Paper or code URL (optional)", render_kw={"maxlength": 500, "type": "url"})
     show_publicly = BooleanField("Show on the public leaderboard", default=True)
     primary = BooleanField("Make this our primary (ranked) run of the phase")
+
+
+class SubmitForm(UploadForm):
+    """A participant's prediction file."""
+
+    file = FileField("Prediction file", validators=[FileRequired("choose a prediction file")])
+
+
+class SystemForm(UploadForm):
+    """A team's system: a zip with system.yaml (docs/blind-runs.md)."""
+
+    code = FileField("System (a zip with system.yaml)", validators=[FileRequired("choose a zip")])
+    primary = BooleanField("Make its output our primary (ranked) run of the phase")
 
 
 class CompetitionPageForm(FlaskForm):

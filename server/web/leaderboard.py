@@ -103,9 +103,9 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
         abort(404)
     version = request.args.get("version", type=int) if state.published else None
     gzipped = "gzip" in request.headers.get("Accept-Encoding", "")
-    home = current_app.extensions["palimpsest.settings"].home
+    settings = current_app.extensions["palimpsest.settings"]
     # the board's statistics arrive from a worker: a render without them is replaced once they do
-    stats_ready = stats.ready(home, state.id, state.version)
+    stats_ready = stats.ready(settings, state.id, state.version)
     board_version = f"{state.version}{'s' if stats_ready else 'p'}"
     etag = (
         f'"{board_version}-{who}-{fmt}'
@@ -122,15 +122,23 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
         if p.leaderboard_open or who == "organizer"
     ]
 
+    # a team whose view is the public board's shares its render (the overlay is the team's own
+    # row, where it differs)
+    view = who
+    if who.startswith("team:"):
+        with Session(engine) as s:
+            if lb.team_sees_the_public_board(s, task, s.get(Phase, state.id), int(who[5:])):
+                view = "public"
+
     def render() -> bytes:
         if state.published:
-            out = render_published(task, state.id, fmt, version, names, who)
+            out = render_published(task, state.id, fmt, version, names, view)
             if out is not None:
                 return out
         with Session(engine, expire_on_commit=False) as s:
             phase = s.get(Phase, state.id)
             board = lb.build_board(
-                s, task, phase, audience=who, provenance=provenance_of(task, phase.split)
+                s, task, phase, audience=view, provenance=provenance_of(task, phase.split)
             )
         board.version = state.version
         lb.add_reference_rows(board, task, current_app.extensions["palimpsest.settings"].home)
@@ -144,7 +152,7 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
             task=task,
             board=board,
             phases=names,
-            audience=who,
+            audience=view,
             current_user=None,
             deferred_nav=True,
         ).encode("utf-8")
@@ -156,7 +164,7 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
 
     try:
         template, raw, gz = cache().get(
-            (task.id, state.name, who, fmt, version), board_version, render_both
+            (task.id, state.name, view, fmt, version), board_version, render_both
         )
     except LookupError:
         abort(404)
@@ -203,7 +211,7 @@ def attach_stats(board: lb.Board, state: lb.PhaseState) -> None:
     """The statistics of the board's version, computed by a worker; while there are none, ask for
     them (a request never computes them)."""
     settings = current_app.extensions["palimpsest.settings"]
-    body = stats.read_board_stats(settings.home, state.id, state.version)
+    body = stats.read_board_stats(settings, state.id, state.version)
     if body is None:
         if current_app.config.get("PALIMPSEST_ENQUEUE", True) and any(
             r.rank is not None for r in board.rows
@@ -282,21 +290,38 @@ def significance(task_id: str):
     who = audience(task.id)
     if state is None or (not state.leaderboard_open and who != "organizer"):
         abort(404)
-    body, public = None, None
-    if state.published:
-        with Session(engine) as s:
-            rv = latest_ranking(s, state.id, request.args.get("version", type=int))
-        if rv is not None:
-            snap = json.loads(rv.body_json)
-            body, public = snap.get("statistics"), snap.get("public_statistics")
-    if body is None:
-        raw = stats.read_board_stats(
-            current_app.extensions["palimpsest.settings"].home, state.id, state.version
-        )
-        body = lb.stats_summary(raw)
-    return render_template(
-        "leaderboard/significance.html", task=task, phase=state.name, st=body, public=public
+    settings = current_app.extensions["palimpsest.settings"]
+    version = request.args.get("version", type=int) if state.published else None
+    ready = stats.ready(settings, state.id, state.version)
+    board_version = f"{state.version}{'s' if ready else 'p'}"
+
+    def render() -> bytes:
+        body, public = None, None
+        if state.published:
+            with Session(engine) as s:
+                rv = latest_ranking(s, state.id, version)
+            if rv is not None:
+                snap = json.loads(rv.body_json)
+                body, public = snap.get("statistics"), snap.get("public_statistics")
+        if body is None:
+            body = lb.stats_summary(stats.read_board_stats(settings, state.id, state.version))
+        return render_template(
+            "leaderboard/significance.html",
+            task=task,
+            phase=state.name,
+            st=body,
+            public=public,
+            current_user=None,
+            deferred_nav=True,
+        ).encode("utf-8")
+
+    # the same for every visitor: cached per board version like the board (its navigation put in
+    # per request)
+    page = cache().get(
+        (task.id, state.name, "public", "significance", version), board_version, render
     )
+    personal = "uid" in session or "_flashes" in session
+    return Response(splice(page, anonymous=not personal), content_type="text/html; charset=utf-8")
 
 
 PLOT_TYPES = {"svg": "image/svg+xml", "pdf": "application/pdf"}
@@ -318,8 +343,9 @@ def plot(task_id: str, fmt: str):
         tuple(k for k in (request.args.get("kind") or "").split(",") if k in plots.KINDS)
         or plots.KINDS
     )
-    home = current_app.extensions["palimpsest.settings"].home
-    board_version = f"{state.version}{'s' if stats.ready(home, state.id, state.version) else 'p'}"
+    settings = current_app.extensions["palimpsest.settings"]
+    ready = stats.ready(settings, state.id, state.version)
+    board_version = f"{state.version}{'s' if ready else 'p'}"
 
     def render() -> bytes:
         with Session(engine, expire_on_commit=False) as s:

@@ -21,19 +21,21 @@ from server.actions import campaigns as campaign_actions
 from server.actions import common as action_common
 from server.actions import competitions as comp_actions
 from server.actions import downloads as download_actions
+from server.actions import phases as phase_actions
 from server.actions import submissions as sub_actions
 from server.actions.common import phase_or_default
 from server.api_models import YES
 from server.db import db
-from server.domain import facts, people, releases
+from server.domain import code_runs, facts, people, releases
 from server.domain.accounts import submission_filter
 from server.domain.lifecycle import RANKED_RUN_RULE
 from server.domain.sanitize import render_markdown
-from server.domain.submissions import ensure_phases, phase_state, shown_scores
+from server.domain.submissions import phase_state, shown_scores
 from server.domain.submissions import quota as backbone_quota
 from server.domain.visibility import shown_part, viewer_of
 from server.errors import status_of
 from server.exceptions import (
+    BundleRefused,
     Forbidden,
     LifecycleRefused,
     NotFound,
@@ -45,7 +47,7 @@ from server.models import Phase, Score, Submission, Team
 from server.settings import get_settings
 from server.web import downloads
 from server.web.auth import current_user, login_required
-from server.web.forms import SubmitForm
+from server.web.forms import SubmitForm, SystemForm
 from server.web.refusals import refusal
 from tasks import all_tasks, starting_kit
 from tasks.store import TaskStore
@@ -77,7 +79,7 @@ def phases_of(task_id: str) -> list[Phase]:
     s = db()
     rows = s.exec(select(Phase).where(Phase.task_id == task_id)).all()
     if not rows:
-        ensure_phases(s)
+        phase_actions.ensure_phases(s=s)
         rows = s.exec(select(Phase).where(Phase.task_id == task_id)).all()
     return sorted(rows, key=lambda p: (PHASE_ORDER.get(p.name, 9), p.name))
 
@@ -212,38 +214,43 @@ WEB_CHECKBOXES = ("show_publicly", "primary")
 @bp.route("/tasks/<task_id>/submit", methods=["GET", "POST"])
 @login_required
 def submit(task_id: str):
+    return upload_page(task_id, system=False)
+
+
+def upload_page(task_id: str, *, system: bool):
+    """The one upload page of a task: a prediction file, or with `system` a system to run blind
+    (the runs blueprint's page). It translates the form into one call of the intake
+    (`server.actions.submissions.submit`) and its answer or refusal into the page."""
     t = task_or_404(task_id)
     team = user_team(t.id)
     if team is None:
         flash("Create or join a team before submitting.", "error")
         return redirect(url_for("teams.mine"))
-    phases = phases_of(t.id)
+    phases = [p for p in phases_of(t.id) if not system or p.accepts in ("code", "both")]
     if not phases:
         abort(404)
-
+    Form, upload = (SystemForm, "code") if system else (SubmitForm, "file")
     if request.method == "POST":
-        form = SubmitForm()
+        form = Form()
     else:  # the phase the API takes when none is named: the open test phase, else dev, ...
-        default = request.args.get("phase") or phase_or_default(db(), t.id, None).name
-        form = SubmitForm(formdata=None, phase=default)
-    form.phase.choices = [
-        (
-            p.name,
-            f"{p.name} ({p.split}"
-            + (
-                f", cross-validated: a row per fold and {' and '.join(t.format.key)})"
-                if t.is_cross_validated(p.split)
-                else ")"
-            ),
+        default = (
+            request.args.get("phase")
+            or phase_or_default(db(), t.id, None, accepts="code" if system else "predictions").name
         )
-        for p in phases
-    ]
+        form = Form(formdata=None, phase=default)
+    form.phase.choices = [(p.name, _phase_label(t, p, system)) for p in phases]
     sheet = fact_sheet(t.id)
     # each phase's window and what is left of the team's quota, beside the form
     sheet["windows"] = [(p, phase_state(p), quota(team, p)) for p in phases]
-    if request.method != "POST":
-        return render_template("tasks/submit.html", task=t, phases=phases, form=form, **sheet)
+    template = "runs/submit.html" if system else "tasks/submit.html"
 
+    def page(status=200):
+        button = "Submit the system" if system else "Submit"
+        context = dict(task=t, phases=phases, form=form, upload=upload, button=button, **sheet)
+        return render_template(template, **context), status
+
+    if request.method != "POST":
+        return page()
     ok = form.validate()  # the phase and the file; the fields by the one declared form:
     try:
         fields = sub_actions.read_upload_fields(request.form, checkboxes=WEB_CHECKBOXES)
@@ -253,39 +260,49 @@ def submit(task_id: str):
             if name in form:
                 form[name].errors = [*form[name].errors, message]
     if not ok:
-        return render_template("tasks/submit.html", task=t, phases=phases, form=form, **sheet), 400
-    upload = form.file.data
-    s = db()
+        return page(400)
+    data = form[upload].data
     try:
-        sub, duplicate = sub_actions.submit(
-            s=s,
+        got, duplicate = sub_actions.submit(
+            s=db(),
             user=current_user(),
             task_id=t.id,
             fields=fields,
-            stream=upload.stream,
-            filename=upload.filename,
+            stream=data.stream,
+            filename=data.filename,
             settings=get_settings(),
+            system=system,
         )
     except UploadFieldsInvalid as e:  # the fact sheet: each problem beside its field
         sheet["fact_errors"] = {
             k.removeprefix("facts."): v for k, v in e.fields.items() if k.startswith("facts.")
         }
         flash("Not submitted: " + e.message, "error")
-        return render_template("tasks/submit.html", task=t, phases=phases, form=form, **sheet), 422
+        return page(422)
+    except BundleRefused as e:  # a system's archive or its system.yaml: every problem
+        sheet["problems"] = e.problems
+        flash("Not submitted: " + e.message, "error")
+        return page(422)
     except (SubmissionRefused, Forbidden, LifecycleRefused) as e:
         when = getattr(e, "next_allowed_at", None)
         msg = str(e)
         if when and "UTC" not in msg:
             msg += f" The next submission is allowed at {when:%Y-%m-%d %H:%M} UTC."
         flash(msg, "error")
-        # the same status as the API's (server.errors)
-        return render_template(
-            "tasks/submit.html", task=t, phases=phases, form=form, **sheet
-        ), status_of(e)
+        return page(status_of(e))  # the same status as the API's (server.errors)
+    if system:
+        if duplicate:
+            flash(
+                f"Your team submitted this very system in this phase before, as run #{got.id}.",
+                "error",
+            )
+        else:
+            flash("Submitted. Your system is queued to run.", "ok")
+        return redirect(url_for("runs.show", run_id=got.id))
     if duplicate:
         flash(
-            f"Your team submitted this very file in this phase before, as submission #{sub.id} "
-            f"({sub.status}); it was not submitted again.",
+            f"Your team submitted this very file in this phase before, as submission #{got.id} "
+            f"({got.status}); it was not submitted again.",
             "error",
         )
     else:
@@ -294,7 +311,18 @@ def submit(task_id: str):
             + (" It is your team's primary run of the phase." if fields.primary else ""),
             "ok",
         )
-    return redirect(url_for("pages.submission", submission_id=sub.id))
+    return redirect(url_for("pages.submission", submission_id=got.id))
+
+
+def _phase_label(t, p: Phase, system: bool) -> str:
+    if system:
+        return f"{p.name} (split {p.split}{'; its inputs stay on the server' if p.blind else ''})"
+    if t.is_cross_validated(p.split):
+        if not t.cross_validation.field:  # folds of the queries: one ordinary file
+            return f"{p.name} ({p.split}, cross-validated: folds of the units, one file for all)"
+        key = " and ".join(t.format.key)
+        return f"{p.name} ({p.split}, cross-validated: a row per fold and {key})"
+    return f"{p.name} ({p.split})"
 
 
 # ----------------------------------------------------------------------------- fact sheets
@@ -445,9 +473,12 @@ def submission(submission_id: int):
     ).all()
     task = task_or_404(sub.task_id)
     standing = waits.live_standing(s, sub, current_app.extensions.get("palimpsest.redis"))
+    gated = code_runs.gated_for(s, current_user(), sub)  # a blind run's output: counts only
     return render_template(
         "submissions/show.html",
         sub=sub,
+        gated=gated,
+        problems=code_runs.gated_problems(sub.errors) if gated else (sub.errors or []),
         waiting=waits.words(standing) if standing else "",
         own_team=people.team_id_for_task(s, current_user(), sub.task_id) == sub.team_id,
         phase=phase,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Flask, current_app, render_template, request
 from flask_wtf.csrf import CSRFError, CSRFProtect
 
-from server.boards.leaderboard import RenderCache
+from server.boards.leaderboard import RenderCache, SharedRenders
 from server.errors import HANDLED, describe
 from server.web import (
     auth,
@@ -54,6 +54,21 @@ def too_large_message() -> str:
     return "The form is too large: " + (" or ".join(said) or "it is over a limit") + "."
 
 
+def _shared_renders(app: Flask) -> SharedRenders | None:
+    """The boards' renders shared by every process and machine of the site through its Redis
+    (`PALIMPSEST_SHARED_RENDERS`: False keeps them per process)."""
+    if not app.config.get("PALIMPSEST_SHARED_RENDERS", True):
+        return None
+    settings = app.extensions["palimpsest.settings"]
+
+    def connect():
+        from server.jobs.queue import connect as redis_connect
+
+        return redis_connect(settings)
+
+    return SharedRenders(connect, f"{settings.sqlalchemy_url()}|{settings.secret_key}")
+
+
 def init_web(app: Flask) -> None:
     """Register the blueprints, CSRF protection (every form; not the token-only API) and the
     caches."""
@@ -74,7 +89,7 @@ def init_web(app: Flask) -> None:
             csrf.protect()
 
     auth.init_app(app)
-    app.extensions["palimpsest.lbcache"] = RenderCache()
+    app.extensions["palimpsest.lbcache"] = RenderCache(shared=_shared_renders(app))
     app.register_blueprint(auth.bp)
     app.register_blueprint(pages.bp)
     app.register_blueprint(competitions.bp)

@@ -1,0 +1,416 @@
+"""A SemEval-sized site on PostgreSQL: N teams and M scored runs of one phase, seeded through the
+models with bulk inserts, and the cost of what the site does with them as M grows.
+
+    python3 benchmarks/bench_site_scale.py [--teams 2000] [--runs 10000,50000] [--B 1000]
+
+At each size (the runs are added to the same phase, the teams stay): the CPU time of a cold
+`build_board`, of the cold public board page, its JSON and its CSV (a fresh app: an empty render
+cache), of the organizer's preview CSV export (cold, then again at the same version: cached), of a
+signed-in team's first view once the public board is rendered (the overlay check: whether the
+team's view is the public one), and the statistics of a board of N ranked rows (rank ranges,
+p-values and clusters from N x B resampled scores; its peak memory measured in a child process).
+Prints one JSON document. Needs the PostgreSQL server of the tests (`PALIMPSEST_TEST_PG`, default
+postgresql://postgres@127.0.0.1:5432/test); the database it makes is dropped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+TASK = "tric-binary"
+
+
+def cpu(fn, *a, **kw):
+    t0 = time.process_time()
+    out = fn(*a, **kw)
+    return out, round(time.process_time() - t0, 3)
+
+
+class Site:
+    """A data directory with the demo's tasks and a fresh PostgreSQL database."""
+
+    def __init__(self, admin: str):
+        import psycopg
+
+        self.admin = admin
+        self.name = f"bench_scale_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(admin, autocommit=True) as c:
+            c.execute(f'CREATE DATABASE "{self.name}"')
+        base = admin.rsplit("/", 1)[0]
+        self.url = f"postgresql+psycopg://{base.split('://', 1)[1]}/{self.name}"
+        self.home = Path(tempfile.mkdtemp(prefix="palimpsest-scale-"))
+
+    def drop(self) -> None:
+        import psycopg
+
+        from server.db import _engines
+
+        for eng in list(_engines.values()):
+            eng.dispose()
+        with psycopg.connect(self.admin, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+def settings_of(site: Site):
+    from server.settings import Settings
+
+    return Settings.from_env(home=site.home, database_url=site.url, redis_url=None)
+
+
+def setup(site: Site, teams: int) -> int:
+    """The schema, the demo's tric-binary, a dev phase and `teams` teams; the phase's id."""
+    from sqlalchemy import insert
+    from sqlmodel import Session
+
+    from server.db import get_engine
+    from server.demo import import_demo_tasks
+    from server.domain.accounts import new_invite_code
+    from server.migrate import upgrade
+    from server.models import Phase, Team
+
+    import_demo_tasks(site.home)
+    settings = settings_of(site)
+    upgrade(settings)
+    eng = get_engine(settings.sqlalchemy_url())
+    with Session(eng) as s:
+        phase = Phase(task_id=TASK, name="dev", split="dev", public_fraction=1.0)
+        s.add(phase)
+        s.commit()
+        pid = phase.id
+        rows = [
+            Team(name=f"team {i:05d}", invite_code=new_invite_code(), is_baseline=(i == 0))
+            for i in range(teams)
+        ]
+        s.execute(insert(Team), [_row(t) for t in rows])
+        s.commit()
+    return pid
+
+
+def _row(obj) -> dict:
+    d = obj.model_dump()
+    d.pop("id", None)
+    return d
+
+
+def seed_runs(site: Site, phase_id: int, start: int, n: int, rng: random.Random) -> float:
+    """`n` more scored runs of the phase, spread over its teams (one in eleven marked primary),
+    each with its Score row as the scorer writes it; the wall seconds the inserts took."""
+    from sqlalchemy import func, insert, select, text
+    from sqlmodel import Session
+
+    from server.db import get_engine
+    from server.domain.provenance import current_provenance
+    from server.models import Score, Submission, Team
+    from tasks import get_task
+
+    task = get_task(TASK)
+    prov = current_provenance(task, "dev", site.home)
+    eng = get_engine(settings_of(site).sqlalchemy_url())
+    t0 = time.perf_counter()
+    with Session(eng) as s:
+        team_ids = [t for t in s.exec(select(Team.id).order_by(Team.id)).scalars()]
+        base = s.exec(select(func.coalesce(func.max(Submission.id), 0))).scalar_one()
+        subs, scores = [], []
+        t_start = __import__("datetime").datetime(2026, 1, 1)
+        for k in range(n):
+            i = start + k
+            sid = base + k + 1
+            team = team_ids[i % len(team_ids)]
+            subs.append(
+                _row(
+                    Submission(
+                        team_id=team,
+                        task_id=TASK,
+                        phase_id=phase_id,
+                        status="scored",
+                        file_sha256=f"{i:064x}",
+                        method_name=f"method {i % 5}",
+                        score_attempt=1,
+                        attempts=1,
+                        is_baseline=(team == team_ids[0]),
+                        is_primary=(i % 11 == 0),
+                        created_at=t_start + timedelta(seconds=i),
+                    )
+                )
+                | {"id": sid}
+            )
+            metrics = {sb: {m: round(rng.random(), 4) for m in task.metrics} for sb in task.subsets}
+            v = metrics["all"]["f1"]
+            scores.append(
+                _row(
+                    Score(
+                        submission_id=sid,
+                        attempt=1,
+                        part="all",
+                        primary_value=v,
+                        task_version=task.version,
+                        gold_sha256=prov["gold_sha256"],
+                        scorer_version=prov["scorer_version"],
+                        result={
+                            "task": TASK,
+                            "split": "dev",
+                            "metrics": metrics,
+                            "primary": {
+                                "name": "f1",
+                                "subset": "all",
+                                "value": v,
+                                "greater_is_better": True,
+                            },
+                            "provenance": prov,
+                        },
+                    )
+                )
+            )
+        for a in range(0, n, 5000):
+            s.execute(insert(Submission), subs[a : a + 5000])
+            s.execute(insert(Score), scores[a : a + 5000])
+        s.execute(
+            text(
+                "SELECT setval(pg_get_serial_sequence('submission', 'id'), max(id)) FROM submission"
+            )
+        )
+        s.execute(
+            text("UPDATE phase SET revision = coalesce(revision, 0) + 1 WHERE id = :p"),
+            {"p": phase_id},
+        )
+        s.commit()
+    with eng.connect() as c:
+        c.exec_driver_sql("ANALYZE")
+    return round(time.perf_counter() - t0, 1)
+
+
+def measure_pages(site: Site, phase_id: int) -> dict:
+    from sqlmodel import Session
+
+    from server import create_app
+    from server.boards import leaderboard as lb
+    from server.db import get_engine
+    from server.domain.provenance import current_provenance
+    from server.models import Phase
+    from tasks import get_task
+
+    settings = settings_of(site)
+    task = get_task(TASK)
+    prov = current_provenance(task, "dev", site.home)
+    eng = get_engine(settings.sqlalchemy_url())
+    out = {}
+
+    def build(**kw):
+        with Session(eng) as s:
+            return lb.build_board(s, task, s.get(Phase, phase_id), provenance=prov, **kw)
+
+    board, out["build_board_s"] = cpu(build)
+    out["rows"] = len(board.rows)
+
+    def app():
+        return create_app(
+            {
+                "home": site.home,
+                "env": "testing",
+                "database_url": site.url,
+                "redis_url": None,
+                "PALIMPSEST_ENQUEUE": False,
+                "PALIMPSEST_SHARED_RENDERS": False,
+            }
+        )
+
+    for name, path in (
+        ("board_page_s", f"/tasks/{TASK}/leaderboard?phase=dev"),
+        ("board_json_s", f"/tasks/{TASK}/leaderboard.json?phase=dev"),
+        ("board_csv_s", f"/tasks/{TASK}/leaderboard.csv?phase=dev"),
+    ):
+        a = app()
+        a.test_client().get(f"/tasks/{TASK}")  # the app's own first-request costs, apart
+        r, t = cpu(a.test_client().get, path)
+        assert r.status_code == 200, (path, r.status_code)
+        out[name] = t
+        out[name.replace("_s", "_bytes")] = len(r.data)
+        _, out[name.replace("_s", "_warm_s")] = cpu(a.test_client().get, path)
+
+    # the organizer's preview export: cold, then at the same version
+    from server.actions.exports import _previews
+
+    version = next(
+        st.version for st in lb.phase_states(eng, TASK, lambda _s: prov) if st.id == phase_id
+    )
+
+    def preview():
+        def render():
+            return lb.to_csv(build(audience="public", show_private=True, include_closed=True))
+
+        return _previews(settings).get(("export-preview", TASK, "dev", "csv", ()), version, render)
+
+    _previews(settings).clear()
+    _, out["organizer_csv_cold_s"] = cpu(preview)
+    _, out["organizer_csv_cached_s"] = cpu(preview)
+
+    # a signed-in team's first view once the public board is rendered: the overlay check
+    with Session(eng) as s:
+        phase = s.get(Phase, phase_id)
+        team_id = board.rows[len(board.rows) // 2].team_id
+        same, t = cpu(lb.team_sees_the_public_board, s, task, phase, team_id)
+    out["team_first_view_s"] = t
+    out["team_view_is_public"] = same
+    return out
+
+
+def measure_publication(site: Site, phase_id: int) -> dict:
+    """Close and publish the phase in a child process (its own CPU time and peak memory), with
+    every ranked run's resamples in place as the statistics worker leaves them (synthetic: the
+    seeded runs have no uploads), then the sizes of the published pages and JSON."""
+    code = f"""
+import json, resource, sys, time
+sys.path.insert(0, {str(REPO)!r})
+import numpy as np
+from sqlmodel import Session
+from server.boards import stats, leaderboard as lb
+from server.db import get_engine
+from server.domain import lifecycle, publication
+from server.domain.provenance import current_provenance
+from server.models import Phase
+from server.settings import Settings
+from tasks import get_task
+settings = Settings.from_env(home={str(site.home)!r}, database_url={site.url!r}, redis_url=None)
+eng = get_engine(settings.sqlalchemy_url())
+task = get_task({TASK!r})
+prov = current_provenance(task, "dev", settings.home)
+with Session(eng) as s:
+    phase = s.get(Phase, {phase_id})
+    board = lb.build_board(s, task, phase, audience="public", show_private=True,
+                           include_closed=True, provenance=prov)
+    part = stats.Part.get(settings, eng, task, phase, "all")
+rng = np.random.default_rng(0)
+shared = rng.normal(0, 0.02, part.B)
+for r in board.rows:
+    if r.attempt is None or r.values.get("all/f1") is None:
+        continue
+    x = r.values["all/f1"] + shared + rng.normal(0, 0.01, part.B)
+    p = part.samples_path(settings.home, r.submission_id, r.attempt)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    np.save(p, x)
+t0 = time.process_time()
+with Session(eng) as s:
+    phase = s.get(Phase, {phase_id})
+    rv = publication.publish(s, phase, task=task, actor=None, settings=settings, close_first=True)
+    s.commit()
+    out = {{"publish_cpu_s": round(time.process_time() - t0, 2),
+           "snapshot_json_bytes": len(rv.body_json), "snapshot_csv_bytes": len(rv.body_csv),
+           "statistics": json.loads(rv.body_json)["statistics"].get("status")}}
+out["publish_peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(json.dumps(out))
+"""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False
+    )
+    if r.returncode != 0:
+        return {"publish_error": r.stderr[-2000:]}
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    from server import create_app
+
+    a = create_app(
+        {
+            "home": site.home,
+            "env": "testing",
+            "database_url": site.url,
+            "redis_url": None,
+            "PALIMPSEST_ENQUEUE": False,
+            "PALIMPSEST_SHARED_RENDERS": False,
+        }
+    )
+    for name, path in (
+        ("published_page", f"/tasks/{TASK}/leaderboard?phase=dev"),
+        ("published_json", f"/tasks/{TASK}/leaderboard.json?phase=dev"),
+        ("published_csv", f"/tasks/{TASK}/leaderboard.csv?phase=dev"),
+        ("published_significance", f"/tasks/{TASK}/leaderboard/significance?phase=dev"),
+    ):
+        resp, t = cpu(a.test_client().get, path)
+        out[f"{name}_bytes"] = len(resp.data)
+        out[f"{name}_s"] = t
+        out[f"{name}_status"] = resp.status_code
+    return out
+
+
+def measure_stats(rows: int, B: int) -> dict:
+    """The statistics of a board of `rows` ranked rows on B resamples, in a child process (its own
+    peak memory)."""
+    code = f"""
+import json, resource, time
+import numpy as np
+from scorer.bootstrap import intervals, rank_statistics
+rng = np.random.default_rng(0)
+R, B = {rows}, {B}
+x = rng.uniform(0.4, 0.9, R)[:, None] + rng.normal(0, 0.02, B)[None, :]
+x = x + rng.normal(0, 0.01, (R, B))
+pts = x.mean(axis=1)
+t0 = time.process_time()
+intervals(x)
+st = rank_statistics(x, pts, True)
+t = time.process_time() - t0
+body = json.dumps(st)
+peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+print(json.dumps({{"cpu_s": round(t, 3), "peak_mb": peak, "json_bytes": len(body),
+                  "clusters": max(st["cluster"])}}))
+"""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    return json.loads(r.stdout)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--teams", type=int, default=2000)
+    ap.add_argument("--runs", default="10000,50000")
+    ap.add_argument("--B", type=int, default=1000)
+    ap.add_argument(
+        "--pg",
+        default=os.environ.get("PALIMPSEST_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
+    )
+    a = ap.parse_args()
+    sizes = [int(x) for x in a.runs.split(",")]
+    os.environ.setdefault("PALIMPSEST_SECRET_KEY", "bench-site-scale")
+    site = Site(a.pg)
+    rng = random.Random(7)
+    report = {
+        "teams": a.teams,
+        "B": a.B,
+        "load_before": os.getloadavg()[0],
+        "cpus": os.cpu_count(),
+        "sizes": [],
+    }
+    try:
+        pid = setup(site, a.teams)
+        have = 0
+        for m in sizes:
+            seconds = seed_runs(site, pid, have, m - have, rng)
+            have = m
+            got = {"runs": m, "seed_wall_s": seconds}
+            got.update(measure_pages(site, pid))
+            report["sizes"].append(got)
+        report["publication"] = measure_publication(site, pid)
+        report["statistics"] = measure_stats(a.teams, a.B)
+        report["statistics"]["rows"] = a.teams
+    finally:
+        site.drop()
+    report["load_after"] = os.getloadavg()[0]
+    report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,606 @@
+"""A blind run stays blind: hostile systems (the one that writes the hidden inputs as ids, the one
+that encodes them in its exit status and its output's size, the one that prints them) leave every
+view of their team (the API, the web pages, the participants' CLI) free of every input line before
+review, and after a review that redacts or withholds the log; a released log is shown as it is. A
+run reads only the areas the download rule releases; an archive with a control character in its
+manifest or a member named like its folder is refused naming it; the compute budget is reserved
+when a run is queued, so 20 parallel submissions never overshoot it by more than one run.
+
+Against a served site (werkzeug on a port) on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import urllib.error
+import urllib.request
+import zipfile
+from datetime import timedelta
+
+import pytest
+from click.testing import CliRunner
+from seaweed import seaweedfs  # noqa: F401 - the fixture
+from sqlmodel import Session, select
+from webkit import Browser, engine_of, update_phase
+
+from server.jobs import sandbox
+from server.models import CodeRun, Phase, utcnow
+from tests.test_blind_runs import EXAMPLE, SYSTEM, TASK, _competition, _facts, _h, _phase, _zip
+from tests.test_browser import live  # noqa: F401  (live: the app served on a port)
+from tests.test_crawl import driver  # noqa: F401  (driver: Chromium, console read)
+
+INPUTS = EXAMPLE / TASK / "test" / "inputs.jsonl"
+
+
+@pytest.fixture(autouse=True)
+def _bwrap():
+    why = sandbox.available()
+    if why:
+        from conftest import service_missing
+
+        service_missing(why)
+
+
+@pytest.fixture(autouse=True)
+def _forget_declared_tasks():
+    yield
+    from tasks import unregister_declared
+
+    unregister_declared(TASK)
+
+
+@pytest.fixture
+def web_home(tmp_path, home):
+    d = tmp_path / "data"
+    (d / "tasks").mkdir(parents=True)
+    return d
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def site(request):
+    """The app on SQLite or PostgreSQL, served on a local port: (app, base URL)."""
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    app = request.getfixturevalue("app" if request.param == "sqlite" else "pg_app")
+
+    class Quiet(WSGIRequestHandler):
+        def log(self, *args, **kwargs):
+            pass
+
+    srv = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Quiet)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield app, f"http://127.0.0.1:{srv.server_port}"
+    srv.shutdown()
+
+
+def _http(method, url, token, body: bytes | None = None, ctype: str | None = None):
+    req = urllib.request.Request(url, data=body, method=method)
+    req.add_header("Authorization", f"Bearer {token}")
+    if ctype:
+        req.add_header("Content-Type", ctype)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def _multipart(fields: dict, code: bytes) -> tuple[bytes, str]:
+    boundary = "----p45gate"
+    out = io.BytesIO()
+    for k, v in fields.items():
+        out.write(f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n'.encode())
+        out.write(f"{v}\r\n".encode())
+    out.write(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="code"; filename="s.zip"\r\n'
+        "Content-Type: application/zip\r\n\r\n".encode()
+    )
+    out.write(code + b"\r\n")
+    out.write(f"--{boundary}--\r\n".encode())
+    return out.getvalue(), f"multipart/form-data; boundary={boundary}"
+
+
+def _submit(base, token, code: bytes, phase="systems"):
+    body, ctype = _multipart({"phase": phase, **_facts()}, code)
+    return _http("POST", f"{base}/api/v1/tasks/{TASK}/runs", token, body, ctype)
+
+
+def _secrets() -> list[str]:
+    """What must never reach the team: each hidden input's id and sentences."""
+    out = []
+    for line in INPUTS.read_text().splitlines():
+        rec = json.loads(line)
+        out += [rec["pair_id"], rec["sentence1"], rec["sentence2"]]
+    return out
+
+
+# the echo-as-ids system: every input pair written back as an id, 70 characters at a time
+ECHO = """import json, sys
+raw = open('/input/inputs.jsonl').read()
+with open('/output/predictions.jsonl', 'w') as f:
+    for rec in map(json.loads, raw.splitlines()):
+        pid = rec['sentence1'] + ' || ' + rec['sentence2']
+        f.write(json.dumps({'pair_id': pid, 'score': 0.5}) + '\\n')
+    for i in range(0, len(raw), 70):
+        f.write(json.dumps({'pair_id': raw[i:i + 70], 'score': 0.5}) + '\\n')
+"""
+# the encoder: the first sentence's first bytes as its output's size and its exit status
+ENCODER = """import json, sys
+s = json.loads(open('/input/inputs.jsonl').readline())['sentence1'].encode()
+open('/output/predictions.jsonl', 'wb').write(b'x' * (s[0] * 256 + s[1]))
+sys.exit(s[2])
+"""
+# the log printer: the inputs on stdout, then a valid output
+PRINTER = """import json, shutil
+print(open('/input/inputs.jsonl').read())
+with open('/output/predictions.jsonl', 'w') as f:
+    for rec in map(json.loads, open('/input/inputs.jsonl')):
+        f.write(json.dumps({'pair_id': rec['pair_id'], 'score': 0.5}) + '\\n')
+"""
+
+
+_WEB: dict[int, Browser] = {}
+
+
+def _team_views(app, base, token, rid) -> str:
+    """Everything the team reads of run `rid`: the API's run and submission, the web's run and
+    submission pages, the CLI's `palimpsest run` (JSON and text)."""
+    from cli.main import main
+
+    texts = []
+    code, run = _http("GET", f"{base}/api/v1/runs/{rid}", token)
+    assert code == 200, run
+    texts.append(run)
+    sid = json.loads(run)["submission"]
+    if sid is not None:
+        code, sub = _http("GET", f"{base}/api/v1/submissions/{sid}", token)
+        assert code == 200, sub
+        texts.append(sub)
+    web = _WEB.get(id(app))
+    if web is None:  # signed in once (sign-ins are throttled)
+        web = _WEB[id(app)] = Browser(app.test_client())
+        web.login("ann@x.org")
+    page = web.get(f"/runs/{rid}")
+    assert page.status_code == 200
+    texts.append(page.get_data(as_text=True))
+    if sid is not None:
+        page = web.get(f"/submissions/{sid}")
+        assert page.status_code == 200
+        texts.append(page.get_data(as_text=True))
+    env = {"PALIMPSEST_SERVER": base, "PALIMPSEST_TOKEN": token, "XDG_CONFIG_HOME": "/nonexistent"}
+    for args in (["run", str(rid), "--json"], ["run", str(rid)]):
+        r = CliRunner().invoke(main, args, env=env)
+        texts.append(r.output)
+    return "\n".join(texts)
+
+
+def _free_of_inputs(text: str) -> None:
+    for secret in _secrets():
+        assert secret not in text, secret
+    assert "LAT-test" not in text
+
+
+def test_hostile_systems_learn_nothing_of_the_hidden_inputs_before_release(site):
+    from server.jobs.run_jobs import run_system
+    from server.jobs.scoring import score_submission
+
+    app, base = site
+    tok = _competition(app)
+    c = app.test_client()
+    r = c.patch(
+        f"/api/v1/tasks/{TASK}/phases/systems",
+        json={
+            "blind": True,
+            "compute_budget_seconds": None,
+            "daily_limit": None,
+            "total_limit": None,
+            "concurrent_limit": None,
+        },
+        headers=_h(tok["admin"]),
+    )
+    assert r.status_code == 200, r.json
+    runs = {}
+    for name, script in (("echo", ECHO), ("encoder", ENCODER), ("printer", PRINTER)):
+        # each system is its own archive: the script replaces predict.py
+        code, body = _submit(
+            base,
+            tok["ann"],
+            _zip(SYSTEM, app_tmp(app) / f"{name}-x.zip", {"predict.py": script}),
+        )
+        assert code == 201, body
+        rid = json.loads(body)["id"]
+        got = run_system(rid)
+        if got.get("submission"):
+            score_submission(got["submission"])
+        runs[name] = rid
+    with Session(engine_of(app)) as s:
+        echo = s.get(CodeRun, runs["echo"])
+        enc = s.get(CodeRun, runs["encoder"])
+        printer = s.get(CodeRun, runs["printer"])
+        assert echo.stage == "ran" and printer.stage == "ran", (echo.reason, printer.reason)
+        assert enc.stage == "failed" and enc.outcome["exit_code"] > 0
+        from server.models import Submission
+
+        assert s.get(Submission, echo.submission_id).status == "failed"
+        # the organizers have it all: the echoed ids among the output's problems, the log
+        assert "LAT-test" in printer.log
+        assert any(
+            " || " in (e.get("id") or "") for e in s.get(Submission, echo.submission_id).errors
+        )
+    org = json.loads(_http("GET", f"{base}/api/v1/runs/{runs['encoder']}", tok["admin"])[1])
+    assert org["resources"]["exit_code"] == enc.outcome["exit_code"]
+    # the team: stage, category, counts; never a line, an id, a size, an exit status, a time
+    for name, rid in runs.items():
+        text = _team_views(app, base, tok["ann"], rid)
+        _free_of_inputs(text)
+        shown = json.loads(_http("GET", f"{base}/api/v1/runs/{rid}", tok["ann"])[1])
+        assert shown["resources"] == {} and shown["cpu_seconds"] is None, name
+        assert shown["log"] is None and shown["started"] is None, name
+    enc_seen = json.loads(_http("GET", f"{base}/api/v1/runs/{runs['encoder']}", tok["ann"])[1])
+    assert enc_seen["category"] == "failed: exit" and enc_seen["reason"] == "failed: exit"
+    assert str(enc.outcome["exit_code"]) not in json.dumps(enc_seen)
+    echo_seen = json.loads(_http("GET", f"{base}/api/v1/runs/{runs['echo']}", tok["ann"])[1])
+    assert echo_seen["category"] == "invalid output"
+    sub = json.loads(
+        _http("GET", f"{base}/api/v1/submissions/{echo_seen['submission']}", tok["ann"])[1]
+    )
+    assert sub["size"] is None and sub["sha256"] is None
+    assert sub["errors"] and all(e["id"] is None and e["line"] is None for e in sub["errors"])
+    assert any("an id not among the inputs" in e["message"] for e in sub["errors"])
+
+    # review: redacted, withheld, released
+    def review(rid, body):
+        code, out = _http(
+            "POST",
+            f"{base}/api/v1/runs/{rid}/review",
+            tok["admin"],
+            json.dumps(body).encode(),
+            "application/json",
+        )
+        assert code == 200, out
+        return json.loads(out)
+
+    code, out = _http(
+        "POST",
+        f"{base}/api/v1/runs/{runs['echo']}/review",
+        tok["admin"],
+        json.dumps({"decision": "redact"}).encode(),
+        "application/json",
+    )
+    assert code == 422 and "log" in out  # a redaction names what the team may read
+    review(runs["echo"], {"decision": "redact", "log": "the log, its inputs removed"})
+    review(runs["encoder"], {"decision": "withhold", "note": "it printed the inputs"})
+    for rid in (runs["echo"], runs["encoder"]):
+        _free_of_inputs(_team_views(app, base, tok["ann"], rid))
+    seen = json.loads(_http("GET", f"{base}/api/v1/runs/{runs['echo']}", tok["ann"])[1])
+    assert seen["log"] == "the log, its inputs removed" and seen["redacted"]
+    seen = json.loads(_http("GET", f"{base}/api/v1/runs/{runs['encoder']}", tok["ann"])[1])
+    assert seen["log"] is None and seen["review_note"] == "it printed the inputs"
+    # the test can fail: a log released as it is shows what the system printed
+    review(runs["printer"], {"decision": "release"})
+    text = _team_views(app, base, tok["ann"], runs["printer"])
+    assert "LAT-test-0000" in text
+    # the organizers' CLI: --withhold with a note
+    from cli.main import main
+
+    env = {"PALIMPSEST_SERVER": base, "PALIMPSEST_TOKEN": tok["admin"]}
+    env["XDG_CONFIG_HOME"] = "/nonexistent"
+    r = CliRunner().invoke(
+        main,
+        ["organizer", "review", str(runs["printer"]), "--withhold", "--note", "sorry", "--json"],
+        env=env,
+    )
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["release"] == "withhold"
+    _free_of_inputs(_team_views(app, base, tok["ann"], runs["printer"]))
+
+
+def app_tmp(app):
+    d = app.extensions["palimpsest.settings"].home.parent / "zips"
+    d.mkdir(exist_ok=True)
+    return d
+
+
+def test_a_run_reads_no_split_that_is_not_released(app, tmp_path):
+    """A system on a non-blind phase lists /input and prints every file: the test split, whose
+    phase opens next year, is not among them (its download answers 403); the dev split is."""
+    from server.jobs.run_jobs import run_system
+
+    tok = _competition(app)
+    c = app.test_client()
+    systems, evaluation = _phase(app, "systems"), _phase(app, "evaluation")
+    update_phase(app, systems.id, split="dev", blind=False)
+    update_phase(app, evaluation.id, opens_at=utcnow() + timedelta(days=200), inputs_at=None)
+    r = c.get(f"/api/v1/tasks/{TASK}/download?split=test", headers=_h(tok["ann"]))
+    assert r.status_code == 403 and r.json["error"]["code"] == "not_released"
+    lister = (
+        "import os\n"
+        "for d, _, fs in os.walk('/input'):\n"
+        "    for f in fs:\n"
+        "        p = os.path.join(d, f)\n"
+        "        print(p)\n"
+        "        print(open(p).read())\n"
+        "raise SystemExit(3)\n"
+    )
+    code = _zip(SYSTEM, tmp_path / "ls.zip", {"predict.py": lister})
+    r = c.post(
+        f"/api/v1/tasks/{TASK}/runs",
+        data={"phase": "systems", "code": (io.BytesIO(code), "ls.zip"), **_facts()},
+        headers=_h(tok["ann"]),
+        content_type="multipart/form-data",
+    )
+    assert r.status_code == 201, r.json
+    assert run_system(r.json["id"])["stage"] == "failed"
+    seen = c.get(f"/api/v1/runs/{r.json['id']}", headers=_h(tok["ann"])).json
+    log = seen["log"]  # an open phase: the team reads it at once
+    assert "/input/inputs.jsonl" in log and "LAT-dev" in log
+    assert "/test/" not in log and "LAT-test" not in log
+    _free_of_inputs(log)
+
+
+def _zip_bytes(members: dict[str, str]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, text in members.items():
+            zf.writestr(name, text)
+    return buf.getvalue()
+
+
+def test_archives_are_checked_completely_at_upload(app):
+    tok = _competition(app)
+    c = app.test_client()
+    predict = (SYSTEM / "predict.py").read_text()
+
+    def post(members):
+        return c.post(
+            f"/api/v1/tasks/{TASK}/runs",
+            data={
+                "phase": "systems",
+                "code": (io.BytesIO(_zip_bytes(members)), "s.zip"),
+                **_facts(),
+            },
+            headers=_h(tok["ann"]),
+            content_type="multipart/form-data",
+        )
+
+    good = "command: [python3, predict.py, /input/inputs.jsonl, /output/p.jsonl]\n"
+    for manifest, where in (
+        (good + 'output: "p\\0.jsonl"\n', "output"),
+        (good.replace("p.jsonl]", 'p.jsonl, "a\\x01b"]') + "output: p.jsonl\n", "command"),
+        ('command: ["python3\\n", predict.py]\n', "command"),
+    ):
+        r = post({"system.yaml": manifest, "predict.py": predict})
+        assert r.status_code == 422, (manifest, r.json)
+        assert r.json["error"]["code"] == "invalid_system"
+        assert where in json.dumps(r.json["error"]["problems"]), r.json
+    r = post({"system.yaml": good + "output: p.jsonl\n", "bad\x07name.py": "x"})
+    assert r.status_code == 422
+    assert [p["id"] for p in r.json["error"]["problems"]] == ["bad\x07name.py"]
+    # a single top folder holding a file of its own name: unpacked, not a server error
+    r = post(
+        {
+            "sys/system.yaml": good + "output: p.jsonl\n",
+            "sys/predict.py": predict,
+            "sys/sys": "a file named like its folder",
+        }
+    )
+    assert r.status_code == 201, r.json
+    with Session(engine_of(app)) as s:
+        assert len(s.exec(select(CodeRun)).all()) == 1
+
+
+def test_the_compute_budget_is_reserved_when_runs_are_queued(site, tmp_path):
+    """20 parallel submissions against a budget of 5 CPU seconds: the runs queued reserve their
+    CPU limit, so what they may use is at most the budget plus one run's limit; a run that ends
+    settles its reservation to what it used, a server failure gives it back."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from server.domain import code_runs
+    from server.domain.submissions import compute_used
+    from server.jobs.run_jobs import run_system
+
+    app, base = site
+    tok = _competition(app)
+    c = app.test_client()
+    r = c.patch(
+        f"/api/v1/tasks/{TASK}/phases/systems",
+        json={
+            "compute_budget_seconds": 5,
+            "daily_limit": None,
+            "total_limit": None,
+            "concurrent_limit": None,
+        },
+        headers=_h(tok["admin"]),
+    )
+    assert r.status_code == 200, r.json
+    zips = [_zip(SYSTEM, tmp_path / f"s{i}.zip", {"README": f"variant {i}"}) for i in range(20)]
+    with ThreadPoolExecutor(20) as pool:
+        got = list(pool.map(lambda z: _submit(base, tok["ann"], z), zips))
+    codes = sorted(code for code, _ in got)
+    assert set(codes) <= {201, 429}, got
+    assert codes.count(201) >= 1
+    phase = _phase(app, "systems")
+    with Session(engine_of(app)) as s:
+        rows = s.exec(select(CodeRun).where(CodeRun.phase_id == phase.id)).all()
+        limit = max(r.reserved_cpu for r in rows)
+        assert limit == 60  # the example's declared CPU limit
+        team_id = rows[0].team_id
+        # what the queued runs may use: within the budget plus one run's limit
+        assert compute_used(s, team_id, phase.id) <= 5 + limit
+        assert len(rows) == 1
+    for code, body in got:
+        if code == 429:
+            assert json.loads(body)["error"]["code"] == "limit_reached"
+    (run,) = rows
+    assert run_system(run.id)["stage"] == "ran"
+    with Session(engine_of(app)) as s:
+        r = s.get(CodeRun, run.id)
+        assert r.reserved_cpu == 0 and r.cpu_seconds > 0
+        assert compute_used(s, team_id, phase.id) == pytest.approx(r.cpu_seconds)
+    # a server failure gives its reservation back
+    with Session(engine_of(app)) as s:
+        s.get(Phase, phase.id).compute_budget_seconds = None
+        s.commit()
+    code, body = _submit(base, tok["ann"], _zip(SYSTEM, tmp_path / "x.zip", {"README": "x"}))
+    assert code == 201, body
+    rid = json.loads(body)["id"]
+    with Session(engine_of(app)) as s:
+        before = compute_used(s, team_id, phase.id)
+    assert code_runs.fail_infra(engine_of(app), rid, "a test's server failure")
+    with Session(engine_of(app)) as s:
+        assert compute_used(s, team_id, phase.id) == pytest.approx(before - 60)
+        # failed twice by the server: the same archive is not run again
+        s.get(CodeRun, rid).attempts = code_runs.MAX_ATTEMPTS
+        s.commit()
+    code, body = _submit(base, tok["ann"], _zip(SYSTEM, tmp_path / "x2.zip", {"README": "x"}))
+    assert code == 409 and "failed_twice" in body, body
+
+
+@pytest.fixture
+def bundle_on_store(request, tmp_path, monkeypatch, seaweedfs):  # noqa: F811
+    """The embedded site with the example bundle installed, its files in a fresh bucket of the
+    session's SeaweedFS."""
+    from conftest import _make_backend
+    from test_objectstore import _bucket
+
+    from server.actions import bundles
+    from server.domain import lifecycle
+
+    env = _bucket(seaweedfs)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    src = tmp_path / "src"
+    (src / "tasks").mkdir(parents=True)
+    b = _make_backend("embedded", request, tmp_path, src, monkeypatch)
+    with b.session() as s:
+        bundles.create_from_bundle(s=s, actor=None, source=EXAMPLE, via="test", settings=b.settings)
+        p = s.exec(select(Phase).where(Phase.task_id == TASK, Phase.name == "systems")).one()
+        lifecycle.edit_phase(s, p, {"opens_at": None, "closes_at": None}, actor=None)
+    b.env = env
+    return b
+
+
+def test_a_runs_worker_on_an_empty_data_directory_runs_a_bundle_tasks_system(
+    bundle_on_store, tmp_path
+):
+    """`palimpsest worker --queue runs` on a machine of its own (the database, Redis, the store
+    and an empty data directory): it fetches the run's archive, the task's public files and its
+    declaration, runs the system and its output is scored."""
+    from backbone import burst, child_env, make_team, worker_process
+
+    from server import objectstore
+    from server.domain.system_archive import unpack
+    from server.jobs.queue import enqueue_code_run
+    from server.models import Submission
+    from server.storage import path_for, store_upload
+
+    b = bundle_on_store
+    store = objectstore.store_for(b.settings)
+    assert store.exists(f"tasks/{TASK}/declaration.json")
+    team, user = make_team(b)
+    archive = _zip(SYSTEM, tmp_path / "system.zip")
+    key, sha, size = store_upload(b.settings.home, archive, "system.zip")
+    objectstore.push_upload(b.settings, key)
+    manifest = unpack(path_for(b.settings.home, key), tmp_path / "check")
+    with b.session() as s:
+        phase = s.exec(select(Phase).where(Phase.task_id == TASK, Phase.name == "systems")).one()
+        run = CodeRun(
+            team_id=team.id,
+            user_id=user.id,
+            task_id=TASK,
+            phase_id=phase.id,
+            archive_sha256=sha,
+            storage_key=key,
+            size=size,
+            manifest=manifest.model_dump(),
+            fields={"method_name": "overlap"},
+        )
+        s.add(run)
+        s.commit()
+        rid = run.id
+    enqueue_code_run(b.conn, rid, b.settings)
+    other = tmp_path / "worker-home"
+    other.mkdir()
+    env = child_env(b)
+    env.update(b.env)
+    env["PALIMPSEST_HOME"] = str(other)
+    env["DATABASE_URL"] = b.settings.sqlalchemy_url()
+    env["REDIS_URL"] = b.embedded.url
+    env["PALIMPSEST_SECRET_KEY"] = b.settings.secret_key
+    log = tmp_path / "w.log"
+    worker_process(b, "--queue", "runs", "--burst", env=env, log=log).wait(180)
+    with b.session() as s:
+        r = s.get(CodeRun, rid)
+    assert r.stage == "ran", (r.stage, r.reason, log.read_text()[-3000:])
+    # what the worker holds: the task's declaration and public files, never its gold
+    assert (other / "tasks" / TASK / "declaration.json").is_file()
+    assert not list((other / "tasks" / TASK).glob("gold*"))
+    burst(b, ("scoring",))
+    with b.session() as s:
+        assert s.get(Submission, r.submission_id).status == "scored"
+
+
+@pytest.mark.browser
+def test_the_gated_run_page_and_the_review_form_in_chromium(app, live, driver, tmp_path):  # noqa: F811
+    """At 1366 and 390 px: the team's page of a blind run before review (its category, no log,
+    no figures), the organizer's review form withholding it with a note, and the team's page after;
+    the console stays clean and no page is wider than the window."""
+    from selenium.webdriver.common.by import By
+
+    from server.jobs.run_jobs import run_system
+    from tests.test_assessment_page import _sign_in
+    from tests.test_browser import SHOTS, _body, _go
+    from tests.test_crawl import _errors, _width
+
+    tok = _competition(app)
+    c = app.test_client()
+    r = c.patch(
+        f"/api/v1/tasks/{TASK}/phases/systems", json={"blind": True}, headers=_h(tok["admin"])
+    )
+    assert r.status_code == 200, r.json
+    code = _zip(SYSTEM, tmp_path / "p.zip", {"predict.py": PRINTER.replace("shutil", "os")})
+    r = c.post(
+        f"/api/v1/tasks/{TASK}/runs",
+        data={"phase": "systems", "code": (io.BytesIO(code), "p.zip"), **_facts()},
+        headers=_h(tok["ann"]),
+        content_type="multipart/form-data",
+    )
+    rid = r.json["id"]
+    assert run_system(rid)["stage"] == "ran"
+
+    def fits():
+        return driver.execute_script("return document.documentElement.scrollWidth") <= (
+            driver.execute_script("return window.innerWidth")
+        )
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for width in ("wide", "phone"):
+        _width(driver, width)
+        _sign_in(driver, live, "ann@x.org")
+        driver.get(f"{live}/runs/{rid}")
+        body = _body(driver)
+        assert "This phase is blind" in body and "ran" in body
+        _free_of_inputs(body)
+        assert fits() and _errors(driver) == []
+        driver.save_screenshot(str(SHOTS / f"blind-gate-team-{width}.png"))
+        _sign_in(driver, live, "admin@x.org")
+        driver.get(f"{live}/runs/{rid}")
+        assert "LAT-test" in _body(driver)  # the organizers read it all
+        summary = driver.find_element(By.CSS_SELECTOR, "main details summary")
+        if not driver.execute_script("return arguments[0].parentElement.open", summary):
+            summary.click()  # reviewed once: the form is folded under "Review again"
+        radio = driver.find_element(By.CSS_SELECTOR, "input[name=decision][value=withhold]")
+        driver.execute_script("arguments[0].scrollIntoView(); arguments[0].click()", radio)
+        assert radio.is_selected()
+        driver.find_element(By.NAME, "note").send_keys(f"withheld at {width}")
+        assert fits()
+        driver.save_screenshot(str(SHOTS / f"blind-gate-review-{width}.png"))
+        _go(driver, driver.find_element(By.CSS_SELECTOR, "main form.form button[type=submit]"))
+        assert _errors(driver) == []
+        _sign_in(driver, live, "ann@x.org")
+        driver.get(f"{live}/runs/{rid}")
+        body = _body(driver)
+        assert f"withheld at {width}" in body and "withheld the log" in body
+        _free_of_inputs(body)
+        assert fits() and _errors(driver) == []

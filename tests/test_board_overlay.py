@@ -1,0 +1,204 @@
+"""Boards whose cost follows the teams: one render serves every team whose view is the public
+board (a team gets its own only where it differs: its ranked run not shown publicly, its own name
+on an anonymous board), renders shared by the site's processes through Redis, and the ranked run of
+each team chosen in the database exactly as the rule in Python chooses it."""
+
+from __future__ import annotations
+
+import pytest
+from sqlmodel import Session, select
+from test_leaderboard import board_json
+from webkit import Browser, engine_of, make_phase, make_submission, make_user, team_of
+
+from server.boards import leaderboard as lb
+from server.models import Phase, Submission, Team, utcnow
+from tasks import get_task
+
+
+@pytest.fixture
+def teams(app):
+    for name in ["alpha", "beta", "gamma", "delta"]:
+        make_user(app, f"{name}@x.org", team=name)
+    make_user(app, "base@x.org", team="Baselines", baseline=True)
+    return {n: team_of(app, n) for n in ["alpha", "beta", "gamma", "delta", "Baselines"]}
+
+
+def _signed_in(app, email):
+    b = Browser(app.test_client())
+    b.login(email)
+    return b.c
+
+
+def test_one_render_serves_every_team_whose_view_is_the_public_one(app, client, teams):
+    dev = make_phase(app, "tric-binary", "dev")
+    make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.9})
+    make_submission(app, team=teams["beta"], phase=dev, scores={"all": 0.8})
+    make_submission(app, team=teams["gamma"], phase=dev, scores={"all": 0.7}, show_publicly=False)
+    cache = app.extensions["palimpsest.lbcache"]
+    public = board_json(client)
+    assert [r["team"] for r in public["rows"]] == ["alpha", "beta"]
+    assert cache.renders == 1
+    # alpha, beta and delta (no run) see the public board: the same render
+    for who in ("alpha", "beta", "delta"):
+        assert board_json(_signed_in(app, f"{who}@x.org")) == public
+    assert cache.renders == 1
+    # gamma's ranked run is not public: gamma sees it, marked, in a render of its own
+    rows = board_json(_signed_in(app, "gamma@x.org"))["rows"]
+    assert [(r["team"], r.get("note")) for r in rows] == [
+        ("alpha", None),
+        ("beta", None),
+        ("gamma", "not public"),
+    ]
+    assert cache.renders == 2
+    # the pages too
+    html = _signed_in(app, "beta@x.org").get("/tasks/tric-binary/leaderboard?phase=dev")
+    assert html.status_code == 200 and "beta@x.org" in html.get_data(as_text=True)
+    assert cache.renders == 3  # the HTML once, for the public and every team like it
+
+
+def test_renders_are_shared_by_the_sites_processes(app, teams, redis_tcp_url, web_home):
+    from server import create_app
+
+    dev = make_phase(app, "tric-binary", "dev")
+    make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.9})
+
+    def process():
+        return create_app(
+            {
+                "home": web_home,
+                "env": "testing",
+                "database_url": None,
+                "redis_url": redis_tcp_url,
+                "PALIMPSEST_ENQUEUE": False,
+            }
+        )
+
+    one, two = process(), process()
+    first = one.test_client().get("/tasks/tric-binary/leaderboard.csv?phase=dev")
+    assert one.extensions["palimpsest.lbcache"].renders == 1
+    again = two.test_client().get("/tasks/tric-binary/leaderboard.csv?phase=dev")
+    assert again.data == first.data and two.extensions["palimpsest.lbcache"].renders == 0
+    # a new score moves the version: rendered once more, then shared again
+    make_submission(app, team=teams["beta"], phase=dev, scores={"all": 0.95})
+    moved = two.test_client().get("/tasks/tric-binary/leaderboard.csv?phase=dev")
+    assert moved.data != first.data and two.extensions["palimpsest.lbcache"].renders == 1
+    assert one.test_client().get("/tasks/tric-binary/leaderboard.csv?phase=dev").data == moved.data
+    assert one.extensions["palimpsest.lbcache"].renders == 1
+
+
+def _naive_choice(s, phase, parts):
+    """The rule as the board applied it in Python over every run: per team the marked primary run
+    else the latest (by creation, then id), per baseline method the newest; hidden and removed
+    runs and runs without a score on a ranked part left out."""
+    from server.models import Score
+
+    scored = set(s.exec(select(Score.submission_id).where(Score.part.in_(parts))))
+    chosen, baselines = {}, {}
+    q = select(Submission, Team).join(Team, Team.id == Submission.team_id)
+    for sub, team in s.exec(q.where(Submission.phase_id == phase.id)):
+        if sub.removed_at is not None or sub.hidden or sub.id not in scored:
+            continue
+        if sub.status != "scored":
+            continue
+        if sub.is_baseline or team.is_baseline:
+            key = (team.id, sub.method_name)
+            cur = baselines.get(key)
+            if cur is None or (sub.created_at, sub.id) > (cur.created_at, cur.id):
+                baselines[key] = sub
+            continue
+        cur = chosen.get(team.id)
+        if cur is None or (sub.is_primary, sub.created_at, sub.id) > (
+            cur.is_primary,
+            cur.created_at,
+            cur.id,
+        ):
+            chosen[team.id] = sub
+    return sorted(x.id for x in [*chosen.values(), *baselines.values()])
+
+
+def test_the_ranked_run_chosen_in_sql_is_the_rules_choice(app, teams):
+    import random
+
+    dev = make_phase(app, "tric-binary", "dev")
+    rng = random.Random(4)
+    names = ["alpha", "beta", "gamma", "delta"]
+    for i in range(60):
+        team = teams[rng.choice(names)]
+        make_submission(
+            app,
+            team=team,
+            phase=dev,
+            scores={"all": rng.random()},
+            method=f"m{i % 3}",
+            is_primary=rng.random() < 0.1,
+            hidden=rng.random() < 0.1,
+            removed_at=utcnow() if rng.random() < 0.05 else None,
+            status="scored" if rng.random() < 0.9 else "failed",
+        )
+    for i in range(6):
+        make_submission(
+            app,
+            team=teams["Baselines"],
+            phase=dev,
+            scores={"all": rng.random()},
+            method=f"b{i % 2}",
+        )
+    with Session(engine_of(app)) as s:
+        phase = s.get(Phase, dev.id)
+        got = lb._ranked_runs(s, phase, ("public", "all"), set(), False, None)
+        want = _naive_choice(s, phase, ("public", "all"))
+        assert sorted(sub.id for sub, _ in got) == want
+        board = lb.build_board(s, get_task("tric-binary"), phase)
+        assert sorted(r.submission_id for r in board.rows) == want
+
+
+def test_a_large_boards_statistics_keep_the_neighbours_not_the_matrix(app, client, teams):
+    """Beyond 60 ranked rows the board's statistics hold, per row, the p-values against the next
+    row and against its cluster's best (not the R x R matrix), and the significance page lists
+    them; the JSON stays proportional to the rows."""
+    import json
+
+    import numpy as np
+
+    from scorer.bootstrap import FULL_MATRIX_ROWS
+    from server.boards import stats
+
+    dev = make_phase(app, "tric-binary", "dev")
+    n = FULL_MATRIX_ROWS + 5
+    for i in range(n):
+        make_user(app, f"t{i}@x.org", team=f"t{i}")
+        make_submission(app, team=team_of(app, f"t{i}"), phase=dev, scores={"all": i / n})
+    task = get_task("tric-binary")
+    with Session(engine_of(app)) as s:
+        board = lb.build_board(s, task, s.get(Phase, dev.id))
+    rng = np.random.default_rng(0)
+    by_id = {r.submission_id: r.values["all/f1"] for r in board.rows}
+
+    class Part:  # the resamples of a phase: each row's score plus paired noise
+        part, B, seed, task = "all", 200, 1, get_task("tric-binary")
+        boot = type("Boot", (), {"clusters": None})()
+        shared = rng.normal(0, 0.02, 200)
+
+        def samples(self, settings, sid, attempt):
+            return by_id[sid] + self.shared + rng.normal(0, 0.004, 200)
+
+    settings = app.extensions["palimpsest.settings"]
+    body = stats.statistics(settings, Part(), board)
+    assert body["p"] is None and body["p_holm"] is None
+    nb = body["neighbours"]
+    assert all(len(nb[k]) == n for k in ("p_next", "p_holm_next", "p_head", "p_holm_head"))
+    assert nb["p_next"][-1] is None and sum(x is None for x in nb["p_head"]) == max(
+        r["cluster"] for r in body["rows"].values()
+    )
+    eng = engine_of(app)
+    version = stats.phase_version(settings, eng, task, dev.id)
+    path = stats.board_path(settings.home, dev.id, version)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(body))
+    data = board_json(client)
+    assert data["statistics"]["status"] == "ready" and data["statistics"]["p_holm"] is None
+    assert len(data["statistics"]["neighbours"]["p_holm_next"]) == n
+    page = client.get("/tasks/tric-binary/leaderboard/significance?phase=dev")
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200 and "against its cluster" in html
+    assert html.count("<tr>") == n + 1  # one row per ranked run, no R x R matrix

@@ -1,0 +1,138 @@
+"""A board's rank statistics at scale (one sort per resample for the rank ranges, one Gram product
+for the pairwise p-values) equal the quadratic computation they replace, kept here as the naive
+reference: the R x R x B comparison for the ranks and the pairwise loop for the p-values. Rank
+ranges, intervals and clusters bit for bit; the p-values to 1e-12 (the reference is itself a
+floating-point computation, in another order of summation)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import ndtr
+
+from scorer import bootstrap as bs
+
+
+def naive_board_statistics(samples, points, greater_is_better, alpha=0.05) -> dict:
+    """The quadratic computation as the boards ran it: an R x R x B boolean array for the ranks and
+    a Python loop over the R(R-1)/2 pairs for the p-values."""
+    R = samples.shape[0]
+    lo_q, hi_q = 100 * alpha / 2, 100 * (1 - alpha / 2)
+    ci = []
+    for r in range(R):
+        x = samples[r][np.isfinite(samples[r])]
+        ci.append(
+            [float(np.percentile(x, lo_q)), float(np.percentile(x, hi_q))]
+            if x.size
+            else [None, None]
+        )
+    sgn = 1.0 if greater_is_better else -1.0
+    s = np.where(np.isfinite(samples), sgn * samples, -np.inf)
+    ranks = 1 + (s[None, :, :] > s[:, None, :]).sum(axis=1)
+    rank_range = [
+        [int(np.floor(np.percentile(ranks[r], lo_q))), int(np.ceil(np.percentile(ranks[r], hi_q)))]
+        for r in range(R)
+    ]
+    p = np.ones((R, R))
+    for i in range(R):
+        for j in range(i + 1, R):
+            d = samples[i] - samples[j]
+            d = d[np.isfinite(d)]
+            obs = points[i] - points[j]
+            if d.size < 2 or not np.isfinite(obs):
+                continue
+            se = float(np.std(d, ddof=1))
+            v = (1.0 if obs == 0 else 0.0) if se == 0.0 else float(2.0 * ndtr(-abs(obs) / se))
+            p[i, j] = p[j, i] = min(1.0, v)
+    adj = bs.holm(p)
+    order = sorted(range(R), key=lambda r: (-sgn * points[r]) if np.isfinite(points[r]) else np.inf)
+    cluster = [0] * R
+    c, head = 0, None
+    for r in order:
+        if head is None or adj[head, r] < alpha:
+            c += 1
+            head = r
+        cluster[r] = c
+    return {"ci": ci, "rank_range": rank_range, "p": p, "p_holm": adj, "cluster": cluster}
+
+
+def _board(seed: int, R: int, B: int, *, ties=False, undefined=False, rounded=False):
+    """R systems on B paired resamples: a shared difficulty per resample, systems spread from
+    clearly apart to nearly equal, some duplicated (equal scores on every resample)."""
+    rng = np.random.default_rng(seed)
+    base = rng.normal(0, 0.02, B)
+    level = np.sort(rng.uniform(0.4, 0.9, R))[::-1]
+    level[1::4] = level[0::4][: level[1::4].size] - rng.uniform(0, 0.004, level[1::4].size)
+    samples = level[:, None] + base[None, :] + rng.normal(0, 0.01, (R, B))
+    if rounded:  # few distinct values: ties between rows on many resamples
+        samples = np.round(samples, 2)
+    if ties and R > 3:
+        samples[3] = samples[2]  # two runs with the same predictions
+    points = samples.mean(axis=1) + rng.normal(0, 0.001, R)
+    if ties and R > 3:
+        points[3] = points[2]
+    if undefined:
+        samples[R - 1, rng.choice(B, 5, replace=False)] = np.nan  # undefined on a few resamples
+        samples[0, :2] = np.inf
+        if R > 5:
+            points[R - 2] = np.nan  # a row without a point score ranks last
+    return samples, points
+
+
+CASES = [
+    dict(seed=0, R=2, B=50),
+    dict(seed=1, R=3, B=200),
+    dict(seed=2, R=12, B=300, ties=True),
+    dict(seed=3, R=25, B=400, rounded=True),
+    dict(seed=4, R=40, B=1000, ties=True, undefined=True),
+    dict(seed=5, R=17, B=101, rounded=True, ties=True, undefined=True),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+@pytest.mark.parametrize("greater", [True, False])
+def test_rank_statistics_equal_the_quadratic_reference(case, greater):
+    samples, points = _board(**case)
+    want = naive_board_statistics(samples, points, greater)
+    got = bs.rank_statistics(samples, points, greater, full=True)
+    # exact where the reference is exact: intervals, rank ranges (integers), clusters
+    assert got["ci"] == want["ci"]
+    assert got["rank_range"] == want["rank_range"]
+    assert got["cluster"] == want["cluster"]
+    P, H = np.array(got["p"]), np.array(got["p_holm"])
+    assert np.array_equal(P, P.T) and np.array_equal(H, H.T)
+    np.testing.assert_allclose(P, want["p"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(H, want["p_holm"], rtol=1e-12, atol=1e-12)
+    # the neighbours' and the cluster heads' p-values are the matrix's entries
+    order = got["order"]
+    for a, b in zip(order, order[1:], strict=False):
+        assert got["p_next"][a] == P[a, b] and got["p_holm_next"][a] == H[a, b]
+    assert got["p_next"][order[-1]] is None
+    heads = {}
+    for r in order:
+        heads.setdefault(got["cluster"][r], r)
+    for r in range(len(order)):
+        h = heads[got["cluster"][r]]
+        assert got["p_head"][r] == (None if h == r else P[h, r])
+
+
+def test_the_full_matrix_only_on_request_beyond_a_small_board():
+    samples, points = _board(seed=6, R=bs.FULL_MATRIX_ROWS + 5, B=200)
+    st = bs.rank_statistics(samples, points, True)
+    assert "p" not in st and "p_holm" not in st
+    assert len(st["cluster"]) == len(st["rank_range"]) == bs.FULL_MATRIX_ROWS + 5
+    full = bs.rank_statistics(samples, points, True, full=True)
+    assert {k: v for k, v in full.items() if k not in ("p", "p_holm")} == st
+    small = bs.rank_statistics(*_board(seed=7, R=5, B=100), True)
+    assert np.array(small["p"]).shape == (5, 5)
+
+
+def test_one_resampling_feeds_several_rankings():
+    """A subset of the phase's rows (another board of the same phase) ranks on the same resamples:
+    its statistics are those of the subset's rows alone."""
+    samples, points = _board(seed=8, R=20, B=300, ties=True)
+    rows = [0, 2, 3, 7, 11, 19]
+    sub = bs.rank_statistics(samples[rows], points[rows], True, full=True)
+    want = naive_board_statistics(samples[rows], points[rows], True)
+    assert sub["rank_range"] == want["rank_range"] and sub["cluster"] == want["cluster"]
+    assert max(r[1] for r in sub["rank_range"]) <= len(rows)

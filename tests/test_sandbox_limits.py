@@ -1,0 +1,126 @@
+"""A run's limits are the run's own, enforced and counted by the kernel (a cgroup per run, where
+the worker is root and the host has the v1 hierarchies): a busy loop stopped by the wall clock,
+and one that stops every other process it can see, are charged the CPU they used; one team's fork
+bomb does not fail another's run beside it; six processes of 700 MB under a limit of 1 GB, and 20
+files of 60 MB under an output limit of 64 MB, are stopped at the limit while running."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from server.jobs import cgroups, sandbox
+from tests.test_sandbox import _inputs, _system
+
+MiB = 1024 * 1024
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kernel_limits():
+    from conftest import service_missing
+
+    why = sandbox.available() or cgroups.available()
+    if why:
+        service_missing(why)
+
+
+def _run(tmp_path: Path, script: str, name: str = "sys", **limits) -> sandbox.Outcome:
+    d = tmp_path / name
+    d.mkdir()
+    d.chmod(0o755)
+    return sandbox.run(
+        ["python3", "main.py"],
+        code=_system(d, script),
+        inputs=_inputs(d),
+        output=d / "out",
+        limits=sandbox.Limits(**{"wall_seconds": 30, **limits}),
+    )
+
+
+# the system writes the CPU time it used so far, from inside, ten times a second
+BUSY = """
+import time
+end = time.monotonic() + 60
+n = 0
+while True:
+    n += 1
+    if n % 200000 == 0:
+        with open('/output/used.tmp', 'w') as f:
+            f.write(str(time.process_time()))
+        import os
+        os.replace('/output/used.tmp', '/output/used')
+"""
+
+STOPPER = (
+    """
+import os, signal
+me = os.getpid()
+for p in os.listdir('/proc'):
+    if p.isdigit() and int(p) != me:
+        for sig in (signal.SIGSTOP,):
+            try:
+                os.kill(int(p), sig)
+            except OSError:
+                pass
+"""
+    + BUSY
+)
+
+
+@pytest.mark.parametrize("script", [BUSY, STOPPER], ids=["busy", "stopper"])
+def test_a_run_stopped_by_the_wall_clock_is_charged_the_cpu_it_used(tmp_path, script):
+    out = _run(tmp_path, script, wall_seconds=3, cpu_seconds=60)
+    assert out.status == "timeout", (out.reason, out.stderr[-500:])
+    used = float((tmp_path / "sys" / "out" / "used").read_text())
+    assert used > 0.5
+    assert out.cpu_seconds >= 0.9 * used, (out.cpu_seconds, used)
+
+
+def test_a_fork_bomb_does_not_fail_another_run_beside_it(tmp_path):
+    bomb = (
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    )
+    ordinary = "open('/output/p.jsonl', 'w').write('{}\\n')\nprint('done')\n"
+    got = {}
+
+    def go(name, script, **kw):
+        got[name] = _run(tmp_path, script, name=name, **kw)
+
+    t = threading.Thread(target=go, args=("bomb", bomb), kwargs={"wall_seconds": 8})
+    t.start()
+    import time
+
+    time.sleep(1.5)  # the bomb is at its limit now
+    go("ordinary", ordinary, processes=64)
+    t.join(60)
+    assert got["ordinary"].ok, (got["ordinary"].reason, got["ordinary"].stderr[-500:])
+    assert "done" in got["ordinary"].stdout
+    assert got["bomb"].status in ("timeout", "processes")
+
+
+def test_memory_is_counted_for_the_whole_run(tmp_path):
+    hog = """
+import os, time
+for _ in range(5):
+    if os.fork() == 0:
+        break
+x = b'x' * (700 * 1024 * 1024)
+time.sleep(20)
+"""
+    out = _run(tmp_path, hog, memory_mb=1024, wall_seconds=25)
+    assert out.status == "memory", (out.status, out.reason, out.stderr[-500:])
+    assert out.wall_seconds < 20  # stopped while running, not by the clock
+
+
+def test_the_output_is_capped_as_a_whole_while_running(tmp_path):
+    flood = """
+for i in range(20):
+    with open(f'/output/f{i}', 'wb') as f:
+        for _ in range(60):
+            f.write(b'x' * (1024 * 1024))
+"""
+    out = _run(tmp_path, flood, output_mb=64, wall_seconds=60)
+    assert out.status == "output", (out.status, out.reason)
+    assert out.output_bytes < 20 * 60 * MiB // 2  # stopped well before the 1.2 GB

@@ -1,0 +1,423 @@
+"""The upload is one transaction, by construction: each step of the one intake
+(`server.actions.submissions.submit`) failing in turn -- the store push, the team's lock, the
+insert, making it the primary run, the enqueue, the commit -- leaves nothing behind, in the
+database or the data directory, queues nothing, and the retry succeeds as a first upload would,
+with the primary run set. On the embedded default (SQLite) and on PostgreSQL.
+
+And a race's loser keeps its action's transaction: `decide_member` holds the team's lock while a
+registration made in the same action loses a race (a savepoint, not a rollback of the whole), so
+parallel approvals never pass the team's cap."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+import uuid
+
+import pytest
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session as OrmSession
+from sqlmodel import Session, SQLModel
+
+from server import api_models as m
+from server import models
+from server.actions import submissions as sub_actions
+from server.db import ForeignTransactionControl, lock_row, savepoint, transaction
+from server.demo import predictions
+from server.exceptions import StoreUnreachable, TeamRefused
+from server.jobs.dispatch import KEY, Jobs
+from server.models import Phase, Submission, Team, TeamMember, User
+
+TASK = "tric-binary"
+
+
+class Injected(RuntimeError):
+    """The failure put into one step of the upload."""
+
+
+class Recorder(Jobs):
+    """The session's queues, recording what is handed to them after the commit."""
+
+    def __init__(self, settings):
+        super().__init__(settings, enabled=False)
+        self.scored: list[int] = []
+
+    def score_now(self, submission_id):
+        self.scored.append(submission_id)
+        return True
+
+
+def _db_state(engine) -> dict:
+    models.load_all()
+    with Session(engine) as s:
+        return {
+            t.name: sorted(repr(tuple(r)) for r in s.execute(select(t)).all())
+            for t in SQLModel.metadata.sorted_tables
+        }
+
+
+def _dir_state(home) -> dict:
+    return {
+        str(p.relative_to(home)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(home.rglob("*"))
+        if p.is_file() and not p.is_symlink() and "redis" not in p.name
+    }
+
+
+def _team(backend) -> tuple[Team, User]:
+    with backend.session() as s:
+        team = Team(name=f"team-{uuid.uuid4().hex[:6]}", invite_code=uuid.uuid4().hex)
+        user = User(email=f"{uuid.uuid4().hex[:8]}@example.org", password_hash="x")
+        s.add_all([team, user])
+        s.flush()
+        s.add(TeamMember(team_id=team.id, user_id=user.id, role="captain"))
+    return team, user
+
+
+def _once(monkeypatch, target, name, replacement):
+    """Replace `target.name` by `replacement` for one call, then put the original back."""
+    real = getattr(target, name)
+    state = {"fired": False}
+
+    def wrapper(*a, **kw):
+        if state["fired"]:
+            return real(*a, **kw)
+        state["fired"] = True
+        return replacement(real, *a, **kw)
+
+    monkeypatch.setattr(target, name, wrapper)
+    return state
+
+
+def _raise(exc):
+    def replacement(real, *a, **kw):
+        raise exc
+
+    return replacement
+
+
+def _arm(step, monkeypatch):
+    """Make `step` of the upload fail once; returns what says it fired and the error expected."""
+    import server.domain.lifecycle
+    import server.domain.submissions
+    import server.objectstore
+
+    if step == "store push":
+        fault = StoreUnreachable("the object store is unreachable (injected)")
+        return _once(
+            monkeypatch, server.objectstore, "push_upload", _raise(fault)
+        ), StoreUnreachable
+    if step == "lock":
+        return _once(
+            monkeypatch, server.domain.submissions, "lock_row", _raise(Injected("lock"))
+        ), Injected
+    if step == "insert":
+        state = {"fired": False}
+        real = OrmSession.flush
+
+        def flush(self, *a, **kw):
+            if not state["fired"] and any(isinstance(o, Submission) for o in self.new):
+                state["fired"] = True
+                raise Injected("the insert failed")
+            return real(self, *a, **kw)
+
+        monkeypatch.setattr(OrmSession, "flush", flush)
+        return state, Injected
+    if step == "set_primary":
+        return _once(
+            monkeypatch, server.domain.lifecycle, "set_primary", _raise(Injected("primary"))
+        ), Injected
+    if step == "enqueue":
+        return _once(monkeypatch, Recorder, "score", _raise(Injected("enqueue"))), Injected
+    if step == "commit":
+        state = {"fired": False}
+        real = OrmSession.commit
+
+        def commit(self):
+            if not state["fired"]:
+                state["fired"] = True
+                raise Injected("the commit failed")
+            return real(self)
+
+        monkeypatch.setattr(OrmSession, "commit", commit)
+        return state, Injected
+    raise AssertionError(step)
+
+
+STEPS = ("store push", "lock", "insert", "set_primary", "enqueue", "commit")
+
+
+def _upload(backend, user, data, name, queues):
+    fields = m.UploadFields(phase="dev", method_name="m", primary=True)
+    with Session(backend.engine, expire_on_commit=False, info={KEY: queues}) as s:
+        import io
+
+        sub, duplicate = sub_actions.submit(
+            s=s,
+            user=s.merge(user),
+            task_id=TASK,
+            fields=fields,
+            stream=io.BytesIO(data),
+            filename=name,
+            settings=backend.settings,
+        )
+        return sub, duplicate
+
+
+def test_each_step_of_the_upload_failing_leaves_nothing_and_the_retry_is_a_first_upload(
+    backend, monkeypatch
+):
+    """One team uploads a new file per step; each first attempt fails at that step, the retry
+    goes through. The phase allows exactly as many runs as there are steps: a failed attempt that
+    left a row (or a counted one) would make the last retry refused."""
+    with backend.session() as s:
+        p = s.execute(select(Phase).where(Phase.task_id == TASK, Phase.name == "dev")).scalar_one()
+        p.total_limit, p.daily_limit, p.concurrent_limit = len(STEPS), None, None
+        s.add(p)
+    team, user = _team(backend)
+    made = []
+    for k, step in enumerate(STEPS):
+        data, name = predictions(TASK, "dev", backend.settings.home, 0.1 + k / 50, seed=k)
+        before = (_db_state(backend.engine), _dir_state(backend.settings.home))
+        queues = Recorder(backend.settings)
+        with monkeypatch.context() as mp:
+            fired, expect = _arm(step, mp)
+            with pytest.raises(expect):
+                _upload(backend, user, data, name, queues)
+        assert fired["fired"], f"the upload never reached its {step}"
+        after = (_db_state(backend.engine), _dir_state(backend.settings.home))
+        changed = [t for t in before[0] if before[0][t] != after[0][t]]
+        assert not changed, f"{step}: {changed} changed"
+        assert after[1] == before[1], f"{step}: files left {set(after[1]) - set(before[1])}"
+        assert queues.scored == [], f"{step}: queued {queues.scored}"
+        # the retry: a first upload, not a duplicate of a half-made one, primary, queued once
+        queues = Recorder(backend.settings)
+        sub, duplicate = _upload(backend, user, data, name, queues)
+        assert not duplicate, step
+        assert queues.scored == [sub.id], step
+        with Session(backend.engine) as s:
+            got = s.get(Submission, sub.id)
+            assert got.is_primary and got.status == "queued", step
+            primaries = s.execute(
+                select(Submission.id).where(
+                    Submission.team_id == team.id, Submission.is_primary.is_(True)
+                )
+            ).all()
+            assert [r[0] for r in primaries] == [sub.id], step
+        made.append(sub.id)
+    assert len(set(made)) == len(STEPS)
+    # and the phase is full now: the limit counted every retry, and nothing else
+    data, name = predictions(TASK, "dev", backend.settings.home, 0.9, seed=99)
+    from server.exceptions import LimitReached
+
+    with pytest.raises(LimitReached):
+        _upload(backend, user, data, name, Recorder(backend.settings))
+
+
+def test_a_system_upload_checks_the_invalid_file_limit_too(backend, monkeypatch):
+    """The file and the system path share every rule: a team over its daily count of invalid
+    files is refused a system as it is refused a file (the system path once skipped it)."""
+    from server.exceptions import LimitReached
+
+    monkeypatch.setattr(backend.settings, "invalid_daily_limit", 1)
+    with backend.session() as s:
+        p = s.execute(select(Phase).where(Phase.task_id == TASK, Phase.name == "dev")).scalar_one()
+        p.accepts, p.total_limit, p.daily_limit, p.concurrent_limit = "both", None, None, None
+        s.add(p)
+        phase_id = p.id
+    team, user = _team(backend)
+    with backend.session() as s:
+        s.add(
+            Submission(
+                team_id=team.id,
+                user_id=user.id,
+                task_id=TASK,
+                phase_id=phase_id,
+                status="failed",
+                failure_kind="invalid",
+                file_sha256="0" * 64,
+                storage_key="00/" + "0" * 64 + ".jsonl",
+                size=1,
+            )
+        )
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("system.yaml", "command: [python3, run.py]\nruntime: python\n")
+        zf.writestr("run.py", "print(1)\n")
+    for system, stream, name in (
+        (False, b'{"x": 1}\n', "p.jsonl"),
+        (True, buf.getvalue(), "s.zip"),
+    ):
+        with Session(backend.engine, info={KEY: Recorder(backend.settings)}) as s:
+            with pytest.raises(LimitReached, match="invalid files"):
+                sub_actions.submit(
+                    s=s,
+                    user=s.merge(user),
+                    task_id=TASK,
+                    fields=m.UploadFields(phase="dev"),
+                    stream=io.BytesIO(stream),
+                    filename=name,
+                    settings=backend.settings,
+                    system=system,
+                )
+
+
+# ------------------------------------------------------------------ the action's transaction
+
+
+def test_a_commit_or_rollback_inside_an_action_is_refused(backend):
+    """Only the action ends its transaction: a commit or a rollback issued inside it raises (in
+    tests and development), and nothing of the action stays."""
+    for what in ("commit", "rollback"):
+        with Session(backend.engine) as s:
+            with pytest.raises(ForeignTransactionControl, match=what):
+                with transaction(s):
+                    s.add(Team(name=f"refused-{what}", invite_code=f"refused-{what}"))
+                    s.flush()
+                    getattr(s, what)()
+        with Session(backend.engine) as s:
+            assert s.execute(select(Team).where(Team.name == f"refused-{what}")).first() is None
+
+
+def test_a_race_loser_keeps_the_action_s_lock_and_writes(backend):
+    """The loser of a first-writer-wins insert undoes its own insert only (a savepoint): what the
+    action wrote before stays, and so does its lock on the team's row (PostgreSQL: another
+    transaction cannot take it)."""
+    from sqlalchemy.exc import IntegrityError
+
+    team, _user = _team(backend)
+    with Session(backend.engine) as s:
+        with transaction(s):
+            lock_row(s, Team, team.id)
+            s.add(Team(name="kept", invite_code="kept-code"))
+            s.flush()
+            with pytest.raises(IntegrityError):
+                with savepoint(s):
+                    s.add(Team(name=team.name, invite_code="another"))  # the name is taken
+            if backend.kind == "services":  # the row lock is still this transaction's
+                with backend.engine.connect() as other:
+                    with pytest.raises(Exception, match="lock"):
+                        other.execute(
+                            text("SELECT id FROM team WHERE id = :i FOR UPDATE NOWAIT"),
+                            {"i": team.id},
+                        )
+    with Session(backend.engine) as s:
+        assert s.execute(select(Team).where(Team.name == "kept")).first() is not None
+
+
+def test_parallel_approvals_with_racing_registrations_never_pass_the_team_cap(backend):
+    """A team of a competition capped at two has its captain and four people waiting to join,
+    none registered yet (the competition registers implicitly, so each approval registers the
+    person in the approving action, first writer wins). The captain's approvals race each other
+    and the people's own registrations; rounds of them leave at most two members, and every
+    approval either made a member or was refused as full."""
+    from server.domain import people
+
+    with backend.session() as s:
+        comp = people.ensure_competition(s, TASK)
+        comp.approval, comp.team_size_cap, comp.terms_version = "auto", 2, 0
+        s.add(comp)
+        cid = comp.id
+    for _round in range(3):
+        with backend.session() as s:
+            comp = s.get(models.Competition, cid)
+            team = Team(
+                name=f"capped-{uuid.uuid4().hex[:6]}",
+                invite_code=uuid.uuid4().hex,
+                competition_id=cid,
+            )
+            captain = User(email=f"c-{uuid.uuid4().hex[:8]}@example.org", password_hash="x")
+            waiting = [
+                User(email=f"w{i}-{uuid.uuid4().hex[:8]}@example.org", password_hash="x")
+                for i in range(4)
+            ]
+            s.add_all([team, captain, *waiting])
+            s.flush()
+            s.add(
+                TeamMember(team_id=team.id, user_id=captain.id, role="captain", competition_id=cid)
+            )
+            for w in waiting:
+                s.add(
+                    TeamMember(
+                        team_id=team.id,
+                        user_id=w.id,
+                        role="member",
+                        status="pending",
+                        competition_id=cid,
+                    )
+                )
+            people.ensure_registration(s, captain, comp)
+            team_id, captain_id, waiting_ids = team.id, captain.id, [w.id for w in waiting]
+        outcomes, errors = _race(backend, cid, captain_id, waiting_ids)
+        assert not errors, errors
+        with Session(backend.engine) as s:
+            active = s.execute(
+                select(TeamMember.user_id).where(
+                    TeamMember.team_id == team_id, TeamMember.status == "active"
+                )
+            ).all()
+            regs = s.execute(
+                select(models.Registration.user_id).where(
+                    models.Registration.competition_id == cid,
+                    models.Registration.user_id.in_(waiting_ids),
+                )
+            ).all()
+        assert len(active) == 2, active
+        assert sorted(outcomes) == ["member"] + ["team_full"] * 3, outcomes
+        assert sorted(r[0] for r in regs) == sorted(waiting_ids)  # one each, whoever won
+
+
+def _race(backend, cid, captain_id, waiting_ids):
+    """Each waiting person registers (inserted, not yet committed) while the captain approves
+    them all at once: on PostgreSQL an approval's own registration of the person waits on the
+    person's uncommitted one and loses (first writer wins) under the team's lock."""
+    from server.actions import teams as team_actions
+    from server.domain import people
+
+    pg = backend.kind == "services"
+    flushed = threading.Barrier(len(waiting_ids) + 1)
+    outcomes, errors = [], []
+
+    def approve(uid):
+        try:
+            with Session(backend.engine) as s:
+                team_actions.decide_member(
+                    s=s,
+                    captain=s.get(User, captain_id),
+                    competition=s.get(models.Competition, cid),
+                    user_id=uid,
+                    approve=True,
+                )
+            outcomes.append("member")
+        except TeamRefused as e:
+            outcomes.append(e.code)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    def register(uid):
+        try:
+            with Session(backend.engine) as s:
+                with transaction(s):
+                    people.ensure_registration(s, s.get(User, uid), s.get(models.Competition, cid))
+                    s.flush()
+                    if pg:  # SQLite: one writer at a time, the registrations go one by one
+                        flushed.wait(30)
+                    time.sleep(0.5)  # the approvals meanwhile insert the same registration
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    registering = [threading.Thread(target=register, args=(u,)) for u in waiting_ids]
+    for t in registering:
+        t.start()
+    if pg:
+        flushed.wait(30)
+    approving = [threading.Thread(target=approve, args=(u,)) for u in waiting_ids]
+    for t in approving:
+        t.start()
+    for t in registering + approving:
+        t.join(120)
+    return outcomes, errors
