@@ -403,9 +403,8 @@ def _crowd(home: Path, *, participants: int, runs: int) -> None:
                 filename=name,
                 method_name=f"crowd method {k}",
                 settings=settings,
-                enqueue=False,
                 enforce_limits=False,
-            )
+            )  # flushed; committed below, never enqueued here
         # every other one waits for a decision again (a team is made by an approved person)
         regs = s.exec(select(Registration).where(Registration.competition_id == c.id)).all()
         mine = {u.id for u, _ in teams[1::2]}
