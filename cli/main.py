@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from cli import baselines, campaigns, organizer, participant, task_changes
+from cli import baselines, campaigns, organizer, participant, signup, task_changes
 from cli.choices import LazyChoice
 from cli.participant.data import server_tasks
 from tasks import all_tasks, get_task, task_ids
@@ -748,6 +748,7 @@ def _num(v) -> str:
 def _register_optional_commands():
     """The participants', organizers' and baselines' commands (the server's load lazily)."""
     participant.register(main)
+    signup.register(main)  # an account without the website
     organizer.register(main)
     campaigns.register(main)  # assessment campaigns: organizer campaign ..., assess
     task_changes.register(main)  # tasks that change: organizer task show|edit|version|archive

@@ -183,3 +183,12 @@ def disk_full(exc: BaseException) -> bool:
         exc = getattr(exc, "orig", None) or exc.__cause__ or exc.__context__
         seen += 1
     return False
+
+
+class WrongSplit(SubmissionRefused):
+    """A file whose ids are those of another split than its phase's: it names that split and the
+    phase to choose."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.code = "wrong_split"

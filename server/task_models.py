@@ -42,6 +42,9 @@ class BoardRank(Out):
     submission_id: Optional[int] = None
     rank: Optional[int] = None
     value: Optional[float] = None
+    metric: Optional[str] = Field(
+        None, description="The board column `value` is of (subset/metric), e.g. all/spearman."
+    )
 
 
 class PhaseEffect(Out):

@@ -106,28 +106,31 @@ PYTHON: dict[str, dict] = {
     ),
     "loci-similes": dict(
         importer="tasks.loci:import_loci",
-        import_help="palimpsest tasks import loci-similes --query queries.csv --source "
-        "sources.csv --gold ground_truth.csv [--protocol cross-validated]",
+        import_help="palimpsest tasks import loci-similes --query hieronymus_samples.csv "
+        "--source vergil_samples.csv --gold ground_truth.csv [--protocol cross-validated] (the "
+        "release's three files: the query document, the source document, the gold links)",
         import_options=(
             ImportOption(
                 "--query",
                 "query",
                 "file",
-                "Loci Similes query segments (seg_id,text).",
+                "The query document: Jerome's segments, seg_id,text (the release's "
+                "hieronymus_samples.csv).",
                 required=True,
             ),
             ImportOption(
                 "--source",
                 "source",
                 "file",
-                "Loci Similes source segments (seg_id,text).",
+                "The source document: Virgil's segments, seg_id,text (the release's "
+                "vergil_samples.csv).",
                 required=True,
             ),
             ImportOption(
                 "--gold",
                 "gold",
                 "file",
-                "Loci Similes gold links (query_id,source_id,label).",
+                "The gold links: query_id,source_id,label (the release's ground_truth.csv).",
                 required=True,
             ),
             PROTOCOL,

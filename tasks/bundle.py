@@ -360,13 +360,61 @@ def _salvage(model: type[BaseModel], data, rounds: int = 8):
 ZIP_LIMITS = ZipLimits(MAX_ZIP_BYTES, MAX_UNZIPPED_BYTES, MAX_FILES, MAX_RATIO, noun="bundle")
 
 
-def _no_code(name: str) -> str | None:
-    return "a bundle carries no Python (.py files refused)" if name.endswith(".py") else None
+# the `public_files` folder of a starting kit: its files may be code (a baseline script, a
+# notebook), which the server never runs and serves as files; Python anywhere else is refused
+KIT_FOLDER = "starting_kit"
+MAX_MANIFEST_BYTES = 1024 * 1024  # what of a zipped competition.yaml is read to find its kit
+
+
+def kit_paths(data) -> frozenset[str]:
+    """The files a manifest (as read, unchecked) names in its tasks' starting kits, normalized."""
+    out = set()
+    tasks = data.get("tasks") if isinstance(data, dict) else None
+    for t in tasks if isinstance(tasks, list) else []:
+        pf = t.get("public_files") if isinstance(t, dict) else None
+        kit = pf.get(KIT_FOLDER) if isinstance(pf, dict) else None
+        for rel in kit if isinstance(kit, list) else []:
+            if isinstance(rel, str) and ".." not in rel.replace("\\", "/").split("/"):
+                out.add(posixpath.normpath(rel.replace("\\", "/")))
+    return frozenset(out)
+
+
+def _zipped_kit(source: Path) -> tuple[str, frozenset[str]]:
+    """(the folder of competition.yaml in the zip, the kit files it names); nothing when it
+    cannot be read within the bounds (the full check then reports why)."""
+    try:
+        with zipfile.ZipFile(source) as zf:
+            names = [i for i in zf.infolist() if i.filename.rsplit("/", 1)[-1] == MANIFEST]
+            (info,) = sorted(names, key=lambda i: i.filename.count("/"))[:1] or [None]
+            if info is None or info.file_size > MAX_MANIFEST_BYTES:
+                return "", frozenset()
+            text = zf.read(info).decode("utf-8")
+        loader = BoundedLoader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except (zipfile.BadZipFile, OSError, ValueError, yaml.YAMLError, YamlRefused):
+        return "", frozenset()
+    return info.filename[: -len(MANIFEST)], kit_paths(data)
+
+
+def _no_code(allowed: frozenset[str], prefix: str = ""):
+    def refuse(name: str) -> str | None:
+        if not name.endswith(".py"):
+            return None
+        if name.startswith(prefix) and name[len(prefix) :] in allowed:
+            return None  # a starting kit's script: served as a file, never run
+        return "a bundle carries no Python outside its starting kit (.py files refused)"
+
+    return refuse
 
 
 def _zip_problems(source: Path) -> tuple[list[BundleProblem], list[zipfile.ZipInfo]]:
     """Everything refused in a zip before anything is extracted (bombs, slips, links, code)."""
-    problems, members = safezip.check(source, ZIP_LIMITS, _no_code)
+    prefix, kit = _zipped_kit(source)
+    problems, members = safezip.check(source, ZIP_LIMITS, _no_code(kit, prefix))
     return [BundleProblem(n, None, m) for n, m in problems], members
 
 
@@ -411,7 +459,7 @@ class _Files:
         self.found = found
         self.texts: dict[str, str] = {}
 
-    def read(self, rel, loc: tuple) -> str | None:
+    def read(self, rel, loc: tuple, code: bool = False) -> str | None:
         """The relative path, normalized, when it names a readable UTF-8 file inside the bundle;
         else None, with the problem reported at `loc`."""
         if not isinstance(rel, str):
@@ -437,8 +485,8 @@ class _Files:
         if not real.is_file():
             self.found.at(loc, f"{rel!r}: not a file")
             return None
-        if norm.endswith(".py"):
-            self.found.at(loc, f"{rel!r}: a bundle carries no Python")
+        if norm.endswith(".py") and not code:
+            self.found.at(loc, f"{rel!r}: a bundle carries no Python outside its starting kit")
             return None
         try:
             data = real.read_bytes()
@@ -455,8 +503,9 @@ class _Files:
         return norm
 
 
-def _tree_problems(root: Path, found: _Found) -> None:
-    """Files no bundle may hold, wherever they are: Python, and links leading out of it."""
+def _tree_problems(root: Path, found: _Found, kit: frozenset[str] = frozenset()) -> None:
+    """Files no bundle may hold, wherever they are: Python outside the starting kits (`kit`),
+    and links leading out of it."""
     real = root.resolve()
     for d, dirs, files in os.walk(root):
         for name in sorted(dirs + files):
@@ -464,8 +513,10 @@ def _tree_problems(root: Path, found: _Found) -> None:
             rel = p.relative_to(root).as_posix()
             if p.is_symlink() and not p.resolve().is_relative_to(real):
                 found.in_file(rel, None, "a symbolic link leading outside the bundle (refused)")
-            elif name.endswith(".py") and name in files:
-                found.in_file(rel, None, "a bundle carries no Python (.py files are refused)")
+            elif name.endswith(".py") and name in files and rel not in kit:
+                found.in_file(
+                    rel, None, "a bundle carries no Python outside its starting kit (refused)"
+                )
 
 
 def _rows(text: str, rel: str, found: _Found, required: tuple[str, ...], numeric: str | None):
@@ -741,7 +792,7 @@ def _check_public_files(spec: TaskSpec, at: tuple, files: _Files, found: _Found)
         for dup in sorted({b for b in base if base.count(b) > 1}):
             found.at(where, f"two files named {dup}: a folder's files need distinct names")
         for j, rel in enumerate(rels):
-            ok &= files.read(rel, where + (j,)) is not None
+            ok &= files.read(rel, where + (j,), code=folder == KIT_FOLDER) is not None
     return ok
 
 
@@ -817,11 +868,15 @@ def read_bundle(
             frozenset({str(source)}),
         )
     found = _Found()
-    _tree_problems(root, found)
     manifest = root / MANIFEST
+
+    def stop() -> None:  # the manifest unread: Python anywhere is reported with its problem
+        _tree_problems(root, found)
+        stop()
+
     if not manifest.is_file():
         found.in_file(MANIFEST, None, "missing: a bundle's root holds competition.yaml")
-        found.raise_if_any()
+        stop()
     try:
         text = manifest.read_bytes().decode("utf-8")
         loader = BoundedLoader(text)
@@ -832,14 +887,15 @@ def read_bundle(
             loader.dispose()
     except UnicodeDecodeError as e:
         found.in_file(MANIFEST, None, f"not UTF-8 (byte {e.start})")
-        found.raise_if_any()
+        stop()
     except YamlRefused as e:
         found.in_file(MANIFEST, e.problem_mark.line + 1, e.problem)
-        found.raise_if_any()
+        stop()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         found.in_file(MANIFEST, mark.line + 1 if mark else None, f"not YAML: {e}")
-        found.raise_if_any()
+        stop()
+    _tree_problems(root, found, kit_paths(data))
     if not isinstance(data, dict):
         found.in_file(MANIFEST, 1, "must be a mapping (id, title, pages, tasks, ...)")
         found.raise_if_any()

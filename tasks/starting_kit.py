@@ -16,8 +16,9 @@ def example_name(task: Task) -> str:
     return f"example-predictions.{task.format.native}"
 
 
-def readme(task: Task, systems: tuple[str, ...] = ()) -> str:
-    """The kit's README.md, in Markdown (the task page shows it as text)."""
+def readme(task: Task, systems: tuple[str, ...] = (), server: str | None = None) -> str:
+    """The kit's README.md, in Markdown (the task page shows it as text); `server`: the site's
+    address for the login line (its base URL), else a placeholder."""
     fmt = task.format
     dev = "dev" in task.splits
     split = "dev" if dev else task.splits[0]
@@ -46,7 +47,7 @@ def readme(task: Task, systems: tuple[str, ...] = ()) -> str:
         "## Steps",
         "",
         "```sh",
-        "palimpsest login --server https://SERVER --token YOUR_TOKEN",
+        f"palimpsest login --server {server or 'https://SERVER'} --token YOUR_TOKEN",
         f"palimpsest download {task.id}                      # into ./palimpsest-data",
         f"palimpsest validate {task.id} predictions.{fmt.native} --split {split} "
         "--home palimpsest-data",
@@ -78,7 +79,9 @@ def readme(task: Task, systems: tuple[str, ...] = ()) -> str:
     return "\n".join(lines)
 
 
-def kit_files(task: Task, systems: tuple[str, ...] = ()) -> dict[str, bytes]:
+def kit_files(
+    task: Task, systems: tuple[str, ...] = (), server: str | None = None
+) -> dict[str, bytes]:
     """The generated kit's files: {name: bytes}."""
     fmt = task.format
     spec = {
@@ -90,7 +93,7 @@ def kit_files(task: Task, systems: tuple[str, ...] = ()) -> dict[str, bytes]:
         ],
     }
     return {
-        "README.md": readme(task, systems).encode("utf-8"),
+        "README.md": readme(task, systems, server).encode("utf-8"),
         example_name(task): fmt.example.encode("utf-8"),
         "format.json": (json.dumps(spec, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
     }

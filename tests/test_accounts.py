@@ -216,7 +216,8 @@ def test_registration_by_mail_answers_the_same_for_taken_and_free_emails(mail_ap
     b = Browser(mail_app.test_client())
     assert b.get(link).status_code == 200
     r = b.post(link, {"password": "a new password", "again": "a new password"})
-    assert r.status_code == 302 and r.headers["Location"].endswith("/team/")
+    # the first page: the competitions to choose from (not the team page, before any)
+    assert r.status_code == 302 and r.headers["Location"].endswith("/")
     assert b.get("/team/").status_code == 200
     with Session(engine_of(mail_app)) as s:
         assert s.exec(select(User).where(User.email == "free@x.org")).one()

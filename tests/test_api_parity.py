@@ -3,8 +3,26 @@ hiding, exports, the audit log and baseline entries; every list a page; one erro
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from apikit import _h, _run_job, _submit, _tric_file
+
+
+def _dev_file(home, flip_every: int = 5) -> bytes:
+    """A tric-binary file of the dev split's ids (a test file is refused on a dev phase)."""
+    gold = [
+        json.loads(x)
+        for x in (home / "tasks/tric-binary/gold/dev/gold.jsonl").read_text().splitlines()
+    ]
+    rows = [
+        {
+            "instanceID": g["instanceID"],
+            "label": (1 - g["label"]) if i % flip_every == 0 else g["label"],
+        }
+        for i, g in enumerate(gold)
+    ]
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
 
 
 def test_team_create_join_show_rotate_leave(api_env):  # noqa: F811
@@ -81,7 +99,7 @@ def test_pages_follow_next_to_the_end(api_env):  # noqa: F811
     )
     assert r.status_code == 200, r.json
     ids = {
-        _submit(c, tokens["alpha"], "tric-binary", _tric_file(home, k), phase="dev").json["id"]
+        _submit(c, tokens["alpha"], "tric-binary", _dev_file(home, k), phase="dev").json["id"]
         for k in (3, 4, 6, 7, 8)
     }
     seen, url, pages = [], "/api/v1/submissions?limit=2", 0

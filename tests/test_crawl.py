@@ -1,6 +1,9 @@
 """Every page as a person meets it: `palimpsest serve --demo` on a fresh data directory, crawled in
 headless Chromium as an anonymous visitor, a participant who registers through the forms, and the
-demo organizer, each page at 1366 px and at 390 px (a phone).
+demo organizer, each page at 1366 px and at 390 px (a phone). Before the organizer's turn the
+demo competition gets 50 more participants (half waiting for a decision) and 200 more runs, so
+that its participants page and the organizer's submissions page are crawled as a busy task has
+them.
 
 A page fails the crawl when the browser's console holds an error (a Content-Security-Policy
 violation, a failed request such as a missing favicon, a script error) or when the page is wider
@@ -288,12 +291,89 @@ def _every_page(demo_server, driver, tmp_path) -> None:
     mine = _crawl(d, base, "participant", problems, start=("/", "/submissions"))
     assert f"/submissions/{first}" in mine or "/submissions" in mine, mine
 
-    # the organizer
+    # the organizer, of a busy competition: 50 more participants and 200 more runs
+    _crowd(home, participants=50, runs=200)
     d.delete_all_cookies()
     _sign_in(d, base, ORGANIZER_EMAIL, ORGANIZER_PASSWORD)
-    org = _crawl(d, base, "organizer", problems, start=("/", "/organizer/"))
-    assert {"/organizer/", "/organizer/submissions", "/organizer/queue"} <= org, org
+    people = "/competitions/palimpsest-demo/participants"
+    org = _crawl(
+        d, base, "organizer", problems, start=("/", "/organizer/", people, "/organizer/submissions")
+    )
+    assert {"/organizer/", "/organizer/submissions", "/organizer/queue", people} <= org, org
+    # on a phone every row's decision controls are on the screen, not scrolled off beside it
+    _width(d, "phone")
+    d.get(base + people + "?status=pending")
+    _settle(d)
+    right, inner = d.execute_script(
+        "var b = document.querySelector('main table button[type=submit]');"
+        "return [b.getBoundingClientRect().right, window.innerWidth]"
+    )
+    if right > inner:
+        problems.append(f"organizer phone {people}: Apply ends at {right:.0f} px of {inner}")
+    _width(d, "wide")
 
     took = time.monotonic() - t0
     print(f"crawled {len(public)} + {len(mine)} + {len(org)} pages in {took:.0f} s")
     assert not problems, "\n".join(problems)
+
+
+def _crowd(home: Path, *, participants: int, runs: int) -> None:
+    """Participants registered for the demo competition (every other one waiting for a decision,
+    so the page shows its controls), each in a team of their own, and their runs on tric-binary's
+    dev phase (left queued: the server's reconciler and worker take them in their own time)."""
+    from sqlmodel import Session, create_engine, select
+
+    from server.demo import predictions
+    from server.domain.submissions import create_submission
+    from server.domain.teams import create_team
+    from server.models import Competition, Phase, Registration, User
+    from server.settings import Settings
+
+    settings = Settings(home=home)
+    eng = create_engine(settings.sqlalchemy_url())
+    with Session(eng) as s:
+        c = s.exec(select(Competition).where(Competition.slug == "palimpsest-demo")).one()
+        dev = s.exec(
+            select(Phase).where(Phase.task_id == "tric-binary", Phase.split == "dev")
+        ).first()
+        teams = []
+        for i in range(participants):
+            u = User(email=f"crowd{i:02d}@example.org", password_hash="x")
+            s.add(u)
+            s.flush()
+            s.add(
+                Registration(
+                    competition_id=c.id,
+                    user_id=u.id,
+                    status="approved",
+                    terms_version=c.terms_version,
+                    reason="a long reason for the record, " * (i % 3),
+                )
+            )
+            s.flush()
+            teams.append((u, create_team(s, u, f"Crowd team {i:02d} with a longish name", c)))
+        s.commit()
+        for k in range(runs):
+            u, team = teams[k % len(teams)]
+            data, name = predictions("tric-binary", "dev", home, 0.1 + (k % 7) / 10, k)
+            create_submission(
+                s,
+                user=u,
+                team=team,
+                task_id="tric-binary",
+                phase=dev,
+                upload_bytes_or_stream=data,
+                filename=name,
+                method_name=f"crowd method {k}",
+                settings=settings,
+                enforce_limits=False,
+            )  # flushed; committed below, never enqueued here
+        # every other one waits for a decision again (a team is made by an approved person)
+        regs = s.exec(select(Registration).where(Registration.competition_id == c.id)).all()
+        mine = {u.id for u, _ in teams[1::2]}
+        for r in regs:
+            if r.user_id in mine:
+                r.status = "pending"
+                s.add(r)
+        s.commit()
+    eng.dispose()

@@ -127,6 +127,22 @@ def test_required_per_phase_and_typed_values():
     assert check_facts([], "test", {}) == {}
 
 
+def _dev_file(home, flip_every: int = 5) -> bytes:
+    """A tric-binary file of the dev split's ids (a test file is refused on a dev phase)."""
+    gold = [
+        json.loads(x)
+        for x in (home / "tasks/tric-binary/gold/dev/gold.jsonl").read_text().splitlines()
+    ]
+    rows = [
+        {
+            "instanceID": g["instanceID"],
+            "label": (1 - g["label"]) if i % flip_every == 0 else g["label"],
+        }
+        for i, g in enumerate(gold)
+    ]
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+
 # ----------------------------------------------------------------------------- submitting
 
 
@@ -144,7 +160,12 @@ def test_api_refuses_a_sheet_with_problems_storing_nothing_then_stores_it_typed(
     assert _subs(app) == []  # nothing stored, no half submission
     # the dev phase does not ask for the approach
     r = _submit(
-        c, tokens["alpha"], "tric-binary", data, phase="dev", **_fact_form({"affiliation": "U"})
+        c,
+        tokens["alpha"],
+        "tric-binary",
+        _dev_file(home),
+        phase="dev",
+        **_fact_form({"affiliation": "U"}),
     )
     assert r.status_code == 201, r.json
     r = _submit(c, tokens["alpha"], "tric-binary", data, phase="test", **_fact_form(GOOD))

@@ -217,6 +217,12 @@ def test_latex_export_escapes_and_bolds(app, teams):
         board = lb.build_board(s, get_task("tric-binary"), s.get(Phase, dev.id))
     tex = lb.to_latex(board)
     assert r"50\% \& \$x\_1\$" in tex and r"\textbf{0.5000}" in tex and r"\begin{tabular}" in tex
+    # a count has no better direction: its column carries no arrow
+    counts = [c for c in board.columns if c.metric == "n"]
+    assert counts, [c.key for c in board.columns]
+    tex = lb.to_latex(board, columns=[counts[0].key])
+    head = next(x for x in tex.splitlines() if x.startswith("\\#"))
+    assert "n (all)" in head and head.count("arrow") == 1, head  # the primary's only
 
 
 def test_html_board_is_sortable_and_escaped(app, client, teams):

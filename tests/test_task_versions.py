@@ -219,6 +219,8 @@ def test_an_edited_bundle_makes_version_2_rescored_with_version_1s_ranking_byte_
     page = web.get(f"/organizer/phases/{world['phases']['development']}").get_data(as_text=True)
     assert "Version 2 of the task" in page and "pearson, as the paper" in page
     assert "2 run(s) marked stale" in page and "published ranking stays" in page
+    # the rank-change table names the metric of each side's values (the primary changed)
+    assert "Rank before (all/spearman)" in page and "Rank now (all/pearson)" in page, page
 
     # the same bundle again changes nothing
     r = _cli("competitions", "create", str(tmp_path / "v2"), "--update", "--json")

@@ -12,6 +12,7 @@ import click
 
 from cli.client import ClientError, load_config
 from cli.common import api_client, die, print_table
+from tasks.declared import DECLARATION
 from tasks.store import TaskStore
 
 # where `download` writes unless told otherwise: a folder of its own in the current directory,
@@ -59,7 +60,7 @@ def download(task_id, split, home):
         name = info.filename
         if info.is_dir() or name.startswith("/") or ".." in Path(name).parts:
             continue
-        if name != "task.json" and not name.startswith("public/"):
+        if name not in ("task.json", DECLARATION) and not name.startswith("public/"):
             continue
         dest = store.root / name
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -95,7 +96,8 @@ def leaderboard(task_id, phase, as_json):
         {
             "rank": r.get("rank"),
             "team": r.get("team"),
-            "type": r.get("row_type"),
+            # an organizer's board keeps removed and hidden runs, unranked: say so
+            "type": f"{r.get('row_type')}: {r['note']}" if r.get("note") else r.get("row_type"),
             "method": r.get("method_name"),
             **{k: (r.get("metrics") or {}).get(k) for k in cols},
         }

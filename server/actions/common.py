@@ -11,9 +11,8 @@ from sqlmodel import Session, select
 from scorer.errors import TaskNotFound
 from server import models  # other subjects' tables: models.X, loaded when first used
 from server.db import lock_row, transaction
-from server.domain import people
+from server.domain import people, phase_choice
 from server.domain.accounts import can_see_submission
-from server.domain.submissions import phase_state
 from server.exceptions import Forbidden, LifecycleRefused, NotFound
 from server.models import User
 from tasks import get_task
@@ -117,14 +116,22 @@ def visible_submission(
     return sub
 
 
-def phase_or_default(s: Session, task_id: str, name: str | None) -> models.Phase:
-    """The phase `name` of a task; without a name, the open test phase, else the open dev phase,
-    else any open one, else the last. NotFound names the phases there are."""
-    phases = list(
+def phases_of(s: Session, task_id: str) -> list[models.Phase]:
+    """A task's phases in the order they were made."""
+    return list(
         s.exec(
             select(models.Phase).where(models.Phase.task_id == task_id).order_by(models.Phase.id)
         )
     )
+
+
+def phase_or_default(
+    s: Session, task_id: str, name: str | None, accepts: str | None = "predictions"
+) -> models.Phase:
+    """The phase `name` of a task; without a name, the one `phase_choice.default_phase` picks by
+    splits and dates (the open test phase, else the open dev phase, whatever they are called).
+    NotFound names the phases there are."""
+    phases = phases_of(s, task_id)
     if not phases:
         raise NotFound(f"task {task_id!r} has no phases", "no_phase")
     if name:
@@ -135,12 +142,7 @@ def phase_or_default(s: Session, task_id: str, name: str | None) -> models.Phase
             f"task {task_id!r} has no phase {name!r} (phases: {', '.join(p.name for p in phases)})",
             "unknown_phase",
         )
-    open_ = [p for p in phases if phase_state(p) == "open"]
-    for want in ("test", "dev"):
-        for p in open_:
-            if p.name == want:
-                return p
-    return open_[0] if open_ else phases[-1]
+    return phase_choice.default_phase(phases, accepts=accepts)
 
 
 def action(fn):

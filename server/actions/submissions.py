@@ -11,7 +11,7 @@ from sqlmodel import Session, select
 from server import api_models as m
 from server.actions import common
 from server.actions.common import action
-from server.domain import code_runs, facts, lifecycle, people, submissions
+from server.domain import code_runs, facts, lifecycle, people, phase_choice, submissions
 from server.domain.accounts import audit, can_see_submission
 from server.domain.baselines import baseline_team
 from server.domain.system_archive import LIMITS, runnable
@@ -194,11 +194,17 @@ def submit(
     team = uploader_team(s, user, task.id, baseline=fields.baseline)
     if not TaskStore(task.id, settings.home).exists():
         raise LifecycleRefused(f"task {task.id!r} has no data yet", "not_imported")
-    phase = common.phase_or_default(s, task.id, fields.phase)
+    phase = common.phase_or_default(
+        s, task.id, fields.phase, accepts="code" if system else "predictions"
+    )
     _phase_takes(phase, task.id, system=system, baseline=fields.baseline)
-    sheet = fact_sheet(s, task.id, phase, fields)  # every problem named, before anything is stored
     if _empty_stream(stream):
         raise EmptyUpload()
+    if not system:  # a file of another split's ids: refused now, naming the phase to choose
+        phase_choice.refuse_other_split(
+            task, settings.home, phase, common.phases_of(s, task.id), stream, filename or ""
+        )
+    sheet = fact_sheet(s, task.id, phase, fields)  # every problem named, before anything is stored
     exempt = fields.baseline or people.organizes_task(s, user, task.id)
     stored = submissions.store(
         s, settings, stream, filename, LIMITS.max_zip_bytes if system else settings.max_upload_bytes

@@ -94,6 +94,7 @@ def _ranks(s: Session, task, phase: Phase, home) -> list[dict]:
             "submission_id": r.submission_id,
             "rank": r.rank,
             "value": r.values.get(key),
+            "metric": key,  # a new version may rank on another metric: the table names both
         }  # fmt: skip
         for r in board.rows
         if r.row_type == "team"
@@ -185,6 +186,9 @@ def phase_change(s: Session, phase: Phase, settings) -> dict:
         "still_stale": stale,
         "pending": pending,
         "published": effect.get("published", []),
+        # the metric each side's values are of (rows recorded before it was kept name none)
+        "before_metric": next((r["metric"] for r in before.values() if r.get("metric")), None),
+        "now_metric": next((r["metric"] for r in now.values()), None),
         "rows": [
             {"team": team, "before": before.get(team), "now": now.get(team)}
             for team in sorted(set(before) | set(now))

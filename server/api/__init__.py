@@ -34,6 +34,7 @@ from server.api import (  # noqa: F401
 )
 from server.api.common import bp
 from server.api.openapi import op, spec
+from server.web import throttle
 
 # ----------------------------------------------------------------------------- the description
 
@@ -98,3 +99,7 @@ def init_app(app) -> None:
     docs page."""
     app.register_blueprint(bp)
     app.register_blueprint(_docs_blueprint())
+    # signing up mails an address: throttled as the web's registration, on the same counters
+    throttle.limit_account_mail(app, "api.signup")
+    # finishing mails nothing: counted per client (its token is the address's proof)
+    throttle.limit_account_mail(app, "api.signup_finish", per_mailbox=False)

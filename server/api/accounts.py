@@ -5,7 +5,17 @@ from __future__ import annotations
 from sqlmodel import select
 
 from server import api_models as m
-from server.api.common import bp, need_organizer, need_user, out, page_out, paginate, query_model
+from server.actions import signup as signup_actions
+from server.api.common import (
+    body_model,
+    bp,
+    need_organizer,
+    need_user,
+    out,
+    page_out,
+    paginate,
+    query_model,
+)
 from server.api.openapi import op
 from server.db import db
 from server.domain import people
@@ -13,6 +23,7 @@ from server.models import (
     AuditLog,
     User,
 )
+from server.settings import get_settings
 
 # ----------------------------------------------------------------------------- you and your team
 
@@ -31,6 +42,53 @@ def me():
         is_organizer=people.organizes_anything(s, u),
         team={"id": team.id, "name": team.name} if team else None,
     )
+
+
+# ----------------------------------------------------------------------------- signing up
+
+
+@bp.post("/signup")
+@op(
+    "Sign up: mail the address a token to finish with (no token needed)",
+    body=m.SignupIn,
+    responses={202: m.SignupStarted},
+    errors=(403, 404, 409, 422, 429),
+    tags=("team",),
+    description="The same answer whether or not the address has an account (one that has gets "
+    "a note with a reset link instead). 409 `no_mail`: the site sends no mail. 403 "
+    "`domain_not_allowed`: the competition takes other addresses. Throttled per address and "
+    "per client, as the web's registration.",
+)
+def signup():
+    body = body_model(m.SignupIn)
+    settings = get_settings()
+    email = signup_actions.start(
+        s=db(), settings=settings, email=body.email, competition=body.competition
+    )
+    minutes = settings.reset_minutes
+    return out(
+        m.SignupStarted,
+        202,
+        email=email,
+        message=f"we sent a message to {email}: finish within {minutes} minutes with the token "
+        "in it (`palimpsest signup --finish TOKEN`)",
+    )
+
+
+@bp.post("/signup/finish")
+@op(
+    "Finish signing up with the mailed token and a password; answers an API token",
+    body=m.SignupFinishIn,
+    responses={201: m.SignupDone},
+    errors=(409, 422, 429),
+    tags=("team",),
+)
+def signup_finish():
+    body = body_model(m.SignupFinishIn)
+    user, token, competition = signup_actions.finish(
+        s=db(), settings=get_settings(), token=body.token, password=body.password
+    )
+    return out(m.SignupDone, 201, email=user.email, token=token, competition=competition)
 
 
 # --------------------------------------------------------------------- organizers: audit, baselines

@@ -122,6 +122,7 @@ def download(task_id):
         for a in withheld
     }
     members = [("task.json", json.dumps(public_manifest, indent=2).encode())]
+    members += releases.declaration_member(t, get_settings().home)
     members += [(p.relative_to(store.root).as_posix(), p) for a in given for p in a.files]
     # with an object store: a redirect to a presigned GET of the zip (server.web.downloads)
     return downloads.zip_response(get_settings(), t.id, f"{t.id}-public.zip", members)

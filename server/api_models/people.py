@@ -87,3 +87,38 @@ class TeamJoin(Model):
 
 class Left(Out):
     left_team: int
+
+
+# ----------------------------------------------------------------------------- signing up
+
+
+class SignupIn(Model):
+    email: str = Field(
+        min_length=3, max_length=320, json_schema_extra={"examples": ["new@example.org"]}
+    )
+    competition: Optional[str] = Field(
+        None,
+        pattern=r"^[a-z0-9][a-z0-9-]{0,63}$",
+        description="The competition you come for: its allowed domains are checked now, and the "
+        "site's first page after signing up leads to it.",
+    )
+
+
+class SignupStarted(Out):
+    email: str
+    message: str = Field(description="The same whether or not the address has an account.")
+
+
+class SignupFinishIn(Model):
+    token: str = Field(
+        min_length=1, max_length=2000, description="The token mailed to the address."
+    )
+    password: str = Field(min_length=1, max_length=1024, description="At least 8 characters.")
+
+
+class SignupDone(Out):
+    email: str
+    token: str = Field(description="An API token for the new account (shown once).")
+    competition: Optional[str] = Field(
+        None, description="The competition you came for: `palimpsest register` it next."
+    )

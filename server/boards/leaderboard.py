@@ -710,8 +710,11 @@ def to_latex(
     ]
     head = ["\\#"] + (["range"] if with_range else []) + ["Team", "Method"]
     for c in cols:
+        # no arrow where neither direction is better: a spread, a count (`n`, TP...)
         arrow = (
-            "" if c.stat == "std" else (r" $\uparrow$" if c.greater_is_better else r" $\downarrow$")
+            ""
+            if c.stat == "std" or c.metric in COUNT_METRICS
+            else (r" $\uparrow$" if c.greater_is_better else r" $\downarrow$")
         )
         head.append(latex_escape(f"{c.label} ({c.subset})") + arrow)
         if c.primary and with_ci:

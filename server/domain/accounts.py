@@ -13,6 +13,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 from itsdangerous import BadData, URLSafeTimedSerializer
 from sqlalchemy import or_, update
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from server import models  # other subjects' tables: models.X, loaded when first used
@@ -91,8 +92,14 @@ def create_user(s: Session, *, email: str, password: str, is_admin: bool = False
     if s.exec(select(User).where(User.email == email)).first():
         raise EmailTaken("an account with this email exists already")
     u = User(email=email, password_hash=password_hash, is_admin=is_admin)
-    s.add(u)
-    s.flush()
+    try:
+        # the loser of a race for the address (parallel sign-ups): a savepoint rolls back its
+        # insert only, and it is told the address is taken, as the look-up above would
+        with s.begin_nested():
+            s.add(u)
+            s.flush()
+    except IntegrityError:
+        raise EmailTaken("an account with this email exists already") from None
     return u
 
 

@@ -22,6 +22,7 @@ from sqlmodel import Session, select
 
 from server.domain import exposure, people
 from server.models import Phase, User, utcnow
+from tasks.declared import DECLARATION, declaration_path
 from tasks.store import TaskStore
 
 # the folder of a bundle's starting kit among its `public_files` (shown on the task page)
@@ -162,3 +163,11 @@ def downloadable(
     except exposure.ExposureRefused as e:
         raise DownloadRefused(409, "exposes_hidden_gold", str(e)) from e
     return given, withheld
+
+
+def declaration_member(task, home) -> list[tuple[str, Path]]:
+    """What a download carries beside the files so that `validate` and `score --split dev --home
+    DIR` know a bundle task offline: its declaration (format, metrics, splits and the names of
+    their files; never a file of gold/). A built-in task needs none: the command knows it."""
+    path = declaration_path(task.id, home)
+    return [(DECLARATION, path)] if path.is_file() else []

@@ -8,6 +8,7 @@ another site makes a browser load cannot act through the API.
 from __future__ import annotations
 
 import functools
+import re
 from datetime import datetime, timedelta
 from urllib.parse import unquote, urlsplit
 
@@ -22,10 +23,10 @@ from flask import (
     session,
     url_for,
 )
-from itsdangerous import BadData
 from sqlmodel import Session, select
 
 from server.actions import accounts as account_actions
+from server.actions import signup as signup_actions
 from server.db import db
 from server.domain import people
 from server.domain.accounts import (
@@ -33,12 +34,12 @@ from server.domain.accounts import (
     dummy_hash,
     pw_stamp,
     reset_link,
-    signer,
     user_for_reset_token,
     user_for_token,
     verify_password,
 )
 from server.domain.emails import BadEmail, is_email, lookup_form, normalize_email
+from server.errors import status_of
 from server.exceptions import Forbidden, NotFound, UploadFieldsInvalid
 from server.jobs.mail import send_in_background
 from server.models import ApiToken, AssessmentCampaign, Competition, Phase, Submission, User
@@ -225,9 +226,24 @@ def _mail(to: str, subject: str, body: str) -> None:
     send_in_background(get_settings(), to, subject, body)
 
 
+def _came_for() -> str | None:
+    """The competition a visitor came from (`?competition=` on the register link of its page)."""
+    slug = (request.values.get("competition") or "").strip()
+    return slug if re.fullmatch(r"[a-z0-9][a-z0-9-]{0,63}", slug) else None
+
+
+def _landing(competition: str | None) -> str:
+    """The first page after signing up: the competition the person came from, to register for
+    it; else the list of competitions (never the team page, before any registration)."""
+    if competition:
+        return url_for("competitions.show", competition=competition)
+    return url_for("pages.index")
+
+
 @bp.route("/register", methods=["GET", "POST"])
 def register():
     mail = get_settings().mail_configured()
+    competition = _came_for()
     if request.method == "POST":
         email = lookup_form(request.form.get("email", ""))
         password = request.form.get("password", "")
@@ -240,32 +256,26 @@ def register():
             problem = f"the password must have at least {MIN_PASSWORD} characters"
         if problem:
             flash(problem, "error")
-            return render_template("auth/register.html", email=email, mail=mail), 400
+            page = render_template(
+                "auth/register.html", email=email, mail=mail, competition=competition
+            )
+            return page, 400
         s = db()
         if mail:
             # the address must be the visitor's: a link to finish registering is mailed to it, or,
-            # when it has an account, a note saying so; the answer is the same either way
+            # when it has an account, a note saying so; the answer is the same either way (the
+            # API's sign-up is the same action)
+            try:
+                signup_actions.start(
+                    s=s, settings=get_settings(), email=email, competition=competition, via="web"
+                )
+            except (Forbidden, NotFound) as e:
+                flash(str(e), "error")
+                page = render_template(
+                    "auth/register.html", email=email, mail=mail, competition=competition
+                )
+                return page, status_of(e)
             minutes = get_settings().reset_minutes
-            user = s.exec(select(User).where(User.email == email)).first()
-            if user is None:
-                token = signer(get_settings().secret_key, "register").dumps({"e": email})
-                _mail(
-                    email,
-                    "Finish registering on Palimpsest",
-                    f"To finish registering {email} on Palimpsest, choose a password here within "
-                    f"{minutes} minutes:\n\n{_link_base()}/auth/register/{token}\n\n"
-                    "If you did not ask for this, ignore this message.",
-                )
-            else:
-                _mail(
-                    email,
-                    "Your Palimpsest account",
-                    f"Someone asked to register {email} on Palimpsest, which has an account "
-                    f"already. Sign in at {_link_base()}/auth/login, or set a new password "
-                    f"within {minutes} minutes here:\n\n"
-                    f"{reset_link(get_settings(), user, _link_base())}\n\n"
-                    "If you did not ask for this, ignore this message.",
-                )
             flash(
                 f"We sent a message to {email}: follow its link within {minutes} minutes to "
                 "finish.",
@@ -281,16 +291,18 @@ def register():
             "registered before keeps its old password).",
             "ok",
         )
-        return redirect(url_for("auth.login", email=email))
-    return render_template("auth/register.html", email="", mail=mail)
+        # signed in, the person lands on the competition they came from (if any)
+        landing = _landing(competition) if competition else None
+        return redirect(url_for("auth.login", email=email, next=landing))
+    return render_template("auth/register.html", email="", mail=mail, competition=competition)
 
 
 @bp.route("/register/<token>", methods=["GET", "POST"])
 def register_finish(token: str):
     """The link mailed to finish a registration: the address is proven, the password chosen here."""
     try:
-        email = signer(get_settings().secret_key, "register").loads(token, max_age=_max_age())["e"]
-    except (BadData, KeyError, TypeError):
+        email, competition = signup_actions.read_token(get_settings(), token)
+    except UploadFieldsInvalid:
         return render_template(
             "error.html", code=400, message="This link is invalid or has expired: register again."
         ), 400
@@ -309,8 +321,11 @@ def register_finish(token: str):
         if user is None:  # registered meanwhile
             return redirect(url_for("auth.login"))
         _login(user)
-        flash("Welcome! Create a team or join one with its invite code.", "ok")
-        return redirect(url_for("teams.mine"))
+        if competition:
+            flash(f"Welcome! Register for {competition} here, then form or join a team.", "ok")
+        else:
+            flash("Welcome! Choose a competition to take part in.", "ok")
+        return redirect(_landing(competition))
     return render_template("auth/set_password.html", email=email, finish=True)
 
 

@@ -147,7 +147,7 @@ def task(task_id: str):
         kit_text = readme.read_text(encoding="utf-8", errors="replace") if readme else ""
         kit_url = url_for("pages.download", task_id=t.id, split=releases.KIT)
     else:
-        kit_text = starting_kit.readme(t, _systems(t.id))
+        kit_text = starting_kit.readme(t, _systems(t.id), _site())
         kit_url = url_for("pages.kit", task_id=t.id)
 
     return render_template(
@@ -163,6 +163,11 @@ def task(task_id: str):
     )
 
 
+def _site() -> str:
+    """The site's address for a kit's login line: its base URL, else the address asked."""
+    return (get_settings().base_url or request.host_url).rstrip("/")
+
+
 def _systems(task_id: str) -> tuple[str, ...]:
     """The reference systems that apply to a task (loaded when a kit is asked for)."""
     from baselines.systems import SYSTEMS  # the baselines' module loads when a kit is asked for
@@ -174,7 +179,7 @@ def _systems(task_id: str) -> tuple[str, ...]:
 def kit(task_id: str):
     """The starting kit generated from the task's declaration (no data in it)."""
     t = task_or_404(task_id)
-    files = starting_kit.kit_files(t, _systems(t.id))
+    files = starting_kit.kit_files(t, _systems(t.id), _site())
     return Response(
         starting_kit.kit_zip(t, files),
         mimetype="application/zip",
@@ -228,7 +233,10 @@ def upload_page(task_id: str, *, system: bool):
     if request.method == "POST":
         form = Form()
     else:  # the phase the API takes when none is named: the open test phase, else dev, ...
-        default = request.args.get("phase") or phase_or_default(db(), t.id, None).name
+        default = (
+            request.args.get("phase")
+            or phase_or_default(db(), t.id, None, accepts="code" if system else "predictions").name
+        )
         form = Form(formdata=None, phase=default)
     form.phase.choices = [(p.name, _phase_label(t, p, system)) for p in phases]
     sheet = fact_sheet(t.id)
@@ -308,7 +316,7 @@ def upload_page(task_id: str, *, system: bool):
 
 def _phase_label(t, p: Phase, system: bool) -> str:
     if system:
-        return f"{p.name} ({p.split}{', blind' if p.blind else ''})"
+        return f"{p.name} (split {p.split}{'; its inputs stay on the server' if p.blind else ''})"
     if t.is_cross_validated(p.split):
         if not t.cross_validation.field:  # folds of the queries: one ordinary file
             return f"{p.name} ({p.split}, cross-validated: folds of the units, one file for all)"

@@ -11,9 +11,11 @@ from server.actions import competitions as comp_actions
 from server.actions import teams as team_actions
 from server.db import db
 from server.domain import people, teams
+from server.domain.visibility import viewer_of
 from server.exceptions import TeamRefused
 from server.models import Competition, Phase, Submission, TeamMember, User
 from server.web.auth import current_user, login_required
+from server.web.pages import primary_scores
 
 bp = Blueprint("teams", __name__, url_prefix="/team")
 
@@ -66,6 +68,8 @@ def mine():
         pending=pending,
         subs=subs,
         phases=phases,
+        # each run's primary score as "My submissions" shows it (what the viewer may see)
+        primary=primary_scores(subs, phases, lambda task_id: viewer_of(u, s, task_id)),
         competition=c,
     )
 

@@ -147,7 +147,12 @@ def account() -> str:
 
 
 def mailbox() -> str:
-    return "mail:" + _digest(request.form.get("email", ""))
+    """The address an account mail would go to: the form's, or the API's JSON body's."""
+    email = request.form.get("email")
+    if email is None:
+        body = request.get_json(silent=True)
+        email = body.get("email") if isinstance(body, dict) else None
+    return "mail:" + _digest(email if isinstance(email, str) else "")
 
 
 def _setting(name: str):
@@ -197,13 +202,23 @@ def init_app(app: Flask) -> None:
         _setting("login_limit_account"), key_func=account, methods=post, scope="login-account"
     )(views["auth.password"])
     for endpoint in ("auth.register", "auth.reset_request"):
-        views[endpoint] = limiter.limit(
-            _setting("account_limit_email"), key_func=mailbox, methods=post, scope="mailbox"
-        )(
-            limiter.limit(
-                _setting("account_limit_address"),
-                key_func=address,
-                methods=post,
-                scope="account-address",
-            )(views[endpoint])
-        )
+        limit_account_mail(app, endpoint)
+
+
+def limit_account_mail(app: Flask, endpoint: str, per_mailbox: bool = True) -> None:
+    """Throttle a view that mails an account's address (register, reset, the API's sign-up) per
+    address mailed (`per_mailbox`) and per client, sharing the web's counters: a sign-up over the
+    API counts as one on the web does."""
+    limiter = app.extensions["palimpsest.limiter"]
+    views = app.view_functions
+    view = limiter.limit(
+        _setting("account_limit_address"),
+        key_func=address,
+        methods=["POST"],
+        scope="account-address",
+    )(views[endpoint])
+    if per_mailbox:  # one counter per address over every view that mails it
+        view = limiter.shared_limit(
+            _setting("account_limit_email"), "mailbox", key_func=mailbox, methods=["POST"]
+        )(view)
+    views[endpoint] = view
