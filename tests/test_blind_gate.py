@@ -248,6 +248,10 @@ def test_hostile_systems_learn_nothing_of_the_hidden_inputs_before_release(site)
         _http("GET", f"{base}/api/v1/submissions/{echo_seen['submission']}", tok["ann"])[1]
     )
     assert sub["size"] is None and sub["sha256"] is None
+    # no time either: the output carries the system's submission time, not the run's end
+    assert sub["started"] is None and sub["finished"] is None
+    with Session(engine_of(app)) as s:
+        assert s.get(Submission, echo.submission_id).created_at == echo.created_at
     assert sub["errors"] and all(e["id"] is None and e["line"] is None for e in sub["errors"])
     assert any("an id not among the inputs" in e["message"] for e in sub["errors"])
 

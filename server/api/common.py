@@ -359,8 +359,8 @@ def submission_fields(
         "phase": phase.name if phase else None,
         "status": sub.status,
         "created": sub.created_at,
-        "started": sub.started_at,
-        "finished": sub.finished_at,
+        "started": None if gated else sub.started_at,  # the gate: no time of a blind run
+        "finished": None if gated else sub.finished_at,
         "method_name": sub.method_name,
         "description": sub.description,
         "url": sub.url,

@@ -563,9 +563,13 @@ def ensure_phases(session: Session, home=None) -> list[models.Phase]:
     made = []
     home = home if home is not None else get_settings().home
     for t in all_tasks():
-        if not TaskStore(t.id, home).exists():
+        store = TaskStore(t.id, home)
+        if not store.exists():
             continue  # a task never imported here: no phase, so no placeholder competition
+        imported = store.manifest().get("splits", t.splits)
         for split in t.splits:
+            if split not in imported:
+                continue  # imported without it (a cross-validated split is an import's choice)
             defaults = (
                 CROSS_VALIDATED_PHASE if t.is_cross_validated(split) else DEFAULT_PHASES.get(split)
             )

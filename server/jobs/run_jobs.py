@@ -144,6 +144,8 @@ def run_system(run_id: int) -> dict:
                         dedupe=True,
                         facts=fields.get("facts") or None,
                     )
+                if phase.blind:  # its time is the system's: when the run ended would tell
+                    sub.created_at = r.created_at  # its team how long it ran (the gate)
                 sid = sub.id
                 if fields.get("primary") and not r.is_baseline:
                     lifecycle.set_primary(s, sub, team_id=team.id, actor=user)

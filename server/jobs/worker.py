@@ -61,7 +61,8 @@ def warm_caches(settings: Settings) -> None:
         store = TaskStore(t.id, settings.home)
         if not store.exists():
             continue
-        for split in t.splits:
+        imported = store.manifest().get("splits", t.splits)
+        for split in (s for s in t.splits if s in imported):
             try:
                 partition_units(t.id, split, settings.home)
                 if t.has_private_part(split):
