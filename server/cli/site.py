@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 
 import click
@@ -77,7 +78,13 @@ def register(main: click.Group) -> None:
             ).run()
         except (SchemaError, SettingsError) as e:
             raise Refused(str(e)) from None
-        sys.exit(code)
+        # everything is stopped (workers, Redis, the web server, the run directory's lock): the
+        # interpreter's teardown of the heap the demo's models and statistics built took seconds
+        # after "stopped" was said, so the process ends here, its output flushed
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
     def _seed_demo(settings, engine) -> str:
         """The demo's data, once the site serves; the line `serve --demo` prints."""
