@@ -872,7 +872,7 @@ def read_bundle(
 
     def stop() -> None:  # the manifest unread: Python anywhere is reported with its problem
         _tree_problems(root, found)
-        stop()
+        found.raise_if_any()
 
     if not manifest.is_file():
         found.in_file(MANIFEST, None, "missing: a bundle's root holds competition.yaml")

@@ -165,9 +165,11 @@ def downloadable(
     return given, withheld
 
 
-def declaration_member(task, home) -> list[tuple[str, Path]]:
+def declaration_member(task, home) -> list[tuple[str, bytes]]:
     """What a download carries beside the files so that `validate` and `score --split dev --home
     DIR` know a bundle task offline: its declaration (format, metrics, splits and the names of
     their files; never a file of gold/). A built-in task needs none: the command knows it."""
     path = declaration_path(task.id, home)
-    return [(DECLARATION, path)] if path.is_file() else []
+    # its bytes, not its path: it lies beside public/, and a zip handed out by URL takes files
+    # from public/ alone (server.web.downloads)
+    return [(DECLARATION, path.read_bytes())] if path.is_file() else []
