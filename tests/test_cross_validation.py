@@ -50,6 +50,15 @@ def _cross_validated(home: Path, source: Path, tasks=("tric-binary", "tric-ranki
         import_task(t, home, source=source, fold=1, protocol=CROSS_VALIDATED)
 
 
+def _ensure_phases(b) -> None:
+    """The phases of what is imported now, as `serve` or a page view makes them."""
+    from server.db import session_scope
+    from server.domain.submissions import ensure_phases
+
+    with session_scope(b.engine) as s:
+        ensure_phases(s, b.settings.home)
+
+
 def _gold(home, task_id):
     return read_jsonl(TaskStore(task_id, home).gold("cv", "gold.jsonl"))
 
@@ -321,6 +330,7 @@ def test_a_cross_validated_phase_shows_mean_std_and_every_fold(embedded_backend)
     _cross_validated(
         b.settings.home, write_trotr(b.settings.home / "release" / "TRoTR", n_pairs=120)
     )
+    _ensure_phases(b)  # the cv phases, now that the split is imported (as a site's next start)
     t = get_task("tric-ranking")
     ph = phase(b, t.id, "cv")
     assert ph.split == "cv" and ph.public_fraction == 1.0
@@ -572,6 +582,7 @@ def test_a_published_cross_validated_ranking_keeps_its_folds(embedded_backend):
     _cross_validated(
         b.settings.home, write_trotr(b.settings.home / "release" / "TRoTR", n_pairs=120)
     )
+    _ensure_phases(b)  # the cv phases, now that the split is imported (as a site's next start)
     t = get_task("tric-binary")
     teams = [make_team(b, f"cv-pub-{i}") for i in range(2)]
     for i, (team, user) in enumerate(teams):
