@@ -8,12 +8,12 @@ The whole path with the CLI is in tests/test_participant_path.py."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
+import mailkit
 import pytest
 from sqlmodel import Session, select
 from webkit import Browser, engine_of, make_user
@@ -22,47 +22,8 @@ from server.models import Competition, User
 
 BODY = "we sent a message to"
 
-
-class Mailbox:
-    """What a real SMTP server (aiosmtpd on a local port) received."""
-
-    def __init__(self):
-        self.messages: list[dict] = []
-        self.cond = threading.Condition()
-
-    async def handle_DATA(self, server, session, envelope):
-        from email import message_from_bytes, policy
-
-        msg = message_from_bytes(envelope.content, policy=policy.default)
-        with self.cond:
-            self.messages.append(
-                {"to": envelope.rcpt_tos, "body": msg.get_body(("plain",)).get_content()}
-            )
-            self.cond.notify_all()
-        return "250 OK"
-
-    def wait(self, n: int, timeout: float = 15.0) -> list[dict]:
-        with self.cond:
-            self.cond.wait_for(lambda: len(self.messages) >= n, timeout)
-            return list(self.messages)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def smtp():
-    from aiosmtpd.controller import Controller
-
-    box = Mailbox()
-    ctl = Controller(box, hostname="127.0.0.1", port=_free_port())
-    ctl.start()
-    box.port = ctl.port
-    yield box
-    ctl.stop()
+# the fixture the tests request: a real SMTP server (aiosmtpd) on a local port
+smtp = mailkit.smtp
 
 
 def _with_mail(app, port: int):
