@@ -68,6 +68,15 @@ LONGEST_FIRST = (
 )
 
 
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (the default in pyproject.toml): two workers a core, eight at most. Most of a
+    test's wall time here is waiting, not computing: on a served app, a worker's job, a browser, a
+    subprocess's start-up, a sandbox (the whole suite used about 1,150 s of CPU in 1,358 s of wall
+    on two cores, 42 % of them, at -n 2; docs/benchmarks.md). A second worker a core fills those
+    waits; more than that only makes the CPU-bound tests (the models, the Bayesian fits) share."""
+    return max(2, min(8, 2 * (os.cpu_count() or 1)))
+
+
 def pytest_collection_modifyitems(config, items):
     weight: dict[Path, float] = {}
     for it in items:
