@@ -29,6 +29,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from server.exceptions import StoreUnreachable
@@ -168,6 +169,11 @@ class ObjectStore:
 
     def keys(self, prefix: str) -> Iterator[tuple[str, int]]:
         """(key, size) of every object under `prefix`."""
+        for key, size, _ in self.listing(prefix):
+            yield key, size
+
+    def listing(self, prefix: str) -> Iterator[tuple[str, int, datetime]]:
+        """(key, size, last modified) of every object under `prefix`."""
         pages = self.client.get_paginator("list_objects_v2").paginate(
             Bucket=self.bucket, Prefix=prefix
         )
@@ -177,10 +183,12 @@ class ObjectStore:
                 page = self._call(f"listing {prefix}", next, it)
             except StopIteration:
                 return
-            except StoreUnreachable:
-                raise
             for o in page.get("Contents", []):
-                yield o["Key"], int(o["Size"])
+                yield o["Key"], int(o["Size"]), o["LastModified"]
+
+    def delete(self, key: str) -> None:
+        """Delete an object (one that is not there is no error: S3 answers a delete the same)."""
+        self._call(f"deleting {key}", self.client.delete_object, Bucket=self.bucket, Key=key)
 
     def presigned_get(self, key: str, expires: int = 3600, attachment: str | None = None) -> str:
         """A URL that reads a public file for `expires` seconds (saved as `attachment` when
@@ -245,6 +253,50 @@ def push_upload(settings: Settings, key: str) -> None:
     if store.size(name) == local.stat().st_size:
         return
     store.put_file(name, local)
+
+
+def delete_upload(settings: Settings, key: str) -> None:
+    """Delete a stored upload everywhere this machine can: its data directory and, on a site with
+    a store, the store (where every other machine fetches it from). Raises StoreUnreachable (the
+    local file is gone then, the store's copy not yet: the caller tries again)."""
+    path_for(settings.home, key).unlink(missing_ok=True)
+    store = store_for(settings)
+    if store is not None:
+        store.delete(f"uploads/{key}")
+
+
+def drop_local_copy(settings: Settings, key: str) -> None:
+    """On a site with a store, forget this machine's copy of an upload (the store keeps it and
+    `local_upload` fetches it again if it is ever needed); without a store, nothing."""
+    if store_for(settings) is not None:
+        path_for(settings.home, key).unlink(missing_ok=True)
+
+
+def purge_stale_downloads(settings: Settings, *, grace: timedelta = timedelta(days=1)) -> int:
+    """Delete the zips of public files (`downloads/<task>/<digest>/<name>.zip`, written by
+    server.web.downloads) that a newer zip of the same name replaced more than `grace` ago (a task
+    updated: its files' digest changed). The newest zip of each (task, name) stays; a presigned
+    URL of an older one lives `PALIMPSEST_S3_URL_SECONDS` (minutes), far less than the grace.
+    Returns how many were deleted (0 without a store)."""
+    store = store_for(settings)
+    if store is None:
+        return 0
+    by_name: dict[tuple[str, str], list[tuple[datetime, str]]] = {}
+    for key, _, modified in store.listing("downloads/"):
+        parts = key.split("/")
+        if len(parts) != 4:
+            continue
+        by_name.setdefault((parts[1], parts[3]), []).append((modified, key))
+    now = datetime.now(timezone.utc)
+    n = 0
+    for versions in by_name.values():
+        versions.sort()
+        newest = versions[-1][0]
+        for _modified, key in versions[:-1]:
+            if now - newest > grace:  # replaced long enough ago for every URL of it to expire
+                store.delete(key)
+                n += 1
+    return n
 
 
 def local_upload(settings: Settings, key: str) -> Path:

@@ -12,6 +12,7 @@ import io
 import json
 import shutil
 import socket
+import time
 
 import pytest
 from backbone import child_env, make_team, set_phase, submit, worker_process
@@ -693,3 +694,86 @@ def objectstore_for(b):
     from server import objectstore
 
     return objectstore.store_for(b.settings)
+
+
+@pytest.mark.parametrize("kind", ["embedded", SERVICES])
+def test_retention_empties_the_store_and_the_worker_machines_too(
+    kind,
+    request,
+    tmp_path,
+    demo_home,
+    monkeypatch,
+    seaweedfs,  # noqa: F811
+):
+    """On a site with a store, an invalid upload is gone from every place once its retention period
+    ends: the worker (a data directory of its own) forgets its copy as soon as it finds the file
+    invalid, and the reconciler's pass deletes it from the store and the web's directory. The zips
+    of public files a task update replaced go after a grace; the newest stays. On SQLite and on
+    PostgreSQL (the reconciler's pass is production's)."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from server import objectstore
+    from server.jobs.reconciler import reconcile
+    from server.models import Submission, utcnow
+
+    env = _bucket(seaweedfs)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    b = _make_backend(kind, request, tmp_path, demo_home, monkeypatch)
+    _own_tasks(b, demo_home)
+    r = _cli("store", "push", "--json", env={"PALIMPSEST_HOME": str(b.settings.home)})
+    assert r.exit_code == 0, r.output
+    store = objectstore.store_for(b.settings)
+    team, user = make_team(b)
+    bad = submit(b, team, user, TASK, "dev", data=b'{"nope": 1}\n')
+    good = submit(b, team, user, TASK, "dev", noise=0.1)
+    key = f"uploads/{bad.storage_key}"
+    assert store.exists(key) and (b.settings.home / key).is_file()
+
+    other = tmp_path / "worker-home"  # the worker's machine
+    other.mkdir()
+    wenv = child_env(b)
+    wenv.update(env)
+    wenv.update(
+        PALIMPSEST_HOME=str(other),
+        DATABASE_URL=b.settings.sqlalchemy_url(),
+        REDIS_URL=b.embedded.url if b.embedded else b.settings.redis_url,
+        PALIMPSEST_SECRET_KEY=b.settings.secret_key,
+    )
+    proc = worker_process(b, "--queue", "scoring", "--burst", env=wenv, log=tmp_path / "w.log")
+    proc.wait(120)
+    with Session(b.engine) as s:
+        got = {i: s.get(Submission, i) for i in (bad.id, good.id)}
+        assert got[bad.id].failure_kind == "invalid", (tmp_path / "w.log").read_text()[-3000:]
+        assert got[good.id].status == "scored", (tmp_path / "w.log").read_text()[-3000:]
+    assert not (other / key).exists()  # the worker kept no copy of the invalid file
+    assert (other / f"uploads/{good.storage_key}").is_file()  # a valid one it may keep
+
+    stats = reconcile(b.settings, b.engine, b.conn)
+    assert stats["purged"] == 0 and store.exists(key)  # not old enough yet
+    with b.session() as s:
+        s.execute(
+            update(Submission)
+            .where(Submission.id == bad.id)
+            .values(finished_at=utcnow() - timedelta(days=b.settings.invalid_retention_days + 1))
+        )
+        s.commit()
+    stats = reconcile(b.settings, b.engine, b.conn)
+    assert stats["purged"] == 1 and "errors" not in stats, stats
+    assert not store.exists(key) and not (b.settings.home / key).exists()
+    assert store.exists(f"uploads/{good.storage_key}")
+
+    # download zips: one replaced by a newer one of the same name, another name alone
+    zips = [f"downloads/{TASK}/{c * 64}/{TASK}-dev.zip" for c in "ab"]
+    lone = f"downloads/{TASK}/{'c' * 64}/{TASK}-test.zip"
+    f = tmp_path / "z.zip"
+    f.write_bytes(b"PK")
+    for k in (zips[0], lone, zips[1]):
+        store.put_file(k, f)
+        time.sleep(1.1)  # the store's clock counts seconds
+    assert stats.get("stale_downloads") == 0  # within the grace then
+    assert objectstore.purge_stale_downloads(b.settings) == 0  # replaced too recently
+    assert objectstore.purge_stale_downloads(b.settings, grace=timedelta(0)) == 1
+    assert [store.exists(k) for k in (*zips, lone)] == [False, True, True]

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta, timezone
 from rq.job import JobStatus
 from sqlalchemy import select
 
+from server import objectstore
 from server.db import get_engine, session_scope
 from server.domain import code_runs
 from server.domain.lifecycle import PENDING, fail_infra, requeue
@@ -125,6 +126,8 @@ def reconcile(settings: Settings, engine, conn) -> dict:
     # large uploads nobody can finish any more (their part URLs expired): aborted in the store
     if settings.s3_bucket:
         _step(stats, conn, "stale_uploads", lambda: _abort_stale_uploads(settings))
+        # the zips of a task's public files that a task update replaced
+        _step(stats, conn, "stale_downloads", lambda: objectstore.purge_stale_downloads(settings))
     return stats
 
 

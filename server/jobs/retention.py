@@ -1,5 +1,7 @@
 """Retention of invalid uploads: the files of submissions that failed validation are deleted after
-the retention period (settings); their rows and problem reports stay."""
+the retention period (settings), from the data directory and the object store; their rows and
+problem reports stay. On a site with a store, a worker forgets its own copy of an invalid upload
+as soon as it is found invalid (server.jobs.scoring), so no machine keeps one past the period."""
 
 from __future__ import annotations
 
@@ -8,11 +10,12 @@ from datetime import timedelta
 
 from sqlalchemy import select, update
 
+from server import objectstore
 from server.db import session_scope
 from server.domain.audit import record as _audit
 from server.domain.lifecycle import Status
+from server.exceptions import StoreUnreachable
 from server.models import Submission, utcnow
-from server.storage import path_for
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +50,11 @@ def purge_invalid_uploads(engine, settings, *, batch: int = 200) -> int:
                 )
             ).first()
             if not in_use and key:
-                try:
-                    path_for(settings.home, key).unlink(missing_ok=True)
-                except (OSError, ValueError) as e:
+                try:  # here and, on a site with a store, there (every machine fetches from it)
+                    objectstore.delete_upload(settings, key)
+                except (OSError, ValueError, StoreUnreachable) as e:
                     log.warning("could not delete the upload of submission %s: %s", sid, e)
-                    continue
+                    continue  # not marked purged: the next pass tries again
             s.execute(
                 update(Submission)
                 .where(Submission.id == sid)

@@ -71,6 +71,8 @@ def score_submission(submission_id: int) -> dict:
         except SubmissionInvalid as e:
             if finish_invalid(engine, submission_id, e):
                 notify_run(engine, settings, submission_id)
+            # retention deletes it from the store; this machine's copy goes now
+            objectstore.drop_local_copy(settings, key)
             return {"submission": submission_id, "status": "failed", "failure_kind": "invalid"}
         except TooCostly as e:
             what = "CPU time" if str(e) == "cpu" else "memory"
@@ -90,6 +92,7 @@ def score_submission(submission_id: int) -> dict:
             )
             if done:
                 notify_run(engine, settings, submission_id)
+            objectstore.drop_local_copy(settings, key)
             return {"submission": submission_id, "status": "failed", "failure_kind": "invalid"}
         keep_units(settings, submission_id, attempt, v)
         won = lifecycle.record_scores(engine, submission_id, attempt, results)

@@ -253,6 +253,7 @@ RECONCILER_STEPS = {
     "reminders": "queueing the pending-registration digests and closing reminders",
     "mail_due": "sweeping the mail queue",
     "stale_uploads": "aborting the large uploads not completed in time",
+    "stale_downloads": "deleting the download zips a task update replaced",
 }
 
 
