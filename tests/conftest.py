@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from server.domain import accounts
+# One thread for torch's (OpenMP's) kernels in a test run, unless set: the run has two workers a
+# core (pytest_xdist_auto_num_workers below), and a model's threads then wait for cores the other
+# workers hold, spinning: MiniLM encoding 400 TRoTR tweets took 5.8 s of CPU on one thread against
+# 14.7 s on two, the same wall, with the machine loaded (2026-11-28, 2-core EPYC, load ~35). Set
+# before anything imports torch; the commands the tests start inherit it.
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+from server.domain import accounts  # noqa: E402 - after the threads are set
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("PALIMPSEST_SHARED_DATA", REPO.parent / "shared" / "data"))
