@@ -163,6 +163,110 @@ open("/output/predictions.jsonl", "w").write("ok")
     assert not (tmp_path / "sys" / "x").exists() and not (tmp_path / "inputs" / "x").exists()
 
 
+# writes 100 MB (or until refused) to each path, reporting how much landed and why it stopped;
+# /output gets two files of 10 MB each (each under the limit of a file, not both together)
+FILLER = """
+import os
+for d, name, mb in [("/", "fill", 100), ("/etc", "fill", 100), ("/dev", "fill", 100),
+                    ("/dev/shm", "fill", 100), ("/tmp", "fill", 100), ("/system", "fill", 100),
+                    ("/input", "fill", 100), ("/output", "a", 10), ("/output", "b", 10)]:
+    n = 0
+    try:
+        with open(os.path.join(d, name), "wb") as f:
+            for _ in range(mb):
+                f.write(b"x" * (1 << 20))
+                f.flush()
+                n += 1
+        why = "-"
+    except OSError as e:
+        why = e.strerror
+    print(f"{d}/{name}\t{n}\t{why}", flush=True)
+"""
+
+
+def test_every_writable_path_is_capped_as_a_whole(tmp_path):
+    """/, /etc and /dev read-only; /tmp and /dev/shm tmpfs of the tmp size; /output at most its
+    limit for all its files together (as root a tmpfs of that size: the kernel refuses the bytes
+    past it, not the poll); nothing else writable. 100 MB tried against limits of 8 and 16 MB."""
+    out = _run(tmp_path, FILLER, tmp_mb=8, output_mb=16, wall_seconds=60)
+    got = {
+        d: (int(n), why) for d, n, why in (ln.split("\t") for ln in out.stdout.splitlines() if ln)
+    }
+    for d in ("//fill", "/etc/fill", "/dev/fill", "/system/fill", "/input/fill"):
+        assert got[d][0] == 0 and got[d][1] in ("Read-only file system", "Permission denied"), (
+            d,
+            got,
+        )
+    for d in ("/tmp/fill", "/dev/shm/fill"):
+        assert got[d] == (8, "No space left on device"), (d, got)
+    if os.geteuid() == 0:  # the output's own tmpfs: the whole of it refused past 16 MB
+        assert got["/output/a"] == (10, "-"), got
+        assert got["/output/b"] == (6, "No space left on device"), got
+        assert out.status == "output", (out.status, out.reason)
+        assert sorted(out.files) == ["a", "b"] and out.output_bytes <= 16 * 1024 * 1024
+    else:  # an unprivileged worker: the poll stops it (docs/blind-runs.md)
+        assert out.status == "output", (out.status, out.reason)
+
+
+def _fake_bwrap(tmp_path: Path) -> str:
+    """A `bwrap` that fails as bwrap does when it cannot set up the namespaces."""
+    fake = tmp_path / "bwrap"
+    fake.write_text(
+        "#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\n"
+        "exit 1\n"
+    )
+    fake.chmod(0o755)
+    return str(fake)
+
+
+@pytest.mark.parametrize("broken", ["missing bwrap", "failing bwrap", "failing setpriv"])
+def test_the_wrappers_own_failure_is_infra(tmp_path, monkeypatch, broken):
+    """The sandbox failing before the system starts (bwrap missing or failing, setpriv failing):
+    `infra`, the server's failure, whatever status the wrapper exits with; never the team's
+    `exit`. The same system runs (and is charged) once the wrapper works."""
+    sandbox.available()  # probed with the real bwrap (cached)
+    if broken == "missing bwrap":
+        monkeypatch.setattr(sandbox, "bwrap_path", lambda: str(tmp_path / "no-such-bwrap"))
+    elif broken == "failing bwrap":
+        monkeypatch.setattr(sandbox, "bwrap_path", lambda: _fake_bwrap(tmp_path))
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("setpriv is used by a root worker only")
+        monkeypatch.setattr(sandbox, "SETPRIV", "/nonexistent/setpriv")
+    script = "open('/output/p.jsonl', 'w').write('{}')\n"
+    (tmp_path / "a").mkdir()
+    out = _run(tmp_path / "a", script)
+    assert out.status == "infra", (out.status, out.reason, out.stderr[-500:])
+    assert out.reason.startswith("the sandbox failed before the system started")
+    assert out.cpu_seconds == 0 and out.files == []
+    monkeypatch.undo()
+    (tmp_path / "b").mkdir()
+    out = _run(tmp_path / "b", script)
+    assert out.ok and out.files == ["p.jsonl"], (out.status, out.reason, out.stderr[-500:])
+
+
+def test_a_system_cannot_fake_the_wrappers_word(tmp_path):
+    """The first process's pipe ("+" once the wrapper is done, then what the run used) is not the
+    system's to read or write: it is closed before the system starts, and the process is not
+    dumpable, so /proc/<its pid>/fd cannot reopen it."""
+    out = _run(
+        tmp_path,
+        """
+import os
+for pid in os.listdir('/proc'):
+    if not pid.isdigit() or int(pid) == os.getpid():
+        continue
+    try:
+        for fd in os.listdir(f'/proc/{pid}/fd'):
+            print('SEEN', pid, fd, os.readlink(f'/proc/{pid}/fd/{fd}'))
+    except OSError as e:
+        print('refused', pid, e.strerror)
+""",
+    )
+    assert out.ok, (out.status, out.stderr[-500:])
+    assert "pipe:" not in out.stdout, out.stdout
+
+
 def test_a_fork_bomb_is_bounded(tmp_path):
     t0 = time.monotonic()
     out = _run(
