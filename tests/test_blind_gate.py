@@ -463,6 +463,73 @@ def test_the_compute_budget_is_reserved_when_runs_are_queued(site, tmp_path):
     assert code == 409 and "failed_twice" in body, body
 
 
+@pytest.mark.parametrize("broken", ["bwrap", "setpriv"])
+def test_a_run_whose_sandbox_fails_is_infra_and_not_charged(app, tmp_path, monkeypatch, broken):
+    """The wrapper fails before the system starts (bwrap refusing its namespaces; setpriv unable
+    to become the run's user): the run fails `infra` ("server failure" to its team), its
+    reservation goes back to the budget, nothing is charged, and the same archive is welcome
+    again (it runs and is charged once the wrapper works)."""
+    import os
+
+    from server.domain.submissions import compute_used
+    from server.jobs.run_jobs import run_system
+
+    if broken == "setpriv" and os.geteuid() != 0:
+        pytest.skip("setpriv is used by a root worker only")
+    tok = _competition(app)
+    c = app.test_client()
+    r = c.patch(
+        f"/api/v1/tasks/{TASK}/phases/systems",
+        json={"compute_budget_seconds": 100, "daily_limit": None, "concurrent_limit": None},
+        headers=_h(tok["admin"]),
+    )
+    assert r.status_code == 200, r.json
+    code = _zip(SYSTEM, tmp_path / "s.zip")
+
+    def submit():
+        r = c.post(
+            f"/api/v1/tasks/{TASK}/runs",
+            data={"phase": "systems", "code": (io.BytesIO(code), "s.zip"), **_facts()},
+            headers=_h(tok["ann"]),
+            content_type="multipart/form-data",
+        )
+        assert r.status_code == 201, r.json
+        return r.json["id"]
+
+    rid = submit()
+    phase = _phase(app, "systems")
+    with Session(engine_of(app)) as s:
+        team_id = s.get(CodeRun, rid).team_id
+        assert compute_used(s, team_id, phase.id) == 60  # the example's CPU limit, reserved
+    sandbox.available()  # probed with the real bwrap (cached)
+    real_bwrap, real_setpriv = sandbox.bwrap_path, sandbox.SETPRIV
+    if broken == "bwrap":
+        fake = tmp_path / "bwrap"
+        fake.write_text("#!/bin/sh\necho 'bwrap: Creating new namespace failed' >&2\nexit 1\n")
+        fake.chmod(0o755)
+        monkeypatch.setattr(sandbox, "bwrap_path", lambda: str(fake))
+    else:
+        monkeypatch.setattr(sandbox, "SETPRIV", "/nonexistent/setpriv")
+    got = run_system(rid)
+    assert got["status"] == "infra", got
+    with Session(engine_of(app)) as s:
+        run = s.get(CodeRun, rid)
+        assert (run.stage, run.failure_kind) == ("failed", "infra"), (run.stage, run.reason)
+        assert run.reserved_cpu == 0 and not run.cpu_seconds
+        assert compute_used(s, team_id, phase.id) == 0
+    seen = c.get(f"/api/v1/runs/{rid}", headers=_h(tok["ann"])).json
+    assert seen["category"] == "server failure", seen
+    monkeypatch.setattr(sandbox, "bwrap_path", real_bwrap)  # the wrapper works again
+    monkeypatch.setattr(sandbox, "SETPRIV", real_setpriv)
+    again = submit()  # the same archive: a new run, not refused, not the failed one
+    assert again != rid
+    assert run_system(again)["stage"] == "ran"
+    with Session(engine_of(app)) as s:
+        assert compute_used(s, team_id, phase.id) == pytest.approx(
+            s.get(CodeRun, again).cpu_seconds
+        )
+
+
 @pytest.fixture
 def bundle_on_store(request, tmp_path, monkeypatch, seaweedfs):  # noqa: F811
     """The embedded site with the example bundle installed, its files in a fresh bucket of the

@@ -239,7 +239,7 @@ def test_the_wrappers_own_failure_is_infra(tmp_path, monkeypatch, broken):
     assert out.status == "infra", (out.status, out.reason, out.stderr[-500:])
     assert out.reason.startswith("the sandbox failed before the system started")
     assert out.cpu_seconds == 0 and out.files == []
-    monkeypatch.undo()
+    monkeypatch.undo()  # (this test's own monkeypatch: nothing else's)
     (tmp_path / "b").mkdir()
     out = _run(tmp_path / "b", script)
     assert out.ok and out.files == ["p.jsonl"], (out.status, out.reason, out.stderr[-500:])
