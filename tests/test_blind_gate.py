@@ -19,7 +19,17 @@ import zipfile
 from datetime import timedelta
 
 import pytest
-from blindkit import EXAMPLE, SYSTEM, TASK, _competition, _facts, _h, _phase, _zip
+from blindkit import (
+    EXAMPLE,
+    SYSTEM,
+    TASK,
+    _competition,
+    _facts,
+    _h,
+    _phase,
+    _second_team,
+    _zip,
+)
 from browserkit import (
     driver,  # noqa: F401  (driver: Chromium, console read)
     live,  # noqa: F401  (live: the app served on a port)
@@ -528,6 +538,133 @@ def test_a_run_whose_sandbox_fails_is_infra_and_not_charged(app, tmp_path, monke
         assert compute_used(s, team_id, phase.id) == pytest.approx(
             s.get(CodeRun, again).cpu_seconds
         )
+
+
+# a fork bomb: forks until refused, then every process keeps trying
+BOMB = """import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+"""
+
+
+def test_a_fork_bomb_beside_another_teams_run_on_two_workers(site, request, tmp_path):
+    """Two `palimpsest worker` processes on the runs queue of a served site: team Bombers' fork
+    bomb holds its process limit on one while team Lexica's ordinary system runs on the other.
+    The ordinary run ends while the bomb still runs, ran, and its output is scored; the bomb
+    fails `processes` when its clock stops it, charged to Bombers (the CPU it used, counted by
+    the kernel), and nothing of it is left."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+    import redis
+    from backbone import kill_group, wait_for
+
+    from server.domain.submissions import compute_used
+    from server.jobs.embedded import EmbeddedRedis
+    from server.jobs.queue import enqueue_code_run
+    from server.models import Submission
+
+    app, base = site
+    settings = app.extensions["palimpsest.settings"]
+    tok = _competition(app)
+    bomber = _second_team(app, tok, "bo@x.org", "Bombers")
+    c = app.test_client()
+    r = c.patch(
+        f"/api/v1/tasks/{TASK}/phases/systems",
+        json={"compute_budget_seconds": None, "daily_limit": None, "concurrent_limit": None},
+        headers=_h(tok["admin"]),
+    )
+    assert r.status_code == 200, r.json
+    manifest = (SYSTEM / "system.yaml").read_text().replace("wall_seconds: 120", "wall_seconds: 30")
+    bomb_zip = _zip(SYSTEM, tmp_path / "bomb.zip", {"predict.py": BOMB, "system.yaml": manifest})
+    code, body = _submit(base, bomber, bomb_zip)
+    assert code == 201, body
+    bomb = json.loads(body)["id"]
+    code, body = _submit(base, tok["ann"], _zip(SYSTEM, tmp_path / "ok.zip"))
+    assert code == 201, body
+    ordinary = json.loads(body)["id"]
+
+    if settings.database_url:  # PostgreSQL: this machine's Redis
+        url = request.getfixturevalue("redis_tcp_url")
+    else:  # SQLite: the embedded Redis of the site's data directory
+        embedded = EmbeddedRedis(settings.home)
+        embedded.start()
+        request.addfinalizer(embedded.stop)
+        url = embedded.url
+    conn = redis.Redis.from_url(url)
+    env = dict(os.environ, PALIMPSEST_HOME=str(settings.home), REDIS_URL=url)
+    if settings.database_url:
+        env["DATABASE_URL"] = settings.database_url
+    workers = []
+    for i in range(2):
+        log = open(tmp_path / f"worker-{i}.log", "wb")
+        workers.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "cli.main",
+                    "worker",
+                    "--queue",
+                    "runs",
+                    "--queue",
+                    "scoring",
+                ],
+                env=env,
+                start_new_session=True,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+
+    def run(rid):
+        with Session(engine_of(app)) as s:
+            return s.get(CodeRun, rid)
+
+    def logs():
+        return "\n".join((tmp_path / f"worker-{i}.log").read_text()[-2000:] for i in range(2))
+
+    try:
+        enqueue_code_run(conn, bomb, settings)
+        assert wait_for(lambda: run(bomb).stage == "running", timeout=120), logs()
+        time.sleep(2)  # the bomb at its process limit
+        enqueue_code_run(conn, ordinary, settings)
+        assert wait_for(lambda: run(ordinary).stage in ("ran", "failed"), timeout=120), logs()
+        assert run(bomb).stage == "running"  # the two ran at the same time
+        done = run(ordinary)
+        assert done.stage == "ran", (done.reason, done.log[-1000:])
+
+        def scored():
+            with Session(engine_of(app)) as s:
+                return s.get(Submission, done.submission_id).status == "scored"
+
+        assert wait_for(scored, timeout=120), logs()
+        assert wait_for(lambda: run(bomb).stage == "failed", timeout=120), logs()
+    finally:
+        for w in workers:
+            kill_group(w)
+    b = run(bomb)
+    assert b.failure_kind == "code" and b.outcome["status"] == "processes", (b.reason, b.outcome)
+    assert b.outcome["cgroup"] and b.cpu_seconds > 1
+    with Session(engine_of(app)) as s:
+        assert compute_used(s, b.team_id, b.phase_id) == pytest.approx(b.cpu_seconds)
+        assert compute_used(s, done.team_id, done.phase_id) == pytest.approx(done.cpu_seconds)
+    seen = json.loads(_http("GET", f"{base}/api/v1/runs/{bomb}", bomber)[1])
+    assert seen["category"] == "failed: processes"
+    left = [
+        p.pid
+        for p in psutil.process_iter(["uids", "cmdline"])
+        if p.info["uids"]
+        and sandbox.RUN_UIDS[0] <= p.info["uids"].real < sandbox.RUN_UIDS[1]
+        and "predict.py" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert left == []
 
 
 @pytest.fixture
