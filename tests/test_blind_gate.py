@@ -550,6 +550,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_a_fork_bomb_beside_another_teams_run_on_two_workers(site, request, tmp_path):
     """Two `palimpsest worker` processes on the runs queue of a served site: team Bombers' fork
     bomb holds its process limit on one while team Lexica's ordinary system runs on the other.
