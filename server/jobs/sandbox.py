@@ -2,18 +2,23 @@
 
 What a run sees: the runtime's files read-only (the system's `/usr`, `/bin`, `/lib*`, a few files of
 `/etc`, the worker's Python prefix and any model folders the site names), the system's code at
-`/system` and the split's inputs at `/input` (both read-only), one writable `/output`, a `/tmp` of
-capped size, `/proc` of its own PID namespace and a minimal `/dev`. What it does not see: the
-network (a fresh network namespace has only a loopback of its own), the server's data directory and
-its gold, other processes, the server's environment (`--clearenv`: no secret, token or URL is
-passed in), any other file of the machine.
+`/system` and the split's inputs at `/input` (both read-only), one writable `/output`, a `/tmp` and
+a `/dev/shm` of capped size, `/proc` of its own PID namespace and a minimal, read-only `/dev`; the
+root itself is read-only. What it does not see: the network (a fresh network namespace has only a
+loopback of its own), the server's data directory and its gold, other processes, the server's
+environment (`--clearenv`: no secret, token or URL is passed in), the worker's cgroup path (a
+cgroup namespace), any other file of the machine.
 
-Limits, in three layers: inside the sandbox (rlimits on CPU seconds, address space, processes and
-file size, inherited by every process of the run; a tmpfs of fixed size), around it (the wall
-clock: the whole process group, bwrap and the PID namespace's init, is killed, and with that init
-every process of the namespace), and the job's own timeout in the queue. When the server runs as
-root, the run is started as `nobody` so that the process limit counts that user's processes only
-and no capability is left.
+Limits, in layers. The kernel's, per run: a cgroup of its own where the worker is root and the host
+has them (server.jobs.cgroups: memory, processes, CPU time, CPU share), every writable path a
+filesystem of fixed size (`/tmp`, `/dev/shm`; `/output` a tmpfs of the output limit, mounted by the
+run's first process in a mount namespace of its own, see `_mount_output`), a user of its own
+(`RUN_UIDS`) with no capability left. Inside the sandbox: rlimits on CPU seconds, address space,
+processes and file size, inherited by every process of the run. Around it: a watch (the wall
+clock, the cgroup's CPU time and out-of-memory kills, the output's size: the whole run killed, the
+process group and the cgroup), and the job's own timeout in the queue. A sandbox that fails before
+the system starts (its cgroup, its mount, bwrap, setpriv) ends `infra`: the server's failure,
+never charged to the team.
 
 Namespaces are not a virtual machine: a kernel bug can still be an escape. Run code workers for
 anonymous public participants on machines that hold nothing else (docs/blind-runs.md).
@@ -127,8 +132,8 @@ class Limits:
 
     wall_seconds: float = 600.0
     cpu_seconds: int = 600
-    memory_mb: int = 4096  # address space of each process
-    processes: int = 64  # processes and threads of the run's user
+    memory_mb: int = 4096  # the run's cgroup, and the address space of each process
+    processes: int = 64  # processes and threads of the run (its cgroup, and its own user)
     output_mb: int = 64  # all of /output together (a tmpfs of this size), and each file written
     tmp_mb: int = 256  # /tmp, and /dev/shm apart
     log_kb: int = 64  # stdout and stderr kept, each (the end of them)
