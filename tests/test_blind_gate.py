@@ -318,11 +318,14 @@ def app_tmp(app):
     return d
 
 
-def test_a_run_reads_no_split_that_is_not_released(app, tmp_path):
+def test_a_run_reads_no_split_that_is_not_released(site, tmp_path):
     """A system on a non-blind phase lists /input and prints every file: the test split, whose
-    phase opens next year, is not among them (its download answers 403); the dev split is."""
+    phase opens next year, is not among them (its download answers 403); the dev split is. Every
+    view of the team (the API, the web pages, the CLI) shows that log, and nothing of the test
+    split."""
     from server.jobs.run_jobs import run_system
 
+    app, base = site
     tok = _competition(app)
     c = app.test_client()
     systems, evaluation = _phase(app, "systems"), _phase(app, "evaluation")
@@ -339,20 +342,20 @@ def test_a_run_reads_no_split_that_is_not_released(app, tmp_path):
         "        print(open(p).read())\n"
         "raise SystemExit(3)\n"
     )
-    code = _zip(SYSTEM, tmp_path / "ls.zip", {"predict.py": lister})
-    r = c.post(
-        f"/api/v1/tasks/{TASK}/runs",
-        data={"phase": "systems", "code": (io.BytesIO(code), "ls.zip"), **_facts()},
-        headers=_h(tok["ann"]),
-        content_type="multipart/form-data",
+    code, body = _submit(
+        base, tok["ann"], _zip(SYSTEM, tmp_path / "ls.zip", {"predict.py": lister})
     )
-    assert r.status_code == 201, r.json
-    assert run_system(r.json["id"])["stage"] == "failed"
-    seen = c.get(f"/api/v1/runs/{r.json['id']}", headers=_h(tok["ann"])).json
+    assert code == 201, body
+    rid = json.loads(body)["id"]
+    assert run_system(rid)["stage"] == "failed"
+    seen = json.loads(_http("GET", f"{base}/api/v1/runs/{rid}", tok["ann"])[1])
     log = seen["log"]  # an open phase: the team reads it at once
     assert "/input/inputs.jsonl" in log and "LAT-dev" in log
     assert "/test/" not in log and "LAT-test" not in log
-    _free_of_inputs(log)
+    views = _team_views(app, base, tok["ann"], rid)
+    assert "LAT-dev" in views  # the log is there (the test can fail)
+    assert "/input/public/test" not in views
+    _free_of_inputs(views)
 
 
 def _zip_bytes(members: dict[str, str]) -> bytes:

@@ -338,6 +338,23 @@ with open("/output/big", "wb") as f:
     assert (tmp_path / "out" / "big").stat().st_size <= 1024 * 1024
 
 
+def test_the_sandbox_benchmark_runs(tmp_path):
+    """`benchmarks/bench_sandbox.py` runs (it once failed on an import left behind by a move):
+    one run each way, its JSON has both programs' medians (how long they took is not tested)."""
+    out = tmp_path / "bench.json"
+    r = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_sandbox.py"), "--n", "1", "--json", out],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(out.read_text())
+    assert set(got["overhead"]) == {"example system", "empty program"}
+    for row in got["overhead"].values():
+        assert row["runs"] == 1 and row["direct_median_s"] > 0 and row["sandbox_median_s"] > 0
+
+
 # ----------------------------------------------------------------------------- the archive
 
 

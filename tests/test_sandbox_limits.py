@@ -70,7 +70,21 @@ for p in os.listdir('/proc'):
 )
 
 
-@pytest.mark.parametrize("script", [BUSY, STOPPER], ids=["busy", "stopper"])
+# the tracer: ptrace-attaches to every other process it sees (each stopped while attached)
+TRACER = (
+    """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+me = os.getpid()
+for p in os.listdir('/proc'):
+    if p.isdigit() and int(p) != me:
+        libc.ptrace(16, int(p), 0, 0)  # PTRACE_ATTACH
+"""
+    + BUSY
+)
+
+
+@pytest.mark.parametrize("script", [BUSY, STOPPER, TRACER], ids=["busy", "stopper", "tracer"])
 def test_a_run_stopped_by_the_wall_clock_is_charged_the_cpu_it_used(tmp_path, script):
     out = _run(tmp_path, script, wall_seconds=3, cpu_seconds=60)
     assert out.status == "timeout", (out.reason, out.stderr[-500:])
