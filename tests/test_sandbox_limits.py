@@ -173,3 +173,28 @@ def test_a_cgroup_that_cannot_be_set_up_is_infra(tmp_path, monkeypatch, broken):
     assert out.status == "infra", (out.status, out.reason, out.stderr[-500:])
     assert "the sandbox failed before the system started" in out.reason
     assert not (tmp_path / "sys" / "out" / "p.jsonl").exists()
+
+
+def test_the_cgroups_of_a_dead_workers_run_are_removed_by_the_next_run(tmp_path):
+    """A worker killed mid-run cannot remove its run's cgroups; the next run made beside them
+    does (their maker's pid is in their name and dead), and leaves a live maker's alone."""
+    import subprocess
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale, alive = [], []
+    for c in cgroups.CONTROLLERS:
+        parent = cgroups.ROOT / c / cgroups._own_path(c).lstrip("/")
+        for pid, into in ((dead.pid, stale), (os.getpid(), alive)):
+            d = parent / f"{cgroups.PREFIX}{pid}-{os.urandom(6).hex()}"
+            d.mkdir()
+            into.append(d)
+    try:
+        out = _run(tmp_path, "print('ok')\n")
+        assert out.ok, out.stderr
+        assert [d for d in stale if d.exists()] == []
+        assert all(d.exists() for d in alive)
+    finally:
+        for d in stale + alive:
+            if d.exists():
+                d.rmdir()

@@ -56,6 +56,29 @@ def available() -> str | None:
     return None
 
 
+PREFIX = "palimpsest-run-"
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the run cgroups under `parent` whose maker is dead (a worker killed mid-run): once
+    the last process in one is gone, nothing else would."""
+    for d in parent.glob(f"{PREFIX}*"):
+        pid = d.name[len(PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # its maker lives: its run's, or about to be
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        try:
+            d.rmdir()  # refused while a process is left in it: the next sweep tries again
+        except OSError:
+            pass
+
+
 class RunCgroup:
     """One run's cgroups (memory, pids, cpuacct, and cpu where mounted); `join` in the run's
     first process, `usage` and `close` in the worker."""
@@ -70,7 +93,9 @@ class RunCgroup:
         where it has them but they cannot be made (the run then fails "infra", uncharged)."""
         if available() is not None:
             return None
-        name = f"palimpsest-run-{uuid.uuid4().hex[:12]}"
+        # the process that makes it in the name: a worker killed mid-run leaves its run's cgroups,
+        # which the next run made beside them removes (`_sweep`)
+        name = f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
         dirs: dict[str, Path] = {}
         try:
             made: set[Path] = set()
@@ -81,6 +106,7 @@ class RunCgroup:
                 ):
                     continue  # not mounted, or the same hierarchy as cpuacct ("cpu,cpuacct")
                 made.add(parent.resolve())
+                _sweep(parent)
                 d = parent / name
                 d.mkdir()
                 dirs[c] = d
