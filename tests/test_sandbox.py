@@ -208,6 +208,68 @@ def test_every_writable_path_is_capped_as_a_whole(tmp_path):
         assert out.status == "output", (out.status, out.reason)
 
 
+# run as an unprivileged user: the sandbox (server.jobs.sandbox) on FILLER, its outcome as JSON
+AS_WORKER = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from server.jobs import sandbox
+why = sandbox.available()
+if why:
+    print(json.dumps({"unavailable": why}))
+    sys.exit(0)
+work = Path(sys.argv[2])
+(work / "code").mkdir()
+(work / "code" / "main.py").write_text(sys.argv[3])
+(work / "in").mkdir()
+(work / "in" / "inputs.jsonl").write_text("{}")
+limits = sandbox.Limits(wall_seconds=60, tmp_mb=8, output_mb=16)
+out = sandbox.run(["python3", "main.py"], code=work / "code", inputs=work / "in",
+                  output=work / "out", limits=limits)
+print(json.dumps(out.as_dict()))
+"""
+
+
+def test_an_unprivileged_worker_caps_every_writable_path_too(tmp_path):
+    """The same limits for a worker that is not root (run here as `nobody` with the system's
+    Python): the output's tmpfs is mounted in a user namespace of the run's first process, so
+    /output is refused past its limit by the filesystem for all files together; /tmp and /dev/shm
+    likewise, the root read-only."""
+    import shutil
+    import tempfile
+
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if os.geteuid() != 0 or python is None or shutil.which("setpriv") is None:
+        pytest.skip("needs root (to become nobody), setpriv and a system python3")
+    work = Path(tempfile.mkdtemp(prefix="sandbox-nobody-", dir="/tmp"))
+    try:
+        work.chmod(0o777)
+        r = subprocess.run(
+            ["setpriv", f"--reuid={sandbox.NOBODY}", f"--regid={sandbox.NOBODY}"]
+            + ["--clear-groups", python, "-c", AS_WORKER, str(REPO), str(work), FILLER],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(work)},
+        )
+        if r.returncode != 0 and "No module named" in r.stderr:
+            pytest.skip(f"the repository is not readable by nobody here: {r.stderr[-300:]}")
+        assert r.returncode == 0, r.stderr[-2000:]
+        got = json.loads(r.stdout.strip().splitlines()[-1])
+        if "unavailable" in got:
+            pytest.skip(f"no unprivileged sandbox here: {got['unavailable']}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    lines = [ln.split("\t") for ln in got["stdout"].splitlines() if ln]
+    seen = {d: (int(n), why) for d, n, why in lines}
+    assert seen["//fill"] == (0, "Read-only file system"), seen
+    assert seen["/dev/fill"] == (0, "Read-only file system"), seen
+    assert seen["/tmp/fill"] == seen["/dev/shm/fill"] == (8, "No space left on device"), seen
+    assert seen["/output/a"] == (10, "-"), seen
+    assert seen["/output/b"] == (6, "No space left on device"), seen
+    assert got["status"] == "output" and got["output_bytes"] <= 16 * 1024 * 1024, got
+
+
 def _fake_bwrap(tmp_path: Path) -> str:
     """A `bwrap` that fails as bwrap does when it cannot set up the namespaces."""
     fake = tmp_path / "bwrap"

@@ -319,29 +319,43 @@ def _gpu_devices() -> list[str]:
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNS, MS_NOSUID, MS_NODEV, MS_REC, MS_SLAVE = 0x20000, 2, 4, 0x4000, 0x80000
+CLONE_NEWNS, CLONE_NEWUSER = 0x20000, 0x10000000
+MS_NOSUID, MS_NODEV, MS_REC, MS_SLAVE = 2, 4, 0x4000, 0x80000
 
 
-def _mount_output(output: Path, size: int, uid: int, sock: socket.socket) -> None:
-    """In the run's first process, as root, before bwrap: a mount namespace of its own (mounts
-    made here never reach the host), and on `output` a tmpfs of `size` bytes owned by the run's
-    user, which bwrap binds at /output. The kernel then refuses every byte past the limit, for all
-    files together; the worker holds the tmpfs by a descriptor sent on `sock` and copies what the
-    run wrote out of it afterwards. Nothing is left mounted anywhere when the run ends (nor when
-    the worker dies: the namespace goes with its last process, the tmpfs with its last
-    descriptor)."""
+def _mount_output(output: Path, size: int, uid: int, gid: int, sock: socket.socket) -> None:
+    """In the run's first process, before bwrap: a mount namespace of its own (mounts made here
+    never reach the host), and on `output` a tmpfs of `size` bytes owned by the run's user, which
+    bwrap binds at /output. The kernel then refuses every byte past the limit, for all files
+    together; the worker holds the tmpfs by a descriptor sent on `sock` and copies what the run
+    wrote out of it afterwards. Nothing is left mounted anywhere when the run ends (nor when the
+    worker dies: the namespace goes with its last process, the tmpfs with its last descriptor).
+    An unprivileged worker makes a user namespace first (its own uid mapped to itself), whose
+    capabilities allow the mount and are gone at bwrap's exec."""
 
     def check(rc: int, what: str) -> None:
         if rc != 0:
             e = ctypes.get_errno()
             raise OSError(e, f"{what}: {os.strerror(e)}")
 
-    check(_libc.unshare(CLONE_NEWNS), "unshare a mount namespace")
+    if os.geteuid() == 0:
+        check(_libc.unshare(CLONE_NEWNS), "unshare a mount namespace")
+    else:
+        check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare a user and mount namespace")
+        for name, text in (
+            ("setgroups", "deny"),
+            ("uid_map", f"{uid} {uid} 1"),
+            ("gid_map", f"{gid} {gid} 1"),
+        ):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
     check(_libc.mount(b"none", b"/", None, MS_REC | MS_SLAVE, None), "make / a slave")
-    opts = f"size={size},nr_inodes=65536,mode=0755,uid={uid},gid={uid}".encode()
+    opts = f"size={size},nr_inodes=65536,mode=0755,uid={uid},gid={gid}"
     where = os.fsencode(output)
     flags = MS_NOSUID | MS_NODEV
-    check(_libc.mount(b"palimpsest-output", where, b"tmpfs", flags, opts), "mount the tmpfs")
+    check(
+        _libc.mount(b"palimpsest-output", where, b"tmpfs", flags, opts.encode()), "mount the tmpfs"
+    )
     fd = os.open(output, os.O_PATH | os.O_DIRECTORY)
     socket.send_fds(sock, [b"o"], [fd])
     os.close(fd)
@@ -351,14 +365,14 @@ def _mount_output(output: Path, size: int, uid: int, sock: socket.socket) -> Non
 def _limit(
     limits: Limits,
     cgroup: RunCgroup | None = None,
-    mount: tuple[Path, int, socket.socket] | None = None,
+    mount: tuple[Path, int, int, socket.socket] | None = None,
 ):
     def apply() -> None:
         os.setsid()
         if cgroup is not None:  # before bwrap starts: every process of the run is in it
             cgroup.join()
         if mount is not None:
-            _mount_output(mount[0], limits.output_mb * MiB, mount[1], mount[2])
+            _mount_output(mount[0], limits.output_mb * MiB, *mount[1:])
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
         mem = limits.memory_mb * MiB
@@ -482,10 +496,11 @@ def _run(command, engine, image, code, inputs, output, limits, models, gpu, uid,
             gpu=gpu,
             uid=uid,
         )
-    # as root, /output is a tmpfs of the output limit's size, mounted by the run's first process
-    # in a mount namespace of its own and held here by a descriptor (`_mount_output`)
-    here, there = socket.socketpair() if engine is None and os.geteuid() == 0 else (None, None)
-    mount = (output, uid, there) if there is not None else None
+    # /output is a tmpfs of the output limit's size, mounted by the run's first process in a mount
+    # namespace of its own and held here by a descriptor (`_mount_output`)
+    here, there = socket.socketpair() if engine is None else (None, None)
+    owner = (uid, uid) if os.geteuid() == 0 else (os.geteuid(), os.getegid())
+    mount = (output, *owner, there) if there is not None else None
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(
