@@ -585,8 +585,15 @@ def test_a_fork_bomb_beside_another_teams_run_on_two_workers(site, request, tmp_
         headers=_h(tok["admin"]),
     )
     assert r.status_code == 200, r.json
-    manifest = (SYSTEM / "system.yaml").read_text().replace("wall_seconds: 120", "wall_seconds: 30")
-    bomb_zip = _zip(SYSTEM, tmp_path / "bomb.zip", {"predict.py": BOMB, "system.yaml": manifest})
+    # bomb.py, not predict.py: another test's look for a dead worker's predict.py is not misled
+    manifest = (
+        (SYSTEM / "system.yaml")
+        .read_text()
+        .replace("wall_seconds: 120", "wall_seconds: 30")
+        .replace("command: [python3, predict.py,", "command: [python3, bomb.py,")
+    )
+    assert "bomb.py" in manifest
+    bomb_zip = _zip(SYSTEM, tmp_path / "bomb.zip", {"bomb.py": BOMB, "system.yaml": manifest})
     code, body = _submit(base, bomber, bomb_zip)
     assert code == 201, body
     bomb = json.loads(body)["id"]
@@ -666,7 +673,7 @@ def test_a_fork_bomb_beside_another_teams_run_on_two_workers(site, request, tmp_
         for p in psutil.process_iter(["uids", "cmdline"])
         if p.info["uids"]
         and sandbox.RUN_UIDS[0] <= p.info["uids"].real < sandbox.RUN_UIDS[1]
-        and "predict.py" in " ".join(p.info["cmdline"] or [])
+        and "bomb.py" in " ".join(p.info["cmdline"] or [])
     ]
     assert left == []
 
