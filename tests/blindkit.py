@@ -84,6 +84,27 @@ def _competition(app):
     return tok
 
 
+def _second_team(app, tok: dict, email: str, team: str) -> str:
+    """Another participant of the example competition, approved, in a team of their own; their
+    token."""
+    user = make_user(app, email)
+    token = make_token(app, user)
+    c = app.test_client()
+    r = c.post(
+        f"/api/v1/competitions/{SLUG}/registration", json={"accept_terms": True}, headers=_h(token)
+    )
+    assert r.status_code == 200, r.json
+    r = c.post(
+        f"/api/v1/competitions/{SLUG}/participants/{email}/approve",
+        json={},
+        headers=_h(tok["admin"]),
+    )
+    assert r.status_code == 200, r.json
+    r = c.post("/api/v1/team", json={"name": team, "competition": SLUG}, headers=_h(token))
+    assert r.status_code == 201, r.json
+    return token
+
+
 def _phase(app, name) -> Phase:
     with Session(engine_of(app)) as s:
         return s.exec(select(Phase).where(Phase.task_id == TASK, Phase.name == name)).one()

@@ -19,7 +19,17 @@ import zipfile
 from datetime import timedelta
 
 import pytest
-from blindkit import EXAMPLE, SYSTEM, TASK, _competition, _facts, _h, _phase, _zip
+from blindkit import (
+    EXAMPLE,
+    SYSTEM,
+    TASK,
+    _competition,
+    _facts,
+    _h,
+    _phase,
+    _second_team,
+    _zip,
+)
 from browserkit import (
     driver,  # noqa: F401  (driver: Chromium, console read)
     live,  # noqa: F401  (live: the app served on a port)
@@ -308,11 +318,14 @@ def app_tmp(app):
     return d
 
 
-def test_a_run_reads_no_split_that_is_not_released(app, tmp_path):
+def test_a_run_reads_no_split_that_is_not_released(site, tmp_path):
     """A system on a non-blind phase lists /input and prints every file: the test split, whose
-    phase opens next year, is not among them (its download answers 403); the dev split is."""
+    phase opens next year, is not among them (its download answers 403); the dev split is. Every
+    view of the team (the API, the web pages, the CLI) shows that log, and nothing of the test
+    split."""
     from server.jobs.run_jobs import run_system
 
+    app, base = site
     tok = _competition(app)
     c = app.test_client()
     systems, evaluation = _phase(app, "systems"), _phase(app, "evaluation")
@@ -329,20 +342,20 @@ def test_a_run_reads_no_split_that_is_not_released(app, tmp_path):
         "        print(open(p).read())\n"
         "raise SystemExit(3)\n"
     )
-    code = _zip(SYSTEM, tmp_path / "ls.zip", {"predict.py": lister})
-    r = c.post(
-        f"/api/v1/tasks/{TASK}/runs",
-        data={"phase": "systems", "code": (io.BytesIO(code), "ls.zip"), **_facts()},
-        headers=_h(tok["ann"]),
-        content_type="multipart/form-data",
+    code, body = _submit(
+        base, tok["ann"], _zip(SYSTEM, tmp_path / "ls.zip", {"predict.py": lister})
     )
-    assert r.status_code == 201, r.json
-    assert run_system(r.json["id"])["stage"] == "failed"
-    seen = c.get(f"/api/v1/runs/{r.json['id']}", headers=_h(tok["ann"])).json
+    assert code == 201, body
+    rid = json.loads(body)["id"]
+    assert run_system(rid)["stage"] == "failed"
+    seen = json.loads(_http("GET", f"{base}/api/v1/runs/{rid}", tok["ann"])[1])
     log = seen["log"]  # an open phase: the team reads it at once
     assert "/input/inputs.jsonl" in log and "LAT-dev" in log
     assert "/test/" not in log and "LAT-test" not in log
-    _free_of_inputs(log)
+    views = _team_views(app, base, tok["ann"], rid)
+    assert "LAT-dev" in views  # the log is there (the test can fail)
+    assert "/input/public/test" not in views
+    _free_of_inputs(views)
 
 
 def _zip_bytes(members: dict[str, str]) -> bytes:
@@ -461,6 +474,208 @@ def test_the_compute_budget_is_reserved_when_runs_are_queued(site, tmp_path):
         s.commit()
     code, body = _submit(base, tok["ann"], _zip(SYSTEM, tmp_path / "x2.zip", {"README": "x"}))
     assert code == 409 and "failed_twice" in body, body
+
+
+@pytest.mark.parametrize("broken", ["bwrap", "setpriv"])
+def test_a_run_whose_sandbox_fails_is_infra_and_not_charged(app, tmp_path, monkeypatch, broken):
+    """The wrapper fails before the system starts (bwrap refusing its namespaces; setpriv unable
+    to become the run's user): the run fails `infra` ("server failure" to its team), its
+    reservation goes back to the budget, nothing is charged, and the same archive is welcome
+    again (it runs and is charged once the wrapper works)."""
+    import os
+
+    from server.domain.submissions import compute_used
+    from server.jobs.run_jobs import run_system
+
+    if broken == "setpriv" and os.geteuid() != 0:
+        pytest.skip("setpriv is used by a root worker only")
+    tok = _competition(app)
+    c = app.test_client()
+    r = c.patch(
+        f"/api/v1/tasks/{TASK}/phases/systems",
+        json={"compute_budget_seconds": 100, "daily_limit": None, "concurrent_limit": None},
+        headers=_h(tok["admin"]),
+    )
+    assert r.status_code == 200, r.json
+    code = _zip(SYSTEM, tmp_path / "s.zip")
+
+    def submit():
+        r = c.post(
+            f"/api/v1/tasks/{TASK}/runs",
+            data={"phase": "systems", "code": (io.BytesIO(code), "s.zip"), **_facts()},
+            headers=_h(tok["ann"]),
+            content_type="multipart/form-data",
+        )
+        assert r.status_code == 201, r.json
+        return r.json["id"]
+
+    rid = submit()
+    phase = _phase(app, "systems")
+    with Session(engine_of(app)) as s:
+        team_id = s.get(CodeRun, rid).team_id
+        assert compute_used(s, team_id, phase.id) == 60  # the example's CPU limit, reserved
+    sandbox.available()  # probed with the real bwrap (cached)
+    real_bwrap, real_setpriv = sandbox.bwrap_path, sandbox.SETPRIV
+    if broken == "bwrap":
+        fake = tmp_path / "bwrap"
+        fake.write_text("#!/bin/sh\necho 'bwrap: Creating new namespace failed' >&2\nexit 1\n")
+        fake.chmod(0o755)
+        monkeypatch.setattr(sandbox, "bwrap_path", lambda: str(fake))
+    else:
+        monkeypatch.setattr(sandbox, "SETPRIV", "/nonexistent/setpriv")
+    got = run_system(rid)
+    assert got["status"] == "infra", got
+    with Session(engine_of(app)) as s:
+        run = s.get(CodeRun, rid)
+        assert (run.stage, run.failure_kind) == ("failed", "infra"), (run.stage, run.reason)
+        assert run.reserved_cpu == 0 and not run.cpu_seconds
+        assert compute_used(s, team_id, phase.id) == 0
+    seen = c.get(f"/api/v1/runs/{rid}", headers=_h(tok["ann"])).json
+    assert seen["category"] == "server failure", seen
+    monkeypatch.setattr(sandbox, "bwrap_path", real_bwrap)  # the wrapper works again
+    monkeypatch.setattr(sandbox, "SETPRIV", real_setpriv)
+    again = submit()  # the same archive: a new run, not refused, not the failed one
+    assert again != rid
+    assert run_system(again)["stage"] == "ran"
+    with Session(engine_of(app)) as s:
+        assert compute_used(s, team_id, phase.id) == pytest.approx(
+            s.get(CodeRun, again).cpu_seconds
+        )
+
+
+# a fork bomb: forks until refused, then every process keeps trying
+BOMB = """import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+"""
+
+
+@pytest.mark.slow
+def test_a_fork_bomb_beside_another_teams_run_on_two_workers(site, request, tmp_path):
+    """Two `palimpsest worker` processes on the runs queue of a served site: team Bombers' fork
+    bomb holds its process limit on one while team Lexica's ordinary system runs on the other.
+    The ordinary run ends while the bomb still runs, ran, and its output is scored; the bomb
+    fails `processes` when its clock stops it, charged to Bombers (the CPU it used, counted by
+    the kernel), and nothing of it is left."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+    import redis
+    from backbone import kill_group, wait_for
+
+    from server.domain.submissions import compute_used
+    from server.jobs.embedded import EmbeddedRedis
+    from server.jobs.queue import enqueue_code_run
+    from server.models import Submission
+
+    app, base = site
+    settings = app.extensions["palimpsest.settings"]
+    tok = _competition(app)
+    bomber = _second_team(app, tok, "bo@x.org", "Bombers")
+    c = app.test_client()
+    r = c.patch(
+        f"/api/v1/tasks/{TASK}/phases/systems",
+        json={"compute_budget_seconds": None, "daily_limit": None, "concurrent_limit": None},
+        headers=_h(tok["admin"]),
+    )
+    assert r.status_code == 200, r.json
+    # bomb.py, not predict.py: another test's look for a dead worker's predict.py is not misled
+    manifest = (
+        (SYSTEM / "system.yaml")
+        .read_text()
+        .replace("wall_seconds: 120", "wall_seconds: 30")
+        .replace("command: [python3, predict.py,", "command: [python3, bomb.py,")
+    )
+    assert "bomb.py" in manifest
+    bomb_zip = _zip(SYSTEM, tmp_path / "bomb.zip", {"bomb.py": BOMB, "system.yaml": manifest})
+    code, body = _submit(base, bomber, bomb_zip)
+    assert code == 201, body
+    bomb = json.loads(body)["id"]
+    code, body = _submit(base, tok["ann"], _zip(SYSTEM, tmp_path / "ok.zip"))
+    assert code == 201, body
+    ordinary = json.loads(body)["id"]
+
+    if settings.database_url:  # PostgreSQL: this machine's Redis
+        url = request.getfixturevalue("redis_tcp_url")
+    else:  # SQLite: the embedded Redis of the site's data directory
+        embedded = EmbeddedRedis(settings.home)
+        embedded.start()
+        request.addfinalizer(embedded.stop)
+        url = embedded.url
+    conn = redis.Redis.from_url(url)
+    env = dict(os.environ, PALIMPSEST_HOME=str(settings.home), REDIS_URL=url)
+    if settings.database_url:
+        env["DATABASE_URL"] = settings.database_url
+    workers = []
+    for i in range(2):
+        log = open(tmp_path / f"worker-{i}.log", "wb")
+        workers.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "cli.main",
+                    "worker",
+                    "--queue",
+                    "runs",
+                    "--queue",
+                    "scoring",
+                ],
+                env=env,
+                start_new_session=True,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+
+    def run(rid):
+        with Session(engine_of(app)) as s:
+            return s.get(CodeRun, rid)
+
+    def logs():
+        return "\n".join((tmp_path / f"worker-{i}.log").read_text()[-2000:] for i in range(2))
+
+    try:
+        enqueue_code_run(conn, bomb, settings)
+        assert wait_for(lambda: run(bomb).stage == "running", timeout=120), logs()
+        time.sleep(2)  # the bomb at its process limit
+        enqueue_code_run(conn, ordinary, settings)
+        assert wait_for(lambda: run(ordinary).stage in ("ran", "failed"), timeout=120), logs()
+        assert run(bomb).stage == "running"  # the two ran at the same time
+        done = run(ordinary)
+        assert done.stage == "ran", (done.reason, done.log[-1000:])
+
+        def scored():
+            with Session(engine_of(app)) as s:
+                return s.get(Submission, done.submission_id).status == "scored"
+
+        assert wait_for(scored, timeout=120), logs()
+        assert wait_for(lambda: run(bomb).stage == "failed", timeout=120), logs()
+    finally:
+        for w in workers:
+            kill_group(w)
+    b = run(bomb)
+    assert b.failure_kind == "code" and b.outcome["status"] == "processes", (b.reason, b.outcome)
+    assert b.outcome["cgroup"] and b.cpu_seconds > 1
+    with Session(engine_of(app)) as s:
+        assert compute_used(s, b.team_id, b.phase_id) == pytest.approx(b.cpu_seconds)
+        assert compute_used(s, done.team_id, done.phase_id) == pytest.approx(done.cpu_seconds)
+    seen = json.loads(_http("GET", f"{base}/api/v1/runs/{bomb}", bomber)[1])
+    assert seen["category"] == "failed: processes"
+    left = [
+        p.pid
+        for p in psutil.process_iter(["uids", "cmdline"])
+        if p.info["uids"]
+        and sandbox.RUN_UIDS[0] <= p.info["uids"].real < sandbox.RUN_UIDS[1]
+        and "bomb.py" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert left == []
 
 
 @pytest.fixture

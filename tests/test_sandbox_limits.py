@@ -6,6 +6,7 @@ files of 60 MB under an output limit of 64 MB, are stopped at the limit while ru
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -69,7 +70,21 @@ for p in os.listdir('/proc'):
 )
 
 
-@pytest.mark.parametrize("script", [BUSY, STOPPER], ids=["busy", "stopper"])
+# the tracer: ptrace-attaches to every other process it sees (each stopped while attached)
+TRACER = (
+    """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+me = os.getpid()
+for p in os.listdir('/proc'):
+    if p.isdigit() and int(p) != me:
+        libc.ptrace(16, int(p), 0, 0)  # PTRACE_ATTACH
+"""
+    + BUSY
+)
+
+
+@pytest.mark.parametrize("script", [BUSY, STOPPER, TRACER], ids=["busy", "stopper", "tracer"])
 def test_a_run_stopped_by_the_wall_clock_is_charged_the_cpu_it_used(tmp_path, script):
     out = _run(tmp_path, script, wall_seconds=3, cpu_seconds=60)
     assert out.status == "timeout", (out.reason, out.stderr[-500:])
@@ -123,4 +138,63 @@ for i in range(20):
 """
     out = _run(tmp_path, flood, output_mb=64, wall_seconds=60)
     assert out.status == "output", (out.status, out.reason)
-    assert out.output_bytes < 20 * 60 * MiB // 2  # stopped well before the 1.2 GB
+    # the output is a tmpfs of 64 MB: not a byte past it lands, for all the files together
+    assert out.output_bytes <= 64 * MiB, out.output_bytes
+    assert sorted(out.files)[:2] == ["f0", "f1"]  # the second file was cut at the limit
+    assert (tmp_path / "sys" / "out" / "f0").stat().st_size == 60 * MiB
+
+
+def test_the_run_sees_neither_the_workers_cgroup_nor_its_own_name(tmp_path):
+    """A cgroup namespace rooted at the run's cgroup (bwrap's --unshare-cgroup-try): the run's
+    /proc/self/cgroup reads "/" in every hierarchy, not the worker's path on the host (a
+    container's id) nor the run's cgroup name."""
+    out = _run(tmp_path, "print(open('/proc/self/cgroup').read())\n")
+    assert out.ok, out.stderr
+    paths = [ln.split(":", 2)[2] for ln in out.stdout.split() if ln.count(":") >= 2]
+    assert paths and set(paths) == {"/"}, out.stdout
+    assert "palimpsest-run" not in out.stdout
+
+
+@pytest.mark.parametrize("broken", ["cgroup refused", "cgroup unwritable"])
+def test_a_cgroup_that_cannot_be_set_up_is_infra(tmp_path, monkeypatch, broken):
+    """The run's cgroup refused by the kernel (an invalid process limit in the site's settings)
+    or its first process unable to join it: the sandbox failed, not the system: `infra`."""
+    limits = {}
+    if broken == "cgroup refused":
+        limits["processes"] = -5
+    else:
+
+        def join(self):
+            with open(cgroups.ROOT / "pids" / "no-such-cgroup" / "cgroup.procs", "w") as f:
+                f.write(str(os.getpid()))
+
+        monkeypatch.setattr(cgroups.RunCgroup, "join", join)
+    out = _run(tmp_path, "open('/output/p.jsonl', 'w').write('{}')\n", **limits)
+    assert out.status == "infra", (out.status, out.reason, out.stderr[-500:])
+    assert "the sandbox failed before the system started" in out.reason
+    assert not (tmp_path / "sys" / "out" / "p.jsonl").exists()
+
+
+def test_the_cgroups_of_a_dead_workers_run_are_removed_by_the_next_run(tmp_path):
+    """A worker killed mid-run cannot remove its run's cgroups; the next run made beside them
+    does (their maker's pid is in their name and dead), and leaves a live maker's alone."""
+    import subprocess
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale, alive = [], []
+    for c in cgroups.CONTROLLERS:
+        parent = cgroups.ROOT / c / cgroups._own_path(c).lstrip("/")
+        for pid, into in ((dead.pid, stale), (os.getpid(), alive)):
+            d = parent / f"{cgroups.PREFIX}{pid}-{os.urandom(6).hex()}"
+            d.mkdir()
+            into.append(d)
+    try:
+        out = _run(tmp_path, "print('ok')\n")
+        assert out.ok, out.stderr
+        assert [d for d in stale if d.exists()] == []
+        assert all(d.exists() for d in alive)
+    finally:
+        for d in stale + alive:
+            if d.exists():
+                d.rmdir()

@@ -2,8 +2,9 @@
 
 Stages: queued -> running -> ran (its output became submission `submission_id`, scored on the
 ordinary queue) or failed (`failure_kind` "code": the system broke a limit or wrote no valid
-output, which counts against the phase's limits; "infra": the server failed it twice, which does
-not count). Every change is conditional on the row, so a job run twice moves a run once.
+output, which counts against the phase's limits; "infra": the server failed it (twice, or its
+sandbox failed before the system started), which does not count). Every change is conditional
+on the row, so a job run twice moves a run once.
 """
 
 from __future__ import annotations

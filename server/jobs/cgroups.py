@@ -2,8 +2,11 @@
 
 Where the worker runs as root and the host mounts the cgroup v1 hierarchies `memory`, `pids` and
 `cpuacct` (writable by root), each run gets a cgroup of its own in each, below the worker's own:
-its memory (every process together, page cache included), its processes and threads, and the CPU
-time of all of them, counted by the kernel. The run's first process joins them before it starts
+its memory (every process together, page cache and its files in tmpfs included), its processes and
+threads, and the CPU time of all of them, counted by the kernel. Where the `cpu` hierarchy is
+mounted too, the run is one cgroup there as well: the scheduler weighs the whole run as one task
+(a fork bomb's hundred busy processes get the CPU share of one, and never starve a run beside
+it). The run's first process joins them before it starts
 bwrap, so nothing the system starts leaves them; the worker reads the counters after the run and
 kills what is left in the cgroup. The system cannot stop, trace or signal the counting: it is the
 kernel's.
@@ -22,7 +25,12 @@ import uuid
 from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
-CONTROLLERS = ("memory", "pids", "cpuacct")
+CONTROLLERS = ("memory", "pids", "cpuacct")  # required
+OPTIONAL = ("cpu",)  # used where mounted (apart from cpuacct or mounted with it)
+
+
+class CgroupFailed(OSError):
+    """The host has the hierarchies but a run's cgroup could not be made: the server's failure."""
 
 
 def _own_path(controller: str) -> str:
@@ -48,22 +56,58 @@ def available() -> str | None:
     return None
 
 
+PREFIX = "palimpsest-run-"
+
+
+def _sweep(parent: Path) -> None:
+    """Remove the run cgroups under `parent` whose maker is dead (a worker killed mid-run): once
+    the last process in one is gone, nothing else would."""
+    for d in parent.glob(f"{PREFIX}*"):
+        pid = d.name[len(PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # its maker lives: its run's, or about to be
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        try:
+            d.rmdir()  # refused while a process is left in it: the next sweep tries again
+        except OSError:
+            pass
+
+
 class RunCgroup:
-    """One run's cgroups (memory, pids, cpuacct); `join` in the run's first process, `usage`
-    and `close` in the worker."""
+    """One run's cgroups (memory, pids, cpuacct, and cpu where mounted); `join` in the run's
+    first process, `usage` and `close` in the worker."""
 
     def __init__(self, dirs: dict[str, Path]):
         self.dirs = dirs
+        self.hits_before_kill: int | None = None  # forks refused before the run was killed
 
     @classmethod
     def create(cls, *, memory_mb: int, processes: int) -> RunCgroup | None:
+        """The run's cgroups; None where the host has none (`available`); raises CgroupFailed
+        where it has them but they cannot be made (the run then fails "infra", uncharged)."""
         if available() is not None:
             return None
-        name = f"palimpsest-run-{uuid.uuid4().hex[:12]}"
+        # the process that makes it in the name: a worker killed mid-run leaves its run's cgroups,
+        # which the next run made beside them removes (`_sweep`)
+        name = f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
         dirs: dict[str, Path] = {}
         try:
-            for c in CONTROLLERS:
-                d = ROOT / c / _own_path(c).lstrip("/") / name
+            made: set[Path] = set()
+            for c in (*CONTROLLERS, *OPTIONAL):
+                parent = ROOT / c / _own_path(c).lstrip("/")
+                if c in OPTIONAL and (
+                    not (parent / "cgroup.procs").is_file() or parent.resolve() in made
+                ):
+                    continue  # not mounted, or the same hierarchy as cpuacct ("cpu,cpuacct")
+                made.add(parent.resolve())
+                _sweep(parent)
+                d = parent / name
                 d.mkdir()
                 dirs[c] = d
             mem = memory_mb * 1024 * 1024
@@ -75,9 +119,9 @@ class RunCgroup:
                 except OSError:
                     pass
             (dirs["pids"] / "pids.max").write_text(str(processes))
-        except OSError:
+        except OSError as e:
             cls(dirs).close()
-            return None
+            raise CgroupFailed(f"cannot make the run's cgroup: {e}") from None
         return cls(dirs)
 
     def join(self) -> None:
@@ -104,14 +148,20 @@ class RunCgroup:
                 return int(v)
         return 0
 
+    def process_limit_hits(self) -> int:
+        """How many times a process of the run could not start (the process limit)."""
+        events = self._read("pids", "pids.events").split()
+        return int(events[1]) if len(events) == 2 and events[1].isdigit() else 0
+
     def usage(self) -> dict:
         """What the run used, by the kernel's counters: CPU seconds, peak memory (MB), and
         whether the memory or the process limit was hit."""
         peak = self._read("memory", "memory.max_usage_in_bytes").strip()
         failcnt = self._read("memory", "memory.failcnt").strip()
         oom_kills = self.oom_kills()
-        events = self._read("pids", "pids.events").split()
-        pids_max_hits = int(events[1]) if len(events) == 2 and events[1].isdigit() else 0
+        pids_max_hits = self.process_limit_hits()
+        if self.hits_before_kill is not None:  # not the forks refused while it was killed
+            pids_max_hits = min(pids_max_hits, self.hits_before_kill)
         return {
             "cpu": self.cpu_seconds(),
             "rss_mb": int(peak) / 1024 / 1024 if peak.isdigit() else 0.0,
@@ -124,7 +174,14 @@ class RunCgroup:
         return [int(p) for p in self._read("pids", "cgroup.procs").split() if p.isdigit()]
 
     def kill_all(self, timeout: float = 10.0) -> None:
-        """SIGKILL every process left in the run's cgroup until none is."""
+        """SIGKILL every process left in the run's cgroup until none is; no process may start
+        meanwhile (a fork bomb would refill every freed slot)."""
+        if self.hits_before_kill is None:
+            self.hits_before_kill = self.process_limit_hits()
+        try:
+            (self.dirs["pids"] / "pids.max").write_text("0")
+        except (OSError, KeyError):
+            pass
         deadline = time.monotonic() + timeout
         while True:
             left = self.pids()

@@ -7,7 +7,9 @@ exactly as an uploaded prediction file is (`create_submission`: stored, validate
 scoring queue), so that the same predictions score the same whichever way they came. A system that
 breaks a limit, exits non-zero or writes no output fails "code" with its log; a worker that dies
 mid-run leaves the run `running`, and the job (retried once by the reconciler or RQ) starts it
-again; the submission is made once (deduplicated under the team lock).
+again; the submission is made once (deduplicated under the team lock). A sandbox that fails
+before the system starts (its cgroup, its /output, bwrap or setpriv) fails the run "infra":
+not counted, its reserved CPU given back, the same archive welcome again.
 """
 
 from __future__ import annotations
@@ -98,6 +100,10 @@ def run_system(run_id: int) -> dict:
             )
         except SandboxUnavailable as e:
             raise RuntimeError(f"this worker cannot run systems: {e}") from None
+        if outcome.status == "infra":  # the sandbox itself failed: not charged, its budget back
+            log.error("code run %s: %s\n%s", run_id, outcome.reason, outcome.stderr[-2000:])
+            code_runs.fail_infra(engine, run_id, outcome.reason)
+            return {"run": run_id, "stage": "failed", "status": "infra"}
         logtext = (
             f"--- stdout ---\n{outcome.stdout}\n--- stderr ---\n{outcome.stderr}"
             f"\n--- {outcome.status}: {outcome.reason or 'finished'} ---\n"

@@ -2,18 +2,23 @@
 
 What a run sees: the runtime's files read-only (the system's `/usr`, `/bin`, `/lib*`, a few files of
 `/etc`, the worker's Python prefix and any model folders the site names), the system's code at
-`/system` and the split's inputs at `/input` (both read-only), one writable `/output`, a `/tmp` of
-capped size, `/proc` of its own PID namespace and a minimal `/dev`. What it does not see: the
-network (a fresh network namespace has only a loopback of its own), the server's data directory and
-its gold, other processes, the server's environment (`--clearenv`: no secret, token or URL is
-passed in), any other file of the machine.
+`/system` and the split's inputs at `/input` (both read-only), one writable `/output`, a `/tmp` and
+a `/dev/shm` of capped size, `/proc` of its own PID namespace and a minimal, read-only `/dev`; the
+root itself is read-only. What it does not see: the network (a fresh network namespace has only a
+loopback of its own), the server's data directory and its gold, other processes, the server's
+environment (`--clearenv`: no secret, token or URL is passed in), the worker's cgroup path (a
+cgroup namespace), any other file of the machine.
 
-Limits, in three layers: inside the sandbox (rlimits on CPU seconds, address space, processes and
-file size, inherited by every process of the run; a tmpfs of fixed size), around it (the wall
-clock: the whole process group, bwrap and the PID namespace's init, is killed, and with that init
-every process of the namespace), and the job's own timeout in the queue. When the server runs as
-root, the run is started as `nobody` so that the process limit counts that user's processes only
-and no capability is left.
+Limits, in layers. The kernel's, per run: a cgroup of its own where the worker is root and the host
+has them (server.jobs.cgroups: memory, processes, CPU time, CPU share), every writable path a
+filesystem of fixed size (`/tmp`, `/dev/shm`; `/output` a tmpfs of the output limit, mounted by the
+run's first process in a mount namespace of its own, see `_mount_output`), a user of its own
+(`RUN_UIDS`) with no capability left. Inside the sandbox: rlimits on CPU seconds, address space,
+processes and file size, inherited by every process of the run. Around it: a watch (the wall
+clock, the cgroup's CPU time and out-of-memory kills, the output's size: the whole run killed, the
+process group and the cgroup), and the job's own timeout in the queue. A sandbox that fails before
+the system starts (its cgroup, its mount, bwrap, setpriv) ends `infra`: the server's failure,
+never charged to the team.
 
 Namespaces are not a virtual machine: a kernel bug can still be an escape. Run code workers for
 anonymous public participants on machines that hold nothing else (docs/blind-runs.md).
@@ -21,12 +26,14 @@ anonymous public participants on machines that hold nothing else (docs/blind-run
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import json
 import os
 import resource
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -35,7 +42,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from server.jobs.cgroups import RunCgroup
+from server.jobs.cgroups import CgroupFailed, RunCgroup
 
 MiB = 1024 * 1024
 NOBODY = 65534
@@ -62,8 +69,12 @@ UNSHARE = [
     "--unshare-pid",
     "--unshare-net",
     "--unshare-uts",
+    # a cgroup namespace rooted at the run's own cgroup: /proc/self/cgroup reads "/", not the
+    # worker's cgroup path (a container's id on a shared host) and the run's cgroup name; "try"
+    # because a kernel without cgroup namespaces loses nothing else by it
     "--unshare-cgroup-try",
 ]
+SETPRIV = "setpriv"  # util-linux's: drops to the run's user, every capability with it
 
 ENV = {
     "PATH": f"{sys.prefix}/bin:/usr/local/bin:/usr/bin:/bin",
@@ -77,13 +88,18 @@ ENV = {
 }
 
 
-# The run's first process inside the sandbox: it becomes the subreaper of everything the system
-# starts, waits for all of it, and writes the CPU time and peak memory of the whole tree on a pipe
-# the system itself never holds (closed before the exec).
+# The run's first process inside the sandbox: it says "+" on a pipe the system never holds (closed
+# before the exec; the process is made undumpable, so the system cannot reopen it through /proc)
+# once the wrapper has done its part (namespaces, mounts, the run's user), becomes the subreaper of
+# everything the system starts, waits for all of it, and writes the CPU time and peak memory of
+# the whole tree on the pipe. No "+" means the wrapper itself failed: the server's failure.
 ACCOUNT = r"""
 import ctypes, json, os, resource, sys
 fd = int(sys.argv[1])
-ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+libc = ctypes.CDLL(None)
+libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: its /proc entries are root's
+libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+os.write(fd, b"+")
 pid = os.fork()
 if pid == 0:
     os.close(fd)
@@ -116,10 +132,10 @@ class Limits:
 
     wall_seconds: float = 600.0
     cpu_seconds: int = 600
-    memory_mb: int = 4096  # address space of each process
-    processes: int = 64  # processes and threads of the run's user
-    output_mb: int = 64  # each file the run writes, and all of /output together
-    tmp_mb: int = 256
+    memory_mb: int = 4096  # the run's cgroup, and the address space of each process
+    processes: int = 64  # processes and threads of the run (its cgroup, and its own user)
+    output_mb: int = 64  # all of /output together (a tmpfs of this size), and each file written
+    tmp_mb: int = 256  # /tmp, and /dev/shm apart
     log_kb: int = 64  # stdout and stderr kept, each (the end of them)
 
 
@@ -127,7 +143,9 @@ class Limits:
 class Outcome:
     """How a run ended: `ok` or the limit or failure that stopped it, with what it used."""
 
-    status: str  # ok | exit | timeout | cpu | memory | output | processes | signal
+    # ok | exit | timeout | cpu | memory | output | processes | signal, or infra: the sandbox
+    # itself failed (bwrap, setpriv, the run's cgroup or its /output), the server's failure
+    status: str
     exit_code: int | None
     wall_seconds: float
     cpu_seconds: float
@@ -239,6 +257,16 @@ def command_line(
         *_runtime_binds(list(models)),
         "--dev",
         "/dev",
+        *(_gpu_devices() if gpu else []),
+        # /dev/shm a tmpfs of its own size, /dev itself read-only (its device nodes still work)
+        "--perms",
+        "1777",
+        "--size",
+        str(limits.tmp_mb * MiB),
+        "--tmpfs",
+        "/dev/shm",
+        "--remount-ro",
+        "/dev",
         "--proc",
         "/proc",
         "--ro-bind",
@@ -250,13 +278,13 @@ def command_line(
         "--bind",
         str(output),
         "/output",
+        # the root (a tmpfs bwrap makes, holding /etc and the mount points) read-only: as an
+        # unprivileged worker it would be the run's own and writable without bound
+        "--remount-ro",
+        "/",
         "--chdir",
         "/system",
     ]
-    if gpu:
-        for dev in (*GPU_DEVICES, *(str(p) for p in sorted(Path("/dev").glob("nvidia[0-9]*")))):
-            if os.path.exists(dev):
-                args += ["--dev-bind", dev, dev]
     for k, v in ENV.items():
         args += ["--setenv", k, v]
     threads = str(max(1, min(os.cpu_count() or 1, limits.processes // 4)))
@@ -270,7 +298,7 @@ def command_line(
         # one and becomes `nobody`: the process limit then counts the runs' user, not root's
         args += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
         drop = [
-            "setpriv",
+            SETPRIV,
             f"--reuid={uid}",
             f"--regid={uid}",
             "--clear-groups",
@@ -282,11 +310,69 @@ def command_line(
     return [*args, "--", *command]
 
 
-def _limit(limits: Limits, cgroup: RunCgroup | None = None):
+def _gpu_devices() -> list[str]:
+    args = []
+    for dev in (*GPU_DEVICES, *(str(p) for p in sorted(Path("/dev").glob("nvidia[0-9]*")))):
+        if os.path.exists(dev):
+            args += ["--dev-bind", dev, dev]
+    return args
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNS, CLONE_NEWUSER = 0x20000, 0x10000000
+MS_NOSUID, MS_NODEV, MS_REC, MS_SLAVE = 2, 4, 0x4000, 0x80000
+
+
+def _mount_output(output: Path, size: int, uid: int, gid: int, sock: socket.socket) -> None:
+    """In the run's first process, before bwrap: a mount namespace of its own (mounts made here
+    never reach the host), and on `output` a tmpfs of `size` bytes owned by the run's user, which
+    bwrap binds at /output. The kernel then refuses every byte past the limit, for all files
+    together; the worker holds the tmpfs by a descriptor sent on `sock` and copies what the run
+    wrote out of it afterwards. Nothing is left mounted anywhere when the run ends (nor when the
+    worker dies: the namespace goes with its last process, the tmpfs with its last descriptor).
+    An unprivileged worker makes a user namespace first (its own uid mapped to itself), whose
+    capabilities allow the mount and are gone at bwrap's exec."""
+
+    def check(rc: int, what: str) -> None:
+        if rc != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f"{what}: {os.strerror(e)}")
+
+    if os.geteuid() == 0:
+        check(_libc.unshare(CLONE_NEWNS), "unshare a mount namespace")
+    else:
+        check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare a user and mount namespace")
+        for name, text in (
+            ("setgroups", "deny"),
+            ("uid_map", f"{uid} {uid} 1"),
+            ("gid_map", f"{gid} {gid} 1"),
+        ):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+    check(_libc.mount(b"none", b"/", None, MS_REC | MS_SLAVE, None), "make / a slave")
+    opts = f"size={size},nr_inodes=65536,mode=0755,uid={uid},gid={gid}"
+    where = os.fsencode(output)
+    flags = MS_NOSUID | MS_NODEV
+    check(
+        _libc.mount(b"palimpsest-output", where, b"tmpfs", flags, opts.encode()), "mount the tmpfs"
+    )
+    fd = os.open(output, os.O_PATH | os.O_DIRECTORY)
+    socket.send_fds(sock, [b"o"], [fd])
+    os.close(fd)
+    sock.close()
+
+
+def _limit(
+    limits: Limits,
+    cgroup: RunCgroup | None = None,
+    mount: tuple[Path, int, int, socket.socket] | None = None,
+):
     def apply() -> None:
         os.setsid()
         if cgroup is not None:  # before bwrap starts: every process of the run is in it
             cgroup.join()
+        if mount is not None:
+            _mount_output(mount[0], limits.output_mb * MiB, *mount[1:])
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
         mem = limits.memory_mb * MiB
@@ -343,7 +429,8 @@ def run(
     image: str | None = None,
 ) -> Outcome:
     """Run `command` in the sandbox (or, with `image`, in that container image under the host's
-    engine) and say how it ended; never raises for what the run did."""
+    engine) and say how it ended; never raises for what the run did. When the sandbox itself fails
+    (its cgroup, its /output, bwrap or setpriv) the outcome is `infra`: not the team's doing."""
     engine = None
     if image is not None:
         engine = container_engine()
@@ -362,16 +449,33 @@ def run(
     if as_root:
         # the run's user writes /output and reads the code and inputs it is given
         os.chown(output, uid, uid)
-    cgroup = (
-        RunCgroup.create(memory_mb=limits.memory_mb, processes=limits.processes)
-        if engine is None
-        else None
-    )
+    t0 = time.monotonic()
+    try:
+        cgroup = (
+            RunCgroup.create(memory_mb=limits.memory_mb, processes=limits.processes)
+            if engine is None
+            else None
+        )
+    except CgroupFailed as e:
+        return _wrapper_failed(str(e), t0)
     try:
         return _run(command, engine, image, code, inputs, output, limits, models, gpu, uid, cgroup)
     finally:
         if cgroup is not None:
             cgroup.close()
+
+
+def _wrapper_failed(why: str, t0: float, stderr: str = "") -> Outcome:
+    return Outcome(
+        status="infra",
+        exit_code=None,
+        wall_seconds=round(time.monotonic() - t0, 3),
+        cpu_seconds=0.0,
+        peak_rss_mb=0.0,
+        output_bytes=0,
+        stderr=stderr,
+        reason=f"the sandbox failed before the system started: {why}"[:500],
+    )
 
 
 def _run(command, engine, image, code, inputs, output, limits, models, gpu, uid, cgroup):
@@ -392,6 +496,11 @@ def _run(command, engine, image, code, inputs, output, limits, models, gpu, uid,
             gpu=gpu,
             uid=uid,
         )
+    # /output is a tmpfs of the output limit's size, mounted by the run's first process in a mount
+    # namespace of its own and held here by a descriptor (`_mount_output`)
+    here, there = socket.socketpair() if engine is None else (None, None)
+    owner = (uid, uid) if os.geteuid() == 0 else (os.geteuid(), os.getegid())
+    mount = (output, *owner, there) if there is not None else None
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -400,16 +509,37 @@ def _run(command, engine, image, code, inputs, output, limits, models, gpu, uid,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             # the engine enforces an image's limits; its client keeps the session only
-            preexec_fn=_limit(limits, cgroup) if engine is None else os.setsid,
+            preexec_fn=_limit(limits, cgroup, mount) if engine is None else os.setsid,
             pass_fds=(acc_w,),
             env={} if engine is None else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
         )
+    except (OSError, subprocess.SubprocessError) as e:  # bwrap missing, the cgroup or the mount
+        os.close(acc_r)
+        for sock in (here, there):
+            if sock is not None:
+                sock.close()
+        return _wrapper_failed(f"{type(e).__name__}: {e}", t0)
     finally:
         os.close(acc_w)
+    held = None  # the descriptor of the output's tmpfs
+    if here is not None:
+        there.close()
+        _msg, fds, _flags, _addr = socket.recv_fds(here, 1, 1)
+        here.close()
+        held = fds[0] if fds else None
+    watched = Path(f"/proc/self/fd/{held}") if held is not None else output
+    try:
+        return _wait(proc, acc_r, engine, cgroup, output, watched, limits, t0)
+    finally:
+        if held is not None:
+            os.close(held)
+
+
+def _wait(proc, acc_r, engine, cgroup, output, watched, limits, t0) -> Outcome:
     account = _Tail(os.fdopen(acc_r, "rb"), 4096)
     keep = limits.log_kb * 1024
     out, err = _Tail(proc.stdout, keep), _Tail(proc.stderr, keep)
-    watch = _Watch(proc.pid, cgroup, output, limits)
+    watch = _Watch(proc.pid, cgroup, watched, limits)
     try:
         # wait4: the rusage of this run alone (bwrap and every process its namespace reaped)
         _, wstatus, ru = os.wait4(proc.pid, 0)
@@ -419,8 +549,10 @@ def _run(command, engine, image, code, inputs, output, limits, models, gpu, uid,
     proc.returncode = os.waitstatus_to_exitcode(wstatus)
     wall = time.monotonic() - t0
     account.join(timeout=5)
+    said = bytes(account.buf)
+    started = said.startswith(b"+")  # the wrapper did its part: the system ran
     try:
-        used = json.loads(bytes(account.buf))
+        used = json.loads(said[1:] if started else said)
     except ValueError:  # killed before it could say: what the supervisor saw
         used = {"cpu": ru.ru_utime + ru.ru_stime, "rss_kb": ru.ru_maxrss}
     _kill_group(proc.pid)  # nothing of the run outlives it
@@ -430,23 +562,33 @@ def _run(command, engine, image, code, inputs, output, limits, models, gpu, uid,
         kernel = cgroup.usage()
         used = {"cpu": kernel["cpu"], "rss_kb": kernel["rss_mb"] * 1024}
     cpu = used["cpu"]
+    full = watched != output and _full(watched)  # the output's tmpfs at its limit
+    if watched != output:  # what the run left in its tmpfs, copied out (at most its size)
+        _copy_out(watched, output)
     size, files = _output_size(output)
     out.join()
     err.join()
     stderr = err.text()
+    if engine is None and not started and watch.hit is None:
+        # bwrap or setpriv failed before the system started (their own messages on stderr)
+        last = stderr.strip().splitlines()[-1:] or [f"status {proc.returncode}"]
+        return _wrapper_failed(last[0], t0, stderr)
+    if engine is not None and proc.returncode == 125:  # the engine's own failure
+        return _wrapper_failed(f"{Path(engine).name} failed: {stderr.strip()[-300:]}", t0, stderr)
     status, reason = _classify(proc.returncode, stderr, timed_out, cpu, limits)
+    ended = status in ("exit", "signal", "timeout")
     if watch.hit == "cpu" or (status in ("exit", "signal") and cpu >= limits.cpu_seconds):
         status, reason = "cpu", f"stopped after the CPU-time limit of {limits.cpu_seconds} s"
     elif watch.hit == "memory":
         status, reason = "memory", f"ran out of its memory limit of {limits.memory_mb} MB"
-    elif watch.hit == "output":
+    elif watch.hit == "output" or (full and ended):
         status, reason = "output", f"/output grew past its limit of {limits.output_mb} MB"
     elif kernel is not None and status in ("exit", "signal") and kernel["memory_hit"]:
         status, reason = "memory", f"ran out of its memory limit of {limits.memory_mb} MB"
-    elif kernel is not None and status in ("exit", "signal") and kernel["processes_hit"]:
+    elif kernel is not None and ended and kernel["processes_hit"]:
         status, reason = "processes", f"hit the limit of {limits.processes} processes"
-    if status == "ok" and size > limits.output_mb * MiB:
-        status, reason = "output", f"wrote {size} bytes, over the output limit"
+    if status == "ok" and (size > limits.output_mb * MiB or full):
+        status, reason = "output", f"/output reached its limit of {limits.output_mb} MB"
     return Outcome(
         status=status,
         exit_code=proc.returncode,
@@ -462,14 +604,43 @@ def _run(command, engine, image, code, inputs, output, limits, models, gpu, uid,
     )
 
 
+def _full(fs: Path) -> bool:
+    """Whether the output's tmpfs has no block left (a write past the limit was refused)."""
+    try:
+        return os.statvfs(fs).f_bavail == 0
+    except OSError:
+        return False
+
+
+def _copy_out(src: Path, dest: Path) -> None:
+    """Copy the regular files and folders under `src` (the run's tmpfs) to `dest`; links, pipes
+    and devices the run made are left behind, no link is followed."""
+    for d, dirs, files in os.walk(src):
+        rel = Path(d).relative_to(src)
+        for name in dirs:
+            if not os.path.islink(os.path.join(d, name)):
+                (dest / rel / name).mkdir(exist_ok=True)
+        for name in files:
+            try:
+                fd = os.open(os.path.join(d, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    continue
+                with open(dest / rel / name, "xb") as g:
+                    shutil.copyfileobj(f, g, 1 << 20)
+
+
 class _Watch(threading.Thread):
-    """Watches a run while it runs: the wall clock, and (with a cgroup) the CPU time of the whole
-    run and the size of /output as a whole; the first limit crossed kills the run and is kept in
-    `hit`."""
+    """Watches a run while it runs: the wall clock, (with a cgroup) the CPU time of the whole run
+    and its out-of-memory kills, and the size of /output as a whole (its tmpfs full); the first
+    limit crossed kills the run and is kept in `hit`."""
 
     def __init__(self, pid: int, cgroup: RunCgroup | None, output: Path, limits: Limits):
         super().__init__(daemon=True)
         self.pid, self.cgroup, self.output, self.limits = pid, cgroup, output, limits
+        self.tmpfs = str(output).startswith("/proc/self/fd/")
         self.hit: str | None = None
         self.done = threading.Event()
         self.t0 = time.monotonic()
@@ -494,7 +665,9 @@ class _Watch(threading.Thread):
             if self.cgroup is not None and self.cgroup.oom_kills():  # the run at its memory
                 self._kill("memory")
                 return
-            if _du(self.output) > cap:  # every tick: a fast writer fills ~100 MB in 0.2 s
+            # every tick: a fast writer fills ~100 MB in 0.2 s (with the output a tmpfs of its
+            # own, the kernel refuses the bytes past the limit; this stops the run there)
+            if _full(self.output) if self.tmpfs else _du(self.output) > cap:
                 self._kill("output")
                 return
 
