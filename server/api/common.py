@@ -17,7 +17,6 @@ from werkzeug.exceptions import HTTPException
 
 from server import api_models as m
 from server.actions import common as action_common
-from server.actions import competitions as comp_actions
 from server.actions.common import phase_or_default
 from server.db import db
 from server.domain import code_runs, people
@@ -233,18 +232,10 @@ def need_user() -> User:
 
 def need_organizer(task_id: str | None = None, submission_id: int | None = None) -> User:
     """The signed-in organizer of the task's competition (of the submission's task), or of any
-    competition for a route that names none (it filters what it shows); 403 otherwise."""
+    competition for a route that names none (it filters what it shows): the one check,
+    `server.actions.common.require_organizer`, its refusal answered as every action's."""
     u = need_user()
-    s = db()
-    if submission_id is not None:
-        sub = s.get(Submission, submission_id)
-        task_id = sub.task_id if sub is not None else None
-    if task_id is not None:
-        ok = people.organizes_task(s, u, task_id)
-    else:
-        ok = people.organizes_anything(s, u)
-    if not ok:
-        raise ApiError(403, "not_organizer", "this needs a token of an organizer of this task")
+    action_common.require_organizer(u, db(), task_id=task_id, submission_id=submission_id)
     return u
 
 
@@ -383,6 +374,7 @@ def submission_fields(
         ),
         "scores": visible_scores_of(s, user, sub, phase) if phase else None,
         "team": team if team is not None else getattr(s.get(Team, sub.team_id), "name", None),
+        "removed": sub.removed_at is not None,
     }
 
 
@@ -424,4 +416,4 @@ def need_competition_organizer(u: User, competition_id: str) -> None:
     """Refuse someone who does not organize the competition (NotFound for a draft they cannot
     see), before the request's body is read."""
     s = db()
-    comp_actions.require_organizer(s, u, comp_actions.find(s, competition_id))
+    action_common.require_organizer(u, s, slug=competition_id)

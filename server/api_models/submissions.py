@@ -189,7 +189,9 @@ class SubmissionOut(Out):
         None, description="The fact sheet's answers (key: value), as the team gave them."
     )
     removed: Optional[bool] = Field(
-        None, description="After a deletion: true (the run is kept for the organizers)."
+        None,
+        description="True for a run removed by its team or the organizers: kept, listed and "
+        "readable, marked; `hidden_reason` says why (server.domain.submissions.team_runs).",
     )
     duplicate: Optional[bool] = Field(
         None,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import BinaryIO
 
+import sqlmodel
 from sqlalchemy import func, or_, select
 from sqlmodel import Session
 
@@ -171,6 +172,19 @@ def _drop_unnamed(engine, home, key: str) -> None:
         )
     if not named:
         path_for(home, key).unlink(missing_ok=True)
+
+
+def team_runs(team_ids, *, task: str | None = None, status: str | None = None):
+    """The one rule for a team's run list (the web's pages, the API's list, the CLI through it):
+    every run of these teams, removed ones included and marked (`removed_at`; `hidden_reason`
+    says why), so that a team can read why the organizers took a run off. A query of the runs to
+    page on (its `whereclause` to join them to more)."""
+    q = sqlmodel.select(models.Submission).where(models.Submission.team_id.in_(list(team_ids)))
+    if task:
+        q = q.where(models.Submission.task_id == task)
+    if status:
+        q = q.where(models.Submission.status == status)
+    return q
 
 
 # a run removed by an organizer gives its slot back; one its team deleted keeps it (deleting and

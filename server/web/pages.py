@@ -26,7 +26,7 @@ from server.actions import submissions as sub_actions
 from server.actions.common import phase_or_default
 from server.api_models import YES
 from server.db import db
-from server.domain import code_runs, facts, people, releases
+from server.domain import code_runs, facts, people, releases, submissions
 from server.domain.accounts import submission_filter
 from server.domain.lifecycle import RANKED_RUN_RULE
 from server.domain.sanitize import render_markdown
@@ -349,8 +349,7 @@ def my_submissions():
     subs, older = [], None
     before = request.args.get("before", type=int)
     if team_ids:
-        # removed runs stay listed (marked) so that the team can read the organizers' reason
-        q = select(Submission).where(Submission.team_id.in_(team_ids))
+        q = submissions.team_runs(team_ids)
         if before:
             q = q.where(Submission.id < before)
         subs = db().exec(q.order_by(Submission.id.desc()).limit(PAGE + 1)).all()
@@ -448,7 +447,7 @@ def submission_or_404(submission_id: int) -> Submission:
     """The submission if who asks may see it; 404 otherwise (not 403: its existence is no one's
     business)."""
     try:
-        return action_common.visible_submission(db(), current_user(), submission_id, removed=True)
+        return action_common.visible_submission(db(), current_user(), submission_id)
     except NotFound:
         abort(404)
 
