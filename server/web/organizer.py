@@ -30,7 +30,7 @@ from server.actions.exports import queue_baselines as enqueue_runs
 from server.actions.phases import PHASE_ACTIONS, phase_action_options
 from server.boards import leaderboard as lb
 from server.db import db
-from server.domain import lifecycle, people, provenance, publication
+from server.domain import lifecycle, people, publication
 from server.domain.submissions import phase_state
 from server.errors import status_of
 from server.exceptions import (
@@ -309,15 +309,7 @@ def publish(phase_id: int):
     action = request.values.get("action", "publish")
     if action not in ("publish", "close_and_publish"):
         abort(400)
-    board = lb.build_board(
-        s,
-        t,
-        p,
-        audience="public",
-        show_private=True,
-        include_closed=True,
-        provenance=provenance.current_provenance(t, p.split, get_settings().home),
-    )
+    board = lb.final_board(s, t, p, get_settings().home)
     return render_template(
         "organizer/publish.html",
         phase=p,
@@ -337,15 +329,7 @@ def ranking(phase_id: int):
     p = phase_or_404(phase_id)
     t = task_or_404(p.task_id)
     s = db()
-    board = lb.build_board(
-        s,
-        t,
-        p,
-        audience="public",
-        show_private=True,
-        include_closed=True,
-        provenance=provenance.current_provenance(t, p.split, get_settings().home),
-    )
+    board = lb.final_board(s, t, p, get_settings().home)
     return render_template(
         "leaderboard/board.html",
         task=t,
