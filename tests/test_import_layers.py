@@ -8,6 +8,8 @@ declared for import-linter in pyproject.toml (`lint-imports`).
 from __future__ import annotations
 
 import ast
+import re
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -274,6 +276,29 @@ def test_function_imports_few_and_commented() -> None:
     rest = sum(n for rel, n in per_file.items() if rel not in COMMAND_MODULES)
     worst = sorted(per_file.items(), key=lambda kv: -kv[1])[:8]
     assert rest < MAX_FUNCTION_IMPORTS, f"{rest} function-level imports; most in {worst}"
+
+
+def _contracts() -> list[dict]:
+    with open(REPO / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["tool"]["importlinter"]["contracts"]
+
+
+def test_every_jobs_module_sits_in_a_server_layer() -> None:
+    """Each module of server.jobs is named in a layer of the server's contract (`lint-imports`
+    then checks what it imports), and the domain is forbidden the jobs and the boards."""
+    server_layers = next(c for c in _contracts() if c["name"].startswith("Inside server"))
+    named = {m.strip() for layer in server_layers["layers"] for m in re.split(r"[:|]", layer)}
+    jobs = [
+        name
+        for name in product_modules()
+        if name.startswith("server.jobs.") and name.count(".") == 2
+    ]
+    assert len(jobs) > 10
+    missing = [j for j in jobs if j not in named and "server.jobs" not in named]
+    assert not missing, f"server.jobs modules in no layer of the server's contract: {missing}"
+    forbidden = next(c for c in _contracts() if c["name"].startswith("The domain imports"))
+    assert forbidden["source_modules"] == ["server.domain"]
+    assert set(forbidden["forbidden_modules"]) == {"server.jobs", "server.boards"}
 
 
 def test_checker_finds_what_it_should() -> None:
