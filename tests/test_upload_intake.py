@@ -18,7 +18,7 @@ import uuid
 import pytest
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session as OrmSession
-from sqlmodel import Session, SQLModel
+from sqlmodel import Session
 
 from server import api_models as m
 from server import models
@@ -53,7 +53,7 @@ def _db_state(engine) -> dict:
     with Session(engine) as s:
         return {
             t.name: sorted(repr(tuple(r)) for r in s.execute(select(t)).all())
-            for t in SQLModel.metadata.sorted_tables
+            for t in models.schema().sorted_tables
         }
 
 
