@@ -247,8 +247,7 @@ def submit(
             stored=stored,
             filename=filename,
             manifest=manifest.model_dump(),
-            fields=fields.model_dump(exclude={"phase", "baseline", "facts"})
-            | {"facts": sheet or None},
+            fields=fields.row() | {"primary": fields.primary, "facts": sheet or None},
             is_baseline=bool(fields.baseline),
         )
         code_runs.reserve_budget(run, settings)
@@ -263,12 +262,9 @@ def submit(
         phase=phase,
         stored=stored,
         filename=filename,
-        method_name=fields.method_name,
-        description=fields.description,
-        url=fields.url,
-        show_publicly=fields.show_publicly,
         is_baseline=bool(fields.baseline or team.is_baseline),
         facts=sheet or None,
+        **fields.row(),
     )
     if fields.primary and not fields.baseline:
         lifecycle.set_primary(s, sub, team_id=team.id, actor=user)

@@ -24,7 +24,7 @@ from server.actions import downloads as download_actions
 from server.actions import phases as phase_actions
 from server.actions import submissions as sub_actions
 from server.actions.common import phase_or_default
-from server.api_models import YES
+from server.api_models import YES, UploadFields
 from server.db import db
 from server.domain import code_runs, facts, people, releases, submissions
 from server.domain.accounts import submission_filter
@@ -47,7 +47,7 @@ from server.models import Phase, Score, Submission, Team
 from server.settings import get_settings
 from server.web import downloads
 from server.web.auth import current_user, login_required
-from server.web.forms import SubmitForm, SystemForm
+from server.web.forms import SubmitForm, SystemForm, UploadForm
 from server.web.refusals import refusal
 from tasks import all_tasks, starting_kit
 from tasks.store import TaskStore
@@ -208,7 +208,9 @@ def download(task_id: str, split: str):
 
 
 # the form's yes/no fields, shown as checkboxes: posted only when ticked
-WEB_CHECKBOXES = ("show_publicly", "primary")
+WEB_CHECKBOXES = tuple(
+    k for k in UploadForm.DECLARED if UploadFields.model_fields[k].annotation is bool
+)
 
 
 @bp.route("/tasks/<task_id>/submit", methods=["GET", "POST"])
