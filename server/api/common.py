@@ -352,11 +352,9 @@ def submission_fields(
         "created": sub.created_at,
         "started": None if gated else sub.started_at,  # the gate: no time of a blind run
         "finished": None if gated else sub.finished_at,
-        "method_name": sub.method_name,
-        "description": sub.description,
-        "url": sub.url,
+        # what the run keeps of its upload, each declared field (m.UploadFields.row)
+        **{k: getattr(sub, k) for k in m.UploadFields.carried()},
         "facts": sub.facts or None,
-        "show_publicly": sub.show_publicly,
         "is_primary": sub.is_primary,
         "is_baseline": sub.is_baseline,
         "file_name": sub.file_name,
