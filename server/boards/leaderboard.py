@@ -272,11 +272,11 @@ def team_sees_the_public_board(s: Session, task, phase: Phase, team_id: int) -> 
     return use_private or anonymous_labels(s, task.id, phase) is None
 
 
-def final_board(s: Session, task, phase: Phase, home, *, with_parts: bool = False) -> Board:
+def final_board(s: Session, task, phase: Phase, home, **more) -> Board:
     """The final ranking as it is (or will be) published: the public audience's board ranked on
     the private part, a closed board shown, scores of the current gold, task and scorer only
-    (`home`: the site's data). The one place the publication, its preview and the exports build
-    it."""
+    (`home`: the site's data); `more`: build_board's other arguments (`with_parts`). The one
+    place the publication, its preview and the exports build it."""
     return build_board(
         s,
         task,
@@ -285,7 +285,7 @@ def final_board(s: Session, task, phase: Phase, home, *, with_parts: bool = Fals
         show_private=True,
         include_closed=True,
         provenance=current_provenance(task, phase.split, home),
-        with_parts=with_parts,
+        **more,
     )
 
 
