@@ -376,6 +376,23 @@ def submission_fields(
     }
 
 
+def runs_page(s, u, runs, page, phases: list[Phase]):
+    """A page of runs (`runs`: a query of submissions, whatever it selects), each with its team's
+    name, as the API lists them (`SubmissionOut`, newest first)."""
+    q = select(Submission, Team).join(Team, Team.id == Submission.team_id)
+    if runs.whereclause is not None:
+        q = q.where(runs.whereclause)
+    by_id = {p.id: p for p in phases}
+    items, links = paginate(
+        s,
+        q,
+        Submission.id,
+        page,
+        lambda row: submission_fields(s, u, row[0], by_id.get(row[0].phase_id), row[1].name),
+    )
+    return page_out(m.Page[m.SubmissionOut], items, links)
+
+
 def submission_out(s, u, sub, status: int = 200, **extra):
     s.refresh(sub)
     standing = waits.live_standing(s, sub, current_app.extensions.get("palimpsest.redis"))

@@ -20,9 +20,8 @@ from server.api.common import (
     need_user,
     own_submission,
     page_out,
-    paginate,
     query_model,
-    submission_fields,
+    runs_page,
     submission_out,
 )
 from server.api.openapi import op
@@ -32,7 +31,6 @@ from server.exceptions import EmptyUpload
 from server.models import (
     Phase,
     Submission,
-    Team,
 )
 from server.settings import get_settings
 
@@ -184,18 +182,7 @@ def my_submissions():
         if not team_ids:
             return page_out(m.Page[m.SubmissionOut], [], {"next_cursor": None, "next": None})
         runs = submissions.team_runs(team_ids, task=page.task, status=page.status)
-    q = select(Submission, Team).join(Team, Team.id == Submission.team_id)
-    if runs.whereclause is not None:
-        q = q.where(runs.whereclause)
-    phases = {p.id: p for p in s.exec(select(Phase))}
-    items, links = paginate(
-        s,
-        q,
-        Submission.id,
-        page,
-        lambda row: submission_fields(s, u, row[0], phases.get(row[0].phase_id), row[1].name),
-    )
-    return page_out(m.Page[m.SubmissionOut], items, links)
+    return runs_page(s, u, runs, page, list(s.exec(select(Phase))))
 
 
 @bp.get("/submissions/<int:submission_id>")
