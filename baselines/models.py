@@ -6,6 +6,7 @@ first call that needs a model.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -98,11 +99,19 @@ def resolve_model(spec: str | os.PathLike | None = None) -> ResolvedModel:
 # ---------------------------------------------------------------- devices
 
 
+@functools.cache
+def load_torch():
+    """torch (the baselines extra: seconds to import), loaded when a model first runs and never
+    with the module: the one place it is imported."""
+    import torch  # heavy optional: the baselines extra
+
+    return torch
+
+
 def pick_device(device: str = "auto") -> str:
     """'cuda' when asked or when auto finds a GPU, else 'cpu'; asking for a missing GPU is an
     error."""
-    # heavy optional: torch (the baselines extra) loads only when a model runs
-    import torch
+    torch = load_torch()
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -112,8 +121,7 @@ def pick_device(device: str = "auto") -> str:
 
 
 def _seed() -> None:
-    # heavy optional: torch (the baselines extra) loads only when a model runs
-    import torch
+    torch = load_torch()
 
     torch.manual_seed(0)
 
@@ -278,8 +286,7 @@ class BiEncoder:
     def _encode_fast(self, texts: list[str], desc: str):
         """Unit vectors in the caller's order: sorted by token length (longest first, ties in input
         order, so a given input list always gives the same batches), exact-width batches."""
-        # heavy optional: torch (the baselines extra) loads only when a model runs
-        import torch
+        torch = load_torch()
 
         ids = self._tokenize(list(texts), desc)
         tok = self.model.tokenizer
@@ -456,9 +463,8 @@ class TokenEncoder:
     ):
         _offline()
         _seed()
-        # heavy optional: torch (the baselines extra) loads only when a model runs
-        import torch
-        from transformers import AutoModel, AutoTokenizer
+        torch = load_torch()
+        from transformers import AutoModel, AutoTokenizer  # heavy optional, likewise
 
         self.model_ref = resolve_model(spec)
         self.device = pick_device(device)

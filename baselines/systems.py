@@ -20,6 +20,7 @@ from baselines.models import (
     BiEncoder,
     PairScorer,
     TokenEncoder,
+    load_torch,
     resolve_model,
     show_progress,
 )
@@ -347,8 +348,7 @@ def run_swissgov(
 def top_k(q, s, k: int, device: str = "cpu", chunk: int = 4096, progress: bool = False):
     """Exact top-k rows of s by inner product for each row of q, by chunked matrix products
     (on the GPU when device is cuda); returns (indices, scores) as numpy arrays."""
-    # heavy optional: torch (the baselines extra) loads only when a model runs
-    import torch
+    torch = load_torch()
 
     k = min(k, s.shape[0])
     dtype = torch.float16 if device == "cuda" else torch.float32

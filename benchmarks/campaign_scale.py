@@ -98,13 +98,13 @@ def make_runs(out: Path, loci: dict, n_runs: int, k: int, shared: float) -> list
 
 
 def _engine(url: str):
-    from sqlmodel import SQLModel, create_engine
+    from sqlmodel import create_engine
 
-    import server.models  # noqa: F401 — the tables
+    from server import models  # the tables (every one: models.schema())
 
     engine = create_engine(url)
-    SQLModel.metadata.drop_all(engine)
-    SQLModel.metadata.create_all(engine)
+    models.schema().drop_all(engine)
+    models.schema().create_all(engine)
     return engine
 
 

@@ -116,8 +116,7 @@ class Client:
             # imported here: requests and urllib3 take about 0.1 s to load, which only commands
             # that talk to a server should pay (`palimpsest --help` and `validate` start fast)
             import requests
-            from requests.adapters import HTTPAdapter
-            from urllib3.util.retry import Retry
+            from requests.adapters import HTTPAdapter, Retry  # urllib3's Retry, as requests has it
 
             retry = Retry(
                 total=self.retries,

@@ -18,6 +18,7 @@ import ast
 import functools
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
@@ -34,10 +35,17 @@ class SchemaError(RuntimeError):
     """The database is not at the migrations' head; the message (one line) says what to run."""
 
 
-def alembic_config(settings: Settings):
-    from alembic.config import Config  # Alembic loads to migrate, not to check (see the top)
+@functools.cache
+def alembic():
+    """Alembic's command, config and script modules: the one place Alembic is imported, when a
+    migration runs (checking the revision needs one query and never loads it; see the top)."""
+    from alembic import command, config, script  # here: Alembic loads to migrate, not to check
 
-    cfg = Config()
+    return SimpleNamespace(command=command, config=config, script=script)
+
+
+def alembic_config(settings: Settings):
+    cfg = alembic().config.Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.set_main_option("sqlalchemy.url", settings.sqlalchemy_url().replace("%", "%%"))
     return cfg
@@ -45,9 +53,7 @@ def alembic_config(settings: Settings):
 
 @functools.lru_cache(maxsize=1)
 def script():
-    from alembic.script import ScriptDirectory  # Alembic loads to migrate, not to check
-
-    return ScriptDirectory(str(MIGRATIONS))
+    return alembic().script.ScriptDirectory(str(MIGRATIONS))
 
 
 def heads() -> tuple[str, ...]:
@@ -168,16 +174,12 @@ def upgrade(settings: Settings, revision: str = "head") -> None:
         raise SchemaError(why)
     if state == "head" and revision == "head":
         return  # nothing to migrate: Alembic would load every script to find so
-    from alembic import command  # Alembic loads to migrate, not to check
-
-    command.upgrade(alembic_config(settings), revision)
+    alembic().command.upgrade(alembic_config(settings), revision)
 
 
 def stamp(settings: Settings, revision: str) -> None:
     """Record `revision` as the database's without running any migration."""
-    from alembic import command  # Alembic loads to migrate, not to check
-
-    command.stamp(alembic_config(settings), revision)
+    alembic().command.stamp(alembic_config(settings), revision)
 
 
 def current(settings: Settings) -> tuple[str, ...]:
@@ -204,6 +206,4 @@ def prepare(settings: Settings, engine=None):
 
 def revision(settings: Settings, message: str) -> None:
     """Write a new revision from the difference between the models and the database."""
-    from alembic import command  # Alembic loads to migrate, not to check
-
-    command.revision(alembic_config(settings), message=message, autogenerate=True)
+    alembic().command.revision(alembic_config(settings), message=message, autogenerate=True)

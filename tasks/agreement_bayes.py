@@ -41,7 +41,9 @@ functions that need them, so the rest of the project runs without them.
 
 from __future__ import annotations
 
+import functools
 import time
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -152,12 +154,32 @@ def cells(data: dict, bins: int | None = BINS) -> dict:
     }
 
 
-def _model(counts, pair, n_pairs, groups, X, K, centred=(), correlated=True):
-    # imported here: numpyro/jax are the optional [agreement] extra
+@functools.cache
+def _deps() -> SimpleNamespace:
+    """jax and numpyro (the optional [agreement] extra: seconds to import) and scipy's ranks,
+    loaded by a fit's first step and never with the module: the one place they are imported."""
+    # here, not at the top: the [agreement] extra is optional, and slow to import
     import jax
-    import jax.numpy as jnp
     import numpyro
-    import numpyro.distributions as dist
+    from numpyro import diagnostics, distributions, infer
+    from scipy import stats
+
+    return SimpleNamespace(
+        jax=jax,
+        jnp=jax.numpy,
+        numpyro=numpyro,
+        dist=distributions,
+        MCMC=infer.MCMC,
+        NUTS=infer.NUTS,
+        effective_sample_size=diagnostics.effective_sample_size,
+        norm=stats.norm,
+        rankdata=stats.rankdata,
+    )
+
+
+def _model(counts, pair, n_pairs, groups, X, K, centred=(), correlated=True):
+    dep = _deps()
+    jax, jnp, numpyro, dist = dep.jax, dep.jnp, dep.numpyro, dep.dist
 
     m = K - 1
     alpha = numpyro.sample("alpha", dist.Normal(0.0, 2.5).expand([m]).to_event(1))
@@ -223,18 +245,15 @@ def _summary(draws: np.ndarray) -> dict:
 
 def _rank_normal(x: np.ndarray) -> np.ndarray:
     """Rank-normalise draws (chains x draws) pooled over chains (Vehtari et al. 2021)."""
-    from scipy.stats import norm, rankdata  # scipy loads with a fit, not with the module
-
-    r = rankdata(x, method="average").reshape(x.shape)
-    return norm.ppf((r - 0.375) / (x.size + 0.25))
+    r = _deps().rankdata(x, method="average").reshape(x.shape)
+    return _deps().norm.ppf((r - 0.375) / (x.size + 0.25))
 
 
 def convergence(x: np.ndarray) -> tuple[float, float]:
     """(R-hat, bulk ESS) of one scalar's draws (chains x draws): the rank-normalised split R-hat,
     the larger of bulk and tail (folded), and the bulk ESS (Vehtari et al. 2021). NaN for a
     constant (a Cholesky factor's fixed entries)."""
-    from numpyro.diagnostics import effective_sample_size  # numpyro is an optional extra
-
+    effective_sample_size = _deps().effective_sample_size
     x = np.asarray(x, dtype=float)
     if np.ptp(x) == 0:
         return float("nan"), float("nan")
@@ -280,9 +299,7 @@ def keep_compiled(directory: str) -> str:
     (the same data, chains, warmup and draws: the data are constants of the program), skips the
     compilation, about half of a short fit's time (docs/benchmarks.md). The draws are the same
     either way: the same program runs. Returns the directory in use."""
-    # imported here: jax is the optional [agreement] extra
-    import jax
-
+    jax = _deps().jax
     if not jax.config.jax_compilation_cache_dir:
         jax.config.update("jax_compilation_cache_dir", str(directory))
         if jax.config.jax_compilation_cache_max_size < 0:  # unbounded by default
@@ -326,15 +343,11 @@ def fit(
     fault is divergent transitions is run again once with this target acceptance (the
     diagnostics' `retried` says so) before it is refused; `loo_report`: compute PSIS-LOO;
     `keep_draws`: keep the posterior draws and the pointwise LOO in the result (not for JSON)."""
-    # imported here: numpyro/jax are the optional [agreement] extra (CPU unless a GPU is present)
-    import numpyro
-
-    # one host device per chain: effective only before jax first starts (else sequential)
-    numpyro.set_host_device_count(max(1, chains))
-    # imported here too: the optional [agreement] extra, after the device count is set
-    import jax
-    import jax.numpy as jnp
-    from numpyro.infer import MCMC, NUTS
+    dep = _deps()  # the optional [agreement] extra (CPU unless a GPU is present)
+    jax, jnp, MCMC, NUTS = dep.jax, dep.jnp, dep.MCMC, dep.NUTS
+    # one host device per chain: effective only before jax's backend first starts (importing it
+    # does not start it; else the chains run one after another)
+    dep.numpyro.set_host_device_count(max(1, chains))
 
     if compile_cache is not None:
         keep_compiled(compile_cache)

@@ -17,7 +17,8 @@ import pytest
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-from server.domain import accounts  # noqa: E402 - after the threads are set
+from server import models  # noqa: E402 - after the threads are set
+from server.domain import accounts  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("PALIMPSEST_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -248,11 +249,10 @@ def build_schema(engine_or_url) -> None:
 
 def _create_and_stamp(engine) -> None:
     from alembic.migration import MigrationContext
-    from sqlmodel import SQLModel
 
     from server.migrate import script
 
-    SQLModel.metadata.create_all(engine)
+    models.schema().create_all(engine)
     with engine.begin() as conn:
         MigrationContext.configure(conn).stamp(script(), "head")
 
@@ -361,7 +361,6 @@ def pg_server_url():
 def pg_app(web_home, monkeypatch, pg_server_url):
     """The web app on PostgreSQL; its tables are emptied before each test."""
     from argon2 import PasswordHasher
-    from sqlmodel import SQLModel
 
     from server import create_app
     from server.db import get_engine
@@ -372,7 +371,7 @@ def pg_app(web_home, monkeypatch, pg_server_url):
     monkeypatch.setenv("PALIMPSEST_HOME", str(web_home))
     monkeypatch.setenv("DATABASE_URL", pg_server_url)
     eng = get_engine(pg_server_url)
-    SQLModel.metadata.drop_all(eng)
+    models.schema().drop_all(eng)
     build_schema(eng)
     return create_app(
         {
@@ -651,7 +650,7 @@ class Backend:
 
 
 def _make_backend(kind, request, tmp_path, demo_home, monkeypatch) -> Backend:
-    from sqlmodel import Session, SQLModel
+    from sqlmodel import Session
 
     from server.db import get_engine
     from server.domain.submissions import ensure_phases
@@ -676,7 +675,7 @@ def _make_backend(kind, request, tmp_path, demo_home, monkeypatch) -> Backend:
     settings = Settings.from_env()
     engine = get_engine(settings.sqlalchemy_url())
     if kind == "services":
-        SQLModel.metadata.drop_all(engine)
+        models.schema().drop_all(engine)
     build_schema(engine)
     if kind == "embedded":
         embedded = EmbeddedRedis(home)

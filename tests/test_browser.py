@@ -223,7 +223,7 @@ def test_organizer_path(app, live, chrome, tmp_path):
         _go(
             d,
             d.find_element(
-                By.CSS_SELECTOR, f"form[action$='/organizer/phases/{test.id}/close'] button"
+                By.CSS_SELECTOR, f"form[action$='/organizer/phases/{test.id}/actions/close'] button"
             ),
         )
         assert "The test phase of tric-binary is closed." in _body(d)

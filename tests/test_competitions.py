@@ -614,8 +614,10 @@ def test_the_web_pages_show_sanitized_markdown_and_the_form_edits_them(web):
     assert r.status_code == 400 and "lowercase letters" in r.get_data(as_text=True)
 
     # title and state: the administrator's form; a participant is refused
-    # organizers only, before anything is looked up: a draft is not disclosed by the answer
-    assert participant.post("/competitions/secret/edit", {"title": "x"}).status_code == 403
+    # organizers only, before anything is looked up: a draft is not disclosed by the answer (the
+    # one organizer check: 404 as for a competition that does not exist, 403 for a visible one)
+    assert participant.post("/competitions/secret/edit", {"title": "x"}).status_code == 404
+    assert participant.post("/competitions/nothing/edit", {"title": "x"}).status_code == 404
     assert participant.post("/competitions/c1/edit", {"title": "x"}).status_code == 403
     form = admin.get("/competitions/secret/edit").get_data(as_text=True)
     assert 'value="Secret"' in form and '<option selected value="draft">' in form

@@ -151,6 +151,39 @@ def test_the_api_refuses_a_dev_file_sent_to_evaluation_naming_the_split(site):
     assert r.status_code == 201, r.json
 
 
+def test_a_file_above_the_check_is_judged_by_its_beginning(site, monkeypatch):
+    """A file larger than what the intake reads (a large upload's completion: above 64 MiB) is
+    no longer left to the scorer: its beginning, cut at a line, is checked by the same rule (rows
+    refused on its phase's split, none on another's; ids it does not reach do not count). A test
+    file that large still goes in; a compressed one is left to the scorer."""
+    import gzip
+
+    from server.domain import phase_choice
+
+    monkeypatch.setattr(phase_choice, "CHECK_BYTES", 500)  # the files below are larger
+    app, token = site
+    c = app.test_client()
+
+    def send(body: bytes, name: str, phase: str = "evaluation"):
+        return c.post(
+            f"/api/v1/tasks/{TASK}/submissions",
+            data={"file": (io.BytesIO(body), name), "phase": phase, **FACT},
+            headers=_h(token),
+            content_type="multipart/form-data",
+        )
+
+    dev = DEV_FILE.read_bytes()
+    assert min(len(dev), len(_test_file()), len(gzip.compress(dev))) > 500
+    r = send(DEV_FILE.read_bytes(), "dev.jsonl")
+    assert r.status_code == 422 and r.json["error"]["code"] == "wrong_split", r.json
+    assert "choose phase development" in r.json["error"]["message"]
+    assert _stored(app) == []
+    r = send(_test_file(), "test.jsonl")
+    assert r.status_code == 201, r.json
+    r = send(gzip.compress(DEV_FILE.read_bytes()), "dev.jsonl.gz")
+    assert r.status_code == 201, r.json  # not read here: the scorer names its problems
+
+
 def test_a_file_of_no_split_is_left_to_the_scorer(site):
     """A file that fits neither split is stored and fails in the scorer with every problem, as
     before: the refusal is for a file that fits another split, not a guess."""

@@ -19,6 +19,7 @@ from backbone import phase
 from conftest import TROTR, _make_backend, need
 from webkit import make_token, make_user
 
+from server import models
 from server.domain import lifecycle, partitions
 from server.domain.exposure import ExposureRefused, check_home, check_tree
 from server.exceptions import LifecycleRefused
@@ -246,10 +247,10 @@ def test_a_phase_scoring_hidden_instances_in_public_is_refused(tmp_path):
     shutil.copytree(
         cv / "tasks" / "tric-binary" / "gold" / "cv", home / "tasks" / "tric-binary" / "gold" / "cv"
     )
-    from sqlmodel import Session, SQLModel, create_engine
+    from sqlmodel import Session, create_engine
 
     engine = create_engine(f"sqlite:///{tmp_path / 'x.db'}")
-    SQLModel.metadata.create_all(engine)
+    models.schema().create_all(engine)
     with Session(engine) as s, pytest.raises(LifecycleRefused) as e:
         lifecycle.create_phase(
             s, task=get_task("tric-binary"), name="cv", split="cv", actor=None, home=home

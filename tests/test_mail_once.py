@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 from mailkit import Mailbox, _free_port
-from sqlmodel import Session, SQLModel, select
+from sqlmodel import Session, select
 
+from server import models
 from server.db import get_engine
 from server.jobs import outbox
 from server.models import OutgoingMail
@@ -64,7 +65,7 @@ def _url(request, kind: str, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'mail.db'}"
     url = request.getfixturevalue("pg_server_url")
     eng = get_engine(url)
-    SQLModel.metadata.drop_all(eng)
+    models.schema().drop_all(eng)
     return url
 
 
@@ -74,7 +75,7 @@ def test_a_sender_killed_mid_batch_sends_at_most_one_twice_and_the_rest_at_once(
 ):
     url = _url(request, kind, tmp_path)
     eng = get_engine(url)
-    SQLModel.metadata.create_all(eng)
+    models.schema().create_all(eng)
     with Session(eng) as s:
         outbox.queue_many(
             s,
@@ -140,7 +141,7 @@ def test_a_sender_killed_mid_batch_sends_at_most_one_twice_and_the_rest_at_once(
 
 def test_a_live_senders_claim_is_kept_and_a_dead_ones_on_this_machine_is_not(tmp_path):
     eng = get_engine(f"sqlite:///{tmp_path / 'mail.db'}")
-    SQLModel.metadata.create_all(eng)
+    models.schema().create_all(eng)
     assert outbox.sender_alive(outbox.sender_id()) is True
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()

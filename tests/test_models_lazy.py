@@ -1,12 +1,13 @@
 """The tables load by subject, when first named (`server.models`), and whatever needs the whole
-schema sees all 29 of them: `load_all()`, `SQLModel.metadata`'s create_all, drop_all and
-sorted_tables, Alembic's environment (autogenerate finds nothing to change on a database at head),
-the migrations' check of an unversioned database, and the web app. Each path runs in a process of
+schema sees all 29 of them: `load_all()`, `schema()`'s create_all, drop_all and sorted_tables,
+Alembic's environment (autogenerate finds nothing to change on a database at head), the
+migrations' check of an unversioned database, and the web app. Each path runs in a process of
 its own that has named no table yet (this one has loaded them all)."""
 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 
 import pytest
@@ -93,22 +94,36 @@ def test_whole_schema_operations_see_every_table(tmp_path):
     url = f"sqlite:///{db}"
     pre = TABLES + f"from sqlalchemy import create_engine; e = create_engine({url!r})\n"
     assert _fresh(
-        pre + "print(json.dumps([len(SQLModel.metadata.sorted_tables), n()]))", tmp_path
+        pre + "print(json.dumps([len(server.models.schema().sorted_tables), n()]))", tmp_path
     ) == [
         ALL,
         ALL,
     ]
-    assert _fresh(pre + "SQLModel.metadata.create_all(e); print(n())", tmp_path) == ALL
+    assert _fresh(pre + "server.models.schema().create_all(e); print(n())", tmp_path) == ALL
     con = sqlite3.connect(db)
     assert con.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone() == (ALL,)
     con.close()
-    assert _fresh(pre + "SQLModel.metadata.drop_all(e); print(n())", tmp_path) == ALL
+    assert _fresh(pre + "server.models.schema().drop_all(e); print(n())", tmp_path) == ALL
     con = sqlite3.connect(db)
     assert con.execute("SELECT count(*) FROM sqlite_master WHERE type='table'").fetchone() == (0,)
     con.close()
     assert (
         _fresh(TABLES + "from server import models; models.load_all(); print(n())", tmp_path) == ALL
     )
+
+
+def test_nothing_builds_the_schema_from_the_metadata_of_the_tables_loaded_so_far():
+    """`SQLModel.metadata` holds the tables loaded so far: building, emptying or ordering the
+    whole database from it would miss some. Every such use goes through `models.schema()`."""
+    pattern = re.compile(r"SQLModel\.metadata\.(create_all|drop_all|sorted_tables)")
+    found = [
+        f"{path.relative_to(REPO)}:{n}"
+        for top in ("server", "cli", "tests", "benchmarks")
+        for path in sorted((REPO / top).rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if pattern.search(line) and path.name != "test_models_lazy.py"
+    ]
+    assert not found, "use server.models.schema() instead:\n" + "\n".join(found)
 
 
 def test_alembics_environment_compares_every_table(tmp_path):

@@ -15,8 +15,9 @@ from backbone import burst, make_team, set_phase, submit
 from conftest import _make_backend
 from sqlalchemy import select
 from sqlalchemy.orm import Session as OrmSession
-from sqlmodel import Session, SQLModel
+from sqlmodel import Session
 
+from server import models
 from server.exceptions import LifecycleRefused
 from server.jobs.dispatch import KEY, Jobs, bind
 from server.models import Phase
@@ -45,7 +46,7 @@ def _db_state(engine) -> dict:
     with Session(engine) as s:
         return {
             t.name: sorted(repr(tuple(r)) for r in s.execute(select(t)).all())
-            for t in SQLModel.metadata.sorted_tables
+            for t in models.schema().sorted_tables
         }
 
 

@@ -97,11 +97,19 @@ def test_a_team_manages_its_runs_on_every_surface(site, web_home):
     assert public_rows(app) == {"alpha": b}
     status, got = api(url, a_tok, "DELETE", f"/submissions/{b}")
     assert status == 200 and got["removed"] is True and public_rows(app) == {}
-    # gone from the team's API; deleting again finds nothing
-    assert api(url, a_tok, "GET", f"/submissions/{b}")[0] == 404
+    # one rule for the team's list on every surface: still listed and readable, marked removed
+    # (the API as the web's list); deleting again finds nothing
+    status, got = api(url, a_tok, "GET", f"/submissions/{b}")
+    assert status == 200 and got["removed"] is True
     assert api(url, a_tok, "DELETE", f"/submissions/{b}")[0] == 404
     listed = api(url, a_tok, "GET", "/submissions")[1]["items"]
-    assert {x["id"] for x in listed} & {a, b, c} == set()
+    assert {x["id"]: x["removed"] for x in listed if x["id"] in {a, b, c}} == {
+        a: True,
+        b: True,
+        c: True,
+    }
+    web_list = web.get("/submissions").get_data(as_text=True)
+    assert all(f"/submissions/{x}" in web_list for x in (a, b, c))
     # the page says the team deleted it and that it still counts
     page = web.get(f"/submissions/{a}").get_data(as_text=True)
     assert "Your team deleted this submission" in page

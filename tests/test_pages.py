@@ -94,7 +94,7 @@ def test_organizer_actions_have_one_name_each_and_say_who(app, org):
     a.login("a@x.org")
     sub = make_submission(app, team=team_of(app, "alpha"), phase=test, scores={"public": 0.6})
     a.post(f"/submissions/{sub.id}/primary")  # a team's action, in the list too
-    org.post(f"/organizer/phases/{test.id}/leaderboard", {"action": "close"})
+    org.post(f"/organizer/phases/{test.id}/actions/hide-board")
     with Session(engine_of(app)) as s:  # what a command or a worker records: no account
         s.add(AuditLog(actor_id=None, action="phase.edit", target="tric-binary/test"))
         s.commit()
@@ -109,7 +109,7 @@ def test_organizer_actions_have_one_name_each_and_say_who(app, org):
     audit = org.get("/organizer/audit").get_data(as_text=True)
     assert "None" not in audit and "a@x.org" in audit and "the server" in audit
     flashed = org.post(
-        f"/organizer/phases/{test.id}/leaderboard", {"action": "open"}, follow_redirects=True
+        f"/organizer/phases/{test.id}/actions/show-board", follow_redirects=True
     ).get_data(as_text=True)
     assert "The board of tric-binary/test is shown." in flashed
 
@@ -120,9 +120,7 @@ def test_a_published_board_names_no_one(app, org, client):
     make_submission(
         app, team=team_of(app, "alpha"), phase=test, scores={"public": 0.6, "private": 0.4}
     )
-    org.post(
-        f"/organizer/phases/{test.id}/publish", {"action": "close_and_publish", "confirm": "yes"}
-    )
+    org.post(f"/organizer/phases/{test.id}/actions/publish", {"close": "yes"})
     page = client.get("/tasks/tric-binary/leaderboard?phase=test").get_data(as_text=True)
     assert "Final ranking, version 1" in page and "by the organizers" in page
     body = client.get("/tasks/tric-binary/leaderboard.json?phase=test").get_data(as_text=True)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from scorer import pooling
+from server import models
 
 WORDS = "arma virum cano troiae qui primus ab oris Italiam fato profugus".split()
 
@@ -109,7 +110,7 @@ def test_balanced_assignment_is_balanced_distinct_shuffled_and_seeded():
 def test_items_and_assignments_are_written_in_bulk_as_drawn(db, tmp_path, request):
     """`write_items` stores every item with its factors in the pool's order under consecutive
     ids, and exactly the assignment `balanced_assignment` draws (SQLite and PostgreSQL)."""
-    from sqlmodel import Session, SQLModel, create_engine, select
+    from sqlmodel import Session, create_engine, select
 
     from server.domain.campaign_pool import Pool, write_items
     from server.models import (
@@ -127,7 +128,7 @@ def test_items_and_assignments_are_written_in_bulk_as_drawn(db, tmp_path, reques
         else request.getfixturevalue("pg_server_url")
     )
     engine = create_engine(url)
-    SQLModel.metadata.create_all(engine)
+    models.schema().create_all(engine)
     keys = [f"q {i % 7}\tsrc ü{i}" for i in range(250)]
     pool = Pool(
         keys, {"run": [[1, 2] if i % 3 else [3] for i in range(250)], "n": list(range(250))}

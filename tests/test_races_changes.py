@@ -27,8 +27,9 @@ from pathlib import Path
 import pytest
 import yaml
 from livekit import _at_once, _codes, _free_port, _people
-from sqlmodel import Session, SQLModel, select
+from sqlmodel import Session, select
 
+from server import models
 from server.db import get_engine
 from server.domain import accounts
 
@@ -56,7 +57,7 @@ def served(request, tmp_path_factory, private_redis_url):
         url = f"sqlite:///{data / 'palimpsest.db'}"
     else:
         url = request.getfixturevalue("pg_server_url")
-        SQLModel.metadata.drop_all(get_engine(url))
+        models.schema().drop_all(get_engine(url))
         env["DATABASE_URL"] = url
     eng = get_engine(url)
     build_schema(eng)

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 from livekit import _at_once, _code, _codes, _free_port, _people, _seq
-from sqlmodel import Session, SQLModel, select
+from sqlmodel import Session, select
 
+from server import models
 from server.db import get_engine
 from server.domain import accounts
 
@@ -51,7 +52,7 @@ def served(request, home, tmp_path_factory, private_redis_url):
         url = f"sqlite:///{data / 'palimpsest.db'}"
     else:
         url = request.getfixturevalue("pg_server_url")
-        SQLModel.metadata.drop_all(get_engine(url))
+        models.schema().drop_all(get_engine(url))
         env["DATABASE_URL"] = url
     eng = get_engine(url)
     build_schema(eng)

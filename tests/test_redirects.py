@@ -87,9 +87,7 @@ def test_organizer_back_refuses_hostile_next(app, browser):
         ("//evil.example", "/organizer/"),
         ("/organizer/queue", "/organizer/queue"),
     ):
-        r = browser.post(
-            f"/organizer/phases/{pid}/leaderboard", {"action": "close", "next": target}
-        )
+        r = browser.post(f"/organizer/phases/{pid}/actions/hide-board", {"next": target})
         assert r.status_code == 302 and r.headers["Location"] == where, (
             target,
             r.headers.get("Location"),

@@ -208,8 +208,8 @@ def test_private_scores_hidden_from_the_team_until_publication(app, world):
     assert "0.9100" in page and "0.3456" not in page and "revealed when the final ranking" in page
     org = as_(app, "org@x.org")
     org.post(
-        f"/organizer/phases/{world['test'].id}/publish",
-        {"action": "close_and_publish", "confirm": "yes"},
+        f"/organizer/phases/{world['test'].id}/actions/publish",
+        {"close": "yes"},
     )
     assert "0.3456" in owner.get(f"/submissions/{sid}").get_data(as_text=True)
     assert "0.8765" in app.test_client().get(

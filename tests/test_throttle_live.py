@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from livekit import _free_port, _login_flood
-from sqlmodel import Session, SQLModel
+from sqlmodel import Session
 
+from server import models
 from server.db import get_engine
 
 REPO = Path(__file__).resolve().parent.parent
@@ -59,7 +60,7 @@ def test_fourteen_wrong_passwords_under_gunicorn_with_redis_stopped(request, kin
         url = f"sqlite:///{home / 'palimpsest.db'}"
     else:
         url = request.getfixturevalue("pg_server_url")
-        SQLModel.metadata.drop_all(get_engine(url))
+        models.schema().drop_all(get_engine(url))
         env["DATABASE_URL"] = url
     build_schema(get_engine(url))
     with Session(get_engine(url)) as s:

@@ -225,6 +225,18 @@ def test_nothing_below_the_actions_commits():
     assert not _over(found, LOWER_ALLOWED), _over(found, LOWER_ALLOWED)
 
 
+def test_no_action_commits_or_rolls_back_by_hand():
+    """An action is the transaction (`@action` opens and ends it): none of them, the one intake
+    of every upload among them (a file, a system, a large upload's completion), commits or rolls
+    back a session itself."""
+    found = collections.Counter()
+    for p in _files("server/actions"):
+        found += tx_calls(ast.parse(p.read_text()), _rel(p))
+    assert not found, found
+    planted = "def f(*, s):\n    s.add(x)\n    s.commit()\n"
+    assert tx_calls(ast.parse(planted), "server/actions/x.py")  # the check sees one
+
+
 def test_the_machinery_opens_its_own_transactions():
     found = collections.Counter()
     for p in _files(*MACHINERY):

@@ -18,7 +18,7 @@ import uuid
 import pytest
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session as OrmSession
-from sqlmodel import Session, SQLModel
+from sqlmodel import Session
 
 from server import api_models as m
 from server import models
@@ -53,7 +53,7 @@ def _db_state(engine) -> dict:
     with Session(engine) as s:
         return {
             t.name: sorted(repr(tuple(r)) for r in s.execute(select(t)).all())
-            for t in SQLModel.metadata.sorted_tables
+            for t in models.schema().sorted_tables
         }
 
 
@@ -421,3 +421,37 @@ def _race(backend, cid, captain_id, waiting_ids):
     for t in registering + approving:
         t.join(120)
     return outcomes, errors
+
+
+def test_every_surface_reads_what_an_upload_carries_from_one_declaration(tmp_path):
+    """A field every upload carries is declared once (m.UploadFields): the web's form builds its
+    inputs from it (label, bound, kind), the remote `submit` its flags, the API reads its body into
+    it and answers with what the run keeps, and the intake stores `row()` as the run's columns
+    (docs/extending.md measures adding one: the declaration, its column and migration, one line in
+    the API's answer and one on the run's page)."""
+    from cli.participant.submit import submit, upload_options
+    from server.web.forms import SubmitForm, SystemForm, UploadForm
+
+    carried = m.UploadFields.carried()
+    assert carried == ["method_name", "description", "url", "show_publicly"]
+    assert UploadForm.DECLARED == (*carried, "primary")
+    for form in (SubmitForm, SystemForm):
+        for name in UploadForm.DECLARED:
+            declared = m.UploadFields.model_fields[name]
+            assert getattr(form, name).args[0] == declared.title, (form, name)
+    assert SubmitForm.description.kwargs["render_kw"]["maxlength"] == 5000
+    assert SubmitForm.url.kwargs["render_kw"]["type"] == "url"
+    # the remote command's flags: one per declared field, `--private` setting show_publicly to no
+    assert [o.name for o in upload_options()] == [*carried, "primary"]
+    folder = tmp_path / "system"
+    folder.mkdir()
+    args = ["tric-binary", "--code", str(folder)]
+    ctx = submit.make_context("submit", [*args, "--private", "--url", "https://x.org/p"])
+    assert ctx.params["show_publicly"] is False and ctx.params["url"] == "https://x.org/p"
+    assert submit.make_context("submit", [*args]).params["show_publicly"] is True
+    # what the run keeps: a column of the run per carried field, and the API's answer names each
+    fields = m.UploadFields(method_name="  a b ", url=" https://x.org ", primary=True)
+    assert list(fields.row()) == carried and fields.row()["method_name"] == "a b"
+    assert set(carried) <= set(Submission.model_fields) and set(carried) <= set(
+        m.SubmissionOut.model_fields
+    )

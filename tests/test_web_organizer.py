@@ -42,8 +42,8 @@ def test_only_organizers_reach_the_organizer_pages(app, world, browser):
     for u in urls:
         assert browser.get(u).status_code == 403
     posts = [
-        f"/organizer/phases/{world['test'].id}/publish",
-        f"/organizer/phases/{world['test'].id}/leaderboard",
+        f"/organizer/phases/{world['test'].id}/actions/publish",
+        f"/organizer/phases/{world['test'].id}/actions/hide-board",
         f"/organizer/submissions/{world['b_dev'].id}/hide",
         f"/organizer/submissions/{world['b_dev'].id}/rescore",
         "/organizer/tasks/tric-binary/rescore",
@@ -113,18 +113,18 @@ def test_edit_phase_and_limits(app, world, org):
 
 def test_open_close_freeze(app, world, org, client):
     pid = world["dev"].id
-    org.post(f"/organizer/phases/{pid}/leaderboard", {"action": "close"})
+    org.post(f"/organizer/phases/{pid}/actions/hide-board")
     assert client.get("/tasks/tric-binary/leaderboard.json?phase=dev").status_code == 404
     assert (
         org.get("/tasks/tric-binary/leaderboard.json?phase=dev").status_code == 200
     )  # organizers still see it
-    org.post(f"/organizer/phases/{pid}/leaderboard", {"action": "open"})
+    org.post(f"/organizer/phases/{pid}/actions/show-board")
     assert client.get("/tasks/tric-binary/leaderboard.json?phase=dev").status_code == 200
-    org.post(f"/organizer/phases/{pid}/leaderboard", {"action": "freeze"})
+    org.post(f"/organizer/phases/{pid}/actions/freeze")
     make_submission(app, team=team_of(app, "beta"), phase=world["dev"], scores={"all": 0.99})
     rows = client.get("/tasks/tric-binary/leaderboard.json?phase=dev").get_json()["rows"]
     assert [r["team"] for r in rows] == ["alpha", "beta"] and rows[1]["metrics"]["all/f1"] == 0.6
-    org.post(f"/organizer/phases/{pid}/leaderboard", {"action": "unfreeze"})
+    org.post(f"/organizer/phases/{pid}/actions/unfreeze")
     rows = client.get("/tasks/tric-binary/leaderboard.json?phase=dev").get_json()["rows"]
     assert rows[0]["team"] == "beta"
     assert [a for a, _ in actions(app)] == [
@@ -180,17 +180,20 @@ def test_publish_reveals_private_ranking_and_exports(app, world, org, client):
     prev = org.get(f"/organizer/phases/{pid}/ranking").get_data(as_text=True)
     assert "0.8765" in prev and "preview" in prev
     # an open phase is not published; "close and publish" asks for a confirmation first
+    confirmation = f"/organizer/phases/{pid}/publish?action=publish"
     r = org.post(
-        f"/organizer/phases/{pid}/publish",
-        {"action": "publish", "confirm": "yes"},
-        follow_redirects=True,
+        f"/organizer/phases/{pid}/actions/publish", {"next": confirmation}, follow_redirects=True
     )
     assert "only a closed phase can be published" in r.get_data(as_text=True).lower()
-    r = org.post(f"/organizer/phases/{pid}/publish", {"action": "close_and_publish"})
-    assert r.status_code == 200 and "I have checked this ranking" in r.get_data(as_text=True)
+    r = org.get(f"/organizer/phases/{pid}/publish?action=close_and_publish")
+    page = r.get_data(as_text=True)
+    assert r.status_code == 200 and "I have checked this ranking" in page
+    # the confirmation posts to the phase action by its declared name, with the declared option
+    assert f'action="/organizer/phases/{pid}/actions/publish"' in page
+    assert 'name="close" value="yes"' in page
     with Session(engine_of(app)) as s:
         assert s.get(Phase, pid).published_at is None
-    org.post(f"/organizer/phases/{pid}/publish", {"action": "close_and_publish", "confirm": "yes"})
+    org.post(f"/organizer/phases/{pid}/actions/publish", {"close": "yes"})
     data = client.get("/tasks/tric-binary/leaderboard.json?phase=test").get_json()
     assert data["published"], data
     assert [(r["team"], r["rank"], r["public_rank"]) for r in data["rows"]] == [
@@ -308,7 +311,7 @@ def test_rescore_opens_a_new_round_of_attempts(app, world, org):
 
 
 def test_export_of_a_closed_board(app, world, org):
-    org.post(f"/organizer/phases/{world['test'].id}/leaderboard", {"action": "close"})
+    org.post(f"/organizer/phases/{world['test'].id}/actions/hide-board")
     js = json.loads(org.get(f"/organizer/phases/{world['test'].id}/export.json").data)
     assert [r["team"] for r in js["rows"]] == ["beta", "alpha"]
 

@@ -21,7 +21,53 @@ FINAL = {"scored", "failed"}
 FACT_KEY = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
-@click.command("submit")
+def upload_options() -> list[click.Option]:
+    """The flags of what every upload carries, from its one declaration (the fields of
+    server.api_models.UploadFields the run keeps, and `primary`): a text field `--method-name`, a
+    yes/no one a bare flag (its declared `flag`, as `--private`, sets it to no)."""
+    # here: the declaration loads when `submit` is parsed (or its help shown), not with every
+    # command of the remote command line
+    from server.api_models.submissions import UploadFields
+
+    out = []
+    for name in (*UploadFields.carried(), "primary"):
+        f = UploadFields.model_fields[name]
+        extra = f.json_schema_extra or {}
+        flag = extra.get("flag") or "--" + name.replace("_", "-")
+        if f.annotation is bool:
+            out.append(
+                click.Option(
+                    [flag, name],
+                    is_flag=True,
+                    flag_value=not f.default,
+                    default=f.default,
+                    help=extra.get("flag_help") or f.description,
+                )
+            )
+        else:
+            out.append(click.Option([flag, name], default="", help=f.description))
+    return out
+
+
+class DeclaredUploadCommand(click.Command):
+    """`submit`, its upload flags added from the declaration when it is parsed."""
+
+    loaded = False
+
+    def get_params(self, ctx):
+        if not self.loaded:
+            at = next(i for i, p in enumerate(self.params) if p.name == "phase") + 1
+            self.params[at:at] = upload_options()
+            self.loaded = True
+        return super().get_params(ctx)
+
+
+def _carried_form(carried: dict) -> dict:
+    """The upload's declared fields as the API's form takes them (a yes/no as true or false)."""
+    return {k: ("true" if v else "false") if isinstance(v, bool) else v for k, v in carried.items()}
+
+
+@click.command("submit", cls=DeclaredUploadCommand)
 @click.argument("task_id", metavar="TASK")
 @click.argument(
     "file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -36,13 +82,6 @@ FACT_KEY = re.compile(r"[a-z][a-z0-9_]{0,39}")
     "instead of a prediction file.",
 )
 @click.option("--phase", default=None, help="Phase name (default: the open test phase, else dev).")
-@click.option("--method-name", default="", help="Name of your method.")
-@click.option("--description", default="", help="A short description.")
-@click.option("--url", default="", help="Paper or code URL.")
-@click.option("--private", "private", is_flag=True, help="Keep off the public leaderboard.")
-@click.option(
-    "--primary", is_flag=True, help="Make it your team's primary (ranked) run of the phase."
-)
 @click.option(
     "--fact",
     "fact",
@@ -72,16 +111,12 @@ def submit(
     file,
     code,
     phase,
-    method_name,
-    description,
-    url,
-    private,
-    primary,
     fact,
     facts_file,
     wait,
     large_above,
     as_json,
+    **carried,
 ):
     """Upload a prediction file (or, with --code, your system to run blind); with --wait,
     follow it until it is scored."""
@@ -98,11 +133,7 @@ def submit(
     if code is not None:
         fields = {
             "phase": phase,
-            "method_name": method_name,
-            "description": description,
-            "url": url,
-            "show_publicly": "false" if private else "true",
-            **({"primary": "true"} if primary else {}),
+            **_carried_form(carried),
             **{f"fact.{k}": v for k, v in sheet.items()},
         }
         _submit_code(c, task_id, code, fields, wait, as_json)
@@ -119,11 +150,7 @@ def submit(
 
     form = {
         "phase": phase,
-        "method_name": method_name,
-        "description": description,
-        "url": url,
-        "show_publicly": "false" if private else "true",
-        **({"primary": "true"} if primary else {}),
+        **_carried_form(carried),
         **{f"fact.{k}": v for k, v in sheet.items()},
     }
     try:
@@ -142,7 +169,7 @@ def submit(
         sub = _wait(c, sub, as_json)
     said, closed = ([], False)
     if sub.get("duplicate"):
-        said, closed = _duplicate_notes(c, sub, task_id, method_name)
+        said, closed = _duplicate_notes(c, sub, task_id, carried["method_name"])
     if as_json:
         click.echo(
             json.dumps(

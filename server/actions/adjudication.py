@@ -12,8 +12,7 @@ from sqlmodel import Session, select
 from server import api_models as m
 from server import objectstore
 from server.actions.campaigns import for_organizer
-from server.actions.common import action
-from server.actions.common import require_organizer as require_task_organizer
+from server.actions.common import action, require_organizer
 from server.actions.common import task as find_task
 from server.db import lock_row, on_rollback
 from server.domain import audit, goldversions, publication
@@ -352,5 +351,5 @@ def _push_quietly(task_id: str) -> None:
 def gold_versions(*, s: Session, actor: User | None, task: str) -> list[m.GoldVersionOut]:
     """The recorded versions of a task's gold, by split (its organizers)."""
     t = find_task(task)
-    require_task_organizer(actor, s, task_id=t.id)
+    require_organizer(actor, s, task_id=t.id)
     return [_gold_version_out(v) for v in goldversions.versions(s, t.id)]

@@ -9,8 +9,9 @@ from __future__ import annotations
 from sqlmodel import Session, select
 
 from server import api_models as m
+from server.actions import common
 from server.actions.common import action
-from server.actions.competitions import checked_text, find, invalid, require_organizer, visible
+from server.actions.competitions import checked_text, find, invalid, visible
 from server.domain import audit, people
 from server.domain.inputs import CONTROL
 from server.domain.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
@@ -105,7 +106,7 @@ def announce(
     is asked to deliver them (a failure to ask is logged; the reconciler's sweep delivers later)."""
     settings = settings or get_settings()
     c = find(s, competition)
-    require_organizer(s, actor, c)
+    common.require_organizer(actor, s, competition_id=c.id)
     title = checked_text(title, "title", 200)
     body_markdown = _markdown(body_markdown)
     a = Announcement(

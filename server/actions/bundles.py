@@ -22,6 +22,7 @@ from sqlmodel import Session, select
 
 from server import api_models as m
 from server import objectstore
+from server.actions import common
 from server.actions import competitions as comp_actions
 from server.actions.common import action
 from server.db import on_rollback
@@ -253,7 +254,7 @@ def export_competition(
     asked. With `new_id`, the bundle declares a clone: that id, and each task's id suffixed with it
     (a task id is unique on a server)."""
     c = comp_actions.find(s, competition)
-    comp_actions.require_organizer(s, actor, c)
+    common.require_organizer(actor, s, competition_id=c.id)
     home = Path(settings.home)
     spec = _spec_of(s, c)
     with tempfile.TemporaryDirectory(prefix="palimpsest-export-") as work:

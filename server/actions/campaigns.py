@@ -42,11 +42,9 @@ import numpy as np
 from sqlmodel import Session, select
 
 from server import api_models as m
-from server.actions.common import action
+from server.actions.common import action, require_organizer
 from server.actions.common import phase as find_phase
-from server.actions.common import require_organizer as require_task_organizer
 from server.actions.common import task as find_task
-from server.actions.competitions import require_organizer
 from server.boards import leaderboard
 from server.domain import audit, people
 from server.domain.campaign_pool import (
@@ -95,12 +93,10 @@ def _campaign(s: Session, campaign_id: int) -> tuple[AssessmentCampaign, Competi
 
 
 def for_organizer(s: Session, actor: User | None, campaign_id: int):
+    """The campaign and its competition, for an organizer of it (`common.require_organizer`: no
+    hint that the campaign exists to anyone without a role in its competition)."""
     c, comp = _campaign(s, campaign_id)
-    if actor is not None and not people.organizes(s, actor, comp.id):
-        # no hint that the campaign exists to anyone without a role in its competition
-        if people.role_of(s, actor, comp.id) is None:
-            raise NotFound(f"no campaign {campaign_id}", "unknown_campaign")
-        require_organizer(s, actor, comp)
+    require_organizer(actor, s, campaign_id=campaign_id)
     return c, comp
 
 
@@ -280,7 +276,7 @@ def open_campaign(
     organizers of the task's competition). An assessor who takes part in the competition
     (`participating`) is refused unless `allow_participants`. Audited; commits."""
     t = find_task(task)
-    require_task_organizer(actor, s, task_id=t.id)
+    require_organizer(actor, s, task_id=t.id)
     p = find_phase(s, t.id, phase)
     comp = people.ensure_competition(s, t.id)
     if t.kind not in KINDS:
@@ -380,7 +376,7 @@ def show_campaign(*, s: Session, actor: User | None, campaign: int) -> m.Campaig
 def list_campaigns(*, s: Session, actor: User | None, task: str, phase: str) -> list[m.CampaignOut]:
     """The campaigns of a task's phase, newest first (its competition's organizers)."""
     t = find_task(task)
-    require_task_organizer(actor, s, task_id=t.id)
+    require_organizer(actor, s, task_id=t.id)
     p = find_phase(s, t.id, phase)
     comp = people.competition_of_task(s, t.id)  # a reading makes nothing
     if comp is None:  # a campaign is opened in a competition: none without one

@@ -24,22 +24,58 @@ def require_organizer(
     *,
     task_id: str | None = None,
     competition_id: int | None = None,
+    slug: str | None = None,
+    phase_id: int | None = None,
+    submission_id: int | None = None,
+    campaign_id: int | None = None,
 ) -> None:
-    """Refuse an actor who does not organize the task's (or the) competition; without either,
-    one who organizes nothing. None, the server's own shell, always may; a site administrator
-    organizes every competition."""
+    """The one organizer check: refuse an actor who does not organize the competition that what
+    is named belongs to (a task, a competition by id or short id, a phase, a submission, a
+    campaign); naming none, one who organizes nothing. None, the server's own shell, always may;
+    a site administrator organizes every competition. One query for the actor's role decides:
+    someone with no role in it is told a campaign or a draft competition does not exist
+    (NotFound, as for one that does not), anyone else that they may not (Forbidden). Surfaces
+    translate the two (404, 403) and check nothing of their own."""
     if actor is None or people.is_admin(actor):
         return
     if s is None:
         raise Forbidden("this needs a site administrator", "not_organizer")
-    if task_id is not None:
-        ok = people.organizes_task(s, actor, task_id)
+    hidden: NotFound | None = None
+    if campaign_id is not None:
+        camp = s.get(models.AssessmentCampaign, campaign_id)
+        if camp is None:
+            raise NotFound(f"no campaign {campaign_id}", "unknown_campaign")
+        competition_id = camp.competition_id
+        hidden = NotFound(f"no campaign {campaign_id}", "unknown_campaign")
+    if phase_id is not None:
+        task_id = phase_by_id(s, phase_id).task_id
+    if submission_id is not None:
+        task_id = submission(s, submission_id).task_id
+    comp = None
+    if slug is not None:
+        comp = s.exec(select(models.Competition).where(models.Competition.slug == slug)).first()
+        if comp is None:
+            raise NotFound(f"no competition {slug!r}", "unknown_competition")
     elif competition_id is not None:
-        ok = people.organizes(s, actor, competition_id)
+        comp = s.get(models.Competition, competition_id)
+    elif task_id is not None:
+        comp = people.competition_of_task(s, task_id)
+        if comp is None:  # a task in no competition: administrators only
+            raise Forbidden("this needs an organizer of this task's competition", "not_organizer")
     else:
-        ok = people.organizes_anything(s, actor)
-    if not ok:
-        raise Forbidden("this needs an organizer of this competition", "not_organizer")
+        if not people.organizes_anything(s, actor):
+            raise Forbidden("this needs an organizer of a competition", "not_organizer")
+        return
+    if comp is None:
+        raise NotFound(f"no competition {competition_id}", "unknown_competition")
+    role = people.role_of(s, actor, comp.id)
+    if role in people.ORGANIZING:
+        return
+    if role is None and hidden is None and comp.state == "draft":
+        hidden = NotFound(f"no competition {comp.slug!r}", "unknown_competition")
+    if role is None and hidden is not None:
+        raise hidden
+    raise Forbidden(f"this needs an organizer of {comp.slug!r}", "not_organizer")
 
 
 def require_participant(s: Session, user: User, task_id: str) -> None:
@@ -100,18 +136,12 @@ def submission(s: Session, submission_id: int) -> models.Submission:
     return sub
 
 
-def visible_submission(
-    s: Session, viewer: User | None, submission_id: int, *, removed: bool = False
-) -> models.Submission:
+def visible_submission(s: Session, viewer: User | None, submission_id: int) -> models.Submission:
     """The submission if `viewer` may see its details (its team, the task's organizers); NotFound
     otherwise, the same answer for "not yours" and "does not exist" (ids are no oracle). A removed
-    one only with `removed` (the web's page says it was deleted)."""
+    run stays readable, marked, as it stays listed (`server.domain.submissions.team_runs`)."""
     sub = s.get(models.Submission, submission_id)
-    if (
-        sub is None
-        or (sub.removed_at is not None and not removed)
-        or not can_see_submission(viewer, sub, s)
-    ):
+    if sub is None or not can_see_submission(viewer, sub, s):
         raise NotFound(f"no submission {submission_id} visible to you")
     return sub
 

@@ -61,16 +61,6 @@ def require_admin(actor: User | None) -> None:
         raise Forbidden("this needs a site administrator", "not_admin")
 
 
-def require_organizer(s: Session, actor: User | None, c: Competition) -> None:
-    """An owner or organizer of `c` (or an administrator, or the shell). Anyone else is told the
-    competition does not exist when it is a draft they cannot see, else that they may not."""
-    if actor is None or people.organizes(s, actor, c.id):
-        return
-    if c.state == "draft" and people.role_of(s, actor, c.id) is None:
-        raise NotFound(f"no competition {c.slug!r}", "unknown_competition")
-    raise Forbidden(f"this needs an organizer of {c.slug!r}", "not_organizer")
-
-
 def may_see_draft(s: Session, viewer: User | None, c: Competition, operator: bool = False) -> bool:
     return is_admin(viewer, operator=operator) or people.role_of(s, viewer, c.id) is not None
 
@@ -330,7 +320,7 @@ def edit_competition(
     """Change a competition's title, state (draft, visible, archived) or settings (an owner or
     organizer of it); only what is given changes, and every change is audited."""
     c = find(s, competition)
-    require_organizer(s, actor, c)
+    common.require_organizer(actor, s, competition_id=c.id)
     changes: dict = {}
     if title is not None:
         title = checked_text(title, "title", 200)
@@ -389,7 +379,7 @@ def set_page(
     last unless `position` says. A change of the terms page's text raises the terms' version, so
     that every participant is asked to accept them again."""
     c = find(s, competition)
-    require_organizer(s, actor, c)
+    common.require_organizer(actor, s, competition_id=c.id)
     _slug(page, "page")
     if page in RESERVED_PAGES:
         raise invalid("page", f"{page!r} is reserved ({', '.join(sorted(RESERVED_PAGES))})")

@@ -1,6 +1,6 @@
 """Downloads: what of a task a person may download now, by the one rule of
-`server.domain.releases` (the web's zips, the API's download and so the CLI's). One transaction:
-the registration a first download makes in an open competition is kept with it."""
+`server.domain.releases` (the web's zips, the API's download and so the CLI's). One
+transaction: the registration a first download makes in an open competition is kept with it."""
 
 from __future__ import annotations
 

@@ -101,15 +101,7 @@ def export_ranking(
         prov = provenance.current_provenance(task, phase.split, settings.home)
 
         def render() -> bytes:
-            board = lb.build_board(
-                s,
-                task,
-                phase,
-                audience="public",
-                show_private=True,
-                include_closed=True,
-                provenance=prov,
-            )
+            board = lb.final_board(s, task, phase, settings.home)
             return {
                 "csv": lambda: lb.to_csv(board),
                 "json": lambda: lb.to_json(board),

@@ -18,8 +18,9 @@ from sqlalchemy.orm import aliased
 from sqlmodel import Session, select
 
 from server import api_models as m
+from server.actions import common
 from server.actions.common import action
-from server.actions.competitions import find, require_organizer, visible
+from server.actions.competitions import find, visible
 from server.domain import audit, lifecycle, people, teams
 from server.domain.emails import lookup_form
 from server.domain.inputs import CONTROL
@@ -230,7 +231,7 @@ def list_participants(
     """The people registered for a competition (its organizers), newest registration first, with
     their team there; one query for a page. `after` is the `next_after` of the page before."""
     c = find(s, competition)
-    require_organizer(s, actor, c)
+    common.require_organizer(actor, s, competition_id=c.id)
     if status is not None and status not in people.STATUSES:
         raise UploadFieldsInvalid({"status": f"{status!r}: one of {', '.join(people.STATUSES)}"})
     if not 1 <= limit <= 500:
@@ -292,7 +293,7 @@ def decide(
     person's runs off the competition's live boards and reinstating brings them back (each phase's
     board is marked changed). Audited; commits."""
     c = find(s, competition)
-    require_organizer(s, actor, c)
+    common.require_organizer(actor, s, competition_id=c.id)
     if action not in DECISIONS:
         raise UploadFieldsInvalid({"action": f"{action!r}: one of {', '.join(DECISIONS)}"})
     reason = " ".join((reason or "").split())

@@ -20,8 +20,9 @@ from itsdangerous import BadData, SignatureExpired, URLSafeTimedSerializer
 from sqlmodel import Session, select
 
 from server import api_models as m
+from server.actions import common
 from server.actions.common import action
-from server.actions.competitions import find, require_organizer
+from server.actions.competitions import find
 from server.db import lock_row
 from server.domain import audit, people
 from server.domain.emails import BadEmail, lookup_form, normalize_email
@@ -328,7 +329,7 @@ def accept(
 def list_roles(*, s: Session, actor: User | None, competition: str) -> m.RolesOut:
     """Who has which role in a competition, and its pending invitations (its organizers read)."""
     c = find(s, competition)
-    require_organizer(s, actor, c)
+    common.require_organizer(actor, s, competition_id=c.id)
     rows = s.exec(
         select(CompetitionRole, User)
         .join(User, User.id == CompetitionRole.user_id)

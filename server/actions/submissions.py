@@ -55,6 +55,28 @@ def rescore_submission(
     return m.Rescored(queued=ids, skipped=0)
 
 
+def rescore_candidates(
+    s: Session, task_id: str, actor: User | None, phase: str | None = None
+) -> tuple[list[Submission], list[Submission]]:
+    """What `rescore_selection` would queue, for its confirmation: the final runs of a task (or
+    of one phase), not removed, as (runs, files that failed validation) -- the second queued only
+    when asked (they would fail again). The one selection; the web's page counts it."""
+    task = common.task(task_id)
+    common.require_organizer(actor, s, task_id=task.id)
+    p = common.phase(s, task.id, phase) if phase else None
+    q = select(Submission).where(
+        Submission.task_id == task.id,
+        Submission.status.in_(lifecycle.FINAL),
+        Submission.removed_at.is_(None),
+    )
+    if p is not None:
+        q = q.where(Submission.phase_id == p.id)
+    runs, invalid = [], []
+    for x in s.exec(q).all():
+        (invalid if x.status == "failed" and x.failure_kind == "invalid" else runs).append(x)
+    return runs, invalid
+
+
 @action
 def rescore_selection(
     *,
@@ -67,29 +89,16 @@ def rescore_selection(
     reason: str = "",
     via: str,
 ) -> m.Rescored:
-    """Queue every final run of a task (or of one phase) for scoring again; a file that failed
-    validation only when asked (it would fail again)."""
-    task = common.task(task_id)
-    common.require_organizer(actor, s, task_id=task.id)
-    p = common.phase(s, task.id, phase) if phase else None
-    q = select(Submission).where(
-        Submission.task_id == task.id,
-        Submission.status.in_(lifecycle.FINAL),
-        Submission.removed_at.is_(None),
-    )
-    if p is not None:
-        q = q.where(Submission.phase_id == p.id)
-    subs = [
-        x
-        for x in s.exec(q).all()
-        if x.status == "scored" or x.failure_kind != "invalid" or include_invalid
-    ]
+    """Queue every final run of a task (or of one phase) for scoring again (`rescore_candidates`);
+    a file that failed validation only when asked (it would fail again)."""
+    runs, invalid = rescore_candidates(s, task_id, actor, phase)
+    subs = runs + invalid if include_invalid else runs
     audit(
         s,
         actor,
         "task.rescore",
-        f"task:{task.id}",
-        phase=p.name if p else None,
+        f"task:{common.task(task_id).id}",
+        phase=phase or None,
         count=len(subs),
         via=via,
     )
@@ -238,8 +247,7 @@ def submit(
             stored=stored,
             filename=filename,
             manifest=manifest.model_dump(),
-            fields=fields.model_dump(exclude={"phase", "baseline", "facts"})
-            | {"facts": sheet or None},
+            fields=fields.row() | {"primary": fields.primary, "facts": sheet or None},
             is_baseline=bool(fields.baseline),
         )
         code_runs.reserve_budget(run, settings)
@@ -254,12 +262,9 @@ def submit(
         phase=phase,
         stored=stored,
         filename=filename,
-        method_name=fields.method_name,
-        description=fields.description,
-        url=fields.url,
-        show_publicly=fields.show_publicly,
         is_baseline=bool(fields.baseline or team.is_baseline),
         facts=sheet or None,
+        **fields.row(),
     )
     if fields.primary and not fields.baseline:
         lifecycle.set_primary(s, sub, team_id=team.id, actor=user)

@@ -30,7 +30,6 @@ from sqlmodel import Session, select
 
 from server import objectstore
 from server import task_models as tm
-from server.actions import competitions as comp_actions
 from server.actions.bundles import bundle_problem, bundle_refusal
 from server.actions.common import action, lock_for_change, require_organizer
 from server.actions.common import task as find_task
@@ -514,7 +513,7 @@ def update_from_bundle(
                     )
                 ]
             )
-        comp_actions.require_organizer(s, actor, c)
+        require_organizer(actor, s, competition_id=c.id)
         # one change of a competition's tasks at a time: a second waits, then reads what the
         # first left (an identical update changes nothing more)
         lock_for_change(s, Competition, c.id, f"the competition {c.slug}'s tasks")

@@ -26,9 +26,8 @@ from server.api.common import (
     need_organizer,
     out,
     page_out,
-    paginate,
     query_model,
-    submission_fields,
+    runs_page,
     task_phases,
 )
 from server.api.openapi import op
@@ -36,7 +35,6 @@ from server.db import db
 from server.jobs.queue import connect
 from server.models import (
     Submission,
-    Team,
 )
 from server.settings import get_settings
 
@@ -54,22 +52,10 @@ def baselines_list(task_id):
     t = find_task(task_id)
     page = query_model(m.BaselinesQuery)
     s = db()
-    q = (
-        select(Submission, Team)
-        .join(Team, Team.id == Submission.team_id)
-        .where(Submission.task_id == t.id, Submission.is_baseline.is_(True))
-    )
+    runs = select(Submission).where(Submission.task_id == t.id, Submission.is_baseline.is_(True))
     if page.phase:
-        q = q.where(Submission.phase_id == find_phase(s, t.id, page.phase).id)
-    phases = {p.id: p for p in task_phases(s, t.id)}
-    items, links = paginate(
-        s,
-        q,
-        Submission.id,
-        page,
-        lambda row: submission_fields(s, u, row[0], phases.get(row[0].phase_id), row[1].name),
-    )
-    return page_out(m.Page[m.SubmissionOut], items, links)
+        runs = runs.where(Submission.phase_id == find_phase(s, t.id, page.phase).id)
+    return runs_page(s, u, runs, page, task_phases(s, t.id))
 
 
 @bp.post("/tasks/<task_id>/baselines")

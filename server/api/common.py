@@ -17,7 +17,6 @@ from werkzeug.exceptions import HTTPException
 
 from server import api_models as m
 from server.actions import common as action_common
-from server.actions import competitions as comp_actions
 from server.actions.common import phase_or_default
 from server.db import db
 from server.domain import code_runs, people
@@ -233,18 +232,10 @@ def need_user() -> User:
 
 def need_organizer(task_id: str | None = None, submission_id: int | None = None) -> User:
     """The signed-in organizer of the task's competition (of the submission's task), or of any
-    competition for a route that names none (it filters what it shows); 403 otherwise."""
+    competition for a route that names none (it filters what it shows): the one check,
+    `server.actions.common.require_organizer`, its refusal answered as every action's."""
     u = need_user()
-    s = db()
-    if submission_id is not None:
-        sub = s.get(Submission, submission_id)
-        task_id = sub.task_id if sub is not None else None
-    if task_id is not None:
-        ok = people.organizes_task(s, u, task_id)
-    else:
-        ok = people.organizes_anything(s, u)
-    if not ok:
-        raise ApiError(403, "not_organizer", "this needs a token of an organizer of this task")
+    action_common.require_organizer(u, db(), task_id=task_id, submission_id=submission_id)
     return u
 
 
@@ -361,11 +352,9 @@ def submission_fields(
         "created": sub.created_at,
         "started": None if gated else sub.started_at,  # the gate: no time of a blind run
         "finished": None if gated else sub.finished_at,
-        "method_name": sub.method_name,
-        "description": sub.description,
-        "url": sub.url,
+        # what the run keeps of its upload, each declared field (m.UploadFields.row)
+        **{k: getattr(sub, k) for k in m.UploadFields.carried()},
         "facts": sub.facts or None,
-        "show_publicly": sub.show_publicly,
         "is_primary": sub.is_primary,
         "is_baseline": sub.is_baseline,
         "file_name": sub.file_name,
@@ -383,7 +372,25 @@ def submission_fields(
         ),
         "scores": visible_scores_of(s, user, sub, phase) if phase else None,
         "team": team if team is not None else getattr(s.get(Team, sub.team_id), "name", None),
+        "removed": sub.removed_at is not None,
     }
+
+
+def runs_page(s, u, runs, page, phases: list[Phase]):
+    """A page of runs (`runs`: a query of submissions, whatever it selects), each with its team's
+    name, as the API lists them (`SubmissionOut`, newest first)."""
+    q = select(Submission, Team).join(Team, Team.id == Submission.team_id)
+    if runs.whereclause is not None:
+        q = q.where(runs.whereclause)
+    by_id = {p.id: p for p in phases}
+    items, links = paginate(
+        s,
+        q,
+        Submission.id,
+        page,
+        lambda row: submission_fields(s, u, row[0], by_id.get(row[0].phase_id), row[1].name),
+    )
+    return page_out(m.Page[m.SubmissionOut], items, links)
 
 
 def submission_out(s, u, sub, status: int = 200, **extra):
@@ -424,4 +431,4 @@ def need_competition_organizer(u: User, competition_id: str) -> None:
     """Refuse someone who does not organize the competition (NotFound for a draft they cannot
     see), before the request's body is read."""
     s = db()
-    comp_actions.require_organizer(s, u, comp_actions.find(s, competition_id))
+    action_common.require_organizer(u, s, slug=competition_id)

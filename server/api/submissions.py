@@ -20,19 +20,17 @@ from server.api.common import (
     need_user,
     own_submission,
     page_out,
-    paginate,
     query_model,
-    submission_fields,
+    runs_page,
     submission_out,
 )
 from server.api.openapi import op
 from server.db import db
-from server.domain import people
+from server.domain import people, submissions
 from server.exceptions import EmptyUpload
 from server.models import (
     Phase,
     Submission,
-    Team,
 )
 from server.settings import get_settings
 
@@ -169,30 +167,22 @@ def my_submissions():
     u = need_user()
     page = query_model(m.SubmissionsQuery)
     s = db()
-    q = select(Submission, Team).join(Team, Team.id == Submission.team_id)
     organized = people.organized_tasks(s, u)  # None: every task (an administrator)
-    everyone = page.mine == "0" and (organized is None or organized)
-    if not everyone:
-        q = q.where(Submission.removed_at.is_(None))
+    if page.mine == "0" and (organized is None or organized):
+        # everyone's runs of the tasks this organizer organizes
+        runs = select(Submission)
+        if organized is not None:
+            runs = runs.where(Submission.task_id.in_(sorted(organized)))
+        if page.task:
+            runs = runs.where(Submission.task_id == page.task)
+        if page.status:
+            runs = runs.where(Submission.status == page.status)
+    else:
         team_ids = people.team_ids_of(s, u)
         if not team_ids:
             return page_out(m.Page[m.SubmissionOut], [], {"next_cursor": None, "next": None})
-        q = q.where(Submission.team_id.in_(team_ids))
-    elif organized is not None:  # everyone's runs of the tasks this organizer organizes
-        q = q.where(Submission.task_id.in_(sorted(organized)))
-    if page.task:
-        q = q.where(Submission.task_id == page.task)
-    if page.status:
-        q = q.where(Submission.status == page.status)
-    phases = {p.id: p for p in s.exec(select(Phase))}
-    items, links = paginate(
-        s,
-        q,
-        Submission.id,
-        page,
-        lambda row: submission_fields(s, u, row[0], phases.get(row[0].phase_id), row[1].name),
-    )
-    return page_out(m.Page[m.SubmissionOut], items, links)
+        runs = submissions.team_runs(team_ids, task=page.task, status=page.status)
+    return runs_page(s, u, runs, page, list(s.exec(select(Phase))))
 
 
 @bp.get("/submissions/<int:submission_id>")
@@ -249,14 +239,15 @@ def shown_publicly(submission_id):
     responses={200: m.SubmissionOut},
     errors=(403, 404),
     tags=("submissions",),
-    description="The run leaves every board and your lists at once; it still counts against "
-    "the phase's quota. An organizer may restore it (`POST .../visibility`, `restore`).",
+    description="The run leaves every board at once and stays in your list, marked `removed`; "
+    "it still counts against the phase's quota. An organizer may restore it "
+    "(`POST .../visibility`, `restore`).",
 )
 def delete_submission(submission_id):
     u = need_user()
     s = db()
     sub = sub_actions.delete_run(s=s, submission_id=submission_id, actor=u)
-    return submission_out(s, u, sub, removed=True)
+    return submission_out(s, u, sub)
 
 
 # -------------------------------------------------------------------------- organizers: submissions

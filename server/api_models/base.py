@@ -64,7 +64,8 @@ class ErrorBody(Model):
 
 
 class Error(Model):
-    """Every failure: the status comes from one table shared with the web pages (server.errors)."""
+    """Every failure: the status comes from one table shared with the web pages
+    (server.errors)."""
 
     error: ErrorBody
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
 from pydantic import (
     BaseModel,
@@ -13,8 +13,7 @@ from pydantic import (
 from pydantic.json_schema import SkipJsonSchema
 
 from server.api_models.base import Model, Out, PageQuery, Problem, Stamp
-from server.domain.inputs import CONTROL, one_line_problem
-from server.domain.submissions import url_problem
+from server.domain.inputs import CONTROL, one_line_problem, url_problem
 
 # ----------------------------------------------------------------------------- submissions
 
@@ -40,23 +39,62 @@ def _flagged(v):
 
 class UploadFields(Model):
     """The fields of an upload, on the web form and the API alike (the file travels beside them,
-    streamed). Text is stripped; the URL, when given, is http(s)."""
+    streamed). Text is stripped; the URL, when given, is http(s).
+
+    The one declaration of what every upload carries: the web's form (server.web.forms) and the
+    remote `submit`'s flags (cli.participant.submit) are built from these fields (`title`: the
+    form's label; `description`: the flag's help; in `json_schema_extra`, `input`: the form's
+    input type, `flag` and `flag_help`: a yes/no field's flag that sets it to no); the API reads
+    its body into this model; what `row()` returns is what the run's row keeps (its columns, on
+    server.models.Submission): every field but those acted on apart (`ACTED_ON`)."""
 
     model_config = ConfigDict(extra="ignore")
 
+    # acted on, not kept as such: the phase chosen, the primary choice, a baseline's flag, the
+    # fact sheet (checked against the competition's declared fields, kept as `facts`)
+    ACTED_ON: ClassVar[frozenset[str]] = frozenset({"phase", "primary", "baseline", "facts"})
+
     phase: str | None = Field(None, description="Default: the open test phase, else dev.")
-    method_name: str = Field("", max_length=200)
-    description: str = Field("", max_length=5000)
-    url: str = Field("", max_length=500)
-    show_publicly: bool = True
+    method_name: str = Field(
+        "", max_length=200, title="Method name", description="Name of your method."
+    )
+    description: str = Field(
+        "", max_length=5000, title="Short description", description="A short description."
+    )
+    url: str = Field(
+        "",
+        max_length=500,
+        title="Paper or code URL (optional)",
+        description="Paper or code URL.",
+        json_schema_extra={"input": "url"},
+    )
+    show_publicly: bool = Field(
+        True,
+        title="Show on the public leaderboard",
+        description="A row on the public leaderboard (the command line's --private: no).",
+        json_schema_extra={"flag": "--private", "flag_help": "Keep off the public leaderboard."},
+    )
     primary: bool = Field(
-        False, description="Make this the team's primary (ranked) run of the phase."
+        False,
+        title="Make this our primary (ranked) run of the phase",
+        description="Make this the team's primary (ranked) run of the phase.",
     )
     baseline: bool = Field(False, description="Organizers: record a baseline entry.")
     # fact sheets: the answers, sent as one form field `fact.<key>` each
     # (server.domain.facts.form_facts);
     # checked against the competition's declared fields by the submit action
     facts: SkipJsonSchema[dict[str, str]] = Field(default_factory=dict)
+
+    @classmethod
+    def carried(cls) -> list[str]:
+        """The names of the fields the run's row keeps, in their declared order."""
+        return [
+            k for k in cls.model_fields if k not in cls.ACTED_ON and k in UploadFields.model_fields
+        ]
+
+    def row(self) -> dict:
+        """What the run's row keeps of this upload (`carried()`: name -> value)."""
+        return {k: getattr(self, k) for k in self.carried()}
 
     @field_validator("phase", mode="before")
     @classmethod
@@ -189,7 +227,9 @@ class SubmissionOut(Out):
         None, description="The fact sheet's answers (key: value), as the team gave them."
     )
     removed: Optional[bool] = Field(
-        None, description="After a deletion: true (the run is kept for the organizers)."
+        None,
+        description="True for a run removed by its team or the organizers: kept, listed and "
+        "readable, marked; `hidden_reason` says why (server.domain.submissions.team_runs).",
     )
     duplicate: Optional[bool] = Field(
         None,

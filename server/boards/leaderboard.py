@@ -34,7 +34,7 @@ from server.boards.board_model import (  # noqa: F401 - the shapes, re-exported
 )
 from server.domain import goldversions, people
 from server.domain.lifecycle import PENDING, Status
-from server.domain.provenance import is_current, public_result
+from server.domain.provenance import current_provenance, is_current, public_result
 from server.domain.visibility import ORGANIZER, TEAM, Viewer, may_see
 from server.models import Phase, Score, Submission, Team
 from tasks.agreement import reference_rows
@@ -270,6 +270,23 @@ def team_sees_the_public_board(s: Session, task, phase: Phase, team_id: int) -> 
     if not runs[0].show_publicly:
         return False
     return use_private or anonymous_labels(s, task.id, phase) is None
+
+
+def final_board(s: Session, task, phase: Phase, home, **more) -> Board:
+    """The final ranking as it is (or will be) published: the public audience's board ranked on
+    the private part, a closed board shown, scores of the current gold, task and scorer only
+    (`home`: the site's data); `more`: build_board's other arguments (`with_parts`). The one
+    place the publication, its preview and the exports build it."""
+    return build_board(
+        s,
+        task,
+        phase,
+        audience="public",
+        show_private=True,
+        include_closed=True,
+        provenance=current_provenance(task, phase.split, home),
+        **more,
+    )
 
 
 def build_board(

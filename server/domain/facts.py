@@ -11,8 +11,7 @@ Nothing here knows of Flask.
 
 from __future__ import annotations
 
-from server.domain.inputs import CONTROL
-from server.domain.submissions import url_problem
+from server.domain.inputs import CONTROL, url_problem
 from server.exceptions import UploadFieldsInvalid
 
 PREFIX = "fact."

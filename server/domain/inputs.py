@@ -56,3 +56,17 @@ def check_int(field: str, value: int, *, status: int = 400) -> None:
     """Refuse an integer outside what the database holds, naming the field."""
     if not -INT_MAX <= value <= INT_MAX:
         raise BadInput(status, field, f"{field}: {value} is out of range (at most {INT_MAX})")
+
+
+def url_problem(url: str) -> str | None:
+    """Why a run's paper/code URL is refused (the web form and the API ask this alike), or None:
+    it is an http(s) address of at most 500 characters, or empty."""
+    if not url:
+        return None
+    if not url.lower().startswith(("https://", "http://")) or len(url) <= len("https://"):
+        return "the paper/code URL must start with https:// or http://"
+    if len(url) > 500:
+        return "the paper/code URL is at most 500 characters"
+    if any(c.isspace() for c in url):
+        return "the paper/code URL holds no spaces"
+    return None

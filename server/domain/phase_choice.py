@@ -23,8 +23,9 @@ from tasks.errors import PalimpsestError
 
 # the order splits are preferred in when no phase is named
 SPLIT_ORDER = ("test", "dev")
-# the most of an upload read to tell its split (a larger one is left to the scorer)
-CHECK_BYTES = 64 * 1024 * 1024
+# the most of an upload read to tell its split (of a larger one, its beginning, cut at a line): the
+# request's bounded share; the worker validates every file in full once (docs/development.md)
+CHECK_BYTES = 1024 * 1024
 
 
 def _rank(phase: models.Phase) -> int:
@@ -52,10 +53,12 @@ def refuse_other_split(
     stream: BinaryIO,
     filename: str = "",
 ) -> None:
-    """Raise WrongSplit when the upload (a seekable stream, left at its start) fails validation
-    on its phase's split but passes on another split a phase takes: "these ids are the test
-    split's; choose phase evaluation". A file invalid on every split is left to the scorer, which
-    names each problem. At most CHECK_BYTES are read; a larger file is left to the scorer."""
+    """Raise WrongSplit when the upload (a seekable stream, left at its start) has rows refused on
+    its phase's split but none on another split a phase takes (ids merely missing there do not
+    count): "these ids are the test split's; choose phase evaluation". A file with rows refused on
+    every split is left to the scorer, which names each problem. At most CHECK_BYTES are read: of
+    a larger file (a large upload's completion), its first CHECK_BYTES cut at the last line end,
+    the same rule on that beginning (a compressed or zipped one is left to the scorer)."""
     others = []
     for p in phases:
         if p.split != phase.split and p.split not in others and p.accepts == "predictions":
@@ -68,19 +71,12 @@ def refuse_other_split(
         shutil.copyfileobj(_bounded(stream, cap + 1), tmp)
         stream.seek(start)
         tmp.flush()
-        if tmp.tell() > cap:
+        if tmp.tell() > cap and not _cut_at_a_line(tmp, cap, filename):
             return
-        try:
-            validate_file(task.id, tmp.name, phase.split, home)
-            return
-        except SubmissionInvalid:
-            pass
-        except PalimpsestError:  # the split not imported: the intake and the scorer say so
+        if not _rows_refused(task.id, tmp.name, phase.split, home):
             return
         for split in others:
-            try:
-                validate_file(task.id, tmp.name, split, home)
-            except PalimpsestError:  # invalid there too, or a split not imported
+            if _rows_refused(task.id, tmp.name, split, home) is not False:
                 continue
             fits = [p for p in phases if p.split == split and p.accepts == "predictions"]
             choose = default_phase(fits)
@@ -88,6 +84,35 @@ def refuse_other_split(
                 f"these ids are the {split} split's, not the {phase.split} split's of phase "
                 f"{phase.name}; choose phase {choose.name}"
             )
+
+
+def _rows_refused(task_id: str, path: str, split: str, home) -> bool | None:
+    """Whether validating the file on `split` refuses any of its rows (a problem with a line):
+    ids missing from it do not count (a file's beginning misses most). None for a split the task
+    was imported without (the intake and the scorer say so)."""
+    try:
+        validate_file(task_id, path, split, home)
+    except SubmissionInvalid as e:
+        return any(p.line is not None for p in e.problems)
+    except PalimpsestError:  # the split not imported
+        return None
+    return False
+
+
+def _cut_at_a_line(tmp, cap: int, filename: str) -> bool:
+    """Keep the first `cap` bytes of a plain text file up to its last line end (the beginning of
+    a large upload, whole rows only); False for a compressed or zipped one (left to the scorer)."""
+    if _suffix(filename).endswith((".gz", ".zip")):
+        return False
+    tmp.seek(0)
+    head = tmp.read(cap)
+    end = head.rfind(b"\n")
+    if end < 0:
+        return False
+    tmp.seek(0)
+    tmp.truncate(end + 1)
+    tmp.flush()
+    return True
 
 
 def _suffix(filename: str) -> str:

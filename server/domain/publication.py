@@ -16,7 +16,6 @@ from sqlmodel import Session
 
 from server.domain import partitions
 from server.domain.lifecycle import PENDING, RANKED_RUN_RULE, close, phase_changed, phase_state
-from server.domain.provenance import current_provenance
 from server.exceptions import LifecycleRefused
 from server.models import Phase, RankingVersion, Submission, User, utcnow
 
@@ -168,16 +167,7 @@ def snapshot_body(s: Session, task, phase: Phase, settings, meta: dict) -> dict:
     rebuilds it from a restored site to check a published version byte for byte."""
     from server.boards import leaderboard as lb  # the boards and statistics (scipy) load to publish
 
-    board = lb.build_board(
-        s,
-        task,
-        phase,
-        audience="public",
-        show_private=True,
-        include_closed=True,
-        provenance=current_provenance(task, phase.split, settings.home),
-        with_parts=True,
-    )
+    board = lb.final_board(s, task, phase, settings.home, with_parts=True)
     board.published = (
         True  # as it will be served: the private ranking with the public part beside it
     )

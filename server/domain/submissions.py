@@ -15,12 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import BinaryIO
 
+import sqlmodel
 from sqlalchemy import func, or_, select
 from sqlmodel import Session
 
 from server import models, objectstore  # models.X: other subjects' tables, loaded when first used
 from server.db import lock_row, on_rollback
 from server.domain import people
+from server.domain.inputs import url_problem
 
 # the statuses and the phase window are the lifecycle's; importable from here as before
 from server.domain.lifecycle import (  # noqa: F401
@@ -109,20 +111,6 @@ def shown_scores(
     ]
 
 
-def url_problem(url: str) -> str | None:
-    """Why a run's paper/code URL is refused (the web form and the API ask this alike), or None:
-    it is an http(s) address of at most 500 characters, or empty."""
-    if not url:
-        return None
-    if not url.lower().startswith(("https://", "http://")) or len(url) <= len("https://"):
-        return "the paper/code URL must start with https:// or http://"
-    if len(url) > 500:
-        return "the paper/code URL is at most 500 characters"
-    if any(c.isspace() for c in url):
-        return "the paper/code URL holds no spaces"
-    return None
-
-
 def day_start(now: datetime) -> datetime:
     """The start of the UTC day the daily limit counts in (it resets at 00:00 UTC)."""
     return now.replace(hour=0, minute=0, second=0, microsecond=0)
@@ -171,6 +159,19 @@ def _drop_unnamed(engine, home, key: str) -> None:
         )
     if not named:
         path_for(home, key).unlink(missing_ok=True)
+
+
+def team_runs(team_ids, *, task: str | None = None, status: str | None = None):
+    """The one rule for a team's run list (the web's pages, the API's list, the CLI through it):
+    every run of these teams, removed ones included and marked (`removed_at`; `hidden_reason`
+    says why), so that a team can read why the organizers took a run off. A query of the runs to
+    page on (its `whereclause` to join them to more)."""
+    q = sqlmodel.select(models.Submission).where(models.Submission.team_id.in_(list(team_ids)))
+    if task:
+        q = q.where(models.Submission.task_id == task)
+    if status:
+        q = q.where(models.Submission.status == status)
+    return q
 
 
 # a run removed by an organizer gives its slot back; one its team deleted keeps it (deleting and
@@ -373,15 +374,12 @@ def create_submission(
     upload_bytes_or_stream: bytes | BinaryIO | None = None,
     filename: str = "",
     upload: bytes | BinaryIO | None = None,
-    method_name: str = "",
-    description: str = "",
-    url: str = "",
-    show_publicly: bool = True,
     is_baseline: bool = False,
     settings: Settings | None = None,
     enforce_limits: bool = True,
     dedupe: bool = False,
     facts: dict | None = None,
+    **row,
 ) -> models.Submission:
     """Store the upload, take the team's lock, check its limits and add the row (flushed); the
     caller's transaction commits it, and queues its scoring (`jobs(s).score`).
@@ -391,14 +389,14 @@ def create_submission(
     the phase (and not failed for the server's reasons, nor removed) raises DuplicateSubmission
     naming it; checked under the team lock, so parallel retries of one upload make one
     submission. `facts`: the fact sheet's answers, checked by the caller
-    (server.domain.facts.check_facts).
+    (server.domain.facts.check_facts). `row`: what the run's row keeps of the upload
+    (`add_submission`).
     """
     if upload_bytes_or_stream is None:
         upload_bytes_or_stream = upload
     if upload_bytes_or_stream is None:
         raise TypeError("create_submission needs the upload (bytes or a binary stream)")
-    url = (url or "").strip()
-    problem = url_problem(url)
+    problem = url_problem((row.get("url") or "").strip())
     if problem:
         raise SubmissionRefused(f"url: {problem}")
     settings = settings or get_settings()
@@ -428,12 +426,9 @@ def create_submission(
         phase=ph,
         stored=(key, sha, size),
         filename=filename,
-        method_name=method_name,
-        description=description,
-        url=url,
-        show_publicly=show_publicly,
         is_baseline=is_baseline,
         facts=facts,
+        **row,
     )
     return sub
 
@@ -446,15 +441,22 @@ def add_submission(
     phase: models.Phase,
     stored: tuple[str, str, int],
     filename: str,
-    method_name: str = "",
-    description: str = "",
-    url: str = "",
-    show_publicly: bool = True,
     is_baseline: bool = False,
     facts: dict | None = None,
+    **row,
 ) -> models.Submission:
-    """The row of an admitted upload (`stored`: what `store` returned), queued, flushed."""
+    """The row of an admitted upload (`stored`: what `store` returned), queued, flushed. `row`:
+    what the row keeps of the upload's fields, by column (m.UploadFields.row(): the method's
+    name, description, URL, whether it is shown publicly, and any field declared there since); a
+    name with control characters or runs of blanks is made one line, a URL stripped."""
     key, sha, size = stored
+    if "method_name" in row:
+        row["method_name"] = " ".join((row["method_name"] or "").split())[:200]
+    if "url" in row:
+        row["url"] = (row["url"] or "").strip()
+    if "description" in row:
+        row["description"] = row["description"] or ""
+    row["show_publicly"] = bool(row.get("show_publicly", True))
     sub = models.Submission(
         team_id=team_id,
         user_id=user_id,
@@ -466,12 +468,9 @@ def add_submission(
         file_name=(filename or "")[:255],
         storage_key=key,
         size=size,
-        method_name=" ".join((method_name or "").split())[:200],
-        description=description or "",
-        url=(url or "").strip(),
-        show_publicly=bool(show_publicly),
         is_baseline=is_baseline,
         facts=facts,
+        **row,
     )
     session.add(sub)
     session.flush()

@@ -112,7 +112,7 @@ class Jobs:
         except Exception as e:  # noqa: BLE001 — the mail stays queued; the sweep delivers it
             self._warn(f"mail delivery not enqueued ({type(e).__name__}: {e})")
             return False
-        return _rq(outbox=True).enqueue_delivery(self.settings, conn)
+        return _rq(mail=True).enqueue_delivery(self.settings, conn)
 
     def fit_now(self, fit_id: int) -> bool:
         """Put a Bayesian fit on the agreement queue; raises when Redis cannot be reached (the
@@ -156,13 +156,12 @@ class Jobs:
         after_commit(s, fn)  # each `*_now` says whether enqueueing is on
 
 
-def _rq(outbox: bool = False):
-    """The queue's module (the mail outbox's with `outbox`), loaded when a job is first enqueued:
+def _rq(mail: bool = False):
+    """The queue's module (the mail outbox's with `mail`), loaded when a job is first enqueued:
     Redis and RQ are no part of a local command's start-up."""
-    from server.jobs import outbox as mail  # here: Redis and RQ load when a job is enqueued
-    from server.jobs import queue  # here: likewise
+    from server.jobs import outbox, queue  # here: Redis and RQ load when a job is enqueued
 
-    return mail if outbox else queue
+    return outbox if mail else queue
 
 
 def bind(s: Session, jobs: Jobs | None) -> Session:

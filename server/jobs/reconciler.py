@@ -20,6 +20,7 @@ from rq.job import JobStatus
 from sqlalchemy import select
 
 from server import objectstore
+from server.actions.large_uploads import abort_stale
 from server.db import get_engine, session_scope
 from server.domain import code_runs
 from server.domain.lifecycle import PENDING, fail_infra, requeue
@@ -125,16 +126,10 @@ def reconcile(settings: Settings, engine, conn) -> dict:
     _step(stats, conn, "mail_due", lambda: mail_sweep(engine, settings, conn))
     # large uploads nobody can finish any more (their part URLs expired): aborted in the store
     if settings.s3_bucket:
-        _step(stats, conn, "stale_uploads", lambda: _abort_stale_uploads(settings))
+        _step(stats, conn, "stale_uploads", lambda: abort_stale(settings))
         # the zips of a task's public files that a task update replaced
         _step(stats, conn, "stale_downloads", lambda: objectstore.purge_stale_downloads(settings))
     return stats
-
-
-def _abort_stale_uploads(settings: Settings) -> int:
-    from server.actions.large_uploads import abort_stale  # boto3 loads on a site with a store
-
-    return abort_stale(settings)
 
 
 # ----------------------------------------------------------------------------- failing steps

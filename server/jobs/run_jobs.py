@@ -140,15 +140,13 @@ def run_system(run_id: int) -> dict:
                         phase=phase.id,
                         upload_bytes_or_stream=f,
                         filename=m.output,
-                        method_name=fields.get("method_name", ""),
-                        description=fields.get("description", ""),
-                        url=fields.get("url", ""),
-                        show_publicly=fields.get("show_publicly", True),
                         is_baseline=r.is_baseline,
                         settings=settings,
                         enforce_limits=False,  # the run was counted when it was uploaded
                         dedupe=True,
                         facts=fields.get("facts") or None,
+                        # what the row keeps of the upload: every field it carried but these two
+                        **{k: v for k, v in fields.items() if k not in ("primary", "facts")},
                     )
                 if phase.blind:  # its time is the system's: when the run ended would tell
                     sub.created_at = r.created_at  # its team how long it ran (the gate)

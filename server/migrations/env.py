@@ -2,13 +2,12 @@
 
 from alembic import context
 from sqlalchemy import engine_from_config, pool
-from sqlmodel import SQLModel
 
 from server import models
 
-models.load_all()  # every table (the tables load when first named): autogenerate compares them all
 config = context.config
-target_metadata = SQLModel.metadata
+# every table (the tables load when first named): autogenerate compares them all
+target_metadata = models.schema()
 
 
 def run_migrations_offline() -> None:

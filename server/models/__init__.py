@@ -2,20 +2,25 @@
 
 Nothing is deleted for real: rows are hidden or marked removed, and organizer actions are logged.
 
-The tables are written in the modules below by subject, and load when first named: `from
-server.models import User, ApiToken` loads the accounts' module alone (a local command such as
-`palimpsest tokens create` builds 3 tables, not 29). A subject's module imports the modules of the
-tables its foreign keys name (SQLAlchemy resolves each one when it sorts a flush), so every table
-loaded can be written. What needs the whole schema (Alembic's environment, a database built from
-the models, the migrations' check of an unversioned database, the web app) calls `load_all()`
-first; `SQLModel.metadata`'s `create_all`, `drop_all` and `sorted_tables` load every table
-themselves (tests/test_models_lazy.py checks each of these sees the 29 tables).
+The tables are written in the modules below, one per subject (`SUBJECTS`), and a subject's module
+is imported when one of its tables is first named: `from server.models import User, ApiToken`
+imports `server.models.accounts` alone, through this package's `__getattr__` (PEP 562), so a
+local command such as `palimpsest tokens create` builds 3 tables, not 29. A subject's module
+imports the modules of the tables its foreign keys name (SQLAlchemy resolves each one when it
+sorts a flush), so every table loaded can be written.
+
+`SQLModel.metadata` therefore holds only the tables loaded so far. What needs the whole schema
+(building or emptying a database, the tables in order, Alembic's environment, the migrations'
+check of an unversioned database, the web app) asks `schema()`, which loads every subject first
+and returns that metadata; tests/test_models_lazy.py checks each path sees the 29 tables, and that
+nothing reads `SQLModel.metadata`'s whole-schema operations directly.
 """
 
 from __future__ import annotations
 
 import importlib
 
+from sqlalchemy import MetaData
 from sqlmodel import SQLModel
 
 from server.models.base import TableModel, utcnow
@@ -42,10 +47,11 @@ SUBJECTS: dict[str, tuple[str, ...]] = {
 }
 _SUBJECT_OF = {table: subject for subject, tables in SUBJECTS.items() for table in tables}
 
-__all__ = ["TableModel", "load_all", "utcnow", *_SUBJECT_OF]
+__all__ = ["TableModel", "load_all", "schema", "utcnow", *_SUBJECT_OF]
 
 
 def _load(subject: str):
+    """Import a subject's module and keep its tables here (later lookups find them at once)."""
     module = importlib.import_module(f"{__name__}.{subject}")
     globals().update((name, getattr(module, name)) for name in SUBJECTS[subject])
     return module
@@ -58,11 +64,20 @@ def load_all() -> dict:
     return SQLModel.metadata.tables
 
 
+def schema() -> MetaData:
+    """The whole schema: every table loaded, then SQLAlchemy's metadata (for `create_all`,
+    `drop_all`, `sorted_tables`). Never `SQLModel.metadata` directly for these: it holds only the
+    tables some import named so far."""
+    load_all()
+    return SQLModel.metadata
+
+
 def __getattr__(name: str):
+    """`server.models.User` (and `from server.models import User`): the table's subject module is
+    imported on first use; a subject's name gives its module."""
     subject = _SUBJECT_OF.get(name)
     if subject is not None:
-        _load(subject)
-        return globals()[name]
+        return getattr(_load(subject), name)
     if name in SUBJECTS:  # a module of its own (the import system asks before importing it)
         return _load(name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -70,26 +85,3 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_SUBJECT_OF) | set(SUBJECTS))
-
-
-class _WholeSchema(type(SQLModel.metadata)):
-    """SQLModel's metadata, whose operations on the whole schema load every table first: a
-    database built (or emptied) from the models, or the tables in order, never misses one that
-    no import named yet."""
-
-    def create_all(self, *args, **kwargs):
-        load_all()
-        return super().create_all(*args, **kwargs)
-
-    def drop_all(self, *args, **kwargs):
-        load_all()
-        return super().drop_all(*args, **kwargs)
-
-    @property
-    def sorted_tables(self):
-        load_all()
-        return super().sorted_tables
-
-
-# the same object (every table is in it), with these three operations
-SQLModel.metadata.__class__ = _WholeSchema

@@ -23,9 +23,10 @@ from flask import (
     session,
     url_for,
 )
-from sqlmodel import Session, select
+from sqlmodel import select
 
 from server.actions import accounts as account_actions
+from server.actions import common as action_common
 from server.actions import signup as signup_actions
 from server.db import db
 from server.domain import people
@@ -42,7 +43,7 @@ from server.domain.emails import BadEmail, is_email, lookup_form, normalize_emai
 from server.errors import status_of
 from server.exceptions import Forbidden, NotFound, UploadFieldsInvalid
 from server.jobs.mail import send_in_background
-from server.models import ApiToken, AssessmentCampaign, Competition, Phase, Submission, User
+from server.models import ApiToken, User
 from server.settings import get_settings
 
 bp = Blueprint("auth", __name__, url_prefix="/auth")
@@ -99,41 +100,22 @@ def login_required(view):
     return wrapped
 
 
-def _competition_of_view(s: Session, kwargs: dict) -> tuple[bool, int | None]:
-    """The competition a view's URL arguments name (a task, a phase, a submission, a campaign, a
-    competition), as (named, id): a view that names none is checked against "organizes anything"."""
-    task_id = kwargs.get("task_id")
-    if "phase_id" in kwargs:
-        p = s.get(Phase, kwargs["phase_id"])
-        task_id = p.task_id if p is not None else None
-        if p is None:
-            abort(404)
-    if "submission_id" in kwargs:
-        sub = s.get(Submission, kwargs["submission_id"])
-        if sub is None:
-            abort(404)
-        task_id = sub.task_id
-    if "campaign_id" in kwargs:
-        camp = s.get(AssessmentCampaign, kwargs["campaign_id"])
-        if camp is None:
-            abort(404)
-        return True, camp.competition_id
-    if task_id is not None:
-        c = people.competition_of_task(s, task_id)
-        return True, None if c is None else c.id
-    slug = kwargs.get("competition_id") or kwargs.get("competition")
-    if slug is not None:
-        c = s.exec(select(Competition).where(Competition.slug == slug)).first()
-        if c is None:
-            abort(404)
-        return True, c.id
-    return False, None
+_NAMED = {  # a view's URL argument -> what the one organizer check is told it names
+    "task_id": "task_id",
+    "phase_id": "phase_id",
+    "submission_id": "submission_id",
+    "campaign_id": "campaign_id",
+    "competition_id": "slug",
+    "competition": "slug",
+}
 
 
 def organizer_required(view):
-    """A signed-in organizer of the competition the URL names (its task, phase, submission or
-    competition), or of any competition for a view that names none (it filters what it shows by
-    `server.domain.people.organized_tasks`); site administrators pass everywhere."""
+    """A signed-in organizer of the competition the URL names (its task, phase, submission,
+    campaign or competition), or of any competition for a view that names none (it filters what
+    it shows by `server.domain.people.organized_tasks`); site administrators pass everywhere.
+    The check is `server.actions.common.require_organizer`'s; this translates its answers (404
+    for what is not shown to exist, 403 for what the person may not do)."""
 
     @functools.wraps(view)
     def wrapped(*args, **kwargs):
@@ -142,13 +124,12 @@ def organizer_required(view):
             if is_api_request():
                 abort(401)
             return redirect(url_for("auth.login", next=request.path))
-        s = db()
-        named, cid = _competition_of_view(s, kwargs)
-        if not (people.organizes(s, u, cid) if named else people.organizes_anything(s, u)):
-            # a campaign is not shown to exist to anyone without a role in its competition (the
-            # API answers them the same)
-            if "campaign_id" in kwargs and people.role_of(s, u, cid) is None:
-                abort(404)
+        named = {_NAMED[k]: v for k, v in kwargs.items() if k in _NAMED}
+        try:
+            action_common.require_organizer(u, db(), **named)
+        except NotFound:
+            abort(404)
+        except Forbidden:
             abort(403)
         return view(*args, **kwargs)
 

@@ -27,6 +27,7 @@ from wtforms import (
 from wtforms.validators import InputRequired, Length, NumberRange, Optional, ValidationError
 from wtforms.widgets import TextInput
 
+from server import api_models as m
 from server.domain.inputs import INT_MAX
 from server.domain.sanitize import MAX_MARKDOWN, nesting_problem
 
@@ -180,21 +181,35 @@ class RescoreAllForm(ConfirmForm):
     include_invalid = BooleanField("Also files that failed validation (they would fail again)")
 
 
+def _declared(name: str):
+    """The form field of upload field `name`, from its one declaration (m.UploadFields: its title
+    the label, its bound the input's maxlength, a long text a text area, a yes/no a checkbox)."""
+    f = m.UploadFields.model_fields[name]
+    if f.annotation is bool:
+        return BooleanField(f.title, default=f.default)
+    size = next((c.max_length for c in f.metadata if hasattr(c, "max_length")), None)
+    extra = f.json_schema_extra or {}
+    shown = {"maxlength": size, **({"type": extra["input"]} if "input" in extra else {})}
+    if size is not None and size > 1000:
+        return TextAreaField(f.title, render_kw={**shown, "rows": 4})
+    return StringField(f.title, render_kw=shown)
+
+
 class UploadForm(FlaskForm):
     """What every upload carries, a file's or a system's: what was typed stays when something is
-    wrong (the file must be chosen again: browsers never refill a file input)."""
+    wrong (the file must be chosen again: browsers never refill a file input). Its fields are
+    those of the one declaration (m.UploadFields, `DECLARED`), checked there, the API's too: the
+    page only shows what it says."""
 
     class Meta:
         csrf = False
 
+    DECLARED = (*m.UploadFields.carried(), "primary")  # the partial shows them in this order
     phase = SelectField("Phase", validate_choice=True)
-    # the text fields are checked by the one declared upload form (server.api_models.UploadFields),
-    # the API's too; the page only shows what it says
-    method_name = StringField("Method name", render_kw={"maxlength": 200})
-    description = TextAreaField("Short description", render_kw={"maxlength": 5000, "rows": 4})
-    url = StringField("Paper or code URL (optional)", render_kw={"maxlength": 500, "type": "url"})
-    show_publicly = BooleanField("Show on the public leaderboard", default=True)
-    primary = BooleanField("Make this our primary (ranked) run of the phase")
+
+
+for _name in UploadForm.DECLARED:  # WTForms' forms take fields set on the class
+    setattr(UploadForm, _name, _declared(_name))
 
 
 class SubmitForm(UploadForm):
@@ -207,7 +222,6 @@ class SystemForm(UploadForm):
     """A team's system: a zip with system.yaml (docs/blind-runs.md)."""
 
     code = FileField("System (a zip with system.yaml)", validators=[FileRequired("choose a zip")])
-    primary = BooleanField("Make its output our primary (ranked) run of the phase")
 
 
 class CompetitionPageForm(FlaskForm):

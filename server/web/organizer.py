@@ -30,7 +30,7 @@ from server.actions.exports import queue_baselines as enqueue_runs
 from server.actions.phases import PHASE_ACTIONS, phase_action_options
 from server.boards import leaderboard as lb
 from server.db import db
-from server.domain import lifecycle, people, provenance, publication
+from server.domain import lifecycle, people, publication
 from server.domain.submissions import phase_state
 from server.errors import status_of
 from server.exceptions import (
@@ -278,100 +278,47 @@ def phase_action(phase_id: int, name: str):
             via="web",
             **phase_action_options(name, options, get_settings()),
         ),
-        f"{name.capitalize().replace('-', ' ')}: done on {p.task_id}/{p.name}.",
+        DONE.get(name, "{name}: done on {task}/{phase}.").format(
+            name=name.capitalize().replace("-", " "), task=p.task_id, phase=p.name
+        ),
     )
     return _back(url_for("organizer.dashboard"))
 
 
-# The web form's `action` names for the board controls, and the action each one runs.
-BOARD_ACTIONS = {
-    "open": "show-board",
-    "close": "hide-board",
-    "freeze": "freeze",
-    "unfreeze": "unfreeze",
+# what the web says once a phase action is done (wording only: the actions are PHASE_ACTIONS')
+DONE = {
+    "close": "The {phase} phase of {task} is closed.",
+    "show-board": "The board of {task}/{phase} is shown.",
+    "hide-board": "The board of {task}/{phase} is hidden.",
+    "freeze": "The board of {task}/{phase} is frozen.",
+    "unfreeze": "The board of {task}/{phase} is unfrozen.",
+    "publish": "Final ranking of {task}/{phase} published.",
 }
 
 
-@bp.route("/phases/<int:phase_id>/leaderboard", methods=["POST"])
-@organizer_required
-def leaderboard_state(phase_id: int):
-    """Show or hide a phase's leaderboard, freeze or unfreeze it."""
-    p = phase_or_404(phase_id)
-    action = request.form.get("action", "")
-    if action not in BOARD_ACTIONS:
-        abort(400)
-    name = BOARD_ACTIONS[action]
-    said = {"open": "shown", "close": "hidden", "freeze": "frozen", "unfreeze": "unfrozen"}
-    _act(
-        lambda: PHASE_ACTIONS[name](
-            s=db(), task_id=p.task_id, phase=p.name, actor=current_user(), via="web"
-        ),
-        f"The board of {p.task_id}/{p.name} is {said[action]}.",
-    )
-    return _back(url_for("organizer.dashboard"))
-
-
-@bp.route("/phases/<int:phase_id>/close", methods=["POST"])
-@organizer_required
-def close_phase(phase_id: int):
-    """Close a phase now: no further submissions are accepted."""
-    p = phase_or_404(phase_id)
-    _act(
-        lambda: PHASE_ACTIONS["close"](
-            s=db(), task_id=p.task_id, phase=p.name, actor=current_user(), via="web"
-        ),
-        f"The {p.name} phase of {p.task_id} is closed.",
-    )
-    return _back(url_for("organizer.dashboard"))
-
-
-@bp.route("/phases/<int:phase_id>/publish", methods=["GET", "POST"])
+@bp.route("/phases/<int:phase_id>/publish")
 @organizer_required
 def publish(phase_id: int):
-    """Publish the final ranking (or a correction, with a reason): a confirmed action that writes
-    an immutable snapshot. `action=close_and_publish` closes an open phase in the same step."""
+    """The confirmation before publishing the final ranking (or a correction, with a reason):
+    the board as it will be published; its form posts to the phase action `publish` through
+    `phase_action` (`close` with `action=close_and_publish`: an open phase closed in the same
+    step)."""
     p = phase_or_404(phase_id)
     t = task_or_404(p.task_id)
     s = db()
     action = request.values.get("action", "publish")
     if action not in ("publish", "close_and_publish"):
         abort(400)
-    if request.method == "GET" or request.form.get("confirm") != "yes":
-        board = lb.build_board(
-            s,
-            t,
-            p,
-            audience="public",
-            show_private=True,
-            include_closed=True,
-            provenance=provenance.current_provenance(t, p.split, get_settings().home),
-        )
-        return render_template(
-            "organizer/publish.html",
-            phase=p,
-            task=t,
-            board=board,
-            action=action,
-            state=lifecycle.phase_state(p),
-            versions=publication.ranking_versions(s, p.id),
-        )
-    reason = request.form.get("reason", "")
-    ok = _act(
-        lambda: PHASE_ACTIONS["publish"](
-            s=s,
-            task_id=t.id,
-            phase=p.name,
-            actor=current_user(),
-            settings=get_settings(),
-            via="web",
-            reason=reason,
-            close_first=action == "close_and_publish",
-        ),
-        f"Final ranking of {p.task_id}/{p.name} published.",
+    board = lb.final_board(s, t, p, get_settings().home)
+    return render_template(
+        "organizer/publish.html",
+        phase=p,
+        task=t,
+        board=board,
+        action=action,
+        state=lifecycle.phase_state(p),
+        versions=publication.ranking_versions(s, p.id),
     )
-    if not ok:
-        return redirect(url_for("organizer.publish", phase_id=p.id, action=action))
-    return redirect(url_for("organizer.ranking", phase_id=p.id))
 
 
 @bp.route("/phases/<int:phase_id>/ranking")
@@ -382,15 +329,7 @@ def ranking(phase_id: int):
     p = phase_or_404(phase_id)
     t = task_or_404(p.task_id)
     s = db()
-    board = lb.build_board(
-        s,
-        t,
-        p,
-        audience="public",
-        show_private=True,
-        include_closed=True,
-        provenance=provenance.current_provenance(t, p.split, get_settings().home),
-    )
+    board = lb.final_board(s, t, p, get_settings().home)
     return render_template(
         "leaderboard/board.html",
         task=t,
@@ -572,22 +511,14 @@ def rescore_task(task_id: str):
         if p is None:
             abort(404)
     if not form.confirm.data:
-        q = select(Submission.status, Submission.failure_kind).where(
-            Submission.task_id == t.id,
-            Submission.status.in_(lifecycle.FINAL),
-            Submission.removed_at.is_(None),
-        )
-        if p is not None:
-            q = q.where(Submission.phase_id == p.id)
-        got = s.exec(q).all()
-        invalid = sum(1 for st, kind in got if st == "failed" and kind == "invalid")
+        runs, invalid = sub_actions.rescore_candidates(s, t.id, current_user(), phase_name)
         return render_template(
             "organizer/confirm_rescore.html",
             task=t,
             phase=p,
             form=form,
-            count=len(got) - invalid,
-            invalid=invalid,
+            count=len(runs),
+            invalid=len(invalid),
             phases=[x.name for x in phases_of(t.id)],
         )
     result = sub_actions.rescore_selection(

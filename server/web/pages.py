@@ -24,9 +24,9 @@ from server.actions import downloads as download_actions
 from server.actions import phases as phase_actions
 from server.actions import submissions as sub_actions
 from server.actions.common import phase_or_default
-from server.api_models import YES
+from server.api_models import YES, UploadFields
 from server.db import db
-from server.domain import code_runs, facts, people, releases
+from server.domain import code_runs, facts, people, releases, submissions
 from server.domain.accounts import submission_filter
 from server.domain.lifecycle import RANKED_RUN_RULE
 from server.domain.sanitize import render_markdown
@@ -47,7 +47,7 @@ from server.models import Phase, Score, Submission, Team
 from server.settings import get_settings
 from server.web import downloads
 from server.web.auth import current_user, login_required
-from server.web.forms import SubmitForm, SystemForm
+from server.web.forms import SubmitForm, SystemForm, UploadForm
 from server.web.refusals import refusal
 from tasks import all_tasks, starting_kit
 from tasks.store import TaskStore
@@ -208,7 +208,9 @@ def download(task_id: str, split: str):
 
 
 # the form's yes/no fields, shown as checkboxes: posted only when ticked
-WEB_CHECKBOXES = ("show_publicly", "primary")
+WEB_CHECKBOXES = tuple(
+    k for k in UploadForm.DECLARED if UploadFields.model_fields[k].annotation is bool
+)
 
 
 @bp.route("/tasks/<task_id>/submit", methods=["GET", "POST"])
@@ -349,8 +351,7 @@ def my_submissions():
     subs, older = [], None
     before = request.args.get("before", type=int)
     if team_ids:
-        # removed runs stay listed (marked) so that the team can read the organizers' reason
-        q = select(Submission).where(Submission.team_id.in_(team_ids))
+        q = submissions.team_runs(team_ids)
         if before:
             q = q.where(Submission.id < before)
         subs = db().exec(q.order_by(Submission.id.desc()).limit(PAGE + 1)).all()
@@ -448,7 +449,7 @@ def submission_or_404(submission_id: int) -> Submission:
     """The submission if who asks may see it; 404 otherwise (not 403: its existence is no one's
     business)."""
     try:
-        return action_common.visible_submission(db(), current_user(), submission_id, removed=True)
+        return action_common.visible_submission(db(), current_user(), submission_id)
     except NotFound:
         abort(404)
 

@@ -10,7 +10,7 @@ from sqlmodel import select
 from server.actions import competitions as comp_actions
 from server.actions import teams as team_actions
 from server.db import db
-from server.domain import people, teams
+from server.domain import people, submissions, teams
 from server.domain.visibility import viewer_of
 from server.exceptions import TeamRefused
 from server.models import Competition, Phase, Submission, TeamMember, User
@@ -55,9 +55,7 @@ def mine():
         ).all()
         members = [(m, x) for m, x in rows if m.status == "active"]
         waiting = [(m, x) for m, x in rows if m.status == "pending"]
-        subs = s.exec(
-            select(Submission).where(Submission.team_id == team.id).order_by(Submission.id.desc())
-        ).all()
+        subs = s.exec(submissions.team_runs([team.id]).order_by(Submission.id.desc())).all()
         phases = {p.id: p for p in s.exec(select(Phase)).all()}
     return render_template(
         "teams/mine.html",
