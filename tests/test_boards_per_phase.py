@@ -310,7 +310,7 @@ def test_a_bad_declaration_is_refused_naming_its_path(site):
         },
     ]
     with site.session() as s, pytest.raises(BoardsInvalid) as e:
-        boards.checked(s, get_task(TASK), bad, where=f"tasks[0].phases[1]")
+        boards.checked(s, get_task(TASK), bad, where="tasks[0].phases[1]")
     msg = e.value.message
     assert "tasks[0].phases[1].boards[0].ranking.subset: 'poetry' is not a declared subset" in msg
     assert "tasks[0].phases[1].boards[1].name:" in msg
