@@ -317,3 +317,159 @@ def test_a_bad_declaration_is_refused_naming_its_path(site):
     assert "boards[2].filter.fact: 'trak' is not a declared fact field" in msg
     assert "boards[3].filter.equals: 'C' not among the choices of track" in msg
     assert e.value.status == 422
+
+
+# ----------------------------------------------------------------------------- the surfaces
+
+
+def _shell(*args, env=None):
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    r = CliRunner().invoke(main, list(args), env=env or {}, catch_exceptions=False)
+    assert r.exit_code == 0, (args, r.output)
+    return r
+
+
+def _primary_pearson(spec, root):
+    """Version 2 of the task: another primary metric (the published boards must not move)."""
+    _partial(spec, root)
+    spec["tasks"][0]["primary"] = {"subset": "all", "metric": "pearson"}
+
+
+BOARDS = ("main", "prose", "verse", "track-b")
+
+
+def test_api_and_cli_runs_land_on_their_boards_and_publication_freezes_every_board(
+    served, tmp_path
+):
+    """Runs sent through the API and the CLI with their tracks land on their boards; the task's
+    JSON lists the boards; publishing the phase freezes every board (JSON, CSV, LaTeX) byte for
+    byte through a task update that rescores every run; a backup restored elsewhere serves the
+    same bytes."""
+    from apikit import _cli as remote
+    from apikit import _h, _run_job, _submit
+    from sqlmodel import Session
+    from webkit import engine_of, update_phase
+
+    url, tokens, home, app = served
+    r = _shell("competitions", "create", str(_bundle(tmp_path, "v1", _partial)), "--json")
+    assert json.loads(r.stdout)["tasks"] == [TASK]
+    c, org = app.test_client(), _h(tokens["org"])
+    with Session(engine_of(app)) as s:
+        q = select(Phase.id).where(Phase.task_id == TASK, Phase.name == PHASE)
+        pid = s.execute(q).scalar_one()
+    update_phase(app, pid, opens_at=None, closes_at=None, daily_limit=None, total_limit=None)
+    gold = [json.loads(x) for x in (home / "tasks" / TASK / "gold" / "test" / "gold.jsonl").open()]
+    for team in ("alpha", "beta"):
+        r = c.post(
+            "/api/v1/competitions/sts-latin-2027/registration",
+            json={"accept_terms": True},
+            headers=_h(tokens[team]),
+        )
+        assert r.status_code == 200, r.json
+
+    def preds(seed, genres=("prose", "verse")):
+        rng = random.Random(seed)
+        return _file(
+            {g["pair_id"]: g["score"] + rng.gauss(0, 0.2) for g in gold if g["genre"] in genres}
+        )
+
+    # alpha, track A, through the API; beta, track B, through the CLI; beta's verse-only run
+    # (track B, through the API) is on no board: its team's ranked run is its latest, and the
+    # boards it would enter rank the run that has their value
+    r = _submit(c, tokens["alpha"], TASK, preds(1), phase=PHASE, **{"fact.track": "A"})
+    assert r.status_code == 201, r.json
+    ids = {"alpha": r.json["id"]}
+    f = tmp_path / "beta.jsonl"
+    f.write_bytes(preds(2))
+    got = remote(
+        url, tokens["beta"], "submit", TASK, str(f), "--phase", PHASE, "--fact", "track=B", "--json"
+    )
+    ids["beta"] = json.loads(got.stdout)["id"]
+    r = _submit(c, tokens["beta"], TASK, preds(3, ("verse",)), phase=PHASE, **{"fact.track": "B"})
+    assert r.status_code == 201, r.json
+    ids["beta-verse"] = r.json["id"]
+    for sid in ids.values():
+        assert _run_job(sid)["status"] == "scored"
+
+    want = {
+        "main": {ids["alpha"], ids["beta-verse"]},  # beta's latest run, unranked (no `all`)
+        "prose": {ids["alpha"], ids["beta"]},
+        "verse": {ids["alpha"], ids["beta-verse"]},
+        "track-b": {ids["beta"]},
+    }
+    for name in BOARDS:
+        q = "" if name == "main" else f"&board={name}"
+        board = c.get(f"/api/v1/tasks/{TASK}/leaderboard?phase={PHASE}{q}", headers=org).json
+        assert {r["submission_id"] for r in board["rows"]} == want[name], name
+        out = remote(url, tokens["org"], "leaderboard", TASK, "--phase", PHASE, "--board", name)
+        assert name == "main" or f"board {board['title']}" in out.stdout
+    task = c.get(f"/api/v1/tasks/{TASK}", headers=org).json
+    (ev,) = [p for p in task["phases"] if p["name"] == PHASE]
+    assert [b["name"] for b in ev["boards"]] == list(BOARDS)
+    assert ev["boards"][3]["filter"] == {"fact": "track", "equals": ["B"]}
+    # an unknown board: 404 naming the boards that exist, on the API and the CLI
+    r = c.get(f"/api/v1/tasks/{TASK}/leaderboard?phase={PHASE}&board=poetry", headers=org)
+    assert r.status_code == 404 and "main, prose, verse, track-b" in r.json["error"]["message"]
+    bad = remote(url, tokens["org"], "leaderboard", TASK, "--board", "poetry", "--json", ok=False)
+    assert bad.exit_code != 0 and "'poetry'" in json.loads(bad.stdout)["error"]["message"]
+
+    # publication: every board's final ranking, in version 1
+    r = c.post(f"/api/v1/tasks/{TASK}/phases/{PHASE}/publish", headers=org, json={"close": True})
+    assert r.status_code == 201, r.json
+
+    def published():
+        out = {}
+        for name in BOARDS:
+            q = "" if name == "main" else f"?board={name}"
+            got = c.get(f"/api/v1/tasks/{TASK}/phases/{PHASE}/rankings/1{q}", headers=org)
+            assert got.status_code == 200, (name, got.json)
+            out[(name, "snapshot")] = got.get_data()
+            for fmt in ("json", "csv", "tex"):
+                q = "" if name == "main" else f"&board={name}"
+                got = c.get(
+                    f"/api/v1/tasks/{TASK}/phases/{PHASE}/export?format={fmt}{q}", headers=org
+                )
+                assert got.status_code == 200, (name, fmt)
+                out[(name, fmt)] = got.get_data()
+        return out
+
+    before = published()
+    assert json.loads(before[("track-b", "json")])["board"] == "track-b"
+    assert {r["team"] for r in json.loads(before[("track-b", "json")])["rows"]} == {"beta"}
+    assert b"board Track B" in before[("track-b", "tex")]
+    # a task update (another primary) marks every run stale and rescores it: nothing published moves
+    r = _shell(
+        "competitions", "create", str(_bundle(tmp_path, "v2", _primary_pearson)), "--update",
+        "--reason", "pearson", "--json",
+    )  # fmt: skip
+    rescored = [i for p in json.loads(r.stdout)["tasks"][0]["phases"] for i in p["rescoring"]]
+    assert sorted(rescored) == sorted(ids.values())
+    for sid in rescored:
+        assert _run_job(sid)["status"] == "scored"
+    assert published() == before
+
+    # a backup restored on another data directory serves every board's bytes
+    out = tmp_path / "backups"
+    out.mkdir()
+    r = _shell("backup", str(out), "--json")
+    archive = json.loads(r.stdout)["archive"]
+    target = tmp_path / "target"
+    secret = app.extensions["palimpsest.settings"].secret_key
+    env = {"PALIMPSEST_HOME": str(target), "DATABASE_URL": "", "PALIMPSEST_SECRET_KEY": secret}
+    rep = json.loads(_shell("restore", archive, "--json", env=env).stdout)
+    assert rep["ok"], rep
+    from server import create_app
+
+    app2 = create_app(
+        {
+            "home": target,
+            "env": "testing",
+            "redis_url": "redis://127.0.0.1:1/0",
+            "secret_key": secret,
+        }
+    )
+    c = app2.test_client()
+    assert published() == before

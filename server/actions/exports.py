@@ -100,7 +100,8 @@ def export_ranking(
             "ranking.export",
             f"phase:{phase.id}",
             format=fmt,
-            version=rv.version if rv else None,
+            version=main_rv.version if main_rv else None,
+            board=spec.name if spec is not None else "main",
             via=via,
         )
     on = f"-{spec.name}" if spec is not None else ""
