@@ -13,6 +13,7 @@ import random
 import numpy as np
 import pytest
 from backbone import burst, make_team, submit
+from browserkit import driver  # noqa: F401  (Chromium, its console read)
 from bundlekit import _bundle
 from conftest import _make_backend
 from sqlalchemy import select
@@ -473,3 +474,83 @@ def test_api_and_cli_runs_land_on_their_boards_and_publication_freezes_every_boa
     )
     c = app2.test_client()
     assert published() == before
+
+
+def test_a_web_run_lands_on_its_boards_and_the_chooser_works_at_1366_and_390(
+    served,
+    tmp_path,
+    driver,  # noqa: F811  (browserkit's fixture)
+):
+    """A run uploaded on the web form with its track lands on the track's board; the board page's
+    chooser lists the phase's boards, leads to each, and fits a phone's width (the console
+    clean)."""
+    from apikit import _h, _run_job, _submit
+    from browserkit import _body, _errors, _fill, _go, _width
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+    from webkit import update_phase
+
+    url, tokens, home, app = served
+    _shell("competitions", "create", str(_bundle(tmp_path, "v1", _partial)), "--json")
+    from sqlmodel import Session
+    from webkit import engine_of
+
+    with Session(engine_of(app)) as s:
+        q = select(Phase.id).where(Phase.task_id == TASK, Phase.name == PHASE)
+        pid = s.execute(q).scalar_one()
+    update_phase(app, pid, opens_at=None, closes_at=None, daily_limit=None, total_limit=None)
+    c = app.test_client()
+    for team in ("alpha", "beta"):
+        r = c.post(
+            "/api/v1/competitions/sts-latin-2027/registration",
+            json={"accept_terms": True},
+            headers=_h(tokens[team]),
+        )
+        assert r.status_code == 200, r.json
+    gold = [json.loads(x) for x in (home / "tasks" / TASK / "gold" / "test" / "gold.jsonl").open()]
+    rng = random.Random(5)
+    f = tmp_path / "web.jsonl"
+    f.write_bytes(_file({g["pair_id"]: g["score"] + rng.gauss(0, 0.1) for g in gold}))
+
+    d = driver
+    d.get(url + "/auth/login")
+    _fill(d, "email", "beta@example.org")
+    _fill(d, "password", "correct horse")
+    _go(d, d.find_element(By.CSS_SELECTOR, "main form button[type=submit]"))
+    d.get(f"{url}/tasks/{TASK}/submit")
+    Select(d.find_element(By.NAME, "phase")).select_by_value(PHASE)
+    d.find_element(By.NAME, "file").send_keys(str(f))
+    _fill(d, "method_name", "web-b")
+    Select(d.find_element(By.NAME, "fact.track")).select_by_value("B")
+    _go(d, d.find_element(By.XPATH, "//main//form//button[normalize-space()='Submit']"))
+    assert "queued for scoring" in _body(d), _body(d)[:500]
+    web_id = int(d.current_url.rstrip("/").rsplit("/", 1)[1])
+    r = _submit(c, tokens["alpha"], TASK, f.read_bytes(), phase=PHASE, **{"fact.track": "A"})
+    assert r.status_code == 201, r.json
+    for sid in (web_id, r.json["id"]):
+        assert _run_job(sid)["status"] == "scored"
+
+    for width in ("wide", "phone"):
+        _width(d, width)
+        d.get(f"{url}/tasks/{TASK}/leaderboard?phase={PHASE}")
+        nav = d.find_element(By.CSS_SELECTOR, "nav.board-chooser")
+        links = nav.find_elements(By.TAG_NAME, "a")
+        assert [a.text for a in links] == ["Main", "Prose", "Verse", "Track B"]
+        assert nav.find_element(By.CSS_SELECTOR, "a[aria-current]").text == "Main"
+        overflow = d.execute_script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 1, (width, overflow)
+        # every tab is on the screen (they wrap on a phone), none hidden beyond its right edge
+        right = d.execute_script("return document.documentElement.clientWidth")
+        assert all(a.location["x"] + a.size["width"] <= right + 1 for a in links), width
+        d.save_screenshot(str(tmp_path / f"boards-{width}.png"))
+        _go(d, [a for a in links if a.text == "Track B"][0])
+        assert "Board Track B" in _body(d)
+        rows = d.find_elements(By.CSS_SELECTOR, "table tbody tr")
+        assert len(rows) == 1 and "beta" in rows[0].text  # beta sees its own name
+        assert d.find_element(By.CSS_SELECTOR, "nav.board-chooser a[aria-current]").text == (
+            "Track B"
+        )
+        d.save_screenshot(str(tmp_path / f"track-b-{width}.png"))
+        assert _errors(d) == []
