@@ -6,11 +6,13 @@ board: each board adds its rows' resampled values and its own ranking statistics
 matrix of its own, and a run's predictions are read once per job).
 
 The data: the example bundle's task with its test split enlarged (`--pairs`, written by
-examples/make_bundle_sts.py's generator), every pair in the public part (the ranked part of an
-open phase), `--teams` teams alternately on tracks A and B. The ten boards: Spearman and Pearson
-on prose and on verse (4), then tracks A and B each ranked on all, prose and verse (6).
+examples/make_bundle_sts.py's generator, in five genres), every pair in the public part (the
+ranked part of an open phase), `--teams` teams alternately on tracks A and B. The ten boards
+(`--boards`): `genres`, a board per genre and five track boards (as a shared task's boards per
+language and track); `metrics`, Spearman and Pearson on two genres and six track boards.
 
     python3 benchmarks/bench_board_count.py [--pairs 4000] [--teams 40] [--B 1000] [--repeat 3]
+        [--boards genres|metrics]
 
 Prints one JSON document: per configuration the CPU seconds (every thread) and wall seconds of
 each repeat, their medians, and the ratio of the medians.
@@ -36,7 +38,33 @@ sys.path.insert(0, str(REPO / "examples"))
 TASK, PHASE = "sts-latin", "evaluation"
 
 
-def ten_boards() -> list[dict]:
+GENRES = ("prose", "verse", "letters", "drama", "law")
+
+
+def ten_boards(which: str) -> list[dict]:
+    """`genres`: one board per genre (Spearman; as a shared task's per-language boards) and five
+    track boards (tracks A and B on all pairs, track B on three genres); `metrics`: Spearman and
+    Pearson on prose and on verse, and tracks A and B each on all, prose and verse."""
+    if which == "genres":
+        out = [
+            {"name": g, "title": g, "ranking": {"subset": g, "metric": "spearman"}} for g in GENRES
+        ]
+        for track, sub in (
+            ("A", "all"),
+            ("B", "all"),
+            ("B", "prose"),
+            ("B", "verse"),
+            ("B", "letters"),
+        ):
+            out.append(
+                {
+                    "name": f"track-{track.lower()}-{sub}",
+                    "title": f"Track {track}, {sub}",
+                    "ranking": {"subset": sub, "metric": "spearman"},
+                    "filter": {"fact": "track", "equals": [track]},
+                }
+            )
+        return out
     out = []
     for sub in ("prose", "verse"):
         for met in ("spearman", "pearson"):
@@ -78,8 +106,10 @@ def build(home: Path, pairs: int, teams: int) -> int:
     src = home.parent / "bundle"
     shutil.copytree(REPO / "examples" / "bundle-sts-latin", src)
     make_bundle_sts.SIZES["test"] = pairs
+    make_bundle_sts.GENRES = GENRES  # five genres, the pairs dealt in turn
     make_bundle_sts.write(src, 2027)
     spec = yaml.safe_load((src / "competition.yaml").read_text(encoding="utf-8"))
+    spec["tasks"][0]["subsets"] = ["all", *GENRES, "macro"]
     spec["state"] = "visible"
     spec["anonymous_board"] = False
     spec["fact_fields"] = [f for f in spec["fact_fields"] if f["key"] == "track"]
@@ -182,6 +212,9 @@ def main() -> None:
     ap.add_argument("--teams", type=int, default=40)
     ap.add_argument("--B", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--boards", choices=("genres", "metrics"), default="genres", help="The ten boards."
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="palimpsest-boards-") as d:
         home = Path(d) / "home"
@@ -196,13 +229,14 @@ def main() -> None:
         for _ in range(args.repeat):  # alternately, so that the load falls on both alike
             set_boards(pid, None)
             runs["1 board"].append(once(pid))
-            set_boards(pid, ten_boards())
+            set_boards(pid, ten_boards(args.boards))
             runs["11 boards"].append(once(pid))
     med = {k: statistics.median(r["cpu"] for r in v) for k, v in runs.items()}
     print(
         json.dumps(
             {
                 "pairs": args.pairs,
+                "boards": args.boards,
                 "teams": args.teams,
                 "B": args.B,
                 "setup_seconds": round(built, 1),
