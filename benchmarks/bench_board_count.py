@@ -12,7 +12,7 @@ ranked part of an open phase), `--teams` teams alternately on tracks A and B. Th
 language and track); `metrics`, Spearman and Pearson on two genres and six track boards.
 
     python3 benchmarks/bench_board_count.py [--pairs 4000] [--teams 40] [--B 1000] [--repeat 3]
-        [--boards genres|metrics]
+        [--boards genres|metrics] [--primary all|macro]
 
 Prints one JSON document: per configuration the CPU seconds (every thread) and wall seconds of
 each repeat, their medians, and the ratio of the medians.
@@ -41,7 +41,7 @@ TASK, PHASE = "sts-latin", "evaluation"
 GENRES = ("prose", "verse", "letters", "drama", "law")
 
 
-def ten_boards(which: str) -> list[dict]:
+def ten_boards(which: str, primary: str = "all") -> list[dict]:
     """`genres`: one board per genre (Spearman; as a shared task's per-language boards) and five
     track boards (tracks A and B on all pairs, track B on three genres); `metrics`: Spearman and
     Pearson on prose and on verse, and tracks A and B each on all, prose and verse."""
@@ -88,7 +88,7 @@ def ten_boards(which: str) -> list[dict]:
     return out
 
 
-def build(home: Path, pairs: int, teams: int) -> int:
+def build(home: Path, pairs: int, teams: int, primary: str = "all") -> int:
     """The site: the bundle's competition with `pairs` test pairs, `teams` scored runs; returns the
     evaluation phase's id."""
     import make_bundle_sts
@@ -110,6 +110,7 @@ def build(home: Path, pairs: int, teams: int) -> int:
     make_bundle_sts.write(src, 2027)
     spec = yaml.safe_load((src / "competition.yaml").read_text(encoding="utf-8"))
     spec["tasks"][0]["subsets"] = ["all", *GENRES, "macro"]
+    spec["tasks"][0]["primary"] = {"subset": primary, "metric": "spearman"}
     spec["state"] = "visible"
     spec["anonymous_board"] = False
     spec["fact_fields"] = [f for f in spec["fact_fields"] if f["key"] == "track"]
@@ -215,6 +216,13 @@ def main() -> None:
     ap.add_argument(
         "--boards", choices=("genres", "metrics"), default="genres", help="The ten boards."
     )
+    ap.add_argument(
+        "--primary",
+        choices=("all", "macro"),
+        default="all",
+        help="The task's primary subset: Spearman over all pairs, or the macro over the genres "
+        "(STR's: the mean of the languages' values).",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="palimpsest-boards-") as d:
         home = Path(d) / "home"
@@ -223,13 +231,13 @@ def main() -> None:
         os.environ["PALIMPSEST_BOOTSTRAP_SAMPLES"] = str(args.B)
         os.environ["REDIS_URL"] = "redis://127.0.0.1:1/0"  # no queue: the job is called here
         t0 = time.perf_counter()
-        pid = build(home, args.pairs, args.teams)
+        pid = build(home, args.pairs, args.teams, args.primary)
         built = time.perf_counter() - t0
         runs: dict[str, list] = {"1 board": [], "11 boards": []}
         for _ in range(args.repeat):  # alternately, so that the load falls on both alike
             set_boards(pid, None)
             runs["1 board"].append(once(pid))
-            set_boards(pid, ten_boards(args.boards))
+            set_boards(pid, ten_boards(args.boards, args.primary))
             runs["11 boards"].append(once(pid))
     med = {k: statistics.median(r["cpu"] for r in v) for k, v in runs.items()}
     print(
@@ -237,6 +245,7 @@ def main() -> None:
             {
                 "pairs": args.pairs,
                 "boards": args.boards,
+                "primary": args.primary,
                 "teams": args.teams,
                 "B": args.B,
                 "setup_seconds": round(built, 1),

@@ -314,6 +314,8 @@ class Bootstrap:
         # that scheme (a part of the key of the resamples kept by the server)
         self.clusters: list[str] | None = None
         self.resampling = "units"
+        # a macro's groups' own resampled values, left by the last `samples` (keyed units)
+        self.group_samples: dict | None = None
         self._impl = UNITS[self.family.name]
         self._impl.setup(self, task, store, split, only)
 
@@ -601,6 +603,9 @@ class _KeyedUnits(_Units):
             }
             fold_held = {f: sum(held[n] for n in names) for f, names in boot.fold_groups.items()}
             return _group_mean(fold_values, fold_held, B)
+        # each group's own resampled values, on the way to their mean: what a board ranked by
+        # one group (a language's board) would compute again from the same matrix
+        boot.group_samples = per
         return _group_mean(per, held, B)
 
 

@@ -600,3 +600,35 @@ def test_a_web_run_lands_on_its_boards_and_the_chooser_works_at_1366_and_390(
         )
         d.save_screenshot(str(tmp_path / f"track-b-{width}.png"))
         assert _errors(d) == []
+
+
+def test_a_macros_groups_resampled_on_the_way_are_a_group_boards_own(site):
+    """The phase's one matrix feeds every board: where the primary value is a macro over the
+    groups, each group's resampled values are computed on the way and kept for the boards ranked
+    by one group; they equal, bit for bit, what such a board computes on its own."""
+    import dataclasses
+
+    from scorer.bootstrap import Bootstrap
+    from server.boards import stats
+    from tasks import get_task
+    from tasks.store import TaskStore
+
+    runs = _runs(site)
+    task = get_task(TASK)
+    by_macro = dataclasses.replace(task, primary=("macro", "spearman"))
+    store = TaskStore(TASK, site.settings.home)
+    macro = Bootstrap(by_macro, store, "test", None)
+    W = macro.weights(B, 7)
+    for name in ("alpha", "gamma"):  # gamma covers prose only: its verse values are undefined
+        sid, _ = runs[name]
+        with site.session() as s:
+            from server.models import Submission
+
+            attempt = s.get(Submission, sid).score_attempt
+        arrays = stats.load_units(site.settings, task, "test", sid, attempt)
+        macro.samples(arrays, W)
+        for genre in ("prose", "verse"):
+            own = Bootstrap(task, store, "test", None, value=(genre, "spearman"))
+            assert own.units == macro.units
+            np.testing.assert_array_equal(macro.group_samples[genre], own.samples(arrays, W))
+    assert np.isnan(macro.group_samples["verse"]).all()
