@@ -441,6 +441,20 @@ def test_api_and_cli_runs_land_on_their_boards_and_publication_freezes_every_boa
         r = c.patch(f"/api/v1/tasks/{TASK}/phases/{PHASE}", json={"boards": boards}, headers=org)
         assert r.status_code == 422 and where in r.json["error"]["message"], r.json
         assert "Traceback" not in r.get_data(as_text=True)
+    # the organizer's phase page: the declared boards as YAML; a bad list is refused on the form
+    from webkit import Browser
+
+    web = Browser(app.test_client())
+    web.login("org@example.org", "correct horse")
+    page = web.get(f"/organizer/phases/{pid}").get_data(as_text=True)
+    assert "name: track-b" in page and "fact: track" in page
+    form = {"public_fraction": "0.3", "daily_limit": "", "total_limit": "", "concurrent_limit": ""}
+    for text, said in (
+        ("- name: x\n  title: X\n  ranking: {subset: poetry, metric: spearman}\n", "poetry"),
+        ("- name: [unclosed", "not YAML"),
+    ):
+        r = web.post(f"/organizer/phases/{pid}", data={**form, "boards": text})
+        assert r.status_code == 400 and said in r.get_data(as_text=True), text
     ev = [
         p for p in c.get(f"/api/v1/tasks/{TASK}", headers=org).json["phases"] if p["name"] == PHASE
     ]
