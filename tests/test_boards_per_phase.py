@@ -615,6 +615,24 @@ def test_a_web_run_lands_on_its_boards_and_the_chooser_works_at_1366_and_390(
         d.save_screenshot(str(tmp_path / f"track-b-{width}.png"))
         assert _errors(d) == []
 
+    # the organizer's phase page, where the boards are edited as YAML: both widths, clean
+    d.delete_all_cookies()
+    d.get(url + "/auth/login")
+    _fill(d, "email", "org@example.org")
+    _fill(d, "password", "correct horse")
+    _go(d, d.find_element(By.CSS_SELECTOR, "main form button[type=submit]"))
+    for width in ("wide", "phone"):
+        _width(d, width)
+        d.get(f"{url}/organizer/phases/{pid}")
+        area = d.find_element(By.NAME, "boards")
+        assert "name: track-b" in area.get_attribute("value")
+        overflow = d.execute_script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 1, (width, overflow)
+        d.save_screenshot(str(tmp_path / f"phase-page-{width}.png"))
+        assert _errors(d) == []
+
 
 def test_a_macros_groups_resampled_on_the_way_are_a_group_boards_own(site):
     """The phase's one matrix feeds every board: where the primary value is a macro over the
