@@ -82,6 +82,11 @@ def task_from_declaration(d: dict) -> Task:
             for r in d.get("paper_rows") or ()
         ),
         cut_at=tuple(d.get("cut_at") or ()),
+        phase_boards=tuple(
+            (ph["name"], json.dumps(ph["boards"], sort_keys=True))
+            for ph in d.get("phases") or ()
+            if ph.get("boards")
+        ),
     )
 
 

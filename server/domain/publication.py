@@ -14,10 +14,10 @@ import logging
 from sqlalchemy import func, select
 from sqlmodel import Session
 
-from server.domain import partitions
+from server.domain import boards, partitions
 from server.domain.lifecycle import PENDING, RANKED_RUN_RULE, close, phase_changed, phase_state
-from server.exceptions import LifecycleRefused
-from server.models import Phase, RankingVersion, Submission, User, utcnow
+from server.exceptions import LifecycleRefused, NotFound
+from server.models import BoardRanking, Phase, RankingVersion, Submission, User, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +30,30 @@ def ranking_versions(s: Session, phase_id: int) -> list[RankingVersion]:
             .order_by(RankingVersion.version)
         ).scalars()
     )
+
+
+def board_ranking(s: Session, rv: RankingVersion, board: str) -> BoardRanking | None:
+    """A declared board's published ranking in the version `rv`."""
+    q = select(BoardRanking).where(BoardRanking.ranking_id == rv.id, BoardRanking.board == board)
+    return s.execute(q).scalars().first()
+
+
+def published_board(s: Session, rv: RankingVersion, board: str | None):
+    """The published ranking of one board in the version `rv` (the RankingVersion itself for
+    "main" or None), or NotFound naming the boards that version has (a board declared since, or
+    removed since, is answered by what was published)."""
+    if board in (None, "", "main"):
+        return rv
+    got = board_ranking(s, rv, board)
+    if got is None:
+        q = select(BoardRanking.board).where(BoardRanking.ranking_id == rv.id)
+        names = ["main", *sorted(s.execute(q).scalars())]
+        shown = board if len(board) <= 40 else board[:40] + "…"
+        raise NotFound(
+            f"version {rv.version} of the final ranking of {rv.task_id}/{rv.phase_name} has no "
+            f"board {shown!r} (its boards: {', '.join(names)})"
+        )
+    return got
 
 
 def latest_ranking(s: Session, phase_id: int, version: int | None = None) -> RankingVersion | None:
@@ -113,6 +137,22 @@ def publish(
         body_latex=lb.snapshot_latex(body),
     )
     s.add(rv)
+    s.flush()
+    # each declared board's final ranking, in the same version (the phase's published ranking
+    # is the set of its boards')
+    for spec in boards.of_phase(phase):
+        b = snapshot_body(s, task, phase, settings, meta, board=spec)
+        b_json = snapshot_json(b)
+        s.add(
+            BoardRanking(
+                ranking_id=rv.id,
+                board=spec.name,
+                sha256=hashlib.sha256(b_json.encode("utf-8")).hexdigest(),
+                body_json=b_json,
+                body_csv=lb.snapshot_csv(b),
+                body_latex=lb.snapshot_latex(b),
+            )
+        )
     if phase.published_at is None:
         phase.published_at = now
     changes = ranking_diff(json.loads(prev.body_json), body) if prev else None
@@ -161,19 +201,20 @@ def repeated(
     return prev if again == prev.body_json else None
 
 
-def snapshot_body(s: Session, task, phase: Phase, settings, meta: dict) -> dict:
+def snapshot_body(s: Session, task, phase: Phase, settings, meta: dict, *, board=None) -> dict:
     """The snapshot of a phase's final ranking as the data stand now, with the publication's
     `meta` (version, time, organizer, reason, rule). `publish` stores it; `server.backup`
-    rebuilds it from a restored site to check a published version byte for byte."""
+    rebuilds it from a restored site to check a published version byte for byte. `board`: one of
+    the phase's declared boards (None: the default one)."""
     from server.boards import leaderboard as lb  # the boards and statistics (scipy) load to publish
 
-    board = lb.final_board(s, task, phase, settings.home, with_parts=True)
-    board.published = (
+    built = lb.final_board(s, task, phase, settings.home, with_parts=True, board=board)
+    built.published = (
         True  # as it will be served: the private ranking with the public part beside it
     )
-    lb.add_reference_rows(board, task, settings.home)
-    _snapshot_statistics(s, task, phase, board, settings)
-    return lb.snapshot_dict(board, meta, secret=settings.secret_key)
+    lb.add_reference_rows(built, task, settings.home)
+    _snapshot_statistics(s, task, phase, built, settings)
+    return lb.snapshot_dict(built, meta, secret=settings.secret_key)
 
 
 def snapshot_json(body: dict) -> str:

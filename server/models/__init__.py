@@ -5,14 +5,14 @@ Nothing is deleted for real: rows are hidden or marked removed, and organizer ac
 The tables are written in the modules below, one per subject (`SUBJECTS`), and a subject's module
 is imported when one of its tables is first named: `from server.models import User, ApiToken`
 imports `server.models.accounts` alone, through this package's `__getattr__` (PEP 562), so a
-local command such as `palimpsest tokens create` builds 3 tables, not 29. A subject's module
+local command such as `palimpsest tokens create` builds 3 tables, not 30. A subject's module
 imports the modules of the tables its foreign keys name (SQLAlchemy resolves each one when it
 sorts a flush), so every table loaded can be written.
 
 `SQLModel.metadata` therefore holds only the tables loaded so far. What needs the whole schema
 (building or emptying a database, the tables in order, Alembic's environment, the migrations'
 check of an unversioned database, the web app) asks `schema()`, which loads every subject first
-and returns that metadata; tests/test_models_lazy.py checks each path sees the 29 tables, and that
+and returns that metadata; tests/test_models_lazy.py checks each path sees the 30 tables, and that
 nothing reads `SQLModel.metadata`'s whole-schema operations directly.
 """
 
@@ -32,7 +32,7 @@ SUBJECTS: dict[str, tuple[str, ...]] = {
     "people": ("CompetitionRole", "CompetitionInvite", "Registration", "Team", "TeamMember"),
     "audit": ("AuditLog",),
     "mail": ("OutgoingMail",),
-    "phases": ("GoldPartition", "Phase", "RankingVersion"),
+    "phases": ("GoldPartition", "Phase", "RankingVersion", "BoardRanking"),
     "submissions": ("Submission", "CodeRun", "Score"),
     "campaigns": (
         "AssessmentCampaign",
