@@ -63,7 +63,9 @@ def site_up(pg: str, redis_url: str, store: dict | None):
             "s3_access_key": store["PALIMPSEST_S3_ACCESS_KEY"],
             "s3_secret_key": store["PALIMPSEST_S3_SECRET_KEY"],
         }
-    settings = Settings.from_env(home=site.home, database_url=site.url, redis_url=redis_url, **extra)
+    settings = Settings.from_env(
+        home=site.home, database_url=site.url, redis_url=redis_url, **extra
+    )
     upgrade(settings)
     engine = get_engine(settings.sqlalchemy_url())
     with Session(engine, expire_on_commit=False) as s:
