@@ -13,7 +13,8 @@ for (registered with Redis), warmed with a few runs (a worker on the store fetch
 files once), then `--runs` empty jobs (`time.sleep(0)`: what RQ and the fork cost alone) and as
 many tric-binary dev runs (uploaded before, through the intake) are queued; each rate is the jobs
 over the time from the first job's start to the last one's end (Redis's and the database's
-clocks). With `--batch N` a scoring job takes up to N queued runs of its phase
+clocks), and each cost the CPU time of the workers and their work horses per job (what a loaded
+machine changes least). With `--batch N` a scoring job takes up to N queued runs of its phase
 (`PALIMPSEST_SCORE_BATCH`). Prints one JSON document. The board statistics each score asks for go
 to the `stats` queue, which these workers do not take (a deployment runs `--queue stats`
 elsewhere or on the same workers).
@@ -202,6 +203,18 @@ def empty_all(conn, n: int, timeout: float = 900) -> float:
         time.sleep(0.05)
 
 
+def tree_cpu(procs) -> float:
+    """The CPU seconds of the workers and of their work horses (forked, waited for: counted as
+    their children)."""
+    import psutil
+
+    total = 0.0
+    for p in procs:
+        t = psutil.Process(p.pid).cpu_times()
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
 def measure(layout: str, a, redis_url: str, store_env: dict | None, tmp: Path) -> dict:
     import redis
 
@@ -236,8 +249,12 @@ def measure(layout: str, a, redis_url: str, store_env: dict | None, tmp: Path) -
                     score_all(conn, settings, engine, warm)
                     ids = upload(settings, engine, team_id, user_id, a.runs, seed)
                     seed += a.runs
+                    c0 = tree_cpu(procs)
                     t_empty = empty_all(conn, a.runs)
+                    c1 = tree_cpu(procs)
                     t_score = score_all(conn, settings, engine, ids)
+                    time.sleep(0.5)  # the last horse reaped
+                    c2 = tree_cpu(procs)
                 finally:
                     stop_workers(procs)
                 key = f"batch {batch}, {n} worker(s)"
@@ -245,6 +262,8 @@ def measure(layout: str, a, redis_url: str, store_env: dict | None, tmp: Path) -
                     "empty_jobs_per_s": round(a.runs / t_empty, 2),
                     "scored_per_s": round(a.runs / t_score, 2),
                     "ratio": round(t_empty / t_score, 2),
+                    "empty_job_cpu_ms": round(1000 * (c1 - c0) / a.runs, 1),
+                    "scored_run_cpu_ms": round(1000 * (c2 - c1) / a.runs, 1),
                     "load": round(os.getloadavg()[0], 1),
                 }
                 print(layout, key, out[key], file=sys.stderr, flush=True)
