@@ -44,6 +44,16 @@ def site_up(pg: str, redis_url: str, store: dict | None):
     """A fresh database and data directory with the demo tasks, a team, the dev phase without
     limits; (site, settings, engine, team id, user id)."""
     from bench_site_scale import Site
+
+    site = Site(pg)
+    try:
+        return _site_up(site, redis_url, store)
+    except BaseException:
+        site.drop()
+        raise
+
+
+def _site_up(site, redis_url: str, store: dict | None):
     from sqlmodel import Session, select
 
     from server import objectstore
@@ -54,7 +64,6 @@ def site_up(pg: str, redis_url: str, store: dict | None):
     from server.models import Phase, Team, TeamMember, User
     from server.settings import Settings
 
-    site = Site(pg)
     import_demo_tasks(site.home)
     extra = {}
     if store:

@@ -82,3 +82,41 @@ def test_a_taken_run_reads_as_a_live_job_while_it_is_scored(backend, monkeypatch
     assert seen == {"live": True}
     assert get(backend, second).status == "scored"
     assert not reconciler.job_is_live(backend.conn, second, backend.settings)
+
+
+def test_a_worker_reads_in_its_parent_a_task_that_arrived_after_it_started(tmp_path, demo_home):
+    """A worker on an empty data directory: its first job's horse fetches the task's files from
+    the store, and its caches die with it; the parent reads the task after that job, once (again
+    only when the task's files change), so that the next horses start warm."""
+    import os
+    import shutil
+
+    from server.jobs import worker
+    from server.settings import Settings
+
+    settings = Settings(home=tmp_path, database_url=None, redis_url=None)
+    read = []
+    real = worker.partition_units
+
+    def spy(task_id, split, home):
+        read.append((task_id, split))
+        return real(task_id, split, home)
+
+    seen: dict[str, int] = {}
+    orig, worker.partition_units = worker.partition_units, spy
+    try:
+        worker.warm_caches(settings, seen)
+        assert read == [] and seen == {}  # nothing here yet
+        shutil.copytree(demo_home / "tasks" / "tric-binary", tmp_path / "tasks" / "tric-binary")
+        worker.warm_caches(settings, seen)
+        assert {t for t, _ in read} == {"tric-binary"} and set(seen) == {"tric-binary"}
+        n = len(read)
+        worker.warm_caches(settings, seen)  # nothing new: nothing read
+        assert len(read) == n
+        manifest = tmp_path / "tasks" / "tric-binary" / "task.json"
+        st = manifest.stat()  # a new version of the task's files
+        os.utime(manifest, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        worker.warm_caches(settings, seen)
+        assert len(read) == 2 * n
+    finally:
+        worker.partition_units = orig
