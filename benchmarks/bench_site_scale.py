@@ -462,6 +462,19 @@ def measure_uploads(site: Site, phase_id: int, n: int) -> dict:
     finally:
         stop_group(web)
         redis_proc.terminate()
+    # the runs uploaded stay queued (no worker): failed here, so that the phase can be published
+    from sqlalchemy import text
+
+    from server.db import get_engine
+
+    with get_engine(settings_of(site).sqlalchemy_url()).begin() as c:
+        c.execute(
+            text(
+                "UPDATE submission SET status = 'failed', failure_kind = 'infra' "
+                "WHERE phase_id = :p AND status = 'queued'"
+            ),
+            {"p": phase_id},
+        )
     cpu_of = {"upload": [], "get": []}
     for line in cpu_log.read_text().splitlines():
         method, _path, t = line.split("\t")
