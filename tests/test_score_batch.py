@@ -120,3 +120,16 @@ def test_a_worker_reads_in_its_parent_a_task_that_arrived_after_it_started(tmp_p
         assert len(read) == 2 * n
     finally:
         worker.partition_units = orig
+
+
+def test_without_redis_a_job_scores_its_own_run_and_takes_no_more(backend, monkeypatch):
+    from server.jobs import scoring
+
+    set_phase(backend, "tric-binary", "dev", daily_limit=None, concurrent_limit=None)
+    team, user = make_team(backend)
+    first, second = (submit(backend, team, user, noise=n, enqueue=False).id for n in (0.1, 0.2))
+    monkeypatch.setenv("PALIMPSEST_SCORE_BATCH", "4")
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")  # nothing listens there
+    out = scoring.score_submission(first)
+    assert (out["status"], out["more"]) == ("scored", [])
+    assert get(backend, second).status == "queued"

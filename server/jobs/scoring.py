@@ -13,6 +13,7 @@ import json
 import logging
 import time
 
+import redis
 from rq.job import Job
 from rq.utils import now as rq_now
 from rq.utils import utcformat
@@ -97,8 +98,12 @@ def score_more(settings: Settings, phase_id: int, first: int) -> list[int]:
         if len(done) >= want or time.monotonic() > deadline:
             break
         jid = job_id(sid)
-        if not conn.lrem(key, 1, jid):
-            continue  # a worker has it, or it was never queued (the reconciler's)
+        try:
+            if not conn.lrem(key, 1, jid):
+                continue  # a worker has it, or it was never queued (the reconciler's)
+        except redis.RedisError as e:  # no queue to take from: the runs wait for their own jobs
+            log.warning("scoring: no more runs taken in this job (%s)", e)
+            break
         # its job now runs here: started, with a heartbeat, as the reconciler expects of a live one
         stamp = utcformat(rq_now())
         conn.hset(
