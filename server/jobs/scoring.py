@@ -61,10 +61,15 @@ def score_submission(submission_id: int) -> dict:
     while more runs of its phase wait (up to `score_batch` in all, within half the job's time),
     take each off the queue and score it the same way (`score_more`)."""
     settings = get_settings()
+    _ensured.clear()  # the task's files are compared with the store's once per job
     out = score_one(submission_id, settings)
     if settings.score_batch > 1 and out.get("phase") is not None:
         out["more"] = score_more(settings, out["phase"], submission_id)
     return out
+
+
+# the tasks whose files this job has compared with the store's (a batch's runs share them)
+_ensured: set[str] = set()
 
 
 def score_more(settings: Settings, phase_id: int, first: int) -> list[int]:
@@ -135,7 +140,9 @@ def score_one(submission_id: int, settings: Settings) -> dict:
             round_ceiling = sub.attempt_ceiling
         # the upload and the task's files, from the object store when this machine lacks them
         path = objectstore.local_upload(settings, key)
-        objectstore.ensure_task(settings, task_id)
+        if task_id not in _ensured:
+            objectstore.ensure_task(settings, task_id)
+            _ensured.add(task_id)
         parts = gold_parts(engine, phase.id, settings)
         try:
             with bounded(settings.file_cpu_seconds, settings.file_memory_bytes):
