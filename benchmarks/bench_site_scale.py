@@ -88,6 +88,8 @@ def setup(site: Site, teams: int) -> int:
     with Session(eng) as s:
         phase = Phase(task_id=TASK, name="dev", split="dev", public_fraction=1.0)
         s.add(phase)
+        # a later phase on the test split, as a competition has: an upload is checked against it
+        s.add(Phase(task_id=TASK, name="evaluation", split="test", public_fraction=0.5))
         s.commit()
         pid = phase.id
         rows = [
@@ -233,7 +235,11 @@ def measure_pages(site: Site, phase_id: int) -> dict:
         ("board_csv_s", f"/tasks/{TASK}/leaderboard.csv?phase=dev"),
     ):
         a = app()
-        a.test_client().get(f"/tasks/{TASK}")  # the app's own first-request costs, apart
+        # the app's own first-request costs apart: a page, and the board's template compiled by
+        # another phase's (empty) board, as any process that has served a board has it
+        a.test_client().get(f"/tasks/{TASK}")
+        warm = a.test_client().get(path.replace("phase=dev", "phase=evaluation"))
+        assert warm.status_code == 200, warm.status_code
         r, t = cpu(a.test_client().get, path)
         assert r.status_code == 200, (path, r.status_code)
         out[name] = t
@@ -264,6 +270,224 @@ def measure_pages(site: Site, phase_id: int) -> dict:
         same, t = cpu(lb.team_sees_the_public_board, s, task, phase, team_id)
     out["team_first_view_s"] = t
     out["team_view_is_public"] = same
+    return out
+
+
+def start_redis(base: Path) -> tuple[subprocess.Popen, str]:
+    """A `redis-server` of the benchmark's own on a free loopback port."""
+    import shutil
+    import socket
+
+    import redis
+
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        port = so.getsockname()[1]
+    exe = shutil.which("redis-server") or "redis-server"
+    proc = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        + ["--dir", str(base)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    r = redis.Redis.from_url(url, socket_connect_timeout=1)
+    for _ in range(200):
+        try:
+            r.ping()
+            break
+        except redis.exceptions.ConnectionError:
+            time.sleep(0.05)
+    r.close()
+    return proc, url
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(20)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def serve(site: Site, redis_url: str, *, home: Path | None = None, extra_env=None):
+    """A gunicorn with one sync worker process serving the site; (process, url, the file its
+    requests' CPU times are written to)."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        port = so.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(
+        PALIMPSEST_HOME=str(home or site.home),
+        DATABASE_URL=site.url,
+        REDIS_URL=redis_url,
+        PYTHONPATH=str(REPO),
+        PALIMPSEST_SECRET_KEY="s" * 40,
+        **(extra_env or {}),
+    )
+    log = open(site.home.parent / f"gunicorn-{port}.log", "ab")
+    conf = site.home.parent / f"gunicorn-{port}.conf.py"
+    conf.write_text(GUNICORN_CPU.format(out=str(site.home.parent / f"cpu-{port}.tsv")))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-w", "1", "-b", f"127.0.0.1:{port}"]
+        + ["-c", str(conf), "--timeout", "300", "server:create_app()"],
+        env=env,
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(url + "/api/v1/openapi.json", timeout=5).read()
+            break
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError("gunicorn did not start") from None
+            time.sleep(0.2)
+    return proc, url, site.home.parent / f"cpu-{port}.tsv"
+
+
+# a gunicorn configuration that writes each request's CPU time (the worker process's clock, from
+# before the request is read to after its answer is sent) with its method and path
+GUNICORN_CPU = """
+import time
+
+def pre_request(worker, req):
+    worker.cpu_t0 = time.process_time()
+
+def post_request(worker, req, environ, resp):
+    with open({out!r}, "a") as f:
+        f.write(f"{{req.method}}\\t{{req.path}}\\t{{time.process_time() - worker.cpu_t0:.6f}}\\n")
+"""
+
+
+def participants(site: Site, n: int) -> list[tuple[int, str]]:
+    """`n` accounts with API tokens, each the captain of one of the seeded teams (teams 1..n):
+    (team id, token)."""
+    from sqlmodel import Session, select
+
+    from server.db import get_engine
+    from server.domain.accounts import create_token, create_user
+    from server.models import Team, TeamMember
+
+    eng = get_engine(settings_of(site).sqlalchemy_url())
+    out = []
+    with Session(eng, expire_on_commit=False) as s:
+        teams = s.exec(select(Team.id).order_by(Team.id).offset(1).limit(n)).all()
+        for i, tid in enumerate(teams):
+            u = create_user(s, email=f"bench-{i}-{uuid.uuid4().hex[:6]}@x.org", password="pw " * 4)
+            s.add(TeamMember(team_id=tid, user_id=u.id, role="captain"))
+            _, tok = create_token(s, user=u)
+            out.append((tid, tok))
+        s.commit()
+    return out
+
+
+def _http(url: str, token: str, *, data: bytes | None = None) -> tuple[int, float]:
+    """One request (a multipart upload when `data`); (status, wall seconds)."""
+    import urllib.error
+    import urllib.request
+
+    headers = {"Authorization": f"Bearer {token}"}
+    body = None
+    if data is not None:
+        boundary = uuid.uuid4().hex
+        body = (
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="phase"\r\n\r\ndev\r\n'
+                f'--{boundary}\r\nContent-Disposition: form-data; name="method_name"\r\n\r\n'
+                f'bench\r\n--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+                f'filename="pred.jsonl"\r\nContent-Type: application/octet-stream\r\n\r\n'
+            ).encode()
+            + data
+            + f"\r\n--{boundary}--\r\n".encode()
+        )
+        headers["Content-Type"] = f"multipart/form-data; boundary={boundary}"
+    req = urllib.request.Request(url, data=body, headers=headers, method="POST" if data else "GET")
+    t0 = time.perf_counter()
+    try:
+        with urllib.request.urlopen(req, timeout=300) as r:
+            r.read()
+            code = r.status
+    except urllib.error.HTTPError as e:
+        e.read()
+        code = e.code
+    return code, time.perf_counter() - t0
+
+
+def measure_uploads(site: Site, phase_id: int, n: int) -> dict:
+    """The upload request against an authenticated API GET (`/api/v1/me`) under the same gunicorn
+    (one sync worker process, a Redis of its own, no scoring worker: the runs stay queued, as on
+    a deadline day): `n` uploads of distinct valid dev files, each by another team (its token's
+    first use in the minute), and `n` GETs, interleaved one by one; the wall time of each as the
+    client sees it and the CPU time the gunicorn worker spent on each (its process's clock, read
+    by gunicorn's request hooks)."""
+    import statistics
+
+    from server.demo import predictions
+
+    people = participants(site, n + 3)  # one upload per team: within every limit
+    files = [predictions(TASK, "dev", site.home, 0.3, seed)[0] for seed in range(n + 3)]
+    redis_proc, redis_url = start_redis(Path(tempfile.mkdtemp(prefix="bench-redis-")))
+    web, url, cpu_log = serve(site, redis_url)
+    up = f"{url}/api/v1/tasks/{TASK}/submissions"
+    got = {"upload": [], "get": []}
+    codes = {"upload": {}, "get": {}}
+    try:
+        for i in range(n, n + 3):  # each route's first-request costs, apart
+            _http(up, people[i][1], data=files[i])
+            _http(url + "/api/v1/me", people[i][1])
+        time.sleep(0.5)
+        cpu_log.write_text("")
+        for i in range(n):
+            tok = people[i][1]
+            for kind in ("upload", "get"):
+                if kind == "upload":
+                    code, t = _http(up, tok, data=files[i])
+                else:
+                    code, t = _http(url + "/api/v1/me", tok)
+                got[kind].append(t)
+                codes[kind][code] = codes[kind].get(code, 0) + 1
+        time.sleep(0.5)
+    finally:
+        stop_group(web)
+        redis_proc.terminate()
+    # the runs uploaded stay queued (no worker): failed here, so that the phase can be published
+    from sqlalchemy import text
+
+    from server.db import get_engine
+
+    with get_engine(settings_of(site).sqlalchemy_url()).begin() as c:
+        c.execute(
+            text(
+                "UPDATE submission SET status = 'failed', failure_kind = 'infra' "
+                "WHERE phase_id = :p AND status = 'queued'"
+            ),
+            {"p": phase_id},
+        )
+    cpu_of = {"upload": [], "get": []}
+    for line in cpu_log.read_text().splitlines():
+        method, _path, t = line.split("\t")
+        cpu_of["upload" if method == "POST" else "get"].append(float(t))
+    out = {"n": n, "file_bytes": len(files[0])}
+    for kind in ("upload", "get"):
+        out[kind] = {
+            "wall_median_s": round(statistics.median(got[kind]), 4),
+            "cpu_median_s": round(statistics.median(cpu_of[kind]), 4),
+            "status": codes[kind],
+        }
+    out["wall_ratio"] = round(out["upload"]["wall_median_s"] / out["get"]["wall_median_s"], 2)
+    out["cpu_ratio"] = round(out["upload"]["cpu_median_s"] / out["get"]["cpu_median_s"], 2)
     return out
 
 
@@ -378,11 +602,23 @@ def main() -> None:
     ap.add_argument("--runs", default="10000,50000")
     ap.add_argument("--B", type=int, default=1000)
     ap.add_argument(
+        "--uploads",
+        type=int,
+        default=60,
+        help="uploads (and as many GETs) measured under gunicorn at the first size; 0: none",
+    )
+    ap.add_argument(
+        "--only",
+        default="pages,uploads,publication,statistics",
+        help="what to measure, of pages, uploads, publication, statistics",
+    )
+    ap.add_argument(
         "--pg",
         default=os.environ.get("PALIMPSEST_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
     )
     a = ap.parse_args()
     sizes = [int(x) for x in a.runs.split(",")]
+    only = set(a.only.split(","))
     os.environ.setdefault("PALIMPSEST_SECRET_KEY", "bench-site-scale")
     site = Site(a.pg)
     rng = random.Random(7)
@@ -400,11 +636,16 @@ def main() -> None:
             seconds = seed_runs(site, pid, have, m - have, rng)
             have = m
             got = {"runs": m, "seed_wall_s": seconds}
-            got.update(measure_pages(site, pid))
+            if "pages" in only:
+                got.update(measure_pages(site, pid))
+            if "uploads" in only and a.uploads and m == sizes[0]:
+                got["uploads"] = measure_uploads(site, pid, a.uploads)
             report["sizes"].append(got)
-        report["publication"] = measure_publication(site, pid)
-        report["statistics"] = measure_stats(a.teams, a.B)
-        report["statistics"]["rows"] = a.teams
+        if "publication" in only:
+            report["publication"] = measure_publication(site, pid)
+        if "statistics" in only:
+            report["statistics"] = measure_stats(a.teams, a.B)
+            report["statistics"]["rows"] = a.teams
     finally:
         site.drop()
     report["load_after"] = os.getloadavg()[0]

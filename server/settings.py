@@ -103,6 +103,13 @@ class Settings(BaseModel):
         GiB, description="Largest submission once decompressed (`.gz` or `.zip`)."
     )
     job_timeout: int = Field(600, description="Seconds a scoring job may run.")
+    score_batch: int = Field(
+        8,
+        ge=1,
+        description="The most runs one scoring job scores: when more runs of its phase wait, the "
+        "job takes them off the queue and scores them one after the other, each in its own "
+        "transactions with its own outcome (1: one run per job).",
+    )
     baseline_timeout: int = Field(
         3600, description="Seconds a queued baseline run may take, model loading included."
     )

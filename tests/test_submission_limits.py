@@ -7,7 +7,8 @@ import threading
 from datetime import timedelta
 
 import pytest
-from backbone import burst, get, make_team, set_phase, submit
+from backbone import burst, get, make_team, phase, set_phase, submit
+from sqlalchemy import select
 
 
 def _race(backend, team, user, n=20):
@@ -134,8 +135,6 @@ def test_quota_counts_like_the_limits(backend):
     submit(backend, team, user, data=b"bad\n", filename="x.jsonl")
     burst(backend)
     with backend.session() as s:
-        from sqlalchemy import select
-
         ph = s.execute(
             select(Phase).where(Phase.task_id == "tric-binary", Phase.name == "dev")
         ).scalar_one()
@@ -189,3 +188,83 @@ def test_parallel_retries_of_one_upload_make_one_submission(backend):
         t.join(120)
     assert not other, other
     assert len(made) == 1 and dupes == [made[0]] * (n - 1)
+
+
+def test_the_one_query_counts_as_the_separate_counts_did(backend):
+    """`limit_counts` (the duplicate, the limits and the invalid files in one query) against the
+    counts each check made on its own, on runs and code runs of every status, day, removal and
+    failure, of this team and phase and of others."""
+    import itertools
+    from datetime import datetime
+
+    from server.domain import submissions as subs
+    from server.models import CodeRun, Submission, utcnow
+
+    team, _ = make_team(backend)
+    other, _ = make_team(backend)
+    ph = phase(backend, "tric-binary", "dev")
+    other_ph = phase(backend, "tric-binary", "test")
+    now = utcnow()
+    today, yesterday = subs.day_start(now) + timedelta(minutes=1), now - timedelta(days=1, hours=1)
+    statuses = ("queued", "running", "scored", "failed")
+    kinds = (None, "invalid", "infra")
+    removals = ((None, False), (now, False), (now, True))
+    with backend.session() as s:
+        n = 0
+        for st, kind, (rm, by_team), when, sha in itertools.product(
+            statuses, kinds, removals, (today, yesterday), ("aa", "bb")
+        ):
+            for t, p in ((team.id, ph.id), (team.id, other_ph.id), (other.id, ph.id)):
+                n += 1
+                s.add(
+                    Submission(
+                        team_id=t, task_id="tric-binary", phase_id=p, status=st,
+                        failure_kind=kind if st == "failed" else None, removed_at=rm,
+                        removed_by_team=by_team, created_at=when, file_sha256=f"{sha}{n % 3}",
+                    )
+                )  # fmt: skip
+        for stage, kind, when, linked in itertools.product(
+            ("queued", "running", "ran", "failed"), (None, "code", "infra"), (today, yesterday),
+            (False, True),
+        ):  # fmt: skip
+            s.add(
+                CodeRun(
+                    team_id=team.id, task_id="tric-binary", phase_id=ph.id, stage=stage,
+                    failure_kind=kind if stage == "failed" else None, archive_sha256="c",
+                    created_at=when, submission_id=(
+                        s.execute(select(Submission.id).limit(1)).scalar() if linked else None
+                    ),
+                )
+            )  # fmt: skip
+        s.commit()
+    with backend.session() as s:
+        from server.models import Phase
+
+        p = s.get(Phase, ph.id)
+        start = subs.day_start(now)
+        rows = s.execute(select(Submission).where(Submission.team_id == team.id)).scalars().all()
+        runs = s.execute(select(CodeRun).where(CodeRun.team_id == team.id)).scalars().all()
+        mine = [r for r in rows if r.phase_id == p.id]
+        quota = [r for r in mine if r.removed_at is None or r.removed_by_team]
+        code = [r for r in runs if r.phase_id == p.id and r.submission_id is None]
+        waiting = [r for r in code if r.stage in ("queued", "running")]
+        charged = waiting + [r for r in code if r.stage == "failed" and r.failure_kind == "code"]
+
+        def on(day: datetime) -> bool:
+            return day >= start
+
+        for sha in ("aa0", "aa1", "bb2", "zz"):
+            got = subs.limit_counts(s, team.id, p, now, sha)
+            assert got == {
+                "pending": sum(r.status in subs.PENDING for r in quota) + len(waiting),
+                "counted": sum(r.status in subs.COUNTED for r in quota) + len(charged),
+                "today": sum(r.status in subs.COUNTED and on(r.created_at) for r in quota)
+                + sum(on(r.created_at) for r in charged),
+                "invalid": sum(
+                    r.status == "failed" and r.failure_kind == "invalid" and on(r.created_at)
+                    for r in mine
+                ),
+                "same": subs.duplicate_of(s, team.id, p.id, sha),
+            }, sha
+        assert subs.limit_counts(s, team.id, p, now)["same"] is None
+        assert got["pending"] and got["counted"] and got["today"] and got["invalid"]

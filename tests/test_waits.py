@@ -5,6 +5,7 @@ administrators)."""
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import timedelta
 
@@ -198,3 +199,41 @@ def test_the_pace_counts_what_else_the_workers_did_while_the_queue_was_backed_up
         )
         q = waits.standing(s, s.get(Submission, sid), 2)
         assert q["estimated_wait_s"] == 3.0 and "times 3.00" in q["basis"]
+        # the upload's answer: the same estimate from the inputs read once and kept a few seconds
+        waits._inputs.clear()
+        sub = s.get(Submission, sid)
+        assert waits.live_standing(s, sub, recent=True) == waits.live_standing(s, sub)
+        assert waits.standing(s, sub, 2, known=waits.durations(s), ratio=waits.pace_ratio(s)) == q
+
+
+def test_the_upload_answer_shows_the_runs_place_as_its_page_does(app):
+    """The API's answer to an upload (its estimate's inputs kept a few seconds) and the run's own
+    GET agree on its place in the queue and its estimate."""
+    import io
+
+    from server.demo import predictions
+
+    user = make_user(app, "ann@x.org", team="Readers")
+    make_user(app, "bob@x.org", team="Writers")  # the runs ahead: another team's
+    phase = make_phase(app, TASK, "dev")
+    _runs(
+        app, team_of(app, "Writers").id, phase.id, utcnow(), scored=[20, 20], queued=2, running=[]
+    )
+
+    data, name = predictions(TASK, "dev", os.environ["PALIMPSEST_HOME"], 0.2, seed=1)
+    h = {"Authorization": f"Bearer {make_token(app, user)}"}
+    waits._inputs.clear()
+    r = app.test_client().post(
+        f"/api/v1/tasks/{TASK}/submissions",
+        headers=h,
+        data={"file": (io.BytesIO(data), name), "phase": "dev"},
+        content_type="multipart/form-data",
+    )
+    assert r.status_code == 201, r.get_json()
+    got = r.get_json()
+    again = app.test_client().get(f"/api/v1/submissions/{got['id']}", headers=h).get_json()
+    assert got["queue"]["position"] == 3 and got["queue"]["estimated_wait_s"] == 60.0
+    assert got["queue"] == again["queue"]
+    assert {k: v for k, v in got.items() if k not in ("duplicate",)} == {
+        k: v for k, v in again.items() if k not in ("duplicate",)
+    }

@@ -156,12 +156,16 @@ def phases_of(s: Session, task_id: str) -> list[models.Phase]:
 
 
 def phase_or_default(
-    s: Session, task_id: str, name: str | None, accepts: str | None = "predictions"
+    s: Session,
+    task_id: str,
+    name: str | None,
+    accepts: str | None = "predictions",
+    phases: list[models.Phase] | None = None,
 ) -> models.Phase:
     """The phase `name` of a task; without a name, the one `phase_choice.default_phase` picks by
     splits and dates (the open test phase, else the open dev phase, whatever they are called).
-    NotFound names the phases there are."""
-    phases = phases_of(s, task_id)
+    NotFound names the phases there are. `phases`: the task's, read already."""
+    phases = phases_of(s, task_id) if phases is None else phases
     if not phases:
         raise NotFound(f"task {task_id!r} has no phases", "no_phase")
     if name:

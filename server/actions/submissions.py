@@ -203,16 +203,15 @@ def submit(
     team = uploader_team(s, user, task.id, baseline=fields.baseline)
     if not TaskStore(task.id, settings.home).exists():
         raise LifecycleRefused(f"task {task.id!r} has no data yet", "not_imported")
+    phases = common.phases_of(s, task.id)
     phase = common.phase_or_default(
-        s, task.id, fields.phase, accepts="code" if system else "predictions"
+        s, task.id, fields.phase, accepts="code" if system else "predictions", phases=phases
     )
     _phase_takes(phase, task.id, system=system, baseline=fields.baseline)
     if _empty_stream(stream):
         raise EmptyUpload()
     if not system:  # a file of another split's ids: refused now, naming the phase to choose
-        phase_choice.refuse_other_split(
-            task, settings.home, phase, common.phases_of(s, task.id), stream, filename or ""
-        )
+        phase_choice.refuse_other_split(task, settings.home, phase, phases, stream, filename or "")
     sheet = fact_sheet(s, task.id, phase, fields)  # every problem named, before anything is stored
     exempt = fields.baseline or people.organizes_task(s, user, task.id)
     stored = submissions.store(
@@ -309,16 +308,16 @@ def uploader_team(s: Session, user: User, task_id: str, *, baseline: bool) -> Te
             raise Forbidden("only an organizer may record baseline entries", "not_organizer")
         return baseline_team(s)
     common.require_participant(s, user, task_id)
-    team_id = people.team_id_for_task(s, user, task_id)
-    if team_id is None:
-        c = people.competition_of_task(s, task_id)
+    c = people.competition_of_task(s, task_id)
+    team = people.team_of(s, user, None if c is None else c.id)  # kept: read once
+    if team is None:
         opt = f" --competition {c.slug}" if c is not None else ""
         raise Forbidden(
             f"join or create a team before submitting (`palimpsest teams create NAME{opt}` "
             f"or `palimpsest teams join CODE{opt}`)",
             "no_team",
         )
-    return s.get(Team, team_id)
+    return team
 
 
 def _empty_stream(stream: BinaryIO) -> bool:

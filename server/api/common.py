@@ -340,10 +340,18 @@ def visible_scores_of(s, user, sub: Submission, phase: Phase) -> dict | None:
 
 
 def submission_fields(
-    s, user, sub: Submission, phase: Phase | None = None, team: str | None = None
+    s,
+    user,
+    sub: Submission,
+    phase: Phase | None = None,
+    team: str | None = None,
+    *,
+    uploaded: bool = False,
 ) -> dict:
+    """`uploaded`: a file its team has just uploaded (never a blind run's output)."""
     phase = phase or s.get(Phase, sub.phase_id)
-    gated = code_runs.gated_for(s, user, sub)  # a blind run's output: counts and kinds only
+    # a blind run's output: counts and kinds only
+    gated = False if uploaded else code_runs.gated_for(s, user, sub)
     return {
         "id": sub.id,
         "task": sub.task_id,
@@ -393,12 +401,28 @@ def runs_page(s, u, runs, page, phases: list[Phase]):
     return page_out(m.Page[m.SubmissionOut], items, links)
 
 
-def submission_out(s, u, sub, status: int = 200, **extra):
-    s.refresh(sub)
-    standing = waits.live_standing(s, sub, current_app.extensions.get("palimpsest.redis"))
+def submission_out(s, u, sub, status: int = 200, *, uploaded: bool = False, **extra):
+    """A run as the API shows it, with its place in the queue while it waits. `uploaded`: the
+    answer to the upload of a new file (its estimate from the inputs read in the last seconds,
+    no check of the blind runs' gate)."""
+    phase = team = None
+    if uploaded:  # the run, its phase and its team's name read again in one query
+        sub, phase, team = s.exec(
+            select(Submission, Phase, Team.name)
+            .join(Phase, Phase.id == Submission.phase_id)
+            .join(Team, Team.id == Submission.team_id)
+            .where(Submission.id == sub.id)
+            .execution_options(populate_existing=True)
+        ).one()
+    else:
+        s.refresh(sub)
+    standing = waits.live_standing(
+        s, sub, current_app.extensions.get("palimpsest.redis"), recent=uploaded
+    )
     if standing is not None:
         extra["queue"] = standing
-    return out(m.SubmissionOut, status, **submission_fields(s, u, sub), **extra)
+    fields = submission_fields(s, u, sub, phase, team, uploaded=uploaded)
+    return out(m.SubmissionOut, status, **fields, **extra)
 
 
 def own_submission(s, user, submission_id: int) -> Submission:

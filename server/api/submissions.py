@@ -66,7 +66,9 @@ def create(task_id):
             problems=[{"line": None, "id": None, "message": "the file is empty"}],
             total=1,
         ) from None
-    return submission_out(s, u, sub, 200 if duplicate else 201, duplicate=duplicate)
+    if duplicate:
+        return submission_out(s, u, sub, 200, duplicate=True)
+    return submission_out(s, u, sub, 201, uploaded=True, duplicate=False)
 
 
 def take_upload(task_id: str, *, system: bool):
@@ -153,7 +155,9 @@ def large_upload_complete():
         fields=m.UploadFields.model_validate(body.model_dump(exclude={"upload"})),
         settings=get_settings(),
     )
-    return submission_out(s, u, sub, 200 if duplicate else 201, duplicate=duplicate)
+    if duplicate:
+        return submission_out(s, u, sub, 200, duplicate=True)
+    return submission_out(s, u, sub, 201, uploaded=True, duplicate=False)
 
 
 @bp.get("/submissions")

@@ -116,7 +116,12 @@ def create_token(s: Session, *, user: User, name: str = "") -> tuple[ApiToken, s
 def user_for_token(s: Session, plaintext: str) -> User | None:
     """The user a live (unrevoked) token belongs to, or None."""
     digest = hash_token(plaintext)
-    tok = s.exec(select(ApiToken).where(ApiToken.token_sha256 == digest)).first()
+    row = s.exec(
+        select(ApiToken, User)
+        .join(User, User.id == ApiToken.user_id)
+        .where(ApiToken.token_sha256 == digest)
+    ).first()
+    tok, user = (None, None) if row is None else row
     if (
         tok is None
         or tok.revoked_at is not None
@@ -140,7 +145,7 @@ def user_for_token(s: Session, plaintext: str) -> User | None:
                 )
                 .values(last_used_at=now)
             )
-    return s.get(User, tok.user_id)
+    return user
 
 
 TOKEN_MARK_EVERY = timedelta(minutes=1)

@@ -93,19 +93,6 @@ def bump_phase(s: Session, phase_id: int) -> None:
     )
 
 
-def _bump_phase_of(s: Session, submission_id: int) -> None:
-    sub_phase = (
-        select(models.Submission.phase_id)
-        .where(models.Submission.id == submission_id)
-        .scalar_subquery()
-    )
-    s.execute(
-        update(models.Phase)
-        .where(models.Phase.id == sub_phase)
-        .values(revision=models.Phase.revision + 1)
-    )
-
-
 audit_change = audit.record
 
 
@@ -114,8 +101,20 @@ def move(
 ) -> bool:
     """Make one transition of one submission if its status allows it (conditional UPDATE), bump
     its phase's revision and audit it, in the session's transaction; True when it happened."""
+    return (
+        _moved(s, submission_id, event, where=where, actor=actor, details=details, **values)
+        is not None
+    )
+
+
+def _moved(
+    s: Session, submission_id: int, event: str, *, where=(), actor=None, details=None, **values
+):
+    """`move`, returning the moved row's (phase_id, task_id, attempts) as they are after it, or
+    None when it did not happen: the statement says which phase to bump and which competition
+    the audit row belongs to (no read of the run again)."""
     sources, target = EVENTS[event]
-    n = s.execute(
+    row = s.execute(
         update(models.Submission)
         .where(
             models.Submission.id == submission_id,
@@ -123,22 +122,30 @@ def move(
             *where,
         )
         .values(status=str(target), **values)
+        .returning(
+            models.Submission.phase_id, models.Submission.task_id, models.Submission.attempts
+        )
         .execution_options(synchronize_session=False)
-    ).rowcount
-    if not n:
-        return False
-    _bump_phase_of(s, submission_id)
+    ).first()
+    if row is None:
+        return None
+    s.execute(
+        update(models.Phase)
+        .where(models.Phase.id == row.phase_id)
+        .values(revision=models.Phase.revision + 1)
+    )
     # a rescore is somebody's decision; every other transition is the workers' bookkeeping
     audit_change(
         s,
         actor,
         "submission.rescore" if event == "rescore" else "submission.status",
         f"submission:{submission_id}",
+        competition_id=audit.competition_of_target(s, row.task_id),
         event=event,
         to=str(target),
         **(details or {}),
     )
-    return True
+    return row
 
 
 def _one(engine, fn):
@@ -162,7 +169,18 @@ def start_attempt(engine, submission_id: int, max_attempts: int) -> int | None:
     now = utcnow()
 
     def go(s: Session):
-        if move(
+        # the usual case first: an attempt left (the two conditions exclude each other)
+        started = _moved(
+            s,
+            submission_id,
+            "start",
+            where=(models.Submission.attempts < ceiling(max_attempts),),
+            attempts=models.Submission.attempts + 1,
+            started_at=now,
+        )
+        if started is not None:
+            return int(started.attempts)
+        move(
             s,
             submission_id,
             "give_up",
@@ -175,22 +193,8 @@ def start_attempt(engine, submission_id: int, max_attempts: int) -> int | None:
                     "timed out each time); this costs the team nothing"
                 )
             ],
-        ):
-            return None
-        if not move(
-            s,
-            submission_id,
-            "start",
-            where=(models.Submission.attempts < ceiling(max_attempts),),
-            attempts=models.Submission.attempts + 1,
-            started_at=now,
-        ):
-            return None
-        return int(
-            s.execute(
-                select(models.Submission.attempts).where(models.Submission.id == submission_id)
-            ).scalar_one()
         )
+        return None
 
     return _one(engine, go)
 

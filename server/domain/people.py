@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session, select
 
 from server import models  # other subjects' tables: models.X, loaded when first used
@@ -48,11 +50,26 @@ def is_admin(user: User | None) -> bool:
 
 
 def competition_of_task(s: Session, task_id: str) -> models.Competition | None:
-    """The competition the task is a subtask of, or None."""
-    link = s.exec(
-        select(models.CompetitionTask).where(models.CompetitionTask.task_id == task_id)
-    ).first()
-    return None if link is None else s.get(models.Competition, link.competition_id)
+    """The competition the task is a subtask of, or None. The link is read once per transaction
+    of the session (an upload asks five times) and again after any flush of it."""
+    memo = s.info.setdefault(_LINKS, {})
+    if task_id not in memo:
+        memo[task_id] = s.exec(
+            select(models.CompetitionTask.competition_id).where(
+                models.CompetitionTask.task_id == task_id
+            )
+        ).first()
+    cid = memo[task_id]
+    return None if cid is None else s.get(models.Competition, cid)
+
+
+_LINKS = "palimpsest.task_competition"
+
+
+@event.listens_for(OrmSession, "after_flush")
+@event.listens_for(OrmSession, "after_transaction_end")
+def _forget_links(session, *_args) -> None:
+    session.info.pop(_LINKS, None)
 
 
 def ensure_competition(s: Session, task_id: str) -> models.Competition:

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import BinaryIO
 
 import sqlmodel
-from sqlalchemy import func, or_, select
+from sqlalchemy import bindparam, func, or_, select
 from sqlmodel import Session
 
 from server import models, objectstore  # models.X: other subjects' tables, loaded when first used
@@ -202,8 +202,69 @@ def code_runs_counted(
     return session.execute(q).scalar_one()
 
 
-def check_limits(session: Session, team_id: int, phase: models.Phase, now: datetime) -> None:
-    """Raise PhaseClosed or LimitReached, saying why and when the next submission is allowed."""
+def limit_counts(
+    session: Session, team_id: int, phase: models.Phase, now: datetime, sha: str | None = None
+) -> dict:
+    """What `check_limits`, `check_invalid_limit` and `duplicate_of` (a file's) count, read in
+    one query: the team's runs of the phase waiting or running, counted, counted today (each with
+    the code runs that count so), invalid files today, and with `sha` the earlier upload of those
+    bytes that still stands (its id, or None)."""
+    params = {"team_id": team_id, "phase_id": phase.id, "start": day_start(now)}
+    if sha is not None:
+        params["sha"] = sha
+    got = session.execute(_limits_statement(sha is not None), params).one()._mapping
+    return {
+        "pending": got["pending"] + got["code_pending"],
+        "counted": got["counted"] + got["code_counted"],
+        "today": got["today"] + got["code_today"],
+        "invalid": got["invalid"],
+        "same": got["same"] if sha is not None else None,
+    }
+
+
+@functools.cache
+def _limits_statement(with_sha: bool):
+    """`limit_counts`' query, built once (its parameters bound at each call)."""
+    S, C = models.Submission, models.CodeRun
+    team, phase, start = bindparam("team_id"), bindparam("phase_id"), bindparam("start")
+    quota = counts_against_quota()
+    pending = S.status.in_(PENDING)
+    counted = S.status.in_(COUNTED)
+    invalid = (S.status == Status.FAILED.value) & (S.failure_kind == "invalid")
+
+    def runs(*conds):
+        return func.count(S.id).filter(*conds)
+
+    def code(*conds):
+        return (
+            select(func.count(C.id))
+            .where(C.team_id == team, C.phase_id == phase, C.submission_id.is_(None), *conds)
+            .scalar_subquery()
+        )
+
+    waiting = C.stage.in_(("queued", "running"))
+    charged = waiting | ((C.stage == "failed") & (C.failure_kind == "code"))
+    cols = [
+        runs(quota, pending).label("pending"),
+        runs(quota, counted).label("counted"),
+        runs(quota, counted, S.created_at >= start).label("today"),
+        runs(S.created_at >= start, invalid).label("invalid"),
+        code(waiting).label("code_pending"),
+        code(charged).label("code_counted"),
+        code(charged, C.created_at >= start).label("code_today"),
+    ]
+    if with_sha:
+        stands = (S.file_sha256 == bindparam("sha")) & S.removed_at.is_(None)
+        stands = stands & (S.failure_kind.is_(None) | (S.failure_kind != "infra"))
+        cols.append(func.min(S.id).filter(stands).label("same"))
+    return select(*cols).select_from(S).where(S.team_id == team, S.phase_id == phase)
+
+
+def check_limits(
+    session: Session, team_id: int, phase: models.Phase, now: datetime, counts: dict | None = None
+) -> None:
+    """Raise PhaseClosed or LimitReached, saying why and when the next submission is allowed
+    (`counts`: `limit_counts` read already)."""
     if phase.opens_at and now < phase.opens_at:
         raise PhaseClosed(
             f"the {phase.name} phase of {phase.task_id} opens at {_fmt(phase.opens_at)}",
@@ -216,7 +277,9 @@ def check_limits(session: Session, team_id: int, phase: models.Phase, now: datet
             None,
         )
 
-    def count(*conds, pending_only: bool = False, since=None) -> int:
+    def count(*conds, pending_only: bool = False, since=None, key: str = "") -> int:
+        if counts is not None:
+            return counts[key]
         return session.execute(
             select(func.count(models.Submission.id)).where(
                 models.Submission.team_id == team_id,
@@ -229,7 +292,7 @@ def check_limits(session: Session, team_id: int, phase: models.Phase, now: datet
         )
 
     if phase.concurrent_limit is not None:
-        n = count(models.Submission.status.in_(PENDING), pending_only=True)
+        n = count(models.Submission.status.in_(PENDING), pending_only=True, key="pending")
         if n >= phase.concurrent_limit:
             raise LimitReached(
                 f"your team has {n} submission(s) waiting or running in the {phase.name} phase "
@@ -239,7 +302,7 @@ def check_limits(session: Session, team_id: int, phase: models.Phase, now: datet
                 "concurrent",
             )
     if phase.total_limit is not None:
-        n = count(models.Submission.status.in_(COUNTED))
+        n = count(models.Submission.status.in_(COUNTED), key="counted")
         if n >= phase.total_limit:
             raise LimitReached(
                 f"your team has used all {phase.total_limit} submissions of the {phase.name} phase "
@@ -253,6 +316,7 @@ def check_limits(session: Session, team_id: int, phase: models.Phase, now: datet
             models.Submission.status.in_(COUNTED),
             models.Submission.created_at >= start,
             since=start,
+            key="today",
         )
         if n >= phase.daily_limit:
             nxt = start + timedelta(days=1)
@@ -274,7 +338,12 @@ def check_limits(session: Session, team_id: int, phase: models.Phase, now: datet
 
 
 def check_invalid_limit(
-    session: Session, team_id: int, phase: models.Phase, now: datetime, settings: Settings
+    session: Session,
+    team_id: int,
+    phase: models.Phase,
+    now: datetime,
+    settings: Settings,
+    counts: dict | None = None,
 ) -> None:
     """Invalid files cost no quota, but not without end: after `invalid_daily_limit` of them in a
     UTC day the team is asked to validate offline first."""
@@ -282,15 +351,18 @@ def check_invalid_limit(
     if limit is None:
         return
     start = day_start(now)
-    n = session.execute(
-        select(func.count(models.Submission.id)).where(
-            models.Submission.team_id == team_id,
-            models.Submission.phase_id == phase.id,
-            models.Submission.created_at >= start,
-            models.Submission.status == Status.FAILED.value,
-            models.Submission.failure_kind == "invalid",
-        )
-    ).scalar_one()
+    if counts is not None:
+        n = counts["invalid"]
+    else:
+        n = session.execute(
+            select(func.count(models.Submission.id)).where(
+                models.Submission.team_id == team_id,
+                models.Submission.phase_id == phase.id,
+                models.Submission.created_at >= start,
+                models.Submission.status == Status.FAILED.value,
+                models.Submission.failure_kind == "invalid",
+            )
+        ).scalar_one()
     if n >= limit:
         nxt = start + timedelta(days=1)
         raise LimitReached(
@@ -338,14 +410,19 @@ def admit(
     the earlier upload's id, or None."""
     lock_team(session, team_id)
     ph = session.get(models.Phase, phase_id, populate_existing=True)
-    if dedupe:
+    now = utcnow()
+    counts = None
+    if not system:  # a file's: the duplicate and every count in one query
+        counts = limit_counts(session, team_id, ph, now, sha if dedupe else None)
+        if counts["same"] is not None:
+            return ph, counts["same"]
+    elif dedupe:
         same = duplicate_of(session, team_id, phase_id, sha, system=system)
         if same is not None:
             return ph, same
     if not exempt:
-        now = utcnow()
-        check_limits(session, team_id, ph, now)
-        check_invalid_limit(session, team_id, ph, now, settings)
+        check_limits(session, team_id, ph, now, counts)
+        check_invalid_limit(session, team_id, ph, now, settings, counts)
         if system:
             check_compute(session, team_id, ph)
     return ph, None

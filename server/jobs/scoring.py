@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
-from sqlmodel import Session
+import redis
+from rq.job import Job
+from rq.utils import now as rq_now
+from rq.utils import utcformat
+from sqlmodel import Session, select
 
 from scorer import Problem, SubmissionInvalid, score_validated, validate_file
 from server import objectstore
@@ -28,7 +33,14 @@ from server.domain.lifecycle import (
 from server.domain.limits import TooCostly, bounded
 from server.domain.partitions import gold_parts
 from server.jobs.outbox import notify_run
-from server.jobs.queue import submission_id_of
+from server.jobs.queue import (
+    SCORING,
+    connect,
+    enqueue_submission,
+    get_queue,
+    job_id,
+    submission_id_of,
+)
 from server.models import Phase, Submission
 from server.settings import Settings, get_settings
 from tasks import get_task
@@ -45,8 +57,77 @@ def _engine(settings: Settings):
 
 
 def score_submission(submission_id: int) -> dict:
-    """Validate and score one submission against its phase's split, recording the outcome."""
+    """Validate and score one submission against its phase's split, recording the outcome; then,
+    while more runs of its phase wait (up to `score_batch` in all, within half the job's time),
+    take each off the queue and score it the same way (`score_more`)."""
     settings = get_settings()
+    _ensured.clear()  # the task's files are compared with the store's once per job
+    out = score_one(submission_id, settings)
+    if settings.score_batch > 1 and out.get("phase") is not None:
+        out["more"] = score_more(settings, out["phase"], submission_id)
+    return out
+
+
+# the tasks whose files this job has compared with the store's (a batch's runs share them)
+_ensured: set[str] = set()
+
+
+def score_more(settings: Settings, phase_id: int, first: int) -> list[int]:
+    """Score up to `score_batch - 1` more queued runs of the phase in this job, in the order they
+    came. Each is taken off the scoring queue first (its id removed from the queue's list: the
+    one that removes it owns it, as a worker that dequeues it does; its job's hash then goes)
+    and scored as its own job would (its own transactions, attempts and outcome). A run whose
+    scoring raises with attempts left is queued again as a job of its own; while one is scored
+    its job reads as started, with a heartbeat, so that the reconciler takes it back, as any job
+    left by a dead horse, only once that heartbeat is stale. Returns the ids scored here."""
+    engine = _engine(settings)
+    deadline = time.monotonic() + settings.job_timeout / 2
+    want = settings.score_batch - 1
+    with Session(engine) as s:
+        ids = s.exec(
+            select(Submission.id)
+            .where(
+                Submission.phase_id == phase_id,
+                Submission.status == "queued",
+                Submission.id != first,
+            )
+            .order_by(Submission.id)
+            .limit(4 * want)
+        ).all()
+    if not ids:
+        return []
+    conn = connect(settings)
+    key = get_queue(SCORING, conn, settings).key
+    done: list[int] = []
+    for sid in ids:
+        if len(done) >= want or time.monotonic() > deadline:
+            break
+        jid = job_id(sid)
+        try:
+            if not conn.lrem(key, 1, jid):
+                continue  # a worker has it, or it was never queued (the reconciler's)
+        except redis.RedisError as e:  # no queue to take from: the runs wait for their own jobs
+            log.warning("scoring: no more runs taken in this job (%s)", e)
+            break
+        # its job now runs here: started, with a heartbeat, as the reconciler expects of a live one
+        stamp = utcformat(rq_now())
+        conn.hset(
+            Job.key_for(jid),
+            mapping={"status": "started", "started_at": stamp, "last_heartbeat": stamp},
+        )
+        try:
+            score_one(sid, settings)
+        except Exception:  # the server's own failure with attempts left: a job of its own
+            log.exception("submission %s: scoring failed in a batch; queued again", sid)
+            enqueue_submission(conn, sid, settings, replace=True)
+            continue
+        conn.delete(Job.key_for(jid))
+        done.append(sid)
+    return done
+
+
+def score_one(submission_id: int, settings: Settings) -> dict:
+    """Validate and score one submission against its phase's split, recording the outcome."""
     engine = _engine(settings)
     attempt = start_attempt(engine, submission_id, settings.max_attempts)
     if attempt is None:
@@ -59,7 +140,9 @@ def score_submission(submission_id: int) -> dict:
             round_ceiling = sub.attempt_ceiling
         # the upload and the task's files, from the object store when this machine lacks them
         path = objectstore.local_upload(settings, key)
-        objectstore.ensure_task(settings, task_id)
+        if task_id not in _ensured:
+            objectstore.ensure_task(settings, task_id)
+            _ensured.add(task_id)
         parts = gold_parts(engine, phase.id, settings)
         try:
             with bounded(settings.file_cpu_seconds, settings.file_memory_bytes):
@@ -73,7 +156,12 @@ def score_submission(submission_id: int) -> dict:
                 notify_run(engine, settings, submission_id)
             # retention deletes it from the store; this machine's copy goes now
             objectstore.drop_local_copy(settings, key)
-            return {"submission": submission_id, "status": "failed", "failure_kind": "invalid"}
+            return {
+                "submission": submission_id,
+                "status": "failed",
+                "failure_kind": "invalid",
+                "phase": phase.id,
+            }
         except TooCostly as e:
             what = "CPU time" if str(e) == "cpu" else "memory"
             done = finish_invalid(
@@ -93,7 +181,12 @@ def score_submission(submission_id: int) -> dict:
             if done:
                 notify_run(engine, settings, submission_id)
             objectstore.drop_local_copy(settings, key)
-            return {"submission": submission_id, "status": "failed", "failure_kind": "invalid"}
+            return {
+                "submission": submission_id,
+                "status": "failed",
+                "failure_kind": "invalid",
+                "phase": phase.id,
+            }
         keep_units(settings, submission_id, attempt, v)
         won = lifecycle.record_scores(engine, submission_id, attempt, results)
         if won:
@@ -104,6 +197,7 @@ def score_submission(submission_id: int) -> dict:
             "status": "scored",
             "attempt": attempt,
             "recorded": won,
+            "phase": phase.id,
         }
     except Exception as e:
         if is_last_attempt(attempt, round_ceiling, settings.max_attempts):

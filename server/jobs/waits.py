@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 import json
 import statistics
+import time
 from datetime import datetime
 
 from sqlalchemy import func
@@ -55,12 +56,22 @@ def durations(s: Session) -> dict[str, float]:
     return out
 
 
-def pace(s: Session, n_workers: int) -> float:
+def pace(s: Session, n_workers: int, ratio: float | None = None) -> float:
     """How much longer than their scoring times the runs held the workers lately (1 at least):
     the workers also start each job, run the boards' statistics and send mail. Measured while the
     queue was backed up (a run waited when another finished): there the runs finish one every
     `interval` seconds, so each held its worker `n_workers * interval` against a median scoring
-    time `d`; the factor is their ratio over the last RECENT such finishes (1 with fewer than 5)."""
+    time `d`; the factor is their ratio over the last RECENT such finishes (1 with fewer than 5).
+    `ratio`: `pace_ratio` read already."""
+    r = pace_ratio(s) if ratio is None else ratio
+    if r is None:
+        return 1.0
+    return min(10.0, max(1.0, n_workers * r))
+
+
+def pace_ratio(s: Session) -> float | None:
+    """`pace` for one worker before its bounds: the mean gap between finishes while the queue was
+    backed up over the median time a run held its worker; None with too few such finishes."""
     rows = s.exec(
         select(Submission.created_at, Submission.started_at, Submission.finished_at)
         .where(Submission.finished_at.is_not(None), Submission.status.in_(("scored", "failed")))
@@ -78,8 +89,8 @@ def pace(s: Session, n_workers: int) -> float:
                 held.append((f - a[1]).total_seconds())
     gaps, held = gaps[-RECENT:], held[-RECENT:]
     if len(gaps) < 5 or not held or statistics.median(held) <= 0:
-        return 1.0
-    return min(10.0, max(1.0, n_workers * statistics.mean(gaps) / statistics.median(held)))
+        return None
+    return statistics.mean(gaps) / statistics.median(held)
 
 
 def workers(conn) -> list[dict] | None:
@@ -166,11 +177,29 @@ def redis_or_none(conn=None):
         return None
 
 
-def live_standing(s: Session, sub: Submission, conn=None) -> dict | None:
-    """`standing` with the workers alive now (one run's page or answer)."""
+def live_standing(s: Session, sub: Submission, conn=None, *, recent: bool = False) -> dict | None:
+    """`standing` with the workers alive now (one run's page or answer). `recent`: with the
+    slow-moving inputs (the scoring times, the pace, the workers alive) as read at most
+    `RECENT_INPUTS_S` ago by this process, so that an upload's answer reads only the queue itself
+    (its place in it is exact; its estimate's inputs a few seconds old)."""
     if sub.status not in ("queued", "running"):
         return None
-    return standing(s, sub, scoring_workers(workers(redis_or_none(conn))))
+    if not recent:
+        return standing(s, sub, scoring_workers(workers(redis_or_none(conn))))
+    key = str(s.get_bind().url)
+    now = time.monotonic()
+    got = _inputs.get(key)
+    if got is None or now - got[0] > RECENT_INPUTS_S:
+        n = scoring_workers(workers(redis_or_none(conn)))
+        got = _inputs[key] = (now, n, durations(s), pace_ratio(s))
+    _, n, known, ratio = got
+    return standing(s, sub, n, known=known, ratio=ratio)
+
+
+# the estimate's slow-moving inputs per database, for the upload's answer: (read at, workers,
+# durations, pace ratio)
+RECENT_INPUTS_S = 10.0
+_inputs: dict[str, tuple[float, int | None, dict[str, float], float | None]] = {}
 
 
 def standing(
@@ -179,6 +208,7 @@ def standing(
     n_workers: int | None,
     now: datetime | None = None,
     known: dict[str, float] | None = None,
+    ratio: float | None | str = "read",
 ) -> dict | None:
     """A queued or running run's place: {position (1: next to start), queued (all waiting),
     running, workers, estimated_wait_s (until scored; None without a scoring time), basis}.
@@ -192,14 +222,20 @@ def standing(
     def d(task_id: str) -> float | None:
         return known.get(task_id, fallback)
 
-    queued = s.exec(
-        select(Submission.id, Submission.task_id).where(Submission.status == "queued")
-    ).all()
-    running = s.exec(
-        select(Submission.id, Submission.task_id, Submission.started_at).where(
-            Submission.status == "running"
+    # the queue in one read: every run being scored, and the runs waiting (those ahead of this
+    # one by id; the others only counted)
+    rows = s.exec(
+        select(
+            Submission.id,
+            Submission.task_id,
+            Submission.started_at,
+            Submission.status,
         )
+        .where(Submission.status.in_(("queued", "running")))
+        .order_by(Submission.id)
     ).all()
+    queued = [(i, t) for i, t, _, st in rows if st == "queued"]
+    running = [(i, t, at) for i, t, at, st in rows if st == "running"]
     # runs being scored each hold a worker: at least that many are at work
     w = max(1, n_workers or 1, len(running))
     mine = d(sub.task_id)
@@ -228,7 +264,7 @@ def standing(
     out["position"] = len(ahead) + 1
     if mine is None:
         return out
-    f = pace(s, w)
+    f = pace(s, w) if ratio == "read" else pace(s, w, ratio) if ratio is not None else 1.0
     if f > 1.0:
         out["basis"] += f", times {f:.2f} for the workers' other work lately"
     # first come, first served on w workers: each run ahead goes to the worker free first

@@ -54,13 +54,24 @@ def warm_statements(engine) -> None:
         s.execute(select(Score.part).where(Score.submission_id == 0, Score.attempt == 0)).all()
 
 
-def warm_caches(settings: Settings) -> None:
+def warm_caches(settings: Settings, seen: dict[str, int] | None = None) -> None:
     """Read every imported task's inputs and gold once in the parent: each forked horse inherits
-    the parsed files (the scorer's caches are keyed by file version, so a re-import is seen)."""
+    the parsed files (the scorer's caches are keyed by file version, so a re-import is seen).
+    `seen` (task id to its manifest's version, kept by the worker): only the tasks imported or
+    fetched since, as after each job on a data directory that started empty (the first job of a
+    task there fetches its files from the store in its horse, whose caches die with it)."""
     for t in all_tasks():
         store = TaskStore(t.id, settings.home)
         if not store.exists():
             continue
+        if seen is not None:
+            try:
+                version = store.manifest_path.stat().st_mtime_ns
+            except OSError:
+                continue
+            if seen.get(t.id) == version:
+                continue
+            seen[t.id] = version
         imported = store.manifest().get("splits", t.splits)
         for split in (s for s in t.splits if s in imported):
             try:
@@ -89,9 +100,21 @@ def _worker_class():
         """RQ's Worker whose work horse dies with it (SIGKILL through PR_SET_PDEATHSIG): a worker
         killed outright leaves no horse behind; its job is re-enqueued by the reconciler."""
 
+        palimpsest_settings: Settings | None = None
+
         def main_work_horse(self, job, queue):
             die_with_parent(signal.SIGKILL, parent_pid=self.pid)
             return super().main_work_horse(job, queue)
+
+        def execute_job(self, job, queue):
+            try:
+                return super().execute_job(job, queue)
+            finally:  # a task its horse fetched: read here too, for the horses to come
+                if self.palimpsest_settings is not None:
+                    try:
+                        warm_caches(self.palimpsest_settings, _WARMED)
+                    except Exception as e:  # noqa: BLE001 — the next job reads them itself
+                        log.warning("worker: could not preload the tasks fetched (%s)", e)
 
     return SupervisedWorker
 
@@ -117,7 +140,7 @@ def build_worker(settings: Settings, queues=QUEUES, conn=None, *, simple: bool =
     """An RQ Worker (or SimpleWorker, which runs jobs in-process) over the given queues."""
     conn = conn or connect(settings, start_embedded=True)
     cls = SimpleWorker if simple else _worker_class()
-    return cls(
+    w = cls(
         [get_queue(q, conn, settings) for q in queues],
         connection=conn,
         serializer=JSONSerializer,
@@ -125,6 +148,13 @@ def build_worker(settings: Settings, queues=QUEUES, conn=None, *, simple: bool =
         worker_ttl=60,
         name=name,
     )
+    if not simple:
+        w.palimpsest_settings = settings
+    return w
+
+
+# the tasks this worker has read in the parent: id to its manifest's version (warm_caches)
+_WARMED: dict[str, int] = {}
 
 
 def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
@@ -133,7 +163,7 @@ def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
     try:
         engine = get_engine(settings.sqlalchemy_url())
         check_at_head(engine)  # SchemaError, saying to run `palimpsest db upgrade`
-        warm_caches(settings)
+        warm_caches(settings, _WARMED)
         warm_store(settings)
         warm_statements(engine)
         scorer.sweep.warm()  # the board statistics' compiled sweep, loaded once for every horse

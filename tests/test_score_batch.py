@@ -1,0 +1,135 @@
+"""A scoring job that takes more queued runs of its phase (`score_batch`): each still its own
+attempt, scores and outcome; only runs still waiting in the queue's list are taken (one a worker
+holds is left to it); another phase's runs are left to their own jobs; a taken run reads as a
+live job while it is scored, and leaves no job behind."""
+
+from __future__ import annotations
+
+from backbone import get, make_team, scores, set_phase, submit
+
+from server.jobs.queue import SCORING, fetch_job, get_queue, job_id
+
+
+def _queued(backend) -> list[str]:
+    q = get_queue(SCORING, backend.conn, backend.settings)
+    return [x.decode() for x in backend.conn.lrange(q.key, 0, -1)]
+
+
+def test_one_job_scores_up_to_the_batch_of_its_phase_each_on_its_own(backend, monkeypatch):
+    from server.jobs import scoring
+    from server.settings import get_settings
+
+    for name in ("dev", "test"):
+        set_phase(backend, "tric-binary", name, daily_limit=None, concurrent_limit=None)
+    team, user = make_team(backend)
+    dev = [submit(backend, team, user, noise=0.05 * i).id for i in range(3)]
+    bad = submit(backend, team, user, data=b'{"nope": 1}\n', filename="x.jsonl").id
+    other = submit(backend, team, user, "tric-binary", "test").id
+    dev += [submit(backend, team, user, noise=0.3 + 0.05 * i).id for i in range(3)]
+    held = dev[-1]  # a worker has dequeued this one's job: not in the list any more
+    q = get_queue(SCORING, backend.conn, backend.settings)
+    assert backend.conn.lrem(q.key, 1, job_id(held)) == 1
+    assert len(_queued(backend)) == 7
+
+    monkeypatch.setenv("PALIMPSEST_SCORE_BATCH", "5")
+    assert get_settings().score_batch == 5
+    # the queue's first job, as a worker runs it: its run and four more of the dev phase
+    backend.conn.lrem(q.key, 1, job_id(dev[0]))
+    out = scoring.score_submission(dev[0])
+    assert out["status"] == "scored" and out["more"] == [dev[1], dev[2], bad, dev[3]]
+    for sid in (dev[0], dev[1], dev[2], dev[3]):
+        sub = get(backend, sid)
+        assert (sub.status, sub.attempts) == ("scored", 1), sid
+        assert [s.part for s in scores(backend, sid)] == ["all"]
+        if sid != dev[0]:
+            assert fetch_job(backend.conn, sid) is None  # taken: no job left behind
+    # the invalid file failed on its own, as its own job would have failed it
+    b = get(backend, bad)
+    assert (b.status, b.failure_kind, scores(backend, bad)) == ("failed", "invalid", [])
+    # left to their own jobs: the next dev run (the batch was full), the held one, the test run
+    assert _queued(backend) == [job_id(other), job_id(dev[4])]
+    for sid in (other, dev[4], held):
+        assert get(backend, sid).status == "queued"
+    # the distinct files got distinct scores: each scored against its own upload
+    values = {scores(backend, s)[0].primary_value for s in dev[:4]}
+    assert len(values) == 4
+
+    monkeypatch.setenv("PALIMPSEST_SCORE_BATCH", "1")  # one run per job: nothing more taken
+    backend.conn.lrem(q.key, 1, job_id(dev[4]))
+    out = scoring.score_submission(dev[4])
+    assert "more" not in out and _queued(backend) == [job_id(other)]
+
+
+def test_a_taken_run_reads_as_a_live_job_while_it_is_scored(backend, monkeypatch):
+    from server.jobs import reconciler, scoring
+
+    team, user = make_team(backend)
+    set_phase(backend, "tric-binary", "dev", daily_limit=None, concurrent_limit=None)
+    first, second = (submit(backend, team, user, noise=n).id for n in (0.1, 0.2))
+    seen = {}
+    real = scoring.score_one
+
+    def spy(sid, settings):
+        if sid == second:  # while the batch scores it, the reconciler leaves it alone
+            seen["live"] = reconciler.job_is_live(backend.conn, sid, settings)
+        return real(sid, settings)
+
+    monkeypatch.setattr(scoring, "score_one", spy)
+    monkeypatch.setenv("PALIMPSEST_SCORE_BATCH", "2")
+    q = get_queue(SCORING, backend.conn, backend.settings)
+    backend.conn.lrem(q.key, 1, job_id(first))
+    assert scoring.score_submission(first)["more"] == [second]
+    assert seen == {"live": True}
+    assert get(backend, second).status == "scored"
+    assert not reconciler.job_is_live(backend.conn, second, backend.settings)
+
+
+def test_a_worker_reads_in_its_parent_a_task_that_arrived_after_it_started(tmp_path, demo_home):
+    """A worker on an empty data directory: its first job's horse fetches the task's files from
+    the store, and its caches die with it; the parent reads the task after that job, once (again
+    only when the task's files change), so that the next horses start warm."""
+    import os
+    import shutil
+
+    from server.jobs import worker
+    from server.settings import Settings
+
+    settings = Settings(home=tmp_path, database_url=None, redis_url=None)
+    read = []
+    real = worker.partition_units
+
+    def spy(task_id, split, home):
+        read.append((task_id, split))
+        return real(task_id, split, home)
+
+    seen: dict[str, int] = {}
+    orig, worker.partition_units = worker.partition_units, spy
+    try:
+        worker.warm_caches(settings, seen)
+        assert read == [] and seen == {}  # nothing here yet
+        shutil.copytree(demo_home / "tasks" / "tric-binary", tmp_path / "tasks" / "tric-binary")
+        worker.warm_caches(settings, seen)
+        assert {t for t, _ in read} == {"tric-binary"} and set(seen) == {"tric-binary"}
+        n = len(read)
+        worker.warm_caches(settings, seen)  # nothing new: nothing read
+        assert len(read) == n
+        manifest = tmp_path / "tasks" / "tric-binary" / "task.json"
+        st = manifest.stat()  # a new version of the task's files
+        os.utime(manifest, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        worker.warm_caches(settings, seen)
+        assert len(read) == 2 * n
+    finally:
+        worker.partition_units = orig
+
+
+def test_without_redis_a_job_scores_its_own_run_and_takes_no_more(backend, monkeypatch):
+    from server.jobs import scoring
+
+    set_phase(backend, "tric-binary", "dev", daily_limit=None, concurrent_limit=None)
+    team, user = make_team(backend)
+    first, second = (submit(backend, team, user, noise=n, enqueue=False).id for n in (0.1, 0.2))
+    monkeypatch.setenv("PALIMPSEST_SCORE_BATCH", "4")
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")  # nothing listens there
+    out = scoring.score_submission(first)
+    assert (out["status"], out["more"]) == ("scored", [])
+    assert get(backend, second).status == "queued"
