@@ -518,7 +518,10 @@ class _KeyedUnits(_Units):
         boot.gold = np.array([gold[i][task.gold_field] for i in keep], dtype=np.float64)
         # the subsets the primary value is taken over: `all`, one group, or (macro) every
         # declared group, each resampled within itself so that a resample holds the same groups
-        if boot.subset == "all":
+        sl = task.slice_of(boot.subset)
+        if sl is not None:  # a source, an annotator: a field of the gold beside the group
+            boot.masks = {boot.subset: np.array([sl.holds(gold[i], gf) for i in keep], dtype=bool)}
+        elif boot.subset == "all":
             boot.masks = {"all": np.ones(len(keep), dtype=bool)}
         elif boot.subset == "macro":
             boot.masks = {g: np.array([x == g for x in group], dtype=bool) for g in task.groups}
@@ -610,6 +613,14 @@ class _TokenUnits(_Units):
         path = store.gold(split, boot.family.gold)
         full = token_gold(cache_key(path), None, task.groups, task.group_field)
         rows = read_jsonl(path)
+        # a slice (one annotator's documents of a pair) is resampled as its pair restricted to
+        # the slice's documents
+        sl = task.slice_of(boot.subset)
+        boot.slice_group = None
+        if sl is not None:
+            docs = frozenset(r["id"] for r in rows if sl.holds(r, task.group_field))
+            only = docs if only is None else only & docs
+            boot.slice_group = sl.group
         boot.pairs = {}
         boot.units, boot.strata = [], []
         for pair in task.groups:
@@ -638,8 +649,9 @@ class _TokenUnits(_Units):
     def samples(boot, decl, arrays, W):
         B = W.shape[0]
         per, held, jobs = {}, {}, {}
+        target = boot.slice_group or boot.subset
         for pair, (cols, tok, tp) in boot.pairs.items():
-            if boot.subset not in ("macro", pair):
+            if target not in ("macro", pair):
                 continue
             # the pair's columns of the matrix and their sums, copied once per matrix
             w = boot._held(("columns", pair), lambda cols=cols: W[:, cols])
@@ -668,8 +680,8 @@ class _TokenUnits(_Units):
         else:
             per.update({k: f(*a, **kw) for k, (f, a, kw) in jobs.items()})
         per = {pair: per[pair] for pair in held}  # the pairs' order, as the mean takes them
-        if boot.subset != "macro":
-            return per.get(boot.subset, np.full(B, np.nan))
+        if target != "macro":
+            return per.get(target, np.full(B, np.nan))
         return _group_mean(per, held, B)
 
 

@@ -206,6 +206,17 @@ class CrossValidationSpec(Spec):
     folds: int = Field(10, ge=2, le=100)
 
 
+class SliceSpec(Spec):
+    """A subset by another field of the gold than the group's: the units (of `group`, or of every
+    group when empty) whose gold row has `field` equal to `equals`. Listed among `subsets` under
+    `subset`; `macro` never averages it."""
+
+    subset: str = Field(min_length=1, max_length=64)
+    field: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+    equals: str = Field(min_length=1, max_length=200)
+    group: str = ""
+
+
 class PaperRowSpec(Spec):
     """A published system's results, shown unranked on the boards of `split`: `values` maps board
     column keys ("all/spearman", "all/spearman@fold3") to the published figures."""
@@ -288,6 +299,12 @@ class TaskSpec(Spec):
         "top k sources per query taken as predicted links and scored as a set (TP, FP, FN, F1, "
         "FPR and SMR x 10^4).",
     )
+    slices: list[SliceSpec] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Subsets by another field of the gold than the group's (a source, an "
+        "annotator): each its own column, never averaged into macro.",
+    )
     public_files: dict[str, list[str]] = Field(
         default_factory=dict,
         max_length=10,
@@ -311,6 +328,25 @@ class TaskSpec(Spec):
     def _cuts_of_links(self):
         if self.cut_at and self.family != "links":
             raise ValueError("cut_at applies to the links family only")
+        return self
+
+    @model_validator(mode="after")
+    def _slices_declared(self):
+        seen, sliced = set(), {sl.subset for sl in self.slices}
+        for sl in self.slices:
+            if sl.subset in seen:
+                raise ValueError(f"slices: {sl.subset!r} declared twice")
+            seen.add(sl.subset)
+            if sl.subset not in self.subsets or sl.subset in ("all", "macro"):
+                raise ValueError(f"slices: {sl.subset!r} is not among the subsets (list it there)")
+            if sl.group and (sl.group not in self.subsets or sl.group in sliced | {"all", "macro"}):
+                raise ValueError(f"slices: {sl.subset!r}: its group {sl.group!r} is not a group")
+            if self.family == "tokens" and not sl.group:
+                raise ValueError(f"slices: {sl.subset!r}: a tokens slice names its group")
+            if sl.field in (self.group_field,):
+                raise ValueError(
+                    f"slices: {sl.subset!r} names the group field {sl.field!r} (declare a group)"
+                )
         return self
 
     @model_validator(mode="after")

@@ -16,7 +16,7 @@ from tasks.builtin import SPECS, builtin_spec, spec_path
 from tasks.bundle_models import TaskSpec
 from tasks.declared import task_from_declaration
 from tasks.semrel import ORGANISERS_LEXICAL
-from tasks.str_release import LANGUAGES
+from tasks.str_release import LANGUAGES, SOURCES
 from tasks.swissgov import PAIRS
 from tasks.trotr_paper import authors_rows
 
@@ -74,7 +74,12 @@ def test_the_organisers_lexical_figures():
 
 
 def test_groups_are_what_the_importers_write():
-    assert get_task("str").subsets == (*LANGUAGES, "macro")
+    str_ = get_task("str")
+    assert str_.groups == LANGUAGES
+    assert str_.subsets == (*LANGUAGES, "macro", *(s.lower() for s in SOURCES))
+    assert [(sl.subset, sl.field, sl.equals, sl.group) for sl in str_.slices] == [
+        (s.lower(), "source", s, "eng") for s in SOURCES
+    ]
     assert get_task("swissgov-rsd").subsets == (*PAIRS, "macro")
 
 
