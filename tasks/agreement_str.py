@@ -3,9 +3,10 @@
 The task repository keeps, beside `Track A/`, the raw BWS annotations of some languages in
 `BWS_annotations/` (at commit 3c5941d: arq_bws.csv, esp_bws.csv, marathi.csv, telugu_*.csv for
 Track A's arq, esp, mar and tel; arb_bws.csv, hi_dev.csv and hindi_test.csv for Tracks B and C's
-arb and hin, whose gold is in `Track B/` and `Track C/`). One row per annotated 4-tuple: four item cells, each a Python list literal
-`['sentence 1', 'sentence 2']`, then the position (1-4) of the most and of the least related item.
-There is no annotator column: a tuple annotated twice appears on two rows.
+arb and hin, whose gold is in `Track B/` and `Track C/`). One row per annotated 4-tuple: four
+item cells, each a Python list literal `['sentence 1', 'sentence 2']`, then the position (1-4) of
+the most and of the least related item. There is no annotator column: a tuple annotated twice
+appears on two rows.
 
 The procedure is Kiritchenko and Mohammad's (2016/2017; their SHR-BWS.pl, re-implemented here, not
 copied): for each split, every tuple's annotations are shuffled and cut in two, the first half
