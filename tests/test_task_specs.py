@@ -80,7 +80,12 @@ def test_groups_are_what_the_importers_write():
     assert [(sl.subset, sl.field, sl.equals, sl.group) for sl in str_.slices] == [
         (s.lower(), "source", s, "eng") for s in SOURCES
     ]
-    assert get_task("swissgov-rsd").subsets == (*PAIRS, "macro")
+    swiss = get_task("swissgov-rsd")
+    assert swiss.groups == PAIRS
+    assert swiss.subsets == (*PAIRS, "macro", *(f"{p}-a{a}" for p in PAIRS for a in (1, 2)))
+    assert {(sl.subset, sl.group, sl.field, sl.equals) for sl in swiss.slices} == {
+        (f"{p}-a{a}", p, "annotator", str(a)) for p in PAIRS for a in (1, 2)
+    }
 
 
 def test_specs_ship_with_the_package():
