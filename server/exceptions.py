@@ -192,3 +192,12 @@ class WrongSplit(SubmissionRefused):
     def __init__(self, message: str):
         super().__init__(message)
         self.code = "wrong_split"
+
+
+class BoardsInvalid(LifecycleRefused):
+    """A phase's declared boards that do not hold (422), every problem named by its path."""
+
+    status = 422
+
+    def __init__(self, message: str):
+        super().__init__(message, "invalid_boards")

@@ -190,6 +190,9 @@ class Task:
     cut_at: tuple[int, ...] = ()
     # subsets by another field of the gold than the group's (a source, an annotator)
     slices: tuple[Slice, ...] = ()
+    # the boards each declared phase has beside its default one: (phase name, its boards as the
+    # JSON of tasks.bundle_models.BoardSpec), recorded on the phase when it is made
+    phase_boards: tuple[tuple[str, str], ...] = ()
     # the splits whose gold has a private part: never downloadable, scored on a public part only
     # until publication
     hidden_splits: tuple[str, ...] = HIDDEN_SPLITS
@@ -220,6 +223,13 @@ class Task:
     @property
     def gold_field(self) -> str:
         return self.gold_value or ("label" if self.kind == "instances" else "score")
+
+    def boards_of_phase(self, name: str) -> list[dict]:
+        """The boards the task declares for its phase `name` (none: the default board only)."""
+        for phase, text in self.phase_boards:
+            if phase == name:
+                return json.loads(text)
+        return []
 
     def is_cross_validated(self, split: str) -> bool:
         """Whether `split` is this task's cross-validated split (scored fold by fold)."""

@@ -36,6 +36,7 @@ from tasks.bundle_models import (
     KNOWN_METRICS,
     NAME,
     REQUIRED_INPUTS,
+    BoardSpec,
     CompetitionSpec,
     FactField,
     FormatSpec,
@@ -43,6 +44,7 @@ from tasks.bundle_models import (
     PhaseSpec,
     SplitSpec,
     TaskSpec,
+    board_problems,
     task_from_spec,
 )
 from tasks.declared import DECLARATION, declaration_path, declared_tasks, read_declaration
@@ -581,6 +583,13 @@ def _closest(name: str, names) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
+def _board_or_none(raw) -> BoardSpec | None:
+    try:
+        return BoardSpec.model_validate(raw)
+    except ValidationError:
+        return None
+
+
 def _raw_list(raw: dict, key: str) -> list:
     v = raw.get(key)
     return v if isinstance(v, list) else []
@@ -928,6 +937,7 @@ def read_bundle(
 
     raw_tasks = data.get("tasks") if isinstance(data.get("tasks"), list) else []
     built: list[Task] = []
+    declared: list[tuple[tuple, dict, Task]] = []
     ids: dict[str, int] = {}
     phase_names: set[str] = set()
     builtin = set(builtin_ids())
@@ -953,9 +963,11 @@ def read_bundle(
         if readable:
             _check_exposure(spec, task, root, at, found)
         built.append(task)
+        declared.append((at, raw, task))
 
     raw_facts = data.get("fact_fields") if isinstance(data.get("fact_fields"), list) else []
     keys: set[str] = set()
+    facts: list[dict] = []
     for i, raw in enumerate(raw_facts):
         fact = _salvage(FactField, raw) if isinstance(raw, dict) else None
         if fact is None:
@@ -963,12 +975,22 @@ def read_bundle(
         if fact.key in keys:
             found.at(("fact_fields", i, "key"), f"fact field {fact.key!r} declared twice")
         keys.add(fact.key)
+        facts.append(fact.model_dump(mode="json"))
         for j, ph in enumerate(fact.phases):
             if ph not in phase_names:
                 found.at(
                     ("fact_fields", i, "phases", j),
                     f"unknown phase {ph!r}{_closest(ph, phase_names)}",
                 )
+    # each phase's boards against its task and the competition's fact sheet (a track's filter)
+    # (read from the file's own lists: a board or phase its schema refused keeps its index)
+    for at, raw, task in declared:
+        for j, ph in enumerate(_raw_list(raw, "phases")):
+            if not isinstance(ph, dict):
+                continue
+            specs = [_board_or_none(b) for b in _raw_list(ph, "boards")]
+            for loc, message in board_problems(specs, task, facts):
+                found.at(at + ("phases", j) + loc, message)
     found.raise_if_any()
     spec = CompetitionSpec.model_validate(data)
     return Bundle(root=root, spec=spec, pages=pages, tasks=built)
@@ -1250,6 +1272,7 @@ __all__ = [
     "FactField",
     "FormatSpec",
     "PageSpec",
+    "BoardSpec",
     "PhaseSpec",
     "ReleaseBundle",
     "SplitSpec",

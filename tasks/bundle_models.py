@@ -229,6 +229,58 @@ class PaperRowSpec(Spec):
     note: str = Field("", max_length=2000)
 
 
+BOARD_NAME = r"^[a-z0-9][a-z0-9-]{0,31}$"
+MAIN_BOARD = "main"
+
+
+class BoardValue(Spec):
+    """A value a board shows: a declared metric on a declared subset."""
+
+    subset: str = Field("all", min_length=1, max_length=64)
+    metric: str = Field(min_length=1, max_length=64)
+
+
+class BoardFilter(Spec):
+    """The runs a board ranks: those whose fact sheet answers `fact` with one of `equals` (a
+    track: `{fact: track, equals: [B]}`)."""
+
+    fact: str = Field(pattern=FACT_KEY)
+    equals: list[str] = Field(min_length=1, max_length=50)
+
+    @field_validator("equals")
+    @classmethod
+    def _values(cls, v):
+        for x in v:
+            if not x or len(x) > 200 or CONTROL.search(x):
+                raise ValueError("a value is 1 to 200 characters, no control characters")
+        return v
+
+
+class BoardSpec(Spec):
+    """A board of a phase beside its default one (`main`, ranked by the task's primary value):
+    ranked by `ranking`, with the extra `columns`, over the runs `filter` lets in (every run when
+    absent) that have the ranking value."""
+
+    name: str = Field(
+        pattern=BOARD_NAME,
+        description='A slug, unique in the phase; not "main" (the default board).',
+        json_schema_extra={"examples": ["prose", "track-b"]},
+    )
+    title: str = Field(min_length=1, max_length=200)
+    ranking: BoardValue
+    columns: list[BoardValue] = Field(default_factory=list, max_length=30)
+    filter: Optional[BoardFilter] = None
+
+    _title = field_validator("title")(_no_control)
+
+    @field_validator("name")
+    @classmethod
+    def _not_main(cls, v):
+        if v == MAIN_BOARD:
+            raise ValueError('"main" is the phase\'s default board: name another one')
+        return v
+
+
 class PhaseSpec(Spec):
     name: str = Field(min_length=1, max_length=32)
     split: str
@@ -250,6 +302,21 @@ class PhaseSpec(Spec):
     compute_budget_seconds: Optional[int] = Field(
         None, ge=0, description="CPU seconds of system runs each team may use in the phase."
     )
+    boards: list[BoardSpec] = Field(
+        default_factory=list,
+        max_length=30,
+        description="Boards beside the default one (docs/boards.md): each its own ranking, "
+        "columns and filter on a fact (a track).",
+    )
+
+    @field_validator("boards")
+    @classmethod
+    def _board_names(cls, v):
+        names = [b.name for b in v]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"board(s) {', '.join(dup)} declared twice")
+        return v
 
     @model_validator(mode="after")
     def _order(self):
@@ -400,3 +467,64 @@ class CompetitionSpec(Spec):
 def task_from_spec(spec: TaskSpec) -> Task:
     """The `Task` a bundle declares (its files are read by the family `spec.family`)."""
     return task_from_declaration(spec.model_dump(mode="json"))
+
+
+# ----------------------------------------------------------------------------- boards
+
+
+def board_problems(
+    boards: list[BoardSpec | None], task: Task, facts: list[dict] | None
+) -> list[tuple[tuple, str]]:
+    """What is wrong with a phase's declared boards against the task (its subsets and metrics)
+    and the competition's fact sheet (`facts`: FactField dicts; None: not checked, a task not yet
+    in a competition): (path under the phase, message) pairs, every problem at once. A board
+    given as None (one its schema refused, named apart) keeps its place in the paths."""
+    out: list[tuple[tuple, str]] = []
+    subsets, metrics = set(task.subsets), set(task.metrics)
+
+    def value(v: BoardValue, at: tuple) -> None:
+        if v.subset not in subsets:
+            out.append(
+                (
+                    at + ("subset",),
+                    f"{v.subset!r} is not a declared subset ({', '.join(task.subsets)})",
+                )
+            )
+        if v.metric not in metrics:
+            out.append(
+                (
+                    at + ("metric",),
+                    f"{v.metric!r} is not a declared metric ({', '.join(task.metrics)})",
+                )
+            )
+
+    by_key = {f["key"]: f for f in facts or ()}
+    for i, b in enumerate(boards):
+        if b is None:
+            continue
+        at = ("boards", i)
+        value(b.ranking, at + ("ranking",))
+        for j, c in enumerate(b.columns):
+            value(c, at + ("columns", j))
+        if b.filter is None or facts is None:
+            continue
+        f = by_key.get(b.filter.fact)
+        if f is None:
+            known = ", ".join(by_key) or "none"
+            out.append(
+                (
+                    at + ("filter", "fact"),
+                    f"{b.filter.fact!r} is not a declared fact field (fact fields: {known})",
+                )
+            )
+        elif f.get("kind") == "choice":
+            bad = [x for x in b.filter.equals if x not in f.get("choices", ())]
+            if bad:
+                out.append(
+                    (
+                        at + ("filter", "equals"),
+                        f"{', '.join(map(repr, bad))} not among the choices of "
+                        f"{f['key']} ({', '.join(f.get('choices', ()))})",
+                    )
+                )
+    return out

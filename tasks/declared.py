@@ -91,6 +91,11 @@ def task_from_declaration(d: dict) -> Task:
         ),
         cut_at=tuple(d.get("cut_at") or ()),
         slices=tuple(Slice(**sl) for sl in d.get("slices") or ()),
+        phase_boards=tuple(
+            (ph["name"], json.dumps(ph["boards"], sort_keys=True))
+            for ph in d.get("phases") or ()
+            if ph.get("boards")
+        ),
     )
 
 

@@ -62,7 +62,7 @@ def test_the_example_reads_with_its_pages_tasks_and_phases():
     assert b.spec.id == "sts-latin-2027" and b.spec.state == "draft"
     assert list(b.pages) == ["overview", "data", "evaluation", "terms", "timeline"]
     assert b.pages["terms"][0] == "Terms" and "CC0" in b.pages["terms"][1]
-    assert [f.key for f in b.spec.fact_fields] == ["system_description", "external_data"]
+    assert [f.key for f in b.spec.fact_fields] == ["system_description", "external_data", "track"]
     (task,) = b.tasks
     assert task.id == TASK and task.kind == "instances" and task.primary == ("all", "spearman")
     assert task.hidden_splits == ("test",) and task.splits == ("dev", "test")
@@ -278,7 +278,9 @@ def test_export_then_install_gives_the_same_gold_and_declaration(installed, tmp_
     spec = export_task(TASK, installed, dest, include_gold=True)
     assert spec["splits"]["test"]["gold"] == f"{TASK}/test/gold.jsonl"
     assert (dest / TASK / "test" / "gold.jsonl").is_file()
-    competition = {"id": "again", "title": "Again", "tasks": [spec]}
+    # the fact sheet its phases' boards filter on (the track) travels with the competition
+    facts = read_bundle(EXAMPLE).spec.model_dump(mode="json")["fact_fields"]
+    competition = {"id": "again", "title": "Again", "fact_fields": facts, "tasks": [spec]}
     out = tmp_path / "again.zip"
     write_bundle_zip(competition, dest, out)
     again = tmp_path / "home2"

@@ -111,6 +111,7 @@ def test_the_shell_creates_the_example_and_refuses_a_broken_one_naming_every_pro
     assert [f["key"] for f in got["settings"]["fact_fields"]] == [
         "system_description",
         "external_data",
+        "track",
     ]
     r = CliRunner().invoke(main, ["phases", "list", TASK, "--json"])
     assert r.exit_code == 0, r.output

@@ -189,6 +189,7 @@ def _write(
                     accepts=p.accepts,
                     blind=p.blind,
                     compute_budget_seconds=p.compute_budget_seconds,
+                    boards=[b.model_dump(mode="json", exclude_none=True) for b in p.boards],
                 )
             except LifecycleRefused as e:
                 problem = bundle_problem(f"tasks[{t.id}].phases[{p.name}]", e.message)
@@ -346,6 +347,7 @@ def _phases_of(s: Session, task_id: str) -> list[dict]:
                 if p.accepts != "predictions" or p.blind
                 else {}
             ),
+            **({"boards": list(p.boards)} if p.boards else {}),
         }
         for p in s.exec(select(Phase).where(Phase.task_id == task_id).order_by(Phase.id))
     ]

@@ -47,7 +47,16 @@ def phase_fields(p: Phase, quota: dict | None = None) -> dict:
         "quota": quota,
         "accepts": p.accepts,
         "blind": bool(p.blind),
+        "boards": board_list(p),
     }
+
+
+def board_list(p: Phase) -> list[dict]:
+    """Every board of a phase, `main` (the task's primary value, every run) first."""
+    task = get_task(p.task_id)
+    sub, met = task.primary
+    main = {"name": "main", "title": "Main", "ranking": {"subset": sub, "metric": met}}
+    return [main, *(p.boards or ())]
 
 
 def phase_state_fields(p: Phase) -> dict:

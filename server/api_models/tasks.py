@@ -11,6 +11,7 @@ from pydantic import (
 )
 
 from server.api_models.base import Model, Out, Stamp
+from tasks.bundle_models import BoardFilter, BoardSpec, BoardValue
 
 # ----------------------------------------------------------------------------- tasks and phases
 
@@ -39,6 +40,21 @@ class Quota(Out):
     compute_budget_seconds: Optional[int] = None
 
 
+class BoardOut(Out):
+    """A board of a phase: `main` (the default board, ranked by the task's primary value, every
+    run) first, then the declared ones."""
+
+    name: str
+    title: str
+    ranking: BoardValue
+    columns: list[BoardValue] = Field(default_factory=list)
+    filter: Optional[BoardFilter] = Field(
+        None,
+        description="The runs it ranks: those whose fact sheet answers `fact` with one of "
+        "`equals` (null: every run).",
+    )
+
+
 class PhaseOut(Out):
     name: str
     split: str
@@ -60,6 +76,10 @@ class PhaseOut(Out):
     )
     blind: bool = Field(
         False, description="Its split's inputs are never downloadable; systems run on them."
+    )
+    boards: list[BoardOut] = Field(
+        default_factory=list,
+        description="Its boards (`?board=NAME` on the leaderboard): `main` first.",
     )
 
 
@@ -96,6 +116,13 @@ class PhaseCreate(Model):
     compute_budget_seconds: Optional[int] = Field(
         None, ge=0, description="CPU seconds of system runs per team (null: no budget)."
     )
+    boards: Optional[list[BoardSpec]] = Field(
+        None,
+        max_length=30,
+        description="The boards beside the default one (`main`), replacing those declared "
+        "(`[]`: the default board only); each checked against the task's subsets and metrics and "
+        "the competition's fact fields.",
+    )
 
 
 class PhaseEdit(Model):
@@ -122,6 +149,13 @@ class PhaseEdit(Model):
     )
     compute_budget_seconds: Optional[int] = Field(
         None, ge=0, description="CPU seconds of system runs per team (null: no budget)."
+    )
+    boards: Optional[list[BoardSpec]] = Field(
+        None,
+        max_length=30,
+        description="The boards beside the default one (`main`), replacing those declared "
+        "(`[]`: the default board only); each checked against the task's subsets and metrics and "
+        "the competition's fact fields.",
     )
 
     @field_validator("opens_at", "closes_at", "inputs_at")

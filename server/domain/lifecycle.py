@@ -37,9 +37,10 @@ from sqlmodel import Session
 
 from server import models  # other subjects' tables: models.X, loaded when first used
 from server.db import savepoint, session_scope
-from server.domain import audit, exposure, partitions, people
+from server.domain import audit, boards, exposure, partitions, people
 from server.exceptions import LifecycleRefused, NotFound
 from server.models import utcnow
+from tasks import get_task
 
 log = logging.getLogger(__name__)
 
@@ -450,6 +451,7 @@ PHASE_FIELDS = (
     "accepts",
     "blind",
     "compute_budget_seconds",
+    "boards",
 )
 ACCEPTS = ("predictions", "code", "both")
 
@@ -488,6 +490,9 @@ def edit_phase(
         raise LifecycleRefused("a compute budget is 0 or more (empty: none)", "bad_limit")
     if "blind" in changes:
         changes["blind"] = bool(changes["blind"])
+    if "boards" in changes:
+        # a published ranking keeps the boards it was published with (its snapshots)
+        changes["boards"] = boards.checked(s, get_task(phase.task_id), changes["boards"]) or None
     frac = new["public_fraction"]
     if not (0.0 < float(frac) <= 1.0):
         raise LifecycleRefused("the public fraction is in (0, 1]", "bad_fraction")
@@ -544,6 +549,11 @@ def create_phase(
         raise LifecycleRefused(str(e), "exposes_hidden_gold") from e
     # a task's board belongs to a competition: one of its own unless it is in one already
     people.ensure_competition(s, task.id)
+    # the boards beside the default one: as given, else as the task declares them for the phase
+    declared = fields.pop("boards", None)
+    if declared is None:
+        declared = task.boards_of_phase(name)
+    fields["boards"] = boards.checked(s, task, declared) or None
     p = models.Phase(task_id=task.id, name=name, split=split, **fields)
     s.add(p)
     s.flush()

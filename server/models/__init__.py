@@ -4,12 +4,12 @@ Nothing is deleted for real: rows are hidden or marked removed, and organizer ac
 
 The tables are written in the modules below by subject, and load when first named: `from
 server.models import User, ApiToken` loads the accounts' module alone (a local command such as
-`palimpsest tokens create` builds 3 tables, not 29). A subject's module imports the modules of the
+`palimpsest tokens create` builds 3 tables, not 30). A subject's module imports the modules of the
 tables its foreign keys name (SQLAlchemy resolves each one when it sorts a flush), so every table
 loaded can be written. What needs the whole schema (Alembic's environment, a database built from
 the models, the migrations' check of an unversioned database, the web app) calls `load_all()`
 first; `SQLModel.metadata`'s `create_all`, `drop_all` and `sorted_tables` load every table
-themselves (tests/test_models_lazy.py checks each of these sees the 29 tables).
+themselves (tests/test_models_lazy.py checks each of these sees the 30 tables).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ SUBJECTS: dict[str, tuple[str, ...]] = {
     "people": ("CompetitionRole", "CompetitionInvite", "Registration", "Team", "TeamMember"),
     "audit": ("AuditLog",),
     "mail": ("OutgoingMail",),
-    "phases": ("GoldPartition", "Phase", "RankingVersion"),
+    "phases": ("GoldPartition", "Phase", "RankingVersion", "BoardRanking"),
     "submissions": ("Submission", "CodeRun", "Score"),
     "campaigns": (
         "AssessmentCampaign",

@@ -5,7 +5,7 @@
 from typing import Optional
 
 from pydantic import NaiveDatetime
-from sqlalchemy import Column, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, Text, UniqueConstraint
 from sqlmodel import Field
 
 # the tables its foreign keys name: SQLAlchemy resolves them when it sorts a flush
@@ -70,6 +70,9 @@ class Phase(TableModel, table=True):
     blind: bool = False
     # CPU seconds of system runs each team may use in the phase (None: no budget)
     compute_budget_seconds: Optional[int] = None
+    # the boards beside the default one ("main"), as declared (tasks.bundle_models.BoardSpec as
+    # JSON, in their order); None or []: the default board only
+    boards: Optional[list] = Field(default=None, sa_column=Column(JSON))
 
 
 class RankingVersion(TableModel, table=True):
@@ -89,6 +92,22 @@ class RankingVersion(TableModel, table=True):
     reason: str = Field(default="", sa_column=Column(Text))
     published_by: Optional[int] = Field(default=None, foreign_key="user.id")
     published_at: NaiveDatetime = Field(default_factory=utcnow)
+    sha256: str = Field(max_length=64)  # of body_json
+    body_json: str = Field(sa_column=Column(Text, nullable=False))
+    body_csv: str = Field(sa_column=Column(Text, nullable=False))
+    body_latex: str = Field(sa_column=Column(Text, nullable=False))
+
+
+class BoardRanking(TableModel, table=True):
+    """The published final ranking of one of a phase's declared boards, in the same publication
+    (or correction) as the phase's `RankingVersion` (the default board's): immutable like it, and
+    served byte for byte. The published ranking of a phase is that version's set of boards."""
+
+    __table_args__ = (UniqueConstraint("ranking_id", "board"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    ranking_id: int = Field(foreign_key="rankingversion.id", index=True)
+    board: str = Field(max_length=32)
     sha256: str = Field(max_length=64)  # of body_json
     body_json: str = Field(sa_column=Column(Text, nullable=False))
     body_csv: str = Field(sa_column=Column(Text, nullable=False))

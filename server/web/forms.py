@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
+import yaml
 from flask_wtf import FlaskForm
 from flask_wtf.file import FileField, FileRequired
 from wtforms import (
@@ -108,6 +109,35 @@ def _limit(label: str):
     )
 
 
+class BoardsField(TextAreaField):
+    """A phase's declared boards as the YAML of a bundle's `boards:` list (empty: the default
+    board only); the lifecycle checks them against the task and the fact sheet."""
+
+    def process_data(self, value):
+        if isinstance(value, list):
+            value = yaml.safe_dump(value, sort_keys=False, allow_unicode=True) if value else ""
+        self.data = value or ""
+
+    def boards(self) -> list:
+        text = (self.data or "").strip()
+        if not text:
+            return []
+        if len(text) > 50_000:
+            raise ValidationError("at most 50,000 characters")
+        try:
+            got = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" (line {mark.line + 1})" if mark is not None else ""
+            raise ValidationError(f"not YAML{where}") from None
+        if not isinstance(got, list):
+            raise ValidationError("a YAML list of boards (- name: ..., title: ..., ranking: ...)")
+        return got
+
+    def pre_validate(self, form):
+        self.boards()
+
+
 class PhaseForm(FlaskForm):
     class Meta:
         csrf = False  # checked app-wide
@@ -125,6 +155,11 @@ class PhaseForm(FlaskForm):
             NumberRange(min=0.0001, max=1, message="a number in (0, 1]"),
         ],
         render_kw={"step": "0.01", "min": "0.01", "max": "1", "inputmode": "decimal"},
+    )
+    boards = BoardsField(
+        "Boards beside the default one (YAML, as a bundle's phase declares them; empty: the "
+        "default board only)",
+        render_kw={"rows": 8, "spellcheck": "false"},
     )
 
     def validate_closes_at(self, field):
@@ -145,6 +180,9 @@ class PhaseForm(FlaskForm):
         }
         if float(self.public_fraction.data) != float(phase.public_fraction):
             out["public_fraction"] = float(self.public_fraction.data)
+        boards = self.boards.boards()
+        if boards != list(phase.boards or ()):
+            out["boards"] = boards
         return out
 
 
