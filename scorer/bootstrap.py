@@ -297,9 +297,18 @@ class Bootstrap:
     """The resampling of one task's split (restricted to a part of the gold): its units, their
     strata, and the primary score of any submission on a matrix of multiplicities."""
 
-    def __init__(self, task, store, split: str, only: frozenset | None = None):
+    def __init__(
+        self,
+        task,
+        store,
+        split: str,
+        only: frozenset | None = None,
+        value: tuple[str, str] | None = None,
+    ):
         self.task, self.store, self.split = task, store, split
-        self.subset, self.metric = task.primary
+        # the value resampled: the task's primary, or another (subset, metric) a board ranks by
+        # (resampled with the primary's matrix: one resampling per phase feeds every board)
+        self.subset, self.metric = value or task.primary
         self.family = catalogue.FAMILIES[task.kind]
         # the units' clusters (drawn whole) where a unit is not drawn on its own, and the name of
         # that scheme (a part of the key of the resamples kept by the server)

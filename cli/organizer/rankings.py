@@ -15,13 +15,18 @@ from cli.common import JSON, call, emit, print_table
 @click.option(
     "--version", type=int, default=None, help="Print this version (the snapshot, as published)."
 )
+@click.option("--board", default=None, help="One of the phase's boards (default: main).")
 @JSON
-def rankings(task_id, phase_name, version, as_json):
+def rankings(task_id, phase_name, version, board, as_json):
     """List the published versions of a phase's final ranking, or print one."""
     if version is not None:
         r = call(
             as_json,
-            lambda c: c.request("GET", f"/tasks/{task_id}/phases/{phase_name}/rankings/{version}"),
+            lambda c: c.request(
+                "GET",
+                f"/tasks/{task_id}/phases/{phase_name}/rankings/{version}",
+                {"board": board},
+            ),
         )
         if as_json:
             click.echo(r.body.decode("utf-8"))
@@ -75,7 +80,8 @@ def rankings(task_id, phase_name, version, as_json):
     is_flag=True,
     help="The fact sheets of the published version's rows instead (csv or json).",
 )
-def export(task_id, phase_name, fmt, version, output, facts):
+@click.option("--board", default=None, help="One of the phase's boards (default: main).")
+def export(task_id, phase_name, fmt, version, output, facts, board):
     """The final ranking as CSV, JSON or a LaTeX table: the published snapshot byte for byte, or
     a preview before publication."""
     r = call(
@@ -83,7 +89,12 @@ def export(task_id, phase_name, fmt, version, output, facts):
         lambda c: c.request(
             "GET",
             f"/tasks/{task_id}/phases/{phase_name}/export",
-            {"format": fmt, "version": version, **({"facts": "true"} if facts else {})},
+            {
+                "format": fmt,
+                "version": version,
+                "board": board,
+                **({"facts": "true"} if facts else {}),
+            },
         ),
     )
     if output is None:

@@ -81,11 +81,17 @@ def download(task_id, split, home):
 @click.command("leaderboard")
 @click.argument("task_id", metavar="TASK")
 @click.option("--phase", default=None, help="Phase name (default: test).")
+@click.option(
+    "--board",
+    default=None,
+    help="One of the phase's boards (default: main; `palimpsest tasks --json` lists them).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def leaderboard(task_id, phase, as_json):
-    """Show a task's leaderboard."""
+def leaderboard(task_id, phase, board, as_json):
+    """Show a task's leaderboard (one of its phase's boards with --board)."""
+    name = board
     try:
-        board = api_client().get_json(f"/tasks/{task_id}/leaderboard", phase=phase)
+        board = api_client().get_json(f"/tasks/{task_id}/leaderboard", phase=phase, board=name)
     except ClientError as e:
         die(e, as_json)
     if as_json:
@@ -103,9 +109,11 @@ def leaderboard(task_id, phase, as_json):
         }
         for r in board.get("rows", [])
     ]
+    on = f", board {board.get('title') or board['board']}" if board.get("board") else ""
+    prim = board.get("primary") or {}
     click.echo(
-        f"{task_id} leaderboard ({board.get('phase')} phase, ranked on the "
-        f"{board.get('ranked_on')} part)"
+        f"{task_id} leaderboard ({board.get('phase')} phase{on}, ranked by "
+        f"{prim.get('metric')} on {prim.get('subset')}, on the {board.get('ranked_on')} part)"
     )
     print_table(flat, ["rank", "team", "type", "method", *cols])
 

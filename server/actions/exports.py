@@ -19,7 +19,7 @@ from server.actions import common
 from server.boards import fact_export
 from server.boards import leaderboard as lb
 from server.db import transaction
-from server.domain import provenance, publication
+from server.domain import boards, provenance, publication
 from server.domain.accounts import audit
 from server.exceptions import LifecycleRefused, NotFound, UnknownSystem, UploadFieldsInvalid
 from server.jobs.dispatch import jobs
@@ -68,18 +68,29 @@ def export_ranking(
     via: str = "web",
     columns: list[str] | None = None,
     facts: bool = False,
+    board: str | None = None,
 ) -> Export:
     """The final ranking as CSV, JSON or LaTeX: the published snapshot (`version`, default the
     latest) byte for byte, or a live preview before publication; audited. `columns`
     ("subset/metric") picks the LaTeX table's metric columns (the snapshot's stored table has the
     default ones). With `facts`, the fact sheets of the published version's rows instead (CSV or
-    JSON; server.boards.fact_export)."""
+    JSON; server.boards.fact_export). `board`: one of the phase's declared boards (default: the
+    main one); its own published ranking, or its preview."""
     common.require_organizer(actor, s, task_id=task.id)
     if fmt not in EXPORT_TYPES:
         raise NotFound(f"no export format {fmt!r} (csv, json, tex)")
+    spec = boards.resolve(phase, board)
     rv = publication.latest_ranking(s, phase.id, version)
     if rv is None and version is not None:
         raise NotFound(f"{task.id}/{phase.name} has no published version {version}")
+    main_rv = rv
+    if rv is not None and spec is not None:
+        rv = publication.board_ranking(s, rv, spec.name)
+        if rv is None:
+            raise NotFound(
+                f"version {main_rv.version} of {task.id}/{phase.name} was published before its "
+                f"board {spec.name!r} was declared"
+            )
     if facts:
         return _export_facts(s, task, phase, fmt, rv, actor=actor, via=via)
     with transaction(s):  # the export is audited, in a transaction of its own
@@ -89,10 +100,15 @@ def export_ranking(
             "ranking.export",
             f"phase:{phase.id}",
             format=fmt,
-            version=rv.version if rv else None,
+            version=main_rv.version if main_rv else None,
+            board=spec.name if spec is not None else "main",
             via=via,
         )
-    name = f"{task.id}-{phase.name}-ranking{f'-v{rv.version}' if rv else '-preview'}.{fmt}"
+    on = f"-{spec.name}" if spec is not None else ""
+    name = (
+        f"{task.id}-{phase.name}{on}-ranking"
+        f"{f'-v{main_rv.version}' if main_rv else '-preview'}.{fmt}"
+    )
     if rv is not None and fmt == "tex" and columns:
         body = lb.snapshot_latex(json.loads(rv.body_json), columns=columns).encode("utf-8")
     elif rv is not None:
@@ -109,6 +125,7 @@ def export_ranking(
                 show_private=True,
                 include_closed=True,
                 provenance=prov,
+                board=spec,
             )
             return {
                 "csv": lambda: lb.to_csv(board),
@@ -130,8 +147,10 @@ def export_ranking(
             body = render()
         else:
             key = ("export-preview", task.id, phase.name, fmt, tuple(columns or ()))
+            if spec is not None:
+                key += (spec.name,)
             body = _previews(settings).get(key, version, render)
-    return Export(body, EXPORT_TYPES[fmt], name, rv.version if rv else None)
+    return Export(body, EXPORT_TYPES[fmt], name, main_rv.version if main_rv else None)
 
 
 # ----------------------------------------------------------------------------- fact sheets

@@ -31,7 +31,8 @@ from server.api.common import (
 )
 from server.api.openapi import op
 from server.db import db
-from server.domain.publication import latest_ranking
+from server.domain import boards
+from server.domain.publication import board_ranking, latest_ranking
 from server.models import (
     Phase,
     RankingVersion,
@@ -169,17 +170,29 @@ def rankings(task_id, phase_name):
 @bp.get("/tasks/<task_id>/phases/<phase_name>/rankings/<int:version>")
 @op(
     "One published version of the final ranking, byte for byte as published",
+    query=m.BoardQuery,
     responses={200: m.Snapshot},
     tags=("leaderboards",),
+    description="`?board=NAME`: that board's ranking in the version (default: the main board).",
 )
 def ranking_version(task_id, phase_name, version):
     need_user()
     t = find_task(task_id)
     s = db()
     p = find_phase(s, t.id, phase_name)
+    spec = boards.resolve(p, query_model(m.BoardQuery).board)
     rv = latest_ranking(s, p.id, version)
     if rv is None:
         raise ApiError(404, "not_published", f"{t.id}/{p.name} has no published version {version}")
+    if spec is not None:
+        rv = board_ranking(s, rv, spec.name)
+        if rv is None:
+            raise ApiError(
+                404,
+                "not_published",
+                f"version {version} of {t.id}/{p.name} has no board {spec.name!r} (published "
+                "before it was declared)",
+            )
     return Response(rv.body_json.encode("utf-8"), mimetype="application/json")
 
 
@@ -202,7 +215,16 @@ def export(task_id, phase_name):
     s = db()
     p = find_phase(s, t.id, phase_name)
     ex = export_ranking(
-        s, t, p, q.format, q.version, actor=u, settings=get_settings(), via="api", facts=q.facts
+        s,
+        t,
+        p,
+        q.format,
+        q.version,
+        actor=u,
+        settings=get_settings(),
+        via="api",
+        facts=q.facts,
+        board=q.board,
     )
     return Response(
         ex.body,

@@ -42,6 +42,12 @@ class RankingsOut(Out):
     next: Optional[str] = None
 
 
+class BoardQuery(Model):
+    board: Optional[str] = Field(
+        None, max_length=200, description='One of the phase\'s boards (default "main").'
+    )
+
+
 class ExportQuery(Model):
     format: Literal["csv", "json", "tex"] = "csv"
     version: Optional[int] = Field(
@@ -53,6 +59,9 @@ class ExportQuery(Model):
     facts: bool = Field(
         False,
         description="The fact sheets of the published version's rows (csv or json) instead.",
+    )
+    board: Optional[str] = Field(
+        None, max_length=200, description='One of the phase\'s boards (default "main").'
     )
 
 

@@ -134,6 +134,12 @@ class LeaderboardQuery(Model):
     version: int | None = Field(
         None, ge=1, description="A published phase: that version of the final ranking."
     )
+    board: str | None = Field(
+        None,
+        max_length=200,
+        description="One of the phase's boards (the phase's `boards` in the task's JSON; "
+        'default "main"); 404 naming the boards that exist for another.',
+    )
 
 
 class Scores(BaseModel):

@@ -274,6 +274,18 @@ class Leaderboard(_Shape):
         serialization_alias="task", validation_alias=AliasChoices("task", "task_id")
     )
     phase: str
+    board: str = Field(
+        "main",
+        exclude_if=lambda v: v == "main",
+        description='The board of the phase (absent: "main", the default one).',
+    )
+    title: str = Field("", exclude_if=_empty, description="A declared board's title.")
+    filter: Optional[dict] = Field(
+        None,
+        exclude_if=_none,
+        description="A declared board's filter: the runs whose fact sheet answers `fact` with "
+        "one of `equals`.",
+    )
     split: str
     part: Literal["public", "private", "all"] = Field(
         serialization_alias="ranked_on",

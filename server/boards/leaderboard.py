@@ -76,6 +76,35 @@ def columns_for(
     return cols
 
 
+def board_columns(task, board) -> list[Column]:
+    """A declared board's columns: its ranking value first, then its declared columns (none
+    declared: the task's other metrics on the ranking subset)."""
+    sub, met = board.ranking.subset, board.ranking.metric
+    cols = [
+        Column(subset=sub, metric=met, greater_is_better=task.metric_direction(met), primary=True)
+    ]
+    extra = [(c.subset, c.metric) for c in board.columns] or [
+        (sub, m) for m in task.metrics if m != met
+    ]
+    for c_sub, c_met in dict.fromkeys(extra):
+        if (c_sub, c_met) != (sub, met):
+            cols.append(
+                Column(subset=c_sub, metric=c_met, greater_is_better=task.metric_direction(c_met))
+            )
+    return cols
+
+
+def passes(board, sub: Submission) -> bool:
+    """Whether a run passes a declared board's filter (a baseline, declaring no fact, passes an
+    unfiltered board only)."""
+    f = board.filter
+    if f is None:
+        return True
+    facts = sub.facts or {}
+    v = facts.get(f.fact)
+    return v is not None and str(v) in f.equals
+
+
 def result_folds(results) -> list[str]:
     """The folds the cross-validated results name, in fold order."""
     seen = {f for r in results if r for f in ((r.get("cross_validation") or {}).get("folds") or {})}
@@ -161,11 +190,13 @@ def _ranked_runs(
     see_private: bool,
     frozen_at: datetime | None,
     team_id: int | None = None,
+    every: bool = False,
 ) -> list[tuple[Submission, Team]]:
     """The run each team ranks with and each baseline method's newest entry, chosen in the
     database (`lifecycle.RANKED_RUN_RULE`: the marked primary run, else the latest; among the runs
     neither hidden nor removed, of no banned user, with a score the viewer may see on a ranked
-    part): one row per team and method, so a board costs what its teams cost, not its runs."""
+    part): one row per team and method, so a board costs what its teams cost, not its runs.
+    `every`: every such run instead (a declared board chooses among the runs it lets in)."""
     counted = [
         Score.submission_id == Submission.id,
         Score.part.in_(rank_parts),
@@ -190,6 +221,14 @@ def _ranked_runs(
         where.append(Submission.created_at <= frozen_at)
     if team_id is not None:
         where.append(Submission.team_id == team_id)
+    if every:
+        q = (
+            select(Submission, Team)
+            .join(Team, Team.id == Submission.team_id)
+            .where(*where)
+            .order_by(Submission.id)
+        )
+        return list(s.exec(q))
     baseline = or_(Submission.is_baseline.is_(True), Team.is_baseline.is_(True))
     nth = (
         func.row_number()
@@ -282,8 +321,14 @@ def build_board(
     include_closed: bool = False,
     provenance: dict | None = None,
     with_parts: bool = False,
+    board=None,
 ) -> Board:
     """The leaderboard of a phase as `audience` ("public", "team:<id>" or "organizer") may see it.
+
+    `board`: one of the phase's declared boards (tasks.bundle_models.BoardSpec; None: the default
+    board, ranked by the task's primary value). A declared board ranks by its own value, over the
+    runs that pass its filter and have that value; each team's ranked run is chosen among those by
+    the same rule (its marked primary run when it enters, else its latest one that does).
 
     Each team has one row: its ranked run, chosen by `lifecycle.RANKED_RUN_RULE` (the marked
     primary run, else the latest scored one) among its runs that are neither hidden nor removed;
@@ -307,8 +352,9 @@ def build_board(
             part="public",
             published=False,
             frozen=bool(phase.frozen),
-            columns=columns_for(task, phase.split),
+            columns=columns_for(task, phase.split) if board is None else board_columns(task, board),
             closed=True,
+            **_board_fields(board),
         )
 
     # ranked part and, after publication, the public part beside it
@@ -328,11 +374,24 @@ def build_board(
     see_private = organizer or show_private
     # a frozen board hides later runs from participants; the final ranking (show_private) has them
     frozen_at = phase.frozen_at if phase.frozen and not see_private else None
-    candidates = _ranked_runs(s, phase, rank_parts, banned, see_private, frozen_at)
+    candidates = _ranked_runs(
+        s, phase, rank_parts, banned, see_private, frozen_at, every=board is not None
+    )
     extras = _marked_runs(s, phase, banned) if organizer else []
+    if board is not None:
+        candidates = [
+            (sub, team)
+            for sub, team in candidates
+            if passes(board, sub)
+            and (board.filter is None or not (sub.is_baseline or team.is_baseline))
+        ]
+        extras = [e for e in extras if passes(board, e[0])]
     scores = _latest_scores(s, [c[0] for c in candidates] + [e[0] for e in extras], parts)
 
-    cols = columns_for(task, phase.split, result_folds(scores.values()))
+    if board is None:
+        cols = columns_for(task, phase.split, result_folds(scores.values()))
+    else:
+        cols = board_columns(task, board)
     prim = cols[0]
 
     made = {c[0].id: c[0].created_at for c in candidates} | {
@@ -347,6 +406,21 @@ def build_board(
             if r is not None and may_see(viewer, phase, made.get(sid), p):
                 return p, r
         return None
+
+    if board is not None:
+        # a run enters a declared board only with its ranking value (a stale score, being
+        # rescored, keeps its place and says so)
+        def enters(sub) -> bool:
+            got = pick(sub.id)
+            if got is None:
+                return False
+            result = got[1]
+            return not is_current(result, provenance) or (
+                _value(result, prim.subset, prim.metric) is not None
+            )
+
+        candidates = [c for c in candidates if enters(c[0])]
+        extras = [e for e in extras if enters(e[0])]
 
     # the ranked run of each team: its primary run, else its latest scored one (no score is read)
     chosen: dict[int, tuple] = {}
@@ -411,6 +485,15 @@ def build_board(
         )
         if values[prim.key] is None and note != STALE_NOTE:
             row.why_empty = why_empty(result, prim.subset)
+            if prim.subset == "macro" and task.groups:
+                covered = [g for g in task.groups if _value(result, g, prim.metric) is not None]
+                if covered:  # a partial macro is never shown as the macro
+                    rest = [g for g in task.groups if g not in covered]
+                    row.why_empty = (
+                        f"covers {', '.join(covered)} only, not {', '.join(rest)}: no macro "
+                        f"over every {task.group_name}"
+                        + (f"; {row.why_empty}" if row.why_empty else "")
+                    )
         if with_parts and note != STALE_NOTE:
             row.parts = {p: scores[(sub.id, p)] for p in parts if (sub.id, p) in scores}
         rows.append(row)
@@ -457,7 +540,19 @@ def build_board(
         gold=goldversions.label(s, task.id, phase.split),
         columns=cols,
         rows=rows,
+        **_board_fields(board),
     )
+
+
+def _board_fields(board) -> dict:
+    if board is None:
+        return {}
+    f = board.filter
+    return {
+        "board": board.name,
+        "title": board.title,
+        "filter": None if f is None else {"fact": f.fact, "equals": list(f.equals)},
+    }
 
 
 # ----------------------------------------------------------------------------- anonymous boards
@@ -748,8 +843,9 @@ def to_latex(
             cells.append("--" if r.public_value is None else f"{r.public_value:.4f}")
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
+    on = f", board {board.title or board.board}" if board.board != "main" else ""
     cap = caption or (
-        f"Results of {board.task_id} ({board.phase} phase, ranked on the "
+        f"Results of {board.task_id} ({board.phase} phase{on}, ranked on the "
         f"{board.part} part of the gold by {board.primary.metric} on {board.primary.subset})."
     )
     if with_ci and board.stats:
@@ -759,7 +855,9 @@ def to_latex(
         )
     lines += [
         rf"\caption{{{latex_escape(cap)}}}",
-        rf"\label{{tab:{latex_escape(board.task_id)}-{latex_escape(board.phase)}}}",
+        rf"\label{{tab:{latex_escape(board.task_id)}-{latex_escape(board.phase)}"
+        + (f"-{latex_escape(board.board)}" if board.board != "main" else "")
+        + "}",
         r"\end{table}",
         "",
     ]
@@ -801,8 +899,9 @@ def snapshot_csv(body: dict) -> str:
 
 def snapshot_latex(body: dict, columns: list[str] | None = None) -> str:
     r = body.get("ranking") or {}
+    on = f", board {body.get('title') or body['board']}" if body.get("board") else ""
     cap = (
-        f"Final ranking of {body['task']} ({body['phase']} phase, version {r.get('version')}, "
+        f"Final ranking of {body['task']} ({body['phase']} phase{on}, version {r.get('version')}, "
         f"published {r.get('published_at')}), ranked on the {body['ranked_on']} part of the "
         f"gold by {body['primary']['metric']} on {body['primary']['subset']}."
     )

@@ -44,6 +44,7 @@ from server import objectstore
 from server.boards import leaderboard as lb
 from server.boards.leaderboard import STALE_NOTE
 from server.db import get_engine
+from server.domain import boards
 from server.domain.partitions import bootstrap_seed, draw, phase_fingerprint
 from server.domain.provenance import current_provenance
 from server.jobs.queue import STATS, connect, enqueue_once
@@ -197,6 +198,23 @@ class Part:
         ident = json.dumps(key, sort_keys=True)
         self.key = hashlib.sha256(ident.encode("utf-8")).hexdigest()[:20]
         self.W = self.boot.weights(self.B, self.seed)
+        self.units_of = units
+        self._boots: dict[tuple[str, str], Bootstrap] = {tuple(task.primary): self.boot}
+        self._arrays: dict[tuple[int, int], dict] = {}  # per-unit predictions read in this job
+
+    def boot_of(self, settings, value: tuple[str, str]) -> Bootstrap:
+        """The resampling of another value a board ranks by (subset, metric): its own masks, the
+        same units, resampled by this part's one matrix `W` (a board never draws its own)."""
+        value = tuple(value)
+        got = self._boots.get(value)
+        if got is None:
+            got = Bootstrap(
+                self.task, TaskStore(self.task.id, settings.home), self.split, self.units_of, value
+            )
+            if got.units != self.boot.units:  # pragma: no cover - one gold, one order of units
+                raise ValueError("a board's units differ from the phase's")
+            self._boots[value] = got
+        return got
 
     @classmethod
     def get(cls, settings, engine, task, phase, part: str) -> Part:
@@ -226,20 +244,42 @@ class Part:
         hit.fingerprint = fp
         return hit
 
-    def samples_path(self, home, submission_id: int, attempt: int) -> Path:
-        return stats_dir(home) / "samples" / self.key / f"{int(submission_id)}-{int(attempt)}.npy"
+    def samples_path(
+        self, home, submission_id: int, attempt: int, value: tuple[str, str] | None = None
+    ) -> Path:
+        base = stats_dir(home) / "samples" / self.key
+        if value is not None and tuple(value) != tuple(self.task.primary):
+            # another value a board ranks by: beside the primary's, under a digest of its name
+            tag = hashlib.sha256("/".join(value).encode("utf-8")).hexdigest()[:12]
+            base = base / f"v-{tag}"
+        return base / f"{int(submission_id)}-{int(attempt)}.npy"
 
     def samples(
-        self, settings, submission_id: int, attempt: int, *, compute: bool = True
+        self,
+        settings,
+        submission_id: int,
+        attempt: int,
+        *,
+        compute: bool = True,
+        value: tuple[str, str] | None = None,
     ) -> np.ndarray | None:
-        """The run's B resampled primary scores on this part (computed once, then read)."""
-        p = self.samples_path(settings.home, submission_id, attempt)
+        """The run's B resampled scores of `value` (default: the primary) on this part (computed
+        once, then read); the run's predictions are read once per job, whatever the boards."""
+        p = self.samples_path(settings.home, submission_id, attempt, value)
         if _shared(settings, p) is not None:
             return np.load(p)
         if not compute:
             return None
-        arrays = load_units(settings, self.task, self.split, submission_id, attempt)
-        x = self.boot.samples(arrays, self.W)
+        ak = (int(submission_id), int(attempt))
+        arrays = self._arrays.get(ak)
+        if arrays is None:
+            if len(self._arrays) > 256:
+                self._arrays.clear()
+            arrays = self._arrays[ak] = load_units(
+                settings, self.task, self.split, submission_id, attempt
+            )
+        boot = self.boot if value is None else self.boot_of(settings, value)
+        x = boot.samples(arrays, self.W)
         buf = io.BytesIO()
         np.save(buf, x)
         _share(settings, p, buf.getvalue())
@@ -289,12 +329,15 @@ def statistics(settings, part: Part, board, *, value_of=None, full: bool | None 
     t0 = time.perf_counter()
     prim = board.primary
     value_of = value_of or (lambda r: r.values[prim.key])
+    value = (prim.subset, prim.metric)
     rows, ranked = _stat_rows(board)
     out_rows: dict[str, dict] = {}
     order, teams, p, p_holm, neighbours = [], [], None, None, None
     if rows:
         at = {r.submission_id: i for i, r in enumerate(rows)}
-        M = np.vstack([part.samples(settings, r.submission_id, r.attempt) for r in rows])
+        M = np.vstack(
+            [part.samples(settings, r.submission_id, r.attempt, value=value) for r in rows]
+        )
         for r, ci in zip(rows, intervals(M, ALPHA), strict=True):
             out_rows[str(r.submission_id)] = {"ci": ci}
         if ranked:
@@ -339,6 +382,23 @@ def statistics(settings, part: Part, board, *, value_of=None, full: bool | None 
         "neighbours": neighbours,
         "seconds": round(time.perf_counter() - t0, 3),
     }
+
+
+def _board_statistics(settings, part: Part, board) -> dict:
+    """A declared board's statistics, or why it has none (a ranking value the bootstrap does
+    not resample, e.g. a count)."""
+    try:
+        return statistics(settings, part, board)
+    except ValueError as e:
+        return {"part": part.part, "metric": board.primary.key, "rows": {}, "unavailable": str(e)}
+
+
+def board_body(body: dict | None, name: str | None) -> dict | None:
+    """The statistics of one board of a phase's statistics file (None: the default board's)."""
+    if body is None or name in (None, "", "main"):
+        return body
+    got = (body.get("boards") or {}).get(name)
+    return None if got is None else {**got, "version": body.get("version")}
 
 
 def _round1(x):
@@ -408,11 +468,35 @@ def compute_board_stats(phase_id: int, settings=None) -> dict:
     )
     part = Part.get(settings, engine, task, phase, part_name)
     body = statistics(settings, part, board)
+    # every declared board from the same part and its one matrix of resamples: a board adds its
+    # rows' resampled values (each run's predictions read once) and its own ranking statistics
+    declared = []
+    with Session(engine, expire_on_commit=False) as s:
+        phase = s.get(Phase, phase_id)
+        for spec in boards.of_phase(phase):
+            declared.append(
+                lb.build_board(
+                    s,
+                    task,
+                    phase,
+                    audience="public",
+                    include_closed=True,
+                    provenance=prov,
+                    board=spec,
+                )
+            )
+    if declared:
+        body["boards"] = {b.board: _board_statistics(settings, part, b) for b in declared}
     if phase.public_fraction < 1.0 and part_name == "public":
         # the private samples too, computed now in the worker, for the published snapshot
         private = Part.get(settings, engine, task, phase, "private")
-        for r in _stat_rows(board)[0]:
-            private.samples(settings, r.submission_id, r.attempt)
+        for b in (board, *declared):
+            value = (b.primary.subset, b.primary.metric)
+            for r in _stat_rows(b)[0]:
+                try:
+                    private.samples(settings, r.submission_id, r.attempt, value=value)
+                except ValueError:  # a value with no bootstrap: that board has no intervals
+                    break
     body["version"] = version
     if version is not None and phase_version(settings, engine, task, phase_id) != version:
         # the board moved while this ran: these figures are not that version's; the change that
@@ -484,6 +568,8 @@ def attach(board, body: dict | None, *, reason: str = "") -> None:
             r.ci_note = "a reference figure: no interval"
         elif r.row_type == "paper":
             r.ci_note = "a published figure: no interval"
+        elif body is not None and body.get("unavailable"):
+            r.ci_note = f"no interval: {body['unavailable']}"
         elif body is not None:
             r.ci_note = (
                 "no interval: not on the public board"

@@ -14,11 +14,11 @@ import logging
 from sqlalchemy import func, select
 from sqlmodel import Session
 
-from server.domain import partitions
+from server.domain import boards, partitions
 from server.domain.lifecycle import PENDING, RANKED_RUN_RULE, close, phase_changed, phase_state
 from server.domain.provenance import current_provenance
 from server.exceptions import LifecycleRefused
-from server.models import Phase, RankingVersion, Submission, User, utcnow
+from server.models import BoardRanking, Phase, RankingVersion, Submission, User, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,12 @@ def ranking_versions(s: Session, phase_id: int) -> list[RankingVersion]:
             .order_by(RankingVersion.version)
         ).scalars()
     )
+
+
+def board_ranking(s: Session, rv: RankingVersion, board: str) -> BoardRanking | None:
+    """A declared board's published ranking in the version `rv`."""
+    q = select(BoardRanking).where(BoardRanking.ranking_id == rv.id, BoardRanking.board == board)
+    return s.execute(q).scalars().first()
 
 
 def latest_ranking(s: Session, phase_id: int, version: int | None = None) -> RankingVersion | None:
@@ -114,6 +120,22 @@ def publish(
         body_latex=lb.snapshot_latex(body),
     )
     s.add(rv)
+    s.flush()
+    # each declared board's final ranking, in the same version (the phase's published ranking
+    # is the set of its boards')
+    for spec in boards.of_phase(phase):
+        b = snapshot_body(s, task, phase, settings, meta, board=spec)
+        b_json = snapshot_json(b)
+        s.add(
+            BoardRanking(
+                ranking_id=rv.id,
+                board=spec.name,
+                sha256=hashlib.sha256(b_json.encode("utf-8")).hexdigest(),
+                body_json=b_json,
+                body_csv=lb.snapshot_csv(b),
+                body_latex=lb.snapshot_latex(b),
+            )
+        )
     if phase.published_at is None:
         phase.published_at = now
     changes = ranking_diff(json.loads(prev.body_json), body) if prev else None
@@ -162,13 +184,14 @@ def repeated(
     return prev if again == prev.body_json else None
 
 
-def snapshot_body(s: Session, task, phase: Phase, settings, meta: dict) -> dict:
+def snapshot_body(s: Session, task, phase: Phase, settings, meta: dict, *, board=None) -> dict:
     """The snapshot of a phase's final ranking as the data stand now, with the publication's
     `meta` (version, time, organizer, reason, rule). `publish` stores it; `server.backup`
-    rebuilds it from a restored site to check a published version byte for byte."""
+    rebuilds it from a restored site to check a published version byte for byte. `board`: one of
+    the phase's declared boards (None: the default one)."""
     from server.boards import leaderboard as lb  # the boards and statistics (scipy) load to publish
 
-    board = lb.build_board(
+    built = lb.build_board(
         s,
         task,
         phase,
@@ -177,13 +200,14 @@ def snapshot_body(s: Session, task, phase: Phase, settings, meta: dict) -> dict:
         include_closed=True,
         provenance=current_provenance(task, phase.split, settings.home),
         with_parts=True,
+        board=board,
     )
-    board.published = (
+    built.published = (
         True  # as it will be served: the private ranking with the public part beside it
     )
-    lb.add_reference_rows(board, task, settings.home)
-    _snapshot_statistics(s, task, phase, board, settings)
-    return lb.snapshot_dict(board, meta, secret=settings.secret_key)
+    lb.add_reference_rows(built, task, settings.home)
+    _snapshot_statistics(s, task, phase, built, settings)
+    return lb.snapshot_dict(built, meta, secret=settings.secret_key)
 
 
 def snapshot_json(body: dict) -> str:

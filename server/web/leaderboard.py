@@ -17,13 +17,15 @@ from sqlmodel import Session
 from server.boards import leaderboard as lb
 from server.boards import plots, stats
 from server.db import db
+from server.domain import boards
 from server.domain.provenance import current_provenance
-from server.domain.publication import latest_ranking, ranking_versions
+from server.domain.publication import board_ranking, latest_ranking, ranking_versions
 from server.domain.visibility import viewer_of
 from server.models import Phase, utcnow
 from server.web.auth import current_user
 from server.web.pages import PHASE_ORDER, task_or_404
 from tasks.agreement import BAYES_FILE, load_agreement, reference_rows
+from tasks.bundle_models import BoardSpec
 from tasks.store import TaskStore
 
 bp = Blueprint("leaderboard", __name__)
@@ -102,13 +104,17 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
             ), 404
         abort(404)
     version = request.args.get("version", type=int) if state.published else None
+    # `?board=NAME`: one of the phase's declared boards (absent or "main": the default one)
+    asked = request.args.get("board") or None
+    spec = board_of(engine, state.id, asked)[0] if asked not in (None, "main") else None
+    bname = spec.name if spec is not None else "main"
     gzipped = "gzip" in request.headers.get("Accept-Encoding", "")
     settings = current_app.extensions["palimpsest.settings"]
     # the board's statistics arrive from a worker: a render without them is replaced once they do
     stats_ready = stats.ready(settings, state.id, state.version)
     board_version = f"{state.version}{'s' if stats_ready else 'p'}"
     etag = (
-        f'"{board_version}-{who}-{fmt}'
+        f'"{board_version}-{who}-{fmt}{f"-b{bname}" if spec is not None else ""}'
         f'{f"-v{version}" if version else ""}{"-gz" if gzipped else ""}"'
     )
     # a page for a signed-in visitor (or one with messages waiting) gets its own navigation
@@ -125,23 +131,32 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
     # a team whose view is the public board's shares its render (the overlay is the team's own
     # row, where it differs)
     view = who
-    if who.startswith("team:"):
+    if who.startswith("team:") and spec is None:
         with Session(engine) as s:
             if lb.team_sees_the_public_board(s, task, s.get(Phase, state.id), int(who[5:])):
                 view = "public"
 
     def render() -> bytes:
+        board_names = board_of(engine, state.id, None)[1] if fmt == "html" else []
         if state.published:
-            out = render_published(task, state.id, fmt, version, names, view)
+            out = render_published(
+                task, state.id, fmt, version, names, view, board=bname, board_list=board_names
+            )
             if out is not None:
                 return out
         with Session(engine, expire_on_commit=False) as s:
             phase = s.get(Phase, state.id)
             board = lb.build_board(
-                s, task, phase, audience=view, provenance=provenance_of(task, phase.split)
+                s,
+                task,
+                phase,
+                audience=view,
+                provenance=provenance_of(task, phase.split),
+                board=spec,
             )
         board.version = state.version
-        lb.add_reference_rows(board, task, current_app.extensions["palimpsest.settings"].home)
+        if spec is None or spec.filter is None:  # the annotators and published systems: no track
+            lb.add_reference_rows(board, task, current_app.extensions["palimpsest.settings"].home)
         attach_stats(board, state)
         if fmt == "json":
             return lb.to_json(board)
@@ -152,6 +167,7 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
             task=task,
             board=board,
             phases=names,
+            boards=board_names,
             audience=view,
             current_user=None,
             deferred_nav=True,
@@ -163,9 +179,10 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
         return template, raw, gzip.compress(raw, compresslevel=6, mtime=0)
 
     try:
-        template, raw, gz = cache().get(
-            (task.id, state.name, view, fmt, version), board_version, render_both
-        )
+        key = (task.id, state.name, view, fmt, version)
+        if spec is not None:
+            key += (bname,)
+        template, raw, gz = cache().get(key, board_version, render_both)
     except LookupError:
         abort(404)
     headers = {
@@ -182,10 +199,21 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
         body = gz
         headers["Content-Encoding"] = "gzip"
     if fmt == "csv":
+        on = f"-{bname}" if spec is not None else ""
         headers["Content-Disposition"] = (
-            f'inline; filename="{task.id}-{state.name}-leaderboard.csv"'
+            f'inline; filename="{task.id}-{state.name}{on}-leaderboard.csv"'
         )
     return Response(body, content_type=MIMETYPES[fmt], headers=headers)
+
+
+def board_of(engine, phase_id: int, name: str | None) -> tuple[BoardSpec | None, list[tuple]]:
+    """The declared board `name` of the phase (None: the default one) and every board of the
+    phase as (name, title) pairs, "main" first; NotFound (404) naming the boards that exist."""
+    with Session(engine, expire_on_commit=False) as s:
+        phase = s.get(Phase, phase_id)
+        spec = boards.resolve(phase, name)
+        listed = [("main", "Main")] + [(b.name, b.title) for b in boards.of_phase(phase)]
+    return spec, listed
 
 
 NAV, FLASH = b"<!--pal:nav-->", b"<!--pal:flash-->"
@@ -211,7 +239,7 @@ def attach_stats(board: lb.Board, state: lb.PhaseState) -> None:
     """The statistics of the board's version, computed by a worker; while there are none, ask for
     them (a request never computes them)."""
     settings = current_app.extensions["palimpsest.settings"]
-    body = stats.read_board_stats(settings, state.id, state.version)
+    body = stats.board_body(stats.read_board_stats(settings, state.id, state.version), board.board)
     if body is None:
         if current_app.config.get("PALIMPSEST_ENQUEUE", True) and any(
             r.rank is not None for r in board.rows
@@ -223,10 +251,19 @@ def attach_stats(board: lb.Board, state: lb.PhaseState) -> None:
 
 
 def render_published(
-    task, phase_id: int, fmt: str, version: int | None, names: list[str], who: str
+    task,
+    phase_id: int,
+    fmt: str,
+    version: int | None,
+    names: list[str],
+    who: str,
+    *,
+    board: str = "main",
+    board_list: list[tuple] = (),
 ) -> bytes | None:
     """A published final ranking from its snapshot: JSON and CSV byte for byte as published. None
-    for a phase published before snapshots existed (its board is built live)."""
+    for a phase published before snapshots existed (its board is built live), or a declared board
+    its published version did not have (the board is built live)."""
     engine = current_app.extensions["palimpsest.engine"]
     with Session(engine, expire_on_commit=False) as s:
         rv = latest_ranking(s, phase_id, version)
@@ -235,6 +272,10 @@ def render_published(
                 return None
             raise LookupError(f"no published version {version}")
         versions = [(v.version, v.published_at, v.reason) for v in ranking_versions(s, phase_id)]
+        if board != "main":
+            rv = board_ranking(s, rv, board)
+            if rv is None:
+                return None
     if fmt == "json":
         return rv.body_json.encode("utf-8")
     if fmt == "csv":
@@ -246,6 +287,7 @@ def render_published(
         task=task,
         board=board,
         phases=names,
+        boards=list(board_list),
         audience=who,
         current_user=None,
         deferred_nav=True,
