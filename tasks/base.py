@@ -190,6 +190,10 @@ class Task:
     cut_at: tuple[int, ...] = ()
     # subsets by another field of the gold than the group's (a source, an annotator)
     slices: tuple[Slice, ...] = ()
+    # "module:function" giving the boards of a phase from what the import found, and the facts
+    # their filters ask: `(task, manifest, phase_name, split) -> {"boards": [...], "facts": [...]}`
+    # (STR: each track's languages, `tasks.semrel:track_boards`); a declared phase's boards win
+    import_boards: str = ""
     # the boards each declared phase has beside its default one: (phase name, its boards as the
     # JSON of tasks.bundle_models.BoardSpec), recorded on the phase when it is made
     phase_boards: tuple[tuple[str, str], ...] = ()

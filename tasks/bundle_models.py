@@ -388,7 +388,7 @@ class PhaseSpec(Spec):
     )
     boards: list[BoardSpec] = Field(
         default_factory=list,
-        max_length=30,
+        max_length=40,  # SemEval-2024 Task 1: 33 (Track A x 9 languages, B and C x 12)
         description="Boards beside the default one (docs/boards.md): each its own ranking, "
         "columns and filter on a fact (a track).",
     )

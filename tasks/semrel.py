@@ -10,7 +10,14 @@ from tasks.base import Task
 from tasks.bundle import ReleaseBundle
 from tasks.errors import ReleaseError
 from tasks.store import TaskStore
-from tasks.str_release import LANGUAGES, TRACKS, read_pairs, str_folders, track_bases
+from tasks.str_release import (
+    LANGUAGES,
+    SOURCES,
+    TRACKS,
+    read_pairs,
+    str_folders,
+    track_bases,
+)
 
 SPLITS = ("dev", "test")
 
@@ -292,6 +299,13 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, protocol
             manifest["tracks"] = tracks
         if folds is not None:
             manifest["cross_validation"] = folds
+        # STR-2022's sources each split's gold names (its source slices and boards)
+        found = {sp: {r["source"] for r in per_split[sp] if "source" in r} for sp in SPLITS}
+        if cv is not None:
+            found[cv.split] = {r["source"] for r in cv_pairs if "source" in r}
+        sources = {sp: [x for x in SOURCES if x in got] for sp, got in found.items() if got}
+        if sources:
+            manifest["sources"] = sources
         if (
             not source.is_file()
         ):  # the raw BWS annotations, where the checkout has them: the human rows
@@ -313,6 +327,77 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, protocol
             if agreement is not None and agreement["languages"]:
                 manifest["agreement"] = agreement
         return b.install(manifest)
+
+
+# ---------------------------------------------------------------- tracks and their boards
+
+TRACK_FACTS = [
+    {
+        "key": "track",
+        "label": "SemEval-2024 track",
+        "kind": "choice",
+        "choices": list(TRACKS),
+        "help": "A: supervised (labelled data allowed); B: unsupervised (no labelled relatedness "
+        "data); C: cross-lingual (no labelled data in the target language)",
+        "rules": [
+            {
+                "when": ["B"],
+                "fact": "labelled_data",
+                "only": ["none"],
+                "message": "Track B uses no labelled relatedness data",
+            }
+        ],
+    },
+    {
+        "key": "labelled_data",
+        "label": "Labelled relatedness data used",
+        "kind": "text",
+        "help": "The languages whose labelled pairs (train or dev with labels) the system learned "
+        "from, comma separated, or none; Track B answers none, Track C leaves out the languages "
+        "it is scored on",
+    },
+]
+"""The fact sheet's questions the track boards filter on (added to the task's competition when its
+phases are made, where it does not ask them yet)."""
+
+
+def track_boards(task: Task, manifest: dict, phase_name: str, split: str) -> dict:
+    """The boards of a phase on `split` from what the import found: for each track the checkout
+    holds, one board per language with gold in the split (`a-amh`, `b-afr`, ...: ranked by
+    Spearman, Pearson and the pair count beside it, over the runs whose fact sheet names the
+    track), as SemEval-2024 ranked them; on the cross-validated split of an STR-2022 file, one
+    board per source (`source-goodreads`, ...), the paper's Table 6. A language's runs of another
+    track never enter its board; the main board stays the macro over every language."""
+    held = set((manifest.get("counts") or {}).get(split, {}))
+    boards = []
+    for t, langs in (manifest.get("tracks") or {}).items():
+        for lang in langs:
+            if lang in held:
+                boards.append(
+                    {
+                        "name": f"{t.lower()}-{lang}",
+                        "title": f"Track {t}: {lang}",
+                        "ranking": {"subset": lang, "metric": "spearman"},
+                        "columns": [
+                            {"subset": lang, "metric": "pearson"},
+                            {"subset": lang, "metric": "n"},
+                        ],
+                        "filter": {"fact": "track", "equals": [t]},
+                    }
+                )
+    for src in manifest.get("sources", {}).get(split, []):
+        boards.append(
+            {
+                "name": f"source-{src.lower()}",
+                "title": f"Source: {src}",
+                "ranking": {"subset": src.lower(), "metric": "spearman"},
+                "columns": [
+                    {"subset": src.lower(), "metric": "pearson"},
+                    {"subset": src.lower(), "metric": "n"},
+                ],
+            }
+        )
+    return {"boards": boards, "facts": TRACK_FACTS if manifest.get("tracks") else []}
 
 
 # ---------------------------------------------------------------- demo data and test fixtures

@@ -15,7 +15,6 @@ from sqlmodel import Session
 from server import models
 from server.db import lock_row
 from server.domain import audit, facts
-from server.domain.lifecycle import bump_phase
 from server.exceptions import LifecycleRefused, UploadFieldsInvalid
 
 TRACK_KEY = "track"
@@ -88,7 +87,11 @@ def move(
         .values(facts=sheet)
         .execution_options(synchronize_session=False)
     )
-    bump_phase(s, sub.phase_id)
+    s.execute(  # every board of the phase is built again (its revision: the page cache's key)
+        update(models.Phase)
+        .where(models.Phase.id == sub.phase_id)
+        .values(revision=models.Phase.revision + 1)
+    )
     audit.record(
         s,
         actor,
