@@ -4,6 +4,7 @@ STR-2022)."""
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 
 from tasks.base import Task
@@ -465,6 +466,59 @@ def write_track_a(root: Path, size: int = 120, seed: int = 4) -> Path:
                 )
             else:
                 write(f"{lang}_{split}_with_labels.csv", ("PairID", "Text", "Score"), labelled)
+    return root
+
+
+def write_tracks(root: Path, size: int = 120, seed: int = 4) -> Path:
+    """A made-up checkout with Tracks A, B and C in the upstream layout (commit 3c5941d): Track A
+    as `write_track_a` (eng, esp, kin); Track B with eng and kin (the same dev and test files as
+    Track A's, no training file) and afr; Track C with eng, afr (the same files as Track B's) and
+    hin (Track C's alone here). afr has upstream's quirks: its test gold and dev inputs separate
+    the two sentences by a tab, its dev gold names the score column `score`, and a pilot file
+    (`afr_pilot_dev_labels.csv`) lies beside them, not read."""
+    write_track_a(root, size, seed)
+    rng = random.Random(seed + 1)
+    for track, shared, own in (("B", ("eng", "kin"), ("afr",)), ("C", ("eng",), ("afr", "hin"))):
+        base = root / f"Track {track}"
+        for lang in shared:
+            (base / lang).mkdir(parents=True, exist_ok=True)
+            for f in (root / "Track A" / lang).glob(f"{lang}_*.csv"):
+                if not f.name.endswith("_train.csv"):
+                    shutil.copyfile(f, base / lang / f.name)
+        for lang in own:
+            d = base / lang
+            d.mkdir(parents=True, exist_ok=True)
+            other = root / "Track B" / lang
+            if track == "C" and other.is_dir():  # the same files in every track
+                for f in other.glob("*.csv"):
+                    shutil.copyfile(f, d / f.name)
+                continue
+            for split, n in (("dev", max(4, size // 6)), ("test", max(6, size // 3))):
+                pairs = [(f"{lang.upper()}-{split}-{i}", *_pair(rng)) for i in range(n)]
+                tab = lang == "afr"
+
+                def cell(s1, s2, sep):
+                    return '"' + (s1 + sep + s2).replace('"', '""') + '"'
+
+                plain = [
+                    f"{pid},{cell(s1, s2, chr(9) if tab and split == 'dev' else chr(10))}"
+                    for pid, s1, s2, _ in pairs
+                ]
+                gold = [
+                    f"{pid},{cell(s1, s2, chr(9) if tab and split == 'test' else chr(10))},{sc}"
+                    for pid, s1, s2, sc in pairs
+                ]
+                score = "score" if tab and split == "dev" else "Score"
+                (d / f"{lang}_{split}.csv").write_text(
+                    "PairID,Text\n" + "\n".join(plain) + "\n", encoding="utf-8"
+                )
+                (d / f"{lang}_{split}_with_labels.csv").write_text(
+                    f"PairID,Text,{score}\n" + "\n".join(gold) + "\n", encoding="utf-8"
+                )
+            if lang == "afr":
+                (d / "afr_pilot_dev_labels.csv").write_text(
+                    'PairID,Text,score\nAFR-pilot-1,"a\nb",0.5\n', encoding="utf-8"
+                )
     return root
 
 
