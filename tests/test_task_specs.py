@@ -29,6 +29,7 @@ PYTHON = {
     "agreement",
     "agreement_rows",
     "agreement_bayes",
+    "import_boards",
 }
 
 
@@ -54,7 +55,7 @@ def test_the_registered_task_is_its_spec_and_its_python(task_id):
         if f.name not in PYTHON:
             assert getattr(declared, f.name) == getattr(task, f.name), f.name
     assert task.importer != declared.importer and callable(resolve(task.importer))
-    for hook in ("agreement", "agreement_rows", "agreement_bayes"):
+    for hook in ("agreement", "agreement_rows", "agreement_bayes", "import_boards"):
         assert not getattr(task, hook) or callable(resolve(getattr(task, hook)))
     assert task.demo is None or callable(resolve(task.demo.release))
 
