@@ -264,3 +264,66 @@ def test_an_annotators_documents_resampled_equal_a_naive_loop(swiss, tmp_path):
     for b in range(W.shape[0]):
         y, p = _tokens(docs, pred, lambda d, b=b: int(W[b, col[d["id"]]]) if d["id"] in mine else 0)
         assert got[b] == pytest.approx(spearmanr(y, p).statistic, abs=1e-12)
+
+
+# ----------------------------------------------------------------- their boards
+
+
+def test_the_annotators_and_sources_have_their_boards(request, tmp_path, monkeypatch):
+    """SwissGov-RSD's phases declare a board per pair and annotator; an STR-2022 file's phases
+    get a board per source from its import; a run's row on a slice's board carries the slice's
+    value, equal to scipy's on the slice's documents of the board's part of the gold."""
+    from backbone import burst, make_team, submit
+    from conftest import _make_backend
+    from sqlalchemy import select
+
+    from server import create_app
+    from server.boards import stats
+    from server.models import Phase
+
+    need(SWISSGOV)
+    src = tmp_path / "src"
+    import_task("swissgov-rsd", src, source=SWISSGOV)
+    str2022_with_sources(tmp_path / "str.csv", 140)
+    import_task("str", src, source=tmp_path / "str.csv", protocol=CROSS_VALIDATED)
+    b = _make_backend("embedded", request, tmp_path, src, monkeypatch)
+    with b.session() as s:
+        got = {
+            (p.task_id, p.name): {x["name"] for x in p.boards or ()}
+            for p in s.execute(select(Phase)).scalars()
+        }
+    pairs = [f"{p}-a{a}" for p in LANGS.values() for a in (1, 2)]
+    assert got[("swissgov-rsd", "test")] == got[("swissgov-rsd", "dev")] == set(pairs)
+    assert got[("str", "cv")] == {f"source-{x.lower()}" for x in SOURCES}
+    # a run on the test phase, its row on en-fr-a2's board
+    docs = []
+    for lang, pair in LANGS.items():
+        p = SWISSGOV / "data" / "evaluation" / "gold_labels" / "test" / f"gold_admin_{lang}.jsonl"
+        docs += [{**json.loads(x), "pair": pair} for x in p.read_text().splitlines() if x.strip()]
+    rng = np.random.default_rng(9)
+    pred = {
+        d["id"]: (
+            [float(max(x, 0)) + float(rng.normal(0, 0.4)) for x in d["labels_a"]],
+            [float(max(x, 0)) + float(rng.normal(0, 0.4)) for x in d["labels_b"]],
+        )
+        for d in docs
+    }
+    rows = [{"id": k, "labels_a": a, "labels_b": bb} for k, (a, bb) in pred.items()]
+    team, user = make_team(b, "annotated")
+    data = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    submit(b, team, user, "swissgov-rsd", "test", data=data, filename="p.jsonl")
+    burst(b)
+    with b.session() as s:
+        phase = s.execute(
+            select(Phase).where(Phase.task_id == "swissgov-rsd", Phase.name == "test")
+        ).scalar_one()
+        units = stats._gold_part(b.engine, phase, b.settings, "public")
+    app = create_app({"env": "testing", "PALIMPSEST_ENQUEUE": False})
+    r = app.test_client().get("/tasks/swissgov-rsd/leaderboard.json?phase=test&board=en-fr-a2")
+    assert r.status_code == 200, r.get_data(as_text=True)[:300]
+    (row,) = [x for x in r.get_json()["rows"] if x["row_type"] == "team"]
+    ann = _full_annotators()
+    y, p = _tokens(
+        docs, pred, lambda d: int(d["pair"] == "en-fr" and ann[d["id"]] == 2 and d["id"] in units)
+    )
+    assert row["metrics"]["en-fr-a2/spearman"] == pytest.approx(spearmanr(y, p).statistic, abs=1e-9)
