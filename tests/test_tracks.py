@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from apikit import _cli, _h, _one_json, _submit, _tric_file
+from browserkit import driver  # noqa: F401  (Chromium, its console read)
 from click.testing import CliRunner
 from pydantic import ValidationError
 from sqlmodel import Session, select
@@ -367,3 +368,42 @@ def test_twenty_moves_of_one_run_at_once_leave_an_unbroken_audit_chain(pg_app):
     assert olds[0] == "A" and olds[1:] == news[:-1] and news[-1] == now["track"]
     assert all(o != n for o, n in zip(olds, news, strict=True))
     assert now["training_files"] == "none"  # the rest of the sheet kept by every move
+
+
+def test_the_move_on_the_runs_page_at_1366_and_390(served, driver, tmp_path):  # noqa: F811
+    """The organizer's run page shows its track and the move's form: it fits a laptop's and a
+    phone's width, the console stays clean, and the move it makes is the run's new track."""
+    from browserkit import _body, _errors, _fill, _go, _width
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    url, tokens, home, app = served
+    _declare(app)
+    sid = _submit(app.test_client(), tokens["alpha"], "tric-binary", _tric_file(home),
+                  phase="test", **_facts(track="B", training_files="dev")).json["id"]  # fmt: skip
+    d = driver
+    d.get(url + "/auth/login")
+    _fill(d, "email", "org@example.org")
+    _fill(d, "password", "correct horse")
+    _go(d, d.find_element(By.CSS_SELECTOR, "main form button[type=submit]"))
+    for width in ("wide", "phone"):
+        _width(d, width)
+        d.get(f"{url}/submissions/{sid}")
+        form = d.find_element(By.CSS_SELECTOR, "form.track-move")
+        assert form.is_displayed()
+        overflow = d.execute_script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        assert overflow <= 1, (width, overflow)
+        right = d.execute_script("return document.documentElement.clientWidth")
+        button = form.find_element(By.TAG_NAME, "button")
+        assert button.location["x"] + button.size["width"] <= right + 1, width
+        assert _errors(d) == [], width
+        d.save_screenshot(str(tmp_path / f"run-track-{width}.png"))
+    Select(d.find_element(By.NAME, "track")).select_by_value("A")
+    _fill(d, "reason", "trained on Track A's data")
+    _go(d, d.find_element(By.CSS_SELECTOR, "form.track-move button"))
+    assert f"Submission #{sid} moved to track A." in _body(d)
+    assert d.find_element(By.CSS_SELECTOR, "[data-track]").get_attribute("data-track") == "A"
+    assert _errors(d) == []
+    assert [a.details["reason"] for a in _audits(app, sid)] == ["trained on Track A's data"]
