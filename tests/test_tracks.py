@@ -407,3 +407,36 @@ def test_the_move_on_the_runs_page_at_1366_and_390(served, driver, tmp_path):  #
     assert d.find_element(By.CSS_SELECTOR, "[data-track]").get_attribute("data-track") == "A"
     assert _errors(d) == []
     assert [a.details["reason"] for a in _audits(app, sid)] == ["trained on Track A's data"]
+
+
+def test_a_recorded_baseline_names_its_track_locally_and_remotely(served, tmp_path):
+    """`palimpsest baselines run --record|--server URL --fact track=B`: the baseline entry carries
+    the track, its rules checked as any upload's (a Track B run declaring `train` is refused)."""
+    from baselines.errors import BaselineError
+    from cli.baselines import record_remote
+    from server.actions.baselines import record_baseline
+
+    url, tokens, home, app = served
+    _declare(app)
+    f = tmp_path / "lexical.jsonl"
+    f.write_bytes(_tric_file(home, 4))
+    result = {"task": "tric-binary", "system": "lexical", "model": None, "file": str(f)}
+    got = record_baseline(result, home=home, phases=["test"], facts={"track": "B"})
+    assert [s.facts for s in _subs(app) if s.id == got[0]["submission_id"]] == [{"track": "B"}]
+    f.write_bytes(_tric_file(home, 6))
+    with pytest.raises(UploadFieldsInvalid, match="Track B forbids declaring train"):
+        record_baseline(result, home=home, phases=["test"],
+                        facts={"track": "B", "training_files": "train"})  # fmt: skip
+    sheet = {"track": "C", "training_files": "none"}
+    got = record_remote(result, url, tokens["org"], ["test"], facts=sheet)
+    assert [s.facts for s in _subs(app) if s.id == got[0]["submission_id"]] == [
+        {"track": "C", "training_files": "none"}
+    ]
+    with pytest.raises(BaselineError, match="Track C allows only none"):
+        f.write_bytes(_tric_file(home, 8))
+        record_remote(result, url, tokens["org"], ["test"], facts={"track": "C"})
+    r = CliRunner().invoke(
+        __import__("cli.main", fromlist=["main"]).main,
+        ["baselines", "run", "--task", "tric-binary", "--fact", "track=B", "--home", str(home)],
+    )
+    assert r.exit_code == 2 and "--fact goes with a recorded run" in r.output
