@@ -57,7 +57,7 @@ def write(out: Path, seed: int = 2027) -> None:
     for split, size in SIZES.items():
         inputs, gold = [], []
         for i in range(size):
-            genre = GENRES[i % 2]
+            genre = GENRES[i % len(GENRES)]
             s1, s2, score = _pair(rng, genre)
             pid = f"LAT-{split}-{i:04d}"
             inputs.append({"pair_id": pid, "genre": genre, "sentence1": s1, "sentence2": s2})

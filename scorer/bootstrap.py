@@ -314,6 +314,8 @@ class Bootstrap:
         # that scheme (a part of the key of the resamples kept by the server)
         self.clusters: list[str] | None = None
         self.resampling = "units"
+        # a macro's groups' own resampled values, left by the last `samples` (keyed units)
+        self.group_samples: dict | None = None
         self._impl = UNITS[self.family.name]
         self._impl.setup(self, task, store, split, only)
 
@@ -449,7 +451,18 @@ def _moment_sums(gold: np.ndarray, pred: np.ndarray, unit: np.ndarray | None, W:
 def _spread(values: np.ndarray, unit: np.ndarray | None, W: np.ndarray) -> np.ndarray:
     """Per resample, whether the drawn items' values are not all equal (scipy's constant test)."""
     if unit is None:
-        lo_u = hi_u = values
+        # one item per unit: the values sorted once, each resample's smallest and largest drawn
+        # value are those of its first and last drawn unit in that order (no B x n float copies)
+        order = np.argsort(values, kind="stable")
+        drawn = W[:, order] > 0
+        n = drawn.shape[1]
+        if n == 0:
+            return np.zeros(W.shape[0], dtype=bool)
+        first = drawn.argmax(axis=1)
+        last = n - 1 - drawn[:, ::-1].argmax(axis=1)
+        v = values[order]
+        with np.errstate(invalid="ignore"):
+            return drawn[np.arange(drawn.shape[0]), first] & (v[last] > v[first])
     else:
         U = W.shape[1]
         lo_u = np.full(U, np.inf)
@@ -593,6 +606,9 @@ class _KeyedUnits(_Units):
             }
             fold_held = {f: sum(held[n] for n in names) for f, names in boot.fold_groups.items()}
             return _group_mean(fold_values, fold_held, B)
+        # each group's own resampled values, on the way to their mean: what a board ranked by
+        # one group (a language's board) would compute again from the same matrix
+        boot.group_samples = per
         return _group_mean(per, held, B)
 
 

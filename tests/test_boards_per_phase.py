@@ -417,6 +417,40 @@ def test_api_and_cli_runs_land_on_their_boards_and_publication_freezes_every_boa
     bad = remote(url, tokens["org"], "leaderboard", TASK, "--board", "poetry", "--json", ok=False)
     assert bad.exit_code != 0 and "'poetry'" in json.loads(bad.stdout)["error"]["message"]
 
+    # the API's phase edit: a bad declaration is a 422 naming its path (odd characters in a name,
+    # a filter on a fact the competition does not declare, an undeclared subset); nothing changes
+    for boards, where in (
+        ([{"name": "../x<y>", "title": "x", "ranking": {"metric": "spearman"}}], "boards.0.name"),
+        (
+            [
+                {
+                    "name": "t",
+                    "title": "T",
+                    "ranking": {"metric": "spearman"},
+                    "filter": {"fact": "gold", "equals": ["x"]},
+                }
+            ],
+            "boards[0].filter.fact: 'gold' is not a declared fact field",
+        ),
+        (
+            [{"name": "p", "title": "P", "ranking": {"subset": "poetry", "metric": "spearman"}}],
+            "boards[0].ranking.subset: 'poetry' is not a declared subset",
+        ),
+        ([{"name": "main", "title": "M", "ranking": {"metric": "spearman"}}], "boards.0.name"),
+    ):
+        r = c.patch(f"/api/v1/tasks/{TASK}/phases/{PHASE}", json={"boards": boards}, headers=org)
+        assert r.status_code == 422 and where in r.json["error"]["message"], r.json
+        assert "Traceback" not in r.get_data(as_text=True)
+    ev = [
+        p for p in c.get(f"/api/v1/tasks/{TASK}", headers=org).json["phases"] if p["name"] == PHASE
+    ]
+    assert [b["name"] for b in ev[0]["boards"]] == list(BOARDS)
+    # a participant may not edit them
+    r = c.patch(
+        f"/api/v1/tasks/{TASK}/phases/{PHASE}", json={"boards": []}, headers=_h(tokens["alpha"])
+    )
+    assert r.status_code == 403
+
     # publication: every board's final ranking, in version 1
     r = c.post(f"/api/v1/tasks/{TASK}/phases/{PHASE}/publish", headers=org, json={"close": True})
     assert r.status_code == 201, r.json
@@ -451,6 +485,18 @@ def test_api_and_cli_runs_land_on_their_boards_and_publication_freezes_every_boa
     for sid in rescored:
         assert _run_job(sid)["status"] == "scored"
     assert published() == before
+    # the boards change after publication (one removed, one added): version 1 keeps its own
+    declared = json.loads(json.dumps(ev[0]["boards"][1:3]))
+    declared.append(
+        {"name": "verse-r", "title": "Verse r", "ranking": {"subset": "verse", "metric": "pearson"}}
+    )
+    r = c.patch(f"/api/v1/tasks/{TASK}/phases/{PHASE}", json={"boards": declared}, headers=org)
+    assert r.status_code == 200, r.json
+    assert [b["name"] for b in r.json["boards"]] == ["main", "prose", "verse", "verse-r"]
+    assert published() == before
+    r = c.get(f"/api/v1/tasks/{TASK}/phases/{PHASE}/rankings/1?board=verse-r", headers=org)
+    assert r.status_code == 404
+    assert "its boards: main, prose, track-b, verse" in r.json["error"]["message"]
 
     # a backup restored on another data directory serves every board's bytes
     out = tmp_path / "backups"
@@ -554,3 +600,35 @@ def test_a_web_run_lands_on_its_boards_and_the_chooser_works_at_1366_and_390(
         )
         d.save_screenshot(str(tmp_path / f"track-b-{width}.png"))
         assert _errors(d) == []
+
+
+def test_a_macros_groups_resampled_on_the_way_are_a_group_boards_own(site):
+    """The phase's one matrix feeds every board: where the primary value is a macro over the
+    groups, each group's resampled values are computed on the way and kept for the boards ranked
+    by one group; they equal, bit for bit, what such a board computes on its own."""
+    import dataclasses
+
+    from scorer.bootstrap import Bootstrap
+    from server.boards import stats
+    from tasks import get_task
+    from tasks.store import TaskStore
+
+    runs = _runs(site)
+    task = get_task(TASK)
+    by_macro = dataclasses.replace(task, primary=("macro", "spearman"))
+    store = TaskStore(TASK, site.settings.home)
+    macro = Bootstrap(by_macro, store, "test", None)
+    W = macro.weights(B, 7)
+    for name in ("alpha", "gamma"):  # gamma covers prose only: its verse values are undefined
+        sid, _ = runs[name]
+        with site.session() as s:
+            from server.models import Submission
+
+            attempt = s.get(Submission, sid).score_attempt
+        arrays = stats.load_units(site.settings, task, "test", sid, attempt)
+        macro.samples(arrays, W)
+        for genre in ("prose", "verse"):
+            own = Bootstrap(task, store, "test", None, value=(genre, "spearman"))
+            assert own.units == macro.units
+            np.testing.assert_array_equal(macro.group_samples[genre], own.samples(arrays, W))
+    assert np.isnan(macro.group_samples["verse"]).all()

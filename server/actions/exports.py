@@ -79,18 +79,17 @@ def export_ranking(
     common.require_organizer(actor, s, task_id=task.id)
     if fmt not in EXPORT_TYPES:
         raise NotFound(f"no export format {fmt!r} (csv, json, tex)")
-    spec = boards.resolve(phase, board)
     rv = publication.latest_ranking(s, phase.id, version)
     if rv is None and version is not None:
         raise NotFound(f"{task.id}/{phase.name} has no published version {version}")
     main_rv = rv
-    if rv is not None and spec is not None:
-        rv = publication.board_ranking(s, rv, spec.name)
-        if rv is None:
-            raise NotFound(
-                f"version {main_rv.version} of {task.id}/{phase.name} was published before its "
-                f"board {spec.name!r} was declared"
-            )
+    # a published version: its own boards; before publication: the phase's declared ones
+    spec = None
+    if rv is not None:
+        rv = publication.published_board(s, rv, board)
+    else:
+        spec = boards.resolve(phase, board)
+    name_of_board = board if board not in (None, "", "main") else None
     if facts:
         return _export_facts(s, task, phase, fmt, rv, actor=actor, via=via)
     with transaction(s):  # the export is audited, in a transaction of its own
@@ -101,10 +100,10 @@ def export_ranking(
             f"phase:{phase.id}",
             format=fmt,
             version=main_rv.version if main_rv else None,
-            board=spec.name if spec is not None else "main",
+            board=name_of_board or "main",
             via=via,
         )
-    on = f"-{spec.name}" if spec is not None else ""
+    on = f"-{name_of_board}" if name_of_board else ""
     name = (
         f"{task.id}-{phase.name}{on}-ranking"
         f"{f'-v{main_rv.version}' if main_rv else '-preview'}.{fmt}"

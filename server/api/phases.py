@@ -31,8 +31,7 @@ from server.api.common import (
 )
 from server.api.openapi import op
 from server.db import db
-from server.domain import boards
-from server.domain.publication import board_ranking, latest_ranking
+from server.domain.publication import latest_ranking, published_board
 from server.models import (
     Phase,
     RankingVersion,
@@ -180,19 +179,11 @@ def ranking_version(task_id, phase_name, version):
     t = find_task(task_id)
     s = db()
     p = find_phase(s, t.id, phase_name)
-    spec = boards.resolve(p, query_model(m.BoardQuery).board)
+    board = query_model(m.BoardQuery).board
     rv = latest_ranking(s, p.id, version)
     if rv is None:
         raise ApiError(404, "not_published", f"{t.id}/{p.name} has no published version {version}")
-    if spec is not None:
-        rv = board_ranking(s, rv, spec.name)
-        if rv is None:
-            raise ApiError(
-                404,
-                "not_published",
-                f"version {version} of {t.id}/{p.name} has no board {spec.name!r} (published "
-                "before it was declared)",
-            )
+    rv = published_board(s, rv, board)
     return Response(rv.body_json.encode("utf-8"), mimetype="application/json")
 
 

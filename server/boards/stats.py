@@ -279,7 +279,18 @@ class Part:
                 settings, self.task, self.split, submission_id, attempt
             )
         boot = self.boot if value is None else self.boot_of(settings, value)
+        boot.group_samples = None
         x = boot.samples(arrays, self.W)
+        if boot.group_samples and boot.subset == "macro":
+            # a macro's groups were resampled on the way (each within its stratum, with this
+            # part's matrix): kept as the samples of the boards ranked by one group, which then
+            # cost nothing more (bit for bit what they would compute)
+            for group, g in boot.group_samples.items():
+                q = self.samples_path(settings.home, submission_id, attempt, (group, boot.metric))
+                if not q.is_file():
+                    buf = io.BytesIO()
+                    np.save(buf, g)
+                    _share(settings, q, buf.getvalue())
         buf = io.BytesIO()
         np.save(buf, x)
         _share(settings, p, buf.getvalue())

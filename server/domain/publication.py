@@ -17,7 +17,7 @@ from sqlmodel import Session
 from server.domain import boards, partitions
 from server.domain.lifecycle import PENDING, RANKED_RUN_RULE, close, phase_changed, phase_state
 from server.domain.provenance import current_provenance
-from server.exceptions import LifecycleRefused
+from server.exceptions import LifecycleRefused, NotFound
 from server.models import BoardRanking, Phase, RankingVersion, Submission, User, utcnow
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,24 @@ def board_ranking(s: Session, rv: RankingVersion, board: str) -> BoardRanking | 
     """A declared board's published ranking in the version `rv`."""
     q = select(BoardRanking).where(BoardRanking.ranking_id == rv.id, BoardRanking.board == board)
     return s.execute(q).scalars().first()
+
+
+def published_board(s: Session, rv: RankingVersion, board: str | None):
+    """The published ranking of one board in the version `rv` (the RankingVersion itself for
+    "main" or None), or NotFound naming the boards that version has (a board declared since, or
+    removed since, is answered by what was published)."""
+    if board in (None, "", "main"):
+        return rv
+    got = board_ranking(s, rv, board)
+    if got is None:
+        q = select(BoardRanking.board).where(BoardRanking.ranking_id == rv.id)
+        names = ["main", *sorted(s.execute(q).scalars())]
+        shown = board if len(board) <= 40 else board[:40] + "…"
+        raise NotFound(
+            f"version {rv.version} of the final ranking of {rv.task_id}/{rv.phase_name} has no "
+            f"board {shown!r} (its boards: {', '.join(names)})"
+        )
+    return got
 
 
 def latest_ranking(s: Session, phase_id: int, version: int | None = None) -> RankingVersion | None:
