@@ -43,8 +43,9 @@ GENRES = ("prose", "verse", "letters", "drama", "law")
 
 def ten_boards(which: str, primary: str = "all") -> list[dict]:
     """`genres`: one board per genre (Spearman; as a shared task's per-language boards) and five
-    track boards (tracks A and B ranked by the primary subset, track B on three genres); `metrics`: Spearman and
-    Pearson on prose and on verse, and tracks A and B each on all, prose and verse."""
+    track boards (tracks A and B ranked by the primary subset, track B on three genres);
+    `metrics`: Spearman and Pearson on prose and on verse, and tracks A and B each on all, prose
+    and verse."""
     if which == "genres":
         out = [
             {"name": g, "title": g, "ranking": {"subset": g, "metric": "spearman"}} for g in GENRES
