@@ -168,3 +168,18 @@ def test_runs_land_on_their_track_and_language_boards(site):
     mine = (cleo["metrics"]["afr/spearman"] + cleo["metrics"]["eng/spearman"]) / 2
     assert "covers afr, eng only, not esp, hin" in cleo["why_empty"]
     assert f"its macro over the 2 it covers is {mine:.4f}" in cleo["why_empty"]
+    # an organizer moves dora's run from Track B to Track C: it leaves b-afr for c-afr at once
+    from server.actions import submissions as sub_actions
+
+    (dora,) = [sid for sid, (n, _) in preds.items() if n == "dora"]
+    with site.session() as s:
+        sub_actions.move_track(s=s, submission_id=dora, track="C", reason="cross-lingual after all",
+                               actor=None, settings=site.settings)  # fmt: skip
+    burst(site)
+    for board, has in (("b-afr", False), ("c-afr", True)):
+        got = c.get(f"/tasks/{TASK}/leaderboard.json?phase=test&board={board}").get_json()
+        ids = {x["submission_id"] for x in got["rows"] if x["row_type"] == "team"}
+        assert (dora in ids) is has, board
+        # the new revision's statistics: computed by the job the move asked for after its commit
+        # (this app never asks for them itself)
+        assert got["statistics"]["status"] == "ready", board
