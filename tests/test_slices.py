@@ -327,3 +327,26 @@ def test_the_annotators_and_sources_have_their_boards(request, tmp_path, monkeyp
         docs, pred, lambda d: int(d["pair"] == "en-fr" and ann[d["id"]] == 2 and d["id"] in units)
     )
     assert row["metrics"]["en-fr-a2/spearman"] == pytest.approx(spearmanr(y, p).statistic, abs=1e-9)
+
+
+def test_a_slice_is_declared_among_the_subsets_in_a_group():
+    from pydantic import ValidationError
+
+    from tasks.builtin import builtin_spec
+    from tasks.bundle_models import TaskSpec
+
+    spec = builtin_spec("swissgov-rsd")
+    assert TaskSpec.model_validate(spec).slices[0].subset == "en-de-a1"
+    for change, message in (
+        ({"subset": "en-xx-a1"}, "'en-xx-a1' is not among the subsets"),
+        ({"group": "en-xx"}, "its group 'en-xx' is not a group"),
+        ({"group": "en-de-a2"}, "its group 'en-de-a2' is not a group"),
+        ({"group": ""}, "a tokens slice names its group"),
+        ({"field": "pair"}, "names the group field 'pair'"),
+    ):
+        bad = dict(spec, slices=[{**spec["slices"][0], **change}, *spec["slices"][1:]])
+        with pytest.raises(ValidationError, match=message):
+            TaskSpec.model_validate(bad)
+    twice = dict(spec, slices=[spec["slices"][0], spec["slices"][0]])
+    with pytest.raises(ValidationError, match="declared twice"):
+        TaskSpec.model_validate(twice)

@@ -25,6 +25,7 @@ from server.domain import people
 from server.domain.facts import check_facts
 from server.exceptions import LifecycleRefused, UploadFieldsInvalid
 from server.models import AuditLog, Phase, Submission, Team, TeamMember, User
+from tasks.builtin import builtin_spec
 from tasks.bundle_models import CompetitionSpec, FactField
 from tests.webkit import Browser
 
@@ -113,6 +114,17 @@ def test_a_rule_is_declared_on_a_choice_naming_its_choices_and_another_fact():
             ]
         )
     assert "rules" in CompetitionSpec.model_json_schema()["$defs"]["FactField"]["properties"]
+    # a bundle's fact sheet: the same check, with the path of the rule
+    other = {**TRACK, "key": "lane", "rules": [{"when": ["A"], "fact": "track", "only": ["Z"]}]}
+    with pytest.raises(ValidationError, match=r"fact_fields\.2\.rules\.0\.only: 'Z' not among"):
+        CompetitionSpec.model_validate(
+            {
+                "id": "c",
+                "title": "C",
+                "fact_fields": [TRACK, FILES, other],
+                "tasks": [builtin_spec("trac")],
+            }
+        )
 
 
 # ----------------------------------------------------------------------------- at upload
