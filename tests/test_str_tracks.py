@@ -95,7 +95,7 @@ def test_each_phase_has_the_boards_of_each_tracks_languages(site):
         c = people.competition_of_task(s, TASK)
         track = next(f for f in c.fact_fields if f["key"] == "track")
         assert track["choices"] == ["A", "B", "C"] and track["rules"][0]["when"] == ["B"]
-        log = s.execute(select(AuditLog).where(AuditLog.action == "competition_edit")).scalars()
+        log = s.execute(select(AuditLog).where(AuditLog.action == "fact_sheet.extend")).scalars()
         assert any(a.details.get("fact_fields_added") == ["track", "labelled_data"] for a in log)
 
 

@@ -43,7 +43,7 @@ def ensure_facts(s: Session, task_id: str, wanted: list[dict]) -> None:
     audit.record(
         s,
         None,
-        "competition_edit",
+        "fact_sheet.extend",
         c.slug,
         competition_id=c.id,
         via="system",
