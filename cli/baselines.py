@@ -15,6 +15,7 @@ import click
 
 from cli.choices import LazyChoice
 from cli.client import Client, ClientError, load_config
+from cli.participant.submit import fact_sheet
 from tasks import task_ids
 
 SYSTEM_NAMES = (
@@ -178,6 +179,14 @@ def register(group: click.Group, *, home_option, friendly) -> None:
         help="Phase to record in (repeatable; default: every phase on the task's test split).",
     )
     @click.option(
+        "--fact",
+        "facts",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="With --record or --server: an answer of the competition's fact sheet each recorded "
+        "run carries (repeatable), e.g. its track: --fact track=B.",
+    )
+    @click.option(
         "--enqueue",
         is_flag=True,
         help="Do not run here: put each run on the baselines queue of the server at --home "
@@ -209,6 +218,7 @@ def register(group: click.Group, *, home_option, friendly) -> None:
         server,
         token,
         phases,
+        facts,
         enqueue,
         sandbox,
     ):
@@ -231,6 +241,12 @@ def register(group: click.Group, *, home_option, friendly) -> None:
         )
         if quiet:
             opts.progress = False
+        try:
+            sheet = fact_sheet(None, facts)
+        except ValueError as e:
+            raise click.UsageError(str(e)) from None
+        if sheet and not (record or server):
+            raise click.UsageError("--fact goes with a recorded run: add --record or --server")
         if enqueue:
             if record or server:
                 raise click.UsageError(
@@ -272,9 +288,9 @@ def register(group: click.Group, *, home_option, friendly) -> None:
             if record or server:
                 for r in results:
                     r["recorded"] = (
-                        record_remote(r, server, token, list(phases) or None)
+                        record_remote(r, server, token, list(phases) or None, facts=sheet)
                         if server
-                        else record_baseline(r, home=home, phases=list(phases) or None)
+                        else record_baseline(r, home=home, phases=list(phases) or None, facts=sheet)
                     )
         if as_json:
             click.echo(json.dumps(results, indent=2))
@@ -294,7 +310,12 @@ def register(group: click.Group, *, home_option, friendly) -> None:
 
 
 def record_remote(
-    result: dict, server: str, token: str | None, phases: list[str] | None
+    result: dict,
+    server: str,
+    token: str | None,
+    phases: list[str] | None,
+    *,
+    facts: dict | None = None,
 ) -> list[dict]:
     """Record one run of `run_baselines` on `server` with an organizer's `token` (REST API), as
     `server.domain.baselines.record_baseline` does locally; one {phase, submission_id, duplicate}
@@ -338,6 +359,7 @@ def record_remote(
                     "baseline": "true",
                     "method_name": method,
                     "description": describe_run(result),
+                    **{f"fact.{k}": v for k, v in (facts or {}).items()},
                 },
             )
             out.append(

@@ -540,7 +540,10 @@ class _KeyedUnits(_Units):
         boot.gold = np.array([gold[i][task.gold_field] for i in keep], dtype=np.float64)
         # the subsets the primary value is taken over: `all`, one group, or (macro) every
         # declared group, each resampled within itself so that a resample holds the same groups
-        if boot.subset == "all":
+        sl = task.slice_of(boot.subset)
+        if sl is not None:  # a source, an annotator: a field of the gold beside the group
+            boot.masks = {boot.subset: np.array([sl.holds(gold[i], gf) for i in keep], dtype=bool)}
+        elif boot.subset == "all":
             boot.masks = {"all": np.ones(len(keep), dtype=bool)}
         elif boot.subset == "macro":
             boot.masks = {g: np.array([x == g for x in group], dtype=bool) for g in task.groups}
@@ -635,7 +638,10 @@ class _TokenUnits(_Units):
         path = store.gold(split, boot.family.gold)
         full = token_gold(cache_key(path), None, task.groups, task.group_field)
         rows = read_jsonl(path)
-        boot.pairs = {}
+        # a slice (one annotator's documents of a pair) is its pair's documents of the slice: the
+        # same units and columns as the pair's (one matrix feeds every board), fewer of them used
+        sl = task.slice_of(boot.subset)
+        boot.pairs, boot.slices, boot.slice_pair = {}, {}, {}
         boot.units, boot.strata = [], []
         for pair in task.groups:
             if pair not in full:
@@ -645,40 +651,43 @@ class _TokenUnits(_Units):
             lens = np.array([len(by_id[i]["labels_a"]) + len(by_id[i]["labels_b"]) for i in ids])
             doc_all = np.repeat(np.arange(len(ids)), lens)[mask]  # document of each scored token
             keep_doc = np.array([only is None or i in only for i in ids])
-            tok = keep_doc[doc_all]
-            newidx = np.cumsum(keep_doc) - 1
             kept = [i for i, k in zip(ids, keep_doc, strict=True) if k]
             if not kept:
                 continue
             col0 = len(boot.units)
             boot.units += kept
             boot.strata += [pair] * len(kept)
-            boot.pairs[pair] = (
-                np.arange(col0, col0 + len(kept)),
-                tok,
-                TokenPair(newidx[doc_all[tok]], gvec[tok], len(kept)),
-            )
+            cols = np.arange(col0, col0 + len(kept))
+            boot.pairs[pair] = _token_entry(keep_doc, doc_all, gvec, cols)
+            if sl is not None and sl.group == pair:
+                mine = keep_doc & np.array([sl.holds(by_id[i], task.group_field) for i in ids])
+                in_slice = np.array([sl.holds(by_id[i], task.group_field) for i in kept])
+                if mine.any():
+                    boot.slices[sl.subset] = _token_entry(mine, doc_all, gvec, cols[in_slice])
+                    boot.slice_pair[sl.subset] = pair
 
     @staticmethod
     def samples(boot, decl, arrays, W):
         B = W.shape[0]
         per, held, jobs = {}, {}, {}
-        for pair, (cols, tok, tp) in boot.pairs.items():
-            if boot.subset not in ("macro", pair):
+        sliced = boot.task.slice_of(boot.subset) is not None
+        entries = boot.slices if sliced else boot.pairs
+        for name, (cols, tok, tp) in entries.items():
+            if not sliced and boot.subset not in ("macro", name):
                 continue
-            # the pair's columns of the matrix and their sums, copied once per matrix
-            w = boot._held(("columns", pair), lambda cols=cols: W[:, cols])
-            held[pair] = boot._held(("held", pair), lambda w=w: w.sum(axis=1))
-            p = arrays.get(f"pred:{pair}")
+            # the columns of the matrix and their sums, copied once per matrix
+            w = boot._held(("columns", name), lambda cols=cols: W[:, cols])
+            held[name] = boot._held(("held", name), lambda w=w: w.sum(axis=1))
+            p = arrays.get(f"pred:{boot.slice_pair.get(name, name)}")
             if p is None:  # a pair the submission leaves out
-                per[pair] = np.full(B, np.nan)
+                per[name] = np.full(B, np.nan)
                 continue
             p = np.asarray(p, dtype=np.float64)[tok]
             if decl.statistics == "moments":
-                jobs[pair] = (weighted_pearson, (tp.gold, p, w, tp.doc), {})
+                jobs[name] = (weighted_pearson, (tp.gold, p, w, tp.doc), {})
             else:  # spearman, the one exact form over clusters
-                gold = boot._held(("pair", pair), lambda tp=tp, w=w: tp.gold_side(w))
-                jobs[pair] = (tp.spearman, (p, w), {"gold": gold})
+                gold = boot._held(("pair", name), lambda tp=tp, w=w: tp.gold_side(w))
+                jobs[name] = (tp.spearman, (p, w), {"gold": gold})
         # the pairs are independent, and numpy's sorts, products and sums and the compiled sweep
         # release the GIL: on several cores they run side by side (the same operations, so the
         # same values), each with one BLAS thread; BLAS's own threads on top of the pairs' would
@@ -692,10 +701,18 @@ class _TokenUnits(_Units):
                 per.update({k: d.result() for k, d in done.items()})
         else:
             per.update({k: f(*a, **kw) for k, (f, a, kw) in jobs.items()})
-        per = {pair: per[pair] for pair in held}  # the pairs' order, as the mean takes them
+        per = {name: per[name] for name in held}  # the pairs' order, as the mean takes them
         if boot.subset != "macro":
             return per.get(boot.subset, np.full(B, np.nan))
         return _group_mean(per, held, B)
+
+
+def _token_entry(keep_doc, doc_all, gvec, cols):
+    """(the matrix's columns, the scored tokens kept, their TokenPair) of the documents `keep_doc`
+    of one language pair (`doc_all`: each scored token's document)."""
+    tok = keep_doc[doc_all]
+    newidx = np.cumsum(keep_doc) - 1
+    return cols, tok, TokenPair(newidx[doc_all[tok]], gvec[tok], int(keep_doc.sum()))
 
 
 # ----------------------------------------------------------------- links, by query

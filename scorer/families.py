@@ -453,16 +453,19 @@ class Keyed(Family):
         for name in task.subsets:
             if name == "macro":
                 continue
-            mask = (
-                np.ones(gold.size, dtype=bool)
-                if name == "all"
-                else np.array([g == name for g in group], dtype=bool)
-            )
+            sl = task.slice_of(name)
+            if sl is not None:  # a source, an annotator: a field of the gold beside the group
+                mask = np.array([sl.holds(r, gf) for r in gold_rows], dtype=bool)
+            elif name == "all":
+                mask = np.ones(gold.size, dtype=bool)
+            else:
+                mask = np.array([g == name for g in group], dtype=bool)
             if not mask.any():  # the same keys as a value would have, each None
                 result[name] = metrics.per_item(names, gold[:0], gold[:0])[0]
                 notes.append(_no_unit_note(name, task.unit_name, only))
                 continue
-            in_gold[name] = True
+            if sl is None:
+                in_gold[name] = True
             if not covered[mask].all():  # only with partial_groups: validation requires the rest
                 result[name] = metrics.per_item(names, gold[:0], gold[:0])[0]
                 notes.append(f"{name}: not in the submission")
@@ -599,8 +602,49 @@ class Tokens(Family):
             vals, why = metrics.per_item(names, gvec, pvec)
             result[pair] = vals
             notes += [f"{pair}: {w}" for w in why]
+        self._score_slices(parsed, only, result, notes)
         _group_scores(task, names, in_gold, only, result, notes)
         return Scored({s: result[s] for s in task.subsets if s in result}, notes)
+
+    def slice_docs(self, sl, only: frozenset | None) -> tuple[str, frozenset]:
+        """A slice's language pair and documents (within `only`): its group's documents whose gold
+        row has the slice's field value (SwissGov-RSD: one annotator's documents of a pair)."""
+        gf = self.task.group_field
+        rows = _read_jsonl_cached(cache_key(self.store.gold(self.split, "gold.jsonl")))
+        docs = frozenset(
+            r["id"] for r in rows if sl.holds(r, gf) and (only is None or r["id"] in only)
+        )
+        pairs = {r[gf] for r in rows if r["id"] in docs}
+        return (sl.group or (next(iter(pairs)) if len(pairs) == 1 else "")), docs
+
+    def _score_slices(self, parsed, only, result: dict, notes: list) -> None:
+        """Each declared slice, scored as its group is on the slice's documents alone; a slice
+        over several groups pools their tokens."""
+        task, names = self.task, self.task.metrics
+        path = cache_key(self.store.gold(self.split, "gold.jsonl"))
+        for sl in task.slices:
+            _pair, docs = self.slice_docs(sl, only)
+            gold = token_gold(path, docs, task.groups, task.group_field) if docs else {}
+            ids = [i for g in task.groups for i in gold.get(g, ([], None, None))[0]]
+            if not ids or not all(i in parsed for i in ids):
+                result[sl.subset] = metrics.per_item(names, [], [])[0]
+                notes.append(
+                    f"{sl.subset}: not in the submission"
+                    if ids
+                    else _no_unit_note(sl.subset, task.unit_name, only)
+                )
+                continue
+            gvec = np.concatenate([gold[g][1] for g in task.groups if g in gold])
+            pvec = np.concatenate(
+                [
+                    np.concatenate([np.concatenate(parsed[i]) for i in gold[g][0]])[gold[g][2]]
+                    for g in task.groups
+                    if g in gold
+                ]
+            )
+            vals, why = metrics.per_item(names, gvec, pvec)
+            result[sl.subset] = vals
+            notes += [f"{sl.subset}: {w}" for w in why]
 
 
 def _n_tokens(text: str) -> int:

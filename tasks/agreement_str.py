@@ -2,10 +2,11 @@
 
 The task repository keeps, beside `Track A/`, the raw BWS annotations of some languages in
 `BWS_annotations/` (at commit 3c5941d: arq_bws.csv, esp_bws.csv, marathi.csv, telugu_*.csv for
-Track A's arq, esp, mar and tel; arb_bws.csv, hi_dev.csv and hindi_test.csv are Track B/C
-languages, not str's). One row per annotated 4-tuple: four item cells, each a Python list literal
-`['sentence 1', 'sentence 2']`, then the position (1-4) of the most and of the least related item.
-There is no annotator column: a tuple annotated twice appears on two rows.
+Track A's arq, esp, mar and tel; arb_bws.csv, hi_dev.csv and hindi_test.csv for Tracks B and C's
+arb and hin, whose gold is in `Track B/` and `Track C/`). One row per annotated 4-tuple: four
+item cells, each a Python list literal `['sentence 1', 'sentence 2']`, then the position (1-4) of
+the most and of the least related item. There is no annotator column: a tuple annotated twice
+appears on two rows.
 
 The procedure is Kiritchenko and Mohammad's (2016/2017; their SHR-BWS.pl, re-implemented here, not
 copied): for each split, every tuple's annotations are shuffled and cut in two, the first half
@@ -33,7 +34,7 @@ import numpy as np
 from scipy import sparse, stats
 from scipy.stats import rankdata
 
-from tasks.str_release import LANGUAGES, read_pairs, str_base
+from tasks.str_release import LANGUAGES, read_pairs, track_bases
 
 SEED = 1234  # SHR-BWS.pl's seed
 SPLITS = 1000
@@ -48,6 +49,11 @@ ALIASES = {
     "kinyarwanda": "kin",
     "marathi": "mar",
     "telugu": "tel",
+    "hindi": "hin",
+    "hi_": "hin",
+    "afrikaans": "afr",
+    "indonesian": "ind",
+    "punjabi": "pan",
 }
 """File-name prefixes the repository uses besides the language codes (marathi.csv,
 telugu_test.csv)."""
@@ -340,9 +346,9 @@ def str_agreement(
     langs = list(languages) if languages else list(LANGUAGES)
     by_lang, other = annotation_files(folder, langs)
     try:
-        base = str_base(source)
+        bases = list(track_bases(source).values())
     except Exception:  # noqa: BLE001 - the annotations can be measured without the release's gold
-        base = None
+        bases = []
     out = {
         "source": FOLDER,
         "procedure": "split-half reliability (Kiritchenko and Mohammad's SHR-BWS)",
@@ -364,7 +370,9 @@ def str_agreement(
             "tuples_by_annotations": {str(i): int(c) for i, c in enumerate(sizes) if c},
             **split_half_reliability(ann, n_splits, seed),
         }
-        gold = _release_gold(base, lang) if base is not None and (base / lang).is_dir() else {}
+        # the first track that holds the language (its dev and test gold are the same in each)
+        base = next((b for b in bases if (b / lang).is_dir()), None)
+        gold = _release_gold(base, lang) if base is not None else {}
         if gold:
             a["gold_check"] = gold_check(ann, gold)
             released = np.array([x in gold for x in ann.items])

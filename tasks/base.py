@@ -96,6 +96,26 @@ class CrossValidation:
 
 
 @dataclass(frozen=True)
+class Slice:
+    """A subset that is not a group: the units (of `group`, or of every group when "") whose gold
+    row has `field` equal to `equals` (STR-2022's pairs of one source, SwissGov-RSD's documents of
+    one annotator in one language pair). It has its own column like a group; `macro` never
+    averages it (the groups alone make the macro), and a submission's coverage is its groups'."""
+
+    subset: str
+    field: str
+    equals: str
+    group: str = ""
+
+    def holds(self, row: dict, group_field: str) -> bool:
+        """Whether a gold row is one of the slice's units."""
+        if self.group and row.get(group_field) != self.group:
+            return False
+        v = row.get(self.field)
+        return v is not None and str(v) == self.equals
+
+
+@dataclass(frozen=True)
 class PaperRow:
     """A published system's results shown as an unranked row of the boards on `split` (e.g. the
     authors' per-fold figures on a cross-validated board): `values` maps board column keys
@@ -168,6 +188,12 @@ class Task:
     paper_rows: tuple[PaperRow, ...] = ()
     # links: the depths k at which a scored run is also cut and scored as a set of links
     cut_at: tuple[int, ...] = ()
+    # subsets by another field of the gold than the group's (a source, an annotator)
+    slices: tuple[Slice, ...] = ()
+    # "module:function" giving the boards of a phase from what the import found, and the facts
+    # their filters ask: `(task, manifest, phase_name, split) -> {"boards": [...], "facts": [...]}`
+    # (STR: each track's languages, `tasks.semrel:track_boards`); a declared phase's boards win
+    import_boards: str = ""
     # the boards each declared phase has beside its default one: (phase name, its boards as the
     # JSON of tasks.bundle_models.BoardSpec), recorded on the phase when it is made
     phase_boards: tuple[tuple[str, str], ...] = ()
@@ -185,8 +211,14 @@ class Task:
 
     @property
     def groups(self) -> tuple[str, ...]:
-        """The subsets that group units (every declared subset but the aggregates)."""
-        return tuple(s for s in self.subsets if s not in AGGREGATES)
+        """The subsets that group units (every declared subset but the aggregates and the
+        slices)."""
+        sliced = {sl.subset for sl in self.slices}
+        return tuple(s for s in self.subsets if s not in AGGREGATES and s not in sliced)
+
+    def slice_of(self, subset: str) -> "Slice | None":
+        """The declared slice named `subset`, or None (a group or an aggregate)."""
+        return next((sl for sl in self.slices if sl.subset == subset), None)
 
     @property
     def unit_name(self) -> str:

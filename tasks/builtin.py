@@ -154,6 +154,7 @@ PYTHON: dict[str, dict] = {
         demo=Demo(release="tasks.semrel:demo_release", predictions="tasks.demo:keyed_predictions"),
         agreement="tasks.agreement_str:str_release",
         agreement_rows="tasks.agreement:str_rows",
+        import_boards="tasks.semrel:track_boards",
     ),
 }
 

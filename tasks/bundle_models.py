@@ -57,6 +57,75 @@ FactKind = Literal["text", "long_text", "choice", "yes_no", "url"]
 FACT_KEY = r"^[a-z][a-z0-9_]{0,39}$"
 
 
+class FactRule(Spec):
+    """A rule of a choice field (a track) the server checks at upload: when the field answers one
+    of `when`, the fact `fact` may not declare any of `forbid`, or may declare only values among
+    `only` (an unanswered fact breaks an `only` rule). A text answer declares the items it lists,
+    separated by commas; values compare without case. E.g. Track B forbids declaring training
+    files with labels: `{when: [B], fact: training_files, forbid: [train]}`."""
+
+    when: list[str] = Field(min_length=1, max_length=50)
+    fact: str = Field(pattern=FACT_KEY)
+    forbid: list[str] = Field(default_factory=list, max_length=200)
+    only: list[str] = Field(default_factory=list, max_length=200)
+    message: str = Field("", max_length=300, description="Said with the refusal (why the rule).")
+
+    _message = field_validator("message")(_no_control)
+
+    @field_validator("forbid", "only")
+    @classmethod
+    def _values(cls, v):
+        for x in v:
+            if not x.strip() or len(x) > 200 or CONTROL.search(x) or "," in x:
+                raise ValueError("a value is 1 to 200 characters, no comma or control character")
+        return v
+
+    @model_validator(mode="after")
+    def _one_kind(self):
+        if bool(self.forbid) == bool(self.only):
+            raise ValueError("a rule gives either forbid or only (one of them)")
+        return self
+
+
+def fact_items(value) -> list[str]:
+    """The values an answer declares, for a rule: a yes/no as yes or no, a text's comma-separated
+    items, each stripped and lowercased."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, bool):
+        return ["yes" if value else "no"]
+    return [x.strip().lower() for x in str(value).split(",") if x.strip()]
+
+
+def fact_rule_problems(fields) -> list[tuple[tuple, str]]:
+    """What is wrong with the rules of a list of fact fields (FactField or dicts) against one
+    another: (path, message) pairs, e.g. (("fact_fields", 0, "rules", 1, "fact"), "...")."""
+    rows = [f.model_dump() if isinstance(f, BaseModel) else f for f in fields]
+    by_key = {f.get("key"): f for f in rows}
+    out: list[tuple[tuple, str]] = []
+    for i, f in enumerate(rows):
+        for j, r in enumerate(f.get("rules") or ()):
+            at = ("fact_fields", i, "rules", j)
+            other = by_key.get(r.get("fact"))
+            if other is None or r.get("fact") == f.get("key"):
+                known = ", ".join(k for k in by_key if k != f.get("key")) or "none"
+                out.append((at + ("fact",), f"{r.get('fact')!r}: not another fact field ({known})"))
+            elif other.get("kind") == "choice":
+                bad = [
+                    x
+                    for x in (r.get("forbid") or []) + (r.get("only") or [])
+                    if x not in other.get("choices", ())
+                ]
+                if bad:
+                    out.append(
+                        (
+                            at + ("forbid" if r.get("forbid") else "only",),
+                            f"{', '.join(map(repr, bad))} not among the choices of {other['key']}",
+                        )
+                    )
+    return out
+
+
 class FactField(Spec):
     """A field of the fact sheet a submission carries (an overview paper's questions)."""
 
@@ -73,6 +142,12 @@ class FactField(Spec):
         description="The phases where a required field is required (empty: every phase).",
     )
     help: str = Field("", max_length=500)
+    rules: list[FactRule] = Field(
+        default_factory=list,
+        max_length=20,
+        description="A choice field's rules, checked at upload (a track's: what a run of it may "
+        "declare of another fact).",
+    )
 
     _label = field_validator("label", "help")(_no_control)
 
@@ -82,6 +157,15 @@ class FactField(Spec):
             raise ValueError("a choice field lists its choices")
         if self.kind != "choice" and self.choices:
             raise ValueError("only a choice field has choices")
+        if self.rules and self.kind != "choice":
+            raise ValueError("only a choice field (a track) has rules")
+        for r in self.rules:
+            bad = [x for x in r.when if x not in self.choices]
+            if bad:
+                raise ValueError(
+                    f"rules: when {', '.join(map(repr, bad))} is not among the choices "
+                    f"({', '.join(self.choices)})"
+                )
         return self
 
 
@@ -206,6 +290,17 @@ class CrossValidationSpec(Spec):
     folds: int = Field(10, ge=2, le=100)
 
 
+class SliceSpec(Spec):
+    """A subset by another field of the gold than the group's: the units (of `group`, or of every
+    group when empty) whose gold row has `field` equal to `equals`. Listed among `subsets` under
+    `subset`; `macro` never averages it."""
+
+    subset: str = Field(min_length=1, max_length=64)
+    field: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+    equals: str = Field(min_length=1, max_length=200)
+    group: str = ""
+
+
 class PaperRowSpec(Spec):
     """A published system's results, shown unranked on the boards of `split`: `values` maps board
     column keys ("all/spearman", "all/spearman@fold3") to the published figures."""
@@ -293,7 +388,7 @@ class PhaseSpec(Spec):
     )
     boards: list[BoardSpec] = Field(
         default_factory=list,
-        max_length=30,
+        max_length=40,  # SemEval-2024 Task 1: 33 (Track A x 9 languages, B and C x 12)
         description="Boards beside the default one (docs/boards.md): each its own ranking, "
         "columns and filter on a fact (a track).",
     )
@@ -355,6 +450,12 @@ class TaskSpec(Spec):
         "top k sources per query taken as predicted links and scored as a set (TP, FP, FN, F1, "
         "FPR and SMR x 10^4).",
     )
+    slices: list[SliceSpec] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Subsets by another field of the gold than the group's (a source, an "
+        "annotator): each its own column, never averaged into macro.",
+    )
     public_files: dict[str, list[str]] = Field(
         default_factory=dict,
         max_length=10,
@@ -378,6 +479,25 @@ class TaskSpec(Spec):
     def _cuts_of_links(self):
         if self.cut_at and self.family != "links":
             raise ValueError("cut_at applies to the links family only")
+        return self
+
+    @model_validator(mode="after")
+    def _slices_declared(self):
+        seen, sliced = set(), {sl.subset for sl in self.slices}
+        for sl in self.slices:
+            if sl.subset in seen:
+                raise ValueError(f"slices: {sl.subset!r} declared twice")
+            seen.add(sl.subset)
+            if sl.subset not in self.subsets or sl.subset in ("all", "macro"):
+                raise ValueError(f"slices: {sl.subset!r} is not among the subsets (list it there)")
+            if sl.group and (sl.group not in self.subsets or sl.group in sliced | {"all", "macro"}):
+                raise ValueError(f"slices: {sl.subset!r}: its group {sl.group!r} is not a group")
+            if self.family == "tokens" and not sl.group:
+                raise ValueError(f"slices: {sl.subset!r}: a tokens slice names its group")
+            if sl.field in (self.group_field,):
+                raise ValueError(
+                    f"slices: {sl.subset!r} names the group field {sl.field!r} (declare a group)"
+                )
         return self
 
     @model_validator(mode="after")
@@ -423,6 +543,13 @@ class CompetitionSpec(Spec):
     tasks: list[TaskSpec] = Field(min_length=1, max_length=20)
 
     _title = field_validator("title")(_no_control)
+
+    @model_validator(mode="after")
+    def _fact_rules(self):
+        problems = fact_rule_problems(self.fact_fields)
+        if problems:
+            raise ValueError("; ".join(f"{'.'.join(map(str, at))}: {m}" for at, m in problems))
+        return self
 
 
 # ----------------------------------------------------------------------------- to a Task

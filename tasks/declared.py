@@ -13,7 +13,15 @@ import logging
 import os
 from pathlib import Path
 
-from tasks.base import CrossValidation, Field, PaperRow, Reference, SubmissionFormat, Task
+from tasks.base import (
+    CrossValidation,
+    Field,
+    PaperRow,
+    Reference,
+    Slice,
+    SubmissionFormat,
+    Task,
+)
 
 DECLARATION = "declaration.json"
 BUNDLE_IMPORTER = "tasks.bundle:import_declared"
@@ -82,6 +90,7 @@ def task_from_declaration(d: dict) -> Task:
             for r in d.get("paper_rows") or ()
         ),
         cut_at=tuple(d.get("cut_at") or ()),
+        slices=tuple(Slice(**sl) for sl in d.get("slices") or ()),
         phase_boards=tuple(
             (ph["name"], json.dumps(ph["boards"], sort_keys=True))
             for ph in d.get("phases") or ()

@@ -1,15 +1,24 @@
-"""STR: Semantic Textual Relatedness of sentence pairs (SemEval-2024 Task 1, Track A; STR-2022)."""
+"""STR: Semantic Textual Relatedness of sentence pairs (SemEval-2024 Task 1, Tracks A, B and C;
+STR-2022)."""
 
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 
 from tasks.base import Task
 from tasks.bundle import ReleaseBundle
 from tasks.errors import ReleaseError
 from tasks.store import TaskStore
-from tasks.str_release import LANGUAGES, read_pairs, str_base, str_folders
+from tasks.str_release import (
+    LANGUAGES,
+    SOURCES,
+    TRACKS,
+    read_pairs,
+    str_folders,
+    track_bases,
+)
 
 SPLITS = ("dev", "test")
 
@@ -30,23 +39,43 @@ at commit 6c38f37 (2024-02-04; later commits removed the results). Their procedu
 whitespace-separated tokens with case kept, is rerun by `benchmarks/reproduce_str.py`."""
 
 
-def _split_of(base: Path, lang: str, split: str, notes: list[str]) -> list[dict] | None:
+def _split_of(bases: dict[str, Path], lang: str, split: str, notes: list[str]) -> list[dict] | None:
     """A language's pairs of `split` with their gold, or None (with a note) when the release has no
-    gold for it. The unlabelled file, when present too, must hold the same pairs."""
-    d = base / lang
-    gold_path, plain_path = d / f"{lang}_{split}_with_labels.csv", d / f"{lang}_{split}.csv"
-    if not gold_path.is_file():
-        what = "inputs only" if plain_path.is_file() else "no file"
+    gold for it. The unlabelled file, when present too, must hold the same pairs; a language in
+    several tracks has the same pairs and gold in each (upstream's files are identical), else the
+    release is refused naming the file that differs."""
+    rows, first = None, None
+    for track, base in bases.items():
+        d = base / lang
+        if not d.is_dir():
+            continue
+        gold_path, plain_path = d / f"{lang}_{split}_with_labels.csv", d / f"{lang}_{split}.csv"
+        if not gold_path.is_file():
+            if rows is None and first is None:
+                first = "inputs only" if plain_path.is_file() else "no file"
+            continue
+        got = read_pairs(gold_path, True, lang)
+        if plain_path.is_file():
+            plain = {r["PairID"] for r in read_pairs(plain_path, False, lang)}
+            if plain != {r["PairID"] for r in got}:
+                raise ReleaseError(plain_path, f"its PairIDs differ from those of {gold_path.name}")
+        if rows is None:
+            rows, first = got, f"Track {track}"
+            continue
+        theirs = {r["PairID"]: r["score"] for r in rows}
+        ours = {r["PairID"]: r["score"] for r in got}
+        if theirs != ours:
+            what = "PairIDs" if theirs.keys() != ours.keys() else "scores"
+            raise ReleaseError(
+                gold_path,
+                f"its {what} differ from {first}'s {gold_path.name} (a language's {split} gold "
+                "is the same in every track)",
+            )
+    if rows is None:
         notes.append(
-            f"{lang}: no {split} gold ({gold_path.name} absent; {what}), imported without a "
-            f"{split} split for {lang}"
+            f"{lang}: no {split} gold ({lang}_{split}_with_labels.csv absent; "
+            f"{first or 'no file'}), imported without a {split} split for {lang}"
         )
-        return None
-    rows = read_pairs(gold_path, True, lang)
-    if plain_path.is_file():
-        plain = {r["PairID"] for r in read_pairs(plain_path, False, lang)}
-        if plain != {r["PairID"] for r in rows}:
-            raise ReleaseError(plain_path, f"its PairIDs differ from those of {gold_path.name}")
     return rows
 
 
@@ -81,7 +110,13 @@ def _write_cv(b: ReleaseBundle, cv, pairs: list[dict]) -> dict:
         cv.split,
         "train.jsonl",
         [
-            {cv.field: f, **{k: r[k] for k in keep}, "score": r["score"]}
+            {
+                cv.field: f,
+                **{k: r[k] for k in keep},
+                "score": r["score"],
+                # public in STR-2022's file: a leave-one-source-out system trains on it
+                **({"source": r["source"]} if "source" in r else {}),
+            }
             for f in range(1, cv.folds + 1)
             for r in rows
             if fold_of[r["PairID"]] != f
@@ -96,6 +131,7 @@ def _write_cv(b: ReleaseBundle, cv, pairs: list[dict]) -> dict:
                 "PairID": r["PairID"],
                 "language": r["language"],
                 "score": r["score"],
+                **({"source": r["source"]} if "source" in r else {}),
             }
             for r in rows
         ],
@@ -132,6 +168,7 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, protocol
     per_split: dict[str, list[dict]] = {s: [] for s in SPLITS}
     train: list[dict] = []
     counts: dict = {"train": {}, "dev": {}, "test": {}}
+    tracks: dict[str, list[str]] = {}
     if source.is_file():  # STR-2022: one English file, PairID,Score,Text
         if languages and list(languages) != ["eng"]:
             raise ReleaseError(source, "an STR-2022 file holds English (eng) pairs only")
@@ -151,22 +188,27 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, protocol
             )
         origin = "STR-2022"
     else:
-        base = str_base(source)
-        found = [f for f in str_folders(base) if any((base / f).glob(f"{f}_*.csv"))]
+        bases = track_bases(source)
+        held = {
+            t: [f for f in str_folders(b) if any((b / f).glob(f"{f}_*.csv"))]
+            for t, b in bases.items()
+        }
+        found = sorted({f for fs in held.values() for f in fs})
         unknown = [f for f in found if f not in LANGUAGES]
+        where = ", ".join(str(b) for b in bases.values())
         if languages:
             chosen = list(dict.fromkeys(languages))
             bad = [lang for lang in chosen if lang not in LANGUAGES]
             if bad:
                 raise ReleaseError(
-                    base,
+                    source,
                     f"unknown language(s) {', '.join(bad)} (str declares {', '.join(LANGUAGES)})",
                 )
             absent = [lang for lang in chosen if lang not in found]
             if absent:
                 raise ReleaseError(
-                    base,
-                    f"no folder for language(s) {', '.join(absent)} "
+                    source,
+                    f"no folder for language(s) {', '.join(absent)} in {where} "
                     f"(found {', '.join(found) or 'none'})",
                 )
         else:
@@ -177,22 +219,29 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, protocol
                 )
         if not chosen:
             raise ReleaseError(
-                base, f"no language of str found (expected folders such as {', '.join(LANGUAGES)})"
+                source,
+                f"no language of str found (expected folders such as {', '.join(LANGUAGES)})",
             )
         for lang in chosen:
-            p = base / lang / f"{lang}_train.csv"
-            if p.is_file():
+            for t, b in bases.items():
+                p = b / lang / f"{lang}_train.csv"
+                if not p.is_file():
+                    continue
+                if t != "A":  # B and C forbid labelled data of the language: upstream has none
+                    notes.append(f"{lang}: Track {t} holds {p.name}, left out (Track A's alone)")
+                    continue
                 rows = read_pairs(p, True, lang)
                 train += rows
                 counts["train"][lang] = len(rows)
                 if cv is not None and lang == "eng":
                     cv_pairs = rows
             for split in SPLITS:
-                rows = _split_of(base, lang, split, notes)
+                rows = _split_of(bases, lang, split, notes)
                 if rows is not None:
                     per_split[split] += rows
                     counts[split][lang] = len(rows)
-        origin = "SemEval-2024 Task 1 (Track A)"
+        tracks = {t: [lang for lang in chosen if lang in held[t]] for t in TRACKS if t in bases}
+        origin = f"SemEval-2024 Task 1 (Track{'s' if len(bases) > 1 else ''} {', '.join(bases)})"
     for split, rows in per_split.items():
         seen: dict[str, str] = {}
         for r in rows:
@@ -219,7 +268,13 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, protocol
                 {k: r[k] for k in ("PairID", "language", "sentence1", "sentence2")} for r in rows
             ]
             gold = [
-                {"PairID": r["PairID"], "language": r["language"], "score": r["score"]}
+                {
+                    "PairID": r["PairID"],
+                    "language": r["language"],
+                    "score": r["score"],
+                    # STR-2022's source of the pair, where the file names it: the source slices
+                    **({"source": r["source"]} if "source" in r else {}),
+                }
                 for r in rows
             ]
             b.write_jsonl(split, "inputs.jsonl", inputs)
@@ -241,8 +296,17 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, protocol
             "counts": {k: v for k, v in counts.items() if v},
             "notes": notes,
         }
+        if tracks:  # the languages of each track the checkout holds: its boards (`track_boards`)
+            manifest["tracks"] = tracks
         if folds is not None:
             manifest["cross_validation"] = folds
+        # STR-2022's sources each split's gold names (its source slices and boards)
+        found = {sp: {r["source"] for r in per_split[sp] if "source" in r} for sp in SPLITS}
+        if cv is not None:
+            found[cv.split] = {r["source"] for r in cv_pairs if "source" in r}
+        sources = {sp: [x for x in SOURCES if x in got] for sp, got in found.items() if got}
+        if sources:
+            manifest["sources"] = sources
         if (
             not source.is_file()
         ):  # the raw BWS annotations, where the checkout has them: the human rows
@@ -264,6 +328,77 @@ def import_str(task: Task, *, source, store: TaskStore, languages=None, protocol
             if agreement is not None and agreement["languages"]:
                 manifest["agreement"] = agreement
         return b.install(manifest)
+
+
+# ---------------------------------------------------------------- tracks and their boards
+
+TRACK_FACTS = [
+    {
+        "key": "track",
+        "label": "SemEval-2024 track",
+        "kind": "choice",
+        "choices": list(TRACKS),
+        "help": "A: supervised (labelled data allowed); B: unsupervised (no labelled relatedness "
+        "data); C: cross-lingual (no labelled data in the target language)",
+        "rules": [
+            {
+                "when": ["B"],
+                "fact": "labelled_data",
+                "only": ["none"],
+                "message": "Track B uses no labelled relatedness data",
+            }
+        ],
+    },
+    {
+        "key": "labelled_data",
+        "label": "Labelled relatedness data used",
+        "kind": "text",
+        "help": "The languages whose labelled pairs (train or dev with labels) the system learned "
+        "from, comma separated, or none; Track B answers none, Track C leaves out the languages "
+        "it is scored on",
+    },
+]
+"""The fact sheet's questions the track boards filter on (added to the task's competition when its
+phases are made, where it does not ask them yet)."""
+
+
+def track_boards(task: Task, manifest: dict, phase_name: str, split: str) -> dict:
+    """The boards of a phase on `split` from what the import found: for each track the checkout
+    holds, one board per language with gold in the split (`a-amh`, `b-afr`, ...: ranked by
+    Spearman, Pearson and the pair count beside it, over the runs whose fact sheet names the
+    track), as SemEval-2024 ranked them; on the cross-validated split of an STR-2022 file, one
+    board per source (`source-goodreads`, ...), the paper's Table 6. A language's runs of another
+    track never enter its board; the main board stays the macro over every language."""
+    held = set((manifest.get("counts") or {}).get(split, {}))
+    boards = []
+    for t, langs in (manifest.get("tracks") or {}).items():
+        for lang in langs:
+            if lang in held:
+                boards.append(
+                    {
+                        "name": f"{t.lower()}-{lang}",
+                        "title": f"Track {t}: {lang}",
+                        "ranking": {"subset": lang, "metric": "spearman"},
+                        "columns": [
+                            {"subset": lang, "metric": "pearson"},
+                            {"subset": lang, "metric": "n"},
+                        ],
+                        "filter": {"fact": "track", "equals": [t]},
+                    }
+                )
+    for src in manifest.get("sources", {}).get(split, []):
+        boards.append(
+            {
+                "name": f"source-{src.lower()}",
+                "title": f"Source: {src}",
+                "ranking": {"subset": src.lower(), "metric": "spearman"},
+                "columns": [
+                    {"subset": src.lower(), "metric": "pearson"},
+                    {"subset": src.lower(), "metric": "n"},
+                ],
+            }
+        )
+    return {"boards": boards, "facts": TRACK_FACTS if manifest.get("tracks") else []}
 
 
 # ---------------------------------------------------------------- demo data and test fixtures
@@ -331,6 +466,59 @@ def write_track_a(root: Path, size: int = 120, seed: int = 4) -> Path:
                 )
             else:
                 write(f"{lang}_{split}_with_labels.csv", ("PairID", "Text", "Score"), labelled)
+    return root
+
+
+def write_tracks(root: Path, size: int = 120, seed: int = 4) -> Path:
+    """A made-up checkout with Tracks A, B and C in the upstream layout (commit 3c5941d): Track A
+    as `write_track_a` (eng, esp, kin); Track B with eng and kin (the same dev and test files as
+    Track A's, no training file) and afr; Track C with eng, afr (the same files as Track B's) and
+    hin (Track C's alone here). afr has upstream's quirks: its test gold and dev inputs separate
+    the two sentences by a tab, its dev gold names the score column `score`, and a pilot file
+    (`afr_pilot_dev_labels.csv`) lies beside them, not read."""
+    write_track_a(root, size, seed)
+    rng = random.Random(seed + 1)
+    for track, shared, own in (("B", ("eng", "kin"), ("afr",)), ("C", ("eng",), ("afr", "hin"))):
+        base = root / f"Track {track}"
+        for lang in shared:
+            (base / lang).mkdir(parents=True, exist_ok=True)
+            for f in (root / "Track A" / lang).glob(f"{lang}_*.csv"):
+                if not f.name.endswith("_train.csv"):
+                    shutil.copyfile(f, base / lang / f.name)
+        for lang in own:
+            d = base / lang
+            d.mkdir(parents=True, exist_ok=True)
+            other = root / "Track B" / lang
+            if track == "C" and other.is_dir():  # the same files in every track
+                for f in other.glob("*.csv"):
+                    shutil.copyfile(f, d / f.name)
+                continue
+            for split, n in (("dev", max(4, size // 6)), ("test", max(6, size // 3))):
+                pairs = [(f"{lang.upper()}-{split}-{i}", *_pair(rng)) for i in range(n)]
+                tab = lang == "afr"
+
+                def cell(s1, s2, sep):
+                    return '"' + (s1 + sep + s2).replace('"', '""') + '"'
+
+                plain = [
+                    f"{pid},{cell(s1, s2, chr(9) if tab and split == 'dev' else chr(10))}"
+                    for pid, s1, s2, _ in pairs
+                ]
+                gold = [
+                    f"{pid},{cell(s1, s2, chr(9) if tab and split == 'test' else chr(10))},{sc}"
+                    for pid, s1, s2, sc in pairs
+                ]
+                score = "score" if tab and split == "dev" else "Score"
+                (d / f"{lang}_{split}.csv").write_text(
+                    "PairID,Text\n" + "\n".join(plain) + "\n", encoding="utf-8"
+                )
+                (d / f"{lang}_{split}_with_labels.csv").write_text(
+                    f"PairID,Text,{score}\n" + "\n".join(gold) + "\n", encoding="utf-8"
+                )
+            if lang == "afr":
+                (d / "afr_pilot_dev_labels.csv").write_text(
+                    'PairID,Text,score\nAFR-pilot-1,"a\nb",0.5\n', encoding="utf-8"
+                )
     return root
 
 

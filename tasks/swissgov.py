@@ -38,6 +38,20 @@ def _labels(path: Path, line: int, r: dict, side: str) -> list[float]:
     return [float(x) for x in v]
 
 
+def _annotators(base: Path) -> dict[str, str]:
+    """Each document's annotator (`annotator_tag` of the full gold, 1 or 2 of its language pair;
+    the dev and test files, the same documents, leave it out), by id; {} without the full gold."""
+    out: dict[str, str] = {}
+    for lang in LANGS:
+        path = base / "full" / f"gold_admin_{lang}.jsonl"
+        if not path.is_file():
+            continue
+        for _line, r in read_jsonl(path, ("id",)):
+            if r.get("annotator_tag") is not None:
+                out[str(r["id"])] = str(r["annotator_tag"])
+    return out
+
+
 def import_swissgov(task: Task, *, source, store: TaskStore, test_split: str = "test", **_) -> dict:
     """Build swissgov-rsd from a SwissGov-RSD checkout: test and dev splits, three language pairs.
 
@@ -50,6 +64,7 @@ def import_swissgov(task: Task, *, source, store: TaskStore, test_split: str = "
     root = locate(Path(source), "data/evaluation/gold_labels", "SwissGov-RSD")
     base = root / "data" / "evaluation" / "gold_labels"
     counts: dict = {}
+    annotator_of, notes = _annotators(base), []
     with ReleaseBundle(task, store) as b:
         splits = (("test", "full"),) if test_split == "full" else (("dev", "dev"), ("test", "test"))
         for split, folder in splits:
@@ -69,7 +84,11 @@ def import_swissgov(task: Task, *, source, store: TaskStore, test_split: str = "
                     inputs.append(
                         {"id": rid, "pair": pair, "text_a": r["text_a"], "text_b": r["text_b"]}
                     )
-                    gold.append({"id": rid, "pair": pair, "labels_a": la, "labels_b": lb})
+                    g = {"id": rid, "pair": pair, "labels_a": la, "labels_b": lb}
+                    if r.get("annotator_tag") is not None or rid in annotator_of:
+                        # who annotated the document (1 or 2 of its pair): Table 7's subsets
+                        g["annotator"] = str(r.get("annotator_tag") or annotator_of[rid])
+                    gold.append(g)
                     n += 1
                 counts[split][pair] = n
             b.write_jsonl(split, "inputs.jsonl", inputs)
@@ -82,6 +101,12 @@ def import_swissgov(task: Task, *, source, store: TaskStore, test_split: str = "
             "splits": [s for s, _ in splits],
             "counts": counts,
         }
+        if not annotator_of:
+            notes.append(
+                "no annotator_tag (gold_labels/full/ absent): the annotators' subsets are empty"
+            )
+        if notes:
+            manifest["notes"] = notes
         if (root / "annotations" / "annotations_raw").is_dir():  # the human ceiling the board shows
             # numpy, scipy and krippendorff load only when an import computes human rows
             from tasks.agreement_swissgov import swissgov_agreement
@@ -94,5 +119,5 @@ def import_swissgov(task: Task, *, source, store: TaskStore, test_split: str = "
                 ValueError,
                 TypeError,
             ) as e:  # the task itself imported fine
-                manifest["notes"] = [f"human agreement not computed: {e}"]
+                manifest["notes"] = [*notes, f"human agreement not computed: {e}"]
         return b.install(manifest)

@@ -117,7 +117,7 @@ def write_bws(path: Path, items, rng: random.Random, rounds: int = 5, lonely: in
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory):
     """A Track A checkout with BWS_annotations/: esp_bws.csv, kinyarwanda.csv (a full-name file, as
-    upstream's marathi.csv) and arb_bws.csv (not a str language)."""
+    upstream's marathi.csv) and xyz_bws.csv (not a str language)."""
     root = write_track_a(
         tmp_path_factory.mktemp("semrel") / "Semantic_Relatedness_SemEval2024", size=120
     )
@@ -129,8 +129,8 @@ def checkout(tmp_path_factory):
         "kin": write_bws(d / "kinyarwanda.csv", _items(root, "kin"), rng, rounds=4),
     }
     write_bws(
-        d / "arb_bws.csv",
-        [(f"arb {i}", f"arb {i} b", rng.random()) for i in range(12)],
+        d / "xyz_bws.csv",
+        [(f"xyz {i}", f"xyz {i} b", rng.random()) for i in range(12)],
         rng,
         rounds=2,
     )
@@ -264,7 +264,7 @@ def test_the_import_records_it_and_the_command_prints_it(checkout, tmp_path):
     m = import_task("str", tmp_path / "h", source=root)
     got = m["agreement"]
     assert got == json.loads(json.dumps(str_agreement(root, m["languages"])))
-    assert set(got["languages"]) == {"esp", "kin"} and got["other_files"] == ["arb_bws.csv"]
+    assert set(got["languages"]) == {"esp", "kin"} and got["other_files"] == ["xyz_bws.csv"]
     esp = got["languages"]["esp"]
     assert (esp["splits"], esp["seed"], esp["files"]) == (1000, SEED, ["esp_bws.csv"])
     ann = read_annotations([root / "BWS_annotations" / "esp_bws.csv"])
@@ -286,7 +286,7 @@ def test_the_import_records_it_and_the_command_prints_it(checkout, tmp_path):
     assert (
         "1000 splits, seed 1234" in r.output
         and "NOT reproduced" in r.output
-        and "arb_bws.csv" in r.output
+        and "xyz_bws.csv" in r.output
     )
 
 

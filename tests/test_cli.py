@@ -20,7 +20,9 @@ SUBSETS = {
     "tric-binary": {"all", "oov", "iov"},
     "tric-ranking": {"all", "oov", "iov"},
     "trac": {"all"},
-    "swissgov-rsd": {"en-de", "en-fr", "en-it", "macro"},
+    # the pairs, their macro, and each pair's annotators' documents (Table 7)
+    "swissgov-rsd": {"en-de", "en-fr", "en-it", "macro"}
+    | {f"{p}-a{a}" for p in ("en-de", "en-fr", "en-it") for a in (1, 2)},
     "loci-similes": {"all"},
 }
 

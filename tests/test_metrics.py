@@ -578,6 +578,8 @@ def test_swissgov_partition_equals_a_task_of_that_part(home, tmp_path):
     root = tmp_path / "SwissGov-RSD" / "data" / "evaluation" / "gold_labels"
     (root / "test").mkdir(parents=True)
     (root / "dev").symlink_to(SWISSGOV / "data" / "evaluation" / "gold_labels" / "dev")
+    # the documents' annotators (the annotators' subsets) come from the full gold
+    (root / "full").symlink_to(SWISSGOV / "data" / "evaluation" / "gold_labels" / "full")
     for lang in LANGS:
         src = SWISSGOV / "data" / "evaluation" / "gold_labels" / "test" / f"gold_admin_{lang}.jsonl"
         lines = [

@@ -366,8 +366,10 @@ def test_the_board_says_why_a_partial_file_has_no_macro(embedded_backend):
         )
     (row,) = [r for r in board.rows if r.team == "English only"]
     assert row.values["macro/spearman"] is None and row.values["eng/spearman"] is not None
-    assert row.why_empty == (
-        "macro: undefined unless every language in the gold has a value; esp: not in the submission"
+    assert row.why_empty == (  # its own macro (English's value) said as such, never the macro
+        "covers eng only, not esp: no macro over every language; its macro over the 1 it covers "
+        f"is {row.values['eng/spearman']:.4f}; macro: undefined unless every language in the "
+        "gold has a value; esp: not in the submission"
     )
     assert to_dict(board)["rows"][0]["why_empty"] == row.why_empty
 

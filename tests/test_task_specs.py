@@ -16,7 +16,7 @@ from tasks.builtin import SPECS, builtin_spec, spec_path
 from tasks.bundle_models import TaskSpec
 from tasks.declared import task_from_declaration
 from tasks.semrel import ORGANISERS_LEXICAL
-from tasks.str_release import LANGUAGES
+from tasks.str_release import LANGUAGES, SOURCES
 from tasks.swissgov import PAIRS
 from tasks.trotr_paper import authors_rows
 
@@ -29,6 +29,7 @@ PYTHON = {
     "agreement",
     "agreement_rows",
     "agreement_bayes",
+    "import_boards",
 }
 
 
@@ -54,7 +55,7 @@ def test_the_registered_task_is_its_spec_and_its_python(task_id):
         if f.name not in PYTHON:
             assert getattr(declared, f.name) == getattr(task, f.name), f.name
     assert task.importer != declared.importer and callable(resolve(task.importer))
-    for hook in ("agreement", "agreement_rows", "agreement_bayes"):
+    for hook in ("agreement", "agreement_rows", "agreement_bayes", "import_boards"):
         assert not getattr(task, hook) or callable(resolve(getattr(task, hook)))
     assert task.demo is None or callable(resolve(task.demo.release))
 
@@ -74,8 +75,18 @@ def test_the_organisers_lexical_figures():
 
 
 def test_groups_are_what_the_importers_write():
-    assert get_task("str").subsets == (*LANGUAGES, "macro")
-    assert get_task("swissgov-rsd").subsets == (*PAIRS, "macro")
+    str_ = get_task("str")
+    assert str_.groups == LANGUAGES
+    assert str_.subsets == (*LANGUAGES, "macro", *(s.lower() for s in SOURCES))
+    assert [(sl.subset, sl.field, sl.equals, sl.group) for sl in str_.slices] == [
+        (s.lower(), "source", s, "eng") for s in SOURCES
+    ]
+    swiss = get_task("swissgov-rsd")
+    assert swiss.groups == PAIRS
+    assert swiss.subsets == (*PAIRS, "macro", *(f"{p}-a{a}" for p in PAIRS for a in (1, 2)))
+    assert {(sl.subset, sl.group, sl.field, sl.equals) for sl in swiss.slices} == {
+        (f"{p}-a{a}", p, "annotator", str(a)) for p in PAIRS for a in (1, 2)
+    }
 
 
 def test_specs_ship_with_the_package():

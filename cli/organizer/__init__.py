@@ -45,6 +45,7 @@ COMMANDS: tuple[click.Command, ...] = (
     runs.unhide,
     runs.remove,
     runs.restore,
+    runs.move_track,
     audit.audit,
     baselines.baselines,
     participants.participants,

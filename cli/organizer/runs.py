@@ -1,5 +1,5 @@
-"""`palimpsest organizer submissions|runs|review|rescore|rescore-all|hide|unhide|remove|restore`:
-every team's runs."""
+"""`palimpsest organizer submissions|runs|review|rescore|rescore-all|hide|unhide|remove|restore|
+move-track`: every team's runs."""
 
 from __future__ import annotations
 
@@ -155,6 +155,27 @@ def rescore_all(task_id, phase, include_invalid, reason, yes, as_json):
         as_json,
         r,
         lambda r: click.echo(f"{len(r['queued'])} submission(s) of {task_id} queued for rescoring"),
+    )
+
+
+@click.command("move-track")
+@click.argument("submission_id", type=int)
+@click.option("--to", "track", required=True, help="The track to move the run to (e.g. A).")
+@click.option("--reason", required=True, help="Why (recorded in the audit log).")
+@click.option(
+    "--field", default=None, help="The track field's key, where the competition has several."
+)
+@JSON
+def move_track(submission_id, track, reason, field, as_json):
+    """Move a run to another track of its competition (its fact sheet's track answer)."""
+    body = {"track": track, "reason": reason, **({"field": field} if field else {})}
+    r = call(as_json, lambda c: c.send_json("POST", f"/submissions/{submission_id}/track", body))
+    emit(
+        as_json,
+        r,
+        lambda r: click.echo(
+            f"submission {r['id']}: track {((r.get('facts') or {}).get(field or 'track'))}"
+        ),
     )
 
 

@@ -46,14 +46,20 @@ def record_file(
     settings: Settings,
     user: User | None = None,
     split: str = "test",
+    facts: dict | None = None,
 ) -> list[Recorded]:
     """Submit `path` as a baseline entry of `task_id` in each of its phases on `split` (or
-    `phases`), all in one transaction."""
+    `phases`), all in one transaction; `facts`: the fact sheet's answers it carries (its track),
+    checked as any upload's."""
     path = Path(path)
     out = []
     for ph in baseline_phases(s, task_id, phases, split):
         fields = m.UploadFields(
-            phase=ph.name, method_name=method_name, description=description, baseline=True
+            phase=ph.name,
+            method_name=method_name,
+            description=description,
+            baseline=True,
+            facts={k: str(v) for k, v in (facts or {}).items()},  # checked as any upload's sheet
         )
         with path.open("rb") as f:
             sub, duplicate = submit(
@@ -75,6 +81,7 @@ def record_baseline(
     home=None,
     phases: list[str] | None = None,
     settings: Settings | None = None,
+    facts: dict | None = None,
 ) -> list[dict]:
     """Record one run of `run_baselines` on the leaderboard as a baseline entry.
 
@@ -97,5 +104,6 @@ def record_baseline(
             phases=phases,
             settings=settings,
             split=result.get("split", "test"),
+            facts=facts,
         )
     return [r.as_dict() for r in rec]

@@ -1,5 +1,5 @@
 """Actions on submissions: a team's upload; an organizer's rescore of one run or a selection,
-hide, unhide, remove or restore. Each is written here once."""
+hide, unhide, remove or restore, or move to another track. Each is written here once."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from sqlmodel import Session, select
 from server import api_models as m
 from server.actions import common
 from server.actions.common import action
-from server.domain import code_runs, facts, lifecycle, people, phase_choice, submissions
+from server.boards import stats
+from server.db import after_commit
+from server.domain import code_runs, facts, lifecycle, people, phase_choice, submissions, tracks
 from server.domain.accounts import audit, can_see_submission
 from server.domain.baselines import baseline_team
 from server.domain.system_archive import LIMITS, runnable
@@ -117,6 +119,37 @@ def set_visibility(
     sub = common.submission(s, submission_id)
     common.require_organizer(actor, s, task_id=sub.task_id)
     return lifecycle.set_visibility(s, sub, action, actor=actor, reason=reason)
+
+
+@action
+def move_track(
+    *,
+    s: Session,
+    submission_id: int,
+    track: str,
+    reason: str,
+    actor: User | None,
+    settings,
+    field: str | None = None,
+    via: str = "web",
+) -> Submission:
+    """An organizer moves a run to another track (the competition's choice field `track`, or
+    `field`), with a reason: the run's fact sheet answers the new track, checked against the
+    field's choices and rules; audited; every board of the phase is built again (its revision
+    goes up, and its statistics are asked for once the change is committed). A team never moves
+    its own run: it submits again with the right track."""
+    sub = common.submission(s, submission_id)
+    common.require_organizer(actor, s, task_id=sub.task_id)
+    if sub.removed_at is not None:
+        raise LifecycleRefused(f"submission {sub.id} is removed; restore it first", "removed")
+    comp = people.competition_of_task(s, sub.task_id)
+    fields = [] if comp is None else list(comp.fact_fields or [])
+    sub = tracks.move(s, sub, fields, track, actor=actor, reason=reason, key=field or None, via=via)
+    phase_id, queues = sub.phase_id, jobs(s, settings)
+    # the boards' statistics of the new revision, asked for once the move is committed (where
+    # the installation enqueues at all; else the next board page asks)
+    after_commit(s, lambda: queues.enabled and stats.enqueue(settings, phase_id))
+    return sub
 
 
 def _own_run(s: Session, submission_id: int, actor: User | None, verb: str) -> Submission:

@@ -324,3 +324,31 @@ def visibility(submission_id):
         s=s, submission_id=submission_id, action=body.action, actor=u, reason=body.reason
     )
     return submission_out(s, u, sub)
+
+
+@bp.post("/submissions/<int:submission_id>/track")
+@op(
+    "Move a run to another track (organizers)",
+    body=m.TrackMove,
+    responses={200: m.SubmissionOut},
+    errors=(403, 409, 422),
+    tags=("organizers",),
+    description="The run's fact sheet answers the new track (one of the track field's choices, "
+    "within its rules); the move and its reason are audited and the phase's boards built again. "
+    "A team cannot move its own run.",
+)
+def move_track(submission_id):
+    u = need_organizer(submission_id=submission_id)
+    body = body_model(m.TrackMove)
+    s = db()
+    sub = sub_actions.move_track(
+        s=s,
+        submission_id=submission_id,
+        track=body.track,
+        reason=body.reason,
+        field=body.field,
+        actor=u,
+        settings=get_settings(),
+        via="api",
+    )
+    return submission_out(s, u, sub)

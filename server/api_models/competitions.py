@@ -15,7 +15,7 @@ from server.api_models.base import Model, Out, PageQuery, Stamp
 from server.domain.emails import normalize_domain
 from server.domain.inputs import CONTROL, one_line_problem
 from server.domain.sanitize import MAX_MARKDOWN
-from tasks.bundle_models import FactField
+from tasks.bundle_models import FactField, fact_rule_problems
 
 # ----------------------------------------------------------------------------- competitions
 
@@ -103,6 +103,9 @@ class CompetitionSettings(Model):
             if f.key in seen:
                 raise ValueError(f"fact field {f.key!r} is declared twice")
             seen.add(f.key)
+        problems = fact_rule_problems(v)
+        if problems:
+            raise ValueError("; ".join(f"{'.'.join(map(str, at))}: {m}" for at, m in problems))
         return v
 
 

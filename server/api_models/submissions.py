@@ -351,3 +351,24 @@ class Visibility(Model):
         description="hide and remove: shown to the team.",
         json_schema_extra={"examples": ["a duplicate of an earlier run"]},
     )
+
+
+class TrackMove(Model):
+    track: str = Field(
+        min_length=1,
+        max_length=200,
+        description="The track to move the run to: a choice of the competition's track field.",
+        json_schema_extra={"examples": ["A"]},
+    )
+    reason: str = Field(
+        min_length=1,
+        max_length=500,
+        description="Why (recorded in the audit log).",
+        json_schema_extra={"examples": ["declared B but trained on the eng training file"]},
+    )
+    field: Optional[str] = Field(
+        None,
+        max_length=40,
+        description="The track field's key when the competition has several choice fields "
+        "(default: `track`, else its only choice field).",
+    )

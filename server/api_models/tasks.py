@@ -118,7 +118,7 @@ class PhaseCreate(Model):
     )
     boards: Optional[list[BoardSpec]] = Field(
         None,
-        max_length=30,
+        max_length=40,  # STR's tracks: 33
         description="The boards beside the default one (`main`), replacing those declared "
         "(`[]`: the default board only); each checked against the task's subsets and metrics and "
         "the competition's fact fields.",
@@ -152,7 +152,7 @@ class PhaseEdit(Model):
     )
     boards: Optional[list[BoardSpec]] = Field(
         None,
-        max_length=30,
+        max_length=40,  # STR's tracks: 33
         description="The boards beside the default one (`main`), replacing those declared "
         "(`[]`: the default board only); each checked against the task's subsets and metrics and "
         "the competition's fact fields.",

@@ -505,11 +505,20 @@ def build_board(
             if prim.subset == "macro" and task.groups:
                 covered = [g for g in task.groups if _value(result, g, prim.metric) is not None]
                 if covered:  # a partial macro is never shown as the macro
-                    rest = [g for g in task.groups if g not in covered]
+                    # the groups the gold holds and the run leaves out (not those the gold
+                    # lacks: STR's languages without test gold)
+                    said = set((result or {}).get("notes") or ())
+                    rest = [
+                        g
+                        for g in task.groups
+                        if g not in covered and f"{g}: not in the submission" in said
+                    ] or [g for g in task.groups if g not in covered]
+                    # its own macro, over what it covers, said as such (STR's teams by language)
+                    mine = sum(_value(result, g, prim.metric) for g in covered) / len(covered)
                     row.why_empty = (
                         f"covers {', '.join(covered)} only, not {', '.join(rest)}: no macro "
-                        f"over every {task.group_name}"
-                        + (f"; {row.why_empty}" if row.why_empty else "")
+                        f"over every {task.group_name}; its macro over the {len(covered)} it "
+                        f"covers is {mine:.4f}" + (f"; {row.why_empty}" if row.why_empty else "")
                     )
         if with_parts and note != STALE_NOTE:
             row.parts = {p: scores[(sub.id, p)] for p in parts if (sub.id, p) in scores}

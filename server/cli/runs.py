@@ -1,5 +1,5 @@
-"""Runs and published rankings at the server's shell: rescore, hide, remove, restore; show a
-ranking."""
+"""Runs and published rankings at the server's shell: rescore, hide, remove, restore, move to
+another track; show a ranking."""
 
 from __future__ import annotations
 
@@ -18,6 +18,20 @@ from server.cli.common import (
 )
 
 
+def _act(call):
+    """`call(actions, settings, s)` with the submissions' actions on the local database, inside
+    its session; a refusal (or no such run) is one line."""
+    from scorer.errors import PalimpsestError
+    from server.actions import submissions as actions
+
+    settings = local_settings()
+    with local_session(settings) as s:
+        try:
+            return call(actions, settings, s)
+        except PalimpsestError as e:  # refused, or no such run
+            raise Refused(getattr(e, "message", None) or str(e)) from None
+
+
 def register(main: click.Group) -> None:
     """Add these commands to the `palimpsest` group."""
 
@@ -33,21 +47,11 @@ def register(main: click.Group) -> None:
     @done_quickly
     def runs_rescore(submission_id, reason, as_json):
         """Score a run again."""
-        from scorer.errors import PalimpsestError
-        from server.actions import submissions as actions
-
-        settings = local_settings()
-        with local_session(settings) as s:
-            try:
-                result = actions.rescore_submission(
-                    s=s,
-                    submission_id=submission_id,
-                    actor=None,
-                    settings=settings,
-                    reason=reason,
-                )
-            except PalimpsestError as e:  # refused, or no such run
-                raise Refused(getattr(e, "message", None) or str(e)) from None
+        result = _act(
+            lambda actions, settings, s: actions.rescore_submission(
+                s=s, submission_id=submission_id, actor=None, settings=settings, reason=reason
+            )
+        )
         if as_json:
             click.echo(result.model_dump_json())
         else:
@@ -61,23 +65,18 @@ def register(main: click.Group) -> None:
         @home_option
         @done_quickly
         def command(submission_id, reason, as_json):
-            from scorer.errors import PalimpsestError
-            from server.actions import submissions as actions
-
-            settings = local_settings()
-            with local_session(settings) as s:
-                try:
-                    sub = actions.set_visibility(
-                        s=s, submission_id=submission_id, action=name, actor=None, reason=reason
-                    )
-                except PalimpsestError as e:  # refused, or no such run
-                    raise Refused(getattr(e, "message", None) or str(e)) from None
-                out = {
+            def hide(actions, settings, s):
+                sub = actions.set_visibility(
+                    s=s, submission_id=submission_id, action=name, actor=None, reason=reason
+                )
+                return {
                     "id": sub.id,
                     "hidden": bool(sub.hidden),
                     "removed": sub.removed_at is not None,
                     "reason": sub.hidden_reason or "",
                 }
+
+            out = _act(hide)
             if as_json:
                 click.echo(json.dumps(out))
             else:
@@ -89,6 +88,36 @@ def register(main: click.Group) -> None:
     _visibility_command("unhide", "Show a hidden run again.")
     _visibility_command("remove", "Remove a run (kept, never deleted; the team sees the reason).")
     _visibility_command("restore", "Restore a removed run.")
+
+    @runs.command("move-track")
+    @click.argument("submission_id", type=int, metavar="SUBMISSION")
+    @click.option("--to", "track", required=True, help="The track to move the run to (e.g. A).")
+    @click.option("--reason", required=True, help="Why, for the audit log.")
+    @click.option("--field", default=None, help="The track field, where there are several.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the run's new facts as JSON.")
+    @home_option
+    @done_quickly
+    def runs_move_track(submission_id, track, reason, field, as_json):
+        """Move a run to another track of its competition (its fact sheet's track answer)."""
+
+        def move(actions, settings, s):
+            sub = actions.move_track(
+                s=s,
+                submission_id=submission_id,
+                track=track,
+                reason=reason,
+                field=field,
+                actor=None,
+                settings=settings,
+                via="cli",
+            )
+            return {"id": sub.id, "facts": dict(sub.facts or {})}
+
+        out = _act(move)
+        if as_json:
+            click.echo(json.dumps(out))
+        else:
+            click.echo(f"submission {submission_id}: track {track}")
 
     @main.group("rankings")
     def rankings():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from server.domain.inputs import CONTROL, url_problem
 from server.exceptions import UploadFieldsInvalid
+from tasks.bundle_models import fact_items
 
 PREFIX = "fact."
 MAX_TEXT = 500
@@ -66,9 +67,46 @@ def check_facts(
             problems[f"facts.{key}"] = problem
         else:
             out[key] = clean
+    if not problems:
+        problems.update(rule_problems(fields, out))
     if problems:
         raise UploadFieldsInvalid(problems)
     return out
+
+
+def rule_problems(fields: list[dict], sheet: dict) -> dict[str, str]:
+    """What a cleaned fact sheet breaks of its choice fields' rules (a track's), keyed
+    `facts.<the fact the rule restricts>`: e.g. Track B forbids declaring `train` among the
+    training files."""
+    problems: dict[str, str] = {}
+    declared = {f["key"]: f for f in fields or []}
+    for f in fields or []:
+        answer = sheet.get(f["key"])
+        for r in f.get("rules") or ():
+            if answer not in (r.get("when") or ()):
+                continue
+            other = declared.get(r["fact"], {})
+            name = f"{f.get('label') or f['key']} {answer}"
+            items = fact_items(sheet.get(r["fact"]))
+            why = f" ({r['message']})" if r.get("message") else ""
+            if r.get("forbid"):
+                bad = [x for x in items if x in {v.lower() for v in r["forbid"]}]
+                if bad:
+                    problems[f"facts.{r['fact']}"] = (
+                        f"{name} forbids declaring {', '.join(bad)} in "
+                        f"{other.get('label') or r['fact']}{why}"
+                    )
+            elif r.get("only"):
+                allowed = {v.lower() for v in r["only"]}
+                bad = [x for x in items if x not in allowed]
+                if bad or not items:
+                    problems[f"facts.{r['fact']}"] = (
+                        f"{name} allows only {', '.join(r['only'])} in "
+                        f"{other.get('label') or r['fact']}"
+                        + (f" (not {', '.join(bad)})" if bad else " (unanswered)")
+                        + why
+                    )
+    return problems
 
 
 def _check_one(f: dict, value: str) -> tuple[str | None, object]:

@@ -37,7 +37,7 @@ from sqlmodel import Session
 
 from server import models  # other subjects' tables: models.X, loaded when first used
 from server.db import savepoint, session_scope
-from server.domain import audit, boards, exposure, partitions, people
+from server.domain import audit, boards, exposure, partitions, people, task_boards
 from server.exceptions import LifecycleRefused, NotFound
 from server.models import utcnow
 from tasks import get_task
@@ -555,8 +555,10 @@ def create_phase(
     people.ensure_competition(s, task.id)
     # the boards beside the default one: as given, else as the task declares them for the phase
     declared = fields.pop("boards", None)
-    if declared is None:
-        declared = task.boards_of_phase(name)
+    if declared is None:  # the task's declaration, else what its import found (STR's tracks)
+        declared = task.boards_of_phase(name) or task_boards.imported_boards(
+            s, task, name, split, home
+        )
     fields["boards"] = boards.checked(s, task, declared) or None
     p = models.Phase(task_id=task.id, name=name, split=split, **fields)
     s.add(p)

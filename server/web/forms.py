@@ -214,6 +214,21 @@ class HideForm(ConfirmForm):
     )
 
 
+class TrackForm(FlaskForm):
+    """An organizer moves a run to another track (server.actions.submissions.move_track)."""
+
+    class Meta:
+        csrf = False  # the app-wide CSRFProtect checks it
+
+    track = StringField("Move to track", validators=[Length(max=200)])
+    reason = StringField(
+        "Reason (recorded in the audit log)",
+        validators=[Length(max=500)],
+        render_kw={"maxlength": 500},
+    )
+    field = HiddenField()
+
+
 class RescoreAllForm(ConfirmForm):
     phase = HiddenField()
     include_invalid = BooleanField("Also files that failed validation (they would fail again)")

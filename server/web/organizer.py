@@ -54,7 +54,7 @@ from server.models import (
 )
 from server.settings import get_settings
 from server.web.auth import admin_required, current_user, organizer_required, safe_next
-from server.web.forms import HideForm, NewPhaseForm, PhaseForm, RescoreAllForm
+from server.web.forms import HideForm, NewPhaseForm, PhaseForm, RescoreAllForm, TrackForm
 from server.web.pages import PHASE_ORDER, phase_or_404, phases_of, task_or_404
 from server.web.refusals import refusal
 from tasks import all_tasks
@@ -478,6 +478,28 @@ def hide(submission_id: int):
         f"Submission #{sub.id}: {action}.",
     )
     return _back(url_for("organizer.submissions"))
+
+
+@bp.route("/submissions/<int:submission_id>/track", methods=["POST"])
+@organizer_required
+def move_track(submission_id: int):
+    """Move a run to another track, with a reason (from the run's page)."""
+    sub = _sub_or_404(submission_id)
+    form = TrackForm()
+    _act(
+        lambda: sub_actions.move_track(
+            s=db(),
+            submission_id=sub.id,
+            track=form.track.data or "",
+            reason=form.reason.data or "",
+            field=form.field.data or None,
+            actor=current_user(),
+            settings=get_settings(),
+            via="web",
+        ),
+        f"Submission #{sub.id} moved to track {form.track.data}.",
+    )
+    return _back(url_for("pages.submission", submission_id=sub.id))
 
 
 @bp.route("/submissions/<int:submission_id>/rescore", methods=["POST"])

@@ -476,8 +476,20 @@ def submission(submission_id: int):
     task = task_or_404(sub.task_id)
     standing = waits.live_standing(s, sub, current_app.extensions.get("palimpsest.redis"))
     gated = code_runs.gated_for(s, current_user(), sub)  # a blind run's output: counts only
+    comp = people.competition_of_task(s, sub.task_id)
+    track = next(
+        (
+            f
+            for f in (comp.fact_fields or [] if comp is not None else [])
+            if f.get("key") == "track" and f.get("kind") == "choice"
+        ),
+        None,
+    )
     return render_template(
         "submissions/show.html",
+        track=track,
+        organizes=people.is_admin(current_user())
+        or people.organizes_task(s, current_user(), sub.task_id),
         sub=sub,
         gated=gated,
         problems=code_runs.gated_problems(sub.errors) if gated else (sub.errors or []),
