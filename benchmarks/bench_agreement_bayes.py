@@ -103,9 +103,21 @@ def finish(p: subprocess.Popen, t0: float, seed: int) -> dict:
         "empirical": round(got["empirical"]["value"], 4),
         "settings": {
             k: d[k]
-            for k in ("chains", "warmup", "samples", "target_accept", "correlated", "bins")
+            for k in (
+                "chains",
+                "warmup",
+                "samples",
+                "target_accept",
+                "correlated",
+                "bins",
+                "centred",
+                "around",
+                "dense_mass",
+            )
             if k in d
         },
+        # the first attempt, where it was refused and the fit was run again (its CPU included)
+        "retried": d.get("retried"),
     }
 
 
@@ -129,16 +141,15 @@ def main() -> None:
     ap.add_argument(
         "--trotr", type=Path, default=REPO.parent / "shared" / "data" / "trotr" / "TRoTR"
     )
-    ap.add_argument("--seeds", default="1-10", help="A range a-b or a comma list.")
+    ap.add_argument("--seeds", default="1-10", help="Ranges a-b and seeds, comma-separated.")
     ap.add_argument("--parallel", type=int, default=1, help="Fits at once (default 1).")
     ap.add_argument("--option", action="append", default=[], help="A fit setting, key=value.")
     ap.add_argument("--json", type=Path, help="Also write the rows and the summary here.")
     a = ap.parse_args()
-    if "-" in a.seeds:
-        lo, hi = (int(x) for x in a.seeds.split("-"))
-        seeds = list(range(lo, hi + 1))
-    else:
-        seeds = [int(x) for x in a.seeds.split(",")]
+    seeds = []
+    for part in a.seeds.split(","):  # "1-20", "6", "1-5,7"
+        lo, _, hi = part.partition("-")
+        seeds += list(range(int(lo), int(hi or lo) + 1))
     options = {k: _value(v) for k, v in (o.split("=", 1) for o in a.option)}
     print(f"load before: {os.getloadavg()}", flush=True)
     rows, running, todo = [], [], list(seeds)
