@@ -149,7 +149,7 @@ def markdown(rows: list[dict]) -> str:
         if not r.get("converged"):
             out.append(
                 f"| {r['seed']} | {r['cpu_seconds']} s | {r['peak_mb']:,.0f} MB | refused: "
-                f"{r.get('error', '')} | | | | | |"
+                f"{r.get('error', '').split('; no figure')[0]} | | | | | |"
             )
             continue
         low, high = r["kappa_95"]

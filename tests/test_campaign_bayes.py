@@ -35,9 +35,7 @@ from tasks.agreement_bayes import fit
 
 REPO = Path(__file__).resolve().parent.parent
 ASSESSORS = ("a1", "a2", "org")
-# 4 chains (R-hat sees a stuck one) of half the model's default draws: the campaign's table is
-# small, and the test checks that the worker stores what a direct fit gives, not the draws' count
-SETTINGS = {"chains": 4, "warmup": 500, "samples": 500}
+SETTINGS = {"chains": 4, "warmup": 1000, "samples": 1000}  # the model's defaults
 
 
 def _judged_campaign(world, seed: int = 5) -> int:  # noqa: F811
