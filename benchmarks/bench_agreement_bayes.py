@@ -3,6 +3,7 @@ converge for every seed, in what time, CPU and memory, and how far apart are the
 
     python benchmarks/bench_agreement_bayes.py [--trotr ../shared/data/trotr/TRoTR]
         [--seeds 1-10] [--parallel 1] [--option correlated=false ...] [--json out.json]
+    python benchmarks/bench_agreement_bayes.py --table out.json [more.json ...]
 
 Each fit runs in its own process (`palimpsest agreement`'s path: tasks.agreement.trotr_bayes with
 the model's defaults unless `--option` says otherwise), so its whole-process CPU time and peak
@@ -103,9 +104,21 @@ def finish(p: subprocess.Popen, t0: float, seed: int) -> dict:
         "empirical": round(got["empirical"]["value"], 4),
         "settings": {
             k: d[k]
-            for k in ("chains", "warmup", "samples", "target_accept", "correlated", "bins")
+            for k in (
+                "chains",
+                "warmup",
+                "samples",
+                "target_accept",
+                "correlated",
+                "bins",
+                "centred",
+                "around",
+                "dense_mass",
+            )
             if k in d
         },
+        # the first attempt, where it was refused and the fit was run again (its CPU included)
+        "retried": d.get("retried"),
     }
 
 
@@ -124,21 +137,62 @@ def summary(rows: list[dict]) -> dict:
     }
 
 
+def markdown(rows: list[dict]) -> str:
+    """The docs' per-seed table (docs/agreement.md) from the rows of one or more runs."""
+    head = (
+        "| seed | CPU (process) | peak memory | largest R-hat | smallest bulk ESS (where) | "
+        "divergences | leapfrog steps a draw | refit | posterior multi-kappa, average book: "
+        "median [95 %] |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    )
+    out = [head]
+    for r in sorted(rows, key=lambda r: r["seed"]):
+        if not r.get("converged"):
+            out.append(
+                f"| {r['seed']} | {r['cpu_seconds']} s | {r['peak_mb']:,.0f} MB | refused: "
+                f"{r.get('error', '').split('; no figure')[0]} | | | | | |"
+            )
+            continue
+        low, high = r["kappa_95"]
+        retried = r.get("retried")
+        refit = (
+            f"yes ({retried['divergences']} divergent at {retried['target_accept']})"
+            if retried
+            else "no"
+        )
+        out.append(
+            f"| {r['seed']} | {r['cpu_seconds']} s | {r['peak_mb']:,.0f} MB | "
+            f"{r['max_rhat']:.4f} | {r['min_ess']:,.0f} ({r['min_ess_at']}) | "
+            f"{r['divergences']} | {r['mean_leapfrog_steps']:.0f} | {refit} | "
+            f"{r['kappa']:.3f} [{low:.3f}, {high:.3f}] |"
+        )
+    return "\n".join(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--trotr", type=Path, default=REPO.parent / "shared" / "data" / "trotr" / "TRoTR"
     )
-    ap.add_argument("--seeds", default="1-10", help="A range a-b or a comma list.")
+    ap.add_argument("--seeds", default="1-10", help="Ranges a-b and seeds, comma-separated.")
     ap.add_argument("--parallel", type=int, default=1, help="Fits at once (default 1).")
     ap.add_argument("--option", action="append", default=[], help="A fit setting, key=value.")
     ap.add_argument("--json", type=Path, help="Also write the rows and the summary here.")
+    ap.add_argument(
+        "--table",
+        type=Path,
+        nargs="+",
+        help="Fit nothing: print the docs' per-seed table and the summary from these --json files.",
+    )
     a = ap.parse_args()
-    if "-" in a.seeds:
-        lo, hi = (int(x) for x in a.seeds.split("-"))
-        seeds = list(range(lo, hi + 1))
-    else:
-        seeds = [int(x) for x in a.seeds.split(",")]
+    if a.table:
+        rows = [r for f in a.table for r in json.loads(f.read_text())["rows"]]
+        print(markdown(rows))
+        print(json.dumps(summary(sorted(rows, key=lambda r: r["seed"])), indent=1))
+        return
+    seeds = []
+    for part in a.seeds.split(","):  # "1-20", "6", "1-5,7"
+        lo, _, hi = part.partition("-")
+        seeds += list(range(int(lo), int(hi or lo) + 1))
     options = {k: _value(v) for k, v in (o.split("=", 1) for o in a.option)}
     print(f"load before: {os.getloadavg()}", flush=True)
     rows, running, todo = [], [], list(seeds)

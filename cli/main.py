@@ -393,6 +393,12 @@ def _push_imported(task_id: str, home: Path | None) -> None:
     help="Fit the Bayesian multilevel model (needs the [agreement] extra and --from; up to a few "
     "minutes on a CPU); the fit is cached for the task's agreement page when the task is imported.",
 )
+@click.option(
+    "--compare",
+    is_flag=True,
+    help="With --bayes: fit the nested models the paper compares (its Table 2, as far as the "
+    "release has its factors) and rank them by PSIS-LOO: ELPD with its standard error.",
+)
 @click.option("--seed", type=int, default=None, help="The Bayesian fit's seed (default: recorded).")
 @click.option(
     "--expected",
@@ -405,7 +411,7 @@ def _push_imported(task_id: str, home: Path | None) -> None:
 @HOME_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly
-def agreement_cmd(task_id, source, factor, bayes, seed, expected, home, as_json):
+def agreement_cmd(task_id, source, factor, bayes, compare, seed, expected, home, as_json):
     """Human agreement in a task's release: the ceiling its board shows as a reference row."""
     # numpy loads only when this command runs: `palimpsest --help` stays light
     from tasks.agreement import BAYES_FILE, load_agreement
@@ -436,6 +442,8 @@ def agreement_cmd(task_id, source, factor, bayes, seed, expected, home, as_json)
             f"--by {factor}: {t.id}'s agreement is broken down by {', '.join(known)} only"
         )
     fitted = None
+    if compare and not bayes:
+        raise PalimpsestError("--compare compares fits of the Bayesian model: add --bayes")
     if bayes:
         if not t.agreement_bayes:
             raise PalimpsestError(f"{t.id} declares no Bayesian agreement model")
@@ -449,7 +457,9 @@ def agreement_cmd(task_id, source, factor, bayes, seed, expected, home, as_json)
 
         try:
             fitted = resolve(t.agreement_bayes)(
-                Path(source), **({"seed": seed} if seed is not None else {})
+                Path(source),
+                **({"seed": seed} if seed is not None else {}),
+                **({"compare": True} if compare else {}),
             )
         except ImportError as e:
             raise PalimpsestError(
@@ -457,6 +467,12 @@ def agreement_cmd(task_id, source, factor, bayes, seed, expected, home, as_json)
             ) from None
         except NotConverged as e:
             raise PalimpsestError(str(e)) from None
+        if compare:
+            if as_json:
+                click.echo(json.dumps({"task": t.id, "compare": fitted}, indent=2, sort_keys=True))
+            else:
+                _print_comparison(t.id, fitted)
+            return
         if store.exists():  # the agreement page shows the last converged fit
             (store.root / BAYES_FILE).write_text(
                 json.dumps(fitted, indent=1, sort_keys=True) + "\n", encoding="utf-8"
@@ -660,6 +676,27 @@ def _print_trotr_agreement(
         e = fitted.get("empirical_pair_weighted")
         if e:
             click.echo(f"  empirical pair-weighted (binary)        {_interval(e)}")
+
+
+def _print_comparison(task_id: str, got: dict) -> None:
+    """The nested models ranked by ELPD-LOO (the paper's Table 2), then any refused model."""
+    click.echo(f"{task_id}: models compared by PSIS-LOO ({got['source']}, seed {got['seed']})")
+    click.echo(
+        f"  {'model':<8} {'ELPD (SE)':>20} {'p_loo':>8} {'ELPD diff (SE)':>18} "
+        f"{'max k':>6} {'R-hat':>7} {'div':>4}  factors"
+    )
+    for r in got["ranking"]:
+        m = got["models"][r["model"]]
+        lo, d = m["loo"], m["diagnostics"]
+        factors = ", ".join(["annotator pair", *m["groups"], *m["covariates"]])
+        click.echo(
+            f"  {r['model']:<8} {lo['elpd_loo']:>10.2f} ({lo['se']:>6.2f}) {lo['p_loo']:>8.2f} "
+            f"{r['elpd_diff']:>9.2f} ({r['se_diff']:>6.2f}) {lo['max_pareto_k']:>6.2f} "
+            f"{d['max_rhat']:>7.4f} {d['divergences']:>4}  {factors}"
+        )
+    for name, m in got["models"].items():
+        if not m["converged"]:
+            click.echo(f"  {name}: refused, {m['error']}")
 
 
 def _print_problems(e, as_json: bool, task_id: str, cap: int = 50):

@@ -26,7 +26,7 @@ import krippendorff
 import numpy as np
 from scipy import stats
 
-from tasks.agreement_bayes import BINS, fit
+from tasks.agreement_bayes import BINS, compare_models, fit
 from tasks.agreement_measures import (
     EXPECTED_NOTE,
     KAPPA_NOTE,
@@ -53,6 +53,13 @@ SEED = 2024  # the bootstrap's; recorded beside every interval
 BOOT = 1000
 # TRoTR's judgments on the DURel scale: 1-2 unrelated, 3-4 related topics
 TROTR_BINARY = {1.0: 0.0, 2.0: 0.0, 3.0: 1.0, 4.0: 1.0}
+# TRoTR's sampler set-up (tasks/agreement_bayes.py, docs/agreement.md): the annotator pairs'
+# intercepts centred (six pairs, each with hundreds of items: the non-centred form diverged) and
+# around the fixed intercept (hierarchical centring: the intercept and the pairs' mean were a
+# ridge, 180 leapfrog steps a draw, and seed 6 was refused); a target acceptance of 0.99 from the
+# start (seed 6 made a divergent transition at 0.95) and 1,500 kept draws a chain (margin on
+# R-hat below 1.01 for every seed)
+TROTR_SAMPLER = {"centred": ("pair",), "around": "pair", "dense_mass": True, "target_accept": 0.99}
 TROTR_BINARY_TEXT = "judgments 1-2 -> 0 (unrelated topics), 3-4 -> 1 (related)"
 TROTR_FILTER = (
     "an instance is left out when its highest and lowest judgments differ by 2 or more, or when "
@@ -284,8 +291,7 @@ def trotr_bayes(
         curve="overlap" if overlap else None,
         correlated=correlated,
         bins=bins,
-        **{key: v for key, v in given.items() if v is not None},
-        **({"centred": ("pair",)} | options),
+        **(TROTR_SAMPLER | {key: v for key, v in given.items() if v is not None} | options),
     )
     measured = agreement(table, "nominal", BOOT, seed)
     return got | {
@@ -296,9 +302,28 @@ def trotr_bayes(
     }
 
 
-def trotr_bayes_release(source: Path, seed: int = SEED) -> dict:
-    """`palimpsest agreement tric-* --bayes --from CHECKOUT`."""
+def trotr_compare(path: Path, seed: int = SEED, **options) -> dict:
+    """The paper's Table 2 on TRoTR: nested models compared by PSIS-LOO, as far as the release
+    has the paper's factors (no retrieval method, no known-passage flag): `m` (the annotator
+    pairs' intercepts only), `m.B` (+ the book's intercepts), `m.lB` (+ lexical overlap), each
+    with the model's defaults and TRoTR's sampler set-up (tasks/agreement_bayes.py)."""
+    path = Path(path)
+    rows = [(a, i, TROTR_BINARY[v]) for a, i, v in trotr_judgments(path)]
+    table, ids = table_from_rows(rows, labels=[0.0, 1.0])
+    overlap = trotr_overlap(path.parent.parent)
+    book = {"book": np.array([passage_of(i)[1] for i in ids])}
+    ladder = {"m": ({}, {}), "m.B": (book, {})}
+    if overlap:
+        ladder["m.lB"] = (book, {"overlap": np.array([overlap[i] for i in ids])})
+    got = compare_models(table, ladder, seed=seed, **(TROTR_SAMPLER | options))
+    return got | {"source": "judgments/TRoTR.tsv", "binarisation": TROTR_BINARY_TEXT}
+
+
+def trotr_bayes_release(source: Path, seed: int = SEED, compare: bool = False) -> dict:
+    """`palimpsest agreement tric-* --bayes [--compare] --from CHECKOUT`."""
     root = locate(Path(source), "datasets", "TRoTR")
+    if compare:
+        return trotr_compare(root / "judgments" / "TRoTR.tsv", seed=seed)
     return trotr_bayes(root / "judgments" / "TRoTR.tsv", seed=seed)
 
 
@@ -493,6 +518,7 @@ __all__ = [
     "trotr_agreement_cached",
     "trotr_agreement_key",
     "trotr_bayes",
+    "trotr_compare",
     "trotr_bayes_release",
     "trotr_filter",
     "trotr_judgments",

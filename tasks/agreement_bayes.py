@@ -6,6 +6,9 @@ the first label", the pivot). A multinomial logit gives the log-odds of the othe
 outcomes against the pivot (eq. 3-6): fixed intercepts, fixed slopes for the covariates
 (standardised lexical overlap; a known-passage flag where the data has one), and random
 intercepts for the annotator pair and for each other grouping factor (the source book).
+A centred factor named by `around` is sampled by hierarchical centring (Gelfand, Sahu and Carlin
+1995): its levels' own intercepts theta_q ~ MVN(alpha, Sigma), nu_q = theta_q - alpha, the same
+model with the fixed intercept no longer on a ridge with the levels' mean.
 
 The random intercepts of one factor are, by default, the paper's (eq. 5 and note 6): jointly
 multivariate normal across the k^2 - 1 outcomes, the covariance decomposed into scales (half-normal
@@ -42,12 +45,13 @@ functions that need them, so the rest of the project runs without them.
 from __future__ import annotations
 
 import functools
+import itertools
 import time
 from types import SimpleNamespace
 
 import numpy as np
 
-from tasks.agreement_loo import pointwise, summarise
+from tasks.agreement_loo import compare, pointwise, summarise
 from tasks.agreement_measures import Table, weighted
 
 RHAT_MAX = 1.01
@@ -67,7 +71,12 @@ RETRY_ACCEPT = 0.99
 
 
 class NotConverged(RuntimeError):
-    """The sampler did not converge: no figure of this fit may be reported."""
+    """The sampler did not converge: no figure of this fit may be reported. `diagnostics`: the
+    refused fit's (the last attempt's, with `retried` naming the earlier one)."""
+
+    def __init__(self, message: str, diagnostics: dict | None = None):
+        super().__init__(message)
+        self.diagnostics = diagnostics or {}
 
 
 def pair_outcomes(
@@ -177,7 +186,7 @@ def _deps() -> SimpleNamespace:
     )
 
 
-def _model(counts, pair, n_pairs, groups, X, K, centred=(), correlated=True):
+def _model(counts, pair, n_pairs, groups, X, K, centred=(), correlated=True, around=None):
     dep = _deps()
     jax, jnp, numpyro, dist = dep.jax, dep.jnp, dep.numpyro, dep.dist
 
@@ -192,7 +201,18 @@ def _model(counts, pair, n_pairs, groups, X, K, centred=(), correlated=True):
         if correlated and m > 1:
             # eq. 5: nu_q ~ MVN(0, diag(sigma) R diag(sigma)), R = L L^T, L ~ LKJ(2) (note 6)
             L = numpyro.sample(f"L_{name}", dist.LKJCholesky(m, concentration=LKJ_ETA))
-            if name in centred:
+            if name in centred and name == around:
+                # hierarchical centring (Gelfand, Sahu and Carlin 1995): the levels' own
+                # intercepts drawn around the fixed intercept, theta_q ~ MVN(alpha, Sigma), and
+                # nu_q = theta_q - alpha; the same model, but alpha is then the levels' mean and
+                # no longer a ridge with them (few levels, each with much data)
+                tril = sigma[:, None] * L
+                theta = numpyro.sample(
+                    f"theta_{name}",
+                    dist.MultivariateNormal(alpha, scale_tril=tril).expand([n_levels]).to_event(1),
+                )
+                nu = numpyro.deterministic(f"nu_{name}", theta - alpha)
+            elif name in centred:
                 tril = sigma[:, None] * L
                 nu = numpyro.sample(
                     f"nu_{name}",
@@ -209,6 +229,11 @@ def _model(counts, pair, n_pairs, groups, X, K, centred=(), correlated=True):
             # non-centred: no funnel where a level holds little data or the levels differ little
             z = numpyro.sample(f"z_{name}", dist.Normal(0.0, 1.0).expand([n_levels, m]).to_event(2))
             nu = numpyro.deterministic(f"nu_{name}", z * sigma)
+        elif name == around:  # hierarchical centring, as above, each outcome on its own
+            theta = numpyro.sample(
+                f"theta_{name}", dist.Normal(alpha, sigma).expand([n_levels, m]).to_event(2)
+            )
+            nu = numpyro.deterministic(f"nu_{name}", theta - alpha)
         else:
             nu = numpyro.sample(
                 f"nu_{name}", dist.Normal(0.0, sigma).expand([n_levels, m]).to_event(2)
@@ -328,6 +353,7 @@ def fit(
     loo_report: bool = True,
     keep_draws: bool = False,
     retry_accept: float | None = RETRY_ACCEPT,
+    around: str | None = None,
 ) -> dict:
     """Fit the model by NUTS and return the posterior multi-kappa by eq. 7-8 for an average level
     of the first grouping factor (its intercepts at zero) and marginalised over it (a new level's
@@ -338,7 +364,9 @@ def fit(
     `correlated`: the paper's jointly normal intercepts with an LKJ prior on their correlations
     (default), else independent per outcome; `bins`: quantile bins of each covariate in the
     aggregated likelihood (None: one cell per pair of judgments); `centred`: factors whose
-    intercepts are sampled centred (default none: all non-centred); `compile_cache`: a directory
+    intercepts are sampled centred (default none: all non-centred); `around`: a centred factor
+    whose levels' intercepts are drawn around the fixed intercept (hierarchical centring: the
+    same model, `nu` = theta - alpha; TRoTR's annotator pair); `compile_cache`: a directory
     where jax keeps the compiled sampler (see `keep_compiled`); `retry_accept`: a fit whose only
     fault is divergent transitions is run again once with this target acceptance (the
     diagnostics' `retried` says so) before it is refused; `loo_report`: compute PSIS-LOO;
@@ -382,6 +410,7 @@ def fit(
         K,
         tuple(centred),
         correlated,
+        around,
         extra_fields=("diverging", "num_steps"),
     )
     # jax computes asynchronously: the clock stops once the draws are really there
@@ -410,6 +439,7 @@ def fit(
         "dense_mass": dense_mass,
         "correlated": correlated,
         "centred": list(centred),
+        "around": around,
         "bins": bins,
         "seconds": round(seconds, 1),  # wall clock, compilation included
         "cpu_seconds": round(cpu, 1),  # this process's CPU time (a shared machine's wall is longer)
@@ -440,6 +470,7 @@ def fit(
             loo_report=loo_report,
             keep_draws=keep_draws,
             retry_accept=None,
+            around=around,
         )
         d = again["diagnostics"]
         d["retried"] = {"target_accept": target_accept, "divergences": divergent, "max_rhat": rhat}
@@ -453,7 +484,8 @@ def fit(
             f"{RHAT_MAX}; {divergent} divergent transitions, must be 0; {chains} chains of "
             f"{warmup} + {samples} draws, seed {seed}, target acceptance {target_accept}); no "
             "figure of it is reported: fit again "
-            "with more warmup and draws, or another seed"
+            "with more warmup and draws, or another seed",
+            diagnostics,
         )
     # in double precision: every figure below is computed from the draws as numpy doubles
     post = {
@@ -547,6 +579,56 @@ def fit(
             )
         out["curve"] = {"covariate": curve, "points": pts}
     return out
+
+
+def compare_models(
+    table: Table,
+    ladder: dict[str, tuple[dict, dict]],
+    seed: int = 0,
+    keep_draws: bool = False,
+    **options,
+) -> dict:
+    """Fit each model of `ladder` (name -> (groups, covariates), all on the same table, so on the
+    same pairs of judgments) and compare them by PSIS-LOO (the paper's Table 2): each model's
+    ELPD-LOO with its standard error, p_loo and Pareto k diagnostics beside its sampler
+    diagnostics; the converged ones ranked by ELPD, with the difference from the best and its
+    standard error. A model that did not converge is listed with its refusal and no figure.
+    `keep_draws`: each converged model keeps its posterior draws and pointwise elpd_loo."""
+    models, pointwise_elpd = {}, {}
+    for name, (groups, covariates) in ladder.items():
+        try:
+            got = fit(
+                table, groups, covariates, seed=seed, keep_draws=True, loo_report=True, **options
+            )
+        except NotConverged as e:
+            models[name] = {
+                "converged": False,
+                "error": str(e),
+                "diagnostics": e.diagnostics,
+                "groups": sorted(groups),
+                "covariates": sorted(covariates),
+            }
+            continue
+        pointwise_elpd[name] = got["loo_pointwise"]
+        models[name] = {
+            "converged": True,
+            "groups": sorted(groups),
+            "covariates": sorted(covariates),
+            "loo": got["loo"],
+            "average": got["average"],
+            "diagnostics": got["diagnostics"],
+        }
+        if keep_draws:  # for a caller that checks them (never serialised)
+            models[name]["draws"] = got["draws"]
+            models[name]["loo_pointwise"] = got["loo_pointwise"]
+    ranking = compare(pointwise_elpd) if pointwise_elpd else []
+    return {
+        "models": models,
+        "ranking": ranking,
+        "seed": seed,
+        "note": "ELPD-LOO by PSIS-LOO over the pairs of judgments (reff 1); elpd_diff and se_diff "
+        "against the best model, from the pointwise differences",
+    }
 
 
 def _outcome_names(k: int) -> list[str]:
@@ -646,6 +728,38 @@ def reports(post, data, agg, zero, uniform, a_e, kappa, first, log_lik: bool = T
                 "marginal": _summary(kappa(x, True, uniform, a_e)) if first is not None else None,
             }
         by_covariate[c] = rows
+    # the paper's Table 3: every combination of the flags' values (its retrieval method and
+    # Known, both binary predictors), crossed with each level of each grouping factor after the
+    # first (a campaign's proposing runs), for an average level of the first factor (- Book) and
+    # marginalised over it (+ Book); the other covariates at their mean (zero)
+    flags = [c for c in names if np.unique(data["covariates"][c][0]).size == 2]
+    others = [
+        (g, li, level)
+        for g, (_, levels) in data["groups"].items()
+        if g != first
+        for li, level in enumerate(levels)
+    ]
+    by_condition = []
+    if flags or others:
+        others = others or [(None, None, None)]
+        for values in itertools.product(*(np.unique(data["covariates"][c][0]) for c in flags)):
+            x = zero.copy()
+            cond = {}
+            for c, v in zip(flags, values, strict=True):
+                x[:, names.index(c)] = v
+                _, mean, sd = data["covariates"][c]
+                cond[c] = f"{mean + v * sd:g}"
+            for g, li, level in others:
+                offset = None if g is None else post[f"nu_{g}"][:, li, :]
+                by_condition.append(
+                    {
+                        "condition": cond | ({} if g is None else {g: level}),
+                        "average": _summary(kappa(x, False, uniform, a_e, offset)),
+                        "marginal": _summary(kappa(x, True, uniform, a_e, offset))
+                        if first is not None
+                        else None,
+                    }
+                )
     out = {
         "outcomes": outcomes,
         "fixed_effects": effects,
@@ -653,6 +767,7 @@ def reports(post, data, agg, zero, uniform, a_e, kappa, first, log_lik: bool = T
         "correlations": correlations,
         "by_level": by_level,
         "by_covariate_level": by_covariate,
+        "by_condition": by_condition,
     }
     if log_lik:
         out["loo"], out["loo_pointwise"] = model_loo(post, data, agg)
@@ -666,6 +781,7 @@ __all__ = [
     "RHAT_MAX",
     "NotConverged",
     "cells",
+    "compare_models",
     "convergence",
     "covariate_bins",
     "fit",

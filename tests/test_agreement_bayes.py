@@ -64,7 +64,7 @@ def test_pair_outcomes_equal_a_naive_loop():
 
 def test_a_short_fit_converges_and_agrees_with_the_empirical_multi_kappa():
     t, book, overlap = generated()
-    kw = dict(seed=3, chains=4, warmup=500, samples=1000, curve="overlap")
+    kw = dict(seed=3, chains=4, warmup=500, samples=500, curve="overlap")
     got = fit(t, {"book": book}, {"overlap": overlap}, **kw)
     d = got["diagnostics"]
     assert d["max_rhat"] < 1.01 and d["divergences"] == 0 and d["min_ess"] > 50
@@ -220,38 +220,48 @@ def test_trotr_fit_converges_and_agrees_with_the_empirical_multi_kappa():
     assert len(got["curve"]["points"]) == 21
 
 
-def test_the_reports_equal_the_draws_transformed_by_hand():
-    """Per-level kappa, fixed effects, correlations and PSIS-LOO of one short fit, each recomputed
-    here from the fit's own posterior draws."""
+@pytest.fixture(scope="module")
+def reported():
+    """One short fit shared by the tests of its reports: four books (the paper's Book), two
+    flags (its retrieval method and Known, both binary predictors), its draws kept."""
+    t, book, overlap = generated(seed=2, items=200, books=4)
+    method = (np.random.default_rng(5).random(t.n_items) < 0.5).astype(float)
+    known = (overlap > 0.5).astype(float)
+    covariates = {"method": method, "known": known}
+    got = fit(
+        t, {"book": book}, covariates, seed=3, chains=4, warmup=500, samples=500, keep_draws=True
+    )
+    return t, book, covariates, got
+
+
+def _by_hand(t, post, data):
+    """eq. 7-8 from the draws, written out: the annotator pairs' own intercepts added to `eta`,
+    the diagonal outcomes' softmax probability averaged uniformly over the pairs."""
     from tasks.agreement_bayes import _softmax_diag
-    from tasks.agreement_loo import loo
     from tasks.agreement_measures import weighted
 
-    t, book, overlap = generated(seed=2, items=200, books=4)
-    flag = (overlap > 0.5).astype(float)  # a flag: two values, reported per level
-    got = fit(
-        t,
-        {"book": book},
-        {"known": flag},
-        seed=3,
-        chains=4,
-        warmup=500,
-        samples=500,
-        keep_draws=True,
-    )
-    post = got["draws"]
-    k = 2
     a_e = float(weighted(t, np.ones((1, t.n_items)))["expected_kappa"][0])
-    data = pair_outcomes(t, {"book": book}, {"known": flag})
     present = np.bincount(data["pair"], minlength=len(t.pairs)) > 0
     uniform = present / present.sum()
 
-    def by_hand(eta):
+    def kappa(eta):
         p = np.stack(
-            [_softmax_diag(eta + post["nu_pair"][:, j, :], k) for j in range(len(t.pairs))], 1
+            [_softmax_diag(eta + post["nu_pair"][:, j, :], 2) for j in range(len(t.pairs))], 1
         )
         return ((p * uniform).sum(axis=1) - a_e) / (1 - a_e)
 
+    return kappa
+
+
+def test_the_reports_equal_the_draws_transformed_by_hand(reported):
+    """Per-level kappa, fixed effects, correlations and PSIS-LOO of one short fit, each recomputed
+    here from the fit's own posterior draws."""
+    from tasks.agreement_loo import loo
+
+    t, book, covariates, got = reported
+    post = got["draws"]
+    data = pair_outcomes(t, {"book": book}, covariates)
+    by_hand = _by_hand(t, post, data)
     for li, level in enumerate(data["groups"]["book"][1]):
         want = by_hand(post["alpha"] + post["nu_book"][:, li, :])
         assert got["by_level"]["book"][level]["median"] == pytest.approx(np.median(want), abs=1e-12)
@@ -260,12 +270,12 @@ def test_the_reports_equal_the_draws_transformed_by_hand():
         )
     z = np.unique(data["covariates"]["known"][0])
     for v, name in zip(z, ("0", "1"), strict=True):
-        want = by_hand(post["alpha"] + v * post["beta"][:, 0, :])
+        want = by_hand(post["alpha"] + v * post["beta"][:, 1, :])
         assert got["by_covariate_level"]["known"][name]["average"]["median"] == pytest.approx(
             np.median(want), abs=1e-12
         )
     assert got["fixed_effects"]["known"]["0,1"]["mean"] == pytest.approx(
-        post["beta"][:, 0, 0].mean(), abs=1e-12
+        post["beta"][:, 1, 0].mean(), abs=1e-12
     )
     L = post["L_book"]
     r = (L[:, 0, :] * L[:, 1, :]).sum(axis=1)  # R[0, 1] = row 0 of L . row 1 of L
@@ -273,13 +283,82 @@ def test_the_reports_equal_the_draws_transformed_by_hand():
         np.median(r), abs=1e-12
     )
     # PSIS-LOO over the pairs of judgments, each its own column, from the draws by hand
-    eta = post["alpha"][:, None, :] + post["nu_pair"][:, data["pair"], :]
-    eta = eta + post["nu_book"][:, data["groups"]["book"][0], :]
-    eta = eta + data["covariates"]["known"][0][None, :, None] * post["beta"][:, 0, None, :]
-    logits = np.concatenate([np.zeros(eta.shape[:2] + (1,)), eta], axis=2)
-    ll = logits - np.log(np.exp(logits).sum(axis=2, keepdims=True))
-    per_obs = ll[:, np.arange(data["outcome"].size), data["outcome"]]
-    want = loo(per_obs)
+    want = loo(_log_lik_by_hand(post, data))
     assert got["loo"]["elpd_loo"] == pytest.approx(want["elpd_loo"], abs=1e-6)
     assert got["loo"]["se"] == pytest.approx(want["se"], abs=1e-6)
     assert np.allclose(got["loo_pointwise"], want["pointwise"]["elpd"], atol=1e-8)
+
+
+def _log_lik_by_hand(post, data):
+    """Each pair of judgments' log-likelihood per draw (draws x pairs of judgments)."""
+    eta = post["alpha"][:, None, :] + post["nu_pair"][:, data["pair"], :]
+    for g, (index, _) in data["groups"].items():
+        eta = eta + post[f"nu_{g}"][:, index, :]
+    for j, (z, _, _) in enumerate(data["covariates"].values()):
+        eta = eta + z[None, :, None] * post["beta"][:, j, None, :]
+    logits = np.concatenate([np.zeros(eta.shape[:2] + (1,)), eta], axis=2)
+    ll = logits - np.log(np.exp(logits).sum(axis=2, keepdims=True))
+    return ll[:, np.arange(data["outcome"].size), data["outcome"]]
+
+
+def test_kappa_per_condition_equals_the_draws_transformed_by_hand(reported):
+    """The paper's Table 3: kappa for each combination of the two flags (method x Known), for an
+    average book (- Book) from the draws by hand; + Book marginalises over books: each row wider
+    than its - Book row, and centred near it."""
+    t, book, covariates, got = reported
+    post = got["draws"]
+    data = pair_outcomes(t, {"book": book}, covariates)
+    by_hand = _by_hand(t, post, data)
+    rows = got["by_condition"]
+    assert [r["condition"] for r in rows] == [
+        {"method": m, "known": k} for m in ("0", "1") for k in ("0", "1")
+    ]
+    zs = {c: np.unique(data["covariates"][c][0]) for c in ("method", "known")}
+    for r in rows:
+        m, k = int(r["condition"]["method"]), int(r["condition"]["known"])
+        eta = post["alpha"] + zs["method"][m] * post["beta"][:, 0, :]
+        want = by_hand(eta + zs["known"][k] * post["beta"][:, 1, :])
+        assert r["average"]["median"] == pytest.approx(np.median(want), abs=1e-12)
+        assert r["average"]["95%"] == pytest.approx(
+            [np.quantile(want, 0.025), np.quantile(want, 0.975)], abs=1e-12
+        )
+        width = {v: r[v]["95%"][1] - r[v]["95%"][0] for v in ("average", "marginal")}
+        assert width["marginal"] > width["average"], r
+
+
+def test_nested_models_compared_by_loo_equal_arviz(reported):
+    """The paper's Table 2 on a small table: two nested models (the book and Known; + the method)
+    fitted and ranked; each ELPD, its standard error and p_loo equal ArviZ's `loo` on
+    the log-likelihoods written out here from the model's own draws, and the differences from the
+    best equal ArviZ's `compare`. The larger model is the shared fit's (the same program and seed:
+    its compiled sampler is reused), so only the smaller one compiles."""
+    az = pytest.importorskip("arviz", reason="ArviZ is the reference: pip install arviz")
+    from tasks.agreement_bayes import compare_models
+
+    t, book, covariates, full = reported
+    # (the book alone, `m.B`, mixed too slowly at sigma_book with these few draws)
+    known = {"known": covariates["known"]}
+    ladder = {"m.kB": ({"book": book}, known), "m.mkB": ({"book": book}, covariates)}
+    got = compare_models(t, ladder, seed=3, chains=4, warmup=500, samples=500, keep_draws=True)
+    assert all(m["converged"] for m in got["models"].values()), {
+        k: (m.get("error"), m["diagnostics"]) for k, m in got["models"].items()
+    }
+    # the same model, data and seed as the shared fit: the same draws
+    assert got["models"]["m.mkB"]["loo"] == full["loo"]
+    refs = {}
+    for name, (groups, covs) in ladder.items():
+        m = got["models"][name]
+        ll = _log_lik_by_hand(m["draws"], pair_outcomes(t, groups, covs))
+        idata = az.from_dict(
+            posterior={"alpha": m["draws"]["alpha"][None, :, 0]},
+            log_likelihood={"y": ll[None, :, :]},
+        )
+        refs[name] = az.loo(idata, pointwise=True, reff=1.0)
+        for key in ("elpd_loo", "se", "p_loo"):
+            assert m["loo"][key] == pytest.approx(float(refs[name][key]), abs=1e-6), (name, key)
+        assert m["loo"]["n"] == ll.shape[1]
+    ref = az.compare(refs, ic="loo")
+    assert [r["model"] for r in got["ranking"]] == list(ref.index)
+    for r in got["ranking"]:
+        assert r["elpd_diff"] == pytest.approx(-float(ref.loc[r["model"], "elpd_diff"]), abs=1e-6)
+        assert r["se_diff"] == pytest.approx(float(ref.loc[r["model"], "dse"]), abs=1e-6)

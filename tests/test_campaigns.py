@@ -16,6 +16,7 @@ from campaignkit import ASSESSORS, PHASE, TASK, _cli, _naive_pool, _read
 from sqlmodel import Session, select
 
 from scorer.pooling import balanced_assignment
+from server.domain import judgments
 from server.domain.campaign_pool import overlap_bucket, source_work
 from tests.conftest import LOCI
 
@@ -199,6 +200,24 @@ def test_a_campaign_pools_assigns_is_judged_and_measured(world):
     assert {lv["level"] for lv in by_run["levels"]} <= {f"run {i}" for i in opened["runs"]}
     r = c.get(f"/api/v1/campaigns/{cid}/agreement?by=colour", headers=_h(tokens["lorg"]))
     assert r.status_code == 422 and "by" in r.json["error"]["message"]
+    # what the Bayesian model fits: the source work (the paper's book, first), the proposing runs
+    # (its retrieval method, one level per set of runs), Known (the query had a gold link) and the
+    # overlap bucket, each item's from its factors as the pool stored them
+    with Session(world["app"].extensions["palimpsest.engine"]) as s:
+        inputs = judgments.fit_inputs(s, s.get(AssessmentCampaign, cid))
+    by_id = {it["id"]: it["factors"] for it in opened["items"]}
+    kept = inputs["table"].n_items
+    assert kept == len(keys) and list(inputs["groups"]) == ["source_work", "proposed_by"]
+    # the table's rows: the items by their ids as text (every one fully judged)
+    fs = [by_id[i] for i in sorted(by_id, key=str)]
+    assert inputs["groups"]["source_work"].tolist() == [f["source_work"] for f in fs]
+    want = ["runs " + "+".join(map(str, sorted(f["run"]))) for f in fs]
+    assert inputs["groups"]["proposed_by"].tolist() == want and len(set(want)) > 1
+    assert inputs["covariates"]["known"].tolist() == [
+        1.0 if f["query_had_gold"] == "yes" else 0.0 for f in fs
+    ]
+    order = {"0": 0.0, "1": 1.0, "2-3": 2.0, "4+": 3.0}
+    assert inputs["covariates"]["overlap"].tolist() == [order[f["overlap"]] for f in fs]
     # the text output
     out = _cli(url, tokens["lorg"], "organizer", "campaign", "agreement", str(cid)).stdout
     assert f"{len(keys)} of {len(keys)} items fully judged" in out and "multi-kappa" in out

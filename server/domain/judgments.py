@@ -75,13 +75,27 @@ OVERLAP_ORDINAL = {"0": 0.0, "1": 1.0, "2-3": 2.0, "4+": 3.0}
 
 
 GROUP_FACTORS = ("source_work", "stratum")
+# a pooled link's proposing runs, as one level per set of runs: the analogue of the paper's
+# retrieval method (its grouping factor after the book's analogue)
+PROPOSED_BY = "proposed_by"
+# a link whose query already had a gold link: the analogue of the paper's Known, a 0/1 flag
+KNOWN = {"no": 0.0, "yes": 1.0}
+
+
+def _runs_level(runs) -> str | None:
+    if not isinstance(runs, list) or not runs:
+        return None
+    return "runs " + "+".join(str(r) for r in sorted(runs))
 
 
 def fit_inputs(s: Session, c: AssessmentCampaign) -> dict:
     """What the model fits: the agreement table (items every assigned assessor judged), the items'
-    grouping factor (a link's source work, a pair's stratum) and covariate (a link's lexical
-    overlap bucket as an ordinal 0-3; pairs have none), how many judgments are stored and a
-    sha256 digest of exactly that (the table's values, assessors, items, groups and covariate)."""
+    grouping factors (a link's source work, a pair's stratum: the paper's book, first; a link's
+    proposing runs: the paper's retrieval method) and covariates (a link's lexical overlap bucket
+    as an ordinal 0-3 and whether its query already had a gold link, the paper's Known; pairs
+    have none); a factor or covariate with one value is left out; how many judgments are stored
+    and a sha256 digest of exactly that (the table's values, assessors, items, groups and
+    covariates)."""
     judged = judged_table(s, c)
     table, kept, factors = judged.table, judged.kept, judged.factors
     groups: dict[str, np.ndarray] = {}
@@ -91,10 +105,17 @@ def fit_inputs(s: Session, c: AssessmentCampaign) -> dict:
         if of and all(name in f for f in of):
             groups[name] = np.asarray([str(f[name]) for f in of])
             break
+    levels = [_runs_level(f.get("run")) for f in of]
+    if of and None not in levels and len(set(levels)) > 1:  # one level has no intercept to fit
+        groups[PROPOSED_BY] = np.asarray(levels)
     if of and all(f.get("overlap") in OVERLAP_ORDINAL for f in of):
         v = np.asarray([OVERLAP_ORDINAL[f["overlap"]] for f in of])
         if np.unique(v).size > 1:  # a constant covariate has no slope to fit
             covariates["overlap"] = v
+    if of and all(f.get("query_had_gold") in KNOWN for f in of):
+        v = np.asarray([KNOWN[f["query_had_gold"]] for f in of])
+        if np.unique(v).size > 1:
+            covariates["known"] = v
     payload = {
         "assessors": list(table.annotators),
         "items": kept,

@@ -91,6 +91,21 @@ def fit_campaign_model(fit_id: int) -> dict:
         "marginal_over": out["marginal_over"],
         "levels": out["levels"],
         "diagnostics": out["diagnostics"],
+        # the paper's reports (tasks/agreement_bayes.py: reports): its section 3.2 and note 6,
+        # Table 3 by condition, and the PSIS-LOO a comparison of models reads
+        **{
+            key: out[key]
+            for key in (
+                "outcomes",
+                "fixed_effects",
+                "scales",
+                "correlations",
+                "by_level",
+                "by_covariate_level",
+                "by_condition",
+                "loo",
+            )
+        },
     }
     _finish(engine, fit_id, "done", result=result)
     return {"fit": fit_id, "state": "done"}
