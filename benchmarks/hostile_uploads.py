@@ -397,7 +397,7 @@ def peak_of_job(home: Path, submission_file: Path, task_id: str, split: str) -> 
 import json, resource, sys, time
 sys.path.insert(0, {str(REPO)!r})
 from scorer import SubmissionInvalid, score_validated, validate_file
-from server.domain.limits import TooCostly, bounded
+from server.jobs.rlimits import TooCostly, bounded
 from server.settings import Settings
 s = Settings.from_env()
 t = time.perf_counter()

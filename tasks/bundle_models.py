@@ -18,7 +18,7 @@ from tasks import catalogue
 from tasks.base import Task
 from tasks.declared import task_from_declaration
 
-# C0 controls but tab, newline and carriage return, and DEL (server.domain.inputs.CONTROL's set)
+# C0 controls but tab, newline and carriage return, and DEL (server.domain.bounds.CONTROL's set)
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 SLUG = r"^[a-z0-9][a-z0-9-]{0,63}$"
 TASK_ID = r"^[a-z][a-z0-9-]{1,39}$"

@@ -125,7 +125,7 @@ def test_closed_phase_and_unknowns(api_env):
         s.commit()
     c = app.test_client()
     r = _submit(c, tokens["alpha"], "tric-binary", _tric_file(home), phase="test")
-    # the same status as the web's submit page (server.errors): a conflict with the phase's state
+    # the same status as the web's submit page (server.statuses): a conflict with the phase's state
     assert r.status_code == 409 and r.json["error"]["code"] == "phase_closed"
     assert (
         c.get("/api/v1/tasks/tric-binry", headers=_h(tokens["alpha"]))

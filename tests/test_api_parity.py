@@ -227,7 +227,6 @@ def test_organizer_phase_lifecycle_over_the_api(api_env):  # noqa: F811
 def test_the_error_table_is_one_for_web_and_api():
     from datetime import datetime
 
-    from server.errors import describe
     from server.exceptions import (
         LifecycleRefused,
         LimitReached,
@@ -235,6 +234,7 @@ def test_the_error_table_is_one_for_web_and_api():
         SubmissionRefused,
         TeamRefused,
     )
+    from server.statuses import describe
 
     assert describe(PhaseClosed("closed", datetime(2026, 1, 1)))[:2] == (409, "phase_closed")
     assert describe(LimitReached("x", None, "daily"))[0:2] == (429, "limit_reached")

@@ -14,7 +14,7 @@ from helpers import fresh_python
 
 HEAVY = ("numpy", "scipy", "alembic", "redis", "rq", "torch", "sklearn", "pandas")
 # what none of these commands uses (each a module and everything under it): the web framework
-# (server.domain.inputs holds the input checks without it), Markdown (a page rendered), the task
+# (server.domain.bounds holds the input checks without it), Markdown (a page rendered), the task
 # specs' reader (the registry reads them on the first task lookup), the bundles' reader, the boards
 # and the web and API surfaces; pydantic-settings (server/settings.py reads the environment itself)
 UNUSED = (

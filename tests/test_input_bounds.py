@@ -13,7 +13,7 @@ from conftest import _make_backend
 from webkit import Browser, make_token, make_user
 
 from server.domain import accounts
-from server.domain.inputs import INT_MAX
+from server.domain.bounds import INT_MAX
 
 SERVICES = pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.redis])
 BIG = (2**31, 2**63)

@@ -10,7 +10,7 @@ import io
 import pytest
 from apikit import _h, _submit, _tric_file
 
-from server.domain.inputs import one_line, one_line_problem
+from server.domain.bounds import one_line, one_line_problem
 
 BREAKS = ["\n", "\r", "\u2028", "\u2029", "\x85", "\x0b", "\t", "\x9f"]
 

@@ -1,4 +1,4 @@
-"""Data released per phase (server.domain.releases): one rule for the web's zips, the API's
+"""Data released per phase (server.domain.download_rule): one rule for the web's zips, the API's
 download and
 the CLI's `download`; a symlink planted in public/ is refused by all; every public folder has a
 link on the task page; the starting kit; a downloaded directory scores dev offline."""

@@ -133,7 +133,7 @@ def test_submission_list_pages_with_score_and_times(app, world, org):  # noqa: F
 
 
 def test_a_closed_phase_is_409_on_the_page_and_on_the_api(app, world, tmp_path):  # noqa: F811
-    """One error table (server.errors): the same status for the same failure on both sides."""
+    """One error table (server.statuses): the same status for the same failure on both sides."""
     import io
 
     from webkit import Browser, make_token, make_user, update_phase

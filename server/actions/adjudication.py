@@ -16,8 +16,8 @@ from server.actions.common import action, require_organizer
 from server.actions.common import task as find_task
 from server.db import lock_row, on_rollback
 from server.domain import audit, goldversions, publication
+from server.domain.bounds import CONTROL
 from server.domain.campaign_pool import SEP
-from server.domain.inputs import CONTROL
 from server.domain.judgments import judgment_rows, positive_keys
 from server.domain.provenance import mark_stale
 from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid

@@ -13,7 +13,7 @@ from server.actions import common
 from server.actions.common import action
 from server.actions.competitions import checked_text, find, invalid, visible
 from server.domain import audit, people
-from server.domain.inputs import CONTROL
+from server.domain.bounds import CONTROL
 from server.domain.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
 from server.exceptions import Forbidden, NotFound
 from server.jobs import outbox

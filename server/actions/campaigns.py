@@ -47,6 +47,7 @@ from server.actions.common import phase as find_phase
 from server.actions.common import task as find_task
 from server.boards import leaderboard
 from server.domain import audit, people
+from server.domain.bounds import CONTROL
 from server.domain.campaign_pool import (
     KINDS,
     SEP,
@@ -58,7 +59,6 @@ from server.domain.campaign_pool import (
     write_items,
 )
 from server.domain.emails import lookup_form
-from server.domain.inputs import CONTROL
 from server.domain.judgments import judged_table, positive_keys
 from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.models import (

@@ -16,7 +16,7 @@ from server.actions import common
 from server.actions.common import action
 from server.api_models import competitions as m
 from server.domain import audit, lifecycle, people
-from server.domain.inputs import CONTROL, one_line_problem
+from server.domain.bounds import CONTROL, one_line_problem
 from server.domain.sanitize import MAX_MARKDOWN, MarkdownTooDeep, check_markdown, render_markdown
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.models import (

@@ -22,8 +22,8 @@ from server.actions import common
 from server.actions.common import action
 from server.actions.competitions import find, visible
 from server.domain import audit, lifecycle, people, teams
+from server.domain.bounds import CONTROL
 from server.domain.emails import lookup_form
-from server.domain.inputs import CONTROL
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.jobs import outbox
 from server.models import (

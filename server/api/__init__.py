@@ -2,7 +2,7 @@
 
 Every operation is declared with `@op` (server/api/openapi.py): its request and answer models
 (server/api_models/), from which `/api/v1/openapi.json` is generated and `/api/docs` shows it.
-Every error is `{"error": {"code": ..., "message": ..., ...}}` with the status server.errors gives
+Every error is `{"error": {"code": ..., "message": ..., ...}}` with the status server.statuses gives
 the failure (the web pages use the same table); validation failures add `problems` (each with
 `line`, `id`, `message`) and `total`. Every list is a page: `items`, `next_cursor`, `next`.
 State changes go through server.domain.lifecycle (submissions, phases, boards) and

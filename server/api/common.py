@@ -1,5 +1,5 @@
 """The API's plumbing, shared by every route module: the blueprint, the error envelope (one table
-from named failures to status and code, `server.errors`), request models read from the query or
+from named failures to status and code, `server.statuses`), request models read from the query or
 the body, cursor pagination, who asks (a bearer token) and the lookups of a task, a phase and a
 submission, and the dict builders a task and a submission answer with.
 """
@@ -20,10 +20,9 @@ from server.actions import common as action_common
 from server.actions.common import phase_or_default
 from server.db import db
 from server.domain import code_runs, people
-from server.domain.inputs import INT_MAX
+from server.domain.bounds import INT_MAX
 from server.domain.submissions import quota, shown_scores
 from server.domain.visibility import shown_part, viewer_of
-from server.errors import HANDLED, MAYBE_DISK_FULL, as_disk_full, describe
 from server.exceptions import NotFound
 from server.jobs import waits
 from server.models import (
@@ -33,6 +32,7 @@ from server.models import (
     User,
 )
 from server.settings import get_settings
+from server.statuses import HANDLED, MAYBE_DISK_FULL, as_disk_full, describe
 from server.web import auth
 from tasks.store import TaskStore
 
@@ -59,7 +59,7 @@ def _api_error(e: ApiError):
 
 
 def named_error(e: Exception):
-    """A named failure of the server (server.errors.TABLE): its status and code, as on the web."""
+    """A named failure of the server (server.statuses.TABLE): its status and code, as on the web."""
     status, code, message, extra = describe(e)
     return error_response(status, code, message, **extra)
 

@@ -230,7 +230,7 @@ def spec(app) -> dict:
                     "description": (r.__doc__ or "OK").strip().splitlines()[0],
                     "content": {"application/json": {"schema": ref(r, "serialization")}},
                 }
-        # the input guard (server.domain.inputs) checks every request's query string, form and body
+        # the input guard (server.domain.bounds) checks every request's query string, form and body
         errs = set(meta["errors"]) | {400}
         if meta["form"] is not None:
             errs.add(413)

@@ -29,7 +29,7 @@ from server.api.common import (
 )
 from server.api.openapi import op
 from server.db import db
-from server.domain import people, releases
+from server.domain import download_rule, people
 from server.domain.visibility import viewer_of
 from server.settings import get_settings
 from server.web import downloads
@@ -105,7 +105,7 @@ def download(task_id):
         given, withheld = download_actions.released(
             s=s, user=u, task=t, home=get_settings().home, area=split
         )
-    except releases.DownloadRefused as e:
+    except download_rule.DownloadRefused as e:
         raise ApiError(e.status, e.code, e.message) from e
     store = task_store(t.id)
     manifest = store.manifest()
@@ -122,7 +122,7 @@ def download(task_id):
         for a in withheld
     }
     members = [("task.json", json.dumps(public_manifest, indent=2).encode())]
-    members += releases.declaration_member(t, get_settings().home)
+    members += download_rule.declaration_member(t, get_settings().home)
     members += [(p.relative_to(store.root).as_posix(), p) for a in given for p in a.files]
     # with an object store: a redirect to a presigned GET of the zip (server.web.downloads)
     return downloads.zip_response(get_settings(), t.id, f"{t.id}-public.zip", members)

@@ -65,7 +65,7 @@ class ErrorBody(Model):
 
 class Error(Model):
     """Every failure: the status comes from one table shared with the web pages
-    (server.errors)."""
+    (server.statuses)."""
 
     error: ErrorBody
 

@@ -12,8 +12,8 @@ from pydantic import (
 )
 
 from server.api_models.base import Model, Out, PageQuery, Stamp
+from server.domain.bounds import CONTROL, one_line_problem
 from server.domain.emails import normalize_domain
-from server.domain.inputs import CONTROL, one_line_problem
 from server.domain.sanitize import MAX_MARKDOWN
 from tasks.bundle_models import FactField, fact_rule_problems
 

@@ -10,7 +10,7 @@ from pydantic import (
 )
 
 from server.api_models.base import Model, Out, Stamp
-from server.domain.inputs import one_line_problem
+from server.domain.bounds import one_line_problem
 
 # ----------------------------------------------------------------------------- users and teams
 

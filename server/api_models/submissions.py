@@ -13,7 +13,7 @@ from pydantic import (
 from pydantic.json_schema import SkipJsonSchema
 
 from server.api_models.base import Model, Out, PageQuery, Problem, Stamp
-from server.domain.inputs import CONTROL, one_line_problem, url_problem
+from server.domain.bounds import CONTROL, one_line_problem, url_problem
 
 # ----------------------------------------------------------------------------- submissions
 

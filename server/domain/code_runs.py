@@ -17,8 +17,8 @@ from sqlalchemy import update
 from sqlmodel import Session, select
 
 from server.db import session_scope
-from server.domain import exposure, releases
-from server.domain.releases import area_files
+from server.domain import download_rule, exposure
+from server.domain.download_rule import area_files
 from server.domain.visibility import viewer_of
 from server.models import CodeRun, Phase, utcnow
 from tasks import get_task
@@ -112,12 +112,12 @@ def input_names(task_id: str) -> tuple[str, ...]:
 
 def released_areas(s: Session, task_id: str, home) -> set[str]:
     """The public areas a run may read: those the download rule releases to a
-    participant now (`server.domain.releases`: never a blind split, never one before its date,
+    participant now (`server.domain.download_rule`: never a blind split, never one before its date,
     never one that would expose hidden gold). The run's own split's inputs come beside them
     (`stage_inputs`)."""
     task = get_task(task_id)
     out = set()
-    for a in releases.areas(s, task, home):
+    for a in download_rule.areas(s, task, home):
         if not a.released or not a.files:
             continue
         try:

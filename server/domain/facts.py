@@ -11,7 +11,7 @@ Nothing here knows of Flask.
 
 from __future__ import annotations
 
-from server.domain.inputs import CONTROL, url_problem
+from server.domain.bounds import CONTROL, url_problem
 from server.exceptions import UploadFieldsInvalid
 from tasks.bundle_models import fact_items
 

@@ -22,7 +22,7 @@ from sqlmodel import Session
 from server import models, objectstore  # models.X: other subjects' tables, loaded when first used
 from server.db import lock_row, on_rollback
 from server.domain import people
-from server.domain.inputs import url_problem
+from server.domain.bounds import url_problem
 
 # the statuses and the phase window are the lifecycle's; importable from here as before
 from server.domain.lifecycle import (  # noqa: F401

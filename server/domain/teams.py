@@ -1,7 +1,7 @@
 """Teams: create one, join one by its invite code, leave it, rotate its code, and (for a
 competition whose organizers ask for it) let its captain approve who joins. The web pages
 (`server/web/teams.py`), the API (`server/api/`) and the CLI call these, so all of them refuse
-the same things with the same words and the same status (server.errors).
+the same things with the same words and the same status (server.statuses).
 
 A team is made in one competition (`competition`: its `Competition` row), or for every competition
 (`competition` None: the account-wide team, as before teams were per competition). A person has
@@ -21,7 +21,7 @@ from server.db import lock_row
 from server.domain import people
 from server.domain.accounts import audit, new_invite_code
 from server.domain.baselines import reads_as_baselines
-from server.domain.inputs import one_line_problem
+from server.domain.bounds import one_line_problem
 from server.exceptions import TeamRefused
 from server.models import Competition, Team, TeamMember, User
 

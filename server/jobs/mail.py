@@ -13,7 +13,7 @@ import ssl
 import threading
 from email.message import EmailMessage
 
-from server.domain.inputs import one_line
+from server.domain.bounds import one_line
 from server.settings import Settings
 
 log = logging.getLogger("palimpsest.mail")

@@ -30,7 +30,6 @@ from server.domain.lifecycle import (
     problem_text,  # noqa: F401  (one wording of a problem)
     start_attempt,
 )
-from server.domain.limits import TooCostly, bounded
 from server.domain.partitions import gold_parts
 from server.jobs.outbox import notify_run
 from server.jobs.queue import (
@@ -41,6 +40,7 @@ from server.jobs.queue import (
     job_id,
     submission_id_of,
 )
+from server.jobs.rlimits import TooCostly, bounded
 from server.models import Phase, Submission
 from server.settings import Settings, get_settings
 from tasks import get_task

@@ -42,7 +42,7 @@ class Phase(TableModel, table=True):
     split: str = Field(max_length=16)
     opens_at: Optional[NaiveDatetime] = None
     closes_at: Optional[NaiveDatetime] = None
-    # when the inputs of the phase's split may be downloaded (server.domain.releases); None:
+    # when the inputs of the phase's split may be downloaded (server.domain.download_rule); None:
     # when it opens
     inputs_at: Optional[NaiveDatetime] = None
     daily_limit: Optional[int] = 5

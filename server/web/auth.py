@@ -40,11 +40,11 @@ from server.domain.accounts import (
     verify_password,
 )
 from server.domain.emails import BadEmail, is_email, lookup_form, normalize_email
-from server.errors import status_of
 from server.exceptions import Forbidden, NotFound, UploadFieldsInvalid
 from server.jobs.mail import send_in_background
 from server.models import ApiToken, User
 from server.settings import get_settings
+from server.statuses import status_of
 
 bp = Blueprint("auth", __name__, url_prefix="/auth")
 

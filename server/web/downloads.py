@@ -1,5 +1,5 @@
 """A task's public files as a zip, for the web's `/tasks/<task>/data/<area>.zip` and the API's
-`GET /tasks/<task>/download`, once `server.domain.releases.downloadable` allowed them.
+`GET /tasks/<task>/download`, once `server.domain.download_rule.downloadable` allowed them.
 
 On the data directory alone (the embedded default) the zip is built and sent by the web app, as
 always. On a site with an object store it is not: the zip is put into the store once, under

@@ -29,7 +29,7 @@ from wtforms.validators import InputRequired, Length, NumberRange, Optional, Val
 from wtforms.widgets import TextInput
 
 from server import api_models as m
-from server.domain.inputs import INT_MAX
+from server.domain.bounds import INT_MAX
 from server.domain.sanitize import MAX_MARKDOWN, nesting_problem
 
 TZ = "UTC"

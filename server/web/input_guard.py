@@ -1,12 +1,12 @@
 """The request guard: every request's path integers, query string, form and JSON body checked
-with server.domain.inputs before any view runs (before CSRF and sign-in: they read these
+with server.domain.bounds before any view runs (before CSRF and sign-in: they read these
 fields)."""
 
 from __future__ import annotations
 
 from flask import render_template, request
 
-from server.domain.inputs import DIGITS, BadInput, check_int, check_text
+from server.domain.bounds import DIGITS, BadInput, check_int, check_text
 
 
 def _walk_json(path: str, v) -> None:

@@ -32,7 +32,6 @@ from server.boards import leaderboard as lb
 from server.db import db
 from server.domain import lifecycle, people, publication
 from server.domain.submissions import phase_state
-from server.errors import status_of
 from server.exceptions import (
     Forbidden,
     LifecycleRefused,
@@ -53,6 +52,7 @@ from server.models import (
     utcnow,
 )
 from server.settings import get_settings
+from server.statuses import status_of
 from server.web.auth import admin_required, current_user, organizer_required, safe_next
 from server.web.forms import HideForm, NewPhaseForm, PhaseForm, RescoreAllForm, TrackForm
 from server.web.pages import PHASE_ORDER, phase_or_404, phases_of, task_or_404

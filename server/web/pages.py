@@ -26,14 +26,13 @@ from server.actions import submissions as sub_actions
 from server.actions.common import phase_or_default
 from server.api_models import YES, UploadFields
 from server.db import db
-from server.domain import code_runs, facts, people, releases, submissions
+from server.domain import code_runs, download_rule, facts, people, submissions
 from server.domain.accounts import submission_filter
 from server.domain.lifecycle import RANKED_RUN_RULE
 from server.domain.sanitize import render_markdown
 from server.domain.submissions import phase_state, shown_scores
 from server.domain.submissions import quota as backbone_quota
 from server.domain.visibility import shown_part, viewer_of
-from server.errors import status_of
 from server.exceptions import (
     BundleRefused,
     Forbidden,
@@ -45,6 +44,7 @@ from server.exceptions import (
 from server.jobs import waits
 from server.models import Phase, Score, Submission, Team
 from server.settings import get_settings
+from server.statuses import status_of
 from server.web import downloads
 from server.web.auth import current_user, login_required
 from server.web.forms import SubmitForm, SystemForm, UploadForm
@@ -140,12 +140,12 @@ def task(task_id: str):
     team = user_team(t.id)
     phases = [(p, phase_state(p), quota(team, p)) for p in phases_of(t.id)]
     # every public folder of the task (splits, training data), released now or with its date
-    areas = [a for a in releases.areas(db(), t, get_settings().home) if a.files]
-    kit = next((a for a in areas if a.name == releases.KIT), None)
+    areas = [a for a in download_rule.areas(db(), t, get_settings().home) if a.files]
+    kit = next((a for a in areas if a.name == download_rule.KIT), None)
     if kit is not None:  # the bundle's own kit: its README, sanitized like every organizer text
         readme = next((p for p in kit.files if p.name.lower() == "readme.md"), None)
         kit_text = readme.read_text(encoding="utf-8", errors="replace") if readme else ""
-        kit_url = url_for("pages.download", task_id=t.id, split=releases.KIT)
+        kit_url = url_for("pages.download", task_id=t.id, split=download_rule.KIT)
     else:
         kit_text = starting_kit.readme(t, _systems(t.id), _site())
         kit_url = url_for("pages.kit", task_id=t.id)
@@ -190,13 +190,13 @@ def kit(task_id: str):
 @bp.route("/tasks/<task_id>/data/<split>.zip")
 def download(task_id: str, split: str):
     """A zip of one public area of a task (a split's inputs, training data, a starting kit) when
-    server.domain.releases allows it; never anything under gold/."""
+    server.domain.download_rule allows it; never anything under gold/."""
     t = task_or_404(task_id)
     try:
         given, _ = download_actions.released(
             s=db(), user=current_user(), task=t, home=get_settings().home, area=split
         )
-    except releases.DownloadRefused as e:
+    except download_rule.DownloadRefused as e:
         return refusal(e.status, e.message, url_for("pages.task", task_id=t.id))
     base = TaskStore(t.id, get_settings().home).root / "public" / split
     members = [(f"{t.id}-{split}/{p.relative_to(base).as_posix()}", p) for p in given[0].files]
@@ -291,7 +291,7 @@ def upload_page(task_id: str, *, system: bool):
         if when and "UTC" not in msg:
             msg += f" The next submission is allowed at {when:%Y-%m-%d %H:%M} UTC."
         flash(msg, "error")
-        return page(status_of(e))  # the same status as the API's (server.errors)
+        return page(status_of(e))  # the same status as the API's (server.statuses)
     if system:
         if duplicate:
             flash(

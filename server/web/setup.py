@@ -7,8 +7,8 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from sqlalchemy.exc import DBAPIError
 
 from server.boards.leaderboard import RenderCache, SharedRenders
-from server.errors import HANDLED, MAYBE_DISK_FULL, as_disk_full, describe
 from server.jobs.queue import connect as redis_connect
+from server.statuses import HANDLED, MAYBE_DISK_FULL, as_disk_full, describe
 from server.web import (
     auth,
     campaigns,
@@ -153,7 +153,7 @@ def init_web(app: Flask) -> None:
 
     def _named_error(e):
         """A named failure no page caught: its status from the table the API uses
-        (server.errors)."""
+        (server.statuses)."""
         status, code, message, _ = describe(e)
         if auth.is_api_request():
             return {"error": {"code": code, "message": message}}, status
