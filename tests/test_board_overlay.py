@@ -179,7 +179,7 @@ def test_a_large_boards_statistics_keep_the_neighbours_not_the_matrix(app, clien
         boot = type("Boot", (), {"clusters": None})()
         shared = rng.normal(0, 0.02, 200)
 
-        def samples(self, settings, sid, attempt):
+        def samples(self, settings, sid, attempt, *, compute=True, value=None):
             return by_id[sid] + self.shared + rng.normal(0, 0.004, 200)
 
     settings = app.extensions["palimpsest.settings"]
