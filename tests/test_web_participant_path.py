@@ -173,10 +173,17 @@ def test_a_web_only_participant_reaches_the_final_ranking(backend, served, drive
     # a real worker scores it; the page follows without a reload
     worker = worker_process(backend, "--burst")
     try:
-        # the page's <main> is swapped in when the run moves: look the status up afresh
+        # the page's <main> is swapped in when the run moves: the status is read in the page in
+        # one step (an element found first and read after may be swapped out in between)
         def shown() -> str:
-            els = d.find_elements(By.CSS_SELECTOR, f"[data-submission='{sid}'][data-status]")
-            return els[0].get_attribute("data-status") if els else ""
+            return (
+                d.execute_script(
+                    "var e = document.querySelector(arguments[0]);"
+                    "return e ? e.getAttribute('data-status') : ''",
+                    f"[data-submission='{sid}'][data-status]",
+                )
+                or ""
+            )
 
         _wait(lambda: shown() == "scored", 180, "the page to say scored")
         assert sid == int(d.current_url.rstrip("/").rsplit("/", 1)[1])  # no navigation
