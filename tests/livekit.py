@@ -82,3 +82,84 @@ def _codes(got) -> dict:
         key = f"{status} {_code(body)}".strip()
         out[key] = out.get(key, 0) + 1
     return out
+
+
+def gunicorn_site(request, tmp_path_factory, redis_url, *, name, secret, tasks_from=None):
+    """A gunicorn (four workers of five threads) serving the app on a fresh database of the
+    kind `request.param` ("sqlite" or "postgres") and a data directory of its own: its tasks
+    linked from `tasks_from`'s, or an empty folder the test fills. A generator for a fixture to
+    `yield from`: yields {url, engine, home, kind, log}; afterwards the server is stopped and its
+    log must hold no traceback and no 500. Passwords hash at a cheap cost meanwhile."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    from argon2 import PasswordHasher
+    from conftest import build_schema
+
+    from server import models
+    from server.db import get_engine
+    from server.domain import accounts
+
+    repo = Path(__file__).resolve().parent.parent
+    kind = request.param
+    base = tmp_path_factory.mktemp(f"{name}-{kind}")
+    data = base / "data"
+    data.mkdir()
+    if tasks_from is None:
+        (data / "tasks").mkdir()
+    else:
+        (data / "tasks").symlink_to(Path(tasks_from) / "tasks", target_is_directory=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    if kind == "sqlite":
+        url = f"sqlite:///{data / 'palimpsest.db'}"
+    else:
+        url = request.getfixturevalue("pg_server_url")
+        models.schema().drop_all(get_engine(url))
+        env["DATABASE_URL"] = url
+    eng = get_engine(url)
+    build_schema(eng)
+    old_hasher, accounts.hasher = (
+        accounts.hasher,
+        PasswordHasher(time_cost=1, memory_cost=64, parallelism=1),
+    )
+    request.addfinalizer(lambda: setattr(accounts, "hasher", old_hasher))
+    port = _free_port()
+    env.update(
+        PALIMPSEST_HOME=str(data),
+        PYTHONPATH=str(repo),
+        REDIS_URL=redis_url,
+        PALIMPSEST_SECRET_KEY=secret * 40,
+    )
+    log = base / "gunicorn.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-w", "4", "-k", "gthread", "--threads", "5"]
+        + ["-b", f"127.0.0.1:{port}", "--timeout", "180", "server:create_app()"],
+        env=env,
+        cwd=repo,
+        stdout=open(log, "ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    web = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            urllib.request.urlopen(web + "/api/v1/openapi.json", timeout=5).read()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(log.read_text()[-3000:]) from None
+            time.sleep(0.3)
+    yield {"url": web, "engine": eng, "home": data, "kind": kind, "log": log}
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+    text = log.read_text()
+    assert "Internal Server Error" not in text and "Traceback" not in text, text[-3000:]

@@ -13,21 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
-from livekit import _at_once, _code, _codes, _free_port, _people, _seq
+from livekit import _at_once, _code, _codes, _people, _seq, gunicorn_site
 from sqlmodel import Session, select
-
-from server import models
-from server.db import get_engine
-from server.domain import accounts
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -39,63 +31,8 @@ N = 20
 )
 def served(request, home, tmp_path_factory, private_redis_url):
     """A gunicorn serving the app on a fresh database of the kind; yields (url, engine, home)."""
-    from argon2 import PasswordHasher
-    from conftest import build_schema
-
-    kind = request.param
-    base = tmp_path_factory.mktemp(f"races-{kind}")
-    data = base / "data"
-    data.mkdir()
-    (data / "tasks").symlink_to(home / "tasks", target_is_directory=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
-    if kind == "sqlite":
-        url = f"sqlite:///{data / 'palimpsest.db'}"
-    else:
-        url = request.getfixturevalue("pg_server_url")
-        models.schema().drop_all(get_engine(url))
-        env["DATABASE_URL"] = url
-    eng = get_engine(url)
-    build_schema(eng)
-    old_hasher, accounts.hasher = (
-        accounts.hasher,
-        PasswordHasher(time_cost=1, memory_cost=64, parallelism=1),
-    )
-    request.addfinalizer(lambda: setattr(accounts, "hasher", old_hasher))
-    port = _free_port()
-    env.update(
-        PALIMPSEST_HOME=str(data),
-        PYTHONPATH=str(REPO),
-        REDIS_URL=private_redis_url,
-        PALIMPSEST_SECRET_KEY="r" * 40,
-    )
-    log = base / "gunicorn.log"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-w", "4", "-k", "gthread", "--threads", "5"]
-        + ["-b", f"127.0.0.1:{port}", "--timeout", "120", "server:create_app()"],
-        env=env,
-        cwd=REPO,
-        stdout=open(log, "ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    web = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(web + "/api/v1/openapi.json", timeout=5).read()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(log.read_text()[-3000:]) from None
-            time.sleep(0.3)
-    yield {"url": web, "engine": eng, "home": data, "kind": kind, "log": log}
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-    assert "Internal Server Error" not in log.read_text() and "Traceback" not in log.read_text(), (
-        log.read_text()[-3000:]
+    yield from gunicorn_site(
+        request, tmp_path_factory, private_redis_url, name="races", secret="r", tasks_from=home
     )
 
 
