@@ -3,19 +3,23 @@ models with bulk inserts, and the cost of what the site does with them as M grow
 
     python3 benchmarks/bench_site_scale.py [--teams 2000] [--runs 10000,50000] [--B 1000]
 
-At each size (the runs are added to the same phase, the teams stay): the CPU time of a cold
+Each size is a database of its own, seeded once (N teams, M runs of one phase); the cold
+measurements then alternate between the sizes (small, large, small, large, ...: `--repeats`
+rounds, medians reported with every round's values and the ratio large/small of each figure), so
+that the load of a shared machine moves both sizes alike. Each round: the CPU time of a cold
 `build_board`, of the cold public board page, its JSON and its CSV (a fresh app: an empty render
 cache), of the organizer's preview CSV export (cold, then again at the same version: cached), of a
 signed-in team's first view once the public board is rendered (the overlay check: whether the
 team's view is the public one), and the statistics of a board of N ranked rows (rank ranges,
 p-values and clusters from N x B resampled scores; its peak memory measured in a child process).
 Prints one JSON document. Needs the PostgreSQL server of the tests (`PALIMPSEST_TEST_PG`, default
-postgresql://postgres@127.0.0.1:5432/test); the database it makes is dropped at the end.
+postgresql://postgres@127.0.0.1:5432/test); the databases it makes are dropped at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -34,6 +38,7 @@ TASK = "tric-binary"
 
 
 def cpu(fn, *a, **kw):
+    gc.collect()  # the garbage of what ran before is not this call's
     t0 = time.process_time()
     out = fn(*a, **kw)
     return out, round(time.process_time() - t0, 3)
@@ -194,7 +199,11 @@ def seed_runs(site: Site, phase_id: int, start: int, n: int, rng: random.Random)
     return round(time.perf_counter() - t0, 1)
 
 
-def measure_pages(site: Site, phase_id: int) -> dict:
+def measure_cold(site: Site, phase_id: int) -> dict:
+    """One round of the cold measurements at one size: `build_board`, the board page, its JSON and
+    its CSV (each in a fresh app: an empty render cache), each again at the same version, the
+    organizer's preview CSV export (cold, then cached) and a signed-in team's first view once the
+    public board is rendered; CPU seconds of this process."""
     from sqlmodel import Session
 
     from server import create_app
@@ -262,6 +271,7 @@ def measure_pages(site: Site, phase_id: int) -> dict:
     _previews(settings).clear()
     _, out["organizer_csv_cold_s"] = cpu(preview)
     _, out["organizer_csv_cached_s"] = cpu(preview)
+    _previews(settings).clear()
 
     # a signed-in team's first view once the public board is rendered: the overlay check
     with Session(eng) as s:
@@ -271,6 +281,38 @@ def measure_pages(site: Site, phase_id: int) -> dict:
     out["team_first_view_s"] = t
     out["team_view_is_public"] = same
     return out
+
+
+def measure_pages(sites: dict, repeats: int) -> dict:
+    """The cold measurements of every size, interleaved (small, large, small, large, ...:
+    `repeats` rounds), so that the machine's load moves both alike; per size the median of each
+    figure and every round's values, and per figure the ratio of the largest size's median to the
+    smallest's."""
+    import statistics
+
+    rounds: dict[int, list[dict]] = {m: [] for m in sites}
+    for _ in range(repeats):
+        for m, (site, pid) in sites.items():
+            rounds[m].append(measure_cold(site, pid))
+    out = {}
+    for m, got in rounds.items():
+        med = {}
+        for k, v in got[0].items():
+            if isinstance(v, bool):
+                med[k] = all(g[k] for g in got)
+            elif k.endswith("_s"):
+                med[k] = round(statistics.median(g[k] for g in got), 4)
+                med[k.replace("_s", "_all_s")] = [g[k] for g in got]
+            else:
+                med[k] = max(g[k] for g in got)
+        out[m] = med
+    small, large = min(sites), max(sites)
+    ratios = {
+        k: round(out[large][k] / out[small][k], 2)
+        for k in out[small]
+        if k.endswith("_s") and not k.endswith("_all_s") and out[small][k] > 0
+    }
+    return {"by_size": out, "ratio_large_to_small": ratios}
 
 
 def start_redis(base: Path) -> tuple[subprocess.Popen, str]:
@@ -602,10 +644,16 @@ def main() -> None:
     ap.add_argument("--runs", default="10000,50000")
     ap.add_argument("--B", type=int, default=1000)
     ap.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="rounds of the cold measurements, the sizes interleaved in each",
+    )
+    ap.add_argument(
         "--uploads",
         type=int,
         default=60,
-        help="uploads (and as many GETs) measured under gunicorn at the first size; 0: none",
+        help="uploads (and as many GETs) measured under gunicorn at the smallest size; 0: none",
     )
     ap.add_argument(
         "--only",
@@ -617,38 +665,44 @@ def main() -> None:
         default=os.environ.get("PALIMPSEST_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
     )
     a = ap.parse_args()
-    sizes = [int(x) for x in a.runs.split(",")]
+    sizes = sorted({int(x) for x in a.runs.split(",")})
     only = set(a.only.split(","))
     os.environ.setdefault("PALIMPSEST_SECRET_KEY", "bench-site-scale")
-    site = Site(a.pg)
-    rng = random.Random(7)
     report = {
         "teams": a.teams,
         "B": a.B,
-        "load_before": os.getloadavg()[0],
+        "repeats": a.repeats,
+        "load_start": [round(x, 2) for x in os.getloadavg()],
         "cpus": os.cpu_count(),
-        "sizes": [],
+        "sizes": sizes,
     }
+    sites: dict[int, tuple[Site, int]] = {}
     try:
-        pid = setup(site, a.teams)
-        have = 0
+        # every size at once, each its own database seeded once: the cold measurements then
+        # alternate between them
+        t0 = time.perf_counter()
         for m in sizes:
-            seconds = seed_runs(site, pid, have, m - have, rng)
-            have = m
-            got = {"runs": m, "seed_wall_s": seconds}
-            if "pages" in only:
-                got.update(measure_pages(site, pid))
-            if "uploads" in only and a.uploads and m == sizes[0]:
-                got["uploads"] = measure_uploads(site, pid, a.uploads)
-            report["sizes"].append(got)
+            site = Site(a.pg)
+            pid = setup(site, a.teams)
+            sites[m] = (site, pid)
+            rng = random.Random(7)
+            for start in range(0, m, 10000):
+                seed_runs(site, pid, start, min(10000, m - start), rng)
+        report["seed_wall_s"] = round(time.perf_counter() - t0, 1)
+        if "pages" in only:
+            report["pages"] = measure_pages(sites, a.repeats)
+        if "uploads" in only and a.uploads:
+            report["uploads"] = measure_uploads(*sites[sizes[0]], a.uploads)
         if "publication" in only:
-            report["publication"] = measure_publication(site, pid)
+            report["publication"] = measure_publication(*sites[sizes[-1]])
+            report["publication"]["runs"] = sizes[-1]
         if "statistics" in only:
             report["statistics"] = measure_stats(a.teams, a.B)
             report["statistics"]["rows"] = a.teams
     finally:
-        site.drop()
-    report["load_after"] = os.getloadavg()[0]
+        for site, _pid in sites.values():
+            site.drop()
+    report["load_end"] = [round(x, 2) for x in os.getloadavg()]
     report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     print(json.dumps(report, indent=2))
 
