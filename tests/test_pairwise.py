@@ -12,6 +12,7 @@ import io
 import numpy as np
 import pytest
 from backbone import burst, make_team, phase, set_phase, submit
+from browserkit import driver  # noqa: F401  (Chromium, its console read)
 from conftest import _make_backend
 from test_rank_statistics import naive_board_statistics
 
@@ -178,3 +179,46 @@ def test_an_anonymous_board_names_no_team_in_its_matrix(b):
     app = _app()
     data = app.test_client().get(f"{URL}?phase=dev").get_data(as_text=True)
     assert "Team 1" in data and not any(n in data for n in names)
+
+
+def test_the_significance_page_links_the_matrix_at_1366_and_390(
+    b,
+    tmp_path,
+    driver,  # noqa: F811  (browserkit's fixture)
+):
+    """The significance page links the board's matrix file; the link leads to it once a worker
+    has built it, and the page fits a laptop's and a phone's width with a clean console."""
+    import threading
+
+    from browserkit import _errors, _width
+    from selenium.webdriver.common.by import By
+    from werkzeug.serving import make_server
+
+    from server.boards import pairwise
+
+    _runs(b, noises=(0.05, 0.2, 0.4))
+    pairwise.compute_pairwise(phase(b, TASK, "dev").id, None, b.settings)
+    app = _app()
+    srv = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{srv.server_port}"
+    try:
+        d = driver
+        for width in ("wide", "phone"):
+            _width(d, width)
+            d.get(f"{url}/tasks/{TASK}/leaderboard/significance?phase=dev")
+            link = d.find_element(By.PARTIAL_LINK_TEXT, "Every pair's p-values")
+            href = link.get_attribute("href")
+            assert href.startswith(f"{url}{URL}?") and "phase=dev" in href
+            overflow = d.execute_script(
+                "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+            )
+            assert overflow <= 1, (width, overflow)
+            right = d.execute_script("return document.documentElement.clientWidth")
+            assert link.location["x"] + link.size["width"] <= right + 1, width
+            d.save_screenshot(str(tmp_path / f"significance-{width}.png"))
+            assert _errors(d) == []
+        r = app.test_client().get(href[len(url) :])
+        assert r.status_code == 200 and len(_parse(r.data)) == 3
+    finally:
+        srv.shutdown()
