@@ -536,7 +536,8 @@ def measure_uploads(site: Site, phase_id: int, n: int) -> dict:
 def measure_publication(site: Site, phase_id: int) -> dict:
     """Close and publish the phase in a child process (its own CPU time and peak memory), with
     every ranked run's resamples in place as the statistics worker leaves them (synthetic: the
-    seeded runs have no uploads), then the sizes of the published pages and JSON."""
+    seeded runs have no uploads), the full pairwise matrix frozen beside the snapshot included;
+    then the sizes of the published pages and JSON, and of the matrix file asked for."""
     code = f"""
 import json, resource, sys, time
 sys.path.insert(0, {str(REPO)!r})
@@ -575,6 +576,9 @@ with Session(eng) as s:
     out = {{"publish_cpu_s": round(time.process_time() - t0, 2),
            "snapshot_json_bytes": len(rv.body_json), "snapshot_csv_bytes": len(rv.body_csv),
            "statistics": json.loads(rv.body_json)["statistics"].get("status")}}
+    from server.boards import pairwise
+    frozen = pairwise.published_path(settings.home, {phase_id}, rv.version, rv.sha256, None)
+    out["matrix_gz_bytes"] = frozen.stat().st_size if frozen.is_file() else None
 out["publish_peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 print(json.dumps(out))
 """
@@ -602,17 +606,26 @@ print(json.dumps(out))
         ("published_json", f"/tasks/{TASK}/leaderboard.json?phase=dev"),
         ("published_csv", f"/tasks/{TASK}/leaderboard.csv?phase=dev"),
         ("published_significance", f"/tasks/{TASK}/leaderboard/significance?phase=dev"),
+        # the full matrix file, asked for (streamed; decompressed in pieces for this client)
+        ("published_matrix_csv", f"/tasks/{TASK}/leaderboard/significance.csv?phase=dev"),
     ):
-        resp, t = cpu(a.test_client().get, path)
+        resp, t = cpu(fetch, a, path)  # a streamed answer's body read inside the measure
         out[f"{name}_bytes"] = len(resp.data)
         out[f"{name}_s"] = t
         out[f"{name}_status"] = resp.status_code
     return out
 
 
+def fetch(app, path: str):
+    r = app.test_client().get(path)
+    r.get_data()  # buffered: the streamed pieces are made here
+    return r
+
+
 def measure_stats(rows: int, B: int) -> dict:
     """The statistics of a board of `rows` ranked rows on B resamples, in a child process (its own
-    peak memory)."""
+    peak memory), then the board's full pairwise matrix file as the pairwise job writes it (its
+    CPU, sizes and the peak memory after it)."""
     code = f"""
 import json, resource, time
 import numpy as np
@@ -624,12 +637,26 @@ x = x + rng.normal(0, 0.01, (R, B))
 pts = x.mean(axis=1)
 t0 = time.process_time()
 intervals(x)
-st = rank_statistics(x, pts, True)
+st = rank_statistics(x, pts, True, arrays=True)
 t = time.process_time() - t0
+p, ph = st.pop("p_array"), st.pop("p_holm_array")
 body = json.dumps(st)
 peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+# the full matrix file, as the pairwise job writes it (the CSV's pieces, gzip level 1)
+import zlib
+from server.boards.pairwise import lines
+t1 = time.process_time()
+z = zlib.compressobj(1, zlib.DEFLATED, 31)
+raw = gz = 0
+for piece in lines([f"team {{i:05d}}" for i in range(R)], p, ph):
+    raw += len(piece)
+    gz += len(z.compress(piece))
+gz += len(z.flush())
+tm = time.process_time() - t1
+peak2 = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 print(json.dumps({{"cpu_s": round(t, 3), "peak_mb": peak, "json_bytes": len(body),
-                  "clusters": max(st["cluster"])}}))
+                  "clusters": max(st["cluster"]), "matrix_file_cpu_s": round(tm, 3),
+                  "matrix_csv_bytes": raw, "matrix_gz_bytes": gz, "matrix_peak_mb": peak2}}))
 """
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(REPO))
     r = subprocess.run(
