@@ -146,6 +146,11 @@ def test_the_published_versions_matrix_is_frozen_with_it(b):
         version, sha = rv.version, rv.sha256
     frozen = pairwise.published_path(b.settings.home, pid, version, sha, None)
     assert frozen.is_file()
+    # a backup keeps it with the snapshot (the caches under stats/ are left out)
+    from server.backup.common import data_files
+
+    kept = {rel for _, rel in data_files(b.settings.home, set())}
+    assert frozen.relative_to(b.settings.home).as_posix() in kept
     r = c.get(f"{URL}?phase=dev")
     assert r.status_code == 200
     _check(_parse(r.data), _reference(b, board))

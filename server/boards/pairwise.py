@@ -5,10 +5,11 @@ The board's statistics (`server.boards.stats`) keep the full matrices only on a 
 large one the pages show each row against the next and against its cluster's best. The whole
 matrix is built when someone asks for it (`/tasks/<task>/leaderboard/significance.csv`), by a job
 on the `stats` queue, from the per-row resampled scores the statistics job keeps; a published
-version's is written at publication, frozen with the snapshot. Either is a gzipped CSV under the
-data directory's `stats/pairwise/`, and in the store under the same key on a site with one, so
-that a web process on another machine, with an empty data directory, serves it; the web streams
-the file and never builds the matrix.
+version's is written at publication, frozen with the snapshot. Either is a gzipped CSV in the
+data directory (`stats/pairwise/`, a cache; a published one under `rankings/pairwise/`, kept by
+backups), and in the store under the same key on a site with one, so that a web process on
+another machine, with an empty data directory, serves it; the web streams the file and never
+builds the matrix.
 
 The CSV has one line per pair `a < b` of the board's positions (1 = best, in the board's order, as
 the significance page numbers them): `a,team_a,b,team_b,p,p_holm`, the p-values as Python writes
@@ -64,9 +65,11 @@ def current_path(home, phase_id: int, version: str, board: str | None) -> Path:
 
 def published_path(home, phase_id: int, version: int, sha256: str, board: str | None) -> Path:
     """The matrix frozen with a published version (`sha256`: its snapshot's, so that a
-    publication whose transaction did not commit never passes for the one that did)."""
+    publication whose transaction did not commit never passes for the one that did). Under
+    `rankings/`, not `stats/`: a backup keeps it with the snapshot (the caches of `stats/` are
+    left out and made again; a published matrix is not made again)."""
     name = f"{int(phase_id)}-v{int(version)}-{sha256[:16]}-{_board_tag(board)}.csv.gz"
-    return stats.stats_dir(home) / "pairwise" / "published" / name
+    return Path(home) / "rankings" / "pairwise" / name
 
 
 def _cell(team: str | None) -> str:
