@@ -54,8 +54,9 @@ def _parse(data: bytes) -> list[dict]:
     return list(csv.DictReader(io.StringIO(data.decode("utf-8"))))
 
 
-def _reference(b, board: dict) -> dict:
-    """The quadratic computation on the ranked rows' kept resamples, in the board's order."""
+def _reference(b, board: dict, value=("all", "f1")) -> dict:
+    """The quadratic computation on the ranked rows' kept resamples of `value`, in the board's
+    order."""
     from server.boards import stats
 
     with b.session() as s:
@@ -65,11 +66,11 @@ def _reference(b, board: dict) -> dict:
         attempts = [s.get(Submission, r["submission_id"]).score_attempt for r in ranked]
     M = np.vstack(
         [
-            part.samples(b.settings, r["submission_id"], a, compute=False)
+            part.samples(b.settings, r["submission_id"], a, compute=False, value=value)
             for r, a in zip(ranked, attempts, strict=True)
         ]
     )
-    pts = np.array([r["metrics"]["all/f1"] for r in ranked])
+    pts = np.array([r["metrics"]["/".join(value)] for r in ranked])
     ref = naive_board_statistics(M, pts, True)
     ref["teams"] = [r["team"] for r in ranked]
     return ref
@@ -163,6 +164,29 @@ def test_the_published_versions_matrix_is_frozen_with_it(b):
     assert c.get(f"{URL}?phase=dev").data == live
     assert c.get(f"{URL}?phase=dev&version={version}").data == live
     assert c.get(f"{URL}?phase=dev&version={version + 1}").status_code == 404
+
+
+def test_a_declared_board_has_its_own_matrix(b):
+    """`?board=`: the matrix of one of the phase's declared boards, ranked by its own value."""
+    from server.boards import pairwise
+
+    with b.session() as s:
+        ph = s.get(Phase, phase(b, TASK, "dev").id)
+        ph.boards = [{"name": "oov", "title": "OOV", "ranking": {"subset": "oov", "metric": "f1"}}]
+        s.commit()
+    _runs(b, noises=(0.05, 0.15, 0.3, 0.45))
+    pid = phase(b, TASK, "dev").id
+    c = _app().test_client()
+    assert c.get(f"{URL}?phase=dev&board=oov").status_code == 202
+    out = pairwise.compute_pairwise(pid, "oov", b.settings)
+    assert out["rows"] == 4
+    r = c.get(f"{URL}?phase=dev&board=oov")
+    assert r.status_code == 200 and "dev-oov-significance.csv" in r.headers["Content-Disposition"]
+    board = c.get(f"/tasks/{TASK}/leaderboard.json?phase=dev&board=oov").get_json()
+    _check(_parse(r.data), _reference(b, board, ("oov", "f1")))
+    # the main board's is another file, asked for apart
+    assert c.get(f"{URL}?phase=dev").status_code == 202
+    assert c.get(f"{URL}?phase=dev&board=nope").status_code == 404
 
 
 def test_an_anonymous_board_names_no_team_in_its_matrix(b):
