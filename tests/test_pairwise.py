@@ -76,6 +76,15 @@ def _reference(b, board: dict, value=("all", "f1")) -> dict:
     return ref
 
 
+def _team_name(b, board: dict) -> str:
+    """The real name of the team of the board's last ranked row."""
+    from server.models import Team
+
+    with b.session() as s:
+        sub = s.get(Submission, [r for r in board["rows"] if r["rank"]][-1]["submission_id"])
+        return s.get(Team, sub.team_id).name
+
+
 def _check(rows: list[dict], ref: dict) -> None:
     R = len(ref["teams"])
     assert len(rows) == R * (R - 1) // 2
@@ -118,6 +127,13 @@ def test_the_matrix_file_is_built_on_request_and_equals_the_quadratic_computatio
     # gzipped as stored when the client takes gzip, the same bytes once decompressed
     z = c.get(f"{URL}?phase=dev", headers={"Accept-Encoding": "gzip"})
     assert z.headers["Content-Encoding"] == "gzip" and gzip.decompress(z.data) == r.data
+    # the API answers the same file to a token (a team member's: the public board's matrix)
+    from webkit import make_token, make_user
+
+    member = make_user(app, "member@example.org", team=_team_name(b, board))
+    h = {"Authorization": f"Bearer {make_token(app, member)}"}
+    api = c.get(f"/api/v1/tasks/{TASK}/leaderboard/significance.csv?phase=dev", headers=h)
+    assert api.status_code == 200 and api.data == r.data
     # the same version again: the ETag answers
     again = c.get(f"{URL}?phase=dev", headers={"If-None-Match": r.headers["ETag"]})
     assert again.status_code == 304
