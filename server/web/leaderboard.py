@@ -129,12 +129,20 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
         if p.leaderboard_open or who == "organizer"
     ]
 
-    # a team whose view is the public board's shares its render (the overlay is the team's own
-    # row, where it differs)
+    # a team whose view of the board (the default one or a declared one) is the public board's
+    # shares its render; it gets one of its own only where it differs (its own row)
     view = who
-    if who.startswith("team:") and spec is None:
+    if who.startswith("team:"):
         with Session(engine) as s:
-            if lb.team_sees_the_public_board(s, task, s.get(Phase, state.id), int(who[5:])):
+            phase = s.get(Phase, state.id)
+            if lb.team_sees_the_public_board(
+                s,
+                task,
+                phase,
+                int(who[5:]),
+                board=spec,
+                provenance=provenance_of(task, phase.split) if spec is not None else None,
+            ):
                 view = "public"
 
     def render() -> bytes:
