@@ -1,7 +1,8 @@
 """Every board of a phase has its significance page and its figures (issue 50), live and
-published: on the example bundle's evaluation phase with its `prose`, `verse` and `track-b` boards,
-each board's pairwise p-values (Holm) and clusters equal a naive computation on that board's runs
-(the pairwise loop of tests/test_rank_statistics.py on the resamples computed by scipy in
+published, and `backup verify` rebuilds every board's published ranking. On the example bundle's
+evaluation phase with its `prose`, `verse` and `track-b` boards, each board's pairwise p-values
+(Holm) and clusters equal a naive computation on that board's runs (the pairwise loop of
+tests/test_rank_statistics.py on the resamples computed by scipy in
 tests/test_boards_per_phase.py), the page lists them, anonymous like the board, and the figures
 answer for each board with that board's rows only. The pages looked at in Chromium at 1366 and
 390 px, their console read."""
@@ -172,3 +173,82 @@ def test_every_boards_significance_and_figures_live_and_published(site, driver):
                 assert _errors(d) == [], (width, name)
     finally:
         srv.shutdown()
+
+
+def test_backup_verify_rebuilds_every_boards_published_ranking(
+    site,  # noqa: F811  (the fixture)
+    tmp_path,
+    monkeypatch,
+):
+    """A backup of a site whose evaluation phase was published with its declared boards verifies,
+    each board's ranking rebuilt byte for byte; a BoardRanking row changed in the backup's
+    database (its sha256, CSV and LaTeX made to agree, the archive signed again, as one holding
+    the key could) fails, naming the board; one changed without its sha256 fails too, naming it."""
+    import hashlib
+    import json
+    import sqlite3
+
+    from test_backup import _cli, _rewrite
+
+    from server.boards import leaderboard as lb
+
+    _runs(site)
+    _publish(site)
+    secret = site.settings.secret_key
+    monkeypatch.setenv("PALIMPSEST_SECRET_KEY", secret)
+    out = tmp_path / "backups"
+    out.mkdir()
+    r = _cli("backup", str(out), "--json")
+    assert r.exit_code == 0, r.output
+    archive = json.loads(r.stdout)["archive"]
+    r = _cli("backup", "verify", archive, "--json")
+    assert r.exit_code == 0, r.output
+    v = json.loads(r.stdout)
+    assert v["ok"] and not v["problems"], v["problems"]
+    assert v["checks"]["published_rankings"] == 1
+    assert v["checks"]["published_board_rankings"] == len(DECLARED)
+
+    def tamper(board: str, *, consistent: bool):
+        def change(name, data, m):
+            if name != "database/palimpsest.sqlite3":
+                return data
+            db = tmp_path / f"tampered-{board}.sqlite3"
+            db.write_bytes(data)
+            con = sqlite3.connect(db)
+            (body_json,) = con.execute(
+                "SELECT body_json FROM boardranking WHERE board = ?", (board,)
+            ).fetchone()
+            body = json.loads(body_json)
+            row = body["rows"][0]
+            key = f"{body['primary']['subset']}/{body['primary']['metric']}"
+            row["metrics"][key] = round(row["metrics"][key] + 0.01, 6)  # a better score
+            new = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+            sets = {"body_json": new}
+            if consistent:
+                sets.update(
+                    sha256=hashlib.sha256(new.encode("utf-8")).hexdigest(),
+                    body_csv=lb.snapshot_csv(body),
+                    body_latex=lb.snapshot_latex(body),
+                )
+            cols = ", ".join(f"{k} = ?" for k in sets)
+            con.execute(f"UPDATE boardranking SET {cols} WHERE board = ?", (*sets.values(), board))
+            con.commit()
+            con.close()
+            data = db.read_bytes()
+            m["members"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+            return data
+
+        bad = tmp_path / f"tampered-{board}.tar"
+        _rewrite(archive, bad, change, key=secret)
+        r = _cli("backup", "verify", str(bad), "--json")
+        assert r.exit_code == 1, r.output
+        return json.loads(r.stdout)["problems"]
+
+    where = f"{TASK}/{PHASE} version 1 board"
+    problems = tamper("verse", consistent=True)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{where} verse: rebuilt from the restored data it differs")
+    problems = tamper("track-b", consistent=False)
+    assert any(
+        f"{where} track-b: its JSON does not have its recorded sha256" in p for p in problems
+    )
