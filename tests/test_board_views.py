@@ -88,7 +88,7 @@ def _publish(b) -> None:
         s.commit()
 
 
-def test_every_boards_significance_and_figures_live_and_published(site, driver):  # noqa: F811
+def test_every_boards_significance_and_figures_live_and_published(site, driver, tmp_path):  # noqa: F811
     from browserkit import _errors, _width
     from selenium.webdriver.common.by import By
 
@@ -168,7 +168,7 @@ def test_every_boards_significance_and_figures_live_and_published(site, driver):
                     " - document.documentElement.clientWidth"
                 )
                 assert overflow <= 1, (width, name, overflow)
-                d.save_screenshot(f"/tmp/views-significance-{name}-{width}.png")
+                d.save_screenshot(str(tmp_path / f"significance-{name}-{width}.png"))
                 d.get(f"{url}/tasks/{TASK}/leaderboard/plot.svg?phase={PHASE}&board={name}")
                 assert _errors(d) == [], (width, name)
     finally:
