@@ -56,6 +56,70 @@ def test_one_render_serves_every_team_whose_view_is_the_public_one(app, client, 
     assert cache.renders == 3  # the HTML once, for the public and every team like it
 
 
+def test_one_render_serves_every_team_on_a_declared_board_too(app, teams):
+    """A declared board takes the same path as the default one: one render for every team whose
+    view of that board is the public one, a render of its own for a team whose ranked run on that
+    board is not shown publicly; which run that is follows the board's own filter and value (a
+    team's non-public run that does not enter the board leaves its view the public one)."""
+    boards = [
+        {"name": "oov", "title": "OOV", "ranking": {"subset": "oov", "metric": "f1"}},
+        {
+            "name": "track-b",
+            "title": "Track B",
+            "ranking": {"subset": "all", "metric": "f1"},
+            "filter": {"fact": "track", "equals": ["B"]},
+        },
+    ]
+    dev = make_phase(app, "tric-binary", "dev", boards=boards)
+    b = {"facts": {"track": "B"}}
+    make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.9}, **b)
+    make_submission(app, team=teams["beta"], phase=dev, scores={"all": 0.8}, **b)
+    # gamma: a public run on track B, then a later one on track A not shown publicly (its ranked
+    # run on the default board and on oov, not on track-b)
+    make_submission(app, team=teams["gamma"], phase=dev, scores={"all": 0.6}, **b)
+    make_submission(
+        app,
+        team=teams["gamma"],
+        phase=dev,
+        scores={"all": 0.7},
+        show_publicly=False,
+        facts={"track": "A"},
+    )
+    cache = app.extensions["palimpsest.lbcache"]
+
+    def get(client, board):
+        r = client.get(f"/tasks/tric-binary/leaderboard.json?phase=dev&board={board}")
+        assert r.status_code == 200, r.get_data(as_text=True)[:300]
+        return r.get_json()
+
+    anonymous = app.test_client()
+    oov = get(anonymous, "oov")
+    assert [r["team"] for r in oov["rows"]] == ["alpha", "beta"] and oov["board"] == "oov"
+    trb = get(anonymous, "track-b")
+    assert [r["team"] for r in trb["rows"]] == ["alpha", "beta", "gamma"]
+    assert cache.renders == 2
+    # alpha, beta and delta (no run) see each public board: its one render
+    for who in ("alpha", "beta", "delta"):
+        c = _signed_in(app, f"{who}@x.org")
+        assert get(c, "oov") == oov and get(c, "track-b") == trb
+    assert cache.renders == 2
+    # gamma's ranked run on oov is not public: gamma sees it, marked, in a render of its own
+    gamma = _signed_in(app, "gamma@x.org")
+    rows = get(gamma, "oov")["rows"]
+    assert [(r["team"], r.get("note")) for r in rows] == [
+        ("alpha", None),
+        ("beta", None),
+        ("gamma", "not public"),
+    ]
+    assert cache.renders == 3
+    # on track-b gamma's ranked run is its public one: the public render
+    assert get(gamma, "track-b") == trb
+    assert cache.renders == 3
+    # the default board: gamma's ranked run there is the non-public one, as before
+    assert [r.get("note") for r in board_json(gamma)["rows"]][-1] == "not public"
+    assert cache.renders == 4
+
+
 def test_renders_are_shared_by_the_sites_processes(app, teams, redis_tcp_url, web_home):
     from server import create_app
 

@@ -132,16 +132,18 @@ def _get(app, board: str | None, fmt: str = "json"):
     return app.test_client().get(f"/tasks/{TASK}/leaderboard{ext}{q}")
 
 
-def _naive(b, board: dict, preds: dict[str, dict], subset: str) -> dict:
-    """Intervals and rank ranges of a board's ranked rows, naively: the phase's one matrix of
-    resamples (drawn from its seed over its public part's pairs), each row's Spearman on `subset`
+def _naive_matrix(
+    b, board: dict, preds: dict[str, dict], subset: str, part: str = "public"
+) -> tuple[list[dict], np.ndarray]:
+    """A board's ranked rows and their resampled values, naively: the phase's one matrix of
+    resamples (drawn from its seed over the pairs of its `part`), each row's Spearman on `subset`
     by scipy on an explicitly repeated copy of each resample."""
     from scorer.bootstrap import draw_weights, naive_spearman
     from server.boards import stats
 
     with b.session() as s:
         p = s.execute(select(Phase).where(Phase.task_id == TASK, Phase.name == PHASE)).scalar_one()
-        units = stats._gold_part(b.engine, p, b.settings, "public")
+        units = stats._gold_part(b.engine, p, b.settings, part)
         seed = p.stats_seed
     gold = [g for g in _gold(b) if g["pair_id"] in units]
     W = draw_weights(["all"] * len(gold), B, seed)
@@ -153,7 +155,12 @@ def _naive(b, board: dict, preds: dict[str, dict], subset: str) -> dict:
         pred = preds[r["submission_id"]]
         x = np.array([pred.get(u["pair_id"], np.nan) for u in gold])[mask]
         M.append([naive_spearman(g, x, W[k][mask]) for k in range(B)])
-    M = np.array(M)
+    return ranked, np.array(M)
+
+
+def _naive(b, board: dict, preds: dict[str, dict], subset: str) -> dict:
+    """Intervals and rank ranges of a board's ranked rows, naively (`_naive_matrix`)."""
+    ranked, M = _naive_matrix(b, board, preds, subset)
     lo, hi = np.percentile(M, 2.5, axis=1), np.percentile(M, 97.5, axis=1)
     ranks = np.array(
         [[1 + int((M[:, k] > M[i, k]).sum()) for k in range(B)] for i in range(len(M))]

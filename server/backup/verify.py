@@ -22,9 +22,10 @@ from server.backup.common import BackupError, Report, backup_key, check_signatur
 from server.backup.restore import restore
 from server.boards import leaderboard as lb
 from server.domain import publication
-from server.models import GoldVersion, Phase, RankingVersion, TaskVersion
+from server.models import BoardRanking, GoldVersion, Phase, RankingVersion, TaskVersion
 from server.settings import Settings
 from tasks import get_task
+from tasks.bundle_models import BoardSpec
 
 # ----------------------------------------------------------------------------- verify
 
@@ -103,11 +104,13 @@ def verify(
         t1 = time.monotonic()
         eng = create_engine(scratch.sqlalchemy_url())
         try:
-            checked, problems, kept = check_rankings(eng, scratch, notes=True)
+            checked, problems, kept, boards = check_rankings(eng, scratch, notes=True)
         finally:
             eng.dispose()
         rep.problems += problems
         rep.checks["published_rankings"] = checked
+        if boards:
+            rep.checks["published_board_rankings"] = boards
         if kept:
             rep.checks["not_rebuilt"] = kept
         rep.timings["rankings"] = time.monotonic() - t1
@@ -115,13 +118,47 @@ def verify(
     return rep
 
 
+def _stored_bytes(name: str, row) -> tuple[dict | None, list[str]]:
+    """A published ranking's stored bytes checked (a `RankingVersion` or a `BoardRanking`): its
+    JSON against its recorded sha256, its CSV and LaTeX against what its JSON renders. Returns
+    its JSON read (None when its sha256 differs) and the problems, each under `name`."""
+    if hashlib.sha256(row.body_json.encode("utf-8")).hexdigest() != row.sha256:
+        return None, [f"{name}: its JSON does not have its recorded sha256"]
+    body = json.loads(row.body_json)
+    problems = []
+    if lb.snapshot_csv(body) != row.body_csv:
+        problems.append(f"{name}: its CSV is not the one its JSON renders")
+    if lb.snapshot_latex(body) != row.body_latex:
+        problems.append(f"{name}: its LaTeX is not the one its JSON renders")
+    return body, problems
+
+
+def board_spec_of(body: dict) -> BoardSpec:
+    """The declaration a declared board's published snapshot was built from: its name, title and
+    filter as the snapshot names them, its ranking value its first column, its other columns
+    listed (what `lb.board_columns` makes of them is the snapshot's columns again). The board is
+    rebuilt as it was published, whether the phase still declares it, or declares it otherwise."""
+    cols = [c for c in body["columns"] if not c.get("stat")]
+    return BoardSpec.model_validate(
+        {
+            "name": body["board"],
+            "title": body.get("title") or body["board"],
+            "ranking": {"subset": cols[0]["subset"], "metric": cols[0]["metric"]},
+            "columns": [{"subset": c["subset"], "metric": c["metric"]} for c in cols[1:]],
+            "filter": body.get("filter"),
+        }
+    )
+
+
 def check_rankings(engine, settings: Settings, *, notes: bool = False):
     """Each published ranking against the data: every version's stored bytes (sha256, CSV and
-    LaTeX rendered from its JSON); the newest version of each phase rebuilt from the scores, the
-    uploads and the gold, byte for byte, unless the task or the phase's gold got a new version
-    after it was published (the task's files and gold are now the newer version's: the ranking
-    stands as published, and its bytes are checked). Returns (checked, problems), and with
-    `notes` the rankings not rebuilt, each with why."""
+    LaTeX rendered from its JSON), the default board's (`RankingVersion`) and each declared
+    board's (`BoardRanking`); the newest version of each phase, every board of it, rebuilt from
+    the scores, the uploads and the gold, byte for byte, unless the task or the phase's gold got a
+    new version after it was published (the task's files and gold are now the newer version's:
+    the ranking stands as published, and its bytes are checked). Returns (checked, problems), and
+    with `notes` the rankings not rebuilt, each with why, and the number of declared boards'
+    rankings checked."""
     problems = []
     kept = []
     checked = 0
@@ -131,18 +168,21 @@ def check_rankings(engine, settings: Settings, *, notes: bool = False):
                 select(RankingVersion).order_by(RankingVersion.phase_id, RankingVersion.version)
             ).scalars()
         )
+        boards: dict[int, list[BoardRanking]] = {}
+        for br in s.execute(select(BoardRanking).order_by(BoardRanking.id)).scalars():
+            boards.setdefault(br.ranking_id, []).append(br)
+        boards_checked = 0
         newest = {}
         for rv in rvs:
             checked += 1
             name = f"{rv.task_id}/{rv.phase_name} version {rv.version}"
-            if hashlib.sha256(rv.body_json.encode("utf-8")).hexdigest() != rv.sha256:
-                problems.append(f"{name}: its JSON does not have its recorded sha256")
+            for br in boards.get(rv.id, []):
+                boards_checked += 1
+                problems += _stored_bytes(f"{name} board {br.board}", br)[1]
+            body, found = _stored_bytes(name, rv)
+            problems += found
+            if body is None:
                 continue
-            body = json.loads(rv.body_json)
-            if lb.snapshot_csv(body) != rv.body_csv:
-                problems.append(f"{name}: its CSV is not the one its JSON renders")
-            if lb.snapshot_latex(body) != rv.body_latex:
-                problems.append(f"{name}: its LaTeX is not the one its JSON renders")
             newest[rv.phase_id] = rv
         for phase_id, rv in sorted(newest.items()):
             name = f"{rv.task_id}/{rv.phase_name} version {rv.version}"
@@ -157,15 +197,27 @@ def check_rankings(engine, settings: Settings, *, notes: bool = False):
                 kept.append(f"{name}: {why}; its stored bytes are checked, it is not rebuilt")
                 continue
             meta = json.loads(rv.body_json).get("ranking", {})
-            body = publication.snapshot_body(s, task, phase, settings, meta)
-            again = publication.snapshot_json(body)
-            s.rollback()
-            if again != rv.body_json:
-                problems.append(
-                    f"{name}: rebuilt from the restored data it differs from the published "
-                    f"snapshot ({_first_difference(json.loads(rv.body_json), body)})"
-                )
-    return (checked, problems, kept) if notes else (checked, problems)
+            # every board of the version: the default one, then each declared one as published
+            for label, row in [(name, rv)] + [
+                (f"{name} board {br.board}", br) for br in boards.get(rv.id, [])
+            ]:
+                stored = json.loads(row.body_json)
+                try:
+                    spec = board_spec_of(stored) if row is not rv else None
+                except (KeyError, IndexError, ValueError) as e:
+                    problems.append(
+                        f"{label}: its snapshot names no board it can be rebuilt as ({e})"
+                    )
+                    continue
+                body = publication.snapshot_body(s, task, phase, settings, meta, board=spec)
+                again = publication.snapshot_json(body)
+                s.rollback()
+                if again != row.body_json:
+                    problems.append(
+                        f"{label}: rebuilt from the restored data it differs from the published "
+                        f"snapshot ({_first_difference(stored, body)})"
+                    )
+    return (checked, problems, kept, boards_checked) if notes else (checked, problems)
 
 
 def _changed_since(s, rv: RankingVersion, phase: Phase) -> str | None:

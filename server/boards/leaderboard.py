@@ -282,11 +282,30 @@ def _marked_runs(s: Session, phase: Phase, banned: set) -> list[tuple[Submission
     return out
 
 
-def team_sees_the_public_board(s: Session, task, phase: Phase, team_id: int) -> bool:
+def _enters(result: dict | None, prim: Column, provenance: dict | None) -> bool:
+    """Whether a run with this result enters a declared board ranked by `prim`: it has the
+    board's value (a stale score, being rescored, keeps its place and says so)."""
+    return result is not None and (
+        not is_current(result, provenance) or _value(result, prim.subset, prim.metric) is not None
+    )
+
+
+def _choice_key(sub: Submission) -> tuple:
+    """A team's ranked run is its greatest by this key: the marked primary run, else the latest
+    (`lifecycle.RANKED_RUN_RULE`); no score is read."""
+    return (sub.is_primary, sub.created_at, sub.id)
+
+
+def team_sees_the_public_board(
+    s: Session, task, phase: Phase, team_id: int, board=None, provenance: dict | None = None
+) -> bool:
     """Whether a team's view of a live board is the public one, so that one render serves every
     team: it differs only where the team's ranked run is not shown publicly (the team sees it,
     marked) or the board is anonymous and the team has a row (the team sees its own name). Two
-    small queries, whatever the board's size."""
+    small queries, whatever the board's size. `board`: one of the phase's declared boards (its
+    ranked run chosen among the team's runs its filter lets in and that have its value, as
+    `build_board` chooses it, with `provenance` the current versions); a few more small queries,
+    over the team's own runs only."""
     if not phase.leaderboard_open:
         return True
     use_private = phase.published_at is not None
@@ -301,9 +320,27 @@ def team_sees_the_public_board(s: Session, task, phase: Phase, team_id: int) -> 
     frozen_at = phase.frozen_at if phase.frozen else None
     runs = [
         sub
-        for sub, team in _ranked_runs(s, phase, rank_parts, banned, False, frozen_at, team_id)
+        for sub, team in _ranked_runs(
+            s, phase, rank_parts, banned, False, frozen_at, team_id, every=board is not None
+        )
         if not (sub.is_baseline or team.is_baseline)
     ]
+    if board is not None:
+        # the runs that enter the board, each by its score as the team may see it
+        runs = [sub for sub in runs if passes(board, sub)]
+        scores = _latest_scores(s, runs, rank_parts)
+        viewer = Viewer(TEAM, team_id)
+        prim = board_columns(task, board)[0]
+
+        def seen(sub) -> dict | None:
+            for p in rank_parts:
+                r = scores.get((sub.id, p))
+                if r is not None and may_see(viewer, phase, sub.created_at, p):
+                    return r
+            return None
+
+        runs = [sub for sub in runs if _enters(seen(sub), prim, provenance)]
+        runs = [max(runs, key=_choice_key)] if runs else []
     if not runs:
         return True
     if not runs[0].show_publicly:
@@ -429,12 +466,7 @@ def build_board(
         # rescored, keeps its place and says so)
         def enters(sub) -> bool:
             got = pick(sub.id)
-            if got is None:
-                return False
-            result = got[1]
-            return not is_current(result, provenance) or (
-                _value(result, prim.subset, prim.metric) is not None
-            )
+            return got is not None and _enters(got[1], prim, provenance)
 
         candidates = [c for c in candidates if enters(c[0])]
         extras = [e for e in extras if enters(e[0])]
@@ -452,11 +484,7 @@ def build_board(
                 baselines[key] = (sub, team)
             continue
         cur = chosen.get(team.id)
-        if cur is None or (sub.is_primary, sub.created_at, sub.id) > (
-            cur[0].is_primary,
-            cur[0].created_at,
-            cur[0].id,
-        ):
+        if cur is None or _choice_key(sub) > _choice_key(cur[0]):
             chosen[team.id] = (sub, team)
 
     rows_src: list[tuple] = [

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 from datetime import datetime
+from types import SimpleNamespace
 
 import numpy as np
 from sqlmodel import select
@@ -89,7 +90,8 @@ def render(board, history: dict[str, list[tuple[datetime, float]]], fmt: str, ki
                 ],
             )
             ax.set_xlabel(metric + " with its 95 % bootstrap interval; [cluster]")
-            ax.set_title(f"{board.task_id}, {board.phase} phase, {board.part} part")
+            on = f", board {board.title or board.board}" if board.board != "main" else ""
+            ax.set_title(f"{board.task_id}, {board.phase} phase{on}, {board.part} part")
             ax.grid(axis="x", alpha=0.3)
         elif kind == "time":
             for i, (team, points) in enumerate(sorted(history.items())):
@@ -168,16 +170,25 @@ def snapshot_history(board) -> dict[str, list[tuple[datetime, float]]]:
 
 
 def history(
-    s, board, phase, until: datetime | None = None, labels: dict[int, str] | None = None
+    s,
+    board,
+    phase,
+    until: datetime | None = None,
+    labels: dict[int, str] | None = None,
+    spec=None,
 ) -> dict[str, list[tuple[datetime, float]]]:
     """Each team's scored runs on the board's part (not hidden, removed or private to the team),
     as (time, primary score); `labels` (an anonymous board: team id -> "Team N") names the teams
-    instead of their names."""
+    instead of their names. `spec`: a declared board (tasks.bundle_models.BoardSpec): the runs
+    its filter lets in, by its ranking value (read from each run's result)."""
+    from server.boards.leaderboard import _value, passes
+
     part = {"private": "private", "public": "public"}.get(board.part, "all")
     if part == "public" and phase.public_fraction >= 1.0:
         part = "all"
+    value = Score.primary_value if spec is None else Score.result
     q = (
-        select(Team.name, Submission.created_at, Score.primary_value, Team.id)
+        select(Team.name, Submission.created_at, value, Team.id, Submission.facts)
         .join(Submission, Submission.team_id == Team.id)
         .join(
             Score,
@@ -197,7 +208,11 @@ def history(
     if until is not None:  # a published snapshot: the runs made before it
         q = q.where(Submission.created_at <= until)
     out: dict[str, list] = {}
-    for team, at, v, team_id in s.exec(q):
+    for team, at, v, team_id, facts in s.exec(q):
+        if spec is not None:
+            if not passes(spec, SimpleNamespace(facts=facts)):
+                continue
+            v = _value(v, spec.ranking.subset, spec.ranking.metric)
         if labels is not None:
             team = labels.get(team_id, team)
         if v is not None:

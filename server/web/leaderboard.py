@@ -129,12 +129,20 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
         if p.leaderboard_open or who == "organizer"
     ]
 
-    # a team whose view is the public board's shares its render (the overlay is the team's own
-    # row, where it differs)
+    # a team whose view of the board (the default one or a declared one) is the public board's
+    # shares its render; it gets one of its own only where it differs (its own row)
     view = who
-    if who.startswith("team:") and spec is None:
+    if who.startswith("team:"):
         with Session(engine) as s:
-            if lb.team_sees_the_public_board(s, task, s.get(Phase, state.id), int(who[5:])):
+            phase = s.get(Phase, state.id)
+            if lb.team_sees_the_public_board(
+                s,
+                task,
+                phase,
+                int(who[5:]),
+                board=spec,
+                provenance=provenance_of(task, phase.split) if spec is not None else None,
+            ):
                 view = "public"
 
     def render() -> bytes:
@@ -340,36 +348,75 @@ def board_csv(task_id: str):
     return serve_board(task_id, "csv")
 
 
-@bp.route("/tasks/<task_id>/leaderboard/significance")
-def significance(task_id: str):
-    """The pairwise paired-bootstrap p-values (Holm-corrected) behind a board's clusters: from the
-    published snapshot, or from the statistics of the board's current version."""
-    task = task_or_404(task_id)
+def significance_of(
+    task, state: lb.PhaseState, board: str = "main", version: int | None = None
+) -> tuple[dict, dict | None]:
+    """The pairwise statistics of one board of a phase (`board`: "main" or a declared board's
+    name, already resolved): the board-wide summary (`lb.stats_summary`'s shape) and, on a
+    published snapshot, the public part's beside it. A published phase's come from its snapshot
+    (version `version`, else the newest: the default board's `RankingVersion`, a declared board's
+    `BoardRanking`); a live board's, or a declared board its published version did not have, from
+    the statistics a worker computed for the board's version (the public audience's board: an
+    anonymous board's teams by their labels)."""
+    engine = current_app.extensions["palimpsest.engine"]
+    if state.published:
+        with Session(engine) as s:
+            rv = latest_ranking(s, state.id, version)
+            if rv is None and version is not None:
+                raise LookupError(f"no published version {version}")
+            if rv is not None and board != "main":
+                rv = board_ranking(s, rv, board)
+            snap = json.loads(rv.body_json) if rv is not None else None
+        if snap is not None and snap.get("statistics") is not None:
+            return snap["statistics"], snap.get("public_statistics")
+    settings = current_app.extensions["palimpsest.settings"]
+    body = stats.board_body(stats.read_board_stats(settings, state.id, state.version), board)
+    out = lb.stats_summary(body)
+    if body is not None and body.get("unavailable"):
+        out["unavailable"] = body["unavailable"]
+    return out, None
+
+
+def _board_and_state(task, *, closed_to_organizers: bool = True):
+    """The phase a request names (`?phase=`) and its board (`?board=`: a declared board's spec,
+    None for the default one; NotFound naming the boards that exist). A closed board is a 404,
+    except to the competition's organizers where `closed_to_organizers`."""
     engine = current_app.extensions["palimpsest.engine"]
     states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
     state = choose_phase(states, request.args.get("phase") or None, task)
-    who = audience(task.id)
-    if state is None or (not state.leaderboard_open and who != "organizer"):
+    if state is None:
         abort(404)
+    if not state.leaderboard_open and not (
+        closed_to_organizers and audience(task.id) == "organizer"
+    ):
+        abort(404)
+    asked = request.args.get("board") or None
+    spec = board_of(engine, state.id, asked)[0] if asked not in (None, "main") else None
+    return state, spec
+
+
+@bp.route("/tasks/<task_id>/leaderboard/significance")
+def significance(task_id: str):
+    """The pairwise paired-bootstrap p-values (Holm-corrected) behind a board's clusters
+    (`?board=`: any board of the phase): from the published snapshot, or from the statistics of
+    the board's current version."""
+    task = task_or_404(task_id)
+    state, spec = _board_and_state(task)
+    bname = spec.name if spec is not None else "main"
     settings = current_app.extensions["palimpsest.settings"]
     version = request.args.get("version", type=int) if state.published else None
     ready = stats.ready(settings, state.id, state.version)
     board_version = f"{state.version}{'s' if ready else 'p'}"
 
     def render() -> bytes:
-        body, public = None, None
-        if state.published:
-            with Session(engine) as s:
-                rv = latest_ranking(s, state.id, version)
-            if rv is not None:
-                snap = json.loads(rv.body_json)
-                body, public = snap.get("statistics"), snap.get("public_statistics")
-        if body is None:
-            body = lb.stats_summary(stats.read_board_stats(settings, state.id, state.version))
+        body, public = significance_of(task, state, bname, version)
         return render_template(
             "leaderboard/significance.html",
             task=task,
             phase=state.name,
+            board=bname,
+            title=spec.title if spec is not None else "",
+            version=version,
             st=body,
             public=public,
             current_user=None,
@@ -378,9 +425,13 @@ def significance(task_id: str):
 
     # the same for every visitor: cached per board version like the board (its navigation put in
     # per request)
-    page = cache().get(
-        (task.id, state.name, "public", "significance", version), board_version, render
-    )
+    key = (task.id, state.name, "public", "significance", version)
+    if spec is not None:
+        key += (bname,)
+    try:
+        page = cache().get(key, board_version, render)
+    except LookupError:
+        abort(404)
     personal = "uid" in session or "_flashes" in session
     return Response(splice(page, anonymous=not personal), content_type="text/html; charset=utf-8")
 
@@ -488,16 +539,15 @@ PLOT_TYPES = {"svg": "image/svg+xml", "pdf": "application/pdf"}
 
 @bp.route("/tasks/<task_id>/leaderboard/plot.<fmt>")
 def plot(task_id: str, fmt: str):
-    """The board as figures (`?phase=`, `?kind=ci,time,subsets,folds`): rendered once per board
-    version; a published phase's from its snapshot."""
+    """The board as figures (`?phase=`, `?board=`, `?kind=ci,time,subsets,folds`): rendered once
+    per board version; a published phase's from its snapshot (`?version=`, else the newest)."""
     if fmt not in PLOT_TYPES:
         abort(404)
     task = task_or_404(task_id)
     engine = current_app.extensions["palimpsest.engine"]
-    states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
-    state = choose_phase(states, request.args.get("phase") or None, task)
-    if state is None or not state.leaderboard_open:
-        abort(404)
+    state, spec = _board_and_state(task, closed_to_organizers=False)
+    bname = spec.name if spec is not None else "main"
+    version = request.args.get("version", type=int) if state.published else None
     kinds = (
         tuple(k for k in (request.args.get("kind") or "").split(",") if k in plots.KINDS)
         or plots.KINDS
@@ -510,22 +560,39 @@ def plot(task_id: str, fmt: str):
         with Session(engine, expire_on_commit=False) as s:
             phase = s.get(Phase, state.id)
             if state.published:
-                rv = latest_ranking(s, state.id)
+                rv = latest_ranking(s, state.id, version)
+                if rv is None and version is not None:
+                    raise LookupError(f"no published version {version}")
+                if rv is not None and spec is not None:
+                    rv = board_ranking(s, rv, bname)
                 if rv is not None:  # the snapshot alone: a published figure never moves
                     board = lb.board_from_dict(json.loads(rv.body_json))
                     return plots.render(board, plots.snapshot_history(board), fmt, kinds)
             board = lb.build_board(
-                s, task, phase, audience="public", provenance=provenance_of(task, phase.split)
+                s,
+                task,
+                phase,
+                audience="public",
+                provenance=provenance_of(task, phase.split),
+                board=spec,
             )
             attach_stats(board, state)
-            hist = plots.history(s, board, phase, labels=lb.anonymous_labels(s, task.id, phase))
+            hist = plots.history(
+                s, board, phase, labels=lb.anonymous_labels(s, task.id, phase), spec=spec
+            )
         return plots.render(board, hist, fmt, kinds)
 
-    body = cache().get(
-        (task.id, state.name, "public", f"plot.{fmt}", ",".join(kinds)), board_version, render
-    )
+    key = (task.id, state.name, "public", f"plot.{fmt}", ",".join(kinds), version)
+    if spec is not None:
+        key += (bname,)
+    try:
+        body = cache().get(key, board_version, render)
+    except LookupError:
+        abort(404)
+    on = f"-{bname}" if spec is not None else ""
+    at = f"-v{version}" if version else ""
     headers = {
-        "ETag": f'"{board_version}-plot-{fmt}-{",".join(kinds)}"',
+        "ETag": f'"{board_version}-plot-{fmt}-{",".join(kinds)}{on}{at}"',
         "Cache-Control": "no-cache",
         # matplotlib's SVG styles its elements inline; it runs no script and loads nothing
         "Content-Security-Policy": (
@@ -534,7 +601,7 @@ def plot(task_id: str, fmt: str):
     }
     if fmt == "pdf":
         headers["Content-Disposition"] = (
-            f'inline; filename="{task.id}-{state.name}-leaderboard.pdf"'
+            f'inline; filename="{task.id}-{state.name}{on}-leaderboard.pdf"'
         )
     return Response(body, mimetype=PLOT_TYPES[fmt], headers=headers)
 
