@@ -463,7 +463,9 @@ def serve_significance_csv(task_id: str, who: str | None = None):
     gzipped = "gzip" in request.headers.get("Accept-Encoding", "")
     on = f"-{bname}" if spec is not None else ""
     headers = {
-        "Content-Disposition": f'inline; filename="{task.id}-{state.name}{on}-significance.csv"',
+        "Content-Disposition": (
+            f'attachment; filename="{task.id}-{state.name}{on}-significance.csv"'
+        ),
         "Vary": "Accept-Encoding",
         "Cache-Control": "no-cache",
     }
