@@ -3,19 +3,23 @@ models with bulk inserts, and the cost of what the site does with them as M grow
 
     python3 benchmarks/bench_site_scale.py [--teams 2000] [--runs 10000,50000] [--B 1000]
 
-At each size (the runs are added to the same phase, the teams stay): the CPU time of a cold
+Each size is a database of its own, seeded once (N teams, M runs of one phase); the cold
+measurements then alternate between the sizes (small, large, small, large, ...: `--repeats`
+rounds, medians reported with every round's values and the ratio large/small of each figure), so
+that the load of a shared machine moves both sizes alike. Each round: the CPU time of a cold
 `build_board`, of the cold public board page, its JSON and its CSV (a fresh app: an empty render
 cache), of the organizer's preview CSV export (cold, then again at the same version: cached), of a
 signed-in team's first view once the public board is rendered (the overlay check: whether the
 team's view is the public one), and the statistics of a board of N ranked rows (rank ranges,
 p-values and clusters from N x B resampled scores; its peak memory measured in a child process).
 Prints one JSON document. Needs the PostgreSQL server of the tests (`PALIMPSEST_TEST_PG`, default
-postgresql://postgres@127.0.0.1:5432/test); the database it makes is dropped at the end.
+postgresql://postgres@127.0.0.1:5432/test); the databases it makes are dropped at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -33,7 +37,16 @@ sys.path.insert(0, str(REPO))
 TASK = "tric-binary"
 
 
+# a child process's own peak memory: VmHWM, its address space's high-water mark since its exec
+# (getrusage's ru_maxrss would report the benchmark's own when that one was larger at the fork)
+HWM = (
+    "next(round(int(x.split()[1]) / 1024) for x in open('/proc/self/status') "
+    "if x.startswith('VmHWM:'))"
+)
+
+
 def cpu(fn, *a, **kw):
+    gc.collect()  # the garbage of what ran before is not this call's
     t0 = time.process_time()
     out = fn(*a, **kw)
     return out, round(time.process_time() - t0, 3)
@@ -194,7 +207,11 @@ def seed_runs(site: Site, phase_id: int, start: int, n: int, rng: random.Random)
     return round(time.perf_counter() - t0, 1)
 
 
-def measure_pages(site: Site, phase_id: int) -> dict:
+def measure_cold(site: Site, phase_id: int) -> dict:
+    """One round of the cold measurements at one size: `build_board`, the board page, its JSON and
+    its CSV (each in a fresh app: an empty render cache), each again at the same version, the
+    organizer's preview CSV export (cold, then cached) and a signed-in team's first view once the
+    public board is rendered; CPU seconds of this process."""
     from sqlmodel import Session
 
     from server import create_app
@@ -262,6 +279,7 @@ def measure_pages(site: Site, phase_id: int) -> dict:
     _previews(settings).clear()
     _, out["organizer_csv_cold_s"] = cpu(preview)
     _, out["organizer_csv_cached_s"] = cpu(preview)
+    _previews(settings).clear()
 
     # a signed-in team's first view once the public board is rendered: the overlay check
     with Session(eng) as s:
@@ -271,6 +289,38 @@ def measure_pages(site: Site, phase_id: int) -> dict:
     out["team_first_view_s"] = t
     out["team_view_is_public"] = same
     return out
+
+
+def measure_pages(sites: dict, repeats: int) -> dict:
+    """The cold measurements of every size, interleaved (small, large, small, large, ...:
+    `repeats` rounds), so that the machine's load moves both alike; per size the median of each
+    figure and every round's values, and per figure the ratio of the largest size's median to the
+    smallest's."""
+    import statistics
+
+    rounds: dict[int, list[dict]] = {m: [] for m in sites}
+    for _ in range(repeats):
+        for m, (site, pid) in sites.items():
+            rounds[m].append(measure_cold(site, pid))
+    out = {}
+    for m, got in rounds.items():
+        med = {}
+        for k, v in got[0].items():
+            if isinstance(v, bool):
+                med[k] = all(g[k] for g in got)
+            elif k.endswith("_s"):
+                med[k] = round(statistics.median(g[k] for g in got), 4)
+                med[k.replace("_s", "_all_s")] = [g[k] for g in got]
+            else:
+                med[k] = max(g[k] for g in got)
+        out[m] = med
+    small, large = min(sites), max(sites)
+    ratios = {
+        k: round(out[large][k] / out[small][k], 2)
+        for k in out[small]
+        if k.endswith("_s") and not k.endswith("_all_s") and out[small][k] > 0
+    }
+    return {"by_size": out, "ratio_large_to_small": ratios}
 
 
 def start_redis(base: Path) -> tuple[subprocess.Popen, str]:
@@ -494,7 +544,8 @@ def measure_uploads(site: Site, phase_id: int, n: int) -> dict:
 def measure_publication(site: Site, phase_id: int) -> dict:
     """Close and publish the phase in a child process (its own CPU time and peak memory), with
     every ranked run's resamples in place as the statistics worker leaves them (synthetic: the
-    seeded runs have no uploads), then the sizes of the published pages and JSON."""
+    seeded runs have no uploads), the full pairwise matrix frozen beside the snapshot included;
+    then the sizes of the published pages and JSON, and of the matrix file asked for."""
     code = f"""
 import json, resource, sys, time
 sys.path.insert(0, {str(REPO)!r})
@@ -533,7 +584,10 @@ with Session(eng) as s:
     out = {{"publish_cpu_s": round(time.process_time() - t0, 2),
            "snapshot_json_bytes": len(rv.body_json), "snapshot_csv_bytes": len(rv.body_csv),
            "statistics": json.loads(rv.body_json)["statistics"].get("status")}}
-out["publish_peak_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    from server.boards import pairwise
+    frozen = pairwise.published_path(settings.home, {phase_id}, rv.version, rv.sha256, None)
+    out["matrix_gz_bytes"] = frozen.stat().st_size if frozen.is_file() else None
+out["publish_peak_mb"] = {HWM}
 print(json.dumps(out))
 """
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(REPO))
@@ -560,17 +614,26 @@ print(json.dumps(out))
         ("published_json", f"/tasks/{TASK}/leaderboard.json?phase=dev"),
         ("published_csv", f"/tasks/{TASK}/leaderboard.csv?phase=dev"),
         ("published_significance", f"/tasks/{TASK}/leaderboard/significance?phase=dev"),
+        # the full matrix file, asked for (streamed; decompressed in pieces for this client)
+        ("published_matrix_csv", f"/tasks/{TASK}/leaderboard/significance.csv?phase=dev"),
     ):
-        resp, t = cpu(a.test_client().get, path)
+        resp, t = cpu(fetch, a, path)  # a streamed answer's body read inside the measure
         out[f"{name}_bytes"] = len(resp.data)
         out[f"{name}_s"] = t
         out[f"{name}_status"] = resp.status_code
     return out
 
 
+def fetch(app, path: str):
+    r = app.test_client().get(path)
+    r.get_data()  # buffered: the streamed pieces are made here
+    return r
+
+
 def measure_stats(rows: int, B: int) -> dict:
     """The statistics of a board of `rows` ranked rows on B resamples, in a child process (its own
-    peak memory)."""
+    peak memory), then the board's full pairwise matrix file as the pairwise job writes it (its
+    CPU, sizes and the peak memory after it)."""
     code = f"""
 import json, resource, time
 import numpy as np
@@ -582,12 +645,26 @@ x = x + rng.normal(0, 0.01, (R, B))
 pts = x.mean(axis=1)
 t0 = time.process_time()
 intervals(x)
-st = rank_statistics(x, pts, True)
+st = rank_statistics(x, pts, True, arrays=True)
 t = time.process_time() - t0
+p, ph = st.pop("p_array"), st.pop("p_holm_array")
 body = json.dumps(st)
-peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+peak = {HWM}
+# the full matrix file, as the pairwise job writes it (the CSV's pieces, gzip level 1)
+import zlib
+from server.boards.pairwise import lines
+t1 = time.process_time()
+z = zlib.compressobj(1, zlib.DEFLATED, 31)
+raw = gz = 0
+for piece in lines([f"team {{i:05d}}" for i in range(R)], p, ph):
+    raw += len(piece)
+    gz += len(z.compress(piece))
+gz += len(z.flush())
+tm = time.process_time() - t1
+peak2 = {HWM}
 print(json.dumps({{"cpu_s": round(t, 3), "peak_mb": peak, "json_bytes": len(body),
-                  "clusters": max(st["cluster"])}}))
+                  "clusters": max(st["cluster"]), "matrix_file_cpu_s": round(tm, 3),
+                  "matrix_csv_bytes": raw, "matrix_gz_bytes": gz, "matrix_peak_mb": peak2}}))
 """
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(REPO))
     r = subprocess.run(
@@ -602,10 +679,16 @@ def main() -> None:
     ap.add_argument("--runs", default="10000,50000")
     ap.add_argument("--B", type=int, default=1000)
     ap.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="rounds of the cold measurements, the sizes interleaved in each",
+    )
+    ap.add_argument(
         "--uploads",
         type=int,
         default=60,
-        help="uploads (and as many GETs) measured under gunicorn at the first size; 0: none",
+        help="uploads (and as many GETs) measured under gunicorn at the smallest size; 0: none",
     )
     ap.add_argument(
         "--only",
@@ -617,38 +700,44 @@ def main() -> None:
         default=os.environ.get("PALIMPSEST_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
     )
     a = ap.parse_args()
-    sizes = [int(x) for x in a.runs.split(",")]
+    sizes = sorted({int(x) for x in a.runs.split(",")})
     only = set(a.only.split(","))
     os.environ.setdefault("PALIMPSEST_SECRET_KEY", "bench-site-scale")
-    site = Site(a.pg)
-    rng = random.Random(7)
     report = {
         "teams": a.teams,
         "B": a.B,
-        "load_before": os.getloadavg()[0],
+        "repeats": a.repeats,
+        "load_start": [round(x, 2) for x in os.getloadavg()],
         "cpus": os.cpu_count(),
-        "sizes": [],
+        "sizes": sizes,
     }
+    sites: dict[int, tuple[Site, int]] = {}
     try:
-        pid = setup(site, a.teams)
-        have = 0
+        # every size at once, each its own database seeded once: the cold measurements then
+        # alternate between them
+        t0 = time.perf_counter()
         for m in sizes:
-            seconds = seed_runs(site, pid, have, m - have, rng)
-            have = m
-            got = {"runs": m, "seed_wall_s": seconds}
-            if "pages" in only:
-                got.update(measure_pages(site, pid))
-            if "uploads" in only and a.uploads and m == sizes[0]:
-                got["uploads"] = measure_uploads(site, pid, a.uploads)
-            report["sizes"].append(got)
+            site = Site(a.pg)
+            pid = setup(site, a.teams)
+            sites[m] = (site, pid)
+            rng = random.Random(7)
+            for start in range(0, m, 10000):
+                seed_runs(site, pid, start, min(10000, m - start), rng)
+        report["seed_wall_s"] = round(time.perf_counter() - t0, 1)
+        if "pages" in only:
+            report["pages"] = measure_pages(sites, a.repeats)
+        if "uploads" in only and a.uploads:
+            report["uploads"] = measure_uploads(*sites[sizes[0]], a.uploads)
         if "publication" in only:
-            report["publication"] = measure_publication(site, pid)
+            report["publication"] = measure_publication(*sites[sizes[-1]])
+            report["publication"]["runs"] = sizes[-1]
         if "statistics" in only:
             report["statistics"] = measure_stats(a.teams, a.B)
             report["statistics"]["rows"] = a.teams
     finally:
-        site.drop()
-    report["load_after"] = os.getloadavg()[0]
+        for site, _pid in sites.values():
+            site.drop()
+    report["load_end"] = [round(x, 2) for x in os.getloadavg()]
     report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     print(json.dumps(report, indent=2))
 

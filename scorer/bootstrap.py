@@ -1090,13 +1090,15 @@ def rank_statistics(
     alpha: float = 0.05,
     *,
     full: bool | None = None,
+    arrays: bool = False,
 ) -> dict:
     """One ranking's statistics from the rows of a phase's resampling (R x B) and the R point
     scores: `order` (rows best first), per row (in the rows' order) `ci`, `rank_range`, `cluster`,
     and the p-values (raw and Holm-corrected over every pair) with the next row in `order`
     (`p_next`, `p_holm_next`; None for the last) and with the head of the row's cluster
     (`p_head`, `p_holm_head`; None for a head). `p` and `p_holm`, the full R x R matrices, are
-    there with `full=True`, or by default while R <= FULL_MATRIX_ROWS."""
+    there with `full=True`, or by default while R <= FULL_MATRIX_ROWS; with `arrays=True` the same
+    two as numpy arrays (`p_array`, `p_holm_array`), for a caller that writes them out in pieces."""
     samples = np.asarray(samples, dtype=np.float64)
     points = np.asarray(points, dtype=np.float64)
     R = samples.shape[0]
@@ -1128,6 +1130,8 @@ def rank_statistics(
     }
     if full or (full is None and R <= FULL_MATRIX_ROWS):
         out["p"], out["p_holm"] = p.tolist(), adj.tolist()
+    if arrays:
+        out["p_array"], out["p_holm_array"] = p, adj
     return out
 
 

@@ -8,6 +8,7 @@ published output byte for byte."""
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
 import shutil
@@ -644,9 +645,10 @@ def test_a_web_and_two_workers_on_their_own_data_directories_share_the_statistic
         team, user = make_team(b)
         subs.append(submit(b, team, user, TASK, "dev", noise=noise))
     homes = {}
-    for name, queue in (("scorer", "scoring"), ("statistician", "stats")):
+
+    def work(name, queue):
         home = homes[name] = tmp_path / f"{name}-home"
-        home.mkdir()
+        home.mkdir(exist_ok=True)
         env = child_env(b)
         env.update(b.env)
         env["PALIMPSEST_HOME"] = str(home)
@@ -656,6 +658,9 @@ def test_a_web_and_two_workers_on_their_own_data_directories_share_the_statistic
         log = tmp_path / f"{name}.log"
         proc = worker_process(b, "--queue", queue, "--burst", env=env, log=log)
         assert proc.wait(180) == 0, log.read_text()[-3000:]
+
+    for name, queue in (("scorer", "scoring"), ("statistician", "stats")):
+        work(name, queue)
     with Session(b.engine) as s:
         assert {s.get(Submission, x.id).status for x in subs} == {"scored"}
         phase_id = s.get(Submission, subs[0].id).phase_id
@@ -688,6 +693,20 @@ def test_a_web_and_two_workers_on_their_own_data_directories_share_the_statistic
     assert all(line.split(",")[-1].isdigit() for line in csv.splitlines()[1:])
     sig = c.get(f"/tasks/{TASK}/leaderboard/significance?phase=dev").get_data(as_text=True)
     assert "Holm-corrected" in sig and "being computed" not in sig
+
+    # the full pairwise matrix: the web's request asks for it, the statistics worker writes it
+    # into its own directory and the store, and the web serves the store's copy
+    asking = create_app({"env": "testing"}).test_client()
+    csv_url = f"/tasks/{TASK}/leaderboard/significance.csv?phase=dev"
+    assert asking.get(csv_url).status_code == 202
+    work("statistician", "stats")
+    assert not list((web_stats / "pairwise").glob("*.csv.gz"))
+    got = c.get(csv_url)
+    assert got.status_code == 200 and got.data.startswith(b"a,team_a,b,team_b,p,p_holm\n")
+    made = list((stats.stats_dir(homes["statistician"]) / "pairwise").glob("*.csv.gz"))
+    assert len(made) == 1 and gzip.decompress(made[0].read_bytes()) == got.data
+    assert len(got.data.splitlines()) == 1 + 3  # three ranked rows: three pairs
+    assert list((web_stats / "pairwise").glob("*.csv.gz"))  # kept here once fetched
 
 
 def objectstore_for(b):

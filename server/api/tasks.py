@@ -33,7 +33,7 @@ from server.domain import download_rule, people
 from server.domain.visibility import viewer_of
 from server.settings import get_settings
 from server.web import downloads
-from server.web.leaderboard import serve_board
+from server.web.leaderboard import serve_board, serve_significance_csv
 from tasks import all_tasks
 
 # ----------------------------------------------------------------------------- tasks
@@ -142,3 +142,24 @@ def leaderboard(task_id):
     t = find_task(task_id)
     query_model(m.LeaderboardQuery)
     return serve_board(t.id, "json", who=viewer_of(u, db(), t.id).audience)
+
+
+@bp.get("/tasks/<task_id>/leaderboard/significance.csv")
+@op(
+    "A board's full pairwise p-values as CSV",
+    query=m.LeaderboardQuery,
+    responses={200: "text/csv", 202: None, 304: None},
+    tags=("leaderboards",),
+    description="Every pair of the board's ranked rows (`a,team_a,b,team_b,p,p_holm`: positions "
+    "on the board, 1 the best; the two-sided p-value of the paired bootstrap difference, raw and "
+    "Holm-corrected over every pair), the same file as "
+    "/tasks/<id>/leaderboard/significance.csv. A published phase answers with the matrix frozen "
+    "with its version; otherwise a worker builds the current version's on the first request: "
+    '202 (`{"status": "pending"}`, `Retry-After`) until it is there. Gzipped when the request '
+    "accepts gzip.",
+)
+def leaderboard_significance(task_id):
+    u = need_user()
+    t = find_task(task_id)
+    query_model(m.LeaderboardQuery)
+    return serve_significance_csv(t.id, who=viewer_of(u, db(), t.id).audience)

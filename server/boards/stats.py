@@ -73,9 +73,11 @@ def _rel(path: Path, home) -> str:
     return Path(path).relative_to(Path(home)).as_posix()
 
 
-def _share(settings, path: Path, data: bytes) -> None:
-    """Write a file of `stats/` locally and, on a site with a store, into the store too."""
-    _atomic_write(path, data)
+def _share(settings, path: Path, data: bytes | None) -> None:
+    """Write a file of `stats/` locally (`data`; None: the file is already in place) and, on a
+    site with a store, into the store too."""
+    if data is not None:
+        _atomic_write(path, data)
     store = objectstore.store_for(settings)
     if store is not None:
         try:
@@ -332,11 +334,21 @@ def _stat_rows(board):
     return rows, [r for r in rows if r.rank is not None]
 
 
-def statistics(settings, part: Part, board, *, value_of=None, full: bool | None = None) -> dict:
+def statistics(
+    settings,
+    part: Part,
+    board,
+    *,
+    value_of=None,
+    full: bool | None = None,
+    matrices: dict | None = None,
+) -> dict:
     """Intervals for every current row, rank ranges, clusters and the p-values between neighbours
     and against each cluster's head for the ranked ones, from one matrix of the rows' resampled
     scores; the full pairwise matrices (`p`, `p_holm`, in the order of `order`) only on a small
-    board or when `full` asks (see `scorer.bootstrap.rank_statistics`)."""
+    board or when `full` asks (see `scorer.bootstrap.rank_statistics`). `matrices`, a dict, gets
+    the ranked rows' labels (`teams`) and both full matrices as arrays (`p`, `p_holm`) whatever the
+    board's size: what `server.boards.pairwise` writes as the board's matrix file."""
     t0 = time.perf_counter()
     prim = board.primary
     value_of = value_of or (lambda r: r.values[prim.key])
@@ -359,6 +371,7 @@ def statistics(settings, part: Part, board, *, value_of=None, full: bool | None 
                 prim.greater_is_better,
                 ALPHA,
                 full=full,
+                arrays=matrices is not None,
             )
             for i, r in enumerate(ranked):
                 out_rows[str(r.submission_id)].update(
@@ -372,6 +385,8 @@ def statistics(settings, part: Part, board, *, value_of=None, full: bool | None 
             }
             if "p" in st:
                 p, p_holm = _round(st["p"]), _round(st["p_holm"])
+            if matrices is not None:
+                matrices.update(teams=teams, p=st["p_array"], p_holm=st["p_holm_array"])
     return {
         "part": part.part,
         "method": METHOD,
@@ -451,6 +466,13 @@ def phase_version(settings, engine, task, phase_id: int) -> str | None:
     return None
 
 
+def part_of(board, phase) -> str:
+    """The part of the gold a phase's public board is ranked on, as its statistics resample it."""
+    if board.part == "private":
+        return "private"
+    return "public" if phase.public_fraction < 1.0 else "all"
+
+
 def compute_board_stats(phase_id: int, settings=None) -> dict:
     """Compute and keep the statistics of a phase's public board at its current version, and the
     samples of every part its runs were scored on (so that publication finds them ready)."""
@@ -472,11 +494,7 @@ def compute_board_stats(phase_id: int, settings=None) -> dict:
         board = lb.build_board(
             s, task, phase, audience="public", include_closed=True, provenance=prov
         )
-    part_name = (
-        "private"
-        if board.part == "private"
-        else ("public" if phase.public_fraction < 1.0 else "all")
-    )
+    part_name = part_of(board, phase)
     part = Part.get(settings, engine, task, phase, part_name)
     body = statistics(settings, part, board)
     # every declared board from the same part and its one matrix of resamples: a board adds its
@@ -591,14 +609,17 @@ def attach(board, body: dict | None, *, reason: str = "") -> None:
             r.ci_note = reason
 
 
-def for_snapshot(settings, engine, task, phase, board) -> dict:
+def for_snapshot(settings, engine, task, phase, board, *, matrices: dict | None = None) -> dict:
     """The statistics frozen into a published snapshot: the private ranking's (or the whole
     gold's) and the public part's intervals beside them; samples the worker has not computed yet
-    are computed here."""
+    are computed here. `matrices`: see `statistics` (the ranking's, not the public part's)."""
     name = board.part if board.part == "private" else "all"
     gold_has_parts = phase.public_fraction < 1.0
     main = statistics(
-        settings, Part.get(settings, engine, task, phase, name if gold_has_parts else "all"), board
+        settings,
+        Part.get(settings, engine, task, phase, name if gold_has_parts else "all"),
+        board,
+        matrices=matrices,
     )
     out = {"ranked": main}
     if gold_has_parts:

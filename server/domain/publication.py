@@ -78,6 +78,7 @@ def publish(
     correction of it (version n + 1, with a reason). With `close_first`, an open phase is closed
     in the same transaction (the caller's)."""
     from server.boards import leaderboard as lb  # the boards and statistics (scipy) load to publish
+    from server.boards import pairwise
 
     reason = " ".join((reason or "").split())[:2000]
     prepare(s, phase)
@@ -121,7 +122,8 @@ def publish(
         "reason": reason,
         "rule": RANKED_RUN_RULE,
     }
-    body = snapshot_body(s, task, phase, settings, meta)
+    matrices: dict = {}  # the full pairwise matrix, frozen beside the snapshot (not in it)
+    body = snapshot_body(s, task, phase, settings, meta, matrices=matrices)
     body_json = snapshot_json(body)
     rv = RankingVersion(
         phase_id=phase.id,
@@ -138,21 +140,23 @@ def publish(
     )
     s.add(rv)
     s.flush()
+    pairwise.freeze(settings, phase.id, version, rv.sha256, None, matrices)
     # each declared board's final ranking, in the same version (the phase's published ranking
     # is the set of its boards')
     for spec in boards.of_phase(phase):
-        b = snapshot_body(s, task, phase, settings, meta, board=spec)
+        matrices = {}
+        b = snapshot_body(s, task, phase, settings, meta, board=spec, matrices=matrices)
         b_json = snapshot_json(b)
-        s.add(
-            BoardRanking(
-                ranking_id=rv.id,
-                board=spec.name,
-                sha256=hashlib.sha256(b_json.encode("utf-8")).hexdigest(),
-                body_json=b_json,
-                body_csv=lb.snapshot_csv(b),
-                body_latex=lb.snapshot_latex(b),
-            )
+        br = BoardRanking(
+            ranking_id=rv.id,
+            board=spec.name,
+            sha256=hashlib.sha256(b_json.encode("utf-8")).hexdigest(),
+            body_json=b_json,
+            body_csv=lb.snapshot_csv(b),
+            body_latex=lb.snapshot_latex(b),
         )
+        s.add(br)
+        pairwise.freeze(settings, phase.id, version, br.sha256, spec.name, matrices)
     if phase.published_at is None:
         phase.published_at = now
     changes = ranking_diff(json.loads(prev.body_json), body) if prev else None
@@ -201,11 +205,14 @@ def repeated(
     return prev if again == prev.body_json else None
 
 
-def snapshot_body(s: Session, task, phase: Phase, settings, meta: dict, *, board=None) -> dict:
+def snapshot_body(
+    s: Session, task, phase: Phase, settings, meta: dict, *, board=None, matrices=None
+) -> dict:
     """The snapshot of a phase's final ranking as the data stand now, with the publication's
     `meta` (version, time, organizer, reason, rule). `publish` stores it; `server.backup`
     rebuilds it from a restored site to check a published version byte for byte. `board`: one of
-    the phase's declared boards (None: the default one)."""
+    the phase's declared boards (None: the default one); `matrices`, a dict, gets the ranking's
+    full pairwise matrices (`server.boards.stats.statistics`)."""
     from server.boards import leaderboard as lb  # the boards and statistics (scipy) load to publish
 
     built = lb.final_board(s, task, phase, settings.home, with_parts=True, board=board)
@@ -213,7 +220,7 @@ def snapshot_body(s: Session, task, phase: Phase, settings, meta: dict, *, board
         True  # as it will be served: the private ranking with the public part beside it
     )
     lb.add_reference_rows(built, task, settings.home)
-    _snapshot_statistics(s, task, phase, built, settings)
+    _snapshot_statistics(s, task, phase, built, settings, matrices)
     return lb.snapshot_dict(built, meta, secret=settings.secret_key)
 
 
@@ -222,13 +229,13 @@ def snapshot_json(body: dict) -> str:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
-def _snapshot_statistics(s: Session, task, phase: Phase, board, settings) -> None:
+def _snapshot_statistics(s: Session, task, phase: Phase, board, settings, matrices=None) -> None:
     """Freeze the board's statistics into the snapshot: intervals, rank ranges, p-values and
     clusters of the ranked part, and the public part's intervals beside them."""
     from server.boards import stats  # the statistics (scipy) load to publish, not to show a ranking
 
     try:
-        snap = stats.for_snapshot(settings, s.get_bind(), task, phase, board)
+        snap = stats.for_snapshot(settings, s.get_bind(), task, phase, board, matrices=matrices)
     except Exception as e:  # noqa: BLE001 — publication never fails for its statistics
         log.warning(
             "statistics of the snapshot of phase %s not computed (%s: %s)",

@@ -16,14 +16,14 @@ from markupsafe import Markup, escape
 from sqlmodel import Session
 
 from server.boards import leaderboard as lb
-from server.boards import plots, stats
+from server.boards import pairwise, plots, stats
 from server.db import db
 from server.domain import boards
 from server.domain.provenance import current_provenance
 from server.domain.publication import board_ranking, latest_ranking, ranking_versions
 from server.domain.visibility import viewer_of
 from server.models import Phase, utcnow
-from server.web.auth import current_user
+from server.web.auth import current_user, is_api_request
 from server.web.pages import PHASE_ORDER, task_or_404
 from tasks.agreement import BAYES_FILE, load_agreement, reference_rows
 from tasks.bundle_models import BoardSpec
@@ -434,6 +434,106 @@ def significance(task_id: str):
         abort(404)
     personal = "uid" in session or "_flashes" in session
     return Response(splice(page, anonymous=not personal), content_type="text/html; charset=utf-8")
+
+
+@bp.route("/tasks/<task_id>/leaderboard/significance.csv")
+def significance_csv(task_id: str):
+    return serve_significance_csv(task_id)
+
+
+def serve_significance_csv(task_id: str, who: str | None = None):
+    """A board's full pairwise matrix as CSV (`server.boards.pairwise`: every pair of ranked rows,
+    the raw and Holm-corrected p-values), streamed from its file: a published version's as frozen
+    at publication, the current version's once a worker has written it (until then 202, the job
+    asked for). `?phase=`, `?board=`, `?version=` as the board's; `who` overrides the cookie's
+    audience (the API passes the token holder's). Every visitor gets the public board's matrix
+    (on an anonymous board, its labels)."""
+    task = task_or_404(task_id)
+    engine = current_app.extensions["palimpsest.engine"]
+    states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
+    state = choose_phase(states, request.args.get("phase") or None, task)
+    who = who or audience(task.id)
+    if state is None or (not state.leaderboard_open and who != "organizer"):
+        abort(404)
+    settings = current_app.extensions["palimpsest.settings"]
+    asked = request.args.get("board") or None
+    spec = board_of(engine, state.id, asked)[0] if asked not in (None, "main") else None
+    bname = spec.name if spec is not None else "main"
+    version = request.args.get("version", type=int) if state.published else None
+    gzipped = "gzip" in request.headers.get("Accept-Encoding", "")
+    on = f"-{bname}" if spec is not None else ""
+    headers = {
+        "Content-Disposition": (
+            f'attachment; filename="{task.id}-{state.name}{on}-significance.csv"'
+        ),
+        "Vary": "Accept-Encoding",
+        "Cache-Control": "no-cache",
+    }
+    path, pieces, tag = None, None, None
+    rv = None
+    if state.published:
+        with Session(engine, expire_on_commit=False) as s:
+            rv = latest_ranking(s, state.id, version)
+            if rv is None and version is not None:
+                abort(404, f"{task.id}/{state.name} has no published version {version}")
+            got = rv if rv is None or spec is None else board_ranking(s, rv, bname)
+        if rv is not None and got is None:
+            abort(404, f"version {rv.version} of the final ranking has no board {bname!r}")
+        if rv is not None:
+            tag = f"v{rv.version}-{got.sha256[:16]}"
+            path = pairwise.find(
+                settings,
+                pairwise.published_path(settings.home, state.id, rv.version, got.sha256, bname),
+            )
+            if path is None:
+                # published before the matrix files: a small board's snapshot carries its matrix
+                body = json.loads(got.body_json).get("statistics") or {}
+                if body.get("p_holm") is None:
+                    abort(
+                        404,
+                        f"version {rv.version} of the final ranking was published without its "
+                        "full pairwise matrix; the significance page shows each row against the "
+                        "next and against its cluster's best",
+                    )
+                pieces = pairwise.from_body(body)
+    if rv is None:
+        tag = state.version
+        path = pairwise.find(
+            settings, pairwise.current_path(settings.home, state.id, state.version, bname)
+        )
+        if path is None:
+            body = stats.board_body(
+                stats.read_board_stats(settings, state.id, state.version), bname
+            )
+            if body is not None and body.get("unavailable"):
+                abort(404, f"no p-values on this board: {body['unavailable']}")
+            if current_app.config.get("PALIMPSEST_ENQUEUE", True):
+                pairwise.enqueue(settings, state.id, None if spec is None else bname)
+            said = (
+                "The full pairwise matrix of this board is being computed by a worker; "
+                "ask again in a moment."
+            )
+            if is_api_request():
+                out = Response(
+                    json.dumps({"status": "pending", "message": said}),
+                    status=202,
+                    content_type="application/json",
+                )
+            else:
+                out = Response(said + "\n", status=202, content_type="text/plain; charset=utf-8")
+            out.headers["Retry-After"] = "10"
+            out.headers["Cache-Control"] = "no-store"
+            return out
+    etag = f'"pairwise-{tag}-{pairwise._board_tag(bname)}{"-gz" if gzipped and path else ""}"'
+    if request.if_none_match and etag.strip('"') in request.if_none_match:
+        return Response(status=304, headers={"ETag": etag})
+    headers["ETag"] = etag
+    if path is not None:
+        if gzipped:
+            headers["Content-Encoding"] = "gzip"
+            headers["Content-Length"] = str(path.stat().st_size)
+        pieces = pairwise.read(path, gzipped)
+    return Response(pieces, content_type=MIMETYPES["csv"], headers=headers, direct_passthrough=True)
 
 
 PLOT_TYPES = {"svg": "image/svg+xml", "pdf": "application/pdf"}
