@@ -9,6 +9,15 @@ from __future__ import annotations
 def create_app(test_config: dict | None = None):
     """Build the Flask app from the environment, then `test_config` overrides."""
     # Flask and the database load when an app is built: `import server` stays light
+    import gc
+
     from server.app import build_app
 
-    return build_app(test_config)
+    app = build_app(test_config)
+    if app.extensions["palimpsest.settings"].env != "testing":
+        # a served process builds one app and keeps it (and the modules it loaded) for good: the
+        # objects alive now move to the collector's permanent generation, so that each full
+        # collection no longer walks them (a quarter of a cold 2,000-row board's CPU measured
+        # there; docs/benchmarks.md). Tests build many apps in one process: not there
+        gc.freeze()
+    return app
