@@ -13,6 +13,7 @@ later.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import statistics
@@ -227,16 +228,7 @@ def standing(
 
     # the queue in one read: every run being scored, and the runs waiting (those ahead of this
     # one by id; the others only counted)
-    rows = s.exec(
-        select(
-            Submission.id,
-            Submission.task_id,
-            Submission.started_at,
-            Submission.status,
-        )
-        .where(Submission.status.in_(("queued", "running")))
-        .order_by(Submission.id)
-    ).all()
+    rows = s.exec(_queue_statement()).all()
     if recheck and next((st for i, _, _, st in rows if i == sub.id), None) != sub.status:
         s.refresh(sub)
         return standing(s, sub, n_workers, now, known, ratio)
@@ -284,6 +276,17 @@ def standing(
         heapq.heappush(free, heapq.heappop(free) + f * (d(t) or mine))
     out["estimated_wait_s"] = round(heapq.heappop(free) + f * mine, 1)
     return out
+
+
+@functools.cache
+def _queue_statement():
+    """`standing`'s read of the queue, built once."""
+    S = Submission
+    return (
+        select(S.id, S.task_id, S.started_at, S.status)
+        .where(S.status.in_(("queued", "running")))
+        .order_by(S.id)
+    )
 
 
 # ----------------------------------------------------------------------------- the reconciler's
