@@ -97,6 +97,8 @@ LIVE = (JobStatus.QUEUED, JobStatus.STARTED, JobStatus.SCHEDULED, JobStatus.DEFE
 def _live_or_cleared(conn: redis.Redis, jid: str, replace: bool = False) -> Job | None:
     """The job holding `jid` if it still waits or runs (and `replace` is off); otherwise that job,
     finished, failed or stale, is deleted so the id can be enqueued afresh, and None is returned."""
+    if not conn.exists(Job.key_for(jid)):  # the common case (a new run): one EXISTS, no job read
+        return None
     old = _fetch(conn, jid)
     if old is None:
         return None
