@@ -20,6 +20,7 @@ import statistics
 import time
 from datetime import datetime
 
+import sqlalchemy
 from sqlalchemy import func
 from sqlmodel import Session, select
 
@@ -228,7 +229,7 @@ def standing(
 
     # the queue in one read: every run being scored, and the runs waiting (those ahead of this
     # one by id; the others only counted)
-    rows = s.exec(_queue_statement()).all()
+    rows = s.execute(_queue_statement()).all()
     if recheck and next((st for i, _, _, st in rows if i == sub.id), None) != sub.status:
         s.refresh(sub)
         return standing(s, sub, n_workers, now, known, ratio)
@@ -280,10 +281,11 @@ def standing(
 
 @functools.cache
 def _queue_statement():
-    """`standing`'s read of the queue, built once."""
-    S = Submission
+    """`standing`'s read of the queue, built once, on the table's columns: plain rows, none of
+    the ORM's handling of entities (a row per run waiting: it grows with the queue)."""
+    S = Submission.__table__.c
     return (
-        select(S.id, S.task_id, S.started_at, S.status)
+        sqlalchemy.select(S.id, S.task_id, S.started_at, S.status)
         .where(S.status.in_(("queued", "running")))
         .order_by(S.id)
     )
