@@ -447,8 +447,9 @@ def participants(site: Site, n: int) -> list[tuple[int, str]]:
     return out
 
 
-def _http(url: str, token: str, *, data: bytes | None = None) -> tuple[int, float]:
-    """One request (a multipart upload when `data`); (status, wall seconds)."""
+def _http(url: str, token: str, *, data: bytes | None = None, answer: list | None = None):
+    """One request (a multipart upload when `data`); (status, wall seconds). `answer`: the
+    parsed JSON answer is appended to it."""
     import urllib.error
     import urllib.request
 
@@ -471,12 +472,15 @@ def _http(url: str, token: str, *, data: bytes | None = None) -> tuple[int, floa
     t0 = time.perf_counter()
     try:
         with urllib.request.urlopen(req, timeout=300) as r:
-            r.read()
+            body = r.read()
             code = r.status
     except urllib.error.HTTPError as e:
-        e.read()
+        body = e.read()
         code = e.code
-    return code, time.perf_counter() - t0
+    took = time.perf_counter() - t0
+    if answer is not None:
+        answer.append(json.loads(body))
+    return code, took
 
 
 def measure_uploads(site: Site, phase_id: int, n: int) -> dict:
@@ -485,7 +489,9 @@ def measure_uploads(site: Site, phase_id: int, n: int) -> dict:
     a deadline day): `n` uploads of distinct valid dev files, each by another team (its token's
     first use in the minute), and `n` GETs, interleaved one by one; the wall time of each as the
     client sees it and the CPU time the gunicorn worker spent on each (its process's clock, read
-    by gunicorn's request hooks)."""
+    by gunicorn's request hooks). For context, another ordinary authenticated GET, the run just
+    uploaded (`/api/v1/submissions/<id>`: its status and place in the queue), interleaved too
+    (`run_get`)."""
     import statistics
 
     from server.demo import predictions
@@ -495,21 +501,28 @@ def measure_uploads(site: Site, phase_id: int, n: int) -> dict:
     redis_proc, redis_url = start_redis(Path(tempfile.mkdtemp(prefix="bench-redis-")))
     web, url, cpu_log = serve(site, redis_url)
     up = f"{url}/api/v1/tasks/{TASK}/submissions"
-    got = {"upload": [], "get": []}
-    codes = {"upload": {}, "get": {}}
+    kinds = ("upload", "get", "run_get")
+    got = {k: [] for k in kinds}
+    codes = {k: {} for k in kinds}
     try:
         for i in range(n, n + 3):  # each route's first-request costs, apart
-            _http(up, people[i][1], data=files[i])
+            answer = []
+            _http(up, people[i][1], data=files[i], answer=answer)
             _http(url + "/api/v1/me", people[i][1])
+            _http(f"{url}/api/v1/submissions/{answer[0]['id']}", people[i][1])
         time.sleep(0.5)
         cpu_log.write_text("")
+        load0 = round(os.getloadavg()[0], 2)
         for i in range(n):
             tok = people[i][1]
-            for kind in ("upload", "get"):
+            answer = []
+            for kind in kinds:
                 if kind == "upload":
-                    code, t = _http(up, tok, data=files[i])
-                else:
+                    code, t = _http(up, tok, data=files[i], answer=answer)
+                elif kind == "get":
                     code, t = _http(url + "/api/v1/me", tok)
+                else:
+                    code, t = _http(f"{url}/api/v1/submissions/{answer[0]['id']}", tok)
                 got[kind].append(t)
                 codes[kind][code] = codes[kind].get(code, 0) + 1
         time.sleep(0.5)
@@ -529,19 +542,24 @@ def measure_uploads(site: Site, phase_id: int, n: int) -> dict:
             ),
             {"p": phase_id},
         )
-    cpu_of = {"upload": [], "get": []}
+    cpu_of = {k: [] for k in kinds}
     for line in cpu_log.read_text().splitlines():
-        method, _path, t = line.split("\t")
-        cpu_of["upload" if method == "POST" else "get"].append(float(t))
-    out = {"n": n, "file_bytes": len(files[0])}
-    for kind in ("upload", "get"):
+        method, path, t = line.split("\t")
+        kind = "upload" if method == "POST" else "get" if path.endswith("/me") else "run_get"
+        cpu_of[kind].append(float(t))
+    out = {"n": n, "file_bytes": len(files[0]), "load": [load0, round(os.getloadavg()[0], 2)]}
+    for kind in kinds:
         out[kind] = {
             "wall_median_s": round(statistics.median(got[kind]), 4),
             "cpu_median_s": round(statistics.median(cpu_of[kind]), 4),
             "status": codes[kind],
         }
-    out["wall_ratio"] = round(out["upload"]["wall_median_s"] / out["get"]["wall_median_s"], 2)
-    out["cpu_ratio"] = round(out["upload"]["cpu_median_s"] / out["get"]["cpu_median_s"], 2)
+    up_, me = out["upload"], out["get"]
+    out["wall_ratio"] = round(up_["wall_median_s"] / me["wall_median_s"], 2)
+    out["cpu_ratio"] = round(up_["cpu_median_s"] / me["cpu_median_s"], 2)
+    run = out["run_get"]
+    out["wall_ratio_to_run_get"] = round(up_["wall_median_s"] / run["wall_median_s"], 2)
+    out["cpu_ratio_to_run_get"] = round(up_["cpu_median_s"] / run["cpu_median_s"], 2)
     return out
 
 

@@ -10,12 +10,13 @@ leaves nothing behind, in the database or on disk.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable
 from contextlib import contextmanager
 
-from sqlalchemy import event, select, text
+from sqlalchemy import bindparam, event, select, text
 from sqlmodel import Session, create_engine
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,13 @@ def lock_row(session: Session, model, row_id) -> None:
     if session.get_bind().dialect.name == "sqlite":
         _sqlite_begin(session)
         return
-    session.execute(select(model.id).where(model.id == row_id).with_for_update())
+    session.execute(_lock_statement(model), {"row_id": row_id})
+
+
+@functools.cache
+def _lock_statement(model):
+    """`lock_row`'s statement for a table, built once (the row's id bound at each call)."""
+    return select(model.id).where(model.id == bindparam("row_id")).with_for_update()
 
 
 def _sqlite_begin(session: Session) -> None:

@@ -268,3 +268,14 @@ def test_the_one_query_counts_as_the_separate_counts_did(backend):
             }, sha
         assert subs.limit_counts(s, team.id, p, now)["same"] is None
         assert got["pending"] and got["counted"] and got["today"] and got["invalid"]
+        # the upload's read under the team's lock: the phase as committed now and the same
+        # counts, in one query (a team without a run in the phase: zeros, not no row)
+        with backend.session() as elsewhere:  # an organizer changes the phase meanwhile
+            elsewhere.get(Phase, ph.id).daily_limit = 7
+            elsewhere.commit()
+        for sha in ("aa0", "zz", None):
+            read, counts = subs.phase_and_counts(s, team.id, p.id, now, sha)
+            assert read is p and p.daily_limit == 7
+            assert counts == subs.limit_counts(s, team.id, p, now, sha), sha
+        _, none = subs.phase_and_counts(s, other.id, other_ph.id, now, "aa0")
+        assert none == {"pending": 0, "counted": 0, "today": 0, "invalid": 0, "same": None}

@@ -149,6 +149,17 @@ def writers(sources: dict[str, str]) -> dict[str, set[str]]:
     for mod, src in sources.items():
         tree = ast.parse(src)
         funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        # the module's functions that build an UPDATE/INSERT/DELETE (a statement built once and
+        # executed with its parameters bound at each call: `execute(_mark_statement(), {...})`)
+        builds = {
+            name
+            for name, fn in funcs.items()
+            if any(
+                isinstance(c, ast.Call)
+                and ast.unparse(c).startswith(("update(", "insert(", "delete("))
+                for c in ast.walk(fn)
+            )
+        }
         w = set()
         for name, fn in funcs.items():
             sessions = session_names(fn)
@@ -161,6 +172,10 @@ def writers(sources: dict[str, str]) -> dict[str, set[str]]:
                     arg = ast.unparse(c.args[0])
                     if arg.startswith(("update(", "insert(", "delete(")):
                         w.add(name)
+                    a0 = c.args[0]
+                    if isinstance(a0, ast.Call) and isinstance(a0.func, ast.Name):
+                        if a0.func.id in builds:
+                            w.add(name)
         grew = True
         while grew:  # through the module's own functions
             grew = False
@@ -326,3 +341,17 @@ def test_the_guard_sees_a_write_through_a_session_not_named_s():
     assert tx_calls(ast.parse(src), "server/domain/new.py") == {
         ("server/domain/new.py", "commit"): 1
     }
+
+
+def test_the_guard_sees_a_write_through_a_statement_built_once():
+    """An UPDATE/INSERT/DELETE built once by a function of the module and executed with its
+    parameters (`own.execute(_mark(), {...})`) is a write, on whatever it is executed; a select
+    built once is not."""
+    domain = {
+        "server.domain.m": "def _mark():\n    return update(T).values(x=bindparam('x'))\n\n"
+        "def _count():\n    return select(T.id)\n\n"
+        "def marks(engine):\n    with engine.begin() as own:\n"
+        "        own.execute(_mark(), {'x': 1})\n\n"
+        "def counts(s):\n    return s.execute(_count()).all()\n"
+    }
+    assert writers(domain) == {"server.domain.m": {"marks"}}

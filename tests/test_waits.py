@@ -237,3 +237,51 @@ def test_the_upload_answer_shows_the_runs_place_as_its_page_does(app):
     assert {k: v for k, v in got.items() if k not in ("duplicate",)} == {
         k: v for k, v in again.items() if k not in ("duplicate",)
     }
+
+
+def test_the_upload_answer_shows_a_run_a_worker_took_before_the_answer_as_running(app):
+    """The answer to an upload shows the run as its transaction committed it, without reading it
+    again, unless the queue (read for its place) has it in another state: a worker that took it
+    between the commit and the answer makes it `running`, position 0, as its GET says."""
+    import io
+
+    from sqlalchemy import event, update
+    from sqlalchemy.orm import Session as OrmSession
+
+    from server.demo import predictions
+
+    user = make_user(app, "ann@x.org", team="Readers")
+    phase = make_phase(app, TASK, "dev")
+    team_id = team_of(app, "Readers").id
+    eng = engine_of(app)
+
+    def a_worker_takes_it(session):
+        if any(isinstance(o, Submission) for o in session.identity_map.values()):
+            with eng.begin() as c:
+                c.execute(
+                    update(Submission)
+                    .where(Submission.team_id == team_id, Submission.status == "queued")
+                    .values(status="running", started_at=utcnow())
+                )
+
+    data, name = predictions(TASK, "dev", os.environ["PALIMPSEST_HOME"], 0.2, seed=1)
+    h = {"Authorization": f"Bearer {make_token(app, user)}"}
+    waits._inputs.clear()
+    event.listen(OrmSession, "after_commit", a_worker_takes_it)
+    try:
+        r = app.test_client().post(
+            f"/api/v1/tasks/{TASK}/submissions",
+            headers=h,
+            data={"file": (io.BytesIO(data), name), "phase": phase.name},
+            content_type="multipart/form-data",
+        )
+    finally:
+        event.remove(OrmSession, "after_commit", a_worker_takes_it)
+    assert r.status_code == 201, r.get_json()
+    got = r.get_json()
+    assert got["status"] == "running" and got["started"] is not None
+    assert got["queue"]["position"] == 0
+    again = app.test_client().get(f"/api/v1/submissions/{got['id']}", headers=h).get_json()
+    assert {k: v for k, v in got.items() if k not in ("duplicate", "queue")} == {
+        k: v for k, v in again.items() if k not in ("duplicate", "queue")
+    }

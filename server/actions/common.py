@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from sqlalchemy import text
+from sqlalchemy import bindparam, text
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, select
 
@@ -148,11 +148,14 @@ def visible_submission(s: Session, viewer: User | None, submission_id: int) -> m
 
 def phases_of(s: Session, task_id: str) -> list[models.Phase]:
     """A task's phases in the order they were made."""
-    return list(
-        s.exec(
-            select(models.Phase).where(models.Phase.task_id == task_id).order_by(models.Phase.id)
-        )
-    )
+    return list(s.execute(_phases_statement(), {"task_id": task_id}).scalars())
+
+
+@functools.cache
+def _phases_statement():
+    """`phases_of`' query, built once (the task bound at each call)."""
+    P = models.Phase
+    return select(P).where(P.task_id == bindparam("task_id")).order_by(P.id)
 
 
 def phase_or_default(

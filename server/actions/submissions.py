@@ -231,7 +231,9 @@ def submit(
     store (undone by a rollback), a system's archive, then under the team's lock the same upload
     already taken (that one answers, counted once) or the phase's limits, the row, the primary
     run if asked, and the job, queued once the transaction has committed. Returns the submission
-    (a code run with `system`) and whether it was that earlier one."""
+    (a code run with `system`) and whether it was that earlier one. The phase and team it read
+    stay on the session (`UPLOAD_READ` in its info) for the answer, which shows their names
+    without reading them again."""
     task = common.task(task_id)
     team = uploader_team(s, user, task.id, baseline=fields.baseline)
     if not TaskStore(task.id, settings.home).exists():
@@ -301,7 +303,12 @@ def submit(
     if fields.primary and not fields.baseline:
         lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
     jobs(s, settings).score(s, sub.id)
+    s.info[UPLOAD_READ] = (phase, team)  # held: the session's identity map holds them weakly
     return sub, False
+
+
+# the session's info key of the phase and team the last upload on it read (`submit`)
+UPLOAD_READ = "palimpsest.upload_read"
 
 
 def _phase_takes(phase, task_id: str, *, system: bool, baseline: bool) -> None:

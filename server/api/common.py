@@ -18,6 +18,7 @@ from werkzeug.exceptions import HTTPException
 from server import api_models as m
 from server.actions import common as action_common
 from server.actions.common import phase_or_default
+from server.actions.submissions import UPLOAD_READ
 from server.db import db
 from server.domain import code_runs, people
 from server.domain.bounds import INT_MAX
@@ -403,17 +404,15 @@ def runs_page(s, u, runs, page, phases: list[Phase]):
 
 def submission_out(s, u, sub, status: int = 200, *, uploaded: bool = False, **extra):
     """A run as the API shows it, with its place in the queue while it waits. `uploaded`: the
-    answer to the upload of a new file (its estimate from the inputs read in the last seconds,
-    no check of the blind runs' gate)."""
+    answer to the upload of a new file: the run as its transaction committed it (the session
+    keeps what it wrote; its status checked against the queue, read for its place, and the run
+    read again only if a worker took it since), its phase and team as the intake read them,
+    its estimate from the inputs read in the last seconds, no check of the blind runs' gate."""
     phase = team = None
-    if uploaded:  # the run, its phase and its team's name read again in one query
-        sub, phase, team = s.exec(
-            select(Submission, Phase, Team.name)
-            .join(Phase, Phase.id == Submission.phase_id)
-            .join(Team, Team.id == Submission.team_id)
-            .where(Submission.id == sub.id)
-            .execution_options(populate_existing=True)
-        ).one()
+    if uploaded:
+        held = s.info.pop(UPLOAD_READ, None)  # noqa: F841 — alive: found by `get` in the session
+        phase = s.get(Phase, sub.phase_id)
+        team = getattr(s.get(Team, sub.team_id), "name", None)
     else:
         s.refresh(sub)
     standing = waits.live_standing(

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import BinaryIO
 
 import sqlmodel
-from sqlalchemy import bindparam, func, or_, select
+from sqlalchemy import bindparam, func, or_, select, true
 from sqlmodel import Session
 
 from server import models, objectstore  # models.X: other subjects' tables, loaded when first used
@@ -212,19 +212,40 @@ def limit_counts(
     params = {"team_id": team_id, "phase_id": phase.id, "start": day_start(now)}
     if sha is not None:
         params["sha"] = sha
-    got = session.execute(_limits_statement(sha is not None), params).one()._mapping
+    return _counts_of(session.execute(_limits_statement(sha is not None), params).one())
+
+
+def phase_and_counts(
+    session: Session, team_id: int, phase_id: int, now: datetime, sha: str | None = None
+) -> tuple[models.Phase, dict]:
+    """The phase read again (what the session holds of it replaced: its dates and limits as
+    committed now) and `limit_counts`, in one query."""
+    params = {"team_id": team_id, "phase_id": phase_id, "start": day_start(now)}
+    if sha is not None:
+        params["sha"] = sha
+    row = session.execute(
+        _limits_statement(sha is not None, with_phase=True),
+        params,
+        execution_options={"populate_existing": True},
+    ).one()
+    return row[0], _counts_of(row)
+
+
+def _counts_of(row) -> dict:
+    got = row._mapping
     return {
         "pending": got["pending"] + got["code_pending"],
         "counted": got["counted"] + got["code_counted"],
         "today": got["today"] + got["code_today"],
         "invalid": got["invalid"],
-        "same": got["same"] if sha is not None else None,
+        "same": got.get("same"),
     }
 
 
 @functools.cache
-def _limits_statement(with_sha: bool):
-    """`limit_counts`' query, built once (its parameters bound at each call)."""
+def _limits_statement(with_sha: bool, with_phase: bool = False):
+    """`limit_counts`' query, built once (its parameters bound at each call); `with_phase`: the
+    phase's row first (`phase_and_counts`)."""
     S, C = models.Submission, models.CodeRun
     team, phase, start = bindparam("team_id"), bindparam("phase_id"), bindparam("start")
     quota = counts_against_quota()
@@ -257,7 +278,12 @@ def _limits_statement(with_sha: bool):
         stands = (S.file_sha256 == bindparam("sha")) & S.removed_at.is_(None)
         stands = stands & (S.failure_kind.is_(None) | (S.failure_kind != "infra"))
         cols.append(func.min(S.id).filter(stands).label("same"))
-    return select(*cols).select_from(S).where(S.team_id == team, S.phase_id == phase)
+    counts = select(*cols).select_from(S).where(S.team_id == team, S.phase_id == phase)
+    if not with_phase:
+        return counts
+    counts = counts.subquery("counts")  # an aggregate: one row, whatever the runs
+    P = models.Phase
+    return select(P, *counts.c).join_from(P, counts, true()).where(P.id == phase)
 
 
 def check_limits(
@@ -409,17 +435,17 @@ def admit(
     a system's compute budget too) unless `exempt`. Returns the phase as read under the lock and
     the earlier upload's id, or None."""
     lock_team(session, team_id)
-    ph = session.get(models.Phase, phase_id, populate_existing=True)
     now = utcnow()
     counts = None
-    if not system:  # a file's: the duplicate and every count in one query
-        counts = limit_counts(session, team_id, ph, now, sha if dedupe else None)
-        if counts["same"] is not None:
-            return ph, counts["same"]
-    elif dedupe:
-        same = duplicate_of(session, team_id, phase_id, sha, system=system)
+    if system:
+        ph = session.get(models.Phase, phase_id, populate_existing=True)
+        same = duplicate_of(session, team_id, phase_id, sha, system=system) if dedupe else None
         if same is not None:
             return ph, same
+    else:  # a file's: the phase, the duplicate and every count in one query
+        ph, counts = phase_and_counts(session, team_id, phase_id, now, sha if dedupe else None)
+        if counts["same"] is not None:
+            return ph, counts["same"]
     if not exempt:
         check_limits(session, team_id, ph, now, counts)
         check_invalid_limit(session, team_id, ph, now, settings, counts)

@@ -97,6 +97,8 @@ LIVE = (JobStatus.QUEUED, JobStatus.STARTED, JobStatus.SCHEDULED, JobStatus.DEFE
 def _live_or_cleared(conn: redis.Redis, jid: str, replace: bool = False) -> Job | None:
     """The job holding `jid` if it still waits or runs (and `replace` is off); otherwise that job,
     finished, failed or stale, is deleted so the id can be enqueued afresh, and None is returned."""
+    if not conn.exists(Job.key_for(jid)):  # the common case (a new run): one EXISTS, no job read
+        return None
     old = _fetch(conn, jid)
     if old is None:
         return None
@@ -161,17 +163,21 @@ def enqueue_submission(
     if live is not None:
         return live
     retries = max(0, settings.max_attempts - 1)
-    return q.enqueue_call(
-        JOB_FUNC,
-        args=(int(submission_id),),
-        job_id=job_id(submission_id),
-        timeout=settings.job_timeout,
-        result_ttl=3600,
-        failure_ttl=7 * 24 * 3600,
-        retry=Retry(max=retries) if retries else None,
-        on_failure=_failure_callback(),
-        description=f"score submission {submission_id}",
-    )
+    with conn.pipeline() as pipe:  # the queue's set, the job and its place: one MULTI/EXEC
+        job = q.enqueue_call(
+            JOB_FUNC,
+            args=(int(submission_id),),
+            job_id=job_id(submission_id),
+            timeout=settings.job_timeout,
+            result_ttl=3600,
+            failure_ttl=7 * 24 * 3600,
+            retry=Retry(max=retries) if retries else None,
+            on_failure=_failure_callback(),
+            description=f"score submission {submission_id}",
+            pipeline=pipe,
+        )
+        pipe.execute()
+    return job
 
 
 BASELINE_JOB_FUNC = "server.jobs.baseline_jobs.run_baseline"

@@ -13,12 +13,14 @@ later.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import statistics
 import time
 from datetime import datetime
 
+import sqlalchemy
 from sqlalchemy import func
 from sqlmodel import Session, select
 
@@ -193,7 +195,7 @@ def live_standing(s: Session, sub: Submission, conn=None, *, recent: bool = Fals
         n = scoring_workers(workers(redis_or_none(conn)))
         got = _inputs[key] = (now, n, durations(s), pace_ratio(s))
     _, n, known, ratio = got
-    return standing(s, sub, n, known=known, ratio=ratio)
+    return standing(s, sub, n, known=known, ratio=ratio, recheck=True)
 
 
 # the estimate's slow-moving inputs per database, for the upload's answer: (read at, workers,
@@ -209,10 +211,13 @@ def standing(
     now: datetime | None = None,
     known: dict[str, float] | None = None,
     ratio: float | None | str = "read",
+    recheck: bool = False,
 ) -> dict | None:
     """A queued or running run's place: {position (1: next to start), queued (all waiting),
     running, workers, estimated_wait_s (until scored; None without a scoring time), basis}.
-    None for a run that waits no more."""
+    None for a run that waits no more. `recheck`: `sub` is as its upload committed it, not read
+    again; where the queue read here finds it in another state (a worker took it, or finished
+    it, in the meantime), it is read again (`sub` refreshed) and its place is that state's."""
     if sub.status not in ("queued", "running"):
         return None
     now = now or utcnow()
@@ -224,16 +229,10 @@ def standing(
 
     # the queue in one read: every run being scored, and the runs waiting (those ahead of this
     # one by id; the others only counted)
-    rows = s.exec(
-        select(
-            Submission.id,
-            Submission.task_id,
-            Submission.started_at,
-            Submission.status,
-        )
-        .where(Submission.status.in_(("queued", "running")))
-        .order_by(Submission.id)
-    ).all()
+    rows = s.execute(_queue_statement()).all()
+    if recheck and next((st for i, _, _, st in rows if i == sub.id), None) != sub.status:
+        s.refresh(sub)
+        return standing(s, sub, n_workers, now, known, ratio)
     queued = [(i, t) for i, t, _, st in rows if st == "queued"]
     running = [(i, t, at) for i, t, at, st in rows if st == "running"]
     # runs being scored each hold a worker: at least that many are at work
@@ -278,6 +277,18 @@ def standing(
         heapq.heappush(free, heapq.heappop(free) + f * (d(t) or mine))
     out["estimated_wait_s"] = round(heapq.heappop(free) + f * mine, 1)
     return out
+
+
+@functools.cache
+def _queue_statement():
+    """`standing`'s read of the queue, built once, on the table's columns: plain rows, none of
+    the ORM's handling of entities (a row per run waiting: it grows with the queue)."""
+    S = Submission.__table__.c
+    return (
+        sqlalchemy.select(S.id, S.task_id, S.started_at, S.status)
+        .where(S.status.in_(("queued", "running")))
+        .order_by(S.id)
+    )
 
 
 # ----------------------------------------------------------------------------- the reconciler's
