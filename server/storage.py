@@ -44,6 +44,14 @@ def path_for(home: Path, storage_key: str) -> Path:
     return uploads_dir(home) / storage_key
 
 
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def store_upload(
     home: Path, data: bytes | BinaryIO, filename: str | None = None, max_bytes: int | None = None
 ) -> tuple[str, str, int]:
@@ -68,11 +76,17 @@ def store_upload(
         sha = h.hexdigest()
         key = f"{sha[:2]}/{sha}{safe_suffix(filename)}"
         dest = base / key
+        new_dir = not dest.parent.is_dir()
         dest.parent.mkdir(parents=True, exist_ok=True)
         if dest.exists():
             os.unlink(tmp)
         else:
             os.replace(tmp, dest)  # atomic: a reader sees the whole file or none
+            # the rename durable too, before the row that names the file is committed: after a
+            # power cut the file's data (fsynced above) would be there under no name at all
+            _fsync_dir(dest.parent)
+            if new_dir:
+                _fsync_dir(base)
         return key, sha, size
     except BaseException:
         if os.path.exists(tmp):
