@@ -58,16 +58,25 @@ FACT_KEY = r"^[a-z][a-z0-9_]{0,39}$"
 
 
 class FactRule(Spec):
-    """A rule of a choice field (a track) the server checks at upload: when the field answers one
-    of `when`, the fact `fact` may not declare any of `forbid`, or may declare only values among
-    `only` (an unanswered fact breaks an `only` rule). A text answer declares the items it lists,
-    separated by commas; values compare without case. E.g. Track B forbids declaring training
-    files with labels: `{when: [B], fact: training_files, forbid: [train]}`."""
+    """A rule of a choice field (a track) the server checks: when the field answers one of
+    `when`, the fact `fact` may not declare any of `forbid`, or may declare only values among
+    `only` (an unanswered fact breaks an `only` rule), both checked at upload; or, with
+    `forbid_board_subset`, may not declare the subset a board of that track ranks on: the run
+    then stays off that board (checked where each board is built: the run is entered on the
+    track's other boards). A text answer declares the items it lists, separated by commas; values
+    compare without case. E.g. Track B forbids declaring training files with labels:
+    `{when: [B], fact: training_files, forbid: [train]}`; Track C (cross-lingual) no labelled data
+    in the language a board ranks: `{when: [C], fact: labelled_data, forbid_board_subset: true}`."""
 
     when: list[str] = Field(min_length=1, max_length=50)
     fact: str = Field(pattern=FACT_KEY)
     forbid: list[str] = Field(default_factory=list, max_length=200)
     only: list[str] = Field(default_factory=list, max_length=200)
+    forbid_board_subset: bool = Field(
+        False,
+        description="The fact may not declare the subset a board filtered on this field ranks "
+        "on (a language's board: the target language); the run stays off that board.",
+    )
     message: str = Field("", max_length=300, description="Said with the refusal (why the rule).")
 
     _message = field_validator("message")(_no_control)
@@ -82,9 +91,31 @@ class FactRule(Spec):
 
     @model_validator(mode="after")
     def _one_kind(self):
-        if bool(self.forbid) == bool(self.only):
-            raise ValueError("a rule gives either forbid or only (one of them)")
+        if sum((bool(self.forbid), bool(self.only), self.forbid_board_subset)) != 1:
+            raise ValueError(
+                "a rule gives one of forbid, only or forbid_board_subset: true (one of them)"
+            )
         return self
+
+
+def board_subset_forbidden(fields, sheet: dict, board) -> str | None:
+    """Why a run whose fact sheet is `sheet` stays off `board` (a BoardSpec filtered on a choice
+    field) by a `forbid_board_subset` rule of that field, or None: e.g. "Track C: labelled_data
+    declares eng". `fields`: the competition's fact fields (dicts)."""
+    f = getattr(board, "filter", None)
+    if f is None:
+        return None
+    answer = (sheet or {}).get(f.fact)
+    field = next((x for x in fields or () if x.get("key") == f.fact), None)
+    if field is None or answer is None:
+        return None
+    subset = board.ranking.subset.lower()
+    for r in field.get("rules") or ():
+        if not r.get("forbid_board_subset") or str(answer) not in (r.get("when") or ()):
+            continue
+        if subset in fact_items(sheet.get(r["fact"])):
+            return f"{field.get('label') or field['key']} {answer}: {r['fact']} declares {subset}"
+    return None
 
 
 def fact_items(value) -> list[str]:

@@ -346,7 +346,13 @@ TRACK_FACTS = [
                 "fact": "labelled_data",
                 "only": ["none"],
                 "message": "Track B uses no labelled relatedness data",
-            }
+            },
+            {  # a run of Track C is ranked on each language whose labelled data it did not use
+                "when": ["C"],
+                "fact": "labelled_data",
+                "forbid_board_subset": True,
+                "message": "Track C uses no labelled data in the target language",
+            },
         ],
     },
     {
@@ -354,8 +360,8 @@ TRACK_FACTS = [
         "label": "Labelled relatedness data used",
         "kind": "text",
         "help": "The languages whose labelled pairs (train or dev with labels) the system learned "
-        "from, comma separated, or none; Track B answers none, Track C leaves out the languages "
-        "it is scored on",
+        "from, by their upstream codes (eng, esp, ...), comma separated, or none; Track B answers "
+        "none; a Track C run is not ranked on the board of a language it names",
     },
 ]
 """The fact sheet's questions the track boards filter on (added to the task's competition when its

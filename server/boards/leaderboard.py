@@ -38,6 +38,7 @@ from server.domain.provenance import current_provenance, is_current, public_resu
 from server.domain.visibility import ORGANIZER, TEAM, Viewer, may_see
 from server.models import Phase, Score, Submission, Team
 from tasks.agreement import reference_rows
+from tasks.bundle_models import board_subset_forbidden
 from tasks.store import TaskStore
 
 # ----------------------------------------------------------------------------- building
@@ -94,15 +95,19 @@ def board_columns(task, board) -> list[Column]:
     return cols
 
 
-def passes(board, sub: Submission) -> bool:
+def passes(board, sub: Submission, fields: list[dict] | None = None) -> bool:
     """Whether a run passes a declared board's filter (a baseline, declaring no fact, passes an
-    unfiltered board only)."""
+    unfiltered board only), and the rules of the filter's field that depend on the board (`fields`:
+    the competition's fact fields; Track C's run that declares labelled data in the board's
+    language stays off that board)."""
     f = board.filter
     if f is None:
         return True
     facts = sub.facts or {}
     v = facts.get(f.fact)
-    return v is not None and str(v) in f.equals
+    if v is None or str(v) not in f.equals:
+        return False
+    return board_subset_forbidden(fields, facts, board) is None
 
 
 def result_folds(results) -> list[str]:
@@ -387,6 +392,7 @@ def build_board(
     # them marked); a published snapshot is never rebuilt, so it keeps them
     comp = people.competition_of_task(s, task.id)
     banned = people.excluded_users(s, comp.id) if comp is not None else set()
+    fields = list(comp.fact_fields or ()) if comp is not None else []
     # an organizer's preview sees every private score; anyone else only those publication released
     see_private = organizer or show_private
     # a frozen board hides later runs from participants; the final ranking (show_private) has them
@@ -399,10 +405,10 @@ def build_board(
         candidates = [
             (sub, team)
             for sub, team in candidates
-            if passes(board, sub)
+            if passes(board, sub, fields)
             and (board.filter is None or not (sub.is_baseline or team.is_baseline))
         ]
-        extras = [e for e in extras if passes(board, e[0])]
+        extras = [e for e in extras if passes(board, e[0], fields)]
     scores = _latest_scores(s, [c[0] for c in candidates] + [e[0] for e in extras], parts)
 
     if board is None:
