@@ -109,12 +109,15 @@ def board_subset_forbidden(fields, sheet: dict, board) -> str | None:
     field = next((x for x in fields or () if x.get("key") == f.fact), None)
     if field is None or answer is None:
         return None
-    subset = board.ranking.subset.lower()
+    # a board's own mean over groups ranks on each of them
+    ranked = [x.lower() for x in (board.ranking.over or [board.ranking.subset])]
     for r in field.get("rules") or ():
         if not r.get("forbid_board_subset") or str(answer) not in (r.get("when") or ()):
             continue
-        if subset in fact_items(sheet.get(r["fact"])):
-            return f"{field.get('label') or field['key']} {answer}: {r['fact']} declares {subset}"
+        declared = fact_items(sheet.get(r["fact"]))
+        bad = [x for x in ranked if x in declared]
+        if bad:
+            return f"{field.get('label') or field['key']} {answer}: {r['fact']} declares {bad[0]}"
     return None
 
 
@@ -349,10 +352,31 @@ MAIN_BOARD = "main"
 
 
 class BoardValue(Spec):
-    """A value a board shows: a declared metric on a declared subset."""
+    """A value a board shows: a declared metric on a declared subset; or, with `over`, the mean
+    of the metric over those groups of the task (those the gold holds), named by `subset` (a name
+    of the board's own, not a declared subset: e.g. `macro-a`, a track's languages). A run that
+    leaves one of them out has no such mean: it is shown unranked, saying what it covers."""
 
     subset: str = Field("all", min_length=1, max_length=64)
     metric: str = Field(min_length=1, max_length=64)
+    over: Optional[list[str]] = Field(
+        None,
+        max_length=100,
+        description="The groups (e.g. languages) this value is the mean over; empty: a declared "
+        "subset's value.",
+    )
+
+    @model_validator(mode="after")
+    def _named_mean(self):
+        if self.over:
+            if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", self.subset):
+                raise ValueError(
+                    "a mean over groups is named by a slug (a-z, 0-9 and -, at most 32)"
+                )
+            dup = sorted({g for g in self.over if self.over.count(g) > 1})
+            if dup:
+                raise ValueError(f"over: {', '.join(dup)} named twice")
+        return self
 
 
 class BoardFilter(Spec):
@@ -604,8 +628,28 @@ def board_problems(
     out: list[tuple[tuple, str]] = []
     subsets, metrics = set(task.subsets), set(task.metrics)
 
+    groups = list(getattr(task, "groups", ()) or ())
+
     def value(v: BoardValue, at: tuple) -> None:
-        if v.subset not in subsets:
+        if v.over:
+            if v.subset in subsets:
+                out.append(
+                    (
+                        at + ("subset",),
+                        f"{v.subset!r} is a declared subset: a mean over groups is named apart",
+                    )
+                )
+            for k, g in enumerate(v.over):
+                if g not in groups:
+                    known = ", ".join(groups) or "the task declares none"
+                    out.append(
+                        (
+                            at + ("over", k),
+                            f"{g!r} is not a {getattr(task, 'group_name', 'group')} of the task "
+                            f"({known})",
+                        )
+                    )
+        elif v.subset not in subsets:
             out.append(
                 (
                     at + ("subset",),
