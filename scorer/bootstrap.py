@@ -545,12 +545,13 @@ def _spread(values: np.ndarray, unit: np.ndarray | None, W: np.ndarray) -> np.nd
         # one item per unit: the values sorted once, each resample's smallest and largest drawn
         # value are those of its first and last drawn unit in that order (no B x n float copies)
         order = np.argsort(values, kind="stable")
-        drawn = W[:, order] > 0
-        n = drawn.shape[1]
+        n = order.size
         if n == 0:
             return np.zeros(W.shape[0], dtype=bool)
+        # the columns in reverse order too, each gathered once (a reversed view's argmax copies)
+        drawn = np.take(W, order, axis=1) > 0
         first = drawn.argmax(axis=1)
-        last = n - 1 - drawn[:, ::-1].argmax(axis=1)
+        last = n - 1 - (np.take(W, order[::-1], axis=1) > 0).argmax(axis=1)
         v = values[order]
         with np.errstate(invalid="ignore"):
             return drawn[np.arange(drawn.shape[0]), first] & (v[last] > v[first])
@@ -577,12 +578,20 @@ def _pearson_of(s: np.ndarray) -> np.ndarray:
 
 
 def weighted_pearson(
-    gold: np.ndarray, pred: np.ndarray, W: np.ndarray, unit: np.ndarray | None = None
+    gold: np.ndarray,
+    pred: np.ndarray,
+    W: np.ndarray,
+    unit: np.ndarray | None = None,
+    gold_spread: np.ndarray | None = None,
 ) -> np.ndarray:
     """Pearson's r per resample from the weighted sums of each unit's moments (items of unit u
-    repeated W[b, u] times); NaN where a resample's values are constant or fewer than 2."""
+    repeated W[b, u] times); NaN where a resample's values are constant or fewer than 2.
+    `gold_spread` (`_spread(gold, unit, W)`) spares recomputing the gold's side: every row of a
+    board shares it."""
     r = _pearson_of(_moment_sums(gold, pred, unit, W))
-    r[~(_spread(gold, unit, W) & _spread(pred, unit, W))] = np.nan
+    if gold_spread is None:
+        gold_spread = _spread(gold, unit, W)
+    r[~(gold_spread & _spread(pred, unit, W))] = np.nan
     return r
 
 
@@ -596,7 +605,9 @@ def _keyed_stat(boot: Bootstrap, decl, name: str, gold, pred, w, W) -> np.ndarra
     if decl.statistics == "confusion":
         return FROM_CONFUSION[decl.name](_confusion_sums(gold, pred, w))
     if decl.statistics == "moments":
-        return weighted_pearson(gold, pred, w)
+        boot._W_current = W
+        spread = boot._held(("spread", name), lambda: _spread(gold, None, w))
+        return weighted_pearson(gold, pred, w, gold_spread=spread)
     if decl.name == "spearman":
         return weighted_spearman(gold, pred, w, gold_ranks=boot._gold_ranks(name, w, W))
     return EXACT[decl.name](gold, pred, w)
