@@ -12,10 +12,17 @@ ranked part of an open phase), `--teams` teams alternately on tracks A and B. Th
 language and track); `metrics`, Spearman and Pearson on two genres and six track boards.
 
     python3 benchmarks/bench_board_count.py [--pairs 4000] [--teams 40] [--B 1000] [--repeat 3]
-        [--boards genres|metrics] [--primary all|macro]
+        [--boards genres|metrics] [--primary all|macro] [--cases one|all]
+
+`--cases all` measures the three cases of docs/benchmarks.md in one run (the `genres` boards
+beside a primary over the genres' macro and beside one over all pairs, the `metrics` boards
+beside one over all pairs): each site built once, then each repeat measures every case in turn,
+one board then eleven (interleaved, so that the machine's load falls on each alike), each
+measurement in a fresh process on its built site.
 
 Prints one JSON document: per configuration the CPU seconds (every thread) and wall seconds of
-each repeat, their medians, and the ratio of the medians.
+each repeat, their medians, and the ratio of the medians (with the load average before and
+after).
 """
 
 from __future__ import annotations
@@ -208,6 +215,88 @@ def once(phase_id: int) -> dict:
     }
 
 
+CASES = (("macro", "genres"), ("all", "genres"), ("all", "metrics"))
+
+
+def _env(home: Path, B: int) -> None:
+    os.environ["PALIMPSEST_HOME"] = str(home)
+    os.environ["PALIMPSEST_BOOTSTRAP_SAMPLES"] = str(B)
+    os.environ["REDIS_URL"] = "redis://127.0.0.1:1/0"  # no queue: the job is called here
+
+
+def _child(args) -> None:
+    """`--site HOME --build`: build the site there, print its phase id; `--site HOME`: one board
+    then eleven on it, printed as JSON."""
+    home = Path(args.site)
+    _env(home, args.B)
+    if args.build:
+        home.mkdir(parents=True)
+        print(build(home, args.pairs, args.teams, args.primary))
+        return
+    pid = int((home.parent / "phase").read_text())
+    set_boards(pid, None)
+    one = once(pid)
+    set_boards(pid, ten_boards(args.boards, args.primary))
+    print(json.dumps({"1 board": one, "11 boards": once(pid)}))
+
+
+def _all_cases(args) -> None:
+    import subprocess
+
+    def run(*extra) -> str:
+        cmd = [sys.executable, __file__, "--B", str(args.B), "--pairs", str(args.pairs),
+               "--teams", str(args.teams), *extra]  # fmt: skip
+        return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+
+    load0, t0 = os.getloadavg(), time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="palimpsest-boards-") as d:
+        for primary in ("all", "macro"):
+            site = Path(d) / primary / "home"
+            pid = run("--site", str(site), "--build", "--primary", primary).strip()
+            (site.parent / "phase").write_text(pid)
+        built = time.perf_counter() - t0
+        runs = {f"{p}/{b}": {"1 board": [], "11 boards": []} for p, b in CASES}
+        for _ in range(args.repeat):
+            for primary, boards in CASES:
+                got = json.loads(
+                    run(
+                        "--site",
+                        str(Path(d) / primary / "home"),
+                        "--primary",
+                        primary,
+                        "--boards",
+                        boards,
+                    )  # fmt: skip
+                )
+                for k in ("1 board", "11 boards"):
+                    runs[f"{primary}/{boards}"][k].append(got[k])
+    out = {}
+    for case, r in runs.items():
+        med = {k: statistics.median(x["cpu"] for x in v) for k, v in r.items()}
+        wall = {k: statistics.median(x["wall"] for x in v) for k, v in r.items()}
+        out[case] = {
+            "runs": r,
+            "median_cpu": med,
+            "ratio_cpu": round(med["11 boards"] / med["1 board"], 2),
+            "ratio_wall": round(wall["11 boards"] / wall["1 board"], 2),
+        }
+    print(
+        json.dumps(
+            {
+                "pairs": args.pairs,
+                "teams": args.teams,
+                "B": args.B,
+                "repeat": args.repeat,
+                "setup_seconds": round(built, 1),
+                "cases": out,
+                "load_before": load0,
+                "load_after": os.getloadavg(),
+            },
+            indent=2,
+        )
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", type=int, default=4000)
@@ -224,7 +313,14 @@ def main() -> None:
         help="The task's primary subset: Spearman over all pairs, or the macro over the genres "
         "(STR's: the mean of the languages' values).",
     )
+    ap.add_argument("--cases", choices=("one", "all"), default="one")
+    ap.add_argument("--site", help=argparse.SUPPRESS)  # a child of `--cases all`
+    ap.add_argument("--build", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.site:
+        return _child(args)
+    if args.cases == "all":
+        return _all_cases(args)
     with tempfile.TemporaryDirectory(prefix="palimpsest-boards-") as d:
         home = Path(d) / "home"
         home.mkdir()

@@ -82,21 +82,36 @@ def draw_weights(
 
 def _midranks(values: np.ndarray, W: np.ndarray) -> np.ndarray:
     """B x n: each unit's average rank in the resample (unit i repeated W[b, i] times), ties
-    (equal values, duplicates included) sharing their mean rank."""
+    (equal values, duplicates included) sharing their mean rank. Columns are moved with
+    `np.take` (a gather, several times faster than fancy indexing or a scatter on B x n), and
+    values without ties (the usual predictions) skip the tie groups; every figure is the same,
+    bit for bit: integers and halves, exact in float64."""
     order = np.argsort(values, kind="stable")
     v = values[order]
-    Ws = W[:, order]
+    Ws = np.take(W, order, axis=1)
     cum = np.cumsum(Ws, axis=1)
     new = np.r_[True, v[1:] != v[:-1]]
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(order.size)
+    if new.all():  # no ties: (cum - Ws + cum + 1) / 2, i.e. cum - (Ws - 1) / 2
+        Ws -= 1.0
+        Ws *= 0.5
+        cum -= Ws
+        return np.take(cum, inverse, axis=1)
     starts = np.flatnonzero(new)
     ends = np.r_[starts[1:], v.size] - 1
-    before = cum[:, starts] - Ws[:, starts]
-    through = cum[:, ends]
+    before = np.take(cum, starts, axis=1) - np.take(Ws, starts, axis=1)
+    through = np.take(cum, ends, axis=1)
     mid = (before + through + 1.0) / 2.0  # B x groups
     group = np.cumsum(new) - 1
-    out = np.empty_like(Ws)
-    out[:, order] = mid[:, group]
-    return out
+    return np.take(np.take(mid, group, axis=1), inverse, axis=1)
+
+
+def _weighted_sum(w: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(w * a * b).sum(axis=1), with one temporary: the same products, summed alike."""
+    tmp = w * a
+    tmp *= b
+    return tmp.sum(axis=1)
 
 
 def centred_ranks(values: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -104,7 +119,22 @@ def centred_ranks(values: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.nda
     resample the weighted sum of their squares (what `weighted_spearman` needs of one side)."""
     r = _midranks(values, W)
     r -= (W.sum(axis=1)[:, None] + 1.0) / 2.0
-    return r, (W * r * r).sum(axis=1)
+    return r, _weighted_sum(W, r, r)
+
+
+def gold_side(gold: np.ndarray, W: np.ndarray) -> tuple:
+    """What `weighted_spearman` needs of the gold on the resamples `W`, computed once for every
+    row of a board: its centred ranks and their weighted sum of squares (`centred_ranks`), and,
+    for the predictions' side, the weighted ranks `W * ranks`, their sum against `W` again and
+    the sum of the multiplicities' cubes (per resample)."""
+    rg, vg = centred_ranks(gold, W)
+    wrg = W * rg
+    return rg, vg, wrg, np.einsum("ij,ij->i", wrg, W), np.einsum("ij,ij,ij->i", W, W, W)
+
+
+# below this many units in a resample the sums of the fast path below are exact in float64
+# (integers and quarters: N^3 and the products' sums well under 2^50)
+_EXACT_N = 50_000
 
 
 def weighted_spearman(
@@ -112,22 +142,68 @@ def weighted_spearman(
     pred: np.ndarray,
     W: np.ndarray,
     chunk: int = 256,
-    gold_ranks: tuple[np.ndarray, np.ndarray] | None = None,
+    gold_ranks: tuple | None = None,
 ) -> np.ndarray:
     """Spearman's rho per resample, each on its own average ranks: exactly scipy's spearmanr of
     the resampled arrays. NaN where a resample has constant values or fewer than 2 items.
-    `gold_ranks` (`centred_ranks(gold, W)`) spares recomputing the gold's side: every row of a
-    board shares it."""
+    `gold_ranks` (`gold_side(gold, W)`, or `centred_ranks(gold, W)`) spares recomputing the
+    gold's side: every row of a board shares it.
+
+    On fewer than `_EXACT_N` units a resample, the predictions' side is taken in their order
+    without a B x n matrix of their ranks, with the same figures (integers and quarters, exact
+    in float64): a unit drawn w times with c drawn up to it holds the ranks c - w + 1 .. c, its
+    midrank c - (w - 1) / 2, so the covariance is sum(w rg c) - sum(w^2 rg) / 2 (the gold's
+    centred ranks weigh to 0) and the predictions' sum of squares (N^3 - N - sum(w^3 - w)) / 12,
+    whatever the order; a group of tied predictions (W_g drawn in all, C_g before it) shares the
+    midrank C_g + (W_g + 1) / 2 instead, corrected on its own units only (ties are few)."""
     out = np.empty(W.shape[0])
+    order = np.argsort(pred, kind="stable")
+    v = pred[order]
+    new = np.r_[True, v[1:] != v[:-1]]
+    starts = np.flatnonzero(new)
+    sizes = np.diff(np.r_[starts, v.size])
+    tied = np.flatnonzero(sizes > 1)  # the groups of tied predictions
+    t_starts, t_sizes = starts[tied], sizes[tied]
+    t_ends = t_starts + t_sizes - 1
+    t_units = np.repeat(t_starts, t_sizes) + _ranges(t_sizes)  # their positions, in order
+    t_group = np.repeat(np.arange(tied.size), t_sizes)
+    fast = v.size > 0 and not np.isnan(v).any()
     for a in range(0, W.shape[0], chunk):
         w = W[a : a + chunk]
         if gold_ranks is None:
             rg, vg = centred_ranks(gold, w)
+            side = None
         else:
             rg, vg = gold_ranks[0][a : a + chunk], gold_ranks[1][a : a + chunk]
-        rp, vp = centred_ranks(pred, w)
+            side = gold_ranks[2:] if len(gold_ranks) > 2 else None
         N = w.sum(axis=1)
-        cov = (w * rg * rp).sum(axis=1)
+        if fast and N.max() < _EXACT_N:
+            if side is None:
+                wrg = w * rg
+                s2 = np.einsum("ij,ij->i", wrg, w)
+                cubes = np.einsum("ij,ij,ij->i", w, w, w)
+            else:
+                wrg, s2, cubes = (x[a : a + chunk] for x in side)
+                cubes = cubes.copy()
+            ws = np.take(w, order, axis=1)
+            cum = np.cumsum(ws, axis=1)
+            wr = np.take(wrg, order, axis=1)
+            cov = np.einsum("ij,ij->i", wr, cum) - 0.5 * s2
+            if tied.size:
+                through = np.take(cum, t_ends, axis=1)
+                before = np.take(cum, t_starts, axis=1) - np.take(ws, t_starts, axis=1)
+                held = through - before
+                mid = (before + through + 1.0) / 2.0
+                wt = np.take(ws, t_units, axis=1)
+                shift = np.take(mid, t_group, axis=1) - np.take(cum, t_units, axis=1)
+                shift += (wt - 1.0) / 2.0
+                cov += np.einsum("ij,ij->i", np.take(wr, t_units, axis=1), shift)
+                cubes += np.einsum("ij,ij,ij->i", held, held, held)
+                cubes -= np.einsum("ij,ij,ij->i", wt, wt, wt)
+            vp = (N * N * N - N - (cubes - N)) / 12.0
+        else:
+            rp, vp = centred_ranks(pred, w)
+            cov = _weighted_sum(w, rg, rp)
         with np.errstate(invalid="ignore", divide="ignore"):
             rho = cov / np.sqrt(vg * vp)
         rho[(vg <= 0) | (vp <= 0) | (N < 2)] = np.nan
@@ -340,7 +416,22 @@ class Bootstrap:
     def _gold_ranks(self, name: str, w: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The gold's centred ranks on the columns `w` of `W` for the subset (or fold) `name`."""
         self._W_current = W
-        return self._held(("ranks", name), lambda: centred_ranks(self.gold[self.masks[name]], w))
+        return self._held(("ranks", name), lambda: gold_side(self.gold[self.masks[name]], w))
+
+    def _columns(self, name: str, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The columns of `W` for the subset (or fold) `name`, their sum per resample and the
+        gold's values there: once per matrix, not once per row (a one-row matrix, a point
+        value, is not kept)."""
+
+        def make():
+            mask = self.masks[name]
+            w = np.take(W, np.flatnonzero(mask), axis=1)
+            return w, w.sum(axis=1), self.gold[mask]
+
+        if W.shape[0] == 1:
+            return make()
+        self._W_current = W
+        return self._held(("columns", name), make)
 
     def point(self, arrays: dict) -> float:
         """The primary score on the part itself (every unit once): the scorer's value."""
@@ -454,12 +545,13 @@ def _spread(values: np.ndarray, unit: np.ndarray | None, W: np.ndarray) -> np.nd
         # one item per unit: the values sorted once, each resample's smallest and largest drawn
         # value are those of its first and last drawn unit in that order (no B x n float copies)
         order = np.argsort(values, kind="stable")
-        drawn = W[:, order] > 0
-        n = drawn.shape[1]
+        n = order.size
         if n == 0:
             return np.zeros(W.shape[0], dtype=bool)
+        # the columns in reverse order too, each gathered once (a reversed view's argmax copies)
+        drawn = np.take(W, order, axis=1) > 0
         first = drawn.argmax(axis=1)
-        last = n - 1 - drawn[:, ::-1].argmax(axis=1)
+        last = n - 1 - (np.take(W, order[::-1], axis=1) > 0).argmax(axis=1)
         v = values[order]
         with np.errstate(invalid="ignore"):
             return drawn[np.arange(drawn.shape[0]), first] & (v[last] > v[first])
@@ -486,12 +578,20 @@ def _pearson_of(s: np.ndarray) -> np.ndarray:
 
 
 def weighted_pearson(
-    gold: np.ndarray, pred: np.ndarray, W: np.ndarray, unit: np.ndarray | None = None
+    gold: np.ndarray,
+    pred: np.ndarray,
+    W: np.ndarray,
+    unit: np.ndarray | None = None,
+    gold_spread: np.ndarray | None = None,
 ) -> np.ndarray:
     """Pearson's r per resample from the weighted sums of each unit's moments (items of unit u
-    repeated W[b, u] times); NaN where a resample's values are constant or fewer than 2."""
+    repeated W[b, u] times); NaN where a resample's values are constant or fewer than 2.
+    `gold_spread` (`_spread(gold, unit, W)`) spares recomputing the gold's side: every row of a
+    board shares it."""
     r = _pearson_of(_moment_sums(gold, pred, unit, W))
-    r[~(_spread(gold, unit, W) & _spread(pred, unit, W))] = np.nan
+    if gold_spread is None:
+        gold_spread = _spread(gold, unit, W)
+    r[~(gold_spread & _spread(pred, unit, W))] = np.nan
     return r
 
 
@@ -505,7 +605,9 @@ def _keyed_stat(boot: Bootstrap, decl, name: str, gold, pred, w, W) -> np.ndarra
     if decl.statistics == "confusion":
         return FROM_CONFUSION[decl.name](_confusion_sums(gold, pred, w))
     if decl.statistics == "moments":
-        return weighted_pearson(gold, pred, w)
+        boot._W_current = W
+        spread = boot._held(("spread", name), lambda: _spread(gold, None, w))
+        return weighted_pearson(gold, pred, w, gold_spread=spread)
     if decl.name == "spearman":
         return weighted_spearman(gold, pred, w, gold_ranks=boot._gold_ranks(name, w, W))
     return EXACT[decl.name](gold, pred, w)
@@ -587,18 +689,19 @@ class _KeyedUnits(_Units):
         B = W.shape[0]
         pred = np.asarray(arrays["pred"], dtype=np.float64)[boot.rows]
         per = {}
+        held = {}
         for name, mask in boot.masks.items():
-            w = W[:, mask]
+            # the subset's columns of W and their sums: the same for every row of a board
+            w, held[name], gold = boot._columns(name, W)
             # no unit of the subset in this part of the gold, or a group the submission leaves out
             if not mask.any() or not np.isfinite(pred[mask]).all():
                 v = np.full(B, np.nan)
             else:
-                v = _keyed_stat(boot, decl, name, boot.gold[mask], pred[mask], w, W)
+                v = _keyed_stat(boot, decl, name, gold, pred[mask], w, W)
             # a resample without a unit of the subset: the scorer has no value for it
-            per[name] = np.where(w.sum(axis=1) > 0, v, np.nan)
+            per[name] = np.where(held[name] > 0, v, np.nan)
         if boot.subset != "macro" and boot.folds is None:
             return per[boot.subset]
-        held = {g: W[:, m].sum(axis=1) for g, m in boot.masks.items()}
         if boot.folds is not None and getattr(boot, "fold_groups", None):
             fold_values = {
                 f: _group_mean({n: per[n] for n in names}, {n: held[n] for n in names}, B)
@@ -970,6 +1073,11 @@ FULL_MATRIX_ROWS = 60  # up to this many ranked rows a board keeps the full pair
 def intervals(samples: np.ndarray, alpha: float = 0.05) -> list:
     """Each row's percentile interval over its finite resampled scores ([None, None] if none)."""
     lo_q, hi_q = 100 * alpha / 2, 100 * (1 - alpha / 2)
+    samples = np.asarray(samples, dtype=np.float64)
+    if samples.ndim == 2 and samples.size and np.isfinite(samples).all():
+        # every resample defined (the usual board): one call for every row, the same figures
+        q = np.percentile(samples, [lo_q, hi_q], axis=1)
+        return [[float(a), float(b)] for a, b in zip(q[0], q[1], strict=True)]
     out = []
     for x in samples:
         x = x[np.isfinite(x)]

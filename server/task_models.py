@@ -60,6 +60,15 @@ class PhaseEffect(Out):
     )
 
 
+class PhaseBoards(Out):
+    """The boards an update changed on a phase (by name); its published rankings keep theirs."""
+
+    phase: str
+    added: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    changed: list[str] = Field(default_factory=list)
+
+
 class TaskChangeOut(Out):
     """What a change did to one task: `versioned` when it made a new version (its metrics,
     primary, files or gold changed), else only texts changed in place."""
@@ -73,6 +82,11 @@ class TaskChangeOut(Out):
     files: list[str] = Field(default_factory=list)
     gold: list[str] = Field(default_factory=list)
     phases: list[PhaseEffect] = Field(default_factory=list)
+    boards: list[PhaseBoards] = Field(
+        default_factory=list,
+        description="The phases whose boards the bundle changed (live boards; published "
+        "rankings unchanged).",
+    )
 
 
 class BundleUpdateOut(Out):
@@ -106,8 +120,27 @@ class TaskStateOut(Out):
     versions: list[TaskVersionOut] = Field(default_factory=list)
 
 
+def boards_said(t: dict) -> str:
+    """The boards a change gave its phases (a `TaskChangeOut` as JSON), in words: "" if none."""
+    said = []
+    for p in t.get("boards") or []:
+        what = [f"{k} {', '.join(p[k])}" for k in ("added", "removed", "changed") if p[k]]
+        said.append(f"the {p['phase']} phase's boards: {'; '.join(what)}")
+    return "; ".join(said)
+
+
 def change_line(t: dict) -> str:
     """One task's change (a `TaskChangeOut` as JSON) in words, for the command lines."""
+    boards = boards_said(t)
+    line = _change_line(t)
+    if not boards:
+        return line
+    if not t["versioned"] and not t["texts"]:
+        return f"{t['task']}: {boards} (published rankings unchanged)"
+    return f"{line}; {boards}"
+
+
+def _change_line(t: dict) -> str:
     if t["versioned"]:
         what = [f"{k}: {', '.join(t[k])}" for k in ("declared", "files", "gold") if t[k]]
         runs = sum(len(p["rescoring"]) for p in t["phases"])

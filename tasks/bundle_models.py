@@ -58,16 +58,25 @@ FACT_KEY = r"^[a-z][a-z0-9_]{0,39}$"
 
 
 class FactRule(Spec):
-    """A rule of a choice field (a track) the server checks at upload: when the field answers one
-    of `when`, the fact `fact` may not declare any of `forbid`, or may declare only values among
-    `only` (an unanswered fact breaks an `only` rule). A text answer declares the items it lists,
-    separated by commas; values compare without case. E.g. Track B forbids declaring training
-    files with labels: `{when: [B], fact: training_files, forbid: [train]}`."""
+    """A rule of a choice field (a track) the server checks: when the field answers one of
+    `when`, the fact `fact` may not declare any of `forbid`, or may declare only values among
+    `only` (an unanswered fact breaks an `only` rule), both checked at upload; or, with
+    `forbid_board_subset`, may not declare the subset a board of that track ranks on: the run
+    then stays off that board (checked where each board is built: the run is entered on the
+    track's other boards). A text answer declares the items it lists, separated by commas; values
+    compare without case. E.g. Track B forbids declaring training files with labels:
+    `{when: [B], fact: training_files, forbid: [train]}`; Track C (cross-lingual) no labelled data
+    in the language a board ranks: `{when: [C], fact: labelled_data, forbid_board_subset: true}`."""
 
     when: list[str] = Field(min_length=1, max_length=50)
     fact: str = Field(pattern=FACT_KEY)
     forbid: list[str] = Field(default_factory=list, max_length=200)
     only: list[str] = Field(default_factory=list, max_length=200)
+    forbid_board_subset: bool = Field(
+        False,
+        description="The fact may not declare the subset a board filtered on this field ranks "
+        "on (a language's board: the target language); the run stays off that board.",
+    )
     message: str = Field("", max_length=300, description="Said with the refusal (why the rule).")
 
     _message = field_validator("message")(_no_control)
@@ -82,9 +91,34 @@ class FactRule(Spec):
 
     @model_validator(mode="after")
     def _one_kind(self):
-        if bool(self.forbid) == bool(self.only):
-            raise ValueError("a rule gives either forbid or only (one of them)")
+        if sum((bool(self.forbid), bool(self.only), self.forbid_board_subset)) != 1:
+            raise ValueError(
+                "a rule gives one of forbid, only or forbid_board_subset: true (one of them)"
+            )
         return self
+
+
+def board_subset_forbidden(fields, sheet: dict, board) -> str | None:
+    """Why a run whose fact sheet is `sheet` stays off `board` (a BoardSpec filtered on a choice
+    field) by a `forbid_board_subset` rule of that field, or None: e.g. "Track C: labelled_data
+    declares eng". `fields`: the competition's fact fields (dicts)."""
+    f = getattr(board, "filter", None)
+    if f is None:
+        return None
+    answer = (sheet or {}).get(f.fact)
+    field = next((x for x in fields or () if x.get("key") == f.fact), None)
+    if field is None or answer is None:
+        return None
+    # a board's own mean over groups ranks on each of them
+    ranked = [x.lower() for x in (board.ranking.over or [board.ranking.subset])]
+    for r in field.get("rules") or ():
+        if not r.get("forbid_board_subset") or str(answer) not in (r.get("when") or ()):
+            continue
+        declared = fact_items(sheet.get(r["fact"]))
+        bad = [x for x in ranked if x in declared]
+        if bad:
+            return f"{field.get('label') or field['key']} {answer}: {r['fact']} declares {bad[0]}"
+    return None
 
 
 def fact_items(value) -> list[str]:
@@ -318,10 +352,31 @@ MAIN_BOARD = "main"
 
 
 class BoardValue(Spec):
-    """A value a board shows: a declared metric on a declared subset."""
+    """A value a board shows: a declared metric on a declared subset; or, with `over`, the mean
+    of the metric over those groups of the task (those the gold holds), named by `subset` (a name
+    of the board's own, not a declared subset: e.g. `macro-a`, a track's languages). A run that
+    leaves one of them out has no such mean: it is shown unranked, saying what it covers."""
 
     subset: str = Field("all", min_length=1, max_length=64)
     metric: str = Field(min_length=1, max_length=64)
+    over: Optional[list[str]] = Field(
+        None,
+        max_length=100,
+        description="The groups (e.g. languages) this value is the mean over; empty: a declared "
+        "subset's value.",
+    )
+
+    @model_validator(mode="after")
+    def _named_mean(self):
+        if self.over:
+            if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,31}", self.subset):
+                raise ValueError(
+                    "a mean over groups is named by a slug (a-z, 0-9 and -, at most 32)"
+                )
+            dup = sorted({g for g in self.over if self.over.count(g) > 1})
+            if dup:
+                raise ValueError(f"over: {', '.join(dup)} named twice")
+        return self
 
 
 class BoardFilter(Spec):
@@ -573,8 +628,28 @@ def board_problems(
     out: list[tuple[tuple, str]] = []
     subsets, metrics = set(task.subsets), set(task.metrics)
 
+    groups = list(getattr(task, "groups", ()) or ())
+
     def value(v: BoardValue, at: tuple) -> None:
-        if v.subset not in subsets:
+        if v.over:
+            if v.subset in subsets:
+                out.append(
+                    (
+                        at + ("subset",),
+                        f"{v.subset!r} is a declared subset: a mean over groups is named apart",
+                    )
+                )
+            for k, g in enumerate(v.over):
+                if g not in groups:
+                    known = ", ".join(groups) or "the task declares none"
+                    out.append(
+                        (
+                            at + ("over", k),
+                            f"{g!r} is not a {getattr(task, 'group_name', 'group')} of the task "
+                            f"({known})",
+                        )
+                    )
+        elif v.subset not in subsets:
             out.append(
                 (
                     at + ("subset",),

@@ -346,7 +346,13 @@ TRACK_FACTS = [
                 "fact": "labelled_data",
                 "only": ["none"],
                 "message": "Track B uses no labelled relatedness data",
-            }
+            },
+            {  # a run of Track C is ranked on each language whose labelled data it did not use
+                "when": ["C"],
+                "fact": "labelled_data",
+                "forbid_board_subset": True,
+                "message": "Track C uses no labelled data in the target language",
+            },
         ],
     },
     {
@@ -354,8 +360,8 @@ TRACK_FACTS = [
         "label": "Labelled relatedness data used",
         "kind": "text",
         "help": "The languages whose labelled pairs (train or dev with labels) the system learned "
-        "from, comma separated, or none; Track B answers none, Track C leaves out the languages "
-        "it is scored on",
+        "from, by their upstream codes (eng, esp, ...), comma separated, or none; Track B answers "
+        "none; a Track C run is not ranked on the board of a language it names",
     },
 ]
 """The fact sheet's questions the track boards filter on (added to the task's competition when its
@@ -366,12 +372,30 @@ def track_boards(task: Task, manifest: dict, phase_name: str, split: str) -> dic
     """The boards of a phase on `split` from what the import found: for each track the checkout
     holds, one board per language with gold in the split (`a-amh`, `b-afr`, ...: ranked by
     Spearman, Pearson and the pair count beside it, over the runs whose fact sheet names the
-    track), as SemEval-2024 ranked them; on the cross-validated split of an STR-2022 file, one
+    track), as SemEval-2024 ranked them, and, where a track has two languages or more there, one
+    board of their mean (`a-macro`, ...: not a SemEval ranking, titled so); on the cross-validated
+    split of an STR-2022 file, one
     board per source (`source-goodreads`, ...), the paper's Table 6. A language's runs of another
     track never enter its board; the main board stays the macro over every language."""
     held = set((manifest.get("counts") or {}).get(split, {}))
     boards = []
     for t, langs in (manifest.get("tracks") or {}).items():
+        scored = [lang for lang in langs if lang in held]
+        if len(scored) > 1:
+            # not a SemEval ranking (it ranked each language apart): the mean of the track's
+            # languages, declared beside them and titled so; a team that covered some of them is
+            # shown unranked with its own mean over those, said as such
+            over = {"subset": f"macro-{t.lower()}", "over": scored}
+            boards.append(
+                {
+                    "name": f"{t.lower()}-macro",
+                    "title": f"Track {t}: mean over its {len(scored)} languages "
+                    "(not a SemEval-2024 ranking)",
+                    "ranking": {**over, "metric": "spearman"},
+                    "columns": [{**over, "metric": "pearson"}, {**over, "metric": "n"}],
+                    "filter": {"fact": "track", "equals": [t]},
+                }
+            )
         for lang in langs:
             if lang in held:
                 boards.append(

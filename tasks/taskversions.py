@@ -64,6 +64,9 @@ class Change:
     declared: list[str] = field(default_factory=list)  # the versioned keys that differ
     files: list[str] = field(default_factory=list)  # public files added, removed or changed
     gold: list[str] = field(default_factory=list)  # the splits whose gold changed
+    # the phases whose declared boards differ (written in place; the phases' own boards are
+    # changed by the caller, `server.actions.tasks`)
+    boards: list[str] = field(default_factory=list)
 
     @property
     def versioned(self) -> bool:
@@ -71,7 +74,7 @@ class Change:
 
     @property
     def empty(self) -> bool:
-        return not (self.versioned or self.texts)
+        return not (self.versioned or self.texts or self.boards)
 
     def summary(self) -> dict:
         return {
@@ -142,6 +145,12 @@ def diff(spec: TaskSpec, root: Path, home: Path) -> Change:
         if new_public.get(k) != old_public.get(k)
     )
     declared = sorted(k for k in set(va) | set(vb) if va.get(k) != vb.get(k))
+    old_boards = {p["name"]: p.get("boards") or [] for p in a.get("phases") or []}
+    boards = [
+        p["name"]
+        for p in b.get("phases") or []
+        if (p.get("boards") or []) != old_boards.get(p["name"], [])
+    ]
     version = old.version
     if declared or files or gold or spec.version > old.version:
         version = max(old.version + 1, spec.version)
@@ -154,7 +163,17 @@ def diff(spec: TaskSpec, root: Path, home: Path) -> Change:
         declared=declared,
         files=files,
         gold=gold,
+        boards=boards,
     )
+
+
+def declared_boards(task_id: str, home: Path) -> dict[str, list[dict]]:
+    """The boards the installed declaration gives each of its phases (BoardSpec JSON)."""
+    spec = installed_spec(task_id, home)
+    return {
+        p.name: [b.model_dump(mode="json", exclude_none=True) for b in p.boards]
+        for p in spec.phases
+    }
 
 
 def with_texts(task_id: str, home: Path, texts: dict) -> TaskSpec:
@@ -258,6 +277,7 @@ def install_version(
 
 __all__ = [
     "EDITABLE_TEXTS",
+    "declared_boards",
     "TEXT_KEYS",
     "Change",
     "Installed",

@@ -240,9 +240,12 @@ def test_a_partial_team_is_shown_as_not_covering_the_rest_of_the_macro(site):
         )[0]
         spec = boards.of_phase(type("P", (), {"boards": [macro]})())[0]
         board = lb.build_board(s, get_task(TASK), p, audience="organizer", board=spec)
-    # a run enters a board only with its ranking value: the one-genre teams are not on it, never
+    # a board ranked by a macro shows the one-genre teams unranked, saying what they cover, never
     # with a partial macro passed off as the macro
-    assert {r.team for r in board.rows} == {"alpha", "beta", "delta", "theta"}
+    assert {r.team for r in board.rows if r.rank is not None} == {"alpha", "beta", "delta", "theta"}
+    partial = {r.team: r for r in board.rows if r.rank is None}
+    assert set(partial) == {"gamma", "eps"}
+    assert partial["eps"].why_empty.startswith("covers verse only, not prose: no macro over every")
     with site.session() as s:
         p = s.execute(select(Phase).where(Phase.task_id == TASK, Phase.name == PHASE)).scalar_one()
         main = lb.build_board(s, get_task(TASK), p, audience="organizer")

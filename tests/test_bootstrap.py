@@ -28,6 +28,27 @@ def test_weighted_spearman_equals_scipy_on_each_resample(seed):
     assert np.allclose(got, want, rtol=0, atol=1e-12, equal_nan=True)
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_the_closed_form_spearman_is_the_ranks_written_out_bit_for_bit(seed, monkeypatch):
+    """The predictions' side in their own order (covariance and sum of squares in closed form,
+    tie groups corrected apart), with the gold's side given or not, equals the same sums over the
+    predictions' midranks written out as B x n, exactly: integers and quarters in float64."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 300))
+    gold = _with_ties(rng, n, 5) if seed % 2 else rng.random(n)
+    pred = _with_ties(rng, n, 1 + seed) if seed % 3 else rng.random(n)
+    W = bs.draw_weights(["a", "b"] * (n // 2) + ["a"] * (n % 2), 97, seed)
+    fast = [
+        bs.weighted_spearman(gold, pred, W),
+        bs.weighted_spearman(gold, pred, W, gold_ranks=bs.gold_side(gold, W)),
+        bs.weighted_spearman(gold, pred, W, gold_ranks=bs.centred_ranks(gold, W)),
+    ]
+    monkeypatch.setattr(bs, "_EXACT_N", 0)  # every resample the long way: ranks written out
+    written = bs.weighted_spearman(gold, pred, W)
+    for got in fast:
+        assert np.array_equal(got, written, equal_nan=True)
+
+
 def test_weighted_spearman_undefined_resample_is_nan():
     gold = np.array([0.0, 1.0, 2.0])
     pred = np.array([1.0, 1.0, 5.0])

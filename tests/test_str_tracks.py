@@ -11,6 +11,7 @@ import csv
 import json
 import random
 
+import numpy as np
 import pytest
 from backbone import burst, make_team, submit
 from conftest import _make_backend
@@ -18,13 +19,21 @@ from scipy.stats import spearmanr
 from sqlalchemy import select
 
 from server.models import AuditLog, Phase
+from tasks import get_task
 from tasks.errors import ReleaseError
 from tasks.importers import import_task
 from tasks.semrel import write_tracks
 from tasks.store import TaskStore
 
 TASK = "str"
-EXPECTED_TEST = {"a-eng", "a-esp", "b-afr", "b-eng", "c-afr", "c-eng", "c-hin"}
+LANGUAGE_BOARDS = {"a-eng", "a-esp", "b-afr", "b-eng", "c-afr", "c-eng", "c-hin"}
+# each track's mean over its languages with gold in the split (not a SemEval ranking)
+MACRO_BOARDS = {
+    "a-macro": ["eng", "esp"],
+    "b-macro": ["afr", "eng"],
+    "c-macro": ["afr", "eng", "hin"],
+}
+EXPECTED_TEST = LANGUAGE_BOARDS | set(MACRO_BOARDS)
 EXPECTED_DEV = EXPECTED_TEST | {"a-kin", "b-kin"}  # kin has dev gold, no test gold
 
 
@@ -88,6 +97,30 @@ def test_each_phase_has_the_boards_of_each_tracks_languages(site):
     test, dev = _phase(site, "test"), _phase(site, "dev")
     assert {b["name"] for b in test.boards} == EXPECTED_TEST
     assert {b["name"] for b in dev.boards} == EXPECTED_DEV
+    c_macro = next(b for b in test.boards if b["name"] == "c-macro")
+    assert c_macro["ranking"] == {
+        "subset": "macro-c",
+        "metric": "spearman",
+        "over": ["afr", "eng", "hin"],
+    }
+    assert "not a SemEval-2024 ranking" in c_macro["title"]
+    # a mean over groups names groups of the task, and a name of its own; the paths said
+    from server.domain import boards
+    from server.exceptions import BoardsInvalid
+    from tasks import get_task
+
+    bad = [
+        {"name": "x", "title": "X", "ranking": {"subset": "eng", "metric": "spearman",
+                                               "over": ["eng", "xyz"]}},
+        {"name": "y", "title": "Y", "ranking": {"subset": "m y", "metric": "spearman",
+                                               "over": ["eng"]}},
+    ]  # fmt: skip
+    with site.session() as s, pytest.raises(BoardsInvalid) as e:
+        boards.checked(s, get_task(TASK), bad, where="tasks[0].phases[1]")
+    msg = str(e.value)
+    assert "tasks[0].phases[1].boards[0].ranking.subset: 'eng' is a declared subset" in msg
+    assert "tasks[0].phases[1].boards[0].ranking.over[1]: 'xyz' is not a language" in msg
+    assert "tasks[0].phases[1].boards[1].ranking: Value error, a mean over groups is named" in msg
     b_afr = next(b for b in test.boards if b["name"] == "b-afr")
     assert b_afr["ranking"] == {"subset": "afr", "metric": "spearman"}
     assert b_afr["filter"] == {"fact": "track", "equals": ["B"]}
@@ -118,6 +151,22 @@ TEAMS = {
     "fay": ("C", ("hin",), 0.1),
     "gus": (None, ("afr", "eng", "esp", "hin"), 0.25),  # no track: the main board only
 }
+# the labelled data each team declares having learned from (none where not named)
+LABELLED = {
+    "anna": "eng, esp",
+    "bert": "eng, esp",
+    # Track C, cross-lingual: learned from eng's labels, so not ranked on c-eng (its afr and hin
+    # are: no labelled data in those target languages)
+    "emil": "eng, esp",
+}
+
+
+def _entered(name: str, t: str, lang: str) -> bool:
+    track, langs, _ = TEAMS[name]
+    if track != t or lang not in langs:
+        return False
+    used = {x.strip() for x in LABELLED.get(name, "none").split(",")}
+    return not (t == "C" and lang in used)
 
 
 def test_runs_land_on_their_track_and_language_boards(site):
@@ -134,23 +183,25 @@ def test_runs_land_on_their_track_and_language_boards(site):
             for g in gold
             if g["language"] in langs
         }
-        facts = {"track": track, "labelled_data": "none"} if track else None
+        facts = {"track": track, "labelled_data": LABELLED.get(name, "none")} if track else None
         sub = submit(site, team, user, TASK, "test", data=_file(pred), facts=facts,
                      filename="p.csv")  # fmt: skip
         preds[sub.id] = (name, pred)
     burst(site)
     p = _phase(site, "test")
     units = stats._gold_part(site.engine, p, site.settings, "public")
+    part = stats.Part.get(site.settings, site.engine, get_task(TASK), p, "public")
     app = create_app({"env": "testing", "PALIMPSEST_ENQUEUE": False})
     c = app.test_client()
-    for board in EXPECTED_TEST:
+    for board in LANGUAGE_BOARDS:
         t, lang = board.split("-")
-        want = {n for n, (track, langs, _) in TEAMS.items() if track == t.upper() and lang in langs}
+        want = {n for n in TEAMS if _entered(n, t.upper(), lang)}
         r = c.get(f"/tasks/{TASK}/leaderboard.json?phase=test&board={board}")
         assert r.status_code == 200, (board, r.get_data(as_text=True)[:300])
         got = r.get_json()
         rows = [x for x in got["rows"] if x["row_type"] == "team"]
         assert {preds[x["submission_id"]][0] for x in rows} == want, board
+        assert board != "c-eng" or "emil" not in want
         values = {}
         for x in rows:  # each value: scipy's Spearman on the language's public pairs
             pred = preds[x["submission_id"]][1]
@@ -159,6 +210,54 @@ def test_runs_land_on_their_track_and_language_boards(site):
             assert x["metrics"][f"{lang}/spearman"] == pytest.approx(rho, abs=1e-9), board
             values[x["submission_id"]] = rho
         assert [x["submission_id"] for x in rows] == sorted(values, key=lambda k: -values[k])
+    # each track's mean over its languages: the teams that cover them all ranked by it (the
+    # mean of scipy's Spearman on each), those that cover some shown unranked with their own
+    # mean over those, said as such; Track C's run that used eng's labels is not on it
+    spearman = {}
+    for name, pred in preds.values():
+        for lang in ("afr", "eng", "esp", "hin"):
+            ids = [g for g in gold if g["language"] == lang and g["PairID"] in units]
+            if all(g["PairID"] in pred for g in ids):
+                rho = spearmanr([g["score"] for g in ids], [pred[g["PairID"]] for g in ids])
+                spearman[(name, lang)] = rho.statistic
+    ranked_on = {"a-macro": {"anna", "bert"}, "b-macro": {"cleo"}, "c-macro": set()}
+    partial = {"a-macro": {}, "b-macro": {"dora": ["afr"]}, "c-macro": {"fay": ["hin"]}}
+    for board, langs in MACRO_BOARDS.items():
+        got = c.get(f"/tasks/{TASK}/leaderboard.json?phase=test&board={board}").get_json()
+        assert "not a SemEval-2024 ranking" in got["title"]
+        assert got["primary"]["subset"] == f"macro-{board[0]}"
+        key = f"macro-{board[0]}/spearman"
+        rows = {preds[x["submission_id"]][0]: x for x in got["rows"] if x["row_type"] == "team"}
+        assert set(rows) == ranked_on[board] | set(partial[board]), board
+        for name in ranked_on[board]:
+            mean = sum(spearman[(name, lang)] for lang in langs) / len(langs)
+            assert rows[name]["rank"] is not None
+            assert rows[name]["metrics"][key] == pytest.approx(mean, abs=1e-9), (board, name)
+        for name, covered in partial[board].items():
+            x = rows[name]
+            mine = sum(spearman[(name, lang)] for lang in covered) / len(covered)
+            assert x["rank"] is None and x["metrics"][key] is None
+            rest = [lang for lang in langs if lang not in covered]
+            assert x["why_empty"].startswith(
+                f"covers {', '.join(covered)} only, not {', '.join(rest)}: no macro over every "
+                f"language of this board; its macro over the {len(covered)} it covers is "
+                f"{mine:.4f}"
+            ), x["why_empty"]
+        ranked = sorted(ranked_on[board], key=lambda n: -rows[n]["metrics"][key])
+        assert [rows[n]["rank"] for n in ranked] == list(range(1, len(ranked) + 1))
+        # intervals from the phase's one matrix: the mean of the languages' resampled values
+        assert got["statistics"]["status"] == "ready", board
+        for name in ranked_on[board]:
+            x = rows[name]
+            samples = np.mean(
+                [
+                    part.samples(site.settings, x["submission_id"], 1, value=(lang, "spearman"))
+                    for lang in langs
+                ],
+                axis=0,
+            )
+            want = np.percentile(samples, [2.5, 97.5])
+            assert x["ci"] == pytest.approx(list(want), abs=1e-9), (board, name)
     # the main board: the macro over every language; a partial team's own macro said as such
     got = c.get(f"/tasks/{TASK}/leaderboard.json?phase=test").get_json()
     by_team = {preds[x["submission_id"]][0]: x for x in got["rows"] if x["row_type"] == "team"}

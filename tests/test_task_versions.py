@@ -400,3 +400,221 @@ def test_verify_passes_on_an_archive_taken_after_a_task_update(world, tmp_path):
     assert rep["ok"] and rep["checks"]["published_rankings"] == 1
     (note,) = rep["checks"]["not_rebuilt"]
     assert f"{TASK}/development version 1: published before task version 2" in note
+
+
+# ----------------------------------------------------------------------------- boards of a phase
+
+
+def _eval_boards(edit_boards):
+    """An edit of the example: the evaluation phase's boards as `edit_boards(boards)` returns."""
+
+    def edit(spec, root):
+        (ev,) = [p for p in spec["tasks"][0]["phases"] if p["name"] == "evaluation"]
+        ev["boards"] = edit_boards(ev["boards"])
+
+    return edit
+
+
+def _zip(tmp_path: Path, name: str, edit) -> Path:
+    from tasks.bundle import write_bundle_zip
+
+    root = _bundle(tmp_path, name, edit)
+    z = tmp_path / f"{name}.zip"
+    write_bundle_zip(yaml.safe_load((root / "competition.yaml").read_text()), root, z)
+    return z
+
+
+VERSE_R = {
+    "name": "verse-r",
+    "title": "Verse r",
+    "ranking": {"subset": "verse", "metric": "pearson"},
+}
+
+
+def _added_changed_removed(boards):
+    """verse-r added, prose ranked by Pearson, track-b removed."""
+    out = []
+    for b in boards:
+        if b["name"] == "prose":
+            out.append({**b, "ranking": {"subset": "prose", "metric": "pearson"}})
+        elif b["name"] != "track-b":
+            out.append(b)
+    return [*out, VERSE_R]
+
+
+def test_an_update_changes_the_phases_boards_and_never_a_published_one(world, served, tmp_path):
+    """The example's evaluation phase published with its four boards; an edited bundle adds a
+    board, ranks another by another metric and removes a third: the live boards change (the
+    chooser's list, the rows' order), every published board stays byte for byte. The same update
+    from the web, the API and the CLI through the API; a refused one (a board filtering on a fact
+    the competition does not ask) leaves nothing behind."""
+    app, c, home, tokens = world["app"], world["c"], world["home"], world["tokens"]
+    url, org = served[0], _h(tokens["org"])
+    engine = engine_of(app)
+    r = c.post(f"/api/v1/tasks/{TASK}/phases/evaluation/publish", headers=org, json={"close": True})
+    assert r.status_code == 201, r.json
+    published_boards = ("main", "prose", "verse", "track-b")
+
+    def published():
+        out = {}
+        for name in published_boards:
+            q = "" if name == "main" else f"board={name}"
+            got = c.get(f"/api/v1/tasks/{TASK}/phases/evaluation/rankings/1?{q}", headers=org)
+            assert got.status_code == 200, (name, got.json)
+            out[(name, "snapshot")] = got.get_data()
+            for fmt in ("json", "csv", "tex"):
+                got = c.get(
+                    f"/api/v1/tasks/{TASK}/phases/evaluation/export?format={fmt}&{q}", headers=org
+                )
+                assert got.status_code == 200, (name, fmt)
+                out[(name, fmt)] = got.get_data()
+        return out
+
+    def live():
+        task = c.get(f"/api/v1/tasks/{TASK}", headers=org).json
+        (ev,) = [p for p in task["phases"] if p["name"] == "evaluation"]
+        return {b["name"]: b for b in ev["boards"]}
+
+    def board(name):
+        r = c.get(f"/api/v1/tasks/{TASK}/leaderboard?phase=evaluation&board={name}", headers=org)
+        got = r.json
+        if r.status_code == 200:
+            got["primary"].pop("greater_is_better")
+        return r.status_code, got
+
+    def rebuilt(name):
+        """The live board as the next publication would publish it (the page of a published phase
+        shows its published ranking)."""
+        from server.boards import leaderboard as lb
+        from server.domain import boards
+        from tasks import get_task
+
+        with Session(engine) as s:
+            p = s.get(Phase, world["phases"]["evaluation"])
+            got = lb.build_board(
+                s, get_task(TASK), p, audience="organizer", board=boards.resolve(p, name)
+            )
+        (key,) = [c.key for c in got.columns if c.primary]
+        ranked = [r for r in got.rows if r.row_type == "team" and r.rank is not None]
+        return {
+            "primary": {"subset": got.primary.subset, "metric": got.primary.metric},
+            "ranked": [(r.rank, r.values[key]) for r in ranked],
+        }
+
+    before = published()
+    assert list(live()) == ["main", "prose", "verse", "track-b"]
+    assert rebuilt("prose")["primary"] == {"subset": "prose", "metric": "spearman"}
+
+    # a refused update: a board filtering on a fact the bundle declares but the competition does
+    # not ask (facts change with `competitions edit`), beside a text change: nothing changes
+    def bad(spec, root):
+        spec["fact_fields"].append(
+            {"key": "era", "label": "Era", "kind": "choice", "choices": ["old", "new"]}
+        )
+        spec["tasks"][0]["description"] = "A description that must not be written."
+        _eval_boards(
+            lambda bs: [
+                *bs,
+                {**VERSE_R, "name": "era-old", "filter": {"fact": "era", "equals": ["old"]}},
+            ]
+        )(spec, root)
+
+    def counts():
+        with Session(engine) as s:
+            phases = [
+                (p.name, p.revision, p.boards) for p in s.exec(select(Phase).order_by(Phase.id))
+            ]
+            return s.exec(select(func.count()).select_from(AuditLog)).one(), phases
+
+    files, was = _tree(home / "tasks" / TASK), counts()
+    r = _cli("competitions", "create", str(_bundle(tmp_path, "bad", bad)), "--update", "--json",
+             ok=False)  # fmt: skip
+    err = json.loads(r.stdout)["error"]
+    assert [p["id"] for p in err["problems"]] == ["tasks[0].phases[1].boards[3].filter.fact"]
+    assert "'era' is not a declared fact field" in err["problems"][0]["message"]
+    r = c.post(
+        f"/api/v1/tasks/{TASK}/versions",
+        data={"bundle": (io.BytesIO(_zip(tmp_path, "bad-z", bad).read_bytes()), "b.zip")},
+        headers=org,
+        content_type="multipart/form-data",
+    )
+    assert r.status_code == 422, r.json
+    assert r.json["error"]["problems"][0]["id"] == "tasks[0].phases[1].boards[3].filter.fact"
+    assert _tree(home / "tasks" / TASK) == files and counts() == was
+
+    # the server's shell: one added, one re-ranked, one removed
+    edited = _bundle(tmp_path, "a", _eval_boards(_added_changed_removed))
+    r = _cli("competitions", "create", str(edited), "--update", "--json")
+    (t,) = json.loads(r.stdout)["tasks"]
+    assert t["versioned"] is False and t["texts"] == []
+    assert t["boards"] == [
+        {"phase": "evaluation", "added": ["verse-r"], "removed": ["track-b"], "changed": ["prose"]}
+    ]
+    assert list(live()) == ["main", "prose", "verse", "verse-r"]
+    assert board("track-b")[0] == 404
+    prose = rebuilt("prose")
+    assert prose["primary"] == {"subset": "prose", "metric": "pearson"}
+    values = [v for _, v in prose["ranked"]]
+    assert len(values) == 2 and values == sorted(values, reverse=True), prose
+    assert values != [v for _, v in rebuilt("verse")["ranked"]]
+    code, verse_r = board("verse-r")
+    assert code == 200 and {
+        r["submission_id"] for r in verse_r["rows"] if r["row_type"] == "team"
+    } == {world["runs"][("alpha", "evaluation")], world["runs"][("beta", "evaluation")]}
+    decl = json.loads((home / "tasks" / TASK / "declaration.json").read_text())
+    (ev,) = [p for p in decl["phases"] if p["name"] == "evaluation"]
+    assert [b["name"] for b in ev["boards"]] == ["prose", "verse", "verse-r"]
+    with Session(engine) as s:
+        edits = [
+            a for a in s.exec(select(AuditLog).where(AuditLog.action == "phase.edit"))
+            if "boards" in ((a.details or {}).get("after") or {})
+        ]  # fmt: skip
+    assert len(edits) == 1 and edits[0].details["via"] == "cli"
+    assert published() == before
+    # the same bundle again changes nothing
+    r = _cli("competitions", "create", str(tmp_path / "a"), "--update", "--json")
+    assert json.loads(r.stdout)["tasks"][0]["boards"] == []
+
+    # the API: verse-r removed again
+    z = _zip(tmp_path, "b", _eval_boards(lambda bs: _added_changed_removed(bs)[:-1]))
+    r = c.post(
+        f"/api/v1/tasks/{TASK}/versions",
+        data={"bundle": (io.BytesIO(z.read_bytes()), "b.zip")},
+        headers=org,
+        content_type="multipart/form-data",
+    )
+    assert r.status_code == 200, r.json
+    assert r.json["tasks"][0]["boards"] == [
+        {"phase": "evaluation", "added": [], "removed": ["verse-r"], "changed": []}
+    ]
+    assert list(live()) == ["main", "prose", "verse"]
+    # the CLI through the API: track-b back, prose by Spearman again (the example's boards)
+    z = _zip(tmp_path, "c", None)
+    r = _remote(url, tokens["org"], "organizer", "task", "version", TASK, str(z))
+    assert "the evaluation phase's boards: added track-b; changed prose" in r.stdout, r.stdout
+    assert list(live()) == ["main", "prose", "verse", "track-b"]
+    assert rebuilt("prose")["primary"]["metric"] == "spearman"
+    # the organizer's page: verse ranked by Pearson
+    web = Browser(app.test_client())
+    web.login("org@example.org", "correct horse")
+    back = f"/organizer/phases/{world['phases']['evaluation']}"
+
+    def verse_pearson(bs):
+        return [
+            {**b, "ranking": {"subset": "verse", "metric": "pearson"}}
+            if b["name"] == "verse"
+            else b
+            for b in bs
+        ]
+
+    z = _zip(tmp_path, "d", _eval_boards(verse_pearson))
+    r = web.post(
+        f"/organizer/tasks/{TASK}/version",
+        {"bundle": (io.BytesIO(z.read_bytes()), "b.zip"), "next": back},
+        content_type="multipart/form-data",
+    )
+    assert r.status_code == 302, r.get_data(as_text=True)
+    page = web.get(back).get_data(as_text=True)
+    assert "the evaluation phase&#39;s boards: changed verse" in page, page
+    assert rebuilt("verse")["primary"] == {"subset": "verse", "metric": "pearson"}
+    assert published() == before

@@ -104,8 +104,11 @@ def test_a_rule_is_declared_on_a_choice_naming_its_choices_and_another_fact():
         FactField(key="x", label="X", kind="text", rules=[TRACK["rules"][0]])
     with pytest.raises(ValidationError, match="'D' is not among the choices"):
         FactField(**{**TRACK, "rules": [{**TRACK["rules"][0], "when": ["D"]}]})
-    with pytest.raises(ValidationError, match="either forbid or only"):
+    with pytest.raises(ValidationError, match="one of forbid, only or forbid_board_subset"):
         FactField(**{**TRACK, "rules": [{"when": ["B"], "fact": "training_files"}]})
+    both = {"when": ["C"], "fact": "training_files", "forbid": ["x"], "forbid_board_subset": True}
+    with pytest.raises(ValidationError, match="one of forbid, only or forbid_board_subset"):
+        FactField(**{**TRACK, "rules": [both]})
     with pytest.raises(ValidationError, match=r"fact_fields\.0\.rules\.0\.fact: 'nope'"):
         m.CompetitionSettings(
             fact_fields=[
@@ -116,6 +119,11 @@ def test_a_rule_is_declared_on_a_choice_naming_its_choices_and_another_fact():
     assert "rules" in CompetitionSpec.model_json_schema()["$defs"]["FactField"]["properties"]
     # a bundle's fact sheet: the same check, with the path of the rule
     other = {**TRACK, "key": "lane", "rules": [{"when": ["A"], "fact": "track", "only": ["Z"]}]}
+    bad = {**TRACK, "rules": [*TRACK["rules"], both]}
+    with pytest.raises(ValidationError, match=r"fact_fields\.0\.rules\.2\n.*one of forbid, only"):
+        CompetitionSpec.model_validate(
+            {"id": "c", "title": "C", "fact_fields": [bad, FILES], "tasks": [builtin_spec("trac")]}
+        )
     with pytest.raises(ValidationError, match=r"fact_fields\.2\.rules\.0\.only: 'Z' not among"):
         CompetitionSpec.model_validate(
             {
@@ -452,3 +460,83 @@ def test_a_recorded_baseline_names_its_track_locally_and_remotely(served, tmp_pa
         ["baselines", "run", "--task", "tric-binary", "--fact", "track=B", "--home", str(home)],
     )
     assert r.exit_code == 2 and "--fact goes with a recorded run" in r.output
+
+
+# ----------------------------------------------------------------------------- a board's language
+
+
+CROSS = {
+    **TRACK,
+    "rules": [
+        {
+            "when": ["C"],
+            "fact": "labelled_subsets",
+            "forbid_board_subset": True,
+            "message": "Track C uses no labelled data of the subset it is ranked on",
+        }
+    ],
+}
+LABELLED = {"key": "labelled_subsets", "label": "Labelled subsets used", "kind": "text"}
+C_BOARDS = [
+    {
+        "name": f"c-{sub}",
+        "title": f"Track C: {sub}",
+        "ranking": {"subset": sub, "metric": "f1"},
+        "filter": {"fact": "track", "equals": ["C"]},
+    }
+    for sub in ("oov", "iov")
+]
+
+
+def test_a_cross_lingual_run_stays_off_the_board_of_the_data_it_used(served, tmp_path):
+    """Track C's rule (`forbid_board_subset`): a run declaring labelled data of the subset a Track
+    C board ranks on stays off that board and is ranked on the track's others; runs sent through
+    the API, the web form and the command line, and an organizer's move into the track, each
+    land on exactly the boards the rule leaves them."""
+    from apikit import _run_job
+
+    url, tokens, home, app = served
+    _declare(app, [CROSS, LABELLED])
+    c, org = app.test_client(), _h(tokens["org"])
+    r = c.patch("/api/v1/tasks/tric-binary/phases/test", json={"boards": C_BOARDS}, headers=org)
+    assert r.status_code == 200, r.json
+
+    def on_board(name):
+        r = c.get(f"/api/v1/tasks/tric-binary/leaderboard?phase=test&board={name}", headers=org)
+        assert r.status_code == 200, r.json
+        return {x["submission_id"] for x in r.json["rows"] if x["row_type"] == "team"}
+
+    # the API: alpha learned from oov's labels
+    r = _submit(c, tokens["alpha"], "tric-binary", _tric_file(home), phase="test",
+                **_facts(track="C", labelled_subsets="OOV"))  # fmt: skip
+    assert r.status_code == 201, r.json
+    api = r.json["id"]
+    # the web form: beta from iov's
+    b = Browser(app.test_client())
+    b.login("beta@example.org", "correct horse")
+    r = b.post(
+        "/tasks/tric-binary/submit",
+        {"phase": "test", "method_name": "w", **_facts(track="C", labelled_subsets="iov"),
+         "file": (io.BytesIO(_tric_file(home, 3)), "p.jsonl")},
+        content_type="multipart/form-data",
+    )  # fmt: skip
+    assert r.status_code == 302, r.get_data(as_text=True)[:500]
+    web = _subs(app)[-1].id
+    for sid in (api, web):
+        assert _run_job(sid)["status"] == "scored"
+    assert on_board("c-oov") == {web} and on_board("c-iov") == {api}
+    # the command line: alpha again, from neither: its latest run enters both
+    pred = tmp_path / "p.jsonl"
+    pred.write_bytes(_tric_file(home, 7))
+    got = _one_json(
+        _cli(url, tokens["alpha"], "submit", "tric-binary", str(pred), "--phase", "test",
+             "--fact", "track=C", "--fact", "labelled_subsets=none", "--json")
+    )  # fmt: skip
+    assert _run_job(got["id"])["status"] == "scored"
+    assert on_board("c-oov") == {web, got["id"]} and on_board("c-iov") == {got["id"]}
+    # an organizer moves beta's run out of Track C and back: the rule follows the track
+    for track, want in (("A", set()), ("C", {web})):
+        r = c.post(f"/api/v1/submissions/{web}/track", headers=org,
+                   json={"track": track, "reason": f"to {track}"})  # fmt: skip
+        assert r.status_code == 200, r.json
+        assert on_board("c-oov") - {got["id"]} == want and on_board("c-iov") == {got["id"]}

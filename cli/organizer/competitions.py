@@ -15,20 +15,28 @@ from cli.common import JSON, call, emit
 def change_lines(got: dict) -> None:
     """What an edited bundle changed (a BundleUpdateOut), a line per task, then the notes."""
     for t in got["tasks"]:
+        boards = "; ".join(
+            f"the {p['phase']} phase's boards: "
+            + "; ".join(f"{k} {', '.join(p[k])}" for k in ("added", "removed", "changed") if p[k])
+            for p in t.get("boards") or []
+        )
         if t["versioned"]:
             what = "; ".join(
                 f"{k}: {', '.join(t[k])}" for k in ("declared", "files", "gold") if t[k]
             )
             stale = sum(p["stale"] for p in t["phases"])
             queued = sum(len(p["rescoring"]) for p in t["phases"])
-            click.echo(
+            line = (
                 f"{t['task']}: version {t['previous_version']} -> {t['version']} ({what}); "
                 f"{stale} run(s) stale, {queued} queued for rescoring; published rankings unchanged"
             )
         elif t["texts"]:
-            click.echo(f"{t['task']}: texts changed in place ({', '.join(t['texts'])})")
+            line = f"{t['task']}: texts changed in place ({', '.join(t['texts'])})"
+        elif boards:
+            line = f"{t['task']}: published rankings unchanged"
         else:
-            click.echo(f"{t['task']}: unchanged (version {t['version']})")
+            line = f"{t['task']}: unchanged (version {t['version']})"
+        click.echo(f"{line}; {boards}" if boards else line)
     for n in got.get("notes") or []:
         click.echo(f"note: {n}")
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from server.actions.common import task as find_task
 from server.boards import leaderboard as lb
 from server.db import after_commit, on_rollback, savepoint
 from server.domain import audit, goldversions, lifecycle, people, publication
+from server.domain import boards as board_rules
 from server.domain.lifecycle import PENDING
 from server.domain.provenance import current_provenance, mark_stale
 from server.exceptions import BundleRefused, LifecycleRefused, NotFound
@@ -53,6 +55,7 @@ from server.models import (
 from tasks import builtin_ids, get_task
 from tasks import bundle as bundles
 from tasks import taskversions as tv
+from tasks.bundle_models import task_from_spec
 from tasks.declared import declaration_path
 
 
@@ -246,11 +249,11 @@ def edit_texts(
 
 def _changes(
     s: Session, c: Competition, b: bundles.Bundle, home: Path, only: str | None
-) -> list[tv.Change]:
-    """Each task's change, or every problem the database knows of (a task the competition does
-    not have, a split its phases need left out or without gold, an archived task's new
-    version)."""
-    problems, out = [], []
+) -> tuple[list[tv.Change], list[BoardEdit]]:
+    """Each task's change and the phases' boards it changes, or every problem the database knows
+    of (a task the competition does not have, a split its phases need left out or without gold,
+    an archived task's new version, a board its phase cannot have)."""
+    problems, out, edits = [], [], []
     ours = people.task_ids(s, c.id)
     for i, spec in enumerate(b.spec.tasks):
         if only is not None and spec.id != only:
@@ -285,11 +288,68 @@ def _changes(
             problems.append(
                 bundle_problem(at, f"{spec.id} is archived: its runs stay as they were scored")
             )
+        if change.boards:
+            found, wrong = _board_edits(s, at, spec, change)
+            edits += found
+            problems += [bundle_problem(path, msg) for path, msg in wrong]
         out.append(change)
     if only is not None and not out and not problems:
         problems.append(bundle_problem("tasks", f"the bundle does not declare the task {only!r}"))
     if problems:
         raise BundleRefused(problems)
+    return out, edits
+
+
+@dataclass
+class BoardEdit:
+    """A phase whose boards an update changes: the boards it gets (checked)."""
+
+    task_id: str
+    phase: Phase
+    boards: list[dict]
+
+
+def _board_edits(
+    s: Session, at: str, spec, change: tv.Change
+) -> tuple[list[BoardEdit], list[tuple[str, str]]]:
+    """The phases of the task whose boards the bundle's declaration changes (`change.boards`),
+    each with its new boards checked against the task as the update leaves it and the
+    competition's fact sheet, and the problems found (YAML path, message). A phase the bundle
+    declares that the task does not have is left to `organizer phases` (the update's notes)."""
+    task = task_from_spec(change.spec)
+    live = {p.name: p for p in _phases(s, spec.id)}
+    edits, problems = [], []
+    for j, ps in enumerate(spec.phases):
+        p = live.get(ps.name)
+        if p is None or ps.name not in change.boards:
+            continue
+        declared = [x.model_dump(mode="json", exclude_none=True) for x in ps.boards]
+        got, wrong = board_rules.check(s, task, declared, where=f"{at}.phases[{j}]")
+        problems += wrong
+        if not wrong and got != list(p.boards or ()):
+            edits.append(BoardEdit(spec.id, p, got))
+    return edits, problems
+
+
+def _apply_boards(
+    s: Session, actor: User | None, edits: list[BoardEdit], via: str
+) -> dict[str, list[tm.PhaseBoards]]:
+    """Give each phase its new boards (audited as a phase edit; its revision goes up, so that the
+    live boards are built again and a new board's statistics are computed when next asked for).
+    A published ranking keeps the boards it was published with."""
+    out: dict[str, list[tm.PhaseBoards]] = {}
+    for e in edits:
+        before = {x["name"]: x for x in e.phase.boards or ()}
+        after = {x["name"]: x for x in e.boards}
+        lifecycle.edit_phase(s, e.phase, {"boards": e.boards}, actor=actor, via=via)
+        out.setdefault(e.task_id, []).append(
+            tm.PhaseBoards(
+                phase=e.phase.name,
+                added=[n for n in after if n not in before],
+                removed=[n for n in before if n not in after],
+                changed=[n for n in after if n in before and after[n] != before[n]],
+            )
+        )
     return out
 
 
@@ -412,10 +472,13 @@ def _apply(
     for ch in changes:
         if ch.empty:
             continue
-        if not ch.versioned:
+        if not ch.versioned:  # texts or boards: the declaration rewritten in place
             on_rollback(s, tv.write_texts(ch.spec, home))
             _bump(s, ch.task_id)
-            audit.record(s, actor, "task.edit", f"task:{ch.task_id}", via=via, texts=ch.texts)
+            audit.record(
+                s, actor, "task.edit", f"task:{ch.task_id}", via=via, texts=ch.texts,
+                **({"boards": ch.boards} if ch.boards else {}),
+            )  # fmt: skip
             continue
         old = get_task(ch.task_id)
         created = datetime.fromtimestamp(
@@ -517,7 +580,7 @@ def update_from_bundle(
         # one change of a competition's tasks at a time: a second waits, then reads what the
         # first left (an identical update changes nothing more)
         lock_for_change(s, Competition, c.id, f"the competition {c.slug}'s tasks")
-        changes = _changes(s, c, b, home, only)
+        changes, edits = _changes(s, c, b, home, only)
         out = _apply(
             s,
             actor,
@@ -528,8 +591,32 @@ def update_from_bundle(
             settings=settings,
             reason=reason,
         )
+        changed = _apply_boards(s, actor, edits, via)
+        out = [t.model_copy(update={"boards": changed.get(t.task, [])}) for t in out]
         notes = _notes(s, c, b) if only is None else []
+        notes += _board_notes(s, b, changes)
     return tm.BundleUpdateOut(competition=c.slug, tasks=out, notes=notes)
+
+
+def _board_notes(s: Session, b: bundles.Bundle, changes: list[tv.Change]) -> list[str]:
+    """The phases whose live boards differ from the bundle's where the bundle did not change them
+    (an organizer changed them on the site since): the update leaves those as they are."""
+    notes = []
+    by_id = {ch.task_id: ch for ch in changes}
+    for t in b.spec.tasks:
+        ch = by_id.get(t.id)
+        if ch is None:
+            continue
+        live = {p.name: list(p.boards or ()) for p in _phases(s, t.id)}
+        for ps in t.phases:
+            want = [x.model_dump(mode="json", exclude_none=True) for x in ps.boards]
+            if ps.name in live and ps.name not in ch.boards and live[ps.name] != want:
+                notes.append(
+                    f"{t.id}: the {ps.name} phase's boards differ from the bundle's (changed on "
+                    "the site since) and are left as they are; a change of them in the bundle "
+                    "applies"
+                )
+    return notes
 
 
 @contextlib.contextmanager

@@ -86,6 +86,10 @@ def _none(v) -> bool:
     return v is None
 
 
+def _empty_list(v) -> bool:
+    return not v
+
+
 class _Shape(BaseModel):
     """Mutable (a board is filled in step by step), read by field name or by alias. Reading a
     snapshot back ignores the keys that are computed (`key`, `primary`); the declared answer
@@ -156,6 +160,12 @@ class BoardColumn(_Shape):
         "folds) or `fold` (the value on one fold)",
     )
     fold: Optional[str] = Field(None, exclude_if=_none, description="the fold of a `fold` column")
+    over: list[str] = Field(
+        default_factory=list,
+        exclude_if=_empty_list,
+        description="a board's own mean (its `subset` a name of the board's): the groups it is "
+        "the mean of the metric over (those the gold holds)",
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property

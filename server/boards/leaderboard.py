@@ -38,6 +38,7 @@ from server.domain.provenance import current_provenance, is_current, public_resu
 from server.domain.visibility import ORGANIZER, TEAM, Viewer, may_see
 from server.models import Phase, Score, Submission, Team
 from tasks.agreement import reference_rows
+from tasks.bundle_models import board_subset_forbidden
 from tasks.store import TaskStore
 
 # ----------------------------------------------------------------------------- building
@@ -79,30 +80,53 @@ def columns_for(
 def board_columns(task, board) -> list[Column]:
     """A declared board's columns: its ranking value first, then its declared columns (none
     declared: the task's other metrics on the ranking subset)."""
-    sub, met = board.ranking.subset, board.ranking.metric
+    sub, met, over = board.ranking.subset, board.ranking.metric, tuple(board.ranking.over or ())
     cols = [
-        Column(subset=sub, metric=met, greater_is_better=task.metric_direction(met), primary=True)
+        Column(
+            subset=sub,
+            metric=met,
+            greater_is_better=task.metric_direction(met),
+            primary=True,
+            over=list(over),
+        )
     ]
-    extra = [(c.subset, c.metric) for c in board.columns] or [
-        (sub, m) for m in task.metrics if m != met
+    extra = [(c.subset, c.metric, tuple(c.over or ())) for c in board.columns] or [
+        (sub, m, over) for m in task.metrics if m != met
     ]
-    for c_sub, c_met in dict.fromkeys(extra):
+    for c_sub, c_met, c_over in dict.fromkeys(extra):
         if (c_sub, c_met) != (sub, met):
             cols.append(
-                Column(subset=c_sub, metric=c_met, greater_is_better=task.metric_direction(c_met))
+                Column(
+                    subset=c_sub,
+                    metric=c_met,
+                    greater_is_better=task.metric_direction(c_met),
+                    over=list(c_over),
+                )
             )
     return cols
 
 
-def passes(board, sub: Submission) -> bool:
+def _macro_groups(task, col) -> list[str]:
+    """The groups a column's value is the mean over: a board's own mean's, `macro`'s (every group
+    of the task), or none."""
+    if col.over:
+        return list(col.over)
+    return list(task.groups or ()) if col.subset == "macro" else []
+
+
+def passes(board, sub: Submission, fields: list[dict] | None = None) -> bool:
     """Whether a run passes a declared board's filter (a baseline, declaring no fact, passes an
-    unfiltered board only)."""
+    unfiltered board only), and the rules of the filter's field that depend on the board (`fields`:
+    the competition's fact fields; Track C's run that declares labelled data in the board's
+    language stays off that board)."""
     f = board.filter
     if f is None:
         return True
     facts = sub.facts or {}
     v = facts.get(f.fact)
-    return v is not None and str(v) in f.equals
+    if v is None or str(v) not in f.equals:
+        return False
+    return board_subset_forbidden(fields, facts, board) is None
 
 
 def result_folds(results) -> list[str]:
@@ -111,11 +135,32 @@ def result_folds(results) -> list[str]:
     return sorted(seen, key=fold_key)
 
 
+def in_gold(result: dict | None, group: str) -> bool:
+    """Whether the gold (the part of it scored) holds units of `group`: the scorer says so of a
+    subset without any (`scorer.families._no_unit_note`)."""
+    return not any(
+        n.startswith(f"{group}: no ") and f" of {group} in " in n
+        for n in (result or {}).get("notes") or ()
+    )
+
+
+def mean_over(result: dict | None, over, metric: str) -> Optional[float]:
+    """A board's own mean of `metric` over the groups `over` (those the gold holds), as the
+    scorer takes `macro` (`scorer.metrics.macro`: `n` summed): None unless each has a value."""
+    held = [g for g in over if in_gold(result, g)]
+    vals = [_value(result, g, metric) for g in held]
+    if not held or any(v is None for v in vals):
+        return None
+    return float(sum(vals)) if metric == "n" else float(sum(vals) / len(vals))
+
+
 def _value(
     result: dict | None, subset: str, metric: str, col: Optional[Column] = None
 ) -> Optional[float]:
     if not result:
         return None
+    if col is not None and col.over:
+        return mean_over(result, col.over, metric)
     if col is not None and col.stat:
         cv = result.get("cross_validation") or {}
         where = cv.get("std") if col.stat == "std" else (cv.get("folds") or {}).get(col.fold)
@@ -282,12 +327,18 @@ def _marked_runs(s: Session, phase: Phase, banned: set) -> list[tuple[Submission
     return out
 
 
-def _enters(result: dict | None, prim: Column, provenance: dict | None) -> bool:
+def _enters(task, result: dict | None, prim: Column, provenance: dict | None) -> bool:
     """Whether a run with this result enters a declared board ranked by `prim`: it has the
-    board's value (a stale score, being rescored, keeps its place and says so)."""
-    return result is not None and (
-        not is_current(result, provenance) or _value(result, prim.subset, prim.metric) is not None
-    )
+    board's value (a stale score, being rescored, keeps its place and says so), or, on a board
+    ranked by a mean over groups, the value of some of them (shown unranked, saying what it
+    covers: never a partial mean passed off as the mean)."""
+    if result is None:
+        return False
+    if not is_current(result, provenance):
+        return True
+    if _value(result, prim.subset, prim.metric, prim) is not None:
+        return True
+    return any(_value(result, g, prim.metric) is not None for g in _macro_groups(task, prim))
 
 
 def _choice_key(sub: Submission) -> tuple:
@@ -327,7 +378,8 @@ def team_sees_the_public_board(
     ]
     if board is not None:
         # the runs that enter the board, each by its score as the team may see it
-        runs = [sub for sub in runs if passes(board, sub)]
+        fields = list(comp.fact_fields or ()) if comp is not None else []
+        runs = [sub for sub in runs if passes(board, sub, fields)]
         scores = _latest_scores(s, runs, rank_parts)
         viewer = Viewer(TEAM, team_id)
         prim = board_columns(task, board)[0]
@@ -339,7 +391,7 @@ def team_sees_the_public_board(
                     return r
             return None
 
-        runs = [sub for sub in runs if _enters(seen(sub), prim, provenance)]
+        runs = [sub for sub in runs if _enters(task, seen(sub), prim, provenance)]
         runs = [max(runs, key=_choice_key)] if runs else []
     if not runs:
         return True
@@ -424,6 +476,7 @@ def build_board(
     # them marked); a published snapshot is never rebuilt, so it keeps them
     comp = people.competition_of_task(s, task.id)
     banned = people.excluded_users(s, comp.id) if comp is not None else set()
+    fields = list(comp.fact_fields or ()) if comp is not None else []
     # an organizer's preview sees every private score; anyone else only those publication released
     see_private = organizer or show_private
     # a frozen board hides later runs from participants; the final ranking (show_private) has them
@@ -436,10 +489,10 @@ def build_board(
         candidates = [
             (sub, team)
             for sub, team in candidates
-            if passes(board, sub)
+            if passes(board, sub, fields)
             and (board.filter is None or not (sub.is_baseline or team.is_baseline))
         ]
-        extras = [e for e in extras if passes(board, e[0])]
+        extras = [e for e in extras if passes(board, e[0], fields)]
     scores = _latest_scores(s, [c[0] for c in candidates] + [e[0] for e in extras], parts)
 
     if board is None:
@@ -466,7 +519,7 @@ def build_board(
         # rescored, keeps its place and says so)
         def enters(sub) -> bool:
             got = pick(sub.id)
-            return got is not None and _enters(got[1], prim, provenance)
+            return _enters(task, got[1] if got else None, prim, provenance)
 
         candidates = [c for c in candidates if enters(c[0])]
         extras = [e for e in extras if enters(e[0])]
@@ -504,7 +557,7 @@ def build_board(
         part, result = pick(sub.id)
         values = {c.key: _value(result, c.subset, c.metric, c) for c in cols}
         pub = (
-            _value(scores.get((sub.id, "public")), prim.subset, prim.metric)
+            _value(scores.get((sub.id, "public")), prim.subset, prim.metric, prim)
             if use_private
             else None
         )
@@ -530,22 +583,24 @@ def build_board(
         )
         if values[prim.key] is None and note != STALE_NOTE:
             row.why_empty = why_empty(result, prim.subset)
-            if prim.subset == "macro" and task.groups:
-                covered = [g for g in task.groups if _value(result, g, prim.metric) is not None]
+            groups = _macro_groups(task, prim)
+            if groups:
+                covered = [g for g in groups if _value(result, g, prim.metric) is not None]
                 if covered:  # a partial macro is never shown as the macro
                     # the groups the gold holds and the run leaves out (not those the gold
                     # lacks: STR's languages without test gold)
                     said = set((result or {}).get("notes") or ())
                     rest = [
                         g
-                        for g in task.groups
+                        for g in groups
                         if g not in covered and f"{g}: not in the submission" in said
-                    ] or [g for g in task.groups if g not in covered]
+                    ] or [g for g in groups if g not in covered and in_gold(result, g)]
                     # its own macro, over what it covers, said as such (STR's teams by language)
                     mine = sum(_value(result, g, prim.metric) for g in covered) / len(covered)
+                    every = f"every {task.group_name}" + (" of this board" if prim.over else "")
                     row.why_empty = (
                         f"covers {', '.join(covered)} only, not {', '.join(rest)}: no macro "
-                        f"over every {task.group_name}; its macro over the {len(covered)} it "
+                        f"over {every}; its macro over the {len(covered)} it "
                         f"covers is {mine:.4f}" + (f"; {row.why_empty}" if row.why_empty else "")
                     )
         if with_parts and note != STALE_NOTE:

@@ -182,6 +182,7 @@ def history(
     instead of their names. `spec`: a declared board (tasks.bundle_models.BoardSpec): the runs
     its filter lets in, by its ranking value (read from each run's result)."""
     from server.boards.leaderboard import _value, passes
+    from server.domain import people
 
     part = {"private": "private", "public": "public"}.get(board.part, "all")
     if part == "public" and phase.public_fraction >= 1.0:
@@ -207,12 +208,17 @@ def history(
         q = q.where(Submission.created_at <= phase.frozen_at)
     if until is not None:  # a published snapshot: the runs made before it
         q = q.where(Submission.created_at <= until)
+    fields = []
+    if spec is not None:  # the board's rules on the competition's fact fields (Track C's)
+        comp = people.competition_of_task(s, phase.task_id)
+        fields = list(comp.fact_fields or ()) if comp is not None else []
     out: dict[str, list] = {}
     for team, at, v, team_id, facts in s.exec(q):
         if spec is not None:
-            if not passes(spec, SimpleNamespace(facts=facts)):
+            if not passes(spec, SimpleNamespace(facts=facts), fields):
                 continue
-            v = _value(v, spec.ranking.subset, spec.ranking.metric)
+            # the board's own value: a mean over groups (`over`) as the board computes it
+            v = _value(v, spec.ranking.subset, spec.ranking.metric, board.primary)
         if labels is not None:
             team = labels.get(team_id, team)
         if v is not None:

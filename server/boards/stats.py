@@ -39,7 +39,7 @@ import numpy as np
 from sqlmodel import Session
 
 from scorer import validate_file
-from scorer.bootstrap import Bootstrap, intervals, rank_statistics, unit_arrays
+from scorer.bootstrap import Bootstrap, _group_mean, intervals, rank_statistics, unit_arrays
 from server import objectstore
 from server.boards import leaderboard as lb
 from server.boards.leaderboard import STALE_NOTE
@@ -267,6 +267,8 @@ class Part:
     ) -> np.ndarray | None:
         """The run's B resampled scores of `value` (default: the primary) on this part (computed
         once, then read); the run's predictions are read once per job, whatever the boards."""
+        if value is not None and len(value) == 3:
+            return self._mean_samples(settings, submission_id, attempt, value, compute)
         p = self.samples_path(settings.home, submission_id, attempt, value)
         if _shared(settings, p) is not None:
             return np.load(p)
@@ -297,6 +299,29 @@ class Part:
         np.save(buf, x)
         _share(settings, p, buf.getvalue())
         return x
+
+    def _mean_samples(self, settings, submission_id, attempt, value, compute) -> np.ndarray | None:
+        """A board's own mean over groups (`value`: subset, metric, groups) on each resample: the
+        mean of the groups' resampled values (each kept as a language's board's, from this part's
+        one matrix) over the groups the resample holds, as `macro` is taken."""
+        _, metric, over = value
+        per, held = {}, {}
+        for g in over:
+            x = self.samples(settings, submission_id, attempt, compute=compute, value=(g, metric))
+            if x is None:
+                return None
+            masks = self.boot_of(settings, (g, metric)).masks
+            if g not in masks:  # a cross-validated split: its masks are the folds
+                raise ValueError("a mean over groups has no bootstrap on a cross-validated split")
+            per[g], held[g] = x, self.W[:, masks[g]].sum(axis=1)
+        return _group_mean(per, held, self.B)
+
+
+def value_key(col) -> tuple:
+    """The value a board's column resamples: (subset, metric), or (subset, metric, groups) for a
+    board's own mean over groups."""
+    over = tuple(getattr(col, "over", None) or ())
+    return (col.subset, col.metric, over) if over else (col.subset, col.metric)
 
 
 # ----------------------------------------------------------------------------- a board
@@ -352,7 +377,7 @@ def statistics(
     t0 = time.perf_counter()
     prim = board.primary
     value_of = value_of or (lambda r: r.values[prim.key])
-    value = (prim.subset, prim.metric)
+    value = value_key(prim)
     rows, ranked = _stat_rows(board)
     out_rows: dict[str, dict] = {}
     order, teams, p, p_holm, neighbours = [], [], None, None, None
@@ -520,7 +545,7 @@ def compute_board_stats(phase_id: int, settings=None) -> dict:
         # the private samples too, computed now in the worker, for the published snapshot
         private = Part.get(settings, engine, task, phase, "private")
         for b in (board, *declared):
-            value = (b.primary.subset, b.primary.metric)
+            value = value_key(b.primary)
             for r in _stat_rows(b)[0]:
                 try:
                     private.samples(settings, r.submission_id, r.attempt, value=value)

@@ -11,7 +11,7 @@ from server.domain import people
 from server.exceptions import BoardsInvalid, NotFound
 from tasks.bundle_models import MAIN_BOARD, BoardSpec, board_problems
 
-__all__ = ["MAIN_BOARD", "checked", "names", "of_phase", "resolve"]
+__all__ = ["MAIN_BOARD", "check", "checked", "names", "of_phase", "resolve"]
 
 
 def _path(loc) -> str:
@@ -24,12 +24,21 @@ def _path(loc) -> str:
 def checked(s: Session, task, boards, *, where: str = "") -> list[dict]:
     """The declared boards as stored (BoardSpec JSON), or `BoardsInvalid` naming each problem by
     its path under `where` (e.g. `tasks[0].phases[1]`)."""
+    out, problems = check(s, task, boards, where=where)
+    if problems:
+        raise BoardsInvalid("; ".join(f"{path}: {msg}" for path, msg in problems))
+    return out
+
+
+def check(s: Session, task, boards, *, where: str = "") -> tuple[list[dict], list[tuple[str, str]]]:
+    """The declared boards as stored (BoardSpec JSON) and every problem found, each a (path under
+    `where`, message) pair; the boards are meaningful only when there is no problem."""
     prefix = f"{where}." if where else ""
     if boards is None:
-        return []
+        return [], []
     if not isinstance(boards, list):
-        raise BoardsInvalid(f"{prefix}boards: a list of boards is expected")
-    problems: list[str] = []
+        return [], [(f"{prefix}boards", "a list of boards is expected")]
+    problems: list[tuple[str, str]] = []
     specs: list[BoardSpec | None] = []
     for i, raw in enumerate(boards):
         try:
@@ -37,22 +46,19 @@ def checked(s: Session, task, boards, *, where: str = "") -> list[dict]:
         except ValidationError as e:
             specs.append(None)
             for err in e.errors():
-                loc = _path(("boards", i, *err["loc"]))
-                problems.append(f"{prefix}{loc}: {err['msg']}")
+                problems.append((prefix + _path(("boards", i, *err["loc"])), err["msg"]))
     seen: set[str] = set()
     for i, b in enumerate(specs):
         if b is None:
             continue
         if b.name in seen:
-            problems.append(f"{prefix}boards[{i}].name: board {b.name!r} declared twice")
+            problems.append((f"{prefix}boards[{i}].name", f"board {b.name!r} declared twice"))
         seen.add(b.name)
     comp = people.competition_of_task(s, task.id)
     facts = list(comp.fact_fields or ()) if comp is not None else []
     for loc, msg in board_problems(specs, task, facts):
-        problems.append(f"{prefix}{_path(loc)}: {msg}")
-    if problems:
-        raise BoardsInvalid("; ".join(problems))
-    return [b.model_dump(mode="json", exclude_none=True) for b in specs if b is not None]
+        problems.append((prefix + _path(loc), msg))
+    return [b.model_dump(mode="json", exclude_none=True) for b in specs if b is not None], problems
 
 
 def of_phase(phase) -> list[BoardSpec]:

@@ -77,7 +77,9 @@ def check_facts(
 def rule_problems(fields: list[dict], sheet: dict) -> dict[str, str]:
     """What a cleaned fact sheet breaks of its choice fields' rules (a track's), keyed
     `facts.<the fact the rule restricts>`: e.g. Track B forbids declaring `train` among the
-    training files."""
+    training files. A `forbid_board_subset` rule depends on a board (Track C's: no labelled data
+    in the language a board ranks): it is applied where each board is built
+    (`server.boards.leaderboard.passes`), not here."""
     problems: dict[str, str] = {}
     declared = {f["key"]: f for f in fields or []}
     for f in fields or []:
