@@ -258,6 +258,28 @@ def test_runs_land_on_their_track_and_language_boards(site):
             )
             want = np.percentile(samples, [2.5, 97.5])
             assert x["ci"] == pytest.approx(list(want), abs=1e-9), (board, name)
+    # a declared board's figure (its history of runs): the runs that enter the board, by the
+    # board's own value: Track C's run that used eng's labels not on c-eng's, a track's mean as
+    # the board computes it (a run covering some of its languages has none)
+    from server.boards import leaderboard as lb
+    from server.boards import plots
+    from server.domain import boards as declared
+
+    with site.session() as s:
+        ph = s.get(Phase, p.id)
+        for board in ("c-eng", "a-macro", "b-macro", "c-macro"):
+            got = c.get(f"/tasks/{TASK}/leaderboard.json?phase=test&board={board}").get_json()
+            key = f"{got['primary']['subset']}/{got['primary']['metric']}"
+            ranked = {
+                preds[x["submission_id"]][0]: x
+                for x in got["rows"]
+                if x["row_type"] == "team" and x["rank"] is not None
+            }
+            hist = plots.history(s, lb.board_from_dict(got), ph, spec=declared.resolve(ph, board))
+            assert set(hist) == set(ranked), board
+            for name, x in ranked.items():
+                (value,) = [v for _, v in hist[name]]
+                assert value == pytest.approx(x["metrics"][key], abs=1e-12), (board, name)
     # the main board: the macro over every language; a partial team's own macro said as such
     got = c.get(f"/tasks/{TASK}/leaderboard.json?phase=test").get_json()
     by_team = {preds[x["submission_id"]][0]: x for x in got["rows"] if x["row_type"] == "team"}
