@@ -448,10 +448,11 @@ def test_nested_models_compared_by_loo_equal_arviz(reported):
         assert r["se_diff"] == pytest.approx(float(ref.loc[r["model"], "dse"]), abs=1e-6)
 
 
-def _trotr_release(root, seed: int = 4, instances: int = 48, books: int = 3):
+def _trotr_release(root, seed: int = 4, instances: int = 240, books: int = 6):
     """A small TRoTR checkout: four annotators judging instances of `books` books on the 1-4
-    scale (each close to a seeded truth, some judgments missing), with the contexts whose lexical
-    overlap the model's covariate is; `datasets/` marks it a checkout."""
+    scale (each close to a seeded truth, more loosely in some books than others, some judgments
+    missing), with the contexts whose lexical overlap the model's covariate is; `datasets/` marks
+    it a checkout."""
     rng = np.random.default_rng(seed)
     words = [f"w{i}" for i in range(40)]
     (root / "datasets").mkdir(parents=True)
@@ -461,14 +462,18 @@ def _trotr_release(root, seed: int = 4, instances: int = 48, books: int = 3):
     inst = ["instanceID\tdataIDs\tlabel_set\tnon_label"]
     uses = ["dataID\tcontext\tindices_target_token\tindices_target_sentence\tlemma"]
     for i in range(instances):
-        ref = f"Book{i % books} {1 + i % 5}:{1 + i % 7}"
+        ref = f"Book{i % books} 1:1"  # one passage a book
         iid = f"pair_{i}_({ref})"
         truth = 1 + rng.integers(0, 4)
         for who in ("ann1", "ann2", "ann3", "ann4"):
             if rng.random() < 0.08:
                 judged.append(f"{iid}\t-\t\t{who}")  # no judgment
                 continue
-            label = int(np.clip(truth + rng.choice([-1, 0, 0, 0, 1]), 1, 4))
+            # the books differ: the first judged closest to the truth, the last most loosely
+            noise = [0, 0, 0, 0, 0, 0, -1, 1] if i % books == 0 else [-2, -1, 0, 0, 1, 2]
+            if i % books == books - 1:
+                noise = [-3, -2, -1, 0, 1, 2, 3]
+            label = int(np.clip(truth + rng.choice(noise), 1, 4))
             judged.append(f"{iid}\t{label}\t\t{who}")
         ids = [f"{2 * i}_({ref})-c1", f"{2 * i + 1}_({ref})-c2"]
         inst.append(f"{iid}\t{','.join(ids)}\t1,2,3,4\t-")
@@ -519,9 +524,13 @@ def test_the_command_compares_the_nested_models_as_arviz_does(tmp_path):
     assert doc["task"] == "tric-ranking"
     got = doc["compare"]
     assert set(got["models"]) == {"m", "m.B", "m.lB"} and got["seed"] == 3
-    assert all(m["converged"] for m in got["models"].values()), {
-        k: m.get("error") for k, m in got["models"].items()
-    }
+    # (TRoTR's sampler set-up is sized for its release: a model of this small table may be
+    # refused, with its reason and diagnostics, and is then left out of the ranking)
+    converged = [k for k, m in got["models"].items() if m["converged"]]
+    assert len(converged) >= 2, {k: m.get("error") for k, m in got["models"].items()}
+    for m in got["models"].values():
+        if not m["converged"]:
+            assert "did not converge" in m["error"] and m["diagnostics"]["chains"] == 4
     # the same three fits, here, with their draws: the same program and seed, the same draws
     direct = trotr_compare(root / "judgments" / "TRoTR.tsv", seed=3, keep_draws=True)
 
@@ -537,6 +546,9 @@ def test_the_command_compares_the_nested_models_as_arviz_does(tmp_path):
     refs = {}
     for name, (groups, covs) in ladder.items():
         m, d = got["models"][name], direct["models"][name]
+        if name not in converged:
+            assert not d["converged"] and d["error"] == m["error"]
+            continue
         assert m["loo"] == d["loo"]  # the command's fit is the direct one
         data = pair_outcomes(t, groups, covs)
         if covs:  # the model's covariate is the cell's mean over its overlap bin
