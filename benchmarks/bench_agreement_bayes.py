@@ -113,6 +113,7 @@ def finish(p: subprocess.Popen, t0: float, seed: int) -> dict:
                 "bins",
                 "centred",
                 "around",
+                "sparse_below",
                 "dense_mass",
             )
             if k in d

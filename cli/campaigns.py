@@ -142,6 +142,14 @@ def _fit_line(f: dict) -> str:
             f"{r['items']} items){stale}\n  R-hat max {d['max_rhat']:.4f}, divergences "
             f"{d['divergences']}, ESS min {d['min_ess']:.0f}, {d['seconds']} s"
         )
+    if f["state"] == "not_converged" and r.get("diagnostics"):
+        d = r["diagnostics"]  # the refused attempt's: why it was refused
+        rhat = "undefined" if d.get("max_rhat") is None else f"{d['max_rhat']:.4f}"
+        ess = "undefined" if d.get("min_ess") is None else f"{d['min_ess']:.0f}"
+        return (
+            f"{head}\n  {f['error']}\n  the refused fit: R-hat max {rhat}, divergences "
+            f"{d.get('divergences')}, ESS min {ess}, target acceptance {d.get('target_accept')}"
+        )
     if f["state"] in ("not_converged", "failed"):
         return f"{head}\n  {f['error']}"
     return head

@@ -8,7 +8,11 @@ outcomes against the pivot (eq. 3-6): fixed intercepts, fixed slopes for the cov
 intercepts for the annotator pair and for each other grouping factor (the source book).
 A centred factor named by `around` is sampled by hierarchical centring (Gelfand, Sahu and Carlin
 1995): its levels' own intercepts theta_q ~ MVN(alpha, Sigma), nu_q = theta_q - alpha, the same
-model with the fixed intercept no longer on a ridge with the levels' mean.
+model with the fixed intercept no longer on a ridge with the levels' mean. Beside another centred
+factor (TRoTR's books), its levels are sampled relative to that factor's mean and that factor's
+levels rotated so that their mean is a coordinate of its own (`_around`, `_centred`: linear
+changes of variables with unit Jacobian), and its levels with few observations (`sparse_below`)
+non-centred: the same model, whose ridges a diagonal mass matrix then follows.
 
 The random intercepts of one factor are, by default, the paper's (eq. 5 and note 6): jointly
 multivariate normal across the k^2 - 1 outcomes, the covariance decomposed into scales (half-normal
@@ -186,7 +190,78 @@ def _deps() -> SimpleNamespace:
     )
 
 
-def _model(counts, pair, n_pairs, groups, X, K, centred=(), correlated=True, around=None):
+def _around(name: str, prior, n_levels: int, m: int, shift, alpha, sigma, L, sparse=()):
+    """The intercepts theta (levels x m) of the factor centred around alpha, each level's drawn
+    from `prior` (its distribution around alpha). With no other centred factor they are the
+    sampled parameter. With one (`shift`: the sum of their levels' means, sampled before), the
+    sampled parameter is phi = theta + shift, an improper flat site whose density is the prior's
+    at theta = phi - shift: a linear change of variables with unit Jacobian, so the same model.
+    Why: the data fix each cell's theta_pair + nu_book, so theta and the books' mean lie on a
+    ridge (theta + c, nu - c); phi is what the data fix, and the books' mean moves alone, under
+    its own prior, no longer dragging every level of the other factor with it (a diagonal mass
+    matrix then mixes, where it needed a dense one: docs/agreement.md).
+
+    The levels in `sparse` (few observations: their data fix them loosely) are non-centred
+    instead, theta_q = alpha + sigma * (L z_q), z_q standard normal (L None: independent outcomes;
+    Papaspiliopoulos, Roberts and Sköld 2007: centred where the data are informative, non-centred
+    where they are not); again the same model."""
+    dep = _deps()
+    numpyro, dist, jnp = dep.numpyro, dep.dist, dep.jnp
+    if not sparse and shift is None:
+        return numpyro.sample(f"theta_{name}", prior.expand([n_levels]).to_event(1))
+    full = [q for q in range(n_levels) if q not in sparse]
+    if not full:  # every level non-centred
+        theta = jnp.zeros((0, m))
+    elif shift is None:
+        theta = numpyro.sample(f"theta_{name}", prior.expand([len(full)]).to_event(1))
+    else:
+        phi = numpyro.sample(
+            f"phi_{name}",
+            dist.ImproperUniform(dist.constraints.real, (), event_shape=(len(full), m)),
+        )
+        theta = phi - shift
+        numpyro.factor(f"theta_{name}_prior", prior.log_prob(theta).sum())
+    if sparse:
+        z = numpyro.sample(f"z_{name}", dist.Normal(0.0, 1.0).expand([len(sparse), m]).to_event(2))
+        theta = (
+            jnp.zeros((n_levels, m))
+            .at[np.asarray(full, dtype=int)]
+            .set(theta)
+            .at[np.asarray(sparse, dtype=int)]
+            .set(alpha + (z if L is None else z @ L.T) * sigma)
+        )
+    # (where the centred levels' theta is itself the sampled site, all levels' is theta_*_all)
+    site = f"theta_{name}_all" if shift is None and full else f"theta_{name}"
+    return numpyro.deterministic(site, theta)
+
+
+def _centred(name: str, prior, n_levels: int, m: int, rotate: bool):
+    """A centred factor's intercepts nu (levels x m), each level's drawn from `prior`. Rotated
+    (`rotate`, beside a factor sampled relative to their mean: `_around`): the sampled parameter
+    is v = Q^T nu, Q orthogonal with first column 1/sqrt(levels) (Helmert's), an improper flat
+    site whose density is the prior's at nu = Q v: an orthogonal change of variables (Jacobian 1),
+    the same model. v's first row is the levels' mean times sqrt(levels): the one direction the
+    data leave to the prior (all levels moving together, the other factor against them) is then
+    a coordinate of its own, which a diagonal mass matrix scales, and the other rows the contrasts
+    between levels, which the data fix."""
+    dep = _deps()
+    numpyro, dist, jnp = dep.numpyro, dep.dist, dep.jnp
+    if not rotate:
+        return numpyro.sample(f"nu_{name}", prior.expand([n_levels]).to_event(1))
+    from scipy.linalg import helmert
+
+    q = jnp.asarray(helmert(n_levels, full=True).T)  # orthonormal columns, the first constant
+    v = numpyro.sample(
+        f"v_{name}", dist.ImproperUniform(dist.constraints.real, (), event_shape=(n_levels, m))
+    )
+    nu = numpyro.deterministic(f"nu_{name}", q @ v)
+    numpyro.factor(f"nu_{name}_prior", prior.log_prob(nu).sum())
+    return nu
+
+
+def _model(
+    counts, pair, n_pairs, groups, X, K, centred=(), correlated=True, around=None, sparse=()
+):
     dep = _deps()
     jax, jnp, numpyro, dist = dep.jax, dep.jnp, dep.numpyro, dep.dist
 
@@ -196,7 +271,15 @@ def _model(counts, pair, n_pairs, groups, X, K, centred=(), correlated=True, aro
     if X.shape[1]:
         beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([X.shape[1], m]).to_event(2))
         eta = eta + X @ beta
-    for name, (index, n_levels) in {"pair": (pair, n_pairs), **groups}.items():
+    factors = {"pair": (pair, n_pairs), **groups}
+    # the factor centred around alpha comes last: its levels are sampled relative to the other
+    # centred factors' means (`_around`)
+    order = sorted(factors, key=lambda name: name == around and name in centred)
+    shift = None  # the sum of the other centred factors' level means, once sampled
+    # the other centred factors' levels rotated so that their mean is one coordinate (`_centred`)
+    relative = around in centred and any(g in centred for g in factors if g != around)
+    for name in order:
+        index, n_levels = factors[name]
         sigma = numpyro.sample(f"sigma_{name}", dist.HalfNormal(1.0).expand([m]).to_event(1))
         if correlated and m > 1:
             # eq. 5: nu_q ~ MVN(0, diag(sigma) R diag(sigma)), R = L L^T, L ~ LKJ(2) (note 6)
@@ -206,20 +289,13 @@ def _model(counts, pair, n_pairs, groups, X, K, centred=(), correlated=True, aro
                 # intercepts drawn around the fixed intercept, theta_q ~ MVN(alpha, Sigma), and
                 # nu_q = theta_q - alpha; the same model, but alpha is then the levels' mean and
                 # no longer a ridge with them (few levels, each with much data)
-                tril = sigma[:, None] * L
-                theta = numpyro.sample(
-                    f"theta_{name}",
-                    dist.MultivariateNormal(alpha, scale_tril=tril).expand([n_levels]).to_event(1),
-                )
+                prior = dist.MultivariateNormal(alpha, scale_tril=sigma[:, None] * L)
+                theta = _around(name, prior, n_levels, m, shift, alpha, sigma, L, sparse)
                 nu = numpyro.deterministic(f"nu_{name}", theta - alpha)
             elif name in centred:
-                tril = sigma[:, None] * L
-                nu = numpyro.sample(
-                    f"nu_{name}",
-                    dist.MultivariateNormal(jnp.zeros(m), scale_tril=tril)
-                    .expand([n_levels])
-                    .to_event(1),
-                )
+                prior = dist.MultivariateNormal(jnp.zeros(m), scale_tril=sigma[:, None] * L)
+                nu = _centred(name, prior, n_levels, m, rotate=relative)
+                shift = nu.mean(axis=0) if shift is None else shift + nu.mean(axis=0)
             else:
                 z = numpyro.sample(
                     f"z_{name}", dist.Normal(0.0, 1.0).expand([n_levels, m]).to_event(2)
@@ -230,14 +306,13 @@ def _model(counts, pair, n_pairs, groups, X, K, centred=(), correlated=True, aro
             z = numpyro.sample(f"z_{name}", dist.Normal(0.0, 1.0).expand([n_levels, m]).to_event(2))
             nu = numpyro.deterministic(f"nu_{name}", z * sigma)
         elif name == around:  # hierarchical centring, as above, each outcome on its own
-            theta = numpyro.sample(
-                f"theta_{name}", dist.Normal(alpha, sigma).expand([n_levels, m]).to_event(2)
-            )
+            prior = dist.Normal(alpha, sigma).expand([m]).to_event(1)
+            theta = _around(name, prior, n_levels, m, shift, alpha, sigma, None, sparse)
             nu = numpyro.deterministic(f"nu_{name}", theta - alpha)
         else:
-            nu = numpyro.sample(
-                f"nu_{name}", dist.Normal(0.0, sigma).expand([n_levels, m]).to_event(2)
-            )
+            prior = dist.Normal(jnp.zeros(m), sigma).to_event(1)
+            nu = _centred(name, prior, n_levels, m, rotate=relative)
+            shift = nu.mean(axis=0) if shift is None else shift + nu.mean(axis=0)
         eta = eta + nu[index]
     logits = jnp.concatenate([jnp.zeros((counts.shape[0], 1)), eta], axis=1)
     # the multinomial's kernel: each cell's counts times its outcomes' log-probabilities
@@ -354,6 +429,8 @@ def fit(
     keep_draws: bool = False,
     retry_accept: float | None = RETRY_ACCEPT,
     around: str | None = None,
+    chain_method: str | None = None,
+    sparse_below: int | None = None,
 ) -> dict:
     """Fit the model by NUTS and return the posterior multi-kappa by eq. 7-8 for an average level
     of the first grouping factor (its intercepts at zero) and marginalised over it (a new level's
@@ -370,7 +447,10 @@ def fit(
     where jax keeps the compiled sampler (see `keep_compiled`); `retry_accept`: a fit whose only
     fault is divergent transitions is run again once with this target acceptance (the
     diagnostics' `retried` says so) before it is refused; `loo_report`: compute PSIS-LOO;
-    `keep_draws`: keep the posterior draws and the pointwise LOO in the result (not for JSON)."""
+    `keep_draws`: keep the posterior draws and the pointwise LOO in the result (not for JSON);
+    `sparse_below`: with `around`, that factor's levels with fewer observations than this are
+    non-centred (`_around`); `chain_method`: numpyro's ("parallel" where there is a device per
+    chain, else "sequential": one compilation a chain, and "vectorized" took more CPU on TRoTR)."""
     dep = _deps()  # the optional [agreement] extra (CPU unless a GPU is present)
     jax, jnp, MCMC, NUTS = dep.jax, dep.jnp, dep.MCMC, dep.NUTS
     # one host device per chain: effective only before jax's backend first starts (importing it
@@ -386,6 +466,13 @@ def fit(
     gidx = {
         g: (jnp.asarray(agg["groups"][g]), len(levels)) for g, (_, levels) in data["groups"].items()
     }
+    sparse: tuple[int, ...] = ()
+    if around is not None and sparse_below is not None:
+        # the levels of the factor centred around alpha with few observations: non-centred
+        index = data["pair"] if around == "pair" else data["groups"][around][0]
+        n_levels = len(data["pairs"]) if around == "pair" else len(data["groups"][around][1])
+        held = np.bincount(index, minlength=n_levels)
+        sparse = tuple(int(q) for q in np.nonzero(held < sparse_below)[0])
     started, cpu = time.monotonic(), time.process_time()
     mcmc = MCMC(
         NUTS(
@@ -397,7 +484,8 @@ def fit(
         num_warmup=warmup,
         num_samples=samples,
         num_chains=chains,
-        chain_method="parallel" if jax.local_device_count() >= chains else "sequential",
+        chain_method=chain_method
+        or ("parallel" if jax.local_device_count() >= chains else "sequential"),
         progress_bar=False,
     )
     mcmc.run(
@@ -411,6 +499,7 @@ def fit(
         tuple(centred),
         correlated,
         around,
+        sparse,
         extra_fields=("diverging", "num_steps"),
     )
     # jax computes asynchronously: the clock stops once the draws are really there
@@ -424,6 +513,7 @@ def fit(
     divergent = int(np.asarray(extra["diverging"]).sum())
     diagnostics = {
         "max_rhat": rhat,
+        "max_rhat_at": max(finite_r, key=finite_r.get) if finite_r else None,
         "min_ess": ess,
         "min_ess_at": min(
             (s for s in diag if np.isfinite(diag[s][1])), key=lambda s: diag[s][1], default=None
@@ -440,6 +530,8 @@ def fit(
         "correlated": correlated,
         "centred": list(centred),
         "around": around,
+        "sparse_below": sparse_below,
+        "sparse_levels": len(sparse),
         "bins": bins,
         "seconds": round(seconds, 1),  # wall clock, compilation included
         "cpu_seconds": round(cpu, 1),  # this process's CPU time (a shared machine's wall is longer)
@@ -471,6 +563,8 @@ def fit(
             keep_draws=keep_draws,
             retry_accept=None,
             around=around,
+            chain_method=chain_method,
+            sparse_below=sparse_below,
         )
         d = again["diagnostics"]
         d["retried"] = {"target_accept": target_accept, "divergences": divergent, "max_rhat": rhat}

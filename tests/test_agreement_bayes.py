@@ -181,6 +181,54 @@ def test_cells_sum_the_rows_and_are_exact_for_a_covariate_with_few_values():
         assert lp_agg == pytest.approx(float(lp), rel=1e-5)
 
 
+def test_the_pairs_sampled_relative_to_the_books_mean_are_the_same_model():
+    """TRoTR's set-up samples the pairs' intercepts around alpha and relative to the (centred)
+    books' mean, phi = theta + mean(nu_book), and the books' intercepts rotated, v = Q^T nu_book
+    (Q orthogonal, its first column constant): linear changes of variables with unit Jacobian.
+    At parameter values drawn from the prior, its log density equals the plain centred model's
+    (nu_pair ~ MVN(0, Sigma), nu_book ~ MVN(0, Sigma_book)), with nu_pair = theta - alpha;
+    correlated and not."""
+    import jax
+    from numpyro.infer import Predictive
+    from numpyro.infer.util import log_density
+    from scipy.linalg import helmert
+
+    from tasks.agreement_bayes import _model, cells
+
+    t, book, overlap = generated(items=150)
+    data = pair_outcomes(t, {"book": book}, {"overlap": overlap})
+    agg = cells(data)
+    groups = {"book": (agg["groups"]["book"], len(data["groups"]["book"][1]))}
+    base = (agg["counts"], agg["pair"], len(data["pairs"]), groups, agg["X"], 4)
+    for correlated in (True, False):
+        plain = base + (("pair", "book"), correlated, None)
+        relative = base + (("pair", "book"), correlated, "pair")
+        for key in (1, 2, 3):
+            prior = Predictive(_model, num_samples=1)(jax.random.PRNGKey(key), *plain)
+            params = {k: np.asarray(v[0]) for k, v in prior.items() if k != "y"}
+            lp_plain, _ = log_density(_model, plain, {}, params)
+            theta = params["nu_pair"] + params["alpha"]
+            moved = {k: v for k, v in params.items() if k not in ("nu_pair", "nu_book")}
+            moved["phi_pair"] = theta + params["nu_book"].mean(axis=0)
+            # the books' intercepts rotated: their mean one coordinate, contrasts the others
+            moved["v_book"] = helmert(groups["book"][1], full=True) @ params["nu_book"]
+            lp_rel, trace = log_density(_model, relative, {}, moved)
+            for site in ("nu_pair", "nu_book"):
+                assert np.allclose(trace[site]["value"], params[site], atol=1e-5)
+            assert float(lp_rel) == pytest.approx(float(lp_plain), rel=1e-5, abs=1e-3)
+            # pairs 1 and 4 non-centred (few observations): theta_q = alpha + sigma * (L z_q);
+            # the density of z is theta's times |det(diag(sigma) L)| for each such pair
+            sparse = (1, 4)
+            scale = params["sigma_pair"][:, None] * (params["L_pair"] if correlated else np.eye(3))
+            z = np.linalg.solve(scale, (theta[list(sparse)] - params["alpha"]).T).T
+            keep = [q for q in range(theta.shape[0]) if q not in sparse]
+            mixed = moved | {"phi_pair": moved["phi_pair"][keep], "z_pair": z}
+            lp_mixed, trace = log_density(_model, relative + (sparse,), {}, mixed)
+            assert np.allclose(trace["nu_pair"]["value"], params["nu_pair"], atol=1e-5)
+            jacobian = len(sparse) * np.log(abs(np.linalg.det(scale)))
+            assert float(lp_mixed) - jacobian == pytest.approx(float(lp_plain), rel=1e-5, abs=1e-3)
+
+
 def test_rank_normalised_rhat_and_bulk_ess():
     """Four chains of the same white noise: R-hat near 1 and ESS near the draws; one chain
     shifted: R-hat far above 1.01."""
@@ -194,6 +242,42 @@ def test_rank_normalised_rhat_and_bulk_ess():
     r, _ = convergence(x)
     assert r > 1.05
     assert np.isnan(convergence(np.ones((4, 100)))[0])
+
+
+def test_rhat_and_ess_equal_arviz_and_skip_a_cholesky_factors_fixed_entries():
+    """The R-hat a fit is refused by is ArviZ's rank-normalised split R-hat (`rhat(method="rank")`:
+    the larger of bulk and folded tail) and the ESS its bulk ESS, on autocorrelated chains (one
+    shifted); a Cholesky factor's fixed entries (its first diagonal 1, the zeros above the
+    diagonal) are left out and every other entry diagnosed: the worst is one of them."""
+    az = pytest.importorskip("arviz", reason="ArviZ is the reference: pip install arviz")
+    from tasks.agreement_bayes import convergence, diagnose
+
+    rng = np.random.default_rng(0)
+    e = rng.standard_normal((4, 1000, 3))
+    x = np.zeros_like(e)
+    for t in range(1, 1000):  # AR(1) chains: an ESS well below the draws
+        x[:, t] = 0.8 * x[:, t - 1] + e[:, t]
+    x[1] += 0.05
+    for j in range(3):
+        xj = np.exp(x[:, :, j] / 3)
+        r, ess = convergence(xj)
+        assert r == pytest.approx(float(az.rhat(xj, method="rank")), abs=1e-12)
+        assert ess == pytest.approx(float(az.ess(xj, method="bulk")), rel=1e-9)
+    # a 3 x 3 correlation matrix's Cholesky factor per draw, from the three chains' values
+    c = np.tanh(x / 4)
+    L = np.zeros((4, 1000, 3, 3))
+    L[..., 0, 0] = 1.0
+    L[..., 1, 0], L[..., 2, 0] = c[..., 0], c[..., 1]
+    L[..., 1, 1] = np.sqrt(1 - c[..., 0] ** 2)
+    L[..., 2, 1] = c[..., 2] * np.sqrt(1 - c[..., 1] ** 2)
+    L[..., 2, 2] = np.sqrt(1 - L[..., 2, 0] ** 2 - L[..., 2, 1] ** 2)
+    got = diagnose({"L": L})["L"]
+    varying = [(1, 0), (1, 1), (2, 0), (2, 1), (2, 2)]
+    want = [float(az.rhat(L[..., i, j], method="rank")) for i, j in varying]
+    assert got[0] == pytest.approx(max(want), abs=1e-12)
+    assert got[1] == pytest.approx(
+        min(float(az.ess(L[..., i, j], method="bulk")) for i, j in varying)
+    )
 
 
 @pytest.mark.slow
@@ -357,6 +441,133 @@ def test_nested_models_compared_by_loo_equal_arviz(reported):
         for key in ("elpd_loo", "se", "p_loo"):
             assert m["loo"][key] == pytest.approx(float(refs[name][key]), abs=1e-6), (name, key)
         assert m["loo"]["n"] == ll.shape[1]
+    ref = az.compare(refs, ic="loo")
+    assert [r["model"] for r in got["ranking"]] == list(ref.index)
+    for r in got["ranking"]:
+        assert r["elpd_diff"] == pytest.approx(-float(ref.loc[r["model"], "elpd_diff"]), abs=1e-6)
+        assert r["se_diff"] == pytest.approx(float(ref.loc[r["model"], "dse"]), abs=1e-6)
+
+
+def _trotr_release(root, seed: int = 4, instances: int = 240, books: int = 6):
+    """A small TRoTR checkout: four annotators judging instances of `books` books on the 1-4
+    scale (each close to a seeded truth, more loosely in some books than others, some judgments
+    missing), with the contexts whose lexical overlap the model's covariate is; `datasets/` marks
+    it a checkout."""
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(40)]
+    (root / "datasets").mkdir(parents=True)
+    (root / "judgments").mkdir()
+    (root / "data").mkdir()
+    judged = ["instanceID\tlabel\tcomment\tannotator"]
+    inst = ["instanceID\tdataIDs\tlabel_set\tnon_label"]
+    uses = ["dataID\tcontext\tindices_target_token\tindices_target_sentence\tlemma"]
+    for i in range(instances):
+        ref = f"Book{i % books} 1:1"  # one passage a book
+        iid = f"pair_{i}_({ref})"
+        truth = 1 + rng.integers(0, 4)
+        for who in ("ann1", "ann2", "ann3", "ann4"):
+            if rng.random() < 0.08:
+                judged.append(f"{iid}\t-\t\t{who}")  # no judgment
+                continue
+            # the books differ: the first judged closest to the truth, the last most loosely
+            noise = [0, 0, 0, 0, 0, 0, -1, 1] if i % books == 0 else [-2, -1, 0, 0, 1, 2]
+            if i % books == books - 1:
+                noise = [-3, -2, -1, 0, 1, 2, 3]
+            label = int(np.clip(truth + rng.choice(noise), 1, 4))
+            judged.append(f"{iid}\t{label}\t\t{who}")
+        ids = [f"{2 * i}_({ref})-c1", f"{2 * i + 1}_({ref})-c2"]
+        inst.append(f"{iid}\t{','.join(ids)}\t1,2,3,4\t-")
+        for d in ids:
+            text = " ".join(rng.choice(words, size=12))
+            uses.append(f"{d}\t{text}\t0:2\t0:{len(text)}\t{text.split()[0]}")
+    for name, lines in (
+        ("judgments/TRoTR.tsv", judged),
+        ("data/instances.tsv", inst),
+        ("data/uses.tsv", uses),
+    ):
+        (root / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.mark.slow
+def test_the_command_compares_the_nested_models_as_arviz_does(tmp_path):
+    """`palimpsest agreement tric-ranking --from CHECKOUT --bayes --compare --json` on a small
+    generated checkout prints one JSON document and nothing else: the three nested models (m, m.B,
+    m.lB), converged, each ELPD, its standard error and p_loo equal to ArviZ's `loo` on the
+    log-likelihoods written out here from the same fits' draws (the same seed and program, in this
+    process), the ranking and the differences from the best equal to ArviZ's `compare`."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    az = pytest.importorskip("arviz", reason="ArviZ is the reference: pip install arviz")
+    from tasks.agreement import (
+        TROTR_BINARY,
+        passage_of,
+        trotr_compare,
+        trotr_judgments,
+        trotr_overlap,
+    )
+    from tasks.agreement_bayes import cells
+    from tasks.agreement_measures import table_from_rows
+
+    root = _trotr_release(tmp_path / "TRoTR")
+    repo = Path(__file__).resolve().parent.parent
+    cmd = [sys.executable, "-c", "from cli.main import main; main()", "agreement", "tric-ranking"]
+    cmd += ["--from", str(root), "--bayes", "--compare", "--seed", "3", "--json"]
+    env = {**os.environ, "PALIMPSEST_HOME": str(tmp_path / "home")}
+    out = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    doc = json.loads(out.stdout)  # one JSON document, nothing before or after it
+    assert doc["task"] == "tric-ranking"
+    got = doc["compare"]
+    assert set(got["models"]) == {"m", "m.B", "m.lB"} and got["seed"] == 3
+    # (TRoTR's sampler set-up is sized for its release: a model of this small table may be
+    # refused, with its reason and diagnostics, and is then left out of the ranking)
+    converged = [k for k, m in got["models"].items() if m["converged"]]
+    assert len(converged) >= 2, {k: m.get("error") for k, m in got["models"].items()}
+    for m in got["models"].values():
+        if not m["converged"]:
+            assert "did not converge" in m["error"] and m["diagnostics"]["chains"] == 4
+    # the same three fits, here, with their draws: the same program and seed, the same draws
+    direct = trotr_compare(root / "judgments" / "TRoTR.tsv", seed=3, keep_draws=True)
+
+    rows = [(a, i, TROTR_BINARY[v]) for a, i, v in trotr_judgments(root / "judgments/TRoTR.tsv")]
+    t, ids = table_from_rows(rows, labels=[0.0, 1.0])
+    book = {"book": np.array([passage_of(i)[1] for i in ids])}
+    overlap = trotr_overlap(root)
+    ladder = {
+        "m": ({}, {}),
+        "m.B": (book, {}),
+        "m.lB": (book, {"overlap": np.array([overlap[i] for i in ids])}),
+    }
+    refs = {}
+    for name, (groups, covs) in ladder.items():
+        m, d = got["models"][name], direct["models"][name]
+        if name not in converged:
+            assert not d["converged"] and d["error"] == m["error"]
+            continue
+        assert m["loo"] == d["loo"]  # the command's fit is the direct one
+        data = pair_outcomes(t, groups, covs)
+        if covs:  # the model's covariate is the cell's mean over its overlap bin
+            agg = cells(data)
+            data["covariates"] = {
+                c: (agg["X"][agg["cell"], j], *data["covariates"][c][1:])
+                for j, c in enumerate(covs)
+            }
+        ll = _log_lik_by_hand(d["draws"], data)
+        refs[name] = az.loo(
+            az.from_dict(
+                posterior={"alpha": d["draws"]["alpha"][None, :, 0]},
+                log_likelihood={"y": ll[None, :, :]},
+            ),
+            pointwise=True,
+            reff=1.0,
+        )
+        for key in ("elpd_loo", "se", "p_loo"):
+            assert m["loo"][key] == pytest.approx(float(refs[name][key]), abs=1e-6), (name, key)
     ref = az.compare(refs, ic="loo")
     assert [r["model"] for r in got["ranking"]] == list(ref.index)
     for r in got["ranking"]:

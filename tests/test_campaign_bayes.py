@@ -31,7 +31,7 @@ from server.domain import judgments
 from server.exceptions import LifecycleRefused, QueueUnreachable, UploadFieldsInvalid
 from server.jobs.dispatch import KEY, Jobs
 from server.models import AssessmentCampaign, AuditLog, CampaignModelFit, User
-from tasks.agreement_bayes import fit
+from tasks.agreement_bayes import NotConverged, fit
 
 REPO = Path(__file__).resolve().parent.parent
 ASSESSORS = ("a1", "a2", "org")
@@ -189,6 +189,17 @@ def test_requests_are_bounded_refused_while_one_waits_and_fail_plainly_without_a
     assert actions.count("campaign_bayes_request") == 2
 
 
+def _json_finite(value):
+    """`value` as a JSON column gives it back: tuples as lists, a non-finite number as null."""
+    if isinstance(value, dict):
+        return {k: _json_finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_finite(v) for v in value]
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
 def _campaign_seed(app, cid) -> int:
     with Session(engine_of(app)) as s:
         return s.get(AssessmentCampaign, cid).seed
@@ -244,20 +255,39 @@ def test_the_worker_fits_what_a_direct_fit_gives_and_refuses_a_fit_that_did_not_
     got = _api(app, tokens["org"], "GET", f"/campaigns/{cid}/bayes").json["fits"][0]
     assert got["current"] is False
 
-    # far too short to converge: stored as not_converged, what failed said, no figure kept
+    # far too short to converge: stored as not_converged, what failed said, no figure kept, and
+    # why: the refused fit's diagnostics, those a direct fit with the same seed and settings is
+    # refused with (its R-hat, ESS, divergences and settings)
     short = _request(app, org, cid, redis=conn, seed=0, chains=2, warmup=10, samples=10)
     _burst(settings, redis_tcp_url)
     with Session(engine_of(app)) as s:
         row = s.get(CampaignModelFit, short.id)
         assert row.state == "not_converged", (row.state, row.error)
         assert "did not converge (largest R-hat" in row.error
-        assert not {"kappa", "marginal", "diagnostics"} & set(row.result)
+        assert not {"kappa", "marginal", "kappa_pair_weighted", "by_level"} & set(row.result)
+        kept = row.result["diagnostics"]
+    with Session(engine_of(app)) as s:  # the judgments stored now (one was changed above)
+        now = judgments.fit_inputs(s, s.get(AssessmentCampaign, cid))
+    with pytest.raises(NotConverged) as refused:
+        fit(now["table"], now["groups"], now["covariates"], seed=0, chains=2, warmup=10, samples=10)
+    want = _json_finite({k: v for k, v in refused.value.diagnostics.items() if k not in timing})
+    assert want and {k: v for k, v in kept.items() if k not in timing} == want
+    assert (kept["chains"], kept["warmup"], kept["samples"], kept["seed"]) == (2, 10, 10, 0)
+    assert kept["max_rhat"] is None or kept["max_rhat"] >= 1.01 or kept["divergences"] > 0
+    with _served(app) as url:  # the command line shows why, as the API stores it
+        out = _cli(url, tokens["org"], cid, "--show", "--json")
+        shown = json.loads(out.stdout)["fits"][0]
+        assert shown["id"] == short.id and shown["result"]["diagnostics"] == kept
+        out = _cli(url, tokens["org"], cid, "--show")
+        assert "the refused fit: R-hat max" in out.stdout, out.stdout
     page = world["browsers"]["org"].get(f"/organizer/campaigns/{cid}").get_data(as_text=True)
     block = page.split('id="bayes"')[1]
     assert (
         "<strong>not converged</strong>" in block and "The fit did not converge (largest" in block
     )
     assert f"{r['kappa']['median']:.3f}" not in block
+    assert 'id="bayes-refused-diagnostics">The refused fit: largest R-hat' in block
+    assert f"{kept['divergences']} divergent transitions" in block.split("bayes-refused")[1]
     # the button asks for another fit (the worker is idle again)
     b = world["browsers"]["org"]
     resp = b.post(f"/organizer/campaigns/{cid}/bayes", {})

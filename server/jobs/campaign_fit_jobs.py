@@ -1,7 +1,8 @@
 """The agreement queue's job: fit the Bayesian agreement model of an assessment campaign
 (`server.actions.campaign_models`) on the judgments stored when it runs, and record the outcome on
 its `CampaignModelFit` row: done (the posterior multi-kappa and the diagnostics), not_converged
-(what failed, never a figure of that fit) or failed (why, e.g. the optional extra missing).
+(what failed and the refused attempt's diagnostics, never a figure of that fit) or failed (why,
+e.g. the optional extra missing).
 
 The job takes the row's id and acts only on a queued row, so RQ running it twice fits once.
 """
@@ -9,6 +10,7 @@ The job takes the row's id and acts only on a queued row, so RQ running it twice
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 from sqlmodel import Session
@@ -28,6 +30,18 @@ def _finish(engine, fit_id: int, state: str, *, result=None, error: str = "") ->
         f = s.get(CampaignModelFit, fit_id)
         f.state, f.result, f.error, f.finished_at = state, result, error, utcnow()
         s.add(f)
+
+
+def _finite(value):
+    """`value` with every non-finite float as None (a JSON column, PostgreSQL's included, has no
+    NaN nor infinity)."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def fit_campaign_model(fit_id: int) -> dict:
@@ -76,7 +90,17 @@ def fit_campaign_model(fit_id: int) -> dict:
         return {"fit": fit_id, "state": "failed"}
     except NotConverged as e:
         seconds = round(time.monotonic() - started, 1)
-        _finish(engine, fit_id, "not_converged", result=read | {"seconds": seconds}, error=str(e))
+        # why it was refused, kept with the refusal (never a figure of the fit): the refused
+        # attempt's R-hat, ESS, divergences and sampler settings (JSON: a non-finite number, an
+        # R-hat of draws that never moved, is kept as null)
+        why = _finite(e.diagnostics)
+        _finish(
+            engine,
+            fit_id,
+            "not_converged",
+            result=read | {"seconds": seconds, "diagnostics": why},
+            error=str(e),
+        )
         return {"fit": fit_id, "state": "not_converged"}
     except Exception as e:  # noqa: BLE001 — recorded on the row, said plainly
         log.exception("fit %s of the Bayesian agreement model failed", fit_id)
