@@ -401,6 +401,13 @@ def _push_imported(task_id: str, home: Path | None) -> None:
 )
 @click.option("--seed", type=int, default=None, help="The Bayesian fit's seed (default: recorded).")
 @click.option(
+    "--draws",
+    type=click.IntRange(100, 20_000),
+    default=None,
+    help="With --bayes: warm-up and kept draws per chain (default: the paper's 1,000 each); "
+    "fewer is quicker and more likely to be refused as not converged.",
+)
+@click.option(
     "--expected",
     type=click.Choice(["level", "dataset"]),
     default="level",
@@ -411,7 +418,7 @@ def _push_imported(task_id: str, home: Path | None) -> None:
 @HOME_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly
-def agreement_cmd(task_id, source, factor, bayes, compare, seed, expected, home, as_json):
+def agreement_cmd(task_id, source, factor, bayes, compare, seed, draws, expected, home, as_json):
     """Human agreement in a task's release: the ceiling its board shows as a reference row."""
     # numpy loads only when this command runs: `palimpsest --help` stays light
     from tasks.agreement import BAYES_FILE, load_agreement
@@ -444,6 +451,8 @@ def agreement_cmd(task_id, source, factor, bayes, compare, seed, expected, home,
     fitted = None
     if compare and not bayes:
         raise PalimpsestError("--compare compares fits of the Bayesian model: add --bayes")
+    if draws is not None and not bayes:
+        raise PalimpsestError("--draws sets the Bayesian fit's draws: add --bayes")
     if bayes:
         if not t.agreement_bayes:
             raise PalimpsestError(f"{t.id} declares no Bayesian agreement model")
@@ -460,6 +469,7 @@ def agreement_cmd(task_id, source, factor, bayes, compare, seed, expected, home,
                 Path(source),
                 **({"seed": seed} if seed is not None else {}),
                 **({"compare": True} if compare else {}),
+                **({"warmup": draws, "samples": draws} if draws is not None else {}),
             )
         except ImportError as e:
             raise PalimpsestError(

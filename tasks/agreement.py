@@ -331,12 +331,13 @@ def trotr_compare(path: Path, seed: int = SEED, **options) -> dict:
     return got | {"source": "judgments/TRoTR.tsv", "binarisation": TROTR_BINARY_TEXT}
 
 
-def trotr_bayes_release(source: Path, seed: int = SEED, compare: bool = False) -> dict:
-    """`palimpsest agreement tric-* --bayes [--compare] --from CHECKOUT`."""
+def trotr_bayes_release(source: Path, seed: int = SEED, compare: bool = False, **sampler) -> dict:
+    """`palimpsest agreement tric-* --bayes [--compare] [--draws N] --from CHECKOUT` (`sampler`:
+    the sampler's `warmup` and `samples` per chain)."""
     root = locate(Path(source), "datasets", "TRoTR")
     if compare:
-        return trotr_compare(root / "judgments" / "TRoTR.tsv", seed=seed)
-    return trotr_bayes(root / "judgments" / "TRoTR.tsv", seed=seed)
+        return trotr_compare(root / "judgments" / "TRoTR.tsv", seed=seed, **sampler)
+    return trotr_bayes(root / "judgments" / "TRoTR.tsv", seed=seed, **sampler)
 
 
 AGREEMENT_FILE = "agreement.json"  # the full figures, factors included, beside task.json
