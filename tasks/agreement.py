@@ -108,8 +108,12 @@ def trotr_filter(rows: list[tuple[str, str, float]]) -> set[str]:
     return {i for i, v in by.items() if max(v) - min(v) < 2 and not 2 < sum(v) / len(v) < 3}
 
 
-def alpha_and_spearman(rows: list[tuple[str, str, float]]) -> tuple[float, float | None]:
-    """TRoTR's two figures: Krippendorff's alpha (ordinal), weighted mean pairwise Spearman."""
+def alpha_and_spearman(
+    rows: list[tuple[str, str, float]],
+) -> tuple[float | None, float | None]:
+    """TRoTR's two figures: Krippendorff's alpha (ordinal), weighted mean pairwise Spearman.
+    Alpha is undefined (None) where every judgment is the same value (a passage whose pairs were
+    all judged alike): its expected disagreement is zero."""
     annotators = sorted({a for a, _, _ in rows})
     instances = sorted({i for _, i, _ in rows})
     ai = {a: k for k, a in enumerate(annotators)}
@@ -117,7 +121,11 @@ def alpha_and_spearman(rows: list[tuple[str, str, float]]) -> tuple[float, float
     M = np.full((len(annotators), len(instances)), np.nan)
     for a, i, v in rows:
         M[ai[a], ii[i]] = v
-    alpha = float(krippendorff.alpha(reliability_data=M, level_of_measurement="ordinal"))
+    alpha = (
+        float(krippendorff.alpha(reliability_data=M, level_of_measurement="ordinal"))
+        if np.unique(M[~np.isnan(M)]).size > 1
+        else None
+    )
     num = den = 0.0
     for a, b in itertools.combinations(range(len(annotators)), 2):
         both = ~np.isnan(M[a]) & ~np.isnan(M[b])

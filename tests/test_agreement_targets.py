@@ -115,3 +115,50 @@ def test_the_release_gives_the_papers_table_except_the_listed_cells():
             agree += same
             differ += not same
     assert (agree, differ) == (240, 12)
+
+
+def test_a_passage_judged_all_alike_has_no_alpha_and_the_command_answers(tmp_path):
+    """A passage whose pairs every annotator judged with one value: alpha is undefined there
+    (no expected disagreement), given as null, the other passages' figures as before; the
+    command over such a checkout prints its figures (it failed with krippendorff's "There has
+    to be more than one value in the domain")."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    rows = synthetic(0)
+    rows += [(a, f"pair_9_{k}_(Acts 1:1)", 4.0) for k in range(6) for a in ("ann1", "ann2")]
+    got = {t["passage"]: t for t in trotr_targets(rows)}
+    assert got["Acts 1:1"]["alpha"] is None and got["Acts 1:1"]["alpha_filtered"] is None
+    assert got["Acts 1:1"]["pairs"] == 6
+    mine = [r for r in rows if passage_of(r[1])[0] == "John 8:32"]
+    assert got["John 8:32"]["alpha"] == pytest.approx(naive_alpha(mine), abs=1e-12)
+    # the command, on a checkout holding these judgments
+    root = tmp_path / "TRoTR"
+    for d in ("datasets", "judgments", "data"):
+        (root / d).mkdir(parents=True)
+    judged = ["instanceID\tlabel\tcomment\tannotator"]
+    judged += [f"{i}\t{int(v)}\t\t{a}" for a, i, v in rows]
+    (root / "judgments" / "TRoTR.tsv").write_text("\n".join(judged) + "\n", encoding="utf-8")
+    inst = ["instanceID\tdataIDs\tlabel_set\tnon_label"]
+    uses = ["dataID\tcontext\tindices_target_token\tindices_target_sentence\tlemma"]
+    for n, i in enumerate(sorted({i for _, i, _ in rows})):
+        ids = [f"{2 * n}_{i}-c1", f"{2 * n + 1}_{i}-c2"]
+        inst.append(f"{i}\t{','.join(ids)}\t1,2,3,4\t-")
+        uses += [f"{d}\tsome words here\t0:4\t0:15\tsome" for d in ids]
+    (root / "data" / "instances.tsv").write_text("\n".join(inst) + "\n", encoding="utf-8")
+    (root / "data" / "uses.tsv").write_text("\n".join(uses) + "\n", encoding="utf-8")
+    env = {**os.environ, "PALIMPSEST_HOME": str(tmp_path / "home")}
+    cmd = [sys.executable, "-c", "from cli.main import main; main()", "agreement", "tric-ranking"]
+    out = subprocess.run(
+        cmd + ["--from", str(root), "--json"], cwd=REPO, env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    doc = json.loads(out.stdout)
+    targets = {t["passage"]: t for t in doc["targets"]}
+    assert targets["Acts 1:1"]["alpha"] is None
+    assert targets["John 8:32"]["alpha"] == pytest.approx(got["John 8:32"]["alpha"], abs=1e-12)
