@@ -5,12 +5,12 @@ Importing this package stays light: Flask and the database load when an app is b
 
 from __future__ import annotations
 
+import gc
+
 
 def create_app(test_config: dict | None = None):
     """Build the Flask app from the environment, then `test_config` overrides."""
     # Flask and the database load when an app is built: `import server` stays light
-    import gc
-
     from server.app import build_app
 
     app = build_app(test_config)

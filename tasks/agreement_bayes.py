@@ -190,6 +190,18 @@ def _deps() -> SimpleNamespace:
     )
 
 
+def _helmert(n: int) -> np.ndarray:
+    """The full Helmert matrix of order n (scipy.linalg.helmert(n, full=True)): orthonormal rows,
+    the first constant (1/sqrt(n)), row i (1 <= i < n) 1/sqrt(i(i+1)) on its first i entries and
+    -i/sqrt(i(i+1)) on entry i."""
+    h = np.zeros((n, n))
+    h[0] = 1.0 / np.sqrt(n)
+    for i in range(1, n):
+        h[i, :i] = 1.0 / np.sqrt(i * (i + 1))
+        h[i, i] = -i / np.sqrt(i * (i + 1))
+    return h
+
+
 def _around(name: str, prior, n_levels: int, m: int, shift, alpha, sigma, L, sparse=()):
     """The intercepts theta (levels x m) of the factor centred around alpha, each level's drawn
     from `prior` (its distribution around alpha). With no other centred factor they are the
@@ -248,9 +260,7 @@ def _centred(name: str, prior, n_levels: int, m: int, rotate: bool):
     numpyro, dist, jnp = dep.numpyro, dep.dist, dep.jnp
     if not rotate:
         return numpyro.sample(f"nu_{name}", prior.expand([n_levels]).to_event(1))
-    from scipy.linalg import helmert
-
-    q = jnp.asarray(helmert(n_levels, full=True).T)  # orthonormal columns, the first constant
+    q = jnp.asarray(_helmert(n_levels).T)  # orthonormal columns, the first constant
     v = numpyro.sample(
         f"v_{name}", dist.ImproperUniform(dist.constraints.real, (), event_shape=(n_levels, m))
     )

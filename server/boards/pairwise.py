@@ -19,6 +19,7 @@ a float (every digit). The team names are the board's: on an anonymous board, it
 from __future__ import annotations
 
 import gzip
+import hashlib
 import logging
 import os
 import re
@@ -29,6 +30,7 @@ from collections.abc import Iterator
 from itertools import repeat
 from pathlib import Path
 
+import numpy as np
 from sqlmodel import Session
 
 from server import objectstore
@@ -52,8 +54,6 @@ def _board_tag(board: str | None) -> str:
     name = board or boards.MAIN_BOARD
     if re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", name):
         return name
-    import hashlib
-
     return "h" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
 
 
@@ -106,8 +106,6 @@ def lines(teams: list, p, p_holm) -> Iterator[bytes]:
 def write(settings, path: Path, matrices: dict) -> int:
     """Write a board's matrix file (gzip) here and, on a site with a store, into the store; its
     size in bytes."""
-    import numpy as np
-
     teams = matrices.get("teams") or []
     p = matrices.get("p", np.ones((0, 0)))
     p_holm = matrices.get("p_holm", np.ones((0, 0)))
@@ -146,8 +144,6 @@ def read(path: Path, gzipped: bool) -> Iterator[bytes]:
 def from_body(body: dict) -> Iterator[bytes]:
     """The CSV of a statistics body that carries its full matrices (a small board's, as
     snapshots published before the matrix files hold them: rounded to six decimals)."""
-    import numpy as np
-
     teams = body.get("teams") or []
     p = np.asarray(body.get("p") or np.ones((0, 0)), dtype=np.float64)
     ph = np.asarray(body.get("p_holm") or np.ones((0, 0)), dtype=np.float64)

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 from sqlmodel import select
 
+from server.domain import people
 from server.models import Score, Submission, Team
 
 KINDS = ("ci", "time", "subsets", "folds")
@@ -181,8 +182,7 @@ def history(
     as (time, primary score); `labels` (an anonymous board: team id -> "Team N") names the teams
     instead of their names. `spec`: a declared board (tasks.bundle_models.BoardSpec): the runs
     its filter lets in, by its ranking value (read from each run's result)."""
-    from server.boards.leaderboard import _value, passes
-    from server.domain import people
+    from server.boards.leaderboard import _value, passes  # the boards import the figures
 
     part = {"private": "private", "public": "public"}.get(board.part, "all")
     if part == "public" and phase.public_fraction >= 1.0:

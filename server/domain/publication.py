@@ -14,6 +14,7 @@ import logging
 from sqlalchemy import func, select
 from sqlmodel import Session
 
+from server.db import after_commit
 from server.domain import boards, partitions
 from server.domain.lifecycle import PENDING, RANKED_RUN_RULE, close, phase_changed, phase_state
 from server.exceptions import LifecycleRefused, NotFound
@@ -77,8 +78,10 @@ def publish(
     """Publish the final ranking of a closed phase as an immutable snapshot (version 1), or a
     correction of it (version n + 1, with a reason). With `close_first`, an open phase is closed
     in the same transaction (the caller's)."""
-    from server.boards import leaderboard as lb  # the boards and statistics (scipy) load to publish
-    from server.boards import pairwise
+    # the boards and statistics (scipy) load to publish; the matrix files beside the snapshot
+    from server.boards import leaderboard, pairwise
+
+    lb = leaderboard
 
     reason = " ".join((reason or "").split())[:2000]
     prepare(s, phase)
@@ -140,7 +143,9 @@ def publish(
     )
     s.add(rv)
     s.flush()
-    pairwise.freeze(settings, phase.id, version, rv.sha256, None, matrices)
+    # the matrix files are written once the publication is committed (a refused or failed
+    # publication leaves none); one missing after a crash answers that it was not kept
+    frozen = [(rv.sha256, None, matrices)]
     # each declared board's final ranking, in the same version (the phase's published ranking
     # is the set of its boards')
     for spec in boards.of_phase(phase):
@@ -156,7 +161,11 @@ def publish(
             body_latex=lb.snapshot_latex(b),
         )
         s.add(br)
-        pairwise.freeze(settings, phase.id, version, br.sha256, spec.name, matrices)
+        frozen.append((br.sha256, spec.name, matrices))
+    after_commit(
+        s,
+        lambda: [pairwise.freeze(settings, phase.id, version, *f) for f in frozen],
+    )
     if phase.published_at is None:
         phase.published_at = now
     changes = ranking_diff(json.loads(prev.body_json), body) if prev else None
@@ -213,14 +222,16 @@ def snapshot_body(
     rebuilds it from a restored site to check a published version byte for byte. `board`: one of
     the phase's declared boards (None: the default one); `matrices`, a dict, gets the ranking's
     full pairwise matrices (`server.boards.stats.statistics`)."""
-    from server.boards import leaderboard as lb  # the boards and statistics (scipy) load to publish
+    # the boards and statistics (scipy) load to publish, not to show a ranking
+    from server.boards import leaderboard, stats
 
+    lb = leaderboard
     built = lb.final_board(s, task, phase, settings.home, with_parts=True, board=board)
     built.published = (
         True  # as it will be served: the private ranking with the public part beside it
     )
     lb.add_reference_rows(built, task, settings.home)
-    _snapshot_statistics(s, task, phase, built, settings, matrices)
+    _snapshot_statistics(stats, s, task, phase, built, settings, matrices)
     return lb.snapshot_dict(built, meta, secret=settings.secret_key)
 
 
@@ -229,11 +240,12 @@ def snapshot_json(body: dict) -> str:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
-def _snapshot_statistics(s: Session, task, phase: Phase, board, settings, matrices=None) -> None:
+def _snapshot_statistics(
+    stats, s: Session, task, phase: Phase, board, settings, matrices=None
+) -> None:
     """Freeze the board's statistics into the snapshot: intervals, rank ranges, p-values and
-    clusters of the ranked part, and the public part's intervals beside them."""
-    from server.boards import stats  # the statistics (scipy) load to publish, not to show a ranking
-
+    clusters of the ranked part, and the public part's intervals beside them (`stats`: the
+    module `server.boards.stats`, loaded by the caller)."""
     try:
         snap = stats.for_snapshot(settings, s.get_bind(), task, phase, board, matrices=matrices)
     except Exception as e:  # noqa: BLE001 — publication never fails for its statistics
