@@ -448,132 +448,14 @@ def test_nested_models_compared_by_loo_equal_arviz(reported):
         assert r["se_diff"] == pytest.approx(float(ref.loc[r["model"], "dse"]), abs=1e-6)
 
 
-def _trotr_release(root, seed: int = 4, instances: int = 240, books: int = 6):
-    """A small TRoTR checkout: four annotators judging instances of `books` books on the 1-4
-    scale (each close to a seeded truth, more loosely in some books than others, some judgments
-    missing), with the contexts whose lexical overlap the model's covariate is; `datasets/` marks
-    it a checkout."""
-    rng = np.random.default_rng(seed)
-    words = [f"w{i}" for i in range(40)]
-    (root / "datasets").mkdir(parents=True)
-    (root / "judgments").mkdir()
-    (root / "data").mkdir()
-    judged = ["instanceID\tlabel\tcomment\tannotator"]
-    inst = ["instanceID\tdataIDs\tlabel_set\tnon_label"]
-    uses = ["dataID\tcontext\tindices_target_token\tindices_target_sentence\tlemma"]
-    for i in range(instances):
-        ref = f"Book{i % books} 1:1"  # one passage a book
-        iid = f"pair_{i}_({ref})"
-        truth = 1 + rng.integers(0, 4)
-        for who in ("ann1", "ann2", "ann3", "ann4"):
-            if rng.random() < 0.08:
-                judged.append(f"{iid}\t-\t\t{who}")  # no judgment
-                continue
-            # the books differ: the first judged closest to the truth, the last most loosely
-            noise = [0, 0, 0, 0, 0, 0, -1, 1] if i % books == 0 else [-2, -1, 0, 0, 1, 2]
-            if i % books == books - 1:
-                noise = [-3, -2, -1, 0, 1, 2, 3]
-            label = int(np.clip(truth + rng.choice(noise), 1, 4))
-            judged.append(f"{iid}\t{label}\t\t{who}")
-        ids = [f"{2 * i}_({ref})-c1", f"{2 * i + 1}_({ref})-c2"]
-        inst.append(f"{iid}\t{','.join(ids)}\t1,2,3,4\t-")
-        for d in ids:
-            text = " ".join(rng.choice(words, size=12))
-            uses.append(f"{d}\t{text}\t0:2\t0:{len(text)}\t{text.split()[0]}")
-    for name, lines in (
-        ("judgments/TRoTR.tsv", judged),
-        ("data/instances.tsv", inst),
-        ("data/uses.tsv", uses),
-    ):
-        (root / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return root
+def test_the_helmert_rotation_is_scipys():
+    """The books' rotation (`_helmert`, numpy only) is scipy.linalg.helmert(n, full=True), bit
+    for bit, and orthonormal."""
+    from scipy.linalg import helmert
 
+    from tasks.agreement_bayes import _helmert
 
-@pytest.mark.slow
-def test_the_command_compares_the_nested_models_as_arviz_does(tmp_path):
-    """`palimpsest agreement tric-ranking --from CHECKOUT --bayes --compare --json` on a small
-    generated checkout prints one JSON document and nothing else: the three nested models (m, m.B,
-    m.lB), converged, each ELPD, its standard error and p_loo equal to ArviZ's `loo` on the
-    log-likelihoods written out here from the same fits' draws (the same seed and program, in this
-    process), the ranking and the differences from the best equal to ArviZ's `compare`."""
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    az = pytest.importorskip("arviz", reason="ArviZ is the reference: pip install arviz")
-    from tasks.agreement import (
-        TROTR_BINARY,
-        passage_of,
-        trotr_compare,
-        trotr_judgments,
-        trotr_overlap,
-    )
-    from tasks.agreement_bayes import cells
-    from tasks.agreement_measures import table_from_rows
-
-    root = _trotr_release(tmp_path / "TRoTR")
-    repo = Path(__file__).resolve().parent.parent
-    cmd = [sys.executable, "-c", "from cli.main import main; main()", "agreement", "tric-ranking"]
-    # 500 warm-up and 500 kept draws a chain (--draws): the three models converge on this table
-    # at seed 3, in about a third of the paper's draws' time
-    cmd += ["--from", str(root), "--bayes", "--compare", "--seed", "3", "--draws", "500", "--json"]
-    env = {**os.environ, "PALIMPSEST_HOME": str(tmp_path / "home")}
-    out = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
-    doc = json.loads(out.stdout)  # one JSON document, nothing before or after it
-    assert doc["task"] == "tric-ranking"
-    got = doc["compare"]
-    assert set(got["models"]) == {"m", "m.B", "m.lB"} and got["seed"] == 3
-    # (TRoTR's sampler set-up is sized for its release: a model of this small table may be
-    # refused, with its reason and diagnostics, and is then left out of the ranking)
-    converged = [k for k, m in got["models"].items() if m["converged"]]
-    assert len(converged) >= 2, {k: m.get("error") for k, m in got["models"].items()}
-    for m in got["models"].values():
-        if not m["converged"]:
-            assert "did not converge" in m["error"] and m["diagnostics"]["chains"] == 4
-    # the same three fits, here, with their draws: the same program and seed, the same draws
-    direct = trotr_compare(
-        root / "judgments" / "TRoTR.tsv", seed=3, keep_draws=True, warmup=500, samples=500
-    )
-
-    rows = [(a, i, TROTR_BINARY[v]) for a, i, v in trotr_judgments(root / "judgments/TRoTR.tsv")]
-    t, ids = table_from_rows(rows, labels=[0.0, 1.0])
-    book = {"book": np.array([passage_of(i)[1] for i in ids])}
-    overlap = trotr_overlap(root)
-    ladder = {
-        "m": ({}, {}),
-        "m.B": (book, {}),
-        "m.lB": (book, {"overlap": np.array([overlap[i] for i in ids])}),
-    }
-    refs = {}
-    for name, (groups, covs) in ladder.items():
-        m, d = got["models"][name], direct["models"][name]
-        if name not in converged:
-            assert not d["converged"] and d["error"] == m["error"]
-            continue
-        assert m["loo"] == d["loo"]  # the command's fit is the direct one
-        data = pair_outcomes(t, groups, covs)
-        if covs:  # the model's covariate is the cell's mean over its overlap bin
-            agg = cells(data)
-            data["covariates"] = {
-                c: (agg["X"][agg["cell"], j], *data["covariates"][c][1:])
-                for j, c in enumerate(covs)
-            }
-        ll = _log_lik_by_hand(d["draws"], data)
-        refs[name] = az.loo(
-            az.from_dict(
-                posterior={"alpha": d["draws"]["alpha"][None, :, 0]},
-                log_likelihood={"y": ll[None, :, :]},
-            ),
-            pointwise=True,
-            reff=1.0,
-        )
-        for key in ("elpd_loo", "se", "p_loo"):
-            assert m["loo"][key] == pytest.approx(float(refs[name][key]), abs=1e-6), (name, key)
-    ref = az.compare(refs, ic="loo")
-    assert [r["model"] for r in got["ranking"]] == list(ref.index)
-    for r in got["ranking"]:
-        assert r["elpd_diff"] == pytest.approx(-float(ref.loc[r["model"], "elpd_diff"]), abs=1e-6)
-        assert r["se_diff"] == pytest.approx(float(ref.loc[r["model"], "dse"]), abs=1e-6)
+    for n in (1, 2, 3, 7, 24, 41):
+        h = _helmert(n)
+        assert np.array_equal(h, helmert(n, full=True)), n
+        assert np.allclose(h @ h.T, np.eye(n), atol=1e-12)
