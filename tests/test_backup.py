@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 from backbone import burst, make_team, set_phase, submit
-from click.testing import CliRunner
+from backupkit import _cli, _rewrite
 from conftest import _make_backend, build_schema, fresh_pg_database
 from seaweed import seaweedfs  # noqa: F401  (the fixture)
 from sqlalchemy import func, select
@@ -25,12 +25,6 @@ from sqlmodel import Session
 from storekit import PHASE, TASK, _build, _served, _state
 
 SERVICES = pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.redis])
-
-
-def _cli(*args, env=None):
-    from cli.main import main
-
-    return CliRunner().invoke(main, list(args), env=env or {}, catch_exceptions=False)
 
 
 @pytest.fixture(params=["embedded", SERVICES])
@@ -43,31 +37,6 @@ def site(request, tmp_path, demo_home, monkeypatch):
     for name in ("dev", "test"):
         set_phase(b, TASK, name, concurrent_limit=None, daily_limit=None)
     return b
-
-
-def _rewrite(src, dst, change, key=None):
-    """A copy of an archive with `change(name, data, manifest) -> data or None (dropped)`; its
-    manifest signed again with `key` when given (as one who holds the key could)."""
-    from server.backup.common import sign
-
-    with tarfile.open(src) as tin:
-        m = json.loads(tin.extractfile("manifest.json").read())
-        members = [(i, tin.extractfile(i).read()) for i in tin.getmembers() if i.isfile()]
-    with tarfile.open(dst, "w") as tout:
-        for info, data in members:
-            if info.name == "manifest.json":
-                continue
-            data = change(info.name, data, m)
-            if data is None:
-                continue
-            info.size = len(data)
-            tout.addfile(info, io.BytesIO(data))
-        if key is not None:
-            m = sign({k: v for k, v in m.items() if k != "signature"}, key)
-        data = json.dumps(m).encode()
-        info = tarfile.TarInfo("manifest.json")
-        info.size = len(data)
-        tout.addfile(info, io.BytesIO(data))
 
 
 def test_restore_drill(site, tmp_path, monkeypatch, request):

@@ -13,9 +13,7 @@ import re
 import threading
 
 import numpy as np
-from browserkit import driver  # noqa: F401  (Chromium, its console read)
-from sqlalchemy import select
-from test_boards_per_phase import (  # noqa: F401  (the fixtures)
+from boardkit import (  # noqa: F401  (the fixtures)
     EXPECTED,
     LABEL,
     PHASE,
@@ -25,9 +23,11 @@ from test_boards_per_phase import (  # noqa: F401  (the fixtures)
     _get,
     _naive_matrix,
     _runs,
+    naive_board_statistics,
     site,
 )
-from test_rank_statistics import naive_board_statistics
+from browserkit import driver  # noqa: F401  (Chromium, its console read)
+from sqlalchemy import select
 
 from server.models import Phase
 
@@ -188,7 +188,7 @@ def test_backup_verify_rebuilds_every_boards_published_ranking(
     import json
     import sqlite3
 
-    from test_backup import _cli, _rewrite
+    from backupkit import _cli, _rewrite
 
     from server.boards import leaderboard as lb
 

@@ -13,149 +13,28 @@ import random
 import numpy as np
 import pytest
 from backbone import burst, make_team, submit
+from boardkit import (  # noqa: F401  (the fixtures)
+    EXPECTED,
+    LABEL,
+    PHASE,
+    TASK,
+    B,
+    _app,
+    _file,
+    _forget_declared_tasks,
+    _get,
+    _gold,
+    _naive_matrix,
+    _partial,
+    _predictions,
+    _runs,
+    site,
+)
 from browserkit import driver  # noqa: F401  (Chromium, its console read)
 from bundlekit import _bundle
-from conftest import _make_backend
 from sqlalchemy import select
 
 from server.models import Phase
-
-TASK = "sts-latin"
-PHASE = "evaluation"
-B = 200
-
-
-def _partial(spec, root):
-    # a team may cover one genre only (the others are then absent from its file)
-    spec["tasks"][0]["partial_groups"] = True
-
-
-@pytest.fixture(autouse=True)
-def _forget_declared_tasks():
-    yield
-    from tasks import unregister_declared
-
-    unregister_declared(TASK)
-
-
-@pytest.fixture
-def site(request, tmp_path, monkeypatch):
-    from server.actions import bundles
-    from server.domain import lifecycle
-
-    monkeypatch.setenv("PALIMPSEST_BOOTSTRAP_SAMPLES", str(B))
-    src = tmp_path / "src"
-    (src / "tasks").mkdir(parents=True)
-    b = _make_backend("embedded", request, tmp_path, src, monkeypatch)
-    b.settings.bootstrap_samples = B
-    root = _bundle(tmp_path, edit=_partial)
-    with b.session() as s:
-        bundles.create_from_bundle(s=s, actor=None, source=root, via="test", settings=b.settings)
-        p = s.execute(select(Phase).where(Phase.task_id == TASK, Phase.name == PHASE)).scalar_one()
-        lifecycle.edit_phase(
-            s,
-            p,
-            {
-                "opens_at": None,
-                "closes_at": None,
-                "daily_limit": None,
-                "total_limit": None,
-                "concurrent_limit": None,
-            },
-            actor=None,
-        )
-    return b
-
-
-def _gold(b) -> list[dict]:
-    from tasks.store import TaskStore
-
-    path = TaskStore(TASK, b.settings.home).gold("test", "gold.jsonl")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
-def _predictions(b, noise: float, seed: int, genres=("prose", "verse")) -> dict[str, float]:
-    rng = random.Random(seed)
-    return {
-        g["pair_id"]: round(g["score"] + rng.gauss(0, noise), 4)
-        for g in _gold(b)
-        if g["genre"] in genres
-    }
-
-
-def _file(pred: dict[str, float]) -> bytes:
-    return "".join(json.dumps({"pair_id": k, "score": v}) + "\n" for k, v in pred.items()).encode()
-
-
-# team -> (noise, genres covered, track); each team submits one run
-TEAMS = {
-    "alpha": (0.05, ("prose", "verse"), "A"),
-    "beta": (0.15, ("prose", "verse"), "B"),
-    "gamma": (0.3, ("prose",), "B"),  # prose only: not on the verse board, nor the macro
-    "delta": (0.25, ("prose", "verse"), None),  # no track declared
-    "eps": (0.4, ("verse",), "A"),  # verse only
-    "theta": (0.2, ("prose", "verse"), "B"),
-}
-# the example's boards are anonymous before publication: "Team N" in the order of first runs
-LABEL = {name: f"Team {i}" for i, name in enumerate(TEAMS, 1)}
-EXPECTED = {
-    # the default board lists every team (a one-genre team unranked, its `all` value empty)
-    "main": {"alpha", "beta", "gamma", "delta", "eps", "theta"},
-    "prose": {"alpha", "beta", "gamma", "delta", "theta"},
-    "verse": {"alpha", "beta", "delta", "eps", "theta"},
-    # track B ranks by the value over all pairs: gamma (B, prose only) has none
-    "track-b": {"beta", "theta"},
-}
-
-
-def _runs(b) -> dict[str, tuple[int, dict]]:
-    out = {}
-    for i, (name, (noise, genres, track)) in enumerate(TEAMS.items()):
-        team, user = make_team(b, name)
-        pred = _predictions(b, noise, i, genres)
-        facts = {"track": track} if track else None
-        sub = submit(b, team, user, TASK, PHASE, data=_file(pred), facts=facts)
-        out[name] = (sub.id, pred)
-    burst(b)
-    return out
-
-
-def _app():
-    from server import create_app
-
-    return create_app({"env": "testing", "PALIMPSEST_ENQUEUE": False})
-
-
-def _get(app, board: str | None, fmt: str = "json"):
-    q = f"?phase={PHASE}" + (f"&board={board}" if board else "")
-    ext = "" if fmt == "html" else f".{fmt}"
-    return app.test_client().get(f"/tasks/{TASK}/leaderboard{ext}{q}")
-
-
-def _naive_matrix(
-    b, board: dict, preds: dict[str, dict], subset: str, part: str = "public"
-) -> tuple[list[dict], np.ndarray]:
-    """A board's ranked rows and their resampled values, naively: the phase's one matrix of
-    resamples (drawn from its seed over the pairs of its `part`), each row's Spearman on `subset`
-    by scipy on an explicitly repeated copy of each resample."""
-    from scorer.bootstrap import draw_weights, naive_spearman
-    from server.boards import stats
-
-    with b.session() as s:
-        p = s.execute(select(Phase).where(Phase.task_id == TASK, Phase.name == PHASE)).scalar_one()
-        units = stats._gold_part(b.engine, p, b.settings, part)
-        seed = p.stats_seed
-    gold = [g for g in _gold(b) if g["pair_id"] in units]
-    W = draw_weights(["all"] * len(gold), B, seed)
-    mask = np.array([subset == "all" or g["genre"] == subset for g in gold])
-    g = np.array([x["score"] for x in gold])[mask]
-    ranked = [r for r in board["rows"] if r["rank"] is not None]
-    M = []
-    for r in ranked:
-        pred = preds[r["submission_id"]]
-        x = np.array([pred.get(u["pair_id"], np.nan) for u in gold])[mask]
-        M.append([naive_spearman(g, x, W[k][mask]) for k in range(B)])
-    return ranked, np.array(M)
 
 
 def _naive(b, board: dict, preds: dict[str, dict], subset: str) -> dict:
@@ -173,7 +52,7 @@ def _naive(b, board: dict, preds: dict[str, dict], subset: str) -> dict:
     }
 
 
-def test_runs_land_on_their_boards_each_ranked_as_a_naive_computation_says(site):
+def test_runs_land_on_their_boards_each_ranked_as_a_naive_computation_says(site):  # noqa: F811
     from scipy.stats import spearmanr
 
     runs = _runs(site)
@@ -219,7 +98,7 @@ def test_runs_land_on_their_boards_each_ranked_as_a_naive_computation_says(site)
         assert board["statistics"]["seed"] == p.stats_seed
 
 
-def test_a_partial_team_is_shown_as_not_covering_the_rest_of_the_macro(site):
+def test_a_partial_team_is_shown_as_not_covering_the_rest_of_the_macro(site):  # noqa: F811
     from server.boards import leaderboard as lb
     from server.domain import boards
     from tasks import get_task
@@ -265,7 +144,7 @@ def test_a_partial_team_is_shown_as_not_covering_the_rest_of_the_macro(site):
     assert gamma.why_empty.startswith("covers prose only, not verse: no macro over every genre")
 
 
-def test_the_primary_run_rule_is_each_boards_own(site):
+def test_the_primary_run_rule_is_each_boards_own(site):  # noqa: F811
     """A team's marked primary run ranks on the boards it enters; on a board it does not enter,
     the team's latest run that does."""
     from server.domain.submissions import mark_primary
@@ -289,7 +168,7 @@ def test_the_primary_run_rule_is_each_boards_own(site):
     ]
 
 
-def test_an_unknown_board_is_a_404_naming_the_boards_that_exist(site):
+def test_an_unknown_board_is_a_404_naming_the_boards_that_exist(site):  # noqa: F811
     app = _app()
     for fmt in ("json", "html", "csv"):
         r = _get(app, "po<e>try%22", fmt)
@@ -299,7 +178,7 @@ def test_an_unknown_board_is_a_404_naming_the_boards_that_exist(site):
         assert "<e>" not in text  # the name is escaped on the page, never markup
 
 
-def test_a_bad_declaration_is_refused_naming_its_path(site):
+def test_a_bad_declaration_is_refused_naming_its_path(site):  # noqa: F811
     from server.domain import boards
     from server.exceptions import BoardsInvalid
     from tasks import get_task
@@ -644,7 +523,7 @@ def test_a_web_run_lands_on_its_boards_and_the_chooser_works_at_1366_and_390(
         assert _errors(d) == []
 
 
-def test_a_macros_groups_resampled_on_the_way_are_a_group_boards_own(site):
+def test_a_macros_groups_resampled_on_the_way_are_a_group_boards_own(site):  # noqa: F811
     """The phase's one matrix feeds every board: where the primary value is a macro over the
     groups, each group's resampled values are computed on the way and kept for the boards ranked
     by one group; they equal, bit for bit, what such a board computes on its own."""

@@ -12,9 +12,9 @@ import io
 import numpy as np
 import pytest
 from backbone import burst, make_team, phase, set_phase, submit
+from boardkit import naive_board_statistics
 from browserkit import driver  # noqa: F401  (Chromium, its console read)
 from conftest import _make_backend
-from test_rank_statistics import naive_board_statistics
 
 from server.domain import lifecycle, people, publication
 from server.models import Competition, CompetitionTask, Phase, Submission

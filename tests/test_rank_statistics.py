@@ -8,52 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.special import ndtr
+from boardkit import naive_board_statistics
 
 from scorer import bootstrap as bs
-
-
-def naive_board_statistics(samples, points, greater_is_better, alpha=0.05) -> dict:
-    """The quadratic computation as the boards ran it: an R x R x B boolean array for the ranks and
-    a Python loop over the R(R-1)/2 pairs for the p-values."""
-    R = samples.shape[0]
-    lo_q, hi_q = 100 * alpha / 2, 100 * (1 - alpha / 2)
-    ci = []
-    for r in range(R):
-        x = samples[r][np.isfinite(samples[r])]
-        ci.append(
-            [float(np.percentile(x, lo_q)), float(np.percentile(x, hi_q))]
-            if x.size
-            else [None, None]
-        )
-    sgn = 1.0 if greater_is_better else -1.0
-    s = np.where(np.isfinite(samples), sgn * samples, -np.inf)
-    ranks = 1 + (s[None, :, :] > s[:, None, :]).sum(axis=1)
-    rank_range = [
-        [int(np.floor(np.percentile(ranks[r], lo_q))), int(np.ceil(np.percentile(ranks[r], hi_q)))]
-        for r in range(R)
-    ]
-    p = np.ones((R, R))
-    for i in range(R):
-        for j in range(i + 1, R):
-            d = samples[i] - samples[j]
-            d = d[np.isfinite(d)]
-            obs = points[i] - points[j]
-            if d.size < 2 or not np.isfinite(obs):
-                continue
-            se = float(np.std(d, ddof=1))
-            v = (1.0 if obs == 0 else 0.0) if se == 0.0 else float(2.0 * ndtr(-abs(obs) / se))
-            p[i, j] = p[j, i] = min(1.0, v)
-    adj = bs.holm(p)
-    order = sorted(range(R), key=lambda r: (-sgn * points[r]) if np.isfinite(points[r]) else np.inf)
-    cluster = [0] * R
-    c, head = 0, None
-    for r in order:
-        if head is None or adj[head, r] < alpha:
-            c += 1
-            head = r
-        cluster[r] = c
-    return {"ci": ci, "rank_range": rank_range, "p": p, "p_holm": adj, "cluster": cluster}
 
 
 def _board(seed: int, R: int, B: int, *, ties=False, undefined=False, rounded=False):

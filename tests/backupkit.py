@@ -1,0 +1,41 @@
+"""The backup tests' steps: the command line run in-process, an archive rewritten (and signed again
+as one holding the key could)."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+
+from click.testing import CliRunner
+
+
+def _cli(*args, env=None):
+    from cli.main import main
+
+    return CliRunner().invoke(main, list(args), env=env or {}, catch_exceptions=False)
+
+
+def _rewrite(src, dst, change, key=None):
+    """A copy of an archive with `change(name, data, manifest) -> data or None (dropped)`; its
+    manifest signed again with `key` when given (as one who holds the key could)."""
+    from server.backup.common import sign
+
+    with tarfile.open(src) as tin:
+        m = json.loads(tin.extractfile("manifest.json").read())
+        members = [(i, tin.extractfile(i).read()) for i in tin.getmembers() if i.isfile()]
+    with tarfile.open(dst, "w") as tout:
+        for info, data in members:
+            if info.name == "manifest.json":
+                continue
+            data = change(info.name, data, m)
+            if data is None:
+                continue
+            info.size = len(data)
+            tout.addfile(info, io.BytesIO(data))
+        if key is not None:
+            m = sign({k: v for k, v in m.items() if k != "signature"}, key)
+        data = json.dumps(m).encode()
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(data)
+        tout.addfile(info, io.BytesIO(data))
