@@ -57,6 +57,7 @@ pytest.register_assert_rewrite(
 LONGEST_FIRST = (
     "test_crawl.py",
     "test_agreement_bayes.py",
+    "test_agreement_compare_cli.py",
     "test_reproduce_trotr.py",
     "test_campaign_bayes.py",
     "test_hostile_bombs.py",
