@@ -21,9 +21,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import logging
-import os
 import re
-import tempfile
 import time
 import zlib
 from collections.abc import Iterator
@@ -109,21 +107,14 @@ def write(settings, path: Path, matrices: dict) -> int:
     teams = matrices.get("teams") or []
     p = matrices.get("p", np.ones((0, 0)))
     p_holm = matrices.get("p_holm", np.ones((0, 0)))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            z = zlib.compressobj(1, zlib.DEFLATED, 31)  # 31: a gzip stream; level 1: the fast one
-            for piece in lines(teams, p, p_holm):
-                f.write(z.compress(piece))
-            f.write(z.flush())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+
+    def gzipped():
+        z = zlib.compressobj(1, zlib.DEFLATED, 31)  # 31: a gzip stream; level 1: the fast one
+        for piece in lines(teams, p, p_holm):
+            yield z.compress(piece)
+        yield z.flush()
+
+    stats._atomic_write(path, gzipped())
     stats._share(settings, path, None)
     return path.stat().st_size
 

@@ -106,12 +106,15 @@ def _shared(settings, path: Path, *, fetch: bool = True) -> Path | None:
         return None
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def _atomic_write(path: Path, data) -> None:
+    """`data` (bytes, or an iterable of byte pieces written as they come) whole at `path` or not
+    at all: a temporary file beside it, renamed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for piece in (data,) if isinstance(data, (bytes, bytearray)) else data:
+                f.write(piece)
         os.replace(tmp, path)
     except BaseException:
         try:
