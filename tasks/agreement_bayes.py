@@ -174,7 +174,7 @@ def _deps() -> SimpleNamespace:
     # here, not at the top: the [agreement] extra is optional, and slow to import
     import jax
     import numpyro
-    from numpyro import diagnostics, distributions, infer
+    from numpyro import distributions, infer
     from scipy import stats
 
     return SimpleNamespace(
@@ -184,7 +184,6 @@ def _deps() -> SimpleNamespace:
         dist=distributions,
         MCMC=infer.MCMC,
         NUTS=infer.NUTS,
-        effective_sample_size=diagnostics.effective_sample_size,
         norm=stats.norm,
         rankdata=stats.rankdata,
     )
@@ -363,7 +362,6 @@ def convergence(x: np.ndarray) -> tuple[float, float]:
     """(R-hat, bulk ESS) of one scalar's draws (chains x draws): the rank-normalised split R-hat,
     the larger of bulk and tail (folded), and the bulk ESS (Vehtari et al. 2021). NaN for a
     constant (a Cholesky factor's fixed entries)."""
-    effective_sample_size = _deps().effective_sample_size
     x = np.asarray(x, dtype=float)
     if np.ptp(x) == 0:
         return float("nan"), float("nan")
@@ -373,8 +371,49 @@ def convergence(x: np.ndarray) -> tuple[float, float]:
     bulk = _rank_normal(split)
     fold = _rank_normal(np.abs(split - np.median(split)))
     rhat = max(_rhat(bulk), _rhat(fold))
-    ess = float(effective_sample_size(bulk))
+    ess = _ess(bulk)
     return rhat, ess
+
+
+def _ess(x: np.ndarray) -> float:
+    """The effective sample size of (split, rank-normalised) chains x draws as ArviZ and Stan
+    compute it: autocorrelations by FFT, Geyer's initial positive then monotone sequence, and the
+    autocorrelation time bounded below by 1 / log10(draws). numpyro's estimate sums every lag and
+    has no bound: a short or stuck fit's antithetic chains gave it an ESS of -430."""
+    c, n = x.shape
+    m = 1
+    while m < 2 * n:  # a power of two at least 2n: the FFT's products do not wrap around
+        m *= 2
+    centred = x - x.mean(axis=1, keepdims=True)
+    f = np.fft.rfft(centred, n=m, axis=1)
+    acov = np.fft.irfft(f * np.conjugate(f), n=m, axis=1)[:, :n] / n
+    mean_var = float(np.mean(acov[:, 0])) * n / (n - 1.0)
+    var_plus = mean_var * (n - 1.0) / n
+    if c > 1:
+        var_plus += float(np.var(x.mean(axis=1), ddof=1))
+    # the autocorrelation at every lag, over the chains (as plain floats: the loops below read
+    # them one by one)
+    r = (1.0 - (mean_var - acov.mean(axis=0)) / var_plus).tolist()
+    rho = np.zeros(n)
+    even, odd = 1.0, r[1]
+    rho[0], rho[1] = even, odd
+    t = 1
+    while t < n - 3 and even + odd > 0.0:  # the initial positive sequence
+        even, odd = r[t + 1], r[t + 2]
+        if even + odd >= 0:
+            rho[t + 1], rho[t + 2] = even, odd
+        t += 2
+    max_t = t - 2
+    if even > 0:
+        rho[max_t + 1] = even
+    t = 1
+    while t <= max_t - 2:  # made monotone
+        if rho[t + 1] + rho[t + 2] > rho[t - 1] + rho[t]:
+            rho[t + 1] = rho[t + 2] = (rho[t - 1] + rho[t]) / 2.0
+        t += 2
+    tau = -1.0 + 2.0 * float(np.sum(rho[: max_t + 1])) + float(np.sum(rho[max_t + 1 : max_t + 2]))
+    tau = max(tau, 1.0 / np.log10(x.size))
+    return float(x.size / tau) if np.all(np.isfinite(rho)) else float("nan")
 
 
 def _rhat(x: np.ndarray) -> float:
