@@ -49,6 +49,7 @@ functions that need them, so the rest of the project runs without them.
 from __future__ import annotations
 
 import functools
+import gc
 import itertools
 import time
 from types import SimpleNamespace
@@ -72,6 +73,9 @@ DEFAULTS = {"chains": 4, "warmup": 1000, "samples": 1000, "target_accept": 0.95}
 # the target acceptance a fit with divergent transitions (and R-hat below the bound) is run again
 # with, once, before it is refused; None never retries
 RETRY_ACCEPT = 0.99
+# the warm-up draws of that second attempt: it starts where the first one's chains ended, with the
+# mass matrix the first adapted kept fixed, and adapts only its step size to the higher target
+RETRY_WARMUP = 300
 
 
 class NotConverged(RuntimeError):
@@ -441,6 +445,24 @@ def diagnose(by_chain: dict) -> dict[str, tuple[float, float, str]]:
     return out
 
 
+def _resume_from(mcmc) -> dict:
+    """Where a second attempt starts: the first's chains' last positions (unconstrained, a chain
+    each), the diagonal mass matrix its warm-up adapted (the chains' mean: one kernel runs every
+    chain) and its step size (the chains' smallest), as numpyro's NUTS and MCMC.run take them."""
+    jnp = _deps().jnp
+    state = mcmc.last_state
+    inverse = state.adapt_state.inverse_mass_matrix
+    if isinstance(inverse, dict):
+        mass = {sites: jnp.mean(m, axis=0) for sites, m in inverse.items()}
+    else:
+        mass = jnp.mean(inverse, axis=0)
+    return {
+        "positions": state.z,
+        "inverse_mass_matrix": mass,
+        "step_size": float(np.min(np.asarray(state.adapt_state.step_size))),
+    }
+
+
 def keep_compiled(directory: str) -> str:
     """Keep jax's compiled programs in `directory` (jax's persistent compilation cache, for this
     process), unless a directory is set already (JAX_COMPILATION_CACHE_DIR, or an earlier call):
@@ -480,6 +502,7 @@ def fit(
     around: str | None = None,
     chain_method: str | None = None,
     sparse_below: int | None = None,
+    resume: dict | None = None,
 ) -> dict:
     """Fit the model by NUTS and return the posterior multi-kappa by eq. 7-8 for an average level
     of the first grouping factor (its intercepts at zero) and marginalised over it (a new level's
@@ -499,7 +522,9 @@ def fit(
     `keep_draws`: keep the posterior draws and the pointwise LOO in the result (not for JSON);
     `sparse_below`: with `around`, that factor's levels with fewer observations than this are
     non-centred (`_around`); `chain_method`: numpyro's ("parallel" where there is a device per
-    chain, else "sequential": one compilation a chain, and "vectorized" took more CPU on TRoTR)."""
+    chain, else "sequential": one compilation a chain, and "vectorized" took more CPU on TRoTR);
+    `resume`: the second attempt's start (`_resume_from`: the first's last positions, its adapted
+    mass matrix kept fixed, its step size as the start of the step size's adaptation)."""
     dep = _deps()  # the optional [agreement] extra (CPU unless a GPU is present)
     jax, jnp, MCMC, NUTS = dep.jax, dep.jnp, dep.MCMC, dep.NUTS
     # one host device per chain: effective only before jax's backend first starts (importing it
@@ -523,12 +548,20 @@ def fit(
         held = np.bincount(index, minlength=n_levels)
         sparse = tuple(int(q) for q in np.nonzero(held < sparse_below)[0])
     started, cpu = time.monotonic(), time.process_time()
+    kernel = {}
+    if resume is not None:
+        kernel = {
+            "inverse_mass_matrix": resume["inverse_mass_matrix"],
+            "adapt_mass_matrix": False,
+            "step_size": resume["step_size"],
+        }
     mcmc = MCMC(
         NUTS(
             _model,
             target_accept_prob=target_accept,
             max_tree_depth=max_tree_depth,
             dense_mass=dense_mass,
+            **kernel,
         ),
         num_warmup=warmup,
         num_samples=samples,
@@ -538,7 +571,9 @@ def fit(
         progress_bar=False,
     )
     mcmc.run(
-        jax.random.PRNGKey(seed),
+        # the second attempt's draws from another stream of the same seed: reproducible, and not
+        # the first attempt's momenta again
+        jax.random.fold_in(jax.random.PRNGKey(seed), 1) if resume else jax.random.PRNGKey(seed),
         jnp.asarray(agg["counts"]),
         jnp.asarray(agg["pair"]),
         len(data["pairs"]),
@@ -550,6 +585,7 @@ def fit(
         around,
         sparse,
         extra_fields=("diverging", "num_steps"),
+        init_params=resume["positions"] if resume else None,
     )
     # jax computes asynchronously: the clock stops once the draws are really there
     by_chain = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
@@ -572,6 +608,7 @@ def fit(
         "chains": chains,
         "warmup": warmup,
         "samples": samples,
+        "resumed": resume is not None,
         "seed": seed,
         "target_accept": target_accept,
         "max_tree_depth": max_tree_depth,
@@ -590,14 +627,20 @@ def fit(
     if divergent and rhat < RHAT_MAX and retry_accept is not None and target_accept < retry_accept:
         # a few divergent transitions in an otherwise converged fit: the step size adapted to the
         # target acceptance was too large somewhere; a higher target (smaller steps) is tried
-        # once, automatically, before the fit is refused (the same seed: reproducible)
+        # once, automatically, before the fit is refused (the same seed: reproducible). The
+        # first attempt's warm-up is not thrown away: its chains' last positions and its mass
+        # matrix carry over, and a short warm-up adapts the step size alone (a second full fit
+        # took the CPU of a fit over 60 s on four seeds of twenty)
+        resume = _resume_from(mcmc)
+        del mcmc, by_chain, extra  # the first attempt's draws: not held through the second
+        gc.collect()
         again = fit(
             table,
             groups,
             covariates,
             seed=seed,
             chains=chains,
-            warmup=warmup,
+            warmup=min(warmup, RETRY_WARMUP),
             samples=samples,
             curve=curve,
             curve_grid=curve_grid,
@@ -614,9 +657,15 @@ def fit(
             around=around,
             chain_method=chain_method,
             sparse_below=sparse_below,
+            resume=resume,
         )
         d = again["diagnostics"]
-        d["retried"] = {"target_accept": target_accept, "divergences": divergent, "max_rhat": rhat}
+        d["retried"] = {
+            "target_accept": target_accept,
+            "divergences": divergent,
+            "max_rhat": rhat,
+            "warmup": warmup,  # the first attempt's, whose mass matrix the second kept
+        }
         d["seconds"] = round(d["seconds"] + seconds, 1)
         d["cpu_seconds"] = round(d["cpu_seconds"] + cpu, 1)
         return again

@@ -87,6 +87,55 @@ def test_a_short_fit_converges_and_agrees_with_the_empirical_multi_kappa():
     assert again["curve"] == got["curve"] and again["marginal"] == got["marginal"]
 
 
+def test_a_fit_with_divergent_transitions_is_run_again_from_where_its_chains_ended():
+    """A converged fit with divergent transitions is run again once at the higher target
+    acceptance, from the first attempt's last positions with its adapted mass matrix kept and a
+    short warm-up of the step size alone (not a second full warm-up); the diagnostics say so,
+    the refit has no divergence, and the same seed gives the same fit."""
+    from tasks.agreement_bayes import RETRY_WARMUP
+
+    t, book, _ = generated()
+    kw = dict(seed=1, chains=4, warmup=500, samples=800, target_accept=0.7, loo_report=False)
+    got = fit(t, {"book": book}, {}, retry_accept=0.95, **kw)
+    d = got["diagnostics"]
+    # at 0.7 this seed's first attempt converged (R-hat) with divergent transitions
+    assert d["retried"]["divergences"] > 0 and d["retried"]["max_rhat"] < 1.01
+    assert d["retried"]["target_accept"] == 0.7 and d["retried"]["warmup"] == 500
+    assert d["resumed"] is True and d["warmup"] == RETRY_WARMUP and d["samples"] == 800
+    assert d["target_accept"] == 0.95 and d["divergences"] == 0 and d["max_rhat"] < 1.01
+    again = fit(t, {"book": book}, {}, retry_accept=0.95, **kw)
+    assert again["average"] == got["average"] and again["diagnostics"]["retried"] == d["retried"]
+
+
+def test_the_second_attempt_starts_from_the_first_attempts_last_state():
+    """`_resume_from`: the chains' last positions as they are, the adapted diagonal mass matrix's
+    mean over the chains and the chains' smallest step size, computed here from the state."""
+    import jax
+    import numpyro
+    from numpyro import distributions as dist
+    from numpyro.infer import MCMC, NUTS
+
+    from tasks.agreement_bayes import _resume_from
+
+    def model():
+        numpyro.sample("a", dist.Normal(0.0, 1.0).expand([3]).to_event(1))
+        numpyro.sample("b", dist.HalfNormal(2.0))
+
+    mcmc = MCMC(NUTS(model), num_warmup=60, num_samples=20, num_chains=2, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(0))
+    state = mcmc.last_state
+    got = _resume_from(mcmc)
+    assert set(got["positions"]) == {"a", "b"}
+    for name, value in state.z.items():
+        assert np.array_equal(np.asarray(got["positions"][name]), np.asarray(value))
+    ((sites, per_chain),) = state.adapt_state.inverse_mass_matrix.items()
+    per_chain = np.asarray(per_chain)
+    assert per_chain.shape == (2, 4)  # two chains, a diagonal over a's 3 entries and b's 1
+    want = (per_chain[0] + per_chain[1]) / 2
+    assert np.allclose(np.asarray(got["inverse_mass_matrix"][sites]), want, rtol=1e-6)
+    assert got["step_size"] == float(min(np.asarray(state.adapt_state.step_size)))
+
+
 def test_keep_compiled_sets_the_cache_once_and_an_earlier_setting_wins(tmp_path):
     """In a fresh process: the first directory given is jax's cache; a later one changes nothing,
     nor does one given where JAX_COMPILATION_CACHE_DIR is set."""
