@@ -95,10 +95,19 @@ def test_a_fit_with_divergent_transitions_is_run_again_from_where_its_chains_end
     from tasks.agreement_bayes import RETRY_WARMUP
 
     t, book, _ = generated()
-    kw = dict(seed=1, chains=4, warmup=500, samples=800, target_accept=0.7, loo_report=False)
-    got = fit(t, {"book": book}, {}, retry_accept=0.95, **kw)
+    # at target 0.7 a first attempt converges (R-hat) with a few divergent transitions for seeds 1
+    # and 2 here; the draws depend on the machine's floating point, so the first such seed is taken
+    for seed in (1, 2, 4, 5):
+        kw = dict(seed=seed, chains=4, warmup=500, samples=800, target_accept=0.7, loo_report=False)
+        try:
+            got = fit(t, {"book": book}, {}, retry_accept=0.95, **kw)
+        except NotConverged:
+            continue
+        if got["diagnostics"].get("retried"):
+            break
+    else:
+        pytest.fail("no seed's first attempt diverged, then converged after the refit")
     d = got["diagnostics"]
-    # at 0.7 this seed's first attempt converged (R-hat) with divergent transitions
     assert d["retried"]["divergences"] > 0 and d["retried"]["max_rhat"] < 1.01
     assert d["retried"]["target_accept"] == 0.7 and d["retried"]["warmup"] == 500
     assert d["resumed"] is True and d["warmup"] == RETRY_WARMUP and d["samples"] == 800
