@@ -61,10 +61,13 @@ TROTR_BINARY = {1.0: 0.0, 2.0: 0.0, 3.0: 1.0, 4.0: 1.0}
 # draws, where the dense one reached 600-800 at L_book and cost twice as much a step); the three
 # pairs with about 250 pairs of judgments each (under `sparse_below`) non-centred (centred, their
 # correlations' funnel made 2-4 divergent transitions a seed); target acceptance 0.99 (0.95: 2-7
-# divergent transitions); 4 chains of 1,000 + 1,000 draws, the paper's (500 + 500 and 750 + 500
-# were refused for seeds 5 and 15: R-hat 1.010-1.017); a fit with divergent transitions (one or
-# two, in about one seed of three) is run again at target 0.995 before it is refused
+# divergent transitions); 4 chains of 750 warm-up + 1,000 kept draws (500 + 500 and 750 + 500
+# were refused for seeds 5 and 15: R-hat 1.010-1.017; 1,000 + 1,000 converged for 20 of 20 seeds
+# too, four of them after a refit, one at 60.2 s of CPU); a fit with divergent transitions (one
+# or two, in about one seed of six) is run again at target 0.995, resumed from where its chains
+# ended (tasks/agreement_bayes.py), before it is refused
 TROTR_SAMPLER = {
+    "warmup": 750,
     "centred": ("pair", "book"),
     "around": "pair",
     "sparse_below": 1000,
