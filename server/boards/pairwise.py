@@ -31,16 +31,12 @@ from pathlib import Path
 import numpy as np
 from sqlmodel import Session
 
-from server import objectstore
 from server.boards import leaderboard as lb
 from server.boards import stats
-from server.db import get_engine
 from server.domain import boards
 from server.domain.provenance import current_provenance
 from server.jobs.queue import STATS, connect, enqueue_once
 from server.models import Phase
-from server.settings import get_settings
-from tasks import get_task
 
 log = logging.getLogger(__name__)
 
@@ -147,14 +143,8 @@ def from_body(body: dict) -> Iterator[bytes]:
 def compute_pairwise(phase_id: int, board: str | None = None, settings=None) -> dict:
     """Write the matrix file of a board (None or "main": the default one) at its phase's current
     version, from the rows' resampled scores (those not kept yet are computed)."""
-    settings = settings or get_settings()
-    engine = get_engine(settings.sqlalchemy_url())
     t0 = time.perf_counter()
-    with Session(engine, expire_on_commit=False) as s:
-        phase = s.get(Phase, phase_id)
-        task = get_task(phase.task_id)
-    objectstore.ensure_task(settings, task.id)
-    version = stats.phase_version(settings, engine, task, phase_id)
+    settings, engine, phase, task, version = stats.job_start(phase_id, settings)
     if version is None:
         return {"phase": phase_id, "board": board, "version": None}
     path = current_path(settings.home, phase_id, version, board)

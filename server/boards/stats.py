@@ -501,19 +501,24 @@ def part_of(board, phase) -> str:
     return "public" if phase.public_fraction < 1.0 else "all"
 
 
-def compute_board_stats(phase_id: int, settings=None) -> dict:
-    """Compute and keep the statistics of a phase's public board at its current version, and the
-    samples of every part its runs were scored on (so that publication finds them ready)."""
+def job_start(phase_id: int, settings=None) -> tuple:
+    """What a statistics job starts from: (settings, engine, the phase, its task, the phase's
+    current board version or None). A worker that never scored the task fetches the store's
+    files of it first: the board's version names their provenance."""
     settings = settings or get_settings()
     engine = get_engine(settings.sqlalchemy_url())
-    t0 = time.perf_counter()
     with Session(engine, expire_on_commit=False) as s:
         phase = s.get(Phase, phase_id)
         task = get_task(phase.task_id)
-    # a worker that never scored the task: the store's files first (the board's version names
-    # their provenance)
     objectstore.ensure_task(settings, task.id)
-    version = phase_version(settings, engine, task, phase_id)
+    return settings, engine, phase, task, phase_version(settings, engine, task, phase_id)
+
+
+def compute_board_stats(phase_id: int, settings=None) -> dict:
+    """Compute and keep the statistics of a phase's public board at its current version, and the
+    samples of every part its runs were scored on (so that publication finds them ready)."""
+    t0 = time.perf_counter()
+    settings, engine, phase, task, version = job_start(phase_id, settings)
     if version is not None and ready(settings, phase_id, version):
         return {"phase": phase_id, "version": version, "cached": True}
     prov = current_provenance(task, phase.split, settings.home)
