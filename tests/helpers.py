@@ -181,3 +181,11 @@ def board_json(client, task="tric-binary", phase="dev"):
     r = client.get(f"/tasks/{task}/leaderboard.json?phase={phase}")
     assert r.status_code == 200, r.get_data(as_text=True)[:300]
     return r.get_json()
+
+
+def printed_as(shown: str, value: float, digits: int, slack: float = 1e-6) -> bool:
+    """Whether `shown`, a number printed with `digits` decimals, is `value` at that precision.
+    Compared as numbers, not as strings: a naive computation that agrees with the server's to
+    1e-6 may still round the other way when the value sits on a rounding boundary (0.0025 printed
+    as 0.002 by one, 0.003 by the other); `slack` is that agreement."""
+    return abs(float(shown) - value) <= 0.5 * 10**-digits + slack
