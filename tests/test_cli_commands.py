@@ -53,6 +53,52 @@ def test_every_remote_command_is_importable_by_its_name():
     assert "cli.campaigns.assess" in seen and "cli.task_changes.version" in seen
 
 
+def _phase_command_lines():
+    """The phase actions' commands of both command lines: {name: command} under `palimpsest
+    phases` (the server's local one) and under `palimpsest organizer` (the remote one), as
+    cli/main.py registers them."""
+    from cli.main import main
+
+    ctx = click.Context(main)
+    out = {}
+    for group in ("phases", "organizer"):
+        g = main.get_command(ctx, group)
+        out[group] = {n: g.get_command(ctx, n) for n in g.list_commands(ctx)}
+    return out
+
+
+def test_every_declared_phase_action_has_its_command_on_both_command_lines():
+    """A phase action the server binds (PHASE_ACTIONS) is a command of `palimpsest phases` and of
+    `palimpsest organizer` by its name, with the help it is declared with (show-board and
+    hide-board among them)."""
+    from server.actions.phase_help import PHASE_ACTION_HELP
+    from server.actions.phases import PHASE_ACTIONS
+
+    assert {"show-board", "hide-board", "publish"} <= set(PHASE_ACTIONS)
+    lines = _phase_command_lines()
+    for group, commands in lines.items():
+        missing = [n for n in PHASE_ACTIONS if n not in commands]
+        assert not missing, f"palimpsest {group}: no command for the phase actions {missing}"
+        for name in PHASE_ACTIONS:
+            assert commands[name].help == PHASE_ACTION_HELP[name], (group, name)
+    # the check can fail: a declared action without its command on one line is named
+    del lines["organizer"]["show-board"]
+    assert [n for n in PHASE_ACTIONS if n not in lines["organizer"]] == ["show-board"]
+
+
+def test_the_apis_prose_names_every_phase_action(app):
+    from server.actions.phases import PHASE_ACTIONS
+
+    spec = app.test_client().get("/api/v1/openapi.json").get_json()
+    (op,) = [
+        v["post"]
+        for k, v in spec["paths"].items()
+        if k.endswith("/phases/{phase_name}/{action}") and "post" in v
+    ]
+    for name in PHASE_ACTIONS:
+        assert name in op["summary"].lower() and f"`{name}`" in op["description"], name
+
+
 def test_the_phase_actions_take_the_declared_options_as_the_local_commands_do():
     from cli.organizer import phases as remote
     from server import api_models as m
@@ -63,7 +109,7 @@ def test_the_phase_actions_take_the_declared_options_as_the_local_commands_do():
     }
     assert declared == {"--reason", "--close"}
     for name in PHASE_COMMANDS:
-        ours = getattr(remote, name)
+        ours = remote.ACTIONS[name]
         local = phase_command(name, PHASE_COMMANDS[name])
         flags = {o for p in ours.get_params(click.Context(ours)) for o in p.opts}
         local_flags = {o for p in local.get_params(click.Context(local)) for o in p.opts}

@@ -1,8 +1,8 @@
 """Organizer commands over the REST API, with an organizer's token (`palimpsest login`):
-`palimpsest organizer phases|close|freeze|unfreeze|publish|rankings|export|submissions|rescore|
-rescore-all|hide|unhide|audit|baselines|participants|approve|reject|suspend|ban|reinstate|
-announce`; one module per group of commands, each command a click command importable by its name
-(`cli.organizer.phases.publish`).
+`palimpsest organizer phases|close|freeze|unfreeze|show-board|hide-board|publish|rankings|export|
+submissions|rescore|rescore-all|hide|unhide|audit|baselines|participants|approve|reject|suspend|
+ban|reinstate|announce`; one module per group of commands, each command a click command importable
+by its name (`cli.organizer.phases.publish`).
 
 They do over the network what the organizer pages do, through the same server code; the local
 set-up commands (`palimpsest users|tokens|phases|rankings|db`, on the server's own database) stay
@@ -30,10 +30,7 @@ from cli.organizer import (
 # cli/task_changes.py)
 COMMANDS: tuple[click.Command, ...] = (
     phases.phases,
-    phases.close,
-    phases.freeze,
-    phases.unfreeze,
-    phases.publish,
+    *phases.ACTIONS.values(),  # one for each phase action the server declares
     rankings.rankings,
     rankings.export,
     runs.submissions,

@@ -1,5 +1,5 @@
-"""`palimpsest organizer phases list|create|edit` and the phase actions `close|freeze|unfreeze|
-publish`."""
+"""`palimpsest organizer phases list|create|edit` and the phase actions, a command each by the name
+the server declares it (`close|freeze|unfreeze|show-board|hide-board|publish`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 import click
 
 from cli.common import JSON, call, cell, emit
+from server.actions.phase_help import PHASE_ACTION_HELP
 
 
 def _phase_line(p: dict) -> str:
@@ -192,21 +193,20 @@ def _action(name: str, help_text: str):
     return command
 
 
-close = _action("close", "Close a phase now: no further submissions are accepted.")
-freeze = _action(
-    "freeze", "Freeze a phase's leaderboard: later submissions are not shown to participants."
-)
-unfreeze = _action("unfreeze", "Unfreeze a phase's leaderboard.")
+# a command for every phase action the server declares (server.actions.phase_help), with its help
+# from there, each importable by its name (`cli.organizer.phases.show_board`); publish, which asks
+# first, is written out below
+for _name, _help in PHASE_ACTION_HELP.items():
+    if _name != "publish":
+        globals()[_name.replace("-", "_")] = _action(_name, _help)
 
 
-@click.command("publish", cls=DeclaredPhaseCommand)
+@click.command("publish", help=PHASE_ACTION_HELP["publish"], cls=DeclaredPhaseCommand)
 @click.argument("task_id", metavar="TASK")
 @click.argument("phase_name", metavar="PHASE")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @JSON
 def publish(task_id, phase_name, yes, as_json, **options):
-    """Publish the final ranking of a closed phase (an immutable snapshot); again, with
-    --reason, to publish a correction as a new version."""
     if not yes and not as_json and sys.stdin.isatty():
         click.confirm(
             f"Publish the final ranking of {task_id}/{phase_name}? It cannot be undone, only "
@@ -226,3 +226,9 @@ def publish(task_id, phase_name, yes, as_json, **options):
             f"published (sha256 {r['ranking']['sha256'][:16]})"
         ),
     )
+
+
+# every phase action's command, in the declared order
+ACTIONS: dict[str, click.Command] = {
+    name: globals()[name.replace("-", "_")] for name in PHASE_ACTION_HELP
+}

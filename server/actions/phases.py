@@ -13,6 +13,7 @@ from sqlmodel import Session
 from server import api_models as m
 from server.actions import common
 from server.actions.common import action
+from server.actions.phase_help import PHASE_ACTION_HELP
 from server.domain import lifecycle, submissions
 from server.domain.submissions import phase_state
 from server.exceptions import UploadFieldsInvalid
@@ -291,7 +292,8 @@ def redraw_partition(
     return m.PhaseState(**phase_state_fields(p))
 
 
-# The phase actions by the name every surface uses (web form `action=`, API path, CLI command).
+# The phase actions by the name every surface uses (web form `action=`, API path, CLI command), in
+# the order and with the help server.actions.phase_help declares them.
 PHASE_ACTIONS: dict[str, Callable[..., m.PhaseActionOut]] = {
     "close": close_phase,
     "freeze": freeze_board,
@@ -300,6 +302,11 @@ PHASE_ACTIONS: dict[str, Callable[..., m.PhaseActionOut]] = {
     "hide-board": hide_board,
     "publish": publish_ranking,
 }
+if list(PHASE_ACTIONS) != list(PHASE_ACTION_HELP):  # a new action is declared in both, or neither
+    raise ImportError(
+        f"server.actions.phase_help declares {list(PHASE_ACTION_HELP)}, "
+        f"PHASE_ACTIONS binds {list(PHASE_ACTIONS)}"
+    )
 
 
 def phase_action_options(name: str, options: dict, settings=None) -> dict:

@@ -10,6 +10,7 @@ from server.actions import phases as phase_actions
 from server.actions.exports import (
     export_ranking,
 )
+from server.actions.phase_help import PHASE_ACTION_HELP, phase_action_list
 from server.actions.phases import (
     PHASE_ACTIONS,
     phase_action_options,
@@ -112,15 +113,16 @@ def phase_edit(task_id, phase_name):
 
 @bp.post("/tasks/<task_id>/phases/<phase_name>/<action>")
 @op(
-    "Close, freeze, unfreeze or publish a phase",
+    f"{phase_action_list().capitalize()} a phase",
     body=m.PhaseAction,
     path_enums={"action": list(PHASE_ACTIONS)},
     responses={200: m.PhaseActionOut, 201: m.PhaseActionOut},
     errors=(403, 409),
     tags=("organizers",),
-    description="`action`: close, freeze, unfreeze or publish. Publish answers 201 with the new "
-    "version of the final ranking; `close: true` closes an open phase in the same step; a "
-    "correction (version 2 on) needs a `reason`.",
+    description="`action`, one of:\n\n"
+    + "".join(f"- `{k}`: {v}\n" for k, v in PHASE_ACTION_HELP.items())
+    + "\nPublish answers 201 with the new version of the final ranking; `close: true` closes an "
+    "open phase in the same step; a correction (version 2 on) needs a `reason`.",
 )
 def phase_action(task_id, phase_name, action):
     u = need_organizer(task_id)

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from server.actions.phase_help import PHASE_ACTION_HELP
 from server.cli.common import (
     OptionalInt,
     Refused,
@@ -164,17 +165,11 @@ def register(main: click.Group) -> None:
         phases.add_command(phase_command(name, help_text))
 
 
-# The phase actions of server.actions.phases.PHASE_ACTIONS that `palimpsest phases` runs, with their
-# help: a new action is one line here. Their options (`--reason`, `--close`) are not written here:
-# they are read from the actions' one declaration (server.api_models.PhaseAction) when one of these
-# commands runs, so that the other commands start without the API's models.
-PHASE_COMMANDS = {
-    "close": "Close a phase now: no further submissions are accepted.",
-    "freeze": "Freeze a phase's leaderboard: later submissions are not shown to participants.",
-    "unfreeze": "Unfreeze a phase's leaderboard.",
-    "publish": "Publish the final ranking of a closed phase (an immutable snapshot); again, with "
-    "--reason, to publish a correction as a new version.",
-}
+# `palimpsest phases NAME`: a command for every phase action server.actions.phase_help declares,
+# with its help from there (a new action gets its command by itself). Their options (`--reason`,
+# `--close`) are read from the actions' one declaration (server.api_models.PhaseAction) when one
+# of these commands runs, so that the other commands start without the API's models.
+PHASE_COMMANDS = PHASE_ACTION_HELP
 
 
 def action_flag(name: str, field=None) -> str:
