@@ -1,7 +1,8 @@
 """Every page as a person meets it: `palimpsest serve --demo` on a fresh data directory, crawled in
 headless Chromium as an anonymous visitor, a participant who registers through the forms, and the
 demo organizer, each page at 1366 px and at 390 px (a phone). Before the organizer's turn the
-demo competition gets 50 more participants (half waiting for a decision) and 200 more runs, so
+demo competition gets 50 more participants (half waiting for a decision) and 120 more runs (200
+in the full crawl: more than the organizer's submissions page shows at once either way), so
 that its participants page and the organizer's submissions page are crawled as a busy task has
 them.
 
@@ -11,11 +12,18 @@ than the window. The participant's own upload must turn from queued to scored on
 page and on "My submissions" without a reload. A screenshot of every page at both widths is kept
 under $PALIMPSEST_SCREENSHOTS (default: screenshots/ in the clone), named role-width-page.png;
 under CI=true only where PALIMPSEST_SCREENSHOTS is set (the checks are the same either way).
+
+The suite crawls a seeded sample of each role's pages: the pages the test names, then SAMPLE more
+drawn from the links found so far ($PALIMPSEST_CRAWL_SEED, default 0, draws another sample; a
+failure names its seed). The full crawl, every page up to 45 a role in the order found, is
+`PALIMPSEST_CRAWL=full python -m pytest -q -n 0 tests/test_crawl.py` (benchmarks/crawl.py times
+it).
 """
 
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import socket
@@ -45,7 +53,13 @@ SHOOT = "PALIMPSEST_SCREENSHOTS" in os.environ or os.environ.get("CI") != "true"
 SKIP = re.compile(
     r"\.(zip|csv|json|tex|pdf|svg|gz)(\?|$)|/export|/api/|/plot\.|/auth/reset/|/auth/register/"
 )
-PAGES_PER_ROLE = 45
+FULL = os.environ.get("PALIMPSEST_CRAWL") == "full"
+SEED = int(os.environ.get("PALIMPSEST_CRAWL_SEED", "0"))
+SAMPLE = 8  # pages a role beyond those the test names, drawn with SEED
+PAGES_PER_ROLE = 45  # the full crawl's bound
+# the busy demo competition: participants added, and runs (more than the organizer's submissions
+# page shows at once, so it has its next page)
+CROWD = {"participants": 50, "runs": 200 if FULL else 120}
 
 
 def _free_port() -> int:
@@ -158,13 +172,22 @@ def _look(d, url: str, role: str, problems: list[str]) -> None:
 
 
 def _crawl(d, base: str, role: str, problems: list[str], start=("/",)) -> set[str]:
+    """The pages `start` names, then the links they lead to: in the full crawl every one in the
+    order found, up to PAGES_PER_ROLE; in the suite's SAMPLE more, drawn with SEED among the
+    links found so far."""
     seen, todo, visited = set(), [base + s for s in start], set()
-    while todo and len(visited) < PAGES_PER_ROLE:
-        url = todo.pop(0)
+    rng = random.Random(f"{SEED}-{role}")
+    must, drawn = len(start), 0
+    while todo and len(visited) < PAGES_PER_ROLE and (FULL or drawn < SAMPLE):
+        url = todo.pop(0 if FULL or must else rng.randrange(len(todo)))
         key = _pattern(url)
         if key in seen:
             continue
         seen.add(key)
+        if must:
+            must -= 1
+        else:
+            drawn += 1
         _look(d, url, role, problems)
         visited.add(urlsplit(d.current_url).path)
         todo.extend(_links(d, base))
@@ -240,7 +263,13 @@ def _every_page(demo_server, driver, tmp_path) -> None:
     assert sign_in.is_displayed()
 
     # anonymous: every public page
-    public = _crawl(d, base, "anonymous", problems, start=("/", "/auth/register"))
+    public = _crawl(
+        d,
+        base,
+        "anonymous",
+        problems,
+        start=("/", "/auth/register", "/auth/login", "/tasks/tric-binary/leaderboard"),
+    )
     assert "/tasks/tric-binary/leaderboard" in public and "/auth/login" in public, public
 
     # a participant: registers through the form, carried to the sign-in form, makes a team
@@ -291,14 +320,13 @@ def _every_page(demo_server, driver, tmp_path) -> None:
     mine = _crawl(d, base, "participant", problems, start=("/", "/submissions"))
     assert f"/submissions/{first}" in mine or "/submissions" in mine, mine
 
-    # the organizer, of a busy competition: 50 more participants and 200 more runs
-    _crowd(home, participants=50, runs=200)
+    # the organizer, of a busy competition: 50 more participants and 120 more runs (200 in full)
+    _crowd(home, **CROWD)
     d.delete_all_cookies()
     _sign_in(d, base, ORGANIZER_EMAIL, ORGANIZER_PASSWORD)
     people = "/competitions/palimpsest-demo/participants"
-    org = _crawl(
-        d, base, "organizer", problems, start=("/", "/organizer/", people, "/organizer/submissions")
-    )
+    start = ("/", "/organizer/", people, "/organizer/submissions", "/organizer/queue")
+    org = _crawl(d, base, "organizer", problems, start=start)
     assert {"/organizer/", "/organizer/submissions", "/organizer/queue", people} <= org, org
     # on a phone every row's decision controls are on the screen, not scrolled off beside it
     _width(d, "phone")
@@ -314,7 +342,8 @@ def _every_page(demo_server, driver, tmp_path) -> None:
 
     took = time.monotonic() - t0
     print(f"crawled {len(public)} + {len(mine)} + {len(org)} pages in {took:.0f} s")
-    assert not problems, "\n".join(problems)
+    how = "the full crawl" if FULL else f"PALIMPSEST_CRAWL_SEED={SEED}"
+    assert not problems, how + ":\n" + "\n".join(problems)
 
 
 def _crowd(home: Path, *, participants: int, runs: int) -> None:
