@@ -13,10 +13,14 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
+import weakref
 from collections.abc import Callable
 from contextlib import contextmanager
 
 from sqlalchemy import bindparam, event, select, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.pool import Pool
 from sqlmodel import Session, create_engine
 
 log = logging.getLogger(__name__)
@@ -84,7 +88,8 @@ def _sqlite_begin(session: Session) -> None:
     session.flush()
     dbapi = session.connection().connection.dbapi_connection
     if not dbapi.in_transaction:  # pysqlite began none: no write yet, only reads
-        session.execute(text("BEGIN IMMEDIATE"))
+        with _issuing(session):  # the action's own BEGIN, not a helper's
+            session.execute(text("BEGIN IMMEDIATE"))
 
 
 @contextmanager
@@ -96,7 +101,7 @@ def savepoint(session: Session):
     begin a transaction of its own, and its release commit it."""
     if session.get_bind().dialect.name == "sqlite":
         _sqlite_begin(session)
-    with session.begin_nested():
+    with session.begin_nested():  # the one nested form (tests/test_transaction_guard.py)
         yield session
 
 
@@ -141,21 +146,19 @@ _ISSUING = "palimpsest.transaction.issuing"
 
 
 class ForeignTransactionControl(RuntimeError):
-    """Code inside an action committed or rolled back the action's transaction itself: only the
-    action (`transaction`) ends it; a race's loser undoes its own part with a savepoint
-    (`s.begin_nested()`), a worker's own step runs in a session of its own (`session_scope`)."""
+    """Code inside an action committed, rolled back or closed the action's transaction itself:
+    only the action (`transaction`) ends it; a race's loser undoes its own part with a savepoint
+    (`savepoint(s)`), a worker's own step runs in a session of its own (`session_scope`)."""
 
 
 def _refuse(s: Session, what: str) -> None:
-    """A commit or rollback inside an action that the action did not issue: raised in tests and
-    development, logged in production (`PALIMPSEST_ENV=production`), where the request goes on."""
+    """A commit, rollback or close inside an action that the action did not issue: raised in every
+    environment, production included (the action then rolls back: nothing of it stays)."""
     msg = (
         f"{what} inside an action's transaction, not issued by it: only the action ends its "
-        "transaction (use a savepoint, s.begin_nested(), to undo a part of it)"
+        "transaction (use a savepoint, server.db.savepoint(s), to undo a part of it)"
     )
-    if os.environ.get("PALIMPSEST_ENV", "").strip().lower() == "production":
-        log.error("%s", msg, stack_info=True)
-        return
+    log.error("%s", msg, stack_info=True)
     raise ForeignTransactionControl(msg)
 
 
@@ -174,6 +177,54 @@ def _guard_rollback(s: Session, previous) -> None:
         return
     if s.info.get(_ACTIVE) and not s.info.get(_ISSUING):
         _refuse(s, "a rollback")
+
+
+# The same guard at the connection, for what passes the session by: the connection's own
+# `commit()`, `rollback()` or `close()`, and a `COMMIT`, `ROLLBACK`, `END`, `ABORT` or `BEGIN`
+# sent as SQL. The connection an action's session uses carries a weak reference to that session
+# from its transaction's start until it goes back to the pool.
+_OWNER = "palimpsest.session"
+_ENDS = re.compile(r"\s*(COMMIT|END|ABORT|BEGIN|START\s+TRANSACTION|ROLLBACK(?!\s+TO\b))\b", re.I)
+
+
+@event.listens_for(Session, "after_begin")
+def _own_connection(s: Session, _trans, connection) -> None:
+    connection.info[_OWNER] = weakref.ref(s)
+
+
+@event.listens_for(Pool, "checkin")
+def _release_connection(_dbapi, record) -> None:
+    if record is not None:
+        record.info.pop(_OWNER, None)
+
+
+def _acting(conn) -> Session | None:
+    """The session whose open action's transaction the connection carries, unless the action (or
+    a failed flush of it, which rolls back the transaction it raises from) is the one acting."""
+    ref = conn.info.get(_OWNER)
+    s = ref() if ref is not None else None
+    if s is None or not s.info.get(_ACTIVE) or s.info.get(_ISSUING):
+        return None
+    return None if getattr(s, "_flushing", False) else s
+
+
+@event.listens_for(Engine, "commit")
+def _guard_connection_commit(conn) -> None:
+    if (s := _acting(conn)) is not None:
+        _refuse(s, "a commit of the connection")
+
+
+@event.listens_for(Engine, "rollback")
+def _guard_connection_rollback(conn) -> None:
+    # the connection's rollback(), and its close() or the session's close(), which roll back
+    if (s := _acting(conn)) is not None:
+        _refuse(s, "a rollback or close of the connection")
+
+
+@event.listens_for(Engine, "before_cursor_execute")
+def _guard_sql(conn, _cursor, statement, _params, _context, _many) -> None:
+    if _ENDS.match(statement) and (s := _acting(conn)) is not None:
+        _refuse(s, f"{statement.strip().split()[0].upper()} sent as SQL")
 
 
 @contextmanager

@@ -32,6 +32,23 @@ TX = {"commit", "rollback"}
 
 # what still commits below the actions, with why (nothing)
 LOWER_ALLOWED: dict[tuple[str, str], int] = {}
+# every way a transaction begins below the actions, by the file: a transaction of its own
+# (`session_scope(...)`, an engine's or a connection's `.begin()`) or a nested one
+# (`begin_nested()`, which only server.db.savepoint may open: none is allowed here); those that
+# stand, with why
+LOWER_OWN_ALLOWED = {
+    # a value drawn once for good, first writer wins (the shared partition, its redraw before any
+    # score, a phase's link to it, a board's bootstrap seed): not undone with the action that
+    # first needed it
+    ("server/domain/partitions.py", "session_scope"): 4,
+    # the worker's and the reconciler's steps (a score recorded, a submission requeued) and the
+    # start-up's default phases: no action is open
+    ("server/domain/lifecycle.py", "session_scope"): 2,
+    # the worker's steps of a blind run: started, finished, failed for the server's reasons
+    ("server/domain/code_runs.py", "session_scope"): 3,
+    # a token's last use, marked in a step of its own (what the request does is not part of it)
+    ("server/domain/accounts.py", "begin"): 1,
+}
 # the machinery's hand-made commits and rollbacks, with why
 MACHINERY_ALLOWED = {
     # the demo's seed commits its teams, then each phase's runs (queued once committed): a
@@ -230,6 +247,22 @@ def _lower_writers() -> dict[str, set[str]]:
     return writers({_module(p): p.read_text() for p in _files(*LOWER)})
 
 
+def own_transactions(tree: ast.AST, rel: str) -> collections.Counter:
+    """Every call that begins a transaction: `session_scope(...)` (by name or attribute), `.begin()`
+    on anything (an engine, a connection, a session) and `.begin_nested()`."""
+    got = collections.Counter()
+    for c in ast.walk(tree):
+        if not isinstance(c, ast.Call):
+            continue
+        f = c.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        if name == "session_scope" or (
+            isinstance(f, ast.Attribute) and name in ("begin", "begin_nested")
+        ):
+            got[(rel, name)] += 1
+    return got
+
+
 # ----------------------------------------------------------------------------- the checks
 
 
@@ -238,6 +271,33 @@ def test_nothing_below_the_actions_commits():
     for p in _files(*LOWER):
         found += tx_calls(ast.parse(p.read_text()), _rel(p))
     assert not _over(found, LOWER_ALLOWED), _over(found, LOWER_ALLOWED)
+
+
+def test_every_transaction_begun_below_the_actions_is_listed():
+    found = collections.Counter()
+    for p in _files(*LOWER):
+        found += own_transactions(ast.parse(p.read_text()), _rel(p))
+    assert not _over(found, LOWER_OWN_ALLOWED), _over(found, LOWER_OWN_ALLOWED)
+    planted = "def f(s, engine):\n    with s.begin_nested():\n        pass\n"
+    planted += "    with engine.begin() as c:\n        pass\n    with session_scope(engine):\n"
+    planted += "        pass\n"
+    assert own_transactions(ast.parse(planted), "x.py") == {
+        ("x.py", "begin_nested"): 1,
+        ("x.py", "begin"): 1,
+        ("x.py", "session_scope"): 1,
+    }
+
+
+def test_savepoint_is_the_only_nested_transaction():
+    """`begin_nested()` is written once, in server.db.savepoint (SQLite's transaction opened first,
+    so that the savepoint's release does not commit it): everywhere else a nested transaction is
+    `savepoint(s)`."""
+    found = collections.Counter()
+    for p in _files("server", "cli"):
+        for (rel, name), n in own_transactions(ast.parse(p.read_text()), _rel(p)).items():
+            if name == "begin_nested":
+                found[rel] += n
+    assert found == {"server/db.py": 1}, found
 
 
 def test_no_action_commits_or_rolls_back_by_hand():

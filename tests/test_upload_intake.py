@@ -270,8 +270,8 @@ def test_a_system_upload_checks_the_invalid_file_limit_too(backend, monkeypatch)
 
 
 def test_a_commit_or_rollback_inside_an_action_is_refused(backend):
-    """Only the action ends its transaction: a commit or a rollback issued inside it raises (in
-    tests and development), and nothing of the action stays."""
+    """Only the action ends its transaction: a commit or a rollback issued inside it raises, and
+    nothing of the action stays (every other way: tests/test_transaction_table.py)."""
     for what in ("commit", "rollback"):
         with Session(backend.engine) as s:
             with pytest.raises(ForeignTransactionControl, match=what):

@@ -10,7 +10,7 @@ from sqlmodel import Session, select
 
 from scorer.errors import TaskNotFound
 from server import models  # other subjects' tables: models.X, loaded when first used
-from server.db import lock_row, transaction
+from server.db import lock_row, savepoint, transaction
 from server.domain import people, phase_choice
 from server.domain.accounts import can_see_submission
 from server.exceptions import Forbidden, LifecycleRefused, NotFound
@@ -206,7 +206,7 @@ def lock_for_change(s: Session, model, row_id, what: str, seconds: int = 60) -> 
     )
     try:
         if s.get_bind().dialect.name == "postgresql":
-            with s.begin_nested():  # the timeout, for this transaction only
+            with savepoint(s):  # the timeout, for this transaction only
                 s.execute(text(f"SET LOCAL lock_timeout = '{int(seconds)}s'"))
         lock_row(s, model, row_id)
     except OperationalError as e:  # SQLite: "database is locked"; PostgreSQL: lock_timeout

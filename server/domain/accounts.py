@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from server import models  # other subjects' tables: models.X, loaded when first used
-from server.db import db
+from server.db import db, savepoint
 from server.domain import audit as audit_log
 from server.domain import people
 from server.domain.emails import normalize_email
@@ -96,7 +96,7 @@ def create_user(s: Session, *, email: str, password: str, is_admin: bool = False
     try:
         # the loser of a race for the address (parallel sign-ups): a savepoint rolls back its
         # insert only, and it is told the address is taken, as the look-up above would
-        with s.begin_nested():
+        with savepoint(s):
             s.add(u)
             s.flush()
     except IntegrityError:
