@@ -24,6 +24,7 @@ from baselines.models import (
     resolve_model,
     show_progress,
 )
+from baselines.names import ALL_SYSTEMS
 from tasks import get_task
 from tasks.store import TaskStore
 
@@ -37,16 +38,8 @@ SYSTEMS: dict[str, tuple[str, ...]] = {
     "loci-similes": ("lexical", "retrieve", "retrieve-rerank"),
     "str": ("lexical", "bi-encoder"),
 }
-ALL_SYSTEMS = (
-    "lexical",
-    "bi-encoder",
-    "bi-encoder-mask",
-    "cross-encoder",
-    "cross-encoder-mask",
-    "diffalign",
-    "retrieve",
-    "retrieve-rerank",
-)
+if set(ALL_SYSTEMS) != {s for names in SYSTEMS.values() for s in names}:
+    raise ImportError(f"baselines.names lists {ALL_SYSTEMS}; the tasks' systems are {SYSTEMS}")
 CROSS_SYSTEMS = frozenset({"cross-encoder", "cross-encoder-mask", "retrieve-rerank"})
 MASK = " - "  # what replaces the reused span; the TRoTR authors' code uses " - " (spaces included)
 

@@ -13,21 +13,13 @@ from pathlib import Path
 
 import click
 
+from baselines.names import ALL_SYSTEMS
 from cli.choices import LazyChoice
 from cli.client import Client, ClientError, load_config
 from cli.participant.submit import fact_sheet
 from tasks import task_ids
 
-SYSTEM_NAMES = (
-    "lexical",
-    "bi-encoder",
-    "bi-encoder-mask",
-    "cross-encoder",
-    "cross-encoder-mask",
-    "diffalign",
-    "retrieve",
-    "retrieve-rerank",
-)
+SYSTEM_NAMES = ALL_SYSTEMS  # the one list (baselines.names)
 
 
 def register(group: click.Group, *, home_option, friendly) -> None:

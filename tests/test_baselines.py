@@ -713,3 +713,19 @@ def test_without_torch_the_model_systems_are_skipped_or_refused_saying_why(home,
     r = subprocess.run([*base, "--system", "bi-encoder"], cwd=REPO, capture_output=True, text=True)
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "bi-encoder need a model" in r.stderr and "pip install torch==2.13.0" in r.stderr
+
+
+def test_the_command_line_offers_exactly_the_systems_the_tasks_have():
+    """The baselines' names are one list (baselines.names): `palimpsest baselines run --system`
+    offers it, and it is every system some task's baselines run, no more."""
+    import click
+
+    from baselines.names import ALL_SYSTEMS
+    from baselines.systems import SYSTEMS
+    from cli.main import main
+
+    ctx = click.Context(main)
+    run = main.get_command(ctx, "baselines").get_command(ctx, "run")
+    (system,) = [p for p in run.params if p.name == "systems"]
+    assert tuple(system.type.choices) == ALL_SYSTEMS
+    assert set(ALL_SYSTEMS) == {s for names in SYSTEMS.values() for s in names}
