@@ -78,9 +78,12 @@ def test_the_command_compares_the_nested_models(tmp_path):
     got = doc["compare"]
     assert set(got["models"]) == {"m", "m.B", "m.lB"} and got["seed"] == 3
     # (TRoTR's sampler set-up is sized for its release: a model of this small table may be
-    # refused, with its reason and diagnostics, and is then left out of the ranking)
+    # refused, with its reason and diagnostics, and is then left out of the ranking. Which are
+    # refused depends on the machine's floating point: at seed 3 the three converged where this
+    # was written, and on an AMD EPYC (2026-12-02) only `m` did (`m.B` refused at R-hat 1.015);
+    # so the document is checked for whichever converged, at least one)
     converged = [k for k, m in got["models"].items() if m["converged"]]
-    assert len(converged) >= 2, {k: m.get("error") for k, m in got["models"].items()}
+    assert converged, {k: m.get("error") for k, m in got["models"].items()}
     rows = [(a, i, TROTR_BINARY[v]) for a, i, v in trotr_judgments(root / "judgments/TRoTR.tsv")]
     t, _ = table_from_rows(rows, labels=[0.0, 1.0])
     pairs = int(sum(k * (k - 1) // 2 for k in (~np.isnan(t.values)).sum(axis=1)))
