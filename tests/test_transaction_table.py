@@ -7,6 +7,7 @@ does what it says (the guard refuses nothing else)."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 import pytest
@@ -14,7 +15,7 @@ from conftest import build_schema, fresh_pg_database
 from sqlalchemy import select, text
 from sqlmodel import Session
 
-from server.db import ForeignTransactionControl, get_engine, savepoint, transaction
+from server.db import ForeignTransactionControl, savepoint, transaction
 from server.models import Team
 
 # (the way, what it does to the session `s`)
@@ -36,16 +37,18 @@ TABLE = {
     scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 )
 def engine(request, tmp_path_factory):
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('tx') / 'db.sqlite'}"
-        build_schema(url)
-        yield get_engine(url)
-        return
-    with fresh_pg_database("palimpsest_tx_") as (_name, url):
-        build_schema(url)
-        eng = get_engine(url)
+    """An engine of its own (the guard listens on every engine) on a fresh database."""
+    from sqlmodel import create_engine
+
+    with contextlib.ExitStack() as stack:
+        if request.param == "sqlite":
+            url = f"sqlite:///{tmp_path_factory.mktemp('tx') / 'db.sqlite'}"
+        else:
+            _name, url = stack.enter_context(fresh_pg_database("palimpsest_tx_"))
+        eng = create_engine(url)
+        stack.callback(eng.dispose)
+        build_schema(eng)
         yield eng
-        eng.dispose()
 
 
 def _there(engine, name: str) -> bool:
