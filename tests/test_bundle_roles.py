@@ -1,6 +1,7 @@
-"""A bundle's `roles` on the server: on create, an existing account gets its role at once (this
-server sends no mail) and anyone else a pending invitation, the creator staying owner; an export
-writes the competition's roles back into the bundle; a clone carries none."""
+"""A bundle's `roles` on the server: on create, each address a pending invitation (this server
+sends no mail, so an account with the address gets nothing until the link it is handed is
+accepted), the creator staying owner; an export writes the competition's roles back into the
+bundle; a clone carries none."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import yaml
 from sqlmodel import Session, select
 from webkit import engine_of, make_user
 
+from server.actions import roles
 from server.models import Competition, CompetitionInvite, CompetitionRole, User
 from tests.conftest import REPO
 
@@ -46,18 +48,18 @@ def _with_roles(tmp_path: Path, roles: list[dict]) -> Path:
     return root
 
 
-def test_roles_are_granted_or_invited_on_create_and_written_on_export(app, tmp_path):
+def test_roles_are_invited_on_create_and_written_on_export(app, tmp_path):
     from server.actions.bundles import create_from_bundle, export_competition
 
     settings = app.extensions["palimpsest.settings"]
     assert not settings.mail_configured()
     admin = make_user(app, "admin@x.org", organizer=True)
-    make_user(app, "org@x.org")
+    org = make_user(app, "org@x.org")
     root = _with_roles(
         tmp_path,
         [
             {"email": "admin@x.org", "role": "owner"},  # the creator: owner already
-            {"email": "Org@x.org", "role": "organizer"},  # an account: granted at once
+            {"email": "Org@x.org", "role": "organizer"},  # an account: invited all the same
             {"email": "new@x.org", "role": "assessor"},  # no account: invited
         ],
     )
@@ -73,13 +75,26 @@ def test_roles_are_granted_or_invited_on_create_and_written_on_export(app, tmp_p
                 )
             )
         }
-        assert got == {"admin@x.org": "owner", "org@x.org": "organizer"}
+        # no mail: an account's address is not proved, so its holder gets no role at once
+        assert got == {"admin@x.org": "owner"}
         pending = s.exec(
-            select(CompetitionInvite).where(
+            select(CompetitionInvite)
+            .where(
                 CompetitionInvite.competition_id == c.id, CompetitionInvite.accepted_at.is_(None)
             )
+            .order_by(CompetitionInvite.id)
         ).all()
-        assert [(i.email, i.role) for i in pending] == [("new@x.org", "assessor")]
+        assert [(i.email, i.role) for i in pending] == [
+            ("org@x.org", "organizer"),
+            ("new@x.org", "assessor"),
+        ]
+        # the link the owner hands over grants it
+        roles.accept(
+            s=s,
+            user=s.get(User, org.id),
+            token=roles.invite_token(settings.secret_key, pending[0].id),
+            settings=settings,
+        )
         out = tmp_path / "export.zip"
         export_competition(
             s=s, actor=actor, competition=c.slug, out=out, include_gold=False, settings=settings

@@ -1,7 +1,8 @@
 """Roles in a competition and invitations to them: an owner invites by email (the link queued by
-mail when the server sends mail, a real SMTP server here; the role granted at once to an existing
-account when it does not; else the link handed back), the invited account accepts the signed link
-(another account, an expired, cancelled or used link is refused, saying why), organizers read the
+mail when the server sends mail, a real SMTP server here; when it does not, the link handed back,
+even for an address that has an account: nothing proves its holder), the invited account accepts
+the signed link (with mail, another account is refused; without, whoever holds the link accepts
+it; an expired, cancelled or used link is refused, saying why), organizers read the
 roles, owners revoke them but never the last owner's, and an invited organizer runs their own
 competition and no other. On the API (against its OpenAPI description), the web pages and the
 CLI."""
@@ -111,6 +112,20 @@ def test_an_invitation_is_queued_by_mail_and_its_link_grants_the_role(mail_app):
     token = TOKEN.search(mail.body).group(1)
     assert _role(app, "comp-a", "new.org@x.org") is None  # nothing yet: no account, not accepted
 
+    # with mail the address is proved: another account holding the link is refused
+    wrong = _bearer(make_token(app, make_user(app, "wrong@x.org")))
+    r = c.post("/api/v1/invites/accept", json={"token": token}, headers=wrong)
+    err = _check(spec, r, 403)["error"]
+    # the address is not disclosed to the wrong account: its first letter and domain only
+    assert err["code"] == "wrong_account" and "n…@x.org" in err["message"]
+    assert "new.org@x.org" not in err["message"]
+    assert _role(app, "comp-a", "wrong@x.org") is None
+    w = Browser(app.test_client())
+    w.login("wrong@x.org")
+    page = w.get(f"/invites/{token}").get_data(as_text=True)
+    assert "sign in (or register) with n…@x.org" in page and ">Accept<" not in page
+    assert w.post(f"/invites/{token}").status_code == 403
+
     # the invited person registers with that address, opens the link, sees what it offers
     make_user(app, "new.org@x.org")
     b = Browser(app.test_client())
@@ -138,9 +153,12 @@ def test_an_invitation_is_queued_by_mail_and_its_link_grants_the_role(mail_app):
 # ----------------------------------------------------------------------------- mail off
 
 
-def test_without_mail_an_existing_account_gets_the_role_at_once_else_the_link(app):
+def test_without_mail_a_squatted_address_gets_nothing_and_the_link_grants_its_holder(app):
+    """On a site without mail anyone registers any address: a squatter who took an organizer's
+    address before them gets nothing from an invitation to it; the link, handed over by the
+    owner, carries the role to whoever accepts it signed in."""
     tokens = _world(app)
-    make_user(app, "has@x.org")
+    squatter = make_user(app, "has@x.org")  # registered first, by someone else
     c = app.test_client()
     spec = _spec(c)
     h = _bearer(tokens["owner"])
@@ -153,15 +171,31 @@ def test_without_mail_an_existing_account_gets_the_role_at_once_else_the_link(ap
         ),
         201,
     )
-    assert (got["status"], got.get("link")) == ("granted", None)
-    assert "now assessor" in got["message"]
-    assert _role(app, "comp-a", "has@x.org") == "assessor"
+    assert got["status"] == "link" and "/invites/" in got["link"]
+    assert "nothing proves who holds has@x.org" in got["message"]
+    assert _role(app, "comp-a", "has@x.org") is None
+    with Session(engine_of(app)) as s:
+        inv = s.get(CompetitionInvite, got["id"])
+        assert inv.accepted_at is None
+    # the organizer hands the link to the real person, who signs in with an address of their own
+    make_user(app, "real.assessor@y.org")
+    link_token = TOKEN.search(got["link"]).group(1)
+    b = Browser(app.test_client())
+    b.login("real.assessor@y.org")
+    page = b.get(f"/invites/{link_token}").get_data(as_text=True)
+    assert ">Accept<" in page
+    r = b.post(f"/invites/{link_token}")
+    assert r.status_code == 302 and r.headers["Location"].endswith("/competitions/comp-a")
+    assert _role(app, "comp-a", "real.assessor@y.org") == "assessor"
+    assert _role(app, "comp-a", "has@x.org") is None
+    # the squatter, holding no link, still has nothing; the link worked once
     r = c.post(
-        "/api/v1/competitions/comp-a/roles",
-        json={"email": "has@x.org", "role": "assessor"},
-        headers=h,
+        "/api/v1/invites/accept",
+        json={"token": link_token},
+        headers=_bearer(make_token(app, squatter)),
     )
-    assert _check(spec, r, 409)["error"]["code"] == "has_role"
+    assert _check(spec, r, 409)["error"]["code"] == "invite_used"
+    assert _role(app, "comp-a", "has@x.org") is None
 
     got = _check(
         spec,
@@ -180,7 +214,7 @@ def test_without_mail_an_existing_account_gets_the_role_at_once_else_the_link(ap
     assert [(p["email"], p["role"]) for p in listed["people"]] == [
         ("admin@x.org", "owner"),
         ("owner@x.org", "owner"),
-        ("has@x.org", "assessor"),
+        ("real.assessor@y.org", "assessor"),
     ]
     assert [(i["email"], i["role"]) for i in listed["invites"]] == [("later@x.org", "organizer")]
     assert listed["may_change"] is True
@@ -212,7 +246,7 @@ def test_without_mail_an_existing_account_gets_the_role_at_once_else_the_link(ap
     _check(spec, r, 404)
 
 
-def test_a_link_is_refused_for_another_account_expired_cancelled_used_or_forged(app):
+def test_a_link_is_refused_expired_cancelled_used_or_forged(app):
     tokens = _world(app)
     c = app.test_client()
     spec = _spec(c)
@@ -225,21 +259,6 @@ def test_a_link_is_refused_for_another_account_expired_cancelled_used_or_forged(
             headers=h,
         ).json
         return got["id"], TOKEN.search(got["link"]).group(1)
-
-    _, token = invite("right@x.org")
-    wrong = _bearer(make_token(app, make_user(app, "wrong@x.org")))
-    r = c.post("/api/v1/invites/accept", json={"token": token}, headers=wrong)
-    err = _check(spec, r, 403)["error"]
-    # the address is not disclosed to the wrong account: its first letter and domain only
-    assert err["code"] == "wrong_account" and "r…@x.org" in err["message"]
-    assert "right@x.org" not in err["message"]
-    assert _role(app, "comp-a", "wrong@x.org") is None
-    b = Browser(app.test_client())
-    b.login("wrong@x.org")
-    page = b.get(f"/invites/{token}").get_data(as_text=True)
-    assert "sign in (or register) with r…@x.org" in page and ">Accept<" not in page
-    assert "right@x.org" not in page
-    assert b.post(f"/invites/{token}").status_code == 403
 
     # expired: the same link signed 15 days ago
     inv_id, _ = invite("late@x.org")
@@ -282,6 +301,8 @@ def test_a_link_is_refused_for_another_account_expired_cancelled_used_or_forged(
     ):
         r = c.post("/api/v1/invites/accept", json={"token": bad}, headers=once)
         assert _check(spec, r, 404)["error"]["code"] == "unknown_invite"
+    b = Browser(app.test_client())
+    b.login("once@x.org")
     assert b.get("/invites/garbage").status_code == 404
     _check(spec, c.post("/api/v1/invites/accept", json={}, headers=once), 422)
 
@@ -394,8 +415,19 @@ def test_the_people_page_invites_lists_and_revokes(app):
     r = b.post("/competitions/comp-a/people", {"email": "new@x.org", "role": "assessor"})
     text = r.get_data(as_text=True)
     assert r.status_code == 200 and "/invites/" in text and "new@x.org" in text  # the link, once
+    # an account with the address gets nothing on a site without mail: the link, shown once
     r = b.post("/competitions/comp-a/people", {"email": "has@x.org", "role": "organizer"})
-    assert r.status_code == 302 and _role(app, "comp-a", "has@x.org") == "organizer"
+    text = r.get_data(as_text=True)
+    assert r.status_code == 200 and "/invites/" in text and "nothing proves who holds" in text
+    assert _role(app, "comp-a", "has@x.org") is None
+    with Session(engine_of(app)) as s:
+        people.grant(
+            s,
+            comp.find(s, "comp-a").id,
+            s.exec(select(User).where(User.email == "has@x.org")).one(),
+            people.ORGANIZER,
+        )
+        s.commit()
     page = b.get("/competitions/comp-a/people").get_data(as_text=True)
     assert "has@x.org" in page and "new@x.org" in page
     r = b.post("/competitions/comp-a/people/revoke", {"who": "new@x.org"})
@@ -464,9 +496,15 @@ def test_the_cli_invites_lists_and_revokes_with_one_json_document(served):
     assert (got["status"], got["role"]) == ("link", "assessor")
     r = _cli(url, owner, "organizer", "invite", "comp-a", "cli2@x.org")
     assert r.exit_code == 0 and "/invites/" in r.stdout
+    # an address with an account: the link too, no role (this server sends no mail)
+    make_user(app, "squat@x.org")
+    r = _cli(url, owner, "organizer", "invite", "comp-a", "squat@x.org", "--json")
+    got = json.loads(r.stdout)
+    assert (got["status"], "/invites/" in got["link"]) == ("link", True)
+    assert _role(app, "comp-a", "squat@x.org") is None
     r = _cli(url, owner, "organizer", "roles", "comp-a", "--json")
     listed = json.loads(r.stdout)
-    assert [i["email"] for i in listed["invites"]] == ["cli@x.org", "cli2@x.org"]
+    assert [i["email"] for i in listed["invites"]] == ["cli@x.org", "cli2@x.org", "squat@x.org"]
     assert "owner@x.org" in _cli(url, owner, "organizer", "roles", "comp-a").stdout
     r = _cli(url, owner, "organizer", "revoke", "comp-a", "cli@x.org", "--json")
     assert json.loads(r.stdout)["invites_cancelled"] == 1

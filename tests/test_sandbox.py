@@ -532,3 +532,43 @@ def test_a_runtime_folder_under_tmp_stays_visible(tmp_path):
     )
     assert out.ok, out.stderr
     assert out.stdout.strip() == "w"
+
+
+def test_the_syscall_filter_refuses_new_namespaces_and_the_kernels_rarer_calls(tmp_path):
+    """The run's seccomp filter: no nested user namespace (nor any other, by unshare or clone),
+    no io_uring, keyrings or bpf, each refused with EPERM; threads and processes work as before;
+    every process of the run is under the filter (/proc's `Seccomp: 2`)."""
+    from server.jobs import seccomp
+
+    if not seccomp.supported():
+        pytest.skip(f"no syscall filter for {os.uname().machine}")
+    col = 0 if os.uname().machine == "x86_64" else 1
+    nr = {k: v[col] for k, v in seccomp.DENIED.items()}
+    script = f"""
+import ctypes, json, os, subprocess, threading
+libc = ctypes.CDLL(None, use_errno=True)
+got = {{}}
+def call(name, *args):
+    r = libc.syscall(*args)
+    got[name] = 0 if r >= 0 else ctypes.get_errno()
+call("unshare user", {nr["unshare"]}, 0x10000000)
+call("unshare net", {nr["unshare"]}, 0x40000000)
+call("clone user", {seccomp.CLONE[col]}, 0x10000000 | 17, 0, 0, 0, 0)
+call("io_uring", {nr["io_uring_setup"]}, 8, None)
+call("keyctl", {nr["keyctl"]}, 0, 0, 0, 0, 0)
+call("bpf", {nr["bpf"]}, 0, None, 0)
+t = threading.Thread(target=lambda: None)
+t.start()
+t.join()
+got["child"] = subprocess.run(["grep", "Seccomp:", "/proc/self/status"],
+                              capture_output=True, text=True).stdout.split()
+print(json.dumps(got))
+"""
+    out = _run(tmp_path, script)
+    assert out.ok, (out.status, out.reason, out.stderr[-1000:])
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    child = got.pop("child")
+    assert got == dict.fromkeys(
+        ["unshare user", "unshare net", "clone user", "io_uring", "keyctl", "bpf"], 1
+    ), got
+    assert child == ["Seccomp:", "2"], child

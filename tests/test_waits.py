@@ -285,3 +285,50 @@ def test_the_upload_answer_shows_a_run_a_worker_took_before_the_answer_as_runnin
     assert {k: v for k, v in got.items() if k not in ("duplicate", "queue")} == {
         k: v for k, v in again.items() if k not in ("duplicate", "queue")
     }
+
+
+def test_a_code_worker_says_first_which_limits_its_runs_get_and_status_shows_them(
+    app, redis_tcp_url, caplog, monkeypatch
+):
+    """The worker's first log line is the limits its blind runs get on this host (the sandbox's
+    own account of it: cgroup version and controllers, or why none; the syscall filter), said
+    before anything else can fail; it writes it beside its name in Redis, and /status lists it
+    to everyone while the worker lives."""
+    import logging
+
+    from server.jobs import sandbox, worker
+
+    # the worker's warm-ups (tasks, store, statements, the statistics' sweep) are not this test's
+    for name in ("warm_caches", "warm_store", "warm_statements"):
+        monkeypatch.setattr(worker, name, lambda *a, **k: None)
+    monkeypatch.setattr(worker.scorer.sweep, "warm", lambda: None)
+    settings = app.extensions["palimpsest.settings"]
+    said = sandbox.describe()
+    assert said.startswith("blind runs: ")
+    if not sandbox.available():
+        assert ("a cgroup per run: " in said) != ("no cgroup per run (" in said), said
+    conn = redis.Redis.from_url(redis_tcp_url)
+    settings = settings.model_copy(update={"redis_url": redis_tcp_url})
+    caplog.set_level(logging.WARNING)
+    assert worker.run(settings, ("runs",), burst=True) == 0
+    assert caplog.records[0].getMessage() == f"worker: {said}"
+    keys = conn.keys(worker.LIMITS_KEY + "*")
+    assert len(keys) == 1 and conn.get(keys[0]).decode() == said
+    name = keys[0].decode()[len(worker.LIMITS_KEY) :]
+    # the same worker alive (its birth registered again under its name): /status says its limits
+    app.extensions["palimpsest.redis"] = conn
+    w = worker.build_worker(settings, ("runs",), conn, simple=True, name=name)
+    w.register_birth()
+    try:
+        page = app.test_client().get("/status").get_data(as_text=True)
+        assert "Systems run blind by these workers get:" in page
+        from markupsafe import escape
+
+        assert f"<li>{escape(said)}</li>" in page
+    finally:
+        w.register_death()
+        app.extensions.pop("palimpsest.redis", None)
+    # a scoring worker says nothing of runs
+    caplog.clear()
+    assert worker.run(settings, ("scoring",), burst=True) == 0
+    assert not any("blind runs" in r.getMessage() for r in caplog.records)

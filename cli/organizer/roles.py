@@ -22,8 +22,8 @@ from cli.common import JSON, call, emit, print_table
 @JSON
 def invite(competition, email, role, as_json):
     """Invite a person by email to a role in a competition (its owners): the link is mailed,
-    or, where the server sends no mail, the role is granted at once to an existing account,
-    else the link is printed for you to hand over."""
+    or, where the server sends no mail, printed for you to hand over (whoever accepts it signed
+    in gets the role: no address is proved on such a server)."""
     r = call(
         as_json,
         lambda c: c.send_json(

@@ -2,10 +2,12 @@
 
 The owners of a competition (and site administrators) invite people by email to be owners,
 organizers or assessors of it. An invitation is a row (`CompetitionInvite`) and a signed link
-(purpose "competition-invite", carrying the invitation's id, valid 14 days): with mail configured
-the link is queued to the address (`server.jobs.outbox`); without mail, a person who has an account
-with that address gets the role at once, and for anyone else the link is handed back to the owner
-to pass on. The signed-in person whose email matches the invitation accepts it and gets the role.
+(purpose "competition-invite", carrying the invitation's id, valid 14 days). With mail configured
+the link is queued to the address (`server.jobs.outbox`), and the signed-in person whose email
+matches the invitation accepts it and gets the role: the mail proves the address. Without mail
+nothing proves that an account's address is its holder's (anyone may register any address), so
+no role is ever granted to an address: the link is handed back to the owner to pass on by a
+channel they trust, and whoever holds it, signed in with any account, accepts it.
 
 The organizers of a competition read who has which role there and the pending invitations; its
 owners take a role away (never the last owner's) and cancel invitations. Everything is audited
@@ -162,8 +164,8 @@ def invite(
 ) -> m.InviteOut:
     """Invite a person by email to a role (owner, organizer, assessor) in a competition: its
     owners and site administrators. With mail configured the link is queued to the address;
-    without, an existing account with that address gets the role at once, and otherwise the link
-    is returned for the owner to hand over. A pending invitation of the same address is replaced."""
+    without, the link is returned for the owner to hand over (an account with that address gets
+    nothing: its address is not proved). A pending invitation of the same address is replaced."""
     settings = settings or get_settings()
     c = find(s, competition)
     lock_row(s, Competition, c.id)  # the owners are read and changed under the lock
@@ -198,7 +200,7 @@ def invite_person(
     via: str,
 ) -> tuple[CompetitionInvite, str, str | None, str]:
     """The invitation itself, uncommitted (`invite`, and a bundle's `roles` on create): mailed,
-    granted at once (no mail, an account with that address) or a link to hand over."""
+    or (no mail) a link to hand over; never a role granted to an address's current holder."""
     existing = _user_by_email(s, email)
     if existing is not None and people.role_of(s, existing, c.id) == role:
         raise LifecycleRefused(f"{email} is {role} of {c.slug!r} already", "has_role")
@@ -230,20 +232,14 @@ def invite_person(
         )
         status, message = "mailed", f"an invitation link was mailed to {email}"
         link = None  # the mail proves the address: the link goes to it alone
-    elif existing is not None:
-        people.grant(s, c.id, existing, role, by=actor)
-        inv.accepted_at, inv.accepted_by = now, existing.id
-        s.add(inv)
-        link = None
-        status = "granted"
-        message = (
-            f"{email} has an account and is now {role} of {c.slug!r} (this server sends no mail)"
-        )
     else:
+        # without mail nothing proves who holds the address (anyone may register any address):
+        # the link, handed over by the owner, is the proof; whoever signs in with it accepts
         status = "link"
         message = (
-            f"this server sends no mail and {email} has no account yet: hand them this link; "
-            f"they register with that address and accept within {VALID_DAYS} days"
+            f"this server sends no mail, so nothing proves who holds {email}: hand them this "
+            f"link yourself; whoever opens it signed in (any account) and accepts it within "
+            f"{VALID_DAYS} days gets the role"
         )
     audit.record(
         s,
@@ -277,7 +273,7 @@ def show_invite(
     lock_row(s, Competition, c.id)  # the owners are read and changed under the lock
     s.expire_all()
     inv = _invite_of_token(s, settings, token)  # used or cancelled meanwhile?
-    yours = lookup_form(user.email) == lookup_form(inv.email)
+    yours = _may_accept(settings, user, inv)
     return m.InviteShown(
         competition=c.slug,
         title=c.title,
@@ -288,19 +284,26 @@ def show_invite(
     )
 
 
+def _may_accept(settings: Settings, user: User, inv: CompetitionInvite) -> bool:
+    """With mail, the invited address's holder alone (the mail proved it); without, the link's
+    holder (the owner handed it over: no address is proved on such a site)."""
+    return not settings.mail_configured() or lookup_form(user.email) == lookup_form(inv.email)
+
+
 @action
 def accept(
     *, s: Session, user: User, token: str, via: str = "web", settings: Settings | None = None
 ) -> m.InviteAccepted:
-    """Accept an invitation: the signed-in person whose email is the invitation's gets its role.
-    Refused, saying why, for another account or an expired, cancelled or used link."""
+    """Accept an invitation: the signed-in person whose email is the invitation's gets its role
+    (with mail; without, whoever holds the link). Refused, saying why, for another account or an
+    expired, cancelled or used link."""
     settings = settings or get_settings()
     inv = _invite_of_token(s, settings, token)
     c = s.get(Competition, inv.competition_id)
     lock_row(s, Competition, c.id)  # the owners are read and changed under the lock
     s.expire_all()
     inv = _invite_of_token(s, settings, token)  # used or cancelled meanwhile?
-    if lookup_form(user.email) != lookup_form(inv.email):
+    if not _may_accept(settings, user, inv):
         raise Forbidden(
             f"this invitation is for another address ({masked(inv.email)}), and you are signed "
             f"in as {user.email}: sign in with the invited address",

@@ -261,16 +261,16 @@ class InviteCreate(Model):
 
 
 class InviteOut(Out):
-    """An invitation made: what happened to it (`status`) and, unless the role was granted at
-    once, its signed link."""
+    """An invitation made: what happened to it (`status`) and, where it is not mailed, its signed
+    link."""
 
     id: int
     competition: str
     email: str
     role: RoleName
-    status: Literal["mailed", "granted", "link"] = Field(
-        description="mailed: the link was queued by mail; granted: an account with that address "
-        "has the role now (this server sends no mail); link: hand the link over yourself."
+    status: Literal["mailed", "link"] = Field(
+        description="mailed: the link was queued by mail; link: this server sends no mail, hand "
+        "the link over yourself (whoever accepts it signed in gets the role)."
     )
     link: Optional[str] = Field(
         None,

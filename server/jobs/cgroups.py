@@ -1,23 +1,33 @@
 """A cgroup per run: the kernel's limits and accounting of one sandboxed run, outside its reach.
 
-Where the worker runs as root and the host mounts the cgroup v1 hierarchies `memory`, `pids` and
-`cpuacct` (writable by root), each run gets a cgroup of its own in each, below the worker's own:
-its memory (every process together, page cache and its files in tmpfs included), its processes and
-threads, and the CPU time of all of them, counted by the kernel. Where the `cpu` hierarchy is
-mounted too, the run is one cgroup there as well: the scheduler weighs the whole run as one task
-(a fork bomb's hundred busy processes get the CPU share of one, and never starve a run beside
-it). The run's first process joins them before it starts
-bwrap, so nothing the system starts leaves them; the worker reads the counters after the run and
-kills what is left in the cgroup. The system cannot stop, trace or signal the counting: it is the
-kernel's.
+Where the worker runs as root and the host offers the controllers (writable by root), each run
+gets a cgroup of its own, below the worker's own: its memory (every process together, page cache
+and its files in tmpfs included, no swap), its processes and threads, and the CPU time of all of
+them, counted by the kernel. Where the host offers the `cpu` controller too, the scheduler weighs
+the whole run as one task (a fork bomb's hundred busy processes get the CPU share of one, and never
+starve a run beside it). The run's first process joins them before it starts bwrap, so nothing the
+system starts leaves them; the worker reads the counters after the run and kills what is left in
+the cgroup. The system cannot stop, trace or signal the counting: it is the kernel's.
 
-Where there are none (no root, no v1 hierarchies), `RunCgroup.create` answers None and the sandbox
-keeps its weaker limits (rlimits per process, a uid per run for the process limit; the
-accounting of the run's first process); docs/blind-runs.md says which.
+Both cgroup versions, and hosts that mount both ("hybrid"): each controller is taken from the v1
+hierarchy of its name where one is mounted (`/sys/fs/cgroup/memory`, `pids`, `cpuacct`, `cpu`), else
+from the cgroup v2 hierarchy (wherever it is mounted: `/sys/fs/cgroup` on current distributions),
+where the run's cgroup gets `memory.max`, `memory.swap.max` 0 and `pids.max`, and its CPU time is
+read from `cpu.stat` (which needs no controller); where a run has a v2 cgroup, its CPU is counted
+there. On v2 the controllers are enabled in the worker's cgroup's `cgroup.subtree_control`; where
+the worker's cgroup holds processes and is not the root (a systemd service with `Delegate=yes`),
+they are first moved into a leaf of their own, `palimpsest-worker` (v2 allows no controller to a
+cgroup's children while the cgroup itself holds processes).
+
+Where there are none (no root, a controller neither on v1 nor offered on v2), `RunCgroup.create`
+answers None and the sandbox keeps its weaker limits (rlimits per process, a uid per run for the
+process limit; the accounting of the run's first process); `describe` says which, for the worker's
+first log line and `/status`, and docs/blind-runs.md says what each means.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import time
@@ -25,35 +35,126 @@ import uuid
 from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
-CONTROLLERS = ("memory", "pids", "cpuacct")  # required
+CONTROLLERS = ("memory", "pids", "cpuacct")  # v1 hierarchies, each required where v2 lacks it
 OPTIONAL = ("cpu",)  # used where mounted (apart from cpuacct or mounted with it)
+LEAF = "palimpsest-worker"  # the worker's processes, where v2 needs its cgroup emptied
 
 
 class CgroupFailed(OSError):
-    """The host has the hierarchies but a run's cgroup could not be made: the server's failure."""
+    """The host has the controllers but a run's cgroup could not be made: the server's failure."""
 
 
 def _own_path(controller: str) -> str:
-    """The worker's own cgroup in a v1 hierarchy ("/" when at its root)."""
+    """The worker's own cgroup in a v1 hierarchy, or in v2 for controller "" ("/" at its root)."""
     try:
         for line in Path("/proc/self/cgroup").read_text().splitlines():
             _n, names, path = line.split(":", 2)
-            if controller in names.split(","):
+            if (controller in names.split(",")) if controller else (_n == "0" and names == ""):
                 return path or "/"
     except OSError:
         pass
     return "/"
 
 
-def available() -> str | None:
-    """None where runs get a cgroup each; else why not (the docs' weaker limits apply)."""
+def _v1_parent(controller: str) -> Path | None:
+    """Where a run's cgroup goes in the v1 hierarchy `controller`; None where it is not mounted
+    (or not writable)."""
+    base = ROOT / controller / _own_path(controller).lstrip("/")
+    if (base / "cgroup.procs").is_file() and (base / "tasks").is_file():
+        return base if os.access(base, os.W_OK) else None
+    return None
+
+
+def v2_mount() -> Path | None:
+    """Where the cgroup v2 hierarchy is mounted (None where it is not)."""
+    try:
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            left, _, right = line.partition(" - ")
+            if right.split(" ", 1)[0] == "cgroup2":
+                return Path(left.split(" ")[4].replace("\\040", " "))
+    except (OSError, IndexError):
+        pass
+    return None
+
+
+def _v2_parent() -> Path | None:
+    """The cgroup v2 under which runs' cgroups go: the worker's own (its parent when the worker
+    is in the leaf it moved itself into); None where v2 is not mounted or not writable."""
+    mount = v2_mount()
+    if mount is None:
+        return None
+    own = _own_path("").strip("/")
+    if own.rsplit("/", 1)[-1] == LEAF:
+        own = own.rsplit("/", 1)[0] if "/" in own else ""
+    base = mount / own
+    if not (base / "cgroup.procs").is_file() or not os.access(base, os.W_OK):
+        return None
+    return base
+
+
+def _v2_offered(parent: Path) -> set[str]:
+    try:
+        return set((parent / "cgroup.controllers").read_text().split())
+    except OSError:
+        return set()
+
+
+def plan() -> dict[str, tuple[str, Path]] | str:
+    """Where each part of a run's cgroup goes on this host, `{need: (version, parent)}` for the
+    memory limit ("memory"), the process limit ("pids"), the CPU time ("cpuacct") and, where
+    offered, the CPU share ("cpu"); or why a run gets no cgroup here."""
     if os.geteuid() != 0:
         return "the worker is not root: no cgroup per run"
-    for c in CONTROLLERS:
-        base = ROOT / c / _own_path(c).lstrip("/")
-        if not (base / "cgroup.procs").is_file() or not os.access(base, os.W_OK):
-            return f"no writable cgroup v1 hierarchy {c} at {ROOT / c}"
-    return None
+    v2 = _v2_parent()
+    offered = _v2_offered(v2) if v2 is not None else set()
+    where: dict[str, tuple[str, Path]] = {}
+    for need in ("memory", "pids"):
+        v1 = _v1_parent(need)
+        if v1 is not None:
+            where[need] = ("v1", v1)
+        elif need in offered:
+            where[need] = ("v2", v2)
+        else:
+            at = f" nor offered by cgroup v2 at {v2}" if v2 is not None else ""
+            if v2 is None and v2_mount() is not None:
+                at = f" and cgroup v2 at {v2_mount()} is not writable"
+            return f"no cgroup controller {need}: no writable v1 hierarchy at {ROOT / need}{at}"
+    has_v2 = any(v == "v2" for v, _ in where.values())
+    acct = _v1_parent("cpuacct")
+    if has_v2 or acct is None:  # cpu.stat's usage needs no controller
+        if v2 is None:
+            return f"no CPU accounting: no v1 hierarchy at {ROOT / 'cpuacct'} and no cgroup v2"
+        where["cpuacct"] = ("v2", v2)
+        has_v2 = True
+    else:
+        where["cpuacct"] = ("v1", acct)
+    cpu = _v1_parent("cpu")
+    if cpu is not None and (acct is None or cpu.resolve() != acct.resolve()):
+        where["cpu"] = ("v1", cpu)
+    elif cpu is None and "cpu" in offered and has_v2:
+        where["cpu"] = ("v2", v2)
+    return where
+
+
+def available() -> str | None:
+    """None where runs get a cgroup each; else why not (the docs' weaker limits apply)."""
+    p = plan()
+    return p if isinstance(p, str) else None
+
+
+WHAT = {"memory": "memory", "pids": "processes", "cpuacct": "CPU time", "cpu": "CPU share"}
+
+
+def describe() -> str:
+    """Which kernel limits a run gets on this host, in a line (the worker's log, `/status`)."""
+    p = plan()
+    if isinstance(p, str):
+        return f"no cgroup per run ({p})"
+    by: dict[str, list[str]] = {}
+    for need, (v, _parent) in p.items():
+        by.setdefault(v, []).append(WHAT[need])
+    at = {"v1": f"cgroup v1 at {ROOT}", "v2": f"cgroup v2 at {v2_mount()}"}
+    return "a cgroup per run: " + "; ".join(f"{', '.join(w)} ({at[v]})" for v, w in by.items())
 
 
 PREFIX = "palimpsest-run-"
@@ -79,85 +180,133 @@ def _sweep(parent: Path) -> None:
             pass
 
 
-class RunCgroup:
-    """One run's cgroups (memory, pids, cpuacct, and cpu where mounted); `join` in the run's
-    first process, `usage` and `close` in the worker."""
+def _enable_v2(parent: Path, controllers: list[str]) -> None:
+    """Enable `controllers` for the children of `parent`; where `parent` holds processes (and is
+    not the root), move them into its leaf first."""
+    control = parent / "cgroup.subtree_control"
+    for c in controllers:
+        if c in control.read_text().split():
+            continue
+        try:
+            control.write_text(f"+{c}")
+        except OSError as e:
+            if e.errno != errno.EBUSY:
+                raise
+            leaf = parent / LEAF
+            leaf.mkdir(exist_ok=True)
+            for _ in range(3):  # processes started meanwhile: moved on the next pass
+                for pid in (parent / "cgroup.procs").read_text().split():
+                    try:
+                        (leaf / "cgroup.procs").write_text(pid)
+                    except ProcessLookupError:
+                        pass
+            control.write_text(f"+{c}")
 
-    def __init__(self, dirs: dict[str, Path]):
-        self.dirs = dirs
+
+class RunCgroup:
+    """One run's cgroups (v1: memory, pids, cpuacct, and cpu where mounted; v2: one cgroup for
+    whatever v1 lacks); `join` in the run's first process, `usage` and `close` in the worker."""
+
+    def __init__(self, dirs: dict[str, Path], versions: dict[str, str] | None = None):
+        self.dirs = dirs  # need ("memory", "pids", "cpuacct", "cpu") to its cgroup's folder
+        self.versions = versions or dict.fromkeys(dirs, "v1")
         self.hits_before_kill: int | None = None  # forks refused before the run was killed
 
     @classmethod
     def create(cls, *, memory_mb: int, processes: int) -> RunCgroup | None:
         """The run's cgroups; None where the host has none (`available`); raises CgroupFailed
         where it has them but they cannot be made (the run then fails "infra", uncharged)."""
-        if available() is not None:
+        where = plan()
+        if isinstance(where, str):
             return None
         # the process that makes it in the name: a worker killed mid-run leaves its run's cgroups,
         # which the next run made beside them removes (`_sweep`)
         name = f"{PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"
         dirs: dict[str, Path] = {}
+        versions = {need: v for need, (v, _) in where.items()}
         try:
-            made: set[Path] = set()
-            for c in (*CONTROLLERS, *OPTIONAL):
-                parent = ROOT / c / _own_path(c).lstrip("/")
-                if c in OPTIONAL and (
-                    not (parent / "cgroup.procs").is_file() or parent.resolve() in made
-                ):
-                    continue  # not mounted, or the same hierarchy as cpuacct ("cpu,cpuacct")
-                made.add(parent.resolve())
-                _sweep(parent)
-                d = parent / name
-                d.mkdir()
-                dirs[c] = d
+            v2 = [need for need, (v, _) in where.items() if v == "v2"]
+            if v2:
+                parent = where[v2[0]][1]
+                _enable_v2(parent, [n for n in v2 if n in ("memory", "pids", "cpu")])
+            made: dict[Path, Path] = {}
+            for need, (_v, parent) in where.items():
+                key = parent.resolve()
+                if key not in made:
+                    _sweep(parent)
+                    d = parent / name
+                    d.mkdir()
+                    made[key] = d
+                dirs[need] = made[key]
             mem = memory_mb * 1024 * 1024
-            (dirs["memory"] / "memory.limit_in_bytes").write_text(str(mem))
-            swap = dirs["memory"] / "memory.memsw.limit_in_bytes"
-            if swap.exists():  # no swap beyond the limit either
-                try:
-                    swap.write_text(str(mem))
-                except OSError:
-                    pass
+            if versions["memory"] == "v1":
+                (dirs["memory"] / "memory.limit_in_bytes").write_text(str(mem))
+                swap = dirs["memory"] / "memory.memsw.limit_in_bytes"
+                if swap.exists():  # no swap beyond the limit either
+                    try:
+                        swap.write_text(str(mem))
+                    except OSError:
+                        pass
+            else:
+                (dirs["memory"] / "memory.max").write_text(str(mem))
+                swap = dirs["memory"] / "memory.swap.max"
+                if swap.exists():  # no swap at all (v2 counts it apart)
+                    swap.write_text("0")
             (dirs["pids"] / "pids.max").write_text(str(processes))
         except OSError as e:
-            cls(dirs).close()
+            cls(dirs, versions).close()
             raise CgroupFailed(f"cannot make the run's cgroup: {e}") from None
-        return cls(dirs)
+        return cls(dirs, versions)
 
     def join(self) -> None:
         """Move the calling process (the run's first, before it execs) into the cgroups."""
         pid = str(os.getpid())
-        for d in self.dirs.values():
+        for d in dict.fromkeys(self.dirs.values()):
             with open(d / "cgroup.procs", "w") as f:
                 f.write(pid)
 
-    def _read(self, controller: str, name: str) -> str:
+    def _read(self, need: str, name: str) -> str:
         try:
-            return (self.dirs[controller] / name).read_text()
+            return (self.dirs[need] / name).read_text()
         except (OSError, KeyError):
             return ""
 
+    def _field(self, need: str, name: str, key: str) -> int:
+        """A counter of a flat-keyed file (`cpu.stat`, `memory.events`, v1's `oom_control`)."""
+        for line in self._read(need, name).splitlines():
+            k, _, v = line.partition(" ")
+            if k == key and v.strip().isdigit():
+                return int(v)
+        return 0
+
+    def v2(self, need: str) -> bool:
+        return self.versions.get(need) == "v2"
+
     def cpu_seconds(self) -> float:
+        if self.v2("cpuacct"):
+            return self._field("cpuacct", "cpu.stat", "usage_usec") / 1e6
         v = self._read("cpuacct", "cpuacct.usage").strip()
         return int(v) / 1e9 if v.isdigit() else 0.0
 
     def oom_kills(self) -> int:
-        for line in self._read("memory", "memory.oom_control").splitlines():
-            k, _, v = line.partition(" ")
-            if k == "oom_kill" and v.strip().isdigit():
-                return int(v)
-        return 0
+        if self.v2("memory"):
+            return self._field("memory", "memory.events", "oom_kill")
+        return self._field("memory", "memory.oom_control", "oom_kill")
 
     def process_limit_hits(self) -> int:
         """How many times a process of the run could not start (the process limit)."""
-        events = self._read("pids", "pids.events").split()
-        return int(events[1]) if len(events) == 2 and events[1].isdigit() else 0
+        return self._field("pids", "pids.events", "max")  # "max N" in v1 and v2 alike
 
     def usage(self) -> dict:
         """What the run used, by the kernel's counters: CPU seconds, peak memory (MB), and
         whether the memory or the process limit was hit."""
-        peak = self._read("memory", "memory.max_usage_in_bytes").strip()
-        failcnt = self._read("memory", "memory.failcnt").strip()
+        if self.v2("memory"):
+            peak = self._read("memory", "memory.peak").strip()  # Linux 5.19+
+            hits = self._field("memory", "memory.events", "max")
+        else:
+            peak = self._read("memory", "memory.max_usage_in_bytes").strip()
+            failcnt = self._read("memory", "memory.failcnt").strip()
+            hits = int(failcnt) if failcnt.isdigit() else 0
         oom_kills = self.oom_kills()
         pids_max_hits = self.process_limit_hits()
         if self.hits_before_kill is not None:  # not the forks refused while it was killed
@@ -165,7 +314,7 @@ class RunCgroup:
         return {
             "cpu": self.cpu_seconds(),
             "rss_mb": int(peak) / 1024 / 1024 if peak.isdigit() else 0.0,
-            "memory_hit": oom_kills > 0 or (failcnt.isdigit() and int(failcnt) > 0),
+            "memory_hit": oom_kills > 0 or hits > 0,
             "oom_kills": oom_kills,
             "processes_hit": pids_max_hits > 0,
         }
@@ -175,13 +324,19 @@ class RunCgroup:
 
     def kill_all(self, timeout: float = 10.0) -> None:
         """SIGKILL every process left in the run's cgroup until none is; no process may start
-        meanwhile (a fork bomb would refill every freed slot)."""
+        meanwhile (a fork bomb would refill every freed slot). On v2, `cgroup.kill` (Linux 5.14+)
+        kills the whole cgroup at once."""
         if self.hits_before_kill is None:
             self.hits_before_kill = self.process_limit_hits()
         try:
             (self.dirs["pids"] / "pids.max").write_text("0")
         except (OSError, KeyError):
             pass
+        for d in {d for need, d in self.dirs.items() if self.v2(need)}:
+            try:
+                (d / "cgroup.kill").write_text("1")
+            except OSError:
+                pass
         deadline = time.monotonic() + timeout
         while True:
             left = self.pids()
@@ -198,7 +353,7 @@ class RunCgroup:
         """Kill what is left and remove the cgroups."""
         if self.dirs:
             self.kill_all()
-        for d in self.dirs.values():
+        for d in dict.fromkeys(self.dirs.values()):
             for _ in range(50):
                 try:
                     d.rmdir()

@@ -10,7 +10,9 @@ environment (`--clearenv`: no secret, token or URL is passed in), the worker's c
 cgroup namespace), any other file of the machine.
 
 Limits, in layers. The kernel's, per run: a cgroup of its own where the worker is root and the host
-has them (server.jobs.cgroups: memory, processes, CPU time, CPU share), every writable path a
+has them (server.jobs.cgroups, on cgroup v1 or v2: memory, processes, CPU time, CPU share), a
+syscall filter (server.jobs.seccomp: no new namespaces, so no nested user namespace, no mounts,
+keyrings, bpf, io_uring and the like), every writable path a
 filesystem of fixed size (`/tmp`, `/dev/shm`; `/output` a tmpfs of the output limit, mounted by the
 run's first process in a mount namespace of its own, see `_mount_output`), a user of its own
 (`RUN_UIDS`) with no capability left. Inside the sandbox: rlimits on CPU seconds, address space,
@@ -42,6 +44,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from server.jobs import cgroups, seccomp
 from server.jobs.cgroups import CgroupFailed, RunCgroup
 
 MiB = 1024 * 1024
@@ -234,15 +237,19 @@ def command_line(
     models: list[Path] = (),
     gpu: bool = False,
     uid: int = NOBODY,
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """The bwrap command that runs `command` (an argv) in the sandbox described above, as `uid`
-    when the worker is root."""
+    when the worker is root; with `seccomp_fd`, under the syscall filter it holds."""
     as_root = os.geteuid() == 0
     args = [
         bwrap_path() or "bwrap",
         # IPC, PID, network, UTS and cgroup namespaces; a user namespace too when not root (as
         # root the run drops to `nobody` below, which a user namespace would leave unmapped)
         *(UNSHARE if as_root else ["--unshare-all"]),
+        # no user namespace inside that one (bubblewrap 0.8+; the syscall filter refuses it too)
+        *(["--unshare-user", "--disable-userns"] if not as_root and _disable_userns() else []),
+        *(["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []),
         "--die-with-parent",
         "--new-session",  # no terminal to inject keystrokes into
         "--clearenv",
@@ -308,6 +315,37 @@ def command_line(
         ]
         return [*args, "--", *drop, *command]
     return [*args, "--", *command]
+
+
+@functools.cache
+def _disable_userns() -> bool:
+    """Whether this bubblewrap has `--disable-userns` (0.8.0 and later)."""
+    try:
+        r = subprocess.run([bwrap_path() or "bwrap", "--help"], capture_output=True, text=True)
+    except OSError:
+        return False
+    return "--disable-userns" in r.stdout + r.stderr
+
+
+def describe() -> str:
+    """The limits blind runs get on this host, in a line: the worker's first log line and what
+    `/status` shows of each code worker."""
+    why = available()
+    if why:
+        return f"blind runs cannot run here: {why}"
+    kernel = cgroups.describe()
+    if kernel.startswith("no cgroup"):
+        users = "a user per run" if os.geteuid() == 0 else "the worker's user"
+        kernel += (
+            f"; instead rlimits per process (memory, CPU time), the processes of {users}, "
+            "and a run stopped by the wall clock is charged the CPU of its first process only"
+        )
+    filt = (
+        "a syscall filter (no new namespaces, mounts, keyrings, bpf, io_uring)"
+        if seccomp.supported()
+        else f"no syscall filter (none for {os.uname().machine})"
+    )
+    return f"blind runs: bubblewrap; {kernel}; {filt}"
 
 
 def _gpu_devices() -> list[str]:
@@ -480,6 +518,7 @@ def _wrapper_failed(why: str, t0: float, stderr: str = "") -> Outcome:
 
 def _run(command, engine, image, code, inputs, output, limits, models, gpu, uid, cgroup):
     acc_r, acc_w = os.pipe()
+    filt = seccomp.program_fd() if engine is None and seccomp.supported() else None
     if engine is not None:
         argv = image_command_line(
             engine, image, command, code=code, inputs=inputs, output=output, limits=limits, gpu=gpu
@@ -495,6 +534,7 @@ def _run(command, engine, image, code, inputs, output, limits, models, gpu, uid,
             models=models,
             gpu=gpu,
             uid=uid,
+            seccomp_fd=filt,
         )
     # /output is a tmpfs of the output limit's size, mounted by the run's first process in a mount
     # namespace of its own and held here by a descriptor (`_mount_output`)
@@ -510,7 +550,7 @@ def _run(command, engine, image, code, inputs, output, limits, models, gpu, uid,
             stderr=subprocess.PIPE,
             # the engine enforces an image's limits; its client keeps the session only
             preexec_fn=_limit(limits, cgroup, mount) if engine is None else os.setsid,
-            pass_fds=(acc_w,),
+            pass_fds=(acc_w,) if filt is None else (acc_w, filt),
             env={} if engine is None else {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
         )
     except (OSError, subprocess.SubprocessError) as e:  # bwrap missing, the cgroup or the mount
@@ -521,6 +561,8 @@ def _run(command, engine, image, code, inputs, output, limits, models, gpu, uid,
         return _wrapper_failed(f"{type(e).__name__}: {e}", t0)
     finally:
         os.close(acc_w)
+        if filt is not None:
+            os.close(filt)
     held = None  # the descriptor of the output's tmpfs
     if here is not None:
         there.close()

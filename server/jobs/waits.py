@@ -106,6 +106,7 @@ def workers(conn) -> list[dict] | None:
         out = []
         for w in Worker.all(connection=conn):
             job = w.get_current_job_id()
+            limits = conn.get(f"palimpsest:worker-limits:{w.name}")  # a code worker's (worker.py)
             out.append(
                 {
                     "name": w.name,
@@ -115,6 +116,7 @@ def workers(conn) -> list[dict] | None:
                     "state": w.get_state(),
                     "current_job": job,
                     "last_heartbeat": w.last_heartbeat,
+                    "limits": limits.decode() if isinstance(limits, bytes) else limits,
                 }
             )
         return sorted(out, key=lambda w: w["name"])

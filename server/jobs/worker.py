@@ -31,8 +31,9 @@ from scorer import partition_strata, partition_units
 from scorer.families import read_jsonl
 from server import objectstore
 from server.db import get_engine
+from server.jobs import sandbox
 from server.jobs.procs import die_with_parent
-from server.jobs.queue import QUEUES, connect, get_queue
+from server.jobs.queue import QUEUES, RUNS, connect, get_queue
 from server.jobs.scoring import fail_infra, start_attempt
 from server.migrate import SchemaError, check_at_head
 from server.models import Phase, Score, Submission
@@ -157,9 +158,17 @@ def build_worker(settings: Settings, queues=QUEUES, conn=None, *, simple: bool =
 _WARMED: dict[str, int] = {}
 
 
+# what /status shows of a code worker: the limits its runs get (`sandbox.describe`), by its name
+LIMITS_KEY = "palimpsest:worker-limits:"
+
+
 def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
-    """Work until stopped (or, with burst, until the queues are empty); 0 on a clean exit."""
+    """Work until stopped (or, with burst, until the queues are empty); 0 on a clean exit. A
+    worker of the runs queue says first which limits its blind runs get on this host."""
     _own_signals()
+    limits = sandbox.describe() if RUNS in queues else None
+    if limits is not None:
+        log.warning("worker: %s", limits)
     try:
         engine = get_engine(settings.sqlalchemy_url())
         check_at_head(engine)  # SchemaError, saying to run `palimpsest db upgrade`
@@ -172,6 +181,8 @@ def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
             w, error = None, None
             try:
                 w = build_worker(settings, queues)
+                if limits is not None:
+                    w.connection.set(LIMITS_KEY + w.name, limits, ex=7 * 24 * 3600)
                 try:
                     w.work(burst=burst, logging_level="WARNING", with_scheduler=False)
                 finally:
