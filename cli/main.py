@@ -507,7 +507,7 @@ def agreement_cmd(task_id, source, factor, bayes, compare, seed, draws, expected
         return
     if "language_pairs" in got:  # SwissGov-RSD: annotator against annotator per language pair
         # numpy, scipy and krippendorff load only when an import computes human rows
-        from tasks.agreement_swissgov import why
+        from tasks.agreement_swissgov import span_rows, why
 
         click.echo(
             f"{t.id}: token Spearman x100, annotator 1 against annotator 2 ({got['source']})"
@@ -529,6 +529,9 @@ def agreement_cmd(task_id, source, factor, bayes, compare, seed, draws, expected
         for pair, a in sorted(got["language_pairs"].items()):
             if a["spearman"] is not None:
                 click.echo(f"  {pair}: {why(pair, a)}")
+        for pair, a in sorted(got["language_pairs"].items()):
+            if "spans_paper" in a:  # Table 2's span rows, a span being an annotation
+                click.echo(f"  {pair} spans: {span_rows(pair, a)}")
         return
     if (
         "languages" in got and "splits" in got
