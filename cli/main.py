@@ -404,8 +404,9 @@ def _push_imported(task_id: str, home: Path | None) -> None:
     "--draws",
     type=click.IntRange(100, 20_000),
     default=None,
-    help="With --bayes: warm-up and kept draws per chain (default: the paper's 1,000 each); "
-    "fewer is quicker and more likely to be refused as not converged.",
+    help="With --bayes: warm-up and kept draws per chain (default: TRoTR's set-up, 750 warm-up "
+    "and 1,000 kept draws; the paper's is 1,000 each); fewer is quicker and more likely to be "
+    "refused as not converged.",
 )
 @click.option(
     "--expected",
