@@ -376,8 +376,10 @@ def run_loci(
 ) -> Path:
     """Loci Similes: the top-k sources per query by Dice or by bi-encoder cosine; `retrieve-rerank`
     keeps the retrieved links whose cross-encoder probability reaches the threshold."""
-    queries = _read_csv(store.public("test", "queries.csv"))
-    sources = _read_csv(store.public("test", "sources.csv"))
+    # the split's own inputs: the test split, or the cross-validated one (every fold's queries
+    # against the one source collection; the scorer reads each query's fold from the gold)
+    queries = _read_csv(store.public(opts.split, "queries.csv"))
+    sources = _read_csv(store.public(opts.split, "sources.csv"))
     if system == "lexical":
         idx, val = dice_top_k(
             [t for _, t in queries],
@@ -421,7 +423,8 @@ def run_str(
 ) -> Path:
     """STR: the STR-2022 paper's lexical baseline (Dice over the two sentences' word sets) or the
     cosine of their bi-encoder vectors; written as the official `PairID,Pred_Score` CSV."""
-    pairs = _read_jsonl(store.public("test", "inputs.jsonl"))
+    # the split's own inputs: the test split, or the cross-validated one (every fold's pairs)
+    pairs = _read_jsonl(store.public(opts.split, "inputs.jsonl"))
     if system == "lexical":
         scores = np.array(
             [dice_texts(p["sentence1"], p["sentence2"]) for p in pairs], dtype=np.float64
@@ -439,11 +442,17 @@ def run_str(
             f"system {system!r} does not apply to {task_id} (systems: "
             f"{', '.join(SYSTEMS[task_id])})"
         )
+    # a cross-validated split's file names each pair's fold (the task's fold field) first
+    cv = get_task(task_id).cross_validation if opts.split != "test" else None
+    fold = (cv.field,) if cv is not None and cv.field else ()
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
-        w.writerow(("PairID", "Pred_Score"))
-        w.writerows((p["PairID"], f"{float(v):.6f}") for p, v in zip(pairs, scores, strict=True))
+        w.writerow((*fold, "PairID", "Pred_Score"))
+        w.writerows(
+            (*(p[k] for k in fold), p["PairID"], f"{float(v):.6f}")
+            for p, v in zip(pairs, scores, strict=True)
+        )
     return out
 
 

@@ -125,8 +125,9 @@ def register(group: click.Group, *, home_option, friendly) -> None:
         type=click.Choice(["test", "cv"]),
         default="test",
         show_default=True,
-        help="The split answered: test, or cv (every fold of a cross-validated task, e.g. "
-        "TRoTR's ten; the binary threshold tuned on each fold's dev pairs).",
+        help="The split answered: test, or cv (every fold of a cross-validated import: "
+        "TRoTR's ten, the binary threshold tuned on each fold's dev pairs; Loci Similes' and "
+        "STR-2022's five); the scores hold each fold's values.",
     )
     @click.option(
         "--out",

@@ -404,8 +404,9 @@ def _push_imported(task_id: str, home: Path | None) -> None:
     "--draws",
     type=click.IntRange(100, 20_000),
     default=None,
-    help="With --bayes: warm-up and kept draws per chain (default: the paper's 1,000 each); "
-    "fewer is quicker and more likely to be refused as not converged.",
+    help="With --bayes: warm-up and kept draws per chain (default: TRoTR's set-up, 750 warm-up "
+    "and 1,000 kept draws; the paper's is 1,000 each); fewer is quicker and more likely to be "
+    "refused as not converged.",
 )
 @click.option(
     "--expected",
@@ -507,7 +508,7 @@ def agreement_cmd(task_id, source, factor, bayes, compare, seed, draws, expected
         return
     if "language_pairs" in got:  # SwissGov-RSD: annotator against annotator per language pair
         # numpy, scipy and krippendorff load only when an import computes human rows
-        from tasks.agreement_swissgov import why
+        from tasks.agreement_swissgov import span_rows, why
 
         click.echo(
             f"{t.id}: token Spearman x100, annotator 1 against annotator 2 ({got['source']})"
@@ -529,6 +530,9 @@ def agreement_cmd(task_id, source, factor, bayes, compare, seed, draws, expected
         for pair, a in sorted(got["language_pairs"].items()):
             if a["spearman"] is not None:
                 click.echo(f"  {pair}: {why(pair, a)}")
+        for pair, a in sorted(got["language_pairs"].items()):
+            if "spans_paper" in a:  # Table 2's span rows, a span being an annotation
+                click.echo(f"  {pair} spans: {span_rows(pair, a)}")
         return
     if (
         "languages" in got and "splits" in got

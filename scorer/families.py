@@ -491,12 +491,37 @@ class Keyed(Family):
         return fold_summary(self.task, folds, field_)
 
 
+def _fold_notes(task: Task, folds: dict[str, Scored]) -> list[str]:
+    """The folds' notes, each prefixed by its fold; a subset that no fold's gold holds (a language
+    a one-language import lacks) is named once, not once per fold."""
+    absent = {
+        _no_unit_note(sub, task.unit_name, only): sub
+        for sub in task.subsets
+        for only in (None, True)
+    }
+    everywhere = [
+        absent[n]
+        for n in dict.fromkeys(n for sc in folds.values() for n in sc.notes)
+        if n in absent and all(n in sc.notes for sc in folds.values())
+    ]
+    out = [
+        f"fold {f}: {n}"
+        for f, sc in folds.items()
+        for n in sc.notes
+        if n not in absent or absent[n] not in everywhere
+    ]
+    if everywhere:
+        out.insert(
+            0, f"{', '.join(everywhere)}: no {task.unit_name} of these in any fold of the gold"
+        )
+    return out
+
+
 def fold_summary(task: Task, folds: dict[str, Scored], field_: str) -> Scored:
     """The folds' scores as one result: each metric's mean over the folds (a count, their sum),
     with each fold's metrics and the population standard deviations (`np.std`) beside them."""
-    mean, std, notes = {}, {}, []
-    for f, sc in folds.items():
-        notes += [f"fold {f}: {n}" for n in sc.notes]
+    mean, std = {}, {}
+    notes = _fold_notes(task, folds)
     for sub in task.subsets:
         mean[sub], std[sub] = {}, {}
         for m in task.metrics:

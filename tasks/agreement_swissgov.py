@@ -46,6 +46,7 @@ import krippendorff
 import numpy as np
 from scipy import stats
 
+from tasks.agreement_swissgov_spans import PAPER_SPANS, annotation_spans
 from tasks.errors import ReleaseError
 from tasks.release import locate
 
@@ -319,8 +320,13 @@ def swissgov_agreement(root: Path) -> dict:
             "annotator1_equals_gold": round(same / n_tok, 6) if n_tok else None,
             "paper": PAPER[pair],
             "authors_procedure": AUTHORS_PROCEDURE[pair],
-            # Table 2's span-level rows (`span_agreement`; the paper's in PAPER_SPANS)
-            "spans": span_agreement(span_docs),
+            # Table 2's span-level rows by the authors' protocol (a span is an annotation), on the
+            # files both annotators' folders hold, the paper's figures beside them
+            "spans": annotation_spans(raw, lang),
+            "spans_paper": PAPER_SPANS[pair],
+            # another protocol, not the paper's: spans re-derived as runs of one label on the
+            # gold's tokens of the documents the gold keeps
+            "spans_token_runs": token_run_agreement(span_docs),
         }
     out["procedure"] = procedures.pop() if len(procedures) == 1 else "mixed"
     return out
@@ -330,9 +336,10 @@ THRESHOLDS = (0.5, 0.75, 0.9)
 """The IoU thresholds of the paper's fuzzy span matches (Table 2: >= 50, 75, 90 %)."""
 
 
-def spans(labels) -> list[tuple[int, int, int]]:
-    """(start, end, label) of each difference span: a maximal run of consecutive tokens with the
-    same label above 0 (the paper's section 3); `end` is exclusive."""
+def token_runs(labels) -> list[tuple[int, int, int]]:
+    """(start, end, label) of each maximal run of consecutive tokens with the same label above 0
+    (a reading of the paper's section 3's wording; the paper's figures count annotations,
+    `tasks.agreement_swissgov_spans`); `end` is exclusive."""
     x = np.asarray(labels, dtype=np.int64)
     if not x.size:
         return []
@@ -342,12 +349,14 @@ def spans(labels) -> list[tuple[int, int, int]]:
     return [(int(a), int(b), int(x[a])) for a, b in zip(starts, ends, strict=True) if x[a] > 0]
 
 
-def span_agreement(docs: list[dict[str, tuple]]) -> dict:
-    """Table 2's span-level rows for one language pair. `docs` holds, per document, for each side
-    ("a" English, "b" the other language) the two annotators' labels (0-5) on the gold's tokens
-    without those the gold marks -1 (punctuation).
+def token_run_agreement(docs: list[dict[str, tuple]]) -> dict:
+    """Table 2's span-level rows for one language pair by another protocol than the paper's
+    (`spans_token_runs`): spans re-derived as runs of one label on the gold's tokens, not the
+    annotations (`tasks.agreement_swissgov_spans` is the paper's). `docs` holds, per document,
+    for each side ("a" English, "b" the other language) the two annotators' labels (0-5) on the
+    gold's tokens without those the gold marks -1 (punctuation).
 
-    * `spans_1`, `spans_2`: difference spans (`spans`) over both sides of every document;
+    * `spans_1`, `spans_2`: label runs (`token_runs`) over both sides of every document;
       `tokens_1`, `tokens_2`: tokens labelled above 0;
     * `matched@50`, `@75`, `@90`: the pairs (a span of annotator 1, one of annotator 2, on the
       same side of the same document) whose token IoU is at least the threshold; `matched@exact`:
@@ -363,7 +372,7 @@ def span_agreement(docs: list[dict[str, tuple]]) -> dict:
     for doc in docs:
         for side, (l1, l2) in doc.items():
             l1, l2 = np.asarray(l1, dtype=np.int64), np.asarray(l2, dtype=np.int64)
-            s1, s2 = spans(l1), spans(l2)
+            s1, s2 = token_runs(l1), token_runs(l2)
             out["spans_1"] += len(s1)
             out["spans_2"] += len(s2)
             d1, d2 = l1 > 0, l2 > 0
@@ -427,6 +436,30 @@ def why(pair: str, a: dict) -> str:
     )
 
 
+def span_rows(pair: str, a: dict) -> str:
+    """Table 2's span rows of one pair (`spans`) against the paper's, in a sentence."""
+    from tasks.agreement_swissgov_spans import compare
+
+    s = a["spans"]
+    cells = compare(s, a["spans_paper"])
+    equal = sum(ok for _, _, ok in cells.values())
+    rates = " ".join(
+        f"{k}={'-' if s[k] is None else f'{s[k] * 100:.2f}'}"
+        for k in ("iou_a", "iou_b", "f1_a", "f1_b", "spearman@50", "spearman@exact")
+    )
+    text = (
+        f"{s['spans_1']}/{s['spans_2']} spans, {s['matched@50']}/{s['matched@75']}/"
+        f"{s['matched@90']}/{s['matched@exact']} matched at 50/75/90/exact, {rates} "
+        f"({s['documents']} documents); {equal} of {len(cells)} cells equal the paper's"
+    )
+    if pair in REPLACED and equal < len(cells):
+        text += (
+            " (annotator 2's files are the first run the paper's note 5 says was replaced; "
+            "annotator 1's spans and tokens equal the paper's)"
+        )
+    return text
+
+
 __all__ = [
     "AUTHORS_PROCEDURE",
     "LANGS",
@@ -436,8 +469,9 @@ __all__ = [
     "page_labels",
     "page_lines",
     "pieces",
-    "span_agreement",
-    "spans",
+    "span_rows",
+    "token_run_agreement",
+    "token_runs",
     "swissgov_agreement",
     "swissgov_release",
     "why",

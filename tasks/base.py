@@ -184,6 +184,10 @@ class Task:
     agreement_bayes: str = ""
     # a split scored fold by fold (TRoTR's protocol), or None
     cross_validation: CrossValidation | None = None
+    # what its phases' published rankings are computed on where the split has a private part:
+    # "private" (that part), or "whole" (the whole split, as the task's own ranking was: STR's
+    # SemEval-2024 ranked each language on its whole test set); a phase keeps what it was made with
+    published_on: str = "private"
     # published systems' results, shown unranked beside the baselines on their split's boards
     paper_rows: tuple[PaperRow, ...] = ()
     # links: the depths k at which a scored run is also cut and scored as a set of links

@@ -102,3 +102,19 @@ def test_the_command_compares_the_nested_models(tmp_path):
     for r in got["ranking"]:
         assert r["elpd_diff"] == pytest.approx(elpd[r["model"]] - best, abs=1e-9)
         assert (r["se_diff"] == 0) == (r["model"] == ranked[0])
+
+
+def test_the_draws_help_names_the_fits_own_default():
+    from click.testing import CliRunner
+
+    from cli.main import main
+    from tasks.agreement import TROTR_SAMPLER
+    from tasks.agreement_bayes import DEFAULTS
+
+    out = CliRunner().invoke(main, ["agreement", "--help"])
+    assert out.exit_code == 0, out.output
+    text = " ".join(out.output.split())
+    want = f"{TROTR_SAMPLER['warmup']} warm-up and {DEFAULTS['samples']:,} kept draws"
+    assert want in text, text
+    docs = Path(__file__).resolve().parent.parent / "docs" / "agreement.md"
+    assert want in " ".join(docs.read_text(encoding="utf-8").split())

@@ -10,7 +10,8 @@ import random
 import pytest
 from scipy.stats import spearmanr
 
-from tasks.agreement_swissgov import span_agreement, spans
+from tasks.agreement_swissgov import token_run_agreement as span_agreement
+from tasks.agreement_swissgov import token_runs as spans
 
 
 def naive_spans(labels) -> list[tuple[set, int]]:

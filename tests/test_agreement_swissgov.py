@@ -342,6 +342,12 @@ def test_import_records_it_the_command_prints_it_and_the_board_shows_a_row_per_p
     r = CliRunner().invoke(main, ["agreement", "swissgov-rsd", "--home", str(home)])
     assert r.exit_code == 0, r.output
     fr = got["language_pairs"]["en-fr"]["spearman"] * 100
+    # Table 2's span rows by the authors' protocol (tests/test_agreement_swissgov_spans.py)
+    for pair in ("en-fr", "en-it"):
+        a = got["language_pairs"][pair]
+        assert a["spans"]["protocol"] == "annotations" and "spans_token_runs" in a
+        assert a["spans"]["matched@exact"] == a["spans_paper"]["matched@exact"]
+        assert f"{pair} spans: " in r.output and "16 of 16 cells equal" in r.output
     assert (
         f"en-fr   {fr:.2f}  43.61" in r.output
         and "Krippendorff" in r.output

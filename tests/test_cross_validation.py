@@ -568,6 +568,30 @@ def test_the_cli_scores_the_cv_split_as_one_json_document(cv_home, tmp_path):
     assert doc == json.loads(json.dumps(score_file("tric-ranking", path, "cv", cv_home)))
 
 
+def test_baselines_run_on_the_cv_split_gives_each_fold(cv_home, tmp_path):
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    out = CliRunner().invoke(
+        main,
+        [
+            "baselines", "run", "--task", "tric-ranking", "--system", "lexical", "--split", "cv",
+            "--out", str(tmp_path / "out"), "--home", str(cv_home), "--quiet", "--json",
+        ],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    (got,) = json.loads(out.stdout)
+    assert got["split"] == "cv" and sorted(got["scores"]["cross_validation"]["folds"]) == [
+        "1",
+        "2",
+        "3",
+    ]
+    assert got["scores"] == json.loads(
+        json.dumps(score_file("tric-ranking", got["file"], "cv", cv_home))
+    )
+
+
 def test_a_published_cross_validated_ranking_keeps_its_folds(embedded_backend):
     """Publication freezes the mean, the spread and every fold with the intervals; later runs change
     nothing in it."""

@@ -5,8 +5,10 @@ and the bootstrap of queries within each fold; each against a computation writte
 from __future__ import annotations
 
 import csv
+import json
 import math
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -188,3 +190,31 @@ def test_a_links_split_declares_its_folds_file():
         TaskSpec.model_validate(
             {**spec, "cross_validation": {**spec["cross_validation"], "field": "fold"}}
         )
+
+
+def test_baselines_run_on_the_cv_split_gives_each_fold(cv_release, tmp_path):
+    """`palimpsest baselines run --task loci-similes --split cv` answers the cross-validated
+    import's queries (every fold's) and its scores hold each fold's values."""
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    home, qids, sids, gold, _ = cv_release
+    out = CliRunner().invoke(
+        main,
+        [
+            "baselines", "run", "--task", "loci-similes", "--system", "lexical", "--split", "cv",
+            "--top-k", "3", "--out", str(tmp_path / "out"), "--home", str(home), "--quiet",
+            "--json",
+        ],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    (got,) = json.loads(out.stdout)
+    assert got["split"] == "cv" and got["file"].endswith("lexical.cv.csv")
+    rows = read_csv(Path(got["file"]))
+    assert {r[0] for r in rows} == set(qids)  # every fold's queries, 3 sources each
+    assert len(rows) == 3 * len(qids)
+    folds = got["scores"]["cross_validation"]["folds"]
+    assert sorted(folds) == ["1", "2", "3", "4", "5"]
+    f1 = [folds[f]["all"]["f1"] for f in sorted(folds)]
+    assert got["scores"]["metrics"]["all"]["f1"] == pytest.approx(np.mean(f1), abs=1e-12)

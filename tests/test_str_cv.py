@@ -158,3 +158,37 @@ def test_a_checkout_adds_the_folds_beside_semeval_splits(tmp_path):
     assert m["counts"]["cv"] == {"eng": eng_train, "folds": 5}
     held = import_task("str", tmp_path / "h2", source=root)
     assert held["splits"] == ["dev", "test"] and "cross_validation" not in held
+
+
+def test_baselines_run_on_the_cv_split_gives_each_fold(cv_home, tmp_path):
+    """`palimpsest baselines run --task str --split cv` on an STR-2022 import answers every fold's
+    pairs, each named with its fold, and its scores hold each fold's Spearman (scipy on the
+    file); the score names no absent language once per fold."""
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    home, pairs, _ = cv_home
+    out = CliRunner().invoke(
+        main,
+        [
+            "baselines", "run", "--task", "str", "--system", "lexical", "--split", "cv",
+            "--out", str(tmp_path / "out"), "--home", str(home), "--quiet", "--json",
+        ],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    (got,) = json.loads(out.stdout)
+    with open(got["file"], encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    fold_of = folds_by_hand([p[0] for p in pairs], 5)
+    assert {r["PairID"]: int(r["fold"]) for r in rows} == fold_of
+    gold = {p[0]: p[3] for p in pairs}
+    folds = got["scores"]["cross_validation"]["folds"]
+    for k in range(1, 6):
+        mine = [r for r in rows if int(r["fold"]) == k]
+        rho = spearmanr([gold[r["PairID"]] for r in mine], [float(r["Pred_Score"]) for r in mine])
+        assert folds[str(k)]["eng"]["spearman"] == pytest.approx(rho.statistic, abs=1e-12)
+    notes = got["scores"]["notes"]
+    assert not any(n.startswith("fold ") and "no pair" in n for n in notes), notes
+    absent = [n for n in notes if "no pair" in n]
+    assert len(absent) == 1 and "arq" in absent[0] and "any fold" in absent[0], notes

@@ -308,3 +308,50 @@ def test_runs_land_on_their_track_and_language_boards(site):
         # the new revision's statistics: computed by the job the move asked for after its commit
         # (this app never asks for them itself)
         assert got["statistics"]["status"] == "ready", board
+    # publication: SemEval-2024 Task 1 ranked each language on its whole test set, and so does
+    # each published board (STR's phases publish on the whole split): every value is Spearman's
+    # rho on all of the language's test pairs (scipy, as the organisers' evaluate() computes it),
+    # the public part's beside it; before publication no one but organizers sees that part
+    from server.boards.leaderboard import board_from_dict
+    from server.domain import publication
+    from server.domain.visibility import ORGANIZER, TEAM, Viewer, may_see
+
+    with site.session() as s:
+        ph = s.get(Phase, p.id)
+        assert ph.published_on == "whole" and ph.public_fraction < 1.0
+        made = s.get(Phase, p.id).opens_at
+        assert not may_see(Viewer(TEAM, 1), ph, made, "whole")
+        assert may_see(Viewer(ORGANIZER), ph, made, "whole")
+        rv = publication.publish(
+            s, ph, task=get_task(TASK), actor=None, settings=site.settings, close_first=True
+        )
+        main = board_from_dict(json.loads(rv.body_json))
+        published = {
+            b: board_from_dict(json.loads(publication.board_ranking(s, rv, b).body_json))
+            for b in LANGUAGE_BOARDS
+        }
+    assert main.part == "whole"
+    checked = 0
+    for board, snap in published.items():
+        lang = board.split("-")[1]
+        assert snap.part == "whole" and snap.published, board
+        rows = [r for r in snap.rows if r.row_type == "team"]
+        checked += len(rows)  # c-eng has none: its one Track C run learned from eng's labels
+        whole = [g for g in gold if g["language"] == lang]
+        public = [g for g in whole if g["PairID"] in units]
+        assert len(public) < len(whole)
+        values = {}
+        for r in rows:
+            pred = preds[r.submission_id][1]
+            rho = spearmanr([g["score"] for g in whole], [pred[g["PairID"]] for g in whole])
+            assert r.values[f"{lang}/spearman"] == pytest.approx(rho.statistic, abs=1e-12), board
+            pub = spearmanr([g["score"] for g in public], [pred[g["PairID"]] for g in public])
+            assert r.public_value == pytest.approx(pub.statistic, abs=1e-12), board
+            assert r.ci is not None and r.ci[0] <= r.values[f"{lang}/spearman"] <= r.ci[1]
+            values[r.submission_id] = rho.statistic
+        order = sorted(values, key=lambda k: -values[k])
+        assert [r.submission_id for r in rows if r.rank is not None] == order, board
+    assert checked >= 10
+    # anyone sees the published boards on the whole split, ranked as SemEval-2024 ranked them
+    got = c.get(f"/tasks/{TASK}/leaderboard.json?phase=test&board=a-eng").get_json()
+    assert got["ranked_on"] == "whole"

@@ -297,7 +297,7 @@ class Leaderboard(_Shape):
         "one of `equals`.",
     )
     split: str
-    part: Literal["public", "private", "all"] = Field(
+    part: Literal["public", "private", "whole", "all"] = Field(
         serialization_alias="ranked_on",
         validation_alias=AliasChoices("ranked_on", "part"),
         description="The gold part ranked on.",

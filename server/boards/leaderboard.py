@@ -34,8 +34,9 @@ from server.boards.board_model import (  # noqa: F401 - the shapes, re-exported
 )
 from server.domain import goldversions, people
 from server.domain.lifecycle import PENDING, Status
+from server.domain.partitions import ranked_part
 from server.domain.provenance import current_provenance, is_current, public_result
-from server.domain.visibility import ORGANIZER, TEAM, Viewer, may_see
+from server.domain.visibility import HIDDEN, ORGANIZER, TEAM, Viewer, may_see
 from server.models import Phase, Score, Submission, Team
 from tasks.agreement import reference_rows
 from tasks.bundle_models import board_subset_forbidden
@@ -253,7 +254,7 @@ def _ranked_runs(
             if phase.published_at is not None
             else false()
         )
-        counted.append(or_(Score.part != "private", released))
+        counted.append(or_(Score.part.notin_(HIDDEN), released))
     where = [
         *_listed(phase),
         Submission.removed_at.is_(None),
@@ -361,7 +362,8 @@ def team_sees_the_public_board(
         return True
     use_private = phase.published_at is not None
     if use_private:
-        rank_parts = ("private", "all")
+        # the private part, or the whole split for a phase that publishes on it
+        rank_parts = (ranked_part(phase), "all")
     elif phase.public_fraction >= 1.0:
         rank_parts = ("public", "all")
     else:
@@ -465,7 +467,8 @@ def build_board(
 
     # ranked part and, after publication, the public part beside it
     if use_private:
-        rank_parts = ("private", "all")
+        # the private part, or the whole split for a phase that publishes on it
+        rank_parts = (ranked_part(phase), "all")
     elif phase.public_fraction >= 1.0:
         rank_parts = ("public", "all")
     else:
@@ -638,7 +641,9 @@ def build_board(
     rows.sort(key=sort_key)
     # the part ranked on, as named in the JSON: a phase without a hidden part ranks on all of its
     # gold
-    part = "all" if phase.public_fraction >= 1.0 else ("private" if use_private else "public")
+    part = ranked_part(phase) if use_private else "all"
+    if phase.public_fraction < 1.0 and not use_private:
+        part = "public"
     return Board(
         task_id=task.id,
         phase=phase.name,

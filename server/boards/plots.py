@@ -184,7 +184,7 @@ def history(
     its filter lets in, by its ranking value (read from each run's result)."""
     from server.boards.leaderboard import _value, passes  # the boards import the figures
 
-    part = {"private": "private", "public": "public"}.get(board.part, "all")
+    part = {"private": "private", "public": "public", "whole": "whole"}.get(board.part, "all")
     if part == "public" and phase.public_fraction >= 1.0:
         part = "all"
     value = Score.primary_value if spec is None else Score.result

@@ -498,6 +498,8 @@ def part_of(board, phase) -> str:
     """The part of the gold a phase's public board is ranked on, as its statistics resample it."""
     if board.part == "private":
         return "private"
+    if board.part == "whole":  # the whole split: every unit of the gold
+        return "all"
     return "public" if phase.public_fraction < 1.0 else "all"
 
 
@@ -551,7 +553,7 @@ def compute_board_stats(phase_id: int, settings=None) -> dict:
         body["boards"] = {b.board: _board_statistics(settings, part, b) for b in declared}
     if phase.public_fraction < 1.0 and part_name == "public":
         # the private samples too, computed now in the worker, for the published snapshot
-        private = Part.get(settings, engine, task, phase, "private")
+        private = Part.get(settings, engine, task, phase, _hidden_part(phase))
         for b in (board, *declared):
             value = value_key(b.primary)
             for r in _stat_rows(b)[0]:
@@ -640,6 +642,12 @@ def attach(board, body: dict | None, *, reason: str = "") -> None:
             )
         else:
             r.ci_note = reason
+
+
+def _hidden_part(phase) -> str:
+    """The part of the gold whose samples the published snapshot resamples: the private part, or
+    every unit for a phase that publishes on the whole split."""
+    return "all" if phase.published_on == "whole" else "private"
 
 
 def for_snapshot(settings, engine, task, phase, board, *, matrices: dict | None = None) -> dict:

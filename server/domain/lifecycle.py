@@ -560,6 +560,15 @@ def create_phase(
             s, task, name, split, home
         )
     fields["boards"] = boards.checked(s, task, declared) or None
+    # what the published ranking is computed on: the private part, or the whole split (as the
+    # task declares for its phases unless given); only a phase with a private part has a choice
+    on = fields.pop("published_on", None) or getattr(task, "published_on", "private")
+    if on not in partitions.PUBLISHED_ON:
+        raise LifecycleRefused(
+            f"published_on: {on!r} is not one of {', '.join(partitions.PUBLISHED_ON)}",
+            "bad_phase",
+        )
+    fields["published_on"] = on if fields["public_fraction"] < 1.0 else "private"
     p = models.Phase(task_id=task.id, name=name, split=split, **fields)
     s.add(p)
     s.flush()

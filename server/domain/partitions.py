@@ -143,13 +143,33 @@ def draw(part: models.GoldPartition, home) -> tuple[list[str], list[str]]:
     )
 
 
+WHOLE = "whole"
+"""The part holding the whole split of a phase with a private part, scored when the phase publishes
+on it (`Phase.published_on`); hidden as the private part is until publication."""
+HIDDEN_PARTS = ("private", WHOLE)
+PUBLISHED_ON = ("private", WHOLE)
+
+
 def gold_parts(engine, phase_id: int, settings) -> dict[str, frozenset | None]:
-    """{"all": None}, or {"public": units, "private": units} for a phase with a hidden part."""
+    """{"all": None}, or {"public": units, "private": units} for a phase with a hidden part, and
+    {"whole": None} beside them when the phase publishes on the whole split."""
     part = partition_of(engine, phase_id)
     if part is None:
         return {"all": None}
     public, private = draw(part, settings.home)
-    return {"public": frozenset(public), "private": frozenset(private)}
+    out = {"public": frozenset(public), "private": frozenset(private)}
+    with Session(engine) as s:
+        if s.get(models.Phase, phase_id).published_on == WHOLE:
+            out[WHOLE] = None
+    return out
+
+
+def ranked_part(phase: models.Phase) -> str:
+    """The part a phase's published ranking is computed on: "all" (no private part), "private",
+    or "whole" (the whole split, `Phase.published_on`)."""
+    if phase.public_fraction >= 1.0:
+        return "all"
+    return WHOLE if phase.published_on == WHOLE else "private"
 
 
 def bootstrap_seed(engine, phase_id: int) -> int:

@@ -1,7 +1,9 @@
 """Who may see which score: the one answer to "may this viewer see this part of this run's score?"
 
 A run's scores come in parts: "all" (a split without a private part), or "public" and "private"
-(a split whose gold is hidden). The rule, for every page, API route, export and command:
+(a split whose gold is hidden), and "whole" beside them (the whole split) when the phase publishes
+on it; "whole" is hidden exactly as "private" is. The rule, for every page, API route, export and
+command:
 
 | viewer          | public / all | private, before publication | private, after publication |
 |-----------------|--------------|-----------------------------|----------------------------|
@@ -24,8 +26,12 @@ from server import models  # other subjects' tables: models.X, loaded when first
 from server.domain import people
 
 ANONYMOUS, TEAM, ORGANIZER = "anonymous", "team", "organizer"
-# the part a score is shown on, best first: the private part ranks once it may be shown
-PREFERENCE = ("private", "all", "public")
+# the part a score is shown on, best first: the private part (or the whole split, for a phase that
+# publishes on it) ranks once it may be shown
+PREFERENCE = ("whole", "private", "all", "public")
+# the parts hidden until publication: the private part, and the whole split of a phase that
+# publishes on it (`Phase.published_on`; its score would reveal the private part's)
+HIDDEN = ("private", "whole")
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,7 @@ def may_see(
     viewer: Viewer, phase: models.Phase | None, created_at: datetime | None, part: str
 ) -> bool:
     """Whether `viewer` may see the `part` score of a run of `phase` made at `created_at`."""
-    if part != "private":
+    if part not in HIDDEN:
         return True
     return viewer.is_organizer or private_released(phase, created_at)
 
@@ -94,7 +100,7 @@ def shown_part(
     for part in PREFERENCE:
         if part not in parts:
             continue
-        if part == "private" and not (
+        if part in HIDDEN and not (
             private_released(phase, created_at)
             or (viewer.is_organizer and phase is not None and phase.published_at is not None)
         ):

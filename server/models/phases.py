@@ -49,6 +49,10 @@ class Phase(TableModel, table=True):
     total_limit: Optional[int] = 100
     concurrent_limit: Optional[int] = 2
     public_fraction: float = 1.0
+    # what the published ranking is computed on, for a phase with a private part: "private" (that
+    # part), or "whole" (the whole split, as SemEval and most shared tasks publish; the whole
+    # split's score is hidden like the private part's until publication)
+    published_on: str = Field(default="private", max_length=16)
     # the gold partition the phase scores with (server.domain.lifecycle.partition_for): the one
     # shared by
     # every phase on the task's split, or a phase's own from before partitions were shared

@@ -441,7 +441,10 @@ def primary_scores(subs, phases, viewer) -> dict[int, tuple[float | None, str]]:
         who = viewer(s.task_id) if callable(viewer) else viewer
         part = shown_part(who, phases.get(s.phase_id), s.created_at, parts)
         if part is not None:
-            out[s.id] = (parts[part], "" if part == "all" else f"{part} part")
+            out[s.id] = (
+                parts[part],
+                {"all": "", "whole": "whole split"}.get(part, f"{part} part"),
+            )
     return out
 
 
