@@ -3,11 +3,11 @@ their coverage beside the percentile rank ranges' on simulated boards, and their
 board's sizes.
 
     python3 benchmarks/bench_ranksets.py coverage [--boards 200] [--rows 20] [--items 500]
-        [--B 1000] [--gap 0.2] [--seed 2026]
+        [--B 1000] [--gap 0.2] [--seed 2026] [--p0 0.7]
     python3 benchmarks/bench_ranksets.py cost [--rows 50,500,2000] [--B 1000]
 
 `coverage`: boards of R systems on n items, true accuracies `gap` standard errors apart (0.2:
-dense, 2: sparse), each system's items correct independently; B paired resamples of the items
+dense; 1 with --p0 0.5: sparse, every accuracy inside (0, 1)), each system's items correct independently; B paired resamples of the items
 per board. Prints, per row, how often the percentile rank range (`rank_range`), the marginal
 rank set and the simultaneous set hold the row's true rank, the simultaneous sets' joint coverage
 and the sets' mean widths. `cost`: the time of the marginal and the simultaneous sets of a board
@@ -34,9 +34,8 @@ from scorer import bootstrap as bs  # noqa: E402
 from scorer import ranksets as rs  # noqa: E402
 
 
-def boards(n_boards, R, n, B, gap, seed):
+def boards(n_boards, R, n, B, gap, seed, p0=0.7):
     rng = np.random.default_rng(seed)
-    p0 = 0.7
     se = np.sqrt(p0 * (1 - p0) / n)
     acc = p0 + gap * se * (np.arange(R)[::-1] - (R - 1) / 2)
     for _ in range(n_boards):
@@ -51,7 +50,7 @@ def coverage(a) -> None:
     width = {k: 0.0 for k in held}
     joint = {k: 0 for k in held}
     t0 = time.process_time()
-    for samples, points in boards(a.boards, a.rows, a.items, a.B, a.gap, a.seed):
+    for samples, points in boards(a.boards, a.rows, a.items, a.B, a.gap, a.seed, a.p0):
         got = rs.rank_sets(samples, points, True)
         sets = {
             "range": np.array(bs.rank_ranges(bs.resample_ranks(samples, True))),
@@ -116,6 +115,7 @@ def main() -> None:
     c.add_argument("--B", type=int, default=1000)
     c.add_argument("--gap", type=float, default=0.2)
     c.add_argument("--seed", type=int, default=2026)
+    c.add_argument("--p0", type=float, default=0.7, help="the accuracies' centre")
     k = sub.add_parser("cost")
     k.add_argument("--rows", default="50,500,2000")
     k.add_argument("--B", type=int, default=1000)
