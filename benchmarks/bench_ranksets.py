@@ -6,13 +6,14 @@ board's sizes.
         [--B 1000] [--gap 0.2] [--seed 2026] [--p0 0.7]
     python3 benchmarks/bench_ranksets.py cost [--rows 50,500,2000] [--B 1000]
 
-`coverage`: boards of R systems on n items, true accuracies `gap` standard errors apart (0.2:
-dense; 1 with --p0 0.5: sparse, every accuracy inside (0, 1)), each system's items correct independently; B paired resamples of the items
-per board. Prints, per row, how often the percentile rank range (`rank_range`), the marginal
-rank set and the simultaneous set hold the row's true rank, the simultaneous sets' joint coverage
-and the sets' mean widths. `cost`: the time of the marginal and the simultaneous sets of a board
-of R rows (rows spread from clearly apart to nearly equal, a shared difficulty per resample),
-beside the rank ranges' and the pairwise p-values' (`rank_statistics`), one BLAS thread.
+`coverage`: boards of R systems on n items, true accuracies `gap` standard errors apart around
+`p0` (0.2: dense; 1 with --p0 0.5: sparse, every accuracy inside (0, 1)), each system's items
+correct independently; B paired resamples of the items per board. Prints, per row, how often the
+percentile rank range (`rank_range`), the marginal rank set and the simultaneous set hold the
+row's true rank, the simultaneous sets' joint coverage and the sets' mean widths.
+`cost`: the time of the marginal and the simultaneous sets of a board of R rows (rows spread
+from clearly apart to nearly equal, a shared difficulty per resample), beside the rank ranges'
+and the pairwise p-values' (`rank_statistics`), one BLAS thread.
 """
 
 from __future__ import annotations
