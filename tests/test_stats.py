@@ -88,7 +88,19 @@ def test_the_worker_computes_intervals_rank_ranges_and_clusters(b):
         best, worst = r["rank_range"]
         assert 1 <= best <= r["rank"] <= worst <= 3
         assert isinstance(r["cluster"], int)
+        # the rank sets beside the range: the row's own and every row's at once
+        ms, ss = r["rank_set"], r["rank_set_simultaneous"]
+        assert (ms["kind"], ss["kind"], ms["coverage"], ms["method"]) == (
+            "marginal",
+            "simultaneous",
+            0.95,
+            "max-t",
+        )
+        assert 1 <= ss["low"] <= ms["low"] <= r["rank"] <= ms["high"] <= ss["high"] <= 3
     assert [r["cluster"] for r in rows] == sorted(r["cluster"] for r in rows)
+    assert 'class="muted rankset"' in _board(app, "tric-binary", "test", "html")
+    best = [r["submission_id"] for r in rows if r["rank_set_simultaneous"]["low"] == 1]
+    assert st["top_sets"]["1"] == best
     assert st["order"] == [r["submission_id"] for r in rows]
     P = np.array(st["p_holm"])
     assert P.shape == (3, 3) and np.allclose(P, P.T)

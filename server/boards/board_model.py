@@ -37,6 +37,7 @@ STATS_FIELDS = (
     "p",
     "p_holm",
     "neighbours",
+    "top_sets",
 )
 
 
@@ -144,6 +145,12 @@ class BoardStatistics(BaseModel):
         "against the next one and (`p_head`, `p_holm_head`) against the best row of its cluster "
         "(null for the last row, and for a cluster's best); Holm's correction is over every pair.",
     )
+    top_sets: Optional[dict[str, list[int]]] = Field(
+        None,
+        description='tau ("1", "3") -> the submission ids that may be among the tau best: every '
+        "row truly among them is there with probability 1 - alpha (the simultaneous rank sets' "
+        "lower ends).",
+    )
 
 
 class BoardColumn(_Shape):
@@ -244,6 +251,19 @@ class LeaderboardRow(_Shape):
     )
     rank_range: Optional[list[Optional[int]]] = Field(
         None, description="[best, worst]: 95 % rank interval."
+    )
+    rank_set: Optional[dict] = Field(
+        None,
+        exclude_if=_none,
+        description="{low, high, coverage, kind, method}: the confidence set for the row's rank "
+        'that holds its true rank with probability `coverage` (kind "marginal"; Mogstad, Romano, '
+        'Shaikh and Wilhelm\'s max-t procedure, "holm" beyond 500 ranked rows).',
+    )
+    rank_set_simultaneous: Optional[dict] = Field(
+        None,
+        exclude_if=_none,
+        description="The same, of kind \"simultaneous\": every row's set holds every row's true "
+        "rank at once with probability `coverage`.",
     )
     cluster: Optional[int] = Field(
         None, description="Rows not significantly different share a cluster."

@@ -40,6 +40,7 @@ from sqlmodel import Session
 
 from scorer import validate_file
 from scorer.bootstrap import Bootstrap, _group_mean, intervals, rank_statistics, unit_arrays
+from scorer.ranksets import rank_sets, top_set
 from server import objectstore
 from server.boards import leaderboard as lb
 from server.boards.leaderboard import STALE_NOTE
@@ -383,7 +384,7 @@ def statistics(
     value = value_key(prim)
     rows, ranked = _stat_rows(board)
     out_rows: dict[str, dict] = {}
-    order, teams, p, p_holm, neighbours = [], [], None, None, None
+    order, teams, p, p_holm, neighbours, top_sets = [], [], None, None, None, {}
     if rows:
         at = {r.submission_id: i for i, r in enumerate(rows)}
         M = np.vstack(
@@ -401,10 +402,23 @@ def statistics(
                 full=full,
                 arrays=matrices is not None,
             )
+            sets = rank_sets(
+                M[idx], np.array([value_of(r) for r in ranked]), prim.greater_is_better, ALPHA
+            )
             for i, r in enumerate(ranked):
                 out_rows[str(r.submission_id)].update(
-                    rank_range=st["rank_range"][i], cluster=st["cluster"][i]
+                    rank_range=st["rank_range"][i],
+                    cluster=st["cluster"][i],
+                    rank_set=_rank_set(sets["marginal"][i], "marginal", sets["method"]),
+                    rank_set_simultaneous=_rank_set(
+                        sets["simultaneous"][i], "simultaneous", sets["method"]
+                    ),
                 )
+            top_sets = {
+                str(k): [ranked[j].submission_id for j in top_set(sets["simultaneous"], k)]
+                for k in TOP_SETS
+                if k < len(ranked)
+            }
             order = [r.submission_id for r in ranked]
             teams = [r.team for r in ranked]
             neighbours = {
@@ -434,7 +448,24 @@ def statistics(
         "p": p,
         "p_holm": p_holm,
         "neighbours": neighbours,
+        "top_sets": top_sets,
         "seconds": round(time.perf_counter() - t0, 3),
+    }
+
+
+TOP_SETS = (1, 3)
+"""The tau of the top-tau sets a board's statistics carry (`top_sets`: the rows that may be among
+the tau best, with the simultaneous sets' coverage)."""
+
+
+def _rank_set(bounds, kind: str, method: str) -> dict:
+    """A row's rank set as the board's JSON carries it."""
+    return {
+        "low": bounds[0],
+        "high": bounds[1],
+        "coverage": round(1.0 - ALPHA, 6),
+        "kind": kind,
+        "method": method,
     }
 
 
@@ -628,6 +659,8 @@ def attach(board, body: dict | None, *, reason: str = "") -> None:
         got = rows.get(str(r.submission_id))
         if got:
             r.ci, r.rank_range, r.cluster = got.get("ci"), got.get("rank_range"), got.get("cluster")
+            r.rank_set = got.get("rank_set")
+            r.rank_set_simultaneous = got.get("rank_set_simultaneous")
         elif r.row_type == "human":
             r.ci_note = "a reference figure: no interval"
         elif r.row_type == "paper":
