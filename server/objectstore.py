@@ -38,6 +38,12 @@ from server.storage import path_for
 from tasks.declared import DECLARATION, touch
 from tasks.store import TaskStore, tree_sha256
 
+# The data directory's areas the store holds that nothing makes again: what a restore and
+# `palimpsest store push` put into it, everything a web process or a worker on an empty data
+# directory of its own reads from it (the published pairwise matrices under rankings/ included).
+# The store's other keys are made again when asked for: the statistics' caches (stats/), the zips
+# of public files (downloads/); incoming/ holds large uploads not completed.
+STORED_AREAS = ("uploads", "tasks", "baselines", "rankings")
 PUBLIC_PREFIXES = ("tasks/", "downloads/")  # and only their public files: see is_public_key
 
 
@@ -88,14 +94,21 @@ class ObjectStore:
         if "NoSuchBucket" in str(e) or "bucket does not exist" in str(e):
             return StoreUnreachable(
                 f"the object store {self.endpoint or 'S3'} has no bucket {self.bucket!r} (while "
-                f"{what}): create it (`aws --endpoint-url {self.endpoint} s3 mb "
-                f"s3://{self.bucket}`, or `s3.bucket.create -name {self.bucket}` in `weed shell`)"
-                "; nothing was recorded",
+                f"{what}): create it ({self.how_to_create()}); nothing was recorded",
                 code="store_no_bucket",
             )
         return StoreUnreachable(
             f"the object store {self.endpoint or 'S3'} (bucket {self.bucket}) did not answer "
             f"while {what} ({type(e).__name__}: {e}); nothing was recorded, try again later"
+        )
+
+    def how_to_create(self) -> str:
+        """How an operator creates the bucket: with any S3 client, or SeaweedFS's shell (which
+        must be told its master's address and gRPC port unless they are the defaults)."""
+        return (
+            f"`aws --endpoint-url {self.endpoint} s3 mb s3://{self.bucket}`, or on SeaweedFS "
+            f"`s3.bucket.create -name {self.bucket}` in `weed shell -master=HOST:PORT.GRPCPORT` "
+            "(the master's address, HTTP and gRPC ports, e.g. `-master=10.0.0.5:9333.19333`)"
         )
 
     def _call(self, what: str, fn, *a, **kw):
