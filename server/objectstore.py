@@ -460,3 +460,30 @@ def ensure_public(settings: Settings, task_id: str) -> bool:
     if declared:
         touch(settings.home)
     return True
+
+
+def ensure_declared(settings: Settings, task_id: str) -> bool:
+    """`ensure_task`, and the task's declaration too when only it changed in the store (a task's
+    texts or boards rewritten in place leave its `task.json` as it was): what a web process on a
+    data directory of its own calls to know a task another process created or changed
+    (server.domain.task_sync). Returns True when anything was fetched."""
+    store = store_for(settings)
+    if store is None:
+        return False
+    fetched = ensure_task(settings, task_id)
+    local = TaskStore(task_id, settings.home).root / DECLARATION
+    key = f"tasks/{task_id}/{DECLARATION}"
+    if not fetched:
+        try:
+            remote = store.open(key).read()
+        except FileNotFoundError:
+            return False
+        if local.is_file() and local.read_bytes() == remote:
+            return False
+        local.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=local.parent, prefix=".fetch-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(remote)
+        os.replace(tmp, local)
+    touch(settings.home)
+    return True

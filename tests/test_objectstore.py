@@ -854,3 +854,114 @@ def test_retention_empties_the_store_and_the_worker_machines_too(
     assert objectstore.purge_stale_downloads(b.settings) == 0  # replaced too recently
     assert objectstore.purge_stale_downloads(b.settings, grace=timedelta(0)) == 1
     assert [store.exists(k) for k in (*zips, lone)] == [False, True, True]
+
+
+def test_a_web_on_a_data_directory_of_its_own_knows_every_bundle_task(
+    request,
+    tmp_path,
+    monkeypatch,
+    seaweedfs,  # noqa: F811
+):
+    """A second web process on an empty data directory of its own, sharing only the database,
+    Redis and the store with the one that installed a bundle's task: its pages and its API know
+    the task at first use (its files fetched from the store, as a job's are), and a change of the
+    task's texts made through the first is seen by the second within its next look."""
+    import os
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+    from pathlib import Path
+
+    from livekit import _free_port
+
+    from server.actions import bundles
+    from server.actions import tasks as task_actions
+
+    repo = Path(__file__).resolve().parent.parent
+    example = repo / "examples" / "bundle-sts-latin"
+    task = "sts-latin"
+    env = _bucket(seaweedfs)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    src = tmp_path / "src"
+    (src / "tasks").mkdir(parents=True)
+    b = _make_backend("embedded", request, tmp_path, src, monkeypatch)
+    from server.models import Competition
+
+    with b.session() as s:
+        bundles.create_from_bundle(s=s, actor=None, source=example, via="test", settings=b.settings)
+        s.execute(select(Competition)).scalars().one().state = "visible"  # (not a draft)
+        s.commit()
+    other = tmp_path / "web-b"
+    other.mkdir()
+    wenv = child_env(b)
+    wenv.update(env)
+    wenv.update(
+        PALIMPSEST_HOME=str(other),
+        DATABASE_URL=b.settings.sqlalchemy_url(),
+        REDIS_URL=b.embedded.url,
+        PALIMPSEST_SECRET_KEY=b.settings.secret_key,
+    )
+    port = _free_port()
+    code = (
+        "from werkzeug.serving import run_simple\nfrom server import create_app\n"
+        f"run_simple('127.0.0.1', {port}, create_app(), threaded=True)\n"
+    )
+    log = tmp_path / "web-b.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=wenv,
+        cwd=repo,
+        stdout=open(log, "ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    from livekit import _people
+
+    ((_uid, token),) = _people(b.engine, 1, "reader")
+
+    def get(path) -> tuple[int, bytes]:
+        req = urllib.request.Request(url + path, headers={"Authorization": f"Bearer {token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    try:
+        deadline = time.monotonic() + 300  # (the app's imports: seconds, minutes on a busy box)
+        while True:
+            try:
+                get("/api/v1/openapi.json")
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.2)
+        status, body = get(f"/api/v1/tasks/{task}")
+        assert status == 200 and body.startswith(b"{"), (status, body[:500])
+        title = json.loads(body)["title"]
+        status, page = get(f"/tasks/{task}")
+        assert status == 200 and title.encode() in page, page[:300]
+        assert (other / "tasks" / task / "declaration.json").is_file()
+        # a change made through the first process: the second sees it at its next look
+        with b.session() as s:
+            task_actions.edit_texts(
+                s=s,
+                actor=None,
+                task=task,
+                texts={"title": "Latin similarity, retitled"},
+                via="test",
+                settings=b.settings,
+            )
+            s.commit()
+        deadline = time.monotonic() + 15
+        while json.loads(get(f"/api/v1/tasks/{task}")[1])["title"] != "Latin similarity, retitled":
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.3)
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(20)
+    assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
