@@ -6,6 +6,7 @@ from flask import Flask
 
 from server import api, models
 from server.db import close_db, get_engine
+from server.domain.task_sync import TaskSync
 from server.jobs import dispatch
 from server.migrate import check_at_head
 from server.settings import Settings
@@ -41,6 +42,15 @@ def build_app(test_config: dict | None = None) -> Flask:
         enabled=lambda: app.config.get("PALIMPSEST_ENQUEUE", True),
     )
     app.extensions["palimpsest.session_info"] = {dispatch.KEY: jobs}
+
+    # a web process on a data directory of its own knows the tasks other processes created or
+    # changed: their files from the object store (a site without one: nothing to do)
+    sync = TaskSync(settings, engine)
+    app.extensions["palimpsest.task_sync"] = sync
+
+    @app.before_request
+    def know_every_task() -> None:
+        sync()
 
     init_web(app)
 

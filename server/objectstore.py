@@ -38,6 +38,12 @@ from server.storage import path_for
 from tasks.declared import DECLARATION, touch
 from tasks.store import TaskStore, tree_sha256
 
+# The data directory's areas the store holds that nothing makes again: what a restore and
+# `palimpsest store push` put into it, everything a web process or a worker on an empty data
+# directory of its own reads from it (the published pairwise matrices under rankings/ included).
+# The store's other keys are made again when asked for: the statistics' caches (stats/), the zips
+# of public files (downloads/); incoming/ holds large uploads not completed.
+STORED_AREAS = ("uploads", "tasks", "baselines", "rankings")
 PUBLIC_PREFIXES = ("tasks/", "downloads/")  # and only their public files: see is_public_key
 
 
@@ -88,14 +94,21 @@ class ObjectStore:
         if "NoSuchBucket" in str(e) or "bucket does not exist" in str(e):
             return StoreUnreachable(
                 f"the object store {self.endpoint or 'S3'} has no bucket {self.bucket!r} (while "
-                f"{what}): create it (`aws --endpoint-url {self.endpoint} s3 mb "
-                f"s3://{self.bucket}`, or `s3.bucket.create -name {self.bucket}` in `weed shell`)"
-                "; nothing was recorded",
+                f"{what}): create it ({self.how_to_create()}); nothing was recorded",
                 code="store_no_bucket",
             )
         return StoreUnreachable(
             f"the object store {self.endpoint or 'S3'} (bucket {self.bucket}) did not answer "
             f"while {what} ({type(e).__name__}: {e}); nothing was recorded, try again later"
+        )
+
+    def how_to_create(self) -> str:
+        """How an operator creates the bucket: with any S3 client, or SeaweedFS's shell (which
+        must be told its master's address and gRPC port unless they are the defaults)."""
+        return (
+            f"`aws --endpoint-url {self.endpoint} s3 mb s3://{self.bucket}`, or on SeaweedFS "
+            f"`s3.bucket.create -name {self.bucket}` in `weed shell -master=HOST:PORT.GRPCPORT` "
+            "(the master's address, HTTP and gRPC ports, e.g. `-master=10.0.0.5:9333.19333`)"
         )
 
     def _call(self, what: str, fn, *a, **kw):
@@ -446,4 +459,31 @@ def ensure_public(settings: Settings, task_id: str) -> bool:
     local.manifest_path.write_bytes(remote)  # last: a reader that sees it finds the files
     if declared:
         touch(settings.home)
+    return True
+
+
+def ensure_declared(settings: Settings, task_id: str) -> bool:
+    """`ensure_task`, and the task's declaration too when only it changed in the store (a task's
+    texts or boards rewritten in place leave its `task.json` as it was): what a web process on a
+    data directory of its own calls to know a task another process created or changed
+    (server.domain.task_sync). Returns True when anything was fetched."""
+    store = store_for(settings)
+    if store is None:
+        return False
+    fetched = ensure_task(settings, task_id)
+    local = TaskStore(task_id, settings.home).root / DECLARATION
+    key = f"tasks/{task_id}/{DECLARATION}"
+    if not fetched:
+        try:
+            remote = store.open(key).read()
+        except FileNotFoundError:
+            return False
+        if local.is_file() and local.read_bytes() == remote:
+            return False
+        local.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=local.parent, prefix=".fetch-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(remote)
+        os.replace(tmp, local)
+    touch(settings.home)
     return True

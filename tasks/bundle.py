@@ -797,12 +797,26 @@ def _check_public_files(spec: TaskSpec, at: tuple, files: _Files, found: _Found)
         if not re.fullmatch(NAME, folder) or folder in spec.splits:
             found.at(where, f"folder {folder!r}: letters, digits, _.- and not a split's name")
             ok = False
-        base = [posixpath.basename(r) for r in rels]
-        for dup in sorted({b for b in base if base.count(b) > 1}):
-            found.at(where, f"two files named {dup}: a folder's files need distinct names")
+        names = folder_names(rels)
+        for dup in sorted({b for b in names if names.count(b) > 1}):
+            found.at(where, f"the file {dup} twice: a folder's files need distinct paths")
         for j, rel in enumerate(rels):
             ok &= files.read(rel, where + (j,), code=folder == KIT_FOLDER) is not None
     return ok
+
+
+def folder_names(rels: list[str]) -> list[str]:
+    """Each file's path in its public folder: its path in the bundle below the deepest folder
+    the files share, so that a folder's own folders are kept (`kit/README.md` and
+    `kit/system/system.yaml` are `README.md` and `system/system.yaml`), and one file is its
+    name."""
+    parts = [posixpath.normpath(r).split("/") for r in rels]
+    common = 0
+    if parts:
+        shortest = min(len(p) for p in parts) - 1  # never a file's own name
+        while common < shortest and len({p[common] for p in parts}) == 1:
+            common += 1
+    return ["/".join(p[common:]) for p in parts]
 
 
 def stage_bundle(spec: TaskSpec, root: Path, put) -> None:
@@ -815,8 +829,8 @@ def stage_bundle(spec: TaskSpec, root: Path, put) -> None:
             if published(split):  # public gold: participants may download it
                 put("public", name, GOLD_NAME[spec.family], root / split.gold)
     for folder, rels in spec.public_files.items():
-        for rel in rels:
-            put("public", folder, posixpath.basename(rel), root / rel)
+        for rel, name in zip(rels, folder_names(rels), strict=True):
+            put("public", folder, name, root / rel)
 
 
 def copy_into(base: Path):
@@ -1012,7 +1026,7 @@ def canonical(spec: TaskSpec) -> TaskSpec:
         for name, sp in spec.splits.items()
     }
     public_files = {
-        folder: [f"{spec.id}/{folder}/{posixpath.basename(r)}" for r in rels]
+        folder: [f"{spec.id}/{folder}/{name}" for name in folder_names(rels)]
         for folder, rels in spec.public_files.items()
     }
     return spec.model_copy(update={"splits": splits, "public_files": public_files})
@@ -1223,10 +1237,10 @@ def export_task(task_id: str, home: Path, dest: Path, *, include_gold: bool) -> 
             inputs=sp.inputs, gold=gold, hidden=sp.hidden, publish_gold=sp.publish_gold
         )
     for folder, rels in spec.public_files.items():
-        for rel in rels:
+        for rel, name in zip(rels, folder_names(rels), strict=True):
             out = Path(dest) / rel
             out.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(store.public(folder, posixpath.basename(rel)), out)
+            shutil.copyfile(store.public(folder, name), out)
     data = spec.model_copy(update={"splits": splits}).model_dump(mode="json", exclude_none=False)
     for sp in data["splits"].values():  # the default says it (and older bundles lack the key)
         if sp["publish_gold"] is None:

@@ -16,12 +16,21 @@ def example_name(task: Task) -> str:
     return f"example-predictions.{task.format.native}"
 
 
-def readme(task: Task, systems: tuple[str, ...] = (), server: str | None = None) -> str:
+def readme(
+    task: Task,
+    systems: tuple[str, ...] = (),
+    server: str | None = None,
+    phases: dict[str, str] | None = None,
+) -> str:
     """The kit's README.md, in Markdown (the task page shows it as text); `server`: the site's
-    address for the login line (its base URL), else a placeholder."""
+    address for the login line (its base URL), else a placeholder; `phases`: the task's phases
+    (name: split), so that the submit step names the phase of the split the file is made for
+    (the default phase is the open test phase, which refuses a dev file)."""
     fmt = task.format
     dev = "dev" in task.splits
     split = "dev" if dev else task.splits[0]
+    phase = next((n for n, sp in (phases or {}).items() if sp == split), None)
+    phase_arg = f" --phase {phase}" if phase else ""
     rows = "\n".join(
         f"| `{f.name}` | {f.kind} | {f.description.replace('|', '/')} |" for f in fmt.fields
     )
@@ -58,7 +67,7 @@ def readme(task: Task, systems: tuple[str, ...] = (), server: str | None = None)
             "--home palimpsest-data   # the dev gold is public"
         )
     lines += [
-        f"palimpsest submit {task.id} predictions.{fmt.native} --wait",
+        f"palimpsest submit {task.id} predictions.{fmt.native}{phase_arg} --wait",
         "```",
         "",
     ]
@@ -80,7 +89,10 @@ def readme(task: Task, systems: tuple[str, ...] = (), server: str | None = None)
 
 
 def kit_files(
-    task: Task, systems: tuple[str, ...] = (), server: str | None = None
+    task: Task,
+    systems: tuple[str, ...] = (),
+    server: str | None = None,
+    phases: dict[str, str] | None = None,
 ) -> dict[str, bytes]:
     """The generated kit's files: {name: bytes}."""
     fmt = task.format
@@ -93,7 +105,7 @@ def kit_files(
         ],
     }
     return {
-        "README.md": readme(task, systems, server).encode("utf-8"),
+        "README.md": readme(task, systems, server, phases).encode("utf-8"),
         example_name(task): fmt.example.encode("utf-8"),
         "format.json": (json.dumps(spec, indent=2, ensure_ascii=False) + "\n").encode("utf-8"),
     }

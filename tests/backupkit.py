@@ -39,3 +39,28 @@ def _rewrite(src, dst, change, key=None):
         info = tarfile.TarInfo("manifest.json")
         info.size = len(data)
         tout.addfile(info, io.BytesIO(data))
+
+
+def _with_member(src, dst, member, data, key):
+    """A copy of an archive with one more member `member` (bytes `data`) listed in its manifest,
+    signed again with `key` (as a `backup` that wrote such a member would have signed it)."""
+    import hashlib
+
+    from server.backup.common import sign
+
+    with tarfile.open(src) as tin:
+        m = json.loads(tin.extractfile("manifest.json").read())
+        members = [(i, tin.extractfile(i).read()) for i in tin.getmembers() if i.isfile()]
+    m["members"][member] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    m = sign({k: v for k, v in m.items() if k != "signature"}, key)
+    with tarfile.open(dst, "w") as tout:
+        for info, body in members:
+            if info.name != "manifest.json":
+                tout.addfile(info, io.BytesIO(body))
+        info = tarfile.TarInfo(member)
+        info.size = len(data)
+        tout.addfile(info, io.BytesIO(data))
+        body = json.dumps(m).encode()
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(body)
+        tout.addfile(info, io.BytesIO(body))

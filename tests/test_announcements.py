@@ -36,6 +36,7 @@ from webkit import Browser, engine_of, make_phase, make_token
 from server.actions import competitions as comp
 from server.jobs import outbox
 from server.models import AuditLog, OutgoingMail, Registration, User, utcnow
+from tasks import get_task
 
 # the fixtures the tests below request, from the helper module that holds them
 box, mapp, pg_mapp = mailkit.box, mailkit.mapp, mailkit.pg_mapp
@@ -359,7 +360,8 @@ def test_a_run_notice_reaches_an_opted_in_submitter_only(mapp, box, web_home):
     }
     assert all(m["to"] == ["ann@example.org"] for m in got.values())
     scored = got[f"Run {ids['ann', 'good']} scored (tric-binary)"]["body"]
-    assert "Primary score (public): 0." in scored
+    metric = get_task("tric-binary").primary[1]
+    assert f"Primary score (public, {metric}" in scored and "): 0." in scored, scored
     assert f"{BASE}/submissions/{ids['ann', 'good']}" in scored
     failed = got[f"Run {ids['ann', 'bad']} failed (tric-binary)"]["body"]
     assert "problem" in failed and f"{BASE}/submissions/{ids['ann', 'bad']}" in failed

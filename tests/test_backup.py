@@ -468,7 +468,7 @@ def test_a_missing_bucket_is_named_with_how_to_create_it(
     assert r.exit_code == 1 and "Traceback" not in r.output, r.output
     said = json.loads(r.stdout)["error"]["message"]
     assert "no-such-bucket" in said and "does not exist" in said and "create it" in said, said
-    assert "nothing restored" in said
+    assert "nothing restored" in said and "weed shell -master=" in said
     assert not (target / "uploads").exists() and not (target / "palimpsest.db").exists()
 
     from bundlekit import _bundle

@@ -757,9 +757,72 @@ def test_a_runs_worker_on_an_empty_data_directory_runs_a_bundle_tasks_system(
     # what the worker holds: the task's declaration and public files, never its gold
     assert (other / "tasks" / TASK / "declaration.json").is_file()
     assert not list((other / "tasks" / TASK).glob("gold*"))
+    assert "preload" not in log.read_text()  # nor tries to read any ahead
     burst(b, ("scoring",))
     with b.session() as s:
         assert s.get(Submission, r.submission_id).status == "scored"
+
+
+def test_a_store_outage_during_a_run_is_the_servers_and_never_counts(
+    bundle_on_store, tmp_path, monkeypatch
+):
+    """The object store away while a run fetches its inputs: each step is tried again with
+    back-off, then the run goes back to queued with its attempt given back, as many times as the
+    outage lasts (never `failed`, never toward `failed_twice`); once the store answers, the same
+    run runs and the same archive is welcome again."""
+    import socket
+
+    from backbone import make_team
+
+    from server import objectstore
+    from server.domain import code_runs
+    from server.domain.system_archive import unpack
+    from server.jobs import run_jobs
+    from server.storage import path_for, store_upload
+
+    b = bundle_on_store
+    team, user = make_team(b)
+    archive = _zip(SYSTEM, tmp_path / "system.zip")
+    key, sha, size = store_upload(b.settings.home, archive, "system.zip")
+    objectstore.push_upload(b.settings, key)
+    manifest = unpack(path_for(b.settings.home, key), tmp_path / "check")
+    with b.session() as s:
+        phase = s.exec(select(Phase).where(Phase.task_id == TASK, Phase.name == "systems")).one()
+        run = CodeRun(
+            team_id=team.id,
+            user_id=user.id,
+            task_id=TASK,
+            phase_id=phase.id,
+            archive_sha256=sha,
+            storage_key=key,
+            size=size,
+            manifest=manifest.model_dump(),
+            fields={"method_name": "overlap"},
+        )
+        s.add(run)
+        s.commit()
+        rid, phase_id = run.id, phase.id
+    with socket.socket() as sock:  # a port nothing listens on: the store is away
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    endpoint = b.env["PALIMPSEST_S3_ENDPOINT"]
+    monkeypatch.setenv("PALIMPSEST_S3_ENDPOINT", f"http://127.0.0.1:{closed}")
+    monkeypatch.setattr(run_jobs, "STORE_WAITS", (0.05, 0.1))
+    slept = []
+    real_sleep = run_jobs.time.sleep
+    monkeypatch.setattr(run_jobs.time, "sleep", lambda t: (slept.append(t), real_sleep(t)))
+    for _ in range(code_runs.MAX_ATTEMPTS + 1):  # longer than the attempts a system has
+        got = run_jobs.run_system(rid)
+        assert got["status"] == "store_unreachable", got
+        with b.session() as s:
+            r = s.get(CodeRun, rid)
+            assert (r.stage, r.attempts, r.failure_kind) == ("queued", 0, None), r
+            assert code_runs.failed_twice(s, team.id, phase_id, sha) is None
+    assert 0.05 in slept and 0.1 in slept  # backed off between the tries
+    monkeypatch.setenv("PALIMPSEST_S3_ENDPOINT", endpoint)  # the store is back
+    assert run_jobs.run_system(rid)["stage"] == "ran"
+    with b.session() as s:
+        assert s.get(CodeRun, rid).attempts == 1
 
 
 @pytest.mark.browser

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from webkit import engine_of, make_token, make_user
+from webkit import Browser, engine_of, make_token, make_user
 
 from tasks.bundle import BundleInvalid, read_bundle, write_bundle_zip
 from tests.conftest import REPO
@@ -20,6 +20,7 @@ from tests.conftest import REPO
 EXAMPLE = REPO / "examples" / "bundle-sts-latin"
 SLUG, TASK = "sts-latin-2027", "sts-latin"
 BASELINE = "import json\nprint(json.dumps({'pair_id': 'x', 'score': 0.5}))\n"
+SYSTEM_YAML = "command: python baseline.py\n"
 NOTEBOOK = json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
 
 
@@ -47,11 +48,21 @@ def _with_kit(tmp_path: Path, stray: bool = False) -> Path:
     (root / "kit" / "README.md").write_text("# Kit\n\nRun `python baseline.py`.\n")
     (root / "kit" / "baseline.py").write_text(BASELINE)
     (root / "kit" / "explore.ipynb").write_text(NOTEBOOK)
+    # a folder of its own, and a second file of one base name in it
+    (root / "kit" / "system").mkdir()
+    (root / "kit" / "system" / "system.yaml").write_text(SYSTEM_YAML)
+    (root / "kit" / "system" / "README.md").write_text("# Nested readme zq\n")
     if stray:
         (root / "kit" / "hook.py").write_text("print('not in the kit list')\n")
     spec = yaml.safe_load((root / "competition.yaml").read_text(encoding="utf-8"))
     spec["tasks"][0]["public_files"] = {
-        "starting_kit": ["kit/README.md", "kit/baseline.py", "kit/explore.ipynb"]
+        "starting_kit": [
+            "kit/README.md",
+            "kit/baseline.py",
+            "kit/explore.ipynb",
+            "kit/system/system.yaml",
+            "kit/system/README.md",
+        ]
     }
     (root / "competition.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return root
@@ -116,6 +127,27 @@ def test_the_competition_is_created_and_its_kit_downloads_with_the_code(app, tmp
     assert "public/starting_kit/baseline.py" in names, names
     assert z.read("public/starting_kit/baseline.py").decode() == BASELINE
     assert "public/starting_kit/explore.ipynb" in names
+    # the kit's folders kept: in the API's download, the web's zip, the task page and the export
+    assert z.read("public/starting_kit/system/system.yaml").decode() == SYSTEM_YAML
+    assert z.read("public/starting_kit/system/README.md") == b"# Nested readme zq\n"
+    assert z.read("public/starting_kit/README.md").startswith(b"# Kit")
+    web = Browser(app.test_client())  # (the competition is a draft: its people see it)
+    web.login("admin@x.org")
+    r = web.get(f"/tasks/{TASK}/data/starting_kit.zip")
+    assert r.status_code == 200, r.get_data(as_text=True)[:300]
+    zipped = zipfile.ZipFile(io.BytesIO(r.get_data()))
+    assert zipped.read(f"{TASK}-starting_kit/system/system.yaml").decode() == SYSTEM_YAML
+    page = web.get(f"/tasks/{TASK}").get_data(as_text=True)
+    assert "python baseline.py" in page and "Nested readme zq" not in page  # the kit's own
+    from tasks.bundle import export_task
+
+    out = tmp_path / "exported"
+    spec = export_task(
+        TASK, Path(app.extensions["palimpsest.settings"].home), out, include_gold=False
+    )
+    kit = spec["public_files"]["starting_kit"]
+    assert f"{TASK}/starting_kit/system/system.yaml" in kit, kit
+    assert (out / TASK / "starting_kit" / "system" / "system.yaml").read_text() == SYSTEM_YAML
 
 
 def test_the_loci_importers_help_names_the_releases_three_files():

@@ -277,14 +277,45 @@ def test_the_drill_from_the_data_directory_to_the_store_and_back(
         keys = {k for k, _ in store.keys("")}
         assert any(k.startswith(f"tasks/{TASK}/gold-history/") for k in keys)
         assert all(f"uploads/{run[3]}" in keys for run in before["runs"])
+        # the published pairwise matrices too: a web on an empty data directory serves them
+        frozen = {n[len("files/") :] for n in _names(tmp_path / "local.tar")}
+        frozen = {k for k in frozen if k.startswith("rankings/pairwise/")}
+        assert frozen and frozen <= keys, (frozen, keys)
+        # statistics computed on the store site: its derived caches in the store (stats/)
+        from sqlalchemy import create_engine
+
+        from server.boards import stats
+        from server.models import Phase
+
+        eng1 = create_engine(site.sqlalchemy_url())
+        with Session(eng1) as s:
+            dev = s.execute(
+                select(Phase.id).where(Phase.task_id == TASK, Phase.name == "dev")
+            ).scalar_one()
+        eng1.dispose()
+        site_env = {**env, **s3}
+        with monkeypatch.context() as mp:
+            for k, v in site_env.items():
+                mp.setenv(k, v)
+            stats.compute_board_stats(dev, settings=site)
+        cached = [k for k, _ in store.keys("stats/")]
+        assert any(k.startswith("stats/boards/") for k in cached), cached
         # the store is the truth: the data directory's cache of it may go
         shutil.rmtree(on_store / "uploads")
         shutil.rmtree(on_store / "tasks")
-        r = _cli("backup", str(tmp_path / "store.tar"), "--json", env={**env, **s3})
+        shutil.rmtree(on_store / "rankings")
+        shutil.rmtree(on_store / "stats", ignore_errors=True)
+        r = _cli("backup", str(tmp_path / "store.tar"), "--json", env=site_env)
         assert r.exit_code == 0, r.output
-        r = _cli("backup", "verify", str(tmp_path / "store.tar"), "--json", env={**env, **s3})
+        names = _names(tmp_path / "store.tar")
+        # what the archive leaves out of the data directory it leaves out of the store too
+        assert not [n for n in names if n.startswith("files/stats/")]
+        assert frozen <= {n[len("files/") :] for n in names}
+        r = _cli("backup", "verify", str(tmp_path / "store.tar"), "--json", env=site_env)
         assert r.exit_code == 0, r.output
         assert json.loads(r.stdout)["checks"]["published_rankings"] == 2
+        if kind == "embedded":
+            _old_archives(tmp_path, tmp_path / "store.tar", cached[0], secret, site_env)
 
         # and back into a site on the data directory alone
         back = tmp_path / "back"
@@ -296,8 +327,6 @@ def test_the_drill_from_the_data_directory_to_the_store_and_back(
         }
         r = _cli("restore", str(tmp_path / "store.tar"), "--json", env=env2)
         assert r.exit_code == 0, r.output
-        from sqlalchemy import create_engine
-
         eng = create_engine(Settings(home=back, database_url=url2).sqlalchemy_url())
         try:
             after = _state(eng)
@@ -307,11 +336,40 @@ def test_the_drill_from_the_data_directory_to_the_store_and_back(
             assert after[key] == before[key], key
         for *_rest, key in after["runs"]:  # each run's upload is in the data directory
             assert (back / "uploads" / key).is_file(), key
+        for key in frozen:  # and each published matrix
+            assert (back / key).is_file(), key
         if kind == "embedded":
             monkeypatch.delenv("DATABASE_URL", raising=False)
         served = _served(back, url2, secret)
         source = _served(b.settings.home, b.settings.database_url, secret)
         assert served == source and all(st == 200 for st, _ in served.values())
+
+
+def _names(archive) -> list[str]:
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        return tar.getnames()
+
+
+def _old_archives(tmp_path, archive, cached_key, secret, env):
+    """An archive that holds the store's derived caches (as `backup` wrote them before it left
+    them out of a store's archive too) verifies, its caches skipped and said so; one that holds
+    the site's secret key is refused naming it, not as a path outside the data directory."""
+    from backupkit import _with_member
+
+    old = tmp_path / "old.tar"
+    _with_member(archive, old, f"files/{cached_key}", b'{"cache": true}', secret)
+    r = _cli("backup", "verify", str(old), "--json", env=env)
+    assert r.exit_code == 0, r.output
+    checks = json.loads(r.stdout)["checks"]
+    assert checks["skipped"] == 1 and "derived caches" in checks["skipped_why"][0], checks
+    evil = tmp_path / "evil.tar"
+    _with_member(archive, evil, "files/secret_key", b"not the site's key", secret)
+    r = _cli("backup", "verify", str(evil), "--json", env=env)
+    assert r.exit_code == 1
+    msg = json.loads(r.stdout)["error"]["message"]
+    assert "secret key" in msg and "outside" not in msg, msg
 
 
 @pytest.mark.slow
@@ -796,3 +854,114 @@ def test_retention_empties_the_store_and_the_worker_machines_too(
     assert objectstore.purge_stale_downloads(b.settings) == 0  # replaced too recently
     assert objectstore.purge_stale_downloads(b.settings, grace=timedelta(0)) == 1
     assert [store.exists(k) for k in (*zips, lone)] == [False, True, True]
+
+
+def test_a_web_on_a_data_directory_of_its_own_knows_every_bundle_task(
+    request,
+    tmp_path,
+    monkeypatch,
+    seaweedfs,  # noqa: F811
+):
+    """A second web process on an empty data directory of its own, sharing only the database,
+    Redis and the store with the one that installed a bundle's task: its pages and its API know
+    the task at first use (its files fetched from the store, as a job's are), and a change of the
+    task's texts made through the first is seen by the second within its next look."""
+    import os
+    import subprocess
+    import sys
+    import urllib.error
+    import urllib.request
+    from pathlib import Path
+
+    from livekit import _free_port
+
+    from server.actions import bundles
+    from server.actions import tasks as task_actions
+
+    repo = Path(__file__).resolve().parent.parent
+    example = repo / "examples" / "bundle-sts-latin"
+    task = "sts-latin"
+    env = _bucket(seaweedfs)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    src = tmp_path / "src"
+    (src / "tasks").mkdir(parents=True)
+    b = _make_backend("embedded", request, tmp_path, src, monkeypatch)
+    from server.models import Competition
+
+    with b.session() as s:
+        bundles.create_from_bundle(s=s, actor=None, source=example, via="test", settings=b.settings)
+        s.execute(select(Competition)).scalars().one().state = "visible"  # (not a draft)
+        s.commit()
+    other = tmp_path / "web-b"
+    other.mkdir()
+    wenv = child_env(b)
+    wenv.update(env)
+    wenv.update(
+        PALIMPSEST_HOME=str(other),
+        DATABASE_URL=b.settings.sqlalchemy_url(),
+        REDIS_URL=b.embedded.url,
+        PALIMPSEST_SECRET_KEY=b.settings.secret_key,
+    )
+    port = _free_port()
+    code = (
+        "from werkzeug.serving import run_simple\nfrom server import create_app\n"
+        f"run_simple('127.0.0.1', {port}, create_app(), threaded=True)\n"
+    )
+    log = tmp_path / "web-b.log"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=wenv,
+        cwd=repo,
+        stdout=open(log, "ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    from livekit import _people
+
+    ((_uid, token),) = _people(b.engine, 1, "reader")
+
+    def get(path) -> tuple[int, bytes]:
+        req = urllib.request.Request(url + path, headers={"Authorization": f"Bearer {token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    try:
+        deadline = time.monotonic() + 300  # (the app's imports: seconds, minutes on a busy box)
+        while True:
+            try:
+                get("/api/v1/openapi.json")
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.2)
+        status, body = get(f"/api/v1/tasks/{task}")
+        assert status == 200 and body.startswith(b"{"), (status, body[:500])
+        title = json.loads(body)["title"]
+        status, page = get(f"/tasks/{task}")
+        assert status == 200 and title.encode() in page, page[:300]
+        assert (other / "tasks" / task / "declaration.json").is_file()
+        # a change made through the first process: the second sees it at its next look
+        with b.session() as s:
+            task_actions.edit_texts(
+                s=s,
+                actor=None,
+                task=task,
+                texts={"title": "Latin similarity, retitled"},
+                via="test",
+                settings=b.settings,
+            )
+            s.commit()
+        deadline = time.monotonic() + 15
+        while json.loads(get(f"/api/v1/tasks/{task}")[1])["title"] != "Latin similarity, retitled":
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.3)
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(20)
+    assert "Traceback" not in log.read_text(), log.read_text()[-3000:]

@@ -189,7 +189,10 @@ def test_the_kits_steps_run_verbatim_and_score_offline_as_the_site_does(site):
     outputs = []
     for step in steps:  # each line as the kit writes it, the token filled in
         line = step.replace("YOUR_TOKEN", token)
-        if line.startswith("palimpsest submit"):  # the run lands in the dev phase by default
+        if line.startswith("palimpsest submit"):
+            # the dev file goes to the dev split's phase, named (the default phase is the open
+            # test phase where there is one, which refuses it)
+            assert " --phase development " in line, line
             line = line.split("#")[0].strip() + " --json"
         r = subprocess.run(
             ["bash", "-c", f"set -euo pipefail; {line}"],

@@ -414,3 +414,16 @@ def test_a_work_horse_dies_with_its_worker(tmp_path):
             except psutil.Error:
                 pass
         emb.stop()
+
+
+def test_a_worker_started_inside_its_data_directory_finds_the_package(tmp_path):
+    """`serve` run from inside its data directory: the worker it starts loads the `tasks`
+    package, not the data directory's `tasks/` folder (it would exit at once, restarted forever)."""
+    from server.jobs.supervisor import WORKER_ARGV
+
+    (tmp_path / "tasks" / "some-task").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # as an installed site runs
+    r = subprocess.run(
+        [*WORKER_ARGV, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0 and "--queue" in r.stdout, r.stderr[-2000:]

@@ -618,3 +618,43 @@ def test_an_update_changes_the_phases_boards_and_never_a_published_one(world, se
     assert "the evaluation phase&#39;s boards: changed verse" in page, page
     assert rebuilt("verse")["primary"] == {"subset": "verse", "metric": "pearson"}
     assert published() == before
+
+
+def test_a_participant_is_told_their_downloaded_copy_is_of_an_older_version(
+    world, served, tmp_path
+):
+    """`palimpsest submit` says on stderr when the task's downloaded copy (what `validate` and
+    `score` read offline) is of an older version than the server's; nothing while it is not."""
+    from cli.main import main
+
+    url, token, home = served[0], world["tokens"]["alpha"], world["home"]
+    copy = tmp_path / "copy"
+    env = {
+        "PALIMPSEST_SERVER": url,
+        "PALIMPSEST_TOKEN": token,
+        "XDG_CONFIG_HOME": "/nope",
+        "PALIMPSEST_DOWNLOADS": str(copy),
+    }
+
+    def run(*args):
+        r = CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+        assert r.exit_code == 0, (args, r.output)
+        return r
+
+    update_phase(world["app"], world["phases"]["development"], concurrent_limit=None)
+    run("download", TASK)
+    assert (copy / "tasks" / TASK / "declaration.json").is_file()
+    for n, seed in enumerate((7, 8)):
+        f = tmp_path / f"p{seed}.jsonl"
+        f.write_bytes(_predictions(home, "dev", seed))
+        r = run("submit", TASK, str(f), "--phase", "development", "--json")
+        json.loads(r.stdout)  # one JSON document on stdout, the note on stderr
+        stale = "is version 1; the task is now version 2" in r.stderr
+        assert stale == (n == 1), r.stderr
+        if n == 0:
+            _cli("competitions", "create", str(_bundle(tmp_path, "v2", _version_2)), "--update",
+                 "--json")  # fmt: skip
+    run("download", TASK)  # downloaded again: nothing to say
+    f = tmp_path / "p9.jsonl"
+    f.write_bytes(_predictions(home, "dev", 9))
+    assert "version" not in run("submit", TASK, str(f), "--phase", "development").stderr

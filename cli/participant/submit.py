@@ -165,6 +165,7 @@ def submit(
         die(e, as_json)
     if bar is not None:
         bar.render_finish()
+    _stale_copy_note(c, task_id)
     if wait:
         sub = _wait(c, sub, as_json)
     said, closed = ([], False)
@@ -193,6 +194,33 @@ def submit(
         print_submission(sub)
     if sub["status"] == "failed" or closed:
         sys.exit(1)
+
+
+def _stale_copy_note(c, task_id: str) -> None:
+    """Say on stderr when the task's downloaded copy (`palimpsest download`'s folder) is of an
+    older version of the task than the server's: what `validate` and `score` read offline there
+    is then not what the server scores against."""
+    from cli.participant.data import DOWNLOADS
+    from tasks.declared import DECLARATION
+    from tasks.store import TaskStore
+
+    home = Path(os.environ.get("PALIMPSEST_DOWNLOADS") or DOWNLOADS)
+    local = TaskStore(task_id, home).root / DECLARATION
+    try:
+        mine = json.loads(local.read_text(encoding="utf-8")).get("version")
+    except (OSError, ValueError):
+        return  # no copy here (or not one `download` wrote)
+    try:
+        theirs = c.get_json(f"/tasks/{task_id}").get("version")
+    except ClientError:
+        return
+    if mine is not None and theirs is not None and mine != theirs:
+        click.echo(
+            f"note: your downloaded copy of {task_id} ({local.parent}) is version {mine}; the "
+            f"task is now version {theirs}: download it again (`palimpsest download {task_id}`) "
+            "before validating or scoring offline",
+            err=True,
+        )
 
 
 def zip_system(folder: Path, out: Path) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import shutil
 import sqlite3
@@ -32,8 +33,10 @@ from server.backup.common import (
     data_files,
     engine_counts,
     gold_problems,
+    member_path,
     now_text,
     pg_args,
+    refused,
     run_tool,
     sign,
     sqlite_counts,
@@ -41,6 +44,12 @@ from server.backup.common import (
     tool_path,
 )
 from server.settings import Settings
+
+log = logging.getLogger(__name__)
+# Of a store's keys, those an archive leaves out besides what it leaves out of the data directory:
+# large uploads not completed (no row names them) and the zips of public files (made again when a
+# download asks for them).
+STORE_LEFT_OUT = ("incoming", "downloads")
 
 # ----------------------------------------------------------------------------- backup
 
@@ -96,11 +105,14 @@ def _backup_once(settings: Settings, out: Path, signing_key: str) -> dict:
             if store is not None:  # the store holds the truth; the data directory is its cache
                 for key, size in store.keys(""):
                     parts = key.split("/")
-                    if any(p.startswith(".") for p in parts) or len(parts) < 2:
+                    if len(parts) < 2 or parts[0] in STORE_LEFT_OUT:
                         continue
-                    if parts[0] == "incoming":  # large uploads not completed: no row names them
-                        continue
-                    if parts[0] == "downloads":  # zips of public files, made again when asked for
+                    rel, why = member_path("files/" + key)
+                    if rel is None:
+                        # left out of the data directory's files, so out of the store's too:
+                        # the derived caches (`stats/`, made again), names an archive never holds
+                        if refused(why):
+                            log.warning("backup: the store's %s left out (%s)", key, why)
                         continue
                     members["files/" + key] = add_stream(tar, store.open(key), size, "files/" + key)
                     stored.add(key)
@@ -151,6 +163,18 @@ def _backup_once(settings: Settings, out: Path, signing_key: str) -> dict:
             tar.addfile(info, io.BytesIO(data))
         with open(partial, "rb") as f:
             os.fsync(f.fileno())
+        # what was written, read back as a restore reads it: an archive that `backup verify` or
+        # `restore` would refuse is no backup, and `backup` says so rather than exit 0
+        from server.backup.restore import check_archive  # (restore reads archives through this)
+
+        bad = check_archive(partial, manifest)
+        if bad:
+            raise BackupError(
+                "the archive as written would not restore: "
+                + "; ".join(bad[:5])
+                + (f" (and {len(bad) - 5} more)" if len(bad) > 5 else "")
+                + "; no archive written"
+            )
         os.link(partial, out)  # fails rather than overwrite an archive made meanwhile
         os.unlink(partial)
         return manifest

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import version
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from sqlalchemy import inspect, select, text
 from sqlalchemy.engine import make_url
@@ -46,6 +46,10 @@ LEFT_OUT = {
     "stats": "derived caches (units, bootstrap samples, board statistics), recomputed on demand "
     "from the uploads and the gold",
 }
+# Of what is left out, the caches made again from the uploads and the gold: an archive that holds
+# some (one made before a backup of a site on an object store left them out of the store too) is
+# restored without them, and says so; every other name left out is refused in an archive.
+DERIVED = ("stats",)
 SECRET_SETTINGS = (
     "PALIMPSEST_SECRET_KEY",
     "PALIMPSEST_BACKUP_KEY",
@@ -159,6 +163,46 @@ class Report:
             "problems": self.problems,
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
         }
+
+
+# ----------------------------------------------------------------------------- member names
+
+
+def member_path(name: str) -> tuple[str | None, str | None]:
+    """What a restore does with the archive member `name` (`files/...`): (its path relative to the
+    data directory, None) when it is restored; (None, why) when it is skipped (a derived cache) or
+    refused. `refused(why)` tells the two apart. Backup, verify and restore judge every member by
+    this one function, so that `backup` never writes an archive its restore refuses."""
+    rel = name[len("files/") :] if name.startswith("files/") else name
+    p = PurePosixPath(rel)
+    if not rel or p.is_absolute() or ".." in p.parts:
+        return None, f"{name}: a path outside the data directory"
+    if "" in rel.split("/") or "\\" in rel or "." in rel.split("/"):
+        return None, f"{name}: not a path an archive writes (empty, '.' or backslashed parts)"
+    top = p.parts[0]
+    if top in DERIVED:
+        return None, SKIPPED + f"{name}: {LEFT_OUT[top]}"
+    if top == SECRET_FILE:
+        return None, f"{name}: the site's secret key, which an archive never holds"
+    if top in LEFT_OUT:
+        return None, (
+            f"{name}: {top} is left out of every archive ({LEFT_OUT[top]}), so an archive never "
+            "holds it"
+        )
+    if any(x.startswith(".") for x in p.parts):
+        return None, (
+            f"{name}: a staging or temporary name (a part starting with a dot), which an archive "
+            "never holds"
+        )
+    return p.as_posix(), None
+
+
+SKIPPED = "skipped, "
+
+
+def refused(why: str | None) -> bool:
+    """Whether `member_path`'s answer refuses the archive (rather than skips the member)."""
+    return why is not None and not why.startswith(SKIPPED)
 
 
 # ----------------------------------------------------------------------------- helpers

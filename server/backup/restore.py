@@ -3,6 +3,7 @@ forward, every checksum and reference checked."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -10,7 +11,7 @@ import sqlite3
 import tarfile
 import time
 from datetime import datetime, timezone
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from sqlalchemy import create_engine, inspect, select, text
 from sqlalchemy.engine import make_url
@@ -20,7 +21,6 @@ from server import migrate, objectstore
 from server.backup.archive import check_revision, read_manifest
 from server.backup.common import (
     CHUNK,
-    LEFT_OUT,
     MANIFEST,
     BackupError,
     Report,
@@ -29,7 +29,9 @@ from server.backup.common import (
     check_signature,
     engine_counts,
     gold_problems,
+    member_path,
     pg_args,
+    refused,
     run_tool,
     sqlite_counts,
     sqlite_path,
@@ -136,8 +138,12 @@ def restore(
         staged_db = stage / Path(m["database"]["member"]).name
     try:
         # 1. stage: every member read once, named, typed and checked against the manifest
+        skipped: list[str] = []
         with tarfile.open(archive, "r:") as tar:
-            problems = _stage(tar, m, stage, staged_db)
+            problems = _stage(tar, m, stage, staged_db, skipped)
+        if skipped:  # an archive made before a store's derived caches were left out of it too
+            rep.checks["skipped"] = len(skipped)
+            rep.checks["skipped_why"] = sorted({w.split(": ", 1)[1] for w in skipped})
         rep.timings["files"] = time.monotonic() - t0
         t1 = time.monotonic()
         # 2. check the staged database
@@ -174,7 +180,7 @@ def restore(
         t3 = time.monotonic()
         try:
             rep.checks["stored"] = sum(
-                objectstore.push_tree(settings, area) for area in ("uploads", "tasks", "baselines")
+                objectstore.push_tree(settings, area) for area in objectstore.STORED_AREAS
             )
         except StoreUnreachable as e:
             rep.problems.append(
@@ -206,22 +212,30 @@ def _check_bucket(store) -> None:
         raise BackupError(f"{e.message}; nothing restored") from None
     raise BackupError(
         f"the object store's bucket {store.bucket!r} does not exist at {store.endpoint}: create "
-        f"it (`aws --endpoint-url {store.endpoint} s3 mb s3://{store.bucket}`, or `s3.bucket."
-        f"create -name {store.bucket}` in `weed shell`), then restore again; nothing restored"
+        f"it ({store.how_to_create()}), then restore again; nothing restored"
     )
 
 
-def _stage(tar: tarfile.TarFile, m: dict, stage: Path, staged_db: Path) -> list[str]:
+def _stage(
+    tar: tarfile.TarFile,
+    m: dict,
+    stage: Path | None,
+    staged_db: Path | None,
+    skipped: list[str] | None = None,
+) -> list[str]:
     """Read every member once into the staging area: files under `stage/files`, the database
-    copy to `staged_db`.
-    Refused, naming the member: a path outside the data directory, a member that is not a plain
-    file, a name twice, a file that is also a folder, a member the manifest does not list. The
-    problems listed: checksums and sizes that differ, members missing."""
+    copy to `staged_db` (`stage` None: only read and checked, as `backup` checks what it wrote).
+    Refused, naming the member and why: a path outside the data directory, a name an archive
+    never holds (the site's secret, its live database, the queue, a staging name), a member that
+    is not a plain file, a name twice, a file that is also a folder, a member the manifest does
+    not list. The problems listed: checksums and sizes that differ, members missing. A derived
+    cache (`stats/`) is skipped, its name and why added to `skipped`."""
     problems = []
     listed = m["members"]
     db_member = m["database"]["member"]
-    files_root = stage / "files"
-    files_root.mkdir()
+    files_root = stage / "files" if stage is not None else None
+    if files_root is not None:
+        files_root.mkdir()
     seen: set[str] = set()
     file_paths: set[str] = set()
     dir_paths: set[str] = set()
@@ -241,13 +255,18 @@ def _stage(tar: tarfile.TarFile, m: dict, stage: Path, staged_db: Path) -> list[
         want = listed.get(name)
         if want is None:
             raise BackupError(f"{name}: in the archive but not in its manifest; nothing restored")
+        dest: Path | None = None
         if name == db_member:
             dest = staged_db
             found_db = True
         elif name.startswith("files/"):
-            rel = _safe_rel(name)
+            rel, why = member_path(name)
             if rel is None:
-                raise BackupError(f"{name}: a path outside the data directory; nothing restored")
+                if refused(why):
+                    raise BackupError(f"{why}; nothing restored")
+                if skipped is not None:
+                    skipped.append(why)
+                continue
             parts = rel.split("/")
             prefixes = {"/".join(parts[:i]) for i in range(1, len(parts))}
             clash = (rel in dir_paths and rel) or next(
@@ -259,18 +278,20 @@ def _stage(tar: tarfile.TarFile, m: dict, stage: Path, staged_db: Path) -> list[
                 )
             file_paths.add(rel)
             dir_paths |= prefixes
-            dest = files_root / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
+            if files_root is not None:
+                dest = files_root / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
         else:
             raise BackupError(f"{name}: not a member an archive holds; nothing restored")
         h = hashlib.sha256()
         n = 0
         src = tar.extractfile(info)
-        with open(dest, "wb") as f:
+        with open(dest, "wb") if dest is not None else contextlib.nullcontext() as f:
             while chunk := src.read(CHUNK):
                 h.update(chunk)
                 n += len(chunk)
-                f.write(chunk)
+                if f is not None:
+                    f.write(chunk)
         if h.hexdigest() != want.get("sha256") or n != want.get("size", n):
             problems.append(
                 f"{name}: its sha256 is {h.hexdigest()[:12]}..., the manifest says "
@@ -283,22 +304,25 @@ def _stage(tar: tarfile.TarFile, m: dict, stage: Path, staged_db: Path) -> list[
     return problems
 
 
+def check_archive(archive: Path, m: dict) -> list[str]:
+    """What a restore of `archive` (its manifest `m`) would refuse or find wrong in its members,
+    read once and checked as a restore stages them, nothing written: `backup` runs this on what
+    it wrote before it answers that the archive is complete."""
+    try:
+        with tarfile.open(archive, "r:") as tar:
+            return _stage(tar, m, None, None)
+    except BackupError as e:
+        return [str(e)]
+    except (tarfile.TarError, OSError) as e:
+        return [f"{archive}: not readable as written ({e})"]
+
+
 def _kind(info: tarfile.TarInfo) -> str:
     if info.isdir():
         return "folder"
     if info.issym() or info.islnk():
         return "link"
     return "device or special file"
-
-
-def _safe_rel(name: str) -> str | None:
-    rel = name[len("files/") :]
-    p = PurePosixPath(rel)
-    if not rel or p.is_absolute() or ".." in p.parts or "" in rel.split("/") or "\\" in rel:
-        return None
-    if p.parts[0] in LEFT_OUT or any(x.startswith(".") for x in p.parts):
-        return None  # the site's secret, database, queue or a staging name: never from an archive
-    return p.as_posix()
 
 
 def _check_sqlite(db: Path, m: dict, files: Path) -> list[str]:

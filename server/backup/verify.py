@@ -24,8 +24,10 @@ from server.boards import leaderboard as lb
 from server.domain import publication
 from server.models import BoardRanking, GoldVersion, Phase, RankingVersion, TaskVersion
 from server.settings import Settings
-from tasks import get_task
+from tasks import get_task, register_declared
 from tasks.bundle_models import BoardSpec
+from tasks.declared import declared_tasks
+from tasks.errors import TaskNotFound
 
 # ----------------------------------------------------------------------------- verify
 
@@ -184,6 +186,7 @@ def check_rankings(engine, settings: Settings, *, notes: bool = False):
             if body is None:
                 continue
             newest[rv.phase_id] = rv
+        _know_declared(settings.home)
         for phase_id, rv in sorted(newest.items()):
             name = f"{rv.task_id}/{rv.phase_name} version {rv.version}"
             phase = s.get(Phase, phase_id)
@@ -218,6 +221,17 @@ def check_rankings(engine, settings: Settings, *, notes: bool = False):
                         f"snapshot ({_first_difference(stored, body)})"
                     )
     return (checked, problems, kept, boards_checked) if notes else (checked, problems)
+
+
+def _know_declared(home) -> None:
+    """The tasks organizers wrote, as the restored data directory declares them, known to this
+    process: `backup verify` runs on an operator's machine whose own data directory may hold none
+    of them (a site on an object store), and rebuilds each ranking under the task it names."""
+    for t in declared_tasks(Path(home)):
+        try:
+            get_task(t.id)
+        except TaskNotFound:
+            register_declared(t)
 
 
 def _changed_since(s, rv: RankingVersion, phase: Phase) -> str | None:

@@ -110,8 +110,8 @@ def register(main: click.Group) -> None:
     @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
     @home_option
     def store_push(as_json):
-        """Put every file of uploads/, tasks/ and baselines/ that the store lacks (or holds
-        different) into it: after importing tasks into a site on a store."""
+        """Put every file of uploads/, tasks/, baselines/ and rankings/ that the store lacks (or
+        holds different) into it: after importing tasks into a site on a store."""
         # boto3 and the store load when the command runs
         from server import objectstore
         from server.exceptions import StoreUnreachable
@@ -120,7 +120,7 @@ def register(main: click.Group) -> None:
         if objectstore.store_for(settings) is None:
             raise Refused("no object store configured (set PALIMPSEST_S3_BUCKET and its settings)")
         try:
-            put = {a: objectstore.push_tree(settings, a) for a in ("uploads", "tasks", "baselines")}
+            put = {a: objectstore.push_tree(settings, a) for a in objectstore.STORED_AREAS}
         except StoreUnreachable as e:
             raise Refused(e.message) from None
         if as_json:

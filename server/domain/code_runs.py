@@ -76,6 +76,19 @@ def fail_infra(engine, run_id: int, reason: str) -> bool:
     return bool(n)
 
 
+def requeue_for_store(engine, run_id: int) -> bool:
+    """A running run the object store's outage stopped: back to queued, its attempt given back
+    (the store's absence is the server's, never counted toward `failed_twice`), for the
+    reconciler to enqueue again."""
+    with session_scope(engine) as s:  # the worker's own step
+        n = s.execute(
+            update(CodeRun)
+            .where(CodeRun.id == run_id, CodeRun.stage == "running", CodeRun.attempts > 0)
+            .values(stage="queued", attempts=CodeRun.attempts - 1)
+        ).rowcount
+    return bool(n)
+
+
 def cpu_limit(manifest: dict, settings) -> float:
     """The CPU seconds a run may use: what its manifest asks, capped by the site."""
     res = (manifest or {}).get("resources") or {}

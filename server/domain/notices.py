@@ -15,6 +15,7 @@ from server.domain import code_runs, mail, people
 from server.domain.submissions import visible_scores
 from server.models import Phase, Registration, Submission, User
 from server.settings import Settings
+from tasks import get_task
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,14 @@ def compose(s: Session, settings: Settings, sub: Submission) -> tuple[str, str]:
         scores = [sc for sc in visible_scores(s, sub, phase, organizer=False)]
         shown = [sc for sc in scores if sc.primary_value is not None]
         if shown:
+            try:  # the metric named, as the board names it (the task's primary)
+                subset, metric = get_task(sub.task_id).primary
+                named = f"{metric}" + (f" on {subset}" if subset not in ("", "all") else "")
+            except Exception:  # noqa: BLE001 - a notice never breaks scoring
+                named = ""
             for sc in shown:
-                lines.append(f"Primary score ({sc.part}): {sc.primary_value:.4f}")
+                what = f", {named}" if named else ""
+                lines.append(f"Primary score ({sc.part}{what}): {sc.primary_value:.4f}")
         else:
             lines.append("Its scores are shown once the organizers publish them.")
     else:

@@ -10,6 +10,12 @@ mid-run leaves the run `running`, and the job (retried once by the reconciler or
 again; the submission is made once (deduplicated under the team lock). A sandbox that fails
 before the system starts (its cgroup, its /output, bwrap or setpriv) fails the run "infra":
 not counted, its reserved CPU given back, the same archive welcome again.
+
+An object store that does not answer (fetching the archive or the inputs, storing the output) is
+the server's outage, never the system's: each step is tried again with back-off (`STORE_WAITS`,
+about two minutes in all) and, if the store is still away, the run goes back to `queued` with its
+attempt given back, for the reconciler to enqueue again: an outage never counts toward the two
+attempts after which an archive is refused (`failed_twice`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import logging
 import os
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 from sqlmodel import Session
@@ -27,13 +34,35 @@ from server.db import get_engine, session_scope
 from server.domain import code_runs, lifecycle
 from server.domain.submissions import create_submission
 from server.domain.system_archive import SystemInvalid, unpack
-from server.exceptions import DuplicateSubmission
+from server.exceptions import DuplicateSubmission, StoreUnreachable
 from server.jobs.dispatch import KEY, Jobs, jobs
 from server.jobs.sandbox import Limits, SandboxUnavailable, run
 from server.models import CodeRun, Phase, Team, User
 from server.settings import get_settings
 
 log = logging.getLogger(__name__)
+
+# seconds between the tries of a step the object store did not answer (then the run is queued
+# again, its attempt given back): 127 s in all, longer than a store's restart
+STORE_WAITS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+
+
+class StoreOutage(Exception):
+    """The object store did not answer any try of a step: the run is the server's to try again."""
+
+
+def _with_store(run_id: int, what: str, fn):
+    """`fn()`, tried again with back-off while the object store does not answer."""
+    for wait in (*STORE_WAITS, None):
+        try:
+            return fn()
+        except StoreUnreachable as e:
+            if wait is None:
+                raise StoreOutage(f"{what}: {e.message}") from None
+            log.warning(
+                "code run %s: %s: no answer from the store; again in %s s", run_id, what, wait
+            )
+            time.sleep(wait)
 
 
 def limits_for(manifest: dict, settings) -> Limits:
@@ -69,6 +98,15 @@ def run_system(run_id: int) -> dict:
     attempt = code_runs.start(engine, run_id)
     if attempt is None:
         return {"run": run_id, "skipped": True}
+    try:
+        return _run_system(settings, engine, run_id, attempt)
+    except StoreOutage as e:
+        log.error("code run %s: %s; queued again, its attempt given back", run_id, e)
+        code_runs.requeue_for_store(engine, run_id)
+        return {"run": run_id, "stage": "queued", "status": "store_unreachable"}
+
+
+def _run_system(settings, engine, run_id: int, attempt: int) -> dict:
     with Session(engine) as s:
         r = s.get(CodeRun, run_id)
         phase = s.get(Phase, r.phase_id)
@@ -79,11 +117,17 @@ def run_system(run_id: int) -> dict:
         work = Path(work)
         os.chmod(work, 0o755)
         try:
-            m = unpack(objectstore.local_upload(settings, key), work / "code")
+            archive = _with_store(
+                run_id, "fetching the archive", lambda: objectstore.local_upload(settings, key)
+            )
+            m = unpack(archive, work / "code")
         except SystemInvalid as e:  # checked at upload; a changed archive is the server's fault
             code_runs.fail_infra(engine, run_id, f"the stored archive cannot be read: {e}")
             return {"run": run_id, "stage": "failed"}
-        objectstore.ensure_public(settings, task_id)  # inputs from the store, never the gold
+        # inputs from the store, never the gold
+        _with_store(
+            run_id, "fetching the inputs", lambda: objectstore.ensure_public(settings, task_id)
+        )
         with Session(engine) as s:  # what the download rule releases now, and its own split
             areas = code_runs.released_areas(s, task_id, settings.home)
         code_runs.stage_inputs(settings.home, task_id, split, work / "input", areas)
@@ -125,39 +169,50 @@ def run_system(run_id: int) -> dict:
             )
             return {"run": run_id, "stage": "failed", "status": "no_output"}
         # the job's own step: the run's output becomes its submission (its team's primary run
-        # if asked), queued for scoring once committed
-        with session_scope(engine, {KEY: Jobs(settings)}) as s:
-            r = s.get(CodeRun, run_id)
-            team = s.get(Team, r.team_id)
-            user = s.get(User, r.user_id) if r.user_id else None
-            try:
-                with path.open("rb") as f:
-                    sub = create_submission(
-                        s,
-                        user=user,
-                        team=team,
-                        task_id=task_id,
-                        phase=phase.id,
-                        upload_bytes_or_stream=f,
-                        filename=m.output,
-                        is_baseline=r.is_baseline,
-                        settings=settings,
-                        enforce_limits=False,  # the run was counted when it was uploaded
-                        dedupe=True,
-                        facts=fields.get("facts") or None,
-                        # what the row keeps of the upload: every field it carried but these two
-                        **{k: v for k, v in fields.items() if k not in ("primary", "facts")},
-                    )
-                if phase.blind:  # its time is the system's: when the run ended would tell
-                    sub.created_at = r.created_at  # its team how long it ran (the gate)
-                sid = sub.id
-                if fields.get("primary") and not r.is_baseline:
-                    lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
-                jobs(s).score(s, sid)
-            except DuplicateSubmission as e:  # a second run of this job: the first's submission
-                sid = e.submission_id
+        # if asked), queued for scoring once committed; stored first (tried again while the
+        # store does not answer: nothing is recorded until it takes the file)
+        sid = _with_store(
+            run_id,
+            "storing the output",
+            lambda: _submit_output(settings, engine, run_id, phase, task_id, m, fields, path),
+        )
         code_runs.finish(engine, run_id, stage="ran", submission_id=sid, **common)
         return {"run": run_id, "stage": "ran", "submission": sid}
+
+
+def _submit_output(settings, engine, run_id, phase, task_id, m, fields, path) -> int:
+    """The run's output as its submission (the job's own step); its id."""
+    with session_scope(engine, {KEY: Jobs(settings)}) as s:
+        r = s.get(CodeRun, run_id)
+        team = s.get(Team, r.team_id)
+        user = s.get(User, r.user_id) if r.user_id else None
+        try:
+            with path.open("rb") as f:
+                sub = create_submission(
+                    s,
+                    user=user,
+                    team=team,
+                    task_id=task_id,
+                    phase=phase.id,
+                    upload_bytes_or_stream=f,
+                    filename=m.output,
+                    is_baseline=r.is_baseline,
+                    settings=settings,
+                    enforce_limits=False,  # the run was counted when it was uploaded
+                    dedupe=True,
+                    facts=fields.get("facts") or None,
+                    # what the row keeps of the upload: every field it carried but these two
+                    **{k: v for k, v in fields.items() if k not in ("primary", "facts")},
+                )
+            if phase.blind:  # its time is the system's: when the run ended would tell
+                sub.created_at = r.created_at  # its team how long it ran (the gate)
+            sid = sub.id
+            if fields.get("primary") and not r.is_baseline:
+                lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
+            jobs(s).score(s, sid)
+        except DuplicateSubmission as e:  # a second run of this job: the first's submission
+            sid = e.submission_id
+    return sid
 
 
 def on_run_failure(job, connection, exc_type=None, exc_value=None, tb=None) -> None:

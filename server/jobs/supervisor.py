@@ -33,6 +33,11 @@ from server.settings import Settings, ensure_secret
 log = logging.getLogger("palimpsest.serve")
 
 
+# a worker's command: -P (no current directory on the module path), since `serve` may run inside
+# its data directory, whose `tasks/` folder would otherwise pass for the `tasks` package
+WORKER_ARGV = (sys.executable, "-P", "-m", "server.jobs.worker")
+
+
 def child_env(settings) -> dict:
     """The environment of a worker process: the same data directory, database and Redis."""
     env = dict(os.environ)
@@ -83,9 +88,7 @@ class Supervisor:
         env["PALIMPSEST_SUPERVISOR_PID"] = str(
             os.getpid()
         )  # the worker dies with us (server.jobs.worker)
-        return subprocess.Popen(
-            [sys.executable, "-m", "server.jobs.worker"], env=env, stdin=subprocess.DEVNULL
-        )
+        return subprocess.Popen(WORKER_ARGV, env=env, stdin=subprocess.DEVNULL)
 
     def record(self) -> None:
         """Write the children's pids to <home>/run/children.json (the next start reads them)."""

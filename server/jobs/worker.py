@@ -86,6 +86,12 @@ def warm_caches(settings: Settings, seen: dict[str, int] | None = None) -> None:
                 log.warning("worker: could not preload %s/%s (%s)", t.id, split, e)
 
 
+def reads_gold(queues) -> bool:
+    """Whether a worker of these queues reads gold (scores, statistics, baselines, agreement
+    fits): a code worker (the runs queue alone) never holds gold, so never reads any ahead."""
+    return any(q != RUNS for q in queues)
+
+
 def warm_store(settings: Settings) -> None:
     """Import boto3 and build the object store's client once in the parent (a site with a store):
     made in each forked horse, they cost 0.4-0.6 s of CPU per job, ten times a scoring job. The
@@ -111,7 +117,7 @@ def _worker_class():
             try:
                 return super().execute_job(job, queue)
             finally:  # a task its horse fetched: read here too, for the horses to come
-                if self.palimpsest_settings is not None:
+                if self.palimpsest_settings is not None and reads_gold(self.queue_names()):
                     try:
                         warm_caches(self.palimpsest_settings, _WARMED)
                     except Exception as e:  # noqa: BLE001 — the next job reads them itself
@@ -172,7 +178,8 @@ def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
     try:
         engine = get_engine(settings.sqlalchemy_url())
         check_at_head(engine)  # SchemaError, saying to run `palimpsest db upgrade`
-        warm_caches(settings, _WARMED)
+        if reads_gold(queues):  # a code worker holds no gold: nothing of it read ahead
+            warm_caches(settings, _WARMED)
         warm_store(settings)
         warm_statements(engine)
         scorer.sweep.warm()  # the board statistics' compiled sweep, loaded once for every horse

@@ -143,11 +143,12 @@ def task(task_id: str):
     areas = [a for a in download_rule.areas(db(), t, get_settings().home) if a.files]
     kit = next((a for a in areas if a.name == download_rule.KIT), None)
     if kit is not None:  # the bundle's own kit: its README, sanitized like every organizer text
-        readme = next((p for p in kit.files if p.name.lower() == "readme.md"), None)
+        readmes = [p for p in kit.files if p.name.lower() == "readme.md"]
+        readme = min(readmes, key=lambda p: len(p.parts), default=None)  # the kit's own
         kit_text = readme.read_text(encoding="utf-8", errors="replace") if readme else ""
         kit_url = url_for("pages.download", task_id=t.id, split=download_rule.KIT)
     else:
-        kit_text = starting_kit.readme(t, _systems(t.id), _site())
+        kit_text = starting_kit.readme(t, _systems(t.id), _site(), _phase_splits(t.id))
         kit_url = url_for("pages.kit", task_id=t.id)
 
     return render_template(
@@ -168,6 +169,11 @@ def _site() -> str:
     return (get_settings().base_url or request.host_url).rstrip("/")
 
 
+def _phase_splits(task_id: str) -> dict[str, str]:
+    """The task's phases, name: split (the kit's submit step names the phase of its file)."""
+    return {p.name: p.split for p in phases_of(task_id)}
+
+
 def _systems(task_id: str) -> tuple[str, ...]:
     """The reference systems that apply to a task (loaded when a kit is asked for)."""
     from baselines.systems import SYSTEMS  # the baselines' module loads when a kit is asked for
@@ -179,7 +185,7 @@ def _systems(task_id: str) -> tuple[str, ...]:
 def kit(task_id: str):
     """The starting kit generated from the task's declaration (no data in it)."""
     t = task_or_404(task_id)
-    files = starting_kit.kit_files(t, _systems(t.id), _site())
+    files = starting_kit.kit_files(t, _systems(t.id), _site(), _phase_splits(t.id))
     return Response(
         starting_kit.kit_zip(t, files),
         mimetype="application/zip",
