@@ -17,7 +17,7 @@ class Field:
     `score` of a CSV's `Pred_Score`)."""
 
     name: str
-    kind: str  # "id", "label01", "float", "floats"
+    kind: str  # "id", "label01", "float", "floats", "int"
     description: str
     aliases: tuple[str, ...] = ()
 
