@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from tasks.catalogue import METRIC_LIST
+
 
 @dataclass(frozen=True)
 class Field:
@@ -287,7 +289,8 @@ def unit_id(row: dict, key: tuple[str, ...]) -> str:
     return "/".join(str(row[k]) for k in key)
 
 
-LOWER_IS_BETTER = frozenset({"smr", "fpr", "fnr"})
+LOWER_IS_BETTER = frozenset(m.name for m in METRIC_LIST if m.greater_is_better is False)
+"""smr, fpr, fnr, granularity: as the catalogue declares them."""
 
 Importer = Callable[..., dict]
 
