@@ -31,7 +31,7 @@ import numpy as np
 from scorer import spans
 from scorer.errors import Problem, Problems, SubmissionInvalid, cut
 from scorer.families import Family, Scored, cache_key, read_jsonl
-from scorer.reader import Limits, iter_jsonl, load
+from scorer.reader import Limits, _np, iter_jsonl, load
 
 FIELDS = (
     "this_reference",
@@ -46,12 +46,34 @@ DET_TAG = "detected-plagiarism"
 MAX_ZIP_MEMBERS = 200_000
 
 
+def _arrow_jsonl(path: Path, columns: dict):
+    """A file's columns read by pyarrow's JSON reader."""
+    import pyarrow as pa
+    from pyarrow import json as pj
+
+    schema = pa.schema([(k, v) for k, v in columns.items()])
+    opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    # one thread: the scorer's worker shares its cores, and threads cost more CPU than they save
+    return pj.read_json(path, read_options=pj.ReadOptions(use_threads=False), parse_options=opts)
+
+
+def _ints(col) -> np.ndarray:
+    """An int64 column without nulls as numpy (`to_numpy` on a chunked array imports pandas)."""
+    parts = [_np(c, "int64") for c in col.chunks]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
 @functools.lru_cache(maxsize=8)
 def _corpus(pairs_key: tuple, docs_key: tuple):
     """The split's pairs ((suspicious, source) -> index, in file order), each pair's two
     documents as indices, and each document's length in characters."""
-    docs = read_jsonl(Path(docs_key[0]))
-    length = {r["id"]: len(r["text"]) for r in docs}
+    import pyarrow as pa
+
+    docs = _arrow_jsonl(Path(docs_key[0]), {"id": pa.string(), "text": pa.string()})
+    length = {
+        d: len(t) for d, t in zip(docs["id"].to_pylist(), docs["text"].to_pylist(), strict=True)
+    }
+    del docs
     doc_index = {d: i for i, d in enumerate(length)}
     rows = read_jsonl(Path(pairs_key[0]))
     index = {(r["suspicious"], r["source"]): i for i, r in enumerate(rows)}
@@ -125,13 +147,59 @@ class SpanFamily(Family):
         body = text.text if hasattr(text, "text") else text
         if body.lstrip().startswith("<"):
             self._xml_rows(body, "", rows, problems)
+            fast = None if problems.total else self._fast_rows(rows)
+            if fast is not None:
+                return fast
         else:
+            fast = self._fast_jsonl(body)
+            if fast is not None:
+                return fast
             for line, rec in iter_jsonl(body):
                 if not isinstance(rec, dict):
                     problems.add(getattr(rec, "message", "not a JSON object"), line=line)
                     continue
                 rows.append((line, rec, ""))
         return self._check(rows, problems)
+
+    def _fast_jsonl(self, body: str) -> spans.Spans | None:
+        """A valid JSON Lines run read by columns (pyarrow's reader, the checks on arrays); None
+        for any file with a problem, which the row-by-row reader then reports line by line."""
+        import pyarrow as pa
+
+        cols = {f: (pa.int64() if f in INTS else pa.string()) for f in FIELDS}
+        try:
+            table = _arrow_jsonl(pa.BufferReader(body.encode("utf-8")), cols)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            return None
+        if any(table[f].null_count for f in FIELDS):
+            return None
+        t_ref, s_ref = table["this_reference"].to_pylist(), table["source_reference"].to_pylist()
+        return self._fast_columns(t_ref, s_ref, np.stack([_ints(table[f]) for f in INTS], axis=1))
+
+    def _fast_rows(self, rows) -> spans.Spans | None:
+        """`rows` (PAN XML's) checked by columns; None when any has a problem."""
+        try:
+            t_ref = [r["this_reference"] for _l, r, _w in rows]
+            s_ref = [r["source_reference"] for _l, r, _w in rows]
+            v = np.array([[r[k] for k in INTS] for _l, r, _w in rows], dtype=np.int64)
+        except (KeyError, ValueError, TypeError, OverflowError):
+            return None
+        return self._fast_columns(t_ref, s_ref, v.reshape(-1, 4))
+
+    def _fast_columns(self, t_ref: list, s_ref: list, v: np.ndarray) -> spans.Spans | None:
+        _ids, index, _s, _t, length = self.corpus()
+        pair = np.fromiter(
+            (index.get(k, -1) for k in zip(t_ref, s_ref, strict=True)), np.int64, len(t_ref)
+        )
+        if (pair < 0).any() or (v < 0).any() or (v[:, 1] == 0).any() or (v[:, 3] == 0).any():
+            return None
+        if not all(isinstance(x, str) for x in t_ref) or not all(isinstance(x, str) for x in s_ref):
+            return None
+        t_len = np.fromiter((length[x] for x in t_ref), np.int64, len(t_ref))
+        s_len = np.fromiter((length[x] for x in s_ref), np.int64, len(s_ref))
+        if (v[:, 0] + v[:, 1] > t_len).any() or (v[:, 2] + v[:, 3] > s_len).any():
+            return None
+        return spans.Spans(pair, v[:, 0], v[:, 1], v[:, 2], v[:, 3])
 
     def _validate_zip(self, path: Path, members, limits: Limits) -> spans.Spans:
         problems = Problems()
@@ -163,7 +231,8 @@ class SpanFamily(Family):
                     problems.add(f"{cut(name)}: not valid UTF-8")
                     continue
                 self._xml_rows(body, f"{cut(name)}: ", rows, problems)
-        return self._check(rows, problems)
+        fast = None if problems.total else self._fast_rows(rows)
+        return fast if fast is not None else self._check(rows, problems)
 
     def _xml_rows(self, body: str, where: str, rows: list, problems: Problems) -> None:
         """PAN's detection XML: each `detected-plagiarism` feature of a `document` element a
