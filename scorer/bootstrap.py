@@ -1026,6 +1026,8 @@ class _SpanUnits(_Units):
         boot.strata = ["all"] * len(boot.units)
         boot.pair_cols = np.flatnonzero(keep)
         boot.subset_cols = np.flatnonzero(fam.subset_masks(None)[boot.subset][keep])
+        boot.span_keep = np.zeros(len(ids), dtype=bool)
+        boot.span_keep[boot.pair_cols[boot.subset_cols]] = True
         boot.resampling = "document pairs"
 
     @staticmethod
@@ -1033,7 +1035,7 @@ class _SpanUnits(_Units):
         held = getattr(boot, "_span_stats", None)
         if held is None or held[0] is not arrays:
             parsed = spans.Spans.from_matrix(arrays["spans"])
-            held = boot._span_stats = (arrays, boot.fam.stats(parsed))
+            held = boot._span_stats = (arrays, boot.fam.stats(parsed, boot.span_keep))
         stats = {k: v[boot.pair_cols][boot.subset_cols] for k, v in held[1].items()}
         w = np.take(W, boot.subset_cols, axis=1)
         return spans.weighted(stats, w.astype(np.float64), boot.metric)

@@ -353,10 +353,20 @@ class SpanFamily(Family):
             for p, r in zip(self.units(), by_pair, strict=True)
         ]
 
-    def stats(self, parsed: spans.Spans) -> dict[str, np.ndarray]:
+    def stats(self, parsed: spans.Spans, keep: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """Per-pair statistics; with `keep`, exact over those pairs (the micro counts recomputed
+        over them alone where two pairs share characters of a document)."""
         ids, _index, susp, src, _length = self.corpus()
         cases, _rows = self._gold()
-        return spans.pair_stats(len(ids), susp, src, cases, parsed)[0]
+        key = id(parsed)
+        held = getattr(self, "_full", None)
+        if held is None or held[0] != key or held[1] is not parsed:
+            self._full = (key, parsed, spans.pair_stats(len(ids), susp, src, cases, parsed))
+        stats, info = self._full[2]
+        if keep is None or keep.all() or not info["shared_chars"]:
+            return stats
+        c, d = spans.restrict(cases, keep), spans.restrict(parsed, keep)
+        return spans.pair_stats(len(ids), susp, src, c, d)[0]
 
     def subset_masks(self, only: frozenset | None) -> dict[str, np.ndarray]:
         """Each declared subset's pairs (`all`, and each slice: the pairs whose gold row has the
@@ -374,7 +384,6 @@ class SpanFamily(Family):
         return out
 
     def score(self, parsed, only: frozenset | None = None) -> Scored:
-        st = self.stats(parsed)
         names = self.task.metrics
         result, notes = {}, []
         for subset, keep in self.subset_masks(only).items():
@@ -383,6 +392,7 @@ class SpanFamily(Family):
                 where = "this part of the gold" if only is not None else "the gold"
                 notes.append(f"{subset}: no document pair of {subset} in {where}")
                 continue
+            st = self.stats(parsed, keep)
             vals = spans.point(st, [k for k in names if k != "n"], keep)
             vals["n"] = int(keep.sum())
             for k in names:

@@ -34,7 +34,9 @@ Every measure is a function of sums over the document pairs of per-pair statisti
 so the bootstrap resamples pairs by weighting those sums. The pooled character counts of the
 micro measures are unions per document: a character covered in two pairs of the same document
 counts once, with the first of them in (document, start, end) order, so that the sums over all
-pairs are exactly the evaluator's counts.
+pairs are exactly the evaluator's counts; on a part of the pairs (a subset, the public part)
+where two pairs share characters, the statistics are recomputed over that part's pairs alone
+(`restrict`), the evaluator's counts on that part.
 
 Like PAN's evaluator, identical detections count once (it reads them into a set), and the
 character level ignores detections of pairs not in the corpus while the case and document level
@@ -188,8 +190,10 @@ def pair_stats(
     tau_precision: float = TAU_PRECISION,
 ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
     """Per pair, the statistics every measure is a function of (`STAT_NAMES`), and the counts
-    of detections outside the corpus (`outside_detections`, `outside_pairs`). `susp_doc`,
-    `src_doc`: each pair's suspicious and source document as an index."""
+    of detections outside the corpus (`outside_detections`, `outside_pairs`) with
+    `shared_chars`: whether two pairs share characters of a document (then the micro counts of
+    some of the pairs are not their sum over those pairs alone: `restrict` recomputes them).
+    `susp_doc`, `src_doc`: each pair's suspicious and source document as an index."""
     cases = cases.distinct()
     dets = dets.distinct()
     inside = dets.pair >= 0
@@ -246,12 +250,18 @@ def pair_stats(
         return np.bincount(idx, w, minlength=n_pairs)[:n_pairs].astype(np.float64)
 
     # micro: characters of each document's union, each attributed to one pair
+    shared = [False]
+
     def chars(pair, toff, tlen, soff, slen):
         if pair.size == 0:
             return np.zeros(n_pairs)
         this = _union_contrib(susp_doc[pair], toff, toff + tlen)
         src = _union_contrib(src_doc[pair], soff, soff + slen)
-        return per_pair(pair, (this + src).astype(np.float64))
+        got = per_pair(pair, (this + src).astype(np.float64))
+        # each pair's own union: where it differs, two pairs share characters of a document
+        own = _union_contrib(pair, toff, toff + tlen) + _union_contrib(pair, soff, soff + slen)
+        shared[0] |= bool((per_pair(pair, own.astype(np.float64)) != got).any())
+        return got
 
     stats = {
         "cases": per_pair(cases.pair),
@@ -278,7 +288,20 @@ def pair_stats(
     stats["has_detection"] = (stats["detections"] > 0).astype(np.float64)
     stats["pair_found"] = (stats["cases_found"] > 0).astype(np.float64)
     stats["pair_correct"] = (stats["detections_correct"] > 0).astype(np.float64)
+    outside["shared_chars"] = shared[0]
     return stats, outside
+
+
+def restrict(spans_: Spans, keep: np.ndarray) -> Spans:
+    """The spans of the pairs `keep` (a boolean mask over the pairs) alone."""
+    sel = np.flatnonzero(keep[spans_.pair])
+    return Spans(
+        spans_.pair[sel],
+        spans_.this_offset[sel],
+        spans_.this_length[sel],
+        spans_.source_offset[sel],
+        spans_.source_length[sel],
+    )
 
 
 def plagdet_score(rec, prec, gran):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from pankit import ours
+from pankit import adversarial_runs, naive, ours
 
 from cli.main import main
 from scorer import SubmissionInvalid, score_file, validate_file
@@ -175,3 +175,21 @@ def test_the_offline_command_gives_the_scorers_values(corpus, tmp_path):
     assert out.exit_code == 0, out.output[-500:]
     doc = json.loads(out.output)
     assert doc["metrics"] == score_file(TASK, p, home=home)["metrics"]
+
+
+def test_each_obfuscation_subset_is_the_measures_on_its_pairs_alone(corpus, tmp_path):
+    """A subset's values (micro included, where pairs share a source passage) are the measures of
+    the corpus cut to the subset's pairs, by the naive computation."""
+    _root, home, c = corpus
+    run = adversarial_runs(c, seed=2)["noisy"]
+    p = tmp_path / "run.jsonl"
+    p.write_text(pan.jsonl_detections(run))
+    got = score_file(TASK, p, home=home)["metrics"]
+    for kind in ("none", "random", "translation"):
+        pairs = [q for q in c["pairs"] if pan.pair_attributes(c["cases"][q])["obfuscation"] == kind]
+        if not pairs:
+            continue
+        cut = {"docs": c["docs"], "pairs": pairs, "cases": {q: c["cases"][q] for q in pairs}}
+        want = naive(cut, [r for r in run if (r[0], r[1]) in set(pairs)])
+        for k in ("plagdet", "recall_micro", "precision_micro", "plagdet_micro", "case_f1"):
+            assert got[kind][k] == pytest.approx(want[k], abs=1e-12), (kind, k)
