@@ -27,6 +27,7 @@ SYSTEM_NAMES = (
     "diffalign",
     "retrieve",
     "retrieve-rerank",
+    "ngram-align",
 )
 
 

@@ -404,8 +404,7 @@ def point(stats: dict, names=MEASURES, keep: np.ndarray | None = None, outside=N
 def weighted(stats: dict, W: np.ndarray, name: str, cols: np.ndarray | None = None) -> np.ndarray:
     """`name` on each resample: the per-pair statistics summed with the multiplicities `W`
     (B x pairs; `cols`: the pairs of W's columns, in order, when not every pair)."""
-    sums = {}
-    for k, v in stats.items():
-        v = v if cols is None else v[cols]
-        sums[k] = W @ v
-    return measures(sums, (name,))[name]
+    keys = list(STAT_NAMES)
+    M = np.stack([stats[k] if cols is None else stats[k][cols] for k in keys], axis=1)
+    S = W @ M  # one product for every statistic: B x statistics
+    return measures({k: S[:, i] for i, k in enumerate(keys)}, (name,))[name]
