@@ -128,9 +128,13 @@ class SpanFamily(Family):
         """A zip of PAN's output files (several XML files) is read member by member; any other
         file (JSON Lines, one XML file, either compressed) as a text."""
         path = Path(path)
-        with open(path, "rb") as f:
-            magic = f.read(4)
-        if magic in (b"PK\x03\x04", b"PK\x05\x06"):
+        try:  # a file that cannot be read is the reader's to refuse (`load`, below)
+            size = path.stat().st_size
+            with open(path, "rb") as f:
+                magic = f.read(4)
+        except OSError:
+            size, magic = 0, b""
+        if magic in (b"PK\x03\x04", b"PK\x05\x06") and size <= limits.max_bytes:
             try:
                 with zipfile.ZipFile(path) as zf:
                     members = [i for i in zf.infolist() if not i.is_dir()]
