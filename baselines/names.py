@@ -13,4 +13,5 @@ ALL_SYSTEMS = (
     "diffalign",
     "retrieve",
     "retrieve-rerank",
+    "ngram-align",
 )

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from baselines import pan_align
 from baselines.lexical import dice_texts, dice_top_k, words
 from baselines.models import (
     BaselineError,
@@ -37,6 +38,7 @@ SYSTEMS: dict[str, tuple[str, ...]] = {
     "swissgov-rsd": ("lexical", "diffalign"),
     "loci-similes": ("lexical", "retrieve", "retrieve-rerank"),
     "str": ("lexical", "bi-encoder"),
+    "pan-text-alignment": ("ngram-align",),
 }
 if set(ALL_SYSTEMS) != {s for names in SYSTEMS.values() for s in names}:
     raise ImportError(f"baselines.names lists {ALL_SYSTEMS}; the tasks' systems are {SYSTEMS}")
@@ -456,6 +458,16 @@ def run_str(
     return out
 
 
+def run_pan(
+    task_id: str, system: str, store: TaskStore, out: Path, models: Models, opts: Options
+) -> Path:
+    """PAN text alignment: seeding by shared word 2-grams, extension, filtering
+    (`baselines.pan_align`), every pair of the test split."""
+    pairs = _read_jsonl(store.public("test", "pairs.jsonl"))
+    texts = {r["id"]: r["text"] for r in _read_jsonl(store.public("test", "documents.jsonl"))}
+    return pan_align.run(pairs, texts, out)
+
+
 RUNNERS = {
     "tric-binary": run_tric,
     "tric-ranking": run_tric,
@@ -463,6 +475,7 @@ RUNNERS = {
     "swissgov-rsd": run_swissgov,
     "loci-similes": run_loci,
     "str": run_str,
+    "pan-text-alignment": run_pan,
 }
 EXTENSIONS = {"loci-similes": "csv", "str": "csv"}
 

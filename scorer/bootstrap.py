@@ -37,7 +37,7 @@ from scipy import sparse, stats
 from scipy.special import ndtr
 from threadpoolctl import threadpool_limits
 
-from scorer import metrics
+from scorer import metrics, spans
 from scorer.families import cache_key, family, link_gold, read_jsonl, source_order_of, token_gold
 from tasks import catalogue
 from tasks.base import unit_id
@@ -1007,11 +1007,46 @@ class _LinkUnits(_Units):
         return np.nan if v is None else float(v)
 
 
+class _SpanUnits(_Units):
+    """PAN's text alignment: the unit is the document pair (its cases and detections move with
+    it); every measure is a function of sums of per-pair statistics (`scorer.spans`), weighted by
+    the multiplicities."""
+
+    @staticmethod
+    def arrays(task, store, split, parsed):
+        return {"spans": parsed.matrix()}
+
+    @staticmethod
+    def setup(boot, task, store, split, only):
+        fam = family(task, store, split)
+        ids = fam.units()
+        keep = np.array([only is None or p in only for p in ids], dtype=bool)
+        boot.fam = fam
+        boot.units = [p for p, k in zip(ids, keep, strict=True) if k]
+        boot.strata = ["all"] * len(boot.units)
+        boot.pair_cols = np.flatnonzero(keep)
+        boot.subset_cols = np.flatnonzero(fam.subset_masks(None)[boot.subset][keep])
+        boot.span_keep = np.zeros(len(ids), dtype=bool)
+        boot.span_keep[boot.pair_cols[boot.subset_cols]] = True
+        boot.resampling = "document pairs"
+
+    @staticmethod
+    def samples(boot, decl, arrays, W):
+        held = getattr(boot, "_span_stats", None)
+        if held is None or held[0] is not arrays:
+            parsed = spans.Spans.from_matrix(arrays["spans"])
+            held = boot._span_stats = (arrays, boot.fam.stats(parsed, boot.span_keep))
+        stats = {k: v[boot.pair_cols][boot.subset_cols] for k, v in held[1].items()}
+        w = np.take(W, boot.subset_cols, axis=1)
+        return spans.weighted(stats, w.astype(np.float64), boot.metric)
+
+
 UNITS: dict[str, type[_Units]] = {
     "instances": _KeyedUnits,
     "targets": _KeyedUnits,
     "tokens": _TokenUnits,
     "links": _LinkUnits,
+    "spans": _SpanUnits,
 }
 """Each declared family's resampler (a test checks every family has one and no other)."""
 

@@ -125,7 +125,20 @@ def _as_floats(v, csv: bool) -> np.ndarray:
     return a
 
 
-CONVERT = {"id": _as_id, "float": _as_float, "label01": _as_label01, "floats": _as_floats}
+def _as_int(v, csv: bool) -> int:
+    x = _as_float(v, csv)
+    if x != int(x):
+        raise Bad(f"must be an integer, found {_fmt_value(v)}")
+    return int(x)
+
+
+CONVERT = {
+    "id": _as_id,
+    "float": _as_float,
+    "label01": _as_label01,
+    "floats": _as_floats,
+    "int": _as_int,
+}
 
 
 @dataclass
@@ -1151,7 +1164,19 @@ def link_gold(key: tuple, qkey: tuple, skey: tuple) -> tuple[np.ndarray, np.ndar
     return arr[:, 0].copy(), arr[:, 1].copy()
 
 
-FAMILIES = {"instances": Keyed, "targets": Keyed, "tokens": Tokens, "links": LinkFamily}
+def _spans(task: Task, store: TaskStore, split: str) -> Family:
+    from scorer.span_family import SpanFamily  # builds on Family, above
+
+    return SpanFamily(task, store, split)
+
+
+FAMILIES = {
+    "instances": Keyed,
+    "targets": Keyed,
+    "tokens": Tokens,
+    "links": LinkFamily,
+    "spans": _spans,
+}
 
 
 def family(task: Task, store: TaskStore, split: str) -> Family:

@@ -344,6 +344,7 @@ IMPLEMENTATION = {
     "values": "correlation",
     "link counts": "links",
     "ranked links": "ranking",
+    "span counts": "spans",
     "": "count",
 }
 """The scorer's function family for each kind of per-unit statistics a metric declares."""

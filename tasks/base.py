@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from tasks.catalogue import METRIC_LIST
+
 
 @dataclass(frozen=True)
 class Field:
@@ -17,7 +19,7 @@ class Field:
     `score` of a CSV's `Pred_Score`)."""
 
     name: str
-    kind: str  # "id", "label01", "float", "floats"
+    kind: str  # "id", "label01", "float", "floats", "int"
     description: str
     aliases: tuple[str, ...] = ()
 
@@ -291,7 +293,8 @@ def unit_id(row: dict, key: tuple[str, ...]) -> str:
     return "/".join(str(row[k]) for k in key)
 
 
-LOWER_IS_BETTER = frozenset({"smr", "fpr", "fnr"})
+LOWER_IS_BETTER = frozenset(m.name for m in METRIC_LIST if m.greater_is_better is False)
+"""smr, fpr, fnr, granularity: as the catalogue declares them."""
 
 Importer = Callable[..., dict]
 

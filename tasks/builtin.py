@@ -158,6 +158,13 @@ PYTHON: dict[str, dict] = {
         agreement_rows="tasks.agreement:str_rows",
         import_boards="tasks.semrel:track_boards",
     ),
+    "pan-text-alignment": dict(
+        importer="tasks.pan:import_pan",
+        import_help="palimpsest tasks import pan-text-alignment --from path/to/corpus (PAN's "
+        "layout: susp/, src/, pairs and the per-pair XML)",
+        import_options=(FROM,),
+        demo=Demo(release="tasks.pan:demo_release", predictions="tasks.pan:demo_predictions"),
+    ),
 }
 
 

@@ -25,7 +25,7 @@ TASK_ID = r"^[a-z][a-z0-9-]{1,39}$"
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$"
 EMAIL = r"^[^@\s]+@[^@\s]+\.[^@\s]+$"
 
-FIELD_KINDS = ("id", "label01", "float", "floats")
+FIELD_KINDS = ("id", "label01", "float", "floats", "int")
 
 # Families and metrics are declared once, in tasks.catalogue; these are views of it.
 FAMILIES: tuple[str, ...] = tuple(catalogue.FAMILIES)
@@ -237,7 +237,7 @@ class FieldSpec(Spec):
     """One column of a submission file."""
 
     name: str = Field(min_length=1, max_length=64)
-    kind: Literal["id", "label01", "float", "floats"]
+    kind: Literal["id", "label01", "float", "floats", "int"]
     description: str = Field("", max_length=500)
     aliases: list[str] = Field(default_factory=list, max_length=10)
 

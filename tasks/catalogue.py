@@ -116,6 +116,18 @@ FAMILY_LIST: tuple[FamilyDecl, ...] = (
         description="predicted (query, source) links, optionally scored to rank them",
         resampled="queries",
     ),
+    FamilyDecl(
+        "spans",
+        unit="document pair",
+        statistics=("span counts",),
+        inputs=("pairs.jsonl", "documents.jsonl"),
+        gold="gold.jsonl",
+        input_columns=("id", "suspicious", "source", "text"),
+        poolable=False,
+        description="detections of reused text: pairs of character spans (offset and length in "
+        "the suspicious and the source document) per document pair, scored as PAN scores them",
+        resampled="document pairs",
+    ),
 )
 
 _CUTOFFS = (10, 100, 1000)
@@ -168,17 +180,21 @@ METRIC_LIST: tuple[MetricDecl, ...] = (
     ),
     MetricDecl(
         "precision",
-        families=("links",),
+        families=("links", "spans"),
         statistics="link counts",
+        statistics_by_family=(("spans", "span counts"),),
         resample="sums",
-        description="precision of a query's links, mean over the queries with a gold link",
+        description="precision of a query's links, mean over the queries with a gold link "
+        "(spans: a detection's characters in the cases it overlaps, mean over the detections)",
     ),
     MetricDecl(
         "recall",
-        families=("links",),
+        families=("links", "spans"),
         statistics="link counts",
+        statistics_by_family=(("spans", "span counts"),),
         resample="sums",
-        description="recall of a query's links, mean over the queries with a gold link",
+        description="recall of a query's links, mean over the queries with a gold link "
+        "(spans: a case's characters the detections overlapping it cover, mean over the cases)",
     ),
     MetricDecl(
         "accuracy",
@@ -190,12 +206,60 @@ METRIC_LIST: tuple[MetricDecl, ...] = (
     *(
         MetricDecl(
             f"{what}_micro",
-            families=("links",),
+            families=("links", "spans") if what != "f1" else ("links",),
             statistics="link counts",
+            statistics_by_family=(("spans", "span counts"),),
             resample="sums",
-            description=f"{what} from the counts pooled over the queries with a gold link",
+            description=f"{what} from the counts pooled over the queries with a gold link "
+            "(spans: from the characters pooled, each document's counted once)",
         )
         for what in ("precision", "recall", "f1")
+    ),
+    MetricDecl(
+        "granularity",
+        families=("spans",),
+        statistics="span counts",
+        resample="sums",
+        greater_is_better=False,
+        description="detections overlapping a detected case, mean over the detected cases (PAN)",
+    ),
+    MetricDecl(
+        "plagdet",
+        families=("spans",),
+        statistics="span counts",
+        resample="sums",
+        description="F1 of precision and recall over log2(1 + granularity) (PAN)",
+    ),
+    MetricDecl(
+        "plagdet_micro",
+        families=("spans",),
+        statistics="span counts",
+        resample="sums",
+        description="plagdet of precision_micro and recall_micro (PAN's --micro)",
+    ),
+    *(
+        MetricDecl(
+            f"{level}_{what}",
+            families=("spans",),
+            statistics="span counts",
+            resample="sums",
+            description=f"{what} at {level} level (PAN 2014/2015, tau 0.5)",
+        )
+        for level in ("case", "document")
+        for what in ("precision", "recall", "f1")
+    ),
+    *(
+        MetricDecl(
+            c,
+            families=("spans",),
+            statistics="span counts",
+            resample="sums",
+            primary=False,
+            greater_is_better=None,
+            count=True,
+            description=f"{c} of the document pairs scored (identical detections once)",
+        )
+        for c in ("cases", "detections")
     ),
     MetricDecl(
         "smr",
@@ -257,13 +321,13 @@ METRIC_LIST: tuple[MetricDecl, ...] = (
     ),
     MetricDecl(
         "n",
-        families=("instances", "targets", "tokens", "links"),
+        families=("instances", "targets", "tokens", "links", "spans"),
         statistics="",
         resample=None,
         primary=False,
         greater_is_better=None,
         count=True,
-        description="units scored (items, tokens, or query x source pairs)",
+        description="units scored (items, tokens, query x source pairs, or document pairs)",
     ),
 )
 

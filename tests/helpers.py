@@ -156,7 +156,8 @@ def fresh_python(code: str, home: Path, *, stdin: str = "", **env: str) -> str:
 
 
 def _parsed(task, store, split, rng):
-    from scorer.families import Links, family, read_jsonl
+    from scorer.families import Links, cache_key, family, read_jsonl
+    from scorer.spans import Spans
 
     fam = family(task, store, split)
     if task.kind in ("instances", "targets"):
@@ -172,6 +173,23 @@ def _parsed(task, store, split, rng):
             )
             for r in read_jsonl(store.public(split, "inputs.jsonl"))
         }
+    if task.kind == "spans":  # the gold's cases, some shifted, some left out, some made up
+        from scorer.span_family import span_gold
+
+        cases, _rows = span_gold(
+            cache_key(store.gold(split, "gold.jsonl")),
+            cache_key(store.public(split, "pairs.jsonl")),
+            cache_key(store.public(split, "documents.jsonl")),
+        )
+        keep = rng.random(len(cases)) < 0.7
+        shift = rng.integers(0, 20, len(cases))
+        return Spans(
+            cases.pair[keep],
+            cases.this_offset[keep] + shift[keep],
+            cases.this_length[keep],
+            cases.source_offset[keep],
+            cases.source_length[keep],
+        )
     qidx, sidx = fam.ids()
     keys = np.unique(rng.integers(0, len(qidx), 300) * len(sidx) + rng.integers(0, len(sidx), 300))
     return Links(keys // len(sidx), keys % len(sidx), rng.random(keys.size))

@@ -19,7 +19,7 @@ from helpers import _parsed
 from scipy import stats
 
 from scorer import bootstrap as bs
-from scorer import metrics
+from scorer import metrics, spans
 from scorer.families import FAMILIES as SCORER_FAMILIES
 from scorer.families import family
 from tasks import all_tasks, catalogue, get_task, unregister_declared
@@ -33,6 +33,7 @@ BY_FAMILY = {
     "targets": "trac",
     "tokens": "swissgov-rsd",
     "links": "loci-similes",
+    "spans": "pan-text-alignment",
 }
 
 
@@ -56,7 +57,9 @@ def test_every_name_has_an_implementation_and_every_implementation_a_name():
     # a name without an implementation, per family
     for fam in catalogue.FAMILIES:
         for m in catalogue.family_metrics(fam):
-            where = links | ranking if fam == "links" else computed
+            where = {"links": links | ranking, "spans": set(spans.MEASURES) | {"n"}}.get(
+                fam, computed
+            )
             assert m in where, (fam, m)
             d = catalogue.METRICS[m]
             if not d.resamples_on(fam):
@@ -68,6 +71,8 @@ def test_every_name_has_an_implementation_and_every_implementation_a_name():
                 assert m in bs.EXACT
             elif st == "link counts":
                 assert m in bs.FROM_LINK_COUNTS
+            elif st == "span counts":
+                assert m in spans.MEASURES
             else:
                 assert st in ("moments", "ranked links"), (m, st)
     assert set(metrics.REGISTRY) == names
