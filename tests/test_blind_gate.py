@@ -133,7 +133,8 @@ def _team_views(app, base, token, rid) -> str:
     code, run = _http("GET", f"{base}/api/v1/runs/{rid}", token)
     assert code == 200, run
     texts.append(run)
-    sid = json.loads(run)["submission"]
+    with Session(engine_of(app)) as s:  # its output's number (a team may guess it)
+        sid = s.get(CodeRun, rid).submission_id
     if sid is not None:
         code, sub = _http("GET", f"{base}/api/v1/submissions/{sid}", token)
         assert code == 200, sub
@@ -146,8 +147,8 @@ def _team_views(app, base, token, rid) -> str:
     assert page.status_code == 200
     texts.append(page.get_data(as_text=True))
     if sid is not None:
-        page = web.get(f"/submissions/{sid}")
-        assert page.status_code == 200
+        page = web.get(f"/submissions/{sid}")  # a gated one: the run's page
+        assert page.status_code in (200, 302)
         texts.append(page.get_data(as_text=True))
     env = {"PALIMPSEST_SERVER": base, "PALIMPSEST_TOKEN": token, "XDG_CONFIG_HOME": "/nonexistent"}
     for args in (["run", str(rid), "--json"], ["run", str(rid)]):
@@ -231,24 +232,26 @@ def test_hostile_systems_learn_nothing_of_the_hidden_inputs_before_release(site)
         _free_of_inputs(text)
         shown = json.loads(_http("GET", f"{base}/api/v1/runs/{rid}", tok["ann"])[1])
         assert shown["stage"] == "submitted" and shown["category"] == "submitted", name
-        assert shown["resources"] == {} and shown["cpu_seconds"] is None, name
-        assert shown["log"] is None and shown["started"] is None, name
-        assert shown["submission"] is None and shown["attempts"] == 0, name
+        assert shown.get("resources", {}) == {} and shown.get("cpu_seconds") is None, name
+        assert shown.get("log") is None and shown.get("started") is None, name
+        assert shown.get("submission") is None and shown["attempts"] == 0, name
     # once shown: one word and (scored) the scores; never a line, an id, a count, a size, a time
     _shown_now(app, *runs.values())
     for rid in runs.values():
         _free_of_inputs(_team_views(app, base, tok["ann"], rid))
     enc_seen = json.loads(_http("GET", f"{base}/api/v1/runs/{runs['encoder']}", tok["ann"])[1])
-    assert enc_seen["category"] == "failed: the system" and enc_seen["reason"] == ""
+    assert enc_seen["category"] == "failed: the system" and enc_seen.get("reason", "") == ""
     assert str(enc.outcome["exit_code"]) not in json.dumps(enc_seen)
     leak_seen = json.loads(_http("GET", f"{base}/api/v1/runs/{runs['leak0']}", tok["ann"])[1])
-    assert leak_seen["category"] == "invalid output" and leak_seen["submission"] is None
+    assert leak_seen["category"] == "invalid output" and leak_seen.get("submission") is None
     sub = json.loads(
         _http("GET", f"{base}/api/v1/submissions/{leaks[0].submission_id}", tok["ann"])[1]
     )
-    assert sub["size"] is None and sub["sha256"] is None
-    assert sub["started"] is None and sub["finished"] is None
-    assert sub["errors"] == [{"line": None, "id": None, "message": "invalid output"}]
+    assert sub.get("size") is None and sub.get("sha256") is None
+    assert sub.get("started") is None and sub.get("finished") is None
+    assert [(e.get("line"), e.get("id"), e["message"]) for e in sub["errors"]] == [
+        (None, None, "invalid output")
+    ]
 
     # the review: nothing is released by default, on the API, the organizers' CLI and the web
     def review(rid, body, want=200):
@@ -289,7 +292,7 @@ def test_hostile_systems_learn_nothing_of_the_hidden_inputs_before_release(site)
     seen = json.loads(_http("GET", f"{base}/api/v1/runs/{runs['leak0']}", tok["ann"])[1])
     assert seen["log"] == "the output, its ids removed" and seen["redacted"]
     seen = json.loads(_http("GET", f"{base}/api/v1/runs/{runs['encoder']}", tok["ann"])[1])
-    assert seen["log"] is None and seen["review_note"] == "it encoded the inputs"
+    assert seen.get("log") is None and seen["review_note"] == "it encoded the inputs"
     # the audit entry records what was released
     from server.models import AuditLog
 

@@ -233,6 +233,7 @@ def _metrics(s: Session, sub: Submission, phase: Phase) -> dict | None:
     """A scored output's primary score and metrics on the parts its team may see, each value as
     the boards show it (4 decimals); none of the result's other fields (its files' checksums,
     counts, provenance)."""
+    declared = set(get_task(sub.task_id).metrics)  # never a count beside them (`n`)
     out = {}
     for sc in visible_scores(s, sub, phase, organizer=False):
         result = sc.result or {}
@@ -243,7 +244,7 @@ def _metrics(s: Session, sub: Submission, phase: Phase) -> dict | None:
                 subset: {
                     name: _number(v)
                     for name, v in sorted((ms or {}).items())
-                    if v is None or isinstance(v, (int, float))
+                    if name in declared and (v is None or isinstance(v, (int, float)))
                 }
                 for subset, ms in sorted((result.get("metrics") or {}).items())
             },
