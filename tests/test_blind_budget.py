@@ -35,7 +35,7 @@ from blindkit import (
     app_tmp,
 )
 from click.testing import CliRunner
-from sqlmodel import Session
+from sqlmodel import Session, select
 from webkit import Browser, engine_of, update_phase
 
 from server.jobs import sandbox
@@ -218,6 +218,30 @@ def test_encoders_yield_one_team_view_for_two_hidden_inputs(served):
                 name, "valid and scored"
             )
             assert state == ("submitted" if stage == "submitted" else want), (name, stage, state)
+    # the mail notice: the same words for both runs, sent when the result is shown
+    from server.domain import notices
+    from server.models import OutgoingMail, Registration, Submission
+
+    settings = app.extensions["palimpsest.settings"]
+    for name in ("counts", "size"):
+        with Session(engine_of(app)) as s:
+            for reg in s.exec(select(Registration)).all():
+                reg.mail_runs = True
+                s.add(reg)
+            bodies = []
+            for rid in runs[name]:
+                run = s.get(CodeRun, rid)
+                sub = s.get(Submission, run.submission_id)
+                subject, body = notices.compose(s, settings, sub)
+                text = subject + body
+                bodies.append(re.sub(rf"(run |/runs/){rid}(?![0-9])", r"\1RUN", text))
+                assert notices.queue_run_notice(s, settings, sub.id)
+                row = s.exec(select(OutgoingMail).order_by(OutgoingMail.id.desc())).first()
+                assert row.next_try_at == code_runs.shown_from(run, settings)
+                sid = sub.id
+            s.commit()
+        assert bodies[0] == bodies[1], name
+        assert f"/submissions/{sid}" not in bodies[0] and "problem" not in bodies[0]
     # the budget: the distinct views seen, at most the fixed states (scores beside them)
     bits = math.log2(len(seen))
     assert len(seen) == 4 and bits <= math.log2(len(code_runs.STATES)) < 3, bits
