@@ -116,9 +116,9 @@ def check_signature(m: dict, key: str, *, trust_unsigned: bool = False) -> str:
         version = m.get("format_version", 1)
         if not isinstance(version, int) or version >= 2:  # made signed: its signature stripped
             raise BadSignature(
-                f"the archive is of format {m.get('format_version')}, made signed, and carries no "
-                "signature (it was removed): it is refused, --trust-unsigned or not (that is for "
-                "archives of format 1, made before signatures)"
+                f"the archive is not signed, yet of format {version} (made signed: its signature "
+                "was removed): it is refused, --trust-unsigned or not (that reads archives of "
+                "format 1, made before signatures)"
             )
         if trust_unsigned:
             return "unsigned"
