@@ -4,11 +4,28 @@ the client of the configured server, a failure's one line, tables and `--json`."
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import click
 
 from cli.client import Client, ClientError
+
+# a terminal's escape sequences (CSI, OSC, DCS and the like, 7- and 8-bit) and every other
+# control character but newline and tab: what a run printed never drives the reader's terminal
+_ESCAPES = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"  # CSI ... final byte
+    r"|(?:\x1b[P\]X^_]|[\x90\x9d\x98\x9e\x9f]).*?(?:\x07|\x1b\\|\x9c|$)"  # DCS/OSC/SOS/PM/APC
+    r"|\x1b[ -/]*[0-~]?"  # any other escape
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]",
+    re.S,
+)
+
+
+def plain(text: str) -> str:
+    """`text` without terminal escapes or control characters (newlines and tabs kept): a run's
+    log, printed to a terminal, shows what it says and changes nothing there."""
+    return _ESCAPES.sub("", text or "")
 
 
 def api_client() -> Client:

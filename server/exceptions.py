@@ -29,6 +29,15 @@ class PhaseClosed(SubmissionRefused):
     """The phase is not open (not yet, or no longer)."""
 
 
+class InputsNotReleased(SubmissionRefused):
+    """A system for a phase whose split's inputs are not released yet (the downloads' rule,
+    `server.domain.download_rule.inputs_release`): it is never run before their date."""
+
+    def __init__(self, message: str, next_allowed_at: datetime | None = None):
+        super().__init__(message, next_allowed_at)
+        self.code = "not_released"
+
+
 class EmptyUpload(SubmissionRefused):
     """An upload of no byte at all."""
 

@@ -116,6 +116,12 @@ class Settings(BaseModel):
     run_wall_seconds: float = Field(
         1800, description="The most wall-clock seconds a participant's system may run (blind runs)."
     )
+    run_release_seconds: float = Field(
+        60,
+        description="A blind run's result is shown to its team this many seconds after its wall "
+        "limit, counted from its submission (never sooner, so that when it appears says nothing "
+        "of how long it ran).",
+    )
     run_cpu_seconds: int = Field(
         3600, description="The most CPU seconds a participant's system may use in one run."
     )

@@ -3,6 +3,9 @@ and the sandbox's inputs."""
 
 from __future__ import annotations
 
+import io
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from sqlmodel import Session, select
@@ -130,4 +133,42 @@ def _inputs(tmp_path: Path) -> Path:
     (d / "inputs.jsonl").write_text('{"pair_id": "x"}\n')
     d.chmod(0o755)
     (d / "inputs.jsonl").chmod(0o644)
+    return d
+
+
+def _http(method, url, token, body: bytes | None = None, ctype: str | None = None):
+    req = urllib.request.Request(url, data=body, method=method)
+    req.add_header("Authorization", f"Bearer {token}")
+    if ctype:
+        req.add_header("Content-Type", ctype)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def _multipart(fields: dict, code: bytes) -> tuple[bytes, str]:
+    boundary = "----p45gate"
+    out = io.BytesIO()
+    for k, v in fields.items():
+        out.write(f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n'.encode())
+        out.write(f"{v}\r\n".encode())
+    out.write(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="code"; filename="s.zip"\r\n'
+        "Content-Type: application/zip\r\n\r\n".encode()
+    )
+    out.write(code + b"\r\n")
+    out.write(f"--{boundary}--\r\n".encode())
+    return out.getvalue(), f"multipart/form-data; boundary={boundary}"
+
+
+def _submit(base, token, code: bytes, phase="systems"):
+    body, ctype = _multipart({"phase": phase, **_facts()}, code)
+    return _http("POST", f"{base}/api/v1/tasks/{TASK}/runs", token, body, ctype)
+
+
+def app_tmp(app):
+    d = app.extensions["palimpsest.settings"].home.parent / "zips"
+    d.mkdir(exist_ok=True)
     return d

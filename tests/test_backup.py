@@ -420,6 +420,13 @@ def test_hostile_archives_leave_the_site_as_it_was(site, tmp_path, monkeypatch):
     _rewrite(archive, unsigned, lambda n, d, m: (m.pop("signature", None), d)[1])
     refused(unsigned, "not signed", command="verify")
     r = _cli("backup", "verify", str(unsigned), "--trust-unsigned", "--json")
+    assert r.exit_code != 0 and "format 2" in r.output, r.output  # made signed: stripped
+    old = tmp_path / "format-1.tar"  # an archive of before signatures: read when trusted
+    _rewrite(
+        archive, old, lambda n, d, m: (m.pop("signature", None), m.update(format_version=1), d)[2]
+    )
+    refused(old, "not signed", command="verify")
+    r = _cli("backup", "verify", str(old), "--trust-unsigned", "--json")
     assert r.exit_code == 0, r.output
 
     # the genuine archive restores over the live site; its old files are kept aside

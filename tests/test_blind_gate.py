@@ -13,8 +13,6 @@ from __future__ import annotations
 import io
 import json
 import threading
-import urllib.error
-import urllib.request
 import zipfile
 from datetime import timedelta
 
@@ -26,9 +24,12 @@ from blindkit import (
     _competition,
     _facts,
     _h,
+    _http,
     _phase,
     _second_team,
+    _submit,
     _zip,
+    app_tmp,
 )
 from browserkit import (
     driver,  # noqa: F401  (driver: Chromium, console read)
@@ -86,38 +87,6 @@ def site(request):
     srv.shutdown()
 
 
-def _http(method, url, token, body: bytes | None = None, ctype: str | None = None):
-    req = urllib.request.Request(url, data=body, method=method)
-    req.add_header("Authorization", f"Bearer {token}")
-    if ctype:
-        req.add_header("Content-Type", ctype)
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
-def _multipart(fields: dict, code: bytes) -> tuple[bytes, str]:
-    boundary = "----p45gate"
-    out = io.BytesIO()
-    for k, v in fields.items():
-        out.write(f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n'.encode())
-        out.write(f"{v}\r\n".encode())
-    out.write(
-        f'--{boundary}\r\nContent-Disposition: form-data; name="code"; filename="s.zip"\r\n'
-        "Content-Type: application/zip\r\n\r\n".encode()
-    )
-    out.write(code + b"\r\n")
-    out.write(f"--{boundary}--\r\n".encode())
-    return out.getvalue(), f"multipart/form-data; boundary={boundary}"
-
-
-def _submit(base, token, code: bytes, phase="systems"):
-    body, ctype = _multipart({"phase": phase, **_facts()}, code)
-    return _http("POST", f"{base}/api/v1/tasks/{TASK}/runs", token, body, ctype)
-
-
 def _secrets() -> list[str]:
     """What must never reach the team: each hidden input's id and sentences."""
     out = []
@@ -127,15 +96,15 @@ def _secrets() -> list[str]:
     return out
 
 
-# the echo-as-ids system: every input pair written back as an id, 70 characters at a time
-ECHO = """import json, sys
+# the leak trio: each writes a third of the hidden inputs as ids, 70 characters at a time (its
+# output's problems, line by line, quote them)
+LEAK = """import json
 raw = open('/input/inputs.jsonl').read()
+third = -(-len(raw) // 3)
+part = raw[PART * third:(PART + 1) * third]
 with open('/output/predictions.jsonl', 'w') as f:
-    for rec in map(json.loads, raw.splitlines()):
-        pid = rec['sentence1'] + ' || ' + rec['sentence2']
-        f.write(json.dumps({'pair_id': pid, 'score': 0.5}) + '\\n')
-    for i in range(0, len(raw), 70):
-        f.write(json.dumps({'pair_id': raw[i:i + 70], 'score': 0.5}) + '\\n')
+    for i in range(0, len(part), 70):
+        f.write(json.dumps({'pair_id': part[i:i + 70], 'score': 0.5}) + '\\n')
 """
 # the encoder: the first sentence's first bytes as its output's size and its exit status
 ENCODER = """import json, sys
@@ -164,7 +133,8 @@ def _team_views(app, base, token, rid) -> str:
     code, run = _http("GET", f"{base}/api/v1/runs/{rid}", token)
     assert code == 200, run
     texts.append(run)
-    sid = json.loads(run)["submission"]
+    with Session(engine_of(app)) as s:  # its output's number (a team may guess it)
+        sid = s.get(CodeRun, rid).submission_id
     if sid is not None:
         code, sub = _http("GET", f"{base}/api/v1/submissions/{sid}", token)
         assert code == 200, sub
@@ -177,8 +147,8 @@ def _team_views(app, base, token, rid) -> str:
     assert page.status_code == 200
     texts.append(page.get_data(as_text=True))
     if sid is not None:
-        page = web.get(f"/submissions/{sid}")
-        assert page.status_code == 200
+        page = web.get(f"/submissions/{sid}")  # a gated one: the run's page
+        assert page.status_code in (200, 302)
         texts.append(page.get_data(as_text=True))
     env = {"PALIMPSEST_SERVER": base, "PALIMPSEST_TOKEN": token, "XDG_CONFIG_HOME": "/nonexistent"}
     for args in (["run", str(rid), "--json"], ["run", str(rid)]):
@@ -191,6 +161,17 @@ def _free_of_inputs(text: str) -> None:
     for secret in _secrets():
         assert secret not in text, secret
     assert "LAT-test" not in text
+
+
+def _shown_now(app, *rids) -> None:
+    """Move runs' submission back a day: their results are past `shown_from` (their wall limit
+    and the site's delay)."""
+    with Session(engine_of(app)) as s:
+        for rid in rids:
+            r = s.get(CodeRun, rid)
+            r.created_at = r.created_at - timedelta(days=1)
+            s.add(r)
+        s.commit()
 
 
 def test_hostile_systems_learn_nothing_of_the_hidden_inputs_before_release(site):
@@ -213,7 +194,8 @@ def test_hostile_systems_learn_nothing_of_the_hidden_inputs_before_release(site)
     )
     assert r.status_code == 200, r.json
     runs = {}
-    for name, script in (("echo", ECHO), ("encoder", ENCODER), ("printer", PRINTER)):
+    systems = [(f"leak{k}", LEAK.replace("PART", str(k))) for k in range(3)]
+    for name, script in systems + [("encoder", ENCODER), ("printer", PRINTER)]:
         # each system is its own archive: the script replaces predict.py
         code, body = _submit(
             base,
@@ -226,47 +208,53 @@ def test_hostile_systems_learn_nothing_of_the_hidden_inputs_before_release(site)
         if got.get("submission"):
             score_submission(got["submission"])
         runs[name] = rid
+    from server.domain import code_runs
+    from server.models import Submission
+
     with Session(engine_of(app)) as s:
-        echo = s.get(CodeRun, runs["echo"])
+        leaks = [s.get(CodeRun, runs[f"leak{k}"]) for k in range(3)]
         enc = s.get(CodeRun, runs["encoder"])
         printer = s.get(CodeRun, runs["printer"])
-        assert echo.stage == "ran" and printer.stage == "ran", (echo.reason, printer.reason)
+        assert all(x.stage == "ran" for x in leaks + [printer]), [x.reason for x in leaks]
         assert enc.stage == "failed" and enc.outcome["exit_code"] > 0
-        from server.models import Submission
-
-        assert s.get(Submission, echo.submission_id).status == "failed"
-        # the organizers have it all: the echoed ids among the output's problems, the log
+        assert all(s.get(Submission, x.submission_id).status == "failed" for x in leaks)
+        # the organizers have it all: the whole inputs among the three outputs' problems (what
+        # a release would give the team, shown on the review), the log
         assert "LAT-test" in printer.log
-        assert any(
-            " || " in (e.get("id") or "") for e in s.get(Submission, echo.submission_id).errors
-        )
+        told = "".join(code_runs.review_text(s, x) for x in leaks)
+    assert "LAT-test-0000" in told and "LAT-test-0249" in told
     org = json.loads(_http("GET", f"{base}/api/v1/runs/{runs['encoder']}", tok["admin"])[1])
     assert org["resources"]["exit_code"] == enc.outcome["exit_code"]
-    # the team: stage, category, counts; never a line, an id, a size, an exit status, a time
+    assert f"exit_code {enc.outcome['exit_code']}" in org["review_text"]
+    # the team, before the result is shown: "submitted", nothing else
     for name, rid in runs.items():
         text = _team_views(app, base, tok["ann"], rid)
         _free_of_inputs(text)
         shown = json.loads(_http("GET", f"{base}/api/v1/runs/{rid}", tok["ann"])[1])
-        assert shown["resources"] == {} and shown["cpu_seconds"] is None, name
-        assert shown["log"] is None and shown["started"] is None, name
+        assert shown["stage"] == "submitted" and shown["category"] == "submitted", name
+        assert shown.get("resources", {}) == {} and shown.get("cpu_seconds") is None, name
+        assert shown.get("log") is None and shown.get("started") is None, name
+        assert shown.get("submission") is None and shown["attempts"] == 0, name
+    # once shown: one word and (scored) the scores; never a line, an id, a count, a size, a time
+    _shown_now(app, *runs.values())
+    for rid in runs.values():
+        _free_of_inputs(_team_views(app, base, tok["ann"], rid))
     enc_seen = json.loads(_http("GET", f"{base}/api/v1/runs/{runs['encoder']}", tok["ann"])[1])
-    assert enc_seen["category"] == "failed: exit" and enc_seen["reason"] == "failed: exit"
+    assert enc_seen["category"] == "failed: the system" and enc_seen.get("reason", "") == ""
     assert str(enc.outcome["exit_code"]) not in json.dumps(enc_seen)
-    echo_seen = json.loads(_http("GET", f"{base}/api/v1/runs/{runs['echo']}", tok["ann"])[1])
-    assert echo_seen["category"] == "invalid output"
+    leak_seen = json.loads(_http("GET", f"{base}/api/v1/runs/{runs['leak0']}", tok["ann"])[1])
+    assert leak_seen["category"] == "invalid output" and leak_seen.get("submission") is None
     sub = json.loads(
-        _http("GET", f"{base}/api/v1/submissions/{echo_seen['submission']}", tok["ann"])[1]
+        _http("GET", f"{base}/api/v1/submissions/{leaks[0].submission_id}", tok["ann"])[1]
     )
-    assert sub["size"] is None and sub["sha256"] is None
-    # no time either: the output carries the system's submission time, not the run's end
-    assert sub["started"] is None and sub["finished"] is None
-    with Session(engine_of(app)) as s:
-        assert s.get(Submission, echo.submission_id).created_at == echo.created_at
-    assert sub["errors"] and all(e["id"] is None and e["line"] is None for e in sub["errors"])
-    assert any("an id not among the inputs" in e["message"] for e in sub["errors"])
+    assert sub.get("size") is None and sub.get("sha256") is None
+    assert sub.get("started") is None and sub.get("finished") is None
+    assert [(e.get("line"), e.get("id"), e["message"]) for e in sub["errors"]] == [
+        (None, None, "invalid output")
+    ]
 
-    # review: redacted, withheld, released
-    def review(rid, body):
+    # the review: nothing is released by default, on the API, the organizers' CLI and the web
+    def review(rid, body, want=200):
         code, out = _http(
             "POST",
             f"{base}/api/v1/runs/{rid}/review",
@@ -274,34 +262,49 @@ def test_hostile_systems_learn_nothing_of_the_hidden_inputs_before_release(site)
             json.dumps(body).encode(),
             "application/json",
         )
-        assert code == 200, out
+        assert code == want, out
         return json.loads(out)
 
-    code, out = _http(
-        "POST",
-        f"{base}/api/v1/runs/{runs['echo']}/review",
-        tok["admin"],
-        json.dumps({"decision": "redact"}).encode(),
-        "application/json",
-    )
-    assert code == 422 and "log" in out  # a redaction names what the team may read
-    review(runs["echo"], {"decision": "redact", "log": "the log, its inputs removed"})
-    review(runs["encoder"], {"decision": "withhold", "note": "it printed the inputs"})
-    for rid in (runs["echo"], runs["encoder"]):
-        _free_of_inputs(_team_views(app, base, tok["ann"], rid))
-    seen = json.loads(_http("GET", f"{base}/api/v1/runs/{runs['echo']}", tok["ann"])[1])
-    assert seen["log"] == "the log, its inputs removed" and seen["redacted"]
-    seen = json.loads(_http("GET", f"{base}/api/v1/runs/{runs['encoder']}", tok["ann"])[1])
-    assert seen["log"] is None and seen["review_note"] == "it printed the inputs"
-    # the test can fail: a log released as it is shows what the system printed
-    review(runs["printer"], {"decision": "release"})
-    text = _team_views(app, base, tok["ann"], runs["printer"])
-    assert "LAT-test-0000" in text
-    # the organizers' CLI: --withhold with a note
     from cli.main import main
 
     env = {"PALIMPSEST_SERVER": base, "PALIMPSEST_TOKEN": tok["admin"]}
     env["XDG_CONFIG_HOME"] = "/nonexistent"
+    for k in range(3):
+        review(runs[f"leak{k}"], {}, 422)  # the default action: none
+        r = CliRunner().invoke(main, ["organizer", "review", str(runs[f"leak{k}"])], env=env)
+        assert r.exit_code == 2 and "--release" in r.output
+    web = Browser(app.test_client())
+    web.login("admin@x.org")
+    page = web.get(f"/runs/{runs['leak0']}")
+    form = page.get_data(as_text=True)
+    assert "LAT-test-0000" in form  # the reviewer reads what a release would give, in one place
+    assert 'value="release" required>' in form and "checked" not in form
+    web.post(f"/runs/{runs['leak0']}/review", data={"note": "x"})  # no decision chosen
+    with Session(engine_of(app)) as s:
+        assert all(s.get(CodeRun, runs[f"leak{k}"]).release is None for k in range(3))
+    for k in range(3):
+        _free_of_inputs(_team_views(app, base, tok["ann"], runs[f"leak{k}"]))
+    review(runs["leak0"], {"decision": "redact"}, 422)  # a redaction names what the team reads
+    review(runs["leak0"], {"decision": "redact", "log": "the output, its ids removed"})
+    review(runs["encoder"], {"decision": "withhold", "note": "it encoded the inputs"})
+    for rid in (runs["leak0"], runs["encoder"]):
+        _free_of_inputs(_team_views(app, base, tok["ann"], rid))
+    seen = json.loads(_http("GET", f"{base}/api/v1/runs/{runs['leak0']}", tok["ann"])[1])
+    assert seen["log"] == "the output, its ids removed" and seen["redacted"]
+    seen = json.loads(_http("GET", f"{base}/api/v1/runs/{runs['encoder']}", tok["ann"])[1])
+    assert seen.get("log") is None and seen["review_note"] == "it encoded the inputs"
+    # the audit entry records what was released
+    from server.models import AuditLog
+
+    with Session(engine_of(app)) as s:
+        rows = s.exec(select(AuditLog).where(AuditLog.action == "run.review")).all()
+    redacted = next(a for a in rows if a.target == f"run:{runs['leak0']}")
+    assert redacted.details["released"] == ["text"]
+    assert redacted.details["released_chars"] == len("the output, its ids removed")
+    # the test can fail: a release as it is gives the team what the review showed
+    review(runs["printer"], {"decision": "release"})
+    text = _team_views(app, base, tok["ann"], runs["printer"])
+    assert "LAT-test-0000" in text
     r = CliRunner().invoke(
         main,
         ["organizer", "review", str(runs["printer"]), "--withhold", "--note", "sorry", "--json"],
@@ -310,12 +313,6 @@ def test_hostile_systems_learn_nothing_of_the_hidden_inputs_before_release(site)
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["release"] == "withhold"
     _free_of_inputs(_team_views(app, base, tok["ann"], runs["printer"]))
-
-
-def app_tmp(app):
-    d = app.extensions["palimpsest.settings"].home.parent / "zips"
-    d.mkdir(exist_ok=True)
-    return d
 
 
 def test_a_run_reads_no_split_that_is_not_released(site, tmp_path):
@@ -849,7 +846,11 @@ def test_the_gated_run_page_and_the_review_form_in_chromium(app, live, driver, t
         content_type="multipart/form-data",
     )
     rid = r.json["id"]
-    assert run_system(rid)["stage"] == "ran"
+    from server.jobs.scoring import score_submission
+
+    got = run_system(rid)
+    assert got["stage"] == "ran"
+    score_submission(got["submission"])
 
     def fits():
         return driver.execute_script("return document.documentElement.scrollWidth") <= (
@@ -862,16 +863,17 @@ def test_the_gated_run_page_and_the_review_form_in_chromium(app, live, driver, t
         _sign_in(driver, live, "ann@x.org")
         driver.get(f"{live}/runs/{rid}")
         body = _body(driver)
-        assert "This phase is blind" in body and "ran" in body
+        assert "This phase is blind" in body
+        assert ("submitted" if width == "wide" else "valid and scored") in body
         _free_of_inputs(body)
         assert fits() and _errors(driver) == []
         driver.save_screenshot(str(SHOTS / f"blind-gate-team-{width}.png"))
         _sign_in(driver, live, "admin@x.org")
         driver.get(f"{live}/runs/{rid}")
-        assert "LAT-test" in _body(driver)  # the organizers read it all
-        summary = driver.find_element(By.CSS_SELECTOR, "main details summary")
-        if not driver.execute_script("return arguments[0].parentElement.open", summary):
-            summary.click()  # reviewed once: the form is folded under "Review again"
+        text = driver.find_element(By.ID, "review-text").text
+        assert "LAT-test" in text and "figures:" in text  # all a release gives, in one place
+        radios = driver.find_elements(By.CSS_SELECTOR, "input[name=decision]")
+        assert len(radios) == 3 and not any(r.is_selected() for r in radios)  # none by default
         radio = driver.find_element(By.CSS_SELECTOR, "input[name=decision][value=withhold]")
         driver.execute_script("arguments[0].scrollIntoView(); arguments[0].click()", radio)
         assert radio.is_selected()
@@ -880,9 +882,12 @@ def test_the_gated_run_page_and_the_review_form_in_chromium(app, live, driver, t
         driver.save_screenshot(str(SHOTS / f"blind-gate-review-{width}.png"))
         _go(driver, driver.find_element(By.CSS_SELECTOR, "main form.form button[type=submit]"))
         assert _errors(driver) == []
+        _shown_now(app, rid)  # past its wall limit and the delay: the result and the note show
         _sign_in(driver, live, "ann@x.org")
         driver.get(f"{live}/runs/{rid}")
         body = _body(driver)
-        assert f"withheld at {width}" in body and "withheld the log" in body
+        assert f"withheld at {width}" in body and "withheld what the run printed" in body
+        assert "valid and scored" in body
         _free_of_inputs(body)
         assert fits() and _errors(driver) == []
+        driver.save_screenshot(str(SHOTS / f"blind-gate-withheld-{width}.png"))

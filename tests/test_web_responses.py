@@ -25,6 +25,9 @@ RESERVED = [
     "\uff22\uff41\uff53\uff45\uff4c\uff49\uff4e\uff45\uff53",
     "Ba\u0301selines",
     "b.a.s.e.l.i.n.e.s.",
+    "B\u0430selines",  # a Cyrillic a
+    "\u0392\u0430\u0455\u0435lin\u0435s",  # Greek Beta, Cyrillic a, dze, ie
+    "Base1ines",
 ]
 FREE = ["Baseline Busters", "Not the Baselines", "Readers", "Basil Lines", "baselines are boring"]
 

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from cli.common import JSON, call, emit, print_table
+from cli.common import JSON, call, emit, plain, print_table
 
 
 @click.command("submissions")
@@ -84,19 +84,27 @@ def runs(task_id, awaiting_review, as_json):
 @click.command("review")
 @click.argument("run_id", type=int)
 @click.option(
+    "--release",
+    "release",
+    is_flag=True,
+    help="Release what `palimpsest run RUN` shows you (the log, the problems line by line, the "
+    "figures) as it is.",
+)
+@click.option(
     "--redact",
     "redacted",
     type=click.File("r", encoding="utf-8"),
-    help="Release this file (the log with lines removed or redacted) instead of the log.",
+    help="Release this file alone (that text with lines removed or redacted, problems included).",
 )
-@click.option("--withhold", is_flag=True, help="Withhold the log from the team.")
-@click.option("--note", default="", help="A note the team reads (why a log is withheld).")
+@click.option("--withhold", is_flag=True, help="Release nothing but --note.")
+@click.option("--note", default="", help="A note the team reads (why it is withheld).")
 @JSON
-def review(run_id, redacted, withhold, note, as_json):
-    """Review an ended code run: on a blind phase its team then reads its log as it is (the
-    default), the redacted copy `--redact FILE`, or nothing but `--note` (`--withhold`)."""
-    if redacted is not None and withhold:
-        raise click.UsageError("--redact or --withhold, not both")
+def review(run_id, release, redacted, withhold, note, as_json):
+    """Review an ended code run: on a blind phase its team then reads what the review shows as
+    it is (`--release`), the edited copy `--redact FILE`, or nothing but `--note` (`--withhold`).
+    One of the three is always named: nothing is released by default."""
+    if sum((bool(release), redacted is not None, bool(withhold))) != 1:
+        raise click.UsageError("name one decision: --release, --redact FILE or --withhold")
     body = {"decision": "withhold" if withhold else "redact" if redacted else "release"}
     if redacted is not None:
         body["log"] = redacted.read()
@@ -107,7 +115,7 @@ def review(run_id, redacted, withhold, note, as_json):
         as_json,
         r,
         lambda r: click.echo(
-            f"code run {r['id']} reviewed: {r.get('release') or 'release'}\n" + (r.get("log") or "")
+            f"code run {r['id']} reviewed: {r.get('release')}\n" + plain(r.get("review_text") or "")
         ),
     )
 

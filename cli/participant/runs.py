@@ -7,7 +7,7 @@ import json
 import click
 
 from cli.client import ClientError
-from cli.common import api_client, cell, die, print_table, problem
+from cli.common import api_client, cell, die, plain, print_table, problem
 
 
 @click.command("run")
@@ -130,21 +130,29 @@ def status(submission_id, as_json):
 
 
 def print_run(run: dict) -> None:
+    """A run as text; whatever the run printed (its log, its reason) without terminal escapes."""
     used = run.get("resources") or {}
     category = run.get("category") or run["stage"]
     click.echo(f"code run {run['id']} ({run['task']}, {run['phase']}): {category}")
+    for part, got in sorted((run.get("scores") or {}).items()):
+        for subset, ms in sorted((got.get("metrics") or {}).items()):
+            shown = ", ".join(f"{k} {v}" for k, v in sorted(ms.items()))
+            click.echo(f"  {part} part, {subset}: {shown}")
     if used:
         click.echo(
             f"  used {used.get('cpu_seconds', 0):.2f} s of CPU, "
             f"{used.get('wall_seconds', 0):.2f} s wall, {used.get('peak_rss_mb', 0):.0f} MB"
         )
     if run.get("reason") and run["reason"] != category:
-        click.echo(f"  {run['failure_kind'] or ''} failure: {run['reason']}")
+        click.echo(f"  {run['failure_kind'] or ''} failure: {plain(run['reason'])}")
     if run.get("submission"):
         click.echo(f"  its output is submission {run['submission']}")
     if run.get("review_note"):
-        click.echo(f"  the organizers' note: {run['review_note']}")
-    if run.get("log_hidden"):
+        click.echo(f"  the organizers' note: {plain(run['review_note'])}")
+    if run.get("review_text") is not None:  # an organizer's: what a release would show the team
+        click.echo("--- what a release shows the team ---")
+        click.echo(plain(run["review_text"]).rstrip())
+    elif run.get("log_hidden"):
         withheld = run.get("release") == "withhold"
         click.echo(
             "  its log is withheld by the organizers"
@@ -152,7 +160,7 @@ def print_run(run: dict) -> None:
             else "  its log waits for an organizer's review (a blind phase)"
         )
     elif run.get("log"):
-        click.echo(run["log"].rstrip())
+        click.echo(plain(run["log"]).rstrip())
 
 
 def print_submission(sub: dict) -> None:

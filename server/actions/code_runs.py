@@ -3,6 +3,7 @@ organizer reviews one (unblinding its log on a blind phase) and lists those wait
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.jobs.dispatch import KEY, Jobs
 from server.jobs.queue import connect, run_job_id
 from server.models import CodeRun, Phase, Submission, User, utcnow
-from server.settings import Settings
+from server.settings import Settings, get_settings
 
 MAX_RELEASED_LOG = 256 * 1024  # the redacted log an organizer releases
 
@@ -39,29 +40,30 @@ def _run(s: Session, run_id: int) -> CodeRun:
 
 
 def run_out(s: Session, r: CodeRun, *, organizer: bool) -> m.CodeRunOut:
-    """What a viewer of the run is shown: to the organizers everything; to its team on a blind
-    phase what the release gate lets through (`code_runs.disclosed`, `team_log`)."""
+    """What a viewer of the run is shown: to the organizers everything; to its team on an open
+    phase, or once released as it is, everything but the worker's details; to its team on a
+    blind phase otherwise `code_runs.team_view` and nothing else."""
     phase = s.get(Phase, r.phase_id)
-    sub_status = s.get(Submission, r.submission_id).status if r.submission_id is not None else None
-    category = code_runs.category(r, sub_status)
-    shown = organizer or code_runs.disclosed(r, phase)
-    log = r.log if organizer else code_runs.team_log(r, phase)
+    if not organizer and not code_runs.disclosed(r, phase):
+        return _gated_out(code_runs.team_view(s, r, phase, get_settings()), r, phase)
+    sub = s.get(Submission, r.submission_id) if r.submission_id is not None else None
+    sub_status = sub.status if sub is not None else None
     return m.CodeRunOut(
         id=r.id,
         task=r.task_id,
         phase=phase.name,
         team=r.team_id,
         stage=r.stage,
-        category=category,
+        category=code_runs.outcome_state(r, sub) or r.stage,
         failure_kind=r.failure_kind,
-        reason=r.reason if shown else _outline(r, category),
+        reason=r.reason,
         attempts=r.attempts,
         created=r.created_at,
-        started=r.started_at if shown else None,
-        finished=r.finished_at if shown else None,
+        started=r.started_at,
+        finished=r.finished_at,
         command=list((r.manifest or {}).get("command", [])),
-        resources=dict(r.outcome or {}) if shown else {},
-        cpu_seconds=r.cpu_seconds if shown else None,
+        resources=dict(r.outcome or {}),
+        cpu_seconds=r.cpu_seconds,
         kernel_limits=(r.outcome or {}).get("cgroup"),
         submission=r.submission_id,
         submission_status=sub_status,
@@ -69,15 +71,36 @@ def run_out(s: Session, r: CodeRun, *, organizer: bool) -> m.CodeRunOut:
         reviewed=r.reviewed_at is not None,
         release=r.release,
         review_note=r.review_note or "",
-        log=log,
-        log_hidden=log is None and bool(r.log),
-        redacted=not organizer and r.release == "redact",
+        log=r.log,
+        log_hidden=False,
+        redacted=False,
+        review_text=code_runs.review_text(s, r) if organizer and phase.blind else None,
     )
 
 
-def _outline(r: CodeRun, category: str) -> str:
-    # a gated run's failure is its category, never a figure or anything it printed
-    return category if r.stage == "failed" else ""
+def _gated_out(view: dict, r: CodeRun, phase: Phase) -> m.CodeRunOut:
+    # the team's view of a gated run, field by field from `team_view`; every other field fixed
+    state, review = view["state"], view["review"] or {}
+    ran = state in ("valid and scored", "invalid output")
+    return m.CodeRunOut(
+        id=view["run"],
+        task=view["task"],
+        phase=view["phase"],
+        team=r.team_id,
+        stage="submitted" if state == code_runs.SUBMITTED else "ran" if ran else "failed",
+        category=state,
+        attempts=0,
+        created=view["submitted"],
+        command=list((r.manifest or {}).get("command", [])),
+        blind=True,
+        reviewed=bool(review),
+        release=review.get("decision"),
+        review_note=review.get("note", ""),
+        log=review.get("released"),
+        log_hidden=review.get("released") is None,
+        redacted=review.get("released") is not None,
+        scores=view["scores"],
+    )
 
 
 @action
@@ -100,13 +123,15 @@ def review_run(
     s: Session,
     run_id: int,
     actor: User | None,
-    decision: str = "release",
+    decision: str | None,
     log: str | None = None,
     note: str = "",
 ) -> m.CodeRunOut:
-    """An organizer's review of an ended run: on a blind phase it releases the log to its team as
-    it is (`release`), releases the organizer's redacted copy (`redact`, with `log`), or withholds
-    it (`withhold`, with a `note` the team reads). A later review replaces the decision."""
+    """An organizer's review of an ended run, the decision always named (nothing is released by
+    default): on a blind phase `release` gives its team what the review shows as it is
+    (`code_runs.review_text`: the log, the output's problems line by line, the figures),
+    `redact` the organizer's edited copy of that text alone (`log`), `withhold` a `note` alone.
+    The audit entry records what was released. A later review replaces the decision."""
     r = _run(s, run_id)
     common.require_organizer(actor, s, task_id=r.task_id)
     if r.stage not in ("ran", "failed"):
@@ -117,18 +142,34 @@ def review_run(
     if decision not in code_runs.DECISIONS:
         raise UploadFieldsInvalid({"decision": f"one of {', '.join(code_runs.DECISIONS)}"})
     if decision == "redact" and log is None:
-        raise UploadFieldsInvalid({"log": "the redacted log the team may read"})
+        raise UploadFieldsInvalid({"log": "the redacted text the team may read"})
     if log is not None and len(log) > MAX_RELEASED_LOG:
         raise UploadFieldsInvalid({"log": f"at most {MAX_RELEASED_LOG:,} characters"})
     if len(note) > 2000:
         raise UploadFieldsInvalid({"note": "at most 2,000 characters"})
+    released = {
+        "release": code_runs.review_text(s, r),
+        "redact": log or "",
+        "withhold": "",
+    }[decision]
     r.reviewed_at = utcnow()
     r.reviewed_by = actor.id if actor is not None else None
     r.release = decision
-    r.released_log = log if decision == "redact" else ""
+    r.released_log = released if decision == "redact" else ""
     r.review_note = note
     s.add(r)
-    audit(s, actor, "run.review", f"run:{r.id}", decision=decision)
+    audit(
+        s,
+        actor,
+        "run.review",
+        f"run:{r.id}",
+        decision=decision,
+        released=["log", "problems", "figures"] if decision == "release" else
+        ["text"] if decision == "redact" else [],
+        released_sha256=hashlib.sha256(released.encode()).hexdigest() if released else None,
+        released_chars=len(released),
+        note=note,
+    )  # fmt: skip
     return run_out(s, r, organizer=True)
 
 

@@ -243,6 +243,8 @@ def submit(
         s, task.id, fields.phase, accepts="code" if system else "predictions", phases=phases
     )
     _phase_takes(phase, task.id, system=system, baseline=fields.baseline)
+    if system:  # never run before its inputs' date (the downloads' rule)
+        code_runs.check_inputs_released(s, phase)
     if _empty_stream(stream):
         raise EmptyUpload()
     if not system:  # a file of another split's ids: refused now, naming the phase to choose

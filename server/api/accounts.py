@@ -54,6 +54,7 @@ def me():
     responses={202: m.SignupStarted},
     errors=(403, 404, 409, 422, 429),
     tags=("team",),
+    public=True,
     description="The same answer whether or not the address has an account (one that has gets "
     "a note with a reset link instead). 409 `no_mail`: the site sends no mail. 403 "
     "`domain_not_allowed`: the competition takes other addresses. Throttled per address and "
@@ -82,6 +83,7 @@ def signup():
     responses={201: m.SignupDone},
     errors=(409, 422, 429),
     tags=("team",),
+    public=True,
 )
 def signup_finish():
     body = body_model(m.SignupFinishIn)

@@ -351,35 +351,66 @@ def submission_fields(
 ) -> dict:
     """`uploaded`: a file its team has just uploaded (never a blind run's output)."""
     phase = phase or s.get(Phase, sub.phase_id)
-    # a blind run's output: counts and kinds only
-    gated = False if uploaded else code_runs.gated_for(s, user, sub)
+    if not uploaded and code_runs.gated_for(s, user, sub):  # a blind run's output, gated
+        return _gated_fields(s, sub, phase, team)
     return {
         "id": sub.id,
         "task": sub.task_id,
         "phase": phase.name if phase else None,
         "status": sub.status,
         "created": sub.created_at,
-        "started": None if gated else sub.started_at,  # the gate: no time of a blind run
-        "finished": None if gated else sub.finished_at,
+        "started": sub.started_at,
+        "finished": sub.finished_at,
         # what the run keeps of its upload, each declared field (m.UploadFields.row)
         **{k: getattr(sub, k) for k in m.UploadFields.carried()},
         "facts": sub.facts or None,
         "is_primary": sub.is_primary,
         "is_baseline": sub.is_baseline,
         "file_name": sub.file_name,
-        "size": None if gated else sub.size,
-        "sha256": None if gated else sub.file_sha256,
+        "size": sub.size,
+        "sha256": sub.file_sha256,
         "hidden": sub.hidden,
         "hidden_reason": sub.hidden_reason or None,
         "failure_kind": sub.failure_kind,
-        "errors": (
-            []
-            if sub.status != "failed"
-            else code_runs.gated_problems(sub.errors)
-            if gated
-            else (sub.errors or [])
-        ),
+        "errors": [] if sub.status != "failed" else (sub.errors or []),
         "scores": visible_scores_of(s, user, sub, phase) if phase else None,
+        "team": team if team is not None else getattr(s.get(Team, sub.team_id), "name", None),
+        "removed": sub.removed_at is not None,
+    }
+
+
+def _gated_fields(s, sub: Submission, phase: Phase, team: str | None) -> dict:
+    """A gated blind run's output as its team reads it: `code_runs.team_view` and what its
+    team uploaded with the system, nothing the run computed (no size, checksum, time, problem)."""
+    view = code_runs.team_view(s, code_runs.gating_run(s, sub.id), phase, get_settings())
+    state = view["state"]
+    scores = view["scores"]
+    return {
+        "id": sub.id,
+        "task": sub.task_id,
+        "phase": phase.name if phase else None,
+        "status": "submitted"
+        if state == code_runs.SUBMITTED
+        else "scored"
+        if state == "valid and scored"
+        else "failed",
+        "created": view["submitted"],
+        "started": None,
+        "finished": None,
+        **{k: getattr(sub, k) for k in m.UploadFields.carried()},
+        "facts": sub.facts or None,
+        "is_primary": sub.is_primary,
+        "is_baseline": sub.is_baseline,
+        "file_name": sub.file_name,
+        "size": None,
+        "sha256": None,
+        "hidden": sub.hidden,
+        "hidden_reason": sub.hidden_reason or None,
+        "failure_kind": None,
+        "errors": [{"line": None, "id": None, "message": state}]
+        if state not in (code_runs.SUBMITTED, "valid and scored")
+        else [],
+        "scores": {"part": next(iter(scores)), **next(iter(scores.values()))} if scores else None,
         "team": team if team is not None else getattr(s.get(Team, sub.team_id), "name", None),
         "removed": sub.removed_at is not None,
     }

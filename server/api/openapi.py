@@ -237,6 +237,8 @@ def spec(app) -> dict:
         if not meta["public"]:
             errs.add(401)
             o["security"] = [{"bearer": []}]
+        else:  # anonymous: no token asked for, whatever the document's default
+            o["security"] = []
         if path_params or meta["query"] is not None:
             errs.add(404)
         if meta["query"] is not None or meta["body"] is not None or meta["form"] is not None:

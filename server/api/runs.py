@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from flask import request
-
 from server import api_models as m
 from server.actions import code_runs as run_actions
 from server.api.common import body_model, bp, json_out, need_user, query_model
@@ -50,13 +48,15 @@ def run_show(run_id):
     responses={200: m.CodeRunOut},
     errors=(403, 404, 409, 422),
     tags=("runs",),
-    description="On a blind phase its team reads nothing computed from the hidden inputs until "
-    "this review: `release` shows the log and the run's figures as they are, `redact` shows the "
-    "organizer's copy of the log (`log`), `withhold` shows the note alone.",
+    description="On a blind phase its team reads nothing computed from the hidden inputs but its "
+    "result's category and scores until this review: `release` shows what the review shows (the "
+    "log, the output's problems line by line, the figures) as it is, `redact` the organizer's "
+    "edited copy of that text (`log`) alone, `withhold` the note alone. The decision is always "
+    "named; the audit log records what was released (its sha256 and size).",
 )
 def run_review(run_id):
     u = need_user()
-    body = body_model(m.CodeRunReviewIn) if request.content_length else m.CodeRunReviewIn()
+    body = body_model(m.CodeRunReviewIn)
     got = run_actions.review_run(
         s=db(), run_id=run_id, actor=u, decision=body.decision, log=body.log, note=body.note
     )

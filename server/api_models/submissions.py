@@ -148,14 +148,16 @@ class CodeUploadForm(UploadFields):
 
 
 class CodeRunReviewIn(Model):
-    """An organizer's review of an ended run (an empty body: release the log as it is)."""
+    """An organizer's review of an ended run: the decision is always named (nothing is released
+    by default)."""
 
     decision: Literal["release", "redact", "withhold"] = Field(
-        "release",
-        description="`release`: the team reads the log as it is; `redact`: the team reads `log`, "
-        "the organizer's copy with lines removed or redacted; `withhold`: the team reads `note`.",
+        description="`release`: the team reads what the review shows as it is (the log, the "
+        "output's problems line by line, the run's figures); `redact`: the team reads `log` alone, "
+        "the organizer's edited copy of that text (problems included); `withhold`: the team reads "
+        "`note`.",
     )
-    log: Optional[str] = Field(None, description="redact: the log the team may read.")
+    log: Optional[str] = Field(None, description="redact: the text the team may read.")
     note: str = Field("", max_length=2000, description="A note the team reads with the decision.")
 
 
@@ -208,7 +210,7 @@ class SubmissionOut(Out):
     id: int
     task: str
     phase: Optional[str]
-    status: Literal["queued", "running", "scored", "failed"]
+    status: Literal["submitted", "queued", "running", "scored", "failed"]
     created: Stamp
     started: Stamp
     finished: Stamp
@@ -255,12 +257,13 @@ class CodeRunOut(Out):
     task: str
     phase: str
     team: int
-    stage: Literal["queued", "running", "ran", "failed"]
+    stage: Literal["submitted", "queued", "running", "ran", "failed"]
     category: str = Field(
         "",
-        description="A fixed category: queued, running, ran, invalid output, failed: time / "
-        "memory / processes / output / exit, server failure (all a team reads of a blind run "
-        "until an organizer releases it).",
+        description="The run's result, one of a fixed set: submitted (not known, or not shown "
+        "yet), valid and scored, invalid output, failed: a limit, failed: the system, server "
+        "failure (with its scores, all a team reads of a blind run until an organizer releases "
+        "it as it is).",
     )
     failure_kind: Optional[Literal["code", "infra"]] = None
     reason: str = ""
@@ -297,6 +300,16 @@ class CodeRunOut(Out):
         False, description="The log waits for an organizer's review, or was withheld."
     )
     redacted: bool = Field(False, description="The log shown is the organizer's redacted copy.")
+    review_text: Optional[str] = Field(
+        None,
+        description="Organizers only: everything a release as it is gives the team (its result, "
+        "figures, the output's problems line by line, the log), the text a redaction edits.",
+    )
+    scores: Optional[dict] = Field(
+        None,
+        description="A gated blind run's scores once shown: {part: {subset: {metric: value}}} "
+        "on the parts its team may see.",
+    )
 
 
 class CodeRunsOut(Out):

@@ -117,6 +117,13 @@ def check_signature(m: dict, key: str, *, trust_unsigned: bool = False) -> str:
     "unsigned")."""
     sig = m.get(SIGNATURE)
     if not isinstance(sig, dict):
+        version = m.get("format_version", 1)
+        if not isinstance(version, int) or version >= 2:  # made signed: its signature stripped
+            raise BadSignature(
+                f"the archive is not signed, yet of format {version} (made signed: its signature "
+                "was removed): it is refused, --trust-unsigned or not (that reads archives of "
+                "format 1, made before signatures)"
+            )
         if trust_unsigned:
             return "unsigned"
         raise BadSignature(

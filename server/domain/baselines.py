@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 import zipfile
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import baselines as baselines_package
 from baselines.errors import BaselineError
 from baselines.systems import EXTENSIONS, Options
 from server.db import savepoint
+from server.domain import names
 from server.domain.accounts import new_invite_code
 from server.domain.submissions import ensure_phases, resolve_phase
 from server.exceptions import NotFound
@@ -34,11 +34,11 @@ BASELINE_TEAM = "Baselines"
 
 def reads_as_baselines(name: str) -> bool:
     """True for a team name that reads as the reserved baselines team's: "Baselines", "baselines",
-    "B a s e l i n e s", "Baselines!", "Baseline", "Baselines (2)", "Ｂａｓｅｌｉｎｅｓ" (any case,
-    width, accents, spacing or punctuation, with or without a number)."""
-    folded = unicodedata.normalize("NFKD", name).casefold()
-    letters = "".join(c for c in folded if c.isalnum() and not unicodedata.combining(c))
-    return re.fullmatch(r"baselines?\d*", letters) is not None
+    "B a s e l i n e s", "Baselines!", "Baseline", "Baselines (2)", "Ｂａｓｅｌｉｎｅｓ",
+    "Bаselines" with a Cyrillic а (any case, width, accents, spacing, punctuation or look-alike
+    letter (`names.skeleton`), with or without a number)."""
+    stem = re.sub(r"[\s\W_]*\d+[\W_]*$", "", names.normalise(name))  # "Baselines (2)"
+    return names.skeleton(stem) in (names.skeleton("Baselines"), names.skeleton("Baseline"))
 
 
 def baseline_team(session: Session) -> Team:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from sqlalchemy import update
@@ -19,8 +20,10 @@ from sqlmodel import Session, select
 from server.db import session_scope
 from server.domain import download_rule, exposure
 from server.domain.download_rule import area_files
+from server.domain.submissions import visible_scores
 from server.domain.visibility import viewer_of
-from server.models import CodeRun, Phase, utcnow
+from server.exceptions import InputsNotReleased
+from server.models import CodeRun, Phase, Submission, utcnow
 from tasks import get_task
 from tasks.bundle_models import REQUIRED_INPUTS
 from tasks.store import TaskStore
@@ -173,41 +176,162 @@ def stage_inputs(home: Path, task_id: str, split: str, dest: Path, areas: set[st
 
 # ----------------------------------------------------------------------------- the release gate
 # On a blind phase nothing computed from the hidden inputs reaches the team before an organizer
-# reviews the run: the team sees the run's stage and a fixed category, once scored its scores, and
-# the count and kind of its output's problems. Reviewing releases the log as it is, releases it
-# with lines removed or redacted, or withholds it with a note; only a release as it is gives the
-# team the exact figures (sizes, exit status, times, memory) and its output's problems line by line.
+# reviews the run but what `team_view` builds: one state of a fixed set and, once scored, its
+# scores on the part the phase shows; never a count, a kind of problem, a size, a time. Its
+# result is shown no sooner than the run's wall limit and a fixed delay after it was submitted
+# (`shown_from`), so the moment it appears says nothing of how long it ran. Reviewing releases
+# what the organizer saw as it is, releases an edited copy of it, or withholds it with a note.
 
 DECISIONS = ("release", "redact", "withhold")
 
-# the fixed words a team reads about its run while the gate holds
-CATEGORIES = {
-    "queued": "queued",
-    "running": "running",
-    "ran": "ran",
-    "invalid": "invalid output",
-    "timeout": "failed: time",
-    "cpu": "failed: time",
-    "memory": "failed: memory",
-    "processes": "failed: processes",
-    "output": "failed: output",
-    "exit": "failed: exit",
-    "signal": "failed: exit",
-    "no_output": "failed: output",
-    "infra": "server failure",
-}
+SUBMITTED = "submitted"  # the result is not known, or not shown yet
+# the states a team reads of a gated run: about log2(6) bits, the first of them carrying none
+STATES = (
+    SUBMITTED,
+    "valid and scored",
+    "invalid output",
+    "failed: a limit",
+    "failed: the system",
+    "server failure",
+)
+LIMIT_STATUSES = ("timeout", "cpu", "memory", "processes", "output")
+
+
+def check_inputs_released(s: Session, phase: Phase, now: datetime | None = None) -> None:
+    """Refuse a system for `phase` while its split's inputs wait for their date (the downloads'
+    rule, `download_rule.inputs_release`): a run never reads inputs before their date."""
+    at = download_rule.inputs_release(s, phase.task_id, phase.split, now)
+    if at is not None:
+        raise InputsNotReleased(
+            f"the {phase.split} inputs of phase {phase.name!r} are released on "
+            f"{at:%Y-%m-%d %H:%M} UTC: systems are run on them from then, never before",
+            at,
+        )
+
+
+def wall_limit(manifest: dict, settings) -> float:
+    """The wall-clock seconds a run may take: what its manifest asks, capped by the site."""
+    res = (manifest or {}).get("resources") or {}
+    return min(float(res.get("wall_seconds", 600)), settings.run_wall_seconds)
+
+
+def shown_from(run: CodeRun, settings) -> datetime:
+    """When a gated run's result becomes visible to its team: its wall limit and the site's
+    fixed delay after it was submitted (or when it is known, if later). Both are fixed when the
+    run is submitted, so the moment says nothing of what the run did."""
+    wait = wall_limit(run.manifest, settings) + settings.run_release_seconds
+    return run.created_at + timedelta(seconds=wait)
+
+
+def outcome_state(run: CodeRun, sub: Submission | None) -> str | None:
+    """The run's result as one of STATES (None while it is not known)."""
+    if run.stage == "failed":
+        if run.failure_kind == "infra":
+            return "server failure"
+        status = (run.outcome or {}).get("status", "exit")
+        return "failed: a limit" if status in LIMIT_STATUSES else "failed: the system"
+    if run.stage == "ran" and sub is not None:
+        if sub.status == "scored":
+            return "valid and scored"
+        if sub.status == "failed":
+            return "server failure" if sub.failure_kind == "infra" else "invalid output"
+    return None
+
+
+def _number(v):
+    return round(v, 4) if isinstance(v, float) else v
+
+
+def _metrics(s: Session, sub: Submission, phase: Phase) -> dict | None:
+    """A scored output's primary score and metrics on the parts its team may see, each value as
+    the boards show it (4 decimals); none of the result's other fields (its files' checksums,
+    counts, provenance)."""
+    declared = set(get_task(sub.task_id).metrics)  # never a count beside them (`n`)
+    out = {}
+    for sc in visible_scores(s, sub, phase, organizer=False):
+        result = sc.result or {}
+        primary = result.get("primary") or {}
+        out[sc.part] = {
+            "primary": {"name": primary.get("name"), "value": _number(primary.get("value"))},
+            "metrics": {
+                subset: {
+                    name: _number(v)
+                    for name, v in sorted((ms or {}).items())
+                    if name in declared and (v is None or isinstance(v, (int, float)))
+                }
+                for subset, ms in sorted((result.get("metrics") or {}).items())
+            },
+        }
+    return out or None
+
+
+def team_view(
+    s: Session, run: CodeRun, phase: Phase, settings, now: datetime | None = None
+) -> dict:
+    """THE team's view of a blind run not released as it is: every surface (the API, the web
+    pages, both CLIs, mail notices) shows this and nothing else of the run. `state`: one of
+    STATES (`submitted` until the result is known and `shown_from` has passed); `scores`: once
+    valid and scored, its metrics on the part the phase shows; `review`: the organizer's decision,
+    its note and the text it released (an edited copy), once the result is shown."""
+    sub = s.get(Submission, run.submission_id) if run.submission_id is not None else None
+    state = outcome_state(run, sub)
+    if state is None or (now or utcnow()) < shown_from(run, settings):
+        state = SUBMITTED
+    view = {
+        "run": run.id,
+        "task": run.task_id,
+        "phase": phase.name,
+        "submitted": run.created_at,
+        "state": state,
+        "scores": _metrics(s, sub, phase) if state == "valid and scored" else None,
+        "review": None,
+    }
+    if state != SUBMITTED and run.release in ("redact", "withhold"):
+        view["review"] = {
+            "decision": run.release,
+            "note": run.review_note or "",
+            "released": run.released_log if run.release == "redact" else None,
+        }
+    return view
+
+
+FIGURES = ("status", "exit_code", "wall_seconds", "cpu_seconds", "peak_rss_mb", "output_bytes")
+
+
+def review_text(s: Session, run: CodeRun) -> str:
+    """Everything a release as it is gives the run's team, as one text the reviewer reads (and
+    edits for a redacted release): the run's result and reason, its figures, its output's
+    problems line by line, its log. Nothing else of the run reaches the team."""
+    sub = s.get(Submission, run.submission_id) if run.submission_id is not None else None
+    used = run.outcome or {}
+    lines = [f"result: {outcome_state(run, sub) or run.stage}"]
+    if run.reason:
+        lines.append(f"reason: {run.reason}")
+    figures = [f"{k} {used[k]}" for k in FIGURES if used.get(k) is not None]
+    if figures:
+        lines.append("figures: " + ", ".join(figures))
+    if run.started_at and run.finished_at:
+        lines.append(f"ran: {run.started_at:%Y-%m-%d %H:%M:%S} to {run.finished_at:%H:%M:%S} UTC")
+    if sub is not None:
+        lines.append(f"output: {sub.size} bytes, sha256 {sub.file_sha256}")
+        problems = sub.errors or []
+        if problems:
+            lines.append(f"problems of the output ({len(problems)}):")
+        for e in problems:
+            if isinstance(e, dict):
+                where = f"line {e['line']}: " if e.get("line") not in (None, "") else ""
+                what = f"{e['id']}: " if e.get("id") else ""
+                lines.append(f"  {where}{what}{e.get('message', '')}")
+            else:
+                lines.append(f"  {e}")
+    lines += ["log:", run.log or ""]
+    return "\n".join(lines)
 
 
 def disclosed(run: CodeRun, phase: Phase) -> bool:
     """Whether the run's team sees what it computed as it is: on an open phase at once, on a
     blind one once an organizer released it as it is."""
     return not phase.blind or run.release == "release"
-
-
-def may_see_log(run: CodeRun, phase: Phase, *, organizer: bool) -> bool:
-    """The organizers see a run's log at once; its team on an open phase at once, on a blind
-    phase once an organizer released it (as it is, or redacted)."""
-    return organizer or not phase.blind or run.release in ("release", "redact")
 
 
 def add_run(
@@ -244,73 +368,8 @@ def add_run(
 
 
 def team_log(run: CodeRun, phase: Phase) -> str | None:
-    """The log its team reads: the whole log, the organizer's redacted one, or None."""
-    if disclosed(run, phase):
-        return run.log
-    if run.release == "redact":
-        return run.released_log or ""
-    return None
-
-
-def category(run: CodeRun, submission_status: str | None = None) -> str:
-    """The run's fixed category (CATEGORIES): what its team reads while the gate holds."""
-    if run.stage == "failed":
-        if run.failure_kind == "infra":
-            return CATEGORIES["infra"]
-        status = (run.outcome or {}).get("status", "exit")
-        if status == "ok":  # it ended well but wrote no usable /output file
-            return CATEGORIES["no_output"]
-        return CATEGORIES.get(status, "failed: exit")
-    if run.stage == "ran" and submission_status == "failed":
-        return CATEGORIES["invalid"]
-    return CATEGORIES.get(run.stage, run.stage)
-
-
-# the kinds of a validation problem, found from the server's own message templates; a team whose
-# output came from a gated run reads how many of each, never a line, an id or a quoted value
-PROBLEM_KINDS = (
-    ("duplicate", "a duplicate id"),
-    ("unknown", "an id not among the inputs"),
-    ("missing", "missing ids or fields"),
-    ("covers no", "missing ids or fields"),
-    ("utf-8", "a line that cannot be read"),
-    ("nul byte", "a line that cannot be read"),
-    ("json", "a line that cannot be read"),
-    ("parse", "a line that cannot be read"),
-    ("columns", "a line that cannot be read"),
-    ("header", "a line that cannot be read"),
-)
-
-
-def problem_kind(message: str) -> str:
-    low = (message or "").lower()
-    for needle, kind in PROBLEM_KINDS:
-        if needle in low:
-            return kind
-    return "a value of a field"
-
-
-def gated_problems(errors: list | None) -> list[dict]:
-    """A gated submission's problems as its team reads them: a count per kind."""
-    counts: dict[str, int] = {}
-    for e in errors or []:
-        msg = e.get("message", "") if isinstance(e, dict) else str(e)
-        kind = problem_kind(msg)
-        counts[kind] = counts.get(kind, 0) + 1
-    out = [
-        {"line": None, "id": None, "message": f"{n} problem{'s' if n != 1 else ''}: {kind}"}
-        for kind, n in sorted(counts.items())
-    ]
-    if out:
-        out.append(
-            {
-                "line": None,
-                "id": None,
-                "message": "the output of a blind run: its problems line by line go to the "
-                "organizers until they release the run",
-            }
-        )
-    return out
+    """The log its team reads as it is: on an open phase, or once released as it is."""
+    return run.log if disclosed(run, phase) else None
 
 
 def gating_run(s: Session, submission_id: int) -> CodeRun | None:

@@ -100,6 +100,19 @@ def release_time(phases: list[Phase]) -> tuple[bool, datetime | None]:
     return False, min(times)
 
 
+def inputs_release(s: Session, task_id: str, split: str, now: datetime | None = None):
+    """When a split's inputs are released by date: None when they are now (or when its phases
+    set no date), else the date. The downloads' rule (`areas`) and the runs' (a system is never
+    run on a split before this date, blind or not) are this one."""
+    on_it = list(s.exec(select(Phase).where(Phase.task_id == task_id, Phase.split == split)).all())
+    return _pending(*release_time(on_it), now or utcnow())
+
+
+def _pending(always: bool, at: datetime | None, now: datetime) -> datetime | None:
+    """The date a split's files wait for, None when they are released by date."""
+    return None if always or at is None or at <= now else at
+
+
 def areas(s: Session, task, home, now: datetime | None = None) -> list[Area]:
     """Every area of an imported task, in name order, with its release state and files."""
     store = TaskStore(task.id, home)
@@ -119,7 +132,7 @@ def areas(s: Session, task, home, now: datetime | None = None) -> list[Area]:
             Area(
                 name=d.name,
                 is_split=d.name in task.splits,
-                released=not blind and (always or (at is not None and at <= now)),
+                released=not blind and _pending(always, at, now) is None,
                 release_at=None if always or blind else at,
                 files=area_files(store, d.name),
                 blind=blind,

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -24,9 +26,11 @@ def queue(
     dedup_key: str,
     kind: str = "",
     competition_id: int | None = None,
+    not_before: datetime | None = None,
 ) -> OutgoingMail | None:
     """Queue one message in the caller's transaction (flushed in a savepoint); None when a
-    message with this `dedup_key` is queued or sent already."""
+    message with this `dedup_key` is queued or sent already. `not_before`: it is not sent
+    sooner."""
     if s.exec(select(OutgoingMail.id).where(OutgoingMail.dedup_key == dedup_key)).first():
         return None
     row = OutgoingMail(
@@ -36,6 +40,7 @@ def queue(
         body=body,
         kind=kind[:32],
         competition_id=competition_id,
+        next_try_at=not_before,
     )
     try:
         with savepoint(s):

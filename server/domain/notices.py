@@ -13,7 +13,7 @@ from sqlmodel import Session, select
 
 from server.domain import code_runs, mail, people
 from server.domain.submissions import visible_scores
-from server.models import Phase, Registration, Submission, User
+from server.models import CodeRun, Phase, Registration, Submission, User
 from server.settings import Settings
 from tasks import get_task
 
@@ -38,6 +38,9 @@ def compose(s: Session, settings: Settings, sub: Submission) -> tuple[str, str]:
     """The notice's subject and body: the status, the primary score the team may see (a scored
     run) or the first problems (a failed one), and the submission's address."""
     phase = s.get(Phase, sub.phase_id)
+    gated = code_runs.gating_run(s, sub.id)
+    if gated is not None:  # a blind run's output: the team's view of the run, nothing else
+        return _compose_gated(s, settings, gated, phase)
     url = f"{_link_base(settings)}/submissions/{sub.id}"
     where = f"{sub.task_id}, phase {phase.name if phase else sub.phase_id}"
     lines = [f"Your run {sub.id} ({where}) is {sub.status}."]
@@ -57,8 +60,6 @@ def compose(s: Session, settings: Settings, sub: Submission) -> tuple[str, str]:
             lines.append("Its scores are shown once the organizers publish them.")
     else:
         problems = list(sub.errors or [])
-        if code_runs.gating_run(s, sub.id) is not None:  # a blind run's output: counts only
-            problems = code_runs.gated_problems(problems)
         if sub.failure_kind == "infra":
             lines.append("The server could not score it (this costs your team nothing).")
         if problems:
@@ -67,16 +68,32 @@ def compose(s: Session, settings: Settings, sub: Submission) -> tuple[str, str]:
             lines += [_problem_line(p) for p in problems[:PROBLEMS]]
             if len(problems) > PROBLEMS:
                 lines.append(f"... and {len(problems) - PROBLEMS} more on its page.")
-    lines += [
-        "",
-        f"Details: {url}",
+    lines += ["", f"Details: {url}"]
+    subject = f"Run {sub.id} {sub.status} ({sub.task_id})"
+    return subject, "\n".join(lines + _footer(settings)) + "\n"
+
+
+def _footer(settings: Settings) -> list[str]:
+    return [
         "",
         "You receive this because you asked for a notice of each run; turn it off under "
         f'"Mail" on the competition\'s page, or send PUT {_link_base(settings)}/api/v1/'
         'competitions/<id>/mail {"runs": false}.',
     ]
-    subject = f"Run {sub.id} {sub.status} ({sub.task_id})"
-    return subject, "\n".join(lines) + "\n"
+
+
+def _compose_gated(s: Session, settings: Settings, run: CodeRun, phase: Phase) -> tuple[str, str]:
+    """A blind run's notice: `code_runs.team_view` once its result is shown (it is sent then,
+    `notice_time`), its address; never the submission's status, problems or times."""
+    view = code_runs.team_view(s, run, phase, settings, now=code_runs.shown_from(run, settings))
+    lines = [f"Your code run {run.id} ({run.task_id}, phase {phase.name}): {view['state']}."]
+    for part, got in sorted((view["scores"] or {}).items()):
+        prim = got.get("primary") or {}
+        if prim.get("value") is not None:
+            lines.append(f"Primary score ({part}): {prim['value']:.4f}")
+    lines += ["", f"Details: {_link_base(settings)}/runs/{run.id}"]
+    subject = f"Code run {run.id}: {view['state']} ({run.task_id})"
+    return subject, "\n".join(lines + _footer(settings)) + "\n"
 
 
 def queue_run_notice(s: Session, settings: Settings, submission_id: int) -> bool:
@@ -101,6 +118,7 @@ def queue_run_notice(s: Session, settings: Settings, submission_id: int) -> bool
     if user is None:
         return False
     subject, body = compose(s, settings, sub)
+    gated = code_runs.gating_run(s, sub.id)
     row = mail.queue(
         s,
         to=user.email,
@@ -109,5 +127,7 @@ def queue_run_notice(s: Session, settings: Settings, submission_id: int) -> bool
         dedup_key=f"run:{sub.id}:{sub.attempts}:{sub.status}",
         kind=KIND,
         competition_id=c.id,
+        # a blind run's notice leaves when its result is shown, never when it is known
+        not_before=code_runs.shown_from(gated, settings) if gated is not None else None,
     )
     return row is not None

@@ -164,9 +164,22 @@ def _drop_unnamed(engine, home, key: str) -> None:
 def team_runs(team_ids, *, task: str | None = None, status: str | None = None):
     """The one rule for a team's run list (the web's pages, the API's list, the CLI through it):
     every run of these teams, removed ones included and marked (`removed_at`; `hidden_reason`
-    says why), so that a team can read why the organizers took a run off. A query of the runs to
-    page on (its `whereclause` to join them to more)."""
+    says why), so that a team can read why the organizers took a run off; the outputs of blind
+    runs not released as they are left out. A query of the runs to page on (its `whereclause` to
+    join them to more)."""
     q = sqlmodel.select(models.Submission).where(models.Submission.team_id.in_(list(team_ids)))
+    # a blind run's output not released as it is stays off the list: when it appeared would
+    # tell when the run ended (its run's page shows it, `code_runs.team_view`)
+    gated = (
+        sqlmodel.select(models.CodeRun.submission_id)
+        .join(models.Phase, models.Phase.id == models.CodeRun.phase_id)
+        .where(
+            models.Phase.blind.is_(True),
+            models.CodeRun.submission_id.is_not(None),
+            or_(models.CodeRun.release.is_(None), models.CodeRun.release != "release"),
+        )
+    )
+    q = q.where(models.Submission.id.not_in(gated))
     if task:
         q = q.where(models.Submission.task_id == task)
     if status:

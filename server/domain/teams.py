@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from server.db import lock_row
-from server.domain import people
+from server.domain import names, people
 from server.domain.accounts import audit, new_invite_code
 from server.domain.baselines import reads_as_baselines
 from server.domain.bounds import one_line_problem
@@ -29,7 +29,17 @@ MAX_NAME = 120
 
 
 def clean_name(name: str) -> str:
-    return " ".join((name or "").split())
+    """A team name as it is kept: NFKC, white space collapsed (`names.normalise`)."""
+    return names.normalise(name)
+
+
+def _check_reads_unlike_others(s: Session, name: str) -> None:
+    """Refuse a name that reads as another team's (the same `names.skeleton`): team names are
+    unique site-wide, the look-alikes included."""
+    want = names.skeleton(name)
+    taken = s.exec(select(Team.name)).all()
+    if any(names.skeleton(other) == want for other in taken):
+        raise TeamRefused("That team name is taken (or one that reads the same).", "name_taken")
 
 
 def _cid(c: Competition | None) -> int | None:
@@ -101,6 +111,14 @@ def create_team(s: Session, user: User, name: str, competition: Competition | No
     problem = one_line_problem(name)
     if problem:
         raise TeamRefused(f"name: {problem}.", "bad_name", 422)
+    hidden = names.invisible(name)
+    if hidden is not None:
+        raise TeamRefused(
+            f"name: an invisible or direction-changing character (U+{ord(hidden):04X}) is not "
+            "allowed in a team name.",
+            "bad_name",
+            422,
+        )
     name = clean_name(name)
     if not name or len(name) > MAX_NAME:
         raise TeamRefused(f"A team name has 1 to {MAX_NAME} characters.", "bad_name", 422)
@@ -110,6 +128,7 @@ def create_team(s: Session, user: User, name: str, competition: Competition | No
             "reserved_name",
             422,
         )
+    _check_reads_unlike_others(s, name)
     team = Team(name=name, invite_code=new_invite_code(), competition_id=_cid(competition))
     s.add(team)
     try:

@@ -29,6 +29,7 @@ anonymous public participants on machines that hold nothing else (docs/blind-run
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import json
 import os
@@ -140,6 +141,9 @@ class Limits:
     output_mb: int = 64  # all of /output together (a tmpfs of this size), and each file written
     tmp_mb: int = 256  # /tmp, and /dev/shm apart
     log_kb: int = 64  # stdout and stderr kept, each (the end of them)
+    # the one file of /output copied out after the run ("": every regular file), at most
+    # `output_mb` in all (`_copy_out`)
+    output_file: str = ""
 
 
 @dataclass
@@ -605,9 +609,13 @@ def _wait(proc, acc_r, engine, cgroup, output, watched, limits, t0) -> Outcome:
         used = {"cpu": kernel["cpu"], "rss_kb": kernel["rss_mb"] * 1024}
     cpu = used["cpu"]
     full = watched != output and _full(watched)  # the output's tmpfs at its limit
-    if watched != output:  # what the run left in its tmpfs, copied out (at most its size)
-        _copy_out(watched, output)
-    size, files = _output_size(output)
+    refused = ""
+    if watched != output:  # what the run left in its tmpfs, copied out (at most the limit)
+        refused = _copy_out(watched, output, limits.output_mb * MiB, limits.output_file)
+    try:
+        size, files = _output_size(output)
+    except OSError:  # a path of the run's that cannot be read (an image's bind mount)
+        size, files, refused = 0, [], refused or _UNCOPYABLE
     out.join()
     err.join()
     stderr = err.text()
@@ -631,6 +639,8 @@ def _wait(proc, acc_r, engine, cgroup, output, watched, limits, t0) -> Outcome:
         status, reason = "processes", f"hit the limit of {limits.processes} processes"
     if status == "ok" and (size > limits.output_mb * MiB or full):
         status, reason = "output", f"/output reached its limit of {limits.output_mb} MB"
+    elif status == "ok" and refused:  # the system's doing: charged, never the server's failure
+        status, reason = "output", refused
     return Outcome(
         status=status,
         exit_code=proc.returncode,
@@ -654,24 +664,62 @@ def _full(fs: Path) -> bool:
         return False
 
 
-def _copy_out(src: Path, dest: Path) -> None:
-    """Copy the regular files and folders under `src` (the run's tmpfs) to `dest`; links, pipes
-    and devices the run made are left behind, no link is followed."""
-    for d, dirs, files in os.walk(src):
-        rel = Path(d).relative_to(src)
-        for name in dirs:
-            if not os.path.islink(os.path.join(d, name)):
-                (dest / rel / name).mkdir(exist_ok=True)
-        for name in files:
-            try:
-                fd = os.open(os.path.join(d, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-            except OSError:
-                continue
-            with os.fdopen(fd, "rb") as f:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    continue
-                with open(dest / rel / name, "xb") as g:
-                    shutil.copyfileobj(f, g, 1 << 20)
+_UNCOPYABLE = "/output holds a path that cannot be copied out (a name or a folder too deep)"
+
+
+def _copy_out(src: Path, dest: Path, cap: int, only: str = "") -> str:
+    """Copy what the run left in its tmpfs `src` to `dest`: the file `only` names (or, without
+    it, every regular file and folder), at most `cap` bytes in all, each file counted at its size
+    (a sparse file's holes too). Links are refused (a hard link is counted once by the tmpfs but
+    would be copied once per name), pipes and devices left behind, no link followed. Returns ""
+    or why the output is refused (a fixed sentence, the run's failure): a link, more than `cap`,
+    or a path that cannot be copied (a name past PATH_MAX)."""
+    total = 0
+
+    def one(rel: str) -> str:
+        nonlocal total
+        try:
+            fd = os.open(os.path.join(src, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return ""
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                return "/output holds a symbolic link: links are not copied out"
+            return _UNCOPYABLE
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return ""
+            if st.st_nlink > 1:
+                return "/output holds a hard link: links are not copied out"
+            total += st.st_size  # a sparse file at its size: what the copy would write
+            if total > cap:
+                return f"/output holds more than its limit of {cap // MiB} MB"
+            with open(os.path.join(dest, rel), "xb") as g:
+                left = st.st_size
+                while left > 0:
+                    chunk = f.read(min(left, 1 << 20))
+                    if not chunk:
+                        break
+                    g.write(chunk)
+                    left -= len(chunk)
+        return ""
+
+    try:
+        if only:
+            return one(only) if os.path.dirname(only) == "" else _UNCOPYABLE
+        for d, dirs, files in os.walk(src):
+            rel = os.path.relpath(d, src)
+            for name in dirs:
+                if not os.path.islink(os.path.join(d, name)):
+                    os.makedirs(os.path.join(dest, rel, name), exist_ok=True)
+            for name in files:
+                why = one(os.path.normpath(os.path.join(rel, name)))
+                if why:
+                    return why
+    except OSError:  # a name past PATH_MAX, a folder too deep: the run's doing
+        return _UNCOPYABLE
+    return ""
 
 
 class _Watch(threading.Thread):

@@ -468,6 +468,8 @@ def submission_or_404(submission_id: int) -> Submission:
 def submission(submission_id: int):
     sub = submission_or_404(submission_id)
     s = db()
+    if code_runs.gated_for(s, current_user(), sub):  # a gated blind run's output: the run's view
+        return redirect(url_for("runs.show", run_id=code_runs.gating_run(s, sub.id).id))
     phase = s.get(Phase, sub.phase_id)
     # private-part scores stay unseen until publication, even by the submitting team; the gold's
     # sha256 is the organizers': participants see its keyed id
@@ -484,7 +486,6 @@ def submission(submission_id: int):
     ).all()
     task = task_or_404(sub.task_id)
     standing = waits.live_standing(s, sub, current_app.extensions.get("palimpsest.redis"))
-    gated = code_runs.gated_for(s, current_user(), sub)  # a blind run's output: counts only
     comp = people.competition_of_task(s, sub.task_id)
     track = next(
         (
@@ -500,8 +501,8 @@ def submission(submission_id: int):
         organizes=people.is_admin(current_user())
         or people.organizes_task(s, current_user(), sub.task_id),
         sub=sub,
-        gated=gated,
-        problems=code_runs.gated_problems(sub.errors) if gated else (sub.errors or []),
+        gated=False,
+        problems=sub.errors or [],
         waiting=waits.words(standing) if standing else "",
         own_team=people.team_id_for_task(s, current_user(), sub.task_id) == sub.team_id,
         phase=phase,

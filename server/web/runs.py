@@ -53,7 +53,7 @@ def review(run_id: int):
             s=db(),
             run_id=run_id,
             actor=current_user(),
-            decision=f.get("decision", "release"),
+            decision=f.get("decision"),  # always named: nothing is released by default
             log=f.get("log") if f.get("decision") == "redact" else None,
             note=f.get("note", ""),
         )
