@@ -16,9 +16,12 @@ its queues in that order.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import secrets
+import time
 
 import redis
 from rq import Callback, Queue, Retry
@@ -127,26 +130,52 @@ def enqueue_once(
     """Enqueue `func(*args)` unless one is waiting: a job that waits will read the latest state
     anyway, so nothing is added; while one runs (it may have read an earlier state) one follow-up,
     `<job_id>-again`, is queued. For jobs that recompute from what the database holds (a board's
-    statistics, the mail queue's delivery). Raises what Redis raises; callers that may go on
-    without it catch."""
-    for jid in (job_id_, f"{job_id_}-again"):
-        job = _fetch(conn, jid)
-        status = job.get_status(refresh=False) if job is not None else None
-        if status in WAITING:
+    statistics, the mail queue's delivery). Callers at the same moment take turns
+    (`_one_at_a_time`): the first enqueues, the others find its job waiting, so simultaneous
+    requests queue one job.
+    Raises what Redis raises; callers that may go on without it catch."""
+    with _one_at_a_time(conn, f"{ENQUEUE_GUARD}{job_id_}"):
+        for jid in (job_id_, f"{job_id_}-again"):
+            job = _fetch(conn, jid)
+            status = job.get_status(refresh=False) if job is not None else None
+            if status in WAITING:
+                return
+            if status == JobStatus.STARTED:
+                continue
+            _live_or_cleared(conn, jid)  # a finished or failed one: its id is free again
+            get_queue(queue, conn, settings).enqueue_call(
+                func,
+                args=args,
+                job_id=jid,
+                timeout=settings.job_timeout,
+                result_ttl=60,
+                failure_ttl=24 * 3600,
+                description=description,
+            )
             return
-        if status == JobStatus.STARTED:
-            continue
-        _live_or_cleared(conn, jid)  # a finished or failed one: its id is free again
-        get_queue(queue, conn, settings).enqueue_call(
-            func,
-            args=args,
-            job_id=jid,
-            timeout=settings.job_timeout,
-            result_ttl=60,
-            failure_ttl=24 * 3600,
-            description=description,
-        )
-        return
+
+
+ENQUEUE_GUARD = "palimpsest:enqueue-guard:"
+GUARD_MS = 10_000  # a guard left by a caller that died frees itself after this
+_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end"
+
+
+@contextlib.contextmanager
+def _one_at_a_time(conn: redis.Redis, key: str):
+    """Hold `key` (SET NX with an expiry, released only by its holder) while the block runs;
+    a second caller waits its turn (a few milliseconds: the holder checks and enqueues). After
+    `GUARD_MS` without a turn (a holder stuck or gone) it goes on: a job too many, never none."""
+    token = secrets.token_hex(8)
+    deadline = time.monotonic() + GUARD_MS / 1000
+    held = bool(conn.set(key, token, nx=True, px=GUARD_MS))
+    while not held and time.monotonic() < deadline:
+        time.sleep(0.002)
+        held = bool(conn.set(key, token, nx=True, px=GUARD_MS))
+    try:
+        yield
+    finally:
+        if held:
+            conn.eval(_RELEASE, 1, key, token)
 
 
 def enqueue_submission(
