@@ -90,6 +90,11 @@ def _fetch(conn: redis.Redis, jid: str) -> Job | None:
         return None
 
 
+def job_by_id(conn: redis.Redis, jid: str) -> Job | None:
+    """Any job by its id (None when Redis has none)."""
+    return _fetch(conn, jid)
+
+
 def fetch_job(conn: redis.Redis, submission_id: int) -> Job | None:
     return _fetch(conn, job_id(submission_id))
 
@@ -207,6 +212,44 @@ def enqueue_submission(
         )
         pipe.execute()
     return job
+
+
+# ----------------------------------------------------------------------------- claimed runs
+# A scoring job scores more queued runs of its phase by claiming them in the database
+# (server.domain.lifecycle.claim_queued). Each claimed run's own job is dropped through RQ's
+# API, and a claim key says who scores the run, for the reconciler.
+
+CLAIM = "palimpsest:scoring:claim:"
+
+
+def claim_key(submission_id: int) -> str:
+    return f"{CLAIM}{int(submission_id)}"
+
+
+def hold_claim(conn: redis.Redis, submission_id: int, holder: str, seconds: int) -> None:
+    """Say that `holder` (the RQ job scoring it; "" outside a job) scores this claimed run, for
+    at most `seconds` (a holder that dies without a word frees it then)."""
+    conn.set(claim_key(submission_id), holder, ex=max(1, int(seconds)))
+
+
+def claim_holder(conn: redis.Redis, submission_id: int) -> str | None:
+    """Who scores this claimed run ("" outside a job), or None when nobody claims it."""
+    got = conn.get(claim_key(submission_id))
+    return None if got is None else got.decode()
+
+
+def drop_claim(conn: redis.Redis, submission_id: int) -> None:
+    conn.delete(claim_key(submission_id))
+
+
+def drop_waiting_job(conn: redis.Redis, submission_id: int) -> None:
+    """Delete a claimed run's own job if it still waits (`Job.delete(remove_from_queue=False)`:
+    no walk of the queue's list). Its id stays in the list, where a worker that pops it finds no
+    job and takes the next (RQ passes over ids whose job is gone); a job a worker has started
+    already is left to finish: it starts nothing, the run being no longer queued."""
+    job = fetch_job(conn, submission_id)
+    if job is not None and job.get_status(refresh=False) == JobStatus.QUEUED:
+        job.delete(remove_from_queue=False)
 
 
 BASELINE_JOB_FUNC = "server.jobs.baseline_jobs.run_baseline"
