@@ -285,3 +285,19 @@ def test_the_upload_answer_shows_a_run_a_worker_took_before_the_answer_as_runnin
     assert {k: v for k, v in got.items() if k not in ("duplicate", "queue")} == {
         k: v for k, v in again.items() if k not in ("duplicate", "queue")
     }
+
+
+def test_runs_ahead_go_to_the_worker_free_first_as_a_heap_would_send_them():
+    import heapq
+    import random
+
+    rng = random.Random(7)
+    for _ in range(500):
+        free = [rng.choice([0.0, 6.0, 10.0, rng.random() * 30]) for _ in range(rng.randint(1, 5))]
+        count, seconds = rng.randint(0, 30), rng.choice([10.0, 0.5, 3.3, rng.random() * 5 + 0.01])
+        heap = list(free)
+        heapq.heapify(heap)
+        for _ in range(count):
+            heapq.heappush(heap, heapq.heappop(heap) + seconds)
+        got = sorted(waits.after_runs(free, count, seconds))
+        assert all(abs(a - b) < 1e-6 for a, b in zip(got, sorted(heap), strict=True)), free
