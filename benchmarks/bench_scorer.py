@@ -344,6 +344,67 @@ def run_child(task_id: str, path: Path, home: Path, warm: int) -> dict:
     return out
 
 
+# The same child for this checkout and another (`--against`): a whole process, its CPU read by
+# the parent; what it prints is compared between the two.
+TURN_CHILD = """
+import json, sys
+import scorer, scorer.families
+task, path, home = sys.argv[1:4]
+res = scorer.score_validated(scorer.validate_file(task, path, home=home), home=home)
+json.dump({k: res.get(k) for k in ("metrics", "cuts", "primary")}, sys.stdout)
+"""
+
+
+def whole_process(task_id: str, path: Path, home: Path, checkout: Path) -> dict:
+    """One fresh process of `checkout` validating and scoring `path`: its wall and CPU time
+    (user + system, read from the parent's rusage of its children) and its result."""
+    task_id = TASK_OF.get(task_id, task_id)
+    env = dict(os.environ, PYTHONPATH=str(checkout))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    p = subprocess.run(
+        [sys.executable, "-c", TURN_CHILD, task_id, str(path), str(home)],
+        capture_output=True,
+        text=True,
+        cwd=checkout,
+        env=env,
+    )
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode:
+        raise SystemExit(f"child of {checkout} for {task_id} failed:\n{p.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall": wall, "cpu": cpu, "result": json.loads(p.stdout)}
+
+
+def turns(task_id: str, path: Path, home: Path, others: list[Path], runs: int) -> list[str]:
+    """This checkout and each of `others` in turns (the order rotates each round), `runs`
+    processes each: the median whole-process CPU and wall of each, the ratio of this one's CPU
+    to each other's, and whether their results agree to the last digit (the metrics, and the
+    ranking cuts where both compute them)."""
+    checkouts = [REPO, *others]
+    got: list[list[dict]] = [[] for _ in checkouts]
+    for i in range(runs):
+        for j in range(len(checkouts)):
+            c = (i + j) % len(checkouts)
+            got[c].append(whole_process(task_id, path, home, checkouts[c]))
+    med = statistics.median
+    cpu = [med(r["cpu"] for r in g) for g in got]
+    wall = [med(r["wall"] for r in g) for g in got]
+    mine = got[0][0]["result"]
+    lines = []
+    for c in range(len(checkouts)):
+        res = got[c][0]["result"]
+        same = all(r["result"] == res for r in got[c]) and res["metrics"] == mine["metrics"]
+        if res.get("cuts") is not None and mine.get("cuts") is not None:
+            same = same and res["cuts"] == mine["cuts"]
+        lines.append(
+            f"| {task_id} | {checkouts[c]} | {cpu[c]:.2f} s | {wall[c]:.2f} s | "
+            f"{cpu[c] / cpu[0]:.2f} | {'yes' if same else 'NO'} |"
+        )
+    return lines
+
+
 def measure(task_id: str, path: Path, home: Path, runs: int, warm: int) -> dict:
     """Median figures over `runs` fresh processes."""
     res = [run_child(task_id, path, home, warm) for _ in range(runs)]
@@ -742,6 +803,14 @@ def main(argv=None) -> None:
         default=50,
         help="gold queries (and as many others) of the agreement instance",
     )
+    ap.add_argument(
+        "--against",
+        type=lambda x: Path(x).resolve(),
+        nargs="+",
+        help="other checkouts (git worktrees of earlier commits): each task of --only is scored "
+        "by this one and each of them in turns, --runs whole processes each; their CPU, its "
+        "ratio to this one's and whether the results agree are printed (nothing else is run)",
+    )
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -750,6 +819,22 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     data = prepare(args.out, args.shared)
     print(f"prepared data in {args.out} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    if args.against:
+        load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+        lines = [
+            f"load average at the start: {load}; medians of {args.runs} processes each, in turns",
+            "",
+            "| task | checkout | whole process: CPU | wall | CPU / this checkout's | same "
+            "metrics and cuts |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for tid in args.only:
+            got = turns(tid, data["files"][tid], data["home"], args.against, args.runs)
+            lines += got
+            print("\n".join(got), file=sys.stderr)
+        load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+        print("\n".join([*lines, "", f"load average at the end: {load}"]))
+        return
     fig = {}
     for tid in args.only:
         fig[tid] = measure(tid, data["files"][tid], data["home"], args.runs, args.warm)

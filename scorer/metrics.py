@@ -134,6 +134,15 @@ def loci_links(
     cq, cs = pred_q[cand], pred_s[cand]
     hit = np.isin(cq * np.int64(n_sources) + cs, gold_q * np.int64(n_sources) + gold_s)
     tp_q = np.bincount(cq[hit], minlength=n_queries)
+    return link_figures(n_gold, n_pred, tp_q, keep, n_sources)
+
+
+def link_figures(
+    n_gold: np.ndarray, n_pred: np.ndarray, tp_q: np.ndarray, keep: np.ndarray, n_sources: int
+) -> tuple[dict, list[str]]:
+    """`loci_links`' figures from its per-query counts: gold links, predicted links and hits of
+    each query (`tp_q` 0 outside the kept gold queries), over the queries `keep` holds."""
+    gold_query = (n_gold > 0) & keep
     tp = int(tp_q[keep].sum())
     fp = int(n_pred[keep].sum()) - tp
     fn = int(n_gold[keep].sum()) - tp
@@ -240,15 +249,10 @@ def link_ranking_ir(
     if not gq.size:
         notes.append("ranking metrics are undefined: no query here has a gold link")
         return out, notes
-    cand = gold_query[pred_q]
-    cq, cs, csc = pred_q[cand], pred_s[cand], trec_scores(pred_score[cand])
-    order = np.lexsort((-source_order[cs], -csc, cq))
-    cq, cs = cq[order], cs[order]
-    rel = np.isin(cq * np.int64(n_sources) + cs, gold_q * np.int64(n_sources) + gold_s)
-    starts = np.searchsorted(cq, cq, side="left")
-    rank = np.arange(cq.size) - starts  # 0-based rank within the query
     # relevant predictions only, in ranked order
-    rq, rr = cq[rel], rank[rel]
+    rq, rr = ranked_hits(
+        gold_q, gold_s, pred_q, pred_s, pred_score, n_sources, source_order, gold_query
+    )
     nth = np.arange(rq.size) - np.searchsorted(
         rq, rq, side="left"
     )  # 0-based index among the relevant
@@ -277,19 +281,31 @@ CUT_COLUMNS = ("predictions", "tp", "fp", "fn", "f1", "f1_micro", "fpr_e4", "smr
 """The columns of a ranking cut at k (Loci Similes, Table 3's retrieval-only setting)."""
 
 
-def ranked_positions(
-    pred_q: np.ndarray, pred_s: np.ndarray, pred_score: np.ndarray, source_order: np.ndarray
+def ranked_hits(
+    gold_q: np.ndarray,
+    gold_s: np.ndarray,
+    pred_q: np.ndarray,
+    pred_s: np.ndarray,
+    pred_score: np.ndarray,
+    n_sources: int,
+    source_order: np.ndarray,
+    ranked: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(order, rank): the predictions in ranked order (query by query, by descending score as
-    trec_eval compares it, ties by descending source id in byte order) and each one's 0-based
-    rank within its query, in that order."""
+    """(query, rank) of every predicted link that is a gold link, in ranked order: query by
+    query, each one's 0-based rank within its query's predictions, ranked as trec_eval ranks them
+    (descending score compared in single precision, ties by descending source id in byte order:
+    `source_order[s]` is source s's place among the ids so sorted). Only the queries `ranked`
+    (a boolean mask over the queries) are ranked: a query's ranks depend on its own predictions
+    alone, so the links of every other query, most of a large run, are never sorted."""
     pred_q = np.asarray(pred_q, dtype=np.int64)
-    if not pred_q.size:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    order = np.lexsort((-source_order[pred_s], -trec_scores(pred_score), pred_q))
-    cq = pred_q[order]
-    rank = np.arange(cq.size) - np.searchsorted(cq, cq, side="left")
-    return order, rank
+    cand = ranked[pred_q]
+    cq, cs = pred_q[cand], np.asarray(pred_s, dtype=np.int64)[cand]
+    csc = trec_scores(np.asarray(pred_score)[cand])
+    order = np.lexsort((-source_order[cs], -csc, cq))
+    cq, cs = cq[order], cs[order]
+    rel = np.isin(cq * np.int64(n_sources) + cs, gold_q * np.int64(n_sources) + gold_s)
+    rank = np.arange(cq.size) - np.searchsorted(cq, cq, side="left")  # 0-based, in its query
+    return cq[rel], rank[rel]
 
 
 def ranking_cuts(
@@ -305,20 +321,27 @@ def ranking_cuts(
     keep: np.ndarray | None = None,
 ) -> dict[str, dict]:
     """Set metrics of a ranking cut at each k of `cut_at`: every query's top k sources (ranked as
-    `ranked_positions` ranks them; all of them where it ranks fewer) taken as its predicted links,
+    `ranked_hits` ranks them; all of them where it ranks fewer) taken as its predicted links,
     then scored as any link file is (`loci_links`): `predictions` (TP + FP), `tp`, `fp`, `fn`
     over every query x source pair, `f1` the mean F1 of the gold queries (the package's macro),
-    `f1_micro` from the counts pooled over the gold queries, and FPR and SMR times 10^4 (FP / N
+    `f1_micro` from the counts pooled over the same queries, and FPR and SMR times 10^4 (FP / N
     and (FP + FN) / N, N = queries x sources), as Loci Similes' Table 3 scales them. Keys are the
-    k as text."""
+    k as text.
+
+    A cut needs no order of the whole run: a query keeps min(its predictions, k) links, and only
+    its hits' ranks decide how many of them are true, so only the gold queries' predictions are
+    ranked (`ranked_hits`) and every figure comes from per-query counts (`link_figures`)."""
     pred_q = np.asarray(pred_q, dtype=np.int64)
-    pred_s = np.asarray(pred_s, dtype=np.int64)
-    order, rank = ranked_positions(pred_q, pred_s, pred_score, source_order)
-    rq, rs = pred_q[order], pred_s[order]
+    keep = np.ones(n_queries, dtype=bool) if keep is None else keep
+    n_gold = np.bincount(gold_q, minlength=n_queries)
+    n_pred = np.bincount(pred_q, minlength=n_queries)
+    rq, rr = ranked_hits(
+        gold_q, gold_s, pred_q, pred_s, pred_score, n_sources, source_order, (n_gold > 0) & keep
+    )
     out: dict[str, dict] = {}
     for k in sorted({int(k) for k in cut_at}):
-        top = rank < k
-        vals, _ = loci_links(gold_q, gold_s, rq[top], rs[top], n_queries, n_sources, keep)
+        tp_q = np.bincount(rq[rr < k], minlength=n_queries)
+        vals, _ = link_figures(n_gold, np.minimum(n_pred, k), tp_q, keep, n_sources)
         out[str(k)] = {
             "predictions": vals["tp"] + vals["fp"],
             "tp": vals["tp"],

@@ -107,7 +107,7 @@ class Settings(BaseModel):
         8,
         ge=1,
         description="The most runs one scoring job scores: when more runs of its phase wait, the "
-        "job takes them off the queue and scores them one after the other, each in its own "
+        "job claims them in the database and scores them one after the other, each in its own "
         "transactions with its own outcome (1: one run per job).",
     )
     baseline_timeout: int = Field(

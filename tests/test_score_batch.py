@@ -1,18 +1,21 @@
 """A scoring job that takes more queued runs of its phase (`score_batch`): each still its own
-attempt, scores and outcome; only runs still waiting in the queue's list are taken (one a worker
-holds is left to it); another phase's runs are left to their own jobs; a taken run reads as a
-live job while it is scored, and leaves no job behind."""
+attempt, scores and outcome; runs are claimed in the database (one a worker has started is left to
+it, and a claimed run's own job, should a worker pop it, starts nothing); another phase's runs are
+left to their own jobs; a taken run reads as live while it is scored, and leaves no job behind."""
 
 from __future__ import annotations
 
 from backbone import get, make_team, scores, set_phase, submit
+from rq.job import Job
 
 from server.jobs.queue import SCORING, fetch_job, get_queue, job_id
 
 
 def _queued(backend) -> list[str]:
+    """The queue's jobs a worker would run (an id whose job a batch dropped is passed over)."""
     q = get_queue(SCORING, backend.conn, backend.settings)
-    return [x.decode() for x in backend.conn.lrange(q.key, 0, -1)]
+    ids = [x.decode() for x in backend.conn.lrange(q.key, 0, -1)]
+    return [x for x in ids if Job.exists(x, connection=backend.conn)]
 
 
 def test_one_job_scores_up_to_the_batch_of_its_phase_each_on_its_own(backend, monkeypatch):
@@ -26,9 +29,10 @@ def test_one_job_scores_up_to_the_batch_of_its_phase_each_on_its_own(backend, mo
     bad = submit(backend, team, user, data=b'{"nope": 1}\n', filename="x.jsonl").id
     other = submit(backend, team, user, "tric-binary", "test").id
     dev += [submit(backend, team, user, noise=0.3 + 0.05 * i).id for i in range(3)]
-    held = dev[-1]  # a worker has dequeued this one's job: not in the list any more
+    held = dev[1]  # a worker has started this one: its run is running, not to be claimed
     q = get_queue(SCORING, backend.conn, backend.settings)
     assert backend.conn.lrem(q.key, 1, job_id(held)) == 1
+    assert scoring.start_attempt(backend.engine, held, 3, only_queued=True) == 1
     assert len(_queued(backend)) == 7
 
     monkeypatch.setenv("PALIMPSEST_SCORE_BATCH", "5")
@@ -36,27 +40,30 @@ def test_one_job_scores_up_to_the_batch_of_its_phase_each_on_its_own(backend, mo
     # the queue's first job, as a worker runs it: its run and four more of the dev phase
     backend.conn.lrem(q.key, 1, job_id(dev[0]))
     out = scoring.score_submission(dev[0])
-    assert out["status"] == "scored" and out["more"] == [dev[1], dev[2], bad, dev[3]]
-    for sid in (dev[0], dev[1], dev[2], dev[3]):
+    taken = [dev[2], bad, dev[3], dev[4]]
+    assert out["status"] == "scored" and out["more"] == taken
+    for sid in (dev[0], dev[2], dev[3], dev[4]):
         sub = get(backend, sid)
         assert (sub.status, sub.attempts) == ("scored", 1), sid
         assert [s.part for s in scores(backend, sid)] == ["all"]
-        if sid != dev[0]:
-            assert fetch_job(backend.conn, sid) is None  # taken: no job left behind
+    for sid in taken:
+        assert fetch_job(backend.conn, sid) is None  # taken: no job left behind
     # the invalid file failed on its own, as its own job would have failed it
     b = get(backend, bad)
     assert (b.status, b.failure_kind, scores(backend, bad)) == ("failed", "invalid", [])
-    # left to their own jobs: the next dev run (the batch was full), the held one, the test run
-    assert _queued(backend) == [job_id(other), job_id(dev[4])]
-    for sid in (other, dev[4], held):
+    # left to their own jobs: the next dev run (the batch was full) and the test run; the one a
+    # worker started is still its own
+    assert _queued(backend) == [job_id(other), job_id(dev[5])]
+    for sid in (other, dev[5]):
         assert get(backend, sid).status == "queued"
+    assert (get(backend, held).status, get(backend, held).attempts) == ("running", 1)
     # the distinct files got distinct scores: each scored against its own upload
-    values = {scores(backend, s)[0].primary_value for s in dev[:4]}
+    values = {scores(backend, s)[0].primary_value for s in (dev[0], dev[2], dev[3], dev[4])}
     assert len(values) == 4
 
     monkeypatch.setenv("PALIMPSEST_SCORE_BATCH", "1")  # one run per job: nothing more taken
-    backend.conn.lrem(q.key, 1, job_id(dev[4]))
-    out = scoring.score_submission(dev[4])
+    backend.conn.lrem(q.key, 1, job_id(dev[5]))
+    out = scoring.score_submission(dev[5])
     assert "more" not in out and _queued(backend) == [job_id(other)]
 
 
@@ -69,10 +76,10 @@ def test_a_taken_run_reads_as_a_live_job_while_it_is_scored(backend, monkeypatch
     seen = {}
     real = scoring.score_one
 
-    def spy(sid, settings):
+    def spy(sid, settings, **kw):
         if sid == second:  # while the batch scores it, the reconciler leaves it alone
             seen["live"] = reconciler.job_is_live(backend.conn, sid, settings)
-        return real(sid, settings)
+        return real(sid, settings, **kw)
 
     monkeypatch.setattr(scoring, "score_one", spy)
     monkeypatch.setenv("PALIMPSEST_SCORE_BATCH", "2")

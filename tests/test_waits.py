@@ -332,3 +332,19 @@ def test_a_code_worker_says_first_which_limits_its_runs_get_and_status_shows_the
     caplog.clear()
     assert worker.run(settings, ("scoring",), burst=True) == 0
     assert not any("blind runs" in r.getMessage() for r in caplog.records)
+
+
+def test_runs_ahead_go_to_the_worker_free_first_as_a_heap_would_send_them():
+    import heapq
+    import random
+
+    rng = random.Random(7)
+    for _ in range(500):
+        free = [rng.choice([0.0, 6.0, 10.0, rng.random() * 30]) for _ in range(rng.randint(1, 5))]
+        count, seconds = rng.randint(0, 30), rng.choice([10.0, 0.5, 3.3, rng.random() * 5 + 0.01])
+        heap = list(free)
+        heapq.heapify(heap)
+        for _ in range(count):
+            heapq.heappush(heap, heapq.heappop(heap) + seconds)
+        got = sorted(waits.after_runs(free, count, seconds))
+        assert all(abs(a - b) < 1e-6 for a, b in zip(got, sorted(heap), strict=True)), free

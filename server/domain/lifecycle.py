@@ -36,7 +36,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
 from server import models  # other subjects' tables: models.X, loaded when first used
-from server.db import savepoint, session_scope
+from server.db import lock_row, savepoint, session_scope
 from server.domain import audit, boards, exposure, partitions, people, task_boards
 from server.exceptions import LifecycleRefused, NotFound
 from server.models import utcnow
@@ -163,10 +163,15 @@ def ceiling(max_attempts: int):
     return func.coalesce(models.Submission.attempt_ceiling, max_attempts)
 
 
-def start_attempt(engine, submission_id: int, max_attempts: int) -> int | None:
+def start_attempt(
+    engine, submission_id: int, max_attempts: int, *, only_queued: bool = False
+) -> int | None:
     """Mark a pending submission running and count the attempt; None when there is nothing to do
-    (already final, or every attempt of its round used: then it fails, costing the team nothing)."""
+    (already final, or every attempt of its round used: then it fails, costing the team nothing).
+    `only_queued` (a scoring job's own start): a running submission is left alone, whoever holds
+    it (a batch that claimed it, or an attempt the reconciler will take back once it is dead)."""
     now = utcnow()
+    whose = (models.Submission.status == Status.QUEUED.value,) if only_queued else ()
 
     def go(s: Session):
         # the usual case first: an attempt left (the two conditions exclude each other)
@@ -174,7 +179,7 @@ def start_attempt(engine, submission_id: int, max_attempts: int) -> int | None:
             s,
             submission_id,
             "start",
-            where=(models.Submission.attempts < ceiling(max_attempts),),
+            where=(models.Submission.attempts < ceiling(max_attempts), *whose),
             attempts=models.Submission.attempts + 1,
             started_at=now,
         )
@@ -184,7 +189,7 @@ def start_attempt(engine, submission_id: int, max_attempts: int) -> int | None:
             s,
             submission_id,
             "give_up",
-            where=(models.Submission.attempts >= ceiling(max_attempts),),
+            where=(models.Submission.attempts >= ceiling(max_attempts), *whose),
             finished_at=now,
             failure_kind="infra",
             errors=[
@@ -195,6 +200,51 @@ def start_attempt(engine, submission_id: int, max_attempts: int) -> int | None:
             ],
         )
         return None
+
+    return _one(engine, go)
+
+
+def claim_queued(
+    engine, phase_id: int, max_attempts: int, *, besides: Iterable[int] = ()
+) -> tuple[int, int] | None:
+    """Claim the phase's first queued run (by id; the ids `besides` excluded) that has an attempt
+    left: it is started as `start_attempt` starts it, in one transaction; returns (its id, the
+    attempt number), or None when no run is left to claim. On PostgreSQL the candidate row is locked
+    with `FOR UPDATE SKIP LOCKED`, so claimers at the same moment take different runs without
+    waiting on each other; on SQLite the claimer takes the database's write lock first
+    (`lock_row`), so claimers take turns. Nothing walks a queue: the read is the phase's first
+    queued row."""
+    now = utcnow()
+    S = models.Submission
+
+    def go(s: Session):
+        if s.get_bind().dialect.name == "sqlite":  # the write lock first: claimers take turns
+            lock_row(s, models.Phase, phase_id)
+        q = (
+            select(S.id)
+            .where(
+                S.phase_id == phase_id,
+                S.status == Status.QUEUED.value,
+                S.attempts < ceiling(max_attempts),
+            )
+            .order_by(S.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+        )
+        if besides:
+            q = q.where(S.id.not_in(list(besides)))
+        sid = s.execute(q).scalar()
+        if sid is None:
+            return None
+        started = _moved(
+            s,
+            sid,
+            "start",
+            where=(S.status == Status.QUEUED.value,),
+            attempts=S.attempts + 1,
+            started_at=now,
+        )
+        return None if started is None else (int(sid), int(started.attempts))
 
     return _one(engine, go)
 

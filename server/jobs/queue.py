@@ -16,9 +16,12 @@ its queues in that order.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import secrets
+import time
 
 import redis
 from rq import Callback, Queue, Retry
@@ -87,6 +90,11 @@ def _fetch(conn: redis.Redis, jid: str) -> Job | None:
         return None
 
 
+def job_by_id(conn: redis.Redis, jid: str) -> Job | None:
+    """Any job by its id (None when Redis has none)."""
+    return _fetch(conn, jid)
+
+
 def fetch_job(conn: redis.Redis, submission_id: int) -> Job | None:
     return _fetch(conn, job_id(submission_id))
 
@@ -127,26 +135,52 @@ def enqueue_once(
     """Enqueue `func(*args)` unless one is waiting: a job that waits will read the latest state
     anyway, so nothing is added; while one runs (it may have read an earlier state) one follow-up,
     `<job_id>-again`, is queued. For jobs that recompute from what the database holds (a board's
-    statistics, the mail queue's delivery). Raises what Redis raises; callers that may go on
-    without it catch."""
-    for jid in (job_id_, f"{job_id_}-again"):
-        job = _fetch(conn, jid)
-        status = job.get_status(refresh=False) if job is not None else None
-        if status in WAITING:
+    statistics, the mail queue's delivery). Callers at the same moment take turns
+    (`_one_at_a_time`): the first enqueues, the others find its job waiting, so simultaneous
+    requests queue one job.
+    Raises what Redis raises; callers that may go on without it catch."""
+    with _one_at_a_time(conn, f"{ENQUEUE_GUARD}{job_id_}"):
+        for jid in (job_id_, f"{job_id_}-again"):
+            job = _fetch(conn, jid)
+            status = job.get_status(refresh=False) if job is not None else None
+            if status in WAITING:
+                return
+            if status == JobStatus.STARTED:
+                continue
+            _live_or_cleared(conn, jid)  # a finished or failed one: its id is free again
+            get_queue(queue, conn, settings).enqueue_call(
+                func,
+                args=args,
+                job_id=jid,
+                timeout=settings.job_timeout,
+                result_ttl=60,
+                failure_ttl=24 * 3600,
+                description=description,
+            )
             return
-        if status == JobStatus.STARTED:
-            continue
-        _live_or_cleared(conn, jid)  # a finished or failed one: its id is free again
-        get_queue(queue, conn, settings).enqueue_call(
-            func,
-            args=args,
-            job_id=jid,
-            timeout=settings.job_timeout,
-            result_ttl=60,
-            failure_ttl=24 * 3600,
-            description=description,
-        )
-        return
+
+
+ENQUEUE_GUARD = "palimpsest:enqueue-guard:"
+GUARD_MS = 10_000  # a guard left by a caller that died frees itself after this
+_RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end"
+
+
+@contextlib.contextmanager
+def _one_at_a_time(conn: redis.Redis, key: str):
+    """Hold `key` (SET NX with an expiry, released only by its holder) while the block runs;
+    a second caller waits its turn (a few milliseconds: the holder checks and enqueues). After
+    `GUARD_MS` without a turn (a holder stuck or gone) it goes on: a job too many, never none."""
+    token = secrets.token_hex(8)
+    deadline = time.monotonic() + GUARD_MS / 1000
+    held = bool(conn.set(key, token, nx=True, px=GUARD_MS))
+    while not held and time.monotonic() < deadline:
+        time.sleep(0.002)
+        held = bool(conn.set(key, token, nx=True, px=GUARD_MS))
+    try:
+        yield
+    finally:
+        if held:
+            conn.eval(_RELEASE, 1, key, token)
 
 
 def enqueue_submission(
@@ -178,6 +212,44 @@ def enqueue_submission(
         )
         pipe.execute()
     return job
+
+
+# ----------------------------------------------------------------------------- claimed runs
+# A scoring job scores more queued runs of its phase by claiming them in the database
+# (server.domain.lifecycle.claim_queued). Each claimed run's own job is dropped through RQ's
+# API, and a claim key says who scores the run, for the reconciler.
+
+CLAIM = "palimpsest:scoring:claim:"
+
+
+def claim_key(submission_id: int) -> str:
+    return f"{CLAIM}{int(submission_id)}"
+
+
+def hold_claim(conn: redis.Redis, submission_id: int, holder: str, seconds: int) -> None:
+    """Say that `holder` (the RQ job scoring it; "" outside a job) scores this claimed run, for
+    at most `seconds` (a holder that dies without a word frees it then)."""
+    conn.set(claim_key(submission_id), holder, ex=max(1, int(seconds)))
+
+
+def claim_holder(conn: redis.Redis, submission_id: int) -> str | None:
+    """Who scores this claimed run ("" outside a job), or None when nobody claims it."""
+    got = conn.get(claim_key(submission_id))
+    return None if got is None else got.decode()
+
+
+def drop_claim(conn: redis.Redis, submission_id: int) -> None:
+    conn.delete(claim_key(submission_id))
+
+
+def drop_waiting_job(conn: redis.Redis, submission_id: int) -> None:
+    """Delete a claimed run's own job if it still waits (`Job.delete(remove_from_queue=False)`:
+    no walk of the queue's list). Its id stays in the list, where a worker that pops it finds no
+    job and takes the next (RQ passes over ids whose job is gone); a job a worker has started
+    already is left to finish: it starts nothing, the run being no longer queued."""
+    job = fetch_job(conn, submission_id)
+    if job is not None and job.get_status(refresh=False) == JobStatus.QUEUED:
+        job.delete(remove_from_queue=False)
 
 
 BASELINE_JOB_FUNC = "server.jobs.baseline_jobs.run_baseline"

@@ -30,12 +30,14 @@ from server.jobs.outbox import notify_run
 from server.jobs.outbox import sweep as mail_sweep
 from server.jobs.queue import (
     SCORING,
+    claim_holder,
     connect,
     enqueue_code_run,
     enqueue_submission,
     fetch_job,
     fetch_run_job,
     get_queue,
+    job_by_id,
 )
 from server.jobs.retention import purge_invalid_uploads
 from server.jobs.waits import RECONCILER_PROBLEMS, RECONCILER_STEPS
@@ -48,21 +50,44 @@ _in_transit: dict[str, float] = {}
 GRACE = 3.0  # seconds: a submission just committed is about to be enqueued by its creator
 
 
-def job_is_live(conn, submission_id: int, settings: Settings) -> bool:
-    """True when a job in Redis waits for this submission or runs it on a live worker."""
-    return _live(conn, fetch_job(conn, submission_id), settings)
+def job_is_live(conn, submission_id: int, settings: Settings, listed=None) -> bool:
+    """True when a job in Redis waits for this submission or runs it on a live worker, or when a
+    live scoring job claimed it (a batch: server.jobs.scoring.score_more); a claim made outside
+    any job holds until its key expires. `listed`: the scoring queue's lists as `_listed` read
+    them once for a pass (else each job is looked up in them)."""
+    if _live(conn, fetch_job(conn, submission_id), settings, listed):
+        return True
+    holder = claim_holder(conn, submission_id)
+    if holder is None:
+        return False
+    return holder == "" or _live(conn, job_by_id(conn, holder), settings)
 
 
-def _live(conn, job, settings: Settings) -> bool:
+def _listed(conn, settings: Settings) -> tuple[set[str], set[str]]:
+    """The ids in the scoring queue's list and in its list of jobs popped but not yet started,
+    read once for a pass: looking each pending run up in them would walk the list once per run."""
+    q = get_queue(SCORING, conn, settings)
+    return (
+        {x.decode() for x in conn.lrange(q.key, 0, -1)},
+        {x.decode() for x in conn.lrange(q.intermediate_queue_key, 0, -1)},
+    )
+
+
+def _live(conn, job, settings: Settings, listed=None) -> bool:
     if job is None:
         return False
     status = job.get_status(refresh=False)
     if status == JobStatus.QUEUED:
         q = get_queue(job.origin or SCORING, conn, settings)
-        if conn.lpos(q.key, job.id) is not None:
+        if listed is not None and q.name == SCORING:
+            waiting, popped = job.id in listed[0], job.id in listed[1]
+        else:
+            waiting = conn.lpos(q.key, job.id) is not None
+            popped = not waiting and conn.lpos(q.intermediate_queue_key, job.id) is not None
+        if waiting:
             return True
         # Popped by a worker that has not started it yet: live for a while, not forever.
-        if conn.lpos(q.intermediate_queue_key, job.id) is not None:
+        if popped:
             first = _in_transit.setdefault(job.id, time.monotonic())
             return time.monotonic() - first < settings.stale_after
         return False
@@ -90,8 +115,9 @@ def reconcile(settings: Settings, engine, conn) -> dict:
             .order_by(Submission.id)
         ).all()
     stats = {"pending": len(rows), "live": 0, "requeued": 0, "failed": 0}
+    listed = _listed(conn, settings) if rows else None
     for sid, status, attempts, attempt_ceiling in rows:
-        if job_is_live(conn, sid, settings):
+        if job_is_live(conn, sid, settings, listed):
             stats["live"] += 1
             continue
         if attempts >= (attempt_ceiling if attempt_ceiling is not None else settings.max_attempts):

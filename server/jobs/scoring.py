@@ -14,10 +14,8 @@ import logging
 import time
 
 import redis
-from rq.job import Job
-from rq.utils import now as rq_now
-from rq.utils import utcformat
-from sqlmodel import Session, select
+from rq import get_current_job
+from sqlmodel import Session
 
 from scorer import Problem, SubmissionInvalid, score_validated, validate_file
 from server import objectstore
@@ -33,11 +31,11 @@ from server.domain.lifecycle import (
 from server.domain.partitions import gold_parts
 from server.jobs.outbox import notify_run
 from server.jobs.queue import (
-    SCORING,
     connect,
+    drop_claim,
+    drop_waiting_job,
     enqueue_submission,
-    get_queue,
-    job_id,
+    hold_claim,
     submission_id_of,
 )
 from server.jobs.rlimits import TooCostly, bounded
@@ -59,7 +57,7 @@ def _engine(settings: Settings):
 def score_submission(submission_id: int) -> dict:
     """Validate and score one submission against its phase's split, recording the outcome; then,
     while more runs of its phase wait (up to `score_batch` in all, within half the job's time),
-    take each off the queue and score it the same way (`score_more`)."""
+    claim each in the database and score it the same way (`score_more`)."""
     settings = get_settings()
     _ensured.clear()  # the task's files are compared with the store's once per job
     out = score_one(submission_id, settings)
@@ -74,62 +72,60 @@ _ensured: set[str] = set()
 
 def score_more(settings: Settings, phase_id: int, first: int) -> list[int]:
     """Score up to `score_batch - 1` more queued runs of the phase in this job, in the order they
-    came. Each is taken off the scoring queue first (its id removed from the queue's list: the
-    one that removes it owns it, as a worker that dequeues it does; its job's hash then goes)
-    and scored as its own job would (its own transactions, attempts and outcome). A run whose
-    scoring raises with attempts left is queued again as a job of its own; while one is scored
-    its job reads as started, with a heartbeat, so that the reconciler takes it back, as any job
-    left by a dead horse, only once that heartbeat is stale. Returns the ids scored here."""
+    came. Each is claimed in the database first (`lifecycle.claim_queued`: started there, so that
+    its own job, should a worker pop it, starts nothing), its waiting job is dropped through RQ's
+    API, and a claim key names this job as the one scoring it: the reconciler takes the run
+    back, as any run of a dead worker, only once this job's heartbeat is stale. Each is scored
+    as its own job would score it (its own transactions, attempts and outcome); one whose
+    scoring raises with attempts left is queued again as a job of its own. No queue is walked:
+    a claim costs the same whatever the queue's depth. Returns the ids scored here."""
     engine = _engine(settings)
     deadline = time.monotonic() + settings.job_timeout / 2
-    want = settings.score_batch - 1
-    with Session(engine) as s:
-        ids = s.exec(
-            select(Submission.id)
-            .where(
-                Submission.phase_id == phase_id,
-                Submission.status == "queued",
-                Submission.id != first,
-            )
-            .order_by(Submission.id)
-            .limit(4 * want)
-        ).all()
-    if not ids:
-        return []
     conn = connect(settings)
-    key = get_queue(SCORING, conn, settings).key
+    try:  # no Redis: nobody could tell that this job holds the runs; they wait for their jobs
+        conn.ping()
+    except redis.RedisError as e:
+        log.warning("scoring: no more runs taken in this job (%s)", e)
+        return []
+    current = get_current_job()
+    holder = current.id if current is not None else ""
     done: list[int] = []
-    for sid in ids:
-        if len(done) >= want or time.monotonic() > deadline:
+    passed = {first}  # this job's runs: its own, and any whose scoring failed here
+    while len(done) < settings.score_batch - 1 and time.monotonic() < deadline:
+        got = lifecycle.claim_queued(engine, phase_id, settings.max_attempts, besides=passed)
+        if got is None:
             break
-        jid = job_id(sid)
+        sid, attempt = got
+        passed.add(sid)
         try:
-            if not conn.lrem(key, 1, jid):
-                continue  # a worker has it, or it was never queued (the reconciler's)
-        except redis.RedisError as e:  # no queue to take from: the runs wait for their own jobs
-            log.warning("scoring: no more runs taken in this job (%s)", e)
-            break
-        # its job now runs here: started, with a heartbeat, as the reconciler expects of a live one
-        stamp = utcformat(rq_now())
-        conn.hset(
-            Job.key_for(jid),
-            mapping={"status": "started", "started_at": stamp, "last_heartbeat": stamp},
-        )
+            hold_claim(conn, sid, holder, settings.job_timeout)
+            drop_waiting_job(conn, sid)
+        except redis.RedisError as e:  # the run is ours in the database: scored all the same
+            log.warning("submission %s: claim not recorded in Redis (%s)", sid, e)
         try:
-            score_one(sid, settings)
+            score_one(sid, settings, attempt=attempt)
         except Exception:  # the server's own failure with attempts left: a job of its own
             log.exception("submission %s: scoring failed in a batch; queued again", sid)
-            enqueue_submission(conn, sid, settings, replace=True)
+            if lifecycle.requeue(engine, sid, attempt):
+                enqueue_submission(conn, sid, settings, replace=True)
             continue
-        conn.delete(Job.key_for(jid))
+        finally:
+            try:
+                drop_claim(conn, sid)
+            except redis.RedisError:  # it expires
+                pass
         done.append(sid)
     return done
 
 
-def score_one(submission_id: int, settings: Settings) -> dict:
-    """Validate and score one submission against its phase's split, recording the outcome."""
+def score_one(submission_id: int, settings: Settings, *, attempt: int | None = None) -> dict:
+    """Validate and score one submission against its phase's split, recording the outcome.
+    `attempt`: the run was claimed and started already (`score_more`); otherwise its attempt
+    starts here, from queued only (a running run is held by a batch, or by an attempt the
+    reconciler takes back once it is dead)."""
     engine = _engine(settings)
-    attempt = start_attempt(engine, submission_id, settings.max_attempts)
+    if attempt is None:
+        attempt = start_attempt(engine, submission_id, settings.max_attempts, only_queued=True)
     if attempt is None:
         return {"submission": submission_id, "skipped": True}
     try:
@@ -274,13 +270,19 @@ def finish_invalid(engine, submission_id: int, e) -> bool:
 
 
 def on_job_failure(job, connection, exc_type=None, exc_value=None, tb=None) -> None:
-    """RQ calls this after every failed attempt: fail the submission only after the last one."""
-    if job.retries_left:
-        return
-
+    """RQ calls this after every failed attempt: fail the submission only after the last one;
+    before a retry, its run goes back to queued, since a job starts only a queued run."""
     settings = get_settings()
     engine = _engine(settings)
     sid = submission_id_of(job.id)
+    if job.retries_left:
+        with Session(engine) as s:
+            sub = s.get(Submission, sid)
+            running = sub is not None and sub.status == "running"
+            attempts = sub.attempts if sub is not None else 0
+        if running:
+            lifecycle.requeue(engine, sid, attempts)
+        return
     with Session(engine) as s:
         sub = s.get(Submission, sid)
         if (

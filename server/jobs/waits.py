@@ -14,8 +14,8 @@ later.
 from __future__ import annotations
 
 import functools
-import heapq
 import json
+import math
 import statistics
 import time
 from datetime import datetime
@@ -229,20 +229,18 @@ def standing(
     def d(task_id: str) -> float | None:
         return known.get(task_id, fallback)
 
-    # the queue in one read: every run being scored, and the runs waiting (those ahead of this
-    # one by id; the others only counted)
-    rows = s.execute(_queue_statement()).all()
-    if recheck and next((st for i, _, _, st in rows if i == sub.id), None) != sub.status:
+    # the queue in two reads of counts: the runs waiting by task (all, and those ahead of this
+    # one by id), and the runs being scored (as many as the workers), this one's state beside
+    tasks, running, state = _queue_counts(s, sub.id)
+    if recheck and state != sub.status:
         s.refresh(sub)
         return standing(s, sub, n_workers, now, known, ratio)
-    queued = [(i, t) for i, t, _, st in rows if st == "queued"]
-    running = [(i, t, at) for i, t, at, st in rows if st == "running"]
     # runs being scored each hold a worker: at least that many are at work
     w = max(1, n_workers or 1, len(running))
     mine = d(sub.task_id)
     out = {
         "position": None,
-        "queued": len(queued),
+        "queued": sum(n for n, _ in tasks.values()),
         "running": len(running),
         "workers": n_workers,
         "estimated_wait_s": None,
@@ -261,8 +259,7 @@ def standing(
                 max(0.0, mine - (now - sub.started_at).total_seconds()), 1
             )
         return out
-    ahead = [t for i, t in queued if i < sub.id]
-    out["position"] = len(ahead) + 1
+    out["position"] = sum(a for _, a in tasks.values()) + 1
     if mine is None:
         return out
     f = pace(s, w) if ratio == "read" else pace(s, w, ratio) if ratio is not None else 1.0
@@ -271,25 +268,84 @@ def standing(
     # first come, first served on w workers: each run ahead goes to the worker free first
     free = [
         max(0.0, (d(t) or mine) - ((now - started).total_seconds() if started else 0.0))
-        for _, t, started in running
+        for t, started in running
     ]
     free += [0.0] * (w - len(free))
-    heapq.heapify(free)
-    for t in ahead:
-        heapq.heappush(free, heapq.heappop(free) + f * (d(t) or mine))
-    out["estimated_wait_s"] = round(heapq.heappop(free) + f * mine, 1)
+    for t, (_, ahead) in sorted(tasks.items()):
+        free = after_runs(free, ahead, f * (d(t) or mine))
+    out["estimated_wait_s"] = round(min(free) + f * mine, 1)
     return out
 
 
+def after_runs(free: list[float], count: int, seconds: float) -> list[float]:
+    """When each worker is free (`free`) after `count` runs of `seconds` each went, one after the
+    other, to the worker free first: the heap's answer, in arithmetic instead of a step per run.
+    The runs start at the `count` smallest of every worker's `free + k * seconds` (k = 0, 1, ...):
+    below a level T found by bisection, each worker takes those of its starts under T, and the
+    rest start at T itself."""
+    if count <= 0:
+        return list(free)
+    if seconds <= 0:
+        return list(free)
+    lo, hi = min(free), min(free) + count * seconds  # one worker could take them all
+
+    def under(t: float) -> list[int]:  # each worker's starts strictly below t
+        return [max(0, math.ceil((t - x) / seconds)) if t > x else 0 for x in free]
+
+    for _ in range(200):  # the level: the first t whose starts below it fall short of count
+        mid = (lo + hi) / 2
+        if mid in (lo, hi):
+            break
+        if sum(under(mid)) >= count:
+            hi = mid
+        else:
+            lo = mid
+    taken = under(lo)  # fewer than count; the rest start at the level, on the workers free there
+    rest = count - sum(taken)
+    out = []
+    for x, k in sorted(zip(free, taken, strict=True), key=lambda p: p[0] + p[1] * seconds):
+        if rest > 0:
+            k, rest = k + 1, rest - 1
+        out.append(x + k * seconds)
+    return out
+
+
+def _queue_counts(s: Session, sub_id: int):
+    """({task: (runs waiting, of which ahead of `sub_id`)}, [(task, started_at) of each run being
+    scored], the state of `sub_id`): counts from the database, not a row per waiting run."""
+    c = s.connection()
+    tasks = {t: (int(n), int(a or 0)) for t, n, a in c.execute(_counts_statement(), {"me": sub_id})}
+    running, state = [], None
+    for i, t, started, st in c.execute(_running_statement(), {"me": sub_id}):
+        if i == sub_id:
+            state = st
+        if st == "running":
+            running.append((t, started))
+    return tasks, running, state
+
+
 @functools.cache
-def _queue_statement():
-    """`standing`'s read of the queue, built once, on the table's columns: plain rows, none of
-    the ORM's handling of entities (a row per run waiting: it grows with the queue)."""
+def _counts_statement():
+    """The waiting runs counted by task, all and those before a given id, built once."""
     S = Submission.__table__.c
+    me = sqlalchemy.bindparam("me")
     return (
-        sqlalchemy.select(S.id, S.task_id, S.started_at, S.status)
-        .where(S.status.in_(("queued", "running")))
-        .order_by(S.id)
+        sqlalchemy.select(
+            S.task_id,
+            func.count(),
+            func.sum(sqlalchemy.case((S.id < me, 1), else_=0)),
+        )
+        .where(S.status == "queued")
+        .group_by(S.task_id)
+    )
+
+
+@functools.cache
+def _running_statement():
+    """The runs being scored (as many as the workers), and the given run whatever its state."""
+    S = Submission.__table__.c
+    return sqlalchemy.select(S.id, S.task_id, S.started_at, S.status).where(
+        sqlalchemy.or_(S.status == "running", S.id == sqlalchemy.bindparam("me"))
     )
 
 

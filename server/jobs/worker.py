@@ -31,6 +31,7 @@ from scorer import partition_strata, partition_units
 from scorer.families import read_jsonl
 from server import objectstore
 from server.db import get_engine
+from server.domain.lifecycle import claim_queued
 from server.jobs import sandbox
 from server.jobs.procs import die_with_parent
 from server.jobs.queue import QUEUES, RUNS, connect, get_queue
@@ -46,8 +47,9 @@ log = logging.getLogger(__name__)
 
 def warm_statements(engine) -> None:
     """Compile the job's SQL once in the parent (no row has id 0), so horses find it cached."""
-    start_attempt(engine, 0, 1)
-    start_attempt(engine, 0, 10**6)
+    start_attempt(engine, 0, 1, only_queued=True)
+    start_attempt(engine, 0, 10**6, only_queued=True)
+    claim_queued(engine, 0, 1, besides=(0,))
     fail_infra(engine, 0, "")
     with Session(engine) as s:
         s.get(Submission, 0)

@@ -5,7 +5,7 @@
 from typing import Optional
 
 from pydantic import NaiveDatetime
-from sqlalchemy import JSON, Column, Text, UniqueConstraint
+from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field
 
 # the tables its foreign keys name: SQLAlchemy resolves them when it sorts a flush
@@ -17,6 +17,9 @@ from server.models.base import TableModel, utcnow
 
 class Submission(TableModel, table=True):
     """A prediction file and its fate: queued, running, scored or failed (with every message)."""
+
+    # a phase's first queued run, claimed by a scoring job (lifecycle.claim_queued), from here
+    __table_args__ = (Index("ix_submission_queue", "phase_id", "status", "id"),)
 
     id: Optional[int] = Field(default=None, primary_key=True)
     team_id: int = Field(foreign_key="team.id", index=True)
