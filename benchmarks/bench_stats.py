@@ -57,7 +57,8 @@ def systems(task, store, n: int, rng, split: str = "test") -> list[dict]:
     """n systems' per-unit arrays: the gold with noise of growing strength (some rounded, so with
     ties), as the scoring job would keep them."""
     from scorer.bootstrap import unit_arrays
-    from scorer.families import Links, family, read_jsonl
+    from scorer.families import Links, read_jsonl
+    from scorer.kinds import family
     from tasks.base import unit_id
 
     fam = family(task, store, split)

@@ -41,7 +41,7 @@ def __getattr__(name: str):
 
 def family(task, store, split):
     """The task's family (its reader, validator and metrics) on a split's data."""
-    from scorer.families import family as make  # the families (numpy) load to validate
+    from scorer.kinds import family as make  # the families (numpy) load to validate
 
     return make(task, store, split)
 

@@ -38,7 +38,8 @@ from scipy.special import ndtr
 from threadpoolctl import threadpool_limits
 
 from scorer import metrics, spans
-from scorer.families import cache_key, family, link_gold, read_jsonl, source_order_of, token_gold
+from scorer.families import cache_key, link_gold, read_jsonl, source_order_of, token_gold
+from scorer.kinds import family
 from tasks import catalogue
 from tasks.base import unit_id
 

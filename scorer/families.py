@@ -1164,23 +1164,11 @@ def link_gold(key: tuple, qkey: tuple, skey: tuple) -> tuple[np.ndarray, np.ndar
     return arr[:, 0].copy(), arr[:, 1].copy()
 
 
-def _spans(task: Task, store: TaskStore, split: str) -> Family:
-    from scorer.span_family import SpanFamily  # builds on Family, above
-
-    return SpanFamily(task, store, split)
-
-
 FAMILIES = {
     "instances": Keyed,
     "targets": Keyed,
     "tokens": Tokens,
     "links": LinkFamily,
-    "spans": _spans,
-}
+}  # the row families; scorer.kinds adds the spans family, which builds on Family
 
-
-def family(task: Task, store: TaskStore, split: str) -> Family:
-    return FAMILIES[task.kind](task, store, split)
-
-
-__all__ = ["FAMILIES", "Family", "Links", "Scored", "family"]
+__all__ = ["FAMILIES", "Family", "Links", "Scored"]

@@ -48,8 +48,8 @@ MAX_ZIP_MEMBERS = 200_000
 
 def _arrow_jsonl(path: Path, columns: dict):
     """A file's columns read by pyarrow's JSON reader."""
-    import pyarrow as pa
-    from pyarrow import json as pj
+    import pyarrow as pa  # pyarrow (columns) loads only when a spans run is read
+    from pyarrow import json as pj  # likewise
 
     schema = pa.schema([(k, v) for k, v in columns.items()])
     opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
@@ -67,7 +67,7 @@ def _ints(col) -> np.ndarray:
 def _corpus(pairs_key: tuple, docs_key: tuple):
     """The split's pairs ((suspicious, source) -> index, in file order), each pair's two
     documents as indices, and each document's length in characters."""
-    import pyarrow as pa
+    import pyarrow as pa  # pyarrow (columns) loads only when a spans run is read
 
     docs = _arrow_jsonl(Path(docs_key[0]), {"id": pa.string(), "text": pa.string()})
     length = {
@@ -168,7 +168,7 @@ class SpanFamily(Family):
     def _fast_jsonl(self, body: str) -> spans.Spans | None:
         """A valid JSON Lines run read by columns (pyarrow's reader, the checks on arrays); None
         for any file with a problem, which the row-by-row reader then reports line by line."""
-        import pyarrow as pa
+        import pyarrow as pa  # pyarrow (columns) loads only when a spans run is read
 
         cols = {f: (pa.int64() if f in INTS else pa.string()) for f in FIELDS}
         try:

@@ -438,7 +438,7 @@ def why(pair: str, a: dict) -> str:
 
 def span_rows(pair: str, a: dict) -> str:
     """Table 2's span rows of one pair (`spans`) against the paper's, in a sentence."""
-    from tasks.agreement_swissgov_spans import compare
+    from tasks.agreement_swissgov_spans import compare  # loaded by the span rows alone
 
     s = a["spans"]
     cells = compare(s, a["spans_paper"])

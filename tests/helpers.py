@@ -156,7 +156,8 @@ def fresh_python(code: str, home: Path, *, stdin: str = "", **env: str) -> str:
 
 
 def _parsed(task, store, split, rng):
-    from scorer.families import Links, cache_key, family, read_jsonl
+    from scorer.families import Links, cache_key, read_jsonl
+    from scorer.kinds import family
     from scorer.spans import Spans
 
     fam = family(task, store, split)

@@ -173,7 +173,7 @@ def test_board_statistics_clusters_and_rank_ranges():
     "task_id", ["tric-binary", "tric-ranking", "trac", "swissgov-rsd", "loci-similes", "str"]
 )
 def test_point_is_the_scorers_value_on_the_whole_and_on_a_part(home, task_id):
-    from scorer.families import family
+    from scorer.kinds import family
     from tasks import get_task
     from tasks.store import TaskStore
 
@@ -242,7 +242,7 @@ def test_loci_on_a_part_every_metric_is_the_scorers(home):
     """On a part of the queries: the point of every Loci metric (the ranking ones through
     `metrics.link_ranking_ir`) is the scorer's value, and the vectorised path equals the scorer's
     functions on each relabelled resample."""
-    from scorer.families import family
+    from scorer.kinds import family
     from tasks import get_task
     from tasks.store import TaskStore
 

@@ -201,7 +201,7 @@ def test_the_bootstrap_draws_instances_across_folds_and_equals_a_naive_loop(
     from sklearn.metrics import f1_score
 
     from scorer.bootstrap import Bootstrap, draw_weights, unit_arrays
-    from scorer.families import family
+    from scorer.kinds import family
 
     task = get_task(task_id)
     store = TaskStore(task.id, cv_home)

@@ -43,6 +43,15 @@ def _table(name: str, data: bytes) -> list[dict]:
     return []
 
 
+def _key(task, r: dict) -> tuple[str, ...] | None:
+    """The fields that name a row's instance: the task's key, or a pair's `id` where a family's
+    gold and inputs name their unit by it (spans: one gold row per document pair)."""
+    for key in (tuple(task.format.key), ("id",)):
+        if all(k in r for k in key):
+            return key
+    return None
+
+
 def _hidden(task, home) -> dict[str, dict[str, dict]]:
     """{hidden split: {instance id: its gold row}}, read straight from the gold files."""
     st = TaskStore(task.id, home)
@@ -52,7 +61,9 @@ def _hidden(task, home) -> dict[str, dict[str, dict]]:
         rows = {}
         for p in sorted(d.glob("*")) if d.is_dir() else []:
             for r in _table(p.name, p.read_bytes()):
-                rows["/".join(str(r[k]) for k in task.format.key)] = r
+                key = _key(task, r)
+                assert key is not None, (task.id, p.name, sorted(r))
+                rows["/".join(str(r[k]) for k in key)] = r
         if rows:
             out[split] = rows
     return out
@@ -62,14 +73,15 @@ def _labels_in(task, hidden: dict[str, dict[str, dict]], name: str, data: bytes)
     """How many rows of a downloaded file name a hidden instance and carry a value of its gold."""
     n = 0
     for r in _table(name, data):
-        if not all(k in r for k in task.format.key):
+        key = _key(task, r)
+        if key is None:
             continue
-        i = "/".join(str(r[k]) for k in task.format.key)
+        i = "/".join(str(r[k]) for k in key)
         for rows in hidden.values():
             g = rows.get(i)
             if g is None:
                 continue
-            values = set(g) - {*task.format.key, task.group_field, "subset"}
+            values = set(g) - {*key, task.group_field, "subset"}
             if not values or values & set(r):
                 n += 1
     return n

@@ -881,6 +881,11 @@ def test_a_web_on_a_data_directory_of_its_own_knows_every_bundle_task(
     repo = Path(__file__).resolve().parent.parent
     example = repo / "examples" / "bundle-sts-latin"
     task = "sts-latin"
+    from tasks import unregister_declared
+
+    # the task this process declares here is forgotten after the test (the registry is the
+    # process's: the next test of this worker would find the task declared)
+    request.addfinalizer(lambda: unregister_declared(task))
     env = _bucket(seaweedfs)
     for k, v in env.items():
         monkeypatch.setenv(k, v)

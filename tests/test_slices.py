@@ -21,7 +21,7 @@ from scipy.stats import spearmanr
 
 from scorer import score_file, validate_file
 from scorer.bootstrap import Bootstrap, unit_arrays
-from scorer.families import family
+from scorer.kinds import family
 from tasks import get_task
 from tasks.importers import import_task
 from tasks.semrel import CROSS_VALIDATED, _pair

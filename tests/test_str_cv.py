@@ -120,7 +120,7 @@ def test_a_pair_answered_for_the_wrong_fold_is_named(cv_home, tmp_path):
 
 def test_the_bootstrap_draws_pairs_and_equals_a_naive_loop(cv_home, tmp_path):
     from scorer.bootstrap import Bootstrap, unit_arrays
-    from scorer.families import family
+    from scorer.kinds import family
 
     home, pairs, _ = cv_home
     task = get_task("str")

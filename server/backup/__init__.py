@@ -28,8 +28,8 @@ verify and restore only read it.
 from __future__ import annotations
 
 # the commands' entry points, one name each (`from server import backup as bk`; `bk.backup`)
-from server.backup.archive import backup, default_name, read_manifest
-from server.backup.common import BackupError, Report, TargetNotEmpty, gold_problems
+from server.backup.archive import backup, default_name
+from server.backup.common import BackupError, Report, TargetNotEmpty, gold_problems, read_manifest
 from server.backup.restore import restore
 from server.backup.verify import check_rankings, verify
 

@@ -271,36 +271,3 @@ def _dump_database(url: str, scratch: Path):
 
 
 # ----------------------------------------------------------------------------- reading an archive
-
-
-def read_manifest(archive: Path) -> dict:
-    archive = Path(archive)
-    if not archive.is_file():
-        raise BackupError(f"{archive}: no such archive")
-    try:
-        with tarfile.open(archive, "r:") as tar:
-            try:
-                f = tar.extractfile(MANIFEST)
-            except KeyError:
-                raise BackupError(f"{archive}: no {MANIFEST} (not a complete archive)") from None
-            m = json.loads(f.read())
-    except (tarfile.TarError, OSError, ValueError) as e:
-        raise BackupError(f"{archive}: not a readable archive ({e})") from None
-    if m.get("format") != FORMAT:
-        raise BackupError(f"{archive}: not a Palimpsest backup")
-    if int(m.get("format_version", 0)) > FORMAT_VERSION:
-        raise BackupError(
-            f"{archive}: archive format {m['format_version']} is newer than this version of "
-            f"Palimpsest reads ({FORMAT_VERSION}); restore it with a newer Palimpsest"
-        )
-    return m
-
-
-def check_revision(m: dict) -> None:
-    unknown = [r for r in m.get("alembic_revision", []) if migrate.known(r) is None]
-    if unknown:
-        raise BackupError(
-            f"the archive's database is at revision {', '.join(unknown)}, which this version of "
-            f"Palimpsest does not know (its newest is {', '.join(migrate.heads())}): the archive "
-            "is newer than the code; restore it with the version that made it"
-        )

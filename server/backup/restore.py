@@ -18,7 +18,6 @@ from sqlalchemy.engine import make_url
 from sqlmodel import Session
 
 from server import migrate, objectstore
-from server.backup.archive import check_revision, read_manifest
 from server.backup.common import (
     CHUNK,
     MANIFEST,
@@ -26,11 +25,13 @@ from server.backup.common import (
     Report,
     TargetNotEmpty,
     backup_key,
+    check_revision,
     check_signature,
     engine_counts,
     gold_problems,
     member_path,
     pg_args,
+    read_manifest,
     refused,
     run_tool,
     sqlite_counts,

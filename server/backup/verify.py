@@ -17,8 +17,14 @@ from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import make_url
 from sqlmodel import Session
 
-from server.backup.archive import check_revision, read_manifest
-from server.backup.common import BackupError, Report, backup_key, check_signature
+from server.backup.common import (
+    BackupError,
+    Report,
+    backup_key,
+    check_revision,
+    check_signature,
+    read_manifest,
+)
 from server.backup.restore import restore
 from server.boards import leaderboard as lb
 from server.domain import publication

@@ -19,7 +19,7 @@ from sqlmodel import Session, select
 
 from scorer import pooling, validate_file
 from scorer.errors import SubmissionInvalid
-from scorer.families import family
+from scorer.kinds import family
 from server import objectstore
 from server.domain import people
 from server.exceptions import LifecycleRefused
