@@ -20,7 +20,7 @@ from scipy import stats
 
 from scorer import bootstrap as bs
 from scorer import metrics, spans
-from scorer.families import FAMILIES as SCORER_FAMILIES
+from scorer.kinds import FAMILIES as SCORER_FAMILIES
 from scorer.kinds import family
 from tasks import all_tasks, catalogue, get_task, unregister_declared
 from tasks.bundle import BundleInvalid, read_bundle
