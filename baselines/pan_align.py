@@ -16,9 +16,10 @@ The output is one detection per passage: character offset and length in each doc
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
+
+from tasks.pan import jsonl_detections
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -89,21 +90,10 @@ def align(
 def run(pairs: list[dict], texts: dict[str, str], out: Path, **params) -> Path:
     """Align every pair; write the detections as the spans family's JSON Lines."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", encoding="utf-8") as f:
-        for p in pairs:
-            t, s = p["suspicious"], p["source"]
-            for to, tl, so, sl in align(texts[t], texts[s], **params):
-                f.write(
-                    json.dumps(
-                        {
-                            "this_reference": t,
-                            "this_offset": to,
-                            "this_length": tl,
-                            "source_reference": s,
-                            "source_offset": so,
-                            "source_length": sl,
-                        }
-                    )
-                    + "\n"
-                )
+    rows = (
+        (p["suspicious"], p["source"], *d)
+        for p in pairs
+        for d in align(texts[p["suspicious"]], texts[p["source"]], **params)
+    )
+    out.write_text(jsonl_detections(rows), encoding="utf-8")
     return out
