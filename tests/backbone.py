@@ -77,7 +77,7 @@ def submit(
     **kw,
 ):
     from server.demo import predictions
-    from server.domain.submissions import create_submission
+    from server.domain.submissions import take_file
     from server.jobs.dispatch import jobs
 
     if data is None:
@@ -89,20 +89,20 @@ def submit(
             seed=1,
         )
     with backend.session() as s:
-        sub = create_submission(
+        sub = take_file(
             s,
             user=user,
             team=team,
             task_id=task_id,
             phase=phase_name,
-            upload_bytes_or_stream=data,
+            stream=data,
             filename=filename,
             method_name="m",
             description="d",
             url="",
             show_publicly=True,
             settings=backend.settings,
-            **kw,
+            **{"dedupe": False} | kw,  # each call a run of its own, unless asked
         )
         if enqueue:  # queued for scoring once the session commits
             jobs(s).score(s, sub.id)

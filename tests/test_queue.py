@@ -209,7 +209,7 @@ def test_a_baseline_entry_is_scored_on_the_scoring_queue_not_by_the_model_worker
 def test_a_real_worker_process_scores_submissions(backend):
     team, user = make_team(backend)
     ids = [
-        submit(backend, team, user, "tric-ranking", "dev", noise=n, enforce_limits=False).id
+        submit(backend, team, user, "tric-ranking", "dev", noise=n, exempt=True).id
         for n in (0.1, 0.2, 0.3)
     ]
     w = worker_process(backend, "--burst")

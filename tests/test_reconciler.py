@@ -117,7 +117,7 @@ def test_job_timeout_ends_failed_for_the_server_after_its_attempts(
         "test",
         data=big_predictions,
         filename="big.jsonl",
-        enforce_limits=False,
+        exempt=True,
     )
     w = worker_process(b, log=tmp_path / "w.log")
     reconciler()

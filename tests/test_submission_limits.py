@@ -20,24 +20,25 @@ def _race(backend, team, user, n=20):
     accepted, refused, other = [], [], []
 
     def one(i):
-        from server.domain.submissions import create_submission
+        from server.domain.submissions import take_file
 
         barrier.wait()
         try:
             with backend.session() as s:
-                sub = create_submission(
+                sub = take_file(
                     s,
                     user=user,
                     team=team,
                     task_id="tric-binary",
                     phase="dev",
-                    upload_bytes_or_stream=data + b"\n" * i,
+                    stream=data + b"\n" * i,
                     filename=name,
                     method_name=f"run {i}",
                     description="",
                     url="",
                     show_publicly=True,
                     settings=backend.settings,
+                    dedupe=False,
                 )
             accepted.append(sub.id)
         except LimitReached as e:
@@ -147,7 +148,7 @@ def test_parallel_retries_of_one_upload_make_one_submission(backend):
     """Deduplication is checked under the team lock: ten parallel uploads of the same file
     (a client retrying) give one submission; the others name it."""
     from server.demo import predictions
-    from server.domain.submissions import create_submission
+    from server.domain.submissions import take_file
     from server.exceptions import DuplicateSubmission
 
     set_phase(
@@ -164,13 +165,13 @@ def test_parallel_retries_of_one_upload_make_one_submission(backend):
         try:
             with backend.session() as s:
                 made.append(
-                    create_submission(
+                    take_file(
                         s,
                         user=user,
                         team=team,
                         task_id="tric-binary",
                         phase="dev",
-                        upload=data,
+                        stream=data,
                         filename=name,
                         settings=backend.settings,
                         dedupe=True,

@@ -455,3 +455,55 @@ def test_every_surface_reads_what_an_upload_carries_from_one_declaration(tmp_pat
     assert set(carried) <= set(Submission.model_fields) and set(carried) <= set(
         m.SubmissionOut.model_fields
     )
+
+
+def test_every_file_enters_through_one_core_with_one_exemption_rule():
+    """One intake all the way down: a file is stored, admitted and added only by
+    `submissions.take_file` (the action's file path, a blind run's output, the demo, the test kits
+    and the benchmarks call it), a system only by the action; the old second intake is gone, and
+    the phase's limits are waived by one rule (`exempt_from_limits`) or by a caller that says why
+    (`exempt=True`, commented). Read from the source, so a new caller that stores and admits a
+    file by itself fails here."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    callers: dict[str, set[str]] = {"store": set(), "admit": set(), "add_submission": set()}
+    for path in root.glob("[sbct]*/**/*.py"):
+        if ".venv" in path.parts:
+            continue
+        text_ = path.read_text()
+        rel = str(path.relative_to(root))
+        assert "create_submission" not in text_ or rel == "tests/test_upload_intake.py", rel
+        for node in ast.walk(ast.parse(text_)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                name, base = node.func.attr, node.func.value
+                if name in callers and getattr(base, "id", "") == "submissions":
+                    callers[name].add(rel)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                if node.func.id in callers:
+                    callers[node.func.id].add(rel)
+    # the core's own steps (called inside server/domain/submissions.py), and the action's system
+    # branch (a system is stored and admitted as a system: its archive, its compute budget)
+    assert callers["store"] == {"server/domain/submissions.py", "server/actions/submissions.py"}
+    assert callers["admit"] == {"server/domain/submissions.py", "server/actions/submissions.py"}
+    assert callers["add_submission"] == {"server/domain/submissions.py"}
+
+
+def test_the_one_exemption_rule(backend):
+    """The rule both branches of the intake (file and system) ask: a baseline team's upload, or
+    one asked as a baseline, is held to no limit, whether or not the upload asked as one; a plain
+    team's is."""
+    from server.domain.submissions import exempt_from_limits
+
+    with Session(backend.engine) as s:
+        team = Team(
+            name=f"b-{uuid.uuid4().hex[:6]}", invite_code=uuid.uuid4().hex, is_baseline=True
+        )
+        plain = Team(name=f"p-{uuid.uuid4().hex[:6]}", invite_code=uuid.uuid4().hex)
+        s.add_all([team, plain])
+        s.flush()
+        assert exempt_from_limits(s, user=None, team=team, task_id="tric-binary")
+        assert exempt_from_limits(s, user=None, team=plain, task_id="tric-binary", baseline=True)
+        assert not exempt_from_limits(s, user=None, team=plain, task_id="tric-binary")
+        s.rollback()

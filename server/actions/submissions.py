@@ -18,6 +18,7 @@ from server.domain.accounts import audit, can_see_submission
 from server.domain.baselines import baseline_team
 from server.domain.system_archive import LIMITS, runnable
 from server.exceptions import (
+    DuplicateSubmission,
     EmptyUpload,
     Forbidden,
     LifecycleRefused,
@@ -25,7 +26,7 @@ from server.exceptions import (
     UploadFieldsInvalid,
 )
 from server.jobs.dispatch import jobs
-from server.models import CodeRun, Submission, Team, User
+from server.models import CodeRun, Phase, Submission, Team, User
 from server.storage import path_for
 from tasks.store import TaskStore
 
@@ -250,12 +251,36 @@ def submit(
     if not system:  # a file of another split's ids: refused now, naming the phase to choose
         phase_choice.refuse_other_split(task, settings.home, phase, phases, stream, filename or "")
     sheet = fact_sheet(s, task.id, phase, fields)  # every problem named, before anything is stored
-    exempt = fields.baseline or people.organizes_task(s, user, task.id)
-    stored = submissions.store(
-        s, settings, stream, filename, LIMITS.max_zip_bytes if system else settings.max_upload_bytes
+    if not system:  # a prediction file: the intake's core (the jobs' own files take it too)
+        try:
+            sub = submissions.take_file(
+                s,
+                user=user,
+                team=team,
+                task_id=task.id,
+                phase=phase,
+                stream=stream,
+                filename=filename,
+                settings=settings,
+                baseline=bool(fields.baseline),
+                dedupe=True,
+                facts=sheet or None,
+                **fields.row(),
+            )
+        except DuplicateSubmission as e:  # a retried upload: the same answer, counted once
+            return s.get(Submission, e.submission_id), True
+        if fields.primary and not fields.baseline:
+            lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
+        jobs(s, settings).score(s, sub.id)
+        # held: the session's identity map holds them weakly (the phase as read under the lock)
+        s.info[UPLOAD_READ] = (s.get(Phase, sub.phase_id), team)
+        return sub, False
+    exempt = submissions.exempt_from_limits(
+        s, user=user, team=team, task_id=task.id, baseline=bool(fields.baseline)
     )
-    if system:  # a system that cannot run is refused before it is counted
-        manifest = runnable(path_for(settings.home, stored[0]), run_images=settings.run_images)
+    stored = submissions.store(s, settings, stream, filename, LIMITS.max_zip_bytes)
+    # a system that cannot run is refused before it is counted
+    manifest = runnable(path_for(settings.home, stored[0]), run_images=settings.run_images)
     phase, same = submissions.admit(
         s,
         team_id=team.id,
@@ -263,50 +288,33 @@ def submit(
         sha=stored[1],
         exempt=exempt,
         settings=settings,
-        system=system,
+        system=True,
     )
     if same is not None:  # a retried upload: the same answer, counted once
-        return s.get(CodeRun if system else Submission, same), True
+        return s.get(CodeRun, same), True
     user_id = user.id if user is not None else None
-    if system:
-        if code_runs.failed_twice(s, team.id, phase.id, stored[1]) is not None:
-            raise LifecycleRefused(
-                "the server failed to finish this very system twice in this phase: it is not "
-                "run again (change it, or ask the organizers)",
-                "failed_twice",
-            )
-        run = code_runs.add_run(
-            s,
-            team_id=team.id,
-            user_id=user_id,
-            phase=phase,
-            stored=stored,
-            filename=filename,
-            manifest=manifest.model_dump(),
-            fields=fields.row() | {"primary": fields.primary, "facts": sheet or None},
-            is_baseline=bool(fields.baseline),
+    if code_runs.failed_twice(s, team.id, phase.id, stored[1]) is not None:
+        raise LifecycleRefused(
+            "the server failed to finish this very system twice in this phase: it is not "
+            "run again (change it, or ask the organizers)",
+            "failed_twice",
         )
-        code_runs.reserve_budget(run, settings)
-        audit(s, user, "run.submit", f"run:{task.id}/{phase.name}", sha256=run.archive_sha256,
-              size=run.size)  # fmt: skip
-        jobs(s, settings).run_code(s, run.id)
-        return run, False
-    sub = submissions.add_submission(
+    run = code_runs.add_run(
         s,
         team_id=team.id,
         user_id=user_id,
         phase=phase,
         stored=stored,
         filename=filename,
+        manifest=manifest.model_dump(),
+        fields=fields.row() | {"primary": fields.primary, "facts": sheet or None},
         is_baseline=bool(fields.baseline or team.is_baseline),
-        facts=sheet or None,
-        **fields.row(),
     )
-    if fields.primary and not fields.baseline:
-        lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
-    jobs(s, settings).score(s, sub.id)
-    s.info[UPLOAD_READ] = (phase, team)  # held: the session's identity map holds them weakly
-    return sub, False
+    code_runs.reserve_budget(run, settings)
+    audit(s, user, "run.submit", f"run:{task.id}/{phase.name}", sha256=run.archive_sha256,
+          size=run.size)  # fmt: skip
+    jobs(s, settings).run_code(s, run.id)
+    return run, False
 
 
 # the session's info key of the phase and team the last upload on it read (`submit`)

@@ -480,73 +480,82 @@ def check_compute(session: Session, team_id: int, phase: models.Phase) -> None:
         )
 
 
-def create_submission(
+def exempt_from_limits(
+    session: Session,
+    *,
+    user: User | None,
+    team: models.Team,
+    task_id: str,
+    baseline: bool = False,
+) -> bool:
+    """The one rule that frees an upload from the phase's limits, for every intake: a baseline's
+    run (asked as one, or its team's) or one its task's organizer uploads. (A run counted
+    elsewhere, a blind system's output counted when the system was uploaded, or a seeded demo
+    run, says so itself: `take_file(..., exempt=True)`.)"""
+    return bool(baseline or team.is_baseline or people.organizes_task(session, user, task_id))
+
+
+def take_file(
     session: Session,
     *,
     user: User | None,
     team: models.Team,
     task_id: str,
     phase: models.Phase | str | int,
-    upload_bytes_or_stream: bytes | BinaryIO | None = None,
-    filename: str = "",
-    upload: bytes | BinaryIO | None = None,
-    is_baseline: bool = False,
+    stream: bytes | BinaryIO,
+    filename: str,
     settings: Settings | None = None,
-    enforce_limits: bool = True,
-    dedupe: bool = False,
+    exempt: bool | None = None,
+    baseline: bool = False,
+    dedupe: bool,
     facts: dict | None = None,
     **row,
 ) -> models.Submission:
-    """Store the upload, take the team's lock, check its limits and add the row (flushed); the
-    caller's transaction commits it, and queues its scoring (`jobs(s).score`).
+    """The intake's core for a prediction file, under the caller's transaction: stored, then under
+    the team's lock the same file already taken in the phase (raises DuplicateSubmission naming
+    it, counted once; unless not `dedupe`) or the phase's limits (unless `exempt`: by default
+    `exempt_from_limits`), then the row, flushed. The action `submit` calls it for every upload
+    (web, API, CLI, large uploads), and so do what submit files of their own: a blind run's output,
+    the demo, the benchmarks and the test kits. The caller queues its scoring (`jobs(s).score`),
+    which happens once the transaction commits.
 
     Raises PhaseClosed, LimitReached or UploadTooLarge (all SubmissionRefused, with
-    `next_allowed_at`) or NotFound. With `dedupe`, the same file already submitted by the team in
-    the phase (and not failed for the server's reasons, nor removed) raises DuplicateSubmission
-    naming it; checked under the team lock, so parallel retries of one upload make one
-    submission. `facts`: the fact sheet's answers, checked by the caller
-    (server.domain.facts.check_facts). `row`: what the run's row keeps of the upload
-    (`add_submission`).
-    """
-    if upload_bytes_or_stream is None:
-        upload_bytes_or_stream = upload
-    if upload_bytes_or_stream is None:
-        raise TypeError("create_submission needs the upload (bytes or a binary stream)")
+    `next_allowed_at`), DuplicateSubmission or NotFound. `facts`: the fact sheet's answers, checked
+    by the caller (server.domain.facts.check_facts). `row`: what the run's row keeps of the upload
+    (`add_submission`)."""
     problem = url_problem((row.get("url") or "").strip())
     if problem:
         raise SubmissionRefused(f"url: {problem}")
     settings = settings or get_settings()
+    if exempt is None:
+        exempt = exempt_from_limits(
+            session, user=user, team=team, task_id=task_id, baseline=baseline
+        )
     team_id = team.id
-    is_baseline = bool(is_baseline or team.is_baseline)
-    exempt = is_baseline or people.organizes_task(session, user, task_id) or not enforce_limits
-    ph = resolve_phase(session, task_id, phase)
-    phase_id = ph.id
-    key, sha, size = store(
-        session, settings, upload_bytes_or_stream, filename, settings.max_upload_bytes
-    )
+    phase_id = resolve_phase(session, task_id, phase).id
+    stored = store(session, settings, stream, filename, settings.max_upload_bytes)
     ph, same = admit(
         session,
         team_id=team_id,
         phase_id=phase_id,
-        sha=sha,
+        sha=stored[1],
         exempt=exempt,
         settings=settings,
         dedupe=dedupe,
     )
     if same is not None:
         raise DuplicateSubmission(same)
-    sub = add_submission(
+    return add_submission(
         session,
         team_id=team_id,
         user_id=user.id if user is not None else None,
         phase=ph,
-        stored=(key, sha, size),
+        stored=stored,
         filename=filename,
-        is_baseline=is_baseline,
+        is_baseline=bool(baseline or team.is_baseline),
         facts=facts,
         **row,
     )
-    return sub
 
 
 def add_submission(

@@ -1,8 +1,8 @@
 """The baselines queue's run job: a worker with the models (a GPU machine: `palimpsest worker
 --queue baselines`) writes one baseline's submission file and records it like any team's upload.
 
-The job never writes a score: `record_baseline` goes through `create_submission`, which stores the
-file, commits the row and enqueues its scoring job on the scoring queue.
+The job never writes a score: `record_baseline` goes through the upload's one intake (the action
+`submit`), which stores the file, commits the row and enqueues its scoring job on the scoring queue.
 """
 
 from __future__ import annotations

@@ -271,7 +271,7 @@ def enqueue_baseline_run(
 ) -> Job:
     """Put one baseline run on the baselines queue, for a worker with the models (and the GPU):
     `palimpsest worker --queue baselines`. The job writes the file and records it as a baseline
-    entry through `create_submission`, which enqueues its scoring on the scoring queue."""
+    entry through the upload's one intake, which enqueues its scoring on the scoring queue."""
     jid = baseline_job_id(task_id, system, options, phases)
     live = _live_or_cleared(conn, jid)
     if live is not None:

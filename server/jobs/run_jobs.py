@@ -3,13 +3,13 @@
 `run_system(run_id)` unpacks the stored archive, copies the split's inputs (never the gold) into a
 folder of the run, and runs the manifest's command in the sandbox (server.jobs.sandbox) under the
 smaller of what the system asks for and what the site allows. Its output file is then submitted
-exactly as an uploaded prediction file is (`create_submission`: stored, validated and scored on the
-scoring queue), so that the same predictions score the same whichever way they came. A system that
-breaks a limit, exits non-zero or writes no output fails "code" with its log; a worker that dies
-mid-run leaves the run `running`, and the job (retried once by the reconciler or RQ) starts it
-again; the submission is made once (deduplicated under the team lock). A sandbox that fails
-before the system starts (its cgroup, its /output, bwrap or setpriv) fails the run "infra":
-not counted, its reserved CPU given back, the same archive welcome again.
+exactly as an uploaded prediction file is (`take_file`, the intake's core: stored, validated and
+scored on the scoring queue), so that the same predictions score the same whichever way they
+came. A system that breaks a limit, exits non-zero or writes no output fails "code" with its log;
+a worker that dies mid-run leaves the run `running`, and the job (retried once by the reconciler
+or RQ) starts it again; the submission is made once (deduplicated under the team lock). A
+sandbox that fails before the system starts (its cgroup, its /output, bwrap or setpriv) fails the
+run "infra": not counted, its reserved CPU given back, the same archive welcome again.
 
 An object store that does not answer (fetching the archive or the inputs, storing the output) is
 the server's outage, never the system's: each step is tried again with back-off (`STORE_WAITS`,
@@ -32,7 +32,7 @@ from sqlmodel import Session
 from server import objectstore
 from server.db import get_engine, session_scope
 from server.domain import code_runs, download_rule, lifecycle
-from server.domain.submissions import create_submission
+from server.domain.submissions import take_file
 from server.domain.system_archive import SystemInvalid, unpack
 from server.exceptions import DuplicateSubmission, StoreUnreachable
 from server.jobs.dispatch import KEY, Jobs, jobs
@@ -196,17 +196,17 @@ def _submit_output(settings, engine, run_id, phase, task_id, m, fields, path) ->
         user = s.get(User, r.user_id) if r.user_id else None
         try:
             with path.open("rb") as f:
-                sub = create_submission(
+                sub = take_file(
                     s,
                     user=user,
                     team=team,
                     task_id=task_id,
                     phase=phase.id,
-                    upload_bytes_or_stream=f,
+                    stream=f,
                     filename=m.output,
-                    is_baseline=r.is_baseline,
+                    baseline=r.is_baseline,
                     settings=settings,
-                    enforce_limits=False,  # the run was counted when it was uploaded
+                    exempt=True,  # counted once, when the system was uploaded
                     dedupe=True,
                     facts=fields.get("facts") or None,
                     # what the row keeps of the upload: every field it carried but these two
