@@ -6,7 +6,7 @@ phases) over the API of one web process; teams register and upload through the A
 and the command line of the first, and a team's system runs blind on the code worker; the
 organizer updates the task while the site runs (both web processes and the workers see the new
 version: the runs are rescored under it), reviews and releases the run, and publishes three
-phases, seven boards in all; the site is backed up and the archive verified; everything is
+phases, six boards in all; the site is backed up and the archive verified; everything is
 destroyed (the database, every data directory, the bucket) and the archive restored into a fresh
 database, directory and bucket; two fresh web processes on empty data directories then serve every
 published output byte for byte, the released run as before."""
@@ -399,6 +399,22 @@ def test_the_site_as_organizers_deploy_it(tmp_path, redis_tcp_url, seaweedfs, bo
             ),
             site,
         )
+        # rescored with version 2's gold (fetched from the store), not labelled so: the dev run's
+        # score moved; the code worker read version 2's declaration
+        from sqlalchemy import select
+
+        from server.models import Score
+
+        with engine.connect() as c:
+            got = c.execute(
+                select(Score.task_version, Score.part, Score.primary_value).where(
+                    Score.submission_id == uploads[0]
+                )
+            ).all()
+        by = {v: {(part, x) for w, part, x in got if w == v} for v in (1, 2)}
+        assert by[1] and by[2] and by[1] != by[2], got
+        said = json.loads((code_home / "tasks" / TASK / "declaration.json").read_text())
+        assert said["version"] == 2, said
         laps.append(("update, system ran, rescored", time.monotonic()))
         # the organizer reviews the run on web B and releases it; its team reads it on web A
         r = requests.post(
