@@ -8,10 +8,14 @@ It changes the machine's cgroups for everyone on it, so it runs alone: `.ci/run`
 on cgroup v2" sets PALIMPSEST_CGROUP2_STAGE=1; everywhere else it is skipped. The v1 hierarchy is
 mounted again in a `finally`, whatever happens, and the module fails if it is not. The `memory`
 controller is never touched (the machine's own processes live in its v1 hierarchy): here the run's
-memory stays on v1, the layout systemd calls hybrid."""
+memory stays on v1, the layout systemd calls hybrid, and the memory limit on v2 is tested only
+where v2 offers the controller (a host that mounts v2 alone), skipped saying why elsewhere. A
+worker that is not root, in a v2 cgroup delegated to its user (what `Delegate=yes` gives), makes
+its runs' cgroups there: its process limit and CPU time on v2 (and its memory where offered)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -147,3 +151,178 @@ def test_the_process_limit_holds_on_cgroup_v2(v2):
     finally:
         cg.close()
     assert not cg.dirs["pids"].exists()
+
+
+MEMORY = """
+import os, time
+kids = []
+for _ in range(4):  # four processes of 100 MB each: each under its address-space limit, not all
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(100 * 1024 * 1024)
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        time.sleep(30)
+        os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    os.waitpid(pid, 0)
+"""
+
+
+def test_the_memory_limit_holds_on_cgroup_v2(v2, tmp_path):
+    """memory.max of the run's v2 cgroup: four processes of 100 MB under a limit of 256 MB (each
+    within its own address-space limit) are stopped by the kernel, the run ends `memory`. Only
+    where cgroup v2 offers the memory controller: never by moving it off a v1 hierarchy."""
+    offered = _offered(v2)
+    v1 = cgroups.ROOT / "memory"
+    if "memory" not in offered or os.path.ismount(v1):
+        pytest.skip(
+            f"cgroup v2 at {v2} does not offer the memory controller (its cgroup.controllers: "
+            f"{' '.join(sorted(offered)) or 'none'}): this host binds it to the v1 hierarchy at "
+            f"{v1}, where the machine's own processes live, so it is never unmounted nor moved "
+            "here; the memory limit on v2 is tested on a host that mounts cgroup v2 alone"
+        )
+    where = cgroups.plan()
+    assert not isinstance(where, str) and where["memory"][0] == "v2", where
+    d = tmp_path / "sys"
+    d.mkdir()
+    d.chmod(0o755)
+    out = sandbox.run(
+        ["python3", "main.py"],
+        code=_system(d, MEMORY),
+        inputs=_inputs(d),
+        output=d / "out",
+        limits=sandbox.Limits(wall_seconds=30, memory_mb=256),
+    )
+    assert out.status == "memory" and out.cgroup, (out.status, out.reason, out.stderr[-500:])
+
+
+CHILD = """
+import json, os, sys, time
+from server.jobs import cgroups  # read as root: the interpreter's own files may be root's alone
+
+uid = int(sys.argv[1])
+os.setgroups([])
+os.setgid(uid)
+os.setuid(uid)  # the worker's user from here on
+where = cgroups.plan()
+said = {"plan": where if isinstance(where, str) else {k: v for k, (v, _p) in where.items()},
+        "describe": cgroups.describe(), "gap": cgroups.memory_gap()}
+cg = cgroups.RunCgroup.create(memory_mb=256, processes=5)
+said["dirs"] = {k: str(v) for k, v in cg.dirs.items()}
+
+
+def child(body):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        cg.join()
+        os.write(w, str(body()).encode() + b"\n")
+        time.sleep(30)
+        os._exit(0)
+    os.close(w)
+    return pid, os.fdopen(r)
+
+
+def busy():
+    while time.process_time() < 0.5:
+        pass
+    return time.process_time()
+
+
+def forks():
+    n = 0
+    for _ in range(20):
+        try:
+            if os.fork() == 0:
+                time.sleep(30)
+                os._exit(0)
+            n += 1
+        except OSError:
+            pass
+    return n
+
+
+pid, out = child(busy)
+said["used"] = float(out.readline())
+os.kill(pid, 9)
+os.waitpid(pid, 0)
+said["cpu"] = cg.cpu_seconds()
+pid, out = child(forks)
+said["started"] = int(out.readline())
+said["hits"] = cg.process_limit_hits()
+cg.kill_all()
+said["left"] = cg.pids()
+os.waitpid(pid, 0)
+cg.close()
+said["removed"] = not any(os.path.exists(d) for d in said["dirs"].values())
+print(json.dumps(said))
+"""
+
+
+def test_a_worker_not_root_gets_its_runs_cgroups_in_a_delegated_v2_subtree(v2):
+    """A code worker that is not root, in a cgroup v2 delegated to its user (what a systemd unit
+    with `Delegate=yes` and `User=` gives it: the cgroup and its `cgroup.procs` and
+    `cgroup.subtree_control` its user's): it moves itself into a leaf of its own, its runs'
+    cgroups go beside it with `pids.max` (a 5-process limit held) and their CPU counted from
+    `cpu.stat`; where that cgroup offers no `memory` (here: bound to the v1 hierarchy), the line
+    it logs says so and why."""
+    import json
+    import sys
+    import uuid
+
+    from tests.conftest import REPO
+
+    nobody = 65534
+    control = v2 / "cgroup.subtree_control"
+    if "pids" not in control.read_text().split():
+        control.write_text("+pids")  # taken back by the module's fixture
+    delegated = v2 / f"palimpsest-delegated-{uuid.uuid4().hex[:8]}"
+    delegated.mkdir()
+    try:
+        for f in (delegated, *(delegated / n for n in ("cgroup.procs", "cgroup.subtree_control"))):
+            os.chown(f, nobody, nobody)
+        threads = delegated / "cgroup.threads"
+        if threads.exists():
+            os.chown(threads, nobody, nobody)
+
+        def enter():  # the worker's process, in the delegated cgroup (its user: CHILD's start)
+            (delegated / "cgroup.procs").write_text(str(os.getpid()))
+
+        r = subprocess.run(
+            [sys.executable, "-c", CHILD, str(nobody)],
+            preexec_fn=enter,
+            cwd=REPO,
+            env={"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), "HOME": "/tmp"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 0, r.stderr[-3000:]
+        said = json.loads(r.stdout)
+        assert said["plan"]["pids"] == said["plan"]["cpuacct"] == "v2", said
+        assert {str(Path(d).parent) for d in said["dirs"].values()} == {str(delegated)}, said
+        assert (delegated / cgroups.LEAF).is_dir()  # the worker moved itself out of the way
+        assert said["cpu"] >= 0.9 * said["used"] > 0, said
+        assert said["started"] == 4 and said["hits"] == 16 and said["left"] == [], said
+        assert said["removed"], said
+        assert "processes, CPU time (cgroup v2 at" in said["describe"], said
+        if "memory" in _offered(v2):
+            assert said["plan"]["memory"] == "v2" and said["gap"] is None, said
+        else:  # memory held per process: the worker's line says so, and why
+            assert "memory" not in said["plan"], said
+            assert "no memory limit per run" in said["describe"], said
+            assert f"cgroup v2 at {delegated} does not offer it" in said["gap"], said
+            assert "Delegate=yes" in said["gap"], said
+    finally:
+        for d in [p for p in delegated.iterdir() if p.is_dir()]:
+            if (d / "cgroup.procs").is_file():
+                for pid in (d / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(pid), 9)
+        time.sleep(0.2)
+        for d in [*(p for p in delegated.iterdir() if p.is_dir()), delegated]:
+            with contextlib.suppress(OSError):
+                d.rmdir()

@@ -7,7 +7,9 @@ files of 60 MB under an output limit of 64 MB, are stopped at the limit while ru
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -198,3 +200,127 @@ def test_the_cgroups_of_a_dead_workers_run_are_removed_by_the_next_run(tmp_path)
         for d in stale + alive:
             if d.exists():
                 d.rmdir()
+
+
+WORKER = """
+import json, os, sys, time
+from server.jobs import cgroups  # read as root: the interpreter's own files may be root's alone
+
+os.setgroups([])
+os.setgid(65534)
+os.setuid(65534)  # the worker's user from here on
+where = cgroups.plan()
+said = {"plan": where if isinstance(where, str) else {k: v for k, (v, _p) in where.items()},
+        "describe": cgroups.describe(), "gaps": cgroups.gaps()}
+if sys.argv[1] == "run" and not isinstance(where, str):
+    cg = cgroups.RunCgroup.create(memory_mb=256, processes=5)
+    said["dirs"] = sorted({str(d) for d in cg.dirs.values()})
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the run: a busy loop, then a daemon of its own that outlives it
+        cg.join()
+        while time.process_time() < 0.5:
+            pass
+        mid = os.fork()
+        if mid == 0:
+            os.setsid()
+            daemon = os.fork()
+            if daemon == 0:  # holds none of the worker's pipes
+                null = os.open(os.devnull, os.O_RDWR)
+                for fd in (0, 1, 2):
+                    os.dup2(null, fd)
+                os.close(w)
+                time.sleep(60)
+                os._exit(0)
+            os.write(w, str(daemon).encode() + b" ")
+            os._exit(0)
+        os.waitpid(mid, 0)
+        os.write(w, str(time.process_time()).encode() + b"\\n")
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        daemon, used = f.readline().split()
+    os.waitpid(pid, 0)
+    said["used"], said["cpu"] = float(used), cg.cpu_seconds()
+    said["daemon"] = int(daemon)
+    said["before"] = cg.pids()
+    cg.close()
+    said["after"] = cg.pids()
+    time.sleep(0.1)
+    try:  # gone, or a zombie its new parent has not reaped yet
+        state = open(f"/proc/{daemon}/stat").read().rsplit(")", 1)[1].split()[0]
+        said["daemon_alive"] = state not in ("Z", "X")
+    except FileNotFoundError:
+        said["daemon_alive"] = False
+    said["removed"] = not any(os.path.exists(d) for d in said["dirs"])
+print(json.dumps(said))
+"""
+
+
+def test_a_worker_not_root_gets_a_cgroup_per_run_where_v2_is_delegated_to_it():
+    """A code worker that is not root, in a cgroup v2 of its own. Not delegated to its user: its
+    runs get no cgroup, and the reason names `Delegate=yes`. Delegated (the cgroup, its
+    `cgroup.procs` and `cgroup.subtree_control` its user's): each run gets a cgroup below it, its
+    CPU counted from `cpu.stat` (a busy loop charged what it used) and every process it started
+    killed by `cgroup.kill` (a daemon that left the run's session included); where the cgroup
+    offers no `memory` or `pids` (here: v1 holds them), the worker's line says which limits are
+    then per process and why, naming the cgroup and what it offers. Only a cgroup v2 is made
+    (and removed): no controller is moved."""
+    import json
+    import sys
+    import uuid
+
+    from tests.conftest import REPO
+
+    mount = cgroups.v2_mount()
+    if os.geteuid() != 0 or mount is None:
+        pytest.skip("needs root and a cgroup v2 mount to make a worker's cgroup in")
+    d = mount / f"palimpsest-worker-test-{uuid.uuid4().hex[:8]}"
+    d.mkdir()
+
+    def worker(what: str) -> dict:
+        r = subprocess.run(
+            [sys.executable, "-c", WORKER, what],
+            preexec_fn=lambda: (d / "cgroup.procs").write_text(str(os.getpid())),
+            cwd=REPO,
+            env={"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), "HOME": "/tmp"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 0, r.stderr[-2000:]
+        return json.loads(r.stdout)
+
+    try:
+        said = worker("plan")
+        assert isinstance(said["plan"], str), said
+        assert said["plan"].startswith("the worker is not root"), said
+        assert f"cgroup v2 below {mount} is not delegated" in said["plan"], said
+        assert "Delegate=yes" in said["describe"], said
+        for f in (d, d / "cgroup.procs", d / "cgroup.subtree_control"):
+            os.chown(f, 65534, 65534)
+        said = worker("run")
+        assert said["plan"]["cpuacct"] == "v2", said
+        assert {str(Path(x).parent) for x in said["dirs"]} <= {str(d), str(d / cgroups.LEAF)}
+        assert said["cpu"] >= 0.9 * said["used"] > 0.4, said
+        assert said["daemon"] in said["before"] and said["after"] == [], said
+        assert not said["daemon_alive"] and said["removed"], said
+        offered = sorted((d / "cgroup.controllers").read_text().split())
+        for need in ("memory", "pids"):
+            if need in offered:
+                assert said["plan"][need] == "v2" and need not in said["gaps"], said
+                continue
+            assert need not in said["plan"], said
+            why = said["gaps"][need]
+            assert f"cgroup v2 at {d} does not offer it" in why, why
+            assert f"its cgroup.controllers lists {' '.join(offered) or 'none'}" in why, why
+            assert why in said["describe"], said
+    finally:
+        for _ in range(100):
+            try:
+                for sub in [x for x in d.iterdir() if x.is_dir()]:
+                    sub.rmdir()
+                d.rmdir()
+                break
+            except OSError:  # its last process not yet reaped
+                time.sleep(0.05)

@@ -303,8 +303,9 @@ def test_a_code_worker_says_first_which_limits_its_runs_get_and_status_shows_the
         monkeypatch.setattr(worker, name, lambda *a, **k: None)
     monkeypatch.setattr(worker.scorer.sweep, "warm", lambda: None)
     settings = app.extensions["palimpsest.settings"]
-    said = sandbox.describe()
+    said = sandbox.describe(settings)
     assert said.startswith("blind runs: ")
+    assert f"at most {settings.run_memory_mb} MB of memory" in said
     if not sandbox.available():
         assert ("a cgroup per run: " in said) != ("no cgroup per run (" in said), said
     conn = redis.Redis.from_url(redis_tcp_url)

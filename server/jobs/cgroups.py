@@ -19,10 +19,20 @@ the worker's cgroup holds processes and is not the root (a systemd service with 
 they are first moved into a leaf of their own, `palimpsest-worker` (v2 allows no controller to a
 cgroup's children while the cgroup itself holds processes).
 
-Where there are none (no root, a controller neither on v1 nor offered on v2), `RunCgroup.create`
-answers None and the sandbox keeps its weaker limits (rlimits per process, a uid per run for the
-process limit; the accounting of the run's first process); `describe` says which, for the worker's
-first log line and `/status`, and docs/blind-runs.md says what each means.
+A worker that is not root gets its runs' cgroups on v2 only, below its own cgroup where that is
+delegated to its user (a systemd unit or scope with `Delegate=yes`: the cgroup, its `cgroup.procs`
+and `cgroup.subtree_control` are then its user's). Where the worker's v2 cgroup does not offer
+`memory` or `pids` (a cgroup v2 not delegated with them, or a hybrid host whose v1 hierarchies hold
+them for someone else), runs still get a cgroup there: their CPU time counted from `cpu.stat`,
+every process they started killed by `cgroup.kill` (neither needs a controller), and what is
+offered; the limits of the missing controllers are held per process only (`gaps` says why, and
+the worker's first line says so).
+
+Where there are none (no root and no delegated v2, a controller neither on v1 nor offered on
+v2), `RunCgroup.create` answers None and the sandbox keeps its weaker limits (rlimits per process,
+a uid per run for the process limit; the accounting of the run's first process); `describe` says
+which, for the worker's first log line and `/status`, and docs/blind-runs.md says what each
+means.
 """
 
 from __future__ import annotations
@@ -99,28 +109,69 @@ def _v2_offered(parent: Path) -> set[str]:
         return set()
 
 
+def _delegated(base: Path) -> bool:
+    """Whether this process may make and fill cgroups below `base` (root, or a cgroup v2 subtree
+    delegated to its user: a systemd unit or scope with `Delegate=yes`)."""
+    return all(
+        os.access(f, os.W_OK)
+        for f in (base, base / "cgroup.procs", base / "cgroup.subtree_control")
+    )
+
+
+DELEGATE = (
+    "a systemd unit with Delegate=yes, or `systemd-run --scope -p Delegate=yes palimpsest worker "
+    "--queue runs`"
+)
+
+
+def _why_not(need: str, v2: Path | None, offered: set[str]) -> str:
+    """Why a run's cgroup gets no controller `need` here, in words an operator can act on."""
+    v1 = f"no writable v1 hierarchy at {ROOT / need}"
+    mount = v2_mount()
+    if mount is None:
+        return f"{v1} and no cgroup v2"
+    if v2 is None:
+        who = "root" if os.geteuid() == 0 else "the worker's user"
+        return (
+            f"{v1}, and the worker's cgroup v2 below {mount} is not writable by {who} (give it a "
+            f"delegated cgroup: {DELEGATE})"
+        )
+    listed = " ".join(sorted(offered)) or "none"
+    bound = f" (bound to the v1 hierarchy at {ROOT / need})" if (ROOT / need).is_dir() else ""
+    return (
+        f"{v1}, and cgroup v2 at {v2} does not offer it{bound}: its cgroup.controllers lists "
+        f"{listed} (a delegated cgroup offers it: {DELEGATE})"
+    )
+
+
 def plan() -> dict[str, tuple[str, Path]] | str:
     """Where each part of a run's cgroup goes on this host, `{need: (version, parent)}` for the
     memory limit ("memory"), the process limit ("pids"), the CPU time ("cpuacct") and, where
-    offered, the CPU share ("cpu"); or why a run gets no cgroup here."""
-    if os.geteuid() != 0:
-        return "the worker is not root: no cgroup per run"
+    offered, the CPU share ("cpu"); or why a run gets no cgroup here. A controller the host does
+    not offer is left out (`gaps` says why; each process's rlimits then hold that limit) where the
+    run still gets a cgroup to count its CPU and kill it whole: the memory controller anywhere,
+    the process one where the worker has a cgroup v2 (a cgroup v2 that does not offer them to the
+    worker's cgroup). A worker that is not root gets cgroups on v2 only, in a subtree delegated
+    to its user."""
+    root = os.geteuid() == 0
     v2 = _v2_parent()
+    if v2 is not None and not _delegated(v2):
+        v2 = None
+    if not root and v2 is None:
+        at = f" and its cgroup v2 below {v2_mount()} is not delegated to it" if v2_mount() else ""
+        return f"the worker is not root{at}: no cgroup per run ({DELEGATE} gives one)"
     offered = _v2_offered(v2) if v2 is not None else set()
     where: dict[str, tuple[str, Path]] = {}
     for need in ("memory", "pids"):
-        v1 = _v1_parent(need)
+        v1 = _v1_parent(need) if root else None
         if v1 is not None:
             where[need] = ("v1", v1)
         elif need in offered:
             where[need] = ("v2", v2)
-        else:
-            at = f" nor offered by cgroup v2 at {v2}" if v2 is not None else ""
-            if v2 is None and v2_mount() is not None:
-                at = f" and cgroup v2 at {v2_mount()} is not writable"
-            return f"no cgroup controller {need}: no writable v1 hierarchy at {ROOT / need}{at}"
-    has_v2 = any(v == "v2" for v, _ in where.values())
-    acct = _v1_parent("cpuacct")
+        elif need == "pids" and v2 is None:  # left out only where a v2 cgroup still kills all
+            return f"no cgroup controller {need}: {_why_not(need, v2, offered)}"
+    has_v2 = any(v == "v2" for v, _ in where.values()) or "pids" not in where
+    acct = _v1_parent("cpuacct") if root else None
     if has_v2 or acct is None:  # cpu.stat's usage needs no controller
         if v2 is None:
             return f"no CPU accounting: no v1 hierarchy at {ROOT / 'cpuacct'} and no cgroup v2"
@@ -128,7 +179,7 @@ def plan() -> dict[str, tuple[str, Path]] | str:
         has_v2 = True
     else:
         where["cpuacct"] = ("v1", acct)
-    cpu = _v1_parent("cpu")
+    cpu = _v1_parent("cpu") if root else None
     if cpu is not None and (acct is None or cpu.resolve() != acct.resolve()):
         where["cpu"] = ("v1", cpu)
     elif cpu is None and "cpu" in offered and has_v2:
@@ -136,10 +187,31 @@ def plan() -> dict[str, tuple[str, Path]] | str:
     return where
 
 
-def available() -> str | None:
-    """None where runs get a cgroup each; else why not (the docs' weaker limits apply)."""
+def gaps() -> dict[str, str]:
+    """Why runs get no memory limit ("memory") or no process limit ("pids") by the kernel here
+    although they get a cgroup (empty where they get both, or no cgroup at all)."""
     p = plan()
-    return p if isinstance(p, str) else None
+    if isinstance(p, str):
+        return {}
+    v2 = _v2_parent()
+    offered = _v2_offered(v2) if v2 is not None else set()
+    return {need: _why_not(need, v2, offered) for need in ("memory", "pids") if need not in p}
+
+
+def memory_gap() -> str | None:
+    """Why runs get no memory limit by the kernel here although they get a cgroup (None where
+    they get one, or no cgroup at all)."""
+    return gaps().get("memory")
+
+
+def available() -> str | None:
+    """None where runs get a cgroup each, their memory and process limits in it; else why not
+    (the docs' weaker limits apply: each process's)."""
+    p = plan()
+    if isinstance(p, str):
+        return p
+    missing = gaps()
+    return "; ".join(f"no cgroup controller {n}: {why}" for n, why in missing.items()) or None
 
 
 WHAT = {"memory": "memory", "pids": "processes", "cpuacct": "CPU time", "cpu": "CPU share"}
@@ -154,7 +226,16 @@ def describe() -> str:
     for need, (v, _parent) in p.items():
         by.setdefault(v, []).append(WHAT[need])
     at = {"v1": f"cgroup v1 at {ROOT}", "v2": f"cgroup v2 at {v2_mount()}"}
-    return "a cgroup per run: " + "; ".join(f"{', '.join(w)} ({at[v]})" for v, w in by.items())
+    said = "a cgroup per run: " + "; ".join(f"{', '.join(w)} ({at[v]})" for v, w in by.items())
+    missing = gaps()
+    if "memory" in missing:
+        said += (
+            f"; no memory limit per run ({missing['memory']}): each process's address space instead"
+        )
+    if "pids" in missing:
+        whose = "each run's own user" if os.geteuid() == 0 else "the worker's user"
+        said += f"; no process limit per run ({missing['pids']}): the processes of {whose} instead"
+    return said
 
 
 PREFIX = "palimpsest-run-"
@@ -239,7 +320,9 @@ class RunCgroup:
                     made[key] = d
                 dirs[need] = made[key]
             mem = memory_mb * 1024 * 1024
-            if versions["memory"] == "v1":
+            if "memory" not in dirs:  # no memory controller here (`memory_gap`)
+                pass
+            elif versions["memory"] == "v1":
                 (dirs["memory"] / "memory.limit_in_bytes").write_text(str(mem))
                 swap = dirs["memory"] / "memory.memsw.limit_in_bytes"
                 if swap.exists():  # no swap beyond the limit either
@@ -252,7 +335,11 @@ class RunCgroup:
                 swap = dirs["memory"] / "memory.swap.max"
                 if swap.exists():  # no swap at all (v2 counts it apart)
                     swap.write_text("0")
-            (dirs["pids"] / "pids.max").write_text(str(processes))
+                group = dirs["memory"] / "memory.oom.group"
+                if group.exists():  # an out-of-memory kill ends every process of the run at once
+                    group.write_text("1")
+            if "pids" in dirs:  # else no process controller here (`gaps`)
+                (dirs["pids"] / "pids.max").write_text(str(processes))
         except OSError as e:
             cls(dirs, versions).close()
             raise CgroupFailed(f"cannot make the run's cgroup: {e}") from None
@@ -320,7 +407,8 @@ class RunCgroup:
         }
 
     def pids(self) -> list[int]:
-        return [int(p) for p in self._read("pids", "cgroup.procs").split() if p.isdigit()]
+        need = "pids" if "pids" in self.dirs else "cpuacct"  # v2's one cgroup without `pids`
+        return [int(p) for p in self._read(need, "cgroup.procs").split() if p.isdigit()]
 
     def kill_all(self, timeout: float = 10.0) -> None:
         """SIGKILL every process left in the run's cgroup until none is; no process may start

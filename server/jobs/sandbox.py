@@ -331,12 +331,20 @@ def _disable_userns() -> bool:
     return "--disable-userns" in r.stdout + r.stderr
 
 
-def describe() -> str:
+def describe(settings=None) -> str:
     """The limits blind runs get on this host, in a line: the worker's first log line and what
-    `/status` shows of each code worker."""
+    `/status` shows of each code worker; with the site's `settings`, the most a run may take of
+    each."""
     why = available()
     if why:
         return f"blind runs cannot run here: {why}"
+    most = ""
+    if settings is not None:
+        most = (
+            f"; at most {settings.run_memory_mb} MB of memory, {settings.run_processes} "
+            f"processes, {settings.run_cpu_seconds} s of CPU, {settings.run_wall_seconds:g} s "
+            f"of wall clock, {settings.run_output_mb} MB of output a run"
+        )
     kernel = cgroups.describe()
     if kernel.startswith("no cgroup"):
         users = "a user per run" if os.geteuid() == 0 else "the worker's user"
@@ -349,7 +357,7 @@ def describe() -> str:
         if seccomp.supported()
         else f"no syscall filter (none for {os.uname().machine})"
     )
-    return f"blind runs: bubblewrap; {kernel}; {filt}"
+    return f"blind runs: bubblewrap; {kernel}; {filt}{most}"
 
 
 def _gpu_devices() -> list[str]:
@@ -652,7 +660,8 @@ def _wait(proc, acc_r, engine, cgroup, output, watched, limits, t0) -> Outcome:
         stderr=stderr,
         reason=reason,
         files=files,
-        cgroup=cgroup is not None,
+        # the kernel's limits, memory and processes included (a cgroup without: `cgroups.gaps`)
+        cgroup=cgroup is not None and {"memory", "pids"} <= set(cgroup.dirs),
     )
 
 

@@ -174,7 +174,7 @@ def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
     """Work until stopped (or, with burst, until the queues are empty); 0 on a clean exit. A
     worker of the runs queue says first which limits its blind runs get on this host."""
     _own_signals()
-    limits = sandbox.describe() if RUNS in queues else None
+    limits = sandbox.describe(settings) if RUNS in queues else None
     if limits is not None:
         log.warning("worker: %s", limits)
     try:
