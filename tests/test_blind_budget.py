@@ -418,6 +418,8 @@ def test_the_lower_items(app, tmp_path):
     tok = make_token(app, make_user(app, "zoe@x.org"))
     for name, code in (
         ("B\u0430selines", "reserved_name"),  # a Cyrillic а
+        ("\u13f4aselines", "reserved_name"),  # a Cherokee Ᏼ (Unicode's confusables table)
+        ("Ba\ua731eIines", "reserved_name"),  # a small capital ꜱ, an I for the l
         ("Lex\u202eica", "bad_name"),  # a bidi override
         ("Lex\u200bica", "bad_name"),  # a zero width space
     ):
@@ -426,8 +428,9 @@ def test_the_lower_items(app, tmp_path):
     got = c.post("/api/v1/team", json={"name": "Ｌｅｘｉｃａ"}, headers=_h(tok))
     assert got.status_code == 201 and got.json["name"] == "Lexica"  # NFKC
     other = make_token(app, make_user(app, "yan@x.org"))
-    got = c.post("/api/v1/team", json={"name": "L\u0435xica"}, headers=_h(other))  # Cyrillic е
-    assert got.status_code == 409 and got.json["error"]["code"] == "name_taken"
+    for look_alike in ("L\u0435xica", "\u13deexica", "Lex\u0456ca"):  # Cyrillic е, Cherokee Ꮮ, і
+        got = c.post("/api/v1/team", json={"name": look_alike}, headers=_h(other))
+        assert got.status_code == 409 and got.json["error"]["code"] == "name_taken", look_alike
 
     spec = c.get("/api/v1/openapi.json").json
     assert spec["paths"]["/signup"]["post"]["security"] == []
