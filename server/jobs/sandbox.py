@@ -331,13 +331,14 @@ def _disable_userns() -> bool:
     return "--disable-userns" in r.stdout + r.stderr
 
 
-def describe() -> str:
+def describe(host: bool = True) -> str:
     """The limits blind runs get on this host, in a line: the worker's first log line and what
-    `/status` shows of each code worker."""
+    `/status` shows its administrators of each code worker; without `host` (no mount point, path
+    or reason of the host's), what `/status` shows everyone."""
     why = available()
     if why:
-        return f"blind runs cannot run here: {why}"
-    kernel = cgroups.describe()
+        return f"blind runs cannot run here: {why}" if host else "blind runs cannot run here"
+    kernel = cgroups.describe(host)
     if kernel.startswith("no cgroup"):
         users = "a user per run" if os.geteuid() == 0 else "the worker's user"
         kernel += (
