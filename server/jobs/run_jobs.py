@@ -220,6 +220,9 @@ def _submit_output(settings, engine, run_id, phase, task_id, m, fields, path) ->
             if phase.blind:  # its time is the system's: when the run ended would tell
                 sub.created_at = r.created_at  # its team how long it ran (the gate)
             sid = sub.id
+            # linked in the same transaction: its scoring, queued once this commits, knows it
+            # is a blind run's output (`server.domain.shown`) from its first step
+            r.submission_id = sid
             if fields.get("primary") and not r.is_baseline:
                 lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
             jobs(s).score(s, sid)
