@@ -8,7 +8,8 @@ a system is never run before its inputs' date. And the lower items: the CLI prin
 without terminal escapes, team names are normalised before the reserved and unique checks, the
 OpenAPI asks no token of the sign-up routes, --trust-unsigned reads format-1 archives only.
 
-Against a served site (werkzeug on a port), SQLite."""
+Against a served site (werkzeug on a port): the hold on SQLite and PostgreSQL, the rest on
+SQLite."""
 
 from __future__ import annotations
 
@@ -25,9 +26,11 @@ from blindkit import (
     SYSTEM,
     TASK,
     _competition,
+    _facts,
     _h,
     _http,
     _inputs,
+    _multipart,
     _phase,
     _submit,
     _system,
@@ -66,9 +69,19 @@ def web_home(tmp_path, home):
     return d
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def site(request):
+    """The app on SQLite or PostgreSQL, served on a local port: (app, base URL)."""
+    yield from _serve(request.getfixturevalue("app" if request.param == "sqlite" else "pg_app"))
+
+
 @pytest.fixture
 def served(app):
     """The app on SQLite, served on a local port: (app, base URL)."""
+    yield from _serve(app)
+
+
+def _serve(app):
     import threading
 
     from werkzeug.serving import WSGIRequestHandler, make_server
@@ -150,6 +163,7 @@ def _at(app, rid, when) -> None:
     with Session(engine_of(app)) as s:
         r = s.get(CodeRun, rid)
         r.created_at = when
+        r.shown_at = None  # computed from when it was submitted
         s.add(r)
         s.commit()
 
@@ -330,32 +344,56 @@ open('/output/predictions.jsonl', 'w').write('{}\\n')
         assert r.failure_kind is None and r.cpu_seconds > 0  # counted, charged
 
 
-def test_a_system_is_never_run_before_its_inputs_date(served):
+def test_a_system_is_held_until_its_inputs_date(site):
+    """A system for a phase whose inputs wait for their date is accepted and held, queued: its
+    team is told until when (API, CLI); the job and the reconciler leave it alone, reading
+    nothing, until the date; then it runs, shown no sooner than its wall limit and the delay
+    after it starts. SQLite and PostgreSQL."""
+    from cli.main import main
+    from server.jobs.reconciler import _reconcile_code_runs
     from server.jobs.run_jobs import run_system
 
-    app, base = served
+    app, base = site
     tok = _competition(app)
     when = (utcnow() + timedelta(days=30)).replace(second=0, microsecond=0)
-    update_phase(app, _phase(app, "systems").id, inputs_at=when)
-    update_phase(app, _phase(app, "evaluation").id, inputs_at=when)
+    for name in ("systems", "evaluation"):
+        update_phase(app, _phase(app, name).id, inputs_at=when)
     status, body = _submit(base, tok["ann"], _zip(SYSTEM, app_tmp(app) / "early.zip"))
-    assert status == 422, body
-    err = json.loads(body)["error"]
-    assert err["code"] == "not_released" and f"{when:%Y-%m-%d %H:%M}" in err["message"]
+    assert status == 201, body
+    got = json.loads(body)
+    rid = got["id"]
+    assert got["stage"] == "queued" and got["held_until"].startswith(f"{when:%Y-%m-%dT%H:%M}")
+    env = {"PALIMPSEST_SERVER": base, "PALIMPSEST_TOKEN": tok["ann"], "XDG_CONFIG_HOME": "/x"}
+    said = CliRunner().invoke(main, ["run", str(rid)], env=env).output
+    assert f"held until {when:%Y-%m-%dT%H:%M}" in said, said
     code, _ = _http("GET", f"{base}/api/v1/tasks/{TASK}/download?split=test", tok["ann"])
     assert code == 403  # the downloads' rule, the same date
-    # a run queued before its date was moved later reads nothing and is not charged
-    update_phase(app, _phase(app, "systems").id, inputs_at=None)
-    update_phase(app, _phase(app, "evaluation").id, inputs_at=None)
-    status, body = _submit(base, tok["ann"], _zip(SYSTEM, app_tmp(app) / "later.zip"))
-    assert status == 201, body
-    rid = json.loads(body)["id"]
-    update_phase(app, _phase(app, "systems").id, inputs_at=when)
-    update_phase(app, _phase(app, "evaluation").id, inputs_at=when)
-    assert run_system(rid)["status"] == "not_released"
-    with Session(engine_of(app)) as s:
+    settings = app.extensions["palimpsest.settings"]
+    engine = engine_of(app)
+    assert run_system(rid)["status"] == "held"
+    assert _reconcile_code_runs(settings, engine, None, utcnow() + timedelta(seconds=1)) == {
+        "runs_requeued": 0,
+        "runs_failed": 0,
+        "runs_held": 1,
+    }
+    with Session(engine) as s:
         r = s.get(CodeRun, rid)
-        assert r.failure_kind == "infra" and r.log == "" and r.reserved_cpu == 0
+        assert (r.stage, r.attempts, r.log, r.started_at) == ("queued", 0, "", None)
+        assert r.shown_at > when  # counted from the date
+    # the date comes: it runs, and is shown no sooner than its limit and delay after it starts
+    for name in ("systems", "evaluation"):
+        update_phase(app, _phase(app, name).id, inputs_at=utcnow() - timedelta(seconds=1))
+    with Session(engine) as s:  # as if submitted long ago, its moment past
+        r = s.get(CodeRun, rid)
+        r.shown_at = utcnow() - timedelta(days=1)
+        s.add(r)
+        s.commit()
+    assert run_system(rid)["stage"] == "ran"
+    with Session(engine) as s:
+        r = s.get(CodeRun, rid)
+        assert r.shown_at >= r.started_at + timedelta(seconds=settings.run_release_seconds)
+    code, body = _http("GET", f"{base}/api/v1/runs/{rid}", tok["ann"])
+    assert code == 200 and json.loads(body)["held_until"] is None
 
 
 def test_the_lower_items(app, tmp_path):
@@ -380,6 +418,8 @@ def test_the_lower_items(app, tmp_path):
     tok = make_token(app, make_user(app, "zoe@x.org"))
     for name, code in (
         ("B\u0430selines", "reserved_name"),  # a Cyrillic а
+        ("\u13f4aselines", "reserved_name"),  # a Cherokee Ᏼ (Unicode's confusables table)
+        ("Ba\ua731eIines", "reserved_name"),  # a small capital ꜱ, an I for the l
         ("Lex\u202eica", "bad_name"),  # a bidi override
         ("Lex\u200bica", "bad_name"),  # a zero width space
     ):
@@ -388,8 +428,9 @@ def test_the_lower_items(app, tmp_path):
     got = c.post("/api/v1/team", json={"name": "Ｌｅｘｉｃａ"}, headers=_h(tok))
     assert got.status_code == 201 and got.json["name"] == "Lexica"  # NFKC
     other = make_token(app, make_user(app, "yan@x.org"))
-    got = c.post("/api/v1/team", json={"name": "L\u0435xica"}, headers=_h(other))  # Cyrillic е
-    assert got.status_code == 409 and got.json["error"]["code"] == "name_taken"
+    for look_alike in ("L\u0435xica", "\u13deexica", "Lex\u0456ca"):  # Cyrillic е, Cherokee Ꮮ, і
+        got = c.post("/api/v1/team", json={"name": look_alike}, headers=_h(other))
+        assert got.status_code == 409 and got.json["error"]["code"] == "name_taken", look_alike
 
     spec = c.get("/api/v1/openapi.json").json
     assert spec["paths"]["/signup"]["post"]["security"] == []
@@ -401,3 +442,88 @@ def test_the_lower_items(app, tmp_path):
     assert check_signature({"format_version": 1}, "k", trust_unsigned=True) == "unsigned"
     with pytest.raises(BadSignature, match="format 2"):
         check_signature({"format_version": 2}, "k", trust_unsigned=True)
+
+
+def _boards(app, base, token) -> dict:
+    """A blind phase's board on every surface: the public page (HTML, JSON, CSV, with its ETag),
+    the API as the team's token sees it, the CLI."""
+    from cli.main import main
+
+    c = app.test_client()
+    out = {}
+    for fmt in ("", ".json", ".csv"):
+        r = c.get(f"/tasks/{TASK}/leaderboard{fmt}?phase=systems")
+        assert r.status_code == 200
+        out[fmt or ".html"] = (r.headers.get("ETag"), r.get_data(as_text=True))
+    code, api = _http("GET", f"{base}/api/v1/tasks/{TASK}/leaderboard?phase=systems", token)
+    assert code == 200, api
+    out["api"] = api
+    env = {"PALIMPSEST_SERVER": base, "PALIMPSEST_TOKEN": token, "XDG_CONFIG_HOME": "/nonexistent"}
+    got = CliRunner().invoke(main, ["leaderboard", TASK, "--phase", "systems", "--json"], env=env)
+    out["cli"] = got.output
+    return out
+
+
+def _rows(board: dict) -> list[int]:
+    """The teams' rows each surface shows."""
+    html, js, csv = (board[k][1] for k in (".html", ".json", ".csv"))
+    return [
+        len(re.findall(r'<tr class="team', html)),
+        *(
+            sum(r["row_type"] == "team" for r in json.loads(x)["rows"])
+            for x in (js, board["api"], board["cli"])
+        ),
+        sum(",team," in line for line in csv.splitlines()[1:]),
+    ]
+
+
+def test_a_blind_runs_board_row_appears_at_its_shown_moment(served):
+    """Two blind runs submitted together, one scored at once and one later: no surface of the
+    board (public HTML, JSON and CSV with their ETags, the team's API, the CLI) changes when
+    either is scored; both rows appear together at the moment fixed at submission."""
+    from blindkit import _second_team
+
+    from server.jobs.run_jobs import run_system
+    from server.jobs.scoring import score_submission
+
+    app, base = served
+    tok = _competition(app)
+    tok["bob"] = _second_team(app, tok, "bob@x.org", "Verba")
+    c = app.test_client()
+    r = c.patch(
+        f"/api/v1/tasks/{TASK}/phases/systems",
+        json={"blind": True, "compute_budget_seconds": None},
+        headers=_h(tok["admin"]),
+    )
+    assert r.status_code == 200, r.json
+    rids = []
+    for who in ("ann", "bob"):
+        code = _zip(SYSTEM, app_tmp(app) / f"{who}.zip")
+        body, ctype = _multipart({"phase": "systems", "show_publicly": "yes", **_facts()}, code)
+        status, body = _http("POST", f"{base}/api/v1/tasks/{TASK}/runs", tok[who], body, ctype)
+        assert status == 201, body
+        rids.append(json.loads(body)["id"])
+    moment = utcnow() + timedelta(hours=1)  # both shown then, as if submitted together
+    with Session(engine_of(app)) as s:
+        for rid in rids:
+            run = s.get(CodeRun, rid)
+            assert run.shown_at is not None and run.shown_at > run.created_at
+            run.shown_at = moment
+            s.add(run)
+        s.commit()
+    before = _boards(app, base, tok["ann"])
+    assert _rows(before) == [0] * 5
+    for rid in rids:  # the fast one, then the slow one
+        got = run_system(rid)
+        assert got["stage"] == "ran", got
+        assert score_submission(got["submission"]).get("status", "scored") == "scored"
+        assert _boards(app, base, tok["ann"]) == before  # byte for byte, ETags too
+    with Session(engine_of(app)) as s:  # the moment comes
+        for rid in rids:
+            run = s.get(CodeRun, rid)
+            run.shown_at = utcnow() - timedelta(seconds=1)
+            s.add(run)
+        s.commit()
+    after = _boards(app, base, tok["ann"])
+    assert _rows(after) == [2] * 5
+    assert after[".json"][0] != before[".json"][0]  # a new version, rendered again

@@ -171,6 +171,7 @@ def _shown_now(app, *rids) -> None:
         for rid in rids:
             r = s.get(CodeRun, rid)
             r.created_at = r.created_at - timedelta(days=1)
+            r.shown_at = r.shown_at and r.shown_at - timedelta(days=1)
             s.add(r)
         s.commit()
 

@@ -292,8 +292,9 @@ def test_a_code_worker_says_first_which_limits_its_runs_get_and_status_shows_the
 ):
     """The worker's first log line is the limits its blind runs get on this host (the sandbox's
     own account of it: cgroup version and controllers, or why none; the syscall filter), said
-    before anything else can fail; it writes it beside its name in Redis, and /status lists it
-    to everyone while the worker lives."""
+    before anything else can fail; it writes it beside its name in Redis, and /status lists the
+    limits to everyone while the worker lives, the host's detail (mount points) to administrators
+    alone."""
     import logging
 
     from server.jobs import sandbox, worker
@@ -313,19 +314,30 @@ def test_a_code_worker_says_first_which_limits_its_runs_get_and_status_shows_the
     caplog.set_level(logging.WARNING)
     assert worker.run(settings, ("runs",), burst=True) == 0
     assert caplog.records[0].getMessage() == f"worker: {said}"
+    public = sandbox.describe(host=False)  # the limits without the host's mount points
+    assert public.startswith("blind runs: ") and " at /" not in public
+    assert "no cgroup per run (" not in public
     keys = conn.keys(worker.LIMITS_KEY + "*")
-    assert len(keys) == 1 and conn.get(keys[0]).decode() == said
+    assert len(keys) == 1 and conn.get(keys[0]).decode() == public
     name = keys[0].decode()[len(worker.LIMITS_KEY) :]
+    assert conn.get(worker.HOST_LIMITS_KEY + name).decode() == said
     # the same worker alive (its birth registered again under its name): /status says its limits
     app.extensions["palimpsest.redis"] = conn
     w = worker.build_worker(settings, ("runs",), conn, simple=True, name=name)
     w.register_birth()
     try:
+        from markupsafe import escape
+        from webkit import Browser, make_user
+
         page = app.test_client().get("/status").get_data(as_text=True)
         assert "Systems run blind by these workers get:" in page
-        from markupsafe import escape
-
-        assert f"<li>{escape(said)}</li>" in page
+        assert f"<li>{escape(public)}</li>" in page
+        assert "/sys/fs/cgroup" not in page and "status-host-limits" not in page
+        make_user(app, "root@x.org", organizer=True)  # an administrator sees the host's detail
+        admin = Browser(app.test_client())
+        admin.login("root@x.org")
+        page = admin.get("/status").get_data(as_text=True)
+        assert f'<td class="status-host-limits">{escape(said)}</td>' in page
     finally:
         w.register_death()
         app.extensions.pop("palimpsest.redis", None)

@@ -134,6 +134,11 @@ def print_run(run: dict) -> None:
     used = run.get("resources") or {}
     category = run.get("category") or run["stage"]
     click.echo(f"code run {run['id']} ({run['task']}, {run['phase']}): {category}")
+    if run.get("held_until"):
+        click.echo(
+            f"  held until {run['held_until']} UTC, when its inputs are released: "
+            "it runs then, never before"
+        )
     for part, got in sorted((run.get("scores") or {}).items()):
         for subset, ms in sorted((got.get("metrics") or {}).items()):
             shown = ", ".join(f"{k} {v}" for k, v in sorted(ms.items()))

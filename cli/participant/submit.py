@@ -252,7 +252,7 @@ def _submit_code(c: Client, task_id: str, code: Path, fields: dict, wait: bool, 
     sub = None
     if wait:
         delay = 0.3
-        while run["stage"] not in RUN_FINAL:
+        while run["stage"] not in RUN_FINAL and not run.get("held_until"):
             time.sleep(delay)
             delay = min(delay * 1.5, 3.0)
             try:

@@ -45,7 +45,9 @@ def run_out(s: Session, r: CodeRun, *, organizer: bool) -> m.CodeRunOut:
     blind phase otherwise `code_runs.team_view` and nothing else."""
     phase = s.get(Phase, r.phase_id)
     if not organizer and not code_runs.disclosed(r, phase):
-        return _gated_out(code_runs.team_view(s, r, phase, get_settings()), r, phase)
+        out = _gated_out(code_runs.team_view(s, r, phase, get_settings()), r, phase)
+        out.held_until = code_runs.held_run(s, r, phase)
+        return out
     sub = s.get(Submission, r.submission_id) if r.submission_id is not None else None
     sub_status = sub.status if sub is not None else None
     return m.CodeRunOut(
@@ -59,6 +61,7 @@ def run_out(s: Session, r: CodeRun, *, organizer: bool) -> m.CodeRunOut:
         reason=r.reason,
         attempts=r.attempts,
         created=r.created_at,
+        held_until=code_runs.held_run(s, r, phase),
         started=r.started_at,
         finished=r.finished_at,
         command=list((r.manifest or {}).get("command", [])),

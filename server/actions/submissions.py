@@ -244,8 +244,6 @@ def submit(
         s, task.id, fields.phase, accepts="code" if system else "predictions", phases=phases
     )
     _phase_takes(phase, task.id, system=system, baseline=fields.baseline)
-    if system:  # never run before its inputs' date (the downloads' rule)
-        code_runs.check_inputs_released(s, phase)
     if _empty_stream(stream):
         raise EmptyUpload()
     if not system:  # a file of another split's ids: refused now, naming the phase to choose
@@ -309,6 +307,9 @@ def submit(
         manifest=manifest.model_dump(),
         fields=fields.row() | {"primary": fields.primary, "facts": sheet or None},
         is_baseline=bool(fields.baseline or team.is_baseline),
+        settings=settings,
+        # never run before its inputs' date (the downloads' rule): held, queued, until then
+        held=code_runs.held_until(s, phase),
     )
     code_runs.reserve_budget(run, settings)
     audit(s, user, "run.submit", f"run:{task.id}/{phase.name}", sha256=run.archive_sha256,

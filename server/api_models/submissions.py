@@ -269,6 +269,11 @@ class CodeRunOut(Out):
     reason: str = ""
     attempts: int
     created: Stamp
+    held_until: Stamp = Field(
+        None,
+        description="A queued run's inputs are released then: it is held until that date and "
+        "runs then, never before (none: not held).",
+    )
     started: Stamp = None
     finished: Stamp = None
     command: list[str]

@@ -32,12 +32,12 @@ from server.boards.board_model import (  # noqa: F401 - the shapes, re-exported
     json_value,
     stats_summary,
 )
-from server.domain import goldversions, people
+from server.domain import goldversions, people, shown
 from server.domain.lifecycle import PENDING, Status
 from server.domain.partitions import ranked_part
 from server.domain.provenance import current_provenance, is_current, public_result
 from server.domain.visibility import HIDDEN, ORGANIZER, TEAM, Viewer, may_see
-from server.models import Phase, Score, Submission, Team
+from server.models import Phase, Score, Submission, Team, utcnow
 from tasks.agreement import reference_rows
 from tasks.bundle_models import board_subset_forbidden
 from tasks.store import TaskStore
@@ -237,12 +237,15 @@ def _ranked_runs(
     frozen_at: datetime | None,
     team_id: int | None = None,
     every: bool = False,
+    hold_unshown: bool = True,
 ) -> list[tuple[Submission, Team]]:
     """The run each team ranks with and each baseline method's newest entry, chosen in the
     database (`lifecycle.RANKED_RUN_RULE`: the marked primary run, else the latest; among the runs
     neither hidden nor removed, of no banned user, with a score the viewer may see on a ranked
     part): one row per team and method, so a board costs what its teams cost, not its runs.
-    `every`: every such run instead (a declared board chooses among the runs it lets in)."""
+    `every`: every such run instead (a declared board chooses among the runs it lets in).
+    `hold_unshown`: leave out the blind runs' outputs not shown yet (`server.domain.shown`), as
+    every live board does (the final ranking and its preview show them)."""
     counted = [
         Score.submission_id == Submission.id,
         Score.part.in_(rank_parts),
@@ -267,6 +270,10 @@ def _ranked_runs(
         where.append(Submission.created_at <= frozen_at)
     if team_id is not None:
         where.append(Submission.team_id == team_id)
+    if phase.blind and hold_unshown:
+        # a blind run's output enters no board before its result is shown to its team (the
+        # moment fixed when it was submitted), so when its row appears says nothing of its run
+        where.append(Submission.id.not_in(shown.unshown_outputs(phase.id, utcnow())))
     if every:
         q = (
             select(Submission, Team)
@@ -485,7 +492,14 @@ def build_board(
     # a frozen board hides later runs from participants; the final ranking (show_private) has them
     frozen_at = phase.frozen_at if phase.frozen and not see_private else None
     candidates = _ranked_runs(
-        s, phase, rank_parts, banned, see_private, frozen_at, every=board is not None
+        s,
+        phase,
+        rank_parts,
+        banned,
+        see_private,
+        frozen_at,
+        every=board is not None,
+        hold_unshown=not show_private,
     )
     extras = _marked_runs(s, phase, banned) if organizer else []
     if board is not None:
@@ -1026,8 +1040,13 @@ def snapshot_latex(body: dict, columns: list[str] | None = None) -> str:
 # A board's version is its phase's row: every change a board shows goes through
 # server.domain.lifecycle,
 # which bumps the phase's revision in the same transaction. One small statement per request.
+# A blind run's output changes the boards at its `shown_at` (code_runs.unshown_outputs), when no
+# revision moves: the latest such moment past is part of the version (its transitions before
+# then move no revision, `lifecycle._moved`, so that nothing of a board tells when it ended).
 _VERSION_SQL = """SELECT p.id, p.name, p.split, p.revision, p.frozen, p.frozen_at, p.published_at,
-       p.leaderboard_open, p.public_fraction, p.opens_at
+       p.leaderboard_open, p.public_fraction, p.opens_at,
+       (SELECT max(c.shown_at) FROM coderun c WHERE c.phase_id = p.id
+        AND c.submission_id IS NOT NULL AND c.shown_at <= :now)
 FROM phase p WHERE p.task_id = :task"""
 
 
@@ -1045,11 +1064,15 @@ class PhaseState:
 def _raw_rows(engine, sql, task_id: str) -> list[tuple]:
     # the DBAPI directly: this runs on every leaderboard request, and SQLAlchemy's statement
     # machinery would cost more than the query itself
-    stmt = sql if engine.dialect.paramstyle != "pyformat" else sql.replace(":task", "%(task)s")
+    now = utcnow()
+    if engine.dialect.paramstyle == "pyformat":
+        stmt = sql.replace(":task", "%(task)s").replace(":now", "%(now)s")
+    else:  # SQLite keeps a time as SQLAlchemy writes it, a text compared as one
+        stmt, now = sql, now.strftime("%Y-%m-%d %H:%M:%S.%f")
     conn = engine.raw_connection()
     try:
         cur = conn.cursor()
-        cur.execute(stmt, {"task": task_id})
+        cur.execute(stmt, {"task": task_id, "now": now})
         rows = cur.fetchall()
         cur.close()
         return rows
@@ -1063,12 +1086,16 @@ def phase_states(engine, task_id: str, provenance=None) -> list[PhaseState]:
     re-import makes earlier scores stale)."""
     out = []
     for row in _raw_rows(engine, _VERSION_SQL, task_id):
-        (pid, name, split, rev, frozen, frozen_at, published_at, lb_open, frac, opens_at) = row
+        (pid, name, split, rev, frozen, frozen_at, published_at, lb_open, frac, opens_at, seen) = (
+            row
+        )
         prov = provenance(split) if provenance else None
         v = (
             f"{pid}:{rev}:{int(bool(frozen))}:{frozen_at}:{published_at}:{int(bool(lb_open))}:"
             f"{frac}:{prov}"
         )
+        if seen is not None:  # a blind run's output shown since (none: the version as before)
+            v += f":{seen}"
         if isinstance(opens_at, str):  # SQLite through a raw connection
             opens_at = datetime.fromisoformat(opens_at)
         out.append(

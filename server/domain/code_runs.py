@@ -14,15 +14,15 @@ import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import update
+from sqlalchemy import case, update
 from sqlmodel import Session, select
 
 from server.db import session_scope
 from server.domain import download_rule, exposure
 from server.domain.download_rule import area_files
+from server.domain.shown import unshown_outputs  # noqa: F401 - the boards' side of the gate
 from server.domain.submissions import visible_scores
 from server.domain.visibility import viewer_of
-from server.exceptions import InputsNotReleased
 from server.models import CodeRun, Phase, Submission, utcnow
 from tasks import get_task
 from tasks.bundle_models import REQUIRED_INPUTS
@@ -32,9 +32,15 @@ MAX_ATTEMPTS = 2  # a run the server failed (a dead worker) is tried once more, 
 STAGES = ("queued", "running", "ran", "failed")
 
 
-def start(engine, run_id: int) -> int | None:
+def start(engine, run_id: int, shown_no_sooner: datetime | None = None) -> int | None:
     """Move a queued run (or one left running by a dead worker) to running; its attempt number,
-    or None when it is final or out of attempts."""
+    or None when it is final or out of attempts. `shown_no_sooner`: a run starting now (held
+    until its inputs' date, or long in the queue) is shown no sooner than its wall limit and the
+    delay after it starts (`release_moment`), so that when it ends still says nothing."""
+    values = {}
+    if shown_no_sooner is not None:
+        later = CodeRun.shown_at.is_(None) | (CodeRun.shown_at < shown_no_sooner)
+        values["shown_at"] = case((later, shown_no_sooner), else_=CodeRun.shown_at)
     with session_scope(engine) as s:  # the worker's own step
         n = s.execute(
             update(CodeRun)
@@ -43,7 +49,7 @@ def start(engine, run_id: int) -> int | None:
                 CodeRun.stage.in_(("queued", "running")),
                 CodeRun.attempts < MAX_ATTEMPTS,
             )
-            .values(stage="running", attempts=CodeRun.attempts + 1, started_at=utcnow())
+            .values(stage="running", attempts=CodeRun.attempts + 1, started_at=utcnow(), **values)
         ).rowcount
     if not n:
         return None
@@ -197,16 +203,16 @@ STATES = (
 LIMIT_STATUSES = ("timeout", "cpu", "memory", "processes", "output")
 
 
-def check_inputs_released(s: Session, phase: Phase, now: datetime | None = None) -> None:
-    """Refuse a system for `phase` while its split's inputs wait for their date (the downloads'
-    rule, `download_rule.inputs_release`): a run never reads inputs before their date."""
-    at = download_rule.inputs_release(s, phase.task_id, phase.split, now)
-    if at is not None:
-        raise InputsNotReleased(
-            f"the {phase.split} inputs of phase {phase.name!r} are released on "
-            f"{at:%Y-%m-%d %H:%M} UTC: systems are run on them from then, never before",
-            at,
-        )
+def held_until(s: Session, phase: Phase, now: datetime | None = None) -> datetime | None:
+    """The date a system for `phase` waits for: its split's inputs' release (the downloads' rule,
+    `download_rule.inputs_release`), None once they are released. A run is accepted before it and
+    held, queued, until it: it never reads inputs before their date."""
+    return download_rule.inputs_release(s, phase.task_id, phase.split, now)
+
+
+def held_run(s: Session, run: CodeRun, phase: Phase) -> datetime | None:
+    """The date a queued run is held until (`held_until`); None for any other."""
+    return held_until(s, phase) if run.stage == "queued" else None
 
 
 def wall_limit(manifest: dict, settings) -> float:
@@ -215,12 +221,21 @@ def wall_limit(manifest: dict, settings) -> float:
     return min(float(res.get("wall_seconds", 600)), settings.run_wall_seconds)
 
 
+def release_moment(manifest: dict, settings, submitted: datetime) -> datetime:
+    """When a blind run submitted at `submitted` is shown: its wall limit and the site's fixed
+    delay after it."""
+    wait = wall_limit(manifest, settings) + settings.run_release_seconds
+    return submitted + timedelta(seconds=wait)
+
+
 def shown_from(run: CodeRun, settings) -> datetime:
-    """When a gated run's result becomes visible to its team: its wall limit and the site's
-    fixed delay after it was submitted (or when it is known, if later). Both are fixed when the
-    run is submitted, so the moment says nothing of what the run did."""
-    wait = wall_limit(run.manifest, settings) + settings.run_release_seconds
-    return run.created_at + timedelta(seconds=wait)
+    """When a gated run's result becomes visible to its team and its output's row on the boards:
+    its wall limit and the site's fixed delay after it was submitted (or when it is known, if
+    later), fixed when the run is submitted (`shown_at`), so the moment says nothing of what the
+    run did."""
+    if run.shown_at is not None:
+        return run.shown_at
+    return release_moment(run.manifest, settings, run.created_at)
 
 
 def outcome_state(run: CodeRun, sub: Submission | None) -> str | None:
@@ -345,11 +360,18 @@ def add_run(
     manifest: dict,
     fields: dict,
     is_baseline: bool,
+    settings,
+    held: datetime | None = None,
 ) -> CodeRun:
     """The row of an admitted system (`stored`: what `submissions.store` returned), queued,
-    flushed; `fields` are the upload's, given to the submission its output becomes."""
+    flushed, with the moment its result is shown (`shown_from`: counted from `held`, the date
+    its inputs are released, when it is held until then); `fields` are the upload's, given to
+    the submission its output becomes."""
     key, sha, size = stored
+    now = utcnow()
     run = CodeRun(
+        created_at=now,
+        shown_at=release_moment(manifest, settings, max(now, held or now)),
         team_id=team_id,
         user_id=user_id,
         task_id=phase.task_id,

@@ -37,7 +37,7 @@ from sqlmodel import Session
 
 from server import models  # other subjects' tables: models.X, loaded when first used
 from server.db import lock_row, savepoint, session_scope
-from server.domain import audit, boards, exposure, partitions, people, task_boards
+from server.domain import audit, boards, exposure, partitions, people, shown, task_boards
 from server.exceptions import LifecycleRefused, NotFound
 from server.models import utcnow
 from tasks import get_task
@@ -129,11 +129,13 @@ def _moved(
     ).first()
     if row is None:
         return None
-    s.execute(
-        update(models.Phase)
-        .where(models.Phase.id == row.phase_id)
-        .values(revision=models.Phase.revision + 1)
-    )
+    if not shown.is_unshown(s, submission_id, row.phase_id, utcnow()):
+        # a blind run's output moves no board before it is shown (`server.domain.shown`)
+        s.execute(
+            update(models.Phase)
+            .where(models.Phase.id == row.phase_id)
+            .values(revision=models.Phase.revision + 1)
+        )
     # a rescore is somebody's decision; every other transition is the workers' bookkeeping
     audit_change(
         s,

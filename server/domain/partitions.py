@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import secrets
 
-from sqlalchemy import select, update
+from sqlalchemy import case, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
@@ -119,10 +119,13 @@ def partition_of(engine, phase_id: int) -> models.GoldPartition | None:
         with Session(engine, expire_on_commit=False) as s:
             part = s.get(models.GoldPartition, part.id)
     with session_scope(engine) as s:
+        # attached at the phase's first scoring, before any score under it: on a blind phase
+        # that is a blind run's output, whose scoring moves no board (`server.domain.shown`)
+        bump = case((models.Phase.blind.is_(True), 0), else_=1)
         s.execute(
             update(models.Phase)
             .where(models.Phase.id == phase_id, models.Phase.partition_id.is_(None))
-            .values(partition_id=part.id, revision=models.Phase.revision + 1)
+            .values(partition_id=part.id, revision=models.Phase.revision + bump)
         )
     with Session(engine) as s:
         pid = s.execute(

@@ -217,24 +217,29 @@ def available() -> str | None:
 WHAT = {"memory": "memory", "pids": "processes", "cpuacct": "CPU time", "cpu": "CPU share"}
 
 
-def describe() -> str:
-    """Which kernel limits a run gets on this host, in a line (the worker's log, `/status`)."""
+def describe(host: bool = True) -> str:
+    """Which kernel limits a run gets on this host, in a line: with `host`, where (the mount
+    points) and why not, for the worker's log and the administrators; without, the limits alone,
+    for everyone (`/status`)."""
     p = plan()
     if isinstance(p, str):
-        return f"no cgroup per run ({p})"
+        return f"no cgroup per run ({p})" if host else "no cgroup per run"
     by: dict[str, list[str]] = {}
     for need, (v, _parent) in p.items():
         by.setdefault(v, []).append(WHAT[need])
-    at = {"v1": f"cgroup v1 at {ROOT}", "v2": f"cgroup v2 at {v2_mount()}"}
+    if host:
+        at = {"v1": f"cgroup v1 at {ROOT}", "v2": f"cgroup v2 at {v2_mount()}"}
+    else:
+        at = {"v1": "cgroup v1", "v2": "cgroup v2"}
     said = "a cgroup per run: " + "; ".join(f"{', '.join(w)} ({at[v]})" for v, w in by.items())
     missing = gaps()
     if "memory" in missing:
-        said += (
-            f"; no memory limit per run ({missing['memory']}): each process's address space instead"
-        )
+        why = f" ({missing['memory']})" if host else ""
+        said += f"; no memory limit per run{why}: each process's address space instead"
     if "pids" in missing:
         whose = "each run's own user" if os.geteuid() == 0 else "the worker's user"
-        said += f"; no process limit per run ({missing['pids']}): the processes of {whose} instead"
+        why = f" ({missing['pids']})" if host else ""
+        said += f"; no process limit per run{why}: the processes of {whose} instead"
     return said
 
 

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta, timezone
 
 from rq.job import JobStatus
 from sqlalchemy import select
+from sqlmodel import Session
 
 from server import objectstore
 from server.actions.large_uploads import abort_stale
@@ -41,7 +42,7 @@ from server.jobs.queue import (
 )
 from server.jobs.retention import purge_invalid_uploads
 from server.jobs.waits import RECONCILER_PROBLEMS, RECONCILER_STEPS
-from server.models import CodeRun, Submission, utcnow
+from server.models import CodeRun, Phase, Submission, utcnow
 from server.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -206,12 +207,20 @@ def _reconcile_code_runs(settings: Settings, engine, conn, cutoff) -> dict:
     reasons (not counted against the team)."""
     with engine.connect() as c:
         rows = c.execute(
-            select(CodeRun.id, CodeRun.attempts)
+            select(CodeRun.id, CodeRun.attempts, CodeRun.stage, CodeRun.phase_id)
             .where(CodeRun.stage.in_(("queued", "running")), CodeRun.created_at < cutoff)
             .order_by(CodeRun.id)
         ).all()
-    out = {"runs_requeued": 0, "runs_failed": 0}
-    for rid, attempts in rows:
+    out = {"runs_requeued": 0, "runs_failed": 0, "runs_held": 0}
+    held: dict[int, object] = {}  # phase -> the date its runs wait for (None: none)
+    for rid, attempts, stage, phase_id in rows:
+        if stage == "queued":  # held until its inputs' date: left alone until then
+            if phase_id not in held:
+                with Session(engine) as s:
+                    held[phase_id] = code_runs.held_until(s, s.get(Phase, phase_id))
+            if held[phase_id] is not None:
+                out["runs_held"] += 1
+                continue
         if _live(conn, fetch_run_job(conn, rid), settings):
             continue
         if attempts >= code_runs.MAX_ATTEMPTS:

@@ -37,7 +37,7 @@ from server.domain.system_archive import SystemInvalid, unpack
 from server.exceptions import DuplicateSubmission, StoreUnreachable
 from server.jobs.dispatch import KEY, Jobs, jobs
 from server.jobs.sandbox import Limits, SandboxUnavailable, run
-from server.models import CodeRun, Phase, Team, User
+from server.models import CodeRun, Phase, Team, User, utcnow
 from server.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,14 @@ def run_system(run_id: int) -> dict:
     """Run code run `run_id` in the sandbox and submit its output (see the module)."""
     settings = get_settings()
     engine = get_engine(settings.sqlalchemy_url())
-    attempt = code_runs.start(engine, run_id)
+    with Session(engine) as s:  # held until its inputs' date: left queued, no attempt used
+        r = s.get(CodeRun, run_id)
+        at = code_runs.held_until(s, s.get(Phase, r.phase_id)) if r is not None else None
+        manifest = dict(r.manifest or {}) if r is not None else {}
+    if at is not None:  # the reconciler enqueues it again once the date has come
+        return {"run": run_id, "stage": "queued", "status": "held", "until": at.isoformat()}
+    shown = code_runs.release_moment(manifest, settings, utcnow())
+    attempt = code_runs.start(engine, run_id, shown_no_sooner=shown)
     if attempt is None:
         return {"run": run_id, "skipped": True}
     try:
@@ -127,11 +134,9 @@ def _run_system(settings, engine, run_id: int, attempt: int) -> dict:
             return {"run": run_id, "stage": "failed"}
         with Session(engine) as s:  # never before its inputs' date (the downloads' rule)
             at = download_rule.inputs_release(s, task_id, split)
-        if at is not None:  # refused at upload; a date moved later since: not run, not charged
-            code_runs.fail_infra(
-                engine, run_id, f"its inputs are released on {at:%Y-%m-%d %H:%M} UTC, not before"
-            )
-            return {"run": run_id, "stage": "failed", "status": "not_released"}
+        if at is not None:  # the date moved later as it started: held again, its attempt back
+            code_runs.requeue_for_store(engine, run_id)
+            return {"run": run_id, "stage": "queued", "status": "held", "until": at.isoformat()}
         # inputs from the store, never the gold
         _with_store(
             run_id, "fetching the inputs", lambda: objectstore.ensure_public(settings, task_id)
@@ -215,6 +220,9 @@ def _submit_output(settings, engine, run_id, phase, task_id, m, fields, path) ->
             if phase.blind:  # its time is the system's: when the run ended would tell
                 sub.created_at = r.created_at  # its team how long it ran (the gate)
             sid = sub.id
+            # linked in the same transaction: its scoring, queued once this commits, knows it
+            # is a blind run's output (`server.domain.shown`) from its first step
+            r.submission_id = sid
             if fields.get("primary") and not r.is_baseline:
                 lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
             jobs(s).score(s, sid)

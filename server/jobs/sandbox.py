@@ -331,13 +331,14 @@ def _disable_userns() -> bool:
     return "--disable-userns" in r.stdout + r.stderr
 
 
-def describe(settings=None) -> str:
+def describe(settings=None, host: bool = True) -> str:
     """The limits blind runs get on this host, in a line: the worker's first log line and what
-    `/status` shows of each code worker; with the site's `settings`, the most a run may take of
-    each."""
+    `/status` shows its administrators of each code worker; without `host` (no mount point, path
+    or reason of the host's), what `/status` shows everyone. With the site's `settings`, the most a
+    run may take of each."""
     why = available()
     if why:
-        return f"blind runs cannot run here: {why}"
+        return f"blind runs cannot run here: {why}" if host else "blind runs cannot run here"
     most = ""
     if settings is not None:
         most = (
@@ -345,7 +346,7 @@ def describe(settings=None) -> str:
             f"processes, {settings.run_cpu_seconds} s of CPU, {settings.run_wall_seconds:g} s "
             f"of wall clock, {settings.run_output_mb} MB of output a run"
         )
-    kernel = cgroups.describe()
+    kernel = cgroups.describe(host)
     if kernel.startswith("no cgroup"):
         users = "a user per run" if os.geteuid() == 0 else "the worker's user"
         kernel += (

@@ -21,7 +21,7 @@ from scorer import Problem, SubmissionInvalid, score_validated, validate_file
 from server import objectstore
 from server.boards.stats import compute_board_stats, enqueue, save_units
 from server.db import get_engine
-from server.domain import lifecycle
+from server.domain import lifecycle, shown
 from server.domain.lifecycle import (
     PENDING,
     fail_infra,
@@ -39,7 +39,7 @@ from server.jobs.queue import (
     submission_id_of,
 )
 from server.jobs.rlimits import TooCostly, bounded
-from server.models import Phase, Submission
+from server.models import Phase, Submission, utcnow
 from server.settings import Settings, get_settings
 from tasks import get_task
 from tasks.store import TaskStore
@@ -186,7 +186,10 @@ def score_one(submission_id: int, settings: Settings, *, attempt: int | None = N
         keep_units(settings, submission_id, attempt, v)
         won = lifecycle.record_scores(engine, submission_id, attempt, results)
         if won:
-            board_statistics(settings, phase.id)
+            with Session(engine) as s:  # a blind run's output not shown yet moves no board
+                moved = not shown.is_unshown(s, submission_id, phase.id, utcnow())
+            if moved:
+                board_statistics(settings, phase.id)
             notify_run(engine, settings, submission_id)  # never raises
         return {
             "submission": submission_id,

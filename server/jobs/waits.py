@@ -106,7 +106,9 @@ def workers(conn) -> list[dict] | None:
         out = []
         for w in Worker.all(connection=conn):
             job = w.get_current_job_id()
-            limits = conn.get(f"palimpsest:worker-limits:{w.name}")  # a code worker's (worker.py)
+            # a code worker's (worker.py): for everyone, and with its host's detail
+            limits = conn.get(f"palimpsest:worker-limits:{w.name}")
+            host = conn.get(f"palimpsest:worker-host-limits:{w.name}")
             out.append(
                 {
                     "name": w.name,
@@ -117,6 +119,7 @@ def workers(conn) -> list[dict] | None:
                     "current_job": job,
                     "last_heartbeat": w.last_heartbeat,
                     "limits": limits.decode() if isinstance(limits, bytes) else limits,
+                    "host_limits": host.decode() if isinstance(host, bytes) else host,
                 }
             )
         return sorted(out, key=lambda w: w["name"])

@@ -166,8 +166,10 @@ def build_worker(settings: Settings, queues=QUEUES, conn=None, *, simple: bool =
 _WARMED: dict[str, int] = {}
 
 
-# what /status shows of a code worker: the limits its runs get (`sandbox.describe`), by its name
+# what /status shows of a code worker, by its name: the limits its runs get (`sandbox.describe`)
+# to everyone, and with the host's detail (mount points, paths) to administrators
 LIMITS_KEY = "palimpsest:worker-limits:"
+HOST_LIMITS_KEY = "palimpsest:worker-host-limits:"
 
 
 def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
@@ -175,6 +177,7 @@ def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
     worker of the runs queue says first which limits its blind runs get on this host."""
     _own_signals()
     limits = sandbox.describe(settings) if RUNS in queues else None
+    public = sandbox.describe(settings, host=False) if RUNS in queues else None
     if limits is not None:
         log.warning("worker: %s", limits)
     try:
@@ -191,7 +194,8 @@ def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
             try:
                 w = build_worker(settings, queues)
                 if limits is not None:
-                    w.connection.set(LIMITS_KEY + w.name, limits, ex=7 * 24 * 3600)
+                    w.connection.set(LIMITS_KEY + w.name, public, ex=7 * 24 * 3600)
+                    w.connection.set(HOST_LIMITS_KEY + w.name, limits, ex=7 * 24 * 3600)
                 try:
                     w.work(burst=burst, logging_level="WARNING", with_scheduler=False)
                 finally:

@@ -65,6 +65,8 @@ class CodeRun(TableModel, table=True):
     (server.jobs.sandbox); its output becomes an ordinary submission, scored like an uploaded
     file."""
 
+    __table_args__ = (Index("ix_coderun_shown", "phase_id", "shown_at"),)
+
     id: Optional[int] = Field(default=None, primary_key=True)
     team_id: int = Field(foreign_key="team.id", index=True)
     user_id: Optional[int] = Field(default=None, foreign_key="user.id")
@@ -90,6 +92,9 @@ class CodeRun(TableModel, table=True):
     created_at: NaiveDatetime = Field(default_factory=utcnow, index=True)
     started_at: Optional[NaiveDatetime] = None
     finished_at: Optional[NaiveDatetime] = None
+    # when a blind run's result becomes visible to its team and on the boards, fixed when it is
+    # submitted (server.domain.code_runs.shown_from); None: computed from the run
+    shown_at: Optional[NaiveDatetime] = None
     reviewed_at: Optional[NaiveDatetime] = None
     reviewed_by: Optional[int] = Field(default=None, foreign_key="user.id")
     # the review's decision on a blind phase (server.domain.code_runs): "release" (the log as it
