@@ -1233,7 +1233,7 @@ def _pair_index(i: int, j: int, R: int) -> int:
     return i * (2 * R - i - 1) // 2 + (j - i - 1)
 
 
-def condensed_pvalues(samples: np.ndarray, points: np.ndarray, block: int = 256) -> np.ndarray:
+def condensed_pvalues(samples: np.ndarray, points: np.ndarray, block: int = 128) -> np.ndarray:
     """`paired_pvalues` of every pair i < j, row by row, computed a block of rows at a time: one
     vector of R(R-1)/2 values and a block's R-wide pieces in memory, never an R x R array (the
     same figures, to the rounding of the product). Every row's resamples must be finite."""
@@ -1358,11 +1358,13 @@ def rank_statistics(
     if not matrix and R >= 2 and np.isfinite(samples).all():
         # the pairs the board shows only, from one vector of the pairs' p-values (linear pieces
         # of R x R at a time): the full matrices are asked for apart (the pairwise job's file)
+        ranges = rank_ranges(ranks, alpha)
+        del ranks
         cluster, p_next, ph_next, p_head, ph_head = _lean_pairs(samples, points, order, alpha)
         return {
             "order": order,
             "ci": intervals(samples, alpha),
-            "rank_range": rank_ranges(ranks, alpha),
+            "rank_range": ranges,
             "cluster": cluster,
             "p_next": p_next,
             "p_holm_next": ph_next,
