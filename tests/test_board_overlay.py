@@ -399,3 +399,52 @@ def test_a_hidden_team_sees_the_public_board_plus_its_own_row(app, client, teams
     assert [r["team"] for r in board_json(gamma)["rows"]] == ["Team 1", "gamma", "Team 2", "Team 4"]
     page = beta.get(f"{url}?phase=dev").get_data(as_text=True)
     assert "beta" in page and "alpha" not in page and "gamma" not in page
+
+
+def test_the_sites_processes_render_a_board_once_per_interval(app, teams, redis_tcp_url, web_home):
+    """With an interval, one process of the site renders the next version (a claim in the shared
+    Redis) and the others serve its render, or the last one, until the interval has passed."""
+    import time
+
+    from server import create_app
+
+    dev = make_phase(app, "tric-binary", "dev")
+    make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.9})
+    interval = 1.5
+
+    def process():
+        return create_app(
+            {
+                "home": web_home,
+                "env": "testing",
+                "database_url": None,
+                "redis_url": redis_tcp_url,
+                "PALIMPSEST_ENQUEUE": False,
+                "board_refresh_seconds": interval,
+            }
+        )
+
+    one, two = process(), process()
+    url = "/tasks/tric-binary/leaderboard.csv?phase=dev"
+
+    def renders(a):
+        return a.extensions["palimpsest.lbcache"].renders
+
+    first = one.test_client().get(url)
+    assert two.test_client().get(url).data == first.data
+    assert (renders(one), renders(two)) == (1, 0)
+    make_submission(app, team=teams["beta"], phase=dev, scores={"all": 0.95})
+    stale = one.test_client().get(url)  # within the interval: the last render, its own ETag
+    assert stale.data == first.data and stale.headers["ETag"] == first.headers["ETag"]
+    time.sleep(interval)
+    moved = one.test_client().get(url)
+    assert b"beta" in moved.data and moved.headers["ETag"] != first.headers["ETag"]
+    assert two.test_client().get(url).data == moved.data  # the site's render, not its own
+    assert (renders(one), renders(two)) == (2, 0)
+    make_submission(app, team=teams["gamma"], phase=dev, scores={"all": 0.5})
+    assert two.test_client().get(url).data == moved.data  # the interval again
+    assert b"gamma" not in one.test_client().get(url).data
+    time.sleep(interval)
+    assert b"gamma" in two.test_client().get(url).data
+    assert b"gamma" in one.test_client().get(url).data
+    assert renders(one) + renders(two) == 3
