@@ -652,41 +652,47 @@ def fetch(app, path: str):
     return r
 
 
-def measure_stats(rows: int, B: int) -> dict:
-    """The statistics of a board of `rows` ranked rows on B resamples, in a child process (its own
-    peak memory), then the board's full pairwise matrix file as the pairwise job writes it (its
-    CPU, sizes and the peak memory after it)."""
+def measure_stats(rows: int, B: int, matrix: bool = True) -> dict:
+    """The statistics of one change of a board of `rows` ranked rows on B resamples, in a child
+    process (its own peak memory): intervals, rank statistics (the pairs the board shows) and rank
+    sets, as the statistics job computes them; then (`matrix`) the board's full pairwise matrix
+    file as the pairwise job writes it on request (its CPU, sizes and the peak memory after it)."""
     code = f"""
 import json, resource, time
 import numpy as np
 from scorer.bootstrap import intervals, rank_statistics
+from scorer.ranksets import rank_sets
 rng = np.random.default_rng(0)
 R, B = {rows}, {B}
 x = rng.uniform(0.4, 0.9, R)[:, None] + rng.normal(0, 0.02, B)[None, :]
 x = x + rng.normal(0, 0.01, (R, B))
 pts = x.mean(axis=1)
+before = {HWM}
 t0 = time.process_time()
 intervals(x)
-st = rank_statistics(x, pts, True, arrays=True)
+st = rank_statistics(x, pts, True)
+rank_sets(x, pts, True, 0.05)
 t = time.process_time() - t0
-p, ph = st.pop("p_array"), st.pop("p_holm_array")
 body = json.dumps(st)
 peak = {HWM}
-# the full matrix file, as the pairwise job writes it (the CSV's pieces, gzip level 1)
-import zlib
-from server.boards.pairwise import lines
-t1 = time.process_time()
-z = zlib.compressobj(1, zlib.DEFLATED, 31)
-raw = gz = 0
-for piece in lines([f"team {{i:05d}}" for i in range(R)], p, ph):
-    raw += len(piece)
-    gz += len(z.compress(piece))
-gz += len(z.flush())
-tm = time.process_time() - t1
-peak2 = {HWM}
-print(json.dumps({{"cpu_s": round(t, 3), "peak_mb": peak, "json_bytes": len(body),
-                  "clusters": max(st["cluster"]), "matrix_file_cpu_s": round(tm, 3),
-                  "matrix_csv_bytes": raw, "matrix_gz_bytes": gz, "matrix_peak_mb": peak2}}))
+out = {{"cpu_s": round(t, 3), "peak_mb": peak, "before_mb": before, "json_bytes": len(body),
+        "clusters": max(st["cluster"])}}
+if {matrix}:
+    # the full matrix file, as the pairwise job writes it (the CSV's pieces, gzip level 1)
+    import zlib
+    from server.boards.pairwise import lines
+    t1 = time.process_time()
+    full = rank_statistics(x, pts, True, arrays=True)
+    p, ph = full.pop("p_array"), full.pop("p_holm_array")
+    z = zlib.compressobj(1, zlib.DEFLATED, 31)
+    raw = gz = 0
+    for piece in lines([f"team {{i:05d}}" for i in range(R)], p, ph):
+        raw += len(piece)
+        gz += len(z.compress(piece))
+    gz += len(z.flush())
+    out.update(matrix_file_cpu_s=round(time.process_time() - t1, 3), matrix_csv_bytes=raw,
+               matrix_gz_bytes=gz, matrix_peak_mb={HWM})
+print(json.dumps(out))
 """
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(REPO))
     r = subprocess.run(
@@ -718,6 +724,11 @@ def main() -> None:
         help="what to measure, of pages, uploads, publication, statistics",
     )
     ap.add_argument(
+        "--no-matrix",
+        action="store_true",
+        help="with statistics: leave out the full pairwise matrix file (asked for apart)",
+    )
+    ap.add_argument(
         "--pg",
         default=os.environ.get("PALIMPSEST_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test"),
     )
@@ -734,6 +745,12 @@ def main() -> None:
         "sizes": sizes,
     }
     sites: dict[int, tuple[Site, int]] = {}
+    if only == {"statistics"}:  # no site needed: the statistics of `--teams` rows alone
+        report["statistics"] = measure_stats(a.teams, a.B, matrix=not a.no_matrix)
+        report["statistics"]["rows"] = a.teams
+        report["load_end"] = [round(x, 2) for x in os.getloadavg()]
+        print(json.dumps(report, indent=2))
+        return
     try:
         # every size at once, each its own database seeded once: the cold measurements then
         # alternate between them
@@ -754,7 +771,7 @@ def main() -> None:
             report["publication"] = measure_publication(*sites[sizes[-1]])
             report["publication"]["runs"] = sizes[-1]
         if "statistics" in only:
-            report["statistics"] = measure_stats(a.teams, a.B)
+            report["statistics"] = measure_stats(a.teams, a.B, matrix=not a.no_matrix)
             report["statistics"]["rows"] = a.teams
     finally:
         for site, _pid in sites.values():

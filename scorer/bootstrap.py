@@ -1227,6 +1227,112 @@ def clusters(adj: np.ndarray, order: list[int], alpha: float = 0.05) -> list[int
     return cluster
 
 
+def _pair_index(i: int, j: int, R: int) -> int:
+    """The index of the pair (i, j), i < j, in the upper triangle of an R x R matrix read row by
+    row (`condensed_pvalues`' order)."""
+    return i * (2 * R - i - 1) // 2 + (j - i - 1)
+
+
+def condensed_pvalues(samples: np.ndarray, points: np.ndarray, block: int = 128) -> np.ndarray:
+    """`paired_pvalues` of every pair i < j, row by row, computed a block of rows at a time: one
+    vector of R(R-1)/2 values and a block's R-wide pieces in memory, never an R x R array (the
+    same figures, to the rounding of the product). Every row's resamples must be finite."""
+    samples = np.asarray(samples, dtype=np.float64)
+    points = np.asarray(points, dtype=np.float64)
+    R, B = samples.shape
+    out = np.ones(R * (R - 1) // 2)
+    if R < 2 or B < 2:
+        return out
+    C = samples - samples.mean(axis=1, keepdims=True)
+    sq = np.einsum("ij,ij->i", C, C)
+    for lo in range(0, R - 1, block):
+        hi = min(R - 1, lo + block)
+        # the block's rows against the rows after the block's first (the upper triangle)
+        G = C[lo:hi] @ C[lo:].T
+        both = sq[lo:hi, None] + sq[None, lo:]
+        ss = np.maximum(both - 2.0 * G, 0.0)
+        del G
+        se = np.sqrt(ss / (B - 1))
+        obs = points[lo:hi, None] - points[None, lo:]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pv = np.minimum(1.0, 2.0 * ndtr(-np.abs(obs) / se))
+        pv = np.where(se == 0.0, np.where(obs == 0, 1.0, 0.0), pv)
+        pv = np.where(np.isfinite(obs), pv, 1.0)
+        shaky = ss < 1e-6 * both
+        for a in range(hi - lo):
+            i = lo + a
+            row = pv[a, a + 1 :]
+            for t in np.flatnonzero(shaky[a, a + 1 :]):
+                j = i + 1 + int(t)
+                row[t] = _pair_p(samples[i] - samples[j], points[i] - points[j])
+            at = _pair_index(i, i + 1, R)
+            out[at : at + R - i - 1] = row
+    return out
+
+
+class HolmOf:
+    """Holm's step-down correction over every pair of a condensed vector of p-values (`holm`'s
+    figures), read one value at a time: the sorted p-values and the running maximum of
+    (m - k) p_(k) per chunk of them, never an m-sized array of ranks or an R x R one."""
+
+    CHUNK = 1 << 14
+
+    def __init__(self, condensed: np.ndarray):
+        self.s = np.sort(condensed)
+        m = self.m = self.s.size
+        n = -(-m // self.CHUNK)
+        best = np.empty(n)
+        for b in range(n):
+            lo, hi = b * self.CHUNK, min(m, (b + 1) * self.CHUNK)
+            best[b] = (self.s[lo:hi] * (m - np.arange(lo, hi))).max()
+        self.before = np.maximum.accumulate(best)  # the maximum over chunks 0..b
+
+    def __call__(self, p: float) -> float:
+        # tied p-values share the value of the first of them (the step-down's maximum)
+        k = int(np.searchsorted(self.s, p, side="left"))
+        b = k // self.CHUNK
+        lo = b * self.CHUNK
+        v = float((self.s[lo : k + 1] * (self.m - np.arange(lo, k + 1))).max())
+        if b:
+            v = max(v, float(self.before[b - 1]))
+        return min(1.0, v)
+
+
+def _lean_pairs(samples, points, order, alpha):
+    """The clusters and the p-values a board shows (each row against the next and against its
+    cluster's head), raw and Holm-corrected over every pair, without an R x R matrix."""
+    R = samples.shape[0]
+    cond = condensed_pvalues(samples, points)
+    holm_of = HolmOf(cond)
+
+    def raw(i: int, j: int) -> float:
+        if i == j:
+            return 1.0
+        return float(cond[_pair_index(min(i, j), max(i, j), R)])
+
+    cluster = [0] * R
+    c, head = 0, None
+    for r in order:
+        if head is None or holm_of(raw(head, r)) < alpha:
+            c += 1
+            head = r
+        cluster[r] = c
+    head_of: dict[int, int] = {}
+    for r in order:
+        head_of.setdefault(cluster[r], r)
+    p_next, ph_next = [None] * R, [None] * R
+    for a, b in zip(order, order[1:], strict=False):
+        p_next[a] = raw(a, b)
+        ph_next[a] = holm_of(p_next[a])
+    p_head, ph_head = [None] * R, [None] * R
+    for r in range(R):
+        h = head_of[cluster[r]]
+        if h != r:
+            p_head[r] = raw(h, r)
+            ph_head[r] = holm_of(p_head[r])
+    return cluster, p_next, ph_next, p_head, ph_head
+
+
 def rank_statistics(
     samples: np.ndarray,
     points: np.ndarray,
@@ -1247,9 +1353,26 @@ def rank_statistics(
     points = np.asarray(points, dtype=np.float64)
     R = samples.shape[0]
     ranks = resample_ranks(samples, greater_is_better)
+    order = point_order(points, greater_is_better)
+    matrix = full or arrays or (full is None and R <= FULL_MATRIX_ROWS)
+    if not matrix and R >= 2 and np.isfinite(samples).all():
+        # the pairs the board shows only, from one vector of the pairs' p-values (linear pieces
+        # of R x R at a time): the full matrices are asked for apart (the pairwise job's file)
+        ranges = rank_ranges(ranks, alpha)
+        del ranks
+        cluster, p_next, ph_next, p_head, ph_head = _lean_pairs(samples, points, order, alpha)
+        return {
+            "order": order,
+            "ci": intervals(samples, alpha),
+            "rank_range": ranges,
+            "cluster": cluster,
+            "p_next": p_next,
+            "p_holm_next": ph_next,
+            "p_head": p_head,
+            "p_holm_head": ph_head,
+        }
     p = paired_pvalues(samples, points)
     adj = holm(p)
-    order = point_order(points, greater_is_better)
     cluster = clusters(adj, order, alpha)
     head_of: dict[int, int] = {}
     for r in order:

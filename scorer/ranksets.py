@@ -241,16 +241,98 @@ def rank_sets(
     return out
 
 
+def _t_rows(S, x, C, sq, lo, hi):
+    """t[lo:hi, :] of `_tstats(x, _diff_sd(S, ...))` for resamples all finite, from the block's
+    Gram product (the same figures to the rounding of the product)."""
+    B = S.shape[1]
+    G = C[lo:hi] @ C.T
+    both = sq[lo:hi, None] + sq[None, :]
+    ss = np.maximum(both - 2.0 * G, 0.0)
+    del G
+    sd = np.sqrt(ss / (B - 1))
+    shaky = ss < 1e-6 * both
+    rows = np.arange(hi - lo)
+    shaky[rows, lo + rows] = False
+    for a, k in zip(*np.nonzero(shaky), strict=True):
+        sd[a, k] = _sd(S[lo + a] - S[k])
+    sd[rows, lo + rows] = 0.0
+    dx = x[lo:hi, None] - x[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(sd > 0, dx / sd, np.sign(dx) * np.inf)
+    t = np.where(np.isnan(t), 0.0, t)
+    t[rows, lo + rows] = 0.0
+    return t
+
+
+def _holm_sets_by_blocks(S, x, alpha, out, simultaneous, crit, block=128):
+    """`_holm_sets` a block of rows at a time (every resample finite): each row's family from its
+    block's statistics; the simultaneous family from the positive statistics (those Holm may
+    reject) kept with their pairs, never an R x R array."""
+    R, B = S.shape
+    C = S - S.mean(axis=1, keepdims=True)
+    sq = np.einsum("ij,ij->i", C, C)
+    c = crit(2 * (R - 1))
+    above, below = np.zeros(R, dtype=np.int64), np.zeros(R, dtype=np.int64)
+    pos_t, pos_j, pos_k = [], [], []
+    for a in range(0, R, block):
+        hi = min(R, a + block)
+        t = _t_rows(S, x, C, sq, a, hi)
+        ob = np.ones(t.shape, dtype=bool)
+        ob[np.arange(hi - a), a + np.arange(hi - a)] = False
+        tb = np.where(ob, t, -np.inf)
+        nb = np.where(ob, -tb, -np.inf)
+        v = np.concatenate([tb, nb], axis=1)
+        v = -np.sort(-v, axis=1)[:, : 2 * (R - 1)]
+        ok = v > c
+        n = np.where(ok.all(axis=1), ok.shape[1], np.argmin(ok, axis=1))
+        cut = np.where(n > 0, v[np.arange(v.shape[0]), np.maximum(n - 1, 0)], np.inf)[:, None]
+        below[a:hi] = (tb >= cut).sum(axis=1)
+        above[a:hi] = (nb >= cut).sum(axis=1)
+        if simultaneous:
+            j, k = np.nonzero(ob & (t > 0))
+            pos_t.append(t[j, k])
+            pos_j.append((a + j).astype(np.int32))
+            pos_k.append(k.astype(np.int32))
+    out["marginal"] = [[int(1 + p), int(R - q)] for p, q in zip(above, below, strict=True)]
+    if simultaneous:
+        vals = np.concatenate(pos_t)
+        del pos_t
+        js, ks = np.concatenate(pos_j), np.concatenate(pos_k)
+        del pos_j, pos_k
+        # the positive statistics, largest first, tested against Holm's critical values a chunk
+        # at a time (the family: every ordered pair; the others' statistics are <= 0)
+        srt = np.sort(vals)[::-1]
+        m, n, step = R * (R - 1), srt.size, 1 << 16
+        for lo in range(0, srt.size, step):
+            i = np.arange(lo, min(srt.size, lo + step))
+            ok = srt[i] > ndtri(1.0 - alpha / (m - i))
+            if not ok.all():
+                n = lo + int(np.argmin(ok))
+                break
+        cut = srt[n - 1] if n else np.inf
+        del srt
+        keep = vals >= cut  # (j, k): j shown better than k
+        shown_above = np.bincount(ks[keep], minlength=R)  # rows shown better than j
+        shown_below = np.bincount(js[keep], minlength=R)  # rows j is shown better than
+        out["simultaneous"] = [[int(1 + shown_above[j]), int(R - shown_below[j])] for j in range(R)]
+    return out
+
+
 def _holm_sets(samples, points, greater_is_better, alpha, out, simultaneous):
     """The stepwise tests with Holm's critical values: with m hypotheses of the family left, the
     1 - alpha/m normal quantile (Bonferroni's bound on the max-t's)."""
     sgn = 1.0 if greater_is_better else -1.0
-    t = _tstats(sgn * np.asarray(points, dtype=np.float64), _diff_sd_of(samples))
-    R = t.shape[0]
-    off = ~np.eye(R, dtype=bool)
 
     def crit(m):
         return ndtri(1.0 - alpha / (m - np.arange(m)))
+
+    S = sgn * np.asarray(samples, dtype=np.float64)
+    x = sgn * np.asarray(points, dtype=np.float64)
+    if S.shape[1] >= 2 and np.isfinite(S).all():
+        return _holm_sets_by_blocks(S, x, alpha, out, simultaneous, crit)
+    t = _tstats(x, _diff_sd_of(samples))
+    R = t.shape[0]
+    off = ~np.eye(R, dtype=bool)
 
     # each row's family: its 2(R - 1) statistics t[j, k] (is j better than k?) and -t[j, k];
     # Holm's critical values fall as the family shrinks, so tied statistics are rejected together

@@ -213,6 +213,14 @@ class Settings(BaseModel):
         description="Delivery attempts of one queued mail (retried with a growing delay: 1, 2, "
         "4, ... minutes) before it is marked failed.",
     )
+    board_refresh_seconds: float = Field(
+        5.0,
+        ge=0,
+        description="A board (each format, audience and declared board) is rendered at most once "
+        "per this many seconds across the site; a view in between, or while the next render is "
+        "built, is served the last one (a change reaches the board within this time). A "
+        "publication, a freeze or a new gold is never served stale. 0: every change at once.",
+    )
     bootstrap_samples: int = Field(
         1000, description="Bootstrap resamples behind each board's intervals and clusters."
     )

@@ -17,6 +17,10 @@ import pytest
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+# boards show every change at once in tests (a site renders each board at most once per
+# `board_refresh_seconds`); the tests of that interval set it on their own app
+os.environ.setdefault("PALIMPSEST_BOARD_REFRESH_SECONDS", "0")
+
 from server import models  # noqa: E402 - after the threads are set
 from server.domain import accounts  # noqa: E402
 

@@ -266,3 +266,185 @@ def test_a_large_boards_statistics_keep_the_neighbours_not_the_matrix(app, clien
     html = page.get_data(as_text=True)
     assert page.status_code == 200 and "against its cluster" in html
     assert html.count("<tr>") == n + 1  # one row per ranked run, no R x R matrix
+
+
+def _app_with_interval(web_home, seconds: float):
+    """Another app of the same site whose boards are rendered at most once per `seconds`."""
+    from server import create_app
+
+    return create_app(
+        {
+            "home": web_home,
+            "env": "testing",
+            "database_url": None,
+            "redis_url": None,
+            "PALIMPSEST_ENQUEUE": False,
+            "PALIMPSEST_SHARED_RENDERS": False,
+            "board_refresh_seconds": seconds,
+        }
+    )
+
+
+def test_a_burst_of_scores_renders_each_board_once_per_interval(app, teams, web_home):
+    """Views during a burst of new scores are served the last render while the next is built: a
+    cold board is rendered once for every concurrent view, then at most once per interval however
+    fast the scores move; once the interval has passed the board shows every score."""
+    import threading
+    import time
+
+    dev = make_phase(app, "tric-binary", "dev")
+    make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.5})
+    interval = 2.0
+    site = _app_with_interval(web_home, interval)
+    cache, url = site.extensions["palimpsest.lbcache"], "/tasks/tric-binary/leaderboard.json"
+    got, errors = [], []
+
+    def view(n):
+        c = site.test_client()
+        for _ in range(n):
+            r = c.get(f"{url}?phase=dev")
+            (got if r.status_code == 200 else errors).append(r.get_json() or r.status_code)
+
+    cold = [threading.Thread(target=view, args=(1,)) for _ in range(6)]
+    for t in cold:
+        t.start()
+    for t in cold:
+        t.join()
+    assert not errors and len(got) == 6 and all(g == got[0] for g in got)
+    assert cache.renders == 1  # six views of a cold board: one render
+
+    done = threading.Event()
+
+    def keep_viewing():
+        view(1)
+        while not done.is_set():
+            view(1)
+
+    viewers = [threading.Thread(target=keep_viewing) for _ in range(4)]
+    t0 = time.monotonic()
+    for t in viewers:
+        t.start()
+    for i in range(12):  # twelve scores, each a new version of the board
+        make_submission(app, team=teams["beta"], phase=dev, scores={"all": (10 + i) / 100})
+    done.set()
+    for t in viewers:
+        t.join()
+    elapsed = time.monotonic() - t0
+    assert not errors and len(got) > 6
+    assert cache.renders - 1 <= elapsed // interval + 1, (cache.renders, elapsed)
+    assert site.extensions["palimpsest.lbbuilt"].builds == cache.renders
+    time.sleep(interval)
+    rows = site.test_client().get(f"{url}?phase=dev").get_json()["rows"]
+    assert [(r["team"], r["metrics"]["all/f1"]) for r in rows] == [("alpha", 0.5), ("beta", 0.21)]
+
+
+def test_statistics_arriving_are_attached_without_building_the_board_again(app, client, teams):
+    import json
+
+    from server.boards import stats
+
+    dev = make_phase(app, "tric-binary", "dev")
+    sub = make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.9})
+    assert board_json(client)["statistics"]["status"] == "pending"
+    built = app.extensions["palimpsest.lbbuilt"]
+    assert built.builds == 1
+    settings = app.extensions["palimpsest.settings"]
+    version = stats.phase_version(settings, engine_of(app), get_task("tric-binary"), dev.id)
+    path = stats.board_path(settings.home, dev.id, version)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    row = {"ci": [0.8, 0.95], "rank_range": [1, 1], "cluster": 1}
+    path.write_text(json.dumps({"rows": {str(sub.id): row}, "B": 10, "seed": 1, "unit": "pair"}))
+    data = board_json(client)
+    assert data["statistics"]["status"] == "ready" and data["rows"][0]["ci"] == [0.8, 0.95]
+    assert app.extensions["palimpsest.lbcache"].renders == 2 and built.builds == 1
+
+
+def test_a_hidden_team_sees_the_public_board_plus_its_own_row(app, client, teams):
+    """A team whose ranked run is not public sees the public board (built once for everyone)
+    with its own row in its place, ranked where it stands, in every format; no one else sees that
+    row. On an anonymous board each team sees its own name and no one else's."""
+    from server.domain import people
+    from server.models import Competition, CompetitionTask
+
+    dev = make_phase(app, "tric-binary", "dev")
+    make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.8})
+    make_submission(app, team=teams["beta"], phase=dev, scores={"all": 0.6})
+    make_submission(app, team=teams["gamma"], phase=dev, scores={"all": 0.7}, show_publicly=False)
+    built = app.extensions["palimpsest.lbbuilt"]
+    gamma, beta = _signed_in(app, "gamma@x.org"), _signed_in(app, "beta@x.org")
+    url = "/tasks/tric-binary/leaderboard"
+    seen = [(r["team"], r["rank"], r.get("note")) for r in board_json(gamma)["rows"]]
+    assert seen == [("alpha", 1, None), ("gamma", 2, "not public"), ("beta", 2, None)]
+    assert gamma.get(f"{url}.csv?phase=dev").get_data(as_text=True).count("gamma") == 1
+    assert 'class="tag warn">not public<' in gamma.get(f"{url}?phase=dev").get_data(as_text=True)
+    for other in (client, beta):
+        assert [r["team"] for r in board_json(other)["rows"]] == ["alpha", "beta"]
+        for fmt in (".csv", "", ".json"):
+            assert "gamma" not in other.get(f"{url}{fmt}?phase=dev").get_data(as_text=True)
+    assert built.builds == 1  # the public board, built once for the three views of each
+
+    with Session(engine_of(app)) as s:
+        comp = people.competition_of_task(s, "tric-binary")
+        if comp is None:
+            comp = Competition(slug="anon", title="Anonymous", state="visible")
+            s.add(comp)
+            s.flush()
+            s.add(CompetitionTask(competition_id=comp.id, task_id="tric-binary"))
+        comp.anonymous_board = True
+        s.commit()
+    make_submission(app, team=teams["delta"], phase=dev, scores={"all": 0.5})
+    public = [r["team"] for r in board_json(client)["rows"]]
+    assert public == ["Team 1", "Team 2", "Team 4"]
+    assert [r["team"] for r in board_json(beta)["rows"]] == ["Team 1", "beta", "Team 4"]
+    assert [r["team"] for r in board_json(gamma)["rows"]] == ["Team 1", "gamma", "Team 2", "Team 4"]
+    page = beta.get(f"{url}?phase=dev").get_data(as_text=True)
+    assert "beta" in page and "alpha" not in page and "gamma" not in page
+
+
+def test_the_sites_processes_render_a_board_once_per_interval(app, teams, redis_tcp_url, web_home):
+    """With an interval, one process of the site renders the next version (a claim in the shared
+    Redis) and the others serve its render, or the last one, until the interval has passed."""
+    import time
+
+    from server import create_app
+
+    dev = make_phase(app, "tric-binary", "dev")
+    make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.9})
+    interval = 1.5
+
+    def process():
+        return create_app(
+            {
+                "home": web_home,
+                "env": "testing",
+                "database_url": None,
+                "redis_url": redis_tcp_url,
+                "PALIMPSEST_ENQUEUE": False,
+                "board_refresh_seconds": interval,
+            }
+        )
+
+    one, two = process(), process()
+    url = "/tasks/tric-binary/leaderboard.csv?phase=dev"
+
+    def renders(a):
+        return a.extensions["palimpsest.lbcache"].renders
+
+    first = one.test_client().get(url)
+    assert two.test_client().get(url).data == first.data
+    assert (renders(one), renders(two)) == (1, 0)
+    make_submission(app, team=teams["beta"], phase=dev, scores={"all": 0.95})
+    stale = one.test_client().get(url)  # within the interval: the last render, its own ETag
+    assert stale.data == first.data and stale.headers["ETag"] == first.headers["ETag"]
+    time.sleep(interval)
+    moved = one.test_client().get(url)
+    assert b"beta" in moved.data and moved.headers["ETag"] != first.headers["ETag"]
+    assert two.test_client().get(url).data == moved.data  # the site's render, not its own
+    assert (renders(one), renders(two)) == (2, 0)
+    make_submission(app, team=teams["gamma"], phase=dev, scores={"all": 0.5})
+    assert two.test_client().get(url).data == moved.data  # the interval again
+    assert b"gamma" not in one.test_client().get(url).data
+    time.sleep(interval)
+    assert b"gamma" in two.test_client().get(url).data
+    assert b"gamma" in one.test_client().get(url).data
+    assert renders(one) + renders(two) == 3

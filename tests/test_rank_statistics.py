@@ -79,7 +79,16 @@ def test_the_full_matrix_only_on_request_beyond_a_small_board():
     assert "p" not in st and "p_holm" not in st
     assert len(st["cluster"]) == len(st["rank_range"]) == bs.FULL_MATRIX_ROWS + 5
     full = bs.rank_statistics(samples, points, True, full=True)
-    assert {k: v for k, v in full.items() if k not in ("p", "p_holm")} == st
+    pk = ("p_next", "p_holm_next", "p_head", "p_holm_head")
+    assert {k: v for k, v in full.items() if k not in ("p", "p_holm", *pk)} == {
+        k: v for k, v in st.items() if k not in pk
+    }
+    for k in pk:  # computed without the matrix: the same to the rounding of the product
+        np.testing.assert_allclose(
+            [np.nan if v is None else v for v in st[k]],
+            [np.nan if v is None else v for v in full[k]],
+            rtol=1e-12,
+        )
     small = bs.rank_statistics(*_board(seed=7, R=5, B=100), True)
     assert np.array(small["p"]).shape == (5, 5)
 
@@ -93,3 +102,27 @@ def test_one_resampling_feeds_several_rankings():
     want = naive_board_statistics(samples[rows], points[rows], True)
     assert sub["rank_range"] == want["rank_range"] and sub["cluster"] == want["cluster"]
     assert max(r[1] for r in sub["rank_range"]) <= len(rows)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if not c.get("undefined")], ids=str)
+def test_the_pairs_p_values_without_a_matrix_are_the_matrixs(case, monkeypatch):
+    """A large board's statistics hold no R x R array: the pairs' p-values are computed a block of
+    rows at a time into one vector, and Holm's correction read from it one pair at a time; both
+    equal the matrices' entries (small blocks and chunks here, to cross their edges)."""
+    samples, points = _board(**case)
+    R = len(points)
+    P = bs.paired_pvalues(samples, points)
+    H = bs.holm(P)
+    cond = bs.condensed_pvalues(samples, points, block=3)
+    iu = np.triu_indices(R, 1)
+    np.testing.assert_allclose(cond, P[iu], rtol=1e-12, atol=1e-12)
+    monkeypatch.setattr(bs.HolmOf, "CHUNK", 4)
+    holm_of = bs.HolmOf(P[iu])
+    assert [holm_of(p) for p in P[iu]] == H[iu].tolist()
+    full = bs.rank_statistics(samples, points, True, full=True)
+    lean = bs.rank_statistics(samples, points, True, full=False)
+    assert lean["cluster"] == full["cluster"] and "p" not in lean
+    for k in ("p_next", "p_holm_next", "p_head", "p_holm_head"):
+        want = np.array([np.nan if v is None else v for v in full[k]])
+        got = np.array([np.nan if v is None else v for v in lean[k]])
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

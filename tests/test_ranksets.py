@@ -145,3 +145,18 @@ def test_beyond_the_max_t_rows_the_sets_are_holms(seed):
     assert maxt["method"] == "max-t"
     for (a, b), (c, d) in zip(maxt["marginal"], got["marginal"], strict=True):
         assert c <= a and b <= d  # Holm's are no narrower here
+
+
+@pytest.mark.parametrize("block", [1, 5, 256])
+def test_holms_sets_by_blocks_of_rows_are_the_pair_by_pair_ones(block):
+    """Beyond the max-t rows the sets come from a block of rows' statistics at a time (no R x R
+    array): the same sets as Holm's tests pair by pair, across the blocks' edges."""
+    from scipy.special import ndtri
+
+    samples, points = _board(2, 13, 150)
+
+    def crit(m):
+        return ndtri(1.0 - 0.05 / (m - np.arange(m)))
+
+    got = rs._holm_sets_by_blocks(samples, points, 0.05, {}, True, crit, block=block)
+    assert got == _naive_holm(samples, points, True)

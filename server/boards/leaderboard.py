@@ -437,6 +437,7 @@ def build_board(
     provenance: dict | None = None,
     with_parts: bool = False,
     board=None,
+    team: int | None = None,
 ) -> Board:
     """The leaderboard of a phase as `audience` ("public", "team:<id>" or "organizer") may see it.
 
@@ -453,7 +454,9 @@ def build_board(
     `include_closed` (organizers' exports) shows the public view of a closed board. Scores whose
     provenance differs from `provenance` (the current gold, task and scorer versions) are never
     ranked: their row says they are stale. `with_parts` keeps every part's result on each row.
+    `team`: that team's rows only (its own row, which `overlay` puts onto the public board).
     """
+    only_team = team  # (`team` is reused below for each row's team)
     published = phase.published_at is not None
     use_private = published or show_private
     own_team = int(audience.split(":", 1)[1]) if audience.startswith("team:") else None
@@ -498,6 +501,7 @@ def build_board(
         banned,
         see_private,
         frozen_at,
+        only_team,
         every=board is not None,
         hold_unshown=not show_private,
     )
@@ -624,7 +628,8 @@ def build_board(
             row.parts = {p: scores[(sub.id, p)] for p in parts if (sub.id, p) in scores}
         rows.append(row)
 
-    labels = None if organizer or use_private else anonymous_labels(s, task.id, phase)
+    own_only = organizer or use_private or only_team is not None
+    labels = None if own_only else anonymous_labels(s, task.id, phase)
     if labels is not None:  # an anonymous board: the team sees its own name, no one else's
         for r in rows:
             if r.row_type == "team" and r.team_id != own_team:
@@ -670,6 +675,41 @@ def build_board(
         rows=rows,
         **_board_fields(board),
     )
+
+
+def for_stats(board: Board) -> Board:
+    """A copy of a built board to put statistics (or a team's row) on: the rows copied, their
+    values shared; the built board stays as it was, for the next version of its statistics."""
+    return board.model_copy(update={"rows": [r.model_copy() for r in board.rows]})
+
+
+def overlay(public: Board, own: Row) -> Board:
+    """A team's view of a board whose public view hides its row (its ranked run not shown
+    publicly, or its name on an anonymous board): the public board (a copy) with the team's own
+    row put in its place. The other rows keep their public ranks; the team's row is ranked where
+    its value stands among them (equal values sharing the rank)."""
+    out = for_stats(public)
+    rows = [r for r in out.rows if not (r.row_type == "team" and r.team_id == own.team_id)]
+    key, gib = out.primary.key, out.primary.greater_is_better
+    v = own.values.get(key)
+    if own.rank is not None and v is not None:
+        own.rank = 1 + sum(
+            1
+            for r in rows
+            if r.rank is not None
+            and r.values.get(key) is not None
+            and (r.values[key] > v if gib else r.values[key] < v)
+        )
+
+    def order(r: Row) -> tuple:
+        x = r.values.get(key)
+        return (x is None, -(x or 0.0) if gib else (x or 0.0), r.row_type != "team")
+
+    mine = order(own)
+    at = next((i for i, r in enumerate(rows) if order(r) > mine), len(rows))
+    rows.insert(at, own)
+    out.rows = rows
+    return out
 
 
 def _board_fields(board) -> dict:
@@ -1059,6 +1099,7 @@ class PhaseState:
     opens_at: Optional[datetime]
     version: str
     published: bool = False
+    shape: str = ""  # what must never be served stale: publication, freeze, openness, gold
 
 
 def _raw_rows(engine, sql, task_id: str) -> list[tuple]:
@@ -1098,6 +1139,8 @@ def phase_states(engine, task_id: str, provenance=None) -> list[PhaseState]:
             v += f":{seen}"
         if isinstance(opens_at, str):  # SQLite through a raw connection
             opens_at = datetime.fromisoformat(opens_at)
+        shape = f"{pid}:{int(bool(frozen))}:{frozen_at}:{published_at}:{int(bool(lb_open))}:"
+        shape += f"{frac}:{prov}"
         out.append(
             PhaseState(
                 pid,
@@ -1107,6 +1150,7 @@ def phase_states(engine, task_id: str, provenance=None) -> list[PhaseState]:
                 opens_at,
                 hashlib.sha1(v.encode()).hexdigest()[:16],
                 published_at is not None,
+                hashlib.sha1(shape.encode()).hexdigest()[:16],
             )
         )
     return out
@@ -1114,9 +1158,11 @@ def phase_states(engine, task_id: str, provenance=None) -> list[PhaseState]:
 
 class SharedRenders:
     """A second level of the render cache that every process and machine of a site shares (Redis):
-    a board rendered once is served by every gunicorn process and web machine until its version
-    moves. Only bytes (or tuples of bytes) are kept, framed, never pickled; a Redis that does not
-    answer is left alone for a while and each process renders on its own."""
+    a board rendered once is served by every gunicorn process and web machine. Per key the site's
+    newest render is kept with its version (served stale while the next is built), and a claim
+    that lets one process of the site render a key once per interval. Only bytes (or tuples of
+    bytes) are kept, framed, never pickled; a Redis that does not answer is left alone for a while
+    and each process renders on its own."""
 
     TTL = 24 * 3600
     RETRY = 30.0
@@ -1126,9 +1172,9 @@ class SharedRenders:
         self._site = hashlib.sha256(site.encode("utf-8")).hexdigest()[:12]
         self._down_until = 0.0
 
-    def _key(self, key: tuple, version: str) -> str:
-        ident = json.dumps([list(map(str, key)), version])
-        return f"palimpsest:render:{self._site}:{hashlib.sha256(ident.encode()).hexdigest()}"
+    def _key(self, key: tuple, kind: str = "render") -> str:
+        ident = json.dumps(list(map(str, key)))
+        return f"palimpsest:{kind}:{self._site}:{hashlib.sha256(ident.encode()).hexdigest()}"
 
     def _conn(self):
         if time.monotonic() < self._down_until:
@@ -1142,26 +1188,49 @@ class SharedRenders:
     def _failed(self) -> None:
         self._down_until = time.monotonic() + self.RETRY
 
-    def get(self, key: tuple, version: str):
+    def latest(self, key: tuple) -> tuple[str, Any] | None:
+        """The site's newest render of `key`: (its version, the value), or None."""
         conn = self._conn()
         if conn is None:
             return None
         try:
-            raw = conn.get(self._key(key, version))
+            raw = conn.get(self._key(key))
         except Exception:  # noqa: BLE001
             self._failed()
             return None
-        return None if raw is None else _unpack(raw)
+        if not raw or raw[:1] != b"v":
+            return None
+        n = raw[1]
+        value = _unpack(raw[2 + n :])
+        return None if value is None else (raw[2 : 2 + n].decode("ascii"), value)
+
+    def get(self, key: tuple, version: str):
+        got = self.latest(key)
+        return got[1] if got is not None and got[0] == version else None
 
     def put(self, key: tuple, version: str, value) -> None:
         packed = _pack(value)
-        conn = self._conn() if packed is not None else None
+        tag = version.encode("ascii")
+        conn = self._conn() if packed is not None and len(tag) < 256 else None
         if conn is None:
             return
         try:
-            conn.set(self._key(key, version), packed, ex=self.TTL)
+            conn.set(self._key(key), b"v" + bytes([len(tag)]) + tag + packed, ex=self.TTL)
         except Exception:  # noqa: BLE001
             self._failed()
+
+    def claim(self, key: tuple, seconds: float) -> bool:
+        """Whether this process may render `key` now: the first to ask in each interval of
+        `seconds` is told yes, every other process of the site no (a Redis that does not answer:
+        yes, each process keeps its own interval)."""
+        conn = self._conn()
+        if conn is None:
+            return True
+        try:
+            return bool(conn.set(self._key(key, "claim"), b"1", nx=True, px=int(seconds * 1000)))
+        except Exception:  # noqa: BLE001
+            self._failed()
+            return True
 
 
 def _pack(value) -> bytes | None:
@@ -1187,32 +1256,90 @@ def _unpack(raw: bytes):
 
 
 class RenderCache:
-    """Rendered leaderboards per (task, phase, audience, format), reused while the version holds:
-    in this process, and through `shared` (SharedRenders) across the site's processes."""
+    """Rendered leaderboards per (task, phase, audience, format), in this process and through
+    `shared` (SharedRenders) across the site's processes.
 
-    def __init__(self, max_entries: int = 512, shared: SharedRenders | None = None):
-        self._d: dict[tuple, tuple[str, Any]] = {}
+    `interval` (seconds; the setting `board_refresh_seconds`): 0 renders each new version at once
+    (one render per key at a time, the others waiting for it). Above 0 the cache serves stale
+    while it revalidates (RFC 5861): a key whose version moved is served from its last render
+    while one request (one in the whole site, with `shared`) builds the next, and a key is
+    rendered at most once per interval whatever the rate of changes; only a key never rendered
+    waits for its first render. `shape`: what must never be served stale (a publication, a
+    freeze, a new gold): a render of another shape is never served in its place.
+    """
+
+    def __init__(
+        self, max_entries: int = 512, shared: SharedRenders | None = None, interval: float = 0.0
+    ):
+        # key -> (version, value, shape, when rendered (time.monotonic()))
+        self._d: dict[tuple, tuple[str, Any, str, float]] = {}
         self._lock = threading.Lock()
+        self._busy: dict[tuple, threading.Lock] = {}
         self.max_entries = max_entries
         self.renders = 0
         self.shared = shared
+        self.interval = float(interval)
 
-    def get(self, key: tuple, version: str, render):
+    def get(self, key: tuple, version: str, render, shape: str = ""):
+        return self.lookup(key, version, render, shape)[1]
+
+    def lookup(self, key: tuple, version: str, render, shape: str = "") -> tuple[str, Any]:
+        """(the version served, the value): the render of `key` at `version`, or, while the next
+        one is built elsewhere or the interval since the last one has not passed, the last one of
+        the same shape. The site's shared renders are asked at most once per interval."""
         hit = self._d.get(key)
         if hit is not None and hit[0] == version:
-            return hit[1]
-        value = self.shared.get(key, version) if self.shared is not None else None
-        if value is None:
-            value = render()
-            with self._lock:
-                self.renders += 1
-            if self.shared is not None:
-                self.shared.put(key, version, value)
+            return version, hit[1]
+        now = time.monotonic()
+        stale = hit if hit is not None and hit[2] == shape else None
+        skey = (*key, shape)
         with self._lock:
-            if len(self._d) >= self.max_entries:
-                self._d.clear()
-            self._d[key] = (version, value)
+            busy = self._busy.setdefault(key, threading.Lock())
+        if self.interval > 0:
+            if stale is not None and now - stale[3] < self.interval:
+                return stale[0], stale[1]
+            got = self.shared.latest(skey) if self.shared is not None else None
+            if got is not None:
+                if got[0] == version:
+                    self._store(key, version, got[1], shape, now)
+                    return got
+                stale = (got[0], got[1], shape, 0.0)
+            if stale is not None:
+                if not busy.acquire(blocking=False):
+                    return stale[0], stale[1]  # being rendered now by another request
+                try:
+                    if self.shared is not None and not self.shared.claim(skey, self.interval):
+                        # another process of the site renders it: the stale one for an interval
+                        self._store(key, stale[0], stale[1], shape, now)
+                        return stale[0], stale[1]
+                    return version, self._render(key, version, render, shape)
+                finally:
+                    busy.release()
+        elif self.shared is not None:
+            got = self.shared.latest(skey)
+            if got is not None and got[0] == version:
+                self._store(key, version, got[1], shape, now)
+                return got
+        with busy:  # a key's first render (or no interval): one at a time, the others wait
+            hit = self._d.get(key)
+            if hit is not None and hit[2] == shape and (hit[0] == version or self.interval > 0):
+                return hit[0], hit[1]  # rendered while this request waited
+            return version, self._render(key, version, render, shape)
+
+    def _render(self, key: tuple, version: str, render, shape: str):
+        value = render()
+        with self._lock:
+            self.renders += 1
+        self._store(key, version, value, shape, time.monotonic())
+        if self.shared is not None:
+            self.shared.put((*key, shape), version, value)
         return value
+
+    def _store(self, key, version, value, shape, when) -> None:
+        with self._lock:
+            if len(self._d) >= self.max_entries and key not in self._d:
+                self._d.clear()
+            self._d[key] = (version, value, shape, when)
 
     def clear(self) -> None:
         with self._lock:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import threading
 
 from flask import Blueprint, Response, abort, current_app, render_template, request, session
 from markupsafe import Markup, escape
@@ -112,16 +113,11 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
     gzipped = "gzip" in request.headers.get("Accept-Encoding", "")
     settings = current_app.extensions["palimpsest.settings"]
     # the board's statistics arrive from a worker: a render without them is replaced once they do
+    # (from the board built before: the statistics are attached, the board not built again)
     stats_ready = stats.ready(settings, state.id, state.version)
     board_version = f"{state.version}{'s' if stats_ready else 'p'}"
-    etag = (
-        f'"{board_version}-{who}-{fmt}{f"-b{bname}" if spec is not None else ""}'
-        f'{f"-v{version}" if version else ""}{"-gz" if gzipped else ""}"'
-    )
     # a page for a signed-in visitor (or one with messages waiting) gets its own navigation
     personal = fmt == "html" and ("uid" in session or "_flashes" in session)
-    if not personal and request.if_none_match and etag.strip('"') in request.if_none_match:
-        return Response(status=304, headers={"ETag": etag})
 
     names = [
         p.name
@@ -130,12 +126,14 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
     ]
 
     # a team whose view of the board (the default one or a declared one) is the public board's
-    # shares its render; it gets one of its own only where it differs (its own row)
-    view = who
+    # shares its render; where it differs (its ranked run not shown publicly, its own name on an
+    # anonymous board) its view is the public board built once plus its own row
+    view, team_id = who, None
     if who.startswith("team:"):
         with Session(engine) as s:
             phase = s.get(Phase, state.id)
-            if lb.team_sees_the_public_board(
+            view = "public"
+            if not lb.team_sees_the_public_board(
                 s,
                 task,
                 phase,
@@ -143,7 +141,7 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
                 board=spec,
                 provenance=provenance_of(task, phase.split) if spec is not None else None,
             ):
-                view = "public"
+                view, team_id = who, int(who[5:])
 
     def render() -> bytes:
         board_names = board_of(engine, state.id, None)[1] if fmt == "html" else []
@@ -153,19 +151,22 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
             )
             if out is not None:
                 return out
-        with Session(engine, expire_on_commit=False) as s:
-            phase = s.get(Phase, state.id)
-            board = lb.build_board(
-                s,
-                task,
-                phase,
-                audience=view,
-                provenance=provenance_of(task, phase.split),
-                board=spec,
-            )
-        board.version = state.version
-        if spec is None or spec.filter is None:  # the annotators and published systems: no track
-            lb.add_reference_rows(board, task, current_app.extensions["palimpsest.settings"].home)
+        built = built_board(task, state, "public" if team_id is not None else view, spec)
+        if team_id is not None:
+            with Session(engine, expire_on_commit=False) as s:
+                own = lb.build_board(
+                    s,
+                    task,
+                    s.get(Phase, state.id),
+                    audience=who,
+                    provenance=provenance_of(task, state.split),
+                    board=spec,
+                    team=team_id,
+                )
+            mine = [r for r in own.rows if r.row_type == "team" and r.team_id == team_id]
+            board = lb.overlay(built, mine[0]) if mine else lb.for_stats(built)
+        else:
+            board = lb.for_stats(built)
         attach_stats(board, state)
         if fmt == "json":
             return lb.to_json(board)
@@ -191,9 +192,18 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
         key = (task.id, state.name, view, fmt, version)
         if spec is not None:
             key += (bname,)
-        template, raw, gz = cache().get(key, board_version, render_both)
+        served, (template, raw, gz) = cache().lookup(
+            key, board_version, render_both, shape=state.shape
+        )
     except LookupError:
         abort(404)
+    # the ETag names the render served (while the next is built: the last one)
+    etag = (
+        f'"{served}-{who}-{fmt}{f"-b{bname}" if spec is not None else ""}'
+        f'{f"-v{version}" if version else ""}{"-gz" if gzipped else ""}"'
+    )
+    if not personal and request.if_none_match and etag.strip('"') in request.if_none_match:
+        return Response(status=304, headers={"ETag": etag})
     headers = {
         "ETag": etag,
         "Vary": "Accept-Encoding, Cookie",
@@ -213,6 +223,64 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
             f'inline; filename="{task.id}-{state.name}{on}-leaderboard.csv"'
         )
     return Response(body, content_type=MIMETYPES[fmt], headers=headers)
+
+
+class BuiltBoards:
+    """The boards built from the database, per (task, phase, audience, declared board) at one
+    version, kept in this process: the board's formats, its statistics arriving later and the
+    teams whose view is the public board plus their own row are all made from one build (one at a
+    time per board: the others wait for it)."""
+
+    def __init__(self, max_entries: int = 64):
+        self._d: dict[tuple, tuple[str, lb.Board]] = {}
+        self._lock = threading.Lock()
+        self._busy: dict[tuple, threading.Lock] = {}
+        self.max_entries = max_entries
+        self.builds = 0
+
+    def get(self, key: tuple, version: str, build) -> lb.Board:
+        hit = self._d.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        with self._lock:
+            busy = self._busy.setdefault(key, threading.Lock())
+        with busy:
+            hit = self._d.get(key)
+            if hit is not None and hit[0] == version:
+                return hit[1]
+            board = build()
+            with self._lock:
+                self.builds += 1
+                if len(self._d) >= self.max_entries and key not in self._d:
+                    self._d.clear()
+                self._d[key] = (version, board)
+            return board
+
+
+def built_board(task, state: lb.PhaseState, view: str, spec) -> lb.Board:
+    """The board of `state` as `view` sees it, without its statistics, built once per version in
+    this process (`BuiltBoards`); never changed by its callers (they put statistics on a copy)."""
+    engine = current_app.extensions["palimpsest.engine"]
+    boards_ = current_app.extensions["palimpsest.lbbuilt"]
+    bname = spec.name if spec is not None else "main"
+
+    def build() -> lb.Board:
+        with Session(engine, expire_on_commit=False) as s:
+            phase = s.get(Phase, state.id)
+            board = lb.build_board(
+                s,
+                task,
+                phase,
+                audience=view,
+                provenance=provenance_of(task, phase.split),
+                board=spec,
+            )
+        board.version = state.version
+        if spec is None or spec.filter is None:  # the annotators and published systems: no track
+            lb.add_reference_rows(board, task, current_app.extensions["palimpsest.settings"].home)
+        return board
+
+    return boards_.get((task.id, state.id, view, bname), state.version, build)
 
 
 def board_of(engine, phase_id: int, name: str | None) -> tuple[BoardSpec | None, list[tuple]]:

@@ -89,7 +89,11 @@ def init_web(app: Flask) -> None:
             csrf.protect()
 
     auth.init_app(app)
-    app.extensions["palimpsest.lbcache"] = RenderCache(shared=_shared_renders(app))
+    app.extensions["palimpsest.lbcache"] = RenderCache(
+        shared=_shared_renders(app),
+        interval=app.extensions["palimpsest.settings"].board_refresh_seconds,
+    )
+    app.extensions["palimpsest.lbbuilt"] = leaderboard.BuiltBoards()
     app.register_blueprint(auth.bp)
     app.register_blueprint(pages.bp)
     app.register_blueprint(competitions.bp)
