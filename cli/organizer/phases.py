@@ -188,9 +188,18 @@ def _action(name: str, help_text: str):
             as_json,
             lambda c: c.send_json("POST", f"/tasks/{task_id}/phases/{phase_name}/{name}", body),
         )
-        emit(as_json, r, lambda r: click.echo(_phase_line(r["phase"])))
+        emit(as_json, r, lambda r: _action_lines(r))
 
     return command
+
+
+def _action_lines(r: dict) -> None:
+    click.echo(_phase_line(r["phase"]))
+    if r.get("reruns"):
+        from server.cli.phases import rerun_line
+
+        for x in r["reruns"]:
+            click.echo(rerun_line(x))
 
 
 # a command for every phase action the server declares (server.actions.phase_help), with its help

@@ -14,6 +14,9 @@ PHASE_ACTION_HELP: dict[str, str] = {
     "hide-board": "Hide a phase's leaderboard: organizers only see it.",
     "publish": "Publish the final ranking of a closed phase (an immutable snapshot); again, with "
     "--reason, to publish a correction as a new version.",
+    "rerun": "Re-run archived systems (--runs: their code runs' ids) on a phase's inputs, with "
+    "their teams' consent: each as a code run of the phase, its row on the board beside the "
+    "team's own.",
 }
 
 

@@ -199,6 +199,15 @@ def action_options() -> list[click.Option]:
     return out
 
 
+def rerun_line(r: dict) -> str:
+    """One re-run of the phase action `rerun`, as both command lines print it."""
+    again = " (queued before)" if r["duplicate"] else ""
+    return (
+        f"code run {r['run']}: team {r['team']}'s system of {r['task']}/{r['phase']} (run "
+        f"{r['of']}) re-run{again}"
+    )
+
+
 class LazyPhaseCommand(click.Command):
     """A phase action's command: its declared options are added when it is parsed (or its help
     printed), not when `palimpsest` starts."""
@@ -225,7 +234,7 @@ def phase_command(name: str, help_text: str) -> click.Command:
     def command(task_id, phase_name, as_json, **options):
         from server import api_models as m  # here: loaded when a phase action runs
         from server.actions.phases import PHASE_ACTIONS, phase_action_options
-        from server.exceptions import LifecycleRefused, UploadFieldsInvalid
+        from server.exceptions import PalimpsestError, UploadFieldsInvalid
 
         task = task_or_refuse(task_id)
         settings = local_settings()
@@ -252,13 +261,15 @@ def phase_command(name: str, help_text: str) -> click.Command:
                 result = PHASE_ACTIONS[name](
                     s=s, task_id=task.id, phase=p.name, actor=None, via="cli", **extra
                 )
-            except LifecycleRefused as e:
-                raise Refused(e.message) from None
+            except PalimpsestError as e:  # refused (nothing done): its reason
+                raise Refused(getattr(e, "message", None) or str(e)) from None
             if as_json:  # the action's declared model, as the API answers it
                 echo_model(result)
             else:
                 ranking = result.ranking
                 more = f"; final ranking version {ranking.version}" if ranking is not None else ""
                 click.echo(f"{task.id} {p.name}: {', '.join(result.phase.state)}{more}")
+                for r in result.reruns or ():
+                    click.echo(rerun_line(r.model_dump()))
 
     return command
