@@ -13,7 +13,7 @@ import pytest
 from blindkit import SLUG, SYSTEM, TASK, _competition, _h, _phase, _second_team, _zip
 from click.testing import CliRunner
 from sqlmodel import Session, func, select
-from webkit import engine_of
+from webkit import Browser, engine_of
 
 from server.jobs import sandbox
 from server.models import CodeRun, Competition, Submission
@@ -97,6 +97,11 @@ def test_an_archived_system_reruns_on_a_second_corpus_beside_a_new_one(app, tmp_
     assert f"code run {refused}" in r.json["error"]["message"]
     r = CliRunner().invoke(main, ["phases", "rerun", TASK, "development", "--runs", str(refused)])
     assert r.exit_code == 1 and "did not consent" in r.output
+    web = Browser(app.test_client())
+    web.login("admin@x.org")
+    form = f"/organizer/phases/{dev.id}/actions/rerun"
+    page = web.post(form, {"runs": str(refused)}, follow_redirects=True).get_data(as_text=True)
+    assert "Refused" in page and "did not consent" in page
     assert _runs(app) == before
     assert c.post(url, json={"runs": str(old)}, headers=_h(nova)).status_code == 403
     assert c.post(url, json={"runs": "x1"}, headers=_h(tok["admin"])).status_code == 422
@@ -107,6 +112,8 @@ def test_an_archived_system_reruns_on_a_second_corpus_beside_a_new_one(app, tmp_
     assert got["of"] == old and got["phase"] == "systems" and not got["duplicate"]
     again = c.post(url, json={"runs": str(old)}, headers=_h(tok["admin"])).json["reruns"]
     assert again[0]["run"] == got["run"] and again[0]["duplicate"]  # counted once
+    page = web.post(form, {"runs": str(old)}, follow_redirects=True).get_data(as_text=True)
+    assert "queued to run on" in page and _runs(app) == before + 1
     with Session(engine_of(app)) as s:
         lexica = s.get(CodeRun, old).team_id
         assert compute_used(s, lexica, dev.id) > 0  # the team's budget in the phase holds it
@@ -138,3 +145,5 @@ def test_an_archived_system_reruns_on_a_second_corpus_beside_a_new_one(app, tmp_
         data = board.model_dump(mode="json", by_alias=True)
         marked = [r for r in data["rows"] if r.get("rerun_of")]
         assert [r["team"] for r in marked] == ["Lexica"]
+    page = web.get(f"/tasks/{TASK}/leaderboard?phase=development").get_data(as_text=True)
+    assert f"re-run of system {old} from systems" in page
