@@ -139,7 +139,7 @@ def test_uploads_on_every_surface_in_every_form_store_the_offline_score(served, 
     with Session(engine) as s:
         ensure_phases(s, home)
         for p in s.exec(select(Phase).where(Phase.task_id == "pan-text-alignment")).all():
-            p.public_fraction = 1.0  # its public part the whole split, as the offline score's
+            p.public_fraction = 1.0  # one part, "all": the whole split, as offline
             p.daily_limit = p.total_limit = p.concurrent_limit = None
             s.add(p)
         s.commit()

@@ -82,7 +82,7 @@ def test_an_archived_system_reruns_on_a_second_corpus_beside_a_new_one(app, tmp_
     # the second corpus: the dev split's phase, taking systems, blind, with a compute budget
     r = c.patch(
         f"/api/v1/tasks/{TASK}/phases/development",
-        json={"accepts": "code", "blind": True, "compute_budget_seconds": 600},
+        json={"accepts": "code", "blind": True, "compute_budget_seconds": 600, "daily_limit": 2},
         headers=_h(tok["admin"]),
     )
     assert r.status_code == 200, r.json
@@ -121,6 +121,12 @@ def test_an_archived_system_reruns_on_a_second_corpus_beside_a_new_one(app, tmp_
         ran = run_system(rid)
         assert ran["stage"] == "ran", ran
         assert score_submission(ran["submission"])["status"] == "scored"
+
+    # the organizers' re-run is not the team's upload: its daily limit is whole
+    more = _zip(SYSTEM, tmp_path / "more.zip", {"README": "Lexica's second"})
+    _upload(c, tok["ann"], more, "development", None)
+    third = _zip(SYSTEM, tmp_path / "third.zip", {"README": "Lexica's third"})
+    _upload(c, tok["ann"], third, "development", None)
 
     # its team reads the re-run through the blind phase's gate, nothing more
     seen = c.get(f"/api/v1/runs/{got['run']}", headers=_h(tok["ann"])).json
