@@ -8,7 +8,7 @@ import sys
 import click
 
 from cli.common import JSON, call, cell, emit
-from server.actions.phase_help import PHASE_ACTION_HELP
+from server.actions.phase_help import PHASE_ACTION_HELP, rerun_line
 
 
 def _phase_line(p: dict) -> str:
@@ -195,11 +195,8 @@ def _action(name: str, help_text: str):
 
 def _action_lines(r: dict) -> None:
     click.echo(_phase_line(r["phase"]))
-    if r.get("reruns"):
-        from server.cli.phases import rerun_line
-
-        for x in r["reruns"]:
-            click.echo(rerun_line(x))
+    for x in r.get("reruns") or ():
+        click.echo(rerun_line(x))
 
 
 # a command for every phase action the server declares (server.actions.phase_help), with its help

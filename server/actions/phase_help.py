@@ -24,3 +24,13 @@ def phase_action_list(names=tuple(PHASE_ACTION_HELP), last: str = "or") -> str:
     """The names as prose: `close, freeze, ... or publish`."""
     names = list(names)
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {last} {names[-1]}"
+
+
+def rerun_line(r: dict) -> str:
+    """One re-run of the phase action `rerun` (a `RerunOut` as a dict), as both command lines
+    print it."""
+    again = " (queued before)" if r["duplicate"] else ""
+    return (
+        f"code run {r['run']}: team {r['team']}'s system of {r['task']}/{r['phase']} (run "
+        f"{r['of']}) re-run{again}"
+    )

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from server.actions.phase_help import PHASE_ACTION_HELP
+from server.actions.phase_help import PHASE_ACTION_HELP, rerun_line
 from server.cli.common import (
     OptionalInt,
     Refused,
@@ -197,15 +197,6 @@ def action_options() -> list[click.Option]:
                 )
             )
     return out
-
-
-def rerun_line(r: dict) -> str:
-    """One re-run of the phase action `rerun`, as both command lines print it."""
-    again = " (queued before)" if r["duplicate"] else ""
-    return (
-        f"code run {r['run']}: team {r['team']}'s system of {r['task']}/{r['phase']} (run "
-        f"{r['of']}) re-run{again}"
-    )
 
 
 class LazyPhaseCommand(click.Command):
