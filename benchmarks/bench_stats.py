@@ -1,6 +1,6 @@
 """Board statistics: the time to compute a 50-row board's bootstrap intervals, rank ranges,
 Holm-corrected p-values and clusters from scratch (what the worker does when no row's resamples
-are cached), and the time a board change costs once they are (one new row).
+are cached), the time a board change costs once they are (one new row), and the rank sets'.
 
     python3 benchmarks/bench_stats.py [--rows 50] [--B 1000] [--tasks swissgov-rsd,tric-binary,...]
 
@@ -30,6 +30,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+PAN_PAIRS = 10_000  # the generated PAN corpus's document pairs (`--pan-pairs`)
 SHARED = Path(os.environ.get("PALIMPSEST_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
@@ -42,6 +43,12 @@ def import_tasks(home: Path, tasks: list[str]) -> None:
             import_task(t, home, source=trotr, fold=1)
         elif t == "swissgov-rsd":
             import_task(t, home, source=SHARED / "swissgov-rsd", test_split="full")
+        elif t == "pan-text-alignment":  # a generated PAN corpus (no PAN corpus is reachable)
+            from tasks import pan
+
+            n = PAN_PAIRS // 2
+            pan.generate(home / "pan-corpus", seed=0, n_susp=n, n_src=n, pairs_per_susp=2)
+            import_task(t, home, source=home / "pan-corpus")
         elif t == "loci-similes":
             loci = SHARED / "loci-similes"
             import_task(
@@ -93,6 +100,40 @@ def systems(task, store, n: int, rng, split: str = "test") -> list[dict]:
                 parsed[r["id"]] = tuple(sides)
             out.append(unit_arrays(task, store, "test", parsed))
         return out
+    if task.kind == "spans":  # the gold's cases cut into pieces, dropped, shifted; random ones
+        from scorer import spans
+
+        cases, _rows = fam._gold()
+        _ids, _index, susp, src, length = fam.corpus()
+        doc_len = np.array(list(length.values()), dtype=np.int64)  # by document index
+        for i in range(n):
+            keep = rng.random(len(cases)) < 0.95 - 0.003 * i
+            k = int(keep.sum())
+            shift = np.minimum(rng.integers(0, 40 + i, k), cases.this_length[keep] - 1)
+            tl = np.maximum(1, cases.this_length[keep] - shift)
+            extra = rng.integers(0, len(susp), k // 2)
+            t_len, s_len = doc_len[susp[extra]], doc_len[src[extra]]
+            to, so = (
+                (rng.random(extra.size) * (t_len - 1)).astype(np.int64),
+                (rng.random(extra.size) * (s_len - 1)).astype(np.int64),
+            )
+            ex_tl = np.minimum(rng.integers(1, 400, extra.size), t_len - to)
+            ex_sl = np.minimum(rng.integers(1, 400, extra.size), s_len - so)
+            out.append(
+                unit_arrays(
+                    task,
+                    store,
+                    split,
+                    spans.Spans(
+                        np.r_[cases.pair[keep], extra],
+                        np.r_[cases.this_offset[keep] + shift, to],
+                        np.r_[tl, ex_tl],
+                        np.r_[cases.source_offset[keep], so],
+                        np.r_[cases.source_length[keep], ex_sl],
+                    ),
+                )
+            )
+        return out
     qidx, sidx = fam.ids()
     from scorer.bootstrap import Bootstrap
 
@@ -142,16 +183,23 @@ def bench(task_spec: str, home: Path, rows: int, B: int) -> dict:
         samples.append(x[1:])
     st = board_statistics(np.vstack(samples), np.array(points), task.greater_is_better)
     cold, cold_cpu = time.perf_counter() - t0, time.process_time() - c0
-    t1 = time.perf_counter()  # one new row: its resamples, then the board's statistics again
+    t1, c1 = time.perf_counter(), time.process_time()  # one new row: its resamples, the board's
     with np.load(io.BytesIO(stored[0])) as z:
         boot.samples({k: z[k] for k in z.files}, WP)
     board_statistics(np.vstack(samples), np.array(points), task.greater_is_better)
-    warm = time.perf_counter() - t1
+    warm, warm_cpu = time.perf_counter() - t1, time.process_time() - c1
+    from scorer.ranksets import rank_sets  # the rank sets beside them (the worker's next step)
+
+    t2, c2 = time.perf_counter(), time.process_time()
+    sets = rank_sets(np.vstack(samples), np.array(points), task.greater_is_better)
+    rank_sets_s, rank_sets_cpu = time.perf_counter() - t2, time.process_time() - c2
     units = len(boot.units)
     extra = ""
     if task.kind == "tokens":
         extra = f", {sum(tp.doc.size for _c, _t, tp in boot.pairs.values()):,} scored tokens"
-    kind = {"tokens": "documents", "links": "queries"}.get(task.kind, task.kind)
+    kind = {"tokens": "documents", "links": "queries", "spans": "document pairs"}.get(
+        task.kind, task.kind
+    )
     if boot.clusters is not None:  # cross-validated: (fold, instance) rows, instances drawn
         kind = f"(fold, instance) rows, {len(set(boot.clusters))} distinct instances drawn"
     return {
@@ -162,7 +210,11 @@ def bench(task_spec: str, home: Path, rows: int, B: int) -> dict:
         "cold_s": cold,
         "cold_cpu_s": cold_cpu,
         "one_new_row_s": warm,
+        "one_new_row_cpu_s": warm_cpu,
         "clusters": max(st["cluster"]),
+        "rank_sets_s": rank_sets_s,
+        "rank_sets_cpu_s": rank_sets_cpu,
+        "rank_sets_method": sets["method"],
     }
 
 
@@ -173,11 +225,19 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=50)
     ap.add_argument("--B", type=int, default=1000)
     ap.add_argument(
+        "--pan-pairs",
+        type=int,
+        default=10_000,
+        help="pan-text-alignment: the generated corpus's document pairs (as bench_pan.py's)",
+    )
+    ap.add_argument(
         "--tasks",
         default="swissgov-rsd,tric-binary,tric-ranking,trac,loci-similes,"
         "tric-binary@cv,tric-ranking@cv",
     )
     a = ap.parse_args(argv)
+    global PAN_PAIRS
+    PAN_PAIRS = a.pan_pairs
     tasks = a.tasks.split(",")
     with tempfile.TemporaryDirectory() as d:
         home = Path(d)
@@ -190,7 +250,10 @@ def main(argv=None) -> int:
             print(
                 f"{r['task']:>15}: {r['rows']} rows, B={r['B']}, {r['units']}: board "
                 f"{r['cold_s']:.2f} s (bar {bar:.0f} s; CPU time {r['cold_cpu_s']:.2f} s), one new "
-                f"row {r['one_new_row_s']:.2f} s, {r['clusters']} clusters; "
+                f"row {r['one_new_row_s']:.2f} s (CPU {r['one_new_row_cpu_s']:.2f} s), "
+                f"{r['clusters']} clusters; rank sets "
+                f"({r['rank_sets_method']}) {r['rank_sets_s']:.2f} s "
+                f"(CPU {r['rank_sets_cpu_s']:.2f} s); "
                 f"load {os.getloadavg()[0]:.2f}"
             )
     return 0

@@ -107,7 +107,7 @@ def test_the_phase_actions_take_the_declared_options_as_the_local_commands_do():
     declared = {
         "--" + (f.alias or name).replace("_", "-") for name, f in m.PhaseAction.model_fields.items()
     }
-    assert declared == {"--reason", "--close"}
+    assert declared == {"--reason", "--close", "--runs"}
     for name in PHASE_COMMANDS:
         ours = remote.ACTIONS[name]
         local = phase_command(name, PHASE_COMMANDS[name])

@@ -1,8 +1,8 @@
 """PAN text alignment on the server: the example bundle (examples/bundle-pan-alignment) created from
 its YAML with a board per obfuscation type, runs in JSON Lines and PAN's XML through the one
 intake ranked on each board by the value the scorer gives on the board's pairs; and the built-in
-task's uploads through the REST API in every accepted form, scored alike, a bad span refused on
-its line."""
+task's uploads in every accepted form through the REST API, the web form and the remote command
+line, each storing the offline `score`'s result, a bad span refused on its line."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import json
 import zipfile
 
 import pytest
-from apikit import _h, _run_job
+from apikit import _cli, _h, _one_json, _run_job
 from backbone import burst, make_team, submit
+from click.testing import CliRunner
 from conftest import REPO, _make_backend
 from sqlalchemy import select
+from webkit import Browser
 
 from tasks import pan
 
@@ -116,20 +118,30 @@ def test_the_example_bundle_ranks_runs_on_a_board_per_obfuscation(request, tmp_p
             assert all(r.rank for r in board.rows)
 
 
-def test_uploads_through_the_api_in_every_form_score_alike(api_env, tmp_path):
-    from sqlmodel import Session
+def test_uploads_on_every_surface_in_every_form_store_the_offline_score(served, tmp_path):
+    """JSON Lines and PAN XML uploaded through the REST API, the web form and the remote command
+    line (a zip of PAN's per-pair files through the API) each store the result the offline
+    `palimpsest score` prints for the same file."""
+    from sqlmodel import Session, select
 
+    from cli.main import main
     from server.db import get_engine
     from server.domain.submissions import ensure_phases
+    from server.models import Phase, Score
     from server.settings import Settings
     from tasks.importers import import_task
 
-    app, tokens, home = api_env
+    url, tokens, home, app = served
     corpus = tmp_path / "corpus"
     pan.generate(corpus, seed=4, n_susp=6, n_src=6)
     import_task("pan-text-alignment", home, source=corpus)
-    with Session(get_engine(Settings(home=home).sqlalchemy_url())) as s:
+    engine = get_engine(Settings(home=home).sqlalchemy_url())
+    with Session(engine) as s:
         ensure_phases(s, home)
+        for p in s.exec(select(Phase).where(Phase.task_id == "pan-text-alignment")).all():
+            p.public_fraction = 1.0  # one part, "all": the whole split, as offline
+            p.daily_limit = p.total_limit = p.concurrent_limit = None
+            s.add(p)
         s.commit()
     c = pan.read_corpus(corpus)
     rows = [
@@ -137,33 +149,73 @@ def test_uploads_through_the_api_in_every_form_score_alike(api_env, tmp_path):
         for (t, s) in c["pairs"]
         for x in c["cases"][(t, s)]
     ]
-    jl = pan.jsonl_detections(rows[1:])
-    zbuf = io.BytesIO()
-    with zipfile.ZipFile(zbuf, "w") as zf:
-        by_pair: dict = {}
-        for t, s, *v in rows[1:]:
-            by_pair.setdefault((t, s), []).append(v)
-        for (t, s), v in by_pair.items():
-            zf.writestr(f"{pan.pair_id(t, s)}.xml", pan.detection_xml(t, s, v))
-    client = app.test_client()
-    got = {}
-    for name, data, fname in (
-        ("jsonl", jl.encode(), "run.jsonl"),
-        ("xml", _xml(jl).encode(), "run.xml"),
-        ("zip", zbuf.getvalue(), "run.zip"),
-    ):
-        r = client.post(
-            "/api/v1/tasks/pan-text-alignment/submissions",
-            headers=_h(tokens["alpha"]),
-            data={"file": (io.BytesIO(data), fname), "phase": "test", "method_name": name},
-            content_type="multipart/form-data",
+
+    def files_for(k: int) -> dict[str, bytes]:
+        """The run in each form, its lines turned by `k` (each surface's own bytes, one run)."""
+        lines = pan.jsonl_detections(rows[1:]).splitlines(True)
+        jl = "".join(lines[k:] + lines[:k])
+        zbuf = io.BytesIO()
+        with zipfile.ZipFile(zbuf, "w") as zf:
+            by_pair: dict = {}
+            for t, s, *v in rows[1:]:
+                by_pair.setdefault((t, s), []).append(v)
+            for (t, s), v in by_pair.items():
+                zf.writestr(f"{pan.pair_id(t, s)}.xml", pan.detection_xml(t, s, v))
+        return {"jsonl": jl.encode(), "xml": _xml(jl).encode(), "zip": zbuf.getvalue()}
+
+    uploads = {  # (surface, form) -> the file
+        (surface, form): data
+        for k, surface in enumerate(("api", "web", "cli"))
+        for form, data in files_for(k).items()
+        if form != "zip" or surface == "api"
+    }
+    env = {"PALIMPSEST_HOME": str(home), "XDG_CONFIG_HOME": "/none"}
+    offline, paths = {}, {}
+    for (surface, form), data in uploads.items():
+        paths[surface, form] = tmp_path / f"{surface}.{form}"
+        paths[surface, form].write_bytes(data)
+        r = CliRunner().invoke(
+            main, ["score", "pan-text-alignment", str(paths[surface, form]), "--json"], env=env
         )
-        assert r.status_code == 201, r.json
-        assert _run_job(r.json["id"])["status"] == "scored", name
-        body = client.get(f"/api/v1/submissions/{r.json['id']}", headers=_h(tokens["alpha"])).json
-        got[name] = body["scores"]["metrics"]
-    assert got["jsonl"] == got["xml"] == got["zip"]
-    assert 0 < got["jsonl"]["all"]["plagdet"] <= 1
+        assert r.exit_code == 0, r.output
+        offline[surface, form] = json.loads(r.stdout)["metrics"]
+    assert 0 < offline["api", "jsonl"]["all"]["plagdet"] < 1
+    assert offline["api", "xml"]["all"]["plagdet"] == offline["api", "jsonl"]["all"]["plagdet"]
+
+    client = app.test_client()
+    web = Browser(app.test_client())
+    web.login("alpha@example.org", "correct horse")
+    sids = {}
+    for (surface, form), path in paths.items():
+        if surface == "api":
+            r = client.post(
+                "/api/v1/tasks/pan-text-alignment/submissions",
+                headers=_h(tokens["alpha"]),
+                data={"file": (io.BytesIO(path.read_bytes()), path.name), "phase": "test"},
+                content_type="multipart/form-data",
+            )
+            assert r.status_code == 201, r.json
+            sids[surface, form] = r.json["id"]
+        elif surface == "web":
+            r = web.post(
+                "/tasks/pan-text-alignment/submit",
+                {"phase": "test", "method_name": "web", "description": "", "url": "",
+                 "show_publicly": "on", "file": (io.BytesIO(path.read_bytes()), path.name)},
+                content_type="multipart/form-data",
+            )  # fmt: skip
+            assert r.status_code == 302, r.get_data(as_text=True)[:500]
+            sids[surface, form] = int(r.headers["Location"].rsplit("/", 1)[1])
+        else:  # the remote command line, through the API
+            out = _cli(url, tokens["alpha"], "submit", "pan-text-alignment", str(path),
+                       "--phase", "test", "--json")  # fmt: skip
+            sids[surface, form] = _one_json(out)["id"]
+    assert len(set(sids.values())) == len(sids) == 7
+    with Session(engine) as s:
+        for how, sid in sids.items():
+            assert _run_job(sid)["status"] == "scored", how
+            sc = s.exec(select(Score).where(Score.submission_id == sid, Score.part == "all"))
+            assert sc.one().result["metrics"] == offline[how], how
+    client = app.test_client()
     t, s, *_ = rows[0]
     bad = (
         f'<document reference="{t}">\n<feature name="detected-plagiarism" this_offset="5" '

@@ -193,3 +193,65 @@ def test_each_obfuscation_subset_is_the_measures_on_its_pairs_alone(corpus, tmp_
         want = naive(cut, [r for r in run if (r[0], r[1]) in set(pairs)])
         for k in ("plagdet", "recall_micro", "precision_micro", "plagdet_micro", "case_f1"):
             assert got[kind][k] == pytest.approx(want[k], abs=1e-12), (kind, k)
+
+
+def test_pan_xml_read_in_one_pass_equals_expats_reading_or_leaves_it_to_it(corpus):
+    """The one-pass reader of PAN XML (`_fast_xml`) takes PAN's own writing and reads what the
+    expat reader reads; any file it could read otherwise (another attribute order, quotes,
+    entities, comments, a feature outside a document, nested documents) it leaves to expat."""
+    import re
+
+    import numpy as np
+
+    from scorer import family
+    from scorer.errors import Problems
+    from tasks import get_task
+
+    _root, home, c = corpus
+    fam = family(get_task(TASK), TaskStore(TASK, home), "test")
+    by_pair: dict = {}
+    for t, s, *v in _rows(c, shift=3):
+        by_pair.setdefault((t, s), []).append(v)
+    docs = [pan.detection_xml(t, s, v) for (t, s), v in by_pair.items()]
+    canonical = "<run>\n" + "".join(docs) + "</run>\n"
+
+    def expat_reading(body):
+        rows: list = []
+        problems = Problems()
+        fam._xml_rows(body, "", rows, problems)
+        return None if problems.total else fam._check(rows, problems)
+
+    def same(a, b):
+        return all(np.array_equal(getattr(a, k), getattr(b, k)) for k in vars(b))
+
+    fast = fam._fast_xml(canonical)
+    assert fast is not None and same(fast, expat_reading(canonical))
+    assert fam._fast_xml(docs[0]) is not None  # one pair's file of PAN's output
+    feature = re.search(r"<feature [^>]*/>", canonical).group(0)
+    attrs = dict(re.findall(r'(\w+)="([^"]*)"', feature))
+    reordered = "<feature " + " ".join(f'{k}="{v}"' for k, v in reversed(attrs.items())) + " />"
+    quoted = feature.replace(f'"{attrs["source_reference"]}"', f"'{attrs['source_reference']}'")
+    ref = attrs["source_reference"]
+    entity = feature.replace(ref, ref.replace(".", "&#46;"))
+    others = {
+        "attributes reordered": canonical.replace(feature, reordered, 1),
+        "single quotes": canonical.replace(feature, quoted, 1),
+        "an entity": canonical.replace(feature, entity, 1),
+        "a comment": canonical.replace("<run>", f"<run><!-- {feature} -->", 1),
+        "outside a document": canonical.replace("</run>", f"{feature}\n</run>", 1),
+        "nested documents": canonical.replace(
+            "</document>", f'<document reference="x">{feature}</document></document>', 1
+        ),
+        "blank in a number": canonical.replace('this_offset="', 'this_offset=" ', 1),
+        "another feature": canonical.replace("detected-plagiarism", "plagiarism", 1),
+        "not well-formed": canonical.replace("</run>", "</runs>"),
+    }
+    for name, body in others.items():
+        assert body != canonical, name
+        assert fam._fast_xml(body) is None, name  # left to expat, read (or refused) by its rules
+    # the same spans written otherwise: expat's reading, the same values
+    for name in ("attributes reordered", "single quotes", "an entity", "blank in a number"):
+        assert same(fam.validate(others[name]), fast), name
+    assert len(fam.validate(others["another feature"]).pair) == len(fast.pair) - 1
+    with pytest.raises(SubmissionInvalid):
+        fam.validate(others["not well-formed"])

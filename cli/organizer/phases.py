@@ -8,7 +8,7 @@ import sys
 import click
 
 from cli.common import JSON, call, cell, emit
-from server.actions.phase_help import PHASE_ACTION_HELP
+from server.actions.phase_help import PHASE_ACTION_HELP, rerun_line
 
 
 def _phase_line(p: dict) -> str:
@@ -188,9 +188,15 @@ def _action(name: str, help_text: str):
             as_json,
             lambda c: c.send_json("POST", f"/tasks/{task_id}/phases/{phase_name}/{name}", body),
         )
-        emit(as_json, r, lambda r: click.echo(_phase_line(r["phase"])))
+        emit(as_json, r, lambda r: _action_lines(r))
 
     return command
+
+
+def _action_lines(r: dict) -> None:
+    click.echo(_phase_line(r["phase"]))
+    for x in r.get("reruns") or ():
+        click.echo(rerun_line(x))
 
 
 # a command for every phase action the server declares (server.actions.phase_help), with its help

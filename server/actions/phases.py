@@ -1,6 +1,6 @@
 """Organizer actions on a phase: close it, freeze or unfreeze its board, show or hide the board,
-publish its final ranking. Each one is written here once; the surfaces name it by its key in
-`PHASE_ACTIONS`."""
+publish its final ranking, re-run archived systems on its inputs. Each one is written here once;
+the surfaces name it by its key in `PHASE_ACTIONS`."""
 
 from __future__ import annotations
 
@@ -14,10 +14,12 @@ from server import api_models as m
 from server.actions import common
 from server.actions.common import action
 from server.actions.phase_help import PHASE_ACTION_HELP
-from server.domain import lifecycle, submissions
+from server.domain import code_runs, lifecycle, submissions
+from server.domain.accounts import audit
 from server.domain.submissions import phase_state
-from server.exceptions import UploadFieldsInvalid
-from server.models import Phase, RankingVersion, User
+from server.exceptions import LifecycleRefused, NotFound, UploadFieldsInvalid
+from server.jobs.dispatch import jobs
+from server.models import CodeRun, Phase, RankingVersion, User
 from tasks import get_task
 
 
@@ -292,6 +294,91 @@ def redraw_partition(
     return m.PhaseState(**phase_state_fields(p))
 
 
+MAX_RERUNS = 200  # systems re-run in one action
+
+
+def _run_ids(runs: str) -> list[int]:
+    ids = []
+    for part in (runs or "").replace(" ", ",").split(","):
+        if not part:
+            continue
+        if not part.isdigit() or len(part) > 12:
+            raise UploadFieldsInvalid({"runs": f"{part[:20]!r} is not a code run's id"})
+        ids.append(int(part))
+    if not ids:
+        raise UploadFieldsInvalid({"runs": "the id of at least one archived system's code run"})
+    if len(ids) > MAX_RERUNS:
+        raise UploadFieldsInvalid({"runs": f"at most {MAX_RERUNS} systems at once"})
+    return list(dict.fromkeys(ids))
+
+
+@action
+def rerun_systems(
+    *, s: Session, task_id: str, phase: str, actor: User | None, via: str, settings, runs: str = ""
+) -> m.PhaseActionOut:
+    """Re-run archived systems on a phase's inputs: each named code run's archive (of this or an
+    earlier phase, another version of the task, another task of the same family), run again as a
+    code run of this phase through the same sandbox, review and compute budget as any run, its
+    output on the phase's board beside the team's own run, marked as a re-run. Refused, whole, for
+    a run the actor does not organize, of another family, still waiting, or whose team did not
+    consent (`code_runs.consented`)."""
+    task = common.task(task_id)
+    common.require_organizer(actor, s, task_id=task.id)
+    p = common.phase(s, task.id, phase)
+    ids = _run_ids(runs)
+    code_runs.check_inputs_released(s, p)
+    roots: dict[int, CodeRun] = {}  # by the first run's id: a system named twice runs once
+    for rid in ids:
+        r = s.get(CodeRun, rid)
+        if r is None:
+            raise NotFound(f"no code run {rid}")
+        common.require_organizer(actor, s, task_id=r.task_id)
+        root = code_runs.rerun_root(s, r)
+        try:
+            family = get_task(root.task_id).kind
+        except Exception:  # noqa: BLE001 - a task no longer declared
+            family = None
+        if family != task.kind:
+            raise LifecycleRefused(
+                f"code run {rid} is a system of {root.task_id} ({family or 'no longer declared'}"
+                f"), not of the {task.kind} family of {task.id}",
+                "other_family",
+            )
+        if not code_runs.consented(root):
+            raise LifecycleRefused(
+                f"the team of code run {rid} did not consent to its system being re-run (its "
+                f"fact sheet's {code_runs.RERUN_CONSENT!r} is not yes)",
+                "no_consent",
+            )
+        if root.stage not in ("ran", "failed") or not root.storage_key:
+            raise LifecycleRefused(
+                f"code run {rid} is {root.stage}: re-run a system once it has run", "running"
+            )
+        roots[root.id] = root
+    out = []
+    for root in roots.values():
+        run, duplicate = code_runs.add_rerun(s, root=root, phase=p, settings=settings)
+        if not duplicate:
+            audit(s, actor, "run.rerun", f"run:{run.id}", of=root.id, phase=p.name,
+                  task=task.id, consent="baseline" if root.is_baseline else
+                  f"fact {code_runs.RERUN_CONSENT} of run {root.id}", via=via)  # fmt: skip
+            jobs(s, settings).run_code(s, run.id)
+        orig_phase = s.get(Phase, root.phase_id)
+        out.append(
+            m.RerunOut(
+                run=run.id,
+                of=root.id,
+                task=root.task_id,
+                phase=orig_phase.name if orig_phase else "",
+                team=root.team_id,
+                duplicate=duplicate,
+            )
+        )
+    result = _result(p)
+    result.reruns = out
+    return result
+
+
 # The phase actions by the name every surface uses (web form `action=`, API path, CLI command), in
 # the order and with the help server.actions.phase_help declares them.
 PHASE_ACTIONS: dict[str, Callable[..., m.PhaseActionOut]] = {
@@ -301,6 +388,7 @@ PHASE_ACTIONS: dict[str, Callable[..., m.PhaseActionOut]] = {
     "show-board": show_board,
     "hide-board": hide_board,
     "publish": publish_ranking,
+    "rerun": rerun_systems,
 }
 if list(PHASE_ACTIONS) != list(PHASE_ACTION_HELP):  # a new action is declared in both, or neither
     raise ImportError(

@@ -30,9 +30,21 @@ class VersionOut(Out):
     sha256: str
 
 
+class RerunOut(Out):
+    """An archived system re-run on the phase (the phase action `rerun`)."""
+
+    run: int = Field(description="The re-run: a code run of the phase, queued.")
+    of: int = Field(description="The code run first uploaded, whose archive it runs.")
+    task: str = Field(description="The task of that first run.")
+    phase: str = Field(description="The phase of that first run.")
+    team: int
+    duplicate: bool = Field(description="True: the same system was re-run on the phase before.")
+
+
 class PhaseActionOut(Out):
     phase: PhaseState
     ranking: Optional[VersionOut] = None
+    reruns: Optional[list[RerunOut]] = None
 
 
 class RankingsOut(Out):

@@ -178,6 +178,12 @@ class PhaseAction(Model):
     close_first: bool = Field(
         False, alias="close", description="publish: close an open phase in the same step."
     )
+    runs: str = Field(
+        "",
+        max_length=2000,
+        description="rerun: the archived systems to re-run on the phase, by the id of a code run "
+        "of theirs, comma-separated (`12,15`).",
+    )
 
 
 class PrimaryRule(Out):

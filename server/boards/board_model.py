@@ -230,7 +230,8 @@ class LeaderboardRow(_Shape):
     chosen_by: str = Field(
         "",
         exclude_if=_empty,
-        description='"primary run", "latest scored run" or "baseline method".',
+        description='"primary run", "latest scored run", "baseline method" or "re-run of an '
+        'archived system".',
     )
     public_value: Optional[float] = Field(
         None,
@@ -264,6 +265,12 @@ class LeaderboardRow(_Shape):
         exclude_if=_none,
         description="The same, of kind \"simultaneous\": every row's set holds every row's true "
         "rank at once with probability `coverage`.",
+    )
+    rerun_of: Optional[dict] = Field(
+        None,
+        exclude_if=_none,
+        description="{run, task, phase}: the row is an archived system re-run on this phase's "
+        "inputs by the organizers; the code run first uploaded, of that task and phase.",
     )
     cluster: Optional[int] = Field(
         None, description="Rows not significantly different share a cluster."

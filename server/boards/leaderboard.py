@@ -32,7 +32,7 @@ from server.boards.board_model import (  # noqa: F401 - the shapes, re-exported
     json_value,
     stats_summary,
 )
-from server.domain import goldversions, people, shown
+from server.domain import code_runs, goldversions, people, shown
 from server.domain.lifecycle import PENDING, Status
 from server.domain.partitions import ranked_part
 from server.domain.provenance import current_provenance, is_current, public_result
@@ -215,6 +215,7 @@ def why_empty(result: dict | None, subset: str) -> str:
 
 
 STALE_NOTE = "stale: scored against an earlier gold or scorer version; being rescored"
+RERUN = "re-run of an archived system"  # a re-run row's `chosen_by`
 
 
 # scored, or being rescored with the scores of an earlier attempt still standing
@@ -290,6 +291,7 @@ def _ranked_runs(
                 Submission.team_id,
                 case((baseline, 1), else_=0),
                 case((baseline, Submission.method_name), else_=None),
+                Submission.rerun_of,  # an archived system's re-run: a row of its own
             ),
             order_by=(
                 case((baseline, 0), (Submission.is_primary.is_(True), 1), else_=0).desc(),
@@ -446,7 +448,8 @@ def build_board(
     runs that pass its filter and have that value; each team's ranked run is chosen among those by
     the same rule (its marked primary run when it enters, else its latest one that does).
 
-    Each team has one row: its ranked run, chosen by `lifecycle.RANKED_RUN_RULE` (the marked
+    Each team has one row (and one more for each of its archived systems the organizers re-ran on
+    the phase, `rerun_of`): its ranked run, chosen by `lifecycle.RANKED_RUN_RULE` (the marked
     primary run, else the latest scored one) among its runs that are neither hidden nor removed;
     the choice never reads a score. Each baseline method has one unranked row (its newest entry).
     `show_private` (organizers only: a preview of the final ranking) ranks on the private part
@@ -548,6 +551,7 @@ def build_board(
     # the ranked run of each team: its primary run, else its latest scored one (no score is read)
     chosen: dict[int, tuple] = {}
     baselines: dict[tuple, tuple] = {}  # (team_id, method_name) -> newest scored baseline entry
+    reruns: dict[int, tuple] = {}  # the first run of a system re-run here -> its newest re-run
     for sub, team in candidates:
         if pick(sub.id) is None:
             continue
@@ -556,6 +560,11 @@ def build_board(
             cur = baselines.get(key)
             if cur is None or (sub.created_at, sub.id) > (cur[0].created_at, cur[0].id):
                 baselines[key] = (sub, team)
+            continue
+        if sub.rerun_of is not None:  # an archived system re-run here: beside the team's own
+            cur = reruns.get(sub.rerun_of)
+            if cur is None or (sub.created_at, sub.id) > (cur[0].created_at, cur[0].id):
+                reruns[sub.rerun_of] = (sub, team)
             continue
         cur = chosen.get(team.id)
         if cur is None or _choice_key(sub) > _choice_key(cur[0]):
@@ -571,7 +580,11 @@ def build_board(
             rows_src.append((sub, team, "not public", "team", _rule(sub)))
         else:
             rows_src.append((sub, team, "", "team", _rule(sub)))
+    for sub, team in reruns.values():
+        if sub.show_publicly or organizer or sub.team_id == own_team:
+            rows_src.append((sub, team, "" if sub.show_publicly else "not public", "team", RERUN))
     rows_src.extend((sub, team, note, "team", "") for sub, team, note in extras if pick(sub.id))
+    rerun_of = code_runs.reruns_of(s, [x[0].id for x in rows_src if x[0].rerun_of is not None])
 
     rows = []
     for sub, team, note, kind, rule in rows_src:
@@ -601,6 +614,7 @@ def build_board(
             chosen_by=rule,
             attempt=sub.score_attempt,
             notes=list((result or {}).get("notes") or []),
+            rerun_of=rerun_of.get(sub.id),
         )
         if values[prim.key] is None and note != STALE_NOTE:
             row.why_empty = why_empty(result, prim.subset)
@@ -634,6 +648,8 @@ def build_board(
         for r in rows:
             if r.row_type == "team" and r.team_id != own_team:
                 r.team, r.method_name, r.url = labels.get(r.team_id, "Team ?"), "", ""
+                if r.rerun_of:  # its first run's id would name the team
+                    r.rerun_of = {k: v for k, v in r.rerun_of.items() if k != "run"}
 
     ranked = [r for r in rows if r.row_type == "team" and r.note in ("", "not public")]
     ranks = _rank([r.values[prim.key] for r in ranked], prim.greater_is_better)

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from server.actions.phase_help import PHASE_ACTION_HELP
+from server.actions.phase_help import PHASE_ACTION_HELP, rerun_line
 from server.cli.common import (
     OptionalInt,
     Refused,
@@ -225,7 +225,7 @@ def phase_command(name: str, help_text: str) -> click.Command:
     def command(task_id, phase_name, as_json, **options):
         from server import api_models as m  # here: loaded when a phase action runs
         from server.actions.phases import PHASE_ACTIONS, phase_action_options
-        from server.exceptions import LifecycleRefused, UploadFieldsInvalid
+        from server.exceptions import PalimpsestError, UploadFieldsInvalid
 
         task = task_or_refuse(task_id)
         settings = local_settings()
@@ -252,13 +252,15 @@ def phase_command(name: str, help_text: str) -> click.Command:
                 result = PHASE_ACTIONS[name](
                     s=s, task_id=task.id, phase=p.name, actor=None, via="cli", **extra
                 )
-            except LifecycleRefused as e:
-                raise Refused(e.message) from None
+            except PalimpsestError as e:  # refused (nothing done): its reason
+                raise Refused(getattr(e, "message", None) or str(e)) from None
             if as_json:  # the action's declared model, as the API answers it
                 echo_model(result)
             else:
                 ranking = result.ranking
                 more = f"; final ranking version {ranking.version}" if ranking is not None else ""
                 click.echo(f"{task.id} {p.name}: {', '.join(result.phase.state)}{more}")
+                for r in result.reruns or ():
+                    click.echo(rerun_line(r.model_dump()))
 
     return command

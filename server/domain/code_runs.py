@@ -21,7 +21,7 @@ from server.db import session_scope
 from server.domain import download_rule, exposure
 from server.domain.download_rule import area_files
 from server.domain.shown import unshown_outputs  # noqa: F401 - the boards' side of the gate
-from server.domain.submissions import visible_scores
+from server.domain.submissions import check_compute, lock_team, visible_scores
 from server.domain.visibility import viewer_of
 from server.models import CodeRun, Phase, Submission, utcnow
 from tasks import get_task
@@ -414,3 +414,72 @@ def gated_for(s: Session, user, sub) -> bool:
     if viewer_of(user, s, sub.task_id).is_organizer:
         return False
     return gating_run(s, sub.id) is not None
+
+
+# ---------------------------------------------------------------------------- archived systems
+# An organizer re-runs archived systems (code runs of this or an earlier phase, another version
+# of the task, another task of the same family) on a phase's inputs: each re-run is a code run of
+# its own, through the same sandbox, review and compute budget as any, its output a submission of
+# its own marked `rerun_of` (its board row stands beside the team's own run). Only with the team's
+# consent: the original run's fact sheet answered the competition's yes/no field `rerun_consent`
+# with yes (declared required, it is a rule of the phase every team accepts with each upload).
+
+RERUN_CONSENT = "rerun_consent"  # the fact sheet's field a team consents by
+
+
+def rerun_root(s: Session, run: CodeRun) -> CodeRun:
+    """The code run first uploaded whose archive `run` runs (itself when it is not a re-run)."""
+    return s.get(CodeRun, run.rerun_of) if run.rerun_of is not None else run
+
+
+def consented(run: CodeRun) -> bool:
+    """Whether the team of an uploaded run consented to its system being re-run on new data (a
+    baseline, the organizers' own system, always has)."""
+    return (
+        bool(run.is_baseline) or ((run.fields or {}).get("facts") or {}).get(RERUN_CONSENT) is True
+    )
+
+
+def add_rerun(s: Session, *, root: CodeRun, phase: Phase, settings) -> tuple[CodeRun, bool]:
+    """The re-run of `root`'s archive on `phase`, queued and flushed, its CPU limit reserved
+    against its team's budget in `phase` (checked under the team's lock); an earlier re-run of the
+    same system on the phase answers instead (counted once). Returns (run, whether it was that
+    earlier one)."""
+    lock_team(s, root.team_id)
+    same = s.exec(
+        select(CodeRun).where(CodeRun.rerun_of == root.id, CodeRun.phase_id == phase.id)
+    ).first()
+    if same is not None:
+        return same, True
+    check_compute(s, root.team_id, phase)
+    fields = dict(root.fields or {}) | {"primary": False, "rerun_of": root.id}
+    run = add_run(
+        s,
+        team_id=root.team_id,
+        user_id=root.user_id,
+        phase=phase,
+        stored=(root.storage_key, root.archive_sha256, root.size),
+        filename=root.file_name,
+        manifest=dict(root.manifest or {}),
+        fields=fields,
+        is_baseline=root.is_baseline,
+    )
+    run.rerun_of = root.id
+    reserve_budget(run, settings)
+    s.add(run)
+    s.flush()
+    return run, False
+
+
+def reruns_of(s: Session, submission_ids) -> dict[int, dict]:
+    """Of the given submissions, each re-run's original: submission id -> {run, task, phase}."""
+    ids = sorted({i for i in submission_ids if i is not None})
+    if not ids:
+        return {}
+    rows = s.exec(
+        select(Submission.id, CodeRun.id, CodeRun.task_id, Phase.name)
+        .join(CodeRun, CodeRun.id == Submission.rerun_of)
+        .join(Phase, Phase.id == CodeRun.phase_id)
+        .where(Submission.id.in_(ids))
+    ).all()
+    return {sid: {"run": rid, "task": task, "phase": name} for sid, rid, task, name in rows}

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import BinaryIO
 
 import sqlmodel
-from sqlalchemy import bindparam, func, or_, select, true
+from sqlalchemy import and_, bindparam, func, or_, select, true
 from sqlmodel import Session
 
 from server import models, objectstore  # models.X: other subjects' tables, loaded when first used
@@ -190,7 +190,11 @@ def team_runs(team_ids, *, task: str | None = None, status: str | None = None):
 # a run removed by an organizer gives its slot back; one its team deleted keeps it (deleting and
 # uploading again would otherwise score the hidden gold without end)
 def counts_against_quota():
-    return or_(models.Submission.removed_at.is_(None), models.Submission.removed_by_team.is_(True))
+    # an organizer's re-run of an archived system (`rerun_of`) is not the team's upload
+    return and_(
+        or_(models.Submission.removed_at.is_(None), models.Submission.removed_by_team.is_(True)),
+        models.Submission.rerun_of.is_(None),
+    )
 
 
 def code_runs_counted(
@@ -208,6 +212,7 @@ def code_runs_counted(
         models.CodeRun.team_id == team_id,
         models.CodeRun.phase_id == phase_id,
         models.CodeRun.submission_id.is_(None),
+        models.CodeRun.rerun_of.is_(None),  # the organizers', not the team's
         stage,
     )
     if since is not None:
@@ -272,7 +277,8 @@ def _limits_statement(with_sha: bool, with_phase: bool = False):
     def code(*conds):
         return (
             select(func.count(C.id))
-            .where(C.team_id == team, C.phase_id == phase, C.submission_id.is_(None), *conds)
+            .where(C.team_id == team, C.phase_id == phase, C.submission_id.is_(None))
+            .where(C.rerun_of.is_(None), *conds)  # a re-run is the organizers', not the team's
             .scalar_subquery()
         )
 

@@ -58,6 +58,11 @@ class Submission(TableModel, table=True):
     stale: bool = False
     # the file of an invalid submission is deleted after the retention period (settings)
     file_purged_at: Optional[NaiveDatetime] = None
+    # the output of an archived system re-run on this phase (server.actions.reruns): the code run
+    # first uploaded (of this or another phase or task); its board row stands beside the team's own
+    # (its id, not a foreign key: a code run already names its submission, and the two tables stay
+    # in one order for a restore)
+    rerun_of: Optional[int] = Field(default=None, index=True)
 
 
 class CodeRun(TableModel, table=True):
@@ -105,6 +110,9 @@ class CodeRun(TableModel, table=True):
     # CPU seconds reserved against the compute budget while the run waits or runs (its declared
     # CPU limit), settled to `cpu_seconds` when it ends
     reserved_cpu: float = 0.0
+    # an organizer's re-run of an archived system on this phase (server.actions.reruns): the code
+    # run first uploaded, whose archive this one runs; None for a team's own upload
+    rerun_of: Optional[int] = Field(default=None, foreign_key="coderun.id", index=True)
 
 
 class Score(TableModel, table=True):

@@ -36,6 +36,7 @@ from server.exceptions import (
     Forbidden,
     LifecycleRefused,
     NotFound,
+    SubmissionRefused,
     UnknownSystem,
     UploadFieldsInvalid,
 )
@@ -245,7 +246,7 @@ def _act(fn, done: str):
         fn()
         flash(done, "ok")
         return True
-    except (LifecycleRefused, NotFound, Forbidden, UploadFieldsInvalid) as e:
+    except (LifecycleRefused, NotFound, Forbidden, UploadFieldsInvalid, SubmissionRefused) as e:
         msg = getattr(e, "message", None) or str(e)
         flash(f"Refused. {msg[:1].upper()}{msg[1:]}.", "error")
         return False
@@ -293,6 +294,8 @@ DONE = {
     "freeze": "The board of {task}/{phase} is frozen.",
     "unfreeze": "The board of {task}/{phase} is unfrozen.",
     "publish": "Final ranking of {task}/{phase} published.",
+    "rerun": "The archived systems are queued to run on {task}/{phase}: their rows join its board "
+    "once scored.",
 }
 
 
