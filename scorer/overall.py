@@ -138,9 +138,7 @@ def naive_combine(values, present, directions, rule: str, missing: str) -> list:
                 continue
             if i in on:
                 better = sum(1 for j in part if j in on and sgn * values[k][j] > sgn * values[k][i])
-                tied = sum(
-                    1 for j in part if j != i and j in on and values[k][j] == values[k][i]
-                )
+                tied = sum(1 for j in part if j != i and j in on and values[k][j] == values[k][i])
             else:  # absent: below every present team, tied with the other absent ones
                 better = len(on)
                 tied = len(part) - len(on) - 1

@@ -4,6 +4,7 @@ declared."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -64,3 +65,182 @@ def test_a_team_missing_a_board_is_placed_as_declared():
 def test_a_mean_over_boards_of_opposite_directions_is_refused():
     with pytest.raises(ValueError, match="opposite"):
         combine(np.zeros((2, 3)), np.ones((2, 3)), [True, False], "mean", "last")
+
+
+# ----------------------------------------------------------------------------- on a phase
+
+OVERALL = {
+    # name: (rule, missing)
+    "overall": ("mean", "unranked"),
+    "overall-last": ("mean-rank", "last"),
+    "overall-borda": ("borda", "leave-out"),
+}
+
+
+def _with_overall(spec, root):
+    from boardkit import _partial
+
+    _partial(spec, root)
+    (ev,) = [p for p in spec["tasks"][0]["phases"] if p["name"] == "evaluation"]
+    for name, (rule, missing) in OVERALL.items():
+        ev["boards"].append(
+            {
+                "name": name,
+                "title": f"Overall ({rule})",
+                "overall": {"boards": ["prose", "verse"], "rule": rule, "missing": missing},
+            }
+        )
+
+
+@pytest.fixture
+def overall_site(request, tmp_path, monkeypatch):
+    from boardkit import PHASE, TASK, B
+    from bundlekit import _bundle
+    from conftest import _make_backend
+    from sqlalchemy import select
+
+    from server.actions import bundles
+    from server.domain import lifecycle
+    from server.models import Phase
+
+    monkeypatch.setenv("PALIMPSEST_BOOTSTRAP_SAMPLES", str(B))
+    src = tmp_path / "src"
+    (src / "tasks").mkdir(parents=True)
+    b = _make_backend("embedded", request, tmp_path, src, monkeypatch)
+    b.settings.bootstrap_samples = B
+    root = _bundle(tmp_path, edit=_with_overall)
+    with b.session() as s:
+        bundles.create_from_bundle(s=s, actor=None, source=root, via="test", settings=b.settings)
+        p = s.execute(select(Phase).where(Phase.task_id == TASK, Phase.name == PHASE)).scalar_one()
+        open_all = dict.fromkeys(
+            ("opens_at", "closes_at", "daily_limit", "total_limit", "concurrent_limit")
+        )
+        lifecycle.edit_phase(s, p, open_all, actor=None)
+    yield b
+    from tasks import unregister_declared
+
+    unregister_declared(TASK)
+
+
+def test_an_overall_board_equals_a_direct_loop_over_its_boards_resamples(overall_site):
+    from boardkit import LABEL, PHASE, TASK, B, _app, _get, _naive_matrix, _runs
+
+    runs = _runs(overall_site)
+    preds = {sid: pred for sid, pred in runs.values()}
+    app = _app()
+    comps = {}
+    for name in ("prose", "verse"):
+        board = _get(app, name).get_json()
+        ranked, M = _naive_matrix(overall_site, board, preds, name)
+        comps[name] = {
+            r["team"]: (r["metrics"][f"{name}/spearman"], M[i]) for i, r in enumerate(ranked)
+        }
+    for name, (rule, missing) in OVERALL.items():
+        r = _get(app, name)
+        assert r.status_code == 200, r.get_data(as_text=True)[:300]
+        board = r.get_json()
+        assert board["board"] == name and board["overall"]["rule"] == rule
+        assert board["statistics"]["status"] == "ready", name
+        assert [c["key"] for c in board["columns"]] == [
+            f"{name}/{rule}",
+            "prose/spearman",
+            "verse/spearman",
+        ]
+        teams = sorted(set(comps["prose"]) | set(comps["verse"]))
+        present = [[t in comps[k] for t in teams] for k in ("prose", "verse")]
+        pts = [[comps[k][t][0] if t in comps[k] else np.nan for t in teams] for k in comps]
+        want = naive_combine(pts, present, [True, True], rule, missing)
+        samples = np.array(
+            [
+                naive_combine(
+                    [
+                        [comps[k][t][1][b] if t in comps[k] else np.nan for t in teams]
+                        for k in comps
+                    ],
+                    present,
+                    [True, True],
+                    rule,
+                    missing,
+                )
+                for b in range(B)
+            ]
+        ).T
+        rows = {row["team"]: row for row in board["rows"]}
+        # gamma covers prose only, eps verse only: placed as declared
+        partial = {LABEL["gamma"], LABEL["eps"]}
+        if missing == "leave-out":
+            assert set(rows) == set(teams) - partial
+        else:
+            assert set(rows) == set(teams)
+        ranked = [i for i, t in enumerate(teams) if not math.isnan(want[i])]
+        gib = rule != "mean-rank"
+        sgn = 1.0 if gib else -1.0
+        for i, t in enumerate(teams):
+            if t not in rows:
+                continue
+            row = rows[t]
+            if math.isnan(want[i]):
+                assert missing == "unranked" and t in partial
+                assert row["rank"] is None and row["metrics"][f"{name}/{rule}"] is None
+                assert "unranked" in row["why_empty"], row
+                continue
+            assert row["metrics"][f"{name}/{rule}"] == pytest.approx(want[i], abs=1e-9)
+            assert row["rank"] == 1 + sum(1 for j in ranked if sgn * want[j] > sgn * want[i])
+            lo, hi = np.percentile(samples[i], [2.5, 97.5])
+            assert row["ci"] == pytest.approx([lo, hi], abs=1e-9), (name, t)
+            ranks = [
+                1 + sum(1 for j in ranked if sgn * samples[j, b] > sgn * samples[i, b])
+                for b in range(B)
+            ]
+            rr = [
+                int(np.floor(np.percentile(ranks, 2.5))),
+                int(np.ceil(np.percentile(ranks, 97.5))),
+            ]
+            assert row["rank_range"] == rr, (name, t)
+            assert row["rank_set"]["low"] <= row["rank"] <= row["rank_set"]["high"]
+        if missing == "last":
+            assert {LABEL["gamma"], LABEL["eps"]} <= {t for t, r in rows.items() if r["rank"]}
+    # shown and exported like every board: the page, the CSV
+    page = _get(app, "overall", "html")
+    assert page.status_code == 200 and "Overall (mean)" in page.get_data(as_text=True)
+    csv_text = _get(app, "overall", "csv").get_data(as_text=True)
+    assert "overall/mean" in csv_text.splitlines()[0] or "mean" in csv_text.splitlines()[0]
+
+    # published like every board: the snapshot ranks on the private part, its statistics frozen
+    from sqlalchemy import select
+
+    from server.domain import publication
+    from server.models import BoardRanking, Phase
+    from tasks import get_task
+
+    with overall_site.session() as s:
+        p = s.execute(select(Phase).where(Phase.task_id == TASK, Phase.name == PHASE)).scalar_one()
+        publication.prepare(s, p)
+        publication.publish(
+            s, p, task=get_task(TASK), actor=None, settings=overall_site.settings, close_first=True
+        )
+        s.commit()
+    with overall_site.session() as s:
+        snaps = {
+            br.board: json.loads(br.body_json) for br in s.execute(select(BoardRanking)).scalars()
+        }
+    snap = snaps["overall"]
+    assert snap["overall"]["rule"] == "mean" and snap["statistics"]["status"] == "ready"
+    prose = {r["team"]: r for r in snaps["prose"]["rows"]}
+    verse = {r["team"]: r for r in snaps["verse"]["rows"]}
+    for row in snap["rows"]:
+        t = row["team"]
+        if row["rank"] is None:
+            assert t in {"gamma", "eps"}  # named once published
+            continue
+        want = (prose[t]["metrics"]["prose/spearman"] + verse[t]["metrics"]["verse/spearman"]) / 2
+        assert row["metrics"]["overall/mean"] == pytest.approx(want, abs=1e-12)
+        assert row["ci"][0] <= row["metrics"]["overall/mean"] <= row["ci"][1]
+        assert row["rank_set"]["coverage"] == 0.95
+        # the public part beside it, from the boards' public values
+        want_pub = (prose[t]["public_primary"] + verse[t]["public_primary"]) / 2
+        assert row["public_primary"] == pytest.approx(want_pub, abs=1e-12)
+    # the CSV and LaTeX of the snapshot
+    with overall_site.session() as s:
+        br = s.execute(select(BoardRanking).where(BoardRanking.board == "overall")).scalar_one()
+        assert "overall" in br.body_latex.lower() and br.body_csv.count("\n") >= 6

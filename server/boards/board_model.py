@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     computed_field,
     field_serializer,
     field_validator,
@@ -316,6 +317,13 @@ class Leaderboard(_Shape):
         description="A declared board's filter: the runs whose fact sheet answers `fact` with "
         "one of `equals`.",
     )
+    overall: Optional[dict] = Field(
+        None,
+        exclude_if=_none,
+        description="An overall board: {boards, rule, missing}: each team's values on `boards` "
+        "(its columns) combined by `rule` (mean, borda, mean-rank), a team missing one of them "
+        "left out, shown unranked or ranked last there (`missing`).",
+    )
     split: str
     part: Literal["public", "private", "whole", "all"] = Field(
         serialization_alias="ranked_on",
@@ -349,6 +357,9 @@ class Leaderboard(_Shape):
         validation_alias=AliasChoices("public_statistics", "public_stats"),
         description="After publication: the same on the public part.",
     )
+
+    # an overall board's component boards, as built with it (what its statistics combine)
+    _components: list = PrivateAttr(default_factory=list)
 
     @property
     def primary(self) -> BoardColumn:

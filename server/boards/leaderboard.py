@@ -78,9 +78,13 @@ def columns_for(
     return cols
 
 
-def board_columns(task, board) -> list[Column]:
+def board_columns(task, board, phase: Phase | None = None) -> list[Column]:
     """A declared board's columns: its ranking value first, then its declared columns (none
-    declared: the task's other metrics on the ranking subset)."""
+    declared: the task's other metrics on the ranking subset). An overall board's: its value
+    (subset: the board's name, metric: the rule), then each board's ranking value (subset: that
+    board's name)."""
+    if getattr(board, "overall", None) is not None:
+        return _overall_columns(task, board, _declared_of(phase))
     sub, met, over = board.ranking.subset, board.ranking.metric, tuple(board.ranking.over or ())
     cols = [
         Column(
@@ -360,6 +364,8 @@ def team_sees_the_public_board(
     over the team's own runs only."""
     if not phase.leaderboard_open:
         return True
+    if board is not None and getattr(board, "overall", None) is not None:
+        return False  # several boards' runs: the team's view is built for it
     use_private = phase.published_at is not None
     if use_private:
         # the private part, or the whole split for a phase that publishes on it
@@ -447,6 +453,18 @@ def build_board(
     provenance differs from `provenance` (the current gold, task and scorer versions) are never
     ranked: their row says they are stale. `with_parts` keeps every part's result on each row.
     """
+    if board is not None and getattr(board, "overall", None) is not None:
+        return _overall_board(
+            s,
+            task,
+            phase,
+            board,
+            audience=audience,
+            show_private=show_private,
+            include_closed=include_closed,
+            provenance=provenance,
+            with_parts=with_parts,
+        )
     published = phase.published_at is not None
     use_private = published or show_private
     own_team = int(audience.split(":", 1)[1]) if audience.startswith("team:") else None
@@ -662,11 +680,166 @@ def _board_fields(board) -> dict:
     if board is None:
         return {}
     f = board.filter
+    o = board.overall
     return {
         "board": board.name,
         "title": board.title,
         "filter": None if f is None else {"fact": f.fact, "equals": list(f.equals)},
+        "overall": None if o is None else o.model_dump(mode="json"),
     }
+
+
+# ----------------------------------------------------------------------------- overall boards
+
+
+def _declared_of(phase: Phase | None) -> dict:
+    """The phase's declared boards by name (what an overall board's columns name)."""
+    from tasks.bundle_models import BoardSpec
+
+    return {b["name"]: BoardSpec.model_validate(b) for b in (phase.boards or ())} if phase else {}
+
+
+def _overall_columns(task, board, declared: dict) -> list[Column]:
+    from scorer.overall import rule_direction
+
+    comps = []
+    for name in board.overall.boards:
+        spec = declared.get(name)
+        if spec is None:  # "main": the task's primary value
+            met = task.primary[1]
+            gib = task.greater_is_better
+        else:
+            met = spec.ranking.metric
+            gib = task.metric_direction(met)
+        comps.append(Column(subset=name, metric=met, greater_is_better=gib))
+    rule = board.overall.rule
+    head = Column(
+        subset=board.name,
+        metric=rule,
+        greater_is_better=rule_direction(rule, [c.greater_is_better for c in comps]),
+        primary=True,
+    )
+    return [head, *comps]
+
+
+def _overall_board(s: Session, task, phase: Phase, board, **kw) -> Board:
+    """An overall board: each of its boards built as the audience sees it, each team's ranked row
+    there read, and the rule applied to their values (scorer.overall). A team's row names the
+    run of the first board it is on; its values are the boards' (each board's ranked run)."""
+    from scorer.overall import combine
+
+    declared = _declared_of(phase)
+    cols = _overall_columns(task, board, declared)
+    prim = cols[0]
+    comps = [
+        build_board(s, task, phase, board=declared.get(name), **kw) for name in board.overall.boards
+    ]
+    out = Board(
+        task_id=task.id,
+        phase=phase.name,
+        split=phase.split,
+        part=comps[0].part,
+        published=comps[0].published,
+        frozen=comps[0].frozen,
+        gold=comps[0].gold,
+        columns=cols,
+        closed=any(c.closed for c in comps),
+        **_board_fields(board),
+    )
+    out._components = comps
+    if out.closed:
+        return out
+    teams, first = overall_teams(comps)
+    K, n = len(comps), len(teams)
+    present = [[t in rows for t in teams] for rows in (_ranked_rows(c) for c in comps)]
+    vals = [
+        [rows[t].values[c.primary.key] if t in rows else float("nan") for t in teams]
+        for c, rows in ((c, _ranked_rows(c)) for c in comps)
+    ]
+    gib = [c.greater_is_better for c in cols[1:]]
+    o = board.overall
+    points = combine(vals, present, gib, o.rule, o.missing) if n else []
+    pub_points = None
+    if n and any(r.public_value is not None for c in comps for r in c.rows):
+        # the final ranking (published, or its preview): the public part's beside it
+        pub = [
+            [
+                rows[t].public_value
+                if t in rows and rows[t].public_value is not None
+                else float("nan")
+                for t in teams
+            ]
+            for rows in (_ranked_rows(c) for c in comps)
+        ]
+        pub_present = [
+            [p and v == v for p, v in zip(pr, pv, strict=True)]
+            for pr, pv in zip(present, pub, strict=True)
+        ]
+        pub_points = combine(pub, pub_present, gib, o.rule, o.missing)
+    rows = []
+    for i, t in enumerate(teams):
+        r0 = first[t]
+        missing = [board.overall.boards[k] for k in range(K) if not present[k][i]]
+        if missing and o.missing == "leave-out":
+            continue
+        v = float(points[i])
+        values = {prim.key: None if v != v else v}
+        for k, c in enumerate(cols[1:]):
+            values[c.key] = vals[k][i] if present[k][i] else None
+        row = Row(
+            rank=None,
+            row_type="team",
+            team=r0.team,
+            team_id=r0.team_id,
+            submission_id=r0.submission_id,
+            method_name=r0.method_name,
+            url=r0.url,
+            submitted_at=r0.submitted_at,
+            is_primary=r0.is_primary,
+            values=values,
+            note=r0.note if r0.note == "not public" else "",
+            chosen_by=f"{o.rule} over {K} boards",
+            attempt=r0.attempt,
+        )
+        if pub_points is not None and pub_points[i] == pub_points[i]:
+            row.public_value = float(pub_points[i])
+        if missing:
+            how = {"last": "ranked last there", "unranked": "unranked"}[o.missing]
+            row.why_empty = f"not on {', '.join(missing)}: {how}"
+        rows.append(row)
+    ranks = _rank([r.values[prim.key] for r in rows], prim.greater_is_better)
+    for r, rk in zip(rows, ranks, strict=True):
+        r.rank = rk
+    if pub_points is not None:
+        for r, rk in zip(
+            rows, _rank([r.public_value for r in rows], prim.greater_is_better), strict=True
+        ):
+            r.public_rank = rk
+    gb = prim.greater_is_better
+    rows.sort(
+        key=lambda r: (
+            r.values[prim.key] is None,
+            -(r.values[prim.key] or 0.0) if gb else (r.values[prim.key] or 0.0),
+            r.team,
+        )
+    )
+    out.rows = rows
+    return out
+
+
+def _ranked_rows(board: Board) -> dict[int, Row]:
+    """A board's ranked team rows, by team."""
+    return {r.team_id: r for r in board.rows if r.row_type == "team" and r.rank is not None}
+
+
+def overall_teams(comps: list[Board]) -> tuple[list[int], dict[int, Row]]:
+    """The teams ranked on any of an overall board's boards, in a fixed order, and each one's row
+    on the first board it is on."""
+    first: dict[int, Row] = {}
+    for c in comps:
+        for t, r in _ranked_rows(c).items():
+            first.setdefault(t, r)
+    return sorted(first), first
 
 
 # ----------------------------------------------------------------------------- anonymous boards
@@ -694,7 +867,9 @@ def anonymous_labels(s: Session, task_id: str, phase: Phase) -> dict[int, str] |
 
 def add_reference_rows(board: Board, task, home) -> None:
     """The human-agreement rows the task's import recorded (`tasks/agreement.py`), unranked, in
-    their place by the primary score."""
+    their place by the primary score (none on an overall board: they have no value there)."""
+    if board.overall is not None:
+        return
     store = TaskStore(task.id, home)
     try:
         manifest = store.manifest()

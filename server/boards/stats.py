@@ -380,16 +380,22 @@ def statistics(
     board's size: what `server.boards.pairwise` writes as the board's matrix file."""
     t0 = time.perf_counter()
     prim = board.primary
-    value_of = value_of or (lambda r: r.values[prim.key])
-    value = value_key(prim)
-    rows, ranked = _stat_rows(board)
+    overall = getattr(board, "overall", None)
+    if overall:
+        rows, ranked, M, points = _overall_matrix(settings, part, board, value_of)
+        value_of = points.__getitem__
+    else:
+        value_of = value_of or (lambda r: r.values[prim.key])
+        rows, ranked = _stat_rows(board)
     out_rows: dict[str, dict] = {}
     order, teams, p, p_holm, neighbours, top_sets = [], [], None, None, None, {}
     if rows:
         at = {r.submission_id: i for i, r in enumerate(rows)}
-        M = np.vstack(
-            [part.samples(settings, r.submission_id, r.attempt, value=value) for r in rows]
-        )
+        if not overall:
+            value = value_key(prim)
+            M = np.vstack(
+                [part.samples(settings, r.submission_id, r.attempt, value=value) for r in rows]
+            )
         for r, ci in zip(rows, intervals(M, ALPHA), strict=True):
             out_rows[str(r.submission_id)] = {"ci": ci}
         if ranked:
@@ -431,7 +437,7 @@ def statistics(
                 matrices.update(teams=teams, p=st["p_array"], p_holm=st["p_holm_array"])
     return {
         "part": part.part,
-        "method": METHOD,
+        "method": METHOD + (OVERALL_METHOD.format(**overall) if overall else ""),
         "unit": (
             "instances (each drawn with its copies in every fold)"
             if part.boot.clusters is not None
@@ -451,6 +457,57 @@ def statistics(
         "top_sets": top_sets,
         "seconds": round(time.perf_counter() - t0, 3),
     }
+
+
+OVERALL_METHOD = (
+    "; overall: the rule ({rule}) applied to the boards' values on each of the same resamples "
+    "(one draw of the gold for every board), a team missing a board {missing}; the boards "
+    "themselves are not resampled"
+)
+
+
+def _overall_matrix(settings, part: Part, board, value_of=None):
+    """An overall board's rows with a value, its ranked ones, their resampled overall values and
+    their point values (by row): each component board's ranked rows' resampled values (the
+    phase's one matrix of resamples) combined by the board's rule on every resample
+    (scorer.overall). `value_of`: a component row's point value (default: its board's value)."""
+    from scorer.overall import combine
+
+    o = board.overall
+    comps = board._components
+    team_rows = [r for r in board.rows if r.row_type == "team"]
+    K, n = len(comps), len(team_rows)
+    X = np.full((K, n, part.B), np.nan)
+    V = np.full((K, n), np.nan)
+    present = np.zeros((K, n), dtype=bool)
+    for k, c in enumerate(comps):
+        on = {r.team_id: r for r in c.rows if r.row_type == "team" and r.rank is not None}
+        value = value_key(c.primary)
+        for i, row in enumerate(team_rows):
+            r = on.get(row.team_id)
+            if r is None:
+                continue
+            v = value_of(r) if value_of is not None else r.values[c.primary.key]
+            if v is None or v != v:
+                continue
+            present[k, i] = True
+            V[k, i] = v
+            X[k, i] = part.samples(settings, r.submission_id, r.attempt, value=value)
+    gib = [c.greater_is_better for c in board.columns[1:]]
+    pts = combine(V, present, gib, o["rule"], o["missing"]) if n else np.zeros(0)
+    S = combine(X, present, gib, o["rule"], o["missing"]) if n else np.zeros((0, part.B))
+    keep = [i for i in range(n) if np.isfinite(pts[i])]
+    rows = [team_rows[i] for i in keep]
+    ranked = [r for r in rows if r.rank is not None]
+    points = {id(team_rows[i]): float(pts[i]) for i in keep}
+    return rows, ranked, S[keep], _ById(points)
+
+
+class _ById(dict):
+    """Point values by row object."""
+
+    def __getitem__(self, row):
+        return dict.__getitem__(self, id(row))
 
 
 TOP_SETS = (1, 3)
@@ -586,6 +643,8 @@ def compute_board_stats(phase_id: int, settings=None) -> dict:
         # the private samples too, computed now in the worker, for the published snapshot
         private = Part.get(settings, engine, task, phase, _hidden_part(phase))
         for b in (board, *declared):
+            if getattr(b, "overall", None):
+                continue  # its boards' samples: the main board's or a declared one's
             value = value_key(b.primary)
             for r in _stat_rows(b)[0]:
                 try:
