@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 
 import numpy as np
 import pytest
+from browserkit import driver  # noqa: F401  (Chromium, its console read)
 
 from scorer.overall import MISSING, RULES, combine, naive_combine
 
@@ -122,7 +124,10 @@ def overall_site(request, tmp_path, monkeypatch):
     unregister_declared(TASK)
 
 
-def test_an_overall_board_equals_a_direct_loop_over_its_boards_resamples(overall_site):
+def test_an_overall_board_equals_a_direct_loop_over_its_boards_resamples(
+    overall_site,
+    driver,  # noqa: F811  (browserkit's fixture)
+):
     from boardkit import LABEL, PHASE, TASK, B, _app, _get, _naive_matrix, _runs
 
     runs = _runs(overall_site)
@@ -200,9 +205,21 @@ def test_an_overall_board_equals_a_direct_loop_over_its_boards_resamples(overall
             assert row["rank_set"]["low"] <= row["rank"] <= row["rank_set"]["high"]
         if missing == "last":
             assert {LABEL["gamma"], LABEL["eps"]} <= {t for t, r in rows.items() if r["rank"]}
-    # shown and exported like every board: the page, the CSV
+    # shown and exported like every board: the page (in Chromium at 390 and 1366 px, its console
+    # clean), the CSV
     page = _get(app, "overall", "html")
     assert page.status_code == 200 and "Overall (mean)" in page.get_data(as_text=True)
+    from browserkit import _look
+    from werkzeug.serving import make_server
+
+    srv = make_server("127.0.0.1", 0, app, threaded=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        for name in OVERALL:
+            url = f"http://127.0.0.1:{srv.server_port}/tasks/{TASK}/leaderboard?phase={PHASE}"
+            _look(driver, f"{url}&board={name}", [])
+    finally:
+        srv.shutdown()
     csv_text = _get(app, "overall", "csv").get_data(as_text=True)
     assert "overall/mean" in csv_text.splitlines()[0] or "mean" in csv_text.splitlines()[0]
 
@@ -244,3 +261,45 @@ def test_an_overall_board_equals_a_direct_loop_over_its_boards_resamples(overall
     with overall_site.session() as s:
         br = s.execute(select(BoardRanking).where(BoardRanking.board == "overall")).scalar_one()
         assert "overall" in br.body_latex.lower() and br.body_csv.count("\n") >= 6
+
+
+def test_a_bad_overall_declaration_is_refused_naming_its_path():
+    from pydantic import ValidationError
+
+    from tasks import get_task
+    from tasks.bundle_models import BoardSpec, board_problems
+
+    with pytest.raises(ValidationError, match="either `ranking` or `overall`"):
+        BoardSpec.model_validate(
+            {
+                "name": "x",
+                "title": "X",
+                "ranking": {"subset": "en-de", "metric": "spearman"},
+                "overall": {"boards": ["main", "de"]},
+            }
+        )
+    with pytest.raises(ValidationError, match="named twice"):
+        BoardSpec.model_validate({"name": "x", "title": "X", "overall": {"boards": ["a", "a"]}})
+    task = get_task("swissgov-rsd")
+    boards = [
+        BoardSpec.model_validate(
+            {"name": "de", "title": "DE", "ranking": {"subset": "en-de", "metric": "spearman"}}
+        ),
+        BoardSpec.model_validate(
+            {"name": "n", "title": "N", "ranking": {"subset": "en-de", "metric": "n"}}
+        ),
+        BoardSpec.model_validate(
+            {"name": "all", "title": "All", "overall": {"boards": ["main", "de", "fr"]}}
+        ),
+    ]
+    got = board_problems(boards, task, None)
+    assert got == [
+        (
+            ("boards", 2, "overall", "boards", 2),
+            "'fr' is not a ranked board of the phase (main, de, n)",
+        )
+    ]
+    ok = BoardSpec.model_validate(
+        {"name": "all", "title": "All", "overall": {"boards": ["main", "de"], "rule": "borda"}}
+    )
+    assert board_problems([*boards[:2], ok], task, None) == []
