@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -482,6 +482,12 @@ class PhaseSpec(Spec):
     compute_budget_seconds: Optional[int] = Field(
         None, ge=0, description="CPU seconds of system runs each team may use in the phase."
     )
+    release_rule: Optional[Union[str, dict]] = Field(
+        None,
+        description="What the live public board shows of each run's public score "
+        '(docs/statistics.md): "exact" (default), "rounded", "ladder" or '
+        "{rule: ladder, eta: 0.01}.",
+    )
     boards: list[BoardSpec] = Field(
         default_factory=list,
         max_length=40,  # SemEval-2024 Task 1: 33 (Track A x 9 languages, B and C x 12)
@@ -497,6 +503,24 @@ class PhaseSpec(Spec):
         if dup:
             raise ValueError(f"board(s) {', '.join(dup)} declared twice")
         return v
+
+    @field_validator("release_rule")
+    @classmethod
+    def _release_rule(cls, v):
+        if v is None or v in ("exact", "ladder", "rounded"):
+            return v
+        if (
+            isinstance(v, dict)
+            and v.get("rule", "ladder") == "ladder"
+            and set(v) <= {"rule", "eta"}
+        ):
+            eta = v.get("eta", 0.01)
+            if isinstance(eta, (int, float)) and 0 < eta < 1:
+                return {"rule": "ladder", "eta": float(eta)}
+        raise ValueError(
+            'a phase\'s release rule is "exact", "ladder", "rounded" or {rule: ladder, eta: a '
+            "number in (0, 1)}"
+        )
 
     @model_validator(mode="after")
     def _order(self):

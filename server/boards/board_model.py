@@ -270,6 +270,12 @@ class LeaderboardRow(_Shape):
         None, description="Rows not significantly different share a cluster."
     )
     ci_note: str = Field("", exclude_if=_empty, description="Why a row has no interval (yet).")
+    runs: Optional[int] = Field(
+        None,
+        exclude_if=_none,
+        description="On a live board: the runs the team made in the phase (scored or not; on a "
+        "frozen board, those made before it froze).",
+    )
     public_ci: Optional[list[Optional[float]]] = Field(
         None, exclude_if=_none, description="After publication: the public part's interval."
     )
@@ -323,6 +329,13 @@ class Leaderboard(_Shape):
         description="An overall board: {boards, rule, missing}: each team's values on `boards` "
         "(its columns) combined by `rule` (mean, borda, mean-rank), a team missing one of them "
         "left out, shown unranked or ranked last there (`missing`).",
+    )
+    release_rule: Optional[Any] = Field(
+        None,
+        exclude_if=_none,
+        description="The phase's release rule, where the live board shows released public "
+        'scores rather than exact ones ("ladder", {"rule": "ladder", "eta": 0.01} or "rounded"; '
+        "docs/statistics.md); its intervals are then withheld.",
     )
     split: str
     part: Literal["public", "private", "whole", "all"] = Field(

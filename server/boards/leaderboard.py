@@ -628,6 +628,18 @@ def build_board(
             row.parts = {p: scores[(sub.id, p)] for p in parts if (sub.id, p) in scores}
         rows.append(row)
 
+    if not use_private:
+        # each team's runs in the phase (one query, a count per team)
+        made_runs = run_counts(s, phase, frozen_at)
+        for r in rows:
+            if r.row_type == "team":
+                r.runs = made_runs.get(r.team_id, 0)
+    rule = None if (organizer or use_private) else release_rule_of(phase)
+    if rule is not None and rule.kind == "ladder":
+        _release_ladder(
+            s, phase, rows, cols, rule, rank_parts, banned, frozen_at, board, fields, pick,
+            provenance,
+        )  # fmt: skip
     labels = None if organizer or use_private else anonymous_labels(s, task.id, phase)
     if labels is not None:  # an anonymous board: the team sees its own name, no one else's
         for r in rows:
@@ -672,8 +684,75 @@ def build_board(
         gold=goldversions.label(s, task.id, phase.split),
         columns=cols,
         rows=rows,
+        release_rule=None if rule is None else rule.to_json(),
         **_board_fields(board),
     )
+
+
+# ----------------------------------------------------------------------------- release rules
+
+
+def release_rule_of(phase: Phase):
+    """The phase's release rule (scorer.release.Rule), or None where it shows scores exactly."""
+    if not phase.release_rule:
+        return None
+    from scorer.release import Rule
+
+    rule = Rule.parse(phase.release_rule)
+    return None if rule.kind == "exact" else rule
+
+
+def run_counts(s: Session, phase: Phase, until: datetime | None = None) -> dict[int, int]:
+    """The runs each team made in the phase (any status; those made by `until` when given)."""
+    q = select(Submission.team_id, func.count(Submission.id)).where(Submission.phase_id == phase.id)
+    if until is not None:
+        q = q.where(Submission.created_at <= until)
+    return dict(s.exec(q.group_by(Submission.team_id)).all())
+
+
+RELEASE_NOTE = "released by the phase's release rule"
+
+
+def _release_ladder(
+    s, phase, rows, cols, rule, rank_parts, banned, frozen_at, board, fields, pick, provenance
+) -> None:
+    """The ladder (scorer.release) on a live board: each team row shows what its ranked run
+    releases given the team's runs before it on this board, in the order made (the best released
+    value, unless the run beat it by eta); the other columns are not shown."""
+    from scorer.release import released
+
+    prim = cols[0]
+    sgn = 1.0 if prim.greater_is_better else -1.0
+    runs = _ranked_runs(s, phase, rank_parts, banned, False, frozen_at, every=True)
+    if board is not None:
+        runs = [(sub, team) for sub, team in runs if passes(board, sub, fields)]
+    teams = {r.team_id for r in rows if r.row_type == "team"}
+    runs = [(sub, team) for sub, team in runs if sub.team_id in teams and not sub.is_baseline]
+    scores = _latest_scores(s, [sub for sub, _ in runs], rank_parts)
+    by_team: dict[int, list] = {}
+    for sub, _ in sorted(runs, key=lambda x: (x[0].created_at, x[0].id)):
+        got = None
+        for p in rank_parts:
+            if (sub.id, p) in scores:
+                got = scores[(sub.id, p)]
+                break
+        v = None
+        if got is not None and is_current(got, provenance):
+            v = _value(got, prim.subset, prim.metric, prim)
+        by_team.setdefault(sub.team_id, []).append((sub.id, None if v is None else sgn * v))
+    for r in rows:
+        if r.row_type != "team":
+            continue
+        if r.values.get(prim.key) is None:
+            r.values = {c.key: None for c in cols}
+            continue
+        seq = by_team.get(r.team_id, [])
+        shown = released([v for _, v in seq], rule)
+        at = [i for i, (sid, _) in enumerate(seq) if sid == r.submission_id]
+        v = shown[at[0]] if at else None
+        r.values = {c.key: None for c in cols} | {prim.key: None if v is None else sgn * v}
+        r.note = r.note or ""
+        r.chosen_by = (r.chosen_by + "; " if r.chosen_by else "") + RELEASE_NOTE
 
 
 def _board_fields(board) -> dict:

@@ -734,6 +734,56 @@ def attach(board, body: dict | None, *, reason: str = "") -> None:
             )
         else:
             r.ci_note = reason
+    if getattr(board, "release_rule", None) is not None:
+        _released(board)
+
+
+WITHHELD = "no interval on the live board: the phase's release rule shows released scores only"
+
+
+def _released(board) -> None:
+    """A live board under a release rule (scorer.release): `rounded` shows each team row's value
+    rounded to the resolution of its interval (none until the interval is computed) and ranks by
+    it; under any rule the intervals, rank ranges, rank sets, clusters and p-values (which would
+    tell the exact scores) are withheld."""
+    from scorer.release import Rule, _round_to, resolution
+    from server.boards.leaderboard import RELEASE_NOTE, _rank
+
+    rule = Rule.parse(board.release_rule)
+    prim = board.primary
+    for r in board.rows:
+        if r.row_type != "team":
+            continue
+        if rule.kind == "rounded":
+            v, ci = r.values.get(prim.key), r.ci
+            shown = None
+            if v is not None and ci and None not in ci:
+                shown = _round_to(v, resolution((ci[1] - ci[0]) / 2))
+            r.values = {c.key: None for c in board.columns} | {prim.key: shown}
+            if v is not None and shown is None:
+                r.why_empty = "shown once its interval is computed (rounded to its resolution)"
+            if RELEASE_NOTE not in r.chosen_by:
+                r.chosen_by = (r.chosen_by + "; " if r.chosen_by else "") + RELEASE_NOTE
+        r.ci = r.rank_range = r.cluster = r.rank_set = r.rank_set_simultaneous = None
+        r.ci_note = WITHHELD
+    if rule.kind == "rounded":
+        ranked = [r for r in board.rows if r.row_type == "team" and r.note in ("", "not public")]
+        for r, rk in zip(
+            ranked, _rank([r.values[prim.key] for r in ranked], prim.greater_is_better), strict=True
+        ):
+            r.rank = rk
+        gib = prim.greater_is_better
+        board.rows.sort(
+            key=lambda r: (
+                r.values.get(prim.key) is None,
+                -(r.values.get(prim.key) or 0.0) if gib else (r.values.get(prim.key) or 0.0),
+                r.row_type != "team",
+                r.submitted_at,
+                r.submission_id or 0,
+            )
+        )
+    if board.stats is not None:
+        board.stats = {"part": board.stats.get("part"), "method": WITHHELD, "unavailable": WITHHELD}
 
 
 def _hidden_part(phase) -> str:

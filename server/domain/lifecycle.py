@@ -506,8 +506,30 @@ PHASE_FIELDS = (
     "blind",
     "compute_budget_seconds",
     "boards",
+    "release_rule",
 )
 ACCEPTS = ("predictions", "code", "both")
+
+
+def release_rule_json(spec):
+    """A phase's release rule as stored (None: exact), or LifecycleRefused saying what is wrong."""
+    from scorer.release import Rule
+
+    try:
+        rule = Rule.parse(spec)
+    except ValueError as e:
+        raise LifecycleRefused(str(e), "bad_release_rule") from None
+    if rule.kind not in PHASE_RELEASE_RULES:
+        raise LifecycleRefused(
+            f"release rule: a phase offers {', '.join(PHASE_RELEASE_RULES)}, not {rule.kind!r}",
+            "bad_release_rule",
+        )
+    return None if rule.kind == "exact" else rule.to_json()
+
+
+PHASE_RELEASE_RULES = ("exact", "ladder", "rounded")
+"""The release rules a phase may set (scorer.release has `ladder-paired` too: it needs every
+run's resamples, which the live board does not compute)."""
 
 
 def _archived(s: Session, task_id: str) -> bool:
@@ -544,6 +566,8 @@ def edit_phase(
         raise LifecycleRefused("a compute budget is 0 or more (empty: none)", "bad_limit")
     if "blind" in changes:
         changes["blind"] = bool(changes["blind"])
+    if "release_rule" in changes:
+        changes["release_rule"] = release_rule_json(changes["release_rule"])
     if "boards" in changes:
         # a published ranking keeps the boards it was published with (its snapshots)
         changes["boards"] = boards.checked(s, get_task(phase.task_id), changes["boards"]) or None
@@ -610,6 +634,8 @@ def create_phase(
             s, task, name, split, home
         )
     fields["boards"] = boards.checked(s, task, declared) or None
+    if "release_rule" in fields:
+        fields["release_rule"] = release_rule_json(fields["release_rule"])
     # what the published ranking is computed on: the private part, or the whole split (as the
     # task declares for its phases unless given); only a phase with a private part has a choice
     on = fields.pop("published_on", None) or getattr(task, "published_on", "private")

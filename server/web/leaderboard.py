@@ -395,6 +395,22 @@ def _board_and_state(task, *, closed_to_organizers: bool = True):
     return state, spec
 
 
+def withheld(state) -> Response | None:
+    """A live board's p-values and figures are withheld where its phase has a release rule (they
+    would tell the exact public scores): the answer saying so, or None."""
+    if state.published:
+        return None
+    with Session(current_app.extensions["palimpsest.engine"]) as s:
+        if lb.release_rule_of(s.get(Phase, state.id)) is None:
+            return None
+    return Response(
+        "Withheld until publication: this phase's release rule shows released public scores "
+        "only, and the pairwise statistics and figures would tell the exact ones.\n",
+        status=404,
+        content_type="text/plain; charset=utf-8",
+    )
+
+
 @bp.route("/tasks/<task_id>/leaderboard/significance")
 def significance(task_id: str):
     """The pairwise paired-bootstrap p-values (Holm-corrected) behind a board's clusters
@@ -402,6 +418,8 @@ def significance(task_id: str):
     the board's current version."""
     task = task_or_404(task_id)
     state, spec = _board_and_state(task)
+    if (no := withheld(state)) is not None:
+        return no
     bname = spec.name if spec is not None else "main"
     settings = current_app.extensions["palimpsest.settings"]
     version = request.args.get("version", type=int) if state.published else None
@@ -455,6 +473,8 @@ def serve_significance_csv(task_id: str, who: str | None = None):
     who = who or audience(task.id)
     if state is None or (not state.leaderboard_open and who != "organizer"):
         abort(404)
+    if (no := withheld(state)) is not None:
+        return no
     settings = current_app.extensions["palimpsest.settings"]
     asked = request.args.get("board") or None
     spec = board_of(engine, state.id, asked)[0] if asked not in (None, "main") else None
@@ -548,6 +568,8 @@ def plot(task_id: str, fmt: str):
     task = task_or_404(task_id)
     engine = current_app.extensions["palimpsest.engine"]
     state, spec = _board_and_state(task, closed_to_organizers=False)
+    if (no := withheld(state)) is not None:
+        return no
     bname = spec.name if spec is not None else "main"
     version = request.args.get("version", type=int) if state.published else None
     kinds = (
