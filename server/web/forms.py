@@ -158,12 +158,9 @@ class PhaseForm(FlaskForm):
         render_kw={"step": "0.01", "min": "0.01", "max": "1", "inputmode": "decimal"},
     )
     release_rule = SelectField(
-        "Public scores shown (the live board; the private part and publication unchanged)",
-        choices=[
-            ("exact", "exact: every run's score"),
-            ("ladder", "ladder: a new best only when it beats the team's best by η"),
-            ("rounded", "rounded to the resolution of the interval"),
-        ],
+        "Public scores shown on the live board (exact; ladder: a new best only when it beats the "
+        "team's best by η; rounded: to the resolution of the interval)",
+        choices=["exact", "ladder", "rounded"],
         default="exact",
     )
     release_eta = FloatField(
