@@ -121,6 +121,19 @@ def board_subset_forbidden(fields, sheet: dict, board) -> str | None:
     return None
 
 
+def board_lets_in(board, facts: dict | None, fields) -> bool:
+    """Whether a run whose fact sheet is `facts` passes a declared board's filter, and the rules
+    of the filter's field that depend on the board (`board_subset_forbidden`)."""
+    f = board.filter
+    if f is None:
+        return True
+    facts = facts or {}
+    v = facts.get(f.fact)
+    if v is None or str(v) not in f.equals:
+        return False
+    return board_subset_forbidden(fields, facts, board) is None
+
+
 def fact_items(value) -> list[str]:
     """The values an answer declares, for a rule: a yes/no as yes or no, a text's comma-separated
     items, each stripped and lowercased."""

@@ -39,7 +39,7 @@ from server.domain.provenance import current_provenance, is_current, public_resu
 from server.domain.visibility import HIDDEN, ORGANIZER, TEAM, Viewer, may_see
 from server.models import Phase, Score, Submission, Team
 from tasks.agreement import reference_rows
-from tasks.bundle_models import board_subset_forbidden
+from tasks.bundle_models import board_lets_in
 from tasks.store import TaskStore
 
 # ----------------------------------------------------------------------------- building
@@ -124,14 +124,7 @@ def passes(board, sub: Submission, fields: list[dict] | None = None) -> bool:
     unfiltered board only), and the rules of the filter's field that depend on the board (`fields`:
     the competition's fact fields; Track C's run that declares labelled data in the board's
     language stays off that board)."""
-    f = board.filter
-    if f is None:
-        return True
-    facts = sub.facts or {}
-    v = facts.get(f.fact)
-    if v is None or str(v) not in f.equals:
-        return False
-    return board_subset_forbidden(fields, facts, board) is None
+    return board_lets_in(board, sub.facts, fields)
 
 
 def result_folds(results) -> list[str]:
@@ -346,10 +339,24 @@ def _enters(task, result: dict | None, prim: Column, provenance: dict | None) ->
     return any(_value(result, g, prim.metric) is not None for g in _macro_groups(task, prim))
 
 
-def _choice_key(sub: Submission) -> tuple:
-    """A team's ranked run is its greatest by this key: the marked primary run, else the latest
+def _choice_key(sub: Submission, picked: dict | None = None) -> tuple:
+    """A team's ranked run is its greatest by this key: the run it chose for the board
+    (`picked`: team -> submission, `board_choices`), else the marked primary run, else the latest
     (`lifecycle.RANKED_RUN_RULE`); no score is read."""
-    return (sub.is_primary, sub.created_at, sub.id)
+    return ((picked or {}).get(sub.team_id) == sub.id, sub.is_primary, sub.created_at, sub.id)
+
+
+def board_choices(s: Session, phase: Phase, board) -> dict[int, int]:
+    """The runs the teams chose for a declared board (team -> submission; {} for the default
+    board, ranked by the primary runs)."""
+    if board is None:
+        return {}
+    from server.models import BoardChoice
+
+    q = select(BoardChoice.team_id, BoardChoice.submission_id).where(
+        BoardChoice.phase_id == phase.id, BoardChoice.board == board.name
+    )
+    return dict(s.exec(q).all())
 
 
 def team_sees_the_public_board(
@@ -400,7 +407,8 @@ def team_sees_the_public_board(
             return None
 
         runs = [sub for sub in runs if _enters(task, seen(sub), prim, provenance)]
-        runs = [max(runs, key=_choice_key)] if runs else []
+        picked = board_choices(s, phase, board)
+        runs = [max(runs, key=lambda sub: _choice_key(sub, picked))] if runs else []
     if not runs:
         return True
     if not runs[0].show_publicly:
@@ -545,7 +553,9 @@ def build_board(
         candidates = [c for c in candidates if enters(c[0])]
         extras = [e for e in extras if enters(e[0])]
 
-    # the ranked run of each team: its primary run, else its latest scored one (no score is read)
+    # the ranked run of each team: the run it chose for this board, else its primary run, else its
+    # latest scored one (no score is read)
+    picked = board_choices(s, phase, board)
     chosen: dict[int, tuple] = {}
     baselines: dict[tuple, tuple] = {}  # (team_id, method_name) -> newest scored baseline entry
     for sub, team in candidates:
@@ -558,7 +568,7 @@ def build_board(
                 baselines[key] = (sub, team)
             continue
         cur = chosen.get(team.id)
-        if cur is None or _choice_key(sub) > _choice_key(cur[0]):
+        if cur is None or _choice_key(sub, picked) > _choice_key(cur[0], picked):
             chosen[team.id] = (sub, team)
 
     rows_src: list[tuple] = [
@@ -568,9 +578,9 @@ def build_board(
         if not sub.show_publicly:
             if not (organizer or sub.team_id == own_team):
                 continue  # the team's ranked run is not public: no row for others
-            rows_src.append((sub, team, "not public", "team", _rule(sub)))
+            rows_src.append((sub, team, "not public", "team", _rule(sub, picked)))
         else:
-            rows_src.append((sub, team, "", "team", _rule(sub)))
+            rows_src.append((sub, team, "", "team", _rule(sub, picked)))
     rows_src.extend((sub, team, note, "team", "") for sub, team, note in extras if pick(sub.id))
 
     rows = []
@@ -1011,7 +1021,9 @@ def add_reference_rows(board: Board, task, home) -> None:
     )
 
 
-def _rule(sub: Submission) -> str:
+def _rule(sub: Submission, picked: dict | None = None) -> str:
+    if (picked or {}).get(sub.team_id) == sub.id:
+        return "chosen for this board"
     return "primary run" if sub.is_primary else "latest scored run"
 
 

@@ -41,6 +41,7 @@ from server.domain import audit, boards, exposure, partitions, people, task_boar
 from server.exceptions import LifecycleRefused, NotFound
 from server.models import utcnow
 from tasks import get_task
+from tasks.bundle_models import board_lets_in
 
 log = logging.getLogger(__name__)
 
@@ -384,6 +385,63 @@ def set_primary(
     audit_change(s, actor, "submission.primary", f"submission:{sub.id}", team=team_id)
     s.flush()
     s.refresh(sub)
+    return sub
+
+
+def set_board_choice(
+    s: Session, sub: models.Submission, *, team_id: int, board: str, actor=None
+) -> models.Submission:
+    """Make a team's submission its ranked run on one of its phase's declared boards (the default
+    board, "main": its primary run, `set_primary`). The run must be one the board lets in (its
+    filter on the fact sheet); whether it has the board's value is not asked (no score is read):
+    a chosen run without it leaves the board to the usual rule. Refused once the phase is
+    published (the published boards keep the runs they ranked) and on an overall board (it has no
+    runs of its own)."""
+    if sub is None or sub.team_id != team_id or sub.removed_at is not None:
+        raise NotFound(f"your team has no submission {getattr(sub, 'id', '?')}")
+    phase = s.get(models.Phase, sub.phase_id)
+    if board in (None, "", boards.MAIN_BOARD):
+        return set_primary(s, sub, team_id=team_id, actor=actor)
+    spec = boards.resolve(phase, board)
+    if spec.overall is not None:
+        raise LifecycleRefused(
+            f"{board} is an overall board: it ranks each team's runs on its boards "
+            f"({', '.join(spec.overall.boards)}); choose the run of each of those",
+            "overall_board",
+        )
+    if phase.published_at is not None:
+        raise LifecycleRefused(
+            f"the {phase.name} phase is published: its boards keep the runs they ranked",
+            "published",
+        )
+    comp = people.competition_of_task(s, phase.task_id)
+    fields = list(comp.fact_fields or ()) if comp is not None else []
+    if not board_lets_in(spec, sub.facts, fields):
+        f = spec.filter
+        raise LifecycleRefused(
+            f"submission {sub.id} is not on the {board} board: its fact sheet does not answer "
+            f"{f.fact} with {' or '.join(f.equals)}",
+            "not_on_board",
+        )
+    lock_row(s, models.Team, team_id)  # one choice per team and board at a time
+    got = s.execute(
+        select(models.BoardChoice).where(
+            models.BoardChoice.phase_id == phase.id,
+            models.BoardChoice.team_id == team_id,
+            models.BoardChoice.board == spec.name,
+        )
+    ).scalar_one_or_none()
+    if got is None:
+        got = models.BoardChoice(
+            phase_id=phase.id, team_id=team_id, board=spec.name, submission_id=0
+        )
+    got.submission_id, got.chosen_at = sub.id, utcnow()
+    s.add(got)
+    bump_phase(s, sub.phase_id)
+    audit_change(
+        s, actor, "submission.board_choice", f"submission:{sub.id}", team=team_id, board=spec.name
+    )
+    s.flush()
     return sub
 
 

@@ -32,7 +32,7 @@ SUBJECTS: dict[str, tuple[str, ...]] = {
     "people": ("CompetitionRole", "CompetitionInvite", "Registration", "Team", "TeamMember"),
     "audit": ("AuditLog",),
     "mail": ("OutgoingMail",),
-    "phases": ("GoldPartition", "Phase", "RankingVersion", "BoardRanking"),
+    "phases": ("GoldPartition", "Phase", "RankingVersion", "BoardRanking", "BoardChoice"),
     "submissions": ("Submission", "CodeRun", "Score"),
     "campaigns": (
         "AssessmentCampaign",
