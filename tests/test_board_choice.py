@@ -62,9 +62,19 @@ def test_a_team_chooses_its_ranked_run_per_board(site, driver):  # noqa: F811
     assert set(prose) == {good.id} and prose[good.id]["chosen_by"] == "chosen for this board"
     assert set(_rows(app, "verse")) == {late.id}  # the other boards keep the rule
     assert set(_rows(app, None)) == {late.id}
-    # choosing again moves it back; the primary run does not override a board's choice
-    choose(late.id, "prose")
+    # choosing again moves it back (the API: {"board": NAME}); the primary run does not override
+    # a board's choice
+    from webkit import make_token
+
+    h = {"Authorization": f"Bearer {make_token(app, user)}"}
+    c = app.test_client()
+    r = c.post(f"/api/v1/submissions/{late.id}/primary", json={"board": "prose"}, headers=h)
+    assert r.status_code == 200, r.json
     assert set(_rows(app, "prose")) == {late.id}
+    r = c.post(f"/api/v1/submissions/{late.id}/primary", json={"board": "nope"}, headers=h)
+    assert r.status_code == 404 and "no board 'nope'" in r.get_data(as_text=True)
+    r = c.post(f"/api/v1/submissions/{late.id}/primary", headers=h)  # no body: the phase's
+    assert r.status_code == 200 and r.json["is_primary"] is True
     choose(good.id, "prose")
     choose(late.id, None)  # the phase's primary run
     assert set(_rows(app, "prose")) == {good.id} and set(_rows(app, None)) == {late.id}
