@@ -218,10 +218,29 @@ def test_an_overall_board_equals_a_direct_loop_over_its_boards_resamples(
         for name in OVERALL:
             url = f"http://127.0.0.1:{srv.server_port}/tasks/{TASK}/leaderboard?phase={PHASE}"
             _look(driver, f"{url}&board={name}", [])
+        # the significance page: the rank sets beside the p-values
+        base = f"http://127.0.0.1:{srv.server_port}/tasks/{TASK}/leaderboard"
+        _look(driver, f"{base}/significance?phase={PHASE}&board=overall", [])
+        assert "Confidence sets for ranks" in driver.page_source
     finally:
         srv.shutdown()
-    csv_text = _get(app, "overall", "csv").get_data(as_text=True)
-    assert "overall/mean" in csv_text.splitlines()[0] or "mean" in csv_text.splitlines()[0]
+    import csv
+    import io
+
+    live = {r["team"]: r for r in _get(app, "overall").get_json()["rows"]}
+    table = list(csv.DictReader(io.StringIO(_get(app, "overall", "csv").get_data(as_text=True))))
+    assert "overall/mean" in table[0] and "rank_set_low" in table[0]
+    for line in table:  # the rank sets exported as the JSON carries them
+        rs = live[line["team"]].get("rank_set")
+        want = [str(rs["low"]), str(rs["high"])] if rs else ["", ""]
+        assert [line["rank_set_low"], line["rank_set_high"]] == want
+    page = app.test_client().get(
+        f"/tasks/{TASK}/leaderboard/significance?phase={PHASE}&board=overall"
+    )
+    text = page.get_data(as_text=True)
+    for r in live.values():
+        if r.get("rank_set"):
+            assert f"{r['rank_set']['low']}–{r['rank_set']['high']}" in text
 
     # published like every board: the snapshot ranks on the private part, its statistics frozen
     from sqlalchemy import select
@@ -260,7 +279,8 @@ def test_an_overall_board_equals_a_direct_loop_over_its_boards_resamples(
     # the CSV and LaTeX of the snapshot
     with overall_site.session() as s:
         br = s.execute(select(BoardRanking).where(BoardRanking.board == "overall")).scalar_one()
-        assert "overall" in br.body_latex.lower() and br.body_csv.count("\n") >= 6
+        assert "over the boards prose, verse" in br.body_latex and " & set & " in br.body_latex
+        assert "rank_set_low" in br.body_csv.splitlines()[0]
 
 
 def test_a_bad_overall_declaration_is_refused_naming_its_path():

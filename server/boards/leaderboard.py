@@ -1075,6 +1075,10 @@ def to_csv(board: Board) -> bytes:
     if board.published:
         head += ["public_primary", "public_rank"]
     head += ["ci_lo", "ci_hi", "rank_best", "rank_worst", "cluster"]
+    # the rank sets with the coverage they state (marginal, simultaneous), where computed
+    with_sets = any(r.rank_set for r in board.rows)
+    if with_sets:
+        head += ["rank_set_low", "rank_set_high", "rank_set_all_low", "rank_set_all_high"]
     w.writerow(head)
     for r in board.rows:
         line = [
@@ -1095,6 +1099,9 @@ def to_csv(board: Board) -> bytes:
         line += (r.rank_range if r.rank_range else ["", ""]) + [
             "" if r.cluster is None else r.cluster
         ]
+        if with_sets:
+            for rs in (r.rank_set, r.rank_set_simultaneous):
+                line += [rs["low"], rs["high"]] if rs else ["", ""]
         w.writerow(line)
     return buf.getvalue().encode("utf-8")
 
@@ -1158,6 +1165,7 @@ def to_latex(
         cols = board.columns[:max_metric_columns]
     with_ci = any(r.ci for r in board.rows)
     with_range = any(r.rank_range for r in board.rows)
+    with_set = any(r.rank_set for r in board.rows)
     best = {}
     for c in cols:
         if c.metric in COUNT_METRICS or c.stat == "std":  # a count or a spread is no score
@@ -1172,6 +1180,7 @@ def to_latex(
     spec = (
         "r "
         + ("c " if with_range else "")
+        + ("c " if with_set else "")
         + "l l "
         + " ".join("r c" if c.primary and with_ci else "r" for c in cols)
     )
@@ -1183,7 +1192,8 @@ def to_latex(
         rf"\begin{{tabular}}{{{spec}}}",
         r"\toprule",
     ]
-    head = ["\\#"] + (["range"] if with_range else []) + ["Team", "Method"]
+    head = ["\\#"] + (["range"] if with_range else []) + (["set"] if with_set else [])
+    head += ["Team", "Method"]
     for c in cols:
         # no arrow where neither direction is better: a spread, a count (`n`, TP...)
         arrow = (
@@ -1202,6 +1212,9 @@ def to_latex(
         cells = ["" if r.rank is None else str(r.rank)]
         if with_range:
             cells.append(f"{r.rank_range[0]}--{r.rank_range[1]}" if r.rank_range else "")
+        if with_set:
+            rs = r.rank_set
+            cells.append(f"{rs['low']}--{rs['high']}" if rs else "")
         cells += [
             latex_escape(r.team) + (r" \textit{(baseline)}" if r.row_type == "baseline" else ""),
             latex_escape(clean_name(r.method_name)),
@@ -1224,15 +1237,25 @@ def to_latex(
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     on = f", board {board.title or board.board}" if board.board != "main" else ""
+    by = (
+        f"by {board.primary.metric} over the boards {', '.join(board.overall['boards'])}"
+        if board.overall
+        else f"by {board.primary.metric} on {board.primary.subset}"
+    )
     cap = caption or (
         f"Results of {board.task_id} ({board.phase} phase{on}, ranked on the "
-        f"{board.part} part of the gold by {board.primary.metric} on {board.primary.subset})."
+        f"{board.part} part of the gold {by})."
     )
     if with_ci and board.stats:
         cap += (
             f" Intervals: 95% paired bootstrap over {board.stats.get('unit')}, "
             f"B={board.stats.get('B')}, seed {board.stats.get('seed')}; range: 95% rank interval."
         )
+        if with_set:
+            cap += (
+                " Set: the 95% confidence set for the rank (marginal; Mogstad, Romano, Shaikh and "
+                "Wilhelm's max-t procedure on the same resamples)."
+            )
     lines += [
         rf"\caption{{{latex_escape(cap)}}}",
         rf"\label{{tab:{latex_escape(board.task_id)}-{latex_escape(board.phase)}"
@@ -1280,10 +1303,16 @@ def snapshot_csv(body: dict) -> str:
 def snapshot_latex(body: dict, columns: list[str] | None = None) -> str:
     r = body.get("ranking") or {}
     on = f", board {body.get('title') or body['board']}" if body.get("board") else ""
+    o = body.get("overall")
+    by = (
+        f"by {body['primary']['metric']} over the boards {', '.join(o['boards'])}"
+        if o
+        else f"by {body['primary']['metric']} on {body['primary']['subset']}"
+    )
     cap = (
         f"Final ranking of {body['task']} ({body['phase']} phase{on}, version {r.get('version')}, "
         f"published {r.get('published_at')}), ranked on the {body['ranked_on']} part of the "
-        f"gold by {body['primary']['metric']} on {body['primary']['subset']}."
+        f"gold {by}."
     )
     return to_latex(board_from_dict(body), caption=cap, columns=columns)
 

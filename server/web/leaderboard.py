@@ -368,13 +368,34 @@ def significance_of(
                 rv = board_ranking(s, rv, board)
             snap = json.loads(rv.body_json) if rv is not None else None
         if snap is not None and snap.get("statistics") is not None:
-            return snap["statistics"], snap.get("public_statistics")
+            rows = {str(r.get("submission_id")): r for r in snap.get("rows") or ()}
+            return _with_rank_sets(dict(snap["statistics"]), rows), snap.get("public_statistics")
     settings = current_app.extensions["palimpsest.settings"]
     body = stats.board_body(stats.read_board_stats(settings, state.id, state.version), board)
     out = lb.stats_summary(body)
     if body is not None and body.get("unavailable"):
         out["unavailable"] = body["unavailable"]
-    return out, None
+    return _with_rank_sets(out, (body or {}).get("rows") or {}), None
+
+
+def _with_rank_sets(summary: dict, rows: dict) -> dict:
+    """The summary with each ranked row's rank sets in the order of `order` (`rank_sets`: [low,
+    high] marginal and simultaneous, or None) and the top sets' teams (`top_teams`: tau -> the
+    labels of the rows that may be among the tau best)."""
+    order = summary.get("order") or []
+    teams = summary.get("teams") or []
+    label = {sid: teams[i] for i, sid in enumerate(order) if i < len(teams)}
+    sets = []
+    for sid in order:
+        r = rows.get(str(sid)) or {}
+        m, a = r.get("rank_set"), r.get("rank_set_simultaneous")
+        sets.append([[m["low"], m["high"]] if m else None, [a["low"], a["high"]] if a else None])
+    summary["rank_sets"] = sets if any(x[0] or x[1] for x in sets) else None
+    summary["top_teams"] = {
+        k: [label.get(sid, sid) for sid in ids]
+        for k, ids in (summary.get("top_sets") or {}).items()
+    }
+    return summary
 
 
 def _board_and_state(task, *, closed_to_organizers: bool = True):
