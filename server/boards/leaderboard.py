@@ -1074,11 +1074,11 @@ def to_csv(board: Board) -> bytes:
     head += [c.key for c in board.columns]
     if board.published:
         head += ["public_primary", "public_rank"]
-    head += ["ci_lo", "ci_hi", "rank_best", "rank_worst", "cluster"]
     # the rank sets with the coverage they state (marginal, simultaneous), where computed
     with_sets = any(r.rank_set for r in board.rows)
     if with_sets:
         head += ["rank_set_low", "rank_set_high", "rank_set_all_low", "rank_set_all_high"]
+    head += ["ci_lo", "ci_hi", "rank_best", "rank_worst", "cluster"]
     w.writerow(head)
     for r in board.rows:
         line = [
@@ -1095,13 +1095,13 @@ def to_csv(board: Board) -> bytes:
                 "" if r.public_value is None else repr(r.public_value),
                 "" if r.public_rank is None else r.public_rank,
             ]
+        if with_sets:
+            for rs in (r.rank_set, r.rank_set_simultaneous):
+                line += [rs["low"], rs["high"]] if rs else ["", ""]
         line += list(map(repr, r.ci)) if r.ci and None not in r.ci else ["", ""]
         line += (r.rank_range if r.rank_range else ["", ""]) + [
             "" if r.cluster is None else r.cluster
         ]
-        if with_sets:
-            for rs in (r.rank_set, r.rank_set_simultaneous):
-                line += [rs["low"], rs["high"]] if rs else ["", ""]
         w.writerow(line)
     return buf.getvalue().encode("utf-8")
 
