@@ -149,3 +149,56 @@ def naive_combine(values, present, directions, rule: str, missing: str) -> list:
                 acc += rank
         out[i] = acc if rule == "borda" else acc / K
     return out
+
+
+def boards_won(values, samples, present, directions, alpha: float = 0.05) -> np.ndarray:
+    """For each ordered pair of teams (i, j): on how many of their common boards i is better than
+    j, claimed with family-wise control (Dror, Baumer, Bogomolov and Reichart, "Replicability
+    Analysis for Natural Language Processing: Testing Significance with Multiple Datasets", TACL
+    2017: the partial conjunction tests with Bonferroni's combination, stopped at the first count
+    not rejected).
+
+    On board k, p_k is the one-sided p-value of "i is not better than j": the paired difference's
+    standardised value against the standard deviation of its resamples (the normal approximation
+    the board's p-values use). For u = 1, 2, ...: "i is better on at least u of the K boards" is
+    rejected when (K - u + 1) p_(u) <= alpha', p_(u) the u-th smallest; the count is the largest u
+    reached. alpha' = alpha / (n (n - 1)): Bonferroni over every ordered pair, so that every count
+    of the matrix holds at once with probability 1 - alpha. `values`: (K, n) point values;
+    `samples`: (K, n, B); `present`: (K, n). Returns an (n, n) integer array (0 on the diagonal)."""
+    from scipy.special import ndtr
+
+    v = np.asarray(values, dtype=np.float64)
+    x = np.asarray(samples, dtype=np.float64)
+    present = np.asarray(present, dtype=bool)
+    K, n = v.shape
+    out = np.zeros((n, n), dtype=np.int64)
+    if n < 2:
+        return out
+    a = alpha / (n * (n - 1))
+    sgn = np.where(np.asarray(directions, dtype=bool), 1.0, -1.0)
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                continue
+            ps = []
+            for k in range(K):
+                if not (present[k, i] and present[k, j]):
+                    continue
+                d = sgn[k] * (x[k, i] - x[k, j])
+                d = d[np.isfinite(d)]
+                obs = sgn[k] * (v[k, i] - v[k, j])
+                se = float(np.std(d, ddof=1)) if d.size >= 2 else 0.0
+                if se > 0:
+                    ps.append(float(ndtr(-obs / se)))
+                else:
+                    ps.append(0.0 if obs > 0 else 1.0)
+            ps.sort()
+            m = len(ps)
+            won = 0
+            for u in range(1, m + 1):
+                if (m - u + 1) * ps[u - 1] <= a:
+                    won = u
+                else:
+                    break
+            out[i, j] = won
+    return out

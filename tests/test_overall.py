@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from browserkit import driver  # noqa: F401  (Chromium, its console read)
 
-from scorer.overall import MISSING, RULES, combine, naive_combine
+from scorer.overall import MISSING, RULES, boards_won, combine, naive_combine
 
 
 def _world(seed=0, K=3, n=7, B=40):
@@ -62,6 +62,52 @@ def test_a_team_missing_a_board_is_placed_as_declared():
     # Borda: a point for each team beaten on a board, none where absent (team 0 beats two teams
     # on board 0 and the one other team board 1 has)
     assert combine(x, present, [True, True], "borda", "last").tolist() == [3.0, 0.0, 1.0]
+
+
+def _naive_won(V, X, present, dirs, alpha):
+    """Dror et al.'s count for each ordered pair, directly: per board a one-sided p-value from
+    the resampled differences, the partial conjunction tests in turn (Bonferroni), alpha split
+    over the ordered pairs."""
+    from statistics import NormalDist, stdev
+
+    K, n = len(V), len(V[0])
+    a = alpha / (n * (n - 1))
+    out = [[0] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                continue
+            ps = []
+            for k in range(K):
+                if present[k][i] and present[k][j]:
+                    s = 1 if dirs[k] else -1
+                    d = [s * (X[k][i][b] - X[k][j][b]) for b in range(len(X[k][i]))]
+                    obs = s * (V[k][i] - V[k][j])
+                    ps.append(1 - NormalDist().cdf(obs / stdev(d)))
+            ps.sort()
+            u = 0
+            while u < len(ps) and (len(ps) - u) * ps[u] <= a:
+                u += 1
+            out[i][j] = u
+    return out
+
+
+def test_better_on_at_least_k_boards_equals_a_direct_count():
+    rng = np.random.default_rng(3)
+    K, n, B = 5, 4, 300
+    truth = np.array([0.8, 0.7, 0.69, 0.5])
+    X = truth[None, :, None] + rng.normal(0, 0.02, size=(K, n, B))
+    V = truth[None, :] + rng.normal(0, 0.005, size=(K, n))
+    present = np.ones((K, n), dtype=bool)
+    present[4, 2] = False  # team 2 misses a board: its pairs count over the other four
+    dirs = [True, True, True, False, True]
+    got = boards_won(V, X, present, dirs, 0.05)
+    want = _naive_won(V.tolist(), X.tolist(), present.tolist(), dirs, 0.05)
+    assert got.tolist() == want
+    # the clear winner is shown better than the last team on the boards ranked upward, never on
+    # the one ranked downward (where a higher value is worse)
+    assert got[0, 3] == 4 and got[3, 0] == 1
+    assert got[1, 2] == 0 and got[2, 1] == 0  # too close to claim
 
 
 def test_a_mean_over_boards_of_opposite_directions_is_refused():
@@ -228,6 +274,7 @@ def test_an_overall_board_equals_a_direct_loop_over_its_boards_resamples(
     import io
 
     live = {r["team"]: r for r in _get(app, "overall").get_json()["rows"]}
+    by_sid = {r["submission_id"]: r["team"] for r in live.values()}
     table = list(csv.DictReader(io.StringIO(_get(app, "overall", "csv").get_data(as_text=True))))
     assert "overall/mean" in table[0] and "rank_set_low" in table[0]
     for line in table:  # the rank sets exported as the JSON carries them
@@ -238,6 +285,15 @@ def test_an_overall_board_equals_a_direct_loop_over_its_boards_resamples(
         f"/tasks/{TASK}/leaderboard/significance?phase={PHASE}&board=overall"
     )
     text = page.get_data(as_text=True)
+    # better on at least k of the 2 boards: the counts of the ranked pairs, as a direct count
+    st = _get(app, "overall").get_json()["statistics"]
+    bw = st["boards_won"]
+    assert bw["K"] == 2 and "Better on at least k of the 2 boards" in text
+    order = [by_sid[sid] for sid in st["order"]]
+    V = [[comps[k][t][0] for t in order] for k in comps]
+    X = [[list(comps[k][t][1]) for t in order] for k in comps]
+    assert bw["counts"] == _naive_won(V, X, [[True] * len(order)] * 2, [True, True], 0.05)
+    assert len(bw["counts"]) == len(order)  # (non-zero counts: the direct count's test above)
     for r in live.values():
         if r.get("rank_set"):
             assert f"{r['rank_set']['low']}–{r['rank_set']['high']}" in text

@@ -39,6 +39,7 @@ STATS_FIELDS = (
     "p_holm",
     "neighbours",
     "top_sets",
+    "boards_won",
 )
 
 
@@ -151,6 +152,13 @@ class BoardStatistics(BaseModel):
         description='tau ("1", "3") -> the submission ids that may be among the tau best: every '
         "row truly among them is there with probability 1 - alpha (the simultaneous rank sets' "
         "lower ends).",
+    )
+    boards_won: Optional[dict] = Field(
+        None,
+        description="An overall board's: {K, alpha, counts}: counts[i][j], in the order of "
+        "`order`, the boards on which row i is better than row j, claimed with family-wise "
+        "control over every pair (Dror et al., TACL 2017: partial conjunction tests, Bonferroni); "
+        "null beyond 60 ranked rows.",
     )
 
 

@@ -455,6 +455,7 @@ def statistics(
         "p_holm": p_holm,
         "neighbours": neighbours,
         "top_sets": top_sets,
+        "boards_won": points.boards_won if overall else None,
         "seconds": round(time.perf_counter() - t0, 3),
     }
 
@@ -499,12 +500,29 @@ def _overall_matrix(settings, part: Part, board, value_of=None):
     keep = [i for i in range(n) if np.isfinite(pts[i])]
     rows = [team_rows[i] for i in keep]
     ranked = [r for r in rows if r.rank is not None]
-    points = {id(team_rows[i]): float(pts[i]) for i in keep}
-    return rows, ranked, S[keep], _ById(points)
+    points = _ById({id(team_rows[i]): float(pts[i]) for i in keep})
+    if len(ranked) <= BOARDS_WON_ROWS:
+        # per pair of ranked rows: on how many boards one is better (family-wise, TACL 2017)
+        from scorer.overall import boards_won
+
+        at = [team_rows.index(r) for r in ranked]
+        points.boards_won = {
+            "K": K,
+            "alpha": ALPHA,
+            "counts": boards_won(V[:, at], X[:, at], present[:, at], gib, ALPHA).tolist(),
+        }
+    return rows, ranked, S[keep], points
+
+
+BOARDS_WON_ROWS = 60
+"""The most ranked rows of an overall board whose pairs get their count of boards won (the
+significance page's matrix, as its full p-value matrix)."""
 
 
 class _ById(dict):
-    """Point values by row object."""
+    """Point values by row object (and, on an overall board, `boards_won`)."""
+
+    boards_won = None
 
     def __getitem__(self, row):
         return dict.__getitem__(self, id(row))
