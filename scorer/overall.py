@@ -35,10 +35,10 @@ on that resample (`mean`), or places it last on that board (the rank rules).
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
-from scipy.stats import rankdata
 
 RULES = ("mean", "borda", "mean-rank")
 MISSING = ("leave-out", "unranked", "last")
@@ -107,7 +107,7 @@ def combine(values, present, directions, rule: str, missing: str) -> np.ndarray:
             for k in range(K):
                 sgn = 1.0 if directions[k] else -1.0
                 s = np.where(pres[k][:, None] & np.isfinite(sub[k]), sgn * sub[k], -np.inf)
-                rank = rankdata(-s, method="average", axis=0)  # 1: the best; absent: tied last
+                rank = _average_ranks(s)  # 1: the best; absent: tied last
                 if rule == "borda":
                     here = pres[k][:, None] & np.isfinite(sub[k])
                     total += np.where(here, here.sum(axis=0)[None, :] - rank, 0.0)
@@ -115,6 +115,26 @@ def combine(values, present, directions, rule: str, missing: str) -> np.ndarray:
                     total += rank
             out[part] = total if rule == "borda" else total / K
     return out[:, 0] if squeeze else out
+
+
+def _average_ranks(s: np.ndarray) -> np.ndarray:
+    """Each column's ranks, the largest first (1), equal values sharing the mean of their places
+    (-inf, the absent, tied last)."""
+    m = s.shape[0]
+    order = np.argsort(-s, axis=0, kind="stable")
+    srt = np.take_along_axis(s, order, axis=0)
+    pos = np.broadcast_to(np.arange(1, m + 1)[:, None], srt.shape)
+    first = np.ones(srt.shape, dtype=bool)
+    first[1:] = srt[1:] != srt[:-1]
+    last = np.ones(srt.shape, dtype=bool)
+    last[:-1] = srt[:-1] != srt[1:]
+    start = np.maximum.accumulate(np.where(first, pos, 0), axis=0)
+    end = np.flip(
+        np.minimum.accumulate(np.flip(np.where(last, pos, m + 1), axis=0), axis=0), axis=0
+    )
+    out = np.empty(srt.shape)
+    np.put_along_axis(out, order, (start + end) / 2.0, axis=0)
+    return out
 
 
 def naive_combine(values, present, directions, rule: str, missing: str) -> list:
@@ -165,8 +185,6 @@ def boards_won(values, samples, present, directions, alpha: float = 0.05) -> np.
     reached. alpha' = alpha / (n (n - 1)): Bonferroni over every ordered pair, so that every count
     of the matrix holds at once with probability 1 - alpha. `values`: (K, n) point values;
     `samples`: (K, n, B); `present`: (K, n). Returns an (n, n) integer array (0 on the diagonal)."""
-    from scipy.special import ndtr
-
     v = np.asarray(values, dtype=np.float64)
     x = np.asarray(samples, dtype=np.float64)
     present = np.asarray(present, dtype=bool)
@@ -189,7 +207,7 @@ def boards_won(values, samples, present, directions, alpha: float = 0.05) -> np.
                 obs = sgn[k] * (v[k, i] - v[k, j])
                 se = float(np.std(d, ddof=1)) if d.size >= 2 else 0.0
                 if se > 0:
-                    ps.append(float(ndtr(-obs / se)))
+                    ps.append(0.5 * math.erfc(obs / se / math.sqrt(2.0)))
                 else:
                     ps.append(0.0 if obs > 0 else 1.0)
             ps.sort()

@@ -408,6 +408,21 @@ class BoardFilter(Spec):
         return v
 
 
+def phase_release_rule(v):
+    """A phase's release rule as given, checked (scorer.release names them): None, "exact",
+    "ladder", "rounded" or {rule: ladder, eta}; a ValueError says what is wrong."""
+    if v is None or v in ("exact", "ladder", "rounded"):
+        return v
+    if isinstance(v, dict) and v.get("rule", "ladder") == "ladder" and set(v) <= {"rule", "eta"}:
+        eta = v.get("eta", 0.01)
+        if isinstance(eta, (int, float)) and not isinstance(eta, bool) and 0 < eta < 1:
+            return {"rule": "ladder", "eta": float(eta)}
+    raise ValueError(
+        'a phase\'s release rule is "exact", "ladder", "rounded" or {rule: ladder, eta: a '
+        "number in (0, 1)}"
+    )
+
+
 class OverallSpec(Spec):
     """An overall ranking over some of the phase's boards (scorer/overall.py, docs/boards.md):
     each team's values on `boards` combined by `rule`, with `missing` saying where a team absent
@@ -520,20 +535,7 @@ class PhaseSpec(Spec):
     @field_validator("release_rule")
     @classmethod
     def _release_rule(cls, v):
-        if v is None or v in ("exact", "ladder", "rounded"):
-            return v
-        if (
-            isinstance(v, dict)
-            and v.get("rule", "ladder") == "ladder"
-            and set(v) <= {"rule", "eta"}
-        ):
-            eta = v.get("eta", 0.01)
-            if isinstance(eta, (int, float)) and 0 < eta < 1:
-                return {"rule": "ladder", "eta": float(eta)}
-        raise ValueError(
-            'a phase\'s release rule is "exact", "ladder", "rounded" or {rule: ladder, eta: a '
-            "number in (0, 1)}"
-        )
+        return phase_release_rule(v)
 
     @model_validator(mode="after")
     def _order(self):

@@ -98,7 +98,6 @@ def test_the_ladder_and_rounding_on_the_live_board_and_publication_exact(site): 
 
     # rounded: to the resolution of each row's interval, ranked by it
     from scorer.release import resolution
-
     from server.boards import stats
 
     _set_rule(site, "rounded")

@@ -23,6 +23,8 @@ from sqlalchemy import and_, case, false, func, or_
 from sqlmodel import Session, select
 
 from scorer.metrics import COUNT_METRICS, fold_key
+from scorer.overall import combine, rule_direction
+from scorer.release import Rule, released
 from server.boards.board_model import (  # noqa: F401 - the shapes, re-exported
     STATS_FIELDS,
     Board,
@@ -37,9 +39,9 @@ from server.domain.lifecycle import PENDING, Status
 from server.domain.partitions import ranked_part
 from server.domain.provenance import current_provenance, is_current, public_result
 from server.domain.visibility import HIDDEN, ORGANIZER, TEAM, Viewer, may_see
-from server.models import Phase, Score, Submission, Team
+from server.models import BoardChoice, Phase, Score, Submission, Team
 from tasks.agreement import reference_rows
-from tasks.bundle_models import board_lets_in
+from tasks.bundle_models import BoardSpec, board_lets_in
 from tasks.store import TaskStore
 
 # ----------------------------------------------------------------------------- building
@@ -351,8 +353,6 @@ def board_choices(s: Session, phase: Phase, board) -> dict[int, int]:
     board, ranked by the primary runs)."""
     if board is None:
         return {}
-    from server.models import BoardChoice
-
     q = select(BoardChoice.team_id, BoardChoice.submission_id).where(
         BoardChoice.phase_id == phase.id, BoardChoice.board == board.name
     )
@@ -706,8 +706,6 @@ def release_rule_of(phase: Phase):
     """The phase's release rule (scorer.release.Rule), or None where it shows scores exactly."""
     if not phase.release_rule:
         return None
-    from scorer.release import Rule
-
     rule = Rule.parse(phase.release_rule)
     return None if rule.kind == "exact" else rule
 
@@ -729,8 +727,6 @@ def _release_ladder(
     """The ladder (scorer.release) on a live board: each team row shows what its ranked run
     releases given the team's runs before it on this board, in the order made (the best released
     value, unless the run beat it by eta); the other columns are not shown."""
-    from scorer.release import released
-
     prim = cols[0]
     sgn = 1.0 if prim.greater_is_better else -1.0
     runs = _ranked_runs(s, phase, rank_parts, banned, False, frozen_at, every=True)
@@ -783,14 +779,10 @@ def _board_fields(board) -> dict:
 
 def _declared_of(phase: Phase | None) -> dict:
     """The phase's declared boards by name (what an overall board's columns name)."""
-    from tasks.bundle_models import BoardSpec
-
     return {b["name"]: BoardSpec.model_validate(b) for b in (phase.boards or ())} if phase else {}
 
 
 def _overall_columns(task, board, declared: dict) -> list[Column]:
-    from scorer.overall import rule_direction
-
     comps = []
     for name in board.overall.boards:
         spec = declared.get(name)
@@ -815,8 +807,6 @@ def _overall_board(s: Session, task, phase: Phase, board, **kw) -> Board:
     """An overall board: each of its boards built as the audience sees it, each team's ranked row
     there read, and the rule applied to their values (scorer.overall). A team's row names the
     run of the first board it is on; its values are the boards' (each board's ranked run)."""
-    from scorer.overall import combine
-
     declared = _declared_of(phase)
     cols = _overall_columns(task, board, declared)
     prim = cols[0]

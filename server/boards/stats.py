@@ -40,7 +40,9 @@ from sqlmodel import Session
 
 from scorer import validate_file
 from scorer.bootstrap import Bootstrap, _group_mean, intervals, rank_statistics, unit_arrays
+from scorer.overall import boards_won, combine
 from scorer.ranksets import rank_sets, top_set
+from scorer.release import Rule, _round_to, resolution
 from server import objectstore
 from server.boards import leaderboard as lb
 from server.boards.leaderboard import STALE_NOTE
@@ -472,8 +474,6 @@ def _overall_matrix(settings, part: Part, board, value_of=None):
     their point values (by row): each component board's ranked rows' resampled values (the
     phase's one matrix of resamples) combined by the board's rule on every resample
     (scorer.overall). `value_of`: a component row's point value (default: its board's value)."""
-    from scorer.overall import combine
-
     o = board.overall
     comps = board._components
     team_rows = [r for r in board.rows if r.row_type == "team"]
@@ -503,8 +503,6 @@ def _overall_matrix(settings, part: Part, board, value_of=None):
     points = _ById({id(team_rows[i]): float(pts[i]) for i in keep})
     if len(ranked) <= BOARDS_WON_ROWS:
         # per pair of ranked rows: on how many boards one is better (family-wise, TACL 2017)
-        from scorer.overall import boards_won
-
         at = [team_rows.index(r) for r in ranked]
         points.boards_won = {
             "K": K,
@@ -764,9 +762,6 @@ def _released(board) -> None:
     rounded to the resolution of its interval (none until the interval is computed) and ranks by
     it; under any rule the intervals, rank ranges, rank sets, clusters and p-values (which would
     tell the exact scores) are withheld."""
-    from scorer.release import Rule, _round_to, resolution
-    from server.boards.leaderboard import RELEASE_NOTE, _rank
-
     rule = Rule.parse(board.release_rule)
     prim = board.primary
     for r in board.rows:
@@ -780,14 +775,16 @@ def _released(board) -> None:
             r.values = {c.key: None for c in board.columns} | {prim.key: shown}
             if v is not None and shown is None:
                 r.why_empty = "shown once its interval is computed (rounded to its resolution)"
-            if RELEASE_NOTE not in r.chosen_by:
-                r.chosen_by = (r.chosen_by + "; " if r.chosen_by else "") + RELEASE_NOTE
+            if lb.RELEASE_NOTE not in r.chosen_by:
+                r.chosen_by = (r.chosen_by + "; " if r.chosen_by else "") + lb.RELEASE_NOTE
         r.ci = r.rank_range = r.cluster = r.rank_set = r.rank_set_simultaneous = None
         r.ci_note = WITHHELD
     if rule.kind == "rounded":
         ranked = [r for r in board.rows if r.row_type == "team" and r.note in ("", "not public")]
         for r, rk in zip(
-            ranked, _rank([r.values[prim.key] for r in ranked], prim.greater_is_better), strict=True
+            ranked,
+            lb._rank([r.values[prim.key] for r in ranked], prim.greater_is_better),
+            strict=True,
         ):
             r.rank = rk
         gib = prim.greater_is_better

@@ -41,7 +41,7 @@ from server.domain import audit, boards, exposure, partitions, people, task_boar
 from server.exceptions import LifecycleRefused, NotFound
 from server.models import utcnow
 from tasks import get_task
-from tasks.bundle_models import board_lets_in
+from tasks.bundle_models import board_lets_in, phase_release_rule
 
 log = logging.getLogger(__name__)
 
@@ -571,18 +571,16 @@ ACCEPTS = ("predictions", "code", "both")
 
 def release_rule_json(spec):
     """A phase's release rule as stored (None: exact), or LifecycleRefused saying what is wrong."""
-    from scorer.release import Rule
-
     try:
-        rule = Rule.parse(spec)
+        rule = phase_release_rule(spec)
     except ValueError as e:
-        raise LifecycleRefused(str(e), "bad_release_rule") from None
-    if rule.kind not in PHASE_RELEASE_RULES:
         raise LifecycleRefused(
-            f"release rule: a phase offers {', '.join(PHASE_RELEASE_RULES)}, not {rule.kind!r}",
+            f"release rule: a phase offers {', '.join(PHASE_RELEASE_RULES)}: {e}",
             "bad_release_rule",
-        )
-    return None if rule.kind == "exact" else rule.to_json()
+        ) from None
+    if rule == "ladder":
+        return {"rule": "ladder", "eta": 0.01}
+    return None if rule in (None, "exact") else rule
 
 
 PHASE_RELEASE_RULES = ("exact", "ladder", "rounded")

@@ -32,8 +32,8 @@ SUBJECTS: dict[str, tuple[str, ...]] = {
     "people": ("CompetitionRole", "CompetitionInvite", "Registration", "Team", "TeamMember"),
     "audit": ("AuditLog",),
     "mail": ("OutgoingMail",),
-    "phases": ("GoldPartition", "Phase", "RankingVersion", "BoardRanking", "BoardChoice"),
-    "submissions": ("Submission", "CodeRun", "Score"),
+    "phases": ("GoldPartition", "Phase", "RankingVersion", "BoardRanking"),
+    "submissions": ("Submission", "CodeRun", "Score", "BoardChoice"),
     "campaigns": (
         "AssessmentCampaign",
         "CampaignItem",

@@ -26,7 +26,7 @@ from server.actions import submissions as sub_actions
 from server.actions.common import phase_or_default
 from server.api_models import YES, UploadFields
 from server.db import db
-from server.domain import code_runs, download_rule, facts, people, submissions
+from server.domain import boards, code_runs, download_rule, facts, people, submissions
 from server.domain.accounts import submission_filter
 from server.domain.lifecycle import RANKED_RUN_RULE
 from server.domain.sanitize import render_markdown
@@ -42,7 +42,7 @@ from server.exceptions import (
     UploadFieldsInvalid,
 )
 from server.jobs import waits
-from server.models import Phase, Score, Submission, Team
+from server.models import BoardChoice, Phase, Score, Submission, Team
 from server.settings import get_settings
 from server.statuses import status_of
 from server.web import downloads
@@ -50,6 +50,7 @@ from server.web.auth import current_user, login_required
 from server.web.forms import SubmitForm, SystemForm, UploadForm
 from server.web.refusals import refusal
 from tasks import all_tasks, starting_kit
+from tasks.bundle_models import board_lets_in
 from tasks.store import TaskStore
 
 bp = Blueprint("pages", __name__)
@@ -529,10 +530,6 @@ def _run_action(submission_id: int, fn, **kw):
 def _run_boards(s, sub, phase) -> list[dict]:
     """The declared boards a run may be chosen for (those whose filter lets it in; not an overall
     board, not once the phase is published), each saying whether it is the team's choice there."""
-    from server.domain import boards
-    from server.models import BoardChoice
-    from tasks.bundle_models import board_lets_in
-
     if phase is None or not phase.boards or phase.published_at is not None:
         return []
     comp = people.competition_of_task(s, sub.task_id)
