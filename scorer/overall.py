@@ -81,11 +81,12 @@ def combine(values, present, directions, rule: str, missing: str) -> np.ndarray:
     part = np.ones(n, dtype=bool) if missing == "last" else complete
     out = np.full((n, B), np.nan)
     if part.any():
-        sub = x[:, part, :]
+        # each board in turn (a view when every team takes part: no copy of the K boards)
+        sub = x if part.all() else x[:, part, :]
         pres = present[:, part]
         if rule == "mean":
             rule_direction(rule, directions)
-            vals = np.empty_like(sub)
+            total = np.zeros(sub.shape[1:])
             for k in range(K):
                 v = sub[k]
                 if (~pres[k]).any():
@@ -99,8 +100,8 @@ def combine(values, present, directions, rule: str, missing: str) -> np.ndarray:
                     else:
                         worst = np.full(B, np.nan)
                     v = np.where(pres[k][:, None], v, worst[None, :])
-                vals[k] = v
-            out[part] = vals.mean(axis=0)
+                total += v
+            out[part] = total / K
         else:
             m = int(part.sum())
             total = np.zeros((m, B))
