@@ -87,6 +87,16 @@ def test_the_ladder_and_rounding_on_the_live_board_and_publication_exact(site): 
     page = _get(app, None, "html").get_data(as_text=True)
     assert "Released scores" in page and "4 runs" in page
 
+    # the team's own run (its page and the API read shown_scores): no exact public score
+    from server.domain.submissions import shown_scores
+    from server.models import Submission, User
+
+    with site.session() as s:
+        ph = s.get(Phase, _phase(site).id)
+        sub = s.get(Submission, ids[-1])
+        shown = shown_scores(s, s.get(User, u1.id), sub, ph, site.settings.secret_key)
+        assert shown and all(x.primary_value is None and x.result.get("withheld") for x in shown)
+
     # the organizers' view: exact
     from server.boards import leaderboard as lb
     from tasks import get_task
@@ -144,6 +154,12 @@ def test_the_ladder_and_rounding_on_the_live_board_and_publication_exact(site): 
         if r["row_type"] == "team":
             assert r["metrics"]["all/spearman"] == pytest.approx(private[r["submission_id"]])
             assert r["ci"] is not None
+    with site.session() as s:  # published: the run's exact scores
+        ph = s.get(Phase, _phase(site).id)
+        shown = shown_scores(
+            s, s.get(User, u1.id), s.get(Submission, ids[-1]), ph, site.settings.secret_key
+        )
+        assert shown and all(x.primary_value is not None for x in shown)
 
 
 def test_a_bundle_names_a_phase_release_rule():
