@@ -96,6 +96,10 @@ def test_the_ladder_and_rounding_on_the_live_board_and_publication_exact(site): 
         sub = s.get(Submission, ids[-1])
         shown = shown_scores(s, s.get(User, u1.id), sub, ph, site.settings.secret_key)
         assert shown and all(x.primary_value is None and x.result.get("withheld") for x in shown)
+        from server.domain import notices
+
+        _, body = notices.compose(s, site.settings, sub)  # the mail saying it was scored
+        assert "as the phase releases it" in body and f"{exact[ids[-1]]:.4f}" not in body
 
     # the organizers' view: exact
     from server.boards import leaderboard as lb
