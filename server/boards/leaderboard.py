@@ -823,6 +823,8 @@ def _overall_board(s: Session, task, phase: Phase, board, **kw) -> Board:
         gold=comps[0].gold,
         columns=cols,
         closed=any(c.closed for c in comps),
+        # the boards' released values under the phase's release rule: its statistics withheld too
+        release_rule=comps[0].release_rule,
         **_board_fields(board),
     )
     out._components = comps
