@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -119,6 +119,19 @@ def board_subset_forbidden(fields, sheet: dict, board) -> str | None:
         if bad:
             return f"{field.get('label') or field['key']} {answer}: {r['fact']} declares {bad[0]}"
     return None
+
+
+def board_lets_in(board, facts: dict | None, fields) -> bool:
+    """Whether a run whose fact sheet is `facts` passes a declared board's filter, and the rules
+    of the filter's field that depend on the board (`board_subset_forbidden`)."""
+    f = board.filter
+    if f is None:
+        return True
+    facts = facts or {}
+    v = facts.get(f.fact)
+    if v is None or str(v) not in f.equals:
+        return False
+    return board_subset_forbidden(fields, facts, board) is None
 
 
 def fact_items(value) -> list[str]:
@@ -395,10 +408,57 @@ class BoardFilter(Spec):
         return v
 
 
+def phase_release_rule(v):
+    """A phase's release rule as given, checked (scorer.release names them): None, "exact",
+    "ladder", "rounded" or {rule: ladder, eta}; a ValueError says what is wrong."""
+    if v is None or v in ("exact", "ladder", "rounded"):
+        return v
+    if isinstance(v, dict) and v.get("rule", "ladder") == "ladder" and set(v) <= {"rule", "eta"}:
+        eta = v.get("eta", 0.01)
+        if isinstance(eta, (int, float)) and not isinstance(eta, bool) and 0 < eta < 1:
+            return {"rule": "ladder", "eta": float(eta)}
+    raise ValueError(
+        'a phase\'s release rule is "exact", "ladder", "rounded" or {rule: ladder, eta: a '
+        "number in (0, 1)}"
+    )
+
+
+class OverallSpec(Spec):
+    """An overall ranking over some of the phase's boards (scorer/overall.py, docs/boards.md):
+    each team's values on `boards` combined by `rule`, with `missing` saying where a team absent
+    from one of them stands; its intervals and rank sets carry the boards' own resamples through
+    the rule."""
+
+    boards: list[str] = Field(
+        min_length=2,
+        max_length=40,
+        description='The boards combined: declared boards of the phase, or "main".',
+    )
+    rule: Literal["mean", "borda", "mean-rank"] = Field(
+        "mean",
+        description="mean: of the boards' values (one direction); borda: the teams beaten on "
+        "each board, summed; mean-rank: the mean of the team's ranks on the boards.",
+    )
+    missing: Literal["leave-out", "unranked", "last"] = Field(
+        "unranked",
+        description="A team absent from one of the boards: no row (leave-out), a row without a "
+        "rank (unranked), or ranked last on each board it misses (last).",
+    )
+
+    @field_validator("boards")
+    @classmethod
+    def _twice(cls, v):
+        dup = sorted({b for b in v if v.count(b) > 1})
+        if dup:
+            raise ValueError(f"board(s) {', '.join(dup)} named twice")
+        return v
+
+
 class BoardSpec(Spec):
     """A board of a phase beside its default one (`main`, ranked by the task's primary value):
     ranked by `ranking`, with the extra `columns`, over the runs `filter` lets in (every run when
-    absent) that have the ranking value."""
+    absent) that have the ranking value; or, with `overall` instead of `ranking`, an overall
+    ranking over other boards of the phase."""
 
     name: str = Field(
         pattern=BOARD_NAME,
@@ -406,11 +466,20 @@ class BoardSpec(Spec):
         json_schema_extra={"examples": ["prose", "track-b"]},
     )
     title: str = Field(min_length=1, max_length=200)
-    ranking: BoardValue
+    ranking: Optional[BoardValue] = None
     columns: list[BoardValue] = Field(default_factory=list, max_length=30)
     filter: Optional[BoardFilter] = None
+    overall: Optional[OverallSpec] = None
 
     _title = field_validator("title")(_no_control)
+
+    @model_validator(mode="after")
+    def _ranking_or_overall(self):
+        if (self.ranking is None) == (self.overall is None):
+            raise ValueError("a board declares either `ranking` or `overall`")
+        if self.overall is not None and (self.columns or self.filter is not None):
+            raise ValueError("an overall board has no `columns` or `filter` of its own")
+        return self
 
     @field_validator("name")
     @classmethod
@@ -441,6 +510,12 @@ class PhaseSpec(Spec):
     compute_budget_seconds: Optional[int] = Field(
         None, ge=0, description="CPU seconds of system runs each team may use in the phase."
     )
+    release_rule: Optional[Union[str, dict]] = Field(
+        None,
+        description="What the live public board shows of each run's public score "
+        '(docs/statistics.md): "exact" (default), "rounded", "ladder" or '
+        "{rule: ladder, eta: 0.01}.",
+    )
     boards: list[BoardSpec] = Field(
         default_factory=list,
         max_length=40,  # SemEval-2024 Task 1: 33 (Track A x 9 languages, B and C x 12)
@@ -456,6 +531,11 @@ class PhaseSpec(Spec):
         if dup:
             raise ValueError(f"board(s) {', '.join(dup)} declared twice")
         return v
+
+    @field_validator("release_rule")
+    @classmethod
+    def _release_rule(cls, v):
+        return phase_release_rule(v)
 
     @model_validator(mode="after")
     def _order(self):
@@ -618,6 +698,33 @@ def task_from_spec(spec: TaskSpec) -> Task:
 # ----------------------------------------------------------------------------- boards
 
 
+def _overall_problems(b, declared: dict, task: Task, at: tuple) -> list[tuple[tuple, str]]:
+    """What is wrong with an overall board: boards it names that the phase does not have (or
+    that are overall boards themselves), a mean over boards ranked in opposite directions."""
+    out, directions = [], []
+    for k, name in enumerate(b.overall.boards):
+        if name == MAIN_BOARD:
+            directions.append(bool(task.greater_is_better))
+            continue
+        other = declared.get(name)
+        if other is None or other.overall is not None or name == b.name:
+            known = ", ".join([MAIN_BOARD] + [n for n, x in declared.items() if x.overall is None])
+            out.append(
+                (at + ("boards", k), f"{name!r} is not a ranked board of the phase ({known})")
+            )
+            continue
+        directions.append(bool(task.metric_direction(other.ranking.metric)))
+    if b.overall.rule == "mean" and len(set(directions)) > 1:
+        out.append(
+            (
+                at + ("rule",),
+                "a mean over boards ranked in opposite directions is undefined: use borda or "
+                "mean-rank",
+            )
+        )
+    return out
+
+
 def board_problems(
     boards: list[BoardSpec | None], task: Task, facts: list[dict] | None
 ) -> list[tuple[tuple, str]]:
@@ -665,10 +772,14 @@ def board_problems(
             )
 
     by_key = {f["key"]: f for f in facts or ()}
+    declared = {b.name: b for b in boards if b is not None}
     for i, b in enumerate(boards):
         if b is None:
             continue
         at = ("boards", i)
+        if b.overall is not None:
+            out.extend(_overall_problems(b, declared, task, at + ("overall",)))
+            continue
         value(b.ranking, at + ("ranking",))
         for j, c in enumerate(b.columns):
             value(c, at + ("columns", j))

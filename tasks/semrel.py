@@ -373,12 +373,13 @@ def track_boards(task: Task, manifest: dict, phase_name: str, split: str) -> dic
     holds, one board per language with gold in the split (`a-amh`, `b-afr`, ...: ranked by
     Spearman, Pearson and the pair count beside it, over the runs whose fact sheet names the
     track), as SemEval-2024 ranked them, and, where a track has two languages or more there, one
-    board of their mean (`a-macro`, ...: not a SemEval ranking, titled so); on the cross-validated
-    split of an STR-2022 file, one
-    board per source (`source-goodreads`, ...), the paper's Table 6. A language's runs of another
+    board of their mean (`a-macro`, ...: not a SemEval ranking, titled so) and an overall board of
+    the language boards (`a-overall`: the mean of each team's ranked run on each, docs/boards.md);
+    on the cross-validated split of an STR-2022 file, one board per source (`source-goodreads`,
+    ...), the paper's Table 6. A language's runs of another
     track never enter its board; the main board stays the macro over every language."""
     held = set((manifest.get("counts") or {}).get(split, {}))
-    boards = []
+    boards, overall_boards = [], []
     for t, langs in (manifest.get("tracks") or {}).items():
         scored = [lang for lang in langs if lang in held]
         if len(scored) > 1:
@@ -394,6 +395,19 @@ def track_boards(task: Task, manifest: dict, phase_name: str, split: str) -> dic
                     "ranking": {**over, "metric": "spearman"},
                     "columns": [{**over, "metric": "pearson"}, {**over, "metric": "n"}],
                     "filter": {"fact": "track", "equals": [t]},
+                }
+            )
+        names = [f"{t.lower()}-{lang}" for lang in scored]
+        if len(scored) > 1:
+            # the same mean over each team's ranked run on each language's board (a team may
+            # submit one run per language): an overall board, its intervals from the language
+            # boards' resamples; a team missing a language is shown unranked
+            overall_boards.append(
+                {
+                    "name": f"{t.lower()}-overall",
+                    "title": f"Track {t}: mean over its {len(scored)} language boards "
+                    "(not a SemEval-2024 ranking)",
+                    "overall": {"boards": names, "rule": "mean", "missing": "unranked"},
                 }
             )
         for lang in langs:
@@ -422,6 +436,7 @@ def track_boards(task: Task, manifest: dict, phase_name: str, split: str) -> dic
                 ],
             }
         )
+    boards += overall_boards
     return {"boards": boards, "facts": TRACK_FACTS if manifest.get("tracks") else []}
 
 

@@ -16,7 +16,7 @@ from helpers import fresh_python
 
 from server.models import SUBJECTS
 
-ALL = 30
+ALL = 31
 
 
 def _fresh(code: str, home, **env) -> dict:

@@ -35,7 +35,11 @@ MACRO_BOARDS = {
     "b-macro": ["afr", "eng"],
     "c-macro": ["afr", "eng", "hin"],
 }
-EXPECTED_TEST = LANGUAGE_BOARDS | set(MACRO_BOARDS)
+# the same means over each team's ranked run on each language's board (overall boards)
+OVERALL_BOARDS = {
+    f"{b[0]}-overall": [f"{b[0]}-{lang}" for lang in v] for b, v in MACRO_BOARDS.items()
+}
+EXPECTED_TEST = LANGUAGE_BOARDS | set(MACRO_BOARDS) | set(OVERALL_BOARDS)
 EXPECTED_DEV = EXPECTED_TEST | {"a-kin", "b-kin"}  # kin has dev gold, no test gold
 
 
@@ -262,6 +266,26 @@ def test_runs_land_on_their_track_and_language_boards(site):
             )
             want = np.percentile(samples, [2.5, 97.5])
             assert x["ci"] == pytest.approx(list(want), abs=1e-9), (board, name)
+    # each track's overall board: the mean of the language boards' values of the teams on every
+    # one of them, the others unranked naming what they miss
+    for board, langs in OVERALL_BOARDS.items():
+        got = c.get(f"/tasks/{TASK}/leaderboard.json?phase=test&board={board}").get_json()
+        assert got["overall"] == {"boards": langs, "rule": "mean", "missing": "unranked"}
+        on = {}
+        for lb_name in langs:
+            x = c.get(f"/tasks/{TASK}/leaderboard.json?phase=test&board={lb_name}").get_json()
+            key = f"{x['primary']['subset']}/spearman"
+            on[lb_name] = {r["team"]: r["metrics"][key] for r in x["rows"] if r["rank"]}
+        teams = set().union(*on.values())
+        rows = {r["team"]: r for r in got["rows"]}
+        assert set(rows) == teams, board
+        for t, r in rows.items():
+            if all(t in on[b] for b in langs):
+                want = sum(on[b][t] for b in langs) / len(langs)
+                assert r["metrics"][f"{board}/mean"] == pytest.approx(want, abs=1e-12)
+                assert r["rank"] is not None and r["ci"][0] <= want + 1e-12
+            else:
+                assert r["rank"] is None and "unranked" in r["why_empty"], (board, t)
     # a declared board's figure (its history of runs): the runs that enter the board, by the
     # board's own value: Track C's run that used eng's labels not on c-eng's, a track's mean as
     # the board computes it (a run covering some of its languages has none)

@@ -52,16 +52,26 @@ def submissions(task_id, as_json):
 
 @click.command("primary")
 @click.argument("submission_id", type=int)
+@click.option(
+    "--board",
+    default=None,
+    help="A declared board of the phase (a track's): the run becomes your team's ranked run "
+    "there, whatever its primary run.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def primary(submission_id, as_json):
-    """Make a submission your team's primary (ranked) run of its phase; the others become
-    contrastive."""
+def primary(submission_id, board, as_json):
+    """Make a submission your team's primary (ranked) run of its phase (the others become
+    contrastive), or with --board its ranked run on one board."""
     try:
-        sub = api_client().send_json("POST", f"/submissions/{submission_id}/primary")
+        sub = api_client().send_json(
+            "POST", f"/submissions/{submission_id}/primary", {"board": board} if board else None
+        )
     except ClientError as e:
         die(e, as_json)
     if as_json:
         click.echo(json.dumps(sub))
+    elif board:
+        click.echo(f"submission {sub['id']} is now your team's ranked run on the {board} board")
     else:
         click.echo(
             f"submission {sub['id']} is now your team's primary run of the {sub['phase']} "

@@ -191,6 +191,7 @@ def _write(
                     blind=p.blind,
                     compute_budget_seconds=p.compute_budget_seconds,
                     boards=[b.model_dump(mode="json", exclude_none=True) for b in p.boards],
+                    **({"release_rule": p.release_rule} if p.release_rule is not None else {}),
                 )
             except LifecycleRefused as e:
                 problem = bundle_problem(f"tasks[{t.id}].phases[{p.name}]", e.message)
@@ -349,6 +350,7 @@ def _phases_of(s: Session, task_id: str) -> list[dict]:
                 else {}
             ),
             **({"boards": list(p.boards)} if p.boards else {}),
+            **({"release_rule": p.release_rule} if p.release_rule else {}),
         }
         for p in s.exec(select(Phase).where(Phase.task_id == task_id).order_by(Phase.id))
     ]

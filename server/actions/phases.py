@@ -51,6 +51,7 @@ def phase_fields(p: Phase, quota: dict | None = None) -> dict:
         "accepts": p.accepts,
         "blind": bool(p.blind),
         "boards": board_list(p),
+        "release_rule": p.release_rule or "exact",
     }
 
 

@@ -171,10 +171,14 @@ def _own_run(s: Session, submission_id: int, actor: User | None, verb: str) -> S
 
 
 @action
-def choose_primary(*, s: Session, submission_id: int, actor: User | None) -> Submission:
-    """A team makes one of its runs its primary (ranked) run of the phase; the others become
-    contrastive."""
+def choose_primary(
+    *, s: Session, submission_id: int, actor: User | None, board: str | None = None
+) -> Submission:
+    """A team makes one of its runs its primary (ranked) run of the phase (the others become
+    contrastive), or, with `board`, its ranked run on that declared board of the phase."""
     sub = _own_run(s, submission_id, actor, "chooses its primary run")
+    if board not in (None, "", "main"):
+        return lifecycle.set_board_choice(s, sub, team_id=sub.team_id, board=board, actor=actor)
     return lifecycle.set_primary(s, sub, team_id=sub.team_id, actor=actor)
 
 

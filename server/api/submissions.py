@@ -207,13 +207,18 @@ def submission(submission_id):
     responses={200: m.SubmissionOut},
     errors=(403,),
     tags=("submissions",),
+    body=m.PrimaryChoice,
     description="SemEval's convention: one primary run per team and phase, the others "
-    "contrastive. Only the team chooses its run.",
+    'contrastive. With `{"board": NAME}`, the run becomes the team\'s ranked run on that '
+    "declared board of the phase (a track's), whatever its primary run; no score is read. Only "
+    "the team chooses its run.",
 )
 def primary(submission_id):
     u = need_user()
+    raw = request.get_data(cache=True)
+    body = body_model(m.PrimaryChoice) if raw or request.form else m.PrimaryChoice()
     s = db()
-    sub = sub_actions.choose_primary(s=s, submission_id=submission_id, actor=u)
+    sub = sub_actions.choose_primary(s=s, submission_id=submission_id, actor=u, board=body.board)
     return submission_out(s, u, sub)
 
 

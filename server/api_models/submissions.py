@@ -350,6 +350,15 @@ class Rescored(Out):
     )
 
 
+class PrimaryChoice(Model):
+    board: Optional[str] = Field(
+        None,
+        max_length=64,
+        description="A declared board of the phase: the run becomes your team's ranked run on "
+        'that board (absent or "main": your primary run of the phase).',
+    )
+
+
 class ShowPublicly(Model):
     show_publicly: bool = Field(description="true: a row on the public board; false: none.")
 

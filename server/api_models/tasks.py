@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from pydantic import (
     Field,
@@ -81,6 +81,13 @@ class PhaseOut(Out):
         default_factory=list,
         description="Its boards (`?board=NAME` on the leaderboard): `main` first.",
     )
+    release_rule: Union[str, dict] = Field(
+        "exact",
+        description="What the live public board shows of each run's public score "
+        '(docs/statistics.md): "exact" (default), "rounded", "ladder" or '
+        '{"rule": "ladder", "eta": 0.01}; the private part and the published ranking are never '
+        "affected.",
+    )
 
 
 class PhaseState(PhaseOut):
@@ -123,6 +130,13 @@ class PhaseCreate(Model):
         "(`[]`: the default board only); each checked against the task's subsets and metrics and "
         "the competition's fact fields.",
     )
+    release_rule: Optional[Union[str, dict]] = Field(
+        None,
+        description="What the live public board shows of each run's public score "
+        '(docs/statistics.md): "exact" (default), "rounded", "ladder" or '
+        '{"rule": "ladder", "eta": 0.01}; the private part and the published ranking are never '
+        "affected.",
+    )
 
 
 class PhaseEdit(Model):
@@ -156,6 +170,13 @@ class PhaseEdit(Model):
         description="The boards beside the default one (`main`), replacing those declared "
         "(`[]`: the default board only); each checked against the task's subsets and metrics and "
         "the competition's fact fields.",
+    )
+    release_rule: Optional[Union[str, dict]] = Field(
+        None,
+        description="What the live public board shows of each run's public score "
+        '(docs/statistics.md): "exact" (default), "rounded", "ladder" or '
+        '{"rule": "ladder", "eta": 0.01}; the private part and the published ranking are never '
+        "affected.",
     )
 
     @field_validator("opens_at", "closes_at", "inputs_at")

@@ -145,7 +145,16 @@ def board_spec_of(body: dict) -> BoardSpec:
     """The declaration a declared board's published snapshot was built from: its name, title and
     filter as the snapshot names them, its ranking value its first column, its other columns
     listed (what `lb.board_columns` makes of them is the snapshot's columns again). The board is
-    rebuilt as it was published, whether the phase still declares it, or declares it otherwise."""
+    rebuilt as it was published, whether the phase still declares it, or declares it otherwise.
+    An overall board's: its `overall` as published (its boards as the phase declares them)."""
+    if body.get("overall"):
+        return BoardSpec.model_validate(
+            {
+                "name": body["board"],
+                "title": body.get("title") or body["board"],
+                "overall": body["overall"],
+            }
+        )
     cols = [c for c in body["columns"] if not c.get("stat")]
     return BoardSpec.model_validate(
         {

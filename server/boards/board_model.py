@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     computed_field,
     field_serializer,
     field_validator,
@@ -38,6 +39,7 @@ STATS_FIELDS = (
     "p_holm",
     "neighbours",
     "top_sets",
+    "boards_won",
 )
 
 
@@ -150,6 +152,13 @@ class BoardStatistics(BaseModel):
         description='tau ("1", "3") -> the submission ids that may be among the tau best: every '
         "row truly among them is there with probability 1 - alpha (the simultaneous rank sets' "
         "lower ends).",
+    )
+    boards_won: Optional[dict] = Field(
+        None,
+        description="An overall board's: {K, alpha, counts}: counts[i][j], in the order of "
+        "`order`, the boards on which row i is better than row j, claimed with family-wise "
+        "control over every pair (Dror et al., TACL 2017: partial conjunction tests, Bonferroni); "
+        "null beyond 60 ranked rows.",
     )
 
 
@@ -276,6 +285,12 @@ class LeaderboardRow(_Shape):
         None, description="Rows not significantly different share a cluster."
     )
     ci_note: str = Field("", exclude_if=_empty, description="Why a row has no interval (yet).")
+    runs: Optional[int] = Field(
+        None,
+        exclude_if=_none,
+        description="On a live board: the runs the team made in the phase (scored or not; on a "
+        "frozen board, those made before it froze).",
+    )
     public_ci: Optional[list[Optional[float]]] = Field(
         None, exclude_if=_none, description="After publication: the public part's interval."
     )
@@ -323,6 +338,20 @@ class Leaderboard(_Shape):
         description="A declared board's filter: the runs whose fact sheet answers `fact` with "
         "one of `equals`.",
     )
+    overall: Optional[dict] = Field(
+        None,
+        exclude_if=_none,
+        description="An overall board: {boards, rule, missing}: each team's values on `boards` "
+        "(its columns) combined by `rule` (mean, borda, mean-rank), a team missing one of them "
+        "left out, shown unranked or ranked last there (`missing`).",
+    )
+    release_rule: Optional[Any] = Field(
+        None,
+        exclude_if=_none,
+        description="The phase's release rule, where the live board shows released public "
+        'scores rather than exact ones ("ladder", {"rule": "ladder", "eta": 0.01} or "rounded"; '
+        "docs/statistics.md); its intervals are then withheld.",
+    )
     split: str
     part: Literal["public", "private", "whole", "all"] = Field(
         serialization_alias="ranked_on",
@@ -356,6 +385,9 @@ class Leaderboard(_Shape):
         validation_alias=AliasChoices("public_statistics", "public_stats"),
         description="After publication: the same on the public part.",
     )
+
+    # an overall board's component boards, as built with it (what its statistics combine)
+    _components: list = PrivateAttr(default_factory=list)
 
     @property
     def primary(self) -> BoardColumn:

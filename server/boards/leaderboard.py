@@ -23,6 +23,8 @@ from sqlalchemy import and_, case, false, func, or_
 from sqlmodel import Session, select
 
 from scorer.metrics import COUNT_METRICS, fold_key
+from scorer.overall import combine, rule_direction
+from scorer.release import Rule, released
 from server.boards.board_model import (  # noqa: F401 - the shapes, re-exported
     STATS_FIELDS,
     Board,
@@ -37,9 +39,9 @@ from server.domain.lifecycle import PENDING, Status
 from server.domain.partitions import ranked_part
 from server.domain.provenance import current_provenance, is_current, public_result
 from server.domain.visibility import HIDDEN, ORGANIZER, TEAM, Viewer, may_see
-from server.models import Phase, Score, Submission, Team, utcnow
+from server.models import BoardChoice, Phase, Score, Submission, Team, utcnow
 from tasks.agreement import reference_rows
-from tasks.bundle_models import board_subset_forbidden
+from tasks.bundle_models import BoardSpec, board_lets_in
 from tasks.store import TaskStore
 
 # ----------------------------------------------------------------------------- building
@@ -78,9 +80,13 @@ def columns_for(
     return cols
 
 
-def board_columns(task, board) -> list[Column]:
+def board_columns(task, board, phase: Phase | None = None) -> list[Column]:
     """A declared board's columns: its ranking value first, then its declared columns (none
-    declared: the task's other metrics on the ranking subset)."""
+    declared: the task's other metrics on the ranking subset). An overall board's: its value
+    (subset: the board's name, metric: the rule), then each board's ranking value (subset: that
+    board's name)."""
+    if getattr(board, "overall", None) is not None:
+        return _overall_columns(task, board, _declared_of(phase))
     sub, met, over = board.ranking.subset, board.ranking.metric, tuple(board.ranking.over or ())
     cols = [
         Column(
@@ -120,14 +126,7 @@ def passes(board, sub: Submission, fields: list[dict] | None = None) -> bool:
     unfiltered board only), and the rules of the filter's field that depend on the board (`fields`:
     the competition's fact fields; Track C's run that declares labelled data in the board's
     language stays off that board)."""
-    f = board.filter
-    if f is None:
-        return True
-    facts = sub.facts or {}
-    v = facts.get(f.fact)
-    if v is None or str(v) not in f.equals:
-        return False
-    return board_subset_forbidden(fields, facts, board) is None
+    return board_lets_in(board, sub.facts, fields)
 
 
 def result_folds(results) -> list[str]:
@@ -351,10 +350,22 @@ def _enters(task, result: dict | None, prim: Column, provenance: dict | None) ->
     return any(_value(result, g, prim.metric) is not None for g in _macro_groups(task, prim))
 
 
-def _choice_key(sub: Submission) -> tuple:
-    """A team's ranked run is its greatest by this key: the marked primary run, else the latest
+def _choice_key(sub: Submission, picked: dict | None = None) -> tuple:
+    """A team's ranked run is its greatest by this key: the run it chose for the board
+    (`picked`: team -> submission, `board_choices`), else the marked primary run, else the latest
     (`lifecycle.RANKED_RUN_RULE`); no score is read."""
-    return (sub.is_primary, sub.created_at, sub.id)
+    return ((picked or {}).get(sub.team_id) == sub.id, sub.is_primary, sub.created_at, sub.id)
+
+
+def board_choices(s: Session, phase: Phase, board) -> dict[int, int]:
+    """The runs the teams chose for a declared board (team -> submission; {} for the default
+    board, ranked by the primary runs)."""
+    if board is None:
+        return {}
+    q = select(BoardChoice.team_id, BoardChoice.submission_id).where(
+        BoardChoice.phase_id == phase.id, BoardChoice.board == board.name
+    )
+    return dict(s.exec(q).all())
 
 
 def team_sees_the_public_board(
@@ -369,6 +380,8 @@ def team_sees_the_public_board(
     over the team's own runs only."""
     if not phase.leaderboard_open:
         return True
+    if board is not None and getattr(board, "overall", None) is not None:
+        return False  # several boards' runs: the team's view is built for it
     use_private = phase.published_at is not None
     if use_private:
         # the private part, or the whole split for a phase that publishes on it
@@ -403,7 +416,8 @@ def team_sees_the_public_board(
             return None
 
         runs = [sub for sub in runs if _enters(task, seen(sub), prim, provenance)]
-        runs = [max(runs, key=_choice_key)] if runs else []
+        picked = board_choices(s, phase, board)
+        runs = [max(runs, key=lambda sub: _choice_key(sub, picked))] if runs else []
     if not runs:
         return True
     if not runs[0].show_publicly:
@@ -460,6 +474,18 @@ def build_board(
     `team`: that team's rows only (its own row, which `overlay` puts onto the public board).
     """
     only_team = team  # (`team` is reused below for each row's team)
+    if board is not None and getattr(board, "overall", None) is not None:
+        return _overall_board(
+            s,
+            task,
+            phase,
+            board,
+            audience=audience,
+            show_private=show_private,
+            include_closed=include_closed,
+            provenance=provenance,
+            with_parts=with_parts,
+        )
     published = phase.published_at is not None
     use_private = published or show_private
     own_team = int(audience.split(":", 1)[1]) if audience.startswith("team:") else None
@@ -548,7 +574,9 @@ def build_board(
         candidates = [c for c in candidates if enters(c[0])]
         extras = [e for e in extras if enters(e[0])]
 
-    # the ranked run of each team: its primary run, else its latest scored one (no score is read)
+    # the ranked run of each team: the run it chose for this board, else its primary run, else its
+    # latest scored one (no score is read)
+    picked = board_choices(s, phase, board)
     chosen: dict[int, tuple] = {}
     baselines: dict[tuple, tuple] = {}  # (team_id, method_name) -> newest scored baseline entry
     reruns: dict[int, tuple] = {}  # the first run of a system re-run here -> its newest re-run
@@ -567,7 +595,7 @@ def build_board(
                 reruns[sub.rerun_of] = (sub, team)
             continue
         cur = chosen.get(team.id)
-        if cur is None or _choice_key(sub) > _choice_key(cur[0]):
+        if cur is None or _choice_key(sub, picked) > _choice_key(cur[0], picked):
             chosen[team.id] = (sub, team)
 
     rows_src: list[tuple] = [
@@ -577,9 +605,9 @@ def build_board(
         if not sub.show_publicly:
             if not (organizer or sub.team_id == own_team):
                 continue  # the team's ranked run is not public: no row for others
-            rows_src.append((sub, team, "not public", "team", _rule(sub)))
+            rows_src.append((sub, team, "not public", "team", _rule(sub, picked)))
         else:
-            rows_src.append((sub, team, "", "team", _rule(sub)))
+            rows_src.append((sub, team, "", "team", _rule(sub, picked)))
     for sub, team in reruns.values():
         if sub.show_publicly or organizer or sub.team_id == own_team:
             rows_src.append((sub, team, "" if sub.show_publicly else "not public", "team", RERUN))
@@ -642,6 +670,18 @@ def build_board(
             row.parts = {p: scores[(sub.id, p)] for p in parts if (sub.id, p) in scores}
         rows.append(row)
 
+    if not use_private:
+        # each team's runs in the phase (one query, a count per team)
+        made_runs = run_counts(s, phase, frozen_at)
+        for r in rows:
+            if r.row_type == "team":
+                r.runs = made_runs.get(r.team_id, 0)
+    rule = None if (organizer or use_private) else release_rule_of(phase)
+    if rule is not None and rule.kind == "ladder":
+        _release_ladder(
+            s, phase, rows, cols, rule, rank_parts, banned, frozen_at, board, fields, pick,
+            provenance,
+        )  # fmt: skip
     own_only = organizer or use_private or only_team is not None
     labels = None if own_only else anonymous_labels(s, task.id, phase)
     if labels is not None:  # an anonymous board: the team sees its own name, no one else's
@@ -689,6 +729,7 @@ def build_board(
         gold=goldversions.label(s, task.id, phase.split),
         columns=cols,
         rows=rows,
+        release_rule=None if rule is None else rule.to_json(),
         **_board_fields(board),
     )
 
@@ -728,15 +769,228 @@ def overlay(public: Board, own: Row) -> Board:
     return out
 
 
+# ----------------------------------------------------------------------------- release rules
+
+
+def release_rule_of(phase: Phase):
+    """The phase's release rule (scorer.release.Rule), or None where it shows scores exactly."""
+    if not phase.release_rule:
+        return None
+    rule = Rule.parse(phase.release_rule)
+    return None if rule.kind == "exact" else rule
+
+
+def run_counts(s: Session, phase: Phase, until: datetime | None = None) -> dict[int, int]:
+    """The runs each team made in the phase (any status; those made by `until` when given)."""
+    q = select(Submission.team_id, func.count(Submission.id)).where(Submission.phase_id == phase.id)
+    if until is not None:
+        q = q.where(Submission.created_at <= until)
+    return dict(s.exec(q.group_by(Submission.team_id)).all())
+
+
+RELEASE_NOTE = "released by the phase's release rule"
+
+
+def _release_ladder(
+    s, phase, rows, cols, rule, rank_parts, banned, frozen_at, board, fields, pick, provenance
+) -> None:
+    """The ladder (scorer.release) on a live board: each team row shows what its ranked run
+    releases given the team's runs before it on this board, in the order made (the best released
+    value, unless the run beat it by eta); the other columns are not shown."""
+    prim = cols[0]
+    sgn = 1.0 if prim.greater_is_better else -1.0
+    runs = _ranked_runs(s, phase, rank_parts, banned, False, frozen_at, every=True)
+    if board is not None:
+        runs = [(sub, team) for sub, team in runs if passes(board, sub, fields)]
+    teams = {r.team_id for r in rows if r.row_type == "team"}
+    runs = [(sub, team) for sub, team in runs if sub.team_id in teams and not sub.is_baseline]
+    scores = _latest_scores(s, [sub for sub, _ in runs], rank_parts)
+    by_team: dict[int, list] = {}
+    for sub, _ in sorted(runs, key=lambda x: (x[0].created_at, x[0].id)):
+        got = None
+        for p in rank_parts:
+            if (sub.id, p) in scores:
+                got = scores[(sub.id, p)]
+                break
+        v = None
+        if got is not None and is_current(got, provenance):
+            v = _value(got, prim.subset, prim.metric, prim)
+        by_team.setdefault(sub.team_id, []).append((sub.id, None if v is None else sgn * v))
+    for r in rows:
+        if r.row_type != "team":
+            continue
+        if r.values.get(prim.key) is None:
+            r.values = {c.key: None for c in cols}
+            continue
+        seq = by_team.get(r.team_id, [])
+        shown = released([v for _, v in seq], rule)
+        at = [i for i, (sid, _) in enumerate(seq) if sid == r.submission_id]
+        v = shown[at[0]] if at else None
+        r.values = {c.key: None for c in cols} | {prim.key: None if v is None else sgn * v}
+        r.note = r.note or ""
+        r.chosen_by = (r.chosen_by + "; " if r.chosen_by else "") + RELEASE_NOTE
+
+
 def _board_fields(board) -> dict:
     if board is None:
         return {}
     f = board.filter
+    o = board.overall
     return {
         "board": board.name,
         "title": board.title,
         "filter": None if f is None else {"fact": f.fact, "equals": list(f.equals)},
+        "overall": None if o is None else o.model_dump(mode="json"),
     }
+
+
+# ----------------------------------------------------------------------------- overall boards
+
+
+def _declared_of(phase: Phase | None) -> dict:
+    """The phase's declared boards by name (what an overall board's columns name)."""
+    return {b["name"]: BoardSpec.model_validate(b) for b in (phase.boards or ())} if phase else {}
+
+
+def _overall_columns(task, board, declared: dict) -> list[Column]:
+    comps = []
+    for name in board.overall.boards:
+        spec = declared.get(name)
+        if spec is None:  # "main": the task's primary value
+            met = task.primary[1]
+            gib = task.greater_is_better
+        else:
+            met = spec.ranking.metric
+            gib = task.metric_direction(met)
+        comps.append(Column(subset=name, metric=met, greater_is_better=gib))
+    rule = board.overall.rule
+    head = Column(
+        subset=board.name,
+        metric=rule,
+        greater_is_better=rule_direction(rule, [c.greater_is_better for c in comps]),
+        primary=True,
+    )
+    return [head, *comps]
+
+
+def _overall_board(s: Session, task, phase: Phase, board, **kw) -> Board:
+    """An overall board: each of its boards built as the audience sees it, each team's ranked row
+    there read, and the rule applied to their values (scorer.overall). A team's row names the
+    run of the first board it is on; its values are the boards' (each board's ranked run)."""
+    declared = _declared_of(phase)
+    cols = _overall_columns(task, board, declared)
+    prim = cols[0]
+    comps = [
+        build_board(s, task, phase, board=declared.get(name), **kw) for name in board.overall.boards
+    ]
+    out = Board(
+        task_id=task.id,
+        phase=phase.name,
+        split=phase.split,
+        part=comps[0].part,
+        published=comps[0].published,
+        frozen=comps[0].frozen,
+        gold=comps[0].gold,
+        columns=cols,
+        closed=any(c.closed for c in comps),
+        # the boards' released values under the phase's release rule: its statistics withheld too
+        release_rule=comps[0].release_rule,
+        **_board_fields(board),
+    )
+    out._components = comps
+    if out.closed:
+        return out
+    teams, first = overall_teams(comps)
+    K, n = len(comps), len(teams)
+    present = [[t in rows for t in teams] for rows in (_ranked_rows(c) for c in comps)]
+    vals = [
+        [rows[t].values[c.primary.key] if t in rows else float("nan") for t in teams]
+        for c, rows in ((c, _ranked_rows(c)) for c in comps)
+    ]
+    gib = [c.greater_is_better for c in cols[1:]]
+    o = board.overall
+    points = combine(vals, present, gib, o.rule, o.missing) if n else []
+    pub_points = None
+    if n and any(r.public_value is not None for c in comps for r in c.rows):
+        # the final ranking (published, or its preview): the public part's beside it
+        pub = [
+            [
+                rows[t].public_value
+                if t in rows and rows[t].public_value is not None
+                else float("nan")
+                for t in teams
+            ]
+            for rows in (_ranked_rows(c) for c in comps)
+        ]
+        pub_present = [
+            [p and v == v for p, v in zip(pr, pv, strict=True)]
+            for pr, pv in zip(present, pub, strict=True)
+        ]
+        pub_points = combine(pub, pub_present, gib, o.rule, o.missing)
+    rows = []
+    for i, t in enumerate(teams):
+        r0 = first[t]
+        missing = [board.overall.boards[k] for k in range(K) if not present[k][i]]
+        if missing and o.missing == "leave-out":
+            continue
+        v = float(points[i])
+        values = {prim.key: None if v != v else v}
+        for k, c in enumerate(cols[1:]):
+            values[c.key] = vals[k][i] if present[k][i] else None
+        row = Row(
+            rank=None,
+            row_type="team",
+            team=r0.team,
+            team_id=r0.team_id,
+            submission_id=r0.submission_id,
+            method_name=r0.method_name,
+            url=r0.url,
+            submitted_at=r0.submitted_at,
+            is_primary=r0.is_primary,
+            values=values,
+            note=r0.note if r0.note == "not public" else "",
+            chosen_by=f"{o.rule} over {K} boards",
+            attempt=r0.attempt,
+        )
+        if pub_points is not None and pub_points[i] == pub_points[i]:
+            row.public_value = float(pub_points[i])
+        if missing:
+            how = {"last": "ranked last there", "unranked": "unranked"}[o.missing]
+            row.why_empty = f"not on {', '.join(missing)}: {how}"
+        rows.append(row)
+    ranks = _rank([r.values[prim.key] for r in rows], prim.greater_is_better)
+    for r, rk in zip(rows, ranks, strict=True):
+        r.rank = rk
+    if pub_points is not None:
+        for r, rk in zip(
+            rows, _rank([r.public_value for r in rows], prim.greater_is_better), strict=True
+        ):
+            r.public_rank = rk
+    gb = prim.greater_is_better
+    rows.sort(
+        key=lambda r: (
+            r.values[prim.key] is None,
+            -(r.values[prim.key] or 0.0) if gb else (r.values[prim.key] or 0.0),
+            r.team,
+        )
+    )
+    out.rows = rows
+    return out
+
+
+def _ranked_rows(board: Board) -> dict[int, Row]:
+    """A board's ranked team rows, by team."""
+    return {r.team_id: r for r in board.rows if r.row_type == "team" and r.rank is not None}
+
+
+def overall_teams(comps: list[Board]) -> tuple[list[int], dict[int, Row]]:
+    """The teams ranked on any of an overall board's boards, in a fixed order, and each one's row
+    on the first board it is on."""
+    first: dict[int, Row] = {}
+    for c in comps:
+        for t, r in _ranked_rows(c).items():
+            first.setdefault(t, r)
+    return sorted(first), first
 
 
 # ----------------------------------------------------------------------------- anonymous boards
@@ -764,7 +1018,9 @@ def anonymous_labels(s: Session, task_id: str, phase: Phase) -> dict[int, str] |
 
 def add_reference_rows(board: Board, task, home) -> None:
     """The human-agreement rows the task's import recorded (`tasks/agreement.py`), unranked, in
-    their place by the primary score."""
+    their place by the primary score (none on an overall board: they have no value there)."""
+    if board.overall is not None:
+        return
     store = TaskStore(task.id, home)
     try:
         manifest = store.manifest()
@@ -827,7 +1083,9 @@ def add_reference_rows(board: Board, task, home) -> None:
     )
 
 
-def _rule(sub: Submission) -> str:
+def _rule(sub: Submission, picked: dict | None = None) -> str:
+    if (picked or {}).get(sub.team_id) == sub.id:
+        return "chosen for this board"
     return "primary run" if sub.is_primary else "latest scored run"
 
 
@@ -878,6 +1136,10 @@ def to_csv(board: Board) -> bytes:
     head += [c.key for c in board.columns]
     if board.published:
         head += ["public_primary", "public_rank"]
+    # the rank sets with the coverage they state (marginal, simultaneous), where computed
+    with_sets = any(r.rank_set for r in board.rows)
+    if with_sets:
+        head += ["rank_set_low", "rank_set_high", "rank_set_all_low", "rank_set_all_high"]
     head += ["ci_lo", "ci_hi", "rank_best", "rank_worst", "cluster"]
     w.writerow(head)
     for r in board.rows:
@@ -895,6 +1157,9 @@ def to_csv(board: Board) -> bytes:
                 "" if r.public_value is None else repr(r.public_value),
                 "" if r.public_rank is None else r.public_rank,
             ]
+        if with_sets:
+            for rs in (r.rank_set, r.rank_set_simultaneous):
+                line += [rs["low"], rs["high"]] if rs else ["", ""]
         line += list(map(repr, r.ci)) if r.ci and None not in r.ci else ["", ""]
         line += (r.rank_range if r.rank_range else ["", ""]) + [
             "" if r.cluster is None else r.cluster
@@ -962,6 +1227,7 @@ def to_latex(
         cols = board.columns[:max_metric_columns]
     with_ci = any(r.ci for r in board.rows)
     with_range = any(r.rank_range for r in board.rows)
+    with_set = any(r.rank_set for r in board.rows)
     best = {}
     for c in cols:
         if c.metric in COUNT_METRICS or c.stat == "std":  # a count or a spread is no score
@@ -976,6 +1242,7 @@ def to_latex(
     spec = (
         "r "
         + ("c " if with_range else "")
+        + ("c " if with_set else "")
         + "l l "
         + " ".join("r c" if c.primary and with_ci else "r" for c in cols)
     )
@@ -987,7 +1254,8 @@ def to_latex(
         rf"\begin{{tabular}}{{{spec}}}",
         r"\toprule",
     ]
-    head = ["\\#"] + (["range"] if with_range else []) + ["Team", "Method"]
+    head = ["\\#"] + (["range"] if with_range else []) + (["set"] if with_set else [])
+    head += ["Team", "Method"]
     for c in cols:
         # no arrow where neither direction is better: a spread, a count (`n`, TP...)
         arrow = (
@@ -1006,6 +1274,9 @@ def to_latex(
         cells = ["" if r.rank is None else str(r.rank)]
         if with_range:
             cells.append(f"{r.rank_range[0]}--{r.rank_range[1]}" if r.rank_range else "")
+        if with_set:
+            rs = r.rank_set
+            cells.append(f"{rs['low']}--{rs['high']}" if rs else "")
         cells += [
             latex_escape(r.team) + (r" \textit{(baseline)}" if r.row_type == "baseline" else ""),
             latex_escape(clean_name(r.method_name)),
@@ -1028,15 +1299,25 @@ def to_latex(
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     on = f", board {board.title or board.board}" if board.board != "main" else ""
+    by = (
+        f"by {board.primary.metric} over the boards {', '.join(board.overall['boards'])}"
+        if board.overall
+        else f"by {board.primary.metric} on {board.primary.subset}"
+    )
     cap = caption or (
         f"Results of {board.task_id} ({board.phase} phase{on}, ranked on the "
-        f"{board.part} part of the gold by {board.primary.metric} on {board.primary.subset})."
+        f"{board.part} part of the gold {by})."
     )
     if with_ci and board.stats:
         cap += (
             f" Intervals: 95% paired bootstrap over {board.stats.get('unit')}, "
             f"B={board.stats.get('B')}, seed {board.stats.get('seed')}; range: 95% rank interval."
         )
+        if with_set:
+            cap += (
+                " Set: the 95% confidence set for the rank (marginal; Mogstad, Romano, Shaikh and "
+                "Wilhelm's max-t procedure on the same resamples)."
+            )
     lines += [
         rf"\caption{{{latex_escape(cap)}}}",
         rf"\label{{tab:{latex_escape(board.task_id)}-{latex_escape(board.phase)}"
@@ -1084,10 +1365,16 @@ def snapshot_csv(body: dict) -> str:
 def snapshot_latex(body: dict, columns: list[str] | None = None) -> str:
     r = body.get("ranking") or {}
     on = f", board {body.get('title') or body['board']}" if body.get("board") else ""
+    o = body.get("overall")
+    by = (
+        f"by {body['primary']['metric']} over the boards {', '.join(o['boards'])}"
+        if o
+        else f"by {body['primary']['metric']} on {body['primary']['subset']}"
+    )
     cap = (
         f"Final ranking of {body['task']} ({body['phase']} phase{on}, version {r.get('version')}, "
         f"published {r.get('published_at')}), ranked on the {body['ranked_on']} part of the "
-        f"gold by {body['primary']['metric']} on {body['primary']['subset']}."
+        f"gold {by}."
     )
     return to_latex(board_from_dict(body), caption=cap, columns=columns)
 

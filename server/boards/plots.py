@@ -181,9 +181,12 @@ def history(
     """Each team's scored runs on the board's part (not hidden, removed or private to the team),
     as (time, primary score); `labels` (an anonymous board: team id -> "Team N") names the teams
     instead of their names. `spec`: a declared board (tasks.bundle_models.BoardSpec): the runs
-    its filter lets in, by its ranking value (read from each run's result)."""
+    its filter lets in, by its ranking value (read from each run's result); none for an overall
+    board."""
     from server.boards.leaderboard import _value, passes  # the boards import the figures
 
+    if spec is not None and getattr(spec, "overall", None) is not None:
+        return {}  # an overall board has no runs of its own: its boards' figures draw them
     part = {"private": "private", "public": "public", "whole": "whole"}.get(board.part, "all")
     if part == "public" and phase.public_fraction >= 1.0:
         part = "all"

@@ -40,7 +40,9 @@ from sqlmodel import Session
 
 from scorer import validate_file
 from scorer.bootstrap import Bootstrap, _group_mean, intervals, rank_statistics, unit_arrays
+from scorer.overall import boards_won, combine
 from scorer.ranksets import rank_sets, top_set
+from scorer.release import Rule, _round_to, resolution
 from server import objectstore
 from server.boards import leaderboard as lb
 from server.boards.leaderboard import STALE_NOTE
@@ -380,16 +382,22 @@ def statistics(
     board's size: what `server.boards.pairwise` writes as the board's matrix file."""
     t0 = time.perf_counter()
     prim = board.primary
-    value_of = value_of or (lambda r: r.values[prim.key])
-    value = value_key(prim)
-    rows, ranked = _stat_rows(board)
+    overall = getattr(board, "overall", None)
+    if overall:
+        rows, ranked, M, points = _overall_matrix(settings, part, board, value_of)
+        value_of = points.__getitem__
+    else:
+        value_of = value_of or (lambda r: r.values[prim.key])
+        rows, ranked = _stat_rows(board)
     out_rows: dict[str, dict] = {}
     order, teams, p, p_holm, neighbours, top_sets = [], [], None, None, None, {}
     if rows:
         at = {r.submission_id: i for i, r in enumerate(rows)}
-        M = np.vstack(
-            [part.samples(settings, r.submission_id, r.attempt, value=value) for r in rows]
-        )
+        if not overall:
+            value = value_key(prim)
+            M = np.vstack(
+                [part.samples(settings, r.submission_id, r.attempt, value=value) for r in rows]
+            )
         for r, ci in zip(rows, intervals(M, ALPHA), strict=True):
             out_rows[str(r.submission_id)] = {"ci": ci}
         if ranked:
@@ -431,7 +439,7 @@ def statistics(
                 matrices.update(teams=teams, p=st["p_array"], p_holm=st["p_holm_array"])
     return {
         "part": part.part,
-        "method": METHOD,
+        "method": METHOD + (OVERALL_METHOD.format(**overall) if overall else ""),
         "unit": (
             "instances (each drawn with its copies in every fold)"
             if part.boot.clusters is not None
@@ -449,8 +457,73 @@ def statistics(
         "p_holm": p_holm,
         "neighbours": neighbours,
         "top_sets": top_sets,
+        "boards_won": points.boards_won if overall else None,
         "seconds": round(time.perf_counter() - t0, 3),
     }
+
+
+OVERALL_METHOD = (
+    "; overall: the rule ({rule}) applied to the boards' values on each of the same resamples "
+    "(one draw of the gold for every board), a team missing a board {missing}; the boards "
+    "themselves are not resampled"
+)
+
+
+def _overall_matrix(settings, part: Part, board, value_of=None):
+    """An overall board's rows with a value, its ranked ones, their resampled overall values and
+    their point values (by row): each component board's ranked rows' resampled values (the
+    phase's one matrix of resamples) combined by the board's rule on every resample
+    (scorer.overall). `value_of`: a component row's point value (default: its board's value)."""
+    o = board.overall
+    comps = board._components
+    team_rows = [r for r in board.rows if r.row_type == "team"]
+    K, n = len(comps), len(team_rows)
+    X = np.full((K, n, part.B), np.nan)
+    V = np.full((K, n), np.nan)
+    present = np.zeros((K, n), dtype=bool)
+    for k, c in enumerate(comps):
+        on = {r.team_id: r for r in c.rows if r.row_type == "team" and r.rank is not None}
+        value = value_key(c.primary)
+        for i, row in enumerate(team_rows):
+            r = on.get(row.team_id)
+            if r is None:
+                continue
+            v = value_of(r) if value_of is not None else r.values[c.primary.key]
+            if v is None or v != v:
+                continue
+            present[k, i] = True
+            V[k, i] = v
+            X[k, i] = part.samples(settings, r.submission_id, r.attempt, value=value)
+    gib = [c.greater_is_better for c in board.columns[1:]]
+    pts = combine(V, present, gib, o["rule"], o["missing"]) if n else np.zeros(0)
+    S = combine(X, present, gib, o["rule"], o["missing"]) if n else np.zeros((0, part.B))
+    keep = [i for i in range(n) if np.isfinite(pts[i])]
+    rows = [team_rows[i] for i in keep]
+    ranked = [r for r in rows if r.rank is not None]
+    points = _ById({id(team_rows[i]): float(pts[i]) for i in keep})
+    if len(ranked) <= BOARDS_WON_ROWS:
+        # per pair of ranked rows: on how many boards one is better (family-wise, TACL 2017)
+        at = [team_rows.index(r) for r in ranked]
+        points.boards_won = {
+            "K": K,
+            "alpha": ALPHA,
+            "counts": boards_won(V[:, at], X[:, at], present[:, at], gib, ALPHA).tolist(),
+        }
+    return rows, ranked, S[keep], points
+
+
+BOARDS_WON_ROWS = 60
+"""The most ranked rows of an overall board whose pairs get their count of boards won (the
+significance page's matrix, as its full p-value matrix)."""
+
+
+class _ById(dict):
+    """Point values by row object (and, on an overall board, `boards_won`)."""
+
+    boards_won = None
+
+    def __getitem__(self, row):
+        return dict.__getitem__(self, id(row))
 
 
 TOP_SETS = (1, 3)
@@ -586,6 +659,8 @@ def compute_board_stats(phase_id: int, settings=None) -> dict:
         # the private samples too, computed now in the worker, for the published snapshot
         private = Part.get(settings, engine, task, phase, _hidden_part(phase))
         for b in (board, *declared):
+            if getattr(b, "overall", None):
+                continue  # its boards' samples: the main board's or a declared one's
             value = value_key(b.primary)
             for r in _stat_rows(b)[0]:
                 try:
@@ -675,6 +750,55 @@ def attach(board, body: dict | None, *, reason: str = "") -> None:
             )
         else:
             r.ci_note = reason
+    if getattr(board, "release_rule", None) is not None:
+        _released(board)
+
+
+WITHHELD = "no interval on the live board: the phase's release rule shows released scores only"
+
+
+def _released(board) -> None:
+    """A live board under a release rule (scorer.release): `rounded` shows each team row's value
+    rounded to the resolution of its interval (none until the interval is computed) and ranks by
+    it; under any rule the intervals, rank ranges, rank sets, clusters and p-values (which would
+    tell the exact scores) are withheld."""
+    rule = Rule.parse(board.release_rule)
+    prim = board.primary
+    for r in board.rows:
+        if r.row_type != "team":
+            continue
+        if rule.kind == "rounded":
+            v, ci = r.values.get(prim.key), r.ci
+            shown = None
+            if v is not None and ci and None not in ci:
+                shown = _round_to(v, resolution((ci[1] - ci[0]) / 2))
+            r.values = {c.key: None for c in board.columns} | {prim.key: shown}
+            if v is not None and shown is None:
+                r.why_empty = "shown once its interval is computed (rounded to its resolution)"
+            if lb.RELEASE_NOTE not in r.chosen_by:
+                r.chosen_by = (r.chosen_by + "; " if r.chosen_by else "") + lb.RELEASE_NOTE
+        r.ci = r.rank_range = r.cluster = r.rank_set = r.rank_set_simultaneous = None
+        r.ci_note = WITHHELD
+    if rule.kind == "rounded":
+        ranked = [r for r in board.rows if r.row_type == "team" and r.note in ("", "not public")]
+        for r, rk in zip(
+            ranked,
+            lb._rank([r.values[prim.key] for r in ranked], prim.greater_is_better),
+            strict=True,
+        ):
+            r.rank = rk
+        gib = prim.greater_is_better
+        board.rows.sort(
+            key=lambda r: (
+                r.values.get(prim.key) is None,
+                -(r.values.get(prim.key) or 0.0) if gib else (r.values.get(prim.key) or 0.0),
+                r.row_type != "team",
+                r.submitted_at,
+                r.submission_id or 0,
+            )
+        )
+    if board.stats is not None:
+        board.stats = {"part": board.stats.get("part"), "method": WITHHELD, "unavailable": WITHHELD}
 
 
 def _hidden_part(phase) -> str:

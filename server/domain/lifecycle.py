@@ -41,6 +41,7 @@ from server.domain import audit, boards, exposure, partitions, people, shown, ta
 from server.exceptions import LifecycleRefused, NotFound
 from server.models import utcnow
 from tasks import get_task
+from tasks.bundle_models import board_lets_in, phase_release_rule
 
 log = logging.getLogger(__name__)
 
@@ -389,6 +390,63 @@ def set_primary(
     return sub
 
 
+def set_board_choice(
+    s: Session, sub: models.Submission, *, team_id: int, board: str, actor=None
+) -> models.Submission:
+    """Make a team's submission its ranked run on one of its phase's declared boards (the default
+    board, "main": its primary run, `set_primary`). The run must be one the board lets in (its
+    filter on the fact sheet); whether it has the board's value is not asked (no score is read):
+    a chosen run without it leaves the board to the usual rule. Refused once the phase is
+    published (the published boards keep the runs they ranked) and on an overall board (it has no
+    runs of its own)."""
+    if sub is None or sub.team_id != team_id or sub.removed_at is not None:
+        raise NotFound(f"your team has no submission {getattr(sub, 'id', '?')}")
+    phase = s.get(models.Phase, sub.phase_id)
+    if board in (None, "", boards.MAIN_BOARD):
+        return set_primary(s, sub, team_id=team_id, actor=actor)
+    spec = boards.resolve(phase, board)
+    if spec.overall is not None:
+        raise LifecycleRefused(
+            f"{board} is an overall board: it ranks each team's runs on its boards "
+            f"({', '.join(spec.overall.boards)}); choose the run of each of those",
+            "overall_board",
+        )
+    if phase.published_at is not None:
+        raise LifecycleRefused(
+            f"the {phase.name} phase is published: its boards keep the runs they ranked",
+            "published",
+        )
+    comp = people.competition_of_task(s, phase.task_id)
+    fields = list(comp.fact_fields or ()) if comp is not None else []
+    if not board_lets_in(spec, sub.facts, fields):
+        f = spec.filter
+        raise LifecycleRefused(
+            f"submission {sub.id} is not on the {board} board: its fact sheet does not answer "
+            f"{f.fact} with {' or '.join(f.equals)}",
+            "not_on_board",
+        )
+    lock_row(s, models.Team, team_id)  # one choice per team and board at a time
+    got = s.execute(
+        select(models.BoardChoice).where(
+            models.BoardChoice.phase_id == phase.id,
+            models.BoardChoice.team_id == team_id,
+            models.BoardChoice.board == spec.name,
+        )
+    ).scalar_one_or_none()
+    if got is None:
+        got = models.BoardChoice(
+            phase_id=phase.id, team_id=team_id, board=spec.name, submission_id=0
+        )
+    got.submission_id, got.chosen_at = sub.id, utcnow()
+    s.add(got)
+    bump_phase(s, sub.phase_id)
+    audit_change(
+        s, actor, "submission.board_choice", f"submission:{sub.id}", team=team_id, board=spec.name
+    )
+    s.flush()
+    return sub
+
+
 VISIBILITY = ("hide", "unhide", "remove", "restore")
 
 
@@ -508,8 +566,28 @@ PHASE_FIELDS = (
     "blind",
     "compute_budget_seconds",
     "boards",
+    "release_rule",
 )
 ACCEPTS = ("predictions", "code", "both")
+
+
+def release_rule_json(spec):
+    """A phase's release rule as stored (None: exact), or LifecycleRefused saying what is wrong."""
+    try:
+        rule = phase_release_rule(spec)
+    except ValueError as e:
+        raise LifecycleRefused(
+            f"release rule: a phase offers {', '.join(PHASE_RELEASE_RULES)}: {e}",
+            "bad_release_rule",
+        ) from None
+    if rule == "ladder":
+        return {"rule": "ladder", "eta": 0.01}
+    return None if rule in (None, "exact") else rule
+
+
+PHASE_RELEASE_RULES = ("exact", "ladder", "rounded")
+"""The release rules a phase may set (scorer.release has `ladder-paired` too: it needs every
+run's resamples, which the live board does not compute)."""
 
 
 def _archived(s: Session, task_id: str) -> bool:
@@ -546,6 +624,8 @@ def edit_phase(
         raise LifecycleRefused("a compute budget is 0 or more (empty: none)", "bad_limit")
     if "blind" in changes:
         changes["blind"] = bool(changes["blind"])
+    if "release_rule" in changes:
+        changes["release_rule"] = release_rule_json(changes["release_rule"])
     if "boards" in changes:
         # a published ranking keeps the boards it was published with (its snapshots)
         changes["boards"] = boards.checked(s, get_task(phase.task_id), changes["boards"]) or None
@@ -612,6 +692,8 @@ def create_phase(
             s, task, name, split, home
         )
     fields["boards"] = boards.checked(s, task, declared) or None
+    if "release_rule" in fields:
+        fields["release_rule"] = release_rule_json(fields["release_rule"])
     # what the published ranking is computed on: the private part, or the whole split (as the
     # task declares for its phases unless given); only a phase with a private part has a choice
     on = fields.pop("published_on", None) or getattr(task, "published_on", "private")

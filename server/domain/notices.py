@@ -47,7 +47,10 @@ def compose(s: Session, settings: Settings, sub: Submission) -> tuple[str, str]:
     if sub.status == "scored":
         scores = [sc for sc in visible_scores(s, sub, phase, organizer=False)]
         shown = [sc for sc in scores if sc.primary_value is not None]
-        if shown:
+        if shown and phase is not None and phase.release_rule and phase.published_at is None:
+            # the phase's release rule: the board shows the team's score as it releases it
+            lines.append("Its public score is shown on the leaderboard as the phase releases it.")
+        elif shown:
             try:  # the metric named, as the board names it (the task's primary)
                 subset, metric = get_task(sub.task_id).primary
                 named = f"{metric}" + (f" on {subset}" if subset not in ("", "all") else "")

@@ -34,7 +34,7 @@ from server.domain.lifecycle import (  # noqa: F401
     set_primary,
 )
 from server.domain.provenance import public_result
-from server.domain.visibility import ORGANIZER, TEAM, Viewer, may_see
+from server.domain.visibility import HIDDEN, ORGANIZER, TEAM, Viewer, may_see
 from server.exceptions import (
     DuplicateSubmission,
     LimitReached,
@@ -99,8 +99,15 @@ def shown_scores(
     the private part only after publication (its organizers always), and for anyone but its
     organizers the gold named by its keyed id, never by its sha256."""
     organizer = people.organizes_task(session, user, sub.task_id)
+    # a phase with a release rule (scorer.release) shows its runs' live scores only as the board
+    # releases them: until publication no one but its organizers reads a run's exact score
+    released = (
+        not organizer and phase is not None and phase.release_rule and phase.published_at is None
+    )
     return [
-        ShownScore(
+        ShownScore(sc.part, sc.attempt, WITHHELD_SCORE, sc.created_at, None)
+        if released and sc.part not in HIDDEN
+        else ShownScore(
             sc.part,
             sc.attempt,
             sc.result if organizer else public_result(sc.result, secret),
@@ -109,6 +116,15 @@ def shown_scores(
         )
         for sc in visible_scores(session, sub, phase, organizer=organizer)
     ]
+
+
+WITHHELD_SCORE = {
+    "primary": {"value": None},
+    "metrics": {},
+    "notes": [],
+    "withheld": "this phase's release rule shows each team's public score on the live board as "
+    "it releases it (the ladder, or rounded); the run's exact score is shown at publication",
+}
 
 
 def day_start(now: datetime) -> datetime:

@@ -33,7 +33,7 @@ SUBJECTS: dict[str, tuple[str, ...]] = {
     "audit": ("AuditLog",),
     "mail": ("OutgoingMail",),
     "phases": ("GoldPartition", "Phase", "RankingVersion", "BoardRanking"),
-    "submissions": ("Submission", "CodeRun", "Score"),
+    "submissions": ("Submission", "CodeRun", "Score", "BoardChoice"),
     "campaigns": (
         "AssessmentCampaign",
         "CampaignItem",

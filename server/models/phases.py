@@ -2,7 +2,7 @@
 
 # (no `from __future__ import annotations`: pydantic would evaluate every column's annotation
 # from its text, a tenth of the time the tables take to load)
-from typing import Optional
+from typing import Any, Optional
 
 from pydantic import NaiveDatetime
 from sqlalchemy import JSON, Column, Text, UniqueConstraint
@@ -77,6 +77,9 @@ class Phase(TableModel, table=True):
     # the boards beside the default one ("main"), as declared (tasks.bundle_models.BoardSpec as
     # JSON, in their order); None or []: the default board only
     boards: Optional[list] = Field(default=None, sa_column=Column(JSON))
+    # what the live public board shows of each run's public score (scorer.release.Rule as JSON:
+    # "ladder", {"rule": "ladder", "eta": 0.01}, ...); None: every score exactly
+    release_rule: Optional[Any] = Field(default=None, sa_column=Column(JSON))
 
 
 class RankingVersion(TableModel, table=True):

@@ -130,3 +130,18 @@ class Score(TableModel, table=True):
     gold_sha256: str = Field(max_length=64)
     scorer_version: str = Field(max_length=32)
     created_at: NaiveDatetime = Field(default_factory=utcnow)
+
+
+class BoardChoice(TableModel, table=True):
+    """A team's ranked run on one of a phase's declared boards, chosen by the team (never by a
+    score); without one, the board ranks the team's primary run where it enters, else its latest
+    that does. The default board ("main") ranks the team's primary run (Submission.is_primary)."""
+
+    __table_args__ = (UniqueConstraint("phase_id", "team_id", "board"),)
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    phase_id: int = Field(foreign_key="phase.id", index=True)
+    team_id: int = Field(foreign_key="team.id")
+    board: str = Field(max_length=32)
+    submission_id: int = Field(foreign_key="submission.id")
+    chosen_at: NaiveDatetime = Field(default_factory=utcnow)

@@ -157,6 +157,17 @@ class PhaseForm(FlaskForm):
         ],
         render_kw={"step": "0.01", "min": "0.01", "max": "1", "inputmode": "decimal"},
     )
+    release_rule = SelectField(
+        "Public scores shown on the live board (exact; ladder: a new best only when it beats the "
+        "team's best by η; rounded: to the resolution of the interval)",
+        choices=["exact", "ladder", "rounded"],
+        default="exact",
+    )
+    release_eta = FloatField(
+        "η of the ladder",
+        validators=[Optional(), NumberRange(min=0.0001, max=0.9999, message="a number in (0, 1)")],
+        render_kw={"step": "0.001", "min": "0.001", "max": "0.999", "inputmode": "decimal"},
+    )
     boards = BoardsField(
         "Boards beside the default one (YAML, as a bundle's phase declares them; empty: the "
         "default board only)",
@@ -166,6 +177,13 @@ class PhaseForm(FlaskForm):
     def validate_closes_at(self, field):
         if field.data and self.opens_at.data and field.data <= self.opens_at.data:
             raise ValidationError("a phase closes after it opens")
+
+    def with_release_rule(self, phase):
+        """The phase's release rule shown in its two fields."""
+        rule = phase.release_rule or "exact"
+        self.release_rule.data = rule["rule"] if isinstance(rule, dict) else rule
+        self.release_eta.data = rule.get("eta") if isinstance(rule, dict) else None
+        return self
 
     def changes(self, phase) -> dict:
         out = {
@@ -184,6 +202,11 @@ class PhaseForm(FlaskForm):
         boards = self.boards.boards()
         if boards != list(phase.boards or ()):
             out["boards"] = boards
+        rule = self.release_rule.data or "exact"
+        if rule == "ladder" and self.release_eta.data:
+            rule = {"rule": "ladder", "eta": float(self.release_eta.data)}
+        if rule != (phase.release_rule or "exact"):
+            out["release_rule"] = rule
         return out
 
 

@@ -436,13 +436,34 @@ def significance_of(
                 rv = board_ranking(s, rv, board)
             snap = json.loads(rv.body_json) if rv is not None else None
         if snap is not None and snap.get("statistics") is not None:
-            return snap["statistics"], snap.get("public_statistics")
+            rows = {str(r.get("submission_id")): r for r in snap.get("rows") or ()}
+            return _with_rank_sets(dict(snap["statistics"]), rows), snap.get("public_statistics")
     settings = current_app.extensions["palimpsest.settings"]
     body = stats.board_body(stats.read_board_stats(settings, state.id, state.version), board)
     out = lb.stats_summary(body)
     if body is not None and body.get("unavailable"):
         out["unavailable"] = body["unavailable"]
-    return out, None
+    return _with_rank_sets(out, (body or {}).get("rows") or {}), None
+
+
+def _with_rank_sets(summary: dict, rows: dict) -> dict:
+    """The summary with each ranked row's rank sets in the order of `order` (`rank_sets`: [low,
+    high] marginal and simultaneous, or None) and the top sets' teams (`top_teams`: tau -> the
+    labels of the rows that may be among the tau best)."""
+    order = summary.get("order") or []
+    teams = summary.get("teams") or []
+    label = {sid: teams[i] for i, sid in enumerate(order) if i < len(teams)}
+    sets = []
+    for sid in order:
+        r = rows.get(str(sid)) or {}
+        m, a = r.get("rank_set"), r.get("rank_set_simultaneous")
+        sets.append([[m["low"], m["high"]] if m else None, [a["low"], a["high"]] if a else None])
+    summary["rank_sets"] = sets if any(x[0] or x[1] for x in sets) else None
+    summary["top_teams"] = {
+        k: [label.get(sid, sid) for sid in ids]
+        for k, ids in (summary.get("top_sets") or {}).items()
+    }
+    return summary
 
 
 def _board_and_state(task, *, closed_to_organizers: bool = True):
@@ -463,6 +484,22 @@ def _board_and_state(task, *, closed_to_organizers: bool = True):
     return state, spec
 
 
+def withheld(state) -> Response | None:
+    """A live board's p-values and figures are withheld where its phase has a release rule (they
+    would tell the exact public scores): the answer saying so, or None."""
+    if state.published:
+        return None
+    with Session(current_app.extensions["palimpsest.engine"]) as s:
+        if lb.release_rule_of(s.get(Phase, state.id)) is None:
+            return None
+    return Response(
+        "Withheld until publication: this phase's release rule shows released public scores "
+        "only, and the pairwise statistics and figures would tell the exact ones.\n",
+        status=404,
+        content_type="text/plain; charset=utf-8",
+    )
+
+
 @bp.route("/tasks/<task_id>/leaderboard/significance")
 def significance(task_id: str):
     """The pairwise paired-bootstrap p-values (Holm-corrected) behind a board's clusters
@@ -470,6 +507,8 @@ def significance(task_id: str):
     the board's current version."""
     task = task_or_404(task_id)
     state, spec = _board_and_state(task)
+    if (no := withheld(state)) is not None:
+        return no
     bname = spec.name if spec is not None else "main"
     settings = current_app.extensions["palimpsest.settings"]
     version = request.args.get("version", type=int) if state.published else None
@@ -523,6 +562,8 @@ def serve_significance_csv(task_id: str, who: str | None = None):
     who = who or audience(task.id)
     if state is None or (not state.leaderboard_open and who != "organizer"):
         abort(404)
+    if (no := withheld(state)) is not None:
+        return no
     settings = current_app.extensions["palimpsest.settings"]
     asked = request.args.get("board") or None
     spec = board_of(engine, state.id, asked)[0] if asked not in (None, "main") else None
@@ -616,6 +657,8 @@ def plot(task_id: str, fmt: str):
     task = task_or_404(task_id)
     engine = current_app.extensions["palimpsest.engine"]
     state, spec = _board_and_state(task, closed_to_organizers=False)
+    if (no := withheld(state)) is not None:
+        return no
     bname = spec.name if spec is not None else "main"
     version = request.args.get("version", type=int) if state.published else None
     kinds = (

@@ -205,7 +205,7 @@ def edit_phase(phase_id: int):
     p = phase_or_404(phase_id)
     s = db()
     if request.method != "POST":
-        return _phase_page(p, PhaseForm(formdata=None, obj=p))
+        return _phase_page(p, PhaseForm(formdata=None, obj=p).with_release_rule(p))
     form = PhaseForm()
     if not form.validate():
         return _phase_page(p, form, 400)

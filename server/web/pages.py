@@ -26,7 +26,7 @@ from server.actions import submissions as sub_actions
 from server.actions.common import phase_or_default
 from server.api_models import YES, UploadFields
 from server.db import db
-from server.domain import code_runs, download_rule, facts, people, submissions
+from server.domain import boards, code_runs, download_rule, facts, people, submissions
 from server.domain.accounts import submission_filter
 from server.domain.lifecycle import RANKED_RUN_RULE
 from server.domain.sanitize import render_markdown
@@ -42,7 +42,7 @@ from server.exceptions import (
     UploadFieldsInvalid,
 )
 from server.jobs import waits
-from server.models import Phase, Score, Submission, Team
+from server.models import BoardChoice, Phase, Score, Submission, Team
 from server.settings import get_settings
 from server.statuses import status_of
 from server.web import downloads
@@ -50,6 +50,7 @@ from server.web.auth import current_user, login_required
 from server.web.forms import SubmitForm, SystemForm, UploadForm
 from server.web.refusals import refusal
 from tasks import all_tasks, starting_kit
+from tasks.bundle_models import board_lets_in
 from tasks.store import TaskStore
 
 bp = Blueprint("pages", __name__)
@@ -497,6 +498,7 @@ def submission(submission_id: int):
     )
     return render_template(
         "submissions/show.html",
+        run_boards=_run_boards(s, sub, phase),
         track=track,
         organizes=people.is_admin(current_user())
         or people.organizes_task(s, current_user(), sub.task_id),
@@ -525,13 +527,36 @@ def _run_action(submission_id: int, fn, **kw):
         abort(404)
 
 
+def _run_boards(s, sub, phase) -> list[dict]:
+    """The declared boards a run may be chosen for (those whose filter lets it in; not an overall
+    board, not once the phase is published), each saying whether it is the team's choice there."""
+    if phase is None or not phase.boards or phase.published_at is not None:
+        return []
+    comp = people.competition_of_task(s, sub.task_id)
+    fields = list(comp.fact_fields or ()) if comp is not None else []
+    q = select(BoardChoice.board, BoardChoice.submission_id).where(
+        BoardChoice.phase_id == phase.id, BoardChoice.team_id == sub.team_id
+    )
+    mine = dict(s.exec(q).all())
+    return [
+        {"name": b.name, "title": b.title, "chosen": mine.get(b.name) == sub.id}
+        for b in boards.of_phase(phase)
+        if b.overall is None and board_lets_in(b, sub.facts, fields)
+    ]
+
+
 @bp.route("/submissions/<int:submission_id>/primary", methods=["POST"])
 @login_required
 def mark_primary(submission_id: int):
-    """SemEval's convention: one primary run per team and phase; the others are contrastive."""
-    sub = _run_action(submission_id, sub_actions.choose_primary)
+    """SemEval's convention: one primary run per team and phase; the others are contrastive. With
+    a board (`board` in the form), the team's ranked run on that declared board."""
+    board = (request.form.get("board") or "").strip() or None
+    sub = _run_action(submission_id, sub_actions.choose_primary, board=board)
     phase = db().get(Phase, sub.phase_id)
-    flash(f"Submission #{sub.id} is now your primary run for the {phase.name} phase.", "ok")
+    if board not in (None, "main"):
+        flash(f"Submission #{sub.id} is now your ranked run on the {board} board.", "ok")
+    else:
+        flash(f"Submission #{sub.id} is now your primary run for the {phase.name} phase.", "ok")
     return redirect(url_for("pages.submission", submission_id=sub.id))
 
 
