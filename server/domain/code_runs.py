@@ -18,7 +18,7 @@ from sqlalchemy import update
 from sqlmodel import Session, select
 
 from server.db import session_scope
-from server.domain import download_rule, exposure
+from server.domain import download_rule, exposure, people, run_queue
 from server.domain.download_rule import area_files
 from server.domain.submissions import visible_scores
 from server.domain.visibility import viewer_of
@@ -28,27 +28,9 @@ from tasks import get_task
 from tasks.bundle_models import REQUIRED_INPUTS
 from tasks.store import TaskStore
 
-MAX_ATTEMPTS = 2  # a run the server failed (a dead worker) is tried once more, never a third time
+# a run the server failed (a dead worker) is tried once more, never a third time
+MAX_ATTEMPTS = run_queue.MAX_ATTEMPTS
 STAGES = ("queued", "running", "ran", "failed")
-
-
-def start(engine, run_id: int) -> int | None:
-    """Move a queued run (or one left running by a dead worker) to running; its attempt number,
-    or None when it is final or out of attempts."""
-    with session_scope(engine) as s:  # the worker's own step
-        n = s.execute(
-            update(CodeRun)
-            .where(
-                CodeRun.id == run_id,
-                CodeRun.stage.in_(("queued", "running")),
-                CodeRun.attempts < MAX_ATTEMPTS,
-            )
-            .values(stage="running", attempts=CodeRun.attempts + 1, started_at=utcnow())
-        ).rowcount
-    if not n:
-        return None
-    with Session(engine) as s:
-        return s.get(CodeRun, run_id).attempts
 
 
 def finish(engine, run_id: int, *, stage: str, **values) -> bool:
@@ -57,7 +39,7 @@ def finish(engine, run_id: int, *, stage: str, **values) -> bool:
         n = s.execute(
             update(CodeRun)
             .where(CodeRun.id == run_id, CodeRun.stage == "running")
-            .values(stage=stage, finished_at=utcnow(), reserved_cpu=0.0, **values)
+            .values(stage=stage, finished_at=utcnow(), reserved_cpu=0.0, lease_until=None, **values)
         ).rowcount
     return bool(n)
 
@@ -74,6 +56,7 @@ def fail_infra(engine, run_id: int, reason: str) -> bool:
                 reason=reason[:500],
                 finished_at=utcnow(),
                 reserved_cpu=0.0,  # its reservation is given back
+                lease_until=None,
             )
         ).rowcount
     return bool(n)
@@ -87,7 +70,7 @@ def requeue_for_store(engine, run_id: int) -> bool:
         n = s.execute(
             update(CodeRun)
             .where(CodeRun.id == run_id, CodeRun.stage == "running", CodeRun.attempts > 0)
-            .values(stage="queued", attempts=CodeRun.attempts - 1)
+            .values(stage="queued", attempts=CodeRun.attempts - 1, held_by="", lease_until=None)
         ).rowcount
     return bool(n)
 
@@ -349,7 +332,10 @@ def add_run(
     """The row of an admitted system (`stored`: what `submissions.store` returned), queued,
     flushed; `fields` are the upload's, given to the submission its output becomes."""
     key, sha, size = stored
+    competition = people.competition_of_task(s, phase.task_id)
     run = CodeRun(
+        competition_id=competition.id if competition is not None else 0,
+        pool=run_queue.pool_for(manifest),
         team_id=team_id,
         user_id=user_id,
         task_id=phase.task_id,
@@ -364,6 +350,7 @@ def add_run(
     )
     s.add(run)
     s.flush()
+    run_queue.join_queue(s, run)
     return run
 
 

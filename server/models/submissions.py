@@ -5,7 +5,7 @@
 from typing import Optional
 
 from pydantic import NaiveDatetime
-from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field
 
 # the tables its foreign keys name: SQLAlchemy resolves them when it sorts a flush
@@ -65,12 +65,23 @@ class CodeRun(TableModel, table=True):
     (server.jobs.sandbox); its output becomes an ordinary submission, scored like an uploaded
     file."""
 
+    # a pool's queued runs of one competition, first by id (server.domain.run_queue.claim)
+    __table_args__ = (Index("ix_code_run_queue", "stage", "pool", "competition_id", "id"),)
+
     id: Optional[int] = Field(default=None, primary_key=True)
     team_id: int = Field(foreign_key="team.id", index=True)
     user_id: Optional[int] = Field(default=None, foreign_key="user.id")
     task_id: str = Field(index=True, max_length=64)
     phase_id: int = Field(foreign_key="phase.id", index=True)
     stage: str = Field(default="queued", index=True, max_length=16)  # queued running ran failed
+    # the queue it waits in: its competition's (0: a task in none) in its pool ("cpu", "gpu" or
+    # the name of an organizer's own pool), served round-robin across competitions
+    competition_id: int = 0
+    pool: str = Field(default="cpu", max_length=32)
+    # who runs it now ("job:<RQ job id>" or "token:<id>") and until when, unless it renews the
+    # lease (its heartbeat); an expired lease is the reconciler's to take back
+    held_by: str = Field(default="", max_length=64)
+    lease_until: Optional[NaiveDatetime] = None
     failure_kind: Optional[str] = Field(default=None, max_length=16)  # "code" | "infra"
     reason: str = Field(default="", max_length=500)
     attempts: int = 0
@@ -100,6 +111,15 @@ class CodeRun(TableModel, table=True):
     # CPU seconds reserved against the compute budget while the run waits or runs (its declared
     # CPU limit), settled to `cpu_seconds` when it ends
     reserved_cpu: float = 0.0
+
+
+class RunQueueTurn(TableModel, table=True):
+    """A competition's place in a pool's round-robin: the pool serves next the competition with
+    queued runs that it served least recently (`served`: when, in nanoseconds; 0: never)."""
+
+    pool: str = Field(primary_key=True, max_length=32)
+    competition_id: int = Field(primary_key=True)
+    served: int = Field(default=0, sa_type=BigInteger)
 
 
 class Score(TableModel, table=True):

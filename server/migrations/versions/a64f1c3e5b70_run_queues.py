@@ -1,0 +1,69 @@
+"""code runs queued per competition and pool, served round-robin, held under a lease:
+CodeRun.competition_id, pool, held_by, lease_until, the index a claim reads (ix_code_run_queue),
+and the round-robin's turns (runqueueturn). Existing runs join their task's competition's queue
+in the "cpu" pool (a GPU system's in "gpu").
+
+Revision ID: a64f1c3e5b70
+Revises: c7e1a3b5d9f2
+"""
+
+import sqlalchemy as sa
+import sqlmodel
+from alembic import op
+
+revision = "a64f1c3e5b70"
+down_revision = "c7e1a3b5d9f2"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("coderun") as batch:
+        batch.add_column(
+            sa.Column("competition_id", sa.Integer(), nullable=False, server_default="0")
+        )
+        batch.add_column(
+            sa.Column(
+                "pool",
+                sqlmodel.sql.sqltypes.AutoString(length=32),
+                nullable=False,
+                server_default="cpu",
+            )
+        )
+        batch.add_column(
+            sa.Column(
+                "held_by",
+                sqlmodel.sql.sqltypes.AutoString(length=64),
+                nullable=False,
+                server_default="",
+            )
+        )
+        batch.add_column(sa.Column("lease_until", sa.DateTime(), nullable=True))
+    op.create_index(
+        "ix_code_run_queue", "coderun", ["stage", "pool", "competition_id", "id"], unique=False
+    )
+    op.create_table(
+        "runqueueturn",
+        sa.Column("pool", sqlmodel.sql.sqltypes.AutoString(length=32), nullable=False),
+        sa.Column("competition_id", sa.Integer(), nullable=False),
+        sa.Column("served", sa.BigInteger(), nullable=False),
+        sa.PrimaryKeyConstraint("pool", "competition_id"),
+    )
+    op.execute(
+        "UPDATE coderun SET competition_id = COALESCE((SELECT ct.competition_id FROM "
+        "competitiontask ct WHERE ct.task_id = coderun.task_id), 0)"
+    )
+    op.execute(
+        "INSERT INTO runqueueturn (pool, competition_id, served) "
+        "SELECT DISTINCT pool, competition_id, 0 FROM coderun"
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("runqueueturn")
+    op.drop_index("ix_code_run_queue", table_name="coderun")
+    with op.batch_alter_table("coderun") as batch:
+        batch.drop_column("lease_until")
+        batch.drop_column("held_by")
+        batch.drop_column("pool")
+        batch.drop_column("competition_id")
