@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from backbone import make_team, phase
 
 A, B = 9001, 9002  # two competitions' queues (the claim reads the run's competition id alone)
@@ -133,3 +134,89 @@ def test_a_silent_holder_loses_its_run_which_is_charged_once(backend):
         assert (r.stage, r.failure_kind, r.attempts) == ("failed", "infra", 2)
     # never a third start
     assert run_queue.claim(backend.engine, pools=["cpu"], holder="w3", lease_seconds=60) is None
+
+
+def test_status_and_metrics_say_each_pools_depth_age_and_workers_as_the_queue_holds_them(
+    app, redis_tcp_url
+):
+    import re
+    from datetime import timedelta
+
+    import redis
+    from sqlmodel import Session
+    from webkit import engine_of, make_phase, make_user, team_of
+
+    from server.domain import run_queue
+    from server.jobs.waits import POOLS_KEY
+    from server.jobs.worker import build_worker
+    from server.models import CodeRun, utcnow
+
+    make_user(app, "ann@x.org", team="Readers")
+    pid = make_phase(app, "tric-binary", "test").id
+    team_id = team_of(app, "Readers").id
+    now = utcnow()
+    ages = {"cpu": [300, 20, 5], "gpu": [40], "lab-b": [99]}  # lab-b's run ended already
+    with Session(engine_of(app)) as s:
+        for pool, waits in ages.items():
+            for i, age in enumerate(waits):
+                r = CodeRun(
+                    team_id=team_id,
+                    task_id="tric-binary",
+                    phase_id=pid,
+                    archive_sha256=f"{pool}{i}",
+                    competition_id=A + i % 2,
+                    pool=pool,
+                    created_at=now - timedelta(seconds=age),
+                    stage="ran" if pool == "lab-b" else "queued",
+                )
+                s.add(r)
+                s.flush()
+                run_queue.join_queue(s, r)
+        s.commit()
+    engine = engine_of(app)
+    # one cpu run running: the oldest (A's first), so the oldest waiting is 20 s old
+    assert run_queue.claim(engine, pools=["cpu"], holder="w", lease_seconds=60) is not None
+    conn = redis.Redis.from_url(redis_tcp_url)
+    app.extensions["palimpsest.redis"] = conn
+    w = build_worker(
+        app.extensions["palimpsest.settings"], ("runs",), conn, simple=True, name="gpu1"
+    )
+    w.register_birth()
+    conn.set(POOLS_KEY + "gpu1", "cpu,gpu")
+    try:
+        c = app.test_client()
+        doc = c.get("/status.json").json
+        text = c.get("/metrics")
+        page = c.get("/status").get_data(as_text=True)
+    finally:
+        w.register_death()
+        conn.delete(POOLS_KEY + "gpu1")
+        app.extensions.pop("palimpsest.redis", None)
+    pools = doc["pools"]
+    assert set(pools) == {"cpu", "gpu", "lab-b"}  # an empty pool is listed too
+    assert (pools["cpu"]["depth"], pools["cpu"]["running"]) == (2, 1)
+    assert 20 <= pools["cpu"]["oldest_age_seconds"] < 60
+    assert (pools["gpu"]["depth"], pools["gpu"]["running"]) == (1, 0)
+    assert 40 <= pools["gpu"]["oldest_age_seconds"] < 80
+    assert pools["lab-b"] == {"depth": 0, "oldest_age_seconds": 0.0, "running": 0, "workers": 0}
+    assert (pools["cpu"]["workers"], pools["gpu"]["workers"]) == (1, 1)
+    # the same figures for a Prometheus scraper
+    assert text.status_code == 200 and text.content_type.startswith("text/plain; version=0.0.4")
+    body = text.get_data(as_text=True)
+    got = {
+        (m[0], m[1]): float(m[2])
+        for m in re.findall(r'^palimpsest_run_pool_(\w+)\{pool="([\w-]+)"\} (\S+)$', body, re.M)
+    }
+    for pool, f in pools.items():
+        for key in ("depth", "oldest_age_seconds", "running", "workers"):
+            assert got[(key, pool)] == pytest.approx(f[key], abs=5), (key, pool)
+    assert "# TYPE palimpsest_run_pool_depth gauge" in body
+    assert re.search(r"<td>cpu</td><td class=\"num\">2</td>", page)
+    # without the queue's server: the workers are not known, never said to be 0
+    doc = app.test_client().get("/status.json").json
+    assert doc["pools"]["cpu"]["workers"] is None and doc["pools"]["cpu"]["depth"] == 2
+    assert "palimpsest_run_pool_workers" not in app.test_client().get("/metrics").get_data(
+        as_text=True
+    ).replace("# HELP palimpsest_run_pool_workers", "").replace(
+        "# TYPE palimpsest_run_pool_workers", ""
+    )

@@ -227,5 +227,10 @@ def figures(s: Session, now=None) -> dict[str, dict]:
     return out
 
 
+def figures_empty() -> dict:
+    """A pool's figures when nothing waits or runs in it."""
+    return _empty()
+
+
 def _empty() -> dict:
     return {"depth": 0, "oldest_age_seconds": 0.0, "running": 0, "competitions": {}}

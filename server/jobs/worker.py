@@ -32,7 +32,7 @@ from scorer.families import read_jsonl
 from server import objectstore
 from server.db import get_engine
 from server.domain.lifecycle import claim_queued
-from server.jobs import sandbox
+from server.jobs import sandbox, waits
 from server.jobs.procs import die_with_parent
 from server.jobs.queue import QUEUES, RUNS, connect, get_queue
 from server.jobs.scoring import fail_infra, start_attempt
@@ -168,6 +168,7 @@ _WARMED: dict[str, int] = {}
 
 # what /status shows of a code worker: the limits its runs get (`sandbox.describe`), by its name
 LIMITS_KEY = "palimpsest:worker-limits:"
+POOLS_KEY = waits.POOLS_KEY  # and the pools of code runs it serves
 
 
 def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
@@ -192,6 +193,8 @@ def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
                 w = build_worker(settings, queues)
                 if limits is not None:
                     w.connection.set(LIMITS_KEY + w.name, limits, ex=7 * 24 * 3600)
+                    pools = ",".join(settings.pools())  # the pools its runs' claims serve
+                    w.connection.set(POOLS_KEY + w.name, pools, ex=7 * 24 * 3600)
                 try:
                     w.work(burst=burst, logging_level="WARNING", with_scheduler=False)
                 finally:
