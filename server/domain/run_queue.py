@@ -90,7 +90,23 @@ def claim(
 ) -> tuple[int, int] | None:
     """Claim the next run for a worker serving `pools` (and only `competitions`, when given: an
     attached worker's token): (its id, its attempt), started and leased to `holder`, or None when
-    nothing waits for it. One transaction."""
+    nothing waits for it. One transaction of its own (a site worker's step; `claim_in` within an
+    action's)."""
+    with session_scope(engine) as s:  # the worker's own step
+        return claim_in(
+            s, pools=pools, holder=holder, lease_seconds=lease_seconds, competitions=competitions
+        )
+
+
+def claim_in(
+    s: Session,
+    *,
+    pools: Iterable[str],
+    holder: str,
+    lease_seconds: float,
+    competitions: Iterable[int] | None = None,
+) -> tuple[int, int] | None:
+    """`claim` on the caller's session (its transaction)."""
     pools = list(pools)
     comps = None if competitions is None else [int(c) for c in competitions]
     if not pools or comps == []:
@@ -105,64 +121,81 @@ def claim(
     )
     if comps is not None:
         turns = turns.where(T.competition_id.in_(comps))
-
-    with session_scope(engine) as s:  # the worker's own step
-        postgres = s.get_bind().dialect.name == "postgresql"
-        if not postgres:  # SQLite: the write lock first, so claimers take turns
-            lock_row(s, CodeRun, 0)
-        got = None
-        # first a turn no other claimer holds (two claimers serve two competitions); when every
-        # one is held, the least recently served all the same (its runs are locked one by one)
-        tries = (turns.with_for_update(of=T, skip_locked=True), turns) if postgres else (turns,)
-        for stmt in tries:
-            got = s.execute(stmt).first()
-            if got is not None:
-                break
-        if got is None:  # a run queued without its turn (written outside `add_run`): its turn now
-            got = s.execute(_turnless(pools, comps)).first()
-            if got is None:
-                return None
-            s.execute(_insert_turn(s, got[0], got[1]))
-        pool, cid = got
-        rid = s.execute(
-            select(CodeRun.id)
-            .where(_queued(pool, cid))
-            .order_by(CodeRun.id)
-            .limit(1)
-            .with_for_update(skip_locked=True)
-        ).scalar()
-        if rid is None:
+    postgres = s.get_bind().dialect.name == "postgresql"
+    if not postgres:  # SQLite: the write lock first, so claimers take turns
+        lock_row(s, CodeRun, 0)
+    got = None
+    # first a turn no other claimer holds (two claimers serve two competitions); when every
+    # one is held, the least recently served all the same (its runs are locked one by one)
+    tries = (turns.with_for_update(of=T, skip_locked=True), turns) if postgres else (turns,)
+    for stmt in tries:
+        got = s.execute(stmt).first()
+        if got is not None:
+            break
+    if got is None:  # a run queued without its turn (written outside `add_run`): its turn now
+        got = s.execute(_turnless(pools, comps)).first()
+        if got is None:
             return None
-        n = s.execute(
-            update(CodeRun)
-            .where(CodeRun.id == rid, CodeRun.stage == "queued")
-            .values(
-                stage="running",
-                attempts=CodeRun.attempts + 1,
-                started_at=now,
-                held_by=holder[:64],
-                lease_until=now + timedelta(seconds=lease_seconds),
-            )
-        ).rowcount
-        if not n:
-            return None
-        s.execute(
-            update(T).where(T.pool == pool, T.competition_id == cid).values(served=time.time_ns())
+        s.execute(_insert_turn(s, got[0], got[1]))
+    pool, cid = got
+    rid = s.execute(
+        select(CodeRun.id)
+        .where(_queued(pool, cid))
+        .order_by(CodeRun.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+    ).scalar()
+    if rid is None:
+        return None
+    n = s.execute(
+        update(CodeRun)
+        .where(CodeRun.id == rid, CodeRun.stage == "queued")
+        .values(
+            stage="running",
+            attempts=CodeRun.attempts + 1,
+            started_at=now,
+            held_by=holder[:64],
+            lease_until=now + timedelta(seconds=lease_seconds),
         )
-        attempt = s.execute(select(CodeRun.attempts).where(CodeRun.id == rid)).scalar()
-        return int(rid), int(attempt)
+    ).rowcount
+    if not n:
+        return None
+    s.execute(
+        update(T).where(T.pool == pool, T.competition_id == cid).values(served=time.time_ns())
+    )
+    attempt = s.execute(select(CodeRun.attempts).where(CodeRun.id == rid)).scalar()
+    return int(rid), int(attempt)
 
 
 def renew(engine, run_id: int, holder: str, lease_seconds: float) -> bool:
     """The holder's heartbeat: its lease on a running run extended; False when the run is no
     longer its own (taken back, revoked, ended)."""
     with session_scope(engine) as s:  # the worker's own step
-        n = s.execute(
-            update(CodeRun)
-            .where(CodeRun.id == run_id, CodeRun.stage == "running", CodeRun.held_by == holder)
-            .values(lease_until=utcnow() + timedelta(seconds=lease_seconds))
-        ).rowcount
+        return renew_in(s, run_id, holder, lease_seconds)
+
+
+def renew_in(s: Session, run_id: int, holder: str, lease_seconds: float) -> bool:
+    """`renew` on the caller's session (its transaction)."""
+    n = s.execute(
+        update(CodeRun)
+        .where(CodeRun.id == run_id, CodeRun.stage == "running", CodeRun.held_by == holder)
+        .values(lease_until=utcnow() + timedelta(seconds=lease_seconds))
+    ).rowcount
     return bool(n)
+
+
+def release_held(s: Session, holder: str) -> list[int]:
+    """Every running run `holder` holds back to its queue at once (its token revoked), each
+    attempt kept (counted: a run is started twice at most). Part of the caller's transaction;
+    the ids released."""
+    ids = held_by(s, holder)
+    if ids:
+        s.execute(
+            update(CodeRun)
+            .where(CodeRun.id.in_(ids), CodeRun.stage == "running", CodeRun.held_by == holder)
+            .values(stage="queued", held_by="", lease_until=None)
+        )
+    return ids
 
 
 def expired(s: Session, now=None) -> list[tuple[int, int]]:

@@ -122,6 +122,24 @@ class RunQueueTurn(TableModel, table=True):
     served: int = Field(default=0, sa_type=BigInteger)
 
 
+class RunWorkerToken(TableModel, table=True):
+    """A run worker's token: an organizer's for one competition, an administrator's for a set of
+    competitions or the whole site (`competition_ids` empty); it claims code runs of those
+    competitions in `pools` over the API, nothing else. Shown once, stored as its sha256,
+    revocable (its runs released at once)."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    token_sha256: str = Field(index=True, unique=True, max_length=64)
+    prefix: str = Field(max_length=16)
+    name: str = Field(default="", max_length=120)
+    competition_ids: list = Field(default_factory=list, sa_column=Column(JSON))
+    pools: list = Field(default_factory=list, sa_column=Column(JSON))
+    created_by: Optional[int] = Field(default=None, foreign_key="user.id")
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
+    last_seen_at: Optional[NaiveDatetime] = None
+    revoked_at: Optional[NaiveDatetime] = None
+
+
 class Score(TableModel, table=True):
     """One scoring of one submission, per attempt and gold part; written idempotently."""
 

@@ -1,0 +1,97 @@
+"""Attached run workers: their tokens (organizers and administrators), and the worker's side of
+the pull API (a run worker's token, never a person's): claim the next run of its competitions,
+renew its lease (server/actions/run_workers.py)."""
+
+from __future__ import annotations
+
+from flask import request
+
+from server import api_models as m
+from server.actions import run_workers as actions
+from server.api.common import ApiError, body_model, bp, json_out, need_user
+from server.api.openapi import op
+from server.db import db
+
+
+def need_worker():
+    """The run worker's live token this request presents (401 otherwise)."""
+    header = request.headers.get("Authorization", "")
+    plaintext = header[7:].strip() if header.lower().startswith("bearer ") else ""
+    tok = actions.worker_token(db(), plaintext) if plaintext else None
+    if tok is None:
+        raise ApiError(
+            401,
+            "invalid_token",
+            "send a run worker's token ('Authorization: Bearer plw_...'); this one is missing, "
+            "invalid or revoked",
+        )
+    return tok
+
+
+@bp.post("/run-workers/tokens")
+@op(
+    "Make a run worker's token: for one competition (its organizers), a set or the site "
+    "(administrators)",
+    body=m.RunWorkerTokenIn,
+    responses={201: m.RunWorkerTokenOut},
+    errors=(401, 403, 404, 422),
+    tags=("run workers",),
+    description="The secret is in this answer alone. A worker started with it "
+    "(`palimpsest worker --attach URL --token T`) claims the code runs of those competitions in "
+    "those pools, nothing else.",
+)
+def run_worker_token_create():
+    u = need_user()
+    got = actions.create_token(s=db(), actor=u, body=body_model(m.RunWorkerTokenIn))
+    return json_out(got, 201)
+
+
+@bp.get("/run-workers/tokens")
+@op(
+    "The run worker tokens you manage (organizers: their competitions' own)",
+    responses={200: m.RunWorkerTokensOut},
+    errors=(401, 403),
+    tags=("run workers",),
+)
+def run_worker_token_list():
+    return json_out(actions.list_tokens(s=db(), actor=need_user()))
+
+
+@bp.delete("/run-workers/tokens/<int:token_id>")
+@op(
+    "Revoke a run worker's token: it claims nothing more, and its runs go back to their queues "
+    "at once",
+    responses={200: m.RunWorkerTokenOut},
+    errors=(401, 403, 404),
+    tags=("run workers",),
+)
+def run_worker_token_revoke(token_id):
+    return json_out(actions.revoke_token(s=db(), actor=need_user(), token_id=token_id))
+
+
+@bp.post("/worker/claim")
+@op(
+    "Claim the next code run of the token's competitions and pools (a run worker's token)",
+    responses={200: m.WorkerClaimOut},
+    errors=(401,),
+    tags=("run workers",),
+    description="Round-robin across the competitions: the one served least recently with a run "
+    "waiting gives its first run, started and leased to the token for `lease_seconds`; renew it "
+    "with a heartbeat every `heartbeat_every` seconds, or it goes back to its queue. `run` null: "
+    "nothing waits.",
+)
+def worker_claim():
+    return json_out(actions.claim(s=db(), token=need_worker()))
+
+
+@bp.post("/worker/runs/<int:run_id>/heartbeat")
+@op(
+    "Renew the lease on a run the token holds (a run worker's token)",
+    responses={200: m.WorkerHeartbeatOut},
+    errors=(401, 409),
+    tags=("run workers",),
+    description="409 `not_held`: the token does not hold this run (another competition's, never "
+    "claimed, taken back after its lease ran out, its token revoked, or ended).",
+)
+def worker_heartbeat(run_id):
+    return json_out(actions.heartbeat(s=db(), token=need_worker(), run_id=run_id))
