@@ -6,6 +6,8 @@ revoked token claims nothing more while its runs go back to their queues at once
 
 from __future__ import annotations
 
+import pytest
+import redis
 from sqlmodel import Session, select
 from webkit import engine_of, make_phase, make_token, make_user, team_of
 
@@ -17,7 +19,16 @@ def _h(token: str) -> dict:
     return {"Authorization": f"Bearer {token}"}
 
 
-def test_a_token_claims_its_competitions_runs_alone_and_is_revoked_with_its_runs(app):
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def any_app(request):
+    """The web app on SQLite and on PostgreSQL."""
+    return request.getfixturevalue("app" if request.param == "sqlite" else "pg_app")
+
+
+def test_a_token_claims_its_competitions_runs_alone_and_is_revoked_with_its_runs(
+    any_app, redis_tcp_url
+):
+    app = any_app
     root = make_user(app, "root@x.org", organizer=True)
     org = make_user(app, "org@x.org")
     make_user(app, "ann@x.org", team="Readers")
@@ -65,7 +76,14 @@ def test_a_token_claims_its_competitions_runs_alone_and_is_revoked_with_its_runs
     assert c.post("/api/v1/worker/claim", headers=org_h).status_code == 401
     assert c.post("/api/v1/worker/claim").status_code == 401
     w = _h(tok)
+    app.extensions["palimpsest.redis"] = redis.Redis.from_url(redis_tcp_url)
+
+    def cpu_workers():
+        return c.get("/status.json").json["pools"]["cpu"]["workers"]
+
+    before = cpu_workers()
     got = c.post("/api/v1/worker/claim", headers=w).json
+    assert cpu_workers() == before + 1  # the attached worker, heard from: live in its pools
     assert (got["run"], got["attempt"], got["command"]) == (
         runs["comp-a"],
         1,
@@ -101,3 +119,4 @@ def test_a_token_claims_its_competitions_runs_alone_and_is_revoked_with_its_runs
     assert first["run"] == runs["comp-b"]  # B was never served: its turn comes first
     assert (second["run"], second["attempt"]) == (runs["comp-a"], 2)
     assert c.delete(f"{url}/{r.json['id']}", headers=org_h).status_code == 404  # not the org's
+    app.extensions.pop("palimpsest.redis", None)

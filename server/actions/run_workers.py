@@ -173,6 +173,9 @@ def heartbeat(*, s: Session, token: RunWorkerToken, run_id: int) -> m.WorkerHear
     """The worker's heartbeat for a run it holds: its lease renewed. A run it does not hold (never
     claimed, taken back after its lease ran out, its token revoked, ended) is refused."""
     settings = get_settings()
+    tok = s.get(RunWorkerToken, token.id)
+    tok.last_seen_at = utcnow()
+    s.add(tok)
     if not run_queue.renew_in(s, run_id, holder(token), settings.stale_after):
         raise LifecycleRefused(
             f"this worker does not hold code run {run_id} (never claimed by its token, taken back "

@@ -18,7 +18,7 @@ import json
 import math
 import statistics
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import sqlalchemy
 from sqlalchemy import func
@@ -26,7 +26,7 @@ from sqlmodel import Session, select
 
 from server.domain import run_queue
 from server.jobs.queue import QUEUES, RUNS, SCORING, connect, get_queue
-from server.models import RunQueueTurn, Submission, utcnow
+from server.models import RunQueueTurn, RunWorkerToken, Submission, utcnow
 from server.settings import get_settings
 
 RECENT = 50
@@ -134,20 +134,23 @@ POOLS_KEY = "palimpsest:worker-pools:"
 def run_pools(s: Session, conn, settings=None) -> dict[str, dict]:
     """What an autoscaler reads of the code runs' queues, per pool: `depth` (runs waiting),
     `oldest_age_seconds` (the oldest waiting run's age; 0 when none waits), `running` (runs held
-    by a worker now) and `workers` (the live workers serving the pool; None when the queue's
-    server cannot be read). Every pool the site's workers serve, or that ever held a run, is
+    by a worker now) and `workers` (the live workers serving the pool: the site's code workers
+    alive, and one per attached worker's token heard from within its lease; None when the
+    queue's server cannot be read). Every pool the site's workers serve, or that ever held a run, is
     listed, the empty ones too (an autoscaler scales them to their floor)."""
     settings = settings or get_settings()
     figures = run_queue.figures(s)
     names = set(settings.pools()) | set(figures)
     names |= set(s.exec(select(RunQueueTurn.pool).distinct()).all())
     found = workers(conn)
+    attached = attached_workers(s, settings)
     out = {}
     for pool in sorted(names):
         f = figures.get(pool) or run_queue.figures_empty()
         live = None
         if found is not None:
             live = sum(1 for w in found if RUNS in w["queues"] and pool in w["pools"])
+            live += sum(1 for pools in attached if pool in pools)
         out[pool] = {
             "depth": f["depth"],
             "oldest_age_seconds": f["oldest_age_seconds"],
@@ -155,6 +158,18 @@ def run_pools(s: Session, conn, settings=None) -> dict[str, dict]:
             "workers": live,
         }
     return out
+
+
+def attached_workers(s: Session, settings) -> list[list[str]]:
+    """The pools of each attached worker's token heard from (a claim or a heartbeat) within the
+    lease (`stale_after`, a minute at least): one live worker per token."""
+    since = utcnow() - timedelta(seconds=max(60.0, float(settings.stale_after)))
+    rows = s.exec(
+        select(RunWorkerToken.pools).where(
+            RunWorkerToken.revoked_at.is_(None), RunWorkerToken.last_seen_at >= since
+        )
+    ).all()
+    return [list(p or []) for p in rows]
 
 
 def status_document(s: Session, conn, settings=None) -> dict:
