@@ -6,6 +6,8 @@ revoked token claims nothing more while its runs go back to their queues at once
 
 from __future__ import annotations
 
+import zipfile
+
 import pytest
 import redis
 from sqlmodel import Session, select
@@ -26,9 +28,18 @@ def any_app(request):
 
 
 def test_a_token_claims_its_competitions_runs_alone_and_is_revoked_with_its_runs(
-    any_app, redis_tcp_url
+    any_app, redis_tcp_url, tmp_path, monkeypatch
 ):
+    from server.api import run_workers as api_links
+    from server.storage import store_upload
+
     app = any_app
+    archive = tmp_path / "system.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("system.yaml", "command: [python3, predict.py]\n")
+    key, _sha, _size = store_upload(
+        app.extensions["palimpsest.settings"].home, archive.read_bytes(), "s.zip"
+    )
     root = make_user(app, "root@x.org", organizer=True)
     org = make_user(app, "org@x.org")
     make_user(app, "ann@x.org", team="Readers")
@@ -47,6 +58,7 @@ def test_a_token_claims_its_competitions_runs_alone_and_is_revoked_with_its_runs
                 phase_id=pid,
                 archive_sha256=c.slug,
                 competition_id=c.id,
+                storage_key=key,
                 manifest={"command": ["python3", "predict.py"]},
             )
             s.add(r)
@@ -90,6 +102,22 @@ def test_a_token_claims_its_competitions_runs_alone_and_is_revoked_with_its_runs
         ["python3", "predict.py"],
     )
     assert c.post("/api/v1/worker/claim", headers=w).json == {}  # B's run waits: never its own
+    # its files: links naming one file each, fetched with the token; the archive as stored, the
+    # split's inputs, never its split's gold (a released training area may carry its own)
+    files = {f["path"]: f["url"] for f in got["files"]}
+    assert "code.zip" in files and "input/inputs.jsonl" in files, sorted(files)
+    assert not any("gold" in p for p in files if "/test/" in p or "/" not in p[6:]), sorted(files)
+    assert c.get(files["code.zip"], headers=w).get_data() == archive.read_bytes()
+    body = c.get(files["input/inputs.jsonl"], headers=w).get_data()
+    assert body.startswith(b"{") and b"\n" in body  # JSON Lines
+    assert c.get(files["code.zip"]).status_code == 401  # the link alone is not enough
+    assert c.get(files["code.zip"] + "x", headers=w).status_code == 403  # one object, as signed
+    monkeypatch.setattr(api_links, "LINK_SECONDS", 0)
+    import time
+
+    time.sleep(1.1)
+    assert c.get(files["code.zip"], headers=w).status_code == 403  # expired
+    monkeypatch.setattr(api_links, "LINK_SECONDS", 300)
     # a heartbeat for a run it holds renews its lease; another's run is refused
     beat = f"/api/v1/worker/runs/{runs['comp-a']}/heartbeat"
     assert c.post(beat, headers=w).status_code == 200
@@ -110,6 +138,7 @@ def test_a_token_claims_its_competitions_runs_alone_and_is_revoked_with_its_runs
         assert (run.stage, run.attempts, run.held_by) == ("queued", 1, "")
     assert c.post("/api/v1/worker/claim", headers=w).status_code == 401
     assert c.post(beat, headers=w).status_code == 401
+    assert c.get(files["code.zip"], headers=w).status_code == 401
     # the site's token (an administrator's) serves every competition, round-robin
     r = c.post(url, json={"name": "site"}, headers=root_h)
     assert r.status_code == 201
@@ -118,5 +147,7 @@ def test_a_token_claims_its_competitions_runs_alone_and_is_revoked_with_its_runs
     second = c.post("/api/v1/worker/claim", headers=site).json
     assert first["run"] == runs["comp-b"]  # B was never served: its turn comes first
     assert (second["run"], second["attempt"]) == (runs["comp-a"], 2)
+    # a link given to the revoked token is not the site's token's to use
+    assert c.get(files["code.zip"], headers=site).status_code == 403
     assert c.delete(f"{url}/{r.json['id']}", headers=org_h).status_code == 404  # not the org's
     app.extensions.pop("palimpsest.redis", None)

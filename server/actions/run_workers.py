@@ -6,16 +6,19 @@ competition's run, and every run it claims names it in its audit log."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sqlmodel import Session, select
 
 from server import api_models as m
+from server import objectstore
 from server.actions import common
 from server.actions.common import action
-from server.domain import people, run_queue
+from server.domain import code_runs, download_rule, people, run_queue
 from server.domain.accounts import audit, hash_token, new_token
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.jobs.dispatch import jobs
-from server.models import CodeRun, Competition, RunWorkerToken, User, utcnow
+from server.models import CodeRun, Competition, Phase, RunWorkerToken, User, utcnow
 from server.settings import get_settings
 
 TOKEN_PREFIX = "plw_"  # a run worker's token, told apart from a person's at a glance
@@ -165,7 +168,40 @@ def claim(*, s: Session, token: RunWorkerToken) -> m.WorkerClaimOut:
         heartbeat_every=float(settings.heartbeat_every),
         task=r.task_id,
         command=list((r.manifest or {}).get("command", [])),
+        files=[m.WorkerFile(path=p, url="") for p in _file_paths(s, r, settings)],
     )
+
+
+def _file_paths(s: Session, r: CodeRun, settings) -> list[str]:
+    """The files a run's worker fetches: its archive, and its inputs as a site worker stages them
+    (`code_runs.input_files`: the released areas and its split's inputs; never gold)."""
+    phase = s.get(Phase, r.phase_id)
+    areas = code_runs.released_areas(s, r.task_id, settings.home)
+    inputs = code_runs.input_files(settings.home, r.task_id, phase.split, areas)
+    return ["code.zip", *(f"input/{rel}" for rel, _src in inputs)]
+
+
+@action
+def worker_file(*, s: Session, token: RunWorkerToken, run_id: int, attempt: int, path: str) -> Path:
+    """The server's file behind one of a claimed run's links (the link checked by the surface):
+    only while the token holds that attempt of the run, and only a file of its list."""
+    settings = get_settings()
+    r = s.get(CodeRun, run_id)
+    if r is None or r.stage != "running" or r.held_by != holder(token) or r.attempts != attempt:
+        raise LifecycleRefused(
+            f"this worker does not hold attempt {attempt} of code run {run_id}", "not_held"
+        )
+    if path == "code.zip":
+        return objectstore.local_upload(settings, r.storage_key)
+    phase = s.get(Phase, r.phase_id)
+    if download_rule.inputs_release(s, r.task_id, phase.split) is not None:
+        raise LifecycleRefused("the run's inputs are not released yet", "not_released")
+    objectstore.ensure_public(settings, r.task_id)
+    areas = code_runs.released_areas(s, r.task_id, settings.home)
+    for rel, src in code_runs.input_files(settings.home, r.task_id, phase.split, areas):
+        if f"input/{rel}" == path:
+            return src
+    raise NotFound(f"code run {run_id} has no file {path}")
 
 
 @action

@@ -4,7 +4,8 @@ renew its lease (server/actions/run_workers.py)."""
 
 from __future__ import annotations
 
-from flask import request
+from flask import current_app, request, send_file, url_for
+from itsdangerous import BadSignature, URLSafeTimedSerializer
 
 from server import api_models as m
 from server.actions import run_workers as actions
@@ -81,7 +82,42 @@ def run_worker_token_revoke(token_id):
     "nothing waits.",
 )
 def worker_claim():
-    return json_out(actions.claim(s=db(), token=need_worker()))
+    tok = need_worker()
+    got = actions.claim(s=db(), token=tok)
+    for f in got.files:  # each file a link of its own, for a few minutes
+        signed = _links().dumps([got.run, got.attempt, tok.id, f.path])
+        f.url = url_for("api.worker_file", signed=signed, _external=True)
+    return json_out(got)
+
+
+LINK_SECONDS = 300  # a claimed run's file links expire after this
+
+
+def _links() -> URLSafeTimedSerializer:
+    return URLSafeTimedSerializer(current_app.secret_key, salt="palimpsest-run-file")
+
+
+@bp.get("/worker/files/<signed>")
+@op(
+    "One file of a claimed run, by the link its claim gave (a run worker's token)",
+    responses={200: "application/octet-stream"},
+    errors=(401, 403, 404, 409),
+    tags=("run workers",),
+    description="The link names one file of one attempt of one run, for the token that claimed "
+    "it, and expires after five minutes (403). 409 `not_held`: the token holds that attempt no "
+    "more.",
+)
+def worker_file(signed):
+    tok = need_worker()
+    try:
+        run_id, attempt, token_id, path = _links().loads(signed, max_age=LINK_SECONDS)
+    except (BadSignature, ValueError, TypeError):
+        raise ApiError(403, "bad_link", "this link is invalid or expired: claim again") from None
+    if token_id != tok.id:
+        raise ApiError(403, "bad_link", "this link was given to another worker")
+    src = actions.worker_file(s=db(), token=tok, run_id=run_id, attempt=attempt, path=path)
+    return send_file(src, mimetype="application/octet-stream", as_attachment=True,
+                     download_name=path.rsplit("/", 1)[-1])  # fmt: skip
 
 
 @bp.post("/worker/runs/<int:run_id>/heartbeat")

@@ -425,6 +425,14 @@ class RunWorkerTokensOut(Out):
     tokens: list[RunWorkerTokenOut]
 
 
+class WorkerFile(Out):
+    """A file of a claimed run: where it goes in the run's folder, and a link that fetches it
+    (with the token) for a few minutes, naming this one file of this attempt."""
+
+    path: str = Field(description="`code.zip`, or `input/<name>` (the system's `/input`).")
+    url: str
+
+
 class WorkerClaimOut(Out):
     """The run an attached worker claimed (none when nothing waits for it: `run` null)."""
 
@@ -434,6 +442,7 @@ class WorkerClaimOut(Out):
     heartbeat_every: Optional[float] = None
     task: Optional[str] = None
     command: list[str] = Field(default_factory=list)
+    files: list[WorkerFile] = Field(default_factory=list)
 
 
 class WorkerHeartbeatOut(Out):

@@ -127,29 +127,39 @@ def released_areas(s: Session, task_id: str, home) -> set[str]:
     return out
 
 
-def stage_inputs(home: Path, task_id: str, split: str, dest: Path, areas: set[str]) -> list[str]:
-    """Lay out what a system reads, readable by the sandbox's user: the split's input files at the
-    top of `dest` (`/input/inputs.jsonl`), and under `dest/public/<area>/` the files of each of
-    `areas` (`released_areas`: what a participant may download now, and the run's own split's
-    inputs); never another file, never a gold file of the server. A code worker needs nothing
-    else."""
+def input_files(home: Path, task_id: str, split: str, areas: set[str]) -> list[tuple[str, Path]]:
+    """What a system reads, as (its path under `/input`, the server's file): the split's input
+    files at the top (`inputs.jsonl`), and under `public/<area>/` the files of each of `areas`
+    (`released_areas`: what a participant may download now, and the run's own split's inputs);
+    never another file, never a gold file of the server."""
     store = TaskStore(task_id, home)
-    dest.mkdir(parents=True, exist_ok=True)
-    copied = []
+    out: list[tuple[str, Path]] = []
+    names = set()
     for name in input_names(task_id):
         src = store.public(split, name)
         if src.is_file() and not src.is_symlink():
-            shutil.copyfile(src, dest / name)
-            copied.append(name)
+            out.append((name, src))
+            names.add(name)
     public = store.root / "public"
     for area in sorted(set(areas) | {split}):
         files = area_files(store, area)
         if area not in areas:  # its own split unreleased: the inputs, nothing beside them
-            files = [p for p in files if p.name in copied]
-        for p in files:
-            target = dest / "public" / p.relative_to(public)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(p, target)
+            files = [p for p in files if p.name in names]
+        out += [(f"public/{p.relative_to(public).as_posix()}", p) for p in files]
+    return out
+
+
+def stage_inputs(home: Path, task_id: str, split: str, dest: Path, areas: set[str]) -> list[str]:
+    """Lay out `input_files` in `dest`, readable by the sandbox's user; the names of the split's
+    input files copied. A code worker needs nothing else."""
+    dest.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for rel, src in input_files(home, task_id, split, areas):
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, target)
+        if "/" not in rel:
+            copied.append(rel)
     for d, _dirs, files in os.walk(dest):
         os.chmod(d, 0o755)
         for f in files:
