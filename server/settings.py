@@ -130,6 +130,12 @@ class Settings(BaseModel):
     )
     run_processes: int = Field(64, description="Processes and threads a system's run may have.")
     run_output_mb: int = Field(256, description="The most a system's run may write, in MB.")
+    run_pools: str = Field(
+        "cpu,gpu",
+        description="The pools of code runs this site's own code workers serve (comma-separated): "
+        "`cpu`, `gpu` and any organizer's own pool named here; the runs of each pool are taken "
+        "round-robin across competitions.",
+    )
     run_images: bool = Field(
         False,
         description="Accept systems in container images (`runtime: image`, by digest); code "
@@ -324,6 +330,10 @@ class Settings(BaseModel):
                 "PALIMPSEST_BASE_URL must be set when mail is configured: the site's address, "
                 "which links in mails start with (`palimpsest serve` sets it to its own address)"
             )
+
+    def pools(self) -> tuple[str, ...]:
+        """`run_pools` as a tuple of names."""
+        return tuple(p.strip() for p in self.run_pools.split(",") if p.strip())
 
     def mail_configured(self) -> bool:
         """True when an SMTP host is set."""

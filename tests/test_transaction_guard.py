@@ -44,9 +44,12 @@ LOWER_OWN_ALLOWED = {
     # the worker's and the reconciler's steps (a score recorded, a submission requeued) and the
     # start-up's default phases: no action is open
     ("server/domain/lifecycle.py", "session_scope"): 2,
-    # the worker's steps of a blind run: started, finished, failed for the server's reasons, put
-    # back in the queue when the object store did not answer
+    # the worker's steps of a blind run: finished, failed for the server's reasons, put back in
+    # the queue when the object store did not answer
     ("server/domain/code_runs.py", "session_scope"): 4,
+    # the code runs' queues: a worker's claim (started under a lease), its heartbeat's renewal,
+    # the reconciler's taking back of a run whose lease ran out
+    ("server/domain/run_queue.py", "session_scope"): 3,
     # a token's last use, marked in a step of its own (what the request does is not part of it)
     ("server/domain/accounts.py", "begin"): 1,
 }

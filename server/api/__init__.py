@@ -26,6 +26,7 @@ from server.api import (  # noqa: F401
     phases,
     registrations,
     roles,
+    run_workers,
     runs,
     submissions,
     task_changes,

@@ -399,3 +399,66 @@ class TrackMove(Model):
         description="The track field's key when the competition has several choice fields "
         "(default: `track`, else its only choice field).",
     )
+
+
+class RunWorkerTokenIn(Model):
+    """A run worker's token: for one competition (its organizers), or for a set of competitions or
+    the whole site (administrators: `competitions` empty)."""
+
+    name: str = Field("", max_length=120, description="What the token is for (a machine's name).")
+    competitions: list[int] = Field(
+        default_factory=list,
+        description="The competitions (ids) whose runs it claims; empty: every competition "
+        "(administrators only).",
+        examples=[[1]],
+    )
+    pools: list[str] = Field(
+        default_factory=lambda: ["cpu", "gpu"],
+        description="The pools of runs it claims: `cpu`, `gpu` or an organizer's own pool.",
+    )
+
+
+class RunWorkerTokenOut(Out):
+    """A run worker's token (its secret only in the answer that made it)."""
+
+    id: int
+    name: str
+    prefix: str
+    competitions: list[int]
+    pools: list[str]
+    created: Stamp
+    last_seen: Optional[Stamp] = None
+    revoked: Optional[Stamp] = None
+    token: Optional[str] = Field(None, description="The secret, shown once.")
+    released: list[int] = Field(
+        default_factory=list, description="revocation: the runs it held, queued again at once."
+    )
+
+
+class RunWorkerTokensOut(Out):
+    tokens: list[RunWorkerTokenOut]
+
+
+class WorkerFile(Out):
+    """A file of a claimed run: where it goes in the run's folder, and a link that fetches it
+    (with the token) for a few minutes, naming this one file of this attempt."""
+
+    path: str = Field(description="`code.zip`, or `input/<name>` (the system's `/input`).")
+    url: str
+
+
+class WorkerClaimOut(Out):
+    """The run an attached worker claimed (none when nothing waits for it: `run` null)."""
+
+    run: Optional[int] = None
+    attempt: Optional[int] = None
+    lease_seconds: Optional[float] = None
+    heartbeat_every: Optional[float] = None
+    task: Optional[str] = None
+    command: list[str] = Field(default_factory=list)
+    files: list[WorkerFile] = Field(default_factory=list)
+
+
+class WorkerHeartbeatOut(Out):
+    run: int
+    lease_seconds: float

@@ -18,7 +18,7 @@ from sqlalchemy import case, update
 from sqlmodel import Session, select
 
 from server.db import session_scope
-from server.domain import download_rule, exposure
+from server.domain import download_rule, exposure, people, run_queue
 from server.domain.download_rule import area_files
 from server.domain.shown import unshown_outputs  # noqa: F401 - the boards' side of the gate
 from server.domain.submissions import check_compute, lock_team, visible_scores
@@ -28,33 +28,22 @@ from tasks import get_task
 from tasks.bundle_models import REQUIRED_INPUTS
 from tasks.store import TaskStore
 
-MAX_ATTEMPTS = 2  # a run the server failed (a dead worker) is tried once more, never a third time
+# a run the server failed (a dead worker) is tried once more, never a third time
+MAX_ATTEMPTS = run_queue.MAX_ATTEMPTS
 STAGES = ("queued", "running", "ran", "failed")
 
 
-def start(engine, run_id: int, shown_no_sooner: datetime | None = None) -> int | None:
-    """Move a queued run (or one left running by a dead worker) to running; its attempt number,
-    or None when it is final or out of attempts. `shown_no_sooner`: a run starting now (held
-    until its inputs' date, or long in the queue) is shown no sooner than its wall limit and the
-    delay after it starts (`release_moment`), so that when it ends still says nothing."""
-    values = {}
-    if shown_no_sooner is not None:
-        later = CodeRun.shown_at.is_(None) | (CodeRun.shown_at < shown_no_sooner)
-        values["shown_at"] = case((later, shown_no_sooner), else_=CodeRun.shown_at)
+def postpone_shown(engine, run_id: int, shown_no_sooner: datetime) -> None:
+    """A run starting now (held until its inputs' date, or long in the queue) is shown no sooner
+    than its wall limit and the delay after it starts (`release_moment`), so that when it ends
+    still says nothing."""
+    later = CodeRun.shown_at.is_(None) | (CodeRun.shown_at < shown_no_sooner)
     with session_scope(engine) as s:  # the worker's own step
-        n = s.execute(
+        s.execute(
             update(CodeRun)
-            .where(
-                CodeRun.id == run_id,
-                CodeRun.stage.in_(("queued", "running")),
-                CodeRun.attempts < MAX_ATTEMPTS,
-            )
-            .values(stage="running", attempts=CodeRun.attempts + 1, started_at=utcnow(), **values)
-        ).rowcount
-    if not n:
-        return None
-    with Session(engine) as s:
-        return s.get(CodeRun, run_id).attempts
+            .where(CodeRun.id == run_id)
+            .values(shown_at=case((later, shown_no_sooner), else_=CodeRun.shown_at))
+        )
 
 
 def finish(engine, run_id: int, *, stage: str, **values) -> bool:
@@ -63,7 +52,7 @@ def finish(engine, run_id: int, *, stage: str, **values) -> bool:
         n = s.execute(
             update(CodeRun)
             .where(CodeRun.id == run_id, CodeRun.stage == "running")
-            .values(stage=stage, finished_at=utcnow(), reserved_cpu=0.0, **values)
+            .values(stage=stage, finished_at=utcnow(), reserved_cpu=0.0, lease_until=None, **values)
         ).rowcount
     return bool(n)
 
@@ -80,6 +69,7 @@ def fail_infra(engine, run_id: int, reason: str) -> bool:
                 reason=reason[:500],
                 finished_at=utcnow(),
                 reserved_cpu=0.0,  # its reservation is given back
+                lease_until=None,
             )
         ).rowcount
     return bool(n)
@@ -93,7 +83,7 @@ def requeue_for_store(engine, run_id: int) -> bool:
         n = s.execute(
             update(CodeRun)
             .where(CodeRun.id == run_id, CodeRun.stage == "running", CodeRun.attempts > 0)
-            .values(stage="queued", attempts=CodeRun.attempts - 1)
+            .values(stage="queued", attempts=CodeRun.attempts - 1, held_by="", lease_until=None)
         ).rowcount
     return bool(n)
 
@@ -150,29 +140,39 @@ def released_areas(s: Session, task_id: str, home) -> set[str]:
     return out
 
 
-def stage_inputs(home: Path, task_id: str, split: str, dest: Path, areas: set[str]) -> list[str]:
-    """Lay out what a system reads, readable by the sandbox's user: the split's input files at the
-    top of `dest` (`/input/inputs.jsonl`), and under `dest/public/<area>/` the files of each of
-    `areas` (`released_areas`: what a participant may download now, and the run's own split's
-    inputs); never another file, never a gold file of the server. A code worker needs nothing
-    else."""
+def input_files(home: Path, task_id: str, split: str, areas: set[str]) -> list[tuple[str, Path]]:
+    """What a system reads, as (its path under `/input`, the server's file): the split's input
+    files at the top (`inputs.jsonl`), and under `public/<area>/` the files of each of `areas`
+    (`released_areas`: what a participant may download now, and the run's own split's inputs);
+    never another file, never a gold file of the server."""
     store = TaskStore(task_id, home)
-    dest.mkdir(parents=True, exist_ok=True)
-    copied = []
+    out: list[tuple[str, Path]] = []
+    names = set()
     for name in input_names(task_id):
         src = store.public(split, name)
         if src.is_file() and not src.is_symlink():
-            shutil.copyfile(src, dest / name)
-            copied.append(name)
+            out.append((name, src))
+            names.add(name)
     public = store.root / "public"
     for area in sorted(set(areas) | {split}):
         files = area_files(store, area)
         if area not in areas:  # its own split unreleased: the inputs, nothing beside them
-            files = [p for p in files if p.name in copied]
-        for p in files:
-            target = dest / "public" / p.relative_to(public)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(p, target)
+            files = [p for p in files if p.name in names]
+        out += [(f"public/{p.relative_to(public).as_posix()}", p) for p in files]
+    return out
+
+
+def stage_inputs(home: Path, task_id: str, split: str, dest: Path, areas: set[str]) -> list[str]:
+    """Lay out `input_files` in `dest`, readable by the sandbox's user; the names of the split's
+    input files copied. A code worker needs nothing else."""
+    dest.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for rel, src in input_files(home, task_id, split, areas):
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, target)
+        if "/" not in rel:
+            copied.append(rel)
     for d, _dirs, files in os.walk(dest):
         os.chmod(d, 0o755)
         for f in files:
@@ -369,9 +369,12 @@ def add_run(
     the submission its output becomes."""
     key, sha, size = stored
     now = utcnow()
+    competition = people.competition_of_task(s, phase.task_id)
     run = CodeRun(
         created_at=now,
         shown_at=release_moment(manifest, settings, max(now, held or now)),
+        competition_id=competition.id if competition is not None else 0,
+        pool=run_queue.pool_for(manifest),
         team_id=team_id,
         user_id=user_id,
         task_id=phase.task_id,
@@ -386,6 +389,7 @@ def add_run(
     )
     s.add(run)
     s.flush()
+    run_queue.join_queue(s, run)
     return run
 
 
@@ -463,6 +467,8 @@ def add_rerun(s: Session, *, root: CodeRun, phase: Phase, settings) -> tuple[Cod
         manifest=dict(root.manifest or {}),
         fields=fields,
         is_baseline=root.is_baseline,
+        settings=settings,
+        held=held_until(s, phase),  # never before the phase's inputs' date, as any run
     )
     run.rerun_of = root.id
     reserve_budget(run, settings)

@@ -23,7 +23,7 @@ from sqlmodel import Session
 from server import objectstore
 from server.actions.large_uploads import abort_stale
 from server.db import get_engine, session_scope
-from server.domain import code_runs
+from server.domain import code_runs, run_queue
 from server.domain.lifecycle import PENDING, fail_infra, requeue
 from server.domain.provenance import mark_stale
 from server.jobs import reminders
@@ -202,18 +202,37 @@ def _recovered(conn, name: str) -> None:
 
 
 def _reconcile_code_runs(settings: Settings, engine, conn, cutoff) -> dict:
-    """Code runs the database says wait or run with no live job: enqueued again while they have an
-    attempt left (a dead code worker's run is tried once more), else failed for the server's
-    reasons (not counted against the team)."""
+    """Code runs the database says run under a lease that ran out (its worker died or went
+    silent: `run_queue`): back to their queue while they have an attempt left (a dead code
+    worker's run is tried once more), else failed for the server's reasons (not counted against
+    the team). Queued runs with no job waiting for them get one (a job runs whichever run the
+    round-robin gives it, so there is one per run waiting). A running run with no lease (queued
+    before leases) is judged by its job's heartbeat, as before."""
+    out = {"runs_requeued": 0, "runs_failed": 0}
+    with Session(engine) as s:
+        expired = run_queue.expired(s)
+    for rid, attempts in expired:
+        if attempts >= code_runs.MAX_ATTEMPTS:
+            if code_runs.fail_infra(
+                engine, rid, f"gave up after {attempts} attempts (the code worker died each time)"
+            ):
+                out["runs_failed"] += 1
+            continue
+        if run_queue.take_back(engine, rid):
+            log.warning("reconciler: code run %s lost its lease; queued again", rid)
     with engine.connect() as c:
         rows = c.execute(
-            select(CodeRun.id, CodeRun.attempts, CodeRun.stage, CodeRun.phase_id)
+            select(
+                CodeRun.id, CodeRun.attempts, CodeRun.stage, CodeRun.phase_id, CodeRun.lease_until
+            )
             .where(CodeRun.stage.in_(("queued", "running")), CodeRun.created_at < cutoff)
             .order_by(CodeRun.id)
         ).all()
-    out = {"runs_requeued": 0, "runs_failed": 0, "runs_held": 0}
+    out["runs_held"] = 0
     held: dict[int, object] = {}  # phase -> the date its runs wait for (None: none)
-    for rid, attempts, stage, phase_id in rows:
+    for rid, attempts, stage, phase_id, lease in rows:
+        if stage == "running" and lease is not None:
+            continue  # leased: live until its lease runs out (above)
         if stage == "queued":  # held until its inputs' date: left alone until then
             if phase_id not in held:
                 with Session(engine) as s:

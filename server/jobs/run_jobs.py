@@ -20,18 +20,22 @@ attempts after which an archive is refused (`failed_twice`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import socket
 import stat
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+from rq import get_current_job
 from sqlmodel import Session
 
 from server import objectstore
 from server.db import get_engine, session_scope
-from server.domain import code_runs, download_rule, lifecycle
+from server.domain import code_runs, download_rule, lifecycle, run_queue
 from server.domain.submissions import take_file
 from server.domain.system_archive import SystemInvalid, unpack
 from server.exceptions import DuplicateSubmission, StoreUnreachable
@@ -92,26 +96,58 @@ def _read_output(out_dir: Path, name: str) -> tuple[Path | None, str]:
     return p, ""
 
 
+def holder_of_job() -> str:
+    """Who holds the runs this process claims: its RQ job ("job:<id>"), else this process."""
+    job = get_current_job()
+    return f"job:{job.id}" if job is not None else f"process:{socket.gethostname()}:{os.getpid()}"
+
+
 def run_system(run_id: int) -> dict:
-    """Run code run `run_id` in the sandbox and submit its output (see the module)."""
+    """Run the next code run of the queues (`run_queue.claim`: round-robin across competitions,
+    within the pools this worker serves) in the sandbox and submit its output (see the module).
+    Each queued run has a job of its own (`code-run-<id>`), so there are as many jobs as runs
+    waiting, but a job runs the run the claim gives it, which is `run_id` only when no other
+    competition's turn comes first. The run is held under a lease its heartbeat renews."""
     settings = get_settings()
     engine = get_engine(settings.sqlalchemy_url())
-    with Session(engine) as s:  # held until its inputs' date: left queued, no attempt used
-        r = s.get(CodeRun, run_id)
-        at = code_runs.held_until(s, s.get(Phase, r.phase_id)) if r is not None else None
-        manifest = dict(r.manifest or {}) if r is not None else {}
-    if at is not None:  # the reconciler enqueues it again once the date has come
-        return {"run": run_id, "stage": "queued", "status": "held", "until": at.isoformat()}
-    shown = code_runs.release_moment(manifest, settings, utcnow())
-    attempt = code_runs.start(engine, run_id, shown_no_sooner=shown)
-    if attempt is None:
+    holder = holder_of_job()
+    lease = settings.stale_after
+    got = run_queue.claim(engine, pools=settings.pools(), holder=holder, lease_seconds=lease)
+    if got is None:
         return {"run": run_id, "skipped": True}
+    run_id, attempt = got
+    with Session(engine) as s:  # shown no sooner than its wall limit and the delay after it starts
+        manifest = dict(s.get(CodeRun, run_id).manifest or {})
+    code_runs.postpone_shown(engine, run_id, code_runs.release_moment(manifest, settings, utcnow()))
     try:
-        return _run_system(settings, engine, run_id, attempt)
+        with heartbeat(engine, run_id, holder, lease, settings.heartbeat_every):
+            return _run_system(settings, engine, run_id, attempt)
     except StoreOutage as e:
         log.error("code run %s: %s; queued again, its attempt given back", run_id, e)
         code_runs.requeue_for_store(engine, run_id)
         return {"run": run_id, "stage": "queued", "status": "store_unreachable"}
+
+
+@contextlib.contextmanager
+def heartbeat(engine, run_id: int, holder: str, lease: float, every: float):
+    """Renew the holder's lease on the run every `every` seconds while the block runs."""
+    stop = threading.Event()
+
+    def beat():
+        while not stop.wait(max(0.2, float(every))):
+            try:
+                if not run_queue.renew(engine, run_id, holder, lease):
+                    return  # taken back or ended: nothing more to hold
+            except Exception as e:  # noqa: BLE001 - the database away: try again next beat
+                log.warning("code run %s: lease not renewed (%s)", run_id, e)
+
+    t = threading.Thread(target=beat, name=f"lease-{run_id}", daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        t.join(timeout=5)
 
 
 def _run_system(settings, engine, run_id: int, attempt: int) -> dict:
@@ -237,7 +273,9 @@ def on_run_failure(job, connection, exc_type=None, exc_value=None, tb=None) -> N
     fails "infra", which does not count against the team."""
     settings = get_settings()
     engine = get_engine(settings.sqlalchemy_url())
-    run_id = int(job.id.rsplit("-", 1)[1])
+    with Session(engine) as s:  # the run the job held (its claim's), else the job's own
+        held = run_queue.held_by(s, f"job:{job.id}")
+    run_id = held[0] if held else int(job.id.rsplit("-", 1)[1])
     # the organizers' reason names the error's type alone: its message may quote what the run
     # chose (a file's name); the whole of it goes to the worker's log
     log.error("code run %s raised %s: %s", run_id, exc_type, exc_value)
@@ -247,7 +285,7 @@ def on_run_failure(job, connection, exc_type=None, exc_value=None, tb=None) -> N
         if r is None or r.stage not in ("queued", "running"):
             return
         if r.attempts < code_runs.MAX_ATTEMPTS:
-            r.stage = "queued"
+            r.stage, r.held_by, r.lease_until = "queued", "", None
             s.add(r)
             log.warning(
                 "code run %s failed on attempt %s (%s): queued again", run_id, r.attempts, reason

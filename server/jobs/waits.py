@@ -18,14 +18,15 @@ import json
 import math
 import statistics
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import sqlalchemy
 from sqlalchemy import func
 from sqlmodel import Session, select
 
-from server.jobs.queue import QUEUES, SCORING, connect, get_queue
-from server.models import Submission, utcnow
+from server.domain import run_queue
+from server.jobs.queue import QUEUES, RUNS, SCORING, connect, get_queue
+from server.models import RunQueueTurn, RunWorkerToken, Submission, utcnow
 from server.settings import get_settings
 
 RECENT = 50
@@ -109,6 +110,7 @@ def workers(conn) -> list[dict] | None:
             # a code worker's (worker.py): for everyone, and with its host's detail
             limits = conn.get(f"palimpsest:worker-limits:{w.name}")
             host = conn.get(f"palimpsest:worker-host-limits:{w.name}")
+            pools = conn.get(f"{POOLS_KEY}{w.name}")  # the pools of code runs it serves
             out.append(
                 {
                     "name": w.name,
@@ -120,11 +122,106 @@ def workers(conn) -> list[dict] | None:
                     "last_heartbeat": w.last_heartbeat,
                     "limits": limits.decode() if isinstance(limits, bytes) else limits,
                     "host_limits": host.decode() if isinstance(host, bytes) else host,
+                    "pools": pools.decode().split(",") if pools else [],
                 }
             )
         return sorted(out, key=lambda w: w["name"])
     except Exception:  # noqa: BLE001 — the page says the queue cannot be read
         return None
+
+
+# the pools of code runs a code worker serves, by its name (written by server.jobs.worker)
+POOLS_KEY = "palimpsest:worker-pools:"
+
+
+def run_pools(s: Session, conn, settings=None) -> dict[str, dict]:
+    """What an autoscaler reads of the code runs' queues, per pool: `depth` (runs waiting),
+    `oldest_age_seconds` (the oldest waiting run's age; 0 when none waits), `running` (runs held
+    by a worker now) and `workers` (the live workers serving the pool: the site's code workers
+    alive, and one per attached worker's token heard from within its lease; None when the
+    queue's server cannot be read). Every pool the site's workers serve, or that ever held a run, is
+    listed, the empty ones too (an autoscaler scales them to their floor)."""
+    settings = settings or get_settings()
+    figures = run_queue.figures(s)
+    names = set(settings.pools()) | set(figures)
+    names |= set(s.exec(select(RunQueueTurn.pool).distinct()).all())
+    found = workers(conn)
+    attached = attached_workers(s, settings)
+    out = {}
+    for pool in sorted(names):
+        f = figures.get(pool) or run_queue.figures_empty()
+        live = None
+        if found is not None:
+            live = sum(1 for w in found if RUNS in w["queues"] and pool in w["pools"])
+            live += sum(1 for pools in attached if pool in pools)
+        out[pool] = {
+            "depth": f["depth"],
+            "oldest_age_seconds": f["oldest_age_seconds"],
+            "running": f["running"],
+            "workers": live,
+        }
+    return out
+
+
+def attached_workers(s: Session, settings) -> list[list[str]]:
+    """The pools of each attached worker's token heard from (a claim or a heartbeat) within the
+    lease (`stale_after`, a minute at least): one live worker per token."""
+    since = utcnow() - timedelta(seconds=max(60.0, float(settings.stale_after)))
+    rows = s.exec(
+        select(RunWorkerToken.pools).where(
+            RunWorkerToken.revoked_at.is_(None), RunWorkerToken.last_seen_at >= since
+        )
+    ).all()
+    return [list(p or []) for p in rows]
+
+
+def status_document(s: Session, conn, settings=None) -> dict:
+    """`/status.json`: each queue's depth (`queue_depths`), the workers alive, and the code runs'
+    pools (`run_pools`), read once."""
+    found = workers(conn)
+    return {
+        "queues": queue_depths(s, conn),
+        "workers": None if found is None else len(found),
+        "scoring_workers": scoring_workers(found),
+        "pools": run_pools(s, conn, settings),
+    }
+
+
+def prometheus(doc: dict) -> str:
+    """`status_document` in Prometheus' text format (version 0.0.4): gauges labelled by queue and
+    pool; a figure not known (the queue's server away) is left out, never written as 0."""
+    lines: list[str] = []
+
+    def gauge(name: str, help_: str, samples: list[tuple[str, object]]) -> None:
+        lines.append(f"# HELP {name} {help_}")
+        lines.append(f"# TYPE {name} gauge")
+        lines.extend(f"{name}{labels} {_num(v)}" for labels, v in samples if v is not None)
+
+    q = doc["queues"]
+    gauge(
+        "palimpsest_queue_depth",
+        "Jobs waiting in each queue (the scoring queue's runs from the database).",
+        [(f'{{queue="{n}"}}', v) for n, v in q.items()],
+    )
+    gauge("palimpsest_workers", "Workers alive.", [("", doc["workers"])])
+    pools = doc["pools"]
+    for key, help_ in (
+        ("depth", "Code runs waiting in the pool."),
+        ("oldest_age_seconds", "Age of the pool's oldest waiting code run, in seconds."),
+        ("running", "Code runs held by a worker of the pool now."),
+        ("workers", "Live workers serving the pool."),
+    ):
+        name = f"palimpsest_run_pool_{key}"
+        gauge(name, help_, [(f'{{pool="{_label(p)}"}}', f[key]) for p, f in pools.items()])
+    return "\n".join(lines) + "\n"
+
+
+def _num(v) -> str:
+    return str(int(v)) if isinstance(v, int | bool) else repr(float(v))
+
+
+def _label(v: str) -> str:
+    return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def scoring_workers(found: list[dict] | None) -> int | None:

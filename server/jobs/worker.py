@@ -32,7 +32,7 @@ from scorer.families import read_jsonl
 from server import objectstore
 from server.db import get_engine
 from server.domain.lifecycle import claim_queued
-from server.jobs import sandbox
+from server.jobs import sandbox, waits
 from server.jobs.procs import die_with_parent
 from server.jobs.queue import QUEUES, RUNS, connect, get_queue
 from server.jobs.scoring import fail_infra, start_attempt
@@ -170,6 +170,7 @@ _WARMED: dict[str, int] = {}
 # to everyone, and with the host's detail (mount points, paths) to administrators
 LIMITS_KEY = "palimpsest:worker-limits:"
 HOST_LIMITS_KEY = "palimpsest:worker-host-limits:"
+POOLS_KEY = waits.POOLS_KEY  # and the pools of code runs it serves
 
 
 def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
@@ -196,6 +197,8 @@ def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
                 if limits is not None:
                     w.connection.set(LIMITS_KEY + w.name, public, ex=7 * 24 * 3600)
                     w.connection.set(HOST_LIMITS_KEY + w.name, limits, ex=7 * 24 * 3600)
+                    pools = ",".join(settings.pools())  # the pools its runs' claims serve
+                    w.connection.set(POOLS_KEY + w.name, pools, ex=7 * 24 * 3600)
                 try:
                     w.work(burst=burst, logging_level="WARNING", with_scheduler=False)
                 finally:

@@ -12,7 +12,7 @@ sorts a flush), so every table loaded can be written.
 `SQLModel.metadata` therefore holds only the tables loaded so far. What needs the whole schema
 (building or emptying a database, the tables in order, Alembic's environment, the migrations'
 check of an unversioned database, the web app) asks `schema()`, which loads every subject first
-and returns that metadata; tests/test_models_lazy.py checks each path sees the 30 tables, and that
+and returns that metadata; tests/test_models_lazy.py checks each path sees the 32 tables, and that
 nothing reads `SQLModel.metadata`'s whole-schema operations directly.
 """
 
@@ -33,7 +33,14 @@ SUBJECTS: dict[str, tuple[str, ...]] = {
     "audit": ("AuditLog",),
     "mail": ("OutgoingMail",),
     "phases": ("GoldPartition", "Phase", "RankingVersion", "BoardRanking"),
-    "submissions": ("Submission", "CodeRun", "Score", "BoardChoice"),
+    "submissions": (
+        "Submission",
+        "CodeRun",
+        "RunQueueTurn",
+        "RunWorkerToken",
+        "Score",
+        "BoardChoice",
+    ),
     "campaigns": (
         "AssessmentCampaign",
         "CampaignItem",

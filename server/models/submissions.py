@@ -5,7 +5,7 @@
 from typing import Optional
 
 from pydantic import NaiveDatetime
-from sqlalchemy import JSON, Column, Index, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Column, Index, Text, UniqueConstraint
 from sqlmodel import Field
 
 # the tables its foreign keys name: SQLAlchemy resolves them when it sorts a flush
@@ -70,7 +70,12 @@ class CodeRun(TableModel, table=True):
     (server.jobs.sandbox); its output becomes an ordinary submission, scored like an uploaded
     file."""
 
-    __table_args__ = (Index("ix_coderun_shown", "phase_id", "shown_at"),)
+    # a pool's queued runs of one competition, first by id (server.domain.run_queue.claim); a
+    # phase's runs by the moment they are shown (server.domain.shown)
+    __table_args__ = (
+        Index("ix_code_run_queue", "stage", "pool", "competition_id", "id"),
+        Index("ix_coderun_shown", "phase_id", "shown_at"),
+    )
 
     id: Optional[int] = Field(default=None, primary_key=True)
     team_id: int = Field(foreign_key="team.id", index=True)
@@ -78,6 +83,14 @@ class CodeRun(TableModel, table=True):
     task_id: str = Field(index=True, max_length=64)
     phase_id: int = Field(foreign_key="phase.id", index=True)
     stage: str = Field(default="queued", index=True, max_length=16)  # queued running ran failed
+    # the queue it waits in: its competition's (0: a task in none) in its pool ("cpu", "gpu" or
+    # the name of an organizer's own pool), served round-robin across competitions
+    competition_id: int = 0
+    pool: str = Field(default="cpu", max_length=32)
+    # who runs it now ("job:<RQ job id>" or "token:<id>") and until when, unless it renews the
+    # lease (its heartbeat); an expired lease is the reconciler's to take back
+    held_by: str = Field(default="", max_length=64)
+    lease_until: Optional[NaiveDatetime] = None
     failure_kind: Optional[str] = Field(default=None, max_length=16)  # "code" | "infra"
     reason: str = Field(default="", max_length=500)
     attempts: int = 0
@@ -113,6 +126,33 @@ class CodeRun(TableModel, table=True):
     # an organizer's re-run of an archived system on this phase (server.actions.reruns): the code
     # run first uploaded, whose archive this one runs; None for a team's own upload
     rerun_of: Optional[int] = Field(default=None, foreign_key="coderun.id", index=True)
+
+
+class RunQueueTurn(TableModel, table=True):
+    """A competition's place in a pool's round-robin: the pool serves next the competition with
+    queued runs that it served least recently (`served`: when, in nanoseconds; 0: never)."""
+
+    pool: str = Field(primary_key=True, max_length=32)
+    competition_id: int = Field(primary_key=True)
+    served: int = Field(default=0, sa_type=BigInteger)
+
+
+class RunWorkerToken(TableModel, table=True):
+    """A run worker's token: an organizer's for one competition, an administrator's for a set of
+    competitions or the whole site (`competition_ids` empty); it claims code runs of those
+    competitions in `pools` over the API, nothing else. Shown once, stored as its sha256,
+    revocable (its runs released at once)."""
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    token_sha256: str = Field(index=True, unique=True, max_length=64)
+    prefix: str = Field(max_length=16)
+    name: str = Field(default="", max_length=120)
+    competition_ids: list = Field(default_factory=list, sa_column=Column(JSON))
+    pools: list = Field(default_factory=list, sa_column=Column(JSON))
+    created_by: Optional[int] = Field(default=None, foreign_key="user.id")
+    created_at: NaiveDatetime = Field(default_factory=utcnow)
+    last_seen_at: Optional[NaiveDatetime] = None
+    revoked_at: Optional[NaiveDatetime] = None
 
 
 class Score(TableModel, table=True):

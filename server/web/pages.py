@@ -393,6 +393,7 @@ def status():
     return render_template(
         "status.html",
         depths=waits.queue_depths(s, conn),
+        pools=waits.run_pools(s, conn),
         workers=found,
         n_scoring=waits.scoring_workers(found),
         median=known.get("*"),
@@ -400,6 +401,26 @@ def status():
         admin=people.is_admin(current_user()),
         reconciler=waits.reconciler_problems(conn),
     )
+
+
+@bp.route("/status.json")
+def status_json():
+    """The queues' figures as JSON, for an operator's autoscaler: each queue's depth, the workers
+    alive, and per pool of code runs its depth, oldest waiting run's age, runs running and live
+    workers (`waits.status_document`)."""
+    conn = waits.redis_or_none(current_app.extensions.get("palimpsest.redis"))
+    return waits.status_document(db(), conn)
+
+
+@bp.route("/metrics")
+def metrics():
+    """The same figures in Prometheus' text format (`waits.prometheus`), for a scraper."""
+    conn = waits.redis_or_none(current_app.extensions.get("palimpsest.redis"))
+    body = waits.prometheus(waits.status_document(db(), conn))
+    return Response(body, mimetype="text/plain", content_type=PROMETHEUS)
+
+
+PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 
 
 @bp.route("/submissions/status.json")

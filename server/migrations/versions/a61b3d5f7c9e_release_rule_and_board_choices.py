@@ -2,7 +2,7 @@
 null: exact), and each team's ranked run per declared board (BoardChoice)
 
 Revision ID: a61b3d5f7c9e
-Revises: c7e1a3b5d9f2
+Revises: a63e7c1d5f9b
 """
 
 import sqlalchemy as sa
@@ -10,7 +10,7 @@ import sqlmodel
 from alembic import op
 
 revision = "a61b3d5f7c9e"
-down_revision = "c7e1a3b5d9f2"
+down_revision = "a63e7c1d5f9b"
 branch_labels = None
 depends_on = None
 

@@ -2,14 +2,14 @@
 uploaded whose archive an organizer's re-run runs (server.actions.reruns)
 
 Revision ID: a63e7c1d5f9b
-Revises: c7e1a3b5d9f2
+Revises: a58b1d3f5e7c
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "a63e7c1d5f9b"
-down_revision = "c7e1a3b5d9f2"
+down_revision = "a58b1d3f5e7c"
 branch_labels = None
 depends_on = None
 
