@@ -134,6 +134,11 @@ def summary(rows: list[dict]) -> dict:
         "kappa_spread": round(max(kappas) - min(kappas), 4) if kappas else None,
         "min_ess": min((r["min_ess"] for r in ok), default=None),
         "max_rhat": max((r["max_rhat"] for r in ok), default=None),
+        # the fits whose 95 % interval for an average book holds the empirical multi-kappa
+        # (eq. 7-8 on the same table)
+        "empirical_inside_95": sum(
+            r["kappa_95"][0] <= r["empirical"] <= r["kappa_95"][1] for r in ok
+        ),
         "goals": GOALS,
     }
 

@@ -280,6 +280,18 @@ def trotr_agreement(path: Path, n_boot: int = BOOT, seed: int = SEED) -> dict:
     }
 
 
+def trotr_bayes_inputs(path: Path) -> tuple[Table, dict, dict]:
+    """What the Bayesian model is fitted on, from a release's judgments (`path`): the binarised
+    judgments' table, the biblical book of each item (the grouping factor) and the lexical overlap
+    of its two contexts (the covariate, where the release has the contexts)."""
+    path = Path(path)
+    rows = [(a, i, TROTR_BINARY[v]) for a, i, v in trotr_judgments(path)]
+    table, ids = table_from_rows(rows, labels=[0.0, 1.0])
+    overlap = trotr_overlap(path.parent.parent)
+    covariates = {"overlap": np.array([overlap[i] for i in ids])} if overlap else {}
+    return table, {"book": np.array([passage_of(i)[1] for i in ids])}, covariates
+
+
 def trotr_bayes(
     path: Path,
     seed: int = SEED,
@@ -295,11 +307,8 @@ def trotr_bayes(
     TRoTR's binarised judgments: random intercepts for the annotator pair and the biblical book,
     lexical overlap as the fixed effect (the release has no known-passage flag nor retrieval
     method); the empirical multi-kappa (eq. 7-8) and its pair-weighted generalisation beside it."""
-    path = Path(path)
-    rows = [(a, i, TROTR_BINARY[v]) for a, i, v in trotr_judgments(path)]
-    table, ids = table_from_rows(rows, labels=[0.0, 1.0])
-    overlap = trotr_overlap(path.parent.parent)
-    covariates = {"overlap": np.array([overlap[i] for i in ids])} if overlap else {}
+    table, groups, covariates = trotr_bayes_inputs(path)
+    overlap = bool(covariates)
     given = {
         "chains": chains,
         "warmup": warmup,
@@ -308,7 +317,7 @@ def trotr_bayes(
     }
     got = fit(
         table,
-        groups={"book": np.array([passage_of(i)[1] for i in ids])},
+        groups=groups,
         covariates=covariates,
         seed=seed,
         curve="overlap" if overlap else None,
@@ -330,14 +339,10 @@ def trotr_compare(path: Path, seed: int = SEED, **options) -> dict:
     has the paper's factors (no retrieval method, no known-passage flag): `m` (the annotator
     pairs' intercepts only), `m.B` (+ the book's intercepts), `m.lB` (+ lexical overlap), each
     with the model's defaults and TRoTR's sampler set-up (tasks/agreement_bayes.py)."""
-    path = Path(path)
-    rows = [(a, i, TROTR_BINARY[v]) for a, i, v in trotr_judgments(path)]
-    table, ids = table_from_rows(rows, labels=[0.0, 1.0])
-    overlap = trotr_overlap(path.parent.parent)
-    book = {"book": np.array([passage_of(i)[1] for i in ids])}
+    table, book, overlap = trotr_bayes_inputs(path)
     ladder = {"m": ({}, {}), "m.B": (book, {})}
     if overlap:
-        ladder["m.lB"] = (book, {"overlap": np.array([overlap[i] for i in ids])})
+        ladder["m.lB"] = (book, overlap)
     got = compare_models(table, ladder, seed=seed, **(TROTR_SAMPLER | options))
     return got | {"source": "judgments/TRoTR.tsv", "binarisation": TROTR_BINARY_TEXT}
 
@@ -542,6 +547,7 @@ __all__ = [
     "trotr_agreement_cached",
     "trotr_agreement_key",
     "trotr_bayes",
+    "trotr_bayes_inputs",
     "trotr_compare",
     "trotr_bayes_release",
     "trotr_filter",

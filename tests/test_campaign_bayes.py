@@ -275,7 +275,10 @@ def test_the_worker_fits_what_a_direct_fit_gives_and_refuses_a_fit_that_did_not_
         kept = row.result["diagnostics"]
     with Session(engine_of(app)) as s:  # the judgments stored now (one was changed above)
         now = judgments.fit_inputs(s, s.get(AssessmentCampaign, cid))
-    with pytest.raises(NotConverged) as refused:
+    # (the refusal names R-hat and its bound: `fit`'s message, for every caller)
+    with pytest.raises(
+        NotConverged, match=r"did not converge \(largest R-hat .* must be below 1.01"
+    ) as refused:
         fit(now["table"], now["groups"], now["covariates"], seed=0, chains=2, warmup=10, samples=10)
     want = _json_finite({k: v for k, v in refused.value.diagnostics.items() if k not in timing})
     assert want and {k: v for k, v in kept.items() if k not in timing} == want
