@@ -265,7 +265,9 @@ def test_a_large_boards_statistics_keep_the_neighbours_not_the_matrix(app, clien
     page = client.get("/tasks/tric-binary/leaderboard/significance?phase=dev")
     html = page.get_data(as_text=True)
     assert page.status_code == 200 and "against its cluster" in html
-    assert html.count("<tr>") == n + 1  # one row per ranked run, no R x R matrix
+    # a row per ranked run in the p-values' table and in the rank sets' (with their headers), no
+    # R x R matrix
+    assert html.count("<tr>") == 2 * (n + 1)
 
 
 def _app_with_interval(web_home, seconds: float):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import timedelta
 
 import pytest
 from blindkit import SLUG, SYSTEM, TASK, _competition, _h, _phase, _second_team, _zip
@@ -16,7 +17,7 @@ from sqlmodel import Session, func, select
 from webkit import Browser, engine_of
 
 from server.jobs import sandbox
-from server.models import CodeRun, Competition, Submission
+from server.models import CodeRun, Competition, Submission, utcnow
 
 
 @pytest.fixture(autouse=True)
@@ -117,10 +118,15 @@ def test_an_archived_system_reruns_on_a_second_corpus_beside_a_new_one(app, tmp_
     with Session(engine_of(app)) as s:
         lexica = s.get(CodeRun, old).team_id
         assert compute_used(s, lexica, dev.id) > 0  # the team's budget in the phase holds it
-    for rid in (got["run"], new):
-        ran = run_system(rid)
+    done = set()  # each job runs the run the queues' round-robin gives it
+    for _ in range(6):
+        ran = run_system(got["run"])
+        if ran.get("skipped"):
+            break
         assert ran["stage"] == "ran", ran
         assert score_submission(ran["submission"])["status"] == "scored"
+        done.add(ran["run"])
+    assert {got["run"], new} <= done, done
 
     # the organizers' re-run is not the team's upload: its daily limit is whole
     more = _zip(SYSTEM, tmp_path / "more.zip", {"README": "Lexica's second"})
@@ -136,6 +142,11 @@ def test_an_archived_system_reruns_on_a_second_corpus_beside_a_new_one(app, tmp_
     org = c.get(f"/api/v1/runs/{got['run']}", headers=_h(tok["admin"])).json
     assert org["stage"] == "ran" and org["log"]
 
+    with Session(engine_of(app)) as s:  # their moment come (a blind phase shows a run's row no
+        for r in s.exec(select(CodeRun).where(CodeRun.phase_id == dev.id)).all():  # sooner)
+            r.shown_at = utcnow() - timedelta(seconds=1)
+            s.add(r)
+        s.commit()
     # both rows on the second phase's board, the re-run marked as one, scored on the dev gold
     with Session(engine_of(app)) as s:
         board = build_board(s, get_task(TASK), dev, audience="organizer")

@@ -314,7 +314,7 @@ def test_a_code_worker_says_first_which_limits_its_runs_get_and_status_shows_the
     caplog.set_level(logging.WARNING)
     assert worker.run(settings, ("runs",), burst=True) == 0
     assert caplog.records[0].getMessage() == f"worker: {said}"
-    public = sandbox.describe(host=False)  # the limits without the host's mount points
+    public = sandbox.describe(settings, host=False)  # the limits without the host's mount points
     assert public.startswith("blind runs: ") and " at /" not in public
     assert "no cgroup per run (" not in public
     keys = conn.keys(worker.LIMITS_KEY + "*")

@@ -11,7 +11,7 @@ from pydantic import (
 )
 
 from server.api_models.base import Model, Out, Stamp
-from tasks.bundle_models import BoardFilter, BoardSpec, BoardValue
+from tasks.bundle_models import BoardFilter, BoardSpec, BoardValue, OverallSpec
 
 # ----------------------------------------------------------------------------- tasks and phases
 
@@ -46,7 +46,14 @@ class BoardOut(Out):
 
     name: str
     title: str
-    ranking: BoardValue
+    ranking: Optional[BoardValue] = Field(
+        None, description="The value it ranks by (null on an overall board: see `overall`)."
+    )
+    overall: Optional[OverallSpec] = Field(
+        None,
+        description="An overall board: the boards it combines, its rule and where a team "
+        "absent from one of them stands (null on any other board).",
+    )
     columns: list[BoardValue] = Field(default_factory=list)
     filter: Optional[BoardFilter] = Field(
         None,

@@ -10,17 +10,17 @@ from datetime import datetime
 
 from sqlalchemy import and_, or_, select
 
-from server.models import CodeRun, Phase
+from server import models  # models.X: the tables, loaded when first used (not on import)
 
 
 def unshown(now: datetime):
     """The SQL condition on a phase's code runs (joined to their phase) of those whose output
     stays off the boards at `now`: a blind run not released as it is, before its `shown_at`."""
     return and_(
-        Phase.blind.is_(True),
-        or_(CodeRun.release.is_(None), CodeRun.release != "release"),
-        CodeRun.shown_at.is_not(None),
-        CodeRun.shown_at > now,
+        models.Phase.blind.is_(True),
+        or_(models.CodeRun.release.is_(None), models.CodeRun.release != "release"),
+        models.CodeRun.shown_at.is_not(None),
+        models.CodeRun.shown_at > now,
     )
 
 
@@ -29,20 +29,24 @@ def unshown_outputs(phase_id, now: datetime):
     blind runs before their `shown_at` (`unshown`), unless another run of the same output is
     shown already (two runs writing one file share their submission). A query."""
     shown = (
-        select(CodeRun.submission_id)
-        .join(Phase, Phase.id == CodeRun.phase_id)
-        .where(CodeRun.phase_id == phase_id, CodeRun.submission_id.is_not(None))
+        select(models.CodeRun.submission_id)
+        .join(models.Phase, models.Phase.id == models.CodeRun.phase_id)
+        .where(models.CodeRun.phase_id == phase_id, models.CodeRun.submission_id.is_not(None))
         .where(~unshown(now))
     )
     return (
-        select(CodeRun.submission_id)
-        .join(Phase, Phase.id == CodeRun.phase_id)
-        .where(CodeRun.phase_id == phase_id, CodeRun.submission_id.is_not(None), unshown(now))
-        .where(CodeRun.submission_id.not_in(shown))
+        select(models.CodeRun.submission_id)
+        .join(models.Phase, models.Phase.id == models.CodeRun.phase_id)
+        .where(
+            models.CodeRun.phase_id == phase_id,
+            models.CodeRun.submission_id.is_not(None),
+            unshown(now),
+        )
+        .where(models.CodeRun.submission_id.not_in(shown))
     )
 
 
 def is_unshown(s, submission_id: int, phase_id: int, now: datetime) -> bool:
     """Whether this submission is the output of a blind run not shown yet (`unshown_outputs`)."""
-    q = unshown_outputs(phase_id, now).where(CodeRun.submission_id == submission_id).limit(1)
+    q = unshown_outputs(phase_id, now).where(models.CodeRun.submission_id == submission_id).limit(1)
     return s.execute(q).first() is not None
