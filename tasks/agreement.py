@@ -24,7 +24,6 @@ from pathlib import Path
 
 import krippendorff
 import numpy as np
-from scipy import stats
 
 from tasks.agreement_bayes import BINS, compare_models, fit
 from tasks.agreement_measures import (
@@ -129,6 +128,9 @@ def alpha_and_spearman(
         if np.unique(M[~np.isnan(M)]).size > 1
         else None
     )
+    # here, not at import: scipy.stats costs every process that imports the server 0.7 s of CPU
+    from scipy import stats
+
     num = den = 0.0
     for a, b in itertools.combinations(range(len(annotators)), 2):
         both = ~np.isnan(M[a]) & ~np.isnan(M[b])

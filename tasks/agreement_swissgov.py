@@ -44,7 +44,6 @@ from pathlib import Path
 
 import krippendorff
 import numpy as np
-from scipy import stats
 
 from tasks.agreement_swissgov_spans import PAPER_SPANS, annotation_spans
 from tasks.errors import ReleaseError
@@ -68,6 +67,14 @@ REPLACED = {
 # the authors' procedure (with the original pages) on their checkout, measured with `page_labels`
 AUTHORS_PROCEDURE = {"en-de": 9.43, "en-fr": 43.61, "en-it": 65.09}
 SEARCH = 16  # how far (in words) from its predicted place a span token is looked for
+
+
+def _spearmanr(x, y):
+    """scipy's spearmanr, imported on first use: scipy.stats costs every process that imports the
+    server 0.7 s of CPU."""
+    from scipy import stats
+
+    return stats.spearmanr(x, y)
 
 
 def pieces(token: str) -> list[str]:
@@ -291,7 +298,7 @@ def swissgov_agreement(root: Path) -> dict:
                     if gv != -1:
                         xs.append(labels["1"][k])
                         ys.append(labels["2"][k])
-        rho = float(stats.spearmanr(xs, ys).statistic) if len(xs) > 1 else None
+        rho = float(_spearmanr(xs, ys).statistic) if len(xs) > 1 else None
         rho = rho if rho is not None and np.isfinite(rho) else None  # one annotator marked nothing
         # beside it, Krippendorff's alpha (ordinal) of the same token labels (not the paper's
         # measure)
@@ -398,7 +405,7 @@ def token_run_agreement(docs: list[dict[str, tuple]]) -> dict:
         if len(got) > 1:
             x, y = zip(*got, strict=True)
             if len(set(x)) > 1 and len(set(y)) > 1:
-                rho = float(stats.spearmanr(x, y).statistic)
+                rho = float(_spearmanr(x, y).statistic)
         out[f"spearman@{key}"] = rho
     for side, vals in per_side.items():
         out[f"iou_{side}"] = float(np.mean([v[0] for v in vals])) if vals else None
