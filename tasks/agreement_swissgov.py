@@ -72,7 +72,7 @@ SEARCH = 16  # how far (in words) from its predicted place a span token is looke
 def _spearmanr(x, y):
     """scipy's spearmanr, imported on first use: scipy.stats costs every process that imports the
     server 0.7 s of CPU."""
-    from scipy import stats
+    from scipy import stats  # on first use (above)
 
     return stats.spearmanr(x, y)
 

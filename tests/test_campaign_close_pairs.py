@@ -37,9 +37,12 @@ def web_home(tmp_path, home) -> Path:
 
 @pytest.fixture(autouse=True)
 def _forget_declared_task():
-    yield
+    """The example task forgotten before and after (a test of another module on this worker may
+    have declared it in this process: the registry is the process's)."""
     from tasks import unregister_declared
 
+    unregister_declared(TASK)
+    yield
     unregister_declared(TASK)
 
 
