@@ -65,7 +65,12 @@ def v2():
         return
     control = mount / "cgroup.subtree_control"
     try:
-        subprocess.run(["umount", str(V1_PIDS)], check=True)
+        r = subprocess.run(["umount", str(V1_PIDS)], capture_output=True, text=True)
+        if r.returncode != 0:  # a host that keeps the hierarchy busy cannot hand pids to v2
+            pytest.skip(
+                f"the v1 pids hierarchy cannot be unmounted on this host ({r.stderr.strip()}), "
+                "so cgroup v2 cannot offer pids here"
+            )
         deadline = time.monotonic() + 10
         while "pids" not in _offered(mount):  # the v1 hierarchy is gone once it is unmounted
             if time.monotonic() > deadline:
