@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 
 import numpy as np
-from scipy import sparse
 from tqdm.auto import tqdm
+
+from scorer.lazy import sparse
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -46,8 +47,8 @@ def dice_top_k(
     qr, qc = matrix(queries)
     sr, sc = matrix(sources)
     shape_v = max(len(vocab), 1)
-    q = sparse.csr_matrix((np.ones(len(qr), np.float32), (qr, qc)), shape=(len(queries), shape_v))
-    s = sparse.csr_matrix((np.ones(len(sr), np.float32), (sr, sc)), shape=(len(sources), shape_v))
+    q = sparse().csr_matrix((np.ones(len(qr), np.float32), (qr, qc)), shape=(len(queries), shape_v))
+    s = sparse().csr_matrix((np.ones(len(sr), np.float32), (sr, sc)), shape=(len(sources), shape_v))
     q_len = np.asarray(q.sum(axis=1)).ravel()
     s_len = np.asarray(s.sum(axis=1)).ravel()
     st = s.T.tocsc()

@@ -7,11 +7,16 @@ converge for every seed, in what time, CPU and memory, and how far apart are the
 
 Each fit runs in its own process (`palimpsest agreement`'s path: tasks.agreement.trotr_bayes with
 the model's defaults unless `--option` says otherwise), so its whole-process CPU time and peak
-memory (the child's ru_maxrss) are its own. Printed per seed: wall seconds, the process's CPU
-seconds, peak MB, the largest R-hat, the smallest bulk ESS, divergent transitions, the mean number
-of leapfrog steps a draw, and the posterior median multi-kappa for an average book; then the
-summary against the goals (every seed converges; under 60 s of CPU and 1 GB each; the average-book
-kappa's spread over seeds within 0.01). A refused fit is reported as such, with its message.
+memory (the child's ru_maxrss) are its own. Printed per seed: whether its first attempt converged
+and whether it was refitted, the divergent transitions (the reported attempt's and the first's),
+wall seconds, the process's CPU seconds, the CPU per leapfrog step (the process's CPU over both
+attempts' steps: compilation and imports included), peak MB, the largest R-hat, the smallest bulk
+ESS, the mean number of leapfrog steps a draw, and the posterior median multi-kappa for an average
+book; then the machine's CPU model and the summary against the goals (every seed converges, the
+first attempt for at least 19 of 20; under 60 s of CPU and 1 GB each; the average-book kappa's
+spread over seeds within 0.01) and the load average (1 minute) as each fit ended: on a shared
+machine a fit's CPU seconds grow with the load. A refused fit is reported as such, with its
+message.
 """
 
 from __future__ import annotations
@@ -76,6 +81,9 @@ def finish(p: subprocess.Popen, t0: float, seed: int) -> dict:
         "wall_seconds": round(wall, 1),
         "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
         "peak_mb": round(usage.ru_maxrss / 1024, 0),
+        # the machine's load average (1 min) as the fit ended: a shared machine's CPU seconds
+        # grow with it (docs/agreement.md)
+        "load": round(os.getloadavg()[0], 1),
     }
     try:
         got = json.loads(out.strip().splitlines()[-1])
@@ -87,7 +95,7 @@ def finish(p: subprocess.Popen, t0: float, seed: int) -> dict:
     if not got["converged"]:
         return row | got
     d = got["diagnostics"]
-    return row | {
+    row = row | {
         "converged": True,
         "max_rhat": round(d["max_rhat"], 4),
         "min_ess": round(d["min_ess"], 0),
@@ -115,12 +123,43 @@ def finish(p: subprocess.Popen, t0: float, seed: int) -> dict:
                 "around",
                 "sparse_below",
                 "dense_mass",
+                "alpha_about",
             )
             if k in d
         },
         # the first attempt, where it was refused and the fit was run again (its CPU included)
         "retried": d.get("retried"),
+        "first_attempt": "converged" if not d.get("retried") else "diverged",
     }
+    # the process's CPU over the fit's leapfrog steps (compilation and imports included: an
+    # upper bound on a step's cost)
+    row["us_per_step"] = round(1e6 * row["cpu_seconds"] / leapfrog_steps(row), 1)
+    return row
+
+
+def cpu_model() -> str:
+    """The machine's CPU model (/proc/cpuinfo's first `model name`), and its logical CPUs."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8")
+    except OSError:
+        return f"unknown ({os.cpu_count()} CPUs)"
+    name = next(
+        (line.split(":", 1)[1].strip() for line in text.splitlines() if "model name" in line),
+        "unknown",
+    )
+    return f"{name} ({os.cpu_count()} CPUs)"
+
+
+def leapfrog_steps(row: dict) -> float:
+    """A fit's leapfrog steps, both attempts: each attempt's chains x (warm-up + kept draws) x
+    its mean steps a kept draw (numpyro counts the kept draws' steps; the warm-up's are taken at
+    the same mean)."""
+    s = row["settings"]
+    steps = s["chains"] * (s["warmup"] + s["samples"]) * row["mean_leapfrog_steps"]
+    first = row.get("retried")
+    if first:
+        steps += s["chains"] * (first["warmup"] + first["samples"]) * first["mean_leapfrog_steps"]
+    return steps
 
 
 def summary(rows: list[dict]) -> dict:
@@ -132,6 +171,18 @@ def summary(rows: list[dict]) -> dict:
         "max_cpu_seconds": max(r["cpu_seconds"] for r in rows),
         "max_peak_mb": max(r["peak_mb"] for r in rows),
         "kappa_spread": round(max(kappas) - min(kappas), 4) if kappas else None,
+        "first_attempt_converged": sum(r.get("first_attempt") == "converged" for r in ok),
+        "refitted": sum(bool(r.get("retried")) for r in ok),
+        "over_cpu_goal": [r["seed"] for r in rows if r["cpu_seconds"] > GOALS["cpu_seconds"]],
+        "load": [
+            min((r["load"] for r in rows if "load" in r), default=None),
+            max((r["load"] for r in rows if "load" in r), default=None),
+        ],
+        "us_per_step": [
+            min((r["us_per_step"] for r in ok), default=None),
+            max((r["us_per_step"] for r in ok), default=None),
+        ],
+        "machine": cpu_model(),
         "min_ess": min((r["min_ess"] for r in ok), default=None),
         "max_rhat": max((r["max_rhat"] for r in ok), default=None),
         # the fits whose 95 % interval for an average book holds the empirical multi-kappa
@@ -146,30 +197,29 @@ def summary(rows: list[dict]) -> dict:
 def markdown(rows: list[dict]) -> str:
     """The docs' per-seed table (docs/agreement.md) from the rows of one or more runs."""
     head = (
-        "| seed | CPU (process) | peak memory | largest R-hat | smallest bulk ESS (where) | "
-        "divergences | leapfrog steps a draw | refit | posterior multi-kappa, average book: "
-        "median [95 %] |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+        "| seed | first attempt | refit | divergences (first attempt) | CPU (process) | "
+        "µs a leapfrog step | load | peak memory | largest R-hat | smallest bulk ESS (where) | "
+        "leapfrog steps a draw | posterior multi-kappa, average book: median [95 %] |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     )
     out = [head]
     for r in sorted(rows, key=lambda r: r["seed"]):
         if not r.get("converged"):
             out.append(
-                f"| {r['seed']} | {r['cpu_seconds']} s | {r['peak_mb']:,.0f} MB | refused: "
-                f"{r.get('error', '').split('; no figure')[0]} | | | | | |"
+                f"| {r['seed']} | refused: {r.get('error', '').split('; no figure')[0]} | | | "
+                f"{r['cpu_seconds']} s | | {r.get('load', '')} | {r['peak_mb']:,.0f} MB | | | | |"
             )
             continue
         low, high = r["kappa_95"]
         retried = r.get("retried")
-        refit = (
-            f"yes ({retried['divergences']} divergent at {retried['target_accept']})"
-            if retried
-            else "no"
-        )
+        first = "converged" if not retried else f"diverged at {retried['target_accept']}"
+        refit = f"yes, at {r['settings']['target_accept']}" if retried else "no"
+        divergent = f"{r['divergences']} ({retried['divergences'] if retried else 0})"
         out.append(
-            f"| {r['seed']} | {r['cpu_seconds']} s | {r['peak_mb']:,.0f} MB | "
+            f"| {r['seed']} | {first} | {refit} | {divergent} | {r['cpu_seconds']} s | "
+            f"{r['us_per_step']:.0f} | {r.get('load', '')} | {r['peak_mb']:,.0f} MB | "
             f"{r['max_rhat']:.4f} | {r['min_ess']:,.0f} ({r['min_ess_at']}) | "
-            f"{r['divergences']} | {r['mean_leapfrog_steps']:.0f} | {refit} | "
-            f"{r['kappa']:.3f} [{low:.3f}, {high:.3f}] |"
+            f"{r['mean_leapfrog_steps']:.0f} | {r['kappa']:.3f} [{low:.3f}, {high:.3f}] |"
         )
     return "\n".join(out)
 
@@ -200,7 +250,7 @@ def main() -> None:
         lo, _, hi = part.partition("-")
         seeds += list(range(int(lo), int(hi or lo) + 1))
     options = {k: _value(v) for k, v in (o.split("=", 1) for o in a.option)}
-    print(f"load before: {os.getloadavg()}", flush=True)
+    print(f"machine: {cpu_model()}; load before: {os.getloadavg()}", flush=True)
     rows, running, todo = [], [], list(seeds)
     while todo or running:
         while todo and len(running) < a.parallel:

@@ -3,11 +3,15 @@
 1. The example system (examples/system-sts-latin) on the example bundle's test inputs, `--n` times
    each way, alternating: the median wall time of each and the overhead per run (goal: under
    0.3 s). Also an empty Python program, which shows the sandbox's fixed cost alone.
-2. With `--tric DIR` (TRoTR's release): the bi-encoder baseline on TRiC's test split, on the CPU,
+2. With `--oci runc` (or crun): each program in bubblewrap and through the OCI runtime
+   (server.jobs.oci: its bundle, its cgroup, `run` and `delete`), alternating: the median of each
+   and the runtime's cost per run over bare bubblewrap (goal: ~26-55 ms).
+3. With `--tric DIR` (TRoTR's release): the bi-encoder baseline on TRiC's test split, on the CPU,
    through the whole path of a code run (its archive unpacked, the inputs staged, the system run
    in the sandbox) against the same system run in this process (`baselines run`).
 
-    python benchmarks/bench_sandbox.py --n 20 [--tric ../shared/data/trotr/TRoTR] [--json OUT]
+    python benchmarks/bench_sandbox.py --n 20 [--oci runc] [--tric ../shared/data/trotr/TRoTR]
+        [--json OUT]
 """
 
 from __future__ import annotations
@@ -97,6 +101,48 @@ def overhead(n: int, work: Path) -> dict:
     return out
 
 
+def oci_overhead(n: int, work: Path, runtime: str) -> dict:
+    """Each program in bubblewrap, then through `runtime`, alternating: medians and the
+    difference."""
+    code = work / "code"
+    manifest = unpack(EXAMPLE, code)
+    inputs = work / "in"
+    inputs.mkdir()
+    (inputs / "inputs.jsonl").write_bytes(INPUTS.read_bytes())
+    _readable(inputs)
+    (code / "empty.py").write_text("")
+    os.chmod(code / "empty.py", 0o644)
+    limits = sandbox.Limits(wall_seconds=120)
+    out = {}
+    for name, argv in (
+        ("example system", manifest.command),
+        ("empty program", ["python3", "empty.py"]),
+    ):
+        times: dict[str, list[float]] = {"bwrap": [], runtime: []}
+        for i in range(n):
+            for rt in times:
+                t0 = time.perf_counter()
+                r = sandbox.run(
+                    argv,
+                    code=code,
+                    inputs=inputs,
+                    output=work / f"{rt}-{name.split()[0]}-{i}",
+                    limits=limits,
+                    runtime=rt,
+                )
+                times[rt].append(time.perf_counter() - t0)
+                assert r.ok, (rt, r.reason, r.stderr)
+        mb, mo = statistics.median(times["bwrap"]), statistics.median(times[runtime])
+        out[name] = {
+            "bwrap_median_s": round(mb, 4),
+            f"{runtime}_median_s": round(mo, 4),
+            "difference_s": round(mo - mb, 4),
+            "runs": n,
+        }
+        print(f"{name}: bwrap {mb:.3f} s, {runtime} {mo:.3f} s, {mo - mb:+.3f} s", flush=True)
+    return out
+
+
 def tric(release: Path, work: Path) -> dict:
     from baselines.run import run_baselines
     from baselines.systems import Options
@@ -146,6 +192,7 @@ def _readable_dir(d: Path) -> Path:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=20)
+    ap.add_argument("--oci", default=None, help="an OCI runtime to compare (runc, crun)")
     ap.add_argument("--tric", type=Path, default=None, help="TRoTR's release folder")
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args()
@@ -160,7 +207,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         os.chmod(work, 0o755)
-        result["overhead"] = overhead(a.n, _readable_dir(work / "o"))
+        if a.oci:
+            result["oci"] = oci_overhead(a.n, _readable_dir(work / "c"), a.oci)
+        else:
+            result["overhead"] = overhead(a.n, _readable_dir(work / "o"))
         if a.tric:
             result["tric_bi_encoder"] = tric(a.tric, _readable_dir(work / "t"))
     result["load_after"] = os.getloadavg()[0]

@@ -12,6 +12,12 @@ cache), of the organizer's preview CSV export (cold, then again at the same vers
 signed-in team's first view once the public board is rendered (the overlay check: whether the
 team's view is the public one), and the statistics of a board of N ranked rows (rank ranges,
 p-values and clusters from N x B resampled scores; its peak memory measured in a child process).
+`--only burst`: a deadline burst on the smallest size, runs scored while views a second are
+offered over the public board and signed-in teams' boards under gunicorn (`measure_burst`;
+`--burst-scores`, `--burst-seconds`, `--burst-views`, `--burst-teams`: a reduced scale while
+developing; a worker of the boards queue renders what the views find due, its CPU apart).
+`--only workers`: two scoring workers (`--workers`) on the smallest size, the runs they score per
+second against empty jobs' rate (`measure_workers`, `--worker-runs` of each).
 Prints one JSON document. Needs the PostgreSQL server of the tests (`PALIMPSEST_TEST_PG`, default
 postgresql://postgres@127.0.0.1:5432/test); the databases it makes are dropped at the end.
 """
@@ -83,8 +89,9 @@ def settings_of(site: Site):
     return Settings.from_env(home=site.home, database_url=site.url, redis_url=None)
 
 
-def setup(site: Site, teams: int) -> int:
-    """The schema, the demo's tric-binary, a dev phase and `teams` teams; the phase's id."""
+def setup(site: Site, teams: int, dev_rows: int = 60) -> int:
+    """The schema, the demo's tric-binary (its dev split of `dev_rows` instances, its test split
+    twice that), a dev phase and `teams` teams; the phase's id."""
     from sqlalchemy import insert
     from sqlmodel import Session
 
@@ -94,7 +101,7 @@ def setup(site: Site, teams: int) -> int:
     from server.migrate import upgrade
     from server.models import Phase, Team
 
-    import_demo_tasks(site.home)
+    import_demo_tasks(site.home, n_pairs=2 * dev_rows)
     settings = settings_of(site)
     upgrade(settings)
     eng = get_engine(settings.sqlalchemy_url())
@@ -207,6 +214,27 @@ def seed_runs(site: Site, phase_id: int, start: int, n: int, rng: random.Random)
     return round(time.perf_counter() - t0, 1)
 
 
+def bench_app(site: Site, **extra):
+    """A fresh app on the site (an empty render cache; nothing enqueued, no shared renders), frozen
+    out of the collector's full collections as create_app does in a served process (not under
+    "testing"): the objects alive once the app is built are left alone from then on."""
+    from server import create_app
+
+    a = create_app(
+        {
+            "home": site.home,
+            "env": "testing",
+            "database_url": site.url,
+            "redis_url": None,
+            "PALIMPSEST_ENQUEUE": False,
+            "PALIMPSEST_SHARED_RENDERS": False,
+        }
+        | extra
+    )
+    gc.freeze()
+    return a
+
+
 def measure_cold(site: Site, phase_id: int) -> dict:
     """One round of the cold measurements at one size: `build_board`, the board page, its JSON and
     its CSV (each in a fresh app: an empty render cache), each again at the same version, the
@@ -214,7 +242,6 @@ def measure_cold(site: Site, phase_id: int) -> dict:
     public board is rendered; CPU seconds of this process."""
     from sqlmodel import Session
 
-    from server import create_app
     from server.boards import leaderboard as lb
     from server.db import get_engine
     from server.domain.provenance import current_provenance
@@ -235,20 +262,7 @@ def measure_cold(site: Site, phase_id: int) -> dict:
     out["rows"] = len(board.rows)
 
     def app():
-        a = create_app(
-            {
-                "home": site.home,
-                "env": "testing",
-                "database_url": site.url,
-                "redis_url": None,
-                "PALIMPSEST_ENQUEUE": False,
-                "PALIMPSEST_SHARED_RENDERS": False,
-            }
-        )
-        # what create_app does in a served process (not under "testing"): the objects alive once
-        # the app is built are left out of the collector's full collections from then on
-        gc.freeze()
-        return a
+        return bench_app(site)
 
     for name, path in (
         ("board_page_s", f"/tasks/{TASK}/leaderboard?phase=dev"),
@@ -293,6 +307,55 @@ def measure_cold(site: Site, phase_id: int) -> dict:
     out["team_first_view_s"] = t
     out["team_view_is_public"] = same
     return out
+
+
+def measure_hidden(site: Site, phase_id: int, repeats: int) -> dict:
+    """A hidden team's board page (its runs not shown publicly: its view is the public board plus
+    its own row) once the public page of the version is rendered: the public render with the
+    team's row put in (the default) against a whole render of its board (`PALIMPSEST_SPLICE`
+    off), each in a fresh app, alternating, `repeats` rounds; CPU seconds of this process, and
+    whether the two pages are the same bytes."""
+    import statistics
+
+    from sqlalchemy import text
+
+    from server.db import get_engine
+    from server.web.leaderboard import serve_board
+
+    eng = get_engine(settings_of(site).sqlalchemy_url())
+    with eng.begin() as c:
+        team = c.execute(
+            text(
+                "SELECT team_id FROM submission WHERE phase_id = :p ORDER BY id LIMIT 1 OFFSET 999"
+            ),
+            {"p": phase_id},
+        ).scalar_one()
+        c.execute(
+            text("UPDATE submission SET show_publicly = false WHERE team_id = :t"), {"t": team}
+        )
+        c.execute(text("UPDATE phase SET revision = revision + 1 WHERE id = :p"), {"p": phase_id})
+    path = f"/tasks/{TASK}/leaderboard?phase=dev"
+    got: dict[str, list] = {"spliced": [], "whole": []}
+    pages: dict[str, bytes] = {}
+    for _ in range(repeats):
+        for how in ("spliced", "whole"):
+            a = bench_app(site, PALIMPSEST_SPLICE=how == "spliced")
+            assert a.test_client().get(path).status_code == 200  # the public page, rendered
+
+            def view(a=a):
+                with a.test_request_context(path):
+                    return serve_board(TASK, "html", who=f"team:{team}").get_data()
+
+            pages[how], t = cpu(view)
+            got[how].append(t)
+    return {
+        "team": team,
+        "spliced_s": round(statistics.median(got["spliced"]), 4),
+        "whole_s": round(statistics.median(got["whole"]), 4),
+        "rounds": got,
+        "same_bytes": pages["spliced"] == pages["whole"],
+        "page_bytes": len(pages["whole"]),
+    }
 
 
 def measure_pages(sites: dict, repeats: int) -> dict:
@@ -369,9 +432,9 @@ def stop_group(proc: subprocess.Popen) -> None:
             pass
 
 
-def serve(site: Site, redis_url: str, *, home: Path | None = None, extra_env=None):
-    """A gunicorn with one sync worker process serving the site; (process, url, the file its
-    requests' CPU times are written to)."""
+def serve(site: Site, redis_url: str, *, home: Path | None = None, extra_env=None, workers=1):
+    """A gunicorn with `workers` sync worker processes serving the site; (process, url, the file
+    its requests' CPU times are written to)."""
     import socket
     import urllib.request
 
@@ -391,7 +454,7 @@ def serve(site: Site, redis_url: str, *, home: Path | None = None, extra_env=Non
     conf = site.home.parent / f"gunicorn-{port}.conf.py"
     conf.write_text(GUNICORN_CPU.format(out=str(site.home.parent / f"cpu-{port}.tsv")))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-w", "1", "-b", f"127.0.0.1:{port}"]
+        [sys.executable, "-m", "gunicorn", "-w", str(workers), "-b", f"127.0.0.1:{port}"]
         + ["-c", str(conf), "--timeout", "300", "server:create_app()"],
         env=env,
         cwd=REPO,
@@ -447,13 +510,23 @@ def participants(site: Site, n: int) -> list[tuple[int, str]]:
     return out
 
 
-def _http(url: str, token: str, *, data: bytes | None = None, answer: list | None = None):
+def _http(
+    url: str,
+    token: str,
+    *,
+    data: bytes | None = None,
+    answer: list | None = None,
+    gzip: bool = False,
+):
     """One request (a multipart upload when `data`); (status, wall seconds). `answer`: the
-    parsed JSON answer is appended to it."""
+    parsed JSON answer is appended to it. `gzip`: the answer asked for compressed, as a
+    browser asks (read as it comes)."""
     import urllib.error
     import urllib.request
 
-    headers = {"Authorization": f"Bearer {token}"}
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if gzip:
+        headers["Accept-Encoding"] = "gzip"
     body = None
     if data is not None:
         boundary = uuid.uuid4().hex
@@ -563,6 +636,392 @@ def measure_uploads(site: Site, phase_id: int, n: int) -> dict:
     return out
 
 
+def measure_workers(site: Site, phase_id: int, runs: int, workers: int) -> dict:
+    """Scoring on the site: `workers` scoring workers (`python -m server.jobs.worker --queue
+    scoring`, sharing the site's data directory, a Redis of their own), warmed with a few runs,
+    then `runs` empty jobs (`time.sleep(0)`: what RQ and the fork cost alone) and `runs` dev runs
+    of as many teams (uploaded through the intake before), each queued at once; each rate is the
+    jobs over the time from the first start to the last end, as `bench_scoring_throughput.py`
+    measures it (its functions), and the ratio runs scored per second over empty jobs per second.
+    A scoring job takes up to `PALIMPSEST_SCORE_BATCH` (default 8) queued runs of its phase."""
+    import redis
+    from bench_scoring_throughput import (
+        empty_all,
+        score_all,
+        start_workers,
+        stop_workers,
+        tree_cpu,
+        wait_workers,
+    )
+    from sqlmodel import Session, select
+
+    from server.db import get_engine
+    from server.demo import predictions
+    from server.domain.submissions import take_file
+    from server.models import Team
+
+    settings = settings_of(site)
+    engine = get_engine(settings.sqlalchemy_url())
+    with Session(engine) as s:
+        team_ids = list(s.exec(select(Team.id).order_by(Team.id).offset(1)))
+    seed = {"n": 0}
+
+    def upload(n: int) -> list[int]:  # one run per team, in turn, through the intake
+        ids = []
+        with Session(engine, expire_on_commit=False) as s:
+            for _ in range(n):
+                k = seed["n"]
+                seed["n"] += 1
+                data, name = predictions(TASK, "dev", site.home, 0.3, 1000 + k)
+                sub = take_file(
+                    s,
+                    user=None,
+                    team=s.get(Team, team_ids[k % len(team_ids)]),
+                    task_id=TASK,
+                    phase=phase_id,
+                    stream=data,
+                    filename=name,
+                    method_name="bench",
+                    settings=settings,
+                    exempt=True,  # the benchmark's own runs: no phase limit applies to them
+                    dedupe=False,
+                )
+                s.commit()
+                ids.append(sub.id)
+        return ids
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-workers-"))
+    redis_proc, redis_url = start_redis(tmp)
+    conn = redis.Redis.from_url(redis_url)
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(
+        DATABASE_URL=site.url,
+        REDIS_URL=redis_url,
+        PYTHONPATH=str(REPO),
+        PALIMPSEST_SECRET_KEY="s" * 40,
+        OPENBLAS_NUM_THREADS="1",
+    )
+    procs = start_workers(workers, env, [site.home] * workers, tmp / "workers.log")
+    try:
+        wait_workers(conn, workers)
+        score_all(conn, settings, engine, upload(3 * workers))  # warmed
+        ids = upload(runs)
+        load0 = round(os.getloadavg()[0], 2)
+        c0 = tree_cpu(procs)
+        t_empty = empty_all(conn, runs)
+        c1 = tree_cpu(procs)
+        t_score = score_all(conn, settings, engine, ids)
+        time.sleep(0.5)  # the last horse reaped
+        c2 = tree_cpu(procs)
+    finally:
+        stop_workers(procs)
+        conn.close()
+        redis_proc.terminate()
+    return {
+        "workers": workers,
+        "runs": runs,
+        "batch": int(os.environ.get("PALIMPSEST_SCORE_BATCH", "8")),
+        "empty_jobs_per_s": round(runs / t_empty, 2),
+        "scored_per_s": round(runs / t_score, 2),
+        "ratio": round(t_empty / t_score, 2),
+        "empty_job_cpu_ms": round(1000 * (c1 - c0) / runs, 1),
+        "scored_run_cpu_ms": round(1000 * (c2 - c1) / runs, 1),
+        "load": [load0, round(os.getloadavg()[0], 2)],
+    }
+
+
+def queue_runs(site: Site, phase_id: int, n: int) -> list[int]:
+    """`n` queued runs of the phase, one per team in turn (the teams after the baseline's), as
+    uploads leave them on a deadline day; their ids."""
+    from sqlalchemy import func, insert, select, text
+    from sqlmodel import Session
+
+    from server.db import get_engine
+    from server.models import Submission, Team
+
+    eng = get_engine(settings_of(site).sqlalchemy_url())
+    with Session(eng) as s:
+        team_ids = [t for t in s.exec(select(Team.id).order_by(Team.id).offset(1)).scalars()]
+        base = s.exec(select(func.coalesce(func.max(Submission.id), 0))).scalar_one()
+        now = __import__("datetime").datetime(2026, 6, 1)
+        rows = [
+            _row(
+                Submission(
+                    team_id=team_ids[k % len(team_ids)],
+                    task_id=TASK,
+                    phase_id=phase_id,
+                    status="queued",
+                    file_sha256=f"b{k:063x}",
+                    method_name="deadline",
+                    created_at=now + timedelta(milliseconds=k),
+                )
+            )
+            | {"id": base + k + 1}
+            for k in range(n)
+        ]
+        for a in range(0, n, 5000):
+            s.execute(insert(Submission), rows[a : a + 5000])
+        s.execute(
+            text(
+                "SELECT setval(pg_get_serial_sequence('submission', 'id'), max(id)) FROM submission"
+            )
+        )
+        s.commit()
+    return [r["id"] for r in rows]
+
+
+def record_burst(site: Site, ids: list[int], seconds: float, stop) -> dict:
+    """Score the queued runs `ids` evenly over `seconds`, each as a scoring job records it (its
+    start, then its scores, status, the board's revision, audit row and notice in one
+    transaction: `lifecycle.start_attempt`, `lifecycle.finish_scored`), without the scoring's
+    own CPU (the workers' rate is `bench_scoring_throughput.py`'s); how many, and how late the
+    last one was."""
+    from server.db import get_engine
+    from server.domain import lifecycle
+    from server.domain.provenance import current_provenance
+    from tasks import get_task
+
+    task = get_task(TASK)
+    prov = current_provenance(task, "dev", site.home)
+    eng = get_engine(settings_of(site).sqlalchemy_url())
+    rng = random.Random(11)
+    t0 = time.perf_counter()
+    done = 0
+    for k, sid in enumerate(ids):
+        due = t0 + seconds * k / len(ids)
+        wait = due - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+        if stop.is_set():
+            break
+        attempt = lifecycle.start_attempt(eng, sid, 3, only_queued=True)
+        metrics = {sb: {m: rng.random() for m in task.metrics} for sb in task.subsets}
+        v = metrics["all"]["f1"]
+        result = {
+            "task": TASK,
+            "split": "dev",
+            "metrics": metrics,
+            "primary": {"name": "f1", "subset": "all", "value": v, "greater_is_better": True},
+            "provenance": prov,
+        }
+        if lifecycle.finish_scored(eng, sid, attempt, {"all": result}).won:
+            done += 1
+    took = time.perf_counter() - t0
+    return {"scored": done, "wall_s": round(took, 1), "per_s": round(done / took, 1)}
+
+
+def measure_burst(
+    site: Site, phase_id: int, *, scores: int, seconds: float, views: float, teams: int
+) -> dict:
+    """A deadline burst: `scores` runs scored over `seconds` on the board while `views` views a
+    second are spread over the public board page and `teams` signed-in teams' boards (the API's
+    board with their token: the public render plus their own row), each asked for gzipped as a
+    browser asks, under gunicorn (two sync
+    worker processes sharing their renders through a Redis of its own; the board rendered at
+    most once per `board_refresh_seconds`). The web's CPU per view is each request's CPU in its
+    gunicorn worker (its process clock, read by gunicorn's request hooks): mean, median, p99 and
+    max, per audience; the views answered and their wall times as the clients saw them."""
+    import statistics
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    people = participants(site, teams)
+    ids = queue_runs(site, phase_id, scores)
+    redis_proc, redis_url = start_redis(Path(tempfile.mkdtemp(prefix="bench-redis-")))
+    web, url, cpu_log = serve(site, redis_url, workers=2)
+    renderer = boards_worker(site, redis_url)  # the boards' renders, off the views' requests
+    public = f"{url}/tasks/{TASK}/leaderboard?phase=dev"
+    team_url = f"{url}/api/v1/tasks/{TASK}/leaderboard?phase=dev"
+    viewers = [("public", public, "")] + [("team", team_url, tok) for _, tok in people]
+    walls: dict[str, list[float]] = {"public": [], "team": []}
+    codes: dict[int, int] = {}
+    lock = threading.Lock()
+
+    late = {"n": 0}
+    end = float("inf")  # set at the burst's start
+
+    def view(kind, u, tok):
+        if time.perf_counter() > end:  # the server did not keep up: not sent after the burst
+            with lock:
+                late["n"] += 1
+            return
+        try:
+            code, t = _http(u, tok, gzip=True)
+        except OSError:
+            code, t = -1, 0.0
+        with lock:
+            codes[code] = codes.get(code, 0) + 1
+            if code == 200:
+                walls[kind].append(t)
+
+    try:
+        for kind, u, tok in viewers:  # each audience's first render, before the burst
+            view(kind, u, tok)
+        time.sleep(0.5)
+        cpu_log.write_text("")
+        for k in walls:
+            walls[k].clear()
+        codes.clear()
+        stop = threading.Event()
+        load0 = round(os.getloadavg()[0], 2)
+        worker0 = process_cpu(renderer.pid)
+        watch = RenderWatch(redis_url)  # the site's renders of each board as they are replaced
+        got = {}
+        recorder = threading.Thread(
+            target=lambda: got.update(record_burst(site, ids, seconds, stop)), daemon=True
+        )
+        recorder.start()
+        n = int(views * seconds)
+        with ThreadPoolExecutor(max_workers=32) as pool:
+            t0 = time.perf_counter()
+            end = t0 + seconds + 5
+            for k in range(n):  # open loop: each view at its time, whether or not the last ended
+                due = t0 + k / views
+                wait = due - time.perf_counter()
+                if wait > 0:
+                    time.sleep(wait)
+                pool.submit(view, *viewers[k % len(viewers)])
+            offered = time.perf_counter() - t0
+        views_wall = time.perf_counter() - t0
+        recorder.join()
+        stop.set()
+        time.sleep(0.5)
+        load1 = round(os.getloadavg()[0], 2)
+        worker_cpu = process_cpu(renderer.pid) - worker0
+        renders = render_jobs(redis_url)
+        renders["versions_per_board"] = watch.stop()
+    finally:
+        stop_group(web)
+        stop_group(renderer)
+        redis_proc.terminate()
+    from sqlalchemy import text
+
+    from server.db import get_engine
+
+    with get_engine(settings_of(site).sqlalchemy_url()).begin() as c:  # any left: failed
+        c.execute(
+            text(
+                "UPDATE submission SET status = 'failed', failure_kind = 'infra' "
+                "WHERE phase_id = :p AND status IN ('queued', 'running')"
+            ),
+            {"p": phase_id},
+        )
+    cpu = {"public": [], "team": []}
+    for line in cpu_log.read_text().splitlines():
+        method, path, t = line.split("\t")
+        cpu["team" if path.startswith("/api/") else "public"].append(float(t))
+    allv = cpu["public"] + cpu["team"]
+
+    def summary(xs):
+        if not xs:
+            return {}
+        xs = sorted(xs)
+        return {
+            "n": len(xs),
+            "mean_ms": round(1000 * statistics.fmean(xs), 2),
+            "median_ms": round(1000 * statistics.median(xs), 2),
+            "p99_ms": round(1000 * xs[min(len(xs) - 1, int(0.99 * len(xs)))], 2),
+            "max_ms": round(1000 * xs[-1], 2),
+        }
+
+    return {
+        "scores": got,
+        "views_offered": n,
+        "views_offered_per_s": round(n / offered, 1),
+        "views_answered": codes,
+        "views_not_sent": late["n"],
+        "views_wall_s": round(views_wall, 1),
+        "web_cpu_per_view": summary(allv),
+        "web_cpu_public": summary(cpu["public"]),
+        "web_cpu_team": summary(cpu["team"]),
+        "wall_public": summary(walls["public"]),
+        "wall_team": summary(walls["team"]),
+        "web_cpu_total_s": round(sum(allv), 2),
+        "renders_worker_cpu_s": round(worker_cpu, 2),
+        "render_jobs": renders,
+        "load": [load0, load1],
+    }
+
+
+def boards_worker(site: Site, redis_url: str) -> subprocess.Popen:
+    """A worker of the boards queue (`server.jobs.board_jobs`), as the site runs one: started, and
+    waited for until it is registered (its web app built in the parent)."""
+    import redis
+    from rq import Worker
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(
+        PALIMPSEST_HOME=str(site.home),
+        DATABASE_URL=site.url,
+        REDIS_URL=redis_url,
+        PYTHONPATH=str(REPO),
+        PALIMPSEST_SECRET_KEY="s" * 40,
+    )
+    log = open(site.home.parent / f"boards-worker-{site.name}.log", "ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server.jobs.worker", "--queue", "boards"],
+        env=env,
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    conn = redis.Redis.from_url(redis_url)
+    for _ in range(600):
+        if Worker.count(connection=conn) or proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    conn.close()
+    return proc
+
+
+class RenderWatch:
+    """The versions each board's shared render (`SharedRenders`: one Redis key per board, format
+    and audience) takes, read every half second from each key's first bytes (its version)."""
+
+    def __init__(self, redis_url: str):
+        import threading
+
+        import redis
+
+        self.conn = redis.Redis.from_url(redis_url)
+        self.seen: dict[bytes, set] = {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.wait(0.5):
+            for key in self.conn.scan_iter("palimpsest:render:*"):
+                head = self.conn.getrange(key, 0, 80)
+                if head[:1] == b"v":
+                    self.seen.setdefault(key, set()).add(head[2 : 2 + head[1]])
+
+    def stop(self) -> list[int]:
+        """Per board (key), how many versions it took during the watch, most first."""
+        self.done.set()
+        self.thread.join()
+        self.conn.close()
+        return sorted((len(v) for v in self.seen.values()), reverse=True)
+
+
+def process_cpu(pid: int) -> float:
+    """A process's CPU seconds with its children waited for (a worker and its work horses)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def render_jobs(redis_url: str) -> dict:
+    """The boards queue's render jobs failed and still waiting at the burst's end."""
+    import redis
+    from rq import Queue
+    from rq.registry import FailedJobRegistry
+
+    conn = redis.Redis.from_url(redis_url)
+    q = Queue("boards", connection=conn)
+    return {"failed": len(FailedJobRegistry(queue=q)), "waiting": q.count}
+
+
 def measure_publication(site: Site, phase_id: int) -> dict:
     """Close and publish the phase in a child process (its own CPU time and peak memory), with
     every ranked run's resamples in place as the statistics worker leaves them (synthetic: the
@@ -652,20 +1111,32 @@ def fetch(app, path: str):
     return r
 
 
-def measure_stats(rows: int, B: int, matrix: bool = True) -> dict:
+def measure_stats(
+    rows: int, B: int, matrix: bool = True, pair_budget: int | None = None, repo: Path = REPO
+) -> dict:
     """The statistics of one change of a board of `rows` ranked rows on B resamples, in a child
     process (its own peak memory): intervals, rank statistics (the pairs the board shows) and rank
     sets, as the statistics job computes them; then (`matrix`) the board's full pairwise matrix
-    file as the pairwise job writes it on request (its CPU, sizes and the peak memory after it)."""
+    file as the pairwise job writes it on request (its CPU, sizes and the peak memory after it).
+    `pair_budget`: the pairs held in memory (the p-values' vector) before the statistics are
+    computed in passes (scorer.streamsel; default the scorer's PAIR_BUDGET). The child imports
+    what a worker's parent preloads before it forks a job (numpy, scipy.stats), and the scorer
+    from `repo` (another checkout: its code, measured the same way)."""
     code = f"""
 import json, resource, time
 import numpy as np
+import scipy.stats  # as the worker's parent preloads it (server/jobs/worker.py)
+from scorer import bootstrap, ranksets
 from scorer.bootstrap import intervals, rank_statistics
 from scorer.ranksets import rank_sets
+if {pair_budget is not None}:
+    bootstrap.PAIR_BUDGET = ranksets.PAIR_BUDGET = {pair_budget or 0}
 rng = np.random.default_rng(0)
 R, B = {rows}, {B}
-x = rng.uniform(0.4, 0.9, R)[:, None] + rng.normal(0, 0.02, B)[None, :]
-x = x + rng.normal(0, 0.01, (R, B))
+level, difficulty = rng.uniform(0.4, 0.9, R), rng.normal(0, 0.02, B)
+x = rng.normal(0, 0.01, (R, B))  # built in place: one R x B array (the job's resamples)
+x += level[:, None]
+x += difficulty[None, :]
 pts = x.mean(axis=1)
 before = {HWM}
 t0 = time.process_time()
@@ -694,9 +1165,9 @@ if {matrix}:
                matrix_gz_bytes=gz, matrix_peak_mb={HWM})
 print(json.dumps(out))
 """
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONPATH=str(repo))
     r = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, cwd=repo
     )
     return json.loads(r.stdout)
 
@@ -719,14 +1190,57 @@ def main() -> None:
         help="uploads (and as many GETs) measured under gunicorn at the smallest size; 0: none",
     )
     ap.add_argument(
+        "--upload-rows",
+        default="60",
+        help="uploads: the dev file's rows, one site each (its demo dev split of that size, "
+        "seeded with the smallest --runs), comma-separated: e.g. 60,411 (TRoTR fold 1's test "
+        "file has 411)",
+    )
+    ap.add_argument(
         "--only",
-        default="pages,uploads,publication,statistics",
-        help="what to measure, of pages, uploads, publication, statistics",
+        default="pages,uploads,burst,publication,statistics",
+        help="what to measure, of pages, hidden, uploads, burst, publication, statistics, workers",
+    )
+    ap.add_argument(
+        "--worker-runs",
+        type=int,
+        default=60,
+        help="workers: runs scored (and as many empty jobs) at the smallest size",
+    )
+    ap.add_argument("--workers", type=int, default=2, help="workers: scoring workers")
+    ap.add_argument(
+        "--burst-scores", type=int, default=1000, help="burst: runs scored during the burst"
+    )
+    ap.add_argument(
+        "--burst-seconds", type=float, default=60.0, help="burst: its length in seconds"
+    )
+    ap.add_argument(
+        "--burst-views", type=float, default=100.0, help="burst: views a second offered"
+    )
+    ap.add_argument(
+        "--burst-teams", type=int, default=10, help="burst: signed-in teams viewing the board"
+    )
+    ap.add_argument(
+        "--pair-budget",
+        type=int,
+        default=None,
+        help="with statistics: the pairs held in memory before passes (default the scorer's)",
     )
     ap.add_argument(
         "--no-matrix",
         action="store_true",
         help="with statistics: leave out the full pairwise matrix file (asked for apart)",
+    )
+    ap.add_argument(
+        "--against",
+        nargs="*",
+        default=[],
+        metavar="CHECKOUT",
+        help="with --only statistics: each checkout's scorer measured too, in turns with this "
+        "one (--stats-rounds rounds, the order rotating)",
+    )
+    ap.add_argument(
+        "--stats-rounds", type=int, default=1, help="with --only statistics: rounds of turns"
     )
     ap.add_argument(
         "--pg",
@@ -746,8 +1260,28 @@ def main() -> None:
     }
     sites: dict[int, tuple[Site, int]] = {}
     if only == {"statistics"}:  # no site needed: the statistics of `--teams` rows alone
-        report["statistics"] = measure_stats(a.teams, a.B, matrix=not a.no_matrix)
-        report["statistics"]["rows"] = a.teams
+        repos = [REPO] + [Path(x).resolve() for x in a.against]
+        turns: dict[str, list] = {str(r): [] for r in repos}
+        for n in range(a.stats_rounds):
+            for r in repos[n % len(repos) :] + repos[: n % len(repos)]:
+                got = measure_stats(
+                    a.teams, a.B, matrix=not a.no_matrix, pair_budget=a.pair_budget, repo=r
+                )
+                got["load"] = round(os.getloadavg()[0], 2)
+                turns[str(r)].append(got)
+        report["statistics"] = turns[str(REPO)][0] if len(turns[str(REPO)]) == 1 else None
+        if len(repos) > 1 or a.stats_rounds > 1:
+            report["statistics_turns"] = {
+                r: {
+                    "cpu_s": [g["cpu_s"] for g in gs],
+                    "peak_mb": [g["peak_mb"] for g in gs],
+                    "before_mb": [g["before_mb"] for g in gs],
+                    "load": [g["load"] for g in gs],
+                }
+                for r, gs in turns.items()
+            }
+        if report["statistics"] is not None:
+            report["statistics"]["rows"] = a.teams
         report["load_end"] = [round(x, 2) for x in os.getloadavg()]
         print(json.dumps(report, indent=2))
         return
@@ -765,13 +1299,47 @@ def main() -> None:
         report["seed_wall_s"] = round(time.perf_counter() - t0, 1)
         if "pages" in only:
             report["pages"] = measure_pages(sites, a.repeats)
+        if "hidden" in only:
+            report["hidden"] = measure_hidden(*sites[sizes[0]], a.repeats)
+            report["hidden"]["runs"] = sizes[0]
         if "uploads" in only and a.uploads:
-            report["uploads"] = measure_uploads(*sites[sizes[0]], a.uploads)
+            rows = [int(x) for x in a.upload_rows.split(",")]
+            report["uploads"] = {}
+            for n_rows in rows:
+                if n_rows == 60:
+                    on = sites[sizes[0]]
+                else:  # a site of its own, its dev split of n_rows instances
+                    site = Site(a.pg)
+                    on = (site, setup(site, a.teams, dev_rows=n_rows))
+                    sites[-n_rows] = on
+                    rng = random.Random(7)
+                    for start in range(0, sizes[0], 10000):
+                        seed_runs(*on, start, min(10000, sizes[0] - start), rng)
+                got = measure_uploads(*on, a.uploads)
+                got["rows"] = n_rows
+                report["uploads"][str(n_rows)] = got
+                print(json.dumps({"uploads": got}), file=sys.stderr, flush=True)
+            if len(rows) == 1:
+                report["uploads"] = report["uploads"][str(rows[0])]
+        if "workers" in only:
+            report["workers"] = measure_workers(*sites[sizes[0]], a.worker_runs, a.workers)
+            report["workers"]["site_runs"] = sizes[0]
+        if "burst" in only:
+            report["burst"] = measure_burst(
+                *sites[sizes[0]],
+                scores=a.burst_scores,
+                seconds=a.burst_seconds,
+                views=a.burst_views,
+                teams=a.burst_teams,
+            )
+            report["burst"]["runs"] = sizes[0]
         if "publication" in only:
             report["publication"] = measure_publication(*sites[sizes[-1]])
             report["publication"]["runs"] = sizes[-1]
         if "statistics" in only:
-            report["statistics"] = measure_stats(a.teams, a.B, matrix=not a.no_matrix)
+            report["statistics"] = measure_stats(
+                a.teams, a.B, matrix=not a.no_matrix, pair_budget=a.pair_budget
+            )
             report["statistics"]["rows"] = a.teams
     finally:
         for site, _pid in sites.values():

@@ -142,7 +142,8 @@ SERVER_COMMANDS = {
     "store": "The object store (PALIMPSEST_S3_*): push the data directory's files into it.",
     "tokens": "API tokens (shown once, stored as sha256).",
     "users": "Accounts: create one, print a password-reset link, sign one out everywhere.",
-    "worker": "Run a scoring worker (RQ, JSON-serialized jobs) against DATABASE_URL and REDIS_URL.",
+    "worker": "Run a scoring worker (RQ, JSON-serialized jobs) against DATABASE_URL and REDIS_URL, "
+    "or with --attach a run worker that holds a token alone.",
 }
 
 

@@ -33,13 +33,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import sparse
-from scipy.special import ndtr
 from threadpoolctl import threadpool_limits
 
-from scorer import metrics, spans
+from scorer import metrics, spans, streamsel
 from scorer.families import cache_key, link_gold, read_jsonl, source_order_of, token_gold
 from scorer.kinds import family
+from scorer.lazy import sparse, special
 from tasks import catalogue
 from tasks.base import unit_id
 
@@ -336,7 +335,7 @@ def _dominance(pred: np.ndarray, doc: np.ndarray, label: np.ndarray, D: int, G: 
     count = np.diff(np.r_[at, n]).astype(np.float64)
     key = key[at]
     indptr = np.searchsorted(key, np.arange(ng + 1) * D)
-    return S, sparse.csr_matrix((count, key % D, indptr), shape=(ng, D))
+    return S, sparse().csr_matrix((count, key % D, indptr), shape=(ng, D))
 
 
 def _tie_cubes(Dm, W: np.ndarray, W3: np.ndarray | None = None) -> np.ndarray:
@@ -1120,9 +1119,12 @@ def intervals(samples: np.ndarray, alpha: float = 0.05) -> list:
     lo_q, hi_q = 100 * alpha / 2, 100 * (1 - alpha / 2)
     samples = np.asarray(samples, dtype=np.float64)
     if samples.ndim == 2 and samples.size and np.isfinite(samples).all():
-        # every resample defined (the usual board): one call for every row, the same figures
-        q = np.percentile(samples, [lo_q, hi_q], axis=1)
-        return [[float(a), float(b)] for a, b in zip(q[0], q[1], strict=True)]
+        # every resample defined (the usual board): one call a block of rows, the same figures
+        out = []
+        for a in range(0, samples.shape[0], 256):
+            q = np.percentile(samples[a : a + 256], [lo_q, hi_q], axis=1)
+            out += [[float(x), float(y)] for x, y in zip(q[0], q[1], strict=True)]
+        return out
     out = []
     for x in samples:
         x = x[np.isfinite(x)]
@@ -1137,13 +1139,30 @@ def intervals(samples: np.ndarray, alpha: float = 0.05) -> list:
 def resample_ranks(samples: np.ndarray, greater_is_better: bool) -> np.ndarray:
     """R x B competition ranks on each resample (1 + the rows strictly better; an undefined score
     ranks last), from one sort per resample."""
+    return _resample_ranks(samples, greater_is_better, np.int64)
+
+
+def _resample_ranks(samples, greater_is_better: bool, dtype, chunk: int = 64) -> np.ndarray:
+    """`resample_ranks` in `dtype`, a chunk of resamples at a time (chunk x R pieces, not R x B
+    copies): each resample's scores sorted once, and each row's rank read from where its run of
+    equal scores ends in that order (no search per row)."""
     R, B = samples.shape
     sgn = 1.0 if greater_is_better else -1.0
-    s = np.where(np.isfinite(samples), sgn * samples, -np.inf)
-    srt = np.sort(s, axis=0)
-    ranks = np.empty((R, B), dtype=np.int64)
-    for b in range(B):
-        ranks[:, b] = R + 1 - np.searchsorted(srt[:, b], s[:, b], side="right")
+    ranks = np.empty((R, B), dtype=dtype)
+    past = np.arange(1, R + 1)
+    for c in range(0, B, chunk):
+        piece = samples[:, c : c + chunk]
+        s = np.ascontiguousarray(np.where(np.isfinite(piece), sgn * piece, -np.inf).T)
+        o = np.argsort(s, axis=1)  # ascending, one resample a row
+        srt = np.take_along_axis(s, o, axis=1)
+        # the end of each score's run of ties: the scores at or below it (searchsorted's "right")
+        last = np.ones(srt.shape, dtype=bool)
+        np.not_equal(srt[:, 1:], srt[:, :-1], out=last[:, :-1])
+        end = np.where(last, past, R + 1)
+        end = np.minimum.accumulate(end[:, ::-1], axis=1)[:, ::-1]
+        r = np.empty(s.shape, dtype=dtype)
+        np.put_along_axis(r, o, (R + 1 - end).astype(dtype), axis=1)
+        ranks[:, c : c + s.shape[0]] = r.T
     return ranks
 
 
@@ -1151,9 +1170,13 @@ def rank_ranges(ranks: np.ndarray, alpha: float = 0.05) -> list:
     lo_q, hi_q = 100 * alpha / 2, 100 * (1 - alpha / 2)
     if ranks.shape[0] == 0:
         return []
-    lo = np.floor(np.percentile(ranks, lo_q, axis=1))
-    hi = np.ceil(np.percentile(ranks, hi_q, axis=1))
-    return [[int(a), int(b)] for a, b in zip(lo, hi, strict=True)]
+    out = []
+    for a in range(0, ranks.shape[0], 256):  # a block of rows at a time: no R x B float copy
+        piece = ranks[a : a + 256]
+        lo = np.floor(np.percentile(piece, lo_q, axis=1))
+        hi = np.ceil(np.percentile(piece, hi_q, axis=1))
+        out += [[int(x), int(y)] for x, y in zip(lo, hi, strict=True)]
+    return out
 
 
 def _pair_p(d: np.ndarray, obs: float) -> float:
@@ -1164,7 +1187,7 @@ def _pair_p(d: np.ndarray, obs: float) -> float:
     se = float(np.std(d, ddof=1))
     if se == 0.0:
         return 1.0 if obs == 0 else 0.0
-    return min(1.0, float(2.0 * ndtr(-abs(obs) / se)))
+    return min(1.0, float(2.0 * special().ndtr(-abs(obs) / se)))
 
 
 def paired_pvalues(samples: np.ndarray, points: np.ndarray) -> np.ndarray:
@@ -1194,7 +1217,7 @@ def paired_pvalues(samples: np.ndarray, points: np.ndarray) -> np.ndarray:
         se = np.sqrt(ss / (B - 1))
         obs = points[good][:, None] - points[good][None, :]
         with np.errstate(divide="ignore", invalid="ignore"):
-            pv = np.minimum(1.0, 2.0 * ndtr(-np.abs(obs) / se))
+            pv = np.minimum(1.0, 2.0 * special().ndtr(-np.abs(obs) / se))
         pv = np.where(se == 0.0, np.where(obs == 0, 1.0, 0.0), pv)
         pv = np.where(np.isfinite(obs), pv, 1.0)
         # where the difference's spread is small beside the rows' own, recompute exactly
@@ -1242,16 +1265,12 @@ def _pair_index(i: int, j: int, R: int) -> int:
     return i * (2 * R - i - 1) // 2 + (j - i - 1)
 
 
-def condensed_pvalues(samples: np.ndarray, points: np.ndarray, block: int = 128) -> np.ndarray:
-    """`paired_pvalues` of every pair i < j, row by row, computed a block of rows at a time: one
-    vector of R(R-1)/2 values and a block's R-wide pieces in memory, never an R x R array (the
-    same figures, to the rounding of the product). Every row's resamples must be finite."""
-    samples = np.asarray(samples, dtype=np.float64)
-    points = np.asarray(points, dtype=np.float64)
+def _pvalue_blocks(samples: np.ndarray, points: np.ndarray, block: int = 128):
+    """`paired_pvalues` of the pairs i < j a block of rows at a time: (lo, hi, pv) with pv[a, t]
+    the p-value of the rows lo + a and lo + t for t > a (the upper triangle; the rest is not set).
+    The same figures on every call (the canonical p-value of a pair is its block's). Every row's
+    resamples must be finite."""
     R, B = samples.shape
-    out = np.ones(R * (R - 1) // 2)
-    if R < 2 or B < 2:
-        return out
     C = samples - samples.mean(axis=1, keepdims=True)
     sq = np.einsum("ij,ij->i", C, C)
     for lo in range(0, R - 1, block):
@@ -1264,7 +1283,7 @@ def condensed_pvalues(samples: np.ndarray, points: np.ndarray, block: int = 128)
         se = np.sqrt(ss / (B - 1))
         obs = points[lo:hi, None] - points[None, lo:]
         with np.errstate(divide="ignore", invalid="ignore"):
-            pv = np.minimum(1.0, 2.0 * ndtr(-np.abs(obs) / se))
+            pv = np.minimum(1.0, 2.0 * special().ndtr(-np.abs(obs) / se))
         pv = np.where(se == 0.0, np.where(obs == 0, 1.0, 0.0), pv)
         pv = np.where(np.isfinite(obs), pv, 1.0)
         shaky = ss < 1e-6 * both
@@ -1274,37 +1293,48 @@ def condensed_pvalues(samples: np.ndarray, points: np.ndarray, block: int = 128)
             for t in np.flatnonzero(shaky[a, a + 1 :]):
                 j = i + 1 + int(t)
                 row[t] = _pair_p(samples[i] - samples[j], points[i] - points[j])
+        yield lo, hi, pv
+
+
+def condensed_pvalues(samples: np.ndarray, points: np.ndarray, block: int = 128) -> np.ndarray:
+    """`paired_pvalues` of every pair i < j, row by row, computed a block of rows at a time: one
+    vector of R(R-1)/2 values and a block's R-wide pieces in memory, never an R x R array (the
+    same figures, to the rounding of the product). Every row's resamples must be finite."""
+    samples = np.asarray(samples, dtype=np.float64)
+    points = np.asarray(points, dtype=np.float64)
+    R, B = samples.shape
+    out = np.ones(R * (R - 1) // 2)
+    if R < 2 or B < 2:
+        return out
+    for lo, hi, pv in _pvalue_blocks(samples, points, block):
+        for a in range(hi - lo):
+            i = lo + a
             at = _pair_index(i, i + 1, R)
-            out[at : at + R - i - 1] = row
+            out[at : at + R - i - 1] = pv[a, a + 1 :]
     return out
 
 
 class HolmOf:
     """Holm's step-down correction over every pair of a condensed vector of p-values (`holm`'s
-    figures), read one value at a time: the sorted p-values and the running maximum of
-    (m - k) p_(k) per chunk of them, never an m-sized array of ranks or an R x R one."""
+    figures), read one value at a time: the sorted p-values and, beside them, the running maximum
+    of (m - k) p_(k) (filled a chunk at a time), so that a value's correction is one binary search
+    and one read, never an m-sized array of ranks or an R x R one."""
 
     CHUNK = 1 << 14
 
     def __init__(self, condensed: np.ndarray):
         self.s = np.sort(condensed)
         m = self.m = self.s.size
-        n = -(-m // self.CHUNK)
-        best = np.empty(n)
-        for b in range(n):
-            lo, hi = b * self.CHUNK, min(m, (b + 1) * self.CHUNK)
-            best[b] = (self.s[lo:hi] * (m - np.arange(lo, hi))).max()
-        self.before = np.maximum.accumulate(best)  # the maximum over chunks 0..b
+        run = self.run = np.empty(m)
+        for lo in range(0, m, self.CHUNK):
+            hi = min(m, lo + self.CHUNK)
+            np.multiply(self.s[lo:hi], m - np.arange(lo, hi), out=run[lo:hi])
+        np.maximum.accumulate(run, out=run)  # the maximum over 0..k
 
     def __call__(self, p: float) -> float:
         # tied p-values share the value of the first of them (the step-down's maximum)
-        k = int(np.searchsorted(self.s, p, side="left"))
-        b = k // self.CHUNK
-        lo = b * self.CHUNK
-        v = float((self.s[lo : k + 1] * (self.m - np.arange(lo, k + 1))).max())
-        if b:
-            v = max(v, float(self.before[b - 1]))
-        return min(1.0, v)
+        k = min(int(np.searchsorted(self.s, p, side="left")), self.m - 1)
+        return min(1.0, float(self.run[k]))
 
 
 def _lean_pairs(samples, points, order, alpha):
@@ -1342,6 +1372,87 @@ def _lean_pairs(samples, points, order, alpha):
     return cluster, p_next, ph_next, p_head, ph_head
 
 
+PAIR_BUDGET = 1 << 21
+"""Up to this many pairs (R(R-1)/2; 2,000 rows are 1,999,000) the p-values are held in one
+vector (8 bytes a pair, and its sorted copy); beyond, they are recomputed in passes and only the
+pairs the board shows are kept (`_streamed_pairs`): memory linear in rows."""
+
+
+def _streamed_pairs(samples, points, order, alpha, budget=None, block: int = 128):
+    """`_lean_pairs`' figures, bit for bit, holding no value per pair: the p-values are recomputed
+    by blocks of rows on each pass (`_pvalue_blocks`, the same figures every time) and Holm's
+    correction is read from them by `scorer.streamsel`. What each consumer needs:
+
+    - the clusters: the smallest p-value Holm does not reject at alpha (v*; a pair is
+      significant exactly when its p-value is below it), then one pass for each row's first row
+      after it in `order` that differs from it (a head's cluster ends there);
+    - the neighbours' and heads' p-values (at most 2R pairs): one pass that keeps them, and their
+      Holm-corrected values from the ranges of the p-values Holm's maximum can reach."""
+    R = samples.shape[0]
+    m = R * (R - 1) // 2
+    budget = streamsel_budget() if budget is None else budget
+
+    def stream():
+        for lo, hi, pv in _pvalue_blocks(samples, points, block):
+            upper = np.arange(R - lo)[None, :] > np.arange(hi - lo)[:, None]
+            yield pv[upper]
+
+    if alpha > 1.0:  # nothing reaches it: every pair is significant
+        _, _, segs = streamsel.holm_queries(stream, m, np.zeros(0), None, budget)
+        cut = np.inf
+    else:
+        _, cut, segs = streamsel.holm_queries(stream, m, np.zeros(0), alpha, budget)
+    pos = np.empty(R, dtype=np.int64)
+    pos[np.asarray(order, dtype=np.int64)] = np.arange(R)
+    # each row's first row after it in the order that differs from it (R: none)
+    nxt = np.full(R, R, dtype=np.int64)
+    for lo, hi, pv in _pvalue_blocks(samples, points, block):
+        upper = np.arange(R - lo)[None, :] > np.arange(hi - lo)[:, None]
+        sig = upper & (pv < cut)
+        pi, pj = pos[lo:hi, None], pos[None, lo:]
+        ahead = np.where(sig & (pj > pi), pj, R).min(axis=1)
+        np.minimum(nxt[lo:hi], ahead, out=nxt[lo:hi])
+        behind = np.where(sig & (pi > pj), pi, R).min(axis=0)
+        np.minimum(nxt[lo:], behind, out=nxt[lo:])
+    cluster = [0] * R
+    heads = []
+    at, c = 0, 0
+    while at < R:
+        h = order[at]
+        c += 1
+        heads.append(h)
+        end = int(nxt[h])
+        for r in order[at:end]:
+            cluster[r] = c
+        at = end
+    head_of = {cluster[h]: h for h in heads}
+    # the pairs shown: each row and the next, each row and its cluster's head
+    pairs = [(a, b) for a, b in zip(order, order[1:], strict=False)]
+    pairs += [(head_of[cluster[r]], r) for r in range(R) if head_of[cluster[r]] != r]
+    lo_row = np.array([min(a, b) for a, b in pairs], dtype=np.int64)
+    hi_row = np.array([max(a, b) for a, b in pairs], dtype=np.int64)
+    raw = np.ones(len(pairs))
+    if pairs:
+        for lo, hi, pv in _pvalue_blocks(samples, points, block):
+            here = np.flatnonzero((lo_row >= lo) & (lo_row < hi))
+            raw[here] = pv[lo_row[here] - lo, hi_row[here] - lo]
+    adj, _, _ = streamsel.holm_queries(stream, m, raw, None, budget, segs)
+    p_next, ph_next = [None] * R, [None] * R
+    p_head, ph_head = [None] * R, [None] * R
+    n = R - 1
+    for t, (a, b) in enumerate(pairs):
+        if t < n:
+            p_next[a], ph_next[a] = float(raw[t]), float(adj[t])
+        else:
+            p_head[b], ph_head[b] = float(raw[t]), float(adj[t])
+    return cluster, p_next, ph_next, p_head, ph_head
+
+
+def streamsel_budget() -> int:
+    """The values a pass over the pairs may hold at once (`scorer.streamsel`'s read-out)."""
+    return 1 << 20
+
+
 def rank_statistics(
     samples: np.ndarray,
     points: np.ndarray,
@@ -1361,7 +1472,8 @@ def rank_statistics(
     samples = np.asarray(samples, dtype=np.float64)
     points = np.asarray(points, dtype=np.float64)
     R = samples.shape[0]
-    ranks = resample_ranks(samples, greater_is_better)
+    # ranks fit 32 bits (4 bytes a resample, not 8): the same ranges
+    ranks = _resample_ranks(samples, greater_is_better, np.int32)
     order = point_order(points, greater_is_better)
     matrix = full or arrays or (full is None and R <= FULL_MATRIX_ROWS)
     if not matrix and R >= 2 and np.isfinite(samples).all():
@@ -1369,7 +1481,8 @@ def rank_statistics(
         # of R x R at a time): the full matrices are asked for apart (the pairwise job's file)
         ranges = rank_ranges(ranks, alpha)
         del ranks
-        cluster, p_next, ph_next, p_head, ph_head = _lean_pairs(samples, points, order, alpha)
+        lean = _lean_pairs if R * (R - 1) // 2 <= PAIR_BUDGET else _streamed_pairs
+        cluster, p_next, ph_next, p_head, ph_head = lean(samples, points, order, alpha)
         return {
             "order": order,
             "ci": intervals(samples, alpha),

@@ -49,6 +49,17 @@ def read_jsonl(path: Path) -> list[dict]:
     return _read_jsonl_cached(cache_key(path))
 
 
+@functools.lru_cache(maxsize=32)
+def _reference_of(key: tuple, keys: tuple[str, ...] | None) -> tuple[tuple[str, ...], dict]:
+    """A keyed split's ids (its file's `target` column where `keys` is None, else each row's
+    `unit_id`) and each id's place, once per version of the file (never changed by a caller)."""
+    rows = _read_jsonl_cached(key)
+    ids = (
+        tuple(r["target"] for r in rows) if keys is None else tuple(unit_id(r, keys) for r in rows)
+    )
+    return ids, {k: i for i, k in enumerate(ids)}
+
+
 def _fmt_value(v) -> str:
     s = json.dumps(v) if not isinstance(v, str) else repr(v)
     return s if len(s) <= 40 else s[:37] + "..."
@@ -374,12 +385,15 @@ class Keyed(Family):
         return next(f.name for f in self.task.format.fields if f.name not in self.keys)
 
     def reference_ids(self) -> list[str]:
+        return list(self._reference()[0])
+
+    def _reference(self) -> tuple[tuple[str, ...], dict[str, int]]:
+        """The split's ids in order and each one's place, built once per version of the split's
+        file (`_reference_of`): every validation (the request's split check, the worker's) reads
+        them, and a split's thousands of ids need not be rebuilt for a file's few dozen rows."""
         if self.task.kind == "targets":
-            return [r["target"] for r in read_jsonl(self.store.public(self.split, "targets.jsonl"))]
-        return [
-            unit_id(r, self.keys)
-            for r in read_jsonl(self.store.public(self.split, self.inputs_name))
-        ]
+            return _reference_of(cache_key(self.store.public(self.split, "targets.jsonl")), None)
+        return _reference_of(cache_key(self.store.public(self.split, self.inputs_name)), self.keys)
 
     def _groups_of_inputs(self) -> dict[str, str]:
         gf = self.task.group_field
@@ -392,8 +406,7 @@ class Keyed(Family):
         problems = Problems()
         key = self.key_name
         value = self.value_field
-        ids = self.reference_ids()
-        index = {k: i for i, k in enumerate(ids)}
+        ids, index = self._reference()
         rejected = Rejected()
         rows = read_rows(text, self.task, problems, rejected)
         by_id = _check_keys(rows, self.keys, index, problems, f"{len(ids)} {self.split} {key}s")

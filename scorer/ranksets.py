@@ -29,8 +29,9 @@ reference.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
-from scipy.special import ndtri
+
+from scorer import streamsel
+from scorer.lazy import njit, special
 
 
 @njit(cache=True, nogil=True)
@@ -264,56 +265,153 @@ def _t_rows(S, x, C, sq, lo, hi):
     return t
 
 
-def _holm_sets_by_blocks(S, x, alpha, out, simultaneous, crit, block=128):
+PAIR_BUDGET = 1 << 21
+"""Up to this many pairs (R(R-1)/2) the simultaneous family's positive statistics are held (12
+bytes a pair, and a sorted copy); beyond, they are recomputed in passes (`_streamed_cut`)."""
+
+
+def _streamed_cut(S, x, C, sq, alpha, block, budget):
+    """Holm's step-down over every ordered pair's statistic (the simultaneous family), holding
+    none of them: the statistics are recomputed a block of rows at a time on each pass and
+    `scorer.streamsel` finds the first step that fails (the largest statistics first, against
+    the normal quantile at alpha over the hypotheses left). Returns the smallest statistic
+    rejected (inf: none), `_holm_sets_by_blocks`' `cut`, bit for bit."""
+    R = S.shape[0]
+    m = R * (R - 1)
+
+    def stream():
+        for a in range(0, R, block):
+            hi = min(R, a + block)
+            t = _t_rows(S, x, C, sq, a, hi)
+            t[np.arange(hi - a), a + np.arange(hi - a)] = 0.0
+            yield -t[t > 0]  # ascending: the largest statistic first
+
+    def c(i):
+        return float(special().ndtri(1.0 - alpha / np.int64(m - i)))
+
+    state = {}
+
+    def want(segs):
+        prev = None
+        for s in segs:
+            if s.values is not None:
+                i = s.F + np.arange(s.n)
+                ok = -s.values > special().ndtri(1.0 - alpha / (m - i))
+                if not ok.all():
+                    k = int(np.argmin(ok))
+                    state["cut"] = float(-s.values[k - 1]) if k else prev
+                    return []
+            elif -s.vmax > c(s.F):
+                pass  # every step in it rejects
+            elif s.vmin == s.vmax:
+                state["cut"] = prev  # its first step fails
+                return []
+            else:
+                return [s]
+            prev = -s.vmax
+        state["cut"] = prev
+        return []
+
+    streamsel.settle(stream, want, budget)
+    return np.inf if state["cut"] is None else state["cut"]
+
+
+def _holm_cut(v, c, c_hi, c_lo):
+    """Holm's step-down over one family's statistics `v` (any order) against its critical values
+    `c` (largest first, for the largest statistic first): the smallest statistic rejected (inf:
+    none). Only the statistics between the lowest and the highest critical value are sorted: one
+    above every critical value is rejected whatever its place (those before it are larger), one at
+    or below the lowest never is, so the first step that fails is among the middle ones."""
+    sure = v > c_hi
+    n_sure = int(np.count_nonzero(sure))
+    mid = v[(v > c_lo) & ~sure]
+    if mid.size:
+        mid = -np.sort(-mid)
+        ok = mid > c[n_sure : n_sure + mid.size]
+        n = mid.size if ok.all() else int(np.argmin(ok))
+        if n:
+            return float(mid[n - 1])
+    return float(v[sure].min()) if n_sure else np.inf
+
+
+def _holm_sets_by_blocks(S, x, alpha, out, simultaneous, crit, block=128, budget=None):
     """`_holm_sets` a block of rows at a time (every resample finite): each row's family from its
-    block's statistics; the simultaneous family from the positive statistics (those Holm may
-    reject) kept with their pairs, never an R x R array."""
+    block's statistics; the simultaneous family from the positive statistics Holm may reject (above
+    the lowest critical value) kept with their pairs, never an R x R array, or beyond PAIR_BUDGET
+    pairs none of them (`_streamed_cut`, then a pass counting each row's rejections). Each family
+    sorts only its statistics between its lowest and highest critical values (`_holm_cut`): the
+    rest are rejected, or not, whatever their order."""
     R, B = S.shape
+    streamed = R * (R - 1) // 2 > (PAIR_BUDGET if budget is None else budget)
     C = S - S.mean(axis=1, keepdims=True)
     sq = np.einsum("ij,ij->i", C, C)
     c = crit(2 * (R - 1))
+    c_hi, c_lo = float(c.max()), float(c.min())
     above, below = np.zeros(R, dtype=np.int64), np.zeros(R, dtype=np.int64)
+    # the simultaneous family (every ordered pair): its critical values' ends; the statistics
+    # above the highest are rejected whatever their order (counted here, not kept)
+    m_sim = R * (R - 1)
+    s_hi = float(special().ndtri(1.0 - alpha / np.int64(m_sim)))
+    s_lo = float(special().ndtri(1.0 - alpha))
+    sure_above, sure_below = np.zeros(R, dtype=np.int64), np.zeros(R, dtype=np.int64)
+    n_sure, sure_min = 0, np.inf
     pos_t, pos_j, pos_k = [], [], []
     for a in range(0, R, block):
         hi = min(R, a + block)
         t = _t_rows(S, x, C, sq, a, hi)
-        ob = np.ones(t.shape, dtype=bool)
-        ob[np.arange(hi - a), a + np.arange(hi - a)] = False
-        tb = np.where(ob, t, -np.inf)
-        nb = np.where(ob, -tb, -np.inf)
-        v = np.concatenate([tb, nb], axis=1)
-        v = -np.sort(-v, axis=1)[:, : 2 * (R - 1)]
-        ok = v > c
-        n = np.where(ok.all(axis=1), ok.shape[1], np.argmin(ok, axis=1))
-        cut = np.where(n > 0, v[np.arange(v.shape[0]), np.maximum(n - 1, 0)], np.inf)[:, None]
-        below[a:hi] = (tb >= cut).sum(axis=1)
-        above[a:hi] = (nb >= cut).sum(axis=1)
-        if simultaneous:
-            j, k = np.nonzero(ob & (t > 0))
+        rows = np.arange(hi - a)
+        t[rows, a + rows] = -np.inf  # a row is not in its own family (either way)
+        nt = -t
+        nt[rows, a + rows] = -np.inf
+        for r in range(hi - a):
+            cut = _holm_cut(np.concatenate([t[r], nt[r]]), c, c_hi, c_lo)
+            below[a + r] = np.count_nonzero(t[r] >= cut)
+            above[a + r] = np.count_nonzero(nt[r] >= cut)
+        del nt
+        if simultaneous and not streamed:
+            t[rows, a + rows] = 0.0
+            sure = t > s_hi
+            if sure.any():
+                n_sure += int(np.count_nonzero(sure))
+                sure_min = min(sure_min, float(t[sure].min()))
+                sure_below[a:hi] += sure.sum(axis=1)
+                sure_above += sure.sum(axis=0)
+            j, k = np.nonzero((t > s_lo) & ~sure)
             pos_t.append(t[j, k])
             pos_j.append((a + j).astype(np.int32))
             pos_k.append(k.astype(np.int32))
     out["marginal"] = [[int(1 + p), int(R - q)] for p, q in zip(above, below, strict=True)]
-    if simultaneous:
+    if simultaneous and streamed:
+        cut = _streamed_cut(S, x, C, sq, alpha, block, streamsel_budget())
+        shown_above, shown_below = np.zeros(R, dtype=np.int64), np.zeros(R, dtype=np.int64)
+        for a in range(0, R, block):
+            hi = min(R, a + block)
+            t = _t_rows(S, x, C, sq, a, hi)
+            t[np.arange(hi - a), a + np.arange(hi - a)] = 0.0
+            keep = (t > 0) & (t >= cut)  # (j, k): j shown better than k
+            shown_below[a:hi] = keep.sum(axis=1)
+            shown_above += keep.sum(axis=0)
+        out["simultaneous"] = [[int(1 + shown_above[j]), int(R - shown_below[j])] for j in range(R)]
+    elif simultaneous:
         vals = np.concatenate(pos_t)
         del pos_t
         js, ks = np.concatenate(pos_j), np.concatenate(pos_k)
         del pos_j, pos_k
-        # the positive statistics, largest first, tested against Holm's critical values a chunk
-        # at a time (the family: every ordered pair; the others' statistics are <= 0)
+        # the middle statistics, largest first, tested against Holm's critical values (of the
+        # steps after the sure ones) a chunk at a time; the first that fails ends the rejections
         srt = np.sort(vals)[::-1]
-        m, n, step = R * (R - 1), srt.size, 1 << 16
+        n, step = srt.size, 1 << 16
         for lo in range(0, srt.size, step):
-            i = np.arange(lo, min(srt.size, lo + step))
-            ok = srt[i] > ndtri(1.0 - alpha / (m - i))
+            i = n_sure + np.arange(lo, min(srt.size, lo + step))
+            ok = srt[i - n_sure] > special().ndtri(1.0 - alpha / (m_sim - i))
             if not ok.all():
                 n = lo + int(np.argmin(ok))
                 break
-        cut = srt[n - 1] if n else np.inf
+        cut = srt[n - 1] if n else sure_min
         del srt
         keep = vals >= cut  # (j, k): j shown better than k
-        shown_above = np.bincount(ks[keep], minlength=R)  # rows shown better than j
-        shown_below = np.bincount(js[keep], minlength=R)  # rows j is shown better than
+        shown_above = sure_above + np.bincount(ks[keep], minlength=R)  # rows shown better than j
+        shown_below = sure_below + np.bincount(js[keep], minlength=R)  # rows j is shown better than
         out["simultaneous"] = [[int(1 + shown_above[j]), int(R - shown_below[j])] for j in range(R)]
     return out
 
@@ -324,7 +422,7 @@ def _holm_sets(samples, points, greater_is_better, alpha, out, simultaneous):
     sgn = 1.0 if greater_is_better else -1.0
 
     def crit(m):
-        return ndtri(1.0 - alpha / (m - np.arange(m)))
+        return special().ndtri(1.0 - alpha / (m - np.arange(m)))
 
     S = sgn * np.asarray(samples, dtype=np.float64)
     x = sgn * np.asarray(points, dtype=np.float64)
@@ -357,6 +455,11 @@ def _holm_sets(samples, points, greater_is_better, alpha, out, simultaneous):
         S = off & (t >= (v[n - 1] if n else np.inf))  # S[j, k]: j shown better than k
         out["simultaneous"] = [[int(1 + S[:, j].sum()), int(R - S[j].sum())] for j in range(R)]
     return out
+
+
+def streamsel_budget() -> int:
+    """The statistics a pass may hold at once (`scorer.streamsel`'s read-out)."""
+    return 1 << 20
 
 
 def top_set(simultaneous: list, tau: int) -> list[int]:

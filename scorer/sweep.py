@@ -19,7 +19,8 @@ it side by side.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from scorer.lazy import njit
 
 
 @njit(cache=True, nogil=True)

@@ -26,6 +26,7 @@ from sqlmodel import Session, create_engine
 log = logging.getLogger(__name__)
 _AFTER = "palimpsest.after_commit"
 _UNDO = "palimpsest.on_rollback"
+_BEFORE = "palimpsest.before_commit"
 
 _engines: dict[str, object] = {}
 _engine_pid: dict[str, int] = {}
@@ -111,6 +112,14 @@ def after_commit(s: Session, fn: Callable[[], object]) -> None:
     s.info.setdefault(_AFTER, []).append(fn)
 
 
+def before_commit(s: Session, fn: Callable[[], object]) -> None:
+    """Run `fn()` when the session's outermost transaction is about to commit (in the order
+    registered): what must be done before it commits, such as waiting until a file a row names is
+    durable. What `fn` raises stops the commit (the transaction then rolls back). Dropped if it
+    rolls back."""
+    s.info.setdefault(_BEFORE, []).append(fn)
+
+
 def on_rollback(s: Session, fn: Callable[[], object]) -> None:
     """Run `fn()` if the session's transaction rolls back (in reverse order): the undo of what the
     action did outside the database, such as a file it wrote. Dropped once it commits."""
@@ -123,6 +132,14 @@ def _run(fns, what: str) -> None:
             fn()
         except Exception:  # noqa: BLE001 — the commit (or the rollback) stands; the rest still runs
             log.exception("%s hook %r failed", what, fn)
+
+
+@event.listens_for(Session, "before_commit")
+def _before_commit(s: Session) -> None:
+    if s.in_nested_transaction():  # a savepoint's release: not the commit
+        return
+    for fn in s.info.pop(_BEFORE, []):
+        fn()
 
 
 @event.listens_for(Session, "after_commit")
@@ -138,6 +155,7 @@ def _after_transaction_end(s: Session, trans) -> None:
     if trans.parent is not None or trans.nested:
         return
     s.info.pop(_AFTER, None)
+    s.info.pop(_BEFORE, None)
     _run(reversed(s.info.pop(_UNDO, [])), "rollback")
 
 

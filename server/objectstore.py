@@ -47,6 +47,10 @@ STORED_AREAS = ("uploads", "tasks", "baselines", "rankings")
 PUBLIC_PREFIXES = ("tasks/", "downloads/")  # and only their public files: see is_public_key
 
 
+# a file under this size is put in one request (boto3's multipart threshold, 8 MiB)
+SMALL = 8 * 2**20
+
+
 class ObjectStore:
     """One bucket of an S3-compatible store."""
 
@@ -127,8 +131,38 @@ class ObjectStore:
 
     def put_file(self, key: str, path: Path) -> None:
         """Put a file (multipart above 8 MiB, boto3's default): the object appears whole or not at
-        all."""
+        all. A smaller file is one PUT of its bytes (no transfer manager, whose threads a forked
+        job would start for each file)."""
+        if path.stat().st_size < SMALL:
+            body = path.read_bytes()
+            self._call(
+                f"storing {key}", self.client.put_object, Bucket=self.bucket, Key=key, Body=body
+            )
+            return
         self._call(f"storing {key}", self.client.upload_file, str(path), self.bucket, key)
+
+    def warm(self) -> None:
+        """Build here what the client builds on its first request and its first use of each
+        operation (its endpoint's rules, the signer, the operations' shapes): a worker's parent
+        calls this before forking its jobs, which then build none of it. Two requests (the
+        bucket, an object that is not there); the connection they opened is closed (a forked job
+        opens its own)."""
+        model = self.client.meta.service_model
+        for name in ("GetObject", "PutObject", "HeadObject", "ListObjectsV2", "DeleteObject"):
+            op = model.operation_model(name)
+            for shape in (op.input_shape, op.output_shape):
+                if shape is not None:
+                    for member in shape.members.values():
+                        getattr(member, "members", None)
+            op.idempotent_members  # noqa: B018 — computed once, kept by the model
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+            try:  # not there: what a read that finds nothing parses
+                self._call("warming", self.client.get_object, Bucket=self.bucket, Key=".warm")
+            except FileNotFoundError:
+                pass
+        finally:
+            self.client.close()
 
     def bucket_exists(self) -> bool:
         """Whether the bucket is there (False when the store answers that it is not)."""
@@ -167,13 +201,22 @@ class ObjectStore:
         fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".fetch-")
         try:
             with os.fdopen(fd, "wb") as f:
-                self._call(f"fetching {key}", self.client.download_fileobj, self.bucket, key, f)
+                self._call(f"fetching {key}", self._copy, key, f)
             os.replace(tmp, dest)
         except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
         return dest
+
+    def _copy(self, key: str, f) -> None:
+        """An object's bytes into `f`: one GET, its body read as it comes (checked against its
+        length), without boto3's transfer manager and its threads."""
+        body = self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
+        try:
+            shutil.copyfileobj(body, f, 1 << 20)
+        finally:
+            body.close()
 
     def open(self, key: str):
         """A stream of an object's bytes (read it in chunks)."""

@@ -130,6 +130,13 @@ class Settings(BaseModel):
     )
     run_processes: int = Field(64, description="Processes and threads a system's run may have.")
     run_output_mb: int = Field(256, description="The most a system's run may write, in MB.")
+    sandbox: Literal["bwrap", "runc", "crun"] = Field(
+        "bwrap",
+        description="What runs a blind system: `bwrap` (bubblewrap, with the worker's own cgroup "
+        "per run where the host offers one), or the OCI runtime `runc` or `crun` in the same "
+        "sandbox, whose cgroup driver makes each run's cgroup on cgroup v1 or v2 (root only; "
+        "for a host on cgroup v2 alone whose worker cannot be delegated the controllers).",
+    )
     run_pools: str = Field(
         "cpu,gpu",
         description="The pools of code runs this site's own code workers serve (comma-separated): "

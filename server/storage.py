@@ -11,6 +11,8 @@ import hashlib
 import io
 import os
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -56,6 +58,20 @@ def store_upload(
     home: Path, data: bytes | BinaryIO, filename: str | None = None, max_bytes: int | None = None
 ) -> tuple[str, str, int]:
     """Store bytes or a stream; returns (storage_key, sha256, size). Raises UploadTooLarge."""
+    key, sha, size, synced = write_upload(home, data, filename, max_bytes)
+    synced()
+    return key, sha, size
+
+
+def write_upload(
+    home: Path, data: bytes | BinaryIO, filename: str | None = None, max_bytes: int | None = None
+) -> tuple[str, str, int, Callable[[], None]]:
+    """Store bytes or a stream, hashed as they are written, and make it durable in a thread of its
+    own while the caller goes on; returns (storage_key, sha256, size, synced). `synced()` waits
+    until the file is durable under its name (its data synced to disk, then renamed into place,
+    then the rename synced), raising what that raised: the caller calls it before it commits a
+    row that names the file (an upload's request spends that wait on its database work instead).
+    Until then the file may not be under its name yet. Raises UploadTooLarge."""
     stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
     base = uploads_dir(home)
     tmpdir = base / "tmp"
@@ -71,24 +87,53 @@ def store_upload(
                     raise UploadTooLarge(f"the upload is over the limit of {max_bytes} bytes")
                 h.update(chunk)
                 f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
         sha = h.hexdigest()
         key = f"{sha[:2]}/{sha}{safe_suffix(filename)}"
         dest = base / key
-        new_dir = not dest.parent.is_dir()
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if dest.exists():
+        if dest.exists():  # the same bytes, stored (and synced) before
             os.unlink(tmp)
-        else:
-            os.replace(tmp, dest)  # atomic: a reader sees the whole file or none
-            # the rename durable too, before the row that names the file is committed: after a
-            # power cut the file's data (fsynced above) would be there under no name at all
-            _fsync_dir(dest.parent)
-            if new_dir:
-                _fsync_dir(base)
-        return key, sha, size
+            return key, sha, size, _done
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    failed: list[BaseException] = []
+
+    def sync() -> None:
+        try:
+            _sync_into_place(tmp, dest, base)
+        except BaseException as e:  # noqa: BLE001 — raised by `synced` in the caller's thread
+            failed.append(e)
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    t = threading.Thread(target=sync, name="palimpsest-upload-sync", daemon=True)
+    t.start()
+
+    def synced() -> None:
+        t.join()
+        if failed:
+            raise failed[0]
+
+    return key, sha, size, synced
+
+
+def _done() -> None:
+    pass
+
+
+def _sync_into_place(tmp: str, dest: Path, base: Path) -> None:
+    """A written upload made durable under its name: its data synced, then renamed into place
+    (atomic: a reader sees the whole file or none), then the rename synced, so that after a power
+    cut a name never stands for a file whose data is not on disk."""
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    new_dir = not dest.parent.is_dir()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, dest)
+    _fsync_dir(dest.parent)
+    if new_dir:
+        _fsync_dir(base)

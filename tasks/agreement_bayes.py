@@ -250,6 +250,43 @@ def _around(name: str, prior, n_levels: int, m: int, shift, alpha, sigma, L, spa
     return numpyro.deterministic(site, theta)
 
 
+def _around_alpha(name: str, n_levels: int, m: int, shift, sigma, L, sparse, a):
+    """`_around`'s levels with the fixed intercept alpha itself non-centred about their mean:
+    alpha = mean(theta_c) - (diag(sigma) L) a / sqrt(c) over the c centred levels, `a` the
+    sampled parameter (an improper flat site), alpha's normal prior and the levels' MVN(alpha,
+    Sigma) added as factors with the Jacobian |d alpha / d a| = det(diag(sigma) L) / c^(m/2)
+    (its constant left out). The same model: a change of variables from alpha to a, the levels
+    kept. Why: given the levels (which the data fix), alpha's spread is Sigma / c, so alpha and
+    the pairs' scales made a funnel (alpha's scale proportional to sigma); a is a standard
+    normal given the levels whatever sigma is. Returns (theta, alpha)."""
+    dep = _deps()
+    numpyro, dist, jnp = dep.numpyro, dep.dist, dep.jnp
+    full = [q for q in range(n_levels) if q not in sparse]
+    if not full:
+        raise ValueError("alpha about the levels' mean needs a centred level")
+    phi = numpyro.sample(
+        f"phi_{name}", dist.ImproperUniform(dist.constraints.real, (), event_shape=(len(full), m))
+    )
+    theta_c = phi if shift is None else phi - shift
+    scale = sigma[:, None] * L if L is not None else jnp.diag(sigma)
+    alpha = numpyro.deterministic("alpha", theta_c.mean(axis=0) - scale @ a / np.sqrt(len(full)))
+    numpyro.factor("alpha_prior", dist.Normal(0.0, 2.5).log_prob(alpha).sum())
+    prior = dist.MultivariateNormal(alpha, scale_tril=scale)
+    numpyro.factor(f"theta_{name}_prior", prior.log_prob(theta_c).sum())
+    numpyro.factor("alpha_jacobian", jnp.sum(jnp.log(jnp.diagonal(scale))))
+    theta = theta_c
+    if sparse:
+        z = numpyro.sample(f"z_{name}", dist.Normal(0.0, 1.0).expand([len(sparse), m]).to_event(2))
+        theta = (
+            jnp.zeros((n_levels, m))
+            .at[np.asarray(full, dtype=int)]
+            .set(theta_c)
+            .at[np.asarray(sparse, dtype=int)]
+            .set(alpha + z @ scale.T)
+        )
+    return numpyro.deterministic(f"theta_{name}", theta), alpha
+
+
 def _centred(name: str, prior, n_levels: int, m: int, rotate: bool):
     """A centred factor's intercepts nu (levels x m), each level's drawn from `prior`. Rotated
     (`rotate`, beside a factor sampled relative to their mean: `_around`): the sampled parameter
@@ -273,18 +310,43 @@ def _centred(name: str, prior, n_levels: int, m: int, rotate: bool):
 
 
 def _model(
-    counts, pair, n_pairs, groups, X, K, centred=(), correlated=True, around=None, sparse=()
+    counts,
+    pair,
+    n_pairs,
+    groups,
+    X,
+    K,
+    centred=(),
+    correlated=True,
+    around=None,
+    sparse=(),
+    alpha_about=False,
 ):
     dep = _deps()
     jax, jnp, numpyro, dist = dep.jax, dep.jnp, dep.numpyro, dep.dist
 
     m = K - 1
-    alpha = numpyro.sample("alpha", dist.Normal(0.0, 2.5).expand([m]).to_event(1))
-    eta = jnp.broadcast_to(alpha, (counts.shape[0], m))
+    factors = {"pair": (pair, n_pairs), **groups}
+    # `alpha_about`: alpha non-centred about the mean of the centred levels of the factor centred
+    # around it (`_around_alpha`); else sampled itself, as where every level of that factor is
+    # sparse (non-centred: no centred level to take the mean of; a small table's pairs)
+    alpha_about = (
+        bool(alpha_about)
+        and around is not None
+        and around in centred
+        and len(sparse) < factors[around][1]
+    )
+    if alpha_about:
+        a = numpyro.sample(
+            "a_alpha", dist.ImproperUniform(dist.constraints.real, (), event_shape=(m,))
+        )
+        eta = jnp.zeros((counts.shape[0], m))  # alpha added once the levels give it
+    else:
+        alpha = numpyro.sample("alpha", dist.Normal(0.0, 2.5).expand([m]).to_event(1))
+        eta = jnp.broadcast_to(alpha, (counts.shape[0], m))
     if X.shape[1]:
         beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([X.shape[1], m]).to_event(2))
         eta = eta + X @ beta
-    factors = {"pair": (pair, n_pairs), **groups}
     # the factor centred around alpha comes last: its levels are sampled relative to the other
     # centred factors' means (`_around`)
     order = sorted(factors, key=lambda name: name == around and name in centred)
@@ -302,8 +364,12 @@ def _model(
                 # intercepts drawn around the fixed intercept, theta_q ~ MVN(alpha, Sigma), and
                 # nu_q = theta_q - alpha; the same model, but alpha is then the levels' mean and
                 # no longer a ridge with them (few levels, each with much data)
-                prior = dist.MultivariateNormal(alpha, scale_tril=sigma[:, None] * L)
-                theta = _around(name, prior, n_levels, m, shift, alpha, sigma, L, sparse)
+                if alpha_about:
+                    theta, alpha = _around_alpha(name, n_levels, m, shift, sigma, L, sparse, a)
+                    eta = eta + alpha
+                else:
+                    prior = dist.MultivariateNormal(alpha, scale_tril=sigma[:, None] * L)
+                    theta = _around(name, prior, n_levels, m, shift, alpha, sigma, L, sparse)
                 nu = numpyro.deterministic(f"nu_{name}", theta - alpha)
             elif name in centred:
                 prior = dist.MultivariateNormal(jnp.zeros(m), scale_tril=sigma[:, None] * L)
@@ -319,8 +385,12 @@ def _model(
             z = numpyro.sample(f"z_{name}", dist.Normal(0.0, 1.0).expand([n_levels, m]).to_event(2))
             nu = numpyro.deterministic(f"nu_{name}", z * sigma)
         elif name == around:  # hierarchical centring, as above, each outcome on its own
-            prior = dist.Normal(alpha, sigma).expand([m]).to_event(1)
-            theta = _around(name, prior, n_levels, m, shift, alpha, sigma, None, sparse)
+            if alpha_about:
+                theta, alpha = _around_alpha(name, n_levels, m, shift, sigma, None, sparse, a)
+                eta = eta + alpha
+            else:
+                prior = dist.Normal(alpha, sigma).expand([m]).to_event(1)
+                theta = _around(name, prior, n_levels, m, shift, alpha, sigma, None, sparse)
             nu = numpyro.deterministic(f"nu_{name}", theta - alpha)
         else:
             prior = dist.Normal(jnp.zeros(m), sigma).to_event(1)
@@ -503,6 +573,7 @@ def fit(
     chain_method: str | None = None,
     sparse_below: int | None = None,
     resume: dict | None = None,
+    alpha_about: bool = False,
 ) -> dict:
     """Fit the model by NUTS and return the posterior multi-kappa by eq. 7-8 for an average level
     of the first grouping factor (its intercepts at zero) and marginalised over it (a new level's
@@ -584,6 +655,7 @@ def fit(
         correlated,
         around,
         sparse,
+        alpha_about,
         extra_fields=("diverging", "num_steps"),
         init_params=resume["positions"] if resume else None,
     )
@@ -618,6 +690,7 @@ def fit(
         "around": around,
         "sparse_below": sparse_below,
         "sparse_levels": len(sparse),
+        "alpha_about": alpha_about,
         "bins": bins,
         "seconds": round(seconds, 1),  # wall clock, compilation included
         "cpu_seconds": round(cpu, 1),  # this process's CPU time (a shared machine's wall is longer)
@@ -632,6 +705,7 @@ def fit(
         # matrix carry over, and a short warm-up adapts the step size alone (a second full fit
         # took the CPU of a fit over 60 s on four seeds of twenty)
         resume = _resume_from(mcmc)
+        first_steps = float(np.mean(np.asarray(extra["num_steps"])))
         del mcmc, by_chain, extra  # the first attempt's draws: not held through the second
         gc.collect()
         again = fit(
@@ -658,6 +732,7 @@ def fit(
             chain_method=chain_method,
             sparse_below=sparse_below,
             resume=resume,
+            alpha_about=alpha_about,
         )
         d = again["diagnostics"]
         d["retried"] = {
@@ -665,6 +740,8 @@ def fit(
             "divergences": divergent,
             "max_rhat": rhat,
             "warmup": warmup,  # the first attempt's, whose mass matrix the second kept
+            "samples": samples,
+            "mean_leapfrog_steps": first_steps,
         }
         d["seconds"] = round(d["seconds"] + seconds, 1)
         d["cpu_seconds"] = round(d["cpu_seconds"] + cpu, 1)

@@ -138,8 +138,6 @@ PYTHON: dict[str, dict] = {
         demo=Demo(release="tasks.demo:loci_release", predictions="tasks.demo:link_predictions"),
     ),
     "str": dict(
-        # SemEval-2024 Task 1 ranked each language on its whole test set: so do its boards
-        published_on="whole",
         importer="tasks.semrel:import_str",
         import_help="palimpsest tasks import str --from path/to/Semantic_Relatedness_SemEval2024 "
         "[--languages eng,esp,...] [--protocol cross-validated]",

@@ -652,6 +652,16 @@ def _check_names(spec: TaskSpec, raw: dict, at: tuple, found: _Found) -> None:
             )
         elif spec.splits[split].gold is None:
             found.at(at + ("phases", j, "split"), f"the {split} split has no gold to score")
+        elif ph.get("published_on") == "whole" and (
+            not spec.splits[split].hidden or ph.get("public_fraction") == 1
+        ):
+            # only a phase with a private part has a choice: its split's gold hidden, a part of
+            # it private
+            found.at(
+                at + ("phases", j, "published_on"),
+                f"'whole' names the whole test split beside its private part: the {split} "
+                "split has no private part (its gold is not hidden, or public_fraction is 1)",
+            )
     if spec.family in ("instances", "targets"):
         value = next(f for f in spec.format.fields if f.name not in spec.format.key)
         if value.kind not in ("float", "label01"):

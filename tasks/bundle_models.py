@@ -410,16 +410,17 @@ class BoardFilter(Spec):
 
 def phase_release_rule(v):
     """A phase's release rule as given, checked (scorer.release names them): None, "exact",
-    "ladder", "rounded" or {rule: ladder, eta}; a ValueError says what is wrong."""
-    if v is None or v in ("exact", "ladder", "rounded"):
+    "ladder", "ladder-paired", "rounded" or {rule: ladder, eta}; a ValueError says what is
+    wrong."""
+    if v is None or v in ("exact", "ladder", "ladder-paired", "rounded"):
         return v
     if isinstance(v, dict) and v.get("rule", "ladder") == "ladder" and set(v) <= {"rule", "eta"}:
         eta = v.get("eta", 0.01)
         if isinstance(eta, (int, float)) and not isinstance(eta, bool) and 0 < eta < 1:
             return {"rule": "ladder", "eta": float(eta)}
     raise ValueError(
-        'a phase\'s release rule is "exact", "ladder", "rounded" or {rule: ladder, eta: a '
-        "number in (0, 1)}"
+        'a phase\'s release rule is "exact", "ladder", "ladder-paired", "rounded" or {rule: '
+        "ladder, eta: a number in (0, 1)}"
     )
 
 
@@ -513,8 +514,14 @@ class PhaseSpec(Spec):
     release_rule: Optional[Union[str, dict]] = Field(
         None,
         description="What the live public board shows of each run's public score "
-        '(docs/statistics.md): "exact" (default), "rounded", "ladder" or '
+        '(docs/statistics.md): "exact" (default), "rounded", "ladder", "ladder-paired" or '
         "{rule: ladder, eta: 0.01}.",
+    )
+    published_on: Optional[Literal["private", "whole"]] = Field(
+        None,
+        description="What the phase's published ranking is computed on where its split has a "
+        'private part (docs/organizers.md): "private" (that part) or "whole" (the whole test '
+        "split, as SemEval and most shared tasks publish); default: the task's `published_on`.",
     )
     boards: list[BoardSpec] = Field(
         default_factory=list,
@@ -571,6 +578,12 @@ class TaskSpec(Spec):
     splits: dict[str, SplitSpec] = Field(min_length=1, max_length=10)
     references: list[ReferenceSpec] = Field(default_factory=list)
     phases: list[PhaseSpec] = Field(default_factory=list, max_length=20)
+    published_on: Literal["private", "whole"] = Field(
+        "private",
+        description="What the published rankings of the task's phases are computed on where the "
+        'split has a private part: "private" (that part) or "whole" (the whole test split, as '
+        "SemEval and most shared tasks publish); a phase may say otherwise (its `published_on`).",
+    )
     key_columns: list[str] = Field(
         default_factory=list,
         max_length=10,

@@ -77,6 +77,7 @@ def task_from_declaration(d: dict) -> Task:
         hidden_splits=tuple(s for s, sp in splits.items() if sp["hidden"]),
         # what declarations written before these keys existed leave out
         key_columns=tuple(d.get("key_columns") or ()),
+        published_on=d.get("published_on") or "private",
         cross_validation=CrossValidation(**cv) if (cv := d.get("cross_validation")) else None,
         paper_rows=tuple(
             PaperRow(

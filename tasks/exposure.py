@@ -169,10 +169,12 @@ def _cached(task_id: str, root: str, stamp: int) -> Exposure:
 
 
 def exposure(task: Task, home) -> Exposure:
-    """The exposure of an imported task (cached until its next import)."""
+    """The exposure of an imported task (cached until its next import). Cached by the task folder's
+    real path: data directories whose tasks/ link the same imported folder (a test's, each
+    linking a session's imports) share one computation."""
     store = TaskStore(task.id, home)
     stamp = store.manifest_path.stat().st_mtime_ns if store.exists() else 0
-    return _cached(task.id, str(store.root), stamp)
+    return _cached(task.id, str(store.root.resolve()), stamp)
 
 
 def _imported(home, but: str | None = None) -> list[Exposure]:

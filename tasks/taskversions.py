@@ -45,6 +45,8 @@ TEXT_KEYS = (
     "references",
     "paper_rows",
     "key_columns",
+    # what the phases made from now on publish on (a phase keeps what it was made with)
+    "published_on",
 )
 # Those a form or `PATCH /tasks/<id>` sets one by one (text, not lists).
 EDITABLE_TEXTS = ("title", "description", "citation", "licence", "source", "unit", "group_name")

@@ -197,3 +197,26 @@ def naive_board_statistics(samples, points, greater_is_better, alpha=0.05) -> di
             head = r
         cluster[r] = c
     return {"ci": ci, "rank_range": rank_range, "p": p, "p_holm": adj, "cluster": cluster}
+
+
+def paired_board(seed: int, R: int, B: int, *, ties=False, undefined=False, rounded=False):
+    """R systems on B paired resamples: a shared difficulty per resample, systems spread from
+    clearly apart to nearly equal, some duplicated (equal scores on every resample)."""
+    rng = np.random.default_rng(seed)
+    base = rng.normal(0, 0.02, B)
+    level = np.sort(rng.uniform(0.4, 0.9, R))[::-1]
+    level[1::4] = level[0::4][: level[1::4].size] - rng.uniform(0, 0.004, level[1::4].size)
+    samples = level[:, None] + base[None, :] + rng.normal(0, 0.01, (R, B))
+    if rounded:  # few distinct values: ties between rows on many resamples
+        samples = np.round(samples, 2)
+    if ties and R > 3:
+        samples[3] = samples[2]  # two runs with the same predictions
+    points = samples.mean(axis=1) + rng.normal(0, 0.001, R)
+    if ties and R > 3:
+        points[3] = points[2]
+    if undefined:
+        samples[R - 1, rng.choice(B, 5, replace=False)] = np.nan  # undefined on a few resamples
+        samples[0, :2] = np.inf
+        if R > 5:
+            points[R - 2] = np.nan  # a row without a point score ranks last
+    return samples, points

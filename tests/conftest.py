@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -17,12 +18,59 @@ import pytest
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+# Bytecode written and read, whatever the environment says: the suite starts hundreds of Python
+# processes (served sites, workers, command lines), and where PYTHONDONTWRITEBYTECODE is set (as in
+# many images) each of them compiled every module it imported from source: importing the app cost
+# 10.4 s of CPU against 4.1 s from bytecode (2026-12-02, 2-core EPYC, load 3-8). Set before the
+# workers and the commands start; they inherit it. The bytecode goes to `__pycache__/` (ignored).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 # boards show every change at once in tests (a site renders each board at most once per
 # `board_refresh_seconds`); the tests of that interval set it on their own app
 os.environ.setdefault("PALIMPSEST_BOARD_REFRESH_SECONDS", "0")
 
+
+def _builders_compiled_once() -> None:
+    """werkzeug's URL builders compiled once per process, not once per app: the tests build an app
+    (`create_app`) for most tests, and each app's ~180 rules each compiled two builder functions
+    from a generated syntax tree (`Rule._compile_builder`): `create_app` took 0.136 s of CPU,
+    0.038 s with this (10 apps, 2026-12-03, 2-core Intel Xeon, load 6 and 15). A builder is a
+    plain function of its rule's text and parts (the rule itself is its first argument, bound
+    afterwards), so the function compiled for one app's rule is the one every other app's same
+    rule compiles; a rule whose variable has a default (a constant resolved by that rule's
+    converter) is compiled as before."""
+    from werkzeug.routing.rules import Rule
+
+    compile_builder = Rule._compile_builder
+    if getattr(compile_builder, "palimpsest_once", False):
+        return
+    made: dict[tuple, object] = {}
+
+    def once(self, append_unknown: bool = True):
+        defaults = self.defaults or {}
+        if any(dynamic and data in defaults for dynamic, data in self._trace):
+            return compile_builder(self, append_unknown)
+        key = (
+            type(self),
+            self.rule,
+            tuple(self._trace),
+            tuple(sorted(defaults)),
+            append_unknown,
+        )
+        if key not in made:
+            made[key] = compile_builder(self, append_unknown)
+        return made[key]
+
+    once.palimpsest_once = True
+    Rule._compile_builder = once
+
+
+_builders_compiled_once()
+
 from server import models  # noqa: E402 - after the threads are set
 from server.domain import accounts  # noqa: E402
+from server.jobs import cgroups  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("PALIMPSEST_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -64,6 +112,8 @@ LONGEST_FIRST = (
     "test_agreement_compare_cli.py",
     "test_reproduce_trotr.py",
     "test_campaign_bayes.py",
+    "test_blind_gate.py",
+    "test_site_production.py",
     "test_hostile_bombs.py",
     "test_json_output.py",
     "test_baselines.py",
@@ -89,6 +139,19 @@ def pytest_xdist_auto_num_workers(config):
     on two cores, 42 % of them, at -n 2; docs/benchmarks.md). A second worker a core fills those
     waits; more than that only makes the CPU-bound tests (the models, the Bayesian fits) share."""
     return max(2, min(8, 2 * (os.cpu_count() or 1)))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """No run's cgroup outlives the tests: a cgroup of a run this process made, or whose maker is
+    dead, is killed and removed here, and named (a test that leaves one is the bug). A cgroup left
+    in the v1 `pids` hierarchy keeps it, controller and all, from going to cgroup v2 (`.ci/run`'s
+    stage "sandbox on cgroup v2", which runs after the suite)."""
+    left = cgroups.leftovers(mine=True)
+    if left:
+        stuck = cgroups.remove(left)
+        print(f"\nrun cgroups left by the tests, removed: {', '.join(map(str, left))}")
+        if stuck:
+            print(f"run cgroups that could not be removed: {', '.join(map(str, stuck))}")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -135,6 +198,39 @@ def built_once(tmp_path_factory, name: str, build) -> Path:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def openapi_once_per_process():
+    """The API's OpenAPI document (`/api/v1/openapi.json`) generated once per test process for
+    the same API, not once per app: each test's app generated it anew on its first request for
+    it (0.15-0.25 s of CPU, 2026-12-03, 2-core Intel Xeon, load 6). The same API: the same rules,
+    endpoints and methods, each with the same operation declaration (`@op`'s, by identity: what
+    the document is generated from; an app's own wrapper of a view, a throttle's, keeps it); an
+    app whose API differs gets its own. The document is read only (served as JSON)."""
+    import server.api as api
+
+    real = api.spec
+    made: dict[tuple, dict] = {}
+
+    def once(app):
+        key = tuple(
+            (
+                r.rule,
+                r.endpoint,
+                tuple(sorted(r.methods or ())),
+                id(getattr(app.view_functions[r.endpoint], "_api", None)),
+            )
+            for r in sorted(app.url_map.iter_rules(), key=lambda r: (r.rule, r.endpoint))
+            if r.endpoint.startswith("api.")
+        )
+        if key not in made:
+            made[key] = real(app)
+        return made[key]
+
+    api.spec = once
+    yield
+    api.spec = real
+
+
+@pytest.fixture(scope="session", autouse=True)
 def compiled_once_per_run(tmp_path_factory):
     """jax's compiled programs (the Bayesian agreement model's sampler) kept for the run in its
     shared temporary directory (`tasks.agreement_bayes.keep_compiled`, set through
@@ -147,10 +243,36 @@ def compiled_once_per_run(tmp_path_factory):
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # shared by the run's workers
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(root / "jax-cache"))
+    # every program kept, however quick its compilation or small (jax keeps only those that took
+    # a second or more by default): a toy sampler's or a log density's, compiled again by another
+    # test or process of the run, is read back too
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
+    # one host device per chain of the model's default (numpyro's set_host_device_count, set
+    # before any test starts jax's backend): a test that starts it first with fewer devices (a
+    # toy sampler, a prior predictive) would otherwise leave every later fit of the process
+    # running its chains one after another ("sequential": twice the CPU of a short fit)
+    from tasks.agreement_bayes import DEFAULTS
+
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "--xla_force_host_platform_device_count" not in flags:
+        count = f"--xla_force_host_platform_device_count={DEFAULTS['chains']}"
+        os.environ["XLA_FLAGS"] = f"{count} {flags}".strip()
     if "jax" in sys.modules:  # read by jax when it loads: loaded already, it is told
+        import jax
+
         from tasks.agreement_bayes import keep_compiled
 
         keep_compiled(os.environ["JAX_COMPILATION_CACHE_DIR"])
+        env = os.environ
+        jax.config.update(
+            "jax_persistent_cache_min_compile_time_secs",
+            float(env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]),
+        )
+        jax.config.update(
+            "jax_persistent_cache_min_entry_size_bytes",
+            int(env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"]),
+        )
     yield
 
 
@@ -252,6 +374,39 @@ def build_schema(engine_or_url) -> None:
     _create_and_stamp(engine)
 
 
+def empty_schema(engine) -> None:
+    """The models' tables on a test's PostgreSQL database, empty and stamped at the migrations'
+    head, as dropping them and `build_schema` leave them: where the database holds exactly those
+    tables at head already (an earlier test's), their rows are deleted in place (children first)
+    and every sequence starts again at 1; anything else (no schema yet, a table missing, renamed
+    or added, another revision, a row a foreign key still holds) is dropped and built. Dropping
+    and building the 32 tables cost 0.3 s of CPU (the test's and the server's) and 2.2 s of wall
+    a test; the deletes 0.01 s and 0.1 s (2026-12-03, 2-core Intel Xeon, load 13; TRUNCATE, which
+    makes each table's files anew, 0.13 s and 1.3 s)."""
+    from sqlalchemy import inspect, text
+    from sqlalchemy.exc import DBAPIError
+
+    from server.migrate import _recorded, declared_heads
+
+    tables = models.schema().sorted_tables
+    try:
+        with engine.begin() as conn:
+            if _recorded(conn) != declared_heads() or set(inspect(conn).get_table_names()) != {
+                t.name for t in tables
+            } | {"alembic_version"}:
+                raise LookupError("not the models' schema at head")
+            for t in reversed(tables):  # children before the parents their keys name
+                conn.execute(t.delete())
+            conn.execute(
+                text("SELECT setval(c.oid, 1, false) FROM pg_class c WHERE c.relkind = 'S'")
+            )
+        return
+    except (LookupError, DBAPIError):
+        pass
+    models.schema().drop_all(engine)
+    build_schema(engine)
+
+
 def _create_and_stamp(engine) -> None:
     from alembic.migration import MigrationContext
 
@@ -290,11 +445,45 @@ def _sqlite_template() -> Path:
 
 @pytest.fixture
 def web_home(tmp_path, home) -> Path:
-    """A per-test data directory whose tasks/ is the session's imported tasks."""
+    """A per-test data directory whose tasks/ holds the session's imported tasks, each linked: a
+    task a test installs lands in its own folder, never in the session's (a bundle's task left
+    there would be "already installed" for every later test of the worker)."""
     d = tmp_path / "data"
-    d.mkdir()
-    (d / "tasks").symlink_to(home / "tasks", target_is_directory=True)
+    link_tasks(d, home)
     return d
+
+
+def link_tasks(home: Path, source: Path) -> None:
+    """`home`'s tasks/: a folder of its own holding each of `source`'s tasks, linked."""
+    (home / "tasks").mkdir(parents=True)
+    for entry in (source / "tasks").iterdir():
+        (home / "tasks" / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+
+
+def relink_tasks(home: Path) -> None:
+    """`home`'s tasks/, where it is one link to another's, made a folder of its own holding each
+    task linked (link_tasks)."""
+    tasks = home / "tasks"
+    if tasks.is_symlink():
+        source = tasks.resolve().parent
+        tasks.unlink()
+        link_tasks(home, source)
+
+
+def own_tasks(home: Path, only=None, *, symlinks: bool = False) -> None:
+    """`home`'s linked tasks (all, or those named in `only`) become copies of their own, for a test
+    that writes into them (a new gold version, a re-import)."""
+    import shutil
+
+    relink_tasks(home)
+    for entry in sorted((home / "tasks").iterdir()):
+        if entry.is_symlink() and (only is None or entry.name in only):
+            target = entry.resolve()
+            entry.unlink()
+            if target.is_dir():
+                shutil.copytree(target, entry, symlinks=symlinks)
+            else:
+                shutil.copy2(target, entry)
 
 
 @pytest.fixture
@@ -375,9 +564,7 @@ def pg_app(web_home, monkeypatch, pg_server_url):
     )
     monkeypatch.setenv("PALIMPSEST_HOME", str(web_home))
     monkeypatch.setenv("DATABASE_URL", pg_server_url)
-    eng = get_engine(pg_server_url)
-    models.schema().drop_all(eng)
-    build_schema(eng)
+    empty_schema(get_engine(pg_server_url))
     return create_app(
         {
             "home": web_home,
@@ -665,6 +852,8 @@ def _make_backend(kind, request, tmp_path, demo_home, monkeypatch) -> Backend:
 
     home = tmp_path / "data"
     home.mkdir()
+    # the whole folder linked (a store push walks it as one tree); a test that writes into a task
+    # takes its own copy of it (own_tasks)
     (home / "tasks").symlink_to(demo_home / "tasks", target_is_directory=True)
     monkeypatch.setenv("PALIMPSEST_HOME", str(home))
     monkeypatch.setenv("PALIMPSEST_STALE_AFTER", "5")
@@ -680,8 +869,9 @@ def _make_backend(kind, request, tmp_path, demo_home, monkeypatch) -> Backend:
     settings = Settings.from_env()
     engine = get_engine(settings.sqlalchemy_url())
     if kind == "services":
-        models.schema().drop_all(engine)
-    build_schema(engine)
+        empty_schema(engine)
+    else:
+        build_schema(engine)
     if kind == "embedded":
         embedded = EmbeddedRedis(home)
         embedded.start()

@@ -37,40 +37,46 @@ def _bucket(info) -> dict:
     return {**s3_env(info), "PALIMPSEST_S3_BUCKET": name}
 
 
-DOCS, TOKENS = 45, 8000
+# scoring the test split takes ~2 s of CPU: long enough that a job is still running 0.3 s after
+# it starts and outlives a 1 s job timeout, short enough that its runs stay cheap
+DOCS, TOKENS = 20, 8000
 
 
 @pytest.fixture(scope="session")
-def big_home(tmp_path_factory) -> Path:
-    """swissgov-rsd at a size whose scoring takes seconds, and the demo tasks beside it."""
-    from server.demo import import_demo_tasks
+def big_home(tmp_path_factory, demo_home) -> Path:
+    """swissgov-rsd at a size whose scoring takes seconds, and the demo tasks beside it (copied
+    from the run's demo home); built once per run, shared by the xdist workers."""
+    import shutil
+
+    from conftest import built_once
+
     from tasks.demo import sentence, write_jsonl
     from tasks.importers import import_task
 
-    h = tmp_path_factory.mktemp("big-home")
-    import_demo_tasks(h, only_missing=False)
-    src = tmp_path_factory.mktemp("big-release") / "SwissGov-RSD"
-    rng = random.Random(0)
-    for split, n in (("dev", 1), ("test", DOCS)):
-        for lang in ("de", "fr", "it"):
-            rows = []
-            for i in range(n):
-                ta, tb = sentence(rng, TOKENS), sentence(rng, TOKENS)
-                rows.append(
-                    {
-                        "id": f"admin_{lang}_{split}_{i}",
-                        "text_a": ta,
-                        "text_b": tb,
-                        "labels_a": [round(rng.random(), 3) for _ in range(TOKENS)],
-                        "labels_b": [round(rng.random(), 3) for _ in range(TOKENS)],
-                    }
-                )
-            write_jsonl(
-                src / "data" / "evaluation" / "gold_labels" / split / f"gold_admin_{lang}.jsonl",
-                rows,
-            )
-    import_task("swissgov-rsd", h, source=src)
-    return h
+    def build(h: Path) -> None:
+        shutil.copytree(demo_home / "tasks", h / "tasks")
+        src = h / "release" / "SwissGov-RSD"
+        gold = src / "data" / "evaluation" / "gold_labels"
+        rng = random.Random(0)
+        for split, n in (("dev", 1), ("test", DOCS)):
+            for lang in ("de", "fr", "it"):
+                rows = []
+                for i in range(n):
+                    ta, tb = sentence(rng, TOKENS), sentence(rng, TOKENS)
+                    rows.append(
+                        {
+                            "id": f"admin_{lang}_{split}_{i}",
+                            "text_a": ta,
+                            "text_b": tb,
+                            "labels_a": [round(rng.random(), 3) for _ in range(TOKENS)],
+                            "labels_b": [round(rng.random(), 3) for _ in range(TOKENS)],
+                        }
+                    )
+                write_jsonl(gold / split / f"gold_admin_{lang}.jsonl", rows)
+        import_task("swissgov-rsd", h, source=src)
+        shutil.rmtree(h / "release")
+
+    return built_once(tmp_path_factory, "big-home", build)
 
 
 @pytest.fixture(scope="session")

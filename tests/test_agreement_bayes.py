@@ -11,6 +11,7 @@ the optional `[agreement]` extra, which CI installs)."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,8 @@ from tasks.agreement_measures import Table, agreement
 pytest.importorskip("numpyro", reason="numpyro is the optional [agreement] extra")
 
 from tasks.agreement_bayes import NotConverged, fit, pair_outcomes  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def generated(
@@ -68,7 +71,8 @@ def test_a_fit_with_divergent_transitions_is_run_again_from_where_its_chains_end
     """A converged fit with divergent transitions is run again once at the higher target
     acceptance, from the first attempt's last positions with its adapted mass matrix kept and a
     short warm-up of the step size alone (not a second full warm-up); the diagnostics say so,
-    the refit has no divergence, and the same seed gives the same fit."""
+    and the refit has no divergence. (That a seed reproduces a fit, in another process too: the
+    campaign's worker and direct fits, tests/test_campaign_bayes.py.)"""
     from tasks.agreement_bayes import RETRY_WARMUP
 
     t, book, _ = generated()
@@ -89,8 +93,6 @@ def test_a_fit_with_divergent_transitions_is_run_again_from_where_its_chains_end
     assert d["retried"]["target_accept"] == 0.7 and d["retried"]["warmup"] == 500
     assert d["resumed"] is True and d["warmup"] == RETRY_WARMUP and d["samples"] == 800
     assert d["target_accept"] == 0.95 and d["divergences"] == 0 and d["max_rhat"] < 1.01
-    again = fit(t, {"book": book}, {}, retry_accept=0.95, **kw)
-    assert again["average"] == got["average"] and again["diagnostics"]["retried"] == d["retried"]
 
 
 def test_the_second_attempt_starts_from_the_first_attempts_last_state():
@@ -202,7 +204,8 @@ def test_cells_sum_the_rows_and_are_exact_for_a_covariate_with_few_values():
 
                 prior = Predictive(_model, num_samples=1)(jax.random.PRNGKey(1), *args)
                 params = {k: v[0] for k, v in prior.items() if not k.startswith("nu_")}
-            lp, _ = log_density(_model, args, {}, params)
+            # compiled whole (jax op by op compiled each operation: 11.2 s of CPU against 8.4 s)
+            lp = jax.jit(lambda p, args=args: log_density(_model, args, {}, p)[0])(params)
             if which is agg:
                 lp_agg = float(lp)
         assert lp_agg == pytest.approx(float(lp), rel=1e-5)
@@ -254,6 +257,31 @@ def test_the_pairs_sampled_relative_to_the_books_mean_are_the_same_model():
             assert np.allclose(trace["nu_pair"]["value"], params["nu_pair"], atol=1e-5)
             jacobian = len(sparse) * np.log(abs(np.linalg.det(scale)))
             assert float(lp_mixed) - jacobian == pytest.approx(float(lp_plain), rel=1e-5, abs=1e-3)
+            # alpha non-centred about the centred pairs' mean (`alpha_about`): alpha = mean(theta)
+            # - (diag(sigma) L) a / sqrt(c); the density of a is alpha's times |det(diag(sigma) L)|
+            # (the constant c^(-3/2) left out)
+            a = np.sqrt(len(keep)) * np.linalg.solve(
+                scale, theta[keep].mean(axis=0) - params["alpha"]
+            )
+            about = {k: v for k, v in mixed.items() if k != "alpha"} | {"a_alpha": a}
+            lp_about, trace = log_density(_model, relative + (sparse, True), {}, about)
+            assert np.allclose(trace["alpha"]["value"], params["alpha"], atol=1e-5)
+            assert np.allclose(trace["nu_pair"]["value"], params["nu_pair"], atol=1e-5)
+            own = np.log(abs(np.linalg.det(scale)))
+            assert float(lp_about) - jacobian - own == pytest.approx(
+                float(lp_plain), rel=1e-5, abs=1e-3
+            )
+            # every pair sparse (a small table's): no centred level for alpha to be about, so
+            # `alpha_about` samples alpha itself, the same density as without it (it raised)
+            every = tuple(range(theta.shape[0]))
+            z_all = np.linalg.solve(scale, (theta - params["alpha"]).T).T
+            allz = {k: v for k, v in moved.items() if k != "phi_pair"} | {"z_pair": z_all}
+            lp_off, _ = log_density(_model, relative + (every, False), {}, allz)
+            lp_on, trace = log_density(_model, relative + (every, True), {}, allz)
+            assert float(lp_on) == float(lp_off)
+            assert np.allclose(trace["nu_pair"]["value"], params["nu_pair"], atol=1e-5)
+            jacobian_all = len(every) * np.log(abs(np.linalg.det(scale)))
+            assert float(lp_on) - jacobian_all == pytest.approx(float(lp_plain), rel=1e-5, abs=1e-3)
 
 
 def test_rank_normalised_rhat_and_bulk_ess():
@@ -357,6 +385,9 @@ def test_trotr_fit_is_on_the_releases_pairs_of_judgments_books_and_overlap():
     assert agg["cells"] < 1000 and agg["counts"].sum() == 15090
 
 
+SHARED = {"seed": 3, "chains": 4, "warmup": 500, "samples": 500}  # the shared fit's sampler
+
+
 @pytest.fixture(scope="module")
 def reported():
     """One short fit shared by the tests of its reports: four books (the paper's Book), two
@@ -366,26 +397,16 @@ def reported():
     known = (overlap > 0.5).astype(float)
     covariates = {"method": method, "known": known}
     # (the counterfactual curve is drawn over `known`: computed from the draws, it changes nothing
-    # of the sampling, whose program the compared models' largest reuses)
-    got = fit(
-        t,
-        {"book": book},
-        covariates,
-        seed=3,
-        chains=4,
-        warmup=500,
-        samples=500,
-        keep_draws=True,
-        curve="known",
-    )
+    # of the sampling; the compared models' largest is this fit)
+    got = fit(t, {"book": book}, covariates, keep_draws=True, curve="known", **SHARED)
     return t, book, covariates, got
 
 
 def test_a_short_fit_converges_and_agrees_with_the_empirical_multi_kappa(reported):
     """The shared short fit converged, its posterior multi-kappa for an average book lies within
     the empirical multi-kappa's bootstrap interval, marginalising over books widens the interval,
-    and its compiled program was kept for the run (the compared models' largest runs it again,
-    read back from the cache, and draws the same: `test_nested_models_compared_by_loo_...`)."""
+    and its compiled program was kept for the run (a later fit of the same model and data, in this
+    process or another of the run, reads it back: the campaign's worker and direct fits)."""
     import os
     from pathlib import Path
 
@@ -496,27 +517,39 @@ def test_kappa_per_condition_equals_the_draws_transformed_by_hand(reported):
         assert width["marginal"] > width["average"], r
 
 
-def test_nested_models_compared_by_loo_equal_arviz(reported):
+def test_nested_models_compared_by_loo_equal_arviz(reported, monkeypatch):
     """The paper's Table 2 on a small table: two nested models (the book and Known; + the method)
     fitted and ranked; each ELPD, its standard error and p_loo equal ArviZ's `loo` on
     the log-likelihoods written out here from the model's own draws, and the differences from the
-    best equal ArviZ's `compare`. The larger model is the shared fit's (the same program and seed:
-    its compiled sampler is reused), so only the smaller one compiles."""
+    best equal ArviZ's `compare`. The larger model is the shared fit: `compare_models` asks `fit`
+    for it with the shared fit's data, seed and sampler, and is given that fit (its draws, not a
+    second sampling of the same program); the smaller one is fitted."""
     az = pytest.importorskip("arviz", reason="ArviZ is the reference: pip install arviz")
-    from tasks.agreement_bayes import compare_models
+    import tasks.agreement_bayes as model
 
     t, book, covariates, full = reported
     # (the book alone, `m.B`, mixed too slowly at sigma_book with these few draws)
     known = {"known": covariates["known"]}
     ladder = {"m.kB": ({"book": book}, known), "m.mkB": ({"book": book}, covariates)}
-    got = compare_models(t, ladder, seed=3, chains=4, warmup=500, samples=500, keep_draws=True)
+    real, asked = model.fit, []
+
+    def shared_or_fitted(table, groups, covs, **kw):
+        asked.append(list(covs))
+        assert table is t and kw == SHARED | {"keep_draws": True, "loo_report": True}, kw
+        if covs is covariates:  # the shared fit's model
+            assert list(groups) == ["book"] and groups["book"] is book
+            return full
+        return real(table, groups, covs, **kw)
+
+    monkeypatch.setattr(model, "fit", shared_or_fitted)
+    got = model.compare_models(t, ladder, keep_draws=True, **SHARED)
+    assert asked == [["known"], ["method", "known"]] and got["seed"] == 3
     assert all(m["converged"] for m in got["models"].values()), {
         k: (m.get("error"), m["diagnostics"]) for k, m in got["models"].items()
     }
-    # the same model, data and seed as the shared fit, its program read back from the run's
-    # cache: the same draws (the seed reproduces a fit)
     assert got["models"]["m.mkB"]["loo"] == full["loo"]
     assert got["models"]["m.mkB"]["average"] == full["average"]
+    assert got["models"]["m.kB"]["diagnostics"]["samples"] == 500
     refs = {}
     for name, (groups, covs) in ladder.items():
         m = got["models"][name]
@@ -547,3 +580,21 @@ def test_the_helmert_rotation_is_scipys():
         h = _helmert(n)
         assert np.array_equal(h, helmert(n, full=True)), n
         assert np.allclose(h @ h.T, np.eye(n), atol=1e-12)
+
+
+def test_the_draws_help_and_the_docs_state_the_real_defaults():
+    """`--draws`' help and docs/agreement.md name TRoTR's warm-up and kept draws as the code has
+    them (TROTR_SAMPLER over the model's DEFAULTS), and the paper's beside them."""
+    from click.testing import CliRunner
+
+    from cli.main import main
+    from tasks.agreement import TROTR_SAMPLER
+    from tasks.agreement_bayes import DEFAULTS
+
+    warmup = TROTR_SAMPLER.get("warmup", DEFAULTS["warmup"])
+    samples = TROTR_SAMPLER.get("samples", DEFAULTS["samples"])
+    said = f"{warmup:,} warm-up and {samples:,} kept draws"
+    text = " ".join(CliRunner().invoke(main, ["agreement", "--help"]).output.split())
+    assert said in text and "the paper's is 1,000 each" in text
+    docs = " ".join((REPO / "docs" / "agreement.md").read_text(encoding="utf-8").split())
+    assert f"`TROTR_SAMPLER`: {said}" in docs

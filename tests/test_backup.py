@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import tarfile
 import threading
 import uuid
@@ -18,7 +17,7 @@ import uuid
 import pytest
 from backbone import burst, make_team, set_phase, submit
 from backupkit import _cli, _rewrite
-from conftest import _make_backend, build_schema, fresh_pg_database
+from conftest import _make_backend, build_schema, fresh_pg_database, own_tasks
 from seaweed import seaweedfs  # noqa: F401  (the fixture)
 from sqlalchemy import func, select
 from sqlmodel import Session
@@ -31,9 +30,7 @@ SERVICES = pytest.param("services", marks=[pytest.mark.postgres, pytest.mark.red
 def site(request, tmp_path, demo_home, monkeypatch):
     b = _make_backend(request.param, request, tmp_path, demo_home, monkeypatch)
     # the campaign writes a new gold version: this site's own copy of the tasks, not the session's
-    tasks = b.settings.home / "tasks"
-    tasks.unlink()
-    shutil.copytree(demo_home / "tasks", tasks)
+    own_tasks(b.settings.home)
     for name in ("dev", "test"):
         set_phase(b, TASK, name, concurrent_limit=None, daily_limit=None)
     return b

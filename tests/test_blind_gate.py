@@ -542,13 +542,16 @@ def test_a_run_whose_sandbox_fails_is_infra_and_not_charged(app, tmp_path, monke
         )
 
 
-# a fork bomb: forks until refused, then every process keeps trying
-BOMB = """import os
+# a fork bomb: forks until refused, then every process tries again every 2 s, holding the limit to
+# the end without 64 processes retrying on the machine's cores (a fork refused at the limit is
+# refused after the process is copied: retrying at once, or every 50 ms, took 9.2 s of CPU from the
+# other tests of a loaded 2-core machine, the sandbox capping processes and not CPU; 0.45 s now)
+BOMB = """import os, time
 while True:
     try:
         os.fork()
     except OSError:
-        pass
+        time.sleep(2)
 """
 
 
@@ -661,7 +664,7 @@ def test_a_fork_bomb_beside_another_teams_run_on_two_workers(site, request, tmp_
             kill_group(w)
     b = run(bomb)
     assert b.failure_kind == "code" and b.outcome["status"] == "processes", (b.reason, b.outcome)
-    assert b.outcome["cgroup"] and b.cpu_seconds > 1
+    assert b.outcome["cgroup"] and b.cpu_seconds > 0.1  # 64 processes copied: 0.45 s measured
     with Session(engine_of(app)) as s:
         assert compute_used(s, b.team_id, b.phase_id) == pytest.approx(b.cpu_seconds)
         assert compute_used(s, done.team_id, done.phase_id) == pytest.approx(done.cpu_seconds)
@@ -894,3 +897,9 @@ def test_the_gated_run_page_and_the_review_form_in_chromium(app, live, driver, t
         _free_of_inputs(body)
         assert fits() and _errors(driver) == []
         driver.save_screenshot(str(SHOTS / f"blind-gate-withheld-{width}.png"))
+        # its row on the board, shown now: named by the team's run number, not the submission's
+        driver.get(f"{live}/tasks/{TASK}/leaderboard?phase=systems")
+        body = _body(driver)
+        assert "run 1" in body and "Lexica" in body, body
+        assert fits() and _errors(driver) == []
+        driver.save_screenshot(str(SHOTS / f"blind-board-{width}.png"))

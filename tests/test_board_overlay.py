@@ -6,6 +6,7 @@ each team chosen in the database exactly as the rule in Python chooses it."""
 from __future__ import annotations
 
 import pytest
+from browserkit import driver, live  # noqa: F401  (fixtures: Chromium, the served app)
 from helpers import board_json
 from sqlmodel import Session, select
 from webkit import Browser, engine_of, make_phase, make_submission, make_user, team_of
@@ -121,21 +122,12 @@ def test_one_render_serves_every_team_on_a_declared_board_too(app, teams):
 
 
 def test_renders_are_shared_by_the_sites_processes(app, teams, redis_tcp_url, web_home):
-    from server import create_app
 
     dev = make_phase(app, "tric-binary", "dev")
     make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.9})
 
     def process():
-        return create_app(
-            {
-                "home": web_home,
-                "env": "testing",
-                "database_url": None,
-                "redis_url": redis_tcp_url,
-                "PALIMPSEST_ENQUEUE": False,
-            }
-        )
+        return _site_process(web_home, redis_tcp_url, PALIMPSEST_ENQUEUE=False)
 
     one, two = process(), process()
     first = one.test_client().get("/tasks/tric-binary/leaderboard.csv?phase=dev")
@@ -272,18 +264,8 @@ def test_a_large_boards_statistics_keep_the_neighbours_not_the_matrix(app, clien
 
 def _app_with_interval(web_home, seconds: float):
     """Another app of the same site whose boards are rendered at most once per `seconds`."""
-    from server import create_app
-
-    return create_app(
-        {
-            "home": web_home,
-            "env": "testing",
-            "database_url": None,
-            "redis_url": None,
-            "PALIMPSEST_ENQUEUE": False,
-            "PALIMPSEST_SHARED_RENDERS": False,
-            "board_refresh_seconds": seconds,
-        }
+    return _site_process(
+        web_home, None, seconds, PALIMPSEST_ENQUEUE=False, PALIMPSEST_SHARED_RENDERS=False
     )
 
 
@@ -403,28 +385,88 @@ def test_a_hidden_team_sees_the_public_board_plus_its_own_row(app, client, teams
     assert "beta" in page and "alpha" not in page and "gamma" not in page
 
 
+def test_a_hidden_teams_page_is_the_public_render_with_its_own_row_put_in(app, teams, web_home):
+    """A hidden team's page is not a render of its own: the public render of the same version,
+    its own row rendered alone and put in its place (and its anonymous row taken out), byte for
+    byte the page a whole render of its board gives (a second process of the site that renders
+    whole pages). The public page is then served to everyone without a render."""
+    import re
+
+    from flask import template_rendered
+
+    from server.domain import people
+    from server.models import Competition, CompetitionTask
+
+    dev = make_phase(app, "tric-binary", "dev")
+    scores = [("alpha", 0.8, 1), ("beta", 0.6, 1), ("gamma", 0.7, 0), ("delta", 0.5, 1)]
+    for name, v, shown in scores:
+        make_submission(app, team=teams[name], phase=dev, scores={"all": v}, show_publicly=shown)
+    whole = _site_process(web_home, PALIMPSEST_SPLICE=False)
+    url = "/tasks/tric-binary/leaderboard?phase=dev"
+    rendered: list[str] = []
+
+    def note(_, template, context, **extra):
+        rendered.append(template.name)
+
+    template_rendered.connect(note, app)  # held by `note` while the test runs
+
+    def page(a, email):
+        c = Browser(a.test_client())
+        c.login(email)
+        c.c.get("/")  # the sign-in's message shown
+        got = c.c.get(url).get_data(as_text=True)
+        return re.sub(r'name="csrf_token" value="[^"]*"', "", got)
+
+    for anonymous in (False, True):
+        if anonymous:
+            with Session(engine_of(app)) as s:
+                comp = people.competition_of_task(s, "tric-binary")
+                if comp is None:
+                    comp = Competition(slug="anon", title="Anonymous", state="visible")
+                    s.add(comp)
+                    s.flush()
+                    s.add(CompetitionTask(competition_id=comp.id, task_id="tric-binary"))
+                comp.anonymous_board = True
+                s.commit()
+        for who in ("gamma", "beta"):  # gamma's run not public; beta named on an anonymous board
+            if who == "beta" and not anonymous:
+                continue
+            rendered.clear()
+            spliced = page(app, f"{who}@x.org")
+            # the public page of this version rendered once (by the first team's view)
+            assert rendered.count("leaderboard/board.html") == (who == "gamma")
+            assert rendered.count("leaderboard/_row.html") == 1  # the team's own row alone
+            assert spliced == page(whole, f"{who}@x.org")
+            assert spliced.count(f">{who}<") == 1 or f"<td>{who}" in spliced
+            rendered.clear()
+            public = app.test_client().get(url).get_data(as_text=True)
+            assert "leaderboard/board.html" not in rendered  # the render the team's page made
+            assert who not in re.sub(r"<nav>.*?</nav>", "", public, flags=re.S)
+        make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.9})  # a new version
+
+
+def _site_process(web_home, redis_url=None, interval=None, **extra):
+    """One web process of the site on the test's data directory (its renders shared through Redis
+    when given one, its boards rendered at most once per `interval` when given one)."""
+    from server import create_app
+
+    config = {"home": web_home, "env": "testing", "database_url": None, "redis_url": redis_url}
+    if interval is not None:
+        config["board_refresh_seconds"] = interval
+    return create_app(config | extra)
+
+
 def test_the_sites_processes_render_a_board_once_per_interval(app, teams, redis_tcp_url, web_home):
     """With an interval, one process of the site renders the next version (a claim in the shared
     Redis) and the others serve its render, or the last one, until the interval has passed."""
     import time
-
-    from server import create_app
 
     dev = make_phase(app, "tric-binary", "dev")
     make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.9})
     interval = 1.5
 
     def process():
-        return create_app(
-            {
-                "home": web_home,
-                "env": "testing",
-                "database_url": None,
-                "redis_url": redis_tcp_url,
-                "PALIMPSEST_ENQUEUE": False,
-                "board_refresh_seconds": interval,
-            }
-        )
+        return _site_process(web_home, redis_tcp_url, interval, PALIMPSEST_ENQUEUE=False)
 
     one, two = process(), process()
     url = "/tasks/tric-binary/leaderboard.csv?phase=dev"
@@ -450,3 +492,142 @@ def test_the_sites_processes_render_a_board_once_per_interval(app, teams, redis_
     assert b"gamma" in two.test_client().get(url).data
     assert b"gamma" in one.test_client().get(url).data
     assert renders(one) + renders(two) == 3
+
+
+def test_views_during_a_stream_of_scores_never_render_after_the_first(
+    app, teams, redis_tcp_url, web_home, monkeypatch
+):
+    """With renders off the request path, a view that finds its board due serves the last render
+    and queues the next on the boards queue (one job however many views ask); the worker renders
+    it into the site's shared renders. During a stream of new scores no view renders after the
+    board's first, and every score reaches the board once the worker has run and an interval
+    passed."""
+    import time
+
+    from server.jobs import board_jobs
+    from server.jobs.queue import BOARDS, connect, get_queue
+    from server.jobs.worker import build_worker
+
+    dev = make_phase(app, "tric-binary", "dev")
+    make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.5})
+    interval = 0.3
+
+    def process():
+        return _site_process(web_home, redis_tcp_url, interval)
+
+    web, worker_app = process(), process()
+    monkeypatch.setattr(board_jobs, "_APP", worker_app)  # the worker's own app, as it builds it
+    settings = worker_app.extensions["palimpsest.settings"]
+    queue = get_queue(BOARDS, connect(settings), settings)
+    rendered = {"web": lambda: web.extensions["palimpsest.lbcache"].renders}
+    rendered["worker"] = lambda: worker_app.extensions["palimpsest.lbcache"].renders
+    page, api = web.test_client(), "/tasks/tric-binary/leaderboard.json?phase=dev"
+
+    def work():  # the site's worker, which runs a render in its own process (no horse forked)
+        build_worker(settings, (BOARDS,)).work(burst=True, logging_level="WARNING")
+
+    first = page.get(api).get_json()
+    assert [r["metrics"]["all/f1"] for r in first["rows"]] == [0.5]
+    assert rendered["web"]() == 1  # a board never rendered: in the request, once
+    seen = []
+    for i in range(8):  # eight scores, each a new version of the board, viewed in between
+        make_submission(app, team=teams["beta"], phase=dev, scores={"all": (10 + i) / 100})
+        time.sleep(interval / 2)
+        for _ in range(3):
+            seen.append(page.get(api).get_json())
+        assert queue.count <= 1  # asked for however many views found it due
+        if i % 3 == 2:
+            work()
+    assert rendered["web"]() == 1, "a view rendered the board during the stream"
+    assert 1 <= rendered["worker"]() <= 4
+    assert len(seen) == 24 and all(s["rows"] for s in seen)
+    work()
+    time.sleep(interval)
+    page.get(api)  # due again: the last render's interval passed, the next one asked for
+    work()
+    time.sleep(interval)
+    rows = page.get(api).get_json()["rows"]
+    assert [(r["team"], r["metrics"]["all/f1"]) for r in rows] == [("alpha", 0.5), ("beta", 0.17)]
+    assert rendered["web"]() == 1
+
+    # the worker's render of the page is the page a request renders, byte for byte
+    board_jobs.render_board_job("tric-binary", "html", "public", "dev", None, None)
+    third = process()  # another web process: the page from the site's renders, not rendered
+    served = third.test_client().get("/tasks/tric-binary/leaderboard?phase=dev")
+    assert third.extensions["palimpsest.lbcache"].renders == 0
+    alone = _site_process(web_home, PALIMPSEST_SHARED_RENDERS=False)
+    assert served.data == alone.test_client().get("/tasks/tric-binary/leaderboard?phase=dev").data
+    assert rendered["worker"]() >= 2 and alone.extensions["palimpsest.lbcache"].renders == 1
+
+
+def test_a_render_made_elsewhere_is_served_at_once_and_a_view_renders_only_without_a_worker():
+    """The render cache with renders asked for elsewhere: a due board is asked for once per
+    interval (served its last render meanwhile); the render made elsewhere is served as soon as it
+    is in the site's renders, before the interval has passed; asked for and not come within the
+    cache's patience (no worker), the view renders it itself."""
+    from server.boards.render_cache import RenderCache
+
+    class Shared:  # the site's renders as SharedRenders keeps them (newest per key, a claim)
+        def __init__(self):
+            self.d, self.claimed = {}, {}
+
+        def latest(self, key):
+            return self.d.get(key)
+
+        def version(self, key):
+            return self.d[key][0] if key in self.d else None
+
+        def put(self, key, version, value):
+            self.d[key] = (version, value)
+
+        def claim(self, key, seconds):
+            if clock[0] < self.claimed.get(key, -1.0):
+                return False
+            self.claimed[key] = clock[0] + seconds
+            return True
+
+    clock, shared, asked, k = [100.0], Shared(), [], ("t", "dev", "public", "json", None)
+    web, worker = RenderCache(shared=shared, interval=5), RenderCache(shared=shared, interval=5)
+    web.clock = worker.clock = lambda: clock[0]
+
+    def view(version):
+        return web.lookup(k, version, lambda: version.encode(), "s", refresh=ask)
+
+    def ask():
+        asked.append(clock[0])
+        return True
+
+    assert view("v1") == ("v1", b"v1") and web.renders == 1  # never rendered: in the request
+    clock[0] += 6
+    assert view("v2") == ("v1", b"v1") and len(asked) == 1  # due: asked for, the last served
+    clock[0] += 0.25
+    assert view("v3") == ("v1", b"v1") and len(asked) == 1  # asked once per interval
+    worker.render_now(k, "v3", lambda: b"v3", "s")
+    clock[0] += 1
+    assert view("v4") == ("v3", b"v3")  # come: served at once, not an interval later
+    assert view("v4") == ("v3", b"v3") and len(asked) == 1 and web.renders == 1
+    clock[0] += 5
+    assert view("v5") == ("v3", b"v3") and len(asked) == 2  # due again
+    for _ in range(5):  # no worker renders it: the last render, asked for each interval
+        clock[0] += 5
+        assert view("v6")[0] == "v3" and web.renders == 1
+    assert len(asked) == 7
+    clock[0] += 10  # 35 s since it was first asked for (the cache's patience: 30 s)
+    assert view("v7") == ("v7", b"v7") and web.renders == 2  # past the patience: rendered here
+
+
+def test_a_hidden_teams_spliced_page_in_chromium(app, teams, live, driver):  # noqa: F811
+    """The hidden team's page (the public render with its row put in) at 390 and 1366 px: its
+    own row is there, marked, the console is clean and nothing is wider than the window."""
+    from browserkit import _look, _sign_in
+    from selenium.webdriver.common.by import By
+
+    dev = make_phase(app, "tric-binary", "dev")
+    make_submission(app, team=teams["alpha"], phase=dev, scores={"all": 0.8})
+    make_submission(app, team=teams["gamma"], phase=dev, scores={"all": 0.7}, show_publicly=False)
+    url = f"{live}/tasks/tric-binary/leaderboard?phase=dev"
+    driver.get(url)  # the public page, rendered first
+    _sign_in(driver, live, "gamma@x.org")
+    _look(driver, url, [])
+    rows = [r.text for r in driver.find_elements(By.CSS_SELECTOR, "table.board tbody tr")]
+    assert len(rows) == 2 and "gamma" in rows[1] and "not public" in rows[1], rows

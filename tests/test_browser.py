@@ -218,6 +218,19 @@ def test_organizer_path(app, live, chrome, tmp_path):
         with Session(engine_of(app)) as db:
             p = db.get(Phase, dev.id)
             assert p.daily_limit == 3 and p.closes_at.isoformat() == "2031-03-01T12:00:00"
+    with s.step("release-rule"):  # the parameter-free ladder among the rules the form offers
+        from selenium.webdriver.support.ui import Select
+
+        # the refused form above answered 400 on purpose: its console line read and left there
+        assert all("400" in e for e in browserkit._errors(d))
+        Select(d.find_element(By.NAME, "release_rule")).select_by_value("ladder-paired")
+        _click(d, "Save")
+        assert "Phase saved." in _body(d)
+        with Session(engine_of(app)) as db:
+            assert db.get(Phase, dev.id).release_rule == "ladder-paired"
+        browserkit._look(d, f"{live}/organizer/phases/{dev.id}", [])
+        selected = Select(d.find_element(By.NAME, "release_rule")).first_selected_option
+        assert selected.get_attribute("value") == "ladder-paired"
     with s.step("close"):
         d.get(live + "/organizer/")
         _go(

@@ -12,6 +12,7 @@ from pathlib import Path
 import campaign_world
 import pytest
 from campaign_world import MARK, SCORE, SECRET
+from conftest import own_tasks
 from sqlmodel import Session, select
 from webkit import Browser, engine_of, make_phase, make_submission, make_user
 
@@ -391,19 +392,11 @@ def test_a_links_campaign_shows_the_query_and_the_candidate_and_no_run(app):
 def own_tric(world):
     """tric-binary's files copied into this test's data directory (a close writes a new gold
     version there, never into the session's import), the other tasks linked."""
-    import shutil
 
     from server.settings import get_settings
 
     home = Path(get_settings().home)
-    shared = (home / "tasks").resolve()
-    (home / "tasks").unlink()
-    (home / "tasks").mkdir()
-    for t in shared.iterdir():
-        if t.name == "tric-binary":
-            shutil.copytree(t, home / "tasks" / t.name, symlinks=True)
-        else:
-            (home / "tasks" / t.name).symlink_to(t, target_is_directory=True)
+    own_tasks(home, ["tric-binary"], symlinks=True)
     return home
 
 

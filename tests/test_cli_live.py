@@ -51,16 +51,24 @@ def live(tmp_path_factory):
     env = {**os.environ, "PALIMPSEST_HOME": str(server_home), "PYTHONPATH": str(REPO)}
     env.pop("REDIS_URL", None)
     env.pop("DATABASE_URL", None)
-    _run(["tasks", "import", "tric-binary", "--from", str(TROTR)], env, check=True)
-    _run(
+    # the organizer's setup through the same commands in this process (each process of its own
+    # imported the app again: ~3 s of CPU apiece); the server and the participant's commands below
+    # run in processes of their own
+    from click.testing import CliRunner
+
+    from cli.main import main
+
+    def organizer(args, stdin=None):
+        r = CliRunner().invoke(main, args, env=env, input=stdin, catch_exceptions=False)
+        assert r.exit_code == 0, (args, r.output)
+        return r
+
+    organizer(["tasks", "import", "tric-binary", "--from", str(TROTR)])
+    organizer(
         ["users", "create", "--email", "team@example.org", "--password-stdin"],
-        env,
         stdin="correct horse battery\n",
-        check=True,
     )
-    token = _run(
-        ["tokens", "create", "--email", "team@example.org"], env, check=True
-    ).stdout.strip()
+    token = organizer(["tokens", "create", "--email", "team@example.org"]).stdout.strip()
     port = _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "cli.main", "serve", "--port", str(port)],

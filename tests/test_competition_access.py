@@ -16,7 +16,8 @@ each person, with A's ids:
 - A's organizer, A's owner and the administrator get through (a success, a redirect, or a 4xx
   answer about the request, never 403);
 - the few routes that name no competition (the dashboard, the lists, the audit log) let B's
-  organizer in but show nothing of A.
+  organizer in but show nothing of A, and list for each person what the API lists for them (the
+  audit entries, every team's runs, a team's members: server.actions.reads).
 """
 
 from __future__ import annotations
@@ -304,13 +305,14 @@ def test_every_organizer_page_of_a_refuses_everyone_who_does_not_organize_it(wor
     assert checked > 40
 
 
-def test_the_pages_that_name_no_competition_show_a_to_its_organizers(world):
+def test_the_pages_that_name_no_competition_show_a_to_its_organizers_as_the_api_does(world):
     b = world["browsers"]
     for url in ("/organizer/submissions", "/organizer/submissions?task=tric-binary"):
         assert MARK in b["org_a"].get(url).get_data(as_text=True)
         assert MARK not in b["org_b"].get(url).get_data(as_text=True)
     assert "comp-a/overview" in b["owner_a"].get("/organizer/audit").get_data(as_text=True)
     assert "comp-a/overview" not in b["org_b"].get("/organizer/audit").get_data(as_text=True)
+    _the_reads_that_depend_on_who_asks_answer_the_same_on_the_web_and_the_api(world)
 
 
 # ----------------------------------------------------------------------------- the API
@@ -390,3 +392,72 @@ def test_every_organizer_operation_on_a_refuses_everyone_who_does_not_organize_i
                 r.status_code,
                 r.get_data(as_text=True)[:300],
             )
+
+
+# ----------------------------------------------------------------------------- web and API agree
+
+_AUDIT_ROW = re.compile(r"<tr><td>[^<]*</td><td>[^<]*</td><td>([^<]*)</td><td>([^<]*)</td>")
+_RUN_ROW = re.compile(r'<tr id="sub-(\d+)">')
+_MEMBERS = re.compile(r"<h2>{}</h2>\s*<ul>(.*?)</ul>", re.S)
+_MEMBER = re.compile(r"<li>([^<\s]+)")
+
+
+def _web_members(html: str, heading: str) -> list[str]:
+    got = re.search(_MEMBERS.pattern.format(heading), html, re.S)
+    return _MEMBER.findall(got.group(1)) if got else []
+
+
+def _the_reads_that_depend_on_who_asks_answer_the_same_on_the_web_and_the_api(world):
+    """The audit entries, the organizers' run list and a team's members, asked by each person on
+    the web and through the API: the same entries, runs and members (server.actions.reads), or a
+    refusal on both."""
+    app, b, tokens = world["app"], world["browsers"], world["tokens"]
+    c = app.test_client()
+    make_submission(  # a run of B, which A's organizers must not list
+        app,
+        team=make_user(app, "team-b@x.org", team="team-b") and _team(app, "team-b"),
+        phase=make_phase(app, "swissgov-rsd", "dev"),
+        scores={"all": 0.5},
+        method="b-run",
+    )
+    seen_runs = {}
+    for who in ("participant", "assessor", "org_b", "org_a", "owner_a", "admin"):
+        h = {"Authorization": f"Bearer {tokens[who]}"}
+        web = b[who].get("/organizer/audit?all=1")
+        api = c.get("/api/v1/audit?all=1&limit=500", headers=h)
+        if who in ("participant", "assessor"):
+            assert web.status_code == 403 and api.status_code == 403, who
+        else:
+            assert web.status_code == 200 and api.status_code == 200, who
+            entries = [(e["action"], e["target"]) for e in api.json["items"]]
+            assert _AUDIT_ROW.findall(web.get_data(as_text=True)) == entries, who
+            assert entries or who == "org_b"
+        web = b[who].get("/organizer/submissions")
+        api = c.get("/api/v1/submissions?mine=0&limit=500", headers=h)
+        assert api.status_code == 200
+        if who in ("participant", "assessor"):
+            assert web.status_code == 403, who  # and the API lists their own team's runs only
+            continue
+        runs = [int(x) for x in _RUN_ROW.findall(web.get_data(as_text=True))]
+        assert runs == [r["id"] for r in api.json["items"]], who
+        seen_runs[who] = runs
+    assert len(seen_runs["admin"]) == 2 and seen_runs["org_a"] == seen_runs["owner_a"]
+    assert len(seen_runs["org_a"]) == 1 and seen_runs["org_b"] != seen_runs["org_a"]
+    # a team's members: in A's team, and through a team of every competition asked in A
+    solo = make_user(app, "solo@x.org", team="solo-team")
+    b["solo"], tokens["solo"] = Browser(app.test_client()), make_token(app, solo)
+    b["solo"].login(solo.email)
+    for who, team in (("participant", ["participant@x.org"]), ("solo", ["solo@x.org"])):
+        html = b[who].get("/team/?competition=comp-a").get_data(as_text=True)
+        api = c.get(
+            "/api/v1/team?competition=comp-a", headers={"Authorization": f"Bearer {tokens[who]}"}
+        ).json
+        active = [m["email"] for m in api["members"] if m["status"] == "active"]
+        waiting = [m["email"] for m in api["members"] if m["status"] == "pending"]
+        assert _web_members(html, "Members") == active == team, who
+        assert _web_members(html, "Waiting to join") == waiting == [], who
+
+
+def _team(app, name: str) -> Team:
+    with Session(engine_of(app), expire_on_commit=False) as s:
+        return s.exec(select(Team).where(Team.name == name)).one()

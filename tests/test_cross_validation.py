@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from backbone import burst, make_team, phase, submit
-from conftest import TROTR, need
+from conftest import TROTR, need, relink_tasks
 from helpers import read_jsonl, trotr_pairs
 from scipy.stats import spearmanr
 
@@ -40,12 +40,9 @@ def cv_home(tmp_path_factory) -> Path:
 def _cross_validated(home: Path, source: Path, tasks=("tric-binary", "tric-ranking")) -> None:
     """Re-import `tasks` into a test's data directory (whose tasks/ links the session's shared
     imports) for the cross-validated protocol, leaving the shared imports as they are."""
-    shared = (home / "tasks").resolve()
-    (home / "tasks").unlink()
-    (home / "tasks").mkdir()
-    for d in shared.iterdir():
-        if d.is_dir() and d.name not in tasks and not d.name.startswith("."):
-            (home / "tasks" / d.name).symlink_to(d, target_is_directory=True)
+    relink_tasks(home)
+    for name in tasks:
+        (home / "tasks" / name).unlink(missing_ok=True)
     for t in tasks:
         import_task(t, home, source=source, fold=1, protocol=CROSS_VALIDATED)
 

@@ -266,3 +266,36 @@ def test_the_default_follows_splits_and_dates(phases, accepts, want):
             )
         )
     assert default_phase(made, accepts=accepts, now=now).name == want
+
+
+def test_the_split_check_reads_the_same_beginning_of_a_short_and_a_long_file(tmp_path, monkeypatch):
+    """The request's split check validates at most CHECK_BYTES of an upload, cut at a line: a
+    411-row file (TRoTR fold 1's test file's length) and a 60-row one of the same shape cost it
+    the same rows, and a file of another split is still refused from them."""
+    from server.demo import import_demo_tasks, predictions
+    from server.domain import phase_choice
+    from tasks import get_task
+
+    import_demo_tasks(tmp_path, n_pairs=822)  # a dev split of 411 ids, a test split of 822
+    task = get_task("tric-binary")
+    dev, test = _phase("development", "dev"), _phase("evaluation", "test")
+    seen = []
+    validate = phase_choice.validate_file
+
+    def spy(task_id, path, split, home):
+        seen.append(Path(path).read_bytes().count(b"\n"))
+        return validate(task_id, path, split, home)
+
+    monkeypatch.setattr(phase_choice, "validate_file", spy)
+    long_file = predictions("tric-binary", "dev", tmp_path, 0.3, 0)[0]
+    assert long_file.count(b"\n") == 411
+    read = []
+    for body in (long_file, b"".join(long_file.splitlines(keepends=True)[:60])):
+        seen.clear()
+        phase_choice.refuse_other_split(
+            task, tmp_path, dev, [dev, test], io.BytesIO(body), "p.jsonl"
+        )
+        read.append(list(seen))
+    assert read[0] == read[1] and 0 < read[0][0] < 60, read  # the same rows, within the bound
+    with pytest.raises(Exception, match="choose phase development"):
+        phase_choice.refuse_other_split(task, tmp_path, test, [dev, test], io.BytesIO(long_file))

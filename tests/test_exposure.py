@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from backbone import phase
-from conftest import TROTR, _make_backend, need
+from conftest import TROTR, _make_backend, need, own_tasks
 from webkit import make_token, make_user
 
 from server import models
@@ -193,9 +193,7 @@ def test_a_download_of_an_old_violating_site_is_refused(app, home):
     import os
 
     site = Path(os.environ["PALIMPSEST_HOME"])
-    shared = (site / "tasks").resolve()
-    (site / "tasks").unlink()
-    shutil.copytree(shared / "tric-binary", site / "tasks" / "tric-binary")
+    own_tasks(site, ["tric-binary"])
     cv = site / "cv-site"
     import_task("tric-binary", cv, source=TROTR, fold=1, protocol=CROSS_VALIDATED)
     shutil.copytree(

@@ -18,7 +18,7 @@ import time
 import pytest
 from backbone import child_env, make_team, set_phase, submit, worker_process
 from click.testing import CliRunner
-from conftest import _make_backend, build_schema, fresh_pg_database
+from conftest import _make_backend, build_schema, fresh_pg_database, own_tasks
 from seaweed import s3_env, seaweedfs  # noqa: F401 - the fixture
 from sqlalchemy import select
 from sqlmodel import Session
@@ -30,9 +30,7 @@ TASK = "tric-binary"
 
 
 def _own_tasks(b, demo_home):
-    tasks = b.settings.home / "tasks"
-    tasks.unlink()
-    shutil.copytree(demo_home / "tasks", tasks)
+    own_tasks(b.settings.home)
 
 
 @pytest.fixture

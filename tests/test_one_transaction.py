@@ -7,12 +7,11 @@ the embedded default (SQLite) and on PostgreSQL. The failure is injected into th
 from __future__ import annotations
 
 import hashlib
-import shutil
 from datetime import datetime, timedelta
 
 import pytest
 from backbone import burst, make_team, set_phase, submit
-from conftest import _make_backend
+from conftest import _make_backend, own_tasks
 from sqlalchemy import select
 from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session
@@ -33,9 +32,7 @@ class Injected(RuntimeError):
 @pytest.fixture(params=["embedded", SERVICES])
 def site(request, tmp_path, demo_home, monkeypatch):
     b = _make_backend(request.param, request, tmp_path, demo_home, monkeypatch)
-    tasks = b.settings.home / "tasks"  # the close writes gold: this site's own copy of the tasks
-    tasks.unlink()
-    shutil.copytree(demo_home / "tasks", tasks)
+    own_tasks(b.settings.home)  # the close writes gold: this site's own copy of the tasks
     for name in ("dev", "test"):
         set_phase(b, TASK, name, concurrent_limit=None, daily_limit=None)
     return b

@@ -6,12 +6,11 @@ phase on a split shares one stratified partition, and stale scores are never ran
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 from backbone import burst, get, make_team, phase, set_phase, submit
 from click.testing import CliRunner
-from conftest import _make_backend
+from conftest import _make_backend, own_tasks
 from sqlalchemy import select
 
 from server.db import session_scope
@@ -160,6 +159,23 @@ def test_a_published_snapshot_never_moves(b):
         lifecycle.set_frozen(s, s.get(Phase, phase(b, "tric-binary", "test").id), True, actor=None)
     _close(b, "tric-binary", "test")
     rv = _publish(b, "tric-binary", "test")
+    # the parts in the compact form; a version published in the full form (before it) is
+    # recognised as the same ranking in its own form, and the compact one in its own
+    from server.domain import snapshot_parts
+
+    stored = json.loads(rv.body_json)
+    assert snapshot_parts.is_compact(stored) and len(stored["part_provenance"]) == 1
+    full = publication.snapshot_json(snapshot_parts.expand(stored))
+    assert "part_metrics" not in full and '"signature":"' in full
+    for body in (full, rv.body_json):
+        with b.session() as s:
+            v = s.get(type(rv), rv.id)
+            v.body_json = body
+            s.commit()
+        with b.session() as s:
+            p = s.get(Phase, phase(b, "tric-binary", "test").id)
+            again = publication.repeated(s, p, task=get_task("tric-binary"), settings=b.settings)
+            assert again is not None and again.id == rv.id
     app = _app(b)
     token = _organizer_token(app)
     before = _served(app, token)
@@ -380,10 +396,7 @@ def test_a_gold_reimport_marks_old_scores_stale_and_the_board_never_mixes_them(b
     from tasks.importers import import_task
 
     # this test re-imports: its own copy of the tasks, not the session's shared one
-    tasks = b.settings.home / "tasks"
-    target = tasks.resolve()
-    tasks.unlink()
-    shutil.copytree(target, tasks)
+    own_tasks(b.settings.home)
     t1, u1 = make_team(b)
     t2, u2 = make_team(b)
     old = submit(b, t1, u1, "tric-binary", "dev", noise=0.1).id
@@ -545,10 +558,7 @@ def test_a_published_figure_stays_byte_identical_after_a_hide_and_a_gold_reimpor
     from server.jobs.queue import enqueue_submission
     from tasks.importers import import_task
 
-    tasks = b.settings.home / "tasks"  # this test re-imports: its own copy of the tasks
-    target = tasks.resolve()
-    tasks.unlink()
-    shutil.copytree(target, tasks)
+    own_tasks(b.settings.home)  # this test re-imports: its own copy of the tasks
     teams = [make_team(b) for _ in range(3)]
     subs = [
         submit(b, t, u, "tric-binary", "dev", noise=n).id

@@ -80,3 +80,41 @@ def test_a_claimed_runs_own_job_starts_nothing(backend):
     assert scoring.score_submission(sid) == {"submission": sid, "skipped": True}
     s = get(backend, sid)
     assert (s.status, s.attempts) == ("running", 1)
+
+
+def test_a_request_for_statistics_whose_job_waits_takes_no_turn(backend, monkeypatch):
+    """While the phase's statistics job waits (or runs with its follow-up waiting), asking again
+    reads both jobs' statuses in one round trip and queues nothing, without taking the enqueue's
+    turn; when neither waits, the turn is taken and one job queued."""
+    from rq.job import Job
+
+    from server.boards import stats
+    from server.jobs import queue
+    from server.jobs.queue import STATS, get_queue
+
+    pid = phase(backend, "tric-binary", "dev").id
+    q = get_queue(STATS, backend.conn, backend.settings)
+    q.empty()
+    for jid in (f"stats-{pid}", f"stats-{pid}-again"):
+        backend.conn.delete(Job.key_for(jid))
+    turns = []
+    real = queue._one_at_a_time
+
+    def turn(conn, key):
+        turns.append(key)
+        return real(conn, key)
+
+    monkeypatch.setattr(queue, "_one_at_a_time", turn)
+    assert stats.enqueue(backend.settings, pid, backend.conn)  # nothing waits: a turn, a job
+    assert len(turns) == 1
+    assert [x.decode() for x in backend.conn.lrange(q.key, 0, -1)] == [f"stats-{pid}"]
+    for _ in range(3):  # it waits: no turn, nothing more queued
+        assert stats.enqueue(backend.settings, pid, backend.conn)
+    assert len(turns) == 1
+    # it runs: its follow-up is queued once (a turn), then waits (no turn)
+    backend.conn.hset(Job.key_for(f"stats-{pid}"), "status", "started")
+    assert stats.enqueue(backend.settings, pid, backend.conn)
+    assert stats.enqueue(backend.settings, pid, backend.conn)
+    assert len(turns) == 2
+    queued = [x.decode() for x in backend.conn.lrange(q.key, 0, -1)]
+    assert queued == [f"stats-{pid}", f"stats-{pid}-again"], queued

@@ -37,6 +37,8 @@ def test_compose_file_names_web_worker_redis_and_postgres_with_health_checks():
         "palimpsest",
         "worker",
         "--queue",
+        "boards",
+        "--queue",
         "scoring",
         "--queue",
         "stats",

@@ -9,32 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from boardkit import naive_board_statistics
+from boardkit import paired_board as _board
 
 from scorer import bootstrap as bs
-
-
-def _board(seed: int, R: int, B: int, *, ties=False, undefined=False, rounded=False):
-    """R systems on B paired resamples: a shared difficulty per resample, systems spread from
-    clearly apart to nearly equal, some duplicated (equal scores on every resample)."""
-    rng = np.random.default_rng(seed)
-    base = rng.normal(0, 0.02, B)
-    level = np.sort(rng.uniform(0.4, 0.9, R))[::-1]
-    level[1::4] = level[0::4][: level[1::4].size] - rng.uniform(0, 0.004, level[1::4].size)
-    samples = level[:, None] + base[None, :] + rng.normal(0, 0.01, (R, B))
-    if rounded:  # few distinct values: ties between rows on many resamples
-        samples = np.round(samples, 2)
-    if ties and R > 3:
-        samples[3] = samples[2]  # two runs with the same predictions
-    points = samples.mean(axis=1) + rng.normal(0, 0.001, R)
-    if ties and R > 3:
-        points[3] = points[2]
-    if undefined:
-        samples[R - 1, rng.choice(B, 5, replace=False)] = np.nan  # undefined on a few resamples
-        samples[0, :2] = np.inf
-        if R > 5:
-            points[R - 2] = np.nan  # a row without a point score ranks last
-    return samples, points
-
 
 CASES = [
     dict(seed=0, R=2, B=50),
@@ -126,3 +103,16 @@ def test_the_pairs_p_values_without_a_matrix_are_the_matrixs(case, monkeypatch):
         want = np.array([np.nan if v is None else v for v in full[k]])
         got = np.array([np.nan if v is None else v for v in lean[k]])
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("greater", [True, False])
+def test_each_resamples_ranks_are_one_plus_the_rows_strictly_better(case, greater):
+    """The ranks read from each resample's sort (the end of a score's run of ties) are the
+    competition ranks: 1 + the rows strictly better, an undefined score last (chunks of 7
+    resamples here, to cross their edges)."""
+    samples, _ = _board(**case)
+    s = np.where(np.isfinite(samples), samples if greater else -samples, -np.inf)
+    want = 1 + (s[None, :, :] > s[:, None, :]).sum(axis=1)
+    got = bs._resample_ranks(samples, greater, np.int32, chunk=7)
+    assert got.dtype == np.int32 and (got == want).all()

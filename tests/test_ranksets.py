@@ -160,3 +160,25 @@ def test_holms_sets_by_blocks_of_rows_are_the_pair_by_pair_ones(block):
 
     got = rs._holm_sets_by_blocks(samples, points, 0.05, {}, True, crit, block=block)
     assert got == _naive_holm(samples, points, True)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_holms_cut_sorting_only_the_middle_statistics_is_the_full_sorts(seed):
+    """A family's step-down sorts only the statistics between its lowest and highest critical
+    values: the smallest statistic rejected is the one the whole family sorted gives, ties,
+    infinities and values on a critical value included."""
+    from scipy.special import ndtri
+
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(2, 400))
+    c = ndtri(1.0 - 0.05 / (m - np.arange(m)))
+    v = rng.normal(0, [0.5, 2.0, 4.0, 8.0, 1.0, 3.0][seed], m)
+    v[rng.choice(m, m // 10)] = rng.choice(c, m // 10)  # on a critical value
+    v[rng.choice(m, 3)] = [np.inf, -np.inf, v[0]]
+    if seed % 2:  # the largest statistic on the highest critical value: not rejected
+        v = np.minimum(v, c[0])
+    srt = -np.sort(-v)
+    ok = srt > c
+    n = m if ok.all() else int(np.argmin(ok))
+    want = srt[n - 1] if n else np.inf
+    assert rs._holm_cut(v, c, float(c.max()), float(c.min())) == want

@@ -3,7 +3,9 @@ what its ranked run releases given the team's runs before it (scorer.release, th
 the climber test checks), ranked by it, with the intervals, other columns, p-values and figures
 withheld; `rounded` shows the value rounded to its interval's resolution; the organizers' view,
 the private part and the published ranking are exact; each row says how many runs the team
-made; a rule the phase does not offer is refused."""
+made; a rule the phase does not offer is refused. The parameter-free ladder (`ladder-paired`)
+shows what the team's run releases against its best by the paired bootstrap, equal to the rule
+applied to resamples computed here naively."""
 
 from __future__ import annotations
 
@@ -44,8 +46,8 @@ def _set_rule(b, rule):
 def test_the_ladder_and_rounding_on_the_live_board_and_publication_exact(site):  # noqa: F811
     from server.domain.lifecycle import LifecycleRefused
 
-    with pytest.raises(LifecycleRefused, match="exact, ladder, rounded"):
-        _set_rule(site, "ladder-paired")
+    with pytest.raises(LifecycleRefused, match="exact, ladder, ladder-paired, rounded"):
+        _set_rule(site, "best")
     with pytest.raises(LifecycleRefused, match="eta"):
         _set_rule(site, {"rule": "ladder", "eta": 2})
     _set_rule(site, {"rule": "ladder", "eta": 0.05})
@@ -57,7 +59,7 @@ def test_the_ladder_and_rounding_on_the_live_board_and_publication_exact(site): 
         for k, noise in enumerate((0.4, 0.38, 0.1, 0.3))
     ]
     other, u2 = make_team(site, "other")
-    submit(site, other, u2, TASK, PHASE, data=_file(_predictions(site, 0.2, 9)))
+    oid = submit(site, other, u2, TASK, PHASE, data=_file(_predictions(site, 0.2, 9))).id
     burst(site)
     with site.session() as s:
         exact = {
@@ -135,6 +137,39 @@ def test_the_ladder_and_rounding_on_the_live_board_and_publication_exact(site): 
         assert r["metrics"]["all/spearman"] == pytest.approx(round(v / step) * step, abs=1e-12)
         assert r["ci"] is None
 
+    # the parameter-free ladder: a run is released (rounded to 1/n) only when it beats the team's
+    # best by the standard error of their paired difference over the phase's resamples; each
+    # run's resamples computed here by scipy on explicitly repeated copies of each resample
+    from boardkit import _naive_matrix
+
+    _set_rule(site, "ladder-paired")
+    pending = _get(app, None).get_json()  # not yet compared: no value shown
+    assert pending["release_rule"] == "ladder-paired"
+    assert all(r["metrics"]["all/spearman"] is None for r in pending["rows"])
+    stats.compute_board_stats(_phase(site).id, site.settings)
+    board = _get(app, None).get_json()
+    preds = {
+        sid: _predictions(site, noise, k)
+        for sid, (k, noise) in zip(ids, enumerate((0.4, 0.38, 0.1, 0.3)), strict=True)
+    }
+    preds[oid] = _predictions(site, 0.2, 9)
+    fake = {"rows": [{"submission_id": sid, "rank": 1} for sid in [*ids, oid]]}
+    _, M = _naive_matrix(site, fake, preds, "all")
+    with site.session() as s:
+        n = len(
+            stats._gold_part(site.engine, s.get(Phase, _phase(site).id), site.settings, "public")
+        )
+    want = released([exact[i] for i in ids], Rule("ladder-paired"), samples=list(M[:4]), n_units=n)
+    rows = {r["submission_id"]: r for r in board["rows"] if r["row_type"] == "team"}
+    assert rows[ids[-1]]["metrics"]["all/spearman"] == pytest.approx(want[-1], abs=1e-12)
+    assert want[-1] == pytest.approx(round(exact[ids[2]] * n) / n)  # the best run, rounded
+    assert want[-1] != exact[ids[-1]] and rows[ids[-1]]["runs"] == 4
+    assert rows[oid]["metrics"]["all/spearman"] == pytest.approx(round(exact[oid] * n) / n)
+    assert all(r["ci"] is None and "release rule" in r["ci_note"] for r in rows.values())
+    ranked = sorted(rows.values(), key=lambda r: -r["metrics"]["all/spearman"])
+    assert [r["rank"] for r in ranked] == [1, 2]
+    assert board["statistics"].get("p_holm") is None
+
     # publication: the private part, exact, its statistics shown
     from server.domain import publication
 
@@ -174,5 +209,7 @@ def test_a_bundle_names_a_phase_release_rule():
     assert PhaseSpec(name="t", split="test", release_rule="ladder").release_rule == "ladder"
     got = PhaseSpec(name="t", split="test", release_rule={"rule": "ladder", "eta": 0.02})
     assert got.release_rule == {"rule": "ladder", "eta": 0.02}
+    got = PhaseSpec(name="t", split="test", release_rule="ladder-paired")
+    assert got.release_rule == "ladder-paired"
     with pytest.raises(ValidationError, match="release rule"):
-        PhaseSpec(name="t", split="test", release_rule="ladder-paired")
+        PhaseSpec(name="t", split="test", release_rule="best")

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import threading
 import zipfile
 from datetime import timedelta
 
 import pytest
 from click.testing import CliRunner
+from conftest import own_tasks
 from webkit import make_phase, make_token, make_user
 
 from server.models import utcnow
@@ -25,9 +25,7 @@ TASK = "tric-binary"
 @pytest.fixture
 def own(app, web_home, home):
     """The app with a private copy of the task's files (the session's are shared)."""
-    (web_home / "tasks").unlink()
-    (web_home / "tasks").mkdir()
-    shutil.copytree(home / "tasks" / TASK, web_home / "tasks" / TASK)
+    own_tasks(web_home, [TASK])
     return TaskStore(TASK, web_home)
 
 

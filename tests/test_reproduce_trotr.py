@@ -1,5 +1,6 @@
 """benchmarks/reproduce_trotr.py on one fold: it imports TRoTR for the cross-validated protocol,
-answers the `cv` split with all-MiniLM-L6-v2 (bi-encoder, with and without MASK) and scores fold 1
+cuts the `cv` split down to fold 1 (its test and dev pairs: 771 of the 1,250 distinct tweets are
+encoded), answers it with all-MiniLM-L6-v2 (bi-encoder, with and without MASK) and scores fold 1
 as a cross-validated phase does; Spearman equals the authors' own fold-1 figures (their
 `TRiC-stats.tsv`, tasks/trotr_paper.py). Skipped without torch, sentence-transformers or the
 packaged model (the `baselines` extra)."""

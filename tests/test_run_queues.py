@@ -69,7 +69,9 @@ def test_a_burst_of_one_competition_delays_another_by_one_run_each(backend):
     last_b = max(order.index(i) for i in b)
     twentieth_a = order.index(started_a[19])
     assert last_b < twentieth_a, (last_b, twentieth_a, order[:30])
-    assert last_b <= 10  # one of A's runs at most before each of B's
+    # one of A's runs at most before each of B's: B's last claim is the 10th (index 9); each of
+    # the two workers notes its claim after its transaction ends, so a note may come two late
+    assert last_b <= 11, (last_b, order[:30])
 
 
 def test_a_worker_takes_only_its_pools_and_competitions(backend):

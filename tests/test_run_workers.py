@@ -6,6 +6,7 @@ revoked token claims nothing more while its runs go back to their queues at once
 
 from __future__ import annotations
 
+import json
 import zipfile
 
 import pytest
@@ -150,4 +151,27 @@ def test_a_token_claims_its_competitions_runs_alone_and_is_revoked_with_its_runs
     # a link given to the revoked token is not the site's token's to use
     assert c.get(files["code.zip"], headers=site).status_code == 403
     assert c.delete(f"{url}/{r.json['id']}", headers=org_h).status_code == 404  # not the org's
+    # its result, to the link its claim gave: the token's alone, checked, taken once
+    res = second["result_url"]
+    failed = {"kind": "code", "status": "exit", "reason": "exit 1", "exit_code": 1,
+              "cpu_seconds": 0.5, "wall_seconds": 0.7, "log": "--- stderr ---\nboom\n"}  # fmt: skip
+    assert c.post(res, data={"result": json.dumps(failed)}, headers=org_h).status_code == 401
+    assert c.post(res + "x", data={"result": json.dumps(failed)}, headers=site).status_code == 403
+    # a file's link is no result's link, and a result's link fetches no file
+    as_result = first["files"][0]["url"].replace("/worker/files/", "/worker/results/")
+    body = {"result": json.dumps(failed)}
+    assert c.post(as_result, data=body, headers=site).status_code == 403
+    assert c.get(res.replace("/worker/results/", "/worker/files/"), headers=site).status_code == 403
+    r = c.post(res, data={"result": '{"kind": "maybe"}'}, headers=site)
+    assert r.status_code == 422 and "kind" in r.json["error"]["message"], r.json
+    r = c.post(res, data={"result": '{"kind": "ok"}'}, headers=site)  # no output file
+    assert r.status_code == 422 and "output" in json.dumps(r.json), r.json
+    r = c.post(res, data={"result": json.dumps(failed)}, headers=site)
+    assert r.status_code == 200 and r.json["stage"] == "failed", r.json
+    with Session(engine_of(app)) as s:
+        run = s.get(CodeRun, runs["comp-a"])
+        assert (run.stage, run.failure_kind, run.cpu_seconds) == ("failed", "code", 0.5)
+        assert run.outcome["attempt"] == 2 and "boom" in run.log
+    r = c.post(res, data={"result": json.dumps(failed)}, headers=site)  # taken once
+    assert r.status_code == 409 and r.json["error"]["code"] == "not_held"
     app.extensions.pop("palimpsest.redis", None)

@@ -140,3 +140,109 @@ def test_without_redis_a_job_scores_its_own_run_and_takes_no_more(backend, monke
     out = scoring.score_submission(first)
     assert (out["status"], out["more"]) == ("scored", [])
     assert get(backend, second).status == "queued"
+
+
+def test_a_forked_job_compiles_no_sql_and_commits_its_start_and_its_score(backend, monkeypatch):
+    """The worker's parent compiles the job's statements (`warm_statements`, on an engine whose
+    cache starts empty): a job forked after it compiles none of its own (only the savepoints'
+    names), and a run costs two commits: its start, then its scores with its status, the board's
+    revision, the audit row and its notice, in one transaction."""
+    import json
+    import os
+
+    from sqlalchemy import event
+    from sqlalchemy.sql import compiler
+
+    from server import db as dbm
+    from server.jobs import scoring, worker
+    from server.settings import get_settings
+
+    monkeypatch.setenv("PALIMPSEST_SCORE_BATCH", "1")
+    set_phase(backend, "tric-binary", "dev", daily_limit=None, concurrent_limit=None)
+    team, user = make_team(backend)
+    sid = submit(backend, team, user, noise=0.1).id
+    settings = get_settings()
+    url = settings.sqlalchemy_url()
+    dbm._engines.pop(url).dispose()  # a fresh engine: an empty cache, as a worker starts
+    engine = dbm.get_engine(url)
+    worker.warm_statements(engine)
+    engine.dispose()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the work horse
+        got = {"compiled": [], "commits": 0}
+        try:
+            real = compiler.Compiled.__init__
+
+            def spy(self, dialect, statement, *a, **kw):
+                real(self, dialect, statement, *a, **kw)
+                got["compiled"].append(str(getattr(self, "string", ""))[:60])
+
+            compiler.Compiled.__init__ = spy
+            event.listen(
+                dbm.get_engine(url),
+                "commit",
+                lambda c: got.__setitem__("commits", got["commits"] + 1),
+            )
+            got["out"] = scoring.score_submission(sid)
+        except BaseException as e:  # noqa: BLE001 — told to the test
+            got["error"] = repr(e)
+        os.write(w, json.dumps(got).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        got = json.loads(f.read())
+    os.waitpid(pid, 0)
+    assert "error" not in got, got
+    assert got["out"]["status"] == "scored" and got["out"]["recorded"], got
+    assert [x for x in got["compiled"] if "SAVEPOINT" not in x] == [], got["compiled"]
+    assert got["commits"] == 2, got
+    assert get(backend, sid).status == "scored"
+
+
+def test_a_run_costs_a_bounded_number_of_statements(backend, monkeypatch):
+    """A one-run job's SQL, counted at the cursor: its start (the run's state change, its blind
+    and competition facts said by the UPDATE's RETURNING on PostgreSQL; the phase's revision; the
+    audit row; what the job needs of the run and phase) in one transaction, then its scores (one
+    INSERT passing over a part written already), status, revision, audit row and the notice's
+    one read in another; nothing else. A statement added to every run fails this test."""
+    from sqlalchemy import event
+
+    from server.db import get_engine
+    from server.jobs import scoring
+    from server.settings import get_settings
+
+    monkeypatch.setenv("PALIMPSEST_SCORE_BATCH", "1")
+    set_phase(backend, "tric-binary", "dev", daily_limit=None, concurrent_limit=None)
+    team, user = make_team(backend)
+    sid = submit(backend, team, user, noise=0.1).id
+    engine = get_engine(get_settings().sqlalchemy_url())
+    seen: list[str] = []
+
+    def statement(conn, cursor, sql, params, context, many):
+        seen.append(sql[:70].replace("\n", " "))
+
+    def ended(conn):
+        seen.append("COMMIT/ROLLBACK")
+
+    event.listen(engine, "before_cursor_execute", statement)
+    event.listen(engine, "commit", ended)
+    event.listen(engine, "rollback", ended)
+    try:
+        out = scoring.score_submission(sid)
+    finally:
+        event.remove(engine, "before_cursor_execute", statement)
+        event.remove(engine, "commit", ended)
+        event.remove(engine, "rollback", ended)
+    assert out["status"] == "scored" and out["recorded"], out
+    sql = [x for x in seen if x != "COMMIT/ROLLBACK"]
+    # two transactions, each ended once by its commit (no read of a connection of its own)
+    assert seen.count("COMMIT/ROLLBACK") == 2, seen
+    # PostgreSQL: 9 (22 before: each move read the blind-run check and the competition apart,
+    # the scores took a read, a savepoint and an INSERT per part, the notice four reads); SQLite's
+    # RETURNING names no other table, so its two moves read those two facts apart
+    bound = 13 if backend.engine.dialect.name == "sqlite" else 9
+    assert len(sql) <= bound, sql
+    assert sum(x.startswith("INSERT INTO score") for x in sql) == 1, sql
+    assert get(backend, sid).status == "scored"
+    assert [s.part for s in scores(backend, sid)] == ["all"]

@@ -227,7 +227,10 @@ def test_the_site_as_organizers_deploy_it(tmp_path, redis_tcp_url, seaweedfs, bo
         stack.callback(site.stop)
         web_a, web_b = site.web("web-a"), site.web("web-b")
         palimpsest = [sys.executable, "-m", "cli.main"]
-        site.start("scoring", [*palimpsest, "worker", "--queue", "scoring", "--queue", "stats"])
+        site.start(
+            "scoring",
+            [*palimpsest, "worker", "--queue", "boards", "--queue", "scoring", "--queue", "stats"],
+        )
         code_home = site.start("code", [*palimpsest, "worker", "--queue", "runs"])
         site.start("reconciler", [*palimpsest, "reconcile"])
         _wait_up(web_a, site)

@@ -293,6 +293,7 @@ def test_the_annotators_and_sources_have_their_boards(request, tmp_path, monkeyp
             for p in s.execute(select(Phase)).scalars()
         }
     pairs = [f"{p}-a{a}" for p in LANGS.values() for a in (1, 2)]
+    pairs += [*LANGS.values(), "pairs-overall"]  # a board per pair, and the overall one over them
     assert got[("swissgov-rsd", "test")] == got[("swissgov-rsd", "dev")] == set(pairs)
     assert got[("str", "cv")] == {f"source-{x.lower()}" for x in SOURCES}
     # a run on the test phase, its row on en-fr-a2's board
@@ -327,6 +328,40 @@ def test_the_annotators_and_sources_have_their_boards(request, tmp_path, monkeyp
         docs, pred, lambda d: int(d["pair"] == "en-fr" and ann[d["id"]] == 2 and d["id"] in units)
     )
     assert row["metrics"]["en-fr-a2/spearman"] == pytest.approx(spearmanr(y, p).statistic, abs=1e-9)
+
+    # the built-in overall board over the language pairs: the mean of the team's rows on the
+    # pairs' boards, each scipy's on the pair's public documents (the main board's macro, where
+    # one run covers every pair); shown and exported like every board
+    def board(name, ext="json"):
+        q = "?phase=test" + (f"&board={name}" if name else "")
+        got = app.test_client().get(f"/tasks/swissgov-rsd/leaderboard{ext and '.' + ext}{q}")
+        assert got.status_code == 200, (name, got.get_data(as_text=True)[:300])
+        return got
+
+    per_pair = []
+    for pair in LANGS.values():
+        (r,) = [x for x in board(pair).get_json()["rows"] if x["row_type"] == "team"]
+        y, p = _tokens(docs, pred, lambda d, pair=pair: int(d["pair"] == pair and d["id"] in units))
+        assert r["metrics"][f"{pair}/spearman"] == pytest.approx(
+            spearmanr(y, p).statistic, abs=1e-9
+        )
+        per_pair.append(r["metrics"][f"{pair}/spearman"])
+    overall = board("pairs-overall").get_json()
+    assert overall["overall"] == {
+        "boards": list(LANGS.values()),
+        "rule": "mean",
+        "missing": "unranked",
+    }
+    (r,) = [x for x in overall["rows"] if x["row_type"] == "team"]
+    assert r["rank"] == 1
+    assert r["metrics"]["pairs-overall/mean"] == pytest.approx(np.mean(per_pair), abs=1e-12)
+    (main,) = [x for x in board(None).get_json()["rows"] if x["row_type"] == "team"]
+    assert main["metrics"]["macro/spearman"] == pytest.approx(np.mean(per_pair), abs=1e-9)
+    table = board("pairs-overall", "csv").get_data(as_text=True).splitlines()
+    assert "pairs-overall/mean" in table[0] and len(table) == 2
+    assert "Overall: mean over the language pairs" in board("pairs-overall", "").get_data(
+        as_text=True
+    )
 
 
 def test_a_slice_is_declared_among_the_subsets_in_a_group():

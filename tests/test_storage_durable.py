@@ -30,10 +30,11 @@ def test_the_file_and_its_name_are_synced_before_store_upload_returns(tmp_path, 
         ("dir", inode(dest.parent)),
         ("dir", inode(uploads_dir(tmp_path))),
     ]
-    # the same bytes again: nothing renamed, nothing more than the data's own sync
+    # the same bytes again: stored and synced before, so nothing written, renamed or synced
     synced.clear()
     assert store_upload(tmp_path, b"id\tlabel\n1\t0\n", "run.tsv")[0] == key
-    assert [kind for kind, _ in synced] == ["file"]
+    assert synced == []
+    assert not list((uploads_dir(tmp_path) / "tmp").iterdir())
     # other bytes under a directory that exists: its entry synced, the parent's not needed
     synced.clear()
     other = b"id\tlabel\n1\t1\n"

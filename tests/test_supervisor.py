@@ -147,7 +147,7 @@ def _submit_and_wait_scored(home: Path, port: int, timeout: float = 90) -> dict:
 
 
 @pytest.mark.slow
-def test_kill_9_serve_then_the_next_serve_owns_fresh_children_and_scores(tmp_path):
+def test_kill_9_serve_then_the_next_serve_owns_fresh_children_and_scores(tmp_path, demo_home):
     import psutil
 
     from server.jobs.embedded import EmbeddedRedis
@@ -155,10 +155,15 @@ def test_kill_9_serve_then_the_next_serve_owns_fresh_children_and_scores(tmp_pat
     home = tmp_path / "h"
     log = tmp_path / "serve.log"
     port = _free_port()
-    first = _serve(home, port, log, "--demo")
+    # the demo's tasks imported already, without `--demo`'s runs: its hundred-odd scoring jobs
+    # queued ahead of the new submission cost a minute of CPU and prove nothing about supervision
+    # (a work horse killed with its worker: test_a_work_horse_dies_with_its_worker)
+    home.mkdir()
+    (home / "tasks").symlink_to(demo_home / "tasks", target_is_directory=True)
+    first = _serve(home, port, log)
     try:
         _wait_up(port, first, log)
-        kids = _children(first.pid)  # the demo's scoring may have a work horse running too
+        kids = _children(first.pid)
         direct = _children(first.pid, recursive=False)
         assert sorted(_kind(k) for k in direct if _kind(k) != "other") == ["redis", "worker"], [
             k.cmdline() for k in direct

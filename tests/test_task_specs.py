@@ -30,8 +30,6 @@ PYTHON = {
     "agreement_rows",
     "agreement_bayes",
     "import_boards",
-    # what a built-in task's phases publish on (STR: the whole test split, as SemEval-2024 did)
-    "published_on",
 }
 
 

@@ -1,6 +1,7 @@
 """The upload is one transaction, by construction: each step of the one intake
-(`server.actions.submissions.submit`) failing in turn -- the store push, the team's lock, the
-insert, making it the primary run, the enqueue, the commit -- leaves nothing behind, in the
+(`server.actions.submissions.submit`) failing in turn -- the store push, the file's sync to disk
+(done in a thread, waited for at the commit), the team's lock, the insert, making it the primary
+run, the enqueue, the commit -- leaves nothing behind, in the
 database or the data directory, queues nothing, and the retry succeeds as a first upload would,
 with the primary run set. On the embedded default (SQLite) and on PostgreSQL.
 
@@ -108,6 +109,12 @@ def _arm(step, monkeypatch):
         return _once(
             monkeypatch, server.objectstore, "push_upload", _raise(fault)
         ), StoreUnreachable
+    if step == "sync":  # the file made durable under its name, waited for at the commit
+        import server.storage
+
+        return _once(
+            monkeypatch, server.storage, "_sync_into_place", _raise(Injected("sync"))
+        ), Injected
     if step == "lock":
         return _once(
             monkeypatch, server.domain.submissions, "lock_row", _raise(Injected("lock"))
@@ -145,7 +152,7 @@ def _arm(step, monkeypatch):
     raise AssertionError(step)
 
 
-STEPS = ("store push", "lock", "insert", "set_primary", "enqueue", "commit")
+STEPS = ("store push", "sync", "lock", "insert", "set_primary", "enqueue", "commit")
 
 
 def _upload(backend, user, data, name, queues):
@@ -507,3 +514,60 @@ def test_the_one_exemption_rule(backend):
         assert exempt_from_limits(s, user=None, team=plain, task_id="tric-binary", baseline=True)
         assert not exempt_from_limits(s, user=None, team=plain, task_id="tric-binary")
         s.rollback()
+
+
+def test_the_upload_request_reads_and_writes_in_a_bounded_number_of_statements(api_env):
+    """The API's upload request, for a token first used in the minute (its mark written), counted
+    at the database: who asks, the team and the phases, the team's lock, the phase with every
+    count, the row, the answer's place in the queue; nothing read twice, nothing per row of the
+    file or per waiting run. A new read on the upload's path fails here: make it part of one of
+    these, or take it off the request."""
+    from sqlalchemy import event
+
+    app, tokens, home = api_env
+    c = app.test_client()
+    gold = (home / f"tasks/{TASK}/gold/test/gold.jsonl").read_text().splitlines()
+
+    def upload(token, flip):
+        import io
+        import json
+
+        rows = [json.loads(line) for line in gold]
+        data = "".join(
+            json.dumps({"instanceID": g["instanceID"], "label": g["label"] ^ (i % flip == 0)})
+            + "\n"
+            for i, g in enumerate(rows)
+        ).encode()
+        return c.post(
+            f"/api/v1/tasks/{TASK}/submissions",
+            data={"phase": "test", "method_name": "m", "file": (io.BytesIO(data), "p.jsonl")},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+
+    assert len(gold) > 400  # a file of TRoTR's test length: nothing grows with its rows
+    # each team's first upload (its registration in the competition made then), and the
+    # process's slow-moving estimate inputs read once
+    for name in ("alpha", "beta"):
+        first = upload(tokens[name], 3)
+        assert first.status_code == 201, first.json
+    engine = app.extensions["palimpsest.engine"]
+    with engine.begin() as conn:  # the token's mark due again: as for its first use in the minute
+        conn.execute(text("UPDATE apitoken SET last_used_at = NULL"))
+    seen: list[str] = []
+
+    def count(conn, cursor, statement, *a):
+        seen.append(" ".join(statement.split())[:120])
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        r = upload(tokens["beta"], 5)
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert r.status_code == 201 and r.json["queue"]["position"] == 3, r.json
+    # the token and its user; its mark; the task's competition; the person's role there and
+    # registration; the membership with its team; the phases; the team's lock (SQLite's BEGIN
+    # IMMEDIATE, PostgreSQL's SELECT ... FOR UPDATE); the phase with every count; the row; the
+    # queue, in one read
+    assert len(seen) <= 11, "\n".join(seen)
+    assert sum(st.startswith("SELECT competition.id") for st in seen) == 1, seen
+    assert sum(st.startswith("UPDATE apitoken") for st in seen) == 1, seen

@@ -1,6 +1,6 @@
 """Organizer commands over the REST API, with an organizer's token (`palimpsest login`):
 `palimpsest organizer phases|close|freeze|unfreeze|show-board|hide-board|publish|rankings|export|
-submissions|rescore|rescore-all|hide|unhide|audit|baselines|participants|approve|reject|suspend|
+submissions|rescore|rescore-all|hide|unhide|primary|audit|baselines|participants|approve|reject|suspend|
 ban|reinstate|announce`; one module per group of commands, each command a click command importable
 by its name (`cli.organizer.phases.publish`).
 
@@ -43,6 +43,7 @@ COMMANDS: tuple[click.Command, ...] = (
     runs.remove,
     runs.restore,
     runs.move_track,
+    runs.primary,
     audit.audit,
     baselines.baselines,
     participants.participants,

@@ -1,5 +1,5 @@
 """`palimpsest organizer submissions|runs|review|rescore|rescore-all|hide|unhide|remove|restore|
-move-track`: every team's runs."""
+move-track|primary`: every team's runs."""
 
 from __future__ import annotations
 
@@ -216,3 +216,27 @@ remove = _visibility(
     True,
 )
 restore = _visibility("restore", "Restore a removed submission.", False)
+
+
+@click.command("primary")
+@click.argument("submission_id", type=int)
+@click.option(
+    "--board",
+    default=None,
+    help="A declared board of the phase (a track's): the run becomes its team's ranked run there "
+    "(absent or main: the team's primary run of the phase).",
+)
+@click.option("--reason", required=True, help="Why you choose for the team (the audit log).")
+@JSON
+def primary(submission_id, board, reason, as_json):
+    """Choose a team's ranked run for it (a team that asked by mail): its primary run of the
+    phase, or with --board its ranked run on one board. The same action as the team's own choice
+    (the board's filter, refused once the phase is published; no score is read)."""
+    body = {"reason": reason, **({"board": board} if board else {})}
+    r = call(as_json, lambda c: c.send_json("POST", f"/submissions/{submission_id}/primary", body))
+    where = f"the {board} board" if board not in (None, "", "main") else f"the {r['phase']} phase"
+    emit(
+        as_json,
+        r,
+        lambda r: click.echo(f"submission {r['id']}: its team's ranked run on {where}"),
+    )

@@ -192,6 +192,8 @@ def _write(
                     compute_budget_seconds=p.compute_budget_seconds,
                     boards=[b.model_dump(mode="json", exclude_none=True) for b in p.boards],
                     **({"release_rule": p.release_rule} if p.release_rule is not None else {}),
+                    # what its published ranking is computed on: as declared, else the task's
+                    **({"published_on": p.published_on} if p.published_on is not None else {}),
                 )
             except LifecycleRefused as e:
                 problem = bundle_problem(f"tasks[{t.id}].phases[{p.name}]", e.message)
@@ -351,6 +353,7 @@ def _phases_of(s: Session, task_id: str) -> list[dict]:
             ),
             **({"boards": list(p.boards)} if p.boards else {}),
             **({"release_rule": p.release_rule} if p.release_rule else {}),
+            "published_on": p.published_on,
         }
         for p in s.exec(select(Phase).where(Phase.task_id == task_id).order_by(Phase.id))
     ]

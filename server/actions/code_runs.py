@@ -15,7 +15,7 @@ from server import api_models as m
 from server.actions import common
 from server.actions.common import action
 from server.actions.submissions import submit
-from server.domain import code_runs, people
+from server.domain import code_runs, lifecycle, people
 from server.domain.accounts import audit
 from server.domain.baselines import (
     baseline_archive,
@@ -155,19 +155,26 @@ def review_run(
         "redact": log or "",
         "withhold": "",
     }[decision]
+    was_released = r.release == "release"
     r.reviewed_at = utcnow()
     r.reviewed_by = actor.id if actor is not None else None
     r.release = decision
     r.released_log = released if decision == "redact" else ""
     r.review_note = note
     s.add(r)
+    phase = s.get(Phase, r.phase_id)
+    if r.submission_id is not None and phase is not None and phase.blind:
+        if was_released != (decision == "release"):
+            # its output's row appears (or goes) before its shown moment, its scorer's notes
+            # with it (server.boards.blind): the boards render again, and only then
+            lifecycle.bump_phase(s, phase.id)
     audit(
         s,
         actor,
         "run.review",
         f"run:{r.id}",
         decision=decision,
-        released=["log", "problems", "figures"] if decision == "release" else
+        released=["log", "problems", "figures", "notes"] if decision == "release" else
         ["text"] if decision == "redact" else [],
         released_sha256=hashlib.sha256(released.encode()).hexdigest() if released else None,
         released_chars=len(released),

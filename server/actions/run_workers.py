@@ -6,7 +6,10 @@ competition's run, and every run it claims names it in its audit log."""
 
 from __future__ import annotations
 
+import tempfile
+from dataclasses import asdict
 from pathlib import Path
+from typing import BinaryIO
 
 from sqlmodel import Session, select
 
@@ -14,13 +17,18 @@ from server import api_models as m
 from server import objectstore
 from server.actions import common
 from server.actions.common import action
+from server.db import lock_row
 from server.domain import code_runs, download_rule, people, run_queue
 from server.domain.accounts import audit, hash_token, new_token
 from server.exceptions import Forbidden, LifecycleRefused, NotFound, UploadFieldsInvalid
 from server.jobs.dispatch import jobs
+from server.jobs.execute import limits_for
+from server.jobs.run_jobs import submit_output
 from server.models import CodeRun, Competition, Phase, RunWorkerToken, User, utcnow
 from server.settings import get_settings
+from tasks.declared import declaration_path
 
+TASK_FILE = "task/declaration.json"  # a declared task's declaration, among a run's files
 TOKEN_PREFIX = "plw_"  # a run worker's token, told apart from a person's at a glance
 
 
@@ -157,6 +165,12 @@ def claim(*, s: Session, token: RunWorkerToken) -> m.WorkerClaimOut:
         return m.WorkerClaimOut()
     rid, attempt = got
     r = s.get(CodeRun, rid)
+    # shown no sooner than its wall limit and the delay after it starts, as a site worker's
+    # claim does (`run_jobs.run_system`): when it ends still says nothing
+    moment = code_runs.release_moment(dict(r.manifest or {}), settings, utcnow())
+    if r.shown_at is None or r.shown_at < moment:
+        r.shown_at = moment
+        s.add(r)
     audit(
         s, None, "run.claim", f"run:{rid}",
         token=token.id, token_name=token.name, attempt=attempt,
@@ -168,23 +182,38 @@ def claim(*, s: Session, token: RunWorkerToken) -> m.WorkerClaimOut:
         heartbeat_every=float(settings.heartbeat_every),
         task=r.task_id,
         command=list((r.manifest or {}).get("command", [])),
-        files=[m.WorkerFile(path=p, url="") for p in _file_paths(s, r, settings)],
+        limits=asdict(limits_for(dict(r.manifest or {}), settings)),
+        # each file's `url` is where it lies under the data directory until the surface signs it
+        # into a link (`worker_file` then reads it without computing the run's list again)
+        files=[m.WorkerFile(path=p, url=src) for p, src in _file_paths(s, r, settings)],
     )
 
 
-def _file_paths(s: Session, r: CodeRun, settings) -> list[str]:
-    """The files a run's worker fetches: its archive, and its inputs as a site worker stages them
-    (`code_runs.input_files`: the released areas and its split's inputs; never gold)."""
+def _file_paths(s: Session, r: CodeRun, settings) -> list[tuple[str, str]]:
+    """The files a run's worker fetches, as (its path in the run's folder, the server's file under
+    the data directory; "" for the archive): its archive, a declared task's declaration, and its
+    inputs as a site worker stages them (`code_runs.input_files`: the released areas and its
+    split's inputs; never gold)."""
     phase = s.get(Phase, r.phase_id)
-    areas = code_runs.released_areas(s, r.task_id, settings.home)
-    inputs = code_runs.input_files(settings.home, r.task_id, phase.split, areas)
-    return ["code.zip", *(f"input/{rel}" for rel, _src in inputs)]
+    home = Path(settings.home)
+    areas = code_runs.released_areas(s, r.task_id, home)
+    inputs = code_runs.input_files(home, r.task_id, phase.split, areas)
+    declared = [(TASK_FILE, "")] if declaration_path(r.task_id, home).is_file() else []
+    return [
+        ("code.zip", ""),
+        *declared,
+        *((f"input/{rel}", src.relative_to(home).as_posix()) for rel, src in inputs),
+    ]
 
 
 @action
-def worker_file(*, s: Session, token: RunWorkerToken, run_id: int, attempt: int, path: str) -> Path:
-    """The server's file behind one of a claimed run's links (the link checked by the surface):
-    only while the token holds that attempt of the run, and only a file of its list."""
+def worker_file(
+    *, s: Session, token: RunWorkerToken, run_id: int, attempt: int, path: str, src: str = ""
+) -> Path:
+    """The server's file behind one of a claimed run's links (the link, signed by the site with
+    the file's place that the claim computed, checked by the surface): only while the token holds
+    that attempt of the run, only after its inputs' date, and only a file of the task's public
+    part."""
     settings = get_settings()
     r = s.get(CodeRun, run_id)
     if r is None or r.stage != "running" or r.held_by != holder(token) or r.attempts != attempt:
@@ -193,15 +222,22 @@ def worker_file(*, s: Session, token: RunWorkerToken, run_id: int, attempt: int,
         )
     if path == "code.zip":
         return objectstore.local_upload(settings, r.storage_key)
+    if path == TASK_FILE:  # the task's declaration (its public spec), never its data
+        objectstore.ensure_public(settings, r.task_id)
+        got = declaration_path(r.task_id, settings.home)
+        if got.is_file():
+            return got
+        raise NotFound(f"task {r.task_id} has no declaration")
     phase = s.get(Phase, r.phase_id)
     if download_rule.inputs_release(s, r.task_id, phase.split) is not None:
         raise LifecycleRefused("the run's inputs are not released yet", "not_released")
     objectstore.ensure_public(settings, r.task_id)
-    areas = code_runs.released_areas(s, r.task_id, settings.home)
-    for rel, src in code_runs.input_files(settings.home, r.task_id, phase.split, areas):
-        if f"input/{rel}" == path:
-            return src
-    raise NotFound(f"code run {run_id} has no file {path}")
+    home = Path(settings.home)
+    public = (home / "tasks" / r.task_id / "public").resolve()
+    got = (home / src).resolve() if src and path.startswith("input/") else None
+    if got is None or not got.is_relative_to(public) or not got.is_file():
+        raise NotFound(f"code run {run_id} has no file {path}")
+    return got
 
 
 @action
@@ -218,4 +254,82 @@ def heartbeat(*, s: Session, token: RunWorkerToken, run_id: int) -> m.WorkerHear
             "after its lease ran out, or ended): stop it and claim again",
             "not_held",
         )
-    return m.WorkerHeartbeatOut(run=run_id, lease_seconds=settings.stale_after)
+    attempt = s.get(CodeRun, run_id).attempts
+    return m.WorkerHeartbeatOut(run=run_id, attempt=attempt, lease_seconds=settings.stale_after)
+
+
+def _held(s: Session, token: RunWorkerToken, run_id: int, attempt: int) -> CodeRun:
+    """The run, when the token holds this attempt of it (LifecycleRefused `not_held` otherwise:
+    another token's, another competition's, taken back after its lease ran out, ended)."""
+    r = s.get(CodeRun, run_id)
+    if r is None or r.stage != "running" or r.held_by != holder(token) or r.attempts != attempt:
+        raise LifecycleRefused(
+            f"this worker does not hold attempt {attempt} of code run {run_id} (another "
+            "worker's, taken back after its lease ran out, or ended): its result is not taken",
+            "not_held",
+        )
+    return r
+
+
+@action
+def post_result(
+    *,
+    s: Session,
+    token: RunWorkerToken,
+    run_id: int,
+    attempt: int,
+    result: m.WorkerResultIn,
+    output: BinaryIO | None,
+) -> m.WorkerResultOut:
+    """An attached worker's result for the attempt it holds, recorded as a site worker records
+    its own (server.jobs.run_jobs): the sandbox's failure ends the run `infra` (not counted, its
+    reserved CPU given back), the system's ends it `failed` with its log and counters, and its
+    output becomes its submission through the intake's core (`submit_output`: stored,
+    validated, scored, then the same review gate). Recorded once: the run's row is locked and
+    the attempt must still be the token's, so a second post (or a post after the lease ran
+    out) is refused and nothing is charged twice."""
+    settings = get_settings()
+    lock_row(s, CodeRun, run_id)
+    r = _held(s, token, run_id, attempt)
+    now = utcnow()
+    end = dict(finished_at=now, reserved_cpu=0.0, lease_until=None)
+    audit(
+        s, None, "run.result", f"run:{run_id}",
+        token=token.id, token_name=token.name, attempt=attempt, kind=result.kind,
+    )  # fmt: skip
+    if result.kind == "infra":
+        for k, v in end.items():
+            setattr(r, k, v)
+        r.stage, r.failure_kind = "failed", "infra"
+        r.reason = (result.reason or "the attached worker's sandbox failed")[:500]
+        s.add(r)
+        return m.WorkerResultOut(run=run_id, stage=r.stage)
+    used = result.counters() | {"attempt": attempt}
+    for k, v in end.items():
+        setattr(r, k, v)
+    r.log, r.outcome, r.cpu_seconds = result.log, used, float(result.cpu_seconds)
+    if result.kind == "code":
+        r.stage, r.failure_kind, r.reason = "failed", "code", result.reason[:500]
+        s.add(r)
+        return m.WorkerResultOut(run=run_id, stage=r.stage)
+    if output is None:
+        raise UploadFieldsInvalid({"output": "a run that ended `ok` posts its output file"})
+    cap = limits_for(dict(r.manifest or {}), settings).output_mb * 1024 * 1024
+    name = (r.manifest or {}).get("output") or "predictions.jsonl"
+    with tempfile.TemporaryDirectory(prefix=f"posted-{run_id}-") as d:
+        path = Path(d) / "output"
+        size = 0
+        with path.open("wb") as f:
+            while chunk := output.read(1 << 20):
+                size += len(chunk)
+                if size > cap:
+                    raise UploadFieldsInvalid(
+                        {"output": f"larger than the run's output limit ({cap} bytes)"}
+                    )
+                f.write(chunk)
+        if size == 0:
+            raise UploadFieldsInvalid({"output": "empty: a run that ended `ok` wrote its file"})
+        sid = submit_output(s, settings, r, name, path)
+    r.stage, r.submission_id = "ran", sid
+    s.add(r)
+    return m.WorkerResultOut(run=run_id, stage=r.stage, submission=sid)

@@ -172,14 +172,37 @@ def _own_run(s: Session, submission_id: int, actor: User | None, verb: str) -> S
 
 @action
 def choose_primary(
-    *, s: Session, submission_id: int, actor: User | None, board: str | None = None
+    *,
+    s: Session,
+    submission_id: int,
+    actor: User | None,
+    board: str | None = None,
+    reason: str | None = None,
 ) -> Submission:
     """A team makes one of its runs its primary (ranked) run of the phase (the others become
-    contrastive), or, with `board`, its ranked run on that declared board of the phase."""
-    sub = _own_run(s, submission_id, actor, "chooses its primary run")
+    contrastive), or, with `board`, its ranked run on that declared board of the phase.
+
+    With `reason`, an organizer of the task (or the server's own shell, `actor` None) makes the
+    choice for the run's team (a team that asked by mail, whose members cannot sign in): the
+    same rule and checks (the board's filter, publication; no score read), the reason kept in
+    the audit row beside the organizer."""
+    if reason is None:
+        sub = _own_run(s, submission_id, actor, "chooses its primary run")
+    else:
+        sub = common.submission(s, submission_id)
+        common.require_organizer(actor, s, task_id=sub.task_id)
+        reason = " ".join(reason.split())[:500]
+        if not reason:
+            raise LifecycleRefused(
+                "Say why: an organizer's choice for a team keeps its reason in the audit log",
+                "reason_required",
+            )
+    said = {"reason": reason} if reason else {}
     if board not in (None, "", "main"):
-        return lifecycle.set_board_choice(s, sub, team_id=sub.team_id, board=board, actor=actor)
-    return lifecycle.set_primary(s, sub, team_id=sub.team_id, actor=actor)
+        return lifecycle.set_board_choice(
+            s, sub, team_id=sub.team_id, board=board, actor=actor, **said
+        )
+    return lifecycle.set_primary(s, sub, team_id=sub.team_id, actor=actor, **said)
 
 
 @action

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from sqlmodel import select
-
 from server import api_models as m
+from server.actions import reads
 from server.actions import signup as signup_actions
 from server.api.common import (
     body_model,
@@ -21,7 +20,6 @@ from server.db import db
 from server.domain import people
 from server.models import (
     AuditLog,
-    User,
 )
 from server.settings import get_settings
 
@@ -108,20 +106,13 @@ def audit_log():
     u = need_organizer()
     page = query_model(m.AuditQuery)
     s = db()
-    q = select(AuditLog)
-    mine = people.organized_competitions(s, u)
-    if mine is not None:  # an organizer reads the log of their competitions only
-        q = q.where(AuditLog.competition_id.in_(sorted(mine)))
-    if page.action:
-        q = q.where(AuditLog.action == page.action)
-    elif page.all != "1":  # the workers' status changes of every submission, on demand only
-        q = q.where(AuditLog.action != "submission.status")
+    q = reads.audit_entries(s, u, action=page.action, everything=page.all == "1")
     actors: dict[int, str] = {}
 
     def render(a: AuditLog) -> dict:
         if a.actor_id is not None and a.actor_id not in actors:
-            who = s.get(User, a.actor_id)
-            actors[a.actor_id] = who.email if who else f"user:{a.actor_id}"
+            actors.update(reads.audit_actors(s, [a]))
+            actors.setdefault(a.actor_id, f"user:{a.actor_id}")
         return {
             "id": a.id,
             "actor": actors.get(a.actor_id),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from flask import current_app, request, send_file, url_for
 from itsdangerous import BadSignature, URLSafeTimedSerializer
+from pydantic import ValidationError
 
 from server import api_models as m
 from server.actions import run_workers as actions
@@ -85,9 +86,21 @@ def worker_claim():
     tok = need_worker()
     got = actions.claim(s=db(), token=tok)
     for f in got.files:  # each file a link of its own, for a few minutes
-        signed = _links().dumps([got.run, got.attempt, tok.id, f.path])
+        signed = _links().dumps([got.run, got.attempt, tok.id, f.path, f.url])
         f.url = url_for("api.worker_file", signed=signed, _external=True)
+    if got.run is not None:
+        got.result_url = _result_url(got.run, got.attempt, tok.id)
     return json_out(got)
+
+
+def _result_url(run_id: int, attempt: int, token_id: int) -> str:
+    """The link an attached worker posts one attempt's result to (the run's one output object),
+    for the token that holds it, for `LINK_SECONDS`."""
+    signed = _links().dumps([run_id, attempt, token_id, RESULT, ""])
+    return url_for("api.worker_result", signed=signed, _external=True)
+
+
+RESULT = "result"  # the one object a result link names: the run's output, with its counters
 
 
 LINK_SECONDS = 300  # a claimed run's file links expire after this
@@ -110,13 +123,13 @@ def _links() -> URLSafeTimedSerializer:
 def worker_file(signed):
     tok = need_worker()
     try:
-        run_id, attempt, token_id, path = _links().loads(signed, max_age=LINK_SECONDS)
+        run_id, attempt, token_id, path, src = _links().loads(signed, max_age=LINK_SECONDS)
     except (BadSignature, ValueError, TypeError):
         raise ApiError(403, "bad_link", "this link is invalid or expired: claim again") from None
-    if token_id != tok.id:
-        raise ApiError(403, "bad_link", "this link was given to another worker")
-    src = actions.worker_file(s=db(), token=tok, run_id=run_id, attempt=attempt, path=path)
-    return send_file(src, mimetype="application/octet-stream", as_attachment=True,
+    if token_id != tok.id or path == RESULT:
+        raise ApiError(403, "bad_link", "this link was given to another worker or use")
+    got = actions.worker_file(s=db(), token=tok, run_id=run_id, attempt=attempt, path=path, src=src)
+    return send_file(got, mimetype="application/octet-stream", as_attachment=True,
                      download_name=path.rsplit("/", 1)[-1])  # fmt: skip
 
 
@@ -130,4 +143,49 @@ def worker_file(signed):
     "claimed, taken back after its lease ran out, its token revoked, or ended).",
 )
 def worker_heartbeat(run_id):
-    return json_out(actions.heartbeat(s=db(), token=need_worker(), run_id=run_id))
+    tok = need_worker()
+    got = actions.heartbeat(s=db(), token=tok, run_id=run_id)
+    got.result_url = _result_url(run_id, got.attempt, tok.id)
+    return json_out(got)
+
+
+@bp.post("/worker/results/<signed>")
+@op(
+    "Post a claimed run's result: its output file and the kernel's counters (a run worker's token)",
+    form=m.WorkerResultForm,
+    responses={200: m.WorkerResultOut},
+    errors=(401, 403, 409, 413, 422),
+    tags=("run workers",),
+    description="The link (from the claim or a heartbeat) names one attempt of one run, for the "
+    "token that holds it, and expires after five minutes (403). The site records the result as "
+    "its own worker's: the output becomes the run's submission (validated, scored, and on a "
+    "blind phase shown to its team only after review), the counters and the log the run's "
+    "record. 409 `not_held`: the token holds that attempt no more (its lease ran out, revoked, "
+    "or its result already taken): nothing is recorded, nothing charged twice.",
+)
+def worker_result(signed):
+    tok = need_worker()
+    try:
+        run_id, attempt, token_id, what, _src = _links().loads(signed, max_age=LINK_SECONDS)
+    except (BadSignature, ValueError, TypeError):
+        raise ApiError(
+            403, "bad_link", "this link is invalid or expired: heartbeat for a fresh one"
+        ) from None
+    if token_id != tok.id or what != RESULT:
+        raise ApiError(403, "bad_link", "this link was given to another worker or use")
+    try:
+        result = m.WorkerResultIn.model_validate_json(request.form.get("result") or "")
+    except ValidationError as e:
+        raise ApiError(422, "invalid_result", f"result: {_first(e)}") from None
+    upload = request.files.get("output")
+    got = actions.post_result(
+        s=db(), token=tok, run_id=run_id, attempt=attempt, result=result,
+        output=upload.stream if upload is not None else None,
+    )  # fmt: skip
+    return json_out(got)
+
+
+def _first(e: ValidationError) -> str:
+    err = e.errors()[0]
+    where = ".".join(str(x) for x in err.get("loc", ())) or "(the JSON)"
+    return f"{where}: {err.get('msg', 'invalid')}"

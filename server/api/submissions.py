@@ -8,7 +8,7 @@ from flask import request
 from sqlmodel import select
 
 from server import api_models as m
-from server.actions import large_uploads
+from server.actions import large_uploads, reads
 from server.actions import submissions as sub_actions
 from server.api.common import (
     ApiError,
@@ -30,7 +30,6 @@ from server.domain import people, submissions
 from server.exceptions import EmptyUpload
 from server.models import (
     Phase,
-    Submission,
 )
 from server.settings import get_settings
 
@@ -174,13 +173,7 @@ def my_submissions():
     organized = people.organized_tasks(s, u)  # None: every task (an administrator)
     if page.mine == "0" and (organized is None or organized):
         # everyone's runs of the tasks this organizer organizes
-        runs = select(Submission)
-        if organized is not None:
-            runs = runs.where(Submission.task_id.in_(sorted(organized)))
-        if page.task:
-            runs = runs.where(Submission.task_id == page.task)
-        if page.status:
-            runs = runs.where(Submission.status == page.status)
+        runs = reads.organizer_runs(s, u, task=page.task, status=page.status)
     else:
         team_ids = people.team_ids_of(s, u)
         if not team_ids:
@@ -210,15 +203,18 @@ def submission(submission_id):
     body=m.PrimaryChoice,
     description="SemEval's convention: one primary run per team and phase, the others "
     'contrastive. With `{"board": NAME}`, the run becomes the team\'s ranked run on that '
-    "declared board of the phase (a track's), whatever its primary run; no score is read. Only "
-    "the team chooses its run.",
+    "declared board of the phase (a track's), whatever its primary run; no score is read. The "
+    'team chooses its run; an organizer of the task may choose for the team with `{"reason": '
+    "...}` (kept in the audit log), under the same checks.",
 )
 def primary(submission_id):
     u = need_user()
     raw = request.get_data(cache=True)
     body = body_model(m.PrimaryChoice) if raw or request.form else m.PrimaryChoice()
     s = db()
-    sub = sub_actions.choose_primary(s=s, submission_id=submission_id, actor=u, board=body.board)
+    sub = sub_actions.choose_primary(
+        s=s, submission_id=submission_id, actor=u, board=body.board, reason=body.reason
+    )
     return submission_out(s, u, sub)
 
 

@@ -141,7 +141,7 @@ def leaderboard(task_id):
     u = need_user()
     t = find_task(task_id)
     query_model(m.LeaderboardQuery)
-    return serve_board(t.id, "json", who=viewer_of(u, db(), t.id).audience)
+    return serve_board(t.id, "json", who=viewer_of(u, db(), t.id).audience, task=t)
 
 
 @bp.get("/tasks/<task_id>/leaderboard/significance.csv")

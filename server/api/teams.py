@@ -7,6 +7,7 @@ from sqlmodel import select
 
 from server import api_models as m
 from server.actions import competitions as comp_actions
+from server.actions import reads
 from server.actions import teams as team_actions
 from server.api.common import ApiError, body_model, bp, current_viewer, need_user, out, query_model
 from server.api.openapi import op
@@ -15,18 +16,11 @@ from server.domain import teams
 from server.models import (
     Competition,
     Team,
-    TeamMember,
-    User,
 )
 
 
 def _team_out(s, team: Team, status: int = 200, competition: Competition | None = None):
-    rows = s.exec(
-        select(TeamMember, User)
-        .join(User, User.id == TeamMember.user_id)
-        .where(TeamMember.team_id == team.id)
-        .order_by(TeamMember.id)
-    ).all()
+    rows = reads.team_roster(s, team)
     return out(
         m.TeamOut,
         status,
@@ -35,9 +29,7 @@ def _team_out(s, team: Team, status: int = 200, competition: Competition | None 
         competition=competition.slug if competition is not None else None,
         invite_code=team.invite_code,
         members=[
-            {"id": x.id, "email": x.email, "role": tm.role, "status": tm.status}
-            for tm, x in rows
-            if competition is None or tm.competition_id == competition.id
+            {"id": x.id, "email": x.email, "role": tm.role, "status": tm.status} for tm, x in rows
         ],
         created=team.created_at,
     )

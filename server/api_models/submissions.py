@@ -357,6 +357,12 @@ class PrimaryChoice(Model):
         description="A declared board of the phase: the run becomes your team's ranked run on "
         'that board (absent or "main": your primary run of the phase).',
     )
+    reason: Optional[str] = Field(
+        None,
+        max_length=500,
+        description="An organizer of the task choosing for the run's team (a team that asked by "
+        "mail): why, kept in the audit log. Absent: the team's own choice.",
+    )
 
 
 class ShowPublicly(Model):
@@ -456,9 +462,68 @@ class WorkerClaimOut(Out):
     heartbeat_every: Optional[float] = None
     task: Optional[str] = None
     command: list[str] = Field(default_factory=list)
+    limits: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The sandbox's limits for this run (`server.jobs.sandbox.Limits`): what its "
+        "manifest asks, capped by the site, exactly as a site worker applies them.",
+    )
     files: list[WorkerFile] = Field(default_factory=list)
+    result_url: Optional[str] = Field(
+        None,
+        description="Where the run's result is posted (`POST`, multipart: `result`, `output`), "
+        "for a few minutes; each heartbeat gives a fresh one.",
+    )
 
 
 class WorkerHeartbeatOut(Out):
     run: int
+    attempt: int = 0
     lease_seconds: float
+    result_url: Optional[str] = Field(
+        None, description="A fresh link for the run's result (a few minutes)."
+    )
+
+
+class WorkerResultIn(Model):
+    """How an attached worker's run ended, as `server.jobs.execute.execute` says: `ok` (its
+    output file posted beside), `code` (the system's failure: a limit, an exit, no output;
+    counted), `infra` (the sandbox itself failed, or the archive could not be unpacked: the
+    server's failure, not counted); the kernel's counters and the log as the site keeps them."""
+
+    kind: Literal["ok", "code", "infra"]
+    status: str = Field("", max_length=32, description="The sandbox's status (`ok`, `timeout`...).")
+    reason: str = Field("", max_length=2000)
+    exit_code: Optional[int] = Field(None, ge=-(2**31), le=2**31 - 1)
+    wall_seconds: float = Field(0.0, ge=0, le=1e7)
+    cpu_seconds: float = Field(0.0, ge=0, le=1e8)
+    peak_rss_mb: float = Field(0.0, ge=0, le=1e8)
+    output_bytes: int = Field(0, ge=0, le=2**40)
+    cgroup: bool = False
+    log: str = Field("", max_length=400_000)
+
+    def counters(self) -> dict:
+        """The run's record of what it used (`CodeRun.outcome`), as a site worker writes it."""
+        return {
+            k: getattr(self, k)
+            for k in (
+                "status", "exit_code", "wall_seconds", "cpu_seconds", "peak_rss_mb",
+                "output_bytes", "cgroup",
+            )
+        }  # fmt: skip
+
+
+class WorkerResultForm(Model):
+    """An attached worker's result (`multipart/form-data`): `result`, the JSON of
+    `WorkerResultIn`; `output`, the run's output file (a run that ended `ok`)."""
+
+    result: str = Field(description="`WorkerResultIn` as JSON.")
+    output: Optional[bytes] = Field(None, description="The run's output file (`ok` only).")
+
+
+class WorkerResultOut(Out):
+    """The result recorded: the run's stage, and its submission when its output was taken (then
+    validated, scored and reviewed as every run's)."""
+
+    run: int
+    stage: str
+    submission: Optional[int] = None

@@ -91,7 +91,7 @@ class PhaseOut(Out):
     release_rule: Union[str, dict] = Field(
         "exact",
         description="What the live public board shows of each run's public score "
-        '(docs/statistics.md): "exact" (default), "rounded", "ladder" or '
+        '(docs/statistics.md): "exact" (default), "rounded", "ladder", "ladder-paired" or '
         '{"rule": "ladder", "eta": 0.01}; the private part and the published ranking are never '
         "affected.",
     )
@@ -140,7 +140,7 @@ class PhaseCreate(Model):
     release_rule: Optional[Union[str, dict]] = Field(
         None,
         description="What the live public board shows of each run's public score "
-        '(docs/statistics.md): "exact" (default), "rounded", "ladder" or '
+        '(docs/statistics.md): "exact" (default), "rounded", "ladder", "ladder-paired" or '
         '{"rule": "ladder", "eta": 0.01}; the private part and the published ranking are never '
         "affected.",
     )
@@ -181,7 +181,7 @@ class PhaseEdit(Model):
     release_rule: Optional[Union[str, dict]] = Field(
         None,
         description="What the live public board shows of each run's public score "
-        '(docs/statistics.md): "exact" (default), "rounded", "ladder" or '
+        '(docs/statistics.md): "exact" (default), "rounded", "ladder", "ladder-paired" or '
         '{"rule": "ladder", "eta": 0.01}; the private part and the published ranking are never '
         "affected.",
     )

@@ -27,7 +27,7 @@ from server.backup.common import (
 )
 from server.backup.restore import restore
 from server.boards import leaderboard as lb
-from server.domain import publication
+from server.domain import publication, snapshot_parts
 from server.models import BoardRanking, GoldVersion, Phase, RankingVersion, TaskVersion
 from server.settings import Settings
 from tasks import get_task, register_declared
@@ -227,7 +227,15 @@ def check_rankings(engine, settings: Settings, *, notes: bool = False):
                         f"{label}: its snapshot names no board it can be rebuilt as ({e})"
                     )
                     continue
-                body = publication.snapshot_body(s, task, phase, settings, meta, board=spec)
+                body = publication.snapshot_body(
+                    s,
+                    task,
+                    phase,
+                    settings,
+                    meta,
+                    board=spec,
+                    compact=snapshot_parts.is_compact(stored),
+                )
                 again = publication.snapshot_json(body)
                 s.rollback()
                 if again != row.body_json:

@@ -222,7 +222,18 @@ class LeaderboardRow(_Shape):
     )
     team: str
     team_id: int = Field(0, exclude=True)
-    submission_id: Optional[int] = Field(description="null for a human-agreement or paper row.")
+    submission_id: Optional[int] = Field(
+        description="null for a human-agreement or paper row, and on a blind phase's live board "
+        "outside its organizers' view (`run` names the row there: a submission's id is given when "
+        "a run ends, so it would tell when other runs ended)."
+    )
+    run: Optional[int] = Field(
+        None,
+        exclude_if=_none,
+        description="On a blind phase's live board (outside its organizers' view): the team's "
+        "run in the phase that the row shows, counted 1, 2, ... in the order the team submitted "
+        "its systems (and files); its `submitted_at` is when that system was submitted.",
+    )
     method_name: str = ""
     url: str = ""
     submitted_at: datetime = Field(description="UTC, ISO 8601 with a Z.")
@@ -298,6 +309,9 @@ class LeaderboardRow(_Shape):
     parts: dict[str, dict] = Field(default_factory=dict, exclude=True)
     attempt: Optional[int] = Field(None, exclude=True)
     notes: list = Field(default_factory=list, exclude=True)
+    # under the parameter-free ladder: the team's runs on the board up to this one
+    # (server.boards.ladder), for the statistics job
+    ladder_runs: list = Field(default_factory=list, exclude=True)
 
     @field_serializer("method_name")
     def _clean(self, v: str) -> str:
@@ -349,7 +363,8 @@ class Leaderboard(_Shape):
         None,
         exclude_if=_none,
         description="The phase's release rule, where the live board shows released public "
-        'scores rather than exact ones ("ladder", {"rule": "ladder", "eta": 0.01} or "rounded"; '
+        'scores rather than exact ones ("ladder", {"rule": "ladder", "eta": 0.01}, "ladder-paired" '
+        'or "rounded"; '
         "docs/statistics.md); its intervals are then withheld.",
     )
     split: str
@@ -421,9 +436,20 @@ class Leaderboard(_Shape):
 
 
 class PartScores(BaseModel):
+    """One part's scores. In a snapshot with `part_metrics` (server.domain.snapshot_parts):
+    `metrics` a list of values in the order `part_metrics` names them (or, where a part's
+    metrics differ from those names, `{subset: {metric: value}}`), `provenance` the index of its
+    signature and provenance in `part_provenance`. In an earlier snapshot: `metrics` by name,
+    `signature` and `provenance` on the part."""
+
     primary: Optional[float]
-    metrics: Optional[dict[str, Any]]
+    metrics: Optional[dict[str, Any] | list[Any]]
     notes: list[Any]
+    signature: str = ""
+    provenance: dict[str, Any] | int
+
+
+class PartProvenance(BaseModel):
     signature: str
     provenance: dict[str, Any]
 
@@ -450,6 +476,16 @@ class Snapshot(Leaderboard):
 
     rows: list[SnapshotRow]
     ranking: RankingMeta
+    part_metrics: Optional[list[list[str]]] = Field(
+        None,
+        description="The metrics of the rows' parts, [subset, metric] in the order each part's "
+        "`metrics` list gives their values (absent in a snapshot published before).",
+    )
+    part_provenance: Optional[list[PartProvenance]] = Field(
+        None,
+        description="The distinct signatures and provenances of the rows' parts; a part's "
+        "`provenance` is an index here (absent in a snapshot published before).",
+    )
 
 
 # the names the code uses for the live board

@@ -10,10 +10,10 @@ from datetime import datetime
 from types import SimpleNamespace
 
 import numpy as np
-from sqlmodel import select
+from sqlmodel import func, select
 
-from server.domain import people
-from server.models import Score, Submission, Team
+from server.domain import people, shown
+from server.models import CodeRun, Score, Submission, Team, utcnow
 
 KINDS = ("ci", "time", "subsets", "folds")
 
@@ -191,8 +191,19 @@ def history(
     if part == "public" and phase.public_fraction >= 1.0:
         part = "all"
     value = Score.primary_value if spec is None else Score.result
+    at = Submission.created_at
+    if phase.blind:  # when its system was submitted, not when the run ended (server.boards.blind)
+        ran = (
+            select(CodeRun.submission_id, func.min(CodeRun.created_at).label("at"))
+            .where(CodeRun.phase_id == phase.id, CodeRun.submission_id.is_not(None))
+            .group_by(CodeRun.submission_id)
+            .subquery()
+        )
+        at = func.coalesce(
+            ran.c.at, Submission.created_at, type_=Submission.__table__.c.created_at.type
+        )
     q = (
-        select(Team.name, Submission.created_at, value, Team.id, Submission.facts)
+        select(Team.name, at, value, Team.id, Submission.facts)
         .join(Submission, Submission.team_id == Team.id)
         .join(
             Score,
@@ -207,6 +218,10 @@ def history(
             Submission.stale.is_(False),
         )
     )
+    if phase.blind:  # a run's point appears at its shown moment, as its row does
+        q = q.outerjoin(ran, ran.c.submission_id == Submission.id).where(
+            Submission.id.not_in(shown.unshown_outputs(phase.id, utcnow()))
+        )
     if phase.frozen and phase.frozen_at:
         q = q.where(Submission.created_at <= phase.frozen_at)
     if until is not None:  # a published snapshot: the runs made before it

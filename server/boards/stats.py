@@ -44,6 +44,7 @@ from scorer.overall import boards_won, combine
 from scorer.ranksets import rank_sets, top_set
 from scorer.release import Rule, _round_to, resolution
 from server import objectstore
+from server.boards import ladder
 from server.boards import leaderboard as lb
 from server.boards.leaderboard import STALE_NOTE
 from server.db import get_engine
@@ -437,6 +438,8 @@ def statistics(
                 p, p_holm = _round(st["p"]), _round(st["p_holm"])
             if matrices is not None:
                 matrices.update(teams=teams, p=st["p_array"], p_holm=st["p_holm_array"])
+    if not overall and ladder.is_paired(getattr(board, "release_rule", None)):
+        _release_paired(settings, part, board, out_rows)
     return {
         "part": part.part,
         "method": METHOD + (OVERALL_METHOD.format(**overall) if overall else ""),
@@ -460,6 +463,24 @@ def statistics(
         "boards_won": points.boards_won if overall else None,
         "seconds": round(time.perf_counter() - t0, 3),
     }
+
+
+def _release_paired(settings, part: Part, board, out_rows: dict) -> None:
+    """The parameter-free ladder's released value of each team row (server.boards.ladder), from
+    the resamples of the team's runs on this part (each computed once, then read), as `released`
+    beside the row's interval; attached onto the row in place of its value."""
+    prim = board.primary
+    value, sgn = value_key(prim), 1.0 if prim.greater_is_better else -1.0
+
+    def samples_of(sid: int, attempt: int) -> np.ndarray:
+        return sgn * part.samples(settings, sid, attempt, value=value)
+
+    for r in board.rows:
+        if r.row_type == "team" and r.ladder_runs:
+            got = ladder.release(r.ladder_runs, samples_of, len(part.boot.units))
+            out_rows.setdefault(str(r.submission_id), {})["released"] = (
+                None if got is None else sgn * got
+            )
 
 
 OVERALL_METHOD = (
@@ -760,14 +781,33 @@ WITHHELD = "no interval on the live board: the phase's release rule shows releas
 def _released(board) -> None:
     """A live board under a release rule (scorer.release): `rounded` shows each team row's value
     rounded to the resolution of its interval (none until the interval is computed) and ranks by
-    it; under any rule the intervals, rank ranges, rank sets, clusters and p-values (which would
-    tell the exact scores) are withheld."""
+    it; `ladder-paired` shows the value the statistics job released (server.boards.ladder; none
+    until then, none on an overall board) and ranks by it; under any rule the intervals, rank
+    ranges, rank sets, clusters and p-values (which would tell the exact scores) are withheld."""
     rule = Rule.parse(board.release_rule)
     prim = board.primary
+    body_rows = (board.stats or {}).get("rows") or {}
     for r in board.rows:
         if r.row_type != "team":
             continue
-        if rule.kind == "rounded":
+        if rule.kind == ladder.KIND:
+            # the statistics job's released value; an overall board has none (its boards' values
+            # would tell their exact scores): shown at publication
+            v = r.values.get(prim.key)
+            shown = None
+            if not getattr(board, "overall", None):
+                shown = (body_rows.get(str(r.submission_id)) or {}).get("released")
+            r.values = {c.key: None for c in board.columns} | {prim.key: shown}
+            if v is not None and shown is None:
+                r.why_empty = (
+                    ladder.PENDING
+                    if not getattr(board, "overall", None)
+                    else "an overall board shows no value under the parameter-free ladder "
+                    "before publication"
+                )
+            if lb.RELEASE_NOTE not in r.chosen_by:
+                r.chosen_by = (r.chosen_by + "; " if r.chosen_by else "") + lb.RELEASE_NOTE
+        elif rule.kind == "rounded":
             v, ci = r.values.get(prim.key), r.ci
             shown = None
             if v is not None and ci and None not in ci:
@@ -779,7 +819,7 @@ def _released(board) -> None:
                 r.chosen_by = (r.chosen_by + "; " if r.chosen_by else "") + lb.RELEASE_NOTE
         r.ci = r.rank_range = r.cluster = r.rank_set = r.rank_set_simultaneous = None
         r.ci_note = WITHHELD
-    if rule.kind == "rounded":
+    if rule.kind in ("rounded", ladder.KIND):
         ranked = [r for r in board.rows if r.row_type == "team" and r.note in ("", "not public")]
         for r, rk in zip(
             ranked,

@@ -20,7 +20,7 @@ import click
 if TYPE_CHECKING:
     pass
 
-QUEUE_CHOICES = ("scoring", "stats", "baselines", "agreement", "runs")
+QUEUE_CHOICES = ("boards", "scoring", "stats", "baselines", "agreement", "runs")
 
 
 def home_option(f):

@@ -1,5 +1,5 @@
 """Runs and published rankings at the server's shell: rescore, hide, remove, restore, move to
-another track; show a ranking."""
+another track, choose a team's ranked run; show a ranking."""
 
 from __future__ import annotations
 
@@ -118,6 +118,40 @@ def register(main: click.Group) -> None:
             click.echo(json.dumps(out))
         else:
             click.echo(f"submission {submission_id}: track {track}")
+
+    @runs.command("primary")
+    @click.argument("submission_id", type=int, metavar="SUBMISSION")
+    @click.option(
+        "--board",
+        default=None,
+        help="A declared board of the phase: the run becomes its team's ranked run there "
+        "(absent or main: the team's primary run of the phase).",
+    )
+    @click.option("--reason", required=True, help="Why you choose for the team (the audit log).")
+    @click.option("--json", "as_json", is_flag=True, help="Print the run's new state as JSON.")
+    @home_option
+    @done_quickly
+    def runs_primary(submission_id, board, reason, as_json):
+        """Choose a team's ranked run for it: its primary run of the phase, or with --board its
+        ranked run on one board (the team's own choice's action and checks; no score read)."""
+
+        def choose(actions, settings, s):
+            sub = actions.choose_primary(
+                s=s, submission_id=submission_id, actor=None, board=board, reason=reason
+            )
+            return {
+                "id": sub.id,
+                "team_id": sub.team_id,
+                "board": board or "main",
+                "is_primary": bool(sub.is_primary),
+            }
+
+        out = _act(choose)
+        if as_json:
+            click.echo(json.dumps(out))
+        else:
+            where = f"the {board} board" if board not in (None, "", "main") else "its phase"
+            click.echo(f"submission {submission_id}: its team's ranked run on {where}")
 
     @main.group("rankings")
     def rankings():

@@ -104,12 +104,39 @@ def register(main: click.Group) -> None:
         "queues",
         multiple=True,
         type=click.Choice(QUEUE_CHOICES),
-        help="Queue(s) to work on (default: all, scoring first).",
+        help="Queue(s) to work on (default: all, the boards' renders first, then scoring).",
     )
     @click.option("--burst", is_flag=True, help="Exit once the queues are empty.")
+    @click.option(
+        "--attach",
+        metavar="URL",
+        help="Attach this machine to the site at URL: claim the code runs of the token's "
+        "competitions over HTTPS and run them here (no database, Redis or store needed).",
+    )
+    @click.option(
+        "--token",
+        envvar="PALIMPSEST_WORKER_TOKEN",
+        help="With --attach: the run worker's token (plw_...; or PALIMPSEST_WORKER_TOKEN).",
+    )
+    @click.option(
+        "--models",
+        envvar="PALIMPSEST_RUN_MODELS",
+        default="",
+        help="With --attach: folders of models the runs may read (':'-separated).",
+    )
     @home_option
-    def worker(queues, burst):
-        """Run a scoring worker (RQ, JSON-serialized jobs) against DATABASE_URL and REDIS_URL."""
+    def worker(queues, burst, attach, token, models):
+        """Run a scoring worker (RQ, JSON-serialized jobs) against DATABASE_URL and REDIS_URL, or
+        with --attach a run worker that holds a token alone."""
+        if attach:
+            if not token:
+                raise Refused("--attach needs --token (a run worker's token, plw_...)")
+            # the attached worker loads the sandbox and HTTP alone: no database, Redis or store
+            from server.jobs.attached import serve
+
+            logging.basicConfig(level=logging.WARNING, format="%(asctime)s attached %(message)s")
+            paths = [p for p in models.split(":") if p]
+            sys.exit(serve(attach, token, once=burst, models=paths))
         from server.jobs.worker import run
         from server.migrate import SchemaError
 

@@ -4,10 +4,13 @@ no other's)."""
 
 from __future__ import annotations
 
+import functools
+
+from sqlalchemy import insert
 from sqlmodel import Session, select
 
 from server import models  # other subjects' tables: models.X, loaded when first used
-from server.models import User
+from server.models import User, utcnow
 
 
 def competition_of_target(s: Session, target: str) -> int | None:
@@ -57,3 +60,26 @@ def record(
             competition_id=competition_id,
         )
     )
+
+
+def insert_row(
+    s: Session, actor_id: int | None, action: str, target: str, competition_id, details: dict
+) -> None:
+    """`record` with the competition known, as one INSERT built once and run at once on the
+    session's connection (the scoring job's moves: no ORM bookkeeping of the row)."""
+    s.connection().execute(
+        _insert_statement(),
+        {
+            "actor_id": actor_id,
+            "action": action,
+            "target": target[:200],
+            "details": details or None,
+            "competition_id": competition_id,
+            "created_at": utcnow(),
+        },
+    )
+
+
+@functools.cache
+def _insert_statement():
+    return insert(models.AuditLog)

@@ -316,7 +316,8 @@ FIGURES = ("status", "exit_code", "wall_seconds", "cpu_seconds", "peak_rss_mb", 
 def review_text(s: Session, run: CodeRun) -> str:
     """Everything a release as it is gives the run's team, as one text the reviewer reads (and
     edits for a redacted release): the run's result and reason, its figures, its output's
-    problems line by line, its log. Nothing else of the run reaches the team."""
+    problems line by line, the scorer's notes on its scores (its board row shows them once
+    released), its log. Nothing else of the run reaches the team."""
     sub = s.get(Submission, run.submission_id) if run.submission_id is not None else None
     used = run.outcome or {}
     lines = [f"result: {outcome_state(run, sub) or run.stage}"]
@@ -339,6 +340,15 @@ def review_text(s: Session, run: CodeRun) -> str:
                 lines.append(f"  {where}{what}{e.get('message', '')}")
             else:
                 lines.append(f"  {e}")
+        # the scorer's notes, which the output's board row carries once released
+        phase = s.get(Phase, run.phase_id)
+        notes = [
+            f"  {sc.part}: {n}"
+            for sc in (visible_scores(s, sub, phase, organizer=False) if phase else ())
+            for n in (sc.result or {}).get("notes") or ()
+        ]
+        if notes:
+            lines += ["the scorer's notes (on its board row):", *notes]
     lines += ["log:", run.log or ""]
     return "\n".join(lines)
 

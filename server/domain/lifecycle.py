@@ -26,12 +26,15 @@ row itself (`server.domain.audit`).
 
 from __future__ import annotations
 
+import functools
 import logging
 from datetime import datetime
 from enum import StrEnum
-from typing import Iterable
+from typing import Callable, Iterable, NamedTuple
 
-from sqlalchemy import func, select, update
+from sqlalchemy import DateTime, bindparam, func, null, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session
 
@@ -98,23 +101,44 @@ audit_change = audit.record
 
 
 def move(
-    s: Session, submission_id: int, event: str, *, where=(), actor=None, details=None, **values
+    s: Session,
+    submission_id: int,
+    event: str,
+    *,
+    where=(),
+    actor=None,
+    details=None,
+    seen: dict | None = None,
+    **values,
 ) -> bool:
     """Make one transition of one submission if its status allows it (conditional UPDATE), bump
     its phase's revision and audit it, in the session's transaction; True when it happened."""
     return (
-        _moved(s, submission_id, event, where=where, actor=actor, details=details, **values)
+        _moved(
+            s, submission_id, event, where=where, actor=actor, details=details, seen=seen, **values
+        )
         is not None
     )
 
 
 def _moved(
-    s: Session, submission_id: int, event: str, *, where=(), actor=None, details=None, **values
+    s: Session,
+    submission_id: int,
+    event: str,
+    *,
+    where=(),
+    actor=None,
+    details=None,
+    seen: dict | None = None,
+    **values,
 ):
     """`move`, returning the moved row's (phase_id, task_id, attempts) as they are after it, or
     None when it did not happen: the statement says which phase to bump and which competition
-    the audit row belongs to (no read of the run again)."""
+    the audit row belongs to (no read of the run again). `seen`: told whether the move bumped
+    its phase's revision (`seen["bumped"]`: False for a blind run's output not shown yet)."""
     sources, target = EVENTS[event]
+    now = utcnow()
+    folded = _folds(s)
     row = s.execute(
         update(models.Submission)
         .where(
@@ -123,31 +147,152 @@ def _moved(
             *where,
         )
         .values(status=str(target), **values)
-        .returning(
-            models.Submission.phase_id, models.Submission.task_id, models.Submission.attempts
-        )
-        .execution_options(synchronize_session=False)
+        .returning(*_returning(folded))
+        .execution_options(synchronize_session=False),
+        {"now_": now},
     ).first()
     if row is None:
         return None
-    if not shown.is_unshown(s, submission_id, row.phase_id, utcnow()):
-        # a blind run's output moves no board before it is shown (`server.domain.shown`)
-        s.execute(
-            update(models.Phase)
-            .where(models.Phase.id == row.phase_id)
-            .values(revision=models.Phase.revision + 1)
-        )
-    # a rescore is somebody's decision; every other transition is the workers' bookkeeping
-    audit_change(
-        s,
-        actor,
-        "submission.rescore" if event == "rescore" else "submission.status",
-        f"submission:{submission_id}",
-        competition_id=audit.competition_of_target(s, row.task_id),
-        event=event,
-        to=str(target),
-        **(details or {}),
+    _after_move(s, submission_id, event, row, now, folded, actor=actor, details=details, seen=seen)
+    return row
+
+
+def _folds(s: Session) -> bool:
+    """Whether a move's RETURNING says what follows it (PostgreSQL): whether the run is a blind
+    run's output not shown yet, and the competition its audit row belongs to. SQLite's RETURNING
+    names no other table: there they are read after it."""
+    return s.get_bind().dialect.name != "sqlite"
+
+
+@functools.cache
+def _returning(folded: bool) -> tuple:
+    """What a move's UPDATE returns (built once; the time that decides what is shown is bound
+    at each call as `now_`)."""
+    S = models.Submission
+    cols = (S.phase_id, S.task_id, S.attempts)
+    if not folded:
+        return cols
+    competition = (
+        select(models.CompetitionTask.competition_id)
+        .where(models.CompetitionTask.task_id == S.task_id)
+        .limit(1)
+        .scalar_subquery()
     )
+    unshown = shown.unshown_row(bindparam("now_", type_=DateTime))
+    return (*cols, unshown.label("unshown"), competition.label("competition_id"))
+
+
+def _after_move(
+    s: Session, submission_id, event, row, now, folded, *, actor, details, seen, hot=False
+) -> None:
+    """What follows a move in its transaction: its phase's revision (unless the run is a blind
+    run's output not shown yet) and its audit row. `hot`: the scoring job's own moves, by
+    statements built once (`_job_move`), in a session that holds no phase."""
+    _, target = EVENTS[event]
+    if folded:
+        bumped, competition_id = not row.unshown, row.competition_id
+    else:
+        bumped = not shown.is_unshown(s, submission_id, row.phase_id, now)
+        competition_id = audit.competition_of_target(s, row.task_id)
+    if bumped:
+        # a blind run's output moves no board before it is shown (`server.domain.shown`)
+        if hot:
+            s.connection().execute(_bump_statement(), {"phase_id": row.phase_id})
+        else:
+            bump_phase(s, row.phase_id)
+    if seen is not None:
+        seen["bumped"] = bumped
+    # a rescore is somebody's decision; every other transition is the workers' bookkeeping
+    action = "submission.rescore" if event == "rescore" else "submission.status"
+    facts = {"event": event, "to": str(target), **(details or {})}
+    if hot:  # the task's competition, or none (a site-wide task): said by the move already
+        audit.insert_row(s, actor, action, f"submission:{submission_id}", competition_id, facts)
+    else:
+        audit_change(
+            s, actor, action, f"submission:{submission_id}", competition_id=competition_id, **facts
+        )
+
+
+@functools.cache
+def _bump_statement():
+    """`bump_phase` as one statement built once (the phase's id bound at each call)."""
+    return (
+        update(models.Phase)
+        .where(models.Phase.id == bindparam("phase_id"))
+        .values(revision=models.Phase.revision + 1)
+    )
+
+
+@functools.cache
+def _job_move(event: str, only_queued: bool, folded: bool):
+    """The scoring job's own moves (a run's start, its score) as statements built once per
+    process, every value bound at the call (`sid`, `now_`, `max_attempts`, `attempt`): the
+    worker's parent builds and compiles them (`server.jobs.worker.warm_statements`), so that a
+    forked job neither builds nor compiles any. Run on the session's connection (no ORM
+    bookkeeping: the job's sessions hold no submission)."""
+    S = models.Submission
+    sources, target = EVENTS[event]
+    now = bindparam("now_", type_=DateTime)
+    where = [S.id == bindparam("sid"), S.status.in_(tuple(sorted(sources)))]
+    if event == "start":
+        where.append(S.attempts < func.coalesce(S.attempt_ceiling, bindparam("max_attempts")))
+        values = {"attempts": S.attempts + 1, "started_at": now}
+    elif event == "score":
+        values = {
+            "score_attempt": bindparam("attempt"),
+            "finished_at": now,
+            "errors": null(),
+            "failure_kind": null(),
+            "stale": False,
+        }
+    else:
+        raise ValueError(event)
+    if only_queued:
+        where.append(S.status == Status.QUEUED.value)
+    stmt = update(S).where(*where).values(status=str(target), **values)
+    return stmt.returning(*_returning(folded))
+
+
+def compile_job_moves(s: Session) -> None:
+    """Run the scoring job's statements once in `s` (the worker's parent, before any fork; the
+    caller never commits it): each move on no row, the phase's revision of no phase, an audit
+    row and a score of no run (refused by its foreign key where the database checks it)."""
+    for only_queued in (False, True):
+        _job_moved(s, 0, "start", only_queued=only_queued, max_attempts=1)
+    _job_moved(s, 0, "score", attempt=0)
+    s.connection().execute(_bump_statement(), {"phase_id": 0})
+    audit.insert_row(s, None, "submission.status", "submission:0", None, {"event": "score"})
+    row = {
+        "submission_id": 0,
+        "attempt": 0,
+        "part": "all",
+        "result": {},
+        "primary_value": 0.0,
+        "task_version": 0,
+        "gold_sha256": "",
+        "scorer_version": "",
+        "created_at": utcnow(),
+    }
+    try:
+        with savepoint(s):
+            s.connection().execute(new_rows(s, models.Score), [row])
+    except IntegrityError:
+        pass
+
+
+def _job_moved(s: Session, submission_id: int, event: str, *, only_queued=False, seen=None, **kw):
+    """A move of the scoring job's (`_job_move`): the row as `_moved` returns it, or None."""
+    now = utcnow()
+    folded = _folds(s)
+    row = (
+        s.connection()
+        .execute(_job_move(event, only_queued, folded), {"sid": submission_id, "now_": now, **kw})
+        .first()
+    )
+    if row is not None:
+        _after_move(
+            s, submission_id, event, row, now, folded, actor=None, details=None, seen=seen, hot=True
+        )
     return row
 
 
@@ -173,21 +318,31 @@ def start_attempt(
     (already final, or every attempt of its round used: then it fails, costing the team nothing).
     `only_queued` (a scoring job's own start): a running submission is left alone, whoever holds
     it (a batch that claimed it, or an attempt the reconciler will take back once it is dead)."""
-    now = utcnow()
-    whose = (models.Submission.status == Status.QUEUED.value,) if only_queued else ()
+    got = start_run(engine, submission_id, max_attempts, only_queued=only_queued)
+    return None if got is None else got[0]
+
+
+def start_run(
+    engine,
+    submission_id: int,
+    max_attempts: int,
+    *,
+    only_queued: bool = False,
+    then: Callable[[Session], object] | None = None,
+) -> tuple[int, object] | None:
+    """`start_attempt`, with `then(session)` read in the same transaction once the attempt has
+    started (what the scoring job needs of the run and its phase); returns (the attempt, what
+    `then` returned), or None when no attempt started."""
 
     def go(s: Session):
         # the usual case first: an attempt left (the two conditions exclude each other)
-        started = _moved(
-            s,
-            submission_id,
-            "start",
-            where=(models.Submission.attempts < ceiling(max_attempts), *whose),
-            attempts=models.Submission.attempts + 1,
-            started_at=now,
+        started = _job_moved(
+            s, submission_id, "start", only_queued=only_queued, max_attempts=max_attempts
         )
         if started is not None:
-            return int(started.attempts)
+            return int(started.attempts), (then(s) if then is not None else None)
+        now = utcnow()
+        whose = (models.Submission.status == Status.QUEUED.value,) if only_queued else ()
         move(
             s,
             submission_id,
@@ -217,7 +372,6 @@ def claim_queued(
     waiting on each other; on SQLite the claimer takes the database's write lock first
     (`lock_row`), so claimers take turns. Nothing walks a queue: the read is the phase's first
     queued row."""
-    now = utcnow()
     S = models.Submission
 
     def go(s: Session):
@@ -239,14 +393,8 @@ def claim_queued(
         sid = s.execute(q).scalar()
         if sid is None:
             return None
-        started = _moved(
-            s,
-            sid,
-            "start",
-            where=(S.status == Status.QUEUED.value,),
-            attempts=S.attempts + 1,
-            started_at=now,
-        )
+        # the start's own statement (the row was read with an attempt left, and is locked)
+        started = _job_moved(s, sid, "start", only_queued=True, max_attempts=max_attempts)
         return None if started is None else (int(sid), int(started.attempts))
 
     return _one(engine, go)
@@ -290,45 +438,76 @@ def requeue(engine, submission_id: int, attempts: int) -> bool:
 def record_scores(engine, submission_id: int, attempt: int, results: dict[str, dict]) -> bool:
     """Write one Score row per part for this attempt (idempotently), then mark the submission
     scored if no other run did first; True when this run's scores are the ones that count."""
-    with session_scope(engine) as s:
-        have = set(
-            s.execute(
-                select(models.Score.part).where(
-                    models.Score.submission_id == submission_id, models.Score.attempt == attempt
-                )
-            ).scalars()
-        )
-        try:  # another run writing the same attempt's rows first wins; this one's go
-            with savepoint(s):
-                for part, r in results.items():
-                    if part in have:
-                        continue
-                    prov = r["provenance"]
-                    s.add(
-                        models.Score(
-                            submission_id=submission_id,
-                            attempt=attempt,
-                            part=part,
-                            result=r,
-                            primary_value=r["primary"]["value"],
-                            task_version=prov["task_version"],
-                            gold_sha256=prov["gold_sha256"],
-                            scorer_version=prov["scorer_version"],
-                        )
-                    )
-        except IntegrityError:
-            pass
-        won = move(
-            s,
-            submission_id,
-            "score",
-            score_attempt=attempt,
-            finished_at=utcnow(),
-            errors=None,
-            failure_kind=None,
-            stale=False,
-        )
-    return won
+    return finish_scored(engine, submission_id, attempt, results).won
+
+
+class Scored(NamedTuple):
+    won: bool  # this run's scores are the ones that count
+    moved: bool  # and they moved its board (not a blind run's output shown later)
+    then: object  # what `then` returned (None when it did not run)
+
+
+def finish_scored(
+    engine,
+    submission_id: int,
+    attempt: int,
+    results: dict[str, dict],
+    *,
+    then: Callable[[Session], object] | None = None,
+    then_if: Callable[[Session], bool] | None = None,
+) -> Scored:
+    """`record_scores`, in one transaction with what follows a won score: the scores, the
+    status, the phase's revision, the audit row and `then(session)` (the scoring job's notice of
+    the run: a failure of it is logged and costs the score nothing, its savepoint undone).
+    `then_if(session)`: a read saying whether `then` has anything to do (most runs' submitters
+    asked for no notice: no savepoint opened for them; should the read fail, the transaction
+    fails with it). The scores are inserted in one statement that passes over a part this attempt
+    has already (another run writing the same attempt's rows first wins)."""
+    seen: dict = {}
+    out = None
+    now = utcnow()
+    rows = [
+        {
+            "submission_id": submission_id,
+            "attempt": attempt,
+            "part": part,
+            "result": r,
+            "primary_value": r["primary"]["value"],
+            "task_version": r["provenance"]["task_version"],
+            "gold_sha256": r["provenance"]["gold_sha256"],
+            "scorer_version": r["provenance"]["scorer_version"],
+            "created_at": now,
+        }
+        for part, r in results.items()
+    ]
+    try:
+        with session_scope(engine) as s:
+            if rows:
+                s.connection().execute(new_rows(s, models.Score), rows)
+            won = _job_moved(s, submission_id, "score", seen=seen, attempt=attempt) is not None
+            # the read runs in the transaction itself: should it fail, the whole is retried
+            if won and then is not None and (then_if is None or then_if(s)):
+                try:
+                    with savepoint(s):
+                        out = then(s)
+                except Exception:  # noqa: BLE001 — what follows a score never undoes it
+                    log.exception("submission %s: what follows its score failed", submission_id)
+    except IntegrityError:  # the run's row is gone (its scores refused by their foreign key)
+        log.warning("submission %s: scored, but its row is gone", submission_id)
+        return Scored(False, False, None)
+    return Scored(won, bool(won and seen.get("bumped")), out)
+
+
+def new_rows(s: Session, model):
+    """An INSERT of `model`'s rows that passes over a row a unique key has already (`ON CONFLICT
+    DO NOTHING`, on PostgreSQL and SQLite alike)."""
+    return _new_rows(s.get_bind().dialect.name, model)
+
+
+@functools.cache
+def _new_rows(dialect: str, model):
+    insert = sqlite_insert if dialect == "sqlite" else postgresql_insert
+    return insert(model).on_conflict_do_nothing()
 
 
 # ----------------------------------------------------------------------------- organizers and teams
@@ -361,10 +540,10 @@ def rescore(
 
 
 def set_primary(
-    s: Session, sub: models.Submission, *, team_id: int, actor=None
+    s: Session, sub: models.Submission, *, team_id: int, actor=None, reason: str = ""
 ) -> models.Submission:
     """Make a team's submission its primary (ranked) run in its phase; the others become
-    contrastive."""
+    contrastive. `reason`: an organizer's, choosing for the team (kept in the audit row)."""
     if sub is None or sub.team_id != team_id or sub.removed_at is not None:
         raise NotFound(f"your team has no submission {getattr(sub, 'id', '?')}")
     s.execute(
@@ -384,14 +563,15 @@ def set_primary(
         .execution_options(synchronize_session=False)
     )
     bump_phase(s, sub.phase_id)
-    audit_change(s, actor, "submission.primary", f"submission:{sub.id}", team=team_id)
+    said = {"reason": reason} if reason else {}
+    audit_change(s, actor, "submission.primary", f"submission:{sub.id}", team=team_id, **said)
     s.flush()
     s.refresh(sub)
     return sub
 
 
 def set_board_choice(
-    s: Session, sub: models.Submission, *, team_id: int, board: str, actor=None
+    s: Session, sub: models.Submission, *, team_id: int, board: str, actor=None, reason: str = ""
 ) -> models.Submission:
     """Make a team's submission its ranked run on one of its phase's declared boards (the default
     board, "main": its primary run, `set_primary`). The run must be one the board lets in (its
@@ -403,7 +583,7 @@ def set_board_choice(
         raise NotFound(f"your team has no submission {getattr(sub, 'id', '?')}")
     phase = s.get(models.Phase, sub.phase_id)
     if board in (None, "", boards.MAIN_BOARD):
-        return set_primary(s, sub, team_id=team_id, actor=actor)
+        return set_primary(s, sub, team_id=team_id, actor=actor, reason=reason)
     spec = boards.resolve(phase, board)
     if spec.overall is not None:
         raise LifecycleRefused(
@@ -440,8 +620,15 @@ def set_board_choice(
     got.submission_id, got.chosen_at = sub.id, utcnow()
     s.add(got)
     bump_phase(s, sub.phase_id)
+    said = {"reason": reason} if reason else {}
     audit_change(
-        s, actor, "submission.board_choice", f"submission:{sub.id}", team=team_id, board=spec.name
+        s,
+        actor,
+        "submission.board_choice",
+        f"submission:{sub.id}",
+        team=team_id,
+        board=spec.name,
+        **said,
     )
     s.flush()
     return sub
@@ -585,9 +772,9 @@ def release_rule_json(spec):
     return None if rule in (None, "exact") else rule
 
 
-PHASE_RELEASE_RULES = ("exact", "ladder", "rounded")
-"""The release rules a phase may set (scorer.release has `ladder-paired` too: it needs every
-run's resamples, which the live board does not compute)."""
+PHASE_RELEASE_RULES = ("exact", "ladder", "ladder-paired", "rounded")
+"""The release rules a phase may set (scorer.release); `ladder-paired` is released by the board's
+statistics job, from every run's resamples (server.boards.ladder)."""
 
 
 def _archived(s: Session, task_id: str) -> bool:

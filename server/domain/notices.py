@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import logging
 
+from sqlalchemy import and_, bindparam
+from sqlalchemy import select as sql_select
 from sqlmodel import Session, select
 
 from server.domain import code_runs, mail, people
 from server.domain.submissions import visible_scores
-from server.models import CodeRun, Phase, Registration, Submission, User
+from server.models import CodeRun, CompetitionTask, Phase, Registration, Submission, User
 from server.settings import Settings
 from tasks import get_task
 
@@ -97,6 +99,34 @@ def _compose_gated(s: Session, settings: Settings, run: CodeRun, phase: Phase) -
     lines += ["", f"Details: {_link_base(settings)}/runs/{run.id}"]
     subject = f"Code run {run.id}: {view['state']} ({run.task_id})"
     return subject, "\n".join(lines + _footer(settings)) + "\n"
+
+
+def run_notice_wanted(s: Session, submission_id: int) -> bool:
+    """Whether the run's submitter may want its notice: registered, approved and asking for runs'
+    notices in the competition of its task (a baseline's never). One statement, which most runs
+    end at; `queue_run_notice` decides the rest (it is never True where this is False)."""
+    return s.execute(_WANTED, {"sid": submission_id}).first() is not None
+
+
+# the submitter's registration that asks for runs' notices, in the competition of the run's task
+_WANTED = (
+    sql_select(Registration.id)
+    .join(CompetitionTask, CompetitionTask.competition_id == Registration.competition_id)
+    .join(
+        Submission,
+        and_(
+            Submission.task_id == CompetitionTask.task_id,
+            Submission.user_id == Registration.user_id,
+        ),
+    )
+    .where(
+        Submission.id == bindparam("sid"),
+        Submission.is_baseline.is_(False),
+        Registration.mail_runs.is_(True),
+        Registration.status == people.APPROVED,
+    )
+    .limit(1)
+)
 
 
 def queue_run_notice(s: Session, settings: Settings, submission_id: int) -> bool:

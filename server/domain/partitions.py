@@ -153,9 +153,13 @@ HIDDEN_PARTS = ("private", WHOLE)
 PUBLISHED_ON = ("private", WHOLE)
 
 
-def gold_parts(engine, phase_id: int, settings) -> dict[str, frozenset | None]:
+def gold_parts(engine, phase_id: int, settings, *, phase=None) -> dict[str, frozenset | None]:
     """{"all": None}, or {"public": units, "private": units} for a phase with a hidden part, and
-    {"whole": None} beside them when the phase publishes on the whole split."""
+    {"whole": None} beside them when the phase publishes on the whole split. `phase`: what the
+    caller read of the phase already (its `task_id`, `split` and `public_fraction`): a phase
+    without a private part then costs no read."""
+    if phase is not None and not phase_has_private_part(phase):
+        return {"all": None}
     part = partition_of(engine, phase_id)
     if part is None:
         return {"all": None}

@@ -50,26 +50,29 @@ def is_admin(user: User | None) -> bool:
 
 
 def competition_of_task(s: Session, task_id: str) -> models.Competition | None:
-    """The competition the task is a subtask of, or None. The link is read once per transaction
-    of the session (an upload asks five times) and again after any flush of it."""
+    """The competition the task is a subtask of, or None. Read once per transaction of the
+    session (an upload asks five times) and again after any flush of it."""
     memo = s.info.setdefault(_LINKS, {})
     if task_id not in memo:
+        # the link and its competition in one read, the competition held with the link: the
+        # session's identity map holds it weakly, and one let go between two asks was read
+        # again each time (four times an upload)
+        C, CT = models.Competition, models.CompetitionTask
         memo[task_id] = s.exec(
-            select(models.CompetitionTask.competition_id).where(
-                models.CompetitionTask.task_id == task_id
-            )
+            select(C).join(CT, CT.competition_id == C.id).where(CT.task_id == task_id)
         ).first()
-    cid = memo[task_id]
-    return None if cid is None else s.get(models.Competition, cid)
+    return memo[task_id]
 
 
 _LINKS = "palimpsest.task_competition"
+_ROLES = "palimpsest.competition_roles"
 
 
 @event.listens_for(OrmSession, "after_flush")
 @event.listens_for(OrmSession, "after_transaction_end")
 def _forget_links(session, *_args) -> None:
     session.info.pop(_LINKS, None)
+    session.info.pop(_ROLES, None)
 
 
 def ensure_competition(s: Session, task_id: str) -> models.Competition:
@@ -107,16 +110,22 @@ def task_ids(s: Session, competition_id: int) -> list[str]:
 
 
 def role_of(s: Session, user: User | None, competition_id: int | None) -> str | None:
-    """The person's role in the competition (owner, organizer, assessor), or None."""
+    """The person's role in the competition (owner, organizer, assessor), or None. Read once per
+    transaction of the session (an upload asks twice: may they take part, are they exempt from
+    the limits) and again after any flush of it."""
     if user is None or user.id is None or competition_id is None:
         return None
-    r = s.exec(
-        select(models.CompetitionRole).where(
-            models.CompetitionRole.competition_id == competition_id,
-            models.CompetitionRole.user_id == user.id,
-        )
-    ).first()
-    return None if r is None else r.role
+    memo = s.info.setdefault(_ROLES, {})
+    key = (competition_id, user.id)
+    if key not in memo:
+        r = s.exec(
+            select(models.CompetitionRole).where(
+                models.CompetitionRole.competition_id == competition_id,
+                models.CompetitionRole.user_id == user.id,
+            )
+        ).first()
+        memo[key] = None if r is None else r.role
+    return memo[key]
 
 
 def organizes(s: Session, user: User | None, competition_id: int | None) -> bool:
@@ -338,11 +347,26 @@ def membership(
 
 
 def team_of(s: Session, user: User | None, competition_id: int | None) -> models.Team | None:
-    """The team the person acts for in the competition (an active membership), or None."""
-    m = membership(s, user, competition_id)
-    if m is None or m.status != "active":
+    """The team the person acts for in the competition (an active membership), or None: the
+    membership `membership` finds (their own there first, else the one of every competition) and
+    its team in one read (every upload asks)."""
+    if user is None or user.id is None:
         return None
-    return s.get(models.Team, m.team_id)
+    TM, T = models.TeamMember, models.Team
+    where = TM.competition_id.is_(None)
+    if competition_id is not None:
+        where = (TM.competition_id == competition_id) | where
+    row = s.exec(
+        select(TM, T)
+        .outerjoin(T, T.id == TM.team_id)
+        .where(TM.user_id == user.id, where)
+        # their own membership there before the one of every competition
+        .order_by(TM.competition_id.is_(None), TM.id)
+        .limit(1)
+    ).first()
+    if row is None or row[0].status != "active":
+        return None
+    return row[1]
 
 
 def team_id_for_task(s: Session, user: User | None, task_id: str) -> int | None:

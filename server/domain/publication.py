@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from sqlmodel import Session
 
 from server.db import after_commit
-from server.domain import boards, partitions
+from server.domain import boards, partitions, snapshot_parts
 from server.domain.lifecycle import PENDING, RANKED_RUN_RULE, close, phase_changed, phase_state
 from server.exceptions import LifecycleRefused, NotFound
 from server.models import BoardRanking, Phase, RankingVersion, Submission, User, utcnow
@@ -209,19 +209,32 @@ def repeated(
     reason = " ".join((reason or "").split())[:2000]
     if prev is None or (prev.reason or "") != reason or phase_state(phase) != "closed":
         return None
-    meta = json.loads(prev.body_json).get("ranking", {})
-    again = snapshot_json(snapshot_body(s, task, phase, settings, meta))
+    before = json.loads(prev.body_json)
+    meta = before.get("ranking", {})
+    again = snapshot_json(
+        snapshot_body(s, task, phase, settings, meta, compact=snapshot_parts.is_compact(before))
+    )
     return prev if again == prev.body_json else None
 
 
 def snapshot_body(
-    s: Session, task, phase: Phase, settings, meta: dict, *, board=None, matrices=None
+    s: Session,
+    task,
+    phase: Phase,
+    settings,
+    meta: dict,
+    *,
+    board=None,
+    matrices=None,
+    compact: bool = True,
 ) -> dict:
     """The snapshot of a phase's final ranking as the data stand now, with the publication's
     `meta` (version, time, organizer, reason, rule). `publish` stores it; `server.backup`
     rebuilds it from a restored site to check a published version byte for byte. `board`: one of
     the phase's declared boards (None: the default one); `matrices`, a dict, gets the ranking's
-    full pairwise matrices (`server.boards.stats.statistics`)."""
+    full pairwise matrices (`server.boards.stats.statistics`). `compact`: the rows' parts in
+    the compact form (`server.domain.snapshot_parts`; off only to rebuild a version published
+    before it)."""
     # the boards and statistics (scipy) load to publish, not to show a ranking
     from server.boards import leaderboard, stats
 
@@ -232,7 +245,8 @@ def snapshot_body(
     )
     lb.add_reference_rows(built, task, settings.home)
     _snapshot_statistics(stats, s, task, phase, built, settings, matrices)
-    return lb.snapshot_dict(built, meta, secret=settings.secret_key)
+    body = lb.snapshot_dict(built, meta, secret=settings.secret_key)
+    return snapshot_parts.compact(body) if compact else body
 
 
 def snapshot_json(body: dict) -> str:

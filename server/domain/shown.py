@@ -46,6 +46,26 @@ def unshown_outputs(phase_id, now: datetime):
     )
 
 
+def unshown_row(now: datetime):
+    """`is_unshown` as an SQL expression over the `submission` row in hand (an UPDATE's RETURNING
+    says it beside the row it changed, without a read of its own)."""
+
+    def runs(cond):
+        return (
+            select(models.CodeRun.id)
+            .join(models.Phase, models.Phase.id == models.CodeRun.phase_id)
+            .where(
+                models.CodeRun.phase_id == models.Submission.phase_id,
+                models.CodeRun.submission_id == models.Submission.id,
+                cond,
+            )
+            .exists()
+        )
+
+    # one of its runs unshown, none of them shown already
+    return and_(runs(unshown(now)), ~runs(~unshown(now)))
+
+
 def is_unshown(s, submission_id: int, phase_id: int, now: datetime) -> bool:
     """Whether this submission is the output of a blind run not shown yet (`unshown_outputs`)."""
     q = unshown_outputs(phase_id, now).where(models.CodeRun.submission_id == submission_id).limit(1)

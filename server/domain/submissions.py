@@ -20,7 +20,7 @@ from sqlalchemy import and_, bindparam, func, or_, select, true
 from sqlmodel import Session
 
 from server import models, objectstore  # models.X: other subjects' tables, loaded when first used
-from server.db import lock_row, on_rollback
+from server.db import before_commit, lock_row, on_rollback
 from server.domain import people
 from server.domain.bounds import url_problem
 
@@ -44,7 +44,7 @@ from server.exceptions import (
 )
 from server.models import User, utcnow
 from server.settings import Settings, get_settings
-from server.storage import path_for, store_upload
+from server.storage import path_for, write_upload
 from tasks import all_tasks
 from tasks.store import TaskStore
 
@@ -153,21 +153,44 @@ def lock_team(session: Session, team_id: int) -> None:
 
 
 def store(
-    session: Session, settings: Settings, stream: bytes | BinaryIO, filename: str, max_bytes: int
+    session: Session,
+    settings: Settings,
+    stream: bytes | BinaryIO,
+    filename: str,
+    max_bytes: int,
+    *,
+    in_place: bool = True,
 ) -> tuple[str, str, int]:
     """Store an upload (content-addressed) in the data directory and, when the site has one, the
     object store, before any row names it; returns (storage_key, sha256, size). Should the
     session's transaction roll back (a refusal, a failure, an unreachable store), the file goes
-    again unless a committed row names it. Raises UploadTooLarge, StoreUnreachable."""
+    again unless a committed row names it. Not `in_place` (a prediction file, which nothing reads
+    before the commit): made durable under its name in a thread while the intake reads and writes
+    the database, and waited for before the session commits (`server.storage.write_upload`;
+    at once on a site with a store, whose push reads it). Raises UploadTooLarge,
+    StoreUnreachable."""
     session.connection()  # the transaction the undo hangs on is open
-    key, sha, size = store_upload(settings.home, stream, filename, max_bytes)
-    on_rollback(session, functools.partial(_drop_unnamed, session.get_bind(), settings.home, key))
+    key, sha, size, synced = write_upload(settings.home, stream, filename, max_bytes)
+    on_rollback(
+        session,
+        functools.partial(_drop_unnamed, session.get_bind(), settings.home, key, synced),
+    )
+    if in_place or objectstore.store_for(settings) is not None:
+        synced()
+    else:
+        before_commit(session, synced)
     objectstore.push_upload(settings, key)
     return key, sha, size
 
 
-def _drop_unnamed(engine, home, key: str) -> None:
-    """After a rollback: remove a stored upload no committed submission or code run names."""
+def _drop_unnamed(engine, home, key: str, synced=None) -> None:
+    """After a rollback: remove a stored upload no committed submission or code run names (once
+    it is in place: `synced`)."""
+    if synced is not None:
+        try:
+            synced()
+        except Exception:  # noqa: BLE001 — not in place: nothing to remove but what is there
+            pass
     with Session(engine) as own:
         named = any(
             own.execute(select(t.id).where(t.storage_key == key).limit(1)).first()
@@ -555,7 +578,7 @@ def take_file(
         )
     team_id = team.id
     phase_id = resolve_phase(session, task_id, phase).id
-    stored = store(session, settings, stream, filename, settings.max_upload_bytes)
+    stored = store(session, settings, stream, filename, settings.max_upload_bytes, in_place=False)
     ph, same = admit(
         session,
         team_id=team_id,

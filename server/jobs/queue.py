@@ -3,8 +3,10 @@
 One job per submission: its id is `submission-<id>`, so enqueuing twice cannot run two
 different jobs, and the reconciler can ask Redis about a submission by its id alone.
 
-The queues: `scoring` scores every submission (a team's or a baseline entry's: cheap CPU work any
-worker does); `stats` computes the boards' statistics (server.boards.stats: a burst of scores
+The queues: `boards` renders the boards a view found due for their next render (at most one
+per board and audience per `board_refresh_seconds`: server.jobs.board_jobs), taken first;
+`scoring` scores every submission (a team's or a baseline entry's: cheap CPU work any worker
+does); `stats` computes the boards' statistics (server.boards.stats: a burst of scores
 coalesces into one or two jobs per phase, and scoring never waits behind them); `baselines` holds
 baseline runs (`baselines run --enqueue`), which need the models and want the GPU machine:
 `palimpsest worker --queue baselines` there, `--queue scoring` elsewhere; `agreement` holds the
@@ -39,7 +41,10 @@ AGREEMENT = (
 )
 RUNS = "runs"  # participants' systems run blind in the sandbox (server.jobs.run_jobs)
 STATS = "stats"  # the boards' statistics (server.boards.stats.board_stats_job)
-QUEUES = (SCORING, STATS, BASELINES, AGREEMENT, RUNS)
+BOARDS = "boards"  # the boards' renders a view found due (server.jobs.board_jobs.render_board_job)
+# a worker takes its queues in this order: the renders first (at most one per board and audience
+# per interval, under a second each: a deadline's scoring queue never starves the boards)
+QUEUES = (BOARDS, SCORING, STATS, BASELINES, AGREEMENT, RUNS)
 JOB_FUNC = "server.jobs.scoring.score_submission"
 FAILURE_CALLBACK = "server.jobs.scoring.on_job_failure"
 
@@ -138,7 +143,12 @@ def enqueue_once(
     statistics, the mail queue's delivery). Callers at the same moment take turns
     (`_one_at_a_time`): the first enqueues, the others find its job waiting, so simultaneous
     requests queue one job.
-    Raises what Redis raises; callers that may go on without it catch."""
+    Raises what Redis raises; callers that may go on without it catch.
+    The usual case at a busy moment, a job already waiting, costs one round trip: both jobs'
+    statuses read first, without the turn (what the turn would find, since only a waiting job
+    stops it)."""
+    if _waiting(conn, job_id_):
+        return
     with _one_at_a_time(conn, f"{ENQUEUE_GUARD}{job_id_}"):
         for jid in (job_id_, f"{job_id_}-again"):
             job = _fetch(conn, jid)
@@ -158,6 +168,17 @@ def enqueue_once(
                 description=description,
             )
             return
+
+
+def _waiting(conn: redis.Redis, job_id_: str) -> bool:
+    """Whether `enqueue_once` would find a job of `job_id_` waiting: the job itself, or, while it
+    runs, its follow-up (one pipeline of two HGETs)."""
+    with conn.pipeline(transaction=False) as p:
+        for jid in (job_id_, f"{job_id_}-again"):
+            p.hget(Job.key_for(jid), "status")
+        first, again = (x.decode() if isinstance(x, bytes) else x for x in p.execute())
+    waiting = {str(x.value) for x in WAITING}
+    return first in waiting or (first == JobStatus.STARTED.value and again in waiting)
 
 
 ENQUEUE_GUARD = "palimpsest:enqueue-guard:"

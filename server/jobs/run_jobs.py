@@ -2,7 +2,8 @@
 
 `run_system(run_id)` unpacks the stored archive, copies the split's inputs (never the gold) into a
 folder of the run, and runs the manifest's command in the sandbox (server.jobs.sandbox) under the
-smaller of what the system asks for and what the site allows. Its output file is then submitted
+smaller of what the system asks for and what the site allows: the step an attached worker runs
+too (server.jobs.execute). Its output file is then submitted
 exactly as an uploaded prediction file is (`take_file`, the intake's core: stored, validated and
 scored on the scoring queue), so that the same predictions score the same whichever way they
 came. A system that breaks a limit, exits non-zero or writes no output fails "code" with its log;
@@ -24,7 +25,6 @@ import contextlib
 import logging
 import os
 import socket
-import stat
 import tempfile
 import threading
 import time
@@ -37,10 +37,9 @@ from server import objectstore
 from server.db import get_engine, session_scope
 from server.domain import code_runs, download_rule, lifecycle, run_queue
 from server.domain.submissions import take_file
-from server.domain.system_archive import SystemInvalid, unpack
 from server.exceptions import DuplicateSubmission, StoreUnreachable
 from server.jobs.dispatch import KEY, Jobs, jobs
-from server.jobs.sandbox import Limits, SandboxUnavailable, run
+from server.jobs.execute import execute, limits_for
 from server.models import CodeRun, Phase, Team, User, utcnow
 from server.settings import get_settings
 
@@ -67,33 +66,6 @@ def _with_store(run_id: int, what: str, fn):
                 "code run %s: %s: no answer from the store; again in %s s", run_id, what, wait
             )
             time.sleep(wait)
-
-
-def limits_for(manifest: dict, settings) -> Limits:
-    """The manifest's resources, each capped by the site's setting."""
-    res = manifest.get("resources") or {}
-    return Limits(
-        wall_seconds=min(float(res.get("wall_seconds", 600)), settings.run_wall_seconds),
-        cpu_seconds=min(int(res.get("cpu_seconds", 600)), settings.run_cpu_seconds),
-        memory_mb=min(int(res.get("memory_mb", 2048)), settings.run_memory_mb),
-        processes=settings.run_processes,
-        output_mb=settings.run_output_mb,
-        output_file=manifest.get("output") or "predictions.jsonl",  # the one file copied out
-    )
-
-
-def _read_output(out_dir: Path, name: str) -> tuple[Path | None, str]:
-    """The run's output file, if it is a regular file (never a link the system planted)."""
-    p = out_dir / name
-    try:
-        st = os.lstat(p)
-    except FileNotFoundError:
-        return None, f"the system wrote no /output/{name}"
-    if not stat.S_ISREG(st.st_mode):
-        return None, f"/output/{name} is not a regular file"
-    if st.st_size == 0:
-        return None, f"/output/{name} is empty"
-    return p, ""
 
 
 def holder_of_job() -> str:
@@ -155,19 +127,14 @@ def _run_system(settings, engine, run_id: int, attempt: int) -> dict:
         r = s.get(CodeRun, run_id)
         phase = s.get(Phase, r.phase_id)
         task_id, split, key = r.task_id, phase.split, r.storage_key
-        manifest, fields = dict(r.manifest), dict(r.fields)
+        manifest = dict(r.manifest)
     models = [Path(p) for p in settings.run_models.split(":") if p]
     with tempfile.TemporaryDirectory(prefix=f"run-{run_id}-") as work:
         work = Path(work)
         os.chmod(work, 0o755)
-        try:
-            archive = _with_store(
-                run_id, "fetching the archive", lambda: objectstore.local_upload(settings, key)
-            )
-            m = unpack(archive, work / "code")
-        except SystemInvalid as e:  # checked at upload; a changed archive is the server's fault
-            code_runs.fail_infra(engine, run_id, f"the stored archive cannot be read: {e}")
-            return {"run": run_id, "stage": "failed"}
+        archive = _with_store(
+            run_id, "fetching the archive", lambda: objectstore.local_upload(settings, key)
+        )
         with Session(engine) as s:  # never before its inputs' date (the downloads' rule)
             at = download_rule.inputs_release(s, task_id, split)
         if at is not None:  # the date moved later as it started: held again, its attempt back
@@ -180,90 +147,79 @@ def _run_system(settings, engine, run_id: int, attempt: int) -> dict:
         with Session(engine) as s:  # what the download rule releases now, and its own split
             areas = code_runs.released_areas(s, task_id, settings.home)
         code_runs.stage_inputs(settings.home, task_id, split, work / "input", areas)
-        try:
-            outcome = run(
-                m.command,
-                code=work / "code",
-                inputs=work / "input",
-                output=work / "output",
-                limits=limits_for(manifest, settings),
-                models=models,
-                gpu=m.resources.gpu,
-                image=m.image if m.runtime == "image" else None,
-            )
-        except SandboxUnavailable as e:
-            raise RuntimeError(f"this worker cannot run systems: {e}") from None
-        if outcome.status == "infra":  # the sandbox itself failed: not charged, its budget back
-            log.error("code run %s: %s\n%s", run_id, outcome.reason, outcome.stderr[-2000:])
-            code_runs.fail_infra(engine, run_id, outcome.reason)
-            return {"run": run_id, "stage": "failed", "status": "infra"}
-        logtext = (
-            f"--- stdout ---\n{outcome.stdout}\n--- stderr ---\n{outcome.stderr}"
-            f"\n--- {outcome.status}: {outcome.reason or 'finished'} ---\n"
+        ran = execute(
+            archive,
+            work / "input",
+            work,
+            limits=limits_for(manifest, settings),
+            attempt=attempt,
+            models=models,
+            runtime=settings.sandbox,
         )
-        used = {
-            k: getattr(outcome, k)
-            for k in ("status", "exit_code", "wall_seconds", "cpu_seconds", "peak_rss_mb")
-        } | {"output_bytes": outcome.output_bytes, "attempt": attempt, "cgroup": outcome.cgroup}
-        common = dict(log=logtext, outcome=used, cpu_seconds=outcome.cpu_seconds)
-        if not outcome.ok:
+        if ran.kind in ("unreadable", "infra"):
+            if ran.kind == "infra":
+                log.error("code run %s: %s\n%s", run_id, ran.reason, ran.log)
+            code_runs.fail_infra(engine, run_id, ran.reason)
+            return {"run": run_id, "stage": "failed", "status": ran.kind}
+        common = dict(log=ran.log, outcome=ran.used, cpu_seconds=ran.cpu_seconds)
+        if ran.kind == "code":
             code_runs.finish(
-                engine, run_id, stage="failed", failure_kind="code", reason=outcome.reason, **common
+                engine, run_id, stage="failed", failure_kind="code", reason=ran.reason, **common
             )
-            return {"run": run_id, "stage": "failed", "status": outcome.status}
-        path, problem = _read_output(work / "output", m.output)
-        if path is None:
-            code_runs.finish(
-                engine, run_id, stage="failed", failure_kind="code", reason=problem, **common
-            )
-            return {"run": run_id, "stage": "failed", "status": "no_output"}
+            return {"run": run_id, "stage": "failed", "status": ran.status}
         # the job's own step: the run's output becomes its submission (its team's primary run
         # if asked), queued for scoring once committed; stored first (tried again while the
         # store does not answer: nothing is recorded until it takes the file)
-        sid = _with_store(
-            run_id,
-            "storing the output",
-            lambda: _submit_output(settings, engine, run_id, phase, task_id, m, fields, path),
-        )
+        output = ran.manifest.output
+
+        def submit():
+            with session_scope(engine, {KEY: Jobs(settings)}) as s:
+                return submit_output(s, settings, s.get(CodeRun, run_id), output, ran.output)
+
+        sid = _with_store(run_id, "storing the output", submit)
         code_runs.finish(engine, run_id, stage="ran", submission_id=sid, **common)
         return {"run": run_id, "stage": "ran", "submission": sid}
 
 
-def _submit_output(settings, engine, run_id, phase, task_id, m, fields, path) -> int:
-    """The run's output as its submission (the job's own step); its id."""
-    with session_scope(engine, {KEY: Jobs(settings)}) as s:
-        r = s.get(CodeRun, run_id)
-        team = s.get(Team, r.team_id)
-        user = s.get(User, r.user_id) if r.user_id else None
-        try:
-            with path.open("rb") as f:
-                sub = take_file(
-                    s,
-                    user=user,
-                    team=team,
-                    task_id=task_id,
-                    phase=phase.id,
-                    stream=f,
-                    filename=m.output,
-                    baseline=r.is_baseline,
-                    settings=settings,
-                    exempt=True,  # counted once, when the system was uploaded
-                    dedupe=True,
-                    facts=fields.get("facts") or None,
-                    # what the row keeps of the upload: every field it carried but these two
-                    **{k: v for k, v in fields.items() if k not in ("primary", "facts")},
-                )
-            if phase.blind:  # its time is the system's: when the run ended would tell
-                sub.created_at = r.created_at  # its team how long it ran (the gate)
-            sid = sub.id
-            # linked in the same transaction: its scoring, queued once this commits, knows it
-            # is a blind run's output (`server.domain.shown`) from its first step
-            r.submission_id = sid
-            if fields.get("primary") and not r.is_baseline:
-                lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
-            jobs(s).score(s, sid)
-        except DuplicateSubmission as e:  # a second run of this job: the first's submission
-            sid = e.submission_id
+def submit_output(s: Session, settings, r: CodeRun, output_name: str, path: Path) -> int:
+    """The run's output file as its submission, on the caller's session (a site worker's own
+    step, or an attached worker's posted result): stored, validated and scored as an uploaded
+    file is (`take_file`), its scoring queued once this commits; its id. A second submission of
+    the same output (a second run of the job) is the first's."""
+    phase = s.get(Phase, r.phase_id)
+    fields = dict(r.fields or {})
+    team = s.get(Team, r.team_id)
+    user = s.get(User, r.user_id) if r.user_id else None
+    try:
+        with path.open("rb") as f:
+            sub = take_file(
+                s,
+                user=user,
+                team=team,
+                task_id=r.task_id,
+                phase=phase.id,
+                stream=f,
+                filename=output_name,
+                baseline=r.is_baseline,
+                settings=settings,
+                exempt=True,  # counted once, when the system was uploaded
+                dedupe=True,
+                facts=fields.get("facts") or None,
+                # what the row keeps of the upload: every field it carried but these two
+                **{k: v for k, v in fields.items() if k not in ("primary", "facts")},
+            )
+        if phase.blind:  # its time is the system's: when the run ended would tell
+            sub.created_at = r.created_at  # its team how long it ran (the gate)
+        sid = sub.id
+        # linked in the same transaction: its scoring, queued once this commits, knows it
+        # is a blind run's output (`server.domain.shown`) from its first step
+        r.submission_id = sid
+        s.add(r)
+        if fields.get("primary") and not r.is_baseline:
+            lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
+        jobs(s).score(s, sid)
+    except DuplicateSubmission as e:  # a second run of this job: the first's submission
+        sid = e.submission_id
     return sid
 
 

@@ -40,12 +40,13 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from server.jobs import cgroups, seccomp
+from server.jobs import cgroups, oci, seccomp
 from server.jobs.cgroups import CgroupFailed, RunCgroup
 
 MiB = 1024 * 1024
@@ -205,6 +206,27 @@ def _dirs_for(path: str, made: set[str]) -> list[str]:
     return args
 
 
+def read_only_paths(extra_ro: list[Path]) -> tuple[list[str], dict[str, str]]:
+    """What a run sees of the host, read-only at its place: the runtime's folders and the few
+    files of /etc, the worker's Python (its prefix and the interpreter's), `extra_ro` (the models
+    the site provides); and the root's links (`/bin` to `usr/bin` on a merged /usr). The OCI
+    runtime's bundle (server.jobs.oci); bwrap's own arguments say the same (`_runtime_binds`)."""
+    paths: list[str] = []
+    links: dict[str, str] = {}
+    for d in ROOT_DIRS:
+        p = Path(d)
+        if p.is_symlink():
+            links[d] = os.readlink(p)
+        elif p.is_dir():
+            paths.append(d)
+    paths += [f for f in ETC if os.path.exists(f)]
+    for p in (sys.prefix, sys.base_prefix, *map(str, extra_ro)):
+        for q in (os.path.abspath(p), os.path.realpath(p)):
+            if q not in paths and not q.startswith(ROOT_DIRS) and os.path.exists(q):
+                paths.append(q)
+    return paths, links
+
+
 def _runtime_binds(extra_ro: list[Path]) -> list[str]:
     args: list[str] = []
     for d in ROOT_DIRS:
@@ -336,7 +358,8 @@ def describe(settings=None, host: bool = True) -> str:
     `/status` shows its administrators of each code worker; without `host` (no mount point, path
     or reason of the host's), what `/status` shows everyone. With the site's `settings`, the most a
     run may take of each."""
-    why = available()
+    runtime = getattr(settings, "sandbox", "bwrap")
+    why = oci.available(runtime) if runtime in oci.RUNTIMES else available()
     if why:
         return f"blind runs cannot run here: {why}" if host else "blind runs cannot run here"
     most = ""
@@ -346,6 +369,8 @@ def describe(settings=None, host: bool = True) -> str:
             f"processes, {settings.run_cpu_seconds} s of CPU, {settings.run_wall_seconds:g} s "
             f"of wall clock, {settings.run_output_mb} MB of output a run"
         )
+    if runtime in oci.RUNTIMES:
+        return f"blind runs: {oci.describe(runtime, host)}{most}"
     kernel = cgroups.describe(host)
     if kernel.startswith("no cgroup"):
         users = "a user per run" if os.geteuid() == 0 else "the worker's user"
@@ -372,9 +397,12 @@ def _gpu_devices() -> list[str]:
 _libc = ctypes.CDLL(None, use_errno=True)
 CLONE_NEWNS, CLONE_NEWUSER = 0x20000, 0x10000000
 MS_NOSUID, MS_NODEV, MS_REC, MS_SLAVE = 2, 4, 0x4000, 0x80000
+MNT_DETACH = 2
 
 
-def _mount_output(output: Path, size: int, uid: int, gid: int, sock: socket.socket) -> None:
+def _mount_output(
+    output: Path, size: int, uid: int, gid: int, sock: socket.socket, cgroupfs: bool = False
+) -> None:
     """In the run's first process, before bwrap: a mount namespace of its own (mounts made here
     never reach the host), and on `output` a tmpfs of `size` bytes owned by the run's user, which
     bwrap binds at /output. The kernel then refuses every byte past the limit, for all files
@@ -382,7 +410,10 @@ def _mount_output(output: Path, size: int, uid: int, gid: int, sock: socket.sock
     wrote out of it afterwards. Nothing is left mounted anywhere when the run ends (nor when the
     worker dies: the namespace goes with its last process, the tmpfs with its last descriptor).
     An unprivileged worker makes a user namespace first (its own uid mapped to itself), whose
-    capabilities allow the mount and are gone at bwrap's exec."""
+    capabilities allow the mount and are gone at bwrap's exec. Without `cgroupfs` (bwrap needs
+    none of it: the run joined its cgroups before) the host's cgroup hierarchies are detached from
+    the namespace: a copy of a v1 hierarchy's mount, held as long as the run lives, would keep
+    that hierarchy alive after the host unmounts it (its controller never free for cgroup v2)."""
 
     def check(rc: int, what: str) -> None:
         if rc != 0:
@@ -401,6 +432,8 @@ def _mount_output(output: Path, size: int, uid: int, gid: int, sock: socket.sock
             with open(f"/proc/self/{name}", "w") as f:
                 f.write(text)
     check(_libc.mount(b"none", b"/", None, MS_REC | MS_SLAVE, None), "make / a slave")
+    if not cgroupfs:  # refused where nothing is mounted there: nothing to detach
+        _libc.umount2(os.fsencode(cgroups.ROOT), MNT_DETACH)
     opts = f"size={size},nr_inodes=65536,mode=0755,uid={uid},gid={gid}"
     where = os.fsencode(output)
     flags = MS_NOSUID | MS_NODEV
@@ -478,15 +511,28 @@ def run(
     models: list[Path] = (),
     gpu: bool = False,
     image: str | None = None,
+    runtime: str = "bwrap",
 ) -> Outcome:
     """Run `command` in the sandbox (or, with `image`, in that container image under the host's
     engine) and say how it ended; never raises for what the run did. When the sandbox itself fails
-    (its cgroup, its /output, bwrap or setpriv) the outcome is `infra`: not the team's doing."""
+    (its cgroup, its /output, bwrap or setpriv) the outcome is `infra`: not the team's doing.
+    `runtime` (the site's `PALIMPSEST_SANDBOX`): "bwrap", or the OCI runtime ("runc", "crun")
+    that runs it in the same sandbox, its cgroup made by the runtime (server.jobs.oci)."""
     engine = None
     if image is not None:
         engine = container_engine()
         if engine is None:
             raise SandboxUnavailable("no container engine (podman or docker) answers here")
+    elif runtime in oci.RUNTIMES:
+        why = oci.available(runtime) or (
+            f"a run that asks for the GPU: the {runtime} sandbox binds no GPU devices"
+            if gpu
+            else None
+        )
+        if why:
+            raise SandboxUnavailable(why)
+    elif runtime != "bwrap":
+        raise SandboxUnavailable(f"unknown sandbox {runtime!r} (bwrap, runc or crun)")
     else:
         why = available()
         if why:
@@ -500,6 +546,8 @@ def run(
     if as_root:
         # the run's user writes /output and reads the code and inputs it is given
         os.chown(output, uid, uid)
+    if engine is None and runtime in oci.RUNTIMES:
+        return _run_oci(runtime, command, code, inputs, output, limits, models, uid)
     t0 = time.monotonic()
     try:
         cgroup = (
@@ -527,6 +575,82 @@ def _wrapper_failed(why: str, t0: float, stderr: str = "") -> Outcome:
         stderr=stderr,
         reason=f"the sandbox failed before the system started: {why}"[:500],
     )
+
+
+def _run_oci(runtime, command, code, inputs, output, limits, models, uid) -> Outcome:
+    """The run given to the OCI runtime `runtime`: the same first process (`ACCOUNT`, on the
+    runtime's descriptor 3), the same /output tmpfs (mounted by the runtime's process, in a mount
+    namespace of its own, before it starts), the same watch and outcome; its cgroup made by the
+    runtime, read and killed by the worker (`oci.cgroup_of`), removed by the runtime's `delete`."""
+    t0 = time.monotonic()
+    name = oci.container_name()
+    oci.sweep(runtime)
+    threads = str(max(1, min(os.cpu_count() or 1, limits.processes // 4)))
+    env = ENV | dict.fromkeys(
+        ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"), threads
+    )
+    interp = os.path.join(sys.prefix, "bin", "python3")
+    argv = [interp, "-I", "-S", "-c", ACCOUNT, "3", *command]
+    paths, links = read_only_paths(list(models))
+    cfg = oci.config(
+        argv,
+        name=name,
+        code=code,
+        inputs=inputs,
+        output=output,
+        limits=limits,
+        read_only=paths,
+        uid=uid,
+        env=env,
+    )
+    try:
+        bundle = oci.bundle(Path(tempfile.mkdtemp(prefix="palimpsest-oci-")), cfg, links)
+    except OSError as e:
+        return _wrapper_failed(f"cannot write the run's bundle: {e}", t0)
+    cgroup = oci.cgroup_of(name)
+    acc_r, acc_w = os.pipe()
+    here, there = socket.socketpair()
+
+    def start() -> None:  # in the runtime's process, before its exec
+        os.setsid()
+        # the runtime makes the run's cgroups from this namespace: the hierarchies stay
+        _mount_output(output, limits.output_mb * MiB, uid, uid, there, cgroupfs=True)
+        if acc_w == 3:
+            os.set_inheritable(3, True)
+        else:
+            os.dup2(acc_w, 3)  # the runtime passes 3 on (`--preserve-fds 1`), nothing else
+
+    try:
+        try:
+            proc = subprocess.Popen(
+                oci.run_argv(runtime, bundle, name),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                preexec_fn=start,
+                close_fds=False,  # the descriptors made inheritable in `start` alone (PEP 446)
+                env={"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+            )
+        except (OSError, subprocess.SubprocessError) as e:
+            os.close(acc_r)
+            return _wrapper_failed(f"{type(e).__name__}: {e}", t0)
+        finally:
+            os.close(acc_w)
+            there.close()
+        _msg, fds, _flags, _addr = socket.recv_fds(here, 1, 1)
+        held = fds[0] if fds else None
+        watched = Path(f"/proc/self/fd/{held}") if held is not None else output
+        try:
+            return _wait(proc, acc_r, None, cgroup, output, watched, limits, t0)
+        finally:
+            if held is not None:
+                os.close(held)
+    finally:
+        here.close()
+        cgroup.kill_all(timeout=5)
+        oci.delete(runtime, name)  # the container and its cgroups
+        cgroup.close()  # whatever the runtime left
+        oci.remove_bundle(bundle.parent)
 
 
 def _run(command, engine, image, code, inputs, output, limits, models, gpu, uid, cgroup):

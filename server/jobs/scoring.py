@@ -15,21 +15,22 @@ import time
 
 import redis
 from rq import get_current_job
+from sqlalchemy import bindparam, select
 from sqlmodel import Session
 
 from scorer import Problem, SubmissionInvalid, score_validated, validate_file
 from server import objectstore
 from server.boards.stats import compute_board_stats, enqueue, save_units
 from server.db import get_engine
-from server.domain import lifecycle, shown
+from server.domain import lifecycle, notices
 from server.domain.lifecycle import (
     PENDING,
     fail_infra,
     problem_text,  # noqa: F401  (one wording of a problem)
-    start_attempt,
+    start_attempt,  # noqa: F401  (importable from here)
 )
 from server.domain.partitions import gold_parts
-from server.jobs.outbox import notify_run
+from server.jobs.outbox import enqueue_delivery, notify_run
 from server.jobs.queue import (
     connect,
     drop_claim,
@@ -39,7 +40,7 @@ from server.jobs.queue import (
     submission_id_of,
 )
 from server.jobs.rlimits import TooCostly, bounded
-from server.models import Phase, Submission, utcnow
+from server.models import Phase, Submission
 from server.settings import Settings, get_settings
 from tasks import get_task
 from tasks.store import TaskStore
@@ -124,22 +125,30 @@ def score_one(submission_id: int, settings: Settings, *, attempt: int | None = N
     starts here, from queued only (a running run is held by a batch, or by an attempt the
     reconciler takes back once it is dead)."""
     engine = _engine(settings)
-    if attempt is None:
-        attempt = start_attempt(engine, submission_id, settings.max_attempts, only_queued=True)
-    if attempt is None:
-        return {"submission": submission_id, "skipped": True}
+    facts = None
+    if attempt is None:  # the start, and what the job needs of the run and phase, in one go
+        got = lifecycle.start_run(
+            engine,
+            submission_id,
+            settings.max_attempts,
+            only_queued=True,
+            then=lambda s: s.connection().execute(_RUN_FACTS, {"sid": submission_id}).one(),
+        )
+        if got is None:
+            return {"submission": submission_id, "skipped": True}
+        attempt, facts = got
+    round_ceiling = None
     try:
-        with Session(engine) as s:
-            sub = s.get(Submission, submission_id)
-            phase = s.get(Phase, sub.phase_id)
-            task_id, split, key = sub.task_id, phase.split, sub.storage_key
-            round_ceiling = sub.attempt_ceiling
+        if facts is None:  # a run a batch claimed: one statement
+            with engine.connect() as c:
+                facts = c.execute(_RUN_FACTS, {"sid": submission_id}).one()
+        task_id, key, round_ceiling, phase_id, split = facts[:5]
         # the upload and the task's files, from the object store when this machine lacks them
         path = objectstore.local_upload(settings, key)
         if task_id not in _ensured:
             objectstore.ensure_task(settings, task_id)
             _ensured.add(task_id)
-        parts = gold_parts(engine, phase.id, settings)
+        parts = gold_parts(engine, phase_id, settings, phase=facts)
         try:
             with bounded(settings.file_cpu_seconds, settings.file_memory_bytes):
                 v = validate_file(task_id, path, split, settings.home, settings.limits())
@@ -156,7 +165,7 @@ def score_one(submission_id: int, settings: Settings, *, attempt: int | None = N
                 "submission": submission_id,
                 "status": "failed",
                 "failure_kind": "invalid",
-                "phase": phase.id,
+                "phase": phase_id,
             }
         except TooCostly as e:
             what = "CPU time" if str(e) == "cpu" else "memory"
@@ -181,22 +190,30 @@ def score_one(submission_id: int, settings: Settings, *, attempt: int | None = N
                 "submission": submission_id,
                 "status": "failed",
                 "failure_kind": "invalid",
-                "phase": phase.id,
+                "phase": phase_id,
             }
         keep_units(settings, submission_id, attempt, v)
-        won = lifecycle.record_scores(engine, submission_id, attempt, results)
+        # the scores, the status, the board's revision, the audit row and the run's notice: one
+        # transaction (a blind run's output not shown yet moves no board)
+        won, moved, noticed = lifecycle.finish_scored(
+            engine,
+            submission_id,
+            attempt,
+            results,
+            then=lambda s: notices.queue_run_notice(s, settings, submission_id),
+            then_if=lambda s: notices.run_notice_wanted(s, submission_id),
+        )
         if won:
-            with Session(engine) as s:  # a blind run's output not shown yet moves no board
-                moved = not shown.is_unshown(s, submission_id, phase.id, utcnow())
             if moved:
-                board_statistics(settings, phase.id)
-            notify_run(engine, settings, submission_id)  # never raises
+                board_statistics(settings, phase_id)
+            if noticed:
+                enqueue_delivery(settings)  # never raises
         return {
             "submission": submission_id,
             "status": "scored",
             "attempt": attempt,
             "recorded": won,
-            "phase": phase.id,
+            "phase": phase_id,
         }
     except Exception as e:
         if is_last_attempt(attempt, round_ceiling, settings.max_attempts):
@@ -211,6 +228,22 @@ def score_one(submission_id: int, settings: Settings, *, attempt: int | None = N
                 notify_run(engine, settings, submission_id)
             return {"submission": submission_id, "status": "failed", "failure_kind": "infra"}
         raise  # RQ retries: the server's own failure, not the team's
+
+
+# the run's task, upload, round and phase, as the job reads them before scoring (and whether its
+# phase has a private part: `gold_parts`)
+_RUN_FACTS = (
+    select(
+        Submission.task_id,
+        Submission.storage_key,
+        Submission.attempt_ceiling,
+        Submission.phase_id,
+        Phase.split,
+        Phase.public_fraction,
+    )
+    .join(Phase, Phase.id == Submission.phase_id)
+    .where(Submission.id == bindparam("sid"))
+)
 
 
 def keep_units(settings: Settings, submission_id: int, attempt: int, v) -> None:

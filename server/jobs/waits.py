@@ -412,11 +412,13 @@ def after_runs(free: list[float], count: int, seconds: float) -> list[float]:
 
 def _queue_counts(s: Session, sub_id: int):
     """({task: (runs waiting, of which ahead of `sub_id`)}, [(task, started_at) of each run being
-    scored], the state of `sub_id`): counts from the database, not a row per waiting run."""
-    c = s.connection()
-    tasks = {t: (int(n), int(a or 0)) for t, n, a in c.execute(_counts_statement(), {"me": sub_id})}
-    running, state = [], None
-    for i, t, started, st in c.execute(_running_statement(), {"me": sub_id}):
+    scored], the state of `sub_id`): counts from the database, not a row per waiting run, in one
+    read (the counts by task, then the runs being scored and this one, as rows of one union)."""
+    tasks, running, state = {}, [], None
+    for kind, i, t, n, a, started, st in s.connection().execute(_queue_statement(), {"me": sub_id}):
+        if kind == 0:
+            tasks[t] = (int(n), int(a or 0))
+            continue
         if i == sub_id:
             state = st
         if st == "running":
@@ -425,28 +427,39 @@ def _queue_counts(s: Session, sub_id: int):
 
 
 @functools.cache
-def _counts_statement():
-    """The waiting runs counted by task, all and those before a given id, built once."""
+def _queue_statement():
+    """The waiting runs counted by task, all and those before a given id (rows of kind 0); the
+    runs being scored (as many as the workers) and the given run whatever its state (kind 1);
+    built once."""
     S = Submission.__table__.c
     me = sqlalchemy.bindparam("me")
-    return (
+
+    def null(col=None):  # a NULL of the column's type: the union's rows read as that column's
+        return sqlalchemy.cast(sqlalchemy.null(), (col if col is not None else S.id).type)
+
+    counts = (
         sqlalchemy.select(
+            sqlalchemy.literal(0).label("kind"),
+            null().label("id"),
             S.task_id,
-            func.count(),
-            func.sum(sqlalchemy.case((S.id < me, 1), else_=0)),
+            func.count().label("n"),
+            func.sum(sqlalchemy.case((S.id < me, 1), else_=0)).label("ahead"),
+            null(S.started_at).label("started_at"),
+            null(S.status).label("status"),
         )
         .where(S.status == "queued")
         .group_by(S.task_id)
     )
-
-
-@functools.cache
-def _running_statement():
-    """The runs being scored (as many as the workers), and the given run whatever its state."""
-    S = Submission.__table__.c
-    return sqlalchemy.select(S.id, S.task_id, S.started_at, S.status).where(
-        sqlalchemy.or_(S.status == "running", S.id == sqlalchemy.bindparam("me"))
-    )
+    rows = sqlalchemy.select(
+        sqlalchemy.literal(1),
+        S.id,
+        S.task_id,
+        null(),
+        null(),
+        S.started_at,
+        S.status,
+    ).where(sqlalchemy.or_(S.status == "running", S.id == me))
+    return sqlalchemy.union_all(counts, rows)
 
 
 # ----------------------------------------------------------------------------- the reconciler's

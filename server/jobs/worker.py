@@ -16,28 +16,30 @@ import time
 import numpy  # noqa: F401 - preloaded in the parent: each forked horse starts warm
 import redis
 import scipy.stats  # noqa: F401 - preloaded in the parent: each forked horse starts warm
+import sqlmodel
 from rq import SimpleWorker, Worker
 from rq.serializers import JSONSerializer
-from sqlalchemy import select
+from rq.worker import WorkerStatus
 from sqlmodel import Session
 
 import scorer.bootstrap  # noqa: F401 - preloaded in the parent: each forked horse starts warm
 import scorer.families  # noqa: F401 - preloaded in the parent: each forked horse starts warm
 import scorer.sweep
 import server.boards.stats  # noqa: F401 - preloaded in the parent: each forked horse starts warm
-import server.jobs.scoring  # noqa: F401 - preloaded in the parent: each forked horse starts warm
+import server.jobs.scoring as scoring  # preloaded in the parent: each forked horse starts warm
 import server.storage  # noqa: F401 - preloaded in the parent: each forked horse starts warm
 from scorer import partition_strata, partition_units
 from scorer.families import read_jsonl
 from server import objectstore
 from server.db import get_engine
-from server.domain.lifecycle import claim_queued
-from server.jobs import sandbox, waits
+from server.domain import audit, notices, people, shown
+from server.domain.lifecycle import claim_queued, compile_job_moves, record_scores
+from server.jobs import board_jobs, sandbox, waits
 from server.jobs.procs import die_with_parent
-from server.jobs.queue import QUEUES, RUNS, connect, get_queue
+from server.jobs.queue import BOARDS, QUEUES, RUNS, connect, get_queue
 from server.jobs.scoring import fail_infra, start_attempt
 from server.migrate import SchemaError, check_at_head
-from server.models import Phase, Score, Submission
+from server.models import Competition, Phase, Registration, Submission, utcnow
 from server.settings import Settings, get_settings
 from tasks import all_tasks
 from tasks.store import TaskStore
@@ -46,15 +48,35 @@ log = logging.getLogger(__name__)
 
 
 def warm_statements(engine) -> None:
-    """Compile the job's SQL once in the parent (no row has id 0), so horses find it cached."""
+    """Compile the job's SQL once in the parent (no row has id 0), so horses find it cached:
+    the start, the claim, the failure, the run's facts, and what a won score writes (the
+    status, the phase's revision, the blind-run check, the audit row, the Score row, the run's
+    notice), these last in a transaction never committed."""
     start_attempt(engine, 0, 1, only_queued=True)
     start_attempt(engine, 0, 10**6, only_queued=True)
     claim_queued(engine, 0, 1, besides=(0,))
     fail_infra(engine, 0, "")
+    record_scores(engine, 0, 0, {})
+    with engine.connect() as c:
+        c.execute(scoring._RUN_FACTS, {"sid": 0}).all()
     with Session(engine) as s:
         s.get(Submission, 0)
         s.get(Phase, 0)
-        s.execute(select(Score.part).where(Score.submission_id == 0, Score.attempt == 0)).all()
+        notices.run_notice_wanted(s, 0)  # whether the run's submitter asked for its notice
+        try:  # compiled before they run; nothing of it stays
+            compile_job_moves(s)  # the start, the score, their revision, audit row and scores
+            shown.is_unshown(s, 0, 0, utcnow())  # SQLite's reads after a move
+            audit.competition_of_target(s, "-")
+            people.competition_of_task(s, "-")  # the run's notice: its competition,
+            s.get(Competition, 0)  # and its submitter's registration there
+            s.exec(
+                sqlmodel.select(Registration).where(
+                    Registration.competition_id == 0, Registration.user_id == 0
+                )
+            ).first()
+        except Exception as e:  # noqa: BLE001 — a statement refused is compiled all the same
+            log.debug("worker: warm statements (%s)", type(e).__name__)
+        # nothing committed: closing the session rolls it all back
 
 
 def warm_caches(settings: Settings, seen: dict[str, int] | None = None) -> None:
@@ -96,12 +118,15 @@ def reads_gold(queues) -> bool:
 
 def warm_store(settings: Settings) -> None:
     """Import boto3 and build the object store's client once in the parent (a site with a store):
-    made in each forked horse, they cost 0.4-0.6 s of CPU per job, ten times a scoring job. The
-    client opens no connection until a job uses it, so every horse gets its own."""
+    made in each forked horse, they cost 0.4-0.6 s of CPU per job, ten times a scoring job. One
+    request is made here (what the client builds on its first), its connection closed after it:
+    every horse opens its own."""
     try:
-        objectstore.store_for(settings)
+        store = objectstore.store_for(settings)
+        if store is not None:
+            store.warm()
     except Exception as e:  # noqa: BLE001 — a job that needs the store reports the problem
-        log.warning("worker: could not build the object store's client (%s)", e)
+        log.warning("worker: the object store did not answer its first request (%s)", e)
 
 
 def _worker_class():
@@ -116,6 +141,16 @@ def _worker_class():
             return super().main_work_horse(job, queue)
 
         def execute_job(self, job, queue):
+            if job.origin == BOARDS:
+                # a board's render runs in this process (as RQ's SimpleWorker runs a job): the web
+                # app built here keeps what it built (a board's formats and audiences at one
+                # version share one build), where a forked horse would start from nothing
+                try:
+                    self.perform_job(job, queue, self.prepare_execution(job))
+                finally:
+                    board_jobs.forked_safe()
+                    self.set_state(WorkerStatus.IDLE)
+                return None
             try:
                 return super().execute_job(job, queue)
             finally:  # a task its horse fetched: read here too, for the horses to come
@@ -188,6 +223,8 @@ def run(settings: Settings, queues=QUEUES, *, burst: bool = False) -> int:
             warm_caches(settings, _WARMED)
         warm_store(settings)
         warm_statements(engine)
+        if BOARDS in queues:  # the web app the boards' renders need, built once for every horse
+            board_jobs.warm_app()
         scorer.sweep.warm()  # the board statistics' compiled sweep, loaded once for every horse
         engine.dispose()
         while True:

@@ -159,8 +159,9 @@ class PhaseForm(FlaskForm):
     )
     release_rule = SelectField(
         "Public scores shown on the live board (exact; ladder: a new best only when it beats the "
-        "team's best by η; rounded: to the resolution of the interval)",
-        choices=["exact", "ladder", "rounded"],
+        "team's best by η; ladder-paired: a new best only when a paired bootstrap says it beats "
+        "the team's best; rounded: to the resolution of the interval)",
+        choices=["exact", "ladder", "ladder-paired", "rounded"],
         default="exact",
     )
     release_eta = FloatField(

@@ -8,21 +8,25 @@ ranking is published is served from its snapshot, byte for byte (`?version=N` fo
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+import logging
 import os
 import threading
+import time
 
-from flask import Blueprint, Response, abort, current_app, render_template, request, session
+from flask import Blueprint, Response, abort, current_app, g, render_template, request, session
 from markupsafe import Markup, escape
 from sqlmodel import Session
 
+from server.boards import blind, pairwise, plots, stats
 from server.boards import leaderboard as lb
-from server.boards import pairwise, plots, stats
 from server.db import db
 from server.domain import boards
 from server.domain.provenance import current_provenance
 from server.domain.publication import board_ranking, latest_ranking, ranking_versions
 from server.domain.visibility import viewer_of
+from server.jobs.queue import BOARDS, connect, enqueue_once
 from server.models import Phase, utcnow
 from server.web.auth import current_user, is_api_request
 from server.web.pages import PHASE_ORDER, task_or_404
@@ -31,6 +35,7 @@ from tasks.bundle_models import BoardSpec
 from tasks.store import TaskStore
 
 bp = Blueprint("leaderboard", __name__)
+log = logging.getLogger(__name__)
 
 MIMETYPES = {
     "html": "text/html; charset=utf-8",
@@ -86,10 +91,12 @@ def provenance_of(task, split: str):
     return hit[1]
 
 
-def serve_board(task_id: str, fmt: str, who: str | None = None):
+def serve_board(task_id: str, fmt: str, who: str | None = None, task=None):
     """The board as HTML, JSON or CSV from the render cache; `who` overrides the cookie's audience
-    (the API passes the token holder's)."""
-    task = task_or_404(task_id)
+    (the API passes the token holder's, and the task it found). A board whose interval has passed
+    is served its last render while a worker renders the next (`enqueue_render`); only a board
+    never rendered is rendered in the request."""
+    task = task if task is not None and task.id == task_id else task_or_404(task_id)
     engine = current_app.extensions["palimpsest.engine"]
     states = lb.phase_states(engine, task.id, provenance=lambda split: provenance_of(task, split))
     want = request.args.get("phase") or None
@@ -130,18 +137,9 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
     # anonymous board) its view is the public board built once plus its own row
     view, team_id = who, None
     if who.startswith("team:"):
-        with Session(engine) as s:
-            phase = s.get(Phase, state.id)
-            view = "public"
-            if not lb.team_sees_the_public_board(
-                s,
-                task,
-                phase,
-                int(who[5:]),
-                board=spec,
-                provenance=provenance_of(task, phase.split) if spec is not None else None,
-            ):
-                view, team_id = who, int(who[5:])
+        view = "public"
+        if not _sees_public(task, state, int(who[5:]), spec):
+            view, team_id = who, int(who[5:])
 
     def render() -> bytes:
         board_names = board_of(engine, state.id, None)[1] if fmt == "html" else []
@@ -152,9 +150,10 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
             if out is not None:
                 return out
         built = built_board(task, state, "public" if team_id is not None else view, spec)
+        own = None
         if team_id is not None:
             with Session(engine, expire_on_commit=False) as s:
-                own = lb.build_board(
+                mine = lb.build_board(
                     s,
                     task,
                     s.get(Phase, state.id),
@@ -163,11 +162,19 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
                     board=spec,
                     team=team_id,
                 )
-            mine = [r for r in own.rows if r.row_type == "team" and r.team_id == team_id]
-            board = lb.overlay(built, mine[0]) if mine else lb.for_stats(built)
-        else:
-            board = lb.for_stats(built)
-        attach_stats(board, state)
+            ours = (r for r in mine.rows if r.row_type == "team" and r.team_id == team_id)
+            own = next(ours, None)
+        board = shown(built, own)
+        if own is not None and fmt == "html" and current_app.config.get("PALIMPSEST_SPLICE", True):
+            # the team's page: the public render with its own row put in, where the rows allow
+            spliced = splice_row(board, own, public_template, lambda: public_shown(built), task)
+            if spliced is not None:
+                return spliced
+        if view == "public" and fmt == "html":  # the rows its page shows, for a team's splice
+            shown_boards = current_app.extensions.setdefault("palimpsest.shown", {})
+            if len(shown_boards) >= 16:
+                shown_boards.clear()
+            shown_boards[public_key] = (board_version, board)
         if fmt == "json":
             return lb.to_json(board)
         if fmt == "csv":
@@ -183,17 +190,67 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
             deferred_nav=True,
         ).encode("utf-8")
 
+    def shown(built: lb.Board, own) -> lb.Board:
+        """The board as the page shows it: a copy of `built` (with `own`, a hidden team's row, put
+        in), its statistics attached, a blind phase's rows as its module says."""
+        board = lb.overlay(built, own) if own is not None else lb.for_stats(built)
+        attach_stats(board, state)
+        if view != "organizer":  # a blind phase's: no submission ids, times or notes of a run
+            with Session(engine) as s:
+                phase = s.get(Phase, state.id)
+                frozen_at = phase.frozen_at if phase.frozen else None
+                blind.team_rows(s, phase, board, frozen_at=frozen_at)
+        return board
+
+    public_key = (task.id, state.name, "public", fmt, version)
+    public_key += (bname,) if spec is not None else ()
+
+    def public_template() -> bytes:
+        """The public render of this version (its template: no one's navigation), rendered here
+        for every process when none holds it yet."""
+        got = cache().peek(public_key, board_version, shape=state.shape)
+        if got is None:
+            got = cache().render_now(public_key, board_version, public_both, shape=state.shape)
+        return got[0]
+
+    def public_shown(built: lb.Board) -> lb.Board:
+        """The public page's rows at this version: those of its render in this process, else
+        shown again from the built board."""
+        hit = current_app.extensions.get("palimpsest.shown", {}).get(public_key)
+        return hit[1] if hit is not None and hit[0] == board_version else shown(built, None)
+
+    def both(page: bytes) -> tuple[bytes, bytes, bytes]:
+        raw = splice(page, anonymous=True) if fmt == "html" else page
+        return page, raw, gzip.compress(raw, compresslevel=6, mtime=0)
+
+    def public_both() -> tuple[bytes, bytes, bytes]:
+        nonlocal view, team_id
+        saved, (view, team_id) = (view, team_id), ("public", None)
+        try:
+            return both(render())
+        finally:
+            view, team_id = saved
+
     def render_both() -> tuple[bytes, bytes, bytes]:
-        template = render()
-        raw = splice(template, anonymous=True) if fmt == "html" else template
-        return template, raw, gzip.compress(raw, compresslevel=6, mtime=0)
+        return both(render())
+
+    def refresh() -> bool:
+        return enqueue_render(task.id, fmt, view, state.name, asked, version)
 
     try:
         key = (task.id, state.name, view, fmt, version)
         if spec is not None:
             key += (bname,)
+        if g.get("palimpsest_render_now"):  # the job `enqueue_render` asked for
+            cache().render_now(key, board_version, render_both, shape=state.shape)
+            return None
         served, (template, raw, gz) = cache().lookup(
-            key, board_version, render_both, shape=state.shape
+            key,
+            board_version,
+            render_both,
+            shape=state.shape,
+            # a worker renders the next version where its render reaches every process
+            refresh=refresh if cache().shared is not None else None,
         )
     except LookupError:
         abort(404)
@@ -223,6 +280,66 @@ def serve_board(task_id: str, fmt: str, who: str | None = None):
             f'inline; filename="{task.id}-{state.name}{on}-leaderboard.csv"'
         )
     return Response(body, content_type=MIMETYPES[fmt], headers=headers)
+
+
+RENDER_JOB = "server.jobs.board_jobs.render_board_job"
+
+
+def enqueue_render(
+    task_id: str, fmt: str, view: str, phase: str, board: str | None, version: int | None
+) -> bool:
+    """Ask a worker (the boards queue) to render a board for every process of the site; asked
+    again while one waits, nothing is added. False where nothing can be queued (then the request
+    renders it)."""
+    if not current_app.config.get("PALIMPSEST_ENQUEUE", True):
+        return False
+    settings = current_app.extensions["palimpsest.settings"]
+    args = (task_id, fmt, view, phase, board, version)
+    ident = hashlib.sha1(json.dumps(args).encode()).hexdigest()[:20]
+    try:
+        enqueue_once(
+            connect(settings),
+            settings,
+            RENDER_JOB,
+            f"board-render-{ident}",
+            args=args,
+            description=f"the {fmt} board of {task_id}/{phase} for {view}",
+            queue=BOARDS,
+        )
+        return True
+    except Exception as e:  # noqa: BLE001 — rendered in the request instead
+        log.warning("board render of %s/%s not enqueued (%s)", task_id, phase, type(e).__name__)
+        return False
+
+
+def _sees_public(task, state: lb.PhaseState, team_id: int, spec) -> bool:
+    """Whether a team's view of the board is the public one (its ranked run shown publicly, no
+    anonymous labels): one look-up per team and board per interval (`board_refresh_seconds`),
+    never across a change of the phase's shape."""
+    engine = current_app.extensions["palimpsest.engine"]
+    interval = cache().interval
+    # (task, phase, team, declared board) -> (the phase's shape, when decided, the answer)
+    seen = current_app.extensions.setdefault("palimpsest.sees_public", {})
+    key = (task.id, state.id, team_id, spec.name if spec is not None else None)
+    hit = seen.get(key)
+    now = time.monotonic()
+    if hit is not None and hit[0] == state.shape and now - hit[1] < interval:
+        return hit[2]
+    with Session(engine) as s:
+        phase = s.get(Phase, state.id)
+        sees = lb.team_sees_the_public_board(
+            s,
+            task,
+            phase,
+            team_id,
+            board=spec,
+            provenance=provenance_of(task, phase.split) if spec is not None else None,
+        )
+    if interval > 0:
+        if len(seen) > 4096:
+            seen.clear()
+        seen[key] = (state.shape, now, sees)
+    return sees
 
 
 class BuiltBoards:
@@ -294,6 +411,37 @@ def board_of(engine, phase_id: int, name: str | None) -> tuple[BoardSpec | None,
 
 
 NAV, FLASH = b"<!--pal:nav-->", b"<!--pal:flash-->"
+ROWS, END_ROWS, ROW = b"<!--pal:rows-->", b"<!--pal:/rows-->", b'<tr class="'
+
+
+def splice_row(board: lb.Board, own, template, public_board, task) -> bytes | None:
+    """A hidden team's page (`board`: the public board with its own row `own` put in) made from
+    the public page of the same version (`template()`: its render; `public_board()`: its rows): the
+    public rows' HTML kept, the team's own row rendered alone and put in its place. None (the page
+    is rendered whole) where the other rows are not the public ones as they are, or the page says
+    something of the rows as a whole that the team's row changes (re-runs, an empty board)."""
+    if own.rerun_of:  # the page says whether any row is a re-run
+        return None
+    page = template()
+    public = public_board()
+    at = next((i for i, r in enumerate(board.rows) if r is own), None)
+    others = [r for r in board.rows if r is not own]
+    theirs = [r for r in public.rows if not (r.row_type == "team" and r.team_id == own.team_id)]
+    if at is None or not public.rows or others != theirs:
+        return None
+    head, found, rest = page.partition(ROWS)
+    body, found_end, tail = rest.partition(END_ROWS)
+    chunks = body.split(ROW)
+    if not found or not found_end or chunks[0] or len(chunks) != len(public.rows) + 1:
+        return None
+    kept = [
+        c
+        for c, r in zip(chunks[1:], public.rows, strict=True)
+        if not (r.row_type == "team" and r.team_id == own.team_id)
+    ]
+    mine = render_template("leaderboard/_row.html", row=own, board=board, task=task).encode()
+    kept.insert(at, mine.removeprefix(ROW))
+    return b"".join((head, ROWS, ROW, ROW.join(kept), END_ROWS, tail))
 
 
 def splice(page: bytes, *, anonymous: bool) -> bytes:
@@ -301,6 +449,7 @@ def splice(page: bytes, *, anonymous: bool) -> bytes:
     signed-in visitor, once for everyone else (the cached part never holds anyone's)."""
     if NAV not in page:
         return page
+    page = page.replace(ROWS, b"", 1).replace(END_ROWS, b"", 1)  # where a team's row goes in
     if anonymous:
         nav = current_app.extensions.get("palimpsest.anonymous_nav")
         if nav is None:
@@ -381,6 +530,17 @@ def fmt_value(metric: str, v: float) -> str:
 @bp.app_template_global()
 def empty_reason(row, col) -> str:
     return lb.empty_reason(row, col)
+
+
+@bp.app_template_global()
+def board_cols(board, task) -> tuple[list, list, bool, str]:
+    """A board's columns as its rows are written: the task's key columns, the others (the primary
+    apart), whether it is cross-validated, and the key of the primary's standard deviation."""
+    keys = set(task.key_columns)
+    key_cols = [c for c in board.columns if c.key in keys]
+    extra_cols = [c for c in board.columns if not c.primary and c.key not in keys]
+    cross_validated = any(c.stat for c in board.columns)
+    return key_cols, extra_cols, cross_validated, f"{board.primary.key}@std"
 
 
 @bp.app_template_global()

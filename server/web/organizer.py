@@ -23,6 +23,7 @@ from baselines.systems import SYSTEMS, Options
 from server import api_models as m
 from server.actions import common as action_common
 from server.actions import phases as phase_actions
+from server.actions import reads
 from server.actions import submissions as sub_actions
 from server.actions import tasks as task_actions
 from server.actions.exports import QueueUnreachable, baseline_runs, export_ranking
@@ -411,17 +412,13 @@ def submissions():
     """Every submission, newest first, a page at a time (`before`: the id the page starts below),
     with its score and times."""
     s = db()
-    q = select(Submission, Team).join(Team, Team.id == Submission.team_id)
     mine = people.organized_tasks(s, current_user())  # None: every task (an administrator)
-    if mine is not None:
-        q = q.where(Submission.task_id.in_(sorted(mine)))
     task = request.args.get("task") or None
     status = request.args.get("status") or None
     before = request.args.get("before", type=int)
-    if task:
-        q = q.where(Submission.task_id == task)
-    if status in STATUSES:
-        q = q.where(Submission.status == status)
+    q = reads.organizer_runs(
+        s, current_user(), task=task, status=status if status in STATUSES else None
+    )
     total = s.exec(select(func.count()).select_from(q.subquery())).one()
     if before:
         q = q.where(Submission.id < before)
@@ -645,13 +642,8 @@ def queue():
 @organizer_required
 def audit_log():
     s = db()
-    q = select(AuditLog)
-    mine = people.organized_competitions(s, current_user())
-    if mine is not None:  # an organizer reads the log of their competitions only
-        q = q.where(AuditLog.competition_id.in_(sorted(mine)))
     everything = request.args.get("all") == "1"
-    if not everything:  # the workers' status changes of every submission, on demand only
-        q = q.where(AuditLog.action != "submission.status")
+    q = reads.audit_entries(s, current_user(), everything=everything)
     before = request.args.get("before", type=int)
     if before:
         q = q.where(AuditLog.id < before)
@@ -660,7 +652,7 @@ def audit_log():
     args = {"all": 1} if everything else {}
     older = url_for("organizer.audit_log", **args, before=rows[-1].id) if more and rows else None
     newest = url_for("organizer.audit_log", **args) if before else None
-    actors = {u.id: u.email for u in s.exec(select(User)).all()}
+    actors = reads.audit_actors(s, rows)
     return render_template(
         "organizer/audit.html",
         rows=rows,

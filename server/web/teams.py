@@ -8,12 +8,13 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 from sqlmodel import select
 
 from server.actions import competitions as comp_actions
+from server.actions import reads
 from server.actions import teams as team_actions
 from server.db import db
 from server.domain import people, submissions, teams
 from server.domain.visibility import viewer_of
 from server.exceptions import TeamRefused
-from server.models import Competition, Phase, Submission, TeamMember, User
+from server.models import Competition, Phase, Submission
 from server.web.auth import current_user, login_required
 from server.web.pages import primary_scores
 
@@ -47,12 +48,7 @@ def mine():
     members, subs, phases, waiting = [], [], {}, []
     captain = own is not None and own.role == "captain" and own.status == "active"
     if team is not None:
-        rows = s.exec(
-            select(TeamMember, User)
-            .join(User, User.id == TeamMember.user_id)
-            .where(TeamMember.team_id == team.id)
-            .order_by(TeamMember.id)
-        ).all()
+        rows = reads.team_roster(s, team)
         members = [(m, x) for m, x in rows if m.status == "active"]
         waiting = [(m, x) for m, x in rows if m.status == "pending"]
         subs = s.exec(submissions.team_runs([team.id]).order_by(Submission.id.desc())).all()
