@@ -109,6 +109,22 @@ def validate_file(
     return Validated(task.id, split, parsed, text.format, time.perf_counter() - t0)
 
 
+def validate_bytes(
+    task_id: str, data: bytes, name: str, split: str = "test", home=None
+) -> Validated:
+    """`validate_file` of an uncompressed file held in memory (`name`: its file name, which
+    tells its format): the rows checked one by one, as every family checks a file its columnar
+    reader does not take. For a few rows already in memory (the intake's split check), which a
+    temporary file would cost more than validating them."""
+    from scorer.reader import as_text
+
+    t0 = time.perf_counter()
+    task, store = _resolve(task_id, split, home)
+    text = as_text(data, name)
+    parsed = family(task, store, split).validate(text)
+    return Validated(task.id, split, parsed, text.format, time.perf_counter() - t0)
+
+
 def partition_units(task_id: str, split: str = "test", home=None) -> list[str]:
     """The ids a public/private partition of the gold is drawn over (instances, targets,
     documents or queries), in the inputs' order."""
@@ -176,5 +192,6 @@ __all__ = [
     "partition_units",
     "score_file",
     "score_validated",
+    "validate_bytes",
     "validate_file",
 ]

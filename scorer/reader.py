@@ -208,6 +208,12 @@ def sniff_format(name: str, text: str) -> str:
 def load(path: str | Path, limits: Limits = DEFAULT_LIMITS) -> Text:
     """Read, decompress, decode and identify a submission file."""
     data, name = read_bytes(path, limits)
+    return as_text(data, name)
+
+
+def as_text(data: bytes, name: str) -> Text:
+    """Decode and identify a submission's uncompressed bytes (`name`: the file they came from):
+    what `load` does once the file is read."""
     text = decode(data)
     del data
     if not text.strip():

@@ -13,6 +13,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
@@ -75,10 +76,13 @@ def write_upload(
     stream = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
     base = uploads_dir(home)
     tmpdir = base / "tmp"
-    tmpdir.mkdir(parents=True, exist_ok=True)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=tmpdir, prefix="up-")
+    except FileNotFoundError:  # the first upload of this data directory
+        tmpdir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=tmpdir, prefix="up-")
     h = hashlib.sha256()
     size = 0
-    fd, tmp = tempfile.mkstemp(dir=tmpdir, prefix="up-")
     try:
         with os.fdopen(fd, "wb") as f:
             while chunk := stream.read(CHUNK):
@@ -97,25 +101,37 @@ def write_upload(
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    failed: list[BaseException] = []
 
     def sync() -> None:
         try:
             _sync_into_place(tmp, dest, base)
-        except BaseException as e:  # noqa: BLE001 — raised by `synced` in the caller's thread
-            failed.append(e)
+        except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+            raise  # by `synced`, in the caller's thread
 
-    t = threading.Thread(target=sync, name="palimpsest-upload-sync", daemon=True)
-    t.start()
+    done = _syncer().submit(sync)
+    return key, sha, size, done.result
 
-    def synced() -> None:
-        t.join()
-        if failed:
-            raise failed[0]
 
-    return key, sha, size, synced
+# the threads that make uploads durable, started once per process (a forked worker starts its
+# own): handing a file to one costs a queue's put, where a thread started per upload cost the
+# request some 0.4 ms of CPU (docs/benchmarks.md)
+SYNC_THREADS = 4
+_sync_pool: tuple[int, ThreadPoolExecutor] | None = None
+_sync_lock = threading.Lock()
+
+
+def _syncer() -> ThreadPoolExecutor:
+    global _sync_pool
+    got = _sync_pool
+    if got is not None and got[0] == os.getpid():
+        return got[1]
+    with _sync_lock:
+        if _sync_pool is None or _sync_pool[0] != os.getpid():
+            pool = ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="palimpsest-upload-sync")
+            _sync_pool = (os.getpid(), pool)
+        return _sync_pool[1]
 
 
 def _done() -> None:

@@ -269,9 +269,10 @@ def test_the_default_follows_splits_and_dates(phases, accepts, want):
 
 
 def test_the_split_check_reads_the_same_beginning_of_a_short_and_a_long_file(tmp_path, monkeypatch):
-    """The request's split check validates at most CHECK_BYTES of an upload, cut at a line: a
-    411-row file (TRoTR fold 1's test file's length) and a 60-row one of the same shape cost it
-    the same rows, and a file of another split is still refused from them."""
+    """The request's split check validates an upload's first CHECK_ROWS lines (within
+    CHECK_BYTES), in memory: a 411-row file (TRoTR fold 1's test file's length) and a 60-row one
+    of the same shape cost it the same rows, and a file of another split is still refused from
+    them, compressed too (read whole where it is small)."""
     from server.demo import import_demo_tasks, predictions
     from server.domain import phase_choice
     from tasks import get_task
@@ -280,13 +281,13 @@ def test_the_split_check_reads_the_same_beginning_of_a_short_and_a_long_file(tmp
     task = get_task("tric-binary")
     dev, test = _phase("development", "dev"), _phase("evaluation", "test")
     seen = []
-    validate = phase_choice.validate_file
+    validate = phase_choice.validate_bytes
 
-    def spy(task_id, path, split, home):
-        seen.append(Path(path).read_bytes().count(b"\n"))
-        return validate(task_id, path, split, home)
+    def spy(task_id, data, name, split, home):
+        seen.append(data.count(b"\n"))
+        return validate(task_id, data, name, split, home)
 
-    monkeypatch.setattr(phase_choice, "validate_file", spy)
+    monkeypatch.setattr(phase_choice, "validate_bytes", spy)
     long_file = predictions("tric-binary", "dev", tmp_path, 0.3, 0)[0]
     assert long_file.count(b"\n") == 411
     read = []
@@ -296,6 +297,30 @@ def test_the_split_check_reads_the_same_beginning_of_a_short_and_a_long_file(tmp
             task, tmp_path, dev, [dev, test], io.BytesIO(body), "p.jsonl"
         )
         read.append(list(seen))
-    assert read[0] == read[1] and 0 < read[0][0] < 60, read  # the same rows, within the bound
+    # the same rows, within the bound
+    assert read[0] == read[1] == [phase_choice.CHECK_ROWS], read
     with pytest.raises(Exception, match="choose phase development"):
         phase_choice.refuse_other_split(task, tmp_path, test, [dev, test], io.BytesIO(long_file))
+    import gzip
+
+    small = b"".join(long_file.splitlines(keepends=True)[:20])
+    with pytest.raises(Exception, match="choose phase development"):
+        phase_choice.refuse_other_split(
+            task, tmp_path, test, [dev, test], io.BytesIO(gzip.compress(small)), "p.jsonl.gz"
+        )
+
+
+@pytest.mark.parametrize(
+    "body, cap, want",
+    [
+        (b"a\nb\nc", 100, b"a\nb\nc"),  # a short file whole, its last line unended
+        (b"".join(b"%d\n" % i for i in range(20)), 100, b"0\n1\n2\n3\n4\n5\n6\n7\n"),
+        (b"x" * 30 + b"\n" + b"y" * 80, 50, b"x" * 30 + b"\n"),  # cut at a line end within cap
+        (b"x" * 80 + b"\nz\n", 50, None),  # no line ends within cap: no whole row
+    ],
+)
+def test_the_split_check_takes_whole_rows_only(body, cap, want):
+    from server.domain import phase_choice
+
+    assert phase_choice.CHECK_ROWS == 8
+    assert phase_choice._first_rows(body[: cap + 1], cap) == want

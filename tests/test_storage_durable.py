@@ -44,3 +44,44 @@ def test_the_file_and_its_name_are_synced_before_store_upload_returns(tmp_path, 
         assert kinds == ["file", "dir"]
     else:
         assert kinds == ["file", "dir", "dir"]
+
+
+def test_a_forked_process_makes_its_uploads_durable_with_threads_of_its_own(tmp_path):
+    """The threads that sync uploads are the process's: a worker forked after its parent stored a
+    file (gunicorn forks once the app is loaded) starts its own, where the parent's would never
+    run (its `synced()` would wait for ever); a failed sync is raised by `synced()`."""
+    import signal
+
+    import pytest
+
+    from server.storage import write_upload
+
+    key, _, _, synced = write_upload(tmp_path, b"a\n", "a.jsonl")
+    synced()
+    pid = os.fork()
+    if pid == 0:  # the child: a new file, synced within 10 s, or it dies of the alarm
+        code = 1
+        try:
+            signal.alarm(10)
+            k, _, _, done = write_upload(tmp_path, b"b\n", "b.jsonl")
+            done()
+            code = 0 if (uploads_dir(tmp_path) / k).read_bytes() == b"b\n" else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    # a sync that fails: raised where it is waited for, its temporary file removed
+    (uploads_dir(tmp_path) / "cc").mkdir(exist_ok=True)
+    real = os.replace
+
+    def refuse(a, b):
+        raise OSError(28, "No space left on device")
+
+    os.replace = refuse
+    try:
+        _, _, _, done = write_upload(tmp_path, b"c\n", "c.jsonl")
+        with pytest.raises(OSError, match="No space"):
+            done()
+    finally:
+        os.replace = real
+    assert not list((uploads_dir(tmp_path) / "tmp").iterdir())

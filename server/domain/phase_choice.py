@@ -9,13 +9,12 @@ being stored and failing with one problem per row."""
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from collections.abc import Sequence
 from datetime import datetime
 from typing import BinaryIO
 
-from scorer import SubmissionInvalid, validate_file
+from scorer import SubmissionInvalid, validate_bytes, validate_file
 from server import models
 from server.domain.lifecycle import phase_state
 from server.exceptions import WrongSplit
@@ -23,11 +22,12 @@ from tasks.errors import PalimpsestError
 
 # the order splits are preferred in when no phase is named
 SPLIT_ORDER = ("test", "dev")
-# the most of an upload read to tell its split (of a larger one, its beginning, cut at a line): the
-# request's bounded share, a few dozen rows whatever the file's length (another split's file shows
-# it in its first rows; 8 KiB, some 170 rows of TRoTR's shape, cost a 411-row upload 0.6-0.8 ms
-# more than a 60-row one); the worker validates every file in full once (docs/development.md)
+# the most of an upload read to tell its split: its first CHECK_ROWS lines (another split's file
+# shows it in its first rows), within its first CHECK_BYTES (of a larger one, cut at the last line
+# end there). The request's bounded share, whatever the file's length: the worker validates every
+# file in full once (docs/development.md)
 CHECK_BYTES = 2 * 1024
+CHECK_ROWS = 8
 
 
 def _rank(phase: models.Phase) -> int:
@@ -58,9 +58,11 @@ def refuse_other_split(
     """Raise WrongSplit when the upload (a seekable stream, left at its start) has rows refused on
     its phase's split but none on another split a phase takes (ids merely missing there do not
     count): "these ids are the test split's; choose phase evaluation". A file with rows refused on
-    every split is left to the scorer, which names each problem. At most CHECK_BYTES are read: of
-    a larger file (a large upload's completion), its first CHECK_BYTES cut at the last line end,
-    the same rule on that beginning (a compressed or zipped one is left to the scorer)."""
+    every split is left to the scorer, which names each problem. Only its beginning is read: its
+    first CHECK_ROWS lines within its first CHECK_BYTES (of a file larger than that, what ends at a
+    line end there), validated in memory; a compressed or zipped file no larger than CHECK_BYTES
+    is read whole (through a temporary file, which the reader decompresses), a larger one left to
+    the scorer."""
     others = []
     for p in phases:
         if p.split != phase.split and p.split not in others and p.accepts == "predictions":
@@ -69,31 +71,46 @@ def refuse_other_split(
         return
     cap = min(CHECK_BYTES, task.format.max_bytes or CHECK_BYTES)
     start = stream.tell()
-    with tempfile.NamedTemporaryFile(suffix=_suffix(filename)) as tmp:
-        shutil.copyfileobj(_bounded(stream, cap + 1), tmp)
-        stream.seek(start)
-        tmp.flush()
-        if tmp.tell() > cap and not _cut_at_a_line(tmp, cap, filename):
+    head = _read_up_to(stream, cap + 1)
+    stream.seek(start)
+    suffix = _suffix(filename)
+    if suffix.endswith((".gz", ".zip")):
+        if len(head) > cap:
             return
-        if not _rows_refused(task.id, tmp.name, phase.split, home):
-            return
-        for split in others:
-            if _rows_refused(task.id, tmp.name, split, home) is not False:
-                continue
-            fits = [p for p in phases if p.split == split and p.accepts == "predictions"]
-            choose = default_phase(fits)
-            raise WrongSplit(
-                f"these ids are the {split} split's, not the {phase.split} split's of phase "
-                f"{phase.name}; choose phase {choose.name}"
-            )
+        with tempfile.NamedTemporaryFile(suffix=suffix) as tmp:
+            tmp.write(head)
+            tmp.flush()
+            _refuse_if_another(task, home, phase, phases, others, tmp.name, None)
+        return
+    head = _first_rows(head, cap)
+    if head is not None:
+        _refuse_if_another(task, home, phase, phases, others, head, "upload" + suffix)
 
 
-def _rows_refused(task_id: str, path: str, split: str, home) -> bool | None:
-    """Whether validating the file on `split` refuses any of its rows (a problem with a line):
-    ids missing from it do not count (a file's beginning misses most). None for a split the task
-    was imported without (the intake and the scorer say so)."""
+def _refuse_if_another(task, home, phase, phases, others, source, name) -> None:
+    if not _rows_refused(task.id, source, name, phase.split, home):
+        return
+    for split in others:
+        if _rows_refused(task.id, source, name, split, home) is not False:
+            continue
+        fits = [p for p in phases if p.split == split and p.accepts == "predictions"]
+        choose = default_phase(fits)
+        raise WrongSplit(
+            f"these ids are the {split} split's, not the {phase.split} split's of phase "
+            f"{phase.name}; choose phase {choose.name}"
+        )
+
+
+def _rows_refused(task_id: str, source, name: str | None, split: str, home) -> bool | None:
+    """Whether validating the file (`source`: its bytes, named `name`, or else its path) on
+    `split` refuses any of its rows (a problem with a line): ids missing from it do not count (a
+    file's beginning misses most). None for a split the task was imported without (the intake
+    and the scorer say so)."""
     try:
-        validate_file(task_id, path, split, home)
+        if name is None:
+            validate_file(task_id, source, split, home)
+        else:
+            validate_bytes(task_id, source, name, split, home)
     except SubmissionInvalid as e:
         return any(p.line is not None for p in e.problems)
     except PalimpsestError:  # the split not imported
@@ -101,20 +118,21 @@ def _rows_refused(task_id: str, path: str, split: str, home) -> bool | None:
     return False
 
 
-def _cut_at_a_line(tmp, cap: int, filename: str) -> bool:
-    """Keep the first `cap` bytes of a plain text file up to its last line end (the beginning of
-    a large upload, whole rows only); False for a compressed or zipped one (left to the scorer)."""
-    if _suffix(filename).endswith((".gz", ".zip")):
-        return False
-    tmp.seek(0)
-    head = tmp.read(cap)
-    end = head.rfind(b"\n")
-    if end < 0:
-        return False
-    tmp.seek(0)
-    tmp.truncate(end + 1)
-    tmp.flush()
-    return True
+def _first_rows(head: bytes, cap: int) -> bytes | None:
+    """The first CHECK_ROWS lines of a plain text file's first bytes (`head`: at most cap + 1 of
+    them): the file whole where it is shorter; else up to a line end within `cap`; None where no
+    line ends there (no whole row to judge)."""
+    end = 0
+    for _ in range(CHECK_ROWS):
+        nl = head.find(b"\n", end, cap)
+        if nl < 0:
+            break
+        end = nl + 1
+    else:
+        return head[:end]
+    if len(head) <= cap:
+        return head
+    return head[:end] if end else None
 
 
 def _suffix(filename: str) -> str:
@@ -123,16 +141,10 @@ def _suffix(filename: str) -> str:
     return "." + base.split(".", 1)[1] if "." in base else ".jsonl"
 
 
-class _bounded:
-    """At most `n` bytes of a stream."""
-
-    def __init__(self, stream: BinaryIO, n: int):
-        self.stream, self.left = stream, n
-
-    def read(self, size: int = -1) -> bytes:
-        if self.left <= 0:
-            return b""
-        size = self.left if size < 0 else min(size, self.left)
-        data = self.stream.read(size)
-        self.left -= len(data)
-        return data
+def _read_up_to(stream: BinaryIO, n: int) -> bytes:
+    """At most `n` bytes of a stream (fewer only at its end)."""
+    parts, left = [], n
+    while left > 0 and (chunk := stream.read(left)):
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
