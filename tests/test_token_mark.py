@@ -47,3 +47,68 @@ def test_a_tokens_last_use_is_written_at_most_once_a_minute(app):
     before = mark()
     assert use() == uid
     assert mark() > before + TOKEN_MARK_EVERY
+
+
+def test_on_postgresql_the_mark_goes_with_the_requests_commit_or_after_it_ends(pg_app):
+    """On PostgreSQL a request that commits (an action: an upload) writes the token's mark in its
+    own transaction, one statement and no commit of its own; one that commits nothing (a read, a
+    refused action) writes it in a transaction of its own once its transaction has ended."""
+    from sqlalchemy import event, text
+
+    from server.db import transaction
+
+    make_user(pg_app, "writer@x.org", team="writers")
+    eng = engine_of(pg_app)
+    with Session(eng) as s:
+        from sqlmodel import select
+
+        user = s.exec(select(User).where(User.email == "writer@x.org")).one()
+        tok, plaintext = create_token(s, user=user)
+        s.commit()
+        tid = tok.id
+
+    def mark():
+        with Session(eng) as s:
+            return s.get(ApiToken, tid).last_used_at
+
+    def due():
+        with eng.begin() as c:
+            c.execute(text("UPDATE apitoken SET last_used_at = NULL"))
+
+    commits = []
+
+    def count(conn):
+        commits.append(1)
+
+    event.listen(eng, "commit", count)
+    try:
+        # an action that writes: one commit in all, the mark in it
+        with Session(eng) as s:
+            user_for_token(s, plaintext)
+            with transaction(s):
+                s.execute(text("UPDATE team SET name = name"))
+        assert mark() is not None and len(commits) == 1, commits
+        # a read: the mark once its transaction has ended, in a commit of its own
+        due()
+        commits.clear()
+        with Session(eng) as s:
+            user_for_token(s, plaintext)
+            s.execute(text("SELECT 1"))
+            assert mark() is None  # not while the request's transaction is open
+        assert mark() is not None and len(commits) == 1, commits
+        # a refused action: rolled back, and the mark kept
+        due()
+        commits.clear()
+        with Session(eng) as s:
+            user_for_token(s, plaintext)
+            try:
+                with transaction(s):
+                    s.execute(text("UPDATE team SET name = 'refused'"))
+                    raise LookupError("refused")
+            except LookupError:
+                pass
+        assert mark() is not None and len(commits) == 1, commits
+        with Session(eng) as s:
+            assert s.execute(text("SELECT count(*) FROM team WHERE name = 'refused'")).scalar() == 0
+    finally:
+        event.remove(eng, "commit", count)

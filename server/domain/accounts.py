@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlmodel import Session, select
 
 from server import models  # other subjects' tables: models.X, loaded when first used
-from server.db import db, savepoint
+from server.db import before_commit, db, on_rollback, savepoint
 from server.domain import audit as audit_log
 from server.domain import people
 from server.domain.emails import normalize_email
@@ -129,26 +129,49 @@ def user_for_token(s: Session, plaintext: str) -> User | None:
         or not hmac.compare_digest(tok.token_sha256, digest)
     ):
         return None
-    # when it was last used: a step of its own (it is not part of what the request does), so a
-    # request that changes nothing commits nothing, and one refused keeps the mark; written at
-    # most once a minute (TOKEN_MARK_EVERY), so a stream of reads does not write a row each. One
-    # statement, built once, in a transaction of its own on a connection of the engine (no
-    # session: the mark loads nothing; a session and the statement built per call were two
-    # thirds of the mark's CPU, which an upload by a token first used in the minute pays). On
-    # PostgreSQL its commit is not waited to disk (`synchronous_commit` off for it alone): a crash
-    # may lose a mark of the last moment, a use's time and nothing else, and the request does not
-    # wait the log's flush for it (some 4 ms of an upload's wall time, its own being waited)
+    # when it was last used, written at most once a minute (TOKEN_MARK_EVERY), so a stream of
+    # reads does not write a row each; not part of what the request does: a request that changes
+    # nothing commits nothing for it, and one refused keeps the mark (`_mark_later`)
     now = utcnow()
     if tok.last_used_at is None or now - tok.last_used_at >= TOKEN_MARK_EVERY:
-        cut = now - TOKEN_MARK_EVERY
-        with s.get_bind().begin() as own:
-            if own.dialect.name == "postgresql":
-                own.exec_driver_sql("SET LOCAL synchronous_commit TO off")
-            own.execute(_mark_statement(), {"tid": tok.id, "now": now, "cut": cut})
+        _mark_later(s, tok.id, now)
     return user
 
 
 TOKEN_MARK_EVERY = timedelta(minutes=1)
+
+
+def _mark_later(s: Session, token_id: int, now) -> None:
+    """The token's mark, one statement. On PostgreSQL it is written with what the request itself
+    commits where it commits (an upload, any action), in its transaction: an upload pays one
+    statement for it instead of a transaction of its own (a connection's check, its BEGIN, the
+    setting and the COMMIT: four round trips, some 0.8 ms of an upload's CPU, docs/benchmarks.md);
+    where the request's transaction ends without a commit (a request that reads only, one
+    refused), once it has ended, in a transaction of its own. On SQLite, in a transaction of its
+    own at once (a write in the request's transaction would take the database's lock until it
+    ends). A transaction of its own is on a connection of the engine, and on PostgreSQL its commit
+    is not waited to disk (`synchronous_commit` off for it alone: a crash may lose a mark of the
+    last moment, a use's time and nothing else). In the request's transaction the mark is the
+    last row it locks (at its commit), so it waits for no other lock while it holds one."""
+    args = {"tid": token_id, "now": now, "cut": now - TOKEN_MARK_EVERY}
+    bind = s.get_bind()
+
+    def on_its_own() -> None:
+        with bind.begin() as own:
+            if own.dialect.name == "postgresql":
+                own.exec_driver_sql("SET LOCAL synchronous_commit TO off")
+            own.execute(_mark_statement(), args)
+
+    if bind.dialect.name != "postgresql":
+        on_its_own()
+        return
+
+    def with_the_commit() -> None:
+        s.flush()  # what the action changed, locked first: the token's row is the last lock
+        s.execute(_mark_statement(), args)
+
+    before_commit(s, with_the_commit)
+    on_rollback(s, on_its_own)  # the request's transaction ended without a commit
 
 
 @functools.cache
