@@ -73,7 +73,22 @@ def lock_row(session: Session, model, row_id) -> None:
     if session.get_bind().dialect.name == "sqlite":
         _sqlite_begin(session)
         return
+    key = (model.__tablename__, row_id)
+    if key in session.info.get(_LOCKED, ()):  # locked already in this transaction
+        return
     session.execute(_lock_statement(model), {"row_id": row_id})
+    row_locked(session, model, row_id)
+
+
+_LOCKED = "palimpsest.locked"
+
+
+def row_locked(session: Session, model, row_id) -> None:
+    """Say that the session's transaction holds the row's lock (a read that took it, `SELECT ...
+    FOR UPDATE`, or `lock_row`), so that `lock_row` of the same row does not ask again: a row lock
+    is held until the transaction ends. Not within a savepoint, whose rollback may release it."""
+    if not session.in_nested_transaction():
+        session.info.setdefault(_LOCKED, set()).add((model.__tablename__, row_id))
 
 
 @functools.cache
@@ -154,6 +169,7 @@ def _after_transaction_end(s: Session, trans) -> None:
     transaction open): nothing of it happens, so its after-commit hooks go and its undo runs."""
     if trans.parent is not None or trans.nested:
         return
+    s.info.pop(_LOCKED, None)  # its row locks went with it
     s.info.pop(_AFTER, None)
     s.info.pop(_BEFORE, None)
     _run(reversed(s.info.pop(_UNDO, [])), "rollback")

@@ -263,7 +263,8 @@ def submit(
     stay on the session (`UPLOAD_READ` in its info) for the answer, which shows their names
     without reading them again."""
     task = common.task(task_id)
-    team = uploader_team(s, user, task.id, baseline=fields.baseline)
+    # a file's team locked as it is read (its runs are counted under that lock: `admit`)
+    team = uploader_team(s, user, task.id, baseline=fields.baseline, lock=not system)
     if not TaskStore(task.id, settings.home).exists():
         raise LifecycleRefused(f"task {task.id!r} has no data yet", "not_imported")
     phases = common.phases_of(s, task.id)
@@ -378,16 +379,19 @@ def fact_sheet(s: Session, task_id: str, phase, fields: m.UploadFields) -> dict:
     )
 
 
-def uploader_team(s: Session, user: User, task_id: str, *, baseline: bool) -> Team:
+def uploader_team(
+    s: Session, user: User, task_id: str, *, baseline: bool, lock: bool = False
+) -> Team:
     """The team an upload (a file or a system) is for: the baselines team for an organizer's
-    baseline entry, else the uploader's team in the task's competition, who must take part."""
+    baseline entry, else the uploader's team in the task's competition, who must take part.
+    `lock`: the uploader's team locked by the read where the database can (`people.team_of`)."""
     if baseline:
         if user is not None and not people.organizes_task(s, user, task_id):
             raise Forbidden("only an organizer may record baseline entries", "not_organizer")
         return baseline_team(s)
     common.require_participant(s, user, task_id)
     c = people.competition_of_task(s, task_id)
-    team = people.team_of(s, user, None if c is None else c.id)  # kept: read once
+    team = people.team_of(s, user, None if c is None else c.id, lock=lock)  # kept: read once
     if team is None:
         opt = f" --competition {c.slug}" if c is not None else ""
         raise Forbidden(

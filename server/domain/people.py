@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session, select
 
 from server import models  # other subjects' tables: models.X, loaded when first used
-from server.db import savepoint
+from server.db import row_locked, savepoint
 from server.domain.emails import BadEmail, domain_of, normalize_domain
 from server.models import User, utcnow
 
@@ -346,26 +346,36 @@ def membership(
     ).first()
 
 
-def team_of(s: Session, user: User | None, competition_id: int | None) -> models.Team | None:
+def team_of(
+    s: Session, user: User | None, competition_id: int | None, *, lock: bool = False
+) -> models.Team | None:
     """The team the person acts for in the competition (an active membership), or None: the
     membership `membership` finds (their own there first, else the one of every competition) and
-    its team in one read (every upload asks)."""
+    its team in one read (every upload asks). `lock`: on PostgreSQL the team's row locked by that
+    read (`FOR UPDATE`, held until the transaction ends: the lock an upload takes before it counts
+    the team's runs, `server.db.lock_row`, without a statement of its own)."""
     if user is None or user.id is None:
         return None
     TM, T = models.TeamMember, models.Team
     where = TM.competition_id.is_(None)
     if competition_id is not None:
         where = (TM.competition_id == competition_id) | where
-    row = s.exec(
+    lock = lock and s.get_bind().dialect.name == "postgresql"
+    q = (
         select(TM, T)
-        .outerjoin(T, T.id == TM.team_id)
+        # a membership names its team (a foreign key, never null): the inner join, which a lock
+        # needs (the nullable side of an outer join cannot be locked), finds the same row
+        .join(T, T.id == TM.team_id)
         .where(TM.user_id == user.id, where)
         # their own membership there before the one of every competition
         .order_by(TM.competition_id.is_(None), TM.id)
         .limit(1)
-    ).first()
+    )
+    row = s.exec(q.with_for_update(of=T) if lock else q).first()
     if row is None or row[0].status != "active":
         return None
+    if lock:
+        row_locked(s, T, row[1].id)
     return row[1]
 
 
