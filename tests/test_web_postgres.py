@@ -99,3 +99,47 @@ def test_team_and_organizer_actions_on_postgres(pg_app):
     )
     assert org.get("/organizer/audit").status_code == 200
     assert org.get(f"/organizer/phases/{dev.id}/export.tex").status_code == 200
+
+
+def test_an_uploads_team_is_locked_by_the_read_that_finds_it_on_postgres(pg_app):
+    """The intake's team read takes the team's row lock (`FOR UPDATE OF team`), held until its
+    transaction ends, and the lock the runs are counted under is then no statement of its own:
+    another transaction cannot lock the row meanwhile, and `lock_row` sends nothing."""
+    import psycopg
+    from sqlalchemy import event
+
+    from server.db import lock_row
+    from server.domain import people
+    from server.models import Team
+
+    app = pg_app
+    user = make_user(app, "lock@x.org", team="lockers")
+    tid = team_of(app, "lockers").id
+    eng = engine_of(app)
+    url = eng.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    sent = []
+
+    def count(conn, cursor, statement, *a):
+        sent.append(statement)
+
+    with Session(eng) as s:
+        team = people.team_of(s, user, None, lock=True)
+        assert team is not None and team.id == tid
+        with psycopg.connect(url, autocommit=True) as other:
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                other.execute("SELECT id FROM team WHERE id = %s FOR UPDATE NOWAIT", (tid,))
+        event.listen(eng, "before_cursor_execute", count)
+        try:
+            lock_row(s, Team, tid)
+        finally:
+            event.remove(eng, "before_cursor_execute", count)
+        assert sent == []
+        s.rollback()
+    with Session(eng) as s:  # a new transaction: the lock asked for again
+        event.listen(eng, "before_cursor_execute", count)
+        try:
+            lock_row(s, Team, tid)
+        finally:
+            event.remove(eng, "before_cursor_execute", count)
+        assert len(sent) == 1 and "FOR UPDATE" in sent[0], sent
+        s.rollback()
