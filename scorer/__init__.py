@@ -89,14 +89,20 @@ def for_task(limits: Limits, task) -> Limits:
     )
 
 
+def _reader():
+    """The readers' module, loaded when a file is first validated (numpy with it)."""
+    from scorer import reader  # the readers (numpy) load to validate
+
+    return reader
+
+
 def validate_file(
     task_id: str, path: str | Path, split: str = "test", home=None, limits: Limits | None = None
 ) -> Validated:
     """Check a submission against the task's inputs; raises SubmissionInvalid listing every
     problem. `limits`: what the file may weigh (default: the reader's DEFAULT_LIMITS)."""
-    from scorer.reader import DEFAULT_LIMITS, load  # the readers (numpy) load to validate
-
-    limits = DEFAULT_LIMITS if limits is None else limits
+    reader = _reader()
+    limits = reader.DEFAULT_LIMITS if limits is None else limits
     t0 = time.perf_counter()
     task, store = _resolve(task_id, split, home)
     limits = for_task(limits, task)
@@ -104,7 +110,7 @@ def validate_file(
     if hasattr(fam, "validate_path"):  # link tables: read by a columnar reader from the path
         parsed, fmt = fam.validate_path(path, limits)
         return Validated(task.id, split, parsed, fmt, time.perf_counter() - t0)
-    text = load(path, limits)
+    text = reader.load(path, limits)
     parsed = fam.validate(text)
     return Validated(task.id, split, parsed, text.format, time.perf_counter() - t0)
 
@@ -116,11 +122,9 @@ def validate_bytes(
     tells its format): the rows checked one by one, as every family checks a file its columnar
     reader does not take. For a few rows already in memory (the intake's split check), which a
     temporary file would cost more than validating them."""
-    from scorer.reader import as_text
-
     t0 = time.perf_counter()
     task, store = _resolve(task_id, split, home)
-    text = as_text(data, name)
+    text = _reader().as_text(data, name)
     parsed = family(task, store, split).validate(text)
     return Validated(task.id, split, parsed, text.format, time.perf_counter() - t0)
 

@@ -46,32 +46,45 @@ def test_the_file_and_its_name_are_synced_before_store_upload_returns(tmp_path, 
         assert kinds == ["file", "dir", "dir"]
 
 
+FORKED = """
+import os, signal, sys
+from pathlib import Path
+from server.storage import uploads_dir, write_upload
+home = Path(sys.argv[1])
+_, _, _, synced = write_upload(home, b"a\\n", "a.jsonl")
+synced()  # the parent's sync threads started
+pid = os.fork()
+if pid == 0:  # the child: a new file, synced within 10 s, or it dies of the alarm
+    code = 1
+    try:
+        signal.alarm(10)
+        k, _, _, done = write_upload(home, b"b\\n", "b.jsonl")
+        done()
+        code = 0 if (uploads_dir(home) / k).read_bytes() == b"b\\n" else 2
+    finally:
+        os._exit(code)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def test_a_forked_process_makes_its_uploads_durable_with_threads_of_its_own(tmp_path):
     """The threads that sync uploads are the process's: a worker forked after its parent stored a
     file (gunicorn forks once the app is loaded) starts its own, where the parent's would never
-    run (its `synced()` would wait for ever); a failed sync is raised by `synced()`."""
-    import signal
+    run (its `synced()` would wait for ever); a failed sync is raised by `synced()`. The fork is
+    made by a fresh interpreter (this one may hold other libraries' threads)."""
+    import subprocess
+    import sys
 
     import pytest
 
     from server.storage import write_upload
 
-    key, _, _, synced = write_upload(tmp_path, b"a\n", "a.jsonl")
-    synced()
-    pid = os.fork()
-    if pid == 0:  # the child: a new file, synced within 10 s, or it dies of the alarm
-        code = 1
-        try:
-            signal.alarm(10)
-            k, _, _, done = write_upload(tmp_path, b"b\n", "b.jsonl")
-            done()
-            code = 0 if (uploads_dir(tmp_path) / k).read_bytes() == b"b\n" else 2
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    got = subprocess.run(
+        [sys.executable, "-c", FORKED, str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert got.returncode == 0, got.stderr[-2000:]
     # a sync that fails: raised where it is waited for, its temporary file removed
-    (uploads_dir(tmp_path) / "cc").mkdir(exist_ok=True)
     real = os.replace
 
     def refuse(a, b):
