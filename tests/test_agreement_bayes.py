@@ -584,7 +584,8 @@ def test_the_helmert_rotation_is_scipys():
 
 def test_the_draws_help_and_the_docs_state_the_real_defaults():
     """`--draws`' help and docs/agreement.md name TRoTR's warm-up and kept draws as the code has
-    them (TROTR_SAMPLER over the model's DEFAULTS), and the paper's beside them."""
+    them (TROTR_SAMPLER over the model's DEFAULTS), and the paper's beside them; the docs its
+    target acceptance."""
     from click.testing import CliRunner
 
     from cli.main import main
@@ -598,3 +599,7 @@ def test_the_draws_help_and_the_docs_state_the_real_defaults():
     assert said in text and "the paper's is 1,000 each" in text
     docs = " ".join((REPO / "docs" / "agreement.md").read_text(encoding="utf-8").split())
     assert f"`TROTR_SAMPLER`: {said}" in docs
+    # and TRoTR's target acceptance, in both pages that measure it
+    target = f"target acceptance {TROTR_SAMPLER['target_accept']}"
+    bench = " ".join((REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8").split())
+    assert f"- {target} (" in docs and target in bench
