@@ -3,6 +3,7 @@ converge for every seed, in what time, CPU and memory, and how far apart are the
 
     python benchmarks/bench_agreement_bayes.py [--trotr ../shared/data/trotr/TRoTR]
         [--seeds 1-10] [--parallel 1] [--option correlated=false ...] [--json out.json]
+        [--compile-cache DIR]
     python benchmarks/bench_agreement_bayes.py --table out.json [more.json ...]
 
 Each fit runs in its own process (`palimpsest agreement`'s path: tasks.agreement.trotr_bayes with
@@ -17,6 +18,13 @@ first attempt for at least 19 of 20; under 60 s of CPU and 1 GB each; the averag
 spread over seeds within 0.01) and the load average (1 minute) as each fit ended: on a shared
 machine a fit's CPU seconds grow with the load. A refused fit is reported as such, with its
 message.
+
+Each fit compiles its programs (cold) unless `--compile-cache DIR` names a directory for jax's
+compiled programs (`tasks.agreement_bayes.keep_compiled`, as `palimpsest agreement --bayes` keeps
+them by default): then each row says how many programs the fit compiled and wrote there (the
+directory's new entries) and how many it held before, so a fit that compiled nothing ran warm;
+an empty directory gives the first fit cold and the later ones warm (the first attempt's program
+serves every seed; the refit's every refitted seed). JAX_COMPILATION_CACHE_DIR is not passed on.
 """
 
 from __future__ import annotations
@@ -66,7 +74,17 @@ def _value(text: str):
 def start(trotr: Path, seed: int, options: dict) -> tuple[subprocess.Popen, float]:
     judgments = trotr / "judgments" / "TRoTR.tsv"
     cmd = [sys.executable, "-c", CHILD, str(REPO), str(judgments), str(seed), json.dumps(options)]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True), time.monotonic()
+    # cold unless --compile-cache says where (options' compile_cache): never the caller's cache
+    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env), time.monotonic()
+
+
+def cache_entries(directory: Path | None) -> int | None:
+    """The compiled programs jax keeps in `directory` (its `*-cache` files: beside each, jax
+    writes an access-time stamp); None where no directory is used."""
+    if directory is None:
+        return None
+    return sum(1 for _ in directory.glob("*-cache")) if directory.is_dir() else 0
 
 
 def finish(p: subprocess.Popen, t0: float, seed: int) -> dict:
@@ -202,7 +220,11 @@ def markdown(rows: list[dict]) -> str:
         "leapfrog steps a draw | posterior multi-kappa, average book: median [95 %] |\n"
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     )
-    out = [head]
+    cached = any("compiled" in r for r in rows)
+    if cached:  # --compile-cache: what each fit compiled (0: it ran warm)
+        top, rule = head.split("\n")
+        head = f"{top} programs compiled (held before) |\n{rule} --- |"
+    out = []
     for r in sorted(rows, key=lambda r: r["seed"]):
         if not r.get("converged"):
             out.append(
@@ -221,7 +243,12 @@ def markdown(rows: list[dict]) -> str:
             f"{r['max_rhat']:.4f} | {r['min_ess']:,.0f} ({r['min_ess_at']}) | "
             f"{r['mean_leapfrog_steps']:.0f} | {r['kappa']:.3f} [{low:.3f}, {high:.3f}] |"
         )
-    return "\n".join(out)
+    if cached:
+        out = [
+            f"{line} {r['compiled']} ({r['cache_held']}) |" if "compiled" in r else f"{line} |"
+            for line, r in zip(out, sorted(rows, key=lambda r: r["seed"]), strict=True)
+        ]
+    return "\n".join([head, *out])
 
 
 def main() -> None:
@@ -233,6 +260,12 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=1, help="Fits at once (default 1).")
     ap.add_argument("--option", action="append", default=[], help="A fit setting, key=value.")
     ap.add_argument("--json", type=Path, help="Also write the rows and the summary here.")
+    ap.add_argument(
+        "--compile-cache",
+        type=Path,
+        help="Keep jax's compiled programs in this directory (default: none, every fit cold); "
+        "each row then says how many programs its fit compiled.",
+    )
     ap.add_argument(
         "--table",
         type=Path,
@@ -250,14 +283,25 @@ def main() -> None:
         lo, _, hi = part.partition("-")
         seeds += list(range(int(lo), int(hi or lo) + 1))
     options = {k: _value(v) for k, v in (o.split("=", 1) for o in a.option)}
+    if a.compile_cache is not None:
+        a.compile_cache = a.compile_cache.resolve()
+        options["compile_cache"] = str(a.compile_cache)
+        if a.parallel > 1:
+            sys.exit(
+                "--compile-cache: one fit at a time (--parallel 1), so each row's count is its own"
+            )
     print(f"machine: {cpu_model()}; load before: {os.getloadavg()}", flush=True)
     rows, running, todo = [], [], list(seeds)
     while todo or running:
+        before = cache_entries(a.compile_cache)
         while todo and len(running) < a.parallel:
             s = todo.pop(0)
             running.append((s, *start(a.trotr, s, options)))
         s, p, t0 = running.pop(0)
         row = finish(p, t0, s)
+        if before is not None:
+            row["cache_held"] = before
+            row["compiled"] = cache_entries(a.compile_cache) - before
         rows.append(row)
         print(json.dumps(row), flush=True)
     rows.sort(key=lambda r: r["seed"])

@@ -373,6 +373,12 @@ def _push_imported(task_id: str, home: Path | None) -> None:
         click.echo(f"put {done[1]} file(s) of {task_id} into the object store {done[0]}")
 
 
+def compiled_in(home: Path) -> Path:
+    """Where `agreement --bayes` keeps jax's compiled programs by default: the data directory's
+    cache/jax, as the server's campaign fits do (server/jobs/campaign_fit_jobs.py)."""
+    return Path(home) / "cache" / "jax"
+
+
 @main.command("agreement")
 @TASK_ARG
 @click.option(
@@ -410,6 +416,15 @@ def _push_imported(task_id: str, home: Path | None) -> None:
     "refused as not converged.",
 )
 @click.option(
+    "--compile-cache/--no-compile-cache",
+    default=True,
+    show_default=True,
+    help="With --bayes: keep jax's compiled sampler programs in <home>/cache/jax (the directory "
+    "the server's campaign fits keep theirs in; JAX_COMPILATION_CACHE_DIR, where set, wins), so "
+    "that a later fit of the same judgments and settings, any seed, skips their compilation; the "
+    "draws are the same either way.",
+)
+@click.option(
     "--expected",
     type=click.Choice(["level", "dataset"]),
     default="level",
@@ -420,7 +435,9 @@ def _push_imported(task_id: str, home: Path | None) -> None:
 @HOME_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @friendly
-def agreement_cmd(task_id, source, factor, bayes, compare, seed, draws, expected, home, as_json):
+def agreement_cmd(
+    task_id, source, factor, bayes, compare, seed, draws, compile_cache, expected, home, as_json
+):
     """Human agreement in a task's release: the ceiling its board shows as a reference row."""
     # numpy loads only when this command runs: `palimpsest --help` stays light
     from tasks.agreement import BAYES_FILE, load_agreement
@@ -472,6 +489,7 @@ def agreement_cmd(task_id, source, factor, bayes, compare, seed, draws, expected
                 **({"seed": seed} if seed is not None else {}),
                 **({"compare": True} if compare else {}),
                 **({"warmup": draws, "samples": draws} if draws is not None else {}),
+                **({"compile_cache": str(compiled_in(store.home))} if compile_cache else {}),
             )
         except ImportError as e:
             raise PalimpsestError(

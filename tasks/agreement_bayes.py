@@ -533,13 +533,61 @@ def _resume_from(mcmc) -> dict:
     }
 
 
+def _resume_args(resume: dict, chains: int) -> dict:
+    """`_resume_from`'s start as the program's arguments (`_resumed_nuts`): the positions (a
+    chain each) and, repeated for every chain, the inverse mass matrix and the step size (as
+    numpy arrays: the run spreads them over the chains' devices itself)."""
+    jnp = _deps().jnp
+
+    def each(x, dtype=None):
+        x = np.asarray(x, dtype=dtype)
+        return np.ascontiguousarray(np.broadcast_to(x, (chains,) + x.shape))
+
+    mass = resume["inverse_mass_matrix"]
+    return {
+        "positions": resume["positions"],
+        "inverse_mass_matrix": (
+            {sites: each(m) for sites, m in mass.items()} if isinstance(mass, dict) else each(mass)
+        ),
+        # the precision numpyro gives a step size (float32 unless jax runs in 64 bits)
+        "step_size": each(resume["step_size"], dtype=jnp.result_type(float)),
+    }
+
+
+@functools.cache
+def _resumed_nuts():
+    """numpyro's NUTS whose start (`_resume_args`: the positions, the inverse mass matrix and
+    the step size) comes in as the compiled program's arguments. Given to NUTS itself, the mass
+    matrix and the step size are constants of the program (jax bakes a closed-over array in),
+    so every refit compiled a program of its own; as arguments, the refits of every seed of the
+    same data run one program, which a kept compilation cache (`keep_compiled`) then holds once.
+    The same sampler and the same draws: only where the values enter the program differs."""
+    NUTS = _deps().NUTS
+
+    class ResumedNUTS(NUTS):
+        def init(self, rng_key, num_warmup, init_params=None, model_args=(), model_kwargs={}):  # noqa: B006
+            kept = self._inverse_mass_matrix, self._step_size
+            # read by NUTS's init below (numpyro reads them from the kernel, not its arguments)
+            self._inverse_mass_matrix = init_params["inverse_mass_matrix"]
+            self._step_size = init_params["step_size"]
+            try:
+                return super().init(
+                    rng_key, num_warmup, init_params["positions"], model_args, model_kwargs
+                )
+            finally:  # not left holding the program's traced values
+                self._inverse_mass_matrix, self._step_size = kept
+
+    return ResumedNUTS
+
+
 def keep_compiled(directory: str) -> str:
     """Keep jax's compiled programs in `directory` (jax's persistent compilation cache, for this
     process), unless a directory is set already (JAX_COMPILATION_CACHE_DIR, or an earlier call):
     a fit whose program was compiled before, by this process or another sharing the directory
-    (the same data, chains, warmup and draws: the data are constants of the program), skips the
-    compilation, about half of a short fit's time (docs/benchmarks.md). The draws are the same
-    either way: the same program runs. Returns the directory in use."""
+    (the same data, chains, warmup and draws: the data are constants of the program; the seed is
+    an argument), skips the compilation, about half of a short fit's time (docs/benchmarks.md).
+    A refit's program (`_resumed_nuts`) serves the refit of every seed likewise. The draws are
+    the same either way: the same program runs. Returns the directory in use."""
     jax = _deps().jax
     if not jax.config.jax_compilation_cache_dir:
         jax.config.update("jax_compilation_cache_dir", str(directory))
@@ -621,13 +669,11 @@ def fit(
     started, cpu = time.monotonic(), time.process_time()
     kernel = {}
     if resume is not None:
-        kernel = {
-            "inverse_mass_matrix": resume["inverse_mass_matrix"],
-            "adapt_mass_matrix": False,
-            "step_size": resume["step_size"],
-        }
+        # the first attempt's mass matrix kept fixed, its step size the start of the step size's
+        # adaptation; both, with the positions, arguments of the program (`_resumed_nuts`)
+        kernel = {"adapt_mass_matrix": False}
     mcmc = MCMC(
-        NUTS(
+        (NUTS if resume is None else _resumed_nuts())(
             _model,
             target_accept_prob=target_accept,
             max_tree_depth=max_tree_depth,
@@ -657,7 +703,7 @@ def fit(
         sparse,
         alpha_about,
         extra_fields=("diverging", "num_steps"),
-        init_params=resume["positions"] if resume else None,
+        init_params=_resume_args(resume, chains) if resume else None,
     )
     # jax computes asynchronously: the clock stops once the draws are really there
     by_chain = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
