@@ -5,9 +5,10 @@ matrix, are the program's arguments, not constants of it), read back with the sa
 
 Each check runs in a fresh process with a cache directory of its own (jax reads its cache setting
 once a process; the test run's shared one, tests/conftest.py, is not passed on), so each compiles
-a sampler of its own: about 35 s (the refits) and 20 s (the command) of CPU on a 2-vCPU machine,
-hence `slow`. Against the refit's step size and mass matrix given to NUTS as constants (the code
-before), the first test fails: the other seed's refit compiled a program of its own."""
+a sampler of its own: about 30 s of CPU each on a 2-vCPU machine (docs/benchmarks.md, "The
+Bayesian tests"), hence `slow`. Against the refit's step size and mass matrix given to NUTS as
+constants (the code before), the first test fails: the other seed's refit compiled a program of
+its own."""
 
 from __future__ import annotations
 
