@@ -218,7 +218,12 @@ def test_a_new_runs_job_is_written_in_one_round_trip_over_a_stale_hash_of_its_id
     calls = []
     for name in ("exists", "hget", "hgetall", "hmget"):  # a read before the write: a round trip
         orig = getattr(backend.conn, name)
-        setattr(backend.conn, name, lambda *a, _n=name, _o=orig, **k: calls.append(_n) or _o(*a, **k))
+
+        def read(*a, _n=name, _o=orig, **k):
+            calls.append(_n)
+            return _o(*a, **k)
+
+        setattr(backend.conn, name, read)
     try:
         enqueue_submission(backend.conn, sub.id, backend.settings, new=True)
     finally:
