@@ -1297,11 +1297,19 @@ def main() -> None:
             for start in range(0, m, 10000):
                 seed_runs(site, pid, start, min(10000, m - start), rng)
         report["seed_wall_s"] = round(time.perf_counter() - t0, 1)
+        marks: list[tuple[str, str, float]] = []
+
+        def mark(name: str) -> None:  # each part's start: UTC time and the 1-minute load
+            marks.append((name, time.strftime("%H:%M:%S", time.gmtime()), os.getloadavg()[0]))
+
+        mark("pages")
         if "pages" in only:
             report["pages"] = measure_pages(sites, a.repeats)
+        mark("hidden")
         if "hidden" in only:
             report["hidden"] = measure_hidden(*sites[sizes[0]], a.repeats)
             report["hidden"]["runs"] = sizes[0]
+        mark("uploads")
         if "uploads" in only and a.uploads:
             rows = [int(x) for x in a.upload_rows.split(",")]
             report["uploads"] = {}
@@ -1321,9 +1329,11 @@ def main() -> None:
                 print(json.dumps({"uploads": got}), file=sys.stderr, flush=True)
             if len(rows) == 1:
                 report["uploads"] = report["uploads"][str(rows[0])]
+        mark("workers")
         if "workers" in only:
             report["workers"] = measure_workers(*sites[sizes[0]], a.worker_runs, a.workers)
             report["workers"]["site_runs"] = sizes[0]
+        mark("burst")
         if "burst" in only:
             report["burst"] = measure_burst(
                 *sites[sizes[0]],
@@ -1333,17 +1343,26 @@ def main() -> None:
                 teams=a.burst_teams,
             )
             report["burst"]["runs"] = sizes[0]
+        mark("publication")
         if "publication" in only:
             report["publication"] = measure_publication(*sites[sizes[-1]])
             report["publication"]["runs"] = sizes[-1]
+        mark("statistics")
         if "statistics" in only:
             report["statistics"] = measure_stats(
                 a.teams, a.B, matrix=not a.no_matrix, pair_budget=a.pair_budget
             )
             report["statistics"]["rows"] = a.teams
+        mark("end")
     finally:
         for site, _pid in sites.values():
             site.drop()
+    # each part measured: its UTC start and end and the load average at both
+    report["parts"] = {
+        name: {"utc": [t0_, t1_], "load": [round(l0, 2), round(l1, 2)]}
+        for (name, t0_, l0), (_, t1_, l1) in zip(marks, marks[1:], strict=False)
+        if name in only
+    }
     report["load_end"] = [round(x, 2) for x in os.getloadavg()]
     report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     print(json.dumps(report, indent=2))

@@ -771,6 +771,67 @@ def objectstore_for(b):
     return objectstore.store_for(b.settings)
 
 
+def test_a_web_on_a_data_directory_of_its_own_knows_the_builtin_tasks(stored, tmp_path):
+    """A built-in task imported on another machine (its files pushed to the store; no row says
+    so): a web process on an empty data directory of its own takes uploads for it, fetches it
+    again when the store's copy is newer than its own, and keeps a copy newer than the store's
+    (imported there, not pushed yet)."""
+    import os
+
+    from server import create_app, objectstore
+    from server.demo import predictions
+    from server.domain.accounts import create_token
+
+    b = stored
+    store = objectstore.store_for(b.settings)
+    key = f"tasks/{TASK}/task.json"
+    other = tmp_path / "web-b"
+    other.mkdir()
+    app = create_app(
+        {
+            "env": "testing",
+            "home": other,
+            "database_url": b.settings.sqlalchemy_url(),
+            "PALIMPSEST_ENQUEUE": False,
+        }
+    )
+    team, user = make_team(b)
+    with Session(b.engine) as s:
+        _, token = create_token(s, user=s.merge(user))
+        s.commit()
+    data, name = predictions(TASK, "dev", b.settings.home, 0.1, seed=7)
+    c = app.test_client()
+    rv = c.post(
+        f"/api/v1/tasks/{TASK}/submissions",
+        headers={"Authorization": f"Bearer {token}"},
+        data={"phase": "dev", "file": (io.BytesIO(data), name)},
+    )
+    assert rv.status_code == 201, rv.get_json()
+    mine = other / "tasks" / TASK / "task.json"
+    assert mine.read_bytes() == store.open(key).read()
+
+    def notes():
+        sync = app.extensions["palimpsest.task_sync"]
+        sync.next_look = sync.next_builtin = 0  # (the next request looks)
+        got = c.get(f"/api/v1/tasks/{TASK}", headers={"Authorization": f"Bearer {token}"})
+        assert got.status_code == 200, got.get_json()
+        return json.loads(mine.read_bytes()).get("notes")
+
+    # imported again elsewhere: the store's copy is newer than this directory's
+    manifest = json.loads(mine.read_bytes())
+    time.sleep(1.1)  # (the store's times are to the second)
+    again = tmp_path / "task.json"
+    again.write_text(json.dumps({**manifest, "notes": ["imported again elsewhere"]}))
+    store.put_file(key, again)
+    assert notes() == ["imported again elsewhere"]
+    # a copy of this directory's own, newer than the store's: kept
+    mine.write_text(json.dumps({**manifest, "notes": ["imported here"]}))
+    later = time.time() + 120
+    os.utime(mine, (later, later))
+    app.extensions["palimpsest.task_sync"].builtin_seen.clear()
+    assert notes() == ["imported here"]
+
+
 @pytest.mark.parametrize("kind", ["embedded", SERVICES])
 def test_retention_empties_the_store_and_the_worker_machines_too(
     kind,

@@ -187,6 +187,57 @@ def test_enqueue_twice_keeps_one_job(backend):
     assert get_queue("scoring", backend.conn).count == 1
 
 
+def test_a_new_runs_job_is_written_in_one_round_trip_over_a_stale_hash_of_its_id(backend):
+    # a new row's job: no check first (no job of its own can exist); a hash left under its id
+    # (another database's, before a restore) is replaced whole, not merged into
+    from rq.job import Job
+
+    from server.jobs.queue import enqueue_submission, fetch_job, get_queue, job_id
+
+    team, user = make_team(backend)
+    sub = submit(backend, team, user)  # queued by the intake: a new row's job
+    key = Job.key_for(job_id(sub.id))
+    assert fetch_job(backend.conn, sub.id).get_status() == "queued"
+    backend.conn.delete(key)
+    backend.conn.hset(key, mapping={"status": "failed", "exc_info": "stale", "left_by": "x"})
+    sent = []
+    real = backend.conn.pipeline
+
+    def counted(*a, **kw):
+        p = real(*a, **kw)
+        p_execute = p.execute
+
+        def execute(*ea, **ekw):
+            sent.append([c[0][0] for c in p.command_stack])
+            return p_execute(*ea, **ekw)
+
+        p.execute = execute
+        return p
+
+    backend.conn.pipeline = counted
+    calls = []
+    for name in ("exists", "hget", "hgetall", "hmget"):  # a read before the write: a round trip
+        orig = getattr(backend.conn, name)
+
+        def read(*a, _n=name, _o=orig, **k):
+            calls.append(_n)
+            return _o(*a, **k)
+
+        setattr(backend.conn, name, read)
+    try:
+        enqueue_submission(backend.conn, sub.id, backend.settings, new=True)
+    finally:
+        for name in ("pipeline", "exists", "hget", "hgetall", "hmget"):
+            backend.conn.__dict__.pop(name, None)
+    assert calls == [] and len(sent) == 1 and sent[0][0] == "DEL", (calls, sent)
+    fields = backend.conn.hgetall(key)
+    assert fields[b"status"] == b"queued" and b"left_by" not in fields
+    assert fields.get(b"exc_info") != b"stale"
+    assert get_queue("scoring", backend.conn).count >= 1
+    burst(backend)
+    assert get(backend, sub.id).status == "scored"
+
+
 def test_a_baseline_entry_is_scored_on_the_scoring_queue_not_by_the_model_workers(backend):
     # the baselines queue holds baseline runs for the GPU machine; any scoring worker scores the
     # files

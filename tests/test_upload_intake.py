@@ -44,7 +44,7 @@ class Recorder(Jobs):
         super().__init__(settings, enabled=False)
         self.scored: list[int] = []
 
-    def score_now(self, submission_id):
+    def score_now(self, submission_id, **_):
         self.scored.append(submission_id)
         return True
 

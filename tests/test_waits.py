@@ -169,6 +169,62 @@ def test_status_page_summary_for_all_details_for_administrators(app, redis_tcp_u
     assert "cannot be read" in page and "not known" in page
 
 
+def test_a_waiting_runs_status_reads_the_workers_once_in_a_while_not_per_request(
+    app, redis_tcp_url
+):
+    # a team polling its run (the API, the CLI's status, the page): the workers alive (several
+    # round trips to Redis each) are read at most every RECENT_INPUTS_S per process, as for the
+    # upload's answer; the place in the queue is read each time
+    from server.jobs.worker import build_worker
+
+    conn = redis.Redis.from_url(redis_tcp_url)
+    app.extensions["palimpsest.redis"] = conn
+    settings = app.extensions["palimpsest.settings"]
+    alive = [
+        build_worker(settings, ("scoring",), conn, simple=True, name=f"scorer-{i}")
+        for i in range(4)
+    ]
+    for w in alive:
+        w.register_birth()
+    sent = []
+    real = conn.execute_command
+
+    def counted(*args, **kw):
+        sent.append(" ".join(str(a) for a in args))
+        return real(*args, **kw)
+
+    try:
+        user = make_user(app, "ann@x.org", team="Readers")
+        phase = make_phase(app, TASK, "test")
+        ids = _runs(
+            app,
+            team_of(app, "Readers").id,
+            phase.id,
+            utcnow(),
+            scored=[20] * 3,
+            queued=3,
+            running=[],
+        )
+        c = app.test_client()
+        auth = {"Authorization": f"Bearer {make_token(app, user)}"}
+        waits._inputs.clear()
+        conn.execute_command = counted
+        seen, reads = [], []
+        for _ in range(3):
+            sent.clear()
+            q = c.get(f"/api/v1/submissions/{ids[2]}", headers=auth).get_json()["queue"]
+            seen.append((q["position"], q["workers"], q["estimated_wait_s"]))
+            reads.append(len([x for x in sent if "worker" in x]))
+        assert seen == [(3, 4, 20.0)] * 3, seen
+        # the first request read the four workers (several commands each); the next, none
+        assert reads[0] >= 4 and reads[1:] == [0, 0], reads
+    finally:
+        conn.__dict__.pop("execute_command", None)
+        for w in alive:
+            w.register_death()
+        app.extensions.pop("palimpsest.redis", None)
+
+
 def test_the_pace_counts_what_else_the_workers_did_while_the_queue_was_backed_up(app):
     """Ten runs uploaded at once, each scored in 1 s, but finishing one every 1.5 s on 2 workers:
     each held its worker 3 s, so estimates run 3 times the scoring time."""

@@ -434,11 +434,12 @@ def runs_page(s, u, runs, page, phases: list[Phase]):
 
 
 def submission_out(s, u, sub, status: int = 200, *, uploaded: bool = False, **extra):
-    """A run as the API shows it, with its place in the queue while it waits. `uploaded`: the
+    """A run as the API shows it, with its place in the queue while it waits (its estimate from
+    the inputs this process read in the last seconds: `waits.live_standing`). `uploaded`: the
     answer to the upload of a new file: the run as its transaction committed it (the session
     keeps what it wrote; its status checked against the queue, read for its place, and the run
-    read again only if a worker took it since), its phase and team as the intake read them,
-    its estimate from the inputs read in the last seconds, no check of the blind runs' gate."""
+    read again only if a worker took it since), its phase and team as the intake read them, no
+    check of the blind runs' gate."""
     phase = team = None
     if uploaded:
         held = s.info.pop(UPLOAD_READ, None)  # noqa: F841 — alive: found by `get` in the session
@@ -447,7 +448,7 @@ def submission_out(s, u, sub, status: int = 200, *, uploaded: bool = False, **ex
     else:
         s.refresh(sub)
     standing = waits.live_standing(
-        s, sub, current_app.extensions.get("palimpsest.redis"), recent=uploaded
+        s, sub, current_app.extensions.get("palimpsest.redis"), recent=True
     )
     if standing is not None:
         extra["queue"] = standing

@@ -72,7 +72,7 @@ class Jobs:
 
     def score(self, s: Session, submission_id: int) -> None:
         """Score a new submission once the session commits."""
-        self._later(s, lambda: self.score_now(submission_id))
+        self._later(s, lambda: self.score_now(submission_id, new=True))
 
     def rescore(self, s: Session, ids: list[int]) -> None:
         """Score these submissions again once the session commits (a job left by a dead worker
@@ -90,12 +90,13 @@ class Jobs:
 
     # --- now, for a step that has committed on its own ---
 
-    def score_now(self, submission_id: int) -> bool:
-        """Enqueue a submission's scoring; False (said) when Redis is away."""
+    def score_now(self, submission_id: int, *, new: bool = False) -> bool:
+        """Enqueue a submission's scoring; False (said) when Redis is away. `new`: its row was
+        inserted by the transaction that just committed (`enqueue_submission`)."""
         if not self.enabled:
             return False
         try:
-            _rq().enqueue_submission(self.connection(), submission_id, self.settings)
+            _rq().enqueue_submission(self.connection(), submission_id, self.settings, new=new)
             return True
         except Exception as e:  # noqa: BLE001 — the row says queued: the reconciler enqueues it
             self._warn(

@@ -205,20 +205,32 @@ def _one_at_a_time(conn: redis.Redis, key: str):
 
 
 def enqueue_submission(
-    conn: redis.Redis, submission_id: int, settings: Settings, *, replace: bool = False
+    conn: redis.Redis,
+    submission_id: int,
+    settings: Settings,
+    *,
+    replace: bool = False,
+    new: bool = False,
 ) -> Job:
     """Enqueue the scoring job of a submission, unless a job for it already waits or runs.
 
     `replace=True` (the reconciler) first deletes whatever job holds the id, e.g. one left
-    "started" by a dead worker. RQ retries only what the job lets through: validation failures
-    never raise, so only the server's own errors are retried.
+    "started" by a dead worker. `new=True`: the submission's row was just inserted, so no job of
+    its own can wait or run; whatever hash holds its id (another database's, before a restore)
+    is deleted in the same MULTI/EXEC as the job is written: one round trip, not two. RQ retries
+    only what the job lets through: validation failures never raise, so only the server's own
+    errors are retried.
     """
     q = get_queue(SCORING, conn, settings)  # every submission, a baseline entry's too
-    live = _live_or_cleared(conn, job_id(submission_id), replace)
-    if live is not None:
-        return live
+    if not new:
+        live = _live_or_cleared(conn, job_id(submission_id), replace)
+        if live is not None:
+            return live
     retries = max(0, settings.max_attempts - 1)
     with conn.pipeline() as pipe:  # the queue's set, the job and its place: one MULTI/EXEC
+        if new:
+            pipe.multi()  # RQ's own call to it comes after its watches; it has none here
+            pipe.delete(Job.key_for(job_id(submission_id)))
         job = q.enqueue_call(
             JOB_FUNC,
             args=(int(submission_id),),

@@ -282,10 +282,11 @@ def redis_or_none(conn=None):
 
 
 def live_standing(s: Session, sub: Submission, conn=None, *, recent: bool = False) -> dict | None:
-    """`standing` with the workers alive now (one run's page or answer). `recent`: with the
-    slow-moving inputs (the scoring times, the pace, the workers alive) as read at most
-    `RECENT_INPUTS_S` ago by this process, so that an upload's answer reads only the queue itself
-    (its place in it is exact; its estimate's inputs a few seconds old)."""
+    """`standing` with the workers alive now. `recent` (a run's page, its API answer and the
+    upload's): with the slow-moving inputs (the scoring times, the pace, the workers alive) as
+    read at most `RECENT_INPUTS_S` ago by this process, so that a team polling its run reads only
+    the queue itself (its place in it is exact; its estimate's inputs a few seconds old), not a
+    handful of Redis round trips per worker alive on every request."""
     if sub.status not in ("queued", "running"):
         return None
     if not recent:

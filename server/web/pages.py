@@ -507,7 +507,9 @@ def submission(submission_id: int):
         .order_by(Submission.id.desc())
     ).all()
     task = task_or_404(sub.task_id)
-    standing = waits.live_standing(s, sub, current_app.extensions.get("palimpsest.redis"))
+    standing = waits.live_standing(
+        s, sub, current_app.extensions.get("palimpsest.redis"), recent=True
+    )
     comp = people.competition_of_task(s, sub.task_id)
     track = next(
         (
