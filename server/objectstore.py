@@ -355,6 +355,24 @@ def purge_stale_downloads(settings: Settings, *, grace: timedelta = timedelta(da
     return n
 
 
+def keep_upload(settings: Settings, key: str, data: bytes) -> Path:
+    """Put a stored upload's bytes, had from elsewhere than the store (and checked against the
+    sha256 its key names by whoever had them), into this machine's data directory: a temporary
+    file renamed into place, as a fetch does."""
+    p = path_for(settings.home, key)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".fetch-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return p
+
+
 def local_upload(settings: Settings, key: str) -> Path:
     """The file of a stored upload in this machine's data directory, fetched from the store when
     it is not there yet."""

@@ -16,7 +16,7 @@ import socket
 import time
 
 import pytest
-from backbone import child_env, make_team, set_phase, submit, worker_process
+from backbone import burst, child_env, make_team, set_phase, submit, worker_process
 from click.testing import CliRunner
 from conftest import _make_backend, build_schema, fresh_pg_database, own_tasks
 from seaweed import s3_env, seaweedfs  # noqa: F401 - the fixture
@@ -968,3 +968,80 @@ def test_a_web_on_a_data_directory_of_its_own_knows_every_bundle_task(
         os.killpg(proc.pid, 15)
         proc.wait(20)
     assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
+
+
+def test_a_small_uploads_copy_in_redis_scores_as_the_store_and_a_wrong_copy_is_not_used(
+    stored, tmp_path
+):
+    """The intake puts a small file's bytes in Redis beside its job; a worker on an empty data
+    directory takes them there (one round trip, deleted as read) instead of from the store, and
+    its run scores as the same bytes scored from a data directory that holds the file. A copy
+    whose bytes are not the ones its key's sha256 names is not used: the store's file is."""
+    from server import objectstore
+    from server.jobs import scoring
+    from server.jobs.dispatch import jobs
+    from server.jobs.queue import UPLOAD_COPY, UPLOAD_COPY_BYTES, _small_upload
+    from server.models import Score, Submission
+    from server.settings import Settings
+    from server.storage import path_for
+
+    b = stored
+    team, user = make_team(b)
+    fast = submit(b, team, user, TASK, "dev", noise=0.2, enqueue=False)
+    with b.session() as s:  # as the intake queues it: with its storage key
+        jobs(s).score(s, fast.id, upload=fast.storage_key)
+    key = fast.storage_key
+    local = path_for(b.settings.home, key).read_bytes()
+    assert b.conn.get(UPLOAD_COPY + key) == local
+    assert b.conn.ttl(UPLOAD_COPY + key) > 0  # it expires
+
+    # the worker's machine: the database, Redis and the store, and a data directory of its own
+    other = tmp_path / "worker-home"
+    other.mkdir()
+    env = child_env(b)
+    env.update(b.env)
+    env["PALIMPSEST_HOME"] = str(other)
+    env["DATABASE_URL"] = b.settings.sqlalchemy_url()
+    env["REDIS_URL"] = b.embedded.url
+    env["PALIMPSEST_SECRET_KEY"] = b.settings.secret_key
+    proc = worker_process(b, "--queue", "scoring", "--burst", env=env, log=tmp_path / "w.log")
+    proc.wait(120)
+    assert b.conn.get(UPLOAD_COPY + key) is None  # taken
+    assert (other / "uploads" / key).read_bytes() == local
+
+    # the same bytes as another run, scored where the file is at hand (the web's directory)
+    same = submit(b, team, user, TASK, "dev", data=local, enqueue=True)
+    burst(b, ("scoring",))
+
+    def scores_of(sid):
+        with Session(b.engine) as s:
+            assert s.get(Submission, sid).status == "scored", (tmp_path / "w.log").read_text()
+            rows = s.execute(select(Score).where(Score.submission_id == sid)).scalars().all()
+            return sorted(
+                (r.part, json.dumps(r.result, sort_keys=True), r.gold_sha256) for r in rows
+            )
+
+    assert scores_of(fast.id) == scores_of(same.id) != []
+
+    # a copy that is not the file's bytes (tampered with, or another file's) is not used
+    other_run = submit(b, team, user, TASK, "dev", noise=0.4, enqueue=False)
+    key2 = other_run.storage_key
+    b.conn.set(UPLOAD_COPY + key2, local)  # bytes of another file under this key
+    on_worker = Settings(
+        home=tmp_path / "third-home",
+        database_url=b.settings.sqlalchemy_url(),
+        redis_url=b.embedded.url,
+        **{k: getattr(b.settings, k) for k in Settings.model_fields if k.startswith("s3_")},
+    )
+    got = scoring.fetch_upload(on_worker, key2)
+    assert got.read_bytes() == path_for(b.settings.home, key2).read_bytes() != local
+    assert b.conn.get(UPLOAD_COPY + key2) is None  # dropped, not left for another try
+
+    # only on a site with a store, only a small file
+    assert _small_upload(b.settings, key2) is not None
+    assert _small_upload(b.settings.model_copy(update={"s3_bucket": None}), key2) is None
+    big = "ab/" + "ab" * 32 + ".jsonl"
+    path_for(b.settings.home, big).parent.mkdir(parents=True, exist_ok=True)
+    path_for(b.settings.home, big).write_bytes(b"x" * (UPLOAD_COPY_BYTES + 1))
+    assert _small_upload(b.settings, big) is None
+    assert objectstore.store_for(on_worker) is not None
