@@ -1045,3 +1045,37 @@ def test_a_small_uploads_copy_in_redis_scores_as_the_store_and_a_wrong_copy_is_n
     path_for(b.settings.home, big).write_bytes(b"x" * (UPLOAD_COPY_BYTES + 1))
     assert _small_upload(b.settings, big) is None
     assert objectstore.store_for(on_worker) is not None
+
+
+def test_small_objects_go_by_signed_requests_of_their_own_and_a_refusal_is_boto3s(
+    seaweedfs,  # noqa: F811
+):
+    """The store's small objects are read and written by requests signed here (SigV4, checked by
+    the store), the same bytes boto3 reads and writes, whatever the key's characters; an object
+    that is not there is FileNotFoundError, and a request the store refuses (a wrong secret) goes
+    to boto3, which says what is wrong as before."""
+    from server.exceptions import StoreUnreachable
+    from server.objectstore import ObjectStore
+
+    env = _bucket(seaweedfs)
+    args = (env["PALIMPSEST_S3_BUCKET"], env["PALIMPSEST_S3_ENDPOINT"], "us-east-1")
+    store = ObjectStore(*args, env["PALIMPSEST_S3_ACCESS_KEY"], env["PALIMPSEST_S3_SECRET_KEY"])
+    assert store.direct is not None
+    for key in ("a/b.json", "tasks/x y/ü+%=&;.json", "uploads/ab/abc~_-.jsonl"):
+        body = f"bytes of {key}".encode()
+        store.put_bytes(key, body)
+        got = store.client.get_object(Bucket=store.bucket, Key=key)["Body"].read()
+        assert got == body == store.direct.get(key) == store.get_bytes(key)
+        assert store.size(key) == len(body) == store.direct.head(key)
+        store.client.put_object(Bucket=store.bucket, Key=key, Body=body + b"!")  # boto3's PUT
+        assert store.direct.get(key) == body + b"!"
+    assert store.size("missing") is None and store.direct.get("missing") is None
+    with pytest.raises(FileNotFoundError):
+        store.get_bytes("missing")
+    wrong = ObjectStore(*args, env["PALIMPSEST_S3_ACCESS_KEY"], "not the secret")
+    assert wrong.direct.get("a/b.json") is None and not wrong.direct.put("a/b.json", b"x")
+    with pytest.raises(StoreUnreachable):
+        wrong.get_bytes("a/b.json")
+    with pytest.raises(StoreUnreachable):
+        wrong.put_bytes("a/b.json", b"x")
+    assert store.get_bytes("a/b.json") == b"bytes of a/b.json!"  # nothing written
