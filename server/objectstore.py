@@ -294,8 +294,8 @@ class Direct:
     botocore's events, endpoint rules and response parsing (in a forked scoring job, each request
     through botocore cost 4-9 ms of CPU, much of it copy-on-write faults of the objects it
     touches; profiled). Only a plain answer is taken here: anything else (an error status, a
-    refused connection, a timeout) returns None, and the caller asks boto3, which retries and
-    says what went wrong as before."""
+    refused connection, no answer within 3 s) returns None, and the caller asks boto3, which
+    retries and says what went wrong as before (a PUT or GET sent again is the same request)."""
 
     def __init__(self, endpoint: str, bucket: str, region: str, access_key: str, secret_key: str):
         from urllib.parse import quote, urlsplit
@@ -364,7 +364,7 @@ class Direct:
             kept = getattr(self._local, "conn", None)
             if kept is None or kept[0] != os.getpid():
                 cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
-                kept = self._local.conn = (os.getpid(), cls(self.netloc, timeout=10))
+                kept = self._local.conn = (os.getpid(), cls(self.netloc, timeout=3))
                 fresh = True
             else:
                 fresh = False
