@@ -164,15 +164,22 @@ def wait_workers(conn, n: int, timeout: float = 300) -> None:
 
 
 def score_all(conn, settings, engine, ids: list[int], timeout: float = 900) -> float:
-    """Queue the runs' scoring jobs and wait for every one to be final; the seconds from the
-    first start to the last finish (the database's clock)."""
+    """Queue the runs' scoring jobs as the intake queues them (with the upload's storage key:
+    on the store layout a small file's bytes go to Redis beside its job) and wait for every one
+    to be final; the seconds from the first start to the last finish (the database's clock)."""
     from sqlalchemy import func, select
 
     from server.jobs.queue import enqueue_submission
     from server.models import Submission
 
+    with engine.connect() as c:
+        keys = dict(
+            c.execute(
+                select(Submission.id, Submission.storage_key).where(Submission.id.in_(ids))
+            ).all()
+        )
     for sid in ids:
-        enqueue_submission(conn, sid, settings)
+        enqueue_submission(conn, sid, settings, upload=keys[sid])
     t0 = time.monotonic()
     while True:
         with engine.connect() as c:

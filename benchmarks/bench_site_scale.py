@@ -18,6 +18,8 @@ offered over the public board and signed-in teams' boards under gunicorn (`measu
 developing; a worker of the boards queue renders what the views find due, its CPU apart).
 `--only workers`: two scoring workers (`--workers`) on the smallest size, the runs they score per
 second against empty jobs' rate (`measure_workers`, `--worker-runs` of each).
+`--only latency`: upload-to-score, one at a time, against an empty job's enqueue to its end, on
+one data directory and on the store (`measure_latency`, `--latency-runs`, `--layouts`).
 Prints one JSON document. Needs the PostgreSQL server of the tests (`PALIMPSEST_TEST_PG`, default
 postgresql://postgres@127.0.0.1:5432/test); the databases it makes are dropped at the end.
 """
@@ -730,6 +732,137 @@ def measure_workers(site: Site, phase_id: int, runs: int, workers: int) -> dict:
     }
 
 
+def measure_latency(site: Site, phase_id: int, n: int, layout: str) -> dict:
+    """Upload-to-score on the site, one at a time, against an empty job's enqueue to its end: a
+    gunicorn (one sync worker process) and one scoring worker (`python -m server.jobs.worker
+    --queue scoring`, the default batching), a Redis of their own. `layout` `onedir`: the worker
+    shares the site's data directory; `store`: the files in SeaweedFS (`weed mini`, as the tests
+    start it), the web on the site's data directory, the worker on an empty one of its own. After
+    three warming uploads, `n` rounds, each an empty job (`time.sleep(0)` queued on the scoring
+    queue) then an upload by another team: each figure from the client's clock before the
+    enqueue or the POST to the end its worker recorded (RQ's `ended_at`, the run's
+    `finished_at`: the same machine's clock), each waited for before the next."""
+    import statistics
+    from datetime import timezone
+
+    import redis
+    from bench_scoring_throughput import start_workers, stop_workers, wait_workers
+    from rq.job import Job
+    from rq.serializers import JSONSerializer
+    from sqlalchemy import select
+
+    from server.db import get_engine
+    from server.demo import predictions
+    from server.jobs.queue import SCORING, get_queue
+    from server.models import Submission
+
+    def epoch(dt) -> float:
+        return (dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)).timestamp()
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-latency-"))
+    people = participants(site, n + 3)
+    base = 5000 + 1000 * ("onedir", "store").index(layout)  # files no layout uploaded before
+    files = [predictions(TASK, "dev", site.home, 0.3, base + i)[0] for i in range(n + 3)]
+    weed, store_env, home = None, {}, site.home
+    redis_proc, redis_url = start_redis(tmp)
+    try:
+        if layout == "store":
+            sys.path.insert(0, str(REPO / "tests"))
+            from seaweed import s3_env, start_weed
+
+            from server import objectstore
+            from server.settings import Settings
+
+            weed, info = start_weed(tmp / "weed")
+            store_env = s3_env(info)
+            on_store = Settings.from_env(
+                home=site.home,
+                database_url=site.url,
+                redis_url=None,
+                s3_bucket=store_env["PALIMPSEST_S3_BUCKET"],
+                s3_endpoint=store_env["PALIMPSEST_S3_ENDPOINT"],
+                s3_access_key=store_env["PALIMPSEST_S3_ACCESS_KEY"],
+                s3_secret_key=store_env["PALIMPSEST_S3_SECRET_KEY"],
+            )
+            objectstore.push_tree(on_store, "tasks")
+            home = Path(tempfile.mkdtemp(prefix="worker-", dir=tmp))  # the worker's, empty
+        web, url, _ = serve(site, redis_url, extra_env=store_env)
+        conn = redis.Redis.from_url(redis_url)
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+        env.update(
+            DATABASE_URL=site.url,
+            REDIS_URL=redis_url,
+            PYTHONPATH=str(REPO),
+            PALIMPSEST_SECRET_KEY="s" * 40,
+            OPENBLAS_NUM_THREADS="1",
+            **store_env,
+        )
+        procs = start_workers(1, env, [home], tmp / "worker.log")
+        engine = get_engine(settings_of(site).sqlalchemy_url())
+        q = get_queue(SCORING, conn)
+        up = f"{url}/api/v1/tasks/{TASK}/submissions"
+
+        def empty() -> float:
+            t0 = time.time()
+            job = q.enqueue_call("time.sleep", args=(0,), result_ttl=600)
+            while True:
+                got = Job.fetch(job.id, connection=conn, serializer=JSONSerializer)
+                if got.ended_at is not None:
+                    return epoch(got.ended_at) - t0
+                time.sleep(0.005)
+
+        def scored(i: int) -> float:
+            answer = []
+            t0 = time.time()
+            code, _ = _http(up, people[i][1], data=files[i], answer=answer)
+            if code != 201:  # a new run (not one uploaded before)
+                raise RuntimeError(f"upload answered {code}: {answer}")
+            sid = answer[0]["id"]
+            while True:
+                with engine.connect() as c:
+                    st, end = c.execute(
+                        select(Submission.status, Submission.finished_at).where(
+                            Submission.id == sid
+                        )
+                    ).one()
+                if st in ("scored", "failed"):
+                    if st != "scored":
+                        raise RuntimeError(f"run {sid} {st}")
+                    return epoch(end) - t0
+                time.sleep(0.005)
+
+        try:
+            wait_workers(conn, 1)
+            for i in range(n, n + 3):  # warmed: the worker's first runs fetch the task's files
+                scored(i)
+                empty()
+            load0 = round(os.getloadavg()[0], 2)
+            e, u = [], []
+            for i in range(n):
+                e.append(empty())
+                u.append(scored(i))
+        finally:
+            stop_workers(procs)
+            stop_group(web)
+            conn.close()
+    finally:
+        redis_proc.terminate()
+        if weed is not None:
+            from seaweed import stop_weed
+
+            stop_weed(weed)
+    med_e, med_u = statistics.median(e), statistics.median(u)
+    return {
+        "layout": layout,
+        "n": n,
+        "empty_job_median_s": round(med_e, 4),
+        "upload_to_score_median_s": round(med_u, 4),
+        "upload_to_score_p90_s": round(sorted(u)[int(0.9 * (n - 1))], 4),
+        "ratio": round(med_u / med_e, 2),
+        "load": [load0, round(os.getloadavg()[0], 2)],
+    }
+
+
 def queue_runs(site: Site, phase_id: int, n: int) -> list[int]:
     """`n` queued runs of the phase, one per team in turn (the teams after the baseline's), as
     uploads leave them on a deadline day; their ids."""
@@ -1199,7 +1332,8 @@ def main() -> None:
     ap.add_argument(
         "--only",
         default="pages,uploads,burst,publication,statistics",
-        help="what to measure, of pages, hidden, uploads, burst, publication, statistics, workers",
+        help="what to measure, of pages, hidden, uploads, burst, publication, statistics, workers, "
+        "latency",
     )
     ap.add_argument(
         "--worker-runs",
@@ -1208,6 +1342,12 @@ def main() -> None:
         help="workers: runs scored (and as many empty jobs) at the smallest size",
     )
     ap.add_argument("--workers", type=int, default=2, help="workers: scoring workers")
+    ap.add_argument(
+        "--latency-runs", type=int, default=20, help="latency: uploads (and empty jobs) timed"
+    )
+    ap.add_argument(
+        "--layouts", default="onedir,store", help="latency: onedir, store (comma-separated)"
+    )
     ap.add_argument(
         "--burst-scores", type=int, default=1000, help="burst: runs scored during the burst"
     )
@@ -1329,6 +1469,12 @@ def main() -> None:
                 print(json.dumps({"uploads": got}), file=sys.stderr, flush=True)
             if len(rows) == 1:
                 report["uploads"] = report["uploads"][str(rows[0])]
+        mark("latency")
+        if "latency" in only:
+            report["latency"] = {
+                layout: measure_latency(*sites[sizes[0]], a.latency_runs, layout)
+                for layout in a.layouts.split(",")
+            }
         mark("workers")
         if "workers" in only:
             report["workers"] = measure_workers(*sites[sizes[0]], a.worker_runs, a.workers)

@@ -16,7 +16,7 @@ import socket
 import time
 
 import pytest
-from backbone import child_env, make_team, set_phase, submit, worker_process
+from backbone import burst, child_env, make_team, set_phase, submit, worker_process
 from click.testing import CliRunner
 from conftest import _make_backend, build_schema, fresh_pg_database, own_tasks
 from seaweed import s3_env, seaweedfs  # noqa: F401 - the fixture
@@ -1029,3 +1029,143 @@ def test_a_web_on_a_data_directory_of_its_own_knows_every_bundle_task(
         os.killpg(proc.pid, 15)
         proc.wait(20)
     assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
+
+
+def test_the_upload_copies_in_redis_stop_at_their_hourly_budget(stored, monkeypatch):
+    """However deep the queue, the copies put in Redis in one hour add up to at most the budget:
+    past it, a run's file is left to the store (and its run is scored from there)."""
+    from server.jobs import queue
+    from server.jobs.dispatch import jobs
+    from server.models import Submission
+
+    b = stored
+    team, user = make_team(b)
+    runs = [submit(b, team, user, TASK, "dev", noise=n, enqueue=False) for n in (0.1, 0.2, 0.3)]
+    size = max(r.size for r in runs)
+    monkeypatch.setattr(queue, "UPLOAD_COPY_BUDGET", 2 * size)  # room for two files
+    for r in runs:
+        with b.session() as s:
+            jobs(s).score(s, r.id, upload=r.storage_key)
+    kept = [b.conn.get(queue.UPLOAD_COPY + r.storage_key) is not None for r in runs]
+    assert kept == [True, True, False], kept
+    spent = [int(b.conn.get(k)) for k in b.conn.keys(queue.UPLOAD_COPY_SPENT + "*")]
+    assert (
+        spent == [runs[0].size + runs[1].size]
+        and 0
+        < b.conn.ttl(b.conn.keys(queue.UPLOAD_COPY_SPENT + "*")[0])
+        <= 2 * queue.UPLOAD_COPY_SECONDS
+    )
+    burst(b, ("scoring",))
+    with Session(b.engine) as s:
+        assert {s.get(Submission, r.id).status for r in runs} == {"scored"}
+
+
+def test_a_small_uploads_copy_in_redis_scores_as_the_store_and_a_wrong_copy_is_not_used(
+    stored, tmp_path
+):
+    """The intake puts a small file's bytes in Redis beside its job; a worker on an empty data
+    directory takes them there (one round trip, deleted as read) instead of from the store, and
+    its run scores as the same bytes scored from a data directory that holds the file. A copy
+    whose bytes are not the ones its key's sha256 names is not used: the store's file is."""
+    from server import objectstore
+    from server.jobs import scoring
+    from server.jobs.dispatch import jobs
+    from server.jobs.queue import UPLOAD_COPY, UPLOAD_COPY_BYTES, _small_upload
+    from server.models import Score, Submission
+    from server.settings import Settings
+    from server.storage import path_for
+
+    b = stored
+    team, user = make_team(b)
+    fast = submit(b, team, user, TASK, "dev", noise=0.2, enqueue=False)
+    with b.session() as s:  # as the intake queues it: with its storage key
+        jobs(s).score(s, fast.id, upload=fast.storage_key)
+    key = fast.storage_key
+    local = path_for(b.settings.home, key).read_bytes()
+    assert b.conn.get(UPLOAD_COPY + key) == local
+    assert b.conn.ttl(UPLOAD_COPY + key) > 0  # it expires
+
+    # the worker's machine: the database, Redis and the store, and a data directory of its own
+    other = tmp_path / "worker-home"
+    other.mkdir()
+    env = child_env(b)
+    env.update(b.env)
+    env["PALIMPSEST_HOME"] = str(other)
+    env["DATABASE_URL"] = b.settings.sqlalchemy_url()
+    env["REDIS_URL"] = b.embedded.url
+    env["PALIMPSEST_SECRET_KEY"] = b.settings.secret_key
+    proc = worker_process(b, "--queue", "scoring", "--burst", env=env, log=tmp_path / "w.log")
+    proc.wait(120)
+    assert b.conn.get(UPLOAD_COPY + key) is None  # taken
+    assert (other / "uploads" / key).read_bytes() == local
+
+    # the same bytes as another run, scored where the file is at hand (the web's directory)
+    same = submit(b, team, user, TASK, "dev", data=local, enqueue=True)
+    burst(b, ("scoring",))
+
+    def scores_of(sid):
+        with Session(b.engine) as s:
+            assert s.get(Submission, sid).status == "scored", (tmp_path / "w.log").read_text()
+            rows = s.execute(select(Score).where(Score.submission_id == sid)).scalars().all()
+            return sorted(
+                (r.part, json.dumps(r.result, sort_keys=True), r.gold_sha256) for r in rows
+            )
+
+    assert scores_of(fast.id) == scores_of(same.id) != []
+
+    # a copy that is not the file's bytes (tampered with, or another file's) is not used
+    other_run = submit(b, team, user, TASK, "dev", noise=0.4, enqueue=False)
+    key2 = other_run.storage_key
+    b.conn.set(UPLOAD_COPY + key2, local)  # bytes of another file under this key
+    on_worker = Settings(
+        home=tmp_path / "third-home",
+        database_url=b.settings.sqlalchemy_url(),
+        redis_url=b.embedded.url,
+        **{k: getattr(b.settings, k) for k in Settings.model_fields if k.startswith("s3_")},
+    )
+    got = scoring.fetch_upload(on_worker, key2)
+    assert got.read_bytes() == path_for(b.settings.home, key2).read_bytes() != local
+    assert b.conn.get(UPLOAD_COPY + key2) is None  # dropped, not left for another try
+
+    # only on a site with a store, only a small file
+    assert _small_upload(b.settings, key2) is not None
+    assert _small_upload(b.settings.model_copy(update={"s3_bucket": None}), key2) is None
+    big = "ab/" + "ab" * 32 + ".jsonl"
+    path_for(b.settings.home, big).parent.mkdir(parents=True, exist_ok=True)
+    path_for(b.settings.home, big).write_bytes(b"x" * (UPLOAD_COPY_BYTES + 1))
+    assert _small_upload(b.settings, big) is None
+    assert objectstore.store_for(on_worker) is not None
+
+
+def test_small_objects_go_by_signed_requests_of_their_own_and_a_refusal_is_boto3s(
+    seaweedfs,  # noqa: F811
+):
+    """The store's small objects are read and written by requests signed here (SigV4, checked by
+    the store), the same bytes boto3 reads and writes, whatever the key's characters; an object
+    that is not there is FileNotFoundError, and a request the store refuses (a wrong secret) goes
+    to boto3, which says what is wrong as before."""
+    from server.exceptions import StoreUnreachable
+    from server.objectstore import ObjectStore
+
+    env = _bucket(seaweedfs)
+    args = (env["PALIMPSEST_S3_BUCKET"], env["PALIMPSEST_S3_ENDPOINT"], "us-east-1")
+    store = ObjectStore(*args, env["PALIMPSEST_S3_ACCESS_KEY"], env["PALIMPSEST_S3_SECRET_KEY"])
+    assert store.direct is not None
+    for key in ("a/b.json", "tasks/x y/ü+%=&;.json", "uploads/ab/abc~_-.jsonl"):
+        body = f"bytes of {key}".encode()
+        store.put_bytes(key, body)
+        got = store.client.get_object(Bucket=store.bucket, Key=key)["Body"].read()
+        assert got == body == store.direct.get(key) == store.get_bytes(key)
+        assert store.size(key) == len(body) == store.direct.head(key)
+        store.client.put_object(Bucket=store.bucket, Key=key, Body=body + b"!")  # boto3's PUT
+        assert store.direct.get(key) == body + b"!"
+    assert store.size("missing") is None and store.direct.get("missing") is None
+    with pytest.raises(FileNotFoundError):
+        store.get_bytes("missing")
+    wrong = ObjectStore(*args, env["PALIMPSEST_S3_ACCESS_KEY"], "not the secret")
+    assert wrong.direct.get("a/b.json") is None and not wrong.direct.put("a/b.json", b"x")
+    with pytest.raises(StoreUnreachable):
+        wrong.get_bytes("a/b.json")
+    with pytest.raises(StoreUnreachable):
+        wrong.put_bytes("a/b.json", b"x")
+    assert store.get_bytes("a/b.json") == b"bytes of a/b.json!"  # nothing written

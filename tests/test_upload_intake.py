@@ -43,9 +43,11 @@ class Recorder(Jobs):
     def __init__(self, settings):
         super().__init__(settings, enabled=False)
         self.scored: list[int] = []
+        self.uploads: list[str | None] = []  # the storage key each is queued with
 
-    def score_now(self, submission_id, **_):
+    def score_now(self, submission_id, upload=None, **_):
         self.scored.append(submission_id)
+        self.uploads.append(upload)
         return True
 
 
@@ -203,6 +205,7 @@ def test_each_step_of_the_upload_failing_leaves_nothing_and_the_retry_is_a_first
         sub, duplicate = _upload(backend, user, data, name, queues)
         assert not duplicate, step
         assert queues.scored == [sub.id], step
+        assert queues.uploads == [sub.storage_key], step  # its file's copy may go with its job
         with Session(backend.engine) as s:
             got = s.get(Submission, sub.id)
             assert got.is_primary and got.status == "queued", step

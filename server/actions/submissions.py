@@ -297,7 +297,7 @@ def submit(
             return s.get(Submission, e.submission_id), True
         if fields.primary and not fields.baseline:
             lifecycle.set_primary(s, sub, team_id=team.id, actor=user)
-        jobs(s, settings).score(s, sub.id)
+        jobs(s, settings).score(s, sub.id, upload=sub.storage_key)
         # held: the session's identity map holds them weakly (the phase as read under the lock)
         s.info[UPLOAD_READ] = (s.get(Phase, sub.phase_id), team)
         return sub, False

@@ -70,9 +70,10 @@ class Jobs:
 
     # --- after the commit: never raise (the reconciler enqueues what Redis missed) ---
 
-    def score(self, s: Session, submission_id: int) -> None:
-        """Score a new submission once the session commits."""
-        self._later(s, lambda: self.score_now(submission_id, new=True))
+    def score(self, s: Session, submission_id: int, upload: str | None = None) -> None:
+        """Score a new submission once the session commits (`upload`: its storage key, whose
+        small file goes to Redis with the job on a site with an object store)."""
+        self._later(s, lambda: self.score_now(submission_id, upload, new=True))
 
     def rescore(self, s: Session, ids: list[int]) -> None:
         """Score these submissions again once the session commits (a job left by a dead worker
@@ -90,13 +91,17 @@ class Jobs:
 
     # --- now, for a step that has committed on its own ---
 
-    def score_now(self, submission_id: int, *, new: bool = False) -> bool:
+    def score_now(
+        self, submission_id: int, upload: str | None = None, *, new: bool = False
+    ) -> bool:
         """Enqueue a submission's scoring; False (said) when Redis is away. `new`: its row was
         inserted by the transaction that just committed (`enqueue_submission`)."""
         if not self.enabled:
             return False
         try:
-            _rq().enqueue_submission(self.connection(), submission_id, self.settings, new=new)
+            _rq().enqueue_submission(
+                self.connection(), submission_id, self.settings, new=new, upload=upload
+            )
             return True
         except Exception as e:  # noqa: BLE001 — the row says queued: the reconciler enqueues it
             self._warn(

@@ -38,10 +38,12 @@ from server.jobs.queue import (
     enqueue_submission,
     hold_claim,
     submission_id_of,
+    take_upload_copy,
 )
 from server.jobs.rlimits import TooCostly, bounded
 from server.models import Phase, Submission
 from server.settings import Settings, get_settings
+from server.storage import path_for
 from tasks import get_task
 from tasks.store import TaskStore
 
@@ -144,7 +146,7 @@ def score_one(submission_id: int, settings: Settings, *, attempt: int | None = N
                 facts = c.execute(_RUN_FACTS, {"sid": submission_id}).one()
         task_id, key, round_ceiling, phase_id, split = facts[:5]
         # the upload and the task's files, from the object store when this machine lacks them
-        path = objectstore.local_upload(settings, key)
+        path = fetch_upload(settings, key)
         if task_id not in _ensured:
             objectstore.ensure_task(settings, task_id)
             _ensured.add(task_id)
@@ -228,6 +230,23 @@ def score_one(submission_id: int, settings: Settings, *, attempt: int | None = N
                 notify_run(engine, settings, submission_id)
             return {"submission": submission_id, "status": "failed", "failure_kind": "infra"}
         raise  # RQ retries: the server's own failure, not the team's
+
+
+def fetch_upload(settings: Settings, key: str):
+    """The run's upload in this machine's data directory: there already (one data directory), or
+    the copy the intake put in Redis beside its job (checked against its sha256), or fetched from
+    the object store."""
+    path = path_for(settings.home, key)
+    if path.is_file() or objectstore.store_for(settings) is None:
+        return path
+    try:
+        data = take_upload_copy(connect(settings), key)
+    except redis.RedisError as e:  # the store has it
+        log.warning("upload %s: its copy not read from Redis (%s)", key, e)
+        data = None
+    if data is not None:
+        return objectstore.keep_upload(settings, key, data)
+    return objectstore.local_upload(settings, key)
 
 
 # the run's task, upload, round and phase, as the job reads them before scoring (and whether its
