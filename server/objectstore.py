@@ -92,7 +92,8 @@ class ObjectStore:
         # presigned URLs are signed for the address participants reach (it never connects)
         self.signer = client(public_endpoint) if public_endpoint else self.client
         # a store of its own address, path-style, with its keys given: its small objects' GET,
-        # PUT and HEAD signed and sent without botocore's machinery (`Direct`)
+        # PUT and HEAD signed by botocore's signer and sent with http.client, without botocore's
+        # client machinery (`Direct`)
         self.direct = (
             Direct(endpoint, bucket, region, access_key, secret_key)
             if endpoint and path_style and access_key and secret_key
