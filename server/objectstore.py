@@ -92,7 +92,8 @@ class ObjectStore:
         # presigned URLs are signed for the address participants reach (it never connects)
         self.signer = client(public_endpoint) if public_endpoint else self.client
         # a store of its own address, path-style, with its keys given: its small objects' GET,
-        # PUT and HEAD signed and sent without botocore's machinery (`Direct`)
+        # PUT and HEAD signed by botocore's signer and sent with http.client, without botocore's
+        # client machinery (`Direct`)
         self.direct = (
             Direct(endpoint, bucket, region, access_key, secret_key)
             if endpoint and path_style and access_key and secret_key
@@ -289,26 +290,42 @@ class ObjectStore:
 
 class Direct:
     """GET, PUT and HEAD of small objects on a store of its own address (path-style, its keys
-    given): each request signed here with AWS Signature Version 4 (the payload's sha256 signed
-    too, which the store checks) and sent on one kept HTTP connection per process, without
-    botocore's events, endpoint rules and response parsing (in a forked scoring job, each request
-    through botocore cost 4-9 ms of CPU, much of it copy-on-write faults of the objects it
-    touches; profiled). Only a plain answer is taken here: anything else (an error status, a
-    refused connection, no answer within 3 s) returns None, and the caller asks boto3, which
-    retries and says what went wrong as before (a PUT or GET sent again is the same request)."""
+    given), without botocore's events, endpoint rules and response parsing (in a forked scoring
+    job, each request through botocore cost 4-9 ms of CPU, much of it copy-on-write faults of the
+    objects it touches; profiled). Each request is signed by botocore's own signer
+    (`S3SigV4Auth`, AWS Signature Version 4, the payload's sha256 signed too, which the store
+    checks), built once with the store (a worker's parent, before it forks its jobs), and sent
+    with the standard library's http.client on one kept connection per thread and process.
+    Only a plain answer is taken here: anything else (an error status, a refused connection, no
+    answer within 3 s) returns None, and the caller asks boto3, which retries and says what went
+    wrong as before (a PUT or GET sent again is the same request)."""
 
-    def __init__(self, endpoint: str, bucket: str, region: str, access_key: str, secret_key: str):
+    def __init__(
+        self,
+        endpoint: str,
+        bucket: str,
+        region: str,
+        access_key: str,
+        secret_key: str,
+        session_token: str | None = None,
+    ):
         from urllib.parse import quote, urlsplit
+
+        from botocore.auth import S3SigV4Auth  # with boto3: a site with a store
+        from botocore.credentials import Credentials
 
         u = urlsplit(endpoint)
         self.https = u.scheme == "https"
         self.netloc = u.netloc
+        self.base = f"{u.scheme}://{u.netloc}"
         self.prefix = u.path.rstrip("/") + "/" + quote(bucket, safe="") + "/"
-        self.region = region or "us-east-1"
-        self.access_key = access_key
-        self.secret_key = secret_key
+        self.signer = S3SigV4Auth(
+            Credentials(access_key, secret_key, session_token), "s3", region or "us-east-1"
+        )
+        # https: the certificates boto3's client checks the store's against (AWS_CA_BUNDLE or a
+        # profile's ca_bundle, else REQUESTS_CA_BUNDLE, else certifi's bundle)
+        self.ssl = _ssl_context() if self.https else None
         self._local = threading.local()  # a connection per thread (and per process: its pid)
-        self._keys: tuple[str, bytes] | None = None
         self.quote = quote
 
     def close(self) -> None:
@@ -317,43 +334,23 @@ class Direct:
             conn[1].close()
         self._local.conn = None
 
-    def _signing_key(self, day: str) -> bytes:
-        import hmac
+    def path(self, key: str) -> str:
+        """The object's path, percent-encoded as S3 signs it (`/` kept, `~` unreserved)."""
+        return self.prefix + self.quote(key, safe="/~")
 
-        if self._keys is None or self._keys[0] != day:
-            k = ("AWS4" + self.secret_key).encode()
-            for part in (day, self.region, "s3", "aws4_request"):
-                k = hmac.new(k, part.encode(), "sha256").digest()
-            self._keys = (day, k)
-        return self._keys[1]
+    def headers(self, method: str, key: str, body: bytes) -> dict:
+        """The request's signed headers: botocore's SigV4 signer over the method, the path, the
+        host, the date and the payload's sha256 (and the session token when there is one)."""
+        from botocore.awsrequest import AWSRequest  # loaded with the signer
 
-    def headers(self, method: str, key: str, body: bytes, now: float | None = None) -> dict:
-        """The request's signed headers (SigV4, the payload's sha256 signed)."""
-        import hashlib
-        import hmac
-        import time
-
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-        day = stamp[:8]
-        payload = hashlib.sha256(body).hexdigest()
-        path = self.prefix + self.quote(key, safe="/~")
-        signed = "host;x-amz-content-sha256;x-amz-date"
-        canonical = (
-            f"{method}\n{path}\n\nhost:{self.netloc}\nx-amz-content-sha256:{payload}\n"
-            f"x-amz-date:{stamp}\n\n{signed}\n{payload}"
+        req = AWSRequest(
+            method=method,
+            url=self.base + self.path(key),
+            data=body,
+            headers={"Host": self.netloc},
         )
-        scope = f"{day}/{self.region}/s3/aws4_request"
-        to_sign = (
-            f"AWS4-HMAC-SHA256\n{stamp}\n{scope}\n" + hashlib.sha256(canonical.encode()).hexdigest()
-        )
-        sig = hmac.new(self._signing_key(day), to_sign.encode(), "sha256").hexdigest()
-        return {
-            "Host": self.netloc,
-            "x-amz-content-sha256": payload,
-            "x-amz-date": stamp,
-            "Authorization": f"AWS4-HMAC-SHA256 Credential={self.access_key}/{scope}, "
-            f"SignedHeaders={signed}, Signature={sig}",
-        }
+        self.signer.add_auth(req)
+        return dict(req.headers.items())
 
     def _request(self, method: str, key: str, body: bytes = b""):
         """(status, headers, body) of one request, or None when it did not go through (tried
@@ -363,15 +360,18 @@ class Direct:
         for _ in range(2):
             kept = getattr(self._local, "conn", None)
             if kept is None or kept[0] != os.getpid():
-                cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
-                kept = self._local.conn = (os.getpid(), cls(self.netloc, timeout=3))
+                if self.https:
+                    conn = http.client.HTTPSConnection(self.netloc, timeout=3, context=self.ssl)
+                else:
+                    conn = http.client.HTTPConnection(self.netloc, timeout=3)
+                kept = self._local.conn = (os.getpid(), conn)
                 fresh = True
             else:
                 fresh = False
             try:
                 kept[1].request(
                     method,
-                    self.prefix + self.quote(key, safe="/~"),
+                    self.path(key),
                     body=body if method == "PUT" else None,
                     headers=self.headers(method, key, body),
                 )
@@ -402,6 +402,21 @@ class Direct:
         if got[0] == 200:
             return int(got[1].getheader("Content-Length", "-1"))
         return -1 if got[0] == 404 else None
+
+
+def _ssl_context():
+    """An SSL context that checks a store's certificate as boto3's client does: the CA bundle of
+    the environment's AWS configuration (`AWS_CA_BUNDLE`, a profile's `ca_bundle`), else
+    `REQUESTS_CA_BUNDLE`, else the bundle botocore ships with (certifi's)."""
+    import ssl
+
+    import botocore.session
+    from botocore.httpsession import get_cert_path
+
+    verify = botocore.session.get_session().get_config_variable("ca_bundle")
+    if verify is None:
+        verify = os.environ.get("REQUESTS_CA_BUNDLE") or True
+    return ssl.create_default_context(cafile=get_cert_path(verify))
 
 
 def is_public_key(key: str) -> bool:

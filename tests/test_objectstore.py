@@ -1169,3 +1169,35 @@ def test_small_objects_go_by_signed_requests_of_their_own_and_a_refusal_is_boto3
     with pytest.raises(StoreUnreachable):
         wrong.put_bytes("a/b.json", b"x")
     assert store.get_bytes("a/b.json") == b"bytes of a/b.json!"  # nothing written
+
+
+def test_keys_of_any_characters_are_signed_by_botocore_and_never_fall_back(
+    seaweedfs,  # noqa: F811
+):
+    """Keys with spaces, non-ASCII letters, `+` and `=` are signed right by botocore's signer on
+    the direct path: the store takes the PUT and answers the GET and the HEAD, and boto3's client
+    sends nothing meanwhile (its every request is seen by its `before-send` event)."""
+    from server.objectstore import ObjectStore
+
+    env = _bucket(seaweedfs)
+    store = ObjectStore(
+        env["PALIMPSEST_S3_BUCKET"],
+        env["PALIMPSEST_S3_ENDPOINT"],
+        "us-east-1",
+        env["PALIMPSEST_S3_ACCESS_KEY"],
+        env["PALIMPSEST_S3_SECRET_KEY"],
+    )
+    sent = []
+    store.client.meta.events.register("before-send.s3", lambda request, **_: sent.append(request))
+    keys = ("tasks/a b/ünï cödé+1=2 .json", "uploads/é/x+y=z==", "a  b/+/=/ü ")
+    for key in keys:
+        body = f"bytes of {key}".encode()
+        store.put_bytes(key, body)
+        assert store.get_bytes(key) == body
+        assert store.size(key) == len(body)
+    assert sent == []  # not one request went through boto3
+    store.client.head_object(Bucket=store.bucket, Key=keys[0])  # the event does see boto3's
+    assert len(sent) == 1
+    for key in keys:  # and boto3 reads the same bytes under the same keys
+        got = store.client.get_object(Bucket=store.bucket, Key=key)["Body"].read()
+        assert got == f"bytes of {key}".encode()
