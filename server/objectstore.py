@@ -24,14 +24,17 @@ released download answers with a 302 to one).
 from __future__ import annotations
 
 import functools
+import http.client
 import json
 import os
 import shutil
+import ssl
 import tempfile
 import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from urllib.parse import quote, urlsplit
 
 from server.exceptions import StoreUnreachable
 from server.settings import Settings
@@ -309,10 +312,12 @@ class Direct:
         secret_key: str,
         session_token: str | None = None,
     ):
-        from urllib.parse import quote, urlsplit
-
-        from botocore.auth import S3SigV4Auth  # with boto3: a site with a store
+        # botocore loads with boto3, only on a site with a store: its signer and request class
+        from botocore.auth import S3SigV4Auth
+        from botocore.awsrequest import AWSRequest
         from botocore.credentials import Credentials
+
+        self._aws_request = AWSRequest
 
         u = urlsplit(endpoint)
         self.https = u.scheme == "https"
@@ -341,9 +346,7 @@ class Direct:
     def headers(self, method: str, key: str, body: bytes) -> dict:
         """The request's signed headers: botocore's SigV4 signer over the method, the path, the
         host, the date and the payload's sha256 (and the session token when there is one)."""
-        from botocore.awsrequest import AWSRequest  # loaded with the signer
-
-        req = AWSRequest(
+        req = self._aws_request(
             method=method,
             url=self.base + self.path(key),
             data=body,
@@ -355,8 +358,6 @@ class Direct:
     def _request(self, method: str, key: str, body: bytes = b""):
         """(status, headers, body) of one request, or None when it did not go through (tried
         twice: a kept connection the store closed meanwhile is opened again)."""
-        import http.client
-
         for _ in range(2):
             kept = getattr(self._local, "conn", None)
             if kept is None or kept[0] != os.getpid():
@@ -408,8 +409,7 @@ def _ssl_context():
     """An SSL context that checks a store's certificate as boto3's client does: the CA bundle of
     the environment's AWS configuration (`AWS_CA_BUNDLE`, a profile's `ca_bundle`), else
     `REQUESTS_CA_BUNDLE`, else the bundle botocore ships with (certifi's)."""
-    import ssl
-
+    # botocore loads with boto3, only on a site with a store
     import botocore.session
     from botocore.httpsession import get_cert_path
 

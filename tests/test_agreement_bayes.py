@@ -94,6 +94,35 @@ def test_a_fit_with_divergent_transitions_is_run_again_from_where_its_chains_end
     assert d["resumed"] is True and d["warmup"] == RETRY_WARMUP and d["samples"] == 800
     assert d["target_accept"] == 0.95 and d["divergences"] == 0 and d["max_rhat"] < 1.01
 
+    # another seed's refit runs the program this one's compiled: the refit's start (positions,
+    # step size, mass matrix) is an argument of it, not a constant (one program per seed before)
+    import jax
+
+    assert jax.config.jax_compilation_cache_dir  # the run's (tests/conftest.py)
+    compiled: list[float] = []
+
+    def on_compile(event, duration, **_):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(on_compile)
+    try:
+        for other in (s for s in (1, 2, 4, 5, 6, 7) if s != seed):
+            compiled.clear()
+            try:
+                again = fit(t, {"book": book}, {}, retry_accept=0.95, **dict(kw, seed=other))
+            except NotConverged:
+                continue
+            if again["diagnostics"].get("retried"):
+                break
+        else:
+            pytest.fail("no second seed's first attempt diverged, then converged after the refit")
+    finally:
+        jax.monitoring.unregister_event_duration_listener(on_compile)
+    assert again["diagnostics"]["max_rhat"] < 1.01
+    # small programs may compile again (each in well under a second); the samplers did not
+    assert max(compiled, default=0.0) < 1.0, sorted(compiled)[-5:]
+
 
 def test_the_second_attempt_starts_from_the_first_attempts_last_state():
     """`_resume_from`: the chains' last positions as they are, the adapted diagonal mass matrix's

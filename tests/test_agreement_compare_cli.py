@@ -127,3 +127,16 @@ def test_the_draws_help_names_the_fits_own_default():
     assert want in text, text
     docs = Path(__file__).resolve().parent.parent / "docs" / "agreement.md"
     assert want in " ".join(docs.read_text(encoding="utf-8").split())
+
+
+def test_the_command_keeps_its_compiled_programs_in_the_data_directory(tmp_path):
+    """`agreement --bayes` keeps jax's compiled programs in <home>/cache/jax unless told not to
+    (`--no-compile-cache`), where the server's campaign fits keep theirs; its help says so."""
+    from click.testing import CliRunner
+
+    from cli.main import compiled_in, main
+
+    out = CliRunner().invoke(main, ["agreement", "--help"])
+    text = " ".join(out.output.split())
+    assert "<home>/cache/jax" in text and "--no-compile-cache" in text, text
+    assert compiled_in(tmp_path) == tmp_path / "cache" / "jax"

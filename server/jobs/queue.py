@@ -33,6 +33,7 @@ from rq.serializers import JSONSerializer
 
 from server.jobs.embedded import EmbeddedRedis
 from server.settings import Settings
+from server.storage import path_for
 
 SCORING = "scoring"
 BASELINES = "baselines"  # baseline runs (server.jobs.baseline_jobs), not the scoring of their files
@@ -297,8 +298,6 @@ def _small_upload(settings: Settings, key: str) -> bytes | None:
     for a file of at most UPLOAD_COPY_BYTES in this machine's data directory; else None."""
     if not settings.s3_bucket:
         return None
-    from server.storage import path_for  # the data directory's layout
-
     try:
         with path_for(settings.home, key).open("rb") as f:
             data = f.read(UPLOAD_COPY_BYTES + 1)
