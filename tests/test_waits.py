@@ -225,6 +225,29 @@ def test_a_waiting_runs_status_reads_the_workers_once_in_a_while_not_per_request
         app.extensions.pop("palimpsest.redis", None)
 
 
+def test_a_page_that_read_the_run_keeps_it_as_read_and_only_the_upload_answer_rechecks(app):
+    # the run's page reads the run and its scores, then its standing: a worker that scored it in
+    # between must not turn the page's run to "scored" without its scores (it shows the state it
+    # read; its next poll swaps in the scored page); the upload's answer, which never read the
+    # run again, is rechecked against the queue
+    make_user(app, "ann@x.org", team="Readers")
+    phase = make_phase(app, TASK, "test")
+    (rid,) = _runs(
+        app, team_of(app, "Readers").id, phase.id, utcnow(), scored=[20], queued=1, running=[]
+    )
+    with Session(engine_of(app), expire_on_commit=False) as s:
+        sub = s.get(Submission, rid)
+        s.commit()  # (what the page read; its transaction over)
+        with Session(engine_of(app)) as worker:
+            worker.get(Submission, rid).status = "scored"
+            worker.commit()
+        waits._inputs.clear()
+        waits.live_standing(s, sub, None, recent=True)
+        assert sub.status == "queued"
+        waits.live_standing(s, sub, None, recent=True, recheck=True)
+        assert sub.status == "scored"
+
+
 def test_the_pace_counts_what_else_the_workers_did_while_the_queue_was_backed_up(app):
     """Ten runs uploaded at once, each scored in 1 s, but finishing one every 1.5 s on 2 workers:
     each held its worker 3 s, so estimates run 3 times the scoring time."""

@@ -448,7 +448,7 @@ def submission_out(s, u, sub, status: int = 200, *, uploaded: bool = False, **ex
     else:
         s.refresh(sub)
     standing = waits.live_standing(
-        s, sub, current_app.extensions.get("palimpsest.redis"), recent=True
+        s, sub, current_app.extensions.get("palimpsest.redis"), recent=True, recheck=uploaded
     )
     if standing is not None:
         extra["queue"] = standing

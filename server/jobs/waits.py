@@ -281,12 +281,17 @@ def redis_or_none(conn=None):
         return None
 
 
-def live_standing(s: Session, sub: Submission, conn=None, *, recent: bool = False) -> dict | None:
+def live_standing(
+    s: Session, sub: Submission, conn=None, *, recent: bool = False, recheck: bool = False
+) -> dict | None:
     """`standing` with the workers alive now. `recent` (a run's page, its API answer and the
     upload's): with the slow-moving inputs (the scoring times, the pace, the workers alive) as
     read at most `RECENT_INPUTS_S` ago by this process, so that a team polling its run reads only
     the queue itself (its place in it is exact; its estimate's inputs a few seconds old), not a
-    handful of Redis round trips per worker alive on every request."""
+    handful of Redis round trips per worker alive on every request. `recheck`: `sub` is as the
+    upload committed it, not read again (`standing`); a page or answer that read the run itself,
+    and what it shows with it, leaves it as read (refreshed here, the status would no longer be
+    the one its scores were read with)."""
     if sub.status not in ("queued", "running"):
         return None
     if not recent:
@@ -304,7 +309,7 @@ def live_standing(s: Session, sub: Submission, conn=None, *, recent: bool = Fals
         n = scoring_workers(workers(redis_or_none(conn)))
         got = _inputs[key] = (now, n, durations(s), pace_ratio(s))
     _, n, known, ratio = got
-    return standing(s, sub, n, known=known, ratio=ratio, recheck=True)
+    return standing(s, sub, n, known=known, ratio=ratio, recheck=recheck)
 
 
 # the estimate's slow-moving inputs per database, for the upload's answer: (read at, workers,
