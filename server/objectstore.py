@@ -55,6 +55,22 @@ PUBLIC_PREFIXES = ("tasks/", "downloads/")  # and only their public files: see i
 SMALL = 8 * 2**20
 
 
+def into_place(dest: Path, fill) -> Path:
+    """Write `dest` through `fill(f)` into a temporary file beside it, renamed into place: a
+    reader never sees half a file, and a failed write leaves nothing."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".fetch-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fill(f)
+        os.replace(tmp, dest)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return dest
+
+
 class ObjectStore:
     """One bucket of an S3-compatible store."""
 
@@ -230,17 +246,7 @@ class ObjectStore:
 
     def download(self, key: str, dest: Path) -> Path:
         """Stream an object into `dest` (a temporary file renamed into place)."""
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".fetch-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                self._call(f"fetching {key}", self._copy, key, f)
-            os.replace(tmp, dest)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        return dest
+        return into_place(dest, lambda f: self._call(f"fetching {key}", self._copy, key, f))
 
     def _copy(self, key: str, f) -> None:
         """An object's bytes into `f`: one GET, its body read as it comes (checked against its
@@ -520,18 +526,7 @@ def keep_upload(settings: Settings, key: str, data: bytes) -> Path:
     """Put a stored upload's bytes, had from elsewhere than the store (and checked against the
     sha256 its key names by whoever had them), into this machine's data directory: a temporary
     file renamed into place, as a fetch does."""
-    p = path_for(settings.home, key)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".fetch-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return p
+    return into_place(path_for(settings.home, key), lambda f: f.write(data))
 
 
 def local_upload(settings: Settings, key: str) -> Path:

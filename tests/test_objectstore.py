@@ -52,6 +52,17 @@ def stored(request, tmp_path, demo_home, monkeypatch, seaweedfs):  # noqa: F811
     return b
 
 
+def _machine_env(b, home) -> dict:
+    """Another machine's environment: the site's database, Redis and store, `home` its own."""
+    env = child_env(b)
+    env.update(b.env)
+    env["PALIMPSEST_HOME"] = str(home)
+    env["DATABASE_URL"] = b.settings.sqlalchemy_url()
+    env["REDIS_URL"] = b.embedded.url
+    env["PALIMPSEST_SECRET_KEY"] = b.settings.secret_key
+    return env
+
+
 def test_a_worker_with_an_empty_data_directory_scores_runs_from_the_store(stored, tmp_path):
     from server import objectstore
     from server.models import Submission
@@ -64,12 +75,7 @@ def test_a_worker_with_an_empty_data_directory_scores_runs_from_the_store(stored
     # the worker's machine: the database, Redis and the store, and a data directory of its own
     other = tmp_path / "worker-home"
     other.mkdir()
-    env = child_env(b)
-    env.update(b.env)
-    env["PALIMPSEST_HOME"] = str(other)
-    env["DATABASE_URL"] = b.settings.sqlalchemy_url()
-    env["REDIS_URL"] = b.embedded.url
-    env["PALIMPSEST_SECRET_KEY"] = b.settings.secret_key
+    env = _machine_env(b, other)
     proc = worker_process(b, "--queue", "scoring", "--burst", env=env, log=tmp_path / "w.log")
     proc.wait(120)
     with Session(b.engine) as s:
@@ -705,12 +711,7 @@ def test_a_web_and_two_workers_on_their_own_data_directories_share_the_statistic
     def work(name, queue):
         home = homes[name] = tmp_path / f"{name}-home"
         home.mkdir(exist_ok=True)
-        env = child_env(b)
-        env.update(b.env)
-        env["PALIMPSEST_HOME"] = str(home)
-        env["DATABASE_URL"] = b.settings.sqlalchemy_url()
-        env["REDIS_URL"] = b.embedded.url
-        env["PALIMPSEST_SECRET_KEY"] = b.settings.secret_key
+        env = _machine_env(b, home)
         log = tmp_path / f"{name}.log"
         proc = worker_process(b, "--queue", queue, "--burst", env=env, log=log)
         assert proc.wait(180) == 0, log.read_text()[-3000:]
@@ -1088,12 +1089,7 @@ def test_a_small_uploads_copy_in_redis_scores_as_the_store_and_a_wrong_copy_is_n
     # the worker's machine: the database, Redis and the store, and a data directory of its own
     other = tmp_path / "worker-home"
     other.mkdir()
-    env = child_env(b)
-    env.update(b.env)
-    env["PALIMPSEST_HOME"] = str(other)
-    env["DATABASE_URL"] = b.settings.sqlalchemy_url()
-    env["REDIS_URL"] = b.embedded.url
-    env["PALIMPSEST_SECRET_KEY"] = b.settings.secret_key
+    env = _machine_env(b, other)
     proc = worker_process(b, "--queue", "scoring", "--burst", env=env, log=tmp_path / "w.log")
     proc.wait(120)
     assert b.conn.get(UPLOAD_COPY + key) is None  # taken
