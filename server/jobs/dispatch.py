@@ -77,9 +77,10 @@ class Jobs:
 
     def rescore(self, s: Session, ids: list[int]) -> None:
         """Score these submissions again once the session commits (a job left by a dead worker
-        for one of them is replaced)."""
+        for one of them is replaced), the oldest first: the order the rows were read in is the
+        database's own, not the runs'."""
         if ids:
-            self._later(s, lambda: self.rescore_now(list(ids)))
+            self._later(s, lambda: self.rescore_now(sorted(ids)))
 
     def deliver_mail(self, s: Session) -> None:
         """Ask a worker to deliver the queued mail once the session commits."""
