@@ -263,10 +263,10 @@ def test_the_reconciler_sweep_enqueues_one_delivery_job_that_a_worker_runs(
     mapp, box, redis_tcp_url, monkeypatch
 ):
     import redis
-    from rq import SimpleWorker
     from rq.serializers import JSONSerializer
 
     from server.jobs.queue import SCORING, get_queue
+    from server.jobs.worker import PromptSimpleWorker
 
     u = _people(mapp)
     assert _post(mapp.test_client(), make_token(mapp, u["admin"])).status_code == 201
@@ -279,7 +279,7 @@ def test_the_reconciler_sweep_enqueues_one_delivery_job_that_a_worker_runs(
     # the worker reads its settings from the environment, as `palimpsest worker` does
     for k, v in _mail_settings(box.port).items():
         monkeypatch.setenv(f"PALIMPSEST_{k.upper()}", str(v))
-    SimpleWorker([q], connection=conn, serializer=JSONSerializer).work(burst=True)
+    PromptSimpleWorker([q], connection=conn, serializer=JSONSerializer).work(burst=True)
     assert sorted(m["to"][0] for m in box.wait(3)) == [
         "ann@example.org",
         "bob@example.org",

@@ -256,6 +256,28 @@ def test_a_baseline_entry_is_scored_on_the_scoring_queue_not_by_the_model_worker
     assert get(backend, sub.id).status == "scored"
 
 
+@pytest.mark.parametrize("simple", [True, False], ids=["in-process", "forking"])
+def test_a_worker_ends_its_command_channel_at_once(embedded_backend, simple):
+    """A worker's end (a burst's, a shutdown's) stops its command channel's thread at once: with
+    RQ's own order and redis-py 8.2 it waited for RQ's 60 s read timeout first (`build_worker`'s
+    classes, server/jobs/worker.py)."""
+    import time
+
+    from server.jobs.worker import build_worker
+
+    b = embedded_backend
+    w = build_worker(b.settings, ("scoring",), b.conn, simple=simple)
+    w.subscribe()
+    time.sleep(0.5)  # the thread is reading its channel
+    t0 = time.monotonic()
+    w.unsubscribe()
+    took = time.monotonic() - t0
+    assert not w.pubsub_thread.is_alive() and took < 10, took
+    t0 = time.monotonic()
+    w.work(burst=True)  # an empty queue: subscribes, finds nothing, ends
+    assert time.monotonic() - t0 < 10 and not w.pubsub_thread.is_alive()
+
+
 @pytest.mark.slow
 def test_a_real_worker_process_scores_submissions(backend):
     team, user = make_team(backend)

@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 
 import numpy  # noqa: F401 - preloaded in the parent: each forked horse starts warm
@@ -129,8 +130,34 @@ def warm_store(settings: Settings) -> None:
         log.warning("worker: the object store did not answer its first request (%s)", e)
 
 
+class _EndsItsThreadAtOnce:
+    """RQ's `unsubscribe`, in the order that ends the worker's pubsub thread at once with every
+    redis-py. RQ (3.0) unsubscribes, then stops the thread (which reads its channel with a 60 s
+    timeout), relying on the unsubscribe's confirmation to wake it. redis-py 8.2 stops a thread by
+    joining it, and the thread, woken by that confirmation but not yet told to stop, then waits for
+    a new subscription, RQ's 60 s: every worker's end (a burst's, a shutdown's) took up to 60 s
+    (a test suite's in-process bursts 60 s each). Here the thread is told to stop first; the
+    confirmation then wakes it and it ends. (The flag is redis-py's `PubSubWorkerThread._running`,
+    an Event since redis-py 3.3; without it, RQ's own order.)"""
+
+    def unsubscribe(self):
+        thread = getattr(self, "pubsub_thread", None)
+        running = getattr(thread, "_running", None)
+        if not isinstance(running, threading.Event):
+            return super().unsubscribe()
+        running.clear()  # the thread's loop ends at its next wake
+        self.pubsub.unsubscribe()  # its confirmation wakes the thread's read
+        thread.join(timeout=5)
+        self.pubsub.close()
+        return None
+
+
+class PromptSimpleWorker(_EndsItsThreadAtOnce, SimpleWorker):
+    """RQ's SimpleWorker (each job in this process) whose end waits for no pubsub timeout."""
+
+
 def _worker_class():
-    class SupervisedWorker(Worker):
+    class SupervisedWorker(_EndsItsThreadAtOnce, Worker):
         """RQ's Worker whose work horse dies with it (SIGKILL through PR_SET_PDEATHSIG): a worker
         killed outright leaves no horse behind; its job is re-enqueued by the reconciler."""
 
@@ -183,7 +210,7 @@ def _own_signals() -> None:
 def build_worker(settings: Settings, queues=QUEUES, conn=None, *, simple: bool = False, name=None):
     """An RQ Worker (or SimpleWorker, which runs jobs in-process) over the given queues."""
     conn = conn or connect(settings, start_embedded=True)
-    cls = SimpleWorker if simple else _worker_class()
+    cls = PromptSimpleWorker if simple else _worker_class()
     w = cls(
         [get_queue(q, conn, settings) for q in queues],
         connection=conn,
