@@ -20,6 +20,11 @@ developing; a worker of the boards queue renders what the views find due, its CP
 second against empty jobs' rate (`measure_workers`, `--worker-runs` of each).
 `--only latency`: upload-to-score, one at a time, against an empty job's enqueue to its end, on
 one data directory and on the store (`measure_latency`, `--latency-runs`, `--layouts`).
+`--only queue`: a claim's hit and miss on a queue `--queue-depth` runs deep
+(benchmarks/bench_queue_depth.py on its embedded default, its table kept in the report).
+`--only loci`: Loci Similes' 8.3 M-link top-100 run scored by this checkout and each
+`--loci-against` checkout in turns (benchmarks/bench_scorer.py --only loci-top100 --against, its
+table kept in the report).
 Prints one JSON document. Needs the PostgreSQL server of the tests (`PALIMPSEST_TEST_PG`, default
 postgresql://postgres@127.0.0.1:5432/test); the databases it makes are dropped at the end.
 """
@@ -1305,6 +1310,28 @@ print(json.dumps(out))
     return json.loads(r.stdout)
 
 
+def sibling(args: list[str], env: dict | None = None) -> dict:
+    """Another benchmark of this directory as a process of its own: its table (standard output)
+    kept in the report, with its wall time and the load before and after it."""
+    load0, t0 = os.getloadavg()[0], time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, *args],
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"{args[0]} failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    return {
+        "command": " ".join(["python3", *args]),
+        "table": out.stdout.strip().splitlines(),
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "load": [round(load0, 2), round(os.getloadavg()[0], 2)],
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--teams", type=int, default=2000)
@@ -1333,8 +1360,19 @@ def main() -> None:
         "--only",
         default="pages,uploads,burst,publication,statistics",
         help="what to measure, of pages, hidden, uploads, burst, publication, statistics, workers, "
-        "latency",
+        "latency, queue, loci",
     )
+    ap.add_argument(
+        "--queue-depth", type=int, default=100_000, help="queue: the runs waiting (its depth)"
+    )
+    ap.add_argument(
+        "--loci-against",
+        nargs="*",
+        default=[],
+        metavar="CHECKOUT",
+        help="loci: other checkouts (git worktrees) scored in turns with this one",
+    )
+    ap.add_argument("--loci-runs", type=int, default=3, help="loci: whole processes each")
     ap.add_argument(
         "--worker-runs",
         type=int,
@@ -1499,6 +1537,18 @@ def main() -> None:
                 a.teams, a.B, matrix=not a.no_matrix, pair_budget=a.pair_budget
             )
             report["statistics"]["rows"] = a.teams
+        mark("queue")
+        if "queue" in only:  # on its embedded default, a site of its own
+            report["queue"] = sibling(
+                ["benchmarks/bench_queue_depth.py", "--depth", str(a.queue_depth)]
+            )
+        mark("loci")
+        if "loci" in only:
+            args = ["benchmarks/bench_scorer.py", "--only", "loci-top100"]
+            args += ["--runs", str(a.loci_runs)]
+            if a.loci_against:
+                args += ["--against", *a.loci_against]
+            report["loci"] = sibling(args)
         mark("end")
     finally:
         for site, _pid in sites.values():

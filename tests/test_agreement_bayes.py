@@ -77,8 +77,10 @@ def test_a_fit_with_divergent_transitions_is_run_again_from_where_its_chains_end
 
     t, book, _ = generated()
     # at target 0.7 a first attempt converges (R-hat) with a few divergent transitions for seeds 1
-    # and 2 here; the draws depend on the machine's floating point, so the first such seed is taken
-    for seed in (1, 2, 4, 5):
+    # and 2 where this was written, for 2, 4, 5, 6 and 7 but not 1 on an AMD EPYC of family 25
+    # (2026-12-04); the draws depend on the machine's floating point, so the first such seed is
+    # taken (2 first: every machine type seen refits it)
+    for seed in (2, 4, 5, 1):
         kw = dict(seed=seed, chains=4, warmup=500, samples=800, target_accept=0.7, loo_report=False)
         try:
             got = fit(t, {"book": book}, {}, retry_accept=0.95, **kw)
@@ -116,7 +118,7 @@ def test_a_fit_with_divergent_transitions_is_run_again_from_where_its_chains_end
     jax.monitoring.register_event_listener(on_event)
     jax.monitoring.register_event_duration_secs_listener(on_duration)
     try:
-        for other in (s for s in (1, 2, 4, 5, 6, 7) if s != seed):
+        for other in (s for s in (4, 5, 6, 7, 1, 2) if s != seed):
             asked.clear()
             try:
                 again = fit(t, {"book": book}, {}, retry_accept=0.95, **dict(kw, seed=other))

@@ -15,6 +15,7 @@ from server.web import (
     competitions,
     input_guard,
     leaderboard,
+    multipart,
     organizer,
     pages,
     roles,
@@ -75,6 +76,7 @@ def init_web(app: Flask) -> None:
     # CSRF is checked here for everything but /api: the API accepts only bearer tokens, never
     # cookies, so a cross-site page cannot borrow a session there.
     input_guard.init_app(app, auth.is_api_request)
+    multipart.install()  # an upload's boundaries found without a pattern compiled per request
     app.config.setdefault("WTF_CSRF_CHECK_DEFAULT", False)
     app.config.setdefault("WTF_CSRF_TIME_LIMIT", None)  # the token lives as long as the session
     csrf.init_app(app)
