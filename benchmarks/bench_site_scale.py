@@ -816,23 +816,28 @@ def measure_latency(site: Site, phase_id: int, n: int, layout: str) -> dict:
                     return epoch(got.ended_at) - t0
                 time.sleep(0.005)
 
+        parts: dict[str, list[float]] = {"answered": [], "started": []}
+
         def scored(i: int) -> float:
             answer = []
             t0 = time.time()
             code, _ = _http(up, people[i][1], data=files[i], answer=answer)
+            answered = time.time() - t0
             if code != 201:  # a new run (not one uploaded before)
                 raise RuntimeError(f"upload answered {code}: {answer}")
             sid = answer[0]["id"]
             while True:
                 with engine.connect() as c:
-                    st, end = c.execute(
-                        select(Submission.status, Submission.finished_at).where(
-                            Submission.id == sid
-                        )
+                    st, start, end = c.execute(
+                        select(
+                            Submission.status, Submission.started_at, Submission.finished_at
+                        ).where(Submission.id == sid)
                     ).one()
                 if st in ("scored", "failed"):
                     if st != "scored":
                         raise RuntimeError(f"run {sid} {st}")
+                    parts["answered"].append(answered)
+                    parts["started"].append(epoch(start) - t0)
                     return epoch(end) - t0
                 time.sleep(0.005)
 
@@ -846,6 +851,7 @@ def measure_latency(site: Site, phase_id: int, n: int, layout: str) -> dict:
             for i in range(n):
                 e.append(empty())
                 u.append(scored(i))
+            del parts["answered"][:3], parts["started"][:3]  # the warming uploads'
         finally:
             stop_workers(procs)
             stop_group(web)
@@ -863,6 +869,9 @@ def measure_latency(site: Site, phase_id: int, n: int, layout: str) -> dict:
         "empty_job_median_s": round(med_e, 4),
         "upload_to_score_median_s": round(med_u, 4),
         "upload_to_score_p90_s": round(sorted(u)[int(0.9 * (n - 1))], 4),
+        # of an upload's time to its score: the POST's answer, and the run's recorded start
+        "answered_median_s": round(statistics.median(parts["answered"]), 4),
+        "started_median_s": round(statistics.median(parts["started"]), 4),
         "ratio": round(med_u / med_e, 2),
         "load": [load0, round(os.getloadavg()[0], 2)],
     }

@@ -31,7 +31,7 @@ import shutil
 import ssl
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from urllib.parse import quote, urlsplit
@@ -466,16 +466,63 @@ def store_for(settings: Settings) -> ObjectStore | None:
 # ----------------------------------------------------------------------------- uploads
 
 
-def push_upload(settings: Settings, key: str) -> None:
-    """Put a stored upload into the store (content-addressed: one already there is the same)."""
+# an upload up to this size is put without asking first whether the store has it (a PUT of the
+# same content-addressed key is the same object): one request instead of two
+ASK_FIRST_ABOVE = 2**20
+
+
+def push_upload(settings: Settings, key: str, data: bytes | None = None) -> None:
+    """Put a stored upload into the store (content-addressed: one already there is the same):
+    this machine's file, or `data`, its bytes (a small file's, from memory)."""
     store = store_for(settings)
     if store is None:
         return
     name = f"uploads/{key}"
+    if data is not None:
+        store.put_bytes(name, data)
+        return
     local = path_for(settings.home, key)
-    if store.size(name) == local.stat().st_size:
+    size = local.stat().st_size
+    if size > ASK_FIRST_ABOVE and store.size(name) == size:
         return
     store.put_file(name, local)
+
+
+# the threads that put uploads into the store while their request goes on with its database
+# work (`push_upload_soon`), started once per process
+PUSH_THREADS = 4
+_push_pool: tuple[int, object] | None = None
+_push_lock = threading.Lock()
+
+
+def _pusher():
+    from concurrent.futures import ThreadPoolExecutor
+
+    global _push_pool
+    with _push_lock:
+        if _push_pool is None or _push_pool[0] != os.getpid():
+            pool = ThreadPoolExecutor(PUSH_THREADS, thread_name_prefix="palimpsest-upload-push")
+            _push_pool = (os.getpid(), pool)
+        return _push_pool[1]
+
+
+def push_upload_soon(settings: Settings, key: str, ready) -> Callable[[], None]:
+    """`push_upload` in a thread of its own once `ready()` returns (the file is in place): the
+    caller's request does its database work meanwhile. Returns what waits for the push and raises
+    what it raised (StoreUnreachable): called before the commit of a row that names the upload,
+    so that no row names an upload the store lacks."""
+
+    def push() -> None:
+        ready()
+        push_upload(settings, key)
+
+    return _pusher().submit(push).result
+
+
+def push_bytes_soon(settings: Settings, key: str, data: bytes) -> Callable[[], None]:
+    """A small upload's bytes put into the store in a thread of its own, from memory (while the
+    file is made durable on this machine); returns what waits for it, as `push_upload_soon`."""
+    return _pusher().submit(lambda: push_upload(settings, key, data)).result
 
 
 def delete_upload(settings: Settings, key: str) -> None:

@@ -1,6 +1,6 @@
 """The upload is one transaction, by construction: each step of the one intake
-(`server.actions.submissions.submit`) failing in turn -- the store push, the file's sync to disk
-(done in a thread, waited for at the commit), the team's lock, the insert, making it the primary
+(`server.actions.submissions.submit`) failing in turn -- the store push and the file's sync to
+disk (each done in a thread, waited for at the commit), the team's lock, the insert, making it the primary
 run, the enqueue, the commit -- leaves nothing behind, in the
 database or the data directory, queues nothing, and the retry succeeds as a first upload would,
 with the primary run set. On the embedded default (SQLite) and on PostgreSQL.
@@ -17,9 +17,11 @@ import time
 import uuid
 
 import pytest
+from seaweed import seaweedfs  # noqa: F401 - the fixture
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session
+from storekit import _bucket
 
 from server import api_models as m
 from server import models
@@ -106,7 +108,7 @@ def _arm(step, monkeypatch):
     import server.domain.submissions
     import server.objectstore
 
-    if step == "store push":
+    if step == "store push":  # into a real store, in a thread, waited for at the commit
         fault = StoreUnreachable("the object store is unreachable (injected)")
         return _once(
             monkeypatch, server.objectstore, "push_upload", _raise(fault)
@@ -155,6 +157,13 @@ def _arm(step, monkeypatch):
 
 
 STEPS = ("store push", "sync", "lock", "insert", "set_primary", "enqueue", "commit")
+# the settings of a site on a store, by the environment variables that name them
+_S3_FIELDS = {
+    "s3_bucket": "PALIMPSEST_S3_BUCKET",
+    "s3_endpoint": "PALIMPSEST_S3_ENDPOINT",
+    "s3_access_key": "PALIMPSEST_S3_ACCESS_KEY",
+    "s3_secret_key": "PALIMPSEST_S3_SECRET_KEY",
+}
 
 
 def _upload(backend, user, data, name, queues):
@@ -175,11 +184,17 @@ def _upload(backend, user, data, name, queues):
 
 
 def test_each_step_of_the_upload_failing_leaves_nothing_and_the_retry_is_a_first_upload(
-    backend, monkeypatch
+    backend,
+    monkeypatch,
+    seaweedfs,  # noqa: F811
 ):
     """One team uploads a new file per step; each first attempt fails at that step, the retry
     goes through. The phase allows exactly as many runs as there are steps: a failed attempt that
-    left a row (or a counted one) would make the last retry refused."""
+    left a row (or a counted one) would make the last retry refused. The store's step runs on a
+    site with a store (a bucket of the session's SeaweedFS), whose retry puts the file there."""
+    import boto3
+
+    bucket = _bucket(seaweedfs)
     with backend.session() as s:
         p = s.execute(select(Phase).where(Phase.task_id == TASK, Phase.name == "dev")).scalar_one()
         p.total_limit, p.daily_limit, p.concurrent_limit = len(STEPS), None, None
@@ -190,19 +205,32 @@ def test_each_step_of_the_upload_failing_leaves_nothing_and_the_retry_is_a_first
         data, name = predictions(TASK, "dev", backend.settings.home, 0.1 + k / 50, seed=k)
         before = (_db_state(backend.engine), _dir_state(backend.settings.home))
         queues = Recorder(backend.settings)
-        with monkeypatch.context() as mp:
-            fired, expect = _arm(step, mp)
-            with pytest.raises(expect):
-                _upload(backend, user, data, name, queues)
-        assert fired["fired"], f"the upload never reached its {step}"
-        after = (_db_state(backend.engine), _dir_state(backend.settings.home))
-        changed = [t for t in before[0] if before[0][t] != after[0][t]]
-        assert not changed, f"{step}: {changed} changed"
-        assert after[1] == before[1], f"{step}: files left {set(after[1]) - set(before[1])}"
-        assert queues.scored == [], f"{step}: queued {queues.scored}"
-        # the retry: a first upload, not a duplicate of a half-made one, primary, queued once
-        queues = Recorder(backend.settings)
-        sub, duplicate = _upload(backend, user, data, name, queues)
+        with monkeypatch.context() as on_store:
+            if step == "store push":
+                for field, var in _S3_FIELDS.items():
+                    on_store.setattr(backend.settings, field, bucket[var])
+            with monkeypatch.context() as mp:
+                fired, expect = _arm(step, mp)
+                with pytest.raises(expect):
+                    _upload(backend, user, data, name, queues)
+            assert fired["fired"], f"the upload never reached its {step}"
+            after = (_db_state(backend.engine), _dir_state(backend.settings.home))
+            changed = [t for t in before[0] if before[0][t] != after[0][t]]
+            assert not changed, f"{step}: {changed} changed"
+            assert after[1] == before[1], f"{step}: files left {set(after[1]) - set(before[1])}"
+            assert queues.scored == [], f"{step}: queued {queues.scored}"
+            # the retry: a first upload, not a duplicate of a half-made one, primary, queued once
+            queues = Recorder(backend.settings)
+            sub, duplicate = _upload(backend, user, data, name, queues)
+        if step == "store push":  # the retry's file is in the store, byte for byte
+            got = boto3.client(
+                "s3",
+                endpoint_url=bucket["PALIMPSEST_S3_ENDPOINT"],
+                aws_access_key_id=bucket["PALIMPSEST_S3_ACCESS_KEY"],
+                aws_secret_access_key=bucket["PALIMPSEST_S3_SECRET_KEY"],
+                region_name="us-east-1",
+            ).get_object(Bucket=bucket["PALIMPSEST_S3_BUCKET"], Key=f"uploads/{sub.storage_key}")
+            assert got["Body"].read() == data
         assert not duplicate, step
         assert queues.scored == [sub.id], step
         assert queues.uploads == [sub.storage_key], step  # its file's copy may go with its job

@@ -166,21 +166,54 @@ def store(
     session's transaction roll back (a refusal, a failure, an unreachable store), the file goes
     again unless a committed row names it. Not `in_place` (a prediction file, which nothing reads
     before the commit): made durable under its name in a thread while the intake reads and writes
-    the database, and waited for before the session commits (`server.storage.write_upload`;
-    at once on a site with a store, whose push reads it). Raises UploadTooLarge,
-    StoreUnreachable."""
+    the database, and waited for before the session commits (`server.storage.write_upload`); on
+    a site with a store, put into the store after that in another thread, and waited for before
+    the commit too (a failed push stops it). Raises UploadTooLarge, StoreUnreachable (at once, or
+    from the commit)."""
     session.connection()  # the transaction the undo hangs on is open
+    small = None  # a small prediction file's bytes, put into a site's store from memory
+    if not in_place and objectstore.store_for(settings) is not None:
+        stream, small = _whole_if_small(stream, objectstore.ASK_FIRST_ABOVE)
     key, sha, size, synced = write_upload(settings.home, stream, filename, max_bytes)
     on_rollback(
         session,
         functools.partial(_drop_unnamed, session.get_bind(), settings.home, key, synced),
     )
-    if in_place or objectstore.store_for(settings) is not None:
+    if in_place:
         synced()
-    else:
+        objectstore.push_upload(settings, key)
+    elif objectstore.store_for(settings) is None:
         before_commit(session, synced)
-    objectstore.push_upload(settings, key)
+    elif small is not None:  # into the store from memory while the file is made durable here
+        before_commit(session, synced)
+        before_commit(session, objectstore.push_bytes_soon(settings, key, small))
+    else:  # into the store once in place, both while the intake does its database work
+        before_commit(session, objectstore.push_upload_soon(settings, key, synced))
     return key, sha, size
+
+
+class _Rest:
+    """A stream read on from bytes already read off it (`_whole_if_small`)."""
+
+    def __init__(self, head: bytes, rest: BinaryIO):
+        self.head, self.rest = head, rest
+
+    def read(self, n: int = -1) -> bytes:
+        if self.head:
+            got, self.head = (self.head, b"") if n < 0 else (self.head[:n], self.head[n:])
+            return got
+        return self.rest.read(n)
+
+
+def _whole_if_small(stream: bytes | BinaryIO, limit: int) -> tuple[bytes | BinaryIO, bytes | None]:
+    """(a stream of the same bytes, the bytes themselves when there are at most `limit`)."""
+    if isinstance(stream, (bytes, bytearray, memoryview)):
+        data = bytes(stream)
+        return data, data if len(data) <= limit else None
+    head = stream.read(limit + 1)
+    if len(head) <= limit:
+        return head, head
+    return _Rest(head, stream), None
 
 
 def _drop_unnamed(engine, home, key: str, synced=None) -> None:

@@ -194,7 +194,6 @@ def score_one(submission_id: int, settings: Settings, *, attempt: int | None = N
                 "failure_kind": "invalid",
                 "phase": phase_id,
             }
-        keep_units(settings, submission_id, attempt, v)
         # the scores, the status, the board's revision, the audit row and the run's notice: one
         # transaction (a blind run's output not shown yet moves no board)
         won, moved, noticed = lifecycle.finish_scored(
@@ -206,6 +205,10 @@ def score_one(submission_id: int, settings: Settings, *, attempt: int | None = N
             then_if=lambda s: notices.run_notice_wanted(s, submission_id),
         )
         if won:
+            # then the per-unit predictions the board's statistics resample, before those are
+            # asked for: the score is recorded (and shown) without waiting for their write (on a
+            # site with a store, a PUT); lost with the job, they are read from the upload again
+            keep_units(settings, submission_id, attempt, v)
             if moved:
                 board_statistics(settings, phase_id)
             if noticed:
