@@ -1,9 +1,9 @@
 """The upload is one transaction, by construction: each step of the one intake
 (`server.actions.submissions.submit`) failing in turn -- the store push and the file's sync to
-disk (each done in a thread, waited for at the commit), the team's lock, the insert, making it the primary
-run, the enqueue, the commit -- leaves nothing behind, in the
-database or the data directory, queues nothing, and the retry succeeds as a first upload would,
-with the primary run set. On the embedded default (SQLite) and on PostgreSQL.
+disk (each done in a thread, waited for at the commit), the team's lock, the insert, making it the
+primary run, the enqueue, the commit -- leaves nothing behind, in the database or the data
+directory, queues nothing, and the retry succeeds as a first upload would, with the primary run
+set. On the embedded default (SQLite) and on PostgreSQL.
 
 And a race's loser keeps its action's transaction: `decide_member` holds the team's lock while a
 registration made in the same action loses a race (a savepoint, not a rollback of the whole), so
