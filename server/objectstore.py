@@ -32,6 +32,7 @@ import ssl
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from urllib.parse import quote, urlsplit
@@ -491,13 +492,11 @@ def push_upload(settings: Settings, key: str, data: bytes | None = None) -> None
 # the threads that put uploads into the store while their request goes on with its database
 # work (`push_upload_soon`), started once per process
 PUSH_THREADS = 4
-_push_pool: tuple[int, object] | None = None
+_push_pool: tuple[int, ThreadPoolExecutor] | None = None
 _push_lock = threading.Lock()
 
 
-def _pusher():
-    from concurrent.futures import ThreadPoolExecutor
-
+def _pusher() -> ThreadPoolExecutor:
     global _push_pool
     with _push_lock:
         if _push_pool is None or _push_pool[0] != os.getpid():
