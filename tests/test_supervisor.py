@@ -73,7 +73,13 @@ def _children(pid: int, recursive: bool = True):
 
 
 def _kind(p) -> str:
-    cmd = " ".join(p.cmdline())
+    """What a child is; "gone" for one that died (or became a zombie) since it was listed."""
+    import psutil
+
+    try:
+        cmd = " ".join(p.cmdline())
+    except psutil.Error:
+        return "gone"
     return (
         "worker" if "server.jobs.worker" in cmd else "redis" if "redis-server" in cmd else "other"
     )
