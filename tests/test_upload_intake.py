@@ -12,11 +12,14 @@ parallel approvals never pass the team's cap."""
 from __future__ import annotations
 
 import hashlib
+import io
 import threading
 import time
 import uuid
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from seaweed import seaweedfs  # noqa: F401 - the fixture
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session as OrmSession
@@ -602,3 +605,25 @@ def test_the_upload_request_reads_and_writes_in_a_bounded_number_of_statements(a
     assert len(seen) <= 11, "\n".join(seen)
     assert sum(st.startswith("SELECT competition.id") for st in seen) == 1, seen
     assert sum(st.startswith("UPDATE apitoken") for st in seen) == 1, seen
+
+
+@given(
+    data=st.binary(max_size=300),
+    limit=st.integers(min_value=0, max_value=200),
+    reads=st.lists(st.integers(min_value=-1, max_value=120), max_size=6),
+)
+def test_a_small_uploads_bytes_are_read_once_and_the_stream_gives_the_same_file(data, limit, reads):
+    """The intake reads a file of at most `limit` bytes whole (put into a site's store from memory)
+    and hands on a stream of the same bytes, whatever the sizes it is read in (-1: the rest)."""
+    from server.domain.submissions import _whole_if_small
+
+    stream, small = _whole_if_small(io.BytesIO(data), limit)
+    assert small == (data if len(data) <= limit else None)
+    src = io.BytesIO(stream) if isinstance(stream, bytes) else stream
+    got = b""
+    for n in reads:
+        chunk = src.read(n)
+        assert len(chunk) == (len(data) - len(got) if n < 0 else min(n, len(data) - len(got)))
+        got += chunk
+    got += src.read()
+    assert got == data and src.read() == b"" and src.read(5) == b""

@@ -199,10 +199,11 @@ class _Rest:
         self.head, self.rest = head, rest
 
     def read(self, n: int = -1) -> bytes:
-        if self.head:
-            got, self.head = (self.head, b"") if n < 0 else (self.head[:n], self.head[n:])
+        if n is None or n < 0:  # the rest, whole
+            got, self.head = self.head + self.rest.read(), b""
             return got
-        return self.rest.read(n)
+        got, self.head = self.head[:n], self.head[n:]
+        return got + self.rest.read(n - len(got)) if len(got) < n else got
 
 
 def _whole_if_small(stream: bytes | BinaryIO, limit: int) -> tuple[bytes | BinaryIO, bytes | None]:
