@@ -846,12 +846,13 @@ def measure_latency(site: Site, phase_id: int, n: int, layout: str) -> dict:
             for i in range(n, n + 3):  # warmed: the worker's first runs fetch the task's files
                 scored(i)
                 empty()
+            for shares in parts.values():  # the warming uploads' left out
+                shares.clear()
             load0 = round(os.getloadavg()[0], 2)
             e, u = [], []
             for i in range(n):
                 e.append(empty())
                 u.append(scored(i))
-            del parts["answered"][:3], parts["started"][:3]  # the warming uploads'
         finally:
             stop_workers(procs)
             stop_group(web)
@@ -1319,14 +1320,13 @@ print(json.dumps(out))
     return json.loads(r.stdout)
 
 
-def sibling(args: list[str], env: dict | None = None) -> dict:
+def sibling(args: list[str]) -> dict:
     """Another benchmark of this directory as a process of its own: its table (standard output)
     kept in the report, with its wall time and the load before and after it."""
     load0, t0 = os.getloadavg()[0], time.perf_counter()
     out = subprocess.run(
         [sys.executable, *args],
         cwd=REPO,
-        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
         check=False,

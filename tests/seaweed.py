@@ -201,4 +201,20 @@ def s3_env(info: dict) -> dict:
     }
 
 
+def s3_client(env: dict):
+    """A boto3 client of the store that a site's settings (`s3_env`, as environment variables)
+    name, path-style: what the tests read and write the store with, beside the site's own code."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=env["PALIMPSEST_S3_ENDPOINT"],
+        aws_access_key_id=env["PALIMPSEST_S3_ACCESS_KEY"],
+        aws_secret_access_key=env["PALIMPSEST_S3_SECRET_KEY"],
+        region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}),
+    )
+
+
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")  # boto3 never asks a cloud for keys

@@ -13,7 +13,7 @@ from backbone import (
     make_team,
     submit,
 )
-from seaweed import s3_env, seaweedfs  # noqa: F401 - the fixture
+from seaweed import s3_client, s3_env, seaweedfs  # noqa: F401 - the fixture
 from sqlalchemy import select
 from sqlmodel import Session
 
@@ -22,18 +22,8 @@ from server.actions import adjudication
 
 def _bucket(info) -> dict:
     """A fresh bucket of the session's SeaweedFS, as the settings' environment."""
-    import boto3
-    from botocore.config import Config
-
     name = f"t-{uuid.uuid4().hex[:12]}"
-    boto3.client(
-        "s3",
-        endpoint_url=info["endpoint"],
-        aws_access_key_id=info["access_key"],
-        aws_secret_access_key=info["secret_key"],
-        region_name="us-east-1",
-        config=Config(s3={"addressing_style": "path"}),
-    ).create_bucket(Bucket=name)
+    s3_client(s3_env(info)).create_bucket(Bucket=name)
     return {**s3_env(info), "PALIMPSEST_S3_BUCKET": name}
 
 

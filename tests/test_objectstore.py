@@ -1197,3 +1197,74 @@ def test_keys_of_any_characters_are_signed_by_botocore_and_never_fall_back(
     for key in keys:  # and boto3 reads the same bytes under the same keys
         got = store.client.get_object(Bucket=store.bucket, Key=key)["Body"].read()
         assert got == f"bytes of {key}".encode()
+
+
+@pytest.mark.postgres
+def test_twenty_parallel_uploads_on_postgresql_each_in_the_store_before_its_row(
+    request,
+    tmp_path,
+    demo_home,
+    monkeypatch,
+    seaweedfs,  # noqa: F811
+):
+    """The crowd on a site with a store, on PostgreSQL: 20 teams upload at once (a barrier), each
+    file put into the store by the process's push threads (four, so most pushes wait for one)
+    while its intake does its database work. Every upload is taken once, and every row's file is
+    in the store byte for byte. (That a push that fails stops its commit is
+    tests/test_upload_intake.py's.)"""
+    import threading
+
+    from seaweed import s3_client
+
+    from server.actions import submissions as sub_actions
+    from server.api_models import UploadFields
+    from server.demo import predictions
+    from server.models import Submission
+
+    env = _bucket(seaweedfs)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    b = _make_backend("services", request, tmp_path, demo_home, monkeypatch)
+    _own_tasks(b, demo_home)
+    set_phase(b, TASK, "dev", concurrent_limit=None, daily_limit=None)
+    assert b.settings.s3_bucket == env["PALIMPSEST_S3_BUCKET"]
+    s3 = s3_client(env)
+    n = 20
+    people = [make_team(b) for _ in range(n)]
+    files = [predictions(TASK, "dev", b.settings.home, 0.3, 100 + i)[0] for i in range(n)]
+    barrier = threading.Barrier(n)
+    made, errors = {}, []
+
+    def one(i):
+        team, user = people[i]
+        barrier.wait()
+        try:
+            with b.session() as s:
+                sub, duplicate = sub_actions.submit(
+                    s=s,
+                    user=s.merge(user),
+                    task_id=TASK,
+                    fields=UploadFields(phase="dev", method_name=f"m{i}"),
+                    stream=io.BytesIO(files[i]),
+                    filename="pred.jsonl",
+                    settings=b.settings,
+                )
+                made[i] = (sub.id, duplicate)
+        except Exception as e:  # noqa: BLE001 - every failure is reported below
+            errors.append((i, repr(e)))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert sorted(made) == list(range(n)) and not any(d for _, d in made.values())
+    with Session(b.engine) as s:
+        rows = {s.get(Submission, sid).storage_key for sid, _ in made.values()}
+    assert len(rows) == n
+    stored = {
+        s3.get_object(Bucket=env["PALIMPSEST_S3_BUCKET"], Key=f"uploads/{key}")["Body"].read()
+        for key in rows
+    }
+    assert stored == set(files)

@@ -30,7 +30,7 @@ import pytest
 from conftest import build_schema, fresh_pg_database
 from livekit import _free_port, _people
 from mailkit import box  # noqa: F401 - the fixture
-from seaweed import seaweedfs  # noqa: F401 - the fixture
+from seaweed import s3_client, seaweedfs  # noqa: F401 - the fixture
 from storekit import _bucket
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
@@ -517,17 +517,7 @@ def test_the_site_as_organizers_deploy_it(tmp_path, redis_tcp_url, seaweedfs, bo
 
 def _empty_bucket(s3: dict) -> None:
     """The bucket's objects deleted and the bucket itself."""
-    import boto3
-    from botocore.config import Config
-
-    c = boto3.client(
-        "s3",
-        endpoint_url=s3["PALIMPSEST_S3_ENDPOINT"],
-        aws_access_key_id=s3["PALIMPSEST_S3_ACCESS_KEY"],
-        aws_secret_access_key=s3["PALIMPSEST_S3_SECRET_KEY"],
-        region_name="us-east-1",
-        config=Config(s3={"addressing_style": "path"}),
-    )
+    c = s3_client(s3)
     bucket = s3["PALIMPSEST_S3_BUCKET"]
     for page in c.get_paginator("list_objects_v2").paginate(Bucket=bucket):
         for o in page.get("Contents", []):

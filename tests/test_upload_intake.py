@@ -20,7 +20,7 @@ import uuid
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from seaweed import seaweedfs  # noqa: F401 - the fixture
+from seaweed import s3_client, seaweedfs  # noqa: F401 - the fixture
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session as OrmSession
 from sqlmodel import Session
@@ -195,8 +195,6 @@ def test_each_step_of_the_upload_failing_leaves_nothing_and_the_retry_is_a_first
     goes through. The phase allows exactly as many runs as there are steps: a failed attempt that
     left a row (or a counted one) would make the last retry refused. The store's step runs on a
     site with a store (a bucket of the session's SeaweedFS), whose retry puts the file there."""
-    import boto3
-
     bucket = _bucket(seaweedfs)
     with backend.session() as s:
         p = s.execute(select(Phase).where(Phase.task_id == TASK, Phase.name == "dev")).scalar_one()
@@ -226,13 +224,9 @@ def test_each_step_of_the_upload_failing_leaves_nothing_and_the_retry_is_a_first
             queues = Recorder(backend.settings)
             sub, duplicate = _upload(backend, user, data, name, queues)
         if step == "store push":  # the retry's file is in the store, byte for byte
-            got = boto3.client(
-                "s3",
-                endpoint_url=bucket["PALIMPSEST_S3_ENDPOINT"],
-                aws_access_key_id=bucket["PALIMPSEST_S3_ACCESS_KEY"],
-                aws_secret_access_key=bucket["PALIMPSEST_S3_SECRET_KEY"],
-                region_name="us-east-1",
-            ).get_object(Bucket=bucket["PALIMPSEST_S3_BUCKET"], Key=f"uploads/{sub.storage_key}")
+            got = s3_client(bucket).get_object(
+                Bucket=bucket["PALIMPSEST_S3_BUCKET"], Key=f"uploads/{sub.storage_key}"
+            )
             assert got["Body"].read() == data
         assert not duplicate, step
         assert queues.scored == [sub.id], step

@@ -171,8 +171,9 @@ def store(
     the commit too (a failed push stops it). Raises UploadTooLarge, StoreUnreachable (at once, or
     from the commit)."""
     session.connection()  # the transaction the undo hangs on is open
+    on_store = objectstore.store_for(settings) is not None
     small = None  # a small prediction file's bytes, put into a site's store from memory
-    if not in_place and objectstore.store_for(settings) is not None:
+    if not in_place and on_store:
         stream, small = _whole_if_small(stream, objectstore.ASK_FIRST_ABOVE)
     key, sha, size, synced = write_upload(settings.home, stream, filename, max_bytes)
     on_rollback(
@@ -182,7 +183,7 @@ def store(
     if in_place:
         synced()
         objectstore.push_upload(settings, key)
-    elif objectstore.store_for(settings) is None:
+    elif not on_store:
         before_commit(session, synced)
     elif small is not None:  # into the store from memory while the file is made durable here
         before_commit(session, synced)
